@@ -1,0 +1,27 @@
+"""mmopt: the matrix mechanism of Li et al. (PODS 2010) — workloads, strategies, exact error, optimisation.
+
+Notation: see README. The public API is re-exported here; modules are named after the paper's nouns.
+"""
+
+from mmopt import strategy, workload
+from mmopt.error import (
+    ErrorReport,
+    error_profile,
+    eigen_structure,
+    evaluate,
+    expected_error,
+    profile_equivalent,
+    query_error,
+    supports,
+    svd_bound,
+)
+from mmopt.privacy import Privacy
+from mmopt.strategy import Strategy
+from mmopt.workload import Workload
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ErrorReport", "Privacy", "Strategy", "Workload", "eigen_structure", "error_profile", "evaluate",
+    "expected_error", "profile_equivalent", "query_error", "strategy", "supports", "svd_bound", "workload",
+]

@@ -1,0 +1,63 @@
+"""Internal hand-off type between an optimisation algorithm and :func:`mmopt.optimize`.
+
+Notation: see README. Every algorithm module (``l2_fast``, ``sdp_l2``, ``sdp_min_error``,
+``min_sensitivity``, ``local_search``) returns a :class:`RawSolution`; ``optimize`` re-evaluates the
+strategy exactly with :mod:`mmopt.error` and wraps it in the public ``OptimizeResult``. Keeping the
+solver's own numbers out of the public objective is deliberate: SCS, for one, returns slightly
+infeasible points whose reported objective falls below the true optimum.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# cvxpy's status vocabulary, plus "user_limit" for an iteration/time budget that ran out.
+STATUSES = ("optimal", "optimal_inaccurate", "user_limit", "infeasible", "unbounded", "solver_error")
+
+
+@dataclass(frozen=True, eq=False)
+class RawSolution:
+    """An algorithm's answer before exact re-evaluation.
+
+    Attributes
+    ----------
+    matrix : ndarray of shape (p, n) or None
+        The strategy A, when the method produces one.
+    gram : ndarray of shape (n, n) or None
+        X = AᵀA, when the method produces a Gram matrix instead (L2 methods). At least one of
+        ``matrix`` and ``gram`` is set.
+    status : str
+        One of :data:`STATUSES`.
+    message : str
+        A human sentence; says what to try when ``status`` is not ``"optimal"``.
+    iterations : int or None
+        Solver iterations, or outer iterations for iterative heuristics.
+    solver : str or None
+        The solver actually used ("CLARABEL", "SCS", "MOSEK", "mmopt-l2-newton", ...), None for closed forms.
+    dual_bound : float or None
+        A certified lower bound on the method's own objective at unit privacy, when one is known.
+    history : tuple of dict
+        One record per outer iteration (e.g. ``{"iteration": 3, "objective": 20.1, "rank_gap": 1e-7}``).
+    extra : dict
+        Anything else worth keeping (raw solver statistics).
+    """
+
+    matrix: np.ndarray | None
+    gram: np.ndarray | None
+    status: str
+    message: str
+    iterations: int | None
+    solver: str | None
+    dual_bound: float | None = None
+    history: tuple[Mapping[str, Any], ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.matrix is None and self.gram is None:
+            raise ValueError("RawSolution needs a strategy matrix or a Gram matrix; got neither.")
+        if self.status not in STATUSES:
+            raise ValueError(f"RawSolution.status must be one of {STATUSES}. Got {self.status!r} instead.")

@@ -1,0 +1,171 @@
+"""Error analysis: paper values (Fig. 3, Ex. 4.7, Thms 6.29/6.30), oracles and properties."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+from hypothesis.extra.numpy import arrays
+
+import mmopt
+from mmopt import Privacy, evaluate, query_error, svd_bound
+from mmopt import strategy as st
+from mmopt import workload as wl
+from mmopt.error import error_profile
+
+UNIT = None
+
+
+def test_fig3_error_profiles():
+    np.testing.assert_allclose(error_profile(st.identity(4)).matrix, np.eye(4), atol=1e-15)
+    M_H = np.array([[13, -8, -1, -1], [-8, 13, -1, -1], [-1, -1, 13, -8], [-1, -1, -8, 13]]) / 21
+    M_Y = np.array([[3, -1, 0, 0], [-1, 3, 0, 0], [0, 0, 3, -1], [0, 0, -1, 3]]) / 8
+    np.testing.assert_allclose(error_profile(st.hierarchical(4)).matrix, M_H, atol=1e-14)
+    np.testing.assert_allclose(error_profile(st.wavelet(4)).matrix, M_Y, atol=1e-14)
+
+
+@pytest.mark.parametrize("w,expected", [
+    ([1, 0, 0, 0], (1, 9 * 13 / 21, 9 * 3 / 8)),
+    ([1, 1, 0, 0], (2, 9 * 10 / 21, 4.5)),
+    ([1, 1, 1, 1], (4, 9 * 12 / 21, 9)),
+    ([1, -1, 0, 0], (2, 18, 9)),
+])
+def test_example_4_7(w, expected):
+    got = [query_error(w, A) for A in (st.identity(4), st.hierarchical(4), st.wavelet(4))]
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 8, 33, 128])
+def test_theorem_6_30_identity_all_ranges(n):
+    r = evaluate(wl.all_range(n), st.identity(n), Privacy(0.5))
+    assert r.total_squared_error == pytest.approx((2 / 0.25) * n * (n + 1) * (n + 2) / 6, rel=1e-12)
+    assert r.max_variance == pytest.approx((2 / 0.25) * n, rel=1e-12)  # the full range
+
+
+@pytest.mark.parametrize("n", [1, 4, 10, 20, 64, 1100])
+def test_theorem_6_30_identity_all_predicates(n):
+    import contextlib
+    overflow = pytest.warns(RuntimeWarning, match="exceeds float64") if n > 1000 else contextlib.nullcontext()
+    with overflow:  # the total is beyond float64 there: it must say so, not return inf silently
+        r = evaluate(wl.all_predicate(n), st.identity(n), Privacy(1.0), per_query=False)
+    # (2/ε²)·n·2^(n−1) over the 2ⁿ queries (the empty one adds 0): compare in log10 for huge n
+    assert r.log10_total == pytest.approx(np.log10(2 * n) + (n - 1) * np.log10(2), rel=1e-12)
+    assert r.mean_squared_error == pytest.approx(2 * n * 2 ** (n - 1) / (2**n - 1) if n < 1000 else n, rel=1e-9)
+    assert r.max_variance == pytest.approx(2 * n) and r.max_variance_exact
+
+
+@pytest.mark.parametrize("k", [2, 4, 6, 8])
+def test_theorem_6_29_ratio_over_all_ranges(k):
+    n = 2**k
+    W = wl.all_range(n)
+    h = evaluate(W, st.hierarchical(n)).per_query_variance
+    y = evaluate(W, st.wavelet(n)).per_query_variance
+    ratio = h / y
+    assert ratio.min() > 0.5 and ratio.max() <= 2.0 + 1e-9
+    assert query_error(np.r_[1, -1, np.zeros(n - 2)], st.hierarchical(n)) == pytest.approx(
+        2 * query_error(np.r_[1, -1, np.zeros(n - 2)], st.wavelet(n)), rel=1e-9)  # ratio 2 attained
+
+
+@pytest.mark.parametrize("make", [wl.all_range, wl.prefix, wl.all_predicate, wl.identity, wl.total])
+def test_family_per_query_equals_explicit(make):
+    n = 7
+    W = make(n)
+    dense = wl.Workload.from_matrix(W.explicit_matrix())
+    A = st.hierarchical(n)
+    fam, exp = evaluate(W, A), evaluate(dense, A)
+    np.testing.assert_allclose(fam.per_query_variance, exp.per_query_variance, rtol=1e-10)
+    assert fam.total_squared_error == pytest.approx(exp.total_squared_error, rel=1e-12)
+    assert fam.max_variance == pytest.approx(exp.max_variance, rel=1e-12)
+
+
+def test_predicate_bounds_bracket_exact_maximum(rng):
+    # n = 23 is past exact enumeration: the bounds must bracket the true maximum, computed here by brute force.
+    from mmopt._queries import predicate_max_bounds, predicate_terms
+    n = 16
+    A = rng.normal(size=(20, n))
+    M = error_profile(A).matrix
+    lo, hi = predicate_max_bounds(M)
+    exact = predicate_terms(M).max()
+    assert lo <= exact * (1 + 1e-12) and exact <= hi * (1 + 1e-12)
+    r = evaluate(wl.all_predicate(40), st.wavelet(32) if False else st.hierarchical(40), per_query=False)
+    assert not r.max_variance_exact and r.max_variance <= r.max_variance_upper
+
+
+def test_rank_deficient_strategy_supporting_workload():
+    A = np.array([[1.0, 1.0, 1.0]])
+    r = evaluate(wl.total(3), A)
+    assert r.total_squared_error == pytest.approx(1.0)  # measure the total once, Δ = 1
+    with pytest.raises(ValueError, match="does not support"):
+        evaluate(wl.identity(3), A)
+
+
+def test_near_singular_strategy_never_below_lower_bound():
+    # Cholesky of AᵀA on this A gave errors under the SVD bound; the QR/SVD path must not.
+    n = 8
+    W = wl.all_range(n)
+    A = np.eye(n)
+    A[-1] = A[-2] + 1e-9 * np.eye(n)[-1]
+    r = evaluate(W, A)
+    assert r.total_squared_error >= svd_bound(W)
+    A[-1] = A[-2]  # exactly singular: unsupported
+    with pytest.raises(ValueError, match="does not support"):
+        evaluate(W, A)
+
+
+def test_gaussian_evaluation_uses_l2_sensitivity():
+    p = Privacy(1.0, 1e-6)
+    H = st.hierarchical(16)
+    r = evaluate(wl.all_range(16), H, p)
+    u = evaluate(wl.all_range(16), H, norm="l2")
+    assert r.sensitivity == pytest.approx(np.sqrt(5))
+    assert r.total_squared_error == pytest.approx(p.variance_factor * u.total_squared_error, rel=1e-12)
+
+
+def test_example_4_8_workload_as_strategy():
+    W = wl.prefix(6)
+    r = evaluate(W, st.from_workload(W))
+    assert r.total_squared_error == pytest.approx(6**2 * 6)  # Δ_W² · n
+
+
+def test_svd_bound_prefix2_and_to_row():
+    assert svd_bound(wl.prefix(2)) == pytest.approx(2.5)
+    row = evaluate(wl.prefix(2), st.identity(2), Privacy(1.0)).to_row()
+    assert row["total_squared_error"] == pytest.approx(6.0) and row["noise"] == "laplace"
+
+
+# -- properties (hypothesis) ---------------------------------------------------------------------
+def _full_rank(n):
+    return arrays(np.float64, (n + 2, n), elements=hs.floats(-3, 3, allow_nan=False)).filter(
+        lambda A: np.linalg.cond(A) < 1e6)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(A=_full_rank(5), c=hs.floats(0.01, 100), seed=hs.integers(0, 2**31))
+def test_scale_and_row_permutation_invariance(A, c, seed):
+    W = wl.all_range(5)
+    base = evaluate(W, A).total_squared_error
+    perm = np.random.default_rng(seed).permutation(A.shape[0])
+    assert evaluate(W, c * A).total_squared_error == pytest.approx(base, rel=1e-8)
+    assert evaluate(W, A[perm]).total_squared_error == pytest.approx(base, rel=1e-10)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(A=_full_rank(4), Wm=arrays(np.float64, (6, 4), elements=hs.floats(-2, 2, allow_nan=False)))
+def test_gram_path_equals_matrix_path_and_bound_holds(A, Wm):
+    if not np.any(Wm):
+        return
+    by_matrix = wl.Workload.from_matrix(Wm)
+    by_gram = wl.Workload.from_gram(Wm.T @ Wm, n_queries=6)
+    r = evaluate(by_matrix, A)
+    assert evaluate(by_gram, A).total_squared_error == pytest.approx(r.total_squared_error, rel=1e-9)
+    assert np.sum(r.per_query_variance) == pytest.approx(r.total_squared_error, rel=1e-9)
+    assert r.max_variance == pytest.approx(np.max(r.per_query_variance))
+    for norm in ("l1", "l2"):
+        assert evaluate(by_matrix, A, norm=norm).total_squared_error >= svd_bound(by_matrix) * (1 - 1e-9)
+
+
+def test_profile_equivalence():
+    H = st.hierarchical(8)
+    assert mmopt.profile_equivalent(H, st.square_root(H))
+    assert not mmopt.profile_equivalent(H, st.wavelet(8))
+    lam, V = mmopt.eigen_structure(st.wavelet(8))
+    assert lam[0] == pytest.approx(8) and V.shape == (8, 8)

@@ -1,0 +1,89 @@
+"""Strategies: Fig. 1 instances, sensitivities of §6.1, Table 1 spectra, construction for any n."""
+
+import numpy as np
+import pytest
+
+from mmopt import strategy as st
+from mmopt.error import error_profile
+
+H4 = [[1, 1, 1, 1], [1, 1, 0, 0], [0, 0, 1, 1], [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]
+Y4 = [[1, 1, 1, 1], [1, 1, -1, -1], [1, -1, 0, 0], [0, 0, 1, -1]]
+
+
+def test_fig1_instances_exact():
+    np.testing.assert_array_equal(st.identity(4).matrix, np.eye(4))
+    np.testing.assert_array_equal(st.hierarchical(4).matrix, H4)
+    np.testing.assert_array_equal(st.wavelet(4).matrix, Y4)
+
+
+def test_example2_sensitivities():
+    assert [s.sensitivity("l1") for s in (st.identity(4), st.hierarchical(4), st.wavelet(4))] == [1, 3, 3]
+
+
+def test_fig2_pseudo_inverses():
+    H = st.hierarchical(4)
+    H_plus = error_profile(H).matrix @ H.matrix.T  # A⁺ = (AᵀA)⁻¹Aᵀ
+    fig2b = np.array([[3, 5, -2, 13, -8, -1, -1], [3, 5, -2, -8, 13, -1, -1],
+                      [3, -2, 5, -1, -1, 13, -8], [3, -2, 5, -1, -1, -8, 13]]) / 21
+    np.testing.assert_allclose(H_plus, fig2b, atol=1e-12)
+    fig2c = [[.25, .25, .5, 0], [.25, .25, -.5, 0], [.25, -.25, 0, .5], [.25, -.25, 0, -.5]]
+    np.testing.assert_allclose(np.linalg.inv(st.wavelet(4).matrix), fig2c, atol=1e-15)
+
+
+@pytest.mark.parametrize("k", range(1, 11))
+def test_sec61_sensitivities_power_of_two(k):
+    n = 2**k
+    for A in (st.hierarchical(n), st.wavelet(n)):
+        assert A.sensitivity("l1") == k + 1
+        assert A.sensitivity("l2") == pytest.approx(np.sqrt(k + 1), rel=1e-14)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 8, 10])
+def test_table1_spectra(k):
+    n = 2**k
+    expected_h = [2 * n - 1] + [2**j - 1 for j in range(1, k + 1) for _ in range(n // 2**j)]
+    expected_y = [n] + [2**j for j in range(1, k + 1) for _ in range(n // 2**j)]
+    np.testing.assert_allclose(np.linalg.eigvalsh(st.hierarchical(n).gram), sorted(expected_h), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(np.linalg.eigvalsh(st.wavelet(n).gram), sorted(expected_y), rtol=1e-9, atol=1e-9)
+    # eigenvectors: the Haar vectors h_v of block size 2^j (Table 1)
+    for j in (1, k):
+        h = np.zeros(n)
+        h[: 2 ** (j - 1)], h[2 ** (j - 1): 2**j] = 1, -1
+        np.testing.assert_allclose(st.hierarchical(n).gram @ h, (2**j - 1) * h, atol=1e-9)
+        np.testing.assert_allclose(st.wavelet(n).gram @ h, 2**j * h, atol=1e-9)
+
+
+@pytest.mark.parametrize("n,b", [(5, 2), (12, 2), (9, 3), (10, 3), (100, 4), (1, 2), (7, 16)])
+def test_hierarchical_any_n(n, b):
+    A = st.hierarchical(n, branching=b).matrix
+    assert A.shape[1] == n
+    assert np.linalg.matrix_rank(A) == n
+    assert set(np.unique(A)) <= {0.0, 1.0}
+    assert A[0].sum() == n  # root counts everything
+    # every node's children partition it into near-equal parts: each cell in exactly one node per level
+    depth = int(np.max(A.sum(axis=0)))
+    assert depth == st.hierarchical(n, branching=b).sensitivity()
+    assert depth <= int(np.ceil(np.log(n) / np.log(b) - 1e-12)) + 1 if n > 1 else depth == 1
+
+
+def test_from_gram_and_square_root_are_profile_equivalent(rng):
+    A = rng.normal(size=(9, 5))
+    B = st.Strategy.from_gram(A.T @ A)
+    np.testing.assert_allclose(B.gram, A.T @ A, rtol=1e-10, atol=1e-10)
+    C = st.square_root(st.hierarchical(4))
+    np.testing.assert_allclose(C.gram, st.hierarchical(4).gram, atol=1e-12)
+    # any profile-equivalent strategy keeps the column L2 norms, so √(log₂n + 1) bounds its Δ₁ below (§6.1)
+    assert C.sensitivity("l2") == pytest.approx(np.sqrt(3))
+    assert C.sensitivity("l1") >= np.sqrt(3)
+    # §6.1 / Fig. 4a: with the Table-1 (Haar) eigenbasis, D_H Q_H has Δ = √(7/4) + √(3/4) + √(1/2)
+    Q = np.array([[1, 1, 1, 1], [1, 1, -1, -1], [1, -1, 0, 0], [0, 0, 1, -1]]) / np.array([[2], [2], [2**.5], [2**.5]])
+    D = np.sqrt(Q @ st.hierarchical(4).gram @ Q.T)
+    fig4a = st.Strategy(np.diag(np.diag(D)) @ Q)
+    np.testing.assert_allclose(fig4a.gram, st.hierarchical(4).gram, atol=1e-12)
+    assert fig4a.sensitivity() == pytest.approx(np.sqrt(7 / 4) + np.sqrt(3 / 4) + np.sqrt(1 / 2), rel=1e-12)
+
+
+def test_strategy_is_read_only():
+    A = st.identity(3)
+    with pytest.raises(ValueError):
+        A.matrix[0, 0] = 5.0

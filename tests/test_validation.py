@@ -1,0 +1,60 @@
+"""Invalid inputs: every public entry point names itself, the parameter, what it expected and what it got."""
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt import Privacy, Strategy, Workload, evaluate
+from mmopt import strategy as st
+from mmopt import workload as wl
+
+CASES = {
+    "epsilon<=0": (lambda: Privacy(-1.0), ValueError, r"'epsilon' parameter of Privacy must be a float in the range \(0"),
+    "epsilon nan": (lambda: Privacy(float("nan")), ValueError, "'epsilon' parameter of Privacy"),
+    "epsilon str": (lambda: Privacy("1"), TypeError, "'epsilon' parameter of Privacy must be a real number"),
+    "delta>=1": (lambda: Privacy(1.0, 1.0), ValueError, r"'delta' parameter of Privacy .*\[0, 1\)"),
+    "delta<0": (lambda: Privacy(1.0, -0.1), ValueError, "'delta' parameter of Privacy"),
+    "calibration": (lambda: Privacy(1.0, 1e-5, calibration="classic"), ValueError, "'calibration' parameter"),
+    "gram non-square": (lambda: Workload.from_gram(np.ones((2, 3)), n_queries=2), ValueError,
+                        r"'gram' parameter of Workload.from_gram must be a square matrix. Got shape \(2, 3\)"),
+    "gram asymmetric": (lambda: Workload.from_gram([[1, 2], [0, 1]], n_queries=2), ValueError, "must be symmetric"),
+    "gram not psd": (lambda: Workload.from_gram([[1, 2], [2, 1]], n_queries=2), ValueError,
+                     "positive semidefinite; its smallest eigenvalue is -1"),
+    "gram nan": (lambda: Workload.from_gram([[1, np.nan], [np.nan, 1]], n_queries=2), ValueError, "must be finite"),
+    "gram zero": (lambda: Workload.from_gram(np.zeros((2, 2)), n_queries=2), ValueError, "must be non-zero"),
+    "n_queries 0": (lambda: Workload.from_gram(np.eye(2), n_queries=0), ValueError, "'n_queries' parameter"),
+    "n_queries float": (lambda: Workload.from_gram(np.eye(2), n_queries=2.5), TypeError, "must be an integer"),
+    "matrix 1-D": (lambda: Workload.from_matrix([1, 2, 3]), ValueError, "must be a 2-D array"),
+    "matrix inf": (lambda: Workload.from_matrix([[1, np.inf]]), ValueError, "must be finite"),
+    "matrix text": (lambda: Workload.from_matrix("abc"), TypeError, "must be a 2-D array of numbers"),
+    "n=0": (lambda: wl.all_range(0), ValueError, r"'n' parameter of all_range must be an integer >= 1"),
+    "n bool": (lambda: wl.prefix(True), TypeError, "'n' parameter of prefix must be an integer"),
+    "marginals k": (lambda: wl.marginals((2, 3), 3), ValueError, "'k' parameter of marginals"),
+    "stack domains": (lambda: wl.stack([wl.prefix(3), wl.prefix(4)]), ValueError, "domain size n=3"),
+    "stack weight 0": (lambda: wl.stack([wl.prefix(3)], weights=[0.0]), ValueError, "must be non-zero"),
+    "wavelet n": (lambda: st.wavelet(12), ValueError, r"wavelet\(n=12\) requires n to be a power of 2"),
+    "branching 1": (lambda: st.hierarchical(8, branching=1), ValueError, "'branching' parameter of hierarchical"),
+    "strategy zero": (lambda: Strategy(np.zeros((2, 2))), ValueError, "non-zero entry"),
+    "strategy nan": (lambda: Strategy([[np.nan]]), ValueError, "must be finite"),
+    "norm": (lambda: st.identity(2).sensitivity("linf"), ValueError, "'norm' parameter of Strategy.sensitivity"),
+    "domain mismatch": (lambda: evaluate(wl.prefix(4), st.identity(3)), ValueError,
+                        "workload has domain size n=4 but the strategy has n=3"),
+    "unsupported": (lambda: evaluate(wl.prefix(3), [[1.0, 1.0, 1.0]]), ValueError,
+                    "does not support workload 'prefix"),
+    "privacy type": (lambda: evaluate(wl.prefix(2), st.identity(2), 1.0), TypeError,
+                     "'privacy' parameter of evaluate must be a Privacy"),
+    "workload type": (lambda: evaluate(np.eye(2), st.identity(2)), TypeError, "'workload' parameter of evaluate"),
+    "norm mismatch": (lambda: evaluate(wl.prefix(2), st.identity(2), Privacy(1.0), norm="l2"), ValueError,
+                      "laplace noise uses 'l1'"),
+    "per_query gram-only": (lambda: evaluate(Workload.from_gram(np.eye(2), n_queries=2), st.identity(2),
+                                             per_query=True), ValueError, "built from its Gram matrix only"),
+    "query length": (lambda: mmopt.query_error([1, 0], st.identity(3)), ValueError,
+                     "'query' parameter of query_error must have length 3"),
+}
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_invalid_input_raises_clear_error(case):
+    call, exc, pattern = case
+    with pytest.raises(exc, match=pattern):
+        call()

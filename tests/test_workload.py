@@ -1,0 +1,86 @@
+"""Workloads: closed-form Grams equal WᵀW of the explicit matrices; products, stacks, marginals."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from mmopt import workload as wl
+
+FAMILIES = [wl.identity, wl.total, wl.prefix, wl.all_range, wl.all_predicate]
+
+
+@pytest.mark.parametrize("make", FAMILIES, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("n", [1, 2, 5, 8])
+def test_closed_form_gram_equals_dense(make, n):
+    W = make(n)
+    M = W.explicit_matrix()
+    assert M.shape == (W.n_queries, n)
+    np.testing.assert_allclose(W.gram, M.T @ M, rtol=1e-12, atol=1e-12)
+
+
+def test_counts_and_paper_formulas():
+    n = 6
+    assert wl.all_range(n).n_queries == n * (n + 1) // 2
+    assert wl.all_predicate(n).n_queries == 2**n - 1
+    i = np.arange(1, n + 1)
+    G = wl.all_range(n).gram
+    assert G[1, 3] == min(2, 4) * (n - max(2, 4) + 1)
+    np.testing.assert_allclose(wl.all_predicate(n).gram, 2 ** (n - 2) * (np.eye(n) + 1))
+    assert np.max(G.diagonal()) == np.max(i * (n - i + 1))  # Δ(W_R)... column norms squared = diag
+
+
+def test_all_predicate_large_n_stays_finite():
+    W = wl.all_predicate(4096)
+    assert np.all(np.isfinite(W.mean_gram))
+    np.testing.assert_allclose(W.mean_gram[:2, :2], [[0.5, 0.25], [0.25, 0.5]])
+    assert W.n_queries == 2**4096 - 1
+    with pytest.raises(OverflowError, match="mean_gram"):
+        W.gram
+    with pytest.raises(ValueError, match="entries"):
+        W.explicit_matrix()
+
+
+def test_random_range_reproducible():
+    a, b = wl.random_range(10, 30, seed=3), wl.random_range(10, 30, seed=3)
+    np.testing.assert_array_equal(a.matrix, b.matrix)
+    assert not np.array_equal(a.matrix, wl.random_range(10, 30, seed=4).matrix)
+    rows = a.matrix
+    # each row is one contiguous interval of ones
+    assert all(np.all(np.diff(np.flatnonzero(r)) == 1) for r in rows)
+
+
+def test_kron_and_stack():
+    A, B = wl.prefix(3), wl.identity(2)
+    K = wl.kron(A, B)
+    np.testing.assert_allclose(K.gram, np.kron(A.gram, B.gram))
+    np.testing.assert_allclose(K.explicit_matrix().T @ K.explicit_matrix(), K.gram)
+    S = wl.stack([wl.prefix(4), wl.total(4)], weights=[1.0, 3.0])
+    assert S.n_queries == 5
+    np.testing.assert_allclose(S.gram, wl.prefix(4).gram + 9 * wl.total(4).gram)
+    np.testing.assert_allclose(S.matrix.T @ S.matrix, S.gram)
+    # a 2^n-sized part mixes correctly with a small one
+    big = wl.stack([wl.all_predicate(60), wl.total(60)])
+    np.testing.assert_allclose(big.mean_gram, wl.all_predicate(60).mean_gram * (2**60 - 1) / 2**60
+                               + wl.total(60).mean_gram / 2**60, rtol=1e-12)
+
+
+@pytest.mark.parametrize("shape,k", [((2, 3), 1), ((2, 3, 2), 2), ((3, 2), 0), ((2, 2, 2), 3)])
+def test_marginals_match_brute_force(shape, k):
+    W = wl.marginals(shape, k)
+    n = int(np.prod(shape))
+    cells = list(itertools.product(*[range(d) for d in shape]))
+    rows = []
+    for S in itertools.combinations(range(len(shape)), k):
+        for value in itertools.product(*[range(shape[i]) for i in S]):
+            rows.append([float(all(c[i] == val for i, val in zip(S, value))) for c in cells])
+    dense = np.array(rows).reshape(-1, n)
+    assert W.n_queries == dense.shape[0]
+    np.testing.assert_allclose(W.gram, dense.T @ dense)
+
+
+def test_from_gram_keeps_no_matrix():
+    W = wl.Workload.from_gram(np.eye(3), n_queries=3, name="census")
+    with pytest.raises(ValueError, match="Gram matrix only"):
+        W.explicit_matrix()
+    assert "census" in repr(W)
