@@ -4,6 +4,7 @@ Notation: see README. The public API is re-exported here; modules are named afte
 """
 
 from mmopt import strategy, workload
+from mmopt.augment import augment, strictly_improved
 from mmopt.error import (
     ErrorReport,
     error_profile,
@@ -15,6 +16,8 @@ from mmopt.error import (
     supports,
     svd_bound,
 )
+from mmopt.mechanism import MechanismOutput, factorize, laplace_mechanism, matrix_mechanism, release
+from mmopt.optimize import OptimizeResult, optimize
 from mmopt.privacy import Privacy
 from mmopt.strategy import Strategy
 from mmopt.workload import Workload
@@ -22,6 +25,8 @@ from mmopt.workload import Workload
 __version__ = "0.1.0"
 
 __all__ = [
+    "MechanismOutput", "OptimizeResult", "augment", "factorize", "laplace_mechanism", "matrix_mechanism",
+    "optimize", "release", "strictly_improved",
     "ErrorReport", "Privacy", "Strategy", "Workload", "eigen_structure", "error_profile", "evaluate",
     "expected_error", "profile_equivalent", "query_error", "strategy", "supports", "svd_bound", "workload",
 ]

@@ -171,3 +171,31 @@ def square_root(strategy: Strategy, *, name: str | None = None) -> Strategy:
     lam, V = np.linalg.eigh(strategy.gram)
     A = (V * np.sqrt(np.clip(lam, 0.0, None))).T[::-1]
     return Strategy(A, name or f"sqrt({strategy.name})")
+
+
+def singular_value_bound(workload) -> Strategy:
+    """Theorem 5.25's closed-form strategy A* = diag(√σᵢ(W)) P_W, optimal for ‖A‖_F²·‖W A⁺‖_F².
+
+    With G = WᵀW = P_Wᵀ diag(σᵢ²) P_W, the rows are σᵢ^{1/2} times the right singular vectors of W.
+    Its error is within a factor n of optimal (Thm 5.26). Directions W does not use get no row:
+    A* still supports W.
+
+    Examples
+    --------
+    >>> from mmopt import workload, evaluate
+    >>> A = singular_value_bound(workload.identity(3))
+    >>> np.allclose(A.gram, np.eye(3))
+    True
+    """
+    from mmopt.workload import Workload
+
+    if not isinstance(workload, Workload):
+        raise TypeError(f"The 'workload' parameter of singular_value_bound must be a Workload. Got {type(workload).__name__}.")
+    try:
+        G = workload.gram  # σᵢ(W)² exactly, when G fits in float64
+    except OverflowError:
+        G = workload.mean_gram  # same strategy up to scale, which error ignores
+    lam, V = np.linalg.eigh(G)
+    keep = lam > lam[-1] * workload.domain_size * np.finfo(float).eps
+    A = (V[:, keep] * np.sqrt(np.sqrt(lam[keep]))).T[::-1]
+    return Strategy(A, "svd_bound")

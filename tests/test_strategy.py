@@ -77,8 +77,8 @@ def test_from_gram_and_square_root_are_profile_equivalent(rng):
     assert C.sensitivity("l1") >= np.sqrt(3)
     # §6.1 / Fig. 4a: with the Table-1 (Haar) eigenbasis, D_H Q_H has Δ = √(7/4) + √(3/4) + √(1/2)
     Q = np.array([[1, 1, 1, 1], [1, 1, -1, -1], [1, -1, 0, 0], [0, 0, 1, -1]]) / np.array([[2], [2], [2**.5], [2**.5]])
-    D = np.sqrt(Q @ st.hierarchical(4).gram @ Q.T)
-    fig4a = st.Strategy(np.diag(np.diag(D)) @ Q)
+    D = np.sqrt(np.diag(Q @ st.hierarchical(4).gram @ Q.T))  # eigenvalues 7, 3, 1, 1
+    fig4a = st.Strategy(D[:, None] * Q)
     np.testing.assert_allclose(fig4a.gram, st.hierarchical(4).gram, atol=1e-12)
     assert fig4a.sensitivity() == pytest.approx(np.sqrt(7 / 4) + np.sqrt(3 / 4) + np.sqrt(1 / 2), rel=1e-12)
 

@@ -1,0 +1,323 @@
+"""Run the mechanisms on data: noisy measurements y = A x + z, least-squares x̂ = A⁺y, answers W x̂.
+
+Notation: see README. Two noise paths, named by ``MechanismOutput.path``:
+
+* ``"simulation"`` (:func:`matrix_mechanism`, :func:`laplace_mechanism`): fast numpy noise from a
+  seedable Generator, for Monte-Carlo checks of :func:`mmopt.evaluate`. **Not for releasing real data**:
+  textbook floating-point Laplace/Gaussian sampling leaks through the low-order bits of its output
+  (Mironov 2012, "On significance of the least significant bits for differential privacy").
+* ``"release"`` (:func:`release`): noise from OpenDP's vetted samplers, with the privacy of the
+  measurement verified by OpenDP's own privacy map. Needs the optional extra ``mmopt[release]``.
+
+Least squares never forms A⁺: :func:`factorize` keeps a QR factorisation of A (an SVD when A is
+ill-conditioned or rank-deficient, giving the minimum-norm solution), reusable across noise draws.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import linalg
+from scipy.linalg import lapack
+
+from mmopt import _validation as v
+from mmopt.error import _as_strategy, supports
+from mmopt.privacy import Privacy
+from mmopt.strategy import Strategy
+from mmopt.workload import Workload
+
+_QR_MAX_CONDITION = 1e8  # as in mmopt.error: beyond this κ(A) use the SVD
+_MAX_ANSWER_ENTRIES = 10**7  # build W from its family only up to m·n entries
+
+
+@dataclass(frozen=True, eq=False)
+class MechanismOutput:
+    """One run (or ``size`` runs, stacked along axis 0) of a mechanism.
+
+    Attributes
+    ----------
+    answers : ndarray (m,) or (size, m), or None
+        W x̂ (matrix mechanism) or W x + z (Laplace mechanism). None without W (Gram-only workload,
+        or a family workload with m·n > 10⁷).
+    estimate : ndarray (n,) or (size, n), or None
+        The least-squares estimate x̂ = A⁺y (None for the Laplace mechanism).
+    measurements : ndarray (p,) or (size, p)
+        The noisy strategy answers y = A x + z.
+    noise_scale, noise, sensitivity : float, {"laplace", "gaussian"}, float
+        Laplace b or Gaussian σ of each entry of z, and the Δ (L1 or L2) it was set from.
+    privacy, path : Privacy, {"simulation", "release"}
+    verified_loss : float, tuple or None
+        Release path only: OpenDP's privacy map at ``sensitivity`` (ε, or (ε, δ)).
+    """
+
+    answers: np.ndarray | None = field(repr=False)
+    estimate: np.ndarray | None = field(repr=False)
+    measurements: np.ndarray = field(repr=False)
+    noise_scale: float
+    noise: str
+    privacy: Privacy
+    path: str
+    sensitivity: float
+    verified_loss: float | tuple | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class LeastSquares:
+    """A reusable factorisation of A solving min ‖A x̂ − y‖₂ (minimum-norm when rank-deficient).
+
+    ``method="qr"``: ``left`` = Q (p×n), ``right`` = R (n×n), x̂ = R⁻¹Qᵀy.
+    ``method="svd"``: ``left`` = U_r (p×r), ``right`` = V_r S_r⁻¹ (n×r), x̂ = V_r S_r⁻¹ U_rᵀ y.
+    """
+
+    method: str
+    rank: int
+    left: np.ndarray = field(repr=False)
+    right: np.ndarray = field(repr=False)
+
+    def solve(self, y) -> np.ndarray:
+        """x̂ for y of shape (p,), or for each row of y of shape (k, p) (one solve per noise draw)."""
+        y = np.asarray(y, dtype=np.float64)
+        p = self.left.shape[0]
+        if y.ndim not in (1, 2) or y.shape[-1] != p:
+            raise ValueError(f"The 'y' parameter of LeastSquares.solve must have shape ({p},) or (k, {p}). "
+                             f"Got shape {y.shape}.")
+        z = y @ self.left
+        if self.method == "qr":
+            return linalg.solve_triangular(self.right, z.T, check_finite=False).T
+        return z @ self.right.T
+
+
+def factorize(strategy) -> LeastSquares:
+    """Factorise A once for :meth:`LeastSquares.solve` (Def. 3.2: x̂ = A⁺y, never forming A⁺).
+
+    Examples
+    --------
+    >>> from mmopt import strategy
+    >>> ls = factorize(strategy.hierarchical(4))
+    >>> ls.method, ls.rank, np.round(ls.solve([4., 2., 2., 1., 1., 1., 1.]), 12).tolist()
+    ('qr', 4, [1.0, 1.0, 1.0, 1.0])
+    """
+    A = _as_strategy(strategy, "factorize").matrix
+    p, n = A.shape
+    if p >= n:
+        Q, R = linalg.qr(A, mode="economic", check_finite=False)
+        rcond, info = lapack.dtrcon(R, norm="1", uplo="U", diag="N")
+        if info == 0 and rcond * _QR_MAX_CONDITION > 1.0:
+            return LeastSquares("qr", n, Q, R)
+    U, s, Vt = linalg.svd(A, full_matrices=False, check_finite=False)
+    r = int(np.sum(s > max(p, n) * np.finfo(float).eps * s[0]))  # the rank rule of mmopt.error
+    return LeastSquares("svd", r, U[:, :r].copy(), Vt[:r].T / s[:r])
+
+
+def matrix_mechanism(workload: Workload, strategy, x, privacy: Privacy, *, rng=None, size: int | None = None
+                     ) -> MechanismOutput:
+    """Simulate the matrix mechanism M_A(W, x) = W A⁺(A x + z) (Prop. 3; §4 Thm 5.22 for δ > 0).
+
+    z has i.i.d. Laplace(b) entries, b = Δ₁(A)/ε, when δ = 0, or N(0, σ²) with σ = ``privacy``'s
+    Gaussian scale at Δ₂(A) when δ > 0. Expected total squared error is ``mmopt.evaluate(...)``.
+    **Simulation only** (numpy noise; see the module docstring): use :func:`release` for real data.
+
+    Parameters
+    ----------
+    workload : Workload
+        Must be supported by A (Def. 3.1). Answers need W (stored, or built from its family).
+    strategy : Strategy or array_like of shape (p, n)
+    x : array_like of shape (n,)
+        Cell counts, finite and >= 0 (integers are not required).
+    privacy : Privacy
+    rng : numpy.random.Generator, int or None
+        Seed or Generator; the same seed gives identical output.
+    size : int or None
+        Number of independent draws, stacked along axis 0; one :func:`factorize` serves all of them.
+
+    Examples
+    --------
+    >>> import mmopt
+    >>> W, H = mmopt.workload.prefix(4), mmopt.strategy.hierarchical(4)
+    >>> out = matrix_mechanism(W, H, [3, 0, 2, 5], mmopt.Privacy(1.0), rng=7)
+    >>> out.answers.shape, out.noise_scale, out.path
+    ((4,), 3.0, 'simulation')
+    >>> np.array_equal(out.answers, matrix_mechanism(W, H, [3, 0, 2, 5], mmopt.Privacy(1.0), rng=7).answers)
+    True
+    """
+    caller = "matrix_mechanism"
+    strategy, x, W = _prepare(workload, strategy, x, privacy, caller)
+    sens = strategy.sensitivity(privacy.sensitivity_norm)
+    scale = privacy.noise_scale(sens)
+    y = _noisy(strategy.matrix, x, privacy.noise, scale, rng, size, caller)
+    xhat = factorize(strategy).solve(y)
+    return MechanismOutput(None if W is None else xhat @ W.T, xhat, y, scale, privacy.noise, privacy,
+                           "simulation", sens)
+
+
+def laplace_mechanism(workload: Workload, x, privacy: Privacy, *, rng=None, size: int | None = None
+                      ) -> MechanismOutput:
+    """Simulate the Laplace mechanism L(W, x) = W x + (Δ_W/ε) b̃ (Prop. 2), or its Gaussian analogue.
+
+    For δ > 0 the noise is N(0, σ²) at W's L2 sensitivity. Expected total squared error
+    (2/ε²) Δ_W² m for Laplace, σ² m for Gaussian. Needs explicit W. **Simulation only.**
+
+    Examples
+    --------
+    >>> import mmopt
+    >>> out = laplace_mechanism(mmopt.workload.prefix(4), [3, 0, 2, 5], mmopt.Privacy(1.0), rng=0, size=2)
+    >>> out.answers.shape, out.sensitivity, out.estimate is None
+    ((2, 4), 4.0, True)
+    """
+    caller = "laplace_mechanism"
+    _check_types(workload, privacy, caller)
+    try:
+        W = workload.explicit_matrix()
+    except ValueError as exc:
+        raise ValueError(f"{caller} needs the explicit query matrix W: {exc}") from None
+    x = _check_x(x, workload.domain_size, caller)
+    sens = Strategy(W).sensitivity(privacy.sensitivity_norm)
+    scale = privacy.noise_scale(sens)
+    y = _noisy(W, x, privacy.noise, scale, rng, size, caller)
+    return MechanismOutput(y, None, y, scale, privacy.noise, privacy, "simulation", sens)
+
+
+def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: float | None = None
+            ) -> MechanismOutput:
+    """Release W x̂ for real data, with OpenDP noise and an OpenDP-verified (ε, δ) guarantee.
+
+    The vector A x is passed to ``opendp.measurements.make_laplace`` (δ = 0; input metric
+    ``l1_distance``, d_in = Δ₁(A)) or to ``make_gaussian`` → ``make_zCDP_to_approxDP`` →
+    ``make_fix_delta(δ)`` (δ > 0; ``l2_distance``, d_in = Δ₂(A)). Under the paper's neighbouring
+    relation (add/remove one record: x, x' differ by 1 in one cell) ‖A(x − x')‖ is a column norm of A,
+    at most Δ (computed here rounded upwards). The noise scale is the smallest OpenDP accepts
+    (``dp.binary_search_param``), or ``noise_scale`` if given; either way OpenDP's privacy map is
+    checked against (ε, δ) and a ValueError is raised if it does not hold.
+
+    Guarantee: OpenDP proves that its measurement is ε-DP (Laplace) or (ε, δ)-DP (Gaussian, through
+    ρ-zCDP) for inputs within d_in; its samplers draw exactly from discrete Laplace/Gaussian
+    distributions on a fine grid, so they are immune to Mironov's floating-point attack. The
+    least-squares x̂ and W x̂ are post-processing of y and keep the guarantee, so the whole output is
+    (ε, δ)-DP with respect to adding/removing one record of the data whose histogram is ``x``, provided
+    ``x`` holds the true counts (not already-noised or data-dependently clipped values), A and W do not
+    depend on the data, and this is the only use of the data (further releases compose). Caveat:
+    A x is evaluated in float64; it is exact when A and x are integer-valued with |A||x| < 2⁵³ (I, H, Y
+    on counts), otherwise rounding may move A(x − x') by a few ulps of |A||x| beyond Δ.
+
+    The Gaussian σ is ~6-9% above the analytic σ of :class:`Privacy` (OpenDP's zCDP → (ε, δ)
+    conversion is not tight for the Gaussian), so its error exceeds ``mmopt.evaluate`` by the factor
+    (σ/σ_analytic)² (≈ 1.12-1.20).
+    Noise comes from OpenDP's system randomness: it cannot be seeded.
+
+    Parameters are those of :func:`matrix_mechanism` (no ``rng``, ``size``); ``noise_scale`` (b or σ)
+    overrides the calibrated scale and is accepted only if OpenDP's map verifies it.
+
+    Raises
+    ------
+    ImportError
+        When opendp is not installed (``pip install 'mmopt[release]'``).
+    ValueError
+        When OpenDP cannot verify (ε, δ) at the noise scale (e.g. ``noise_scale`` too small).
+
+    Examples
+    --------
+    >>> import mmopt
+    >>> W, H = mmopt.workload.prefix(4), mmopt.strategy.hierarchical(4)
+    >>> out = release(W, H, [3, 0, 2, 5], mmopt.Privacy(1.0))
+    >>> out.path, out.answers.shape, round(out.noise_scale, 12), out.verified_loss
+    ('release', (4,), 3.0, 1.0)
+    """
+    caller = "release"
+    strategy, x, W = _prepare(workload, strategy, x, privacy, caller)
+    try:
+        import opendp.prelude as dp
+    except ImportError:
+        raise ImportError(f"{caller} needs OpenDP. Install it with: pip install 'mmopt[release]'") from None
+    dp.enable_features("contrib")
+    A = strategy.matrix
+    p = A.shape[0]
+    d_in = _upper_sensitivity(A, privacy.sensitivity_norm)
+    gaussian = privacy.noise == "gaussian"
+    d_out = (privacy.epsilon, privacy.delta) if gaussian else privacy.epsilon
+    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=p)
+
+    def make(scale: float):
+        if not gaussian:
+            return dp.m.make_laplace(domain, dp.l1_distance(T=float), scale)
+        meas = dp.m.make_gaussian(domain, dp.l2_distance(T=float), scale)
+        return dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(meas), privacy.delta)
+
+    if noise_scale is None:
+        floor = privacy.noise_scale(d_in)
+        try:
+            scale = dp.binary_search_param(make, d_in=d_in, d_out=d_out, bounds=(floor / 2, 16 * floor))
+        except (ValueError, dp.OpenDPException) as exc:
+            raise ValueError(f"{caller}: OpenDP found no noise scale satisfying {privacy}: {exc}") from None
+    else:
+        scale = v.check_real(noise_scale, name="noise_scale", caller=caller, low=0.0, low_open=True)
+    meas = make(scale)
+    try:
+        verified = meas.check(d_in, d_out)
+    except dp.OpenDPException:  # e.g. overflow in the map at an extreme scale: not verified
+        verified = False
+    if not verified:
+        raise ValueError(f"{caller}: OpenDP's privacy map does not verify {privacy} at noise scale "
+                         f"{scale:.6g} (sensitivity {d_in:.6g}). Omit 'noise_scale' to calibrate it.")
+    y = np.asarray(meas((A @ x).tolist()), dtype=np.float64)
+    xhat = factorize(strategy).solve(y)
+    return MechanismOutput(None if W is None else W @ xhat, xhat, y, float(scale), privacy.noise, privacy,
+                           "release", d_in, meas.map(d_in))
+
+
+# -- helpers ------------------------------------------------------------------------------------------
+def _prepare(workload, strategy, x, privacy, caller: str):
+    _check_types(workload, privacy, caller)
+    strategy = _as_strategy(strategy, caller)
+    v.check_same_domain(workload.domain_size, strategy.domain_size, caller=caller)
+    x = _check_x(x, strategy.domain_size, caller)
+    if not supports(workload, strategy):
+        raise ValueError(f"{caller}: strategy '{strategy.name}' does not support workload '{workload.name}' "
+                         "(some queries lie outside the row space of A). Add rows to A, e.g. a scaled "
+                         "identity (§3.3).")
+    W = workload.matrix
+    if W is None and workload.family != "gram" and \
+            workload.n_queries * workload.domain_size <= _MAX_ANSWER_ENTRIES:
+        W = workload.explicit_matrix()
+    return strategy, x, W
+
+
+def _check_types(workload, privacy, caller: str) -> None:
+    if not isinstance(workload, Workload):
+        raise TypeError(f"The 'workload' parameter of {caller} must be a Workload. "
+                        f"Got {type(workload).__name__}.")
+    if not isinstance(privacy, Privacy):
+        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy, e.g. Privacy(epsilon=1.0). "
+                        f"Got {type(privacy).__name__}.")
+
+
+def _check_x(x, n: int, caller: str) -> np.ndarray:
+    x = v.check_vector(x, name="x", caller=caller, length=n)
+    if np.any(x < 0):
+        raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. "
+                         f"Got {int(np.sum(x < 0))} negative entries.")
+    return x
+
+
+def _noisy(M: np.ndarray, x: np.ndarray, noise: str, scale: float, rng, size, caller: str) -> np.ndarray:
+    """M x plus i.i.d. simulation noise, shape (p,) or (size, p)."""
+    if rng is None or isinstance(rng, np.random.Generator):
+        gen = np.random.default_rng(rng)
+    elif isinstance(rng, numbers.Integral) and not isinstance(rng, bool):
+        gen = np.random.default_rng(v.check_int(rng, name="rng", caller=caller, low=0))
+    else:
+        raise TypeError(f"The 'rng' parameter of {caller} must be a numpy.random.Generator, an int seed >= 0 "
+                        f"or None. Got {type(rng).__name__}.")
+    shape = (M.shape[0],) if size is None else (v.check_int(size, name="size", caller=caller), M.shape[0])
+    return M @ x + (gen.laplace if noise == "laplace" else gen.normal)(0.0, scale, size=shape)
+
+
+def _upper_sensitivity(A: np.ndarray, norm: str) -> float:
+    """Max column norm of A rounded upwards (correctly rounded sums, then one ulp up)."""
+    if norm == "l1":
+        s = max(math.fsum(col) for col in np.abs(A).T)
+    else:  # squares round by ≤ 1 ulp each: inflate by 1e-15 (> 4 unit round-offs) before the root
+        s = math.sqrt(max(math.fsum(col) for col in (A * A).T) * (1.0 + 1e-15))
+    return math.nextafter(s, math.inf)

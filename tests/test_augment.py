@@ -1,0 +1,51 @@
+"""Augmentation (Thm 5.27): never raises Δ, never raises any query's error; the paper's wording is wrong."""
+
+import numpy as np
+import pytest
+
+from mmopt import Privacy, query_error
+from mmopt import strategy as st
+from mmopt.augment import augment, strictly_improved
+from mmopt.error import error_profile
+
+
+def test_augment_fills_slack_and_lowers_profile(rng):
+    A = st.Strategy(rng.uniform(0, 1, size=(6, 5)))
+    B = augment(A)
+    assert B.sensitivity() == pytest.approx(A.sensitivity())
+    np.testing.assert_allclose(np.sum(np.abs(B.matrix), axis=0), A.sensitivity())
+    gap = error_profile(A).matrix - error_profile(B).matrix
+    assert np.linalg.eigvalsh(gap).min() >= -1e-12  # M_A' ⪯ M_A: no query gets worse
+
+
+def test_augment_l2_norm():
+    A = st.Strategy(np.array([[1.0, 0.5], [0.0, 0.5]]))
+    B = augment(A, norm="l2")
+    assert B.sensitivity("l2") == pytest.approx(A.sensitivity("l2"))
+    np.testing.assert_allclose(np.sum(B.matrix**2, axis=0), 1.0)
+
+
+def test_paper_strict_improvement_claim_is_false():
+    """Spec §10.1: completing H₄ minus [0,0,1,1] with B = [0,0,1,1] does not improve w = x₃ − x₄."""
+    H = st.hierarchical(4).matrix
+    A = st.Strategy(np.delete(H, 2, axis=0))
+    B = np.array([[0.0, 0.0, 1.0, 1.0]])
+    assert np.allclose(np.sum(np.abs(A.matrix), axis=0), [3, 3, 2, 2])  # columns 3, 4 are deficient
+    completed = augment(A, rows=B)
+    assert completed.sensitivity() == 3
+    # the spec's figures are Error at ε = 1 (they include the factor 2/ε², despite its "Error·ε²/2" label)
+    eps1 = Privacy(1.0)
+    w = np.array([0.0, 0.0, 1.0, -1.0])  # non-zero coefficients on both augmented columns...
+    assert query_error(w, A, eps1) == pytest.approx(36.0)
+    assert query_error(w, completed, eps1) == pytest.approx(36.0)  # ...yet not strictly improved
+    assert not strictly_improved(A, B, w)
+    unit = np.array([0.0, 0.0, 1.0, 0.0])
+    assert strictly_improved(A, B, unit)
+    assert query_error(unit, completed) < query_error(unit, A)  # 13.09 → 11.14 in the spec
+    assert query_error(unit, A, eps1) == pytest.approx(13.09, abs=5e-3)
+    assert query_error(unit, completed, eps1) == pytest.approx(11.14, abs=5e-3)
+
+
+def test_augment_refuses_rows_that_raise_sensitivity():
+    with pytest.raises(ValueError, match="raise the l1 sensitivity"):
+        augment(st.identity(3), rows=[[1.0, 0.0, 0.0]])
