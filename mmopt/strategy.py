@@ -56,7 +56,10 @@ class Strategy:
         """
         X = v.check_gram(gram, caller="Strategy.from_gram")
         lam, V = np.linalg.eigh(X)
-        lam = np.clip(lam, 0.0, None)
+        # Eigenvalues of X are accurate only to ~n·eps·λ_max; below that they are round-off and must be
+        # exact zeros. Their square roots (~1e-8) would otherwise pose as real singular values of A,
+        # and the error computed from A has come out *below* the proven lower bound.
+        lam[lam <= X.shape[0] * np.finfo(float).eps * max(lam[-1], 0.0)] = 0.0
         return cls((V * np.sqrt(lam)) @ V.T, name)
 
     @property
@@ -169,7 +172,8 @@ def square_root(strategy: Strategy, *, name: str | None = None) -> Strategy:
     if not isinstance(strategy, Strategy):
         raise TypeError(f"The 'strategy' parameter of square_root must be a Strategy. Got {type(strategy).__name__}.")
     lam, V = np.linalg.eigh(strategy.gram)
-    A = (V * np.sqrt(np.clip(lam, 0.0, None))).T[::-1]
+    lam[lam <= lam.size * np.finfo(float).eps * max(lam[-1], 0.0)] = 0.0  # round-off, as in from_gram
+    A = (V * np.sqrt(lam)).T[::-1]
     return Strategy(A, name or f"sqrt({strategy.name})")
 
 

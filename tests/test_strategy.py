@@ -87,3 +87,17 @@ def test_strategy_is_read_only():
     A = st.identity(3)
     with pytest.raises(ValueError):
         A.matrix[0, 0] = 5.0
+
+
+def test_from_gram_of_singular_gram_is_not_below_the_bound():
+    """Round-off eigenvalues of a singular X (~1e-17) must become exact zeros of A, not 1e-8 singular values."""
+    import mmopt
+    from mmopt import workload as wl
+    from mmopt.l2_fast import solve_l2
+
+    W = wl.marginals((2, 3, 2), 1)
+    sol = solve_l2(W.gram)
+    A = st.Strategy.from_gram(sol.gram)
+    err = mmopt.evaluate(W, A, norm="l2").total_squared_error
+    assert err >= sol.dual_bound * (1 - 1e-9)
+    assert err == pytest.approx(sol.dual_bound, rel=1e-6)

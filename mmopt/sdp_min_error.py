@@ -1,0 +1,296 @@
+"""Program 5.1: the MinError strategy (ε-DP, L1 sensitivity) by Dattorro's convex iteration.
+
+Notation: see README. The rank-constrained SDP of Theorem 5.17 is handled by alternating (P1) a convex
+SDP steered by a direction matrix Z and (P2) Z = U Uᵀ from the eigenvectors of the n smallest
+eigenvalues of G_big = [[I, A], [Aᵀ, X]] (paper §5.1, spec §4). It is a heuristic: local, no guarantee.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import cvxpy as cp
+import numpy as np
+
+from mmopt import solvers
+from mmopt._solution import RawSolution
+from mmopt._validation import check_int, check_matrix, check_real
+from mmopt.sdp_l2 import _validate_gram, gram_root, solve_l2_sdp
+
+logger = logging.getLogger("mmopt")
+
+# A target t is abandoned after _MAX_INNER steps, or once the rank gap has fallen by less than 20% and the
+# true error by less than 1e-5 (relative) over two steps. Within an unreachable target the gap plateaus in
+# ~4 steps but the iterates keep improving for many more; cutting them short (1e-4) ended W = [10·1ᵀ; I₄]
+# in the 224.5 local optimum instead of 222.66.
+_MAX_INNER, _STALL, _ERR_STALL = 30, 0.8, 1e-5
+_HEURISTIC = "Convex iteration is a heuristic with no optimality guarantee"
+
+
+def _true_error(a: np.ndarray, g: np.ndarray) -> float:
+    """Δ_A² tr(G (AᵀA)⁻¹) = Δ_A² Σᵢ vᵢᵀ G vᵢ / sᵢ² from an SVD of A; inf if A is numerically singular.
+
+    Computed from A itself, never from the SDP's X, which only satisfies X ⪰ AᵀA.
+    """
+    _, s, vt = np.linalg.svd(a, full_matrices=False)
+    if s.size < a.shape[1] or s[-1] <= 1e-9 * s[0]:
+        return np.inf
+    delta = np.abs(a).sum(axis=0).max()
+    return float(delta**2 * np.sum(np.einsum("ij,jk,ik->i", vt, g, vt) / s**2))
+
+
+def _svd_bound(g: np.ndarray) -> float:
+    """(Σᵢ √λᵢ(G))² / n, a lower bound on Δ_A² tr(G (AᵀA)⁻¹) for every A (Theorem 5.26)."""
+    lam = np.clip(np.linalg.eigvalsh(g), 0.0, None)
+    return float(np.sqrt(lam).sum() ** 2 / g.shape[0])
+
+
+def _check_initial(a0, func: str, n: int) -> np.ndarray:
+    """Validate a warm start: a finite p×n matrix, p ≥ n, of full column rank."""
+    a = check_matrix(a0, name="initial", caller=func)
+    if a.shape[1] != n or a.shape[0] < n:
+        raise ValueError(
+            f"The 'initial' parameter of {func} must have shape (p, {n}) with p ≥ {n} (a strategy over the "
+            f"same domain as the gram). Got shape {a.shape} instead."
+        )
+    s = np.linalg.svd(a, compute_uv=False)
+    if s[-1] <= 1e-9 * s[0]:
+        raise ValueError(
+            f"The 'initial' parameter of {func} must have full column rank {n}. Got a numerically singular "
+            f"strategy (σ_min/σ_max = {s[-1] / s[0]:.2g}); append α·I rows (paper §3.3)."
+        )
+    return a
+
+
+def _square(a0, func: str, n: int) -> np.ndarray:
+    """Validate a p×n full-rank strategy and reduce it to a square profile-equivalent one (A0 = Q R → R)."""
+    a = _check_initial(a0, func, n)
+    return np.linalg.qr(a, mode="r") if a.shape[0] > n else a
+
+
+def _null_projector(a: np.ndarray) -> np.ndarray:
+    """Z = N (NᵀN)⁻¹ Nᵀ with N = [−A; I]: ⟨Z, G_big⟩ = 0 at the rank-n point X = AᵀA."""
+    n = a.shape[1]
+    nmat = np.vstack([-a, np.eye(n)])
+    z = nmat @ np.linalg.solve(nmat.T @ nmat, nmat.T)
+    return (z + z.T) / 2
+
+
+def _starts(g: np.ndarray, solver: str) -> list[tuple[str, np.ndarray]]:
+    """Cheap full-rank starts: the Theorem 5.25 strategy G^{1/4}, I, and (L2 optimum X*)^{1/2}."""
+    n = g.shape[0]
+    lam, vec = np.linalg.eigh(g)
+    out = [("svd", np.clip(lam, 0.0, None)[:, None] ** 0.25 * vec.T), ("identity", np.eye(n))]
+    try:
+        x = solve_l2_sdp(g, solver=solver).gram
+        lx, vx = np.linalg.eigh(x)
+        out.append(("l2", (vx * np.sqrt(np.clip(lx, 0.0, None))) @ vx.T))
+    except solvers.SolverError as exc:  # the L2 start is optional; the others suffice
+        logger.info("solve_min_error_sdp: L2 start unavailable (%s)", exc)
+    return out
+
+
+def _build_p1(r: np.ndarray, n: int, penalty: bool):
+    """Step P1 with Z, t and w as cvxpy Parameters, so cvxpy canonicalises it once for all iterations."""
+    a = cp.Variable((n, n), name="A")
+    b = cp.Variable((n, n), name="B")
+    x = cp.Variable((n, n), symmetric=True, name="X")
+    u = cp.Variable((r.shape[0], r.shape[0]), symmetric=True, name="U")
+    z = cp.Parameter((2 * n, 2 * n), symmetric=True, name="Z")
+    big = cp.bmat([[np.eye(n), a], [a.T, x]])
+    cons = [big >> 0, cp.bmat([[x, r.T], [r, u]]) >> 0, a <= b, -b <= a, cp.sum(b, axis=0) <= 1]
+    rank_term = cp.sum(cp.multiply(z, big))
+    t = cp.Parameter(nonneg=True, name="t")
+    if penalty:  # z holds w·Z here
+        prob = cp.Problem(cp.Minimize(cp.trace(u) + rank_term), cons)
+    else:
+        prob = cp.Problem(cp.Minimize(rank_term), [*cons, cp.trace(u) <= t])
+    return prob, a, x, z, t
+
+
+class _ConvexIteration:
+    """Dattorro's convex iteration around a prebuilt P1 whose Z and t are cvxpy Parameters.
+
+    ``big(A_k)`` gives the numeric G_big of an iterate; ``exact(A_k)`` maps it to a valid strategy and its
+    true objective (the SDP's A_k only satisfies the relaxation). Shared with :mod:`mmopt.min_sensitivity`.
+    """
+
+    def __init__(self, prob, a_var, z_par, t_par, *, big, exact, t_scale, solver, weight, tol, verbose, what):
+        self.prob, self.a, self.z, self.t, self.big, self.exact = prob, a_var, z_par, t_par, big, exact
+        self.t_scale = t_scale  # the P1 constraint reads t/t_scale: P1 may see a rescaled problem
+        self.name, self.weight, self.tol, self.verbose, self.what = solver, weight, tol, verbose, what
+        # SCS stops at ~1e-6 accuracy, so its rank gap cannot reach an interior-point tolerance.
+        self.gap_tol = tol if solver in ("CLARABEL", "MOSEK", "CVXOPT") else max(tol, 1e-4)
+        self.history: list[dict] = []
+        self.inaccurate, self.failure = False, ""
+
+    def step(self, z, target, clock):
+        """One P1 solve + P2 -> (raw A_k, valid A, objective, rank gap, next Z), or None on failure."""
+        it = len(self.history) + 1
+        self.z.value = z if self.weight is None else self.weight * z
+        self.t.value = 0.0 if target is None else target / self.t_scale
+        out = solvers.solve(self.prob, self.name, tol=min(self.tol, 1e-8), what=f"{self.what} step P1 ({it})")
+        if not out.has_solution or self.a.value is None:
+            self.failure = out.message
+            return None
+        self.inaccurate |= out.status == "optimal_inaccurate"
+        a_k = self.a.value
+        big = self.big(a_k)
+        n = a_k.shape[1]
+        lam, vec = np.linalg.eigh((big + big.T) / 2)
+        gap = float(lam[:n].sum() / np.trace(big))
+        z_next = vec[:, :n] @ vec[:, :n].T  # P2 in closed form (Ky Fan)
+        a_valid, e_k = self.exact(a_k)
+        rec = {"iteration": it, "objective": e_k, "rank_gap": gap, "weight": self.weight, "target": target}
+        self.history.append({**rec, "seconds": time.perf_counter() - clock})
+        if self.verbose:
+            logger.info("%s %d: objective %.8g, rank gap %.2e, target %s", self.what, it, e_k, gap, target)
+        return a_k, a_valid, e_k, gap, (z_next + z_next.T) / 2
+
+    def run(self, a0, e0, lower, budget, clock):
+        """Return (best objective, best valid A, status) after at most ``budget`` P1 solves from A0."""
+        best_e, best_a = e0, a0
+        z, a_prev, lo, hi, e_pass, target = _null_projector(a0), a0, lower, e0, e0, None
+        gaps: list[float] = []
+        errs: list[float] = []
+        for _ in range(budget):
+            if self.weight is None and not gaps:  # a new bisection target, restarted from the best A
+                if hi - lo <= 1e-3 * hi:
+                    # Failed targets only stalled, they were not proven out of reach, and the new best A
+                    # may open another basin: start a new pass unless this one gained < 0.1%.
+                    if best_e >= (1 - 1e-3) * e_pass:
+                        return best_e, best_a, "optimal"
+                    lo, hi, e_pass = lower, best_e, best_e
+                target = (lo + hi) / 2
+                z = _null_projector(best_a)
+            res = self.step(z, target, clock)
+            if res is None:
+                if not self.history:
+                    raise solvers.SolverError(self.failure)
+                return best_e, best_a, "solver_error"
+            a_k, a_valid, e_k, gap, z = res
+            if e_k < best_e:
+                best_e, best_a = e_k, a_valid
+            moved = np.linalg.norm(a_k - a_prev) / max(np.linalg.norm(a_k), 1e-300)
+            a_prev = a_k
+            if self.weight is not None:
+                if gap <= self.gap_tol and moved <= np.sqrt(self.tol):  # large w: the gap is ~0 every step
+                    return best_e, best_a, "optimal"
+                continue
+            gaps.append(gap)
+            errs.append(e_k)
+            stalled = (
+                len(gaps) >= 3 and gaps[-1] > _STALL * gaps[-3] and errs[-1] > (1 - _ERR_STALL) * errs[-3]
+            )
+            if gap <= self.gap_tol or best_e <= target:  # target reached: lower the bracket's top
+                gaps, errs, hi = [], [], min(target, best_e)
+            elif len(gaps) >= _MAX_INNER or stalled:
+                gaps, errs, lo = [], [], target  # treat t as out of reach
+        return best_e, best_a, "user_limit"
+
+
+def solve_min_error_sdp(
+    gram, *, initial=None, solver=None, weight=None, tol=1e-6, max_iterations=50, verbose=False
+) -> RawSolution:
+    """Search for a strategy A minimising Δ_A² tr(G (AᵀA)⁻¹) (Program 5.1, convex iteration).
+
+    Parameters
+    ----------
+    gram : array_like of shape (n, n)
+        G = WᵀW, symmetric positive semidefinite.
+    initial : array_like of shape (p, n), optional
+        A full-rank warm start, reduced to a square profile-equivalent R (A0 = Q R). Default: run from
+        each of the Theorem 5.25 strategy G^{1/4}, I, and the square root of the L2 optimum; keep the best.
+    solver : str, optional
+        SDP solver; None picks one with :func:`mmopt.solvers.choose`.
+    weight : float, optional
+        None (default): feasibility form with bisection on the target t. A float w: the penalty form
+        with that weight (G is scaled internally to λ_max(G) = 1; w ≈ 3-10 works at n = 4).
+    tol : float
+        Rank-gap tolerance, relative to tr G_big.
+    max_iterations : int
+        Budget of P1 solves (one SDP each) per start.
+    verbose : bool
+        Log each iteration to ``logging.getLogger("mmopt")``.
+
+    Returns
+    -------
+    RawSolution
+        ``matrix`` = the best A found (n×n, max column L1 = 1, full rank); ``history`` = one dict per P1
+        solve {"iteration", "objective" (true error of that A), "rank_gap", "weight", "target",
+        "seconds", "start"}; ``extra`` = {"seconds", "objective", "start", "svd_bound"}.
+
+    Raises
+    ------
+    ValueError
+        On an invalid ``gram``, ``initial``, ``solver``, ``weight`` or ``max_iterations``.
+    mmopt.solvers.SolverError
+        If the very first SDP fails (a later failure returns the best iterate, status "solver_error").
+
+    Notes
+    -----
+    Paper §5.1, Theorem 5.17: min Σuᵢ s.t. uᵢ ≥ wᵢ X⁻¹ wᵢᵀ (here one Schur block [[X, Rᵀ], [R, U]] ⪰ 0
+    with RᵀR = G), −B ≤ A ≤ B, 1ᵀB ≤ 1ᵀ, G_big ⪰ 0 and rank G_big = n (⟺ X = AᵀA). P1 (feasibility
+    form): min ⟨Z, G_big⟩ s.t. tr U ≤ t; P2: Z = U Uᵀ from the n eigenvectors of G_big's smallest
+    eigenvalues. A rank gap Σ_{i≤n} λᵢ↑(G_big) → 0 makes t achievable; t is bisected between the SVD
+    bound (Σ√λᵢ(G))²/n and the best true error Δ_A² tr(G (AᵀA)⁻¹) found, computed from A itself. Z₀ is
+    the null-space projector of G_big(A₀): Z₀ = I lets A shrink to 0 and never recover.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> res = solve_min_error_sdp(np.eye(3))
+    >>> round(res.extra["objective"], 6), res.status
+    (3.0, 'optimal')
+    """
+    clock = time.perf_counter()
+    func = "solve_min_error_sdp"
+    g = _validate_gram(gram, func, "gram")
+    n = g.shape[0]
+    max_iterations = check_int(max_iterations, name="max_iterations", caller=func)
+    if weight is not None:
+        weight = check_real(weight, name="weight", caller=func, low=0.0, low_open=True)
+    tol = check_real(tol, name="tol", caller=func, low=0.0, high=1.0, low_open=True)
+    name = solvers.choose(solver, size_hint=2 * n)  # many SDPs, each with cones of side 2n
+    starts = [("initial", _square(initial, func, n))] if initial is not None else _starts(g, name)
+    bound = _svd_bound(g)
+    scale = np.linalg.eigvalsh(g)[-1]  # P1 sees G/λ_max: conditioning, as in sdp_l2
+    prob, a_var, x_var, z_par, t_par = _build_p1(gram_root(g / scale), n, weight is not None)
+    runner = _ConvexIteration(
+        prob, a_var, z_par, t_par, t_scale=scale, solver=name, weight=weight, tol=tol, verbose=verbose,
+        what=func, big=lambda a: np.block([[np.eye(n), a], [a.T, x_var.value]]),
+        exact=lambda a: (a / np.abs(a).sum(axis=0).max(), _true_error(a, g)),
+    )  # fmt: skip
+    best, failed = None, False
+    for label, a0 in starts:
+        e0 = _true_error(a0, g)
+        if not np.isfinite(e0):
+            continue  # e.g. G^{1/4} for a singular G
+        first = len(runner.history)
+        e, a, status = runner.run(a0 / np.abs(a0).sum(axis=0).max(), e0, bound, max_iterations, clock)
+        for rec in runner.history[first:]:
+            rec["start"] = label
+        if best is None or e < best[0]:
+            best = (e, a, label, status)
+        if status == "solver_error":
+            failed = True
+            break
+    e_best, a_best, label, status = best  # the status of the run that produced the answer
+    if status == "optimal" and runner.inaccurate:
+        status = "optimal_inaccurate"
+    note = {
+        "user_limit": f"Used all max_iterations={max_iterations} P1 solves; raise it to refine further. ",
+        "optimal_inaccurate": "Some P1 solves were inaccurate (the error is exact); try another solver. ",
+    }.get(status, "")
+    if failed:
+        note += f"A P1 solve failed, so the best iterate so far is returned ({runner.failure}). "
+    message = (
+        f"{note}{_HEURISTIC}: best true error {e_best:.8g} from start '{label}' (SVD lower bound "
+        f"{bound:.8g}); other warm starts (initial=) may find better local optima."
+    )
+    extra = {"seconds": time.perf_counter() - clock, "objective": e_best, "start": label, "svd_bound": bound}
+    return RawSolution(
+        matrix=a_best, gram=None, status=status, message=message, iterations=len(runner.history),
+        solver=name, history=tuple(runner.history), extra=extra,
+    )  # fmt: skip

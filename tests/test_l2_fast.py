@@ -1,0 +1,231 @@
+"""Tests for mmopt.l2_fast.solve_l2: reference values, agreement with an SDP, the certificate, singular G."""
+
+import logging
+import warnings
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+from mmopt._solution import RawSolution
+from mmopt.l2_fast import SOLVER_NAME, solve_l2
+
+
+def all_range_gram(n):
+    i = np.arange(1, n + 1)
+    return np.minimum.outer(i, i) * (n - np.maximum.outer(i, i) + 1.0)
+
+
+def prefix_gram(n):
+    i = np.arange(1, n + 1)
+    return (n - np.maximum.outer(i, i) + 1.0).astype(float)
+
+
+def one_way_marginals_gram(a, b):
+    """G = WᵀW for the two 1-way marginals of an a×b domain; rank a + b − 1."""
+    return np.kron(np.eye(a), np.ones((b, b))) + np.kron(np.ones((a, a)), np.eye(b))
+
+
+def objective(G, X):
+    """tr(G X⁺), after checking range(G) ⊆ range(X)."""
+    w, V = np.linalg.eigh(X)
+    keep = w > 1e-10 * w[-1]
+    P = V[:, keep] @ V[:, keep].T
+    assert np.linalg.norm(G - P @ G @ P) <= 1e-7 * np.linalg.norm(G), "range(G) is not inside range(X)"
+    return float(np.trace(G @ (V[:, keep] / w[keep]) @ V[:, keep].T))
+
+
+def sdp_optimum(G):
+    """Program 5.2 as an SDP: min tr U s.t. [[X, R], [Rᵀ, U]] ⪰ 0, diag X ≤ 1, with R = G^{1/2}."""
+    n = G.shape[0]
+    w, V = np.linalg.eigh(G)
+    R = (V * np.sqrt(np.clip(w, 0.0, None))) @ V.T
+    X = cp.Variable((n, n), symmetric=True)
+    U = cp.Variable((n, n), symmetric=True)
+    problem = cp.Problem(cp.Minimize(cp.trace(U)), [cp.bmat([[X, R], [R.T, U]]) >> 0, cp.diag(X) <= 1])
+    # Singular G leaves the SDP without a strictly feasible point, so Clarabel may flag its (accurate
+    # enough) answer as inaccurate; agreement to 1e-6 is what the tests check.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        problem.solve(solver="CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    assert problem.status in ("optimal", "optimal_inaccurate")
+    return problem.value
+
+
+def check_certificate(G, sol, tol=1e-8):
+    """Feasible X, a dual bound below tr(G X⁺), and a relative gap ≤ tol."""
+    X = sol.gram
+    assert isinstance(sol, RawSolution) and sol.matrix is None and sol.solver == SOLVER_NAME
+    assert sol.status == "optimal", sol.message
+    assert np.array_equal(X, X.T)
+    assert np.all(np.diagonal(X) <= 1.0 + 1e-12)
+    assert np.linalg.eigvalsh(X)[0] >= -1e-10
+    f = objective(G, X)
+    assert sol.dual_bound <= f * (1 + 1e-10)
+    assert (f - sol.dual_bound) / f <= tol * (1 + 1e-6)
+    return f
+
+
+# --- reference values -------------------------------------------------------------------------------
+
+
+def test_identity_is_optimal_for_identity_workload():
+    sol = solve_l2(np.eye(7))
+    assert check_certificate(np.eye(7), sol) == pytest.approx(7.0, rel=1e-12)
+    np.testing.assert_allclose(sol.gram, np.eye(7), atol=1e-12)
+
+
+def test_prefix_2_closed_form():
+    G = prefix_gram(2)  # W = [[1, 0], [1, 1]]
+    sol = solve_l2(G)
+    assert check_certificate(G, sol) == pytest.approx((3 + np.sqrt(5)) / 2, rel=1e-9)
+    t = (3 - np.sqrt(5)) / 2
+    np.testing.assert_allclose(sol.gram, [[1, t], [t, 1]], atol=1e-6)
+
+
+def test_all_range_8_matches_reference_value():
+    G = all_range_gram(8)
+    sol = solve_l2(G)
+    assert check_certificate(G, sol) == pytest.approx(80.4643, abs=1e-4)
+
+
+def test_all_range_is_above_svd_bound_by_a_few_percent():
+    G = all_range_gram(64)
+    sol = solve_l2(G)
+    svd_bound = np.sum(np.sqrt(np.clip(np.linalg.eigvalsh(G), 0, None))) ** 2 / 64
+    assert 1.0 < check_certificate(G, sol) / svd_bound < 1.025
+
+
+# --- agreement with the SDP -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("G", [all_range_gram(4), all_range_gram(16), prefix_gram(8), prefix_gram(16)],
+                         ids=["ranges4", "ranges16", "prefix8", "prefix16"])
+def test_matches_sdp_on_range_workloads(G):
+    assert check_certificate(G, solve_l2(G)) == pytest.approx(sdp_optimum(G), rel=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_matches_sdp_on_random_psd(seed):
+    rng = np.random.default_rng(seed)
+    n = [5, 10, 16, 24][seed]
+    W = rng.standard_normal((n + 3, n)) * rng.uniform(0.3, 3.0, size=n)
+    G = W.T @ W
+    assert check_certificate(G, solve_l2(G)) == pytest.approx(sdp_optimum(G), rel=1e-6)
+
+
+# --- singular G ----------------------------------------------------------------------------------------
+
+
+def test_total_query_optimum_is_one():
+    # min 1ᵀX⁺1 s.t. diag X ≤ 1: X = 11ᵀ (the single query "total") attains the SVD bound (√n)²/n = 1.
+    G = np.ones((6, 6))
+    sol = solve_l2(G)
+    assert check_certificate(G, sol) == pytest.approx(1.0, rel=1e-9)
+    assert sol.extra["rank"] == 1
+
+
+def test_rank_one_optimum_is_max_squared_weight():
+    # G = wwᵀ: X = wwᵀ/‖w‖∞² gives ‖w‖∞², and λ = ‖w‖∞² e_argmax attains it in the dual.
+    w = np.array([0.3, -1.5, 0.7, 0.1])
+    sol = solve_l2(np.outer(w, w))
+    assert check_certificate(np.outer(w, w), sol) == pytest.approx(2.25, rel=1e-8)
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (4, 4)])
+def test_marginals_match_sdp(shape):
+    G = one_way_marginals_gram(*shape)
+    sol = solve_l2(G)
+    assert sol.extra["rank"] == sum(shape) - 1
+    assert check_certificate(G, sol) == pytest.approx(sdp_optimum(G), rel=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_low_rank_random_matches_sdp(seed):
+    rng = np.random.default_rng(10 + seed)
+    n, r = 14, [2, 5, 9][seed]
+    W = (rng.random((r, n)) < 0.4) + 0.3 * rng.standard_normal((r, n))
+    G = W.T @ W
+    assert check_certificate(G, solve_l2(G)) == pytest.approx(sdp_optimum(G), rel=1e-6)
+
+
+def test_unused_coordinates_get_identity_and_zero_dual():
+    G = np.zeros((5, 5))
+    G[np.ix_([0, 2, 3], [0, 2, 3])] = prefix_gram(3)
+    sol = solve_l2(G)
+    f = check_certificate(G, sol)
+    assert f == pytest.approx(check_certificate(prefix_gram(3), solve_l2(prefix_gram(3))), rel=1e-8)
+    np.testing.assert_array_equal(sol.gram[[1, 4], :][:, [1, 4]], np.eye(2))
+    np.testing.assert_array_equal(sol.extra["dual_variable"][[1, 4]], 0.0)
+
+
+# --- behaviour ---------------------------------------------------------------------------------------------
+
+
+def test_scaling_gram_scales_objective():
+    G = prefix_gram(10)
+    f1 = check_certificate(G, solve_l2(G))
+    f2 = check_certificate(1e6 * G, solve_l2(1e6 * G))
+    assert f2 == pytest.approx(1e6 * f1, rel=1e-8)
+
+
+def test_warm_start_reuses_dual_variable():
+    G = all_range_gram(48)
+    cold = solve_l2(G)
+    warm = solve_l2(G, initial_dual=cold.extra["dual_variable"])
+    assert warm.iterations == 1
+    assert check_certificate(G, warm) == pytest.approx(check_certificate(G, cold), rel=1e-8)
+    # A nearby problem: the solution for ranges on 48 cells warm-starts a perturbed one.
+    G2 = G + np.diag(np.linspace(0.0, 5.0, 48))
+    assert solve_l2(G2, initial_dual=cold.extra["dual_variable"]).iterations <= solve_l2(G2).iterations
+    check_certificate(G2, solve_l2(G2, initial_dual=cold.extra["dual_variable"]))
+
+
+def test_iteration_limit_reports_user_limit_and_history():
+    sol = solve_l2(prefix_gram(32), max_iterations=2)
+    assert sol.status == "user_limit" and sol.iterations == 2
+    assert "max_iterations" in sol.message and "gap" in sol.message
+    assert np.all(np.diagonal(sol.gram) <= 1.0)
+    assert [h["iteration"] for h in sol.history] == [1, 2]
+    assert {"iteration", "primal", "dual", "gap"} <= set(sol.history[0])
+    assert sol.dual_bound <= objective(prefix_gram(32), sol.gram)
+
+
+def test_history_gap_is_monotone_and_extra_is_filled():
+    sol = solve_l2(prefix_gram(40))
+    gaps = [h["gap"] for h in sol.history]
+    assert all(b <= a for a, b in zip(gaps, gaps[1:], strict=False))
+    assert sol.extra["dual_variable"].shape == (40,) and sol.extra["seconds"] >= 0
+
+
+def test_verbose_logs_each_iteration(caplog):
+    with caplog.at_level(logging.INFO, logger="mmopt"):
+        sol = solve_l2(prefix_gram(6), verbose=True)
+    assert sum("solve_l2 it" in r.getMessage() for r in caplog.records) == sol.iterations
+
+
+# --- invalid input -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"gram": np.ones((3, 4))}, r"'gram' parameter of solve_l2 must be a square matrix.*\(3, 4\)"),
+        ({"gram": [[1.0, np.nan], [np.nan, 1.0]]}, r"'gram' parameter of solve_l2 must be finite"),
+        ({"gram": [[1.0, 0.5], [0.0, 1.0]]}, r"'gram' parameter of solve_l2 must be a square symmetric"),
+        ({"gram": [[1.0, 2.0], [2.0, 1.0]]}, r"semidefinite; its smallest eigenvalue is -1 \(-33% of"),
+        ({"gram": [[0.0, 1.0], [1.0, 1.0]]}, r"must be positive semidefinite"),
+        ({"gram": np.zeros((3, 3))}, r"'gram' parameter of solve_l2 must not be all zeros"),
+        ({"gram": np.eye(2), "tol": 0.0}, r"'tol' parameter of solve_l2"),
+        ({"gram": np.eye(2), "tol": -1e-3}, r"'tol' parameter of solve_l2"),
+        ({"gram": np.eye(2), "max_iterations": 0}, r"'max_iterations' parameter of solve_l2"),
+        ({"gram": np.eye(2), "initial_dual": [1.0]}, r"'initial_dual' .* must have length 2"),
+        ({"gram": np.eye(2), "initial_dual": [1.0, -1.0]}, r"'initial_dual' .* must be nonnegative"),
+        ({"gram": np.eye(2), "initial_dual": [0.0, 0.0]}, r"'initial_dual' .* must be nonnegative"),
+    ],
+    ids=["non-square", "nan", "asymmetric", "indefinite", "zero-diagonal-row", "all-zero", "tol-zero",
+         "tol-negative", "max-iterations-zero", "dual-length", "dual-negative", "dual-zero"],
+)
+def test_invalid_input_raises_value_error(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        solve_l2(**kwargs)

@@ -1,0 +1,170 @@
+"""Tests for mmopt.local_search.minimize_l1: baselines beaten, bounds respected, gradients, contract.
+
+Notation: see README. Errors are unit-privacy Δ² tr(G X⁻¹).
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mmopt._solution import STATUSES, RawSolution
+from mmopt.local_search import _general_objective, _pidentity_objective, minimize_l1
+
+
+def all_range_gram(n):
+    i = np.arange(1, n + 1)
+    return np.minimum.outer(i, i) * (n - np.maximum.outer(i, i) + 1.0)
+
+
+def prefix_gram(n):
+    i = np.arange(1, n + 1)
+    return n - np.maximum.outer(i, i) + 1.0
+
+
+def hierarchical(n):
+    rows, size = [], n
+    while size >= 1:
+        rows += [np.r_[np.zeros(s), np.ones(size), np.zeros(n - s - size)] for s in range(0, n, size)]
+        size //= 2
+    return np.array(rows)
+
+
+def wavelet(n):
+    rows, size = [np.ones(n)], n
+    while size >= 2:
+        h = size // 2
+        rows += [np.r_[np.zeros(s), np.ones(h), -np.ones(h), np.zeros(n - s - size)]
+                 for s in range(0, n, size)]
+        size = h
+    return np.array(rows)
+
+
+def error(G, A):
+    return np.abs(A).sum(axis=0).max() ** 2 * np.trace(np.linalg.solve(A.T @ A, G))
+
+
+def svd_bound(G):
+    return np.sqrt(np.clip(np.linalg.eigvalsh(G), 0.0, None)).sum() ** 2 / G.shape[0]
+
+
+WORKLOADS = {"ranges": all_range_gram, "prefix": prefix_gram}
+
+
+@pytest.mark.parametrize("n", [8, 16, 32])
+@pytest.mark.parametrize("workload", sorted(WORKLOADS))
+def test_beats_baselines_and_respects_svd_bound(n, workload):
+    G = WORKLOADS[workload](n)
+    sol = minimize_l1(G, restarts=4, seed=0)
+    e = error(G, sol.matrix)
+    assert svd_bound(G) * (1 - 1e-9) <= e < min(error(G, hierarchical(n)), error(G, wavelet(n)))
+    # The identity looks optimal for all ranges at n ≤ 16 (every start we tried converges to it); at n = 8
+    # prefix only p = 8 beats it. Elsewhere it is beaten clearly.
+    strict = (workload, n) not in {("ranges", 8), ("ranges", 16), ("prefix", 8)}
+    assert e < np.trace(G) * (1 - 1e-3) if strict else e <= np.trace(G) * (1 + 1e-9)
+    if n == 32:  # HDMM's OPT_0, best of 25 restarts, measured 2.55 (ranges) and 2.93 (prefix) × SVD bound
+        assert e / svd_bound(G) <= {"ranges": 2.55, "prefix": 2.93}[workload] + 5e-3
+
+
+def _finite_difference(objective, z, h=1e-6):
+    return np.array([(objective(z + h * e)[0] - objective(z - h * e)[0]) / (2 * h) for e in np.eye(z.size)])
+
+
+def test_pidentity_gradient_matches_finite_differences():
+    n, p = 6, 3
+    G, z = prefix_gram(n), np.random.default_rng(1).random(2 * p * n)
+    f, g = _pidentity_objective(z, G, p, n)
+    T = z[: p * n].reshape(p, n) - z[p * n :].reshape(p, n)
+    A = np.vstack([np.eye(n), T]) / (1 + z.reshape(2 * p, n).sum(axis=0))
+    assert np.isclose(f, np.trace(np.linalg.solve(A.T @ A, G)), rtol=1e-12)
+    fd = _finite_difference(lambda x: _pidentity_objective(x, G, p, n), z)
+    assert np.allclose(g, fd, rtol=1e-6, atol=1e-6 * np.abs(g).max())
+
+
+def test_general_gradient_matches_finite_differences():
+    m, n = 7, 5
+    G = all_range_gram(n)
+    lam, Q = np.linalg.eigh(G)
+    F, z = Q * np.sqrt(lam), np.random.default_rng(2).random(2 * m * n)
+    f, g = _general_objective(z, F, m, n)
+    A = (z[: m * n] - z[m * n :]).reshape(m, n) / z.reshape(2 * m, n).sum(axis=0)
+    assert np.isclose(f, np.trace(np.linalg.solve(A.T @ A, G)), rtol=1e-10)
+    fd = _finite_difference(lambda x: _general_objective(x, F, m, n), z)
+    assert np.allclose(g, fd, rtol=1e-6, atol=1e-6 * np.abs(g).max())
+
+
+def test_singular_strategy_is_infinitely_bad_not_a_crash():
+    m, n = 4, 3
+    A = np.array([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])  # rank 2
+    z = np.concatenate([A.ravel(), np.zeros(m * n)])
+    f, g = _general_objective(z, np.eye(n), m, n)
+    assert f == np.inf and np.all(g == 0)
+
+
+def test_same_seed_same_result():
+    G = prefix_gram(12)
+    a, b = (minimize_l1(G, restarts=3, seed=7) for _ in range(2))
+    assert np.array_equal(a.matrix, b.matrix) and a.iterations == b.iterations
+    assert [h["objective"] for h in a.history] == [h["objective"] for h in b.history]
+
+
+@pytest.mark.parametrize("start", ["identity", "H2", "wavelet", "random"])
+def test_polish_never_worsens_the_start(start):
+    n = 16
+    G = prefix_gram(n)
+    A0 = {"identity": np.eye(n), "H2": hierarchical(n), "wavelet": wavelet(n),
+          "random": np.random.default_rng(3).standard_normal((n + 2, n))}[start]
+    for max_iterations in (2, 200):
+        sol = minimize_l1(G, initial=A0, restarts=2, max_iterations=max_iterations, seed=0)
+        assert sol.matrix.shape == A0.shape
+        assert error(G, sol.matrix) <= error(G, A0) * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("initial", [None, "H2"])
+def test_contract(initial):
+    n = 16
+    G = all_range_gram(n)
+    sol = minimize_l1(G, initial=None if initial is None else hierarchical(n), restarts=2, seed=0)
+    assert isinstance(sol, RawSolution) and sol.gram is None and sol.dual_bound is None
+    assert np.isclose(np.abs(sol.matrix).sum(axis=0).max(), 1.0, rtol=0, atol=1e-12)
+    assert sol.status in STATUSES and sol.solver == "mmopt-lbfgs"
+    assert "local optimum of a non-convex problem" in sol.message.lower()
+    assert "no optimality certificate" in sol.message
+    assert len(sol.history) == 2 and sol.iterations == sum(h["iterations"] for h in sol.history)
+    assert {"seconds", "p", "mode"} <= set(sol.extra)
+    # The best run, or the identity when every run ended worse than it (a stationary point of p-Identity).
+    assert error(G, sol.matrix) <= min(h["objective"] for h in sol.history) * (1 + 1e-9)
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(st.integers(2, 6), st.integers(0, 2**32 - 1))
+def test_random_workloads_between_svd_bound_and_identity(n, seed):
+    W = np.random.default_rng(seed).standard_normal((n + 1, n))
+    G = W.T @ W
+    e = error(G, minimize_l1(G, seed=0).matrix)
+    assert svd_bound(G) * (1 - 1e-9) <= e <= np.trace(G) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"gram": np.ones((3, 4))}, "'gram' parameter of minimize_l1 must be a square"),
+        ({"gram": np.array([[1.0, 2.0], [0.0, 1.0]])}, "must be symmetric"),
+        ({"gram": np.array([[1.0, np.nan], [np.nan, 1.0]])}, "'gram' parameter .* must be finite"),
+        ({"gram": np.array([[1.0, 2.0], [2.0, 1.0]])}, "must be positive semidefinite"),
+        ({"p": 0}, r"'p' parameter of minimize_l1 must be a positive integer. Got 0 instead"),
+        ({"p": 2.5}, "'p' parameter of minimize_l1 must be a positive integer"),
+        ({"restarts": 0}, "'restarts' parameter of minimize_l1 must be a positive integer"),
+        ({"max_iterations": True}, "'max_iterations' parameter of minimize_l1 must be a positive integer"),
+        ({"tol": 0.0}, r"'tol' parameter of minimize_l1 must be a number in \(0, 1\)"),
+        ({"initial": np.eye(3)}, "'initial' parameter .* must be a 2-D strategy with n = 4 columns"),
+        ({"initial": np.ones(4)}, "'initial' parameter of minimize_l1 must be a 2-D strategy"),
+        ({"initial": np.ones((5, 4))}, "'initial' parameter of minimize_l1 must have full column rank"),
+        ({"initial": np.full((4, 4), np.inf)}, "'initial' parameter of minimize_l1 must be finite"),
+        ({"initial": np.eye(4), "p": 3}, r"'p' parameter .* must equal the number of rows of 'initial' \(4"),
+    ],
+)
+def test_invalid_inputs(kwargs, match):
+    kwargs = {"gram": prefix_gram(4), **kwargs}
+    with pytest.raises(ValueError, match=match):
+        minimize_l1(kwargs.pop("gram"), **kwargs)

@@ -1,0 +1,152 @@
+"""Tests for mmopt.min_sensitivity (Program 5.3 + rotation polish): the spec's n = 4 optima, exact
+profile equivalence, never worse than the input, determinism, history, and validation."""
+
+import numpy as np
+import pytest
+
+from mmopt._solution import RawSolution
+from mmopt.min_sensitivity import _polish, solve_min_sensitivity
+from mmopt.solvers import mosek_available
+
+H4 = np.array(
+    [[1, 1, 1, 1], [1, 1, 0, 0], [0, 0, 1, 1], [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]], float
+)
+Y4 = np.array([[1, 1, 1, 1], [1, 1, -1, -1], [1, -1, 0, 0], [0, 0, 1, -1]], float)
+Y4_PRIME2 = np.vstack([[1, 1, 0, 0], [0, 0, 1, 1], np.sqrt(2) * np.eye(4)])  # L2's Y'' (6×4), Δ = 1 + √2
+
+
+def hierarchical(n):
+    rows, size = [], n
+    while size >= 1:
+        for b in range(n // size):
+            r = np.zeros(n)
+            r[b * size : (b + 1) * size] = 1
+            rows.append(r)
+        size //= 2
+    return np.array(rows)
+
+
+def wavelet(n):
+    rows, size = [np.ones(n)], n
+    while size >= 2:
+        for b in range(n // size):
+            r = np.zeros(n)
+            r[b * size : b * size + size // 2] = 1
+            r[b * size + size // 2 : (b + 1) * size] = -1
+            rows.append(r)
+        size //= 2
+    return np.array(rows)
+
+
+def delta(A):
+    return np.abs(A).sum(axis=0).max()
+
+
+def check(res, X0):
+    A = res.matrix
+    assert isinstance(res, RawSolution) and res.gram is None
+    assert np.allclose(A.T @ A, X0, rtol=0, atol=1e-10 * np.abs(X0).max())  # exactly profile-equivalent
+    assert delta(A) == pytest.approx(res.extra["sensitivity"], rel=1e-12)
+    assert res.extra["sensitivity"] <= res.extra["start_sensitivity"] + 1e-12
+    assert res.extra["sensitivity"] >= np.sqrt(np.diag(X0).max()) - 1e-12  # column L2 norms are fixed
+    assert "heuristic with no optimality guarantee" in res.message
+
+
+def test_h4_profile_reaches_spec_optimum():
+    X0 = H4.T @ H4
+    res = solve_min_sensitivity(X0, seed=0)
+    check(res, X0)
+    assert res.matrix.shape == (4, 4)
+    assert res.extra["sensitivity"] == pytest.approx(1 / np.sqrt(2) + np.sqrt(3.5), abs=1e-6)  # < 2.896
+    assert res.extra["sdp_sensitivity"] == pytest.approx(2.8960, abs=1e-3)  # the SDP alone: Fig. 4(a)
+    hist = res.history
+    assert hist and all({"iteration", "objective", "rank_gap", "target"} <= set(h) for h in hist)
+    assert res.extra["sdp_sensitivity"] <= min(h["objective"] for h in hist) + 1e-12
+
+
+def test_y4_profile_reaches_two():
+    X0 = Y4.T @ Y4
+    res = solve_min_sensitivity(X0, seed=0, max_iterations=20)
+    check(res, X0)
+    assert res.extra["sensitivity"] == pytest.approx(2.0, abs=1e-6)  # Fig. 4(b) has 2.414
+
+
+def test_never_worse_than_initial_and_deterministic():
+    X0 = Y4.T @ Y4
+    a = solve_min_sensitivity(X0, initial=Y4_PRIME2, seed=3, max_iterations=5)
+    b = solve_min_sensitivity(X0, initial=Y4_PRIME2, seed=3, max_iterations=5)
+    check(a, X0)
+    assert a.extra["sensitivity"] <= delta(Y4_PRIME2) + 1e-12
+    assert np.array_equal(a.matrix, b.matrix)  # same seed, same answer
+
+
+def test_non_square_initial_is_returned_when_nothing_square_beats_it(monkeypatch):
+    import mmopt.min_sensitivity as ms
+
+    # Δ = 2, while every canonical square factor of its profile (and its QR factor R) has Δ ≥ 2.13.
+    tall = np.array([[0, 0, 0], [1, 0, 1], [0, 0, 0], [0, 1, 0], [0, 1, 1]], float)
+    X0 = tall.T @ tall
+    monkeypatch.setattr(ms, "_polish", lambda a, max_steps=0: (a, delta(a), 0))  # cripple the search
+    res = ms.solve_min_sensitivity(X0, initial=tall, seed=0, max_iterations=1)
+    assert np.array_equal(res.matrix, tall) and res.extra["sensitivity"] == 2.0
+    monkeypatch.undo()
+    res = ms.solve_min_sensitivity(X0, initial=tall, seed=0, max_iterations=1)
+    assert res.extra["sensitivity"] <= 2.0 + 1e-12
+
+
+def test_polish_keeps_profile_and_descends(rng):
+    X0 = H4.T @ H4
+    q, _ = np.linalg.qr(rng.standard_normal((4, 4)))
+    lam, vec = np.linalg.eigh(X0)
+    A = q @ (np.sqrt(lam)[:, None] * vec.T)
+    B, d, steps = _polish(A)
+    assert np.allclose(B.T @ B, X0, atol=1e-10)
+    assert d == pytest.approx(delta(B)) and d <= delta(A) and steps >= 1
+
+
+def test_scs_path_runs():
+    X0 = Y4.T @ Y4
+    res = solve_min_sensitivity(X0, solver="SCS", seed=0, max_iterations=10)
+    assert res.solver == "SCS"
+    check(res, X0)
+    assert res.extra["sensitivity"] == pytest.approx(2.0, abs=1e-6)
+
+
+@pytest.mark.skipif(not mosek_available(), reason="needs a licensed MOSEK")
+@pytest.mark.mosek
+def test_mosek_path():
+    X0 = H4.T @ H4
+    res = solve_min_sensitivity(X0, solver="MOSEK", seed=0)
+    assert res.solver == "MOSEK" and res.extra["sensitivity"] <= 2.5780
+
+
+N8_CASES = [("H8", hierarchical(8), 3.358), ("Y8", wavelet(8), 2.82843)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("label", "S", "target"), N8_CASES)
+def test_n8_spec_values(label, S, target):
+    X0 = S.T @ S
+    res = solve_min_sensitivity(X0, seed=0)
+    check(res, X0)
+    assert res.extra["sensitivity"] <= target
+
+
+PG = "'profile_gram' parameter .* "
+BAD = [
+    ("singular", dict(profile_gram=np.diag([1.0, 0.0])), PG + "must be positive definite"),
+    ("asymmetric", dict(profile_gram=[[2.0, 1.0], [0.0, 2.0]]), PG + "must be symmetric"),
+    ("not PSD", dict(profile_gram=[[1.0, 2.0], [2.0, 1.0]]), PG + "positive semidefinite"),
+    ("non-square", dict(profile_gram=np.ones((2, 3))), PG + "must be a square matrix"),
+    ("initial wrong profile", dict(initial=2 * np.eye(2)), "'initial' parameter .* must satisfy AᵀA"),
+    ("initial shape", dict(initial=np.eye(3)), r"'initial' parameter .* must have shape \(p, 2\)"),
+    ("max_iterations", dict(max_iterations=0), "'max_iterations' parameter .* integer >= 1"),
+    ("solver", dict(solver="nope"), "solver='nope' is not usable here"),
+]
+
+
+@pytest.mark.parametrize(("label", "kwargs", "match"), BAD, ids=[b[0] for b in BAD])
+def test_invalid_inputs(label, kwargs, match):
+    kwargs = {"profile_gram": np.eye(2), **kwargs}
+    with pytest.raises(ValueError, match=match):
+        solve_min_sensitivity(**kwargs)

@@ -1,0 +1,164 @@
+"""Tests for mmopt.sdp_min_error (Program 5.1 by convex iteration): the spec's n = 4 reference values,
+validity of the returned strategy, the best-iterate property, history, warm starts, and validation."""
+
+import numpy as np
+import pytest
+
+from mmopt._solution import RawSolution
+from mmopt.sdp_min_error import _null_projector, _starts, _svd_bound, _true_error, solve_min_error_sdp
+from mmopt.solvers import choose, mosek_available
+
+
+def all_range_gram(n):
+    i = np.arange(1, n + 1)
+    return np.minimum.outer(i, i) * (n - np.maximum.outer(i, i) + 1.0)
+
+
+TOTAL_PLUS_CELLS = 100 * np.ones((4, 4)) + np.eye(4)  # W = [10·1ᵀ; I₄]
+HISTORY_KEYS = {"iteration", "objective", "rank_gap", "weight", "target", "seconds", "start"}
+
+
+def check_strategy(res, G):
+    """The returned A is square, full rank, has max column L1 = 1, and its error is the one reported."""
+    A = res.matrix
+    n = G.shape[0]
+    assert isinstance(res, RawSolution) and res.gram is None
+    assert A.shape == (n, n)
+    assert np.abs(A).sum(axis=0).max() == pytest.approx(1.0, abs=1e-12)
+    assert np.linalg.svd(A, compute_uv=False)[-1] > 1e-9
+    assert _true_error(A, G) == pytest.approx(res.extra["objective"], rel=1e-9)
+    assert res.extra["objective"] >= res.extra["svd_bound"] * (1 - 1e-9)
+    assert "heuristic with no optimality guarantee" in res.message
+
+
+def test_true_error_helper():
+    G = all_range_gram(4)
+    assert _true_error(np.eye(4), G) == pytest.approx(20.0)
+    assert _true_error(3 * np.eye(4), G) == pytest.approx(20.0)  # scale-invariant (Prop A.31)
+    assert _true_error(np.diag([1.0, 1.0, 1.0, 0.0]), G) == np.inf
+    W = np.vstack([10 * np.ones(4), np.eye(4)])
+    assert _true_error(np.eye(4), W.T @ W) == pytest.approx(404.0)
+    assert _svd_bound(W.T @ W) == pytest.approx(132.5, abs=0.05)
+
+
+def test_null_projector_vanishes_at_rank_n_point(rng):
+    A = rng.standard_normal((3, 3))
+    Z = _null_projector(A)
+    big = np.block([[np.eye(3), A], [A.T, A.T @ A]])
+    assert np.sum(Z * big) == pytest.approx(0.0, abs=1e-10)
+    assert np.trace(Z) == pytest.approx(3.0)  # a rank-n projector: a point of the Fantope
+
+
+def test_identity_workload():
+    res = solve_min_error_sdp(np.eye(4))
+    check_strategy(res, np.eye(4))
+    assert res.extra["objective"] == pytest.approx(4.0, rel=1e-9)
+    assert res.status == "optimal" and res.solver == choose(None, size_hint=8)
+
+
+def test_all_ranges_n4_reaches_identity():
+    G = all_range_gram(4)
+    res = solve_min_error_sdp(G)
+    check_strategy(res, G)
+    assert res.extra["objective"] == pytest.approx(20.0, rel=1e-6)
+    assert res.status == "optimal"
+
+
+def test_all_ranges_from_l2_start_history():
+    """From the L2 strategy (error 31.09) the iteration itself must find the identity's 20."""
+    G = all_range_gram(4)
+    start = dict(_starts(G, "CLARABEL"))["l2"]
+    res = solve_min_error_sdp(G, initial=start)
+    check_strategy(res, G)
+    assert _true_error(start, G) > 31
+    assert res.extra["objective"] == pytest.approx(20.0, rel=1e-6)
+    assert res.extra["start"] == "initial"
+    hist = res.history
+    assert len(hist) == res.iterations > 0
+    assert all(HISTORY_KEYS <= set(h) for h in hist)
+    assert [h["iteration"] for h in hist] == list(range(1, len(hist) + 1))
+    assert all(np.isfinite(h["rank_gap"]) and h["rank_gap"] > -1e-6 for h in hist)
+    assert min(h["rank_gap"] for h in hist) <= 1e-6  # some target was reached with rank G_big = n
+    # Best-iterate property: nothing in the history beats the answer, and the answer beats the start.
+    assert res.extra["objective"] <= min(h["objective"] for h in hist) + 1e-12
+    assert res.extra["objective"] <= _true_error(start, G)
+
+
+def test_total_plus_cells_reference():
+    """Spec §4: ≈ 222.69 or lower (identity 404, SVD bound 132.5). Needs ~100 P1 solves; 50 give ~223.8."""
+    res = solve_min_error_sdp(TOTAL_PLUS_CELLS, max_iterations=100)
+    check_strategy(res, TOTAL_PLUS_CELLS)
+    assert res.extra["objective"] <= 222.70
+    assert res.extra["start"] == "svd"
+
+
+def test_user_limit_status():
+    res = solve_min_error_sdp(TOTAL_PLUS_CELLS, max_iterations=3)
+    check_strategy(res, TOTAL_PLUS_CELLS)
+    assert res.status == "user_limit" and "max_iterations=3" in res.message
+    assert res.extra["objective"] <= 291.2  # never worse than the best start (Thm 5.25 strategy)
+
+
+def test_penalty_form():
+    start = dict(_starts(TOTAL_PLUS_CELLS, "CLARABEL"))["svd"]
+    res = solve_min_error_sdp(TOTAL_PLUS_CELLS, weight=5.0, initial=start)
+    check_strategy(res, TOTAL_PLUS_CELLS)
+    assert all(h["weight"] == 5.0 and h["target"] is None for h in res.history)
+    assert res.extra["objective"] < 230  # the penalty form stops at the 224.5 local optimum
+
+
+def test_warm_start_non_square_is_reduced():
+    H4 = np.vstack([np.ones(4), [1, 1, 0, 0], [0, 0, 1, 1], np.eye(4)])
+    G = all_range_gram(4)
+    res = solve_min_error_sdp(G, initial=H4, max_iterations=10)
+    check_strategy(res, G)
+    R = np.linalg.qr(H4, mode="r")
+    assert res.extra["objective"] <= _true_error(R, G) + 1e-9
+
+
+def test_scs_agrees_with_clarabel():
+    G = all_range_gram(4)
+    start = dict(_starts(G, "CLARABEL"))["l2"]
+    a = solve_min_error_sdp(G, initial=start, solver="CLARABEL")
+    b = solve_min_error_sdp(G, initial=start, solver="scs")
+    assert b.solver == "SCS"
+    assert b.extra["objective"] == pytest.approx(a.extra["objective"], rel=1e-4)
+
+
+@pytest.mark.skipif(not mosek_available(), reason="needs a licensed MOSEK")
+@pytest.mark.mosek
+def test_mosek_path():
+    res = solve_min_error_sdp(all_range_gram(4), solver="MOSEK")
+    assert res.solver == "MOSEK" and res.extra["objective"] == pytest.approx(20.0, rel=1e-6)
+
+
+def test_all_ranges_n8_from_l2_start():
+    G = all_range_gram(8)
+    res = solve_min_error_sdp(G, initial=dict(_starts(G, "CLARABEL"))["l2"])
+    assert res.extra["objective"] == pytest.approx(120.0, rel=1e-6)  # identity: n(n+1)(n+2)/6
+
+
+@pytest.mark.slow
+def test_all_ranges_n16_from_l2_start():
+    G = all_range_gram(16)
+    res = solve_min_error_sdp(G, initial=dict(_starts(G, "CLARABEL"))["l2"])
+    assert res.extra["objective"] <= 816.0 * 1.001  # the identity, within 0.1%
+
+
+BAD = [
+    ("gram non-square", dict(gram=np.ones((2, 3))), "'gram' parameter .* must be a square"),
+    ("gram asymmetric", dict(gram=[[1.0, 1.0], [0.0, 1.0]]), "'gram' parameter .* must be symmetric"),
+    ("gram not PSD", dict(gram=[[1.0, 2.0], [2.0, 1.0]]), "'gram' parameter .* positive semidefinite"),
+    ("initial shape", dict(initial=np.eye(3)), r"'initial' parameter .* must have shape \(p, 2\)"),
+    ("initial singular", dict(initial=np.ones((3, 2))), "'initial' parameter .* full column rank"),
+    ("weight negative", dict(weight=-1.0), "'weight' parameter .* must be a float in the range"),
+    ("max_iterations", dict(max_iterations=0), "'max_iterations' parameter .* must be an integer >= 1"),
+    ("solver", dict(solver="nope"), "solver='nope' is not usable here"),
+]
+
+
+@pytest.mark.parametrize(("label", "kwargs", "match"), BAD, ids=[b[0] for b in BAD])
+def test_invalid_inputs(label, kwargs, match):
+    kwargs = {"gram": np.eye(2), **kwargs}
+    with pytest.raises(ValueError, match=match):
+        solve_min_error_sdp(**kwargs)
