@@ -3,12 +3,12 @@
 Notation: see README. The public API is re-exported here; modules are named after the paper's nouns.
 """
 
-from mmopt import strategy, workload
+from mmopt import solvers, strategy, workload
 from mmopt.augment import augment, strictly_improved
 from mmopt.error import (
     ErrorReport,
-    error_profile,
     eigen_structure,
+    error_profile,
     evaluate,
     expected_error,
     profile_equivalent,
@@ -19,6 +19,7 @@ from mmopt.error import (
 from mmopt.mechanism import MechanismOutput, factorize, laplace_mechanism, matrix_mechanism, release
 from mmopt.optimize import OptimizeResult, optimize
 from mmopt.privacy import Privacy
+from mmopt.solvers import SolverError
 from mmopt.strategy import Strategy
 from mmopt.workload import Workload
 
@@ -26,7 +27,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "MechanismOutput", "OptimizeResult", "augment", "factorize", "laplace_mechanism", "matrix_mechanism",
-    "optimize", "release", "strictly_improved",
+    "optimize", "release", "solvers", "SolverError", "strictly_improved",
     "ErrorReport", "Privacy", "Strategy", "Workload", "eigen_structure", "error_profile", "evaluate",
     "expected_error", "profile_equivalent", "query_error", "strategy", "supports", "svd_bound", "workload",
 ]

@@ -21,8 +21,8 @@ import numpy as np
 from scipy import linalg
 from scipy.linalg import lapack
 
-from mmopt import _validation as v
 from mmopt import _queries
+from mmopt import _validation as v
 from mmopt.privacy import Privacy
 from mmopt.strategy import NORMS, Strategy
 from mmopt.workload import Workload
@@ -233,7 +233,8 @@ def svd_bound(workload: Workload, privacy: Privacy | None = None, *, per_query: 
     if not isinstance(workload, Workload):
         raise TypeError(f"The 'workload' parameter of svd_bound must be a Workload. Got {type(workload).__name__}.")
     lam = np.clip(linalg.eigvalsh(workload.mean_gram, check_finite=False), 0.0, None)
-    mean = (1.0 if privacy is None else privacy.variance_factor) * float(np.sum(np.sqrt(lam))) ** 2 / workload.domain_size
+    c = 1.0 if privacy is None else privacy.variance_factor
+    mean = c * float(np.sum(np.sqrt(lam))) ** 2 / workload.domain_size
     return mean if per_query else _times_int(mean, workload.n_queries, workload.name)
 
 

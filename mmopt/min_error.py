@@ -83,7 +83,8 @@ def solve(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
 
         # Convex iteration runs its own multi-start (G^{1/4}, I, √X_L2): the right start is workload-dependent.
         user = opts.get("initial")
-        sdp = solve_min_error_sdp(G, initial=None if user is None else _starts(W, G, user, l2.gram)[-1][1], solver=opts.get("solver"), weight=opts.get("weight"),
+        start = None if user is None else _starts(W, G, user, l2.gram)[-1][1]
+        sdp = solve_min_error_sdp(G, initial=start, solver=opts.get("solver"), weight=opts.get("weight"),
                                   tol=opts.get("tol") or 1e-6, max_iterations=opts.get("max_iterations") or 50,
                                   verbose=opts["verbose"])
         solver, iterations = sdp.solver, sdp.iterations or 0

@@ -48,6 +48,8 @@ class OptimizeResult:
     iterations : int or None
     seconds : float
         Wall-clock time including problem construction and re-evaluation.
+    objective_per_query, lower_bound_per_query : float
+        The same divided by m: finite even when m = 2ⁿ − 1 overflows the totals (all predicates).
     history : tuple of dict
         Outer iterations (rank gap of convex iteration, restarts of a local search, ...).
     extra : dict
@@ -65,18 +67,20 @@ class OptimizeResult:
     solver: str | None
     iterations: int | None
     seconds: float
+    objective_per_query: float = field(default=float("nan"), repr=False)
+    lower_bound_per_query: float = field(default=float("nan"), repr=False)
     history: tuple[Mapping[str, Any], ...] = field(default=(), repr=False)
     extra: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def gap(self) -> float:
         """(objective − lower_bound) / objective: how far, at most, from optimal."""
-        return (self.objective - self.lower_bound) / self.objective
+        return (self.objective_per_query - self.lower_bound_per_query) / self.objective_per_query
 
     @property
     def ratio(self) -> float:
         """objective / lower_bound (≥ 1)."""
-        return self.objective / self.lower_bound
+        return self.objective_per_query / self.lower_bound_per_query
 
     def __str__(self) -> str:
         lines = [("status", self.status), ("method", self.method), ("solver", self.solver), ("norm", self.norm),
@@ -204,19 +208,31 @@ def optimize(workload: Workload, *, method: str | Callable = "l2_approx", solver
     G = workload.mean_gram / (np.trace(workload.mean_gram) / workload.domain_size)
     raw = fn(workload, G, opts)
     A = Strategy(raw.matrix, name) if raw.matrix is not None else Strategy.from_gram(raw.gram, name=name)
-    objective = evaluate(workload, A, norm=norm, per_query=False).total_squared_error
-    bound = svd_bound(workload)
+    report = evaluate(workload, A, norm=norm, per_query=False)
+    objective = report.mean_squared_error  # per query: finite for every m; totals are derived at the end
+    bound = svd_bound(workload, per_query=True)
     if raw.dual_bound is not None and raw.extra.get("dual_bound_norm", "l2") in ("l2", norm):
         # an L2 dual bound holds for L1 too (‖A‖₁ ≥ ‖A‖₂); scale it back from the normalised G
-        bound = max(bound, float(raw.dual_bound) * workload.n_queries * np.trace(workload.mean_gram) / workload.domain_size)
+        unscale = np.trace(workload.mean_gram) / workload.domain_size
+        bound = max(bound, float(raw.dual_bound) * unscale)
     status = raw.status
     message = raw.message
     if objective < bound * (1 - 1e-6):
         status, message = "solver_error", (f"Internal inconsistency: objective {objective:.6g} is below the lower "
                                            f"bound {bound:.6g}. Please report this workload.")
-    return OptimizeResult(A, norm, float(objective), float(min(bound, objective)), status, status == "optimal", message, name,
-                          raw.solver, raw.iterations, time.perf_counter() - t0, tuple(raw.history),
+    bound = min(bound, objective)
+    m = workload.n_queries
+    return OptimizeResult(A, norm, report.total_squared_error, _times(bound, m), status, status == "optimal",
+                          message, name, raw.solver, raw.iterations, time.perf_counter() - t0,
+                          float(objective), float(bound), tuple(raw.history),
                           dict(raw.extra) | ({"dual_bound": raw.dual_bound} if raw.dual_bound is not None else {}))
+
+
+def _times(x: float, m: int) -> float:
+    try:
+        return float(x * m)
+    except OverflowError:
+        return float("inf")
 
 
 def _initial_matrix(initial, W: Workload) -> np.ndarray:

@@ -194,7 +194,8 @@ def singular_value_bound(workload) -> Strategy:
     from mmopt.workload import Workload
 
     if not isinstance(workload, Workload):
-        raise TypeError(f"The 'workload' parameter of singular_value_bound must be a Workload. Got {type(workload).__name__}.")
+        raise TypeError("The 'workload' parameter of singular_value_bound must be a Workload. "
+                        f"Got {type(workload).__name__}.")
     try:
         G = workload.gram  # σᵢ(W)² exactly, when G fits in float64
     except OverflowError:

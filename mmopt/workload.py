@@ -245,7 +245,8 @@ def kron(first: Workload, second: Workload, *, name: str | None = None) -> Workl
             raise TypeError(f"The '{label}' parameter of kron must be a Workload. Got {type(w).__name__}.")
     m = first.n_queries * second.n_queries
     W = None
-    if m * first.domain_size * second.domain_size <= MAX_EXPLICIT_ENTRIES and _knows_matrix(first) and _knows_matrix(second):
+    small = m * first.domain_size * second.domain_size <= MAX_EXPLICIT_ENTRIES
+    if small and _knows_matrix(first) and _knows_matrix(second):
         W = np.kron(first.explicit_matrix(), second.explicit_matrix())
     family = "matrix" if W is not None else "gram"
     return Workload(np.kron(first.mean_gram, second.mean_gram), m,

@@ -9,7 +9,8 @@ from mmopt import strategy as st
 from mmopt import workload as wl
 
 CASES = {
-    "epsilon<=0": (lambda: Privacy(-1.0), ValueError, r"'epsilon' parameter of Privacy must be a float in the range \(0"),
+    "epsilon<=0": (lambda: Privacy(-1.0), ValueError,
+                   r"'epsilon' parameter of Privacy must be a float in the range \(0"),
     "epsilon nan": (lambda: Privacy(float("nan")), ValueError, "'epsilon' parameter of Privacy"),
     "epsilon str": (lambda: Privacy("1"), TypeError, "'epsilon' parameter of Privacy must be a real number"),
     "delta>=1": (lambda: Privacy(1.0, 1.0), ValueError, r"'delta' parameter of Privacy .*\[0, 1\)"),

@@ -36,7 +36,7 @@ def test_all_predicate_large_n_stays_finite():
     np.testing.assert_allclose(W.mean_gram[:2, :2], [[0.5, 0.25], [0.25, 0.5]])
     assert W.n_queries == 2**4096 - 1
     with pytest.raises(OverflowError, match="mean_gram"):
-        W.gram
+        _ = W.gram
     with pytest.raises(ValueError, match="entries"):
         W.explicit_matrix()
 
@@ -73,7 +73,7 @@ def test_marginals_match_brute_force(shape, k):
     rows = []
     for S in itertools.combinations(range(len(shape)), k):
         for value in itertools.product(*[range(shape[i]) for i in S]):
-            rows.append([float(all(c[i] == val for i, val in zip(S, value))) for c in cells])
+            rows.append([float(all(c[i] == val for i, val in zip(S, value, strict=True))) for c in cells])
     dense = np.array(rows).reshape(-1, n)
     assert W.n_queries == dense.shape[0]
     np.testing.assert_allclose(W.gram, dense.T @ dense)
