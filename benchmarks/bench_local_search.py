@@ -18,45 +18,35 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+import mmopt  # noqa: E402
+from mmopt import strategy as st  # noqa: E402
+from mmopt import workload as wl  # noqa: E402
 from mmopt.local_search import minimize_l1  # noqa: E402
 
 
 def all_range_gram(n):
-    i = np.arange(1, n + 1)
-    return np.minimum.outer(i, i) * (n - np.maximum.outer(i, i) + 1.0)
+    return wl.all_range(n).gram
 
 
 def prefix_gram(n):
-    i = np.arange(1, n + 1)
-    return n - np.maximum.outer(i, i) + 1.0
+    return wl.prefix(n).gram
 
 
 def hierarchical(n):
-    """H2: indicator rows of all dyadic intervals, (2n − 1) × n."""
-    rows, size = [], n
-    while size >= 1:
-        rows += [np.r_[np.zeros(s), np.ones(size), np.zeros(n - s - size)] for s in range(0, n, size)]
-        size //= 2
-    return np.array(rows)
+    return st.hierarchical(n).matrix
 
 
 def wavelet(n):
-    """Haar Y_n: ones, then +1 on the left and −1 on the right half of every dyadic node."""
-    rows, size = [np.ones(n)], n
-    while size >= 2:
-        half = size // 2
-        rows += [np.r_[np.zeros(s), np.ones(half), -np.ones(half), np.zeros(n - s - size)]
-                 for s in range(0, n, size)]
-        size = half
-    return np.array(rows)
+    return st.wavelet(n).matrix
 
 
 def error(G, A):
-    return np.abs(A).sum(axis=0).max() ** 2 * np.trace(np.linalg.solve(A.T @ A, G))
+    """Δ₁²·tr(G(AᵀA)⁻¹), via mmopt.evaluate."""
+    return mmopt.evaluate(wl.Workload.from_gram(G, n_queries=1), A).total_squared_error
 
 
 def svd_bound(G):
-    return np.sqrt(np.clip(np.linalg.eigvalsh(G), 0.0, None)).sum() ** 2 / G.shape[0]
+    return mmopt.svd_bound(wl.Workload.from_gram(G, n_queries=1))
 
 
 def main():

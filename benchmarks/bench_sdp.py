@@ -25,33 +25,23 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from mmopt import strategy as st  # noqa: E402
+from mmopt import workload as wl  # noqa: E402
 from mmopt.min_sensitivity import solve_min_sensitivity  # noqa: E402
 from mmopt.sdp_l2 import solve_l2_sdp  # noqa: E402
 from mmopt.sdp_min_error import _starts, _true_error, solve_min_error_sdp  # noqa: E402
 
 
 def all_range_gram(n):
-    i = np.arange(1, n + 1)
-    return np.minimum.outer(i, i) * (n - np.maximum.outer(i, i) + 1.0)
+    return wl.all_range(n).gram
 
 
 def hierarchical(n):
-    rows, size = [], n
-    while size >= 1:
-        rows += [np.r_[np.zeros(b * size), np.ones(size), np.zeros(n - (b + 1) * size)]
-                 for b in range(n // size)]  # fmt: skip
-        size //= 2
-    return np.array(rows)
+    return st.hierarchical(n).matrix
 
 
 def wavelet(n):
-    rows, size = [np.ones(n)], n
-    while size >= 2:
-        half = size // 2
-        rows += [np.r_[np.zeros(b * size), np.ones(half), -np.ones(half), np.zeros(n - (b + 1) * size)]
-                 for b in range(n // size)]  # fmt: skip
-        size //= 2
-    return np.array(rows)
+    return st.wavelet(n).matrix
 
 
 def fmt(column, x):

@@ -7,18 +7,17 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
+from mmopt import workload as wl
 from mmopt._solution import RawSolution
 from mmopt.l2_fast import SOLVER_NAME, solve_l2
 
 
 def all_range_gram(n):
-    i = np.arange(1, n + 1)
-    return np.minimum.outer(i, i) * (n - np.maximum.outer(i, i) + 1.0)
+    return wl.all_range(n).gram
 
 
 def prefix_gram(n):
-    i = np.arange(1, n + 1)
-    return (n - np.maximum.outer(i, i) + 1.0).astype(float)
+    return wl.prefix(n).gram
 
 
 def one_way_marginals_gram(a, b):

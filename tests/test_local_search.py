@@ -8,44 +8,36 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import mmopt
+from mmopt import strategy as mst
+from mmopt import workload as wl
 from mmopt._solution import STATUSES, RawSolution
 from mmopt.local_search import _general_objective, _pidentity_objective, minimize_l1
 
 
 def all_range_gram(n):
-    i = np.arange(1, n + 1)
-    return np.minimum.outer(i, i) * (n - np.maximum.outer(i, i) + 1.0)
+    return wl.all_range(n).gram
 
 
 def prefix_gram(n):
-    i = np.arange(1, n + 1)
-    return n - np.maximum.outer(i, i) + 1.0
+    return wl.prefix(n).gram
 
 
 def hierarchical(n):
-    rows, size = [], n
-    while size >= 1:
-        rows += [np.r_[np.zeros(s), np.ones(size), np.zeros(n - s - size)] for s in range(0, n, size)]
-        size //= 2
-    return np.array(rows)
+    return mst.hierarchical(n).matrix
 
 
 def wavelet(n):
-    rows, size = [np.ones(n)], n
-    while size >= 2:
-        h = size // 2
-        rows += [np.r_[np.zeros(s), np.ones(h), -np.ones(h), np.zeros(n - s - size)]
-                 for s in range(0, n, size)]
-        size = h
-    return np.array(rows)
+    return mst.wavelet(n).matrix
 
 
 def error(G, A):
-    return np.abs(A).sum(axis=0).max() ** 2 * np.trace(np.linalg.solve(A.T @ A, G))
+    """Δ₁²·tr(G(AᵀA)⁻¹), via mmopt.evaluate."""
+    return mmopt.evaluate(wl.Workload.from_gram(G, n_queries=1), A).total_squared_error
 
 
 def svd_bound(G):
-    return np.sqrt(np.clip(np.linalg.eigvalsh(G), 0.0, None)).sum() ** 2 / G.shape[0]
+    return mmopt.svd_bound(wl.Workload.from_gram(G, n_queries=1))
 
 
 WORKLOADS = {"ranges": all_range_gram, "prefix": prefix_gram}

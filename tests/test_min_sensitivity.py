@@ -4,6 +4,7 @@ profile equivalence, never worse than the input, determinism, history, and valid
 import numpy as np
 import pytest
 
+from mmopt import strategy as st
 from mmopt._solution import RawSolution
 from mmopt.min_sensitivity import _polish, solve_min_sensitivity
 from mmopt.solvers import mosek_available
@@ -16,26 +17,11 @@ Y4_PRIME2 = np.vstack([[1, 1, 0, 0], [0, 0, 1, 1], np.sqrt(2) * np.eye(4)])  # L
 
 
 def hierarchical(n):
-    rows, size = [], n
-    while size >= 1:
-        for b in range(n // size):
-            r = np.zeros(n)
-            r[b * size : (b + 1) * size] = 1
-            rows.append(r)
-        size //= 2
-    return np.array(rows)
+    return st.hierarchical(n).matrix
 
 
 def wavelet(n):
-    rows, size = [np.ones(n)], n
-    while size >= 2:
-        for b in range(n // size):
-            r = np.zeros(n)
-            r[b * size : b * size + size // 2] = 1
-            r[b * size + size // 2 : (b + 1) * size] = -1
-            rows.append(r)
-        size //= 2
-    return np.array(rows)
+    return st.wavelet(n).matrix
 
 
 def delta(A):

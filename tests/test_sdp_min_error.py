@@ -4,14 +4,14 @@ validity of the returned strategy, the best-iterate property, history, warm star
 import numpy as np
 import pytest
 
+from mmopt import workload as wl
 from mmopt._solution import RawSolution
 from mmopt.sdp_min_error import _null_projector, _starts, _svd_bound, _true_error, solve_min_error_sdp
 from mmopt.solvers import choose, mosek_available
 
 
 def all_range_gram(n):
-    i = np.arange(1, n + 1)
-    return np.minimum.outer(i, i) * (n - np.maximum.outer(i, i) + 1.0)
+    return wl.all_range(n).gram
 
 
 TOTAL_PLUS_CELLS = 100 * np.ones((4, 4)) + np.eye(4)  # W = [10·1ᵀ; I₄]
