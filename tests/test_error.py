@@ -169,3 +169,23 @@ def test_profile_equivalence():
     assert not mmopt.profile_equivalent(H, st.wavelet(8))
     lam, V = mmopt.eigen_structure(st.wavelet(8))
     assert lam[0] == pytest.approx(8) and V.shape == (8, 8)
+
+
+@pytest.mark.parametrize("make", [lambda: st.hierarchical(64), lambda: st.wavelet(64), lambda: st.hierarchical(50, 3),
+                                  lambda: st.Strategy(np.random.default_rng(1).normal(size=(70, 40)))])
+def test_cholesky_fast_path_equals_qr_path(make, monkeypatch):
+    """The guarded Cholesky fast path (well-conditioned A) against the QR path it short-cuts."""
+    import mmopt.error as err
+
+    A = make()
+    fast = err.error_profile(A)
+    assert fast.method == "cholesky"
+    monkeypatch.setattr(err, "_CHOLESKY_MAX_RELATIVE_ERROR", 0.0)  # disable the fast path
+    slow = err.error_profile(A)
+    assert slow.method == "qr"
+    np.testing.assert_allclose(fast.matrix, slow.matrix, rtol=1e-9, atol=1e-12 * np.abs(slow.matrix).max())
+
+
+def test_ill_conditioned_strategy_skips_cholesky():
+    A = np.diag([1.0, 1.0, 1e-5])  # κ(AᵀA) = 1e10: squaring would cost 10 digits
+    assert error_profile(A).method in ("qr", "svd")
