@@ -123,3 +123,20 @@ def test_invalid_arguments(case):
         optimize(wl.prefix(3), **kwargs)
     with pytest.raises(TypeError, match="'workload' parameter of optimize"):
         optimize(np.eye(3))
+
+
+def test_min_sensitivity_post_processes_l2_approx_for_eps_dp():
+    """l2_approx then min_sensitivity: same profile, L1 sensitivity never higher, ε-DP error never higher."""
+    W = wl.all_range(8)
+    l2 = optimize(W, method="l2_approx")
+    ms = optimize(W, method="min_sensitivity", initial=l2.strategy, seed=0)
+    assert mmopt.profile_equivalent(l2.strategy, ms.strategy, rtol=1e-7)
+    assert ms.strategy.sensitivity("l1") <= l2.strategy.sensitivity("l1") + 1e-12
+    assert ms.objective <= evaluate(W, l2.strategy, norm="l1").total_squared_error * (1 + 1e-12)
+    assert ms.norm == "l1" and ms.objective >= ms.lower_bound
+
+
+def test_min_sensitivity_reproduces_spec_n4():
+    for A, expected in ((mmopt.strategy.hierarchical(4), 1 / 2**0.5 + 3.5**0.5), (mmopt.strategy.wavelet(4), 2.0)):
+        r = optimize(wl.all_range(4), method="min_sensitivity", initial=A, seed=0)
+        assert r.strategy.sensitivity("l1") == pytest.approx(expected, rel=1e-4)
