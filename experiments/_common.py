@@ -42,10 +42,14 @@ class RowWriter:
             csv.DictWriter(f, self.columns, extrasaction="ignore").writerow(row)
 
 
-def read_csv(path: Path) -> list[dict]:
-    """Rows of a CSV with numbers parsed back to float/int where they look like numbers."""
+def read_csv(path: Path, *, keep_text: Iterable[str] = ()) -> list[dict]:
+    """Rows of a CSV with numbers parsed back to float/int where they look like numbers.
+
+    Columns named in ``keep_text`` stay strings (e.g. "0.090" printed as the paper prints it).
+    """
+    keep = set(keep_text)
     with open(path, newline="") as f:
-        return [{k: _parse(v) for k, v in r.items()} for r in csv.DictReader(f)]
+        return [{k: v if k in keep else _parse(v) for k, v in r.items()} for r in csv.DictReader(f)]
 
 
 def _parse(s: str):

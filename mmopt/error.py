@@ -8,8 +8,9 @@ and the total over W is c · Δ_A² · tr(G M_A). The profile M_A is computed fr
 of A (or its SVD when A is ill-conditioned or rank-deficient). A Cholesky of AᵀA squares the condition
 number and has produced errors *below* the proven lower bound on near-singular strategies, so it is used
 only as a fast path when a condition estimate certifies n·eps·κ(AᵀA) ≤ 1e-8 (relative error of every
-query's variance), which holds for I, H, Y and optimised strategies up to large n. A rank-deficient A is fine when it supports the workload (the workload's
-Gram has no weight on A's null space); otherwise :func:`evaluate` raises.
+query's variance), which holds for I, H, Y and optimised strategies up to large n. A rank-deficient A is
+fine when it supports the workload (the workload's Gram has no weight on A's null space); otherwise
+:func:`evaluate` raises.
 """
 
 from __future__ import annotations
@@ -147,7 +148,8 @@ class ErrorReport:
         p = self.privacy
         return {
             "workload": self.workload, "strategy": self.strategy, "n": self.domain_size,
-            "m": self.n_queries if self.n_queries < 2**53 else float(f"{self.n_queries:.6e}"),
+            # beyond float64 (all predicates past n ≈ 1023) m is written as a power of ten, never inf
+            "m": self.n_queries if self.n_queries < 2**53 else f"~1e{math.log10(self.n_queries):.2f}",
             "noise": p.noise if p else "unit", "epsilon": p.epsilon if p else "", "delta": p.delta if p else "",
             "sensitivity": self.sensitivity, "total_squared_error": self.total_squared_error,
             "log10_total": self.log10_total, "mean_squared_error": self.mean_squared_error, "rmse": self.rmse,

@@ -189,3 +189,11 @@ def test_cholesky_fast_path_equals_qr_path(make, monkeypatch):
 def test_ill_conditioned_strategy_skips_cholesky():
     A = np.diag([1.0, 1.0, 1e-5])  # κ(AᵀA) = 1e10: squaring would cost 10 digits
     assert error_profile(A).method in ("qr", "svd")
+
+
+def test_to_row_with_more_queries_than_float64_holds():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the total overflows, and says so
+        row = evaluate(wl.all_predicate(1100), st.identity(1100), Privacy(1.0), per_query=False).to_row()
+    assert row["m"].startswith("~1e331") and np.isfinite(row["log10_total"]) and np.isfinite(row["rmse"])
