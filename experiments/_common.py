@@ -79,3 +79,18 @@ def format_table(rows: Iterable[dict], columns: Sequence[str]) -> str:
     lines = ["  ".join(c.rjust(w) for c, w in zip(columns, widths, strict=True))]
     lines += ["  ".join(x.rjust(w) for x, w in zip(row, widths, strict=True)) for row in cells]
     return "\n".join(lines)
+
+
+def figure_main(argv, *, description: str, compute, plot) -> int:
+    """The CLI of a figure module: ``compute(out)`` writes its CSVs (skipped with --from-csv), then ``plot(out)``."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default=None, help="output folder (default paper_figures/)")
+    p.add_argument("--from-csv", action="store_true", help="re-plot from the CSVs without recomputing")
+    args = p.parse_args(argv)
+    out = out_dir(args.out)
+    if not args.from_csv:
+        compute(out)
+    print("\n".join(str(f) for f in plot(out)))
+    return 0

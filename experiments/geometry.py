@@ -10,8 +10,6 @@ Out:  ellipses.png/.csv  {x : xᵀ M x = 1} for 2×2 strategies. The paper's own
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 
 import mmopt
@@ -114,15 +112,7 @@ def plot(out) -> list:
 def main(argv=None) -> int:
     from experiments.range_queries import QUICK
 
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default=None, help="output folder (default paper_figures/)")
-    p.add_argument("--from-csv", action="store_true", help="re-plot from the CSVs without recomputing")
-    args = p.parse_args(argv)
-    out = _common.out_dir(args.out)
-    if not args.from_csv:
-        save(run(QUICK), out)
-    print("\n".join(str(f) for f in plot(out)))
-    return 0
+    return _common.figure_main(argv, description=__doc__, compute=lambda out: save(run(QUICK), out), plot=plot)
 
 
 if __name__ == "__main__":
