@@ -81,6 +81,14 @@ def format_table(rows: Iterable[dict], columns: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+def save_tables(tables: dict[str, list[dict]], out: Path, columns: dict[str, Sequence[str]]) -> None:
+    """Write each table of ``tables`` to ``out/<name>.csv`` with the given columns."""
+    for name, cols in columns.items():
+        w = RowWriter(out / f"{name}.csv", cols)
+        for r in tables[name]:
+            w.write(r)
+
+
 def figure_main(argv, *, description: str, compute, plot) -> int:
     """The CLI of a figure module: ``compute(out)`` writes its CSVs (skipped with --from-csv), then ``plot(out)``."""
     import argparse

@@ -60,10 +60,7 @@ def run(cfg) -> dict[str, list[dict]]:
 
 
 def save(tables: dict[str, list[dict]], out) -> None:
-    for name, cols in (("ellipses", ELLIPSE_COLUMNS), ("convergence", CONV_COLUMNS)):
-        w = _common.RowWriter(out / f"{name}.csv", cols)
-        for r in tables[name]:
-            w.write(r)
+    _common.save_tables(tables, out, dict((("ellipses", ELLIPSE_COLUMNS), ("convergence", CONV_COLUMNS))))
 
 
 def plot(out) -> list:

@@ -60,10 +60,7 @@ def run(cfg) -> dict[str, list[dict]]:
 
 
 def save(tables: dict[str, list[dict]], out) -> None:
-    for name, cols in (("profiles_n16", PROFILE_COLUMNS), ("range_error_n64", RANGE_COLUMNS)):
-        w = _common.RowWriter(out / f"{name}.csv", cols)
-        for r in tables[name]:
-            w.write(r)
+    _common.save_tables(tables, out, dict((("profiles_n16", PROFILE_COLUMNS), ("range_error_n64", RANGE_COLUMNS))))
 
 
 def plot(out) -> list:

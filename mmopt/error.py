@@ -74,11 +74,15 @@ def error_profile(strategy) -> Profile:
                 M = np.triu(M) + np.triu(M, 1).T
                 return Profile(M, n, np.zeros((n, 0)), "qr")
     _, s, Vt = linalg.svd(A, full_matrices=True, check_finite=False)
-    tol = max(p, n) * np.finfo(float).eps * s[0]
-    r = int(np.sum(s > tol))
+    r = numerical_rank(s, A.shape)
     Vr = Vt[:r]
     M = (Vr.T / s[:r] ** 2) @ Vr
     return Profile(M, r, Vt[r:].T.copy(), "svd")
+
+
+def numerical_rank(s: np.ndarray, shape: tuple[int, int]) -> int:
+    """Singular values above max(p, n)·eps·s_max count (LAPACK's rule); shared with the mechanisms."""
+    return int(np.sum(s > max(shape) * np.finfo(float).eps * s[0]))
 
 
 def _cholesky_profile(A: np.ndarray) -> np.ndarray | None:
@@ -271,10 +275,24 @@ def svd_bound(workload: Workload, privacy: Privacy | None = None, *, per_query: 
     """
     if not isinstance(workload, Workload):
         raise TypeError(f"The 'workload' parameter of svd_bound must be a Workload. Got {type(workload).__name__}.")
-    lam = np.clip(linalg.eigvalsh(workload.mean_gram, check_finite=False), 0.0, None)
     c = 1.0 if privacy is None else privacy.variance_factor
-    mean = c * float(np.sum(np.sqrt(lam))) ** 2 / workload.domain_size
+    mean = c * gram_svd_bound(workload.mean_gram)
     return mean if per_query else _times_int(mean, workload.n_queries, workload.name)
+
+
+def gram_svd_bound(G: np.ndarray) -> float:
+    """(Σᵢ √λᵢ(G))² / n for a PSD Gram G: the SVD bound at unit privacy, in G's own scale."""
+    lam = np.clip(linalg.eigvalsh(G, check_finite=False), 0.0, None)
+    return float(np.sum(np.sqrt(lam))) ** 2 / G.shape[0]
+
+
+def unit_objective(A: np.ndarray, G: np.ndarray, norm: str = "l1") -> float:
+    """Δ_norm(A)² · tr(G (AᵀA)⁺) for a Gram G; inf when A does not support G (an optimiser's score)."""
+    strategy = _as_strategy(A, "unit_objective")
+    prof = error_profile(strategy)
+    if _support_leak(G, prof) > _SUPPORT_TOL:
+        return np.inf
+    return strategy.sensitivity(norm) ** 2 * float(np.sum(G * prof.matrix))
 
 
 def profile_equivalent(first, second, *, rtol: float = 1e-9) -> bool:

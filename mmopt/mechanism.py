@@ -24,12 +24,11 @@ from scipy import linalg
 from scipy.linalg import lapack
 
 from mmopt import _validation as v
-from mmopt.error import _as_strategy, supports
+from mmopt.error import _QR_MAX_CONDITION, _as_strategy, numerical_rank, supports
 from mmopt.privacy import Privacy
 from mmopt.strategy import Strategy
 from mmopt.workload import Workload
 
-_QR_MAX_CONDITION = 1e8  # as in mmopt.error: beyond this κ(A) use the SVD
 _MAX_ANSWER_ENTRIES = 10**7  # build W from its family only up to m·n entries
 
 
@@ -108,7 +107,7 @@ def factorize(strategy) -> LeastSquares:
         if info == 0 and rcond * _QR_MAX_CONDITION > 1.0:
             return LeastSquares("qr", n, Q, R)
     U, s, Vt = linalg.svd(A, full_matrices=False, check_finite=False)
-    r = int(np.sum(s > max(p, n) * np.finfo(float).eps * s[0]))  # the rank rule of mmopt.error
+    r = numerical_rank(s, A.shape)
     return LeastSquares("svd", r, U[:, :r].copy(), Vt[:r].T / s[:r])
 
 

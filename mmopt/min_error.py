@@ -18,21 +18,11 @@ import numpy as np
 
 from mmopt import strategy as st
 from mmopt._solution import RawSolution
+from mmopt.error import unit_objective
 from mmopt.workload import Workload
 
 log = logging.getLogger("mmopt")
 SDP_MAX_N = 16  # the convex-iteration SDP reached the optimum at n ≤ 16 and stalled above identity at n = 32
-
-
-def _true_error(A: np.ndarray, G: np.ndarray) -> float:
-    """Δ₁² · tr(G (AᵀA)⁺), inf when A is numerically singular on G's support (SVD-based)."""
-    from mmopt.error import Profile, error_profile
-
-    prof: Profile = error_profile(A)
-    N = prof.null_basis
-    if N.shape[1] and float(np.sum(N * (G @ N))) > 1e-9 * float(np.trace(G)):
-        return np.inf
-    return float(np.max(np.sum(np.abs(A), axis=0))) ** 2 * float(np.sum(G * prof.matrix))
 
 
 def _normalised(A: np.ndarray) -> np.ndarray:
@@ -70,7 +60,7 @@ def solve(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
     candidates: list[tuple[float, str, np.ndarray]] = []
 
     def consider(label: str, A: np.ndarray) -> None:
-        err = _true_error(A, G)
+        err = unit_objective(A, G)
         candidates.append((err, label, A))
         history.append({"step": label, "objective": err, "seconds": time.perf_counter() - t0})
         log.info("min_error candidate %s: %.6g", label, err)

@@ -16,6 +16,7 @@ import numpy as np
 from mmopt import solvers
 from mmopt._solution import RawSolution
 from mmopt._validation import check_int, check_matrix, check_real
+from mmopt.error import gram_svd_bound
 from mmopt.sdp_l2 import _validate_gram, gram_root, solve_l2_sdp
 
 logger = logging.getLogger("mmopt")
@@ -40,10 +41,7 @@ def _true_error(a: np.ndarray, g: np.ndarray) -> float:
     return float(delta**2 * np.sum(np.einsum("ij,jk,ik->i", vt, g, vt) / s**2))
 
 
-def _svd_bound(g: np.ndarray) -> float:
-    """(Σᵢ √λᵢ(G))² / n, a lower bound on Δ_A² tr(G (AᵀA)⁻¹) for every A (Theorem 5.26)."""
-    lam = np.clip(np.linalg.eigvalsh(g), 0.0, None)
-    return float(np.sqrt(lam).sum() ** 2 / g.shape[0])
+_svd_bound = gram_svd_bound  # (Σᵢ √λᵢ(G))² / n, a lower bound for every A (Theorem 5.26)
 
 
 def _check_initial(a0, func: str, n: int) -> np.ndarray:

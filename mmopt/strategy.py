@@ -17,6 +17,18 @@ from mmopt import _validation as v
 NORMS = ("l1", "l2")
 
 
+def _psd_eigh(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """eigh of a PSD matrix with round-off eigenvalues (≤ n·eps·λ_max) set to exact zeros.
+
+    Eigenvalues of X are accurate only to ~n·eps·λ_max; below that their square roots (~1e-8) would
+    pose as real singular values of a factor A, and the error computed from A has come out *below*
+    the proven lower bound.
+    """
+    lam, V = np.linalg.eigh(X)
+    lam[lam <= X.shape[0] * np.finfo(float).eps * max(lam[-1], 0.0)] = 0.0
+    return lam, V
+
+
 @dataclass(frozen=True, eq=False)
 class Strategy:
     """A strategy matrix A (p×n).
@@ -55,11 +67,7 @@ class Strategy:
         differs (see :func:`mmopt.min_sensitivity`).
         """
         X = v.check_gram(gram, caller="Strategy.from_gram")
-        lam, V = np.linalg.eigh(X)
-        # Eigenvalues of X are accurate only to ~n·eps·λ_max; below that they are round-off and must be
-        # exact zeros. Their square roots (~1e-8) would otherwise pose as real singular values of A,
-        # and the error computed from A has come out *below* the proven lower bound.
-        lam[lam <= X.shape[0] * np.finfo(float).eps * max(lam[-1], 0.0)] = 0.0
+        lam, V = _psd_eigh(X)
         return cls((V * np.sqrt(lam)) @ V.T, name)
 
     @property
@@ -171,8 +179,7 @@ def square_root(strategy: Strategy, *, name: str | None = None) -> Strategy:
     """
     if not isinstance(strategy, Strategy):
         raise TypeError(f"The 'strategy' parameter of square_root must be a Strategy. Got {type(strategy).__name__}.")
-    lam, V = np.linalg.eigh(strategy.gram)
-    lam[lam <= lam.size * np.finfo(float).eps * max(lam[-1], 0.0)] = 0.0  # round-off, as in from_gram
+    lam, V = _psd_eigh(strategy.gram)
     A = (V * np.sqrt(lam)).T[::-1]
     return Strategy(A, name or f"sqrt({strategy.name})")
 
@@ -200,7 +207,7 @@ def singular_value_bound(workload) -> Strategy:
         G = workload.gram  # σᵢ(W)² exactly, when G fits in float64
     except OverflowError:
         G = workload.mean_gram  # same strategy up to scale, which error ignores
-    lam, V = np.linalg.eigh(G)
-    keep = lam > lam[-1] * workload.domain_size * np.finfo(float).eps
+    lam, V = _psd_eigh(G)
+    keep = lam > 0
     A = (V[:, keep] * np.sqrt(np.sqrt(lam[keep]))).T[::-1]
     return Strategy(A, "svd_bound")
