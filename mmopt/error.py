@@ -1,51 +1,55 @@
-"""Exact error analysis: sensitivity, error profile (AᵀA)⁺, per-query / total / max error, SVD bound.
+"""Exact error analysis: evaluate, per-query / total / max error, the SVD bound, and the guards on them.
 
 Notation: see README. Expected squared error of query w under strategy A (Prop. 4.4):
 
     Error_A(w) = c · Δ_A² · w M_A wᵀ,   M_A = (AᵀA)⁺,   c = Privacy.variance_factor (2/ε² for Laplace)
 
-and the total over W is c · Δ_A² · tr(G M_A). The profile M_A is computed from a QR factorisation
-of A (or its SVD when A is ill-conditioned or rank-deficient). A Cholesky of AᵀA squares the condition
-number and has produced errors *below* the proven lower bound on near-singular strategies, so it is used
-only as a fast path when a condition estimate certifies n·eps·κ(AᵀA) ≤ 1e-8 (relative error of every
-query's variance), which holds for I, H, Y and optimised strategies up to large n. A rank-deficient A is
-fine when it supports the workload (the workload's Gram has no weight on A's null space); otherwise
-:func:`evaluate` raises.
+and the total over W is c · Δ_A² · tr(G M_A). How M_A and tr(G M_A) are computed so that they mean
+something (QR/SVD profiles, one rank rule, sums of squares) is in :mod:`mmopt.profile`. Three guards
+stand between a computation and a user: the error is computed on A scaled by an exact power of two (it
+is scale-invariant, and 10^±170 entries must not under- or overflow); a strategy that does not support
+the workload raises; and a computed error that is not finite, not positive, or below the proven SVD
+lower bound raises :class:`NumericalError` naming the strategy — it is never returned, ranked or printed.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import linalg
-from scipy.linalg import lapack
 
+from mmopt import _guards as g
 from mmopt import _queries
 from mmopt import _validation as v
+from mmopt._guards import NumericalError
 from mmopt.privacy import Privacy
+from mmopt.profile import (
+    QR_MAX_CONDITION as _QR_MAX_CONDITION,  # noqa: F401  (re-exported for mmopt.mechanism)
+)
+from mmopt.profile import (
+    SUPPORT_TOL,
+    Profile,
+    Spectrum,
+    effective_profile,
+    numerical_rank,
+    power_of_two_scale,
+    profile_of_matrix,
+    spectrum,
+    support_leak,
+    trace_with_profile,
+    workload_spectrum,
+)
 from mmopt.strategy import NORMS, Strategy
 from mmopt.workload import Workload
 
-# Above this condition number of A the QR path hands over to the SVD (relative error ≈ κ·2⁻⁵²).
-_QR_MAX_CONDITION = 1e8
-# The Cholesky fast path is taken only when n·eps·κ₁(AᵀA) is below this: a first-order bound on the
-# relative error of every query's variance. Past it, squaring κ could matter, and QR/SVD take over.
-_CHOLESKY_MAX_RELATIVE_ERROR = 1e-8
-# A workload is unsupported when more than this share of its Gram's trace lies on A's null space.
-_SUPPORT_TOL = 1e-9
+__all__ = ["ErrorReport", "NumericalError", "evaluate", "expected_error", "query_error", "svd_bound",
+           "error_profile", "supports", "unit_objective", "profile_equivalent", "eigen_structure",
+           "numerical_rank", "gram_svd_bound"]
 
-
-@dataclass(frozen=True, eq=False)
-class Profile:
-    """The error profile M = (AᵀA)⁺ of a strategy, with the null space used for support checks."""
-
-    matrix: np.ndarray = field(repr=False)
-    rank: int
-    null_basis: np.ndarray = field(repr=False)  # n×(n−rank), orthonormal
-    method: str  # "cholesky" (certified well-conditioned), "qr" or "svd"
+# Below this domain size the workload's spectrum is computed for the bound check even on the certified
+# path (an eigh at n = 512 takes ~0.03 s and is cached per workload).
+_ALWAYS_CHECK_N = 512
 
 
 def error_profile(strategy) -> Profile:
@@ -58,66 +62,17 @@ def error_profile(strategy) -> Profile:
     >>> np.round(8 * M, 10)[0].tolist() == [3, -1, 0, 0]   # Fig. 3: M_Y = (1/8)[[3,-1,0,0],...]
     True
     """
-    A = _as_strategy(strategy, "error_profile").matrix
-    p, n = A.shape
-    if p >= n:
-        M = _cholesky_profile(A)
-        if M is not None:
-            return Profile(M, n, np.zeros((n, 0)), "cholesky")
-        R = linalg.qr(A, mode="r", check_finite=False)[0][:n]
-        rcond, info = lapack.dtrcon(R, norm="1", uplo="U", diag="N")
-        if info == 0 and rcond * _QR_MAX_CONDITION > 1.0:
-            # dpotri forms (RᵀR)⁻¹ = R⁻¹R⁻ᵀ from the triangular factor in (2/3)n³ flops; R comes from
-            # the QR of A, so this is as accurate as κ(A) allows (a Cholesky of AᵀA would give κ(A)²).
-            M, info = lapack.dpotri(R, lower=0, overwrite_c=1)
-            if info == 0:
-                M = np.triu(M) + np.triu(M, 1).T
-                return Profile(M, n, np.zeros((n, 0)), "qr")
-    _, s, Vt = linalg.svd(A, full_matrices=True, check_finite=False)
-    r = numerical_rank(s, A.shape)
-    Vr = Vt[:r]
-    M = (Vr.T / s[:r] ** 2) @ Vr
-    return Profile(M, r, Vt[r:].T.copy(), "svd")
-
-
-def numerical_rank(s: np.ndarray, shape: tuple[int, int]) -> int:
-    """Singular values above max(p, n)·eps·s_max count (LAPACK's rule); shared with the mechanisms."""
-    return int(np.sum(s > max(shape) * np.finfo(float).eps * s[0]))
-
-
-def _cholesky_profile(A: np.ndarray) -> np.ndarray | None:
-    """(AᵀA)⁻¹ from a Cholesky factor when that is provably as good as QR here, else None.
-
-    Squaring the condition number is what makes Cholesky of AᵀA dangerous; for well-conditioned A
-    (κ₁(AᵀA) ≤ 1e-8/(n·eps), e.g. ≈ 1e4 at n = 4096: I, H, Y, optimised strategies) the error bound
-    n·eps·κ(X) stays below 1e-8 relative and the path is 3–4× cheaper than QR; a sparse A (H, Y, I)
-    also gets its Gram in O(nnz) time.
-    """
-    from scipy import sparse
-
-    p, n = A.shape
-    nnz = np.count_nonzero(A)
-    if nnz < 0.05 * p * n:
-        As = sparse.csc_matrix(A)
-        X = (As.T @ As).toarray()
-    else:
-        X = A.T @ A
-    anorm = float(np.max(np.sum(np.abs(X), axis=0)))
-    C, info = lapack.dpotrf(X, lower=0, clean=1, overwrite_a=1)
-    if info != 0:
-        return None
-    rcond, info = lapack.dpocon(C, anorm, uplo="U")
-    if info != 0 or rcond == 0 or n * np.finfo(float).eps / rcond > _CHOLESKY_MAX_RELATIVE_ERROR:
-        return None
-    M, info = lapack.dpotri(C, lower=0, overwrite_c=1)
-    if info != 0:
-        return None
-    return np.triu(M) + np.triu(M, 1).T
+    return profile_of_matrix(_as_strategy(strategy, "error_profile").matrix)
 
 
 def supports(workload: Workload, strategy) -> bool:
     """Whether every query of the workload lies (numerically) in the row space of A (Def. 3.1)."""
-    return _support_leak(workload.mean_gram, error_profile(strategy)) <= _SUPPORT_TOL
+    caller = "supports"
+    _check_workload(workload, caller)
+    strategy = _as_strategy(strategy, caller)
+    v.check_same_domain(workload.domain_size, strategy.domain_size, caller=caller)
+    A = strategy.matrix
+    return support_leak(workload.mean_gram, profile_of_matrix(np.ldexp(A, -power_of_two_scale(A)))) <= SUPPORT_TOL
 
 
 @dataclass(frozen=True, eq=False)
@@ -162,6 +117,8 @@ class ErrorReport:
         }
 
 
+
+
 def evaluate(workload: Workload, strategy, privacy: Privacy | None = None, *,
              norm: str | None = None, per_query: bool | None = None) -> ErrorReport:
     """Exact expected error of the matrix mechanism (Prop. 4.4).
@@ -186,6 +143,9 @@ def evaluate(workload: Workload, strategy, privacy: Privacy | None = None, *,
     ------
     ValueError
         When the strategy does not support the workload (including numerically singular A).
+    NumericalError
+        When the computed error is not finite, not positive or below the SVD lower bound: float64
+        cannot represent this strategy's error (it is never returned).
 
     Notes
     -----
@@ -203,22 +163,13 @@ def evaluate(workload: Workload, strategy, privacy: Privacy | None = None, *,
     (40.0, 8.0)
     """
     caller = "evaluate"
-    if not isinstance(workload, Workload):
-        raise TypeError(f"The 'workload' parameter of {caller} must be a Workload. Got {type(workload).__name__}.")
+    _check_workload(workload, caller)
     strategy = _as_strategy(strategy, caller)
     v.check_same_domain(workload.domain_size, strategy.domain_size, caller=caller)
     if privacy is not None and not isinstance(privacy, Privacy):
         raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy or None. Got {type(privacy).__name__}.")
     norm = _resolve_norm(privacy, norm, caller)
-    prof = error_profile(strategy)
-    _require_support(workload, strategy, prof, caller)
-    c = 1.0 if privacy is None else privacy.variance_factor
-    scale = c * strategy.sensitivity(norm) ** 2
-    mse = scale * float(np.sum(workload.mean_gram * prof.matrix))
     m = workload.n_queries
-    log10_total = math.log10(mse) + math.log10(m) if mse > 0 else -math.inf
-    total = _times_int(mse, m, workload.name)
-
     if per_query is None:
         per_query = m <= 10**6 and _queries.has_per_query(workload)
     elif per_query and not _queries.has_per_query(workload):
@@ -226,13 +177,26 @@ def evaluate(workload: Workload, strategy, privacy: Privacy | None = None, *,
             f"per_query variances need the workload matrix W, but Workload '{workload.name}' was built from "
             "its Gram matrix only. Use Workload.from_matrix(W), or evaluate(..., per_query=False)."
         )
-    variances = scale * _queries.per_query_terms(workload, prof.matrix) if per_query else None
-    mx = _queries.max_term(workload, prof.matrix, variances / scale if variances is not None else None)
+    # Everything below is computed for A·2⁻ᵉ (exact): Δ²·M is invariant under scaling, and a strategy
+    # with entries of 10^±170 must neither overflow AᵀA nor underflow Δ.
+    e = power_of_two_scale(strategy.matrix)
+    As = np.ldexp(strategy.matrix, -e)
+    prof, spec, unit = _unit_error(workload, As, norm, strategy.name, caller)
+    d2 = _sensitivity(As, norm) ** 2
+
+    mse = g.scaled(unit, privacy, workload.name)
+    log10_total = math.log10(unit) + g.log10_variance_factor(privacy) + g.log10_int(m)
+    total = g.times_int(mse, m, workload.name)
+
+    M = effective_profile(prof, spec)
+    terms = g.nonnegative(_queries.per_query_terms(workload, M), strategy.name) if per_query else None
+    mx = _queries.max_term(workload, M, terms)
+    c_d2 = g.scaled(d2, privacy, workload.name)
     return ErrorReport(
-        workload.name, strategy.name, privacy, workload.domain_size, m, strategy.sensitivity(norm),
+        workload.name, strategy.name, privacy, workload.domain_size, m, float(np.ldexp(math.sqrt(d2), e)),
         total, log10_total, mse, math.sqrt(mse),
-        None if mx is None else scale * mx[0], None if mx is None else scale * mx[1],
-        mx is not None and mx[0] == mx[1], variances,
+        None if mx is None else c_d2 * max(mx[0], 0.0), None if mx is None else c_d2 * max(mx[1], 0.0),
+        mx is not None and mx[0] == mx[1], None if terms is None else c_d2 * terms,
     )
 
 
@@ -254,18 +218,26 @@ def query_error(query, strategy, privacy: Privacy | None = None, *, norm: str | 
     strategy = _as_strategy(strategy, caller)
     w = v.check_vector(query, name="query", caller=caller, length=strategy.domain_size)
     norm = _resolve_norm(privacy, norm, caller)
-    prof = error_profile(strategy)
-    if prof.rank < strategy.domain_size and np.sum((w @ prof.null_basis) ** 2) > _SUPPORT_TOL * max(w @ w, 1e-300):
+    e = power_of_two_scale(strategy.matrix)
+    As = np.ldexp(strategy.matrix, -e)
+    G = np.outer(w, w)
+    prof = profile_of_matrix(As)
+    if support_leak(G, prof) > SUPPORT_TOL:
         raise ValueError(f"{caller}: strategy '{strategy.name}' does not support this query (it is not in "
                          "the row space of A). Add rows to A, e.g. augment it with a scaled identity.")
-    c = 1.0 if privacy is None else privacy.variance_factor
-    return c * strategy.sensitivity(norm) ** 2 * float(w @ prof.matrix @ w)
+    if not np.any(w):
+        return 0.0
+    # tr(wᵀw M) = ‖Bᵀ w‖²: a sum of squares, never negative, blind to directions w does not use
+    term = float(np.sum((w @ prof.factor) ** 2)) if not prof.certified else float(w @ prof.matrix @ w)
+    return g.scaled(_sensitivity(As, norm) ** 2 * term, privacy, "query")
 
 
 def svd_bound(workload: Workload, privacy: Privacy | None = None, *, per_query: bool = False) -> float:
     """The SVD lower bound c·(Σᵢ σᵢ(W))²/n on the total error of *every* strategy (Thm 5.26).
 
     Valid for both sensitivity norms (‖A‖₁ ≥ ‖A‖₂ column-wise). ``per_query=True`` divides by m.
+    Eigenvalues of G below the rank rule's threshold (round-off) are zero: their square roots
+    (~10⁻⁸ each) would otherwise inflate the bound past the true optimum.
 
     Examples
     --------
@@ -273,26 +245,31 @@ def svd_bound(workload: Workload, privacy: Privacy | None = None, *, per_query: 
     >>> round(svd_bound(workload.prefix(2)), 12)   # ((1+√5)/2 + (√5-1)/2)² / 2
     2.5
     """
-    if not isinstance(workload, Workload):
-        raise TypeError(f"The 'workload' parameter of svd_bound must be a Workload. Got {type(workload).__name__}.")
-    c = 1.0 if privacy is None else privacy.variance_factor
-    mean = c * gram_svd_bound(workload.mean_gram)
-    return mean if per_query else _times_int(mean, workload.n_queries, workload.name)
+    _check_workload(workload, "svd_bound")
+    mean = g.scaled(_svd_bound_unit(workload), privacy, workload.name)
+    return mean if per_query else g.times_int(mean, workload.n_queries, workload.name)
 
 
 def gram_svd_bound(G: np.ndarray) -> float:
     """(Σᵢ √λᵢ(G))² / n for a PSD Gram G: the SVD bound at unit privacy, in G's own scale."""
-    lam = np.clip(linalg.eigvalsh(G, check_finite=False), 0.0, None)
-    return float(np.sum(np.sqrt(lam))) ** 2 / G.shape[0]
+    return spectrum(G).svd_sum ** 2 / G.shape[0]
 
 
 def unit_objective(A: np.ndarray, G: np.ndarray, norm: str = "l1") -> float:
-    """Δ_norm(A)² · tr(G (AᵀA)⁺) for a Gram G; inf when A does not support G (an optimiser's score)."""
+    """Δ_norm(A)² · tr(G (AᵀA)⁺) for a Gram G; inf when A does not support G (an optimiser's score).
+
+    Raises :class:`NumericalError` when the value cannot be right (see :func:`evaluate`).
+    """
     strategy = _as_strategy(A, "unit_objective")
-    prof = error_profile(strategy)
-    if _support_leak(G, prof) > _SUPPORT_TOL:
+    As = np.ldexp(strategy.matrix, -power_of_two_scale(strategy.matrix))
+    prof = profile_of_matrix(As)
+    if support_leak(G, prof) > SUPPORT_TOL:
         return np.inf
-    return strategy.sensitivity(norm) ** 2 * float(np.sum(G * prof.matrix))
+    spec = None if prof.certified else _cached_spectrum(G)
+    value = _sensitivity(As, norm) ** 2 * trace_with_profile(G, prof, spec)
+    bound = None if spec is None else spec.svd_sum ** 2 / G.shape[0]
+    g.check_value(value, bound, strategy.name, "the given Gram", "unit_objective")
+    return value
 
 
 def profile_equivalent(first, second, *, rtol: float = 1e-9) -> bool:
@@ -308,6 +285,49 @@ def eigen_structure(strategy) -> tuple[np.ndarray, np.ndarray]:
     """Eigenvalues (descending) and eigenvectors (columns) of X = AᵀA; the profile's are their inverses."""
     lam, V = np.linalg.eigh(_as_strategy(strategy, "eigen_structure").gram)
     return lam[::-1], V[:, ::-1]
+
+
+# -- the guarded computation ---------------------------------------------------------------------------
+def _unit_error(workload: Workload, As: np.ndarray, norm: str, name: str, caller: str
+                ) -> tuple[Profile, Spectrum | None, float]:
+    """(profile, spectrum, Δ²·tr(G M)/m) for the scaled strategy As, checked; G is the per-query Gram."""
+    G = workload.mean_gram
+    prof = profile_of_matrix(As)
+    leak = support_leak(G, prof)
+    if leak > SUPPORT_TOL:
+        raise ValueError(
+            f"{caller}: strategy '{name}' (numerical rank {prof.rank} of n={As.shape[1]}) does "
+            f"not support workload '{workload.name}': {leak:.2g} of its Gram trace lies outside the row space "
+            "of A, so some queries have unbounded error. Add rows to A (e.g. a scaled identity, §3.3)."
+        )
+    need_spec = not prof.certified or workload.domain_size <= _ALWAYS_CHECK_N
+    spec = workload_spectrum(workload) if need_spec else None
+    value = _sensitivity(As, norm) ** 2 * trace_with_profile(G, prof, spec)
+    bound = _svd_bound_unit(workload) if spec is not None else None
+    g.check_value(value, bound, name, f"workload '{workload.name}'", caller)
+    return prof, spec, value
+
+
+def _svd_bound_unit(workload: Workload) -> float:
+    return workload_spectrum(workload).svd_sum ** 2 / workload.domain_size
+
+
+_LAST_SPECTRUM: list = []  # [(G, Spectrum)]: optimisers score many strategies against one G
+
+
+def _cached_spectrum(G: np.ndarray) -> Spectrum:
+    if _LAST_SPECTRUM and _LAST_SPECTRUM[0][0] is G:
+        return _LAST_SPECTRUM[0][1]
+    spec = spectrum(G)
+    _LAST_SPECTRUM[:] = [(G, spec)]
+    return spec
+
+
+def _sensitivity(As: np.ndarray, norm: str) -> float:
+    """Largest column norm of a matrix already scaled to max|entry| in [0.5, 1): no under/overflow."""
+    if norm == "l1":
+        return float(np.max(np.sum(np.abs(As), axis=0)))
+    return float(np.sqrt(np.max(np.sum(As * As, axis=0))))
 
 
 # -- helpers ------------------------------------------------------------------------------------------
@@ -331,29 +351,8 @@ def _resolve_norm(privacy: Privacy | None, norm: str | None, caller: str) -> str
     return privacy.sensitivity_norm
 
 
-def _support_leak(mean_gram: np.ndarray, prof: Profile) -> float:
-    if prof.null_basis.shape[1] == 0:
-        return 0.0
-    N = prof.null_basis
-    return float(np.sum(N * (mean_gram @ N))) / max(float(np.trace(mean_gram)), 1e-300)
+def _check_workload(workload, caller: str) -> None:
+    if not isinstance(workload, Workload):
+        raise TypeError(f"The 'workload' parameter of {caller} must be a Workload. Got {type(workload).__name__}.")
 
 
-def _require_support(workload: Workload, strategy: Strategy, prof: Profile, caller: str) -> None:
-    leak = _support_leak(workload.mean_gram, prof)
-    if leak > _SUPPORT_TOL:
-        raise ValueError(
-            f"{caller}: strategy '{strategy.name}' (numerical rank {prof.rank} of n={strategy.domain_size}) does "
-            f"not support workload '{workload.name}': {leak:.2g} of its Gram trace lies outside the row space "
-            "of A, so some queries have unbounded error. Add rows to A (e.g. a scaled identity, §3.3)."
-        )
-
-
-def _times_int(x: float, m: int, name: str) -> float:
-    try:
-        out = x * float(m)
-    except OverflowError:
-        out = math.inf
-    if math.isinf(out) and math.isfinite(x):
-        warnings.warn(f"The total error of workload '{name}' exceeds float64 (m = 2^{m.bit_length() - 1}…); "
-                      "returning inf. Use the per-query figures or log10_total.", RuntimeWarning, stacklevel=3)
-    return out

@@ -1,0 +1,205 @@
+"""The error profile M = (AᵀA)⁺ of a strategy, the spectrum of a workload's Gram, and the one rank rule.
+
+Notation: see README. Every error figure is c·Δ²·tr(G M) or c·Δ²·w M wᵀ. Two things decide whether the
+computed number means anything, and both are decided here, the same way for every caller:
+
+* **Rank.** A direction counts only when its singular value (of A) or eigenvalue (of G) exceeds
+  max(shape)·eps times the largest one (LAPACK's rule, :func:`numerical_rank`): each object is judged
+  against its *own* scale, never against an absolute threshold.
+* **Cancellation.** With M = B Bᵀ and G = F Fᵀ, tr(G M) = ‖Fᵀ B‖²_F is a sum of squares: it cannot come
+  out negative, and directions of A that the workload does not use (Fᵀb ≈ 0) contribute ≈ 0 however small
+  their singular value. The elementwise sum Σ G_ij M_ij is used only on the Cholesky path, where
+  n·eps·κ(AᵀA) ≤ 1e-8 is certified and it is accurate; on the QR/SVD paths it once returned a *negative*
+  total (−1,032 on 2-way marginals over 4⁴: round-off directions with 1/s² ≈ 10²⁸).
+
+The profile is computed from a QR factorisation of A (or its SVD when A is ill-conditioned or
+rank-deficient); a Cholesky of AᵀA squares the condition number and is only a certified fast path.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import linalg, sparse
+from scipy.linalg import blas, lapack
+
+# Above this condition number of A the QR path hands over to the SVD (relative error ≈ κ·2⁻⁵²).
+QR_MAX_CONDITION = 1e8
+# The Cholesky fast path is taken only when n·eps·κ₁(AᵀA) is below this: a first-order bound on the
+# relative error of every query's variance. Past it, squaring κ could matter, and QR/SVD take over.
+CHOLESKY_MAX_RELATIVE_ERROR = 1e-8
+# A workload is unsupported when more than this share of its Gram's trace lies on A's null space.
+SUPPORT_TOL = 1e-9
+_EPS = np.finfo(float).eps
+
+
+def numerical_rank(values: np.ndarray, shape: tuple[int, int]) -> int:
+    """How many of ``values`` (descending, ≥ 0) exceed max(shape)·eps·values[0] (LAPACK's rule).
+
+    The one rank rule of mmopt: singular values of a strategy, eigenvalues of a Gram, the mechanisms'
+    least squares. Relative to the object's own largest value, so a strategy scaled by 10¹⁰⁰ has the
+    same rank as the unscaled one.
+    """
+    if values.size == 0 or not values[0] > 0:
+        return 0
+    return int(np.sum(values > max(shape) * _EPS * values[0]))
+
+
+def power_of_two_scale(A: np.ndarray) -> int:
+    """e with max|A|·2⁻ᵉ in [0.5, 1): scaling by 2⁻ᵉ is exact, and keeps AᵀA far from over/underflow."""
+    top = float(np.max(np.abs(A)))
+    return int(np.frexp(top)[1]) if top > 0 else 0
+
+
+@dataclass(frozen=True, eq=False)
+class Profile:
+    """The error profile M = (AᵀA)⁺ = B Bᵀ of a strategy, with its null space.
+
+    Attributes
+    ----------
+    matrix : ndarray (n, n)
+        M.
+    factor : ndarray (n, r)
+        B with M = B Bᵀ: R⁻¹ (QR), C⁻¹ (Cholesky of AᵀA = CᵀC) or V_r S_r⁻¹ (SVD).
+    rank : int
+        r, the numerical rank of A (:func:`numerical_rank`).
+    null_basis : ndarray (n, n − r)
+        Orthonormal basis of A's numerical null space.
+    method : {"cholesky", "qr", "svd"}
+        "cholesky" only when certified accurate (n·eps·κ(AᵀA) ≤ 1e-8).
+    """
+
+    matrix: np.ndarray = field(repr=False)
+    factor: np.ndarray = field(repr=False)
+    rank: int
+    null_basis: np.ndarray = field(repr=False)
+    method: str
+
+    @property
+    def certified(self) -> bool:
+        """Whether Σ G_ij M_ij is accurate for every PSD G (the well-conditioned Cholesky path)."""
+        return self.method == "cholesky"
+
+
+def profile_of_matrix(A: np.ndarray) -> Profile:
+    """The profile of a finite float matrix A (p×n), by Cholesky (certified), QR or SVD."""
+    p, n = A.shape
+    if p >= n:
+        B = _cholesky_inverse_factor(A)
+        if B is not None:
+            return Profile(_outer(B), B, n, np.zeros((n, 0)), "cholesky")
+        R = linalg.qr(A, mode="r", check_finite=False)[0][:n]
+        rcond, info = lapack.dtrcon(R, norm="1", uplo="U", diag="N")
+        if info == 0 and rcond * QR_MAX_CONDITION > 1.0:
+            # R⁻¹ from the triangular factor of A's QR: as accurate as κ(A) allows (AᵀA would give κ(A)²).
+            B, info = lapack.dtrtri(R, lower=0)
+            if info == 0:
+                return Profile(_outer(B), B, n, np.zeros((n, 0)), "qr")
+    _, s, Vt = linalg.svd(A, full_matrices=True, check_finite=False)
+    r = numerical_rank(s, A.shape)
+    B = Vt[:r].T / s[:r]
+    return Profile(_outer(B), B, r, Vt[r:].T.copy(), "svd")
+
+
+def _outer(B: np.ndarray) -> np.ndarray:
+    """B Bᵀ, symmetric to the last bit (one triangle from BLAS syrk, mirrored)."""
+    if B.shape[1] == 0:
+        return np.zeros((B.shape[0], B.shape[0]))
+    M = blas.dsyrk(1.0, B, lower=0)
+    return np.triu(M) + np.triu(M, 1).T
+
+
+def _cholesky_inverse_factor(A: np.ndarray) -> np.ndarray | None:
+    """C⁻¹ with AᵀA = CᵀC when that is provably as good as QR here, else None.
+
+    Squaring the condition number is what makes Cholesky of AᵀA dangerous; for well-conditioned A
+    (κ₁(AᵀA) ≤ 1e-8/(n·eps), e.g. ≈ 1e4 at n = 4096: I, H, Y, optimised strategies) the error bound
+    n·eps·κ(X) stays below 1e-8 relative and the path is 3–4× cheaper than QR; a sparse A (H, Y, I)
+    also gets its Gram in O(nnz) time.
+    """
+    p, n = A.shape
+    if np.count_nonzero(A) < 0.05 * p * n:
+        As = sparse.csc_matrix(A)
+        X = (As.T @ As).toarray()
+    else:
+        X = A.T @ A
+    anorm = float(np.max(np.sum(np.abs(X), axis=0)))
+    C, info = lapack.dpotrf(X, lower=0, clean=1, overwrite_a=1)
+    if info != 0:
+        return None
+    rcond, info = lapack.dpocon(C, anorm, uplo="U")
+    if info != 0 or rcond == 0 or n * _EPS / rcond > CHOLESKY_MAX_RELATIVE_ERROR:
+        return None
+    B, info = lapack.dtrtri(C, lower=0)
+    return B if info == 0 else None
+
+
+# -- the workload side: G = F Fᵀ with the rank rule applied ---------------------------------------------
+@dataclass(frozen=True, eq=False)
+class Spectrum:
+    """Eigen-decomposition of a PSD Gram with round-off eigenvalues cut: G ≈ Q diag(λ) Qᵀ, λ > 0.
+
+    ``factor`` = Q √λ (n×r) is the F of G = F Fᵀ; ``svd_sum`` = Σ √λᵢ, which gives the SVD bound.
+    """
+
+    eigenvalues: np.ndarray = field(repr=False)
+    basis: np.ndarray = field(repr=False)
+    rank: int
+
+    @property
+    def factor(self) -> np.ndarray:
+        return self.basis * np.sqrt(self.eigenvalues)
+
+    @property
+    def svd_sum(self) -> float:
+        return float(np.sum(np.sqrt(self.eigenvalues)))
+
+
+def spectrum(G: np.ndarray) -> Spectrum:
+    """Eigen-decomposition of the PSD matrix G with the rank rule (eigenvalues ≤ n·eps·λ_max are zero)."""
+    lam, Q = linalg.eigh(G, check_finite=False)
+    lam, Q = lam[::-1], Q[:, ::-1]
+    r = numerical_rank(np.clip(lam, 0.0, None), G.shape)
+    return Spectrum(lam[:r].copy(), Q[:, :r].copy(), r)
+
+
+_SPECTRA: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def workload_spectrum(workload) -> Spectrum:
+    """:func:`spectrum` of ``workload.mean_gram``, computed once per Workload object (O(n³))."""
+    cached = _SPECTRA.get(workload)
+    if cached is None:
+        cached = _SPECTRA[workload] = spectrum(workload.mean_gram)
+    return cached
+
+
+def trace_with_profile(G: np.ndarray, prof: Profile, spec: Spectrum | None) -> float:
+    """tr(G M), never negative: Σ G_ij M_ij on the certified path, ‖Fᵀ B‖²_F otherwise (``spec`` needed)."""
+    if prof.certified:
+        return float(np.sum(G * prof.matrix))
+    if spec is None:
+        raise ValueError("trace_with_profile needs the Gram's spectrum on the QR/SVD paths.")
+    return float(np.sum((spec.factor.T @ prof.factor) ** 2))
+
+
+def effective_profile(prof: Profile, spec: Spectrum | None) -> np.ndarray:
+    """M restricted to the workload's row space, P M P with P = Q Qᵀ: what every query w = wP sees.
+
+    Equal to M in exact arithmetic for every query of the workload. On the QR/SVD paths it removes the
+    huge entries (1/s² of round-off directions of A) that per-query sums would otherwise cancel.
+    """
+    if prof.certified or spec is None or spec.rank == prof.matrix.shape[0]:
+        return prof.matrix
+    Q = spec.basis
+    return _outer(Q @ (Q.T @ prof.factor))
+
+
+def support_leak(G: np.ndarray, prof: Profile) -> float:
+    """Share of tr(G) on A's numerical null space: 0 when A supports G (Def. 3.1)."""
+    if prof.null_basis.shape[1] == 0:
+        return 0.0
+    N = prof.null_basis
+    return float(np.sum(N * (G @ N))) / max(float(np.trace(G)), 1e-300)
