@@ -15,3 +15,31 @@ def test_readme_python_blocks_run(capsys):
     assert namespace["res"].objective >= namespace["res"].lower_bound
     assert namespace["sim"].answers.shape == (10_000, 2080)
     assert "lower bound" in capsys.readouterr().out
+
+
+def test_readme_python_blocks_paste_into_the_interactive_prompt():
+    """Pasted line by line into `python` (a blank line ends a block there), every snippet runs."""
+    import code
+
+    class Console(code.InteractiveConsole):
+        errors: list = []
+
+        def showsyntaxerror(self, filename=None, **kwargs):
+            self.errors.append("SyntaxError")
+
+        def showtraceback(self):
+            import sys
+            self.errors.append(repr(sys.exc_info()[1]))
+
+    console = Console()
+    for block in re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S):
+        for line in block.splitlines():
+            console.push(line)
+        console.push("")  # the prompt's Enter after a paste
+    assert console.errors == []
+
+
+def test_install_hints_work_from_a_source_checkout():
+    """`pip install 'mmopt[extra]'` needs mmopt on PyPI; from a checkout it is `pip install -e '.[extra]'`."""
+    for path in [README, *(README.parent / "mmopt").glob("*.py")]:
+        assert "install 'mmopt[" not in path.read_text(), path

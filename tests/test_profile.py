@@ -1,0 +1,83 @@
+"""mmopt.profile: the profile factor, the one rank rule, and sums of squares that cannot go negative."""
+
+import numpy as np
+import pytest
+
+from mmopt import profile as pf
+from mmopt import strategy as st
+from mmopt import workload as wl
+
+
+def _paths():
+    rng = np.random.default_rng(0)
+    ill = np.diag([1.0, 1.0, 1e-5]) @ rng.normal(size=(3, 3))   # κ(AᵀA) ≈ 1e10: QR, not Cholesky
+    deficient = rng.normal(size=(2, 5))                          # rank 2 of 5: SVD
+    return {"cholesky": st.hierarchical(8).matrix, "qr": ill, "svd": deficient}
+
+
+@pytest.mark.parametrize("method", ["cholesky", "qr", "svd"])
+def test_factor_reproduces_the_pseudo_inverse(method):
+    A = _paths()[method]
+    prof = pf.profile_of_matrix(A)
+    assert prof.method == method
+    top = np.abs(prof.matrix).max()
+    np.testing.assert_allclose(prof.factor @ prof.factor.T, prof.matrix, rtol=1e-12, atol=1e-12 * top)
+    np.testing.assert_allclose(prof.matrix, np.linalg.pinv(A.T @ A, rcond=1e-12, hermitian=True),
+                               rtol=1e-6, atol=1e-6 * np.abs(prof.matrix).max())
+
+
+@pytest.mark.parametrize("k", [-600, -170, 0, 170, 600])
+def test_rank_rule_is_relative_to_the_objects_own_scale(k):
+    A = np.ldexp(np.random.default_rng(1).normal(size=(3, 6)), k // 2)
+    s = np.linalg.svd(A, compute_uv=False)
+    assert pf.numerical_rank(s, A.shape) == 3
+    assert pf.numerical_rank(np.zeros(3), A.shape) == 0
+
+
+def test_power_of_two_scale_is_exact():
+    A = np.array([[3e-170, -1e-171], [0.0, 7e-170]])
+    e = pf.power_of_two_scale(A)
+    As = np.ldexp(A, -e)
+    assert 0.5 <= np.abs(As).max() < 1.0 and np.array_equal(np.ldexp(As, e), A)
+
+
+def test_spectrum_cuts_roundoff_eigenvalues():
+    W = np.random.default_rng(2).normal(size=(3, 8))
+    spec = pf.spectrum(W.T @ W)
+    assert spec.rank == 3
+    np.testing.assert_allclose(spec.factor @ spec.factor.T, W.T @ W, atol=1e-12)
+    np.testing.assert_allclose(spec.svd_sum, np.linalg.svd(W, compute_uv=False).sum(), rtol=1e-12)
+
+
+def test_trace_is_a_sum_of_squares_where_the_elementwise_sum_cancels():
+    """Round-off directions (s ≈ 1e-9) that G does not use: Σ G∘M is garbage, ‖FᵀB‖² is not."""
+    G = wl.marginals((3, 3, 3), 1).mean_gram        # rank 7 of 27
+    spec = pf.spectrum(G)
+    null = np.linalg.svd(np.eye(27) - spec.basis @ spec.basis.T)[0][:, :20]
+    A = np.diag(np.r_[np.ones(7), np.full(20, 1e-9)]) @ np.hstack([spec.basis, null]).T
+    prof = pf.profile_of_matrix(A)
+    assert prof.method in ("qr", "svd")
+    exact = float(np.sum(spec.factor**2))           # G's weight sits on the unit directions only
+    assert pf.trace_with_profile(G, prof, spec) == pytest.approx(exact, rel=1e-6)
+    assert abs(np.sum(G * prof.matrix) - exact) > 1e-3 * exact   # what the old elementwise sum gave
+    with pytest.raises(ValueError, match="spectrum"):
+        pf.trace_with_profile(G, prof, None)
+
+
+def test_effective_profile_agrees_with_the_profile_on_the_workloads_queries():
+    W = wl.marginals((2, 3, 4), 2)
+    spec = pf.spectrum(W.mean_gram)
+    A = np.diag(np.geomspace(1.0, 1e-5, 24)) @ np.random.default_rng(4).normal(size=(24, 24))
+    prof = pf.profile_of_matrix(A)
+    assert not prof.certified and spec.rank < 24
+    Me = pf.effective_profile(prof, spec)
+    Wm = W.explicit_matrix()
+    exact = np.einsum("ij,ij->i", Wm @ prof.matrix, Wm)
+    np.testing.assert_allclose(np.einsum("ij,ij->i", Wm @ Me, Wm), exact, rtol=1e-6)
+    assert pf.effective_profile(pf.profile_of_matrix(np.eye(24)), spec) is not None
+
+
+def test_support_leak_sees_an_unmeasured_cell():
+    prof = pf.profile_of_matrix(np.diag([1.0, 1.0, 0.0]))
+    assert pf.support_leak(np.diag([1.0, 1.0, 0.0]), prof) == 0.0
+    assert pf.support_leak(np.eye(3), prof) == pytest.approx(1 / 3)
