@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from mmopt import _validation as v
-from mmopt.error import error_profile
+from mmopt.error import _as_strategy, error_profile
+from mmopt.profile import SUPPORT_TOL
 from mmopt.strategy import Strategy
 
 
@@ -42,6 +43,11 @@ def augment(strategy: Strategy, *, rows=None, norm: str = "l1") -> Strategy:
     ValueError
         If the given ``rows`` would raise the sensitivity.
 
+    Notes
+    -----
+    The slack is computed on A·2⁻ᵉ (max entry in [0.5, 1), an exact scaling) and the new entries scaled
+    back by 2ᵉ, so strategies of any finite scale (10⁻¹⁷⁰·I, 10²⁰⁰·H) are completed correctly.
+
     Examples
     --------
     >>> A = Strategy(np.array([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]]))
@@ -53,19 +59,25 @@ def augment(strategy: Strategy, *, rows=None, norm: str = "l1") -> Strategy:
         raise TypeError(f"The 'strategy' parameter of {caller} must be a Strategy. Got {type(strategy).__name__}.")
     v.check_choice(norm, name="norm", caller=caller, choices=("l1", "l2"))
     A = strategy.matrix
-    n = A.shape[1]
+    p, n = A.shape
     delta = strategy.sensitivity(norm)
     if rows is None:
-        cols = np.sum(np.abs(A), axis=0) if norm == "l1" else np.sum(A * A, axis=0)
-        full = delta if norm == "l1" else delta**2
+        v.check_allocation(2 * p * n + n * n, what=f"the augmented strategy (up to {p + n}×{n})", caller=caller)
+        e = int(np.frexp(float(np.max(np.abs(A))))[1])
+        As = np.ldexp(A, -e)
+        cols = np.sum(np.abs(As), axis=0) if norm == "l1" else np.sum(As * As, axis=0)
+        full = float(np.max(cols))
         slack = np.clip(full - cols, 0.0, None)
         deficient = np.flatnonzero(slack > 1e-12 * full)
         B = np.zeros((deficient.size, n))
-        B[np.arange(deficient.size), deficient] = slack[deficient] if norm == "l1" else np.sqrt(slack[deficient])
+        fill = slack[deficient] if norm == "l1" else np.sqrt(slack[deficient])
+        B[np.arange(deficient.size), deficient] = np.ldexp(fill, e)
     else:
         B = v.check_matrix(rows, name="rows", caller=caller)
         if B.shape[1] != n:
             raise ValueError(f"The 'rows' parameter of {caller} must have n={n} columns. Got shape {B.shape}.")
+        v.check_allocation((p + B.shape[0]) * n, what=f"the augmented strategy ({p + B.shape[0]}×{n})",
+                           caller=caller)
     out = Strategy(np.vstack([A, B]), f"{strategy.name}+aug")
     if out.sensitivity(norm) > delta * (1 + 1e-12):
         raise ValueError(
@@ -75,13 +87,51 @@ def augment(strategy: Strategy, *, rows=None, norm: str = "l1") -> Strategy:
     return out
 
 
-def strictly_improved(strategy: Strategy, rows, query) -> bool:
-    """Whether appending ``rows`` B strictly lowers the profile term of ``query`` w.
+def strictly_improved(strategy, rows, query) -> bool:
+    """Whether appending ``rows`` B strictly lowers the profile term w (AᵀA)⁺ wᵀ of ``query`` w (its error at fixed Δ).
 
-    Exact condition from Theorem 5.27's equality clause: B (AᵀA)⁻¹ wᵀ ≠ 0 (A full rank).
+    * w not supported by A (infinite error): True iff [A; B] supports it (∞ → finite).
+    * w supported by A: Error(w) = min{‖u‖² : Aᵀu = w} stays put iff the optimum u₀ = A X⁺ wᵀ
+      (X = AᵀA) is still optimal for [A; B], i.e. iff Bλ = 0 for some λ ∈ X⁺wᵀ + null(A). So the
+      error strictly drops iff B X⁺ wᵀ ∉ range(B N), N a basis of null(A). For full-rank A this is
+      Theorem 5.27's equality clause, B (AᵀA)⁻¹ wᵀ ≠ 0.
+
+    The test is invariant to scaling A and B together, so both are scaled by the same power of two
+    first; "≠ 0" means above 1e-10·‖B‖·‖X⁺wᵀ‖ (relative, hence scale-free), and directions of B N
+    below 1e-10·‖B‖ are round-off.
+
+    Examples
+    --------
+    >>> strictly_improved(Strategy([[1.0, 0.0]]), [[0.0, 1.0]], [0.0, 1.0])   # unsupported → supported
+    True
+    >>> strictly_improved(np.eye(2), [[0.0, 1.0]], [1.0, 0.0])                 # B X⁻¹ w = 0
+    False
     """
     caller = "strictly_improved"
+    A = _as_strategy(strategy, caller).matrix
+    n = A.shape[1]
     B = v.check_matrix(rows, name="rows", caller=caller)
-    w = v.check_vector(query, name="query", caller=caller, length=strategy.domain_size)
-    z = B @ (error_profile(strategy).matrix @ w)
-    return bool(np.linalg.norm(z) > 1e-10 * max(np.linalg.norm(B) * np.linalg.norm(w), 1e-300))
+    if B.shape[1] != n:
+        raise ValueError(f"The 'rows' parameter of {caller} must have n={n} columns. Got shape {B.shape}.")
+    w = v.check_vector(query, name="query", caller=caller, length=n)
+    if not np.any(w) or not np.any(B):
+        return False
+    e = int(np.frexp(max(float(np.max(np.abs(A))), float(np.max(np.abs(B)))))[1])
+    As, Bs = np.ldexp(A, -e), np.ldexp(B, -e)
+    prof = error_profile(As)
+    if not _supported(prof, w):
+        return _supported(error_profile(np.vstack([As, Bs])), w)
+    Mw = prof.matrix @ w
+    z = Bs @ Mw
+    tol = 1e-10 * np.linalg.norm(Bs)
+    if prof.rank < n:  # remove the part of z that a null-space shift of λ can cancel
+        U, s, _ = np.linalg.svd(Bs @ prof.null_basis, full_matrices=False)
+        U = U[:, s > tol]  # N is orthonormal, so ‖BN‖ ≤ ‖B‖: smaller singular values are round-off
+        z = z - U @ (U.T @ z)
+    return bool(np.linalg.norm(z) > tol * np.linalg.norm(Mw))
+
+
+def _supported(prof, w: np.ndarray) -> bool:
+    """w lies in A's row space: its share on the null space is at most SUPPORT_TOL (as in query_error)."""
+    N = prof.null_basis
+    return N.shape[1] == 0 or float(np.sum((w @ N) ** 2)) <= SUPPORT_TOL * float(w @ w)

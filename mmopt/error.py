@@ -62,7 +62,19 @@ def error_profile(strategy) -> Profile:
     >>> np.round(8 * M, 10)[0].tolist() == [3, -1, 0, 0]   # Fig. 3: M_Y = (1/8)[[3,-1,0,0],...]
     True
     """
-    return profile_of_matrix(_as_strategy(strategy, "error_profile").matrix)
+    A = _as_strategy(strategy, "error_profile").matrix
+    e = power_of_two_scale(A)
+    prof = profile_of_matrix(np.ldexp(A, -e))  # (c·A)ᵀ(c·A) never over/underflows at c = 2⁻ᵉ
+    if e == 0:
+        return prof
+    with np.errstate(over="ignore", under="ignore"):
+        M, B = np.ldexp(prof.matrix, -2 * e), np.ldexp(prof.factor, -e)
+    top = float(np.max(np.abs(M)))
+    if not np.isfinite(top) or (top > 0 and top < np.finfo(float).tiny):
+        raise OverflowError(f"error_profile: the profile (AᵀA)⁺ of this strategy (entries of order 2^{e}) is "
+                            f"outside float64's range (≈1e{-2 * e * math.log10(2):.0f}). Error figures do not "
+                            "need it: mmopt.evaluate works at any scale. Or rescale A, which changes no error.")
+    return Profile(M, B, prof.rank, prof.null_basis, prof.method)
 
 
 def supports(workload: Workload, strategy) -> bool:
@@ -166,9 +178,11 @@ def evaluate(workload: Workload, strategy, privacy: Privacy | None = None, *,
     _check_workload(workload, caller)
     strategy = _as_strategy(strategy, caller)
     v.check_same_domain(workload.domain_size, strategy.domain_size, caller=caller)
-    if privacy is not None and not isinstance(privacy, Privacy):
-        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy or None. Got {type(privacy).__name__}.")
+    _check_privacy(privacy, caller)
     norm = _resolve_norm(privacy, norm, caller)
+    if per_query is not None and not isinstance(per_query, bool | np.bool_):
+        raise TypeError(f"The 'per_query' parameter of {caller} must be True, False or None. "
+                        f"Got {per_query!r} ({type(per_query).__name__}) instead.")
     m = workload.n_queries
     if per_query is None:
         per_query = m <= 10**6 and _queries.has_per_query(workload)
@@ -246,6 +260,7 @@ def svd_bound(workload: Workload, privacy: Privacy | None = None, *, per_query: 
     2.5
     """
     _check_workload(workload, "svd_bound")
+    _check_privacy(privacy, "svd_bound")
     mean = g.scaled(_svd_bound_unit(workload), privacy, workload.name)
     return mean if per_query else g.times_int(mean, workload.n_queries, workload.name)
 
@@ -277,8 +292,12 @@ def profile_equivalent(first, second, *, rtol: float = 1e-9) -> bool:
     A, B = _as_strategy(first, "profile_equivalent"), _as_strategy(second, "profile_equivalent")
     if A.domain_size != B.domain_size:
         return False
-    scale = max(float(np.max(np.abs(A.gram))), 1e-300)
-    return bool(np.max(np.abs(A.gram - B.gram)) <= rtol * scale)
+    (XA, ea), (XB, eb) = A.scaled_gram(), B.scaled_gram()   # X = 4ᵉ·X̂, safe at any scale
+    e = max(ea, eb)
+    with np.errstate(under="ignore"):   # bring both to the larger exponent; what underflows is negligible
+        XA, XB = np.ldexp(XA, 2 * (ea - e)), np.ldexp(XB, 2 * (eb - e))
+    scale = max(float(np.max(np.abs(XA))), float(np.max(np.abs(XB))), 1e-300)
+    return bool(np.max(np.abs(XA - XB)) <= rtol * scale)
 
 
 def eigen_structure(strategy) -> tuple[np.ndarray, np.ndarray]:
@@ -354,5 +373,11 @@ def _resolve_norm(privacy: Privacy | None, norm: str | None, caller: str) -> str
 def _check_workload(workload, caller: str) -> None:
     if not isinstance(workload, Workload):
         raise TypeError(f"The 'workload' parameter of {caller} must be a Workload. Got {type(workload).__name__}.")
+
+
+def _check_privacy(privacy, caller: str) -> None:
+    if privacy is not None and not isinstance(privacy, Privacy):
+        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy or None, e.g. Privacy(epsilon=1.0). "
+                        f"Got {type(privacy).__name__}.")
 
 

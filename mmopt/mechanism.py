@@ -16,7 +16,6 @@ ill-conditioned or rank-deficient, giving the minimum-norm solution), reusable a
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,7 +25,7 @@ from scipy.linalg import lapack
 from mmopt import _validation as v
 from mmopt.error import _QR_MAX_CONDITION, _as_strategy, numerical_rank, supports
 from mmopt.privacy import Privacy
-from mmopt.strategy import Strategy
+from mmopt.strategy import max_column_norm
 from mmopt.workload import Workload
 
 _MAX_ANSWER_ENTRIES = 10**7  # build W from its family only up to m·n entries
@@ -78,9 +77,10 @@ class LeastSquares:
 
     def solve(self, y) -> np.ndarray:
         """x̂ for y of shape (p,), or for each row of y of shape (k, p) (one solve per noise draw)."""
-        y = np.asarray(y, dtype=np.float64)
         p = self.left.shape[0]
-        if y.ndim not in (1, 2) or y.shape[-1] != p:
+        y = v.check_matrix(y, name="y", caller="LeastSquares.solve") if np.ndim(y) == 2 else \
+            v.check_vector(y, name="y", caller="LeastSquares.solve")
+        if y.shape[-1] != p:
             raise ValueError(f"The 'y' parameter of LeastSquares.solve must have shape ({p},) or (k, {p}). "
                              f"Got shape {y.shape}.")
         z = y @ self.left
@@ -144,11 +144,15 @@ def matrix_mechanism(workload: Workload, strategy, x, privacy: Privacy, *, rng=N
     """
     caller = "matrix_mechanism"
     strategy, x, W = _prepare(workload, strategy, x, privacy, caller)
+    gen = v.check_rng(rng, name="rng", caller=caller)
+    A = strategy.matrix
+    draws = _check_size(size, (A.shape[0], A.shape[1], 0 if W is None else W.shape[0]), caller)
     sens = strategy.sensitivity(privacy.sensitivity_norm)
-    scale = privacy.noise_scale(sens)
-    y = _noisy(strategy.matrix, x, privacy.noise, scale, rng, size, caller)
+    scale = _noise_scale(privacy, sens, caller)
+    y = _noisy(_product(A, x, caller), privacy.noise, scale, gen, draws, caller)
     xhat = factorize(strategy).solve(y)
-    return MechanismOutput(None if W is None else xhat @ W.T, xhat, y, scale, privacy.noise, privacy,
+    answers = None if W is None else _finite(xhat @ W.T, "W x̂", caller)
+    return MechanismOutput(answers, _finite(xhat, "x̂", caller), y, scale, privacy.noise, privacy,
                            "simulation", sens)
 
 
@@ -173,9 +177,11 @@ def laplace_mechanism(workload: Workload, x, privacy: Privacy, *, rng=None, size
     except ValueError as exc:
         raise ValueError(f"{caller} needs the explicit query matrix W: {exc}") from None
     x = _check_x(x, workload.domain_size, caller)
-    sens = Strategy(W).sensitivity(privacy.sensitivity_norm)
-    scale = privacy.noise_scale(sens)
-    y = _noisy(W, x, privacy.noise, scale, rng, size, caller)
+    gen = v.check_rng(rng, name="rng", caller=caller)
+    draws = _check_size(size, (W.shape[0],), caller)
+    sens = max_column_norm(W, privacy.sensitivity_norm)
+    scale = _noise_scale(privacy, sens, caller)
+    y = _noisy(_product(W, x, caller), privacy.noise, scale, gen, draws, caller)
     return MechanismOutput(y, None, y, scale, privacy.noise, privacy, "simulation", sens)
 
 
@@ -233,7 +239,8 @@ def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: f
     dp.enable_features("contrib")
     A = strategy.matrix
     p = A.shape[0]
-    d_in = _upper_sensitivity(A, privacy.sensitivity_norm)
+    d_in = _upper_sensitivity(A, privacy.sensitivity_norm, caller)
+    Ax = _product(A, x, caller)  # refused before any noise is drawn if it overflows
     gaussian = privacy.noise == "gaussian"
     d_out = (privacy.epsilon, privacy.delta) if gaussian else privacy.epsilon
     domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=p)
@@ -245,7 +252,7 @@ def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: f
         return dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(meas), privacy.delta)
 
     if noise_scale is None:
-        floor = privacy.noise_scale(d_in)
+        floor = _noise_scale(privacy, d_in, caller)
         try:
             scale = dp.binary_search_param(make, d_in=d_in, d_out=d_out, bounds=(floor / 2, 16 * floor))
         except (ValueError, dp.OpenDPException) as exc:
@@ -260,10 +267,11 @@ def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: f
     if not verified:
         raise ValueError(f"{caller}: OpenDP's privacy map does not verify {privacy} at noise scale "
                          f"{scale:.6g} (sensitivity {d_in:.6g}). Omit 'noise_scale' to calibrate it.")
-    y = np.asarray(meas((A @ x).tolist()), dtype=np.float64)
-    xhat = factorize(strategy).solve(y)
-    return MechanismOutput(None if W is None else W @ xhat, xhat, y, float(scale), privacy.noise, privacy,
-                           "release", d_in, meas.map(d_in))
+    y = _finite(np.asarray(meas(Ax.tolist()), dtype=np.float64), "the noisy measurements y", caller)
+    xhat = _finite(factorize(strategy).solve(y), "x̂", caller)
+    answers = None if W is None else _finite(W @ xhat, "W x̂", caller)
+    return MechanismOutput(answers, xhat, y, float(scale), privacy.noise, privacy, "release", d_in,
+                           meas.map(d_in))
 
 
 # -- helpers ------------------------------------------------------------------------------------------
@@ -300,23 +308,79 @@ def _check_x(x, n: int, caller: str) -> np.ndarray:
     return x
 
 
-def _noisy(M: np.ndarray, x: np.ndarray, noise: str, scale: float, rng, size, caller: str) -> np.ndarray:
-    """M x plus i.i.d. simulation noise, shape (p,) or (size, p)."""
-    if rng is None or isinstance(rng, np.random.Generator):
-        gen = np.random.default_rng(rng)
-    elif isinstance(rng, numbers.Integral) and not isinstance(rng, bool):
-        gen = np.random.default_rng(v.check_int(rng, name="rng", caller=caller, low=0))
-    else:
-        raise TypeError(f"The 'rng' parameter of {caller} must be a numpy.random.Generator, an int seed >= 0 "
-                        f"or None. Got {type(rng).__name__}.")
-    shape = (M.shape[0],) if size is None else (v.check_int(size, name="size", caller=caller), M.shape[0])
-    return M @ x + (gen.laplace if noise == "laplace" else gen.normal)(0.0, scale, size=shape)
+def _check_size(size, widths: tuple[int, ...], caller: str) -> int | None:
+    """``size`` (None or an int >= 1), refused before drawing when size × (p + n + m) exceeds the memory limit."""
+    if size is None:
+        return None
+    size = v.check_int(size, name="size", caller=caller)
+    v.check_allocation(size * sum(widths), what=f"{size} draws of {' + '.join(map(str, widths))} values",
+                       caller=caller, remedy=" Draw in batches with a smaller 'size'.")
+    return size
 
 
-def _upper_sensitivity(A: np.ndarray, norm: str) -> float:
-    """Max column norm of A rounded upwards (correctly rounded sums, then one ulp up)."""
+def _product(M: np.ndarray, x: np.ndarray, caller: str) -> np.ndarray:
+    """M x, refused when it overflows float64 (the mechanism would return NaN)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        Mx = M @ x
+    if not np.all(np.isfinite(Mx)):
+        raise ValueError(f"The 'x' parameter of {caller} is too large: A x overflows float64 (max x = "
+                         f"{np.max(x):.3g}). Rescale the counts.")
+    return Mx
+
+
+def _noise_scale(privacy: Privacy, sensitivity: float, caller: str) -> float:
+    """b or σ at this sensitivity; refused when it over- or underflows (no noise, or only inf, would be added)."""
+    with np.errstate(over="ignore", under="ignore"):
+        unit = privacy.unit_noise_scale
+        scale = sensitivity * unit
+    if not math.isfinite(scale) or scale < np.finfo(float).tiny:
+        raise ValueError(f"{caller}: the noise scale Δ·{'b' if privacy.noise == 'laplace' else 'σ'}(Δ=1) = "
+                         f"{sensitivity:.3g}·{unit:.3g} is {scale!r}, outside float64's normal range, so the noise "
+                         f"cannot be drawn. Use a moderate {privacy} or rescale the strategy.")
+    return scale
+
+
+def _noisy(Mx: np.ndarray, noise: str, scale: float, gen: np.random.Generator, size, caller: str) -> np.ndarray:
+    """M x plus i.i.d. simulation noise, shape (p,) or (size, p); refused if a draw overflows."""
+    shape = Mx.shape if size is None else (size, Mx.shape[0])
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = Mx + (gen.laplace if noise == "laplace" else gen.normal)(0.0, scale, size=shape)
+    return _finite(y, "the noisy measurements y", caller)
+
+
+def _finite(a: np.ndarray, what: str, caller: str) -> np.ndarray:
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{caller}: {what} overflowed float64 (noise or counts too large). Use smaller counts "
+                         "or a larger privacy budget.")
+    return a
+
+
+def _upper_sensitivity(A: np.ndarray, norm: str, caller: str) -> float:
+    """A proven upper bound on the largest column L1/L2 norm of A, for OpenDP's d_in.
+
+    A is first scaled by 2⁻ᵉ (exact) so its largest entry is in [0.5, 1): no sum overflows and no square
+    that matters underflows. Sums of p non-negative terms in any order are within γ_{p−1}·s of the true s
+    (γ_k = k·u/(1 − k·u), u = 2⁻⁵³); each square adds ≤ u relative, plus ≤ 2⁻¹⁰⁷⁵ absolute if it underflows
+    (≤ p·2⁻¹⁰⁷³ relative to the largest column, whose sum is ≥ 1/4). Inflating the computed maximum by
+    (1 + 4(p + 2)u) covers all of this and the rounding of the inflation itself; ``nextafter`` covers the
+    final square root, and scaling back by 2ᵉ is exact for a normal result. A Δ that is not finite or not
+    normal is refused: the noise could not be calibrated to it.
+    """
+    p = A.shape[0]
+    top = float(max(A.max(), -A.min()))
+    e = int(np.frexp(top)[1])
+    As = np.ldexp(A, -e)
     if norm == "l1":
-        s = max(math.fsum(col) for col in np.abs(A).T)
-    else:  # squares round by ≤ 1 ulp each: inflate by 1e-15 (> 4 unit round-offs) before the root
-        s = math.sqrt(max(math.fsum(col) for col in (A * A).T) * (1.0 + 1e-15))
-    return math.nextafter(s, math.inf)
+        s = float(np.max(np.sum(np.abs(As), axis=0)))
+    else:
+        s = float(np.max(np.sum(As * As, axis=0)))
+    s *= 1.0 + 4.0 * (p + 2) * np.finfo(float).eps / 2
+    if norm == "l2":
+        s = math.sqrt(s)
+    with np.errstate(over="ignore", under="ignore"):
+        d = math.nextafter(float(np.ldexp(math.nextafter(s, math.inf), e)), math.inf)
+    if not math.isfinite(d) or d < np.finfo(float).tiny:
+        raise ValueError(f"{caller}: the {norm} sensitivity of the strategy ({d!r}; max |A| = {top:.3g}) is "
+                         "outside float64's normal range, so no noise scale can be proven private. Rescale A "
+                         "(A and cA have the same error).")
+    return d

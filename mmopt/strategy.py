@@ -7,6 +7,7 @@ workload itself, and the canonical square strategy of a Gram matrix (Theorem 4.1
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -15,6 +16,30 @@ import numpy as np
 from mmopt import _validation as v
 
 NORMS = ("l1", "l2")
+_TINY = np.finfo(float).tiny
+
+
+def _exponent(A: np.ndarray) -> tuple[float, int]:
+    """(max|A|, e) with max|A|·2⁻ᵉ in [0.5, 1): scaling by 2⁻ᵉ is exact (a power of two)."""
+    top = float(max(A.max(), -A.min()))
+    return top, int(np.frexp(top)[1])
+
+
+def max_column_norm(A: np.ndarray, norm: str) -> float:
+    """Largest column L1 or L2 norm of A (p×n), without overflow or underflow in the intermediate sums.
+
+    When max|A|²·p nears either end of float64's range, A is first scaled by 2⁻ᵉ (exact) so that its
+    largest entry is in [0.5, 1); the norm is scaled back by 2ᵉ. Squaring 1e-170 entries directly gives 0
+    and squaring 1e200 entries gives inf; this gives 1e-170·‖·‖ and 1e200·‖·‖. Returns inf only when
+    the norm itself exceeds float64.
+    """
+    top, e = _exponent(A)
+    p = A.shape[0]
+    safe = -450 < e and p * top * top < 2.0**1000
+    As = A if safe else np.ldexp(A, -e)
+    s = np.max(np.sum(np.abs(As), axis=0)) if norm == "l1" else np.sqrt(np.max(np.sum(As * As, axis=0)))
+    with np.errstate(over="ignore"):
+        return float(s if safe else np.ldexp(s, e))
 
 
 def _psd_eigh(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -52,10 +77,17 @@ class Strategy:
     def __post_init__(self) -> None:
         original = self.matrix
         A = v.check_matrix(original, name="matrix", caller="Strategy")
-        if A is original or np.shares_memory(A, original):
-            A = A.copy()  # never freeze the caller's own array
-        if not np.any(A):
+        v.check_str(self.name, name="name", caller="Strategy")
+        if A is original or A.base is not None:
+            A = A.copy()  # never freeze the caller's own array (or a view of it, e.g. a DataFrame's block)
+        top, _ = _exponent(A)
+        if top == 0:
             raise ValueError("The 'matrix' parameter of Strategy must have a non-zero entry. Got all zeros.")
+        if top * A.shape[0] > 2.0**1020 and not math.isfinite(max_column_norm(A, "l1")):
+            raise ValueError(
+                f"The 'matrix' parameter of Strategy has a column whose L1 norm exceeds float64 (max |A| = "
+                f"{top:.3g}), so its sensitivity is not representable. Rescale A: A and cA have the same error."
+            )
         A.setflags(write=False)
         object.__setattr__(self, "matrix", A)
 
@@ -75,19 +107,48 @@ class Strategy:
         """n, the number of columns of A."""
         return self.matrix.shape[1]
 
+    def scaled_gram(self) -> tuple[np.ndarray, int]:
+        """(X̂, e) with X = AᵀA = 4ᵉ·X̂, X̂ computed from A·2⁻ᵉ: never over- or underflows (e = 0 when A's
+        scale is harmless). Error profiles and square roots are scale-covariant, so they can use X̂."""
+        A = self.matrix
+        n = A.shape[1]
+        v.check_allocation(n * n, what=f"the {n}×{n} Gram matrix AᵀA of '{self.name}'", caller="Strategy.gram")
+        top, e = _exponent(A)
+        if -450 < e and A.shape[0] * top * top < 2.0**1000:
+            return A.T @ A, 0
+        As = np.ldexp(A, -e)
+        return As.T @ As, e
+
     @cached_property
     def gram(self) -> np.ndarray:
-        """X = AᵀA."""
-        A = self.matrix
-        return A.T @ A
+        """X = AᵀA (read-only).
+
+        Raises OverflowError (FloatingPointError) when X itself exceeds (falls below) float64's normal
+        range, e.g. for A = 10²⁰⁰·I (10⁻¹⁷⁰·I): rescale A, which changes no error figure, or use
+        :meth:`scaled_gram`.
+        """
+        Xs, e = self.scaled_gram()
+        if e:
+            with np.errstate(over="ignore", under="ignore"):
+                X = np.ldexp(Xs, 2 * e)
+            top = float(np.max(np.diagonal(X)))  # a Gram's largest entry is on its diagonal
+            if not math.isfinite(top) or top < _TINY:
+                big = not math.isfinite(top)
+                kind, what = (OverflowError, "exceeds") if big else (FloatingPointError, "underflows")
+                raise kind(f"Strategy '{self.name}': AᵀA {what} float64 (max |A| = {_exponent(self.matrix)[0]:.3g}). "
+                           "Rescale A (A and cA have the same error), or use Strategy.scaled_gram().")
+        else:
+            X = Xs
+        X.setflags(write=False)
+        return X
 
     def sensitivity(self, norm: str = "l1") -> float:
-        """Largest column norm of A: L1 for ε-DP (Prop. 1), L2 for (ε,δ)-DP (Thm 5.22)."""
+        """Largest column norm of A: L1 for ε-DP (Prop. 1), L2 for (ε,δ)-DP (Thm 5.22).
+
+        Computed at a power-of-two scale (:func:`max_column_norm`): exact to rounding for any finite A.
+        """
         v.check_choice(norm, name="norm", caller="Strategy.sensitivity", choices=NORMS)
-        A = self.matrix
-        if norm == "l1":
-            return float(np.max(np.sum(np.abs(A), axis=0)))
-        return float(np.sqrt(np.max(np.sum(A * A, axis=0))))
+        return max_column_norm(self.matrix, norm)
 
     def __repr__(self) -> str:
         p, n = self.matrix.shape
@@ -97,6 +158,7 @@ class Strategy:
 def identity(n: int) -> Strategy:
     """Iₙ: measure every cell once (Δ₁ = 1)."""
     n = v.check_int(n, name="n", caller="identity")
+    v.check_allocation(n * n, what=f"the {n}×{n} identity strategy", caller="identity")
     return Strategy(np.eye(n), "identity")
 
 
@@ -117,20 +179,42 @@ def hierarchical(n: int, branching: int = 2) -> Strategy:
     caller = "hierarchical"
     n = v.check_int(n, name="n", caller=caller)
     b = v.check_int(branching, name="branching", caller=caller, low=2)
-    intervals, level = [], [(0, n)]
+    what = f"the hierarchical strategy H{b} on n={n}"
+    v.check_allocation(n * n, what=what + " (at least n×n)", caller=caller)  # p >= n leaves
+    p = _tree_size(n, b)
+    v.check_allocation(p * n, what=f"{what} ({p}×{n})", caller=caller)
+    A = np.zeros((p, n))
+    row, level = 0, [(0, n)]
     while level:
-        intervals.extend(level)
         nxt = []
         for lo, hi in level:
-            if hi - lo > 1:
-                k = min(b, hi - lo)
-                cuts = [lo + (j * (hi - lo)) // k for j in range(k + 1)]  # integer split: sizes differ by <= 1
-                nxt.extend(zip(cuts[:-1], cuts[1:], strict=True))
+            A[row, lo:hi] = 1.0
+            row += 1
+            nxt.extend(_split(lo, hi, b))
         level = nxt
-    lo, hi = np.array(intervals).T
-    cells = np.arange(n)
-    A = ((cells >= lo[:, None]) & (cells < hi[:, None])).astype(np.float64)
     return Strategy(A, "H" + str(b))
+
+
+def _split(lo: int, hi: int, b: int) -> list[tuple[int, int]]:
+    """The children of [lo, hi): min(b, size) near-equal parts (sizes differ by <= 1); none for a leaf."""
+    if hi - lo <= 1:
+        return []
+    k = min(b, hi - lo)
+    cuts = [lo + (j * (hi - lo)) // k for j in range(k + 1)]
+    return list(zip(cuts[:-1], cuts[1:], strict=True))
+
+
+def _tree_size(n: int, b: int) -> int:
+    """Number of nodes of the H_b tree on n cells, counted by interval size (sizes, not intervals, per level)."""
+    p, sizes = 0, {n: 1}
+    while sizes:
+        p += sum(sizes.values())
+        nxt: dict[int, int] = {}
+        for size, count in sizes.items():
+            for lo, hi in _split(0, size, b):
+                nxt[hi - lo] = nxt.get(hi - lo, 0) + count
+        sizes = nxt
+    return p
 
 
 def wavelet(n: int) -> Strategy:
@@ -150,16 +234,17 @@ def wavelet(n: int) -> Strategy:
             f"wavelet(n={n}) requires n to be a power of 2. Got n={n}. Pad the domain to "
             f"n={1 << n.bit_length()} with empty cells, or use hierarchical(n), which takes any n."
         )
-    rows = [np.ones(n)]
-    size = n
+    v.check_allocation(n * n, what=f"the {n}×{n} wavelet strategy", caller="wavelet")
+    A = np.zeros((n, n))
+    A[0] = 1.0
+    row, size = 1, n
     while size > 1:
         for start in range(0, n, size):
-            r = np.zeros(n)
-            r[start:start + size // 2] = 1.0
-            r[start + size // 2:start + size] = -1.0
-            rows.append(r)
+            A[row, start:start + size // 2] = 1.0
+            A[row, start + size // 2:start + size] = -1.0
+            row += 1
         size //= 2
-    return Strategy(np.array(rows), "wavelet")
+    return Strategy(A, "wavelet")
 
 
 def from_workload(workload) -> Strategy:
@@ -179,9 +264,10 @@ def square_root(strategy: Strategy, *, name: str | None = None) -> Strategy:
     """
     if not isinstance(strategy, Strategy):
         raise TypeError(f"The 'strategy' parameter of square_root must be a Strategy. Got {type(strategy).__name__}.")
-    lam, V = _psd_eigh(strategy.gram)
+    Xs, e = strategy.scaled_gram()  # X = 4ᵉ·X̂, so X^{1/2} = 2ᵉ·X̂^{1/2}: no over/underflow at any scale
+    lam, V = _psd_eigh(Xs)
     A = (V * np.sqrt(lam)).T[::-1]
-    return Strategy(A, name or f"sqrt({strategy.name})")
+    return Strategy(np.ldexp(A, e) if e else A, name or f"sqrt({strategy.name})")
 
 
 def singular_value_bound(workload) -> Strategy:

@@ -7,21 +7,25 @@ overflows float64 past n≈1000, while G/m ≈ (I+J)/4 stays finite for every n.
 
 Query families with a closed form (``identity``, ``total``, ``prefix``, ``all_range``,
 ``all_predicate``) keep their family name, so that :mod:`mmopt.error` computes per-query variances and
-the maximum over all queries from the error profile alone, never materialising W.
+the maximum over all queries from the error profile alone, never materialising W. Every constructor
+refuses, before allocating, a Gram or W beyond :data:`mmopt._validation.MAX_ALLOCATION_ENTRIES`.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import numbers
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
 
+from mmopt import _gram_forms as gf
 from mmopt import _validation as v
 
 FAMILIES = ("matrix", "gram", "identity", "total", "prefix", "all_range", "all_predicate")
+CLOSED_FORMS = FAMILIES[2:]
 # Explicit W is built on request only up to this many entries (≈ 0.8 GB of float64).
 MAX_EXPLICIT_ENTRIES = 10**8
 
@@ -31,7 +35,12 @@ class Workload:
     """A workload of m linear queries over a domain of n cells.
 
     Build one with :meth:`from_matrix`, :meth:`from_gram` or a family constructor
-    (:func:`all_range`, :func:`prefix`, ...). Attributes are read-only.
+    (:func:`all_range`, :func:`prefix`, ...). Attributes are read-only (arrays included).
+    Direct construction ``Workload(mean_gram, n_queries, name, matrix, family)`` checks every invariant:
+    ``mean_gram`` a finite float64 n×n array; ``matrix`` given exactly when ``family="matrix"``, of
+    shape (m, n), with WᵀW/m equal to ``mean_gram``; a closed-form family's m and Gram equal to its
+    formula; ``family="gram"`` symmetric PSD (O(n³)). A contradicting family would make per-query and
+    maximum errors silently wrong, so it is refused.
 
     Attributes
     ----------
@@ -63,18 +72,36 @@ class Workload:
     family: str = "gram"
 
     def __post_init__(self) -> None:
-        v.check_choice(self.family, name="family", caller="Workload", choices=FAMILIES)
-        v.check_int(self.n_queries, name="n_queries", caller="Workload", low=1)
+        gf.validate_fields(self, FAMILIES)
+
+    @classmethod
+    def _make(cls, mean_gram, n_queries, name, matrix, family) -> Workload:
+        """This module's constructors: correct by construction (tested against explicit W), so the O(n²)–O(n³)
+        checks of direct construction are skipped. Arrays are frozen: W and G/m must never drift apart."""
+        self = object.__new__(cls)
+        for key, val in (("mean_gram", mean_gram), ("n_queries", n_queries), ("name", name),
+                         ("matrix", matrix), ("family", family)):
+            if isinstance(val, np.ndarray):
+                val.setflags(write=False)
+            object.__setattr__(self, key, val)
+        return self
 
     # -- constructors -------------------------------------------------------------------------------
     @classmethod
     def from_matrix(cls, matrix, *, name: str = "workload") -> Workload:
-        """Workload with explicit query matrix W (m×n); G = WᵀW is computed."""
-        W = v.check_matrix(matrix, name="matrix", caller="Workload.from_matrix")
+        """Workload with explicit query matrix W (m×n); G = WᵀW is computed (scale-safely).
+
+        ``matrix`` may be a list, an int/float/bool array (bool = 0/1 predicates) or a scipy.sparse
+        matrix; complex and string input is refused. W is copied when it is the caller's array.
+        """
+        caller = "Workload.from_matrix"
+        W = v.check_matrix(matrix, name="matrix", caller=caller)
         if not np.any(W):
-            raise ValueError("The 'matrix' parameter of Workload.from_matrix must have a non-zero entry.")
-        m = W.shape[0]
-        return cls((W.T @ W) / m, m, name, W, "matrix")
+            raise ValueError(f"The 'matrix' parameter of {caller} must have a non-zero entry. Got all zeros.")
+        G = gf.mean_gram_of(W, caller=caller)
+        if W is matrix or W.base is not None:
+            W = W.copy()  # never freeze the caller's own array (or a view of it)
+        return cls._make(G, W.shape[0], v.check_str(name, name="name", caller=caller), W, "matrix")
 
     @classmethod
     def from_gram(cls, gram, *, n_queries: int, name: str = "workload") -> Workload:
@@ -84,7 +111,9 @@ class Workload:
         G = v.check_gram(gram, caller=caller, remedy=" Pass W.T @ W, or use Workload.from_matrix(W).")
         if not np.any(G):
             raise ValueError(f"The 'gram' parameter of {caller} must be non-zero.")
-        return cls(G / m, m, name, None, "gram")
+        mean = G / gf.as_float(m)
+        gf.check_range(mean, "G/m", caller, f" (max |G| = {np.max(np.abs(G)):.3g}, m = {v.fmt_count(m)})")
+        return cls._make(mean, m, v.check_str(name, name="name", caller=caller), None, "gram")
 
     # -- derived quantities -------------------------------------------------------------------------
     @property
@@ -95,12 +124,11 @@ class Workload:
     @property
     def gram(self) -> np.ndarray:
         """G = WᵀW. Raises OverflowError when it exceeds float64 (use ``mean_gram``)."""
-        m = _as_float(self.n_queries, f"Workload '{self.name}'.gram")
         with np.errstate(over="ignore"):
-            G = self.mean_gram * m
+            G = self.mean_gram * gf.as_float(self.n_queries)
         if not np.all(np.isfinite(G)):
             raise OverflowError(
-                f"Workload '{self.name}' has a Gram matrix beyond float64 range (m = {_fmt(self.n_queries)}). "
+                f"Workload '{self.name}' has a Gram matrix beyond float64 range (m = {v.fmt_count(self.n_queries)}). "
                 "Use its 'mean_gram' (G/m) and per-query error figures instead."
             )
         return G
@@ -108,10 +136,13 @@ class Workload:
     def explicit_matrix(self, *, max_entries: int = MAX_EXPLICIT_ENTRIES) -> np.ndarray:
         """Return W, building it from the family's definition when it is not stored.
 
-        Raises ValueError for Gram-only workloads and when m·n exceeds ``max_entries``.
+        Raises ValueError for Gram-only workloads and when m·n exceeds ``max_entries`` (or the
+        allocation limit :data:`mmopt._validation.MAX_ALLOCATION_ENTRIES`).
         """
         if self.matrix is not None:
             return self.matrix
+        caller = "Workload.explicit_matrix"
+        max_entries = v.check_int(max_entries, name="max_entries", caller=caller, low=0)
         if self.family == "gram":
             raise ValueError(
                 f"Workload '{self.name}' was built from its Gram matrix only, so W is unknown. "
@@ -120,67 +151,37 @@ class Workload:
         n = self.domain_size
         if self.n_queries * n > max_entries:
             raise ValueError(
-                f"Workload '{self.name}' has m·n = {_fmt(self.n_queries * n)} entries, more than "
+                f"Workload '{self.name}' has m·n = {v.fmt_count(self.n_queries * n)} entries, more than "
                 f"max_entries={max_entries}. Its error figures are available without W: use mmopt.evaluate."
             )
-        return _BUILDERS[self.family](n)
+        v.check_allocation(self.n_queries * n, what=f"W of '{self.name}' ({self.n_queries}×{n})", caller=caller)
+        return gf.BUILDERS[self.family](n)
 
     def __repr__(self) -> str:
-        return (f"Workload(name={self.name!r}, n={self.domain_size}, m={_fmt(self.n_queries)}, "
+        return (f"Workload(name={self.name!r}, n={self.domain_size}, m={v.fmt_count(self.n_queries)}, "
                 f"family={self.family!r})")
 
 
-def _fmt(m: int) -> str:
-    return str(m) if m < 10**12 else f"~1e{math.log10(m):.1f}"
-
-
-def _as_float(m: int, what: str) -> float:
-    try:
-        return float(m)
-    except OverflowError:
-        return math.inf
-
-
-# -- explicit builders (used for tests and small n) --------------------------------------------------
-def _ranges_matrix(n: int) -> np.ndarray:
-    a, b = np.triu_indices(n)  # row-major: a ascending, then b >= a (matches mmopt.error's order)
-    cells = np.arange(n)
-    return ((cells >= a[:, None]) & (cells <= b[:, None])).astype(np.float64)
-
-
-def _predicate_matrix(n: int) -> np.ndarray:
-    codes = np.arange(1, 2**n, dtype=np.int64)  # row k-1 is the binary code of k, bit j = cell j
-    return ((codes[:, None] >> np.arange(n)) & 1).astype(np.float64)
-
-
-_BUILDERS = {
-    "identity": lambda n: np.eye(n),
-    "total": lambda n: np.ones((1, n)),
-    "prefix": lambda n: np.tril(np.ones((n, n))),
-    "all_range": _ranges_matrix,
-    "all_predicate": _predicate_matrix,
-}
+def _closed(family: str, n, label: str) -> Workload:
+    n = v.check_int(n, name="n", caller=family)
+    return Workload._make(gf.family_mean_gram(family, n, family), gf.family_count(family, n), f"{label}({n})", None,
+                          family)
 
 
 # -- family constructors -----------------------------------------------------------------------------
 def identity(n: int) -> Workload:
     """All n unit counts, W = Iₙ (G = I, m = n)."""
-    n = v.check_int(n, name="n", caller="identity")
-    return Workload(np.eye(n) / n, n, f"identity({n})", None, "identity")
+    return _closed("identity", n, "identity")
 
 
 def total(n: int) -> Workload:
     """The single query summing all cells, W = 1ᵀ (G = J, m = 1)."""
-    n = v.check_int(n, name="n", caller="total")
-    return Workload(np.ones((n, n)), 1, f"total({n})", None, "total")
+    return _closed("total", n, "total")
 
 
 def prefix(n: int) -> Workload:
     """The n prefix sums x₁+…+x_k; G_ij = n − max(i, j) + 1 (1-indexed)."""
-    n = v.check_int(n, name="n", caller="prefix")
-    i = np.arange(1, n + 1)
-    G = (n - np.maximum.outer(i, i) + 1).astype(np.float64)
-    return Workload(G / n, n, f"prefix({n})", None, "prefix")
+    return _closed("prefix", n, "prefix")
 
 
 def all_range(n: int) -> Workload:
@@ -192,11 +193,7 @@ def all_range(n: int) -> Workload:
     >>> W.n_queries, W.gram.tolist()
     (6, [[3.0, 2.0, 1.0], [2.0, 4.0, 2.0], [1.0, 2.0, 3.0]])
     """
-    n = v.check_int(n, name="n", caller="all_range")
-    i = np.arange(1, n + 1)
-    G = (np.minimum.outer(i, i) * (n - np.maximum.outer(i, i) + 1)).astype(np.float64)
-    m = n * (n + 1) // 2
-    return Workload(G / m, m, f"all_range({n})", None, "all_range")
+    return _closed("all_range", n, "all_range")
 
 
 def all_predicate(n: int) -> Workload:
@@ -205,17 +202,19 @@ def all_predicate(n: int) -> Workload:
     Stored per query, G/m = (I + J)/(4(1 − 2⁻ⁿ)), finite for every n; m = 2ⁿ − 1 exactly.
     (The paper counts 2ⁿ queries including the empty one, which adds nothing to G.)
     """
-    n = v.check_int(n, name="n", caller="all_predicate")
-    m = 2**n - 1
-    scale = 1.0 / (4.0 * -math.expm1(-n * math.log(2.0)))  # 2^(n-2)/(2^n-1) without overflow
-    return Workload(scale * (np.eye(n) + np.ones((n, n))), m, f"all_predicate({n})", None, "all_predicate")
+    return _closed("all_predicate", n, "all_predicate")
 
 
 def random_range(n: int, m: int, *, seed=None) -> Workload:
-    """m interval queries with endpoints drawn uniformly (a ≤ b), reproducible from ``seed``."""
-    n = v.check_int(n, name="n", caller="random_range")
-    m = v.check_int(m, name="m", caller="random_range")
-    rng = np.random.default_rng(seed)
+    """m interval queries with endpoints drawn uniformly (a ≤ b), reproducible from ``seed``.
+
+    ``seed``: None, an int >= 0, a SeedSequence or a numpy Generator.
+    """
+    caller = "random_range"
+    n = v.check_int(n, name="n", caller=caller)
+    m = v.check_int(m, name="m", caller=caller)
+    rng = v.check_rng(seed, name="seed", caller=caller)
+    v.check_allocation(m * n + n * n, what=f"W ({m}×{n}) and its Gram ({n}×{n})", caller=caller)
     ends = np.sort(rng.integers(0, n, size=(m, 2)), axis=1)
     cells = np.arange(n)
     W = ((cells >= ends[:, :1]) & (cells <= ends[:, 1:])).astype(np.float64)
@@ -225,67 +224,94 @@ def random_range(n: int, m: int, *, seed=None) -> Workload:
 def marginals(shape, k: int) -> Workload:
     """All k-way marginals over a domain of the given shape (cells in C order, n = ∏ shape).
 
-    The marginal on attributes S is W_S = ⊗ᵢ (I if i ∈ S else 1ᵀ), so its Gram is ⊗ᵢ (I or J).
+    The marginal on attributes S is W_S = ⊗ᵢ (I if i ∈ S else 1ᵀ), so G_S = ⊗ᵢ (I or J) and
+    (G_S)_{c,c'} = 1 iff cells c and c' agree on every attribute of S. Summed over the C(d, k) sets S,
+    G_{c,c'} = C(a(c, c'), k) where a counts the attributes on which c and c' agree: one n×n pass per
+    attribute, whatever C(d, k) is. m = Σ_S ∏_{i∈S} nᵢ (the k-th elementary symmetric polynomial).
     """
     caller = "marginals"
-    shape = tuple(v.check_int(d, name="shape", caller=caller) for d in np.atleast_1d(shape).tolist())
-    k = v.check_int(k, name="k", caller=caller, low=0, high=len(shape))
-    parts = []
-    for S in itertools.combinations(range(len(shape)), k):
-        factors = [identity(d) if i in S else total(d) for i, d in enumerate(shape)]
-        parts.append(_kron_all(factors))
-    out = stack(parts)
-    return _renamed(out, f"marginals({'x'.join(map(str, shape))},k={k})")
+    items = (shape,) if isinstance(shape, numbers.Integral) else shape
+    try:
+        items = tuple(items)
+    except TypeError:
+        raise TypeError(f"The 'shape' parameter of {caller} must be a sequence of ints. "
+                        f"Got {type(shape).__name__}.") from None
+    if not items:
+        raise ValueError(f"The 'shape' parameter of {caller} must name at least one attribute. Got {shape!r}.")
+    dims = tuple(v.check_int(d, name="shape", caller=caller) for d in items)
+    k = v.check_int(k, name="k", caller=caller, low=0, high=len(dims))
+    n = math.prod(dims)
+    v.check_allocation(2 * n * n, what=f"the {n}×{n} Gram matrix of the marginals and one temporary",
+                       caller=caller, remedy=" Marginal workloads on large domains will become implicit; for now "
+                                             "use a smaller shape.")
+    m, G = gf.marginals_mean_gram(dims, k)
+    W = None
+    if m * n <= MAX_EXPLICIT_ENTRIES:
+        rows = []
+        for S in itertools.combinations(range(len(dims)), k):
+            block = np.ones((1, 1))
+            for i, d in enumerate(dims):
+                block = np.kron(block, np.eye(d) if i in S else np.ones((1, d)))
+            rows.append(block)
+        W = np.vstack(rows)
+    return Workload._make(G, m, f"marginals({'x'.join(map(str, dims))},k={k})", W,
+                          "matrix" if W is not None else "gram")
 
 
 def kron(first: Workload, second: Workload, *, name: str | None = None) -> Workload:
     """Kronecker product W₁ ⊗ W₂ (queries on a product domain): G = G₁ ⊗ G₂, m = m₁·m₂."""
+    caller = "kron"
     for label, w in (("first", first), ("second", second)):
         if not isinstance(w, Workload):
-            raise TypeError(f"The '{label}' parameter of kron must be a Workload. Got {type(w).__name__}.")
+            raise TypeError(f"The '{label}' parameter of {caller} must be a Workload. Got {type(w).__name__}.")
+    label = v.check_str(name, name="name", caller=caller) if name is not None else f"{first.name}⊗{second.name}"
+    n = first.domain_size * second.domain_size
+    v.check_allocation(2 * n * n, what=f"the {n}×{n} Gram matrix of {label} and one temporary", caller=caller,
+                       remedy=" Kronecker workloads on large domains will become implicit; for now use smaller "
+                              "factors.")
     m = first.n_queries * second.n_queries
     W = None
-    small = m * first.domain_size * second.domain_size <= MAX_EXPLICIT_ENTRIES
-    if small and _knows_matrix(first) and _knows_matrix(second):
+    if m * n <= MAX_EXPLICIT_ENTRIES and _knows_matrix(first) and _knows_matrix(second):
         W = np.kron(first.explicit_matrix(), second.explicit_matrix())
-    family = "matrix" if W is not None else "gram"
-    return Workload(np.kron(first.mean_gram, second.mean_gram), m,
-                    name or f"{first.name}⊗{second.name}", W, family)
+    G = np.kron(first.mean_gram, second.mean_gram)
+    gf.check_range(G, "the product of the factors' G/m", caller)
+    return Workload._make(G, m, label, W, "matrix" if W is not None else "gram")
 
 
 def stack(workloads, weights=None, *, name: str | None = None) -> Workload:
     """Weighted union [w₁W₁; w₂W₂; …]: G = Σ wᵢ² Gᵢ, m = Σ mᵢ (queries of all parts, weighted)."""
     caller = "stack"
-    workloads = list(workloads)
+    try:
+        workloads = list(workloads)
+    except TypeError:
+        workloads = []
     if not workloads or not all(isinstance(w, Workload) for w in workloads):
         raise TypeError(f"The 'workloads' parameter of {caller} must be a non-empty list of Workload objects.")
+    label = v.check_str(name, name="name", caller=caller) if name is not None else "+".join(w.name for w in workloads)
     n = workloads[0].domain_size
     for w in workloads:
         v.check_same_domain(n, w.domain_size, caller=caller)
     weights = np.ones(len(workloads)) if weights is None else v.check_vector(
         weights, name="weights", caller=caller, length=len(workloads))
-    if np.any(weights == 0):
-        raise ValueError(f"The 'weights' parameter of {caller} must be non-zero. Drop the workload instead.")
+    with np.errstate(over="ignore", under="ignore"):
+        squares = weights * weights
+    if not np.all((squares >= gf.TINY) & np.isfinite(squares)):
+        raise ValueError(f"The 'weights' parameter of {caller} must be non-zero, with squares within float64 "
+                         f"(|w| in [1.5e-154, 1.3e154]). Got {weights.tolist()!r:.80}. Drop a zero-weight workload; "
+                         "rescale the others.")
+    v.check_allocation(2 * n * n, what=f"the {n}×{n} Gram matrix of the union and one temporary", caller=caller)
     m = sum(w.n_queries for w in workloads)
     # Exact rational shares mᵢ/m, so that 2ⁿ-sized parts mix correctly with small ones.
-    G = sum(float(Fraction(w.n_queries, m)) * c**2 * w.mean_gram for w, c in zip(workloads, weights, strict=True))
+    G = np.zeros((n, n))
+    with np.errstate(over="ignore"):
+        for w, c2 in zip(workloads, squares, strict=True):
+            G += (float(Fraction(w.n_queries, m)) * c2) * w.mean_gram
+    gf.check_range(G, "the weighted sum of G/m", caller)
     W = None
     if m * n <= MAX_EXPLICIT_ENTRIES and all(_knows_matrix(w) for w in workloads):
         W = np.vstack([c * w.explicit_matrix() for w, c in zip(workloads, weights, strict=True)])
-    label = name or "+".join(w.name for w in workloads)
-    return Workload(G, m, label, W, "matrix" if W is not None else "gram")
+    return Workload._make(G, m, label, W, "matrix" if W is not None else "gram")
 
 
 def _knows_matrix(w: Workload) -> bool:
     return w.matrix is not None or w.family != "gram"
-
-
-def _kron_all(parts: list[Workload]) -> Workload:
-    out = parts[0]
-    for p in parts[1:]:
-        out = kron(out, p)
-    return out
-
-
-def _renamed(w: Workload, name: str) -> Workload:
-    return Workload(w.mean_gram, w.n_queries, name, w.matrix, w.family)

@@ -49,3 +49,42 @@ def test_paper_strict_improvement_claim_is_false():
 def test_augment_refuses_rows_that_raise_sensitivity():
     with pytest.raises(ValueError, match="raise the l1 sensitivity"):
         augment(st.identity(3), rows=[[1.0, 0.0, 0.0]])
+
+
+def _profile_term(A, w):
+    return float(w @ np.linalg.pinv(A.T @ A) @ w)
+
+
+def _in_row_space(A, w):
+    return np.linalg.matrix_rank(np.vstack([A, w])) == np.linalg.matrix_rank(A)
+
+
+def test_strictly_improved_matches_brute_force():
+    """Against pinv on small integer matrices (full-rank, rank-deficient and unsupported cases alike)."""
+    rng = np.random.default_rng(12)
+    seen = set()
+    for _ in range(300):
+        n = int(rng.integers(2, 5))
+        A = rng.integers(-1, 2, size=(int(rng.integers(1, 5)), n)).astype(float)
+        B = rng.integers(-1, 2, size=(int(rng.integers(1, 3)), n)).astype(float)
+        w = rng.integers(-1, 2, size=n).astype(float)
+        if not A.any() or not w.any():
+            continue
+        AB = np.vstack([A, B])
+        if not _in_row_space(A, w):
+            expected = bool(_in_row_space(AB, w))    # ∞ → finite, or ∞ → ∞
+        else:
+            before, after = _profile_term(A, w), _profile_term(AB, w)
+            assert after <= before * (1 + 1e-9)      # Theorem 5.27: never worse
+            expected = bool(after < before * (1 - 1e-9))
+        assert strictly_improved(A, B, w) is expected, (A, B, w)
+        seen.add((_in_row_space(A, w), np.linalg.matrix_rank(A) < n, expected))
+    assert len(seen) >= 5  # the draws covered supported/unsupported, full/deficient rank, True/False
+
+
+def test_augment_is_scale_covariant():
+    A = np.array([[1.0, 1.0, 0.0], [1.0, 0.0, 0.5]])
+    for norm in ("l1", "l2"):
+        ref = augment(st.Strategy(A), norm=norm).matrix
+        for k in (-600, -300, 300, 600):
+            np.testing.assert_array_equal(augment(st.Strategy(np.ldexp(A, k)), norm=norm).matrix, np.ldexp(ref, k))

@@ -215,3 +215,22 @@ def test_solve_rejects_wrong_shape():
     with pytest.raises(ValueError, match=r"'y' parameter of LeastSquares.solve must have shape \(15,\)"):
         factorize(H8).solve(np.zeros(14))
     assert isinstance(factorize(H8), LeastSquares)
+
+
+@pytest.mark.parametrize("k", [-1000, -500, 0, 500, 1000])
+@pytest.mark.parametrize("norm", ["l1", "l2"])
+def test_upper_sensitivity_is_a_tight_upper_bound(norm, k):
+    """Against exact rational arithmetic: Δ ≤ d_in ≤ Δ·(1 + 1e-12), at scales where AᵀA would over/underflow."""
+    from fractions import Fraction
+
+    from mmopt.mechanism import _upper_sensitivity
+
+    rng = np.random.default_rng(k + 2000)
+    A = np.ldexp(rng.normal(size=(50, 6)), k)
+    d = _upper_sensitivity(A, norm, "test")
+    if norm == "l1":
+        exact = max(sum(Fraction(abs(a)) for a in col) for col in A.T)
+        assert exact <= Fraction(d) <= exact * Fraction(1 + 1e-12)
+    else:
+        exact = max(sum(Fraction(a) ** 2 for a in col) for col in A.T)
+        assert exact <= Fraction(d) ** 2 <= exact * Fraction(1 + 1e-12)

@@ -101,3 +101,30 @@ def test_from_gram_of_singular_gram_is_not_below_the_bound():
     err = mmopt.evaluate(W, A, norm="l2").total_squared_error
     assert err >= sol.dual_bound * (1 - 1e-9)
     assert err == pytest.approx(sol.dual_bound, rel=1e-6)
+
+
+@pytest.mark.parametrize("k", [-1000, -600, -300, 0, 300, 600, 900])
+def test_sensitivity_and_gram_are_scale_covariant(k, rng):
+    """A·2ᵏ has exactly 2ᵏ times A's sensitivities (the scaling is exact), at any representable scale."""
+    A = rng.normal(size=(7, 5))
+    As = st.Strategy(np.ldexp(A, k))
+    for norm in st.NORMS:
+        assert As.sensitivity(norm) == np.ldexp(st.Strategy(A).sensitivity(norm), k)
+    Xs, e = As.scaled_gram()
+    np.testing.assert_allclose(np.ldexp(Xs, 2 * e - 2 * k), A.T @ A, rtol=1e-13, atol=1e-13)
+    if abs(k) >= 600:  # AᵀA itself is outside float64: refused, never inf or 0
+        with pytest.raises(OverflowError if k > 0 else FloatingPointError, match="Rescale A"):
+            _ = As.gram
+
+
+@pytest.mark.parametrize("b", [2, 3, 5, 16])
+def test_tree_size_counts_the_rows(b):
+    for n in list(range(1, 40)) + [100, 257, 1000]:
+        assert st._tree_size(n, b) == st.hierarchical(n, b).matrix.shape[0]
+
+
+def test_strategy_copies_and_freezes():
+    M = np.eye(3)
+    A = st.Strategy(M)
+    M[0, 0] = 7.0  # the caller's array stays theirs
+    assert A.matrix[0, 0] == 1.0 and not A.matrix.flags.writeable and not A.gram.flags.writeable

@@ -10,7 +10,7 @@ from mmopt import workload as wl
 
 CASES = {
     "epsilon<=0": (lambda: Privacy(-1.0), ValueError,
-                   r"'epsilon' parameter of Privacy must be a float in the range \(0"),
+                   r"'epsilon' parameter of Privacy must be a float in the range [\(\[]"),
     "epsilon nan": (lambda: Privacy(float("nan")), ValueError, "'epsilon' parameter of Privacy"),
     "epsilon str": (lambda: Privacy("1"), TypeError, "'epsilon' parameter of Privacy must be a real number"),
     "delta>=1": (lambda: Privacy(1.0, 1.0), ValueError, r"'delta' parameter of Privacy .*\[0, 1\)"),
@@ -27,7 +27,7 @@ CASES = {
     "n_queries float": (lambda: Workload.from_gram(np.eye(2), n_queries=2.5), TypeError, "must be an integer"),
     "matrix 1-D": (lambda: Workload.from_matrix([1, 2, 3]), ValueError, "must be a 2-D array"),
     "matrix inf": (lambda: Workload.from_matrix([[1, np.inf]]), ValueError, "must be finite"),
-    "matrix text": (lambda: Workload.from_matrix("abc"), TypeError, "must be a 2-D array of numbers"),
+    "matrix text": (lambda: Workload.from_matrix("abc"), TypeError, "must be a 2-D array of real numbers"),
     "n=0": (lambda: wl.all_range(0), ValueError, r"'n' parameter of all_range must be an integer >= 1"),
     "n bool": (lambda: wl.prefix(True), TypeError, "'n' parameter of prefix must be an integer"),
     "marginals k": (lambda: wl.marginals((2, 3), 3), ValueError, "'k' parameter of marginals"),

@@ -84,3 +84,37 @@ def test_from_gram_keeps_no_matrix():
     with pytest.raises(ValueError, match="Gram matrix only"):
         W.explicit_matrix()
     assert "census" in repr(W)
+
+
+def test_workload_arrays_are_copied_and_frozen():
+    M = np.array([[1.0, 0.0], [1.0, 1.0]])
+    W = wl.Workload.from_matrix(M)
+    M[0, 0] = 9.0  # changing the caller's W must not desynchronise W and G/m
+    np.testing.assert_array_equal(W.matrix, [[1.0, 0.0], [1.0, 1.0]])
+    for w in (W, wl.all_range(4), wl.kron(wl.prefix(2), wl.identity(2)), wl.marginals((2, 3), 1)):
+        assert not w.mean_gram.flags.writeable
+        assert w.matrix is None or not w.matrix.flags.writeable
+
+
+@pytest.mark.parametrize("make", FAMILIES, ids=lambda f: f.__name__)
+def test_direct_construction_accepts_exactly_the_family_formula(make):
+    W = make(5)
+    same = wl.Workload(np.array(W.mean_gram), W.n_queries, "copy", None, W.family)
+    np.testing.assert_array_equal(same.mean_gram, W.mean_gram)
+    other = wl.prefix(5) if W.family != "prefix" else wl.identity(5)
+    with pytest.raises(ValueError, match="parameter of Workload"):
+        wl.Workload(np.array(other.mean_gram), W.n_queries, "wrong", None, W.family)
+
+
+@pytest.mark.parametrize("shape,k", [((2, 2, 2, 2), 2), ((3, 1, 2), 1), ((2,) * 6, 3)])
+def test_marginals_formula_equals_sum_of_kron_parts(shape, k):
+    """G = Σ_S ⊗(I or J) summed explicitly (the old construction), against the C(a, k) formula."""
+    W = wl.marginals(shape, k)
+    G = 0
+    for S in itertools.combinations(range(len(shape)), k):
+        part = np.ones((1, 1))
+        for i, d in enumerate(shape):
+            part = np.kron(part, np.eye(d) if i in S else np.ones((d, d)))
+        G = G + part
+    np.testing.assert_allclose(W.gram, G, rtol=1e-12)
+    np.testing.assert_allclose(W.matrix.T @ W.matrix, G, rtol=1e-12)
