@@ -3,20 +3,19 @@
 Notation: see README. The public API is re-exported here; modules are named after the paper's nouns.
 """
 
-from mmopt import solvers, strategy, workload
+from mmopt import solvers, strategy, structured, workload
 from mmopt.augment import augment, strictly_improved
+from mmopt.dispatch import evaluate, expected_error, matrix_mechanism, svd_bound
 from mmopt.error import (
     ErrorReport,
+    NumericalError,
     eigen_structure,
     error_profile,
-    evaluate,
-    expected_error,
     profile_equivalent,
     query_error,
     supports,
-    svd_bound,
 )
-from mmopt.mechanism import MechanismOutput, factorize, laplace_mechanism, matrix_mechanism, release
+from mmopt.mechanism import MechanismOutput, factorize, laplace_mechanism, release
 from mmopt.optimize import OptimizeResult, optimize
 from mmopt.privacy import Privacy
 from mmopt.solvers import SolverError
@@ -26,8 +25,8 @@ from mmopt.workload import Workload
 __version__ = "0.1.0"
 
 __all__ = [
-    "MechanismOutput", "OptimizeResult", "augment", "factorize", "laplace_mechanism", "matrix_mechanism",
-    "optimize", "release", "solvers", "SolverError", "strictly_improved",
-    "ErrorReport", "Privacy", "Strategy", "Workload", "eigen_structure", "error_profile", "evaluate",
-    "expected_error", "profile_equivalent", "query_error", "strategy", "supports", "svd_bound", "workload",
+    "ErrorReport", "MechanismOutput", "NumericalError", "OptimizeResult", "Privacy", "SolverError", "Strategy",
+    "Workload", "augment", "eigen_structure", "error_profile", "evaluate", "expected_error", "factorize",
+    "laplace_mechanism", "matrix_mechanism", "optimize", "profile_equivalent", "query_error", "release", "solvers",
+    "strategy", "strictly_improved", "structured", "supports", "svd_bound", "workload",
 ]

@@ -23,6 +23,8 @@ from mmopt import _guards as g
 from mmopt import _queries
 from mmopt import _validation as v
 from mmopt._guards import NumericalError
+from mmopt._strategy_core import NORMS, Strategy
+from mmopt._workload_core import Workload
 from mmopt.privacy import Privacy
 from mmopt.profile import (
     QR_MAX_CONDITION as _QR_MAX_CONDITION,  # noqa: F401  (re-exported for mmopt.mechanism)
@@ -40,8 +42,6 @@ from mmopt.profile import (
     trace_with_profile,
     workload_spectrum,
 )
-from mmopt.strategy import NORMS, Strategy
-from mmopt.workload import Workload
 
 __all__ = ["ErrorReport", "NumericalError", "evaluate", "expected_error", "query_error", "svd_bound",
            "error_profile", "supports", "unit_objective", "profile_equivalent", "eigen_structure",

@@ -218,7 +218,7 @@ def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: f
     Raises
     ------
     ImportError
-        When opendp is not installed (``pip install 'mmopt[release]'``).
+        When opendp is not installed (``pip install -e '.[release]' (from a checkout)``).
     ValueError
         When OpenDP cannot verify (ε, δ) at the noise scale (e.g. ``noise_scale`` too small).
 
@@ -235,7 +235,8 @@ def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: f
     try:
         import opendp.prelude as dp
     except ImportError:
-        raise ImportError(f"{caller} needs OpenDP. Install it with: pip install 'mmopt[release]'") from None
+        raise ImportError(f"{caller} needs OpenDP. Install it with: pip install opendp "
+                          "(from a checkout: pip install -e '.[release]')") from None
     dp.enable_features("contrib")
     A = strategy.matrix
     p = A.shape[0]

@@ -163,7 +163,7 @@ def test_release_refuses_what_opendp_cannot_verify():
 def test_release_without_opendp(monkeypatch):
     monkeypatch.setitem(sys.modules, "opendp", None)
     monkeypatch.setitem(sys.modules, "opendp.prelude", None)
-    with pytest.raises(ImportError, match=r"pip install 'mmopt\[release\]'"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[release\]'"):
         release(Wk.all_range(N), S.hierarchical(N), X, LAP)
 
 

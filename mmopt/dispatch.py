@@ -1,0 +1,98 @@
+"""One dispatch point per public operation: dense workloads and strategies, or implicit (product) ones.
+
+Notation: see README. ``mmopt.evaluate``, ``mmopt.svd_bound`` and ``mmopt.matrix_mechanism`` accept both
+kinds. A dense pair goes to :mod:`mmopt.error` / :mod:`mmopt.mechanism` unchanged; a pair with an
+implicit side goes to :mod:`mmopt.structured`, which never forms an N×N matrix. Mixed pairs are densified
+only when N ≤ 4,096 cells (the structured layer's dense limit); past it they are refused with a remedy.
+Keeping the dispatch here, above both layers, means neither imports the other's public entry points
+(the structured layer uses the dense one as its reference, never the reverse).
+"""
+
+from __future__ import annotations
+
+from mmopt import error, mechanism
+from mmopt.structured import _checks as ck
+from mmopt.structured import analysis, bounds
+from mmopt.structured import mechanism as smech
+from mmopt.structured.strategies import ImplicitStrategy
+from mmopt.structured.workloads import ImplicitWorkload
+
+
+def _kinds(workload, strategy, caller: str):
+    """(workload, strategy, implicit?) with a mixed pair densified where that is allowed."""
+    iw, ia = isinstance(workload, ImplicitWorkload), isinstance(strategy, ImplicitStrategy)
+    if iw and ia:
+        return workload, strategy, True
+    if iw:
+        if workload.domain_size > ck.DENSE_LIMIT:
+            raise ValueError(
+                f"{caller}: workload '{workload.name}' is implicit over {workload.domain_size:,} cells but the "
+                "strategy is a dense matrix. Build the strategy implicitly too: mmopt.strategy.kron(A1, ..., Ad) "
+                "(one factor per attribute) or mmopt.strategy.marginals(shape, theta).")
+        return workload.to_workload(), strategy, False
+    if ia:
+        if strategy.domain_size > ck.DENSE_LIMIT:
+            raise ValueError(
+                f"{caller}: strategy '{strategy.name}' is implicit over {strategy.domain_size:,} cells but the "
+                "workload is dense. Build the workload with mmopt.workload.kron/stack/marginals instead.")
+        return workload, strategy.to_strategy(), False
+    return workload, strategy, False
+
+
+def evaluate(workload, strategy, privacy=None, *, norm: str | None = None, per_query: bool | None = None):
+    """Exact expected error of the matrix mechanism (Prop. 4.4), for dense or implicit W and A.
+
+    Dense pairs return :class:`mmopt.error.ErrorReport` (see :func:`mmopt.error.evaluate`); implicit pairs
+    return :class:`mmopt.structured.ImplicitErrorReport`, whose ``total_exact`` and ``sensitivity_exact``
+    say whether a figure is exact or a proven upper bound (never an underestimate).
+
+    Examples
+    --------
+    >>> import mmopt
+    >>> W = mmopt.workload.sf1()                                   # 29,440 cells, 4,151 queries
+    >>> A = mmopt.strategy.kron(*[mmopt.strategy.identity(d) for d in W.shape])
+    >>> r = mmopt.evaluate(W, A, mmopt.Privacy(1.0))
+    >>> round(r.total_squared_error), r.n_queries, r.total_exact   # 2 · (query, cell) incidences
+    (2235124, 4151, True)
+    """
+    W, A, implicit = _kinds(workload, strategy, "evaluate")
+    if not implicit:
+        return error.evaluate(W, A, privacy, norm=norm, per_query=per_query)
+    if per_query:
+        raise ValueError("evaluate: per_query variances are not listed for implicit workloads (there may be "
+                         "millions); the report gives the total and the maximum. Pass per_query=None.")
+    return analysis.evaluate(W, A, privacy, norm=norm)
+
+
+def expected_error(workload, strategy, privacy=None, *, norm: str | None = None) -> float:
+    """Total expected squared error; shorthand for ``evaluate(...).total_squared_error``."""
+    W, A, implicit = _kinds(workload, strategy, "expected_error")
+    if implicit:
+        return analysis.evaluate(W, A, privacy, norm=norm).total_squared_error
+    return error.expected_error(W, A, privacy, norm=norm)
+
+
+def svd_bound(workload, privacy=None, *, per_query: bool = False) -> float:
+    """The SVD lower bound c·(Σσᵢ(W))²/n on every strategy's total error (Thm 5.26).
+
+    For an implicit workload it is exact for a single product and for marginals; for other unions it is a
+    proven lower bound below the SVD bound (``mmopt.structured.svd_bound(W).exact`` says which, and
+    ``.method`` how it was obtained).
+    """
+    if not isinstance(workload, ImplicitWorkload):
+        return error.svd_bound(workload, privacy, per_query=per_query)
+    value = bounds.svd_bound(workload, privacy).value
+    return value / workload.n_queries if per_query else value
+
+
+def matrix_mechanism(workload, strategy, x, privacy, *, rng=None, size: int | None = None):
+    """Simulate M_A(W, x) = W A⁺(A x + z), dense or implicit (see :func:`mmopt.mechanism.matrix_mechanism`).
+
+    Implicit pairs reconstruct x̂ factor-wise (product strategies) or by LSMR with a checked residual
+    (unions), with memory O(N + Σ factor sizes); ``x`` is flat (N,) or shaped like the domain.
+    **Simulation only**: numpy noise.
+    """
+    W, A, implicit = _kinds(workload, strategy, "matrix_mechanism")
+    if implicit:
+        return smech.matrix_mechanism(W, A, x, privacy, rng=rng, size=size)
+    return mechanism.matrix_mechanism(W, A, x, privacy, rng=rng, size=size)

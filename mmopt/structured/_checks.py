@@ -1,0 +1,98 @@
+"""Input checks and size guards for the structured (implicit) layer; message templates live here.
+
+Notation: see README. Messages follow :mod:`mmopt._validation` (scikit-learn's template). A structured
+object never densifies silently: every allocation that grows with the domain is checked here first and
+refused with the number of bytes it would need.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from mmopt import _validation as v
+
+# Refuse dense N×N / m×N requests above this many float64 entries (0.8 GB).
+MAX_DENSE_ENTRIES = 10**8
+# Refuse length-N vectors (data, estimates, scans) above this many entries (4 GB of float64).
+MAX_VECTOR_ENTRIES = 5 * 10**8
+# Dense reference paths (exact error of a general union strategy) run up to this many cells.
+DENSE_LIMIT = 4096
+
+
+def fmt_bytes(n_entries: int) -> str:
+    """Human size of n_entries float64 values."""
+    b = 8 * n_entries
+    for unit, size in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6)):
+        if b >= size:
+            return f"{b / size:.3g} {unit}"
+    return f"{b} bytes"
+
+
+def fmt_int(n: int) -> str:
+    return f"{n:,}" if n < 10**15 else f"~1e{math.log10(n):.1f}"
+
+
+def check_allocation(n_entries: int, *, what: str, caller: str, limit: int = MAX_DENSE_ENTRIES,
+                     remedy: str = "") -> None:
+    """Refuse to allocate more than ``limit`` float64 entries, saying how much it would take."""
+    if n_entries > limit:
+        raise ValueError(
+            f"{caller}: {what} would have {fmt_int(n_entries)} entries ({fmt_bytes(n_entries)} of float64), "
+            f"more than the limit of {fmt_int(limit)} entries ({fmt_bytes(limit)}).{remedy}"
+        )
+
+
+def check_weight(w, *, name: str, caller: str) -> float:
+    """A term weight: a finite real number > 0."""
+    return v.check_real(w, name=name, caller=caller, low=0.0, low_open=True)
+
+
+def check_weights(weights, count: int, *, caller: str) -> tuple[float, ...]:
+    """``count`` weights > 0 (None means all ones)."""
+    if weights is None:
+        return (1.0,) * count
+    w = np.asarray(weights, dtype=object).ravel().tolist() if not isinstance(weights, list | tuple) else weights
+    if len(w) != count:
+        raise ValueError(f"The 'weights' parameter of {caller} must have one weight per term ({count}). "
+                         f"Got {len(w)}.")
+    return tuple(check_weight(x, name="weights", caller=caller) for x in w)
+
+
+def check_shape(shape, *, caller: str, name: str = "shape") -> tuple[int, ...]:
+    """A domain shape: a non-empty sequence of integers >= 1."""
+    if isinstance(shape, numbers.Integral):
+        shape = (shape,)
+    try:
+        items = list(shape)
+    except TypeError:
+        raise TypeError(f"The '{name}' parameter of {caller} must be a sequence of attribute sizes. "
+                        f"Got {type(shape).__name__}.") from None
+    if not items:
+        raise ValueError(f"The '{name}' parameter of {caller} must name at least one attribute. Got ().")
+    return tuple(v.check_int(d, name=name, caller=caller) for d in items)
+
+
+def check_data(x, shape: tuple[int, ...], *, caller: str, name: str = "x") -> np.ndarray:
+    """Data on the domain ``shape``: flat (N,) or shaped; returned as a finite float64 array of ``shape``."""
+    N = math.prod(shape)
+    check_allocation(N, what=f"a data vector over {fmt_int(N)} cells", caller=caller, limit=MAX_VECTOR_ENTRIES)
+    try:
+        a = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"The '{name}' parameter of {caller} must be an array of numbers. Got {exc}.") from None
+    if a.shape != shape and a.shape != (N,):
+        raise ValueError(f"The '{name}' parameter of {caller} must have shape {shape} or ({N},) (the domain). "
+                         f"Got shape {a.shape} instead.")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"The '{name}' parameter of {caller} must be finite. Got NaN or infinite entries.")
+    return a.reshape(shape)
+
+
+def same_shape(first: tuple[int, ...], second: tuple[int, ...], *, caller: str, what: str) -> None:
+    """Two structured objects must share the attribute sizes, not only the cell count."""
+    if tuple(first) != tuple(second):
+        raise ValueError(f"{caller}: {what} have different domains: {tuple(first)} and {tuple(second)}. "
+                         "Build them over the same attribute sizes, in the same order.")

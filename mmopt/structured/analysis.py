@@ -1,0 +1,260 @@
+"""Exact (or flagged-bounded) expected error of an implicit strategy on an implicit workload.
+
+Notation: see README; c = Privacy.variance_factor, Δ the strategy's sensitivity. Paths, in order:
+
+* ``"product"`` — A = θ⊗ᵢAᵢ on G = Σ_j w_j² ⊗ᵢ Gᵢ⁽ʲ⁾: X⁺ = θ⁻² ⊗ᵢ Xᵢ⁺, so (Li et al., Prop. 4.4)
+  total = c·Δ²·θ⁻²·Σ_j w_j² ∏ᵢ tr(Gᵢ⁽ʲ⁾Xᵢ⁺) and, a query's variance being a product of non-negative
+  per-factor terms, max variance = c·Δ²·θ⁻²·max_j w_j² ∏ᵢ maxᵢ. Exact.
+* ``"algebra"`` — every strategy factor is αI + βJ (marginals, M(θ)): X⁺ = Σ_T Q_T/λ_T
+  (:mod:`~mmopt.structured.algebra`), total = c·Δ²·Σ_T tr(G Q_T)/λ_T for any workload. Exact.
+* ``"dense"`` — N ≤ ``dense_limit``: :func:`mmopt.error.evaluate` on the densified pair. Exact.
+* ``"loewner_bound"`` — otherwise an upper bound: for X ⪰ Y ⪰ 0 and v ∈ range(Y),
+  vᵀX⁺v = sup_z (2zᵀv − zᵀXz) ≤ sup_z (2zᵀv − zᵀYz) = vᵀY⁺v, and X ⪰ θₖ²X⁽ᵏ⁾ for every block k (and ⪰ the
+  sum of its algebra blocks); so the smallest such candidate error that supports W bounds the truth.
+  The attained max variance is (zᵀq)²/(zᵀXz) ≤ qᵀX⁺q at z = candidate's X_c⁺q, computed factor-wise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from mmopt import error as dense_error
+from mmopt._strategy_core import NORMS
+from mmopt.privacy import Privacy
+from mmopt.structured import _checks as ck
+from mmopt.structured import algebra as alg
+from mmopt.structured import bounds
+from mmopt.structured import factors as fc
+from mmopt.structured.strategies import ImplicitStrategy, sensitivity
+from mmopt.structured.workloads import ImplicitWorkload
+
+_SUPPORT_TOL = 1e-9  # as mmopt.error: share of the Gram trace allowed on A's null space
+
+
+@dataclass(frozen=True)
+class ImplicitErrorReport:
+    """Expected squared errors; totals are exact when ``total_exact``, else proven upper bounds.
+
+    ``max_variance`` is attained by a real query; ``max_variance_upper`` is a proven upper bound
+    (equal when ``max_variance_exact``). ``sensitivity_exact`` False means Δ is an upper bound.
+    """
+
+    workload: str
+    strategy: str
+    privacy: Privacy | None
+    shape: tuple
+    domain_size: int
+    n_queries: int
+    sensitivity: float
+    sensitivity_exact: bool
+    total_squared_error: float
+    total_exact: bool
+    mean_squared_error: float
+    rmse: float
+    max_variance: float | None
+    max_variance_upper: float | None
+    max_variance_exact: bool
+    method: str
+
+
+def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Privacy | None = None, *,
+             norm: str | None = None, dense_limit: int = ck.DENSE_LIMIT) -> ImplicitErrorReport:
+    """Expected error c·Δ²·tr(G X⁺) of the matrix mechanism for implicit W and A (see module docstring).
+
+    Raises ValueError when A does not support W, or when a factor's error is negative, non-finite or
+    below its SVD bound (numerical failure rather than a wrong answer).
+
+    Examples
+    --------
+    >>> from mmopt.structured import workloads as sw, strategies as ss
+    >>> W = sw.kron(sw.identity_total(2), sw.all_range(3))
+    >>> A = ss.kron_strategy(np.eye(2), np.eye(3))
+    >>> evaluate(W, A).total_squared_error          # identity: Σ incidences = tr(G) = 4·10
+    40.0
+    """
+    caller = "evaluate"
+    if not isinstance(workload, ImplicitWorkload):
+        raise TypeError(f"The 'workload' parameter of {caller} must be an ImplicitWorkload. "
+                        f"Got {type(workload).__name__}.")
+    if not isinstance(strategy, ImplicitStrategy):
+        raise TypeError(f"The 'strategy' parameter of {caller} must be an ImplicitStrategy. "
+                        f"Got {type(strategy).__name__}.")
+    ck.same_shape(workload.shape, strategy.shape, caller=caller, what="the workload and the strategy")
+    if privacy is not None and not isinstance(privacy, Privacy):
+        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy or None. Got {type(privacy).__name__}.")
+    norm = dense_error._resolve_norm(privacy, norm, caller)
+    c = 1.0 if privacy is None else privacy.variance_factor
+    cache = fc.Cache()
+    sens = sensitivity(strategy, norm)
+    if strategy.is_product:
+        unit, mx, up, method, exact = (*_product(workload, strategy.terms[0], cache, caller), "product", True)
+    elif (co := _algebra_coefficients(strategy.terms, cache)) is not None and len(workload.shape) <= 16:
+        unit, mx, up, method, exact = (*_algebra(workload, strategy.terms, co, cache, caller), "algebra", True)
+    elif strategy.domain_size <= dense_limit:
+        return _dense(workload, strategy, privacy, norm, sens)
+    else:
+        unit, mx, up = _loewner(workload, strategy, cache, caller)
+        method, exact = "loewner_bound", False
+    _check_against_bound(workload, strategy, unit, cache, caller)
+    scale = c * sens.value**2
+    m = workload.n_queries
+    total = scale * unit
+    return ImplicitErrorReport(
+        workload.name, strategy.name, privacy, workload.shape, workload.domain_size, m, sens.value, sens.exact,
+        total, exact and sens.exact, total / m, math.sqrt(total / m),
+        None if mx is None else scale * mx, scale * up, mx is not None and mx == up and sens.exact, method)
+
+
+def _factor_trace(Wf, Af, cache, caller: str) -> float:
+    """tr(Gᵢ Xᵢ⁺) = ‖BᵀF‖², after the support check ‖NᵀF‖² ≤ tol·‖F‖²."""
+    inv, F = cache.get(fc.strategy_inverse, Af), cache.get(fc.workload_root, Wf)
+    total = float(np.sum(F * F))
+    if inv.null.shape[1] and float(np.sum((inv.null.T @ F) ** 2)) > _SUPPORT_TOL * total:
+        raise ValueError(f"{caller}: strategy factor '{Af.name}' (rank {inv.rank} of {Af.domain_size}) does not "
+                         f"support workload factor '{Wf.name}': part of its Gram lies outside the row space. "
+                         "Add rows to that factor (e.g. a scaled identity).")
+    t = float(np.sum((inv.B.T @ F) ** 2))
+    s2 = float(np.sum(Af.matrix**2, axis=0).max())  # Δ₂(Aᵢ)²; Thm 5.26 holds for Δ₂, hence for Δ₁
+    floor = float(np.sum(cache.get(fc.singular_values, Wf))) ** 2 / Wf.domain_size
+    if not np.isfinite(t) or t < 0 or s2 * t < floor * (1 - 1e-9):
+        raise ValueError(f"{caller}: the computed error of strategy factor '{Af.name}' on '{Wf.name}' is {t!r}, "
+                         f"below its SVD bound {floor / s2:.6g} or not finite: the factor is numerically "
+                         "singular. Use a better-conditioned factor.")
+    return t
+
+
+def _product(workload, term, cache, caller):
+    theta2 = term.weight**2
+    unit, mx, up = 0.0, 0.0, 0.0
+    for t in workload.terms:
+        unit += t.weight**2 * math.prod(_factor_trace(Wf, Af, cache, caller)
+                                        for Wf, Af in zip(t.factors, term.factors, strict=True))
+        found = [fc.query_terms_max(Wf, cache.get(fc.strategy_inverse, Af).profile)
+                 for Wf, Af in zip(t.factors, term.factors, strict=True)]
+        mx = max(mx, t.weight**2 * math.prod(f[0] for f in found))
+        up = max(up, t.weight**2 * math.prod(f[1] for f in found))
+    return unit / theta2, mx / theta2, up / theta2
+
+
+def _coefficients(Af):
+    return alg.ij_coefficients(Af.gram)
+
+
+def _algebra_coefficients(terms, cache):
+    co = [[cache.get(_coefficients, f) for f in t.factors] for t in terms]
+    return None if any(c is None for cs in co for c in cs) else co
+
+
+def _algebra_spectrum(terms, co, shape):
+    return sum(alg.product_spectrum(cs, shape, t.weight**2) for t, cs in zip(terms, co, strict=True))
+
+
+def _algebra(workload, terms, co, cache, caller, *, raise_unsupported=True):
+    shape = workload.shape
+    lam = _algebra_spectrum(terms, co, shape)
+    pos = lam > 0
+    inv = np.where(pos, 1.0 / np.where(pos, lam, 1.0), 0.0)
+    traces = sum(alg.projection_traces([cache.get(fc.workload_gram, f) for f in t.factors], shape, t.weight**2)
+                 for t in workload.terms)
+    if float(np.sum(traces[~pos])) > _SUPPORT_TOL * float(np.sum(traces)):
+        if not raise_unsupported:
+            return None
+        raise ValueError(f"{caller}: the strategy does not support workload '{workload.name}': its Gram has "
+                         "weight on eigenspaces where AᵀA is zero. Add marginals covering those attributes.")
+    unit = float(traces[pos] @ inv[pos])
+    bits = alg.subset_bits(len(shape))
+    mx = up = 0.0
+    for t in workload.terms:
+        stats = [cache.get(fc.row_stats, f) for f in t.factors]
+        a = [np.clip(q - s**2 / n, 0.0, None) for (q, s), n in zip(stats, shape, strict=True)]
+        b = [s**2 / n for (q, s), n in zip(stats, shape, strict=True)]
+        amax, bmax = np.array([x.max() for x in a]), np.array([x.max() for x in b])
+        up = max(up, t.weight**2 * float(np.where(bits, amax, bmax).prod(axis=1) @ inv))
+        if math.prod(len(q) for q, _ in stats) <= 4096:  # every distinct row kind: exact
+            grids = np.meshgrid(*[np.arange(len(q)) for q, _ in stats], indexing="ij")
+            idx = [g.ravel() for g in grids]
+        else:  # the rows maximising each per-factor quantity: attained, maybe not the max
+            idx = [np.array([np.argmax(x), np.argmax(y), np.argmax(x + y)]) for x, y in zip(a, b, strict=True)]
+        sq = [stats[i][0][ix] for i, ix in enumerate(idx)]
+        sm = [stats[i][1][ix] for i, ix in enumerate(idx)]
+        mx = max(mx, t.weight**2 * float(np.max(alg.row_variances(inv, sq, sm, shape))))
+    return unit, mx, max(up, mx)
+
+
+def _dense(workload, strategy, privacy, norm, sens) -> ImplicitErrorReport:
+    r = dense_error.evaluate(workload.to_workload(), strategy.to_strategy(), privacy, norm=norm, per_query=False)
+    return ImplicitErrorReport(
+        workload.name, strategy.name, privacy, workload.shape, workload.domain_size, workload.n_queries,
+        r.sensitivity, True, r.total_squared_error, True, r.mean_squared_error, r.rmse,
+        r.max_variance, r.max_variance_upper, r.max_variance_exact, "dense")
+
+
+def _supports_product(workload, term, cache) -> bool:
+    for t in workload.terms:
+        for Wf, Af in zip(t.factors, term.factors, strict=True):
+            inv, F = cache.get(fc.strategy_inverse, Af), cache.get(fc.workload_root, Wf)
+            if inv.null.shape[1] and float(np.sum((inv.null.T @ F) ** 2)) > _SUPPORT_TOL * float(np.sum(F * F)):
+                return False
+    return True
+
+
+def _loewner(workload, strategy, cache, caller):
+    best = None  # (unit, mx_upper, product term or None)
+    for term in strategy.terms:
+        if _supports_product(workload, term, cache):
+            unit, _, up = _product(workload, term, cache, caller)
+            if best is None or unit < best[0]:
+                best = (unit, up, term)
+    in_alg = [t for t in strategy.terms if _algebra_coefficients([t], cache) is not None]
+    if len(in_alg) > 1:
+        co = _algebra_coefficients(in_alg, cache)
+        res = _algebra(workload, in_alg, co, cache, caller, raise_unsupported=False)
+        if res is not None and (best is None or res[0] < best[0]):
+            best = (res[0], res[2], None)
+    if best is None:
+        raise ValueError(f"{caller}: no exact method applies to strategy '{strategy.name}' at N = "
+                         f"{ck.fmt_int(strategy.domain_size)} cells, and no block of it supports workload "
+                         f"'{workload.name}' on its own, so no upper bound is available either. Add a block that "
+                         "supports the workload (e.g. the identity), or evaluate at N <= dense_limit.")
+    mx = None if best[2] is None else _attained(workload, strategy, best[2], cache)
+    return best[0], mx, best[1]
+
+
+def _attained(workload, strategy, term, cache) -> float | None:
+    """max over workload terms of (zᵀq)²/(zᵀXz), q the candidate's worst query, z = ⊗ Xᵢ⁺qᵢ (≤ qᵀX⁺q)."""
+    best = None
+    for t in workload.terms:
+        zs, qs = [], []
+        for Wf, Af in zip(t.factors, term.factors, strict=True):
+            M = cache.get(fc.strategy_inverse, Af).profile
+            r = fc.query_terms_max(Wf, M)[2]
+            q = None if r is None else fc.factor_row(Wf, r)
+            if q is None:
+                break
+            qs.append(q)
+            zs.append(M @ q)
+        else:
+            zq = math.prod(float(z @ q) for z, q in zip(zs, qs, strict=True))
+            zXz = sum(s.weight**2 * math.prod(float(z @ (f.gram @ z)) for z, f in zip(zs, s.factors, strict=True))
+                      for s in strategy.terms)
+            if zXz <= 0:
+                continue
+            val = t.weight**2 * zq**2 / zXz
+            best = val if best is None else max(best, val)
+    return best
+
+
+def _check_against_bound(workload, strategy, unit, cache, caller) -> None:
+    """Δ₂²·tr(G X⁺) must not fall below a proven lower bound of the SVD bound (Thm 5.26)."""
+    floor = bounds.svd_bound(workload, None, dense_limit=0, cache=cache).value
+    s2 = sensitivity(strategy, "l2")
+    if s2.exact and (not math.isfinite(unit) or unit < 0 or s2.value**2 * unit < floor * (1 - 1e-9)):
+        raise ValueError(f"{caller}: the computed error {unit!r} of '{strategy.name}' is below the SVD lower bound "
+                         f"{floor / s2.value**2:.6g} or not finite: numerical failure. Check the strategy's "
+                         "conditioning.")
+
+
+__all__ = ["ImplicitErrorReport", "evaluate", "NORMS"]

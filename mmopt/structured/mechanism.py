@@ -1,0 +1,195 @@
+"""The matrix mechanism on product domains: y = A x + z, x̂ = A⁺y by exact least squares, answers W x̂.
+
+Notation: see README. Nothing of size N×N is formed; memory is O(N + p + Σ factor sizes).
+
+* Products apply axis by axis: (A₁ ⊗ … ⊗ A_d) x = x reshaped to (n₁, …, n_d) contracted with Aᵢ along
+  axis i; for a product strategy (θ⊗ᵢAᵢ)⁺ = θ⁻¹ ⊗ᵢ Aᵢ⁺, so x̂ is the same contraction with the factors'
+  SVD pseudo-inverses (exact least squares, minimum norm).
+* A union strategy is solved by LSMR (Fong & Saunders 2011) on a LinearOperator, started at 0 so that the
+  iterates stay in range(Aᵀ) and converge to the minimum-norm solution A⁺y. It stops when
+  ‖Aᵀr‖ ≤ tol·‖A‖·‖r‖ (the normal-equation residual); that test is re-checked here on the returned x̂,
+  and a solve that did not pass it raises rather than returning a wrong estimate.
+
+Noise is numpy's (seeded), so this is the **simulation** path, as :func:`mmopt.matrix_mechanism`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.sparse.linalg import LinearOperator, lsmr
+
+from mmopt import _validation as v
+from mmopt.privacy import Privacy
+from mmopt.structured import _checks as ck
+from mmopt.structured import analysis
+from mmopt.structured import factors as fc
+from mmopt.structured.strategies import ImplicitStrategy
+from mmopt.structured.workloads import ImplicitWorkload
+
+DEFAULT_TOL = 1e-10
+
+
+def kron_apply(matrices, x: np.ndarray) -> np.ndarray:
+    """(M₁ ⊗ … ⊗ M_d) x for x shaped (n₁, …, n_d) (optionally with a leading batch axis): one axis at a time."""
+    off = x.ndim - len(matrices)
+    for i, M in enumerate(matrices):
+        x = np.moveaxis(np.tensordot(M, x, axes=(1, off + i)), 0, off + i)
+    return x
+
+
+def strategy_apply(strategy: ImplicitStrategy, x: np.ndarray) -> np.ndarray:
+    """A x (flat, length p) for x shaped like the domain."""
+    return np.concatenate([t.weight * kron_apply([f.matrix for f in t.factors], x).ravel() for t in strategy.terms])
+
+
+def strategy_apply_transpose(strategy: ImplicitStrategy, y: np.ndarray) -> np.ndarray:
+    """Aᵀ y (shaped like the domain) for y flat of length p."""
+    out, start = np.zeros(strategy.shape), 0
+    for t in strategy.terms:
+        rows = tuple(f.matrix.shape[0] for f in t.factors)
+        block = y[start:start + math.prod(rows)].reshape(rows)
+        out += t.weight * kron_apply([f.matrix.T for f in t.factors], block)
+        start += math.prod(rows)
+    return out
+
+
+def _factor_apply(W, x: np.ndarray, axis: int) -> np.ndarray:
+    """Apply one workload factor along ``axis``, in closed form for prefix/range/identity/total families."""
+    fam = W.family if W.matrix is None else "matrix"
+    if fam == "identity":
+        return x
+    if fam == "total":
+        return x.sum(axis=axis, keepdims=True)
+    if fam in ("prefix", "all_range"):
+        S = np.cumsum(x, axis=axis)
+        if fam == "prefix":
+            return S
+        n = x.shape[axis]
+        S = np.concatenate([np.zeros_like(np.take(S, [0], axis=axis)), S], axis=axis)
+        a, b = np.triu_indices(n)
+        return np.take(S, b + 1, axis=axis) - np.take(S, a, axis=axis)
+    return np.moveaxis(np.tensordot(W.explicit_matrix(), x, axes=(1, axis)), 0, axis)
+
+
+def answer(workload: ImplicitWorkload, x, *, max_entries: int = ck.MAX_VECTOR_ENTRIES) -> np.ndarray:
+    """W x (flat, length m, terms in order, each in C order of its query grid) without forming W."""
+    caller = "answer"
+    x = ck.check_data(x, workload.shape, caller=caller)
+    ck.check_allocation(workload.n_queries, what=f"the {ck.fmt_int(workload.n_queries)} answers of "
+                        f"'{workload.name}'", caller=caller, limit=max_entries)
+    parts = []
+    for t in workload.terms:
+        y = x
+        for i, f in enumerate(t.factors):
+            y = _factor_apply(f, y, i)
+        parts.append(t.weight * y.ravel())
+    return np.concatenate(parts)
+
+
+@dataclass(frozen=True)
+class SolveInfo:
+    """How x̂ was obtained: ``method`` "pinv" (exact, factor-wise) or "lsmr" with its iterations and residual."""
+
+    method: str
+    iterations: int
+    normal_residual: float  # ‖Aᵀ(y − A x̂)‖ / (‖A‖_F,est · ‖y − A x̂‖); 0 for "pinv"
+    tol: float
+
+
+def least_squares(strategy: ImplicitStrategy, y, *, tol: float = DEFAULT_TOL,
+                  max_iterations: int | None = None) -> tuple[np.ndarray, SolveInfo]:
+    """x̂ = A⁺y (shaped like the domain): factor-wise for a product, LSMR for a union (module docstring)."""
+    caller = "least_squares"
+    if not isinstance(strategy, ImplicitStrategy):
+        raise TypeError(f"The 'strategy' parameter of {caller} must be an ImplicitStrategy. "
+                        f"Got {type(strategy).__name__}.")
+    tol = v.check_real(tol, name="tol", caller=caller, low=0.0, high=1.0, low_open=True)
+    y = v.check_vector(y, name="y", caller=caller, length=strategy.n_rows)
+    if strategy.is_product:
+        t = strategy.terms[0]
+        rows = tuple(f.matrix.shape[0] for f in t.factors)
+        pinvs = [fc.strategy_inverse(f).pinv for f in t.factors]
+        return kron_apply(pinvs, y.reshape(rows)) / t.weight, SolveInfo("pinv", 0, 0.0, tol)
+    shape, N, p = strategy.shape, strategy.domain_size, strategy.n_rows
+    op = LinearOperator((p, N), dtype=np.float64, matvec=lambda z: strategy_apply(strategy, z.reshape(shape)),
+                        rmatvec=lambda r: strategy_apply_transpose(strategy, r).ravel())
+    limit = max_iterations or max(1000, 10 * min(N, 10**4))
+    out = lsmr(op, y, atol=tol, btol=tol, maxiter=limit)
+    xhat, istop, itn, normA = out[0], out[1], out[2], out[5]
+    r = y - op.matvec(xhat)
+    rnorm = float(np.linalg.norm(r))
+    rel = float(np.linalg.norm(op.rmatvec(r))) / max(normA * rnorm, 1e-300) if rnorm > 0 else 0.0
+    # istop 1/2: converged by the tolerance tests (b ≈ Ax, or normal equations); 4/5: ill-conditioned or budget.
+    if istop not in (0, 1, 2) or (rnorm > tol * float(np.linalg.norm(y)) and rel > 10 * tol):
+        raise ValueError(f"{caller}: LSMR did not reach the least-squares solution for '{strategy.name}' "
+                         f"(istop={istop}, {itn} iterations, normal-equation residual {rel:.3g} > {tol:g}). "
+                         "Raise max_iterations or tol, or use a better-conditioned strategy.")
+    return xhat.reshape(shape), SolveInfo("lsmr", int(itn), rel, tol)
+
+
+@dataclass(frozen=True, eq=False)
+class StructuredOutput:
+    """One run (or ``size`` runs stacked on axis 0) of the structured matrix mechanism (simulation path)."""
+
+    answers: np.ndarray | None = field(repr=False)  # W x̂, or None past the answer limit
+    estimate: np.ndarray = field(repr=False)        # x̂, shaped (…, n₁, …, n_d)
+    noise_scale: float
+    noise: str
+    sensitivity: float
+    sensitivity_exact: bool  # False: Δ is a proven upper bound (more noise than needed, still private)
+    expected_total: float    # evaluate(...).total_squared_error (an upper bound unless report.total_exact)
+    report: analysis.ImplicitErrorReport
+    solve: SolveInfo
+    path: str = "simulation"
+
+
+def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: Privacy, *,
+                     rng=None, size: int | None = None, tol: float = DEFAULT_TOL,
+                     max_answers: int = 10**7) -> StructuredOutput:
+    """Simulate M_A(W, x) = W A⁺(A x + z) on a product domain (Li et al., PODS 2010, Prop. 3).
+
+    z is i.i.d. Laplace(Δ₁/ε) (δ = 0) or Gaussian at Δ₂ (δ > 0), Δ from
+    :func:`~mmopt.structured.strategies.sensitivity` (exact, or a proven upper bound). Support is checked
+    by :func:`~mmopt.structured.analysis.evaluate`, whose total is the expected ‖W x̂ − W x‖².
+    **Simulation only** (numpy noise).
+    """
+    caller = "matrix_mechanism"
+    if not isinstance(workload, ImplicitWorkload):
+        raise TypeError(f"The 'workload' parameter of {caller} must be an ImplicitWorkload. "
+                        f"Got {type(workload).__name__}.")
+    if not isinstance(privacy, Privacy):
+        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy, e.g. Privacy(epsilon=1.0). "
+                        f"Got {type(privacy).__name__}.")
+    report = analysis.evaluate(workload, strategy, privacy)  # type and domain checks, support, expected error
+    x = ck.check_data(x, strategy.shape, caller=caller)
+    if np.any(x < 0):
+        raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative.")
+    runs = 1 if size is None else v.check_int(size, name="size", caller=caller)
+    ck.check_allocation(runs * (strategy.n_rows + strategy.domain_size), what=f"{runs} noisy runs",
+                        caller=caller, limit=ck.MAX_VECTOR_ENTRIES)
+    scale = privacy.noise_scale(report.sensitivity)
+    clean = strategy_apply(strategy, x)
+    gen = _generator(rng, caller)
+    draw = gen.laplace if privacy.noise == "laplace" else gen.normal
+    estimates, answers, info = [], [], None
+    for _ in range(runs):
+        xhat, info = least_squares(strategy, clean + draw(0.0, scale, size=clean.shape), tol=tol)
+        estimates.append(xhat)
+        if workload.n_queries <= max_answers:
+            answers.append(answer(workload, xhat))
+    est = estimates[0] if size is None else np.stack(estimates)
+    ans = None if not answers else (answers[0] if size is None else np.stack(answers))
+    return StructuredOutput(ans, est, scale, privacy.noise, report.sensitivity, report.sensitivity_exact,
+                            report.total_squared_error, report, info)
+
+
+def _generator(rng, caller: str) -> np.random.Generator:
+    if rng is None or isinstance(rng, np.random.Generator):
+        return rng if isinstance(rng, np.random.Generator) else np.random.default_rng()
+    if isinstance(rng, int) and not isinstance(rng, bool):
+        return np.random.default_rng(v.check_int(rng, name="rng", caller=caller, low=0))
+    raise TypeError(f"The 'rng' parameter of {caller} must be a numpy.random.Generator, an int seed >= 0 or None. "
+                    f"Got {type(rng).__name__}.")

@@ -1,0 +1,236 @@
+"""Implicit workloads on product domains: weighted unions of Kronecker products, stored by their factors.
+
+Notation: see README; d attributes of sizes n₁…n_d, N = ∏ nᵢ cells in C order. A :class:`Product` term
+is w·(W₁ ⊗ … ⊗ W_d) with small factors Wᵢ (each an :class:`mmopt.workload.Workload` on attribute i); an
+:class:`ImplicitWorkload` stacks terms, so its Gram is G = Σ_j w_j² ⊗ᵢ Gᵢ⁽ʲ⁾ and m = Σ_j ∏ᵢ mᵢ⁽ʲ⁾.
+Nothing of size N×N (or m×N) is formed unless :meth:`ImplicitWorkload.dense` / :meth:`~ImplicitWorkload.gram`
+is asked for, and those refuse past :data:`mmopt.structured._checks.MAX_DENSE_ENTRIES`.
+
+Marginals (HDMM: McKenna et al., PVLDB 2018, §5): the marginal on attribute set S is ⊗ᵢ (I if i ∈ S else 1ᵀ).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mmopt import _validation as v
+from mmopt import _workload_core as wl
+from mmopt._workload_core import Workload
+from mmopt.structured import _checks as ck
+
+identity, total, prefix, all_range = wl.identity, wl.total, wl.prefix, wl.all_range
+
+
+def identity_total(n: int) -> Workload:
+    """IT = [I; 1ᵀ]: the n unit counts plus the total (n + 1 queries); Gram I + J."""
+    n = v.check_int(n, name="n", caller="identity_total")
+    return Workload.from_matrix(np.vstack([np.eye(n), np.ones((1, n))]), name=f"IT({n})")
+
+
+def predicates(matrix, *, name: str = "predicates") -> Workload:
+    """An explicit per-attribute predicate matrix (rows are queries on one attribute)."""
+    return Workload.from_matrix(v.check_matrix(matrix, name="matrix", caller="predicates"), name=name)
+
+
+def _as_factor(f, caller: str, position: int) -> Workload:
+    if isinstance(f, Workload):
+        return f
+    if isinstance(f, ImplicitWorkload):
+        raise TypeError(f"The factor at position {position} of {caller} is an ImplicitWorkload; factors must be "
+                        "one-attribute Workloads. Use union() to combine implicit workloads.")
+    return Workload.from_matrix(v.check_matrix(f, name=f"factors[{position}]", caller=caller),
+                                name=f"W{position}")
+
+
+@dataclass(frozen=True, eq=False)
+class Product:
+    """One term w·(W₁ ⊗ … ⊗ W_d); ``weight`` > 0 scales every query of the term."""
+
+    factors: tuple[Workload, ...]
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.factors, tuple) or not self.factors or \
+                not all(isinstance(f, Workload) for f in self.factors):
+            raise TypeError("The 'factors' parameter of Product must be a non-empty tuple of Workload objects "
+                            "(one per attribute).")
+        object.__setattr__(self, "weight", ck.check_weight(self.weight, name="weight", caller="Product"))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(f.domain_size for f in self.factors)
+
+    @property
+    def n_queries(self) -> int:
+        return math.prod(f.n_queries for f in self.factors)
+
+
+@dataclass(frozen=True, eq=False)
+class ImplicitWorkload:
+    """A weighted union of Kronecker products over one product domain.
+
+    Attributes
+    ----------
+    terms : tuple of Product
+        All with the same ``shape``; a single term is a product workload.
+    name : str
+
+    Examples
+    --------
+    >>> W = kron(identity_total(2), all_range(3))
+    >>> W.shape, W.domain_size, W.n_queries
+    ((2, 3), 6, 18)
+    """
+
+    terms: tuple[Product, ...] = field(repr=False)
+    name: str = "workload"
+
+    def __post_init__(self) -> None:
+        caller = "ImplicitWorkload"
+        if not self.terms or not all(isinstance(t, Product) for t in self.terms):
+            raise TypeError(f"The 'terms' parameter of {caller} must be a non-empty tuple of Product terms.")
+        for t in self.terms[1:]:
+            ck.same_shape(self.terms[0].shape, t.shape, caller=caller, what="two of its terms")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """(n₁, …, n_d), the attribute sizes."""
+        return self.terms[0].shape
+
+    @property
+    def domain_size(self) -> int:
+        """N = ∏ nᵢ (a Python int)."""
+        return math.prod(self.shape)
+
+    @property
+    def n_queries(self) -> int:
+        """m = Σ_j ∏ᵢ mᵢ⁽ʲ⁾, exact."""
+        return sum(t.n_queries for t in self.terms)
+
+    @property
+    def is_product(self) -> bool:
+        return len(self.terms) == 1
+
+    def dense(self, *, max_entries: int = ck.MAX_DENSE_ENTRIES) -> np.ndarray:
+        """W (m×N) itself, stacking w_j ⊗ᵢ Wᵢ⁽ʲ⁾. Refuses past ``max_entries`` entries."""
+        ck.check_allocation(self.n_queries * self.domain_size, what=f"the explicit W of '{self.name}'",
+                            caller="ImplicitWorkload.dense", limit=max_entries,
+                            remedy=" Use mmopt.structured.evaluate, which never forms W.")
+        blocks = []
+        for t in self.terms:
+            W = np.ones((1, 1)) * t.weight
+            for f in t.factors:
+                W = np.kron(W, f.explicit_matrix())
+            blocks.append(W)
+        return np.vstack(blocks)
+
+    def gram(self, *, max_entries: int = ck.MAX_DENSE_ENTRIES) -> np.ndarray:
+        """G = Σ_j w_j² ⊗ᵢ Gᵢ⁽ʲ⁾ (N×N). Refuses past ``max_entries`` entries."""
+        N = self.domain_size
+        ck.check_allocation(N * N, what=f"the N×N Gram of '{self.name}'", caller="ImplicitWorkload.gram",
+                            limit=max_entries, remedy=" Use mmopt.structured.evaluate, which never forms G.")
+        G = np.zeros((N, N))
+        for t in self.terms:
+            K = np.full((1, 1), t.weight**2)
+            for f in t.factors:
+                K = np.kron(K, f.mean_gram * f.n_queries)
+            G += K
+        return G
+
+    def to_workload(self, *, max_entries: int = ck.MAX_DENSE_ENTRIES) -> Workload:
+        """The dense :class:`mmopt.workload.Workload` (the reference path), for small domains."""
+        return Workload.from_matrix(self.dense(max_entries=max_entries), name=self.name)
+
+    def __repr__(self) -> str:
+        return (f"ImplicitWorkload(name={self.name!r}, shape={self.shape}, N={ck.fmt_int(self.domain_size)}, "
+                f"m={ck.fmt_int(self.n_queries)}, terms={len(self.terms)})")
+
+
+def kron(*factors, weight: float = 1.0, name: str | None = None) -> ImplicitWorkload:
+    """The product workload w·(W₁ ⊗ … ⊗ W_d): queries ⊗ᵢ rᵢ for every choice of rows rᵢ of Wᵢ.
+
+    Factors are one-attribute :class:`~mmopt.workload.Workload` objects (or explicit predicate matrices).
+    Gram ⊗ᵢ Gᵢ and m = ∏ mᵢ; C order, so the last factor's cell varies fastest (as ``np.kron``).
+    """
+    caller = "kron"
+    if len(factors) == 1 and isinstance(factors[0], list | tuple):
+        factors = tuple(factors[0])
+    if not factors:
+        raise ValueError(f"{caller} needs at least one factor. Got none.")
+    fs = tuple(_as_factor(f, caller, i) for i, f in enumerate(factors))
+    w = ck.check_weight(weight, name="weight", caller=caller)
+    return ImplicitWorkload((Product(fs, w),), name or "⊗".join(f.name for f in fs))
+
+
+def union(parts, weights=None, *, name: str | None = None) -> ImplicitWorkload:
+    """Weighted union [w₁W₁; w₂W₂; …] of implicit workloads on one domain: G = Σ wₖ² Gₖ, m = Σ mₖ."""
+    caller = "union"
+    parts = [parts] if isinstance(parts, ImplicitWorkload) else list(parts)
+    if not parts or not all(isinstance(p, ImplicitWorkload) for p in parts):
+        raise TypeError(f"The 'parts' parameter of {caller} must be a non-empty list of ImplicitWorkload objects "
+                        "(build each with kron(...)).")
+    ws = ck.check_weights(weights, len(parts), caller=caller)
+    for p in parts[1:]:
+        ck.same_shape(parts[0].shape, p.shape, caller=caller, what="two of its parts")
+    terms = tuple(Product(t.factors, t.weight * w) for p, w in zip(parts, ws, strict=True) for t in p.terms)
+    return ImplicitWorkload(terms, name or "+".join(p.name for p in parts))
+
+
+def marginal_term(shape, attributes, *, weight: float = 1.0) -> Product:
+    """The marginal on ``attributes`` S: ⊗ᵢ (I if i ∈ S else 1ᵀ), ∏_{i∈S} nᵢ queries."""
+    shape = ck.check_shape(shape, caller="marginals")
+    S = _check_attributes(attributes, len(shape))
+    return Product(tuple(identity(n) if i in S else total(n) for i, n in enumerate(shape)), weight)
+
+
+def marginals(shape, k: int | None = None, *, attributes=None, name: str | None = None) -> ImplicitWorkload:
+    """Marginals as a union of products: all k-way (``k``) or the listed attribute sets (``attributes``).
+
+    Examples
+    --------
+    >>> W = marginals((2, 3, 4), 2)
+    >>> len(W.terms), W.n_queries          # {0,1}: 6, {0,2}: 8, {1,2}: 12
+    (3, 26)
+    >>> marginals((2, 3, 4), attributes=[(0, 2), (1,)]).n_queries
+    11
+    """
+    caller = "marginals"
+    shape = ck.check_shape(shape, caller=caller)
+    if (k is None) == (attributes is None):
+        raise ValueError(f"{caller} needs exactly one of 'k' (all k-way marginals) or 'attributes' "
+                         f"(a list of attribute tuples). Got k={k!r}, attributes={attributes!r}.")
+    if k is not None:
+        k = v.check_int(k, name="k", caller=caller, low=0, high=len(shape))
+        sets = list(itertools.combinations(range(len(shape)), k))
+    else:
+        sets = list(attributes)
+        if not sets:
+            raise ValueError(f"The 'attributes' parameter of {caller} must list at least one attribute set.")
+    terms = tuple(marginal_term(shape, S) for S in sets)
+    label = name or (f"marginals({'x'.join(map(str, shape))},k={k})" if k is not None
+                     else f"marginals({'x'.join(map(str, shape))},{len(sets)} sets)")
+    return ImplicitWorkload(terms, label)
+
+
+def lower_marginals(shape, k: int, *, name: str | None = None) -> ImplicitWorkload:
+    """All marginals on at most ``k`` attributes (k = 0 is the grand total)."""
+    shape = ck.check_shape(shape, caller="lower_marginals")
+    k = v.check_int(k, name="k", caller="lower_marginals", low=0, high=len(shape))
+    sets = [S for j in range(k + 1) for S in itertools.combinations(range(len(shape)), j)]
+    return marginals(shape, attributes=sets, name=name or f"marginals({'x'.join(map(str, shape))},k<={k})")
+
+
+def _check_attributes(attributes, d: int) -> frozenset[int]:
+    caller = "marginals"
+    try:
+        S = [v.check_int(a, name="attributes", caller=caller, low=0, high=d - 1) for a in attributes]
+    except TypeError:
+        raise TypeError(f"The 'attributes' parameter of {caller} must hold tuples of attribute indices. "
+                        f"Got {attributes!r}.") from None
+    if len(set(S)) != len(S):
+        raise ValueError(f"The 'attributes' parameter of {caller} repeats an attribute in {tuple(S)}.")
+    return frozenset(S)
