@@ -19,8 +19,32 @@ from mmopt import strategy as st
 from mmopt import workload as wl
 
 WORKLOADS = {"all_range": wl.all_range, "prefix": wl.prefix, "all_predicate": wl.all_predicate}
+SIZES = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
 BRANCHINGS = (2, 3, 4, 8, 16)
 LABELS = {"svd_bound": "Thm 5.25 (svd_bound)", "l2_approx": "l2_approx (L1 Δ)", "H_best": "H_best (best b)"}
+
+
+@dataclass(frozen=True)
+class Config:
+    """How far each optimiser goes. quick: the default; full: --full."""
+
+    sizes: tuple[int, ...] = SIZES
+    min_error_max: int = 256      # largest n for min_error
+    sdp_max: int = 8              # min_error uses the convex-iteration SDP up to here, local search above
+    minsens_max: int = 4          # largest n for min_sensitivity (Program 5.3; ~20 s per workload at n = 8)
+    epsilon: float = 1.0
+
+
+QUICK = Config()
+# Measured on 2 shared cores: min_sensitivity on the (dense) l2_approx factor takes 4–5 s per workload at n = 8;
+# at n = 16, ~35 s on all ranges but over 20 minutes on prefix, so --full stops it at 8. min_error's local
+# search takes ~7 s per workload at n = 256, ~35 s at 512 and ~160 s at 1024, so --full runs it to 1024.
+FULL = Config(min_error_max=1024, sdp_max=16, minsens_max=8)
+
+
+def min_error_engine(n: int, cfg: Config) -> str:
+    """The min_error engine a row at n uses: the convex-iteration SDP up to cfg.sdp_max, local search above."""
+    return "sdp" if n <= cfg.sdp_max else "local"
 
 
 def xy(points) -> tuple[list, list]:

@@ -1,10 +1,11 @@
 """Appendix G's 2-D error-profile ellipses, and the convergence of min_error's convex iteration.
 
 Run:  python -m experiments.geometry [--out DIR] [--from-csv]
-Out:  ellipses.png/.csv  {x : xᵀ M x = 1} for 2×2 strategies. The paper's own example (G.49/G.50) was
-                         stripped (spec §8), so we chose: I₂, H₂ (= [[1,1],[1,0],[0,1]]), Y₂, and
-                         min_error and l2_approx optimised for W = [10·(1,1); I₂], a workload that
-                         weights the total (its profile is stretched along the diagonal, as in G.49).
+Out:  ellipses.png/.csv  {x : xᵀ M x = 1} for 2×2 strategies. The numbers of the paper's own example
+                         (G.49/G.50) were not recovered (docs/paper_notes.md §6), so we chose: I₂, H₂
+                         (= [[1,1],[1,0],[0,1]]), Y₂, and min_error and l2_approx optimised for
+                         W = [10·(1,1); I₂], a workload that weights the total (its profile is
+                         stretched along the diagonal, as in G.49).
       convergence.png/.csv  rank gap Σᵢ₌₁ⁿ λᵢ↑(G) of Program 5.1's convex iteration per step, n = 4, 8.
 """
 
@@ -19,7 +20,8 @@ from mmopt import strategy as st
 ELLIPSE_COLUMNS = ["strategy", "sensitivity", "m11", "m12", "m22", "axis_short", "axis_long", "angle_deg",
                    "error_axis_short", "error_axis_long"]
 CONV_COLUMNS = ["workload", "n", "step", "rank_gap", "objective", "target", "start"]
-TOTAL_HEAVY = np.array([[10.0, 10.0], [1.0, 0.0], [0.0, 1.0]])  # = the spec's [10·1ᵀ; I] at n = 2
+# [10·1ᵀ; I] at n = 2: the workload of Program 5.1's n = 4 reference value (notes §4.1), two cells wide
+TOTAL_HEAVY = np.array([[10.0, 10.0], [1.0, 0.0], [0.0, 1.0]])
 
 
 def _strategies() -> list[mmopt.Strategy]:
@@ -35,10 +37,8 @@ def _strategies() -> list[mmopt.Strategy]:
     return out
 
 
-def run(cfg) -> dict[str, list[dict]]:
+def run(cfg: _helpers.Config) -> dict[str, list[dict]]:
     """{"ellipses": rows, "convergence": rows}."""
-    from experiments.range_queries import min_error_engine
-
     ell = []
     for A in _strategies():
         M, d = mmopt.error_profile(A).matrix, A.sensitivity()
@@ -50,7 +50,7 @@ def run(cfg) -> dict[str, list[dict]]:
     conv = []
     for w in _helpers.WORKLOADS:
         for n in (4, 8):
-            if n > cfg.min_error_max or min_error_engine(n, cfg) != "sdp":
+            if n > cfg.min_error_max or _helpers.min_error_engine(n, cfg) != "sdp":
                 continue
             r = _helpers.optimise("min_error", w, n, engine="sdp")
             hist = [h for h in (r.result.history if r.result else ()) if "rank_gap" in h]
@@ -86,15 +86,21 @@ def plot(out) -> list:
         ax.set(aspect="equal", xlabel="query weight on cell 1", ylabel="query weight on cell 2")
         ax.grid(True, alpha=0.3)
     axes[0].legend(fontsize=8, loc="lower right")
-    fig.suptitle("Appendix G: 2-D error-profile ellipses (the paper's example was lost; our choice, see README)")
-    fig.savefig(out / "ellipses.png", dpi=110)
-    plt.close(fig)
+    fig.suptitle("Appendix G: 2-D error-profile ellipses (Ex. G.49's numbers were not recovered; our choice, notes §6)")
+    _common.save_png(fig, out / "ellipses.png", dpi=110)
 
     rows = _common.read_csv(out / "convergence.csv")
     floor = 1e-12  # rank gaps below this (round-off, including tiny negatives) count as converged
     panels = list(dict.fromkeys((r["workload"], r["n"]) for r in rows))
     ns = sorted({n for _, n in panels})
     works = list(dict.fromkeys(w for w, _ in panels))
+    if not rows:  # min_error stopped below n = 4 or ran local search only: say so instead of an empty grid
+        fig, ax = plt.subplots(figsize=(6, 2))
+        ax.axis("off")
+        ax.text(0.5, 0.5, "no convex-iteration runs in this configuration\n(min_error's SDP engine runs at "
+                "n = 4, 8 only when --min-error-max and the SDP limit reach them)", ha="center", va="center")
+        _common.save_png(fig, out / "convergence.png", dpi=110)
+        return [out / "ellipses.png", out / "convergence.png"]
     fig, axes = plt.subplots(len(ns), len(works), figsize=(4.2 * len(works), 3.2 * len(ns)), sharey=True,
                              squeeze=False, constrained_layout=True)
     for i, n in enumerate(ns):
@@ -112,15 +118,13 @@ def plot(out) -> list:
             ax.legend(fontsize=7)
     fig.suptitle(f"min_error (Program 5.1): rank gap of Dattorro's convex iteration per start "
                  f"(dotted: {floor:g}, drawn for gaps at or below it = rank constraint met)")
-    fig.savefig(out / "convergence.png", dpi=110)
-    plt.close(fig)
+    _common.save_png(fig, out / "convergence.png", dpi=110)
     return [out / "ellipses.png", out / "convergence.png"]
 
 
 def main(argv=None) -> int:
-    from experiments.range_queries import QUICK
-
-    return _common.figure_main(argv, description=__doc__, compute=lambda out: save(run(QUICK), out), plot=plot)
+    return _common.figure_main(argv, description=__doc__, compute=lambda out: save(run(_helpers.QUICK), out), plot=plot,
+                               inputs=("ellipses.csv", "convergence.csv"))
 
 
 if __name__ == "__main__":

@@ -22,22 +22,20 @@ PROFILE_COLUMNS = ["strategy", "n", "sensitivity", "i", "j", "profile", "delta2_
 RANGE_COLUMNS = ["strategy", "n", "a", "b", "length", "error"]
 
 
-def strategy(name: str, n: int, cfg) -> mmopt.Strategy | None:
+def strategy(name: str, n: int, cfg: _helpers.Config) -> mmopt.Strategy | None:
     """The strategy a row of the §6 table used for all ranges at n (None when its optimiser failed)."""
-    from experiments.range_queries import min_error_engine
-
     if name in ("identity", "H2", "wavelet"):
         return _helpers.closed_form(name, n)
     if name == "H_best":
         return _helpers.closed_form(f"H{_helpers.best_branching('all_range', n)}", n)
     if name == "svd_bound":
         return st.singular_value_bound(_helpers.workload("all_range", n))
-    engine = "fast" if name == "l2_approx" else min_error_engine(n, cfg)
+    engine = "fast" if name == "l2_approx" else _helpers.min_error_engine(n, cfg)
     r = _helpers.optimise(name, "all_range", n, engine=engine)
     return r.result.strategy if r.result else None
 
 
-def run(cfg) -> dict[str, list[dict]]:
+def run(cfg: _helpers.Config) -> dict[str, list[dict]]:
     """{"profiles_n16": rows, "range_error_n64": rows}: the numbers behind the two figures."""
     prof, rng = [], []
     for name in HEAT:
@@ -90,8 +88,7 @@ def plot(out) -> list:
                  "optimised for all ranges.\nPer-panel symmetric-log colour scale centred at 0 "
                  "(linear within ±1% of the "
                  "panel's largest entry), so small off-diagonal terms stay visible")
-    fig.savefig(out / "profiles_n16.png", dpi=110)
-    plt.close(fig)
+    _common.save_png(fig, out / "profiles_n16.png", dpi=110)
 
     rows = _common.read_csv(out / "range_error_n64.csv")
     names = list(dict.fromkeys(r["strategy"] for r in rows))
@@ -114,15 +111,13 @@ def plot(out) -> list:
     for ax in axes:
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.savefig(out / "range_error_n64.png", dpi=110)
-    plt.close(fig)
+    _common.save_png(fig, out / "range_error_n64.png", dpi=110)
     return [out / "profiles_n16.png", out / "range_error_n64.png"]
 
 
 def main(argv=None) -> int:
-    from experiments.range_queries import QUICK
-
-    return _common.figure_main(argv, description=__doc__, compute=lambda out: save(run(QUICK), out), plot=plot)
+    return _common.figure_main(argv, description=__doc__, compute=lambda out: save(run(_helpers.QUICK), out), plot=plot,
+                               inputs=("profiles_n16.csv", "range_error_n64.csv"))
 
 
 if __name__ == "__main__":

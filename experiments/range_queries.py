@@ -1,59 +1,44 @@
 """Reproduce §6 of Li et al. (PODS 2010): strategies for range, prefix and predicate queries.
 
-Run:   python -m experiments.range_queries            (= --quick: under 2 minutes on 2 cores)
+Run:   python -m experiments.range_queries            (= --quick: 50 s of CPU, 85–95 s measured on 2 busy cores)
        python -m experiments.range_queries --full     (min_error to n = 1024, min_sensitivity to 8:
                                                        about 9 minutes on 2 shared cores, measured)
-Out:   paper_figures/ (or --out DIR): range_queries.csv (the §6 table), theorem_checks.csv,
-       the figures (PNG + the CSV behind each) and README.md, generated from those rows.
+Out:   paper_figures/ (or --out DIR): range_queries.csv (the §6 table) and range_queries.params.json
+       (the parameters that produced it), theorem_checks.csv, the figures (PNG + the CSV behind each)
+       and README.md, generated from those rows. run_info.json (timings, machine) is not tracked.
 
 Strategies, for n = 2ᵏ and each workload (all ranges, prefix, all predicates), ε = 1, Laplace:
 identity, H2, H_best (branching in {2,3,4,8,16} with least total error), wavelet (Y), svd_bound
 (Thm 5.25), l2_approx (Program 5.2's optimum, its factor evaluated under ε-DP, i.e. L1),
 l2_approx+minsens (that factor after min_sensitivity, Program 5.3) and min_error (Program 5.1 /
 local search). Every row has the ratio of its mean squared error to the SVD lower bound.
+
+Runs on one folder are serialised by a lock file. --resume keeps only rows computed with the same ε
+(else it refuses, exit code 2) and recomputes min_error rows whose engine the new limits switch. Every
+argument is checked before any work.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
+import re
 import sys
 import time
 import warnings
-from dataclasses import dataclass
 
 import mmopt
-from experiments import _common, _helpers, geometry, profiles, report, theorem_checks
+from experiments import _cli, _common, _helpers, _run, geometry, profiles, report, theorem_checks
+from experiments._helpers import FULL, QUICK, Config, min_error_engine  # noqa: F401 — the public names
 from mmopt import strategy as st
 
 STRATEGIES = ("identity", "H2", "H_best", "wavelet", "svd_bound", "l2_approx", "l2_approx+minsens", "min_error")
+# No per-row seconds: the CSV is tracked and must change only when results do (timings: run_info.json).
 COLUMNS = ["n", "workload", "strategy", "branching", "solver", "status", "epsilon", "m", "sensitivity",
            "total_squared_error", "log10_total", "mean_squared_error", "rmse", "max_variance", "max_variance_exact",
-           "svd_bound_mean", "svd_ratio", "seconds", "note"]
+           "svd_bound_mean", "svd_ratio", "note"]
 KEY = ("n", "workload", "strategy")
-SIZES = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
-
-
-@dataclass(frozen=True)
-class Config:
-    """How far each optimiser goes. quick: the default; full: --full."""
-
-    sizes: tuple[int, ...] = SIZES
-    min_error_max: int = 256      # largest n for min_error
-    sdp_max: int = 8              # min_error uses the convex-iteration SDP up to here, local search above
-    minsens_max: int = 4          # largest n for min_sensitivity (Program 5.3; ~20 s per workload at n = 8)
-    epsilon: float = 1.0
-
-
-QUICK = Config()
-# Measured on 2 shared cores: min_sensitivity on the (dense) l2_approx factor takes 4–5 s per workload at n = 8;
-# at n = 16, ~35 s on all ranges but over 20 minutes on prefix, so --full stops it at 8. min_error's local
-# search takes ~7 s per workload at n = 256, ~35 s at 512 and ~160 s at 1024, so --full runs it to 1024.
-FULL = Config(min_error_max=1024, sdp_max=16, minsens_max=8)
-
-
-def min_error_engine(n: int, cfg: Config) -> str:
-    return "sdp" if n <= cfg.sdp_max else "local"
+TABLE = "range_queries.csv"
+_ROUNDOFF = re.compile(r"[-+]?\d+(?:\.\d+)?e[-+]?\d+")
 
 
 def tasks(cfg: Config, workloads=tuple(_helpers.WORKLOADS)) -> list[tuple[int, str, str]]:
@@ -67,8 +52,14 @@ def tasks(cfg: Config, workloads=tuple(_helpers.WORKLOADS)) -> list[tuple[int, s
     return out
 
 
+def _note(message: str) -> str:
+    """The optimiser's message with round-off-level numbers (e.g. a duality gap of 6e-13) shown as "< 1e-12":
+    their digits differ between runs on other BLAS builds and would make the tracked CSV churn."""
+    return _ROUNDOFF.sub(lambda m: m.group() if abs(float(m.group())) >= 1e-12 else "< 1e-12", message)[:200]
+
+
 def row(n: int, wname: str, sname: str, cfg: Config) -> dict:
-    """Evaluate one strategy on one workload: a dict with COLUMNS (failures give a row with a status)."""
+    """Evaluate one strategy on one workload: a dict with COLUMNS and "seconds" (failures give a row with a status)."""
     W, privacy = _helpers.workload(wname, n), mmopt.Privacy(cfg.epsilon)
     out = {"n": n, "workload": wname, "strategy": sname, "branching": "", "solver": "", "status": "closed_form",
            "epsilon": cfg.epsilon, "note": ""}
@@ -87,7 +78,7 @@ def row(n: int, wname: str, sname: str, cfg: Config) -> dict:
             run_ = _helpers.optimise("l2_approx", wname, n, engine="fast")
         else:
             run_ = _helpers.optimise("min_sensitivity", wname, n, initial="l2_approx")
-        out.update(status=run_.status, note=run_.message[:200])
+        out.update(status=run_.status, note=_note(run_.message))
         if run_.result is None:
             return out | {"seconds": run_.seconds}
         A, out["solver"] = run_.result.strategy, run_.result.solver or ""
@@ -149,14 +140,13 @@ def _rmse_cell(r: dict) -> str:
     return f"{r['rmse']:.4g} ({r['svd_ratio']:.2f}){b}"
 
 
-def plot(rows: list[dict], out) -> list:
+def plot(rows: list[dict], out, epsilon: float = 1.0) -> list:
     """total_vs_n.png (all ranges, prefix: total error vs n with the SVD bound) and ratio_to_svd.png."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     styles = dict(zip(STRATEGIES, ["o-", "s-", "D--", "^-", "v:", "P-", "X--", "*-"], strict=True))
-    made = []
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), constrained_layout=True)
     for ax, w in zip(axes, ("all_range", "prefix"), strict=True):
         sub = [r for r in rows if r["workload"] == w and isinstance(r.get("log10_total"), float)]
@@ -166,13 +156,12 @@ def plot(rows: list[dict], out) -> list:
                 ax.plot(*_helpers.xy(pts), styles[s], ms=4, label=_helpers.label(s))
         bound = sorted({(r["n"], r["svd_bound_mean"] * r["m"]) for r in sub if isinstance(r["m"], int)})
         ax.plot(*_helpers.xy(bound), "k--", lw=2.5, alpha=0.6, label="SVD lower bound")
-        ax.set(xscale="log", yscale="log", xlabel="domain size n", ylabel="total expected squared error (ε = 1)",
-               title=f"{w}: total error vs n")
+        ax.set(xscale="log", yscale="log", xlabel="domain size n",
+               ylabel=f"total expected squared error (ε = {epsilon:g})", title=f"{w}: total error vs n")
         ax.set_xscale("log", base=2)
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.savefig(out / "total_vs_n.png", dpi=120)
-    made.append(out / "total_vs_n.png")
+    made = [_common.save_png(fig, out / "total_vs_n.png", dpi=120)]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), constrained_layout=True, sharey=True)
     for ax, w in zip(axes, _helpers.WORKLOADS, strict=True):
         sub = [r for r in rows if r["workload"] == w and isinstance(r.get("svd_ratio"), float)]
@@ -186,59 +175,65 @@ def plot(rows: list[dict], out) -> list:
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("mean squared error ÷ SVD bound (≥ 1)")
     axes[0].legend(fontsize=8)
-    fig.savefig(out / "ratio_to_svd.png", dpi=120)
-    plt.close("all")
-    return made + [out / "ratio_to_svd.png"]
+    return made + [_common.save_png(fig, out / "ratio_to_svd.png", dpi=120)]
+
+
+def compute_table(cfg: Config, out, kept: list[dict], progress: bool) -> tuple[list[dict], dict]:
+    """Write range_queries.csv: the ``kept`` rows (--resume), then each missing row as it finishes; finally
+    the whole table again in task order, so that a resumed run gives the same file as an uninterrupted one."""
+    writer = _common.RowWriter(out / TABLE, COLUMNS, kept)
+    have = {tuple(r[k] for k in KEY) for r in kept}
+    run(cfg, skip=lambda **key: tuple(key[k] for k in KEY) in have, on_row=writer.write, progress=progress)
+    by_key = {tuple(r[k] for k in KEY): r for r in writer.rows}
+    _common.write_csv(out / TABLE, COLUMNS, [by_key[t] for t in tasks(cfg)])
+    seconds = {" ".join(map(str, k)): round(r["seconds"], 3) for k, r in by_key.items() if "seconds" in r}
+    return _common.read_complete_rows(out / TABLE, COLUMNS)[0], seconds
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="the default: n = 4…1024 for closed forms and "
-                      "l2_approx, min_error to n = 256, min_sensitivity at n = 4; under 2 minutes")
-    size.add_argument("--full", action="store_true", help="min_error to n = 1024 (SDP to 16), min_sensitivity "
-                      "to 8; took 8.5 minutes on 2 shared cores")
-    parser.add_argument("--sizes", type=int, nargs="+", help="explicit domain sizes (powers of two)")
-    parser.add_argument("--min-error-max", type=int, help="largest n for min_error (quick 256, full 1024)")
-    parser.add_argument("--min-sensitivity-max", type=int, help="largest n for min_sensitivity (quick 4, full 8)")
-    parser.add_argument("--epsilon", type=float, default=1.0, help="ε (default 1.0; Laplace noise)")
-    parser.add_argument("--out", default=None, help="output folder (default paper_figures/)")
-    parser.add_argument("--resume", action="store_true", help="keep rows already in range_queries.csv, skip them")
-    parser.add_argument("--from-csv", action="store_true", help="re-plot and rewrite README from the CSVs only")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser = _cli.parser(__doc__)
     args = parser.parse_args(argv)
-    cfg = FULL if args.full else QUICK
-    pick = lambda x, default: default if x is None else x  # noqa: E731
-    cfg = Config(tuple(args.sizes or cfg.sizes), pick(args.min_error_max, cfg.min_error_max), cfg.sdp_max,
-                 pick(args.min_sensitivity_max, cfg.minsens_max), args.epsilon)
-    out = _common.out_dir(args.out)
+    cfg, out = _cli.validate(parser, args)
     t0 = time.perf_counter()
-    mode = ("full" if args.full else "quick") + (" with custom sizes" if args.sizes else "")
+    try:
+        with _run.hold(out):
+            return _main(parser, args, cfg, out, argv, t0)
+    except _run.Busy as e:
+        parser.error(str(e))
+
+
+def _main(parser, args, cfg: Config, out, argv, t0: float) -> int:
+    progress = not args.no_progress
+    params = _cli.params_of(cfg, args.full)
+    info: dict = {"command": " ".join(["python -m experiments.range_queries", *(sys.argv[1:] if argv is None
+                                                                                else argv)]), "params": params}
     if args.from_csv:
-        rows = _common.read_csv(out / "range_queries.csv")
+        params = _run.read_json(out / _cli.PARAMS)
+        rows = _common.read_complete_rows(out / TABLE, COLUMNS)[0]
         checks = theorem_checks.load(out)
-        info = _common.read_csv(out / "run_info.csv")[0]
     else:
-        writer = _common.RowWriter(out / "range_queries.csv", COLUMNS, resume=args.resume, key=KEY)
-        run(cfg, skip=writer.done, on_row=writer.write, progress=not args.no_progress)
-        rows = writer.rows
-        info = {"command": " ".join(["python -m experiments.range_queries", *(argv or sys.argv[1:])]), "mode": mode,
-                "sizes": " ".join(map(str, cfg.sizes)), "min_error_max": cfg.min_error_max, "sdp_max": cfg.sdp_max,
-                "minsens_max": cfg.minsens_max, "epsilon": cfg.epsilon}
-        checks = theorem_checks.run(max(s for s in cfg.sizes if s <= 256), progress=not args.no_progress)
-        theorem_checks.save(checks, out)
-        theorem_checks.save_constants(theorem_checks.fit_constants([s for s in cfg.sizes if s >= 32]), out)
-        profiles.save(profiles.run(cfg), out)
-        geometry.save(geometry.run(cfg), out)
-    files = plot(rows, out) + theorem_checks.plot(out) + profiles.plot(out) + geometry.plot(out)
+        kept = _cli.resume_rows(parser, out, params, tasks(cfg), COLUMNS, KEY) if args.resume else []
+        _run.write_json(out / _cli.PARAMS, params)
+        rows, info["row_seconds"] = compute_table(cfg, out, kept, progress)
+        info["rows_kept_from_earlier_run"] = len(kept)
+        info["table_seconds"] = round(time.perf_counter() - t0, 1)
+        if not args.table_only:
+            theorem_checks.save(theorem_checks.run(_cli.checks_max_n(cfg), progress=progress), out)
+            checks = theorem_checks.load(out)  # as written, so that --from-csv later renders the same README
+            theorem_checks.save_constants(theorem_checks.fit_constants(theorem_checks.constant_sizes()), out)
+            profiles.save(profiles.run(cfg), out)
+            geometry.save(geometry.run(cfg), out)
     print(tables(rows))
-    print("\n" + theorem_checks.format_checks(checks))
+    files = []
+    if not args.table_only:
+        files = plot(rows, out, params["epsilon"]) + theorem_checks.plot(out) + profiles.plot(out) + geometry.plot(out)
+        print("\n" + theorem_checks.format_checks(checks))
+        report.write(out, rows, checks, params)
     seconds = time.perf_counter() - t0
     if not args.from_csv:
-        info["seconds"] = round(seconds, 1)
-        _common.RowWriter(out / "run_info.csv", list(info)).write(info)
-    readme = report.write(out, rows, checks, info, from_csv=args.from_csv)
-    print(f"\nwrote {len(files)} figures, their CSVs and {readme} into {out} in {seconds:.0f} s")
+        _run.write_run_info(out, info | {"seconds": round(seconds, 1)})
+    what = "the table" if args.table_only else f"{len(files)} figures, their CSVs and README.md"
+    print(f"\nwrote {what} into {out} in {seconds:.0f} s")
     return 0
 
 
