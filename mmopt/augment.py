@@ -5,7 +5,7 @@ w (A'ᵀA')⁻¹ wᵀ ≤ w (AᵀA)⁻¹ wᵀ for A' = [A; B], with equality iff
 So if B uses only the slack Δ − ‖A e_j‖₁ of "deficient" columns, no query's error grows.
 
 The paper says completing deficient columns "is guaranteed to strictly improve accuracy for any query
-with a non-zero coefficient in an augmented column". That is false in general (spec §10.1): the
+with a non-zero coefficient in an augmented column". That is false in general (docs/paper_notes.md §7.1): the
 exact condition is B (AᵀA)⁻¹ wᵀ ≠ 0. Completing H₄ minus its row [0,0,1,1] with B = [0,0,1,1] leaves
 w = x₃ − x₄ unchanged. :func:`strictly_improved` gives the exact test.
 """
