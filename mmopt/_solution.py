@@ -17,6 +17,23 @@ import numpy as np
 
 # cvxpy's status vocabulary, plus "user_limit" for an iteration/time budget that ran out.
 STATUSES = ("optimal", "optimal_inaccurate", "user_limit", "infeasible", "unbounded", "solver_error")
+# What "optimal" means for the local heuristics; every message that reports it says so.
+CONVERGED_MEANS = ("'optimal' means a local optimum: L-BFGS-B's convergence test passed (projected gradient or "
+                   "relative decrease below tol)")
+
+
+def worst_status(statuses) -> str:
+    """The least successful of several stage statuses, in the order of :data:`STATUSES`.
+
+    A result built from several runs is only as converged as its least converged run: "user_limit"
+    outranks "optimal_inaccurate" because a run cut short might have ended lower.
+
+    Examples
+    --------
+    >>> worst_status(["optimal", "user_limit", "optimal_inaccurate"])
+    'user_limit'
+    """
+    return max(statuses, key=STATUSES.index, default="optimal")
 
 
 @dataclass(frozen=True, eq=False)

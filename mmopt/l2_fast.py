@@ -161,7 +161,8 @@ def solve_l2(gram, *, tol=1e-8, max_iterations=500, initial_dual=None, verbose=F
     -------
     RawSolution
         ``gram`` is the feasible X (symmetric, diag X ≤ 1 exactly); ``dual_bound`` = g(λ) ≤ the optimum;
-        ``status`` is "optimal" if the gap is ≤ ``tol``, else "user_limit". ``history`` holds iteration,
+        ``status`` is "optimal" if the gap is ≤ ``tol``, "user_limit" if ``max_iterations`` ran out first,
+        "optimal_inaccurate" if the gap stalled above ``tol`` (round-off). ``history`` holds iteration,
         primal, dual, gap (between the best bounds so far), step and cg; ``extra`` holds dual_variable
         (the λ of ``dual_bound``), primal_bound (≥ tr(G X⁺) of ``gram``), seconds, rank, cg_iterations.
 
@@ -182,7 +183,7 @@ def solve_l2(gram, *, tol=1e-8, max_iterations=500, initial_dual=None, verbose=F
     nonzero eigenvalues, K is r×r, and X̃ = X(λ)/max d keeps range(X̃) = range(G). Coordinates with
     G_ii = 0 get X̃_ii = 1, zero off-diagonal entries and λ_i = 0. Limits: eigh resolves Λ^{1/2} G Λ^{1/2}
     only to ~1e-16 of its norm, so for G both nearly singular and badly scaled (diag spread ≳ 1e6) the
-    gap may stall above 1e-8; the solver then stops with "user_limit" and says so.
+    gap may stall above 1e-8; the solver then stops with "optimal_inaccurate" and says so.
 
     References
     ----------
@@ -314,13 +315,20 @@ def solve_l2(gram, *, tol=1e-8, max_iterations=500, initial_dual=None, verbose=F
     if not used.all():
         X, lam_out = np.eye(n_full), np.zeros(n_full)
         X[np.ix_(used, used)], lam_out[used] = X_used, best_lam
-    ok = gap <= tol
-    message = (f"Converged: relative duality gap {gap:.2e} <= tol {tol:g} after {it} iterations." if ok else
-               f"Stopped after {it} iterations with relative duality gap {gap:.2e} > tol {tol:g}. Raise "
-               "max_iterations or pass extra['dual_variable'] as initial_dual to continue; if the gap "
-               "stalled, tol is below the round-off floor of this G: loosen it.")
+    # "optimal" is a certificate here (the problem is convex); the loop above also stops when the gap
+    # stalls, which is not a spent budget: that is "optimal_inaccurate".
+    status = "optimal" if gap <= tol else "user_limit" if it == max_iterations else "optimal_inaccurate"
+    message = {
+        "optimal": f"Converged: certified relative duality gap {gap:.2e} <= tol {tol:g} after {it} iterations, "
+                   "so X is globally optimal to within tol (Program 5.2 is convex).",
+        "user_limit": f"Stopped at max_iterations={max_iterations} with relative duality gap {gap:.2e} > tol "
+                      f"{tol:g}. Raise max_iterations or pass extra['dual_variable'] as initial_dual to continue.",
+        "optimal_inaccurate": f"The relative duality gap stalled at {gap:.2e} > tol {tol:g} after {it} iterations "
+                              "(no progress in 5): tol is below the round-off floor of this G, loosen it. X is "
+                              "feasible and dual_bound valid.",
+    }[status]
     return RawSolution(
-        matrix=None, gram=X, status="optimal" if ok else "user_limit", message=message, iterations=it,
+        matrix=None, gram=X, status=status, message=message, iterations=it,
         solver=SOLVER_NAME, dual_bound=float(best_g), history=tuple(history),
         extra={"dual_variable": lam_out, "primal_bound": float(best_f), "rank": int(rank),
                "cg_iterations": cg_total, "seconds": time.perf_counter() - start},

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from mmopt import _runtime
 from mmopt import _validation as v
-from mmopt import strategy as st
-from mmopt._solution import RawSolution
+from mmopt._methods import DEFAULT_NORM, METHODS, OPTIONS, check_options, check_seed  # noqa: F401 (OPTIONS: API)
 from mmopt.error import evaluate, svd_bound
 from mmopt.strategy import Strategy
 from mmopt.workload import Workload
@@ -39,7 +39,10 @@ class OptimizeResult:
         A proven lower bound on every strategy's objective in this norm, in the same units.
     status : str
         cvxpy vocabulary: "optimal", "optimal_inaccurate", "user_limit", "solver_error", ...
-        For heuristics "optimal" means the heuristic converged, not that A is globally optimal.
+        "optimal" only when the method's own convergence test passed: for l2_approx a certified
+        duality gap; for the heuristics (min_error, min_sensitivity) a *local* optimum, not a global
+        one; for closed forms it only says the construction is exact. "user_limit": an iteration
+        budget ended the run.
     success : bool
         ``status == "optimal"``.
     message : str
@@ -90,60 +93,10 @@ class OptimizeResult:
         return "\n".join(f"{k:>11}: {val}" for k, val in lines)
 
 
-MethodFn = Callable[[Workload, np.ndarray, dict], RawSolution]
-
-
-def _closed(matrix_fn) -> MethodFn:
-    def method(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
-        return RawSolution(matrix_fn(W), None, "optimal", "Closed-form strategy; no solver involved.", None, None)
-    return method
-
-
-def _l2_approx(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
-    engine = opts.get("engine", "auto")
-    if engine == "auto":  # the paper's SDP where it is cheap, the certified fast solver beyond (same problem)
-        engine = "sdp" if (W.domain_size <= 32 or opts.get("solver")) else "fast"
-    if engine == "sdp":
-        from mmopt.sdp_l2 import solve_l2_sdp
-        return solve_l2_sdp(G, solver=opts.get("solver"), tol=opts.get("tol") or 1e-8, verbose=opts["verbose"])
-    from mmopt.l2_fast import solve_l2
-    return solve_l2(G, tol=opts.get("tol") or 1e-8, max_iterations=opts.get("max_iterations") or 500,
-                    verbose=opts["verbose"])
-
-
-def _min_error(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
-    from mmopt import min_error
-    return min_error.solve(W, G, opts)
-
-
-def _min_sensitivity(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
-    A0 = opts.get("initial")
-    if A0 is None:
-        raise ValueError("optimize(method='min_sensitivity') needs initial=<Strategy or matrix>: the strategy "
-                         "whose error profile is kept while its sensitivity is minimised.")
-    A0 = _initial_matrix(A0, W)
-    from mmopt.min_sensitivity import solve_min_sensitivity
-    return solve_min_sensitivity(A0.T @ A0, initial=A0, solver=opts.get("solver"), tol=opts.get("tol") or 1e-6,
-                                 max_iterations=opts.get("max_iterations") or 50, seed=opts.get("seed"),
-                                 verbose=opts["verbose"])
-
-
-METHODS: dict[str, MethodFn] = {
-    "identity": _closed(lambda W: st.identity(W.domain_size).matrix),
-    "hierarchical": _closed(lambda W: st.hierarchical(W.domain_size).matrix),
-    "wavelet": _closed(lambda W: st.wavelet(W.domain_size).matrix),
-    "svd_bound": _closed(lambda W: st.singular_value_bound(W).matrix),
-    "l2_approx": _l2_approx,
-    "min_error": _min_error,
-    "min_sensitivity": _min_sensitivity,
-}
-DEFAULT_NORM = {"l2_approx": "l2"}
-OPTIONS = {"engine", "restarts", "p", "weight", "polish", "extra_rows"}
-
-
 def optimize(workload: Workload, *, method: str | Callable = "l2_approx", solver: str | None = None,
              norm: str | None = None, initial=None, tol: float | None = None, max_iterations: int | None = None,
-             seed=None, verbose: bool = False, options: Mapping[str, Any] | None = None) -> OptimizeResult:
+             seed=None, verbose: bool = False, blas_threads: int | str | None = "auto",
+             options: Mapping[str, Any] | None = None) -> OptimizeResult:
     """Find a strategy for ``workload`` with one of the paper's methods.
 
     Parameters
@@ -153,23 +106,47 @@ def optimize(workload: Workload, *, method: str | Callable = "l2_approx", solver
         "l2_approx" (Program 5.2, (ε,δ)-optimal, convex), "min_error" (Program 5.1, ε-DP, heuristic),
         "min_sensitivity" (Program 5.3, needs ``initial``), "svd_bound" (Theorem 5.25's closed form),
         "identity", "hierarchical", "wavelet" (baselines), or a callable ``f(workload, G, opts) ->
-        RawSolution``.
+        RawSolution`` (which gets ``options`` unchecked, merged with the other parameters).
     solver : str or None, default=None
         SDP solver ("CLARABEL", "SCS", "MOSEK"); None picks one (see :mod:`mmopt.solvers`).
     norm : {"l1", "l2"} or None
         Sensitivity norm of the reported objective; default "l2" for l2_approx, else "l1".
     initial : Strategy, array_like, or str, optional
         Warm start (min_error: a Strategy, a matrix, or "identity", "hierarchical", "wavelet",
-        "l2_approx"); the strategy to re-profile for min_sensitivity.
-    tol, max_iterations, seed, verbose
-        Passed to the method.
+        "svd_bound", "l2_approx"); the strategy to re-profile for min_sensitivity.
+    tol : float in (0, 1), optional
+        The method's convergence tolerance (duality gap, rank gap, or L-BFGS-B's test).
+    max_iterations : int, optional
+        The method's budget: Newton steps (l2_approx fast), solver iterations (l2_approx SDP), P1 solves
+        (convex iterations) and L-BFGS-B iterations per restart and per polish (min_error).
+    seed : int, numpy.random.Generator or None
+        Seeds the random restarts; accepted (and unused) by the deterministic methods too.
+    verbose : bool, default=False
+        Print progress (stage, restart k of K, objective, seconds) to stderr, unless logging is already
+        configured to show the "mmopt" logger's INFO records, in which case they go there.
+    blas_threads : "auto", int or None, default="auto"
+        Cap on BLAS threads during the call (threadpoolctl; restored afterwards); None leaves BLAS as
+        configured. "auto": 1 for min_error and min_sensitivity, whose loops work on small matrices where
+        threads only wait for each other (all ranges, n = 256, 2 restarts, 2 cores: 1.6 s with one
+        thread against 25 s with OpenBLAS's two, 205 s when other jobs ran); None for l2_approx and the
+        closed forms, whose large eigendecompositions gain from threads on an idle machine (n = 2048:
+        6.4 s with two, 9.2 s with one). Numbers from ``benchmarks/bench_threads.py``.
     options : dict, optional
-        Method-specific: ``engine`` ("auto", "sdp", "fast" for l2_approx; "auto", "sdp", "local" for
-        min_error), ``restarts``, ``p`` (extra rows of the local search), ``weight``, ``polish``.
+        Method-specific; each method accepts only its own (:data:`OPTIONS`) and checks their values.
+        l2_approx: ``engine`` ("auto", "sdp", "fast"). min_error: ``engine`` ("auto", "sdp", "local"),
+        ``restarts`` and ``p`` (positive ints: local-search restarts and extra rows), ``weight`` (> 0:
+        penalty form of the SDP stage), ``polish`` (bool; default n ≤ 64).
 
     Returns
     -------
     OptimizeResult
+        ``status`` is "optimal" only when the method's own convergence test passed (for a heuristic: a
+        local optimum), "user_limit" when ``max_iterations`` ended it; the message says which part did.
+
+    Raises
+    ------
+    ValueError, TypeError
+        On an invalid parameter or option, or one the chosen method does not read.
 
     Examples
     --------
@@ -185,30 +162,41 @@ def optimize(workload: Workload, *, method: str | Callable = "l2_approx", solver
     if not isinstance(workload, Workload):
         raise TypeError(f"The 'workload' parameter of {caller} must be a Workload. Got {type(workload).__name__}.")
     if callable(method):
-        fn, name = method, getattr(method, "__name__", "custom")
+        fn, name, spec = method, getattr(method, "__name__", "custom"), None
     else:
         name = v.check_choice(method, name="method", caller=caller, choices=METHODS)
-        fn = METHODS[name]
+        spec = METHODS[name]
+        fn = spec.fn
     norm = v.check_choice(norm or DEFAULT_NORM.get(name, "l1"), name="norm", caller=caller, choices=("l1", "l2"))
-    opts = dict(options or {})
-    unknown = set(opts) - OPTIONS
-    if unknown:
-        raise ValueError(f"Unknown options {sorted(unknown)} for {caller}. Accepted: {sorted(OPTIONS)}.")
+    opts = check_options(options, spec, name)
+    given = {"solver": solver, "tol": tol, "max_iterations": max_iterations, "initial": initial}
+    if spec is not None and (unread := [k for k, val in given.items() if val is not None and k not in spec.reads]):
+        reads = sorted(spec.reads | {"seed"})
+        raise ValueError(f"The {unread} parameter(s) of {caller} do not apply to method={name!r}, which reads only "
+                         f"{reads}. Drop them, or choose a method that uses them.")
     if tol is not None:
-        v.check_real(tol, name="tol", caller=caller, low=0.0, low_open=True)
+        v.check_real(tol, name="tol", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
     if max_iterations is not None:
         v.check_int(max_iterations, name="max_iterations", caller=caller)
+    check_seed(seed, caller)
+    if not isinstance(verbose, bool | np.bool_):
+        raise TypeError(f"The 'verbose' parameter of {caller} must be True or False. Got {type(verbose).__name__}.")
+    threads = _runtime.check_blas_threads(blas_threads, caller=caller, auto=spec.blas_threads if spec else None)
     if solver is not None:
         from mmopt.solvers import choose
         solver = choose(solver)
-    opts.update(solver=solver, tol=tol, max_iterations=max_iterations, seed=seed, verbose=verbose, initial=initial,
-                norm=norm)
+    opts.update(solver=solver, tol=tol, max_iterations=max_iterations, seed=seed, verbose=bool(verbose),
+                initial=initial, norm=norm)
 
     # Methods see G scaled to mean diagonal 1: argmins are scale-free and solvers like unit-sized data.
     G = workload.mean_gram / (np.trace(workload.mean_gram) / workload.domain_size)
-    raw = fn(workload, G, opts)
-    A = Strategy(raw.matrix, name) if raw.matrix is not None else Strategy.from_gram(raw.gram, name=name)
-    report = evaluate(workload, A, norm=norm, per_query=False)
+    say = _runtime.LOGGER.info if verbose else _runtime.LOGGER.debug
+    with _runtime.progress(verbose), _runtime.blas_threads(threads):
+        say("optimize: method %r on %s (n = %d)", name, workload.name, workload.domain_size)
+        raw = fn(workload, G, opts)
+        A = Strategy(raw.matrix, name) if raw.matrix is not None else Strategy.from_gram(raw.gram, name=name)
+        report = evaluate(workload, A, norm=norm, per_query=False)
+        say("optimize: %s, objective %.6g, %.1f s", raw.status, report.total_squared_error, time.perf_counter() - t0)
     objective = report.mean_squared_error  # per query: finite for every m; totals are derived at the end
     bound = svd_bound(workload, per_query=True)
     if raw.dual_bound is not None and raw.extra.get("dual_bound_norm", "l2") in ("l2", norm):
@@ -233,18 +221,3 @@ def _times(x: float, m: int) -> float:
         return float(x * m)
     except OverflowError:
         return float("inf")
-
-
-def _initial_matrix(initial, W: Workload) -> np.ndarray:
-    """A warm start as a matrix: a Strategy, an array, or the name of a baseline."""
-    n = W.domain_size
-    if isinstance(initial, str):
-        named = {"identity": lambda: st.identity(n), "hierarchical": lambda: st.hierarchical(n),
-                 "wavelet": lambda: st.wavelet(n), "svd_bound": lambda: st.singular_value_bound(W)}
-        if initial == "l2_approx":
-            return optimize(W, method="l2_approx").strategy.matrix
-        v.check_choice(initial, name="initial", caller="optimize", choices=list(named) + ["l2_approx"])
-        return named[initial]().matrix
-    A = initial.matrix if isinstance(initial, Strategy) else v.check_matrix(initial, name="initial", caller="optimize")
-    v.check_same_domain(n, A.shape[1], caller="optimize")
-    return np.asarray(A, dtype=float)

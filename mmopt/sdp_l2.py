@@ -14,7 +14,7 @@ import numpy as np
 
 from mmopt import solvers
 from mmopt._solution import RawSolution
-from mmopt._validation import check_gram, check_real
+from mmopt._validation import check_gram, check_int, check_real
 
 logger = logging.getLogger("mmopt")
 
@@ -129,7 +129,7 @@ def _project(x: np.ndarray) -> np.ndarray:
     return x / np.diag(x).max()
 
 
-def solve_l2_sdp(gram, *, solver=None, tol=1e-8, problem=None, verbose=False) -> RawSolution:
+def solve_l2_sdp(gram, *, solver=None, tol=1e-8, max_iterations=None, problem=None, verbose=False) -> RawSolution:
     """Solve Program 5.2 and return the optimal Gram matrix X of the L2 strategy.
 
     Parameters
@@ -140,6 +140,9 @@ def solve_l2_sdp(gram, *, solver=None, tol=1e-8, problem=None, verbose=False) ->
         CVXPY solver name; None picks one with :func:`mmopt.solvers.choose`.
     tol : float
         Solver tolerance (SCS is floored at 1e-6).
+    max_iterations : int, optional
+        The solver's iteration limit (None: its default). If it is hit, the last iterate is made feasible
+        and returned with status "user_limit"; its dual bound is still valid (weak duality).
     problem : cvxpy.Problem or (cvxpy.Problem, cvxpy.Variable), optional
         A problem from :func:`build_problem` for the same ``gram``, possibly with extra constraints.
     verbose : bool
@@ -150,14 +153,15 @@ def solve_l2_sdp(gram, *, solver=None, tol=1e-8, problem=None, verbose=False) ->
     RawSolution
         ``gram`` = X (feasible: diag X ≤ 1 exactly), ``matrix`` = None, ``dual_bound`` = a certified lower
         bound on tr(G X⁻¹), ``extra`` = {"seconds", "objective"} with objective = tr(G X⁻¹) of the
-        returned X when X is invertible.
+        returned X when X is invertible. ``status`` is the solver's: "optimal" when it met its
+        tolerances, "optimal_inaccurate" when it stopped short of them, "user_limit" at max_iterations.
 
     Raises
     ------
     ValueError
         On an invalid ``gram``, an unusable ``solver``, or a ``problem`` without a variable named "X".
     mmopt.solvers.SolverError
-        If the solver crashes or returns no solution.
+        If the solver crashes or returns no iterate at all.
 
     Notes
     -----
@@ -175,6 +179,8 @@ def solve_l2_sdp(gram, *, solver=None, tol=1e-8, problem=None, verbose=False) ->
     start = time.perf_counter()
     g = _validate_gram(gram, "solve_l2_sdp", "gram")
     tol = check_real(tol, name="tol", caller="solve_l2_sdp", low=0.0, high=1.0, low_open=True)
+    if max_iterations is not None:
+        max_iterations = check_int(max_iterations, name="max_iterations", caller="solve_l2_sdp")
     n = g.shape[0]
     name = solvers.choose(solver, size_hint=n)
     if problem is None:
@@ -198,8 +204,11 @@ def solve_l2_sdp(gram, *, solver=None, tol=1e-8, problem=None, verbose=False) ->
     diag_con = next(
         (c for c in problem.constraints if isinstance(c, cp.constraints.Inequality) and c.shape == (n,)), None
     )
-    out = solvers.solve(problem, name, tol=tol, verbose=verbose, what="Program 5.2 (L2 SDP)")
-    if not out.has_solution or x.value is None:
+    out = solvers.solve(problem, name, tol=tol, max_iters=max_iterations, verbose=verbose,
+                        what="Program 5.2 (L2 SDP)")
+    # At an iteration limit cvxpy still hands back the last iterate; _project makes it feasible.
+    usable = out.has_solution or out.status == "user_limit"
+    if not usable or x.value is None or not np.all(np.isfinite(x.value)):
         raise solvers.SolverError(out.message)
     xv = _project(x.value)
     objective = np.inf

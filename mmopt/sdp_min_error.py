@@ -143,7 +143,8 @@ class _ConvexIteration:
         rec = {"iteration": it, "objective": e_k, "rank_gap": gap, "weight": self.weight, "target": target}
         self.history.append({**rec, "seconds": time.perf_counter() - clock})
         if self.verbose:
-            logger.info("%s %d: objective %.8g, rank gap %.2e, target %s", self.what, it, e_k, gap, target)
+            logger.info("%s P1 solve %d: objective %.8g, rank gap %.2e, target %s (%.1f s)", self.what, it, e_k,
+                        gap, target, time.perf_counter() - clock)
         return a_k, a_valid, e_k, gap, (z_next + z_next.T) / 2
 
     def run(self, a0, e0, lower, budget, clock):
@@ -261,7 +262,10 @@ def solve_min_error_sdp(
         exact=lambda a: (a / np.abs(a).sum(axis=0).max(), _true_error(a, g)),
     )  # fmt: skip
     best, failed = None, False
-    for label, a0 in starts:
+    for k, (label, a0) in enumerate(starts):
+        if verbose:
+            logger.info("%s: start %d of %d ('%s'), at most %d P1 solves", func, k + 1, len(starts), label,
+                        max_iterations)
         e0 = _true_error(a0, g)
         if not np.isfinite(e0):
             continue  # e.g. G^{1/4} for a singular G
@@ -285,7 +289,8 @@ def solve_min_error_sdp(
         note += f"A P1 solve failed, so the best iterate so far is returned ({runner.failure}). "
     message = (
         f"{note}{_HEURISTIC}: best true error {e_best:.8g} from start '{label}' (SVD lower bound "
-        f"{bound:.8g}); other warm starts (initial=) may find better local optima."
+        f"{bound:.8g}); 'optimal' means its test passed (the bisection on the target error closed to 0.1%, or "
+        "the penalty form's rank gap met tol), a local optimum. Other warm starts (initial=) may find better ones."
     )
     extra = {"seconds": time.perf_counter() - clock, "objective": e_best, "start": label, "svd_bound": bound}
     return RawSolution(

@@ -173,7 +173,7 @@ def choose(solver: str | None, *, size_hint: int | None = None) -> str:
         return name
     if name == "MOSEK":
         why = _mosek_problem()
-        remedy = "`pip install 'mmopt[mosek]'` and install a licence"
+        remedy = "`pip install mosek` (from a checkout: `pip install -e '.[mosek]'`) and install a licence"
     elif name in SDP_SOLVERS:
         why = f"cvxpy does not find {name} installed"
         remedy = f"install {name.lower()}"

@@ -33,7 +33,8 @@ def test_paper_strict_improvement_claim_is_false():
     assert np.allclose(np.sum(np.abs(A.matrix), axis=0), [3, 3, 2, 2])  # columns 3, 4 are deficient
     completed = augment(A, rows=B)
     assert completed.sensitivity() == 3
-    # the figures of docs/paper_notes.md §4.4 are Error at ε = 1 (they include the factor 2/ε², despite its "Error·ε²/2" label)
+    # the figures of docs/paper_notes.md §4.4 are Error at ε = 1 (they include the factor 2/ε²,
+    # despite the "Error·ε²/2" label they were once given)
     eps1 = Privacy(1.0)
     w = np.array([0.0, 0.0, 1.0, -1.0])  # non-zero coefficients on both augmented columns...
     assert query_error(w, A, eps1) == pytest.approx(36.0)

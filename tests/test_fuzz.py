@@ -456,8 +456,10 @@ HUGE = {
     "prefix(100000)": (lambda: wl.prefix(100000), "20,000,000,000 float64 entries"),
     "all_predicate(100000)": (lambda: wl.all_predicate(100000), "20,000,000,000 float64 entries"),
     "kron(all_range(1000), all_range(1000)).gram()": (
-        lambda: wl.kron(wl.all_range(1000), wl.all_range(1000)).gram(), r"1,000,000,000,000 entries \(8 TB of float64\)"),
-    "marginals((1000, 1000), 1).dense()": (lambda: wl.marginals((1000, 1000), 1).dense(), r"2,000,000,000 entries \(16 GB of float64\)"),
+        lambda: wl.kron(wl.all_range(1000), wl.all_range(1000)).gram(),
+        r"1,000,000,000,000 entries \(8 TB of float64\)"),
+    "marginals((1000, 1000), 1).dense()": (
+        lambda: wl.marginals((1000, 1000), 1).dense(), r"2,000,000,000 entries \(16 GB of float64\)"),
     "random_range(10**6, 10**4)": (lambda: wl.random_range(10**6, 10**4), r"W \(10000×1000000\)"),
     "explicit_matrix(all_predicate(40))": (lambda: wl.all_predicate(40).explicit_matrix(max_entries=10**20),
                                            r"\(1099511627775×40\) would need ~1e13.6"),

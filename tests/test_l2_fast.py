@@ -228,3 +228,14 @@ def test_verbose_logs_each_iteration(caplog):
 def test_invalid_input_raises_value_error(kwargs, match):
     with pytest.raises(ValueError, match=match):
         solve_l2(**kwargs)
+
+
+def test_stalled_gap_is_inaccurate_not_a_spent_budget():
+    """Issue 12: a gap stuck at the round-off floor is "optimal_inaccurate"; "user_limit" means max_iterations."""
+    rng = np.random.default_rng(0)
+    W = rng.standard_normal((10, 20)) * np.logspace(0, 8, 20)  # nearly singular and badly scaled
+    G = W.T @ W
+    sol = solve_l2(G, tol=1e-10)
+    assert sol.status == "optimal_inaccurate" and sol.iterations < 500
+    assert "stalled" in sol.message and "loosen it" in sol.message
+    assert np.all(np.diagonal(sol.gram) <= 1.0) and sol.dual_bound <= objective(G, sol.gram) * (1 + 1e-9)

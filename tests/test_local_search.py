@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 import mmopt
 from mmopt import strategy as mst
 from mmopt import workload as wl
+from mmopt._local_objectives import general_objective, pidentity_objective
 from mmopt._solution import STATUSES, RawSolution
-from mmopt.local_search import _general_objective, _pidentity_objective, minimize_l1
+from mmopt.local_search import minimize_l1
 
 
 def all_range_gram(n):
@@ -65,11 +66,11 @@ def _finite_difference(objective, z, h=1e-6):
 def test_pidentity_gradient_matches_finite_differences():
     n, p = 6, 3
     G, z = prefix_gram(n), np.random.default_rng(1).random(2 * p * n)
-    f, g = _pidentity_objective(z, G, p, n)
+    f, g = pidentity_objective(z, G, p, n)
     T = z[: p * n].reshape(p, n) - z[p * n :].reshape(p, n)
     A = np.vstack([np.eye(n), T]) / (1 + z.reshape(2 * p, n).sum(axis=0))
     assert np.isclose(f, np.trace(np.linalg.solve(A.T @ A, G)), rtol=1e-12)
-    fd = _finite_difference(lambda x: _pidentity_objective(x, G, p, n), z)
+    fd = _finite_difference(lambda x: pidentity_objective(x, G, p, n), z)
     assert np.allclose(g, fd, rtol=1e-6, atol=1e-6 * np.abs(g).max())
 
 
@@ -78,10 +79,10 @@ def test_general_gradient_matches_finite_differences():
     G = all_range_gram(n)
     lam, Q = np.linalg.eigh(G)
     F, z = Q * np.sqrt(lam), np.random.default_rng(2).random(2 * m * n)
-    f, g = _general_objective(z, F, m, n)
+    f, g = general_objective(z, F, m, n)
     A = (z[: m * n] - z[m * n :]).reshape(m, n) / z.reshape(2 * m, n).sum(axis=0)
     assert np.isclose(f, np.trace(np.linalg.solve(A.T @ A, G)), rtol=1e-10)
-    fd = _finite_difference(lambda x: _general_objective(x, F, m, n), z)
+    fd = _finite_difference(lambda x: general_objective(x, F, m, n), z)
     assert np.allclose(g, fd, rtol=1e-6, atol=1e-6 * np.abs(g).max())
 
 
@@ -89,7 +90,7 @@ def test_singular_strategy_is_infinitely_bad_not_a_crash():
     m, n = 4, 3
     A = np.array([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])  # rank 2
     z = np.concatenate([A.ravel(), np.zeros(m * n)])
-    f, g = _general_objective(z, np.eye(n), m, n)
+    f, g = general_objective(z, np.eye(n), m, n)
     assert f == np.inf and np.all(g == 0)
 
 
@@ -151,7 +152,7 @@ def test_random_workloads_between_svd_bound_and_identity(n, seed):
         ({"tol": 0.0}, r"'tol' parameter of minimize_l1 must be a number in \(0, 1\)"),
         ({"initial": np.eye(3)}, "'initial' parameter .* must be a 2-D strategy with n = 4 columns"),
         ({"initial": np.ones(4)}, "'initial' parameter of minimize_l1 must be a 2-D strategy"),
-        ({"initial": np.ones((5, 4))}, "'initial' parameter of minimize_l1 must have full column rank"),
+        ({"initial": np.ones((5, 4))}, r"'initial' parameter of minimize_l1 must support the workload.*rank 1 of"),
         ({"initial": np.full((4, 4), np.inf)}, "'initial' parameter of minimize_l1 must be finite"),
         ({"initial": np.eye(4), "p": 3}, r"'p' parameter .* must equal the number of rows of 'initial' \(4"),
     ],
@@ -160,3 +161,60 @@ def test_invalid_inputs(kwargs, match):
     kwargs = {"gram": prefix_gram(4), **kwargs}
     with pytest.raises(ValueError, match=match):
         minimize_l1(kwargs.pop("gram"), **kwargs)
+
+
+# --- issue 12: statuses over restarts, rank-deficient starts ------------------------------------------
+
+
+def test_status_counts_restarts_that_hit_the_budget():
+    G = prefix_gram(16)
+    spent = minimize_l1(G, restarts=3, max_iterations=2, seed=0)
+    assert spent.status == "user_limit"
+    assert "3 of 3 restarts hit max_iterations=2" in spent.message and "local optimum" in spent.message
+    assert spent.extra["run_summary"].startswith("3 of 3 restarts hit")
+    done = minimize_l1(G, restarts=2, seed=0)
+    assert done.status == "optimal" and all(h["status"] == "optimal" for h in done.history)
+    assert "All 2 restarts converged" in done.message and "projected gradient or relative decrease" in done.message
+
+
+def test_one_spent_restart_is_enough_for_user_limit(monkeypatch):
+    import mmopt.local_search as ls
+
+    real = ls.lbfgs
+    calls = []
+
+    def second_run_spent(*args):
+        z, f, nit, status = real(*args)
+        calls.append(status)
+        return z, f, nit, "user_limit" if len(calls) == 2 else status
+
+    monkeypatch.setattr(ls, "lbfgs", second_run_spent)
+    sol = ls.minimize_l1(prefix_gram(8), restarts=3, seed=0)
+    assert sol.status == "user_limit" and "1 of 3 restarts hit max_iterations=1000" in sol.message
+
+
+@pytest.mark.parametrize("rows", ["workload", "svd"])
+def test_polish_accepts_a_rank_deficient_start_that_supports_the_workload(rows):
+    W = wl.random_range(16, 5, seed=3)
+    G = W.gram
+    A0 = W.explicit_matrix() if rows == "workload" else mst.singular_value_bound(W).matrix
+    assert np.linalg.matrix_rank(A0) == np.linalg.matrix_rank(G) < 16
+    sol = minimize_l1(G, initial=A0, restarts=2, seed=0)
+    e0 = mmopt.error.unit_objective(A0, G)
+    assert error(G, sol.matrix) <= e0 * (1 + 1e-12)
+    assert sol.extra["mode"] == "polish"
+
+
+def test_rank_deficient_start_is_augmented_without_changing_its_error():
+    from mmopt._local_objectives import full_rank
+
+    W = wl.total(6)
+    A0 = np.ones((1, 6))
+    A1 = full_rank(A0)
+    assert A1.shape == (6, 6) and np.linalg.matrix_rank(A1) == 6
+    assert np.abs(A1).sum(axis=0).max() <= 1.001 * np.abs(A0).sum(axis=0).max()
+    G = W.gram
+    tr_ginv = np.trace(G @ np.linalg.inv(A1.T @ A1))  # G N = 0: the added rows do not change tr(G X⁺)
+    assert tr_ginv == pytest.approx(np.trace(G @ np.linalg.pinv(A0.T @ A0)), rel=1e-9)
+    sol = minimize_l1(G, initial=A0, seed=0)
+    assert error(G, sol.matrix) == pytest.approx(1.0, rel=1e-12)  # (Σσ)²/n = 6/6: cannot be beaten

@@ -136,3 +136,21 @@ def test_invalid_inputs(label, kwargs, match):
     kwargs = {"profile_gram": np.eye(2), **kwargs}
     with pytest.raises(ValueError, match=match):
         solve_min_sensitivity(**kwargs)
+
+
+def test_status_is_user_limit_when_a_phase_runs_out_of_budget(monkeypatch):
+    """Issue 12: "optimal" needs the convex iteration's test and every full polish's to pass."""
+    import mmopt.min_sensitivity as ms
+
+    X0 = H4.T @ H4
+    spent_sdp = ms.solve_min_sensitivity(X0, seed=0, max_iterations=1)
+    assert spent_sdp.status == "user_limit" and "max_iterations=1" in spent_sdp.message
+    full = ms.solve_min_sensitivity(X0, seed=0)
+    assert full.status == "optimal" and "local optimum" in full.message
+    real = ms._polish
+    monkeypatch.setattr(ms, "_POLISH_STEPS", 2)
+    monkeypatch.setattr(ms, "_polish", lambda a, max_steps=400: real(a, max_steps=min(max_steps, 2)))
+    spent_polish = ms.solve_min_sensitivity(X0, seed=0)
+    assert spent_polish.status == "user_limit" and "rotation polishes stopped at their 2-step budget" in (
+        spent_polish.message)
+    check(spent_polish, X0)

@@ -108,11 +108,49 @@ def test_l2_approx_never_worse_than_identity_and_bounded(n, seed):
 INVALID = {
     "method": (dict(method="l2-approx"), ValueError, "'method' parameter of optimize must be one of"),
     "norm": (dict(norm="l3"), ValueError, "'norm' parameter of optimize"),
-    "option": (dict(options={"engin": "sdp"}), ValueError, r"Unknown options \['engin'\]"),
+    "option": (dict(options={"engin": "sdp"}), ValueError,
+               r"Unknown options \['engin'\] for optimize\(method='l2_approx'\), which accepts only \['engine'\]"),
     "tol": (dict(tol=-1.0), ValueError, "'tol' parameter of optimize"),
+    "tol above 1": (dict(tol=2.0), ValueError, r"'tol' parameter of optimize must be a float in the range \(0, 1\)"),
+    "max_iterations": (dict(max_iterations=0), ValueError, "'max_iterations' parameter of optimize"),
     "solver": (dict(solver="NOPE"), ValueError, "NOPE"),
     "min_sensitivity without initial": (dict(method="min_sensitivity"), ValueError, "needs initial="),
-    "engine": (dict(method="min_error", options={"engine": "magic"}), ValueError, "'engine' option"),
+    "engine": (dict(method="min_error", options={"engine": "magic"}), ValueError,
+               "'engine' option of optimize\\(method='min_error'\\) must be one of 'auto', 'sdp', 'local'"),
+    # issue 12: values and names no method checked were silently accepted
+    "engine warp": (dict(options={"engine": "warp"}), ValueError,
+                    r"'engine' option of optimize\(method='l2_approx'\) must be one of 'auto', 'sdp', 'fast'. "
+                    "Got 'warp' instead"),
+    "polish no": (dict(method="min_error", options={"polish": "no"}), TypeError,
+                  r"'polish' option of optimize\(method='min_error'\) must be True or False. Got 'no' \(str\)"),
+    "extra_rows": (dict(method="min_error", options={"extra_rows": 2}), ValueError,
+                   r"Unknown options \['extra_rows'\] for optimize\(method='min_error'\), which accepts only "
+                   r"\['engine', 'p', 'polish', 'restarts', 'weight'\]"),
+    "restarts 0": (dict(method="min_error", options={"restarts": 0}), ValueError,
+                   "'restarts' option of optimize.* must be a positive integer. Got 0"),
+    "p float": (dict(method="min_error", options={"p": 2.5}), ValueError, "'p' option .* positive integer"),
+    "weight negative": (dict(method="min_error", options={"weight": -1.0}), ValueError, "'weight' option .* positive"),
+    "options not a dict": (dict(options=["engine"]), TypeError, "'options' parameter of optimize must be a dict"),
+    "option of a closed form": (dict(method="identity", options={"engine": "sdp"}), ValueError,
+                                r"optimize\(method='identity'\), which takes no options"),
+    "max_iterations of a closed form": (dict(method="identity", max_iterations=5), ValueError,
+                                        r"\['max_iterations'\] parameter\(s\) of optimize do not apply to "
+                                        r"method='identity', which reads only \['seed'\]"),
+    "initial of l2_approx": (dict(initial="identity"), ValueError,
+                             r"\['initial'\] parameter\(s\) of optimize do not apply to method='l2_approx'"),
+    "min_sensitivity options": (dict(method="min_sensitivity", initial="identity", options={"restarts": 2}),
+                                ValueError, "takes no options"),
+    "solver with the fast engine": (dict(solver="SCS", options={"engine": "fast"}), ValueError,
+                                    "'solver' parameter of optimize does not apply to method='l2_approx' with "
+                                    "engine='fast'"),
+    "weight without the SDP stage": (dict(method="min_error", options={"engine": "local", "weight": 3.0}),
+                                     ValueError, r"nothing reads \['weight'\]"),
+    "seed": (dict(seed=-1), ValueError, "'seed' parameter of optimize must be None, a non-negative integer"),
+    "blas_threads": (dict(blas_threads=0), ValueError, "'blas_threads' parameter of optimize must be 'auto', a pos"),
+    "blas_threads name": (dict(blas_threads="max"), TypeError, "'blas_threads' parameter of optimize must be 'auto'"),
+    "blas_threads type": (dict(blas_threads=1.5), TypeError, "'blas_threads' parameter of optimize"),
+    "verbose": (dict(verbose="yes"), TypeError, "'verbose' parameter of optimize must be True or False"),
+    "initial name": (dict(method="min_error", initial="identit"), ValueError, "'initial' parameter of optimize"),
 }
 
 
@@ -140,3 +178,141 @@ def test_min_sensitivity_reproduces_spec_n4():
     for A, expected in ((mmopt.strategy.hierarchical(4), 1 / 2**0.5 + 3.5**0.5), (mmopt.strategy.wavelet(4), 2.0)):
         r = optimize(wl.all_range(4), method="min_sensitivity", initial=A, seed=0)
         assert r.strategy.sensitivity("l1") == pytest.approx(expected, rel=1e-4)
+
+
+# --- issue 12: honest statuses under a spent budget, one test per method ------------------------------
+
+
+def _spent(r):
+    assert r.status == "user_limit" and not r.success, (r.status, r.message)
+
+
+def test_tiny_budget_l2_approx_fast():
+    r = optimize(wl.all_range(64), method="l2_approx", max_iterations=1, options={"engine": "fast"})
+    _spent(r)
+    assert "max_iterations=1" in r.message
+    assert r.objective >= r.lower_bound  # the iterate is still feasible and its dual bound valid
+
+
+def test_tiny_budget_l2_approx_sdp():
+    r = optimize(wl.all_range(8), method="l2_approx", max_iterations=2, options={"engine": "sdp"})
+    _spent(r)
+    assert np.max(np.diag(r.strategy.gram)) <= 1 + 1e-12 and r.objective >= r.lower_bound
+
+
+@pytest.mark.parametrize("engine", ["sdp", "local"])
+def test_tiny_budget_min_error(engine):
+    # [10·1ᵀ; I₆]: no start is a stationary point (unlike the identity for prefix or range workloads, which
+    # a polish rightly reports converged after one iteration), so every stage needs more than one step.
+    W = wl.Workload.from_matrix(np.vstack([10 * np.ones(6), np.eye(6)]))
+    r = optimize(W, method="min_error", max_iterations=1, seed=0, options={"engine": engine})
+    _spent(r)
+    stage = r.extra["winning_stage"]
+    assert r.extra["stage_status"][stage] == r.status and stage in r.message
+    assert "8 of 8 restarts hit max_iterations=1" in r.message
+    if engine == "sdp":
+        assert r.extra["stage_status"]["sdp"] == "user_limit" and "max_iterations=1 P1 solves" in r.message
+    full = optimize(W, method="min_error", seed=0, options={"engine": "local"})
+    assert full.success and full.objective < r.objective  # the budget, not the workload, stopped it
+
+
+def test_tiny_budget_min_sensitivity():
+    r = optimize(wl.all_range(4), method="min_sensitivity", initial=mmopt.strategy.hierarchical(4),
+                 max_iterations=1, seed=0)
+    _spent(r)
+    assert "max_iterations=1" in r.message
+
+
+@pytest.mark.parametrize("method", ["identity", "hierarchical", "wavelet", "svd_bound"])
+def test_closed_forms_take_no_budget_and_say_what_optimal_means(method):
+    with pytest.raises(ValueError, match=f"do not apply to method='{method}'"):
+        optimize(wl.prefix(4), method=method, max_iterations=1)
+    r = optimize(wl.prefix(4), method=method, seed=0)  # seed is accepted by every method
+    assert r.status == "optimal" and "not that the strategy is optimal" in r.message
+
+
+def test_min_error_status_is_that_of_the_winning_stage():
+    r = optimize(wl.all_range(32), method="min_error", seed=0, options={"restarts": 2})
+    stage = r.extra["winning_stage"]
+    assert r.status == r.extra["stage_status"][stage]
+    assert set(r.extra["stage_status"]) >= {"local_search"} and "sdp" not in r.extra["stage_status"]  # n > 16
+    assert "local optimum" in r.message and f"it, {stage}: {r.status}" in r.message
+
+
+# --- issue 12: verbose output, BLAS threads, no import cycle ---------------------------------------------
+
+
+def test_verbose_prints_progress_without_logging_setup(capsys):
+    import logging
+
+    logger = logging.getLogger("mmopt")
+    before = (logger.level, logger.propagate, list(logger.handlers))
+    optimize(wl.prefix(20), method="min_error", seed=0, verbose=True, options={"restarts": 2})
+    err = capsys.readouterr().err
+    for text in ("optimize: method 'min_error'", "stage local_search", "restart 2 of 2", "objective",
+                 "min_error: best of"):
+        assert text in err, text
+    assert (logger.level, logger.propagate, list(logger.handlers)) == before  # restored
+    optimize(wl.prefix(20), method="min_error", seed=0, options={"restarts": 1})
+    assert capsys.readouterr().err == ""  # quiet by default
+
+
+def test_verbose_uses_the_users_logging_when_configured(capsys, caplog):
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="mmopt"):
+        optimize(wl.prefix(8), method="l2_approx", verbose=True, options={"engine": "fast"})
+    assert any("solve_l2 it 1" in r.getMessage() for r in caplog.records)
+    assert "solve_l2 it 1" not in capsys.readouterr().err  # no second handler of our own
+
+
+def test_blas_threads_are_capped_during_the_call_and_restored(monkeypatch):
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    import mmopt.l2_fast
+    import mmopt.min_error
+    from mmopt._solution import RawSolution
+
+    def blas():
+        return sorted({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
+
+    seen = []
+
+    def probe(W, G, opts):  # a method (or min_error's pipeline) recording the threads it runs with
+        seen.append(blas())
+        return RawSolution(np.eye(W.domain_size), None, "optimal", "probe", 0, None)
+
+    def l2_probe(G, **kwargs):  # the same for the L2 solver
+        seen.append(blas())
+        return RawSolution(None, np.eye(len(G)), "optimal", "probe", 0, None)
+
+    monkeypatch.setattr(mmopt.min_error, "solve", probe)
+    monkeypatch.setattr(mmopt.l2_fast, "solve_l2", l2_probe)
+    with threadpool_limits(limits=2, user_api="blas"):
+        outside = blas()
+        optimize(wl.prefix(3), method=probe, blas_threads=1)
+        optimize(wl.prefix(3), method=probe, blas_threads=None)  # left as configured
+        optimize(wl.prefix(3), method=probe)  # "auto" for a custom method: left as configured
+        optimize(wl.prefix(40), method="min_error")  # "auto": one thread for the heuristics' small loops
+        optimize(wl.prefix(40), method="l2_approx")  # "auto": large eigendecompositions keep their threads
+        assert blas() == outside
+    assert seen == [[1], outside, outside, [1], outside]
+
+
+def test_no_import_cycle_through_optimize():
+    """Nothing optimize depends on imports optimize back (min_error used to, for _initial_matrix)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(mmopt.__file__).parent
+    for name in ("_methods", "min_error", "local_search", "_local_objectives", "sdp_min_error", "l2_fast",
+                 "sdp_l2", "min_sensitivity", "solvers", "_solution", "_runtime"):
+        tree = ast.parse((root / f"{name}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            assert "mmopt.optimize" not in targets, f"mmopt/{name}.py imports mmopt.optimize"

@@ -44,3 +44,100 @@ def test_gaussian_variance_factor_is_sigma_squared():
     p = Privacy(1.0, 1e-6)
     assert p.variance_factor == pytest.approx(p.unit_noise_scale**2)
     assert np.isclose(p.noise_scale(2.0), 2 * p.unit_noise_scale)
+
+
+# --- input validation ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("args", "error", "match"), [
+    ((float("nan"),), ValueError, "'epsilon' parameter of Privacy.*Got nan"),
+    ((float("inf"),), ValueError, "'epsilon' parameter of Privacy.*Got inf"),
+    ((0.0,), ValueError, "'epsilon' parameter of Privacy.*Got 0.0"),
+    ((-1.0,), ValueError, "'epsilon' parameter of Privacy.*Got -1.0"),
+    ((5e-324,), ValueError, "'epsilon' parameter of Privacy must be a normal float.*Got 5e-324"),
+    ((True,), TypeError, "'epsilon' parameter of Privacy must be a real number. Got True"),
+    (("1",), TypeError, "'epsilon' parameter of Privacy must be a real number"),
+    ((1.0, np.nan), ValueError, "'delta' parameter of Privacy.*Got nan"),
+    ((1.0, 1.0), ValueError, r"'delta' parameter of Privacy must be a float in the range \[0, 1\)"),
+    ((1.0, -1e-300), ValueError, "'delta' parameter of Privacy"),
+    ((1.0, True), TypeError, "'delta' parameter of Privacy must be a real number"),
+    ((1.0, 1e-5, "exact"), ValueError, "'calibration' parameter of Privacy must be one of"),
+])
+def test_privacy_rejects_bad_input(args, error, match):
+    with pytest.raises(error, match=match):
+        Privacy(*args)
+
+
+def test_privacy_normalises_numeric_types_and_negative_zero():
+    p = Privacy(np.float32(1), delta=-0.0)
+    assert type(p.epsilon) is float and p.epsilon == 1.0
+    assert p.noise == "laplace" and math.copysign(1.0, p.delta) == 1.0  # -0.0 is stored as 0.0
+    g = Privacy(np.float64(0.5), np.float64(1e-6))
+    assert type(g.delta) is float and g.noise == "gaussian"
+
+
+@pytest.mark.parametrize(("sigma", "epsilon", "error", "name"), [
+    (0.0, 1.0, ValueError, "sigma"), (-1.0, 1.0, ValueError, "sigma"), (math.nan, 1.0, ValueError, "sigma"),
+    (math.inf, 1.0, ValueError, "sigma"), (True, 1.0, TypeError, "sigma"), ("1", 1.0, TypeError, "sigma"),
+    (1.0, 0.0, ValueError, "epsilon"), (1.0, -1.0, ValueError, "epsilon"), (1.0, math.nan, ValueError, "epsilon"),
+    (1.0, None, TypeError, "epsilon"),
+])
+def test_gaussian_delta_rejects_bad_input(sigma, epsilon, error, name):
+    # before: sigma=0 raised ZeroDivisionError and sigma=-1 returned δ = -1.85
+    with pytest.raises(error, match=f"The '{name}' parameter of gaussian_delta must be"):
+        gaussian_delta(sigma, epsilon)
+
+
+@pytest.mark.parametrize(("epsilon", "delta", "match"), [
+    (0.0, 1e-5, "'epsilon' parameter of analytic_gaussian_sigma"),
+    (1e-320, 1e-5, "'epsilon' parameter of analytic_gaussian_sigma must be a normal float"),
+    (1.0, 0.0, "'delta' parameter of analytic_gaussian_sigma"),
+    (1.0, 1.0, "'delta' parameter of analytic_gaussian_sigma"),
+])
+def test_analytic_sigma_rejects_bad_input(epsilon, delta, match):
+    with pytest.raises(ValueError, match=match):
+        analytic_gaussian_sigma(epsilon, delta)
+
+
+# --- log_variance_factor ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("p", [Privacy(0.5), Privacy(2.0, 1e-5), Privacy(0.3, 0.2, calibration="theorem_5_22")])
+def test_log_variance_factor_is_log_of_variance_factor(p):
+    assert p.log_variance_factor == pytest.approx(math.log(p.variance_factor), rel=1e-14, abs=1e-14)
+
+
+@pytest.mark.parametrize(("epsilon", "delta"), [(1e-300, 0.0), (1e300, 0.0), (2.3e-308, 0.0), (1e-300, 1e-300),
+                                                (1e300, 0.5), (1e-12, 1e-50), (1.0, 5e-324)])
+def test_log_variance_factor_is_finite_at_extremes(epsilon, delta):
+    p = Privacy(epsilon, delta)
+    c = p.log_variance_factor
+    assert math.isfinite(c)
+    if delta == 0:
+        assert c == pytest.approx(math.log(2) - 2 * math.log(epsilon), rel=1e-15)
+    else:
+        assert c == pytest.approx(2 * math.log(p.unit_noise_scale), rel=1e-15)
+    if math.isfinite(p.variance_factor) and p.variance_factor > 1e-300:
+        assert c == pytest.approx(math.log(p.variance_factor), rel=1e-12)
+
+
+def test_variance_factor_keeps_its_meaning_at_extremes():
+    assert Privacy(1e-300).variance_factor == math.inf  # documented; log_variance_factor is the finite one
+    assert Privacy(1e300).variance_factor == 0.0
+
+
+# --- Theorem 5.22 at extreme δ, the fast path ------------------------------------------------------------
+
+def test_theorem_5_22_with_subnormal_delta_is_finite_and_private():
+    p = Privacy(1.0, 5e-324, calibration="theorem_5_22")
+    assert p.unit_noise_scale == pytest.approx(math.sqrt(2 * (math.log(2) - math.log(5e-324))))
+    assert p.unit_noise_scale >= Privacy(1.0, 5e-324).unit_noise_scale
+
+
+def test_theorem_5_22_sigma_that_would_overflow_is_refused():
+    with pytest.raises(ValueError, match="theorem_5_22.*Use calibration='analytic'"):
+        Privacy(1e-307, 1e-300, calibration="theorem_5_22")
+
+
+def test_calibration_is_cached_across_instances():
+    first = Privacy(1.0, 1e-5).unit_noise_scale
+    for _ in range(1000):  # a cache hit per construction: this takes milliseconds
+        assert Privacy(1.0, 1e-5).unit_noise_scale == first

@@ -157,3 +157,14 @@ def test_invalid_solver_and_tol():
         solve_l2_sdp(np.eye(2), solver="nope")
     with pytest.raises(ValueError, match=r"'tol' parameter of solve_l2_sdp must be a float in the range"):
         solve_l2_sdp(np.eye(2), tol=0.0)
+
+
+def test_iteration_limit_returns_a_feasible_iterate_as_user_limit():
+    """Issue 12: max_iterations reaches the solver; its last iterate is made feasible, the status says so."""
+    G = all_range_gram(8)
+    res = solve_l2_sdp(G, solver="CLARABEL", max_iterations=2)
+    assert res.status == "user_limit" and "iteration or time limit" in res.message
+    assert np.diag(res.gram).max() <= 1.0 and np.linalg.eigvalsh(res.gram)[0] > 0
+    assert res.dual_bound <= 80.4643 <= res.extra["objective"]  # weak duality still brackets the optimum
+    with pytest.raises(ValueError, match="'max_iterations' parameter of solve_l2_sdp"):
+        solve_l2_sdp(G, max_iterations=0)

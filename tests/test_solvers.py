@@ -65,7 +65,7 @@ def test_choose_mosek_unusable_message():
     msg = str(info.value)
     assert "solver='mosek' is not usable here" in msg
     assert "Usable SDP solvers: ['CLARABEL', 'SCS'" in msg
-    assert "Pass solver='CLARABEL'" in msg and "pip install 'mmopt[mosek]'" in msg
+    assert "Pass solver='CLARABEL'" in msg and "pip install mosek" in msg
 
 
 @pytest.mark.skipif(not mosek_available(), reason="needs a licensed MOSEK")
