@@ -139,9 +139,15 @@ class Privacy:
         return sigma
 
     def noise_scale(self, sensitivity: float) -> float:
-        """Scale of the noise for a strategy of the given sensitivity (it is linear in Δ)."""
+        """Scale of the noise for a strategy of the given sensitivity (it is linear in Δ); never inf."""
         s = v.check_real(sensitivity, name="sensitivity", caller="Privacy.noise_scale", low=0.0)
-        return s * self.unit_noise_scale
+        scale = s * self.unit_noise_scale
+        if scale == math.inf:  # inf noise would silently turn every answer into inf or nan
+            raise ValueError(
+                f"The 'sensitivity' parameter of Privacy.noise_scale times the unit noise scale "
+                f"{self.unit_noise_scale:.4g} overflows a float. Got {s!r} instead. Use a larger epsilon or delta."
+            )
+        return scale
 
     @property
     def variance_factor(self) -> float:

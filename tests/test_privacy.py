@@ -137,6 +137,13 @@ def test_theorem_5_22_sigma_that_would_overflow_is_refused():
         Privacy(1e-307, 1e-300, calibration="theorem_5_22")
 
 
+def test_noise_scale_that_would_overflow_is_refused():
+    p = Privacy(1e-300, 1e-300)  # σ = 2.8e299
+    assert p.noise_scale(1e8) == pytest.approx(1e8 * p.unit_noise_scale)
+    with pytest.raises(ValueError, match="'sensitivity' parameter of Privacy.noise_scale.*overflows"):
+        p.noise_scale(1e10)
+
+
 def test_calibration_is_cached_across_instances():
     first = Privacy(1.0, 1e-5).unit_noise_scale
     for _ in range(1000):  # a cache hit per construction: this takes milliseconds
