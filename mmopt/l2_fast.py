@@ -162,7 +162,8 @@ def solve_l2(gram, *, tol=1e-8, max_iterations=500, initial_dual=None, verbose=F
     RawSolution
         ``gram`` is the feasible X (symmetric, diag X ≤ 1 exactly); ``dual_bound`` = g(λ) ≤ the optimum;
         ``status`` is "optimal" if the gap is ≤ ``tol``, "user_limit" if ``max_iterations`` ran out first,
-        "optimal_inaccurate" if the gap stalled above ``tol`` (round-off). ``history`` holds iteration,
+        "optimal_inaccurate" if the gap stalled above ``tol`` or the bounds crossed by more than ``tol``
+        (round-off). ``history`` holds iteration,
         primal, dual, gap (between the best bounds so far), step and cg; ``extra`` holds dual_variable
         (the λ of ``dual_bound``), primal_bound (≥ tr(G X⁺) of ``gram``), seconds, rank, cg_iterations.
 
@@ -317,15 +318,17 @@ def solve_l2(gram, *, tol=1e-8, max_iterations=500, initial_dual=None, verbose=F
         X[np.ix_(used, used)], lam_out[used] = X_used, best_lam
     # "optimal" is a certificate here (the problem is convex); the loop above also stops when the gap
     # stalls, which is not a spent budget: that is "optimal_inaccurate".
-    status = "optimal" if gap <= tol else "user_limit" if it == max_iterations else "optimal_inaccurate"
+    # A gap below −tol means the bounds cross by more than tol: round-off, not a certificate at this tol.
+    status = ("optimal" if -tol <= gap <= tol else "user_limit" if gap > tol and it == max_iterations
+              else "optimal_inaccurate")
     message = {
         "optimal": f"Converged: certified relative duality gap {gap:.2e} <= tol {tol:g} after {it} iterations, "
                    "so X is globally optimal to within tol (Program 5.2 is convex).",
         "user_limit": f"Stopped at max_iterations={max_iterations} with relative duality gap {gap:.2e} > tol "
                       f"{tol:g}. Raise max_iterations or pass extra['dual_variable'] as initial_dual to continue.",
-        "optimal_inaccurate": f"The relative duality gap stalled at {gap:.2e} > tol {tol:g} after {it} iterations "
-                              "(no progress in 5): tol is below the round-off floor of this G, loosen it. X is "
-                              "feasible and dual_bound valid.",
+        "optimal_inaccurate": f"The relative duality gap {'stalled at' if gap > 0 else 'crossed zero to'} "
+                              f"{gap:.2e} (tol {tol:g}) after {it} iterations: tol is below the round-off floor "
+                              "of this G, loosen it. X is feasible and dual_bound valid.",
     }[status]
     return RawSolution(
         matrix=None, gram=X, status=status, message=message, iterations=it,

@@ -239,3 +239,14 @@ def test_stalled_gap_is_inaccurate_not_a_spent_budget():
     assert sol.status == "optimal_inaccurate" and sol.iterations < 500
     assert "stalled" in sol.message and "loosen it" in sol.message
     assert np.all(np.diagonal(sol.gram) <= 1.0) and sol.dual_bound <= objective(G, sol.gram) * (1 + 1e-9)
+
+
+def test_crossed_bounds_are_not_a_certificate():
+    """Bounds that cross by more than tol (round-off, gap −1.1e-9 here) do not certify a 1e-10 gap."""
+    rng = np.random.default_rng(0)
+    rng.standard_normal((10, 20))  # the same stream as the stalled case above, next draw
+    W = rng.standard_normal((10, 20)) * np.logspace(0, 6, 20)
+    G = W.T @ W
+    strict = solve_l2(G, tol=1e-10)
+    assert strict.status == "optimal_inaccurate" and "crossed zero" in strict.message
+    assert solve_l2(G, tol=1e-8).status == "optimal"
