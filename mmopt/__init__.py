@@ -5,7 +5,7 @@ Notation: see README. The public API is re-exported here; modules are named afte
 
 from mmopt import solvers, strategy, structured, workload
 from mmopt.augment import augment, strictly_improved
-from mmopt.dispatch import evaluate, expected_error, matrix_mechanism, svd_bound
+from mmopt.dispatch import evaluate, expected_error, matrix_mechanism, release, svd_bound
 from mmopt.error import (
     ErrorReport,
     NumericalError,
@@ -15,7 +15,7 @@ from mmopt.error import (
     query_error,
     supports,
 )
-from mmopt.mechanism import MechanismOutput, factorize, laplace_mechanism, release
+from mmopt.mechanism import MechanismOutput, factorize, laplace_mechanism
 from mmopt.optimize import OptimizeResult, optimize
 from mmopt.privacy import Privacy
 from mmopt.solvers import SolverError

@@ -14,6 +14,7 @@ from mmopt import error, mechanism
 from mmopt.structured import _checks as ck
 from mmopt.structured import analysis, bounds
 from mmopt.structured import mechanism as smech
+from mmopt.structured import release as srelease
 from mmopt.structured.strategies import ImplicitStrategy
 from mmopt.structured.workloads import ImplicitWorkload
 
@@ -96,3 +97,16 @@ def matrix_mechanism(workload, strategy, x, privacy, *, rng=None, size: int | No
     if implicit:
         return smech.matrix_mechanism(W, A, x, privacy, rng=rng, size=size)
     return mechanism.matrix_mechanism(W, A, x, privacy, rng=rng, size=size)
+
+
+def release(workload, strategy, x, privacy, *, noise_scale: float | None = None):
+    """Release W x̂ for real data with OpenDP noise and a verified (ε, δ) guarantee, dense or implicit.
+
+    Dense pairs: :func:`mmopt.mechanism.release`. Implicit pairs: :func:`mmopt.structured.release.release`
+    (noise on A x at Δ exact or a proven upper bound, rounded upwards; x̂ by factor-wise or LSMR least
+    squares). Needs OpenDP (``pip install opendp``; from a checkout ``pip install -e '.[release]'``).
+    """
+    W, A, implicit = _kinds(workload, strategy, "release")
+    if implicit:
+        return srelease.release(W, A, x, privacy, noise_scale=noise_scale)
+    return mechanism.release(W, A, x, privacy, noise_scale=noise_scale)

@@ -23,6 +23,9 @@ from scipy import linalg
 from scipy.linalg import lapack
 
 from mmopt import _validation as v
+from mmopt._opendp import calibrated_scale as _noise_scale
+from mmopt._opendp import finite as _finite
+from mmopt._opendp import measure
 from mmopt.error import _QR_MAX_CONDITION, _as_strategy, numerical_rank, supports
 from mmopt.privacy import Privacy
 from mmopt.strategy import max_column_norm
@@ -232,47 +235,13 @@ def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: f
     """
     caller = "release"
     strategy, x, W = _prepare(workload, strategy, x, privacy, caller)
-    try:
-        import opendp.prelude as dp
-    except ImportError:
-        raise ImportError(f"{caller} needs OpenDP. Install it with: pip install opendp "
-                          "(from a checkout: pip install -e '.[release]')") from None
-    dp.enable_features("contrib")
     A = strategy.matrix
-    p = A.shape[0]
     d_in = _upper_sensitivity(A, privacy.sensitivity_norm, caller)
     Ax = _product(A, x, caller)  # refused before any noise is drawn if it overflows
-    gaussian = privacy.noise == "gaussian"
-    d_out = (privacy.epsilon, privacy.delta) if gaussian else privacy.epsilon
-    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=p)
-
-    def make(scale: float):
-        if not gaussian:
-            return dp.m.make_laplace(domain, dp.l1_distance(T=float), scale)
-        meas = dp.m.make_gaussian(domain, dp.l2_distance(T=float), scale)
-        return dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(meas), privacy.delta)
-
-    if noise_scale is None:
-        floor = _noise_scale(privacy, d_in, caller)
-        try:
-            scale = dp.binary_search_param(make, d_in=d_in, d_out=d_out, bounds=(floor / 2, 16 * floor))
-        except (ValueError, dp.OpenDPException) as exc:
-            raise ValueError(f"{caller}: OpenDP found no noise scale satisfying {privacy}: {exc}") from None
-    else:
-        scale = v.check_real(noise_scale, name="noise_scale", caller=caller, low=0.0, low_open=True)
-    meas = make(scale)
-    try:
-        verified = meas.check(d_in, d_out)
-    except dp.OpenDPException:  # e.g. overflow in the map at an extreme scale: not verified
-        verified = False
-    if not verified:
-        raise ValueError(f"{caller}: OpenDP's privacy map does not verify {privacy} at noise scale "
-                         f"{scale:.6g} (sensitivity {d_in:.6g}). Omit 'noise_scale' to calibrate it.")
-    y = _finite(np.asarray(meas(Ax.tolist()), dtype=np.float64), "the noisy measurements y", caller)
+    y, scale, loss = measure(Ax, d_in, privacy, noise_scale=noise_scale, caller=caller)
     xhat = _finite(factorize(strategy).solve(y), "x̂", caller)
     answers = None if W is None else _finite(W @ xhat, "W x̂", caller)
-    return MechanismOutput(answers, xhat, y, float(scale), privacy.noise, privacy, "release", d_in,
-                           meas.map(d_in))
+    return MechanismOutput(answers, xhat, y, scale, privacy.noise, privacy, "release", d_in, loss)
 
 
 # -- helpers ------------------------------------------------------------------------------------------
@@ -329,31 +298,12 @@ def _product(M: np.ndarray, x: np.ndarray, caller: str) -> np.ndarray:
     return Mx
 
 
-def _noise_scale(privacy: Privacy, sensitivity: float, caller: str) -> float:
-    """b or σ at this sensitivity; refused when it over- or underflows (no noise, or only inf, would be added)."""
-    with np.errstate(over="ignore", under="ignore"):
-        unit = privacy.unit_noise_scale
-        scale = sensitivity * unit
-    if not math.isfinite(scale) or scale < np.finfo(float).tiny:
-        raise ValueError(f"{caller}: the noise scale Δ·{'b' if privacy.noise == 'laplace' else 'σ'}(Δ=1) = "
-                         f"{sensitivity:.3g}·{unit:.3g} is {scale!r}, outside float64's normal range, so the noise "
-                         f"cannot be drawn. Use a moderate {privacy} or rescale the strategy.")
-    return scale
-
-
 def _noisy(Mx: np.ndarray, noise: str, scale: float, gen: np.random.Generator, size, caller: str) -> np.ndarray:
     """M x plus i.i.d. simulation noise, shape (p,) or (size, p); refused if a draw overflows."""
     shape = Mx.shape if size is None else (size, Mx.shape[0])
     with np.errstate(over="ignore", invalid="ignore"):
         y = Mx + (gen.laplace if noise == "laplace" else gen.normal)(0.0, scale, size=shape)
     return _finite(y, "the noisy measurements y", caller)
-
-
-def _finite(a: np.ndarray, what: str, caller: str) -> np.ndarray:
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{caller}: {what} overflowed float64 (noise or counts too large). Use smaller counts "
-                         "or a larger privacy budget.")
-    return a
 
 
 def _upper_sensitivity(A: np.ndarray, norm: str, caller: str) -> float:
