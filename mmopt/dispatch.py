@@ -10,11 +10,14 @@ Keeping the dispatch here, above both layers, means neither imports the other's 
 
 from __future__ import annotations
 
+import dataclasses
+
 from mmopt import error, mechanism
 from mmopt.structured import _checks as ck
 from mmopt.structured import analysis, bounds
 from mmopt.structured import mechanism as smech
 from mmopt.structured import release as srelease
+from mmopt.structured.per_query import per_query_variance
 from mmopt.structured.strategies import ImplicitStrategy
 from mmopt.structured.workloads import ImplicitWorkload
 
@@ -59,10 +62,12 @@ def evaluate(workload, strategy, privacy=None, *, norm: str | None = None, per_q
     W, A, implicit = _kinds(workload, strategy, "evaluate")
     if not implicit:
         return error.evaluate(W, A, privacy, norm=norm, per_query=per_query)
-    if per_query:
-        raise ValueError("evaluate: per_query variances are not listed for implicit workloads (there may be "
-                         "millions); the report gives the total and the maximum. Pass per_query=None.")
-    return analysis.evaluate(W, A, privacy, norm=norm)
+    report = analysis.evaluate(W, A, privacy, norm=norm)
+    if per_query:  # opt-in: an implicit workload may have millions of queries
+        c = 1.0 if privacy is None else privacy.variance_factor
+        scale = c * report.sensitivity**2
+        report = dataclasses.replace(report, per_query_variance=per_query_variance(W, A, scale))
+    return report
 
 
 def expected_error(workload, strategy, privacy=None, *, norm: str | None = None) -> float:

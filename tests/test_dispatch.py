@@ -56,8 +56,19 @@ def test_mixed_pairs_are_densified_when_small_and_refused_when_large():
     big = wl.marginals((10, 10, 10, 10), 2)
     with pytest.raises(ValueError, match="evaluate: workload .* is implicit over 10,000 cells"):
         mmopt.evaluate(big, st.identity(10_000))
-    with pytest.raises(ValueError, match="per_query variances are not listed for implicit"):
-        mmopt.evaluate(big, st.kron(*[st.identity(10)] * 4), per_query=True)
+    with pytest.raises(ValueError, match="per-query variances are listed for product strategies only"):
+        mmopt.evaluate(big, st.stack([st.kron(*[st.identity(10)] * 4)] * 2), per_query=True)
+
+
+def test_per_query_variances_of_a_product_strategy_match_the_dense_ones():
+    factors = (wl.prefix(6), wl.identity_total(4), wl.all_range(5))
+    A = st.kron(st.hierarchical(6), st.identity(4), st.hierarchical(5))
+    W = mmopt.structured.union([mmopt.structured.kron(*factors), mmopt.structured.kron(
+        wl.total(6), wl.identity(4), wl.prefix(5), weight=2.0)])
+    dense = mmopt.evaluate(W.to_workload(), A.to_strategy(), Privacy(1.0)).per_query_variance
+    implicit = mmopt.evaluate(W, A, Privacy(1.0), per_query=True)
+    np.testing.assert_allclose(implicit.per_query_variance, dense, rtol=1e-10)
+    assert implicit.per_query_variance.max() == pytest.approx(implicit.max_variance, rel=1e-12)
 
 
 def test_mechanism_dispatches_and_matches_evaluate():

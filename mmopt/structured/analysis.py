@@ -17,7 +17,7 @@ Notation: see README; c = Privacy.variance_factor, Δ the strategy's sensitivity
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -58,6 +58,7 @@ class ImplicitErrorReport:
     max_variance_upper: float | None
     max_variance_exact: bool
     method: str
+    per_query_variance: np.ndarray | None = field(default=None, repr=False, compare=False)
 
 
 def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Privacy | None = None, *,
