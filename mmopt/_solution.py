@@ -78,3 +78,33 @@ class RawSolution:
             raise ValueError("RawSolution needs a strategy matrix or a Gram matrix; got neither.")
         if self.status not in STATUSES:
             raise ValueError(f"RawSolution.status must be one of {STATUSES}. Got {self.status!r} instead.")
+
+
+@dataclass(frozen=True, eq=False)
+class ImplicitSolution:
+    """A multi-dimensional optimiser's answer (OPT_⊗, OPT_+, OPT_M) before exact re-evaluation.
+
+    Attributes
+    ----------
+    strategy : mmopt.structured.ImplicitStrategy
+        The strategy found (a product, a union of products, or weighted marginals).
+    status, message, iterations, solver, history, extra
+        As in :class:`RawSolution`; ``status`` is one of :data:`STATUSES`, "optimal" only when every
+        convergence test the method runs passed.
+    lower_bound : float or None
+        A certified lower bound on the *total* error (unit privacy, the method's norm) of every strategy,
+        when the method proves one beyond the SVD bound; None otherwise.
+    """
+
+    strategy: Any
+    status: str
+    message: str
+    iterations: int | None
+    solver: str | None
+    lower_bound: float | None = None
+    history: tuple[Mapping[str, Any], ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"ImplicitSolution.status must be one of {STATUSES}. Got {self.status!r} instead.")
