@@ -9,6 +9,7 @@ algebra), :mod:`.mechanism`, :mod:`.factors`. Source: McKenna et al., PVLDB 2018
 
 from mmopt.structured.analysis import ImplicitErrorReport, evaluate
 from mmopt.structured.bounds import Bound, svd_bound
+from mmopt.structured.breakdown import term_errors
 from mmopt.structured.census import adult_w1, adult_w2, cps_w1, cps_w2, prefix_3d, ranges_2d, sf1, sf1_persons, sf1_plus
 from mmopt.structured.mechanism import answer, least_squares, matrix_mechanism
 from mmopt.structured.strategies import (
@@ -35,6 +36,6 @@ __all__ = [
     "Bound", "ImplicitErrorReport", "ImplicitStrategy", "ImplicitWorkload", "Product", "Sensitivity",
     "StrategyProduct", "adult_w1", "adult_w2", "answer", "cps_w1", "cps_w2", "evaluate", "identity_total", "kron",
     "kron_strategy", "least_squares", "lower_marginals", "marginals", "marginals_strategy", "matrix_mechanism",
-    "predicates", "prefix_3d", "ranges_2d", "sensitivity", "sf1", "sf1_persons", "sf1_plus", "svd_bound", "union",
-    "union_strategy",
+    "predicates", "prefix_3d", "ranges_2d", "sensitivity", "sf1", "sf1_persons", "sf1_plus", "svd_bound",
+    "term_errors", "union", "union_strategy",
 ]

@@ -84,29 +84,63 @@ _TABLES = (
 )
 
 
-def _sf1_terms(relationship: bool, state: bool) -> tuple[sw.Product, ...]:
+SF1_TABLES = ("P1", "P3", "P4", "P5", "P8", "P9", "P10", "P11", "P12", "P12A-I", "PCT12", "PCT12A-O")
+
+
+def sf1_term_tables() -> tuple[str, ...]:
+    """The SF1 table of each term of :func:`sf1` (and of sf1_persons, sf1_plus), in term order.
+
+    Use it to group a per-term error breakdown by table (:func:`mmopt.structured.term_errors`).
+    """
+    return tuple(t for t, terms in zip(SF1_TABLES, _TABLES, strict=True) for _ in terms)
+
+
+def _sf1_terms(relationship: bool, state: bool, weights) -> tuple[sw.Product, ...]:
     b = _sf1_blocks()
     it_state = sw.identity_total(STATE)
+    w = _table_weights(weights)
     terms = []
-    for sex, hisp, race, age in itertools.chain.from_iterable(_TABLES):
+    for table, (sex, hisp, race, age) in zip(sf1_term_tables(), itertools.chain.from_iterable(_TABLES),
+                                             strict=True):
         fs = [b[sex], b[hisp], b[race]] + ([b["T17"]] if relationship else []) + [b[age]]
-        terms.append(sw.Product(tuple(fs + ([it_state] if state else []))))
+        terms.append(sw.Product(tuple(fs + ([it_state] if state else [])), w.get(table, 1.0)))
     return tuple(terms)
 
 
-def sf1_persons() -> sw.ImplicitWorkload:
-    """SF1 Persons (HDMM's SF1): 2·2·64·17·115 = 500,480 cells, 4,151 queries over 12 tables."""
-    return sw.ImplicitWorkload(_sf1_terms(True, False), "sf1_persons")
+def _table_weights(weights) -> dict[str, float]:
+    """Validate {table: weight > 0}: the tutorial's "tuning workload error" (weight c multiplies every
+    query of a table, so its share of the optimised error shrinks as c grows)."""
+    if weights is None:
+        return {}
+    if not isinstance(weights, dict):
+        raise TypeError("The 'weights' parameter of sf1 must be a dict {table: weight}. "
+                        f"Got {type(weights).__name__}.")
+    unknown = sorted(set(weights) - set(SF1_TABLES))
+    if unknown:
+        raise ValueError(f"The 'weights' parameter of sf1 names unknown tables {unknown}. Tables: {list(SF1_TABLES)}.")
+    return {t: v.check_real(c, name="weights", caller="sf1", low=0.0, low_open=True) for t, c in weights.items()}
 
 
-def sf1() -> sw.ImplicitWorkload:
-    """HDMM's "census": SF1 without relationship, 2·2·64·115 = 29,440 cells, 4,151 queries."""
-    return sw.ImplicitWorkload(_sf1_terms(False, False), "sf1")
+def sf1_persons(weights: dict[str, float] | None = None) -> sw.ImplicitWorkload:
+    """SF1 Persons (HDMM's SF1): 2·2·64·17·115 = 500,480 cells, 4,151 queries over 12 tables.
+
+    ``weights`` ({table: c > 0}, tables in :data:`SF1_TABLES`) up-weights whole tables, e.g. PL94-like
+    ones (the HDMM tutorial, "Tuning workload error"); the error an optimiser minimises is then
+    Σ_tables c²·error(table).
+    """
+    return sw.ImplicitWorkload(_sf1_terms(True, False, weights), "sf1_persons")
 
 
-def sf1_plus() -> sw.ImplicitWorkload:
-    """SF1+ (by state): every SF1 term times IT on 51 states; 1,501,440 cells, 215,852 queries."""
-    return sw.ImplicitWorkload(_sf1_terms(False, True), "sf1_plus")
+def sf1(weights: dict[str, float] | None = None) -> sw.ImplicitWorkload:
+    """HDMM's "census": SF1 without relationship, 2·2·64·115 = 29,440 cells, 4,151 queries (``weights``:
+    see :func:`sf1_persons`)."""
+    return sw.ImplicitWorkload(_sf1_terms(False, False, weights), "sf1")
+
+
+def sf1_plus(weights: dict[str, float] | None = None) -> sw.ImplicitWorkload:
+    """SF1+ (by state): every SF1 term times IT on 51 states; 1,501,440 cells, 215,852 queries (``weights``:
+    see :func:`sf1_persons`)."""
+    return sw.ImplicitWorkload(_sf1_terms(False, True, weights), "sf1_plus")
 
 
 def _all_it(shape, name: str) -> sw.ImplicitWorkload:
