@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,79 +17,10 @@ import numpy as np
 from mmopt import _runtime
 from mmopt import _validation as v
 from mmopt._methods import DEFAULT_NORM, METHODS, OPTIONS, check_options, check_seed  # noqa: F401 (OPTIONS: API)
+from mmopt._result import OptimizeResult
 from mmopt.error import evaluate, svd_bound
 from mmopt.strategy import Strategy
 from mmopt.workload import Workload
-
-
-@dataclass(frozen=True, eq=False)
-class OptimizeResult:
-    """What :func:`optimize` returns, always, whatever happened (scipy's OptimizeResult in spirit).
-
-    Attributes
-    ----------
-    strategy : Strategy
-    norm : {"l1", "l2"}
-        The sensitivity norm the objective uses.
-    objective : float
-        Δ_norm² · tr(G (AᵀA)⁺) of the returned strategy at unit privacy (total over all m queries),
-        recomputed with :func:`mmopt.evaluate`. Multiply by ``Privacy.variance_factor`` for the error.
-    lower_bound : float
-        A proven lower bound on every strategy's objective in this norm, in the same units.
-    status : str
-        cvxpy vocabulary: "optimal", "optimal_inaccurate", "user_limit", "solver_error", ...
-        "optimal" only when the method's own convergence test passed: for l2_approx a certified
-        duality gap; for the heuristics (min_error, min_sensitivity) a *local* optimum, not a global
-        one; for closed forms it only says the construction is exact. "user_limit": an iteration
-        budget ended the run.
-    success : bool
-        ``status == "optimal"``.
-    message : str
-    method, solver : str, str or None
-        The method, and the solver actually used (None for closed forms).
-    iterations : int or None
-    seconds : float
-        Wall-clock time including problem construction and re-evaluation.
-    objective_per_query, lower_bound_per_query : float
-        The same divided by m: finite even when m = 2ⁿ − 1 overflows the totals (all predicates).
-    history : tuple of dict
-        Outer iterations (rank gap of convex iteration, restarts of a local search, ...).
-    extra : dict
-        Method-specific details (dual bound, per-candidate objectives, ...).
-    """
-
-    strategy: Strategy
-    norm: str
-    objective: float
-    lower_bound: float
-    status: str
-    success: bool
-    message: str
-    method: str
-    solver: str | None
-    iterations: int | None
-    seconds: float
-    objective_per_query: float = field(default=float("nan"), repr=False)
-    lower_bound_per_query: float = field(default=float("nan"), repr=False)
-    history: tuple[Mapping[str, Any], ...] = field(default=(), repr=False)
-    extra: Mapping[str, Any] = field(default_factory=dict, repr=False)
-
-    @property
-    def gap(self) -> float:
-        """(objective − lower_bound) / objective: how far, at most, from optimal."""
-        return (self.objective_per_query - self.lower_bound_per_query) / self.objective_per_query
-
-    @property
-    def ratio(self) -> float:
-        """objective / lower_bound (≥ 1)."""
-        return self.objective_per_query / self.lower_bound_per_query
-
-    def __str__(self) -> str:
-        lines = [("status", self.status), ("method", self.method), ("solver", self.solver), ("norm", self.norm),
-                 ("objective", f"{self.objective:.6g}"), ("lower_bound", f"{self.lower_bound:.6g}"),
-                 ("gap", f"{100 * self.gap:.3g}%"), ("iterations", self.iterations),
-                 ("seconds", f"{self.seconds:.3g}"), ("message", self.message)]
-        return "\n".join(f"{k:>11}: {val}" for k, val in lines)
 
 
 def optimize(workload: Workload, *, method: str | Callable = "l2_approx", solver: str | None = None,
