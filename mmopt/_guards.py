@@ -14,6 +14,7 @@ import numpy as np
 
 # A computed error may fall below the SVD bound by round-off only: beyond this relative slack it is a bug.
 BOUND_SLACK = 1e-8
+_LN10 = math.log(10.0)
 
 
 class NumericalError(ValueError):
@@ -43,12 +44,12 @@ def nonnegative(terms: np.ndarray, name: str) -> np.ndarray:
 
 
 def log10_variance_factor(privacy) -> float:
-    """log₁₀ of Privacy.variance_factor (0 for unit privacy), finite for every valid Privacy."""
-    if privacy is None:
-        return 0.0
-    if privacy.noise == "laplace":  # c = 2/ε², which alone overflows at ε = 1e-300
-        return math.log10(2.0) - 2.0 * math.log10(privacy.epsilon)
-    return 2.0 * math.log10(privacy.unit_noise_scale)  # c = σ²
+    """log₁₀ of Privacy.variance_factor (0 for unit privacy), finite for every valid Privacy.
+
+    Taken from :attr:`Privacy.log_variance_factor`, the one place c = 2/ε² or σ² is defined; c itself
+    overflows at ε = 1e-300 and underflows at ε = 1e300.
+    """
+    return 0.0 if privacy is None else privacy.log_variance_factor / _LN10
 
 
 def scaled(unit: float, privacy, name: str) -> float:

@@ -272,11 +272,20 @@ def square_root(strategy: Strategy, *, name: str | None = None) -> Strategy:
 
 
 def singular_value_bound(workload) -> Strategy:
-    """Theorem 5.25's closed-form strategy A* = diag(√σᵢ(W)) P_W, optimal for ‖A‖_F²·‖W A⁺‖_F².
+    """Theorem 5.25's closed-form strategy, in its canonical symmetric form A* = G^{1/4}.
 
-    With G = WᵀW = P_Wᵀ diag(σᵢ²) P_W, the rows are σᵢ^{1/2} times the right singular vectors of W.
-    Its error is within a factor n of optimal (Thm 5.26). Directions W does not use get no row:
-    A* still supports W.
+    Theorem 5.25 gives A = diag(√σᵢ(W)) P_W, optimal for ‖A‖_F²·‖W A⁺‖_F², with G = WᵀW =
+    P_Wᵀ diag(σᵢ²) P_W. When W has repeated singular values P_W is not unique, and the rows of that A
+    (hence its L1 sensitivity and every error figure) would depend on the eigensolver and its thread
+    count. Both factors of the objective depend on A only through AᵀA (‖A‖_F² = tr AᵀA and
+    ‖W A⁺‖_F² = tr(G (AᵀA)⁺)), so every A with the same Gram G^{1/2} is equally optimal; this returns the
+    unique symmetric one, the matrix function
+
+        A* = G^{1/4} = P_Wᵀ diag(√σᵢ) P_W = Σ_{σᵢ > 0} √σᵢ vᵢ vᵢᵀ,
+
+    which is P_Wᵀ times Theorem 5.25's A and does not depend on the choice of basis inside an
+    eigenspace. Directions W does not use (σᵢ = 0, by the rank rule) are left out, so every row lies in
+    the row space of W and A* still supports W. Its error is within a factor n of optimal (Thm 5.26).
 
     Examples
     --------
@@ -284,9 +293,9 @@ def singular_value_bound(workload) -> Strategy:
     >>> A = singular_value_bound(workload.identity(3))
     >>> np.allclose(A.gram, np.eye(3))
     True
+    >>> bool(np.allclose(singular_value_bound(workload.total(2)).matrix, 2**-0.75))  # G = J: G^{1/4} = J/2^{3/4}
+    True
     """
-
-
     if not isinstance(workload, Workload):
         raise TypeError("The 'workload' parameter of singular_value_bound must be a Workload. "
                         f"Got {type(workload).__name__}.")
@@ -296,5 +305,6 @@ def singular_value_bound(workload) -> Strategy:
         G = workload.mean_gram  # same strategy up to scale, which error ignores
     lam, V = _psd_eigh(G)
     keep = lam > 0
-    A = (V[:, keep] * np.sqrt(np.sqrt(lam[keep]))).T[::-1]
-    return Strategy(A, "svd_bound")
+    Vr = V[:, keep]
+    A = (Vr * np.sqrt(np.sqrt(lam[keep]))) @ Vr.T
+    return Strategy((A + A.T) / 2, "svd_bound")  # exactly symmetric, as G^{1/4} is

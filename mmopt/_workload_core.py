@@ -9,6 +9,9 @@ Query families with a closed form (``identity``, ``total``, ``prefix``, ``all_ra
 ``all_predicate``) keep their family name, so that :mod:`mmopt.error` computes per-query variances and
 the maximum over all queries from the error profile alone, never materialising W. Every constructor
 refuses, before allocating, a Gram or W beyond :data:`mmopt._validation.MAX_ALLOCATION_ENTRIES`.
+
+The :class:`Workload` type itself (its invariants and derived quantities) lives in
+:mod:`mmopt._workload_type`; this module holds its constructors and re-exports it.
 """
 
 from __future__ import annotations
@@ -16,150 +19,16 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
-from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
 
 from mmopt import _gram_forms as gf
 from mmopt import _validation as v
+from mmopt._workload_type import CLOSED_FORMS, FAMILIES, MAX_EXPLICIT_ENTRIES, Workload
 
-FAMILIES = ("matrix", "gram", "identity", "total", "prefix", "all_range", "all_predicate")
-CLOSED_FORMS = FAMILIES[2:]
-# Explicit W is built on request only up to this many entries (≈ 0.8 GB of float64).
-MAX_EXPLICIT_ENTRIES = 10**8
-
-
-@dataclass(frozen=True, eq=False)
-class Workload:
-    """A workload of m linear queries over a domain of n cells.
-
-    Build one with :meth:`from_matrix`, :meth:`from_gram` or a family constructor
-    (:func:`all_range`, :func:`prefix`, ...). Attributes are read-only (arrays included).
-    Direct construction ``Workload(mean_gram, n_queries, name, matrix, family)`` checks every invariant:
-    ``mean_gram`` a finite float64 n×n array; ``matrix`` given exactly when ``family="matrix"``, of
-    shape (m, n), with WᵀW/m equal to ``mean_gram``; a closed-form family's m and Gram equal to its
-    formula; ``family="gram"`` symmetric PSD (O(n³)). A contradicting family would make per-query and
-    maximum errors silently wrong, so it is refused.
-
-    Attributes
-    ----------
-    mean_gram : ndarray of shape (n, n)
-        G/m, the Gram matrix per query (finite for every family).
-    n_queries : int
-        m, exact (a Python int, possibly larger than any float).
-    name : str
-        A short label for tables.
-    matrix : ndarray of shape (m, n) or None
-        W, when known explicitly.
-    family : str
-        One of :data:`FAMILIES`; lets error analysis use closed forms.
-
-    Examples
-    --------
-    >>> W = Workload.from_matrix([[1, 0], [1, 1]], name="prefix2")
-    >>> W.gram
-    array([[2., 1.],
-           [1., 1.]])
-    >>> W.n_queries, W.domain_size
-    (2, 2)
-    """
-
-    mean_gram: np.ndarray = field(repr=False)
-    n_queries: int
-    name: str = "workload"
-    matrix: np.ndarray | None = field(default=None, repr=False)
-    family: str = "gram"
-
-    def __post_init__(self) -> None:
-        gf.validate_fields(self, FAMILIES)
-
-    @classmethod
-    def _make(cls, mean_gram, n_queries, name, matrix, family) -> Workload:
-        """This module's constructors: correct by construction (tested against explicit W), so the O(n²)–O(n³)
-        checks of direct construction are skipped. Arrays are frozen: W and G/m must never drift apart."""
-        self = object.__new__(cls)
-        for key, val in (("mean_gram", mean_gram), ("n_queries", n_queries), ("name", name),
-                         ("matrix", matrix), ("family", family)):
-            if isinstance(val, np.ndarray):
-                val.setflags(write=False)
-            object.__setattr__(self, key, val)
-        return self
-
-    # -- constructors -------------------------------------------------------------------------------
-    @classmethod
-    def from_matrix(cls, matrix, *, name: str = "workload") -> Workload:
-        """Workload with explicit query matrix W (m×n); G = WᵀW is computed (scale-safely).
-
-        ``matrix`` may be a list, an int/float/bool array (bool = 0/1 predicates) or a scipy.sparse
-        matrix; complex and string input is refused. W is copied when it is the caller's array.
-        """
-        caller = "Workload.from_matrix"
-        W = v.check_matrix(matrix, name="matrix", caller=caller)
-        if not np.any(W):
-            raise ValueError(f"The 'matrix' parameter of {caller} must have a non-zero entry. Got all zeros.")
-        G = gf.mean_gram_of(W, caller=caller)
-        if W is matrix or W.base is not None:
-            W = W.copy()  # never freeze the caller's own array (or a view of it)
-        return cls._make(G, W.shape[0], v.check_str(name, name="name", caller=caller), W, "matrix")
-
-    @classmethod
-    def from_gram(cls, gram, *, n_queries: int, name: str = "workload") -> Workload:
-        """Workload known only through G = WᵀW (n×n, symmetric PSD) and its query count m."""
-        caller = "Workload.from_gram"
-        m = v.check_int(n_queries, name="n_queries", caller=caller, low=1)
-        G = v.check_gram(gram, caller=caller, remedy=" Pass W.T @ W, or use Workload.from_matrix(W).")
-        if not np.any(G):
-            raise ValueError(f"The 'gram' parameter of {caller} must be non-zero.")
-        mean = G / gf.as_float(m)
-        gf.check_range(mean, "G/m", caller, f" (max |G| = {np.max(np.abs(G)):.3g}, m = {v.fmt_count(m)})")
-        return cls._make(mean, m, v.check_str(name, name="name", caller=caller), None, "gram")
-
-    # -- derived quantities -------------------------------------------------------------------------
-    @property
-    def domain_size(self) -> int:
-        """n, the number of cells of the data vector."""
-        return self.mean_gram.shape[0]
-
-    @property
-    def gram(self) -> np.ndarray:
-        """G = WᵀW. Raises OverflowError when it exceeds float64 (use ``mean_gram``)."""
-        with np.errstate(over="ignore"):
-            G = self.mean_gram * gf.as_float(self.n_queries)
-        if not np.all(np.isfinite(G)):
-            raise OverflowError(
-                f"Workload '{self.name}' has a Gram matrix beyond float64 range (m = {v.fmt_count(self.n_queries)}). "
-                "Use its 'mean_gram' (G/m) and per-query error figures instead."
-            )
-        return G
-
-    def explicit_matrix(self, *, max_entries: int = MAX_EXPLICIT_ENTRIES) -> np.ndarray:
-        """Return W, building it from the family's definition when it is not stored.
-
-        Raises ValueError for Gram-only workloads and when m·n exceeds ``max_entries`` (or the
-        allocation limit :data:`mmopt._validation.MAX_ALLOCATION_ENTRIES`).
-        """
-        if self.matrix is not None:
-            return self.matrix
-        caller = "Workload.explicit_matrix"
-        max_entries = v.check_int(max_entries, name="max_entries", caller=caller, low=0)
-        if self.family == "gram":
-            raise ValueError(
-                f"Workload '{self.name}' was built from its Gram matrix only, so W is unknown. "
-                "Use Workload.from_matrix(W) to keep W."
-            )
-        n = self.domain_size
-        if self.n_queries * n > max_entries:
-            raise ValueError(
-                f"Workload '{self.name}' has m·n = {v.fmt_count(self.n_queries * n)} entries, more than "
-                f"max_entries={max_entries}. Its error figures are available without W: use mmopt.evaluate."
-            )
-        v.check_allocation(self.n_queries * n, what=f"W of '{self.name}' ({self.n_queries}×{n})", caller=caller)
-        return gf.BUILDERS[self.family](n)
-
-    def __repr__(self) -> str:
-        return (f"Workload(name={self.name!r}, n={self.domain_size}, m={v.fmt_count(self.n_queries)}, "
-                f"family={self.family!r})")
+__all__ = ["CLOSED_FORMS", "FAMILIES", "MAX_EXPLICIT_ENTRIES", "Workload", "all_predicate", "all_range", "identity",
+           "kron", "marginals", "prefix", "random_range", "stack", "total"]
 
 
 def _closed(family: str, n, label: str) -> Workload:

@@ -10,20 +10,28 @@ stand between a computation and a user: the error is computed on A scaled by an 
 is scale-invariant, and 10^±170 entries must not under- or overflow); a strategy that does not support
 the workload raises; and a computed error that is not finite, not positive, or below the proven SVD
 lower bound raises :class:`NumericalError` naming the strategy — it is never returned, ranked or printed.
+
+:class:`ErrorReport` and the input checks live in :mod:`mmopt._error_common`; the single-strategy tools
+(:func:`error_profile`, :func:`supports`, :func:`query_error`, :func:`profile_equivalent`,
+:func:`eigen_structure`) in :mod:`mmopt._strategy_analysis`. All are re-exported here.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from mmopt import _guards as g
 from mmopt import _queries
 from mmopt import _validation as v
+from mmopt._error_common import ErrorReport, scaled_sensitivity
+from mmopt._error_common import as_strategy as _as_strategy  # noqa: F401  (used by mechanism, augment)
+from mmopt._error_common import check_privacy as _check_privacy
+from mmopt._error_common import check_workload as _check_workload
+from mmopt._error_common import resolve_norm as _resolve_norm
 from mmopt._guards import NumericalError
-from mmopt._strategy_core import NORMS, Strategy
+from mmopt._strategy_analysis import eigen_structure, error_profile, profile_equivalent, query_error, supports
 from mmopt._workload_core import Workload
 from mmopt.privacy import Privacy
 from mmopt.profile import (
@@ -50,85 +58,6 @@ __all__ = ["ErrorReport", "NumericalError", "evaluate", "expected_error", "query
 # Below this domain size the workload's spectrum is computed for the bound check even on the certified
 # path (an eigh at n = 512 takes ~0.03 s and is cached per workload).
 _ALWAYS_CHECK_N = 512
-
-
-def error_profile(strategy) -> Profile:
-    """The error profile M_A = (AᵀA)⁺ (Def. 4.6), computed stably from A.
-
-    Examples
-    --------
-    >>> from mmopt import strategy
-    >>> M = error_profile(strategy.wavelet(4)).matrix
-    >>> np.round(8 * M, 10)[0].tolist() == [3, -1, 0, 0]   # Fig. 3: M_Y = (1/8)[[3,-1,0,0],...]
-    True
-    """
-    A = _as_strategy(strategy, "error_profile").matrix
-    e = power_of_two_scale(A)
-    prof = profile_of_matrix(np.ldexp(A, -e))  # (c·A)ᵀ(c·A) never over/underflows at c = 2⁻ᵉ
-    if e == 0:
-        return prof
-    with np.errstate(over="ignore", under="ignore"):
-        M, B = np.ldexp(prof.matrix, -2 * e), np.ldexp(prof.factor, -e)
-    top = float(np.max(np.abs(M)))
-    if not np.isfinite(top) or (top > 0 and top < np.finfo(float).tiny):
-        raise OverflowError(f"error_profile: the profile (AᵀA)⁺ of this strategy (entries of order 2^{e}) is "
-                            f"outside float64's range (≈1e{-2 * e * math.log10(2):.0f}). Error figures do not "
-                            "need it: mmopt.evaluate works at any scale. Or rescale A, which changes no error.")
-    return Profile(M, B, prof.rank, prof.null_basis, prof.method)
-
-
-def supports(workload: Workload, strategy) -> bool:
-    """Whether every query of the workload lies (numerically) in the row space of A (Def. 3.1)."""
-    caller = "supports"
-    _check_workload(workload, caller)
-    strategy = _as_strategy(strategy, caller)
-    v.check_same_domain(workload.domain_size, strategy.domain_size, caller=caller)
-    A = strategy.matrix
-    return support_leak(workload.mean_gram, profile_of_matrix(np.ldexp(A, -power_of_two_scale(A)))) <= SUPPORT_TOL
-
-
-@dataclass(frozen=True, eq=False)
-class ErrorReport:
-    """Expected squared errors of answering ``workload`` with ``strategy`` under ``privacy``.
-
-    ``privacy=None`` means unit privacy: variance factor 1 (the paper's Δ²·tr(G M) units).
-    ``max_variance`` is the largest error of a single query; ``max_variance_upper`` a proven upper
-    bound on it, equal to ``max_variance`` when ``max_variance_exact`` (it is not exact only for
-    all-predicate workloads beyond n = 22, where the maximum is an NP-hard binary quadratic program).
-    ``total_squared_error`` is ``inf`` (with a warning) when it exceeds float64; ``log10_total`` is
-    always finite.
-    """
-
-    workload: str
-    strategy: str
-    privacy: Privacy | None
-    domain_size: int
-    n_queries: int
-    sensitivity: float
-    total_squared_error: float
-    log10_total: float
-    mean_squared_error: float
-    rmse: float
-    max_variance: float | None
-    max_variance_upper: float | None
-    max_variance_exact: bool
-    per_query_variance: np.ndarray | None = field(default=None, repr=False)
-
-    def to_row(self) -> dict:
-        """A flat dict for one CSV row (no arrays)."""
-        p = self.privacy
-        return {
-            "workload": self.workload, "strategy": self.strategy, "n": self.domain_size,
-            # beyond float64 (all predicates past n ≈ 1023) m is written as a power of ten, never inf
-            "m": self.n_queries if self.n_queries < 2**53 else f"~1e{math.log10(self.n_queries):.2f}",
-            "noise": p.noise if p else "unit", "epsilon": p.epsilon if p else "", "delta": p.delta if p else "",
-            "sensitivity": self.sensitivity, "total_squared_error": self.total_squared_error,
-            "log10_total": self.log10_total, "mean_squared_error": self.mean_squared_error, "rmse": self.rmse,
-            "max_variance": self.max_variance, "max_variance_upper": self.max_variance_upper,
-            "max_variance_exact": self.max_variance_exact,
-        }
-
-
 
 
 def evaluate(workload: Workload, strategy, privacy: Privacy | None = None, *,
@@ -196,7 +125,7 @@ def evaluate(workload: Workload, strategy, privacy: Privacy | None = None, *,
     e = power_of_two_scale(strategy.matrix)
     As = np.ldexp(strategy.matrix, -e)
     prof, spec, unit = _unit_error(workload, As, norm, strategy.name, caller)
-    d2 = _sensitivity(As, norm) ** 2
+    d2 = scaled_sensitivity(As, norm) ** 2
 
     mse = g.scaled(unit, privacy, workload.name)
     log10_total = math.log10(unit) + g.log10_variance_factor(privacy) + g.log10_int(m)
@@ -217,33 +146,6 @@ def evaluate(workload: Workload, strategy, privacy: Privacy | None = None, *,
 def expected_error(workload: Workload, strategy, privacy: Privacy | None = None, *, norm: str | None = None) -> float:
     """Total expected squared error; shorthand for ``evaluate(...).total_squared_error``."""
     return evaluate(workload, strategy, privacy, norm=norm, per_query=False).total_squared_error
-
-
-def query_error(query, strategy, privacy: Privacy | None = None, *, norm: str | None = None) -> float:
-    """Expected squared error c·Δ²·w M wᵀ of one query w (Prop. 4.4 (1)).
-
-    Examples
-    --------
-    >>> from mmopt import strategy
-    >>> round(query_error([1, 0, 0, 0], strategy.hierarchical(4)), 3)   # Ex. 4.7: 9·13/21
-    5.571
-    """
-    caller = "query_error"
-    strategy = _as_strategy(strategy, caller)
-    w = v.check_vector(query, name="query", caller=caller, length=strategy.domain_size)
-    norm = _resolve_norm(privacy, norm, caller)
-    e = power_of_two_scale(strategy.matrix)
-    As = np.ldexp(strategy.matrix, -e)
-    G = np.outer(w, w)
-    prof = profile_of_matrix(As)
-    if support_leak(G, prof) > SUPPORT_TOL:
-        raise ValueError(f"{caller}: strategy '{strategy.name}' does not support this query (it is not in "
-                         "the row space of A). Add rows to A, e.g. augment it with a scaled identity.")
-    if not np.any(w):
-        return 0.0
-    # tr(wᵀw M) = ‖Bᵀ w‖²: a sum of squares, never negative, blind to directions w does not use
-    term = float(np.sum((w @ prof.factor) ** 2)) if not prof.certified else float(w @ prof.matrix @ w)
-    return g.scaled(_sensitivity(As, norm) ** 2 * term, privacy, "query")
 
 
 def svd_bound(workload: Workload, privacy: Privacy | None = None, *, per_query: bool = False) -> float:
@@ -281,29 +183,10 @@ def unit_objective(A: np.ndarray, G: np.ndarray, norm: str = "l1") -> float:
     if support_leak(G, prof) > SUPPORT_TOL:
         return np.inf
     spec = None if prof.certified else _cached_spectrum(G)
-    value = _sensitivity(As, norm) ** 2 * trace_with_profile(G, prof, spec)
+    value = scaled_sensitivity(As, norm) ** 2 * trace_with_profile(G, prof, spec)
     bound = None if spec is None else spec.svd_sum ** 2 / G.shape[0]
     g.check_value(value, bound, strategy.name, "the given Gram", "unit_objective")
     return value
-
-
-def profile_equivalent(first, second, *, rtol: float = 1e-9) -> bool:
-    """Whether two strategies have the same error profile, i.e. AᵀA = BᵀB (Def. 4.10)."""
-    A, B = _as_strategy(first, "profile_equivalent"), _as_strategy(second, "profile_equivalent")
-    if A.domain_size != B.domain_size:
-        return False
-    (XA, ea), (XB, eb) = A.scaled_gram(), B.scaled_gram()   # X = 4ᵉ·X̂, safe at any scale
-    e = max(ea, eb)
-    with np.errstate(under="ignore"):   # bring both to the larger exponent; what underflows is negligible
-        XA, XB = np.ldexp(XA, 2 * (ea - e)), np.ldexp(XB, 2 * (eb - e))
-    scale = max(float(np.max(np.abs(XA))), float(np.max(np.abs(XB))), 1e-300)
-    return bool(np.max(np.abs(XA - XB)) <= rtol * scale)
-
-
-def eigen_structure(strategy) -> tuple[np.ndarray, np.ndarray]:
-    """Eigenvalues (descending) and eigenvectors (columns) of X = AᵀA; the profile's are their inverses."""
-    lam, V = np.linalg.eigh(_as_strategy(strategy, "eigen_structure").gram)
-    return lam[::-1], V[:, ::-1]
 
 
 # -- the guarded computation ---------------------------------------------------------------------------
@@ -321,7 +204,7 @@ def _unit_error(workload: Workload, As: np.ndarray, norm: str, name: str, caller
         )
     need_spec = not prof.certified or workload.domain_size <= _ALWAYS_CHECK_N
     spec = workload_spectrum(workload) if need_spec else None
-    value = _sensitivity(As, norm) ** 2 * trace_with_profile(G, prof, spec)
+    value = scaled_sensitivity(As, norm) ** 2 * trace_with_profile(G, prof, spec)
     bound = _svd_bound_unit(workload) if spec is not None else None
     g.check_value(value, bound, name, f"workload '{workload.name}'", caller)
     return prof, spec, value
@@ -340,44 +223,3 @@ def _cached_spectrum(G: np.ndarray) -> Spectrum:
     spec = spectrum(G)
     _LAST_SPECTRUM[:] = [(G, spec)]
     return spec
-
-
-def _sensitivity(As: np.ndarray, norm: str) -> float:
-    """Largest column norm of a matrix already scaled to max|entry| in [0.5, 1): no under/overflow."""
-    if norm == "l1":
-        return float(np.max(np.sum(np.abs(As), axis=0)))
-    return float(np.sqrt(np.max(np.sum(As * As, axis=0))))
-
-
-# -- helpers ------------------------------------------------------------------------------------------
-def _as_strategy(strategy, caller: str) -> Strategy:
-    if isinstance(strategy, Strategy):
-        return strategy
-    if isinstance(strategy, Workload):
-        raise TypeError(f"The 'strategy' parameter of {caller} must be a Strategy or a matrix. Got a Workload; "
-                        "use mmopt.strategy.from_workload(W) to use the workload as strategy.")
-    return Strategy(v.check_matrix(strategy, name="strategy", caller=caller), "strategy")
-
-
-def _resolve_norm(privacy: Privacy | None, norm: str | None, caller: str) -> str:
-    if norm is not None:
-        v.check_choice(norm, name="norm", caller=caller, choices=NORMS)
-    if privacy is None:
-        return norm or "l1"
-    if norm is not None and norm != privacy.sensitivity_norm:
-        raise ValueError(f"The 'norm' parameter of {caller} is {norm!r} but {privacy.noise} noise uses "
-                         f"{privacy.sensitivity_norm!r}. Drop 'norm' when passing privacy.")
-    return privacy.sensitivity_norm
-
-
-def _check_workload(workload, caller: str) -> None:
-    if not isinstance(workload, Workload):
-        raise TypeError(f"The 'workload' parameter of {caller} must be a Workload. Got {type(workload).__name__}.")
-
-
-def _check_privacy(privacy, caller: str) -> None:
-    if privacy is not None and not isinstance(privacy, Privacy):
-        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy or None, e.g. Privacy(epsilon=1.0). "
-                        f"Got {type(privacy).__name__}.")
-
-

@@ -10,7 +10,8 @@ Notation: see README. Two noise paths, named by ``MechanismOutput.path``:
   measurement verified by OpenDP's own privacy map. Needs the optional extra ``mmopt[release]``.
 
 Least squares never forms A⁺: :func:`factorize` keeps a QR factorisation of A (an SVD when A is
-ill-conditioned or rank-deficient, giving the minimum-norm solution), reusable across noise draws.
+ill-conditioned or rank-deficient, giving the minimum-norm solution), reusable across noise draws. It and
+:class:`LeastSquares` live in :mod:`mmopt.least_squares` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -19,17 +20,20 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import linalg
-from scipy.linalg import lapack
 
 from mmopt import _validation as v
+from mmopt._error_common import as_strategy as _as_strategy
+from mmopt._error_common import check_privacy, check_workload
 from mmopt._opendp import calibrated_scale as _noise_scale
 from mmopt._opendp import finite as _finite
 from mmopt._opendp import measure
-from mmopt.error import _QR_MAX_CONDITION, _as_strategy, numerical_rank, supports
+from mmopt._strategy_analysis import supports
+from mmopt.least_squares import LeastSquares, factorize
 from mmopt.privacy import Privacy
 from mmopt.strategy import max_column_norm
 from mmopt.workload import Workload
+
+__all__ = ["LeastSquares", "MechanismOutput", "factorize", "laplace_mechanism", "matrix_mechanism", "release"]
 
 _MAX_ANSWER_ENTRIES = 10**7  # build W from its family only up to m·n entries
 
@@ -63,55 +67,6 @@ class MechanismOutput:
     path: str
     sensitivity: float
     verified_loss: float | tuple | None = None
-
-
-@dataclass(frozen=True, eq=False)
-class LeastSquares:
-    """A reusable factorisation of A solving min ‖A x̂ − y‖₂ (minimum-norm when rank-deficient).
-
-    ``method="qr"``: ``left`` = Q (p×n), ``right`` = R (n×n), x̂ = R⁻¹Qᵀy.
-    ``method="svd"``: ``left`` = U_r (p×r), ``right`` = V_r S_r⁻¹ (n×r), x̂ = V_r S_r⁻¹ U_rᵀ y.
-    """
-
-    method: str
-    rank: int
-    left: np.ndarray = field(repr=False)
-    right: np.ndarray = field(repr=False)
-
-    def solve(self, y) -> np.ndarray:
-        """x̂ for y of shape (p,), or for each row of y of shape (k, p) (one solve per noise draw)."""
-        p = self.left.shape[0]
-        y = v.check_matrix(y, name="y", caller="LeastSquares.solve") if np.ndim(y) == 2 else \
-            v.check_vector(y, name="y", caller="LeastSquares.solve")
-        if y.shape[-1] != p:
-            raise ValueError(f"The 'y' parameter of LeastSquares.solve must have shape ({p},) or (k, {p}). "
-                             f"Got shape {y.shape}.")
-        z = y @ self.left
-        if self.method == "qr":
-            return linalg.solve_triangular(self.right, z.T, check_finite=False).T
-        return z @ self.right.T
-
-
-def factorize(strategy) -> LeastSquares:
-    """Factorise A once for :meth:`LeastSquares.solve` (Def. 3.2: x̂ = A⁺y, never forming A⁺).
-
-    Examples
-    --------
-    >>> from mmopt import strategy
-    >>> ls = factorize(strategy.hierarchical(4))
-    >>> ls.method, ls.rank, np.round(ls.solve([4., 2., 2., 1., 1., 1., 1.]), 12).tolist()
-    ('qr', 4, [1.0, 1.0, 1.0, 1.0])
-    """
-    A = _as_strategy(strategy, "factorize").matrix
-    p, n = A.shape
-    if p >= n:
-        Q, R = linalg.qr(A, mode="economic", check_finite=False)
-        rcond, info = lapack.dtrcon(R, norm="1", uplo="U", diag="N")
-        if info == 0 and rcond * _QR_MAX_CONDITION > 1.0:
-            return LeastSquares("qr", n, Q, R)
-    U, s, Vt = linalg.svd(A, full_matrices=False, check_finite=False)
-    r = numerical_rank(s, A.shape)
-    return LeastSquares("svd", r, U[:, :r].copy(), Vt[:r].T / s[:r])
 
 
 def matrix_mechanism(workload: Workload, strategy, x, privacy: Privacy, *, rng=None, size: int | None = None
@@ -262,12 +217,8 @@ def _prepare(workload, strategy, x, privacy, caller: str):
 
 
 def _check_types(workload, privacy, caller: str) -> None:
-    if not isinstance(workload, Workload):
-        raise TypeError(f"The 'workload' parameter of {caller} must be a Workload. "
-                        f"Got {type(workload).__name__}.")
-    if not isinstance(privacy, Privacy):
-        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy, e.g. Privacy(epsilon=1.0). "
-                        f"Got {type(privacy).__name__}.")
+    check_workload(workload, caller)
+    check_privacy(privacy, caller, optional=False)  # a mechanism needs a real budget
 
 
 def _check_x(x, n: int, caller: str) -> np.ndarray:

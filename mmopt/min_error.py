@@ -25,7 +25,7 @@ import numpy as np
 
 from mmopt import _validation as v
 from mmopt import strategy as st
-from mmopt._solution import RawSolution
+from mmopt._solution import RawSolution, worst_status
 from mmopt.error import NumericalError, unit_objective
 from mmopt.strategy import Strategy
 from mmopt.workload import Workload
@@ -157,13 +157,16 @@ def solve(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
     # Ties (a polish that kept its start) go to the later candidate: the stage that last tried.
     err, label, A, stage = [c for c in candidates if c[0] <= best * (1 + 1e-12)][-1]
     stage = stage or "local_search"
-    status = stages[stage].status
+    # The search is only as converged as its least converged stage: a local search cut short by its budget
+    # might have found a lower point, even if the winner came from a stage that converged (e.g. the polish
+    # of a stationary start such as the identity).
+    status = worst_status(s.status for s in stages.values())
     solver = f"{solver}+mmopt-lbfgs" if solver else (local.solver or "mmopt-lbfgs")
     say("min_error: best of %d candidates is '%s' (objective %.6g, %s), %.1f s", len(candidates), label, err,
         status, time.perf_counter() - t0)
-    message = (f"Best of {len(candidates)} candidates is '{label}'; the status is that of the stage that produced "
-               f"it, {stage}: {status}. {_stage_summary(stages)} MinError is not convex: this is a heuristic local "
-               "optimum with no optimality certificate; lower_bound is the L2 optimum's dual bound.")
+    message = (f"Best of {len(candidates)} candidates is '{label}', from stage {stage}; the status is the least "
+               f"converged stage's: {status}. {_stage_summary(stages)} MinError is not convex: this is a heuristic "
+               "local optimum with no optimality certificate; lower_bound is the L2 optimum's dual bound.")
     extra = {"best_candidate": label, "winning_stage": stage, "seconds": time.perf_counter() - t0,
              "stage_status": {k: s.status for k, s in stages.items()}, "l2_status": l2.status,
              "dual_bound_norm": "l2"}

@@ -20,7 +20,10 @@ from mmopt._methods import DEFAULT_NORM, METHODS, OPTIONS, check_options, check_
 from mmopt._result import OptimizeResult
 from mmopt.error import evaluate, svd_bound
 from mmopt.strategy import Strategy
-from mmopt.workload import Workload
+from mmopt.structured._checks import DENSE_LIMIT
+from mmopt.workload import ImplicitWorkload, Workload, structure_of
+
+MULTIDIM_METHODS = ("kron", "union", "marginals", "auto")
 
 
 def optimize(workload: Workload, *, method: str | Callable = "l2_approx", solver: str | None = None,
@@ -31,11 +34,15 @@ def optimize(workload: Workload, *, method: str | Callable = "l2_approx", solver
 
     Parameters
     ----------
-    workload : Workload
+    workload : Workload or mmopt.structured.ImplicitWorkload
     method : str or callable, default="l2_approx"
         "l2_approx" (Program 5.2, (ε,δ)-optimal, convex), "min_error" (Program 5.1, ε-DP, heuristic),
         "min_sensitivity" (Program 5.3, needs ``initial``), "svd_bound" (Theorem 5.25's closed form),
-        "identity", "hierarchical", "wavelet" (baselines), or a callable ``f(workload, G, opts) ->
+        "identity", "hierarchical", "wavelet" (baselines); on a product domain (a workload from
+        ``mmopt.workload.kron/stack/marginals`` or a census workload) HDMM's searches "kron" (OPT_⊗, a product
+        strategy), "union" (OPT_+, one product per term), "marginals" (OPT_M, weighted marginals), and "auto",
+        which runs those that apply (plus min_error / l2_approx at ≤ 4,096 cells) and keeps the lowest exact
+        error, listing every candidate in ``extra["candidates"]``; or a callable ``f(workload, G, opts) ->
         RawSolution`` (which gets ``options`` unchecked, merged with the other parameters).
     solver : str or None, default=None
         SDP solver ("CLARABEL", "SCS", "MOSEK"); None picks one (see :mod:`mmopt.solvers`).
@@ -89,6 +96,15 @@ def optimize(workload: Workload, *, method: str | Callable = "l2_approx", solver
     """
     t0 = time.perf_counter()
     caller = "optimize"
+    if isinstance(method, str) and method in MULTIDIM_METHODS:
+        return _multidim(workload, method, norm=norm, seed=seed, verbose=verbose, tol=tol,
+                         max_iterations=max_iterations, blas_threads=blas_threads, options=options,
+                         unused={"solver": solver, "initial": initial})
+    if isinstance(workload, ImplicitWorkload):
+        if workload.domain_size > DENSE_LIMIT:
+            raise ValueError(f"{caller}: method={method!r} needs a dense workload, but '{workload.name}' is implicit "
+                             f"over {workload.domain_size:,} cells. Use one of {list(MULTIDIM_METHODS)}.")
+        workload = workload.to_workload()
     if not isinstance(workload, Workload):
         raise TypeError(f"The 'workload' parameter of {caller} must be a Workload. Got {type(workload).__name__}.")
     if callable(method):
@@ -138,12 +154,47 @@ def optimize(workload: Workload, *, method: str | Callable = "l2_approx", solver
     if objective < bound * (1 - 1e-6):
         status, message = "solver_error", (f"Internal inconsistency: objective {objective:.6g} is below the lower "
                                            f"bound {bound:.6g}. Please report this workload.")
+    elif status != "optimal" and objective <= bound * (1 + 1e-9):
+        # the objective meets a proven lower bound: optimal whatever stopped the search (e.g. total(n))
+        status, message = "optimal", (f"Certified optimal: the objective equals the lower bound (gap "
+                                      f"{(objective - bound) / objective:.1e}). The search itself said: {message}")
     bound = min(bound, objective)
     m = workload.n_queries
     return OptimizeResult(A, norm, report.total_squared_error, _times(bound, m), status, status == "optimal",
                           message, name, raw.solver, raw.iterations, time.perf_counter() - t0,
                           float(objective), float(bound), tuple(raw.history),
                           dict(raw.extra) | ({"dual_bound": raw.dual_bound} if raw.dual_bound is not None else {}))
+
+
+def _multidim(workload, method, *, norm, seed, verbose, tol, max_iterations, blas_threads, options, unused):
+    """HDMM's searches (:mod:`mmopt.multidim`): kron, union, marginals, and auto."""
+    from mmopt.multidim.search import search  # the searches import the structured layer: load on use
+
+    caller = "optimize"
+    if not isinstance(workload, Workload | ImplicitWorkload):
+        raise TypeError(f"The 'workload' parameter of {caller} must be a Workload or an implicit workload. "
+                        f"Got {type(workload).__name__}.")
+    given = [k for k, val in unused.items() if val is not None]
+    if given:
+        raise ValueError(f"The {given} parameter(s) of {caller} do not apply to method={method!r}, which reads "
+                         "['max_iterations', 'norm', 'seed', 'tol', 'verbose', options 'restarts'].")
+    opts = dict(options or {})
+    unknown = sorted(set(opts) - {"restarts"})
+    if unknown:
+        raise ValueError(f"Unknown options {unknown} for {caller}(method={method!r}). Accepted: ['restarts'].")
+    restarts = opts.get("restarts")
+    if restarts is not None:
+        restarts = v.check_int(restarts, name="restarts", caller=caller)
+    if tol is not None:
+        v.check_real(tol, name="tol", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
+    if max_iterations is not None:
+        v.check_int(max_iterations, name="max_iterations", caller=caller)
+    check_seed(seed, caller)
+    norm = v.check_choice(norm or "l1", name="norm", caller=caller, choices=("l1", "l2"))
+    threads = _runtime.check_blas_threads(blas_threads, caller=caller, auto=1)
+    with _runtime.progress(bool(verbose)), _runtime.blas_threads(threads):
+        return search(workload, method, norm=norm, seed=seed, restarts=restarts, max_iterations=max_iterations,
+                      tol=tol, verbose=bool(verbose), dense_optimize=optimize, structure=structure_of(workload))
 
 
 def _times(x: float, m: int) -> float:

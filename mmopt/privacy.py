@@ -12,29 +12,10 @@ Supported range. ε is any *normal* positive float (2.2e-308 ≤ ε ≤ 1.8e308;
 that fails only when ε < 4.3e-308 and δ < 1e-310 (ε = 2.3e-308, δ = 5e-324 would need σ ≈ 3.4e308),
 and those inputs are refused with a ValueError; every δ works for ε ≥ 1e-307.
 
-How correctness is guaranteed. With h = 1/σ, y = εσ, a = h/2 − y and b = −h/2 − y (unit sensitivity),
-b² − a² = 2ε, so e^ε φ(b) = φ(a) and, with the Mills-type ratio R(x) = Φ(x)/φ(x) = ∫₀^∞ e^{xt − t²/2} dt,
-
-    δ = φ(a) · (R(a) − R(b)),        R(a) − R(b) = ∫₀^∞ e^{−yt − t²/2} · 2 sinh(ht/2) dt > 0.
-
-:func:`_log_delta` evaluates log δ from this form, never from the difference of the two Φ terms:
-
-1. a, b and a²/2 are rational in the (exact, dyadic) inputs; they are computed in integer arithmetic and
-   rounded once, so a = 1/(2σ) − εσ carries no cancellation even at ε = 1e300.
-2. a > 1: δ = 1 − x, x = φ(a)(R(−a) + R(b)) ≤ 2Φ(−1) (as b ≤ −a), a sum of positive terms; log1p(−x).
-3. a ≤ 1 and R(b) ≤ R(a)/2: R(a) − R(b) directly, with ``scipy.special.erfcx`` (relative error ≤ 1e-15,
-   measured against mpmath); the difference loses at most a factor 2.
-4. otherwise the Taylor series in h about the midpoint m = −y, whose terms are all positive:
-   R(a) − R(b) = Σⱼ 2 (h/2)^{2j+1} I_{2j+1}(y) / (2j+1)!, I_k(y) = ∫₀^∞ tᵏ e^{−yt − t²/2} dt. The ratios
-   ρ_k = I_k/I_{k−1} = k/(y + ρ_{k+1}) come from that continued fraction, evaluated backwards from the two
-   tails 0 and ∞, which bracket every ρ_k (for y < 1, the forward recurrence I_{k+1} = k I_{k−1} − y I_k is
-   stable instead). The term ratios decrease, so the truncated tail is bounded by a geometric series.
-
-Measured against mpmath (precision raised until two evaluations agree to 25 digits) at 30 000 inputs with
-σ ∈ [1e-150, 1e300] and ε ∈ [1e-300, 1e300], the error of log δ is below 5e-16·|log δ| + 1e-15 (at most
-0.9× that bound; ``tests/test_privacy_calibration.py`` re-checks it), so δ itself has a relative error
-below 5e-16·|log δ| + 1.3e-15. :func:`analytic_gaussian_sigma` accepts σ only when the computed
-log δ(σ) ≤ log δ − 1e-10·|log δ|, a margin over 10⁴ times that error (branches 3 and 4 have
+How correctness is guaranteed: δ(σ, ε) is evaluated without cancellation by
+:func:`mmopt._gaussian_delta.log_delta`, whose error bound (below 5e-16·|log δ| + 1e-15 in log δ, measured
+against mpmath) is derived in that module's docstring. :func:`analytic_gaussian_sigma` accepts σ only when the
+computed log δ(σ) ≤ log δ − 1e-10·|log δ|, a margin over 10⁴ times that error (its branches 3 and 4 have
 |log δ| ≥ −log Φ(1) = 0.17; branch 2's error is relative, below 7e-16·|log δ|). So the true δ(σ) ≤ δ, and
 σ exceeds the exact optimum by 1e-10·|log δ| / |d log δ / d log σ| relatively: 5e-8 at worst
 (at ε = δ = 1e-300 on the test grid), 7e-11 at ε = 1, δ = 1e-5.
@@ -51,17 +32,14 @@ from functools import cached_property
 from scipy import optimize, special
 
 from mmopt import _validation as v
+from mmopt._gaussian_delta import log_delta
 
 CALIBRATIONS = ("analytic", "theorem_5_22")
 
-_SQRT_HALF_PI = math.sqrt(math.pi / 2)
-_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
-_INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
 _INV_SQRT2 = 1 / math.sqrt(2)
 _LOG_SIGMA_MIN = math.log(sys.float_info.min)  # σ below the normal range would make 1/σ overflow
 _LOG_SIGMA_MAX = math.log(sys.float_info.max)
 _MARGIN = 1e-10  # relative safety margin on log δ; see the module docstring
-_TAIL_TOL = 2.0**-60  # truncation error allowed in the Taylor sum, relative to the sum
 
 
 @dataclass(frozen=True)
@@ -130,7 +108,7 @@ class Privacy:
             return _analytic_sigma(self.epsilon, self.delta)
         # √(2 ln(2/δ))/ε, with ln(2/δ) split so that subnormal δ does not overflow 2/δ
         sigma = math.sqrt(2.0 * (math.log(2.0) - math.log(self.delta))) / self.epsilon
-        if not math.isfinite(sigma) or _log_delta(sigma, self.epsilon) > _private_log_bound(self.delta):
+        if not math.isfinite(sigma) or log_delta(sigma, self.epsilon) > _private_log_bound(self.delta):
             raise ValueError(
                 f"The 'delta' parameter of Privacy gives no private finite σ with calibration='theorem_5_22' "
                 f"at epsilon={self.epsilon!r}: √(2 ln(2/δ))/ε = {sigma:.4g}. Got {self.delta!r} instead. "
@@ -180,7 +158,7 @@ def gaussian_delta(sigma: float, epsilon: float) -> float:
     """Exact δ(ε) of the Gaussian mechanism with noise σ at L2 sensitivity 1 (Balle & Wang 2018, Thm 8).
 
     δ = Φ(1/(2σ) − εσ) − e^ε Φ(−1/(2σ) − εσ), evaluated as φ(a)(R(a) − R(b)) without cancellation
-    (module docstring). Accurate for every σ > 0 and ε > 0: the relative error is below
+    (:mod:`mmopt._gaussian_delta`). Accurate for every σ > 0 and ε > 0: the relative error is below
     5e-16·|log δ| + 1.3e-15 (3.5e-13 at δ = 1e-300); subnormal results are correct to their coarser grid.
 
     Examples
@@ -192,14 +170,14 @@ def gaussian_delta(sigma: float, epsilon: float) -> float:
     """
     s = v.check_real(sigma, name="sigma", caller="gaussian_delta", low=0.0, low_open=True)
     e = v.check_real(epsilon, name="epsilon", caller="gaussian_delta", low=0.0, low_open=True)
-    return math.exp(_log_delta(s, e))
+    return math.exp(log_delta(s, e))
 
 
 def analytic_gaussian_sigma(epsilon: float, delta: float) -> float:
     """The smallest σ (at L2 sensitivity 1) giving (ε, δ)-DP: Balle & Wang (2018), Algorithm 1, made safe.
 
     Solves log δ(σ, ε) = log δ − 1e-10·|log δ| for log σ with Brent's method, then raises σ by ulps
-    until the accurate log δ(σ, ε) satisfies that bound, so the true δ(σ, ε) ≤ δ (module docstring).
+    until the accurate log δ(σ, ε) satisfies that bound, so the true δ(σ, ε) ≤ δ (:mod:`mmopt._gaussian_delta`).
 
     Parameters
     ----------
@@ -247,7 +225,7 @@ def _analytic_sigma(eps: float, delta: float) -> float:
     bound = _private_log_bound(delta)
 
     def excess(log_sigma: float) -> float:  # decreasing in log σ: more noise, less δ
-        return _log_delta(min(math.exp(log_sigma), sys.float_info.max), eps) - bound
+        return log_delta(min(math.exp(log_sigma), sys.float_info.max), eps) - bound
 
     # start near the σ that ignores the e^ε Φ(b) term: the privacy loss is N(μ, 2μ) with μ = 1/(2σ²), and
     # P(loss > ε) = δ gives √μ = w − z/√2, w = √(z²/2 + ε), z = Φ⁻¹(1 − δ); rationalised when z > 0
@@ -274,93 +252,6 @@ def _analytic_sigma(eps: float, delta: float) -> float:
     root = optimize.brentq(excess, lo, hi, xtol=1e-15, rtol=4 * sys.float_info.epsilon, maxiter=500)
     sigma, sigma_hi = (min(math.exp(s), sys.float_info.max) for s in (root, hi))  # σ_hi passed the check
     step = sigma * sys.float_info.epsilon
-    while _log_delta(sigma, eps) > bound:  # round-off may land the root a hair on the wrong side
+    while log_delta(sigma, eps) > bound:  # round-off may land the root a hair on the wrong side
         sigma, step = min(sigma + step, sigma_hi), 2 * step
     return sigma
-
-
-def _ratio(num: int, den: int) -> float:
-    """num/den for integers, correctly rounded (CPython's int true division), ±inf on overflow."""
-    try:
-        return num / den
-    except OverflowError:
-        return math.inf if (num > 0) == (den > 0) else -math.inf
-
-
-def _mills(x: float) -> float:
-    """R(x) = Φ(x)/φ(x) = √(π/2) erfcx(−x/√2)."""
-    return _SQRT_HALF_PI * float(special.erfcx(-x * _INV_SQRT2))
-
-
-def _log_delta(sigma: float, eps: float) -> float:
-    """log δ(σ, ε) at unit sensitivity; its error bound is in the module docstring. Inputs are positive floats."""
-    sn, sd = sigma.as_integer_ratio()
-    en, ed = eps.as_integer_ratio()
-    # a = (1 − 2εσ²)/(2σ) = (p − q)/den and b = −(p + q)/den exactly; a, b and a²/2 = hi + lo are rounded once
-    p, q, den = sd * sd * ed, 2 * en * sn * sn, 2 * sn * sd * ed
-    a, b = _ratio(p - q, den), _ratio(-(p + q), den)
-    num, den2 = (p - q) ** 2, 2 * den * den
-    hi = _ratio(num, den2)
-    if hi == math.inf:  # |a| > 1e154: δ is 1 (a > 0) or 0 (a < 0) to far beyond double precision
-        return 0.0 if a > 0 else -math.inf
-    hn, hd = hi.as_integer_ratio()
-    lo = _ratio(num * hd - hn * den2, den2 * hd)
-    if a > 1.0:  # δ = 1 − x, x = Φ(−a) + φ(a) R(b) = e^{−a²/2} (R(−a) + R(b))/√(2π) ≤ 2Φ(−1) = 0.32
-        x = math.exp(-hi) * (1.0 - lo) * (_mills(-a) + _mills(b)) * _INV_SQRT_2PI
-        return math.log1p(-x)
-    r_a, r_b = _mills(a), _mills(b)
-    if r_b <= 0.5 * r_a:  # the difference loses at most a factor 2
-        log_d = math.log(r_a - r_b)
-    else:
-        y, h = _ratio(en * sn, ed * sd), _ratio(sd, sn)
-        log_d = _log_mills_difference(y, h, -math.log(sigma))
-    return -hi + (log_d - lo - _LOG_SQRT_2PI)
-
-
-def _log_mills_difference(y: float, h: float, log_h: float) -> float:
-    """log(R(−y + h/2) − R(−y − h/2)) from its Taylor series in h, whose terms are all positive.
-
-    R(m + h/2) − R(m − h/2) = Σⱼ 2 (h/2)^{2j+1} I_{2j+1}(y) / (2j+1)!, summed as h I_1 (1 + Σⱼ tⱼ/t₀) so
-    that nothing underflows (h may be 1e-300 and I_k(y) ≈ k!/y^{k+1} for huge y).
-    """
-    hh2 = (h / 2) ** 2
-    n_moments = 9
-    while True:
-        log_i0, rho = _moment_ratios(y, n_moments)
-        term, total = 1.0, 0.0  # t_j/t_0
-        for k in range(3, n_moments - 2, 2):
-            term *= hh2 / ((k - 1) * k) * (rho[k - 1] * rho[k])
-            total += term
-            ratio = hh2 / ((k + 1) * (k + 2)) * (rho[k + 1] * rho[k + 2])  # next ratio; ratios decrease
-            if ratio < 0.5 and term * ratio / (1 - ratio) <= _TAIL_TOL * (1 + total):
-                return log_h + log_i0 + math.log(rho[1]) + math.log1p(total)
-        if n_moments > 2000:  # unreachable: the first ratio is below 1/9 in this branch; never return a guess
-            raise ArithmeticError(f"gaussian_delta: Taylor series did not converge at y={y!r}, h={h!r}.")
-        n_moments = 2 * n_moments + 1
-
-
-def _moment_ratios(y: float, n: int) -> tuple[float, list[float]]:
-    """log I_0 and ρ_k = I_k/I_{k−1} (k = 1..n−1) of I_k(y) = ∫₀^∞ tᵏ e^{−yt − t²/2} dt, y ≥ 0, to a few ulp."""
-    i0 = _mills(-y)
-    rho = [math.nan] * n
-    if y < 1.0:  # forward recurrence: y I_k ≤ y √k I_{k−1} < k I_{k−1}, so the subtraction loses little
-        moments = [i0, 1.0 - y * i0]
-        for k in range(1, n - 1):
-            moments.append(k * moments[k - 1] - y * moments[k])
-        for k in range(1, n):
-            rho[k] = moments[k] / moments[k - 1]
-        return math.log(i0), rho
-    # backward continued fraction ρ_k = k/(y + ρ_{k+1}) from the tails ρ = 0 and ρ = ∞: the two bracket
-    # every ρ_k and their gap shrinks by about e^{−2y(√depth − √n)}
-    depth = n + int((20 / y + math.sqrt(n)) ** 2) + 1
-    while True:
-        lo, hi = 0.0, math.inf
-        for k in range(depth, 0, -1):
-            lo, hi = k / (y + lo), k / (y + hi)
-            if k == n - 1:
-                gap = abs(lo - hi) / lo
-            if k < n:
-                rho[k] = lo
-        if gap <= 1e-17:
-            return math.log(i0), rho
-        depth *= 4

@@ -1,8 +1,9 @@
 """Discover the SDP solvers usable here, choose one, and run a CVXPY problem with it.
 
 Notation: see README. Every SDP in mmopt goes through :func:`solve`, so solver options, timing and the
-mapping of outcomes to cvxpy's status vocabulary live in one place. MOSEK is only imported lazily, inside
-:func:`mosek_available`, because importing it is slow and it is an optional extra.
+mapping of outcomes to cvxpy's status vocabulary live in one place. cvxpy itself (~0.7-1 s to import) and
+MOSEK (slow, an optional extra) are imported lazily, inside the functions that need them, so that
+``import mmopt`` stays fast for everything that builds no SDP.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import logging
 import time
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import cvxpy as cp
-import cvxpy.settings as cps
+if TYPE_CHECKING:  # only for the annotation of solve(); cvxpy is imported where a problem is solved
+    import cvxpy as cp
 
 logger = logging.getLogger("mmopt")
 
@@ -71,6 +73,8 @@ def _mosek_problem() -> str | None:
     """Why MOSEK is unusable here, or None when a tiny SDP solves. Cached: the probe costs ~0.1-1 s."""
     if importlib.util.find_spec("mosek") is None:
         return "the 'mosek' package is not installed"
+    import cvxpy as cp  # noqa: PLC0415 -- lazy on purpose: slow to import, needed only for SDPs
+
     if "MOSEK" not in cp.installed_solvers():
         return "cvxpy does not see MOSEK although the 'mosek' package is installed"
     import mosek  # noqa: PLC0415 -- lazy on purpose: optional and slow to import
@@ -102,6 +106,13 @@ def mosek_available() -> bool:
     return _mosek_problem() is None
 
 
+def _installed_solvers() -> frozenset[str]:
+    """cvxpy's installed solvers (importing cvxpy here, not at module import)."""
+    import cvxpy as cp  # noqa: PLC0415 -- lazy on purpose: slow to import, needed only for SDPs
+
+    return frozenset(cp.installed_solvers())
+
+
 def available() -> list[str]:
     """List the SDP-capable solvers usable here, most preferred first.
 
@@ -115,7 +126,7 @@ def available() -> list[str]:
     >>> set(available()) <= {"MOSEK", "CLARABEL", "SCS", "CVXOPT"}
     True
     """
-    installed = set(cp.installed_solvers())
+    installed = _installed_solvers()
     out = []
     for name in SDP_SOLVERS:
         if name == "MOSEK":
@@ -210,6 +221,8 @@ def _options(solver: str, tol: float, max_iters: int | None) -> dict:
 
 def _crash_types() -> tuple[type[BaseException], ...]:
     """Exception classes that mean "the solver failed" (never a bare except)."""
+    import cvxpy as cp  # noqa: PLC0415 -- lazy on purpose: slow to import, needed only for SDPs
+
     types: tuple[type[BaseException], ...] = (cp.error.SolverError,)
     if importlib.util.find_spec("mosek") is not None:
         import mosek  # noqa: PLC0415 -- only when installed
@@ -218,17 +231,22 @@ def _crash_types() -> tuple[type[BaseException], ...]:
     return types
 
 
-_STATUS_MAP = {
-    cps.OPTIMAL: "optimal",
-    cps.OPTIMAL_INACCURATE: "optimal_inaccurate",
-    cps.INFEASIBLE: "infeasible",
-    cps.INFEASIBLE_INACCURATE: "infeasible",
-    cps.UNBOUNDED: "unbounded",
-    cps.UNBOUNDED_INACCURATE: "unbounded",
-    cps.INFEASIBLE_OR_UNBOUNDED: "infeasible",
-    cps.USER_LIMIT: "user_limit",
-    cps.SOLVER_ERROR: "solver_error",
-}
+@functools.cache
+def _status_map() -> dict[str, str]:
+    """cvxpy's raw statuses → the vocabulary of :class:`SolveOutcome` (built on first solve)."""
+    import cvxpy.settings as cps  # noqa: PLC0415 -- lazy on purpose: slow to import, needed only for SDPs
+
+    return {
+        cps.OPTIMAL: "optimal",
+        cps.OPTIMAL_INACCURATE: "optimal_inaccurate",
+        cps.INFEASIBLE: "infeasible",
+        cps.INFEASIBLE_INACCURATE: "infeasible",
+        cps.UNBOUNDED: "unbounded",
+        cps.UNBOUNDED_INACCURATE: "unbounded",
+        cps.INFEASIBLE_OR_UNBOUNDED: "infeasible",
+        cps.USER_LIMIT: "user_limit",
+        cps.SOLVER_ERROR: "solver_error",
+    }
 
 
 def solve(
@@ -273,7 +291,7 @@ def solve(
         msg = f"{solver} failed on {what}: {exc}. Try another solver ({others}); SCS needs the least memory."
         return SolveOutcome("solver_error", msg, solver, seconds, None)
     seconds = time.perf_counter() - start
-    status = _STATUS_MAP.get(problem.status, "solver_error")
+    status = _status_map().get(problem.status, "solver_error")
     stats = problem.solver_stats
     iterations = getattr(stats, "num_iters", None) if stats is not None else None
     if status == "optimal":

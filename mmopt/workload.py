@@ -15,6 +15,7 @@ in :mod:`mmopt.structured`, so that neither imports this one.
 from __future__ import annotations
 
 import math
+import weakref
 
 from mmopt import _workload_core as core
 from mmopt._workload_core import (
@@ -33,12 +34,29 @@ from mmopt.structured._checks import DENSE_LIMIT
 from mmopt.structured.census import adult_w1, adult_w2, cps_w1, cps_w2, prefix_3d, ranges_2d, sf1, sf1_persons, sf1_plus
 from mmopt.structured.workloads import ImplicitWorkload, identity_total, lower_marginals, predicates
 
+# Dense workloads built from a product structure remember it (weakly), so that structure-aware optimisers
+# (mmopt.optimize(method="auto")) can still use it when the dense path was chosen for its size.
+_STRUCTURE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
 __all__ = [
     "DENSE_LIMIT", "FAMILIES", "MAX_EXPLICIT_ENTRIES", "ImplicitWorkload", "Workload", "adult_w1", "adult_w2",
     "all_predicate", "all_range", "cps_w1", "cps_w2", "identity", "identity_total", "kron", "lower_marginals",
     "marginals", "predicates", "prefix", "prefix_3d", "random_range", "ranges_2d", "sf1", "sf1_persons",
-    "sf1_plus", "stack", "total",
+    "sf1_plus", "stack", "structure_of", "total",
 ]
+
+
+def structure_of(workload) -> ImplicitWorkload | None:
+    """The product structure a workload was built from: itself if implicit, the implicit twin of a dense
+    workload made by :func:`kron`, :func:`stack` or :func:`marginals`, else None."""
+    if isinstance(workload, ImplicitWorkload):
+        return workload
+    return _STRUCTURE.get(workload) if isinstance(workload, Workload) else None
+
+
+def _remember(dense: Workload, implicit: ImplicitWorkload) -> Workload:
+    _STRUCTURE[dense] = implicit
+    return dense
 
 
 def kron(*factors, name: str | None = None):
@@ -66,7 +84,7 @@ def kron(*factors, name: str | None = None):
         out = factors[0]
         for i, f in enumerate(factors[1:], start=2):
             out = core.kron(out, f, name=name if i == len(factors) else None)
-        return out
+        return _remember(out, sw.kron(*factors, name=out.name))
     return sw.kron(*factors, name=name)
 
 
@@ -91,7 +109,11 @@ def stack(workloads, weights=None, *, name: str | None = None):
     if any(implicit):
         raise TypeError("The 'workloads' parameter of stack mixes implicit (product) and dense workloads. Build "
                         "every part on the product domain with kron(...) (e.g. kron(identity(n1), total(n2))).")
-    return core.stack(parts, weights, name=name)
+    out = core.stack(parts, weights, name=name)
+    twins = [structure_of(p) for p in parts]
+    if all(t is not None for t in twins) and len({t.shape for t in twins}) == 1:
+        _remember(out, sw.union(twins, weights, name=out.name))
+    return out
 
 
 def marginals(shape, k: int | None = None, *, attributes=None, name: str | None = None):
@@ -111,5 +133,7 @@ def marginals(shape, k: int | None = None, *, attributes=None, name: str | None 
         return W
     if k is not None:
         out = core.marginals(W.shape, k)
-        return out if name is None else Workload._make(out.mean_gram, out.n_queries, name, out.matrix, out.family)
-    return W.to_workload()
+        out = out if name is None else Workload._make(out.mean_gram, out.n_queries, name, out.matrix, out.family)
+    else:
+        out = W.to_workload()
+    return _remember(out, W)

@@ -197,3 +197,34 @@ def test_to_row_with_more_queries_than_float64_holds():
         warnings.simplefilter("ignore", RuntimeWarning)  # the total overflows, and says so
         row = evaluate(wl.all_predicate(1100), st.identity(1100), Privacy(1.0), per_query=False).to_row()
     assert row["m"].startswith("~1e331") and np.isfinite(row["log10_total"]) and np.isfinite(row["rmse"])
+
+
+@pytest.mark.parametrize("epsilon,delta", [
+    (1e-300, 0.0), (1e300, 0.0), (2.3e-308, 0.0),       # c = 2/ε² overflows / underflows float64
+    (1e-300, 1e-300), (1e-200, 5e-324), (1e300, 1e-300),  # Gaussian: σ² overflows / least δ / σ² underflows
+])
+def test_log10_total_at_extreme_budgets(epsilon, delta):
+    """log10_total is finite and exact at budgets where the variance factor c is not a float.
+
+    Direct formula: log₁₀ total = log₁₀(Δ²·tr(G M)) + log₁₀ c, with the unit-privacy total from evaluate
+    (privacy=None) and log₁₀ c = log₁₀ 2 − 2 log₁₀ ε (Laplace) or 2 log₁₀ σ (Gaussian, σ at Δ₂ = 1).
+    """
+    import math
+    import warnings
+
+    from mmopt.privacy import analytic_gaussian_sigma
+
+    W, A = wl.all_range(8), st.hierarchical(8)
+    p = Privacy(epsilon, delta)
+    unit = evaluate(W, A, UNIT, norm=p.sensitivity_norm).total_squared_error
+    if delta == 0:
+        log10_c = math.log10(2.0) - 2.0 * math.log10(epsilon)
+    else:
+        log10_c = 2.0 * math.log10(analytic_gaussian_sigma(epsilon, delta))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the float total may be inf (with a warning) or 0
+        r = mmopt.evaluate(W, A, p)
+    assert math.isfinite(r.log10_total)
+    expected = math.log10(unit) + log10_c
+    assert r.log10_total == pytest.approx(expected, rel=1e-12, abs=1e-12)
+    assert abs(expected) > 100  # the case is really extreme: c itself is not a usable float

@@ -8,6 +8,7 @@ from hypothesis import strategies as hs
 import mmopt
 from mmopt import evaluate, svd_bound
 from mmopt import workload as wl
+from mmopt._solution import worst_status
 from mmopt.optimize import OptimizeResult, optimize
 
 GOLDEN = (3 + 5**0.5) / 2
@@ -202,13 +203,14 @@ def test_tiny_budget_l2_approx_sdp():
 
 @pytest.mark.parametrize("engine", ["sdp", "local"])
 def test_tiny_budget_min_error(engine):
-    # [10·1ᵀ; I₆]: no start is a stationary point (unlike the identity for prefix or range workloads, which
-    # a polish rightly reports converged after one iteration), so every stage needs more than one step.
-    W = wl.Workload.from_matrix(np.vstack([10 * np.ones(6), np.eye(6)]))
+    # [10·1ᵀ; prefix(6)]: the optimum (265.5) is far from every start, so the tiny budget really cuts it short;
+    # the polish of a stationary start (the identity) converges at once, but the status is the least converged
+    # stage's, so the spent local-search budget shows.
+    W = wl.Workload.from_matrix(np.vstack([10 * np.ones(6), np.tril(np.ones((6, 6)))]))
     r = optimize(W, method="min_error", max_iterations=1, seed=0, options={"engine": engine})
     _spent(r)
     stage = r.extra["winning_stage"]
-    assert r.extra["stage_status"][stage] == r.status and stage in r.message
+    assert r.status == worst_status(r.extra["stage_status"].values()) and stage in r.message
     assert "8 of 8 restarts hit max_iterations=1" in r.message
     if engine == "sdp":
         assert r.extra["stage_status"]["sdp"] == "user_limit" and "max_iterations=1 P1 solves" in r.message
@@ -231,12 +233,12 @@ def test_closed_forms_take_no_budget_and_say_what_optimal_means(method):
     assert r.status == "optimal" and "not that the strategy is optimal" in r.message
 
 
-def test_min_error_status_is_that_of_the_winning_stage():
+def test_min_error_status_is_that_of_its_least_converged_stage():
     r = optimize(wl.all_range(32), method="min_error", seed=0, options={"restarts": 2})
     stage = r.extra["winning_stage"]
-    assert r.status == r.extra["stage_status"][stage]
+    assert r.status == worst_status(r.extra["stage_status"].values())
     assert set(r.extra["stage_status"]) >= {"local_search"} and "sdp" not in r.extra["stage_status"]  # n > 16
-    assert "local optimum" in r.message and f"it, {stage}: {r.status}" in r.message
+    assert "local optimum" in r.message and f"from stage {stage}" in r.message
 
 
 # --- issue 12: verbose output, BLAS threads, no import cycle ---------------------------------------------

@@ -127,3 +127,15 @@ def test_scs_tolerance_is_floored():
     assert solvers._options("CLARABEL", 1e-9, 5) == {
         "tol_gap_abs": 1e-9, "tol_gap_rel": 1e-9, "tol_feas": 1e-9, "max_iter": 5,
     }  # fmt: skip
+
+
+def test_import_mmopt_does_not_import_cvxpy():
+    """cvxpy (~0.7-1 s to import) is loaded only where an SDP is built or solved, not by `import mmopt`."""
+    import subprocess
+    import sys
+
+    code = ("import sys, mmopt, mmopt.strategy, mmopt.workload, mmopt.structured, mmopt.solvers; "
+            "assert 'cvxpy' not in sys.modules, sorted(m for m in sys.modules if m.startswith('cvxpy'))[:5]; "
+            "assert mmopt.solvers.available(); assert 'cvxpy' in sys.modules")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr

@@ -3,8 +3,10 @@
 import numpy as np
 import pytest
 
+import mmopt
 from mmopt import _strategy_core
 from mmopt import strategy as st
+from mmopt import workload as wl
 from mmopt.error import error_profile
 
 H4 = [[1, 1, 1, 1], [1, 1, 0, 0], [0, 0, 1, 1], [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]
@@ -129,3 +131,33 @@ def test_strategy_copies_and_freezes():
     A = st.Strategy(M)
     M[0, 0] = 7.0  # the caller's array stays theirs
     assert A.matrix[0, 0] == 1.0 and not A.matrix.flags.writeable and not A.gram.flags.writeable
+
+
+@pytest.mark.parametrize("make", [lambda: wl.all_predicate(64), lambda: wl.prefix(128)])
+def test_singular_value_bound_is_basis_free(make):
+    """Thm 5.25's strategy is G^{1/4}: the same at 1 and 2 BLAS threads (all predicates: an (n−1)-fold σ)."""
+    from threadpoolctl import threadpool_limits
+
+    W = make()
+    with threadpool_limits(limits=1):
+        A1 = st.singular_value_bound(W).matrix
+    with threadpool_limits(limits=2):
+        A2 = st.singular_value_bound(W).matrix
+    scale = np.max(np.abs(A1))
+    assert np.max(np.abs(A1 - A2)) <= 1e-10 * scale
+    np.testing.assert_allclose(A1, A1.T, rtol=0, atol=1e-12 * scale)  # symmetric: G^{1/4}
+    # symmetric PSD with A⁴ = G: the unique PSD fourth root, so no eigenbasis choice can leak in (the old
+    # diag(√σ)·P_W rows were neither symmetric nor basis-free)
+    assert np.min(np.linalg.eigvalsh(A1)) >= -1e-10 * scale
+    G = W.gram
+    np.testing.assert_allclose(np.linalg.matrix_power(A1, 4), G, rtol=0, atol=1e-9 * np.max(np.abs(G)))
+
+
+def test_singular_value_bound_rank_deficient_rows_in_range():
+    """Zero directions get no weight: A* = G^{1/4} has rows in the row space of W and supports W."""
+    W = wl.Workload.from_matrix(np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]]))
+    A = st.singular_value_bound(W).matrix
+    null = np.array([1.0, -1.0, 1.0]) / np.sqrt(3)  # W @ null = 0
+    assert np.max(np.abs(A @ null)) <= 1e-14
+    assert mmopt.supports(W, A)
+    np.testing.assert_allclose(A.T @ A @ A.T @ A, W.gram, atol=1e-13)

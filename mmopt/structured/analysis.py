@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mmopt import error as dense_error
+from mmopt._error_common import check_privacy, check_type, resolve_norm
 from mmopt._strategy_core import NORMS
 from mmopt.privacy import Privacy
 from mmopt.structured import _checks as ck
@@ -77,16 +78,11 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
     40.0
     """
     caller = "evaluate"
-    if not isinstance(workload, ImplicitWorkload):
-        raise TypeError(f"The 'workload' parameter of {caller} must be an ImplicitWorkload. "
-                        f"Got {type(workload).__name__}.")
-    if not isinstance(strategy, ImplicitStrategy):
-        raise TypeError(f"The 'strategy' parameter of {caller} must be an ImplicitStrategy. "
-                        f"Got {type(strategy).__name__}.")
+    check_type(workload, ImplicitWorkload, name="workload", caller=caller)
+    check_type(strategy, ImplicitStrategy, name="strategy", caller=caller)
     ck.same_shape(workload.shape, strategy.shape, caller=caller, what="the workload and the strategy")
-    if privacy is not None and not isinstance(privacy, Privacy):
-        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy or None. Got {type(privacy).__name__}.")
-    norm = dense_error._resolve_norm(privacy, norm, caller)
+    check_privacy(privacy, caller)
+    norm = resolve_norm(privacy, norm, caller)
     c = 1.0 if privacy is None else privacy.variance_factor
     cache = fc.Cache()
     sens = sensitivity(strategy, norm)

@@ -22,6 +22,7 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator, lsmr
 
 from mmopt import _validation as v
+from mmopt._error_common import check_privacy, check_type
 from mmopt.privacy import Privacy
 from mmopt.structured import _checks as ck
 from mmopt.structured import analysis
@@ -157,12 +158,8 @@ def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, 
     **Simulation only** (numpy noise).
     """
     caller = "matrix_mechanism"
-    if not isinstance(workload, ImplicitWorkload):
-        raise TypeError(f"The 'workload' parameter of {caller} must be an ImplicitWorkload. "
-                        f"Got {type(workload).__name__}.")
-    if not isinstance(privacy, Privacy):
-        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy, e.g. Privacy(epsilon=1.0). "
-                        f"Got {type(privacy).__name__}.")
+    check_type(workload, ImplicitWorkload, name="workload", caller=caller)
+    check_privacy(privacy, caller, optional=False)  # a mechanism needs a real budget
     report = analysis.evaluate(workload, strategy, privacy)  # type and domain checks, support, expected error
     x = ck.check_data(x, strategy.shape, caller=caller)
     if np.any(x < 0):

@@ -19,6 +19,7 @@ import numpy as np
 from mmopt import _validation as v
 from mmopt._strategy_core import NORMS, Strategy
 from mmopt.structured import _checks as ck
+from mmopt.structured._terms import ProductTerm, ProductUnion, flatten_factors
 
 # Exact sensitivity of a union by scanning every cell when N·terms is at most this (a BLAS product per block).
 SCAN_LIMIT = 4 * 10**9
@@ -26,22 +27,14 @@ _BLOCK = 2**22  # cells per block of the scan (32 MB of float64)
 
 
 @dataclass(frozen=True, eq=False)
-class StrategyProduct:
+class StrategyProduct(ProductTerm):
     """One block θ·(A₁ ⊗ … ⊗ A_d) of an implicit strategy; ``weight`` θ > 0."""
 
     factors: tuple[Strategy, ...]
     weight: float = 1.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.factors, tuple) or not self.factors or \
-                not all(isinstance(f, Strategy) for f in self.factors):
-            raise TypeError("The 'factors' parameter of StrategyProduct must be a non-empty tuple of Strategy "
-                            "objects (one per attribute).")
-        object.__setattr__(self, "weight", ck.check_weight(self.weight, name="weight", caller="StrategyProduct"))
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(f.domain_size for f in self.factors)
+        self._check_factors(Strategy, "StrategyProduct")
 
     @property
     def n_rows(self) -> int:
@@ -58,26 +51,14 @@ class Sensitivity:
 
 
 @dataclass(frozen=True, eq=False)
-class ImplicitStrategy:
+class ImplicitStrategy(ProductUnion):
     """A union of Kronecker-product strategies over one product domain (one term: a product strategy)."""
 
     terms: tuple[StrategyProduct, ...] = field(repr=False)
     name: str = "strategy"
 
     def __post_init__(self) -> None:
-        caller = "ImplicitStrategy"
-        if not self.terms or not all(isinstance(t, StrategyProduct) for t in self.terms):
-            raise TypeError(f"The 'terms' parameter of {caller} must be a non-empty tuple of StrategyProduct.")
-        for t in self.terms[1:]:
-            ck.same_shape(self.terms[0].shape, t.shape, caller=caller, what="two of its terms")
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.terms[0].shape
-
-    @property
-    def domain_size(self) -> int:
-        return math.prod(self.shape)
+        self._check_terms(StrategyProduct, "ImplicitStrategy")
 
     @property
     def n_rows(self) -> int:
@@ -97,26 +78,14 @@ class ImplicitStrategy:
         """A (p×N) itself. Refuses past ``max_entries`` entries."""
         ck.check_allocation(self.n_rows * self.domain_size, what=f"the explicit A of '{self.name}'",
                             caller="ImplicitStrategy.dense", limit=max_entries)
-        blocks = []
-        for t in self.terms:
-            A = np.full((1, 1), t.weight)
-            for f in t.factors:
-                A = np.kron(A, f.matrix)
-            blocks.append(A)
-        return np.vstack(blocks)
+        return self._stacked(lambda f: f.matrix)
 
     def gram(self, *, max_entries: int = ck.MAX_DENSE_ENTRIES) -> np.ndarray:
         """X = AᵀA (N×N). Refuses past ``max_entries`` entries."""
         N = self.domain_size
         ck.check_allocation(N * N, what=f"the N×N Gram of '{self.name}'", caller="ImplicitStrategy.gram",
                             limit=max_entries)
-        X = np.zeros((N, N))
-        for t in self.terms:
-            K = np.full((1, 1), t.weight**2)
-            for f in t.factors:
-                K = np.kron(K, f.gram)
-            X += K
-        return X
+        return self._gram_sum(lambda f: f.gram)
 
     def to_strategy(self, *, max_entries: int = ck.MAX_DENSE_ENTRIES) -> Strategy:
         """The dense :class:`mmopt.strategy.Strategy` (the reference path), for small domains."""
@@ -136,11 +105,7 @@ def _as_factor(f, caller: str, position: int) -> Strategy:
 def kron_strategy(*factors, weight: float = 1.0, name: str | None = None) -> ImplicitStrategy:
     """The product strategy θ·(A₁ ⊗ … ⊗ A_d) from one-attribute strategies (or matrices)."""
     caller = "kron_strategy"
-    if len(factors) == 1 and isinstance(factors[0], list | tuple):
-        factors = tuple(factors[0])
-    if not factors:
-        raise ValueError(f"{caller} needs at least one factor. Got none.")
-    fs = tuple(_as_factor(f, caller, i) for i, f in enumerate(factors))
+    fs = tuple(_as_factor(f, caller, i) for i, f in enumerate(flatten_factors(factors, caller)))
     w = ck.check_weight(weight, name="weight", caller=caller)
     return ImplicitStrategy((StrategyProduct(fs, w),), name or "⊗".join(f.name for f in fs))
 

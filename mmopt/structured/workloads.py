@@ -21,6 +21,7 @@ from mmopt import _validation as v
 from mmopt import _workload_core as wl
 from mmopt._workload_core import Workload
 from mmopt.structured import _checks as ck
+from mmopt.structured._terms import ProductTerm, ProductUnion, flatten_factors
 
 identity, total, prefix, all_range = wl.identity, wl.total, wl.prefix, wl.all_range
 
@@ -47,22 +48,14 @@ def _as_factor(f, caller: str, position: int) -> Workload:
 
 
 @dataclass(frozen=True, eq=False)
-class Product:
+class Product(ProductTerm):
     """One term w·(W₁ ⊗ … ⊗ W_d); ``weight`` > 0 scales every query of the term."""
 
     factors: tuple[Workload, ...]
     weight: float = 1.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.factors, tuple) or not self.factors or \
-                not all(isinstance(f, Workload) for f in self.factors):
-            raise TypeError("The 'factors' parameter of Product must be a non-empty tuple of Workload objects "
-                            "(one per attribute).")
-        object.__setattr__(self, "weight", ck.check_weight(self.weight, name="weight", caller="Product"))
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(f.domain_size for f in self.factors)
+        self._check_factors(Workload, "Product")
 
     @property
     def n_queries(self) -> int:
@@ -70,7 +63,7 @@ class Product:
 
 
 @dataclass(frozen=True, eq=False)
-class ImplicitWorkload:
+class ImplicitWorkload(ProductUnion):
     """A weighted union of Kronecker products over one product domain.
 
     Attributes
@@ -90,56 +83,26 @@ class ImplicitWorkload:
     name: str = "workload"
 
     def __post_init__(self) -> None:
-        caller = "ImplicitWorkload"
-        if not self.terms or not all(isinstance(t, Product) for t in self.terms):
-            raise TypeError(f"The 'terms' parameter of {caller} must be a non-empty tuple of Product terms.")
-        for t in self.terms[1:]:
-            ck.same_shape(self.terms[0].shape, t.shape, caller=caller, what="two of its terms")
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """(n₁, …, n_d), the attribute sizes."""
-        return self.terms[0].shape
-
-    @property
-    def domain_size(self) -> int:
-        """N = ∏ nᵢ (a Python int)."""
-        return math.prod(self.shape)
+        self._check_terms(Product, "ImplicitWorkload")
 
     @property
     def n_queries(self) -> int:
         """m = Σ_j ∏ᵢ mᵢ⁽ʲ⁾, exact."""
         return sum(t.n_queries for t in self.terms)
 
-    @property
-    def is_product(self) -> bool:
-        return len(self.terms) == 1
-
     def dense(self, *, max_entries: int = ck.MAX_DENSE_ENTRIES) -> np.ndarray:
         """W (m×N) itself, stacking w_j ⊗ᵢ Wᵢ⁽ʲ⁾. Refuses past ``max_entries`` entries."""
         ck.check_allocation(self.n_queries * self.domain_size, what=f"the explicit W of '{self.name}'",
                             caller="ImplicitWorkload.dense", limit=max_entries,
                             remedy=" Use mmopt.structured.evaluate, which never forms W.")
-        blocks = []
-        for t in self.terms:
-            W = np.ones((1, 1)) * t.weight
-            for f in t.factors:
-                W = np.kron(W, f.explicit_matrix())
-            blocks.append(W)
-        return np.vstack(blocks)
+        return self._stacked(lambda f: f.explicit_matrix())
 
     def gram(self, *, max_entries: int = ck.MAX_DENSE_ENTRIES) -> np.ndarray:
         """G = Σ_j w_j² ⊗ᵢ Gᵢ⁽ʲ⁾ (N×N). Refuses past ``max_entries`` entries."""
         N = self.domain_size
         ck.check_allocation(N * N, what=f"the N×N Gram of '{self.name}'", caller="ImplicitWorkload.gram",
                             limit=max_entries, remedy=" Use mmopt.structured.evaluate, which never forms G.")
-        G = np.zeros((N, N))
-        for t in self.terms:
-            K = np.full((1, 1), t.weight**2)
-            for f in t.factors:
-                K = np.kron(K, f.mean_gram * f.n_queries)
-            G += K
-        return G
+        return self._gram_sum(lambda f: f.mean_gram * f.n_queries)
 
     def to_workload(self, *, max_entries: int = ck.MAX_DENSE_ENTRIES) -> Workload:
         """The dense :class:`mmopt.workload.Workload` (the reference path), for small domains."""
@@ -157,11 +120,7 @@ def kron(*factors, weight: float = 1.0, name: str | None = None) -> ImplicitWork
     Gram ⊗ᵢ Gᵢ and m = ∏ mᵢ; C order, so the last factor's cell varies fastest (as ``np.kron``).
     """
     caller = "kron"
-    if len(factors) == 1 and isinstance(factors[0], list | tuple):
-        factors = tuple(factors[0])
-    if not factors:
-        raise ValueError(f"{caller} needs at least one factor. Got none.")
-    fs = tuple(_as_factor(f, caller, i) for i, f in enumerate(factors))
+    fs = tuple(_as_factor(f, caller, i) for i, f in enumerate(flatten_factors(factors, caller)))
     w = ck.check_weight(weight, name="weight", caller=caller)
     return ImplicitWorkload((Product(fs, w),), name or "⊗".join(f.name for f in fs))
 

@@ -1,0 +1,283 @@
+"""HDMM's OPT_M: the best weighted marginals strategy M(θ) for a union-of-products workload.
+
+Notation: see README and :mod:`mmopt.structured.algebra`. M(θ) stacks θ_S·⊗ᵢ(I if i ∈ S else 1ᵀ) over the
+subsets S ⊆ [d]; its Gram is X = Σ_S θ_S² ⊗ᵢ(I if i ∈ S else J). Factor I is αI + βJ with (α, β) = (1, 0)
+and J with (0, 1), so by the algebra's λ_T = ∏_{i∈T} αᵢ ∏_{i∉T} (αᵢ + nᵢβᵢ) one block contributes
+θ_S² [T ⊆ S] ∏_{i∉S} nᵢ, and
+
+    X = Σ_T λ_T(θ) Q_T,   λ_T(θ) = Σ_{S ⊇ T} θ_S² w_S,   w_S = ∏_{i∉S} nᵢ        (a superset zeta transform).
+
+With c_T = tr(G Q_T) = Σ_j w_j² ∏_{i∈T} (tr Gᵢ⁽ʲ⁾ − 1ᵀGᵢ⁽ʲ⁾1/nᵢ) ∏_{i∉T} 1ᵀGᵢ⁽ʲ⁾1/nᵢ (closed form for every
+union of products) the unit-privacy error is (Li et al., PODS 2010, Prop. 4.4)
+
+    f(θ) = Δ(θ)² · Σ_T c_T / λ_T(θ),   Δ = Σ_S θ_S (L1: each column holds one 1 per marginal) or ‖θ‖₂ (L2),
+
++∞ when some c_T > 0 has λ_T = 0 (M(θ) does not support W). f is scale invariant; its gradient is
+
+    ∂f/∂θ_S = 2Δ ∂Δ/∂θ_S · Σ_T c_T/λ_T − 2Δ² θ_S w_S · Σ_{T ⊆ S} c_T/λ_T²,
+
+a subset zeta transform, so f and ∇f cost O(d·2^d). For L2, u = θ² makes f = (Σu)·Σ_T c_T/λ_T(u) with λ
+linear in u: on the simplex Σu = 1 this is convex, so every local optimum is global within M(θ). For L1 it
+is not convex; we take the best of several L-BFGS-B runs from random starts (HDMM's uniform [0, 1]).
+Source: McKenna, Miklau, Hay, Machanavajjhala, PVLDB 2018, §5 (OPT_M).
+"""
+
+from __future__ import annotations
+
+import logging
+import numbers
+import time
+
+import numpy as np
+
+from mmopt import _validation as v
+from mmopt._local_objectives import lbfgs
+from mmopt._solution import CONVERGED_MEANS, ImplicitSolution, worst_status
+from mmopt._strategy_core import NORMS
+from mmopt.structured import algebra as alg
+from mmopt.structured import factors as fc
+from mmopt.structured.analysis import evaluate
+from mmopt.structured.strategies import marginals_strategy
+from mmopt.structured.workloads import ImplicitWorkload
+
+__all__ = ["MAX_ATTRIBUTES", "marginals_objective", "projection_traces", "solve_marginals", "subset_weights"]
+
+_LOG = logging.getLogger("mmopt")
+_FUNC = "solve_marginals"
+# 2^d weights; mmopt.structured.evaluate's exact algebra path (used to rank restarts) stops at d = 16.
+MAX_ATTRIBUTES = 16
+DEFAULT_MAX_ITERATIONS = 2000
+DEFAULT_TOL = 1e-10
+# Drop θ_S below this share of Σθ from the returned strategy when that does not raise the error: such
+# blocks change nothing measurable but cost evaluate and the mechanism one Kronecker term each.
+_PRUNE = 1e-9
+_CHUNK = 2**22  # entries of one (terms × 2^d) table while summing c_T
+
+
+def _check_d(shape, caller: str) -> int:
+    d = len(shape)
+    if d > MAX_ATTRIBUTES:
+        raise ValueError(f"{caller}: OPT_M optimises one weight per attribute subset, 2^d = 2^{d} here; it supports "
+                         f"at most d = {MAX_ATTRIBUTES} attributes (the limit of the exact marginals algebra in "
+                         "mmopt.structured.evaluate). Use a product strategy (OPT_⊗) instead.")
+    return d
+
+
+def projection_traces(workload: ImplicitWorkload) -> np.ndarray:
+    """c_T = tr(G Q_T) for every subset T (length 2^d, bitmask order): the workload's only input to OPT_M.
+
+    Exact for every union of products: c_T = Σ_j w_j² ∏_{i∈T} (tr Gᵢ − 1ᵀGᵢ1/nᵢ) ∏_{i∉T} 1ᵀGᵢ1/nᵢ, the
+    per-factor numbers computed as :func:`mmopt.structured.algebra.projection_traces` does (same round-off
+    snapping), summed over terms in chunks of a (terms × 2^d) table.
+    """
+    if not isinstance(workload, ImplicitWorkload):
+        raise TypeError(f"The 'workload' parameter of projection_traces must be an ImplicitWorkload. "
+                        f"Got {type(workload).__name__}.")
+    shape = workload.shape
+    _check_d(shape, "projection_traces")
+    cache = fc.Cache()
+    mean = np.empty((len(workload.terms), len(shape)))
+    rest = np.empty_like(mean)
+    for j, t in enumerate(workload.terms):
+        for i, (f, n) in enumerate(zip(t.factors, shape, strict=True)):
+            G = cache.get(fc.workload_gram, f)
+            mean[j, i] = float(np.sum(G)) / n
+            rest[j, i] = float(np.trace(G)) - mean[j, i]
+    # tr G − 1ᵀG1/n = tr(G(I − P)) ≥ 0, exactly 0 for G ∝ J: snap its round-off as the algebra does.
+    rest = np.where(rest <= 16 * np.finfo(float).eps * np.abs(mean), 0.0, np.clip(rest, 0.0, None))
+    mean = np.clip(mean, 0.0, None)
+    w2 = np.array([t.weight**2 for t in workload.terms])
+    step = max(1, _CHUNK >> len(shape))
+    c = np.zeros(2 ** len(shape))
+    for s in range(0, len(w2), step):
+        c += w2[s:s + step] @ alg.product_table(rest[s:s + step], mean[s:s + step])
+    return c
+
+
+def subset_weights(shape) -> np.ndarray:
+    """w_S = ∏_{i∉S} nᵢ for every subset S: the eigenvalue of ⊗ᵢ(I if i ∈ S else J) on Q_T, T ⊆ S."""
+    n = np.asarray(shape, dtype=float)
+    return alg.product_table(np.ones((1, n.size)), n[None, :])[0]
+
+
+def marginals_objective(traces, shape, theta, *, norm: str = "l1", gradient: bool = False):
+    """f(θ) = Δ(θ)² Σ_T c_T/λ_T(θ) (module docstring), and ∂f/∂θ when ``gradient``; +∞ when unsupported.
+
+    Parameters
+    ----------
+    traces : ndarray of shape (2^d,)
+        c_T from :func:`projection_traces`.
+    shape : tuple of int
+        The attribute sizes n₁…n_d.
+    theta : array_like of shape (2^d,)
+        Weights θ_S ≥ 0 indexed by the bitmask of S (as :func:`mmopt.structured.marginals_strategy`).
+    norm : {"l1", "l2"}
+        Δ = Σθ (Laplace) or ‖θ‖₂ (Gaussian).
+
+    Returns
+    -------
+    float, or (float, ndarray)
+        The unit-privacy total error of M(θ), equal to ``evaluate(W, marginals_strategy(shape, θ),
+        norm=norm).total_squared_error``; ``inf`` (gradient zero) when some c_T > 0 has λ_T = 0.
+    """
+    caller = "marginals_objective"
+    d = _check_d(shape, caller)
+    v.check_choice(norm, name="norm", caller=caller, choices=NORMS)
+    c = v.check_vector(traces, name="traces", caller=caller, length=2**d)
+    th = v.check_vector(theta, name="theta", caller=caller, length=2**d)
+    if np.any(th < 0):
+        raise ValueError(f"The 'theta' parameter of {caller} must hold weights >= 0. "
+                         f"Got {int(np.sum(th < 0))} negative entries.")
+    return _objective(th, c, subset_weights(shape), norm == "l1", gradient)
+
+
+def _objective(theta, c, w, l1: bool, gradient: bool):
+    lam = alg.superset_sums(theta**2 * w)
+    pos = lam > 0
+    if np.any(c[~pos] > 0):
+        return (np.inf, np.zeros_like(theta)) if gradient else np.inf
+    ratio = np.where(pos, c / np.where(pos, lam, 1.0), 0.0)
+    E = float(np.sum(ratio))
+    delta = float(np.sum(theta)) if l1 else float(np.sqrt(theta @ theta))
+    f = delta**2 * E
+    if not gradient:
+        return f
+    dE = alg.subset_sums(np.where(pos, ratio / np.where(pos, lam, 1.0), 0.0))  # Σ_{T⊆S} c_T/λ_T²
+    ddelta2 = 2 * delta * np.ones_like(theta) if l1 else 2 * theta  # ∂Δ²/∂θ_S
+    return f, ddelta2 * E - 2 * delta**2 * theta * w * dE
+
+
+def _check_seed(seed):
+    if seed is None or isinstance(seed, np.random.SeedSequence):
+        return seed
+    if isinstance(seed, bool | np.bool_) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise TypeError(f"The 'seed' parameter of {_FUNC} must be None, a non-negative int or a "
+                        f"numpy.random.SeedSequence. Got {seed!r:.60} ({type(seed).__name__}) instead.")
+    return int(seed)
+
+
+def _normalise(theta, l1: bool):
+    delta = float(np.sum(theta)) if l1 else float(np.linalg.norm(theta))
+    return theta / delta
+
+
+def _prune(theta, c, w, l1):
+    """θ without its negligible weights when that does not raise f (see _PRUNE); θ itself otherwise."""
+    small = (theta > 0) & (theta <= _PRUNE * float(np.sum(theta)))
+    if not np.any(small):
+        return theta
+    cut = np.where(small, 0.0, theta)
+    return cut if _objective(cut, c, w, l1, False) <= _objective(theta, c, w, l1, False) else theta
+
+
+def _score(workload, theta, norm):
+    """The exact unit-privacy error of M(θ) by mmopt.structured.evaluate; +∞ with the reason if it refuses."""
+    try:
+        r = evaluate(workload, marginals_strategy(workload.shape, theta, name="OPT_M"), norm=norm)
+    except (ValueError, ArithmeticError) as exc:  # NumericalError / unsupported: never ranked
+        return np.inf, str(exc)
+    return r.total_squared_error, None
+
+
+def solve_marginals(workload: ImplicitWorkload, *, norm: str = "l1", restarts: int = 3, seed=None,
+                    max_iterations: int | None = None, tol: float | None = None,
+                    verbose: bool = False) -> ImplicitSolution:
+    r"""OPT_M: weights θ ≥ 0 of the marginals strategy M(θ) minimising Δ(θ)²·tr(G X(θ)⁺) (module docstring).
+
+    Parameters
+    ----------
+    workload : ImplicitWorkload
+        Any union of products on d ≤ :data:`MAX_ATTRIBUTES` attributes; it enters only through
+        c_T = tr(G Q_T) (:func:`projection_traces`), so no approximation by marginals is made.
+    norm : {"l1", "l2"}, default="l1"
+        Sensitivity norm: Δ = Σθ (ε-DP, Laplace) or ‖θ‖₂ ((ε,δ)-DP, Gaussian; convex in θ², so the local
+        optimum found is the global one within M(θ) up to ``tol``).
+    restarts : int, default=3
+        L-BFGS-B runs from θ uniform on [0, 1] (HDMM's start), scaled to Δ = 1; run k draws from
+        ``numpy.random.SeedSequence(seed).spawn(restarts)[k]``, so a seed reproduces the result.
+    seed : None, int >= 0 or numpy.random.SeedSequence, default=None
+    max_iterations : int or None, default=None
+        L-BFGS-B iterations per run (None: 2000).
+    tol : float or None, default=None
+        L-BFGS-B's ``ftol`` and ``gtol`` on f/f(θ₀) (None: 1e-10).
+    verbose : bool, default=False
+        Log each run on the ``"mmopt"`` logger at INFO (else DEBUG).
+
+    Returns
+    -------
+    ImplicitSolution
+        ``strategy`` = M(θ) with Δ = 1; runs are ranked by their exact error from
+        :func:`mmopt.structured.evaluate` (unit privacy, ``norm``), stored in ``extra["objective"]`` with θ in
+        ``extra["theta"]``. ``status`` is the least converged run's (:func:`mmopt._solution.worst_status`):
+        "optimal" only when L-BFGS-B's own test passed on every run, including the returned one;
+        "user_limit" when ``max_iterations`` ended a run.
+
+    Examples
+    --------
+    One marginal, on attributes {0, 2} (bitmask 5): all the weight goes to that marginal, error 9 = its
+    9 queries with unit variance each.
+
+    >>> from mmopt.structured import marginals
+    >>> sol = solve_marginals(marginals((3, 3, 3), attributes=[(0, 2)]), seed=0)
+    >>> sol.status, round(sol.extra["objective"], 6), int(sol.extra["theta"].argmax())
+    ('optimal', 9.0, 5)
+    """
+    began = time.perf_counter()
+    if not isinstance(workload, ImplicitWorkload):
+        raise TypeError(f"The 'workload' parameter of {_FUNC} must be an ImplicitWorkload (a union of products, "
+                        f"e.g. mmopt.structured.marginals(shape, k)). Got {type(workload).__name__} instead.")
+    v.check_choice(norm, name="norm", caller=_FUNC, choices=NORMS)
+    restarts = v.check_int(restarts, name="restarts", caller=_FUNC, low=1)
+    seed = _check_seed(seed)
+    max_iterations = DEFAULT_MAX_ITERATIONS if max_iterations is None else \
+        v.check_int(max_iterations, name="max_iterations", caller=_FUNC, low=1)
+    tol = DEFAULT_TOL if tol is None else v.check_real(tol, name="tol", caller=_FUNC, low=0.0, high=1.0,
+                                                        low_open=True, high_open=True)
+    if not isinstance(verbose, bool | np.bool_):
+        raise TypeError(f"The 'verbose' parameter of {_FUNC} must be a bool. Got {type(verbose).__name__}.")
+    log = _LOG.info if verbose else _LOG.debug
+    shape, l1 = workload.shape, norm == "l1"
+    _check_d(shape, _FUNC)
+    c, w = projection_traces(workload), subset_weights(shape)
+    if not float(np.sum(c)) > 0:
+        raise ValueError(f"{_FUNC}: workload '{workload.name}' has a zero Gram (tr G = 0): every strategy has "
+                         "zero error, there is nothing to optimise.")
+
+    history, iterations, best = [], 0, (np.inf, None, -1)
+    # A fresh copy of a given SeedSequence: spawn() advances its counter, which would break reproducibility.
+    root = np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key, pool_size=seed.pool_size) \
+        if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    for k, child in enumerate(root.spawn(restarts)):
+        t0 = time.perf_counter()
+        theta0 = _normalise(np.random.default_rng(child).uniform(size=c.size), l1)
+        f0 = _objective(theta0, c, w, l1, False)
+        theta, f, nit, status = lbfgs(lambda th: _objective(th, c, w, l1, True), theta0, f0, max_iterations, tol)
+        theta = _prune(_normalise(theta, l1), c, w, l1)
+        exact, why = _score(workload, theta, norm)
+        iterations += nit
+        history.append({"restart": k, "objective": float(exact), "closed_form": float(f), "start": float(f0),
+                        "iterations": nit, "status": status, "support": int(np.count_nonzero(theta)),
+                        "seconds": time.perf_counter() - t0, **({"refused": why} if why else {})})
+        log("%s: restart %d of %d: error %.8g (closed form %.8g, start %.8g) after %d iterations (%s), "
+            "%d of %d subsets, %.2f s", _FUNC, k + 1, restarts, exact, f, f0, nit, status,
+            np.count_nonzero(theta), c.size, time.perf_counter() - t0)
+        if exact < best[0]:
+            best = (exact, theta, k)
+
+    f, theta, k = best
+    if theta is None:
+        raise ValueError(f"{_FUNC}: mmopt.structured.evaluate refused every run's strategy on workload "
+                         f"'{workload.name}': {history[-1].get('refused')}")
+    status = worst_status(h["status"] for h in history)
+    hit = sum(h["status"] == "user_limit" for h in history)
+    summary = (f"{hit} of {restarts} runs hit max_iterations={max_iterations}; raise it." if hit
+               else f"All {restarts} runs stopped by L-BFGS-B's own test.")
+    convex = ("convex in θ² (L2), so this is the best M(θ) up to tol" if not l1 else
+              "a non-convex problem (L1): best of the runs, with no optimality certificate")
+    message = (f"OPT_M over the {c.size} weighted marginals of {len(shape)} attributes, {convex}; run {k} of "
+               f"{restarts} chosen by its exact error. {CONVERGED_MEANS}, tol={tol:g}. {summary}")
+    strategy = marginals_strategy(shape, theta, name="OPT_M")
+    return ImplicitSolution(strategy=strategy, status=status, message=message, iterations=iterations,
+                            solver="mmopt-lbfgs", lower_bound=None, history=tuple(history),
+                            extra={"theta": theta, "objective": float(f), "norm": norm, "restart": k,
+                                   "seconds": time.perf_counter() - began})

@@ -1,0 +1,225 @@
+"""OPT_M (mmopt.multidim.marginals): closed form vs evaluate, gradient, search behaviour, input checks."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt import structured as st
+from mmopt.multidim import marginals as om
+from mmopt.structured import algebra as alg
+from mmopt.structured import workloads as sw
+
+
+def _workloads():
+    return {
+        "marginals": st.marginals((3, 4, 2), 2),
+        "it_product": st.kron(sw.identity_total(3), sw.identity_total(4), sw.identity_total(2)),
+        "prefix_factors": st.kron(sw.prefix(3), sw.all_range(4), sw.identity_total(2)),
+        "weighted_union": st.union([st.kron(sw.prefix(3), sw.total(4), sw.identity(2)),
+                                    st.marginals((3, 4, 2), 1)], weights=[2.0, 0.5]),
+    }
+
+
+def _random_theta(rng, size, zeros=True):
+    theta = rng.uniform(0.1, 1.0, size)
+    if zeros:
+        theta[rng.uniform(size=size) < 0.4] = 0.0
+    theta[-1] = rng.uniform(0.1, 1.0)  # the full marginal (identity) keeps every θ supported
+    return theta
+
+
+# --- algebra helpers -------------------------------------------------------------------------------------
+
+def test_zeta_transforms_and_product_table_match_brute_force():
+    rng = np.random.default_rng(0)
+    d = 4
+    x = rng.standard_normal(2**d)
+    sup = np.array([sum(x[S] for S in range(2**d) if S & T == T) for T in range(2**d)])
+    sub = np.array([sum(x[T] for T in range(2**d) if S & T == T) for S in range(2**d)])
+    np.testing.assert_allclose(alg.superset_sums(x), sup, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(alg.subset_sums(x), sub, rtol=1e-12, atol=1e-12)
+    inside, outside = rng.uniform(size=(3, d)), rng.uniform(size=(3, d))
+    bits = alg.subset_bits(d)
+    brute = np.stack([np.where(bits, a, b).prod(axis=1) for a, b in zip(inside, outside, strict=True)])
+    np.testing.assert_allclose(alg.product_table(inside, outside), brute, rtol=1e-13)
+
+
+def test_traces_match_the_algebra_and_weights_are_lambda_of_one_marginal():
+    W = _workloads()["weighted_union"]
+    ref = sum(alg.projection_traces([f.mean_gram * f.n_queries for f in t.factors], W.shape, t.weight**2)
+              for t in W.terms)
+    np.testing.assert_allclose(om.projection_traces(W), ref, rtol=1e-12)
+    # λ of θ = e_S is w_S on every T ⊆ S and 0 elsewhere (the module docstring's formula).
+    shape, S = (3, 4, 2), 0b101
+    lam = alg.superset_sums(np.eye(8)[S] * om.subset_weights(shape))
+    assert lam.tolist() == [4.0 if (T & S) == T else 0.0 for T in range(8)]
+
+
+# --- the closed form -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(_workloads()))
+@pytest.mark.parametrize("norm", ["l1", "l2"])
+def test_closed_form_equals_evaluate(name, norm):
+    W = _workloads()[name]
+    c = om.projection_traces(W)
+    rng = np.random.default_rng([list(_workloads()).index(name), norm == "l1"])
+    for _ in range(3):
+        theta = _random_theta(rng, c.size)
+        f = om.marginals_objective(c, W.shape, theta, norm=norm)
+        exact = st.evaluate(W, st.marginals_strategy(W.shape, theta), norm=norm).total_squared_error
+        assert f == pytest.approx(exact, rel=1e-10)
+
+
+@pytest.mark.parametrize("norm", ["l1", "l2"])
+def test_gradient_matches_finite_differences(norm):
+    W = _workloads()["prefix_factors"]
+    c = om.projection_traces(W)
+    theta = _random_theta(np.random.default_rng(3), c.size, zeros=False)
+    f, g = om.marginals_objective(c, W.shape, theta, norm=norm, gradient=True)
+    h = 1e-6
+    fd = np.array([(om.marginals_objective(c, W.shape, theta + h * e, norm=norm)
+                    - om.marginals_objective(c, W.shape, theta - h * e, norm=norm)) / (2 * h)
+                   for e in np.eye(c.size)])
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-7 * np.abs(g).max())
+    # Scale invariance: Euler's identity θ·∇f = 0 for a function homogeneous of degree 0.
+    assert abs(theta @ g) <= 1e-9 * np.abs(theta) @ np.abs(g)
+
+
+def test_unsupported_theta_is_infinite_never_finite():
+    W = st.marginals((3, 4, 2), 2)
+    c = om.projection_traces(W)
+    theta = np.zeros(8)
+    theta[[0b001, 0b010, 0b100]] = 1.0  # 1-way marginals only: the 2-way interactions are not measured
+    assert om.marginals_objective(c, W.shape, theta) == np.inf
+    f, g = om.marginals_objective(c, W.shape, theta, gradient=True)
+    assert f == np.inf and np.all(np.isfinite(g))
+    with pytest.raises(ValueError, match="does not support"):
+        st.evaluate(W, st.marginals_strategy(W.shape, theta))
+    theta[0b011] = 1.0  # still missing the {0,2} and {1,2} interactions
+    assert om.marginals_objective(c, W.shape, theta) == np.inf
+    theta[0b111] = 1e-3  # the identity supports everything: finite again
+    assert np.isfinite(om.marginals_objective(c, W.shape, theta))
+
+
+# --- the search ------------------------------------------------------------------------------------------
+
+def test_never_worse_than_its_best_start_and_objective_is_exact():
+    W = mmopt.workload.adult_w2()
+    sol = om.solve_marginals(W, restarts=3, seed=1)
+    f = sol.extra["objective"]
+    assert f <= min(h["start"] for h in sol.history)
+    assert f == min(h["objective"] for h in sol.history)
+    assert f == pytest.approx(st.evaluate(W, sol.strategy).total_squared_error, rel=1e-12)
+    assert sol.strategy.sensitivity("l1") == pytest.approx(1.0, rel=1e-12)
+    assert sol.status == "optimal" and "L-BFGS-B" in sol.message
+
+
+@pytest.mark.parametrize("norm", ["l1", "l2"])
+def test_single_marginal_gets_all_the_weight(norm):
+    shape, S = (3, 4, 2, 3), (1, 3)
+    W = st.marginals(shape, attributes=[S])
+    sol = om.solve_marginals(W, norm=norm, seed=0)
+    theta = sol.extra["theta"]
+    mask = sum(1 << i for i in S)
+    assert int(np.argmax(theta)) == mask
+    assert theta[mask] / (theta.sum() if norm == "l1" else np.linalg.norm(theta)) > 1 - 1e-3
+    # The marginal itself answers its 12 queries with unit variance each at Δ = 1.
+    assert sol.extra["objective"] == pytest.approx(12.0, rel=1e-8)
+
+
+def test_two_way_marginals_reach_hdmm_ratio_to_svd_bound():
+    W = st.marginals((4,) * 5, 2)
+    sol = om.solve_marginals(W, seed=0)
+    ratio = sol.extra["objective"] / st.svd_bound(W).value
+    assert 1.0 <= ratio <= 7.47  # HDMM's marginals template: 7.46 (the bound is exact for marginals)
+
+
+def test_l2_is_never_below_the_svd_bound_and_attains_it_on_it_products():
+    bound_ratio = {}
+    for name, W in _workloads().items():
+        sol = om.solve_marginals(W, norm="l2", seed=0)
+        b = st.svd_bound(W)
+        assert b.exact
+        bound_ratio[name] = sol.extra["objective"] / b.value
+        assert bound_ratio[name] >= 1 - 1e-9
+        assert sol.strategy.sensitivity("l2") == pytest.approx(1.0, rel=1e-12)
+    # G = ⊗(I + J) has G^{1/2} inside the marginals cone, so the convex L2 problem reaches the bound.
+    assert bound_ratio["it_product"] == pytest.approx(1.0, rel=1e-6)
+
+
+def test_seed_reproduces_and_differs_across_seeds():
+    W = st.marginals((3, 4, 2, 3), 2)
+    a, b = (om.solve_marginals(W, seed=7, restarts=2) for _ in range(2))
+    np.testing.assert_array_equal(a.extra["theta"], b.extra["theta"])
+    assert [h["start"] for h in a.history] == [h["start"] for h in b.history]
+    c = om.solve_marginals(W, seed=8, restarts=2)
+    assert [h["start"] for h in c.history] != [h["start"] for h in a.history]
+    ss = np.random.SeedSequence(7)
+    for _ in range(2):  # a SeedSequence given twice reproduces too (its spawn counter is not consumed)
+        np.testing.assert_array_equal(om.solve_marginals(W, seed=ss, restarts=2).extra["theta"], a.extra["theta"])
+
+
+def test_tiny_budget_is_user_limit():
+    sol = om.solve_marginals(mmopt.workload.adult_w1(), max_iterations=1, restarts=2, seed=0)
+    assert sol.status == "user_limit"
+    assert "max_iterations=1" in sol.message
+    assert np.isfinite(sol.extra["objective"])
+
+
+def test_verbose_logs_at_info(caplog):
+    with caplog.at_level(logging.INFO, logger="mmopt"):
+        om.solve_marginals(st.marginals((2, 3), 1), restarts=2, seed=0, verbose=True)
+    runs = [r for r in caplog.records if r.levelno == logging.INFO and "restart" in r.getMessage()]
+    assert len(runs) == 2
+
+
+def test_eight_attributes_lower_marginals_beat_the_workload_strategy():
+    W = mmopt.workload.lower_marginals((3,) * 8, 2)
+    sol = om.solve_marginals(W, restarts=1, seed=0)
+    c = om.projection_traces(W)
+    own = np.zeros(2**8)
+    for k in range(3):
+        for S in itertools.combinations(range(8), k):
+            own[sum(1 << i for i in S)] = 1.0
+    assert sol.extra["objective"] < om.marginals_objective(c, W.shape, own)
+
+
+# --- input checks ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"norm": "l3"}, ValueError, "'norm' parameter of solve_marginals"),
+    ({"restarts": 0}, ValueError, "'restarts' parameter of solve_marginals"),
+    ({"restarts": 1.5}, TypeError, "'restarts' parameter of solve_marginals"),
+    ({"seed": -1}, TypeError, "'seed' parameter of solve_marginals"),
+    ({"seed": np.random.default_rng(0)}, TypeError, "SeedSequence"),
+    ({"max_iterations": 0}, ValueError, "'max_iterations' parameter of solve_marginals"),
+    ({"tol": 0.0}, ValueError, "'tol' parameter of solve_marginals"),
+    ({"tol": float("nan")}, ValueError, "'tol' parameter of solve_marginals"),
+    ({"verbose": "yes"}, TypeError, "'verbose' parameter of solve_marginals"),
+])
+def test_invalid_arguments_raise_clear_errors(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        om.solve_marginals(st.marginals((2, 3), 1), **kwargs)
+
+
+def test_invalid_workload_and_too_many_attributes():
+    with pytest.raises(TypeError, match="'workload' parameter of solve_marginals must be an ImplicitWorkload"):
+        om.solve_marginals(mmopt.workload.all_range(8))
+    with pytest.raises(ValueError, match=r"at most d = 16 attributes"):
+        om.solve_marginals(st.marginals((2,) * 17, 1))
+
+
+def test_objective_input_checks():
+    W = st.marginals((2, 3), 1)
+    c = om.projection_traces(W)
+    with pytest.raises(ValueError, match="'theta' parameter of marginals_objective must hold weights >= 0"):
+        om.marginals_objective(c, W.shape, np.array([0.1, -0.2, 0.3, 0.4]))
+    with pytest.raises(ValueError, match="'theta' parameter of marginals_objective"):
+        om.marginals_objective(c, W.shape, np.ones(3))
+    with pytest.raises(ValueError, match="'norm' parameter of marginals_objective"):
+        om.marginals_objective(c, W.shape, np.ones(4), norm="linf")
