@@ -19,6 +19,7 @@ from mmopt import _validation as v
 from mmopt._methods import DEFAULT_NORM, METHODS, OPTIONS, check_options, check_seed  # noqa: F401 (OPTIONS: API)
 from mmopt._result import OptimizeResult
 from mmopt.error import evaluate, svd_bound
+from mmopt.multidim.search import search
 from mmopt.strategy import Strategy
 from mmopt.structured._checks import DENSE_LIMIT
 from mmopt.workload import ImplicitWorkload, Workload, structure_of
@@ -168,8 +169,6 @@ def optimize(workload: Workload, *, method: str | Callable = "l2_approx", solver
 
 def _multidim(workload, method, *, norm, seed, verbose, tol, max_iterations, blas_threads, options, unused):
     """HDMM's searches (:mod:`mmopt.multidim`): kron, union, marginals, and auto."""
-    from mmopt.multidim.search import search  # the searches import the structured layer: load on use
-
     caller = "optimize"
     if not isinstance(workload, Workload | ImplicitWorkload):
         raise TypeError(f"The 'workload' parameter of {caller} must be a Workload or an implicit workload. "

@@ -66,9 +66,15 @@ def workload_gram(W: Workload) -> np.ndarray:
 
 
 def singular_values(W: Workload) -> np.ndarray:
-    """σ(W) = √λ(G), from the eigenvalues of G (round-off negatives clipped)."""
-    lam = linalg.eigvalsh(workload_gram(W), check_finite=False)
-    return np.sqrt(np.clip(lam, 0.0, None))
+    """σ(W) = √λ(G), with mmopt's one rank rule: eigenvalues ≤ n·eps·λ_max are round-off and count as 0.
+
+    Without the cut, √(round-off) ≈ 1e-8 per direction inflates Σσ — and with it every SVD bound built
+    from it, which must stay a *lower* bound (total(n) has one singular value, √n, not n of them).
+    """
+    lam = linalg.eigvalsh(workload_gram(W), check_finite=False)[::-1]
+    lam = np.clip(lam, 0.0, None)
+    lam[numerical_rank(lam, (len(lam), len(lam))):] = 0.0
+    return np.sqrt(lam)
 
 
 def row_stats(W: Workload) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,115 @@
+"""optimize(..., method="kron" | "union" | "marginals" | "auto") on product-domain workloads.
+
+Notation: see README. Each method returns an :class:`~mmopt._solution.ImplicitSolution`; this module
+re-evaluates its strategy exactly (``objective`` is never the search's own number: it is
+:func:`mmopt.evaluate` at unit privacy), attaches the best lower bound known — the SVD bound, exact for a
+product or marginals workload and a proven lower bound for other unions, raised to a method's certified
+bound where it has one — and reports status, seconds and every candidate. ``"auto"`` runs every method
+that applies (and, at ≤ 4,096 cells, the dense ``min_error`` for ε-DP or ``l2_approx`` for (ε,δ)) and
+keeps the lowest exact error; on a dense workload with no product structure it is the dense method.
+"""
+
+from __future__ import annotations
+
+import time
+
+from mmopt import _runtime
+from mmopt import dispatch as dp
+from mmopt._result import OptimizeResult
+from mmopt.multidim.kron import solve_kron
+from mmopt.multidim.marginals import solve_marginals
+from mmopt.multidim.union import solve_union
+from mmopt.structured import _checks as ck
+from mmopt.structured import bounds
+from mmopt.structured.workloads import ImplicitWorkload
+
+SOLVERS = {"kron": solve_kron, "union": solve_union, "marginals": solve_marginals}
+METHODS = (*SOLVERS, "auto")
+DENSE_FALLBACK = {"l1": "min_error", "l2": "l2_approx"}
+
+
+def search(workload, method: str, *, norm: str, seed=None, restarts: int | None = None,
+           max_iterations: int | None = None, tol: float | None = None, verbose: bool = False,
+           dense_optimize=None, structure: ImplicitWorkload | None = None) -> OptimizeResult:
+    """Run one multi-dimensional method (or "auto") and return the exactly re-evaluated result.
+
+    ``workload`` is the user's (dense or implicit); ``structure`` its product structure (None for a dense
+    workload without one); ``dense_optimize`` is :func:`mmopt.optimize`, used for the dense candidate.
+    """
+    t0 = time.perf_counter()
+    say = _runtime.LOGGER.info if verbose else _runtime.LOGGER.debug
+    kw = {"norm": norm, "seed": seed, "max_iterations": max_iterations, "tol": tol, "verbose": verbose}
+    if restarts is not None:
+        kw["restarts"] = restarts
+    if method != "auto":
+        if structure is None:
+            raise ValueError(f"optimize(method={method!r}) needs a workload on a product domain (built with "
+                             "mmopt.workload.kron, stack or marginals, or a census workload). This one has no "
+                             "product structure: use method='min_error' or 'l2_approx'.")
+        names = [method]
+    elif structure is None:
+        names = []
+    else:
+        names = ["kron"] + (["union"] if len(structure.terms) > 1 else []) + (
+            ["marginals"] if len(structure.shape) <= 15 else [])
+    candidates, failures = [], {}
+    for name in names:
+        t1 = time.perf_counter()
+        say("optimize(auto): running %s on %s", name, structure.name)
+        try:
+            sol = SOLVERS[name](structure, **kw)
+        except ValueError as exc:  # a method that does not apply (e.g. unsupported) is reported, not fatal
+            if method != "auto":
+                raise
+            failures[name] = str(exc)
+            continue
+        candidates.append(_scored(workload, name, sol.strategy, sol.status, sol.message, sol.iterations,
+                                  sol.solver, sol.lower_bound, dict(sol.extra), norm, time.perf_counter() - t1))
+    if method == "auto" and (structure is None or workload.domain_size <= ck.DENSE_LIMIT):
+        dense = structure.to_workload() if isinstance(workload, ImplicitWorkload) else workload
+        t1 = time.perf_counter()
+        res = dense_optimize(dense, method=DENSE_FALLBACK[norm], norm=norm, seed=seed, verbose=verbose)
+        candidates.append(_scored(workload, res.method, res.strategy, res.status, res.message, res.iterations,
+                                  res.solver, res.lower_bound, dict(res.extra), norm, time.perf_counter() - t1))
+    if not candidates:
+        raise ValueError(f"optimize(method='auto'): no method applied to '{workload.name}': {failures}")
+    best = min(candidates, key=lambda c: c["objective"])
+    bound = _lower_bound(workload, structure, candidates, norm)
+    m = workload.n_queries
+    status = best["status"]
+    message = best["message"]
+    if method == "auto":
+        message = (f"Best of {len(candidates)} candidates is '{best['method']}'. " + message)
+    if best["objective"] < bound * (1 - 1e-6):
+        status, message = "solver_error", (f"Internal inconsistency: objective {best['objective']:.6g} is below the "
+                                           f"lower bound {bound:.6g}. Please report this workload.")
+    bound = min(bound, best["objective"])
+    extra = dict(best["extra"]) | {
+        "total_exact": best["exact"], "bound_exact": _bound_exact(structure, workload),
+        "candidates": {c["method"]: {k: c[k] for k in ("objective", "status", "seconds", "exact")}
+                       for c in candidates},
+        "failed": failures}
+    return OptimizeResult(best["strategy"], norm, best["objective"], bound, status, status == "optimal", message,
+                          method if method != "auto" else f"auto:{best['method']}", best["solver"],
+                          best["iterations"], time.perf_counter() - t0, best["objective"] / m, bound / m,
+                          (), extra)
+
+
+def _scored(workload, name, strategy, status, message, iterations, solver, lower_bound, extra, norm, seconds):
+    r = dp.evaluate(workload, strategy, None, norm=norm)
+    return {"method": name, "strategy": strategy, "objective": r.total_squared_error, "status": status,
+            "message": message, "iterations": iterations, "solver": solver, "lower_bound": lower_bound,
+            "extra": extra, "seconds": seconds, "exact": bool(getattr(r, "total_exact", True))}
+
+
+def _lower_bound(workload, structure, candidates, norm) -> float:
+    """The best proven lower bound on every strategy's total (unit privacy): SVD bound, or certified ones."""
+    base = dp.svd_bound(workload)
+    certified = [c["lower_bound"] for c in candidates if c["lower_bound"] is not None]
+    return max([base, *certified])
+
+
+def _bound_exact(structure, workload) -> bool:
+    if structure is None or not isinstance(workload, ImplicitWorkload):
+        return True
+    return bounds.svd_bound(structure).exact
