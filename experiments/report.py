@@ -145,6 +145,12 @@ def write(out, rows, checks, params: dict) -> str:
         "uses our own choice (above, notes §6).",
         "- l2_approx optimises the (ε,δ) objective (L2 sensitivity); the tables evaluate the returned factor "
         "under ε-DP (L1), as the paper's Thm 5.20 does, and `l2_approx+minsens` re-rotates it (Program 5.3).",
+        "",
+        "## Beyond the paper",
+        "",
+        "- Multi-dimensional workloads (census SF1, adult, CPS, 2-D ranges, 3-D prefix) with HDMM's strategy "
+        "searches, beside the HDMM tutorial's table: [`multidim.md`](multidim.md), `multidim.csv`, "
+        "`multidim.png` (`python -m experiments.multidim`).",
     ]
     path = out / "README.md"
     _run.write_text(path, "\n".join(L) + "\n")

@@ -75,14 +75,13 @@ def test_dense_method_on_a_large_implicit_workload_is_refused():
         optimize(wl.sf1(), method="min_error")
 
 
-@pytest.mark.slow  # ~40 s: "auto" also runs the dense min_error at 1,024 cells
 def test_two_way_marginals_on_4_to_the_5_beat_hdmms_marginals_template():
     """Issue 8: through "auto" the rank-deficient 1,024-cell workload gets HDMM's 7.46 × the SVD bound
     (OPT_M's optimum there is 7.46216 × for every seed tried; HDMM's figure is rounded)."""
     W = wl.marginals((4, 4, 4, 4, 4), 2)
     r = optimize(W, method="auto", seed=0, options={"restarts": 2})
     assert r.objective <= 7.4622 * mmopt.svd_bound(W) and np.isfinite(r.objective)
-    assert {"marginals", "min_error"} <= set(r.extra["candidates"])
+    assert "marginals" in r.extra["candidates"] and "min_error" not in r.extra["candidates"]  # 1,024 > 256 cells
 
 
 def test_two_way_marginals_on_4_to_the_5_through_opt_m():

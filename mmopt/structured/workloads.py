@@ -105,8 +105,14 @@ class ImplicitWorkload(ProductUnion):
         return self._gram_sum(lambda f: f.mean_gram * f.n_queries)
 
     def to_workload(self, *, max_entries: int = ck.MAX_DENSE_ENTRIES) -> Workload:
-        """The dense :class:`mmopt.workload.Workload` (the reference path), for small domains."""
-        return Workload.from_matrix(self.dense(max_entries=max_entries), name=self.name)
+        """The dense :class:`mmopt.workload.Workload` (the reference path), for small domains.
+
+        With W itself when m·N fits ``max_entries``; otherwise from the N×N Gram (per-query figures are then
+        not listed: 2-D ranges on 64² have 4.3 million queries but a 4,096² Gram).
+        """
+        if self.n_queries * self.domain_size <= max_entries:
+            return Workload.from_matrix(self.dense(max_entries=max_entries), name=self.name)
+        return Workload.from_gram(self.gram(max_entries=max_entries), n_queries=self.n_queries, name=self.name)
 
     def __repr__(self) -> str:
         return (f"ImplicitWorkload(name={self.name!r}, shape={self.shape}, N={ck.fmt_int(self.domain_size)}, "
