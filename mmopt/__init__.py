@@ -15,7 +15,9 @@ from mmopt.error import (
     query_error,
     supports,
 )
+from mmopt.factorization import FactorizationNorm, factorization_norm
 from mmopt.mechanism import MechanismOutput, factorize, laplace_mechanism
+from mmopt.montecarlo import MonteCarloResult, monte_carlo
 from mmopt.optimize import OptimizeResult, optimize
 from mmopt.privacy import Privacy
 from mmopt.solvers import SolverError
@@ -25,8 +27,9 @@ from mmopt.workload import Workload
 __version__ = "0.1.0"
 
 __all__ = [
-    "ErrorReport", "MechanismOutput", "NumericalError", "OptimizeResult", "Privacy", "SolverError", "Strategy",
-    "Workload", "augment", "eigen_structure", "error_profile", "evaluate", "expected_error", "factorize",
-    "laplace_mechanism", "matrix_mechanism", "optimize", "profile_equivalent", "query_error", "release", "solvers",
-    "strategy", "strictly_improved", "structured", "supports", "svd_bound", "workload",
+    "ErrorReport", "FactorizationNorm", "MechanismOutput", "MonteCarloResult", "NumericalError", "OptimizeResult",
+    "Privacy", "SolverError", "Strategy", "Workload", "augment", "eigen_structure", "error_profile", "evaluate",
+    "expected_error", "factorization_norm", "factorize", "laplace_mechanism", "matrix_mechanism", "monte_carlo",
+    "optimize", "profile_equivalent", "query_error", "release", "solvers", "strategy", "strictly_improved",
+    "structured", "supports", "svd_bound", "workload",
 ]

@@ -16,7 +16,7 @@ from mmopt import _validation as v
 from mmopt._error_common import as_strategy, check_workload, resolve_norm, scaled_sensitivity
 from mmopt._workload_core import Workload
 from mmopt.privacy import Privacy
-from mmopt.profile import SUPPORT_TOL, Profile, power_of_two_scale, profile_of_matrix, support_leak
+from mmopt.profile import SUPPORT_TOL, Profile, power_of_two_scale, profile_of_matrix, scaled_profile, support_leak
 
 
 def error_profile(strategy) -> Profile:
@@ -50,8 +50,7 @@ def supports(workload: Workload, strategy) -> bool:
     check_workload(workload, caller)
     strategy = as_strategy(strategy, caller)
     v.check_same_domain(workload.domain_size, strategy.domain_size, caller=caller)
-    A = strategy.matrix
-    return support_leak(workload.mean_gram, profile_of_matrix(np.ldexp(A, -power_of_two_scale(A)))) <= SUPPORT_TOL
+    return support_leak(workload.mean_gram, scaled_profile(strategy)[2]) <= SUPPORT_TOL
 
 
 def query_error(query, strategy, privacy: Privacy | None = None, *, norm: str | None = None) -> float:

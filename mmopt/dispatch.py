@@ -91,27 +91,34 @@ def svd_bound(workload, privacy=None, *, per_query: bool = False) -> float:
     return value / workload.n_queries if per_query else value
 
 
-def matrix_mechanism(workload, strategy, x, privacy, *, rng=None, size: int | None = None):
+def matrix_mechanism(workload, strategy, x, privacy, *, rng=None, size: int | None = None,
+                     reconstruct: str = "least_squares", total: float | None = None, zeros=None):
     """Simulate M_A(W, x) = W A⁺(A x + z), dense or implicit (see :func:`mmopt.mechanism.matrix_mechanism`).
 
     Implicit pairs reconstruct x̂ factor-wise (product strategies) or by LSMR with a checked residual
     (unions), with memory O(N + Σ factor sizes); ``x`` is flat (N,) or shaped like the domain.
+    ``reconstruct`` is "least_squares" (x̂ = A⁺y), "nnls" or "projection" (:mod:`mmopt.reconstruct`), with the
+    optional public facts ``total`` (Σh) and ``zeros`` (cells known to be 0); all are post-processing.
     **Simulation only**: numpy noise.
     """
     W, A, implicit = _kinds(workload, strategy, "matrix_mechanism")
+    kw = dict(rng=rng, size=size, reconstruct=reconstruct, total=total, zeros=zeros)
     if implicit:
-        return smech.matrix_mechanism(W, A, x, privacy, rng=rng, size=size)
-    return mechanism.matrix_mechanism(W, A, x, privacy, rng=rng, size=size)
+        return smech.matrix_mechanism(W, A, x, privacy, **kw)
+    return mechanism.matrix_mechanism(W, A, x, privacy, **kw)
 
 
-def release(workload, strategy, x, privacy, *, noise_scale: float | None = None):
+def release(workload, strategy, x, privacy, *, noise_scale: float | None = None, reconstruct: str = "least_squares",
+            total: float | None = None, zeros=None):
     """Release W x̂ for real data with OpenDP noise and a verified (ε, δ) guarantee, dense or implicit.
 
     Dense pairs: :func:`mmopt.mechanism.release`. Implicit pairs: :func:`mmopt.structured.release.release`
     (noise on A x at Δ exact or a proven upper bound, rounded upwards; x̂ by factor-wise or LSMR least
-    squares). Needs OpenDP (``pip install opendp``; from a checkout ``pip install -e '.[release]'``).
+    squares, then ``reconstruct`` as in :func:`matrix_mechanism`). Needs OpenDP (``pip install opendp``;
+    from a checkout ``pip install -e '.[release]'``).
     """
     W, A, implicit = _kinds(workload, strategy, "release")
+    kw = dict(noise_scale=noise_scale, reconstruct=reconstruct, total=total, zeros=zeros)
     if implicit:
-        return srelease.release(W, A, x, privacy, noise_scale=noise_scale)
-    return mechanism.release(W, A, x, privacy, noise_scale=noise_scale)
+        return srelease.release(W, A, x, privacy, **kw)
+    return mechanism.release(W, A, x, privacy, **kw)

@@ -45,6 +45,7 @@ from mmopt.profile import (
     numerical_rank,
     power_of_two_scale,
     profile_of_matrix,
+    scaled_profile,
     spectrum,
     support_leak,
     trace_with_profile,
@@ -122,9 +123,8 @@ def evaluate(workload: Workload, strategy, privacy: Privacy | None = None, *,
         )
     # Everything below is computed for A·2⁻ᵉ (exact): Δ²·M is invariant under scaling, and a strategy
     # with entries of 10^±170 must neither overflow AᵀA nor underflow Δ.
-    e = power_of_two_scale(strategy.matrix)
-    As = np.ldexp(strategy.matrix, -e)
-    prof, spec, unit = _unit_error(workload, As, norm, strategy.name, caller)
+    e, As, prof = scaled_profile(strategy)
+    prof, spec, unit = _unit_error(workload, As, norm, strategy.name, caller, prof)
     d2 = scaled_sensitivity(As, norm) ** 2
 
     mse = g.scaled(unit, privacy, workload.name)
@@ -190,11 +190,10 @@ def unit_objective(A: np.ndarray, G: np.ndarray, norm: str = "l1") -> float:
 
 
 # -- the guarded computation ---------------------------------------------------------------------------
-def _unit_error(workload: Workload, As: np.ndarray, norm: str, name: str, caller: str
+def _unit_error(workload: Workload, As: np.ndarray, norm: str, name: str, caller: str, prof: Profile
                 ) -> tuple[Profile, Spectrum | None, float]:
     """(profile, spectrum, Δ²·tr(G M)/m) for the scaled strategy As, checked; G is the per-query Gram."""
     G = workload.mean_gram
-    prof = profile_of_matrix(As)
     leak = support_leak(G, prof)
     if leak > SUPPORT_TOL:
         raise ValueError(

@@ -30,6 +30,8 @@ from mmopt._opendp import measure
 from mmopt._strategy_analysis import supports
 from mmopt.least_squares import LeastSquares, factorize
 from mmopt.privacy import Privacy
+from mmopt.reconstruct import Reconstruction, check_constraints, check_method
+from mmopt.reconstruct import dense as _recon
 from mmopt.strategy import max_column_norm
 from mmopt.workload import Workload
 
@@ -48,7 +50,8 @@ class MechanismOutput:
         W x̂ (matrix mechanism) or W x + z (Laplace mechanism). None without W (Gram-only workload,
         or a family workload with m·n > 10⁷).
     estimate : ndarray (n,) or (size, n), or None
-        The least-squares estimate x̂ = A⁺y (None for the Laplace mechanism).
+        The reconstructed data vector: x̂ = A⁺y for ``reconstruct="least_squares"``, else the non-negative
+        h of :mod:`mmopt.reconstruct` (None for the Laplace mechanism).
     measurements : ndarray (p,) or (size, p)
         The noisy strategy answers y = A x + z.
     noise_scale, noise, sensitivity : float, {"laplace", "gaussian"}, float
@@ -56,6 +59,8 @@ class MechanismOutput:
     privacy, path : Privacy, {"simulation", "release"}
     verified_loss : float, tuple or None
         Release path only: OpenDP's privacy map at ``sensitivity`` (ε, or (ε, δ)).
+    reconstruction : Reconstruction or None
+        Which reconstruction produced ``estimate`` and its solver record (None for the Laplace mechanism).
     """
 
     answers: np.ndarray | None = field(repr=False)
@@ -67,9 +72,11 @@ class MechanismOutput:
     path: str
     sensitivity: float
     verified_loss: float | tuple | None = None
+    reconstruction: Reconstruction | None = None
 
 
-def matrix_mechanism(workload: Workload, strategy, x, privacy: Privacy, *, rng=None, size: int | None = None
+def matrix_mechanism(workload: Workload, strategy, x, privacy: Privacy, *, rng=None, size: int | None = None,
+                     reconstruct: str = "least_squares", total: float | None = None, zeros=None
                      ) -> MechanismOutput:
     """Simulate the matrix mechanism M_A(W, x) = W A⁺(A x + z) (Prop. 3; §4 Thm 5.22 for δ > 0).
 
@@ -89,6 +96,13 @@ def matrix_mechanism(workload: Workload, strategy, x, privacy: Privacy, *, rng=N
         Seed or Generator; the same seed gives identical output.
     size : int or None
         Number of independent draws, stacked along axis 0; one :func:`factorize` serves all of them.
+    reconstruct : {"least_squares", "nnls", "projection"}
+        How x is estimated from y (:mod:`mmopt.reconstruct`): the unbiased x̂ = A⁺y (default); non-negative
+        least squares in A's metric; or the projection mechanism in W's metric, min (h − x̂)ᵀG(h − x̂) over
+        h ≥ 0, which never increases ‖W(h − x)‖. All are post-processing of y: the privacy guarantee holds.
+    total, zeros : float or None, boolean mask of shape (n,) or None
+        Public facts imposed by "nnls"/"projection": Σh = total, h = 0 where ``zeros``. They must not be
+        computed from the private data (post-processing keeps privacy only for public inputs).
 
     Examples
     --------
@@ -102,16 +116,18 @@ def matrix_mechanism(workload: Workload, strategy, x, privacy: Privacy, *, rng=N
     """
     caller = "matrix_mechanism"
     strategy, x, W = _prepare(workload, strategy, x, privacy, caller)
+    reconstruct = check_method(reconstruct, caller)
+    total, zeros = check_constraints(reconstruct, total, zeros, strategy.domain_size, caller)
     gen = v.check_rng(rng, name="rng", caller=caller)
     A = strategy.matrix
     draws = _check_size(size, (A.shape[0], A.shape[1], 0 if W is None else W.shape[0]), caller)
     sens = strategy.sensitivity(privacy.sensitivity_norm)
     scale = _noise_scale(privacy, sens, caller)
     y = _noisy(_product(A, x, caller), privacy.noise, scale, gen, draws, caller)
-    xhat = factorize(strategy).solve(y)
+    xhat, how = _recon.estimate(workload, strategy, y, reconstruct, total=total, zeros=zeros)
     answers = None if W is None else _finite(xhat @ W.T, "W x̂", caller)
     return MechanismOutput(answers, _finite(xhat, "x̂", caller), y, scale, privacy.noise, privacy,
-                           "simulation", sens)
+                           "simulation", sens, reconstruction=how)
 
 
 def laplace_mechanism(workload: Workload, x, privacy: Privacy, *, rng=None, size: int | None = None
@@ -143,8 +159,8 @@ def laplace_mechanism(workload: Workload, x, privacy: Privacy, *, rng=None, size
     return MechanismOutput(y, None, y, scale, privacy.noise, privacy, "simulation", sens)
 
 
-def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: float | None = None
-            ) -> MechanismOutput:
+def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: float | None = None,
+            reconstruct: str = "least_squares", total: float | None = None, zeros=None) -> MechanismOutput:
     """Release W x̂ for real data, with OpenDP noise and an OpenDP-verified (ε, δ) guarantee.
 
     The vector A x is passed to ``opendp.measurements.make_laplace`` (δ = 0; input metric
@@ -170,7 +186,8 @@ def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: f
     (σ/σ_analytic)² (≈ 1.12-1.20).
     Noise comes from OpenDP's system randomness: it cannot be seeded.
 
-    Parameters are those of :func:`matrix_mechanism` (no ``rng``, ``size``); ``noise_scale`` (b or σ)
+    Parameters are those of :func:`matrix_mechanism` (no ``rng``, ``size``; ``reconstruct``, ``total`` and
+    ``zeros`` as there, all post-processing of y with public facts); ``noise_scale`` (b or σ)
     overrides the calibrated scale and is accepted only if OpenDP's map verifies it.
 
     Raises
@@ -190,13 +207,16 @@ def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: f
     """
     caller = "release"
     strategy, x, W = _prepare(workload, strategy, x, privacy, caller)
+    reconstruct = check_method(reconstruct, caller)
+    total, zeros = check_constraints(reconstruct, total, zeros, strategy.domain_size, caller)
     A = strategy.matrix
     d_in = _upper_sensitivity(A, privacy.sensitivity_norm, caller)
     Ax = _product(A, x, caller)  # refused before any noise is drawn if it overflows
     y, scale, loss = measure(Ax, d_in, privacy, noise_scale=noise_scale, caller=caller)
-    xhat = _finite(factorize(strategy).solve(y), "x̂", caller)
+    xhat, how = _recon.estimate(workload, strategy, y, reconstruct, total=total, zeros=zeros)
+    xhat = _finite(xhat, "x̂", caller)
     answers = None if W is None else _finite(W @ xhat, "W x̂", caller)
-    return MechanismOutput(answers, xhat, y, scale, privacy.noise, privacy, "release", d_in, loss)
+    return MechanismOutput(answers, xhat, y, scale, privacy.noise, privacy, "release", d_in, loss, how)
 
 
 # -- helpers ------------------------------------------------------------------------------------------

@@ -103,6 +103,27 @@ def profile_of_matrix(A: np.ndarray) -> Profile:
     return Profile(_outer(B), B, r, Vt[r:].T.copy(), "svd")
 
 
+_SCALED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def scaled_profile(strategy) -> tuple[int, np.ndarray, Profile]:
+    """(e, A·2⁻ᵉ, its profile) for a Strategy, computed once per Strategy object.
+
+    A Strategy's matrix is read-only, so the O(n³) profile can be shared by evaluate, supports and the
+    mechanisms (a Monte-Carlo study asks for it on every call). Weak keys: never keeps a strategy alive.
+    """
+    cached = _SCALED.get(strategy)
+    if cached is None:
+        e = power_of_two_scale(strategy.matrix)
+        As = np.ldexp(strategy.matrix, -e)
+        As.setflags(write=False)
+        prof = profile_of_matrix(As)
+        for M in (prof.matrix, prof.factor, prof.null_basis):
+            M.setflags(write=False)  # shared by every later caller
+        cached = _SCALED[strategy] = (e, As, prof)
+    return cached
+
+
 def _outer(B: np.ndarray) -> np.ndarray:
     """B Bᵀ, symmetric to the last bit (one triangle from BLAS syrk, mirrored)."""
     if B.shape[1] == 0:

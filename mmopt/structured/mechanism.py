@@ -24,6 +24,8 @@ from scipy.sparse.linalg import LinearOperator, lsmr
 from mmopt import _validation as v
 from mmopt._error_common import check_privacy, check_type
 from mmopt.privacy import Privacy
+from mmopt.reconstruct import Reconstruction, check_constraints, check_method, combine
+from mmopt.reconstruct import implicit as recon
 from mmopt.structured import _checks as ck
 from mmopt.structured import analysis
 from mmopt.structured import factors as fc
@@ -143,24 +145,30 @@ class StructuredOutput:
     sensitivity_exact: bool  # False: Δ is a proven upper bound (more noise than needed, still private)
     expected_total: float    # evaluate(...).total_squared_error (an upper bound unless report.total_exact)
     report: analysis.ImplicitErrorReport
-    solve: SolveInfo
+    solve: SolveInfo         # the least-squares step x̂ = A⁺y (always run: it starts every reconstruction)
     path: str = "simulation"
+    reconstruction: Reconstruction | None = None  # which estimate ``estimate`` is, and its solver record
 
 
 def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: Privacy, *,
                      rng=None, size: int | None = None, tol: float = DEFAULT_TOL,
-                     max_answers: int = 10**7) -> StructuredOutput:
+                     max_answers: int = 10**7, reconstruct: str = "least_squares", total: float | None = None,
+                     zeros=None) -> StructuredOutput:
     """Simulate M_A(W, x) = W A⁺(A x + z) on a product domain (Li et al., PODS 2010, Prop. 3).
 
     z is i.i.d. Laplace(Δ₁/ε) (δ = 0) or Gaussian at Δ₂ (δ > 0), Δ from
     :func:`~mmopt.structured.strategies.sensitivity` (exact, or a proven upper bound). Support is checked
     by :func:`~mmopt.structured.analysis.evaluate`, whose total is the expected ‖W x̂ − W x‖².
-    **Simulation only** (numpy noise).
+    ``reconstruct`` ("least_squares", "nnls", "projection"), ``total`` and ``zeros`` (a boolean mask, flat or
+    shaped like the domain) are those of :func:`mmopt.matrix_mechanism`: post-processing with public facts,
+    by :func:`reconstruct_estimate`. **Simulation only** (numpy noise).
     """
     caller = "matrix_mechanism"
     check_type(workload, ImplicitWorkload, name="workload", caller=caller)
     check_privacy(privacy, caller, optional=False)  # a mechanism needs a real budget
     report = analysis.evaluate(workload, strategy, privacy)  # type and domain checks, support, expected error
+    reconstruct = check_method(reconstruct, caller)
+    total, zeros = check_constraints(reconstruct, total, zeros, strategy.domain_size, caller)
     x = ck.check_data(x, strategy.shape, caller=caller)
     if np.any(x < 0):
         raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative.")
@@ -171,16 +179,36 @@ def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, 
     clean = strategy_apply(strategy, x)
     gen = _generator(rng, caller)
     draw = gen.laplace if privacy.noise == "laplace" else gen.normal
-    estimates, answers, info = [], [], None
+    estimates, answers, info, hows = [], [], None, []
     for _ in range(runs):
-        xhat, info = least_squares(strategy, clean + draw(0.0, scale, size=clean.shape), tol=tol)
+        xhat, info, how = reconstruct_estimate(workload, strategy, clean + draw(0.0, scale, size=clean.shape),
+                                               reconstruct, total=total, zeros=zeros, tol=tol)
         estimates.append(xhat)
+        hows.append(how)
         if workload.n_queries <= max_answers:
             answers.append(answer(workload, xhat))
     est = estimates[0] if size is None else np.stack(estimates)
     ans = None if not answers else (answers[0] if size is None else np.stack(answers))
     return StructuredOutput(ans, est, scale, privacy.noise, report.sensitivity, report.sensitivity_exact,
-                            report.total_squared_error, report, info)
+                            report.total_squared_error, report, info, reconstruction=combine(hows))
+
+
+def reconstruct_estimate(workload: ImplicitWorkload, strategy: ImplicitStrategy, y: np.ndarray, method: str, *,
+                         total=None, zeros=None, tol: float = DEFAULT_TOL
+                         ) -> tuple[np.ndarray, SolveInfo, Reconstruction]:
+    """(estimate, least-squares record, reconstruction record) from one y: x̂ = A⁺y, then ``method``.
+
+    "nnls" and "projection" start from x̂ and are solved by FISTA (:mod:`mmopt.reconstruct.implicit`), which
+    raises :class:`mmopt.solvers.SolverError` if its KKT residual does not reach its tolerance.
+    """
+    xhat, info = least_squares(strategy, y, tol=tol)
+    if method == "nnls":
+        h, how = recon.nnls(strategy, y, xhat, total=total, zeros=zeros)
+    elif method == "projection":
+        h, how = recon.projection(workload, xhat, total=total, zeros=zeros)
+    else:
+        h, how = xhat, Reconstruction("least_squares", info.method, info.iterations, info.normal_residual, tol)
+    return h, info, how
 
 
 def _generator(rng, caller: str) -> np.random.Generator:

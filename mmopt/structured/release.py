@@ -15,9 +15,10 @@ import numpy as np
 
 from mmopt._opendp import finite, measure
 from mmopt.privacy import Privacy
+from mmopt.reconstruct import check_constraints, check_method
 from mmopt.structured import _checks as ck
 from mmopt.structured import analysis
-from mmopt.structured.mechanism import DEFAULT_TOL, StructuredOutput, answer, least_squares, strategy_apply
+from mmopt.structured.mechanism import DEFAULT_TOL, StructuredOutput, answer, reconstruct_estimate, strategy_apply
 from mmopt.structured.strategies import ImplicitStrategy
 from mmopt.structured.workloads import ImplicitWorkload
 
@@ -33,14 +34,16 @@ def upper_sensitivity(value: float) -> float:
 
 
 def release(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: Privacy, *,
-            noise_scale: float | None = None, tol: float = DEFAULT_TOL, max_answers: int = 10**7
-            ) -> StructuredOutput:
+            noise_scale: float | None = None, tol: float = DEFAULT_TOL, max_answers: int = 10**7,
+            reconstruct: str = "least_squares", total: float | None = None, zeros=None) -> StructuredOutput:
     """Release W x̂ for real data on a product domain, with OpenDP noise and a verified (ε, δ) guarantee.
 
     The guarantee and its conditions are those of :func:`mmopt.mechanism.release`: (ε, δ)-DP for adding
     or removing one record of the data whose histogram is ``x`` (true counts), with A and W fixed
     independently of the data. Δ is :func:`~mmopt.structured.strategies.sensitivity` — exact, or a proven
     upper bound when ``sensitivity_exact`` is False — rounded upwards. Noise cannot be seeded.
+    ``reconstruct``, ``total`` and ``zeros`` are those of :func:`mmopt.matrix_mechanism`; they only
+    post-process y with public facts, so the guarantee is unchanged.
 
     Examples
     --------
@@ -60,13 +63,15 @@ def release(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: 
         raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy, e.g. Privacy(epsilon=1.0). "
                         f"Got {type(privacy).__name__}.")
     report = analysis.evaluate(workload, strategy, privacy)  # shapes, support, Δ (exact or upper bound)
+    reconstruct = check_method(reconstruct, caller)
+    total, zeros = check_constraints(reconstruct, total, zeros, strategy.domain_size, caller)
     x = ck.check_data(x, strategy.shape, caller=caller)
     if np.any(x < 0):
         raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative.")
     d_in = upper_sensitivity(report.sensitivity)
     Ax = finite(strategy_apply(strategy, x), "the strategy answers A x", caller)  # refused before any noise
     y, scale, loss = measure(Ax, d_in, privacy, noise_scale=noise_scale, caller=caller)
-    xhat, info = least_squares(strategy, y, tol=tol)
+    xhat, info, how = reconstruct_estimate(workload, strategy, y, reconstruct, total=total, zeros=zeros, tol=tol)
     ans = answer(workload, xhat) if workload.n_queries <= max_answers else None
     return StructuredOutput(ans, finite(xhat, "x̂", caller), scale, privacy.noise, d_in, report.sensitivity_exact,
-                            report.total_squared_error, report, info, path="release")
+                            report.total_squared_error, report, info, path="release", reconstruction=how)

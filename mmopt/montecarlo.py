@@ -1,0 +1,332 @@
+"""Monte-Carlo error of the matrix mechanism: many seeded runs of :func:`mmopt.matrix_mechanism`, summarised.
+
+Notation: see README. Run r draws its noise from ``numpy.random.SeedSequence(seed).spawn(runs)[r]``
+alone, so a seed gives the same noise whatever ``batch`` is (and the same results up to round-off: a
+batched least-squares solve uses matrix-matrix BLAS, which may round differently): a batch of b runs is one call of
+``mmopt.matrix_mechanism(..., size=b)`` whose Generator hands row j of every noise draw to the j-th
+run's own stream (:class:`_PerRunStreams`). The summaries are those of Li et al. (PODS 2010, Prop. 4.4:
+the expected total squared error ‖W x̂ − W x‖², which :func:`mmopt.evaluate` gives exactly for least
+squares) and DPBench's scaled per-query errors (Hay, Machanavajjhala, Miklau, Chen, Zhang, SIGMOD 2016,
+§4; ``dpcomp_core.metric.calculate_error``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mmopt import _validation as v
+from mmopt import dispatch
+from mmopt._error_common import check_privacy
+from mmopt.privacy import Privacy
+from mmopt.structured import _checks as ck
+from mmopt.structured.mechanism import answer
+from mmopt.structured.strategies import ImplicitStrategy
+from mmopt.structured.workloads import ImplicitWorkload
+
+__all__ = ["MonteCarloResult", "monte_carlo"]
+
+_CALLER = "monte_carlo"
+RECONSTRUCT = ("least_squares", "nnls", "projection")
+Z_95 = 1.959963984540054  # Φ⁻¹(0.975): the two-sided 95% normal quantile
+_BATCH_ENTRIES = 2 * 10**6  # default batch: about this many float64 values (p + n + m per run) per call
+_PROGRESS_ENTRIES = 10**8   # progress=None shows a bar past runs × (p + n + m) values, on a terminal
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A two-sided confidence interval and how it was obtained."""
+
+    low: float
+    high: float
+    level: float = 0.95
+    method: str = "normal approximation (mean ± 1.96·s/√runs)"
+
+
+@dataclass(frozen=True, eq=False)
+class MonteCarloResult:
+    """Summary of ``runs`` seeded runs of the mechanism (see :func:`monte_carlo`).
+
+    Attributes
+    ----------
+    total_squared_error, total_std, total_ci : float, float, Interval
+        Mean over runs of ‖W x̂ − W x‖², its sample standard deviation (ddof = 1) and a 95% CI for the
+        expectation by the normal approximation (the central limit theorem; the per-run totals have finite
+        variance for Laplace and Gaussian noise).
+    expected : float or None
+        :func:`mmopt.evaluate`'s exact expectation when ``reconstruct="least_squares"`` (x̂ is unbiased
+        there), None otherwise (NNLS and projection are biased; the exact figure does not apply).
+    expected_exact : bool
+        False when ``expected`` is a proven upper bound (an implicit union strategy past 4,096 cells).
+    rmse, rmse_ci : float, Interval
+        √(total / m) and the CI mapped through the same monotone map.
+    max_abs_error, max_abs_error_ci : float, Interval
+        Mean over runs of maxᵢ |(W x̂ − W x)ᵢ|, and its 95% normal CI.
+    scaled_error, scaled_squared_error, scaled_l2_error : float or None
+        DPBench's scaled per-query errors, averaged over runs: mean |error| / ‖x‖₁ (their "L1"),
+        mean error² / ‖x‖₁² (its squared analogue, = (rmse/‖x‖₁)²), and ‖error‖₂ / (m·‖x‖₁) (their "L2").
+        None when ‖x‖₁ = 0.
+    per_run_total : ndarray of shape (runs,)
+        ‖W x̂ − W x‖² of every run, in run order.
+    runs, n_queries, reconstruct, total, privacy, seed_entropy, batch, seconds
+        The setup; ``seed_entropy`` re-creates the runs (``seed=seed_entropy``) when ``seed`` was None.
+    """
+
+    total_squared_error: float
+    total_std: float
+    total_ci: Interval
+    expected: float | None
+    expected_exact: bool
+    rmse: float
+    rmse_ci: Interval
+    max_abs_error: float
+    max_abs_error_ci: Interval
+    scaled_error: float | None
+    scaled_squared_error: float | None
+    scaled_l2_error: float | None
+    runs: int
+    n_queries: int
+    reconstruct: str
+    total: float | None
+    privacy: Privacy
+    seed_entropy: int
+    batch: int
+    seconds: float
+    per_run_total: np.ndarray = field(repr=False)
+
+    @property
+    def z_score(self) -> float | None:
+        """(mean − expected)/(s/√runs): |z| ≤ 1.96 means ``expected`` lies inside the 95% CI."""
+        if self.expected is None or self.total_std == 0:
+            return None
+        return (self.total_squared_error - self.expected) / (self.total_std / math.sqrt(self.runs))
+
+
+class _PerRunStreams(np.random.Generator):
+    """A Generator whose i-th noise row (or i-th 1-D draw) comes from the i-th run's own stream.
+
+    :func:`mmopt.matrix_mechanism` draws z with ``laplace``/``normal`` either once with size (b, p)
+    (dense strategies) or b times with size (p,) (implicit ones). Both are served row by row from the runs'
+    streams, so run r sees exactly what ``default_rng(child_r).laplace(0, b, p)`` would give. Any other
+    draw would silently depend on the batching, so it raises.
+    """
+
+    def __init__(self, children) -> None:
+        super().__init__(np.random.PCG64(children[0]))
+        self._streams = [np.random.default_rng(c) for c in children]
+        self._next = 0
+
+    def _rows(self, name: str, loc, scale, size):
+        shape = (size,) if isinstance(size, int | np.integer) else tuple(size) if size is not None else ()
+        if len(shape) not in (1, 2) or not np.isscalar(loc) or not np.isscalar(scale):
+            raise RuntimeError(f"{_CALLER}: matrix_mechanism drew {name}(size={size!r}) with array parameters or "
+                               "an unexpected shape; runs could not be kept independent of the batching.")
+        k = 1 if len(shape) == 1 else shape[0]
+        if self._next + k > len(self._streams):
+            raise RuntimeError(f"{_CALLER}: matrix_mechanism drew more noise vectors than runs in the batch.")
+        draws = [getattr(g, name)(loc, scale, shape[-1]) for g in self._streams[self._next:self._next + k]]
+        self._next += k
+        return draws[0] if len(shape) == 1 else np.stack(draws)
+
+    def laplace(self, loc=0.0, scale=1.0, size=None):
+        return self._rows("laplace", loc, scale, size)
+
+    def normal(self, loc=0.0, scale=1.0, size=None):
+        return self._rows("normal", loc, scale, size)
+
+    def check_consumed(self) -> None:
+        if self._next != len(self._streams):
+            raise RuntimeError(f"{_CALLER}: matrix_mechanism drew {self._next} noise vectors for "
+                               f"{len(self._streams)} runs; runs could not be matched to their seeds.")
+
+
+def _refuse(name: str):
+    def draw(self, *args, **kwargs):
+        raise RuntimeError(f"{_CALLER}: matrix_mechanism drew with Generator.{name}, which monte_carlo cannot "
+                           "split per run; only laplace and normal noise keeps runs independent of the batching.")
+    return draw
+
+
+for _name in dir(np.random.Generator):
+    if not _name.startswith("_") and _name not in ("laplace", "normal", "bit_generator", "spawn") and \
+            callable(getattr(np.random.Generator, _name)):
+        setattr(_PerRunStreams, _name, _refuse(_name))
+
+
+def _seed_sequence(seed) -> np.random.SeedSequence:
+    if seed is None:
+        return np.random.SeedSequence()
+    if isinstance(seed, np.random.SeedSequence):  # a fresh copy: the same object gives the same runs twice
+        return np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key, pool_size=seed.pool_size)
+    if isinstance(seed, int | np.integer) and not isinstance(seed, bool | np.bool_):
+        return np.random.SeedSequence(v.check_int(seed, name="seed", caller=_CALLER, low=0))
+    raise TypeError(f"The 'seed' parameter of {_CALLER} must be an int >= 0, a numpy.random.SeedSequence or None. "
+                    f"Got {seed!r:.60} ({type(seed).__name__}).")
+
+
+def _mechanism_options(reconstruct: str, total, zeros) -> dict:
+    """The reconstruction keywords, passed only when set (and refused if this matrix_mechanism lacks them)."""
+    given = {k: val for k, val in (("reconstruct", reconstruct), ("total", total), ("zeros", zeros))
+             if not (k == "reconstruct" and val == "least_squares") and val is not None}
+    accepted = inspect.signature(dispatch.matrix_mechanism).parameters
+    missing = [k for k in given if k not in accepted]
+    if missing:
+        raise ValueError(f"The {missing} parameter(s) of {_CALLER} need a mmopt.matrix_mechanism that accepts "
+                         "them; this version does not. Use reconstruct='least_squares', total=None and zeros=None.")
+    return given
+
+
+def _truth(workload, strategy, x, caller: str) -> tuple[np.ndarray, float, int]:
+    """(W x, ‖x‖₁, p) for the data as the mechanism will see it."""
+    if isinstance(workload, ImplicitWorkload):
+        x = ck.check_data(x, workload.shape, caller=caller)
+        truth = answer(workload, x)
+    else:
+        x = v.check_vector(x, name="x", caller=caller, length=workload.domain_size)
+        if workload.matrix is None and workload.family == "gram":
+            raise ValueError(f"The 'workload' parameter of {caller} must list its queries (a query matrix W or "
+                             f"a named family): '{workload.name}' holds only its Gram, so per-query errors cannot "
+                             "be measured. Build it with mmopt.workload.Workload.from_matrix(W).")
+        try:
+            W = workload.explicit_matrix()
+        except ValueError as exc:
+            raise ValueError(f"{caller} needs the query matrix W to measure per-query errors: {exc}") from None
+        truth = W @ x
+    p = strategy.n_rows if isinstance(strategy, ImplicitStrategy) else np.shape(getattr(strategy, "matrix",
+                                                                                        strategy))[0]
+    return truth, float(np.sum(np.abs(x))), int(p)
+
+
+def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "least_squares", total=None,
+                zeros=None, runs: int = 1000, seed=None, batch: int | None = None, progress: bool | None = None
+                ) -> MonteCarloResult:
+    r"""Estimate the error of the matrix mechanism M_A(W, x) from ``runs`` seeded runs (simulation path).
+
+    Parameters
+    ----------
+    workload : Workload or mmopt.structured.ImplicitWorkload
+        Its queries must be listable (a matrix, a named family, or an implicit product/union).
+    strategy : Strategy, array_like or mmopt.structured.ImplicitStrategy
+    x : array_like
+        True counts (n,), or shaped like the domain for an implicit workload.
+    privacy : Privacy
+        A real budget (the mechanism needs one).
+    reconstruct : {"least_squares", "nnls", "projection"}, default "least_squares"
+        Passed to :func:`mmopt.matrix_mechanism` (with ``total``) when not the default.
+    total : float or None
+        Passed to :func:`mmopt.matrix_mechanism` when given (the public total Σx, for "nnls"/"projection").
+    zeros : optional
+        Passed to :func:`mmopt.matrix_mechanism` when given (cells publicly known to be 0).
+    runs : int >= 2, default 1000
+    seed : int >= 0, numpy.random.SeedSequence or None
+        Run r uses ``SeedSequence(seed).spawn(runs)[r]``: the same seed gives the same noise whatever
+        ``batch`` (results equal up to floating-point round-off of the batched solve; bit-identical for the
+        same ``batch``). None draws fresh entropy, reported in ``seed_entropy``.
+    batch : int or None
+        Runs per call of the mechanism (memory ∝ batch × (p + n + m)); None picks about 2·10⁶ values.
+    progress : bool or None
+        A tqdm bar on stderr; None shows one when runs × (p + n + m) > 10⁸ and stderr is a terminal.
+
+    Returns
+    -------
+    MonteCarloResult
+        Means, standard deviation and 95% normal-approximation CIs of the total squared error, RMSE, max
+        absolute error, DPBench's scaled errors; ``expected`` = ``mmopt.evaluate(...)``'s total for least
+        squares, to read beside the mean.
+
+    Notes
+    -----
+    With e_r = W x̂_r − W x, T_r = ‖e_r‖², T̄ = (1/R)Σ T_r and s² = Σ(T_r − T̄)²/(R − 1), the interval is
+    T̄ ± 1.96·s/√R; for least squares E[T_r] = c·Δ²·tr(G (AᵀA)⁺) (Prop. 4.4). Its half-width shrinks like
+    1/√R. **Simulation only**: numpy noise (see :mod:`mmopt.mechanism`).
+
+    Examples
+    --------
+    >>> import mmopt
+    >>> W, H = mmopt.workload.prefix(8), mmopt.strategy.hierarchical(8)
+    >>> r = monte_carlo(W, H, [5.0] * 8, mmopt.Privacy(1.0), runs=2000, seed=1)
+    >>> r.total_ci.low <= r.expected <= r.total_ci.high, round(r.expected, 6)
+    (True, 175.542857)
+    """
+    t0 = time.perf_counter()
+    runs = v.check_int(runs, name="runs", caller=_CALLER, low=2)
+    reconstruct = v.check_choice(reconstruct, name="reconstruct", caller=_CALLER, choices=RECONSTRUCT)
+    if total is not None:
+        total = v.check_real(total, name="total", caller=_CALLER, low=0.0)
+    if progress is not None and not isinstance(progress, bool | np.bool_):
+        raise TypeError(f"The 'progress' parameter of {_CALLER} must be True, False or None. "
+                        f"Got {type(progress).__name__}.")
+    ss = _seed_sequence(seed)
+    options = _mechanism_options(reconstruct, total, zeros)
+    check_privacy(privacy, _CALLER, optional=False)  # a mechanism needs a real budget
+    # evaluate first: it checks types, domains and support, and gives the exact expectation.
+    report = dispatch.evaluate(workload, strategy, privacy)
+    truth, x_l1, p = _truth(workload, strategy, x, _CALLER)
+    m, n = truth.shape[0], report.domain_size
+    width = p + n + m
+    if batch is None:
+        batch = max(1, min(runs, _BATCH_ENTRIES // width))
+    else:
+        batch = v.check_int(batch, name="batch", caller=_CALLER)
+        v.check_allocation(min(batch, runs) * width, what=f"a batch of {batch} runs of {width} values",
+                           caller=_CALLER, remedy=" Pass a smaller 'batch'.")
+    show = bool(progress) if progress is not None else runs * width > _PROGRESS_ENTRIES and sys.stderr.isatty()
+    children = ss.spawn(runs)
+    T, peak, l1, l2 = (np.empty(runs) for _ in range(4))
+    bar = None
+    if show:
+        from tqdm import tqdm
+        bar = tqdm(total=runs, desc=_CALLER, unit="run", file=sys.stderr)
+    try:
+        for start in range(0, runs, batch):
+            chunk = children[start:start + batch]
+            gen = _PerRunStreams(chunk)
+            out = dispatch.matrix_mechanism(workload, strategy, x, privacy, rng=gen, size=len(chunk), **options)
+            gen.check_consumed()
+            E = _answers(workload, out, len(chunk)) - truth
+            sl = slice(start, start + len(chunk))
+            T[sl] = np.einsum("ij,ij->i", E, E)
+            peak[sl] = np.max(np.abs(E), axis=1)
+            l1[sl] = np.mean(np.abs(E), axis=1)
+            l2[sl] = np.sqrt(T[sl]) / m
+            if bar is not None:
+                bar.update(len(chunk))
+    finally:
+        if bar is not None:
+            bar.close()
+    mean, std = float(T.mean()), float(T.std(ddof=1))
+    ci = _normal_ci(mean, std, runs)
+    pk_mean = float(peak.mean())
+    scaled = None if x_l1 == 0 else (float(l1.mean()) / x_l1, mean / m / x_l1**2, float(l2.mean()) / x_l1)
+    exact = getattr(report, "total_exact", True)
+    return MonteCarloResult(
+        mean, std, ci, float(report.total_squared_error) if reconstruct == "least_squares" else None,
+        bool(exact), math.sqrt(mean / m),
+        Interval(math.sqrt(max(ci.low, 0.0) / m), math.sqrt(ci.high / m), method=ci.method + ", mapped by √(·/m)"),
+        pk_mean, _normal_ci(pk_mean, float(peak.std(ddof=1)), runs),
+        *(scaled or (None, None, None)), runs, m, reconstruct, total, privacy, int(ss.entropy), batch,
+        time.perf_counter() - t0, T)
+
+
+def _normal_ci(mean: float, std: float, runs: int) -> Interval:
+    half = Z_95 * std / math.sqrt(runs)
+    return Interval(mean - half, mean + half)
+
+
+def _answers(workload, out, k: int) -> np.ndarray:
+    """W x̂ for the k runs of one call, shape (k, m)."""
+    if out.answers is not None:
+        return np.asarray(out.answers).reshape(k, -1)
+    if isinstance(workload, ImplicitWorkload):  # past the mechanism's answer limit: one run at a time
+        est = np.asarray(out.estimate).reshape((k, *workload.shape))
+        return np.stack([answer(workload, e) for e in est])
+    try:  # a closed-form family past the mechanism's answer limit (e.g. prefix(4096)): build W once
+        W = workload.explicit_matrix()
+    except ValueError as exc:
+        raise ValueError(f"{_CALLER}: no answers for '{workload.name}': {exc}") from None
+    return np.asarray(out.estimate).reshape(k, -1) @ W.T

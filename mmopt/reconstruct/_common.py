@@ -1,0 +1,135 @@
+"""What every reconstruction shares: the choice names, the result record, input checks and the feasible set.
+
+Notation: see README. The feasible set is C = {h ∈ ℝⁿ : h ≥ 0, h_Z = 0 [, Σh = total]} for the public
+structural zeros Z and the optional public total. Projection onto C in the Euclidean metric is the
+clamp max(v, 0) (no total) or the projection onto the scaled simplex (Duchi et al., ICML 2008, Fig. 1),
+used inside the first-order solver only: it is *not* offered as a reconstruction (see the package docstring).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from mmopt import _validation as v
+
+#: The reconstruction choices of ``matrix_mechanism(..., reconstruct=...)`` and ``release``.
+CHOICES = ("least_squares", "nnls", "projection")
+
+
+@dataclass(frozen=True)
+class Reconstruction:
+    """How the estimate h was reconstructed from the noisy measurements y.
+
+    Attributes
+    ----------
+    method : {"least_squares", "nnls", "projection"}
+    solver : str
+        "qr" / "svd" (dense least squares), "pinv" / "lsmr" (implicit least squares), "scipy.nnls"
+        (active set, exact), "isotonic" (prefix fast path, exact), "clarabel" (interior-point QP, then an
+        active-set polish) or "fista" (accelerated projected gradient).
+    iterations : int
+        Solver iterations (the largest over draws when ``size`` draws were made; 0 for closed forms).
+    optimality : float
+        Relative KKT residual ‖h − P_C(h − ∇f(h)/L)‖ / max(‖h‖, ‖P_C(c/L)‖) of the returned h (largest over
+        draws); 0 for least squares, which is exact.
+    tol : float
+        The tolerance ``optimality`` had to meet; a solve that does not meet it raises ``SolverError``.
+    total : float or None
+        The public total Σh imposed, if any.
+    n_zeros : int
+        The number of structural zeros imposed.
+    """
+
+    method: str
+    solver: str
+    iterations: int = 0
+    optimality: float = 0.0
+    tol: float = 0.0
+    total: float | None = None
+    n_zeros: int = 0
+
+
+def check_method(reconstruct, caller: str) -> str:
+    return v.check_choice(reconstruct, name="reconstruct", caller=caller, choices=CHOICES)
+
+
+def check_constraints(reconstruct: str, total, zeros, n: int, caller: str
+                      ) -> tuple[float | None, np.ndarray | None]:
+    """(total, flat boolean zeros mask or None), refused when they are contradictory or meaningless."""
+    if reconstruct == "least_squares" and (total is not None or zeros is not None):
+        raise ValueError(f"The 'total' and 'zeros' parameters of {caller} need reconstruct='nnls' or 'projection'; "
+                         "least squares is unconstrained. Got reconstruct='least_squares'.")
+    if total is not None:
+        total = v.check_real(total, name="total", caller=caller, low=0.0)
+    if zeros is not None:
+        z = np.asarray(zeros)
+        if z.dtype != np.bool_:
+            raise TypeError(f"The 'zeros' parameter of {caller} must be a boolean mask of the cells known to be 0. "
+                            f"Got dtype {z.dtype}.")
+        if z.size != n:
+            raise ValueError(f"The 'zeros' parameter of {caller} must have {n:,} entries (one per cell). "
+                             f"Got shape {z.shape}.")
+        zeros = z.reshape(-1)
+        if not zeros.any():
+            zeros = None
+        elif total and zeros.all():
+            raise ValueError(f"The 'total' parameter of {caller} is {total:g} but 'zeros' marks every cell as 0: "
+                             "no data vector meets both. Check the public facts.")
+    return total, zeros
+
+
+def check_tol(tol, max_iterations, caller: str) -> tuple[float, int]:
+    tol = v.check_real(tol, name="tol", caller=caller, low=0.0, high=1.0, low_open=True)
+    return tol, v.check_int(max_iterations, name="max_iterations", caller=caller)
+
+
+def project_simplex(v_: np.ndarray, total: float) -> np.ndarray:
+    """argmin ‖h − v‖ over h ≥ 0, Σh = total > 0 (or h = 0 for total 0): max(v − τ, 0).
+
+    τ by Michelot's algorithm (J. Optim. Theory Appl. 1986; Condat, Math. Program. 2016, §3): τ = (Σ_K v − total)/|K|
+    over the set K of entries above the previous τ; τ only grows and K only shrinks, so it ends in at most
+    n passes (a handful in practice), each O(|K|) without a sort.
+    """
+    if total == 0.0:
+        return np.zeros_like(v_)
+    keep = v_
+    tau = (float(keep.sum()) - total) / keep.size
+    while True:
+        kept = keep[keep > tau]
+        if kept.size == keep.size:
+            break
+        keep = kept
+        tau = (float(keep.sum()) - total) / keep.size
+    h = np.maximum(v_ - tau, 0.0)
+    s = float(h.sum())
+    # the sum of the positive parts is within n·eps of total; rescaling keeps h >= 0 and meets it to rounding
+    return h * (total / s) if s > 0 else np.full_like(v_, total / v_.size)
+
+
+def project_feasible(x: np.ndarray, total: float | None, zeros: np.ndarray | None) -> np.ndarray:
+    """Euclidean projection onto C (flat x); the zeros are fixed at 0 and the rest is clamped or simplex-projected."""
+    if zeros is None:
+        return np.maximum(x, 0.0) if total is None else project_simplex(x, total)
+    h = np.zeros_like(x)
+    free = ~zeros
+    h[free] = np.maximum(x[free], 0.0) if total is None else project_simplex(x[free], total)
+    return h
+
+
+def kkt_residual(h: np.ndarray, grad: np.ndarray, lipschitz: float, c_norm: float,
+                 total: float | None, zeros: np.ndarray | None) -> float:
+    """‖h − P_C(h − ∇f/L)‖ / max(‖h‖, ‖c‖/L): zero exactly at a minimiser of the convex f over C (KKT)."""
+    step = h - project_feasible(h - grad / lipschitz, total, zeros)
+    scale = max(float(np.linalg.norm(h)), c_norm / lipschitz, math.ulp(1.0))
+    return float(np.linalg.norm(step)) / scale
+
+
+def combine(records: list[Reconstruction]) -> Reconstruction:
+    """One record for several draws: the most iterations and the worst (largest) KKT residual."""
+    first = records[0]
+    return Reconstruction(first.method, "+".join(sorted({r.solver for r in records})),
+                          max(r.iterations for r in records), max(r.optimality for r in records), first.tol,
+                          first.total, first.n_zeros)

@@ -1,0 +1,214 @@
+"""Reconstruction choices: least squares (unchanged), NNLS in A's metric, the projection mechanism in W's metric.
+
+Properties checked on many seeded draws: "projection" never increases ‖W(h − x)‖² over ‖W(x̂ − x)‖²; "nnls"
+never increases ‖A(h − x)‖; h ≥ 0; a public total is met; structural zeros are 0; least squares is bitwise
+unchanged. The isotonic prefix path equals the general QP; the implicit (FISTA) path equals the dense one.
+"""
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt import strategy as st
+from mmopt import workload as wl
+from mmopt.least_squares import factorize
+from mmopt.reconstruct import _common, dense, first_order
+from mmopt.solvers import SolverError
+from mmopt.structured import mechanism as smech
+from mmopt.structured import strategies as ss
+from mmopt.structured import workloads as sw
+
+EPS = mmopt.Privacy(0.5)
+N = 16
+
+
+def _random_workload():
+    rng = np.random.default_rng(123)
+    return wl.Workload.from_matrix(rng.integers(-1, 3, (10, N)).astype(float), name="random")
+
+
+CASES = {  # workload, strategy (dense, n = 16)
+    "prefix": (lambda: wl.prefix(N), lambda: st.hierarchical(N)),
+    "all_range": (lambda: wl.all_range(N), lambda: st.wavelet(N)),
+    "marginals": (lambda: wl.marginals((4, 4), 1), lambda: st.identity(N)),
+    "random": (_random_workload,
+               lambda: st.Strategy(np.vstack([np.eye(N), np.random.default_rng(5).random((8, N))]))),
+}
+
+
+def _data(seed: int, n: int = N) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.where(rng.random(n) < 0.5, rng.integers(1, 6, n), 0).astype(float)  # half the cells empty
+
+
+def _werr(W: np.ndarray, h: np.ndarray, x: np.ndarray) -> float:
+    return float(np.sum((W @ (h - x)) ** 2))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("constraint", ["none", "total", "zeros"])
+def test_dense_properties_on_many_draws(case, constraint):
+    W_, A_ = CASES[case]
+    W, A = W_(), A_()
+    Wm, Am = W.explicit_matrix(), A.matrix
+    for seed in range(8):
+        x = _data(seed)
+        kw = {"total": float(x.sum())} if constraint == "total" else {}
+        if constraint == "zeros":
+            kw["zeros"] = (x == 0) & (np.arange(N) % 2 == 0)  # a public subset of the empty cells
+        ls = mmopt.matrix_mechanism(W, A, x, EPS, rng=seed)
+        for method in ("projection", "nnls"):
+            out = mmopt.matrix_mechanism(W, A, x, EPS, rng=seed, reconstruct=method, **kw)
+            h = out.estimate
+            assert np.array_equal(out.measurements, ls.measurements)  # same noise draw
+            assert h.min() >= 0.0 and out.reconstruction.method == method
+            if "total" in kw:
+                assert abs(h.sum() - kw["total"]) <= 1e-9 * kw["total"]
+            if "zeros" in kw:
+                assert np.all(h[kw["zeros"]] == 0.0)
+            if method == "projection":  # G-metric projection onto a convex set containing x
+                assert _werr(Wm, h, x) <= _werr(Wm, ls.estimate, x) * (1 + 1e-9) + 1e-9
+            else:
+                assert np.linalg.norm(Am @ (h - x)) <= np.linalg.norm(Am @ (ls.estimate - x)) * (1 + 1e-9) + 1e-9
+            assert out.reconstruction.optimality <= out.reconstruction.tol
+            np.testing.assert_allclose(out.answers, Wm @ h, rtol=1e-12, atol=1e-9)
+
+
+def test_projection_strictly_helps_and_nnls_can_hurt_the_workload():
+    """Not a tautology: the two constrained choices differ, and NNLS is not the workload projection."""
+    W, A = wl.prefix(N), st.hierarchical(N)
+    gains, nnls_worse = [], 0
+    for seed in range(20):
+        x = _data(seed)
+        e_ls = _werr(W.explicit_matrix(), mmopt.matrix_mechanism(W, A, x, EPS, rng=seed).estimate, x)
+        e_pr = _werr(W.explicit_matrix(), mmopt.matrix_mechanism(W, A, x, EPS, rng=seed,
+                                                                 reconstruct="projection").estimate, x)
+        e_nn = _werr(W.explicit_matrix(), mmopt.matrix_mechanism(W, A, x, EPS, rng=seed,
+                                                                 reconstruct="nnls").estimate, x)
+        gains.append(e_pr / e_ls)
+        nnls_worse += e_nn > e_pr * (1 + 1e-9)
+    assert np.mean(gains) < 0.9 and nnls_worse > 0
+
+
+def test_least_squares_is_bitwise_unchanged():
+    W, A = wl.all_range(N), st.hierarchical(N)
+    x = _data(0)
+    default = mmopt.matrix_mechanism(W, A, x, EPS, rng=3, size=4)
+    named = mmopt.matrix_mechanism(W, A, x, EPS, rng=3, size=4, reconstruct="least_squares")
+    direct = factorize(A).solve(default.measurements)  # the pre-existing estimator
+    assert np.array_equal(default.estimate, direct) and np.array_equal(named.estimate, direct)
+    assert np.array_equal(default.answers, direct @ W.explicit_matrix().T)
+    assert default.reconstruction.method == "least_squares" and default.reconstruction.solver == "qr"
+
+
+@pytest.mark.parametrize("total", [None, "sum"])
+def test_isotonic_prefix_equals_general_qp(total):
+    rng = np.random.default_rng(7)
+    W = wl.prefix(40)
+    Wm = W.explicit_matrix()
+    for _ in range(10):
+        xhat = rng.normal(2.0, 6.0, 40)
+        t = None if total is None else float(abs(xhat.sum()) + 5.0)
+        fast, info = dense.reconstruct("projection", W.mean_gram, "prefix", np.eye(40), xhat, xhat, total=t)
+        qp, qinfo = dense.reconstruct("projection", W.mean_gram, "gram", np.eye(40), xhat, xhat, total=t)
+        assert info.solver == "isotonic" and qinfo.solver in ("scipy.nnls", "clarabel")
+        np.testing.assert_allclose(Wm @ fast, Wm @ qp, rtol=1e-8, atol=1e-8 * np.abs(Wm @ xhat).max())
+        np.testing.assert_allclose(fast, qp, atol=1e-8 * np.abs(xhat).max())
+
+
+def _implicit_pair(kind: str):
+    if kind == "product":
+        return sw.kron(wl.prefix(8), wl.all_range(6)), ss.kron_strategy(st.hierarchical(8), st.identity(6))
+    W = sw.union([sw.kron(wl.prefix(8), wl.total(6)), sw.kron(wl.identity(8), wl.prefix(6))], weights=[1.0, 2.0])
+    A = ss.union_strategy([ss.kron_strategy(st.hierarchical(8), st.identity(6)),
+                           ss.kron_strategy(st.identity(8), st.hierarchical(6))])
+    return W, A
+
+
+@pytest.mark.parametrize("kind", ["product", "union"])
+@pytest.mark.parametrize("constraint", ["none", "total", "zeros"])
+def test_implicit_properties_and_agreement_with_dense(kind, constraint):
+    W, A = _implicit_pair(kind)
+    Wm, Am = W.dense(), A.dense()
+    for seed in range(4):
+        x = _data(seed, 48).reshape(8, 6)
+        kw = {"total": float(x.sum())} if constraint == "total" else {}
+        if constraint == "zeros":
+            kw["zeros"] = x == 0
+        ls = mmopt.matrix_mechanism(W, A, x, EPS, rng=seed)
+        e_ls = _werr(Wm, ls.estimate.ravel(), x.ravel())
+        for method in ("projection", "nnls"):
+            out = mmopt.matrix_mechanism(W, A, x, EPS, rng=seed, reconstruct=method, **kw)
+            h = out.estimate.ravel()
+            assert h.min() >= 0.0 and out.reconstruction.solver == "fista"
+            assert out.reconstruction.optimality <= out.reconstruction.tol
+            if "total" in kw:
+                assert abs(h.sum() - kw["total"]) <= 1e-9 * kw["total"]
+            if "zeros" in kw:
+                assert np.all(h[kw["zeros"].ravel()] == 0.0)
+            if method == "projection":
+                assert _werr(Wm, h, x.ravel()) <= e_ls * (1 + 1e-6)
+            else:
+                assert np.linalg.norm(Am @ (h - x.ravel())) <= np.linalg.norm(Am @ (ls.estimate - x).ravel()) * (
+                    1 + 1e-6)
+            dn = mmopt.matrix_mechanism(W.to_workload(), A.to_strategy(), x.ravel(), EPS, rng=seed,
+                                        reconstruct=method, **{k: (v.ravel() if k == "zeros" else v)
+                                                               for k, v in kw.items()})
+            # FISTA at tol 1e-6 against the exact dense solvers: the answers agree to ~1e-3 of their scale
+            np.testing.assert_allclose(Wm @ h, Wm @ dn.estimate, atol=2e-3 * np.abs(Wm @ dn.estimate).max())
+
+
+def test_structured_least_squares_record_and_release_paths():
+    W, A = _implicit_pair("product")
+    x = _data(1, 48).reshape(8, 6)
+    out = mmopt.matrix_mechanism(W, A, x, EPS, rng=0)
+    assert out.reconstruction.method == "least_squares" and out.reconstruction.solver == "pinv"
+    rel = mmopt.release(W, A, x, EPS, reconstruct="projection", total=float(x.sum()))
+    assert rel.path == "release" and rel.estimate.min() >= 0 and abs(rel.estimate.sum() - x.sum()) <= 1e-9 * x.sum()
+    dn = mmopt.release(wl.prefix(N), st.hierarchical(N), _data(2), EPS, reconstruct="nnls", zeros=_data(2) == 0)
+    assert dn.reconstruction.method == "nnls" and np.all(dn.estimate[_data(2) == 0] == 0) and dn.estimate.min() >= 0
+
+
+def test_size_draws_reconstruct_each_row():
+    W, A = wl.prefix(N), st.hierarchical(N)
+    x = _data(4)
+    out = mmopt.matrix_mechanism(W, A, x, EPS, rng=1, size=3, reconstruct="projection", total=float(x.sum()))
+    assert out.estimate.shape == (3, N) and np.allclose(out.estimate.sum(axis=1), x.sum(), rtol=1e-12)
+    for i in range(3):
+        one = dense.isotonic_prefix(factorize(A).solve(out.measurements[i]), float(x.sum()))
+        np.testing.assert_allclose(out.estimate[i], one, rtol=1e-12, atol=1e-12)  # batched vs one solve
+
+
+def test_simplex_projection_matches_sorting_algorithm():
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        v = rng.normal(size=rng.integers(1, 40)) * rng.exponential(5.0)
+        t = float(rng.exponential(3.0))
+        u = np.sort(v)[::-1]
+        css = np.cumsum(u) - t
+        rho = np.nonzero(u - css / np.arange(1, u.size + 1) > 0)[0][-1]
+        np.testing.assert_allclose(_common.project_simplex(v, t), np.maximum(v - css[rho] / (rho + 1), 0),
+                                   atol=1e-12)
+
+
+def test_fista_refuses_to_return_an_unconverged_point():
+    A = ss.kron_strategy(st.hierarchical(16), st.hierarchical(16))
+    y = np.random.default_rng(0).normal(0, 50, A.n_rows)
+    xhat, _ = smech.least_squares(A, y)
+    from mmopt.reconstruct import implicit
+    with pytest.raises(SolverError, match="did not converge in 2 iterations"):
+        implicit.nnls(A, y, xhat, max_iterations=2, tol=1e-12)
+    assert first_order.DEFAULT_TOL <= 1e-6
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    ({"reconstruct": "simplex"}, ValueError, "'reconstruct' parameter of matrix_mechanism must be one of"),
+    ({"total": 5.0}, ValueError, "need reconstruct='nnls' or 'projection'"),
+    ({"reconstruct": "nnls", "total": -1.0}, ValueError, "'total' parameter of matrix_mechanism"),
+    ({"reconstruct": "nnls", "zeros": np.zeros(N)}, TypeError, "must be a boolean mask"),
+    ({"reconstruct": "nnls", "zeros": np.zeros(3, bool)}, ValueError, "must have 16 entries"),
+    ({"reconstruct": "projection", "total": 3.0, "zeros": np.ones(N, bool)}, ValueError, "no data vector"),
+])
+def test_bad_reconstruction_arguments_are_refused(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        mmopt.matrix_mechanism(wl.prefix(N), st.hierarchical(N), _data(0), EPS, rng=0, **kwargs)
