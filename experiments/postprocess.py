@@ -128,8 +128,8 @@ def plot(rows: list[dict], out: Path) -> Path:
         ax.set_yscale("log")
         ax.set_title(f"{wname}, n = {n}", fontsize=9)
         ax.set_xlabel("scale (total count)")
-    axes[0][0].set_ylabel("RMSE ÷ least squares (median over data, strategies)")
-    axes[0][-1].legend(fontsize=7)
+    axes[0][0].set_ylabel("RMSE ÷ least squares\n(median over datasets, strategies)")
+    axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     return _common.save_png(fig, Path(out) / "postprocess.png", dpi=110)
 
@@ -177,8 +177,8 @@ def main(argv=None) -> int:
             t0, timings = time.perf_counter(), {}
             rows = run(shapes, cfg, seed=args.seed, timings=timings)
             _common.write_csv(out / "postprocess.csv", COLUMNS, rows)
-            plot(rows, out)
             tidy = [{k: _common.tidy(v) for k, v in r.items()} for r in rows]
+            plot(tidy, out)  # from the values as written: the figure can be redrawn from the CSV alone
             _run.write_text(out / "postprocess.md", markdown(tidy))
             _run.write_json(out / "postprocess.run_info.json", {"seconds": round(time.perf_counter() - t0, 1),
                                                                 "per_row_seconds": timings, "machine": _run.machine()})
