@@ -79,3 +79,22 @@ class OptimizeResult:
                  ("gap", f"{100 * self.gap:.3g}%"), ("iterations", self.iterations),
                  ("seconds", f"{self.seconds:.3g}"), ("message", self.message)]
         return "\n".join(f"{k:>11}: {val}" for k, val in lines)
+
+
+def reconcile(objective: float, bound: float, status: str, message: str) -> tuple[str, str, float]:
+    """(status, message, bound) once the exact objective meets the best proven lower bound.
+
+    An objective below the bound is an internal error, never a result ("solver_error"); one that meets the
+    bound is certified optimal whatever stopped the search (e.g. total(n), where a spent budget still found
+    the optimum); the bound reported never exceeds the objective. Shared by every optimize path.
+    """
+    if objective < bound * (1 - 1e-6):
+        return "solver_error", (f"Internal inconsistency: objective {objective:.6g} is below the lower bound "
+                                f"{bound:.6g}. Please report this workload."), min(bound, objective)
+    if status != "optimal" and objective <= bound * (1 + 1e-9):
+        gap = (objective - bound) / objective
+        message = (f"Certified optimal: the objective equals the lower bound (gap {gap:.1e}). "
+                   f"The search itself said: {message}")
+        status = "optimal"
+    return status, message, min(bound, objective)
+

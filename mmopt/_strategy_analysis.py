@@ -16,7 +16,7 @@ from mmopt import _validation as v
 from mmopt._error_common import as_strategy, check_workload, resolve_norm, scaled_sensitivity
 from mmopt._workload_core import Workload
 from mmopt.privacy import Privacy
-from mmopt.profile import SUPPORT_TOL, Profile, power_of_two_scale, profile_of_matrix, scaled_profile, support_leak
+from mmopt.profile import SUPPORT_TOL, Profile, scaled_profile, support_leak
 
 
 def error_profile(strategy) -> Profile:
@@ -29,9 +29,7 @@ def error_profile(strategy) -> Profile:
     >>> np.round(8 * M, 10)[0].tolist() == [3, -1, 0, 0]   # Fig. 3: M_Y = (1/8)[[3,-1,0,0],...]
     True
     """
-    A = as_strategy(strategy, "error_profile").matrix
-    e = power_of_two_scale(A)
-    prof = profile_of_matrix(np.ldexp(A, -e))  # (c·A)ᵀ(c·A) never over/underflows at c = 2⁻ᵉ
+    e, _, prof = scaled_profile(as_strategy(strategy, "error_profile"))  # A·2⁻ᵉ: AᵀA never over/underflows
     if e == 0:
         return prof
     with np.errstate(over="ignore", under="ignore"):
@@ -66,10 +64,8 @@ def query_error(query, strategy, privacy: Privacy | None = None, *, norm: str | 
     strategy = as_strategy(strategy, caller)
     w = v.check_vector(query, name="query", caller=caller, length=strategy.domain_size)
     norm = resolve_norm(privacy, norm, caller)
-    e = power_of_two_scale(strategy.matrix)
-    As = np.ldexp(strategy.matrix, -e)
+    _, As, prof = scaled_profile(strategy)
     G = np.outer(w, w)
-    prof = profile_of_matrix(As)
     if support_leak(G, prof) > SUPPORT_TOL:
         raise ValueError(f"{caller}: strategy '{strategy.name}' does not support this query (it is not in "
                          "the row space of A). Add rows to A, e.g. augment it with a scaled identity.")

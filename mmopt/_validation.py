@@ -229,3 +229,17 @@ def check_same_domain(n_workload: int, n_strategy: int, *, caller: str) -> None:
             f"{caller}: the workload has domain size n={n_workload} but the strategy has "
             f"n={n_strategy} columns. Build both over the same domain."
         )
+
+
+def check_shape(shape, *, caller: str, name: str = "shape") -> tuple[int, ...]:
+    """A domain shape: a non-empty sequence of integers >= 1."""
+    if isinstance(shape, numbers.Integral):
+        shape = (shape,)
+    try:
+        items = list(shape)
+    except TypeError:
+        raise TypeError(f"The '{name}' parameter of {caller} must be a sequence of attribute sizes. "
+                        f"Got {type(shape).__name__}.") from None
+    if not items:
+        raise ValueError(f"The '{name}' parameter of {caller} must name at least one attribute. Got ().")
+    return tuple(check_int(d, name=name, caller=caller) for d in items)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import numbers
 from fractions import Fraction
 
 import numpy as np
@@ -99,15 +98,7 @@ def marginals(shape, k: int) -> Workload:
     attribute, whatever C(d, k) is. m = Σ_S ∏_{i∈S} nᵢ (the k-th elementary symmetric polynomial).
     """
     caller = "marginals"
-    items = (shape,) if isinstance(shape, numbers.Integral) else shape
-    try:
-        items = tuple(items)
-    except TypeError:
-        raise TypeError(f"The 'shape' parameter of {caller} must be a sequence of ints. "
-                        f"Got {type(shape).__name__}.") from None
-    if not items:
-        raise ValueError(f"The 'shape' parameter of {caller} must name at least one attribute. Got {shape!r}.")
-    dims = tuple(v.check_int(d, name="shape", caller=caller) for d in items)
+    dims = v.check_shape(shape, caller=caller)
     k = v.check_int(k, name="k", caller=caller, low=0, high=len(dims))
     n = math.prod(dims)
     v.check_allocation(2 * n * n, what=f"the {n}×{n} Gram matrix of the marginals and one temporary",

@@ -17,7 +17,7 @@ import numpy as np
 from mmopt import _runtime
 from mmopt import _validation as v
 from mmopt._methods import DEFAULT_NORM, METHODS, OPTIONS, check_options, check_seed  # noqa: F401 (OPTIONS: API)
-from mmopt._result import OptimizeResult
+from mmopt._result import OptimizeResult, reconcile
 from mmopt.error import evaluate, svd_bound
 from mmopt.multidim.search import search
 from mmopt.strategy import Strategy
@@ -121,13 +121,7 @@ def optimize(workload: Workload, *, method: str | Callable = "l2_approx", solver
         reads = sorted(spec.reads | {"seed"})
         raise ValueError(f"The {unread} parameter(s) of {caller} do not apply to method={name!r}, which reads only "
                          f"{reads}. Drop them, or choose a method that uses them.")
-    if tol is not None:
-        v.check_real(tol, name="tol", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
-    if max_iterations is not None:
-        v.check_int(max_iterations, name="max_iterations", caller=caller)
-    check_seed(seed, caller)
-    if not isinstance(verbose, bool | np.bool_):
-        raise TypeError(f"The 'verbose' parameter of {caller} must be True or False. Got {type(verbose).__name__}.")
+    _check_common(tol, max_iterations, seed, verbose, caller)
     threads = _runtime.check_blas_threads(blas_threads, caller=caller, auto=spec.blas_threads if spec else None)
     if solver is not None:
         from mmopt.solvers import choose
@@ -150,21 +144,23 @@ def optimize(workload: Workload, *, method: str | Callable = "l2_approx", solver
         # an L2 dual bound holds for L1 too (‖A‖₁ ≥ ‖A‖₂); scale it back from the normalised G
         unscale = np.trace(workload.mean_gram) / workload.domain_size
         bound = max(bound, float(raw.dual_bound) * unscale)
-    status = raw.status
-    message = raw.message
-    if objective < bound * (1 - 1e-6):
-        status, message = "solver_error", (f"Internal inconsistency: objective {objective:.6g} is below the lower "
-                                           f"bound {bound:.6g}. Please report this workload.")
-    elif status != "optimal" and objective <= bound * (1 + 1e-9):
-        # the objective meets a proven lower bound: optimal whatever stopped the search (e.g. total(n))
-        status, message = "optimal", (f"Certified optimal: the objective equals the lower bound (gap "
-                                      f"{(objective - bound) / objective:.1e}). The search itself said: {message}")
-    bound = min(bound, objective)
+    status, message, bound = reconcile(objective, bound, raw.status, raw.message)
     m = workload.n_queries
     return OptimizeResult(A, norm, report.total_squared_error, _times(bound, m), status, status == "optimal",
                           message, name, raw.solver, raw.iterations, time.perf_counter() - t0,
                           float(objective), float(bound), tuple(raw.history),
                           dict(raw.extra) | ({"dual_bound": raw.dual_bound} if raw.dual_bound is not None else {}))
+
+
+def _check_common(tol, max_iterations, seed, verbose, caller: str) -> None:
+    """The parameters every optimize path reads, checked the same way."""
+    if tol is not None:
+        v.check_real(tol, name="tol", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
+    if max_iterations is not None:
+        v.check_int(max_iterations, name="max_iterations", caller=caller)
+    check_seed(seed, caller)
+    if not isinstance(verbose, bool | np.bool_):
+        raise TypeError(f"The 'verbose' parameter of {caller} must be True or False. Got {type(verbose).__name__}.")
 
 
 def _multidim(workload, method, *, norm, seed, verbose, tol, max_iterations, blas_threads, options, unused):
@@ -184,11 +180,7 @@ def _multidim(workload, method, *, norm, seed, verbose, tol, max_iterations, bla
     restarts = opts.get("restarts")
     if restarts is not None:
         restarts = v.check_int(restarts, name="restarts", caller=caller)
-    if tol is not None:
-        v.check_real(tol, name="tol", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
-    if max_iterations is not None:
-        v.check_int(max_iterations, name="max_iterations", caller=caller)
-    check_seed(seed, caller)
+    _check_common(tol, max_iterations, seed, verbose, caller)
     norm = v.check_choice(norm or "l1", name="norm", caller=caller, choices=("l1", "l2"))
     threads = _runtime.check_blas_threads(blas_threads, caller=caller, auto=1)
     with _runtime.progress(bool(verbose)), _runtime.blas_threads(threads):

@@ -16,7 +16,7 @@ import time
 
 from mmopt import _runtime
 from mmopt import dispatch as dp
-from mmopt._result import OptimizeResult
+from mmopt._result import OptimizeResult, reconcile
 from mmopt.multidim.kron import solve_kron
 from mmopt.multidim.marginals import solve_marginals
 from mmopt.multidim.union import solve_union
@@ -68,29 +68,24 @@ def search(workload, method: str, *, norm: str, seed=None, restarts: int | None 
                 raise
             failures[name] = str(exc)
             continue
-        candidates.append(_scored(workload, name, sol.strategy, sol.status, sol.message, sol.iterations,
-                                  sol.solver, sol.lower_bound, dict(sol.extra), norm, time.perf_counter() - t1))
+        candidates.append(_scored(workload, name, sol, norm, time.perf_counter() - t1))
     if method == "auto" and (structure is None or workload.domain_size <= DENSE_AUTO_LIMIT[norm]):
         dense = structure.to_workload() if isinstance(workload, ImplicitWorkload) else workload
         t1 = time.perf_counter()
         res = dense_optimize(dense, method=DENSE_FALLBACK[norm], norm=norm, seed=seed, verbose=verbose)
-        candidates.append(_scored(workload, res.method, res.strategy, res.status, res.message, res.iterations,
-                                  res.solver, res.lower_bound, dict(res.extra), norm, time.perf_counter() - t1))
+        candidates.append(_scored(workload, res.method, res, norm, time.perf_counter() - t1))
     if not candidates:
         raise ValueError(f"optimize(method='auto'): no method applied to '{workload.name}': {failures}")
     best = min(candidates, key=lambda c: c["objective"])
-    bound = _lower_bound(workload, structure, candidates, norm)
+    svd, bound_exact = _svd_bound(workload)
+    bound = max([svd, *(c["lower_bound"] for c in candidates if c["lower_bound"] is not None)])
     m = workload.n_queries
-    status = best["status"]
     message = best["message"]
     if method == "auto":
-        message = (f"Best of {len(candidates)} candidates is '{best['method']}'. " + message)
-    if best["objective"] < bound * (1 - 1e-6):
-        status, message = "solver_error", (f"Internal inconsistency: objective {best['objective']:.6g} is below the "
-                                           f"lower bound {bound:.6g}. Please report this workload.")
-    bound = min(bound, best["objective"])
+        message = f"Best of {len(candidates)} candidates is '{best['method']}'. " + message
+    status, message, bound = reconcile(best["objective"], bound, best["status"], message)
     extra = dict(best["extra"]) | {
-        "total_exact": best["exact"], "bound_exact": _bound_exact(structure, workload),
+        "total_exact": best["exact"], "bound_exact": bound_exact,
         "candidates": {c["method"]: {k: c[k] for k in ("objective", "status", "seconds", "exact")}
                        for c in candidates},
         "failed": failures}
@@ -100,21 +95,18 @@ def search(workload, method: str, *, norm: str, seed=None, restarts: int | None 
                           (), extra)
 
 
-def _scored(workload, name, strategy, status, message, iterations, solver, lower_bound, extra, norm, seconds):
-    r = dp.evaluate(workload, strategy, None, norm=norm)
-    return {"method": name, "strategy": strategy, "objective": r.total_squared_error, "status": status,
-            "message": message, "iterations": iterations, "solver": solver, "lower_bound": lower_bound,
-            "extra": extra, "seconds": seconds, "exact": bool(getattr(r, "total_exact", True))}
+def _scored(workload, name, found, norm, seconds) -> dict:
+    """A candidate (an ImplicitSolution or a dense OptimizeResult) with its exact unit-privacy total."""
+    r = dp.evaluate(workload, found.strategy, None, norm=norm)
+    return {"method": name, "strategy": found.strategy, "objective": r.total_squared_error, "status": found.status,
+            "message": found.message, "iterations": found.iterations, "solver": found.solver,
+            "lower_bound": found.lower_bound, "extra": dict(found.extra), "seconds": seconds,
+            "exact": bool(getattr(r, "total_exact", True))}
 
 
-def _lower_bound(workload, structure, candidates, norm) -> float:
-    """The best proven lower bound on every strategy's total (unit privacy): SVD bound, or certified ones."""
-    base = dp.svd_bound(workload)
-    certified = [c["lower_bound"] for c in candidates if c["lower_bound"] is not None]
-    return max([base, *certified])
-
-
-def _bound_exact(structure, workload) -> bool:
-    if structure is None or not isinstance(workload, ImplicitWorkload):
-        return True
-    return bounds.svd_bound(structure).exact
+def _svd_bound(workload) -> tuple[float, bool]:
+    """(SVD bound at unit privacy, exact?): exact for dense workloads, a flagged lower bound for some unions."""
+    if isinstance(workload, ImplicitWorkload):
+        b = bounds.svd_bound(workload)
+        return b.value, b.exact
+    return dp.svd_bound(workload), True

@@ -8,11 +8,11 @@ refused with the number of bytes it would need.
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
 from mmopt import _validation as v
+from mmopt._validation import check_shape  # noqa: F401  (the structured layer's callers use ck.check_shape)
 
 # Refuse dense N×N / m×N requests above this many float64 entries (0.8 GB).
 MAX_DENSE_ENTRIES = 10**8
@@ -59,20 +59,6 @@ def check_weights(weights, count: int, *, caller: str) -> tuple[float, ...]:
         raise ValueError(f"The 'weights' parameter of {caller} must have one weight per term ({count}). "
                          f"Got {len(w)}.")
     return tuple(check_weight(x, name="weights", caller=caller) for x in w)
-
-
-def check_shape(shape, *, caller: str, name: str = "shape") -> tuple[int, ...]:
-    """A domain shape: a non-empty sequence of integers >= 1."""
-    if isinstance(shape, numbers.Integral):
-        shape = (shape,)
-    try:
-        items = list(shape)
-    except TypeError:
-        raise TypeError(f"The '{name}' parameter of {caller} must be a sequence of attribute sizes. "
-                        f"Got {type(shape).__name__}.") from None
-    if not items:
-        raise ValueError(f"The '{name}' parameter of {caller} must name at least one attribute. Got ().")
-    return tuple(v.check_int(d, name=name, caller=caller) for d in items)
 
 
 def check_data(x, shape: tuple[int, ...], *, caller: str, name: str = "x") -> np.ndarray:

@@ -42,6 +42,20 @@ def flatten_factors(factors: tuple, caller: str) -> tuple:
     return factors
 
 
+def union_of(parts, weights, *, union_type: type, caller: str, build_with: str, name: str | None):
+    """The weighted union [θ₁P₁; θ₂P₂; …] of ``union_type`` objects on one domain: every term of part k
+    with its weight times θₖ (Gram Σ θₖ² Gₖ). Shared by implicit workloads and strategies."""
+    parts = [parts] if isinstance(parts, union_type) else list(parts)
+    if not parts or not all(isinstance(p, union_type) for p in parts):
+        raise TypeError(f"The 'parts' parameter of {caller} must be a non-empty list of {union_type.__name__} "
+                        f"objects (build each with {build_with}(...)).")
+    ws = ck.check_weights(weights, len(parts), caller=caller)
+    for p in parts[1:]:
+        ck.same_shape(parts[0].shape, p.shape, caller=caller, what="two of its parts")
+    terms = tuple(type(t)(t.factors, t.weight * w) for p, w in zip(parts, ws, strict=True) for t in p.terms)
+    return union_type(terms, name or "+".join(p.name for p in parts))
+
+
 class ProductUnion:
     """Mixin for a frozen dataclass with a ``terms`` field of products (each with ``factors``, ``weight``,
     ``shape``); it adds no field, only the checks and the quantities that depend on the terms alone."""

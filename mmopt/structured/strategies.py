@@ -19,7 +19,7 @@ import numpy as np
 from mmopt import _validation as v
 from mmopt._strategy_core import NORMS, Strategy
 from mmopt.structured import _checks as ck
-from mmopt.structured._terms import ProductTerm, ProductUnion, flatten_factors
+from mmopt.structured._terms import ProductTerm, ProductUnion, flatten_factors, union_of
 
 # Exact sensitivity of a union by scanning every cell when N·terms is at most this (a BLAS product per block).
 SCAN_LIMIT = 4 * 10**9
@@ -112,17 +112,8 @@ def kron_strategy(*factors, weight: float = 1.0, name: str | None = None) -> Imp
 
 def union_strategy(parts, weights=None, *, name: str | None = None) -> ImplicitStrategy:
     """The stack [θ₁A₁; θ₂A₂; …] of implicit strategies on one domain (X = Σ θₖ² Xₖ)."""
-    caller = "union_strategy"
-    parts = [parts] if isinstance(parts, ImplicitStrategy) else list(parts)
-    if not parts or not all(isinstance(p, ImplicitStrategy) for p in parts):
-        raise TypeError(f"The 'parts' parameter of {caller} must be a non-empty list of ImplicitStrategy "
-                        "objects (build each with kron_strategy(...)).")
-    ws = ck.check_weights(weights, len(parts), caller=caller)
-    for p in parts[1:]:
-        ck.same_shape(parts[0].shape, p.shape, caller=caller, what="two of its parts")
-    terms = tuple(StrategyProduct(t.factors, t.weight * w) for p, w in zip(parts, ws, strict=True)
-                  for t in p.terms)
-    return ImplicitStrategy(terms, name or "+".join(p.name for p in parts))
+    return union_of(parts, weights, union_type=ImplicitStrategy, caller="union_strategy",
+                    build_with="kron_strategy", name=name)
 
 
 def marginals_strategy(shape, theta, *, name: str = "marginals") -> ImplicitStrategy:

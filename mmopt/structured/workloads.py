@@ -21,7 +21,7 @@ from mmopt import _validation as v
 from mmopt import _workload_core as wl
 from mmopt._workload_core import Workload
 from mmopt.structured import _checks as ck
-from mmopt.structured._terms import ProductTerm, ProductUnion, flatten_factors
+from mmopt.structured._terms import ProductTerm, ProductUnion, flatten_factors, union_of
 
 identity, total, prefix, all_range = wl.identity, wl.total, wl.prefix, wl.all_range
 
@@ -133,16 +133,7 @@ def kron(*factors, weight: float = 1.0, name: str | None = None) -> ImplicitWork
 
 def union(parts, weights=None, *, name: str | None = None) -> ImplicitWorkload:
     """Weighted union [w₁W₁; w₂W₂; …] of implicit workloads on one domain: G = Σ wₖ² Gₖ, m = Σ mₖ."""
-    caller = "union"
-    parts = [parts] if isinstance(parts, ImplicitWorkload) else list(parts)
-    if not parts or not all(isinstance(p, ImplicitWorkload) for p in parts):
-        raise TypeError(f"The 'parts' parameter of {caller} must be a non-empty list of ImplicitWorkload objects "
-                        "(build each with kron(...)).")
-    ws = ck.check_weights(weights, len(parts), caller=caller)
-    for p in parts[1:]:
-        ck.same_shape(parts[0].shape, p.shape, caller=caller, what="two of its parts")
-    terms = tuple(Product(t.factors, t.weight * w) for p, w in zip(parts, ws, strict=True) for t in p.terms)
-    return ImplicitWorkload(terms, name or "+".join(p.name for p in parts))
+    return union_of(parts, weights, union_type=ImplicitWorkload, caller="union", build_with="kron", name=name)
 
 
 def marginal_term(shape, attributes, *, weight: float = 1.0) -> Product:
