@@ -4,7 +4,7 @@ Notation: see README and ``docs/factorization.md``. The workload F = W is m×n (
 *factorization* F = R·M splits it into a measurement M (the strategy A, p×n) and a reconstruction R (m×p);
 the factorization mechanism releases R(M h + z) with z Gaussian at M's L2 sensitivity ‖M‖_{1→2} (the
 largest column L2 norm), and its expected squared error per query is c·‖R‖_F²·‖M‖_{1→2}²/m. The
-*factorization norm* of the lecture notes (``/work/shared/seeds/001``; Edmonds, Nikolov & Ullman,
+*factorization norm* (Edmonds, Nikolov & Ullman,
 STOC 2020, call it γ_F) is
 
 .. math:: \gamma(F) = \min_{F = RM} \|R\|_F \, \|M\|_{1\to 2} / \sqrt{m},

@@ -1,4 +1,4 @@
-"""Census SF1 and HDMM benchmark workloads as implicit unions of products (/work/shared/WORKLOADS_MULTIDIM.md).
+"""Census SF1 and HDMM benchmark workloads as implicit unions of products (HDMM's benchmarks).
 
 Notation: see README. Cells in C order over the attributes listed. SF1 Persons: sex 2 · hispanic 2 ·
 race 64 · relationship 17 · age 115 (N = 500,480); race value r is the bitmask of six race flags. Sources:
