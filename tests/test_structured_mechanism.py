@@ -9,6 +9,7 @@ from mmopt import workload as wl
 from mmopt.structured import analysis, mechanism
 from mmopt.structured import strategies as ss
 from mmopt.structured import workloads as sw
+from mmopt.structured.bounds import svd_bound
 
 EPS1 = mmopt.Privacy(1.0)
 
@@ -74,3 +75,23 @@ def test_mechanism_validation(rng):
         mechanism.matrix_mechanism(W, A, np.ones(12), 1.0)
     with pytest.raises(ValueError, match="'y' parameter of least_squares"):
         mechanism.least_squares(A, np.ones(5))
+
+
+@pytest.mark.parametrize("privacy", [EPS1, mmopt.Privacy(1.0, 1e-6)], ids=["laplace", "gaussian"])
+@pytest.mark.parametrize("which", ["rank_deficient_product", "rank_deficient_marginals"])
+def test_monte_carlo_matches_evaluate_for_rank_deficient_strategies(which, privacy):
+    """Strategies that measure only what the workload uses (singular AᵀA): evaluate is the simulated mean."""
+    rng = np.random.default_rng(5)
+    if which == "rank_deficient_product":
+        W = sw.kron(wl.prefix(6), wl.total(5))
+        A = ss.kron_strategy(st.hierarchical(6), np.ones((1, 5)))          # rank 6 of 30
+    else:
+        W = sw.marginals((4, 5, 3), 1)
+        A = ss.marginals_strategy((4, 5, 3), {(0,): 1.0, (1,): 0.5, (2,): 2.0})   # no full identity
+    x = rng.integers(0, 50, W.shape).astype(float)
+    runs = 4000
+    out = mechanism.matrix_mechanism(W, A, x, privacy, rng=7, size=runs)
+    err = np.sum((out.answers - mechanism.answer(W, x)) ** 2, axis=1)
+    report = analysis.evaluate(W, A, privacy)
+    assert report.total_exact and report.total_squared_error >= svd_bound(W, privacy).value * (1 - 1e-9)
+    assert abs(err.mean() - report.total_squared_error) <= 5 * err.std(ddof=1) / np.sqrt(runs)
