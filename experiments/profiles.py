@@ -65,7 +65,8 @@ def plot(out) -> list:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.colors import SymLogNorm
+
+    from mmopt import plot as mplot
 
     rows = _common.read_csv(out / "profiles_n16.csv")
     names = [s for s in HEAT if any(r["strategy"] == s for r in rows)]
@@ -75,13 +76,9 @@ def plot(out) -> list:
         M = np.zeros((HEAT_N, HEAT_N))
         for r in sub:
             M[r["i"], r["j"]] = r["delta2_profile"]
-        lim = np.max(np.abs(M))
-        im = ax.imshow(M, cmap="RdBu_r", norm=SymLogNorm(lim / 100, vmin=-lim, vmax=lim, base=10))
+        # Δ²·M as written to the CSV (so --from-csv redraws the same figure), on mmopt.plot's symlog scale
+        mplot.error_profile(M, ax=ax, linear_fraction=0.01, label="Δ²·(AᵀA)⁻¹ [i, j]")
         ax.set_title(f"{_helpers.label(name)} (Δ = {sub[0]['sensitivity']:.3g})")
-        ax.set(xlabel="cell j", ylabel="cell i", xticks=range(0, HEAT_N, 4), yticks=range(0, HEAT_N, 4))
-        ticks = [-lim, -lim / 10, 0.0, lim / 10, lim]
-        cb = fig.colorbar(im, ax=ax, shrink=0.85, ticks=ticks, label="Δ²·(AᵀA)⁻¹ [i, j]")
-        cb.ax.set_yticklabels([f"{t:.3g}" for t in ticks])
     for ax in axes.flat[len(names):]:
         ax.axis("off")
     fig.suptitle(f"Error profiles at n = {HEAT_N} (Def. 4.6), scaled by Δ² so that error(w) = (2/ε²)·w (Δ²M) wᵀ; "

@@ -3,7 +3,7 @@
 Notation: see README. The public API is re-exported here; modules are named after the paper's nouns.
 """
 
-from mmopt import solvers, strategy, structured, workload
+from mmopt import plot, solvers, sparse_vector, strategy, structured, workload
 from mmopt.augment import augment, strictly_improved
 from mmopt.dispatch import evaluate, expected_error, matrix_mechanism, release, svd_bound
 from mmopt.error import (
@@ -19,6 +19,7 @@ from mmopt.factorization import FactorizationNorm, factorization_norm
 from mmopt.mechanism import MechanismOutput, factorize, laplace_mechanism
 from mmopt.montecarlo import MonteCarloResult, monte_carlo
 from mmopt.optimize import OptimizeResult, optimize
+from mmopt.persist import SavedStrategy, load, save
 from mmopt.privacy import Privacy
 from mmopt.solvers import SolverError
 from mmopt.strategy import Strategy
@@ -28,8 +29,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ErrorReport", "FactorizationNorm", "MechanismOutput", "MonteCarloResult", "NumericalError", "OptimizeResult",
-    "Privacy", "SolverError", "Strategy", "Workload", "augment", "eigen_structure", "error_profile", "evaluate",
-    "expected_error", "factorization_norm", "factorize", "laplace_mechanism", "matrix_mechanism", "monte_carlo",
-    "optimize", "profile_equivalent", "query_error", "release", "solvers", "strategy", "strictly_improved",
-    "structured", "supports", "svd_bound", "workload",
+    "Privacy", "SavedStrategy", "SolverError", "Strategy", "Workload",
+    "augment", "eigen_structure", "error_profile", "evaluate", "expected_error", "factorization_norm", "factorize",
+    "laplace_mechanism", "load", "matrix_mechanism", "monte_carlo", "optimize", "plot",
+    "profile_equivalent", "query_error", "release", "save", "solvers", "sparse_vector", "strategy",
+    "strictly_improved", "structured", "supports", "svd_bound", "workload",
 ]

@@ -73,6 +73,26 @@ class OptimizeResult:
         """objective / lower_bound (≥ 1)."""
         return self.objective_per_query / self.lower_bound_per_query
 
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable summary: every field above, ``gap``, ``ratio`` and ``seed`` (None: optimize does
+        not record it), with the strategy summarised (kind, name, shape, domain) rather than stored.
+
+        Only dict, list, str, int, float, bool and None: numpy scalars become Python numbers, arrays in
+        ``history``/``extra`` lists (summarised past 4,096 entries), other objects their repr, and non-finite
+        floats the strings "inf", "-inf", "nan" (so it is strict JSON and round-trips exactly).
+        :func:`mmopt.save` stores it with the strategy itself.
+
+        Examples
+        --------
+        >>> import json, mmopt
+        >>> d = mmopt.optimize(mmopt.workload.prefix(4), method="identity").to_dict()
+        >>> json.loads(json.dumps(d, allow_nan=False)) == d, d["strategy"]["kind"], d["strategy"]["shape"]
+        (True, 'dense', [4, 4])
+        """
+        from mmopt._persist_json import result_dict  # lazy: it imports the strategy classes
+
+        return result_dict(self)
+
     def __str__(self) -> str:
         lines = [("status", self.status), ("method", self.method), ("solver", self.solver), ("norm", self.norm),
                  ("objective", f"{self.objective:.6g}"), ("lower_bound", f"{self.lower_bound:.6g}"),

@@ -1,0 +1,173 @@
+"""The ``mmopt`` command line: list workloads, evaluate a strategy, optimise one, release data privately.
+
+Run ``mmopt --help`` (or ``python -m mmopt.cli --help``) for the sub-commands and examples, and
+``mmopt workloads`` for the workload spec grammar (:mod:`mmopt.cli.spec`). Exit codes: 0 success, 2 a usage
+or validation error (the library's ValueError/TypeError message, printed as ``mmopt: error: ...``, no
+traceback), 1 a failure of the computation (NumericalError, SolverError, a missing optional package).
+
+Examples
+--------
+>>> main(["evaluate", "all_range:4", "--json"])  # doctest: +ELLIPSIS
+{...
+  "total_squared_error": 40.0,
+...
+0
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+import warnings
+
+import mmopt
+from mmopt.cli import commands
+from mmopt.error import NumericalError
+from mmopt.optimize import METHODS, MULTIDIM_METHODS
+from mmopt.solvers import SolverError
+
+__all__ = ["build_parser", "main"]
+
+_RAW = argparse.RawDescriptionHelpFormatter
+_EXAMPLES = {
+    None: """examples:
+  mmopt workloads                                    # every workload and strategy spec, with examples
+  mmopt evaluate all_range:64 --strategy H2          # expected error of H2 on all ranges, ε = 1
+  mmopt optimize prefix:64 --method min_error --save best.npz
+  mmopt evaluate prefix:64 --strategy best.npz --epsilon 0.5 --json
+  mmopt release prefix:64 --data counts.csv --epsilon 1 --out answers.csv""",
+    "workloads": """examples:
+  mmopt workloads
+  mmopt workloads --json""",
+    "evaluate": """examples:
+  mmopt evaluate all_range:256 --strategy H2 --epsilon 0.5
+  mmopt evaluate 'kron(prefix:50,identity:100)' --strategy 'kron(H2,identity)' --json
+  mmopt evaluate sf1 --epsilon 1 --delta 1e-6 --out sf1_identity.csv
+  mmopt evaluate 'stack(2*prefix:8,all_range:8)' --strategy wavelet
+  mmopt evaluate prefix:64 --strategy best.npz        # a strategy saved by 'mmopt optimize --save'""",
+    "optimize": """examples:
+  mmopt optimize all_range:64                                 # l2_approx, the (ε,δ)-optimal strategy
+  mmopt optimize prefix:128 --method min_error --seed 1 --option restarts=4 --verbose
+  mmopt optimize 'marginals:4x4x4x4:k=2' --method auto --json --out result.json
+  mmopt optimize all_range:64 --method min_error --save best.npz
+  mmopt optimize all_range:64 --method min_sensitivity --initial best.npz""",
+    "release": """examples:
+  mmopt release prefix:64 --data counts.npy --epsilon 1 --strategy H2 --out answers.npy
+  mmopt release all_range:32 --data counts.csv --epsilon 0.5 --delta 1e-6 --reconstruct projection \\
+      --out answers.csv --json
+The data file holds the true histogram x (counts >= 0, one per cell; C order for a product domain). Noise
+comes from OpenDP's vetted samplers with a verified (ε, δ) guarantee (mmopt.release; needs opendp).""",
+}
+
+
+def _privacy_args(p: argparse.ArgumentParser, required: bool = False) -> None:
+    p.add_argument("--epsilon", "-e", type=float, required=required, default=None if required else 1.0,
+                   help="privacy budget ε > 0" + ("" if required else " (default 1)"))
+    p.add_argument("--delta", "-d", type=float, default=0.0,
+                   help="δ in [0, 1): 0 = Laplace noise (ε-DP), > 0 = Gaussian noise ((ε,δ)-DP) (default 0)")
+
+
+def _output_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON with every number instead of a table")
+    p.add_argument("--out", "-o", metavar="FILE", help="also write the result to FILE (.json or .csv)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mmopt", formatter_class=_RAW, epilog=_EXAMPLES[None],
+        description="The matrix mechanism (Li et al., PODS 2010): exact error, optimised strategies, private "
+                    "release.\nSPEC names a workload, e.g. prefix:64, all_range:256, 'kron(prefix:50,identity:100)', "
+                    "sf1; see 'mmopt workloads'.")
+    parser.add_argument("--version", action="version", version=f"mmopt {mmopt.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def add(name: str, help_: str, fn) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_, description=help_, epilog=_EXAMPLES[name], formatter_class=_RAW)
+        p.set_defaults(func=fn)
+        return p
+
+    p = add("workloads", "list the workload and strategy specs, with a description and an example each",
+            commands.workloads)
+    p.add_argument("--json", action="store_true", help="print the list as JSON")
+
+    p = add("evaluate", "the exact expected error of a strategy on a workload, the SVD lower bound and their ratio",
+            commands.evaluate)
+    p.add_argument("spec", metavar="SPEC", help="the workload (see 'mmopt workloads')")
+    p.add_argument("--strategy", "-s", default="identity",
+                   help="identity (default), hierarchical[:B] / H2, wavelet, kron(S, ...), FILE.npz (saved), FILE.npy")
+    _privacy_args(p)
+    _output_args(p)
+
+    methods = ", ".join([*METHODS, *MULTIDIM_METHODS])
+    p = add("optimize", "find a strategy for a workload (mmopt.optimize) and report its expected error",
+            commands.optimize)
+    p.add_argument("spec", metavar="SPEC", help="the workload (see 'mmopt workloads')")
+    p.add_argument("--method", "-m", default="l2_approx", help=f"one of {methods} (default l2_approx)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random restarts (default 0: reproducible)")
+    _privacy_args(p)
+    p.add_argument("--norm", choices=("l1", "l2"), default=None,
+                   help="sensitivity norm of the objective (default: the method's, l2 for l2_approx, else l1)")
+    p.add_argument("--max-iterations", type=int, default=None, help="the method's iteration budget")
+    p.add_argument("--tol", type=float, default=None, help="the method's convergence tolerance, in (0, 1)")
+    p.add_argument("--initial", metavar="STRATEGY",
+                   help="a strategy spec (as for evaluate --strategy): min_error's warm start, min_sensitivity's input")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="a method option, repeatable (e.g. restarts=4, engine=local, polish=false)")
+    p.add_argument("--save", metavar="FILE.npz", help="save the strategy (mmopt.save) with the workload and privacy")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --save file")
+    p.add_argument("--verbose", "-v", action="store_true", help="print progress to stderr")
+    _output_args(p)
+
+    p = add("release", "answer a workload on real data with OpenDP noise (mmopt.release)", commands.release)
+    p.add_argument("spec", metavar="SPEC", help="the workload (see 'mmopt workloads')")
+    p.add_argument("--data", required=True, metavar="FILE", help="the true histogram x, .npy or .csv")
+    _privacy_args(p, required=True)
+    p.add_argument("--strategy", "-s", default="identity", help="as for evaluate (default identity)")
+    p.add_argument("--reconstruct", choices=("least_squares", "nnls", "projection"), default="least_squares",
+                   help="how x̂ is estimated from the noisy measurements (post-processing; default least_squares)")
+    p.add_argument("--total", type=float, default=None, help="a public total Σx to impose (nnls, projection)")
+    p.add_argument("--out", "-o", required=True, metavar="FILE", help="where to write the answers W x̂ (.npy or .csv)")
+    p.add_argument("--estimate", metavar="FILE", help="also write the estimate x̂ (.npy or .csv)")
+    p.add_argument("--json", action="store_true", help="print the release report as JSON instead of a table")
+    return parser
+
+
+def _warn(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"mmopt: warning: {message}", file=sys.stderr)
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"mmopt: error: {message}", file=sys.stderr)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line on ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or argparse's own usage error (code 2)
+        return exc.code if isinstance(exc.code, int) else 0
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        with warnings.catch_warnings():  # the library's warnings (e.g. a total beyond float64), without source lines
+            warnings.showwarning = _warn
+            return args.func(args)
+    except BrokenPipeError:  # e.g. 'mmopt ... --json | head': stop quietly, as other command-line tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except (NumericalError, SolverError) as exc:  # NumericalError is a ValueError: caught first
+        return _fail(str(exc), 1)
+    except ImportError as exc:
+        return _fail(f"{exc} (an optional package is missing; for 'release': pip install opendp)", 1)
+    except (ValueError, TypeError, OSError) as exc:
+        return _fail(str(exc), 2)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+    except Exception as exc:  # a bug: say so, with the traceback a report needs
+        traceback.print_exc()
+        return _fail(f"unexpected {type(exc).__name__}: {exc}. Please report this.", 1)

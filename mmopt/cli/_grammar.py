@@ -1,0 +1,146 @@
+"""The tokenizer and recursive-descent parser shared by the workload and strategy specs of the command line.
+
+The grammar itself (EBNF) is documented in :mod:`mmopt.cli.spec`; this module only turns text into a tree
+of :class:`Node` objects and words every syntax error the same way: what went wrong, at which character
+of which spec, and the grammar. Nothing is evaluated.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["Arg", "Node", "Parser", "is_file", "spec_error"]
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One ``:arg`` of a leaf: ``value`` or ``key=value``, at character ``pos`` of the spec."""
+
+    key: str | None
+    value: str
+    pos: int
+
+
+@dataclass(frozen=True)
+class Node:
+    """A parsed spec: a leaf (``name`` and ``args``), a call ("kron"/"stack" with ``children``) or a file."""
+
+    kind: str  # "leaf", "call" or "file"
+    name: str  # the leaf's or call's name, or the file path
+    pos: int
+    args: tuple[Arg, ...] = ()
+    children: tuple[Node, ...] = ()
+    weight: float | None = None
+
+
+def spec_error(text: str, pos: int, what: str, *, known: str = "", grammar: str) -> ValueError:
+    """The one message format: what went wrong, at which position of which spec, and the grammar."""
+    tail = f" Known: {known}." if known else ""
+    return ValueError(f"{what} at position {pos} in '{text}'.{tail}\n{grammar}")
+
+
+# -- tokens and parser -------------------------------------------------------------------------------
+_TOKEN = re.compile(r"\s*(?:([(),:*=])|([^\s(),:*=]+))")
+
+
+def _tokens(text: str) -> list[tuple[str, str, int]]:
+    out, i = [], 0
+    while (match := _TOKEN.match(text, i)) is not None:  # None once only spaces are left
+        punct, word = match.groups()
+        out.append(("punct", punct, match.start(1)) if punct else ("word", word, match.start(2)))
+        i = match.end()
+    return out
+
+
+def is_file(word: str) -> bool:
+    return word.lower().endswith((".npy", ".npz"))
+
+
+class Parser:
+    """Recursive descent over the token list, one method per grammar rule.
+
+    ``is_known(name)`` says which leaf names exist, ``calls`` which names take parenthesised parts, and
+    ``noun``, ``known`` and ``grammar`` word the errors (the strategy specs reuse this parser).
+    """
+
+    def __init__(self, text: str, *, is_known: Callable[[str], bool], calls: tuple[str, ...], noun: str, known: str,
+                 grammar: str):
+        self.text, self.toks, self.i = text, _tokens(text), 0
+        self.is_known, self.calls, self.noun, self.known, self.grammar = is_known, calls, noun, known, grammar
+
+    def error(self, pos: int, what: str, **kw) -> ValueError:
+        return spec_error(self.text, pos, what, grammar=self.grammar, **kw)
+
+    def peek(self, value: str | None = None):
+        tok = self.toks[self.i] if self.i < len(self.toks) else None
+        return tok if value is None or (tok is not None and tok[1] == value) else None
+
+    def take(self, expected: str):
+        tok = self.peek()
+        if tok is None:
+            raise self.error(len(self.text), f"expected {expected} but the spec ended")
+        self.i += 1
+        return tok
+
+    def whole(self) -> Node:
+        """The entire text as one part, nothing left over."""
+        node = self.part(in_stack=False)
+        extra = self.peek()
+        if extra is not None:
+            raise self.error(extra[2], f"unexpected '{extra[1]}' after a complete {self.noun}")
+        return node
+
+    def part(self, in_stack: bool) -> Node:
+        kind, value, pos = self.take(f"a {self.noun}")
+        weight = None
+        if kind == "word" and self.peek("*"):
+            try:
+                weight = float(value)
+            except ValueError:
+                raise self.error(pos, f"weight '{value}' is not a number") from None
+            if not in_stack:
+                raise self.error(pos, f"weight '{value}*' is only allowed on a part of stack(...)")
+            self.i += 1
+            kind, value, pos = self.take(f"a {self.noun} after the weight")
+        if kind != "word":
+            raise self.error(pos, f"unexpected '{value}' where a {self.noun} name belongs")
+        node = self.item(value, pos)
+        return node if weight is None else Node(node.kind, node.name, node.pos, node.args, node.children, weight)
+
+    def item(self, word: str, pos: int) -> Node:
+        if word in self.calls:
+            return self.call(word, pos)
+        if is_file(word):
+            return Node("file", word, pos)
+        if not self.is_known(word):
+            raise self.error(pos, f"unknown {self.noun} '{word}'", known=self.known)
+        args = []
+        while self.peek(":"):
+            self.i += 1
+            kind, value, apos = self.take(f"an argument of '{word}'")
+            if kind != "word":
+                raise self.error(apos, f"unexpected '{value}' where an argument of '{word}' belongs")
+            key = None
+            if self.peek("="):
+                self.i += 1
+                kind, val2, _ = self.take(f"a value for '{value}='")
+                if kind != "word":
+                    raise self.error(apos, f"'{value}=' of '{word}' has no value")
+                key, value = value, val2
+            args.append(Arg(key, value, apos))
+        return Node("leaf", word, pos, tuple(args))
+
+    def call(self, name: str, pos: int) -> Node:
+        if not self.peek("("):
+            raise self.error(pos, f"'{name}' needs its parts in parentheses: {name}(..., ...)")
+        self.i += 1
+        children = [self.part(name == "stack")]
+        while self.peek(","):
+            self.i += 1
+            children.append(self.part(name == "stack"))
+        kind, value, cpos = self.take(f"',' or ')' to close {name}(")
+        if value != ")":
+            raise self.error(cpos, f"unexpected '{value}' in {name}(...): expected ',' or ')'")
+        return Node("call", name, pos, children=tuple(children))

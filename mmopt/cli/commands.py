@@ -1,0 +1,231 @@
+"""The sub-commands of ``mmopt``: workloads, evaluate, optimize, release. Each takes the parsed arguments and
+returns the exit code; errors propagate to :func:`mmopt.cli.main`, which turns them into exit codes.
+
+Every number printed comes from the library (``mmopt.evaluate``, ``mmopt.svd_bound``, ``mmopt.optimize``,
+``mmopt.release``); nothing is recomputed here. ``release`` is the only command that touches data, and it
+goes through OpenDP's vetted samplers (:func:`mmopt.release`), never the seeded simulation path.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+import mmopt
+from mmopt.cli import output as out
+from mmopt.cli.spec import COMPOSITES, EBNF, FORMS, build_workload
+from mmopt.cli.strategies import STRATEGY_FORMS, build_strategy, persistence
+from mmopt.structured import svd_bound as implicit_svd_bound
+from mmopt.workload import ImplicitWorkload
+
+__all__ = ["evaluate", "optimize", "parse_option", "release", "workloads"]
+
+# mmopt.mechanism.release builds W x̂ from a family workload only up to m·n entries (its _MAX_ANSWER_ENTRIES),
+# the implicit path up to m answers: checked before any noise is drawn, so no budget is spent for nothing.
+_MAX_ANSWERS = 10**7
+
+
+def _emit(args, record: dict, text: str) -> None:
+    if getattr(args, "out", None) and args.command != "release":
+        out.write_record(args.out, record)
+    if args.json:
+        out.write_json(record)
+    else:
+        print(text)
+
+
+def workloads(args) -> int:
+    """List every workload spec form and strategy spec form, with an example each."""
+    record = {"workloads": [{"form": f.pattern, "description": f.description, "example": f.example}
+                            for f in FORMS.values()] +
+                           [{"form": p, "description": d, "example": e} for p, d, e in COMPOSITES],
+              "strategies": [{"form": p, "description": d, "example": e} for p, d, e in STRATEGY_FORMS],
+              "grammar": EBNF}
+    if args.json:
+        out.write_json(record)
+        return 0
+    for title, rows in (("Workload specs (mmopt evaluate SPEC, mmopt optimize SPEC, mmopt release SPEC):",
+                         record["workloads"]), ("Strategy specs (--strategy):", record["strategies"])):
+        w1 = max(len(r["form"]) for r in rows)
+        w2 = max(len(r["description"]) for r in rows)
+        print(title)
+        for r in rows:
+            print(f"  {r['form']:<{w1}}  {r['description']:<{w2}}  e.g. {r['example']}")
+        print()
+    print("Workload spec grammar (EBNF; spaces between tokens are ignored):")
+    print("\n".join("  " + line for line in EBNF.splitlines()))
+    print("A spec that is a whole existing file path is read as a file. Quote specs with ( ) * in a shell.")
+    return 0
+
+
+def _privacy(args) -> mmopt.Privacy:
+    return mmopt.Privacy(args.epsilon, args.delta)
+
+
+def _workload_info(W) -> dict:
+    info = {"name": W.name, "domain_size": W.domain_size, "n_queries": W.n_queries}
+    if isinstance(W, ImplicitWorkload):
+        info["shape"] = list(W.shape)
+    return info
+
+
+def _evaluation(W, A, P) -> dict:
+    """evaluate's report, the SVD bound at the same privacy, and their ratio (per query: finite for any m)."""
+    report = mmopt.evaluate(W, A, P)
+    record = out.record_of(report)
+    if isinstance(W, ImplicitWorkload):
+        b = implicit_svd_bound(W, P)
+        bound, bound_exact, per_query = b.value, b.exact, b.value / W.n_queries
+    else:
+        bound, bound_exact = mmopt.svd_bound(W, P), True
+        per_query = mmopt.svd_bound(W, P, per_query=True)
+    record.update(svd_bound=bound, svd_bound_exact=bound_exact,
+                  ratio=report.mean_squared_error / per_query if per_query > 0 else float("inf"))
+    return record
+
+
+def evaluate(args) -> int:
+    if args.out:
+        out.check_extension(args.out, (".json", ".csv"), "--out")
+    W = build_workload(args.spec)
+    P = _privacy(args)
+    A = build_strategy(args.strategy, W)
+    record = _evaluation(W, A, P)
+    _emit(args, record, out.table(record.items(), f"Expected error of {record['strategy']} on {W.name}:"))
+    return 0
+
+
+def parse_option(text: str) -> tuple[str, object]:
+    """'key=value' → (key, value) with value an int, float, bool (true/false) or string."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"The --option value must look like key=value (e.g. restarts=4). Got '{text}'.")
+    low = raw.strip().lower()
+    if low in ("true", "false"):
+        return key.strip(), low == "true"
+    for kind in (int, float):
+        try:
+            return key.strip(), kind(raw)
+        except ValueError:
+            pass
+    return key.strip(), raw
+
+
+def _extra(extra) -> dict:
+    """The JSON-representable entries of OptimizeResult.extra (others, e.g. strategy objects, are left out)."""
+    clean = {}
+    for k, v in dict(extra).items():
+        try:
+            clean[str(k)] = out.jsonable(v)
+        except TypeError:
+            continue
+    return clean
+
+
+def optimize(args) -> int:
+    if args.out:
+        out.check_extension(args.out, (".json", ".csv"), "--out")
+    if args.save:
+        out.check_extension(args.save, (".npz",), "--save")
+        if os.path.exists(args.save) and not args.force:
+            raise ValueError(f"The --save file '{args.save}' exists. Pass --force to overwrite it.")
+        save, _ = persistence()  # refused before a long run, not after
+    W = build_workload(args.spec)
+    P = _privacy(args)
+    options = dict(parse_option(o) for o in args.option or ())
+    initial = None if args.initial is None else build_strategy(args.initial, W)
+    res = mmopt.optimize(W, method=args.method, seed=args.seed, norm=args.norm, tol=args.tol, initial=initial,
+                         max_iterations=args.max_iterations, verbose=args.verbose, options=options or None)
+    A = res.strategy
+    record = {"workload": _workload_info(W), "method": res.method, "status": res.status, "success": res.success,
+              "solver": res.solver, "norm": res.norm, "objective": res.objective, "lower_bound": res.lower_bound,
+              "gap": res.gap, "ratio": res.ratio, "iterations": res.iterations, "seconds": res.seconds,
+              "objective_per_query": res.objective_per_query, "lower_bound_per_query": res.lower_bound_per_query,
+              "message": res.message,
+              "strategy": {"name": A.name, "rows": int(getattr(A, "n_rows", None) or A.matrix.shape[0]),
+                           "domain_size": A.domain_size, "implicit": not isinstance(A, mmopt.Strategy)},
+              "extra": _extra(res.extra), "evaluate": _evaluation(W, A, P), "saved": None}
+    if args.save:
+        save(args.save, res, workload=W, privacy=P, overwrite=bool(args.force))
+        record["saved"] = args.save
+    text = out.table([(k, v) for k, v in record.items() if k not in ("evaluate", "extra")],
+                     f"optimize({W.name}, method={args.method!r}):")
+    text += "\n\n" + out.table(record["evaluate"].items(), f"Its expected error at ε={P.epsilon:g}, δ={P.delta:g}:")
+    _emit(args, record, text)
+    return 0
+
+
+def _load_data(path: str) -> np.ndarray:
+    ext = out.check_extension(path, (".npy", ".csv"), "--data")
+    if ext == ".npy":
+        return np.load(path, allow_pickle=False)
+    try:
+        return np.loadtxt(path, delimiter=",", ndmin=1)
+    except ValueError as exc:
+        raise ValueError(f"Could not read the --data file '{path}' as numbers separated by commas (no header): "
+                         f"{exc}") from None
+
+
+def _check_answers_available(W) -> None:
+    if isinstance(W, ImplicitWorkload):
+        ok = W.n_queries <= _MAX_ANSWERS
+    else:
+        ok = W.matrix is not None or (W.family != "gram" and W.n_queries * W.domain_size <= _MAX_ANSWERS)
+    if not ok:
+        raise ValueError(f"release cannot write the answers of '{W.name}': its query matrix is not known (a Gram-only "
+                         f"workload) or has more than {_MAX_ANSWERS:,} entries. Use a workload given by its queries.")
+
+
+def _check_writable(path: str, option: str) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK) or os.path.isdir(path):
+        raise ValueError(f"The {option} file '{path}' cannot be written (no such folder, not writable, or a folder).")
+
+
+def release(args) -> int:
+    answers_ext = out.check_extension(args.out, (".npy", ".csv"), "--out")
+    estimate_ext = out.check_extension(args.estimate, (".npy", ".csv"), "--estimate") if args.estimate else None
+    for path, option in ((args.out, "--out"), (args.estimate, "--estimate")):
+        if path:
+            _check_writable(path, option)  # the budget is spent once: never draw noise that cannot be saved
+    W = build_workload(args.spec)
+    P = _privacy(args)
+    A = build_strategy(args.strategy, W)
+    x = _load_data(args.data)
+    if not isinstance(W, ImplicitWorkload):
+        x = x.ravel()  # a dense workload reads a flat histogram (C order)
+    _check_answers_available(W)
+    expected = mmopt.evaluate(W, A, P)  # refuses an unsupported pair before the data is touched
+    res = mmopt.release(W, A, x, P, reconstruct=args.reconstruct, total=args.total)
+    if res.answers is None:  # not expected after the check above; never write a partial result
+        raise RuntimeError(f"release returned no answers for '{W.name}'.")
+    _save_vector(args.out, res.answers, answers_ext)
+    if args.estimate:
+        _save_vector(args.estimate, np.ravel(res.estimate), estimate_ext)
+    variance = (2.0 if P.noise == "laplace" else 1.0) * res.noise_scale ** 2
+    rec = res.reconstruction
+    record = {"workload": _workload_info(W), "strategy": expected.strategy, **out.privacy_fields(P),
+              "path": res.path, "noise_scale": res.noise_scale, "sensitivity": res.sensitivity,
+              "sensitivity_exact": getattr(res, "sensitivity_exact", True),  # False: a proven upper bound
+              "verified_loss": out.jsonable(getattr(res, "verified_loss", None)),  # OpenDP's map (dense path)
+              "n_answers": int(np.size(res.answers)),
+              "answers_file": args.out, "estimate_file": args.estimate,
+              "reconstruct": {"method": rec.method, "solver": rec.solver, "iterations": rec.iterations,
+                              "optimality": rec.optimality, "total": rec.total} if rec else args.reconstruct,
+              # least squares is unbiased with this total error; projection never exceeds it (nnls may)
+              "expected_total_squared_error_least_squares":
+                  expected.total_squared_error / (P.variance_factor * expected.sensitivity ** 2) * variance,
+              "expected_total_is_upper_bound": not getattr(expected, "total_exact", True)}
+    if args.json:
+        out.write_json(record)
+    else:
+        print(out.table(record.items(), f"Released {record['n_answers']:,} answers of {W.name} to {args.out}:"))
+    return 0
+
+
+def _save_vector(path: str, vector: np.ndarray, ext: str) -> None:
+    if ext == ".npy":
+        np.save(path, np.asarray(vector))
+    else:
+        np.savetxt(path, np.ravel(vector), fmt="%.17g")

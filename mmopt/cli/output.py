@@ -1,0 +1,118 @@
+"""How the command line shows results: aligned tables on the terminal, JSON on stdout, JSON/CSV files.
+
+Every record is a plain dict of numbers, strings, booleans and nested dicts. JSON keeps every number at
+full precision (exact integers stay exact, e.g. m = 2ⁿ − 1 for all predicates); non-finite floats become
+the strings "inf", "-inf" and "nan", so the output is strict JSON. A CSV file holds one header row and one
+data row, nested keys joined by dots.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import os
+import sys
+
+import numpy as np
+
+__all__ = ["check_extension", "jsonable", "privacy_fields", "record_of", "table", "write_json", "write_record"]
+
+
+def jsonable(value):
+    """``value`` with numpy scalars and arrays, tuples and non-finite floats turned into JSON types.
+
+    Raises TypeError for anything else (callers drop such entries rather than print a repr).
+    """
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, int | np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        x = float(value)
+        return x if math.isfinite(x) else ("nan" if math.isnan(x) else ("inf" if x > 0 else "-inf"))
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | np.ndarray):
+        return [jsonable(v) for v in value]
+    raise TypeError(f"not representable in JSON: {type(value).__name__}")
+
+
+def privacy_fields(privacy) -> dict:
+    """noise, epsilon, delta of a Privacy (or unit privacy for None)."""
+    if privacy is None:
+        return {"noise": "unit", "epsilon": None, "delta": None}
+    return {"noise": privacy.noise, "epsilon": privacy.epsilon, "delta": privacy.delta}
+
+
+def record_of(report) -> dict:
+    """The fields of an ErrorReport (dense or implicit) as a flat dict; arrays and the Privacy object left out."""
+    out: dict = {}
+    for f in dataclasses.fields(report):
+        value = getattr(report, f.name)
+        if f.name == "privacy":
+            out.update(privacy_fields(value))
+        elif not isinstance(value, np.ndarray) and f.name != "per_query_variance":
+            out[f.name] = jsonable(value)
+    return out
+
+
+def _show(value) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}" if abs(value) < 10**15 else f"~1e{math.log10(abs(value)):.2f}"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, list):
+        return "(" + ", ".join(_show(v) for v in value) + ")"
+    return str(value)
+
+
+def table(rows, title: str | None = None) -> str:
+    """Aligned 'key: value' lines (nested dicts flattened with dots), under an optional title."""
+    flat = list(_flatten(dict(rows)).items())
+    width = max((len(k) for k, _ in flat), default=0)
+    lines = [title] if title else []
+    lines += [f"  {k:<{width}}  {_show(v)}" for k, v in flat]
+    return "\n".join(lines)
+
+
+def _flatten(record: dict, prefix: str = "") -> dict:
+    out: dict = {}
+    for k, v in record.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def write_json(record: dict, stream=None) -> None:
+    json.dump(jsonable(record), stream or sys.stdout, indent=2, allow_nan=False)
+    (stream or sys.stdout).write("\n")
+
+
+def check_extension(path: str, allowed: tuple[str, ...], option: str) -> str:
+    """The lower-case extension of ``path`` if allowed, else a ValueError naming the option."""
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in allowed:
+        raise ValueError(f"The {option} file must end in {' or '.join(allowed)} (the format follows the "
+                         f"extension). Got '{path}'.")
+    return ext
+
+
+def write_record(path: str, record: dict) -> None:
+    """Write ``record`` as JSON (.json) or as a one-row CSV with dotted column names (.csv)."""
+    ext = check_extension(path, (".json", ".csv"), "--out")
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        if ext == ".json":
+            write_json(record, fh)
+            return
+        flat = {k: (json.dumps(v) if isinstance(v, list) else v) for k, v in _flatten(jsonable(record)).items()}
+        writer = csv.DictWriter(fh, fieldnames=list(flat))
+        writer.writeheader()
+        writer.writerow(flat)

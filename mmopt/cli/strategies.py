@@ -1,0 +1,141 @@
+"""Strategy specs for the command line (``--strategy``), and the lazy link to saved strategies.
+
+The grammar (EBNF, tokens as in :mod:`mmopt.cli.spec`)::
+
+    strategy = leaf | "kron" "(" leaf { "," leaf } ")" | file ;
+    leaf     = "identity" | "hierarchical" [ ":" B ] | "H" B | "wavelet" ;   (* B: the branching, default 2 *)
+    file     = word ending in ".npz" (saved with mmopt.save / --save) | ".npy" (a strategy matrix A) ;
+
+A leaf is sized from the workload: over its n cells for a dense workload, and as the product of one
+per-attribute strategy for an implicit (product-domain) workload, e.g. ``identity`` on ``sf1`` is
+I ⊗ … ⊗ I. ``kron(S1, ..., Sd)`` chooses each attribute's strategy; it needs a workload built on a product
+domain (``kron``, ``marginals``, a census workload).
+
+Examples
+--------
+>>> from mmopt.cli.spec import build_workload
+>>> build_strategy("H2", build_workload("prefix:8")).matrix.shape
+(15, 8)
+>>> build_strategy("kron(hierarchical:2, identity)", build_workload("ranges_2d:4")).shape
+(4, 4)
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+
+import numpy as np
+
+from mmopt import strategy as st
+from mmopt import workload as wl
+from mmopt.cli._grammar import Node, Parser, is_file, spec_error
+
+__all__ = ["STRATEGY_FORMS", "STRATEGY_GRAMMAR", "build_strategy", "persistence"]
+
+STRATEGY_GRAMMAR = ("Strategies: identity | hierarchical[:B] (H2 = hierarchical:2) | wavelet | kron(S, ...) (one "
+                    "per attribute) | FILE.npz (saved with 'mmopt optimize --save') | FILE.npy (a matrix A).")
+STRATEGY_FORMS = (
+    ("identity", "measure every cell once (I)", "identity"),
+    ("hierarchical[:B]", "the B-ary tree of ranges H_B (H2 = hierarchical:2)", "hierarchical:4"),
+    ("wavelet", "the Haar wavelet Y (n a power of two)", "wavelet"),
+    ("kron(S, ...)", "one strategy per attribute of a product-domain workload", "kron(H2,identity)"),
+    ("FILE.npz", "a strategy saved by 'mmopt optimize --save' (mmopt.save)", "best.npz"),
+    ("FILE.npy", "a strategy matrix A (p×n) saved with numpy.save", "A.npy"),
+)
+_LEAVES = ("identity", "hierarchical", "wavelet")
+
+
+def _err(text: str, pos: int, what: str) -> ValueError:
+    return spec_error(text, pos, what, grammar=STRATEGY_GRAMMAR)
+
+
+def _known(word: str) -> bool:
+    return word in _LEAVES or re.fullmatch(r"H\d+", word) is not None
+
+
+def _one(node: Node, n: int, text: str) -> st.Strategy:
+    """One leaf over n cells."""
+    if node.kind != "leaf":
+        raise _err(text, node.pos, f"'{node.name}' cannot be a factor of kron(...); use identity, hierarchical[:B], "
+                                   "H2 or wavelet")
+    name, args = node.name, node.args
+    if len(args) > (1 if name == "hierarchical" else 0):
+        raise _err(text, args[-1].pos, f"too many arguments for strategy '{name}'")
+    if name == "identity":
+        return st.identity(n)
+    if name == "wavelet":
+        return st.wavelet(n)
+    if name == "hierarchical" and not args:
+        return st.hierarchical(n)
+    raw, pos = (name[1:], node.pos) if name != "hierarchical" else (args[0].value, args[0].pos)
+    try:
+        b = int(raw)
+    except ValueError:
+        raise _err(text, pos, f"branching '{raw}' of '{name}' is not an integer") from None
+    return st.hierarchical(n, b)
+
+
+def _shape(workload, text: str, pos: int) -> tuple[int, ...]:
+    implicit = wl.structure_of(workload)
+    if implicit is None:
+        raise _err(text, pos, f"kron(...) needs a workload on a product domain; '{workload.name}' has none (build "
+                              "it with kron, marginals or a census name)")
+    return implicit.shape
+
+
+def persistence():
+    """(save, load) from mmopt (``mmopt.save``/``mmopt.load``, or :mod:`mmopt.persist`/``mmopt.io``)."""
+    import mmopt
+    save, load = getattr(mmopt, "save", None), getattr(mmopt, "load", None)
+    for module in ("mmopt.persist", "mmopt.io"):
+        if save is not None and load is not None:
+            break
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError:
+            continue
+        save, load = getattr(mod, "save", None), getattr(mod, "load", None)
+    if save is None or load is None:
+        raise ValueError("Saved strategies need mmopt.save and mmopt.load, which this installation of mmopt "
+                         "lacks. Upgrade mmopt, or pass the strategy matrix as a .npy file.")
+    return save, load
+
+
+def _load(path: str, text: str, pos: int, workload):
+    if not os.path.exists(path):
+        raise _err(text, pos, f"strategy file '{path}' does not exist")
+    if path.lower().endswith(".npy"):
+        return st.Strategy(np.load(path, allow_pickle=False), os.path.basename(path))
+    _, load = persistence()
+    return load(path, workload=workload).strategy  # load checks the file and that its domain fits the workload
+
+
+def build_strategy(text: str, workload):
+    """The strategy a spec names, sized for ``workload`` (dense or implicit). Raises ValueError."""
+    if not isinstance(text, str) or not text.strip():
+        raise _err(str(text), 0, "empty strategy spec")
+    stripped = text.strip()
+    if is_file(stripped) and os.path.exists(stripped):  # a whole path may hold ':' or ','
+        return _load(stripped, text, 0, workload)
+    known = "identity, hierarchical[:B], H2, H4, ..., wavelet, kron(...), FILE.npz, FILE.npy"
+    node = Parser(text, is_known=_known, calls=("kron",), noun="strategy", known=known,
+                  grammar=STRATEGY_GRAMMAR).whole()
+    if node.kind == "file":
+        return _load(node.name, text, node.pos, workload)
+    try:
+        if node.kind == "call":
+            shape = _shape(workload, text, node.pos)
+            if len(node.children) != len(shape):
+                raise _err(text, node.pos, f"kron(...) has {len(node.children)} factors but the workload has "
+                                           f"{len(shape)} attributes {shape}")
+            return st.kron(*[_one(c, n, text) for c, n in zip(node.children, shape, strict=True)])
+        if isinstance(workload, wl.ImplicitWorkload):
+            return st.kron(*[_one(node, n, text) for n in workload.shape])
+        return _one(node, workload.domain_size, text)
+    except (ValueError, TypeError) as exc:
+        if f" in '{text}'" in str(exc):
+            raise
+        kind = TypeError if isinstance(exc, TypeError) else ValueError
+        raise kind(f"{exc} (building strategy '{text}')") from None

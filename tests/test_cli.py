@@ -1,0 +1,128 @@
+"""The ``mmopt`` command line run as a user runs it: ``python -m mmopt.cli`` and the ``mmopt`` console script.
+
+Every number the command prints is compared with the library's own, computed here in-process. The spec
+grammar and the many error cases are tested in process (tests/test_cli_spec.py); each subprocess costs
+about a second, so only a handful run here.
+"""
+
+import csv
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt import strategy as st
+from mmopt import workload as wl
+
+_ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+_HAS_PERSIST = hasattr(mmopt, "save") or importlib.util.find_spec("mmopt.persist") is not None
+_HAS_OPENDP = importlib.util.find_spec("opendp") is not None
+
+
+def run(*args, cwd, command=(sys.executable, "-m", "mmopt.cli")):
+    return subprocess.run([*command, *map(str, args)], capture_output=True, text=True, cwd=cwd, env=_ENV,
+                          timeout=300)
+
+
+def test_help_and_bad_spec(tmp_path):
+    r = run("--help", cwd=tmp_path)
+    assert r.returncode == 0 and "examples:" in r.stdout and "mmopt evaluate all_range:64" in r.stdout
+    r = run("evaluate", "prefx:8", cwd=tmp_path)
+    assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr
+    assert r.stderr.startswith("mmopt: error: unknown workload 'prefx' at position 0 in 'prefx:8'. Known:")
+    assert "Grammar:" in r.stderr
+
+
+def test_evaluate_json_and_out_files(tmp_path):
+    args = ("evaluate", "all_range:16", "--strategy", "H2", "--epsilon", "0.5")
+    r = run(*args, "--json", "--out", "e.csv", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    W, P = wl.all_range(16), mmopt.Privacy(0.5)
+    ref = mmopt.evaluate(W, st.hierarchical(16), P)
+    bound = mmopt.svd_bound(W, P)
+    assert got["total_squared_error"] == ref.total_squared_error  # JSON keeps every bit of a float
+    assert got["max_variance"] == ref.max_variance and got["sensitivity"] == ref.sensitivity
+    assert got["svd_bound"] == bound and got["ratio"] == pytest.approx(ref.total_squared_error / bound, rel=1e-12)
+    assert got["n_queries"] == 136 and got["epsilon"] == 0.5 and got["noise"] == "laplace"
+    with open(tmp_path / "e.csv", newline="") as fh:
+        (row,) = list(csv.DictReader(fh))
+    assert float(row["total_squared_error"]) == ref.total_squared_error and float(row["svd_bound"]) == bound
+    r = run(*args, "--out", "e.json", cwd=tmp_path)  # the table on the terminal, JSON in the file
+    assert r.returncode == 0 and "total_squared_error" in r.stdout and not r.stdout.lstrip().startswith("{")
+    assert json.loads((tmp_path / "e.json").read_text()) == got
+
+
+@pytest.mark.skipif(not _HAS_PERSIST, reason="mmopt.save / mmopt.load not available")
+def test_optimize_matches_the_library_and_saves(tmp_path):
+    r = run("optimize", "prefix:16", "--method", "l2_approx", "--epsilon", "2", "--json", "--save", "best.npz",
+            cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    W, P = wl.prefix(16), mmopt.Privacy(2.0)
+    res = mmopt.optimize(W, method="l2_approx", seed=0)  # deterministic: the same SDP, the same solver
+    assert (got["method"], got["status"], got["solver"], got["norm"]) == ("l2_approx", res.status, res.solver, "l2")
+    assert got["objective"] == pytest.approx(res.objective, rel=1e-9)
+    assert got["lower_bound"] == pytest.approx(res.lower_bound, rel=1e-9)
+    assert got["gap"] == pytest.approx(res.gap, abs=1e-9) and got["saved"] == "best.npz"
+    from mmopt import persist
+    saved = persist.load(tmp_path / "best.npz", workload=W)
+    ref = mmopt.evaluate(W, saved.strategy, P)  # the report printed is that of the strategy saved
+    assert got["evaluate"]["total_squared_error"] == ref.total_squared_error
+    assert got["evaluate"]["total_squared_error"] == pytest.approx(mmopt.evaluate(W, res.strategy, P)
+                                                                    .total_squared_error, rel=1e-6)
+    # the saved file is a --strategy for evaluate, and --save refuses to overwrite without --force
+    r = run("evaluate", "prefix:16", "--strategy", "best.npz", "--epsilon", "2", "--json", cwd=tmp_path)
+    assert r.returncode == 0 and json.loads(r.stdout)["total_squared_error"] == ref.total_squared_error
+    r = run("optimize", "prefix:16", "--method", "identity", "--save", "best.npz", cwd=tmp_path)
+    assert r.returncode == 2 and "--force" in r.stderr
+
+
+@pytest.mark.skipif(not _HAS_OPENDP, reason="release needs opendp")
+def test_release_writes_m_answers(tmp_path):
+    x = np.arange(16.0)
+    np.save(tmp_path / "x.npy", x)
+    np.savetxt(tmp_path / "x.csv", x, delimiter=",")
+    # ε = 10⁴: the noise (b = Δ/ε = 5e-4) is far below the tolerance, so the answers are W x
+    r = run("release", "prefix:16", "--data", "x.npy", "--epsilon", "1e4", "--strategy", "H2", "--out", "a.npy",
+            "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    answers = np.load(tmp_path / "a.npy")
+    assert answers.shape == (16,)
+    np.testing.assert_allclose(answers, np.cumsum(x), atol=0.5)
+    report = json.loads(r.stdout)
+    assert report["path"] == "release" and report["n_answers"] == 16 and report["verified_loss"] <= 1e4
+    assert report["noise_scale"] == pytest.approx(5 / 1e4, rel=1e-6)  # Δ₁(H2 on 16 cells) = 5
+    # the least-squares error expected at the noise actually drawn: evaluate's, rescaled from b = Δ/ε
+    ref = mmopt.evaluate(wl.prefix(16), st.hierarchical(16), mmopt.Privacy(1e4)).total_squared_error
+    expected = ref * (report["noise_scale"] / (5 / 1e4)) ** 2
+    assert report["expected_total_squared_error_least_squares"] == pytest.approx(expected, rel=1e-12)
+    # Gaussian noise at a real budget, projection, CSV in and out: m = 136 answers, one per line
+    r = run("release", "all_range:16", "--data", "x.csv", "--epsilon", "1", "--delta", "1e-6", "--reconstruct",
+            "projection", "--out", "a.csv", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert np.loadtxt(tmp_path / "a.csv").shape == (136,) and "Released 136 answers" in r.stdout
+    # refused before any noise is drawn: nothing is written
+    r = run("release", "prefix:16", "--data", "x.npy", "--epsilon", "1", "--out", "a.txt", cwd=tmp_path)
+    assert r.returncode == 2 and not (tmp_path / "a.txt").exists() and "--out" in r.stderr
+    np.save(tmp_path / "neg.npy", x - 1)
+    r = run("release", "prefix:16", "--data", "neg.npy", "--epsilon", "1", "--out", "b.npy", cwd=tmp_path)
+    assert r.returncode == 2 and "counts >= 0" in r.stderr and not (tmp_path / "b.npy").exists()
+
+
+def test_console_script(tmp_path):
+    script = Path(sys.executable).with_name("mmopt")
+    script = script if script.exists() else shutil.which("mmopt")
+    if not script:
+        pytest.skip("the mmopt console script is not installed (pip install -e .)")
+    r = run("evaluate", "prefix:8", "--strategy", "wavelet", "--json", cwd=tmp_path, command=(str(script),))
+    assert r.returncode == 0, r.stderr
+    ref = mmopt.evaluate(wl.prefix(8), st.wavelet(8), mmopt.Privacy(1.0))
+    assert json.loads(r.stdout)["total_squared_error"] == ref.total_squared_error

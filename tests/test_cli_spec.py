@@ -1,0 +1,329 @@
+"""The command line's spec parsers and its in-process behaviour (mmopt.cli.spec, .strategies, .output, main).
+
+Each spec is checked against the library constructor it names (same Gram, same query count); each bad spec
+against the token and the position its message must name. Subprocess runs are in tests/test_cli.py.
+"""
+
+import csv
+import importlib.util
+import json
+import math
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt import strategy as st
+from mmopt import workload as wl
+from mmopt.cli import commands, main, output
+from mmopt.cli import spec as sp
+from mmopt.cli.strategies import build_strategy
+
+
+def _same(a, b):
+    """Same workload: query count and Gram (dense, or the implicit one's Gram on a small domain)."""
+    assert a.n_queries == b.n_queries and a.domain_size == b.domain_size
+    ga = a.gram() if isinstance(a, wl.ImplicitWorkload) else a.gram
+    gb = b.gram() if isinstance(b, wl.ImplicitWorkload) else b.gram
+    np.testing.assert_allclose(ga, gb, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("identity:16", lambda: wl.identity(16)),
+    ("total:16", lambda: wl.total(16)),
+    ("prefix:64", lambda: wl.prefix(64)),
+    ("all_range:32", lambda: wl.all_range(32)),
+    ("all_predicate:8", lambda: wl.all_predicate(8)),
+    ("identity_total:5", lambda: wl.identity_total(5)),
+    ("random_range:64:100:7", lambda: wl.random_range(64, 100, seed=7)),
+    ("random_range:64:100", lambda: wl.random_range(64, 100, seed=0)),  # a spec always means one workload
+    ("marginals:4x4x4x4:k=2", lambda: wl.marginals((4, 4, 4, 4), 2)),
+    ("marginals:3x5:1", lambda: wl.marginals((3, 5), 1)),
+    ("ranges_2d:8", lambda: wl.ranges_2d(8)),
+    ("prefix_3d:4", lambda: wl.prefix_3d(4)),
+    ("kron(prefix:4, identity:3)", lambda: wl.kron(wl.prefix(4), wl.identity(3))),
+    ("kron(kron(prefix:4,identity:3),total:2)", lambda: wl.kron(wl.prefix(4), wl.identity(3), wl.total(2))),
+    ("  kron( prefix:4 ,identity:3 ) ", lambda: wl.kron(wl.prefix(4), wl.identity(3))),
+    ("stack(prefix:8, all_range:8)", lambda: wl.stack([wl.prefix(8), wl.all_range(8)])),
+    ("stack(2*prefix:8, all_range:8)", lambda: wl.stack([wl.prefix(8), wl.all_range(8)], [2.0, 1.0])),
+    ("stack(0.5*prefix:8,1e1*total:8)", lambda: wl.stack([wl.prefix(8), wl.total(8)], [0.5, 10.0])),
+    ("stack(kron(prefix:4,total:3), kron(total:4,prefix:3))",
+     lambda: wl.stack([wl.kron(wl.prefix(4), wl.total(3)), wl.kron(wl.total(4), wl.prefix(3))])),
+])
+def test_spec_builds_the_library_workload(text, expected):
+    _same(sp.build_workload(text), expected())
+
+
+@pytest.mark.parametrize("name", ["sf1", "adult_w1", "adult_w2", "cps_w1", "cps_w2"])
+def test_census_names(name):
+    W, ref = sp.build_workload(name), getattr(wl, name)()
+    assert (W.name, W.shape, W.n_queries) == (ref.name, ref.shape, ref.n_queries)
+
+
+def test_every_listed_example_builds():
+    for form in sp.FORMS.values():
+        if form.example in ("sf1_persons", "sf1_plus"):  # large census workloads: covered by name above
+            continue
+        W = sp.build_workload(form.example)
+        assert W.n_queries >= 1 and W.domain_size >= 1
+    for _, _, example in sp.COMPOSITES[:2]:
+        assert sp.build_workload(example).n_queries >= 1
+
+
+def test_ebnf_is_the_one_documented():
+    """The grammar printed by 'mmopt workloads' is the one in the module docstring, line for line."""
+    for line in sp.EBNF.splitlines():
+        assert line.strip() in sp.__doc__
+
+
+@pytest.mark.parametrize("text, token, pos", [
+    ("prefx:8", "'prefx'", 0),
+    ("kron(prefix:4, identty:3)", "'identty'", 15),
+    ("prefix:x", "'x'", 7),
+    ("prefix", "'prefix'", 0),               # missing N
+    ("prefix:8:9", "'prefix'", 0),           # one too many
+    ("stack(prefix:4 identity:4)", "'identity'", 15),
+    ("2*prefix:4", "'2*'", 0),               # a weight outside stack
+    ("prefix:8)", "')'", 8),
+    ("kron(prefix:4,", "spec ended", 14),
+    ("kron", "'kron'", 0),
+    ("marginals:4x4:j=2", "'j='", 14),
+    ("marginals:4y4:k=2", "'4y4'", 10),
+    ("stack(a*prefix:3)", "'a'", 6),
+    ("random_range:8:x", "'x'", 15),
+    ("sf1:3", "'sf1'", 0),
+    ("", "empty", 0),
+])
+def test_bad_spec_names_token_position_and_grammar(text, token, pos):
+    with pytest.raises(ValueError) as info:
+        sp.build_workload(text)
+    msg = str(info.value)
+    assert token in msg and f"at position {pos} in '{text}'" in msg and "Grammar:" in msg
+
+
+def test_unknown_name_lists_the_known_ones():
+    msg = str(pytest.raises(ValueError, sp.parse, "prefx:8").value)
+    assert msg.startswith("unknown workload 'prefx' at position 0 in 'prefx:8'. Known: identity, total, prefix")
+
+
+@pytest.mark.parametrize("text, library, pos", [
+    ("kron(prefix:0,identity:3)", "The 'n' parameter of prefix", 5),
+    ("stack(prefix:4,identity:5)", "domain size", 0),
+    ("marginals:4x4:k=3", "The 'k' parameter of marginals", 0),
+    ("stack(0*prefix:4,total:4)", "The 'weights' parameter of stack", 0),
+])
+def test_library_errors_are_placed_in_the_spec(text, library, pos):
+    msg = str(pytest.raises(ValueError, sp.build_workload, text).value)
+    assert library in msg and f"at position {pos} in '{text}'" in msg
+
+
+def test_workload_files(tmp_path):
+    W = np.random.default_rng(0).integers(0, 2, size=(7, 5)).astype(float)
+    W[0] = 1.0
+    np.save(tmp_path / "w.npy", W)
+    np.savez(tmp_path / "w.npz", W=W)
+    np.savez(tmp_path / "g.npz", G=W.T @ W, n_queries=7)
+    np.savez(tmp_path / "bad.npz", X=W)
+    ref = wl.Workload.from_matrix(W)
+    for name in ("w.npy", "w.npz", "g.npz"):
+        _same(sp.build_workload(str(tmp_path / name)), ref)
+    odd = tmp_path / "a,b:c.npy"  # a whole path is read even with the grammar's punctuation in it
+    np.save(odd, W)
+    _same(sp.build_workload(str(odd)), ref)
+    _same(sp.build_workload(f"stack({tmp_path / 'w.npy'}, {tmp_path / 'g.npz'})"), wl.stack([ref, ref]))
+    msg = str(pytest.raises(ValueError, sp.build_workload, str(tmp_path / "bad.npz")).value)
+    assert "['X']" in msg and "'G' and 'n_queries'" in msg
+    assert "does not exist" in str(pytest.raises(ValueError, sp.build_workload, "missing.npy").value)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("identity", lambda n: st.identity(n)),
+    ("H2", lambda n: st.hierarchical(n, 2)),
+    ("H4", lambda n: st.hierarchical(n, 4)),
+    ("hierarchical", lambda n: st.hierarchical(n)),
+    ("hierarchical:3", lambda n: st.hierarchical(n, 3)),
+    ("wavelet", lambda n: st.wavelet(n)),
+])
+def test_strategy_leaves_on_a_dense_workload(text, expected):
+    A = build_strategy(text, wl.prefix(16))
+    np.testing.assert_array_equal(A.matrix, expected(16).matrix)
+
+
+def test_strategies_on_product_domains():
+    W = wl.ranges_2d(4)  # implicit: a leaf means the same strategy on every attribute
+    A = build_strategy("H2", W)
+    assert isinstance(A, st.ImplicitStrategy) and A.shape == (4, 4)
+    np.testing.assert_array_equal(A.dense(), np.kron(st.hierarchical(4).matrix, st.hierarchical(4).matrix))
+    B = build_strategy("kron(wavelet, identity)", W)
+    np.testing.assert_array_equal(B.dense(), np.kron(st.wavelet(4).matrix, np.eye(4)))
+    dense = sp.build_workload("kron(prefix:4,identity:3)")  # dense, but built on a product domain
+    C = build_strategy("kron(H2,identity)", dense)
+    np.testing.assert_array_equal(C.dense(), np.kron(st.hierarchical(4).matrix, np.eye(3)))
+
+
+@pytest.mark.parametrize("text, workload, needle", [
+    ("Hx", "prefix:8", "unknown strategy 'Hx' at position 0"),
+    ("kron(H2,identity,identity)", "ranges_2d:4", "3 factors but the workload has 2 attributes"),
+    ("kron(H2)", "prefix:8", "needs a workload on a product domain"),
+    ("kron(H2,kron(identity))", "ranges_2d:4", "cannot be a factor"),
+    ("identity:3", "prefix:8", "too many arguments"),
+    ("hierarchical:b", "prefix:8", "branching 'b'"),
+    ("wavelet", "prefix:12", "power of 2"),
+    ("2*identity", "prefix:8", "only allowed on a part of stack"),
+])
+def test_bad_strategy_specs(text, workload, needle):
+    with pytest.raises(ValueError, match=None) as info:
+        build_strategy(text, sp.build_workload(workload))
+    assert needle in str(info.value)
+
+
+def test_strategy_matrix_file(tmp_path):
+    A = np.random.default_rng(1).normal(size=(10, 6))
+    np.save(tmp_path / "A.npy", A)
+    np.testing.assert_array_equal(build_strategy(str(tmp_path / "A.npy"), wl.prefix(6)).matrix, A)
+
+
+@pytest.mark.parametrize("text, pair", [
+    ("restarts=4", ("restarts", 4)), ("polish=false", ("polish", False)), ("weight=0.5", ("weight", 0.5)),
+    ("engine=local", ("engine", "local")), (" p = 3", ("p", 3)),
+])
+def test_parse_option(text, pair):
+    key, value = commands.parse_option(text)
+    assert (key, value) == pair and type(value) is type(pair[1])
+
+
+@pytest.mark.parametrize("bad", ["restarts", "=4", ""])
+def test_parse_option_refuses(bad):
+    with pytest.raises(ValueError, match="key=value"):
+        commands.parse_option(bad)
+
+
+def test_output_json_and_csv(tmp_path):
+    record = {"a": 1, "b": {"c": float("inf"), "d": [1.5, np.float64(2)]}, "e": 2**80, "f": np.bool_(True)}
+    assert output.jsonable(record) == {"a": 1, "b": {"c": "inf", "d": [1.5, 2.0]}, "e": 2**80, "f": True}
+    output.write_record(str(tmp_path / "r.csv"), record)
+    with open(tmp_path / "r.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows == [{"a": "1", "b.c": "inf", "b.d": "[1.5, 2.0]", "e": str(2**80), "f": "True"}]
+    output.write_record(str(tmp_path / "r.json"), record)
+    assert json.loads((tmp_path / "r.json").read_text())["e"] == 2**80
+    with pytest.raises(ValueError, match=r"\.json or \.csv"):
+        output.write_record(str(tmp_path / "r.txt"), record)
+
+
+# -- main() in process: exit codes and messages ----------------------------------------------------------
+def test_main_usage_errors_exit_2_without_traceback(capsys):
+    assert main(["evaluate", "prefx:8"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mmopt: error: unknown workload 'prefx' at position 0 in 'prefx:8'")
+    assert "Traceback" not in err
+    assert main(["evaluate", "prefix:8", "--epsilon", "-1"]) == 2
+    assert "The 'epsilon' parameter of Privacy" in capsys.readouterr().err
+    assert main(["optimize", "prefix:8", "--method", "nonsense"]) == 2
+    assert "'method' parameter of optimize" in capsys.readouterr().err
+    assert main(["optimize", "prefix:8", "--option", "warp=9"]) == 2
+    assert "Unknown options ['warp']" in capsys.readouterr().err
+    assert main(["evaluate", "prefix:8", "--epsilon", "abc"]) == 2  # argparse's own check
+    assert main([]) == 2
+
+
+def test_main_numerical_and_solver_errors_exit_1(monkeypatch, capsys):
+    def broken(*a, **k):
+        raise mmopt.NumericalError("the error of 'X' is below the SVD bound")
+
+    monkeypatch.setattr(mmopt, "evaluate", broken)
+    assert main(["evaluate", "prefix:8"]) == 1
+    assert capsys.readouterr().err == "mmopt: error: the error of 'X' is below the SVD bound\n"
+
+    def fails(*a, **k):
+        raise mmopt.SolverError("CLARABEL failed")
+
+    monkeypatch.setattr(mmopt, "optimize", fails)
+    assert main(["optimize", "prefix:8"]) == 1
+    assert "CLARABEL failed" in capsys.readouterr().err
+
+
+def test_evaluate_in_process_matches_the_library(capsys):
+    assert main(["evaluate", "kron(prefix:50,identity:100)", "--strategy", "kron(H2,identity)", "--epsilon", "0.5",
+                 "--delta", "1e-6", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    W = wl.kron(wl.prefix(50), wl.identity(100))
+    A = st.kron(st.hierarchical(50), st.identity(100))
+    P = mmopt.Privacy(0.5, 1e-6)
+    r = mmopt.evaluate(W, A, P)
+    assert got["total_squared_error"] == r.total_squared_error and got["total_exact"] is True
+    assert got["svd_bound"] == mmopt.svd_bound(W, P) and got["noise"] == "gaussian"
+    assert math.isclose(got["ratio"], r.total_squared_error / mmopt.svd_bound(W, P), rel_tol=1e-12)
+    assert got["shape"] == [50, 100] and got["sensitivity"] == r.sensitivity
+
+
+def test_workloads_lists_every_form(capsys):
+    assert main(["workloads"]) == 0
+    text = capsys.readouterr().out
+    for form in sp.FORMS.values():
+        assert form.pattern in text and form.example in text
+    assert sp.EBNF.splitlines()[3].strip() in text and "hierarchical[:B]" in text
+    assert main(["workloads", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [r["form"] for r in listed["workloads"]][:len(sp.FORMS)] == [f.pattern for f in sp.FORMS.values()]
+
+
+@pytest.mark.parametrize("command", ["workloads", "evaluate", "optimize", "release"])
+def test_help_shows_examples(command, capsys):
+    assert main([command, "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "examples:" in text and f"mmopt {command}" in text
+
+
+def test_optimize_in_process_with_initial_and_options(capsys, tmp_path):
+    out = tmp_path / "o.csv"
+    assert main(["optimize", "prefix:8", "--method", "min_error", "--initial", "H2", "--option", "engine=local",
+                 "--option", "restarts=1", "--seed", "3", "--json", "--out", str(out)]) == 0
+    got = json.loads(capsys.readouterr().out)
+    W = wl.prefix(8)
+    res = mmopt.optimize(W, method="min_error", initial=st.hierarchical(8), seed=3,
+                         options={"engine": "local", "restarts": 1})
+    assert got["objective"] == res.objective and got["status"] == res.status and got["norm"] == "l1"
+    assert got["lower_bound"] == res.lower_bound and got["strategy"]["rows"] == res.strategy.matrix.shape[0]
+    assert got["evaluate"]["total_squared_error"] == mmopt.evaluate(W, res.strategy, mmopt.Privacy(1.0)) \
+        .total_squared_error
+    with open(out, newline="") as fh:
+        (row,) = list(csv.DictReader(fh))
+    assert float(row["objective"]) == res.objective and row["workload.name"] == "prefix(8)"
+    assert float(row["evaluate.total_squared_error"]) == got["evaluate"]["total_squared_error"]
+
+
+def test_totals_beyond_float64(capsys):
+    """All predicates on 1,100 cells: m = 2¹¹⁰⁰ − 1 stays exact, the inf total is "inf", the ratio is per query."""
+    assert main(["evaluate", "all_predicate:1100", "--json"]) == 0
+    captured = capsys.readouterr()
+    got = json.loads(captured.out)
+    W, P = wl.all_predicate(1100), mmopt.Privacy(1.0)
+    assert got["n_queries"] == 2**1100 - 1 and got["total_squared_error"] == "inf" == got["svd_bound"]
+    with pytest.warns(RuntimeWarning):
+        ref = mmopt.evaluate(W, st.identity(1100), P)
+    assert got["mean_squared_error"] == ref.mean_squared_error and got["log10_total"] == ref.log10_total
+    assert got["ratio"] == pytest.approx(ref.mean_squared_error / mmopt.svd_bound(W, P, per_query=True), rel=1e-12)
+    assert "mmopt: warning: The total error" in captured.err and "dispatch.py" not in captured.err
+
+
+def test_release_refuses_unwritable_output_before_any_noise(tmp_path, capsys):
+    np.save(tmp_path / "x.npy", np.ones(4))
+    code = main(["release", "prefix:4", "--data", str(tmp_path / "x.npy"), "--epsilon", "1",
+                 "--out", str(tmp_path / "missing" / "a.npy")])
+    assert code == 2 and "cannot be written" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("opendp") is None, reason="release needs opendp")
+def test_release_on_a_product_domain(tmp_path, capsys):
+    x = np.arange(16.0).reshape(4, 4)
+    np.save(tmp_path / "x.npy", x)
+    code = main(["release", "ranges_2d:4", "--data", str(tmp_path / "x.npy"), "--epsilon", "1e4",
+                 "--strategy", "kron(H2,identity)", "--out", str(tmp_path / "a.csv"), "--json"])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    answers = np.loadtxt(tmp_path / "a.csv")
+    W = wl.ranges_2d(4)
+    assert answers.shape == (W.n_queries,) == (report["n_answers"],)
+    np.testing.assert_allclose(answers, W.dense() @ x.ravel(), atol=0.5)  # ε = 10⁴: the noise is negligible
+    assert report["sensitivity_exact"] is True and report["expected_total_is_upper_bound"] is False

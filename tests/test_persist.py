@@ -1,0 +1,406 @@
+"""mmopt.persist: save / load round trips (identical error reports), metadata, and refusal of damaged files."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import math
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt import _persist_format as fmt
+from mmopt import strategy as st
+from mmopt import workload as wl
+from mmopt.persist import SavedStrategy, load, save
+from mmopt.structured.strategies import ImplicitStrategy
+
+PRIVACIES = [mmopt.Privacy(1.0), mmopt.Privacy(0.5, 1e-6)]
+BIG = (16, 16, 20)  # 5,120 cells: past the dense limit, so workloads and evaluation stay implicit
+
+
+def big_workload():
+    return wl.kron(wl.all_range(16), wl.prefix(16), wl.identity(20))
+
+
+def marginals_workload():
+    return wl.marginals((10, 10, 10, 10), 2)  # 10,000 cells, implicit
+
+
+def _union():
+    H, I16 = st.hierarchical(16), st.identity(16)
+    shared = st.identity(20)  # the same factor object in both terms: stored once
+    return st.stack([st.kron(H, I16, shared), st.kron(I16, st.wavelet(16), shared, weight=2.0)], weights=[1.0, 0.5],
+                    name="my union")
+
+
+CASES = {
+    "identity": lambda: (wl.all_range(16), st.identity(16)),
+    "hierarchical": lambda: (wl.all_range(16), st.hierarchical(16)),
+    "hierarchical_b3": lambda: (wl.prefix(10), st.hierarchical(10, branching=3)),
+    "wavelet": lambda: (wl.all_range(16), st.wavelet(16)),
+    "dense_stack": lambda: (wl.all_range(8), st.stack([st.identity(8), st.hierarchical(8)], weights=[1.0, 0.5])),
+    "min_error": lambda: (wl.all_range(16), mmopt.optimize(wl.all_range(16), method="min_error", seed=0,
+                                                           options={"restarts": 1, "engine": "local"})),
+    "product": lambda: (big_workload(), st.kron(st.hierarchical(16), st.wavelet(16), st.identity(20))),
+    "union": lambda: (big_workload(), _union()),
+    "marginals": lambda: (marginals_workload(),
+                          st.marginals((10, 10, 10, 10), {(0, 1): 1.0, (2, 3): 0.5, (): 0.25, (0, 1, 2, 3): 0.1},
+                                       name="M")),
+    "marginals_theta_vector": lambda: (wl.marginals((3, 4, 5), 3),
+                                       st.marginals((3, 4, 5), np.linspace(0.0, 1.0, 8))),
+    "marginals_overlap": lambda: (wl.marginals((3, 4), 1), st.stack([st.marginals((3, 4), {(0,): 1.0}),
+                                                                     st.marginals((3, 4), {(0,): 2.0, (1,): 1.0})])),
+    "opt_marginals": lambda: (marginals_workload(), mmopt.optimize(marginals_workload(), method="marginals", seed=0)),
+    "opt_marginals_small": lambda: (wl.marginals((4, 4, 4), 2),
+                                    mmopt.optimize(wl.marginals((4, 4, 4), 2), method="marginals", seed=0)),
+    "opt_kron": lambda: (wl.kron(wl.all_range(8), wl.prefix(8)),
+                         mmopt.optimize(wl.kron(wl.all_range(8), wl.prefix(8)), method="kron", seed=0)),
+}
+KINDS = {"identity": "dense", "hierarchical": "dense", "hierarchical_b3": "dense", "wavelet": "dense",
+         "dense_stack": "dense", "min_error": "dense", "product": "product", "union": "union",
+         "marginals": "marginals", "marginals_theta_vector": "marginals", "marginals_overlap": "union",
+         "opt_marginals": "marginals",
+         "opt_marginals_small": "marginals", "opt_kron": "product"}
+
+
+@pytest.fixture(scope="module")
+def built():
+    return {name: make() for name, make in CASES.items()}
+
+
+def strategy_of(obj):
+    return obj.strategy if isinstance(obj, mmopt.OptimizeResult) else obj
+
+
+def report_fields(r) -> dict:
+    return {f.name: getattr(r, f.name) for f in dataclasses.fields(r) if f.name != "per_query_variance"}
+
+
+def assert_identical_reports(a, b) -> None:
+    """Every field equal with ==; per-query variances equal entry by entry (no tolerance)."""
+    assert type(a) is type(b)
+    assert report_fields(a) == report_fields(b)
+    pa, pb = a.per_query_variance, b.per_query_variance
+    assert (pa is None) == (pb is None)
+    if pa is not None:
+        assert np.array_equal(pa, pb)
+
+
+def assert_same_strategy(a, b) -> None:
+    assert type(a) is type(b) and a.name == b.name
+    if isinstance(a, ImplicitStrategy):
+        assert len(a.terms) == len(b.terms)
+        for s, t in zip(a.terms, b.terms, strict=True):
+            assert s.weight == t.weight
+            for f, g in zip(s.factors, t.factors, strict=True):
+                assert f.name == g.name and np.array_equal(f.matrix, g.matrix)
+    else:
+        assert np.array_equal(a.matrix, b.matrix)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_round_trip_gives_identical_reports(case, built, tmp_path):
+    W, obj = built[case]
+    written = save(tmp_path / case, obj, workload=W, privacy=PRIVACIES[0])
+    assert written == tmp_path / f"{case}.npz" and written.is_file()
+    saved = load(written, workload=W)
+    assert isinstance(saved, SavedStrategy) and saved.kind == KINDS[case]
+    A, B = strategy_of(obj), saved.strategy
+    assert_same_strategy(A, B)
+    for p in PRIVACIES:
+        assert_identical_reports(mmopt.evaluate(W, B, p), mmopt.evaluate(W, A, p))
+    assert B.sensitivity("l1") == A.sensitivity("l1") and B.sensitivity("l2") == A.sensitivity("l2")
+
+
+def test_metadata_of_a_result(built, tmp_path):
+    W, res = built["opt_marginals"]
+    before = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+    saved = load(save(tmp_path / "r", res, workload=W, privacy=mmopt.Privacy(0.5, 1e-6)))
+    m = saved.metadata
+    assert (m["format"], m["format_version"], m["mmopt_version"]) == ("mmopt.strategy", 1, mmopt.__version__)
+    created = datetime.datetime.fromisoformat(m["created"])
+    assert created.utcoffset() == datetime.timedelta(0) and before <= created <= datetime.datetime.now(datetime.UTC)
+    s = m["strategy"]
+    A = res.strategy
+    assert (s["kind"], s["name"], s["domain_shape"], s["domain_size"], s["n_rows"]) == (
+        "marginals", A.name, (10, 10, 10, 10), 10**4, A.n_rows)
+    assert s["shape"] == (A.n_rows, 10**4) and len(s["attributes"]) == len(A.terms)
+    r = saved.result
+    assert (r["method"], r["solver"], r["status"], r["norm"], r["iterations"]) == (
+        res.method, res.solver, res.status, res.norm, res.iterations)
+    assert (r["objective"], r["lower_bound"], r["gap"], r["seconds"]) == (res.objective, res.lower_bound, res.gap,
+                                                                          res.seconds)
+    assert "seed" in r and r["seed"] is None  # optimize does not record its seed
+    assert saved.privacy == mmopt.Privacy(0.5, 1e-6) and m["privacy"]["noise"] == "gaussian"
+    assert dict(m["workload"]) == {"name": W.name, "kind": "implicit", "domain_shape": (10, 10, 10, 10),
+                                   "domain_size": 10**4, "n_queries": W.n_queries}
+    assert set(m["checksum"]) == {"algorithm", "arrays", "metadata"}
+    assert json.loads(json.dumps(saved.to_dict())) == saved.to_dict()
+
+
+def test_strategy_file_has_no_result_and_is_read_only(built, tmp_path):
+    saved = load(save(tmp_path / "h", built["hierarchical"][1]))
+    assert saved.result is None and saved.privacy is None and saved.metadata["workload"] is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        saved.strategy = None
+    with pytest.raises(TypeError):
+        saved.metadata["strategy"]["name"] = "x"
+    assert "SavedStrategy(" in repr(saved)
+
+
+def test_compact_storage(built, tmp_path):
+    """Marginals store masks and θ only; a factor shared by two union terms is stored once."""
+    import zipfile
+    with zipfile.ZipFile(save(tmp_path / "m", built["marginals"][1])) as z:
+        assert sorted(z.namelist()) == ["masks.npy", "metadata.npy", "weights.npy"]
+    with zipfile.ZipFile(save(tmp_path / "u", built["union"][1])) as z:
+        factors = [n for n in z.namelist() if n.startswith("factor_")]
+    assert len(factors) == 4  # H16, I16 (in both terms), I20 (in both terms), wavelet16
+    terms = load(tmp_path / "u.npz").metadata["strategy"]["terms"]
+    assert terms[0][1] == terms[1][0] and terms[0][2] == terms[1][2]
+
+
+@pytest.mark.parametrize("case", ["min_error", "opt_marginals", "opt_kron"])
+def test_to_dict_is_plain_json(case, built):
+    res = built[case][1]
+    d = res.to_dict()
+    assert json.loads(json.dumps(d, allow_nan=False)) == d
+
+    def plain(x):
+        if isinstance(x, dict):
+            return all(isinstance(k, str) and plain(val) for k, val in x.items())
+        if isinstance(x, list):
+            return all(plain(val) for val in x)
+        return x is None or type(x) in (str, int, float, bool)
+    assert plain(d)
+    assert d["strategy"]["kind"] == KINDS[case] and d["strategy"]["name"] == res.strategy.name
+    assert (d["objective"], d["gap"], d["status"], d["method"]) == (res.objective, res.gap, res.status, res.method)
+    assert "matrix" not in json.dumps(d["strategy"])
+
+
+def test_to_dict_encodes_non_finite_and_numpy(built):
+    res = dataclasses.replace(built["min_error"][1], objective=math.inf, lower_bound=np.float64(2.5),
+                              extra={"theta": np.arange(3.0), "n": np.int64(4), "bad": np.array([np.nan]),
+                                     "big": np.zeros(5000), "obj": st.identity(2)})
+    d = res.to_dict()
+    assert json.loads(json.dumps(d, allow_nan=False)) == d
+    assert d["objective"] == "inf" and d["lower_bound"] == 2.5 and d["extra"]["theta"] == [0.0, 1.0, 2.0]
+    assert d["extra"]["n"] == 4 and d["extra"]["bad"] == ["nan"] and d["extra"]["big"].startswith("<ndarray")
+    assert d["extra"]["obj"] == repr(st.identity(2))
+
+
+# -- naming, overwriting, atomicity ---------------------------------------------------------------------------
+def test_names_and_overwrite(built, tmp_path):
+    H, Id = built["hierarchical"][1], built["identity"][1]
+    assert save(tmp_path / "a.npz", H) == tmp_path / "a.npz"
+    assert save(str(tmp_path / "b"), H) == tmp_path / "b.npz"
+    assert load(tmp_path / "b").strategy.name == "H2"  # load adds .npz as save did
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        save(tmp_path / "a", Id)
+    assert load(tmp_path / "a.npz").strategy.name == "H2"  # untouched
+    save(tmp_path / "a", Id, overwrite=True)
+    assert load(tmp_path / "a.npz").strategy.name == "identity"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npz", "b.npz"]  # no temporary files left
+    with pytest.raises(FileNotFoundError, match="no file"):
+        load(tmp_path / "missing")
+
+
+def test_failed_write_leaves_nothing(built, tmp_path, monkeypatch):
+    def boom(*args, **kwargs):
+        raise OSError("disk full")
+    monkeypatch.setattr(np, "savez_compressed", boom)
+    with pytest.raises(OSError, match="disk full"):
+        save(tmp_path / "x", built["identity"][1])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_existing_target_is_never_replaced_without_overwrite(tmp_path):
+    """The final step links (atomically refusing an existing name): a file created after save's own check survives."""
+    from mmopt import _persist_files as pf
+    target = tmp_path / "t.npz"
+    target.write_bytes(b"someone else's")
+    with pytest.raises(FileExistsError, match="already exists"):
+        pf.write_atomically(target, {"a": np.ones(2)}, overwrite=False)
+    assert target.read_bytes() == b"someone else's" and [p.name for p in tmp_path.iterdir()] == ["t.npz"]
+
+
+def test_bad_arguments(built, tmp_path):
+    H = built["hierarchical"][1]
+    with pytest.raises(TypeError, match="'strategy_or_result' parameter of save"):
+        save(tmp_path / "x", np.eye(3))
+    with pytest.raises(TypeError, match="'privacy' parameter of save"):
+        save(tmp_path / "x", H, privacy=1.0)
+    with pytest.raises(TypeError, match="'overwrite' parameter of save"):
+        save(tmp_path / "x", H, overwrite="yes")
+    with pytest.raises(TypeError, match="'path' parameter of save"):
+        save(None, H)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        save(tmp_path / "no" / "x", H)
+    with pytest.raises(ValueError, match="save: the 'workload' parameter .*all_range.*N = 8"):
+        save(tmp_path / "x", H, workload=wl.all_range(8))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_mismatched_workload_refused(built, tmp_path):
+    path = save(tmp_path / "h", built["hierarchical"][1])
+    with pytest.raises(ValueError, match=r"load\('.*h.npz'\): the 'workload' parameter .*Pass the workload"):
+        load(path, workload=wl.all_range(8))
+    with pytest.raises(TypeError, match="'workload' parameter"):
+        load(path, workload=np.eye(16))
+    # same number of cells, attributes in another order: refused too
+    path = save(tmp_path / "p", built["product"][1])
+    with pytest.raises(ValueError, match=r"\(16, 20, 16\)"):
+        load(path, workload=wl.kron(wl.all_range(16), wl.identity(20), wl.prefix(16)))
+
+
+# -- damaged files ---------------------------------------------------------------------------------------------
+def read_raw(path):
+    with np.load(path) as z:
+        raw = {k: z[k] for k in z.files}
+    return json.loads(raw.pop("metadata").tobytes()), raw
+
+
+def write_raw(path, meta, raw, *, rehash: bool):
+    if rehash:
+        meta["arrays"] = {k: {"dtype": a.dtype.str, "shape": list(a.shape)} for k, a in raw.items()}
+        meta["checksum"] = fmt.checksum(meta, raw)
+    text = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez_compressed(path, metadata=text, **raw)
+
+
+@pytest.fixture
+def dense_file(built, tmp_path):
+    return save(tmp_path / "dense", built["wavelet"][1])
+
+
+@pytest.fixture
+def product_file(built, tmp_path):
+    return save(tmp_path / "product", built["product"][1])
+
+
+def refused(path, match):
+    with pytest.raises(ValueError, match=match) as info:
+        load(path)
+    assert str(info.value).startswith(f"load: the file '{path}'")
+
+
+def test_edited_array_refused(dense_file):
+    meta, raw = read_raw(dense_file)
+    raw["matrix"] = raw["matrix"].copy()
+    raw["matrix"][3, 5] += 1.0  # a plausible edit: same dtype, shape and finiteness
+    write_raw(dense_file, meta, raw, rehash=False)
+    refused(dense_file, "arrays do not match the SHA-256")
+
+
+def test_flipped_bytes_in_file_refused(dense_file):
+    data = bytearray(dense_file.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 8] = bytes(b ^ 0xFF for b in data[middle:middle + 8])
+    dense_file.write_bytes(bytes(data))
+    refused(dense_file, "corrupted|damaged|checksum|SHA-256|not an .npz")
+
+
+def test_truncated_file_refused(dense_file):
+    data = dense_file.read_bytes()
+    dense_file.write_bytes(data[:len(data) // 2])
+    refused(dense_file, r"not an \.npz \(zip\) archive: it is truncated")
+
+
+def test_not_an_npz_refused(tmp_path):
+    text = tmp_path / "notes.npz"
+    text.write_text("hello")
+    refused(text, r"not an \.npz")
+    npy = tmp_path / "matrix.npy"
+    np.save(npy, np.eye(3))
+    refused(npy, r"not an \.npz")
+    other = tmp_path / "other.npz"
+    np.savez(other, a=np.eye(2))
+    refused(other, "no 'metadata' entry")
+
+
+def test_pickled_object_array_refused(dense_file, tmp_path):
+    meta, _ = read_raw(dense_file)
+    evil = tmp_path / "evil.npz"
+    np.savez(evil, metadata=np.frombuffer(json.dumps(meta).encode(), np.uint8),
+             matrix=np.array([{"x": 1}, None], dtype=object))
+    refused(evil, "without unpickling")
+
+
+@pytest.mark.parametrize("version", [2, 0, "1", None, True])
+def test_unknown_format_version_refused(dense_file, version):
+    meta, raw = read_raw(dense_file)
+    meta["format_version"] = version
+    write_raw(dense_file, meta, raw, rehash=True)
+    remedy = "Upgrade mmopt" if version == 2 else "Restore the file"
+    refused(dense_file, f"format version {version!r}, which this mmopt .* cannot read: it reads version 1.*{remedy}")
+
+
+def test_foreign_format_refused(dense_file):
+    meta, raw = read_raw(dense_file)
+    meta["format"] = "something.else"
+    write_raw(dense_file, meta, raw, rehash=True)
+    refused(dense_file, "is not an mmopt strategy file")
+
+
+def test_tampered_metadata_refused(dense_file):
+    meta, raw = read_raw(dense_file)
+    meta["strategy"]["name"] = "hierarchical"
+    write_raw(dense_file, meta, raw, rehash=False)
+    refused(dense_file, "metadata does not match the SHA-256")
+
+
+def _set(path, value):
+    def edit(meta, raw):
+        d = meta
+        for key in path[:-1]:
+            d = d[key]
+        d[path[-1]] = value
+    return edit
+
+
+def _array_edit(name, fn):
+    def edit(meta, raw):
+        raw[name] = fn(raw[name].copy())
+    return edit
+
+
+def _nan(a):
+    a.flat[0] = np.nan
+    return a
+
+
+# Edits with a recomputed checksum (so only the consistency checks can catch them).
+INCONSISTENT = {
+    "domain_shape": ("product", _set(("strategy", "domain_shape"), [16, 16, 21]), "inconsistent shapes"),
+    "kind": ("product", _set(("strategy", "kind"), "union"), "'union' strategy with 1 term"),
+    "unknown_kind": ("product", _set(("strategy", "kind"), "sparse"), "unknown kind"),
+    "term_index": ("product", _set(("strategy", "terms"), [[0, 1, 7]]), "column counts"),
+    "factor_order": ("product", _set(("strategy", "terms"), [[2, 1, 0]]), "column counts"),
+    "n_rows": ("product", _set(("strategy", "n_rows"), 5), "inconsistent shapes"),
+    "nan_factor": ("product", _array_edit("factor_1", _nan), "NaN or infinite"),
+    "zero_weight": ("product", _array_edit("weights", lambda w: w * 0), "weights that are not all > 0"),
+    "float32": ("product", _array_edit("factor_0", lambda a: a.astype(np.float32)), "dtype float32"),
+    "extra_array": ("product", lambda meta, raw: raw.update(spare=np.ones(2)), "arrays"),
+    "nan_matrix": ("dense", _array_edit("matrix", _nan), "NaN or infinite"),
+    "zero_matrix": ("dense", _array_edit("matrix", lambda a: a * 0), "cannot be rebuilt"),
+    "dense_shape": ("dense", _set(("strategy", "shape"), [15, 16]), "inconsistent shapes"),
+    "masks": ("marginals", _array_edit("masks", lambda m: m[::-1].copy()), "attributes that disagree"),
+    "mask_range": ("marginals", _array_edit("masks", lambda m: m + 16), "outside"),
+    "privacy": ("dense", _set(("privacy",), {"epsilon": -1.0, "delta": 0.0, "calibration": "analytic"}),
+                "invalid privacy"),
+    "missing_field": ("dense", lambda meta, raw: meta["strategy"].pop("name"), "metadata without 'strategy.name'"),
+}
+
+
+@pytest.mark.parametrize("case", list(INCONSISTENT))
+def test_inconsistent_files_refused(case, built, tmp_path):
+    source, edit, match = INCONSISTENT[case]
+    obj = {"product": built["product"][1], "dense": built["wavelet"][1], "marginals": built["marginals"][1]}[source]
+    path = save(tmp_path / case, obj)
+    meta, raw = read_raw(path)
+    edit(meta, raw)
+    write_raw(path, meta, raw, rehash=True)
+    refused(path, match)
