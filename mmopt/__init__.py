@@ -3,7 +3,7 @@
 Notation: see README. The public API is re-exported here; modules are named after the paper's nouns.
 """
 
-from mmopt import plot, solvers, sparse_vector, strategy, structured, workload
+from mmopt import adaptive, plot, solvers, sparse_vector, strategy, structured, workload
 from mmopt.augment import augment, strictly_improved
 from mmopt.dispatch import evaluate, expected_error, matrix_mechanism, release, svd_bound
 from mmopt.error import (
@@ -30,7 +30,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ErrorReport", "FactorizationNorm", "MechanismOutput", "MonteCarloResult", "NumericalError", "OptimizeResult",
     "Privacy", "SavedStrategy", "SolverError", "Strategy", "Workload",
-    "augment", "eigen_structure", "error_profile", "evaluate", "expected_error", "factorization_norm", "factorize",
+    "adaptive", "augment", "eigen_structure", "error_profile", "evaluate", "expected_error", "factorization_norm", "factorize",
     "laplace_mechanism", "load", "matrix_mechanism", "monte_carlo", "optimize", "plot",
     "profile_equivalent", "query_error", "release", "save", "solvers", "sparse_vector", "strategy",
     "strictly_improved", "structured", "supports", "svd_bound", "workload",

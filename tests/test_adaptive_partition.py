@@ -1,0 +1,167 @@
+"""DAWA's partition step: deviations, sensitivity, exact sampling, privacy of the exponential rule, recovery."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from mmopt.adaptive import private_partition
+from mmopt.adaptive.partition import candidate_lengths, deviations
+
+
+def _brute_dev(x, a, L):
+    w = np.asarray(x[a:a + L], float)
+    return float(np.abs(w - w.mean()).sum())
+
+
+def _partitions(n, lengths):
+    """Every partition of [0, n) into consecutive buckets of the given lengths, as tuples of stops."""
+    if n == 0:
+        yield ()
+        return
+    for L in lengths:
+        if L <= n:
+            for rest in _partitions(n - L, lengths):
+                yield (L,) + tuple(s + L for s in rest)
+
+
+def _gibbs(x, eps, c, lengths):
+    """Exact law of the exponential rule: P ∝ exp(−ε·Σ_B(dev_B + penalty)/(2Δ)), penalty with entropy correction."""
+    delta = 2 * (1 - 1 / max(lengths))
+    pen = c + (2 * delta / eps) * math.log(len(lengths))
+    logw = {}
+    for stops in _partitions(len(x), lengths):
+        starts = (0,) + stops[:-1]
+        cost = sum(_brute_dev(x, a, b - a) + pen for a, b in zip(starts, stops, strict=True))
+        logw[stops] = -eps * cost / (2 * delta)
+    top = max(logw.values())
+    z = sum(math.exp(w - top) for w in logw.values())
+    return {k: math.exp(w - top) / z for k, w in logw.items()}
+
+
+def test_deviations_match_brute_force():
+    x = np.random.default_rng(0).integers(0, 20, 23).astype(float)
+    for lengths in (candidate_lengths(23, "dyadic", 23), candidate_lengths(23, "all", 23)):
+        dev = deviations(x, lengths)
+        for a in range(23):
+            for k, L in enumerate(lengths):
+                if a + L <= 23:
+                    assert math.isclose(dev[a, k], _brute_dev(x, a, L), rel_tol=1e-12, abs_tol=1e-12)
+                else:
+                    assert np.isnan(dev[a, k])
+    assert candidate_lengths(23, "dyadic", 23).tolist() == [1, 2, 4, 8, 16]
+    assert candidate_lengths(23, "dyadic", 5).tolist() == [1, 2, 4]
+
+
+def test_deviation_sensitivity_bound_holds_and_is_attained():
+    rng = np.random.default_rng(1)
+    lengths = np.arange(1, 13)
+    for _ in range(30):
+        x = rng.integers(0, 6, 12).astype(float)
+        i = int(rng.integers(12))
+        x2 = x.copy()
+        x2[i] += 1
+        moved = np.abs(np.nan_to_num(deviations(x2, lengths) - deviations(x, lengths)))
+        assert np.all(moved <= 2 * (1 - 1 / lengths) + 1e-12)
+    # a dip: adding the missing record flattens every window around it, by exactly 2(1 − 1/L)
+    x = np.ones(9)
+    x[4] = 0.0
+    x2 = np.ones(9)
+    assert math.isclose(_brute_dev(x, 0, 9) - _brute_dev(x2, 0, 9), 2 * (1 - 1 / 9), rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("candidates", ["dyadic", "all"])
+def test_exponential_rule_samples_the_exact_distribution(candidates):
+    x = np.array([0.0, 3.0, 1.0, 1.0])
+    lengths = candidate_lengths(4, candidates, 4).tolist()
+    law = _gibbs(x, 1.5, 0.5, lengths)
+    gen = np.random.default_rng(2)
+    N = 6000
+    draws = [tuple(private_partition(x, 1.5, bucket_penalty=0.5, candidates=candidates, rng=gen).bounds[:, 1])
+             for _ in range(N)]
+    for stops, p in law.items():
+        f = draws.count(stops) / N
+        assert abs(f - p) < 5 * math.sqrt(p * (1 - p) / N) + 1e-9, (stops, f, p)
+    assert set(draws) <= set(law)
+
+
+def test_exponential_rule_is_epsilon_dp_on_every_neighbour():
+    """The exact law moves by at most e^{ε₁} between x and x ± e_i (this checks the sensitivity Δ)."""
+    rng = np.random.default_rng(3)
+    eps = 0.8
+    for candidates in ("dyadic", "all"):
+        lengths = candidate_lengths(5, candidates, 5).tolist()
+        worst = 0.0
+        for _ in range(12):
+            x = rng.integers(0, 4, 5).astype(float)
+            p = _gibbs(x, eps, 1.0, lengths)
+            for i, step in itertools.product(range(5), (1.0, -1.0)):
+                if x[i] + step < 0:
+                    continue
+                x2 = x.copy()
+                x2[i] += step
+                q = _gibbs(x2, eps, 1.0, lengths)
+                worst = max(worst, max(abs(math.log(p[k] / q[k])) for k in p))
+        assert worst <= eps * (1 + 1e-9)
+        assert worst > 0.3 * eps  # the neighbours really move the law
+
+
+def test_noisy_cost_rule_uses_the_documented_noise_scales():
+    """n = 2: {[0,1]} wins iff dev + Z₂ − Z₀ − Z₁ < c, Z₂ ~ Lap((Δ₂ + Δ)/ε), Z₀, Z₁ ~ Lap(Δ/ε), Δ = Δ₂ = 1."""
+    eps, c, x = 1.0, 1.0, np.array([0.0, 4.0])  # dev = 4
+    g = np.random.default_rng(4)
+    M = 2_000_000
+    ref = np.mean(4 + g.laplace(0, 2 / eps, M) - g.laplace(0, 1 / eps, M) - g.laplace(0, 1 / eps, M) < c)
+    gen = np.random.default_rng(5)
+    N = 6000
+    f = np.mean([private_partition(x, eps, bucket_penalty=c, selection="noisy_cost", entropy_correction=False,
+                                   rng=gen).n_buckets == 1 for _ in range(N)])
+    assert abs(f - ref) < 5 * math.sqrt(ref * (1 - ref) / N)
+    assert 0.15 < ref < 0.35  # the reference code's rule (b = (2 − 1/2 − 1/2)/ε, no singleton noise): ½e⁻³ ≈ 0.025
+
+
+@pytest.mark.parametrize("selection", ["exponential", "noisy_cost"])
+def test_huge_epsilon_recovers_the_step_partition(selection):
+    x = np.repeat([5.0, 40.0, 0.0, 0.0], 16)  # dyadic-aligned steps: three buckets 16 + 16 + 32
+    p = private_partition(x, 1e6, bucket_penalty=1e-3, selection=selection, rng=0)
+    assert p.bounds.tolist() == [[0, 16], [16, 32], [32, 64]]
+    y = np.repeat([3.0, 10.0, 0.0, 2.0], [7, 13, 5, 9])  # unaligned steps need "all" intervals
+    q = private_partition(y, 1e6, bucket_penalty=1e-3, selection=selection, candidates="all", rng=1)
+    assert q.bounds.tolist() == [[0, 7], [7, 20], [20, 25], [25, 34]]
+    r = private_partition(y, 1e6, bucket_penalty=1e-3, selection=selection, rng=2)  # dyadic: refines the steps
+    assert {7, 20, 25} <= set(r.bounds[:, 1].tolist()) and r.n_buckets <= 12
+
+
+def test_partition_record_and_single_cell():
+    p = private_partition(np.arange(8.0), 2.0, bucket_penalty=0.5, rng=0)
+    assert p.bounds[0, 0] == 0 and p.bounds[-1, 1] == 8 and np.all(p.bounds[1:, 0] == p.bounds[:-1, 1])
+    assert p.sensitivity == 2 * (1 - 1 / 8) and p.epsilon == 2.0 and p.bucket_penalty == 0.5
+    assert math.isclose(p.penalty, 0.5 + (2 * p.sensitivity / 2.0) * math.log(4))
+    one = private_partition([7.0], 1.0, bucket_penalty=1.0, rng=0)
+    assert one.bounds.tolist() == [[0, 1]] and one.sensitivity == 0.0
+    capped = private_partition(np.arange(8.0), 1.0, bucket_penalty=1.0, max_bucket_length=1, rng=0)
+    assert capped.n_buckets == 8
+
+
+def test_seeded_reproducibility():
+    x = np.random.default_rng(6).integers(0, 30, 200).astype(float)
+    for sel in ("exponential", "noisy_cost"):
+        a = private_partition(x, 0.5, bucket_penalty=2.0, selection=sel, rng=7).bounds
+        assert np.array_equal(a, private_partition(x, 0.5, bucket_penalty=2.0, selection=sel, rng=7).bounds)
+
+
+@pytest.mark.parametrize("kwargs,exc,words", [
+    (dict(epsilon=0.0), ValueError, "'epsilon' parameter of private_partition"),
+    (dict(bucket_penalty=-1.0), ValueError, "'bucket_penalty' parameter of private_partition"),
+    (dict(candidates="dyad"), ValueError, "'candidates' parameter of private_partition"),
+    (dict(selection="max"), ValueError, "'selection' parameter of private_partition"),
+    (dict(max_bucket_length=0), ValueError, "'max_bucket_length' parameter of private_partition"),
+    (dict(entropy_correction=1), TypeError, "'entropy_correction' parameter of private_partition"),
+    (dict(x=[1.0, -2.0]), ValueError, "'x' parameter of private_partition"),
+    (dict(x=np.ones((2, 2))), ValueError, "'x' parameter of private_partition must be a 1-D"),
+])
+def test_validation(kwargs, exc, words):
+    args = dict(x=np.ones(4), epsilon=1.0, bucket_penalty=1.0, rng=0) | kwargs
+    with pytest.raises(exc, match=words):
+        private_partition(**args)
