@@ -54,6 +54,16 @@ def _limit(text: str) -> int:
     return n
 
 
+def _jobs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer; got {text!r}") from None
+    if n == 0:
+        raise argparse.ArgumentTypeError("must be a non-zero integer (1: one row at a time, -1: every core); got 0")
+    return n
+
+
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=CMD, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     size = p.add_mutually_exclusive_group()
@@ -74,6 +84,9 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--table-only", action="store_true", help="write range_queries.csv only: no checks, "
                    "figures or README")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--jobs", type=_jobs, default=None, metavar="N",
+                   help="rows of the table computed at once (joblib; -1: every core; default 1). The table is "
+                   "the same for any N; each optimiser still runs its restarts in turn")
     return p
 
 
@@ -83,7 +96,8 @@ def validate(p: argparse.ArgumentParser, args) -> tuple[_helpers.Config, Path]:
         given = [f for f, v in (("--resume", args.resume), ("--sizes", args.sizes), ("--epsilon", args.epsilon),
                                 ("--min-error-max", args.min_error_max), ("--full", args.full),
                                 ("--quick", args.quick), ("--table-only", args.table_only),
-                                ("--min-sensitivity-max", args.min_sensitivity_max)) if v not in (None, False)]
+                                ("--min-sensitivity-max", args.min_sensitivity_max),
+                                ("--jobs", args.jobs)) if v not in (None, False)]
         if given:
             p.error(f"--from-csv re-plots what the folder holds, so {', '.join(given)} would have no effect; "
                     "drop them, or drop --from-csv to recompute")

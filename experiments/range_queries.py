@@ -95,18 +95,33 @@ def row(n: int, wname: str, sname: str, cfg: Config) -> dict:
 
 
 def run(cfg: Config = QUICK, *, workloads=tuple(_helpers.WORKLOADS), skip=lambda **key: False, on_row=None,
-        progress: bool = True) -> list[dict]:
-    """All rows of the §6 table (pure apart from the ``on_row`` callback), with a progress bar on a TTY."""
+        progress: bool = True, n_jobs: int | None = None) -> list[dict]:
+    """All rows of the §6 table (pure apart from the ``on_row`` callback), with a progress bar on a TTY.
+
+    ``n_jobs`` rows are computed at once by joblib (None or 1: one after the other; -1: every core). Rows
+    come back, and reach ``on_row``, in task order, and every optimiser row is seeded, so the rows are the
+    same whatever ``n_jobs`` (their "seconds" aside). Worker processes do not share the optimiser cache of
+    :func:`experiments._helpers.optimise`, so later steps in this process recompute the runs they reuse.
+    """
+    import joblib
     from tqdm import tqdm
 
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0):
+        raise ValueError(f"The 'n_jobs' parameter of experiments.range_queries.run must be None or a non-zero "
+                         f"integer (joblib's convention: -1 is every core). Got {n_jobs!r} instead.")
     todo = [t for t in tasks(cfg, workloads) if not skip(n=t[0], workload=t[1], strategy=t[2])]
+    # return_as="generator" yields in submission order as results arrive; n_jobs=1 runs in this process.
+    done = joblib.Parallel(n_jobs=n_jobs, return_as="generator")(joblib.delayed(row)(*t, cfg) for t in todo)
     rows = []
-    bar = tqdm(todo, desc="§6 table", unit="row", file=sys.stderr, disable=not (progress and sys.stderr.isatty()))
-    for n, w, s in bar:
-        bar.set_postfix_str(f"n={n} {w} {s}")
-        rows.append(row(n, w, s, cfg))
-        if on_row:
-            on_row(rows[-1])
+    bar = tqdm(total=len(todo), desc="§6 table", unit="row", file=sys.stderr,
+               disable=not (progress and sys.stderr.isatty()))
+    with bar:
+        for (n, w, s), r in zip(todo, done, strict=True):
+            bar.set_postfix_str(f"n={n} {w} {s}")
+            bar.update()
+            rows.append(r)
+            if on_row:
+                on_row(r)
     return rows
 
 
@@ -146,44 +161,55 @@ def plot(rows: list[dict], out, epsilon: float = 1.0) -> list:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from mmopt import plot as mplot
+
     styles = dict(zip(STRATEGIES, ["o-", "s-", "D--", "^-", "v:", "P-", "X--", "*-"], strict=True))
+    labels = {s: _helpers.label(s) for s in STRATEGIES}
+    order = {s: k for k, s in enumerate(STRATEGIES)}  # legend order, whichever strategy's first row comes first
+
+    def points(w: str, key: str) -> list[dict]:
+        """mmopt.plot.compare's rows for workload w, in legend order; totals carry the SVD bound on the total."""
+        pts = []
+        for r in rows:
+            if r["workload"] != w or not isinstance(r.get("log10_total"), float):
+                continue  # a failed optimiser's row
+            p = {"n": r["n"], "strategy": r["strategy"]}
+            if key == "total_squared_error":
+                if not isinstance(r["m"], int):  # m beyond 2⁵³ is written as "~1e…": no bound from it
+                    continue
+                p |= {key: 10 ** r["log10_total"], "lower_bound": r["svd_bound_mean"] * r["m"]}
+            else:
+                p[key] = r[key]
+            if math.isfinite(p[key]):
+                pts.append(p)
+        return sorted(pts, key=lambda p: order[p["strategy"]])
+
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), constrained_layout=True)
     for ax, w in zip(axes, ("all_range", "prefix"), strict=True):
-        sub = [r for r in rows if r["workload"] == w and isinstance(r.get("log10_total"), float)]
-        for s in STRATEGIES:
-            pts = sorted((r["n"], 10 ** r["log10_total"]) for r in sub if r["strategy"] == s)
-            if pts:
-                ax.plot(*_helpers.xy(pts), styles[s], ms=4, label=_helpers.label(s))
-        bound = sorted({(r["n"], r["svd_bound_mean"] * r["m"]) for r in sub if isinstance(r["m"], int)})
-        ax.plot(*_helpers.xy(bound), "k--", lw=2.5, alpha=0.6, label="SVD lower bound")
-        ax.set(xscale="log", yscale="log", xlabel="domain size n",
-               ylabel=f"total expected squared error (ε = {epsilon:g})", title=f"{w}: total error vs n")
-        ax.set_xscale("log", base=2)
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend(fontsize=8)
+        if pts := points(w, "total_squared_error"):
+            mplot.compare(rows=pts, metric="total_squared_error", styles=styles, labels=labels,
+                          legend=ax is axes[0], ax=ax)
+        ax.set(ylabel=f"total expected squared error (ε = {epsilon:g})", title=f"{w}: total error vs n")
     made = [_common.save_png(fig, out / "total_vs_n.png", dpi=120)]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), constrained_layout=True, sharey=True)
     for ax, w in zip(axes, _helpers.WORKLOADS, strict=True):
-        sub = [r for r in rows if r["workload"] == w and isinstance(r.get("svd_ratio"), float)]
-        for s in STRATEGIES:
-            pts = sorted((r["n"], r["svd_ratio"]) for r in sub if r["strategy"] == s)
-            if pts:
-                ax.plot(*_helpers.xy(pts), styles[s], ms=4, label=_helpers.label(s))
+        if pts := points(w, "svd_ratio"):
+            mplot.compare(rows=pts, metric="svd_ratio", lower_bound=False, styles=styles, labels=labels,
+                          legend=ax is axes[0], ax=ax)
         ax.axhline(1.0, color="k", lw=1)
-        ax.set(yscale="log", xlabel="domain size n", title=f"{w}: error / SVD lower bound")
-        ax.set_xscale("log", base=2)
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0].set_ylabel("mean squared error ÷ SVD bound (≥ 1)")
-    axes[0].legend(fontsize=8)
+        ax.set(title=f"{w}: error / SVD lower bound",
+               ylabel="mean squared error ÷ SVD bound (≥ 1)" if ax is axes[0] else "")
     return made + [_common.save_png(fig, out / "ratio_to_svd.png", dpi=120)]
 
 
-def compute_table(cfg: Config, out, kept: list[dict], progress: bool) -> tuple[list[dict], dict]:
+def compute_table(cfg: Config, out, kept: list[dict], progress: bool, n_jobs: int | None = None
+                  ) -> tuple[list[dict], dict]:
     """Write range_queries.csv: the ``kept`` rows (--resume), then each missing row as it finishes; finally
     the whole table again in task order, so that a resumed run gives the same file as an uninterrupted one."""
     writer = _common.RowWriter(out / TABLE, COLUMNS, kept)
     have = {tuple(r[k] for k in KEY) for r in kept}
-    run(cfg, skip=lambda **key: tuple(key[k] for k in KEY) in have, on_row=writer.write, progress=progress)
+    run(cfg, skip=lambda **key: tuple(key[k] for k in KEY) in have, on_row=writer.write, progress=progress,
+        n_jobs=n_jobs)
     by_key = {tuple(r[k] for k in KEY): r for r in writer.rows}
     _common.write_csv(out / TABLE, COLUMNS, [by_key[t] for t in tasks(cfg)])
     seconds = {" ".join(map(str, k)): round(r["seconds"], 3) for k, r in by_key.items() if "seconds" in r}
@@ -214,7 +240,8 @@ def _main(parser, args, cfg: Config, out, argv, t0: float) -> int:
     else:
         kept = _cli.resume_rows(parser, out, params, tasks(cfg), COLUMNS, KEY) if args.resume else []
         _run.write_json(out / _cli.PARAMS, params)
-        rows, info["row_seconds"] = compute_table(cfg, out, kept, progress)
+        rows, info["row_seconds"] = compute_table(cfg, out, kept, progress, args.jobs)
+        info["jobs"] = args.jobs
         info["rows_kept_from_earlier_run"] = len(kept)
         info["table_seconds"] = round(time.perf_counter() - t0, 1)
         if not args.table_only:

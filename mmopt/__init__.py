@@ -30,7 +30,8 @@ __version__ = "0.1.0"
 __all__ = [
     "ErrorReport", "FactorizationNorm", "MechanismOutput", "MonteCarloResult", "NumericalError", "OptimizeResult",
     "Privacy", "SavedStrategy", "SolverError", "Strategy", "Workload",
-    "adaptive", "augment", "eigen_structure", "error_profile", "evaluate", "expected_error", "factorization_norm", "factorize",
+    "adaptive", "augment", "eigen_structure", "error_profile", "evaluate", "expected_error", "factorization_norm",
+    "factorize",
     "laplace_mechanism", "load", "matrix_mechanism", "monte_carlo", "optimize", "plot",
     "profile_equivalent", "query_error", "release", "save", "solvers", "sparse_vector", "strategy",
     "strictly_improved", "structured", "supports", "svd_bound", "workload",

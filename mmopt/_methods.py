@@ -69,7 +69,7 @@ def _min_sensitivity(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
     from mmopt.min_sensitivity import solve_min_sensitivity
     return solve_min_sensitivity(A0.T @ A0, initial=A0, solver=opts.get("solver"), tol=opts.get("tol") or 1e-6,
                                  max_iterations=opts.get("max_iterations") or 50, seed=opts.get("seed"),
-                                 verbose=opts["verbose"])
+                                 verbose=opts["verbose"], n_jobs=opts.get("n_jobs"))
 
 
 def _choice(*choices):

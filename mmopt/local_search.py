@@ -12,6 +12,7 @@ import functools
 import logging
 import numbers
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,6 +25,7 @@ from mmopt._local_objectives import (
     pidentity_objective,
     split,
 )
+from mmopt._parallel import check_n_jobs, ordered_map, plan, seed_children
 from mmopt._solution import CONVERGED_MEANS, RawSolution, worst_status
 from mmopt.error import NumericalError, unit_objective
 from mmopt.profile import numerical_rank
@@ -32,6 +34,51 @@ __all__ = ["minimize_l1", "general_objective", "pidentity_objective"]  # the obj
 
 _LOG = logging.getLogger("mmopt")
 _FUNC = "minimize_l1"
+
+
+@dataclass(frozen=True, eq=False)
+class _Job:
+    """What every restart shares: the search mode, G, the shapes, the polish start A1 and root F of G
+    (F Fᵀ = G on its range), the objective scale and L-BFGS-B's budget. Pickled once per task."""
+
+    mode: str
+    G: np.ndarray
+    p: int
+    n: int
+    A1: np.ndarray | None
+    F: np.ndarray | None
+    scale: float
+    max_iterations: int
+    tol: float
+
+
+def _restart(k: int, child: np.random.SeedSequence, job: _Job):
+    """Restart k, drawing only from ``child``: (A with Δ = 1, its exact objective, iterations, status, seconds).
+
+    p-Identity: HDMM's start (U uniform on [0, 1], V = 0) on even runs; odd runs also draw V: signed starts
+    reach other local optima (the only ones beating I at n = 8, p = 8) and match V = 0 for larger n.
+    Polish: run 0 starts at A1, the others at random perturbations of it.
+    """
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(child)
+    p, n = job.p, job.n
+    if job.mode == "p-identity":
+        objective = functools.partial(pidentity_objective, G=job.G, p=p, n=n)
+        to_matrix = functools.partial(pidentity_matrix, p=p, n=n)
+        z0 = np.r_[rng.random(p * n), 0.5 * rng.random(p * n) if k % 2 else np.zeros(p * n)]
+    else:
+        objective = functools.partial(general_objective, F=job.F, m=p, n=n)
+        to_matrix = functools.partial(general_matrix, p=p, n=n)
+        A = job.A1 if k == 0 else (job.A1 * (1 + 0.2 * rng.standard_normal(job.A1.shape))
+                                   + 0.01 * rng.standard_normal(job.A1.shape))
+        z0 = split(A / np.abs(A).sum(axis=0).max())
+    z, _, nit, status = lbfgs(objective, z0, job.scale, job.max_iterations, job.tol)
+    A = to_matrix(z)
+    A = A / np.abs(A).sum(axis=0).max()
+    # Choose among runs by the exact error of the returned A, not the optimiser's Woodbury value.
+    return A, float(_score(A, job.G)), nit, status, time.perf_counter() - t0
+
+
 def _score(A, G):
     """The exact Δ² tr(G X⁺) of a run's A; +∞ (never chosen) when float64 cannot resolve it."""
     try:
@@ -99,7 +146,7 @@ def _check_initial(initial, n, p, G):
 
 
 def minimize_l1(gram, *, initial=None, p=None, restarts=1, max_iterations=1000, tol=1e-9, seed=None,
-                verbose=False) -> RawSolution:
+                verbose=False, n_jobs=None) -> RawSolution:
     r"""Search locally for a strategy with small ε-DP (Laplace) total error; a heuristic for MinError.
 
     Parameters
@@ -124,10 +171,16 @@ def minimize_l1(gram, *, initial=None, p=None, restarts=1, max_iterations=1000, 
     tol : float, default=1e-9
         Stop when the relative decrease of the objective, or the largest projected gradient entry of the
         objective divided by tr G, falls below ``tol``.
-    seed : int, numpy.random.Generator or None, default=None
-        Seed of the random starts; the same seed gives the same result.
+    seed : int, numpy.random.SeedSequence, numpy.random.Generator or None, default=None
+        Seed of the random starts: run k draws only from ``numpy.random.SeedSequence(seed).spawn(restarts)[k]``
+        (a Generator is consumed to seed that root), so the same seed gives the same result whatever
+        ``n_jobs``.
     verbose : bool, default=False
-        Log each run on the ``"mmopt"`` logger at INFO (else DEBUG) level.
+        Log each run on the ``"mmopt"`` logger at INFO (else DEBUG) level, and show a progress bar over the
+        runs if tqdm is installed.
+    n_jobs : int or None, default=None
+        Runs at once, joblib's convention (:mod:`mmopt._parallel`): None or 1 runs them one after the other
+        (None follows an enclosing ``joblib.parallel_config``, e.g. ``backend="dask"``), -1 on every core.
 
     Returns
     -------
@@ -138,13 +191,14 @@ def minimize_l1(gram, *, initial=None, p=None, restarts=1, max_iterations=1000, 
         the runs of each kind. ``history``: per run, restart, objective (exact Δ² tr(G X⁺) by
         :func:`mmopt.error.unit_objective`), iterations, status, seconds.
         ``extra``: seconds, p (extra rows, or rows of A when polishing), mode ("p-identity" or "polish"),
-        identity_fallback.
+        identity_fallback, n_jobs and backend (the workers and joblib backend that ran the restarts).
 
     Raises
     ------
-    ValueError
+    ValueError, TypeError
         If ``gram`` is not a finite symmetric PSD matrix, ``initial`` has the wrong shape, is not finite
-        or does not support G, or ``p``, ``restarts``, ``max_iterations`` or ``tol`` is invalid.
+        or does not support G, or ``p``, ``restarts``, ``max_iterations``, ``tol``, ``seed`` or ``n_jobs``
+        is invalid.
 
     Notes
     -----
@@ -193,44 +247,34 @@ def minimize_l1(gram, *, initial=None, p=None, restarts=1, max_iterations=1000, 
     max_iterations = _positive_int(max_iterations, "max_iterations")
     if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not 0.0 < tol < 1.0:
         raise _invalid("tol", "be a number in (0, 1)", repr(tol))
-    rng = np.random.default_rng(seed)
+    children = seed_children(seed, restarts, caller=_FUNC)
+    n_jobs = check_n_jobs(n_jobs, caller=_FUNC)
     log = _LOG.info if verbose else _LOG.debug
     # Dividing by tr G (the identity's error) makes tol mean the same for every workload scale.
     scale = float(np.trace(G)) if np.trace(G) > 0 else 1.0
 
     if initial is None:
         mode, p = "p-identity", (max(4, n // 16) if p is None else p)
-        objective = functools.partial(pidentity_objective, G=G, p=p, n=n)
-        to_matrix = functools.partial(pidentity_matrix, p=p, n=n)
-        # HDMM's start (U uniform on [0, 1], V = 0) on even runs; odd runs also draw V: signed starts reach
-        # other local optima (the only ones beating I at n = 8, p = 8) and match V = 0 for larger n.
-        starts = (np.r_[rng.random(p * n), 0.5 * (k % 2) * rng.random(p * n)] for k in range(restarts))
+        job = _Job(mode, G, p, n, None, None, scale, max_iterations, tol)
         how = f"over p-Identity strategies [I; T]D⁻¹ with p = {p} extra rows"
     else:
         A0, f0 = _check_initial(initial, n, p, G)
         A1 = full_rank(A0)
         mode, p = "polish", A1.shape[0]
         keep = lam > 1e-12 * max(lam[-1], 0.0)
-        objective = functools.partial(general_objective, F=Q[:, keep] * np.sqrt(lam[keep]), m=p, n=n)
-        to_matrix = functools.partial(general_matrix, p=p, n=n)
-        noisy = (A1 * (1 + 0.2 * rng.standard_normal(A1.shape)) + 0.01 * rng.standard_normal(A1.shape)
-                 for _ in range(restarts - 1))
-        starts = (split(A / np.abs(A).sum(axis=0).max()) for A in (A1, *noisy))
+        job = _Job(mode, G, p, n, A1, Q[:, keep] * np.sqrt(lam[keep]), scale, max_iterations, tol)
         how = "polishing the given strategy under column L1 norms ≤ 1"
 
+    workers, backend = plan(n_jobs, restarts)
     history, iterations, best = [], 0, (np.inf, None)
-    for k, z0 in enumerate(starts):
-        t0 = time.perf_counter()
-        z, f, nit, status = lbfgs(objective, z0, scale, max_iterations, tol)
-        A = to_matrix(z)
-        A = A / np.abs(A).sum(axis=0).max()
-        # Choose among runs by the exact error of the returned A, not the optimiser's Woodbury value.
-        f = _score(A, G)
+    runs = ordered_map(_restart, ((k, child, job) for k, child in enumerate(children)), n_jobs=n_jobs,
+                       desc=f"minimize_l1 {mode} restarts", progress=verbose)
+    # In restart order, replacing only on a strict improvement: ties go to the lowest restart whatever n_jobs.
+    for k, (A, f, nit, status, seconds) in enumerate(runs):
         iterations += nit
-        history.append({"restart": k, "objective": float(f), "iterations": nit, "status": status,
-                        "seconds": time.perf_counter() - t0})
+        history.append({"restart": k, "objective": f, "iterations": nit, "status": status, "seconds": seconds})
         log("minimize_l1 %s: restart %d of %d: objective %.8g after %d iterations (%s), %.2f s", mode, k + 1,
-            restarts, f, nit, status, time.perf_counter() - t0)
+            restarts, f, nit, status, seconds)
         if f < best[0]:
             best = (f, A)
 
@@ -250,4 +294,5 @@ def minimize_l1(gram, *, initial=None, p=None, restarts=1, max_iterations=1000, 
     return RawSolution(matrix=A, gram=None, status=status, message=message, iterations=iterations,
                        solver="mmopt-lbfgs", dual_bound=None, history=tuple(history),
                        extra={"seconds": time.perf_counter() - began, "p": p, "mode": mode,
-                              "identity_fallback": fallback, "run_summary": summary})
+                              "identity_fallback": fallback, "run_summary": summary, "n_jobs": workers,
+                              "backend": backend})

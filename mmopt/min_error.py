@@ -90,7 +90,8 @@ def solve(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
 
     ``opts`` has been validated by :func:`mmopt.optimize`: engine, restarts, p, weight, polish, solver,
     tol, max_iterations (P1 solves of the SDP; L-BFGS-B iterations per restart of the local search and
-    per polish), seed, verbose, initial.
+    per polish), seed, verbose, initial, n_jobs (the local search's restarts run in parallel; the result
+    does not depend on it).
     """
     from mmopt.l2_fast import solve_l2
     from mmopt.local_search import minimize_l1
@@ -138,7 +139,7 @@ def solve(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
     say("min_error stage local_search: p-Identity, %d restarts of at most %d L-BFGS-B iterations",
         restarts, budget)
     local = minimize_l1(G, p=opts.get("p"), restarts=restarts, seed=opts.get("seed"), max_iterations=budget,
-                        verbose=opts["verbose"])
+                        verbose=opts["verbose"], n_jobs=opts.get("n_jobs"))
     iterations += local.iterations or 0
     stages["local_search"] = local
     consider("local_search", local.matrix, "local_search")
@@ -169,7 +170,7 @@ def solve(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
                "local optimum with no optimality certificate; lower_bound is the L2 optimum's dual bound.")
     extra = {"best_candidate": label, "winning_stage": stage, "seconds": time.perf_counter() - t0,
              "stage_status": {k: s.status for k, s in stages.items()}, "l2_status": l2.status,
-             "dual_bound_norm": "l2"}
+             "dual_bound_norm": "l2", "n_jobs": local.extra["n_jobs"], "backend": local.extra["backend"]}
     return RawSolution(_normalised(A), None, status, message, iterations, solver, dual_bound=l2.dual_bound,
                        history=tuple(history), extra=extra)
 

@@ -16,6 +16,7 @@ from scipy import sparse
 from scipy.optimize import linprog
 
 from mmopt import solvers
+from mmopt._parallel import check_n_jobs, ordered_map
 from mmopt._solution import RawSolution, worst_status
 from mmopt._validation import check_int, check_real
 from mmopt.sdp_l2 import _validate_gram
@@ -84,6 +85,11 @@ def _polish(a: np.ndarray, max_steps: int = _POLISH_STEPS) -> tuple[np.ndarray, 
     return a, d, steps
 
 
+def _race(rotation: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, float]:
+    """``rotation @ start`` after a few LP steps of :func:`_polish`: (A, Δ)."""
+    return _polish(rotation @ start, max_steps=_RACE_STEPS)[:2]
+
+
 def _build_p1(x0: np.ndarray):
     """P1 of Program 5.3: min ⟨Z, [[I, A], [Aᵀ, X₀]]⟩ s.t. −B ≤ A ≤ B, 1ᵀB ≤ t·1ᵀ, the block ⪰ 0."""
     n = x0.shape[0]
@@ -97,7 +103,7 @@ def _build_p1(x0: np.ndarray):
 
 
 def solve_min_sensitivity(
-    profile_gram, *, initial=None, solver=None, tol=1e-6, max_iterations=50, seed=None, verbose=False
+    profile_gram, *, initial=None, solver=None, tol=1e-6, max_iterations=50, seed=None, verbose=False, n_jobs=None
 ) -> RawSolution:
     """Find a square A with AᵀA = X₀ and the least L1 sensitivity Δ_A found (Program 5.3, a heuristic).
 
@@ -115,9 +121,13 @@ def solve_min_sensitivity(
     max_iterations : int
         Budget of P1 solves (one SDP each).
     seed : int or numpy.random.Generator, optional
-        Seeds the random rotations of the polishing search (deterministic for a given seed).
+        Seeds the random rotations of the polishing search (deterministic for a given seed, whatever
+        ``n_jobs``: the rotations are drawn in this process, in turn, before they are raced).
     verbose : bool
-        Log progress to ``logging.getLogger("mmopt")``.
+        Log progress to ``logging.getLogger("mmopt")``, and show tqdm bars over the rotations (if installed).
+    n_jobs : int or None
+        Random rotations raced (then leaders polished) at once, joblib's convention (see
+        :func:`mmopt.optimize`); the result does not depend on it.
 
     Returns
     -------
@@ -162,6 +172,7 @@ def solve_min_sensitivity(
     tol = check_real(tol, name="tol", caller=func, low=0.0, high=1.0, low_open=True)
     name = solvers.choose(solver, size_hint=2 * n)  # many SDPs, each with cones of side 2n
     rng = np.random.default_rng(seed)
+    n_jobs = check_n_jobs(n_jobs, caller=func)
     c = np.diag(x0).max()  # work with X₀/c: every column L2 norm ≤ 1, so Δ is O(1)..O(√n)
     xs = x0 / c
     lam, vec = np.linalg.eigh(xs)
@@ -213,13 +224,15 @@ def solve_min_sensitivity(
     spent = [steps >= _POLISH_STEPS]  # per full polish: did it stop at its step budget?
     if deltas[k] < best_d:
         best_a, best_d = cands[k], deltas[k]
-    racers = []
-    for _ in range(restarts):
-        q, r = np.linalg.qr(rng.standard_normal((n, n)))
-        racers.append(_polish((q * np.sign(np.diag(r))) @ cands[k], max_steps=_RACE_STEPS)[:2])
+    # The rotations are drawn here, in turn from one Generator, exactly as a sequential loop would (a seed
+    # keeps its answer); races and polishes come back in task order (a stable sort, strict improvements), so
+    # the answer is the same whatever n_jobs.
+    rotations = [np.linalg.qr(rng.standard_normal((n, n))) for _ in range(restarts)]
+    racers = list(ordered_map(_race, [(q * np.sign(np.diag(r)), cands[k]) for q, r in rotations], n_jobs=n_jobs,
+                              desc=f"{func} rotations", progress=verbose))
     racers.sort(key=lambda ad: ad[1])
-    for a, _ in racers[: int(np.clip(restarts // 8, 2, 8))]:
-        a, d, steps = _polish(a)
+    leaders = [(a,) for a, _ in racers[: int(np.clip(restarts // 8, 2, 8))]]
+    for a, d, steps in ordered_map(_polish, leaders, n_jobs=n_jobs, desc=f"{func} polishes", progress=verbose):
         spent.append(steps >= _POLISH_STEPS)
         if d < best_d:
             best_a, best_d = a, d

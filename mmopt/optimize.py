@@ -17,6 +17,7 @@ import numpy as np
 from mmopt import _runtime
 from mmopt import _validation as v
 from mmopt._methods import DEFAULT_NORM, METHODS, OPTIONS, check_options, check_seed  # noqa: F401 (OPTIONS: API)
+from mmopt._parallel import check_n_jobs
 from mmopt._result import OptimizeResult, reconcile
 from mmopt.error import evaluate, svd_bound
 from mmopt.multidim.search import search
@@ -30,7 +31,7 @@ MULTIDIM_METHODS = ("kron", "union", "marginals", "auto")
 def optimize(workload: Workload, *, method: str | Callable = "l2_approx", solver: str | None = None,
              norm: str | None = None, initial=None, tol: float | None = None, max_iterations: int | None = None,
              seed=None, verbose: bool = False, blas_threads: int | str | None = "auto",
-             options: Mapping[str, Any] | None = None) -> OptimizeResult:
+             options: Mapping[str, Any] | None = None, n_jobs: int | None = None) -> OptimizeResult:
     """Find a strategy for ``workload`` with one of the paper's methods.
 
     Parameters
@@ -58,10 +59,13 @@ def optimize(workload: Workload, *, method: str | Callable = "l2_approx", solver
         The method's budget: Newton steps (l2_approx fast), solver iterations (l2_approx SDP), P1 solves
         (convex iterations) and L-BFGS-B iterations per restart and per polish (min_error).
     seed : int, numpy.random.Generator or None
-        Seeds the random restarts; accepted (and unused) by the deterministic methods too.
+        Seeds the random restarts; accepted (and unused) by the deterministic methods too. Restart k draws
+        only from ``numpy.random.SeedSequence(seed).spawn(restarts)[k]``, so a seed gives the same strategy
+        whatever ``n_jobs``.
     verbose : bool, default=False
         Print progress (stage, restart k of K, objective, seconds) to stderr, unless logging is already
-        configured to show the "mmopt" logger's INFO records, in which case they go there.
+        configured to show the "mmopt" logger's INFO records, in which case they go there; with tqdm
+        installed, also a progress bar over the restarts.
     blas_threads : "auto", int or None, default="auto"
         Cap on BLAS threads during the call (threadpoolctl; restored afterwards); None leaves BLAS as
         configured. "auto": 1 for min_error and min_sensitivity, whose loops work on small matrices where
@@ -74,6 +78,15 @@ def optimize(workload: Workload, *, method: str | Callable = "l2_approx", solver
         l2_approx: ``engine`` ("auto", "sdp", "fast"). min_error: ``engine`` ("auto", "sdp", "local"),
         ``restarts`` and ``p`` (positive ints: local-search restarts and extra rows), ``weight`` (> 0:
         penalty form of the SDP stage), ``polish`` (bool; default n ≤ 64).
+    n_jobs : int or None, default=None
+        Restarts run at once, joblib's convention: None or 1 one after the other, 2 two workers, -1 every
+        core. None follows an enclosing ``joblib.parallel_config``: inside ``with
+        joblib.parallel_config(backend="dask"):`` (a ``dask.distributed.Client`` open) the restarts run on
+        the cluster's workers. Used by min_error's local search, min_sensitivity's random rotations and
+        the restarts of kron, union (its factor searches) and marginals; the other methods have no
+        restarts and accept it unused, like ``seed``. Each worker process runs with one BLAS thread. The
+        result is the same for any value (:mod:`mmopt._parallel`); for min_error, kron, union and
+        marginals ``extra`` records the workers and backend used.
 
     Returns
     -------
@@ -84,7 +97,8 @@ def optimize(workload: Workload, *, method: str | Callable = "l2_approx", solver
     Raises
     ------
     ValueError, TypeError
-        On an invalid parameter or option, or one the chosen method does not read.
+        On an invalid parameter or option, or one the chosen method does not read (``seed`` and
+        ``n_jobs`` are accepted by every method).
 
     Examples
     --------
@@ -100,7 +114,7 @@ def optimize(workload: Workload, *, method: str | Callable = "l2_approx", solver
     if isinstance(method, str) and method in MULTIDIM_METHODS:
         return _multidim(workload, method, norm=norm, seed=seed, verbose=verbose, tol=tol,
                          max_iterations=max_iterations, blas_threads=blas_threads, options=options,
-                         unused={"solver": solver, "initial": initial})
+                         unused={"solver": solver, "initial": initial}, n_jobs=n_jobs)
     if isinstance(workload, ImplicitWorkload):
         if workload.domain_size > DENSE_LIMIT:
             raise ValueError(f"{caller}: method={method!r} needs a dense workload, but '{workload.name}' is implicit "
@@ -121,13 +135,13 @@ def optimize(workload: Workload, *, method: str | Callable = "l2_approx", solver
         reads = sorted(spec.reads | {"seed"})
         raise ValueError(f"The {unread} parameter(s) of {caller} do not apply to method={name!r}, which reads only "
                          f"{reads}. Drop them, or choose a method that uses them.")
-    _check_common(tol, max_iterations, seed, verbose, caller)
+    n_jobs = _check_common(tol, max_iterations, seed, verbose, n_jobs, caller)
     threads = _runtime.check_blas_threads(blas_threads, caller=caller, auto=spec.blas_threads if spec else None)
     if solver is not None:
         from mmopt.solvers import choose
         solver = choose(solver)
     opts.update(solver=solver, tol=tol, max_iterations=max_iterations, seed=seed, verbose=bool(verbose),
-                initial=initial, norm=norm)
+                initial=initial, norm=norm, n_jobs=n_jobs)
 
     # Methods see G scaled to mean diagonal 1: argmins are scale-free and solvers like unit-sized data.
     G = workload.mean_gram / (np.trace(workload.mean_gram) / workload.domain_size)
@@ -152,8 +166,8 @@ def optimize(workload: Workload, *, method: str | Callable = "l2_approx", solver
                           dict(raw.extra) | ({"dual_bound": raw.dual_bound} if raw.dual_bound is not None else {}))
 
 
-def _check_common(tol, max_iterations, seed, verbose, caller: str) -> None:
-    """The parameters every optimize path reads, checked the same way."""
+def _check_common(tol, max_iterations, seed, verbose, n_jobs, caller: str) -> int | None:
+    """The parameters every optimize path reads, checked the same way; returns the checked ``n_jobs``."""
     if tol is not None:
         v.check_real(tol, name="tol", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
     if max_iterations is not None:
@@ -161,9 +175,10 @@ def _check_common(tol, max_iterations, seed, verbose, caller: str) -> None:
     check_seed(seed, caller)
     if not isinstance(verbose, bool | np.bool_):
         raise TypeError(f"The 'verbose' parameter of {caller} must be True or False. Got {type(verbose).__name__}.")
+    return check_n_jobs(n_jobs, caller=caller)
 
 
-def _multidim(workload, method, *, norm, seed, verbose, tol, max_iterations, blas_threads, options, unused):
+def _multidim(workload, method, *, norm, seed, verbose, tol, max_iterations, blas_threads, options, unused, n_jobs):
     """HDMM's searches (:mod:`mmopt.multidim`): kron, union, marginals, and auto."""
     caller = "optimize"
     if not isinstance(workload, Workload | ImplicitWorkload):
@@ -172,7 +187,7 @@ def _multidim(workload, method, *, norm, seed, verbose, tol, max_iterations, bla
     given = [k for k, val in unused.items() if val is not None]
     if given:
         raise ValueError(f"The {given} parameter(s) of {caller} do not apply to method={method!r}, which reads "
-                         "['max_iterations', 'norm', 'seed', 'tol', 'verbose', options 'restarts'].")
+                         "['max_iterations', 'n_jobs', 'norm', 'seed', 'tol', 'verbose', options 'restarts'].")
     opts = dict(options or {})
     unknown = sorted(set(opts) - {"restarts"})
     if unknown:
@@ -180,12 +195,13 @@ def _multidim(workload, method, *, norm, seed, verbose, tol, max_iterations, bla
     restarts = opts.get("restarts")
     if restarts is not None:
         restarts = v.check_int(restarts, name="restarts", caller=caller)
-    _check_common(tol, max_iterations, seed, verbose, caller)
+    n_jobs = _check_common(tol, max_iterations, seed, verbose, n_jobs, caller)
     norm = v.check_choice(norm or "l1", name="norm", caller=caller, choices=("l1", "l2"))
     threads = _runtime.check_blas_threads(blas_threads, caller=caller, auto=1)
     with _runtime.progress(bool(verbose)), _runtime.blas_threads(threads):
         return search(workload, method, norm=norm, seed=seed, restarts=restarts, max_iterations=max_iterations,
-                      tol=tol, verbose=bool(verbose), dense_optimize=optimize, structure=structure_of(workload))
+                      tol=tol, verbose=bool(verbose), dense_optimize=optimize, structure=structure_of(workload),
+                      n_jobs=n_jobs)
 
 
 def _times(x: float, m: int) -> float:

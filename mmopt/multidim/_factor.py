@@ -87,7 +87,9 @@ def solve_factor(G: np.ndarray, incumbent: np.ndarray, norm: str, rng: np.random
     statuses: list[str] = []
     if n > 1:
         if norm == "l1":
-            sol = minimize_l1(G, restarts=inner_restarts, seed=rng, max_iterations=INNER_ITERATIONS, tol=INNER_TOL)
+            # n_jobs=1: the parallelism is over the outer restarts; a nested pool would oversubscribe the cores
+            sol = minimize_l1(G, restarts=inner_restarts, seed=rng, max_iterations=INNER_ITERATIONS, tol=INNER_TOL,
+                              n_jobs=1)
             cands.append(("p-identity", sol.matrix))
             statuses.append(sol.status)
         else:
@@ -99,7 +101,7 @@ def solve_factor(G: np.ndarray, incumbent: np.ndarray, norm: str, rng: np.random
         first = min(((_score(normalised(A, norm), G, norm), k) for k, (_, A) in enumerate(cands)))
         if np.isfinite(first[0]):
             name, A = cands[first[1]]
-            sol = minimize_l1(G, initial=A, seed=rng, max_iterations=INNER_ITERATIONS, tol=INNER_TOL)
+            sol = minimize_l1(G, initial=A, seed=rng, max_iterations=INNER_ITERATIONS, tol=INNER_TOL, n_jobs=1)
             statuses.append(sol.status)
             cands.append((f"{name}+polish", sol.matrix))
     cands += [(f"{name}+trim", T) for name, A in cands[1:] if (T := _trimmed(A)) is not None]

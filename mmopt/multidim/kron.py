@@ -22,10 +22,12 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from mmopt._parallel import check_n_jobs, ordered_map, plan
 from mmopt._solution import ImplicitSolution, worst_status
 from mmopt._strategy_core import Strategy
 from mmopt.l2_fast import solve_l2
@@ -107,9 +109,43 @@ def _descend(table, factors, norm, ss, sweeps, tol, log, label, order):
                           "factor_status": worst_status(statuses), "statuses": statuses}
 
 
+@dataclass(frozen=True, eq=False)
+class _Job:
+    """What every restart shares (pickled once per task for process and Dask workers)."""
+
+    table: cm.GramTable
+    workload: ImplicitWorkload
+    start: list | None
+    norm: str
+    sweeps: int
+    tol: float
+    verbose: bool
+    restarts: int
+
+
+def _restart(r: int, ss: np.random.SeedSequence, job: _Job):
+    """Restart r, drawing only from ``ss``: (exact unit error, r, product strategy, record)."""
+    t0 = time.perf_counter()
+    shape, d = job.workload.shape, job.table.d
+    if r == 0 and job.start is not None:
+        factors = [cm.normalised(A, job.norm) for A in job.start]
+    else:
+        factors = [np.eye(n) for n in shape]  # Δ = 1 in both norms
+    order = list(range(d)) if r == 0 else list(np.random.default_rng(ss.spawn(1)[0]).permutation(d))
+    log = _LOG.info if job.verbose else _LOG.debug
+    with threadpool_limits(limits=1, user_api="blas"):
+        factors, obj, rec = _descend(job.table, factors, job.norm, ss, job.sweeps, job.tol, log,
+                                     f"solve_kron restart {r + 1}/{job.restarts}", order)
+        strategy = kron_strategy(*[Strategy(A, f"A{i}") for i, A in enumerate(factors)],
+                                 name=f"OPT_kron({job.workload.name})")
+        exact = evaluate(job.workload, strategy, norm=job.norm).total_squared_error
+    rec.update(restart=r, objective=exact, descent_objective=obj, seconds=time.perf_counter() - t0)
+    return exact, r, strategy, rec
+
+
 def solve_kron(workload: ImplicitWorkload, *, norm: str = "l1", restarts: int = 3, seed=None,
                max_iterations: int | None = None, tol: float | None = None, verbose: bool = False,
-               initial: ImplicitStrategy | None = None) -> ImplicitSolution:
+               initial: ImplicitStrategy | None = None, n_jobs: int | None = None) -> ImplicitSolution:
     r"""OPT_⊗: search product strategies ⊗ᵢ Aᵢ by block-coordinate descent (see the module docstring).
 
     Parameters
@@ -121,7 +157,8 @@ def solve_kron(workload: ImplicitWorkload, *, norm: str = "l1", restarts: int = 
     restarts : int, default=3
         Independent descents, seeded by ``numpy.random.SeedSequence(seed).spawn(restarts)``. Restart 0
         starts from ``initial`` (or identity factors) and sweeps the attributes in order; the others start
-        from identity factors in a random attribute order. The best by exact error is returned.
+        from identity factors in a random attribute order. The best by exact error is returned (ties: the
+        lowest restart).
     seed : int, numpy.random.SeedSequence or None
         Same seed, same result.
     max_iterations : int or None, default=None (30)
@@ -129,9 +166,13 @@ def solve_kron(workload: ImplicitWorkload, *, norm: str = "l1", restarts: int = 
     tol : float or None, default=None (1e-6)
         Converged when a sweep lowers the objective by less than ``tol`` relatively.
     verbose : bool, default=False
-        Log each sweep on the "mmopt" logger at INFO (else DEBUG).
+        Log each sweep on the "mmopt" logger at INFO (else DEBUG); a worker process's sweeps are not
+        logged, each restart's summary is. A tqdm progress bar over the restarts, if tqdm is installed.
     initial : ImplicitStrategy or None
         A product strategy to start restart 0 from (it must support the workload).
+    n_jobs : int or None, default=None
+        Restarts run at once, joblib's convention (see :func:`mmopt.optimize`); the result does not depend
+        on it. ``extra`` records the workers and backend used.
 
     Returns
     -------
@@ -160,28 +201,20 @@ def solve_kron(workload: ImplicitWorkload, *, norm: str = "l1", restarts: int = 
         _CALLER, workload, norm, restarts, seed, max_iterations, tol, verbose,
         default_iterations=DEFAULT_SWEEPS, default_tol=DEFAULT_TOL)
     start = _check_initial(initial, workload)
+    n_jobs = check_n_jobs(n_jobs, caller=_CALLER)
     log = _LOG.info if verbose else _LOG.debug
     with threadpool_limits(limits=1, user_api="blas"):  # many tiny factorisations: threads only synchronise
-        table = cm.gram_table(workload)
-        d = table.d
+        job = _Job(cm.gram_table(workload), workload, start, norm, sweeps, tol, bool(verbose), restarts)
+        workers, backend = plan(n_jobs, restarts)
         runs = []
-        for r, ss in enumerate(seeds):
-            t0 = time.perf_counter()
-            if r == 0 and start is not None:
-                factors = [cm.normalised(A, norm) for A in start]
-            else:
-                factors = [np.eye(n) for n in workload.shape]  # Δ = 1 in both norms
-            order = list(range(d)) if r == 0 else list(np.random.default_rng(ss.spawn(1)[0]).permutation(d))
-            factors, obj, rec = _descend(table, factors, norm, ss, sweeps, tol, log,
-                                         f"solve_kron restart {r + 1}/{restarts}", order)
-            strategy = kron_strategy(*[Strategy(A, f"A{i}") for i, A in enumerate(factors)],
-                                     name=f"OPT_kron({workload.name})")
-            exact = evaluate(workload, strategy, norm=norm).total_squared_error
-            rec.update(restart=r, objective=exact, descent_objective=obj, seconds=time.perf_counter() - t0)
+        for run in ordered_map(_restart, ((r, ss, job) for r, ss in enumerate(seeds)), n_jobs=n_jobs,
+                               desc="solve_kron restarts", progress=bool(verbose)):
+            runs.append(run)
+            exact, r, _, rec = run  # logged here: a worker process's log records go nowhere
             log("solve_kron restart %d/%d: exact unit error %s after %d sweeps (%s), %.2f s", r + 1, restarts,
                 cm.fmt(exact), rec["sweeps"], "converged" if rec["converged"] else "sweep budget spent",
                 rec["seconds"])
-            runs.append((exact, r, strategy, rec))
+        # Lowest error, ties to the lowest restart index: the same choice whatever n_jobs ran the restarts.
         exact, r, strategy, rec = min(runs, key=lambda x: (x[0], x[1]))
         bound = product_lower_bound(workload) if workload.is_product else None
     status, why = _status(rec, sweeps)
@@ -197,7 +230,7 @@ def solve_kron(workload: ImplicitWorkload, *, norm: str = "l1", restarts: int = 
                "sweep_objectives": tuple(h["objective"] for h in rec["history"]),
                "seconds": time.perf_counter() - began, "lower_bound_method": None if bound is None else
                "product of per-factor L2 dual bounds", "inner_iterations": INNER_ITERATIONS,
-               "inner_tol": INNER_TOL})
+               "inner_tol": INNER_TOL, "n_jobs": workers, "backend": backend})
 
 
 def _status(rec, sweeps) -> tuple[str, str]:

@@ -24,6 +24,7 @@ Source: McKenna, Miklau, Hay, Machanavajjhala, PVLDB 2018, §5 (OPT_M).
 
 from __future__ import annotations
 
+import functools
 import logging
 import numbers
 import time
@@ -32,6 +33,7 @@ import numpy as np
 
 from mmopt import _validation as v
 from mmopt._local_objectives import lbfgs
+from mmopt._parallel import check_n_jobs, ordered_map, plan
 from mmopt._solution import CONVERGED_MEANS, ImplicitSolution, worst_status
 from mmopt._strategy_core import NORMS
 from mmopt.structured import algebra as alg
@@ -179,9 +181,24 @@ def _score(workload, theta, norm):
     return r.total_squared_error, None
 
 
+def _restart(child: np.random.SeedSequence, job: tuple):
+    """One L-BFGS-B run from θ uniform on [0, 1] drawn from ``child``: (θ, exact error, history record)."""
+    c, w, l1, max_iterations, tol, workload, norm = job
+    t0 = time.perf_counter()
+    theta0 = _normalise(np.random.default_rng(child).uniform(size=c.size), l1)
+    f0 = _objective(theta0, c, w, l1, False)
+    theta, f, nit, status = lbfgs(functools.partial(_objective, c=c, w=w, l1=l1, gradient=True), theta0, f0,
+                                  max_iterations, tol)
+    theta = _prune(_normalise(theta, l1), c, w, l1)
+    exact, why = _score(workload, theta, norm)
+    return theta, exact, {"objective": float(exact), "closed_form": float(f), "start": float(f0),
+                          "iterations": nit, "status": status, "support": int(np.count_nonzero(theta)),
+                          "seconds": time.perf_counter() - t0, **({"refused": why} if why else {})}
+
+
 def solve_marginals(workload: ImplicitWorkload, *, norm: str = "l1", restarts: int = 3, seed=None,
                     max_iterations: int | None = None, tol: float | None = None,
-                    verbose: bool = False) -> ImplicitSolution:
+                    verbose: bool = False, n_jobs: int | None = None) -> ImplicitSolution:
     r"""OPT_M: weights θ ≥ 0 of the marginals strategy M(θ) minimising Δ(θ)²·tr(G X(θ)⁺) (module docstring).
 
     Parameters
@@ -201,7 +218,10 @@ def solve_marginals(workload: ImplicitWorkload, *, norm: str = "l1", restarts: i
     tol : float or None, default=None
         L-BFGS-B's ``ftol`` and ``gtol`` on f/f(θ₀) (None: 1e-10).
     verbose : bool, default=False
-        Log each run on the ``"mmopt"`` logger at INFO (else DEBUG).
+        Log each run on the ``"mmopt"`` logger at INFO (else DEBUG); a tqdm bar over the runs.
+    n_jobs : int or None, default=None
+        Runs at once, joblib's convention (see :func:`mmopt.optimize`); the result does not depend on it.
+        A run takes ~10 ms here, so workers pay off only for many restarts or large d.
 
     Returns
     -------
@@ -235,6 +255,7 @@ def solve_marginals(workload: ImplicitWorkload, *, norm: str = "l1", restarts: i
                                                         low_open=True, high_open=True)
     if not isinstance(verbose, bool | np.bool_):
         raise TypeError(f"The 'verbose' parameter of {_FUNC} must be a bool. Got {type(verbose).__name__}.")
+    n_jobs = check_n_jobs(n_jobs, caller=_FUNC)
     log = _LOG.info if verbose else _LOG.debug
     shape, l1 = workload.shape, norm == "l1"
     _check_d(shape, _FUNC)
@@ -247,20 +268,17 @@ def solve_marginals(workload: ImplicitWorkload, *, norm: str = "l1", restarts: i
     # A fresh copy of a given SeedSequence: spawn() advances its counter, which would break reproducibility.
     root = np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key, pool_size=seed.pool_size) \
         if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    for k, child in enumerate(root.spawn(restarts)):
-        t0 = time.perf_counter()
-        theta0 = _normalise(np.random.default_rng(child).uniform(size=c.size), l1)
-        f0 = _objective(theta0, c, w, l1, False)
-        theta, f, nit, status = lbfgs(lambda th: _objective(th, c, w, l1, True), theta0, f0, max_iterations, tol)
-        theta = _prune(_normalise(theta, l1), c, w, l1)
-        exact, why = _score(workload, theta, norm)
-        iterations += nit
-        history.append({"restart": k, "objective": float(exact), "closed_form": float(f), "start": float(f0),
-                        "iterations": nit, "status": status, "support": int(np.count_nonzero(theta)),
-                        "seconds": time.perf_counter() - t0, **({"refused": why} if why else {})})
+    job = (c, w, l1, max_iterations, tol, workload, norm)
+    workers, backend = plan(n_jobs, restarts)
+    runs = ordered_map(_restart, ((child, job) for child in root.spawn(restarts)), n_jobs=n_jobs,
+                       desc=f"{_FUNC} restarts", progress=bool(verbose))
+    # In restart order, replacing only on a strict improvement: ties go to the lowest restart whatever n_jobs.
+    for k, (theta, exact, record) in enumerate(runs):
+        iterations += record["iterations"]
+        history.append({"restart": k, **record})
         log("%s: restart %d of %d: error %.8g (closed form %.8g, start %.8g) after %d iterations (%s), "
-            "%d of %d subsets, %.2f s", _FUNC, k + 1, restarts, exact, f, f0, nit, status,
-            np.count_nonzero(theta), c.size, time.perf_counter() - t0)
+            "%d of %d subsets, %.2f s", _FUNC, k + 1, restarts, exact, record["closed_form"], record["start"],
+            record["iterations"], record["status"], record["support"], c.size, record["seconds"])
         if exact < best[0]:
             best = (exact, theta, k)
 
@@ -280,4 +298,5 @@ def solve_marginals(workload: ImplicitWorkload, *, norm: str = "l1", restarts: i
     return ImplicitSolution(strategy=strategy, status=status, message=message, iterations=iterations,
                             solver="mmopt-lbfgs", lower_bound=None, history=tuple(history),
                             extra={"theta": theta, "objective": float(f), "norm": norm, "restart": k,
-                                   "seconds": time.perf_counter() - began})
+                                   "seconds": time.perf_counter() - began, "n_jobs": workers,
+                                   "backend": backend})

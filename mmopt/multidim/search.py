@@ -37,15 +37,18 @@ DENSE_AUTO_LIMIT = {"l1": 256, "l2": 1024}
 
 def search(workload, method: str, *, norm: str, seed=None, restarts: int | None = None,
            max_iterations: int | None = None, tol: float | None = None, verbose: bool = False,
-           dense_optimize=None, structure: ImplicitWorkload | None = None) -> OptimizeResult:
+           dense_optimize=None, structure: ImplicitWorkload | None = None,
+           n_jobs: int | None = None) -> OptimizeResult:
     """Run one multi-dimensional method (or "auto") and return the exactly re-evaluated result.
 
     ``workload`` is the user's (dense or implicit); ``structure`` its product structure (None for a dense
     workload without one); ``dense_optimize`` is :func:`mmopt.optimize`, used for the dense candidate.
+    ``n_jobs`` (checked by optimize) runs each method's restarts in parallel; the candidates run in turn.
     """
     t0 = time.perf_counter()
     say = _runtime.LOGGER.info if verbose else _runtime.LOGGER.debug
-    kw = {"norm": norm, "seed": seed, "max_iterations": max_iterations, "tol": tol, "verbose": verbose}
+    kw = {"norm": norm, "seed": seed, "max_iterations": max_iterations, "tol": tol, "verbose": verbose,
+          "n_jobs": n_jobs}
     if method != "auto":
         if structure is None:
             raise ValueError(f"optimize(method={method!r}) needs a workload on a product domain (built with "
@@ -72,7 +75,8 @@ def search(workload, method: str, *, norm: str, seed=None, restarts: int | None 
     if method == "auto" and (structure is None or workload.domain_size <= DENSE_AUTO_LIMIT[norm]):
         dense = structure.to_workload() if isinstance(workload, ImplicitWorkload) else workload
         t1 = time.perf_counter()
-        res = dense_optimize(dense, method=DENSE_FALLBACK[norm], norm=norm, seed=seed, verbose=verbose)
+        res = dense_optimize(dense, method=DENSE_FALLBACK[norm], norm=norm, seed=seed, verbose=verbose,
+                             n_jobs=n_jobs)
         candidates.append(_scored(workload, res.method, res, norm, time.perf_counter() - t1))
     if not candidates:
         raise ValueError(f"optimize(method='auto'): no method applied to '{workload.name}': {failures}")

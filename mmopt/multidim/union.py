@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from mmopt._parallel import check_n_jobs, ordered_map, plan
 from mmopt._solution import ImplicitSolution, worst_status
 from mmopt.error import NumericalError
 from mmopt.multidim import _common as cm
@@ -71,9 +72,15 @@ def _group_workload(workload: ImplicitWorkload, terms: list[int], k: int) -> Imp
     return ImplicitWorkload((Product(first.factors, weight),), name=f"{workload.name}[group {k}]")
 
 
+def _solve_factor(factor, norm, restarts, ss, sweeps, tol) -> ImplicitSolution:
+    """OPT_⊗ on one attribute's factor (one task; its restarts run in turn, n_jobs=1: the tasks are parallel)."""
+    return solve_kron(ImplicitWorkload((Product((factor,)),), name=factor.name), norm=norm, restarts=restarts,
+                      seed=ss, max_iterations=sweeps, tol=tol, n_jobs=1)
+
+
 def solve_union(workload: ImplicitWorkload, *, norm: str = "l1", restarts: int = 3, seed=None,
                 max_iterations: int | None = None, tol: float | None = None,
-                verbose: bool = False) -> ImplicitSolution:
+                verbose: bool = False, n_jobs: int | None = None) -> ImplicitSolution:
     r"""OPT_+: a union of per-group OPT_⊗ strategies with budget weights θ (see the module docstring).
 
     Parameters
@@ -86,7 +93,10 @@ def solve_union(workload: ImplicitWorkload, *, norm: str = "l1", restarts: int =
     seed : int, numpy.random.SeedSequence or None
     max_iterations, tol : as :func:`mmopt.multidim.kron.solve_kron` (per group)
     verbose : bool, default=False
-        Log each group on the "mmopt" logger at INFO (else DEBUG).
+        Log each group on the "mmopt" logger at INFO (else DEBUG); a tqdm bar over the factor searches.
+    n_jobs : int or None, default=None
+        Factor searches (distinct (attribute, Gram) pairs) run at once, joblib's convention (see
+        :func:`mmopt.optimize`); the result does not depend on it. ``extra`` records workers and backend.
 
     Returns
     -------
@@ -114,6 +124,7 @@ def solve_union(workload: ImplicitWorkload, *, norm: str = "l1", restarts: int =
     norm, restarts, _, sweeps, tol = cm.check_common(
         _CALLER, workload, norm, restarts, seed, max_iterations, tol, verbose,
         default_iterations=DEFAULT_SWEEPS, default_tol=DEFAULT_TOL)
+    n_jobs = check_n_jobs(n_jobs, caller=_CALLER)
     log = _LOG.info if verbose else _LOG.debug
     table = cm.gram_table(workload)
     groups = _groups(table)
@@ -121,13 +132,16 @@ def solve_union(workload: ImplicitWorkload, *, norm: str = "l1", restarts: int =
     # solved once, by OPT_⊗ on that one attribute, and shared by every group that uses it.
     keys = sorted({(i, int(table.index[g[0], i])) for g in groups for i in range(table.d)})
     seeds = dict(zip(keys, cm.spawn(seed, len(keys), _CALLER), strict=True))
-    solved = {}
+    tasks = []
     for i, g in keys:
         term = next(workload.terms[j] for j in range(len(workload.terms)) if table.index[j, i] == g)
-        sol = solve_kron(ImplicitWorkload((Product((term.factors[i],)),), name=term.factors[i].name), norm=norm,
-                         restarts=restarts, seed=seeds[(i, g)], max_iterations=sweeps, tol=tol)
+        tasks.append((term.factors[i], norm, restarts, seeds[(i, g)], sweeps, tol))
+    workers, backend = plan(n_jobs, len(tasks))
+    solved = {}
+    results = ordered_map(_solve_factor, tasks, n_jobs=n_jobs, desc="solve_union factors", progress=verbose)
+    for (i, g), task, sol in zip(keys, tasks, results, strict=True):
         solved[(i, g)] = sol
-        log("solve_union attribute %d, factor '%s': unit error %s (%s)", i, term.factors[i].name,
+        log("solve_union attribute %d, factor '%s': unit error %s (%s)", i, task[0].name,
             cm.fmt(sol.extra["objective"]), sol.status)
     parts, errors, statuses, iterations = [], [], [], 0
     for k, terms in enumerate(groups):
@@ -172,4 +186,5 @@ def solve_union(workload: ImplicitWorkload, *, norm: str = "l1", restarts: int =
         extra={"objective": objective, "objective_exact": exact, "objective_method": method,
                "upper_bound": bound, "sensitivity": sens.value, "sensitivity_exact": sens.exact,
                "theta": tuple(float(t) for t in theta), "group_errors": tuple(errors),
-               "groups": tuple(tuple(g) for g in groups), "norm": norm, "seconds": time.perf_counter() - began})
+               "groups": tuple(tuple(g) for g in groups), "norm": norm, "seconds": time.perf_counter() - began,
+               "n_jobs": workers, "backend": backend})
