@@ -79,7 +79,7 @@ def result_dict(result) -> dict:
          "objective": result.objective, "lower_bound": result.lower_bound, "gap": gap, "ratio": ratio,
          "objective_per_query": result.objective_per_query, "lower_bound_per_query": result.lower_bound_per_query,
          "iterations": result.iterations, "seconds": result.seconds,
-         # optimize does not record the seed today; a method that puts one in ``extra`` has it reported here
+         # optimize records the seed it was given in extra['seed'] (see mmopt.optimize.seed_record)
          "seed": result.extra.get("seed") if isinstance(result.extra, Mapping) else None,
          "strategy": strategy_summary(result.strategy),
          "history": list(result.history), "extra": dict(result.extra)}

@@ -74,8 +74,9 @@ class OptimizeResult:
         return self.objective_per_query / self.lower_bound_per_query
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable summary: every field above, ``gap``, ``ratio`` and ``seed`` (None: optimize does
-        not record it), with the strategy summarised (kind, name, shape, domain) rather than stored.
+        """A JSON-serialisable summary: every field above, ``gap``, ``ratio`` and ``seed`` (as given to
+        :func:`mmopt.optimize`, recorded in ``extra["seed"]``), with the strategy summarised (kind, name, shape,
+        domain) rather than stored.
 
         Only dict, list, str, int, float, bool and None: numpy scalars become Python numbers, arrays in
         ``history``/``extra`` lists (summarised past 4,096 entries), other objects their repr, and non-finite

@@ -8,6 +8,7 @@ best lower bound known (the SVD bound, raised to the L2 dual bound when one was 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -163,7 +164,16 @@ def optimize(workload: Workload, *, method: str | Callable = "l2_approx", solver
     return OptimizeResult(A, norm, report.total_squared_error, _times(bound, m), status, status == "optimal",
                           message, name, raw.solver, raw.iterations, time.perf_counter() - t0,
                           float(objective), float(bound), tuple(raw.history),
-                          dict(raw.extra) | ({"dual_bound": raw.dual_bound} if raw.dual_bound is not None else {}))
+                          dict(raw.extra) | ({"dual_bound": raw.dual_bound} if raw.dual_bound is not None else {})
+                          | {"seed": seed_record(seed)})
+
+
+def seed_record(seed):
+    """How ``seed`` is recorded in ``extra["seed"]`` (and so in saved files): an int or None as given, a
+    SeedSequence by its entropy and spawn key; a Generator's state is not a seed, so it is recorded as None."""
+    if isinstance(seed, np.random.SeedSequence):
+        return {"entropy": seed.entropy, "spawn_key": list(seed.spawn_key)}
+    return int(seed) if seed is not None and not isinstance(seed, np.random.Generator) else None
 
 
 def _check_common(tol, max_iterations, seed, verbose, n_jobs, caller: str) -> int | None:
@@ -199,9 +209,10 @@ def _multidim(workload, method, *, norm, seed, verbose, tol, max_iterations, bla
     norm = v.check_choice(norm or "l1", name="norm", caller=caller, choices=("l1", "l2"))
     threads = _runtime.check_blas_threads(blas_threads, caller=caller, auto=1)
     with _runtime.progress(bool(verbose)), _runtime.blas_threads(threads):
-        return search(workload, method, norm=norm, seed=seed, restarts=restarts, max_iterations=max_iterations,
-                      tol=tol, verbose=bool(verbose), dense_optimize=optimize, structure=structure_of(workload),
-                      n_jobs=n_jobs)
+        res = search(workload, method, norm=norm, seed=seed, restarts=restarts, max_iterations=max_iterations,
+                     tol=tol, verbose=bool(verbose), dense_optimize=optimize, structure=structure_of(workload),
+                     n_jobs=n_jobs)
+    return dataclasses.replace(res, extra=dict(res.extra) | {"seed": seed_record(seed)})
 
 
 def _times(x: float, m: int) -> float:

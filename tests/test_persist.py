@@ -133,7 +133,7 @@ def test_metadata_of_a_result(built, tmp_path):
         res.method, res.solver, res.status, res.norm, res.iterations)
     assert (r["objective"], r["lower_bound"], r["gap"], r["seconds"]) == (res.objective, res.lower_bound, res.gap,
                                                                           res.seconds)
-    assert "seed" in r and r["seed"] is None  # optimize does not record its seed
+    assert r["seed"] == res.extra["seed"] == 0  # optimize records the seed it was given
     assert saved.privacy == mmopt.Privacy(0.5, 1e-6) and m["privacy"]["noise"] == "gaussian"
     assert dict(m["workload"]) == {"name": W.name, "kind": "implicit", "domain_shape": (10, 10, 10, 10),
                                    "domain_size": 10**4, "n_queries": W.n_queries}
