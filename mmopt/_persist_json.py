@@ -31,9 +31,13 @@ def to_float(x) -> float:
     return NONFINITE[x] if isinstance(x, str) else float(x)
 
 
-def jsonable(obj, *, _depth: int = 0):
-    """``obj`` as plain JSON values (see the module docstring)."""
-    if _depth > 20:
+def jsonable(obj, *, strict: bool = False, _depth: int = 0):
+    """``obj`` as plain JSON values (see the module docstring).
+
+    ``strict=True`` (the command line's output) lists every array in full and raises TypeError for an object
+    with no JSON form, instead of summarising large arrays and writing other objects as their repr.
+    """
+    if _depth > 20 and not strict:
         return repr(obj)[:200]
     if obj is None or isinstance(obj, bool | str):
         return obj
@@ -44,13 +48,15 @@ def jsonable(obj, *, _depth: int = 0):
     if isinstance(obj, float | np.floating):
         return number(obj)
     if isinstance(obj, np.ndarray):
-        if obj.dtype.kind not in "biuf" or obj.size > MAX_LISTED_ENTRIES:
+        if not strict and (obj.dtype.kind not in "biuf" or obj.size > MAX_LISTED_ENTRIES):
             return f"<ndarray shape={obj.shape} dtype={obj.dtype} not listed>"
-        return jsonable(obj.tolist(), _depth=_depth + 1)
+        return jsonable(obj.tolist(), strict=strict, _depth=_depth + 1)
     if isinstance(obj, Mapping):
-        return {str(k): jsonable(val, _depth=_depth + 1) for k, val in obj.items()}
+        return {str(k): jsonable(val, strict=strict, _depth=_depth + 1) for k, val in obj.items()}
     if isinstance(obj, list | tuple):
-        return [jsonable(val, _depth=_depth + 1) for val in obj]
+        return [jsonable(val, strict=strict, _depth=_depth + 1) for val in obj]
+    if strict:
+        raise TypeError(f"not representable in JSON: {type(obj).__name__}")
     return repr(obj)
 
 

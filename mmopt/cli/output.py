@@ -17,6 +17,8 @@ import sys
 
 import numpy as np
 
+from mmopt import _persist_json
+
 __all__ = ["check_extension", "jsonable", "privacy_fields", "record_of", "table", "write_json", "write_record"]
 
 
@@ -25,20 +27,7 @@ def jsonable(value):
 
     Raises TypeError for anything else (callers drop such entries rather than print a repr).
     """
-    if value is None or isinstance(value, bool | str):
-        return value
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, int | np.integer):
-        return int(value)
-    if isinstance(value, float | np.floating):
-        x = float(value)
-        return x if math.isfinite(x) else ("nan" if math.isnan(x) else ("inf" if x > 0 else "-inf"))
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | np.ndarray):
-        return [jsonable(v) for v in value]
-    raise TypeError(f"not representable in JSON: {type(value).__name__}")
+    return _persist_json.jsonable(value, strict=True)
 
 
 def privacy_fields(privacy) -> dict:
