@@ -1,16 +1,20 @@
 """Answers that make sense, measured on real data: least squares vs NNLS vs the projection mechanism.
 
-Run:   python -m experiments.postprocess            (quick: see QUICK; about 2 minutes)
-       python -m experiments.postprocess --full     (every 1-D dataset, more runs)
-Data:  the DPBench histograms in ../shared/data/dpbench (or --data DIR): 1-D files of 4,096 cells. Without
-       them the command says where they come from and exits 2 (tests use synthetic data through run()).
+Run:   python -m experiments.postprocess            (quick: see QUICK; about 3 minutes)
+       python -m experiments.postprocess --full     (every dataset, more runs; the 1-D part takes many hours)
+       python -m experiments.postprocess --part 2d  (only the 2-D part; --part 1d only the 1-D part)
+Data:  the DPBench histograms in ../shared/data/dpbench (or --data DIR): 1-D files of 4,096 cells, 2-D files
+       of 256×256. Without them the command says where they come from and exits 2 (tests use synthetic data
+       through run()).
 Out:   paper_figures/ (or --out DIR): postprocess.csv, postprocess.png, postprocess.md.
        postprocess.run_info.json (timings, machine) is not tracked.
 
 DPBench separates a dataset's *shape* (counts ÷ total) from its *scale* (the total); each dataset is studied
 at scales 10³, 10⁵, 10⁷ by rescaling its shape, at ε ∈ {0.1, 1} (Laplace), after the strategies I, H2, Y
 and (at n = 256, where it runs in seconds) min_error, on the prefix and all-range workloads, with each
-reconstruction of :func:`mmopt.matrix_mechanism`. The error is DPBench's scaled per-query error (mean
+reconstruction of :func:`mmopt.matrix_mechanism`. The 2-D part (:mod:`experiments._postprocess_2d`) does the same
+on DPBench's 2-D histograms, coarsened, with implicit product workloads (2-D prefix, all 2-D ranges) and
+product strategies (I ⊗ I, H₂ ⊗ H₂, OPT_⊗). The error is DPBench's scaled per-query error (mean
 |error| ÷ scale) and the RMSE, averaged over seeded runs (mean and 95% interval, :func:`mmopt.monte_carlo`).
 Post-processing is data-dependent: that is why this is measured, not computed. It uses only the noisy
 measurements and public facts, so the privacy of every release is unchanged.
@@ -19,6 +23,8 @@ measurements and public facts, so the privacy of every release is unchanged.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import os
 import sys
 import time
@@ -29,8 +35,10 @@ import numpy as np
 
 import mmopt
 from experiments import _common, _run
+from experiments import _postprocess_2d as p2
 from mmopt import strategy as st
 from mmopt import workload as wl
+from mmopt.solvers import SolverError
 
 DATA = Path(os.environ.get("MMOPT_DPBENCH", _common.ROOT.parent / "shared" / "data" / "dpbench"))
 RECONSTRUCTIONS = ("least_squares", "nnls", "projection")
@@ -44,14 +52,23 @@ class Config:
     scales: tuple[int, ...] = (10**3, 10**5, 10**7)
     epsilons: tuple[float, ...] = (0.1, 1.0)
     runs: int = 20
+    datasets_2d: tuple[str, ...] = ()  # DPBench 2-D names (experiments._postprocess_2d.DATASETS)
+    sizes_2d: tuple[tuple[int, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...] = ()  # (side, W's, A's, recs)
+    runs_2d: int | None = None  # seeded runs per 2-D configuration (None: ``runs``)
 
 
 # NNLS at 4,096 cells takes ~5 s a run (scipy's active set): the quick mode measures it at 256 cells only.
 _SMALL = (256, ("prefix", "all_range"), ("identity", "H2", "wavelet", "min_error"), RECONSTRUCTIONS)
+# 2-D: P ⊗ P at 32×32 and R ⊗ R at 16×16 cells, where ADMM's projection converges (experiments._postprocess_2d).
+_SIZES_2D = ((32, ("prefix_2d",), ("identity", "H2"), RECONSTRUCTIONS),
+             (16, ("ranges_2d",), ("identity", "H2"), RECONSTRUCTIONS))
 QUICK = Config(("ADULTFRANK", "NETTRACE", "HEPTH", "PATENT"),
-               ((4096, ("prefix",), ("H2",), ("least_squares", "projection")), _SMALL))
+               ((4096, ("prefix",), ("H2",), ("least_squares", "projection")), _SMALL),
+               datasets_2d=("Adult_2D", "twitter"), sizes_2d=_SIZES_2D, runs_2d=10)
 FULL = Config(("ADULTFRANK", "HEPTH", "INCOME", "MEDCOST", "NETTRACE", "PATENT", "SEARCHLOGS"),
-              ((4096, ("prefix",), ("identity", "H2", "wavelet"), RECONSTRUCTIONS), _SMALL), runs=100)
+              ((4096, ("prefix",), ("identity", "H2", "wavelet"), RECONSTRUCTIONS), _SMALL), runs=100,
+              datasets_2d=p2.DATASETS, sizes_2d=tuple((k, w, p2.STRATEGIES, r) for k, w, _, r in _SIZES_2D),
+              runs_2d=50)
 COLUMNS = ["dataset", "n", "scale", "epsilon", "workload", "strategy", "reconstruct", "runs", "scaled_error",
            "rmse", "rmse_ci_low", "rmse_ci_high", "total_squared_error", "ratio_to_least_squares"]
 
@@ -72,8 +89,47 @@ def _strategy(name: str, W, n: int, seed: int):
     return {"identity": st.identity, "H2": st.hierarchical, "wavelet": st.wavelet}[name](n)
 
 
-def run(shapes: dict[str, np.ndarray], cfg: Config, *, seed: int = 0, timings: dict | None = None) -> list[dict]:
-    """Rows of the table (pure: no files). ``shapes`` maps a dataset name to its shape at 4,096 cells."""
+def _measure(W, A, x, cfg: Config, reconstructions, runs: int, seed: int, labels: dict, timings: dict | None,
+             audit: dict | None) -> list[dict]:
+    """One row per scale × ε × reconstruction for the pair (W, A) on the shape x (its cells sum to 1)."""
+    rows = []
+    for scale in cfg.scales:
+        for eps in cfg.epsilons:
+            base = base_runs = None
+            for rec in reconstructions:
+                t0 = time.perf_counter()
+                try:
+                    r = mmopt.monte_carlo(W, A, scale * x, mmopt.Privacy(eps), reconstruct=rec, total=None,
+                                          runs=runs, seed=seed, progress=False)
+                except SolverError:  # kept as a row of NaNs (the markdown says "did not converge")
+                    r = None
+                rmse = math.nan if r is None else r.rmse
+                if rec == "least_squares":
+                    base, base_runs = rmse, None if r is None else r.per_run_total
+                row = {**labels, "scale": scale, "epsilon": eps, "reconstruct": rec, "runs": runs,
+                       "scaled_error": math.nan if r is None else r.scaled_error, "rmse": rmse,
+                       "rmse_ci_low": math.nan if r is None else r.rmse_ci.low,
+                       "rmse_ci_high": math.nan if r is None else r.rmse_ci.high,
+                       "total_squared_error": math.nan if r is None else r.total_squared_error,
+                       "ratio_to_least_squares": rmse / base}
+                rows.append(row)
+                key = "{dataset}/{n}/{workload}/{strategy}/{scale}/{epsilon}/{reconstruct}".format(**row)
+                if timings is not None:
+                    timings[key] = round(time.perf_counter() - t0, 3)
+                if audit is not None and rec == "projection" and r is not None and base_runs is not None:
+                    # the same seed gives the same noise, run by run: an exact projection is never worse
+                    audit[key] = int(np.sum(r.per_run_total > base_runs * (1 + 1e-9)))
+    return rows
+
+
+def run(shapes: dict[str, np.ndarray], cfg: Config, *, seed: int = 0, timings: dict | None = None,
+        audit: dict | None = None) -> list[dict]:
+    """Rows of the table (pure: no files).
+
+    ``shapes`` maps a 1-D dataset name to its shape at 4,096 cells and a 2-D one to its (k, k) shape, k a
+    multiple of every 2-D side. ``audit`` (optional) receives, per projection row, the number of runs where
+    projection's total squared error exceeded least squares' on the same noise (0 for an exact projection).
+    """
     rows = []
     for n, workloads, strategies, reconstructions in cfg.sizes:
         for wname in workloads:
@@ -83,105 +139,134 @@ def run(shapes: dict[str, np.ndarray], cfg: Config, *, seed: int = 0, timings: d
                 for dname in cfg.datasets:
                     shape = shapes[dname]
                     shape = shape.reshape(n, -1).sum(axis=1) if shape.size != n else shape
-                    for scale in cfg.scales:
-                        for eps in cfg.epsilons:
-                            base = None
-                            for rec in reconstructions:
-                                t0 = time.perf_counter()
-                                r = mmopt.monte_carlo(W, A, scale * shape, mmopt.Privacy(eps), reconstruct=rec,
-                                                      total=None, runs=cfg.runs, seed=seed, progress=False)
-                                base = r.rmse if rec == "least_squares" else base
-                                rows.append({"dataset": dname, "n": n, "scale": scale, "epsilon": eps,
-                                             "workload": wname, "strategy": sname, "reconstruct": rec,
-                                             "runs": cfg.runs, "scaled_error": r.scaled_error, "rmse": r.rmse,
-                                             "rmse_ci_low": r.rmse_ci.low, "rmse_ci_high": r.rmse_ci.high,
-                                             "total_squared_error": r.total_squared_error,
-                                             "ratio_to_least_squares": r.rmse / base})
-                                if timings is not None:
-                                    key = f"{dname}/{n}/{wname}/{sname}/{scale}/{eps}/{rec}"
-                                    timings[key] = round(time.perf_counter() - t0, 3)
+                    labels = {"dataset": dname, "n": n, "workload": wname, "strategy": sname}
+                    rows += _measure(W, A, shape, cfg, reconstructions, cfg.runs, seed, labels, timings, audit)
+    for side, workloads, strategies, reconstructions in cfg.sizes_2d:
+        for wname in workloads:
+            W = p2.WORKLOADS[wname](side)  # implicit: least squares factor-wise, NNLS/projection by ADMM
+            for sname in strategies:
+                A = p2.strategy(sname, W, side, seed)
+                for dname in cfg.datasets_2d:
+                    labels = {"dataset": dname, "n": side * side, "workload": wname, "strategy": sname}
+                    rows += _measure(W, A, p2.coarsen(shapes[dname], side), cfg, reconstructions,
+                                     cfg.runs_2d or cfg.runs, seed, labels, timings, audit)
     return rows
 
 
 def plot(rows: list[dict], out: Path) -> Path:
-    """RMSE ratio to least squares against scale, per reconstruction (ε = 0.1 solid, 1 dashed)."""
+    """RMSE ratio to least squares against scale, per reconstruction (ε = 0.1 solid, 1 dashed).
+
+    Row 1: 1-D, one panel per workload and size (median over datasets and strategies). Row 2: 2-D, one panel
+    per workload and strategy (median over datasets: there NNLS depends on the strategy more than on the data).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = sorted({(r["n"], r["workload"]) for r in rows})
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
-    for ax, (n, wname) in zip(axes[0], panels, strict=True):
-        for rec, color in (("nnls", "C1"), ("projection", "C2")):
-            for eps, ls in ((0.1, "-"), (1.0, "--")):
-                pts = {}
-                for r in rows:
-                    if (r["n"], r["workload"], r["reconstruct"], r["epsilon"]) == (n, wname, rec, eps):
-                        pts.setdefault(r["scale"], []).append(r["ratio_to_least_squares"])
-                if pts:
-                    xs = sorted(pts)
-                    ax.plot(xs, [float(np.median(pts[s])) for s in xs], ls, color=color, marker="o",
-                            label=f"{rec}, ε={eps:g}")
-        ax.axhline(1.0, color="grey", lw=0.8)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_title(f"{wname}, n = {n}", fontsize=9)
-        ax.set_xlabel("scale (total count)")
-    axes[0][0].set_ylabel("RMSE ÷ least squares\n(median over datasets, strategies)")
-    axes[0][0].legend(fontsize=7)
+    def key(r: dict) -> tuple:
+        return (r["n"], r["workload"], r["strategy"]) if p2.is_2d(r) else (r["n"], r["workload"])
+
+    groups = [g for g in ([r for r in rows if not p2.is_2d(r)], [r for r in rows if p2.is_2d(r)]) if g]
+    panels = [sorted({key(r) for r in g}) for g in groups]
+    width = max(len(p) for p in panels)
+    fig, axes = plt.subplots(len(groups), width, figsize=(4.2 * width, 3.6 * len(groups)), squeeze=False)
+    for i, (group, row_panels) in enumerate(zip(groups, panels, strict=True)):
+        for ax in axes[i][len(row_panels):]:
+            ax.set_visible(False)
+        for ax, panel in zip(axes[i], row_panels, strict=False):
+            for rec, color in (("nnls", "C1"), ("projection", "C2")):
+                for eps, ls in ((0.1, "-"), (1.0, "--")):
+                    pts = {}
+                    for r in group:
+                        if (key(r), r["reconstruct"], r["epsilon"]) == (panel, rec, eps) and \
+                                not math.isnan(r["ratio_to_least_squares"]):
+                            pts.setdefault(r["scale"], []).append(r["ratio_to_least_squares"])
+                    if pts:
+                        xs = sorted(pts)
+                        ax.plot(xs, [float(np.median(pts[k])) for k in xs], ls, color=color, marker="o",
+                                label=f"{rec}, ε={eps:g}")
+            ax.axhline(1.0, color="grey", lw=0.8)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_title(p2.panel_title(*panel), fontsize=9)
+            ax.set_xlabel("scale (total count)")
+        over = "datasets" if group is groups[-1] and p2.is_2d(group[0]) else "datasets, strategies"
+        axes[i][0].set_ylabel(f"RMSE ÷ least squares\n(median over {over})")
+        axes[i][0].legend(fontsize=7)
     fig.tight_layout()
     return _common.save_png(fig, Path(out) / "postprocess.png", dpi=110)
+
+
+_TABLE = ["| dataset | n | scale | ε | workload | strategy | reconstruct | scaled error | RMSE | 95% CI | ÷ LS |",
+          "|---|---|---|---|---|---|---|---|---|---|---|"]
+
+
+def _table_row(r: dict) -> str:
+    return (f"| {r['dataset']} | {r['n']} | {r['scale']:.0e} | {r['epsilon']:g} | {r['workload']} | "
+            f"{r['strategy']} | {r['reconstruct']} | {r['scaled_error']:.3g} | {r['rmse']:.4g} | "
+            f"{r['rmse_ci_low']:.4g}–{r['rmse_ci_high']:.4g} | {r['ratio_to_least_squares']:.3f} |")
 
 
 def markdown(rows: list[dict]) -> str:
     lines = ["# Post-processing on DPBench data (generated by `python -m experiments.postprocess`)", "",
              "RMSE (mean over seeded runs, 95% interval) and DPBench's scaled per-query error (mean |error| ÷ "
-             "scale); the last column is the RMSE ratio to least squares after the same strategy and noise.", "",
-             "| dataset | n | scale | ε | workload | strategy | reconstruct | scaled error | RMSE | 95% CI | ÷ LS |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['dataset']} | {r['n']} | {r['scale']:.0e} | {r['epsilon']:g} | {r['workload']} | "
-                     f"{r['strategy']} | {r['reconstruct']} | {r['scaled_error']:.3g} | {r['rmse']:.4g} | "
-                     f"{r['rmse_ci_low']:.4g}–{r['rmse_ci_high']:.4g} | {r['ratio_to_least_squares']:.3f} |")
-    return "\n".join(lines) + "\n"
+             "scale); the last column is the RMSE ratio to least squares after the same strategy and noise.", ""]
+    one, two = [r for r in rows if not p2.is_2d(r)], [r for r in rows if p2.is_2d(r)]
+    if one:
+        lines += _TABLE + [_table_row(r) for r in one]
+    text = "\n".join(lines) + "\n"
+    if two:
+        text += p2.markdown(two) + "\nEvery 2-D row (n = cells):\n\n" + "\n".join(_TABLE + [_table_row(r) for r in two])
+        text += "\n"
+    return text
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m experiments.postprocess", description=__doc__.split("\n")[0])
-    p.add_argument("--full", action="store_true", help="every 1-D dataset, all strategies at 4,096 cells, 100 runs")
+    p.add_argument("--full", action="store_true",
+                   help="every dataset, all strategies (1-D at 4,096 cells, 100 runs; 2-D with OPT_⊗, 50 runs)")
+    p.add_argument("--part", choices=("all", "1d", "2d"), default="all", help="which data (default: both)")
     p.add_argument("--out", default=str(_common.FIGURES), help="output folder (default: paper_figures/)")
     p.add_argument("--data", default=str(DATA), help="the DPBench folder (default: ../shared/data/dpbench)")
-    p.add_argument("--runs", type=int, help="seeded runs per configuration (default 20 quick, 100 full)")
+    p.add_argument("--runs", type=int, help="seeded runs per configuration (default: 20/10 quick, 100/50 full)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     cfg = FULL if args.full else QUICK
     if args.runs is not None:
         if args.runs < 2:
             p.error(f"--runs must be >= 2 (a spread needs two runs). Got {args.runs}.")
-        cfg = Config(cfg.datasets, cfg.sizes, cfg.scales, cfg.epsilons, args.runs)
+        cfg = dataclasses.replace(cfg, runs=args.runs, runs_2d=args.runs)
+    if args.part == "1d":
+        cfg = dataclasses.replace(cfg, datasets_2d=(), sizes_2d=())
+    elif args.part == "2d":
+        cfg = dataclasses.replace(cfg, datasets=(), sizes=())
     if args.seed < 0:
         p.error(f"--seed must be >= 0. Got {args.seed}.")
     data = Path(args.data)
-    missing = [d for d in cfg.datasets if not (data / "1D" / f"{d}.n4096.npy").is_file()]
+    missing = [f"1D/{d}.n4096.npy" for d in cfg.datasets if not (data / "1D" / f"{d}.n4096.npy").is_file()]
+    missing += [str(p2.data_file(d, Path())) for d in cfg.datasets_2d if not p2.data_file(d, data).is_file()]
     if missing:
-        p.error(f"the DPBench files {missing} are not in {data}/1D. They come from the DPBench benchmark's public "
+        p.error(f"the DPBench files {missing} are not in {data}. They come from the DPBench benchmark's public "
                 "code (dpcomp-org/dpcomp_core, datafiles/); pass their folder with --data.")
     try:
         out = _run.check_out_dir(args.out)
     except ValueError as exc:
         p.error(str(exc))
     shapes = {d: load_shape(d, 4096, data) for d in cfg.datasets}
+    shapes.update({d: p2.load_shape(d, data) for d in cfg.datasets_2d})
     try:
         with _run.hold(out):
-            t0, timings = time.perf_counter(), {}
-            rows = run(shapes, cfg, seed=args.seed, timings=timings)
+            t0, timings, audit = time.perf_counter(), {}, {}
+            rows = run(shapes, cfg, seed=args.seed, timings=timings, audit=audit)
             _common.write_csv(out / "postprocess.csv", COLUMNS, rows)
             tidy = [{k: _common.tidy(v) for k, v in r.items()} for r in rows]
             plot(tidy, out)  # from the values as written: the figure can be redrawn from the CSV alone
             _run.write_text(out / "postprocess.md", markdown(tidy))
-            _run.write_json(out / "postprocess.run_info.json", {"seconds": round(time.perf_counter() - t0, 1),
-                                                                "per_row_seconds": timings, "machine": _run.machine()})
+            _run.write_json(out / "postprocess.run_info.json", {
+                "seconds": round(time.perf_counter() - t0, 1), "per_row_seconds": timings,
+                "projection_runs_worse_than_least_squares": {k: c for k, c in audit.items() if c},
+                "machine": _run.machine()})
     except _run.Busy as exc:
         print(f"python -m experiments.postprocess: {exc}", file=sys.stderr)
         return 2

@@ -9,6 +9,7 @@ from mmopt import strategy as st
 from mmopt import workload as wl
 from mmopt.reconstruct import _common, admm, first_order
 from mmopt.solvers import SolverError
+from mmopt.structured import mechanism as smech
 from mmopt.structured import strategies as ss
 from mmopt.structured import workloads as sw
 
@@ -63,10 +64,13 @@ def test_admm_stops_on_the_same_certificate_as_fista():
     factors = [_psd(rng, 6), _psd(rng, 6)]
     Q = np.kron(*factors)
     c = rng.standard_normal(36)
-    h, _, res = admm.solve(factors, lambda v: Q @ v, c, np.zeros(36), total=None, zeros=None, tol=1e-7,
+    start = np.linalg.solve(Q, c)  # the unconstrained minimiser, with negative entries
+    h, _, res = admm.solve(factors, lambda v: Q @ v, c, start, total=None, zeros=None, tol=1e-7,
                            max_iterations=10_000)
     L = float(np.linalg.eigvalsh(Q)[-1])
-    assert res == pytest.approx(_common.kkt_residual(h, Q @ h - c, L, float(np.linalg.norm(c)), None, None))
+    scale = _common.kkt_scale(start, c, L, None, None)
+    assert scale == pytest.approx(np.linalg.norm(np.minimum(start, 0.0)))
+    assert res == pytest.approx(_common.kkt_residual(h, Q @ h - c, L, scale, None, None))
     assert res <= 1e-7
 
 
@@ -76,11 +80,13 @@ def test_admm_refuses_to_return_an_unconverged_point():
     Q = np.kron(*factors)
     c = rng.standard_normal(64) * 100
     with pytest.raises(SolverError, match="ADMM did not converge in 3 iterations"):
-        admm.solve(factors, lambda v: Q @ v, c, np.zeros(64), total=None, zeros=None, tol=1e-12, max_iterations=3)
+        admm.solve(factors, lambda v: Q @ v, c, np.linalg.solve(Q, c), total=None, zeros=None, tol=1e-12,
+                   max_iterations=3)
 
 
-def test_product_pairs_use_admm_and_meet_the_guarantees():
-    """After H₂ ⊗ I on a product workload with a rank-one factor (total), both constrained choices run on ADMM."""
+def test_product_pairs_meet_the_guarantees_whichever_solver_finishes():
+    """After H₂ ⊗ I on a product workload with a rank-one factor (total): NNLS starts with ADMM, projection with
+    FISTA (each hands over to the other when it stalls); both meet the guarantees."""
     W = sw.kron(wl.prefix(8), wl.total(6))
     A = ss.kron_strategy(st.hierarchical(8), st.identity(6))
     Wm, Am = W.dense(), A.dense()
@@ -91,7 +97,9 @@ def test_product_pairs_use_admm_and_meet_the_guarantees():
         for method in ("projection", "nnls"):
             out = mmopt.matrix_mechanism(W, A, x, mmopt.Privacy(0.5), rng=seed, reconstruct=method,
                                          total=float(x.sum()))
-            assert out.reconstruction.solver == "admm" and out.reconstruction.optimality <= out.reconstruction.tol
+            first = {"nnls": "admm", "projection": "fista"}[method]
+            assert out.reconstruction.solver.split("+")[0] == first
+            assert out.reconstruction.optimality <= out.reconstruction.tol
             h = out.estimate.ravel()
             assert h.min() >= 0.0 and abs(h.sum() - x.sum()) <= 1e-9 * x.sum()
             if method == "projection":
@@ -104,3 +112,19 @@ def test_product_pairs_use_admm_and_meet_the_guarantees():
 
 def test_only_small_factors_get_a_dense_eigenbasis():
     assert admm.usable((admm.MAX_FACTOR, 3)) and not admm.usable((admm.MAX_FACTOR + 1, 2))
+
+
+def test_a_stalled_first_solver_hands_over_to_the_second(monkeypatch):
+    """NNLS gets ADMM_FIRST_BUDGET ADMM steps, then FISTA finishes from ADMM's iterate (and vice versa)."""
+    from mmopt.reconstruct import implicit
+
+    W = sw.kron(wl.prefix(8), wl.prefix(6))
+    A = ss.kron_strategy(st.hierarchical(8), st.hierarchical(6))
+    x = np.where(np.random.default_rng(4).random((8, 6)) < 0.3, 9.0, 0.0)
+    monkeypatch.setattr(implicit, "ADMM_FIRST_BUDGET", 1)
+    out = mmopt.matrix_mechanism(W, A, x, mmopt.Privacy(0.2), rng=1, reconstruct="nnls")
+    assert out.reconstruction.solver == "admm+fista" and out.reconstruction.optimality <= out.reconstruction.tol
+    y = smech.strategy_apply(A, x) + np.random.default_rng(2).laplace(0.0, 30.0, A.n_rows)
+    xhat, _ = smech.least_squares(A, y)
+    with pytest.raises(SolverError, match="nnls: ADMM then projected gradient .FISTA. did not converge in 3 iter"):
+        implicit.nnls(A, y, xhat, tol=1e-12, max_iterations=3)

@@ -24,13 +24,15 @@ from collections.abc import Callable
 import numpy as np
 from scipy import linalg
 
-from mmopt.reconstruct._common import kkt_residual, project_feasible
-from mmopt.solvers import SolverError
+from mmopt.reconstruct._common import kkt_residual, kkt_scale, project_feasible
+from mmopt.reconstruct.first_order import not_converged
 
 MAX_FACTOR = 4096  # a dense n_i × n_i eigenbasis per factor: 128 MiB at this size
 CHECK_EVERY = 5  # iterations between KKT checks (a check costs one application of Q, less than an ADMM step)
 ALPHA = 1.6  # over-relaxation (Boyd §3.4.3): 1.5–1.8 took 1.5–2× fewer steps than 1 on H₂ ⊗ H₂ NNLS
-_BALANCE = 10.0  # residual balancing: rescale ρ by 2 when one residual exceeds the other 10-fold (Boyd §3.4.1)
+# Residual balancing (Boyd §3.4.1): ρ doubles or halves when one residual exceeds the other this many times.
+# 100, not Boyd's 10: H₂ ⊗ H₂ NNLS at 10⁶ cells took 60–125 steps, against 125–330 (10) and 130–315 (never).
+_BALANCE = 100.0
 
 
 def usable(factor_sizes) -> bool:
@@ -47,14 +49,16 @@ def _basis(U: list[np.ndarray], x: np.ndarray, transpose: bool) -> np.ndarray:
 
 def solve(factors: list[np.ndarray], Q: Callable[[np.ndarray], np.ndarray], c: np.ndarray, start: np.ndarray, *,
           total: float | None, zeros: np.ndarray | None, tol: float, max_iterations: int,
-          what: str = "reconstruction") -> tuple[np.ndarray, int, float]:
+          what: str = "reconstruction", scale: float | None = None, strict: bool = True
+          ) -> tuple[np.ndarray, int, float]:
     """(h, iterations, relative KKT residual) for min ½hᵀ(⊗ Qᵢ)h − cᵀh over C, started at P_C(start).
 
     ``factors`` are the symmetric PSD Qᵢ (their product's shape is the domain's), ``Q`` applies ⊗ Qᵢ to a flat
     vector (used for the KKT test, so the certificate does not depend on the eigendecomposition), ``c``,
-    ``start`` and ``zeros`` are flat. Raises SolverError when the residual is above ``tol`` after
-    ``max_iterations``.
+    ``start`` and ``zeros`` are flat; ``scale`` as in :func:`mmopt.reconstruct.first_order.fista`. Raises
+    SolverError when the residual is above ``tol`` after ``max_iterations``, unless ``strict=False``.
     """
+    z = project_feasible(np.asarray(start, float).ravel(), total, zeros)
     shape = tuple(F.shape[0] for F in factors)
     eig = [linalg.eigh(F, check_finite=False) for F in factors]
     lams = [np.clip(lam, 0.0, None) for lam, _ in eig]
@@ -62,14 +66,13 @@ def solve(factors: list[np.ndarray], Q: Callable[[np.ndarray], np.ndarray], c: n
     spectrum = lams[0]
     for lam in lams[1:]:
         spectrum = np.multiply.outer(spectrum, lam)
-    L = math.prod(float(lam[-1]) for lam in lams)  # λ_max(⊗ Qᵢ), the scale of the KKT residual as in FISTA
+    L = math.prod(float(lam[-1]) for lam in lams)  # λ_max(⊗ Qᵢ), the step of the KKT test as in FISTA
     if not L > 0.0:
         raise ValueError(f"{what}: the quadratic form is zero, so every feasible point is optimal.")
+    scale = kkt_scale(start, c, L, total, zeros) if scale is None else float(scale)
     positive = spectrum[spectrum > 1e-12 * L]
     rho = math.sqrt(float(positive.min()) * L)  # the geometric mean of the spectrum's ends
     c_hat = _basis(U, c.reshape(shape), transpose=True)
-    c_norm = float(np.linalg.norm(c))
-    z = project_feasible(np.asarray(start, float).ravel(), total, zeros)
     u = np.zeros_like(z)
     res = math.inf
     for it in range(1, max_iterations + 1):
@@ -81,7 +84,7 @@ def solve(factors: list[np.ndarray], Q: Callable[[np.ndarray], np.ndarray], c: n
         u += relaxed - z
         if it % CHECK_EVERY and it != max_iterations:
             continue
-        res = kkt_residual(z, Q(z) - c, L, c_norm, total, zeros)
+        res = kkt_residual(z, Q(z) - c, L, scale, total, zeros)
         if res <= tol:
             return z, it, res
         primal = float(np.linalg.norm(h - z))
@@ -90,5 +93,6 @@ def solve(factors: list[np.ndarray], Q: Callable[[np.ndarray], np.ndarray], c: n
             rho, u = 2.0 * rho, u / 2.0  # u is the scaled dual y/ρ: keep y fixed
         elif dual > _BALANCE * primal:
             rho, u = rho / 2.0, 2.0 * u
-    raise SolverError(f"{what}: ADMM did not converge in {max_iterations:,} iterations (relative KKT residual "
-                      f"{res:.3g} > tol {tol:g}). Raise max_iterations or tol, or use reconstruct='least_squares'.")
+    if strict:
+        raise not_converged(what, "ADMM", max_iterations, res, tol)
+    return z, max_iterations, res

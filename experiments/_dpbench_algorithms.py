@@ -1,0 +1,151 @@
+"""The algorithms of experiments.dpbench: how each one turns (x, ε, seeded noise) into estimates x̂.
+
+Data-independent (the matrix mechanism, least squares; its error does not depend on x):
+  identity, H2, HB (H_b with the b ∈ {2, 3, 4, 8, 16} of least expected error on the workload, the
+  data-independent choice of Qardaji, Yang & Li's HB; for 2-D the product H_b ⊗ H_b, whose error is the
+  product of the factors', so the 1-D all-range choice of b is also the best product), and "mmopt", the
+  optimised strategy: :func:`mmopt.optimize` with ``method="min_error"`` (1-D; one restart of the p-Identity
+  local search, ``max_iterations`` iterations: the default 3 × 3,000 takes ~5 min at 1,024 cells) or
+  ``method="kron"`` (2-D, HDMM's OPT_⊗). One strategy per (workload, domain), cached for the run.
+Post-processed: "mmopt+proj", the same strategy and the same noise draws, then the projection mechanism
+  (``reconstruct="projection"``): data-dependent post-processing of a data-independent measurement.
+Data-adaptive (:mod:`mmopt.adaptive`, at their defaults unless noted):
+  MWEM (DPBench's settings: T = 10 rounds, 100 replay passes of the update, the last iterate as output; the
+  total is measured privately with 10% of ε, where DPBench reads it from the data); DAWA-style partitioning
+  (ρ = 0.25, H₂ over the buckets, Hilbert order in 2-D); AHP (ρ = 0.85, η = 0.35); Uniform.
+  DAWA, AHP and Uniform ignore the workload, so one set of their runs serves every workload.
+
+All noise is numpy's, seeded: simulation only, as in :func:`mmopt.matrix_mechanism` and :mod:`mmopt.adaptive`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+import mmopt
+from experiments import _dpbench_errors as er
+from experiments import _helpers
+from mmopt import adaptive as ad
+from mmopt import strategy as st
+from mmopt import workload as wl
+from mmopt.structured import mechanism as smech
+
+INDEPENDENT = ("identity", "H2", "HB", "mmopt")
+ADAPTIVE = ("MWEM", "DAWA", "AHP", "Uniform")
+ALGORITHMS = (*INDEPENDENT, "mmopt+proj", *ADAPTIVE)
+KIND = {**dict.fromkeys(INDEPENDENT, "data-independent"), "mmopt+proj": "post-processed",
+        **dict.fromkeys(ADAPTIVE, "data-adaptive")}
+WORKLOAD_FREE = ("DAWA", "AHP", "Uniform")
+WORKLOADS = {"1D": ("prefix", "all_range"), "2D": ("ranges_2d",)}
+# Algorithms left out per dimension (none today: the implicit projection now starts with FISTA, which converges
+# on ranges_2d(64) in ~500 steps where ADMM alone stalled above tol).
+SKIP: dict[str, tuple[str, ...]] = {}
+MWEM = {"rounds": 10, "replay_passes": 100, "output": "last"}
+
+
+def coarsen(shape: np.ndarray, side: int) -> np.ndarray:
+    """Sum equal blocks: a 1-D shape to ``side`` cells, a 2-D one to side × side."""
+    s = np.asarray(shape, dtype=float)
+    if any(k % side for k in s.shape):
+        raise ValueError(f"coarsen: a histogram of shape {s.shape} cannot be coarsened to {side} cells per axis.")
+    if s.ndim == 1:
+        return s.reshape(side, -1).sum(axis=1)
+    return s.reshape(side, s.shape[0] // side, side, s.shape[1] // side).sum(axis=(1, 3))
+
+
+class Context:
+    """What a run shares: workloads, strategies (optimised once), the query samples, the run's seed."""
+
+    def __init__(self, seed: int, *, opt_iterations: int, mwem_queries: int, error_queries_2d: int,
+                 info: dict | None = None):
+        self.seed, self.opt_iterations = seed, opt_iterations
+        self.mwem_queries, self.error_queries_2d = mwem_queries, error_queries_2d
+        self.info = {} if info is None else info
+        self._cache: dict = {}
+
+    def _cached(self, key, make):
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
+    def workload(self, wname: str, side: int):
+        return self._cached(("W", wname, side), lambda: wl.ranges_2d(side) if wname == "ranges_2d"
+                            else {"prefix": wl.prefix, "all_range": wl.all_range}[wname](side))
+
+    def strategy(self, name: str, wname: str, side: int):
+        return self._cached(("A", name, wname, side), lambda: self._make_strategy(name, wname, side))
+
+    def _make_strategy(self, name: str, wname: str, side: int):
+        two_d = wname == "ranges_2d"
+        W = self.workload(wname, side)
+        t0 = time.perf_counter()
+        record = {}
+        if name == "mmopt":
+            if two_d:
+                res = mmopt.optimize(W, method="kron", seed=self.seed)
+            else:
+                res = mmopt.optimize(W, method="min_error", seed=self.seed, max_iterations=self.opt_iterations,
+                                     options={"restarts": 1})
+            A = res.strategy
+            record = {"method": res.method, "status": res.status, "objective": res.objective}
+        else:
+            if name == "identity":
+                b, one = None, st.identity(side)
+            else:
+                b = 2 if name == "H2" else _helpers.best_branching("all_range" if two_d else wname, side)
+                one = st.hierarchical(side, b)
+            A = st.kron(one, one) if two_d else one
+            record = {"branching": b}
+        record["seconds"] = round(time.perf_counter() - t0, 2)
+        record["rmse_at_eps_1"] = mmopt.evaluate(W, A, mmopt.Privacy(1.0)).rmse  # expected, per query
+        self.info[f"{wname}/{side}/{name}"] = record
+        return A
+
+    def queries(self, wname: str, side: int):
+        """MWEM's candidate queries: the prefix workload itself, else a uniform sample of ranges (fixed per run)."""
+        if wname == "prefix":
+            return self.workload(wname, side)
+
+        def make():
+            gen = np.random.default_rng([self.seed, 7, side])
+            if wname == "all_range":
+                return er.range_matrix(er.sample_ranges(side, self.mwem_queries, gen), side)
+            m = max(1, min(self.mwem_queries, 2 * 10**7 // side**2))  # a dense m × side² matrix: ≤ 160 MB
+            return er.range_matrix_2d(er.sample_ranges(side, m, gen), er.sample_ranges(side, m, gen), (side, side))
+        return self._cached(("Q", wname, side), make)
+
+    def error(self, wname: str, estimates: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Mean |W x̂ − W x| per trial (2-D: over a fixed uniform sample of rectangles)."""
+        if wname == "prefix":
+            return er.mean_abs_prefix(estimates, x)
+        if wname == "all_range":
+            return er.mean_abs_all_ranges(estimates, x)
+        side = x.shape[0]
+
+        def make():
+            gen = np.random.default_rng([self.seed, 11, side])
+            return (er.sample_ranges(side, self.error_queries_2d, gen),
+                    er.sample_ranges(side, self.error_queries_2d, gen))
+        rows, cols = self._cached(("E", side), make)
+        return er.mean_abs_ranges_2d(estimates, x, rows, cols)
+
+    def estimates(self, alg: str, wname: str, x: np.ndarray, eps: float, trials: int, key: tuple) -> np.ndarray:
+        """(trials, cells) estimates. ``key`` seeds the noise; "mmopt+proj" gets "mmopt"'s key: paired draws."""
+        side = x.shape[0]
+        gen = np.random.default_rng([self.seed, *key, ALGORITHMS.index("mmopt" if alg == "mmopt+proj" else alg)])
+        if alg in (*INDEPENDENT, "mmopt+proj"):
+            W, A = self.workload(wname, side), self.strategy(alg.removesuffix("+proj"), wname, side)
+            rec = "projection" if alg == "mmopt+proj" else "least_squares"
+            if x.ndim == 2:
+                out = smech.matrix_mechanism(W, A, x, mmopt.Privacy(eps), rng=gen, size=trials, reconstruct=rec,
+                                             max_answers=0)
+            else:
+                out = mmopt.matrix_mechanism(W, A, x, mmopt.Privacy(eps), rng=gen, size=trials, reconstruct=rec)
+            return out.estimate.reshape(trials, -1)
+        if alg == "MWEM":
+            Q = self.queries(wname, side)
+            return np.stack([ad.mwem(x, Q, eps, rng=gen, **MWEM).estimate.ravel() for _ in range(trials)])
+        run = {"DAWA": ad.dawa, "AHP": ad.ahp, "Uniform": ad.uniform}[alg]
+        return np.stack([run(x, eps, rng=gen).estimate.ravel() for _ in range(trials)])

@@ -1,0 +1,208 @@
+"""experiments.dpbench: the error measure against brute force, run() on synthetic data (tests never need
+../shared/), the verdict, the figure, the command line."""
+
+import dataclasses
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from experiments import _dpbench_algorithms as alg
+from experiments import _dpbench_errors as er
+from experiments import dpbench as db
+
+
+def _shape(seed, shape):
+    x = np.random.default_rng(seed).pareto(1.5, shape)  # skewed, many near-empty cells: like DPBench's data
+    return x / x.sum()
+
+
+# ---- the error measure --------------------------------------------------------------------------------------
+
+def _all_ranges(n):
+    return np.array([(a, b) for a in range(n) for b in range(a + 1, n + 1)])
+
+
+def test_all_range_mean_abs_error_matches_brute_force():
+    gen = np.random.default_rng(1)
+    n = 23
+    x = gen.integers(0, 9, n).astype(float)
+    est = x + gen.laplace(0, 3, (4, n))
+    est[2] = x  # a perfect estimate: every range exact
+    est[3, :5] = x[:5] + 1.0  # ties among the prefix errors
+    W = er.range_matrix(_all_ranges(n), n)
+    assert W.shape == (n * (n + 1) // 2, n)
+    brute = np.mean(np.abs((est - x) @ W.T), axis=1)
+    np.testing.assert_allclose(er.mean_abs_all_ranges(est, x), brute, rtol=1e-12, atol=1e-12)
+    assert er.mean_abs_all_ranges(est, x)[2] == 0.0
+
+
+def test_pairwise_and_prefix_against_brute_force():
+    v = np.random.default_rng(2).normal(size=(3, 40)).round(1)  # rounding makes ties
+    brute = [np.mean([abs(r[j] - r[i]) for i, j in itertools.combinations(range(40), 2)]) for r in v]
+    np.testing.assert_allclose(er.mean_abs_pairwise(v), brute, rtol=1e-12)
+    x = np.arange(6.0)
+    est = np.array([[1, 1, 2, 3, 4, 5.0]])
+    np.testing.assert_allclose(er.mean_abs_prefix(est, x), [1.0])  # every prefix is off by the first cell's 1
+
+
+def test_rectangle_error_matches_the_explicit_query_matrix():
+    gen = np.random.default_rng(3)
+    shape = (6, 5)
+    x = gen.integers(0, 5, shape).astype(float)
+    est = x + gen.laplace(0, 1, (2, *shape))
+    rows, cols = er.sample_ranges(6, 50, gen), er.sample_ranges(5, 50, gen)
+    Q = er.range_matrix_2d(rows, cols, shape)
+    brute = np.mean(np.abs((est.reshape(2, -1) - x.ravel()) @ Q.T), axis=1)
+    np.testing.assert_allclose(er.mean_abs_ranges_2d(est, x, rows, cols), brute, rtol=1e-12)
+
+
+def test_sampled_ranges_are_uniform_over_all_ranges():
+    n, m = 4, 30_000
+    r = er.sample_ranges(n, m, np.random.default_rng(4))
+    assert r.shape == (m, 2) and np.all((0 <= r[:, 0]) & (r[:, 0] < r[:, 1]) & (r[:, 1] <= n))
+    counts = np.array([np.sum((r[:, 0] == a) & (r[:, 1] == b)) for a, b in _all_ranges(n)])
+    expected = m / 10  # 10 ranges on 4 cells, single cells as likely as long ranges
+    assert np.all(np.abs(counts - expected) < 5 * np.sqrt(expected))
+
+
+def test_coarsen():
+    x = np.arange(16.0).reshape(4, 4)
+    assert alg.coarsen(x, 2).tolist() == [[10.0, 18.0], [42.0, 50.0]]
+    assert alg.coarsen(np.arange(8.0), 2).tolist() == [6.0, 22.0]
+    with pytest.raises(ValueError, match="cannot be coarsened"):
+        alg.coarsen(np.arange(10.0), 4)
+
+
+# ---- run() --------------------------------------------------------------------------------------------------
+
+CFG = db.Config(("synthA",), ("synthB",), n_1d=64, side_2d=16, scales=(10**3, 10**7), epsilons=(0.1, 1.0),
+                trials=3, opt_iterations=50, mwem_queries=200, error_queries_2d=500)
+SHAPES = {"synthA": _shape(0, 256), "synthB": _shape(1, (32, 32))}
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return db.run(SHAPES, CFG, seed=0)
+
+
+def test_rows_columns_and_values(rows):
+    per_cell = {"1D": 2 * len(alg.ALGORITHMS), "2D": len(alg.ALGORITHMS) - len(alg.SKIP.get("2D", ()))}
+    assert len(rows) == (per_cell["1D"] + per_cell["2D"]) * 2 * 2
+    for r in rows:
+        assert list(r) == db.COLUMNS
+        assert np.isfinite(r["scaled_error"]) and r["scaled_error"] >= 0 and r["scaled_error_std"] >= 0
+        assert r["ci_low"] <= r["scaled_error"] <= r["ci_high"]
+        assert r["kind"] == alg.KIND[r["algorithm"]] and r["signal"] == r["scale"] * r["epsilon"]
+        assert r["n"] == (64 if r["dims"] == "1D" else 256)
+    for key in {(r["dataset"], r["scale"], r["epsilon"], r["workload"]) for r in rows}:
+        ind = [r["ratio_to_best_independent"] for r in rows if r["kind"] == "data-independent"
+               and (r["dataset"], r["scale"], r["epsilon"], r["workload"]) == key]
+        assert min(ind) == 1.0 and len(ind) == 4
+    # more signal, less scaled error: the matrix mechanism's error is ~1/(scale·ε)
+    err = {(r["scale"], r["epsilon"]): r["scaled_error"] for r in rows
+           if (r["dataset"], r["workload"], r["algorithm"]) == ("synthA", "prefix", "HB")}
+    assert err[(10**7, 1.0)] < 1e-3 * err[(10**3, 1.0)] and err[(10**3, 1.0)] < err[(10**3, 0.1)]
+
+
+def test_seeded_reproducibility(rows):
+    again = db.run(SHAPES, CFG, seed=0)
+    assert [r["scaled_error"] for r in again] == [r["scaled_error"] for r in rows]
+    other = db.run(SHAPES, CFG, seed=1)
+    assert all(a["scaled_error"] != b["scaled_error"] for a, b in zip(rows, other, strict=True))
+    # each algorithm's noise is keyed by its own name: running fewer algorithms changes none of the numbers
+    few = db.run(SHAPES, dataclasses.replace(CFG, algorithms=("HB", "DAWA")), seed=0)
+    mine = {tuple(r[k] for k in ("dataset", "scale", "epsilon", "workload", "algorithm")): r["scaled_error"]
+            for r in rows}
+    assert len(few) == 2 * 3 * 4 and all(
+        r["scaled_error"] == mine[tuple(r[k] for k in ("dataset", "scale", "epsilon", "workload", "algorithm"))]
+        for r in few)
+
+
+def test_a_huge_budget_leaves_only_uniforms_bias():
+    """At ε = 10⁹ the noise vanishes: the matrix mechanism is exact and Uniform's error is its bias."""
+    cfg = db.Config(("synthA",), (), n_1d=64, scales=(10**3,), epsilons=(1e9,), trials=2, opt_iterations=20,
+                    algorithms=("identity", "HB", "Uniform"))
+    got = {(r["workload"], r["algorithm"]): r["scaled_error"] for r in db.run(SHAPES, cfg)}
+    x = 1e3 * alg.coarsen(SHAPES["synthA"], 64)
+    bias = np.cumsum(np.full(64, x.mean()) - x)
+    assert got[("prefix", "Uniform")] == pytest.approx(np.mean(np.abs(bias)) / 1e3, rel=1e-6)
+    pairs = np.concatenate([[0.0], bias])
+    brute = np.mean([abs(pairs[j] - pairs[i]) for i, j in itertools.combinations(range(65), 2)])
+    assert got[("all_range", "Uniform")] == pytest.approx(brute / 1e3, rel=1e-6)
+    assert max(got[(w, a)] for w in ("prefix", "all_range") for a in ("identity", "HB")) < 1e-9
+
+
+def test_trials_below_two_are_refused():
+    with pytest.raises(ValueError, match="trials must be >= 2"):
+        db.run(SHAPES, db.Config(("synthA",), (), n_1d=64, trials=1))
+
+
+# ---- verdict, markdown, figure ------------------------------------------------------------------------------
+
+def _cell_rows(signal_winners, dataset="d"):
+    out = []
+    for (scale, eps), adaptive_wins in signal_winners.items():
+        for a, e in (("mmopt", 1.0), ("HB", 1.5), ("DAWA", 0.5 if adaptive_wins else 2.0), ("Uniform", 3.0)):
+            out.append({"dataset": dataset, "scale": scale, "epsilon": eps, "workload": "prefix", "algorithm": a,
+                        "scaled_error": e})
+    return out
+
+
+def test_verdict():
+    good = {(10**3, 0.01): True, (10**3, 0.1): True, (10**3, 1.0): False, (10**7, 0.01): False}
+    holds = db.verdict(_cell_rows(good))
+    assert holds["status"] == "holds" and 100 < holds["crossover"] < 1000 and holds["mmopt_best_at_high"] == 2
+    assert holds["by_signal"] == {10.0: (1, 1), 100.0: (1, 1), 1000.0: (0, 1), 100000.0: (0, 1)}
+    never = db.verdict(_cell_rows({(10**3, 0.01): False, (10**7, 1.0): False}))
+    assert never["status"] == "does not hold" and never["adaptive_wins"] == 0
+    backwards = db.verdict(_cell_rows({(10**3, 0.01): False, (10**3, 0.1): False, (10**7, 0.1): True,
+                                       (10**7, 1.0): True}))
+    assert backwards["status"] == "does not hold"
+    mixed = _cell_rows({(10, 1.0): True, (10**2, 1.0): True, (10**3, 1.0): True, (10**4, 1.0): False,
+                        (10**5, 1.0): False, (10**6, 1.0): True})
+    assert db.verdict(mixed)["status"] == "holds with exceptions"
+    assert len(db.verdict(mixed)["exceptions"]) == 1
+    some = db.verdict(_cell_rows(good) + _cell_rows(dict.fromkeys(good, True), "sparse"))
+    assert some["status"] == "holds on some datasets only"
+    assert some["datasets"]["d"]["status"] == "holds" and some["datasets"]["sparse"]["largest_adaptive_win"] == 1e5
+    assert "does not hold on sparse (data-adaptive wins up to signal 100000)" in db.markdown(
+        _cell_rows(good) + _cell_rows(dict.fromkeys(good, True), "sparse"))
+
+
+def test_markdown_and_figure(rows, tmp_path):
+    md = db.markdown(rows)
+    assert "**Verdict (this data): the tutorial's finding" in md and db.verdict(rows)["status"] in md
+    assert "| synthA | 1e+03 | 0.1 | prefix |" in md and "| synthB | 1e+07 | 1 | ranges_2d |" in md
+    png = db.plot(rows, tmp_path)
+    assert png.name == "dpbench.png" and png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 1000
+
+
+# ---- command line -------------------------------------------------------------------------------------------
+
+def test_missing_data_is_a_clear_exit(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        db.main(["--data", str(tmp_path), "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "DPBench files" in err and "dpcomp_core" in err
+
+
+def test_main_on_a_tiny_synthetic_folder(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    (data / "1D").mkdir(parents=True)
+    (data / "2D").mkdir()
+    np.save(data / "1D" / "SYNTH.n4096.npy", np.round(_shape(1, 4096) * 5000))
+    np.save(data / "2D" / "GRID_256_256.npy", np.round(_shape(2, (256, 256)) * 5000))
+    monkeypatch.setattr(db, "QUICK", db.Config(("SYNTH",), ("GRID",), n_1d=64, side_2d=16, scales=(10**3,),
+                                               epsilons=(1.0,), trials=2, opt_iterations=20, mwem_queries=100,
+                                               error_queries_2d=200))
+    out = tmp_path / "out"
+    assert db.main(["--data", str(data), "--out", str(out)]) == 0
+    assert (out / "dpbench.csv").read_text().startswith(",".join(db.COLUMNS))
+    assert "Verdict" in (out / "dpbench.md").read_text() and (out / "dpbench.png").stat().st_size > 1000
+    assert json.loads((out / "dpbench.run_info.json").read_text())["seconds"] >= 0
+    again = tmp_path / "again"  # tracked outputs are deterministic, byte for byte
+    assert db.main(["--data", str(data), "--out", str(again)]) == 0
+    for f in ("dpbench.csv", "dpbench.md", "dpbench.png"):
+        assert (again / f).read_bytes() == (out / f).read_bytes(), f
