@@ -4,8 +4,8 @@ Each 256×256 file is coarsened to side × side cells by summing equal square bl
 total) is rescaled like the 1-D data. The workloads are implicit Kronecker products (nothing N×N is formed):
 ``prefix_2d`` = P ⊗ P (the side² "lower-left rectangle" counts) and ``ranges_2d`` = R ⊗ R (every axis-aligned
 rectangle, (side(side+1)/2)² queries). The strategies are products too, I ⊗ I, H₂ ⊗ H₂ and HDMM's OPT_⊗
-(``mmopt.optimize(W, method="kron")``), so least squares is factor-wise and NNLS / projection run ADMM with the
-exact factor-wise (Q + ρI)⁻¹ (:mod:`mmopt.reconstruct.admm`).
+(``mmopt.optimize(W, method="kron")``), so least squares is factor-wise; NNLS runs ADMM with the exact factor-wise
+(Q + ρI)⁻¹ (:mod:`mmopt.reconstruct.admm`) and projection runs FISTA, each handing over to the other if it stalls.
 
 Why the sides are small: time. Quick mode runs every (dataset, scale, ε, strategy, reconstruction) 10 times,
 and the projection's quadratic form is the workload's Gram, whose condition number grows like side⁴ per factor
@@ -163,8 +163,9 @@ def markdown(rows: list[dict]) -> str:
     lines = ["", "## 2-D: DPBench's 2-D histograms (implicit product pairs)", "",
              f"The 256×256 files coarsened by summing square blocks; {sizes} (why so small: the module docstring "
              "of `experiments/_postprocess_2d.py`). Strategies are products (identity = I ⊗ I, H2 = H₂ ⊗ H₂, "
-             "opt_kron = HDMM's OPT_⊗); NNLS and projection are solved by ADMM with the exact factor-wise "
-             f"(Q + ρI)⁻¹; {rows[0]['runs']} seeded runs per row; the error is over all of the workload's queries.",
+             "opt_kron = HDMM's OPT_⊗); NNLS is solved by ADMM with the exact factor-wise (Q + ρI)⁻¹, projection by "
+             f"FISTA (each hands over to the other if it stalls); {rows[0]['runs']} seeded runs per row; the error "
+             "is over all of the workload's queries.",
              "", "Finding:", "", *finding(rows), "",
              "RMSE ratio to least squares, projection / NNLS (below 1: the reconstruction helps):", "",
              "| dataset | workload | strategy | ε | " + " | ".join(f"{s:.0e}" for s in scales) + " |",

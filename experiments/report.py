@@ -151,6 +151,11 @@ def write(out, rows, checks, params: dict) -> str:
         "- Multi-dimensional workloads (census SF1, adult, CPS, 2-D ranges, 3-D prefix) with HDMM's strategy "
         "searches, beside the HDMM tutorial's table: [`multidim.md`](multidim.md), `multidim.csv`, "
         "`multidim.png` (`python -m experiments.multidim`).",
+        "- Answers that make sense: least squares vs NNLS vs the projection mechanism on DPBench's 1-D and 2-D "
+        "data: [`postprocess.md`](postprocess.md), `postprocess.csv`, `postprocess.png` "
+        "(`python -m experiments.postprocess`).",
+        "- Data-adaptive baselines (MWEM, DAWA-style, AHP, Uniform) against the matrix mechanism on DPBench data: "
+        "[`dpbench.md`](dpbench.md), `dpbench.csv`, `dpbench.png` (`python -m experiments.dpbench`).",
     ]
     path = out / "README.md"
     _run.write_text(path, "\n".join(L) + "\n")
