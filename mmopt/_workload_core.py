@@ -74,9 +74,11 @@ def all_predicate(n: int) -> Workload:
 
 
 def random_range(n: int, m: int, *, seed=None) -> Workload:
-    """m interval queries with endpoints drawn uniformly (a ≤ b), reproducible from ``seed``.
+    """m interval queries [a, b]: two endpoints drawn independently and uniformly, then sorted; reproducible.
 
-    ``seed``: None, an int >= 0, a SeedSequence or a numpy Generator.
+    So a range with a < b has probability 2/n² and a single cell 1/n²: not uniform over the n(n+1)/2 ranges
+    (``experiments._dpbench_errors.sample_ranges`` samples those uniformly). ``seed``: None, an int >= 0, a
+    SeedSequence or a numpy Generator.
     """
     caller = "random_range"
     n = v.check_int(n, name="n", caller=caller)

@@ -22,7 +22,8 @@ workload's). On real data it multiplies prefix RMSE by 30-180× (mmopt issue 9),
 of a negative cell evenly over all cells, which every prefix sum then accumulates.
 
 Dense pairs: :mod:`mmopt.reconstruct.dense` (exact active-set / interior-point solvers, isotonic regression
-for prefix). Implicit pairs: :mod:`mmopt.reconstruct.implicit` (FISTA with the factors' operators).
+for prefix). Implicit pairs: :mod:`mmopt.reconstruct.implicit` (ADMM with the exact factor-wise (Q + ρI)⁻¹ on one
+Kronecker product, FISTA with the factors' operators otherwise).
 """
 
 from mmopt.reconstruct._common import CHOICES, Reconstruction, check_constraints, check_method, check_tol, combine

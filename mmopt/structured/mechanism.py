@@ -198,8 +198,8 @@ def reconstruct_estimate(workload: ImplicitWorkload, strategy: ImplicitStrategy,
                          ) -> tuple[np.ndarray, SolveInfo, Reconstruction]:
     """(estimate, least-squares record, reconstruction record) from one y: x̂ = A⁺y, then ``method``.
 
-    "nnls" and "projection" start from x̂ and are solved by FISTA (:mod:`mmopt.reconstruct.implicit`), which
-    raises :class:`mmopt.solvers.SolverError` if its KKT residual does not reach its tolerance.
+    "nnls" and "projection" start from x̂ and are solved by ADMM and/or FISTA (:mod:`mmopt.reconstruct.implicit`),
+    which raise :class:`mmopt.solvers.SolverError` if the KKT residual does not reach its tolerance.
     """
     xhat, info = least_squares(strategy, y, tol=tol)
     if method == "nnls":
