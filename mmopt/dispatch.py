@@ -92,24 +92,28 @@ def svd_bound(workload, privacy=None, *, per_query: bool = False) -> float:
 
 
 def matrix_mechanism(workload, strategy, x, privacy, *, rng=None, size: int | None = None,
-                     reconstruct: str = "least_squares", total: float | None = None, zeros=None):
+                     reconstruct: str = "least_squares", total: float | None = None, zeros=None,
+                     reconstruct_options: dict | None = None):
     """Simulate M_A(W, x) = W A⁺(A x + z), dense or implicit (see :func:`mmopt.mechanism.matrix_mechanism`).
 
     Implicit pairs reconstruct x̂ factor-wise (product strategies) or by LSMR with a checked residual
     (unions), with memory O(N + Σ factor sizes); ``x`` is flat (N,) or shaped like the domain.
     ``reconstruct`` is "least_squares" (x̂ = A⁺y), "nnls" or "projection" (:mod:`mmopt.reconstruct`), with the
     optional public facts ``total`` (Σh) and ``zeros`` (cells known to be 0); all are post-processing.
+    ``reconstruct_options`` = {"tol": …, "max_iterations": …} tunes their solvers (the KKT residual to meet,
+    default 1e-7 dense / 1e-8 implicit; the iterative solvers' budget, implicit only).
     **Simulation only**: numpy noise.
     """
     W, A, implicit = _kinds(workload, strategy, "matrix_mechanism")
-    kw = dict(rng=rng, size=size, reconstruct=reconstruct, total=total, zeros=zeros)
+    kw = dict(rng=rng, size=size, reconstruct=reconstruct, total=total, zeros=zeros,
+              reconstruct_options=reconstruct_options)
     if implicit:
         return smech.matrix_mechanism(W, A, x, privacy, **kw)
     return mechanism.matrix_mechanism(W, A, x, privacy, **kw)
 
 
 def release(workload, strategy, x, privacy, *, noise_scale: float | None = None, reconstruct: str = "least_squares",
-            total: float | None = None, zeros=None):
+            total: float | None = None, zeros=None, reconstruct_options: dict | None = None):
     """Release W x̂ for real data with OpenDP noise and a verified (ε, δ) guarantee, dense or implicit.
 
     Dense pairs: :func:`mmopt.mechanism.release`. Implicit pairs: :func:`mmopt.structured.release.release`
@@ -118,7 +122,8 @@ def release(workload, strategy, x, privacy, *, noise_scale: float | None = None,
     from a checkout ``pip install -e '.[release]'``).
     """
     W, A, implicit = _kinds(workload, strategy, "release")
-    kw = dict(noise_scale=noise_scale, reconstruct=reconstruct, total=total, zeros=zeros)
+    kw = dict(noise_scale=noise_scale, reconstruct=reconstruct, total=total, zeros=zeros,
+              reconstruct_options=reconstruct_options)
     if implicit:
         return srelease.release(W, A, x, privacy, **kw)
     return mechanism.release(W, A, x, privacy, **kw)

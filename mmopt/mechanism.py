@@ -30,7 +30,7 @@ from mmopt._opendp import measure
 from mmopt._strategy_analysis import supports
 from mmopt.least_squares import LeastSquares, factorize
 from mmopt.privacy import Privacy
-from mmopt.reconstruct import Reconstruction, check_constraints, check_method
+from mmopt.reconstruct import Reconstruction, check_constraints, check_method, check_options
 from mmopt.reconstruct import dense as _recon
 from mmopt.strategy import max_column_norm
 from mmopt.workload import Workload
@@ -76,8 +76,8 @@ class MechanismOutput:
 
 
 def matrix_mechanism(workload: Workload, strategy, x, privacy: Privacy, *, rng=None, size: int | None = None,
-                     reconstruct: str = "least_squares", total: float | None = None, zeros=None
-                     ) -> MechanismOutput:
+                     reconstruct: str = "least_squares", total: float | None = None, zeros=None,
+                     reconstruct_options: dict | None = None) -> MechanismOutput:
     """Simulate the matrix mechanism M_A(W, x) = W A⁺(A x + z) (Prop. 3; §4 Thm 5.22 for δ > 0).
 
     z has i.i.d. Laplace(b) entries, b = Δ₁(A)/ε, when δ = 0, or N(0, σ²) with σ = ``privacy``'s
@@ -103,6 +103,10 @@ def matrix_mechanism(workload: Workload, strategy, x, privacy: Privacy, *, rng=N
     total, zeros : float or None, boolean mask of shape (n,) or None
         Public facts imposed by "nnls"/"projection": Σh = total, h = 0 where ``zeros``. They must not be
         computed from the private data (post-processing keeps privacy only for public inputs).
+    reconstruct_options : dict or None
+        {"tol": t} for "nnls"/"projection": the relative KKT residual their exact solvers must meet (default
+        1e-7; a solve that misses it raises SolverError). "max_iterations" is accepted and unused here (the
+        dense solvers have no iteration budget; implicit pairs use it).
 
     Examples
     --------
@@ -118,13 +122,14 @@ def matrix_mechanism(workload: Workload, strategy, x, privacy: Privacy, *, rng=N
     strategy, x, W = _prepare(workload, strategy, x, privacy, caller)
     reconstruct = check_method(reconstruct, caller)
     total, zeros = check_constraints(reconstruct, total, zeros, strategy.domain_size, caller)
+    tol = _dense_tol(check_options(reconstruct_options, reconstruct, caller))
     gen = v.check_rng(rng, name="rng", caller=caller)
     A = strategy.matrix
     draws = _check_size(size, (A.shape[0], A.shape[1], 0 if W is None else W.shape[0]), caller)
     sens = strategy.sensitivity(privacy.sensitivity_norm)
     scale = _noise_scale(privacy, sens, caller)
     y = _noisy(_product(A, x, caller), privacy.noise, scale, gen, draws, caller)
-    xhat, how = _recon.estimate(workload, strategy, y, reconstruct, total=total, zeros=zeros)
+    xhat, how = _recon.estimate(workload, strategy, y, reconstruct, total=total, zeros=zeros, **tol)
     answers = None if W is None else _finite(xhat @ W.T, "W x̂", caller)
     return MechanismOutput(answers, _finite(xhat, "x̂", caller), y, scale, privacy.noise, privacy,
                            "simulation", sens, reconstruction=how)
@@ -160,7 +165,8 @@ def laplace_mechanism(workload: Workload, x, privacy: Privacy, *, rng=None, size
 
 
 def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: float | None = None,
-            reconstruct: str = "least_squares", total: float | None = None, zeros=None) -> MechanismOutput:
+            reconstruct: str = "least_squares", total: float | None = None, zeros=None,
+            reconstruct_options: dict | None = None) -> MechanismOutput:
     """Release W x̂ for real data, with OpenDP noise and an OpenDP-verified (ε, δ) guarantee.
 
     The vector A x is passed to ``opendp.measurements.make_laplace`` (δ = 0; input metric
@@ -209,17 +215,24 @@ def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: f
     strategy, x, W = _prepare(workload, strategy, x, privacy, caller)
     reconstruct = check_method(reconstruct, caller)
     total, zeros = check_constraints(reconstruct, total, zeros, strategy.domain_size, caller)
+    tol = _dense_tol(check_options(reconstruct_options, reconstruct, caller))
     A = strategy.matrix
     d_in = _upper_sensitivity(A, privacy.sensitivity_norm, caller)
     Ax = _product(A, x, caller)  # refused before any noise is drawn if it overflows
     y, scale, loss = measure(Ax, d_in, privacy, noise_scale=noise_scale, caller=caller)
-    xhat, how = _recon.estimate(workload, strategy, y, reconstruct, total=total, zeros=zeros)
+    xhat, how = _recon.estimate(workload, strategy, y, reconstruct, total=total, zeros=zeros, **tol)
     xhat = _finite(xhat, "x̂", caller)
     answers = None if W is None else _finite(W @ xhat, "W x̂", caller)
     return MechanismOutput(answers, xhat, y, scale, privacy.noise, privacy, "release", d_in, loss, how)
 
 
 # -- helpers ------------------------------------------------------------------------------------------
+def _dense_tol(options: dict) -> dict:
+    """The dense solvers are exact (no iteration budget): only ``tol``, the KKT residual they must meet."""
+    return {"tol": options["tol"]} if "tol" in options else {}
+
+
+
 def _prepare(workload, strategy, x, privacy, caller: str):
     _check_types(workload, privacy, caller)
     strategy = _as_strategy(strategy, caller)

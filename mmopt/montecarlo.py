@@ -169,9 +169,10 @@ def _seed_sequence(seed) -> np.random.SeedSequence:
                     f"Got {seed!r:.60} ({type(seed).__name__}).")
 
 
-def _mechanism_options(reconstruct: str, total, zeros) -> dict:
+def _mechanism_options(reconstruct: str, total, zeros, reconstruct_options=None) -> dict:
     """The reconstruction keywords, passed only when set (and refused if this matrix_mechanism lacks them)."""
-    given = {k: val for k, val in (("reconstruct", reconstruct), ("total", total), ("zeros", zeros))
+    given = {k: val for k, val in (("reconstruct", reconstruct), ("total", total), ("zeros", zeros),
+                                   ("reconstruct_options", reconstruct_options))
              if not (k == "reconstruct" and val == "least_squares") and val is not None}
     accepted = inspect.signature(dispatch.matrix_mechanism).parameters
     missing = [k for k in given if k not in accepted]
@@ -203,8 +204,8 @@ def _truth(workload, strategy, x, caller: str) -> tuple[np.ndarray, float, int]:
 
 
 def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "least_squares", total=None,
-                zeros=None, runs: int = 1000, seed=None, batch: int | None = None, progress: bool | None = None
-                ) -> MonteCarloResult:
+                zeros=None, runs: int = 1000, seed=None, batch: int | None = None, progress: bool | None = None,
+                reconstruct_options: dict | None = None) -> MonteCarloResult:
     r"""Estimate the error of the matrix mechanism M_A(W, x) from ``runs`` seeded runs (simulation path).
 
     Parameters
@@ -222,6 +223,8 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
         Passed to :func:`mmopt.matrix_mechanism` when given (the public total Σx, for "nnls"/"projection").
     zeros : optional
         Passed to :func:`mmopt.matrix_mechanism` when given (cells publicly known to be 0).
+    reconstruct_options : dict or None
+        Passed to :func:`mmopt.matrix_mechanism` when given ("tol", "max_iterations" of the reconstruction).
     runs : int >= 2, default 1000
     seed : int >= 0, numpy.random.SeedSequence or None
         Run r uses ``SeedSequence(seed).spawn(runs)[r]``: the same seed gives the same noise whatever
@@ -262,7 +265,7 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
         raise TypeError(f"The 'progress' parameter of {_CALLER} must be True, False or None. "
                         f"Got {type(progress).__name__}.")
     ss = _seed_sequence(seed)
-    options = _mechanism_options(reconstruct, total, zeros)
+    options = _mechanism_options(reconstruct, total, zeros, reconstruct_options)
     check_privacy(privacy, _CALLER, optional=False)  # a mechanism needs a real budget
     # evaluate first: it checks types, domains and support, and gives the exact expectation.
     report = dispatch.evaluate(workload, strategy, privacy)

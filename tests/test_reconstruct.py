@@ -215,3 +215,28 @@ def test_fista_refuses_to_return_an_unconverged_point():
 def test_bad_reconstruction_arguments_are_refused(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         mmopt.matrix_mechanism(wl.prefix(N), st.hierarchical(N), _data(0), EPS, rng=0, **kwargs)
+
+
+def test_reconstruct_options_reach_the_solvers_and_are_checked():
+    """tol / max_iterations pass through matrix_mechanism, release and monte_carlo, dense and implicit."""
+    W, A = _implicit_pair("product")
+    x = _data(1, 48).reshape(8, 6)
+    out = mmopt.matrix_mechanism(W, A, x, EPS, rng=0, reconstruct="projection", reconstruct_options={"tol": 1e-4})
+    assert out.reconstruction.tol == 1e-4 and out.reconstruction.optimality <= 1e-4
+    with pytest.raises(SolverError, match="did not converge in 2 iterations"):
+        mmopt.matrix_mechanism(W, A, x, EPS, rng=0, reconstruct="nnls",
+                               reconstruct_options={"tol": 1e-12, "max_iterations": 2})
+    rel = mmopt.release(W, A, x, EPS, reconstruct="nnls", reconstruct_options={"tol": 1e-5})
+    assert rel.reconstruction.tol == 1e-5
+    dn = mmopt.matrix_mechanism(wl.prefix(N), st.identity(N), _data(2), EPS, rng=0, reconstruct="nnls",
+                                reconstruct_options={"tol": 1e-9})
+    assert dn.reconstruction.tol == 1e-9 and dn.reconstruction.optimality <= 1e-9
+    mc = mmopt.monte_carlo(W, A, x, EPS, reconstruct="projection", runs=3, seed=0, reconstruct_options={"tol": 1e-3})
+    assert mc.runs == 3
+    for bad, exc, match in [({"tol": 0}, ValueError, "reconstruct_options\\['tol'\\]"),
+                            ({"budget": 3}, ValueError, "accepts the keys"),
+                            ([("tol", 1e-3)], TypeError, "must be a dict")]:
+        with pytest.raises(exc, match=match):
+            mmopt.matrix_mechanism(W, A, x, EPS, rng=0, reconstruct="nnls", reconstruct_options=bad)
+    with pytest.raises(ValueError, match="least squares is exact"):
+        mmopt.matrix_mechanism(W, A, x, EPS, rng=0, reconstruct_options={"tol": 1e-3})

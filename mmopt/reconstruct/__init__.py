@@ -26,6 +26,15 @@ for prefix). Implicit pairs: :mod:`mmopt.reconstruct.implicit` (ADMM with the ex
 Kronecker product, FISTA with the factors' operators otherwise).
 """
 
-from mmopt.reconstruct._common import CHOICES, Reconstruction, check_constraints, check_method, check_tol, combine
+from mmopt.reconstruct._common import (
+    CHOICES,
+    Reconstruction,
+    check_constraints,
+    check_method,
+    check_options,
+    check_tol,
+    combine,
+)
 
-__all__ = ["CHOICES", "Reconstruction", "check_constraints", "check_method", "check_tol", "combine"]
+__all__ = ["CHOICES", "Reconstruction", "check_constraints", "check_method", "check_options", "check_tol",
+           "combine"]

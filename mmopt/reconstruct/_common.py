@@ -84,6 +84,37 @@ def check_constraints(reconstruct: str, total, zeros, n: int, caller: str
     return total, zeros
 
 
+OPTION_KEYS = ("tol", "max_iterations")
+
+
+def check_options(options, reconstruct: str, caller: str) -> dict:
+    """``reconstruct_options`` checked: {} or a mapping with "tol" (in (0, 1)) and/or "max_iterations" (≥ 1).
+
+    They tune the "nnls"/"projection" solvers: ``tol`` is the KKT residual every solver must meet (dense exact
+    solvers and the iterative ones), ``max_iterations`` the iterative solvers' budget (implicit pairs).
+    """
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise TypeError(f"The 'reconstruct_options' parameter of {caller} must be a dict with keys "
+                        f"{list(OPTION_KEYS)}. Got {type(options).__name__}.")
+    unknown = sorted(set(options) - set(OPTION_KEYS))
+    if unknown:
+        raise ValueError(f"The 'reconstruct_options' parameter of {caller} accepts the keys {list(OPTION_KEYS)}. "
+                         f"Got {unknown}.")
+    if options and reconstruct == "least_squares":
+        raise ValueError(f"The 'reconstruct_options' parameter of {caller} tunes reconstruct='nnls' or "
+                         "'projection'; least squares is exact and takes none. Drop it, or choose a reconstruction.")
+    out = {}
+    if "tol" in options:
+        out["tol"] = v.check_real(options["tol"], name="reconstruct_options['tol']", caller=caller, low=0.0,
+                                  high=1.0, low_open=True, high_open=True)
+    if "max_iterations" in options:
+        out["max_iterations"] = v.check_int(options["max_iterations"], name="reconstruct_options['max_iterations']",
+                                            caller=caller)
+    return out
+
+
 def check_tol(tol, max_iterations, caller: str) -> tuple[float, int]:
     tol = v.check_real(tol, name="tol", caller=caller, low=0.0, high=1.0, low_open=True)
     return tol, v.check_int(max_iterations, name="max_iterations", caller=caller)

@@ -24,7 +24,7 @@ from scipy.sparse.linalg import LinearOperator, lsmr
 from mmopt import _validation as v
 from mmopt._error_common import check_privacy, check_type
 from mmopt.privacy import Privacy
-from mmopt.reconstruct import Reconstruction, check_constraints, check_method, combine
+from mmopt.reconstruct import Reconstruction, check_constraints, check_method, check_options, combine
 from mmopt.reconstruct import implicit as recon
 from mmopt.structured import _checks as ck
 from mmopt.structured import analysis
@@ -153,7 +153,7 @@ class StructuredOutput:
 def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: Privacy, *,
                      rng=None, size: int | None = None, tol: float = DEFAULT_TOL,
                      max_answers: int = 10**7, reconstruct: str = "least_squares", total: float | None = None,
-                     zeros=None) -> StructuredOutput:
+                     zeros=None, reconstruct_options: dict | None = None) -> StructuredOutput:
     """Simulate M_A(W, x) = W A⁺(A x + z) on a product domain (Li et al., PODS 2010, Prop. 3).
 
     z is i.i.d. Laplace(Δ₁/ε) (δ = 0) or Gaussian at Δ₂ (δ > 0), Δ from
@@ -169,6 +169,7 @@ def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, 
     report = analysis.evaluate(workload, strategy, privacy)  # type and domain checks, support, expected error
     reconstruct = check_method(reconstruct, caller)
     total, zeros = check_constraints(reconstruct, total, zeros, strategy.domain_size, caller)
+    options = check_options(reconstruct_options, reconstruct, caller)
     x = ck.check_data(x, strategy.shape, caller=caller)
     if np.any(x < 0):
         raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative.")
@@ -182,7 +183,7 @@ def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, 
     estimates, answers, info, hows = [], [], None, []
     for _ in range(runs):
         xhat, info, how = reconstruct_estimate(workload, strategy, clean + draw(0.0, scale, size=clean.shape),
-                                               reconstruct, total=total, zeros=zeros, tol=tol)
+                                               reconstruct, total=total, zeros=zeros, tol=tol, options=options)
         estimates.append(xhat)
         hows.append(how)
         if workload.n_queries <= max_answers:
@@ -194,18 +195,19 @@ def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, 
 
 
 def reconstruct_estimate(workload: ImplicitWorkload, strategy: ImplicitStrategy, y: np.ndarray, method: str, *,
-                         total=None, zeros=None, tol: float = DEFAULT_TOL
+                         total=None, zeros=None, tol: float = DEFAULT_TOL, options: dict | None = None
                          ) -> tuple[np.ndarray, SolveInfo, Reconstruction]:
     """(estimate, least-squares record, reconstruction record) from one y: x̂ = A⁺y, then ``method``.
 
     "nnls" and "projection" start from x̂ and are solved by ADMM and/or FISTA (:mod:`mmopt.reconstruct.implicit`),
-    which raise :class:`mmopt.solvers.SolverError` if the KKT residual does not reach its tolerance.
+    which raise :class:`mmopt.solvers.SolverError` if the KKT residual does not reach its tolerance; ``options``
+    (checked ``reconstruct_options``: ``tol``, ``max_iterations``) tune them. ``tol`` is least squares' own.
     """
     xhat, info = least_squares(strategy, y, tol=tol)
     if method == "nnls":
-        h, how = recon.nnls(strategy, y, xhat, total=total, zeros=zeros)
+        h, how = recon.nnls(strategy, y, xhat, total=total, zeros=zeros, **(options or {}))
     elif method == "projection":
-        h, how = recon.projection(workload, xhat, total=total, zeros=zeros)
+        h, how = recon.projection(workload, xhat, total=total, zeros=zeros, **(options or {}))
     else:
         h, how = xhat, Reconstruction("least_squares", info.method, info.iterations, info.normal_residual, tol)
     return h, info, how

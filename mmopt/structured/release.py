@@ -15,7 +15,7 @@ import numpy as np
 
 from mmopt._opendp import finite, measure
 from mmopt.privacy import Privacy
-from mmopt.reconstruct import check_constraints, check_method
+from mmopt.reconstruct import check_constraints, check_method, check_options
 from mmopt.structured import _checks as ck
 from mmopt.structured import analysis
 from mmopt.structured.mechanism import DEFAULT_TOL, StructuredOutput, answer, reconstruct_estimate, strategy_apply
@@ -35,7 +35,8 @@ def upper_sensitivity(value: float) -> float:
 
 def release(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: Privacy, *,
             noise_scale: float | None = None, tol: float = DEFAULT_TOL, max_answers: int = 10**7,
-            reconstruct: str = "least_squares", total: float | None = None, zeros=None) -> StructuredOutput:
+            reconstruct: str = "least_squares", total: float | None = None, zeros=None,
+            reconstruct_options: dict | None = None) -> StructuredOutput:
     """Release W x̂ for real data on a product domain, with OpenDP noise and a verified (ε, δ) guarantee.
 
     The guarantee and its conditions are those of :func:`mmopt.mechanism.release`: (ε, δ)-DP for adding
@@ -65,13 +66,15 @@ def release(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: 
     report = analysis.evaluate(workload, strategy, privacy)  # shapes, support, Δ (exact or upper bound)
     reconstruct = check_method(reconstruct, caller)
     total, zeros = check_constraints(reconstruct, total, zeros, strategy.domain_size, caller)
+    options = check_options(reconstruct_options, reconstruct, caller)
     x = ck.check_data(x, strategy.shape, caller=caller)
     if np.any(x < 0):
         raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative.")
     d_in = upper_sensitivity(report.sensitivity)
     Ax = finite(strategy_apply(strategy, x), "the strategy answers A x", caller)  # refused before any noise
     y, scale, loss = measure(Ax, d_in, privacy, noise_scale=noise_scale, caller=caller)
-    xhat, info, how = reconstruct_estimate(workload, strategy, y, reconstruct, total=total, zeros=zeros, tol=tol)
+    xhat, info, how = reconstruct_estimate(workload, strategy, y, reconstruct, total=total, zeros=zeros, tol=tol,
+                                         options=options)
     ans = answer(workload, xhat) if workload.n_queries <= max_answers else None
     return StructuredOutput(ans, finite(xhat, "x̂", caller), scale, privacy.noise, d_in, report.sensitivity_exact,
                             report.total_squared_error, report, info, path="release", reconstruction=how)
