@@ -168,6 +168,7 @@ def test_structured_least_squares_record_and_release_paths():
     assert out.reconstruction.method == "least_squares" and out.reconstruction.solver == "pinv"
     rel = mmopt.release(W, A, x, EPS, reconstruct="projection", total=float(x.sum()))
     assert rel.path == "release" and rel.estimate.min() >= 0 and abs(rel.estimate.sum() - x.sum()) <= 1e-9 * x.sum()
+    assert out.verified_loss is None and 0 < rel.verified_loss <= EPS.epsilon  # OpenDP's map, implicit path too
     dn = mmopt.release(wl.prefix(N), st.hierarchical(N), _data(2), EPS, reconstruct="nnls", zeros=_data(2) == 0)
     assert dn.reconstruction.method == "nnls" and np.all(dn.estimate[_data(2) == 0] == 0) and dn.estimate.min() >= 0
 

@@ -208,7 +208,7 @@ def release(args) -> int:
     record = {"workload": _workload_info(W), "strategy": expected.strategy, **out.privacy_fields(P),
               "path": res.path, "noise_scale": res.noise_scale, "sensitivity": res.sensitivity,
               "sensitivity_exact": getattr(res, "sensitivity_exact", True),  # False: a proven upper bound
-              "verified_loss": out.jsonable(getattr(res, "verified_loss", None)),  # OpenDP's map (dense path)
+              "verified_loss": out.jsonable(res.verified_loss),  # OpenDP's privacy map at the sensitivity used
               "n_answers": int(np.size(res.answers)),
               "answers_file": args.out, "estimate_file": args.estimate,
               "reconstruct": {"method": rec.method, "solver": rec.solver, "iterations": rec.iterations,

@@ -148,6 +148,7 @@ class StructuredOutput:
     solve: SolveInfo         # the least-squares step x̂ = A⁺y (always run: it starts every reconstruction)
     path: str = "simulation"
     reconstruction: Reconstruction | None = None  # which estimate ``estimate`` is, and its solver record
+    verified_loss: float | tuple | None = None    # release: OpenDP's privacy map at Δ (ε, or (ε, δ)); else None
 
 
 def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: Privacy, *,

@@ -77,4 +77,5 @@ def release(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: 
                                          options=options)
     ans = answer(workload, xhat) if workload.n_queries <= max_answers else None
     return StructuredOutput(ans, finite(xhat, "x̂", caller), scale, privacy.noise, d_in, report.sensitivity_exact,
-                            report.total_squared_error, report, info, path="release", reconstruction=how)
+                            report.total_squared_error, report, info, path="release", reconstruction=how,
+                            verified_loss=loss)
