@@ -2,6 +2,7 @@
 
 Run:   python -m experiments.dpbench            (quick: see QUICK; 75–80 s measured on 2 shared cores)
        python -m experiments.dpbench --full     (all 7 + 5 datasets, 10 trials; 9 min measured)
+       python -m experiments.dpbench --jobs 2   (two cells at once; the same outputs, byte for byte)
 Data:  the DPBench histograms in ../shared/data/dpbench (or $MMOPT_DPBENCH, or --data DIR): 1-D files of
        4,096 cells, 2-D files of 256 × 256. Without them the command says where they come from and exits 2
        (tests use synthetic data through run()).
@@ -35,11 +36,12 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from experiments import _common, _run
+from experiments import _cli, _common, _run
 from experiments import _dpbench_algorithms as alg
 from experiments import _postprocess_2d as pp2
 from experiments import postprocess as pp
 from experiments._dpbench_report import cells, markdown, plot, verdict
+from mmopt._parallel import check_n_jobs, ordered_map
 
 DATA = Path(os.environ.get("MMOPT_DPBENCH", _common.ROOT.parent / "shared" / "data" / "dpbench"))
 __all__ = ["COLUMNS", "Config", "FULL", "QUICK", "cells", "main", "markdown", "plot", "run", "verdict"]
@@ -79,40 +81,66 @@ def _summary(errors: np.ndarray) -> dict:
     return {"scaled_error": mean, "scaled_error_std": std, "ci_low": mean - half, "ci_high": mean + half}
 
 
+def _cell(ctx: alg.Context, dims: str, key: tuple, dname: str, x: np.ndarray, scale, eps: float, algorithms,
+          trials: int) -> tuple[list[dict], dict]:
+    """One task of run(): the rows (ratios still to come) and timings of one (dataset, scale, ε), every workload.
+
+    ``key`` = (dims, dataset, scale, ε) indices seeds the noise, as :meth:`Context.estimates` describes."""
+    rows, timings = [], {}
+    shared = {}  # DAWA, AHP, Uniform ignore the workload: one set of runs serves every workload
+    for wi, wname in enumerate(alg.WORKLOADS[dims]):
+        for a in algorithms:
+            t0 = time.perf_counter()
+            free = a in alg.WORKLOAD_FREE
+            if free and a in shared:
+                est = shared[a]
+            else:
+                est = ctx.estimates(a, wname, x, eps, trials, (*key, 9 if free else wi))  # 9: no workload
+                if free:
+                    shared[a] = est
+            errors = ctx.error(wname, est, x) / scale
+            rows.append({"dataset": dname, "dims": dims, "n": x.size, "scale": scale, "epsilon": eps,
+                         "signal": scale * eps, "workload": wname, "algorithm": a, "kind": alg.KIND[a],
+                         "trials": trials, **_summary(errors)})
+            timings[f"{dname}/{scale}/{eps}/{wname}/{a}"] = round(time.perf_counter() - t0, 3)
+    return rows, timings
+
+
 def run(shapes: dict[str, np.ndarray], cfg: Config, *, seed: int = 0, timings: dict | None = None,
-        info: dict | None = None) -> list[dict]:
-    """Rows of the table (pure: no files). ``shapes`` maps a dataset to its shape (1-D or 2-D array)."""
+        info: dict | None = None, n_jobs: int | None = 1) -> list[dict]:
+    """Rows of the table (pure: no files). ``shapes`` maps a dataset to its shape (1-D or 2-D array).
+
+    ``n_jobs`` (joblib's convention; 1: in this process) runs the strategies' construction, then the
+    (dataset, scale, ε) cells, that many at once. Every strategy is made once, before any cell (the optimised
+    ones take seconds to minutes), and sent to the workers, which rebuild the cheap, seeded rest (workloads,
+    query samples); strategies are seeded with ``seed`` and every cell's noise from its indices, so the rows
+    are the same whatever ``n_jobs`` (with one BLAS thread, as workers run).
+    """
     if cfg.trials < 2:
         raise ValueError(f"run: Config.trials must be >= 2 (a spread needs two trials). Got {cfg.trials}.")
-    ctx = alg.Context(seed, opt_iterations=cfg.opt_iterations, mwem_queries=cfg.mwem_queries,
-                      error_queries_2d=cfg.error_queries_2d, info=info)
-    rows = []
+    n_jobs = check_n_jobs(n_jobs, caller="experiments.dpbench.run")
+    info = {} if info is None else info
+    tasks, wanted = [], []
     for dims_i, (dims, names, side) in enumerate((("1D", cfg.datasets_1d, cfg.n_1d),
                                                   ("2D", cfg.datasets_2d, cfg.side_2d))):
         algorithms = [a for a in cfg.algorithms if a not in alg.SKIP.get(dims, ())]
+        ctx = alg.Context(seed, opt_iterations=cfg.opt_iterations, mwem_queries=cfg.mwem_queries,
+                          error_queries_2d=cfg.error_queries_2d, info=info)
+        if names:  # every strategy the rows use, in the order they first use them
+            wanted += [(ctx, a.removesuffix("+proj"), wname, side) for wname in alg.WORKLOADS[dims]
+                       for a in algorithms if a in (*alg.INDEPENDENT, "mmopt+proj")]
         for di, dname in enumerate(names):
             shape = alg.coarsen(shapes[dname], side)
             for si, scale in enumerate(cfg.scales):
-                x = scale * shape
                 for ei, eps in enumerate(cfg.epsilons):
-                    shared = {}  # DAWA, AHP, Uniform ignore the workload: one set of runs serves every workload
-                    for wi, wname in enumerate(alg.WORKLOADS[dims]):
-                        for a in algorithms:
-                            t0 = time.perf_counter()
-                            free = a in alg.WORKLOAD_FREE
-                            key = (dims_i, di, si, ei, 9 if free else wi)  # 9: no workload
-                            if free and a in shared:
-                                est = shared[a]
-                            else:
-                                est = ctx.estimates(a, wname, x, eps, cfg.trials, key)
-                                if free:
-                                    shared[a] = est
-                            errors = ctx.error(wname, est, x) / scale
-                            rows.append({"dataset": dname, "dims": dims, "n": x.size, "scale": scale,
-                                         "epsilon": eps, "signal": scale * eps, "workload": wname, "algorithm": a,
-                                         "kind": alg.KIND[a], "trials": cfg.trials, **_summary(errors)})
-                            if timings is not None:
-                                timings[f"{dname}/{scale}/{eps}/{wname}/{a}"] = round(time.perf_counter() - t0, 3)
+                    tasks.append((ctx, dims, (dims_i, di, si, ei), dname, scale * shape, scale, eps, algorithms,
+                                  cfg.trials))
+    alg.make_strategies(wanted, n_jobs)  # once each, before the cells: they are the costly part shared by all
+    rows = []
+    for got, seconds in ordered_map(_cell, tasks, n_jobs=n_jobs):
+        rows += got
+        if timings is not None:
+            timings.update(seconds)
     best = {}
     for r in rows:
         if r["algorithm"] in alg.INDEPENDENT:
@@ -144,6 +172,8 @@ def main(argv=None) -> int:
                                                       "../shared/data/dpbench)")
     p.add_argument("--trials", type=int, help="seeded trials per configuration (default 3 quick, 10 full)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=_cli._jobs, default=1, metavar="N", help="(dataset, scale, ε) cells run at once "
+                   "(joblib; -1: every core; default 1); the outputs are the same for any N")
     args = p.parse_args(argv)
     cfg = FULL if args.full else QUICK
     if args.trials is not None:
@@ -167,7 +197,7 @@ def main(argv=None) -> int:
     try:
         with _run.hold(out):
             t0, timings, info = time.perf_counter(), {}, {}
-            rows = run(shapes, cfg, seed=args.seed, timings=timings, info=info)
+            rows = run(shapes, cfg, seed=args.seed, timings=timings, info=info, n_jobs=args.jobs)
             _common.write_csv(out / "dpbench.csv", COLUMNS, rows)
             tidy = [{k: _common.tidy(v) for k, v in r.items()} for r in rows]
             plot(tidy, out)  # from the values as written: the figure can be redrawn from the CSV alone
@@ -178,6 +208,7 @@ def main(argv=None) -> int:
                 v.pop("objective", None)
             _run.write_text(out / "dpbench.md", markdown(tidy, _notes(cfg, notes)))
             _run.write_json(out / "dpbench.run_info.json", {"seconds": round(time.perf_counter() - t0, 1),
+                                                            "jobs": args.jobs,
                                                             "strategies": info, "per_row_seconds": timings,
                                                             "machine": _run.machine()})
     except _run.Busy as exc:
@@ -190,5 +221,7 @@ def main(argv=None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run the imported module's main, so that worker processes find _cell by its name
+    from experiments.dpbench import main as _imported_main
+
+    sys.exit(_imported_main())

@@ -2,6 +2,7 @@
 
 Run:   python -m experiments.multidim            (quick: 2-D ranges 64², 3-D prefix 16³, everything else full)
        python -m experiments.multidim --full     (2-D ranges 256², 3-D prefix 64³ as well)
+       python -m experiments.multidim --jobs 2   (two workloads at once; the same outputs, byte for byte)
 Out:   paper_figures/ (or --out DIR): multidim.csv, multidim.png and multidim.md (the tables, with the HDMM
        tutorial's ratios beside ours). multidim.run_info.json (timings, machine) is not tracked.
 
@@ -22,9 +23,10 @@ import time
 from pathlib import Path
 
 import mmopt
-from experiments import _common, _run
+from experiments import _cli, _common, _run
 from mmopt import strategy as st
 from mmopt import workload as wl
+from mmopt._parallel import check_n_jobs, ordered_map
 
 QUICK = {"sf1": wl.sf1, "sf1_plus": wl.sf1_plus, "adult_w1": wl.adult_w1, "adult_w2": wl.adult_w2,
          "cps_w1": wl.cps_w1, "cps_w2": wl.cps_w2, "ranges_2d_64": lambda: wl.ranges_2d(64),
@@ -53,47 +55,63 @@ def _baselines(W) -> dict:
     return out
 
 
-def run(workloads: dict | None = None, *, epsilon: float = 1.0, delta: float = 1e-6, seed: int = 0,
-        gaussian=GAUSSIAN, timings: dict | None = None) -> list[dict]:
-    """Rows of the table (pure: no files). ``timings`` (if given) receives seconds per row, untracked."""
-    rows = []
-    for name, make in (workloads or QUICK).items():
-        W = make()
-        for noise, privacy in [("laplace", mmopt.Privacy(epsilon))] + (
-                [("gaussian", mmopt.Privacy(epsilon, delta))] if name in gaussian else []):
-            norm = privacy.sensitivity_norm
-            c = privacy.variance_factor
-            bound = mmopt.svd_bound(W, privacy)
-            # dense workloads (≤ 4,096 cells) have the exact SVD bound; implicit ones say
-            exact_bound = mmopt.structured.svd_bound(W).exact if isinstance(W, wl.ImplicitWorkload) else True
-            found, skipped = {}, []
-            for sname, A in _baselines(W).items():
-                t0 = time.perf_counter()
-                try:
-                    r = mmopt.evaluate(W, A, privacy)
-                except ValueError as exc:  # e.g. the workload as a union strategy past 4,096 cells: no bound
-                    skipped.append(f"{name}/{noise}/{sname}: {str(exc)[:160]}")
-                    continue
-                found[sname] = (r.total_squared_error, getattr(r, "total_exact", True), "closed form",
-                                time.perf_counter() - t0)
+def _workload_rows(name: str, make, epsilon: float, delta: float, seed: int, gaussian) -> tuple[list, dict, list]:
+    """One task of run(): one workload's rows, timings and skipped baselines, under each of its noises."""
+    rows, timings, skipped = [], {}, []
+    W = make()
+    for noise, privacy in [("laplace", mmopt.Privacy(epsilon))] + (
+            [("gaussian", mmopt.Privacy(epsilon, delta))] if name in gaussian else []):
+        norm = privacy.sensitivity_norm
+        c = privacy.variance_factor
+        bound = mmopt.svd_bound(W, privacy)
+        # dense workloads (≤ 4,096 cells) have the exact SVD bound; implicit ones say
+        exact_bound = mmopt.structured.svd_bound(W).exact if isinstance(W, wl.ImplicitWorkload) else True
+        found = {}
+        for sname, A in _baselines(W).items():
             t0 = time.perf_counter()
-            res = mmopt.optimize(W, method="auto", norm=norm, seed=seed)
-            for cname, cand in res.extra["candidates"].items():
-                found[cname] = (c * cand["objective"], cand["exact"], cand["status"], cand["seconds"])
-            found["auto"] = (c * res.objective, res.extra["total_exact"], res.status, time.perf_counter() - t0)
-            ident = found["identity"][0]
-            for sname, (total, exact, status, seconds) in found.items():
-                ref = HDMM.get(name) if noise == "laplace" and epsilon == 1.0 else None
-                rows.append({"workload": name, "noise": noise, "cells": W.domain_size, "queries": W.n_queries,
-                             "strategy": sname, "status": status, "total_squared_error": total,
-                             "total_exact": exact, "rmse": math.sqrt(total / W.n_queries),
-                             "ratio_to_identity": total / ident, "rmse_ratio_to_identity": math.sqrt(total / ident),
-                             "svd_bound": bound, "bound_exact": exact_bound, "ratio_to_bound": total / bound,
-                             "hdmm_reference": ref if ref is not None else "",
-                             "ratio_to_hdmm": total / ref if ref else ""})
-                if timings is not None:
-                    timings[f"{name}/{noise}/{sname}"] = round(seconds, 3)
-            if timings is not None and skipped:
+            try:
+                r = mmopt.evaluate(W, A, privacy)
+            except ValueError as exc:  # e.g. the workload as a union strategy past 4,096 cells: no bound
+                skipped.append(f"{name}/{noise}/{sname}: {str(exc)[:160]}")
+                continue
+            found[sname] = (r.total_squared_error, getattr(r, "total_exact", True), "closed form",
+                            time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        res = mmopt.optimize(W, method="auto", norm=norm, seed=seed)
+        for cname, cand in res.extra["candidates"].items():
+            found[cname] = (c * cand["objective"], cand["exact"], cand["status"], cand["seconds"])
+        found["auto"] = (c * res.objective, res.extra["total_exact"], res.status, time.perf_counter() - t0)
+        ident = found["identity"][0]
+        for sname, (total, exact, status, seconds) in found.items():
+            ref = HDMM.get(name) if noise == "laplace" and epsilon == 1.0 else None
+            rows.append({"workload": name, "noise": noise, "cells": W.domain_size, "queries": W.n_queries,
+                         "strategy": sname, "status": status, "total_squared_error": total,
+                         "total_exact": exact, "rmse": math.sqrt(total / W.n_queries),
+                         "ratio_to_identity": total / ident, "rmse_ratio_to_identity": math.sqrt(total / ident),
+                         "svd_bound": bound, "bound_exact": exact_bound, "ratio_to_bound": total / bound,
+                         "hdmm_reference": ref if ref is not None else "",
+                         "ratio_to_hdmm": total / ref if ref else ""})
+            timings[f"{name}/{noise}/{sname}"] = round(seconds, 3)
+    return rows, timings, skipped
+
+
+def run(workloads: dict | None = None, *, epsilon: float = 1.0, delta: float = 1e-6, seed: int = 0,
+        gaussian=GAUSSIAN, timings: dict | None = None, n_jobs: int | None = 1) -> list[dict]:
+    """Rows of the table (pure: no files). ``timings`` (if given) receives seconds per row, untracked.
+
+    ``n_jobs`` (joblib's convention; 1: in this process) runs the workloads at once, each in its own task
+    (its functions in ``workloads`` must then pickle, as module-level functions and lambdas do with joblib's
+    cloudpickle). Every search is seeded with ``seed``, so the rows are the same whatever ``n_jobs`` (with
+    one BLAS thread, as workers run).
+    """
+    n_jobs = check_n_jobs(n_jobs, caller="experiments.multidim.run")
+    rows = []
+    tasks = [(name, make, epsilon, delta, seed, gaussian) for name, make in (workloads or QUICK).items()]
+    for got, seconds, skipped in ordered_map(_workload_rows, tasks, n_jobs=n_jobs):
+        rows += got
+        if timings is not None:
+            timings.update(seconds)
+            if skipped:
                 timings.setdefault("skipped", []).extend(skipped)
     return rows
 
@@ -166,6 +184,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(_common.FIGURES), help="output folder (default: paper_figures/)")
     p.add_argument("--seed", type=int, default=0, help="seed of the searches' restarts (default 0)")
     p.add_argument("--only", nargs="+", metavar="NAME", help="run only these workloads")
+    p.add_argument("--jobs", type=_cli._jobs, default=1, metavar="N", help="workloads run at once (joblib; -1: "
+                   "every core; default 1); the outputs are the same for any N")
     args = p.parse_args(argv)
     todo = FULL if args.full else QUICK
     if args.only:
@@ -182,11 +202,12 @@ def main(argv=None) -> int:
     try:
         with _run.hold(out):
             t0, timings = time.perf_counter(), {}
-            rows = run(todo, seed=args.seed, timings=timings)
+            rows = run(todo, seed=args.seed, timings=timings, n_jobs=args.jobs)
             _common.write_csv(out / TABLE, COLUMNS, rows)
             plot(rows, out)
             _run.write_text(out / "multidim.md", markdown([{k: _common.tidy(v) for k, v in r.items()} for r in rows]))
             _run.write_json(out / "multidim.run_info.json", {"seconds": round(time.perf_counter() - t0, 1),
+                                                             "jobs": args.jobs,
                                                              "per_row_seconds": timings, "machine": _run.machine()})
     except _run.Busy as exc:
         print(f"python -m experiments.multidim: {exc}", file=sys.stderr)
@@ -196,5 +217,7 @@ def main(argv=None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run the imported module's main, so that worker processes find its functions by name
+    from experiments.multidim import main as _imported_main
+
+    sys.exit(_imported_main())

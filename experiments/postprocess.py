@@ -3,6 +3,7 @@
 Run:   python -m experiments.postprocess            (quick: see QUICK; about 3 minutes)
        python -m experiments.postprocess --full     (every dataset, more runs; the 1-D part takes many hours)
        python -m experiments.postprocess --part 2d  (only the 2-D part; --part 1d only the 1-D part)
+       python -m experiments.postprocess --jobs 2   (two (W, A) pairs at once; the same outputs, byte for byte)
 Data:  the DPBench histograms in ../shared/data/dpbench (or --data DIR): 1-D files of 4,096 cells, 2-D files
        of 256×256. Without them the command says where they come from and exits 2 (tests use synthetic data
        through run()).
@@ -34,10 +35,11 @@ from pathlib import Path
 import numpy as np
 
 import mmopt
-from experiments import _common, _run
+from experiments import _cli, _common, _run
 from experiments import _postprocess_2d as p2
 from mmopt import strategy as st
 from mmopt import workload as wl
+from mmopt._parallel import check_n_jobs, ordered_map
 from mmopt.solvers import SolverError
 
 DATA = Path(os.environ.get("MMOPT_DPBENCH", _common.ROOT.parent / "shared" / "data" / "dpbench"))
@@ -122,34 +124,69 @@ def _measure(W, A, x, cfg: Config, reconstructions, runs: int, seed: int, labels
     return rows
 
 
+def _coarsen(shape: np.ndarray, n: int) -> np.ndarray:
+    return shape.reshape(n, -1).sum(axis=1) if shape.size != n else shape
+
+
+def _optimised(two_d: bool, wname: str, sname: str, n: int, seed: int):
+    """min_error or OPT_⊗ for W: seeded with ``seed`` alone, the same in any process."""
+    return (p2.strategy if two_d else _strategy)(sname, (p2.WORKLOADS if two_d else WORKLOADS)[wname](n), n, seed)
+
+
+def _pair(two_d: bool, wname: str, sname: str, n: int, A, shapes: dict, cfg: Config, reconstructions, runs: int,
+          seed: int) -> tuple[list[dict], dict, dict]:
+    """One task of run(): one (W, A) on every dataset (``shapes``: name → shape at W's size), with _measure's
+    rows, timings and audit. ``A`` None: a closed form, built here.
+
+    One task per pair, not per dataset: the pair's least-squares factorisation, which mmopt caches on the A
+    object, is then computed once (QR of H2 at 4,096 cells: ~15 s), and H2 at 4,096 cells (270 MB pickled) is
+    built where it is used rather than sent. Workers cannot keep it between tasks: joblib's loky restarts a
+    worker whose memory grew by over 300 MB."""
+    timings, audit, rows = {}, {}, []
+    # 1-D: W is the family (not its matrix), so "projection" on prefix is isotonic regression; 2-D: W is implicit,
+    # least squares factor-wise, NNLS/projection by ADMM/FISTA
+    W = (p2.WORKLOADS if two_d else WORKLOADS)[wname](n)
+    if A is None:
+        A = p2.strategy(sname, W, n, seed) if two_d else _strategy(sname, W, n, seed)
+    for dname, x in shapes.items():
+        labels = {"dataset": dname, "n": n * n if two_d else n, "workload": wname, "strategy": sname}
+        rows += _measure(W, A, x, cfg, reconstructions, runs, seed, labels, timings, audit)
+    return rows, timings, audit
+
+
 def run(shapes: dict[str, np.ndarray], cfg: Config, *, seed: int = 0, timings: dict | None = None,
-        audit: dict | None = None) -> list[dict]:
+        audit: dict | None = None, n_jobs: int | None = 1) -> list[dict]:
     """Rows of the table (pure: no files).
 
     ``shapes`` maps a 1-D dataset name to its shape at 4,096 cells and a 2-D one to its (k, k) shape, k a
     multiple of every 2-D side. ``audit`` (optional) receives, per projection row, the number of runs where
     projection's total squared error exceeded least squares' on the same noise (0 for an exact projection).
+    ``n_jobs`` (joblib's convention; 1: in this process) runs that many tasks at once: first the optimised
+    strategies (min_error, OPT_⊗; each made once), then the (W, A) pairs, each on every dataset. Every one is
+    seeded with ``seed`` alone, so the rows are the same whatever ``n_jobs`` (with one BLAS thread, as workers
+    run).
     """
+    n_jobs = check_n_jobs(n_jobs, caller="experiments.postprocess.run")
+    pairs = []  # (two_d, wname, sname, n, reconstructions, runs, dataset names), in the rows' order
+    for two_d, sizes, names in ((False, cfg.sizes, cfg.datasets), (True, cfg.sizes_2d, cfg.datasets_2d)):
+        runs = (cfg.runs_2d or cfg.runs) if two_d else cfg.runs
+        for n, workloads, strategies, reconstructions in sizes:
+            pairs += [(two_d, w, s, n, reconstructions, runs, names) for w in workloads for s in strategies if names]
+    # the optimised strategies first, each once (seconds each), side by side; closed forms are built in the tasks
+    todo = [(*p[:4], seed) for p in pairs if p[2] in ("min_error", "opt_kron")]
+    made = dict(zip([t[:4] for t in todo], ordered_map(_optimised, todo, n_jobs=n_jobs), strict=True))
+    tasks = []
+    for two_d, wname, sname, n, reconstructions, runs, names in pairs:
+        coarse = {d: p2.coarsen(shapes[d], n) if two_d else _coarsen(shapes[d], n) for d in names}
+        tasks.append((two_d, wname, sname, n, made.get((two_d, wname, sname, n)), coarse, cfg, reconstructions,
+                      runs, seed))
     rows = []
-    for n, workloads, strategies, reconstructions in cfg.sizes:
-        for wname in workloads:
-            W = WORKLOADS[wname](n)  # the family (not its matrix): "projection" on prefix is isotonic regression
-            for sname in strategies:
-                A = _strategy(sname, W, n, seed)
-                for dname in cfg.datasets:
-                    shape = shapes[dname]
-                    shape = shape.reshape(n, -1).sum(axis=1) if shape.size != n else shape
-                    labels = {"dataset": dname, "n": n, "workload": wname, "strategy": sname}
-                    rows += _measure(W, A, shape, cfg, reconstructions, cfg.runs, seed, labels, timings, audit)
-    for side, workloads, strategies, reconstructions in cfg.sizes_2d:
-        for wname in workloads:
-            W = p2.WORKLOADS[wname](side)  # implicit: least squares factor-wise, NNLS/projection by ADMM
-            for sname in strategies:
-                A = p2.strategy(sname, W, side, seed)
-                for dname in cfg.datasets_2d:
-                    labels = {"dataset": dname, "n": side * side, "workload": wname, "strategy": sname}
-                    rows += _measure(W, A, p2.coarsen(shapes[dname], side), cfg, reconstructions,
-                                     cfg.runs_2d or cfg.runs, seed, labels, timings, audit)
+    for got, seconds, runs_worse in ordered_map(_pair, tasks, n_jobs=n_jobs):
+        rows += got
+        if timings is not None:
+            timings.update(seconds)
+        if audit is not None:
+            audit.update(runs_worse)
     return rows
 
 
@@ -231,6 +268,8 @@ def main(argv=None) -> int:
     p.add_argument("--data", default=str(DATA), help="the DPBench folder (default: ../shared/data/dpbench)")
     p.add_argument("--runs", type=int, help="seeded runs per configuration (default: 20/10 quick, 100/50 full)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=_cli._jobs, default=1, metavar="N", help="(W, A) pairs run at once (joblib; "
+                   "-1: every core; default 1); the outputs are the same for any N")
     args = p.parse_args(argv)
     cfg = FULL if args.full else QUICK
     if args.runs is not None:
@@ -258,13 +297,13 @@ def main(argv=None) -> int:
     try:
         with _run.hold(out):
             t0, timings, audit = time.perf_counter(), {}, {}
-            rows = run(shapes, cfg, seed=args.seed, timings=timings, audit=audit)
+            rows = run(shapes, cfg, seed=args.seed, timings=timings, audit=audit, n_jobs=args.jobs)
             _common.write_csv(out / "postprocess.csv", COLUMNS, rows)
             tidy = [{k: _common.tidy(v) for k, v in r.items()} for r in rows]
             plot(tidy, out)  # from the values as written: the figure can be redrawn from the CSV alone
             _run.write_text(out / "postprocess.md", markdown(tidy))
             _run.write_json(out / "postprocess.run_info.json", {
-                "seconds": round(time.perf_counter() - t0, 1), "per_row_seconds": timings,
+                "seconds": round(time.perf_counter() - t0, 1), "jobs": args.jobs, "per_row_seconds": timings,
                 "projection_runs_worse_than_least_squares": {k: c for k, c in audit.items() if c},
                 "machine": _run.machine()})
     except _run.Busy as exc:
@@ -275,5 +314,7 @@ def main(argv=None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run the imported module's main, so that worker processes find _cell by its name
+    from experiments.postprocess import main as _imported_main
+
+    sys.exit(_imported_main())

@@ -4,6 +4,7 @@
 import dataclasses
 import itertools
 import json
+import pickle
 
 import numpy as np
 import pytest
@@ -206,3 +207,43 @@ def test_main_on_a_tiny_synthetic_folder(tmp_path, monkeypatch):
     assert db.main(["--data", str(data), "--out", str(again)]) == 0
     for f in ("dpbench.csv", "dpbench.md", "dpbench.png"):
         assert (again / f).read_bytes() == (out / f).read_bytes(), f
+
+
+# ---- parallel: n_jobs workers give the sequential rows ------------------------------------------------------
+
+def test_rows_are_the_same_with_two_workers():
+    """Every algorithm, 1-D and 2-D; the strategies are made once, in the parent, and recorded there."""
+    cfg = db.Config(("synthA",), ("synthB",), n_1d=32, side_2d=8, scales=(10**3,), epsilons=(0.1, 1.0), trials=2,
+                    opt_iterations=20, mwem_queries=50, error_queries_2d=100)
+    (seq_info, seq_t), (par_info, par_t) = ({}, {}), ({}, {})
+    seq = db.run(SHAPES, cfg, seed=3, info=seq_info, timings=seq_t, n_jobs=1)
+    par = db.run(SHAPES, cfg, seed=3, info=par_info, timings=par_t, n_jobs=2)
+    assert len(seq) == (2 * len(alg.ALGORITHMS) + len(alg.ALGORITHMS)) * 2 and par == seq
+    assert list(par_t) == list(seq_t)
+    strip = lambda info: {k: {a: b for a, b in v.items() if a != "seconds"} for k, v in info.items()}  # noqa: E731
+    assert len(par_info) == 3 * 4 and strip(par_info) == strip(seq_info)
+
+
+def test_a_worker_keeps_one_copy_of_a_context():
+    """Copies sent to a worker are one object there (mmopt caches each strategy's factorisation on the object);
+    strategies made after an earlier copy still arrive, the parent's strategy records do not."""
+    ctx = alg.Context(0, opt_iterations=5, mwem_queries=10, error_queries_2d=10)
+    H2 = ctx.strategy("H2", "prefix", 8)
+    ctx.queries("all_range", 8)
+    first = pickle.loads(pickle.dumps(ctx))
+    assert first is not ctx and list(first._cache) == [("A", "H2", "prefix", 8)] and first.info == {}
+    ctx.strategy("identity", "prefix", 8)
+    again = pickle.loads(pickle.dumps(ctx))
+    assert again is first and first.strategy("identity", "prefix", 8).name == "identity"
+    assert np.array_equal(first.strategy("H2", "prefix", 8).matrix, H2.matrix) and list(ctx.info) == [
+        "prefix/8/H2", "prefix/8/identity"]
+    other = pickle.loads(pickle.dumps(alg.Context(0, opt_iterations=5, mwem_queries=10, error_queries_2d=10)))
+    assert other is not first
+
+
+def test_bad_n_jobs_is_refused(tmp_path, capsys):
+    with pytest.raises(ValueError, match="'n_jobs' parameter of experiments.dpbench.run"):
+        db.run(SHAPES, CFG, n_jobs=0)
+    with pytest.raises(SystemExit) as e:
+        db.main(["--out", str(tmp_path), "--jobs", "zero"])
+    assert e.value.code == 2 and "--jobs" in capsys.readouterr().err

@@ -46,3 +46,19 @@ def test_main_refuses_bad_arguments(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         multidim.main(["--out", str(tmp_path), "--only", "nope"])
     assert e.value.code == 2 and "unknown workloads" in capsys.readouterr().err
+
+
+def test_rows_are_the_same_with_two_workers(rows):
+    timings = {}
+    assert multidim.run(TINY, gaussian=("tiny_ranges",), timings=timings, n_jobs=2) == rows
+    assert len(timings) == len(rows)
+
+
+def test_bad_n_jobs_is_refused(tmp_path, capsys):
+    with pytest.raises(ValueError, match="'n_jobs' parameter of experiments.multidim.run"):
+        multidim.run(TINY, n_jobs=0)
+    with pytest.raises(TypeError, match="'n_jobs' parameter of experiments.multidim.run"):
+        multidim.run(TINY, n_jobs=1.5)
+    with pytest.raises(SystemExit) as e:
+        multidim.main(["--out", str(tmp_path), "--jobs", "0"])
+    assert e.value.code == 2 and "--jobs" in capsys.readouterr().err

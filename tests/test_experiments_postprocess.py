@@ -175,3 +175,28 @@ def test_a_solve_that_does_not_converge_is_a_row_of_nans(monkeypatch, tmp_path):
     assert len(rows) == 3 and len(bad) == 1 and np.isnan(bad[0]["rmse"]) and np.isnan(bad[0]["ratio_to_least_squares"])
     assert "| s | prefix_2d | identity | 1 | n/c / " in pp.markdown(rows) and "did not converge" in pp.markdown(rows)
     assert pp.plot(rows, tmp_path).stat().st_size > 1000
+
+
+# ---- parallel: n_jobs workers give the sequential rows -------------------------------------------------------
+
+def test_rows_are_the_same_with_two_workers():
+    """1-D and 2-D, closed forms (built in the workers) and OPT_⊗ (made once, as a task of its own; min_error
+    would be too, but takes 8 s even at n = 16)."""
+    cfg = pp.Config(("synthA", "synthB"), ((16, ("prefix",), ("H2", "wavelet"), ("least_squares", "projection")),),
+                    scales=(10**3,), epsilons=(1.0,), runs=3, datasets_2d=("synth2",),
+                    sizes_2d=((4, ("ranges_2d",), ("identity", "opt_kron"), ("least_squares", "projection")),))
+    shapes = {"synthA": _shape(0), "synthB": _shape(1), "synth2": _shape_2d(3)}
+    seq_audit, seq_t, par_audit, par_t = {}, {}, {}, {}
+    seq = pp.run(shapes, cfg, seed=2, audit=seq_audit, timings=seq_t, n_jobs=1)
+    par = pp.run(shapes, cfg, seed=2, audit=par_audit, timings=par_t, n_jobs=2)
+    assert len(seq) == (2 * 2 + 2) * 2 and par == seq
+    assert par_audit == seq_audit and len(par_audit) == 6 and list(par_t) == list(seq_t)
+    assert len({r["strategy"] for r in seq}) == 4
+
+
+def test_bad_n_jobs_is_refused(tmp_path, capsys):
+    with pytest.raises(ValueError, match="'n_jobs' parameter of experiments.postprocess.run"):
+        pp.run({}, CFG_2D, n_jobs=0)
+    with pytest.raises(SystemExit) as e:
+        pp.main(["--out", str(tmp_path), "--jobs", "0"])
+    assert e.value.code == 2 and "--jobs" in capsys.readouterr().err
