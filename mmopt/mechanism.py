@@ -30,7 +30,7 @@ from mmopt._opendp import measure
 from mmopt._strategy_analysis import supports
 from mmopt.least_squares import LeastSquares, factorize
 from mmopt.privacy import Privacy
-from mmopt.reconstruct import Reconstruction, check_constraints, check_method, check_options
+from mmopt.reconstruct import Reconstruction, check_reconstruction
 from mmopt.reconstruct import dense as _recon
 from mmopt.strategy import max_column_norm
 from mmopt.workload import Workload
@@ -120,9 +120,9 @@ def matrix_mechanism(workload: Workload, strategy, x, privacy: Privacy, *, rng=N
     """
     caller = "matrix_mechanism"
     strategy, x, W = _prepare(workload, strategy, x, privacy, caller)
-    reconstruct = check_method(reconstruct, caller)
-    total, zeros = check_constraints(reconstruct, total, zeros, strategy.domain_size, caller)
-    tol = _dense_tol(check_options(reconstruct_options, reconstruct, caller))
+    reconstruct, total, zeros, options = check_reconstruction(reconstruct, total, zeros, reconstruct_options,
+                                                              strategy.domain_size, caller)
+    tol = _dense_tol(options)
     gen = v.check_rng(rng, name="rng", caller=caller)
     A = strategy.matrix
     draws = _check_size(size, (A.shape[0], A.shape[1], 0 if W is None else W.shape[0]), caller)
@@ -213,9 +213,9 @@ def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: f
     """
     caller = "release"
     strategy, x, W = _prepare(workload, strategy, x, privacy, caller)
-    reconstruct = check_method(reconstruct, caller)
-    total, zeros = check_constraints(reconstruct, total, zeros, strategy.domain_size, caller)
-    tol = _dense_tol(check_options(reconstruct_options, reconstruct, caller))
+    reconstruct, total, zeros, options = check_reconstruction(reconstruct, total, zeros, reconstruct_options,
+                                                              strategy.domain_size, caller)
+    tol = _dense_tol(options)
     A = strategy.matrix
     d_in = _upper_sensitivity(A, privacy.sensitivity_norm, caller)
     Ax = _product(A, x, caller)  # refused before any noise is drawn if it overflows

@@ -202,7 +202,7 @@ def test_fista_refuses_to_return_an_unconverged_point():
     from mmopt.reconstruct import implicit
     with pytest.raises(SolverError, match="did not converge in 2 iterations"):
         implicit.nnls(A, y, xhat, max_iterations=2, tol=1e-12)
-    assert first_order.DEFAULT_TOL <= 1e-6
+    assert first_order.ITERATIVE_TOL <= 1e-6  # the default the implicit solvers use
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [

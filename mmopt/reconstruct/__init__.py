@@ -32,9 +32,10 @@ from mmopt.reconstruct._common import (
     check_constraints,
     check_method,
     check_options,
+    check_reconstruction,
     check_tol,
     combine,
 )
 
-__all__ = ["CHOICES", "Reconstruction", "check_constraints", "check_method", "check_options", "check_tol",
-           "combine"]
+__all__ = ["CHOICES", "Reconstruction", "check_constraints", "check_method", "check_options", "check_reconstruction",
+           "check_tol", "combine"]

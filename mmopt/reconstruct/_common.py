@@ -115,6 +115,13 @@ def check_options(options, reconstruct: str, caller: str) -> dict:
     return out
 
 
+def check_reconstruction(reconstruct, total, zeros, options, n: int, caller: str):
+    """(reconstruct, total, zeros, options) checked together: what every mechanism and release takes."""
+    reconstruct = check_method(reconstruct, caller)
+    total, zeros = check_constraints(reconstruct, total, zeros, n, caller)
+    return reconstruct, total, zeros, check_options(options, reconstruct, caller)
+
+
 def check_tol(tol, max_iterations, caller: str) -> tuple[float, int]:
     tol = v.check_real(tol, name="tol", caller=caller, low=0.0, high=1.0, low_open=True)
     return tol, v.check_int(max_iterations, name="max_iterations", caller=caller)

@@ -20,7 +20,6 @@ import numpy as np
 from mmopt.reconstruct._common import kkt_residual, kkt_scale, project_feasible
 from mmopt.solvers import SolverError
 
-DEFAULT_TOL = 1e-6
 # The iterative solvers' default: the KKT residual weighs an error along an eigenvector of Q by λ/λ_max, so on
 # ill-conditioned Q it is blind to the directions a prefix-like workload amplifies. NNLS after H₂ ⊗ H₂ on 10⁶
 # cells stopped at 10⁻⁶ with 1.38× the workload error of the converged answer, at 10⁻⁸ within 0.1% (21 s;

@@ -24,7 +24,7 @@ from scipy.sparse.linalg import LinearOperator, lsmr
 from mmopt import _validation as v
 from mmopt._error_common import check_privacy, check_type
 from mmopt.privacy import Privacy
-from mmopt.reconstruct import Reconstruction, check_constraints, check_method, check_options, combine
+from mmopt.reconstruct import Reconstruction, check_reconstruction, combine
 from mmopt.reconstruct import implicit as recon
 from mmopt.structured import _checks as ck
 from mmopt.structured import analysis
@@ -168,12 +168,9 @@ def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, 
     check_type(workload, ImplicitWorkload, name="workload", caller=caller)
     check_privacy(privacy, caller, optional=False)  # a mechanism needs a real budget
     report = analysis.evaluate(workload, strategy, privacy)  # type and domain checks, support, expected error
-    reconstruct = check_method(reconstruct, caller)
-    total, zeros = check_constraints(reconstruct, total, zeros, strategy.domain_size, caller)
-    options = check_options(reconstruct_options, reconstruct, caller)
-    x = ck.check_data(x, strategy.shape, caller=caller)
-    if np.any(x < 0):
-        raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative.")
+    reconstruct, total, zeros, options = check_reconstruction(reconstruct, total, zeros, reconstruct_options,
+                                                              strategy.domain_size, caller)
+    x = check_counts(x, strategy, caller)
     runs = 1 if size is None else v.check_int(size, name="size", caller=caller)
     ck.check_allocation(runs * (strategy.n_rows + strategy.domain_size), what=f"{runs} noisy runs",
                         caller=caller, limit=ck.MAX_VECTOR_ENTRIES)
@@ -193,6 +190,14 @@ def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, 
     ans = None if not answers else (answers[0] if size is None else np.stack(answers))
     return StructuredOutput(ans, est, scale, privacy.noise, report.sensitivity, report.sensitivity_exact,
                             report.total_squared_error, report, info, reconstruction=combine(hows))
+
+
+def check_counts(x, strategy: ImplicitStrategy, caller: str) -> np.ndarray:
+    """x as counts shaped like the domain (flat or shaped input), refused if any is negative."""
+    x = ck.check_data(x, strategy.shape, caller=caller)
+    if np.any(x < 0):
+        raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative.")
+    return x
 
 
 def reconstruct_estimate(workload: ImplicitWorkload, strategy: ImplicitStrategy, y: np.ndarray, method: str, *,

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from mmopt._opendp import finite, measure
 from mmopt.privacy import Privacy
-from mmopt.reconstruct import check_constraints, check_method, check_options
-from mmopt.structured import _checks as ck
+from mmopt.reconstruct import check_reconstruction
 from mmopt.structured import analysis
-from mmopt.structured.mechanism import DEFAULT_TOL, StructuredOutput, answer, reconstruct_estimate, strategy_apply
+from mmopt.structured.mechanism import (
+    DEFAULT_TOL,
+    StructuredOutput,
+    answer,
+    check_counts,
+    reconstruct_estimate,
+    strategy_apply,
+)
 from mmopt.structured.strategies import ImplicitStrategy
 from mmopt.structured.workloads import ImplicitWorkload
 
@@ -52,6 +56,7 @@ def release(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: 
     >>> from mmopt import workload as wl, strategy as st
     >>> W = wl.kron(wl.prefix(80), wl.identity_total(60))             # 4,800 cells: implicit
     >>> A = st.kron(st.hierarchical(80), st.identity(60))
+    >>> import numpy as np
     >>> out = release(W, A, np.ones((80, 60)), mmopt.Privacy(1.0))
     >>> out.path, out.answers.shape, out.estimate.shape, out.sensitivity_exact
     ('release', (4880,), (80, 60), True)
@@ -64,12 +69,9 @@ def release(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: 
         raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy, e.g. Privacy(epsilon=1.0). "
                         f"Got {type(privacy).__name__}.")
     report = analysis.evaluate(workload, strategy, privacy)  # shapes, support, Δ (exact or upper bound)
-    reconstruct = check_method(reconstruct, caller)
-    total, zeros = check_constraints(reconstruct, total, zeros, strategy.domain_size, caller)
-    options = check_options(reconstruct_options, reconstruct, caller)
-    x = ck.check_data(x, strategy.shape, caller=caller)
-    if np.any(x < 0):
-        raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative.")
+    reconstruct, total, zeros, options = check_reconstruction(reconstruct, total, zeros, reconstruct_options,
+                                                              strategy.domain_size, caller)
+    x = check_counts(x, strategy, caller)
     d_in = upper_sensitivity(report.sensitivity)
     Ax = finite(strategy_apply(strategy, x), "the strategy answers A x", caller)  # refused before any noise
     y, scale, loss = measure(Ax, d_in, privacy, noise_scale=noise_scale, caller=caller)
