@@ -27,23 +27,20 @@ Laplace noise (measured on this machine); 2-D to 64 × 64, because AHP takes ~20
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
 from experiments import _cli, _common, _run
 from experiments import _dpbench_algorithms as alg
-from experiments import _postprocess_2d as pp2
 from experiments import postprocess as pp
 from experiments._dpbench_report import cells, markdown, plot, verdict
 from mmopt._parallel import check_n_jobs, ordered_map
 
-DATA = Path(os.environ.get("MMOPT_DPBENCH", _common.ROOT.parent / "shared" / "data" / "dpbench"))
+DATA = pp.DATA  # $MMOPT_DPBENCH, else ../shared/data/dpbench
 __all__ = ["COLUMNS", "Config", "FULL", "QUICK", "cells", "main", "markdown", "plot", "run", "verdict"]
 
 
@@ -67,11 +64,6 @@ FULL = Config(("ADULTFRANK", "HEPTH", "INCOME", "MEDCOST", "NETTRACE", "PATENT",
               ("Adult_2D", "cabspottingE", "cabspottingS", "checkin", "twitter"))
 COLUMNS = ["dataset", "dims", "n", "scale", "epsilon", "signal", "workload", "algorithm", "kind", "trials",
            "scaled_error", "scaled_error_std", "ci_low", "ci_high", "ratio_to_best_independent"]
-
-
-def _files(cfg: Config, data: Path) -> list[Path]:
-    return ([Path(data) / "1D" / f"{d}.n4096.npy" for d in cfg.datasets_1d]
-            + [pp2.data_file(d, data) for d in cfg.datasets_2d])
 
 
 def _summary(errors: np.ndarray) -> dict:
@@ -182,18 +174,7 @@ def main(argv=None) -> int:
         cfg = replace(cfg, trials=args.trials)
     if args.seed < 0:
         p.error(f"--seed must be >= 0. Got {args.seed}.")
-    data = Path(args.data)
-    missing = [str(f.relative_to(data)) for f in _files(cfg, data) if not f.is_file()]
-    if missing:
-        p.error(f"the DPBench files {missing} are not in {data}. They come from the DPBench benchmark's public code "
-                "(github.com/dpcomp-org/dpcomp_core, folder datafiles/); pass their folder with --data or "
-                "$MMOPT_DPBENCH.")
-    try:
-        out = _run.check_out_dir(args.out)
-    except ValueError as exc:
-        p.error(str(exc))
-    shapes = {d: pp.load_shape(d, 4096, data) for d in cfg.datasets_1d}
-    shapes.update({d: pp2.load_shape(d, data) for d in cfg.datasets_2d})
+    out, shapes = pp.dpbench_inputs(p, args.data, args.out, cfg.datasets_1d, cfg.datasets_2d)
     try:
         with _run.hold(out):
             t0, timings, info = time.perf_counter(), {}, {}

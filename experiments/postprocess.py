@@ -259,13 +259,33 @@ def markdown(rows: list[dict]) -> str:
     return text
 
 
+def dpbench_inputs(parser: argparse.ArgumentParser, data, out, datasets_1d, datasets_2d) -> tuple[Path, dict]:
+    """(output folder, {dataset: shape}) for an experiment on DPBench files; ``parser.error`` (exit 2) naming
+    the missing files and their public source, or a bad output folder, before any work."""
+    data = Path(data)
+    files = [data / "1D" / f"{d}.n4096.npy" for d in datasets_1d] + [p2.data_file(d, data) for d in datasets_2d]
+    missing = [str(f.relative_to(data)) for f in files if not f.is_file()]
+    if missing:
+        parser.error(f"the DPBench files {missing} are not in {data}. They come from the DPBench benchmark's public "
+                     "code (github.com/dpcomp-org/dpcomp_core, folder datafiles/); pass their folder with --data or "
+                     "$MMOPT_DPBENCH.")
+    try:
+        out = _run.check_out_dir(out)
+    except ValueError as exc:
+        parser.error(str(exc))
+    shapes = {d: load_shape(d, 4096, data) for d in datasets_1d}
+    shapes.update({d: p2.load_shape(d, data) for d in datasets_2d})
+    return out, shapes
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m experiments.postprocess", description=__doc__.split("\n")[0])
     p.add_argument("--full", action="store_true",
                    help="every dataset, all strategies (1-D at 4,096 cells, 100 runs; 2-D with OPT_⊗, 50 runs)")
     p.add_argument("--part", choices=("all", "1d", "2d"), default="all", help="which data (default: both)")
     p.add_argument("--out", default=str(_common.FIGURES), help="output folder (default: paper_figures/)")
-    p.add_argument("--data", default=str(DATA), help="the DPBench folder (default: ../shared/data/dpbench)")
+    p.add_argument("--data", default=str(DATA), help="the DPBench folder (default: $MMOPT_DPBENCH or "
+                                                      "../shared/data/dpbench)")
     p.add_argument("--runs", type=int, help="seeded runs per configuration (default: 20/10 quick, 100/50 full)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--jobs", type=_cli._jobs, default=1, metavar="N", help="(W, A) pairs run at once (joblib; "
@@ -282,18 +302,7 @@ def main(argv=None) -> int:
         cfg = dataclasses.replace(cfg, datasets=(), sizes=())
     if args.seed < 0:
         p.error(f"--seed must be >= 0. Got {args.seed}.")
-    data = Path(args.data)
-    missing = [f"1D/{d}.n4096.npy" for d in cfg.datasets if not (data / "1D" / f"{d}.n4096.npy").is_file()]
-    missing += [str(p2.data_file(d, Path())) for d in cfg.datasets_2d if not p2.data_file(d, data).is_file()]
-    if missing:
-        p.error(f"the DPBench files {missing} are not in {data}. They come from the DPBench benchmark's public "
-                "code (dpcomp-org/dpcomp_core, datafiles/); pass their folder with --data.")
-    try:
-        out = _run.check_out_dir(args.out)
-    except ValueError as exc:
-        p.error(str(exc))
-    shapes = {d: load_shape(d, 4096, data) for d in cfg.datasets}
-    shapes.update({d: p2.load_shape(d, data) for d in cfg.datasets_2d})
+    out, shapes = dpbench_inputs(p, args.data, args.out, cfg.datasets, cfg.datasets_2d)
     try:
         with _run.hold(out):
             t0, timings, audit = time.perf_counter(), {}, {}
