@@ -10,6 +10,7 @@ against (ε, δ) before it touches the data. Shared by the dense and the implici
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -76,3 +77,25 @@ def finite(a: np.ndarray, what: str, caller: str) -> np.ndarray:
         raise ValueError(f"{caller}: {what} overflowed float64 (noise or counts too large). Use smaller counts "
                          "or a larger privacy budget.")
     return a
+
+
+def post_process(caller: str, primary, fallback, what: str):
+    """``primary()``, the release's post-processing after its noise was drawn; never loses a spent budget.
+
+    If it fails (a solver that does not converge, an estimate that overflows), the budget is already spent,
+    so raising would throw the measurements away: ``fallback()`` (least squares) runs instead, with a
+    warning naming the failure; if that fails too, None (the caller returns the measurements alone).
+    """
+    from mmopt.solvers import SolverError  # lazy: keeps this module free of the solver layer at import
+
+    try:
+        return primary()
+    except (SolverError, ValueError, ArithmeticError) as exc:
+        warnings.warn(f"{caller}: the noise was drawn (the budget is spent), but {what} failed: {exc} "
+                      "Returning the least-squares estimate instead.", RuntimeWarning, stacklevel=3)
+    try:
+        return fallback()
+    except (SolverError, ValueError, ArithmeticError) as exc:
+        warnings.warn(f"{caller}: the least-squares estimate failed too ({exc}); only the noisy measurements "
+                      "are returned.", RuntimeWarning, stacklevel=3)
+        return None

@@ -17,16 +17,18 @@ ill-conditioned or rank-deficient, giving the minimum-norm solution), reusable a
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from mmopt import _family_answers as family_answers
 from mmopt import _validation as v
 from mmopt._error_common import as_strategy as _as_strategy
 from mmopt._error_common import check_privacy, check_workload
 from mmopt._opendp import calibrated_scale as _noise_scale
 from mmopt._opendp import finite as _finite
-from mmopt._opendp import measure
+from mmopt._opendp import measure, post_process
 from mmopt._strategy_analysis import supports
 from mmopt.least_squares import LeastSquares, factorize
 from mmopt.privacy import Privacy
@@ -37,9 +39,6 @@ from mmopt.workload import Workload
 
 __all__ = ["LeastSquares", "MechanismOutput", "factorize", "laplace_mechanism", "matrix_mechanism", "release"]
 
-_MAX_ANSWER_ENTRIES = 10**7  # build W from its family only up to m·n entries
-
-
 @dataclass(frozen=True, eq=False)
 class MechanismOutput:
     """One run (or ``size`` runs, stacked along axis 0) of a mechanism.
@@ -47,8 +46,10 @@ class MechanismOutput:
     Attributes
     ----------
     answers : ndarray (m,) or (size, m), or None
-        W x̂ (matrix mechanism) or W x + z (Laplace mechanism). None without W (Gram-only workload,
-        or a family workload with m·n > 10⁷).
+        W x̂ (matrix mechanism) or W x + z (Laplace mechanism). The closed-form families (identity, total,
+        prefix, all_range, all_predicate) are answered by their fast products (:mod:`mmopt._family_answers`),
+        never by forming W. None only for a Gram-only workload (W unknown), or with a warning when the
+        ``size`` × m answers would pass the allocation limit (all_predicate beyond n ≈ 26).
     estimate : ndarray (n,) or (size, n), or None
         The reconstructed data vector: x̂ = A⁺y for ``reconstruct="least_squares"``, else the non-negative
         h of :mod:`mmopt.reconstruct` (None for the Laplace mechanism).
@@ -125,12 +126,12 @@ def matrix_mechanism(workload: Workload, strategy, x, privacy: Privacy, *, rng=N
     tol = _dense_tol(options)
     gen = v.check_rng(rng, name="rng", caller=caller)
     A = strategy.matrix
-    draws = _check_size(size, (A.shape[0], A.shape[1], 0 if W is None else W.shape[0]), caller)
+    draws = _check_size(size, (A.shape[0], A.shape[1], 0 if W is False else workload.n_queries), caller)
     sens = strategy.sensitivity(privacy.sensitivity_norm)
     scale = _noise_scale(privacy, sens, caller)
     y = _noisy(_product(A, x, caller), privacy.noise, scale, gen, draws, caller)
     xhat, how = _recon.estimate(workload, strategy, y, reconstruct, total=total, zeros=zeros, **tol)
-    answers = None if W is None else _finite(xhat @ W.T, "W x̂", caller)
+    answers = _answers(workload, W, xhat, caller)
     return MechanismOutput(answers, _finite(xhat, "x̂", caller), y, scale, privacy.noise, privacy,
                            "simulation", sens, reconstruction=how)
 
@@ -220,9 +221,15 @@ def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: f
     d_in = _upper_sensitivity(A, privacy.sensitivity_norm, caller)
     Ax = _product(A, x, caller)  # refused before any noise is drawn if it overflows
     y, scale, loss = measure(Ax, d_in, privacy, noise_scale=noise_scale, caller=caller)
-    xhat, how = _recon.estimate(workload, strategy, y, reconstruct, total=total, zeros=zeros, **tol)
-    xhat = _finite(xhat, "x̂", caller)
-    answers = None if W is None else _finite(W @ xhat, "W x̂", caller)
+
+    def finish(method: str):
+        xhat, how = _recon.estimate(workload, strategy, y, method, total=total, zeros=zeros, **tol)
+        xhat = _finite(xhat, "x̂", caller)
+        return xhat, _answers(workload, W, xhat, caller), how
+
+    done = post_process(caller, lambda: finish(reconstruct), lambda: finish("least_squares"),
+                        f"reconstruct={reconstruct!r}")
+    xhat, answers, how = done if done is not None else (None, None, None)
     return MechanismOutput(answers, xhat, y, scale, privacy.noise, privacy, "release", d_in, loss, how)
 
 
@@ -242,11 +249,34 @@ def _prepare(workload, strategy, x, privacy, caller: str):
         raise ValueError(f"{caller}: strategy '{strategy.name}' does not support workload '{workload.name}' "
                          "(some queries lie outside the row space of A). Add rows to A, e.g. a scaled "
                          "identity (§3.3).")
-    W = workload.matrix
-    if W is None and workload.family != "gram" and \
-            workload.n_queries * workload.domain_size <= _MAX_ANSWER_ENTRIES:
-        W = workload.explicit_matrix()
-    return strategy, x, W
+    return strategy, x, _answer_plan(workload, caller)
+
+
+def _answer_plan(workload: Workload, caller: str):
+    """How the answers will be formed, decided before any noise is drawn: W (stored), True (the family's fast
+    product) or False (none: a Gram-only workload, or more answers than the allocation limit, with a warning)."""
+    if workload.matrix is not None:
+        return workload.matrix
+    if workload.family not in family_answers.FAMILIES:
+        return False
+    if workload.n_queries > v.MAX_ALLOCATION_ENTRIES:
+        warnings.warn(f"{caller}: workload '{workload.name}' has {v.fmt_count(workload.n_queries)} queries, more "
+                      "answers than the allocation limit; 'answers' will be None. Answer the queries you need "
+                      "from 'estimate'.", stacklevel=3)
+        return False
+    return True
+
+
+def _answers(workload: Workload, W, xhat: np.ndarray, caller: str):
+    """W x̂ (rows of x̂ when there are several draws) by the plan of :func:`_answer_plan`."""
+    if W is False:
+        return None
+    if W is True:
+        rows = 1 if xhat.ndim == 1 else xhat.shape[0]
+        v.check_allocation(rows * workload.n_queries, what=f"{rows} × {v.fmt_count(workload.n_queries)} answers",
+                           caller=caller, remedy=" Draw in batches with a smaller 'size'.")
+        return _finite(family_answers.apply(workload.family, xhat), "W x̂", caller)
+    return _finite(xhat @ W.T, "W x̂", caller)
 
 
 def _check_types(workload, privacy, caller: str) -> None:

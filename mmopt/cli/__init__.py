@@ -24,6 +24,7 @@ import warnings
 
 import mmopt
 from mmopt.cli import commands
+from mmopt.cli import release as release_command
 from mmopt.error import NumericalError
 from mmopt.optimize import METHODS, MULTIDIM_METHODS
 from mmopt.solvers import SolverError
@@ -120,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verbose", "-v", action="store_true", help="print progress to stderr")
     _output_args(p)
 
-    p = add("release", "answer a workload on real data with OpenDP noise (mmopt.release)", commands.release)
+    p = add("release", "answer a workload on real data with OpenDP noise (mmopt.release)", release_command.release)
     p.add_argument("spec", metavar="SPEC", help="the workload (see 'mmopt workloads')")
     p.add_argument("--data", required=True, metavar="FILE", help="the true histogram x, .npy or .csv")
     _privacy_args(p, required=True)

@@ -8,8 +8,11 @@ of which spec, and the grammar. Nothing is evaluated.
 from __future__ import annotations
 
 import re
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import numpy as np
 
 __all__ = ["Arg", "Node", "Parser", "is_file", "spec_error"]
 
@@ -58,6 +61,10 @@ def is_file(word: str) -> bool:
     return word.lower().endswith((".npy", ".npz"))
 
 
+#: How deeply kron(...)/stack(...) may nest: far beyond any real workload, far below Python's recursion limit.
+MAX_DEPTH = 32
+
+
 class Parser:
     """Recursive descent over the token list, one method per grammar rule.
 
@@ -67,7 +74,7 @@ class Parser:
 
     def __init__(self, text: str, *, is_known: Callable[[str], bool], calls: tuple[str, ...], noun: str, known: str,
                  grammar: str):
-        self.text, self.toks, self.i = text, _tokens(text), 0
+        self.text, self.toks, self.i, self.depth = text, _tokens(text), 0, 0
         self.is_known, self.calls, self.noun, self.known, self.grammar = is_known, calls, noun, known, grammar
 
     def error(self, pos: int, what: str, **kw) -> ValueError:
@@ -135,12 +142,37 @@ class Parser:
     def call(self, name: str, pos: int) -> Node:
         if not self.peek("("):
             raise self.error(pos, f"'{name}' needs its parts in parentheses: {name}(..., ...)")
+        if self.depth >= MAX_DEPTH:  # refused here, not by Python's recursion limit halfway through the build
+            raise self.error(pos, f"'{name}(' nests deeper than {MAX_DEPTH} levels; flatten the spec "
+                                  "(stack and kron take any number of parts)")
         self.i += 1
+        self.depth += 1
         children = [self.part(name == "stack")]
         while self.peek(","):
             self.i += 1
             children.append(self.part(name == "stack"))
+        self.depth -= 1
         kind, value, cpos = self.take(f"',' or ')' to close {name}(")
         if value != ")":
             raise self.error(cpos, f"unexpected '{value}' in {name}(...): expected ',' or ')'")
         return Node("call", name, pos, children=tuple(children))
+
+
+def load_npy(path: str, what: str) -> np.ndarray:
+    """A plain numeric array from an .npy file, never unpickled; a non-array file is refused in words that do not
+    suggest unpickling it (numpy's own message does)."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except ValueError as exc:
+        raise ValueError(f"The {what} '{path}' is not a numeric .npy array ({exc.__class__.__name__}: it holds "
+                         "pickled objects or is not an .npy file at all). Save the array with numpy.save(path, "
+                         "array); pickled files are never loaded.") from None
+
+
+def load_npz(path: str, what: str):
+    """An open .npz archive of plain arrays (allow_pickle=False); a corrupt or non-zip file is refused clearly."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"The {what} '{path}' is not a readable .npz archive ({exc.__class__.__name__}). Save it "
+                         "with numpy.savez(path, W=...) or numpy.savez(path, G=..., n_queries=m).") from None

@@ -1,5 +1,7 @@
-"""The sub-commands of ``mmopt``: workloads, evaluate, optimize, release. Each takes the parsed arguments and
-returns the exit code; errors propagate to :func:`mmopt.cli.main`, which turns them into exit codes.
+"""The sub-commands of ``mmopt``: workloads, evaluate, optimize (release lives in :mod:`mmopt.cli.release`).
+
+Each takes the parsed arguments and returns the exit code; errors propagate to :func:`mmopt.cli.main`, which
+turns them into exit codes.
 
 Every number printed comes from the library (``mmopt.evaluate``, ``mmopt.svd_bound``, ``mmopt.optimize``,
 ``mmopt.release``); nothing is recomputed here. ``release`` is the only command that touches data, and it
@@ -10,8 +12,6 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
-
 import mmopt
 from mmopt.cli import output as out
 from mmopt.cli.spec import COMPOSITES, EBNF, FORMS, build_workload
@@ -19,12 +19,7 @@ from mmopt.cli.strategies import STRATEGY_FORMS, build_strategy, persistence
 from mmopt.structured import svd_bound as implicit_svd_bound
 from mmopt.workload import ImplicitWorkload
 
-__all__ = ["evaluate", "optimize", "parse_option", "release", "workloads"]
-
-# mmopt.mechanism.release builds W x̂ from a family workload only up to m·n entries (its _MAX_ANSWER_ENTRIES),
-# the implicit path up to m answers: checked before any noise is drawn, so no budget is spent for nothing.
-_MAX_ANSWERS = 10**7
-
+__all__ = ["evaluate", "optimize", "parse_option", "workloads"]
 
 def _emit(args, record: dict, text: str) -> None:
     if getattr(args, "out", None) and args.command != "release":
@@ -154,78 +149,3 @@ def optimize(args) -> int:
     text += "\n\n" + out.table(record["evaluate"].items(), f"Its expected error at ε={P.epsilon:g}, δ={P.delta:g}:")
     _emit(args, record, text)
     return 0
-
-
-def _load_data(path: str) -> np.ndarray:
-    ext = out.check_extension(path, (".npy", ".csv"), "--data")
-    if ext == ".npy":
-        return np.load(path, allow_pickle=False)
-    try:
-        return np.loadtxt(path, delimiter=",", ndmin=1)
-    except ValueError as exc:
-        raise ValueError(f"Could not read the --data file '{path}' as numbers separated by commas (no header): "
-                         f"{exc}") from None
-
-
-def _check_answers_available(W) -> None:
-    if isinstance(W, ImplicitWorkload):
-        ok = W.n_queries <= _MAX_ANSWERS
-    else:
-        ok = W.matrix is not None or (W.family != "gram" and W.n_queries * W.domain_size <= _MAX_ANSWERS)
-    if not ok:
-        raise ValueError(f"release cannot write the answers of '{W.name}': its query matrix is not known (a Gram-only "
-                         f"workload) or has more than {_MAX_ANSWERS:,} entries. Use a workload given by its queries.")
-
-
-def _check_writable(path: str, option: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder) or not os.access(folder, os.W_OK) or os.path.isdir(path):
-        raise ValueError(f"The {option} file '{path}' cannot be written (no such folder, not writable, or a folder).")
-
-
-def release(args) -> int:
-    answers_ext = out.check_extension(args.out, (".npy", ".csv"), "--out")
-    estimate_ext = out.check_extension(args.estimate, (".npy", ".csv"), "--estimate") if args.estimate else None
-    for path, option in ((args.out, "--out"), (args.estimate, "--estimate")):
-        if path:
-            _check_writable(path, option)  # the budget is spent once: never draw noise that cannot be saved
-    W = build_workload(args.spec)
-    P = _privacy(args)
-    A = build_strategy(args.strategy, W)
-    x = _load_data(args.data)
-    if not isinstance(W, ImplicitWorkload):
-        x = x.ravel()  # a dense workload reads a flat histogram (C order)
-    _check_answers_available(W)
-    expected = mmopt.evaluate(W, A, P)  # refuses an unsupported pair before the data is touched
-    res = mmopt.release(W, A, x, P, reconstruct=args.reconstruct, total=args.total)
-    if res.answers is None:  # not expected after the check above; never write a partial result
-        raise RuntimeError(f"release returned no answers for '{W.name}'.")
-    _save_vector(args.out, res.answers, answers_ext)
-    if args.estimate:
-        _save_vector(args.estimate, np.ravel(res.estimate), estimate_ext)
-    variance = (2.0 if P.noise == "laplace" else 1.0) * res.noise_scale ** 2
-    rec = res.reconstruction
-    record = {"workload": _workload_info(W), "strategy": expected.strategy, **out.privacy_fields(P),
-              "path": res.path, "noise_scale": res.noise_scale, "sensitivity": res.sensitivity,
-              "sensitivity_exact": getattr(res, "sensitivity_exact", True),  # False: a proven upper bound
-              "verified_loss": out.jsonable(res.verified_loss),  # OpenDP's privacy map at the sensitivity used
-              "n_answers": int(np.size(res.answers)),
-              "answers_file": args.out, "estimate_file": args.estimate,
-              "reconstruct": {"method": rec.method, "solver": rec.solver, "iterations": rec.iterations,
-                              "optimality": rec.optimality, "total": rec.total} if rec else args.reconstruct,
-              # least squares is unbiased with this total error; projection never exceeds it (nnls may)
-              "expected_total_squared_error_least_squares":
-                  expected.total_squared_error / (P.variance_factor * expected.sensitivity ** 2) * variance,
-              "expected_total_is_upper_bound": not getattr(expected, "total_exact", True)}
-    if args.json:
-        out.write_json(record)
-    else:
-        print(out.table(record.items(), f"Released {record['n_answers']:,} answers of {W.name} to {args.out}:"))
-    return 0
-
-
-def _save_vector(path: str, vector: np.ndarray, ext: str) -> None:
-    if ext == ".npy":
-        np.save(path, np.asarray(vector))
-    else:
-        np.savetxt(path, np.ravel(vector), fmt="%.17g")

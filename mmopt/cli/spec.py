@@ -35,10 +35,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
 from mmopt import workload as wl
-from mmopt.cli._grammar import Arg, Node, Parser, is_file, spec_error
+from mmopt.cli._grammar import Arg, Node, Parser, is_file, load_npy, load_npz, spec_error
 from mmopt.error import NumericalError
 
 __all__ = ["COMPOSITES", "EBNF", "FORMS", "GRAMMAR", "Form", "build_workload", "parse"]
@@ -183,8 +181,8 @@ def _load_file(path: str, text: str, pos: int):
     if not os.path.exists(path):
         raise _err(text, pos, f"workload file '{path}' does not exist")
     if path.lower().endswith(".npy"):
-        return wl.Workload.from_matrix(np.load(path, allow_pickle=False), name=name)
-    with np.load(path, allow_pickle=False) as z:
+        return wl.Workload.from_matrix(load_npy(path, "workload file"), name=name)
+    with load_npz(path, "workload file") as z:
         if "W" in z.files:
             return wl.Workload.from_matrix(z["W"], name=name)
         if "G" in z.files and "n_queries" in z.files:

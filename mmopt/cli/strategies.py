@@ -26,11 +26,9 @@ import importlib
 import os
 import re
 
-import numpy as np
-
 from mmopt import strategy as st
 from mmopt import workload as wl
-from mmopt.cli._grammar import Node, Parser, is_file, spec_error
+from mmopt.cli._grammar import Node, Parser, is_file, load_npy, spec_error
 
 __all__ = ["STRATEGY_FORMS", "STRATEGY_GRAMMAR", "build_strategy", "persistence"]
 
@@ -107,7 +105,7 @@ def _load(path: str, text: str, pos: int, workload):
     if not os.path.exists(path):
         raise _err(text, pos, f"strategy file '{path}' does not exist")
     if path.lower().endswith(".npy"):
-        return st.Strategy(np.load(path, allow_pickle=False), os.path.basename(path))
+        return st.Strategy(load_npy(path, "strategy file"), os.path.basename(path))
     _, load = persistence()
     return load(path, workload=workload).strategy  # load checks the file and that its domain fits the workload
 

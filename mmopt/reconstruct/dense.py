@@ -112,6 +112,10 @@ def _solve(F: np.ndarray, b: np.ndarray, total, zeros, tol: float) -> tuple[np.n
     """min ½‖F h − b‖² over C: (h, solver name, relative KKT residual)."""
     n = F.shape[1]
     free = np.ones(n, bool) if zeros is None else ~zeros
+    if not free.any():
+        # every cell is a structural zero: C = {0}, so h = 0 is the exact minimiser (and scipy's nnls, handed an
+        # empty problem, corrupts the heap and aborts the interpreter)
+        return np.zeros(n), "closed_form", 0.0
     Ff = F[:, free]
     L = max(float(np.sum(Ff * Ff)), math.ulp(1.0))  # ‖F‖_F² ≥ λ_max(FᵀF): a valid step for the residual
     c_norm = float(np.linalg.norm(Ff.T @ b))

@@ -124,6 +124,8 @@ def _solve(Q, c: np.ndarray, L: float, start: np.ndarray, grams, first: str, tot
     10⁶ cells, where FISTA needs thousands), FISTA on the projection in a 2-D range workload's metric (200–2,000
     steps where ADMM can stall above tol), so each choice starts with its winner and hands over to the other.
     """
+    if zeros is not None and zeros.all():
+        return np.zeros_like(start), "closed_form", 0, 0.0  # C = {0}: the exact minimiser, no iterations
     scale = kkt_scale(start, c, L, total, zeros)
 
     def run(name: str, x0: np.ndarray, budget: int, strict: bool):

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.sparse.linalg import LinearOperator, lsmr
 
+from mmopt import _family_answers as family_answers
 from mmopt import _validation as v
 from mmopt._error_common import check_privacy, check_type
 from mmopt.privacy import Privacy
@@ -60,20 +61,10 @@ def strategy_apply_transpose(strategy: ImplicitStrategy, y: np.ndarray) -> np.nd
 
 
 def _factor_apply(W, x: np.ndarray, axis: int) -> np.ndarray:
-    """Apply one workload factor along ``axis``, in closed form for prefix/range/identity/total families."""
+    """Apply one workload factor along ``axis``, in closed form for the families of :mod:`mmopt._family_answers`."""
     fam = W.family if W.matrix is None else "matrix"
-    if fam == "identity":
-        return x
-    if fam == "total":
-        return x.sum(axis=axis, keepdims=True)
-    if fam in ("prefix", "all_range"):
-        S = np.cumsum(x, axis=axis)
-        if fam == "prefix":
-            return S
-        n = x.shape[axis]
-        S = np.concatenate([np.zeros_like(np.take(S, [0], axis=axis)), S], axis=axis)
-        a, b = np.triu_indices(n)
-        return np.take(S, b + 1, axis=axis) - np.take(S, a, axis=axis)
+    if fam in family_answers.FAMILIES:
+        return family_answers.apply(fam, x, axis)
     return np.moveaxis(np.tensordot(W.explicit_matrix(), x, axes=(1, axis)), 0, axis)
 
 
@@ -149,6 +140,7 @@ class StructuredOutput:
     path: str = "simulation"
     reconstruction: Reconstruction | None = None  # which estimate ``estimate`` is, and its solver record
     verified_loss: float | tuple | None = None    # release: OpenDP's privacy map at Δ (ε, or (ε, δ)); else None
+    measurements: np.ndarray | None = field(default=None, repr=False)  # release: the noisy y = A x + z
 
 
 def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: Privacy, *,

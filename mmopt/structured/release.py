@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from mmopt._opendp import finite, measure
+from mmopt._opendp import finite, measure, post_process
 from mmopt.privacy import Privacy
 from mmopt.reconstruct import check_reconstruction
 from mmopt.structured import analysis
@@ -75,9 +75,16 @@ def release(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: 
     d_in = upper_sensitivity(report.sensitivity)
     Ax = finite(strategy_apply(strategy, x), "the strategy answers A x", caller)  # refused before any noise
     y, scale, loss = measure(Ax, d_in, privacy, noise_scale=noise_scale, caller=caller)
-    xhat, info, how = reconstruct_estimate(workload, strategy, y, reconstruct, total=total, zeros=zeros, tol=tol,
-                                         options=options)
-    ans = answer(workload, xhat) if workload.n_queries <= max_answers else None
-    return StructuredOutput(ans, finite(xhat, "x̂", caller), scale, privacy.noise, d_in, report.sensitivity_exact,
+
+    def finish(method: str):
+        xhat, info, how = reconstruct_estimate(workload, strategy, y, method, total=total, zeros=zeros, tol=tol,
+                                               options=options if method != "least_squares" else None)
+        xhat = finite(xhat, "x̂", caller)
+        return xhat, (answer(workload, xhat) if workload.n_queries <= max_answers else None), info, how
+
+    done = post_process(caller, lambda: finish(reconstruct), lambda: finish("least_squares"),
+                        f"reconstruct={reconstruct!r}")
+    xhat, ans, info, how = done if done is not None else (None, None, None, None)
+    return StructuredOutput(ans, xhat, scale, privacy.noise, d_in, report.sensitivity_exact,
                             report.total_squared_error, report, info, path="release", reconstruction=how,
-                            verified_loss=loss)
+                            verified_loss=loss, measurements=y)
