@@ -30,7 +30,8 @@ DOCS = ROOT / "docs"
 # ```python fences. (paper_notes.md and factorization.md are notes kept as written.)
 TUTORIALS = ["getting_started", "tutorials/optimize", "tutorials/evaluate", "tutorials/release",
              "tutorials/multidim", "tutorials/command_line", "tutorials/save_load", "tutorials/plotting",
-             "tutorials/sparse_vector_and_adaptive", "tutorials/parallel", "tutorials/reproduce"]
+             "tutorials/sparse_vector_and_adaptive", "tutorials/parallel", "tutorials/reproduce",
+             "tutorials/accountant"]
 PAGES = ["index.md", "notation.md", "building.md", "tutorials/index.md", "sparse_vector.md",
          *(f"{page}.md" for page in TUTORIALS)]
 

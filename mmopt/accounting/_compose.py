@@ -1,0 +1,149 @@
+"""The composition rules, on an immutable :class:`Ledger`: what a spend costs, whether it fits, what remains.
+
+Notation: see README. ``charge`` is what one spend costs in the session's currency: the pair (ε, δ) of exact
+decimals (:func:`mmopt.accounting._ledger.exact`) under basic composition, a float ρ under zCDP.
+
+* basic: the spends are (Σε, Σδ)-DP (Dwork & Roth 2014, Thm 3.16); a spend fits when both sums stay within the
+  total. With budgets chosen after seeing earlier outputs this check is a privacy filter (Rogers, Roth, Ullman &
+  Vadhan 2016, arXiv:1605.08294), so the guarantee still holds.
+* zcdp: the spends are (Σρ)-zCDP (Bun & Steinke 2016, Lemma 1.7; with adaptively chosen ρ, Whitehouse, Ramdas,
+  Rogers & Wu 2023, the theorem behind OpenDP's ``make_fully_adaptive_composition``), hence (ε, δ)-DP with ε from
+  OpenDP's conversion (:func:`~mmopt.accounting._zcdp.epsilon_of_rho`); a spend fits when that ε at the total's
+  δ is at most the total's ε.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+from mmopt import _validation as v
+from mmopt.accounting import _ledger as lg
+from mmopt.accounting import _zcdp as z
+from mmopt.accounting._ledger import Budget, Spend, fmt
+from mmopt.privacy import Privacy
+
+# Under zCDP the remaining ε is that of this share of the remaining ρ: a release at that ε is charged
+# max_rho(ε, δ), the last float whose ε is within it, which may pass the remaining ρ by the few ulps over which
+# OpenDP's ε stays at the same float; 1e-9 of it is far more than that.
+_REST_SHARE = 1.0 - 1e-9
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """A total budget, a composition rule and the spends so far. Never modified: :meth:`add` returns a new one."""
+
+    total: Privacy
+    composition: str
+    spends: tuple[Spend, ...] = ()
+
+    def add(self, spend: Spend) -> Ledger:
+        return dataclasses.replace(self, spends=self.spends + (spend,))
+
+    # -- sums ----------------------------------------------------------------------------------------------
+    def _sum(self, key: str) -> Fraction:
+        return lg.total_of(getattr(s, key) for s in self.spends)
+
+    def rho_cap(self) -> float:
+        """The largest total ρ whose ε at the total's δ is within the total's ε (zCDP)."""
+        return z.max_rho(self.total.epsilon, self.total.delta)
+
+    def spent(self) -> Budget:
+        if self.composition == "basic":
+            return Budget(float(self._sum("epsilon")), float(self._sum("delta")))
+        rho = self._sum("rho")
+        if rho == 0:
+            return Budget(0.0, 0.0, 0.0)
+        return Budget(z.epsilon_of_rho(lg.float_up(rho), self.total.delta), self.total.delta, float(rho))
+
+    def remaining(self) -> Budget:
+        if self.composition == "basic":
+            return Budget(*(lg.float_down(max(lg.exact(t) - self._sum(k), Fraction(0)))
+                            for t, k in ((self.total.epsilon, "epsilon"), (self.total.delta, "delta"))))
+        rho = lg.float_down(max(lg.exact(self.rho_cap()) - self._sum("rho"), Fraction(0)))
+        return Budget(z.epsilon_of_rho(rho * _REST_SHARE, self.total.delta), self.total.delta, rho)
+
+    def over(self) -> bool:
+        """True when the recorded spends already exceed the total (a hand-edited ledger)."""
+        if self.composition == "basic":
+            return not self.fits((Fraction(0), Fraction(0)))
+        return self.spent().epsilon > self.total.epsilon
+
+    # -- one more spend ------------------------------------------------------------------------------------
+    def charge(self, privacy, rho, caller: str, *, release: bool):
+        """The cost of spending ``privacy`` or ``rho`` (exactly one); for a Gaussian release under zCDP, the
+        largest ρ any release verified at (ε, δ) can have (:func:`~mmopt.accounting._zcdp.max_rho`)."""
+        if privacy is not None and not isinstance(privacy, Privacy):
+            raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy, e.g. Privacy(epsilon=0.5). "
+                            f"Got {privacy!r:.60} ({type(privacy).__name__}) instead.")
+        if (privacy is None) == (rho is None):
+            raise ValueError(f"{caller} needs exactly one of 'privacy' (a Privacy) and 'rho' (zCDP). Got "
+                             f"{'both' if privacy is not None else 'neither'}.")
+        if rho is not None:
+            if self.composition == "basic":
+                raise ValueError(f"The 'rho' parameter of {caller} needs composition='zcdp'. Got rho={rho!r} in a "
+                                 "basic session. Pass privacy=Privacy(ε, δ) with the (ε, δ) it guarantees instead.")
+            return v.check_real(rho, name="rho", caller=caller, low=0.0, low_open=True)
+        if self.composition == "basic":
+            return lg.exact(privacy.epsilon), lg.exact(privacy.delta)
+        if privacy.delta == 0:
+            return z.pure_rho(privacy.epsilon)
+        if not release:
+            raise ValueError(f"The 'privacy' parameter of {caller} has delta > 0 in a zCDP session, which needs ρ. "
+                             f"Got {privacy!r} instead. Pass rho= (Gaussian noise σ at L2 sensitivity Δ₂: "
+                             "ρ = Δ₂²/(2σ²)), or use composition='basic'.")
+        return z.max_rho(privacy.epsilon, privacy.delta)
+
+    def fits(self, charge) -> bool:
+        if self.composition == "basic":
+            eps, delta = charge
+            return (self._sum("epsilon") + eps <= lg.exact(self.total.epsilon)
+                    and self._sum("delta") + delta <= lg.exact(self.total.delta))
+        rho = lg.float_up(self._sum("rho") + lg.exact(charge))
+        return z.epsilon_of_rho(rho, self.total.delta) <= self.total.epsilon
+
+    def refuse_unless_fits(self, charge, caller: str) -> None:
+        """ValueError stating what was asked, what is used, what remains and what to do, unless it fits."""
+        if self.fits(charge):
+            return
+        n, left, spent = len(self.spends), self.remaining(), self.spent()
+        total = f"ε={fmt(self.total.epsilon)}, δ={fmt(self.total.delta)}"
+        if self.composition == "basic":
+            ask = f"ε={fmt(float(charge[0]))}, δ={fmt(float(charge[1]))}"
+            rule, used, usable = "basic composition", f"ε={fmt(spent.epsilon)}, δ={fmt(spent.delta)}", left.epsilon > 0
+            delta = "" if left.delta == 0 else f", {down6(left.delta)!r}"
+            hint = (f"Spend at most the remaining ε={fmt(left.epsilon)}, δ={fmt(left.delta)} (e.g. privacy="
+                    f"Privacy({down6(left.epsilon)!r}{delta}), or privacy='remaining' in release)")
+        else:
+            ask, usable = f"ρ={fmt(charge)}", left.rho > 0
+            rule, used = f"zCDP, ρ ≤ {fmt(self.rho_cap())}", f"ρ={fmt(spent.rho)}"
+            hint = (f"Spend at most the remaining ρ={fmt(left.rho)}: one Gaussian release at Privacy("
+                    f"{down6(left.epsilon)!r}, {left.delta!r}) (or privacy='remaining' in release), or Laplace at "
+                    f"ε={down6(math.sqrt(2 * left.rho))!r}")
+        end = (f"{hint}, or answer from what was released already." if usable else
+               "The budget is used up: these data can answer nothing more. Work from what was released already "
+               "(post-processing is free).")
+        raise ValueError(f"{caller}: spending {ask} would exceed the total budget {total} ({rule}): {n} "
+                         f"{'spend has' if n == 1 else 'spends have'} used {used}. {end}")
+
+    def rest(self, caller: str) -> Privacy:
+        """privacy="remaining": everything that is left, as one release's Privacy; refused when nothing is left."""
+        left = self.remaining()
+        if self.composition == "basic" and left.epsilon > 0:
+            return Privacy(left.epsilon, left.delta)
+        if self.composition == "zcdp" and left.epsilon > 0:
+            return Privacy(left.epsilon, left.delta)
+        raise ValueError(f"{caller}: privacy='remaining' asks for the rest of the budget, but it is used up "
+                         f"({left} left of ε={fmt(self.total.epsilon)}, δ={fmt(self.total.delta)} after "
+                         f"{len(self.spends)} spends). These data can answer nothing more; work from what was "
+                         "released already (post-processing is free).")
+
+
+def down6(x: float) -> float:
+    """x rounded *down* to six significant digits: a short number for messages that is still within budget."""
+    if x <= 0 or not math.isfinite(x):
+        return x
+    unit = Fraction(10) ** (math.floor(math.log10(x)) - 5)
+    return float(math.floor(lg.exact(x) / unit) * unit)

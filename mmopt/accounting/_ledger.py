@@ -1,0 +1,212 @@
+"""The accountant's records: one :class:`Spend` per use of the data, exact sums, and the JSON ledger file.
+
+Arithmetic. Every budget number is added as the decimal it is written as: its shortest ``repr``, which is also
+the text the JSON ledger stores, read exactly as a :class:`fractions.Fraction`. Ten spends of ε = 0.1 then use
+exactly ε = 1 (in float64 they sum to 0.9999999999999999, and OpenDP's own compositor, which rounds each
+addition upwards, gets 1.0000000000000007 and refuses the tenth). Reading a float as its decimal moves it by
+under half an ulp (1.1e-16 relative), far below any meaningful difference in privacy. Amounts handed back to
+the caller (what remains) are rounded *down* (:func:`float_down`), so spending them is always accepted.
+
+File. A ledger is a UTF-8 JSON object::
+
+    {"format": "mmopt-privacy-ledger", "version": 1, "composition": "basic" | "zcdp",
+     "total": {"epsilon": ε, "delta": δ},
+     "spends": [{"label", "what", "epsilon", "delta", "rho", "time", "source", "status"}, ...]}
+
+written atomically (a temporary file beside it, flushed and fsynced, then ``os.replace``): a crash leaves the
+old ledger or the new one, never half of one. Reading refuses NaN and infinities, unknown or missing keys and
+negative amounts, naming the file and the entry.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+from dataclasses import asdict, dataclass
+from fractions import Fraction
+from pathlib import Path
+
+FORMAT = "mmopt-privacy-ledger"
+VERSION = 1
+SOURCES = ("release", "declared")
+STATUSES = ("spent", "pending")
+_FIELDS = ("label", "what", "epsilon", "delta", "rho", "time", "source", "status")
+
+
+@dataclass(frozen=True)
+class Spend:
+    """One use of the data, as the ledger records it.
+
+    Attributes
+    ----------
+    label : str
+        The caller's name for it (default "release k" / "spend k").
+    what : str
+        What was run: for a release, the noise, strategy, workload, sensitivity and noise scale.
+    epsilon, delta : float or None
+        The (ε, δ)-DP guarantee of this spend on its own. For a release, OpenDP's verified loss
+        (``out.verified_loss``), at most the requested budget. None for a spend declared by ρ alone.
+    rho : float or None
+        Its ρ-zCDP guarantee: Δ₂²/(2σ²) of the Gaussian noise actually drawn, ε²/2 for an ε-DP spend
+        (Bun & Steinke 2016, Prop. 1.4). Always set in a zCDP session; for basic composition, set for
+        Gaussian releases (for information) and None otherwise.
+    time : str
+        When it was recorded, ISO 8601 in UTC.
+    source : {"release", "declared"}
+        "release": noise drawn by :meth:`Accountant.release` through :func:`mmopt.release` (OpenDP's samplers,
+        privacy verified by OpenDP's map). "declared": the caller's :meth:`Accountant.spend`; the accountant
+        trusts the stated budget and cannot know how the noise was drawn.
+    status : {"spent", "pending"}
+        "pending": written before the noise was drawn and never confirmed (the run was interrupted): counted in
+        full at the requested budget, which bounds what the release could have used.
+    """
+
+    label: str
+    what: str
+    epsilon: float | None
+    delta: float | None
+    rho: float | None
+    time: str
+    source: str = "declared"
+    status: str = "spent"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """An amount of privacy: (ε, δ), and ρ in a zCDP session.
+
+    For :attr:`Accountant.spent` under zCDP, (ε, δ) is the conversion of ρ at the total's δ; for
+    :attr:`Accountant.remaining` under zCDP, ε is what one more Gaussian release at that δ may use.
+    """
+
+    epsilon: float
+    delta: float
+    rho: float | None = None
+
+    def __str__(self) -> str:
+        text = f"ε={fmt(self.epsilon)}, δ={fmt(self.delta)}"
+        return text if self.rho is None else f"ρ={fmt(self.rho)} (ε={fmt(self.epsilon)} at δ={fmt(self.delta)})"
+
+
+def fmt(x: float | None) -> str:
+    """A budget number for people: six significant digits ("—" for None)."""
+    return "—" if x is None else f"{x:.6g}"
+
+
+def exact(x: float) -> Fraction:
+    """The decimal a float is written as (its shortest repr), as an exact rational."""
+    return Fraction(repr(float(x)))
+
+
+def float_down(q: Fraction) -> float:
+    """The largest float whose decimal (:func:`exact`) is ≤ q (q ≥ 0)."""
+    f = float(q)
+    while f > 0 and exact(f) > q:
+        f = math.nextafter(f, 0.0)
+    return f
+
+
+def float_up(q: Fraction) -> float:
+    """The smallest float whose decimal (:func:`exact`) is ≥ q (q ≥ 0): a sum handed to OpenDP, never below."""
+    f = float(q)
+    while exact(f) < q:
+        f = math.nextafter(f, math.inf)
+    return f
+
+
+def total_of(values) -> Fraction:
+    """Σ of the decimals of ``values`` (None counts as 0), exactly."""
+    return sum((exact(x) for x in values if x is not None), Fraction(0))
+
+
+# -- the file ------------------------------------------------------------------------------------------------
+def dumps(total_epsilon: float, total_delta: float, composition: str, spends) -> str:
+    """The ledger as JSON text (floats written as their shortest repr, which reads back bit for bit)."""
+    doc = {"format": FORMAT, "version": VERSION, "composition": composition,
+           "total": {"epsilon": total_epsilon, "delta": total_delta},
+           "spends": [asdict(s) for s in spends]}
+    return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def loads(text: str, source: Path) -> tuple[float, float, str, tuple[Spend, ...]]:
+    """(ε_total, δ_total, composition, spends) from ledger text; ValueError naming ``source`` and the problem."""
+    def fail(what: str):
+        raise ValueError(f"Accountant.load: the file '{source}' {what}. Restore the ledger from a copy; "
+                         "editing it by hand can hide spent budget.")
+
+    def refuse_constant(token):
+        fail(f"holds the non-JSON number {token}")
+
+    try:
+        doc = json.loads(text, parse_constant=refuse_constant)
+    except json.JSONDecodeError as exc:
+        fail(f"is not valid JSON ({exc})")
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        fail(f"is not an mmopt privacy ledger (no \"format\": \"{FORMAT}\")")
+    if doc.get("version") != VERSION:
+        fail(f"has ledger version {doc.get('version')!r}; this mmopt reads version {VERSION}")
+    if set(doc) != {"format", "version", "composition", "total", "spends"}:
+        fail(f"has keys {sorted(doc)}, not format, version, composition, total, spends")
+    composition, total, spends = doc["composition"], doc["total"], doc["spends"]
+    if composition not in ("basic", "zcdp"):
+        fail(f"has composition {composition!r}, not 'basic' or 'zcdp'")
+    if not isinstance(total, dict) or set(total) != {"epsilon", "delta"}:
+        fail("has a 'total' that is not {\"epsilon\": ..., \"delta\": ...}")
+    eps, delta = (_number(total[k], f"total {k}", fail, optional=False) for k in ("epsilon", "delta"))
+    if not isinstance(spends, list):
+        fail("has 'spends' that is not a list")
+    return eps, delta, composition, tuple(_spend(entry, i + 1, fail) for i, entry in enumerate(spends))
+
+
+def _spend(entry, k: int, fail) -> Spend:
+    if not isinstance(entry, dict) or set(entry) != set(_FIELDS):
+        fail(f"has spend #{k} without exactly the keys {', '.join(_FIELDS)}")
+    for key in ("label", "what", "time"):
+        if not isinstance(entry[key], str):
+            fail(f"has spend #{k} whose {key!r} is not a string")
+    if entry["source"] not in SOURCES or entry["status"] not in STATUSES:
+        fail(f"has spend #{k} with source {entry['source']!r} / status {entry['status']!r}")
+    eps, delta, rho = (_number(entry[key], f"spend #{k} {key}", fail) for key in ("epsilon", "delta", "rho"))
+    if rho is None and (eps is None or delta is None):
+        fail(f"has spend #{k} with neither (epsilon, delta) nor rho")
+    return Spend(entry["label"], entry["what"], eps, delta, rho, entry["time"], entry["source"], entry["status"])
+
+
+def _number(value, what: str, fail, *, optional: bool = True) -> float | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        fail(f"has {what} = {value!r:.40}, not a finite number >= 0")
+    return float(value)
+
+
+def write_atomically(target: Path, text: str, *, exclusive: bool = False) -> None:
+    """Write ``text`` to a hidden temporary file beside ``target``, fsync it, then move it into place.
+
+    ``exclusive=True`` (a new ledger) links it into place, which fails if ``target`` appeared meanwhile: a new
+    session never replaces a ledger that another run just created. Otherwise ``os.replace``.
+    """
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # O_EXCL: never reuse someone else's file
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if not exclusive:
+            os.replace(tmp, target)
+            return
+        try:
+            os.link(tmp, target)
+        except FileExistsError:
+            raise FileExistsError(f"Accountant: the ledger file '{target}' was created by another run meanwhile. "
+                                  "Continue it with Accountant.load(path).") from None
+        except OSError:  # no hard links on this file system: check, then rename
+            if target.exists():
+                raise FileExistsError(f"Accountant: the ledger file '{target}' was created by another run "
+                                      "meanwhile. Continue it with Accountant.load(path).") from None
+            os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -1,0 +1,436 @@
+"""The :class:`Accountant`: a privacy budget that composes across releases and refuses to go over its total."""
+
+from __future__ import annotations
+
+import warnings
+from datetime import UTC, datetime
+from pathlib import Path
+
+from mmopt import _validation as v
+from mmopt._persist_files import check_path
+from mmopt.accounting import _ledger as lg
+from mmopt.accounting import _report
+from mmopt.accounting import _zcdp as z
+from mmopt.accounting._compose import Ledger
+from mmopt.accounting._ledger import Budget, Spend, fmt
+from mmopt.privacy import Privacy
+
+COMPOSITIONS = ("basic", "zcdp")
+
+
+class Accountant:
+    """A privacy budget for one data set, composed across releases: records every spend, refuses to overspend.
+
+    Every use of the data goes through the accountant: :meth:`release` (which calls :func:`mmopt.release`) or
+    :meth:`spend` (for algorithms that draw their own noise). Each is checked against ``total`` **before any
+    noise is drawn**, and refused with a ValueError stating the remaining budget if the composed loss would
+    exceed it. The session holds an immutable :attr:`ledger` (each spend replaces it) which can live in a JSON
+    file (``path=``, :meth:`load`, :meth:`open`, :meth:`save`), so that spends are tracked across runs.
+
+    Composition (the loss of all spends together):
+
+    * ``"basic"``: ε adds and δ adds (Dwork & Roth 2014, Thm 3.16); with budgets chosen after seeing earlier
+      outputs the check is a privacy filter (Rogers, Roth, Ullman & Vadhan 2016). A spend is accepted when
+      Σε ≤ ε_total and Σδ ≤ δ_total, added exactly as the decimals they are written as.
+    * ``"zcdp"``: ρ adds (Bun & Steinke 2016, Lemma 1.7; adaptively, Whitehouse et al. 2023). A Gaussian release
+      costs ρ = Δ₂²/(2σ²) of the noise it drew, an ε-DP spend ε²/2 (Bun & Steinke, Prop. 1.4). The total is
+      (ε, δ) with δ > 0: a spend is accepted when OpenDP's conversion of Σρ at δ_total
+      (``make_fix_delta(make_zCDP_to_approxDP(·))``, Canonne, Kamath & Steinke 2020) is at most ε_total. Many
+      Gaussian releases compose far better this way (ten at Privacy(0.5, 1e-7) use ε = 1.54 at δ = 10⁻⁶,
+      against ε = 5, δ = 10⁻⁶ under basic composition); a few Laplace releases compose worse (ε = 0.5 alone is
+      ρ = 0.125, ε = 2.42 at δ = 10⁻⁶).
+
+    Parameters
+    ----------
+    total : Privacy
+        The whole budget for these data, (ε, δ). For ``"zcdp"``, δ must be > 0.
+    composition : {"basic", "zcdp"}, default="basic"
+    path : str or os.PathLike, optional
+        A ledger file for this new session; it must not exist yet (:meth:`load` or :meth:`open` continue an
+        existing one). Every spend is written to it as it happens.
+
+    Notes
+    -----
+    Only :meth:`release` draws noise through OpenDP's vetted samplers with an OpenDP-verified guarantee. Spends
+    recorded with :meth:`spend` are the caller's word: :mod:`mmopt.adaptive` uses numpy noise (**simulation
+    only**, never for real data); :mod:`mmopt.sparse_vector` is release-grade only with ``rng=None`` (OpenDP's
+    Laplace sampler). The accountant covers one data set under one neighbouring relation (add/remove one
+    record). One process at a time per ledger file: a session refuses to write a ledger that changed on disk
+    since it read it, but does not lock the file.
+
+    OpenDP's own interactive compositors (``make_adaptive_composition``, ``make_privacy_filter``) are not used:
+    they hold the data inside an in-process queryable and accept only OpenDP measurements, whereas a release here
+    is a new mmopt call per strategy, and a ledger must survive the process. OpenDP's maps are used for
+    everything they can answer: each release's verified loss, each Gaussian release's ρ, and the ρ → (ε, δ)
+    conversion (:mod:`mmopt.accounting._zcdp`).
+
+    Examples
+    --------
+    >>> import mmopt
+    >>> acc = Accountant(mmopt.Privacy(epsilon=1.0))
+    >>> for _ in range(10):
+    ...     _ = acc.spend(mmopt.Privacy(0.1), what="a count, Laplace noise")   # ten ε = 0.1: exactly ε = 1
+    >>> acc
+    Accountant(basic: total ε=1, δ=0; spent ε=1, δ=0 in 10 spends; remaining ε=0, δ=0)
+    >>> acc.spend(mmopt.Privacy(0.01))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: Accountant.spend: spending ε=0.01, δ=0 would exceed the total budget ε=1, δ=0 (basic ...
+    """
+
+    def __init__(self, total: Privacy, composition: str = "basic", *, path=None):
+        caller = "Accountant"
+        if not isinstance(total, Privacy):
+            raise TypeError(f"The 'total' parameter of {caller} must be a Privacy, e.g. Privacy(epsilon=1.0) or "
+                            f"Privacy(1.0, 1e-6). Got {total!r:.60} ({type(total).__name__}) instead.")
+        v.check_choice(composition, name="composition", caller=caller, choices=COMPOSITIONS)
+        if composition == "zcdp" and total.delta == 0:
+            raise ValueError(f"The 'total' parameter of {caller} must have delta > 0 with composition='zcdp' "
+                             f"(ρ-zCDP gives (ε, δ)-DP only for δ > 0). Got {total!r} instead. Give a δ, e.g. "
+                             f"Privacy({total.epsilon!r}, 1e-6), or use composition='basic' for pure ε-DP.")
+        if composition == "zcdp":
+            z.opendp(caller)  # fail now, not at the first spend, when OpenDP is missing
+        # calibration="analytic" always: it only sets a Gaussian σ, and a total draws no noise
+        self._ledger = Ledger(Privacy(total.epsilon, total.delta), composition)
+        self._path: Path | None = None
+        self._on_disk: str | None = None  # the ledger text last read or written, to detect another writer
+        if path is not None:
+            target = check_path(path, caller)
+            if target.exists():
+                raise FileExistsError(f"{caller}: the ledger file '{target}' already exists. Continue it with "
+                                      "Accountant.load(path) (or Accountant.open), or choose another path: a new "
+                                      "session would forget the budget it records.")
+            self._write(target, self._ledger, caller, new=True)
+
+    # -- state ---------------------------------------------------------------------------------------------
+    @property
+    def ledger(self) -> Ledger:
+        """The immutable record: ``total``, ``composition`` and ``spends``."""
+        return self._ledger
+
+    @property
+    def total(self) -> Privacy:
+        """The whole budget, (ε, δ)."""
+        return self._ledger.total
+
+    @property
+    def composition(self) -> str:
+        """'basic' or 'zcdp'."""
+        return self._ledger.composition
+
+    @property
+    def spends(self) -> tuple[Spend, ...]:
+        """Every recorded spend, oldest first."""
+        return self._ledger.spends
+
+    @property
+    def path(self) -> Path | None:
+        """The ledger file every spend is written to, or None for a session kept in memory."""
+        return self._path
+
+    @property
+    def spent(self) -> Budget:
+        """The composed loss of all spends: (Σε, Σδ), or Σρ with its ε at the total's δ (zCDP)."""
+        return self._ledger.spent()
+
+    @property
+    def remaining(self) -> Budget:
+        """What is left: (ε, δ) under basic composition; under zCDP, ρ and the ε that one more Gaussian release at
+        the total's δ may use (that of all but 10⁻⁹ of ρ, a margin for the float conversions). Rounded down, so
+        spending it is accepted."""
+        return self._ledger.remaining()
+
+    def can_spend(self, privacy: Privacy | None = None, *, rho: float | None = None, release: bool = False) -> bool:
+        """Whether :meth:`spend` (or, with ``release=True``, :meth:`release`) would accept this budget now."""
+        return self._ledger.fits(self._ledger.charge(privacy, rho, "Accountant.can_spend", release=release))
+
+    # -- spending ------------------------------------------------------------------------------------------
+    def spend(self, privacy: Privacy | None = None, label: str | None = None, *, rho: float | None = None,
+              what: str | None = None) -> Spend:
+        """Record a spend made outside :meth:`release`, after checking that it fits.
+
+        Call it *before* running the algorithm, so that nothing runs on a refused budget.
+
+        Parameters
+        ----------
+        privacy : Privacy, optional
+            The (ε, δ) the algorithm spends (e.g. the ``epsilon`` given to :func:`mmopt.sparse_vector.sparse_vector`
+            or :func:`mmopt.adaptive.mwem`). Under zCDP only δ = 0 is accepted, at ρ = ε²/2: an (ε, δ) mechanism
+            has no ρ unless it is Gaussian, whose ρ is then passed instead.
+        label : str, optional
+            A name for the ledger; default "spend k".
+        rho : float, optional
+            zCDP sessions only: the mechanism's ρ, e.g. Δ₂²/(2σ²) for Gaussian noise σ at L2 sensitivity Δ₂.
+            Exactly one of ``privacy`` and ``rho``.
+        what : str, optional
+            What was run, for the ledger; default "declared by the caller".
+
+        Returns
+        -------
+        Spend
+            The new entry, ``source="declared"``: the accountant cannot know how that noise was drawn.
+
+        Raises
+        ------
+        ValueError
+            If the composed loss would exceed ``total``; the message states what remains.
+        """
+        caller = "Accountant.spend"
+        charge = self._ledger.charge(privacy, rho, caller, release=False)
+        label = self._label(label, "spend", caller)
+        what = "declared by the caller" if what is None else v.check_str(what, name="what", caller=caller)
+        self._ledger.refuse_unless_fits(charge, caller)
+        eps, delta = (None, None) if privacy is None else (privacy.epsilon, privacy.delta)
+        entry = Spend(label, what, eps, delta, charge if self.composition == "zcdp" else None, _now())
+        self._record(self._ledger.add(entry), caller)
+        return entry
+
+    def release(self, workload, strategy, x, privacy: Privacy | str, *, label: str | None = None, **kwargs):
+        """:func:`mmopt.release` (dense or implicit), its budget checked first and recorded after.
+
+        The spend is checked before :func:`mmopt.release` is called, so a refused release draws no noise. It is
+        written to the ledger (and its file) as *pending* at the requested budget before the noise is drawn,
+        then replaced by what OpenDP verified: ``out.verified_loss`` (ε, or (ε, δ)), and ρ = Δ₂²/(2σ²) of the
+        noise actually drawn (Gaussian) or ε²/2 (Laplace). Under zCDP the check uses the largest ρ that any
+        release verified at (ε, δ) can have (:func:`~mmopt.accounting.max_rho`); the ledger records the real one.
+        If :func:`mmopt.release` raises (it does so before drawing noise, or when the noisy values overflow and
+        nothing is returned) the pending entry is removed; an interrupted run leaves it, counted in full.
+
+        Parameters
+        ----------
+        workload, strategy, x
+            As for :func:`mmopt.release`.
+        privacy : Privacy or "remaining"
+            The budget of this release. ``"remaining"`` spends **everything that is left** in this one release
+            (the usual last step; it must be said, never a default): ``Privacy(ε, δ)`` of :attr:`remaining` under
+            basic composition (Gaussian noise if δ remains), or a Gaussian release at the total's δ using the
+            remaining ρ under zCDP.
+        label : str, optional
+            A name for the ledger; default "release k".
+        **kwargs
+            Passed to :func:`mmopt.release`: ``noise_scale``, ``reconstruct``, ``total``, ``zeros``,
+            ``reconstruct_options``.
+
+        Returns
+        -------
+        MechanismOutput or StructuredOutput
+            What :func:`mmopt.release` returns.
+
+        Examples
+        --------
+        >>> import mmopt
+        >>> acc = Accountant(mmopt.Privacy(1.0))
+        >>> W, H = mmopt.workload.prefix(4), mmopt.strategy.hierarchical(4)
+        >>> out = acc.release(W, H, [3, 0, 2, 5], mmopt.Privacy(0.25), label="prefixes")
+        >>> out.verified_loss, acc.remaining
+        (0.25, Budget(epsilon=0.75, delta=0.0, rho=None))
+        >>> acc.spends[0].label, acc.spends[0].source, acc.spends[0].what
+        ('prefixes', 'release', "laplace noise on strategy 'H2' for workload 'prefix(4)', Δ=3, b=12")
+        """
+        from mmopt import dispatch  # looked up at call time, so that a test can prove no noise is drawn
+
+        caller = "Accountant.release"
+        if isinstance(privacy, str) and privacy == "remaining":
+            privacy = self._ledger.rest(caller)
+        elif not isinstance(privacy, Privacy):
+            raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy, or \"remaining\" to spend "
+                            f"what is left. Got {type(privacy).__name__} instead.")
+        charge = self._ledger.charge(privacy, None, caller, release=True)
+        label = self._label(label, "release", caller)
+        self._ledger.refuse_unless_fits(charge, caller)
+        what = f"{privacy.noise} noise on strategy {_name(strategy)!r} for workload {_name(workload)!r}"
+        before = self._ledger
+        pending = Spend(label, what, privacy.epsilon, privacy.delta,
+                        charge if self.composition == "zcdp" else None, _now(), "release", "pending")
+        self._record(before.add(pending), caller)  # on disk before the noise: a crash leaves it counted
+        try:
+            out = dispatch.release(workload, strategy, x, privacy, **kwargs)
+        except Exception:
+            # mmopt.release returned nothing, so nothing was released; the original error is what matters
+            self._settle(before, caller, "the release failed and spent nothing, but the file still counts it")
+            raise
+        self._settle(before.add(_verified(pending, privacy, out, self.composition)), caller,
+                     "the release is done, but the file still counts it at the requested budget")
+        return out
+
+    # -- files ---------------------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, path) -> Accountant:
+        """Continue the session recorded in a ledger file; later spends are written to the same file.
+
+        Examples
+        --------
+        >>> import mmopt, os, tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> ledger = os.path.join(tmp.name, "budget.json")
+        >>> acc = Accountant(mmopt.Privacy(1.0, 1e-6), "zcdp", path=ledger)
+        >>> _ = acc.spend(mmopt.Privacy(0.1), "svt")            # ε = 0.1 counts as ρ = ε²/2
+        >>> again = Accountant.load(ledger)
+        >>> again.spends == acc.spends, round(again.spent.rho, 12)
+        (True, 0.005)
+        >>> tmp.cleanup()
+        """
+        caller = "Accountant.load"
+        source = check_path(path, caller)
+        try:
+            text = source.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{caller}: there is no ledger file '{source}'. Check the path, or start a "
+                                    "session with Accountant(total, path=...).") from None
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{caller}: the file '{source}' is not UTF-8 text ({exc}).") from None
+        eps, delta, composition, spends = lg.loads(text, source)
+        try:
+            acc = cls(Privacy(eps, delta), composition)
+        except ValueError as exc:
+            raise ValueError(f"{caller}: the file '{source}' records a total that is not valid: {exc}") from None
+        key = "rho" if composition == "zcdp" else "epsilon"
+        for k, s in enumerate(spends, 1):
+            if getattr(s, key) is None:
+                raise ValueError(f"{caller}: the file '{source}' has spend #{k} without {key}, which a "
+                                 f"{composition!r} ledger needs. Restore the ledger from a copy.")
+        acc._ledger = Ledger(acc.total, composition, spends)
+        acc._path, acc._on_disk = source, text
+        return acc
+
+    @classmethod
+    def open(cls, path, total: Privacy, composition: str = "basic") -> Accountant:
+        """The session in the ledger file ``path`` if it exists (with this total and composition), else a new one
+        written there: the one call a script run many times needs.
+
+        Examples
+        --------
+        >>> import mmopt, os, tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> ledger = os.path.join(tmp.name, "budget.json")
+        >>> _ = Accountant.open(ledger, mmopt.Privacy(1.0)).spend(mmopt.Privacy(0.3), "first run")
+        >>> Accountant.open(ledger, mmopt.Privacy(1.0)).remaining.epsilon       # the second run sees it
+        0.7
+        >>> tmp.cleanup()
+        """
+        caller = "Accountant.open"
+        target = check_path(path, caller)
+        fresh = cls(total, composition)  # checks total and composition
+        if not target.exists():
+            fresh._write(target, fresh._ledger, caller, new=True)
+            return fresh
+        acc = cls.load(target)
+        if (acc.total.epsilon, acc.total.delta, acc.composition) != (total.epsilon, total.delta, composition):
+            raise ValueError(f"{caller}: the ledger file '{target}' records total ε={fmt(acc.total.epsilon)}, "
+                             f"δ={fmt(acc.total.delta)} with {acc.composition!r} composition, not "
+                             f"ε={fmt(total.epsilon)}, δ={fmt(total.delta)} with {composition!r}. A budget cannot "
+                             "change once spent from: pass the recorded total, or use another file for other data.")
+        return acc
+
+    def save(self, path=None, *, overwrite: bool = False) -> Path:
+        """Write the ledger as JSON, atomically (a temporary file, then ``os.replace``); later spends go there too.
+
+        ``path=None`` rewrites this session's own file. Another path must not exist unless ``overwrite=True``:
+        replacing another ledger would erase the budget it records. Returns the path written.
+        """
+        caller = "Accountant.save"
+        if path is None and self._path is None:
+            raise ValueError(f"The 'path' parameter of {caller} is needed: this session has no ledger file yet. "
+                             "Give one, e.g. acc.save('budget.json').")
+        target = self._path if path is None else check_path(path, caller)
+        own = target == self._path
+        if not own and target.exists() and not overwrite:
+            raise FileExistsError(f"{caller}: the file '{target}' already exists. Pass overwrite=True to replace "
+                                  "it, or choose another path.")
+        self._write(target, self._ledger, caller, new=not own, replace=overwrite)
+        return target
+
+    # -- reading -------------------------------------------------------------------------------------------
+    def summary(self) -> str:
+        """The session for people: total, spent, remaining, then one line per spend.
+
+        Examples
+        --------
+        >>> import mmopt
+        >>> acc = Accountant(mmopt.Privacy(1.0, 1e-6))
+        >>> _ = acc.spend(mmopt.Privacy(0.5), "svt", what="sparse_vector, c=3, OpenDP noise")
+        >>> print(acc.summary())  # doctest: +ELLIPSIS
+        Accountant, basic composition (ε and δ add)
+          total      ε=1, δ=1e-06
+          spent      ε=0.5, δ=0 in 1 spend
+          remaining  ε=0.5, δ=1e-06
+          #  label  ε    δ  ρ  source    status  what                              time (UTC)
+          1  svt    0.5  0  —  declared  spent   sparse_vector, c=3, OpenDP noise  20...
+        """
+        return _report.summary(self._ledger)
+
+    def __repr__(self) -> str:
+        return _report.one_line(self._ledger)
+
+    # -- internals -----------------------------------------------------------------------------------------
+    def _record(self, ledger: Ledger, caller: str) -> None:
+        """Make ``ledger`` the record: the file first (if any), so that memory never runs ahead of it."""
+        if self._path is not None:
+            self._write(self._path, ledger, caller)
+        self._ledger = ledger
+
+    def _settle(self, ledger: Ledger, caller: str, consequence: str) -> None:
+        """Replace a pending entry after :func:`mmopt.release` returned or raised: memory always takes ``ledger``;
+        a file that cannot be written keeps the pending entry (an overcount, never an undercount) and warns."""
+        self._ledger = ledger
+        if self._path is None:
+            return
+        try:
+            self._write(self._path, ledger, caller)
+        except (OSError, ValueError) as exc:
+            warnings.warn(f"{caller}: the ledger file '{self._path}' could not be updated ({exc}): {consequence} "
+                          "as pending, in full. Call acc.save() once the file is writable.", RuntimeWarning,
+                          stacklevel=3)
+
+    def _write(self, target: Path, ledger: Ledger, caller: str, *, new: bool = False,
+               replace: bool = False) -> None:
+        """Write ``ledger`` to ``target`` and make it this session's file. ``new``: a file this session did not
+        read (created exclusively unless ``replace``); else this session's own file, which must be as it left it."""
+        if not new and self._on_disk is not None:
+            try:
+                current = target.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                current = None
+            if current != self._on_disk:
+                raise ValueError(f"{caller}: the ledger file '{target}' changed since this session read it (another "
+                                 "run spent from it, or it was moved). Load it again with Accountant.load and "
+                                 "retry: this session did not write to it.")
+        if target.is_dir():
+            raise ValueError(f"The 'path' parameter of {caller} names a directory, '{target}'. Give a file name.")
+        if not target.parent.is_dir():
+            raise FileNotFoundError(f"{caller}: the directory '{target.parent}' does not exist. Create it first.")
+        text = lg.dumps(ledger.total.epsilon, ledger.total.delta, ledger.composition, ledger.spends)
+        lg.write_atomically(target, text, exclusive=new and not replace)
+        self._path, self._on_disk = target, text
+
+    def _label(self, label, kind: str, caller: str) -> str:
+        if label is None:
+            return f"{kind} {len(self.spends) + 1}"
+        return v.check_str(label, name="label", caller=caller)
+
+
+def _verified(pending: Spend, privacy: Privacy, out, composition: str) -> Spend:
+    """The ledger entry of a finished release: OpenDP's verified loss and the ρ of the noise actually drawn."""
+    loss = out.verified_loss
+    if isinstance(loss, tuple):
+        eps, delta = float(loss[0]), float(loss[1])
+    elif loss is not None:
+        eps, delta = float(loss), 0.0
+    else:  # never for mmopt.release; the requested budget bounds the loss
+        eps, delta = privacy.epsilon, privacy.delta
+    gaussian = out.noise == "gaussian"
+    if gaussian:
+        rho = z.gaussian_rho(out.sensitivity, out.noise_scale)
+    else:
+        rho = z.pure_rho(eps) if composition == "zcdp" else None
+    what = f"{pending.what}, Δ={out.sensitivity:.6g}, {'σ' if gaussian else 'b'}={out.noise_scale:.6g}"
+    return Spend(pending.label, what, eps, delta, rho, pending.time, "release", "spent")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _name(obj) -> str:
+    name = getattr(obj, "name", None)
+    return name if isinstance(name, str) else f"{type(obj).__name__} of shape {getattr(obj, 'shape', '?')}"

@@ -1,0 +1,404 @@
+"""The privacy budget accountant (mmopt.accounting): composition arithmetic, refusal before any noise, zCDP
+accounting of the noise actually drawn, OpenDP's conversion, the JSON ledger, and the input messages."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt import Accountant, Privacy, strategy, workload
+from mmopt.accounting import Budget, epsilon_of_rho, gaussian_rho, max_rho, pure_rho
+
+dp = pytest.importorskip("opendp.prelude")
+dp.enable_features("contrib")
+
+W16, H16 = workload.prefix(16), strategy.hierarchical(16)
+X16 = np.arange(16, dtype=float)
+
+
+def _opendp_epsilon(rho_measurement, delta: float, d_in: float) -> float:
+    """ε of OpenDP's own chain make_fix_delta(make_zCDP_to_approxDP(M), δ) at d_in."""
+    return dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(rho_measurement), delta).map(d_in)[0]
+
+
+@pytest.fixture
+def no_noise(monkeypatch):
+    """Every way to noise: mmopt.release's dispatch and the OpenDP measurement itself fail the test if called."""
+    def forbidden(*args, **kwargs):
+        raise AssertionError("noise was drawn")
+
+    monkeypatch.setattr(mmopt.dispatch, "release", forbidden)
+    monkeypatch.setattr(mmopt._opendp, "measure", forbidden)
+
+
+# -- basic composition -----------------------------------------------------------------------------------------
+def test_basic_composition_adds_epsilon_and_delta():
+    acc = Accountant(Privacy(1.0, 1e-6))
+    acc.spend(Privacy(0.3, 1e-7), "a")
+    acc.spend(Privacy(0.2), "b")
+    acc.spend(Privacy(0.25, 2e-7), "c")
+    assert acc.spent == Budget(0.75, 3e-7)                 # 0.3 + 0.2 + 0.25, 1e-7 + 0 + 2e-7, by hand
+    assert acc.remaining == Budget(0.25, 7e-7)
+    assert [s.label for s in acc.spends] == ["a", "b", "c"]
+    assert all(s.source == "declared" and s.status == "spent" and s.rho is None for s in acc.spends)
+    assert acc.can_spend(Privacy(0.25, 7e-7)) and not acc.can_spend(Privacy(0.25, 8e-7))
+    assert not acc.can_spend(Privacy(0.2500001))
+
+
+def test_basic_sums_are_exact_in_the_decimals_written():
+    acc = Accountant(Privacy(1.0))
+    for _ in range(10):                                     # float64 sums these to 0.9999999999999999
+        acc.spend(Privacy(0.1))
+    assert acc.spent.epsilon == 1.0 and acc.remaining.epsilon == 0.0
+    with pytest.raises(ValueError, match="The budget is used up"):
+        acc.spend(Privacy(1e-9))
+    acc = Accountant(Privacy(1.0))
+    for eps in (0.1, 0.2, 0.7):                             # exact binary values sum to 1 + 2e-17
+        acc.spend(Privacy(eps))
+    assert acc.remaining.epsilon == 0.0
+
+
+def test_refusal_states_what_remains_and_the_remedy():
+    acc = Accountant(Privacy(1.0, 1e-6))
+    acc.spend(Privacy(0.7, 4e-7))
+    with pytest.raises(ValueError) as err:
+        acc.spend(Privacy(0.5), "too much")
+    msg = str(err.value)
+    assert msg.startswith("Accountant.spend: spending ε=0.5, δ=0 would exceed the total budget ε=1, δ=1e-06")
+    assert "1 spend has used ε=0.7, δ=4e-07" in msg
+    assert "remaining ε=0.3, δ=6e-07" in msg and "Privacy(0.3, 6e-07)" in msg
+    assert len(acc.spends) == 1                             # nothing recorded
+    acc.spend(Privacy(0.3, 6e-07))                          # the suggested remedy is accepted
+    assert acc.remaining == Budget(0.0, 0.0)
+
+
+def test_refused_release_draws_no_noise(no_noise):
+    acc = Accountant(Privacy(1.0))
+    acc.spend(Privacy(0.8))
+    with pytest.raises(ValueError, match=r"Accountant.release: spending ε=0.5, δ=0 would exceed"):
+        acc.release(W16, H16, X16, Privacy(0.5))
+    zc = Accountant(Privacy(1.0, 1e-6), "zcdp")
+    with pytest.raises(ValueError, match=r"Accountant.release: spending ρ=.* \(zCDP, ρ ≤ 0.0243"):
+        zc.release(W16, H16, X16, Privacy(0.5))             # ε = 0.5 Laplace is ρ = 0.125 > 0.0244
+    with pytest.raises(ValueError, match="exceed"):
+        zc.release(W16, H16, X16, Privacy(1.5, 1e-6))       # a Gaussian verified at ε = 1.5 may use more
+    assert len(acc.spends) == 1 and zc.spends == ()
+
+
+def test_release_records_opendp_verified_loss():
+    acc = Accountant(Privacy(1.0, 1e-6))
+    lap = acc.release(W16, H16, X16, Privacy(0.25), label="prefixes")
+    gau = acc.release(W16, H16, X16, Privacy(0.5, 5e-7))
+    first, second = acc.spends
+    assert (first.label, first.source, first.status) == ("prefixes", "release", "spent")
+    assert first.epsilon == lap.verified_loss and first.delta == 0.0 and first.rho is None
+    assert (second.epsilon, second.delta) == gau.verified_loss and second.label == "release 2"
+    assert second.rho == pytest.approx(gau.sensitivity**2 / (2 * gau.noise_scale**2), rel=1e-12)
+    assert "gaussian noise on strategy 'H2' for workload 'prefix(16)'" in second.what
+    spent = acc.spent
+    assert spent.epsilon == float(Fraction(repr(lap.verified_loss)) + Fraction(repr(gau.verified_loss[0])))
+    assert spent.epsilon <= 0.75 and spent.delta <= 5e-7
+
+
+def test_failed_release_is_not_recorded(monkeypatch, tmp_path):
+    acc = Accountant(Privacy(1.0), path=tmp_path / "ledger.json")
+    before = (tmp_path / "ledger.json").read_text()
+
+    def fails(*args, **kwargs):
+        raise ValueError("release: OpenDP found no noise scale")
+
+    monkeypatch.setattr(mmopt.dispatch, "release", fails)
+    with pytest.raises(ValueError, match="no noise scale"):
+        acc.release(W16, H16, X16, Privacy(0.5))
+    assert acc.spends == () and (tmp_path / "ledger.json").read_text() == before
+
+
+def test_pending_entry_is_on_disk_before_the_noise(monkeypatch, tmp_path):
+    path = tmp_path / "ledger.json"
+    acc = Accountant(Privacy(1.0), path=path)
+    real = mmopt.dispatch.release
+    seen = []
+
+    def check_then_release(*args, **kwargs):
+        seen.append(json.loads(path.read_text())["spends"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mmopt.dispatch, "release", check_then_release)
+    acc.release(W16, H16, X16, Privacy(0.4), label="first")
+    assert [(s["label"], s["status"], s["epsilon"]) for s in seen[0]] == [("first", "pending", 0.4)]
+    on_disk = json.loads(path.read_text())["spends"]
+    assert [(s["label"], s["status"]) for s in on_disk] == [("first", "spent")]
+    # an interrupted run leaves the pending entry, which a new session counts in full
+    pending = dict(on_disk[0], status="pending", label="crashed")
+    path.write_text(json.dumps(dict(json.loads(path.read_text()), spends=on_disk + [pending])))
+    again = Accountant.load(path)
+    assert again.spent.epsilon == 0.8 and "pending" in again.summary()
+
+
+def test_remaining_spends_the_rest_and_privacy_is_never_defaulted():
+    acc = Accountant(Privacy(1.0))
+    acc.spend(Privacy(0.3))
+    with pytest.raises(TypeError, match="'privacy' parameter of Accountant.release must be a Privacy"):
+        acc.release(W16, H16, X16, None)
+    out = acc.release(W16, H16, X16, "remaining")
+    assert out.noise == "laplace" and out.verified_loss <= 0.7
+    assert acc.spends[-1].epsilon == out.verified_loss
+    assert acc.remaining.epsilon == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(ValueError, match="exceed"):
+        acc.release(W16, H16, X16, Privacy(0.01))
+
+
+def test_remaining_after_everything_is_spent(no_noise):
+    acc = Accountant(Privacy(1.0))
+    acc.spend(Privacy(1.0))
+    with pytest.raises(ValueError, match=r"privacy='remaining' asks for the rest of the budget, but it is used up"):
+        acc.release(W16, H16, X16, "remaining")
+
+
+# -- zCDP ------------------------------------------------------------------------------------------------------
+def test_zcdp_rho_adds_and_converts_with_opendp():
+    acc = Accountant(Privacy(3.0, 1e-6), "zcdp")
+    acc.spend(Privacy(0.5), "laplace count")                 # ρ = ε²/2 = 0.125
+    acc.spend(rho=0.05, label="gaussian elsewhere")
+    assert [s.rho for s in acc.spends] == [0.125, 0.05]
+    assert acc.spends[1].epsilon is None and acc.spends[1].delta is None
+    spent = acc.spent
+    assert spent.rho == 0.175 and spent.delta == 1e-6
+    gauss = dp.m.make_gaussian(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), 1.0)
+    d_in = math.sqrt(2 * 0.175)
+    assert gauss.map(d_in) >= 0.175
+    assert spent.epsilon == _opendp_epsilon(gauss, 1e-6, d_in)
+    assert spent.epsilon <= 0.175 + 2 * math.sqrt(0.175 * math.log(1e6))   # Bun & Steinke, Prop. 1.3
+    assert acc.remaining.rho == pytest.approx(max_rho(3.0, 1e-6) - 0.175, rel=1e-12)
+
+
+def test_conversion_matches_opendp_map():
+    for sigma, d_in, delta in [(2.0, 1.0, 1e-6), (10.0, 3.0, 1e-9), (0.5, 1.0, 1e-5)]:
+        gauss = dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T=float, nan=False)),
+                                   dp.l2_distance(T=float), sigma)
+        rho = gauss.map(d_in)
+        assert rho == pytest.approx(d_in**2 / (2 * sigma**2), rel=1e-15) and gaussian_rho(d_in, sigma) == rho
+        opendp_eps = _opendp_epsilon(gauss, delta, d_in)    # the stand-in may see ρ an ulp higher: never lower
+        assert opendp_eps <= epsilon_of_rho(rho, delta) <= opendp_eps * (1 + 1e-14)
+    lap = dp.m.make_laplace(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), 4.0)
+    assert pure_rho(0.25) == dp.c.make_pureDP_to_zCDP(lap).map(1.0) == 0.03125
+    assert epsilon_of_rho(0.0, 1e-6) == 0.0 and math.isinf(epsilon_of_rho(1e7, 1e-6))
+
+
+def test_max_rho_inverts_the_conversion():
+    for eps, delta in [(1.0, 1e-6), (0.1, 1e-9), (8.0, 1e-5)]:
+        r = max_rho(eps, delta)
+        assert epsilon_of_rho(r, delta) <= eps < epsilon_of_rho(math.nextafter(r, math.inf), delta)
+        L = math.log(1 / delta)
+        assert r >= (math.sqrt(L + eps) - math.sqrt(L)) ** 2     # OpenDP's conversion beats Prop. 1.3
+
+
+def test_zcdp_gaussian_release_records_rho_of_the_noise_drawn():
+    acc = Accountant(Privacy(2.0, 1e-6), "zcdp")
+    out = acc.release(W16, H16, X16, Privacy(1.0, 1e-6))
+    spend = acc.spends[0]
+    assert spend.rho == pytest.approx(out.sensitivity**2 / (2 * out.noise_scale**2), rel=1e-12)
+    assert spend.rho <= max_rho(1.0, 1e-6) * (1 + 4e-16)     # the bound the check used, to an ulp
+    assert spend.rho == pytest.approx(max_rho(1.0, 1e-6), rel=1e-9)  # OpenDP calibrated σ to the edge
+    assert (spend.epsilon, spend.delta) == out.verified_loss
+    # one release at the total's δ: the composed ε is OpenDP's verified ε of that release
+    assert acc.spent.epsilon == pytest.approx(out.verified_loss[0], rel=1e-12)
+    out2 = acc.release(W16, H16, X16, "remaining")  # the rest, as one Gaussian release at δ = 1e-6
+    assert out2.noise == "gaussian" and out2.privacy.delta == 1e-6
+    assert acc.spent.epsilon <= 2.0 and acc.remaining.rho < 1e-8 * max_rho(2.0, 1e-6)
+    with pytest.raises(ValueError, match="exceed"):
+        acc.spend(Privacy(1e-3))
+
+
+def test_zcdp_refuses_what_has_no_rho():
+    acc = Accountant(Privacy(1.0, 1e-6), "zcdp")
+    with pytest.raises(ValueError, match=r"The 'privacy' parameter of Accountant.spend has delta > 0 in a zCDP"):
+        acc.spend(Privacy(0.5, 1e-7))
+    basic = Accountant(Privacy(1.0))
+    with pytest.raises(ValueError, match=r"The 'rho' parameter of Accountant.spend needs composition='zcdp'"):
+        basic.spend(rho=0.1)
+
+
+def test_implicit_release_goes_through_the_accountant():
+    W = workload.kron(workload.prefix(70), workload.identity(60))          # 4,200 cells: implicit
+    A = strategy.kron(strategy.hierarchical(70), strategy.identity(60))
+    acc = Accountant(Privacy(1.0))
+    out = acc.release(W, A, np.ones((70, 60)), Privacy(0.5))
+    assert type(out).__name__ == "StructuredOutput" and acc.spends[0].epsilon == out.verified_loss
+    assert "'H2⊗identity'" in acc.spends[0].what
+
+
+# -- the ledger file -------------------------------------------------------------------------------------------
+def test_ledger_round_trip(tmp_path):
+    path = tmp_path / "budget.json"
+    acc = Accountant(Privacy(1.0, 1e-6), "zcdp", path=path)
+    acc.spend(Privacy(0.1), "svt", what="sparse_vector, OpenDP noise")
+    acc.spend(rho=0.003)
+    again = Accountant.load(path)
+    assert again.ledger == acc.ledger and again.path == path
+    assert again.spent == acc.spent and again.remaining == acc.remaining
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert doc["format"] == "mmopt-privacy-ledger" and doc["composition"] == "zcdp"
+    assert doc["total"] == {"epsilon": 1.0, "delta": 1e-06} and len(doc["spends"]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["budget.json"]   # no temporary file left
+    # a session kept in memory, saved later; the file then follows every spend
+    mem = Accountant(Privacy(2.0))
+    mem.spend(Privacy(0.5))
+    assert mem.save(tmp_path / "mem.json") == tmp_path / "mem.json"
+    mem.spend(Privacy(0.25))
+    assert Accountant.load(tmp_path / "mem.json").spent.epsilon == 0.75
+
+
+def test_open_continues_a_ledger_across_runs(tmp_path):
+    path = tmp_path / "runs.json"
+    Accountant.open(path, Privacy(1.0)).spend(Privacy(0.4), "run 1")
+    second = Accountant.open(path, Privacy(1.0))
+    assert second.spent.epsilon == 0.4
+    second.spend(Privacy(0.6), "run 2")
+    with pytest.raises(ValueError, match="exceed"):
+        Accountant.open(path, Privacy(1.0)).spend(Privacy(0.1))
+    with pytest.raises(ValueError, match=r"records total ε=1, δ=0 with 'basic' composition, not ε=2"):
+        Accountant.open(path, Privacy(2.0))
+
+
+def test_ledger_files_are_never_silently_replaced(tmp_path):
+    path = tmp_path / "budget.json"
+    Accountant(Privacy(1.0), path=path)
+    with pytest.raises(FileExistsError, match="already exists. Continue it with Accountant.load"):
+        Accountant(Privacy(1.0), path=path)
+    other = Accountant(Privacy(5.0))
+    with pytest.raises(FileExistsError, match="Pass overwrite=True"):
+        other.save(path)
+    other.save(path, overwrite=True)
+    assert Accountant.load(path).total.epsilon == 5.0
+    with pytest.raises(ValueError, match=r"The 'path' parameter of Accountant.save is needed"):
+        Accountant(Privacy(1.0)).save()
+
+
+def test_a_ledger_changed_by_another_run_is_not_overwritten(tmp_path):
+    path = tmp_path / "budget.json"
+    Accountant(Privacy(1.0), path=path)
+    one, two = Accountant.load(path), Accountant.load(path)
+    one.spend(Privacy(0.6))
+    with pytest.raises(ValueError, match="changed since this session read it"):
+        two.spend(Privacy(0.6))                             # together they would spend 1.2
+    assert two.spends == () and Accountant.load(path).spent.epsilon == 0.6
+
+
+def test_unwritable_ledger_after_the_noise_keeps_the_spend(monkeypatch, tmp_path):
+    from mmopt.accounting import _ledger
+
+    acc = Accountant(Privacy(1.0), path=tmp_path / "budget.json")
+    real, calls = _ledger.write_atomically, []
+
+    def second_write_fails(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_ledger, "write_atomically", second_write_fails)
+    with pytest.warns(RuntimeWarning, match="could not be updated .*disk full.*: the release is done, but the "
+                                            "file still counts it at the requested budget as pending"):
+        acc.release(W16, H16, X16, Privacy(0.5))
+    assert acc.spends[0].status == "spent"                  # memory has it; the file counts it as pending
+    assert json.loads((tmp_path / "budget.json").read_text())["spends"][0]["status"] == "pending"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d.update(format="other"), "is not an mmopt privacy ledger"),
+    (lambda d: d.update(version=2), "has ledger version 2"),
+    (lambda d: d.update(extra=1), "has keys"),
+    (lambda d: d["spends"][0].update(epsilon=-0.1), "has spend #1 epsilon = -0.1, not a finite number >= 0"),
+    (lambda d: d["spends"][0].pop("time"), "has spend #1 without exactly the keys"),
+    (lambda d: d["spends"][0].update(status="maybe"), "status 'maybe'"),
+    (lambda d: d["total"].update(delta=1.5), "records a total that is not valid"),
+])
+def test_damaged_ledgers_are_refused(tmp_path, edit, message):
+    path = tmp_path / "budget.json"
+    Accountant(Privacy(1.0), path=path).spend(Privacy(0.1))
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=message):
+        Accountant.load(path)
+
+
+def test_an_overspent_ledger_loads_and_refuses_everything(tmp_path):
+    path = tmp_path / "budget.json"
+    Accountant(Privacy(1.0), path=path).spend(Privacy(0.5))
+    path.write_text(path.read_text().replace('"epsilon": 0.5', '"epsilon": 1.5'))   # edited by hand
+    acc = Accountant.load(path)
+    assert acc.spent.epsilon == 1.5 and acc.remaining.epsilon == 0.0
+    assert "OVER BUDGET" in acc.summary()
+    with pytest.raises(ValueError, match="The budget is used up"):
+        acc.spend(Privacy(1e-6))
+
+
+def test_non_json_numbers_and_missing_files(tmp_path):
+    path = tmp_path / "budget.json"
+    Accountant(Privacy(1.0), path=path).spend(Privacy(0.1))
+    path.write_text(path.read_text().replace('"epsilon": 0.1', '"epsilon": NaN'))
+    with pytest.raises(ValueError, match=r"Accountant.load: the file '.*budget.json' holds the non-JSON number NaN"):
+        Accountant.load(path)
+    with pytest.raises(FileNotFoundError, match="there is no ledger file"):
+        Accountant.load(tmp_path / "missing.json")
+
+
+# -- reading it ------------------------------------------------------------------------------------------------
+def test_repr_and_summary():
+    acc = Accountant(Privacy(1.0, 1e-6), "zcdp")
+    acc.spend(Privacy(0.1), "first")
+    text = repr(acc)
+    assert text.startswith("Accountant(zcdp: total ε=1, δ=1e-06; spent ρ=0.005 (ε=") and "in 1 spend;" in text
+    lines = acc.summary().splitlines()
+    assert lines[0] == "Accountant, zCDP composition (ρ adds; converted to (ε, δ) by OpenDP)"
+    assert lines[1] == "  total      ε=1, δ=1e-06 (ρ ≤ 0.024356)"               # max_rho(1, 1e-6) = 0.0243560
+    assert lines[3].startswith("  remaining  ρ=0.019356: one Gaussian release at ε=")
+    assert lines[-1].split()[:7] == ["1", "first", "0.1", "0", "0.005", "declared", "spent"]
+
+
+# -- input checks ----------------------------------------------------------------------------------------------
+def test_bad_inputs_are_named():
+    with pytest.raises(TypeError, match=r"The 'total' parameter of Accountant must be a Privacy, e\.g\. Privacy\("
+                                        r"epsilon=1\.0\) or Privacy\(1\.0, 1e-6\)\. Got 1\.0 \(float\) instead"):
+        Accountant(1.0)
+    with pytest.raises(ValueError, match=r"The 'composition' parameter of Accountant must be one of 'basic', 'zcdp'"):
+        Accountant(Privacy(1.0), "advanced")
+    with pytest.raises(ValueError, match=r"The 'total' parameter of Accountant must have delta > 0 with "
+                                         r"composition='zcdp'"):
+        Accountant(Privacy(1.0), "zcdp")
+    acc = Accountant(Privacy(1.0))
+    with pytest.raises(TypeError, match=r"The 'privacy' parameter of Accountant.spend must be a Privacy.*"
+                                        r"Got 0.5 \(float\) instead"):
+        acc.spend(0.5)
+    with pytest.raises(TypeError, match=r"The 'privacy' parameter of Accountant.release must be a Privacy"):
+        acc.release(W16, H16, X16, {"epsilon": 1.0})
+    with pytest.raises(ValueError, match=r"Accountant.spend needs exactly one of 'privacy' .* Got neither"):
+        acc.spend()
+    with pytest.raises(TypeError, match=r"The 'label' parameter of Accountant.spend must be a str. Got int"):
+        acc.spend(Privacy(0.1), 7)
+    with pytest.raises(TypeError, match=r"The 'path' parameter of Accountant.load must be a non-empty str"):
+        Accountant.load(None)
+    zc = Accountant(Privacy(1.0, 1e-6), "zcdp")
+    with pytest.raises(ValueError, match=r"Accountant.spend needs exactly one of .* Got both"):
+        zc.spend(Privacy(0.1), rho=0.1)
+    with pytest.raises(ValueError, match=r"The 'rho' parameter of Accountant.spend must be a float in the range"):
+        zc.spend(rho=-1.0)
+    assert acc.spends == () and zc.spends == ()
+
+
+def test_zcdp_needs_opendp_basic_does_not(monkeypatch):
+    monkeypatch.setitem(sys.modules, "opendp", None)
+    monkeypatch.setitem(sys.modules, "opendp.prelude", None)
+    with pytest.raises(ImportError, match=r"Accountant needs OpenDP for zCDP accounting.*composition='basic'"):
+        Accountant(Privacy(1.0, 1e-6), "zcdp")
+    acc = Accountant(Privacy(1.0))
+    acc.spend(Privacy(0.5), what="mwem, numpy noise: simulation only")
+    assert acc.remaining.epsilon == 0.5
