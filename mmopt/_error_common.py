@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mmopt import _validation as v
-from mmopt._strategy_core import NORMS, Strategy
+from mmopt._strategy_core import NORMS, Strategy, column_norm_parts, norm_from_parts
 from mmopt._workload_core import Workload
 from mmopt.privacy import Privacy
 
@@ -110,7 +110,20 @@ def resolve_norm(privacy: Privacy | None, norm: str | None, caller: str) -> str:
 
 
 def scaled_sensitivity(As: np.ndarray, norm: str) -> float:
-    """Largest column norm of a matrix already scaled to max|entry| in [0.5, 1): no under/overflow."""
-    if norm == "l1":
-        return float(np.max(np.sum(np.abs(As), axis=0)))
-    return float(np.sqrt(np.max(np.sum(As * As, axis=0))))
+    """Largest column norm of a matrix already scaled to max|entry| in [0.5, 1), e.g. by
+    :func:`mmopt.profile.scaled_profile`: in [1/2, p] (L1) or [1/2, √p] (L2), so it never under- or overflows.
+
+    The same computation as every other sensitivity (:func:`mmopt._strategy_core.column_norm_parts`); for
+    an As of any other scale it is still exact, or raises ValueError when Δ is not a normal float64.
+    """
+    c, k = column_norm_parts(As, norm)
+    return norm_from_parts(float(np.max(c)), k, norm, what="the scaled strategy", caller="scaled_sensitivity")
+
+
+def check_per_query_flag(per_query, caller: str, *, optional: bool = False) -> None:
+    """``per_query`` must be a bool (or None when ``optional``): a string such as 'x' is truthy, never a choice."""
+    if isinstance(per_query, bool | np.bool_) or (optional and per_query is None):
+        return
+    allowed = "True, False or None" if optional else "True or False"
+    raise TypeError(f"The 'per_query' parameter of {caller} must be {allowed}. "
+                    f"Got {per_query!r:.60} ({type(per_query).__name__}) instead.")

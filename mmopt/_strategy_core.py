@@ -18,6 +18,9 @@ from mmopt._workload_core import Workload
 
 NORMS = ("l1", "l2")
 _TINY = np.finfo(float).tiny
+_EPS = np.finfo(float).eps
+_BLOCK_ENTRIES = 2**22  # column norms are taken over blocks of about this many entries (32 MB of float64)
+_LOG10_2 = math.log10(2.0)
 
 
 def _exponent(A: np.ndarray) -> tuple[float, int]:
@@ -26,21 +29,98 @@ def _exponent(A: np.ndarray) -> tuple[float, int]:
     return top, int(np.frexp(top)[1])
 
 
-def max_column_norm(A: np.ndarray, norm: str) -> float:
-    """Largest column L1 or L2 norm of A (p×n), without overflow or underflow in the intermediate sums.
+# -- sensitivity: the one scale-safe computation of Δ, for dense and implicit strategies -----------------
+#
+# A sensitivity is held as a pair (s, k) with Δ (L1) or Δ² (L2) = s·2ᵏ. Each factor's column norms are
+# taken of A·2⁻ᵉ, e from frexp(max|A|) (exact: a power of two), so that the column holding max|A| has
+# s ≥ 1/2 (L1) or ≥ 1/4 (L2) and no sum that can be the maximum over- or underflows; products and sums
+# over the factors and terms of an implicit strategy combine the exponents as integers. Only the final
+# conversion to a float can fail, and then it raises (ValueError) instead of returning 0, a subnormal
+# with lost digits, inf or nan: :func:`norm_from_parts`.
 
-    When max|A|²·p nears either end of float64's range, A is first scaled by 2⁻ᵉ (exact) so that its
-    largest entry is in [0.5, 1); the norm is scaled back by 2ᵉ. Squaring 1e-170 entries directly gives 0
-    and squaring 1e200 entries gives inf; this gives 1e-170·‖·‖ and 1e200·‖·‖. Returns inf only when
-    the norm itself exceeds float64.
+def column_norm_parts(A: np.ndarray, norm: str) -> tuple[np.ndarray, int]:
+    """(c, k): the column L1 norms (``"l1"``) or *squared* L2 norms (``"l2"``) of A are c·2ᵏ.
+
+    c is computed from A·2⁻ᵉ (e from frexp(max|A|), an exact scaling), whose entries are at most 1 in
+    absolute value: max(c) lies in [1/2, p] (L1) or [1/4, p] (L2) for a non-zero A, and k = e or 2e. Columns
+    far below the largest may lose digits to underflow (below 2⁻¹⁰⁷⁴ of max(c) each), never the largest.
+    Works over blocks of columns, so the only temporaries are about 2²² entries. A zero A gives (0, 0).
     """
+    p, n = A.shape
     top, e = _exponent(A)
-    p = A.shape[0]
-    safe = -450 < e and p * top * top < 2.0**1000
-    As = A if safe else np.ldexp(A, -e)
-    s = np.max(np.sum(np.abs(As), axis=0)) if norm == "l1" else np.sqrt(np.max(np.sum(As * As, axis=0)))
-    with np.errstate(over="ignore"):
-        return float(s if safe else np.ldexp(s, e))
+    out = np.zeros(n)
+    if top == 0:
+        return out, 0
+    step = max(1, _BLOCK_ENTRIES // max(p, 1))
+    for j in range(0, n, step):
+        B = A[:, j:j + step] if e == 0 else np.ldexp(A[:, j:j + step], -e)
+        out[j:j + step] = np.sum(np.abs(B), axis=0) if norm == "l1" else np.einsum("ij,ij->j", B, B)
+    return out, e if norm == "l1" else 2 * e
+
+
+def norm_from_parts(s: float, k: int, norm: str, *, what: str = "the strategy", caller: str = "sensitivity",
+                    round_up: bool = False) -> float:
+    """Δ from its parts: Δ = s·2ᵏ (``"l1"``) or Δ = (s·2ᵏ)^{1/2} (``"l2"``), as a *normal* float64.
+
+    ``round_up``: return a float ≥ the exact value of that formula (the square root rounded upwards);
+    otherwise the correctly rounded-to-nearest result (up to one rounding of the square root). The scaling
+    by 2ᵏ is exact for a normal result. Raises ValueError, naming ``what`` and ``caller``, when Δ is zero,
+    below float64's smallest normal number 2⁻¹⁰²² ≈ 2.2e-308 (it would round to 0 or lose digits as a
+    subnormal) or above its largest ≈ 1.8e308: never returns 0, a subnormal, inf or nan for a non-zero A.
+    """
+    s, k = float(s), int(k)
+    if not (math.isfinite(s) and s > 0.0):
+        raise ValueError(f"{caller}: the {norm} sensitivity of {what} came out as {s!r}·2^{k}, which cannot "
+                         "be right for a non-zero strategy (every column norm is finite and one is positive).")
+    if norm == "l2":
+        if k % 2:
+            s, k = 2.0 * s, k - 1  # exact
+        root = math.sqrt(s)
+        s, k = (math.nextafter(root, math.inf) if round_up else root), k // 2
+    m, e = math.frexp(s)  # s = m·2ᵉ, m in [0.5, 1)
+    e += k
+    if e > 1024 or e < -1021:  # Δ ≥ 2¹⁰²⁴ (beyond float64) or Δ < 2⁻¹⁰²² (not a normal float64)
+        log10 = math.log10(m) + e * _LOG10_2
+        side = ("above its largest number, about 1.8e308" if e > 1024
+                else "below its smallest normal number, about 2.2e-308, so it would come out as 0.0 or as a "
+                     "subnormal with lost digits")
+        raise ValueError(
+            f"{caller}: the {norm} sensitivity of {what} (about 1e{log10:.1f}) is outside float64's normal range: "
+            f"{side}. The strategy's scale is outside float64's range: rescale it (multiply its entries, or a "
+            "term's weight, by a power of ten; A and cA have the same error, and noise is calibrated to the "
+            "rescaled A).")
+    return math.ldexp(m, e)
+
+
+def max_column_norm(A: np.ndarray, norm: str, *, what: str = "the matrix", caller: str = "max_column_norm") -> float:
+    """Largest column L1 or L2 norm of A (p×n), exact to rounding at any scale (:func:`column_norm_parts`).
+
+    Squaring 1e-170 entries directly gives 0 and squaring 1e200 entries gives inf; this gives 1e-170·‖·‖ and
+    1e200·‖·‖. Raises ValueError (:func:`norm_from_parts`) when the norm itself is not a normal float64.
+    """
+    c, k = column_norm_parts(A, norm)
+    return norm_from_parts(float(np.max(c)), k, norm, what=what, caller=caller)
+
+
+def max_column_norm_upper(A: np.ndarray, norm: str, *, what: str = "the strategy",
+                          caller: str = "max_column_norm_upper") -> float:
+    """A proven upper bound on the largest column L1/L2 norm of A, for a privacy proof (OpenDP's d_in).
+
+    From :func:`column_norm_parts`: A·2⁻ᵉ is exact; each sum of p non-negative terms, in any order, is within
+    γ_{p−1}·s of its true value s (γ_k = k·u/(1 − k·u), u = 2⁻⁵³); each square adds ≤ u relative, plus at
+    most 2⁻¹⁰⁷⁵ absolute if it underflows (≤ p·2⁻¹⁰⁷³ relative to the largest column, whose sum is ≥ 1/4).
+    Inflating the computed maximum by (1 + 4(p + 2)u) covers all of this and the rounding of the inflation
+    itself; the square root is rounded upwards and the scaling by 2ᵏ is exact; a final ``nextafter`` adds
+    one more ulp of margin. Raises ValueError when the bound is not a normal float64.
+    """
+    c, k = column_norm_parts(A, norm)
+    s = float(np.max(c)) * (1.0 + 4.0 * (A.shape[0] + 2) * _EPS / 2)
+    d = norm_from_parts(math.nextafter(s, math.inf), k, norm, what=what, caller=caller, round_up=True)
+    d = math.nextafter(d, math.inf)
+    if not math.isfinite(d):
+        raise ValueError(f"{caller}: the {norm} sensitivity of {what} is within one ulp of float64's "
+                         "largest number, so no upper bound is representable. Rescale the strategy.")
+    return d
 
 
 def _psd_eigh(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -84,7 +164,7 @@ class Strategy:
         top, _ = _exponent(A)
         if top == 0:
             raise ValueError("The 'matrix' parameter of Strategy must have a non-zero entry. Got all zeros.")
-        if top * A.shape[0] > 2.0**1020 and not math.isfinite(max_column_norm(A, "l1")):
+        if top * A.shape[0] > 2.0**1020 and _l1_overflows(A):
             raise ValueError(
                 f"The 'matrix' parameter of Strategy has a column whose L1 norm exceeds float64 (max |A| = "
                 f"{top:.3g}), so its sensitivity is not representable. Rescale A: A and cA have the same error."
@@ -146,14 +226,22 @@ class Strategy:
     def sensitivity(self, norm: str = "l1") -> float:
         """Largest column norm of A: L1 for ε-DP (Prop. 1), L2 for (ε,δ)-DP (Thm 5.22).
 
-        Computed at a power-of-two scale (:func:`max_column_norm`): exact to rounding for any finite A.
+        Computed at a power-of-two scale (:func:`max_column_norm`): exact to rounding for any finite A, and
+        never 0, inf or nan. An L2 sensitivity below float64's smallest normal number (entries below about
+        1e-308) raises ValueError: rescale A.
         """
         v.check_choice(norm, name="norm", caller="Strategy.sensitivity", choices=NORMS)
-        return max_column_norm(self.matrix, norm)
+        return max_column_norm(self.matrix, norm, what=f"strategy '{self.name}'", caller="Strategy.sensitivity")
 
     def __repr__(self) -> str:
         p, n = self.matrix.shape
         return f"Strategy(name={self.name!r}, shape=({p}, {n}))"
+
+
+def _l1_overflows(A: np.ndarray) -> bool:
+    """Whether the largest column L1 norm of A exceeds float64."""
+    c, k = column_norm_parts(A, "l1")
+    return math.frexp(float(np.max(c)))[1] + k > 1024
 
 
 def identity(n: int) -> Strategy:

@@ -12,7 +12,10 @@ dates, and **every complex array**, even one whose imaginary part is zero: mmopt
 a complex matrix is most often an accident (``np.linalg.eig`` output); pass ``M.real`` if it is not.
 
 Memory: :func:`check_allocation` refuses, before allocating, any array of more than
-:data:`MAX_ALLOCATION_ENTRIES` float64 entries, stating the size it would need.
+:data:`MAX_ALLOCATION_ENTRIES` float64 entries, stating the size it would need. It judges one array at a
+time; a computation that holds several at once checks their sum with
+:func:`mmopt._guards.check_working_set` (a share of the memory available), and loop counts (``runs``,
+``rounds``, ``restarts``) are bounded by :func:`mmopt._guards.check_work`.
 """
 
 from __future__ import annotations

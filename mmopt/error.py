@@ -23,15 +23,16 @@ import math
 import numpy as np
 
 from mmopt import _guards as g
-from mmopt import _queries
+from mmopt import _queries, _strategy_analysis
 from mmopt import _validation as v
-from mmopt._error_common import ErrorReport, scaled_sensitivity
+from mmopt._error_common import ErrorReport, check_per_query_flag, scaled_sensitivity
 from mmopt._error_common import as_strategy as _as_strategy  # noqa: F401  (used by mechanism, augment)
 from mmopt._error_common import check_privacy as _check_privacy
 from mmopt._error_common import check_workload as _check_workload
 from mmopt._error_common import resolve_norm as _resolve_norm
 from mmopt._guards import NumericalError
-from mmopt._strategy_analysis import eigen_structure, error_profile, profile_equivalent, query_error, supports
+from mmopt._strategy_analysis import eigen_structure, error_profile, query_error, supports
+from mmopt._strategy_core import column_norm_parts, norm_from_parts
 from mmopt._workload_core import Workload
 from mmopt.privacy import Privacy
 from mmopt.profile import (
@@ -123,9 +124,14 @@ def evaluate(workload: Workload, strategy, privacy: Privacy | None = None, *,
         )
     # Everything below is computed for A·2⁻ᵉ (exact): Δ²·M is invariant under scaling, and a strategy
     # with entries of 10^±170 must neither overflow AᵀA nor underflow Δ.
+    g.check_working_set(_working_set(workload, strategy, per_query), caller=caller,
+                        what=f"evaluating strategy '{strategy.name}' on workload '{workload.name}'",
+                        remedy=" Use per_query=False, a smaller domain, or an implicit (product) workload and "
+                               "strategy (mmopt.workload.kron, mmopt.strategy.kron), which never form n×n.")
     e, As, prof = scaled_profile(strategy)
     prof, spec, unit = _unit_error(workload, As, norm, strategy.name, caller, prof)
     d2 = scaled_sensitivity(As, norm) ** 2
+    sens = _reported_sensitivity(As, e, norm, strategy.name, caller)
 
     mse = g.scaled(unit, privacy, workload.name)
     log10_total = math.log10(unit) + g.log10_variance_factor(privacy) + g.log10_int(m)
@@ -136,11 +142,46 @@ def evaluate(workload: Workload, strategy, privacy: Privacy | None = None, *,
     mx = _queries.max_term(workload, M, terms)
     c_d2 = g.scaled(d2, privacy, workload.name)
     return ErrorReport(
-        workload.name, strategy.name, privacy, workload.domain_size, m, float(np.ldexp(math.sqrt(d2), e)),
+        workload.name, strategy.name, privacy, workload.domain_size, m, sens,
         total, log10_total, mse, math.sqrt(mse),
         None if mx is None else c_d2 * max(mx[0], 0.0), None if mx is None else c_d2 * max(mx[1], 0.0),
         mx is not None and mx[0] == mx[1], None if terms is None else c_d2 * terms,
     )
+
+
+def _reported_sensitivity(As: np.ndarray, e: int, norm: str, name: str, caller: str) -> float:
+    """Δ of A = 2ᵉ·As, by the one scale-safe computation (:func:`mmopt._strategy_core.column_norm_parts`):
+    exact to rounding, or a ValueError when Δ is not a normal float64 (never 0, inf or a subnormal)."""
+    c, k = column_norm_parts(As, norm)
+    return norm_from_parts(float(np.max(c)), k + (e if norm == "l1" else 2 * e), norm,
+                           what=f"strategy '{name}'", caller=caller)
+
+
+def _working_set(workload: Workload, strategy, per_query: bool) -> dict[str, int]:
+    """float64 entries :func:`evaluate` holds at its peak, by part (for :func:`mmopt._guards.check_working_set`).
+
+    Measured with tracemalloc at n = 1,024 (all ranges with H₂, prefix with the wavelet, an explicit 3n×n W
+    with the identity): peaks of 5.1–6.5 n² beyond W's Gram and A; the parts below give 6–8 n² there. Held
+    throughout: A·2⁻ᵉ (p·n), the profile M and its factor B (2 n²), the workload's eigenbasis (n²).
+    Transient, one at a time: the factorisation (A's QR copy p·n, plus 2 n² for the triangular inverse and
+    BBᵀ) or the per-query terms (3.5 n² for all ranges' prefix sums, m·n for an explicit W, 3·2ⁿ for all
+    predicates).
+    """
+    p, n = strategy.matrix.shape
+    m = workload.n_queries
+    fam = workload.family
+    if not per_query:
+        queries = 3 * n * n if fam in ("all_range", "prefix") else 0
+    elif workload.matrix is not None:
+        queries = m * n + 2 * m
+    elif fam == "all_predicate":
+        queries = 3 * 2**n
+    else:
+        queries = 4 * n * n
+    return {f"A scaled by a power of two ({p}×{n})": p * n,
+            f"the profile M = (AᵀA)⁺, its factor and the workload's eigenbasis (3 of {n}×{n})": 3 * n * n,
+            "the factorisation of A or the per-query terms, whichever is larger":
+                max(p * n + 2 * n * n, queries)}
 
 
 def expected_error(workload: Workload, strategy, privacy: Privacy | None = None, *, norm: str | None = None) -> float:
@@ -163,8 +204,26 @@ def svd_bound(workload: Workload, privacy: Privacy | None = None, *, per_query: 
     """
     _check_workload(workload, "svd_bound")
     _check_privacy(privacy, "svd_bound")
+    check_per_query_flag(per_query, "svd_bound")
     mean = g.scaled(_svd_bound_unit(workload), privacy, workload.name)
     return mean if per_query else g.times_int(mean, workload.n_queries, workload.name)
+
+
+def profile_equivalent(first, second, *, rtol: float = 1e-9) -> bool:
+    """Whether two strategies have the same error profile, i.e. AᵀA = BᵀB (Def. 4.10), to ``rtol``.
+
+    ``rtol`` in [0, 1): the largest entry of |AᵀA − BᵀB| relative to the largest entry of either Gram
+    (both computed at a common power-of-two scale, so any finite A and B compare). A negative, non-finite
+    or non-real ``rtol`` raises; rtol ≥ 1 would call unrelated strategies equivalent and is refused too.
+
+    Examples
+    --------
+    >>> from mmopt import strategy
+    >>> profile_equivalent(strategy.hierarchical(8), strategy.square_root(strategy.hierarchical(8)))
+    True
+    """
+    rtol = v.check_real(rtol, name="rtol", caller="profile_equivalent", low=0.0, high=1.0, high_open=True)
+    return _strategy_analysis.profile_equivalent(first, second, rtol=rtol)
 
 
 def gram_svd_bound(G: np.ndarray) -> float:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mmopt import _guards as g
 from mmopt import _validation as v
 from mmopt import dispatch
 from mmopt._error_common import check_privacy
@@ -36,6 +37,14 @@ RECONSTRUCT = ("least_squares", "nnls", "projection")
 Z_95 = 1.959963984540054  # Φ⁻¹(0.975): the two-sided 95% normal quantile
 _BATCH_ENTRIES = 2 * 10**6  # default batch: about this many float64 values (p + n + m per run) per call
 _PROGRESS_ENTRIES = 10**8   # progress=None shows a bar past runs × (p + n + m) values, on a terminal
+# Loop limits (mmopt._guards.check_work). A run costs its Python overhead (~0.1–0.2 ms measured on
+# prefix(8): seeding, one noise draw, bookkeeping; mmopt._guards.ITERATION_OPS) plus, on the dense path, the
+# least-squares estimate and the answers, ~2·(p + m)·n operations; on an implicit pair an iterative solve
+# over its p + N + m values, counted as _RUN_FACTOR_IMPLICIT operations per value (a lower estimate: NNLS and
+# projection cost more). MAX_RUNS caps the count even where MAX_WORK is raised: five per-run float arrays
+# (400 MB at 10⁷ runs), and 10⁷ runs of even the smallest problem take half an hour.
+MAX_RUNS = 10**7
+_RUN_FACTOR_IMPLICIT = 20.0
 
 
 @dataclass(frozen=True)
@@ -226,6 +235,10 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
     reconstruct_options : dict or None
         Passed to :func:`mmopt.matrix_mechanism` when given ("tol", "max_iterations" of the reconstruction).
     runs : int >= 2, default 1000
+        At most :data:`MAX_RUNS` (10⁷), and at most mmopt._guards.MAX_WORK (3·10¹¹, about five minutes)
+        divided by the estimated cost of one run (its ~10⁵-operation overhead plus ~2·(p + m)·n on a dense
+        pair): prefix(8) with H₂ allows about 3·10⁶ runs. Larger values are refused before any work, with the
+        time they would take.
     seed : int >= 0, numpy.random.SeedSequence or None
         Run r uses ``SeedSequence(seed).spawn(runs)[r]``: the same seed gives the same noise whatever
         ``batch`` (results equal up to floating-point round-off of the batched solve; bit-identical for the
@@ -257,7 +270,7 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
     (True, 175.542857)
     """
     t0 = time.perf_counter()
-    runs = v.check_int(runs, name="runs", caller=_CALLER, low=2)
+    runs = _check_runs(runs, 0.0)  # at once, on the overhead alone; refined below once p, n and m are known
     reconstruct = v.check_choice(reconstruct, name="reconstruct", caller=_CALLER, choices=RECONSTRUCT)
     if total is not None:
         total = v.check_real(total, name="total", caller=_CALLER, low=0.0)
@@ -272,6 +285,8 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
     truth, x_l1, p = _truth(workload, strategy, x, _CALLER)
     m, n = truth.shape[0], report.domain_size
     width = p + n + m
+    implicit = isinstance(workload, ImplicitWorkload) or isinstance(strategy, ImplicitStrategy)
+    _check_runs(runs, _RUN_FACTOR_IMPLICIT * width if implicit else 2.0 * (p + m) * n)
     if batch is None:
         batch = max(1, min(runs, _BATCH_ENTRIES // width))
     else:
@@ -279,7 +294,6 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
         v.check_allocation(min(batch, runs) * width, what=f"a batch of {batch} runs of {width} values",
                            caller=_CALLER, remedy=" Pass a smaller 'batch'.")
     show = bool(progress) if progress is not None else runs * width > _PROGRESS_ENTRIES and sys.stderr.isatty()
-    children = ss.spawn(runs)
     T, peak, l1, l2 = (np.empty(runs) for _ in range(4))
     bar = None
     if show:
@@ -287,7 +301,9 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
         bar = tqdm(total=runs, desc=_CALLER, unit="run", file=sys.stderr)
     try:
         for start in range(0, runs, batch):
-            chunk = children[start:start + batch]
+            # successive spawns continue the child numbering: the same children as ss.spawn(runs), without
+            # holding all of them (a SeedSequence is ~1 KB: 10⁶ runs would hold a gigabyte)
+            chunk = ss.spawn(min(batch, runs - start))
             gen = _PerRunStreams(chunk)
             out = dispatch.matrix_mechanism(workload, strategy, x, privacy, rng=gen, size=len(chunk), **options)
             gen.check_consumed()
@@ -314,6 +330,16 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
         pk_mean, _normal_ci(pk_mean, float(peak.std(ddof=1)), runs),
         *(scaled or (None, None, None)), runs, m, reconstruct, total, privacy, int(ss.entropy), batch,
         time.perf_counter() - t0, T)
+
+
+def _check_runs(runs: int, per_run: float) -> int:
+    """Refuse ``runs`` past MAX_RUNS or past mmopt._guards.MAX_WORK at ``per_run`` operations a run (plus a
+    run's fixed Python overhead, mmopt._guards.ITERATION_OPS)."""
+    return g.check_work(runs, name="runs", caller=_CALLER, per_item=g.ITERATION_OPS + per_run, item="runs",
+                        low=2, high=MAX_RUNS,
+                        remedy="Use fewer runs: the 95% interval's half-width shrinks like 1/√runs, so 10⁴ runs "
+                               "already give the mean to about 2% of the spread; for more, split the study into "
+                               "calls with different seeds, or raise mmopt._guards.MAX_WORK.")
 
 
 def _normal_ci(mean: float, std: float, runs: int) -> Interval:

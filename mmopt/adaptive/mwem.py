@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mmopt import _guards as g
 from mmopt import _validation as v
 from mmopt.adaptive._common import (
     AdaptiveResult,
@@ -45,6 +46,13 @@ from mmopt.adaptive._exponential import exponential_mechanism
 __all__ = ["mwem"]
 
 OUTPUTS = ("average", "last")
+# Loop limits (mmopt._guards.check_work): a round costs its Python overhead (~0.05–0.08 ms measured on
+# prefix(8); mmopt._guards.ITERATION_OPS) plus ~3·m·n for W h and the scores; a replayed update ~0.016 ms
+# measured (_UPDATE_OPS) plus ~4n. With the default budget (mmopt._guards.MAX_WORK, about five minutes)
+# that allows ~3·10⁶ rounds on a small workload and refuses, say, rounds=10**9 (a day at least) at once.
+_UPDATE_OPS = 2 * 10**4
+_REMEDY_ROUNDS = ("Use fewer rounds: DPBench uses T = 10, and each round spends ε/T, so beyond a few hundred "
+                  "rounds every measurement drowns in noise; or raise mmopt._guards.MAX_WORK.")
 
 
 def mwem(x, workload, epsilon: float, *, rounds: int = 10, rng=None, total: float | None = None,
@@ -60,14 +68,16 @@ def mwem(x, workload, epsilon: float, *, rounds: int = 10, rng=None, total: floa
     epsilon : float
         Total ε > 0.
     rounds : int, default 10
-        T (DPBench's default).
+        T (DPBench's default). Refused up front when T·(10⁵ + 3·m·n) operations exceed mmopt._guards.MAX_WORK
+        (3·10¹¹, about five minutes): about 3·10⁶ rounds on a small workload.
     rng : numpy.random.Generator, int or None
     total : float or None
         A *public* record count N > 0; None (default) measures it privately with ε₀ = total_fraction·ε.
     total_fraction : float in (0, 1), default 0.1
         Share of ε spent on the total when ``total`` is None.
     replay_passes : int >= 0, default 0
-        0: Algorithm 1's single update per round; k: k passes over all measurements after each round.
+        0: Algorithm 1's single update per round; k: k passes over all measurements after each round
+        (k·T(T+1)/2 updates in all, refused when they exceed mmopt._guards.MAX_WORK as for ``rounds``).
     output : {"average", "last"}
         The paper's average of h₁..h_T, or the last iterate h_T.
 
@@ -91,9 +101,18 @@ def mwem(x, workload, epsilon: float, *, rounds: int = 10, rng=None, total: floa
     n = xf.size
     eps = check_epsilon(epsilon, caller)
     W = query_matrix(workload, n, caller)
-    T = v.check_int(rounds, name="rounds", caller=caller)
-    gen = v.check_rng(rng, name="rng", caller=caller)
+    m = W.shape[0]
+    round_ops = g.ITERATION_OPS + 3 * m * n  # W h, the scores and the exponential mechanism over m queries
+    T = g.check_work(rounds, name="rounds", caller=caller, per_item=round_ops, item="rounds",
+                     remedy=_REMEDY_ROUNDS)
     passes = v.check_int(replay_passes, name="replay_passes", caller=caller, low=0)
+    if passes:  # round t replays all t measurements `passes` times: T(T+1)/2 updates per pass in all
+        updates = T * (T + 1) // 2
+        g.check_work(passes, name="replay_passes", caller=caller, low=0, item="replay passes",
+                     work_of=lambda k: T * round_ops + k * updates * (_UPDATE_OPS + 4 * n),
+                     remedy=f"With rounds={T:,}, each pass replays {updates:,} updates. Use fewer passes (DPBench "
+                            "uses 100 with 10 rounds) or fewer rounds.")
+    gen = v.check_rng(rng, name="rng", caller=caller)
     output = v.check_choice(output, name="output", caller=caller, choices=OUTPUTS)
     delta = float(np.max(np.abs(W)))
     if delta == 0.0:

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mmopt import _guards as g
 from mmopt import _validation as v
-from mmopt._strategy_core import NORMS, Strategy
+from mmopt._strategy_core import NORMS, Strategy, column_norm_parts, max_column_norm
 from mmopt.structured import factors as fc
 from mmopt.structured.workloads import ImplicitWorkload
 
@@ -31,7 +32,7 @@ def check_common(caller: str, workload, norm, restarts, seed, max_iterations, to
         raise TypeError(f"The 'workload' parameter of {caller} must be an ImplicitWorkload (build it with "
                         f"mmopt.structured.kron / union, or mmopt.workload.sf1() etc.). Got {type(workload).__name__}.")
     norm = v.check_choice(norm, name="norm", caller=caller, choices=NORMS)
-    restarts = v.check_int(restarts, name="restarts", caller=caller, low=1)
+    restarts = check_restarts(restarts, workload, caller)
     iters = default_iterations if max_iterations is None else v.check_int(
         max_iterations, name="max_iterations", caller=caller, low=1)
     tol = default_tol if tol is None else v.check_real(tol, name="tol", caller=caller, low=0.0, high=1.0,
@@ -39,6 +40,24 @@ def check_common(caller: str, workload, norm, restarts, seed, max_iterations, to
     if not isinstance(verbose, bool | np.bool_):
         raise TypeError(f"The 'verbose' parameter of {caller} must be a bool. Got {type(verbose).__name__}.")
     return norm, restarts, spawn(seed, restarts, caller), iters, tol
+
+
+# A restart is at least one sweep over the attributes, each solving one factor: an L-BFGS search whose every
+# step factorises an nᵢ×nᵢ matrix (~nᵢ³ operations). The work of a restart is counted as one sweep of one
+# factorisation per attribute plus the Python overhead of a factor solve (RESTART_OVERHEAD): a lower estimate
+# (a search may take up to max_iterations sweeps of many steps each), so only requests that cannot finish in
+# minutes even at that cost are refused, never the defaults on a real workload (5 attributes of 1,000
+# cells allow ~60 restarts).
+RESTART_OVERHEAD = 10**6  # ~1 ms: the floor of one factor solve on a tiny attribute
+
+
+def check_restarts(restarts, workload, caller: str) -> int:
+    """``restarts`` as an int ≥ 1 whose work, restarts × Σᵢ (nᵢ³ + RESTART_OVERHEAD), fits
+    :data:`mmopt._guards.MAX_WORK` (:func:`mmopt._guards.check_work`); refused up front otherwise."""
+    per = sum(n**3 + RESTART_OVERHEAD for n in workload.shape)
+    return g.check_work(restarts, name="restarts", caller=caller, per_item=per, item="restarts",
+                        remedy="Use fewer restarts (3 is the default; the best of a few is usually as good), or "
+                             "raise mmopt._guards.MAX_WORK for a deliberate long search.")
 
 
 def spawn(seed, k: int, caller: str) -> list[np.random.SeedSequence]:
@@ -130,25 +149,40 @@ def factor_traces(A: np.ndarray, roots, floors) -> np.ndarray:
     """tr(G X⁺) = ‖BᵀF‖² for each root F (SVD rank rule of mmopt.error), as mmopt.structured.evaluate takes it.
 
     +∞ where A does not support G, and NaN where the value cannot be right (not finite, or Δ₂²·tr below the
-    factor's SVD bound: a numerically singular A), so that callers can skip such a factor.
+    factor's SVD bound: a numerically singular A; or, at an extreme scale of A, a trace beyond float64's normal
+    range), so that callers can skip such a factor.
     """
-    inv = fc.strategy_inverse(Strategy(A, "factor"))
-    s2 = float((A * A).sum(axis=0).max())
+    # Δ₂(A)²·tr(G X⁺) is scale-invariant, so at an extreme scale of A (|e| > 100) both are taken of A·2⁻ᵉ
+    # (exact), where neither Δ₂² nor tr over- or underflows, and the traces scaled back by 4⁻ᵉ; otherwise
+    # A is used as given.
+    c, k = column_norm_parts(A, "l2")
+    e = k // 2 if abs(k // 2) > 100 else 0
+    As = A if e == 0 else np.ldexp(A, -e)
+    inv = fc.strategy_inverse(Strategy(As, "factor"))
+    s2 = math.ldexp(float(np.max(c)), k - 2 * e)
     out = np.empty(len(roots))
-    for k, (F, floor) in enumerate(zip(roots, floors, strict=True)):
+    for j, (F, floor) in enumerate(zip(roots, floors, strict=True)):
         total = float(np.sum(F * F))
         leak = float(np.sum((inv.null.T @ F) ** 2)) if inv.null.shape[1] else 0.0
         t = float(np.sum((inv.B.T @ F) ** 2))
         if leak > SUPPORT_TOL * total:
-            out[k] = np.inf
+            out[j] = np.inf
         else:
-            out[k] = t if np.isfinite(t) and s2 * t >= floor * (1 - 1e-9) else np.nan
+            out[j] = t if np.isfinite(t) and s2 * t >= floor * (1 - 1e-9) else np.nan
+    if e:
+        with np.errstate(over="ignore", under="ignore"):
+            back = np.ldexp(out, -2 * e)
+        # a trace that is not a normal float at A's own scale cannot be returned right: NaN, as above (never a
+        # 0 that would look like a perfect factor, or an inf that would read as "unsupported")
+        ok = ~np.isfinite(out) | (np.isfinite(back) & (back >= np.finfo(float).tiny))
+        out = np.where(ok, back, np.nan)
     return out
 
 
 def column_sensitivity(A: np.ndarray, norm: str) -> float:
-    """Δ of one factor: the largest column L1 norm, or L2 norm."""
-    return float(np.abs(A).sum(axis=0).max()) if norm == "l1" else float(np.sqrt((A * A).sum(axis=0).max()))
+    """Δ of one factor: the largest column L1 norm, or L2 norm — the one scale-safe computation
+    (:func:`mmopt._strategy_core.max_column_norm`): exact to rounding at any scale, ValueError if not normal."""
+    return max_column_norm(A, norm, what="a factor", caller="column_sensitivity")
 
 
 def normalised(A: np.ndarray, norm: str) -> np.ndarray:

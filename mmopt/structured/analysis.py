@@ -7,6 +7,9 @@ Notation: see README; c = Privacy.variance_factor, Δ the strategy's sensitivity
   per-factor terms, max variance = c·Δ²·θ⁻²·max_j w_j² ∏ᵢ maxᵢ. Exact.
 * ``"algebra"`` — every strategy factor is αI + βJ (marginals, M(θ)): X⁺ = Σ_T Q_T/λ_T
   (:mod:`~mmopt.structured.algebra`), total = c·Δ²·Σ_T tr(G Q_T)/λ_T for any workload. Exact.
+* ``"closure"`` — tried first when d > 16 or (terms of W and A)·2^d > 2²²: W a union of marginals, every
+  strategy factor αI + βJ with equal column norms (residual strategies, M(θ)): the same spectra over W's
+  downward closure only (:mod:`~mmopt.structured.residual`), polynomial in its size. Exact.
 * ``"dense"`` — N ≤ ``dense_limit``: :func:`mmopt.error.evaluate` on the densified pair. Exact.
 * ``"loewner_bound"`` — otherwise an upper bound: for X ⪰ Y ⪰ 0 and v ∈ range(Y),
   vᵀX⁺v = sup_z (2zᵀv − zᵀXz) ≤ sup_z (2zᵀv − zᵀYz) = vᵀY⁺v, and X ⪰ θₖ²X⁽ᵏ⁾ for every block k (and ⪰ the
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mmopt import _guards as g
 from mmopt import error as dense_error
 from mmopt._error_common import check_privacy, check_type, resolve_norm
 from mmopt._strategy_core import NORMS, Strategy
@@ -29,10 +33,11 @@ from mmopt.structured import _checks as ck
 from mmopt.structured import algebra as alg
 from mmopt.structured import bounds
 from mmopt.structured import factors as fc
-from mmopt.structured.strategies import ImplicitStrategy, sensitivity
+from mmopt.structured.strategies import ImplicitStrategy, Sensitivity, normalised, sensitivity, sensitivity_parts
 from mmopt.structured.workloads import ImplicitWorkload
 
 _SUPPORT_TOL = 1e-9  # as mmopt.error: share of the Gram trace allowed on A's null space
+_TINY = np.finfo(float).tiny
 
 
 @dataclass(frozen=True)
@@ -83,26 +88,109 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
     ck.same_shape(workload.shape, strategy.shape, caller=caller, what="the workload and the strategy")
     check_privacy(privacy, caller)
     norm = resolve_norm(privacy, norm, caller)
-    c = 1.0 if privacy is None else privacy.variance_factor
+    d = len(workload.shape)  # past the 2^d algebra below (or where its terms·2^d tables get large): the closure
+    if not strategy.is_product and (d > 16 or (len(workload.terms) + len(strategy.terms)) << d > 1 << 22):
+        from mmopt.structured.residual.solve import closure_report  # lazy: that subpackage imports this layer
+        if (report := closure_report(workload, strategy, privacy, norm)) is not None:
+            return report
     cache = fc.Cache()
-    sens = sensitivity(strategy, norm)
-    if strategy.is_product:
-        unit, mx, up, method, exact = (*_product(workload, strategy.terms[0], cache, caller), "product", True)
-    elif (co := _algebra_coefficients(strategy.terms, cache)) is not None and len(workload.shape) <= 16:
-        unit, mx, up, method, exact = (*_algebra(workload, strategy.terms, co, cache, caller), "algebra", True)
-    elif strategy.domain_size <= dense_limit:
-        return _dense(workload, strategy, privacy, norm, sens)
-    else:
-        unit, mx, up = _loewner(workload, strategy, cache, caller)
-        method, exact = "loewner_bound", False
+    # Δ of the strategy as given (scale-safe; a ValueError if it is not a normal float64), then every figure
+    # on the same strategy at a moderate scale (A = 2^shift·Â): error is invariant under A → cA, and Â's
+    # Grams, pseudo-inverses and Δ² neither over- nor underflow (weights of 1e±200, factors of 1e±170).
+    parts = sensitivity_parts(strategy, norm)
+    reported = parts.value(what=f"strategy '{strategy.name}'", caller=caller)
+    scaled = normalised(strategy)
+    strategy = scaled.strategy
+    sens = Sensitivity(parts.rescaled(scaled.shift), parts.exact, parts.method)  # Δ of Â
+    _check_memory(workload, strategy, caller, inverses=strategy.is_product, grams=not strategy.is_product)
+    try:
+        if strategy.is_product:
+            unit, mx, up, method, exact = (*_product(workload, strategy.terms[0], cache, caller), "product", True)
+        elif (co := _algebra_coefficients(strategy.terms, cache)) is not None and len(workload.shape) <= 16:
+            unit, mx, up, method, exact = (*_algebra(workload, strategy.terms, co, cache, caller), "algebra", True)
+        elif strategy.domain_size <= dense_limit:
+            _check_memory(workload, strategy, caller, inverses=False, grams=True, dense=True)
+            return _dense(workload, strategy, privacy, norm, sens, reported)
+        else:
+            _check_memory(workload, strategy, caller, inverses=True, grams=True)
+            unit, mx, up = _loewner(workload, strategy, cache, caller)
+            method, exact = "loewner_bound", False
+    except ValueError as exc:
+        if scaled.dropped and "support" in str(exc):
+            raise ValueError(f"{caller}: the weights of strategy '{strategy.name}' span more than float64 can resolve: "
+                             f"term(s) {list(scaled.dropped)} are over 2^400 times smaller than the largest, so their "
+                             "share of AᵀA is below round-off, and without them the strategy does not support the "
+                             f"workload ({exc}). Its error is not computable in float64: raise those weights.") from exc
+        raise
     _check_against_bound(workload, strategy, unit, cache, caller)
-    scale = c * sens.value**2
+    d2 = sens.value**2
     m = workload.n_queries
-    total = scale * unit
+    total = _figure(d2, unit, privacy, workload.name)
     return ImplicitErrorReport(
-        workload.name, strategy.name, privacy, workload.shape, workload.domain_size, m, sens.value, sens.exact,
+        workload.name, strategy.name, privacy, workload.shape, workload.domain_size, m, reported, sens.exact,
         total, exact and sens.exact, total / m, math.sqrt(total / m),
-        None if mx is None else scale * mx, scale * up, mx is not None and mx == up and sens.exact, method)
+        None if mx is None else _figure(d2, mx, privacy, workload.name), _figure(d2, up, privacy, workload.name),
+        mx is not None and mx == up and sens.exact, method)
+
+
+def _figure(d2: float, x: float, privacy: Privacy | None, name: str) -> float:
+    """c·Δ²·x, as (c·Δ²)·x like the dense path when that is a normal float, else from logarithms with a
+    warning when it over- or underflows (:func:`mmopt._guards.scaled`)."""
+    c = 1.0 if privacy is None else privacy.variance_factor
+    if _TINY <= c < math.inf:
+        with np.errstate(over="ignore", under="ignore"):
+            out = (c * d2) * x
+        if math.isfinite(out) and (out >= _TINY or x == 0.0):
+            return out
+    return g.scaled(d2 * x, privacy, name)
+
+
+def _check_memory(workload, strategy, caller: str, *, inverses: bool, grams: bool, dense: bool = False) -> None:
+    """Refuse, before the factor tables are built, a working set beyond :func:`mmopt._guards.working_set_limit`.
+
+    The per-factor tables are cached for the whole call (:class:`~mmopt.structured.factors.Cache`), so they
+    add up over the *distinct* factors: per workload factor (m×n) its Gram root F (n·min(m, n); m·n when W is
+    used) and Gram (n²); per strategy factor (p×n) its pseudo-inverse data (n² + n·p) on the product and
+    Löwner paths, and its Gram (n²) where the marginals algebra is tried. On top, the largest transient of
+    one factor (an SVD: p·n + p·min(p, n) + 3n², or p² + … for a wide factor; an eigh: 3n²), or, on the
+    dense path, about 13 N² (X, its square root and the dense evaluation). Each part alone may be under the
+    per-array limit of :func:`mmopt._validation.check_allocation` while their sum exhausts memory, which is
+    what this refuses (e.g. all 2-way marginals of (10⁴,)*5: 50 factor Grams of 10⁴×10⁴ is 80 GB).
+    """
+    held, transient = {}, 0
+    seen = set()
+    for t in workload.terms:
+        for f in t.factors:
+            if id(f) in seen:
+                continue
+            seen.add(id(f))
+            n, m = f.domain_size, min(f.n_queries, 2**62)
+            explicit = m * n <= 10**6
+            held[id(f)] = (n * min(m, n) if not explicit else m * n) + n * n
+            transient = max(transient, 3 * n * n if not explicit else m * n + n * n)
+    w_held = sum(held.values())
+    s_held, seen = 0, set()
+    for t in strategy.terms:
+        for f in t.factors:
+            if id(f) in seen:
+                continue
+            seen.add(id(f))
+            p, n = f.matrix.shape
+            if inverses:
+                s_held += n * n + n * p
+                transient = max(transient, p * n + (p * p if p < n else p * n) + 3 * n * n)
+            if grams:
+                s_held += n * n
+                transient = max(transient, n * n)
+    parts = {f"Gram roots and Grams of {len(held)} distinct workload factor(s)": w_held,
+             "pseudo-inverses and Grams of the distinct strategy factors": s_held,
+             "the largest single factorisation's temporaries": transient}
+    if dense:
+        N = strategy.domain_size
+        parts[f"the dense path on N = {N:,} cells (X = AᵀA, its square root, the dense evaluation)"] = 13 * N * N
+    g.check_working_set(parts, caller=caller, what=f"evaluating strategy '{strategy.name}' on workload "
+                        f"'{workload.name}'", remedy=" Share factor objects between terms (the tables are kept "
+                        "per distinct factor), use smaller attributes, or raise the limit on a larger machine.")
 
 
 def _factor_trace(Wf, Af, cache, caller: str) -> float:
@@ -133,7 +221,8 @@ def _product(workload, term, cache, caller):
                  for Wf, Af in zip(t.factors, term.factors, strict=True)]
         mx = max(mx, t.weight**2 * math.prod(f[0] for f in found))
         up = max(up, t.weight**2 * math.prod(f[1] for f in found))
-    return unit / theta2, mx / theta2, up / theta2
+    with np.errstate(over="ignore"):  # θ² ≥ 2⁻¹⁰⁰² after normalised(); a ratio past float64 is inf, never ranked
+        return float(np.divide(unit, theta2)), float(np.divide(mx, theta2)), float(np.divide(up, theta2))
 
 
 def _coefficients(Af):
@@ -181,24 +270,24 @@ def _algebra(workload, terms, co, cache, caller, *, raise_unsupported=True):
     return unit, mx, max(up, mx)
 
 
-def _dense(workload, strategy, privacy, norm, sens) -> ImplicitErrorReport:
+def _dense(workload, strategy, privacy, norm, sens, reported) -> ImplicitErrorReport:
     """Exact, through the dense path on X = AᵀA (N ≤ dense_limit): error depends on A only through X and Δ.
 
     A tall union (e.g. 81,920 × 1,024 rows) is replaced by the profile-equivalent square root of X
-    (Theorem 4.13), and the figures rescaled from its Δ to A's own (exact, or a proven upper bound).
+    (Theorem 4.13), and the figures rescaled from its Δ to A's own (exact, or a proven upper bound);
+    ``sens`` is Δ of this (moderately scaled) strategy, ``reported`` the given strategy's Δ.
     """
     X = strategy.gram()
     root = Strategy.from_gram(X, name=strategy.name)
     r = dense_error.evaluate(workload.to_workload(), root, None, norm=norm, per_query=False)
-    c = 1.0 if privacy is None else privacy.variance_factor
-    k = c * (sens.value / r.sensitivity) ** 2
-    total = k * r.total_squared_error
+    k2 = (sens.value / r.sensitivity) ** 2
+    total = _figure(k2, r.total_squared_error, privacy, workload.name)
     m = workload.n_queries
     return ImplicitErrorReport(
         workload.name, strategy.name, privacy, workload.shape, workload.domain_size, m,
-        sens.value, sens.exact, total, sens.exact, total / m, math.sqrt(total / m),
-        None if r.max_variance is None else k * r.max_variance,
-        None if r.max_variance_upper is None else k * r.max_variance_upper,
+        reported, sens.exact, total, sens.exact, total / m, math.sqrt(total / m),
+        None if r.max_variance is None else _figure(k2, r.max_variance, privacy, workload.name),
+        None if r.max_variance_upper is None else _figure(k2, r.max_variance_upper, privacy, workload.name),
         r.max_variance_exact and sens.exact, "dense")
 
 

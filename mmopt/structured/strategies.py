@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mmopt import _validation as v
-from mmopt._strategy_core import NORMS, Strategy
+from mmopt._strategy_core import NORMS, Strategy, _exponent, column_norm_parts, norm_from_parts
 from mmopt.structured import _checks as ck
 from mmopt.structured._terms import ProductTerm, ProductUnion, flatten_factors, union_of
 
@@ -148,10 +148,84 @@ def marginals_strategy(shape, theta, *, name: str = "marginals") -> ImplicitStra
     return ImplicitStrategy(terms, name)
 
 
-def column_norms(A: Strategy, norm: str) -> np.ndarray:
-    """Per-column L1 norms, or squared L2 norms, of one factor."""
-    M = A.matrix
-    return np.sum(np.abs(M), axis=0) if norm == "l1" else np.sum(M * M, axis=0)
+@dataclass(frozen=True)
+class SensitivityParts:
+    """Δ (L1) or Δ² (L2) = ``scaled``·2^``exponent``: the sensitivity before it is made a float.
+
+    ``scaled`` lies in [2⁻²ᵈ⁻², K·∏pᵢ] whatever the strategy's scale, so figures built from it (Δ², c·Δ²·u)
+    never over- or underflow on the way; :meth:`value` gives Δ itself as a normal float, or raises.
+    """
+
+    scaled: float
+    exponent: int
+    norm: str
+    exact: bool
+    method: str
+
+    def value(self, *, what: str, caller: str = "sensitivity", round_up: bool = False) -> float:
+        return norm_from_parts(self.scaled, self.exponent, self.norm, what=what, caller=caller, round_up=round_up)
+
+    def rescaled(self, shift: int) -> float:
+        """Δ·2⁻ˢʰⁱᶠᵗ as a float (L2: the root taken), for a strategy rescaled by 2⁻ˢʰⁱᶠᵗ; shift is chosen
+        by :func:`normalised` so that this is of moderate size."""
+        power = 1 if self.norm == "l1" else 2
+        x = math.ldexp(self.scaled, self.exponent - power * shift)
+        return x if power == 1 else math.sqrt(x)
+
+
+def sensitivity_parts(strategy: ImplicitStrategy, norm: str = "l1", *, scan_limit: int = SCAN_LIMIT
+                      ) -> SensitivityParts:
+    """:func:`sensitivity` before the final conversion to a float (see :class:`SensitivityParts`).
+
+    Each factor's column norms are taken at a power-of-two scale (:func:`column_norm_parts`: c·2ᵏ with
+    max c ≥ 1/4), each weight split as θ = m·2ᵗ (frexp), and the exponents summed as integers. Term k's
+    largest column norm is then Tₖ = μₖ·2^{Eₖ}, μₖ in [1/2, 1); all terms are expressed relative to
+    R = maxₖ Eₖ (coefficients μ·2^{Eₖ−R} ≤ 1), so the largest term is in [1/2, 1) and Δ^power/2^R in
+    [1/2, K·∏pᵢ]. A term below 2⁻¹⁰⁷⁴ of the largest underflows to 0 in this sum: relative to Δ that is
+    < K·2⁻¹⁰⁷³, far below rounding (and covered by the release's upward rounding).
+    """
+    caller = "sensitivity"
+    if not isinstance(strategy, ImplicitStrategy):
+        raise TypeError(f"The 'strategy' parameter of {caller} must be an ImplicitStrategy. "
+                        f"Got {type(strategy).__name__}.")
+    v.check_choice(norm, name="norm", caller=caller, choices=NORMS)
+    power = 1 if norm == "l1" else 2
+    memo: dict[int, tuple[np.ndarray, int]] = {}  # factors shared by terms (marginals) are read once
+    cols, coef_m, coef_k, tops_m, tops_e = [], [], [], [], []
+    for t in strategy.terms:
+        cs, k = [], 0
+        for f in t.factors:
+            if id(f) not in memo:
+                memo[id(f)] = column_norm_parts(f.matrix, norm)
+            c, kf = memo[id(f)]
+            cs.append(c)
+            k += kf
+        wm, we = math.frexp(t.weight)
+        m, k = wm**power, k + power * we
+        top_m, top_e = m, k  # Tₖ = top_m·2^top_e, renormalised after every factor: never over/underflows
+        for c in cs:
+            top_m, de = math.frexp(top_m * float(c.max()))
+            top_e += de
+        cols.append(cs)
+        coef_m.append(m)
+        coef_k.append(k)
+        tops_m.append(top_m)
+        tops_e.append(top_e)
+    R = max(tops_e)
+    with np.errstate(under="ignore"):
+        upper = math.fsum(math.ldexp(tm, te - R) for tm, te in zip(tops_m, tops_e, strict=True))
+        coef = np.array([math.ldexp(m, k - R) for m, k in zip(coef_m, coef_k, strict=True)])
+    if strategy.is_product:
+        return SensitivityParts(upper, R, norm, True, "product")
+    if all(float(np.ptp(c)) <= 4 * np.finfo(float).eps * float(c.max()) for cs in cols for c in cs):
+        return SensitivityParts(upper, R, norm, True, "uniform")
+    N = strategy.domain_size
+    if N * len(cols) <= scan_limit and N <= ck.MAX_VECTOR_ENTRIES:
+        with np.errstate(under="ignore"):
+            best = _scan_max(cols, coef, strategy.shape)
+        if best is not None and math.isfinite(best) and best > 0:
+            return SensitivityParts(best, R, norm, True, "scan")
+    return SensitivityParts(upper, R, norm, False, "upper_bound")
 
 
 def sensitivity(strategy: ImplicitStrategy, norm: str = "l1", *, scan_limit: int = SCAN_LIMIT) -> Sensitivity:
@@ -161,27 +235,68 @@ def sensitivity(strategy: ImplicitStrategy, norm: str = "l1", *, scan_limit: int
     every factor's column norms are uniform, or by a blocked scan of all N cells when N·terms ≤
     ``scan_limit`` (O(N·terms) time, O(block) memory). Otherwise the upper bound Σₖ θₖ ∏ᵢ maxᵢ (L1; the
     L2 analogue under the root), proven by bounding each summand by its maximum; ``exact`` is then False.
+
+    Scale-safe (:func:`sensitivity_parts`): exact to rounding for any finite weights and factors (e.g. a
+    1e-170 ⊗ 1e170 product, weight 1e200), never 0, inf or nan; a Δ outside float64's normal range
+    (below ≈2.2e-308 or above ≈1.8e308) raises ValueError telling to rescale the strategy.
     """
-    caller = "sensitivity"
-    if not isinstance(strategy, ImplicitStrategy):
-        raise TypeError(f"The 'strategy' parameter of {caller} must be an ImplicitStrategy. "
-                        f"Got {type(strategy).__name__}.")
-    v.check_choice(norm, name="norm", caller=caller, choices=NORMS)
-    power = 1 if norm == "l1" else 2
-    cols = [[column_norms(f, norm) for f in t.factors] for t in strategy.terms]
-    coef = np.array([t.weight**power for t in strategy.terms])
-    root = (lambda s: s) if norm == "l1" else math.sqrt
-    upper = float(coef @ np.array([math.prod(float(c.max()) for c in cs) for cs in cols]))
-    if strategy.is_product:
-        return Sensitivity(root(upper), True, "product")
-    if all(float(np.ptp(c)) <= 4 * np.finfo(float).eps * float(c.max()) for cs in cols for c in cs):
-        return Sensitivity(root(upper), True, "uniform")
-    N = strategy.domain_size
-    if N * len(cols) <= scan_limit and N <= ck.MAX_VECTOR_ENTRIES:
-        best = _scan_max(cols, coef, strategy.shape)
-        if best is not None:
-            return Sensitivity(root(best), True, "scan")
-    return Sensitivity(root(upper), False, "upper_bound")
+    parts = sensitivity_parts(strategy, norm, scan_limit=scan_limit)
+    return Sensitivity(parts.value(what=f"strategy '{strategy.name}'"), parts.exact, parts.method)
+
+
+# :func:`normalised` leaves a factor as it is when its binary exponent is within ±_FACTOR_SPAN/d (d attributes:
+# a term's factors then multiply to at most 2^±200), and the weights when theirs is within ±_MODERATE, so
+# ordinary strategies are evaluated bit for bit as given; terms more than _SPAN binary orders below the
+# largest are dropped there (their θ² X is below 2⁻⁸⁰⁰ of the largest term's).
+_FACTOR_SPAN = 200
+_MODERATE = 100
+_SPAN = 400
+
+
+@dataclass(frozen=True)
+class Normalised:
+    """A = 2^``shift``·``strategy`` (exactly, up to ``dropped`` terms): see :func:`normalised`."""
+
+    strategy: ImplicitStrategy
+    shift: int
+    dropped: tuple[int, ...]
+
+
+def normalised(strategy: ImplicitStrategy) -> Normalised:
+    """The same strategy at a moderate scale: error figures are invariant under A → cA, so they are computed
+    on the result, whose Grams, pseudo-inverses and Δ² never over- or underflow.
+
+    A factor with max|entry| = m·2ᵉ (frexp) outside 2^±(200/d) is replaced by itself·2⁻ᵉ and its term's weight
+    multiplied by 2ᵉ (exact); the combined weights θₖ·2^{Σeᵢ} = mₖ·2^{xₖ} are then divided by 2^R, R = max xₖ
+    when that is outside ±100 (else 0), so the largest weight is within 2^±100. Terms with xₖ < max x − 400 are
+    dropped (listed in ``dropped``): their share of AᵀA is below 2⁻⁸⁰⁰, round-off for every figure, and
+    their θ² would underflow. The result is ``strategy`` itself when nothing needs changing.
+    """
+    memo: dict[int, tuple[Strategy, int]] = {}
+    terms, xs = [], []
+    changed = False
+    limit = max(1, _FACTOR_SPAN // len(strategy.shape))
+    for t in strategy.terms:
+        fs, x = [], 0
+        for f in t.factors:
+            if id(f) not in memo:
+                _, e = _exponent(f.matrix)
+                memo[id(f)] = (f, 0) if abs(e) <= limit else (Strategy(np.ldexp(f.matrix, -e), f.name), e)
+            g, e = memo[id(f)]
+            fs.append(g)
+            x += e
+            changed |= g is not f
+        wm, we = math.frexp(t.weight)
+        terms.append((tuple(fs), wm))
+        xs.append(x + we)
+    top = max(xs)
+    shift = top if abs(top) > _MODERATE else 0
+    keep = [k for k, x in enumerate(xs) if x >= top - _SPAN]
+    dropped = tuple(k for k in range(len(xs)) if k not in keep)
+    if not changed and shift == 0 and not dropped:
+        return Normalised(strategy, 0, ())
+    new = tuple(StrategyProduct(terms[k][0], math.ldexp(terms[k][1], xs[k] - shift)) for k in keep)
+    return Normalised(ImplicitStrategy(new, strategy.name), shift, dropped)
 
 
 def _kron_vectors(vectors) -> np.ndarray:
