@@ -6,7 +6,12 @@ the child starts with ("unset": BLAS picks one thread per core); "blas_threads" 
 ("auto", the default: 1 for min_error, as configured for l2_approx; None: leave BLAS as configured);
 "threads" is what threadpoolctl saw inside the call (one entry per distinct value over the BLAS libraries).
 
+"evaluate" rows time ``mmopt.evaluate(all_range(n), hierarchical(n))`` the same way. ``--busy K`` runs K
+busy-looping processes beside the benchmark (contention, as on a shared machine or under a parallel test run);
+the load average printed at the top says how busy the machine was.
+
 Run:  python benchmarks/bench_threads.py [--sizes 256] [--restarts 2] [--l2-sizes 1024 2048]
+      [--evaluate-sizes 2048] [--busy 1]
 """
 
 import argparse
@@ -29,6 +34,18 @@ def child(method: str, n: int, blas_threads: str, restarts: int) -> None:
     from mmopt import workload as wl
 
     seen: list[int] = []
+    if method == "evaluate":
+        limit = {"None": None, "auto": "auto"}[blas_threads] if blas_threads in ("None", "auto") else int(blas_threads)
+        W, A = wl.all_range(n), mmopt.strategy.hierarchical(n)
+        from mmopt import _runtime
+
+        t0 = time.perf_counter()
+        with _runtime.blas_threads(_runtime.check_blas_threads(limit, caller="bench")):
+            seen.extend(sorted({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}))
+            r = mmopt.error.evaluate(W, A, per_query=False)
+        print(json.dumps({"seconds": time.perf_counter() - t0, "status": "ok", "objective": r.total_squared_error,
+                          "threads": seen}))
+        return
     module = mmopt.min_error if method == "min_error" else mmopt.l2_fast
     name = "solve" if method == "min_error" else "solve_l2"
     inner = getattr(module, name)
@@ -67,18 +84,30 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[256], help="min_error on all ranges")
     parser.add_argument("--restarts", type=int, default=2)
     parser.add_argument("--l2-sizes", type=int, nargs="*", default=[1024, 2048], help="l2_approx (fast engine)")
+    parser.add_argument("--evaluate-sizes", type=int, nargs="*", default=[2048], help="evaluate H2 on all ranges")
+    parser.add_argument("--busy", type=int, default=0, help="busy-looping processes to run beside (contention)")
     args = parser.parse_args()
     if args.child:
         method, n, blas_threads, restarts = args.child
         child(method, int(n), blas_threads, int(restarts))
         return
-    print(f"cpus={os.cpu_count()} load={os.getloadavg()} caller env: "
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    try:
+        _table(args)
+    finally:
+        for proc in busy:
+            proc.kill()
+
+
+def _table(args) -> None:
+    print(f"cpus={os.cpu_count()} busy={args.busy} load={os.getloadavg()} caller env: "
           f"{ {k: os.environ.get(k, 'unset') for k in _VARS} }")
     head = f"{'method':>10} {'n':>5} {'env':>6} {'blas_threads':>12} {'threads':>8} {'seconds':>8} {'status':>11}"
     print(head)
     print("-" * len(head))
     configs = [(None, "auto"), (None, "None"), (None, "1"), (None, "2"), ("1", "None")]
-    jobs = [("min_error", n) for n in args.sizes] + [("l2_approx", n) for n in args.l2_sizes]
+    jobs = ([("min_error", n) for n in args.sizes] + [("l2_approx", n) for n in args.l2_sizes]
+            + [("evaluate", n) for n in args.evaluate_sizes])
     for method, n in jobs:
         for env_value, blas_threads in configs:
             row = run(method, n, env_value, blas_threads, args.restarts)

@@ -22,8 +22,8 @@ from mmopt.workload import Workload
 __all__ = ["DEFAULT_NORM", "METHODS", "OPTIONS", "check_options", "check_seed"]
 
 MethodFn = Callable[[Workload, np.ndarray, dict], RawSolution]
-_CLOSED_MESSAGE = ("Closed-form strategy: no iterations and no solver, so 'optimal' only says the construction is "
-                   "exact, not that the strategy is optimal for this workload (compare objective with lower_bound).")
+_CLOSED_MESSAGE = ("Closed-form strategy: built, not searched (no iterations, no solver); compare objective with "
+                   "lower_bound for how far from optimal it is.")
 
 
 def _closed(matrix_fn) -> MethodFn:

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from mmopt._runtime import blas_threads
+from mmopt._runtime import bar_delay, blas_threads
 
 __all__ = ["check_n_jobs", "ordered_map", "plan", "seed_children"]
 
@@ -122,7 +122,7 @@ def _bar(total: int, desc: str, enabled: bool):
         from tqdm.auto import tqdm
     except ImportError:
         return None
-    return tqdm(total=total, desc=desc, unit="task", file=sys.stderr, leave=False)
+    return tqdm(total=total, desc=desc, unit="task", file=sys.stderr, leave=False, delay=bar_delay())
 
 
 def ordered_map(fn: Callable, tasks: Iterable[tuple], *, n_jobs: int | None = None, desc: str = "",

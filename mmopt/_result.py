@@ -26,13 +26,15 @@ class OptimizeResult:
     lower_bound : float
         A proven lower bound on every strategy's objective in this norm, in the same units.
     status : str
-        cvxpy vocabulary: "optimal", "optimal_inaccurate", "user_limit", "solver_error", ...
-        "optimal" only when the method's own convergence test passed: for l2_approx a certified
-        duality gap; for the heuristics (min_error, min_sensitivity) a *local* optimum, not a global
-        one; for closed forms it only says the construction is exact. "user_limit": an iteration
-        budget ended the run.
+        "optimal": certified — the objective meets a proven lower bound (within 10⁻⁶, or the method's
+        ``tol``), as l2_approx's duality gap does; never beside a large ``gap``. "local_optimum": the method
+        converged by its own test but nothing certifies the result (min_error, min_sensitivity and the
+        product searches under ε-DP; the best of a restricted family). "closed_form": a construction
+        (identity, H₂, wavelet, svd_strategy, residual under ε-DP). Then cvxpy's failures:
+        "optimal_inaccurate" (an inaccurate solve), "user_limit" (an iteration budget ended the run),
+        "solver_error", "infeasible", "unbounded".
     success : bool
-        ``status == "optimal"``.
+        ``status`` is one of "optimal", "local_optimum", "closed_form" (:data:`SUCCESS`).
     message : str
     method, solver : str, str or None
         The method, and the solver actually used (None for closed forms).
@@ -65,7 +67,8 @@ class OptimizeResult:
 
     @property
     def gap(self) -> float:
-        """(objective − lower_bound) / objective: how far, at most, from optimal."""
+        """(objective − lower_bound) / objective, a fraction in [0, 1): how far, at most, from optimal (the
+        share of the objective the optimum may still remove). ``ratio`` says the same as objective/lower_bound."""
         return (self.objective_per_query - self.lower_bound_per_query) / self.objective_per_query
 
     @property
@@ -97,25 +100,43 @@ class OptimizeResult:
     def __str__(self) -> str:
         lines = [("status", self.status), ("method", self.method), ("solver", self.solver), ("norm", self.norm),
                  ("objective", f"{self.objective:.6g}"), ("lower_bound", f"{self.lower_bound:.6g}"),
-                 ("gap", f"{100 * self.gap:.3g}%"), ("iterations", self.iterations),
+                 ("gap", f"{self.gap:.3g}"), ("ratio", f"{self.ratio:.6g}"), ("iterations", self.iterations),
                  ("seconds", f"{self.seconds:.3g}"), ("message", self.message)]
         return "\n".join(f"{k:>11}: {val}" for k, val in lines)
 
 
-def reconcile(objective: float, bound: float, status: str, message: str) -> tuple[str, str, float]:
-    """(status, message, bound) once the exact objective meets the best proven lower bound.
+#: The statuses for which ``success`` is True: the method did what it does, to its own test.
+SUCCESS = ("optimal", "local_optimum", "closed_form")
+#: Methods whose strategy is a construction (no search): converged means "built", never "optimal".
+CLOSED_FORMS = ("identity", "hierarchical", "wavelet", "svd_strategy", "svd_bound", "residual")
+# "optimal" needs the objective within this relative distance of the proven lower bound (or the method's tol)
+CERTIFIED_GAP = 1e-6
 
-    An objective below the bound is an internal error, never a result ("solver_error"); one that meets the
-    bound is certified optimal whatever stopped the search (e.g. total(n), where a spent budget still found
-    the optimum); the bound reported never exceeds the objective. Shared by every optimize path.
+
+def reconcile(objective: float, bound: float, status: str, message: str, *, closed: bool = False,
+              tol: float | None = None) -> tuple[str, str, float]:
+    """(status, message, bound) in the vocabulary of :class:`OptimizeResult`, from the exact objective and the
+    best proven lower bound. Shared by every optimize path.
+
+    * An objective below the bound is an internal error, never a result ("solver_error").
+    * One that meets the bound is certified "optimal" whatever stopped the search (e.g. total(n), where a
+      spent budget still found the optimum).
+    * "optimal" is kept only when it is certified — the objective within max(1e-6, ``tol``) of the bound — so
+      that it never stands beside a large gap. A method that converged without that certificate is a
+      "local_optimum" (a heuristic's, or the best of a restricted family), a construction (``closed``) is a
+      "closed_form"; the message says how far from the bound it is.
+    * The bound reported never exceeds the objective.
     """
     if objective < bound * (1 - 1e-6):
         return "solver_error", (f"Internal inconsistency: objective {objective:.6g} is below the lower bound "
                                 f"{bound:.6g}. Please report this workload."), min(bound, objective)
-    if status != "optimal" and objective <= bound * (1 + 1e-9):
+    if status != "optimal" and objective <= bound * (1 + 1e-9):  # the strategy is exact: it is the optimum
         gap = (objective - bound) / objective
         message = (f"Certified optimal: the objective equals the lower bound (gap {gap:.1e}). "
                    f"The search itself said: {message}")
-        status = "optimal"
+        return "optimal", message, min(bound, objective)
+    if status in SUCCESS and objective > bound * (1 + max(CERTIFIED_GAP, tol or 0.0)):
+        status = "closed_form" if closed else "local_optimum"
+        message = (f"{message} Not certified optimal: the objective is {objective / bound:.4g}× the proven lower "
+                   "bound (the optimum lies somewhere between them).")
     return status, message, min(bound, objective)
-

@@ -1,4 +1,4 @@
-"""Run-time controls of :func:`mmopt.optimize`: the number of BLAS threads, and verbose progress output.
+"""Run-time controls of the long-running entry points: the number of BLAS threads, and progress output.
 
 Notation: see README. The heuristics (min_error, min_sensitivity) spend their time in many small dense
 products and factorisations, thousands per second. On such matrices a multithreaded BLAS mostly
@@ -15,9 +15,12 @@ Nothing changes outside the call.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import numbers
+import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -36,10 +39,27 @@ class _Elapsed(logging.Formatter):
         return super().format(record)
 
 
-def check_blas_threads(value, *, caller: str, auto: int | None) -> int | None:
-    """The thread cap to apply: ``auto`` for "auto", else ``value`` if it is None or a positive int."""
+def default_blas_threads() -> int | None:
+    """The BLAS thread cap of ``blas_threads="auto"``: 1, or ``MMOPT_BLAS_THREADS`` (an int, or "none" to leave
+    BLAS as configured), read at each call so a notebook can change it."""
+    raw = os.environ.get("MMOPT_BLAS_THREADS", "").strip().lower()
+    if not raw:
+        return 1
+    if raw == "none":
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"The MMOPT_BLAS_THREADS environment variable must be a positive integer or 'none'. "
+                         f"Got {raw!r} instead.")
+    return int(raw)
+
+
+def check_blas_threads(value, *, caller: str, auto: int | None = None) -> int | None:
+    """The thread cap to apply: :func:`default_blas_threads` for "auto", else ``value`` if None or a positive int.
+
+    ``auto`` is accepted for compatibility and ignored: one policy serves every path (module docstring).
+    """
     if value is None or value == "auto":
-        return auto if value == "auto" else None
+        return default_blas_threads() if value == "auto" else None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"The 'blas_threads' parameter of {caller} must be 'auto', a positive integer or None. "
                         f"Got {value!r} ({type(value).__name__}) instead.")
@@ -49,39 +69,135 @@ def check_blas_threads(value, *, caller: str, auto: int | None) -> int | None:
     return int(value)
 
 
+# the cap an enclosing blas_threads block set: a nested block with the same cap has nothing to do
+_ACTIVE_CAP = contextvars.ContextVar("mmopt_blas_cap", default=None)
+
+
 @contextlib.contextmanager
 def blas_threads(limit: int | None) -> Iterator[None]:
-    """Cap the BLAS thread pools (OpenBLAS, MKL, BLIS) at ``limit`` inside the block; None: leave them."""
-    if limit is None:
+    """Cap the BLAS thread pools (OpenBLAS, MKL, BLIS) at ``limit`` inside the block; None: leave them.
+
+    threadpoolctl inspects the loaded libraries on each entry (~0.2 ms), so that a BLAS loaded late (scipy ships
+    its own OpenBLAS) is capped too; a block nested in one with the same cap skips that.
+    """
+    if limit is None or _ACTIVE_CAP.get() == limit:
         yield
         return
     from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(limits=limit, user_api="blas"):
-        yield
+    token = _ACTIVE_CAP.set(limit)
+    try:
+        with threadpool_limits(limits=limit, user_api="blas"):
+            yield
+    finally:
+        _ACTIVE_CAP.reset(token)
+
+
+#: "auto" progress stays silent for this many seconds: a call that ends sooner prints nothing.
+AUTO_DELAY = 10.0
+# how long a tqdm bar inside the current progress block waits before it is drawn (tqdm's ``delay``)
+_BAR_DELAY = contextvars.ContextVar("mmopt_bar_delay", default=0.0)
+
+
+def bar_delay() -> float:
+    """Seconds a progress bar waits before it appears: :data:`AUTO_DELAY` under "auto" progress, else 0."""
+    return _BAR_DELAY.get()
+
+
+class _Gate(logging.Filter):
+    """Hold records back until the gate opens (after :data:`AUTO_DELAY` s), remembering the latest one."""
+
+    def __init__(self, is_open: bool) -> None:
+        super().__init__()
+        self.is_open, self.latest = is_open, None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.is_open:
+            self.latest = record
+        return self.is_open
+
+
+class Heartbeat:
+    """Log a progress line on the "mmopt" logger at most every ``every`` seconds (for long inner loops).
+
+    The loops call it every iteration; it costs a clock read. Nothing shows unless a :func:`progress` block (or
+    the user's logging) makes the "mmopt" INFO records visible.
+    """
+
+    def __init__(self, every: float = 5.0) -> None:
+        self.every, self.last = every, time.monotonic()
+
+    def __call__(self, message: str, *args) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            LOGGER.info(message, *args)
+
+
+def check_verbose(verbose, caller: str):
+    """``verbose`` as True (progress now), False (none) or None ("auto": progress once a call passes 10 s)."""
+    if verbose is None or isinstance(verbose, bool):
+        return verbose
+    if type(verbose).__name__ == "bool_":  # numpy.bool_, without importing numpy here
+        return bool(verbose)
+    raise TypeError(f"The 'verbose' parameter of {caller} must be True, False or None (progress once the call "
+                    f"has run {AUTO_DELAY:g} s). Got {type(verbose).__name__}.")
 
 
 @contextlib.contextmanager
-def progress(verbose: bool) -> Iterator[None]:
+def progress(verbose: bool | None) -> Iterator[None]:
     """Make the "mmopt" logger's INFO progress lines visible on stderr while the block runs.
+
+    ``verbose=True``: from the start. ``None`` ("auto", the default of the long-running entry points): nothing
+    for the first :data:`AUTO_DELAY` seconds, so quick calls stay quiet; if the block is still running then, one
+    line says so (with the stage it is in) and the progress lines follow from there. ``False``: nothing; nor
+    under "auto" when the user has set the "mmopt" logger's level above INFO
+    (``logging.getLogger("mmopt").setLevel(logging.WARNING)`` silences every call).
 
     If logging is already configured so that INFO records of "mmopt" reach a handler, nothing changes:
     the user's configuration wins. Otherwise a stderr handler is attached for the duration, the logger
     is set to INFO and does not propagate (so a WARNING-level root handler does not print the lines a
     second time); everything is restored afterwards.
     """
-    if not verbose or (LOGGER.isEnabledFor(logging.INFO) and LOGGER.hasHandlers()):
+    silenced = verbose is None and LOGGER.level > logging.INFO  # the user set the logger above INFO: respected
+    if verbose is False or silenced or (LOGGER.isEnabledFor(logging.INFO) and LOGGER.hasHandlers()):
         yield
         return
     handler = logging.StreamHandler(sys.stderr)  # looked up now: pytest and notebooks swap sys.stderr
-    handler.setFormatter(_Elapsed())
+    formatter = _Elapsed()
+    handler.setFormatter(formatter)
+    gate = _Gate(is_open=verbose is True)
+    handler.addFilter(gate)
     level, propagate = LOGGER.level, LOGGER.propagate
     LOGGER.addHandler(handler)
     LOGGER.setLevel(logging.INFO)
     LOGGER.propagate = False
+    timer, token = None, _BAR_DELAY.set(AUTO_DELAY if verbose is None else 0.0)
+    if verbose is None:
+        def open_gate() -> None:
+            gate.is_open = True
+            stage = f" ({gate.latest.getMessage()})" if gate.latest is not None else ""
+            handler.handle(logging.LogRecord("mmopt", logging.INFO, __file__, 0,
+                                             f"still running{stage}; pass verbose=False (--quiet) to silence this",
+                                             None, None))
+
+        timer = threading.Timer(AUTO_DELAY, open_gate)
+        timer.daemon = True
+        timer.start()
     try:
         yield
     finally:
+        if timer is not None:
+            timer.cancel()
+        _BAR_DELAY.reset(token)
         LOGGER.removeHandler(handler)
         LOGGER.setLevel(level)
         LOGGER.propagate = propagate
+
+
+@contextlib.contextmanager
+def heavy_call(verbose: bool | None = None) -> Iterator[None]:
+    """The run-time policy of a library entry point that can take long: :func:`default_blas_threads` BLAS
+    threads and :func:`progress` (``None``: "auto") for the duration of the call."""
+    with progress(verbose), blas_threads(default_blas_threads()):
+        yield

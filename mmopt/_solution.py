@@ -15,10 +15,13 @@ from typing import Any
 
 import numpy as np
 
-# cvxpy's status vocabulary, plus "user_limit" for an iteration/time budget that ran out.
-STATUSES = ("optimal", "optimal_inaccurate", "user_limit", "infeasible", "unbounded", "solver_error")
-# What "optimal" means for the local heuristics; every message that reports it says so.
-CONVERGED_MEANS = ("'optimal' means a local optimum: L-BFGS-B's convergence test passed (projected gradient or "
+# cvxpy's status vocabulary, plus "user_limit" for an iteration/time budget that ran out, and mmopt's
+# "local_optimum" / "closed_form" for what converged without a certificate (see mmopt._result.reconcile).
+STATUSES = ("optimal", "closed_form", "local_optimum", "optimal_inaccurate", "user_limit", "infeasible",
+            "unbounded", "solver_error")
+# What convergence means for the local heuristics (their status is "local_optimum" unless the bound certifies
+# more); every message that reports it says so.
+CONVERGED_MEANS = ("Converged to a local optimum: L-BFGS-B's convergence test passed (projected gradient or "
                    "relative decrease below tol)")
 
 
@@ -108,3 +111,20 @@ class ImplicitSolution:
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"ImplicitSolution.status must be one of {STATUSES}. Got {self.status!r} instead.")
+
+
+def check_raw_solution(raw, method_name: str, caller: str = "optimize") -> RawSolution:
+    """``raw`` if it is what a method must return (a :class:`RawSolution`), else a TypeError saying so.
+
+    A custom ``method=f`` passed to :func:`mmopt.optimize` is called as ``f(workload, G, options)`` and must
+    return ``RawSolution(matrix, gram, status, message, iterations, solver)``; anything else (None, a
+    matrix, a number) used to fail deep inside with an AttributeError.
+    """
+    if isinstance(raw, RawSolution):
+        return raw
+    hint = (" To return a strategy matrix A, wrap it: RawSolution(A, None, 'optimal', 'my method', None, None)."
+            if isinstance(raw, np.ndarray) else "")
+    raise TypeError(
+        f"The 'method' parameter of {caller} is a callable ({method_name!r}) that must return a "
+        "mmopt._solution.RawSolution (fields matrix or gram, status, message, iterations, solver). "
+        f"Got {type(raw).__name__} instead.{hint}")

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from mmopt import error, mechanism
+from mmopt import _guards as guards
+from mmopt import _runtime, error, mechanism
+from mmopt._error_common import check_per_query_flag, resolve_norm
 from mmopt.structured import _checks as ck
 from mmopt.structured import analysis, bounds
 from mmopt.structured import mechanism as smech
 from mmopt.structured import release as srelease
 from mmopt.structured.per_query import per_query_variance
-from mmopt.structured.strategies import ImplicitStrategy
+from mmopt.structured.strategies import ImplicitStrategy, normalised, sensitivity_parts
 from mmopt.structured.workloads import ImplicitWorkload
 
 
@@ -60,13 +62,21 @@ def evaluate(workload, strategy, privacy=None, *, norm: str | None = None, per_q
     (2235124, 4151, True)
     """
     W, A, implicit = _kinds(workload, strategy, "evaluate")
+    with _runtime.blas_threads(_runtime.default_blas_threads()):
+        return _evaluate(W, A, implicit, privacy, norm, per_query)
+
+
+def _evaluate(W, A, implicit: bool, privacy, norm, per_query):
     if not implicit:
         return error.evaluate(W, A, privacy, norm=norm, per_query=per_query)
+    check_per_query_flag(per_query, "evaluate", optional=True)
     report = analysis.evaluate(W, A, privacy, norm=norm)
     if per_query:  # opt-in: an implicit workload may have millions of queries
-        c = 1.0 if privacy is None else privacy.variance_factor
-        scale = c * report.sensitivity**2
-        report = dataclasses.replace(report, per_query_variance=per_query_variance(W, A, scale))
+        # c·Δ² of the strategy at a moderate scale (its variances are the same): Δ² itself may overflow
+        scaled = normalised(A)
+        d = sensitivity_parts(A, resolve_norm(privacy, norm, "evaluate")).rescaled(scaled.shift)
+        scale = guards.scaled(d * d, privacy, W.name)
+        report = dataclasses.replace(report, per_query_variance=per_query_variance(W, scaled.strategy, scale))
     return report
 
 
@@ -87,6 +97,7 @@ def svd_bound(workload, privacy=None, *, per_query: bool = False) -> float:
     """
     if not isinstance(workload, ImplicitWorkload):
         return error.svd_bound(workload, privacy, per_query=per_query)
+    check_per_query_flag(per_query, "svd_bound")
     value = bounds.svd_bound(workload, privacy).value
     return value / workload.n_queries if per_query else value
 
@@ -107,9 +118,10 @@ def matrix_mechanism(workload, strategy, x, privacy, *, rng=None, size: int | No
     W, A, implicit = _kinds(workload, strategy, "matrix_mechanism")
     kw = dict(rng=rng, size=size, reconstruct=reconstruct, total=total, zeros=zeros,
               reconstruct_options=reconstruct_options)
-    if implicit:
-        return smech.matrix_mechanism(W, A, x, privacy, **kw)
-    return mechanism.matrix_mechanism(W, A, x, privacy, **kw)
+    with _runtime.heavy_call():  # one BLAS thread; the iterative reconstructions report once they pass 10 s
+        if implicit:
+            return smech.matrix_mechanism(W, A, x, privacy, **kw)
+        return mechanism.matrix_mechanism(W, A, x, privacy, **kw)
 
 
 def release(workload, strategy, x, privacy, *, noise_scale: float | None = None, reconstruct: str = "least_squares",
@@ -124,6 +136,7 @@ def release(workload, strategy, x, privacy, *, noise_scale: float | None = None,
     W, A, implicit = _kinds(workload, strategy, "release")
     kw = dict(noise_scale=noise_scale, reconstruct=reconstruct, total=total, zeros=zeros,
               reconstruct_options=reconstruct_options)
-    if implicit:
-        return srelease.release(W, A, x, privacy, **kw)
-    return mechanism.release(W, A, x, privacy, **kw)
+    with _runtime.heavy_call():
+        if implicit:
+            return srelease.release(W, A, x, privacy, **kw)
+        return mechanism.release(W, A, x, privacy, **kw)

@@ -16,7 +16,6 @@ ill-conditioned or rank-deficient, giving the minimum-norm solution), reusable a
 
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass, field
 
@@ -30,6 +29,7 @@ from mmopt._opendp import calibrated_scale as _noise_scale
 from mmopt._opendp import finite as _finite
 from mmopt._opendp import measure, post_process
 from mmopt._strategy_analysis import supports
+from mmopt._strategy_core import max_column_norm_upper
 from mmopt.least_squares import LeastSquares, factorize
 from mmopt.privacy import Privacy
 from mmopt.reconstruct import Reconstruction, check_reconstruction
@@ -323,29 +323,10 @@ def _noisy(Mx: np.ndarray, noise: str, scale: float, gen: np.random.Generator, s
 def _upper_sensitivity(A: np.ndarray, norm: str, caller: str) -> float:
     """A proven upper bound on the largest column L1/L2 norm of A, for OpenDP's d_in.
 
-    A is first scaled by 2⁻ᵉ (exact) so its largest entry is in [0.5, 1): no sum overflows and no square
-    that matters underflows. Sums of p non-negative terms in any order are within γ_{p−1}·s of the true s
-    (γ_k = k·u/(1 − k·u), u = 2⁻⁵³); each square adds ≤ u relative, plus ≤ 2⁻¹⁰⁷⁵ absolute if it underflows
-    (≤ p·2⁻¹⁰⁷³ relative to the largest column, whose sum is ≥ 1/4). Inflating the computed maximum by
-    (1 + 4(p + 2)u) covers all of this and the rounding of the inflation itself; ``nextafter`` covers the
-    final square root, and scaling back by 2ᵉ is exact for a normal result. A Δ that is not finite or not
-    normal is refused: the noise could not be calibrated to it.
+    :func:`mmopt._strategy_core.max_column_norm_upper`, the rounding-error bound of the one scale-safe
+    sensitivity computation (every other Δ in mmopt is the same computation rounded to nearest): A is scaled
+    by 2⁻ᵉ (exact) so no sum overflows and no square that matters underflows, the computed maximum is
+    inflated past every rounding of its sums and squares, and the square root is rounded upwards. A Δ that
+    is not a normal float64 is refused: the noise could not be calibrated to it.
     """
-    p = A.shape[0]
-    top = float(max(A.max(), -A.min()))
-    e = int(np.frexp(top)[1])
-    As = np.ldexp(A, -e)
-    if norm == "l1":
-        s = float(np.max(np.sum(np.abs(As), axis=0)))
-    else:
-        s = float(np.max(np.sum(As * As, axis=0)))
-    s *= 1.0 + 4.0 * (p + 2) * np.finfo(float).eps / 2
-    if norm == "l2":
-        s = math.sqrt(s)
-    with np.errstate(over="ignore", under="ignore"):
-        d = math.nextafter(float(np.ldexp(math.nextafter(s, math.inf), e)), math.inf)
-    if not math.isfinite(d) or d < np.finfo(float).tiny:
-        raise ValueError(f"{caller}: the {norm} sensitivity of the strategy ({d!r}; max |A| = {top:.3g}) is "
-                         "outside float64's normal range, so no noise scale can be proven private. Rescale A "
-                         "(A and cA have the same error).")
-    return d
+    return max_column_norm_upper(A, norm, what="the strategy", caller=caller)

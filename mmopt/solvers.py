@@ -16,6 +16,8 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mmopt._runtime import bar_delay
+
 if TYPE_CHECKING:  # only for the annotation of solve(); cvxpy is imported where a problem is solved
     import cvxpy as cp
 
@@ -285,7 +287,8 @@ def solve(
         with warnings.catch_warnings():
             # cvxpy warns "Solution may be inaccurate"; the status "optimal_inaccurate" already says so.
             warnings.filterwarnings("ignore", message="Solution may be inaccurate", category=UserWarning)
-            problem.solve(solver=solver, verbose=verbose, **_options(solver, tol, max_iters))
+            # the solver's own printout (to stdout) only on an explicit verbose=True, never under "auto" progress
+            problem.solve(solver=solver, verbose=verbose and bar_delay() == 0.0, **_options(solver, tol, max_iters))
     except _crash_types() as exc:
         seconds = time.perf_counter() - start
         msg = f"{solver} failed on {what}: {exc}. Try another solver ({others}); SCS needs the least memory."

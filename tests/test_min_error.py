@@ -40,7 +40,9 @@ def test_marginals_4444_at_least_identity():
     W = wl.marginals((4, 4, 4, 4), 2)  # n = 256, rank 67
     r = mmopt.optimize(W, method="min_error", seed=0)
     check_at_least_identity(W, r)
-    assert r.status == r.extra["stage_status"][r.extra["winning_stage"]]
+    stage = r.extra["stage_status"][r.extra["winning_stage"]]
+    # a converged stage far from the bound is a local optimum; any other stage status is reported as it is
+    assert r.status == ("local_optimum" if stage == "optimal" and r.gap > 1e-6 else stage)
 
 
 @pytest.mark.slow

@@ -118,6 +118,10 @@ def _extra(extra) -> dict:
     return clean
 
 
+def _without(record: dict, *keys: str) -> dict:
+    return {k: val for k, val in record.items() if k not in keys and not k.startswith(tuple(f"{x}_" for x in keys))}
+
+
 def optimize(args) -> int:
     if args.out:
         out.check_extension(args.out, (".json", ".csv"), "--out")
@@ -130,8 +134,9 @@ def optimize(args) -> int:
     P = _privacy(args)
     options = dict(parse_option(o) for o in args.option or ())
     initial = None if args.initial is None else build_strategy(args.initial, W)
-    res = mmopt.optimize(W, method=args.method, seed=args.seed, norm=args.norm, tol=args.tol, initial=initial,
-                         max_iterations=args.max_iterations, verbose=args.verbose, options=options or None)
+    res = mmopt.optimize(W, privacy=P, method=args.method, seed=args.seed, norm=args.norm, tol=args.tol,
+                         initial=initial, max_iterations=args.max_iterations, verbose=args.verbose,
+                         options=options or None)
     A = res.strategy
     record = {"workload": _workload_info(W), "method": res.method, "status": res.status, "success": res.success,
               "solver": res.solver, "norm": res.norm, "objective": res.objective, "lower_bound": res.lower_bound,
@@ -140,7 +145,9 @@ def optimize(args) -> int:
               "message": res.message,
               "strategy": {"name": A.name, "rows": int(getattr(A, "n_rows", None) or A.matrix.shape[0]),
                            "domain_size": A.domain_size, "implicit": not isinstance(A, mmopt.Strategy)},
-              "extra": _extra(res.extra), "evaluate": _evaluation(W, A, P), "saved": None}
+              # the error at the budget; its bound and ratio are the lower_bound and ratio above (one ratio)
+              "extra": _extra(res.extra), "evaluate": _without(_evaluation(W, A, P), "svd_bound", "ratio"),
+              "saved": None}
     if args.save:
         save(args.save, res, workload=W, privacy=P, overwrite=bool(args.force))
         record["saved"] = args.save

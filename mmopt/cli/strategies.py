@@ -6,8 +6,9 @@ The grammar (EBNF, tokens as in :mod:`mmopt.cli.spec`)::
     leaf     = "identity" | "hierarchical" [ ":" B ] | "H" B | "wavelet" ;   (* B: the branching, default 2 *)
     file     = word ending in ".npz" (saved with mmopt.save / --save) | ".npy" (a strategy matrix A) ;
 
-A leaf is sized from the workload: over its n cells for a dense workload, and as the product of one
-per-attribute strategy for an implicit (product-domain) workload, e.g. ``identity`` on ``sf1`` is
+A leaf is sized from the workload: over its n cells for a 1-D workload, and as the product of one
+per-attribute strategy for any workload on a product domain, small (dense) or large (implicit) alike: ``H2``
+on ``kron(prefix:8,prefix:8)`` is H₂ ⊗ H₂, as it is on ``ranges_2d:128``, and ``identity`` on ``sf1`` is
 I ⊗ … ⊗ I. ``kron(S1, ..., Sd)`` chooses each attribute's strategy; it needs a workload built on a product
 domain (``kron``, ``marginals``, a census workload).
 
@@ -129,8 +130,9 @@ def build_strategy(text: str, workload):
                 raise _err(text, node.pos, f"kron(...) has {len(node.children)} factors but the workload has "
                                            f"{len(shape)} attributes {shape}")
             return st.kron(*[_one(c, n, text) for c, n in zip(node.children, shape, strict=True)])
-        if isinstance(workload, wl.ImplicitWorkload):
-            return st.kron(*[_one(node, n, text) for n in workload.shape])
+        structure = wl.structure_of(workload)
+        if structure is not None and len(structure.shape) > 1:  # one meaning on every product domain, any size
+            return st.kron(*[_one(node, n, text) for n in structure.shape])
         return _one(node, workload.domain_size, text)
     except (ValueError, TypeError) as exc:
         if f" in '{text}'" in str(exc):

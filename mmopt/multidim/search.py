@@ -1,13 +1,14 @@
-"""optimize(..., method="kron" | "union" | "marginals" | "auto") on product-domain workloads.
+"""optimize(..., method="kron" | "union" | "marginals" | "residual" | "auto") on product-domain workloads.
 
 Notation: see README. Each method returns an :class:`~mmopt._solution.ImplicitSolution`; this module
 re-evaluates its strategy exactly (``objective`` is never the search's own number: it is
 :func:`mmopt.evaluate` at unit privacy), attaches the best lower bound known — the SVD bound, exact for a
 product or marginals workload and a proven lower bound for other unions, raised to a method's certified
 bound where it has one — and reports status, seconds and every candidate. ``"auto"`` runs every method
-that applies (and, on small domains, the dense ``min_error`` for ε-DP or ``l2_approx`` for (ε,δ)) and
-keeps the lowest exact error; on a dense workload with no product structure it is the dense method.
-The dense candidate joins only where it takes seconds (:data:`DENSE_AUTO_LIMIT`).
+that applies and keeps the lowest exact error: the product searches on a product domain; on a plain (1-D)
+workload the closed forms identity, H₂ and the Haar wavelet; and, where they take seconds
+(:data:`DENSE_AUTO_LIMIT`), the dense ``l2_approx`` and, for ε-DP, ``min_error``. A candidate that fails is
+recorded in ``extra["failed"]`` and never aborts the search.
 """
 
 from __future__ import annotations
@@ -16,20 +17,23 @@ import time
 
 from mmopt import _runtime
 from mmopt import dispatch as dp
-from mmopt._result import OptimizeResult, reconcile
+from mmopt._result import CLOSED_FORMS, SUCCESS, OptimizeResult, reconcile
 from mmopt.multidim.kron import solve_kron
 from mmopt.multidim.marginals import solve_marginals
 from mmopt.multidim.union import solve_union
+from mmopt.solvers import SolverError
 from mmopt.structured import bounds
+from mmopt.structured._checks import DENSE_LIMIT
+from mmopt.structured.residual.solve import applies as residual_applies
+from mmopt.structured.residual.solve import solve_residual
 from mmopt.structured.workloads import ImplicitWorkload
 
-SOLVERS = {"kron": solve_kron, "union": solve_union, "marginals": solve_marginals}
+SOLVERS = {"kron": solve_kron, "union": solve_union, "marginals": solve_marginals, "residual": solve_residual}
 METHODS = (*SOLVERS, "auto")
-DENSE_FALLBACK = {"l1": "min_error", "l2": "l2_approx"}
 # Restarts when the user gives none. OPT_M restarts cost ~10 ms each (closed-form objective) and its ε-DP
 # landscape has many local optima: on adult W2, 3 / 10 / 50 restarts give 326,416 / 317,126 / 292,405
 # (HDMM's own search: 315,883); ≤3-way marginals on 10¹⁰ cells take 11 s with 50.
-DEFAULT_RESTARTS = {"kron": 3, "union": 3, "marginals": 50}
+DEFAULT_RESTARTS = {"kron": 3, "union": 3, "marginals": 50, "residual": 1}  # residual: a closed form
 # "auto" adds the dense method only up to these domain sizes, where it takes seconds (benchmarks/: min_error
 # ~7 s at n = 256 but 160–290 s at 1,024; the fast L2 solver ~1 s at 1,024, 46 s at 4,096).
 DENSE_AUTO_LIMIT = {"l1": 256, "l2": 1024}
@@ -58,26 +62,30 @@ def search(workload, method: str, *, norm: str, seed=None, restarts: int | None 
     elif structure is None:
         names = []
     else:
-        names = ["kron"] + (["union"] if len(structure.terms) > 1 else []) + (
-            ["marginals"] if len(structure.shape) <= 15 else [])
+        # residual first: on a union of marginals under Gaussian noise it meets the SVD bound (ties go to it)
+        names = (["residual"] if residual_applies(structure) else []) + ["kron"] + (
+            ["union"] if len(structure.terms) > 1 else []) + (["marginals"] if len(structure.shape) <= 15 else [])
     candidates, failures = [], {}
     for name in names:
         t1 = time.perf_counter()
         say("optimize(auto): running %s on %s", name, structure.name)
         try:
             sol = SOLVERS[name](structure, restarts=restarts or DEFAULT_RESTARTS[name], **kw)
-        except ValueError as exc:  # a method that does not apply (e.g. unsupported) is reported, not fatal
+            candidates.append(_scored(workload, name, sol, norm, time.perf_counter() - t1))
+        except (ValueError, ArithmeticError, SolverError) as exc:  # one candidate never aborts auto
             if method != "auto":
                 raise
-            failures[name] = str(exc)
-            continue
-        candidates.append(_scored(workload, name, sol, norm, time.perf_counter() - t1))
-    if method == "auto" and (structure is None or workload.domain_size <= DENSE_AUTO_LIMIT[norm]):
+            failures[name] = f"{type(exc).__name__}: {exc}"
+    if method == "auto" and (structure is None or workload.domain_size <= DENSE_LIMIT):
         dense = structure.to_workload() if isinstance(workload, ImplicitWorkload) else workload
-        t1 = time.perf_counter()
-        res = dense_optimize(dense, method=DENSE_FALLBACK[norm], norm=norm, seed=seed, verbose=verbose,
-                             n_jobs=n_jobs)
-        candidates.append(_scored(workload, res.method, res, norm, time.perf_counter() - t1))
+        for name in _dense_candidates(dense.domain_size, norm, structure is None):
+            t1 = time.perf_counter()
+            say("optimize(auto): running %s on %s", name, dense.name)
+            try:
+                res = dense_optimize(dense, method=name, norm=norm, seed=seed, verbose=verbose, n_jobs=n_jobs)
+                candidates.append(_scored(workload, res.method, res, norm, time.perf_counter() - t1))
+            except (ValueError, ArithmeticError, SolverError) as exc:  # one candidate never aborts auto
+                failures[name] = f"{type(exc).__name__}: {exc}"
     if not candidates:
         raise ValueError(f"optimize(method='auto'): no method applied to '{workload.name}': {failures}")
     best = min(candidates, key=lambda c: c["objective"])
@@ -87,16 +95,29 @@ def search(workload, method: str, *, norm: str, seed=None, restarts: int | None 
     message = best["message"]
     if method == "auto":
         message = f"Best of {len(candidates)} candidates is '{best['method']}'. " + message
-    status, message, bound = reconcile(best["objective"], bound, best["status"], message)
+    status, message, bound = reconcile(best["objective"], bound, best["status"], message,
+                                       closed=best["method"] in CLOSED_FORMS, tol=tol)
     extra = dict(best["extra"]) | {
         "total_exact": best["exact"], "bound_exact": bound_exact,
         "candidates": {c["method"]: {k: c[k] for k in ("objective", "status", "seconds", "exact")}
                        for c in candidates},
         "failed": failures}
-    return OptimizeResult(best["strategy"], norm, best["objective"], bound, status, status == "optimal", message,
+    return OptimizeResult(best["strategy"], norm, best["objective"], bound, status, status in SUCCESS, message,
                           method if method != "auto" else f"auto:{best['method']}", best["solver"],
                           best["iterations"], time.perf_counter() - t0, best["objective"] / m, bound / m,
                           (), extra)
+
+
+def _dense_candidates(n: int, norm: str, plain: bool) -> list[str]:
+    """The dense methods "auto" runs on n cells: the closed forms always on a plain (1-D) workload (milliseconds,
+    and under Laplace noise H₂ often beats everything else affordable), l2_approx where its certified fast solver
+    takes seconds, and min_error under ε-DP where it does (:data:`DENSE_AUTO_LIMIT`)."""
+    names = ["identity", "hierarchical", "wavelet"] if plain else []
+    if n <= DENSE_AUTO_LIMIT["l2"]:
+        names.append("l2_approx")
+    if norm == "l1" and n <= DENSE_AUTO_LIMIT["l1"]:
+        names.append("min_error")
+    return names
 
 
 def _scored(workload, name, found, norm, seconds) -> dict:

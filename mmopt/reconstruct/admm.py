@@ -24,6 +24,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy import linalg
 
+from mmopt._runtime import Heartbeat
 from mmopt.reconstruct._common import kkt_residual, kkt_scale, project_feasible
 from mmopt.reconstruct.first_order import not_converged
 
@@ -74,7 +75,7 @@ def solve(factors: list[np.ndarray], Q: Callable[[np.ndarray], np.ndarray], c: n
     rho = math.sqrt(float(positive.min()) * L)  # the geometric mean of the spectrum's ends
     c_hat = _basis(U, c.reshape(shape), transpose=True)
     u = np.zeros_like(z)
-    res = math.inf
+    res, beat = math.inf, Heartbeat()
     for it in range(1, max_iterations + 1):
         rhs = c_hat + rho * _basis(U, (z - u).reshape(shape), transpose=True)
         h = _basis(U, rhs / (spectrum + rho), transpose=False).ravel()
@@ -87,6 +88,7 @@ def solve(factors: list[np.ndarray], Q: Callable[[np.ndarray], np.ndarray], c: n
         res = kkt_residual(z, Q(z) - c, L, scale, total, zeros)
         if res <= tol:
             return z, it, res
+        beat("%s: ADMM step %d of at most %d, KKT residual %.3g (tol %g)", what, it, max_iterations, res, tol)
         primal = float(np.linalg.norm(h - z))
         dual = rho * float(np.linalg.norm(z - z_old))
         if primal > _BALANCE * dual:

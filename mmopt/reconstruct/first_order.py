@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from mmopt._runtime import Heartbeat
 from mmopt.reconstruct._common import kkt_residual, kkt_scale, project_feasible
 from mmopt.solvers import SolverError
 
@@ -42,10 +43,13 @@ def fista(Q: Callable[[np.ndarray], np.ndarray], c: np.ndarray, lipschitz: float
     scale = kkt_scale(start, c, L, total, zeros) if scale is None else float(scale)
     h = project_feasible(start, total, zeros)
     z, t = h.copy(), 1.0
+    beat = Heartbeat()
     for it in range(1, max_iterations + 1):
         g = Q(z) - c
         h_new = project_feasible(z - g / L, total, zeros)
         step = h_new - z
+        beat("%s: FISTA step %d of at most %d, KKT residual ≈ %.3g (tol %g)", what, it, max_iterations,
+             float(np.linalg.norm(step)) / scale, tol)
         # ‖z − P_C(z − ∇f(z)/L)‖ is the KKT residual at z, free here; confirm at h_new before stopping
         if float(np.linalg.norm(step)) <= tol * scale:
             res = kkt_residual(h_new, Q(h_new) - c, L, scale, total, zeros)

@@ -4,9 +4,11 @@ Notation: see README. Workloads and strategies on d attributes are kept as their
 factors (unions of Kronecker products, marginals); error, the SVD bound, sensitivity and the mechanism are
 computed factor-wise and never form an N×N matrix. Modules: :mod:`.workloads`, :mod:`.census`,
 :mod:`.strategies`, :mod:`.analysis` (evaluate), :mod:`.bounds` (svd_bound), :mod:`.algebra` (marginals
-algebra), :mod:`.mechanism`, :mod:`.factors`. Source: McKenna et al., PVLDB 2018 (HDMM).
+algebra), :mod:`.mechanism`, :mod:`.factors`, :mod:`.residual` (residual strategies for marginals at any d:
+Xiao et al., NeurIPS 2023). Source: McKenna et al., PVLDB 2018 (HDMM).
 """
 
+from mmopt.structured import residual
 from mmopt.structured.analysis import ImplicitErrorReport, evaluate
 from mmopt.structured.bounds import Bound, svd_bound
 from mmopt.structured.breakdown import term_errors
@@ -37,5 +39,5 @@ __all__ = [
     "StrategyProduct", "adult_w1", "adult_w2", "answer", "cps_w1", "cps_w2", "evaluate", "identity_total", "kron",
     "kron_strategy", "least_squares", "lower_marginals", "marginals", "marginals_strategy", "matrix_mechanism",
     "predicates", "prefix_3d", "ranges_2d", "sensitivity", "sf1", "sf1_persons", "sf1_plus", "svd_bound",
-    "term_errors", "union", "union_strategy",
+    "residual", "term_errors", "union", "union_strategy",
 ]

@@ -6,6 +6,8 @@ Notation: see README; ν(W) = Σσ(W) = tr(G^{1/2}), the nuclear norm. Exact pat
   is w²∏ᵢ ν(Wᵢ)²/N ((Σσ(W₁⊗W₂))² = (Σσ(W₁))²(Σσ(W₂))²);
 * every factor Gram αI + βJ (marginals, IT products): G = Σ_T μ_T Q_T (:mod:`~mmopt.structured.algebra`),
   ν = Σ_T rank(Q_T)·√μ_T;
+* a union of marginals with d > 16 (or terms·2^d > 2²²): ν = Σ_S r_S √(N ν_S) over the downward closure of the
+  marginals' attribute sets (:mod:`~mmopt.structured.residual`), never enumerating the 2ᵈ subsets;
 * N ≤ ``dense_limit``: eigenvalues of the dense G.
 
 Otherwise a proven lower bound (``exact`` False), the largest of three valid ones for G = Σ_j G_j:
@@ -35,7 +37,7 @@ class Bound:
 
     value: float
     exact: bool
-    method: str  # "product", "algebra", "dense" or "lower_bound"
+    method: str  # "product", "algebra", "closure", "dense" or "lower_bound"
 
 
 def svd_bound(workload: ImplicitWorkload, privacy: Privacy | None = None, *, dense_limit: int = ck.DENSE_LIMIT,
@@ -59,6 +61,11 @@ def svd_bound(workload: ImplicitWorkload, privacy: Privacy | None = None, *, den
     cache = cache or fc.Cache()
     N = workload.domain_size
     terms = workload.terms
+    d = len(workload.shape)  # past the 2^d algebra (or where its terms·2^d table gets large): the closure
+    if len(terms) > 1 and (d > alg.MAX_ATTRIBUTES - 6 or len(terms) << d > 1 << 22):
+        from mmopt.structured.residual.solve import closure_bound  # lazy: that subpackage imports this layer
+        if (value := closure_bound(workload)) is not None:
+            return Bound(c * value, True, "closure")
     nuclear = [t.weight * math.prod(float(np.sum(cache.get(fc.singular_values, f))) for f in t.factors)
                for t in terms]
     if len(terms) == 1:

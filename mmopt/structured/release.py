@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from mmopt._opendp import finite, measure, post_process
 from mmopt.privacy import Privacy
 from mmopt.reconstruct import check_reconstruction
@@ -26,15 +28,32 @@ from mmopt.structured.mechanism import (
 from mmopt.structured.strategies import ImplicitStrategy
 from mmopt.structured.workloads import ImplicitWorkload
 
+_TINY = np.finfo(float).tiny
+
 # Δ is a product of ≤ d factors' column norms (and, for unions, a sum over terms), each a float sum of
-# at most 10⁶ non-negative entries: relative rounding below (Σ counts)·eps ≈ 2·10⁷·1.1e-16 ≈ 2.2e-9 for
-# d ≤ 20. Inflating by 1e-7 covers it with room to spare and adds 1e-7 relative noise.
+# at most 10⁶ non-negative entries taken at an exact power-of-two scale
+# (:func:`~mmopt.structured.strategies.sensitivity_parts`): relative rounding below (Σ counts)·eps ≈
+# 2·10⁷·1.1e-16 ≈ 2.2e-9 for d ≤ 20, plus terms and cells that underflow in the scaled sum (each below
+# 2⁻¹⁰⁷⁴ while the scaled Δ is at least 1/4: relative K·2⁻¹⁰⁷² for K terms). Inflating by 1e-7 covers it
+# with room to spare and adds 1e-7 relative noise.
 _ROUNDING_SLACK = 1e-7
 
 
-def upper_sensitivity(value: float) -> float:
-    """Δ rounded upwards past any float rounding of its factor-wise computation (see _ROUNDING_SLACK)."""
-    return math.nextafter(value * (1.0 + _ROUNDING_SLACK), math.inf)
+def upper_sensitivity(value: float, *, caller: str = "release") -> float:
+    """Δ rounded upwards past any float rounding of its factor-wise computation (see _ROUNDING_SLACK).
+
+    ``value`` is a normal float (the structured sensitivity raises otherwise); an inflated value past
+    float64's largest number is refused rather than returned as inf.
+    """
+    if not (math.isfinite(value) and value >= _TINY):
+        raise ValueError(f"{caller}: the sensitivity {value!r} is not a normal positive float64, so no noise can be "
+                         "calibrated to it. Rescale the strategy (A and cA have the same error).")
+    with np.errstate(over="ignore"):
+        up = math.nextafter(value * (1.0 + _ROUNDING_SLACK), math.inf)
+    if not math.isfinite(up):
+        raise ValueError(f"{caller}: the sensitivity {value:.6g}, rounded upwards for the privacy proof, exceeds "
+                         "float64. Rescale the strategy (A and cA have the same error).")
+    return up
 
 
 def release(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: Privacy, *,
@@ -72,7 +91,7 @@ def release(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: 
     reconstruct, total, zeros, options = check_reconstruction(reconstruct, total, zeros, reconstruct_options,
                                                               strategy.domain_size, caller)
     x = check_counts(x, strategy, caller)
-    d_in = upper_sensitivity(report.sensitivity)
+    d_in = upper_sensitivity(report.sensitivity, caller=caller)
     Ax = finite(strategy_apply(strategy, x), "the strategy answers A x", caller)  # refused before any noise
     y, scale, loss = measure(Ax, d_in, privacy, noise_scale=noise_scale, caller=caller)
 

@@ -1,0 +1,91 @@
+"""``optimize(W, method="residual")``, and the exact closure paths behind mmopt.evaluate / mmopt.svd_bound.
+
+Notation: see README and :mod:`mmopt.structured.residual`. :func:`solve_residual` hands the multi-dimensional
+search (:mod:`mmopt.multidim.search`) the closed-form residual strategy of :mod:`.planner`; the search then
+re-evaluates it with :func:`mmopt.evaluate` and reconciles it with the SVD bound. :func:`closure_report` and
+:func:`closure_bound` are what :func:`mmopt.structured.evaluate` and :func:`mmopt.structured.svd_bound` call
+past the 2ᵈ-subset algebra's reach (d > 16): exact, in time polynomial in the downward closure.
+"""
+
+from __future__ import annotations
+
+import math
+
+from mmopt._solution import ImplicitSolution
+from mmopt.structured.residual import closure as cl
+from mmopt.structured.residual import error as er
+from mmopt.structured.residual import spectrum as sp
+from mmopt.structured.residual.planner import plan
+from mmopt.structured.residual.workload import as_marginal_workload
+
+
+def _convert(workload, caller: str):
+    try:
+        return as_marginal_workload(workload, caller=caller)
+    except ValueError:  # a closure past the size limit: not for this path
+        return None
+
+
+def applies(workload) -> bool:
+    """True when ``workload`` is a (Gram-)union of marginals whose closure is within the size limit."""
+    return _convert(workload, "applies") is not None
+
+
+def solve_residual(workload, *, norm: str = "l2", restarts=None, seed=None, max_iterations=None, tol=None,
+                   verbose: bool = False, n_jobs=None) -> ImplicitSolution:
+    """The closed-form residual strategy for total squared error (:func:`.planner.plan`).
+
+    A closed form: ``restarts``, ``seed``, ``max_iterations``, ``tol`` and ``n_jobs`` are accepted (the
+    search passes them to every method) and unused. Status "optimal" only for Gaussian noise (L2), where the
+    objective equals the SVD bound; under L1 the strategy is a heuristic candidate (reported as "closed_form",
+    with a message saying so) unless it too meets the bound.
+    """
+    caller = "optimize(method='residual')"
+    W = _convert(workload, caller)
+    if W is None:
+        raise ValueError(f"{caller} needs a weighted union of marginals (mmopt.workload.marginals, "
+                         "lower_marginals, stack of marginals) whose downward closure has at most "
+                         f"{cl.MAX_INCIDENCES:,} incidences. '{workload.name}' is not one.")
+    p = plan(W, norm=norm)
+    extra = {"residual_strategy": p.strategy, "closure_size": len(W.closure), "planned_objective": p.objective}
+    return ImplicitSolution(p.strategy.to_implicit(), p.status, p.message, 0, None, lower_bound=p.lower_bound,
+                            extra=extra)
+
+
+def closure_bound(workload) -> float | None:
+    """The exact unit SVD bound (Σ r_S √ν_S)² of an implicit marginal workload, or None outside the algebra."""
+    W = _convert(workload, "svd_bound")
+    return None if W is None else er.unit_bound(W)
+
+
+def closure_report(workload, strategy, privacy, norm: str):
+    """An exact :class:`~mmopt.structured.analysis.ImplicitErrorReport` (method "closure"), or None.
+
+    Applies to a literal marginal workload and a strategy whose factor Grams are αI + βJ with equal column
+    norms (residual strategies, M(θ), identity): totals, per-marginal maxima and Δ are then all exact. Raises
+    ValueError when the strategy does not support the workload, or when Δ₂²·tr(G X⁺) falls below the SVD
+    bound (a numerical failure, never a result).
+    """
+    from mmopt.structured.analysis import ImplicitErrorReport  # lazy: analysis imports this module lazily
+    caller = "evaluate"
+    W = _convert(workload, caller)
+    if W is None or not W.literal:
+        return None
+    memo = sp._Memo()
+    ell = sp.algebra_spectrum(strategy, W.closure, memo=memo)
+    delta = None if ell is None else sp.algebra_sensitivity(strategy, norm, memo=memo)
+    if delta is None:
+        return None
+    unit, per = er.unit_errors(W, ell, caller=caller)
+    bound, d2 = er.unit_bound(W), sp.algebra_sensitivity(strategy, "l2", memo=memo)
+    if not math.isfinite(unit) or d2**2 * unit < bound * (1 - 1e-9):
+        raise ValueError(f"{caller}: the computed error {unit!r} of '{strategy.name}' is below the SVD lower bound "
+                         f"{bound / d2**2:.6g} or not finite: numerical failure. Check the strategy's conditioning.")
+    c = 1.0 if privacy is None else privacy.variance_factor
+    scale = c * delta**2
+    total, mx, m = scale * unit, scale * float(per.max()), W.n_queries
+    return ImplicitErrorReport(
+        workload=workload.name, strategy=strategy.name, privacy=privacy, shape=W.shape, domain_size=W.domain_size,
+        n_queries=m, sensitivity=delta, sensitivity_exact=True, total_squared_error=total, total_exact=True,
+        mean_squared_error=total / m, rmse=math.sqrt(total / m), max_variance=mx, max_variance_upper=mx,
+        max_variance_exact=True, method="closure")

@@ -1,0 +1,128 @@
+"""A strategy's eigenvalue on each residual subspace of a closure: residual strategies and the {I, J} algebra.
+
+Notation: see README and :mod:`mmopt.structured.algebra`. A factor Gram αI + βJ (size n) is α on the residual
+space and α + nβ on the constants; divided by n these are aᵢ = α/n and bᵢ = (α + nβ)/n. A product term
+θ²·⊗ᵢ(αᵢI + βᵢJ) then has eigenvalue N·ℓ_T on Q_T with
+
+    ℓ_T = θ² ∏_{i∈T} aᵢ ∏_{i∉T} bᵢ,
+
+and a union of terms has the sum. With Z = {i : bᵢ = 0} (residual factors Rᵢ), Y = {i : aᵢ = 0} (totals 1ᵀ)
+and F the rest (identities, I + J, …), a term is non-zero only on T = Z ∪ U with U ⊆ F, where
+ℓ_T = θ² ∏_{i∈Z} aᵢ ∏_{i∉Z} bᵢ · ∏_{i∈U} aᵢ/bᵢ. A residual measurement c_S·K_S (Z = S, F = ∅) gives
+ℓ_S = c_S²/N_S on its own subset only; a marginal θ_S·⊗(I on S, 1ᵀ elsewhere) gives θ_S²/N_S on every T ⊆ S
+(HDMM's M(θ), McKenna et al., PVLDB 2018, §5). Only the closure's members are ever visited.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from mmopt.structured import algebra as alg
+from mmopt.structured.residual.closure import Closure
+from mmopt.structured.residual.strategy import ResidualStrategy
+from mmopt.structured.strategies import ImplicitStrategy
+
+_EPS = np.finfo(float).eps
+
+
+def residual_spectrum(strategy: ResidualStrategy, closure: Closure) -> np.ndarray:
+    """ℓ_T = c_T²/N_T for the closure members the strategy measures, 0 for the others."""
+    ell = np.zeros(len(closure))
+    for S, c in zip(strategy.subsets, strategy.weights.tolist(), strict=True):
+        k = closure.index.get(S)
+        if k is not None:
+            ell[k] = c * c / closure.cells[k]
+    return ell
+
+
+def factor_ratios(A) -> tuple[float, float] | None:
+    """(a, b) = (α/n, (α + nβ)/n) of a strategy factor with Gram αI + βJ, round-off snapped to 0; else None."""
+    X = A.gram
+    n = X.shape[0]
+    co = alg.ij_coefficients(X)
+    if co is None:
+        return None
+    alpha, beta = co
+    out = alpha + n * beta
+    if abs(out) <= 16 * n * _EPS * max(abs(alpha), n * abs(beta)):
+        out = 0.0  # the residual projector I − J/n: its constants eigenvalue is exactly 0
+    if alpha < 0 or out < 0:
+        return None
+    return alpha / n, out / n
+
+
+def factor_columns(A) -> tuple[float, float] | None:
+    """(L1, squared L2) column norm of a factor whose columns all have equal norms, else None."""
+    M = A.matrix
+    l1, l2 = np.abs(M).sum(axis=0), (M * M).sum(axis=0)
+    tol = 8 * _EPS
+    if np.ptp(l1) > tol * l1.max() or np.ptp(l2) > tol * l2.max():
+        return None
+    return float(l1.max()), float(l2.max())
+
+
+class _Memo:
+    """Per-call cache of factor quantities by object identity (terms share factor objects)."""
+
+    def __init__(self) -> None:
+        self.store: dict = {}
+
+    def get(self, fn, A):
+        key = (fn.__name__, id(A))
+        if key not in self.store:
+            self.store[key] = (A, fn(A))
+        return self.store[key][1]
+
+
+def algebra_spectrum(strategy: ImplicitStrategy, closure: Closure, *, memo: _Memo | None = None):
+    """ℓ_T over the closure for an implicit strategy whose every factor Gram is αI + βJ; None otherwise.
+
+    Cost O(terms·d) to classify, plus per term either its 2^|F| candidate subsets (when few) or one pass over
+    the closure.
+    """
+    memo = memo or _Memo()
+    ell = np.zeros(len(closure))
+    top = max((len(S) for S in closure.members), default=0)
+    members = None
+    for t in strategy.terms:
+        ratios = [memo.get(factor_ratios, f) for f in t.factors]
+        if any(r is None for r in ratios):
+            return None
+        Z = [i for i, (a, b) in enumerate(ratios) if b == 0.0]
+        F = [i for i, (a, b) in enumerate(ratios) if a > 0 and b > 0]
+        if any(ratios[i][0] == 0.0 for i in Z) or len(Z) > top:
+            continue  # zero term, or non-zero only on subsets larger than any member
+        base = t.weight**2 * math.prod(ratios[i][0] for i in Z) * math.prod(b for i, (a, b) in enumerate(ratios)
+                                                                          if b > 0)
+        room = top - len(Z)
+        count = sum(math.comb(len(F), k) for k in range(min(room, len(F)) + 1))
+        if count <= 4 * len(closure) + 64:
+            for k in range(min(room, len(F)) + 1):
+                for U in itertools.combinations(F, k):
+                    j = closure.index.get(tuple(sorted(Z + list(U))))
+                    if j is not None:
+                        ell[j] += base * math.prod(ratios[i][0] / ratios[i][1] for i in U)
+        else:  # many free attributes (e.g. an identity factor on most of them): one pass over the closure
+            members = members or [set(S) for S in closure.members]
+            zs, fs = set(Z), set(F)
+            for j, T in enumerate(members):
+                if zs <= T and T - zs <= fs:
+                    ell[j] += base * math.prod(ratios[i][0] / ratios[i][1] for i in T - zs)
+    return ell
+
+
+def algebra_sensitivity(strategy: ImplicitStrategy, norm: str, *, memo: _Memo | None = None) -> float | None:
+    """Exact Δ of a union of products whose every factor has equal column norms (all N columns are then
+    equal: Δ₁ = Σₖ θₖ ∏ᵢ ‖Aᵢ‖₁, Δ₂² = Σₖ θₖ² ∏ᵢ ‖Aᵢ‖₂²); None when some factor's columns differ."""
+    memo = memo or _Memo()
+    total = 0.0
+    for t in strategy.terms:
+        cols = [memo.get(factor_columns, f) for f in t.factors]
+        if any(c is None for c in cols):
+            return None
+        total += t.weight * math.prod(c[0] for c in cols) if norm == "l1" else \
+            t.weight**2 * math.prod(c[1] for c in cols)
+    return total if norm == "l1" else math.sqrt(total)
