@@ -5,6 +5,7 @@ Notation: see README. The public API is re-exported here; modules are named afte
 
 from mmopt import adaptive, plot, solvers, sparse_vector, strategy, structured, workload
 from mmopt.accounting import Accountant
+from mmopt.answers import answers_table
 from mmopt.augment import augment, strictly_improved
 from mmopt.dispatch import evaluate, expected_error, matrix_mechanism, release, svd_bound
 from mmopt.error import (
@@ -29,7 +30,7 @@ from mmopt.workload import Workload
 __version__ = "0.1.0"
 
 __all__ = [
-    "Accountant",
+    "Accountant", "answers_table",
     "ErrorReport", "FactorizationNorm", "MechanismOutput", "MonteCarloResult", "NumericalError", "OptimizeResult",
     "Privacy", "SavedStrategy", "SolverError", "Strategy", "Workload",
     "adaptive", "augment", "eigen_structure", "error_profile", "evaluate", "expected_error", "factorization_norm",

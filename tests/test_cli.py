@@ -24,6 +24,7 @@ from mmopt import workload as wl
 _ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
 _HAS_PERSIST = hasattr(mmopt, "save") or importlib.util.find_spec("mmopt.persist") is not None
 _HAS_OPENDP = importlib.util.find_spec("opendp") is not None
+_HAS_TABLES = importlib.util.find_spec("pyarrow") is not None  # release --out FILE.csv writes a labelled table
 
 
 def run(*args, cwd, command=(sys.executable, "-m", "mmopt.cli")):
@@ -62,12 +63,13 @@ def test_evaluate_json_and_out_files(tmp_path):
 
 @pytest.mark.skipif(not _HAS_PERSIST, reason="mmopt.save / mmopt.load not available")
 def test_optimize_matches_the_library_and_saves(tmp_path):
-    r = run("optimize", "prefix:16", "--method", "l2_approx", "--epsilon", "2", "--json", "--save", "best.npz",
-            cwd=tmp_path)
+    r = run("optimize", "prefix:16", "--method", "l2_approx", "--epsilon", "2", "--delta", "1e-6", "--json",
+            "--save", "best.npz", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+    assert "warning" not in r.stderr  # l2_approx's objective is the Gaussian budget's: no mismatch
     got = json.loads(r.stdout)
-    W, P = wl.prefix(16), mmopt.Privacy(2.0)
-    res = mmopt.optimize(W, method="l2_approx", seed=0)  # deterministic: the same SDP, the same solver
+    W, P = wl.prefix(16), mmopt.Privacy(2.0, 1e-6)
+    res = mmopt.optimize(W, privacy=P, method="l2_approx", seed=0)  # deterministic: the same SDP, the same solver
     assert (got["method"], got["status"], got["solver"], got["norm"]) == ("l2_approx", res.status, res.solver, "l2")
     assert got["objective"] == pytest.approx(res.objective, rel=1e-9)
     assert got["lower_bound"] == pytest.approx(res.lower_bound, rel=1e-9)
@@ -79,13 +81,14 @@ def test_optimize_matches_the_library_and_saves(tmp_path):
     assert got["evaluate"]["total_squared_error"] == pytest.approx(mmopt.evaluate(W, res.strategy, P)
                                                                     .total_squared_error, rel=1e-6)
     # the saved file is a --strategy for evaluate, and --save refuses to overwrite without --force
-    r = run("evaluate", "prefix:16", "--strategy", "best.npz", "--epsilon", "2", "--json", cwd=tmp_path)
+    r = run("evaluate", "prefix:16", "--strategy", "best.npz", "--epsilon", "2", "--delta", "1e-6", "--json",
+            cwd=tmp_path)
     assert r.returncode == 0 and json.loads(r.stdout)["total_squared_error"] == ref.total_squared_error
     r = run("optimize", "prefix:16", "--method", "identity", "--save", "best.npz", cwd=tmp_path)
     assert r.returncode == 2 and "--force" in r.stderr
 
 
-@pytest.mark.skipif(not _HAS_OPENDP, reason="release needs opendp")
+@pytest.mark.skipif(not (_HAS_OPENDP and _HAS_TABLES), reason="release needs opendp, its tables pyarrow")
 def test_release_writes_m_answers(tmp_path):
     x = np.arange(16.0)
     np.save(tmp_path / "x.npy", x)
@@ -104,11 +107,17 @@ def test_release_writes_m_answers(tmp_path):
     ref = mmopt.evaluate(wl.prefix(16), st.hierarchical(16), mmopt.Privacy(1e4)).total_squared_error
     expected = ref * (report["noise_scale"] / (5 / 1e4)) ** 2
     assert report["expected_total_squared_error_least_squares"] == pytest.approx(expected, rel=1e-12)
-    # Gaussian noise at a real budget, projection, CSV in and out: m = 136 answers, one per line
+    # Gaussian noise at a real budget, projection, CSV in and a labelled CSV table out: m = 136 rows, each range
+    # [a, b] with its answer and least squares' standard error at the σ drawn
     r = run("release", "all_range:16", "--data", "x.csv", "--epsilon", "1", "--delta", "1e-6", "--reconstruct",
             "projection", "--out", "a.csv", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert np.loadtxt(tmp_path / "a.csv").shape == (136,) and "Released 136 answers" in r.stdout
+    with open(tmp_path / "a.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 136 and "Released 136 answers" in r.stdout
+    assert list(rows[0]) == ["query", "term", "table", "a0", "answer", "standard_error"]
+    assert [row["a0"] for row in rows[:3]] == ["[0, 0]", "[0, 1]", "[0, 2]"] and rows[-1]["a0"] == "[15, 15]"
+    assert all(float(row["standard_error"]) > 0 for row in rows)
     # refused before any noise is drawn: nothing is written
     r = run("release", "prefix:16", "--data", "x.npy", "--epsilon", "1", "--out", "a.txt", cwd=tmp_path)
     assert r.returncode == 2 and not (tmp_path / "a.txt").exists() and "--out" in r.stderr

@@ -11,10 +11,13 @@ import numpy as np
 import pytest
 
 import mmopt
+from mmopt import answers as ans
 from mmopt.cli import main
 from mmopt.cli import release as cli_release
 
 pytest.importorskip("opendp")
+pd = pytest.importorskip("pandas")
+pytest.importorskip("pyarrow")
 
 X = np.arange(16.0)
 
@@ -36,8 +39,12 @@ def _files(folder) -> set:
     (["--data", "x.npy", "--out", "./x.npy"], "is the --data input"),
     (["--data", "x.csv", "--out", "a.csv", "--estimate", "a.csv"], "--out and --estimate files are the same"),
     (["--data", "x.csv", "--out", "A.npy", "--strategy", "A.npy"], "is the --strategy input"),
-    (["--data", "x.csv", "--out", "a.txt"], "--out file must end in .npy or .csv"),
+    (["--data", "x.csv", "--out", "a.txt"], "--out file must end in .npy or .csv or .parquet"),
     (["--data", "x.csv", "--out", "nowhere/a.csv"], "cannot be written"),
+    (["--data", "x.csv"], "release needs --out FILE"),
+    (["--data", "x.npy", "--estimate", "x.npy"], "is the --data input"),
+    (["--data", "x.csv", "--estimate", "e.parquet"], "--estimate file must end in .npy or .csv"),
+    (["--data", "x.csv", "--out", "a.parquet", "--strategy", "S.npz"], "S.npz"),
 ])
 def test_outputs_never_name_an_input_and_nothing_is_drawn(folder, capsys, args, needle):
     np.save("A.npy", np.eye(16))
@@ -56,7 +63,10 @@ def test_extreme_budgets_and_scales_release_once_and_exit_0(folder, capsys, args
     np.save("S.npy", 1e-170 * np.eye(16))
     assert main(["release", "prefix:16", "--data", "x.csv", "--out", "a.csv", "--json", *args]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert np.loadtxt("a.csv").shape == (16,) and report["answers_file"] == "a.csv"
+    table = pd.read_csv("a.csv")
+    assert len(table) == 16 and report["answers_file"] == "a.csv" and report["answers_format"] == "table"
+    # standard errors at an extreme scale (b = 1e300, or Δ = 1e-170): finite, from the drawn b and the profile
+    assert np.all(np.isfinite(table["standard_error"])) and np.all(table["standard_error"] > 0)
     # the expected error at the drawn noise, from logarithms: finite log10 whatever the float total did
     log_total = report["log10_expected_total_squared_error_least_squares"]
     P = mmopt.Privacy(float(args[1]), float(args[3]) if "--delta" in args else 0.0)
@@ -68,13 +78,19 @@ def test_extreme_budgets_and_scales_release_once_and_exit_0(folder, capsys, args
     assert log_total == pytest.approx(expected, rel=1e-12)
 
 
-def test_a_failed_write_after_the_draw_keeps_the_answers_and_says_the_budget_was_spent(folder, capsys,
-                                                                                       monkeypatch):
-    def broken(*args, **kwargs):
-        raise OSError(28, "No space left on device")
+def _broken(*args, **kwargs):
+    raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(np, "savetxt", broken)
-    assert main(["release", "prefix:16", "--data", "x.npy", "--epsilon", "1", "--out", "a.csv"]) == 1
+
+@pytest.mark.parametrize("out, patch", [
+    (["--out", "a.csv"], "mmopt.answers.files.stream_batches"),      # the labelled table
+    (["--out", "a.parquet"], "pyarrow.parquet.ParquetWriter.write_table"),  # fails after the file was opened
+    (["--estimate", "e.csv"], "numpy.savetxt"),                       # x̂ alone
+])
+def test_a_failed_write_after_the_draw_keeps_the_answers_and_says_the_budget_was_spent(folder, capsys,
+                                                                                       monkeypatch, out, patch):
+    monkeypatch.setattr(patch, _broken)
+    assert main(["release", "prefix:16", "--data", "x.npy", "--epsilon", "1", *out]) == 1
     captured = capsys.readouterr()
     assert "privacy budget WAS spent" in captured.err and "do not run this release again" in captured.err
     fallback = captured.err.split("it was saved to '")[1].split("'")[0]
@@ -82,7 +98,7 @@ def test_a_failed_write_after_the_draw_keeps_the_answers_and_says_the_budget_was
     os.remove(fallback)
     # no partial file under the final name, no temporary left beside it
     assert _files(folder) == {"x.csv", "x.npy"}
-    assert "Released 16 answers" in captured.out
+    assert "Released 16 answers" in captured.out or "Released the estimate" in captured.out
 
 
 def test_post_processing_that_fails_after_the_draw_falls_back_to_least_squares(folder, capsys, monkeypatch):
@@ -105,15 +121,17 @@ def test_post_processing_that_fails_after_the_draw_falls_back_to_least_squares(f
     assert report["reconstruct"]["method"] == "least_squares" and np.load("a.npy").shape == (16,)
 
 
-def test_measurements_are_written_when_no_estimate_survives(folder, capsys, monkeypatch):
+@pytest.mark.parametrize("out", [["--out", "y.npy"], ["--out", "y.csv"], ["--estimate", "y.npy"]])
+def test_measurements_are_written_when_no_estimate_survives(folder, capsys, monkeypatch, out):
     from mmopt import _opendp
 
     monkeypatch.setattr(_opendp, "post_process", lambda *a, **k: None)
     monkeypatch.setattr("mmopt.mechanism.post_process", lambda *a, **k: None)
-    assert main(["release", "prefix:16", "--data", "x.csv", "--epsilon", "1", "--strategy", "H2",
-                 "--out", "y.npy", "--json"]) == 0
+    assert main(["release", "prefix:16", "--data", "x.csv", "--epsilon", "1", "--strategy", "H2", *out,
+                 "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["contents"] == "measurements" and np.load("y.npy").shape == (31,)  # H₂ on 16 cells: 31 rows
+    y = pd.read_csv("y.csv")["measurement"].to_numpy() if out[1] == "y.csv" else np.load("y.npy")
+    assert report["contents"] == "measurements" and y.shape == (31,)  # H₂ on 16 cells: 31 rows
 
 
 def test_expected_release_error_is_log_space():
@@ -122,3 +140,46 @@ def test_expected_release_error_is_log_space():
     total, log_total = cli_release.expected_release_error(report, P, 2.0)  # twice the calibrated b = 1
     assert total == pytest.approx(4 * report.total_squared_error, rel=1e-13)
     assert log_total == pytest.approx(np.log10(total), rel=1e-13)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_out_table_has_labels_answers_and_the_standard_errors_of_the_noise_drawn(folder, capsys, fmt):
+    x = np.random.default_rng(0).integers(0, 9, (70, 60)).astype(float)  # 4,200 cells: implicit
+    np.save("x2.npy", x)
+    assert main(["release", "kron(all_range:70,identity:60)", "--data", "x2.npy", "--epsilon", "0.5", "--strategy",
+                 "kron(H2,identity)", "--out", f"a.{fmt}", "--estimate", "e.npy", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    labels = {"table": str, "a0": str, "a1": str}  # read back as text: "1" is cell 1, not the number 1
+    table = pd.read_csv(f"a.{fmt}", dtype=labels) if fmt == "csv" else pd.read_parquet(f"a.{fmt}")
+    W = mmopt.workload.kron(mmopt.workload.all_range(70), mmopt.workload.identity(60))
+    A = mmopt.strategy.kron(mmopt.strategy.hierarchical(70), mmopt.strategy.identity(60))
+    assert list(table.columns) == ["query", "term", "table", "a0", "a1", "answer", "standard_error"]
+    assert len(table) == W.n_queries == report["n_answers"] and report["standard_error"] == "least_squares"
+    assert table.loc[61, ["a0", "a1"]].tolist() == ["[0, 1]", "1"]
+    # the answers are W x̂ of the x̂ written beside them; the standard errors those of the b drawn
+    xhat = np.load("e.npy").reshape(70, 60)
+    np.testing.assert_allclose(table["answer"], mmopt.structured.answer(W, xhat), rtol=1e-12, atol=1e-9)
+    se = ans.answer(np.eye(1, 4200), xhat, A, mmopt.Privacy(0.5)).standard_error  # cell (0, 0) at calibrated b
+    b = report["noise_scale"]
+    assert table["standard_error"].iloc[0] == pytest.approx(se[0] * b / (A.sensitivity("l1") / 0.5), rel=1e-9)
+
+
+def test_ranges_2d_128_releases_its_estimate_alone_and_refuses_what_cannot_be_written(folder, capsys):
+    """68,161,536 queries: x̂ alone is released; a bare .npy of the answers, or a table past 10⁷ rows without
+    --allow-large-output, is refused before any noise is drawn."""
+    np.save("x2.npy", np.random.default_rng(0).integers(0, 9, (128, 128)).astype(float))
+    base = ["release", "ranges_2d:128", "--data", "x2.npy", "--epsilon", "1", "--strategy", "kron(H2,H2)"]
+    for out, needle in ((["--out", "a.npy"], "to a .npy file"), (["--out", "a.parquet"], "--allow-large-output")):
+        assert main([*base, *out]) == 2
+        assert needle in capsys.readouterr().err and _files(folder) == {"x.csv", "x.npy", "x2.npy"}
+    assert main([*base, "--estimate", "xhat.npy", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["contents"] == "estimate" and report["estimate_file"] == "xhat.npy"
+    assert report["answers_file"] is None and report["workload"]["n_queries"] == 68_161_536
+    assert np.load("xhat.npy").shape == (16384,)
+
+
+def test_a_table_without_pyarrow_is_refused_before_the_noise(folder, capsys, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "pyarrow", None)
+    assert main(["release", "prefix:16", "--data", "x.npy", "--epsilon", "1", "--out", "a.csv"]) == 1
+    assert "mmopt[tables]" in capsys.readouterr().err and _files(folder) == {"x.csv", "x.npy"}

@@ -319,10 +319,10 @@ def test_release_on_a_product_domain(tmp_path, capsys):
     x = np.arange(16.0).reshape(4, 4)
     np.save(tmp_path / "x.npy", x)
     code = main(["release", "ranges_2d:4", "--data", str(tmp_path / "x.npy"), "--epsilon", "1e4",
-                 "--strategy", "kron(H2,identity)", "--out", str(tmp_path / "a.csv"), "--json"])
+                 "--strategy", "kron(H2,identity)", "--out", str(tmp_path / "a.npy"), "--json"])
     assert code == 0
     report = json.loads(capsys.readouterr().out)
-    answers = np.loadtxt(tmp_path / "a.csv")
+    answers = np.load(tmp_path / "a.npy")
     W = wl.ranges_2d(4)
     assert answers.shape == (W.n_queries,) == (report["n_answers"],)
     np.testing.assert_allclose(answers, W.dense() @ x.ravel(), atol=0.5)  # ε = 10⁴: the noise is negligible

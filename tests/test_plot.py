@@ -137,7 +137,15 @@ def test_per_query_error_on_random_ranges_and_prefixes_places_each_query():
     E = mmopt.evaluate(W, A, per_query=True).per_query_variance
     a = np.argmax(W.matrix > 0, axis=1)
     ell = W.matrix.sum(axis=1).astype(int)
-    np.testing.assert_array_equal(H[ell - 1, a], E)
+    # W repeats some ranges, and a cell shows one of the copies. The copies' variances wᵀX⁺w are the same number
+    # computed in different rows of one matrix product, which OpenBLAS may round differently (Nehalem kernel:
+    # 1.05e-15 relative). Each is within γ_2n·|w|ᵀ|X⁺||w| of the exact value, so copies differ by at most
+    # 4n·eps·κ_q with κ_q = |w|ᵀ|X⁺||w| / wᵀX⁺w (14.8 here: rtol = 1.6e-13, 150× the Nehalem difference);
+    # a query drawn in another query's cell would be off by O(1).
+    M = _pinv_profile(A.matrix)
+    kappa_q = (np.abs(W.matrix) @ np.abs(M) * np.abs(W.matrix)).sum(axis=1) / (W.matrix @ M * W.matrix).sum(axis=1)
+    rtol = 4 * W.domain_size * np.finfo(float).eps * kappa_q.max()
+    np.testing.assert_allclose(H[ell - 1, a], E, rtol=rtol, atol=0)
     assert np.isnan(H).sum() == H.size - len(set(zip(a.tolist(), ell.tolist(), strict=True)))
     P = _image(plot.per_query_error(wl.prefix(8), st.wavelet(8), EPS1))  # prefixes: start 0, lengths 1…8
     want = [_brute_error(np.r_[np.ones(k), np.zeros(8 - k)], st.wavelet(8).matrix) for k in range(1, 9)]
@@ -286,3 +294,50 @@ def test_compare_from_rows():
 def test_compare_refuses_bad_input(args, kw, err, match):
     with pytest.raises(err, match=match):
         plot.compare(*args, **kw)
+
+
+# ---- error_by_shape, error_by_term (product workloads, any number of queries) ----------------------------------
+
+def test_error_by_shape_is_the_mean_error_of_each_range_height_and_width():
+    """2-D ranges on 128² (68 million queries) under H₂ ⊗ H₂: the mean over the ranges ℓ₁ high and ℓ₂ wide is
+    c·Δ²·mean_{ℓ₁}(r₁M r₁ᵀ)·mean_{ℓ₂}(r₂M r₂ᵀ), brute-forced here from one factor's explicit ranges."""
+    W, H = wl.ranges_2d(128), st.hierarchical(128)
+    ax = plot.error_by_shape(W, st.kron(H, H), EPS1)
+    E = _image(ax)
+    R = wl.all_range(128).explicit_matrix()
+    q = np.einsum("ij,jk,ik->i", R, _pinv_profile(H.matrix), R)
+    length = R.sum(axis=1).astype(int)
+    mean = np.array([q[length == k].mean() for k in range(1, 129)])
+    c = 2.0 * H.sensitivity("l1") ** 4  # c·Δ² with Δ = Δ(H)² at ε = 1
+    np.testing.assert_allclose(E, c * np.outer(mean, mean), rtol=1e-9)
+    assert ax.get_xlabel().startswith("range width") and isinstance(ax.images[0].norm, LogNorm)
+    assert len(ax.figure.axes) == 2  # the colour bar
+    with pytest.raises(ValueError, match="error_by_shape"):
+        plot.per_query_error(W, st.kron(H, H))
+    with pytest.raises(ValueError, match="one or two attributes"):
+        plot.error_by_shape(wl.prefix_3d(8), st.kron(*[st.identity(8)] * 3))
+
+
+def test_error_by_shape_on_one_attribute_is_a_line_and_draws_on_the_given_axes():
+    fig, ax = plt.subplots()
+    assert plot.error_by_shape(wl.all_range(8), st.identity(8), EPS1, ax=ax, log=False) is ax
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), 2.0 * np.arange(1, 9))  # identity: 2ℓ/ε²
+    assert len(fig.axes) == 1 and ax.get_yscale() == "linear"
+
+
+def test_error_by_term_bars_are_each_marginals_rmse_with_its_smallest_and_largest_query():
+    W = wl.marginals((6, 7, 8), 2)
+    A = st.marginals((6, 7, 8), np.arange(1.0, 9.0))
+    ax = plot.error_by_term(W, A, EPS1)
+    E = mmopt.evaluate(W, A, EPS1, per_query=True).per_query_variance
+    bounds = np.cumsum([0, 42, 48, 56])
+    heights = [p.get_height() for p in ax.patches]
+    want = [math.sqrt(E[a:b].mean()) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    np.testing.assert_allclose(heights, want, rtol=1e-10)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a0×a1", "a0×a2", "a1×a2"]
+    seg = np.array(ax.collections[0].get_segments())  # each term's whisker spans √min … √max
+    terms = list(zip(bounds[:-1], bounds[1:], strict=True))
+    np.testing.assert_allclose(seg[:, 0, 1], [math.sqrt(E[a:b].min()) for a, b in terms], rtol=1e-10)
+    np.testing.assert_allclose(seg[:, 1, 1], [math.sqrt(E[a:b].max()) for a, b in terms], rtol=1e-10)
+    census = plot.error_by_term(wl.sf1(), st.kron(*[st.identity(n) for n in wl.sf1().shape]), EPS1)
+    assert [t.get_text() for t in census.get_xticklabels()][:3] == ["P1", "P3", "P4"]

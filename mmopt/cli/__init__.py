@@ -49,17 +49,22 @@ _EXAMPLES = {
   mmopt evaluate 'stack(2*prefix:8,all_range:8)' --strategy wavelet
   mmopt evaluate prefix:64 --strategy best.npz        # a strategy saved by 'mmopt optimize --save'""",
     "optimize": """examples:
-  mmopt optimize all_range:64                                 # l2_approx, the (ε,δ)-optimal strategy
+  mmopt optimize all_range:64                                 # auto, for Laplace noise (ε-DP, --delta 0)
+  mmopt optimize all_range:64 --epsilon 1 --delta 1e-6        # auto, for Gaussian noise ((ε,δ)-DP)
   mmopt optimize prefix:128 --method min_error --seed 1 --option restarts=4 --verbose
   mmopt optimize 'marginals:4x4x4x4:k=2' --method auto --json --out result.json
   mmopt optimize all_range:64 --method min_error --save best.npz
   mmopt optimize all_range:64 --method min_sensitivity --initial best.npz""",
     "release": """examples:
-  mmopt release prefix:64 --data counts.npy --epsilon 1 --strategy H2 --out answers.npy
+  mmopt release prefix:64 --data counts.npy --epsilon 1 --strategy H2 --out answers.csv
+  mmopt release sf1 --data sf1.npy --epsilon 1 --out sf1.parquet --estimate xhat.npy
   mmopt release all_range:32 --data counts.csv --epsilon 0.5 --delta 1e-6 --reconstruct projection \\
-      --out answers.csv --json
+      --out answers.npy --json
+  mmopt release ranges_2d:128 --data x.npy --epsilon 1 --strategy 'kron(H2,H2)' --estimate xhat.npy
 The data file holds the true histogram x (counts >= 0, one per cell; C order for a product domain). Noise
-comes from OpenDP's vetted samplers with a verified (ε, δ) guarantee (mmopt.release; needs opendp).""",
+comes from OpenDP's vetted samplers with a verified (ε, δ) guarantee (mmopt.release; needs opendp).
+--out FILE.csv / FILE.parquet: one row per query (its labels, answer, standard_error; needs pyarrow, the
+'tables' extra); FILE.npy: the bare vector W x̂. A table of more than 10,000,000 rows needs --allow-large-output.""",
 }
 
 
@@ -105,11 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("optimize", "find a strategy for a workload (mmopt.optimize) and report its expected error",
             commands.optimize)
     p.add_argument("spec", metavar="SPEC", help="the workload (see 'mmopt workloads')")
-    p.add_argument("--method", "-m", default="l2_approx", help=f"one of {methods} (default l2_approx)")
+    p.add_argument("--method", "-m", default="auto",
+                   help=f"one of {methods} (default auto: the best of every method that applies and takes seconds)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random restarts (default 0: reproducible)")
     _privacy_args(p)
     p.add_argument("--norm", choices=("l1", "l2"), default=None,
-                   help="sensitivity norm of the objective (default: the method's, l2 for l2_approx, else l1)")
+                   help="expert override of the objective's sensitivity norm (default: the budget's: l1 for Laplace "
+                        "noise, --delta 0; l2 for Gaussian noise, --delta > 0)")
     p.add_argument("--max-iterations", type=int, default=None, help="the method's iteration budget")
     p.add_argument("--tol", type=float, default=None, help="the method's convergence tolerance, in (0, 1)")
     p.add_argument("--initial", metavar="STRATEGY",
@@ -118,7 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a method option, repeatable (e.g. restarts=4, engine=local, polish=false)")
     p.add_argument("--save", metavar="FILE.npz", help="save the strategy (mmopt.save) with the workload and privacy")
     p.add_argument("--force", action="store_true", help="overwrite an existing --save file")
-    p.add_argument("--verbose", "-v", action="store_true", help="print progress to stderr")
+    talk = p.add_mutually_exclusive_group()
+    talk.add_argument("--verbose", "-v", dest="verbose", action="store_const", const=True, default=None,
+                      help="print progress to stderr from the start (default: once a run passes 10 s)")
+    talk.add_argument("--quiet", "-q", dest="verbose", action="store_const", const=False,
+                      help="print no progress")
     _output_args(p)
 
     p = add("release", "answer a workload on real data with OpenDP noise (mmopt.release)", release_command.release)
@@ -129,8 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reconstruct", choices=("least_squares", "nnls", "projection"), default="least_squares",
                    help="how x̂ is estimated from the noisy measurements (post-processing; default least_squares)")
     p.add_argument("--total", type=float, default=None, help="a public total Σx to impose (nnls, projection)")
-    p.add_argument("--out", "-o", required=True, metavar="FILE", help="where to write the answers W x̂ (.npy or .csv)")
-    p.add_argument("--estimate", metavar="FILE", help="also write the estimate x̂ (.npy or .csv)")
+    p.add_argument("--out", "-o", metavar="FILE",
+                   help="the answers: .csv or .parquet, a table with each query's labels, answer and standard error; "
+                        ".npy, the bare vector W x̂")
+    p.add_argument("--estimate", metavar="FILE",
+                   help="the estimate x̂ (.npy or .csv); without --out, only x̂ is written (any workload size)")
+    p.add_argument("--allow-large-output", action="store_true",
+                   help="write a --out table of more than 10,000,000 rows (about 1 GB of CSV per 10 million)")
     p.add_argument("--json", action="store_true", help="print the release report as JSON instead of a table")
     return parser
 

@@ -11,6 +11,13 @@ A release has three phases, and only the second spends budget:
    then ``os.replace``, so no partial file is ever left under the final name), and the privacy report is
    printed with overflow-safe arithmetic. Once noise is drawn the exit code is 0; if a file cannot be written
    even then, the answers go to a fallback file and the message says the budget was spent (exit 1).
+
+Outputs: ``--out FILE.csv`` or ``FILE.parquet`` is the labelled table of :mod:`mmopt.answers` (one row per
+query: its labels, ``answer`` and ``standard_error``), streamed block by block; ``--out FILE.npy`` is the bare
+vector W x̂ (as before); ``--estimate FILE`` (.npy or .csv) is x̂. At least one of them is needed, and
+``--estimate`` alone releases workloads too large to answer in memory (2-D ranges on 128²: 68 million
+queries). A table of more than :data:`MAX_TABLE_ROWS` rows (about 1 GB of CSV) is refused before the noise
+unless ``--allow-large-output`` is given.
 """
 
 from __future__ import annotations
@@ -32,10 +39,13 @@ from mmopt.cli.spec import build_workload
 from mmopt.cli.strategies import build_strategy
 from mmopt.workload import ImplicitWorkload
 
-__all__ = ["deliver", "plan", "release"]
+__all__ = ["MAX_TABLE_ROWS", "deliver", "plan", "release"]
 
 # the implicit path forms at most this many answers (mmopt.structured.release's max_answers)
 _MAX_IMPLICIT_ANSWERS = 10**7
+# a --out table (.csv/.parquet) of more rows needs --allow-large-output (measured: 85 bytes a CSV row, 20 in Parquet)
+MAX_TABLE_ROWS = 10**7
+_TABLES = (".csv", ".parquet")
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,7 @@ class Plan:
     privacy: mmopt.Privacy
     expected: object  # evaluate's report at this budget
     outputs: dict      # option → (path, extension)
+    table: object = None  # mmopt.answers.table.TableSpec of a --out .csv/.parquet table, else None
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -66,7 +77,12 @@ def _inputs(args) -> list[tuple[str, str]]:
 
 
 def _check_outputs(args) -> dict:
-    outputs = {"--out": (args.out, out.check_extension(args.out, (".npy", ".csv"), "--out"))}
+    if not args.out and not args.estimate:
+        raise ValueError("release needs --out FILE (the answers: .csv or .parquet for the labelled table, .npy for "
+                         "the bare vector W x̂) or --estimate FILE (x̂ alone), or both.")
+    outputs = {}
+    if args.out:
+        outputs["--out"] = (args.out, out.check_extension(args.out, (".npy", *_TABLES), "--out"))
     if args.estimate:
         outputs["--estimate"] = (args.estimate, out.check_extension(args.estimate, (".npy", ".csv"), "--estimate"))
     for option, (path, _) in outputs.items():
@@ -78,7 +94,7 @@ def _check_outputs(args) -> dict:
             if _same_file(path, other):
                 raise ValueError(f"The {option} file '{path}' is the {source} input: a release never writes over "
                                  "its own input. Choose another output file.")
-    if args.estimate and _same_file(args.out, args.estimate):
+    if args.out and args.estimate and _same_file(args.out, args.estimate):
         raise ValueError(f"The --out and --estimate files are the same file '{args.out}'. Choose two files.")
     return outputs
 
@@ -95,14 +111,29 @@ def _load_data(path: str) -> np.ndarray:
 
 
 def _check_answers_available(W) -> None:
+    """A bare --out .npy vector is formed in memory: known queries, at most 10⁷ of them for an implicit W."""
     if isinstance(W, ImplicitWorkload):
         ok = W.n_queries <= _MAX_IMPLICIT_ANSWERS
     else:
         ok = W.matrix is not None or (W.family in family_answers.FAMILIES and W.n_queries <= v.MAX_ALLOCATION_ENTRIES)
     if not ok:
-        raise ValueError(f"release cannot write the answers of '{W.name}': its queries are not known (a Gram-only "
-                         f"workload) or there are more than {_MAX_IMPLICIT_ANSWERS:,} of them. Use a workload given "
-                         "by its queries, or a smaller one.")
+        raise ValueError(f"release cannot write the answers of '{W.name}' to a .npy file: its queries are not known "
+                         f"(a Gram-only workload) or there are more than {_MAX_IMPLICIT_ANSWERS:,} of them. Write x̂ "
+                         "alone with --estimate FILE, or stream the answers to --out FILE.parquet (or .csv).")
+
+
+def _check_table(args, W, A, P):
+    """The labels and standard errors of a --out table, and its size, checked before any noise."""
+    from mmopt.answers import table
+
+    table.require("pyarrow", "release --out FILE.csv/.parquet")  # an ImportError (exit 1) before the noise
+    m = W.n_queries
+    if m > MAX_TABLE_ROWS and not args.allow_large_output:
+        raise ValueError(f"The --out table of '{W.name}' would have {m:,} rows (about {85 * m / 1e9:.2g} GB of CSV), "
+                         f"more than {MAX_TABLE_ROWS:,}. Pass --allow-large-output to write it anyway (Parquet is "
+                         "about 4 times smaller), or write x̂ alone with --estimate FILE and answer the queries you "
+                         "need from it (mmopt.answers.answer).")
+    return table.prepare_table(W, A, noise=P.noise, caller="release")
 
 
 def plan(args) -> Plan:
@@ -114,9 +145,12 @@ def plan(args) -> Plan:
     x = _load_data(args.data)
     if not isinstance(W, ImplicitWorkload):
         x = x.ravel()  # a dense workload reads a flat histogram (C order)
-    _check_answers_available(W)
+    ext = outputs["--out"][1] if "--out" in outputs else None
+    if ext == ".npy":
+        _check_answers_available(W)
     expected = mmopt.evaluate(W, A, P)  # refuses an unsupported pair before the data is touched
-    return Plan(W, A, x, P, expected, outputs)
+    spec = _check_table(args, W, A, P) if ext in _TABLES else None
+    return Plan(W, A, x, P, expected, outputs, spec)
 
 
 def _atomic_save(path: str, vector: np.ndarray, ext: str) -> None:
@@ -161,24 +195,72 @@ def expected_release_error(expected, privacy: mmopt.Privacy, noise_scale: float)
     return (10.0**log_release if log_release < 308 else math.inf), log_release
 
 
+def _fallback(vector: np.ndarray) -> str:
+    fd, fallback = tempfile.mkstemp(prefix="mmopt-release-", suffix=".npy")
+    with os.fdopen(fd, "wb") as fh:
+        np.save(fh, np.asarray(vector))
+    return fallback
+
+
+def _write_table(p: Plan, res, path: str) -> None:
+    """The labelled table, streamed; when no x̂ survived, the measurements as a two-column table."""
+    from mmopt.answers import files, table
+
+    fmt = files.table_format(path, "release")
+    if res.estimate is None:
+        _measurement_table(np.ravel(res.measurements), path, fmt)
+        return
+    plan_ = table.plan_table(res, p.workload, p.strategy, p.privacy, spec=p.table, caller="release")
+    files.stream(plan_, path, fmt, files.DEFAULT_CHUNK_ROWS)
+
+
+def _measurement_table(y: np.ndarray, path: str, fmt: str) -> None:
+    """The noisy measurements y as a two-column table (row of A, measurement), when no x̂ survived."""
+    import pyarrow as pa
+
+    from mmopt.answers import files
+
+    batch = pa.RecordBatch.from_arrays([pa.array(np.arange(y.size, dtype=np.int64)), pa.array(y)],
+                                       names=["row", "measurement"])
+    files.stream_batches(path, fmt, batch.schema, [batch])
+
+
 def deliver(args, p: Plan, res) -> int:
     """Phase 3: write what was released and print the privacy report; never raises for a released result."""
-    written, failed = {}, []
-    vectors = {"--out": res.answers, "--estimate": None if res.estimate is None else np.ravel(res.estimate)}
-    if res.answers is None:  # post-processing failed after the draw: keep the measurements, never lose them
-        vectors["--out"] = np.ravel(res.measurements)
+    written, failed, contents, n_answers = {}, [], None, 0
+    estimate = None if res.estimate is None else np.ravel(res.estimate)
+    measurements = np.ravel(res.measurements)
     for option, (path, ext) in p.outputs.items():
-        if vectors[option] is None:
-            continue
+        if option == "--out":  # W x̂: a table (from x̂) or a vector; the measurements y when post-processing failed
+            table = ext in _TABLES
+            kept = (estimate if table else res.answers) is not None
+            contents = "answers" if kept else "measurements"
+            n_answers = p.workload.n_queries if kept else int(measurements.size)
+        elif estimate is None and "--out" in p.outputs:
+            continue  # --out holds the measurements
+        else:  # x̂, or y when it is the only output and nothing else survived
+            contents = contents or ("estimate" if estimate is not None else "measurements")
         try:
-            _atomic_save(path, vectors[option], ext)
+            if option == "--out" and table:
+                _write_table(p, res, path)
+            elif option == "--out":
+                _atomic_save(path, res.answers if kept else measurements, ext)
+            else:
+                _atomic_save(path, estimate if estimate is not None else measurements, ext)
             written[option] = path
-        except OSError as exc:
-            fd, fallback = tempfile.mkstemp(prefix="mmopt-release-", suffix=".npy")
-            with os.fdopen(fd, "wb") as fh:
-                np.save(fh, np.asarray(vectors[option]))
-            failed.append(f"{option} '{path}' could not be written ({exc}); it was saved to '{fallback}'")
-            written[option] = fallback
+        except Exception as exc:  # the budget is spent: never lose what was released
+            if option == "--out" and res.answers is not None:
+                keep, note = res.answers, ""
+            elif estimate is not None:
+                keep, note = estimate, " (x̂ in C order: answer any query from it with mmopt.answers.answer)"
+            else:
+                keep, note = measurements, " (the noisy measurements y = A x + z)"
+            try:
+                written[option] = _fallback(keep)
+                failed.append(f"{option} '{path}' could not be written ({exc}); it was saved to "
+                              f"'{written[option]}'{note}")
+            except Exception as again:  # nowhere to write: say so, the report below still prints
+                failed.append(f"{option} '{path}' could not be written ({exc}), nor a fallback file ({again})")
     total, log_total = expected_release_error(p.expected, p.privacy, res.noise_scale)
     rec = res.reconstruction
     record = {"workload": {"name": p.workload.name, "domain_size": p.workload.domain_size,
@@ -187,9 +269,12 @@ def deliver(args, p: Plan, res) -> int:
               "path": res.path, "noise_scale": res.noise_scale, "sensitivity": res.sensitivity,
               "sensitivity_exact": getattr(res, "sensitivity_exact", True),  # False: a proven upper bound
               "verified_loss": out.jsonable(res.verified_loss),  # OpenDP's privacy map at the sensitivity used
-              "contents": "answers" if res.answers is not None else "measurements",
-              "n_answers": int(np.size(vectors["--out"])),
+              "contents": contents, "n_answers": n_answers,
               "answers_file": written.get("--out"), "estimate_file": written.get("--estimate"),
+              "answers_format": None if "--out" not in p.outputs else
+              ("table" if p.outputs["--out"][1] in _TABLES else "vector"),
+              "standard_error": "least_squares" if p.table is not None and p.table.model is not None
+              and contents == "answers" else None,
               "reconstruct": {"method": rec.method, "solver": rec.solver, "iterations": rec.iterations,
                               "optimality": rec.optimality, "total": rec.total} if rec else args.reconstruct,
               # least squares is unbiased with this total error; projection never exceeds it (nnls may)
@@ -198,9 +283,12 @@ def deliver(args, p: Plan, res) -> int:
               "expected_total_is_upper_bound": not getattr(p.expected, "total_exact", True)}
     if args.json:
         out.write_json(record)
+    elif "--out" in p.outputs:
+        print(out.table(record.items(), f"Released {n_answers:,} {contents} of {p.workload.name} to "
+                                        f"{record['answers_file']}:"))
     else:
-        print(out.table(record.items(), f"Released {record['n_answers']:,} {record['contents']} of "
-                                        f"{p.workload.name} to {record['answers_file']}:"))
+        print(out.table(record.items(), f"Released the {contents} ({p.workload.domain_size:,} cells) of "
+                                        f"{p.workload.name} to {record['estimate_file']}:"))
     if failed:
         print("mmopt: error: the privacy budget WAS spent — do not run this release again. "
               + "; ".join(failed) + ".", file=sys.stderr)

@@ -3,11 +3,18 @@
 Notation: see README. Cells in C order over the attributes listed. SF1 Persons: sex 2 · hispanic 2 ·
 race 64 · relationship 17 · age 115 (N = 500,480); race value r is the bitmask of six race flags. Sources:
 HDMM (McKenna, Miklau, Hay, Machanavajjhala, PVLDB 2018; journal version 2021), Census SF1 tables P1–PCT12.
+
+Metadata for readable released answers (:mod:`mmopt.answers`), numbers unchanged: :func:`metadata` gives a
+census workload's attribute names and each term's table, :func:`row_labels` the row descriptions of the
+predicate blocks that are not plain cells or intervals (race1, race2, white, hisp, nothisp). Attribute
+names are recorded only where the source gives them (SF1); adult and CPS attributes stay unnamed.
 """
 
 from __future__ import annotations
 
 import itertools
+import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,6 +26,57 @@ SEX, HISPANIC, RACE, RELATIONSHIP, AGE, STATE = 2, 2, 64, 17, 115, 51
 _AGE1_CUTS = (0, 5, 10, 15, 18, 20, 21, 22, 25, 30, 35, 40, 45, 50, 55, 60, 62, 65, 67, 70, 75, 80, 85, 115)
 _ADULT = (75, 16, 5, 2, 20)
 _CPS = (50, 100, 7, 4, 2)
+_SF1_ATTRIBUTES = ("sex", "hispanic", "race", "age")
+
+
+@dataclass(frozen=True)
+class Metadata:
+    """Names of a census workload's attributes (C order) and of each term (its SF1 table), for labels."""
+
+    attributes: tuple[str, ...]
+    terms: tuple[str, ...]
+
+
+# Keyed by the objects themselves (weakly): a user's own workload named "race1" gets no census labels.
+_METADATA: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_ROW_LABELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def metadata(workload) -> Metadata | None:
+    """The :class:`Metadata` of a workload built by :func:`sf1`, :func:`sf1_persons` or :func:`sf1_plus`
+    (None for any other object).
+
+    Examples
+    --------
+    >>> m = metadata(sf1())
+    >>> m.attributes, m.terms[:3]
+    (('sex', 'hispanic', 'race', 'age'), ('P1', 'P3', 'P3'))
+    """
+    try:
+        return _METADATA.get(workload)
+    except TypeError:  # not weakly referenceable: not a census workload
+        return None
+
+
+def row_labels(factor) -> tuple[str, ...] | None:
+    """One description per row of a census predicate block (race1, race2, white, hisp, nothisp), else None.
+
+    Race cell r is the bitmask of six race flags (flag 0, cell 1, is "white" in SF1's tables).
+
+    Examples
+    --------
+    >>> row_labels(race1())[0], row_labels(race1())[6]
+    ('race flag 0 alone (r=1)', 'two or more race flags, or none')
+    """
+    try:
+        return _ROW_LABELS.get(factor)
+    except TypeError:
+        return None
+
+
+def _labelled(w: Workload, labels) -> Workload:
+    _ROW_LABELS[w] = tuple(labels)
+    return w
 
 
 def _intervals(n: int, cuts) -> np.ndarray:
@@ -33,7 +91,8 @@ def race1() -> Workload:
     W[np.arange(6), alone] = 1.0
     W[6] = 1.0
     W[6, alone] = 0.0
-    return Workload.from_matrix(W, name="race1")
+    labels = [f"race flag {i} alone (r={1 << i})" for i in range(6)] + ["two or more race flags, or none"]
+    return _labelled(Workload.from_matrix(W, name="race1"), labels)
 
 
 def race2() -> Workload:
@@ -41,21 +100,25 @@ def race2() -> Workload:
     pop = np.array([bin(r).count("1") for r in range(RACE)])
     single = np.eye(RACE)[1:]
     exactly = np.array([pop == k for k in range(1, 7)], dtype=float)
-    return Workload.from_matrix(np.vstack([single, exactly, (pop >= 2)[None].astype(float)]), name="race2")
+    labels = [f"r={r}" for r in range(1, RACE)] + [f"exactly {k} race flag{'s' * (k > 1)}" for k in range(1, 7)]
+    W = Workload.from_matrix(np.vstack([single, exactly, (pop >= 2)[None].astype(float)]), name="race2")
+    return _labelled(W, labels + ["two or more race flags"])
 
 
-def _cell(n: int, i: int, name: str) -> Workload:
+def _cell(n: int, i: int, name: str, label: str) -> Workload:
     W = np.zeros((1, n))
     W[0, i] = 1.0
-    return Workload.from_matrix(W, name=name)
+    return _labelled(Workload.from_matrix(W, name=name), [label])
 
 
 def _sf1_blocks() -> dict[str, Workload]:
     ages = np.arange(AGE)
     return {
         "I2": sw.identity(2), "T2": sw.total(2), "IT2": sw.identity_total(2),
-        "hisp": _cell(HISPANIC, 0, "hisp"), "nothisp": _cell(HISPANIC, 1, "nothisp"),
-        "T64": sw.total(RACE), "race1": race1(), "race2": race2(), "white": _cell(RACE, 1, "white"),
+        "hisp": _cell(HISPANIC, 0, "hisp", "hispanic (0)"),
+        "nothisp": _cell(HISPANIC, 1, "nothisp", "not hispanic (1)"),
+        "T64": sw.total(RACE), "race1": race1(), "race2": race2(),
+        "white": _cell(RACE, 1, "white", "white alone (r=1)"),
         "T17": sw.total(RELATIONSHIP), "T115": sw.total(AGE),
         "adult": Workload.from_matrix((ages >= 18)[None].astype(float), name="adult"),
         "age1": Workload.from_matrix(_intervals(AGE, _AGE1_CUTS), name="age1"),
@@ -128,19 +191,26 @@ def sf1_persons(weights: dict[str, float] | None = None) -> sw.ImplicitWorkload:
     ones (the HDMM tutorial, "Tuning workload error"); the error an optimiser minimises is then
     Σ_tables c²·error(table).
     """
-    return sw.ImplicitWorkload(_sf1_terms(True, False, weights), "sf1_persons")
+    return _described(sw.ImplicitWorkload(_sf1_terms(True, False, weights), "sf1_persons"),
+                      ("sex", "hispanic", "race", "relationship", "age"))
 
 
 def sf1(weights: dict[str, float] | None = None) -> sw.ImplicitWorkload:
     """HDMM's "census": SF1 without relationship, 2·2·64·115 = 29,440 cells, 4,151 queries (``weights``:
     see :func:`sf1_persons`)."""
-    return sw.ImplicitWorkload(_sf1_terms(False, False, weights), "sf1")
+    return _described(sw.ImplicitWorkload(_sf1_terms(False, False, weights), "sf1"), _SF1_ATTRIBUTES)
 
 
 def sf1_plus(weights: dict[str, float] | None = None) -> sw.ImplicitWorkload:
     """SF1+ (by state): every SF1 term times IT on 51 states; 1,501,440 cells, 215,852 queries (``weights``:
     see :func:`sf1_persons`)."""
-    return sw.ImplicitWorkload(_sf1_terms(False, True, weights), "sf1_plus")
+    return _described(sw.ImplicitWorkload(_sf1_terms(False, True, weights), "sf1_plus"),
+                      (*_SF1_ATTRIBUTES, "state"))
+
+
+def _described(W: sw.ImplicitWorkload, attributes: tuple[str, ...]) -> sw.ImplicitWorkload:
+    _METADATA[W] = Metadata(attributes, sf1_term_tables())
+    return W
 
 
 def _all_it(shape, name: str) -> sw.ImplicitWorkload:

@@ -1,0 +1,243 @@
+"""Where each query of a workload sits: its term, its row of every factor, and chunks of consecutive rows.
+
+Notation: see README. Every workload mmopt builds lists its queries as terms in order, each term
+w·(W₁ ⊗ … ⊗ W_d) in C order of its query grid (m₁, …, m_d): query i of the term is ⊗ᵢ rᵢ with
+(r₁, …, r_d) = unravel(i, grid). A one-attribute workload (``prefix(64)``, a matrix) is one term with one
+factor; a dense workload built by :func:`mmopt.workload.kron`, ``stack`` or ``marginals`` has the rows of
+its product structure (:func:`mmopt.workload.structure_of`). :meth:`Layout.chunks` cuts the m rows into
+blocks of at most ``chunk_rows`` consecutive rows, each inside one term and one prefix (r₁, …, r_{k−1}) of
+its grid, so that labels, answers and variances of a block are formed from the factors alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from mmopt import _validation as v
+from mmopt.structured import census
+from mmopt.structured import workloads as sw
+from mmopt.workload import Workload, structure_of
+
+DEFAULT_CHUNK_ROWS = 1_000_000
+
+
+@dataclass(frozen=True, eq=False)
+class TermLayout:
+    """One term w·(W₁ ⊗ … ⊗ W_d): its factors (one-attribute workloads), weight, name and query grid."""
+
+    factors: tuple[Workload, ...]
+    weight: float
+    name: str
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        return tuple(f.n_queries for f in self.factors)
+
+    @property
+    def n_queries(self) -> int:
+        return math.prod(self.grid)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Rows ``start`` … ``stop − 1`` of the workload (global), all in term ``term`` from its row ``local``.
+
+    Within the term they share the grid prefix (r₁, …, r_{k}) = ``prefix`` and run over rows
+    ``block`` = (b₀, b₁) of factor k + 1 = ``axis`` with every row of the factors after it.
+    """
+
+    term: int
+    start: int
+    stop: int
+    local: int
+    axis: int
+    prefix: tuple[int, ...]
+    block: tuple[int, int]
+
+
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """A workload as terms of products, with names for its attributes and terms (see the module docstring).
+
+    ``structure`` is the implicit workload with exactly these rows (the workload itself, or its product twin,
+    or the one-attribute workload as a one-factor product).
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    attributes: tuple[str, ...]
+    terms: tuple[TermLayout, ...]
+    structure: sw.ImplicitWorkload
+
+    @property
+    def n_queries(self) -> int:
+        return sum(t.n_queries for t in self.terms)
+
+    @property
+    def weighted(self) -> bool:
+        """Whether some term's weight is not 1 (the weight then belongs in every label)."""
+        return any(t.weight != 1.0 for t in self.terms)
+
+    def chunks(self, chunk_rows: int = DEFAULT_CHUNK_ROWS, start: int = 0, stop: int | None = None
+               ) -> Iterator[Chunk]:
+        """Blocks of at most ``chunk_rows`` consecutive rows covering ``start`` … ``stop − 1``, in order."""
+        stop = self.n_queries if stop is None else stop
+        offset = 0
+        for j, t in enumerate(self.terms):
+            lo, hi = max(start - offset, 0), min(stop - offset, t.n_queries)
+            if lo < hi:
+                for c in term_chunks(t.grid, chunk_rows, lo, hi):
+                    yield Chunk(j, offset + c[0], offset + c[1], c[0], *c[2:])
+            offset += t.n_queries
+
+    def locate(self, i: int) -> tuple[int, int]:
+        """(term, row within the term) of query i."""
+        offset = 0
+        for j, t in enumerate(self.terms):
+            if i < offset + t.n_queries:
+                return j, i - offset
+            offset += t.n_queries
+        raise IndexError(i)
+
+
+def term_chunks(grid: tuple[int, ...], chunk_rows: int, lo: int, hi: int):
+    """(start, stop, axis k, prefix, (b₀, b₁)) blocks of rows lo … hi − 1 of a term's C-order grid.
+
+    k is the first axis whose trailing grid ∏_{i>k} mᵢ ("inner") fits ``chunk_rows``; a block is a run of
+    rows b₀ … b₁ − 1 of factor k under one prefix of the axes before it, so it spans (b₁ − b₀)·inner rows.
+    """
+    d = len(grid)
+    k = next(i for i in range(d) if math.prod(grid[i + 1:]) <= chunk_rows)
+    inner = math.prod(grid[k + 1:])
+    per = max(1, chunk_rows // inner) * inner
+    pos = lo
+    while pos < hi:
+        outer = pos // inner  # index into the grid of axes 0 … k
+        prefix_end = (outer // grid[k] + 1) * grid[k] * inner  # end of this prefix's run of axis k
+        end = min(hi, pos + per, prefix_end)
+        if pos % inner == 0 and end % inner == 0:
+            idx = np.unravel_index(outer, grid[:k + 1])
+            yield pos, end, k, tuple(int(r) for r in idx[:k]), (int(idx[k]), int(idx[k]) + (end - pos) // inner)
+        else:  # a start or stop inside an inner run (only for a user's start/stop): one row of axis k at a time
+            end = min(hi, (outer + 1) * inner)
+            idx = np.unravel_index(outer, grid[:k + 1])
+            yield pos, end, k, tuple(int(r) for r in idx[:k]), (int(idx[k]), int(idx[k]) + 1)
+        pos = end
+
+
+def layout_of(workload, *, attributes=None, terms=None, caller: str = "layout_of") -> Layout:
+    """The :class:`Layout` of a workload built by mmopt (dense or implicit).
+
+    ``attributes`` (one name per attribute) and ``terms`` (one name per term) override the defaults: a census
+    workload's own names (:func:`mmopt.structured.census.metadata`), else "a0", "a1", …; a marginal term is
+    named by its attributes ("a0×a2", "total"), a single term by the workload, others "term j".
+
+    Examples
+    --------
+    >>> from mmopt import workload as wl
+    >>> L = layout_of(wl.marginals((3, 4, 5), 2), attributes=("sex", "age", "race"))
+    >>> [t.name for t in L.terms], L.n_queries
+    (['sex×age', 'sex×race', 'age×race'], 47)
+    """
+    structure = structure_of(workload)
+    if structure is None:
+        if not isinstance(workload, Workload):
+            raise TypeError(f"The 'workload' parameter of {caller} must be a Workload or an ImplicitWorkload. "
+                            f"Got {type(workload).__name__}.")
+        if workload.matrix is None and workload.family == "gram":
+            raise ValueError(f"The 'workload' parameter of {caller} was built from its Gram matrix only "
+                             f"('{workload.name}'), so its queries are unknown. Use Workload.from_matrix(W).")
+        structure = sw.ImplicitWorkload((sw.Product((workload,), 1.0),), workload.name)
+    meta = census.metadata(structure)
+    d = len(structure.shape)
+    attributes = _names(attributes, d, "attributes", caller, meta.attributes if meta else
+                        tuple(f"a{i}" for i in range(d)))
+    default = meta.terms if meta else tuple(_term_name(t, attributes, structure, j)
+                                            for j, t in enumerate(structure.terms))
+    names = _names(terms, len(structure.terms), "terms", caller, default)
+    layout_terms = tuple(TermLayout(t.factors, float(t.weight), nm) for t, nm in zip(structure.terms, names,
+                                                                                     strict=True))
+    return Layout(workload.name, structure.shape, attributes, layout_terms, structure)
+
+
+def _names(given, count: int, name: str, caller: str, default) -> tuple[str, ...]:
+    if given is None:
+        return tuple(default)
+    if isinstance(given, str):
+        given = [given]
+    given = [v.check_str(g, name=name, caller=caller) for g in given]
+    if len(given) != count:
+        raise ValueError(f"The '{name}' parameter of {caller} must give {count} names (one per "
+                         f"{name[:-1]}). Got {len(given)}.")
+    return tuple(given)
+
+
+def _term_name(term, attributes, structure, j: int) -> str:
+    fams = [f.family for f in term.factors]
+    if len(term.factors) > 1 and all(f in ("identity", "total") for f in fams):
+        on = [a for a, f in zip(attributes, fams, strict=True) if f == "identity"]
+        return "×".join(on) if on else "total"
+    return structure.name if len(structure.terms) == 1 else f"term {j}"
+
+
+def factor_rows(W: Workload, r0: int, r1: int) -> np.ndarray:
+    """Rows r0 … r1 − 1 of a one-attribute workload (its row order), built without W for the families."""
+    n = W.domain_size
+    if W.matrix is not None:
+        return W.matrix[r0:r1]
+    rows = np.arange(r0, r1)
+    cells = np.arange(n)
+    fam = W.family
+    if fam == "identity":
+        return (cells[None, :] == rows[:, None]).astype(float)
+    if fam == "total":
+        return np.ones((r1 - r0, n))
+    if fam == "prefix":
+        return (cells[None, :] <= rows[:, None]).astype(float)
+    if fam == "all_range":
+        a, b = range_ends(n, rows)
+        return ((cells >= a[:, None]) & (cells <= b[:, None])).astype(float)
+    if fam == "all_predicate":
+        return (((rows[:, None] + 1) >> cells[None, :]) & 1).astype(float)
+    raise ValueError(f"factor_rows: workload '{W.name}' is Gram-only; its queries are unknown.")
+
+
+def range_ends(n: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(a, b) of rows of all_range(n): row-major a ≤ b, row index = a·n − a(a−1)/2 + (b − a)."""
+    a_all = np.arange(n + 1)
+    starts = a_all * n - a_all * (a_all - 1) // 2
+    a = np.searchsorted(starts, rows, side="right") - 1
+    return a, rows - starts[a] + a
+
+
+def row_intervals(W) -> tuple[np.ndarray, np.ndarray] | None:
+    """(start a, length ℓ) of every row of a one-attribute workload when each row is a 0/1 interval
+    [a, a + ℓ − 1] (0-based), in row order; else None. Families are decoded from their definition."""
+    n = W.domain_size
+    matrix, family = getattr(W, "matrix", None), getattr(W, "family", None)
+    if matrix is None:
+        if family == "all_range":
+            a, b = np.triu_indices(n)
+        elif family == "prefix":
+            a, b = np.zeros(n, dtype=int), np.arange(n)
+        elif family == "identity":
+            a = b = np.arange(n)
+        elif family == "total":
+            a, b = np.array([0]), np.array([n - 1])
+        else:
+            return None
+        return a, b - a + 1
+    if not isinstance(matrix, np.ndarray) or not np.all((matrix == 0) | (matrix == 1)):
+        return None
+    M = matrix.astype(bool)
+    length = M.sum(axis=1)
+    a = np.argmax(M, axis=1)
+    cells = np.arange(n)
+    inside = (cells >= a[:, None]) & (cells < (a + length)[:, None])
+    if np.any(length == 0) or not np.array_equal(inside, M):
+        return None
+    return a, length

@@ -1,0 +1,244 @@
+"""Answers to a person's own queries from a released estimate x̂, with their standard errors.
+
+Notation: see README. A query is a row q (q x̂ is its answer). It is given either
+
+* as a **range spec** on a product domain of d attributes: a tuple with one item per attribute — an int c
+  (the cell c), a pair (a, b) (cells a … b, inclusive), None or "*" (every cell), a ``slice``, or a
+  vector of length nᵢ (a weighted predicate on that attribute) — so q = ⊗ᵢ rᵢ; on one attribute the item
+  alone will do (``(3, 9)`` is cells 3 … 9); or
+* as **rows of a matrix**: a numpy array (k×N) or a scipy.sparse matrix, one query per row, cells in C order
+  (a list is always read as range specs).
+
+With a strategy, each answer gets √(s²·q (AᵀA)⁺ qᵀ), the exact standard deviation of the least-squares
+answer at noise of standard deviation s (the caveats of :mod:`mmopt.answers.table` apply to nnls and
+projection). s is read from a mechanism output; from a bare x̂ it is the calibrated noise of ``privacy``
+(b = Δ/ε, or the analytic Gaussian σ) — a release through OpenDP draws σ 6–9% larger: pass its output.
+Range specs under a product or marginals strategy use the per-factor terms (:mod:`mmopt.structured.per_query`),
+rows of a matrix under a product strategy use ‖θ⁻¹(⊗ᵢAᵢ⁺ᵀ) q‖²; any pair on at most 4,096 cells is dense.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from mmopt import _validation as v
+from mmopt._strategy_core import Strategy
+from mmopt.answers.labels import _row, _set
+from mmopt.answers.variance import noise_sd
+from mmopt.dispatch import evaluate
+from mmopt.privacy import Privacy
+from mmopt.structured import _checks as ck
+from mmopt.structured import factors as fc
+from mmopt.structured.mechanism import kron_apply
+from mmopt.structured.per_query import kron_variance, scaled_factor
+from mmopt.structured.strategies import ImplicitStrategy
+from mmopt.structured.workloads import ImplicitWorkload, Product
+from mmopt.workload import Workload
+
+
+@dataclass(frozen=True, eq=False)
+class QueryAnswers:
+    """``answers`` (k,), ``standard_error`` (k,) or None, and per query one description per attribute."""
+
+    answers: np.ndarray
+    standard_error: np.ndarray | None
+    labels: tuple[tuple[str, ...], ...]
+    attributes: tuple[str, ...]
+
+    def to_frame(self):
+        """A pandas DataFrame: one column per attribute, then answer and standard_error."""
+        from mmopt.answers.table import require
+
+        pd = require("pandas", "QueryAnswers.to_frame")
+        cols = {a: [lab[i] for lab in self.labels] for i, a in enumerate(self.attributes)}
+        cols["answer"] = self.answers
+        if self.standard_error is not None:
+            cols["standard_error"] = self.standard_error
+        return pd.DataFrame(cols)
+
+
+def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, attributes=None) -> QueryAnswers:
+    """Answer your own queries from x̂ (module docstring), with standard errors when ``strategy`` is given.
+
+    Parameters
+    ----------
+    queries : list of range specs, ndarray (k, N) or scipy.sparse matrix
+    estimate : MechanismOutput, StructuredOutput or array_like
+        An output of :func:`mmopt.release` / :func:`mmopt.matrix_mechanism` (its x̂ and its noise), or x̂ itself
+        (flat, or shaped like the domain for range specs on several attributes).
+    strategy : Strategy, ImplicitStrategy or None
+        The strategy measured; None gives answers only.
+    privacy : Privacy or None
+        Needed with a bare x̂ and a strategy: the noise is then the calibrated one.
+    attributes : sequence of str or None
+        Names of the attributes, for :meth:`QueryAnswers.to_frame` (default "a0", "a1", …).
+
+    Examples
+    --------
+    >>> import mmopt
+    >>> W, H = mmopt.workload.prefix(8), mmopt.strategy.hierarchical(8)
+    >>> out = mmopt.matrix_mechanism(W, H, [3, 0, 2, 5, 1, 1, 0, 4], mmopt.Privacy(1.0), rng=0)
+    >>> res = answer([(2, 5), 7, None], out, H)
+    >>> res.labels, [round(float(s), 4) for s in res.standard_error]    # b = 4, s² = 32
+    ((('[2, 5]',), ('7',), ('*',)), [5.0596, 4.4164, 4.1312])
+    """
+    caller = "answer"
+    noise = None
+    if hasattr(estimate, "estimate") and hasattr(estimate, "noise_scale"):
+        noise = noise_sd(estimate.noise, float(estimate.noise_scale))
+        estimate = estimate.estimate
+    if estimate is None:
+        raise ValueError(f"The 'estimate' parameter of {caller} holds no x̂ (a failed post-processing).")
+    x = np.asarray(estimate, dtype=float)
+    if x.ndim == 2 and x.shape[0] == 1 and isinstance(strategy, Strategy):
+        x = x[0]
+    shape = tuple(strategy.shape) if isinstance(strategy, ImplicitStrategy) else x.shape
+    N = math.prod(shape)
+    if x.size != N:
+        raise ValueError(f"The 'estimate' parameter of {caller} has {x.size} entries; the strategy's domain has {N}.")
+    x = x.reshape(shape)
+    matrix = isinstance(queries, np.ndarray) or sp.issparse(queries)
+    if matrix:
+        Q = v.check_matrix(queries if not isinstance(queries, np.ndarray) or queries.ndim == 2 else queries[None],
+                           name="queries", caller=caller)
+        if Q.shape[1] != N:
+            raise ValueError(f"The 'queries' parameter of {caller} must have {N} columns (one per cell). "
+                             f"Got {Q.shape[1]}.")
+        values, rows, labels = Q @ x.ravel(), None, tuple((f"row {i}",) for i in range(Q.shape[0]))
+    else:
+        specs = [_items(s, len(shape), caller) for s in _spec_list(queries, caller)]
+        rows = [tuple(_item_row(item, n, caller) for item, n in zip(spec, shape, strict=True)) for spec in specs]
+        values = np.array([_contract(x, r) for r in rows])
+        labels = tuple(tuple(_describe(item, r) for item, r in zip(spec, rs, strict=True))
+                       for spec, rs in zip(specs, rows, strict=True))
+    names = tuple(attributes) if attributes is not None else ("query",) if matrix else \
+        tuple(f"a{i}" for i in range(len(shape)))
+    se = None
+    if strategy is not None:
+        sd = noise if noise is not None else _calibrated(strategy, privacy, caller)
+        se = _standard_errors(strategy, shape, Q if matrix else None, rows, sd, caller)
+    return QueryAnswers(np.asarray(values, dtype=float), se, labels, names)
+
+
+# -- specs --------------------------------------------------------------------------------------------------
+def _spec_list(queries, caller: str) -> list:
+    if not isinstance(queries, list | tuple) or not len(queries):
+        raise TypeError(f"The 'queries' parameter of {caller} must be a non-empty list of range specs, a numpy array "
+                        f"(k, N) or a scipy.sparse matrix. Got {type(queries).__name__}.")
+    return list(queries)
+
+
+def _items(spec, d: int, caller: str) -> tuple:
+    if d == 1 and not (isinstance(spec, tuple | list) and len(spec) == 1):
+        return (spec,)
+    if not isinstance(spec, tuple | list) or len(spec) != d:
+        raise ValueError(f"The 'queries' parameter of {caller} must give one item per attribute ({d}) in every range "
+                         f"spec. Got {spec!r:.80}.")
+    return tuple(spec)
+
+
+def _item_row(item, n: int, caller: str) -> np.ndarray:
+    r = np.zeros(n)
+    bad = ValueError(f"The 'queries' parameter of {caller}: {item!r:.60} is not a range item on an attribute of {n} "
+                     "cells (an int c, a pair (a, b) with 0 <= a <= b < n, None/'*', a slice or a vector of length n).")
+    if item is None or (isinstance(item, str) and item == "*"):
+        r[:] = 1.0
+    elif isinstance(item, slice):
+        r[np.arange(n)[item]] = 1.0
+    elif isinstance(item, int | np.integer) and not isinstance(item, bool):
+        if not 0 <= item < n:
+            raise bad
+        r[int(item)] = 1.0
+    elif isinstance(item, tuple | list) and len(item) == 2 and all(isinstance(e, int | np.integer) for e in item):
+        a, b = int(item[0]), int(item[1])
+        if not 0 <= a <= b < n:
+            raise bad
+        r[a:b + 1] = 1.0
+    else:
+        try:
+            r = v.check_vector(item, name="queries", caller=caller, length=n)
+        except (TypeError, ValueError):
+            raise bad from None
+    if not np.any(r):
+        raise bad
+    return r
+
+
+def _describe(item, r: np.ndarray) -> str:
+    if isinstance(item, tuple | list) and len(item) == 2 and not isinstance(item, np.ndarray):
+        return f"[{int(item[0])}, {int(item[1])}]"
+    if isinstance(item, slice):
+        return _set(np.flatnonzero(r), r.size)
+    return _row(r, 0) if not isinstance(item, int | np.integer) else str(int(item))
+
+
+def _contract(x: np.ndarray, rows) -> float:
+    y = x
+    for r in rows:
+        y = np.tensordot(r, y, axes=(0, 0))
+    return float(y)
+
+
+# -- standard errors ----------------------------------------------------------------------------------------
+def _calibrated(strategy, privacy, caller: str) -> float:
+    if not isinstance(privacy, Privacy):
+        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy when 'estimate' is a bare x̂ and a "
+                        "strategy is given (the noise is then the calibrated one). Pass the mechanism's output "
+                        "instead for the noise actually drawn.")
+    return noise_sd(privacy.noise, privacy.noise_scale(strategy.sensitivity(privacy.sensitivity_norm)))
+
+
+def _standard_errors(strategy, shape, Q, rows, sd: float, caller: str) -> np.ndarray:
+    implicit = isinstance(strategy, ImplicitStrategy)
+    N = math.prod(shape)
+    if implicit and rows is not None:
+        W = ImplicitWorkload((Product(tuple(Workload.from_matrix(np.array(col), name=f"a{i}")
+                                            for i, col in enumerate(zip(*rows, strict=True))), 1.0),), "queries")
+        kv = kron_variance(W, strategy, caller=caller)
+        if kv is not None:
+            t = kv.terms[0]
+            unit = sum(c * np.prod(np.stack(fs), axis=0) for c, fs in zip(t.coefficients, t.vectors, strict=True))
+            return np.sqrt(unit) * math.ldexp(sd, -kv.exponent)
+    if implicit and strategy.is_product and Q is not None:
+        return _pinv_errors(strategy, shape, Q, sd, caller)
+    if implicit:
+        if N > ck.DENSE_LIMIT:
+            raise ValueError(f"{caller}: standard errors of these queries under '{strategy.name}' need a product "
+                             f"strategy, a marginals strategy with range specs, or at most {ck.DENSE_LIMIT:,} cells.")
+        strategy = strategy.to_strategy()
+    if Q is None:
+        Q = np.array([_kron_row(r) for r in rows])
+    A = strategy if isinstance(strategy, Strategy) else Strategy(np.asarray(strategy, dtype=float))
+    report = evaluate(Workload.from_matrix(Q, name="queries"), A, None, per_query=True)
+    return np.sqrt(np.asarray(report.per_query_variance)) * (sd / float(report.sensitivity))
+
+
+def _kron_row(rows) -> np.ndarray:
+    out = np.ones(1)
+    for r in rows:
+        out = np.kron(out, r)
+    return out
+
+
+def _pinv_errors(strategy: ImplicitStrategy, shape, Q, sd: float, caller: str) -> np.ndarray:
+    """‖(⊗ᵢÃᵢ⁺ᵀ) q‖/θ̃ per row q, after checking q lies in the row space ((⊗ᵢPᵢ) q = q, Pᵢ = I − NᵢNᵢᵀ)."""
+    term = strategy.terms[0]
+    scaled = [scaled_factor(f) for f in term.factors]
+    invs = [fc.strategy_inverse(f) for f, _ in scaled]
+    wm, we = math.frexp(term.weight)
+    R = we + sum(e for _, e in scaled)
+    pin_t = [inv.pinv.T for inv in invs]
+    proj = [np.eye(n) - inv.null @ inv.null.T for inv, n in zip(invs, shape, strict=True)]
+    Qd = Q.toarray() if sp.issparse(Q) else Q
+    out = np.empty(Qd.shape[0])
+    for k, q in enumerate(Qd):
+        qs = q.reshape(shape)
+        if float(np.sum((kron_apply(proj, qs) - qs) ** 2)) > 1e-18 * float(np.sum(qs * qs)):
+            raise ValueError(f"{caller}: query {k} is not supported by strategy '{strategy.name}' (it lies partly "
+                             "outside the row space of A): its least-squares answer is biased, with no standard error.")
+        out[k] = math.sqrt(float(np.sum(kron_apply(pin_t, qs) ** 2))) / wm
+    return out * math.ldexp(sd, -R)

@@ -1,0 +1,234 @@
+"""Released answers as a tidy table — one row per query: its labels, the answer and its standard error.
+
+Notation: see README. Columns, in order: ``query`` (row of W, from 0), ``term`` (index), ``table`` (the term's
+name: an SF1 table, a marginal's attributes, the workload), one column per attribute (its description,
+:mod:`mmopt.answers.labels`), ``weight`` (only when some term is weighted), ``answer`` (W x̂ as released) and
+``standard_error`` (when the strategy is given).
+
+``standard_error`` is √(s²·q (AᵀA)⁺ qᵀ), s² the variance of each noise entry actually drawn (2b² for Laplace
+scale b, σ² for Gaussian; OpenDP's discrete samplers have these variances to within their grid): the exact
+standard deviation of the *least-squares* answer q x̂, x̂ = A⁺y, which is unbiased. For
+``reconstruct="nnls"`` or ``"projection"`` the ``answer`` column holds the constrained answer, which is biased
+and has no per-query error formula; the column is still least squares' standard error. Projection never
+increases the workload's total squared error, on any draw, so Σ standard_error² bounds its expected total
+squared error — in total, not query by query; NNLS has no such bound.
+
+Tables are built in blocks of at most ``chunk_rows`` rows (:func:`iter_tables`);
+:func:`mmopt.answers.files.write_answers` streams them to CSV or Parquet, so no more than one block is held
+at a time, and :func:`answers_table` collects them into one pandas DataFrame (up to :data:`MAX_TABLE_ROWS`
+rows). Needs pandas and pyarrow (``pip install 'mmopt[tables]'``), imported only when called.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from mmopt.answers.labels import Labeller, _check_rows
+from mmopt.answers.layout import DEFAULT_CHUNK_ROWS, Layout, layout_of
+from mmopt.answers.values import iter_values
+from mmopt.answers.variance import VarianceModel, noise_sd, variance_model
+
+MAX_TABLE_ROWS = 10**7  # answers_table's in-memory limit; write_answers streams any number of rows
+EXTRA_HINT = "pip install 'mmopt[tables]' (or: pip install pandas pyarrow)"
+
+
+def require(module: str, caller: str):
+    """Import pandas or pyarrow, or raise an ImportError naming the extra."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(f"{caller} needs {module.split('.')[0]}, which is not installed. Install the tables "
+                          f"extra: {EXTRA_HINT}.") from exc
+
+
+@dataclass(frozen=True, eq=False)
+class TablePlan:
+    """Everything a table needs, checked: layout, x̂ (domain-shaped), W x̂ when already formed, the variance
+    model and the noise's standard deviation (None: no standard errors)."""
+
+    layout: Layout
+    estimate: np.ndarray
+    answers: np.ndarray | None
+    model: VarianceModel | None
+    sd: float | None
+    metadata: dict
+
+
+@dataclass(frozen=True, eq=False)
+class TableSpec:
+    """What a table needs before any noise is drawn: its layout and (with a strategy) the variance model."""
+
+    layout: Layout
+    model: VarianceModel | None
+    strategy: str | None
+
+
+def prepare_table(workload, strategy=None, *, noise: str, attributes=None, terms=None,
+                  caller: str = "answers_table") -> TableSpec:
+    """Labels and variances of a table, checked without the data: refuses a workload whose queries are unknown
+    and a pair without per-query variances (``noise``: "laplace" or "gaussian", for the sensitivity's norm)."""
+    layout = layout_of(workload, attributes=attributes, terms=terms, caller=caller)
+    model = None
+    if strategy is not None:
+        model = variance_model(workload, strategy, norm="l1" if noise == "laplace" else "l2", caller=caller,
+                               layout=layout)
+    table_schema_fields(layout, model is not None, caller)  # refuses clashing column names
+    return TableSpec(layout, model, None if strategy is None else getattr(strategy, "name", "strategy"))
+
+
+def plan_table(output, workload, strategy=None, privacy=None, *, attributes=None, terms=None,
+               caller: str = "answers_table", spec: TableSpec | None = None) -> TablePlan:
+    """Check a released (or simulated) output against its workload and strategy (:func:`answers_table`);
+    ``spec`` is :func:`prepare_table`'s, when it was prepared before the noise was drawn."""
+    for attr in ("estimate", "noise_scale", "noise"):
+        if not hasattr(output, attr):
+            raise TypeError(f"The 'output' parameter of {caller} must be what mmopt.release or mmopt.matrix_mechanism "
+                            f"returned. Got {type(output).__name__}.")
+    if privacy is not None and getattr(privacy, "noise", None) != output.noise:
+        raise ValueError(f"The 'privacy' parameter of {caller} ({privacy!r}) does not match the output's "
+                         f"{output.noise} noise. Pass the privacy of the release (or None).")
+    spec = spec or prepare_table(workload, strategy, noise=output.noise, attributes=attributes, terms=terms,
+                                 caller=caller)
+    layout = spec.layout
+    N, m = int(np.prod(layout.shape)), layout.n_queries
+    if output.estimate is None:
+        raise ValueError(f"{caller}: the output holds no estimate x̂ (its post-processing failed and only the "
+                         "measurements were kept), so its answers cannot be listed.")
+    est = np.asarray(output.estimate, dtype=float)
+    if est.size != N:
+        what = "several draws (size=...)" if est.size % N == 0 else f"{est.size} cells"
+        raise ValueError(f"The 'output' parameter of {caller} holds {what}; workload '{layout.name}' has {N:,} cells. "
+                         "Pass one draw of a mechanism run on this workload.")
+    answers = getattr(output, "answers", None)
+    if answers is not None and np.size(answers) != m:
+        raise ValueError(f"The 'output' parameter of {caller} holds {np.size(answers):,} answers; workload "
+                         f"'{layout.name}' has {m:,} queries. Pass the workload the output was released for.")
+    model = spec.model
+    sd = None if model is None else noise_sd(output.noise, float(output.noise_scale))
+    rec = getattr(output, "reconstruction", None)
+    meta = {"workload": layout.name, "strategy": spec.strategy, "n_queries": m,
+            "reconstruction": rec.method if rec is not None else "least_squares", "noise": output.noise,
+            "noise_scale": float(output.noise_scale), "path": getattr(output, "path", None),
+            "standard_error": "least squares (unbiased); see mmopt.answers.table" if model is not None else None}
+    return TablePlan(layout, est.reshape(layout.shape), None if answers is None else np.ravel(answers), model, sd,
+                     meta)
+
+
+def iter_batches(plan: TablePlan, chunk_rows: int = DEFAULT_CHUNK_ROWS):
+    """pyarrow RecordBatches of the table, at most ``chunk_rows`` rows each, in row order."""
+    pa = require("pyarrow", "mmopt.answers")
+    layout, labeller, arrays = plan.layout, Labeller(), {}
+    schema = table_schema(plan)
+    chunks = layout.chunks(chunk_rows)
+    source = ((c, plan.answers[c.start:c.stop]) for c in chunks) if plan.answers is not None else \
+        iter_values(layout, plan.estimate, chunks)
+    factor = None if plan.model is None else plan.model.sd_factor(plan.sd)
+    for c, values in source:
+        t = layout.terms[c.term]
+        n = c.stop - c.start
+        cols = [pa.array(np.arange(c.start, c.stop, dtype=np.int64)), pa.array(np.full(n, c.term, np.int32)),
+                pa.repeat(t.name, n).cast(pa.string())]
+        idx = np.unravel_index(np.arange(c.local, c.local + n, dtype=np.int64), t.grid)
+        for f, r in zip(t.factors, idx, strict=True):
+            full = labeller.listed(f)
+            if full is not None:
+                key = id(f)
+                if key not in arrays:
+                    arrays[key] = (f, pa.array(full, pa.string()))
+                cols.append(arrays[key][1].take(pa.array(r)))
+            else:
+                cols.append(pa.array(labeller.factor(f, r), pa.string()))
+        if layout.weighted:
+            cols.append(pa.array(np.full(n, t.weight)))
+        cols.append(pa.array(np.asarray(values, dtype=float)))
+        if factor is not None:
+            cols.append(pa.array(np.sqrt(plan.model.unit(c)) * factor))
+        yield pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def table_schema_fields(layout: Layout, standard_error: bool, caller: str) -> list[str]:
+    """The table's column names, in order; refuses an attribute named like another column."""
+    names = ["query", "term", "table", *layout.attributes, *(["weight"] if layout.weighted else []), "answer",
+             *(["standard_error"] if standard_error else [])]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{caller}: an attribute is named like another column ({names}). Pass attributes=(...) "
+                         "with other names.")
+    return names
+
+
+def table_schema(plan: TablePlan):
+    pa = require("pyarrow", "mmopt.answers")
+    types = {"query": pa.int64(), "term": pa.int32(), "weight": pa.float64(), "answer": pa.float64(),
+             "standard_error": pa.float64()}
+    names = table_schema_fields(plan.layout, plan.model is not None, "answers_table")
+    return pa.schema([(nm, types.get(nm, pa.string())) for nm in names], metadata={"mmopt": json.dumps(plan.metadata)})
+
+
+def iter_tables(output, workload, strategy=None, privacy=None, *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+                attributes=None, terms=None) -> Iterator:
+    """The table of :func:`answers_table` as pandas DataFrames of at most ``chunk_rows`` rows, in row order."""
+    plan = plan_table(output, workload, strategy, privacy, attributes=attributes, terms=terms, caller="iter_tables")
+    require("pandas", "iter_tables")
+    for batch in iter_batches(plan, _check_rows(chunk_rows, "iter_tables")):
+        frame = batch.to_pandas()
+        frame.attrs.update(plan.metadata)
+        yield frame
+
+
+def answers_table(output, workload, strategy=None, privacy=None, *, attributes=None, terms=None,
+                  chunk_rows: int = DEFAULT_CHUNK_ROWS):
+    """The released answers W x̂ as a pandas DataFrame, one row per query, labelled, with standard errors.
+
+    Parameters
+    ----------
+    output : MechanismOutput or StructuredOutput
+        One draw of :func:`mmopt.release` (or :func:`mmopt.matrix_mechanism`) on ``workload``.
+    workload : Workload or ImplicitWorkload
+        The workload released; its rows give the table's rows (terms in order, each in C order).
+    strategy : Strategy, ImplicitStrategy or None, default=None
+        The strategy measured. Given, the table has ``standard_error`` (module docstring: exact for the
+        least-squares answer at the noise actually drawn); None leaves the column out.
+    privacy : Privacy or None
+        The release's budget, checked against the output's kind of noise; the noise scale actually drawn is
+        read from ``output``.
+    attributes, terms : sequence of str or None
+        Column names for the attributes and names for the terms (default: see
+        :func:`mmopt.answers.layout.layout_of`).
+    chunk_rows : int, default=1,000,000
+        Rows formed at a time.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns query, term, table, one per attribute, [weight], answer, [standard_error]; ``.attrs`` holds the
+        workload, strategy, reconstruction and noise. Refused past :data:`MAX_TABLE_ROWS` rows: use
+        :func:`mmopt.answers.write_answers` (streamed to CSV or Parquet) or :func:`iter_tables`.
+
+    Examples
+    --------
+    >>> import mmopt
+    >>> W, A = mmopt.workload.prefix(4), mmopt.strategy.hierarchical(4)
+    >>> out = mmopt.matrix_mechanism(W, A, [3, 0, 2, 5], mmopt.Privacy(1.0), rng=0)
+    >>> t = answers_table(out, W, A)
+    >>> t[["query", "a0", "standard_error"]].round(4).values.tolist()     # b = Δ/ε = 3, s² = 2b² = 18
+    [[0, '≤ 0', 3.3381], [1, '≤ 1', 2.9277], [2, '≤ 2', 4.0356], [3, '≤ 3', 3.2071]]
+    """
+    caller = "answers_table"
+    plan = plan_table(output, workload, strategy, privacy, attributes=attributes, terms=terms, caller=caller)
+    m = plan.layout.n_queries
+    if m > MAX_TABLE_ROWS:
+        raise ValueError(f"{caller}: workload '{plan.layout.name}' has {m:,} queries, more rows than the in-memory "
+                         f"limit of {MAX_TABLE_ROWS:,}. Stream them to a file with mmopt.answers.write_answers(path, "
+                         "...) (CSV or Parquet), or read them block by block with mmopt.answers.iter_tables.")
+    pa = require("pyarrow", caller)
+    require("pandas", caller)
+    table = pa.Table.from_batches(list(iter_batches(plan, _check_rows(chunk_rows, caller))), schema=table_schema(plan))
+    frame = table.to_pandas()
+    frame.attrs.update(plan.metadata)
+    return frame

@@ -1,0 +1,157 @@
+"""Each query's variance under a strategy, block by block: Kronecker products of per-factor terms, or dense.
+
+Notation: see README. The least-squares answer q x̂ (x̂ = A⁺y, y = A x + z, z i.i.d. with variance s²) is
+unbiased with Var(q x̂) = s²·q (AᵀA)⁺ qᵀ (Li et al., PODS 2010, Prop. 4.4 for one query). Two routes:
+
+* ``"product"`` / ``"algebra"`` — a product strategy, or a union of αI + βJ factors (marginals, M(θ)), on a
+  workload of products: q X⁺ qᵀ from the per-factor vectors of :mod:`mmopt.structured.per_query`, for any
+  block of rows, never listing all m (2-D ranges on 128² have 68 million queries);
+* ``"dense"`` — any other pair on at most 4,096 cells: :func:`mmopt.evaluate` with ``per_query=True``
+  (Δ_d²·q M qᵀ, listed; Δ_d its sensitivity), in the workload's row order.
+
+A :class:`VarianceModel` holds either, with q X⁺ qᵀ = ``unit`` / (``divisor``·2^``exponent``)²; a standard
+deviation s of the noise then gives √Var = √unit · :meth:`~VarianceModel.sd_factor` (s), which never forms s²
+(s may be 10²⁰⁰ at a tiny ε) nor (AᵀA)⁺ at an extreme scale.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from mmopt._strategy_core import Strategy
+from mmopt.answers.layout import DEFAULT_CHUNK_ROWS, Chunk, Layout, layout_of
+from mmopt.dispatch import evaluate
+from mmopt.privacy import Privacy
+from mmopt.structured import _checks as ck
+from mmopt.structured.per_query import KronVariance, kron_variance
+from mmopt.structured.strategies import ImplicitStrategy
+from mmopt.workload import Workload
+
+
+@dataclass(frozen=True, eq=False)
+class VarianceModel:
+    """q X⁺ qᵀ of every query of ``layout`` = unit / (``divisor``·2^``exponent``)² (module docstring)."""
+
+    layout: Layout
+    method: str                    # "product", "algebra" or "dense"
+    kron: KronVariance | None
+    dense: np.ndarray | None       # the dense route's listed units (Δ_d²·q M qᵀ)
+    divisor: float
+    exponent: int
+
+    def unit(self, c: Chunk) -> np.ndarray:
+        """The units of the rows of chunk ``c``."""
+        if self.kron is not None:
+            return self.kron.terms[c.term].values(c.local, c.local + c.stop - c.start)
+        return self.dense[c.start:c.stop]
+
+    def sd_factor(self, sd: float) -> float:
+        """s·2⁻ᴿ/divisor: multiply √unit by it for the standard deviation at noise standard deviation s."""
+        return math.ldexp(sd / self.divisor, -self.exponent)
+
+
+def noise_sd(noise: str, noise_scale: float) -> float:
+    """The standard deviation of one noise entry: √2·b (Laplace scale b) or σ (Gaussian)."""
+    return math.sqrt(2.0) * noise_scale if noise == "laplace" else noise_scale
+
+
+def variance_model(workload, strategy, *, norm: str = "l1", caller: str = "variance_model",
+                   layout: Layout | None = None) -> VarianceModel:
+    """The :class:`VarianceModel` of a pair; refuses (ValueError) a pair whose per-query variances have neither
+    a Kronecker form nor a dense path (a general union strategy on more than 4,096 cells)."""
+    layout = layout or layout_of(workload, caller=caller)
+    if isinstance(strategy, ImplicitStrategy):
+        if tuple(layout.shape) != tuple(strategy.shape):
+            raise ValueError(f"{caller}: the workload's attributes {layout.shape} and the strategy's {strategy.shape} "
+                             "differ. Use the strategy built for this workload.")
+        kv = kron_variance(layout.structure, strategy, caller=caller)
+        if kv is not None:
+            return VarianceModel(layout, kv.method, kv, None, 1.0, kv.exponent)
+        if strategy.domain_size > ck.DENSE_LIMIT:
+            raise ValueError(
+                f"{caller}: per-query variances of '{layout.name}' under strategy '{strategy.name}' are exact for "
+                "product strategies (mmopt.strategy.kron), marginals strategies (mmopt.strategy.marginals) and any "
+                f"pair on at most {ck.DENSE_LIMIT:,} cells; this is another union over {strategy.domain_size:,} "
+                "cells. Pass strategy=None for the answers without standard errors.")
+        strategy = strategy.to_strategy()
+    W = _dense_workload(workload, layout, caller)
+    report = evaluate(W, strategy, None, norm=norm, per_query=True)
+    return VarianceModel(layout, "dense", None, np.asarray(report.per_query_variance, dtype=float),
+                         float(report.sensitivity), 0)
+
+
+def _dense_workload(workload, layout: Layout, caller: str) -> Workload:
+    """The dense workload with the layout's rows (the workload itself, or its product's explicit W)."""
+    if isinstance(workload, Workload):
+        return workload
+    W = layout.structure
+    if W.domain_size > ck.DENSE_LIMIT or W.n_queries * W.domain_size > ck.MAX_DENSE_ENTRIES:
+        raise ValueError(f"{caller}: workload '{W.name}' ({W.domain_size:,} cells, {W.n_queries:,} queries) needs "
+                         "a product or marginals strategy for per-query variances (mmopt.strategy.kron). Got a "
+                         "dense strategy.")
+    return Workload.from_matrix(W.dense(), name=W.name)
+
+
+def per_query_variances(workload, strategy, privacy: Privacy | None = None, *, norm: str | None = None,
+                        chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[tuple[int, int, np.ndarray]]:
+    """Every query's expected squared error c·Δ²·q (AᵀA)⁺ qᵀ, as (start, stop, values) blocks in row order.
+
+    The chunked form of ``mmopt.evaluate(W, A, privacy, per_query=True).per_query_variance`` (equal to it
+    where both exist), for any number of queries: a product or marginals strategy on a workload of products
+    (never more than ``chunk_rows`` values at a time), or any pair on at most 4,096 cells. Δ is evaluate's
+    sensitivity (exact, or a proven upper bound for a union: then so is every value).
+
+    Examples
+    --------
+    >>> import mmopt
+    >>> W, A = mmopt.workload.ranges_2d(128), mmopt.strategy.kron(mmopt.strategy.hierarchical(128),
+    ...                                                             mmopt.strategy.hierarchical(128))
+    >>> blocks = per_query_variances(W, A, mmopt.Privacy(1.0), chunk_rows=10**6)
+    >>> start, stop, values = next(blocks)
+    >>> W.n_queries, stop - start, values.shape
+    (68161536, 998976, (998976,))
+    """
+    caller = "per_query_variances"
+    model, sd = expected_error_model(workload, strategy, privacy, norm=norm, caller=caller)
+    f2 = model.sd_factor(sd) ** 2
+    for c in model.layout.chunks(_rows(chunk_rows, caller)):
+        yield c.start, c.stop, model.unit(c) * f2
+
+
+def expected_error_model(workload, strategy, privacy, *, norm, caller: str) -> tuple[VarianceModel, float]:
+    """(model, s) with s = √c·Δ: unit·sd_factor(s)² is each query's expected squared error (c·Δ²·q X⁺ qᵀ).
+
+    Δ is the strategy's sensitivity in the budget's norm, as :func:`mmopt.evaluate` takes it (for a union:
+    exact, or a proven upper bound)."""
+    if privacy is not None and not isinstance(privacy, Privacy):
+        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy or None. Got {type(privacy).__name__}.")
+    if norm is not None and norm not in ("l1", "l2"):
+        raise ValueError(f"The 'norm' parameter of {caller} must be 'l1', 'l2' or None. Got {norm!r}.")
+    if privacy is not None and norm is not None and norm != privacy.sensitivity_norm:
+        raise ValueError(f"The 'norm' parameter of {caller} ({norm!r}) contradicts the privacy's noise "
+                         f"({privacy.noise}: {privacy.sensitivity_norm}). Leave norm=None.")
+    used = norm or ("l1" if privacy is None else privacy.sensitivity_norm)
+    strategy = _strategy(strategy)
+    model = variance_model(workload, strategy, norm=used, caller=caller)
+    c = 1.0 if privacy is None else privacy.variance_factor
+    delta = model.divisor if model.method == "dense" else float(strategy.sensitivity(used))
+    return model, math.sqrt(c) * delta
+
+
+def _strategy(strategy):
+    if isinstance(strategy, ImplicitStrategy | Strategy):
+        return strategy
+    return Strategy(np.asarray(strategy, dtype=float))
+
+
+def _rows(chunk_rows, caller: str) -> int:
+    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int | np.integer) or chunk_rows < 1:
+        raise ValueError(f"The 'chunk_rows' parameter of {caller} must be an int >= 1. Got {chunk_rows!r}.")
+    return int(chunk_rows)
+
+
+__all__ = ["VarianceModel", "expected_error_model", "noise_sd", "per_query_variances", "variance_model"]

@@ -1,0 +1,135 @@
+"""mmopt.answers beyond the table: your own queries from x̂ with their standard errors, per-query variances in
+blocks past evaluate's listing limit, and the summaries by range shape and by term (exact, from factor terms)."""
+
+import math
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt import answers as ans
+from mmopt import strategy as st
+from mmopt import workload as wl
+from mmopt.structured import per_query as spq
+from mmopt.structured import workloads as sw
+
+EPS = mmopt.Privacy(0.5)
+
+
+def _brute_se(rows: np.ndarray, A: np.ndarray, s2: float) -> np.ndarray:
+    M = np.linalg.pinv(A.T @ A, rcond=1e-12, hermitian=True)
+    return np.sqrt(s2 * np.einsum("ij,jk,ik->i", rows, M, rows))
+
+
+@pytest.mark.parametrize("strategy", [
+    st.kron(st.hierarchical(12), st.identity(10)),                  # product: per-factor terms
+    st.marginals((12, 10), [0.5, 1.0, 1.0, 2.0]),                   # marginals algebra
+    st.stack([st.kron(st.identity(12), st.identity(10)), st.kron(st.hierarchical(12), st.identity(10))]),  # dense
+], ids=["product", "marginals", "union"])
+def test_own_range_specs_and_matrix_rows_answer_and_their_standard_errors(strategy):
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 30, (12, 10)).astype(float)
+    W = wl.kron(wl.all_range(12), wl.identity_total(10))
+    out = mmopt.matrix_mechanism(W, strategy, x.ravel(), EPS, rng=1)  # a dense W (120 cells): flat x
+    xhat = np.asarray(out.estimate).reshape(12, 10)
+    specs = [((2, 7), 3), (None, (0, 4)), (slice(0, 12, 2), "*"), (5, np.linspace(0, 1, 10))]
+    res = ans.answer(specs, out, strategy)
+    rows = np.array([np.kron(r1, r2) for r1, r2 in [
+        (np.r_[0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0.], np.eye(10)[3]),
+        (np.ones(12), np.r_[1, 1, 1, 1, 1, 0, 0, 0, 0, 0.]),
+        (np.tile([1.0, 0.0], 6), np.ones(10)), (np.eye(12)[5], np.linspace(0, 1, 10))]])
+    np.testing.assert_allclose(res.answers, rows @ xhat.ravel(), rtol=1e-12)
+    Ad = strategy.dense() if hasattr(strategy, "dense") else strategy.matrix
+    s2 = 2 * out.noise_scale**2
+    np.testing.assert_allclose(res.standard_error, _brute_se(rows, Ad, s2), rtol=1e-8)
+    assert res.labels[0] == ("[2, 7]", "3") and res.labels[1] == ("*", "[0, 4]") and res.labels[2][1] == "*"
+    # the same queries as rows of a matrix
+    mat = ans.answer(rows, out, strategy)
+    np.testing.assert_allclose(mat.answers, res.answers, rtol=1e-12)
+    np.testing.assert_allclose(mat.standard_error, res.standard_error, rtol=1e-8)
+    frame = res.to_frame()
+    assert list(frame.columns) == ["a0", "a1", "answer", "standard_error"] and len(frame) == 4
+
+
+def test_a_bare_estimate_takes_the_calibrated_noise_and_one_attribute_takes_bare_items():
+    W, H = wl.prefix(8), st.hierarchical(8)
+    out = mmopt.matrix_mechanism(W, H, [3, 0, 2, 5, 1, 1, 0, 4], EPS, rng=0)
+    from_output = ans.answer([(2, 5), 7, None], out, H)
+    bare = ans.answer([(2, 5), 7, None], out.estimate, H, EPS)  # b = Δ/ε, as the simulation drew
+    np.testing.assert_allclose(bare.standard_error, from_output.standard_error, rtol=1e-12)
+    assert ans.answer([(2, 5)], out.estimate).standard_error is None
+    with pytest.raises(TypeError, match="'privacy' parameter of answer"):
+        ans.answer([(2, 5)], out.estimate, H)
+    with pytest.raises(ValueError, match="'queries' parameter of answer"):
+        ans.answer([(5, 2)], out, H)
+    with pytest.raises(ValueError, match="one item per attribute"):
+        ans.answer([(1, 2, 3)], np.ones((4, 4)), st.kron(st.identity(4), st.identity(4)))
+    with pytest.raises(ValueError, match="not supported"):  # outside the row space of a rank-deficient product
+        ans.answer(np.eye(1, 16), np.ones((4, 4)), st.kron(st.identity(4), np.ones((1, 4))), EPS)
+
+
+def test_per_query_variances_in_blocks_equal_evaluate_and_go_past_its_listing_limit():
+    W = wl.kron(wl.all_range(70), wl.identity_total(60))  # 151,585 queries, implicit
+    A = st.kron(st.hierarchical(70), st.identity(60))
+    ref = mmopt.evaluate(W, A, EPS, per_query=True).per_query_variance
+    got = np.concatenate([v for _, _, v in ans.per_query_variances(W, A, EPS, chunk_rows=10_000)])
+    np.testing.assert_allclose(got, ref, rtol=1e-12)
+    big, Ab = wl.ranges_2d(128), st.kron(st.hierarchical(128), st.hierarchical(128))
+    with pytest.raises(ValueError, match="mmopt.answers.per_query_variances"):
+        mmopt.evaluate(big, Ab, EPS, per_query=True)
+    start, stop, values = next(ans.per_query_variances(big, Ab, EPS))
+    # query (r₁, r₂) of the grid: c·Δ²·(r₁M₁r₁ᵀ)(r₂M₂r₂ᵀ), Δ = 8·8 for H₂ ⊗ H₂ on 128²
+    R = wl.all_range(128).explicit_matrix()
+    H = st.hierarchical(128).matrix
+    q = np.einsum("ij,jk,ik->i", R, np.linalg.pinv(H.T @ H), R)
+    r1, r2 = np.unravel_index(np.arange(start, stop), (8256, 8256))
+    np.testing.assert_allclose(values, EPS.variance_factor * 64.0**2 * q[r1] * q[r2], rtol=1e-9)
+
+
+def test_per_query_variances_of_marginals_strategies_come_in_blocks_from_their_algebra():
+    W, A = sw.marginals((3, 4, 5), 2), st.marginals((3, 4, 5), np.arange(1.0, 9.0))
+    dense = mmopt.evaluate(W.to_workload(), A.to_strategy(), EPS, per_query=True).per_query_variance
+    assert spq.kron_variance(W, A).method == "algebra"
+    got = np.concatenate([v for _, _, v in ans.per_query_variances(W, A, EPS, chunk_rows=5)])
+    np.testing.assert_allclose(got, dense, rtol=1e-12)
+    with pytest.raises(ValueError, match="mmopt.answers.per_query_variances"):  # evaluate lists products only
+        mmopt.evaluate(W, A, EPS, per_query=True)
+
+
+def test_error_by_shape_is_the_mean_over_ranges_of_each_shape():
+    W = wl.kron(wl.all_range(9), wl.prefix(7))   # dense twin: every per-query error listed by evaluate
+    A = st.kron(st.hierarchical(9), st.identity(7))
+    E = mmopt.evaluate(W, A, EPS, per_query=True).per_query_variance
+    s = ans.error_by_shape(W, A, EPS)
+    a, b = np.triu_indices(9)
+    l1 = np.repeat(b - a + 1, 7)
+    l2 = np.tile(np.arange(1, 8), a.size)
+    for h, w in [(1, 1), (3, 5), (9, 7), (4, 2)]:
+        sel = (l1 == h) & (l2 == w)
+        assert s.count[h - 1, w - 1] == sel.sum()
+        assert s.mean[h - 1, w - 1] == pytest.approx(E[sel].mean(), rel=1e-12)
+    cells = ans.error_by_shape(wl.kron(wl.identity(9), wl.prefix(7)), A, EPS)  # single cells on attribute 0
+    assert np.all(np.isnan(cells.mean[1:])) and np.all(cells.count[1:] == 0) and not np.any(np.isnan(cells.mean[0]))
+    # a dense pair (no Kronecker form) is summed block by block, to the same means
+    dense = ans.error_by_shape(W, st.kron(st.hierarchical(9), st.identity(7)).to_strategy(), EPS, chunk_rows=10)
+    np.testing.assert_allclose(dense.mean, s.mean, rtol=1e-10)
+    with pytest.raises(ValueError, match="ranges on every attribute"):
+        ans.error_by_shape(wl.sf1(), st.kron(*[st.identity(n) for n in wl.sf1().shape]), EPS)
+
+
+def test_error_by_term_pools_census_tables_and_bounds_each_terms_queries():
+    W = wl.sf1()
+    A = st.kron(*[st.identity(n) for n in W.shape])
+    rows = ans.error_by_term(W, A, EPS)
+    assert [r.name for r in rows] == list(dict.fromkeys(mmopt.structured.census.sf1_term_tables()))
+    ref = {r["group"]: r for r in mmopt.structured.term_errors(W, A, EPS,
+                                                              groups=mmopt.structured.census.sf1_term_tables())}
+    E = mmopt.evaluate(W, A, EPS, per_query=True).per_query_variance
+    offsets = np.cumsum([0] + [t.n_queries for t in W.terms])
+    for r in rows:
+        assert r.n_queries == ref[r.name]["n_queries"]
+        assert r.mean * r.n_queries == pytest.approx(ref[r.name]["total_squared_error"], rel=1e-10)
+        mine = np.concatenate([E[offsets[j]:offsets[j + 1]] for j in r.terms])
+        assert r.exact and r.min == pytest.approx(mine.min(), rel=1e-12) and r.max == pytest.approx(mine.max(),
+                                                                                                    rel=1e-12)
+        assert r.rmse == pytest.approx(math.sqrt(r.mean))

@@ -1,0 +1,197 @@
+"""mmopt.answers tables: standard errors equal the dense per-query variances at the noise drawn, the answers are
+the output's, streamed files equal the in-memory table, and a Monte-Carlo run has the variances claimed."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt import answers as ans
+from mmopt import strategy as st
+from mmopt import workload as wl
+from mmopt.structured import mechanism as smech
+from mmopt.structured import workloads as sw
+
+pd = pytest.importorskip("pandas")
+pytest.importorskip("pyarrow")
+
+EPS = mmopt.Privacy(0.8)
+GAUSS = mmopt.Privacy(1.0, 1e-6)
+
+
+def _dense_se(W, A, noise_scale: float, noise: str) -> np.ndarray:
+    """√(s²·diag(W (AᵀA)⁺ Wᵀ)) with numpy's pseudo-inverse of the explicit pair: the reference, independent of
+    mmopt's per-query code (s² = 2b² for Laplace, σ² for Gaussian)."""
+    Wd = W.dense() if hasattr(W, "dense") else W.explicit_matrix()
+    Ad = A.dense() if hasattr(A, "dense") else A.matrix
+    M = np.linalg.pinv(Ad.T @ Ad, rcond=1e-12, hermitian=True)
+    s2 = 2 * noise_scale**2 if noise == "laplace" else noise_scale**2
+    return np.sqrt(s2 * np.einsum("ij,jk,ik->i", Wd, M, Wd))
+
+
+# Implicit pairs at small sizes are built with mmopt.structured directly (mmopt.workload.kron turns implicit only
+# past 4,096 cells), so that the dense reference stays cheap.
+PAIRS = {  # (workload, strategy, privacy): product, marginals algebra, dense, union on few cells
+    "kron_implicit": (sw.kron(wl.all_range(7), wl.identity_total(6)), st.kron(st.hierarchical(7), st.identity(6)),
+                      EPS),
+    "kron_dense_w": (wl.kron(wl.all_range(6), wl.prefix(5)), st.kron(st.hierarchical(6), st.identity(5)), GAUSS),
+    "stack_weighted": (sw.union([sw.kron(wl.prefix(8), wl.total(6)), sw.kron(wl.total(8), wl.identity(6))],
+                                weights=[1.0, 3.0]), st.kron(st.hierarchical(8), st.identity(6), weight=2.0), EPS),
+    "marginals_theta": (wl.marginals((4, 5, 6), 2), st.marginals((4, 5, 6), np.arange(1.0, 9.0)), EPS),
+    "marginals_implicit": (sw.marginals((3, 4, 5), 2), st.marginals((3, 4, 5), np.arange(1.0, 9.0)), GAUSS),
+    "dense_1d": (wl.all_range(16), st.hierarchical(16), GAUSS),
+    "union_small": (wl.stack([wl.kron(wl.prefix(6), wl.total(5)), wl.kron(wl.total(6), wl.identity(5))]),
+                    st.stack([st.kron(st.identity(6), st.identity(5)), st.kron(st.hierarchical(6), st.identity(5))]),
+                    EPS),
+}
+
+
+def _implicit_pair(W, A):
+    """The pair as mmopt.structured sees it, for the reference (dense twin or implicit)."""
+    twin = wl.structure_of(W)
+    return (twin if twin is not None else W), A
+
+
+@pytest.mark.parametrize("name", list(PAIRS))
+def test_standard_errors_are_the_dense_per_query_variances_at_the_noise_drawn(name):
+    """Relative tolerance 1e-8: both sides are exact formulas; they differ by the rounding of two pseudo-inverses,
+    about κ(AᵀA)·eps with κ ≤ 10⁴ for these strategies (H₂ on 80 cells: κ(AᵀA) ≈ 10³)."""
+    W, A, P = PAIRS[name]
+    x = np.random.default_rng(1).integers(0, 20, W.domain_size).astype(float)
+    out = mmopt.matrix_mechanism(W, A, x if not hasattr(W, "terms") else x.reshape(W.shape), P, rng=2)
+    t = ans.answers_table(out, W, A, P)
+    Wr, Ar = _implicit_pair(W, A)
+    ref = _dense_se(Wr, Ar, out.noise_scale, out.noise)
+    np.testing.assert_allclose(t["standard_error"].to_numpy(), ref, rtol=1e-8)
+    np.testing.assert_array_equal(t["answer"].to_numpy(), np.ravel(out.answers))
+    assert t["query"].tolist() == list(range(W.n_queries))
+    # the total is evaluate's at the noise drawn: Σ SE² = total · (variance drawn / c·Δ²)
+    report = mmopt.evaluate(W, A, P)
+    s2 = 2 * out.noise_scale**2 if out.noise == "laplace" else out.noise_scale**2
+    expected = report.total_squared_error * s2 / (P.variance_factor * report.sensitivity**2)
+    assert float(np.sum(t["standard_error"] ** 2)) == pytest.approx(expected, rel=1e-8)
+    assert t.attrs["strategy"] == A.name and t.attrs["noise"] == out.noise
+
+
+def test_answers_are_formed_block_by_block_when_the_output_has_none():
+    W = sw.kron(wl.all_range(9), wl.identity_total(6), wl.prefix(4))
+    A = st.kron(st.hierarchical(9), st.identity(6), st.identity(4))
+    out = mmopt.matrix_mechanism(W, A, np.random.default_rng(0).random(W.shape) * 9, EPS, rng=0)
+    bare = dataclasses.replace(out, answers=None)  # as a release past its answer limit returns it
+    for rows in (1, 5, 29, 1000, 10**6):
+        t = ans.answers_table(bare, W, A, chunk_rows=rows)
+        np.testing.assert_allclose(t["answer"].to_numpy(), out.answers, rtol=1e-12, atol=1e-9)
+    assert np.array_equal(t["standard_error"].to_numpy(), ans.answers_table(out, W, A)["standard_error"].to_numpy())
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_streamed_files_equal_the_in_memory_table(tmp_path, fmt):
+    W = wl.sf1()
+    A = st.kron(*[st.identity(n) for n in W.shape])
+    x = np.random.default_rng(3).integers(0, 5, W.shape).astype(float)
+    out = mmopt.matrix_mechanism(W, A, x, EPS, rng=0)
+    frame = ans.answers_table(out, W, A)
+    assert list(frame.columns) == ["query", "term", "table", "sex", "hispanic", "race", "age", "answer",
+                                   "standard_error"]
+    path = tmp_path / f"sf1.{fmt}"
+    written = ans.write_answers(path, out, W, A, chunk_rows=100)
+    assert written.rows == W.n_queries and written.bytes == path.stat().st_size and written.format == fmt
+    back = pd.read_csv(path, keep_default_na=False) if fmt == "csv" else pd.read_parquet(path)
+    assert back.shape == frame.shape and list(back.columns) == list(frame.columns)
+    for col in frame.columns:
+        if frame[col].dtype.kind == "f":  # CSV keeps every float exactly (shortest round-trip form)
+            np.testing.assert_array_equal(back[col].to_numpy(), frame[col].to_numpy())
+        else:
+            assert back[col].astype(str).tolist() == frame[col].astype(str).tolist(), col
+    chunks = list(ans.iter_tables(out, W, A, chunk_rows=500))
+    assert max(len(c) for c in chunks) <= 500
+    pd.testing.assert_frame_equal(pd.concat(chunks, ignore_index=True), frame)
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left behind
+
+
+def test_without_a_strategy_there_is_no_standard_error_and_weights_are_a_column():
+    W = wl.stack([wl.prefix(6), wl.all_range(6)], weights=[2.0, 1.0])
+    out = mmopt.matrix_mechanism(W, st.hierarchical(6), np.arange(6.0), EPS, rng=0)
+    t = ans.answers_table(out, W)
+    assert "standard_error" not in t.columns and t["a0"].iloc[0] == "2×0" and t["answer"].size == 27
+    W2 = wl.kron(wl.prefix(70), wl.total(60), name="pt")
+    out2 = mmopt.matrix_mechanism(wl.stack([W2, W2], weights=[1.0, 2.0]), st.kron(st.identity(70), st.identity(60)),
+                                  np.ones((70, 60)), EPS, rng=0)
+    t2 = ans.answers_table(out2, wl.stack([W2, W2], weights=[1.0, 2.0]), st.kron(st.identity(70), st.identity(60)))
+    assert t2["weight"].tolist() == [1.0] * 70 + [2.0] * 70
+    np.testing.assert_allclose(t2["standard_error"].to_numpy()[70:], 2 * t2["standard_error"].to_numpy()[:70])
+
+
+def test_bad_tables_are_refused_with_the_parameter_named(tmp_path, monkeypatch):
+    W, A = wl.prefix(8), st.hierarchical(8)
+    out = mmopt.matrix_mechanism(W, A, np.ones(8), EPS, rng=0)
+    with pytest.raises(ValueError, match="holds 8 answers; workload 'prefix\\(9\\)' has 9"):
+        ans.answers_table(dataclasses.replace(out, estimate=np.ones(9)), wl.prefix(9), st.hierarchical(9))
+    with pytest.raises(ValueError, match="several draws"):
+        ans.answers_table(mmopt.matrix_mechanism(W, A, np.ones(8), EPS, rng=0, size=2), W, A)
+    with pytest.raises(ValueError, match="'privacy' parameter of answers_table"):
+        ans.answers_table(out, W, A, GAUSS)
+    with pytest.raises(TypeError, match="'output' parameter of answers_table"):
+        ans.answers_table(np.ones(8), W, A)
+    with pytest.raises(ValueError, match="must end in .csv or .parquet"):
+        ans.write_answers(tmp_path / "a.txt", out, W, A)
+    with pytest.raises(ValueError, match="no estimate"):
+        ans.answers_table(dataclasses.replace(out, estimate=None), W, A)
+    big = wl.kron(wl.all_range(70), wl.all_range(60))  # 4.4 million rows: fine to stream, refused in memory
+    Ab = st.kron(st.identity(70), st.identity(60))
+    outb = smech.matrix_mechanism(big, Ab, np.ones((70, 60)), EPS, rng=0, max_answers=0)  # answers: None
+    monkeypatch.setattr("mmopt.answers.table.MAX_TABLE_ROWS", 10**6)
+    with pytest.raises(ValueError, match="write_answers"):
+        ans.answers_table(outb, big, Ab)
+    union = st.stack([st.kron(st.identity(70), st.identity(60)), st.kron(st.hierarchical(70), st.identity(60))])
+    with pytest.raises(ValueError, match="exact for product strategies"):
+        ans.answers_table(outb, big, union)
+
+
+@pytest.mark.parametrize("case", ["dense_laplace", "implicit_gaussian"])
+def test_monte_carlo_variance_of_the_answers_is_the_standard_error_squared(case):
+    """Over R seeded draws, each query's sample variance estimates SE² with relative standard deviation
+    √((2 + κ)/R), κ ≤ 3 the excess kurtosis of a sum of Laplace noises (0 for Gaussian): 5 of those for each
+    query, and for their mean over queries."""
+    if case == "dense_laplace":
+        W, A, P, R = wl.prefix(8), st.hierarchical(8), EPS, 20000
+        x = np.array([3.0, 0, 2, 5, 1, 1, 0, 4])
+    else:
+        W, A, P, R = sw.kron(wl.all_range(7), wl.identity_total(5)), st.kron(st.hierarchical(7), st.identity(5)), \
+            GAUSS, 4000
+        x = np.random.default_rng(0).integers(0, 9, (7, 5)).astype(float)
+    sim = mmopt.matrix_mechanism(W, A, x, P, rng=5, size=R)
+    one = mmopt.matrix_mechanism(W, A, x, P, rng=6)
+    se = ans.answers_table(one, W, A, P)["standard_error"].to_numpy()
+    ratio = np.var(sim.answers, axis=0, ddof=1) / se**2
+    tol = 5 * math.sqrt((2 + 3) / R)
+    assert np.all(np.abs(ratio - 1) < tol), (ratio.min(), ratio.max(), tol)
+    assert abs(ratio.mean() - 1) < tol
+    truth = smech.answer(W, x) if hasattr(W, "terms") else W.explicit_matrix() @ x
+    assert np.all(np.abs(sim.answers.mean(axis=0) - truth) < 5 * se / math.sqrt(R))
+
+
+@pytest.mark.slow
+def test_all_68_million_2d_ranges_stream_to_parquet_in_blocks(tmp_path):
+    """ranges_2d(128) under H₂ ⊗ H₂: every row written (about 36 s, 1.5 GB), a block at a time; spot checks of
+    rows in the first, a middle and the last row group against W x̂ and the per-factor standard errors."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    W, H = wl.ranges_2d(128), st.hierarchical(128)
+    A = st.kron(H, H)
+    x = np.random.default_rng(0).integers(0, 9, (128, 128)).astype(float)
+    out = mmopt.matrix_mechanism(W, A, x, EPS, rng=0)  # past 10⁷ queries: answers None, x̂ only
+    assert out.answers is None
+    written = ans.write_answers(tmp_path / "r.parquet", out, W, A)
+    f = pq.ParquetFile(tmp_path / "r.parquet")
+    assert written.rows == f.metadata.num_rows == 68_161_536
+    R = wl.all_range(128).explicit_matrix()
+    q = np.einsum("ij,jk,ik->i", R, np.linalg.pinv(H.matrix.T @ H.matrix), R)
+    xhat = np.asarray(out.estimate).reshape(128, 128)
+    for g in (0, f.metadata.num_row_groups // 2, f.metadata.num_row_groups - 1):
+        t = f.read_row_group(g).to_pandas().iloc[::997]
+        r1, r2 = np.unravel_index(t["query"].to_numpy(), (8256, 8256))
+        np.testing.assert_allclose(t["answer"], np.einsum("ij,ij->i", R[r1] @ xhat, R[r2]), rtol=1e-9, atol=1e-6)
+        np.testing.assert_allclose(t["standard_error"], math.sqrt(2) * out.noise_scale * np.sqrt(q[r1] * q[r2]),
+                                   rtol=1e-12)
