@@ -68,7 +68,8 @@ def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=CMD, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     size = p.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="the default: n = 4…1024 for closed forms and "
-                      "l2_approx, min_error to n = 256, min_sensitivity at n = 4; 85–95 s on 2 shared cores")
+                      "l2_approx, min_error to n = 256, min_sensitivity at n = 4; 70–125 s measured on 2 cores at load "
+                      "average 4.5–8")
     size.add_argument("--full", action="store_true", help="min_error to n = 1024 (SDP to 16), min_sensitivity "
                       "to 8; took 8.5 minutes on 2 shared cores")
     p.add_argument("--sizes", type=_size, nargs="+", metavar="N",
@@ -77,13 +78,15 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--min-sensitivity-max", type=_limit, metavar="N",
                    help=f"largest n for min_sensitivity (quick 4, full 8; at most {MINSENS_LIMIT})")
     p.add_argument("--epsilon", type=float, default=None, help="ε (default 1.0; Laplace noise)")
-    p.add_argument("--out", default=None, help="output folder (default paper_figures/)")
+    _common.add_output_args(p, "range_queries", quiet=False)
     p.add_argument("--resume", action="store_true", help="keep rows already in range_queries.csv; refuse if "
                    "they were computed with another ε (min_error rows of another engine are recomputed)")
     p.add_argument("--from-csv", action="store_true", help="re-plot and rewrite README from the CSVs only")
     p.add_argument("--table-only", action="store_true", help="write range_queries.csv only: no checks, "
                    "figures or README")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", "-q", "--no-progress", dest="quiet", action="store_true",
+                   help="no progress on stderr (by default: a line per stage and per row of the table, and at "
+                   "least one every 10 s; a bar when stderr is a terminal)")
     p.add_argument("--jobs", type=_jobs, default=None, metavar="N",
                    help="rows of the table computed at once (joblib; -1: every core; default 1). The table is "
                    "the same for any N; each optimiser still runs its restarts in turn")
@@ -117,7 +120,7 @@ def validate(p: argparse.ArgumentParser, args) -> tuple[_helpers.Config, Path]:
     cfg = _helpers.Config(tuple(sorted(set(args.sizes))) if args.sizes else base.sizes,
                           pick(args.min_error_max, base.min_error_max), base.sdp_max,
                           pick(args.min_sensitivity_max, base.minsens_max), float(eps))
-    folder = Path(args.out) if args.out is not None else _common.FIGURES
+    folder = _common.out_of(args, "range_queries")
     if args.from_csv and not folder.is_dir():
         p.error(f"--from-csv: {folder} is not a folder; run without --from-csv first")
     try:

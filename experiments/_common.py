@@ -9,12 +9,16 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from experiments import _run
 
 ROOT = Path(__file__).resolve().parent.parent
+# Where a run writes: RESULTS/<experiment>/ by default (untracked, see .gitignore), so running an experiment
+# never changes the checkout; the tracked FIGURES only with --paper-figures (or --out DIR anywhere else).
+RESULTS = ROOT / "results"
 FIGURES = ROOT / "paper_figures"
 # Floats are written to 10 significant digits after snapping to 13. Measured on the same code (sizes 4…512,
 # 22 729 values): two runs on 1 BLAS thread are bitwise identical; 1 vs 2 threads differ by at most 1.7e-14
@@ -150,7 +154,45 @@ def missing(out: Path, names: Iterable[str]) -> list[str]:
     return [f for f in names if not (Path(out) / f).is_file()]
 
 
-def figure_main(argv, *, description: str, compute, plot, inputs: Sequence[str]) -> int:
+def default_out(experiment: str, paper_figures: bool = False) -> Path:
+    """The output folder of a run without --out: ``results/<experiment>/``, or ``paper_figures/`` when asked."""
+    return FIGURES if paper_figures else RESULTS / experiment
+
+
+def add_output_args(p, experiment: str, *, quiet: bool = True) -> None:
+    """--out DIR | --paper-figures, and --quiet, with the same help on every experiment."""
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--out", default=None, metavar="DIR",
+                       help=f"output folder (default: results/{experiment}/ in the repository, not tracked by git)")
+    where.add_argument("--paper-figures", action="store_true",
+                       help="write into the tracked paper_figures/ instead (refreshes the committed figures; "
+                       "their numbers can differ in the last digits from machine to machine)")
+    if quiet:
+        p.add_argument("--quiet", "-q", action="store_true",
+                       help="no progress on stderr (by default: a line per stage and configuration, and at least "
+                       "one every 10 s; a bar when stderr is a terminal)")
+
+
+def out_of(args, experiment: str) -> Path:
+    """The folder chosen by add_output_args' arguments (not yet created or checked)."""
+    return Path(args.out) if args.out is not None else default_out(experiment, args.paper_figures)
+
+
+def link(out: Path, target, name: str | None = None) -> str:
+    """A Markdown link target, from a file in ``out``, to ``target``: a path, or with ``name`` the file ``name``
+    of the experiment ``target``, which sits beside it in paper_figures/ and in a folder of its own under
+    results/ (elsewhere: assumed beside it, in the folder the user chose for both)."""
+    out = Path(out).resolve()
+    if name is not None:
+        default = (RESULTS / "range_queries").resolve()
+        return f"../{target}/{name}" if out == default else name
+    target = Path(target).resolve()
+    if out == ROOT.resolve() or ROOT.resolve() in out.parents:
+        return Path(os.path.relpath(target, out)).as_posix()
+    return target.as_posix()
+
+
+def figure_main(argv, *, name: str, description: str, compute, plot, inputs: Sequence[str]) -> int:
     """The CLI of a figure module: ``compute(out)`` writes its CSVs (skipped with --from-csv), then ``plot(out)``.
 
     ``inputs`` are the CSVs ``plot`` reads; --from-csv on a folder without them is refused before any work.
@@ -158,21 +200,28 @@ def figure_main(argv, *, description: str, compute, plot, inputs: Sequence[str])
     """
     import argparse
 
-    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default=None, help="output folder (default paper_figures/)")
+    from experiments import _progress
+
+    p = argparse.ArgumentParser(prog=f"python -m experiments.{name}", description=description,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_output_args(p, "range_queries")  # these figures belong to the main job's folder
     p.add_argument("--from-csv", action="store_true", help="re-plot from the CSVs without recomputing")
     args = p.parse_args(argv)
     try:
-        out = _run.check_out_dir(args.out if args.out is not None else FIGURES)
+        out = _run.check_out_dir(out_of(args, "range_queries"))
     except ValueError as e:
         p.error(str(e))
     if args.from_csv and (lost := missing(out, inputs)):
         p.error(f"--from-csv: {out} has no {', '.join(lost)}; run without --from-csv first")
     try:
-        with _run.hold(out):
+        with _run.hold(out), _progress.Progress(name, enabled=not args.quiet) as prog:
             if not args.from_csv:
+                prog.stage("computing")
                 compute(out)
-            print("\n".join(str(f) for f in plot(out)))
+            prog.stage("plotting")
+            made = plot(out)
+            prog.done(f"wrote {len(made)} figures into {out}")
+            print("\n".join(str(f) for f in made))
     except _run.Busy as e:
         p.error(str(e))
     return 0

@@ -101,10 +101,10 @@ class Context:
         record = {}
         if name == "mmopt":
             if two_d:
-                res = mmopt.optimize(W, method="kron", seed=self.seed)
+                res = mmopt.optimize(W, method="kron", seed=self.seed, verbose=False)
             else:
                 res = mmopt.optimize(W, method="min_error", seed=self.seed, max_iterations=self.opt_iterations,
-                                     options={"restarts": 1})
+                                     options={"restarts": 1}, verbose=False)
             A = res.strategy
             record = {"method": res.method, "status": res.status, "objective": res.objective}
         else:
@@ -167,13 +167,19 @@ class Context:
         return np.stack([run(x, eps, rng=gen).estimate.ravel() for _ in range(trials)])
 
 
-def make_strategies(wanted, n_jobs: int | None = 1) -> None:
+def make_strategies(wanted, n_jobs: int | None = 1, progress=None) -> None:
     """Make each (context, name, workload, side) in ``wanted`` not made yet, ``n_jobs`` at once (joblib), and
     keep it in its context, recorded in the order given: one run's optimisations (10–20 s each at 1,024 cells)
-    run side by side. Each is seeded with its context's seed alone, so it is the same wherever it runs."""
+    run side by side. Each is seeded with its context's seed alone, so it is the same wherever it runs.
+    ``progress`` (an :class:`experiments._progress.Progress`, optional) gets a stage with a line per strategy."""
     todo = [w for w in dict.fromkeys(wanted) if ("A", *w[1:]) not in w[0]._cache]
-    for (ctx, name, wname, side), made in zip(todo, ordered_map(_make, todo, n_jobs=n_jobs), strict=True):
-        ctx._keep(name, wname, side, *made)
+    made = ordered_map(_make, todo, n_jobs=n_jobs)
+    if progress is not None:
+        progress.stage("strategies", total=len(todo))
+        made = progress.track(made, [f"{name} for {wname} on {side}" + ("²" if wname.endswith("_2d") else "")
+                                     + " cells" for _, name, wname, side in todo])
+    for (ctx, name, wname, side), m in zip(todo, made, strict=True):
+        ctx._keep(name, wname, side, *m)
 
 
 def _make(ctx: Context, name: str, wname: str, side: int) -> tuple:

@@ -106,7 +106,7 @@ def optimise(method: str, wname: str, n: int, engine: str | None = None, initial
     query is optimised instead (argmins ignore the scale) and the message says so.
     """
     W = workload(wname, n)
-    kw: dict = {"seed": 0}
+    kw: dict = {"seed": 0, "verbose": False}  # the experiments say what runs themselves (experiments._progress)
     if engine:
         kw["options"] = {"engine": engine}
     if initial == "l2_approx":

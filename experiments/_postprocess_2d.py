@@ -58,7 +58,7 @@ def load_shape(name: str, data: Path) -> np.ndarray:
 def strategy(name: str, W, side: int, seed: int) -> ImplicitStrategy:
     """I ⊗ I, H₂ ⊗ H₂ or OPT_⊗ for W (a single product: it is asked for one)."""
     if name == "opt_kron":
-        A = mmopt.optimize(W, method="kron", seed=seed).strategy
+        A = mmopt.optimize(W, method="kron", seed=seed, verbose=False).strategy
         if not (isinstance(A, ImplicitStrategy) and A.is_product):
             raise ValueError("strategy: mmopt.optimize(W, method='kron') did not return a single product strategy.")
         return A

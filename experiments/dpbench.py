@@ -1,13 +1,16 @@
 """DPBench on real data: data-adaptive algorithms (MWEM, DAWA, AHP, Uniform) against the matrix mechanism.
 
-Run:   python -m experiments.dpbench            (quick: see QUICK; 75–80 s measured on 2 shared cores)
+Run:   python -m experiments.dpbench            (quick: see QUICK; 3.5–4.5 min on 2 cores at load average 6–7)
        python -m experiments.dpbench --full     (all 7 + 5 datasets, 10 trials; 9 min measured)
        python -m experiments.dpbench --jobs 2   (two cells at once; the same outputs, byte for byte)
 Data:  the DPBench histograms in ../shared/data/dpbench (or $MMOPT_DPBENCH, or --data DIR): 1-D files of
        4,096 cells, 2-D files of 256 × 256. Without them the command says where they come from and exits 2
        (tests use synthetic data through run()).
-Out:   paper_figures/ (or --out DIR): dpbench.csv, dpbench.png, dpbench.md; dpbench.run_info.json (timings,
-       the optimised strategies' records, the machine) is not tracked.
+Out:   results/dpbench/ (not tracked by git; --out DIR elsewhere, --paper-figures into the tracked
+       paper_figures/): dpbench.csv, dpbench.png, dpbench.md; dpbench.run_info.json (timings, the optimised
+       strategies' records, the machine) is never tracked.
+Talks: a line per strategy and per (dataset, scale, ε) cell on stderr (a bar on a terminal), at least one every
+       10 s; --quiet: none.
 
 Design (Hay, Machanavajjhala, Miklau, Chen & Zhang, *Principled Evaluation of Differentially Private
 Algorithms using DPBench*, SIGMOD 2016): a dataset's *shape* (counts ÷ total) is studied at several *scales*
@@ -27,6 +30,7 @@ Laplace noise (measured on this machine); 2-D to 64 × 64, because AHP takes ~20
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -34,7 +38,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import stats
 
-from experiments import _cli, _common, _run
+from experiments import _cli, _common, _progress, _run
 from experiments import _dpbench_algorithms as alg
 from experiments import postprocess as pp
 from experiments._dpbench_report import cells, markdown, plot, verdict
@@ -81,6 +85,7 @@ def _cell(ctx: alg.Context, dims: str, key: tuple, dname: str, x: np.ndarray, sc
     rows, timings = [], {}
     shared = {}  # DAWA, AHP, Uniform ignore the workload: one set of runs serves every workload
     for wi, wname in enumerate(alg.WORKLOADS[dims]):
+        _progress.note(wname)
         for a in algorithms:
             t0 = time.perf_counter()
             free = a in alg.WORKLOAD_FREE
@@ -99,14 +104,15 @@ def _cell(ctx: alg.Context, dims: str, key: tuple, dname: str, x: np.ndarray, sc
 
 
 def run(shapes: dict[str, np.ndarray], cfg: Config, *, seed: int = 0, timings: dict | None = None,
-        info: dict | None = None, n_jobs: int | None = 1) -> list[dict]:
+        info: dict | None = None, n_jobs: int | None = 1, progress: bool | _progress.Progress = False) -> list[dict]:
     """Rows of the table (pure: no files). ``shapes`` maps a dataset to its shape (1-D or 2-D array).
 
     ``n_jobs`` (joblib's convention; 1: in this process) runs the strategies' construction, then the
     (dataset, scale, ε) cells, that many at once. Every strategy is made once, before any cell (the optimised
     ones take seconds to minutes), and sent to the workers, which rebuild the cheap, seeded rest (workloads,
     query samples); strategies are seeded with ``seed`` and every cell's noise from its indices, so the rows
-    are the same whatever ``n_jobs`` (with one BLAS thread, as workers run).
+    are the same whatever ``n_jobs`` (with one BLAS thread, as workers run). ``progress``: True writes a line
+    per strategy and cell on stderr (:mod:`experiments._progress`), or a reporter to write into.
     """
     if cfg.trials < 2:
         raise ValueError(f"run: Config.trials must be >= 2 (a spread needs two trials). Got {cfg.trials}.")
@@ -127,12 +133,18 @@ def run(shapes: dict[str, np.ndarray], cfg: Config, *, seed: int = 0, timings: d
                 for ei, eps in enumerate(cfg.epsilons):
                     tasks.append((ctx, dims, (dims_i, di, si, ei), dname, scale * shape, scale, eps, algorithms,
                                   cfg.trials))
-    alg.make_strategies(wanted, n_jobs)  # once each, before the cells: they are the costly part shared by all
-    rows = []
-    for got, seconds in ordered_map(_cell, tasks, n_jobs=n_jobs):
-        rows += got
-        if timings is not None:
-            timings.update(seconds)
+    with contextlib.ExitStack() as stack:
+        prog = progress if isinstance(progress, _progress.Progress) else stack.enter_context(
+            _progress.Progress("dpbench", enabled=bool(progress)))
+        alg.make_strategies(wanted, n_jobs, prog)  # once each, before the cells: the costly part shared by all
+        prog.stage("cells", total=len(tasks))
+        labels = [f"{t[3]} ({t[1]}), scale {t[5]:.0e}, ε = {t[6]:g} ({len(t[7])} algorithms × {t[8]} trials)"
+                  for t in tasks]
+        rows = []
+        for got, seconds in prog.track(ordered_map(_cell, tasks, n_jobs=n_jobs), labels):
+            rows += got
+            if timings is not None:
+                timings.update(seconds)
     best = {}
     for r in rows:
         if r["algorithm"] in alg.INDEPENDENT:
@@ -159,7 +171,7 @@ def _notes(cfg: Config, info: dict) -> list[str]:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m experiments.dpbench", description=__doc__.split("\n")[0])
     p.add_argument("--full", action="store_true", help="every dataset, scales 1e3/1e5/1e7, 10 trials")
-    p.add_argument("--out", default=str(_common.FIGURES), help="output folder (default: paper_figures/)")
+    _common.add_output_args(p, "dpbench")
     p.add_argument("--data", default=str(DATA), help="the DPBench folder (default: $MMOPT_DPBENCH or "
                                                       "../shared/data/dpbench)")
     p.add_argument("--trials", type=int, help="seeded trials per configuration (default 3 quick, 10 full)")
@@ -174,11 +186,13 @@ def main(argv=None) -> int:
         cfg = replace(cfg, trials=args.trials)
     if args.seed < 0:
         p.error(f"--seed must be >= 0. Got {args.seed}.")
-    out, shapes = pp.dpbench_inputs(p, args.data, args.out, cfg.datasets_1d, cfg.datasets_2d)
+    out, shapes = pp.dpbench_inputs(p, args.data, _common.out_of(args, "dpbench"), cfg.datasets_1d,
+                                    cfg.datasets_2d)
     try:
-        with _run.hold(out):
+        with _run.hold(out), _progress.Progress("dpbench", enabled=not args.quiet) as prog:
             t0, timings, info = time.perf_counter(), {}, {}
-            rows = run(shapes, cfg, seed=args.seed, timings=timings, info=info, n_jobs=args.jobs)
+            rows = run(shapes, cfg, seed=args.seed, timings=timings, info=info, n_jobs=args.jobs, progress=prog)
+            prog.stage("writing dpbench.csv, dpbench.png, dpbench.md")
             _common.write_csv(out / "dpbench.csv", COLUMNS, rows)
             tidy = [{k: _common.tidy(v) for k, v in r.items()} for r in rows]
             plot(tidy, out)  # from the values as written: the figure can be redrawn from the CSV alone
@@ -192,6 +206,7 @@ def main(argv=None) -> int:
                                                             "jobs": args.jobs,
                                                             "strategies": info, "per_row_seconds": timings,
                                                             "machine": _run.machine()})
+            prog.done(f"wrote dpbench.csv, dpbench.png and dpbench.md into {out}")
     except _run.Busy as exc:
         print(f"python -m experiments.dpbench: {exc}", file=sys.stderr)
         return 2

@@ -1,10 +1,13 @@
 """Multi-dimensional workloads: HDMM's strategy searches against identity, classic baselines and the bound.
 
-Run:   python -m experiments.multidim            (quick: 2-D ranges 64², 3-D prefix 16³, everything else full)
+Run:   python -m experiments.multidim            (quick: 2-D ranges 64², 3-D prefix 16³, everything else full;
+                                                  75–100 s measured on 2 cores at load average 5–7)
        python -m experiments.multidim --full     (2-D ranges 256², 3-D prefix 64³ as well)
        python -m experiments.multidim --jobs 2   (two workloads at once; the same outputs, byte for byte)
-Out:   paper_figures/ (or --out DIR): multidim.csv, multidim.png and multidim.md (the tables, with the HDMM
-       tutorial's ratios beside ours). multidim.run_info.json (timings, machine) is not tracked.
+Out:   results/multidim/ (not tracked by git; --out DIR elsewhere, --paper-figures into the tracked
+       paper_figures/): multidim.csv, multidim.png and multidim.md (the tables, with the HDMM tutorial's
+       ratios beside ours). multidim.run_info.json (timings, machine) is never tracked.
+Talks: a line per workload and stage on stderr (a bar on a terminal), at least one every 10 s; --quiet: none.
 
 For each workload of the HDMM benchmarks (sf1, sf1_plus, adult W1/W2, cps W1/W2, 2-D ranges, 3-D prefix;
 ``mmopt.workload``) at ε = 1: the identity strategy, H2 on every attribute (a product), the workload itself
@@ -17,13 +20,14 @@ Under (ε, δ) = (1, 1e-6) the 2-D ranges are also run with norm="l2" against th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import sys
 import time
 from pathlib import Path
 
 import mmopt
-from experiments import _cli, _common, _run
+from experiments import _cli, _common, _progress, _run
 from mmopt import strategy as st
 from mmopt import workload as wl
 from mmopt._parallel import check_n_jobs, ordered_map
@@ -33,7 +37,8 @@ QUICK = {"sf1": wl.sf1, "sf1_plus": wl.sf1_plus, "adult_w1": wl.adult_w1, "adult
          "prefix_3d_16": lambda: wl.prefix_3d(16)}
 FULL = QUICK | {"ranges_2d_256": lambda: wl.ranges_2d(256), "prefix_3d_64": lambda: wl.prefix_3d(64)}
 GAUSSIAN = ("ranges_2d_64", "ranges_2d_256")
-# HDMM's own code on this machine (KronPIdentity and Marginals templates, 5 restarts), ε = 1 totals (issue 8).
+# HDMM's own code (github.com/dpcomp-org/hdmm; KronPIdentity and Marginals templates, 5 restarts): ε = 1 totals,
+# the references of benchmarks/bench_multidim_optimize.py too.
 HDMM = {"sf1": 225_127, "sf1_plus": 22_581_543, "adult_w2": 315_883, "cps_w1": 14_471_175,
         "cps_w2": 992_128_907, "adult_w1": 15_360_000}
 # The tutorial's table (seed 002): HDMM's error ratio to the best competitor, and which competitor.
@@ -63,6 +68,7 @@ def _workload_rows(name: str, make, epsilon: float, delta: float, seed: int, gau
             [("gaussian", mmopt.Privacy(epsilon, delta))] if name in gaussian else []):
         norm = privacy.sensitivity_norm
         c = privacy.variance_factor
+        _progress.note(f"{noise}: SVD bound and baselines")
         bound = mmopt.svd_bound(W, privacy)
         # dense workloads (≤ 4,096 cells) have the exact SVD bound; implicit ones say
         exact_bound = mmopt.structured.svd_bound(W).exact if isinstance(W, wl.ImplicitWorkload) else True
@@ -77,7 +83,8 @@ def _workload_rows(name: str, make, epsilon: float, delta: float, seed: int, gau
             found[sname] = (r.total_squared_error, getattr(r, "total_exact", True), "closed form",
                             time.perf_counter() - t0)
         t0 = time.perf_counter()
-        res = mmopt.optimize(W, method="auto", norm=norm, seed=seed)
+        _progress.note(f"{noise}: auto search (kron, union, marginals)")
+        res = mmopt.optimize(W, method="auto", norm=norm, seed=seed, verbose=False)
         for cname, cand in res.extra["candidates"].items():
             found[cname] = (c * cand["objective"], cand["exact"], cand["status"], cand["seconds"])
         found["auto"] = (c * res.objective, res.extra["total_exact"], res.status, time.perf_counter() - t0)
@@ -96,56 +103,95 @@ def _workload_rows(name: str, make, epsilon: float, delta: float, seed: int, gau
 
 
 def run(workloads: dict | None = None, *, epsilon: float = 1.0, delta: float = 1e-6, seed: int = 0,
-        gaussian=GAUSSIAN, timings: dict | None = None, n_jobs: int | None = 1) -> list[dict]:
+        gaussian=GAUSSIAN, timings: dict | None = None, n_jobs: int | None = 1,
+        progress: bool | _progress.Progress = False) -> list[dict]:
     """Rows of the table (pure: no files). ``timings`` (if given) receives seconds per row, untracked.
 
     ``n_jobs`` (joblib's convention; 1: in this process) runs the workloads at once, each in its own task
     (its functions in ``workloads`` must then pickle, as module-level functions and lambdas do with joblib's
     cloudpickle). Every search is seeded with ``seed``, so the rows are the same whatever ``n_jobs`` (with
-    one BLAS thread, as workers run).
+    one BLAS thread, as workers run). ``progress``: True writes a line per workload and stage on stderr
+    (:mod:`experiments._progress`), or a reporter to write into.
     """
     n_jobs = check_n_jobs(n_jobs, caller="experiments.multidim.run")
     rows = []
-    tasks = [(name, make, epsilon, delta, seed, gaussian) for name, make in (workloads or QUICK).items()]
-    for got, seconds, skipped in ordered_map(_workload_rows, tasks, n_jobs=n_jobs):
-        rows += got
-        if timings is not None:
-            timings.update(seconds)
-            if skipped:
-                timings.setdefault("skipped", []).extend(skipped)
+    todo = workloads or QUICK
+    tasks = [(name, make, epsilon, delta, seed, gaussian) for name, make in todo.items()]
+    with contextlib.ExitStack() as stack:
+        prog = progress if isinstance(progress, _progress.Progress) else stack.enter_context(
+            _progress.Progress("multidim", enabled=bool(progress)))
+        prog.stage("workloads", total=len(tasks))
+        labels = [f"{name}" + (" (Laplace, then Gaussian)" if name in gaussian else "") for name in todo]
+        for got, seconds, skipped in prog.track(ordered_map(_workload_rows, tasks, n_jobs=n_jobs), labels):
+            rows += got
+            if timings is not None:
+                timings.update(seconds)
+                if skipped:
+                    timings.setdefault("skipped", []).extend(skipped)
     return rows
 
 
 def plot(rows: list[dict], out: Path) -> Path:
-    """Bars: RMSE ratio to identity per workload (Laplace), one bar per strategy; the bound as a line."""
+    """Bars: RMSE ratio to identity per workload (Laplace), one bar per strategy; the SVD bound as a tick.
+
+    The axis is set by the exact values (exact errors and bounds): a proven upper bound (hatched) that lies
+    above them is drawn clipped at the top of the axis, with its value printed, so that a loose bound never
+    squeezes the exact results together.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.patches import Patch
 
     lap = [r for r in rows if r["noise"] == "laplace"]
     names = list(dict.fromkeys(r["workload"] for r in lap))
     strategies = [s for s in dict.fromkeys(r["strategy"] for r in lap) if s != "identity"]
-    fig, ax = plt.subplots(figsize=(11, 4.5))
+    bound = [math.sqrt(next(r["svd_bound"] / r["total_squared_error"]
+                            for r in lap if r["workload"] == n and r["strategy"] == "identity")) for n in names]
+    exact = [r["rmse_ratio_to_identity"] for r in lap if r["total_exact"] in (True, "True")] + bound + [1.0]
+    exact = [v for v in exact if isinstance(v, float) and math.isfinite(v) and v > 0]
+    lo, hi = min(exact) / 1.8, max(exact) * 2.5  # log axis: headroom for the clipped bars' labels
+    fig, ax = plt.subplots(figsize=(12, 5))
     width = 0.8 / max(len(strategies), 1)
+    clipped = 0
     for k, s in enumerate(strategies):
         got = [next((r for r in lap if r["workload"] == n and r["strategy"] == s), None) for n in names]
         vals = [np.nan if r is None else r["rmse_ratio_to_identity"] for r in got]
-        bars = ax.bar(np.arange(len(names)) + k * width, vals, width, label=s)
-        for b, r in zip(bars, got, strict=True):
-            if r is not None and not r["total_exact"]:
-                b.set_hatch("///")  # a proven upper bound, not an exact error
-    bound = [math.sqrt(next(r["svd_bound"] / r["total_squared_error"]
-                            for r in lap if r["workload"] == n and r["strategy"] == "identity")) for n in names]
-    ax.scatter(np.arange(len(names)) + 0.4 - width / 2, bound, marker="_", s=600, color="k",
-               label="SVD bound (lower)")
-    ax.axhline(1.0, color="grey", lw=0.8)
+        xs = np.arange(len(names)) + k * width
+        bars = ax.bar(xs, np.minimum(vals, hi), width, label=s, color=f"C{k}")
+        for b, r, v, x in zip(bars, got, vals, xs, strict=True):
+            if r is None or r["total_exact"] in (True, "True"):
+                continue
+            b.set_hatch("///")  # a proven upper bound: the exact error is at most this
+            b.set_edgecolor("0.25")
+            if v > hi:
+                clipped += 1
+                b.set_alpha(0.55)
+                text = f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+                ax.annotate(f"▲ off scale:\n≤ {text}\n(upper bound)", (x, hi), xytext=(0, -3),
+                            textcoords="offset points", ha="center", va="top", fontsize=7, color="0.1",
+                            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "0.5", "lw": 0.6})
+    ax.scatter(np.arange(len(names)) + 0.4 - width / 2, bound, marker="_", s=600, color="k", zorder=3,
+               label="SVD lower bound")
+    ax.axhline(1.0, color="grey", lw=0.8, label="identity (= 1)")
     ax.set_yscale("log")
+    ax.set_ylim(lo, hi)
     ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, rotation=20)
-    ax.set_ylabel("RMSE ÷ RMSE of identity (ε = 1, Laplace)")
-    ax.set_title("Multi-dimensional workloads: hatched bars are proven upper bounds, not exact errors", fontsize=9)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_ylabel("RMSE ÷ identity's RMSE (ε = 1, Laplace)")
+    note = (f"\n{clipped} upper bound(s) lie above every exact value: clipped at the top, their value printed"
+            if clipped else "")
+    ax.set_title("Multi-dimensional workloads: each strategy's RMSE relative to the identity strategy (lower is "
+                 "better).\nHatched: proven upper bounds, not exact errors (the exact error is lower)" + note,
+                 fontsize=9)
+    ax.grid(True, axis="y", which="both", alpha=0.25)
+    handles, labels = ax.get_legend_handles_labels()  # plain patches: only some bars of a strategy are hatched
+    colour = {s: f"C{k}" for k, s in enumerate(strategies)}
+    handles = [Patch(color=colour[lab]) if lab in colour else h for h, lab in zip(handles, labels, strict=True)]
+    handles.append(Patch(facecolor="white", edgecolor="0.25", hatch="///"))
+    labels.append("proven upper bound")
+    ax.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     return _common.save_png(fig, Path(out) / "multidim.png", dpi=110)
 
@@ -155,7 +201,8 @@ def markdown(rows: list[dict]) -> str:
     lines = ["# Multi-dimensional workloads (generated by `python -m experiments.multidim`)", "",
              "ε = 1, Laplace unless noted. `auto` is `mmopt.optimize(W, method=\"auto\")`; totals are exact where "
              "total_exact, proven upper bounds otherwise; the SVD bound is exact where bound_exact, a proven lower "
-             "bound otherwise. HDMM reference: HDMM's own code on this machine (issue 8).", "",
+             "bound otherwise. HDMM reference: the total of HDMM's own code (github.com/dpcomp-org/hdmm, "
+             "KronPIdentity and Marginals templates, 5 restarts) on the same workload at ε = 1.", "",
              "| workload | noise | strategy | status | total | exact | RMSE | ÷ identity | ÷ bound | ÷ HDMM |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -181,7 +228,7 @@ def markdown(rows: list[dict]) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m experiments.multidim", description=__doc__.split("\n")[0])
     p.add_argument("--full", action="store_true", help="add 2-D ranges 256² and 3-D prefix 64³")
-    p.add_argument("--out", default=str(_common.FIGURES), help="output folder (default: paper_figures/)")
+    _common.add_output_args(p, "multidim")
     p.add_argument("--seed", type=int, default=0, help="seed of the searches' restarts (default 0)")
     p.add_argument("--only", nargs="+", metavar="NAME", help="run only these workloads")
     p.add_argument("--jobs", type=_cli._jobs, default=1, metavar="N", help="workloads run at once (joblib; -1: "
@@ -196,19 +243,21 @@ def main(argv=None) -> int:
     if args.seed < 0:
         p.error(f"--seed must be >= 0. Got {args.seed}.")
     try:
-        out = _run.check_out_dir(args.out)
+        out = _run.check_out_dir(_common.out_of(args, "multidim"))
     except ValueError as exc:
         p.error(str(exc))
     try:
-        with _run.hold(out):
+        with _run.hold(out), _progress.Progress("multidim", enabled=not args.quiet) as prog:
             t0, timings = time.perf_counter(), {}
-            rows = run(todo, seed=args.seed, timings=timings, n_jobs=args.jobs)
+            rows = run(todo, seed=args.seed, timings=timings, n_jobs=args.jobs, progress=prog)
+            prog.stage("writing multidim.csv, multidim.png, multidim.md")
             _common.write_csv(out / TABLE, COLUMNS, rows)
             plot(rows, out)
             _run.write_text(out / "multidim.md", markdown([{k: _common.tidy(v) for k, v in r.items()} for r in rows]))
             _run.write_json(out / "multidim.run_info.json", {"seconds": round(time.perf_counter() - t0, 1),
                                                              "jobs": args.jobs,
                                                              "per_row_seconds": timings, "machine": _run.machine()})
+            prog.done(f"wrote multidim.csv, multidim.png and multidim.md into {out}")
     except _run.Busy as exc:
         print(f"python -m experiments.multidim: {exc}", file=sys.stderr)
         return 2

@@ -1,14 +1,17 @@
 """Answers that make sense, measured on real data: least squares vs NNLS vs the projection mechanism.
 
-Run:   python -m experiments.postprocess            (quick: see QUICK; about 3 minutes)
+Run:   python -m experiments.postprocess            (quick: see QUICK; 8.5–10 min on 2 cores at load average 5–7)
        python -m experiments.postprocess --full     (every dataset, more runs; the 1-D part takes many hours)
        python -m experiments.postprocess --part 2d  (only the 2-D part; --part 1d only the 1-D part)
        python -m experiments.postprocess --jobs 2   (two (W, A) pairs at once; the same outputs, byte for byte)
 Data:  the DPBench histograms in ../shared/data/dpbench (or --data DIR): 1-D files of 4,096 cells, 2-D files
        of 256×256. Without them the command says where they come from and exits 2 (tests use synthetic data
        through run()).
-Out:   paper_figures/ (or --out DIR): postprocess.csv, postprocess.png, postprocess.md.
-       postprocess.run_info.json (timings, machine) is not tracked.
+Out:   results/postprocess/ (not tracked by git; --out DIR elsewhere, --paper-figures into the tracked
+       paper_figures/): postprocess.csv, postprocess.png, postprocess.md. postprocess.run_info.json (timings,
+       machine) is never tracked.
+Talks: a line per strategy, (W, A) pair and dataset on stderr (a bar on a terminal), at least one every 10 s;
+       --quiet: none.
 
 DPBench separates a dataset's *shape* (counts ÷ total) from its *scale* (the total); each dataset is studied
 at scales 10³, 10⁵, 10⁷ by rescaling its shape, at ε ∈ {0.1, 1} (Laplace), after the strategies I, H2, Y
@@ -24,6 +27,7 @@ measurements and public facts, so the privacy of every release is unchanged.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import math
 import os
@@ -35,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 import mmopt
-from experiments import _cli, _common, _run
+from experiments import _cli, _common, _progress, _run
 from experiments import _postprocess_2d as p2
 from mmopt import strategy as st
 from mmopt import workload as wl
@@ -87,7 +91,7 @@ def load_shape(name: str, n: int, data: Path = DATA) -> np.ndarray:
 
 def _strategy(name: str, W, n: int, seed: int):
     if name == "min_error":
-        return mmopt.optimize(W, method="min_error", seed=seed).strategy
+        return mmopt.optimize(W, method="min_error", seed=seed, verbose=False).strategy
     return {"identity": st.identity, "H2": st.hierarchical, "wavelet": st.wavelet}[name](n)
 
 
@@ -149,13 +153,20 @@ def _pair(two_d: bool, wname: str, sname: str, n: int, A, shapes: dict, cfg: Con
     if A is None:
         A = p2.strategy(sname, W, n, seed) if two_d else _strategy(sname, W, n, seed)
     for dname, x in shapes.items():
+        _progress.note(dname)
         labels = {"dataset": dname, "n": n * n if two_d else n, "workload": wname, "strategy": sname}
         rows += _measure(W, A, x, cfg, reconstructions, runs, seed, labels, timings, audit)
     return rows, timings, audit
 
 
+def _pair_label(two_d: bool, wname: str, sname: str, n: int, runs: int, names, cfg: Config, recs) -> str:
+    size = f"{n}×{n}" if two_d else f"n = {n}"
+    return (f"{'2-D' if two_d else '1-D'} {wname} {size}, {sname} ({len(names)} datasets × {len(cfg.scales)} scales "
+            f"× {len(cfg.epsilons)} ε × {len(recs)} reconstructions, {runs} runs each)")
+
+
 def run(shapes: dict[str, np.ndarray], cfg: Config, *, seed: int = 0, timings: dict | None = None,
-        audit: dict | None = None, n_jobs: int | None = 1) -> list[dict]:
+        audit: dict | None = None, n_jobs: int | None = 1, progress: bool | _progress.Progress = False) -> list[dict]:
     """Rows of the table (pure: no files).
 
     ``shapes`` maps a 1-D dataset name to its shape at 4,096 cells and a 2-D one to its (k, k) shape, k a
@@ -164,7 +175,8 @@ def run(shapes: dict[str, np.ndarray], cfg: Config, *, seed: int = 0, timings: d
     ``n_jobs`` (joblib's convention; 1: in this process) runs that many tasks at once: first the optimised
     strategies (min_error, OPT_⊗; each made once), then the (W, A) pairs, each on every dataset. Every one is
     seeded with ``seed`` alone, so the rows are the same whatever ``n_jobs`` (with one BLAS thread, as workers
-    run).
+    run). ``progress``: True writes a line per strategy, pair and dataset on stderr (:mod:`experiments._progress`),
+    or a reporter to write into.
     """
     n_jobs = check_n_jobs(n_jobs, caller="experiments.postprocess.run")
     pairs = []  # (two_d, wname, sname, n, reconstructions, runs, dataset names), in the rows' order
@@ -172,66 +184,117 @@ def run(shapes: dict[str, np.ndarray], cfg: Config, *, seed: int = 0, timings: d
         runs = (cfg.runs_2d or cfg.runs) if two_d else cfg.runs
         for n, workloads, strategies, reconstructions in sizes:
             pairs += [(two_d, w, s, n, reconstructions, runs, names) for w in workloads for s in strategies if names]
-    # the optimised strategies first, each once (seconds each), side by side; closed forms are built in the tasks
-    todo = [(*p[:4], seed) for p in pairs if p[2] in ("min_error", "opt_kron")]
-    made = dict(zip([t[:4] for t in todo], ordered_map(_optimised, todo, n_jobs=n_jobs), strict=True))
-    tasks = []
-    for two_d, wname, sname, n, reconstructions, runs, names in pairs:
-        coarse = {d: p2.coarsen(shapes[d], n) if two_d else _coarsen(shapes[d], n) for d in names}
-        tasks.append((two_d, wname, sname, n, made.get((two_d, wname, sname, n)), coarse, cfg, reconstructions,
-                      runs, seed))
-    rows = []
-    for got, seconds, runs_worse in ordered_map(_pair, tasks, n_jobs=n_jobs):
-        rows += got
-        if timings is not None:
-            timings.update(seconds)
-        if audit is not None:
-            audit.update(runs_worse)
+    with contextlib.ExitStack() as stack:
+        prog = progress if isinstance(progress, _progress.Progress) else stack.enter_context(
+            _progress.Progress("postprocess", enabled=bool(progress)))
+        # the optimised strategies first, each once (seconds each), side by side; closed forms are built in the tasks
+        todo = [(*p[:4], seed) for p in pairs if p[2] in ("min_error", "opt_kron")]
+        prog.stage("optimised strategies", total=len(todo))
+        labels = [f"{s} for {w} at {f'{n}×{n}' if d else f'n = {n}'}" for d, w, s, n, _ in todo]
+        made = dict(zip([t[:4] for t in todo], prog.track(ordered_map(_optimised, todo, n_jobs=n_jobs), labels),
+                        strict=True))
+        tasks = []
+        for two_d, wname, sname, n, reconstructions, runs, names in pairs:
+            coarse = {d: p2.coarsen(shapes[d], n) if two_d else _coarsen(shapes[d], n) for d in names}
+            tasks.append((two_d, wname, sname, n, made.get((two_d, wname, sname, n)), coarse, cfg, reconstructions,
+                          runs, seed))
+        prog.stage("(W, A) pairs", total=len(tasks))
+        labels = [_pair_label(d, w, s, n, runs, names, cfg, recs) for d, w, s, n, recs, runs, names in pairs]
+        rows = []
+        for got, seconds, runs_worse in prog.track(ordered_map(_pair, tasks, n_jobs=n_jobs), labels):
+            rows += got
+            if timings is not None:
+                timings.update(seconds)
+            if audit is not None:
+                audit.update(runs_worse)
     return rows
 
 
+# One look per (reconstruction, ε): colour family by reconstruction (Okabe–Ito, colour-blind safe), and ε by
+# shade, marker (filled vs open) and line style, so that ε = 0.1 and ε = 1 stay apart even where lines overlap.
+STYLES = {("nnls", 0.1): ("#D55E00", "o", "-", "full"), ("nnls", 1.0): ("#E69F00", "s", (0, (5, 2)), "none"),
+          ("projection", 0.1): ("#0072B2", "^", "-", "full"),
+          ("projection", 1.0): ("#56B4E9", "D", (0, (5, 2)), "none")}
+
+
+_NICE_WIDE = (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100)
+_NICE_NARROW = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.25, 1.5, 2, 3, 4, 5, 7, 10)
+
+
 def plot(rows: list[dict], out: Path) -> Path:
-    """RMSE ratio to least squares against scale, per reconstruction (ε = 0.1 solid, 1 dashed).
+    """RMSE ratio to least squares against scale, one line per reconstruction and ε (medians).
 
     Row 1: 1-D, one panel per workload and size (median over datasets and strategies). Row 2: 2-D, one panel
     per workload and strategy (median over datasets: there NNLS depends on the strategy more than on the data).
+    Each row has exactly as many panels as it has data (no empty panel); one legend for the figure.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
     def key(r: dict) -> tuple:
         return (r["n"], r["workload"], r["strategy"]) if p2.is_2d(r) else (r["n"], r["workload"])
 
     groups = [g for g in ([r for r in rows if not p2.is_2d(r)], [r for r in rows if p2.is_2d(r)]) if g]
     panels = [sorted({key(r) for r in g}) for g in groups]
-    width = max(len(p) for p in panels)
-    fig, axes = plt.subplots(len(groups), width, figsize=(4.2 * width, 3.6 * len(groups)), squeeze=False)
-    for i, (group, row_panels) in enumerate(zip(groups, panels, strict=True)):
-        for ax in axes[i][len(row_panels):]:
-            ax.set_visible(False)
-        for ax, panel in zip(axes[i], row_panels, strict=False):
-            for rec, color in (("nnls", "C1"), ("projection", "C2")):
-                for eps, ls in ((0.1, "-"), (1.0, "--")):
-                    pts = {}
-                    for r in group:
-                        if (key(r), r["reconstruct"], r["epsilon"]) == (panel, rec, eps) and \
-                                not math.isnan(r["ratio_to_least_squares"]):
-                            pts.setdefault(r["scale"], []).append(r["ratio_to_least_squares"])
-                    if pts:
-                        xs = sorted(pts)
-                        ax.plot(xs, [float(np.median(pts[k])) for k in xs], ls, color=color, marker="o",
-                                label=f"{rec}, ε={eps:g}")
-            ax.axhline(1.0, color="grey", lw=0.8)
+    width = max((len(p) for p in panels), default=1)
+    fig = plt.figure(figsize=(4.3 * width, 3.7 * max(len(groups), 1) + 1.0), layout="constrained")
+    subfigs = fig.subfigures(len(groups), 1, squeeze=False)[:, 0] if groups else []
+    used = []
+    for sub, group, row_panels in zip(subfigs, groups, panels, strict=True):
+        axes = sub.subplots(1, len(row_panels), squeeze=False)[0]
+        two_d = p2.is_2d(group[0])
+        datasets = len({r["dataset"] for r in group})
+        if two_d:
+            what = f"median over {datasets} datasets"
+        else:
+            by_n = {n: list(dict.fromkeys(r["strategy"] for r in group if r["n"] == n))
+                    for n in sorted({r["n"] for r in group})}
+            what = (f"median over {datasets} datasets and the strategies run at each size ("
+                    + "; ".join(f"n = {n}: {', '.join(s)}" for n, s in by_n.items()) + ")")
+        sub.suptitle(f"{'2-D' if two_d else '1-D'} DPBench data: {what}", fontsize=10)
+        for ax, panel in zip(axes, row_panels, strict=True):
+            drawn = set()
+            for (rec, eps), (colour, marker, ls, fill) in STYLES.items():
+                pts = {}
+                for r in group:
+                    if (key(r), r["reconstruct"], r["epsilon"]) == (panel, rec, eps) and \
+                            not math.isnan(r["ratio_to_least_squares"]):
+                        pts.setdefault(r["scale"], []).append(r["ratio_to_least_squares"])
+                if pts:
+                    xs = sorted(pts)
+                    ax.plot(xs, [float(np.median(pts[k])) for k in xs], linestyle=ls, color=colour, lw=1.6,
+                            marker=marker, ms=6, fillstyle=fill, markerfacecolor="white" if fill == "none" else colour,
+                            mew=1.4)
+                    used.append((rec, eps))
+                    drawn.add(rec)
+            ax.axhline(1.0, color="0.3", lw=0.9, ls=":")
             ax.set_xscale("log")
             ax.set_yscale("log")
-            ax.set_title(p2.panel_title(*panel), fontsize=9)
+            lo, hi = ax.get_ylim()  # plain numbers on the log axis, as many as fit
+            ticks = _NICE_WIDE if hi / lo > 6 else _NICE_NARROW
+            ax.yaxis.set_major_locator(FixedLocator([t for t in ticks if lo <= t <= hi]))
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(NullFormatter())
+            ax.tick_params(axis="y", labelsize=8)
+            ax.grid(True, which="both", axis="y", alpha=0.25)
+            absent = sorted({rec for rec, _ in STYLES} & {r["reconstruct"] for r in rows} - drawn)
+            ax.set_title(p2.panel_title(*panel) + (f" ({', '.join(absent)} not run here)" if absent else ""),
+                         fontsize=9)
             ax.set_xlabel("scale (total count)")
-        over = "datasets" if group is groups[-1] and p2.is_2d(group[0]) else "datasets, strategies"
-        axes[i][0].set_ylabel(f"RMSE ÷ least squares\n(median over {over})")
-        axes[i][0].legend(fontsize=7)
-    fig.tight_layout()
+        axes[0].set_ylabel("RMSE ÷ RMSE of least squares")
+    handles = [Line2D([], [], color=c, marker=m, linestyle=ls, lw=1.6, ms=6, fillstyle=f, mew=1.4,
+                      markerfacecolor="white" if f == "none" else c) for (c, m, ls, f) in STYLES.values()]
+    labels = [f"{rec}, ε = {eps:g}" for rec, eps in STYLES]
+    keep = [k for k, re in enumerate(STYLES) if re in used]
+    fig.legend([handles[k] for k in keep], [labels[k] for k in keep], loc="outside lower center", ncol=len(keep),
+               fontsize=9, title="reconstruction, privacy budget (dotted line: least squares = 1)",
+               title_fontsize=9)
+    fig.suptitle("Post-processing on DPBench data: RMSE of NNLS and of the projection mechanism relative to least "
+                 "squares, after the same strategy and noise (below 1: the reconstruction helps)", fontsize=11)
     return _common.save_png(fig, Path(out) / "postprocess.png", dpi=110)
 
 
@@ -283,7 +346,7 @@ def main(argv=None) -> int:
     p.add_argument("--full", action="store_true",
                    help="every dataset, all strategies (1-D at 4,096 cells, 100 runs; 2-D with OPT_⊗, 50 runs)")
     p.add_argument("--part", choices=("all", "1d", "2d"), default="all", help="which data (default: both)")
-    p.add_argument("--out", default=str(_common.FIGURES), help="output folder (default: paper_figures/)")
+    _common.add_output_args(p, "postprocess")
     p.add_argument("--data", default=str(DATA), help="the DPBench folder (default: $MMOPT_DPBENCH or "
                                                       "../shared/data/dpbench)")
     p.add_argument("--runs", type=int, help="seeded runs per configuration (default: 20/10 quick, 100/50 full)")
@@ -302,11 +365,12 @@ def main(argv=None) -> int:
         cfg = dataclasses.replace(cfg, datasets=(), sizes=())
     if args.seed < 0:
         p.error(f"--seed must be >= 0. Got {args.seed}.")
-    out, shapes = dpbench_inputs(p, args.data, args.out, cfg.datasets, cfg.datasets_2d)
+    out, shapes = dpbench_inputs(p, args.data, _common.out_of(args, "postprocess"), cfg.datasets, cfg.datasets_2d)
     try:
-        with _run.hold(out):
+        with _run.hold(out), _progress.Progress("postprocess", enabled=not args.quiet) as prog:
             t0, timings, audit = time.perf_counter(), {}, {}
-            rows = run(shapes, cfg, seed=args.seed, timings=timings, audit=audit, n_jobs=args.jobs)
+            rows = run(shapes, cfg, seed=args.seed, timings=timings, audit=audit, n_jobs=args.jobs, progress=prog)
+            prog.stage("writing postprocess.csv, postprocess.png, postprocess.md")
             _common.write_csv(out / "postprocess.csv", COLUMNS, rows)
             tidy = [{k: _common.tidy(v) for k, v in r.items()} for r in rows]
             plot(tidy, out)  # from the values as written: the figure can be redrawn from the CSV alone
@@ -315,6 +379,7 @@ def main(argv=None) -> int:
                 "seconds": round(time.perf_counter() - t0, 1), "jobs": args.jobs, "per_row_seconds": timings,
                 "projection_runs_worse_than_least_squares": {k: c for k, c in audit.items() if c},
                 "machine": _run.machine()})
+            prog.done(f"wrote postprocess.csv, postprocess.png and postprocess.md into {out}")
     except _run.Busy as exc:
         print(f"python -m experiments.postprocess: {exc}", file=sys.stderr)
         return 2

@@ -1,6 +1,7 @@
 """Error profiles (Def. 4.6) and per-range error of each strategy on all ranges.
 
-Run:  python -m experiments.profiles [--out DIR] [--from-csv]
+Run:  python -m experiments.profiles [--out DIR | --paper-figures] [--from-csv] [--quiet]
+      (default folder: results/range_queries/, the main job's, not tracked)
 Out:  profiles_n16.png/.csv  heatmaps of Δ²·(AᵀA)⁻¹ at n = 16 (I, H2, Y, Thm 5.25, l2_approx, min_error
                              optimised for all ranges); CSV has (AᵀA)⁻¹ itself too.
       range_error_n64.png/.csv  expected error (ε = 1) of every range at n = 64: mean vs range length,
@@ -113,7 +114,8 @@ def plot(out) -> list:
 
 
 def main(argv=None) -> int:
-    return _common.figure_main(argv, description=__doc__, compute=lambda out: save(run(_helpers.QUICK), out), plot=plot,
+    return _common.figure_main(argv, name="profiles", description=__doc__,
+                               compute=lambda out: save(run(_helpers.QUICK), out), plot=plot,
                                inputs=("profiles_n16.csv", "range_error_n64.csv"))
 
 

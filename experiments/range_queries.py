@@ -1,11 +1,13 @@
 """Reproduce §6 of Li et al. (PODS 2010): strategies for range, prefix and predicate queries.
 
-Run:   python -m experiments.range_queries            (= --quick: 50 s of CPU, 85–95 s measured on 2 busy cores)
+Run:   python -m experiments.range_queries            (= --quick: 70–125 s measured on 2 cores at load average 4.5–8)
        python -m experiments.range_queries --full     (min_error to n = 1024, min_sensitivity to 8:
                                                        about 9 minutes on 2 shared cores, measured)
-Out:   paper_figures/ (or --out DIR): range_queries.csv (the §6 table) and range_queries.params.json
-       (the parameters that produced it), theorem_checks.csv, the figures (PNG + the CSV behind each)
-       and README.md, generated from those rows. run_info.json (timings, machine) is not tracked.
+Out:   results/range_queries/ (not tracked by git; --out DIR elsewhere, --paper-figures into the tracked
+       paper_figures/): range_queries.csv (the §6 table) and range_queries.params.json (the parameters that
+       produced it), theorem_checks.csv, the figures (PNG + the CSV behind each) and README.md, generated
+       from those rows. run_info.json (timings, machine) is never tracked.
+Talks: a line per stage and per row on stderr (a bar on a terminal), at least one every 10 s; --quiet: none.
 
 Strategies, for n = 2ᵏ and each workload (all ranges, prefix, all predicates), ε = 1, Laplace:
 identity, H2, H_best (branching in {2,3,4,8,16} with least total error), wavelet (Y), svd_bound
@@ -20,6 +22,7 @@ argument is checked before any work.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import sys
@@ -27,7 +30,7 @@ import time
 import warnings
 
 import mmopt
-from experiments import _cli, _common, _helpers, _run, geometry, profiles, report, theorem_checks
+from experiments import _cli, _common, _helpers, _progress, _run, geometry, profiles, report, theorem_checks
 from experiments._helpers import FULL, QUICK, Config, min_error_engine  # noqa: F401 — the public names
 from mmopt import strategy as st
 
@@ -95,30 +98,30 @@ def row(n: int, wname: str, sname: str, cfg: Config) -> dict:
 
 
 def run(cfg: Config = QUICK, *, workloads=tuple(_helpers.WORKLOADS), skip=lambda **key: False, on_row=None,
-        progress: bool = True, n_jobs: int | None = None) -> list[dict]:
-    """All rows of the §6 table (pure apart from the ``on_row`` callback), with a progress bar on a TTY.
+        progress: bool | _progress.Progress = True, n_jobs: int | None = None) -> list[dict]:
+    """All rows of the §6 table (pure apart from the ``on_row`` callback and the progress lines on stderr).
 
-    ``n_jobs`` rows are computed at once by joblib (None or 1: one after the other; -1: every core). Rows
-    come back, and reach ``on_row``, in task order, and every optimiser row is seeded, so the rows are the
-    same whatever ``n_jobs`` (their "seconds" aside). Worker processes do not share the optimiser cache of
-    :func:`experiments._helpers.optimise`, so later steps in this process recompute the runs they reuse.
+    ``progress``: True writes a line per row (a bar on a terminal) and at least one every 10 s, False nothing;
+    a :class:`experiments._progress.Progress` reports into that run's lines. ``n_jobs`` rows are computed at
+    once by joblib (None or 1: one after the other; -1: every core). Rows come back, and reach ``on_row``, in
+    task order, and every optimiser row is seeded, so the rows are the same whatever ``n_jobs`` (their
+    "seconds" aside). Worker processes do not share the optimiser cache of :func:`experiments._helpers.optimise`,
+    so later steps in this process recompute the runs they reuse.
     """
     import joblib
-    from tqdm import tqdm
 
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0):
         raise ValueError(f"The 'n_jobs' parameter of experiments.range_queries.run must be None or a non-zero "
                          f"integer (joblib's convention: -1 is every core). Got {n_jobs!r} instead.")
     todo = [t for t in tasks(cfg, workloads) if not skip(n=t[0], workload=t[1], strategy=t[2])]
-    # return_as="generator" yields in submission order as results arrive; n_jobs=1 runs in this process.
-    done = joblib.Parallel(n_jobs=n_jobs, return_as="generator")(joblib.delayed(row)(*t, cfg) for t in todo)
-    rows = []
-    bar = tqdm(total=len(todo), desc="§6 table", unit="row", file=sys.stderr,
-               disable=not (progress and sys.stderr.isatty()))
-    with bar:
-        for (n, w, s), r in zip(todo, done, strict=True):
-            bar.set_postfix_str(f"n={n} {w} {s}")
-            bar.update()
+    with contextlib.ExitStack() as stack:
+        prog = progress if isinstance(progress, _progress.Progress) else stack.enter_context(
+            _progress.Progress("range_queries", enabled=bool(progress)))
+        prog.stage("§6 table", total=len(todo))
+        # return_as="generator" yields in submission order as results arrive; n_jobs=1 runs in this process.
+        done = joblib.Parallel(n_jobs=n_jobs, return_as="generator")(joblib.delayed(row)(*t, cfg) for t in todo)
+        rows = []
+        for r in prog.track(done, [f"n={n} {w} {s}" for n, w, s in todo]):
             rows.append(r)
             if on_row:
                 on_row(r)
@@ -202,8 +205,8 @@ def plot(rows: list[dict], out, epsilon: float = 1.0) -> list:
     return made + [_common.save_png(fig, out / "ratio_to_svd.png", dpi=120)]
 
 
-def compute_table(cfg: Config, out, kept: list[dict], progress: bool, n_jobs: int | None = None
-                  ) -> tuple[list[dict], dict]:
+def compute_table(cfg: Config, out, kept: list[dict], progress: bool | _progress.Progress,
+                  n_jobs: int | None = None) -> tuple[list[dict], dict]:
     """Write range_queries.csv: the ``kept`` rows (--resume), then each missing row as it finishes; finally
     the whole table again in task order, so that a resumed run gives the same file as an uninterrupted one."""
     writer = _common.RowWriter(out / TABLE, COLUMNS, kept)
@@ -222,37 +225,42 @@ def main(argv=None) -> int:
     cfg, out = _cli.validate(parser, args)
     t0 = time.perf_counter()
     try:
-        with _run.hold(out):
-            return _main(parser, args, cfg, out, argv, t0)
+        with _run.hold(out), _progress.Progress("range_queries", enabled=not args.quiet) as prog:
+            return _main(parser, args, cfg, out, argv, t0, prog)
     except _run.Busy as e:
         parser.error(str(e))
 
 
-def _main(parser, args, cfg: Config, out, argv, t0: float) -> int:
-    progress = not args.no_progress
+def _main(parser, args, cfg: Config, out, argv, t0: float, prog: _progress.Progress) -> int:
     params = _cli.params_of(cfg, args.full)
     info: dict = {"command": " ".join(["python -m experiments.range_queries", *(sys.argv[1:] if argv is None
                                                                                 else argv)]), "params": params}
     if args.from_csv:
+        prog.stage(f"reading the CSVs in {out}")
         params = _run.read_json(out / _cli.PARAMS)
         rows = _common.read_complete_rows(out / TABLE, COLUMNS)[0]
         checks = theorem_checks.load(out)
     else:
         kept = _cli.resume_rows(parser, out, params, tasks(cfg), COLUMNS, KEY) if args.resume else []
         _run.write_json(out / _cli.PARAMS, params)
-        rows, info["row_seconds"] = compute_table(cfg, out, kept, progress, args.jobs)
+        rows, info["row_seconds"] = compute_table(cfg, out, kept, prog, args.jobs)
         info["jobs"] = args.jobs
         info["rows_kept_from_earlier_run"] = len(kept)
         info["table_seconds"] = round(time.perf_counter() - t0, 1)
         if not args.table_only:
-            theorem_checks.save(theorem_checks.run(_cli.checks_max_n(cfg), progress=progress), out)
+            prog.stage("paper-vs-reproduction checks")
+            theorem_checks.save(theorem_checks.run(_cli.checks_max_n(cfg)), out)
             checks = theorem_checks.load(out)  # as written, so that --from-csv later renders the same README
+            prog.stage("Thm 6.30 constants")
             theorem_checks.save_constants(theorem_checks.fit_constants(theorem_checks.constant_sizes()), out)
+            prog.stage("error profiles (n = 16) and per-range errors (n = 64)")
             profiles.save(profiles.run(cfg), out)
+            prog.stage("ellipses and min_error's convex iteration")
             geometry.save(geometry.run(cfg), out)
     print(tables(rows))
     files = []
     if not args.table_only:
+        prog.stage("figures and README.md")
         files = plot(rows, out, params["epsilon"]) + theorem_checks.plot(out) + profiles.plot(out) + geometry.plot(out)
         print("\n" + theorem_checks.format_checks(checks))
         report.write(out, rows, checks, params)
@@ -260,6 +268,7 @@ def _main(parser, args, cfg: Config, out, argv, t0: float) -> int:
     if not args.from_csv:
         _run.write_run_info(out, info | {"seconds": round(seconds, 1)})
     what = "the table" if args.table_only else f"{len(files)} figures, their CSVs and README.md"
+    prog.done(f"wrote {what} into {out}")
     print(f"\nwrote {what} into {out} in {seconds:.0f} s")
     return 0
 

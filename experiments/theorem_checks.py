@@ -1,6 +1,7 @@
 """Check the paper's claims (Fig. 1–4, Table 1, §5, §6.1, Thm 6.29, Thm 6.30) against what mmopt computes.
 
-Run:  python -m experiments.theorem_checks [--max-n 256] [--out DIR]
+Run:  python -m experiments.theorem_checks [--max-n 256] [--out DIR | --paper-figures] [--quiet]
+      (default folder: results/range_queries/, the main job's, not tracked)
 Out:  theorem_checks.csv (check, paper, got, verdict, expected, note), thm630_constants.csv/.png.
 
 Each row prints what the paper says (its formulas as written out in docs/paper_notes.md, "notes §N"
@@ -20,7 +21,7 @@ import numpy as np
 from scipy.stats import norm
 
 import mmopt
-from experiments import _common, _helpers, _run
+from experiments import _common, _helpers, _progress, _run
 from mmopt import strategy as st
 from mmopt import workload as wl
 
@@ -102,7 +103,7 @@ def _figures_n4() -> list[dict]:
                        f"equivalent: {mmopt.profile_equivalent(A, B)}", ok))
     for A, label, paper, best in ((H, "H4", 2.896, 2.5779), (Y, "Y4", 2.414, 2.0)):
         try:
-            r = mmopt.optimize(wl.identity(4), method="min_sensitivity", initial=A, seed=0)
+            r = mmopt.optimize(wl.identity(4), method="min_sensitivity", initial=A, seed=0, verbose=False)
             ok = abs(r.strategy.sensitivity() - best) < 1e-3 and mmopt.profile_equivalent(r.strategy, A, rtol=1e-6)
             got = f"Δ = {r.strategy.sensitivity():.4f} ({r.status})"  # seconds go to run_info.json, not here
         except Exception as e:  # noqa: BLE001 — a missing optimiser is reported, not fatal
@@ -241,7 +242,7 @@ def _optimiser_refs() -> list[dict]:
     r = _helpers.optimise("min_error", "all_range", 4, engine="sdp")
     W2 = mmopt.Workload.from_matrix(np.vstack([10 * np.ones(4), np.eye(4)]), name="[10·1ᵀ; I4]")
     try:
-        r2 = mmopt.optimize(W2, method="min_error", seed=0, options={"engine": "sdp"})
+        r2 = mmopt.optimize(W2, method="min_error", seed=0, options={"engine": "sdp"}, verbose=False)
         got2 = r2.objective
     except Exception:  # noqa: BLE001
         got2 = math.nan
@@ -258,8 +259,17 @@ def _optimiser_refs() -> list[dict]:
 
 
 def run(max_n: int = 256, progress: bool = False) -> list[dict]:
-    """All check rows (COLUMNS). ``max_n`` bounds the sweeps over n (Thm 6.30 always uses n = 1024)."""
-    return _figures_n4() + _section6(max(max_n, 8)) + _thm630() + _section10() + _optimiser_refs()
+    """All check rows (COLUMNS). ``max_n`` bounds the sweeps over n (Thm 6.30 always uses n = 1024).
+
+    Each part is announced to the run's progress reporter, if any (``progress`` is kept for old callers)."""
+    rows = []
+    for what, part in (("Fig. 1–4, Ex. 4.7–4.11", _figures_n4),
+                       (f"Table 1, §6.1, §6.2, Thm 6.29 (n to {max(max_n, 8)})", lambda: _section6(max(max_n, 8))),
+                       ("Thm 6.30", _thm630), ("§5.2.1, §5.3, Thm 5.22", _section10),
+                       ("Programs 5.1/5.2 reference values", _optimiser_refs)):
+        _progress.note(what)
+        rows += part()
+    return rows
 
 
 def format_checks(rows: list[dict]) -> str:
@@ -307,22 +317,26 @@ def plot(out) -> list:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m experiments.theorem_checks", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--max-n", type=int, default=256, help="largest n of the sweeps (default 256)")
-    p.add_argument("--out", default=None, help="output folder (default paper_figures/)")
+    _common.add_output_args(p, "range_queries")  # the main job's folder: its README reads theorem_checks.csv
     args = p.parse_args(argv)
     if not 8 <= args.max_n <= 1024 or args.max_n & (args.max_n - 1):
         p.error(f"--max-n must be a power of two in [8, 1024] (the sweeps build Hₙ and Yₙ). Got {args.max_n}.")
     try:
-        out = _run.check_out_dir(args.out if args.out is not None else _common.FIGURES)
+        out = _run.check_out_dir(_common.out_of(args, "range_queries"))
     except ValueError as e:
         p.error(str(e))
     try:
-        with _run.hold(out):
+        with _run.hold(out), _progress.Progress("theorem_checks", enabled=not args.quiet) as prog:
+            prog.stage("paper-vs-reproduction checks")
             rows = run(args.max_n)
             save(rows, out)
+            prog.stage("Thm 6.30 constants")
             save_constants(fit_constants(constant_sizes()), out)
             plot(out)
+            prog.done(f"wrote theorem_checks.csv and thm630_constants.* into {out}")
     except _run.Busy as e:
         p.error(str(e))
     print(format_checks(rows))
