@@ -81,7 +81,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", nargs=4, metavar=("METHOD", "N", "BLAS_THREADS", "RESTARTS"),
                         help=argparse.SUPPRESS)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[256], help="min_error on all ranges")
+    parser.add_argument("--sizes", type=int, nargs="*", default=[256], help="min_error on all ranges")
     parser.add_argument("--restarts", type=int, default=2)
     parser.add_argument("--l2-sizes", type=int, nargs="*", default=[1024, 2048], help="l2_approx (fast engine)")
     parser.add_argument("--evaluate-sizes", type=int, nargs="*", default=[2048], help="evaluate H2 on all ranges")

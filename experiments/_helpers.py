@@ -21,7 +21,7 @@ from mmopt import workload as wl
 WORKLOADS = {"all_range": wl.all_range, "prefix": wl.prefix, "all_predicate": wl.all_predicate}
 SIZES = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
 BRANCHINGS = (2, 3, 4, 8, 16)
-LABELS = {"svd_bound": "Thm 5.25 (svd_bound)", "l2_approx": "l2_approx (L1 Δ)", "H_best": "H_best (best b)"}
+LABELS = {"svd_strategy": "Thm 5.25 strategy", "l2_approx": "l2_approx (L1 Δ)", "H_best": "H_best (best b)"}
 
 
 @dataclass(frozen=True)

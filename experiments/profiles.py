@@ -17,8 +17,8 @@ from experiments import _common, _helpers
 from mmopt import strategy as st
 
 HEAT_N, RANGE_N, FIXED_LENGTHS = 16, 64, (1, 8)
-HEAT = ("identity", "H2", "wavelet", "svd_bound", "l2_approx", "min_error")
-RANGE = ("identity", "H2", "H_best", "wavelet", "svd_bound", "l2_approx", "min_error")
+HEAT = ("identity", "H2", "wavelet", "svd_strategy", "l2_approx", "min_error")
+RANGE = ("identity", "H2", "H_best", "wavelet", "svd_strategy", "l2_approx", "min_error")
 PROFILE_COLUMNS = ["strategy", "n", "sensitivity", "i", "j", "profile", "delta2_profile"]
 RANGE_COLUMNS = ["strategy", "n", "a", "b", "length", "error"]
 
@@ -29,8 +29,8 @@ def strategy(name: str, n: int, cfg: _helpers.Config) -> mmopt.Strategy | None:
         return _helpers.closed_form(name, n)
     if name == "H_best":
         return _helpers.closed_form(f"H{_helpers.best_branching('all_range', n)}", n)
-    if name == "svd_bound":
-        return st.singular_value_bound(_helpers.workload("all_range", n))
+    if name == "svd_strategy":
+        return st.svd_strategy(_helpers.workload("all_range", n))
     engine = "fast" if name == "l2_approx" else _helpers.min_error_engine(n, cfg)
     r = _helpers.optimise(name, "all_range", n, engine=engine)
     return r.result.strategy if r.result else None

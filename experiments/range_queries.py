@@ -10,7 +10,7 @@ Out:   results/range_queries/ (not tracked by git; --out DIR elsewhere, --paper-
 Talks: a line per stage and per row on stderr (a bar on a terminal), at least one every 10 s; --quiet: none.
 
 Strategies, for n = 2ᵏ and each workload (all ranges, prefix, all predicates), ε = 1, Laplace:
-identity, H2, H_best (branching in {2,3,4,8,16} with least total error), wavelet (Y), svd_bound
+identity, H2, H_best (branching in {2,3,4,8,16} with least total error), wavelet (Y), svd_strategy
 (Thm 5.25), l2_approx (Program 5.2's optimum, its factor evaluated under ε-DP, i.e. L1),
 l2_approx+minsens (that factor after min_sensitivity, Program 5.3) and min_error (Program 5.1 /
 local search). Every row has the ratio of its mean squared error to the SVD lower bound.
@@ -34,7 +34,7 @@ from experiments import _cli, _common, _helpers, _progress, _run, geometry, prof
 from experiments._helpers import FULL, QUICK, Config, min_error_engine  # noqa: F401 — the public names
 from mmopt import strategy as st
 
-STRATEGIES = ("identity", "H2", "H_best", "wavelet", "svd_bound", "l2_approx", "l2_approx+minsens", "min_error")
+STRATEGIES = ("identity", "H2", "H_best", "wavelet", "svd_strategy", "l2_approx", "l2_approx+minsens", "min_error")
 # No per-row seconds: the CSV is tracked and must change only when results do (timings: run_info.json).
 COLUMNS = ["n", "workload", "strategy", "branching", "solver", "status", "epsilon", "m", "sensitivity",
            "total_squared_error", "log10_total", "mean_squared_error", "rmse", "max_variance", "max_variance_exact",
@@ -72,8 +72,8 @@ def row(n: int, wname: str, sname: str, cfg: Config) -> dict:
     elif sname == "H_best":
         b = _helpers.best_branching(wname, n)
         A, out["branching"] = _helpers.closed_form(f"H{b}", n), b
-    elif sname == "svd_bound":
-        A = st.singular_value_bound(W)
+    elif sname == "svd_strategy":
+        A = st.svd_strategy(W)
     else:
         if sname == "min_error":
             run_ = _helpers.optimise("min_error", wname, n, engine=min_error_engine(n, cfg))

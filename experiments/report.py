@@ -18,7 +18,7 @@ from experiments import _common, _run
 CMD = "python -m experiments.range_queries"
 NOTES = _common.ROOT / "docs" / "paper_notes.md"
 INPUTS = ("range_queries.csv", "range_queries.params.json", "theorem_checks.csv")
-STRATS = ("identity", "H2", "H_best", "wavelet", "svd_bound", "l2_approx", "l2_approx+minsens", "min_error")
+STRATS = ("identity", "H2", "H_best", "wavelet", "svd_strategy", "l2_approx", "l2_approx+minsens", "min_error")
 WL = ("all_range", "prefix", "all_predicate")
 
 

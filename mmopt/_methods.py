@@ -117,7 +117,7 @@ METHODS: dict[str, _Method] = {
     "identity": _Method(_closed(lambda W: st.identity(W.domain_size).matrix)),
     "hierarchical": _Method(_closed(lambda W: st.hierarchical(W.domain_size).matrix)),
     "wavelet": _Method(_closed(lambda W: st.wavelet(W.domain_size).matrix)),
-    "svd_bound": _Method(_closed(lambda W: st.singular_value_bound(W).matrix)),
+    "svd_strategy": _Method(_closed(lambda W: st.svd_strategy(W).matrix)),
     "l2_approx": _Method(_l2_approx, {"engine": _choice("auto", "sdp", "fast")}, _ITERATIVE),
     "min_error": _Method(_min_error, {"engine": _choice("auto", "sdp", "local"), "restarts": _positive_int,
                                       "p": _positive_int, "weight": _positive_real, "polish": _flag},

@@ -1,15 +1,22 @@
 """Run-time controls of the long-running entry points: the number of BLAS threads, and progress output.
 
-Notation: see README. The heuristics (min_error, min_sensitivity) spend their time in many small dense
-products and factorisations, thousands per second. On such matrices a multithreaded BLAS mostly
-synchronises its threads, and on a shared machine it waits for busy cores. Measured on 2 cores
-(``benchmarks/bench_threads.py``, OpenBLAS, fresh process with OPENBLAS_NUM_THREADS unset): min_error on
-all ranges at n = 256 with 2 restarts took 25.3 s with BLAS's own 2 threads and 1.6 s with one (load
-≈ 1.4); with other jobs running (load ≈ 6), 205 s against 2.8 s. So by default (``blas_threads="auto"``)
-:func:`mmopt.optimize` runs those methods with one BLAS thread, through threadpoolctl. The L2 solver's
-n×n eigendecompositions are large enough to gain from threads on an idle machine (n = 2048: 6.4 s
-with two, 9.2 s with one), so "auto" leaves BLAS as configured for l2_approx and the closed forms.
-Nothing changes outside the call.
+Notation: see README. **One BLAS-thread policy** for every heavy path (``optimize``, ``evaluate``,
+``matrix_mechanism``, ``release`` and what they call): one BLAS thread, through threadpoolctl, for the
+duration of the call; ``MMOPT_BLAS_THREADS=k`` (or ``none``: leave BLAS as configured) changes it, and
+``optimize(..., blas_threads=...)`` overrides it for one call. Nothing changes outside the call.
+
+Why one thread: on a 2-core machine a second BLAS thread gains little when the machine is idle and costs a
+great deal as soon as anything else runs (``benchmarks/bench_threads.py``, OpenBLAS, results in
+``benchmarks/results/bench_threads.txt``):
+
+* min_error, all ranges, n = 256, 2 restarts: 1.6 s with one thread, 25 s with two on an idle machine,
+  2.8 s against 205 s at load ≈ 6 (many small products: threads only wait for each other);
+* l2_approx, all ranges, n = 2048: 9.2 s with one, 6.1 s with two when idle; 33 s against 130 s with one
+  busy process beside it;
+* evaluate, H₂ on all ranges, n = 2048: 3.3 s against 6.7–10.8 s with one busy process beside it.
+
+So the best case for two threads is 1.5× faster, the common case (a laptop running other things, CI, a
+parallel test run) 2–100× slower; a user with a dedicated many-core machine sets ``MMOPT_BLAS_THREADS``.
 """
 
 from __future__ import annotations

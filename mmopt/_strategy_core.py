@@ -8,6 +8,7 @@ workload itself, and the canonical square strategy of a Gram matrix (Theorem 4.1
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -359,8 +360,11 @@ def square_root(strategy: Strategy, *, name: str | None = None) -> Strategy:
     return Strategy(np.ldexp(A, e) if e else A, name or f"sqrt({strategy.name})")
 
 
-def singular_value_bound(workload) -> Strategy:
+def svd_strategy(workload) -> Strategy:
     """Theorem 5.25's closed-form strategy, in its canonical symmetric form A* = G^{1/4}.
+
+    A strategy, not a bound: the SVD *lower bound* on every strategy's error is :func:`mmopt.svd_bound`.
+    (Its old name ``singular_value_bound`` still works, with a deprecation warning.)
 
     Theorem 5.25 gives A = diag(√σᵢ(W)) P_W, optimal for ‖A‖_F²·‖W A⁺‖_F², with G = WᵀW =
     P_Wᵀ diag(σᵢ²) P_W. When W has repeated singular values P_W is not unique, and the rows of that A
@@ -378,14 +382,14 @@ def singular_value_bound(workload) -> Strategy:
     Examples
     --------
     >>> from mmopt import workload, evaluate
-    >>> A = singular_value_bound(workload.identity(3))
+    >>> A = svd_strategy(workload.identity(3))
     >>> np.allclose(A.gram, np.eye(3))
     True
-    >>> bool(np.allclose(singular_value_bound(workload.total(2)).matrix, 2**-0.75))  # G = J: G^{1/4} = J/2^{3/4}
+    >>> bool(np.allclose(svd_strategy(workload.total(2)).matrix, 2**-0.75))  # G = J: G^{1/4} = J/2^{3/4}
     True
     """
     if not isinstance(workload, Workload):
-        raise TypeError("The 'workload' parameter of singular_value_bound must be a Workload. "
+        raise TypeError("The 'workload' parameter of svd_strategy must be a Workload. "
                         f"Got {type(workload).__name__}.")
     try:
         G = workload.gram  # σᵢ(W)² exactly, when G fits in float64
@@ -395,4 +399,11 @@ def singular_value_bound(workload) -> Strategy:
     keep = lam > 0
     Vr = V[:, keep]
     A = (Vr * np.sqrt(np.sqrt(lam[keep]))) @ Vr.T
-    return Strategy((A + A.T) / 2, "svd_bound")  # exactly symmetric, as G^{1/4} is
+    return Strategy((A + A.T) / 2, "svd_strategy")  # exactly symmetric, as G^{1/4} is
+
+
+def singular_value_bound(workload) -> Strategy:
+    """Deprecated name of :func:`svd_strategy` (it read as the bound, which is :func:`mmopt.svd_bound`)."""
+    warnings.warn("mmopt.strategy.singular_value_bound is now svd_strategy (it is Theorem 5.25's strategy, not "
+                  "the SVD bound); the old name will be removed.", DeprecationWarning, stacklevel=2)
+    return svd_strategy(workload)

@@ -46,13 +46,14 @@ def _initial_matrix(initial, W: Workload, caller: str = "optimize") -> np.ndarra
     n = W.domain_size
     if isinstance(initial, str):
         named = {"identity": lambda: st.identity(n), "hierarchical": lambda: st.hierarchical(n),
-                 "wavelet": lambda: st.wavelet(n), "svd_bound": lambda: st.singular_value_bound(W),
+                 "wavelet": lambda: st.wavelet(n), "svd_strategy": lambda: st.svd_strategy(W),
                  "l2_approx": lambda: _l2_strategy(W.mean_gram / np.trace(W.mean_gram) * n)}
+        initial = "svd_strategy" if initial == "svd_bound" else initial  # its old name
         v.check_choice(initial, name="initial", caller=caller, choices=named)
         return named[initial]().matrix
     if not isinstance(initial, Strategy | np.ndarray | list | tuple):
         raise TypeError(f"The 'initial' parameter of {caller} must be a Strategy, a matrix or one of 'identity', "
-                        f"'hierarchical', 'wavelet', 'svd_bound', 'l2_approx'. Got {type(initial).__name__}.")
+                        f"'hierarchical', 'wavelet', 'svd_strategy', 'l2_approx'. Got {type(initial).__name__}.")
     A = initial.matrix if isinstance(initial, Strategy) else v.check_matrix(initial, name="initial", caller=caller)
     v.check_same_domain(n, A.shape[1], caller=caller)
     return np.asarray(A, dtype=float)
@@ -77,7 +78,7 @@ def _starts(W: Workload, l2_start: Strategy, initial) -> list[tuple[str, np.ndar
     out = [("identity", np.eye(n)), ("H2", st.hierarchical(n).matrix)]
     if n & (n - 1) == 0:
         out.append(("wavelet", st.wavelet(n).matrix))
-    out += [("l2_approx", l2_start.matrix), ("svd_bound", st.singular_value_bound(W).matrix)]
+    out += [("l2_approx", l2_start.matrix), ("svd_strategy", st.svd_strategy(W).matrix)]
     if W.n_queries <= _WORKLOAD_START_ROWS * n and (W.matrix is not None or W.family != "gram"):
         out.append(("workload", W.explicit_matrix()))
     if initial is not None:

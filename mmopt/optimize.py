@@ -53,7 +53,8 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
     method : str, callable or None, default=None
         None: "auto" when ``privacy`` or ``norm`` is given, else "l2_approx" (the paper's convex program).
         "l2_approx" (Program 5.2, (ε,δ)-optimal, convex), "min_error" (Program 5.1, ε-DP, heuristic),
-        "min_sensitivity" (Program 5.3, needs ``initial``), "svd_bound" (Theorem 5.25's closed form),
+        "min_sensitivity" (Program 5.3, needs ``initial``), "svd_strategy" (Theorem 5.25's closed form: the
+        strategy A = G^{1/4}, not the bound; "svd_bound" is its old name),
         "identity", "hierarchical", "wavelet" (baselines); on a product domain (a workload from
         ``mmopt.workload.kron/stack/marginals`` or a census workload) HDMM's searches "kron" (OPT_⊗, a product
         strategy), "union" (OPT_+, one product per term), "marginals" (OPT_M, weighted marginals), "residual"
@@ -71,7 +72,7 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         optimised for one noise and scored in the other.
     initial : Strategy, array_like, or str, optional
         Warm start (min_error: a Strategy, a matrix, or "identity", "hierarchical", "wavelet",
-        "svd_bound", "l2_approx"); the strategy to re-profile for min_sensitivity.
+        "svd_strategy", "l2_approx"); the strategy to re-profile for min_sensitivity.
     tol : float in (0, 1), optional
         The method's convergence tolerance (duality gap, rank gap, or L-BFGS-B's test).
     max_iterations : int, optional
@@ -89,11 +90,10 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         installed, also a progress bar over the restarts.
     blas_threads : "auto", int or None, default="auto"
         Cap on BLAS threads during the call (threadpoolctl; restored afterwards); None leaves BLAS as
-        configured. "auto": 1 for min_error and min_sensitivity, whose loops work on small matrices where
-        threads only wait for each other (all ranges, n = 256, 2 restarts, 2 cores: 1.6 s with one
-        thread against 25 s with OpenBLAS's two, 205 s when other jobs ran); None for l2_approx and the
-        closed forms, whose large eigendecompositions gain from threads on an idle machine (n = 2048:
-        6.4 s with two, 9.2 s with one). Numbers from ``benchmarks/bench_threads.py``.
+        configured. "auto": mmopt's one policy (:mod:`mmopt._runtime`), one thread unless the environment
+        variable ``MMOPT_BLAS_THREADS`` says otherwise: on 2 cores a second thread gains at most 1.5× when the
+        machine is idle (l2_approx, n = 2048: 6.1 s against 9.2 s) and loses 4–100× under any other load
+        (the same: 130 s against 33 s beside one busy process; min_error, n = 256: 205 s against 2.8 s).
     options : dict, optional
         Method-specific; each method accepts only its own (:data:`OPTIONS`) and checks their values.
         l2_approx: ``engine`` ("auto", "sdp", "fast"). min_error: ``engine`` ("auto", "sdp", "local"),
@@ -199,6 +199,10 @@ def _objective(privacy, method, norm, caller: str):
         norm = v.check_choice(norm, name="norm", caller=caller, choices=("l1", "l2"))
     if method is None:
         method = "auto" if (privacy is not None or norm is not None) else "l2_approx"
+    if isinstance(method, str) and method == "svd_bound":
+        warnings.warn(f"{caller}: method='svd_bound' is now 'svd_strategy' (Theorem 5.25's strategy, not the bound); "
+                      "the old name will be removed.", DeprecationWarning, stacklevel=3)
+        method = "svd_strategy"
     if privacy is None:
         return method, norm
     wanted = privacy.sensitivity_norm

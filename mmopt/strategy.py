@@ -22,6 +22,7 @@ from mmopt._strategy_core import (
     max_column_norm,
     singular_value_bound,
     square_root,
+    svd_strategy,
     wavelet,
 )
 from mmopt.structured.strategies import (
@@ -34,7 +35,7 @@ from mmopt.structured.strategies import (
 
 __all__ = [
     "NORMS", "ImplicitStrategy", "Strategy", "from_workload", "hierarchical", "identity", "kron", "marginals",
-    "max_column_norm", "sensitivity", "singular_value_bound", "square_root", "stack", "wavelet",
+    "max_column_norm", "sensitivity", "singular_value_bound", "square_root", "stack", "svd_strategy", "wavelet",
 ]
 
 

@@ -75,7 +75,7 @@ def test_rows_have_the_columns_and_every_task(rows):
         "H2",
         "H_best",
         "wavelet",
-        "svd_bound",
+        "svd_strategy",
         "l2_approx",
         "min_error",
     }

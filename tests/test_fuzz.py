@@ -321,9 +321,9 @@ OPTIMIZE_CASES = [
     case("optimize-solver-unknown", lambda: mmopt.optimize(P4, solver="NOPE"), raises(ValueError, "NOPE")),
     case("optimize-callable-returns-int", lambda: mmopt.optimize(P4, method=lambda W, G, opts: 3),
          raises(TypeError, "'method' parameter of optimize")),
-    case("optimize-1x1", lambda: mmopt.optimize(wl.identity(1), method="svd_bound").objective,
+    case("optimize-1x1", lambda: mmopt.optimize(wl.identity(1), method="svd_strategy").objective,
          returns(lambda obj: close(obj, 1.0))),
-    case("optimize-svd_bound-closed-form", lambda: mmopt.optimize(P4, method="svd_bound"),
+    case("optimize-svd_strategy-closed-form", lambda: mmopt.optimize(P4, method="svd_strategy"),
          returns(lambda r: close(r.objective, mmopt.expected_error(P4, r.strategy), rtol=1e-12)
                  and r.objective >= mmopt.svd_bound(P4) * (1 - 1e-12))),
 ]

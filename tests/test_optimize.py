@@ -72,9 +72,11 @@ def test_min_error_beats_baselines_n32(make):
         assert r.objective < evaluate(W, A).total_squared_error
 
 
-def test_svd_bound_strategy_theorem_5_25():
+def test_svd_strategy_theorem_5_25():
     W = wl.all_range(16)
-    r = optimize(W, method="svd_bound")
+    with pytest.warns(DeprecationWarning, match="'svd_bound' is now 'svd_strategy'"):
+        assert optimize(W, method="svd_bound").method == "svd_strategy"  # the old name still works
+    r = optimize(W, method="svd_strategy")
     A = r.strategy
     # its Frobenius objective ‖A‖_F²·tr(G X⁻¹) equals (Σσᵢ)²; its L1 error is within n of the bound
     frob = np.sum(A.matrix**2) * np.sum(W.gram * mmopt.error_profile(A).matrix)
@@ -228,7 +230,7 @@ def test_tiny_budget_min_sensitivity():
     assert "max_iterations=1" in r.message
 
 
-@pytest.mark.parametrize("method", ["identity", "hierarchical", "wavelet", "svd_bound"])
+@pytest.mark.parametrize("method", ["identity", "hierarchical", "wavelet", "svd_strategy"])
 def test_closed_forms_take_no_budget_and_say_what_optimal_means(method):
     with pytest.raises(ValueError, match=f"do not apply to method='{method}'"):
         optimize(wl.prefix(4), method=method, max_iterations=1)

@@ -58,7 +58,7 @@ def test_missing_matplotlib_names_the_plots_extra(monkeypatch):
 
 # ---- error_profile ------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("make", [st.hierarchical, st.wavelet, lambda n: st.singular_value_bound(wl.all_range(n))])
+@pytest.mark.parametrize("make", [st.hierarchical, st.wavelet, lambda n: st.svd_strategy(wl.all_range(n))])
 def test_error_profile_draws_m_and_matches_the_pseudo_inverse(make):
     A = make(8)
     ax = plot.error_profile(A)
@@ -250,7 +250,7 @@ def test_compare_lines_are_evaluate_rmses_and_the_bound_is_the_svd_bound():
 
 def test_compare_callables_labels_totals_and_the_given_axes():
     fig, ax = plt.subplots()
-    opt = {"Thm 5.25": lambda n: st.singular_value_bound(wl.prefix(n))}
+    opt = {"Thm 5.25": lambda n: st.svd_strategy(wl.prefix(n))}
     assert plot.compare(wl.prefix, opt, [3, 5], metric="total_squared_error", lower_bound=False, ax=ax) is ax
     assert len(ax.lines) == 1 and ax.lines[0].get_label() == "Thm 5.25"
     np.testing.assert_allclose(ax.lines[0].get_ydata(), [mmopt.evaluate(wl.prefix(n), opt["Thm 5.25"](n))

@@ -146,9 +146,11 @@ def test_dense_evaluate_refuses_its_working_set_before_allocating(small_memory):
 
 
 def test_implicit_evaluate_counts_every_distinct_factor(small_memory):
-    """marginals((n,)*5, 2): 50 distinct factor objects, each with its own n×n root and Gram; the sum is refused."""
-    W = sw.marginals((100,) * 5, 2)  # 10 terms × 5 factors: ≈ 7·10⁵ entries (5.6 MB) of roots and Grams
-    A = st.marginals((100,) * 5, np.ones(32))
+    """2-way marginals on five attributes of distinct sizes ~200: 10 distinct factors (I and 1ᵀ per size; terms share
+    them), each with its own n×n root and Gram (≈ 8·10⁵ entries, 6.4 MB, in all); the sum is refused."""
+    shape = (200, 201, 202, 203, 204)
+    W = sw.marginals(shape, 2)
+    A = st.marginals(shape, np.ones(32))
     tracemalloc.start()
     try:
         msg = refused_quickly(lambda: mmopt.evaluate(W, A), ValueError,
@@ -156,8 +158,8 @@ def test_implicit_evaluate_counts_every_distinct_factor(small_memory):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert "50 distinct workload factor(s)" in msg
-    assert peak < 10 * 100 * 100 * 8  # refused before the 50 roots and Grams were built
+    assert "10 distinct workload factor(s)" in msg
+    assert peak < 10 * 200 * 200 * 8  # refused before the 10 roots and Grams were built
 
 
 def test_reported_marginals_working_set_is_refused(monkeypatch):

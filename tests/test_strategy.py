@@ -134,15 +134,15 @@ def test_strategy_copies_and_freezes():
 
 
 @pytest.mark.parametrize("make", [lambda: wl.all_predicate(64), lambda: wl.prefix(128)])
-def test_singular_value_bound_is_basis_free(make):
+def test_svd_strategy_is_basis_free(make):
     """Thm 5.25's strategy is G^{1/4}: the same at 1 and 2 BLAS threads (all predicates: an (n−1)-fold σ)."""
     from threadpoolctl import threadpool_limits
 
     W = make()
     with threadpool_limits(limits=1):
-        A1 = st.singular_value_bound(W).matrix
+        A1 = st.svd_strategy(W).matrix
     with threadpool_limits(limits=2):
-        A2 = st.singular_value_bound(W).matrix
+        A2 = st.svd_strategy(W).matrix
     scale = np.max(np.abs(A1))
     assert np.max(np.abs(A1 - A2)) <= 1e-10 * scale
     np.testing.assert_allclose(A1, A1.T, rtol=0, atol=1e-12 * scale)  # symmetric: G^{1/4}
@@ -153,10 +153,10 @@ def test_singular_value_bound_is_basis_free(make):
     np.testing.assert_allclose(np.linalg.matrix_power(A1, 4), G, rtol=0, atol=1e-9 * np.max(np.abs(G)))
 
 
-def test_singular_value_bound_rank_deficient_rows_in_range():
+def test_svd_strategy_rank_deficient_rows_in_range():
     """Zero directions get no weight: A* = G^{1/4} has rows in the row space of W and supports W."""
     W = wl.Workload.from_matrix(np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]]))
-    A = st.singular_value_bound(W).matrix
+    A = st.svd_strategy(W).matrix
     null = np.array([1.0, -1.0, 1.0]) / np.sqrt(3)  # W @ null = 0
     assert np.max(np.abs(A @ null)) <= 1e-14
     assert mmopt.supports(W, A)

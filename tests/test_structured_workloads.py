@@ -91,3 +91,15 @@ def test_dense_requests_refused_with_size():
     with pytest.raises(ValueError, match="data vector"):
         from mmopt.structured.mechanism import answer
         answer(huge, np.zeros(3))
+
+
+def test_marginal_terms_share_their_factors():
+    """One identity(n) and one total(n) per size for the whole union: each holds an n×n Gram, so 2-way marginals on
+    (10⁴,)⁵ would otherwise need 50 of them (40 GB) before anything is evaluated."""
+    from mmopt import structured as s
+
+    W = s.marginals((5, 7, 5, 7), 2)
+    distinct = {id(f) for t in W.terms for f in t.factors}
+    assert len(distinct) == 4  # I₅, 1ᵀ₅, I₇, 1ᵀ₇
+    assert W.to_workload().mean_gram.shape == (1225, 1225)  # and they still mean what they meant
+    assert W.n_queries == sum(a * b for a, b in [(5, 7), (5, 5), (5, 7), (7, 5), (7, 7), (5, 7)])

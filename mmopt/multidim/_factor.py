@@ -64,7 +64,7 @@ def _range_candidates(G: np.ndarray) -> list[tuple[str, np.ndarray]]:
         return []
     # Thm 5.25's diag(σ^{1/2})·P_W, built here with the rank rule above: round-off eigenvalues get no row.
     svdb = (V[:, keep] * lam[keep] ** 0.25).T
-    return [("svd_bound", svdb), ("range_projection", V[:, keep].T.copy())]
+    return [("svd_strategy", svdb), ("range_projection", V[:, keep].T.copy())]
 
 
 def _trimmed(A: np.ndarray) -> np.ndarray | None:

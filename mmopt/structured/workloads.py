@@ -136,11 +136,23 @@ def union(parts, weights=None, *, name: str | None = None) -> ImplicitWorkload:
     return union_of(parts, weights, union_type=ImplicitWorkload, caller="union", build_with="kron", name=name)
 
 
-def marginal_term(shape, attributes, *, weight: float = 1.0) -> Product:
-    """The marginal on ``attributes`` S: ⊗ᵢ (I if i ∈ S else 1ᵀ), ∏_{i∈S} nᵢ queries."""
+def marginal_term(shape, attributes, *, weight: float = 1.0, factors: dict | None = None) -> Product:
+    """The marginal on ``attributes`` S: ⊗ᵢ (I if i ∈ S else 1ᵀ), ∏_{i∈S} nᵢ queries.
+
+    ``factors`` (a dict) shares one identity(n) and one total(n) between the terms of a union: workloads are
+    immutable, and each holds an n×n Gram, so 2-way marginals on (10⁴,)⁵ need two of them (1.6 GB), not fifty
+    (40 GB), and 3-way marginals on 100 attributes 2 factor objects, not 16 million.
+    """
     shape = ck.check_shape(shape, caller="marginals")
     S = _check_attributes(attributes, len(shape))
-    return Product(tuple(identity(n) if i in S else total(n) for i, n in enumerate(shape)), weight)
+    cache = {} if factors is None else factors
+
+    def factor(kind: str, n: int):
+        if (kind, n) not in cache:
+            cache[kind, n] = identity(n) if kind == "I" else total(n)
+        return cache[kind, n]
+
+    return Product(tuple(factor("I" if i in S else "1", n) for i, n in enumerate(shape)), weight)
 
 
 def marginals(shape, k: int | None = None, *, attributes=None, name: str | None = None) -> ImplicitWorkload:
@@ -166,7 +178,8 @@ def marginals(shape, k: int | None = None, *, attributes=None, name: str | None 
         sets = list(attributes)
         if not sets:
             raise ValueError(f"The 'attributes' parameter of {caller} must list at least one attribute set.")
-    terms = tuple(marginal_term(shape, S) for S in sets)
+    factors: dict = {}
+    terms = tuple(marginal_term(shape, S, factors=factors) for S in sets)
     label = name or (f"marginals({'x'.join(map(str, shape))},k={k})" if k is not None
                      else f"marginals({'x'.join(map(str, shape))},{len(sets)} sets)")
     return ImplicitWorkload(terms, label)
