@@ -10,9 +10,9 @@ complete: it is either the whole table or absent.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 
+from mmopt._atomic import atomic_target
 from mmopt.answers.labels import _check_rows
 from mmopt.answers.layout import DEFAULT_CHUNK_ROWS
 from mmopt.answers.table import TablePlan, iter_batches, plan_table, require, table_schema
@@ -61,11 +61,8 @@ def stream_batches(path: str, fmt: str, schema, batches) -> WrittenTable:
     """Write pyarrow record ``batches`` to ``path`` as CSV or Parquet, atomically: a temporary file beside it,
     renamed over ``path`` once complete (removed if anything fails)."""
     pa = require("pyarrow", "write_answers")
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".mmopt-", suffix=f".{fmt}", dir=folder)
-    os.close(fd)
     rows = 0
-    try:
+    with atomic_target(path, f".{fmt}") as tmp:
         if fmt == "csv":
             from pyarrow import csv
 
@@ -81,12 +78,4 @@ def stream_batches(path: str, fmt: str, schema, batches) -> WrittenTable:
                 else:
                     writer.write_table(pa.Table.from_batches([batch], schema=schema))
                 rows += batch.num_rows
-        umask = os.umask(0)  # mkstemp makes the file private (0600); give it the mode a plain open() would
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
     return WrittenTable(path, fmt, rows, os.path.getsize(path))

@@ -33,6 +33,7 @@ import numpy as np
 import mmopt
 from mmopt import _family_answers as family_answers
 from mmopt import _validation as v
+from mmopt._atomic import atomic_target
 from mmopt.cli import output as out
 from mmopt.cli._grammar import load_npy
 from mmopt.cli.spec import build_workload
@@ -154,23 +155,12 @@ def plan(args) -> Plan:
 
 
 def _atomic_save(path: str, vector: np.ndarray, ext: str) -> None:
-    """Write ``vector`` to a temporary file beside ``path``, then rename it: ``path`` is whole or untouched."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".mmopt-", suffix=ext, dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            if ext == ".npy":
-                np.save(fh, np.asarray(vector))
-            else:
-                np.savetxt(fh, np.ravel(vector), fmt="%.17g")
-        umask = os.umask(0)  # mkstemp makes the file private (0600); give it the mode a plain open() would
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    """Write ``vector`` to ``path`` whole or not at all (:func:`mmopt._atomic.atomic_target`)."""
+    with atomic_target(path, ext) as tmp, open(tmp, "wb") as fh:
+        if ext == ".npy":
+            np.save(fh, np.asarray(vector))
+        else:
+            np.savetxt(fh, np.ravel(vector), fmt="%.17g")
 
 
 def _log10(value) -> float | None:
