@@ -3,22 +3,30 @@
 import re
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
+def _check_results(namespace: dict, out: str) -> None:
+    assert namespace["res"].objective >= namespace["res"].lower_bound
+    assert namespace["sim"].answers.shape == (10_000, 2080)
+    assert "lower bound" in out
+
+
+@pytest.mark.slow  # 12 s; the paste test below runs the same blocks in one namespace and checks the same results
 def test_readme_python_blocks_run(capsys):
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
     assert len(blocks) >= 3
     namespace: dict = {}
     for block in blocks:
         exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - our own README
-    assert namespace["res"].objective >= namespace["res"].lower_bound
-    assert namespace["sim"].answers.shape == (10_000, 2080)
-    assert "lower bound" in capsys.readouterr().out
+    _check_results(namespace, capsys.readouterr().out)
 
 
-def test_readme_python_blocks_paste_into_the_interactive_prompt():
-    """Pasted line by line into `python` (a blank line ends a block there), every snippet runs."""
+def test_readme_python_blocks_paste_into_the_interactive_prompt(capsys):
+    """Pasted line by line into `python` (a blank line ends a block there), every snippet runs, in order and in
+    one namespace, with the results the README shows."""
     import code
 
     class Console(code.InteractiveConsole):
@@ -32,11 +40,14 @@ def test_readme_python_blocks_paste_into_the_interactive_prompt():
             self.errors.append(repr(sys.exc_info()[1]))
 
     console = Console()
-    for block in re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S):
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    assert len(blocks) >= 3
+    for block in blocks:
         for line in block.splitlines():
             console.push(line)
         console.push("")  # the prompt's Enter after a paste
     assert console.errors == []
+    _check_results(console.locals, capsys.readouterr().out)
 
 
 def test_install_hints_work_from_a_source_checkout():

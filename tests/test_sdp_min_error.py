@@ -85,18 +85,36 @@ def test_all_ranges_from_l2_start_history():
 
 
 def test_total_plus_cells_reference():
-    """Spec §4: ≈ 222.69 or lower (identity 404, SVD bound 132.5). Needs ~100 P1 solves; 50 give ~223.8."""
-    res = solve_min_error_sdp(TOTAL_PLUS_CELLS, max_iterations=100)
-    check_strategy(res, TOTAL_PLUS_CELLS)
-    assert res.extra["objective"] <= 222.70
-    assert res.extra["start"] == "svd"
+    """Spec §4: ≈ 222.69 or lower (identity 404, SVD bound 132.5) — for a converged run, within 0.1% of a
+    local optimum, since convex iteration is a local heuristic and round-off decides which one it reaches.
+
+    The Theorem 5.25 start Λ^{1/4}Vᵀ takes its basis of G's triple eigenvalue 1 from LAPACK (its error is 314.0
+    on OpenBLAS's SkylakeX kernel, 285.6 on Haswell, SandyBridge, Nehalem and Prescott), and the P1 solves differ
+    in the last bits from there on. Measured from the 'svd' start: 222.658 after 50 (SkylakeX), 84 (Nehalem) and
+    128 (Haswell, SandyBridge) P1 solves; 224.519 after 71 on Prescott. Both are local optima (the penalty form
+    also stops at 224.49; min_error's local search goes on to 221.34, test_optimize checks the spec's 222.69
+    there). The bar this test once had, ≤ 222.70 after 100 solves, held on SkylakeX only (Haswell: 223.15,
+    still improving).
+    """
+    res = solve_min_error_sdp(TOTAL_PLUS_CELLS, max_iterations=400)
+    check_strategy(res, TOTAL_PLUS_CELLS)  # includes objective ≥ the SVD bound, a certified lower bound
+    # Converged by its own test (the bisection closed), not cut off: every start needed ≤ 188 of the 400 solves
+    # on the five kernels, 1 or 2 threads (the 'identity' and 'l2' starts stay at 404).
+    assert res.status == "optimal" and res.extra["start"] == "svd"
+    # A run ends once a bisection pass gains < 0.1%, so allow 0.1% above the worse local optimum. Still fails
+    # on a start left as it was (285.6, 314.0) or barely moved (234.6–252.9 after 3 solves).
+    assert res.extra["objective"] <= 224.52 * (1 + 1e-3)
 
 
 def test_user_limit_status():
     res = solve_min_error_sdp(TOTAL_PLUS_CELLS, max_iterations=3)
     check_strategy(res, TOTAL_PLUS_CELLS)
     assert res.status == "user_limit" and "max_iterations=3" in res.message
-    assert res.extra["objective"] <= 291.2  # never worse than the best start (Thm 5.25 strategy)
+    # Never worse than the best start. Each run begins at its start's error, computed by the same _true_error
+    # on the same matrix in this process, so no tolerance. The Theorem 5.25 start's error depends on LAPACK's
+    # basis of G's repeated eigenvalue (314.0 or 285.6, see above); 3 solves reach 252.9 or 234.6.
+    starts = _starts(TOTAL_PLUS_CELLS, res.solver)
+    assert res.extra["objective"] <= min(_true_error(a, TOTAL_PLUS_CELLS) for _, a in starts)
 
 
 def test_penalty_form():
@@ -104,7 +122,9 @@ def test_penalty_form():
     res = solve_min_error_sdp(TOTAL_PLUS_CELLS, weight=5.0, initial=start)
     check_strategy(res, TOTAL_PLUS_CELLS)
     assert all(h["weight"] == 5.0 and h["target"] is None for h in res.history)
-    assert res.extra["objective"] < 230  # the penalty form stops at the 224.5 local optimum
+    # The penalty form stops at a local optimum: 224.49 (OpenBLAS's Haswell, SandyBridge, Nehalem, Prescott
+    # kernels) or 222.71 (SkylakeX), from a start of 285.6 or 314.0 (see test_total_plus_cells_reference).
+    assert res.extra["objective"] < 230
 
 
 def test_warm_start_non_square_is_reduced():
