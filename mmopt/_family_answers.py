@@ -9,8 +9,8 @@ their definitions (:data:`mmopt._gram_forms.BUILDERS`):
 * ``all_predicate``: the 2ⁿ − 1 subset sums, row k − 1 the cells of k's binary code, by doubling
   (sums of codes < 2ʲ⁺¹ are those < 2ʲ plus x_j), O(2ⁿ).
 
-Only a Gram-only workload (``family="gram"``, W unknown) has no answers. Each function works along the last
-axis, so a stack of estimates (``size`` draws) is answered at once.
+Only a Gram-only workload (``family="gram"``, W unknown) has no answers. :func:`apply` works along any axis
+(the last by default), so a stack of estimates (``size`` draws) is answered at once.
 """
 
 from __future__ import annotations

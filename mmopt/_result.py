@@ -108,7 +108,7 @@ class OptimizeResult:
 #: The statuses for which ``success`` is True: the method did what it does, to its own test.
 SUCCESS = ("optimal", "local_optimum", "closed_form")
 #: Methods whose strategy is a construction (no search): converged means "built", never "optimal".
-CLOSED_FORMS = ("identity", "hierarchical", "wavelet", "svd_strategy", "svd_bound", "residual")
+CLOSED_FORMS = ("identity", "hierarchical", "wavelet", "svd_strategy", "residual")
 # "optimal" needs the objective within this relative distance of the proven lower bound (or the method's tol)
 CERTIFIED_GAP = 1e-6
 

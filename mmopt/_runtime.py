@@ -171,8 +171,7 @@ def progress(verbose: bool | None) -> Iterator[None]:
         yield
         return
     handler = logging.StreamHandler(sys.stderr)  # looked up now: pytest and notebooks swap sys.stderr
-    formatter = _Elapsed()
-    handler.setFormatter(formatter)
+    handler.setFormatter(_Elapsed())
     gate = _Gate(is_open=verbose is True)
     handler.addFilter(gate)
     level, propagate = LOGGER.level, LOGGER.propagate

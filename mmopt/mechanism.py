@@ -120,18 +120,18 @@ def matrix_mechanism(workload: Workload, strategy, x, privacy: Privacy, *, rng=N
     True
     """
     caller = "matrix_mechanism"
-    strategy, x, W = _prepare(workload, strategy, x, privacy, caller)
+    strategy, x, answered = _prepare(workload, strategy, x, privacy, caller)
     reconstruct, total, zeros, options = check_reconstruction(reconstruct, total, zeros, reconstruct_options,
                                                               strategy.domain_size, caller)
     tol = _dense_tol(options)
     gen = v.check_rng(rng, name="rng", caller=caller)
     A = strategy.matrix
-    draws = _check_size(size, (A.shape[0], A.shape[1], 0 if W is False else workload.n_queries), caller)
+    draws = _check_size(size, (A.shape[0], A.shape[1], workload.n_queries if answered else 0), caller)
     sens = strategy.sensitivity(privacy.sensitivity_norm)
     scale = _noise_scale(privacy, sens, caller)
     y = _noisy(_product(A, x, caller), privacy.noise, scale, gen, draws, caller)
     xhat, how = _recon.estimate(workload, strategy, y, reconstruct, total=total, zeros=zeros, **tol)
-    answers = _answers(workload, W, xhat, caller)
+    answers = _answers(workload, answered, xhat, caller)
     return MechanismOutput(answers, _finite(xhat, "x̂", caller), y, scale, privacy.noise, privacy,
                            "simulation", sens, reconstruction=how)
 
@@ -213,7 +213,7 @@ def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: f
     ('release', (4,), 3.0, 1.0)
     """
     caller = "release"
-    strategy, x, W = _prepare(workload, strategy, x, privacy, caller)
+    strategy, x, answered = _prepare(workload, strategy, x, privacy, caller)
     reconstruct, total, zeros, options = check_reconstruction(reconstruct, total, zeros, reconstruct_options,
                                                               strategy.domain_size, caller)
     tol = _dense_tol(options)
@@ -225,7 +225,7 @@ def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: f
     def finish(method: str):
         xhat, how = _recon.estimate(workload, strategy, y, method, total=total, zeros=zeros, **tol)
         xhat = _finite(xhat, "x̂", caller)
-        return xhat, _answers(workload, W, xhat, caller), how
+        return xhat, _answers(workload, answered, xhat, caller), how
 
     done = post_process(caller, lambda: finish(reconstruct), lambda: finish("least_squares"),
                         f"reconstruct={reconstruct!r}")
@@ -252,31 +252,36 @@ def _prepare(workload, strategy, x, privacy, caller: str):
     return strategy, x, _answer_plan(workload, caller)
 
 
-def _answer_plan(workload: Workload, caller: str):
-    """How the answers will be formed, decided before any noise is drawn: W (stored), True (the family's fast
-    product) or False (none: a Gram-only workload, or more answers than the allocation limit, with a warning)."""
-    if workload.matrix is not None:
-        return workload.matrix
-    if workload.family not in family_answers.FAMILIES:
-        return False
-    if workload.n_queries > v.MAX_ALLOCATION_ENTRIES:
+def answers_available(workload: Workload) -> bool:
+    """Whether the mechanisms return W x̂ for this dense workload: W is stored, or it is a closed-form family
+    (:mod:`mmopt._family_answers`) whose m answers fit the allocation limit."""
+    return workload.matrix is not None or (workload.family in family_answers.FAMILIES
+                                           and workload.n_queries <= v.MAX_ALLOCATION_ENTRIES)
+
+
+def _answer_plan(workload: Workload, caller: str) -> bool:
+    """Whether answers will be formed, decided before any noise is drawn; a family with more answers than the
+    allocation limit says so (a Gram-only workload has none to give)."""
+    available = answers_available(workload)
+    if not available and workload.family in family_answers.FAMILIES:
         warnings.warn(f"{caller}: workload '{workload.name}' has {v.fmt_count(workload.n_queries)} queries, more "
                       "answers than the allocation limit; 'answers' will be None. Answer the queries you need "
                       "from 'estimate'.", stacklevel=3)
-        return False
-    return True
+    return available
 
 
-def _answers(workload: Workload, W, xhat: np.ndarray, caller: str):
-    """W x̂ (rows of x̂ when there are several draws) by the plan of :func:`_answer_plan`."""
-    if W is False:
+def _answers(workload: Workload, answered: bool, xhat: np.ndarray, caller: str):
+    """W x̂ (rows of x̂ when there are several draws): by the stored W, else the family's fast product."""
+    if not answered:
         return None
-    if W is True:
-        rows = 1 if xhat.ndim == 1 else xhat.shape[0]
-        v.check_allocation(rows * workload.n_queries, what=f"{rows} × {v.fmt_count(workload.n_queries)} answers",
-                           caller=caller, remedy=" Draw in batches with a smaller 'size'.")
-        return _finite(family_answers.apply(workload.family, xhat), "W x̂", caller)
-    return _finite(xhat @ W.T, "W x̂", caller)
+    if workload.matrix is not None:
+        return _finite(xhat @ workload.matrix.T, "W x̂", caller)
+    rows = 1 if xhat.ndim == 1 else xhat.shape[0]
+    v.check_allocation(rows * workload.n_queries, what=f"{rows} × {v.fmt_count(workload.n_queries)} answers",
+                       caller=caller, remedy=" Draw in batches with a smaller 'size'.")
+    Wx = family_answers.apply(workload.family, xhat)
+    # the identity family's product is x̂ itself: answers must not alias the estimate
+    return _finite(Wx.copy() if Wx is xhat else Wx, "W x̂", caller)
 
 
 def _check_types(workload, privacy, caller: str) -> None:

@@ -85,9 +85,8 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
     verbose : bool or None, default=None
         Print progress (stage, restart k of K, objective, seconds) to stderr. None ("auto"): only if the call
         is still running after 10 s, so quick calls stay quiet and long ones say what they do; False: never.
-        Unless logging is already
-        configured to show the "mmopt" logger's INFO records, in which case they go there; with tqdm
-        installed, also a progress bar over the restarts.
+        If logging is already configured to show the "mmopt" logger's INFO records, they go there instead;
+        with tqdm installed, also a progress bar over the restarts.
     blas_threads : "auto", int or None, default="auto"
         Cap on BLAS threads during the call (threadpoolctl; restored afterwards); None leaves BLAS as
         configured. "auto": mmopt's one policy (:mod:`mmopt._runtime`), one thread unless the environment

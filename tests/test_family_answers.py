@@ -51,3 +51,8 @@ def test_all_predicate_answers_match_w_and_huge_families_warn():
     with pytest.warns(UserWarning, match="more answers than the allocation limit; 'answers' will be None"):
         out = mmopt.matrix_mechanism(big, st.identity(40), np.ones(40), mmopt.Privacy(1.0), rng=1)
     assert out.answers is None and out.estimate.shape == (40,)
+
+
+def test_identity_answers_do_not_alias_the_estimate():
+    out = mmopt.matrix_mechanism(wl.identity(4), st.identity(4), [1.0, 2.0, 3.0, 4.0], mmopt.Privacy(1.0), rng=0)
+    assert np.array_equal(out.answers, out.estimate) and not np.shares_memory(out.answers, out.estimate)

@@ -31,19 +31,17 @@ from dataclasses import dataclass
 import numpy as np
 
 import mmopt
-from mmopt import _family_answers as family_answers
-from mmopt import _validation as v
 from mmopt._atomic import atomic_target
 from mmopt.cli import output as out
 from mmopt.cli._grammar import load_npy
 from mmopt.cli.spec import build_workload
 from mmopt.cli.strategies import build_strategy
+from mmopt.mechanism import answers_available
+from mmopt.structured.mechanism import MAX_ANSWERS
 from mmopt.workload import ImplicitWorkload
 
 __all__ = ["MAX_TABLE_ROWS", "deliver", "plan", "release"]
 
-# the implicit path forms at most this many answers (mmopt.structured.release's max_answers)
-_MAX_IMPLICIT_ANSWERS = 10**7
 # a --out table (.csv/.parquet) of more rows needs --allow-large-output (measured: 85 bytes a CSV row, 20 in Parquet)
 MAX_TABLE_ROWS = 10**7
 _TABLES = (".csv", ".parquet")
@@ -113,13 +111,10 @@ def _load_data(path: str) -> np.ndarray:
 
 def _check_answers_available(W) -> None:
     """A bare --out .npy vector is formed in memory: known queries, at most 10⁷ of them for an implicit W."""
-    if isinstance(W, ImplicitWorkload):
-        ok = W.n_queries <= _MAX_IMPLICIT_ANSWERS
-    else:
-        ok = W.matrix is not None or (W.family in family_answers.FAMILIES and W.n_queries <= v.MAX_ALLOCATION_ENTRIES)
+    ok = W.n_queries <= MAX_ANSWERS if isinstance(W, ImplicitWorkload) else answers_available(W)
     if not ok:
         raise ValueError(f"release cannot write the answers of '{W.name}' to a .npy file: its queries are not known "
-                         f"(a Gram-only workload) or there are more than {_MAX_IMPLICIT_ANSWERS:,} of them. Write x̂ "
+                         f"(a Gram-only workload) or there are more than {MAX_ANSWERS:,} of them. Write x̂ "
                          "alone with --estimate FILE, or stream the answers to --out FILE.parquet (or .csv).")
 
 

@@ -34,6 +34,8 @@ from mmopt.structured.strategies import ImplicitStrategy
 from mmopt.structured.workloads import ImplicitWorkload
 
 DEFAULT_TOL = 1e-10
+#: The implicit mechanisms form W x̂ up to this many answers (``max_answers``); mmopt.answers streams any number.
+MAX_ANSWERS = 10**7
 
 
 def kron_apply(matrices, x: np.ndarray) -> np.ndarray:
@@ -145,7 +147,7 @@ class StructuredOutput:
 
 def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: Privacy, *,
                      rng=None, size: int | None = None, tol: float = DEFAULT_TOL,
-                     max_answers: int = 10**7, reconstruct: str = "least_squares", total: float | None = None,
+                     max_answers: int = MAX_ANSWERS, reconstruct: str = "least_squares", total: float | None = None,
                      zeros=None, reconstruct_options: dict | None = None) -> StructuredOutput:
     """Simulate M_A(W, x) = W A⁺(A x + z) on a product domain (Li et al., PODS 2010, Prop. 3).
 

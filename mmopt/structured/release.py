@@ -19,6 +19,7 @@ from mmopt.reconstruct import check_reconstruction
 from mmopt.structured import analysis
 from mmopt.structured.mechanism import (
     DEFAULT_TOL,
+    MAX_ANSWERS,
     StructuredOutput,
     answer,
     check_counts,
@@ -57,7 +58,7 @@ def upper_sensitivity(value: float, *, caller: str = "release") -> float:
 
 
 def release(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: Privacy, *,
-            noise_scale: float | None = None, tol: float = DEFAULT_TOL, max_answers: int = 10**7,
+            noise_scale: float | None = None, tol: float = DEFAULT_TOL, max_answers: int = MAX_ANSWERS,
             reconstruct: str = "least_squares", total: float | None = None, zeros=None,
             reconstruct_options: dict | None = None) -> StructuredOutput:
     """Release W x̂ for real data on a product domain, with OpenDP noise and a verified (ε, δ) guarantee.
