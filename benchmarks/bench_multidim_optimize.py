@@ -3,9 +3,10 @@
 Run:  python benchmarks/bench_multidim_optimize.py [--restarts 3] [--seed 0] [--skip-l2]
 ε-DP rows: total squared error at ε = 1 with Laplace noise (= 2 × unit error), against the values HDMM's own
 code (KronPIdentity / Marginals, 5 restarts) reaches on this machine; "vs identity" is the ratio to identity
-factors. A union's error is exact where mmopt.structured.evaluate can compute it, else the proven θ bound
-(marked "≤"). (ε,δ) rows: solve_kron(norm="l2") on 2-D all ranges against the SVD bound, with the certified
-lower bound. BLAS is pinned to one thread inside the solvers. Target: each ε-DP solve within 10 s.
+factors. A union's error is exact where mmopt.structured.evaluate can compute it, else the upper end of its
+certified per-term bracket (marked "≤"; never above the θ bound); bench_auto.py runs "auto" end to end.
+(ε,δ) rows: solve_kron(norm="l2") on 2-D all ranges against the SVD bound, with the certified lower bound.
+BLAS is pinned to one thread inside the solvers. Target: each ε-DP solve within 10 s.
 """
 
 from __future__ import annotations

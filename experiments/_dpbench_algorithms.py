@@ -1,9 +1,8 @@
 """The algorithms of experiments.dpbench: how each one turns (x, ε, seeded noise) into estimates x̂.
 
 Data-independent (the matrix mechanism, least squares; its error does not depend on x):
-  identity, H2, HB (H_b with the b ∈ {2, 3, 4, 8, 16} of least expected error on the workload, the
-  data-independent choice of Qardaji, Yang & Li's HB; for 2-D the product H_b ⊗ H_b, whose error is the
-  product of the factors', so the 1-D all-range choice of b is also the best product), and "mmopt", the
+  identity, H2, HB (:func:`mmopt.strategy.hb`: Qardaji, Yang & Li's branching for the domain size, the root not
+  measured; for 2-D the product HB ⊗ HB, b chosen per axis), and "mmopt", the
   optimised strategy: :func:`mmopt.optimize` with ``method="min_error"`` (1-D; one restart of the p-Identity
   local search, ``max_iterations`` iterations: the default 3 × 3,000 takes ~5 min at 1,024 cells) or
   ``method="kron"`` (2-D, HDMM's OPT_⊗). One strategy per (workload, domain), cached for the run.
@@ -12,8 +11,12 @@ Post-processed: "mmopt+proj", the same strategy and the same noise draws, then t
 Data-adaptive (:mod:`mmopt.adaptive`, at their defaults unless noted):
   MWEM (DPBench's settings: T = 10 rounds, 100 replay passes of the update, the last iterate as output; the
   total is measured privately with 10% of ε, where DPBench reads it from the data); DAWA-style partitioning
-  (ρ = 0.25, H₂ over the buckets, Hilbert order in 2-D); AHP (ρ = 0.85, η = 0.35); Uniform.
-  DAWA, AHP and Uniform ignore the workload, so one set of their runs serves every workload.
+  (ρ = 0.25, H₂ over the buckets, Hilbert order in 2-D); AHP (ρ = 0.85, η = 0.35); Uniform; 1-D only: PHP and
+  EFPA (Ács et al. 2012); 2-D only: UGrid, AGrid (Qardaji et al. 2013), the private-median kd-tree ("KD") and
+  the hybrid kd-tree ("HybridKD", Cormode et al. 2012) — the grids and trees spend 5% of ε on a noisy record
+  count. Every data-adaptive algorithm but MWEM ignores the workload, so one set of their runs serves every
+  workload. NoiseFirst/StructureFirst are not run: StructureFirst needs a public bound on the counts, which
+  DPBench data do not provide, and NoiseFirst's O(k·n²) search (~2 s a run at 1,024 cells) would dominate.
 
 All noise is numpy's, seeded: simulation only, as in :func:`mmopt.matrix_mechanism` and :mod:`mmopt.adaptive`.
 """
@@ -27,7 +30,6 @@ import numpy as np
 
 import mmopt
 from experiments import _dpbench_errors as er
-from experiments import _helpers
 from mmopt import adaptive as ad
 from mmopt import strategy as st
 from mmopt import workload as wl
@@ -35,15 +37,15 @@ from mmopt._parallel import ordered_map
 from mmopt.structured import mechanism as smech
 
 INDEPENDENT = ("identity", "H2", "HB", "mmopt")
-ADAPTIVE = ("MWEM", "DAWA", "AHP", "Uniform")
+ADAPTIVE = ("MWEM", "DAWA", "AHP", "Uniform", "PHP", "EFPA", "UGrid", "AGrid", "KD", "HybridKD")
 ALGORITHMS = (*INDEPENDENT, "mmopt+proj", *ADAPTIVE)
 KIND = {**dict.fromkeys(INDEPENDENT, "data-independent"), "mmopt+proj": "post-processed",
         **dict.fromkeys(ADAPTIVE, "data-adaptive")}
-WORKLOAD_FREE = ("DAWA", "AHP", "Uniform")
+WORKLOAD_FREE = ("DAWA", "AHP", "Uniform", "PHP", "EFPA", "UGrid", "AGrid", "KD", "HybridKD")
 WORKLOADS = {"1D": ("prefix", "all_range"), "2D": ("ranges_2d",)}
-# Algorithms left out per dimension (none today: the implicit projection now starts with FISTA, which converges
-# on ranges_2d(64) in ~500 steps where ADMM alone stalled above tol).
-SKIP: dict[str, tuple[str, ...]] = {}
+# Algorithms left out per dimension: each data-adaptive one runs where its paper defines it (PHP and EFPA on
+# intervals, the grids and kd-trees on the plane).
+SKIP: dict[str, tuple[str, ...]] = {"1D": ("UGrid", "AGrid", "KD", "HybridKD"), "2D": ("PHP", "EFPA")}
 MWEM = {"rounds": 10, "replay_passes": 100, "output": "last"}
 
 
@@ -110,9 +112,10 @@ class Context:
         else:
             if name == "identity":
                 b, one = None, st.identity(side)
-            else:
-                b = 2 if name == "H2" else _helpers.best_branching("all_range" if two_d else wname, side)
-                one = st.hierarchical(side, b)
+            elif name == "H2":
+                b, one = 2, st.hierarchical(side, 2)
+            else:  # HB, from the library (it was the best H_b by exact error, an oracle choice, before issue 20)
+                b, one = st.hb_branching(side), st.hb(side)
             A = st.kron(one, one) if two_d else one
             record = {"branching": b}
         record["seconds"] = round(time.perf_counter() - t0, 2)
@@ -163,7 +166,9 @@ class Context:
         if alg == "MWEM":
             Q = self.queries(wname, side)
             return np.stack([ad.mwem(x, Q, eps, rng=gen, **MWEM).estimate.ravel() for _ in range(trials)])
-        run = {"DAWA": ad.dawa, "AHP": ad.ahp, "Uniform": ad.uniform}[alg]
+        run = {"DAWA": ad.dawa, "AHP": ad.ahp, "Uniform": ad.uniform, "PHP": ad.php, "EFPA": ad.efpa,
+               "UGrid": ad.ugrid, "AGrid": ad.agrid, "KD": ad.kd_tree,
+               "HybridKD": lambda x, eps, rng: ad.kd_tree(x, eps, kind="hybrid", rng=rng)}[alg]
         return np.stack([run(x, eps, rng=gen).estimate.ravel() for _ in range(trials)])
 
 

@@ -133,7 +133,8 @@ def markdown(rows: list[dict], notes: list[str] = ()) -> str:
             "`python -m experiments.dpbench`)", "",
             "Scaled average per-query error (mean |W x̂ − W x| ÷ scale, mean over seeded trials; every algorithm "
             "with its std and 95% interval is in `dpbench.csv`). Best data-independent: identity, H2, HB, mmopt "
-            "(least squares); best data-adaptive: MWEM, DAWA, AHP, Uniform. The last column is mmopt's strategy "
+            f"(least squares); best data-adaptive: {', '.join(ADAPTIVE)} (each where it applies: 1-D or 2-D). "
+            "The last column is mmopt's strategy "
             "with the projection mechanism (post-processing; same noise as mmopt).", *notes, "",
             verdict_text(verdict(rows)), "",
             "| dataset | scale | ε | workload | best data-independent | error | best data-adaptive | error | "

@@ -1,4 +1,5 @@
-"""DPBench on real data: data-adaptive algorithms (MWEM, DAWA, AHP, Uniform) against the matrix mechanism.
+"""DPBench on real data: data-adaptive algorithms (MWEM, DAWA, AHP, Uniform, PHP, EFPA, UGrid, AGrid, kd-trees)
+against the matrix mechanism.
 
 Run:   python -m experiments.dpbench            (quick: see QUICK; 3.5–4.5 min on 2 cores at load average 6–7)
        python -m experiments.dpbench --full     (all 7 + 5 datasets, 10 trials; 9 min measured)

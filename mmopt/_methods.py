@@ -72,6 +72,18 @@ def _min_sensitivity(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
                                  verbose=opts["verbose"], n_jobs=opts.get("n_jobs"))
 
 
+def _lrm(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
+    from mmopt.lrm import solve_lrm
+    return solve_lrm(G, rank=opts.get("rank"), init=opts.get("init", "auto"), tol=opts.get("tol"),
+                     max_iterations=opts.get("max_iterations"), verbose=opts["verbose"])
+
+
+def _eigen_design(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
+    from mmopt.eigen_design import solve_eigen_design
+    return solve_eigen_design(G, tol=opts.get("tol"), max_iterations=opts.get("max_iterations"),
+                              verbose=opts["verbose"])
+
+
 def _choice(*choices):
     def check(value, name, caller):
         if not isinstance(value, str) or value not in choices:
@@ -123,8 +135,12 @@ METHODS: dict[str, _Method] = {
                                       "p": _positive_int, "weight": _positive_real, "polish": _flag},
                          _ITERATIVE | {"initial"}, blas_threads=1),
     "min_sensitivity": _Method(_min_sensitivity, {}, _ITERATIVE | {"initial"}, blas_threads=1),
+    # Yuan et al. 2012 (mmopt.lrm) and Li & Miklau 2012 (mmopt.eigen_design); not candidates of "auto"
+    "lrm": _Method(_lrm, {"rank": _positive_int, "init": _choice("auto", "hierarchical", "svd", "identity")},
+                   frozenset({"tol", "max_iterations"})),
+    "eigen_design": _Method(_eigen_design, {}, frozenset({"tol", "max_iterations"})),
 }
-DEFAULT_NORM = {"l2_approx": "l2"}
+DEFAULT_NORM = {"l2_approx": "l2", "eigen_design": "l2"}
 OPTIONS = {name: tuple(spec.options) for name, spec in METHODS.items()}  # what each method's options= accepts
 
 

@@ -1,6 +1,6 @@
 """The saved-strategy format: a strategy as named arrays plus a JSON description, and back, with every check.
 
-Notation: see README. Four kinds, each stored faithfully (the rebuilt strategy has bit-identical matrices,
+Notation: see README. Six kinds, each stored faithfully (the rebuilt strategy has bit-identical matrices,
 weights, names and term order, so every error figure computed from it is identical):
 
 - ``dense``: a :class:`~mmopt.strategy.Strategy`; array ``matrix`` (p×n).
@@ -9,6 +9,8 @@ weights, names and term order, so every error figure computed from it is identic
   (θₖ); the description lists each factor's name and shape and, per term, the factor indices.
 - ``marginals``: HDMM's M(θ) (McKenna et al., PVLDB 2018, §5), θ_S·⊗ᵢ(I if i ∈ S else 1ᵀ); arrays
   ``masks`` (S as a bitmask, bit i = attribute i, in term order) and ``weights`` (θ_S).
+- ``toeplitz`` / ``weighted_sqrt``: :mod:`mmopt.toeplitz`'s strategies for prefix sums and ranges, stored in
+  O(n) (:mod:`mmopt._persist_toeplitz`).
 
 Integrity: ``checksum`` holds two SHA-256 digests: of the arrays (for each name in sorted order, the line
 "name\\ndtype\\nshape\\n" then the C-order bytes) and of the rest of the metadata (canonical JSON: sorted
@@ -24,12 +26,13 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from mmopt import _persist_toeplitz as pt
 from mmopt._strategy_core import Strategy
 from mmopt.structured.strategies import ImplicitStrategy, StrategyProduct, marginals_strategy
 
 FORMAT = "mmopt.strategy"
 FORMAT_VERSION = 1
-KINDS = ("dense", "product", "union", "marginals")
+KINDS = ("dense", "product", "union", "marginals", *pt.KINDS)
 METADATA = "metadata"  # the npz entry holding the JSON (UTF-8 bytes as a uint8 vector)
 F8, I8 = np.dtype("<f8"), np.dtype("<i8")  # little-endian on every machine: the file is portable
 
@@ -39,8 +42,11 @@ def kind_of(strategy, caller: str = "save") -> str:
     if isinstance(strategy, Strategy):
         return "dense"
     if not isinstance(strategy, ImplicitStrategy):
+        if (kind := pt.kind_of(strategy)) is not None:
+            return kind
         raise TypeError(f"The 'strategy_or_result' parameter of {caller} must be a Strategy, an implicit strategy "
-                        f"(mmopt.strategy.kron/stack/marginals) or an OptimizeResult. Got {type(strategy).__name__}.")
+                        "(mmopt.strategy.kron/stack/marginals), a mmopt.toeplitz strategy or an OptimizeResult. "
+                        f"Got {type(strategy).__name__}.")
     if _marginal_masks(strategy) is not None:
         return "marginals"
     return "product" if strategy.is_product else "union"
@@ -66,8 +72,10 @@ def encode(strategy, caller: str = "save") -> tuple[dict, dict[str, np.ndarray]]
     """(description, arrays) of a strategy; the description also holds its name, shapes and kind."""
     from mmopt._persist_json import strategy_summary
 
+    kind = kind_of(strategy, caller)
     desc = strategy_summary(strategy)
-    kind = desc["kind"]
+    if kind in pt.KINDS:
+        return pt.encode(strategy, desc)
     if kind == "dense":
         return desc, {"matrix": strategy.matrix.astype(F8)}
     weights = np.array([t.weight for t in strategy.terms], dtype=F8)
@@ -163,6 +171,10 @@ def decode(desc, arrays: Mapping[str, np.ndarray], fail: Callable):
     if len(shape) != 2 or shape != [p, N] or not dshape or math.prod(dshape) != N:
         fail(f"describes inconsistent shapes: A is {shape}, n_rows {p}, domain_size {N}, attribute sizes {dshape} "
              "(A must be n_rows × domain_size, and the attribute sizes must multiply to the domain size)")
+    if kind in pt.KINDS:
+        if len(dshape) != 1:
+            fail(f"describes a {kind} strategy over attribute sizes {dshape}; expected one attribute")
+        return pt.decode(desc, arrays, N, name, field=field, array=_array, same_names=_same_names, fail=fail)
     expected = {"dense": {"matrix"}, "marginals": {"masks", "weights"}}.get(kind)
     if kind == "dense":
         _same_names(arrays, expected, fail)

@@ -64,6 +64,8 @@ def strategy_summary(strategy) -> dict:
     """kind, name, shape [p, N] of A, domain_shape (attribute sizes; [n] for a dense A), domain_size, n_rows."""
     from mmopt._persist_format import kind_of  # lazy: the format module imports the strategy classes
 
+    if callable(getattr(strategy, "json_summary", None)):  # other layers' strategies (mmopt.toeplitz) say it
+        return strategy.json_summary()
     kind = kind_of(strategy)
     if kind == "dense":
         p, n = strategy.matrix.shape

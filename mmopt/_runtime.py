@@ -117,11 +117,13 @@ class _Gate(logging.Filter):
     def __init__(self, is_open: bool) -> None:
         super().__init__()
         self.is_open, self.latest = is_open, None
+        self.lock = threading.Lock()  # opening (and its "still running" line) is atomic against records
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not self.is_open:
-            self.latest = record
-        return self.is_open
+        with self.lock:
+            if not self.is_open:
+                self.latest = record
+            return self.is_open
 
 
 class Heartbeat:
@@ -181,11 +183,19 @@ def progress(verbose: bool | None) -> Iterator[None]:
     timer, token = None, _BAR_DELAY.set(AUTO_DELAY if verbose is None else 0.0)
     if verbose is None:
         def open_gate() -> None:
-            gate.is_open = True
-            stage = f" ({gate.latest.getMessage()})" if gate.latest is not None else ""
-            handler.handle(logging.LogRecord("mmopt", logging.INFO, __file__, 0,
-                                             f"still running{stage}; pass verbose=False (--quiet) to silence this",
-                                             None, None))
+            # under the gate's lock, so that no progress record can pass the filter (open) and print before
+            # the "still running" line that announces it
+            with gate.lock:
+                stage = f" ({gate.latest.getMessage()})" if gate.latest is not None else ""
+                record = logging.LogRecord("mmopt", logging.INFO, __file__, 0,
+                                           f"still running{stage}; pass verbose=False (--quiet) to silence this",
+                                           None, None)
+                handler.acquire()
+                try:
+                    handler.emit(record)
+                finally:
+                    handler.release()
+                gate.is_open = True
 
         timer = threading.Timer(AUTO_DELAY, open_gate)
         timer.daemon = True

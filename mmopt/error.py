@@ -53,7 +53,7 @@ from mmopt.profile import (
     workload_spectrum,
 )
 
-__all__ = ["ErrorReport", "NumericalError", "evaluate", "expected_error", "query_error", "svd_bound",
+__all__ = ["ErrorReport", "NumericalError", "diagonal_bound", "evaluate", "expected_error", "query_error", "svd_bound",
            "error_profile", "supports", "unit_objective", "profile_equivalent", "eigen_structure",
            "numerical_rank", "gram_svd_bound"]
 
@@ -206,6 +206,34 @@ def svd_bound(workload: Workload, privacy: Privacy | None = None, *, per_query: 
     _check_privacy(privacy, "svd_bound")
     check_per_query_flag(per_query, "svd_bound")
     mean = g.scaled(_svd_bound_unit(workload), privacy, workload.name)
+    return mean if per_query else g.times_int(mean, workload.n_queries, workload.name)
+
+
+def diagonal_bound(workload: Workload, privacy: Privacy | None = None, *, per_query: bool = False) -> float:
+    """The diagonal lower bound c·Σᵢ hᵢ², h = diag((WᵀW)^{1/2}), on the total error of *every* strategy.
+
+    Proof (unit privacy, columns scaled so that diag X ≤ 1 for X = AᵀA, i.e. Δ₂ = 1): with Y = G^{1/2}, the
+    block matrix [[X, Y], [Y, Y X⁻¹ Y]] is PSD (its Schur complement is 0), so its 2×2 principal minors are:
+    (Y X⁻¹ Y)ᵢᵢ ≥ Yᵢᵢ²/Xᵢᵢ ≥ Yᵢᵢ², and tr(G X⁻¹) = Σᵢ (Y X⁻¹ Y)ᵢᵢ ≥ Σᵢ hᵢ² (a singular X supporting G is the
+    limit of X + εI). By Cauchy–Schwarz, Σ hᵢ² ≥ (Σ hᵢ)²/n = (tr G^{1/2})²/n, the SVD bound (Thm 5.26), with
+    equality when h is constant (identity, total). Valid for both norms (‖A‖₁ ≥ ‖A‖₂ column-wise); it is also
+    the value of the L2 dual at the weights u ∝ h² (see :mod:`mmopt.toeplitz.bound`). Computed from the same
+    cached eigendecomposition and rank rule as :func:`svd_bound`, so it costs O(n·rank) more.
+    ``per_query=True`` divides by m.
+
+    Examples
+    --------
+    >>> from mmopt import workload
+    >>> W = workload.prefix(64)
+    >>> bool(diagonal_bound(W) > svd_bound(W)), round(diagonal_bound(workload.identity(5)), 9)
+    (True, 5.0)
+    """
+    _check_workload(workload, "diagonal_bound")
+    _check_privacy(privacy, "diagonal_bound")
+    check_per_query_flag(per_query, "diagonal_bound")
+    spec = workload_spectrum(workload)
+    h = (spec.basis * spec.basis) @ np.sqrt(spec.eigenvalues)  # diag(Q √λ Qᵀ) of the per-query Gram G/m
+    mean = g.scaled(float(h @ h), privacy, workload.name)
     return mean if per_query else g.times_int(mean, workload.n_queries, workload.name)
 
 

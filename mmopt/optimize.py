@@ -22,14 +22,15 @@ from mmopt._methods import DEFAULT_NORM, METHODS, OPTIONS, check_options, check_
 from mmopt._parallel import check_n_jobs
 from mmopt._result import CLOSED_FORMS, SUCCESS, OptimizeResult, reconcile
 from mmopt._solution import check_raw_solution
-from mmopt.error import evaluate, svd_bound
+from mmopt.error import diagonal_bound, evaluate, svd_bound
 from mmopt.multidim.search import search
 from mmopt.privacy import Privacy
 from mmopt.strategy import Strategy
 from mmopt.structured._checks import DENSE_LIMIT
 from mmopt.workload import ImplicitWorkload, Workload, structure_of
 
-MULTIDIM_METHODS = ("kron", "union", "marginals", "residual", "auto")
+MULTIDIM_METHODS = ("kron", "union", "marginals", "residual", "datacube", "auto")
+TOEPLITZ_METHODS = ("weighted_sqrt", "toeplitz", "blt", "banded")  # = mmopt.toeplitz.solve.MMOPT_METHODS
 
 
 def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str | Callable | None = None,
@@ -55,14 +56,26 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         "l2_approx" (Program 5.2, (ε,δ)-optimal, convex), "min_error" (Program 5.1, ε-DP, heuristic),
         "min_sensitivity" (Program 5.3, needs ``initial``), "svd_strategy" (Theorem 5.25's closed form: the
         strategy A = G^{1/4}, not the bound; "svd_bound" is its old name),
-        "identity", "hierarchical", "wavelet" (baselines); on a product domain (a workload from
+        "identity", "hierarchical", "wavelet" (baselines), "lrm" (the Low-Rank Mechanism, Yuan et al. 2012: a
+        heuristic for W = BL, options ``rank`` and ``init``; :mod:`mmopt.lrm`), "eigen_design" (Li & Miklau 2012:
+        the best scaling of G's eigenvectors, a convex program solved to a certified gap — optimal among
+        eigen-designs only, so "local_optimum" unless it meets the bound; :mod:`mmopt.eigen_design`);
+        "datacube" on a union of marginals (Ding et al. 2011's choice of cuboids and budget, a greedy heuristic;
+        :mod:`mmopt.multidim.datacube`; never a candidate of "auto", nor are lrm and eigen_design); on a
+        product domain (a workload from
         ``mmopt.workload.kron/stack/marginals`` or a census workload) HDMM's searches "kron" (OPT_⊗, a product
         strategy), "union" (OPT_+, one product per term), "marginals" (OPT_M, weighted marginals), "residual"
         (ResidualPlanner's residual strategy for unions of marginals: closed form, any d, optimal under Gaussian
-        noise — it meets the SVD bound; a heuristic under Laplace noise), and "auto",
-        which runs those that apply (plus min_error / l2_approx at ≤ 4,096 cells) and keeps the lowest exact
-        error, listing every candidate in ``extra["candidates"]``; or a callable ``f(workload, G, opts) ->
-        RawSolution`` (which gets ``options`` unchecked, merged with the other parameters).
+        noise — it meets the SVD bound; a heuristic under Laplace noise); on prefix sums or all ranges
+        (``mmopt.toeplitz.prefix(n)`` / ``all_range(n)`` at any n, or the dense ``workload.prefix(n)``), under
+        Gaussian noise, "weighted_sqrt", "toeplitz", "blt" and "banded" (:mod:`mmopt.toeplitz`; options
+        ``bands``, ``buffers``, ``equalize``); and "auto",
+        which runs those that apply (plus min_error / l2_approx at ≤ 4,096 cells, and "weighted_sqrt" on
+        prefix / all ranges under Gaussian noise) and keeps the lowest exact error, listing every candidate in
+        ``extra["candidates"]`` (on ``mmopt.toeplitz.prefix(n)`` / ``all_range(n)`` past the dense limits:
+        the structured closed forms, never an n×n matrix; :mod:`mmopt.toeplitz.auto`); or a callable
+        ``f(workload, G, opts) -> RawSolution`` (which gets ``options`` unchecked, merged with the other
+        parameters).
     solver : str or None, default=None
         SDP solver ("CLARABEL", "SCS", "MOSEK"); None picks one (see :mod:`mmopt.solvers`).
     norm : {"l1", "l2"} or None
@@ -132,6 +145,11 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
     t0 = time.perf_counter()
     caller = "optimize"
     method, norm = _objective(privacy, method, norm, caller)
+    if isinstance(method, str) and method in TOEPLITZ_METHODS:  # prefix / all ranges at any n (mmopt.toeplitz)
+        _check_common(tol, max_iterations, seed, verbose, n_jobs, caller)
+        from mmopt.toeplitz.solve import from_optimize
+        return from_optimize(workload, method, norm=norm, tol=tol, max_iterations=max_iterations, options=options,
+                             unused={"solver": solver, "initial": initial})
     if isinstance(method, str) and method in MULTIDIM_METHODS:
         return _multidim(workload, method, norm=norm, seed=seed, verbose=verbose, tol=tol,
                          max_iterations=max_iterations, blas_threads=blas_threads, options=options,
@@ -174,7 +192,9 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         report = evaluate(workload, A, norm=norm, per_query=False)
         say("optimize: %s, objective %.6g, %.1f s", raw.status, report.total_squared_error, time.perf_counter() - t0)
     objective = report.mean_squared_error  # per query: finite for every m; totals are derived at the end
-    bound = svd_bound(workload, per_query=True)
+    # the strongest certified bound at hand: the diagonal bound Σ ((WᵀW)^{1/2})ᵢᵢ² is never below the SVD bound
+    # (Cauchy–Schwarz) and costs nothing more (same cached eigendecomposition; mmopt.error.diagonal_bound)
+    bound = max(svd_bound(workload, per_query=True), diagonal_bound(workload, per_query=True))
     if raw.dual_bound is not None and raw.extra.get("dual_bound_norm", "l2") in ("l2", norm):
         # an L2 dual bound holds for L1 too (‖A‖₁ ≥ ‖A‖₂); scale it back from the normalised G
         unscale = np.trace(workload.mean_gram) / workload.domain_size
@@ -241,7 +261,10 @@ def _check_common(tol, max_iterations, seed, verbose, n_jobs, caller: str) -> in
 def _multidim(workload, method, *, norm, seed, verbose, tol, max_iterations, blas_threads, options, unused, n_jobs):
     """HDMM's searches (:mod:`mmopt.multidim`): kron, union, marginals, and auto."""
     caller = "optimize"
-    if not isinstance(workload, Workload | ImplicitWorkload):
+    from mmopt.toeplitz.error import StreamWorkload  # lazy: mmopt.toeplitz.prefix(n) / all_range(n) at any n
+
+    stream = method == "auto" and isinstance(workload, StreamWorkload)
+    if not stream and not isinstance(workload, Workload | ImplicitWorkload):
         raise TypeError(f"The 'workload' parameter of {caller} must be a Workload or an implicit workload. "
                         f"Got {type(workload).__name__}.")
     given = [k for k, val in unused.items() if val is not None]
@@ -260,10 +283,16 @@ def _multidim(workload, method, *, norm, seed, verbose, tol, max_iterations, bla
     norm = v.check_choice(norm or ("l2" if method == "residual" else "l1"), name="norm", caller=caller,
                           choices=("l1", "l2"))
     threads = _runtime.check_blas_threads(blas_threads, caller=caller, auto=1)
+
+    def run(W):
+        return search(W, method, norm=norm, seed=seed, restarts=restarts, max_iterations=max_iterations, tol=tol,
+                      verbose=verbose is not False, dense_optimize=optimize, structure=structure_of(W), n_jobs=n_jobs)
     with _runtime.progress(_runtime.check_verbose(verbose, caller)), _runtime.blas_threads(threads):
-        res = search(workload, method, norm=norm, seed=seed, restarts=restarts, max_iterations=max_iterations,
-                     tol=tol, verbose=verbose is not False, dense_optimize=optimize, structure=structure_of(workload),
-                     n_jobs=n_jobs)
+        if stream:  # the dense search where it is fast, the structured closed forms beyond (never n×n)
+            from mmopt.toeplitz.auto import search_stream
+            res = search_stream(workload, norm=norm, dense_auto=run, tol=tol)
+        else:
+            res = run(workload)
     return dataclasses.replace(res, extra=dict(res.extra) | {"seed": seed_record(seed)})
 
 

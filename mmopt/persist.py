@@ -60,7 +60,7 @@ class SavedStrategy:
 
     @property
     def kind(self) -> str:
-        """"dense", "product", "union" or "marginals"."""
+        """"dense", "product", "union", "marginals", "toeplitz" or "weighted_sqrt"."""
         return self.metadata["strategy"]["kind"]
 
     @property
@@ -95,7 +95,8 @@ def save(path, strategy_or_result, *, workload=None, privacy=None, overwrite: bo
     strategy_or_result : Strategy, implicit strategy, or OptimizeResult
         A dense :class:`~mmopt.Strategy`; a product, union or marginals strategy
         (:func:`mmopt.strategy.kron`, :func:`~mmopt.strategy.stack`, :func:`~mmopt.strategy.marginals`);
-        or what :func:`mmopt.optimize` returned (its strategy plus a summary of the run).
+        a :mod:`mmopt.toeplitz` strategy (stored in O(n): its coefficients, never the n×n matrix); or what
+        :func:`mmopt.optimize` returned (its strategy plus a summary of the run).
     workload : Workload or ImplicitWorkload, optional
         Recorded by name, attribute sizes and query count; its domain must be the strategy's.
     privacy : Privacy, optional
@@ -224,9 +225,11 @@ def load(path, *, workload=None) -> SavedStrategy:
 
 def _workload_metadata(workload, strategy, caller: str, what: str) -> dict:
     """The workload's description, after checking that its domain is the strategy's."""
-    if not isinstance(workload, Workload | ImplicitWorkload):
-        raise TypeError(f"The {what} of {caller} must be a Workload or an implicit workload. "
-                        f"Got {type(workload).__name__}.")
+    from mmopt.toeplitz.error import StreamWorkload  # lazy: mmopt.toeplitz.prefix(n) / all_range(n)
+
+    if not isinstance(workload, Workload | ImplicitWorkload | StreamWorkload):
+        raise TypeError(f"The {what} of {caller} must be a Workload, an implicit workload or a "
+                        f"mmopt.toeplitz workload. Got {type(workload).__name__}.")
     N, n = workload.domain_size, strategy.domain_size
     structure = structure_of(workload)
     sizes = list(structure.shape) if structure is not None else [N]
@@ -236,5 +239,7 @@ def _workload_metadata(workload, strategy, caller: str, what: str) -> dict:
         raise ValueError(f"{caller}: the {what} ('{workload.name}') is over attribute sizes {tuple(sizes)} "
                          f"(N = {N:,}) but the strategy '{strategy.name}' is over {shown} (N = {n:,}). Pass the "
                          "workload the strategy was made for.")
-    return jsonable({"name": workload.name, "kind": "implicit" if isinstance(workload, ImplicitWorkload) else "dense",
+    kind = "implicit" if isinstance(workload, ImplicitWorkload) else "stream" if isinstance(
+        workload, StreamWorkload) else "dense"
+    return jsonable({"name": workload.name, "kind": kind,
                      "domain_shape": sizes, "domain_size": N, "n_queries": workload.n_queries})

@@ -2,10 +2,12 @@
 
 Notation: see README. A dense :class:`Strategy` holds A itself (sensitivity depends on A, not only on
 X = AᵀA): identity I, hierarchical H_b, Haar wavelet Y, the workload itself, square roots of Grams
-(:mod:`mmopt._strategy_core`). On a product domain, :func:`kron` builds A₁ ⊗ … ⊗ A_d, :func:`stack` a
-weighted union of such products, and :func:`marginals` HDMM's weighted marginals M(θ): these are implicit
-(:class:`~mmopt.structured.ImplicitStrategy`), store only their factors, and give their sensitivity
-factor-wise — exact, or a proven upper bound flagged as such (never an underestimate).
+(:mod:`mmopt._strategy_core`); HB, GreedyH and the quad-tree (:mod:`mmopt.hierarchies`), Privelet on
+several attributes and the Fourier basis for marginals (:mod:`mmopt.transforms`). On a product domain,
+:func:`kron` builds A₁ ⊗ … ⊗ A_d, :func:`stack` a weighted union of such products, and :func:`marginals`
+HDMM's weighted marginals M(θ): these are implicit (:class:`~mmopt.structured.ImplicitStrategy`), store only
+their factors, and give their sensitivity factor-wise — exact, or a proven upper bound flagged as such (never an
+underestimate).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from mmopt._strategy_core import (
     svd_strategy,
     wavelet,
 )
+from mmopt.hierarchies import greedy_h, hb, hb_branching, quadtree  # HB, GreedyH, quad-tree (issue 20)
 from mmopt.structured.strategies import (
     ImplicitStrategy,
     kron_strategy,
@@ -32,10 +35,12 @@ from mmopt.structured.strategies import (
     sensitivity,
     union_strategy,
 )
+from mmopt.transforms import fourier, privelet  # Privelet-nD, Fourier basis (issue 20)
 
 __all__ = [
-    "NORMS", "ImplicitStrategy", "Strategy", "from_workload", "hierarchical", "identity", "kron", "marginals",
-    "max_column_norm", "sensitivity", "singular_value_bound", "square_root", "stack", "svd_strategy", "wavelet",
+    "NORMS", "ImplicitStrategy", "Strategy", "fourier", "from_workload", "greedy_h", "hb", "hb_branching",
+    "hierarchical", "identity", "kron", "marginals", "max_column_norm", "privelet", "quadtree", "sensitivity",
+    "singular_value_bound", "square_root", "stack", "svd_strategy", "wavelet",
 ]
 
 

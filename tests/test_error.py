@@ -234,3 +234,40 @@ def test_log10_total_at_extreme_budgets(epsilon, delta):
     expected = math.log10(unit) + log10_c
     assert r.log10_total == pytest.approx(expected, rel=1e-12, abs=1e-12)
     assert abs(expected) > 100  # the case is really extreme: c itself is not a usable float
+
+
+# -- the diagonal bound Σᵢ ((WᵀW)^{1/2})ᵢᵢ² (mmopt.error.diagonal_bound) -------------------------------------
+def _dense_sqrt_diagonal(W) -> np.ndarray:
+    lam, Q = np.linalg.eigh(W.gram)
+    return np.diag((Q * np.sqrt(np.clip(lam, 0, None))) @ Q.T)
+
+
+@pytest.mark.parametrize("W", [wl.prefix(12), wl.all_range(9), wl.random_range(10, 25, seed=1)],
+                         ids=["prefix", "all_range", "random_range"])
+def test_diagonal_bound_is_sum_of_squared_sqrt_gram_diagonal(W):
+    from mmopt.error import diagonal_bound
+    h = _dense_sqrt_diagonal(W)  # the oracle: G^{1/2} from numpy's own eigendecomposition of the full Gram
+    np.testing.assert_allclose(diagonal_bound(W), h @ h, rtol=1e-10)
+    p = Privacy(0.5, 1e-6)
+    np.testing.assert_allclose(diagonal_bound(W, p, per_query=True), h @ h * p.variance_factor / W.n_queries,
+                               rtol=1e-10)
+
+
+@pytest.mark.parametrize("W", [wl.identity(7), wl.total(7)], ids=["identity", "total"])
+def test_diagonal_bound_equals_svd_bound_when_the_diagonal_is_constant(W):
+    from mmopt.error import diagonal_bound
+    np.testing.assert_allclose(diagonal_bound(W), svd_bound(W), rtol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_diagonal_bound_between_svd_bound_and_certified_optimum(seed):
+    """Cauchy–Schwarz below, and never above the certified L2 optimum (l2_approx's duality-gap-checked value)."""
+    from mmopt.error import diagonal_bound
+    rng = np.random.default_rng(seed)
+    W = wl.Workload.from_matrix(rng.standard_normal((9, 6)) * rng.uniform(0.1, 3.0, 6))  # uneven columns
+    d, s = diagonal_bound(W), svd_bound(W)
+    assert d >= s * (1 - 1e-12)
+    res = mmopt.optimize(W, method="l2_approx")
+    assert res.status == "optimal"
+    assert d <= res.objective * (1 + 1e-7)
+    assert res.lower_bound >= d * (1 - 1e-12)  # optimize reports the strongest of its bounds

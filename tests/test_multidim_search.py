@@ -94,3 +94,67 @@ def test_two_way_marginals_on_4_to_the_5_through_opt_m():
     W = wl.marginals((4, 4, 4, 4, 4), 2)
     r = optimize(W, method="marginals", seed=0)
     assert r.objective <= 7.4622 * mmopt.svd_bound(W)
+
+
+def _prefix_union(n, d):
+    """1- and 2-way prefix marginals (prefix sums on the chosen attributes, the total on the others)."""
+    P, T = np.tril(np.ones((n, n))), np.ones((1, n))
+    pairs = [(a,) for a in range(d)] + [(a, b) for a in range(d) for b in range(a + 1, d)]
+    return mmopt.structured.union([mmopt.structured.kron(*[P if i in S else T for i in range(d)]) for S in pairs],
+                                  name=f"prefix12({n}^{d})")
+
+
+def test_union_past_the_dense_limit_scores_with_a_certified_bracket():
+    """OPT_+ on 1+2-way prefix marginals over (8,)^5 (32,768 cells): no exact path, and no block supports every
+    term, so it used to raise; now it scores by its per-term upper value, with the lower end recorded."""
+    W = _prefix_union(8, 5)
+    r = optimize(W, method="union", norm="l2", seed=0, options={"restarts": 1})
+    c = r.extra["candidates"]["union"]
+    assert not r.extra["total_exact"] and not c["exact"]
+    assert r.lower_bound <= c["lower"] <= r.objective <= r.extra["upper_bound"] * (1 + 1e-12)
+    report = mmopt.evaluate(W, r.strategy, norm="l2")
+    assert report.method == "loewner_bound" and report.total_squared_error == pytest.approx(r.objective, rel=1e-12)
+    assert report.total_width == pytest.approx(1 - c["lower"] / r.objective, rel=1e-9) and report.total_width < 0.05
+
+
+def _ranges(n1, n2):
+    return mmopt.structured.kron(wl.all_range(n1), wl.all_range(n2))
+
+
+def test_auto_adds_the_dense_local_search_when_products_are_far_from_the_bound(monkeypatch):
+    """ε-DP on 2-D ranges over 16×17 = 272 cells: the product candidates are > 2× the SVD bound, so "auto" also
+    runs the dense p-Identity search (a short one here) and records its time; it wins."""
+    from mmopt.multidim import search
+    monkeypatch.setattr(search, "LOCAL_STEPS", 60)
+    monkeypatch.setattr(search, "LOCAL_MIN_STEPS", 10)
+    W = _ranges(16, 17)
+    r = optimize(W, method="auto", norm="l1", seed=0)
+    cands = r.extra["candidates"]
+    assert cands["kron"]["objective"] > search.FAR_RATIO * mmopt.svd_bound(W)
+    local = cands["min_error(local)"]
+    assert local["seconds"] > 0 and local["exact"]
+    assert r.objective == pytest.approx(min(c["objective"] for c in cands.values()), rel=1e-12)
+    assert r.method == "auto:min_error(local)" and r.objective < cands["kron"]["objective"]
+
+
+def test_dense_local_search_runs_only_under_l1_far_from_the_bound_on_dense_able_products():
+    from mmopt.multidim.search import FAR_RATIO, LOCAL_STEPS, _local_steps
+    W = _ranges(16, 17)
+    far, near = [{"objective": 10.0 * FAR_RATIO}], [{"objective": 0.9 * FAR_RATIO}]
+    assert _local_steps(W, W, "l1", far, 1.0) == LOCAL_STEPS          # 272 cells: the full budget
+    assert _local_steps(W, W, "l2", far, 1.0) is None                 # Gaussian: l2_approx is the dense method
+    assert _local_steps(W, W, "l1", near, 1.0) is None                # products within FAR_RATIO of the bound
+    assert _local_steps(W, None, "l1", far, 1.0) is None              # no product structure: min_error runs anyway
+    assert _local_steps(_ranges(8, 8), _ranges(8, 8), "l1", far, 1.0) is None  # ≤ 256 cells: full min_error
+    assert _local_steps(_ranges(64, 64), _ranges(64, 64), "l1", far, 1.0) is None  # 4,096 cells: < 100 steps
+    M = mmopt.structured.marginals((4, 4, 4, 4, 4), 2)           # rank ≤ 10·16 < 1,024: p-Identity does not fit
+    assert _local_steps(M, M, "l1", far, 1.0) is None
+
+
+@pytest.mark.slow
+def test_auto_on_2d_ranges_32_under_laplace_beats_hdmm():
+    """HDMM's best of 25 restarts on 2-D ranges 32×32 is 6.5033× the SVD bound; auto's dense search is ~5.2×."""
+    W = mmopt.structured.census.ranges_2d(32)
+    r = optimize(W, method="auto", norm="l1", seed=0)
+    assert r.objective <= 6.5033 * mmopt.svd_bound(W)
+    assert "min_error(local)" in r.extra["candidates"]

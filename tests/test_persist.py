@@ -13,6 +13,7 @@ import pytest
 import mmopt
 from mmopt import _persist_format as fmt
 from mmopt import strategy as st
+from mmopt import toeplitz  # noqa: F401  (mmopt.toeplitz is not imported by mmopt itself)
 from mmopt import workload as wl
 from mmopt.persist import SavedStrategy, load, save
 from mmopt.structured.strategies import ImplicitStrategy
@@ -404,3 +405,75 @@ def test_inconsistent_files_refused(case, built, tmp_path):
     edit(meta, raw)
     write_raw(path, meta, raw, rehash=True)
     refused(path, match)
+
+
+# -- mmopt.toeplitz strategies: O(n) files, rebuilt bit for bit ------------------------------------------
+TOEPLITZ = {
+    "sqrt": lambda S: mmopt.toeplitz.sqrt_strategy(S.n),
+    "sqrt_rows": lambda S: mmopt.toeplitz.equalized(mmopt.toeplitz.sqrt_strategy(S.n)),
+    "banded": lambda S: mmopt.optimize(S, method="banded", options={"bands": 8}),
+    "blt": lambda S: mmopt.optimize(S, method="blt", options={"buffers": 3}),
+    "weighted_sqrt": lambda S: mmopt.optimize(S, method="weighted_sqrt"),
+}
+
+
+def _toeplitz_total(S, C):
+    if isinstance(C, mmopt.toeplitz.WeightedSqrtStrategy):
+        return mmopt.toeplitz.evaluate_weighted(C.workload).total_squared_error
+    return mmopt.toeplitz.evaluate(S, C).total_squared_error
+
+
+@pytest.mark.parametrize("case", list(TOEPLITZ))
+@pytest.mark.parametrize("kind", ["prefix", "all_range"])
+def test_toeplitz_round_trip(case, kind, tmp_path):
+    S = getattr(mmopt.toeplitz, kind)(300)
+    obj = TOEPLITZ[case](S)
+    C = strategy_of(obj)
+    saved = load(save(tmp_path / case, obj, workload=S, privacy=PRIVACIES[1]), workload=S)
+    B = saved.strategy
+    assert type(B) is type(C) and B.name == C.name and saved.kind == C.json_summary()["kind"]
+    if isinstance(C, mmopt.toeplitz.ToeplitzStrategy):
+        assert B.kind == C.kind and np.array_equal(B.coefficients, C.coefficients)
+        assert (B.row_scale is None) == (C.row_scale is None)
+        assert C.row_scale is None or np.array_equal(B.row_scale, C.row_scale)
+        assert all(np.array_equal(B.params[k], C.params[k]) for k in C.params) and set(B.params) == set(C.params)
+    else:
+        assert B.workload == C.workload
+    assert _toeplitz_total(S, B) == _toeplitz_total(S, C)  # identical figures
+    assert saved.metadata["workload"]["kind"] == "stream" and saved.metadata["workload"]["n_queries"] == S.n_queries
+    if isinstance(obj, mmopt.OptimizeResult):
+        assert saved.result["objective"] == obj.objective and saved.result["method"] == obj.method
+
+
+def test_toeplitz_file_is_small(tmp_path):
+    n = 2**16
+    path = save(tmp_path / "w", mmopt.optimize(mmopt.toeplitz.prefix(n), method="weighted_sqrt"))
+    assert path.stat().st_size < 20_000  # a closed form: no arrays at all (the dense A would be 34 GB)
+    path = save(tmp_path / "s", mmopt.toeplitz.equalized(mmopt.toeplitz.sqrt_strategy(n)))
+    assert path.stat().st_size < 20 * n  # two O(n) float arrays
+
+
+TOEPLITZ_EDITS = {  # consistency edits with a recomputed checksum
+    "sqrt_coefficients": ("sqrt", _array_edit("coefficients", lambda c: c * 1.5), "other coefficients"),
+    "blt_theta": ("blt", _array_edit("theta", lambda t: t * 2.0), "do not generate"),
+    "blt_omega": ("blt", _array_edit("omega", lambda w: w * 0 + 1.0), r"\|ω\| ≥ 1"),
+    "row_scale": ("sqrt_rows", _array_edit("row_scale", lambda y: -y), "row scaling"),
+    "family": ("banded", _set(("strategy", "family"), "circulant"), "unknown family"),
+    "workload": ("weighted_sqrt", _set(("strategy", "workload"), "marginals"), "unknown workload"),
+    "zero_first": ("banded", _array_edit("coefficients", lambda c: c * 0), "non-zero first"),
+}
+
+
+@pytest.mark.parametrize("case", list(TOEPLITZ_EDITS))
+def test_inconsistent_toeplitz_files_refused(case, tmp_path):
+    source, edit, match = TOEPLITZ_EDITS[case]
+    path = save(tmp_path / case, TOEPLITZ[source](mmopt.toeplitz.prefix(64)))
+    meta, raw = read_raw(path)
+    edit(meta, raw)
+    write_raw(path, meta, raw, rehash=True)
+    refused(path, match)
+
+
+def test_toeplitz_save_refuses_a_mismatched_workload(tmp_path):
+    with pytest.raises(ValueError, match="N = 65"):
+        save(tmp_path / "x", mmopt.toeplitz.sqrt_strategy(64), workload=mmopt.toeplitz.prefix(65))

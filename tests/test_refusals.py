@@ -7,7 +7,6 @@ memory, to allocate nothing large before refusing (tracemalloc's peak), so a tes
 after the allocation it is meant to prevent.
 """
 
-import importlib
 import math
 import time
 import tracemalloc
@@ -42,10 +41,10 @@ def _started(*args, **kwargs):
 def no_work(monkeypatch):
     """The loops' first unit of work raises, so a missing guard fails at once instead of running for days."""
     import mmopt.multidim._common as cm
+    from mmopt.adaptive._noise import Noise
 
-    mwem_module = importlib.import_module("mmopt.adaptive.mwem")  # the module (mmopt.adaptive.mwem is the function)
     monkeypatch.setattr(mmopt.dispatch, "matrix_mechanism", _started)
-    monkeypatch.setattr(mwem_module, "exponential_mechanism", _started)
+    monkeypatch.setattr(Noise, "exponential", _started)  # MWEM's selection: every round draws through Noise
     monkeypatch.setattr(cm, "spawn", _started)
 
 
@@ -87,16 +86,17 @@ def test_monte_carlo_spawns_per_batch_like_one_spawn():
 
 
 def test_mwem_refuses_rounds_and_replays_beyond_the_work_limit(monkeypatch):
-    mwem_module = importlib.import_module("mmopt.adaptive.mwem")
-    real = mwem_module.exponential_mechanism
-    monkeypatch.setattr(mwem_module, "exponential_mechanism", _started)
+    from mmopt.adaptive._noise import Noise
+
+    real = Noise.exponential
+    monkeypatch.setattr(Noise, "exponential", _started)  # every MWEM round selects through Noise
     msg = refused_quickly(lambda: mwem(X8, P8, 1.0, rounds=10**9, rng=0), ValueError,
                           r"The 'rounds' parameter of mwem must be <= [\d,]+ here\. Got 1,000,000,000 instead")
     assert "days" in msg and "operations" in msg and "DPBench uses T = 10" in msg
     refused_quickly(lambda: mwem(X8, P8, 1.0, rounds=10**4, replay_passes=10**4, rng=0), ValueError,
                     r"The 'replay_passes' parameter of mwem must be <= .* With rounds=10,000, each pass replays "
                     r"50,005,000 updates")
-    monkeypatch.setattr(mwem_module, "exponential_mechanism", real)
+    monkeypatch.setattr(Noise, "exponential", real)
     assert mwem(X8, P8, 1.0, rounds=10, replay_passes=100, rng=0).details["rounds"] == 10  # DPBench's setting
 
 

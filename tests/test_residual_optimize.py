@@ -33,17 +33,21 @@ def test_optimize_residual_on_a_dense_workload_with_structure():
     assert r.status == "optimal" and r.objective == pytest.approx(948.0591649, rel=1e-9)
 
 
-def test_optimize_residual_refuses_a_workload_outside_the_algebra():
+def test_optimize_residual_splits_other_products_and_refuses_past_the_limit():
     W = sw.kron(sw.prefix(20), sw.prefix(30))
-    with pytest.raises(ValueError, match="needs a weighted union of marginals"):
-        optimize(W, method="residual")
+    r = optimize(W, method="residual", norm="l2")  # a split strategy: fitted bases of 1^⊥, exactly scored
+    assert r.extra["family_optimal"] and r.objective >= r.lower_bound and r.status in ("closed_form", "optimal")
+    big = sw.kron(*[np.eye(2)] * 23)  # 2²³ residual subspaces, past closure.MAX_INCIDENCES
+    with pytest.raises(ValueError, match="residual subspaces number at most"):
+        optimize(big, method="residual")
 
 
 def test_auto_runs_residual_first_and_certifies_it():
     W = sw.marginals((3, 4, 5), 2)
     r = optimize(W, method="auto", norm="l2", seed=0)
     cands = r.extra["candidates"]
-    assert list(cands)[0] == "residual" and {"kron", "marginals"} <= set(cands)
+    # certified at the exact bound, so the other candidates cannot do better and are not run
+    assert list(cands) == ["residual"] and {"kron", "marginals", "dense candidates"} <= set(r.extra["skipped"])
     assert r.method == "auto:residual" and r.status == "optimal"
     assert r.objective == pytest.approx(r.lower_bound, rel=1e-9)
     assert all(c["objective"] >= r.objective * (1 - 1e-9) for c in cands.values())
@@ -58,10 +62,12 @@ def test_auto_survives_a_failing_candidate(monkeypatch):
     assert np.isfinite(r.objective)
 
 
-def test_auto_skips_residual_outside_the_algebra():
+def test_auto_runs_the_split_strategy_on_prefix_marginals():
     W = sw.union([sw.kron(sw.prefix(8), sw.total(8)), sw.kron(sw.total(8), sw.prefix(8))])
     r = optimize(W, method="auto", norm="l2", seed=0)
-    assert "residual" not in r.extra["candidates"] and "residual" not in r.extra["failed"]
+    assert "residual" in r.extra["candidates"] and not r.extra["failed"]
+    assert r.objective <= r.extra["candidates"]["residual"]["objective"]
+    assert r.extra["candidates"]["residual"]["exact"]
 
 
 @pytest.mark.parametrize("n", [2, 8])

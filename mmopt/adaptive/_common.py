@@ -1,9 +1,9 @@
 """Shared pieces of the data-adaptive baselines: the result type and the input checks.
 
 Neighbouring histograms differ by one record: x' = x ± e_i for one cell i (add/remove, the matrix
-mechanism's relation). Every noise draw here is numpy's, from a seeded Generator: **simulation and
-benchmarking only** (floating-point Laplace and Gumbel samplers leak through their low-order bits, Mironov
-2012). :func:`mmopt.release` is mmopt's release path.
+mechanism's relation). Every noise draw goes through a :class:`mmopt.adaptive._noise.Noise`: seeded numpy
+(``noise="numpy"``, simulation and benchmarking only — floating-point Laplace and Gumbel samplers leak through
+their low-order bits, Mironov 2012) or OpenDP's vetted samplers (``noise="opendp"``, release-grade).
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ class AdaptiveResult:
     details : Mapping[str, Any]
         Algorithm-specific record (noisy totals, selected queries, buckets, noise scales, sensitivities).
     path : str
-        Always "simulation": numpy noise, not for releasing real data.
+        "release" when every sample came from OpenDP's vetted samplers (``noise="opendp"``), "simulation" for
+        seeded numpy noise (not for releasing real data); ``details["noise"]`` names the back-end.
     """
 
     method: str
@@ -57,11 +58,17 @@ class AdaptiveResult:
         return W @ self.estimate.ravel()
 
 
-def make_result(method: str, estimate: np.ndarray, epsilon: float, budget: dict, details: dict) -> AdaptiveResult:
+def make_result(method: str, estimate: np.ndarray, epsilon: float, budget: dict, details: dict,
+                noise=None) -> AdaptiveResult:
+    """The read-only result; with a ``noise`` (a Noise), ``details["noise"]`` and ``path`` record its back-end."""
     estimate = np.asarray(estimate, dtype=np.float64)
     estimate.setflags(write=False)
+    path = "simulation"
+    if noise is not None:
+        details = {**details, "noise": noise.backend}
+        path = "release" if noise.vetted else "simulation"
     return AdaptiveResult(method, estimate, float(epsilon), types.MappingProxyType(dict(budget)),
-                          types.MappingProxyType(dict(details)))
+                          types.MappingProxyType(dict(details)), path)
 
 
 def log_sum_exp(a: np.ndarray) -> float:

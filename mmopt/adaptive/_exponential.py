@@ -12,7 +12,9 @@ Computed stably: the logits ε s/(2Δ) are normalised by their log-sum-exp, so s
 scores reach 10⁷ at ε = 1) neither overflow nor underflow to a zero normaliser; the top score is subtracted
 before scaling, so the probabilities keep full relative precision in the score differences. Sampling uses the Gumbel-max
 identity: argmax_r (logit_r + G_r) with G_r i.i.d. standard Gumbel has exactly the distribution p (Gumbel 1954;
-e.g. Durfee & Rogers, NeurIPS 2019, for its use in DP). Noise is numpy's: **simulation only**.
+e.g. Durfee & Rogers, NeurIPS 2019, for its use in DP). :func:`exponential_mechanism` draws numpy's Gumbel
+noise: **simulation only**; the algorithms draw through ``Noise.exponential``, whose ``noise="opendp"``
+back-end samples the same distribution with OpenDP (:mod:`mmopt.adaptive._opendp_noise`).
 """
 
 from __future__ import annotations

@@ -12,7 +12,10 @@ neighbour relation, and a strategy A (p × k) measured as A z + Lap(Δ₁(A)/ε)
   child gets m_c + (s − M)·(1/a_c)/Σ(1/a_c). A has full column rank (it contains every leaf), so this is the
   unique minimiser of ‖A ẑ − y‖.
 * a callable ``f(k)`` returning a Strategy (or p × k matrix): measured with :func:`mmopt.matrix_mechanism`
-  (least squares through a QR of A: O(p·k²), fine for k up to a few hundred).
+  (least squares through a QR of A: O(p·k²), fine for k up to a few hundred); with ``noise="opendp"`` through
+  :func:`mmopt.release` instead (OpenDP noise at a scale OpenDP's own privacy map verifies).
+
+Every Laplace sample is drawn by the :class:`~mmopt.adaptive._noise.Noise` given (numpy or OpenDP).
 """
 
 from __future__ import annotations
@@ -21,19 +24,22 @@ import numpy as np
 
 from mmopt._strategy_core import _split
 from mmopt.adaptive._common import laplace_scale
+from mmopt.adaptive._noise import Noise
 
 MEASURES = ("identity", "hierarchical")
 
 
-def measure(z: np.ndarray, epsilon: float, strategy, branching: int, gen: np.random.Generator,
-            caller: str) -> tuple[np.ndarray, dict]:
-    """ẑ and a record {"strategy", "sensitivity", "noise_scale", "rows"}."""
+def measure(z: np.ndarray, epsilon: float, strategy, branching: int, noise, caller: str
+            ) -> tuple[np.ndarray, dict]:
+    """ẑ and a record {"strategy", "sensitivity", "noise_scale", "rows"}; ``noise`` a Noise (or a Generator)."""
+    if isinstance(noise, np.random.Generator):
+        noise = Noise("numpy", noise)
     k = z.size
     if callable(strategy):
-        return _matrix_mechanism(z, epsilon, strategy, gen, caller)
+        return _matrix_mechanism(z, epsilon, strategy, noise, caller)
     if strategy == "identity":
         b = laplace_scale(1.0, epsilon, "the bucket totals", caller)
-        return z + gen.laplace(0.0, b, size=k), {"strategy": "identity", "sensitivity": 1.0, "noise_scale": b,
+        return noise.add_laplace(z, b), {"strategy": "identity", "sensitivity": 1.0, "noise_scale": b,
                                                  "rows": k}
     nodes, children = _tree(k, branching)
     depth = np.zeros(k)
@@ -42,7 +48,7 @@ def measure(z: np.ndarray, epsilon: float, strategy, branching: int, gen: np.ran
     sens = float(depth.max())  # Δ₁(A): the most nodes any leaf lies in (exact, small integers)
     b = laplace_scale(sens, epsilon, "the tree counts", caller)
     cz = np.concatenate([[0.0], np.cumsum(z)])
-    y = np.array([cz[hi] - cz[lo] for lo, hi in nodes]) + gen.laplace(0.0, b, size=len(nodes))
+    y = noise.add_laplace(np.array([cz[hi] - cz[lo] for lo, hi in nodes]), b)
     return tree_least_squares(nodes, children, y, k), {"strategy": f"H{branching}", "sensitivity": sens,
                                                         "noise_scale": b, "rows": len(nodes)}
 
@@ -82,9 +88,9 @@ def tree_least_squares(nodes, children, y: np.ndarray, k: int) -> np.ndarray:
     return z
 
 
-def _matrix_mechanism(z, epsilon, build, gen, caller) -> tuple[np.ndarray, dict]:
+def _matrix_mechanism(z, epsilon, build, noise: Noise, caller) -> tuple[np.ndarray, dict]:
     from mmopt._error_common import as_strategy
-    from mmopt.dispatch import matrix_mechanism  # deferred: dispatch imports much of mmopt
+    from mmopt.dispatch import matrix_mechanism, release  # deferred: dispatch imports much of mmopt
     from mmopt.privacy import Privacy
     from mmopt.workload import identity
 
@@ -93,6 +99,9 @@ def _matrix_mechanism(z, epsilon, build, gen, caller) -> tuple[np.ndarray, dict]
     if A.domain_size != k:
         raise ValueError(f"The 'strategy' callable of {caller} must return a strategy over the {k} buckets. "
                          f"Got one over {A.domain_size} cells.")
-    out = matrix_mechanism(identity(k), A, z, Privacy(epsilon), rng=gen)
+    if noise.vetted:
+        out = release(identity(k), A, z, Privacy(epsilon))
+    else:
+        out = matrix_mechanism(identity(k), A, z, Privacy(epsilon), rng=noise.rng)
     return out.estimate, {"strategy": A.name, "sensitivity": out.sensitivity, "noise_scale": out.noise_scale,
                           "rows": int(A.matrix.shape[0])}

@@ -13,7 +13,8 @@
 
 Privacy: steps 2–3 are post-processing of the ε₁-DP x̃; the clusters are disjoint, so their totals have
 sensitivity 1 and step 4 is ε₂-DP given the clusters. Total ε by sequential composition. 2-D data are
-flattened (the order does not matter: AHP sorts). Numpy noise: **simulation and benchmarking only**.
+flattened (the order does not matter: AHP sorts). ``noise="numpy"`` (default) is seeded, for simulation and
+benchmarking only; ``noise="opendp"`` draws both Laplace steps with OpenDP's vetted sampler (release-grade).
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ from mmopt.adaptive._common import (
     laplace_scale,
     make_result,
 )
+from mmopt.adaptive._noise import resolve_noise
 
 __all__ = ["ahp"]
 
 
-def ahp(x, epsilon: float, *, ratio: float = 0.85, eta: float = 0.35, rng=None) -> AdaptiveResult:
+def ahp(x, epsilon: float, *, ratio: float = 0.85, eta: float = 0.35, rng=None, noise="numpy") -> AdaptiveResult:
     """Run AHP (module docstring).
 
     Parameters
@@ -47,6 +49,9 @@ def ahp(x, epsilon: float, *, ratio: float = 0.85, eta: float = 0.35, rng=None) 
     eta : float >= 0, default 0.35
         Threshold factor η.
     rng : numpy.random.Generator, int or None
+        Seed for ``noise="numpy"``; must be None with ``noise="opendp"``.
+    noise : {"numpy", "opendp"} or Noise, default "numpy"
+        Seeded numpy noise (simulation) or OpenDP's vetted samplers (release, ``path == "release"``).
 
     Returns
     -------
@@ -66,12 +71,12 @@ def ahp(x, epsilon: float, *, ratio: float = 0.85, eta: float = 0.35, rng=None) 
     eps = check_epsilon(epsilon, caller)
     rho = check_fraction(ratio, "ratio", caller)
     eta = v.check_real(eta, name="eta", caller=caller, low=0.0)
-    gen = v.check_rng(rng, name="rng", caller=caller)
+    src = resolve_noise(noise, rng, caller=caller)
     xf = X.ravel()
     n = xf.size
     eps1 = rho * eps
     eps2 = eps - eps1
-    noisy = xf + gen.laplace(0.0, laplace_scale(1.0, eps1, "the cell counts", caller), size=n)
+    noisy = src.add_laplace(xf, laplace_scale(1.0, eps1, "the cell counts", caller))
     cutoff = eta * math.log(n) / eps1
     noisy = np.where(noisy <= cutoff, 0.0, noisy)
     perm = np.argsort(noisy, kind="stable")
@@ -81,10 +86,10 @@ def ahp(x, epsilon: float, *, ratio: float = 0.85, eta: float = 0.35, rng=None) 
     clusters = []
     for lo, hi in spans:
         cells = perm[lo:hi]
-        est[cells] = (xf[cells].sum() + gen.laplace(0.0, b2)) / (hi - lo)
+        est[cells] = src.add_laplace(xf[cells].sum(), b2) / (hi - lo)
         clusters.append(cells)
     details = {"clusters": clusters, "threshold": cutoff, "noise_scales": (1.0 / eps1, b2), "eta": eta}
-    return make_result("ahp", est.reshape(X.shape), eps, {"counts": eps1, "clusters": eps2}, details)
+    return make_result("ahp", est.reshape(X.shape), eps, {"counts": eps1, "clusters": eps2}, details, src)
 
 
 def greedy_clusters(values: np.ndarray, epsilon: float) -> list[tuple[int, int]]:

@@ -15,8 +15,9 @@ do), so that buckets are compact regions; ``order="row_major"`` uses the plain f
 
 Privacy: stage 1 is ε₁-DP (see :mod:`mmopt.adaptive.partition` for the proofs); given the partition, which is
 public once released, the bucket totals have sensitivity 1 and stage 2 is ε₂-DP; the expansion is
-post-processing. By sequential composition the estimate is ε-DP, ε = ε₁ + ε₂. Numpy noise: **simulation and
-benchmarking only**, not release-grade (:func:`mmopt.release` is the release path).
+post-processing. By sequential composition the estimate is ε-DP, ε = ε₁ + ε₂. ``noise="numpy"`` (default) is
+seeded, for simulation and benchmarking only; ``noise="opendp"`` draws both stages' samples with OpenDP's vetted
+samplers (release-grade, ``path == "release"``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 from mmopt import _validation as v
 from mmopt.adaptive._common import AdaptiveResult, check_epsilon, check_fraction, check_histogram, make_result
 from mmopt.adaptive._measure import MEASURES, measure
+from mmopt.adaptive._noise import resolve_noise
 from mmopt.adaptive.hilbert import hilbert_order
 from mmopt.adaptive.partition import CANDIDATES, SELECTIONS, private_partition
 
@@ -37,7 +39,7 @@ ORDERS = ("hilbert", "row_major")
 def dawa(x, epsilon: float, *, ratio: float = 0.25, strategy="hierarchical", branching: int = 2,
          selection: str = "exponential", candidates: str = "dyadic", bucket_penalty: float | None = None,
          max_bucket_length: int | None = None, entropy_correction: bool = True, nonnegative: bool = False,
-         order: str = "hilbert", rng=None) -> AdaptiveResult:
+         order: str = "hilbert", rng=None, noise="numpy") -> AdaptiveResult:
     """Partition privately, measure the bucket totals, expand uniformly (module docstring).
 
     Parameters
@@ -61,6 +63,9 @@ def dawa(x, epsilon: float, *, ratio: float = 0.25, strategy="hierarchical", bra
     order : {"hilbert", "row_major"}
         Cell order of 2-D data (ignored for 1-D).
     rng : numpy.random.Generator, int or None
+        Seed for ``noise="numpy"``; must be None with ``noise="opendp"``.
+    noise : {"numpy", "opendp"} or Noise, default "numpy"
+        Seeded numpy noise (simulation) or OpenDP's vetted samplers (release).
 
     Returns
     -------
@@ -88,7 +93,7 @@ def dawa(x, epsilon: float, *, ratio: float = 0.25, strategy="hierarchical", bra
     order = v.check_choice(order, name="order", caller=caller, choices=ORDERS)
     if not isinstance(nonnegative, bool | np.bool_):
         raise TypeError(f"The 'nonnegative' parameter of {caller} must be a bool. Got {type(nonnegative).__name__}.")
-    gen = v.check_rng(rng, name="rng", caller=caller)
+    src = resolve_noise(noise, rng, caller=caller)
     eps1 = rho * eps
     eps2 = eps - eps1
     c = 1.0 / eps2 if bucket_penalty is None else bucket_penalty
@@ -96,10 +101,10 @@ def dawa(x, epsilon: float, *, ratio: float = 0.25, strategy="hierarchical", bra
     perm = hilbert_order(X.shape) if X.ndim == 2 and order == "hilbert" else None
     seq = X.ravel() if perm is None else X.ravel()[perm]
     part = private_partition(seq, eps1, bucket_penalty=c, candidates=candidates, selection=selection,
-                             max_bucket_length=max_bucket_length, entropy_correction=entropy_correction, rng=gen)
+                             max_bucket_length=max_bucket_length, entropy_correction=entropy_correction, noise=src)
     lo, hi = part.bounds[:, 0], part.bounds[:, 1]
     cs = np.concatenate([[0.0], np.cumsum(seq)])
-    zhat, record = measure(cs[hi] - cs[lo], eps2, strategy, branching, gen, caller)
+    zhat, record = measure(cs[hi] - cs[lo], eps2, strategy, branching, src, caller)
     if nonnegative:
         zhat = np.maximum(zhat, 0.0)
     est_seq = np.repeat(zhat / (hi - lo), hi - lo)
@@ -110,4 +115,4 @@ def dawa(x, epsilon: float, *, ratio: float = 0.25, strategy="hierarchical", bra
         est[perm] = est_seq
     details = {"buckets": part.bounds, "order": perm, "partition": part, "measure": record,
                "bucket_penalty": c, "nonnegative": bool(nonnegative)}
-    return make_result("dawa", est.reshape(X.shape), eps, {"partition": eps1, "measure": eps2}, details)
+    return make_result("dawa", est.reshape(X.shape), eps, {"partition": eps1, "measure": eps2}, details, src)

@@ -22,7 +22,9 @@ Sensitivities (exact): one record changes x_j by 1 in one cell j, so qᵢ·x mov
 (the paper's §3.3 practical improvement; DPBench uses 100 passes). Cost: W x once and W h_{t−1} each round,
 O(T·m·n) time, plus O(T²·k·n) for replays; W is dense (m·n floats), so pass a few thousand queries (prefix, or a
 sample of ranges via :func:`mmopt.workload.random_range`), not all 8.4M ranges of a 4,096-cell domain.
-Numpy noise: **simulation and benchmarking only**.
+Noise: ``noise="numpy"`` (default) is seeded, for simulation and benchmarking only; ``noise="opendp"`` draws the
+total, every selection (Gumbel noisy max, exactly the exponential mechanism) and every measurement with
+OpenDP's vetted samplers, release-grade.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from mmopt.adaptive._common import (
     make_result,
     query_matrix,
 )
-from mmopt.adaptive._exponential import exponential_mechanism
+from mmopt.adaptive._noise import resolve_noise
 
 __all__ = ["mwem"]
 
@@ -56,7 +58,8 @@ _REMEDY_ROUNDS = ("Use fewer rounds: DPBench uses T = 10, and each round spends 
 
 
 def mwem(x, workload, epsilon: float, *, rounds: int = 10, rng=None, total: float | None = None,
-         total_fraction: float = 0.1, replay_passes: int = 0, output: str = "average") -> AdaptiveResult:
+         total_fraction: float = 0.1, replay_passes: int = 0, output: str = "average",
+         noise="numpy") -> AdaptiveResult:
     """Run MWEM (module docstring) and return the synthetic histogram as the estimate of x.
 
     Parameters
@@ -71,6 +74,7 @@ def mwem(x, workload, epsilon: float, *, rounds: int = 10, rng=None, total: floa
         T (DPBench's default). Refused up front when T·(10⁵ + 3·m·n) operations exceed mmopt._guards.MAX_WORK
         (3·10¹¹, about five minutes): about 3·10⁶ rounds on a small workload.
     rng : numpy.random.Generator, int or None
+        Seed for ``noise="numpy"``; must be None with ``noise="opendp"``.
     total : float or None
         A *public* record count N > 0; None (default) measures it privately with ε₀ = total_fraction·ε.
     total_fraction : float in (0, 1), default 0.1
@@ -80,6 +84,8 @@ def mwem(x, workload, epsilon: float, *, rounds: int = 10, rng=None, total: floa
         (k·T(T+1)/2 updates in all, refused when they exceed mmopt._guards.MAX_WORK as for ``rounds``).
     output : {"average", "last"}
         The paper's average of h₁..h_T, or the last iterate h_T.
+    noise : {"numpy", "opendp"} or Noise, default "numpy"
+        Seeded numpy noise (simulation) or OpenDP's vetted samplers (release, ``path == "release"``).
 
     Returns
     -------
@@ -112,7 +118,7 @@ def mwem(x, workload, epsilon: float, *, rounds: int = 10, rng=None, total: floa
                      work_of=lambda k: T * round_ops + k * updates * (_UPDATE_OPS + 4 * n),
                      remedy=f"With rounds={T:,}, each pass replays {updates:,} updates. Use fewer passes (DPBench "
                             "uses 100 with 10 rounds) or fewer rounds.")
-    gen = v.check_rng(rng, name="rng", caller=caller)
+    src = resolve_noise(noise, rng, caller=caller)
     output = v.check_choice(output, name="output", caller=caller, choices=OUTPUTS)
     delta = float(np.max(np.abs(W)))
     if delta == 0.0:
@@ -120,7 +126,7 @@ def mwem(x, workload, epsilon: float, *, rounds: int = 10, rng=None, total: floa
 
     if total is None:
         eps0 = eps * check_fraction(total_fraction, "total_fraction", caller)
-        noisy_total = float(xf.sum() + gen.laplace(0.0, laplace_scale(1.0, eps0, "the total", caller)))
+        noisy_total = float(src.add_laplace(xf.sum(), laplace_scale(1.0, eps0, "the total", caller)))
         N = max(noisy_total, 1.0)
     else:
         eps0, noisy_total = 0.0, None
@@ -135,9 +141,9 @@ def mwem(x, workload, epsilon: float, *, rounds: int = 10, rng=None, total: floa
     avg = np.zeros(n)
     selected, measured = [], []
     for _ in range(T):
-        i = exponential_mechanism(np.abs(Wx - W @ h), eps_sel, delta, gen)
+        i = src.exponential(np.abs(Wx - W @ h), eps_sel, delta)
         selected.append(i)
-        measured.append(float(Wx[i] + gen.laplace(0.0, b_meas)))
+        measured.append(float(src.add_laplace(Wx[i], b_meas)))
         updates = [(i, measured[-1])] if passes == 0 else list(zip(selected, measured, strict=True)) * passes
         for j, m_j in updates:
             logh, h = _update(logh, h, W[j], m_j, N)
@@ -148,7 +154,7 @@ def mwem(x, workload, epsilon: float, *, rounds: int = 10, rng=None, total: floa
                "noisy_total": noisy_total, "total_public": total is not None, "sensitivity": delta,
                "select_epsilon": eps_sel, "measure_epsilon": eps_meas, "measure_noise_scale": b_meas,
                "replay_passes": passes, "output": output}
-    return make_result("mwem", estimate.reshape(X.shape), eps, budget, details)
+    return make_result("mwem", estimate.reshape(X.shape), eps, budget, details, src)
 
 
 def _update(logh: np.ndarray, h: np.ndarray, q: np.ndarray, m: float, N: float) -> tuple[np.ndarray, np.ndarray]:

@@ -44,7 +44,10 @@ error at scale 10³ without it, one bucket (Uniform's error) with it; at scale 1
 The penalty and the selection's temperature 2Δ/ε₁ both scale as 1/ε₁, so even at huge ε a flat run may be
 split into a few buckets (each then estimated exactly); a larger public ``bucket_penalty`` merges them.
 
-Numpy noise: **simulation and benchmarking only**.
+Noise (``noise=``): "numpy" (default, seeded; simulation and benchmarking only) or "opendp", release-grade:
+every noisy cost is OpenDP's Laplace mechanism at its b_L, and every step of the backward draw is OpenDP's
+Gumbel noisy max on the step's logits, which samples the exact conditional (Gumbel-max identity), so the drawn
+partition has exactly the Gibbs distribution the proof above is about.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from mmopt import _validation as v
 from mmopt.adaptive._common import check_epsilon, laplace_scale, log_sum_exp
+from mmopt.adaptive._noise import Noise, resolve_noise
 
 __all__ = ["CANDIDATES", "SELECTIONS", "Partition", "deviations", "private_partition"]
 
@@ -77,6 +81,8 @@ class Partition:
         Δ = max over candidate lengths of 2(1 − 1/L).
     penalty : float
         The per-bucket cost used: c, plus the entropy correction when applied.
+    noise : str
+        The back-end of its samples: "numpy" (simulation) or "opendp" (vetted, release-grade).
     """
 
     bounds: np.ndarray = field(repr=False)
@@ -86,6 +92,7 @@ class Partition:
     bucket_penalty: float
     sensitivity: float
     penalty: float
+    noise: str = "numpy"
 
     @property
     def n_buckets(self) -> int:
@@ -126,7 +133,7 @@ def deviations(x, lengths) -> np.ndarray:
 
 def private_partition(x, epsilon: float, *, bucket_penalty: float, candidates: str = "dyadic",
                       selection: str = "exponential", max_bucket_length: int | None = None,
-                      entropy_correction: bool = True, rng=None) -> Partition:
+                      entropy_correction: bool = True, rng=None, noise="numpy") -> Partition:
     """An ε-DP least-cost partition of a 1-D histogram (module docstring for the rules and their proofs).
 
     Parameters
@@ -144,6 +151,9 @@ def private_partition(x, epsilon: float, *, bucket_penalty: float, candidates: s
     max_bucket_length : int or None
         Longest bucket considered (None: n). A smaller cap also lowers Δ.
     rng : numpy.random.Generator, int or None
+        Seed for ``noise="numpy"``; must be None with ``noise="opendp"``.
+    noise : {"numpy", "opendp"} or Noise, default "numpy"
+        Seeded numpy noise (simulation) or OpenDP's vetted samplers (release).
 
     Examples
     --------
@@ -165,13 +175,14 @@ def private_partition(x, epsilon: float, *, bucket_penalty: float, candidates: s
     if not isinstance(entropy_correction, bool | np.bool_):
         raise TypeError(f"The 'entropy_correction' parameter of {caller} must be a bool. "
                         f"Got {type(entropy_correction).__name__}.")
-    gen = v.check_rng(rng, name="rng", caller=caller)
+    src = resolve_noise(noise, rng, caller=caller)
     lengths = candidate_lengths(x.size, candidates, cap)
     delta_L = 2.0 * (1.0 - 1.0 / lengths)
     delta = float(delta_L[-1])
     if lengths[-1] == 1:  # singletons only: a single possible partition, nothing to hide
         ends = np.arange(x.size + 1)
-        return Partition(np.stack([ends[:-1], ends[1:]], axis=1), eps, selection, candidates, c, 0.0, c)
+        return Partition(np.stack([ends[:-1], ends[1:]], axis=1), eps, selection, candidates, c, 0.0, c,
+                         src.backend)
     penalty = c + (2.0 * delta / eps) * np.log(lengths.size) if entropy_correction else c
     if not np.isfinite(penalty):
         raise ValueError(f"{caller}: the entropy correction (2Δ/ε₁)·ln K overflows at epsilon={eps!r}. "
@@ -180,11 +191,21 @@ def private_partition(x, epsilon: float, *, bucket_penalty: float, candidates: s
     valid = ~np.isnan(cost)
     if selection == "noisy_cost":
         scales = np.array([laplace_scale(d + delta, eps, "a bucket cost", caller) for d in delta_L])
-        cost[valid] += gen.laplace(0.0, 1.0, size=int(valid.sum())) * np.broadcast_to(scales, cost.shape)[valid]
+        _add_cost_noise(cost, valid, scales, src)
         last = _least_cost(cost, lengths)
     else:
-        last = _sample_gibbs(-(eps / (2.0 * delta)) * cost, lengths, gen)
-    return Partition(_bounds(last), eps, selection, candidates, c, delta, float(penalty))
+        last = _sample_gibbs(-(eps / (2.0 * delta)) * cost, lengths, src)
+    return Partition(_bounds(last), eps, selection, candidates, c, delta, float(penalty), src.backend)
+
+
+def _add_cost_noise(cost: np.ndarray, valid: np.ndarray, scales: np.ndarray, noise: Noise) -> None:
+    """cost[a, k] += Lap(scales[k]) on the valid entries, in place."""
+    if not noise.vetted:  # numpy: unit draws times the scale, in this order (kept for seeded reproducibility)
+        cost[valid] += noise.laplace(1.0, int(valid.sum())) * np.broadcast_to(scales, cost.shape)[valid]
+        return
+    for k, b in enumerate(scales.tolist()):  # OpenDP adds Lap(b_L) to each cost itself
+        rows = valid[:, k]
+        cost[rows, k] = noise.add_laplace(cost[rows, k], b)
 
 
 def _least_cost(cost: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -201,7 +222,7 @@ def _least_cost(cost: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return last
 
 
-def _sample_gibbs(logw: np.ndarray, lengths: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+def _sample_gibbs(logw: np.ndarray, lengths: np.ndarray, noise: Noise) -> np.ndarray:
     """Draw a partition with probability ∝ Π_B exp(logw_B): forward log-partition sums, backward sampling."""
     n = logw.shape[0]
     logz = np.zeros(n + 1)
@@ -214,7 +235,7 @@ def _sample_gibbs(logw: np.ndarray, lengths: np.ndarray, gen: np.random.Generato
     while e > 0:  # Pr[final bucket has length L | cells [0, e)] = Z[e−L]·w[e−L, L] / Z[e]
         k = int(np.searchsorted(lengths, e, side="right"))
         starts = e - lengths[:k]
-        j = int(np.argmax(logz[starts] + logw[starts, np.arange(k)] + gen.gumbel(size=k)))
+        j = noise.gumbel_max(logz[starts] + logw[starts, np.arange(k)])
         last[e] = lengths[j]
         e -= int(lengths[j])
     return last

@@ -1,26 +1,27 @@
 """Uniform: a noisy total spread evenly over the cells (the "Uniform" baseline of DPBench).
 
 Hay, Machanavajjhala, Miklau, Chen & Zhang, *Principled Evaluation of Differentially Private Algorithms using
-DPBench* (SIGMOD 2016), §5: ``dpcomp_core.algorithm.uniform.uniform_noisy_engine``.
+DPBench* (SIGMOD 2016), §5: ``dpcomp_core.algorithm.uniform.uniform_noisy_engine``. With ``noise="opendp"``
+the noisy total is drawn by OpenDP's vetted Laplace sampler (release-grade); ``noise="numpy"`` (default) is a
+seeded simulation.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from mmopt import _validation as v
 from mmopt.adaptive._common import AdaptiveResult, check_epsilon, check_histogram, laplace_scale, make_result
+from mmopt.adaptive._noise import resolve_noise
 
 __all__ = ["uniform"]
 
 
-def uniform(x, epsilon: float, rng=None) -> AdaptiveResult:
+def uniform(x, epsilon: float, rng=None, *, noise="numpy") -> AdaptiveResult:
     """x̂_j = (Σx + Lap(1/ε)) / n for every cell j.
 
     Privacy: the total Σx has sensitivity exactly 1 under add/remove of one record, so the Laplace
     mechanism with scale 1/ε is ε-DP; spreading it is post-processing. The noisy total is not clipped, so
-    Σx̂ equals it exactly (up to rounding) and x̂ is unbiased for the total. Numpy noise: **simulation and
-    benchmarking only**, not release-grade (:func:`mmopt.release` is the release path).
+    Σx̂ equals it exactly (up to rounding) and x̂ is unbiased for the total.
 
     Parameters
     ----------
@@ -29,7 +30,10 @@ def uniform(x, epsilon: float, rng=None) -> AdaptiveResult:
     epsilon : float
         ε > 0, all of it spent on the total.
     rng : numpy.random.Generator, int or None
-        Seed or Generator (same seed, same output).
+        Seed or Generator (same seed, same output); must be None with ``noise="opendp"``.
+    noise : {"numpy", "opendp"} or Noise, default "numpy"
+        "numpy": seeded numpy noise, for simulation only; "opendp": OpenDP's vetted sampler, release-grade
+        (``path == "release"``).
 
     Returns
     -------
@@ -45,9 +49,9 @@ def uniform(x, epsilon: float, rng=None) -> AdaptiveResult:
     caller = "uniform"
     X = check_histogram(x, caller)
     eps = check_epsilon(epsilon, caller)
-    gen = v.check_rng(rng, name="rng", caller=caller)
+    src = resolve_noise(noise, rng, caller=caller)
     b = laplace_scale(1.0, eps, "the total", caller)
-    noisy_total = float(X.sum() + gen.laplace(0.0, b))
+    noisy_total = float(src.add_laplace(X.sum(), b))
     estimate = np.full(X.shape, noisy_total / X.size)
     return make_result("uniform", estimate, eps, {"total": eps},
-                       {"noisy_total": noisy_total, "noise_scale": b, "sensitivity": 1.0})
+                       {"noisy_total": noisy_total, "noise_scale": b, "sensitivity": 1.0}, src)

@@ -23,8 +23,7 @@ import traceback
 import warnings
 
 import mmopt
-from mmopt.cli import commands
-from mmopt.cli import release as release_command
+from mmopt.cli import commands, release_records
 from mmopt.error import NumericalError
 from mmopt.optimize import METHODS, MULTIDIM_METHODS
 from mmopt.solvers import SolverError
@@ -61,10 +60,15 @@ _EXAMPLES = {
   mmopt release all_range:32 --data counts.csv --epsilon 0.5 --delta 1e-6 --reconstruct projection \\
       --out answers.npy --json
   mmopt release ranges_2d:128 --data x.npy --epsilon 1 --strategy 'kron(H2,H2)' --estimate xhat.npy
+  mmopt release --records people.parquet --domain domain.json --workload 'marginals:k=2' --epsilon 1 \\
+      --delta 1e-9 --out marginals.csv
 The data file holds the true histogram x (counts >= 0, one per cell; C order for a product domain). Noise
 comes from OpenDP's vetted samplers with a verified (ε, δ) guarantee (mmopt.release; needs opendp).
 --out FILE.csv / FILE.parquet: one row per query (its labels, answer, standard_error; needs pyarrow, the
-'tables' extra); FILE.npy: the bare vector W x̂. A table of more than 10,000,000 rows needs --allow-large-output.""",
+'tables' extra); FILE.npy: the bare vector W x̂. A table of more than 10,000,000 rows needs --allow-large-output.
+With --records FILE --domain DOMAIN.json --workload 'marginals:...', the marginals are counted from the records
+(never the N-cell histogram) and released by the optimal residual strategy; --out FILE.csv/.parquet gets one
+row per marginal cell (marginal, attribute labels, estimate, std_error).""",
 }
 
 
@@ -132,9 +136,15 @@ def build_parser() -> argparse.ArgumentParser:
                       help="print no progress")
     _output_args(p)
 
-    p = add("release", "answer a workload on real data with OpenDP noise (mmopt.release)", release_command.release)
-    p.add_argument("spec", metavar="SPEC", help="the workload (see 'mmopt workloads')")
-    p.add_argument("--data", required=True, metavar="FILE", help="the true histogram x, .npy or .csv")
+    p = add("release", "answer a workload on real data with OpenDP noise (mmopt.release)", release_records.dispatch)
+    p.add_argument("spec", metavar="SPEC", nargs="?", help="the workload (see 'mmopt workloads'); not with --records")
+    p.add_argument("--data", metavar="FILE", help="the true histogram x, .npy or .csv")
+    p.add_argument("--records", metavar="FILE", help="instead of SPEC and --data: a table of records (.parquet, .csv, "
+                   "or a folder of Parquet files) whose marginals are released (mmopt.records.release_marginals)")
+    p.add_argument("--domain", metavar="DOMAIN.json", help="with --records: the public domain (attribute names, "
+                   "categories or bin edges; records outside it are dropped)")
+    p.add_argument("--workload", metavar="WORKLOAD", help="with --records: 'marginals:k=2' (all 2-way marginals) or "
+                   "'marginals:A*B,C' (named attribute sets)")
     _privacy_args(p, required=True)
     p.add_argument("--strategy", "-s", default="identity", help="as for evaluate (default identity)")
     p.add_argument("--reconstruct", choices=("least_squares", "nnls", "projection"), default="least_squares",

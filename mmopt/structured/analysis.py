@@ -11,10 +11,14 @@ Notation: see README; c = Privacy.variance_factor, Δ the strategy's sensitivity
   strategy factor αI + βJ with equal column norms (residual strategies, M(θ)): the same spectra over W's
   downward closure only (:mod:`~mmopt.structured.residual`), polynomial in its size. Exact.
 * ``"dense"`` — N ≤ ``dense_limit``: :func:`mmopt.error.evaluate` on the densified pair. Exact.
-* ``"loewner_bound"`` — otherwise an upper bound: for X ⪰ Y ⪰ 0 and v ∈ range(Y),
-  vᵀX⁺v = sup_z (2zᵀv − zᵀXz) ≤ sup_z (2zᵀv − zᵀYz) = vᵀY⁺v, and X ⪰ θₖ²X⁽ᵏ⁾ for every block k (and ⪰ the
-  sum of its algebra blocks); so the smallest such candidate error that supports W bounds the truth.
-  The attained max variance is (zᵀq)²/(zᵀXz) ≤ qᵀX⁺q at z = candidate's X_c⁺q, computed factor-wise.
+* ``"loewner_bound"`` — otherwise a certified two-sided bracket, term by term of W
+  (:mod:`~mmopt.structured._bracket`): for X ⪰ Y ⪰ 0 and v ∈ range(Y), vᵀX⁺v = sup_z (2zᵀv − zᵀXz) ≤
+  sup_z (2zᵀv − zᵀYz) = vᵀY⁺v, and X ⪰ θₗ²X⁽ˡ⁾ for every block l (and ⪰ the sum of its algebra blocks), so
+  each workload term takes the smallest error of a block (or the algebra sub-union) that supports it, and
+  these add up to the reported total (an upper bound: the least-squares estimate from all blocks is at least
+  as good as from any one). ``total_lower`` is the largest of the SVD bound and Σ_k of a dual point's value
+  2⟨Z, F_k⟩ − ⟨Z, XZ⟩ ≤ tr(G_k X⁺) at a product Z; ``total_width`` is the relative gap. The attained max
+  variance is (zᵀq)²/(zᵀXz) ≤ qᵀX⁺q at z = the best block's X_l⁺q, computed factor-wise.
 """
 
 from __future__ import annotations
@@ -27,8 +31,9 @@ import numpy as np
 from mmopt import _guards as g
 from mmopt import error as dense_error
 from mmopt._error_common import check_privacy, check_type, resolve_norm
-from mmopt._strategy_core import NORMS, Strategy
+from mmopt._strategy_core import NORMS, Strategy, max_column_norm
 from mmopt.privacy import Privacy
+from mmopt.structured import _bracket as br
 from mmopt.structured import _checks as ck
 from mmopt.structured import algebra as alg
 from mmopt.structured import bounds
@@ -46,6 +51,9 @@ class ImplicitErrorReport:
 
     ``max_variance`` is attained by a real query; ``max_variance_upper`` is a proven upper bound
     (equal when ``max_variance_exact``). ``sensitivity_exact`` False means Δ is an upper bound.
+    The true total lies in [``total_lower``, ``total_squared_error``]: both ends are certified, the lower
+    one is the total itself when ``total_exact``; ``total_width`` is the bracket's relative width
+    (upper − lower)/upper, 0 when exact.
     """
 
     workload: str
@@ -65,6 +73,16 @@ class ImplicitErrorReport:
     max_variance_exact: bool
     method: str
     per_query_variance: np.ndarray | None = field(default=None, repr=False, compare=False)
+    total_lower: float | None = None
+    total_width: float | None = None
+
+    def __post_init__(self) -> None:
+        # an exact report is its own bracket; a bounded one must state its lower end
+        if self.total_lower is None and self.total_exact:
+            object.__setattr__(self, "total_lower", self.total_squared_error)
+        if self.total_width is None and self.total_lower is not None:
+            up, low = self.total_squared_error, self.total_lower
+            object.__setattr__(self, "total_width", 0.0 if up <= low else (up - low) / up)
 
 
 def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Privacy | None = None, *,
@@ -93,6 +111,12 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
         from mmopt.structured.residual.solve import closure_report  # lazy: that subpackage imports this layer
         if (report := closure_report(workload, strategy, privacy, norm)) is not None:
             return report
+    if not strategy.is_product:
+        # a split strategy (a fitted basis of 1^⊥ per attribute): exact on any union of products, at any N
+        # (None for other strategies, and for isotropic ones, which the algebra below scores with exact maxima)
+        from mmopt.structured.residual.solve import split_report  # lazy: that subpackage imports this layer
+        if (report := split_report(workload, strategy, privacy, norm)) is not None:
+            return report
     cache = fc.Cache()
     # Δ of the strategy as given (scale-safe; a ValueError if it is not a normal float64), then every figure
     # on the same strategy at a moderate scale (A = 2^shift·Â): error is invariant under A → cA, and Â's
@@ -103,6 +127,7 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
     strategy = scaled.strategy
     sens = Sensitivity(parts.rescaled(scaled.shift), parts.exact, parts.method)  # Δ of Â
     _check_memory(workload, strategy, caller, inverses=strategy.is_product, grams=not strategy.is_product)
+    low = None  # the bracket's lower unit value (only where the total is a bound)
     try:
         if strategy.is_product:
             unit, mx, up, method, exact = (*_product(workload, strategy.terms[0], cache, caller), "product", True)
@@ -110,10 +135,12 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
             unit, mx, up, method, exact = (*_algebra(workload, strategy.terms, co, cache, caller), "algebra", True)
         elif strategy.domain_size <= dense_limit:
             _check_memory(workload, strategy, caller, inverses=False, grams=True, dense=True)
-            return _dense(workload, strategy, privacy, norm, sens, reported)
+            return _dense(workload, strategy, privacy, norm, sens, reported, _delta_lower(strategy, norm, sens))
         else:
             _check_memory(workload, strategy, caller, inverses=True, grams=True)
-            unit, mx, up = _loewner(workload, strategy, cache, caller)
+            unit, mx, up, low = br.bracket(workload, strategy, cache, caller,
+                                           algebra_co=[(c or [None])[0] for c in (_algebra_coefficients([t], cache)
+                                                                          for t in strategy.terms)])
             method, exact = "loewner_bound", False
     except ValueError as exc:
         if scaled.dropped and "support" in str(exc):
@@ -122,15 +149,26 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
                              "share of AᵀA is below round-off, and without them the strategy does not support the "
                              f"workload ({exc}). Its error is not computable in float64: raise those weights.") from exc
         raise
-    _check_against_bound(workload, strategy, unit, cache, caller)
+    floor = _check_against_bound(workload, strategy, unit, cache, caller)
     d2 = sens.value**2
     m = workload.n_queries
     total = _figure(d2, unit, privacy, workload.name)
+    lower = None
+    if not (exact and sens.exact):  # the certified lower end: a valid bound at Δ's lower value, or the SVD bound
+        lower = min(total, max(_figure(_delta_lower(strategy, norm, sens) ** 2, unit if low is None else low,
+                                       privacy, workload.name), _figure(1.0, floor, privacy, workload.name)))
     return ImplicitErrorReport(
         workload.name, strategy.name, privacy, workload.shape, workload.domain_size, m, reported, sens.exact,
         total, exact and sens.exact, total / m, math.sqrt(total / m),
         None if mx is None else _figure(d2, mx, privacy, workload.name), _figure(d2, up, privacy, workload.name),
-        mx is not None and mx == up and sens.exact, method)
+        mx is not None and mx == up and sens.exact, method, total_lower=lower)
+
+
+def _delta_lower(strategy, norm: str, sens) -> float:
+    """Δ itself when exact, else max_l θ_l ∏ᵢ Δ(Aᵢ⁽ˡ⁾) ≤ Δ (a union's column norm is at least any block's)."""
+    if sens.exact:
+        return sens.value
+    return max(t.weight * math.prod(max_column_norm(f.matrix, norm) for f in t.factors) for t in strategy.terms)
 
 
 def _figure(d2: float, x: float, privacy: Privacy | None, name: str) -> float:
@@ -193,29 +231,11 @@ def _check_memory(workload, strategy, caller: str, *, inverses: bool, grams: boo
                         "per distinct factor), use smaller attributes, or raise the limit on a larger machine.")
 
 
-def _factor_trace(Wf, Af, cache, caller: str) -> float:
-    """tr(Gᵢ Xᵢ⁺) = ‖BᵀF‖², after the support check ‖NᵀF‖² ≤ tol·‖F‖²."""
-    inv, F = cache.get(fc.strategy_inverse, Af), cache.get(fc.workload_root, Wf)
-    total = float(np.sum(F * F))
-    if inv.null.shape[1] and float(np.sum((inv.null.T @ F) ** 2)) > _SUPPORT_TOL * total:
-        raise ValueError(f"{caller}: strategy factor '{Af.name}' (rank {inv.rank} of {Af.domain_size}) does not "
-                         f"support workload factor '{Wf.name}': part of its Gram lies outside the row space. "
-                         "Add rows to that factor (e.g. a scaled identity).")
-    t = float(np.sum((inv.B.T @ F) ** 2))
-    s2 = float(np.sum(Af.matrix**2, axis=0).max())  # Δ₂(Aᵢ)²; Thm 5.26 holds for Δ₂, hence for Δ₁
-    floor = float(np.sum(cache.get(fc.singular_values, Wf))) ** 2 / Wf.domain_size
-    if not np.isfinite(t) or t < 0 or s2 * t < floor * (1 - 1e-9):
-        raise ValueError(f"{caller}: the computed error of strategy factor '{Af.name}' on '{Wf.name}' is {t!r}, "
-                         f"below its SVD bound {floor / s2:.6g} or not finite: the factor is numerically "
-                         "singular. Use a better-conditioned factor.")
-    return t
-
-
 def _product(workload, term, cache, caller):
     theta2 = term.weight**2
     unit, mx, up = 0.0, 0.0, 0.0
     for t in workload.terms:
-        unit += t.weight**2 * math.prod(_factor_trace(Wf, Af, cache, caller)
+        unit += t.weight**2 * math.prod(br.factor_trace(Wf, Af, cache, caller)
                                         for Wf, Af in zip(t.factors, term.factors, strict=True))
         found = [fc.query_terms_max(Wf, cache.get(fc.strategy_inverse, Af).profile)
                  for Wf, Af in zip(t.factors, term.factors, strict=True)]
@@ -234,48 +254,24 @@ def _algebra_coefficients(terms, cache):
     return None if any(c is None for cs in co for c in cs) else co
 
 
-def _algebra_spectrum(terms, co, shape):
-    return sum(alg.product_spectrum(cs, shape, t.weight**2) for t, cs in zip(terms, co, strict=True))
-
-
-def _algebra(workload, terms, co, cache, caller, *, raise_unsupported=True):
-    shape = workload.shape
-    lam = _algebra_spectrum(terms, co, shape)
-    pos = lam > 0
-    inv = np.where(pos, 1.0 / np.where(pos, lam, 1.0), 0.0)
-    traces = sum(alg.projection_traces([cache.get(fc.workload_gram, f) for f in t.factors], shape, t.weight**2)
-                 for t in workload.terms)
+def _algebra(workload, terms, co, cache, caller):
+    traces, inv, pos = br.algebra_terms(workload, terms, co, cache)
+    traces = sum(traces)
     if float(np.sum(traces[~pos])) > _SUPPORT_TOL * float(np.sum(traces)):
-        if not raise_unsupported:
-            return None
         raise ValueError(f"{caller}: the strategy does not support workload '{workload.name}': its Gram has "
                          "weight on eigenspaces where AᵀA is zero. Add marginals covering those attributes.")
     unit = float(traces[pos] @ inv[pos])
-    bits = alg.subset_bits(len(shape))
-    mx = up = 0.0
-    for t in workload.terms:
-        stats = [cache.get(fc.row_stats, f) for f in t.factors]
-        a = [np.clip(q - s**2 / n, 0.0, None) for (q, s), n in zip(stats, shape, strict=True)]
-        b = [s**2 / n for (q, s), n in zip(stats, shape, strict=True)]
-        amax, bmax = np.array([x.max() for x in a]), np.array([x.max() for x in b])
-        up = max(up, t.weight**2 * float(np.where(bits, amax, bmax).prod(axis=1) @ inv))
-        if math.prod(len(q) for q, _ in stats) <= 4096:  # every distinct row kind: exact
-            grids = np.meshgrid(*[np.arange(len(q)) for q, _ in stats], indexing="ij")
-            idx = [g.ravel() for g in grids]
-        else:  # the rows maximising each per-factor quantity: attained, maybe not the max
-            idx = [np.array([np.argmax(x), np.argmax(y), np.argmax(x + y)]) for x, y in zip(a, b, strict=True)]
-        sq = [stats[i][0][ix] for i, ix in enumerate(idx)]
-        sm = [stats[i][1][ix] for i, ix in enumerate(idx)]
-        mx = max(mx, t.weight**2 * float(np.max(alg.row_variances(inv, sq, sm, shape))))
-    return unit, mx, max(up, mx)
+    rows = [br.algebra_row_upper(t, inv, workload.shape, cache) for t in workload.terms]
+    return unit, max(r[0] for r in rows), max(r[1] for r in rows)
 
 
-def _dense(workload, strategy, privacy, norm, sens, reported) -> ImplicitErrorReport:
+def _dense(workload, strategy, privacy, norm, sens, reported, delta_lower) -> ImplicitErrorReport:
     """Exact, through the dense path on X = AᵀA (N ≤ dense_limit): error depends on A only through X and Δ.
 
     A tall union (e.g. 81,920 × 1,024 rows) is replaced by the profile-equivalent square root of X
     (Theorem 4.13), and the figures rescaled from its Δ to A's own (exact, or a proven upper bound);
-    ``sens`` is Δ of this (moderately scaled) strategy, ``reported`` the given strategy's Δ.
+    ``sens`` is Δ of this (moderately scaled) strategy, ``reported`` the given strategy's Δ, ``delta_lower``
+    a lower value of that Δ (the bracket's lower end when Δ is only an upper bound).
     """
     X = strategy.gram()
     root = Strategy.from_gram(X, name=strategy.name)
@@ -288,72 +284,21 @@ def _dense(workload, strategy, privacy, norm, sens, reported) -> ImplicitErrorRe
         reported, sens.exact, total, sens.exact, total / m, math.sqrt(total / m),
         None if r.max_variance is None else _figure(k2, r.max_variance, privacy, workload.name),
         None if r.max_variance_upper is None else _figure(k2, r.max_variance_upper, privacy, workload.name),
-        r.max_variance_exact and sens.exact, "dense")
+        r.max_variance_exact and sens.exact, "dense",
+        total_lower=None if sens.exact else _figure((delta_lower / r.sensitivity) ** 2, r.total_squared_error,
+                                                    privacy, workload.name))
 
 
-def _supports_product(workload, term, cache) -> bool:
-    for t in workload.terms:
-        for Wf, Af in zip(t.factors, term.factors, strict=True):
-            inv, F = cache.get(fc.strategy_inverse, Af), cache.get(fc.workload_root, Wf)
-            if inv.null.shape[1] and float(np.sum((inv.null.T @ F) ** 2)) > _SUPPORT_TOL * float(np.sum(F * F)):
-                return False
-    return True
-
-
-def _loewner(workload, strategy, cache, caller):
-    best = None  # (unit, mx_upper, product term or None)
-    for term in strategy.terms:
-        if _supports_product(workload, term, cache):
-            unit, _, up = _product(workload, term, cache, caller)
-            if best is None or unit < best[0]:
-                best = (unit, up, term)
-    in_alg = [t for t in strategy.terms if _algebra_coefficients([t], cache) is not None]
-    if len(in_alg) > 1:
-        co = _algebra_coefficients(in_alg, cache)
-        res = _algebra(workload, in_alg, co, cache, caller, raise_unsupported=False)
-        if res is not None and (best is None or res[0] < best[0]):
-            best = (res[0], res[2], None)
-    if best is None:
-        raise ValueError(f"{caller}: no exact method applies to strategy '{strategy.name}' at N = "
-                         f"{ck.fmt_int(strategy.domain_size)} cells, and no block of it supports workload "
-                         f"'{workload.name}' on its own, so no upper bound is available either. Add a block that "
-                         "supports the workload (e.g. the identity), or evaluate at N <= dense_limit.")
-    mx = None if best[2] is None else _attained(workload, strategy, best[2], cache)
-    return best[0], mx, best[1]
-
-
-def _attained(workload, strategy, term, cache) -> float | None:
-    """max over workload terms of (zᵀq)²/(zᵀXz), q the candidate's worst query, z = ⊗ Xᵢ⁺qᵢ (≤ qᵀX⁺q)."""
-    best = None
-    for t in workload.terms:
-        zs, qs = [], []
-        for Wf, Af in zip(t.factors, term.factors, strict=True):
-            M = cache.get(fc.strategy_inverse, Af).profile
-            r = fc.query_terms_max(Wf, M)[2]
-            q = None if r is None else fc.factor_row(Wf, r)
-            if q is None:
-                break
-            qs.append(q)
-            zs.append(M @ q)
-        else:
-            zq = math.prod(float(z @ q) for z, q in zip(zs, qs, strict=True))
-            zXz = sum(s.weight**2 * math.prod(float(z @ (f.gram @ z)) for z, f in zip(zs, s.factors, strict=True))
-                      for s in strategy.terms)
-            if zXz <= 0:
-                continue
-            val = t.weight**2 * zq**2 / zXz
-            best = val if best is None else max(best, val)
-    return best
-
-
-def _check_against_bound(workload, strategy, unit, cache, caller) -> None:
-    """Δ₂²·tr(G X⁺) must not fall below a proven lower bound of the SVD bound (Thm 5.26)."""
-    floor = bounds.svd_bound(workload, None, dense_limit=0, cache=cache).value
+def _check_against_bound(workload, strategy, unit, cache, caller) -> float:
+    """Δ₂²·tr(G X⁺) must not fall below a proven lower bound of the SVD bound (Thm 5.26); returns that bound
+    (unit privacy), a lower bound on every strategy's Δ²·tr(G X⁺) for Δ₁ ≥ Δ₂ too."""
+    floor = bounds.svd_bound(workload, None, dense_limit=0, cache=cache, root_limit=0).value
     s2 = sensitivity(strategy, "l2")
     if s2.exact and (not math.isfinite(unit) or unit < 0 or s2.value**2 * unit < floor * (1 - 1e-9)):
         raise ValueError(f"{caller}: the computed error {unit!r} of '{strategy.name}' is below the SVD lower bound "
                          f"{floor / s2.value**2:.6g} or not finite: numerical failure. Check the strategy's "
                          "conditioning.")
+    return floor
 
 
 __all__ = ["ImplicitErrorReport", "evaluate", "NORMS"]

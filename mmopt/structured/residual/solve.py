@@ -15,6 +15,7 @@ from mmopt._solution import ImplicitSolution
 from mmopt.structured.residual import closure as cl
 from mmopt.structured.residual import error as er
 from mmopt.structured.residual import spectrum as sp
+from mmopt.structured.residual import split as spl
 from mmopt.structured.residual.planner import plan
 from mmopt.structured.residual.workload import as_marginal_workload
 
@@ -27,8 +28,9 @@ def _convert(workload, caller: str):
 
 
 def applies(workload) -> bool:
-    """True when ``workload`` is a (Gram-)union of marginals whose closure is within the size limit."""
-    return _convert(workload, "applies") is not None
+    """True for a (Gram-)union of marginals whose closure is within the size limit, and for any union of
+    products whose residual subspaces (:mod:`.split`) are: the split strategy covers it."""
+    return _convert(workload, "applies") is not None or spl.required_subsets(workload) is not None
 
 
 def solve_residual(workload, *, norm: str = "l2", restarts=None, seed=None, max_iterations=None, tol=None,
@@ -43,13 +45,61 @@ def solve_residual(workload, *, norm: str = "l2", restarts=None, seed=None, max_
     caller = "optimize(method='residual')"
     W = _convert(workload, caller)
     if W is None:
-        raise ValueError(f"{caller} needs a weighted union of marginals (mmopt.workload.marginals, "
-                         "lower_marginals, stack of marginals) whose downward closure has at most "
-                         f"{cl.MAX_INCIDENCES:,} incidences. '{workload.name}' is not one.")
+        return _solve_split(workload, norm, caller)
     p = plan(W, norm=norm)
     extra = {"residual_strategy": p.strategy, "closure_size": len(W.closure), "planned_objective": p.objective}
     return ImplicitSolution(p.strategy.to_implicit(), p.status, p.message, 0, None, lower_bound=p.lower_bound,
                             extra=extra)
+
+
+def _solve_split(workload, norm: str, caller: str) -> ImplicitSolution:
+    """The split strategy (:mod:`.split`) for a union of products that is not a union of marginals."""
+    p = spl.split_plan(workload, norm)
+    if p is None:
+        raise ValueError(f"{caller} needs a union of products whose residual subspaces number at most "
+                         f"{cl.MAX_INCIDENCES:,} (marginals, or products of prefix, range, predicate and total "
+                         f"factors). '{workload.name}' has more.")
+    family = ("optimal among split strategies (one basis of 1^⊥ per attribute, one weight per residual subspace), "
+              "since every term has the same residual Gram on each attribute" if p.family_optimal else
+              "a heuristic: the attributes' residual Grams differ between terms (or the noise is Laplace), so the "
+              "per-attribute bases are fitted to their sum")
+    message = (f"Split residual strategy: per-attribute fitted bases and a closed-form allocation over "
+               f"{len(p.strategy.terms):,} residual subspaces; {family}.")
+    extra = {"split_bases": p.bases, "closure_size": len(p.strategy.terms), "planned_objective": p.objective,
+             "family_optimal": p.family_optimal}
+    return ImplicitSolution(p.strategy, "closed_form", message, 0, None, extra=extra)
+
+
+def split_report(workload, strategy, privacy, norm: str):
+    """An exact :class:`~mmopt.structured.analysis.ImplicitErrorReport` (method "split") for a split strategy
+    (:mod:`.split`) on any union of products, or None when the strategy is not of that form.
+
+    The total is exact; the largest query variance is a proven upper bound (Σ over subspaces of the per-factor
+    maxima). Raises ValueError when the strategy does not support the workload or the error falls below the
+    SVD bound (a numerical failure, never a result).
+    """
+    from mmopt.structured import bounds  # lazy: bounds imports this module lazily
+    from mmopt.structured.analysis import ImplicitErrorReport
+    from mmopt.structured.strategies import sensitivity
+    caller = "evaluate"
+    found = spl.unit_error(workload, strategy, caller=caller)
+    if found is None:
+        return None
+    unit, worst = found
+    s2, sens = sensitivity(strategy, "l2"), sensitivity(strategy, norm)
+    floor = bounds.svd_bound(workload, dense_limit=0, root_limit=0).value
+    if not math.isfinite(unit) or (s2.exact and s2.value**2 * unit < floor * (1 - 1e-9)):
+        raise ValueError(f"{caller}: the computed error {unit!r} of '{strategy.name}' is below the SVD lower bound "
+                         f"{floor / s2.value**2:.6g} or not finite: numerical failure. Check the strategy's "
+                         "conditioning.")
+    c = 1.0 if privacy is None else privacy.variance_factor
+    scale = c * sens.value**2
+    total, up, m = scale * unit, scale * max(worst), workload.n_queries
+    return ImplicitErrorReport(
+        workload=workload.name, strategy=strategy.name, privacy=privacy, shape=workload.shape,
+        domain_size=workload.domain_size, n_queries=m, sensitivity=sens.value, sensitivity_exact=sens.exact,
+        total_squared_error=total, total_exact=sens.exact, mean_squared_error=total / m, rmse=math.sqrt(total / m),
+        max_variance=None, max_variance_upper=up, max_variance_exact=False, method="split")
 
 
 def closure_bound(workload) -> float | None:

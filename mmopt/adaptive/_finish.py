@@ -1,0 +1,33 @@
+"""Shared glue of the newer adaptive algorithms (PHP, EFPA, UGrid/AGrid): their noise source and result.
+
+:func:`noise_source` checks ``rng`` (as every other adaptive function does) before handing ``noise``/``rng`` to
+:func:`mmopt.adaptive._noise.resolve_noise`; :func:`finish` builds the :class:`AdaptiveResult`, marking its
+``path`` "release" when every sample came from OpenDP's vetted samplers and "simulation" otherwise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mmopt import _validation as v
+from mmopt.adaptive._common import AdaptiveResult, make_result
+from mmopt.adaptive._noise import Noise, resolve_noise
+
+__all__ = ["block_edges", "finish", "noise_source"]
+
+
+def noise_source(noise, rng, caller: str) -> Noise:
+    """The :class:`Noise` of an algorithm call; a numpy ``rng`` is validated like :func:`mmopt.adaptive.uniform`'s."""
+    if noise == "numpy" and not isinstance(noise, Noise):
+        rng = v.check_rng(rng, name="rng", caller=caller)
+    return resolve_noise(noise, rng, caller=caller)
+
+
+def finish(method: str, estimate, epsilon: float, budget: dict, details: dict, noise: Noise) -> AdaptiveResult:
+    """The result, with ``details["noise"]`` the back-end and ``path`` "release" only for vetted samplers."""
+    return make_result(method, estimate, epsilon, budget, details, noise=noise)
+
+
+def block_edges(n: int, m: int) -> np.ndarray:
+    """m + 1 integer edges splitting range(n) into m near-equal blocks (sizes differ by at most one), m <= n."""
+    return (np.arange(m + 1, dtype=np.int64) * n) // m

@@ -1,0 +1,130 @@
+"""Where the data-adaptive algorithms' randomness comes from: seeded numpy (studies) or OpenDP (release).
+
+Every private step of an algorithm in :mod:`mmopt.adaptive` draws through one :class:`Noise` object:
+``laplace(scale, size)``, ``gaussian(scale, size)`` and ``exponential(scores, epsilon, sensitivity)``
+(the exponential mechanism's choice), plus ``add_laplace(values, scale)`` / ``add_gaussian`` (the mechanism
+itself: with OpenDP the data value goes into the vetted measurement, which rounds the noisy value once) and
+``gumbel_max(logits)`` (an exact Gibbs draw, for samplers whose privacy is proven for the whole distribution,
+e.g. DAWA's partition). :func:`resolve_noise` builds it from the public ``noise=`` and ``rng=``
+parameters: ``noise="numpy"`` with a seed/Generator is reproducible and for simulation only (floating-point
+samplers leak through their low-order bits, Mironov 2012); ``noise="opendp"`` draws every sample with OpenDP's
+vetted samplers (the release path).
+
+This module is the interface; the OpenDP back-end is in :mod:`mmopt.adaptive._opendp_noise`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mmopt._validation import check_rng
+from mmopt.adaptive._exponential import exponential_mechanism
+
+BACKENDS = ("numpy", "opendp")
+
+
+@dataclass(frozen=True, eq=False)
+class Noise:
+    """A noise source for the adaptive algorithms.
+
+    Attributes
+    ----------
+    backend : str
+        "numpy" (seeded, simulation only) or "opendp" (vetted samplers, for release).
+    rng : numpy.random.Generator or None
+        The numpy generator (backend "numpy" only).
+
+    Examples
+    --------
+    >>> n = resolve_noise("numpy", 0, caller="example")
+    >>> n.laplace(1.0, 3).shape, n.backend
+    ((3,), 'numpy')
+    """
+
+    backend: str
+    rng: np.random.Generator | None = None
+
+    @property
+    def vetted(self) -> bool:
+        """True when every sample comes from OpenDP's vetted samplers."""
+        return self.backend == "opendp"
+
+    def laplace(self, scale: float, size=None) -> np.ndarray:
+        """i.i.d. Laplace(0, ``scale``) of shape ``size`` (a float when size is None)."""
+        if self.backend == "numpy":
+            return self.rng.laplace(0.0, scale, size)
+        from mmopt.adaptive._opendp_noise import laplace
+        return laplace(scale, size)
+
+    def gaussian(self, scale: float, size=None) -> np.ndarray:
+        """i.i.d. N(0, ``scale``²) of shape ``size``."""
+        if self.backend == "numpy":
+            return self.rng.normal(0.0, scale, size)
+        from mmopt.adaptive._opendp_noise import gaussian
+        return gaussian(scale, size)
+
+    def add_laplace(self, values, scale: float):
+        """``values`` + i.i.d. Laplace(0, ``scale``) (a float for a scalar): the Laplace mechanism.
+
+        With "opendp" the data value goes into OpenDP's measurement, which rounds the noisy value once; prefer
+        this to ``values + laplace(...)`` for anything touching data. With "numpy" it is exactly
+        ``values + rng.laplace(0, scale, shape)``.
+        """
+        if self.backend == "numpy":
+            arr = np.asarray(values, dtype=np.float64)
+            if arr.ndim == 0:
+                return float(values + self.rng.laplace(0.0, scale))
+            return arr + self.rng.laplace(0.0, scale, size=arr.shape)
+        from mmopt.adaptive._opendp_noise import add_laplace
+        return add_laplace(values, scale)
+
+    def add_gaussian(self, values, scale: float):
+        """``values`` + i.i.d. N(0, ``scale``²) (the Gaussian mechanism; see :meth:`add_laplace`)."""
+        if self.backend == "numpy":
+            arr = np.asarray(values, dtype=np.float64)
+            if arr.ndim == 0:
+                return float(values + self.rng.normal(0.0, scale))
+            return arr + self.rng.normal(0.0, scale, size=arr.shape)
+        from mmopt.adaptive._opendp_noise import add_gaussian
+        return add_gaussian(values, scale)
+
+    def gumbel_max(self, logits) -> int:
+        """argmax_r (logit_r + G_r), G i.i.d. standard Gumbel: r with probability ∝ exp(logit_r) (an exact Gibbs
+        draw; the privacy argument is the caller's, about the distribution it samples)."""
+        if self.backend == "numpy":
+            logits = np.asarray(logits, dtype=np.float64)
+            return int(np.argmax(logits + self.rng.gumbel(size=logits.shape)))
+        from mmopt.adaptive._opendp_noise import gumbel_max
+        return gumbel_max(logits)
+
+    def exponential(self, scores, epsilon: float, sensitivity: float) -> int:
+        """The exponential mechanism's choice: index r with probability ∝ exp(ε·score_r/(2Δ))."""
+        if self.backend == "numpy":
+            return exponential_mechanism(scores, epsilon, sensitivity, rng=self.rng)
+        from mmopt.adaptive._opendp_noise import exponential
+        return exponential(scores, epsilon, sensitivity)
+
+
+def resolve_noise(noise, rng, *, caller: str) -> Noise:
+    """The :class:`Noise` for an algorithm's ``noise=`` and ``rng=`` parameters.
+
+    ``noise`` is "numpy" (the default for studies: ``rng`` a seed, a Generator or None), "opendp" (``rng``
+    must be None: vetted samplers cannot be seeded) or a :class:`Noise`.
+    """
+    if isinstance(noise, Noise):
+        return noise
+    if noise not in BACKENDS:
+        raise ValueError(f"The 'noise' parameter of {caller} must be one of {BACKENDS} or a Noise. Got {noise!r} "
+                         "instead.")
+    if noise == "opendp":
+        if rng is not None:
+            raise ValueError(f"The 'rng' parameter of {caller} must be None with noise='opendp' (OpenDP's vetted "
+                             f"samplers cannot be seeded). Got {rng!r} instead; drop it, or use noise='numpy' for a "
+                             "reproducible simulation.")
+        return Noise("opendp")
+    return Noise("numpy", check_rng(rng, name="rng", caller=caller))
+
+
+__all__ = ["BACKENDS", "Noise", "resolve_noise"]

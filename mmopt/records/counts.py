@@ -1,0 +1,177 @@
+"""Marginal counts of records, as a map-reduce over batches, never forming the N-cell data vector.
+
+Notation: see README and :mod:`mmopt.records.domain`. The marginal on A of the data vector x is
+m_A = (⊗_{i∈A} I ⊗_{i∉A} 1ᵀ) x: the number of (kept) records per cell of the attributes in A. For a batch of
+records with cell codes c_{r,i}, the flat index of record r in the marginal on A = (a₁ < … < a_k) is
+
+    ι_r = (…(c_{r,a₁}·n_{a₂} + c_{r,a₂})·n_{a₃} + …) + c_{r,a_k}        (C order, exact in int64),
+
+and m_A = bincount(ι, minlength=N_A). Only the *maximal* requested sets (those inside no other one) are
+counted from the records; every other set is summed from its smallest maximal superset, which gives the same
+integers. Counts are integers, so summing them over batches or Dask partitions in any order gives exactly
+the same result as one pass over all records: the pandas, file and Dask paths agree bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mmopt import _validation as v
+from mmopt.records import read as rd
+from mmopt.records.domain import Domain
+from mmopt.structured.residual import closure as cl
+
+
+def check_sets(sets, domain: Domain, *, caller: str, name: str = "sets") -> tuple[tuple[int, ...], ...]:
+    """Attribute sets given by index or by name, as sorted index tuples (a bare name or int is one set)."""
+    if isinstance(sets, str | bytes) or not hasattr(sets, "__iter__"):
+        raise TypeError(f"The '{name}' parameter of {caller} must be a list of attribute tuples, e.g. "
+                        f"[('age', 'sex'), (2,)]. Got {type(sets).__name__} instead.")
+    out = []
+    for S in sets:
+        S = (S,) if isinstance(S, str) or not hasattr(S, "__iter__") else tuple(S)
+        idx = []
+        for a in S:
+            if isinstance(a, str):
+                if a not in domain.names:
+                    raise ValueError(f"The '{name}' parameter of {caller} names attribute {a!r}, which is not in "
+                                     f"the domain. The domain has {list(domain.names)}.")
+                a = domain.index(a)
+            idx.append(a)
+        out.append(tuple(idx))
+    return cl.check_sets(out, domain.shape, name=name, caller=caller)
+
+
+def maximal(sets) -> tuple[tuple[int, ...], ...]:
+    """The sets contained in no other set of ``sets`` (distinct, in first-seen order)."""
+    uniq = list(dict.fromkeys(sets))
+    return tuple(A for A in uniq if not any(set(A) < set(B) for B in uniq))
+
+
+def count_codes(code_cols: list, shape: tuple[int, ...], sets) -> dict:
+    """{A: flat int64 counts} of one batch, for the maximal ``sets``, from its per-attribute codes.
+
+    A record is kept only when every code is ≥ 0 (the domain's drop rule).
+    """
+    n = len(code_cols[0]) if code_cols else 0
+    keep = np.ones(n, dtype=bool)
+    for c in code_cols:
+        keep &= c >= 0
+    all_kept = bool(keep.all())
+    cols = [np.asarray(c if all_kept else c[keep], dtype=np.intp) for c in code_cols]
+    n_kept = len(cols[0]) if cols else 0
+    idx = np.empty(n_kept, dtype=np.intp)  # one buffer for every set: no allocation per set
+    out = {}
+    for A in sets:
+        if not A:
+            out[A] = np.array([n_kept], dtype=np.int64)
+            continue
+        if len(A) == 1:
+            np.copyto(idx, cols[A[0]])
+        else:
+            np.multiply(cols[A[0]], shape[A[1]], out=idx)
+            np.add(idx, cols[A[1]], out=idx)
+        for i in A[2:]:
+            np.multiply(idx, shape[i], out=idx)
+            np.add(idx, cols[i], out=idx)
+        out[A] = np.bincount(idx, minlength=cl.cells(shape, A)).astype(np.int64, copy=False)
+    return out
+
+
+def _batch_counts(columns: list, domain: Domain, sets) -> dict:
+    return count_codes([rd.codes(c, a) for c, a in zip(columns, domain.attributes, strict=True)],
+                       domain.shape, sets)
+
+
+def _add(a: dict, b: dict) -> dict:
+    return {A: a[A] + b[A] for A in a}
+
+
+def _partition_counts(df, domain: Domain, sets, batch_size: int) -> dict:
+    """Counts of one pandas DataFrame (a whole source, or one Dask partition), batch by batch."""
+    total = {A: np.zeros(cl.cells(domain.shape, A), dtype=np.int64) for A in sets}
+    for cols in rd.pandas_batches(df, domain, batch_size):
+        for A, c in _batch_counts(cols, domain, sets).items():
+            total[A] += c
+    return total
+
+
+def _dask_counts(ddf, domain: Domain, sets, batch_size: int) -> dict:
+    """Per-partition counts, summed by a binary tree of delayed additions, computed on the current scheduler."""
+    import dask
+    part = dask.delayed(_partition_counts, pure=True)
+    add = dask.delayed(_add, pure=True)
+    level = [part(p, domain, sets, batch_size) for p in ddf[list(domain.names)].to_delayed()]
+    if not level:
+        return {A: np.zeros(cl.cells(domain.shape, A), dtype=np.int64) for A in sets}
+    while len(level) > 1:
+        level = [add(level[k], level[k + 1]) if k + 1 < len(level) else level[k] for k in range(0, len(level), 2)]
+    (out,) = dask.compute(level[0])
+    return out
+
+
+def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH_ROWS) -> dict:
+    """Exact counts of the records in the marginal on every attribute set of ``sets``.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame, str or path, or dask.dataframe.DataFrame
+        One row per record; a path is a .parquet or .csv file or a folder of Parquet files (read with
+        pyarrow, only the domain's columns, ``batch_size`` rows at a time). A Dask DataFrame is counted per
+        partition on the current Dask scheduler (a ``distributed.Client`` if one is active) and the integer
+        counts are summed, so the result equals the pandas one exactly.
+    domain : Domain
+        The public schema. Every domain column is read: a record with a missing or out-of-domain value in
+        any of them is dropped (:mod:`mmopt.records.domain`).
+    sets : list of tuple
+        Attribute sets, by index or name; ``()`` is the total of kept records.
+    batch_size : int
+        Rows per batch (memory is O(batch_size · d) plus the counts).
+
+    Returns
+    -------
+    dict
+        {A: int64 array of shape (nᵢ for i in A)} with A a sorted tuple of attribute indices (``()`` → 0-d).
+
+    Raises
+    ------
+    ValueError
+        A missing column, a column whose dtype cannot hold the attribute's values, an unreadable file, or
+        counts too large to allocate — always before returning anything, so before any noise is drawn.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from mmopt.records import Attribute, Domain
+    >>> D = Domain((Attribute("sex", categories=("F", "M")), Attribute("age", edges=(0, 18, 65, 120))))
+    >>> df = pd.DataFrame({"sex": ["F", "M", "M", "F", "X"], "age": [30, 70, 12, 30, 40]})
+    >>> c = marginal_counts(df, D, [("sex", "age"), ("age",), ()])
+    >>> c[(0, 1)].tolist(), c[(1,)].tolist(), int(c[()])          # the "X" record is dropped
+    ([[0, 2, 0], [1, 0, 1]], [1, 2, 1], 4)
+    """
+    caller = "marginal_counts"
+    kind, handle = rd.check_source(records, domain, caller=caller)
+    sets = check_sets(sets, domain, caller=caller)
+    batch_size = v.check_int(batch_size, name="batch_size", caller=caller)
+    shape = domain.shape
+    top = maximal(sets)
+    v.check_allocation(sum(cl.cells(shape, A) for A in top) + max(cl.cells(shape, A) for A in sets),
+                       what="the marginal counts", caller=caller, remedy=" Request fewer or smaller marginals.")
+    if kind == "pandas":
+        flat = _partition_counts(handle, domain, top, batch_size)
+    elif kind == "dask":
+        flat = _dask_counts(handle, domain, top, batch_size)
+    else:
+        flat = {A: np.zeros(cl.cells(shape, A), dtype=np.int64) for A in top}
+        for cols in rd.arrow_batches(handle, domain, batch_size, caller=caller):
+            for A, c in _batch_counts(cols, domain, top).items():
+                flat[A] += c
+    full = {A: flat[A].reshape(tuple(shape[i] for i in A)) for A in top}
+    out = {}
+    for A in sets:
+        src = min((B for B in top if set(A) <= set(B)), key=lambda B: math.prod(shape[i] for i in B))
+        out[A] = full[src].sum(axis=tuple(p for p, i in enumerate(src) if i not in A), dtype=np.int64)
+        out[A] = np.asarray(out[A], dtype=np.int64)
+    return out

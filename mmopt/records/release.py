@@ -1,0 +1,289 @@
+"""Private marginals from records: residual measurements with OpenDP noise, least-squares marginals.
+
+Notation: see README and :mod:`mmopt.structured.residual`. A record adds the unit vector e_cell to the data
+vector x (records with an out-of-domain value add nothing: :mod:`mmopt.records.domain`), so under
+add/remove-one-record neighbours the sensitivity of the residual strategy A = [c_S K_S] is the norm of one
+column of A, the same for every column (:func:`mmopt.structured.residual.sensitivity`, exact):
+
+    Δ₂² = Σ_S c_S² ∏_{i∈S} (1 − 1/nᵢ),        Δ₁ = Σ_S c_S ∏_{i∈S} ‖Bᵢ‖₁.
+
+The answers y_S = c_S (⊗_{i∈S} Bᵢ) m_S need only the marginal counts m_S of the records
+(:func:`mmopt.records.marginal_counts`, one group-by per maximal set), never x. Noise is drawn once, after
+aggregation, by OpenDP (:mod:`mmopt._opendp`: Laplace at Δ₁ for δ = 0, Gaussian at Δ₂ for δ > 0, Δ rounded
+upwards, OpenDP's privacy map verified before the draw). The least-squares marginal on A,
+
+    M_A x̂ = Σ_{S⊆A} N_S/(N_A c_S) · (⊗_{i∈S} Bᵢᵀ y_S, repeated along A∖S)
+            (:func:`mmopt.structured.residual.reconstruct`),
+
+is post-processing; every cell of it has variance  var_A = s² Σ_{S⊆A} r_S N_S / (N_A² c_S²)  with s² = σ²
+(Gaussian) or 2b² (Laplace) — :func:`mmopt.structured.residual.evaluate`'s per-marginal variance for unit
+weights. With the default strategy (``residual.plan``) and Gaussian noise the total of these variances is the
+SVD lower bound: no matrix mechanism answers the workload with less total squared error (Xiao, He, Zhang,
+Kifer, NeurIPS 2023; Li et al., PODS 2010, Thm 5.26).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mmopt import _opendp
+from mmopt import _validation as v
+from mmopt.privacy import Privacy
+from mmopt.records import counts as rc
+from mmopt.records import read as rd
+from mmopt.records.domain import Domain
+from mmopt.structured import _checks as ck
+from mmopt.structured.release import upper_sensitivity
+from mmopt.structured.residual import closure as cl
+from mmopt.structured.residual import strategy as rs
+from mmopt.structured.residual.planner import Plan, plan
+from mmopt.structured.residual.reconstruct import Measurements, measure, reconstruct_all
+from mmopt.structured.residual.workload import MarginalWorkload, marginal_workload
+
+
+@dataclass(frozen=True, eq=False)
+class RecordsRelease:
+    """Marginals released from records, their predicted variance and the privacy spent.
+
+    Attributes
+    ----------
+    domain : Domain
+    workload : MarginalWorkload
+    strategy : ResidualStrategy
+    measurements : mmopt.structured.residual.Measurements
+        The noisy residual measurements y_S (the only thing computed from the data).
+    marginals : dict
+        {A: least-squares estimate of the marginal on A (float array of shape (nᵢ for i in A))}, for every
+        attribute set A of the workload (A a sorted tuple of attribute indices).
+    variance : dict
+        {A: the variance of every cell of ``marginals[A]``} (exact for this strategy and noise scale).
+    epsilon, delta : float
+        The budget OpenDP verified the release against: (ε, δ)-DP under add/remove-one-record neighbours.
+    rho : float or None
+        ρ-zCDP of the Gaussian noise, Δ₂²/(2σ²) as OpenDP's map rounds it (None for Laplace noise).
+    noise : {"gaussian", "laplace"}
+    noise_scale : float
+        σ (Gaussian) or b (Laplace) per measured entry.
+    sensitivity : float
+        The Δ the noise was calibrated to (exact Δ rounded upwards).
+    sampler : str
+        "opendp" (the private release), or "numpy-seeded" when ``seed`` was given (reproducible, for tests
+        and simulations: anyone who knows the seed can remove the noise).
+    """
+
+    domain: Domain
+    workload: MarginalWorkload
+    strategy: rs.ResidualStrategy
+    measurements: Measurements = field(repr=False)
+    marginals: dict = field(repr=False)
+    variance: dict = field(repr=False)
+    epsilon: float
+    delta: float
+    rho: float | None
+    noise: str
+    noise_scale: float
+    sensitivity: float
+    sampler: str = "opendp"
+
+    def table(self, names: bool = True):
+        """The released marginals as a tidy pandas DataFrame, one row per cell of each workload marginal.
+
+        Columns: ``marginal`` (the attribute names joined by "×", or the index tuple when ``names`` is False),
+        one column per domain attribute used by the workload (the cell's label — category or bin "[a, b)" —
+        or its index when ``names`` is False; empty for attributes outside that marginal), ``estimate`` and
+        ``std_error`` (√variance).
+        """
+        import pandas as pd
+        used = sorted({i for A in self.marginals for i in A})
+        attrs = self.domain.attributes
+        parts = []
+        for A, est in self.marginals.items():
+            cells = np.indices(est.shape).reshape(len(A), -1) if A else np.zeros((0, 1), dtype=np.int64)
+            frame = {"marginal": "×".join(attrs[i].name for i in A) if names else str(A)}
+            for i in used:
+                if i in A:
+                    k = cells[A.index(i)]
+                    frame[attrs[i].name] = (np.asarray(attrs[i].labels, dtype=object)[k] if names
+                                            else pd.array(k, dtype="Int64"))
+                else:
+                    frame[attrs[i].name] = None if names else pd.array([None] * cells.shape[1], dtype="Int64")
+            frame["estimate"] = est.ravel()
+            frame["std_error"] = math.sqrt(self.variance[A])
+            parts.append(pd.DataFrame(frame, index=range(cells.shape[1])))
+        return pd.concat(parts, ignore_index=True)
+
+
+def _workload(workload, domain: Domain, caller: str) -> MarginalWorkload:
+    d = len(domain.shape)
+    if isinstance(workload, MarginalWorkload):
+        if workload.shape != domain.shape:
+            raise ValueError(f"The 'workload' parameter of {caller} is over shape {workload.shape}, but the domain "
+                             f"has shape {domain.shape}. Build it over the domain's attribute sizes.")
+        return workload
+    if isinstance(workload, int | np.integer) and not isinstance(workload, bool):
+        k = v.check_int(workload, name="workload", caller=caller, low=1, high=d)
+        sets = list(itertools.combinations(range(d), k))
+        return marginal_workload(domain.shape, sets, name=f"all {k}-way marginals")
+    sets = rc.check_sets(workload, domain, caller=caller, name="workload")
+    if not sets:
+        raise ValueError(f"The 'workload' parameter of {caller} must list at least one marginal. Got none.")
+    return marginal_workload(domain.shape, sets)
+
+
+def _strategy(strategy, W: MarginalWorkload, privacy: Privacy, caller: str) -> rs.ResidualStrategy:
+    if strategy is None:
+        return plan(W, norm=privacy.sensitivity_norm).strategy
+    if isinstance(strategy, Plan):
+        strategy = strategy.strategy
+    if not isinstance(strategy, rs.ResidualStrategy):
+        raise TypeError(f"The 'strategy' parameter of {caller} must be a ResidualStrategy, a residual Plan or None "
+                        f"(the optimal plan). Got {type(strategy).__name__} instead.")
+    if strategy.shape != W.shape:
+        raise ValueError(f"The 'strategy' parameter of {caller} is over shape {strategy.shape}, but the domain has "
+                         f"shape {W.shape}.")
+    for A in W.sets:
+        live = tuple(i for i in A if W.shape[i] > 1)
+        for k in range(len(live) + 1):
+            for S in itertools.combinations(live, k):
+                if S not in strategy.index:
+                    raise ValueError(f"The 'strategy' parameter of {caller} does not measure the residual of {S}, "
+                                     f"a subset of the workload's marginal {A}, so that marginal is not estimable. "
+                                     "Measure every subset of the workload's marginals (the default plan does).")
+    return strategy
+
+
+def unit_variances(strategy: rs.ResidualStrategy, sets) -> dict:
+    """{A: Σ_{S⊆A} r_S N_S / (N_A² c_S²)}: the per-cell variance of the estimate of marginal A per unit noise
+    variance (module docstring)."""
+    shape, out = strategy.shape, {}
+    for A in sets:
+        NA = float(cl.cells(shape, A))
+        live = tuple(i for i in A if shape[i] > 1)
+        total = 0.0
+        for k in range(len(live) + 1):
+            for S in itertools.combinations(live, k):
+                c = float(strategy.weights[strategy.index[S]])
+                total += math.prod(shape[i] - 1 for i in S) * cl.cells(shape, S) / (NA * NA * c * c)
+        out[A] = total
+    return out
+
+
+def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, strategy=None, seed=None,
+                      batch_size: int = rd.BATCH_ROWS) -> RecordsRelease:
+    """Release the marginals of ``workload`` from records under (ε, δ)-DP, with their predicted variance.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame, path, or dask.dataframe.DataFrame
+        As :func:`mmopt.records.marginal_counts` (records outside the domain are dropped, a public rule).
+    domain : Domain
+    workload : int, list of tuple, or MarginalWorkload
+        k for all k-way marginals, a list of attribute tuples (names or indices), or a marginal workload over
+        ``domain.shape``.
+    privacy : Privacy
+        δ = 0: Laplace noise (ε-DP); δ > 0: Gaussian noise ((ε, δ)-DP, also reported as ρ-zCDP).
+    strategy : ResidualStrategy, Plan or None
+        None: ``mmopt.structured.residual.plan(workload, norm=privacy.sensitivity_norm)``, optimal among all
+        matrix mechanisms for Gaussian noise and total squared error.
+    seed : int or None
+        None (a real release): OpenDP's sampler. An int: numpy's generator seeded with it, at the same
+        OpenDP-verified noise scale — reproducible bit for bit, for tests and simulations only (anyone who knows
+        the seed can subtract the noise); a warning says so.
+    batch_size : int
+        Rows per batch when counting.
+
+    Returns
+    -------
+    RecordsRelease
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad domain, workload, strategy, privacy or records (missing column, wrong dtype): all before any noise
+        is drawn. Nothing raises after the draw (a failing post-processing step warns instead).
+
+    Examples
+    --------
+    >>> import pandas as pd, mmopt
+    >>> from mmopt.records import Attribute, Domain
+    >>> D = Domain((Attribute("sex", categories=("F", "M")), Attribute("age", edges=(0, 18, 65, 120)),
+    ...             Attribute("region", categories=("N", "S"))))
+    >>> df = pd.DataFrame({"sex": ["F", "M", "M", "F"] * 50, "age": [30, 70, 12, 30] * 50,
+    ...                    "region": ["N", "S", "S", "N"] * 50})
+    >>> r = release_marginals(df, D, 2, mmopt.Privacy(1.0, 1e-6))
+    >>> sorted(r.marginals), r.marginals[(0, 1)].shape, r.noise, r.sampler
+    ([(0, 1), (0, 2), (1, 2)], (2, 3), 'gaussian', 'opendp')
+    >>> r.rho < 0.05, r.table().columns.tolist()
+    (True, ['marginal', 'sex', 'age', 'region', 'estimate', 'std_error'])
+    """
+    caller = "release_marginals"
+    if not isinstance(privacy, Privacy):
+        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy, e.g. Privacy(epsilon=1.0). "
+                        f"Got {type(privacy).__name__} instead.")
+    if not isinstance(domain, Domain):
+        raise TypeError(f"The 'domain' parameter of {caller} must be a Domain (mmopt.records.Domain). "
+                        f"Got {type(domain).__name__} instead.")
+    if seed is not None:
+        seed = v.check_int(seed, name="seed", caller=caller, low=0)
+    W = _workload(workload, domain, caller)
+    A = _strategy(strategy, W, privacy, caller)
+    sets = tuple(dict.fromkeys(W.sets))
+    n_y = sum(math.prod(A.rows(i) for i in S) for S in A.subsets)
+    ck.check_allocation(n_y, what="the measurements", caller=caller, limit=ck.MAX_VECTOR_ENTRIES)
+    v.check_allocation(sum(cl.cells(W.shape, S) for S in sets), what="the released marginals", caller=caller)
+    d_in = upper_sensitivity(rs.sensitivity(A, privacy.sensitivity_norm).value, caller=caller)
+    unit = unit_variances(A, sets)
+
+    counts = rc.marginal_counts(records, domain, rc.maximal(A.subsets), batch_size=batch_size)  # schema checks
+    exact = measure(A, counts).values
+    Ax = _opendp.finite(np.concatenate([exact[S].ravel() for S in A.subsets]), "the strategy answers", caller)
+    if seed is None:
+        y, scale, _ = _opendp.measure(Ax, d_in, privacy, noise_scale=None, caller=caller)
+        sampler = "opendp"
+    else:  # OpenDP calibrates and verifies the scale on a dummy vector (the map does not depend on the data)
+        _, scale, _ = _opendp.measure(np.zeros(1), d_in, privacy, noise_scale=None, caller=caller)
+        warnings.warn(f"{caller}: seed={seed} draws the noise with numpy's seeded generator (at OpenDP's verified "
+                      "scale): reproducible, but anyone who knows the seed can remove the noise. Use it for tests "
+                      "and simulations; omit 'seed' for a real release.", UserWarning, stacklevel=2)
+        gen = np.random.default_rng(seed)
+        draw = gen.normal if privacy.noise == "gaussian" else gen.laplace
+        y = Ax + draw(0.0, scale, Ax.shape)
+        sampler = "numpy-seeded"
+    # -- the noise is drawn: from here on nothing may raise (the budget is spent) --
+    values, at = {}, 0
+    for S in A.subsets:
+        size = exact[S].size
+        values[S] = y[at:at + size].reshape(exact[S].shape)
+        at += size
+    meas = Measurements(A, values, privacy.noise, float(scale))
+    s2 = scale * scale * (2.0 if privacy.noise == "laplace" else 1.0)
+    marginals = _after_draw(caller, lambda: reconstruct_all(meas, sets), "the least-squares marginals")
+    rho = _after_draw(caller, lambda: _rho(d_in, scale), "the zCDP conversion") if privacy.noise == "gaussian" else None
+    return RecordsRelease(domain, W, A, meas, marginals or {}, {S: s2 * unit[S] for S in sets},
+                          privacy.epsilon, privacy.delta, rho, privacy.noise, float(scale), d_in, sampler)
+
+
+def _after_draw(caller: str, step, what: str):
+    """``step()``, or None with a warning if it fails: after the draw the budget is spent, so never raise
+    (the pattern of :func:`mmopt._opendp.post_process`; the measurements are returned either way)."""
+    try:
+        return step()
+    except (ValueError, ArithmeticError, MemoryError) as exc:
+        warnings.warn(f"{caller}: the noise was drawn (the budget is spent), but {what} failed: {exc} The release "
+                      "keeps the noisy measurements.", RuntimeWarning, stacklevel=3)
+        return None
+
+
+def _rho(d_in: float, scale: float) -> float:
+    """ρ = Δ₂²/(2σ²) by OpenDP's make_gaussian map (rounded upwards); its errors become ValueError."""
+    from mmopt.accounting._zcdp import gaussian_rho, opendp
+    dp = opendp("release_marginals")
+    try:
+        return gaussian_rho(d_in, scale)
+    except dp.OpenDPException as exc:
+        raise ValueError(str(exc)) from None

@@ -1,0 +1,83 @@
+"""Power-series arithmetic behind the Toeplitz layer: a lower-triangular Toeplitz matrix is the series of its
+first column, products are truncated convolutions, inverses are series reciprocals.
+
+Notation: a vector ``a`` of length n stands for a(x) = Σ_k a_k x^k mod x^n; the n×n lower-triangular Toeplitz
+matrix T(a) has T(a)_{ij} = a_{i−j}, and T(a) T(b) = T(a·b mod x^n). Everything here is O(n log n) (FFT) or
+O(n·d) (first-order recursions), never O(n²) in memory.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import fft as sfft
+from scipy import signal
+
+
+def convolve(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """(a·b mod x^n) by FFT; exact up to round-off of order 1e-16·‖a‖‖b‖ per entry."""
+    size = sfft.next_fast_len(len(a) + len(b) - 1, real=True)
+    out = sfft.irfft(sfft.rfft(a, size) * sfft.rfft(b, size), size)[:n]
+    return np.pad(out, (0, max(0, n - len(out))))
+
+
+def correlate_tail(s: np.ndarray, a: np.ndarray, k: int) -> np.ndarray:
+    """out_j = Σ_{m ≥ j} s_{m−j} a_m for j < k (the adjoint of b ↦ T(s) b restricted to the first k entries).
+
+    ``s`` and ``a`` have the same length n. O(n·k) directly for small k, O(n log n) by FFT otherwise.
+    """
+    n = len(a)
+    if k <= 32:
+        return np.array([s[:n - j] @ a[j:] for j in range(k)])
+    full = convolve(s, a[::-1], n)  # full[p] = Σ_i s_i a_{n−1−p+i}; j = n−1−p
+    return full[::-1][:k]
+
+
+def reciprocal(c: np.ndarray, n: int) -> np.ndarray:
+    """g = 1/c mod x^n (c_0 ≠ 0): the first column of T(c)⁻¹.
+
+    A short c (a banded matrix, ≤ 64 coefficients) uses the recursion c·g = 1 (scipy.signal.lfilter,
+    O(n·len(c))); a long one Newton's iteration g ← g(2 − c g), doubling the correct length each step
+    (O(n log n) in all).
+    """
+    if len(c) <= 64:
+        impulse = np.zeros(n)
+        impulse[0] = 1.0
+        return signal.lfilter([1.0], c, impulse)
+    g = np.array([1.0 / c[0]])
+    while len(g) < n:
+        m = min(2 * len(g), n)
+        cg = convolve(c[:m], g, m)
+        cg[0] -= 2.0
+        g = -convolve(g, cg, m)
+    return g[:n]
+
+
+def first_order_sum(theta: np.ndarray, omega: np.ndarray, n: int, *, head: float = 1.0) -> np.ndarray:
+    """The coefficients of head + Σ_i θ_i x/(1 − ω_i x) mod x^n: entry k ≥ 1 is Σ_i θ_i ω_i^{k−1}.
+
+    One first-order recursion per term (lfilter), which is stable for |ω_i| < 1 and exact for any ω.
+    Complex conjugate pairs (θ, ω) give a real sum; the imaginary round-off is dropped.
+    """
+    out = np.zeros(n, dtype=complex if np.iscomplexobj(omega) or np.iscomplexobj(theta) else float)
+    out[0] = head
+    if n > 1:
+        impulse = np.zeros(n - 1)
+        impulse[0] = 1.0
+        for t, w in zip(theta, omega, strict=True):
+            out[1:] += t * signal.lfilter([1.0], [1.0, -w], impulse.astype(out.dtype))
+    return out.real if np.iscomplexobj(out) else out
+
+
+def blt_inverse(theta: np.ndarray, omega: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(θ̂, ω̂) with 1/(1 + Σ θ_i x/(1 − ω_i x)) = 1 − Σ θ̂_i x/(1 − ω̂_i x): the inverse of a BLT is a BLT.
+
+    In state-space form C(x) = 1 + x θᵀ(I − xΩ)⁻¹𝟙 with Ω = diag(ω); its inverse is 1 − x θᵀ(I − xM)⁻¹𝟙
+    with M = Ω − 𝟙θᵀ (a rank-one update, Dvijotham et al. 2024, §3). Diagonalising M = VΛV⁻¹ gives
+    ω̂ = eig(M), θ̂ = (θᵀV) ∘ (V⁻¹𝟙). For θ > 0 and distinct ω the eigenvalues are real (they interlace ω).
+    """
+    M = np.diag(omega) - np.outer(np.ones(len(omega)), theta)
+    lam, V = np.linalg.eig(M)
+    coef = (theta @ V) * np.linalg.solve(V, np.ones(len(omega)))
+    if np.all(np.abs(lam.imag) <= 1e-12 * np.maximum(1.0, np.abs(lam.real))):
+        lam, coef = lam.real, coef.real
+    return coef, lam

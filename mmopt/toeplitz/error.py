@@ -1,0 +1,249 @@
+"""Exact error of a Toeplitz strategy for the prefix workload and for all ranges, in O(n log n), never n×n.
+
+Notation: see README and :mod:`mmopt.toeplitz.strategies`. For W = T(𝟙) (prefix sums) and C = T(c) invertible,
+least squares gives W x̂ − W x = W C⁻¹ z = B z with B = T(b), b = cumsum(1/c) (B = T(b)·D⁻¹ for a
+row-scaled C = D·T(c), which changes only the weights below; see :func:`decoder_total`); the matrix mechanism's error
+Δ(C)²·tr(WᵀW (CᵀC)⁻¹) (Prop. 4.4) equals the factorisation's Δ(C)²·‖B‖_F². Row t of B is (b_t, …, b_0, 0, …).
+
+* prefix, total: Δ²·Σ_k (n − k) b_k²; per query t: Δ²·Σ_{k ≤ t} b_k², largest at t = n − 1.
+* all ranges [i, j] (0 ≤ i ≤ j < n, n(n+1)/2 of them): the error of [i, j] is ‖B_j − B_{i−1}‖² (B_{−1} = 0).
+  Total: the n+1 points B_{−1}, …, B_{n−1} give Σ_{p<q} ‖B_q − B_p‖² = (n+1)·Σ_q ‖B_q‖² − ‖Σ_q B_q‖², and
+  Σ_q B_q has entries β_u = Σ_{k ≤ u} b_k (in reverse order). Max: with L = j − i + 1 the error is
+  V_j(L) = Σ_{u ≤ j} (b_u − b_{u−L})², non-decreasing in j, so the largest range of each length ends at n − 1
+  and the max is max_L [‖b‖² + Σ_{u < n−L} b_u² − 2 a_L], a_L = Σ_u b_{u+L} b_u (one FFT autocorrelation).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from mmopt import _validation as v
+from mmopt.privacy import Privacy
+from mmopt.toeplitz import _series
+from mmopt.toeplitz.strategies import ToeplitzStrategy, check_n
+
+__all__ = ["StreamWorkload", "ToeplitzErrorReport", "all_range", "as_stream_workload", "evaluate", "prefix"]
+
+KINDS = ("prefix", "all_range")
+
+
+@dataclass(frozen=True)
+class StreamWorkload:
+    """The prefix workload (n queries) or all ranges (n(n+1)/2 queries) over n cells, stored as (kind, n)."""
+
+    kind: str
+    n: int
+
+    @property
+    def name(self) -> str:
+        return self.kind
+
+    @property
+    def domain_size(self) -> int:
+        return self.n
+
+    @property
+    def n_queries(self) -> int:
+        return self.n if self.kind == "prefix" else self.n * (self.n + 1) // 2
+
+
+def prefix(n: int) -> StreamWorkload:
+    """The n prefix sums x₀ + … + x_t (any n up to 2²⁴; no matrix is built)."""
+    return StreamWorkload("prefix", check_n(n, "prefix"))
+
+
+def all_range(n: int) -> StreamWorkload:
+    """All n(n+1)/2 range queries x_i + … + x_j (any n up to 2²⁴; no matrix is built)."""
+    return StreamWorkload("all_range", check_n(n, "all_range"))
+
+
+def as_stream_workload(workload, caller: str) -> StreamWorkload:
+    """A StreamWorkload from itself, or from mmopt's dense ``workload.prefix(n)`` / ``workload.all_range(n)``
+    (recognised by their Gram, checked entry by entry, not by name)."""
+    if isinstance(workload, StreamWorkload):
+        return workload
+    from mmopt.workload import Workload  # lazy: the dense layer is only needed for this conversion
+    if isinstance(workload, Workload):
+        n = workload.domain_size
+        if workload.family in KINDS:  # a closed-form family: its Gram was checked against the formula on creation
+            return StreamWorkload(workload.family, n)
+        i = np.arange(1, n + 1)
+        lo, hi = np.minimum.outer(i, i), np.maximum.outer(i, i)
+        for kind, G, m in (("prefix", n - hi + 1.0, n), ("all_range", lo * (n - hi + 1.0), n * (n + 1) // 2)):
+            if workload.n_queries == m and np.allclose(workload.mean_gram * m, G, rtol=1e-12, atol=1e-12):
+                return StreamWorkload(kind, n)
+    raise TypeError(f"The 'workload' parameter of {caller} must be mmopt.toeplitz.prefix(n) or all_range(n) "
+                    f"(or the dense mmopt.workload.prefix(n) / all_range(n)). Got {type(workload).__name__} "
+                    f"{getattr(workload, 'name', '')!r} instead.")
+
+
+@dataclass(frozen=True)
+class ToeplitzErrorReport:
+    """The exact error of a Toeplitz strategy on a stream workload.
+
+    Attributes
+    ----------
+    workload, strategy : str
+    n : int
+    n_queries : int
+    norm : {"l1", "l2"}
+    sensitivity : float
+        Δ = the first column's norm (the largest of C's column norms).
+    variance_factor : float
+        c of the budget (1 at unit privacy).
+    total_squared_error : float
+        c·Δ²·‖W C⁻¹‖_F², the expected ‖W x̂ − W x‖².
+    max_variance : float
+        The largest single-query error.
+    max_variance_query : tuple of int
+        (first, last) cell of a query attaining it (0-indexed, inclusive).
+    max_variance_exact : bool
+        False only for a row-scaled strategy on all ranges: then ``max_variance`` is a proven upper bound.
+    """
+
+    workload: str
+    strategy: str
+    n: int
+    n_queries: int
+    norm: str
+    sensitivity: float
+    variance_factor: float
+    total_squared_error: float
+    max_variance: float
+    max_variance_query: tuple[int, int]
+    max_variance_exact: bool = True
+
+    @property
+    def mean_squared_error(self) -> float:
+        return self.total_squared_error / self.n_queries
+
+    @property
+    def rmse(self) -> float:
+        return math.sqrt(self.mean_squared_error)
+
+
+def decoder_total(kind: str, b: np.ndarray, r: np.ndarray | None = None) -> float:
+    """Σ over the workload's queries of ‖row of B‖², unit sensitivity (see the module docstring).
+
+    ``r``: None for B = T(b); for B = T(b)·D⁻¹ the reversed column weights r_m = 1/y_{n−1−m}. With
+    E_m = Σ_{k ≤ m} b_k² and β_m = Σ_{k ≤ m} b_k, the prefix total is Σ_m r_m E_m and the all-range total
+    (n+1)·Σ_m r_m E_m − Σ_m r_m β_m² (column n−1−m of B holds b_0..b_m and Σ_q B_q has β_m/d there).
+    """
+    n = len(b)
+    r = np.ones(n) if r is None else r
+    E = np.cumsum(b * b)
+    prefix_total = float(r @ E)
+    if kind == "prefix":
+        return prefix_total
+    beta = np.cumsum(b)
+    return (n + 1) * prefix_total - float(r @ (beta * beta))
+
+
+def decoder_total_gradient(kind: str, b: np.ndarray, r: np.ndarray | None = None) -> np.ndarray:
+    """∂ decoder_total / ∂b."""
+    n = len(b)
+    r = np.ones(n) if r is None else r
+    tail = np.cumsum(r[::-1])[::-1]  # Σ_{m ≥ k} r_m
+    grad = 2.0 * b * tail
+    if kind == "prefix":
+        return grad
+    beta = np.cumsum(b)
+    return (n + 1) * grad - 2.0 * np.cumsum((r * beta)[::-1])[::-1]
+
+
+def decoder_max(kind: str, b: np.ndarray, y: np.ndarray | None = None) -> tuple[float, tuple[int, int], bool]:
+    """(largest per-query ‖row of W C⁻¹‖², a query attaining it, exact?), unit sensitivity.
+
+    For a row-scaled strategy on all ranges the value is the proven upper bound max_j(1/y_j)·max_L V(L)
+    (the query is the one attaining max_L V(L)), and exact is False.
+    """
+    n = len(b)
+    sq = b * b
+    if kind == "prefix":
+        if y is None:
+            return float(sq.sum()), (0, n - 1), True
+        rows = _series.convolve(sq, 1.0 / y, n)  # row t: Σ_{j ≤ t} b_{t−j}²/y_j
+        t = int(np.argmax(rows))
+        return float(rows[t]), (0, t), True
+    total = float(sq.sum())
+    head = np.concatenate([[0.0], np.cumsum(sq)])  # head[m] = Σ_{u < m} b_u²
+    L = np.arange(1, n + 1)
+    auto = _series.convolve(b, b[::-1], n)[::-1]  # auto[L] = Σ_u b_{u+L} b_u (index n−1−L of the convolution)
+    lagged = np.concatenate([auto[1:], [0.0]])  # a_L for L = 1..n (a_n = 0)
+    V = total + head[n - L] - 2.0 * lagged
+    best = int(np.argmax(V))
+    query = (n - int(L[best]), n - 1)
+    if y is None:
+        return float(V[best]), query, True
+    return float(V[best] / y.min()), query, False
+
+
+def evaluate(workload, strategy: ToeplitzStrategy, privacy: Privacy | None = None, *,
+             norm: str | None = None) -> ToeplitzErrorReport:
+    """Exact total and maximum error of the Toeplitz strategy ``strategy`` on ``workload``, O(n log n).
+
+    Parameters
+    ----------
+    workload : StreamWorkload, or mmopt's dense prefix / all_range workload
+    strategy : ToeplitzStrategy
+    privacy : Privacy or None
+        None: unit privacy (c = 1) with the L2 sensitivity, mmopt's objective units. Otherwise c and the
+        norm (δ = 0: Laplace and Δ₁; δ > 0: Gaussian and Δ₂) come from the budget.
+    norm : {"l1", "l2"} or None
+        Overrides the norm.
+
+    Examples
+    --------
+    >>> from mmopt.toeplitz import sqrt_strategy
+    >>> r = evaluate(prefix(4), sqrt_strategy(4))
+    >>> round(r.total_squared_error, 6), round(r.max_variance, 6), r.max_variance_query
+    (7.633255, 2.214981, (0, 3))
+    """
+    caller = "mmopt.toeplitz.evaluate"
+    W = as_stream_workload(workload, caller)
+    from mmopt.toeplitz.weighted import WeightedSqrtStrategy, evaluate_weighted  # lazy: it builds on this module
+    if isinstance(strategy, WeightedSqrtStrategy):
+        return _weighted(W, strategy, privacy, norm, caller, evaluate_weighted)
+    if not isinstance(strategy, ToeplitzStrategy):
+        raise TypeError(f"The 'strategy' parameter of {caller} must be a ToeplitzStrategy (sqrt_strategy, banded, "
+                        f"blt) or a WeightedSqrtStrategy. Got {type(strategy).__name__} instead.")
+    v.check_same_domain(W.n, strategy.n, caller=caller)
+    if privacy is not None and not isinstance(privacy, Privacy):
+        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy or None. "
+                        f"Got {type(privacy).__name__} instead.")
+    norm = norm if norm is not None else (privacy.sensitivity_norm if privacy is not None else "l2")
+    norm = v.check_choice(norm, name="norm", caller=caller, choices=("l1", "l2"))
+    factor = 1.0 if privacy is None else privacy.variance_factor
+    b = strategy.decoder_column()
+    if not np.all(np.isfinite(b)):
+        raise ValueError(f"{caller}: the strategy '{strategy.name}' has a decoder W C⁻¹ whose entries overflow "
+                         f"(C is numerically singular); choose coefficients whose series 1/c decays.")
+    delta = strategy.sensitivity(norm)
+    scale = factor * delta * delta
+    y = strategy.row_scale
+    worst, query, exact = decoder_max(W.kind, b, y)
+    total = decoder_total(W.kind, b, None if y is None else 1.0 / y[::-1])
+    return ToeplitzErrorReport(W.kind, strategy.name, W.n, W.n_queries, norm, delta, factor, scale * total,
+                               scale * worst, query, exact)
+
+
+def _weighted(W: StreamWorkload, strategy, privacy, norm, caller: str, evaluate_weighted) -> ToeplitzErrorReport:
+    """The weighted square root's report, at the budget's scale (Gaussian noise only: its Δ₁ is not computed)."""
+    if strategy.workload != W:
+        raise ValueError(f"{caller}: the weighted square root was built for {strategy.workload.kind}"
+                         f"({strategy.n}); evaluate it on that workload, not {W.kind}({W.n}).")
+    if privacy is not None and not isinstance(privacy, Privacy):
+        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy or None. "
+                        f"Got {type(privacy).__name__} instead.")
+    wanted = norm if norm is not None else (privacy.sensitivity_norm if privacy is not None else "l2")
+    if wanted != "l2":
+        raise ValueError(f"{caller}: the weighted square root is evaluated under Gaussian noise (L2 sensitivity) "
+                         f"only. Got norm {wanted!r}; pass Privacy(epsilon, delta > 0).")
+    r = evaluate_weighted(W)
+    factor = 1.0 if privacy is None else privacy.variance_factor
+    return dataclasses.replace(r, variance_factor=factor, total_squared_error=factor * r.total_squared_error,
+                               max_variance=factor * r.max_variance)

@@ -1,0 +1,143 @@
+"""EFPA (Ács et al. 2012): the real Fourier basis against a dense one, limits at huge ε, budget, noise interface."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from mmopt.adaptive._noise import Noise
+from mmopt.adaptive.efpa import efpa, fourier_coefficients, inverse_fourier, kept_sensitivity
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Recording(Noise):
+    calls: list = dataclasses.field(default_factory=list)
+
+    def add_laplace(self, values, scale):
+        self.calls.append(("laplace", scale, np.shape(values)))
+        return super().add_laplace(values, scale)
+
+    def exponential(self, scores, epsilon, sensitivity):
+        self.calls.append(("exponential", epsilon, sensitivity))
+        return super().exponential(scores, epsilon, sensitivity)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 8, 9, 16])
+def test_basis_is_orthonormal_and_sensitivity_bound_holds(n):
+    Phi = np.array([fourier_coefficients(e) for e in np.eye(n)]).T  # column i = Φ e_i
+    np.testing.assert_allclose(Phi @ Phi.T, np.eye(n), atol=1e-12)
+    x = np.random.default_rng(n).normal(size=n)
+    np.testing.assert_allclose(inverse_fourier(fourier_coefficients(x)), x, atol=1e-12)
+    for k in range(1, n + 1):  # the bound on Δ₁(k) is an upper bound on the exact max column L1 norm
+        assert np.abs(Phi[:k]).sum(axis=0).max() <= kept_sensitivity(k, n) + 1e-12
+    if n > 2:  # rows are ordered by frequency: row 1 is the lowest cosine
+        np.testing.assert_allclose(Phi[1], math.sqrt(2 / n) * np.cos(2 * np.pi * np.arange(n) / n), atol=1e-12)
+
+
+def test_tail_norm_score_has_sensitivity_one():
+    rng = np.random.default_rng(9)
+    for n in (5, 16):
+        for _ in range(50):
+            x = rng.integers(0, 30, n).astype(float)
+            i = int(rng.integers(n))
+            xp = x.copy()
+            xp[i] += 1
+            tails = [np.sqrt(np.cumsum((fourier_coefficients(z) ** 2)[::-1])[::-1]) for z in (x, xp)]
+            assert np.max(np.abs(tails[0] - tails[1])) <= 1 + 1e-9
+
+
+def test_huge_epsilon_recovers_x_and_budget_adds_up():
+    x = np.random.default_rng(0).integers(0, 50, 33).astype(float)
+    r = efpa(x, 1e9, rng=1)
+    assert r.method == "efpa" and r.estimate.shape == x.shape and r.path == "simulation"
+    np.testing.assert_allclose(r.estimate, x, atol=1e-3)
+    assert dict(r.budget) == {"select_k": 0.5e9, "coefficients": 1e9 - 0.5e9}
+    assert math.isclose(sum(r.budget.values()), 1e9, rel_tol=1e-15)
+
+
+def test_uniform_input_gives_a_uniform_output_at_huge_epsilon():
+    x = np.full(40, 12.0)
+    for seed in range(3):  # every coefficient but the mean is 0, so any k reproduces x
+        np.testing.assert_allclose(efpa(x, 1e6, rng=seed).estimate, 12.0, atol=1e-4)
+
+
+def test_selection_probabilities_favour_the_smallest_k_on_uniform_input():
+    # the exact selection law: scores are −√(2k)·b_k (zero tails), so p(k) decreases in k
+    from mmopt.adaptive._exponential import exponential_probabilities
+
+    n, eps2 = 40, 0.5
+    ks = np.arange(1, n + 1)
+    p = exponential_probabilities(-np.sqrt(2 * ks) * kept_sensitivity(ks, n) / eps2, 0.5, 1.0)
+    assert np.all(np.diff(p) < 0)
+    counts = np.bincount([efpa(np.full(n, 3.0), 1.0, rng=s).details["k"] for s in range(200)], minlength=n + 1)
+    assert counts[1] == counts.max()
+
+
+def test_expected_estimate_is_the_rank_k_projection():
+    x = np.random.default_rng(3).integers(0, 20, 24).astype(float)
+    rec = Recording("numpy", np.random.default_rng(4))
+    r = efpa(x, 2.0, ratio=0.25, noise=rec)
+    k = r.details["k"]
+    assert [c[0] for c in rec.calls] == ["exponential", "laplace"]
+    assert rec.calls[0][1:] == (0.5, 1.0) and rec.calls[1][1:] == (r.details["noise_scale"], (k,))
+    # replay the same stream: the estimate minus the projection is exactly the inverse transform of the noise
+    gen = np.random.default_rng(4)
+    Noise("numpy", gen).exponential(np.zeros(24), 0.5, 1.0)
+    eta = gen.laplace(0.0, r.details["noise_scale"], k)
+    c = fourier_coefficients(x)
+    c[k:] = 0.0
+    c[:k] += eta
+    np.testing.assert_allclose(r.estimate, inverse_fourier(c), atol=1e-9)
+    assert r.details["noise_scale"] == pytest.approx(kept_sensitivity(k, 24) / 1.5)
+
+
+def test_seeded_runs_repeat():
+    x = np.random.default_rng(5).poisson(10, 100).astype(float)
+    np.testing.assert_array_equal(efpa(x, 1.0, rng=6).estimate, efpa(x, 1.0, rng=6).estimate)
+    assert not np.array_equal(efpa(x, 1.0, rng=6).estimate, efpa(x, 1.0, rng=7).estimate)
+
+
+@pytest.mark.parametrize("amp", [30, 400])
+def test_beats_identity_on_a_smooth_histogram(amp):
+    n, eps = 256, 0.05
+    t = np.arange(n)
+    x = np.round(amp * np.exp(-0.5 * ((t - 100) / 30) ** 2))
+    mse = np.mean([np.mean((efpa(x, eps, rng=s).estimate - x) ** 2) for s in range(5)])
+    assert mse < 0.5 * (2 / eps**2)  # identity's expected per-cell squared error is 2/ε²
+
+
+def test_input_checks():
+    with pytest.raises(ValueError, match="'x' parameter of efpa must be a 1-D"):
+        efpa(np.ones((2, 2)), 1.0)
+    with pytest.raises(ValueError, match="'epsilon' parameter of efpa"):
+        efpa([1, 2], -1.0)
+    with pytest.raises(ValueError, match="'ratio' parameter of efpa"):
+        efpa([1, 2], 1.0, ratio=0.0)
+    with pytest.raises(ValueError, match="'noise' parameter of efpa"):
+        efpa([1, 2], 1.0, noise="gpu")
+    with pytest.raises(ValueError, match="'rng' parameter of efpa must be None"):
+        efpa([1, 2], 1.0, noise="opendp", rng=3)
+    with pytest.raises(ValueError, match="'x' parameter of efpa must hold counts"):
+        efpa([1, -1], 1.0)
+
+
+def test_efpa_runs_on_opendp_samplers():
+    pytest.importorskip("opendp")
+    x = np.random.default_rng(0).poisson(5, 32).astype(float)
+    r = efpa(x, 1.0, noise="opendp")
+    assert r.path == "release" and r.details["noise"] == "opendp" and r.estimate.shape == x.shape
+    assert np.all(np.isfinite(r.estimate)) and math.isclose(sum(r.budget.values()), 1.0)
+
+
+@pytest.mark.slow
+def test_efpa_privacy_audit():
+    """StatDP-style audit (tests/_privacy_audit.py): neighbours x, x + e_0 on 4 cells; ε_lo must not exceed ε."""
+    from _privacy_audit import audit
+
+    def stats(x, g):
+        r = efpa(x, 1.0, rng=g)
+        return [r.estimate.sum(), r.estimate[0], r.details["k"]]
+
+    a = audit(stats, np.zeros(4), np.array([1.0, 0, 0, 0]), n=40_000, n_pilot=4000, seed=0)
+    assert a.epsilon_lower <= 1.0

@@ -1,0 +1,170 @@
+"""Private kd-trees (Xiao et al. 2010; Cormode et al. 2012): consistency vs dense least squares, limits, budget."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from mmopt.adaptive._noise import Noise
+from mmopt.adaptive.kdtree import kd_tree, level_budgets, tree_consistency
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Recording(Noise):
+    calls: list = dataclasses.field(default_factory=list)
+
+    def add_laplace(self, values, scale):
+        self.calls.append(("laplace", scale, np.shape(values)))
+        return super().add_laplace(values, scale)
+
+    def exponential(self, scores, epsilon, sensitivity):
+        self.calls.append(("exponential", epsilon, sensitivity))
+        return super().exponential(scores, epsilon, sensitivity)
+
+
+def _random_tree(rng, size):
+    children, u = [[]], 0
+    while u < len(children) and len(children) < size:
+        for _ in range(3 if u == 0 else int(rng.integers(0, 4))):
+            children[u].append(len(children))
+            children.append([])
+        u += 1
+    return children
+
+
+def test_tree_consistency_is_the_dense_weighted_least_squares():
+    rng = np.random.default_rng(0)
+    children = _random_tree(rng, 30)
+    m = len(children)
+    leaves = [u for u in range(m) if not children[u]]
+
+    def under(u):
+        return [u] if not children[u] else sum((under(c) for c in children[u]), [])
+
+    A = np.zeros((m, len(leaves)))
+    for u in range(m):
+        A[u, [leaves.index(leaf) for leaf in under(u)]] = 1.0
+    y, var = rng.normal(size=m) * 5, rng.uniform(0.5, 3.0, m)
+    z = np.linalg.solve(A.T @ (A / var[:, None]), A.T @ (y / var))
+    np.testing.assert_allclose(tree_consistency(y, var, children), A @ z, atol=1e-10)
+
+
+def test_level_budgets():
+    b = level_budgets(2.0, 5)
+    assert b.size == 6 and math.isclose(b.sum(), 2.0) and np.allclose(b[1:] / b[:-1], 2 ** (1 / 6))
+    np.testing.assert_allclose(level_budgets(1.0, 3, "uniform"), 0.25)
+
+
+@pytest.mark.parametrize("kind", ["kd", "hybrid"])
+def test_huge_epsilon_gets_leaf_totals_and_budget_adds_up(kind):
+    x = np.random.default_rng(1).integers(0, 9, (16, 12)).astype(float)
+    r = kd_tree(x, 1e7, kind=kind, rng=2)
+    assert r.estimate.shape == x.shape and r.path == "simulation"
+    assert r.method == ("kd_tree" if kind == "kd" else "hybrid_kd_tree")
+    assert math.isclose(sum(r.budget.values()), 1e7, rel_tol=1e-13)
+    assert r.budget["count_level_0"] == pytest.approx(0.05e7) and r.budget["medians"] == pytest.approx(0.3e7)
+    cover = np.zeros(x.shape, int)
+    for r0, r1, c0, c1 in r.details["leaves"]:
+        cover[r0:r1, c0:c1] += 1
+        assert r.estimate[r0:r1, c0:c1].sum() == pytest.approx(x[r0:r1, c0:c1].sum(), abs=1e-3)
+        assert np.ptp(r.estimate[r0:r1, c0:c1]) < 1e-9
+    assert np.all(cover == 1)  # the leaves tile the domain
+    assert r.details["height"] == math.ceil(math.log2(x.size))  # N̂ε/c is huge: full depth
+
+
+def test_huge_epsilon_medians_balance_the_counts():
+    x = np.zeros((8, 8))
+    x[0, 0], x[7, 7] = 100.0, 100.0
+    r = kd_tree(x, 1e7, height=1, rng=0)
+    (a, b) = r.details["leaves"]
+    assert x[a[0]:a[1], a[2]:a[3]].sum() == 100.0 and x[b[0]:b[1], b[2]:b[3]].sum() == 100.0
+
+
+def test_draws_go_through_the_noise_object_with_the_stated_budgets():
+    x = np.random.default_rng(3).integers(0, 20, (16, 16)).astype(float)
+    rec = Recording("numpy", np.random.default_rng(4))
+    r = kd_tree(x, 1.0, kind="hybrid", height=4, median_levels=2, noise=rec)
+    np.testing.assert_array_equal(r.estimate, kd_tree(x, 1.0, kind="hybrid", height=4, median_levels=2,
+                                                      rng=4).estimate)
+    lap = [c for c in rec.calls if c[0] == "laplace"]
+    em = [c for c in rec.calls if c[0] == "exponential"]
+    assert len(lap) == 1 + 4  # the root, then one vector per depth
+    assert [c[1] for c in lap] == pytest.approx([1 / e for e in r.details["level_budgets"]])
+    assert len(em) == 1 + 2 and all(c[1:] == (pytest.approx(0.15), 1.0) for c in em)  # medians on 2 levels
+    assert r.details["median_levels"] == 2
+
+
+def test_uniform_input_gives_uniform_output_without_noise():
+    class Zero(Noise):
+        def add_laplace(self, values, scale):
+            return values
+
+    x = np.full((8, 16), 4.0)
+    for kind in ("kd", "hybrid"):
+        np.testing.assert_allclose(kd_tree(x, 0.3, kind=kind, noise=Zero("numpy", np.random.default_rng(0))
+                                           ).estimate, 4.0, rtol=1e-12)
+
+
+def test_seeded_runs_repeat():
+    x = np.random.default_rng(5).poisson(3, (16, 16)).astype(float)
+    np.testing.assert_array_equal(kd_tree(x, 1.0, rng=6).estimate, kd_tree(x, 1.0, rng=6).estimate)
+    assert not np.array_equal(kd_tree(x, 1.0, rng=6).estimate, kd_tree(x, 1.0, rng=7).estimate)
+
+
+def test_range_error_sanity_at_low_signal():
+    # low signal (N·ε ≈ 2,000 on 64 × 64 cells): the hybrid tree's random-range error is within 1.5× identity's
+    n, eps = 64, 0.1
+    t = np.arange(n)
+    x = np.round(20 * np.exp(-0.5 * (((t[:, None] - 30) / 12) ** 2 + ((t[None, :] - 25) / 15) ** 2)))
+    q = np.random.default_rng(0).integers(0, n + 1, (200, 4))
+    r0, r1 = np.minimum(q[:, 0], q[:, 1]), np.minimum(np.maximum(q[:, 0], q[:, 1]) + 1, n)
+    c0, c1 = np.minimum(q[:, 2], q[:, 3]), np.minimum(np.maximum(q[:, 2], q[:, 3]) + 1, n)
+
+    def ranges(E):
+        P = np.zeros((n + 1, n + 1))
+        P[1:, 1:] = E.cumsum(0).cumsum(1)
+        return P[r1, c1] - P[r0, c1] - P[r1, c0] + P[r0, c0]
+
+    identity = 2 * np.mean((r1 - r0) * (c1 - c0)) / eps**2
+    err = np.mean([np.mean((ranges(kd_tree(x, eps, kind="hybrid", rng=s).estimate) - ranges(x)) ** 2)
+                   for s in range(3)])
+    assert err < 1.5 * identity
+
+
+def test_input_checks():
+    with pytest.raises(ValueError, match="'x' parameter of kd_tree must be a 2-D"):
+        kd_tree([1.0, 2.0], 1.0)
+    with pytest.raises(ValueError, match="'kind' parameter of kd_tree"):
+        kd_tree(np.ones((2, 2)), 1.0, kind="quad")
+    with pytest.raises(ValueError, match="'allocation' parameter of kd_tree"):
+        kd_tree(np.ones((2, 2)), 1.0, allocation="linear")
+    with pytest.raises(ValueError, match="'height' parameter of kd_tree"):
+        kd_tree(np.ones((2, 2)), 1.0, height=0)
+    with pytest.raises(ValueError, match="'median_share' parameter of kd_tree"):
+        kd_tree(np.ones((2, 2)), 1.0, median_share=1.0)
+    with pytest.raises(ValueError, match="'median_levels' parameter of kd_tree"):
+        kd_tree(np.ones((2, 2)), 1.0, kind="hybrid", median_levels=-1)
+    with pytest.raises(ValueError, match="'rng' parameter of kd_tree must be None"):
+        kd_tree(np.ones((2, 2)), 1.0, noise="opendp", rng=0)
+
+
+def test_kd_tree_runs_on_opendp_samplers():
+    pytest.importorskip("opendp")
+    x = np.random.default_rng(0).poisson(5, (8, 8)).astype(float)
+    r = kd_tree(x, 1.0, kind="hybrid", noise="opendp")
+    assert r.path == "release" and r.details["noise"] == "opendp" and r.estimate.shape == x.shape
+    assert np.all(np.isfinite(r.estimate)) and math.isclose(sum(r.budget.values()), 1.0)
+
+
+@pytest.mark.slow
+def test_kd_tree_privacy_audit():
+    """StatDP-style audit (tests/_privacy_audit.py) on 2 × 2 cells, x and x + e_(0,0); ε_lo must not exceed ε."""
+    from _privacy_audit import audit
+
+    def stats(x, g):
+        r = kd_tree(x, 1.0, height=2, rng=g)
+        return [r.estimate.sum(), r.estimate[0, 0], len(r.details["leaves"])]
+
+    a = audit(stats, np.zeros((2, 2)), np.array([[1.0, 0], [0, 0]]), n=40_000, n_pilot=4000, seed=0)
+    assert a.epsilon_lower <= 1.0

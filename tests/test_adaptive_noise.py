@@ -1,0 +1,141 @@
+"""The adaptive algorithms' noise sources: the OpenDP back-end's distributions, the switch, and its refusals.
+
+Oracles: moments of Laplace(b) (mean 0, variance 2b², Var(X²) = 20b⁴) and N(0, σ²) (Var(X²) = 2σ⁴) with
+tolerances of 5 standard errors at the sample size; the exponential mechanism's closed-form probabilities
+(:func:`mmopt.adaptive.exponential_probabilities`) against OpenDP's draws; and seeded numpy runs that must be
+bit-identical to the numpy draws the algorithms made before the switch existed.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt.adaptive import ahp, dawa, exponential_probabilities, mwem, private_partition, uniform
+from mmopt.adaptive._noise import Noise, resolve_noise
+
+pytest.importorskip("opendp")
+from mmopt.adaptive import _opendp_noise as odp  # noqa: E402
+
+N = 20_000
+
+
+def _moments_ok(draws: np.ndarray, var: float, fourth: float) -> None:
+    n = draws.size
+    assert abs(draws.mean()) <= 5 * math.sqrt(var / n)
+    assert abs((draws**2).mean() - var) <= 5 * math.sqrt((fourth - var**2) / n)
+
+
+@pytest.mark.parametrize("b", [0.5, 3.0])
+def test_opendp_laplace_moments(b):
+    d = odp.laplace(b, N)
+    assert d.shape == (N,) and d.dtype == np.float64
+    _moments_ok(d, 2 * b**2, 24 * b**4)
+    assert np.isclose(np.median(np.abs(d)), b * math.log(2), rtol=0.05)  # |X| ~ Exp(b): median b ln 2
+
+
+def test_opendp_gaussian_moments():
+    s = 2.0
+    d = odp.gaussian(s, (100, N // 100))
+    assert d.shape == (100, N // 100)
+    _moments_ok(d.ravel(), s**2, 3 * s**4)
+
+
+def test_opendp_add_laplace_shapes_and_centre():
+    assert isinstance(odp.laplace(1.0), float)
+    assert isinstance(odp.add_laplace(5.0, 1.0), float)
+    v = odp.add_laplace(np.full((4, 5), 1e3), 0.1)
+    assert v.shape == (4, 5) and np.all(np.abs(v - 1e3) < 10)  # P(|Lap(0.1)| ≥ 10) = e^{-100}
+    with pytest.raises(ValueError, match="finite"):
+        odp.add_laplace([1.0, np.nan], 1.0)
+    with pytest.raises(ValueError, match="scale"):
+        odp.laplace(0.0, 3)
+
+
+@pytest.mark.parametrize("eps,delta", [(1.0, 1.0), (0.4, 2.0)])
+def test_opendp_exponential_matches_the_formula(eps, delta):
+    s = np.array([0.0, 1.0, 2.5, -1.0])
+    p = exponential_probabilities(s, eps, delta)
+    n = 4000
+    freq = np.bincount([odp.exponential(s, eps, delta) for _ in range(n)], minlength=s.size) / n
+    assert np.all(np.abs(freq - p) <= 5 * np.sqrt(p * (1 - p) / n))
+
+
+def test_opendp_gumbel_max_samples_the_gibbs_distribution():
+    logits = np.array([0.3, -1.0, 1.2])
+    p = np.exp(logits) / np.exp(logits).sum()
+    n = 4000
+    freq = np.bincount([odp.gumbel_max(logits) for _ in range(n)], minlength=3) / n
+    assert np.all(np.abs(freq - p) <= 5 * np.sqrt(p * (1 - p) / n))
+    assert odp.gumbel_max([0.0, 1e9, 0.0]) == 1
+
+
+def test_opendp_exponential_refuses_bad_input():
+    with pytest.raises(ValueError, match="scores"):
+        odp.exponential([], 1.0, 1.0)
+    with pytest.raises(ValueError, match="epsilon"):
+        odp.exponential([1.0, 2.0], -1.0, 1.0)
+
+
+def test_resolve_noise_switch_and_refusals():
+    assert resolve_noise("opendp", None, caller="f").vetted
+    n = resolve_noise("numpy", 3, caller="f")
+    assert n.backend == "numpy" and not n.vetted
+    assert n.laplace(1.0, 3).tolist() == np.random.default_rng(3).laplace(0.0, 1.0, 3).tolist()
+    assert resolve_noise(n, None, caller="f") is n
+    with pytest.raises(ValueError, match="'rng' parameter of f must be None with noise='opendp'"):
+        resolve_noise("opendp", 0, caller="f")
+    with pytest.raises(ValueError, match="'noise' parameter of f must be one of"):
+        resolve_noise("laplace", None, caller="f")
+    with pytest.raises(ValueError, match="'rng' parameter of f"):
+        resolve_noise("numpy", -1, caller="f")
+
+
+def test_numpy_noise_methods_are_the_generator_draws():
+    n, g = Noise("numpy", np.random.default_rng(7)), np.random.default_rng(7)
+    x = np.arange(3.0)
+    assert n.add_laplace(x, 2.0).tolist() == (x + g.laplace(0.0, 2.0, size=3)).tolist()
+    assert n.add_gaussian(1.5, 2.0) == 1.5 + g.normal(0.0, 2.0)
+    assert n.gumbel_max([0.0, 1.0]) == int(np.argmax(np.array([0.0, 1.0]) + g.gumbel(size=2)))
+
+
+X = np.repeat([5.0, 40.0, 0.0, 3.0], 8)
+RUNS = {
+    "uniform": lambda **kw: uniform(X, **kw),
+    "mwem": lambda **kw: mwem(X, mmopt.workload.prefix(X.size), rounds=4, **kw),
+    "dawa": lambda **kw: dawa(X, **kw),
+    "dawa_noisy_cost_identity": lambda **kw: dawa(X, selection="noisy_cost", strategy="identity", **kw),
+    "dawa_strategy": lambda **kw: dawa(X, strategy=lambda k: mmopt.strategy.hierarchical(k), **kw),
+    "ahp": lambda **kw: ahp(X, **kw),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_every_algorithm_runs_on_opendp(name):
+    r = RUNS[name](epsilon=1e6, noise="opendp")
+    assert r.path == "release" and r.details["noise"] == "opendp"
+    # at ε = 10⁶ the noise is ~1e-5: the estimate is what the algorithm defines on the exact data
+    target = np.full(X.size, X.mean()) if name == "uniform" else X
+    if name != "mwem":  # MWEM's multiplicative weights converge only over many rounds
+        np.testing.assert_allclose(r.estimate, target, atol=0.01)
+    assert abs(r.estimate.sum() - X.sum()) < 0.01 * X.sum()
+    s = RUNS[name](epsilon=1.0, rng=0)
+    assert s.path == "simulation" and s.details["noise"] == "numpy"
+    with pytest.raises(ValueError, match="must be None with noise='opendp'"):
+        RUNS[name](epsilon=1.0, noise="opendp", rng=0)
+
+
+def test_private_partition_runs_on_opendp():
+    for selection in ("exponential", "noisy_cost"):
+        p = private_partition(X, 1e5, bucket_penalty=1.0, selection=selection, noise="opendp")
+        assert set(p.bounds[:, 0].tolist()) >= {8, 16, 24}  # the steps are found at a huge ε
+        assert p.noise == "opendp"
+
+
+def test_seeded_numpy_runs_unchanged_by_a_noise_object():
+    """noise=Noise('numpy', Generator(s)) is the same run as rng=s: the switch adds no draw."""
+    for f in RUNS.values():
+        a = f(epsilon=0.5, rng=11)
+        b = f(epsilon=0.5, noise=Noise("numpy", np.random.default_rng(11)))
+        assert np.array_equal(a.estimate, b.estimate)

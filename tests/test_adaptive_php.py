@@ -1,0 +1,144 @@
+"""PHP (Ács et al. 2012): split scores against a brute force, limits at huge ε, the budget, the noise interface."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from mmopt.adaptive._noise import Noise
+from mmopt.adaptive.php import php, split_deviations
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Recording(Noise):
+    """numpy noise that counts every draw (proves no sample bypasses the Noise object)."""
+
+    calls: list = dataclasses.field(default_factory=list)
+
+    def add_laplace(self, values, scale):
+        self.calls.append(("laplace", scale, np.shape(values)))
+        return super().add_laplace(values, scale)
+
+    def exponential(self, scores, epsilon, sensitivity):
+        self.calls.append(("exponential", epsilon, sensitivity))
+        return super().exponential(scores, epsilon, sensitivity)
+
+
+def _dev(a):
+    return float(np.abs(a - a.mean()).sum())
+
+
+def test_split_deviations_match_brute_force():
+    rng = np.random.default_rng(0)
+    for m in (2, 3, 7, 40):
+        xb = rng.integers(0, 9, m).astype(float)
+        brute = [_dev(xb[:s]) + _dev(xb[s:]) for s in range(1, m)]
+        np.testing.assert_allclose(split_deviations(xb), brute, rtol=1e-12, atol=1e-12)
+
+
+def test_deviation_sensitivity_is_below_two():
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        m = int(rng.integers(2, 12))
+        xb = rng.integers(0, 5, m).astype(float)
+        i = int(rng.integers(m))
+        xp = xb.copy()
+        xp[i] += 1
+        assert np.max(np.abs(split_deviations(xb) - split_deviations(xp))) <= 2 * (1 - 1 / m) + 1e-12
+
+
+def test_huge_epsilon_recovers_a_piecewise_constant_histogram():
+    x = np.repeat([0.0, 40.0, 5.0, 5.0, 90.0], [7, 5, 3, 9, 8])
+    r = php(x, 1e7, rng=0)
+    assert r.method == "php" and r.estimate.shape == x.shape and r.path == "simulation"
+    np.testing.assert_allclose(r.estimate, x, atol=1e-3)
+    assert math.isclose(sum(r.budget.values()), 1e7, rel_tol=1e-15)
+    assert dict(r.budget) == {"partition": 0.5e7, "counts": 1e7 - 0.5e7}
+
+
+def test_estimate_is_bucket_means_plus_noise_and_buckets_tile_the_domain():
+    x = np.random.default_rng(3).integers(0, 30, 50).astype(float)
+    r = php(x, 0.5, ratio=0.3, depth=3, rng=4)
+    b = r.details["buckets"]
+    assert b[0][0] == 0 and b[-1][1] == 50 and all(p[1] == q[0] for p, q in zip(b[:-1], b[1:], strict=True))
+    assert len(b) <= 2**3
+    for lo, hi in b:  # constant over a bucket; the bucket total is off by the Laplace draw only
+        assert np.ptp(r.estimate[lo:hi]) < 1e-9
+    rec = Recording("numpy", np.random.default_rng(4))
+    r2 = php(x, 0.5, ratio=0.3, depth=3, noise=rec)
+    np.testing.assert_array_equal(r2.estimate, r.estimate)  # the same stream: every draw went through Noise
+    kinds = [c[0] for c in rec.calls]
+    assert kinds.count("laplace") == 1 and kinds.count("exponential") >= len(b) - 1
+    rec = Recording("numpy", np.random.default_rng(4))
+    r3 = php(x, 0.5, ratio=0.3, depth=3, keep_option=False, noise=rec)
+    # no keep candidate: every choice is a split, so the calls are one fewer than the buckets
+    assert [c[0] for c in rec.calls].count("exponential") == len(r3.details["buckets"]) - 1
+    assert all(c[1] == pytest.approx(0.15 / 3) and c[2] == 2.0 for c in rec.calls if c[0] == "exponential")
+
+
+def test_uniform_input_gives_a_uniform_expected_output():
+    x = np.full(64, 7.0)
+    r = php(x, 1e8, rng=5)
+    np.testing.assert_allclose(r.estimate, 7.0, atol=1e-4)
+
+
+def test_seeded_runs_repeat_and_seeds_differ():
+    x = np.random.default_rng(6).poisson(10, 128).astype(float)
+    a, b, c = php(x, 1.0, rng=7), php(x, 1.0, rng=7), php(x, 1.0, rng=8)
+    np.testing.assert_array_equal(a.estimate, b.estimate)
+    assert not np.array_equal(a.estimate, c.estimate)
+
+
+def test_beats_identity_on_a_smooth_histogram_at_low_signal():
+    n, eps = 256, 0.05
+    t = np.arange(n)
+    x = np.round(30 * np.exp(-0.5 * ((t - 100) / 30) ** 2))
+    mse = np.mean([np.mean((php(x, eps, rng=s).estimate - x) ** 2) for s in range(5)])
+    assert mse < 0.8 * (2 / eps**2)  # identity's expected per-cell squared error is 2/ε²
+
+
+def test_input_checks():
+    with pytest.raises(ValueError, match="'x' parameter of php must be a 1-D"):
+        php(np.ones((3, 3)), 1.0)
+    with pytest.raises(ValueError, match="'epsilon' parameter of php"):
+        php([1, 2], 0.0)
+    with pytest.raises(ValueError, match="'ratio' parameter of php"):
+        php([1, 2], 1.0, ratio=1.0)
+    with pytest.raises(ValueError, match="'depth' parameter of php"):
+        php([1, 2], 1.0, depth=0)
+    with pytest.raises(ValueError, match="'x' parameter of php must hold counts"):
+        php([1, -2], 1.0)
+    with pytest.raises(ValueError, match="'noise' parameter of php"):
+        php([1, 2], 1.0, noise="torch")
+    with pytest.raises(ValueError, match="'rng' parameter of php must be None"):
+        php([1, 2], 1.0, noise="opendp", rng=0)
+    with pytest.raises(TypeError, match="'rng' parameter of php"):
+        php([1, 2], 1.0, rng="seed")
+
+
+def test_single_cell_spends_nothing_on_splits():
+    rec = Recording("numpy", np.random.default_rng(0))
+    r = php([5.0], 1e6, noise=rec)
+    assert [c[0] for c in rec.calls] == ["laplace"] and r.estimate[0] == pytest.approx(5.0, abs=1e-4)
+
+
+def test_php_runs_on_opendp_samplers():
+    pytest.importorskip("opendp")
+    x = np.random.default_rng(0).poisson(5, 32).astype(float)
+    r = php(x, 1.0, noise="opendp")
+    assert r.path == "release" and r.details["noise"] == "opendp" and r.estimate.shape == x.shape
+    assert np.all(np.isfinite(r.estimate)) and math.isclose(sum(r.budget.values()), 1.0)
+
+
+@pytest.mark.slow
+def test_php_privacy_audit():
+    """StatDP-style audit (tests/_privacy_audit.py): neighbours x, x + e_0 on 4 cells; ε_lo must not exceed ε."""
+    from _privacy_audit import audit
+
+    def stats(x, g):
+        r = php(x, 1.0, depth=2, rng=g)
+        return [r.estimate.sum(), r.estimate[0], len(r.details["buckets"])]
+
+    a = audit(stats, np.zeros(4), np.array([1.0, 0, 0, 0]), n=40_000, n_pilot=4000, seed=0)
+    assert a.epsilon_lower <= 1.0

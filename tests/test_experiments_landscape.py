@@ -1,0 +1,73 @@
+"""experiments.landscape on tiny sizes: every figure equals mmopt.evaluate on the dense strategy, the reference
+column is the best of its candidates, the seed's prefix row at n = 128 is reproduced within 5%, and the
+command writes its README, CSV and figure (the README a function of the CSV alone, as --from-csv needs)."""
+
+import numpy as np
+import pytest
+
+import mmopt
+from experiments import _landscape_report as report
+from experiments import landscape as ls
+from mmopt import strategy as st
+from mmopt import transforms as tr
+from mmopt import workload as wl
+from mmopt.structured import census
+
+TINY = ls.Config((32,), (8,), min_error_max=32, kron_max=8)  # n ≤ 16 would run min_error's SDP (slow)
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return ls.run(TINY)
+
+
+def _get(rows, table, n, name):
+    return next(r for r in rows if (r["table"], r["n"], r["strategy"]) == (table, n, name))
+
+
+def test_rows_have_the_columns_and_the_reference_is_the_best_candidate(rows):
+    assert {r["table"] for r in rows} == set(ls.TABLES)
+    for r in rows:
+        assert set(ls.COLUMNS) <= set(r) and r["rmse"] > 0 and np.isfinite(r["ratio"])
+    for table, n in (("prefix", 32), ("all_range", 32), ("ranges_2d", 8)):
+        assert _get(rows, table, n, "mmopt")["ratio"] == 1.0
+        assert _get(rows, table, n, "Identity")["ratio_to_identity"] == 1.0
+    for name in ("H2", "HB"):  # both are among the reference's candidates
+        assert _get(rows, "prefix", 32, name)["ratio"] >= 1 - 1e-12
+    assert _get(rows, "ranges_2d", 8, "HB⊗HB")["ratio"] >= 1 - 1e-12
+
+
+@pytest.mark.parametrize("table", ["prefix", "all_range"])
+def test_one_d_figures_equal_dense_evaluate(rows, table):
+    W = getattr(wl, table)(32)
+    dense = {"Identity": st.identity(32), "H2": st.hierarchical(32), "Privelet": st.wavelet(32), "HB": st.hb(32),
+             "GreedyH": st.greedy_h(W), "GreedyH (tr GX⁺)": st.greedy_h(W, objective="workload")}
+    for name, A in dense.items():
+        assert _get(rows, table, 32, name)["rmse"] == pytest.approx(mmopt.evaluate(W, A, ls.EPS).rmse, rel=1e-9)
+
+
+def test_two_d_figures_equal_evaluate(rows):
+    W = census.ranges_2d(8)
+    for name, A in (("quad-tree", st.quadtree(8)), ("Privelet", tr.privelet((8, 8)))):
+        assert _get(rows, "ranges_2d", 8, name)["rmse"] == pytest.approx(mmopt.evaluate(W, A, ls.EPS).rmse, rel=1e-9)
+
+
+def test_seed_prefix_row_at_128_is_reproduced():
+    got = ls.run(ls.Config((128,), (), min_error_max=128))
+    for name in report.STRATEGIES:
+        r = _get(got, "prefix", 128, name)
+        assert r["ratio"] == pytest.approx(report.SEED[(128, name)], rel=0.05), name
+    assert "within" in "\n".join(report.explain(got))
+
+
+def test_command_writes_and_rewrites_from_csv(tmp_path, monkeypatch):
+    monkeypatch.setattr(ls, "QUICK", TINY)
+    assert ls.main(["--out", str(tmp_path), "--quiet"]) == 0
+    for f in ("landscape.csv", "landscape.md", "README.md", "landscape.png"):
+        assert (tmp_path / f).is_file(), f
+    text = (tmp_path / "README.md").read_text(encoding="utf-8")
+    assert "## Prefix workload (1-D)" in text and "quad-tree" in text and "Choices and known differences" in text
+    from experiments import _common  # what --from-csv rewrites: the README from the CSV alone
+    assert report.markdown(_common.read_csv(tmp_path / "landscape.csv"), "quick") == text
+    with pytest.raises(SystemExit):
+        ls.main(["--out", str(tmp_path), "--jobs", "0"])

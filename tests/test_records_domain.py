@@ -1,0 +1,87 @@
+"""mmopt.records.domain: attributes, the value → cell rule, JSON round trips and refusals."""
+
+import json
+import math
+
+import pytest
+
+from mmopt.records import Attribute, Domain
+
+
+def test_attribute_kinds_sizes_and_labels():
+    a = Attribute("region", categories=("N", "S", "W"))
+    b = Attribute("kids", categories=[0, 1, 2, 3])
+    c = Attribute("age", edges=[0, 18, 65, "inf"])
+    assert (a.kind, a.size) == ("text", 3)
+    assert (b.kind, b.size, b.categories) == ("number", 4, (0, 1, 2, 3))
+    assert (c.kind, c.size, c.edges) == ("bins", 3, (0.0, 18.0, 65.0, math.inf))
+    assert c.labels == ("[0, 18)", "[18, 65)", "[65, inf]")
+    assert Attribute("x", edges=(0.5, 1.25)).labels == ("[0.5, 1.25]",)
+
+
+def test_domain_shape_names_index():
+    D = Domain((Attribute("a", categories=("x",)), Attribute("b", edges=(0, 1, 2))))
+    assert D.shape == (1, 2) and D.names == ("a", "b") and D.index("b") == 1
+    with pytest.raises(ValueError, match=r"no attribute named 'c'.*\['a', 'b'\]"):
+        D.index("c")
+
+
+@pytest.mark.parametrize("kwargs, err, match", [
+    ({}, ValueError, "exactly one of 'categories'.*Got neither"),
+    ({"categories": ("a",), "edges": (0, 1)}, ValueError, "exactly one.*Got both"),
+    ({"categories": ()}, ValueError, "at least one value"),
+    ({"categories": ("a", 1)}, TypeError, "all strings or all numbers"),
+    ({"categories": (True, False)}, TypeError, "all strings or all numbers"),
+    ({"categories": ("a", "b", "a")}, ValueError, "each value once. Got 'a' twice"),
+    ({"categories": (1.0, float("nan"))}, ValueError, "finite numbers"),
+    ({"categories": "abc"}, TypeError, "list of values"),
+    ({"edges": (0,)}, ValueError, "at least two edges"),
+    ({"edges": (0, 2, 1)}, ValueError, "strictly increasing"),
+    ({"edges": (0, 1, 1)}, ValueError, "strictly increasing"),
+    ({"edges": (0, "ten")}, TypeError, "must hold numbers"),
+])
+def test_attribute_refusals(kwargs, err, match):
+    with pytest.raises(err, match=match):
+        Attribute("v", **kwargs)
+
+
+def test_attribute_name_and_domain_refusals():
+    with pytest.raises(TypeError, match="'name' parameter of Attribute must be a non-empty str"):
+        Attribute("", categories=("a",))
+    with pytest.raises(ValueError, match=r"distinct names. Got \['a'\] twice"):
+        Domain((Attribute("a", categories=("x",)), Attribute("a", edges=(0, 1))))
+    with pytest.raises(TypeError, match="non-empty tuple of Attribute"):
+        Domain(())
+    with pytest.raises(TypeError, match="non-empty tuple of Attribute"):
+        Domain(("a",))
+
+
+def test_json_round_trip_dict_text_and_file(tmp_path):
+    spec = {"attributes": [{"name": "sex", "categories": ["F", "M"]},
+                           {"name": "age", "edges": ["-inf", 18, 65, "inf"]},
+                           {"name": "kids", "categories": [0, 1, 2]}]}
+    D = Domain.from_json(spec)
+    assert D.shape == (2, 3, 3) and D.attributes[1].edges[0] == -math.inf
+    assert Domain.from_json(json.dumps(spec)) == D
+    path = tmp_path / "domain.json"
+    text = D.to_json(path)
+    assert json.loads(path.read_text()) == json.loads(text)
+    assert Domain.from_json(path) == D and Domain.from_json(str(path)) == D
+    assert json.loads(text)["attributes"][1]["edges"] == ["-inf", 18.0, 65.0, "inf"]
+
+
+def test_json_refusals(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        Domain.from_json(bad)
+    with pytest.raises(ValueError, match="cannot read the domain file"):
+        Domain.from_json(tmp_path / "missing.json")
+    with pytest.raises(ValueError, match="with a list 'attributes'"):
+        Domain.from_json({"attrs": []})
+    with pytest.raises(ValueError, match="attribute #0 must be an object with 'name'"):
+        Domain.from_json({"attributes": [{"name": "a", "categories": ["x"], "size": 3}]})
+    with pytest.raises(ValueError, match="attribute #1 must be an object"):
+        Domain.from_json({"attributes": [{"name": "a", "categories": ["x"]}, ["b"]]})
+    with pytest.raises(ValueError, match="strictly increasing"):
+        Domain.from_json({"attributes": [{"name": "a", "edges": [3, 1]}]})

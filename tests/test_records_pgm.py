@@ -1,0 +1,125 @@
+"""mmopt.records.pgm: residual measurements as mbi measurements, and Private-PGM's marginals (skipped without mbi)."""
+
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt.records import pgm
+from mmopt.structured import residual as rp
+
+SHAPE = (3, 2, 4)
+SETS = [(0, 1), (1, 2)]
+NAMES = ("a", "b", "c")
+
+
+def _measure(x, privacy, rng=0):
+    W = rp.marginal_workload(SHAPE, SETS)
+    return rp.measure(rp.plan(W).strategy, x, privacy, rng=rng)
+
+
+def test_without_mbi_the_import_error_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mbi", None)  # import mbi now raises ImportError
+    m = _measure(np.ones(24), mmopt.Privacy(1.0, 1e-6))
+    with pytest.raises(ImportError, match=r"mmopt\[pgm\]"):
+        pgm.pgm_marginals(m, NAMES)
+
+
+@pytest.mark.parametrize("bad, kwargs, err, needle", [
+    ("none", {}, ValueError, "must be noisy"),
+    ("batch", {}, ValueError, "one draw"),
+    ("names", {"names": ("a", "a", "c")}, ValueError, "3 distinct attribute names"),
+    ("type", {}, TypeError, "residual Measurements"),
+    ("iters", {"iters": 0}, ValueError, "'iters' parameter of pgm_marginals"),
+])
+def test_refusals(bad, kwargs, err, needle):
+    x = np.arange(24.0)
+    W = rp.marginal_workload(SHAPE, SETS)
+    A = rp.plan(W).strategy
+    source = {"none": rp.measure(A, x), "batch": rp.measure(A, x, mmopt.Privacy(1.0, 1e-6), size=2),
+              "type": x}.get(bad, rp.measure(A, x, mmopt.Privacy(1.0, 1e-6)))
+    with pytest.raises(err, match=needle):
+        pgm.pgm_marginals(source, kwargs.pop("names", NAMES), **kwargs)
+
+
+@pytest.fixture(scope="module")
+def mbi():
+    mbi = pytest.importorskip("mbi")
+    warnings.filterwarnings("ignore", message="JAX .*", category=UserWarning)
+    return mbi
+
+
+def test_queries_reproduce_the_noiseless_measurements(mbi):
+    """ResidualQuery on the true marginal = c_S (⊗Bᵢ) m_S, as rp.measure computes it (the oracle)."""
+    import jax
+
+    x = np.random.default_rng(0).integers(0, 30, 24).astype(float)
+    m = _measure(x, mmopt.Privacy(1.0, 1e-6))
+    exact = rp.measure(m.strategy, x).values
+    counts = rp.marginal_counts(x, SHAPE, m.strategy.subsets)
+    ms = pgm.to_mbi_measurements(m, NAMES)
+    assert len(ms) == len(m.strategy.subsets) - 1  # every non-empty subset; the total is PGM's known_total
+    domain = mbi.Domain(NAMES, SHAPE)
+    with jax.enable_x64(True):
+        for meas in ms:
+            S = tuple(NAMES.index(a) for a in meas.clique)
+            f = mbi.Factor(domain.project(meas.clique), counts[S])
+            assert np.allclose(np.asarray(meas.query(f)), exact[S].ravel(), atol=1e-9)
+            assert meas.stddev == pytest.approx(m.noise_scale)
+            assert meas.query.op_norm_sq() == pytest.approx(m.strategy.weights[m.strategy.index[S]] ** 2)
+
+
+def test_pgm_is_least_squares_when_that_is_already_non_negative(mbi):
+    """PGM projects the least-squares answer onto consistent non-negative marginals (module docstring): with
+    large counts and little noise the LS marginals are inside, so PGM must return them."""
+    x = np.random.default_rng(1).integers(50, 100, 24).astype(float)
+    m = _measure(x, mmopt.Privacy(1.0, 1e-6), rng=2)
+    ls = rp.reconstruct_all(m, SETS)
+    assert min(v.min() for v in ls.values()) > 0
+    est = pgm.pgm_marginals(m, NAMES, SETS, iters=1500)
+    for A in SETS:
+        assert np.allclose(est.marginals[A], ls[A], rtol=1e-5, atol=1e-3)
+    assert est.total == pytest.approx(float(rp.reconstruct(m, ())))
+
+
+def test_small_epsilon_gives_consistent_non_negative_marginals(mbi):
+    x = np.zeros(24)
+    x[:3] = [40.0, 5.0, 1.0]  # sparse: least squares goes negative at ε = 0.1
+    m = _measure(x, mmopt.Privacy(0.1, 1e-6), rng=3)
+    assert min(v.min() for v in rp.reconstruct_all(m, SETS).values()) < 0
+    est = pgm.pgm_marginals(m, NAMES, SETS, iters=500)
+    ab, bc = est.marginals[(0, 1)], est.marginals[(1, 2)]
+    assert ab.min() >= 0 and bc.min() >= 0
+    assert np.allclose(ab.sum(axis=0), bc.sum(axis=1), rtol=1e-6, atol=1e-6)  # the shared marginal on b
+    assert ab.sum() == pytest.approx(est.total) and bc.sum() == pytest.approx(est.total)
+    syn = est.synthetic(seed=0)
+    state = np.random.get_state()[1].copy()  # noqa: NPY002 — synthetic must leave the global state alone
+    again = est.synthetic(seed=0)
+    assert syn.equals(again) and np.array_equal(np.random.get_state()[1], state)  # noqa: NPY002
+    assert list(syn.columns) == list(NAMES) and len(syn) == max(1, int(est.total))
+    assert syn["c"].between(0, 3).all()
+    with pytest.raises(ValueError, match="labels=True needs the records domain"):
+        est.synthetic(labels=True)
+
+
+def test_model_size_is_refused_before_fitting(mbi):
+    m = _measure(np.ones(24), mmopt.Privacy(1.0, 1e-6))
+    with pytest.raises(ValueError, match="max_model_mb"):
+        pgm.pgm_marginals(m, NAMES, max_model_mb=1e-6)
+
+
+def test_from_a_records_release_with_labels(mbi):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("opendp")
+    from mmopt.records import Domain, release_marginals
+
+    D = Domain.from_json({"attributes": [{"name": "sex", "categories": ["F", "M"]},
+                                         {"name": "age", "edges": [0, 18, 65, "inf"]}]})
+    df = pd.DataFrame({"sex": ["F", "M", "M"] * 40, "age": [30.0, 70.0, 12.0] * 40})
+    r = release_marginals(df, D, 2, mmopt.Privacy(1.0, 1e-6))
+    est = pgm.pgm_marginals(r, iters=300)
+    assert list(est.marginals) == [(0, 1)] and est.marginals[(0, 1)].shape == (2, 3)
+    syn = est.synthetic(rows=10, seed=1, labels=True)
+    assert set(syn["sex"]) <= {"F", "M"} and set(syn["age"]) <= {"[0, 18)", "[18, 65)", "[65, inf]"}

@@ -1,0 +1,212 @@
+"""mmopt.records.release_marginals: the dense oracles (residual reconstruct, least squares), the variance by
+Monte Carlo, the privacy report, pandas = Dask bit for bit, and refusals before the draw."""
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import mmopt
+from mmopt.accounting._zcdp import gaussian_rho, max_rho
+from mmopt.records import Attribute, Domain, RecordsRelease, marginal_counts, release_marginals
+from mmopt.records import release as rr
+from mmopt.structured import residual
+
+pytest.importorskip("opendp")
+
+D = Domain((Attribute("sex", categories=("F", "M")),
+            Attribute("edu", categories=("none", "school", "degree")),
+            Attribute("age", edges=(0, 25, 45, 65, 120)),
+            Attribute("kids", categories=(0, 1))))  # N = 48 cells
+GAUSS = mmopt.Privacy(1.0, 1e-9)
+SEEDED = "numpy's seeded generator"
+
+
+def _records(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"sex": rng.choice(["F", "M"], n), "edu": rng.choice(["none", "school", "degree", "?"], n),
+                         "age": rng.uniform(0, 125, n), "kids": rng.integers(0, 2, n)})
+
+
+def _dense(df):
+    c = marginal_counts(df, D, [(0, 1, 2, 3)])[(0, 1, 2, 3)]
+    assert c.shape == D.shape
+    return c.astype(float)
+
+
+def _release(df, workload=2, privacy=GAUSS, **kw):
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=f".*{SEEDED}", category=UserWarning)
+        return release_marginals(df, D, workload, privacy, **kw)
+
+
+@pytest.fixture(scope="module")
+def df():
+    return _records(400)
+
+
+@pytest.mark.parametrize("privacy", [GAUSS, mmopt.Privacy(0.5)])
+def test_same_noise_as_dense_measure_and_reconstruct(df, privacy):
+    r = _release(df, 2, privacy, seed=3)
+    A, x = r.strategy, _dense(df)
+    exact = residual.measure(A, x).values  # noise-free measurements from the dense data vector
+    z = np.random.default_rng(3)
+    noise = (z.normal if privacy.noise == "gaussian" else z.laplace)(0.0, r.noise_scale, A.n_rows)
+    got = np.concatenate([r.measurements.values[S].ravel() for S in A.subsets])
+    want = np.concatenate([exact[S].ravel() for S in A.subsets]) + noise
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-9 * (1 + np.abs(want).max()))
+    dense = residual.reconstruct_all(residual.Measurements(A, {S: r.measurements.values[S] for S in A.subsets},
+                                                           r.noise, r.noise_scale), r.workload.sets)
+    assert set(r.marginals) == set(r.workload.sets) and len(r.marginals) == 6
+    for S, est in r.marginals.items():
+        np.testing.assert_array_equal(est, dense[S])
+    assert r.sampler == "numpy-seeded" and isinstance(r, RecordsRelease)
+
+
+def test_estimates_are_dense_least_squares(df):
+    r = _release(df, [("sex", "edu", "age"), ("age", "kids")], seed=1)
+    A = r.strategy
+    M = A.to_implicit().dense()
+    assert M.shape == (A.n_rows, math.prod(D.shape))
+    y = np.concatenate([r.measurements.values[S].ravel() for S in A.subsets])
+    xhat = np.linalg.lstsq(M, y, rcond=None)[0].reshape(D.shape)
+    P = np.linalg.pinv(M)
+    for S, est in r.marginals.items():
+        np.testing.assert_allclose(est, xhat.sum(axis=tuple(i for i in range(4) if i not in S)), atol=1e-8)
+        # every cell's variance, densely: s²·diag(Q P Pᵀ Qᵀ) for the marginal's query matrix Q
+        Q = np.stack([np.broadcast_to(np.expand_dims(np.eye(math.prod(D.shape[i] for i in S))[k].reshape(
+            [D.shape[i] for i in S]), [i for i in range(4) if i not in S]), D.shape).ravel()
+            for k in range(math.prod(D.shape[i] for i in S))])
+        var = r.noise_scale**2 * np.einsum("ij,ij->i", Q @ P, Q @ P)
+        np.testing.assert_allclose(var, r.variance[S], rtol=1e-9)
+
+
+def test_variance_matches_evaluate(df):
+    r = _release(df, 2, seed=0)
+    rep = residual.evaluate(r.workload, r.strategy, norm="l2")  # unit privacy: Δ²·Σ r N/(N_A² c²)
+    for j, S in enumerate(r.workload.sets):
+        assert r.variance[S] == pytest.approx(r.noise_scale**2 * rep.per_marginal_variance[j] / rep.sensitivity**2,
+                                              rel=1e-12)
+    # the default plan is the optimal one: its total meets the SVD bound, at the noise actually drawn
+    total = sum(r.variance[S] * math.prod(D.shape[i] for i in S) for S in r.workload.sets)
+    bound = residual.svd_bound(r.workload) * r.noise_scale**2 / r.sensitivity**2
+    assert total == pytest.approx(bound, rel=1e-6)
+
+
+@pytest.mark.parametrize("privacy, kurtosis", [(GAUSS, 3.0), (mmopt.Privacy(1.0), 6.0)])
+def test_variance_by_monte_carlo(df, privacy, kurtosis):
+    r = _release(df, 2, privacy, seed=0)
+    counts = marginal_counts(df, D, r.workload.sets)
+    R = 3000
+    sim = residual.measure(r.strategy, counts, privacy, rng=11, size=R)
+    ratio = (sim.noise_scale / r.noise_scale) ** 2
+    for S in r.workload.sets:
+        err = residual.reconstruct(sim, S) - counts[S]
+        mse = float(np.mean(err**2))
+        # the mean over draws of one cell's squared error has sd ≤ var·√((κ−1)/R) (κ ≤ 6 for sums of Laplace
+        # variables, 3 for Gaussian); averaging over correlated cells can only shrink it: 5 sd
+        tol = 5 * math.sqrt((kurtosis - 1) / R)
+        assert abs(mse / (r.variance[S] * ratio) - 1) < tol, S
+
+
+def test_privacy_report():
+    df = _records(200, 5)
+    g = _release(df, 1, GAUSS)
+    assert g.sampler == "opendp" and g.noise == "gaussian" and (g.epsilon, g.delta) == (1.0, 1e-9)
+    delta2 = residual.sensitivity(g.strategy, "l2").value
+    assert delta2 <= g.sensitivity <= delta2 * (1 + 1e-6)
+    # OpenDP verifies Gaussian noise through zCDP (ρ ↦ (ε, δ)), a little looser than the analytic σ
+    assert g.noise_scale >= GAUSS.noise_scale(g.sensitivity)
+    assert g.rho == pytest.approx(g.sensitivity**2 / (2 * g.noise_scale**2), rel=1e-12)
+    assert g.rho == gaussian_rho(g.sensitivity, g.noise_scale)
+    assert max_rho(1.0, 1e-9) * (1 - 1e-3) <= g.rho <= max_rho(1.0, 1e-9) * (1 + 1e-12)
+    lap = _release(df, 1, mmopt.Privacy(0.5))
+    assert (lap.noise, lap.rho, lap.delta) == ("laplace", None, 0.0)
+    assert lap.noise_scale == pytest.approx(residual.sensitivity(lap.strategy, "l1").value / 0.5, rel=1e-6)
+
+
+def test_seed_reproducible_warns_and_out_of_domain_records_change_nothing(df):
+    with pytest.warns(UserWarning, match="anyone who knows the seed can remove the noise"):
+        a = release_marginals(df, D, 2, GAUSS, seed=9)
+    extra = pd.DataFrame({"sex": ["F", None], "edu": ["school", "none"], "age": [30.0, 40.0], "kids": [7, 0]})
+    b = _release(pd.concat([df, extra], ignore_index=True), 2, seed=9)  # both extra records are dropped
+    c = _release(df, 2, seed=10)
+    for S in a.marginals:
+        np.testing.assert_array_equal(a.marginals[S], b.marginals[S])
+        assert not np.array_equal(a.marginals[S], c.marginals[S])
+
+
+@pytest.mark.filterwarnings("ignore:The inplace keyword")  # dask.dataframe under pandas 3.1
+def test_pandas_and_dask_release_bit_identical(df, tmp_path):
+    dd = pytest.importorskip("dask.dataframe")
+    distributed = pytest.importorskip("distributed")
+    want = _release(df, 2, seed=4)
+    ddf = dd.from_pandas(df, npartitions=4)
+    with (distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None)
+          as cluster, distributed.Client(cluster)):
+        ddf.to_parquet(tmp_path / "parts")
+        runs = [_release(ddf, 2, seed=4), _release(dd.read_parquet(tmp_path / "parts"), 2, seed=4)]
+    runs.append(_release(tmp_path / "parts", 2, seed=4, batch_size=33))
+    for got in runs:
+        for S in want.measurements.values:
+            assert np.array_equal(got.measurements.values[S], want.measurements.values[S])
+        for S in want.marginals:
+            assert np.array_equal(got.marginals[S], want.marginals[S])
+
+
+def test_table(df):
+    r = _release(df, [("sex", "age"), ("kids",)], seed=2)
+    t = r.table()
+    assert list(t.columns) == ["marginal", "sex", "age", "kids", "estimate", "std_error"]
+    assert len(t) == 2 * 4 + 2
+    row = t[(t["marginal"] == "sex×age") & (t["sex"] == "M") & (t["age"] == "[45, 65)")]
+    assert row["estimate"].item() == r.marginals[(0, 2)][1, 2]
+    assert row["std_error"].item() == pytest.approx(math.sqrt(r.variance[(0, 2)]))
+    assert t.loc[t["marginal"] == "kids", "sex"].isna().all()
+    codes = r.table(names=False)
+    assert codes["marginal"].iloc[0] == "(0, 2)" and codes["age"].dtype == "Int64"
+    assert codes.loc[codes["marginal"] == "(3,)", "kids"].tolist() == [0, 1]
+
+
+def test_refusals_before_the_draw(df, monkeypatch):
+    def never(*a, **k):
+        raise AssertionError("noise drawn")
+
+    monkeypatch.setattr(rr._opendp, "measure", never)
+    with pytest.raises(ValueError, match="'epsilon' parameter of Privacy must be a float in the range"):
+        release_marginals(df, D, 2, mmopt.Privacy(0.0))
+    with pytest.raises(ValueError, match="'epsilon' parameter of Privacy must be a float in the range"):
+        release_marginals(df, D, 2, mmopt.Privacy(-1.0))
+    with pytest.raises(TypeError, match="'privacy' parameter of release_marginals must be a Privacy"):
+        release_marginals(df, D, 2, 1.0)
+    with pytest.raises(ValueError, match="has no column 'age'"):
+        release_marginals(df.drop(columns="age"), D, 2, GAUSS)
+    with pytest.raises(ValueError, match="column 'kids' of dtype text"):
+        release_marginals(df.assign(kids=df["kids"].astype(str)), D, 2, GAUSS)
+    with pytest.raises(ValueError, match=r"'workload' parameter of release_marginals must be an integer \[1, 4\]"):
+        release_marginals(df, D, 5, GAUSS)
+    with pytest.raises(ValueError, match="names attribute 'income', which is not in the domain"):
+        release_marginals(df, D, [("income", "sex")], GAUSS)
+    small = residual.plan(residual.marginal_workload(D.shape, [(0, 1)])).strategy
+    with pytest.raises(ValueError, match=r"does not measure the residual of \(2,\)"):
+        release_marginals(df, D, [("sex", "age")], GAUSS, strategy=small)
+    with pytest.raises(ValueError, match=r"is over shape \(2, 3\)"):
+        release_marginals(df, D, 1, GAUSS, strategy=residual.plan(residual.marginal_workload((2, 3), [(0, 1)])))
+    with pytest.raises(TypeError, match="'strategy' parameter of release_marginals must be a ResidualStrategy"):
+        release_marginals(df, D, 1, GAUSS, strategy="identity")
+    with pytest.raises(ValueError, match="'seed' parameter of release_marginals must be an integer >= 0"):
+        release_marginals(df, D, 1, GAUSS, seed=-1)
+    with pytest.raises(ValueError, match=r"workload' parameter of release_marginals is over shape \(2, 2\)"):
+        release_marginals(df, D, residual.marginal_workload((2, 2), [(0, 1)]), GAUSS)
+
+
+def test_nothing_raises_after_the_draw(df, monkeypatch):
+    def broken(*a, **k):
+        raise ValueError("simulated failure")
+
+    monkeypatch.setattr(rr, "reconstruct_all", broken)
+    with pytest.warns(RuntimeWarning, match="budget is spent.*simulated failure"):
+        r = _release(df, 1, seed=0)
+    assert r.marginals == {} and len(r.measurements.values) == len(r.strategy.subsets)

@@ -1,0 +1,131 @@
+"""mmopt.toeplitz strategies and error: implicit (O(n log n)) against dense matrices and mmopt.evaluate."""
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt import toeplitz as T
+
+# Round-off of the O(n log n) formulas against the dense reference: sums of n positive terms, FFTs of length ~2n.
+RTOL = 1e-10
+
+
+def _strategies(n, rng):
+    tail = 0.4 * rng.random(n - 1) / np.arange(1, n)
+    return [T.sqrt_strategy(n), T.banded([1.0, 0.4, 0.2], n), T.banded(np.r_[1.0, tail], n),
+            T.blt([0.3, 0.1], [0.9, 0.5], n), T.equalized(T.sqrt_strategy(n)),
+            T.equalized(T.blt([0.3, 0.1], [0.9, 0.5], n))]
+
+
+def test_sqrt_strategy_squares_to_prefix_matrix():
+    n = 64
+    C = T.sqrt_strategy(n).to_dense()
+    np.testing.assert_allclose(C @ C, np.tril(np.ones((n, n))), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [37, 150])  # 150 > 64 coefficients: Newton's FFT reciprocal, 37: the recursion
+def test_inverse_and_decoder_columns_match_dense(n, rng):
+    W = np.tril(np.ones((n, n)))
+    for C in (T.sqrt_strategy(n), T.banded(np.r_[1.0, 0.4 * rng.random(n - 1) / np.arange(1, n)], n),
+              T.banded([2.0, -0.5, 0.1], n), T.blt([0.3, 0.1], [0.9, 0.5], n)):
+        Cinv = np.linalg.inv(C.to_dense())
+        np.testing.assert_allclose(C.inverse_column(), Cinv[:, 0], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(C.decoder_column(), (W @ Cinv)[:, 0], rtol=0, atol=1e-11)
+
+
+def test_blt_coefficients_and_inverse_are_blts():
+    n = 30
+    theta, omega = np.array([0.3, 0.1, 0.05]), np.array([0.9, 0.5, 0.99])
+    C = T.blt(theta, omega, n)
+    k = np.arange(1, n)
+    np.testing.assert_allclose(C.coefficients[1:], (theta[:, None] * omega[:, None] ** (k - 1)).sum(0), rtol=1e-13)
+    assert C.coefficients[0] == 1.0
+    np.testing.assert_allclose(C.inverse_column(), np.linalg.inv(C.to_dense())[:, 0], atol=1e-13)
+
+
+@pytest.mark.parametrize("norm", ["l1", "l2"])
+def test_sensitivity_is_the_largest_column_norm(norm, rng):
+    n = 50
+    for C in _strategies(n, rng):
+        cols = np.linalg.norm(C.to_dense(), ord=1 if norm == "l1" else 2, axis=0)
+        assert C.sensitivity(norm) == pytest.approx(cols.max(), rel=1e-12)
+
+
+def test_equalized_has_unit_columns_and_same_decoder_structure():
+    n = 80
+    C = T.equalized(T.sqrt_strategy(n))
+    dense = C.to_dense()
+    np.testing.assert_allclose(np.linalg.norm(dense, axis=0), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(dense / np.sqrt(C.row_scale)[:, None], T.sqrt_strategy(n).to_dense(), rtol=1e-14)
+
+
+@pytest.mark.parametrize("kind", ["prefix", "all_range"])
+def test_evaluate_matches_dense_mmopt(kind, rng):
+    n = 41
+    Wd = mmopt.workload.prefix(n) if kind == "prefix" else mmopt.workload.all_range(n)
+    for C in _strategies(n, rng):
+        r = T.evaluate(Wd, C)
+        d = mmopt.evaluate(Wd, mmopt.Strategy(C.to_dense()), norm="l2")
+        assert r.n_queries == d.n_queries
+        assert r.total_squared_error == pytest.approx(d.total_squared_error, rel=RTOL)
+        if r.max_variance_exact:
+            assert r.max_variance == pytest.approx(d.max_variance, rel=RTOL)
+        else:  # a row-scaled strategy on all ranges: a proven upper bound, not an underestimate
+            assert C.row_scale is not None and kind == "all_range"
+            assert r.max_variance >= d.max_variance * (1 - RTOL)
+        if r.max_variance_exact:  # the reported query attains it
+            i, j = r.max_variance_query
+            row = np.zeros(n)
+            row[i:j + 1] = 1.0
+            err = np.linalg.solve(C.to_dense().T, row)  # row C⁻¹
+            assert r.sensitivity**2 * (err @ err) == pytest.approx(r.max_variance, rel=RTOL)
+
+
+def test_evaluate_with_budgets_and_norms():
+    n = 33
+    C = T.blt([0.3, 0.1], [0.9, 0.5], n)
+    A = mmopt.Strategy(C.to_dense())
+    for privacy in (mmopt.Privacy(1.0), mmopt.Privacy(0.5, delta=1e-6)):
+        r = T.evaluate(mmopt.workload.all_range(n), C, privacy)
+        d = mmopt.evaluate(mmopt.workload.all_range(n), A, privacy)
+        assert r.norm == privacy.sensitivity_norm and r.variance_factor == privacy.variance_factor
+        assert r.total_squared_error == pytest.approx(d.total_squared_error, rel=RTOL)
+        assert r.rmse == pytest.approx(d.rmse, rel=RTOL)
+
+
+def test_all_range_max_at_large_n_runs_without_dense_matrices():
+    n = 2**16
+    r = T.evaluate(T.all_range(n), T.sqrt_strategy(n))
+    assert r.n_queries == n * (n + 1) // 2 and r.max_variance_exact
+    # every range of length L ending at n−1 is the worst of its length; the full range is one of them
+    full = T.evaluate(T.prefix(n), T.sqrt_strategy(n)).max_variance
+    assert r.max_variance >= full
+
+
+def test_workload_recognition_and_refusals():
+    assert T.evaluate(mmopt.workload.prefix(8), T.sqrt_strategy(8)).workload == "prefix"
+    with pytest.raises(TypeError, match="must be mmopt.toeplitz.prefix"):
+        T.evaluate(mmopt.workload.identity(8), T.sqrt_strategy(8))
+    with pytest.raises(TypeError, match="'strategy' parameter"):
+        T.evaluate(T.prefix(8), mmopt.strategy.identity(8))
+    with pytest.raises(ValueError, match="domain size"):
+        T.evaluate(T.prefix(8), T.sqrt_strategy(9))
+    with pytest.raises(ValueError, match="non-zero first entry"):
+        T.banded([0.0, 1.0], 4)
+    with pytest.raises(ValueError, match="between 1 and n"):
+        T.banded([1.0] * 5, 4)
+    with pytest.raises(ValueError, match="|ω_i| < 1"):
+        T.blt([0.5], [1.0], 4)
+    with pytest.raises(ValueError, match="as many entries"):
+        T.blt([0.5, 0.1], [0.5], 4)
+    with pytest.raises(ValueError, match="'n' parameter"):
+        T.prefix(0)
+    with pytest.raises(ValueError, match="GB"):  # refused before allocating 2⁴⁰ entries
+        T.sqrt_strategy(2**20).to_dense()
+    with pytest.raises(ValueError, match="change sign"):
+        T.equalized(T.banded([1.0, 1.5], 10))
+
+
+def test_singular_strategy_is_refused_not_reported():
+    with pytest.raises(ValueError, match="overflow"), np.errstate(over="ignore", invalid="ignore"):
+        T.evaluate(T.prefix(4000), T.banded([1.0, 3.0], 4000))
