@@ -141,3 +141,12 @@ def test_efpa_privacy_audit():
 
     a = audit(stats, np.zeros(4), np.array([1.0, 0, 0, 0]), n=40_000, n_pilot=4000, seed=0)
     assert a.epsilon_lower <= 1.0
+
+
+@pytest.mark.parametrize("pick", [None, lambda m: 0, lambda m: m - 1])
+def test_privacy_loss_bound_over_all_neighbours(pick):
+    """Brute force (tests/_replay.py): on every x ± e_i, the tail-norm scores move by at most Δu = 1 and the kept
+    coefficients by at most their Δ₁(k) bound in L1, so the path's loss is at most ε (k small, middle, n)."""
+    from _replay import worst_loss
+    for x in (np.array([0.0, 3.0, 1.0, 7.0, 7.0, 2.0]), np.array([5.0, 0.0, 2.0, 9.0, 1.0])):
+        assert 0 < worst_loss(lambda z, n: efpa(z, 1.0, noise=n), x, pick) <= 1.0 + 1e-9

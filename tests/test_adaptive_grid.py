@@ -154,3 +154,13 @@ def test_grid_privacy_audit(f):
 
     a = audit(stats, np.zeros((2, 2)), np.array([[1.0, 0], [0, 0]]), n=40_000, n_pilot=4000, seed=0)
     assert a.epsilon_lower <= 1.0
+
+
+@pytest.mark.parametrize("total", [None, 12.0])
+def test_privacy_loss_bound_over_all_neighbours(total):
+    """Brute force (tests/_replay.py): on every x ± e_i the noisy total and the (one- or two-level) block counts
+    add up to a loss of at most ε; a small c makes several blocks per level."""
+    from _replay import worst_loss
+    x = np.random.default_rng(2).integers(0, 5, (4, 5)).astype(float)
+    for f in (ugrid, agrid):
+        assert 0 < worst_loss(lambda z, n, f=f: f(z, 1.0, c=0.5, total=total, noise=n), x) <= 1.0 + 1e-9

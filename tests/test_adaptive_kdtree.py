@@ -168,3 +168,22 @@ def test_kd_tree_privacy_audit():
 
     a = audit(stats, np.zeros((2, 2)), np.array([[1.0, 0], [0, 0]]), n=40_000, n_pilot=4000, seed=0)
     assert a.epsilon_lower <= 1.0
+
+
+@pytest.mark.parametrize("kw", [{}, {"kind": "hybrid", "height": 4, "median_levels": 2},
+                                {"allocation": "uniform", "height": 5}])
+def test_privacy_loss_bound_over_all_neighbours(kw):
+    """Brute force (tests/_replay.py): on every x ± e_i the rank scores move by at most 1 and the root and depth
+    counts compose (parallel within a depth, sequential along a path) to a loss of at most ε."""
+    from _replay import worst_loss
+    x = np.random.default_rng(2).integers(0, 5, (4, 5)).astype(float)
+    assert 0 < worst_loss(lambda z, n: kd_tree(z, 1.0, c=0.5, noise=n, **kw), x) <= 1.0 + 1e-9
+
+
+def test_shares_leaving_nothing_for_the_counts_are_refused_before_any_draw():
+    rec = Recording("numpy", np.random.default_rng(0))
+    with pytest.raises(ValueError, match="'median_share' and 'total_share' parameters of kd_tree"):
+        kd_tree(np.ones((4, 4)), 1.0, median_share=0.9, total_share=0.1, noise=rec)
+    assert rec.calls == []
+    r = kd_tree(np.ones((4, 4)), 1.0, kind="hybrid", median_levels=0, median_share=0.9, total_share=0.1, rng=0)
+    assert r.budget["medians"] == 0.0 and math.isclose(sum(r.budget.values()), 1.0)

@@ -142,3 +142,14 @@ def test_php_privacy_audit():
 
     a = audit(stats, np.zeros(4), np.array([1.0, 0, 0, 0]), n=40_000, n_pilot=4000, seed=0)
     assert a.epsilon_lower <= 1.0
+
+
+@pytest.mark.parametrize("keep_option", [True, False])
+@pytest.mark.parametrize("pick", [None, lambda m: 0, lambda m: 1 if m > 1 else 0])
+def test_privacy_loss_bound_over_all_neighbours(keep_option, pick):
+    """Brute force (tests/_replay.py): on every x ± e_i, the same path's score changes stay within Δ = 2 (the keep
+    candidate included) and the Laplace and per-level choices add up to at most ε."""
+    from _replay import worst_loss
+    x = np.array([0.0, 3.0, 1.0, 7.0, 7.0, 2.0, 0.0])
+    loss = worst_loss(lambda z, n: php(z, 1.0, keep_option=keep_option, noise=n), x, pick)
+    assert 0 < loss <= 1.0 + 1e-9

@@ -174,3 +174,24 @@ def test_noise_first_and_structure_first_privacy_audits():
 
     assert audit(nf, np.zeros(3), np.array([1.0, 0, 0]), n=40_000, n_pilot=4000, seed=0).epsilon_lower <= 1.0
     assert audit(sf, np.zeros(4), np.array([1.0, 0, 0, 0]), n=40_000, n_pilot=4000, seed=0).epsilon_lower <= 1.0
+
+
+@pytest.mark.parametrize("buckets", [2, 3])
+def test_structure_first_privacy_loss_bound_with_counts_above_the_bound(buckets):
+    """Brute force (tests/_replay.py): counts up to 3.5F; the scores are computed on the clipped data, so on every
+    x ± e_i they move by at most 2F + 1 and the path's loss is at most ε (unclipped scores would move by ~2x_i)."""
+    from _replay import worst_loss
+    x = np.array([0.0, 3.0, 1.0, 7.0, 7.0, 2.0, 0.0])
+    loss = worst_loss(lambda z, n: structure_first(z, 1.0, count_bound=2.0, buckets=buckets, noise=n), x)
+    assert 0 < loss <= 1.0 + 1e-9
+
+
+def test_noise_first_privacy_loss_bound_over_all_neighbours():
+    from _replay import worst_loss
+    x = np.array([0.0, 3.0, 1.0, 7.0, 7.0, 2.0])
+    assert math.isclose(worst_loss(lambda z, n: noise_first(z, 1.0, noise=n), x), 1.0)
+
+
+def test_structure_first_single_bucket_spends_all_of_epsilon_on_its_total():
+    r = structure_first(np.arange(6.0), 2.0, count_bound=5, buckets=1, ratio=0.3, rng=0)
+    assert dict(r.budget) == {"structure": 0.0, "counts": 2.0} and r.details["noise_scale"] == 0.5

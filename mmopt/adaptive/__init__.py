@@ -26,9 +26,10 @@ from mmopt.adaptive.kdtree import kd_tree
 from mmopt.adaptive.mwem import mwem
 from mmopt.adaptive.partition import Partition, private_partition
 from mmopt.adaptive.php import php
+from mmopt.adaptive.privbayes import privbayes
 from mmopt.adaptive.uniform import uniform
 from mmopt.adaptive.vopt import noise_first, structure_first
 
 __all__ = ["AdaptiveResult", "Partition", "agrid", "ahp", "dawa", "efpa", "exponential_mechanism",
            "exponential_probabilities", "hilbert_order", "kd_tree", "mwem", "noise_first", "php", "private_partition",
-           "structure_first", "ugrid", "uniform"]
+           "privbayes", "structure_first", "ugrid", "uniform"]

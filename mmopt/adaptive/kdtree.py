@@ -139,9 +139,13 @@ def kd_tree(x, epsilon: float, *, kind: str = "kd", height: int | None = None, m
     allocation = v.check_choice(allocation, name="allocation", caller=caller, choices=("geometric", "uniform"))
     share = check_fraction(median_share, "median_share", caller)
     c = v.check_real(c, name="c", caller=caller, low=0.0, low_open=True)
+    root_share = check_fraction(total_share, "total_share", caller)
+    if root_share + share >= 1.0 and (kind == "kd" or median_levels != 0):  # checked before any draw
+        raise ValueError(f"The 'median_share' and 'total_share' parameters of {caller} must add up to less than 1 "
+                         f"(the rest pays for the node counts). Got {share!r} + {root_share!r} instead.")
     src = noise_source(noise, rng, caller)
     # the root count is measured first: it is the noisy N that sizes the tree (module docstring)
-    eps_root = check_fraction(total_share, "total_share", caller) * eps
+    eps_root = root_share * eps
     scales = [laplace_scale(1.0, eps_root, "the root count", caller)]
     y_root = float(src.add_laplace(float(X.sum()), scales[0]))
     max_h = max(1, math.ceil(math.log2(X.size)))

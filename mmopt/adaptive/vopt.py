@@ -161,8 +161,8 @@ def structure_first(x, epsilon: float, *, count_bound: float, buckets: int | Non
     Returns
     -------
     AdaptiveResult
-        ``budget = {"structure": ε₁, "counts": ε₂}``; ``details``: "k", "buckets" (start indices),
-        "score_sensitivity" (2F + 1), "noise_scale".
+        ``budget = {"structure": ε₁, "counts": ε₂}`` (ε₁ = 0, ε₂ = ε when k = 1); ``details``: "k", "buckets"
+        (start indices), "score_sensitivity" (2F + 1), "noise_scale".
 
     Examples
     --------
@@ -181,7 +181,8 @@ def structure_first(x, epsilon: float, *, count_bound: float, buckets: int | Non
                                                                               caller=caller))
     src = noise_source(noise, rng, caller)
     _check_table(n, k - 1, caller)
-    eps1, eps2 = rho * eps, eps - rho * eps
+    # one bucket has no boundary to choose: all of ε goes to its total (else ε₁ would be reported but unspent)
+    eps1, eps2 = (rho * eps, eps - rho * eps) if k > 1 else (0.0, eps)
     delta = 2.0 * F + 1.0
     b = laplace_scale(1.0, eps2, "the bucket totals", caller)
     z = np.minimum(X, F)
@@ -201,5 +202,5 @@ def structure_first(x, epsilon: float, *, count_bound: float, buckets: int | Non
     totals = np.asarray(src.add_laplace(np.add.reduceat(X, edges[:-1]), b), dtype=float)
     estimate = np.repeat(totals / sizes, sizes)
     details = {"k": k, "buckets": starts, "score_sensitivity": delta, "noise_scale": b, "count_bound": F}
-    budget = {"structure": eps1, "counts": eps2} if k > 1 else {"structure": 0.0, "counts": eps}
+    budget = {"structure": eps1, "counts": eps2}
     return finish("structure_first", estimate, eps, budget, details, src)
