@@ -1,26 +1,13 @@
 """EFPA (Ács et al. 2012): the real Fourier basis against a dense one, limits at huge ε, budget, noise interface."""
 
-import dataclasses
 import math
 
 import numpy as np
 import pytest
+from _recording_noise import Recording
 
 from mmopt.adaptive._noise import Noise
 from mmopt.adaptive.efpa import efpa, fourier_coefficients, inverse_fourier, kept_sensitivity
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Recording(Noise):
-    calls: list = dataclasses.field(default_factory=list)
-
-    def add_laplace(self, values, scale):
-        self.calls.append(("laplace", scale, np.shape(values)))
-        return super().add_laplace(values, scale)
-
-    def exponential(self, scores, epsilon, sensitivity):
-        self.calls.append(("exponential", epsilon, sensitivity))
-        return super().exponential(scores, epsilon, sensitivity)
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 8, 9, 16])

@@ -1,26 +1,13 @@
 """Private kd-trees (Xiao et al. 2010; Cormode et al. 2012): consistency vs dense least squares, limits, budget."""
 
-import dataclasses
 import math
 
 import numpy as np
 import pytest
+from _recording_noise import Recording
 
 from mmopt.adaptive._noise import Noise
 from mmopt.adaptive.kdtree import kd_tree, level_budgets, tree_consistency
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Recording(Noise):
-    calls: list = dataclasses.field(default_factory=list)
-
-    def add_laplace(self, values, scale):
-        self.calls.append(("laplace", scale, np.shape(values)))
-        return super().add_laplace(values, scale)
-
-    def exponential(self, scores, epsilon, sensitivity):
-        self.calls.append(("exponential", epsilon, sensitivity))
-        return super().exponential(scores, epsilon, sensitivity)
 
 
 def _random_tree(rng, size):

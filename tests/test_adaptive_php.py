@@ -1,28 +1,12 @@
 """PHP (Ács et al. 2012): split scores against a brute force, limits at huge ε, the budget, the noise interface."""
 
-import dataclasses
 import math
 
 import numpy as np
 import pytest
+from _recording_noise import Recording
 
-from mmopt.adaptive._noise import Noise
 from mmopt.adaptive.php import php, split_deviations
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Recording(Noise):
-    """numpy noise that counts every draw (proves no sample bypasses the Noise object)."""
-
-    calls: list = dataclasses.field(default_factory=list)
-
-    def add_laplace(self, values, scale):
-        self.calls.append(("laplace", scale, np.shape(values)))
-        return super().add_laplace(values, scale)
-
-    def exponential(self, scores, epsilon, sensitivity):
-        self.calls.append(("exponential", epsilon, sensitivity))
-        return super().exponential(scores, epsilon, sensitivity)
 
 
 def _dev(a):

@@ -1,27 +1,13 @@
 """NoiseFirst / StructureFirst (Xu et al. 2012): the v-optimal DP vs brute force, limits, sensitivity, budget."""
 
-import dataclasses
 import itertools
 import math
 
 import numpy as np
 import pytest
+from _recording_noise import Recording
 
-from mmopt.adaptive._noise import Noise
 from mmopt.adaptive.vopt import _sse, noise_first, structure_first, vopt_table
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Recording(Noise):
-    calls: list = dataclasses.field(default_factory=list)
-
-    def add_laplace(self, values, scale):
-        self.calls.append(("laplace", scale, np.shape(values)))
-        return super().add_laplace(values, scale)
-
-    def exponential(self, scores, epsilon, sensitivity):
-        self.calls.append(("exponential", epsilon, sensitivity))
-        return super().exponential(scores, epsilon, sensitivity)
 
 
 def _brute(z, k):
