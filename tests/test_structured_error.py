@@ -253,7 +253,11 @@ def test_reduced_sf1_matches_dense(rng):
         r, ref = _dense_check(W, A)
         assert r.total_squared_error == pytest.approx(ref.total_squared_error, rel=REL)
     ref_b = mmopt.svd_bound(W.to_workload(), EPS1)
-    assert bd.svd_bound(W, EPS1, dense_limit=0).value <= ref_b
+    b = bd.svd_bound(W, EPS1, dense_limit=0)  # R = 4,151 query directions ≤ MAX_ROOT_ROWS: exact from the roots
+    # two eigenvalue sums of the same spectrum (168 non-zero of them, from a 168² Gram and a 4,151² root Gram):
+    # equal up to a few ulps of the largest eigenvalue per term, far below 1e-10 relative on any BLAS kernel
+    assert b.exact and b.method == "root_gram" and b.value == pytest.approx(ref_b, rel=1e-10)
+    assert bd.svd_bound(W, EPS1, dense_limit=0, root_limit=0).value <= ref_b  # the proven fallback stays below
 
 
 def test_sensitivity_paths(rng):

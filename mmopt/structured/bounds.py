@@ -105,10 +105,10 @@ _ROOT_MEMO: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def _root_nuclear(workload, cache, limit: int) -> float | None:
     """ν(W) = Σ√λ(RRᵀ) from the stacked factor roots (module docstring), or None when R > ``limit``."""
+    if limit <= 0:  # skipped on request (evaluate's quick sanity check), even when remembered
+        return None
     if workload in _ROOT_MEMO:
         return _ROOT_MEMO[workload]
-    if limit <= 0:
-        return None
     roots = [[cache.get(fc.workload_root, f) for f in t.factors] for t in workload.terms]
     sizes = [math.prod(F.shape[1] for F in Fs) for Fs in roots]
     R = sum(sizes)
