@@ -73,20 +73,14 @@ class Noise:
         ``values + rng.laplace(0, scale, shape)``.
         """
         if self.backend == "numpy":
-            arr = np.asarray(values, dtype=np.float64)
-            if arr.ndim == 0:
-                return float(values + self.rng.laplace(0.0, scale))
-            return arr + self.rng.laplace(0.0, scale, size=arr.shape)
+            return _plus(values, lambda size: self.rng.laplace(0.0, scale, size))
         from mmopt.adaptive._opendp_noise import add_laplace
         return add_laplace(values, scale)
 
     def add_gaussian(self, values, scale: float):
         """``values`` + i.i.d. N(0, ``scale``²) (the Gaussian mechanism; see :meth:`add_laplace`)."""
         if self.backend == "numpy":
-            arr = np.asarray(values, dtype=np.float64)
-            if arr.ndim == 0:
-                return float(values + self.rng.normal(0.0, scale))
-            return arr + self.rng.normal(0.0, scale, size=arr.shape)
+            return _plus(values, lambda size: self.rng.normal(0.0, scale, size))
         from mmopt.adaptive._opendp_noise import add_gaussian
         return add_gaussian(values, scale)
 
@@ -105,6 +99,14 @@ class Noise:
             return exponential_mechanism(scores, epsilon, sensitivity, rng=self.rng)
         from mmopt.adaptive._opendp_noise import exponential
         return exponential(scores, epsilon, sensitivity)
+
+
+def _plus(values, draw):
+    """``values`` + ``draw(shape)`` (a float for a scalar, drawn with size None: the same stream as before)."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim == 0:
+        return float(values + draw(None))
+    return arr + draw(arr.shape)
 
 
 def resolve_noise(noise, rng, *, caller: str) -> Noise:

@@ -90,8 +90,8 @@ def search(workload, method: str, *, norm: str, seed=None, restarts: int | None 
         # residual first: on a union of marginals under Gaussian noise it meets the SVD bound (ties go to it)
         names = (["residual"] if residual_applies(structure) else []) + ["kron"] + (
             ["union"] if len(structure.terms) > 1 else []) + (["marginals"] if len(structure.shape) <= 15 else [])
-    candidates, failures = [], {}
-    skipped = []
+    candidates, failures, skipped = [], {}, []
+    svd, bound_exact = _svd_bound(workload)
     for k, name in enumerate(names):
         t1 = time.perf_counter()
         say("optimize(auto): running %s on %s", name, structure.name)
@@ -103,7 +103,8 @@ def search(workload, method: str, *, norm: str, seed=None, restarts: int | None 
                 raise
             failures[name] = f"{type(exc).__name__}: {exc}"
             continue
-        if method == "auto" and _meets_bound(workload, candidates[-1]):
+        if method == "auto" and bound_exact and candidates[-1]["exact"] and \
+                candidates[-1]["objective"] <= svd * (1 + 1e-9):
             # an exactly scored candidate at the exact SVD bound is optimal: no other strategy can do better
             skipped = names[k + 1:] + ["dense candidates"]
             say("optimize(auto): %s meets the exact SVD bound; skipping %s", name, skipped)
@@ -118,7 +119,6 @@ def search(workload, method: str, *, norm: str, seed=None, restarts: int | None 
                 candidates.append(_scored(workload, res.method, res, norm, time.perf_counter() - t1))
             except (ValueError, ArithmeticError, SolverError) as exc:  # one candidate never aborts auto
                 failures[name] = f"{type(exc).__name__}: {exc}"
-    svd, bound_exact = _svd_bound(workload)
     steps = _local_steps(workload, structure, norm, candidates, svd) if method == "auto" and not skipped else None
     if steps is not None:  # the products are far from the bound: the dense search (module constants)
         t1 = time.perf_counter()
@@ -200,14 +200,6 @@ def _scored(workload, name, found, norm, seconds) -> dict:
             "message": found.message, "iterations": found.iterations, "solver": found.solver,
             "lower_bound": found.lower_bound, "extra": dict(found.extra), "seconds": seconds,
             "exact": exact, "lower": lower}
-
-
-def _meets_bound(workload, candidate) -> bool:
-    """True when an exactly scored candidate is within round-off of the exact SVD bound (certified optimal)."""
-    if not candidate["exact"]:
-        return False
-    svd, exact = _svd_bound(workload)
-    return exact and candidate["objective"] <= svd * (1 + 1e-9)
 
 
 def _svd_bound(workload) -> tuple[float, bool]:

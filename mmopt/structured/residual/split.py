@@ -40,7 +40,8 @@ import numpy as np
 
 from mmopt.structured import factors as fc
 from mmopt.structured.residual import closure as cl
-from mmopt.structured.strategies import ImplicitStrategy, StrategyProduct, kron_strategy, union_strategy
+from mmopt.structured.residual import strategy as rs
+from mmopt.structured.strategies import ImplicitStrategy, kron_strategy, union_strategy
 from mmopt.structured.workloads import ImplicitWorkload
 
 # Above this size an attribute's basis is the isotropic residual basis (not fitted): the fit takes ~1 s at
@@ -55,11 +56,15 @@ _MIX = 1e-7
 
 @dataclass(frozen=True)
 class _Parts:
-    """One workload factor split: t = 1ᵀG1/n² (its share on span(1)) and its Gram G."""
+    """One workload factor split: t = 1ᵀG1/n² (its share on span(1)), its Gram G and Π⊥GΠ⊥ (its residual part)."""
 
     total: float
     gram: np.ndarray
-    residual_trace: float
+    residual: np.ndarray
+
+    @property
+    def residual_trace(self) -> float:
+        return float(np.trace(self.residual))
 
 
 def _parts(f, memo: dict) -> _Parts:
@@ -70,7 +75,7 @@ def _parts(f, memo: dict) -> _Parts:
         one = np.ones(n)
         tot = float(one @ G @ one) / n**2
         Gp = G - np.outer(G @ one, one) / n - np.outer(one, one @ G) / n + tot * np.outer(one, one)
-        memo[key] = (f, _Parts(tot, G, float(np.trace(Gp))))
+        memo[key] = (f, _Parts(tot, G, Gp))  # f kept alive: its id stays unique while the memo lives
     return memo[key][1]
 
 
@@ -158,7 +163,7 @@ def unit_error(workload: ImplicitWorkload, strategy: ImplicitStrategy, *, caller
     need = None if blocks is None or isotropic(blocks) else required_subsets(workload, memo)
     if need is None:
         return None
-    cache = fc.Cache()
+    cache, pairs = fc.Cache(), {}
     total, worst = 0.0, []
     for k, t in enumerate(workload.terms):
         term_total, term_max = 0.0, 0.0
@@ -170,28 +175,37 @@ def unit_error(workload: ImplicitWorkload, strategy: ImplicitStrategy, *, caller
             block, alpha = blocks[S]
             val, mx = 1.0 / block.weight**2, 1.0 / block.weight**2
             for i, (Wf, Af) in enumerate(zip(t.factors, block.factors, strict=True)):
-                p = _parts(Wf, memo)
-                n = Wf.domain_size
-                if i in alpha:
-                    val *= p.total / alpha[i]                  # (1ᵀG1/n²)/α: G's share on u over X's, αn
-                    M = np.full((n, n), 1.0 / (alpha[i] * n**2))
-                else:
-                    inv = cache.get(fc.strategy_inverse, Af)
-                    F = cache.get(fc.workload_root, Wf)
-                    outside = F - inv.pinv @ (Af.matrix @ F)   # the part of G's root outside X's range …
-                    outside -= np.outer(np.ones(n), np.ones(n) @ outside) / n   # … within 1^⊥
-                    if float(np.sum(outside**2)) > 1e-9 * max(p.residual_trace, 1e-300):
-                        raise ValueError(f"{caller}: strategy '{strategy.name}' does not support workload "
-                                         f"'{workload.name}': attribute {i}'s residual factor misses part of term "
-                                         f"{k}'s queries.")
-                    val *= float(np.sum((inv.B.T @ F) ** 2))  # tr(G X⁺) as a sum of squares, never negative
-                    M = inv.profile
-                mx *= fc.query_terms_max(Wf, M)[1]
+                key = (id(Wf), id(Af), alpha.get(i))  # terms and blocks share factors: each pair once
+                if key not in pairs:
+                    pairs[key] = _factor_pair(Wf, Af, alpha.get(i), memo, cache)
+                v, m = pairs[key]
+                if v is None:
+                    raise ValueError(f"{caller}: strategy '{strategy.name}' does not support workload "
+                                     f"'{workload.name}': attribute {i}'s residual factor misses part of term "
+                                     f"{k}'s queries.")
+                val, mx = val * v, mx * m
             term_total += val
             term_max += mx
         total += t.weight**2 * term_total
         worst.append(t.weight**2 * term_max)
     return total, worst
+
+
+def _factor_pair(Wf, Af, alpha: float | None, memo: dict, cache):
+    """One attribute's factor of (1) for workload factor Wf and strategy factor Af (α when Af = v1ᵀ), and of
+    the largest query variance; (None, None) when Af's residual part misses part of Wf's."""
+    p = _parts(Wf, memo)
+    n = Wf.domain_size
+    if alpha is not None:  # (1ᵀG1/n²)/α: G's share on u over X's, αn
+        return p.total / alpha, fc.query_terms_max(Wf, np.full((n, n), 1.0 / (alpha * n**2)))[1]
+    inv = cache.get(fc.strategy_inverse, Af)
+    F = cache.get(fc.workload_root, Wf)
+    outside = F - inv.pinv @ (Af.matrix @ F)   # the part of G's root outside X's range …
+    outside -= np.outer(np.ones(n), np.ones(n) @ outside) / n   # … within 1^⊥
+    if float(np.sum(outside**2)) > 1e-9 * max(p.residual_trace, 1e-300):
+        return None, None
+    # tr(G X⁺) as a sum of squares, never negative
+    return float(np.sum((inv.B.T @ F) ** 2)), fc.query_terms_max(Wf, inv.profile)[1]
 
 
 @dataclass(frozen=True)
@@ -249,10 +263,8 @@ def _fitted_basis(H: np.ndarray, *, max_iterations: int = 2000, gap: float = 1e-
 
 
 def _isotropic(n: int) -> np.ndarray:
-    """The residual basis scaled to unit column norm: BᵀB = (I − J/n)·n/(n−1) ([1, −1] for n = 2)."""
-    if n == 2:
-        return np.array([[1.0, -1.0]])
-    return (np.eye(n) - 1.0 / n) * math.sqrt(n / (n - 1))
+    """ResidualPlanner's basis scaled to unit column norm: BᵀB = (I − J/n)·n/(n−1) ([1, −1] for n = 2)."""
+    return rs.residual_basis(n) / math.sqrt(rs.basis_norm(n, "l2"))
 
 
 def _center(B: np.ndarray) -> np.ndarray:
@@ -270,10 +282,7 @@ def split_plan(workload: ImplicitWorkload, norm: str = "l2") -> SplitPlan | None
     for k, t in enumerate(workload.terms):
         for i in set().union(*map(set, need[k])):
             p = _parts(t.factors[i], memo)
-            one = np.ones(p.gram.shape[0])
-            Gp = p.gram - np.outer(p.gram @ one, one) / len(one)
-            Gp = Gp - np.outer(one, one @ Gp) / len(one)
-            Gp = Gp / np.trace(Gp)
+            Gp = p.residual / p.residual_trace
             if i in grams:
                 same[i] = same[i] and np.allclose(first[i], Gp, rtol=0, atol=1e-12)
                 grams[i] = grams[i] + Gp
@@ -330,4 +339,4 @@ def _score(H: np.ndarray, B: np.ndarray, norm: str) -> float:
     return t * float(beta)
 
 
-__all__ = ["SplitPlan", "classify", "required_subsets", "split_plan", "unit_error", "StrategyProduct"]
+__all__ = ["SplitPlan", "classify", "isotropic", "required_subsets", "split_plan", "unit_error"]
