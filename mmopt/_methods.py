@@ -34,8 +34,9 @@ def _closed(matrix_fn) -> MethodFn:
 
 def _l2_approx(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
     engine = opts.get("engine", "auto")
-    if engine == "auto":  # the paper's SDP where it is cheap, the certified fast solver beyond (same problem)
-        engine = "sdp" if (W.domain_size <= 32 or opts.get("solver")) else "fast"
+    if engine == "auto":  # the paper's SDP where it is cheap, the certified fast solvers beyond (same problem)
+        tridiagonal = W.family in ("prefix", "all_range") and W.domain_size >= TRIDIAGONAL_MIN_N
+        engine = "sdp" if (W.domain_size <= 32 or opts.get("solver")) else "tridiagonal" if tridiagonal else "fast"
     if engine == "sdp":
         from mmopt.sdp_l2 import solve_l2_sdp
         return solve_l2_sdp(G, solver=opts.get("solver"), tol=opts.get("tol") or 1e-8,
@@ -43,9 +44,36 @@ def _l2_approx(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
     if opts.get("solver"):
         raise ValueError(f"The 'solver' parameter of optimize does not apply to method='l2_approx' with engine='fast' "
                          f"(no SDP is solved). Got solver={opts['solver']!r}; drop it, or use engine='sdp'.")
+    if engine == "tridiagonal":
+        return _l2_tridiagonal(W, G, opts)
     from mmopt.l2_fast import solve_l2
     return solve_l2(G, tol=opts.get("tol") or 1e-8, max_iterations=opts.get("max_iterations") or 500,
                     verbose=opts["verbose"])
+
+
+# From this n on, l2_approx on prefix / all ranges uses their tridiagonal G⁻¹ (O(n²) per iteration instead of
+# O(n³); benchmarks/bench_l2_fast.py: 8,192 cells in about a minute instead of 8 minutes for prefix).
+TRIDIAGONAL_MIN_N = 512
+
+
+def _l2_tridiagonal(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
+    """l2_approx on prefix(n) / all_range(n) by :func:`mmopt.toeplitz.dual.solve_dual`, in G's normalised scale."""
+    from mmopt.toeplitz.dual import SOLVER_NAME, solve_dual
+    from mmopt.toeplitz.error import as_stream_workload
+
+    try:
+        stream = as_stream_workload(W, "optimize(method='l2_approx', engine='tridiagonal')")
+    except TypeError as exc:
+        raise ValueError(f"optimize(method='l2_approx'): options={{'engine': 'tridiagonal'}} needs the prefix or "
+                         f"all-range workload, whose G⁻¹ is tridiagonal. Got '{W.name}'; use engine 'fast'.") from exc
+    sol = solve_dual(stream, tol=opts.get("tol") or 1e-8, max_iterations=opts.get("max_iterations") or 200)
+    # solve_dual works with G = WᵀW itself; the methods see G scaled to mean diagonal 1
+    unscale = float(G[0, 0] / (W.mean_gram[0, 0] * W.n_queries))
+    message = (f"Certified: relative duality gap {sol.gap:.1e}." if sol.status == "optimal" else
+               f"Iteration budget spent with relative duality gap {sol.gap:.1e}; raise max_iterations.")
+    return RawSolution(sol.matrix, None, sol.status, message, sol.iterations, SOLVER_NAME, sol.dual * unscale,
+                       sol.history, {"primal_bound": sol.primal * unscale, "seconds": sol.seconds,
+                                     "dual_variable": sol.weights})
 
 
 def _min_error(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
@@ -130,7 +158,7 @@ METHODS: dict[str, _Method] = {
     "hierarchical": _Method(_closed(lambda W: st.hierarchical(W.domain_size).matrix)),
     "wavelet": _Method(_closed(lambda W: st.wavelet(W.domain_size).matrix)),
     "svd_strategy": _Method(_closed(lambda W: st.svd_strategy(W).matrix)),
-    "l2_approx": _Method(_l2_approx, {"engine": _choice("auto", "sdp", "fast")}, _ITERATIVE),
+    "l2_approx": _Method(_l2_approx, {"engine": _choice("auto", "sdp", "fast", "tridiagonal")}, _ITERATIVE),
     "min_error": _Method(_min_error, {"engine": _choice("auto", "sdp", "local"), "restarts": _positive_int,
                                       "p": _positive_int, "weight": _positive_real, "polish": _flag},
                          _ITERATIVE | {"initial"}, blas_threads=1),

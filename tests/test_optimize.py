@@ -125,8 +125,8 @@ INVALID = {
                "'engine' option of optimize\\(method='min_error'\\) must be one of 'auto', 'sdp', 'local'"),
     # issue 12: values and names no method checked were silently accepted
     "engine warp": (dict(options={"engine": "warp"}), ValueError,
-                    r"'engine' option of optimize\(method='l2_approx'\) must be one of 'auto', 'sdp', 'fast'. "
-                    "Got 'warp' instead"),
+                    r"'engine' option of optimize\(method='l2_approx'\) must be one of 'auto', 'sdp', 'fast', "
+                    "'tridiagonal'. Got 'warp' instead"),
     "polish no": (dict(method="min_error", options={"polish": "no"}), TypeError,
                   r"'polish' option of optimize\(method='min_error'\) must be True or False. Got 'no' \(str\)"),
     "extra_rows": (dict(method="min_error", options={"extra_rows": 2}), ValueError,
