@@ -6,6 +6,7 @@ import pytest
 import mmopt
 from mmopt import toeplitz as T
 from mmopt.toeplitz import solve
+from mmopt.toeplitz.strategies import sqrt_coefficients
 
 
 def _fd(fun, x, j, h=1e-6):
@@ -114,3 +115,13 @@ def test_tiny_domains(n, kind):
     for method in solve.METHODS:
         res = solve.optimize(W, method)
         assert res.success and res.objective >= res.lower_bound * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("bands", [2, 4, 8, 64])
+def test_banded_search_leaves_its_start_with_few_bands(bands):
+    # a unit first step in the coefficients overflowed 1/c and L-BFGS-B stopped after one iteration
+    W = T.prefix(1024)
+    start = T.evaluate(W, T.equalized(T.banded(sqrt_coefficients(1024)[:bands], 1024))).total_squared_error
+    res = solve.optimize(W, "banded", bands=bands)
+    assert res.status == "local_optimum" and res.iterations > 1
+    assert res.objective < start

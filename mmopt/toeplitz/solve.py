@@ -38,6 +38,7 @@ __all__ = ["METHODS", "objective_and_gradient", "optimize"]
 
 METHODS = ("weighted_sqrt", "sqrt", "toeplitz", "banded", "blt")
 _DEFAULTS = {"toeplitz": 2000, "banded": 1000, "blt": 500}
+_COEFFICIENT_STEP = 0.01  # the coefficients' unit in the search (see optimize)
 
 
 def _revcumsum(a: np.ndarray) -> np.ndarray:
@@ -186,12 +187,16 @@ def optimize(workload, method: str = "blt", *, bands: int | None = None, buffers
         else:
             k = n if method == "toeplitz" else v.check_int(bands if bands is not None else min(n, 64),
                                                            name="bands", caller=caller, high=n)
-            x0 = sqrt_coefficients(n)[1:k]
-            bounds = None
+            # L-BFGS-B's first trial step has unit length; in the coefficients (c_k ≤ 0.5) that jumps to a c whose
+            # 1/c or 1/(c∘c) overflows, its line search ends on the inf and it reported "converged" after one
+            # iteration (with 4–64 bands at n = 1,024). It searches y = (c − c⁰)/_COEFFICIENT_STEP instead.
+            c0 = sqrt_coefficients(n)[1:k]
+            x0, bounds = np.zeros(k - 1), None
 
             def fun(x):
-                L, G = objective_and_gradient(W.kind, np.concatenate([[1.0], x]), n, equalize)
-                return L, G[1:]
+                L, G = objective_and_gradient(W.kind, np.concatenate([[1.0], c0 + _COEFFICIENT_STEP * x]), n,
+                                              equalize)
+                return L, _COEFFICIENT_STEP * G[1:]
         with np.errstate(over="ignore", invalid="ignore"):
             start = fun(x0)[0]
         if not np.isfinite(start):
@@ -209,7 +214,9 @@ def optimize(workload, method: str = "blt", *, bands: int | None = None, buffers
         # Converged means a small gradient relative to the objective (scale-free: |x|·|∇f|/f), whatever test
         # stopped L-BFGS-B: it also stops on a stalled line search (an abnormal end at float64's precision, or
         # a step into the region where 1/c overflows), which is a converged point only if the gradient says so.
-        stalled = float(np.max(np.abs(res.jac) * np.maximum(np.abs(res.x), 1.0))) / max(abs(res.fun), 1e-300)
+        # (in the coefficients themselves for toeplitz and banded, not in the search's scaled steps)
+        jac, xs = (res.jac, res.x) if method == "blt" else (res.jac / _COEFFICIENT_STEP, c0 + _COEFFICIENT_STEP * res.x)
+        stalled = float(np.max(np.abs(jac) * np.maximum(np.abs(xs), 1.0))) / max(abs(res.fun), 1e-300)
         raw_status = ("optimal" if stalled <= 1e-4 else "user_limit" if res.nit >= iters else "solver_error")
         message = (f"L-BFGS-B on the {method} parameters: {res.message} ({res.nit} iterations, relative "
                    f"gradient {stalled:.1e}).")
@@ -220,7 +227,8 @@ def optimize(workload, method: str = "blt", *, bands: int | None = None, buffers
             C = equalized(C) if equalize else C
             extra = {"theta": theta.tolist(), "omega": omega.tolist()}
         else:
-            C = banded(np.concatenate([[1.0], res.x]), n, name=method if method == "toeplitz" else None)
+            C = banded(np.concatenate([[1.0], c0 + _COEFFICIENT_STEP * res.x]), n,
+                       name=method if method == "toeplitz" else None)
             C = equalized(C) if equalize else C
     report = evaluate_weighted(W) if method == "weighted_sqrt" else evaluate(W, C)
     lb = bound.lower_bound(W)
