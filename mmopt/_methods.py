@@ -73,7 +73,7 @@ def _l2_tridiagonal(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
                f"Iteration budget spent with relative duality gap {sol.gap:.1e}; raise max_iterations.")
     return RawSolution(sol.matrix, None, sol.status, message, sol.iterations, SOLVER_NAME, sol.dual * unscale,
                        sol.history, {"primal_bound": sol.primal * unscale, "seconds": sol.seconds,
-                                     "dual_variable": sol.weights})
+                                     "weights": sol.weights})
 
 
 def _min_error(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:

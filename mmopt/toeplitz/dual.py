@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
+import scipy.linalg.lapack
 
 from mmopt import _validation as v
 from mmopt.toeplitz.error import as_stream_workload
@@ -42,9 +43,11 @@ from mmopt.toeplitz.weighted import spectral_sequence
 __all__ = ["MAX_N", "SOLVER_NAME", "DualSolution", "inverse_gram", "quadratic_forms", "solve_dual"]
 
 SOLVER_NAME = "mmopt-l2-tridiagonal"
-#: Q (n×n) and two n×n work arrays: 3·8·n² bytes, 6.4 GB at n = 16,384.
+#: The eigenvectors Q are the one n×n array (8·n² bytes: 0.5 GB at n = 8,192, 2.1 GB at 16,384, which is past
+#: mmopt's default allocation limit of 1.6 GB; raise mmopt._validation.MAX_ALLOCATION_ENTRIES to go there).
 MAX_N = 16_384
 _OMEGA = 1.5
+_CHUNK = 256  # columns of Q per block in the primal's quadratic forms
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,7 @@ class DualSolution:
     iterations : int
     seconds : float
     weights : ndarray of shape (n,)
-        The dual variable λ of ``dual`` (normalised to Σλ = n).
+        The dual variable λ of the strategy (normalised to Σλ = n).
     history : tuple of dict
         iteration, primal, dual, gap (best so far), seconds.
     """
@@ -125,16 +128,21 @@ def _start(kind: str, n: int) -> np.ndarray:
 
 
 def _iterate(a, b, lam, kind):
-    """(S, d, primal) at λ, and the strategy's pieces τ, Q (module docstring)."""
+    """(S, d, primal) at λ, and the strategy's pieces τ, Q (module docstring); Q is the only n×n array."""
     r = 1.0 / np.sqrt(lam)
-    tau, Q = scipy.linalg.eigh_tridiagonal(a * r * r, b * r[:-1] * r[1:], check_finite=False)
-    if tau[0] <= 0:  # T is positive definite in exact arithmetic; stemr's accuracy is relative to ‖T‖
-        raise FloatingPointError(f"the tridiagonal eigensolver returned a non-positive eigenvalue {tau[0]:.3g}")
+    e = np.zeros(len(lam))
+    e[:-1] = b * r[:-1] * r[1:]
+    # LAPACK's dstemr directly: scipy.linalg.eigh_tridiagonal's wrapper holds a second n×n copy of Q
+    m, tau, Q, info = scipy.linalg.lapack.dstemr(a * r * r, e, 0, 0.0, 0.0, 0, 0, compute_v=1)
+    if info != 0 or m != len(lam) or tau[0] <= 0:  # T is positive definite in exact arithmetic
+        raise FloatingPointError(f"the tridiagonal eigensolver (LAPACK dstemr) failed: info {info}, {m} of "
+                                 f"{len(lam)} eigenvalues, smallest {tau[0]:.3g}")
     s = tau ** -0.5
     d = np.einsum("ik,ik,k->i", Q, Q, s) / lam
-    Qh = Q * np.sqrt(lam * d)[:, None]
-    primal = float(quadratic_forms(kind, Qh, overwrite=True) @ np.sqrt(tau))
-    return float(s.sum()), d, primal, tau, Q
+    w = np.sqrt(lam * d)[:, None]
+    forms = np.concatenate([quadratic_forms(kind, Q[:, j:j + _CHUNK] * w, overwrite=True)
+                            for j in range(0, len(lam), _CHUNK)])
+    return float(s.sum()), d, float(forms @ np.sqrt(tau)), tau, Q
 
 
 def solve_dual(workload, *, tol: float = 1e-8, max_iterations: int = 200) -> DualSolution:
@@ -163,23 +171,24 @@ def solve_dual(workload, *, tol: float = 1e-8, max_iterations: int = 200) -> Dua
     if n > MAX_N:
         raise ValueError(f"{caller}: n = {n:,} is above {MAX_N:,}; this solver keeps n×n eigenvectors. Past it use "
                          "optimize(workload, method='weighted_sqrt'), certified by the diagonal bound at any n.")
-    v.check_allocation(3 * n * n, what=f"the {n:,}×{n:,} eigenvectors and work arrays", caller=caller)
+    v.check_allocation(n * n, what=f"the {n:,}×{n:,} eigenvectors", caller=caller)
     t0 = time.perf_counter()
     a, b = inverse_gram(kind, n)
     lam = _start(kind, n)
     lam *= n / lam.sum()
-    best, best_lam, dual, history, status, k = None, lam, 0.0, [], "user_limit", 0
+    best_primal, best_lam, dual, history, status, k = np.inf, lam, 0.0, [], "user_limit", 0
     for k in range(1, max_iterations + 1):  # noqa: B007 (k is the iteration count)
-        S, d, primal, tau, Q = _iterate(a, b, lam, kind)
+        last = None  # only one iterate's eigenvectors are held at a time: peak memory n² numbers
+        S, d, primal, tau, Q = last = _iterate(a, b, lam, kind)
+        evaluated = lam
         # Round-off allowance, 256·n·u relative (6e-11 at n = 2,048): the eigenvalues that dominate S are T's
         # smallest, which stemr resolves to high relative accuracy here; S agreed with Σ √ω_k from a dense eigh
         # of M to 1.1e-11 (prefix) and 1.4e-11 (all ranges) at n = 2,048.
         g = S * S / lam.sum() * (1.0 - 256 * n * np.finfo(float).eps)
-        if g > dual:
-            dual, best_lam = g, lam
-        if best is None or primal < best[0]:
-            best = (primal, d, lam, tau, Q)
-        gap = (best[0] - dual) / best[0]
+        dual = max(dual, g)
+        if primal < best_primal:
+            best_primal, best_lam = primal, lam
+        gap = (best_primal - dual) / best_primal
         history.append({"iteration": k, "primal": primal, "dual": g, "gap": gap,
                         "seconds": time.perf_counter() - t0})
         del Q, tau
@@ -188,9 +197,14 @@ def solve_dual(workload, *, tol: float = 1e-8, max_iterations: int = 200) -> Dua
             break
         lam = lam * np.exp(2.0 * _OMEGA * np.log(d))
         lam *= n / lam.sum()
-    primal, d, lam_p, tau, Q = best
-    A = (Q * (1.0 / np.sqrt(lam_p * d))[:, None]).T
-    del Q, best
+    if best_lam is not evaluated:  # the best strategy was an earlier iterate: recompute its eigenvectors
+        last = None
+        last = _iterate(a, b, best_lam, kind)
+    _, d, primal, tau, Q = last
+    del last
+    # A = diag(τ^{−1/4}) Qᵀ (ΛD)^{−1/2}, in place: Q is Fortran-ordered, so Qᵀ is a C-ordered view
+    Q *= (1.0 / np.sqrt(best_lam * d))[:, None]
+    A = Q.T
     A *= (tau ** -0.25)[:, None]
     # diag AᵀA = 1 up to round-off; dividing by the largest column norm keeps Δ₂ ≤ 1 exactly, and the error
     # scales by its square.
@@ -198,4 +212,4 @@ def solve_dual(workload, *, tol: float = 1e-8, max_iterations: int = 200) -> Dua
     A /= norm
     primal *= norm * norm
     return DualSolution(kind, n, A, primal, min(dual, primal), status, k, time.perf_counter() - t0,
-                        best_lam.copy(), tuple(history))
+                        best_lam, tuple(history))
