@@ -19,9 +19,11 @@ from mmopt.adaptive._common import AdaptiveResult
 from mmopt.adaptive._exponential import exponential_mechanism, exponential_probabilities
 from mmopt.adaptive.ahp import ahp
 from mmopt.adaptive.dawa import dawa
+from mmopt.adaptive.dualquery import dual_query
 from mmopt.adaptive.efpa import efpa
 from mmopt.adaptive.grid import agrid, ugrid
 from mmopt.adaptive.hilbert import hilbert_order
+from mmopt.adaptive.ireduct import ireduct
 from mmopt.adaptive.kdtree import kd_tree
 from mmopt.adaptive.mwem import mwem
 from mmopt.adaptive.partition import Partition, private_partition
@@ -30,6 +32,6 @@ from mmopt.adaptive.privbayes import privbayes
 from mmopt.adaptive.uniform import uniform
 from mmopt.adaptive.vopt import noise_first, structure_first
 
-__all__ = ["AdaptiveResult", "Partition", "agrid", "ahp", "dawa", "efpa", "exponential_mechanism",
-           "exponential_probabilities", "hilbert_order", "kd_tree", "mwem", "noise_first", "php", "private_partition",
-           "privbayes", "structure_first", "ugrid", "uniform"]
+__all__ = ["AdaptiveResult", "Partition", "agrid", "ahp", "dawa", "dual_query", "efpa", "exponential_mechanism",
+           "exponential_probabilities", "hilbert_order", "ireduct", "kd_tree", "mwem", "noise_first", "php",
+           "private_partition", "privbayes", "structure_first", "ugrid", "uniform"]

@@ -211,5 +211,5 @@ def solve_dual(workload, *, tol: float = 1e-8, max_iterations: int = 200) -> Dua
     norm = float(np.sqrt(np.max(np.einsum("ij,ij->j", A, A))))
     A /= norm
     primal *= norm * norm
-    return DualSolution(kind, n, A, primal, min(dual, primal), status, k, time.perf_counter() - t0,
+    return DualSolution(kind, n, A, float(primal), float(min(dual, primal)), status, k, time.perf_counter() - t0,
                         best_lam, tuple(history))

@@ -1,0 +1,203 @@
+"""DualQuery: the budget and η inversion, every draw through the Noise at the stated ε and Δ, the query player's
+distribution against an independent multiplicative-weights computation, exact best responses by brute force, the
+estimate, OpenDP path, input checks, and a deterministic privacy-loss bound over every neighbour."""
+
+import dataclasses
+import importlib
+import itertools
+import math
+
+import numpy as np
+import pytest
+from _replay import worst_loss
+
+from mmopt.adaptive import dual_query, exponential_probabilities
+from mmopt.adaptive._noise import Noise
+from mmopt.adaptive.dualquery import default_rounds
+
+dq = importlib.import_module("mmopt.adaptive.dualquery")
+
+
+def _data(seed=2, shape=(2, 3, 2)):
+    rng = np.random.default_rng(seed)
+    n = 60
+    a = rng.integers(0, shape[0], n)
+    b = (a + (rng.random(n) < 0.3)) % shape[1]
+    c = (a + b + (rng.random(n) < 0.2)) % shape[2]
+    x = np.zeros(shape)
+    np.add.at(x, (a, b, c), 1)
+    return x
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Log(Noise):
+    """numpy noise that logs every draw: Laplace, exponential-mechanism choices (with scores) and Gibbs draws."""
+
+    calls: list = dataclasses.field(default_factory=list)
+
+    def add_laplace(self, values, scale):
+        self.calls.append(("laplace", scale))
+        return super().add_laplace(values, scale)
+
+    def exponential(self, scores, epsilon, sensitivity):
+        r = super().exponential(scores, epsilon, sensitivity)
+        self.calls.append(("exponential", np.array(scores, dtype=float), epsilon, sensitivity, r))
+        return r
+
+    def gumbel_max(self, logits):
+        self.calls.append(("gumbel", len(logits)))
+        return super().gumbel_max(logits)
+
+
+def _queries(shape, Ms):
+    """The explicit query matrix (|Q| × N), in dual_query's order: every marginal cell, then the negations."""
+    cells = list(itertools.product(*map(range, shape)))
+    rows = [[1.0 if tuple(c[a] for a in M) == key else 0.0 for c in cells]
+            for M in Ms for key in itertools.product(*(range(shape[a]) for a in M))]
+    P = np.array(rows)
+    return np.vstack([P, 1.0 - P]), cells
+
+
+def test_budget_and_eta_inversion():
+    x = _data()
+    r = dual_query(x, 2.0, samples=3, rounds=6, count_ratio=0.1, rng=0)
+    assert r.budget == pytest.approx({"count": 0.2, "queries": 1.8})
+    assert math.fsum(r.budget.values()) == pytest.approx(2.0, rel=1e-15)
+    d = r.details
+    assert d["m"] == max(1, math.floor(d["noisy_total"]))
+    # the paper's pure bound ε_q = η s T (T − 1)/m, inverted
+    assert d["eta"] * 3 * 6 * 5 / d["m"] == pytest.approx(1.8, rel=1e-12)
+    assert len(d["records"]) == 6 and d["sampled"].shape == (6, 3)
+    assert r.method == "dual_query" and r.path == "simulation"
+
+
+def test_every_draw_goes_through_the_noise_at_the_stated_epsilon():
+    x = _data()
+    log = _Log("numpy", np.random.default_rng(1))
+    r = dual_query(x, 1.5, samples=4, rounds=5, noise=log)
+    d = r.details
+    lap = [c for c in log.calls if c[0] == "laplace"]
+    exp = [c for c in log.calls if c[0] == "exponential"]
+    assert lap == [("laplace", 1.0 / r.budget["count"])]
+    assert len(exp) == 4 * 5
+    spent = 0.0
+    for k, (_, scores, eps_k, delta_k, pick) in enumerate(exp):
+        t = k // 4
+        if t == 0:  # uniform: zero scores, no privacy cost
+            assert np.all(scores == 0) and (eps_k, delta_k) == (1.0, 1.0)
+        else:
+            assert eps_k == pytest.approx(2 * d["eta"] * t / d["m"]) and delta_k == pytest.approx(t / d["m"])
+            spent += eps_k
+        assert pick == d["sampled"][t, k % 4]
+    assert spent == pytest.approx(r.budget["queries"], rel=1e-12)
+    # nothing else but the data-independent tie-breaks
+    assert all(c[0] in ("laplace", "exponential", "gumbel") for c in log.calls)
+
+
+def test_query_distribution_is_the_multiplicative_weights_update():
+    """u_t = Σ_{j<t} (q(x)/m − q(r_j)) recomputed from an explicit query matrix, and p_t ∝ exp(η u_t)."""
+    x = _data()
+    Ms = ((0, 1), (1, 2))
+    log = _Log("numpy", np.random.default_rng(3))
+    r = dual_query(x, 3.0, marginals=Ms, samples=2, rounds=4, noise=log)
+    d = r.details
+    W, cells = _queries(x.shape, Ms)
+    answers = W @ np.array([x[c] for c in cells])
+    exp = [c for c in log.calls if c[0] == "exponential"]
+    u = np.zeros(W.shape[0])
+    for t in range(4):
+        for k in range(2):
+            _, scores, eps_k, delta_k, _ = exp[2 * t + k]
+            np.testing.assert_allclose(scores, u, atol=1e-12)
+            if t:
+                p = exponential_probabilities(scores, eps_k, delta_k)
+                soft = np.exp(d["eta"] * (u - u.max()))
+                np.testing.assert_allclose(p, soft / soft.sum(), rtol=1e-9)
+        u = u + answers / d["m"] - W[:, cells.index(d["records"][t])]
+
+
+def test_best_responses_are_exact_by_brute_force():
+    x = _data()
+    Ms = ((0, 1), (0, 2), (1, 2))
+    r = dual_query(x, 1.0, marginals=Ms, samples=6, rounds=8, rng=5)
+    W, cells = _queries(x.shape, Ms)
+    for t in range(8):
+        score = W[r.details["sampled"][t]].sum(axis=0)  # Σ_i q_i(r) for every domain cell r
+        assert score[cells.index(r.details["records"][t])] == score.max()
+
+
+def test_huge_epsilon_samples_only_the_most_undercounted_queries():
+    """η ≈ 10⁶: every query drawn after round 1 maximises u_t (softmax mass elsewhere is below e^(−10⁵))."""
+    x = _data()
+    log = _Log("numpy", np.random.default_rng(6))
+    dual_query(x, 1e6, samples=3, rounds=5, noise=log)
+    for _, scores, _, _, pick in [c for c in log.calls if c[0] == "exponential"][3:]:
+        assert scores[pick] == scores.max()
+
+
+def test_estimate_is_the_scaled_histogram_of_the_records():
+    x = _data()
+    r = dual_query(x, 1.0, rng=7)
+    d = r.details
+    hist = np.zeros(x.shape)
+    for rec in d["records"]:
+        hist[rec] += 1
+    np.testing.assert_allclose(r.estimate, hist * max(d["noisy_total"], 0.0) / d["rounds"])
+    assert d["rounds"] == default_rounds(r.budget["queries"], d["m"], 50, 2 * 16)
+    with pytest.raises(ValueError):
+        r.estimate[0, 0, 0] = 1.0  # read-only
+
+
+def test_default_rounds_balance_the_regret_terms():
+    # C = ε m/s = 2000, |Q| = e: T = (2·4·10⁶)^(1/3) = 200
+    assert default_rounds(1.0, 10_000.0, 5, math.e) == 200
+    assert default_rounds(1e-6, 10.0, 5, 100) == 2
+    assert default_rounds(1e6, 1e9, 1, 100) == 1000
+
+
+def test_replayed_privacy_loss_over_every_neighbour():
+    """Every neighbour x ± e_c on the recorded path: the count and every choice stay within their ε and Δ."""
+    x = np.array([[2.0, 0.0], [1.0, 3.0]])
+    loss = worst_loss(lambda z, noise: dual_query(z, 0.8, samples=2, rounds=4, noise=noise), x)
+    assert 0.8 * (1 - 1e-9) <= loss <= 0.8 * (1 + 1e-12)
+
+
+def test_opendp_backend_runs():
+    pytest.importorskip("opendp")
+    x = _data()
+    r = dual_query(x, 1.0, samples=2, rounds=4, noise="opendp")
+    assert r.path == "release" and r.details["noise"] == "opendp"
+    assert r.estimate.sum() == pytest.approx(max(r.details["noisy_total"], 0.0))
+    with pytest.raises(ValueError, match="'rng' parameter of dual_query"):
+        dual_query(x, 1.0, noise="opendp", rng=0)
+
+
+def test_too_many_cells_is_refused_before_noise(monkeypatch):
+    monkeypatch.setattr(dq, "MAX_CELLS", 11)
+    log = _Log("numpy", np.random.default_rng(0))
+    with pytest.raises(ValueError, match="12 cells, more than 11"):
+        dual_query(_data(), 1.0, noise=log)
+    assert log.calls == []
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    ({"data": np.ones(4)}, ValueError, "'data' parameter of dual_query"),
+    ({"data": np.full((2, 2), 0.5)}, ValueError, "whole, non-negative"),
+    ({"epsilon": -1.0}, ValueError, "'epsilon' parameter of dual_query"),
+    ({"samples": 0}, ValueError, "'samples' parameter of dual_query"),
+    ({"samples": 2.5}, TypeError, "'samples' parameter of dual_query"),
+    ({"rounds": 1}, ValueError, "'rounds' parameter of dual_query"),
+    ({"rounds": 10**12}, ValueError, "rounds"),
+    ({"count_ratio": 0.0}, ValueError, "'count_ratio' parameter of dual_query"),
+    ({"marginals": ((0, 5),)}, ValueError, "'marginals' parameter of dual_query"),
+    ({"marginals": 3}, TypeError, "'marginals' parameter of dual_query"),
+    ({"noise": "torch"}, ValueError, "'noise' parameter of dual_query"),
+    ({"domain": 1}, TypeError, "'domain' parameter of dual_query"),
+])
+def test_bad_inputs_are_refused(kwargs, exc, match):
+    args = {"data": np.ones((2, 2)), "epsilon": 1.0, **kwargs}
+    data, eps = args.pop("data"), args.pop("epsilon")
+    log = _Log("numpy", np.random.default_rng(0))
+    with pytest.raises(exc, match=match):
+        dual_query(data, eps, **({"noise": log} | args))
+    assert log.calls == []
