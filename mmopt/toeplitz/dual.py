@@ -18,9 +18,9 @@ LAPACK stemr) takes O(n²). Everything else is O(n²) too:
   tr(G X̃⁻¹) = Σ_k √τ_k ‖W q̂_k‖², q̂_k = (ΛD)^{1/2} Q e_k, where ‖W v‖² is one cumulative sum (prefix) or one
   tridiagonal solve (all ranges).
 
-The update log λ ← log λ + 2ω log d is :func:`mmopt.l2_fast.solve_l2`'s fixed point (exact for diagonal G),
-over-relaxed with ω = 1.5 (measured at n = 1,024: the gap falls ~2× per iteration instead of ~1.7×); it starts
-from the weights of the diagonal bound (:func:`mmopt.toeplitz.weighted.spectral_sequence`), which is one
+The update log λ ← log λ + 2 log d is :func:`mmopt.l2_fast.solve_l2`'s fixed point (exact for diagonal G),
+accelerated by Anderson mixing of the last three steps (:func:`_anderson`); it starts from the weights of the
+diagonal bound (:func:`mmopt.toeplitz.weighted.spectral_sequence`), which is one
 fixed-point step from λ = 1. Every iterate yields a certified lower bound and a feasible strategy, so the gap
 between the best of each is a certificate whatever the steps do. The strategy A = diag(τ^{−1/4}) Qᵀ (ΛD)^{−1/2}
 (AᵀA = X̃) is dense: this is the certified optimum where n² numbers fit (n ≤ :data:`MAX_N`), the reference for
@@ -46,7 +46,7 @@ SOLVER_NAME = "mmopt-l2-tridiagonal"
 #: The eigenvectors Q are the one n×n array (8·n² bytes: 0.5 GB at n = 8,192, 2.1 GB at 16,384, which is past
 #: mmopt's default allocation limit of 1.6 GB; raise mmopt._validation.MAX_ALLOCATION_ENTRIES to go there).
 MAX_N = 16_384
-_OMEGA = 1.5
+_MEMORY = 3
 _CHUNK = 256  # columns of Q per block in the primal's quadratic forms
 
 
@@ -145,6 +145,23 @@ def _iterate(a, b, lam, kind):
     return float(s.sum()), d, float(forms @ np.sqrt(tau)), tau, Q
 
 
+def _anderson(memory: list, mu: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """The step for μ: Anderson acceleration (type II, the last :data:`_MEMORY` pairs) of μ ← μ + f, f = 2 log d.
+
+    Measured on prefix sums: 13–15 iterations to a gap of 1e-9 at n = 1,024–4,096, against 23–36 for the plain
+    (over-relaxed) fixed point. Steps are clipped to |Δμ| ≤ 30 against overflow.
+    """
+    memory.append((mu, f))
+    del memory[:-(_MEMORY + 1)]
+    step = f
+    if len(memory) > 1:
+        dX = np.stack([b[0] - a[0] for a, b in zip(memory, memory[1:], strict=False)], axis=1)
+        dF = np.stack([b[1] - a[1] for a, b in zip(memory, memory[1:], strict=False)], axis=1)
+        gamma = np.linalg.lstsq(dF, f, rcond=None)[0]
+        step = f - (dX + dF) @ gamma
+    return np.clip(step, -30.0, 30.0)
+
+
 def solve_dual(workload, *, tol: float = 1e-8, max_iterations: int = 200) -> DualSolution:
     """The certified L2 optimum (Program 5.2) of prefix(n) or all_range(n), n ≤ :data:`MAX_N` (module docstring).
 
@@ -177,10 +194,14 @@ def solve_dual(workload, *, tol: float = 1e-8, max_iterations: int = 200) -> Dua
     lam = _start(kind, n)
     lam *= n / lam.sum()
     best_primal, best_lam, dual, history, status, k = np.inf, lam, 0.0, [], "user_limit", 0
+    mu = np.log(lam)
+    memory: list[tuple[np.ndarray, np.ndarray]] = []  # Anderson's last (μ, F(μ) − μ) pairs
+    previous = (np.inf, 0.0)
     for k in range(1, max_iterations + 1):  # noqa: B007 (k is the iteration count)
         last = None  # only one iterate's eigenvectors are held at a time: peak memory n² numbers
+        evaluated = lam = np.exp(mu - mu.max())
+        lam *= n / lam.sum()
         S, d, primal, tau, Q = last = _iterate(a, b, lam, kind)
-        evaluated = lam
         # Round-off allowance, 256·n·u relative (6e-11 at n = 2,048): the eigenvalues that dominate S are T's
         # smallest, which stemr resolves to high relative accuracy here; S agreed with Σ √ω_k from a dense eigh
         # of M to 1.1e-11 (prefix) and 1.4e-11 (all ranges) at n = 2,048.
@@ -195,8 +216,14 @@ def solve_dual(workload, *, tol: float = 1e-8, max_iterations: int = 200) -> Dua
         if gap <= tol:
             status = "optimal"
             break
-        lam = lam * np.exp(2.0 * _OMEGA * np.log(d))
-        lam *= n / lam.sum()
+        if primal > previous[0] and g < previous[1]:
+            memory.clear()  # the extrapolation made both sides worse: restart it from plain steps
+        previous = (primal, g)
+        mu = np.log(lam)
+        mu -= mu.mean()
+        f = 2.0 * np.log(d)
+        f -= f.mean()  # λ is defined up to scale (the bound takes the best c·λ), so are μ and the step
+        mu = mu + _anderson(memory, mu, f)
     if best_lam is not evaluated:  # the best strategy was an earlier iterate: recompute its eigenvectors
         last = None
         last = _iterate(a, b, best_lam, kind)
