@@ -14,9 +14,16 @@ Data-adaptive (:mod:`mmopt.adaptive`, at their defaults unless noted):
   (ρ = 0.25, H₂ over the buckets, Hilbert order in 2-D); AHP (ρ = 0.85, η = 0.35); Uniform; 1-D only: PHP and
   EFPA (Ács et al. 2012); 2-D only: UGrid, AGrid (Qardaji et al. 2013), the private-median kd-tree ("KD") and
   the hybrid kd-tree ("HybridKD", Cormode et al. 2012) — the grids and trees spend 5% of ε on a noisy record
-  count. Every data-adaptive algorithm but MWEM ignores the workload, so one set of their runs serves every
-  workload. NoiseFirst/StructureFirst are not run: StructureFirst needs a public bound on the counts, which
-  DPBench data do not provide, and NoiseFirst's O(k·n²) search (~2 s a run at 1,024 cells) would dominate.
+  count; 1-D only: NoiseFirst and StructureFirst (Xu et al. 2012, at their defaults: k ≤ 64 buckets searched,
+  resp. k = min(⌈n/10⌉, 64)); StructureFirst needs a public bound F on the counts, which DPBench data do not
+  provide, so it spends 5% of ε on a noisy total ñ and uses F = max(1, ñ/n), the noisy mean count per cell
+  (our choice: 10× and 100× that, and F = ñ, gave equal or larger prefix error on PATENT and ADULTFRANK at
+  1,024 cells, scales 10³ and 10⁵, ε = 0.1, 3 trials), with the other 95% for the algorithm. Every
+  data-adaptive algorithm but MWEM ignores the workload, so one set of their runs serves every workload.
+Data-independent, 2-D only: "QuadTree" (Cormode et al. ICDE 2012: :func:`mmopt.hierarchies.quadtree`, every
+  level measured, geometric budget; least squares in the Haar basis, :mod:`experiments._dpbench_quadtree`).
+Multi-attribute ("MA", :mod:`experiments._dpbench_marginals`): PrivBayes, iReduct, DualQuery, MWEM and Uniform
+  against identity and mmopt's marginals strategy on all k-way marginals.
 
 All noise is numpy's, seeded: simulation only, as in :func:`mmopt.matrix_mechanism` and :mod:`mmopt.adaptive`.
 """
@@ -30,22 +37,32 @@ import numpy as np
 
 import mmopt
 from experiments import _dpbench_errors as er
+from experiments import _dpbench_quadtree as qt
 from mmopt import adaptive as ad
+from mmopt import hierarchies as hi
 from mmopt import strategy as st
 from mmopt import workload as wl
 from mmopt._parallel import ordered_map
 from mmopt.structured import mechanism as smech
+from mmopt.transforms import haar_evaluate
 
-INDEPENDENT = ("identity", "H2", "HB", "mmopt")
-ADAPTIVE = ("MWEM", "DAWA", "AHP", "Uniform", "PHP", "EFPA", "UGrid", "AGrid", "KD", "HybridKD")
+INDEPENDENT = ("identity", "H2", "HB", "mmopt", "QuadTree")
+ADAPTIVE = ("MWEM", "DAWA", "AHP", "Uniform", "PHP", "EFPA", "UGrid", "AGrid", "KD", "HybridKD", "NoiseFirst",
+            "StructureFirst", "PrivBayes", "iReduct", "DualQuery")
 ALGORITHMS = (*INDEPENDENT, "mmopt+proj", *ADAPTIVE)
 KIND = {**dict.fromkeys(INDEPENDENT, "data-independent"), "mmopt+proj": "post-processed",
         **dict.fromkeys(ADAPTIVE, "data-adaptive")}
-WORKLOAD_FREE = ("DAWA", "AHP", "Uniform", "PHP", "EFPA", "UGrid", "AGrid", "KD", "HybridKD")
-WORKLOADS = {"1D": ("prefix", "all_range"), "2D": ("ranges_2d",)}
-# Algorithms left out per dimension: each data-adaptive one runs where its paper defines it (PHP and EFPA on
-# intervals, the grids and kd-trees on the plane).
-SKIP: dict[str, tuple[str, ...]] = {"1D": ("UGrid", "AGrid", "KD", "HybridKD"), "2D": ("PHP", "EFPA")}
+WORKLOAD_FREE = ("DAWA", "AHP", "Uniform", "PHP", "EFPA", "UGrid", "AGrid", "KD", "HybridKD", "NoiseFirst",
+                 "StructureFirst", "PrivBayes")
+WORKLOADS = {"1D": ("prefix", "all_range"), "2D": ("ranges_2d",), "MA": ("marginals",)}
+# Algorithms left out per dimension: each runs where its paper defines it (PHP, EFPA and the v-optimal
+# histograms on intervals, the grids, kd-trees and the quad-tree on the plane, PrivBayes, iReduct and DualQuery
+# on several attributes; H2, HB and the projection are range-query tools).
+_PLANE, _LINE = ("UGrid", "AGrid", "KD", "HybridKD", "QuadTree"), ("PHP", "EFPA", "NoiseFirst", "StructureFirst")
+_MULTI = ("PrivBayes", "iReduct", "DualQuery")
+SKIP: dict[str, tuple[str, ...]] = {"1D": (*_PLANE, *_MULTI), "2D": (*_LINE, *_MULTI),
+                                    "MA": ("H2", "HB", "mmopt+proj", "DAWA", "AHP", *_LINE, *_PLANE)}
+SF_TOTAL_SHARE = 0.05  # StructureFirst's share of ε for the noisy total that sets its count bound F
 MWEM = {"rounds": 10, "replay_passes": 100, "output": "last"}
 
 
@@ -75,7 +92,7 @@ class Context:
         workloads and query samples are rebuilt there (cheap, and seeded), and the strategy records stay in
         the parent's ``info``. A worker keeps the first copy it receives (_received)."""
         slim = {k: v for k, v in self._cache.items() if k[0] == "A"}
-        return _received, (self.token, self.__dict__ | {"info": {}, "_cache": slim})
+        return _received, (self.token, self.__dict__ | {"info": {}, "_cache": slim}, type(self))
 
     def _cached(self, key, make):
         if key not in self._cache:
@@ -109,6 +126,11 @@ class Context:
                                      options={"restarts": 1}, verbose=False)
             A = res.strategy
             record = {"method": res.method, "status": res.status, "objective": res.objective}
+        elif name == "QuadTree":  # exact error from the Haar spectrum: mmopt.evaluate takes ~100 s at 64 × 64
+            A = hi.quadtree(side)
+            record = {"budget": "geometric", "seconds": round(time.perf_counter() - t0, 2),
+                      "rmse_at_eps_1": float(np.sqrt(haar_evaluate(W, A, mmopt.Privacy(1.0)) / W.n_queries))}
+            return A, record
         else:
             if name == "identity":
                 b, one = None, st.identity(side)
@@ -154,6 +176,10 @@ class Context:
         """(trials, cells) estimates. ``key`` seeds the noise; "mmopt+proj" gets "mmopt"'s key: paired draws."""
         side = x.shape[0]
         gen = np.random.default_rng([self.seed, *key, ALGORITHMS.index("mmopt" if alg == "mmopt+proj" else alg)])
+        if alg == "QuadTree":
+            A = self.strategy(alg, wname, side)
+            spectrum = self._cached(("S", side), lambda: qt.haar_spectrum(A))
+            return qt.mechanism(A, x, eps, gen, trials, spectrum).reshape(trials, -1)
         if alg in (*INDEPENDENT, "mmopt+proj"):
             W, A = self.workload(wname, side), self.strategy(alg.removesuffix("+proj"), wname, side)
             rec = "projection" if alg == "mmopt+proj" else "least_squares"
@@ -168,8 +194,18 @@ class Context:
             return np.stack([ad.mwem(x, Q, eps, rng=gen, **MWEM).estimate.ravel() for _ in range(trials)])
         run = {"DAWA": ad.dawa, "AHP": ad.ahp, "Uniform": ad.uniform, "PHP": ad.php, "EFPA": ad.efpa,
                "UGrid": ad.ugrid, "AGrid": ad.agrid, "KD": ad.kd_tree,
-               "HybridKD": lambda x, eps, rng: ad.kd_tree(x, eps, kind="hybrid", rng=rng)}[alg]
+               "HybridKD": lambda x, eps, rng: ad.kd_tree(x, eps, kind="hybrid", rng=rng),
+               "NoiseFirst": ad.noise_first, "StructureFirst": structure_first}[alg]
         return np.stack([run(x, eps, rng=gen).estimate.ravel() for _ in range(trials)])
+
+
+def structure_first(x, eps: float, rng) -> ad.AdaptiveResult:
+    """StructureFirst with its count bound from a noisy total (module docstring): ε-DP by sequential
+    composition, SF_TOTAL_SHARE·ε for ñ = Σx + Lap(1/(SF_TOTAL_SHARE·ε)) (sensitivity 1), the rest for the
+    algorithm, whose F = max(1, ñ/n) is then public (post-processing of ñ)."""
+    e0 = SF_TOTAL_SHARE * eps
+    total = float(np.sum(x)) + rng.laplace(0.0, 1.0 / e0)
+    return ad.structure_first(x, eps - e0, count_bound=max(1.0, total / np.size(x)), rng=rng)
 
 
 def make_strategies(wanted, n_jobs: int | None = 1, progress=None) -> None:
@@ -194,16 +230,16 @@ def _make(ctx: Context, name: str, wname: str, side: int) -> tuple:
 # The contexts a worker process has received, by token: every task it runs for one run() then uses the same
 # strategy objects, on which mmopt caches the least-squares factorisation (QR at 1,024 cells: ~0.1–0.3 s per
 # strategy, paid again by every task with a fresh copy), and the same workloads and query samples. At most
-# two: one run's 1-D and 2-D contexts.
+# three: one run's 1-D, 2-D and multi-attribute contexts.
 _RECEIVED: dict[str, Context] = {}
 
 
-def _received(token: str, state: dict) -> Context:
+def _received(token: str, state: dict, cls: type = Context) -> Context:
     ctx = _RECEIVED.get(token)
     if ctx is None:
-        ctx = _RECEIVED[token] = Context.__new__(Context)
+        ctx = _RECEIVED[token] = cls.__new__(cls)
         ctx.__dict__.update(state)
-        while len(_RECEIVED) > 2:
+        while len(_RECEIVED) > 3:
             del _RECEIVED[next(iter(_RECEIVED))]
     for key, A in state["_cache"].items():  # strategies the parent made after sending an earlier copy
         ctx._cache.setdefault(key, A)

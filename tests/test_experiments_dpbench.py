@@ -99,9 +99,10 @@ def test_rows_columns_and_values(rows):
         assert r["kind"] == alg.KIND[r["algorithm"]] and r["signal"] == r["scale"] * r["epsilon"]
         assert r["n"] == (64 if r["dims"] == "1D" else 256)
     for key in {(r["dataset"], r["scale"], r["epsilon"], r["workload"]) for r in rows}:
-        ind = [r["ratio_to_best_independent"] for r in rows if r["kind"] == "data-independent"
+        ind = [r for r in rows if r["kind"] == "data-independent"
                and (r["dataset"], r["scale"], r["epsilon"], r["workload"]) == key]
-        assert min(ind) == 1.0 and len(ind) == 4
+        assert min(r["ratio_to_best_independent"] for r in ind) == 1.0
+        assert len(ind) == len([a for a in alg.INDEPENDENT if a not in alg.SKIP[ind[0]["dims"]]])  # 4 1-D, 5 2-D
     # more signal, less scaled error: the matrix mechanism's error is ~1/(scale·ε)
     err = {(r["scale"], r["epsilon"]): r["scaled_error"] for r in rows
            if (r["dataset"], r["workload"], r["algorithm"]) == ("synthA", "prefix", "HB")}
@@ -175,7 +176,8 @@ def test_verdict():
 
 def test_markdown_and_figure(rows, tmp_path):
     md = db.markdown(rows)
-    assert "**Verdict (this data): the tutorial's finding" in md and db.verdict(rows)["status"] in md
+    assert "**Verdict (this data, every algorithm above): the tutorial's finding" in md
+    assert f"at high signal — {db.verdict(rows)['status']}.**" in md
     assert "| synthA | 1e+03 | 0.1 | prefix |" in md and "| synthB | 1e+07 | 1 | ranges_2d |" in md
     png = db.plot(rows, tmp_path)
     assert png.name == "dpbench.png" and png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 1000
@@ -198,16 +200,23 @@ def test_main_on_a_tiny_synthetic_folder(tmp_path, monkeypatch):
     np.save(data / "2D" / "GRID_256_256.npy", np.round(_shape(2, (256, 256)) * 5000))
     monkeypatch.setattr(db, "QUICK", db.Config(("SYNTH",), ("GRID",), n_1d=64, side_2d=16, scales=(10**3,),
                                                epsilons=(1.0,), trials=2, opt_iterations=20, mwem_queries=100,
-                                               error_queries_2d=200))
+                                               error_queries_2d=200, sweep_scales=(10**5,), sweep_epsilon=1.0,
+                                               figure_dataset="SYNTH", figure_n=128))
     out = tmp_path / "out"
     assert db.main(["--data", str(data), "--out", str(out)]) == 0
     assert (out / "dpbench.csv").read_text().startswith(",".join(db.COLUMNS))
     assert "Verdict" in (out / "dpbench.md").read_text() and (out / "dpbench.png").stat().st_size > 1000
     assert json.loads((out / "dpbench.run_info.json").read_text())["seconds"] >= 0
-    again = tmp_path / "again"  # tracked outputs are deterministic, byte for byte
+    md = (out / "dpbench.md").read_text()
+    assert "## Measured run times" in md and "| NoiseFirst | data-adaptive |" in md and "| QuadTree |" in md
+    assert "![every algorithm](dpbench_algorithms.png)" in md and "![error against scale](dpbench_scale.png)" in md
+    again = tmp_path / "again"  # tracked outputs are deterministic, byte for byte, but the measured run times
     assert db.main(["--data", str(data), "--out", str(again)]) == 0
-    for f in ("dpbench.csv", "dpbench.md", "dpbench.png"):
+    for f in ("dpbench.csv", "dpbench.png", "dpbench_algorithms.csv", "dpbench_algorithms.png", "dpbench_scale.csv",
+              "dpbench_scale.png"):
         assert (again / f).read_bytes() == (out / f).read_bytes(), f
+    cut = "## Measured run times"
+    assert (again / "dpbench.md").read_text().split(cut)[0] == md.split(cut)[0]
 
 
 # ---- parallel: n_jobs workers give the sequential rows ------------------------------------------------------
@@ -223,7 +232,7 @@ def test_rows_are_the_same_with_two_workers():
     assert len(seq) == (2 * n1 + n2) * 2 and par == seq
     assert list(par_t) == list(seq_t)
     strip = lambda info: {k: {a: b for a, b in v.items() if a != "seconds"} for k, v in info.items()}  # noqa: E731
-    assert len(par_info) == 3 * 4 and strip(par_info) == strip(seq_info)
+    assert len(par_info) == 2 * 4 + 5 and strip(par_info) == strip(seq_info)  # 2-D: with the QuadTree
 
 
 def test_a_worker_keeps_one_copy_of_a_context():
@@ -249,3 +258,101 @@ def test_bad_n_jobs_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         db.main(["--out", str(tmp_path), "--jobs", "zero"])
     assert e.value.code == 2 and "--jobs" in capsys.readouterr().err
+
+
+# ---- the QuadTree, StructureFirst's count bound, the multi-attribute panel, the figures ------------------------
+
+def test_quadtree_least_squares_is_the_librarys_exact_solve():
+    """The Haar-basis solve against the library's LSMR least squares (tol 1e-10) on one 8 × 8 tree."""
+    from experiments import _dpbench_quadtree as qt
+    from mmopt import hierarchies as hi
+    from mmopt.structured import mechanism as smech
+
+    A = hi.quadtree(8)
+    gen = np.random.default_rng(5)
+    x = gen.integers(0, 9, (8, 8)).astype(float)
+    y = smech.strategy_apply(A, x) + gen.normal(size=A.n_rows)
+    ref = smech.least_squares(A, y)[0]
+    np.testing.assert_allclose(qt.least_squares(A, y)[0], ref, atol=1e-8 * np.abs(ref).max())  # LSMR's tol
+    np.testing.assert_allclose(qt.mechanism(A, x, 1e12, gen, 2), np.stack([x, x]), atol=1e-6)  # no noise left
+    with pytest.raises(ValueError, match="not diagonal in the Haar basis"):
+        qt.haar_spectrum(_random_product(8))
+
+
+def _random_product(n):
+    from mmopt import strategy as st
+
+    return st.kron(np.random.default_rng(0).random((n, n)), np.eye(n))
+
+
+def test_structure_first_spends_a_share_on_its_count_bound():
+    x = np.repeat([0.0, 40.0, 3.0], [20, 4, 8])
+    r = alg.structure_first(x, 1e9, np.random.default_rng(0))
+    assert r.details["count_bound"] == pytest.approx(max(1.0, x.sum() / x.size), rel=1e-6)  # noise-free ñ/n
+    assert sum(r.budget.values()) == pytest.approx((1 - alg.SF_TOTAL_SHARE) * 1e9)
+    np.testing.assert_allclose(r.estimate.sum(), x.sum(), rtol=1e-6)
+
+
+def test_marginal_errors_and_queries_match_brute_force():
+    from experiments import _dpbench_marginals as ma
+
+    gen = np.random.default_rng(6)
+    shape = (3, 2, 4)
+    x = gen.integers(0, 5, shape).astype(float)
+    est = x + gen.normal(size=(2, *shape))
+    sets = ma.attribute_sets(3, 2)
+    Q = ma.marginal_matrix(shape, sets)
+    assert sets == [(0, 1), (0, 2), (1, 2)] and Q.shape == (6 + 12 + 8, 24)
+    assert np.all(Q.sum(axis=0) == 3)  # each cell lies in one cell of each marginal
+    brute = np.mean(np.abs((est.reshape(2, -1) - x.ravel()) @ Q.T), axis=1)
+    np.testing.assert_allclose(ma.marginal_errors(est, x, sets), brute, rtol=1e-12)
+    draw = ma.sample(x / x.sum(), 1000, gen)
+    assert draw.shape == shape and draw.sum() == 1000 and np.all(draw == np.round(draw))
+
+
+def test_the_multi_attribute_panel():
+    """At ε = 10⁹ the matrix mechanism is exact and Uniform's error is its bias, as in 1-D (DualQuery, whose
+    rounds grow with ε, runs at ε = 1 only)."""
+    from experiments import _dpbench_marginals as ma
+
+    shapes = {"M": _shape(7, (3, 4, 2))}
+    everything = [a for a in alg.ALGORITHMS if a not in alg.SKIP["MA"] and a not in ma.missing()]
+    cfg = db.Config((), (), scales=(10**4,), epsilons=(1e9,), trials=2, datasets_ma=("M",), mwem_queries=50,
+                    algorithms=tuple(a for a in everything if a != "DualQuery"))
+    rt = {}
+    rows = db.run(shapes, cfg, runtimes=rt)
+    got = {r["algorithm"]: r for r in rows}
+    assert list(got) == list(cfg.algorithms) and {"PrivBayes", "MWEM", "mmopt"} <= set(got)
+    assert all(r["dims"] == "MA" and r["workload"] == "marginals" and r["n"] == 24 for r in rows)
+    assert got["identity"]["scaled_error"] < 1e-9 and got["mmopt"]["scaled_error"] < 1e-9
+    x = ma.sample(shapes["M"], 10**4, np.random.default_rng([0, 13, 0, 0]))  # the draw run() made
+    bias = ma.marginal_errors(np.full(x.shape, x.mean())[None], x, ma.attribute_sets(3, 2))[0] / 1e4
+    assert got["Uniform"]["scaled_error"] == pytest.approx(bias, rel=1e-6)
+    assert set(rt) == {("MA", a) for a in cfg.algorithms} and all(k == 2 for _, k in rt.values())
+    rest = db.run(shapes, dataclasses.replace(cfg, epsilons=(1.0,), algorithms=("identity", "DualQuery")))
+    assert [r["algorithm"] for r in rest] == [a for a in ("identity", "DualQuery") if a in everything]
+    assert all(np.isfinite(r["scaled_error"]) and r["scaled_error"] > 0 for r in rest)
+
+
+def test_the_every_algorithm_figure_and_the_scale_figure(tmp_path):
+    from experiments import _dpbench_figures as fg
+
+    cfg = db.Config(("synthA",), ("synthB",), n_1d=32, side_2d=8, scales=(10**3,), epsilons=(1.0,), trials=2,
+                    opt_iterations=20, mwem_queries=50, error_queries_2d=100, sweep_scales=(10**5,),
+                    sweep_epsilon=1.0, figure_dataset="synthA", figure_n=64)
+    assert db.grid(cfg) == [(10**3, 1.0), (10**5, 1.0)]
+    figure, rt, info = [], {}, {}
+    rows = db.run(SHAPES, cfg, figure=figure, runtimes=rt, info=info)
+    algs = fg.algorithms(cfg)
+    assert "mmopt" not in algs and "NoiseFirst" in algs  # more cells than the main grid: no optimised strategy
+    assert len(figure) == 2 * len(algs) and {r["n"] for r in figure} == {64}
+    assert "mmopt" in fg.algorithms(dataclasses.replace(cfg, figure_n=32))
+    srows = fg.scale_rows(rows, 1.0)
+    hb = {r["scale"]: r for r in srows if (r["workload"], r["algorithm"]) == ("prefix", "HB")}
+    assert set(hb) == {10**3, 10**5} and hb[10**3]["datasets"] == 1 and hb[10**5]["scaled_error"] < hb[10**3][
+        "scaled_error"]
+    for png in (fg.plot_algorithms(figure, tmp_path), fg.plot_scale(srows, tmp_path)):
+        assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 1000
+    table = "\n".join(fg.runtime_lines(rt, figure, info))
+    assert "| QuadTree | data-independent | — |" in table and "| StructureFirst | data-adaptive |" in table
+    assert table.count("\n") + 1 == 2 + len({a for _, a in rt} | {r["algorithm"] for r in figure})
