@@ -104,15 +104,18 @@ def split(A):
     return np.concatenate([(np.maximum(A, 0.0) + slack).ravel(), (np.maximum(-A, 0.0) + slack).ravel()])
 
 
-def lbfgs(objective, z0, scale, max_iterations, tol):
+def lbfgs(objective, z0, scale, max_iterations, tol, max_evaluations=None):
     """Minimise objective over z ≥ 0; return the best point *evaluated*, its value, iterations, status.
 
     An infinite trial value (singular X) makes L-BFGS-B stop early and call it converged, so while a run that
-    met one still improved, restart from the best point with fresh curvature memory.
+    met one still improved, restart from the best point with fresh curvature memory. ``max_evaluations`` caps
+    the objective evaluations of all restarts together (default: 20 per iteration of the budget, plus 100).
     """
-    best = {"f": np.inf, "z": z0, "hit_inf": False}
+    best = {"f": np.inf, "z": z0, "hit_inf": False, "calls": 0}
+    max_evaluations = max_evaluations or 20 * max_iterations + 100
 
     def tracked(z):
+        best["calls"] += 1
         f, g = objective(z)
         best["hit_inf"] |= not np.isfinite(f)
         if f < best["f"]:
@@ -121,12 +124,13 @@ def lbfgs(objective, z0, scale, max_iterations, tol):
 
     bounds = scipy.optimize.Bounds(np.zeros(z0.size), np.full(z0.size, np.inf))
     iterations, status = 0, "user_limit"
-    while iterations < max_iterations:
+    while iterations < max_iterations and best["calls"] < max_evaluations:
         start, best["hit_inf"] = best["f"], False
         budget = max_iterations - iterations
+        calls = min(20 * budget + 100, max_evaluations - best["calls"])
         res = scipy.optimize.minimize(
             tracked, best["z"], jac=True, method="L-BFGS-B", bounds=bounds,
-            options={"maxiter": budget, "maxfun": 20 * budget + 100, "ftol": tol, "gtol": tol},
+            options={"maxiter": budget, "maxfun": calls, "ftol": tol, "gtol": tol},
         )
         iterations += res.nit
         # L-BFGS-B status 2 is a line search that found no decrease: stationary to rounding, not to tol.

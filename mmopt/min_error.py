@@ -2,7 +2,9 @@
 
 Notation: see README. The rank-constrained SDP of Program 5.1 with convex iteration
 (:mod:`mmopt.sdp_min_error`) is run for small n; from n ≈ 32 on it is too slow, and the direct local
-search of :mod:`mmopt.local_search` carries the method. Every candidate — warm starts, the SDP
+search of :mod:`mmopt.local_search` carries the method; from 512 cells on, prefix sums and all ranges skip this
+pipeline for the p-Identity search alone on their O(n) Gram operator (:mod:`mmopt.min_error_fast`, dispatched by
+:func:`mmopt.optimize`). Every candidate — warm starts, the SDP
 heuristic's answer, local-search restarts, and the polish of each — is scored by its *true* error
 Δ₁²·tr(G(AᵀA)⁺) (:func:`mmopt.error.unit_objective`, which also accepts rank-deficient strategies that
 support W), and the best is kept. None of this is a global optimum (the problem is not convex); the L2

@@ -53,7 +53,9 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         the objective itself stays at unit privacy (scale-free), so one result serves every ε.
     method : str, callable or None, default=None
         None: "auto" when ``privacy`` or ``norm`` is given, else "l2_approx" (the paper's convex program).
-        "l2_approx" (Program 5.2, (ε,δ)-optimal, convex), "min_error" (Program 5.1, ε-DP, heuristic),
+        "l2_approx" (Program 5.2, (ε,δ)-optimal, convex), "min_error" (Program 5.1, ε-DP, heuristic; on prefix
+        sums / all ranges from 512 cells, dense or ``mmopt.toeplitz``'s at any n, HDMM's p-Identity search on an O(n)
+        Gram operator, never n×n: :mod:`mmopt.min_error_fast`),
         "min_sensitivity" (Program 5.3, needs ``initial``), "svd_strategy" (Theorem 5.25's closed form: the
         strategy A = G^{1/4}, not the bound; "svd_bound" is its old name),
         "identity", "hierarchical", "wavelet" (baselines), "lrm" (the Low-Rank Mechanism, Yuan et al. 2012: a
@@ -154,6 +156,15 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         return _multidim(workload, method, norm=norm, seed=seed, verbose=verbose, tol=tol,
                          max_iterations=max_iterations, blas_threads=blas_threads, options=options,
                          unused={"solver": solver, "initial": initial}, n_jobs=n_jobs)
+    if isinstance(method, str) and method == "min_error":  # prefix / all ranges from 512 cells: the O(n) Gram path
+        from mmopt import min_error_fast as fast
+        opts = check_options(options, METHODS["min_error"], "min_error")
+        if norm != "l2" and fast.takes(workload, opts, initial):
+            n_jobs = _check_common(tol, max_iterations, seed, verbose, n_jobs, caller)
+            res = fast.from_optimize(workload, opts, solver=solver, tol=tol, max_iterations=max_iterations, seed=seed,
+                                     verbose=verbose, n_jobs=n_jobs, blas_threads=blas_threads)
+            return dataclasses.replace(res, extra=dict(res.extra) | {"seed": seed_record(seed)})
+        workload = fast.dense_twin(workload, caller)
     if isinstance(workload, ImplicitWorkload):
         if workload.domain_size > DENSE_LIMIT:
             raise ValueError(f"{caller}: method={method!r} needs a dense workload, but '{workload.name}' is implicit "
