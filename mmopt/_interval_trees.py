@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mmopt import _validation as v
+from mmopt import gram_operator
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,23 +41,19 @@ class GramOperator:
         return cls(G.shape[0], int(n_queries), lambda u: G @ u, np.diagonal(G).copy(), name)
 
 
+def _from_semiseparable(S, n_queries: int, name: str) -> GramOperator:
+    """Wrap a :class:`mmopt.gram_operator.SemiseparableGram` (its O(n) products) with this module's interface."""
+    return GramOperator(S.n, n_queries, S.matmat, S.diagonal(), name)
+
+
 def prefix_gram(n: int) -> GramOperator:
-    """The prefix workload's G (G[i, j] = n − max(i, j)): G u = reversed cumsum of cumsum(u), O(n)."""
-    n = v.check_int(n, name="n", caller="prefix_gram")
-    return GramOperator(n, n, lambda u: np.cumsum(np.cumsum(u)[::-1])[::-1], n - np.arange(n, dtype=float),
-                        f"prefix({n})")
+    """The prefix workload's G (G[i, j] = n − max(i, j)) as O(n) products: :func:`mmopt.gram_operator.prefix_gram`."""
+    return _from_semiseparable(gram_operator.prefix_gram(n), n, f"prefix({n})")
 
 
 def all_range_gram(n: int) -> GramOperator:
-    """All ranges' G (G[i, j] = (min + 1)(n − max)): (G u)ⱼ = (n − j)·Σ_{i≤j}(i + 1)uᵢ + (j + 1)·Σ_{i>j}(n − i)uᵢ."""
-    n = v.check_int(n, name="n", caller="all_range_gram")
-    i = np.arange(n, dtype=float)
-
-    def matvec(u):
-        left = np.cumsum((i + 1) * u)
-        right = np.cumsum(((n - i) * u)[::-1])[::-1]  # Σ_{i ≥ j}
-        return (n - i) * left + (i + 1) * (right - (n - i) * u)
-    return GramOperator(n, n * (n + 1) // 2, matvec, (i + 1) * (n - i), f"all_range({n})")
+    """All ranges' G (G[i, j] = (min + 1)(n − max)) as O(n) products: :func:`mmopt.gram_operator.all_range_gram`."""
+    return _from_semiseparable(gram_operator.all_range_gram(n), n * (n + 1) // 2, f"all_range({n})")
 
 
 @dataclass(frozen=True, eq=False)

@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from mmopt import _interval_trees as it
 from mmopt import _runtime
 from mmopt._result import SUCCESS, OptimizeResult, reconcile
 from mmopt.error import NumericalError
@@ -57,19 +58,16 @@ HIERARCHY_MAX_N = 8192
 
 
 def hierarchy_theta(n: int, b: int) -> np.ndarray:
-    """Θ of H_b (uniform level weights) as a p-Identity strategy: one row per block of size b, b², …, then 1ᵀ.
+    """Θ of H_b as a p-Identity strategy: one row per internal node of mmopt's b-ary tree (near-equal splits,
+    :func:`mmopt._interval_trees.b_ary_tree`), root included; the leaves are the identity part.
 
-    [I; Θ]D⁻¹ with d = 1 + 1ᵀΘ = the number of levels is H_b with its columns scaled to Δ₁ = 1.
+    [I; Θ]D⁻¹ with d = 1 + 1ᵀΘ (a node count per column) is H_b with each column scaled to Δ₁ = 1 (for n = bᵏ,
+    H_b with uniform level weights).
     """
-    rows, size = [], b
-    while size < n:
-        for start in range(0, n, size):
-            rows.append((start, min(start + size, n)))
-        size *= b
-    rows.append((0, n))
-    theta = np.zeros((len(rows), n))
-    for i, (lo, hi) in enumerate(rows):
-        theta[i, lo:hi] = 1.0
+    internal = [t for t in it.nodes(it.b_ary_tree(n, b)) if t.children]
+    theta = np.zeros((len(internal), n))
+    for i, t in enumerate(internal):
+        theta[i, t.lo:t.hi] = 1.0
     return theta
 
 

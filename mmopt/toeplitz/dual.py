@@ -15,8 +15,8 @@ LAPACK stemr) takes O(n²). Everything else is O(n²) too:
 * dual bound: max over c > 0 of g(cλ) = S²/Σλ, S = tr M^{1/2} = Σ_k τ_k^{−1/2};
 * gradient: d = diag X(λ), X(λ) = Λ^{−1/2} M^{1/2} Λ^{−1/2}, so d_i = Σ_k Q_ik² τ_k^{−1/2} / λ_i;
 * primal: X̃ = D^{−1/2} X(λ) D^{−1/2} (D = diag d) has unit diagonal (Δ₂ = 1) and
-  tr(G X̃⁻¹) = Σ_k √τ_k ‖W q̂_k‖², q̂_k = (ΛD)^{1/2} Q e_k, where ‖W v‖² is one cumulative sum (prefix) or one
-  tridiagonal solve (all ranges).
+  tr(G X̃⁻¹) = Σ_k √τ_k q̂_kᵀ G q̂_k, q̂_k = (ΛD)^{1/2} Q e_k, with G applied by two cumulative sums
+  (:mod:`mmopt.gram_operator`).
 
 The update log λ ← log λ + 2 log d is :func:`mmopt.l2_fast.solve_l2`'s fixed point (exact for diagonal G),
 accelerated by Anderson mixing of the last three steps (:func:`_anderson`); it starts from the weights of the
@@ -37,6 +37,7 @@ import scipy.linalg
 import scipy.linalg.lapack
 
 from mmopt import _validation as v
+from mmopt import gram_operator
 from mmopt.toeplitz.error import as_stream_workload
 from mmopt.toeplitz.weighted import spectral_sequence
 
@@ -108,16 +109,10 @@ def inverse_gram(kind: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.full(n, 2.0 / (n + 1)), np.full(n - 1, -1.0 / (n + 1))
 
 
-def quadratic_forms(kind: str, V: np.ndarray, *, overwrite: bool = False) -> np.ndarray:
-    """vᵀ G v for every column v of V (n×k): ‖cumsum(v)‖² for prefix, (n+1)·vᵀL⁻¹v for all ranges; O(nk)."""
-    n = V.shape[0]
-    if kind == "prefix":
-        C = np.cumsum(V, axis=0, out=V if overwrite else None)
-        return np.einsum("ik,ik->k", C, C)
-    ab = np.empty((2, n))
-    ab[0, 0], ab[0, 1:], ab[1] = 0.0, -1.0, 2.0  # L = tridiag(−1, 2, −1), upper banded storage
-    Y = scipy.linalg.solveh_banded(ab, V, check_finite=False)
-    return (n + 1) * np.einsum("ik,ik->k", V, Y)
+def quadratic_forms(kind: str, V: np.ndarray) -> np.ndarray:
+    """vᵀ G v for every column v of V (n×k), G applied in O(nk) by :mod:`mmopt.gram_operator`'s semiseparable form."""
+    G = (gram_operator.prefix_gram if kind == "prefix" else gram_operator.all_range_gram)(V.shape[0])
+    return np.einsum("ik,ik->k", V, G.matmat(V))
 
 
 def _start(kind: str, n: int) -> np.ndarray:
@@ -140,7 +135,7 @@ def _iterate(a, b, lam, kind):
     s = tau ** -0.5
     d = np.einsum("ik,ik,k->i", Q, Q, s) / lam
     w = np.sqrt(lam * d)[:, None]
-    forms = np.concatenate([quadratic_forms(kind, Q[:, j:j + _CHUNK] * w, overwrite=True)
+    forms = np.concatenate([quadratic_forms(kind, Q[:, j:j + _CHUNK] * w)
                             for j in range(0, len(lam), _CHUNK)])
     return float(s.sum()), d, float(forms @ np.sqrt(tau)), tau, Q
 
