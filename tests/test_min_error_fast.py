@@ -6,6 +6,7 @@ is cheap: both are exact up to round-off of order u·cond(X) ≪ 1e-9 for these 
 
 import tracemalloc
 
+import numpy as np
 import pytest
 
 import mmopt
@@ -78,3 +79,12 @@ def test_hierarchies_replace_a_search_whose_budget_ran_out():
     assert res.objective == pytest.approx(best, rel=1e-12)
     assert res.status == "closed_form" and "beat the p-Identity search" in res.message
     assert res.objective >= res.lower_bound
+
+
+def test_monte_carlo_matches_the_reported_error():
+    W = wl.prefix(FAST_MIN_N)
+    res = mmopt.optimize(W, method="min_error", seed=0, max_iterations=50, options={"p": 8})
+    x = np.arange(FAST_MIN_N, dtype=float) % 5
+    r = mmopt.monte_carlo(W, res.strategy, x, mmopt.Privacy(1.0), runs=1000, seed=4)
+    assert r.expected == pytest.approx(res.objective * mmopt.Privacy(1.0).variance_factor, rel=1e-9)
+    assert abs(r.z_score) <= 4.0   # 4 standard errors of the 1,000-run mean

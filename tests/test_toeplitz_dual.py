@@ -76,3 +76,15 @@ def test_optimize_routes_prefix_and_all_ranges_to_it():
     assert r.lower_bound <= fast.objective and fast.lower_bound <= r.objective
     with pytest.raises(ValueError, match="engine': 'tridiagonal'} needs the prefix or all-range workload"):
         mmopt.optimize(mmopt.workload.identity(40), method="l2_approx", options={"engine": "tridiagonal"})
+
+
+@pytest.mark.parametrize("kind", ["prefix", "all_range"])
+def test_monte_carlo_matches_the_reported_error(kind):
+    # both workloads are full rank (G⁻¹ exists): solve_dual serves no rank-deficient workload
+    W = getattr(mmopt.workload, kind)(48)
+    sol = dual.solve_dual(W)
+    gauss = mmopt.Privacy(1.0, delta=1e-6)
+    x = np.arange(48.0) % 7
+    r = mmopt.monte_carlo(W, mmopt.Strategy(sol.matrix), x, gauss, runs=2000, seed=2)
+    assert r.expected == pytest.approx(sol.primal * gauss.variance_factor, rel=1e-9)
+    assert abs(r.z_score) <= 4.0   # 4 standard errors of the 2,000-run mean
