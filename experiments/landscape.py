@@ -1,8 +1,8 @@
 """The data-independent landscape: the seed's "Error on Prefix workload" table, all ranges, and 2-D ranges.
 
 Run:   python -m experiments.landscape            (quick: n = 128 … 1,024, sides 16 … 64)
-       python -m experiments.landscape --full     (n = 128 … 8,192, sides 16 … 256; min_error up to 4,096, ~10 CPU
-                                                   min per workload there, kron at 256² ~3.5 min)
+       python -m experiments.landscape --full     (n = 128 … 8,192, sides 16 … 256; min_error at every n, ~10 CPU
+                                                   min per workload at 8,192, kron at 256² ~3.5 min)
        python -m experiments.landscape --jobs 2   (sizes side by side; the same numbers)
 Out:   results/landscape/ (not tracked; --out DIR elsewhere): landscape.csv, landscape.md (= README.md), landscape.png.
 Talks: a line per (table, size) on stderr, at least one every 10 s; --quiet: none.
@@ -55,9 +55,9 @@ class Config:
 
 
 QUICK = Config((128, 256, 512, 1024), (16, 32, 64), min_error_max=1024, kron_max=64)
-# min_error stops at 4,096 in --full: at 8,192 its default budget (~10 CPU min) ends far from converged (17.5× the
-# bound, benchmarks/results/bench_eps_search.txt), behind every H_b, so it would only cost time there
-FULL = Config((128, 256, 512, 1024, 2048, 4096, 8192), (16, 32, 64, 128, 256), min_error_max=4096, kron_max=256)
+# min_error runs at every size of --full: past 1,024 cells it starts coarse to fine (mmopt.pidentity_ladder), about
+# 10 CPU min at 8,192 (benchmarks/results/bench_eps_search.txt)
+FULL = Config((128, 256, 512, 1024, 2048, 4096, 8192), (16, 32, 64, 128, 256), min_error_max=8192, kron_max=256)
 
 
 def _row(table, n, name, delta, unit, m, detail="", seconds=0.0) -> dict:

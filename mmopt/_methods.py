@@ -79,6 +79,11 @@ def _l2_tridiagonal(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
 def _min_error(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
     SDP_MAX_N = min_error.SDP_MAX_N
     engine = opts.get("engine", "auto")
+    if opts.get("start") is not None:
+        raise ValueError("optimize(method='min_error'): options={'start': ...} chooses how the p-Identity search on "
+                         "the O(n) Gram operator starts, which runs only for the prefix and all-range workloads from "
+                         f"512 cells without a warm start, the SDP engine or the polish; here (n = {W.domain_size}, "
+                         f"family {W.family!r}) the dense pipeline runs. Drop 'start'.")
     if engine == "local" or (engine == "auto" and W.domain_size > SDP_MAX_N):
         unread = [k for k in ("solver", "weight") if opts.get(k) is not None]
         if unread:
@@ -160,7 +165,8 @@ METHODS: dict[str, _Method] = {
     "svd_strategy": _Method(_closed(lambda W: st.svd_strategy(W).matrix)),
     "l2_approx": _Method(_l2_approx, {"engine": _choice("auto", "sdp", "fast", "tridiagonal")}, _ITERATIVE),
     "min_error": _Method(_min_error, {"engine": _choice("auto", "sdp", "local"), "restarts": _positive_int,
-                                      "p": _positive_int, "weight": _positive_real, "polish": _flag},
+                                      "p": _positive_int, "start": _choice("auto", "random", "ladder"),
+                                      "weight": _positive_real, "polish": _flag},
                          _ITERATIVE | {"initial"}, blas_threads=1),
     "min_sensitivity": _Method(_min_sensitivity, {}, _ITERATIVE | {"initial"}, blas_threads=1),
     # Yuan et al. 2012 (mmopt.lrm) and Li & Miklau 2012 (mmopt.eigen_design); not candidates of "auto"

@@ -4,7 +4,9 @@ Notation: see README. From :data:`FAST_MIN_N` cells on, ``mmopt.optimize(W, meth
 all-range workload — the dense ``mmopt.workload.prefix(n)`` / ``all_range(n)`` or ``mmopt.toeplitz.prefix(n)`` /
 ``all_range(n)`` at any n — runs only the stage that wins there: the p-Identity local search
 (:func:`mmopt.pidentity.search`), whose objective and gradient cost O(np²) with G applied by cumulative sums
-(:mod:`mmopt.gram_operator`). The dense pipeline's other stages (the L2 optimum, the closed-form starts, the
+(:mod:`mmopt.gram_operator`). Past 1,024 cells it starts coarse to fine (:mod:`mmopt.pidentity_ladder`): HDMM's
+random start needs more steps as n grows, each costing O(n³/256), while a solution at n/2 tiled to n starts
+within a third of the optimum. The dense pipeline's other stages (the L2 optimum, the closed-form starts, the
 polish) cost O(n³) and did not win there: on prefix(1,024) its best other candidates, the Haar wavelet and H₂, had
 3.3× the p-Identity search's error, l2_approx 45× (176 CPU s for the whole pipeline, 6 s before the search).
 
@@ -26,8 +28,10 @@ from mmopt import _interval_trees as it
 from mmopt import _runtime
 from mmopt._result import SUCCESS, OptimizeResult, reconcile
 from mmopt.error import NumericalError
-from mmopt.gram_operator import as_gram_operator
+from mmopt.gram_operator import all_range_gram, as_gram_operator, prefix_gram
 from mmopt.pidentity import PIdentityStrategy, search, true_error
+from mmopt.pidentity_ladder import BASE_N
+from mmopt.pidentity_ladder import search as ladder_search
 
 __all__ = ["FAST_MIN_N", "default_iterations", "dense_twin", "from_optimize", "solve", "takes"]
 
@@ -36,19 +40,23 @@ FAST_MIN_N = 512
 _KINDS = ("prefix", "all_range")
 
 
-def default_iterations(n: int) -> int:
-    """L-BFGS-B iterations of the default single run: 3,000 up to n = 2,048, fewer beyond (cost per step ∝ n³).
+def default_iterations(n: int, start: str = "ladder") -> int:
+    """L-BFGS-B steps at n of the default single run: 3,000 up to n = 1,024 (a random start), then the ladder's.
 
-    Measured (benchmarks/bench_eps_search.py, one BLAS thread, 2 shared cores): 3,000 steps at n = 1,024 took
-    30–33 CPU s, within 0.2% of the best of three reference runs with twice the budget; at n = 8,192 (p = 512) one
-    objective and gradient takes about 1 CPU s and an L-BFGS-B step 1.25–2.4 s in all (4.2 million variables;
-    more when another process shares the core or as entries reach their bound): 450 steps took 1,064 CPU s and
-    350 steps 793 CPU s, ending far from converged at 17.5× and 33× the certified bound (6.3× at n = 4,096 after
-    2,000 steps). The default there (350) does not meet a 10-minute target, nor give a useful strategy by itself:
-    H_8 and H_16, scored exactly beside it, are returned instead (10.2× the bound at n = 4,096 against the search's
-    6.3× after 2,000 steps) until the search gets a better start (issue 20).
+    ``start="ladder"`` (the default past :data:`mmopt.pidentity_ladder.BASE_N` cells): the steps at n itself, the
+    coarser sizes taking the ladder's own schedule; see ``benchmarks/results/bench_eps_search.txt``.
+    ``start="random"`` (HDMM's start at every n): 3,000 up to 2,048, then 2,000 up to 4,096 and 350 beyond, where
+    one step costs 0.5–1 CPU s and 350 steps end far from converged (33× the certified bound at 8,192).
     """
-    return 3000 if n <= 2048 else (2000 if n <= 4096 else 350)
+    if n <= BASE_N:
+        return 3000
+    if start == "random":
+        return 3000 if n <= 2048 else (2000 if n <= 4096 else 350)
+    return next((steps for m, steps in sorted(LADDER_ITERATIONS.items()) if n <= m), LADDER_ITERATIONS[8192])
+
+
+#: Steps at n for the ladder's final size, by the smallest listed size ≥ n (measured; see default_iterations).
+LADDER_ITERATIONS = {2048: 1000, 4096: 800, 8192: 400}
 
 
 #: H_b branchings scored beside the search (H_b is a p-Identity strategy: Θ = its blocks above the leaves), up to
@@ -108,7 +116,9 @@ def takes(workload, opts: dict, initial) -> bool:
 def solve(workload, opts: dict, *, tol, max_iterations, seed, verbose, n_jobs, threads) -> OptimizeResult:
     """Run the p-Identity search on ``workload`` and return the public result (see the module docstring).
 
-    ``opts``: min_error's checked options (``restarts``, ``p``; ``engine`` "auto" or "local").
+    ``opts``: min_error's checked options (``restarts``, ``p``; ``engine`` "auto" or "local"; ``start``: "auto" is
+    the coarse-to-fine ladder of :mod:`mmopt.pidentity_ladder` past its base size and HDMM's random start up to
+    it, "random" HDMM's start at every n, "ladder" the ladder at every n).
     """
     from mmopt.toeplitz.bound import lower_bound
     from mmopt.toeplitz.error import StreamWorkload
@@ -119,13 +129,23 @@ def solve(workload, opts: dict, *, tol, max_iterations, seed, verbose, n_jobs, t
     G = as_gram_operator(workload)
     normal = G.scaled(n / float(G.diagonal().sum()))  # mean diagonal 1, as every optimize method sees G
     restarts = opts.get("restarts") or 1
-    budget = max_iterations or default_iterations(n)
+    start = opts.get("start") or "auto"
+    ladder = start == "ladder" or (start == "auto" and n > BASE_N)
+    budget = max_iterations or default_iterations(n, "ladder" if ladder else "random")
     say = _runtime.LOGGER.info if verbose is not False else _runtime.LOGGER.debug
     with _runtime.progress(verbose), _runtime.blas_threads(threads):
-        say("optimize: method 'min_error' on %s(%d): p-Identity search on the O(n) Gram operator, %d run(s) of at "
-            "most %d L-BFGS-B iterations", kind, n, restarts, budget)
-        res = search(normal, p=opts.get("p"), restarts=restarts, max_iterations=budget, tol=tol or 1e-9, seed=seed,
-                     n_jobs=n_jobs, verbose=verbose is not False)
+        common = {"p": opts.get("p"), "restarts": restarts, "max_iterations": budget, "tol": tol or 1e-9,
+                  "seed": seed, "n_jobs": n_jobs, "verbose": verbose is not False}
+        if ladder:
+            say("optimize: method 'min_error' on %s(%d): p-Identity search on the O(n) Gram operator, coarse to "
+                "fine, %d run(s) of at most %d L-BFGS-B iterations at n", kind, n, restarts, budget)
+            # a max_iterations the caller gives caps every size of the ladder, not only the last
+            res = ladder_search(prefix_gram if kind == "prefix" else all_range_gram, n,
+                                coarse_iterations=max_iterations, **common)
+        else:
+            say("optimize: method 'min_error' on %s(%d): p-Identity search on the O(n) Gram operator, %d run(s) of "
+                "at most %d L-BFGS-B iterations", kind, n, restarts, budget)
+            res = search(normal, **common)
         objective = true_error(res.strategy.theta, G)  # exact, on the unscaled G (Δ₁ = 1)
         # a safety net where the search's budget ends far from convergence (n > 4,096): H_b is scored exactly
         # too, and the better strategy is returned (with a message saying which)
@@ -145,9 +165,11 @@ def solve(workload, opts: dict, *, tol, max_iterations, seed, verbose, n_jobs, t
     strategy = dataclasses.replace(chosen, name="min_error")
     strategy = strategy.to_strategy() if isinstance(workload, Workload) else strategy
     m = n if kind == "prefix" else n * (n + 1) // 2
-    extra = {"p": res.p, "restarts": restarts, "max_iterations": budget, "gram_operator": f"{kind} (semiseparable)",
+    extra = {"p": res.p, "restarts": restarts, "max_iterations": budget, "start": "ladder" if ladder else "random",
+             "gram_operator": f"{kind} (semiseparable)",
              "bound_kind": "diagonal", "seconds": res.seconds, "n_jobs": res.n_jobs, "backend": res.backend,
-             "stages": "p-Identity search only (n ≥ FAST_MIN_N), and H_b scored beside it",
+             "stages": "p-Identity search only (n ≥ FAST_MIN_N; coarse to fine past "
+                       f"{BASE_N:,} cells), and H_b scored beside it",
              "hierarchies": {f"H{b}": f for f, b, _ in hierarchies}}
     say("optimize: %s, objective %.6g, %.1f s", status, objective, time.perf_counter() - t0)
     return OptimizeResult(strategy, "l1", objective, bound, status, status in SUCCESS, message, "min_error",

@@ -112,7 +112,9 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         Method-specific; each method accepts only its own (:data:`OPTIONS`) and checks their values.
         l2_approx: ``engine`` ("auto", "sdp", "fast"). min_error: ``engine`` ("auto", "sdp", "local"),
         ``restarts`` and ``p`` (positive ints: local-search restarts and extra rows), ``weight`` (> 0:
-        penalty form of the SDP stage), ``polish`` (bool; default n ≤ 64).
+        penalty form of the SDP stage), ``polish`` (bool; default n ≤ 64), ``start`` (prefix sums and all
+        ranges from 512 cells: "auto" coarse to fine past 1,024 cells (:mod:`mmopt.pidentity_ladder`),
+        "random" HDMM's random start, "ladder").
     n_jobs : int or None, default=None
         Restarts run at once, joblib's convention: None or 1 one after the other, 2 two workers, -1 every
         core. None follows an enclosing ``joblib.parallel_config``: inside ``with

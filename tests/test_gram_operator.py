@@ -34,6 +34,8 @@ def test_semiseparable_matches_dense(n, make, family):
     assert np.allclose(op.matmat(V[:, 0]), G @ V[:, 0], rtol=1e-12, atol=0)  # a vector in, a vector out
     half = op.scaled(0.5)
     assert np.allclose(half.matmat(V), 0.5 * (G @ V), rtol=1e-12, atol=1e-12 * scale.max())
+    # rows in (V G, what the p-Identity search uses): the same sums along contiguous rows
+    assert np.max(np.abs(half.rmatmat(V.T) - 0.5 * (V.T @ G)) / (0.5 * scale.T)) < 1e-12
     assert isinstance(op, GramOperator)
 
 
@@ -43,6 +45,7 @@ def test_factored_gram(sparse):
     op = FactoredGram(scipy.sparse.csr_matrix(W) if sparse else W, scale=2.0)
     V = np.random.default_rng(1).standard_normal((6, 2))
     assert np.allclose(op.matmat(V), 2.0 * W.T @ W @ V, rtol=1e-13, atol=1e-13)
+    assert np.allclose(op.rmatmat(V.T), 2.0 * V.T @ W.T @ W, rtol=1e-13, atol=1e-13)
     assert np.array_equal(op.diagonal(), 2.0 * np.sum(W * W, axis=0))
     assert op.n == 6
 
@@ -51,6 +54,7 @@ def test_dense_gram():
     G = wl.all_range(5).gram
     op = DenseGram(G).scaled(3.0)
     assert np.array_equal(op.matmat(np.eye(5)), 3.0 * G) and np.array_equal(op.diagonal(), 3.0 * np.diag(G))
+    assert np.array_equal(op.rmatmat(np.eye(5)), 3.0 * G)
 
 
 def test_as_gram_operator_dispatch():

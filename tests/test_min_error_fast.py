@@ -88,3 +88,20 @@ def test_monte_carlo_matches_the_reported_error():
     r = mmopt.monte_carlo(W, res.strategy, x, mmopt.Privacy(1.0), runs=1000, seed=4)
     assert r.expected == pytest.approx(res.objective * mmopt.Privacy(1.0).variance_factor, rel=1e-9)
     assert abs(r.z_score) <= 4.0   # 4 standard errors of the 1,000-run mean
+
+
+def test_start_option_chooses_the_ladder_or_hdmms_random_start():
+    n = 1100  # past the ladder's base (1,024): sizes 550 → 1,100
+    W = toeplitz.prefix(n)
+    ladder = mmopt.optimize(W, method="min_error", seed=0, max_iterations=15, options={"p": 8})
+    assert ladder.extra["start"] == "ladder" and "550 → 1,100" in ladder.message
+    assert [level["n"] for level in ladder.history[0]["levels"]] == [550, 1100]
+    assert all(level["iterations"] <= 15 for level in ladder.history[0]["levels"])  # max_iterations caps each size
+    random = mmopt.optimize(W, method="min_error", seed=0, max_iterations=15, options={"p": 8, "start": "random"})
+    assert random.extra["start"] == "random" and "levels" not in random.history[0]
+    for res in (ladder, random):
+        assert res.lower_bound < res.objective
+        assert res.objective == pytest.approx(
+            mmopt.pidentity.true_error(res.strategy.theta, mmopt.gram_operator.prefix_gram(n)), rel=1e-12)
+    with pytest.raises(ValueError, match="Drop 'start'"):
+        mmopt.optimize(wl.prefix(64), method="min_error", options={"start": "ladder"})

@@ -132,7 +132,7 @@ INVALID = {
                   r"'polish' option of optimize\(method='min_error'\) must be True or False. Got 'no' \(str\)"),
     "extra_rows": (dict(method="min_error", options={"extra_rows": 2}), ValueError,
                    r"Unknown options \['extra_rows'\] for optimize\(method='min_error'\), which accepts only "
-                   r"\['engine', 'p', 'polish', 'restarts', 'weight'\]"),
+                   r"\['engine', 'p', 'polish', 'restarts', 'start', 'weight'\]"),
     "restarts 0": (dict(method="min_error", options={"restarts": 0}), ValueError,
                    "'restarts' option of optimize.* must be a positive integer. Got 0"),
     "p float": (dict(method="min_error", options={"p": 2.5}), ValueError, "'p' option .* positive integer"),
