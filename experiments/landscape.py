@@ -1,8 +1,10 @@
-"""The data-independent landscape: the seed's "Error on Prefix workload" table, all ranges, and 2-D ranges.
+"""The data-independent landscape: the seed's "Error on Prefix workload" table, all ranges, 2-D ranges, marginals.
 
-Run:   python -m experiments.landscape            (quick: n = 128 … 1,024, sides 16 … 64)
+Run:   python -m experiments.landscape            (quick: n = 128 … 1,024, sides 16 … 64, 2-way marginals on
+                                                   2^8, 4^4, 4^6)
        python -m experiments.landscape --full     (n = 128 … 8,192, sides 16 … 256; min_error at every n, ~10 CPU
-                                                   min per workload at 8,192, kron at 256² ~3.5 min)
+                                                   min per workload at 8,192, kron at 256² ~3.5 min; marginals
+                                                   also on 2^12 and 8^5)
        python -m experiments.landscape --jobs 2   (sizes side by side; the same numbers)
 Out:   results/landscape/ (not tracked; --out DIR elsewhere): landscape.csv, landscape.md (= README.md), landscape.png.
 Talks: a line per (table, size) on stderr, at least one every 10 s; --quiet: none.
@@ -10,11 +12,15 @@ Talks: a line per (table, size) on stderr, at least one every 10 s; --quiet: non
 Every figure is an exact expected error (ε = 1, Laplace noise: RMSE ratios do not depend on ε), never a
 simulation: tree strategies (H_b, HB, GreedyH) through :class:`mmopt.hierarchies.IntervalTree` (tested equal
 to mmopt.evaluate), Privelet in 1-D and the quad-tree through the Haar spectrum (mmopt.transforms), products
-and optimised strategies through mmopt.evaluate. The reference column ("mmopt", HDMM's in the seed) is the best
-ε-DP strategy mmopt has at that size in reasonable time: min_error (one restart of its p-Identity search; from 512
-cells on the O(n) Gram search of :mod:`mmopt.min_error_fast`) up to ``min_error_max`` cells, and always also every
-H_b with b = 2 … 16 and HB; in 2-D, HDMM's OPT_⊗
-(``method="kron"``) up to ``kron_max`` per side and every H_b ⊗ H_b and HB ⊗ HB. Which one won is recorded.
+and optimised strategies through mmopt.evaluate. The 1-D tables also list, outside the reference, the Low-Rank
+Mechanism (``method="lrm"``, up to ``lrm_max`` cells) and Eigen-design (``method="eigen_design"``, an L2 design, up
+to ``eigen_max``), both scored exactly under ε-DP by mmopt.evaluate; the marginals table (2-way marginals on
+``marginal_domains``: Identity, Fourier, datacube, OPT_M, auto) is :mod:`experiments._landscape_marginals`.
+The reference column ("mmopt", HDMM's in the seed) is the best ε-DP strategy mmopt has at that size in reasonable
+time: min_error (one restart of its p-Identity search; from 512 cells on the O(n) Gram search of
+:mod:`mmopt.min_error_fast`) up to ``min_error_max`` cells, and always also every H_b with b = 2 … 16 and HB; in
+2-D, HDMM's OPT_⊗ (``method="kron"``) up to ``kron_max`` per side and every H_b ⊗ H_b and HB ⊗ HB. Which one won
+is recorded (in the marginals table: the best of its five rows).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import numpy as np
 
 import mmopt
 from experiments import _common, _progress, _run
+from experiments import _landscape_marginals as marg
 from experiments import _landscape_report as report
 from mmopt import hierarchies as hi
 from mmopt import strategy as st
@@ -42,7 +49,7 @@ from mmopt.structured import census
 EPS = mmopt.Privacy(1.0)
 COLUMNS = ["table", "n", "strategy", "sensitivity", "rmse", "ratio", "seed_ratio", "ratio_to_identity",
            "seed_ratio_to_identity", "detail", "seconds"]
-TABLES = ("prefix", "all_range", "ranges_2d")
+TABLES = ("prefix", "all_range", "ranges_2d", "marginals")
 BRANCHINGS = tuple(range(2, 17))
 
 
@@ -52,12 +59,18 @@ class Config:
     sides_2d: tuple[int, ...]
     min_error_max: int = 256   # largest n for min_error in the reference column
     kron_max: int = 64         # largest side for the 2-D kron search
+    marginal_domains: tuple[tuple[int, ...], ...] = ()  # product domains of the 2-way marginals table
+    lrm_max: int = 256         # largest n for the listed LRM row (its ALM takes ~1 min at 256, O(n⁴))
+    eigen_max: int = 1024      # largest n for the listed Eigen-design row (dense n × n eigendecomposition, ~1 s)
 
 
-QUICK = Config((128, 256, 512, 1024), (16, 32, 64), min_error_max=1024, kron_max=64)
+_MARGINALS_QUICK = ((2,) * 8, (4,) * 4, (4,) * 6)
+QUICK = Config((128, 256, 512, 1024), (16, 32, 64), min_error_max=1024, kron_max=64,
+               marginal_domains=_MARGINALS_QUICK)
 # min_error runs at every size of --full: past 1,024 cells it starts coarse to fine (mmopt.pidentity_ladder), about
 # 10 CPU min at 8,192 (benchmarks/results/bench_eps_search.txt)
-FULL = Config((128, 256, 512, 1024, 2048, 4096, 8192), (16, 32, 64, 128, 256), min_error_max=8192, kron_max=256)
+FULL = Config((128, 256, 512, 1024, 2048, 4096, 8192), (16, 32, 64, 128, 256), min_error_max=8192, kron_max=256,
+              marginal_domains=(*_MARGINALS_QUICK, (2,) * 12, (8,) * 5))  # 2^12: ~25 s (OPT_M and auto)
 
 
 def _row(table, n, name, delta, unit, m, detail="", seconds=0.0) -> dict:
@@ -73,8 +86,19 @@ def _tree_row(table, n, T, op, name=None, detail=""):
     return _row(table, n, name or T.name, T.sensitivity(), unit, op.n_queries, detail, time.perf_counter() - t0)
 
 
+def _listed(table, n, W, name, method) -> dict:
+    """A listed row (never a reference candidate): the strategy ``method`` returns, scored exactly under EPS by
+    mmopt.evaluate — its Δ₁ counts, whatever norm the method optimised (Eigen-design's is L2)."""
+    t0 = time.perf_counter()
+    res = mmopt.optimize(W, method=method, verbose=False)
+    r = mmopt.evaluate(W, res.strategy, EPS)
+    return {**_row(table, n, name, r.sensitivity, 1.0, 1, f"{method} ({res.status})", time.perf_counter() - t0),
+            "rmse": r.rmse}
+
+
 def one_d(table: str, n: int, cfg: Config) -> list[dict]:
-    """The rows of one 1-D size: identity, H2, Privelet, HB, GreedyH (both objectives), the reference."""
+    """The rows of one 1-D size: identity, H2, Privelet, HB, GreedyH (both objectives), LRM and Eigen-design
+    (listed only, up to their limits), the reference."""
     op = (hi.prefix_gram if table == "prefix" else hi.all_range_gram)(n)
     rows = [_row(table, n, "Identity", 1.0, float(op.diagonal.sum()), op.n_queries)]
     rows.append(_tree_row(table, n, hi.hierarchical_tree(n, 2), op, "H2"))
@@ -87,6 +111,10 @@ def one_d(table: str, n: int, cfg: Config) -> list[dict]:
     rows.append(_tree_row(table, n, hi.greedy_h_tree(op), op, "GreedyH", "authors' code: tr(G²X⁺) objective"))
     rows.append(_tree_row(table, n, hi.greedy_h_tree(op, objective="workload"), op, "GreedyH (tr GX⁺)",
                           "objective: the workload's error"))
+    if n <= max(cfg.lrm_max, cfg.eigen_max):
+        Wd = getattr(wl, table)(n)  # dense: both methods work on the n × n Gram
+        rows += [_listed(table, n, Wd, name, method) for name, method, limit in
+                 (("LRM", "lrm", cfg.lrm_max), ("Eigen-design", "eigen_design", cfg.eigen_max)) if n <= limit]
     cands = [_tree_row(table, n, hi.hierarchical_tree(n, b), op) for b in BRANCHINGS if b <= n] + [rows[3]]
     if n <= cfg.min_error_max:
         t0 = time.perf_counter()
@@ -143,8 +171,11 @@ def two_d(n: int, cfg: Config) -> list[dict]:
     return rows
 
 
-def _cell(table: str, n: int, cfg: Config) -> list[dict]:
-    rows = two_d(n, cfg) if table == "ranges_2d" else one_d(table, n, cfg)
+def _cell(table: str, n, cfg: Config) -> list[dict]:
+    if table == "marginals":  # n is the domain's shape here
+        rows = marg.rows(n, EPS)
+    else:
+        rows = two_d(n, cfg) if table == "ranges_2d" else one_d(table, n, cfg)
     ref = next(r["rmse"] for r in rows if r["strategy"] == "mmopt")
     ident = next(r["rmse"] for r in rows if r["strategy"] == "Identity")
     for r in rows:
@@ -157,11 +188,12 @@ def _cell(table: str, n: int, cfg: Config) -> list[dict]:
 
 def run(cfg: Config = QUICK, *, n_jobs: int | None = 1, progress: _progress.Progress | None = None) -> list[dict]:
     """All rows (see COLUMNS), table by table, sizes in order."""
-    tasks = [(t, n, cfg) for t in TABLES[:2] for n in cfg.sizes_1d] + [("ranges_2d", n, cfg) for n in cfg.sides_2d]
+    tasks = ([(t, n, cfg) for t in TABLES[:2] for n in cfg.sizes_1d] + [("ranges_2d", n, cfg) for n in cfg.sides_2d]
+             + [("marginals", tuple(s), cfg) for s in cfg.marginal_domains])
     made = ordered_map(_cell, tasks, n_jobs=n_jobs)
     if progress is not None:
         progress.stage("tables", total=len(tasks))
-        made = progress.track(made, [f"{t} n={n}" for t, n, _ in tasks])
+        made = progress.track(made, [f"{t} n={marg.label(n) if t == 'marginals' else n}" for t, n, _ in tasks])
     return [r for rows in made for r in rows]
 
 
