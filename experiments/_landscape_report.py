@@ -124,7 +124,8 @@ NOTES = """\
   a Kronecker product, and neither is in this table.
 - **Reference column**: min_error (one restart of mmopt's p-Identity search, HDMM-style, p = n/16; from 512
   cells on the O(n) Gram search of `mmopt.min_error_fast`, with a fixed iteration budget, and past 1,024 cells
-  started coarse to fine by `mmopt.pidentity_ladder` instead of HDMM's random start) up to the mode's limit
+  started coarse to fine by `mmopt.pidentity_ladder`, a working-set search over Θ's entries at each doubling
+  (`mmopt.pidentity_sparse`), instead of HDMM's random start) up to the mode's limit
   (1,024 quick, 8,192 full), and always every H_b (b = 2 … 16) and HB; in 2-D HDMM's OPT_⊗ (`method="kron"`)
   up to its limit and every H_b ⊗ H_b. Beyond min_error's limit the reference is the best H_b, which is the
   whole of the gap in the Identity column there.

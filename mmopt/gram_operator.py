@@ -15,6 +15,7 @@ so (G v)_i = b_i Σ_{j ≤ i} a_j v_j + a_i Σ_{j > i} b_j v_j, two cumulative s
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -92,14 +93,27 @@ class SemiseparableGram:
     def rmatmat(self, V: np.ndarray) -> np.ndarray:
         """V G for V of shape (k, n), summed along rows: (V G)_j = b_j Σ_{i ≤ j} a_i V_i + a_j Σ_{i > j} b_i V_i."""
         V = np.asarray(V, dtype=float)
+        if self._is_prefix:  # G = LᵀL with L the prefix-sum matrix: two running sums, nothing else
+            head = np.cumsum(V, axis=1)
+            out = np.empty_like(head)
+            np.cumsum(head[:, ::-1], axis=1, out=out[:, ::-1])
+            out *= self.scale
+            return out
+        # every pass runs along contiguous rows; the tail sums are accumulated from the right (reversed sums, so
+        # no cancellation) into their own buffer
         out = np.cumsum(V * self.a, axis=1)
         out *= self.b
-        tail = np.zeros_like(out)
-        np.cumsum((V * self.b)[:, :0:-1], axis=1, out=tail[:, -2::-1])  # reversed sums, so no cancellation
-        tail *= self.a
-        out += tail
+        tail = np.empty_like(out)
+        np.cumsum((V * self.b)[:, ::-1], axis=1, out=tail[:, ::-1])  # Σ_{i ≥ j} b_i V_i
+        tail[:, 1:] *= self.a[:-1]
+        out[:, :-1] += tail[:, 1:]
         out *= self.scale
         return out
+
+    @functools.cached_property
+    def _is_prefix(self) -> bool:
+        """a ≡ 1 and b_k = n + 1 − k: the prefix-sum Gram (2× faster products by two running sums)."""
+        return bool(np.all(self.a == 1.0) and np.array_equal(self.b, self.n + 1 - np.arange(1.0, self.n + 1)))
 
     def diagonal(self) -> np.ndarray:
         return self.scale * self.a * self.b

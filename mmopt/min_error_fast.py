@@ -59,7 +59,7 @@ def default_iterations(n: int, start: str = "ladder") -> int:
 
 
 #: Steps at n for the ladder's final size, by the smallest listed size ≥ n (measured; see default_iterations).
-LADDER_ITERATIONS = {2048: 1000, 4096: 800, 8192: 400}
+LADDER_ITERATIONS = {2048: 4000, 4096: 3000, 8192: 2000}
 
 
 #: H_b branchings scored beside the search (H_b is a p-Identity strategy: Θ = its blocks above the leaves), up to

@@ -69,3 +69,16 @@ def test_as_gram_operator_dispatch():
         as_gram_operator("prefix")
     with pytest.raises(ValueError):
         as_gram_operator(np.array([[1.0, 2.0], [0.0, 1.0]]))  # not symmetric
+
+
+@pytest.mark.parametrize(("a", "b", "shortcut"), [
+    (np.ones(9), np.arange(9.0, 0.0, -1.0), True),           # prefix sums: two running sums
+    (np.ones(9), np.arange(9.0, 0.0, -1.0) + 0.5, False),    # a ≡ 1 but not the prefix Gram
+    (np.arange(1.0, 10.0), np.arange(9.0, 0.0, -1.0), False),  # all ranges
+])
+def test_rmatmat_takes_the_prefix_shortcut_only_for_prefix_sums(a, b, shortcut):
+    op = SemiseparableGram(a, b, scale=0.25)
+    assert op._is_prefix is shortcut
+    V = np.random.default_rng(2).standard_normal((4, 9))
+    G = op.dense()
+    assert np.max(np.abs(op.rmatmat(V) - V @ G)) <= 1e-13 * np.max(np.abs(V) @ np.abs(G))
