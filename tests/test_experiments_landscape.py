@@ -92,6 +92,18 @@ def test_seed_prefix_row_at_128_is_reproduced():
     assert "within" in "\n".join(report.explain(got))
 
 
+@pytest.mark.parametrize(("ours", "detail", "says"), [
+    (6.00, "min_error", "stops short of HDMM's restarts"),     # our reference worse than HDMM's: smaller ratios
+    (7.00, "min_error", "lower error than the one behind"),    # better: larger ratios, and never "stops short"
+    (6.00, "H16", "was not run at this size"),
+])
+def test_explain_names_the_side_of_the_reference_gap(ours, detail, says):
+    rows = [{"table": "prefix", "n": 8192, "strategy": "Identity", "ratio": ours, "seed_ratio": 6.40},
+            {"table": "prefix", "n": 8192, "strategy": "mmopt", "ratio": 1.0, "detail": detail}]
+    text = "\n".join(report.explain(rows))
+    assert says in text and ("better" if ours > 6.40 else "worse") in text
+
+
 def test_command_writes_and_rewrites_from_csv(tmp_path, monkeypatch):
     monkeypatch.setattr(ls, "QUICK", TINY)
     assert ls.main(["--out", str(tmp_path), "--quiet"]) == 0
