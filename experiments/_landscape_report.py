@@ -87,9 +87,10 @@ def explain(rows) -> list[str]:
             else:
                 cause = ("min_error found a strategy with a lower error than the one behind the seed's HDMM column "
                          "(both are local optima of the same p-Identity search, found from different starts).")
+            # a ratio of ours is RMSE_s / RMSE_ours and the seed's RMSE_s / RMSE_HDMM: ours = seed's / gap
             out.append(f"- n = {n}: our reference ({ref}) has {gap:.3f}× HDMM's RMSE ({side} than HDMM's OPT_0), "
-                       f"so every ratio of this row is {gap:.3f}× {'smaller' if gap > 1 else 'larger'} than the "
-                       f"seed's: {cause} Ratios to the identity:")
+                       f"so every ratio of this row is the seed's × {1 / gap:.3f} ({'smaller' if gap > 1 else 'larger'}"
+                       f"): {cause} Ratios to the identity:")
         for s in STRATEGIES[1:]:
             r = _cell(sub, n, s)
             if r is None or not isinstance(r.get("seed_ratio_to_identity"), float):

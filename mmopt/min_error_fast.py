@@ -45,10 +45,11 @@ def default_iterations(n: int, start: str = "ladder") -> int:
 
     ``start="ladder"`` (the default past :data:`mmopt.pidentity_ladder.BASE_N` cells): the steps at n itself, the
     coarser sizes taking the ladder's own schedule (past the base, working-set steps of
-    :func:`mmopt.pidentity_sparse.refine`). Measured (``benchmarks/results/bench_eps_search.txt``, one BLAS thread,
-    alone, timed before a last speed-up that changed no digit): 46 / 115 / 448 CPU s in all at n = 2,048 / 4,096 / 8,192, ending at 1.008× / 0.997× / 0.994× one
-    random-start run of 6,000 steps (196 / 858 / 5,774 CPU s); at 8,192, 6.80× the certified bound and 12% below
-    the error implied by the HDMM paper's Identity ratio there (6.40).
+    :func:`mmopt.pidentity_sparse.refine`). Measured (``benchmarks/results/bench_eps_search.txt``, one BLAS
+    thread, alone, timed before a last speed-up that changed no digit): 46 / 115 / 448 CPU s in all at
+    n = 2,048 / 4,096 / 8,192, ending at 1.008× / 0.997× / 0.994× one random-start run of 6,000 steps
+    (196 / 858 / 5,774 CPU s); at 8,192, 6.80× the certified bound and 12% below the error implied by the HDMM
+    paper's Identity ratio there (6.40).
     ``start="random"`` (HDMM's start at every n): 3,000 up to 2,048, then 2,000 up to 4,096 and 350 beyond, where
     one step costs 0.5–1 CPU s and 350 steps end far from converged (33× the certified bound at 8,192).
     """

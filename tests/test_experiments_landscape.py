@@ -102,6 +102,8 @@ def test_explain_names_the_side_of_the_reference_gap(ours, detail, says):
             {"table": "prefix", "n": 8192, "strategy": "mmopt", "ratio": 1.0, "detail": detail}]
     text = "\n".join(report.explain(rows))
     assert says in text and ("better" if ours > 6.40 else "worse") in text
+    # our ratios are the seed's divided by the gap (RMSE of our reference / HDMM's = 6.40 / ours)
+    assert f"the seed's × {ours / 6.40:.3f} ({'larger' if ours > 6.40 else 'smaller'})" in text
 
 
 def test_command_writes_and_rewrites_from_csv(tmp_path, monkeypatch):
