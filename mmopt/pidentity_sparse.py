@@ -154,7 +154,6 @@ def refine(theta0: np.ndarray, G: GramOperator, *, max_iterations: int = 4000, t
             status = "optimal"
             break
         budget = min(inner, max_iterations - total)
-
         pairs = column_pairs(cols)
 
         def fun(x, rows=rows, cols=cols, pairs=pairs):
@@ -171,5 +170,8 @@ def refine(theta0: np.ndarray, G: GramOperator, *, max_iterations: int = 4000, t
                        "objective": f})
         if added == 0 and round_status != "user_limit":
             status = round_status
+            break
+        if nit == 0 or not np.isfinite(f):  # no step from entries the gradient pushes up: a stalled search
+            status = "optimal_inaccurate"
             break
     return theta, f, total, status, time.perf_counter() - t0, rounds

@@ -84,3 +84,14 @@ def test_budget_and_rounds():
     assert [r["iterations"] for r in rounds] == [10, 10, 5]
     assert all(r["objective"] >= f for r in rounds[:-1]) and rounds[-1]["objective"] == f
     assert theta.shape == (p, n) and np.all(theta >= 0)
+
+
+def test_a_round_that_cannot_step_ends_as_a_stalled_search(monkeypatch):
+    # a line search that fails at the first step (never seen here) must end the search, not repeat the round
+    monkeypatch.setattr(ps, "lbfgs", lambda fun, z0, scale, budget, tol, max_evaluations: (z0, fun(z0)[0], 0,
+                                                                                           "optimal_inaccurate"))
+    start = np.zeros((2, 32))
+    start[0, :16] = 1.0
+    theta, _, iterations, status, _, rounds = ps.refine(start, prefix_gram(32), max_iterations=100)
+    assert status == "optimal_inaccurate" and iterations == 0 and len(rounds) == 1 and rounds[0]["added"] > 0
+    assert np.array_equal(theta, start)
