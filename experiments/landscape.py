@@ -68,7 +68,7 @@ _MARGINALS_QUICK = ((2,) * 8, (4,) * 4, (4,) * 6)
 QUICK = Config((128, 256, 512, 1024), (16, 32, 64), min_error_max=1024, kron_max=64,
                marginal_domains=_MARGINALS_QUICK)
 # min_error runs at every size of --full: past 1,024 cells it starts coarse to fine (mmopt.pidentity_ladder), about
-# 7–8 CPU min at 8,192 (benchmarks/results/bench_eps_search.txt)
+# 7½–9 CPU min at 8,192 (448–549 s measured; benchmarks/results/bench_eps_search.txt)
 FULL = Config((128, 256, 512, 1024, 2048, 4096, 8192), (16, 32, 64, 128, 256), min_error_max=8192, kron_max=256,
               marginal_domains=(*_MARGINALS_QUICK, (2,) * 12, (8,) * 5))  # 2^12: ~25 s (OPT_M and auto)
 
