@@ -37,7 +37,7 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
              solver: str | None = None, norm: str | None = None, initial=None, tol: float | None = None,
              max_iterations: int | None = None, seed=None, verbose: bool | None = None,
              blas_threads: int | str | None = "auto", options: Mapping[str, Any] | None = None,
-             n_jobs: int | None = None) -> OptimizeResult:
+             n_jobs: int | None = None, budget: str | float | None = None) -> OptimizeResult:
     """Find a strategy for ``workload`` with one of the paper's methods.
 
     The noise the strategy will be released with chooses what is optimised: pass ``privacy`` and the objective
@@ -71,11 +71,11 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         noise — it meets the SVD bound; a heuristic under Laplace noise); on prefix sums or all ranges
         (``mmopt.toeplitz.prefix(n)`` / ``all_range(n)`` at any n, or the dense ``workload.prefix(n)``), under
         Gaussian noise, "weighted_sqrt", "toeplitz", "blt" and "banded" (:mod:`mmopt.toeplitz`; options
-        ``bands``, ``buffers``, ``equalize``); and "auto",
-        which runs those that apply (plus min_error / l2_approx at ≤ 4,096 cells, and "weighted_sqrt" on
-        prefix / all ranges under Gaussian noise) and keeps the lowest exact error, listing every candidate in
-        ``extra["candidates"]`` (on ``mmopt.toeplitz.prefix(n)`` / ``all_range(n)`` past the dense limits:
-        the structured closed forms, never an n×n matrix; :mod:`mmopt.toeplitz.auto`); or a callable
+        ``bands``, ``buffers``, ``equalize``); and "auto", which runs every method that applies within
+        ``budget``, cheapest first, and keeps the lowest exact error, listing every candidate run in
+        ``extra["candidates"]`` and every one skipped, with the reason, in ``extra["skipped"]``
+        (:mod:`mmopt.auto`; on ``mmopt.toeplitz.prefix(n)`` / ``all_range(n)`` past 1,024 cells only structured
+        candidates, nothing n×n but the tridiagonal dual's eigenvectors); or a callable
         ``f(workload, G, opts) -> RawSolution`` (which gets ``options`` unchecked, merged with the other
         parameters).
     solver : str or None, default=None
@@ -124,6 +124,12 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         restarts and accept it unused, like ``seed``. Each worker process runs with one BLAS thread. The
         result is the same for any value (:mod:`mmopt._parallel`); for min_error, kron, union and
         marginals ``extra`` records the workers and backend used.
+    budget : {"fast", "default", "thorough"}, float or None, default=None ("default")
+        CPU seconds (one BLAS thread) that "auto" may plan to spend: 5, 60 and 600 for the names, or a number.
+        Each candidate's cost is estimated before it runs; one that does not fit what is left, or that cannot beat
+        an incumbent already at the proven lower bound, is skipped, and ``extra["skipped"]`` says why. The
+        estimates, not the clock, are charged, so the result does not depend on the machine's load
+        (:mod:`mmopt.auto`). Only "auto" reads it.
 
     Returns
     -------
@@ -149,6 +155,10 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
     t0 = time.perf_counter()
     caller = "optimize"
     method, norm = _objective(privacy, method, norm, caller)
+    if budget is not None and not (isinstance(method, str) and method == "auto"):
+        raise ValueError(f"The 'budget' parameter of {caller} applies to method='auto' only (it chooses which "
+                         f"candidates run). Got budget={budget!r} with method={method!r}; drop it, or use "
+                         "method='auto'.")
     if isinstance(method, str) and method in TOEPLITZ_METHODS:  # prefix / all ranges at any n (mmopt.toeplitz)
         _check_common(tol, max_iterations, seed, verbose, n_jobs, caller)
         from mmopt.toeplitz.solve import from_optimize
@@ -157,7 +167,7 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
     if isinstance(method, str) and method in MULTIDIM_METHODS:
         return _multidim(workload, method, norm=norm, seed=seed, verbose=verbose, tol=tol,
                          max_iterations=max_iterations, blas_threads=blas_threads, options=options,
-                         unused={"solver": solver, "initial": initial}, n_jobs=n_jobs)
+                         unused={"solver": solver, "initial": initial}, n_jobs=n_jobs, budget=budget)
     if isinstance(method, str) and method == "min_error":  # prefix / all ranges from 512 cells: the O(n) Gram path
         from mmopt import min_error_fast as fast
         opts = check_options(options, METHODS["min_error"], "min_error")
@@ -271,8 +281,9 @@ def _check_common(tol, max_iterations, seed, verbose, n_jobs, caller: str) -> in
     return check_n_jobs(n_jobs, caller=caller)
 
 
-def _multidim(workload, method, *, norm, seed, verbose, tol, max_iterations, blas_threads, options, unused, n_jobs):
-    """HDMM's searches (:mod:`mmopt.multidim`): kron, union, marginals, and auto."""
+def _multidim(workload, method, *, norm, seed, verbose, tol, max_iterations, blas_threads, options, unused, n_jobs,
+              budget=None):
+    """HDMM's searches (:mod:`mmopt.multidim`): kron, union, marginals; and auto (:mod:`mmopt.auto`)."""
     caller = "optimize"
     from mmopt.toeplitz.error import StreamWorkload  # lazy: mmopt.toeplitz.prefix(n) / all_range(n) at any n
 
@@ -296,16 +307,17 @@ def _multidim(workload, method, *, norm, seed, verbose, tol, max_iterations, bla
     norm = v.check_choice(norm or ("l2" if method == "residual" else "l1"), name="norm", caller=caller,
                           choices=("l1", "l2"))
     threads = _runtime.check_blas_threads(blas_threads, caller=caller, auto=1)
-
-    def run(W):
-        return search(W, method, norm=norm, seed=seed, restarts=restarts, max_iterations=max_iterations, tol=tol,
-                      verbose=verbose is not False, dense_optimize=optimize, structure=structure_of(W), n_jobs=n_jobs)
     with _runtime.progress(_runtime.check_verbose(verbose, caller)), _runtime.blas_threads(threads):
-        if stream:  # the dense search where it is fast, the structured closed forms beyond (never n×n)
-            from mmopt.toeplitz.auto import search_stream
-            res = search_stream(workload, norm=norm, dense_auto=run, tol=tol)
+        if method == "auto":
+            from mmopt.auto.budget import check_budget
+            from mmopt.auto.plan import Context
+            from mmopt.auto.run import run_auto
+            ctx = Context(workload, None if stream else structure_of(workload), workload if stream else None, norm,
+                          seed, tol, max_iterations, restarts, n_jobs, optimize)
+            res = run_auto(ctx, check_budget(budget, caller=caller), verbose=verbose)
         else:
-            res = run(workload)
+            res = search(workload, method, norm=norm, seed=seed, restarts=restarts, max_iterations=max_iterations,
+                         tol=tol, verbose=verbose is not False, structure=structure_of(workload), n_jobs=n_jobs)
     return dataclasses.replace(res, extra=dict(res.extra) | {"seed": seed_record(seed)})
 
 

@@ -121,36 +121,6 @@ def _ranges(n1, n2):
     return mmopt.structured.kron(wl.all_range(n1), wl.all_range(n2))
 
 
-def test_auto_adds_the_dense_local_search_when_products_are_far_from_the_bound(monkeypatch):
-    """ε-DP on 2-D ranges over 16×17 = 272 cells: the product candidates are > 2× the SVD bound, so "auto" also
-    runs the dense p-Identity search (a short one here) and records its time; it wins."""
-    from mmopt.multidim import search
-    monkeypatch.setattr(search, "LOCAL_STEPS", 60)
-    monkeypatch.setattr(search, "LOCAL_MIN_STEPS", 10)
-    W = _ranges(16, 17)
-    r = optimize(W, method="auto", norm="l1", seed=0)
-    cands = r.extra["candidates"]
-    assert cands["kron"]["objective"] > search.FAR_RATIO * mmopt.svd_bound(W)
-    local = cands["min_error(local)"]
-    assert local["seconds"] > 0 and local["exact"]
-    assert r.objective == pytest.approx(min(c["objective"] for c in cands.values()), rel=1e-12)
-    assert r.method == "auto:min_error(local)" and r.objective < cands["kron"]["objective"]
-
-
-def test_dense_local_search_runs_only_under_l1_far_from_the_bound_on_dense_able_products():
-    from mmopt.multidim.search import FAR_RATIO, LOCAL_STEPS, _local_steps
-    W = _ranges(16, 17)
-    far, near = [{"objective": 10.0 * FAR_RATIO}], [{"objective": 0.9 * FAR_RATIO}]
-    assert _local_steps(W, W, "l1", far, 1.0) == LOCAL_STEPS          # 272 cells: the full budget
-    assert _local_steps(W, W, "l2", far, 1.0) is None                 # Gaussian: l2_approx is the dense method
-    assert _local_steps(W, W, "l1", near, 1.0) is None                # products within FAR_RATIO of the bound
-    assert _local_steps(W, None, "l1", far, 1.0) is None              # no product structure: min_error runs anyway
-    assert _local_steps(_ranges(8, 8), _ranges(8, 8), "l1", far, 1.0) is None  # ≤ 256 cells: full min_error
-    assert _local_steps(_ranges(64, 64), _ranges(64, 64), "l1", far, 1.0) is None  # 4,096 cells: < 100 steps
-    M = mmopt.structured.marginals((4, 4, 4, 4, 4), 2)           # rank ≤ 10·16 < 1,024: p-Identity does not fit
-    assert _local_steps(M, M, "l1", far, 1.0) is None
-
-
 @pytest.mark.slow
 def test_auto_on_2d_ranges_32_under_laplace_beats_hdmm():
     """HDMM's best of 25 restarts on 2-D ranges 32×32 is 6.5033× the SVD bound; auto's dense search is ~5.2×."""

@@ -47,7 +47,8 @@ def test_auto_runs_residual_first_and_certifies_it():
     r = optimize(W, method="auto", norm="l2", seed=0)
     cands = r.extra["candidates"]
     # certified at the exact bound, so the other candidates cannot do better and are not run
-    assert list(cands) == ["residual"] and {"kron", "marginals", "dense candidates"} <= set(r.extra["skipped"])
+    assert list(cands) == ["residual"] and {"kron", "marginals", "l2_approx"} <= set(r.extra["skipped"])
+    assert all("proven lower bound" in why for why in r.extra["skipped"].values())
     assert r.method == "auto:residual" and r.status == "optimal"
     assert r.objective == pytest.approx(r.lower_bound, rel=1e-9)
     assert all(c["objective"] >= r.objective * (1 - 1e-9) for c in cands.values())

@@ -39,6 +39,7 @@ from mmopt.structured import algebra as alg
 from mmopt.structured import bounds
 from mmopt.structured import factors as fc
 from mmopt.structured.strategies import ImplicitStrategy, Sensitivity, normalised, sensitivity, sensitivity_parts
+from mmopt.structured.two_term import two_term
 from mmopt.structured.workloads import ImplicitWorkload
 
 _SUPPORT_TOL = 1e-9  # as mmopt.error: share of the Gram trace allowed on A's null space
@@ -83,6 +84,12 @@ class ImplicitErrorReport:
         if self.total_width is None and self.total_lower is not None:
             up, low = self.total_squared_error, self.total_lower
             object.__setattr__(self, "total_width", 0.0 if up <= low else (up - low) / up)
+
+
+#: From this many cells a two-term strategy is scored by :mod:`mmopt.structured.two_term` (exact total, O(Σnᵢ³ +
+#: N·K); the largest variance as a Löwner upper bound) instead of the dense path (exact maximum, O(N³): 30 s at
+#: 4,096 cells).
+TWO_TERM_MIN_N = 1024
 
 
 def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Privacy | None = None, *,
@@ -133,6 +140,9 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
             unit, mx, up, method, exact = (*_product(workload, strategy.terms[0], cache, caller), "product", True)
         elif (co := _algebra_coefficients(strategy.terms, cache)) is not None and len(workload.shape) <= 16:
             unit, mx, up, method, exact = (*_algebra(workload, strategy.terms, co, cache, caller), "algebra", True)
+        elif len(strategy.terms) == 2 and strategy.domain_size > TWO_TERM_MIN_N and \
+                (pair := two_term(workload, strategy.terms, cache)) is not None:
+            (unit, up), mx, method, exact = pair, None, "two_term", True  # OPT_+ on two terms: nothing N×N
         elif strategy.domain_size <= dense_limit:
             _check_memory(workload, strategy, caller, inverses=False, grams=True, dense=True)
             return _dense(workload, strategy, privacy, norm, sens, reported, _delta_lower(strategy, norm, sens))

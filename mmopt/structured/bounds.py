@@ -42,7 +42,7 @@ class Bound:
 
     value: float
     exact: bool
-    method: str  # "product", "algebra", "closure", "dense", "root_gram" or "lower_bound"
+    method: str  # "product", "algebra", "closure", "commuting", "dense", "root_gram" or "lower_bound"
 
 
 def svd_bound(workload: ImplicitWorkload, privacy: Privacy | None = None, *, dense_limit: int = ck.DENSE_LIMIT,
@@ -82,6 +82,9 @@ def svd_bound(workload: ImplicitWorkload, privacy: Privacy | None = None, *, den
     in_alg = [j for j, cs in enumerate(co) if all(x is not None for x in cs)]
     if len(in_alg) == len(terms) and len(workload.shape) <= alg.MAX_ATTRIBUTES - 6:
         return Bound(c * _algebra_nuclear(workload, co, in_alg) ** 2 / N, True, "algebra")
+    from mmopt.structured.two_term import commuting_nuclear  # lazy: it imports the strategies layer
+    if (nu := commuting_nuclear(workload, cache)) is not None:  # commuting factors: λ(G) in O(Σnᵢ³ + N·K)
+        return Bound(c * nu**2 / N, True, "commuting")
     if N <= dense_limit:
         return Bound(c * dense_error.gram_svd_bound(workload.gram()), True, "dense")
     limit = MAX_ROOT_ROWS if root_limit is None else root_limit

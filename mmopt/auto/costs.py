@@ -1,0 +1,94 @@
+"""What each candidate of ``optimize(method="auto")`` is expected to cost, in CPU seconds, before it runs.
+
+Notation: see README. Every figure is a fit to runs measured on mmopt's reference machine (2 cores, one BLAS thread,
+``benchmarks/results/bench_auto.txt`` and the benchmarks named beside each constant). They are estimates, not
+limits: ``auto`` uses them to decide what fits the budget (:mod:`mmopt.auto.budget`) and reports each candidate's
+measured seconds beside its estimate, so a wrong constant shows in the benchmark table. They err on the high side
+for the searches (a candidate skipped for a high estimate costs quality; one run for a low one costs time).
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["closed_dense", "kron", "l2_dense", "l2_tridiagonal_step", "marginals", "min_error_dense",
+           "min_error_fast", "pidentity_step", "residual", "union"]
+
+
+def closed_dense(n: int) -> float:
+    """A dense closed form (identity, H₂, Haar) built and scored exactly: one O(n³) factorisation
+    (0.1–0.4 s at n = 1,024)."""
+    return 0.01 + 3e-10 * n**3
+
+
+def l2_dense(n: int) -> float:
+    """l2_approx's dense Newton solver to a certified gap, and the exact re-evaluation (0.8 s at 1,024; 46 s at
+    4,096, ``benchmarks/results/bench_l2_fast.txt``)."""
+    return 0.05 + 1.2e-9 * n**3
+
+
+def l2_tridiagonal_step(n: int) -> float:
+    """One iteration of :func:`mmopt.toeplitz.dual.solve_dual` (a tridiagonal eigendecomposition and O(n²)
+    quadratic forms): about 1.35 s at n = 4,096 (``benchmarks/results/bench_prefix.txt``)."""
+    return 0.005 + 8e-8 * n**2
+
+
+def min_error_dense(n: int) -> float:
+    """The dense MinError pipeline (L2 start, closed-form starts, 8 or 3 p-Identity restarts): 3 s at n = 256,
+    19 s at 512 on random ranges, 160–290 s at 1,024 (``benchmarks/results/bench_optimize_n1024.txt``)."""
+    return 1.0 + 1.4e-7 * n**3
+
+
+def pidentity_step(n: int, p: int) -> float:
+    """One L-BFGS-B step of the dense p-Identity search (objective and gradient O(n²p)): 300 steps at n = 1,024,
+    p = 64 took about 7 s."""
+    return 3.5e-10 * n * n * p
+
+
+#: min_error on prefix sums / all ranges at n cells (:mod:`mmopt.min_error_fast`, its default budget): measured
+#: CPU s rounded up (prefix 2.1 s at 512, 13.5 s at 1,024, all ranges 12.2 s at 1,024; 46 / 115 / 448 s at
+#: 2,048 / 4,096 / 8,192, ``benchmarks/results/bench_eps_search.txt``).
+_FAST = {512: 4.0, 1024: 16.0, 2048: 55.0, 4096: 130.0, 8192: 520.0}
+
+
+def min_error_fast(n: int) -> float:
+    """The O(n) p-Identity search on prefix sums or all ranges, interpolated log-log in :data:`_FAST`."""
+    sizes = sorted(_FAST)
+    if n <= sizes[0]:
+        return _FAST[sizes[0]]
+    if n >= sizes[-1]:
+        return _FAST[sizes[-1]] * (n / sizes[-1]) ** 2
+    hi = next(s for s in sizes if s >= n)
+    lo = sizes[sizes.index(hi) - 1]
+    t = math.log(n / lo) / math.log(hi / lo)
+    return math.exp((1 - t) * math.log(_FAST[lo]) + t * math.log(_FAST[hi]))
+
+
+def _factor_work(structure) -> float:
+    """Σ over terms and attributes of nᵢ³ (what one pass of a per-factor search costs), taken as the number of
+    terms times Σᵢ nᵢ³: an estimate that costs O(d), not O(terms·d) (161,700 terms of 100 factors at d = 100)."""
+    return float(len(structure.terms) * sum(n**3 for n in structure.shape))
+
+
+def residual(structure) -> float:
+    """The residual plan (closed form over the downward closure of the terms): 0.0–0.4 s on the census workloads,
+    10.7 s on the 166,751 subsets of 3-way marginals over (8,)¹⁰⁰."""
+    return 0.05 + 2e-4 * len(structure.terms) + 1e-9 * _factor_work(structure)
+
+
+def kron(structure, norm: str, restarts: int) -> float:
+    """OPT_⊗ (block-coordinate descent over the factors): 0.1–0.4 s under Gaussian noise, 0.3–12 s under Laplace
+    noise on the census workloads (sf1: 11.6 s)."""
+    return 0.1 + restarts * (2e-8 if norm == "l2" else 1e-6) * _factor_work(structure)
+
+
+def union(structure, norm: str, restarts: int) -> float:
+    """OPT_+: one OPT_⊗ per term, each re-scored on the whole workload."""
+    return len(structure.terms) * kron(structure, norm, restarts) / max(1, len(structure.terms)) * 2.0
+
+
+def marginals(structure, restarts: int) -> float:
+    """OPT_M: L-BFGS-B restarts over 2^d weights, each step O(4^d) (24 s for 50 restarts at d = 10, 0.2–1.2 s at
+    d ≤ 8)."""
+    d = len(structure.shape)
+    return 0.1 + restarts * 4.0**d * 5e-7

@@ -1,0 +1,304 @@
+"""The candidates of ``optimize(method="auto")``, in the order they run, each with its expected cost.
+
+Notation: see README. :func:`plan` lists, for one workload and noise, every method that applies, cheapest and most
+likely to win first: the closed forms and the structured (product, residual) searches, then the searches that cost
+seconds to minutes. :mod:`mmopt.auto.run` decides from each :class:`Candidate`'s estimate (:mod:`mmopt.auto.costs`)
+and from the incumbent whether it runs. Three shapes of workload:
+
+* a product domain (``mmopt.workload.kron/stack/marginals``, census workloads): residual, kron, union, marginals;
+  then, only where the products are far from the bound and the domain has at most
+  :data:`mmopt.structured._checks.DENSE_LIMIT` cells, the dense l2_approx (Gaussian noise) or min_error (Laplace);
+* a plain (1-D) dense workload: the closed forms; the weighted square root (Gaussian noise, prefix sums and all
+  ranges); l2_approx (on prefix sums and all ranges from 512 cells by the tridiagonal dual,
+  :func:`mmopt.toeplitz.dual.solve_dual`); min_error under Laplace noise (on prefix sums and all ranges from 512
+  cells the O(n) p-Identity search, :mod:`mmopt.min_error_fast`; else the dense pipeline where it fits, and the
+  p-Identity search alone with a step budget that fits where it does not);
+* ``mmopt.toeplitz.prefix(n)`` / ``all_range(n)``: the dense plan up to 1,024 cells; beyond, the structured closed
+  forms, the tridiagonal dual while n² numbers fit, and under Laplace noise the p-Identity search and H_b.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mmopt.auto import costs
+
+__all__ = ["Candidate", "Context", "plan"]
+
+#: Dense candidates on a product domain run only when the best structured one is more than this × the bound
+#: under Gaussian noise (the structured optimum is usually certified there) …
+NEAR_L2 = 1.001
+#: … and, under Laplace noise, the dense p-Identity search only past FAR_RATIO × the SVD bound (measured,
+#: benchmarks/bench_auto.py: 2-D ranges 32×32, kron 6.61× the bound, HDMM's best of 25 restarts 6.50×, the
+#: local search 5.20× after 300 steps; the L1 optimum itself is often > 2× the Gaussian SVD bound).
+FAR_RATIO = 2.0
+#: L-BFGS-B steps of the dense p-Identity search "auto" runs in place of the full pipeline on a 1-D workload: at
+#: most LOCAL_STEPS (the pipeline's own budget at this size), and not at all when the budget leaves fewer than
+#: LOCAL_MIN_STEPS. On a product domain it runs beside the product searches, PRODUCT_LOCAL_STEPS at most (2-D
+#: ranges 32×32: 5.20× the bound after 300 steps, ~7 s; HDMM's best of 25 restarts 6.50×).
+LOCAL_STEPS, LOCAL_MIN_STEPS, PRODUCT_LOCAL_STEPS = 3000, 100, 300
+#: Default restarts of the product searches when the user gives none. OPT_M restarts cost ~10 ms each
+#: (closed-form objective) and its ε-DP landscape has many local optima: on adult W2, 3 / 10 / 50 restarts give
+#: 326,416 / 317,126 / 292,405 (HDMM's own search: 315,883).
+DEFAULT_RESTARTS = {"kron": 3, "union": 3, "marginals": 50, "residual": 1, "datacube": 1}
+#: The largest share of the budget a candidate that rarely wins may take: OPT_M under Gaussian noise lost to the
+#: residual or product strategy on every workload of bench_auto (by 3–1,150 %); l2_approx under Laplace noise
+#: is kept for its dual bound (valid for both noises), its strategy 5–45× the ε-DP candidates'.
+LOW_PRIOR_SHARE = 0.05
+#: The relative duality gap "auto" runs the tridiagonal dual to below a "thorough" budget: within 0.01 % of the
+#: optimum, certified, in 4 of the 9 iterations that 10⁻⁶ takes at n = 4,096.
+DUAL_GAP = 1e-4
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One method ``auto`` may run: ``run()`` returns what the method returns (an OptimizeResult or an
+    ImplicitSolution), to be scored by :func:`mmopt.auto.run.score`.
+
+    ``estimate``: expected CPU seconds; ``share``: the largest fraction of the budget it may take; ``unless``: the
+    incumbent's ratio to the bound at or below which it is not worth running (None: always worth it);
+    ``requires``: a reason it cannot run, decided at plan time (None if it can); ``fit``: for a search whose
+    length is chosen when it runs, the candidate sized to the seconds left (None when too few are left), and then
+    ``estimate`` is that of its shortest useful run.
+    """
+
+    name: str
+    estimate: float
+    run: Callable[[], Any] = field(repr=False)
+    share: float = 1.0
+    unless: float | None = None
+    requires: str | None = None
+    fit: Callable[[float], Candidate | None] | None = field(default=None, repr=False)  # sized to the seconds left
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every candidate needs: the user's workload and its shapes, the noise, and the common parameters."""
+
+    workload: Any
+    structure: Any  # mmopt.structured.ImplicitWorkload, or None for a plain dense workload
+    stream: Any     # mmopt.toeplitz.StreamWorkload, or None
+    norm: str
+    seed: Any
+    tol: float | None
+    max_iterations: int | None
+    restarts: int | None
+    n_jobs: int | None
+    dense_optimize: Callable = field(repr=False)  # mmopt.optimize
+
+    @property
+    def n(self) -> int:
+        return self.workload.domain_size
+
+    @property
+    def family(self) -> str | None:
+        if self.stream is not None:
+            return self.stream.kind
+        return getattr(self.workload, "family", None) if self.structure is None else None
+
+    def dense(self):
+        """The workload as a dense Workload (built on first use: n×n)."""
+        from mmopt.structured.workloads import ImplicitWorkload
+        if self.stream is not None:
+            from mmopt import workload as wl
+            return (wl.prefix if self.stream.kind == "prefix" else wl.all_range)(self.stream.n)
+        return self.structure.to_workload() if isinstance(self.workload, ImplicitWorkload) else self.workload
+
+    def optimize(self, workload, method: str, **kw):
+        kw = {"norm": self.norm, "seed": self.seed, "verbose": False, "n_jobs": self.n_jobs} | kw
+        return self.dense_optimize(workload, method=method, **kw)
+
+
+def plan(ctx: Context, budget_seconds: float) -> list[Candidate]:
+    """Every candidate that applies to ``ctx``, in the order they are tried (see the module docstring)."""
+    if ctx.structure is not None:
+        return _products(ctx, budget_seconds)
+    if ctx.stream is not None and ctx.n > 1024:
+        return _stream(ctx, budget_seconds)
+    return _plain(ctx, budget_seconds)
+
+
+def _products(ctx: Context, budget_seconds: float) -> list[Candidate]:
+    from mmopt.multidim.search import SOLVERS
+    from mmopt.structured._checks import DENSE_LIMIT
+    from mmopt.structured.residual.solve import applies as residual_applies
+
+    S, norm = ctx.structure, ctx.norm
+    kw = {"norm": norm, "seed": ctx.seed, "max_iterations": ctx.max_iterations, "tol": ctx.tol, "verbose": False,
+          "n_jobs": ctx.n_jobs}
+
+    def structured(name):
+        restarts = ctx.restarts or DEFAULT_RESTARTS[name]
+        return lambda: SOLVERS[name](S, restarts=restarts, **kw)
+
+    restarts = {k: ctx.restarts or DEFAULT_RESTARTS[k] for k in DEFAULT_RESTARTS}
+    out = []
+    if residual_applies(S):  # first: on a union of marginals under Gaussian noise it meets the bound
+        out.append(Candidate("residual", costs.residual(S), structured("residual")))
+    out.append(Candidate("kron", costs.kron(S, norm, restarts["kron"]), structured("kron")))
+    if len(S.terms) > 1:
+        out.append(Candidate("union", costs.union(S, norm, restarts["union"]), structured("union")))
+    if len(S.shape) <= 15:
+        out.append(Candidate("marginals", costs.marginals(S, restarts["marginals"]), structured("marginals"),
+                             share=LOW_PRIOR_SHARE if norm == "l2" else 1.0))
+    n = ctx.n
+    if n > DENSE_LIMIT:
+        return out
+    if norm == "l2":
+        out.append(Candidate("l2_approx", costs.l2_dense(n), lambda: ctx.optimize(ctx.dense(), "l2_approx"),
+                             unless=NEAR_L2))
+        return out
+    if n <= 256:  # the whole MinError pipeline costs seconds here (its own L2 start gives the dual bound)
+        out.append(Candidate("min_error", costs.min_error_dense(n), lambda: ctx.optimize(ctx.dense(), "min_error")))
+        return out
+    rank = sum(math.prod(_rank(f) for f in t.factors) for t in S.terms)
+    # rank(W) ≤ Σ_j ∏ᵢ rank Wᵢ⁽ʲ⁾ < N: the full-rank p-Identity strategies do not fit a rank-deficient W
+    # (2-way marginals on (4,)⁵: 10.80× the bound in 7 s against OPT_M's 7.46×)
+    misfit = f"W has rank ≤ {rank:,} < {n:,} cells: full-rank p-Identity strategies do not fit it"
+    local = _local(ctx, PRODUCT_LOCAL_STEPS, unless=FAR_RATIO)
+    out.append(local if rank >= n else dataclasses.replace(local, requires=misfit))
+    return out
+
+
+def _rank(factor) -> int:
+    from mmopt.structured.factors import singular_values
+    return int(np.count_nonzero(singular_values(factor)))
+
+
+def _local(ctx: Context, most: int, unless: float | None = None, name: str = "min_error(local)") -> Candidate:
+    """The dense p-Identity search alone (one restart), fitted when it runs: as many L-BFGS-B steps as the budget
+    left allows, ``most`` at most (or the user's ``max_iterations``); skipped when fewer than LOCAL_MIN_STEPS fit."""
+    n = ctx.n
+    step = costs.pidentity_step(n, max(4, n // 16))
+
+    def fitted(seconds: float) -> Candidate | None:
+        steps = ctx.max_iterations or min(most, int((seconds - 0.5) / step))
+        if steps < LOCAL_MIN_STEPS and ctx.max_iterations is None:
+            return None
+        run = lambda: ctx.optimize(ctx.dense(), "min_error", max_iterations=steps,  # noqa: E731
+                                   options={"engine": "local", "restarts": 1})
+        return Candidate(name, 0.5 + steps * step, run, unless=unless)
+    return Candidate(name, 0.5 + LOCAL_MIN_STEPS * step, lambda: None, unless=unless, fit=fitted)
+
+
+def _plain(ctx: Context, budget_seconds: float) -> list[Candidate]:
+    n, norm, family = ctx.n, ctx.norm, ctx.family
+    fast_family = family in ("prefix", "all_range") and n >= 512
+    out = []
+    if not (fast_family and norm == "l2" and n > 1024):
+        # past 1,024 cells the dense closed forms cost O(n³) for errors far above the weighted square root's
+        # (prefix(4,096): 1.57× the bound against 1.005×) under Gaussian noise
+        for name in ("identity", "hierarchical", "wavelet"):
+            out.append(Candidate(name, costs.closed_dense(n), lambda name=name: ctx.optimize(ctx.dense(), name)))
+    if family in ("prefix", "all_range") and norm == "l2":
+        out.append(Candidate("weighted_sqrt", 0.05, lambda: ctx.optimize(ctx.workload, "weighted_sqrt")))
+    if fast_family and norm == "l2":
+        out.append(_dual(ctx, budget_seconds))
+    else:
+        out.append(Candidate("l2_approx", costs.l2_dense(n), lambda: ctx.optimize(ctx.dense(), "l2_approx"),
+                             share=1.0 if norm == "l2" else LOW_PRIOR_SHARE))
+    if norm == "l1":
+        out += _min_error(ctx, budget_seconds)
+    return out
+
+
+def _min_error(ctx: Context, budget_seconds: float) -> list[Candidate]:
+    """min_error under Laplace noise: the O(n) search on prefix sums and all ranges from 512 cells, else the dense
+    pipeline where it fits the budget, else the p-Identity search alone with the steps that fit."""
+    from mmopt.min_error_fast import FAST_MIN_N
+    from mmopt.structured._checks import DENSE_LIMIT
+
+    n = ctx.n
+    if ctx.family in ("prefix", "all_range") and n >= FAST_MIN_N:
+        return [Candidate("min_error", costs.min_error_fast(n),
+                          lambda: ctx.optimize(ctx.workload, "min_error", max_iterations=ctx.max_iterations))]
+    full = costs.min_error_dense(n)
+    out = [Candidate("min_error", full, lambda: ctx.optimize(ctx.dense(), "min_error"))]
+    if full > budget_seconds and n <= DENSE_LIMIT:  # the pipeline does not fit: its p-Identity stage alone
+        out.append(_local(ctx, LOCAL_STEPS))
+    return out
+
+
+def _dual(ctx: Context, budget_seconds: float) -> Candidate:
+    """The L2 optimum of prefix sums / all ranges by the tridiagonal dual, fitted when it runs: as many iterations
+    as the budget left allows (200 at most, or the user's ``max_iterations``; at least 1), to the relative gap
+    :data:`DUAL_GAP` (a certified 0.01 %: prefix(4,096) in 4 iterations, 6 s) or, from a "thorough" budget on,
+    to :data:`mmopt._result.CERTIFIED_GAP` (9 iterations, 12 s); the user's ``tol`` wins."""
+    from mmopt._result import CERTIFIED_GAP
+    from mmopt.auto.budget import LEVELS
+    from mmopt.toeplitz.dual import MAX_N
+
+    n = ctx.n
+    step = costs.l2_tridiagonal_step(n)
+    too_big = f"n = {n:,} is past the tridiagonal dual's {MAX_N:,} cells" if n > MAX_N else None
+
+    def fitted(seconds: float) -> Candidate | None:
+        iterations = ctx.max_iterations or min(200, int(seconds / step) - 1)
+        if iterations < 1:
+            return None
+        gap = ctx.tol or (CERTIFIED_GAP if budget_seconds >= LEVELS["thorough"] else DUAL_GAP)
+        return Candidate("l2_approx", (iterations + 1) * step, lambda: _run_dual(ctx, iterations, gap))
+    return Candidate("l2_approx", 2 * step, lambda: None, requires=too_big, fit=fitted)
+
+
+def _run_dual(ctx: Context, iterations: int, gap: float):
+    """solve_dual as an optimize-like result, scored by its own exact primal (no O(n³) re-evaluation)."""
+    from mmopt._result import SUCCESS, OptimizeResult, reconcile
+    from mmopt.strategy import Strategy
+    from mmopt.toeplitz.dual import SOLVER_NAME, solve_dual
+
+    workload = ctx.stream if ctx.stream is not None else ctx.workload
+    sol = solve_dual(workload, tol=gap, max_iterations=iterations)
+    message = (f"Certified within its tolerance {gap:g}: relative duality gap {sol.gap:.1e}." if sol.status == "optimal" else
+               f"auto's budget allowed {iterations} iteration(s), ending with relative duality gap {sol.gap:.1e}; "
+               "budget='thorough' (or more seconds) runs it to the certificate.")
+    status, message, bound = reconcile(sol.primal, sol.dual, sol.status, message, tol=gap)
+    m = workload.n_queries
+    return OptimizeResult(Strategy(sol.matrix, "l2_approx"), "l2", sol.primal, bound, status, status in SUCCESS,
+                          message, "l2_approx", SOLVER_NAME, sol.iterations, sol.seconds, sol.primal / m, bound / m,
+                          sol.history, {"dual_bound": sol.dual, "gap": sol.gap, "tol": gap, "scored_by": "primal"})
+
+
+def _stream(ctx: Context, budget_seconds: float) -> list[Candidate]:
+    """mmopt.toeplitz.prefix(n) / all_range(n) past 1,024 cells: structured candidates, nothing n×n but the
+    tridiagonal dual's eigenvectors (and only while they fit)."""
+    from mmopt.toeplitz.solve import optimize as toeplitz_optimize
+
+    W, n = ctx.stream, ctx.n
+    out = []
+    if ctx.norm == "l2":
+        for name in ("weighted_sqrt", "sqrt"):
+            out.append(Candidate(name, 0.05 + 1e-6 * n, lambda name=name: toeplitz_optimize(W, name)))
+        out.append(_dual(ctx, budget_seconds))
+        return out
+    from mmopt.min_error_fast import HIERARCHY_BRANCHINGS, HIERARCHY_MAX_N
+    for b in HIERARCHY_BRANCHINGS:
+        out.append(Candidate(f"H{b}", 2e-10 * n * (n / (b - 1)) ** 2 + 0.05, lambda b=b: _hierarchy(W, b),
+                             requires=None if n <= HIERARCHY_MAX_N else f"n = {n:,} is past {HIERARCHY_MAX_N:,}"))
+    out.append(Candidate("min_error", costs.min_error_fast(n),
+                         lambda: ctx.optimize(W, "min_error", max_iterations=ctx.max_iterations)))
+    return out
+
+
+def _hierarchy(W, b: int):
+    """H_b as a p-Identity strategy, scored exactly by Woodbury on the O(n) Gram operator."""
+    from mmopt._result import OptimizeResult, reconcile
+    from mmopt.gram_operator import as_gram_operator
+    from mmopt.min_error_fast import hierarchy_theta
+    from mmopt.pidentity import PIdentityStrategy, true_error
+    from mmopt.toeplitz.bound import lower_bound
+
+    theta = hierarchy_theta(W.n, b)
+    objective = true_error(theta, as_gram_operator(W))
+    bound = lower_bound(W).value
+    status, message, bound = reconcile(objective, bound, "optimal", f"H_{b}, uniform level weights: a closed form.",
+                                       closed=True)
+    m = W.n_queries
+    return OptimizeResult(PIdentityStrategy(theta, f"H{b}"), "l1", objective, bound, status, True, message,
+                          f"H{b}", None, None, 0.0, objective / m, bound / m, (), {"scored_by": "woodbury"})

@@ -1,0 +1,168 @@
+"""optimize(method="auto"): the candidates of :mod:`mmopt.auto.plan` within a budget, the lowest error kept.
+
+Notation: see README. Each candidate's cost is estimated before it runs (:mod:`mmopt.auto.costs`); it is skipped,
+with the reason kept in ``extra["skipped"]``, when
+
+* the incumbent already meets a proven lower bound (within 10⁻⁶: nothing can do better);
+* the incumbent is within the candidate's ``unless`` ratio of the bound (a dense search where a structured
+  strategy is already within 0.1 % of it, or, under Laplace noise, within 2×: see :mod:`mmopt.auto.plan`);
+* its estimate is over its share of the budget or over what the estimates of the candidates run so far leave.
+
+The budget is charged by estimates, never by the clock, so a call's result does not depend on the machine's load.
+A candidate is scored exactly (or, where a union has no exact path, by the upper end of a certified bracket,
+:func:`mmopt.structured.evaluate`), and one that fails is recorded in ``extra["failed"]``, never aborting the search.
+Progress: one line per candidate run or skipped (name, value, seconds) and, while one runs, a line every
+:data:`TICK` seconds; the candidates themselves run quietly (no bars, no inner records).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+
+from mmopt import _runtime
+from mmopt import dispatch as dp
+from mmopt._result import CERTIFIED_GAP, CLOSED_FORMS, SUCCESS, OptimizeResult, reconcile
+from mmopt.auto.budget import Budget
+from mmopt.auto.plan import Context, plan
+from mmopt.solvers import SolverError
+
+__all__ = ["TICK", "run_auto", "score"]
+
+#: While a candidate runs, a progress line at least this often (seconds).
+TICK = 10.0
+
+
+def run_auto(ctx: Context, budget: Budget, *, verbose: bool | None) -> OptimizeResult:
+    """Run the plan for ``ctx`` within ``budget`` (see the module docstring); ``verbose`` as :func:`mmopt.optimize`."""
+    t0 = time.perf_counter()
+    say = _runtime.LOGGER.info if verbose is not False else _runtime.LOGGER.debug
+    svd, bound_exact = lower_bound(ctx)
+    candidates, failures, skipped = [], {}, {}
+    spent = 0.0
+    for cand in plan(ctx, budget.seconds):
+        name = cand.name
+        best = min(candidates, key=lambda c: c["objective"], default=None)
+        bound = max([svd, *(c["lower_bound"] for c in candidates if c["lower_bound"] is not None)])
+        reason = _skip_reason(cand, best, bound, budget, spent)
+        if reason is not None:
+            skipped[cand.name] = reason
+            say("optimize(auto): skipped %s: %s", cand.name, reason)
+            continue
+        if cand.fit is not None:  # sized to what is left of the budget
+            cand = cand.fit(min(cand.share * budget.seconds, budget.seconds - spent))
+            if cand is None:
+                skipped[name] = f"the budget {budget.describe()} leaves too little for a useful run"
+                say("optimize(auto): skipped %s: %s", name, skipped[name])
+                continue
+        spent += cand.estimate
+        c0, w0 = time.process_time(), time.perf_counter()
+        try:
+            with _ticker(say, cand.name, cand.estimate):
+                found = cand.run()
+            candidates.append(score(ctx.workload, cand.name, found, ctx.norm, time.perf_counter() - w0,
+                                    time.process_time() - c0, cand.estimate))
+        except (ValueError, ArithmeticError, SolverError, MemoryError) as exc:  # one candidate never aborts auto
+            failures[cand.name] = f"{type(exc).__name__}: {exc}"
+            say("optimize(auto): %s failed (%s)", cand.name, failures[cand.name][:120])
+            continue
+        c = candidates[-1]
+        say("optimize(auto): %s %s %.6g (%.1f s, expected %.1f s)", cand.name, "=" if c["exact"] else "≤",
+            c["objective"], c["seconds"], cand.estimate)
+    if not candidates:
+        raise ValueError(f"optimize(method='auto'): no method could run on '{ctx.workload.name}' within the budget "
+                         f"{budget.describe()}. Skipped: {skipped}; failed: {failures}. Give a larger budget "
+                         "(budget='thorough' or a number of CPU seconds), or choose a method.")
+    return _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent, time.perf_counter() - t0)
+
+
+def _skip_reason(cand, best, bound: float, budget: Budget, spent: float) -> str | None:
+    if cand.requires is not None:
+        return cand.requires
+    if best is not None and best["objective"] <= bound * (1 + CERTIFIED_GAP):
+        return (f"'{best['method']}' already meets the proven lower bound (within {CERTIFIED_GAP:g}): nothing can "
+                "do better")
+    if best is not None and cand.unless is not None and best["objective"] <= cand.unless * bound:
+        return (f"'{best['method']}' is already within {cand.unless:g}× the lower bound "
+                f"({best['objective'] / bound:.4g}×)")
+    if cand.estimate > cand.share * budget.seconds:
+        share = "" if cand.share >= 1 else f" (it rarely wins here, so it may take {cand.share:.0%} of it)"
+        return (f"expected ~{cand.estimate:.3g} CPU s, over the budget {budget.describe()}{share}; pass a larger "
+                "budget to run it")
+    if cand.estimate > budget.seconds - spent:
+        return (f"expected ~{cand.estimate:.3g} CPU s, but the candidates run before it were expected to take "
+                f"{spent:.3g} of the budget {budget.describe()}; pass a larger budget to run it")
+    return None
+
+
+@contextlib.contextmanager
+def _ticker(say, name: str, estimate: float):
+    """A progress line every :data:`TICK` s while the candidate ``name`` runs (no silent stretch)."""
+    stop, t0 = threading.Event(), time.perf_counter()
+
+    def beat() -> None:
+        while not stop.wait(TICK):
+            say("optimize(auto): %s still running, %.0f s (expected ~%.0f CPU s)", name,
+                time.perf_counter() - t0, estimate)
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def lower_bound(ctx: Context) -> tuple[float, bool]:
+    """(a proven lower bound at unit privacy, is it the exact SVD bound?): the SVD bound (exact for dense
+    workloads, a flagged lower bound for some unions); on prefix sums / all ranges their certified diagonal
+    bound (never below the SVD bound), from closed forms."""
+    if ctx.stream is not None or ctx.family in ("prefix", "all_range"):
+        from mmopt.toeplitz.bound import lower_bound as stream_bound
+        from mmopt.toeplitz.bound import svd_bound as closed_svd_bound
+        from mmopt.toeplitz.error import StreamWorkload
+        kind, n = ctx.family, ctx.n
+        return max(closed_svd_bound(n, kind), stream_bound(StreamWorkload(kind, n)).value), True
+    from mmopt.multidim.search import _svd_bound  # lazy: that module scores with this one's score()
+    return _svd_bound(ctx.workload)
+
+
+def score(workload, name: str, found, norm: str, seconds: float, cpu: float | None = None,
+          estimate: float | None = None) -> dict:
+    """A candidate (an ImplicitSolution or an OptimizeResult) with its unit-privacy total: exact, or the certified
+    upper end of :func:`mmopt.structured.evaluate`'s bracket (``lower`` its lower end), so that a bounded
+    candidate is ranked by a value it is sure to meet. An OptimizeResult is already exact: :func:`mmopt.optimize`
+    re-evaluated it on the same queries, or it is structured (mmopt.toeplitz, H_b by Woodbury, the tridiagonal
+    dual's primal) and carries its own exact total."""
+    base = {"method": name, "strategy": found.strategy, "status": found.status, "message": found.message,
+            "iterations": found.iterations, "solver": found.solver, "lower_bound": found.lower_bound,
+            "extra": dict(found.extra), "seconds": seconds, "cpu": cpu, "estimate": estimate}
+    if isinstance(found, OptimizeResult):  # optimize re-evaluated it exactly on these same queries, or it is
+        # structured and carries its own exact total
+        return base | {"objective": found.objective, "exact": True, "lower": found.objective}
+    r = dp.evaluate(workload, found.strategy, None, norm=norm)
+    exact = bool(getattr(r, "total_exact", True))
+    lower = r.total_squared_error if exact else getattr(r, "total_lower", None)
+    return base | {"objective": r.total_squared_error, "exact": exact, "lower": lower}
+
+
+def _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent, seconds) -> OptimizeResult:
+    best = min(candidates, key=lambda c: c["objective"])
+    bound = max([svd, *(c["lower_bound"] for c in candidates if c["lower_bound"] is not None)])
+    m = ctx.workload.n_queries
+    message = f"Best of {len(candidates)} candidates is '{best['method']}'. " + best["message"]
+    if skipped:
+        message += f" Skipped: {', '.join(skipped)} (reasons in extra['skipped'])."
+    closed = best["method"] in CLOSED_FORMS or best["status"] == "closed_form"
+    tol = max(ctx.tol or 0.0, best["extra"].get("tol", 0.0)) or None  # the winner's own tolerance, if it had one
+    status, message, bound = reconcile(best["objective"], bound, best["status"], message, closed=closed, tol=tol)
+    keys = ("objective", "lower", "lower_bound", "status", "seconds", "cpu", "estimate", "exact")
+    extra = dict(best["extra"]) | {
+        "total_exact": best["exact"], "bound_exact": bound_exact,
+        "candidates": {c["method"]: {k: c[k] for k in keys} for c in candidates},
+        "failed": failures, "skipped": skipped,
+        "budget": {"label": budget.label, "seconds": budget.seconds, "planned": spent}}
+    return OptimizeResult(best["strategy"], ctx.norm, best["objective"], bound, status, status in SUCCESS, message,
+                          f"auto:{best['method']}", best["solver"], best["iterations"], seconds,
+                          best["objective"] / m, bound / m, (), extra)

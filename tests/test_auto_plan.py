@@ -1,0 +1,75 @@
+"""mmopt.auto.plan: which candidates apply, in which order, with which conditions."""
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt import toeplitz
+from mmopt import workload as wl
+from mmopt.auto.plan import FAR_RATIO, LOCAL_MIN_STEPS, PRODUCT_LOCAL_STEPS, Context, plan
+from mmopt.workload import structure_of
+
+
+def _ctx(W, norm, stream=False, max_iterations=None):
+    structure = None if stream else structure_of(W)
+    return Context(W, structure, W if stream else None, norm, 0, None, max_iterations, None, None, mmopt.optimize)
+
+
+def _names(W, norm, seconds=60.0, stream=False):
+    return [c.name for c in plan(_ctx(W, norm, stream), seconds)]
+
+
+def test_products_run_the_structured_searches_first():
+    W = mmopt.structured.marginals((3, 4, 5), 2)
+    assert _names(W, "l2") == ["residual", "kron", "union", "marginals", "l2_approx"]
+    assert _names(W, "l1") == ["residual", "kron", "union", "marginals", "min_error"]
+
+
+def test_plain_workloads_run_the_closed_forms_then_the_searches():
+    assert _names(wl.random_range(64, 30, seed=0), "l1") == ["identity", "hierarchical", "wavelet", "l2_approx",
+                                                             "min_error"]
+    assert _names(wl.prefix(64), "l2") == ["identity", "hierarchical", "wavelet", "weighted_sqrt", "l2_approx"]
+    # past the dense pipeline's budget the p-Identity stage alone is added, sized when it runs
+    names = _names(wl.random_range(1024, 30, seed=0), "l1")
+    assert names[-2:] == ["min_error", "min_error(local)"]
+    assert _names(wl.prefix(2048), "l2") == ["weighted_sqrt", "l2_approx"]       # no O(n³) closed forms
+    assert _names(wl.prefix(2048), "l1")[-1] == "min_error"                       # the O(n) search
+
+
+def test_stream_workloads_past_1024_cells_are_structured():
+    assert _names(toeplitz.prefix(5000), "l2", stream=True) == ["weighted_sqrt", "sqrt", "l2_approx"]
+    assert _names(toeplitz.prefix(5000), "l1", stream=True) == ["H8", "H16", "min_error"]
+    big = {c.name: c for c in plan(_ctx(toeplitz.prefix(40000), "l2", stream=True), 60.0)}
+    assert "past the tridiagonal dual" in big["l2_approx"].requires
+
+
+def _ranges(n1, n2):
+    return mmopt.structured.kron(wl.all_range(n1), wl.all_range(n2))
+
+
+def test_the_product_local_search_runs_only_far_from_the_bound_and_where_it_fits():
+    (local,) = [c for c in plan(_ctx(_ranges(16, 17), "l1"), 60.0) if c.name == "min_error(local)"]
+    assert local.unless == FAR_RATIO and local.requires is None
+    fitted = local.fit(60.0)
+    assert fitted.estimate <= 60.0 and fitted.fit is None
+    assert local.fit(0.01) is None                              # fewer than LOCAL_MIN_STEPS fit
+    big = [c for c in plan(_ctx(_ranges(64, 64), "l1"), 60.0) if c.name == "min_error(local)"][0]
+    assert big.fit(60.0) is None and big.estimate > 60.0        # 4,096 cells: a step ~1.5 s
+    # rank ≤ 10·16 < 1,024: full-rank p-Identity strategies do not fit 2-way marginals on (4,)⁵
+    M = mmopt.structured.marginals((4, 4, 4, 4, 4), 2)
+    (misfit,) = [c for c in plan(_ctx(M, "l1"), 60.0) if c.name == "min_error(local)"]
+    assert "rank" in misfit.requires
+    assert PRODUCT_LOCAL_STEPS >= LOCAL_MIN_STEPS
+
+
+def test_the_users_max_iterations_sizes_the_local_search():
+    ctx = _ctx(_ranges(16, 17), "l1", max_iterations=7)
+    (local,) = [c for c in plan(ctx, 60.0) if c.name == "min_error(local)"]
+    assert local.fit(0.01) is not None  # the user's budget wins over auto's minimum
+
+
+@pytest.mark.parametrize("norm", ["l1", "l2"])
+def test_every_estimate_is_positive_and_finite(norm):
+    for W in (wl.prefix(100), mmopt.structured.census.adult_w2(), _ranges(8, 8)):
+        for c in plan(_ctx(W, norm), 60.0):
+            assert np.isfinite(c.estimate) and c.estimate > 0, c.name

@@ -1,0 +1,133 @@
+"""mmopt.auto.run: auto within a budget — what it runs, skips and reports, and its progress lines."""
+
+import logging
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt import workload as wl
+from mmopt.auto import run as auto_run
+from mmopt.auto.plan import FAR_RATIO
+
+LAPLACE, GAUSS = mmopt.Privacy(1.0), mmopt.Privacy(1.0, delta=1e-6)
+
+
+def test_laplace_prefix_from_512_cells_runs_the_search_not_a_closed_form():
+    """Issue 28: past 256 cells auto returned the wavelet (3.2× HDMM on prefix(1,024)); now the O(n) search."""
+    W = wl.prefix(512)
+    r = mmopt.optimize(W, privacy=LAPLACE, seed=0)
+    cands = r.extra["candidates"]
+    assert r.method == "auto:min_error" and {"identity", "hierarchical", "wavelet", "min_error"} <= set(cands)
+    assert r.objective < 0.5 * min(cands[k]["objective"] for k in ("hierarchical", "wavelet"))
+    single = mmopt.optimize(W, method="min_error", seed=0)
+    assert r.objective == pytest.approx(single.objective, rel=1e-12)  # the same search, the same seed
+    assert r.objective == pytest.approx(mmopt.evaluate(W, r.strategy).total_squared_error, rel=1e-9)
+
+
+def test_a_fast_budget_skips_the_search_and_says_why():
+    r = mmopt.optimize(wl.prefix(1024), privacy=LAPLACE, seed=0, budget="fast")
+    assert "min_error" not in r.extra["candidates"]
+    assert "expected ~16 CPU s" in r.extra["skipped"]["min_error"] and "'fast'" in r.extra["skipped"]["min_error"]
+    assert r.method in ("auto:wavelet", "auto:hierarchical") and "Skipped: " in r.message
+    assert r.extra["budget"]["label"] == "fast" and r.extra["budget"]["planned"] <= 5.0
+
+
+def test_the_budget_charges_estimates_not_the_clock(monkeypatch):
+    """A slow machine (a clock that runs 1,000× fast) changes no decision: the plan is charged its estimates."""
+    W = wl.random_range(64, 60, seed=1)
+    a = mmopt.optimize(W, privacy=LAPLACE, seed=0, budget=3)
+    real = auto_run.time.perf_counter
+    monkeypatch.setattr(auto_run.time, "perf_counter", lambda: 1000 * real())
+    b = mmopt.optimize(W, privacy=LAPLACE, seed=0, budget=3)
+    assert a.objective == b.objective and set(a.extra["candidates"]) == set(b.extra["candidates"])
+    planned = sum(c["estimate"] for c in a.extra["candidates"].values())
+    assert a.extra["budget"]["planned"] == pytest.approx(planned) and planned <= 3
+
+
+def test_auto_is_never_worse_than_a_method_it_ran():
+    W = wl.random_range(40, 50, seed=2)
+    r = mmopt.optimize(W, privacy=LAPLACE, seed=0)
+    for name in ("identity", "hierarchical", "min_error"):
+        assert r.objective <= mmopt.optimize(W, method=name, seed=0).objective * (1 + 1e-12)
+
+
+def test_a_certified_incumbent_skips_the_rest():
+    W = mmopt.structured.marginals((3, 4, 5), 2)
+    r = mmopt.optimize(W, privacy=GAUSS)
+    assert list(r.extra["candidates"]) == ["residual"] and r.status == "optimal"
+    assert set(r.extra["skipped"]) == {"kron", "union", "marginals", "l2_approx"}
+
+
+def test_dense_l2_on_products_only_when_the_structured_answer_is_not_near_the_bound():
+    """2-D ranges: kron is within 10⁻⁸ of the bound but not within 10⁻⁶·(1 + ...) of it in every build, so the
+    'near' rule (0.1 %) keeps the dense O(n³) solve out; its reason names the incumbent."""
+    W = mmopt.structured.kron(wl.all_range(12), wl.all_range(10))
+    r = mmopt.optimize(W, privacy=GAUSS)
+    assert "l2_approx" not in r.extra["candidates"] and "kron" in r.extra["skipped"]["l2_approx"]
+
+
+def test_the_product_local_search_runs_when_far_and_wins(monkeypatch):
+    """ε-DP on 2-D ranges over 16×17 cells: the products are > 2× the SVD bound, so auto runs the dense
+    p-Identity search (shortened here) and it wins."""
+    from mmopt.auto import plan
+    monkeypatch.setattr(plan, "PRODUCT_LOCAL_STEPS", 60)
+    monkeypatch.setattr(plan, "LOCAL_MIN_STEPS", 10)
+    W = mmopt.structured.kron(wl.all_range(16), wl.all_range(17))
+    r = mmopt.optimize(W, privacy=LAPLACE, seed=0)
+    cands = r.extra["candidates"]
+    assert cands["kron"]["objective"] > FAR_RATIO * mmopt.svd_bound(W)
+    assert cands["min_error(local)"]["exact"] and cands["min_error(local)"]["cpu"] > 0
+    assert r.method == "auto:min_error(local)" and r.objective < cands["kron"]["objective"]
+
+
+def test_a_failing_candidate_is_recorded_not_fatal():
+    r = mmopt.optimize(wl.prefix(6), privacy=LAPLACE, seed=0)
+    assert "wavelet" in r.extra["failed"] and "wavelet" not in r.extra["candidates"]  # 6 is not a power of two
+    assert np.isfinite(r.objective)
+
+
+def test_nothing_fits_is_a_clear_error(monkeypatch):
+    from mmopt.auto import costs
+    monkeypatch.setattr(costs, "closed_dense", lambda n: 1e9)
+    monkeypatch.setattr(costs, "l2_dense", lambda n: 1e9)
+    monkeypatch.setattr(costs, "min_error_dense", lambda n: 1e9)
+    monkeypatch.setattr(costs, "pidentity_step", lambda n, p: 1e9)
+    with pytest.raises(ValueError, match="no method could run .* within the budget"):
+        mmopt.optimize(wl.random_range(20, 10, seed=0), privacy=LAPLACE, budget="fast")
+
+
+def _records(caplog, **kw):
+    with caplog.at_level(logging.INFO, logger="mmopt"):
+        mmopt.optimize(wl.prefix(32), privacy=LAPLACE, seed=0, verbose=True, **kw)
+    return [r.getMessage() for r in caplog.records if r.name == "mmopt"]
+
+
+def test_progress_is_one_line_per_candidate(caplog):
+    lines = _records(caplog)
+    auto = [m for m in lines if m.startswith("optimize(auto): ")]
+    for name in ("identity", "hierarchical", "wavelet", "l2_approx", "min_error"):
+        assert sum(m.startswith(f"optimize(auto): {name} ") for m in auto) == 1, (name, auto)
+    assert all("expected" in m for m in auto)
+    assert not [m for m in lines if not m.startswith("optimize")]  # the candidates themselves stay quiet
+
+
+def test_a_long_candidate_ticks(caplog, monkeypatch):
+    monkeypatch.setattr(auto_run, "TICK", 0.02)
+    from mmopt.auto import plan
+    real = plan.Candidate
+
+    def slow(*args, **kw):
+        c = real(*args, **kw)
+        if c.name != "identity":
+            return c
+        inner = c.run
+
+        def run():
+            import time
+            time.sleep(0.1)
+            return inner()
+        return real(c.name, c.estimate, run, c.share, c.unless, c.requires, c.fit)
+    monkeypatch.setattr(plan, "Candidate", slow)
+    lines = _records(caplog)
+    assert any("identity still running" in m for m in lines)
