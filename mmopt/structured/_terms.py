@@ -8,6 +8,8 @@ its Gram Σ_j w_j² ⊗ᵢ Gᵢ⁽ʲ⁾, because the blocks occupy disjoint rows
 
 from __future__ import annotations
 
+import functools
+
 import math
 from collections.abc import Callable
 
@@ -21,15 +23,17 @@ class ProductTerm:
 
     def _check_factors(self, factor_type: type, caller: str) -> None:
         """``factors`` a non-empty tuple of ``factor_type`` (one per attribute); ``weight`` > 0."""
+        # the distinct factor types (C-level map and set): a term over 100 attributes shares two factor objects
         if not isinstance(self.factors, tuple) or not self.factors or \
-                not all(isinstance(f, factor_type) for f in self.factors):
+                not all(issubclass(t, factor_type) for t in set(map(type, self.factors))):
             raise TypeError(f"The 'factors' parameter of {caller} must be a non-empty tuple of "
                             f"{factor_type.__name__} objects (one per attribute).")
         object.__setattr__(self, "weight", ck.check_weight(self.weight, name="weight", caller=caller))
 
-    @property
+    @functools.cached_property
     def shape(self) -> tuple[int, ...]:
-        """(n₁, …, n_d): each factor's domain size."""
+        """(n₁, …, n_d): each factor's domain size (computed once: a union of 161,700 terms over 100 attributes
+        asks it of every term several times)."""
         return tuple(f.domain_size for f in self.factors)
 
 

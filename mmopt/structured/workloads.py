@@ -144,15 +144,25 @@ def marginal_term(shape, attributes, *, weight: float = 1.0, factors: dict | Non
     (40 GB), and 3-way marginals on 100 attributes 2 factor objects, not 16 million.
     """
     shape = ck.check_shape(shape, caller="marginals")
-    S = _check_attributes(attributes, len(shape))
-    cache = {} if factors is None else factors
+    return _marginal_term(shape, _check_attributes(attributes, len(shape)), weight, {} if factors is None else factors)
 
+
+def _marginal_term(shape: tuple[int, ...], S, weight: float, cache: dict) -> Product:
+    """:func:`marginal_term` for a checked ``shape`` and attribute set ``S``: what :func:`marginals` calls per set
+    (checking the shape once, not 161,700 times for the 3-way marginals on 100 attributes)."""
     def factor(kind: str, n: int):
         if (kind, n) not in cache:
             cache[kind, n] = identity(n) if kind == "I" else total(n)
         return cache[kind, n]
 
-    return Product(tuple(factor("I" if i in S else "1", n) for i, n in enumerate(shape)), weight)
+    if ("totals", shape) not in cache:
+        cache["totals", shape] = [factor("1", n) for n in shape]
+    factors = list(cache["totals", shape])  # a copy (C-level), then only the k attributes of S change
+    for i in S:
+        factors[i] = factor("I", shape[i])
+    term = Product(tuple(factors), weight)
+    term.__dict__["shape"] = shape  # the cached property, known here (frozen dataclasses allow this write)
+    return term
 
 
 def marginals(shape, k: int | None = None, *, attributes=None, name: str | None = None) -> ImplicitWorkload:
@@ -179,7 +189,10 @@ def marginals(shape, k: int | None = None, *, attributes=None, name: str | None 
         if not sets:
             raise ValueError(f"The 'attributes' parameter of {caller} must list at least one attribute set.")
     factors: dict = {}
-    terms = tuple(marginal_term(shape, S, factors=factors) for S in sets)
+    if k is not None:  # itertools' sets are valid by construction: no per-set check
+        terms = tuple(_marginal_term(shape, frozenset(S), 1.0, factors) for S in sets)
+    else:
+        terms = tuple(marginal_term(shape, S, factors=factors) for S in sets)
     label = name or (f"marginals({'x'.join(map(str, shape))},k={k})" if k is not None
                      else f"marginals({'x'.join(map(str, shape))},{len(sets)} sets)")
     return ImplicitWorkload(terms, label)

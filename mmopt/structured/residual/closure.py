@@ -38,6 +38,8 @@ def check_sets(sets, shape: tuple[int, ...], *, name: str, caller: str) -> tuple
     if isinstance(sets, str | bytes) or not hasattr(sets, "__iter__"):
         raise TypeError(f"The '{name}' parameter of {caller} must be a list of attribute tuples such as "
                         f"[(0, 1), (2,)]. Got {type(sets).__name__} instead.")
+    if (done := _already_sorted_sets(sets, d)) is not None:
+        return done
     out = []
     for S in sets:
         if isinstance(S, numbers.Integral) and not isinstance(S, bool | np.bool_):
@@ -51,6 +53,20 @@ def check_sets(sets, shape: tuple[int, ...], *, name: str, caller: str) -> tuple
                              "List each attribute of a set once.")
         out.append(tuple(sorted(T)))
     return tuple(out)
+
+
+def _already_sorted_sets(sets, d: int) -> tuple[tuple[int, ...], ...] | None:
+    """``sets`` unchanged when they are already what :func:`check_sets` returns (tuples of Python ints, strictly
+    increasing, in [0, d)), checked with C-level passes; None to take the general path (which names the error).
+    Planners hand 166,751 such subsets for 3-way marginals on 100 attributes, twice per call."""
+    if not isinstance(sets, tuple | list) or not all(type(S) is tuple for S in sets):
+        return None
+    flat = list(itertools.chain.from_iterable(sets))
+    if flat and (set(map(type, flat)) != {int} or min(flat) < 0 or max(flat) >= d):
+        return None
+    if not all(map(lambda S: list(S) == sorted(set(S)), sets)):
+        return None
+    return tuple(sets)
 
 
 def cells(shape: tuple[int, ...], S: tuple[int, ...]) -> int:

@@ -77,40 +77,76 @@ class _Memo:
         return self.store[key][1]
 
 
+def factor_table(strategy: ImplicitStrategy, fn, memo: _Memo) -> tuple[np.ndarray, list]:
+    """(codes, values): ``fn`` of each distinct factor object (terms share them), and every term as a row of codes
+    into ``values`` (terms × d, the smallest integer type). Only C-level passes touch all terms·d factors: 3-way
+    residual strategies on 100 attributes have 166,751 terms of 100 factors but two factor objects per size."""
+    key = ("codes", id(strategy))
+    if key not in memo.store:  # the same codes serve every fn: built once per strategy and call
+        def flat():  # iterated twice rather than held: a list of 16.7 million ids would take 0.6 GB
+            return itertools.chain.from_iterable(t.factors for t in strategy.terms)
+        distinct = dict(zip(map(id, flat()), flat()))
+        code = {k: j for j, k in enumerate(distinct)}
+        dtype = np.uint8 if len(distinct) < 256 else np.int32
+        codes = np.fromiter(map(code.__getitem__, map(id, flat())), dtype=dtype)
+        memo.store[key] = (strategy, (codes.reshape(len(strategy.terms), -1), list(distinct.values())))
+    codes, distinct = memo.store[key][1]
+    return codes, [memo.get(fn, A) for A in distinct]
+
+
+def _row_products(table: np.ndarray, codes: np.ndarray, block: int = 8192) -> np.ndarray:
+    """∏ over each row of ``table[codes]``, in blocks of rows (no terms × d float array)."""
+    return np.concatenate([np.prod(table[codes[k:k + block]], axis=1) for k in range(0, len(codes), block)]) \
+        if len(codes) else np.zeros(0)
+
+
 def algebra_spectrum(strategy: ImplicitStrategy, closure: Closure, *, memo: _Memo | None = None):
     """ℓ_T over the closure for an implicit strategy whose every factor Gram is αI + βJ; None otherwise.
 
-    Cost O(terms·d) to classify, plus per term either its 2^|F| candidate subsets (when few) or one pass over
-    the closure.
+    Cost O(terms·d) in C to classify (:func:`factor_table`), then per term O(|Z|) to place a term without free
+    attributes, else its 2^|F| candidate subsets (when few) or one pass over the closure.
     """
     memo = memo or _Memo()
-    ell = np.zeros(len(closure))
+    codes, ratios = factor_table(strategy, factor_ratios, memo)
+    if any(r is None for r in ratios):
+        return None
+    a, b = (np.array([r[k] for r in ratios]) for k in (0, 1))
+    is_z, is_f = b == 0.0, (a > 0) & (b > 0)
+    Z_rows, F_rows = is_z[codes], is_f[codes]
+    dead = (is_z & (a == 0.0))[codes].any(axis=1)  # a zero factor: the term is zero
     top = max((len(S) for S in closure.members), default=0)
+    weights = np.array([t.weight for t in strategy.terms])
+    # θ² ∏_{i∈Z} aᵢ ∏_{i∉Z, bᵢ>0} bᵢ: per code aᵢ where bᵢ = 0, else bᵢ (a total has aᵢ = 0 < bᵢ)
+    base = weights**2 * _row_products(np.where(is_z, a, b), codes)
+    nz, has_f = Z_rows.sum(axis=1), F_rows.any(axis=1)
+    ell = np.zeros(len(closure))
+    rows, cols = np.nonzero(Z_rows)
+    starts = np.searchsorted(rows, np.arange(len(codes) + 1))
+    cols = cols.tolist()
     members = None
-    for t in strategy.terms:
-        ratios = [memo.get(factor_ratios, f) for f in t.factors]
-        if any(r is None for r in ratios):
-            return None
-        Z = [i for i, (a, b) in enumerate(ratios) if b == 0.0]
-        F = [i for i, (a, b) in enumerate(ratios) if a > 0 and b > 0]
-        if any(ratios[i][0] == 0.0 for i in Z) or len(Z) > top:
-            continue  # zero term, or non-zero only on subsets larger than any member
-        base = t.weight**2 * math.prod(ratios[i][0] for i in Z) * math.prod(b for i, (a, b) in enumerate(ratios)
-                                                                          if b > 0)
+    for k in np.flatnonzero(~dead & (nz <= top)).tolist():
+        Z = cols[starts[k]:starts[k + 1]]
+        if not has_f[k]:
+            j = closure.index.get(tuple(Z))
+            if j is not None:
+                ell[j] += base[k]
+            continue
+        F = np.flatnonzero(F_rows[k]).tolist()
+        ratio = {i: a[codes[k, i]] / b[codes[k, i]] for i in F}
         room = top - len(Z)
-        count = sum(math.comb(len(F), k) for k in range(min(room, len(F)) + 1))
+        count = sum(math.comb(len(F), q) for q in range(min(room, len(F)) + 1))
         if count <= 4 * len(closure) + 64:
-            for k in range(min(room, len(F)) + 1):
-                for U in itertools.combinations(F, k):
+            for q in range(min(room, len(F)) + 1):
+                for U in itertools.combinations(F, q):
                     j = closure.index.get(tuple(sorted(Z + list(U))))
                     if j is not None:
-                        ell[j] += base * math.prod(ratios[i][0] / ratios[i][1] for i in U)
+                        ell[j] += base[k] * math.prod(ratio[i] for i in U)
         else:  # many free attributes (e.g. an identity factor on most of them): one pass over the closure
             members = members or [set(S) for S in closure.members]
             zs, fs = set(Z), set(F)
             for j, T in enumerate(members):
                 if zs <= T and T - zs <= fs:
-                    ell[j] += base * math.prod(ratios[i][0] / ratios[i][1] for i in T - zs)
+                    ell[j] += base[k] * math.prod(ratio[i] for i in T - zs)
     return ell
 
 
@@ -118,11 +154,10 @@ def algebra_sensitivity(strategy: ImplicitStrategy, norm: str, *, memo: _Memo | 
     """Exact Δ of a union of products whose every factor has equal column norms (all N columns are then
     equal: Δ₁ = Σₖ θₖ ∏ᵢ ‖Aᵢ‖₁, Δ₂² = Σₖ θₖ² ∏ᵢ ‖Aᵢ‖₂²); None when some factor's columns differ."""
     memo = memo or _Memo()
-    total = 0.0
-    for t in strategy.terms:
-        cols = [memo.get(factor_columns, f) for f in t.factors]
-        if any(c is None for c in cols):
-            return None
-        total += t.weight * math.prod(c[0] for c in cols) if norm == "l1" else \
-            t.weight**2 * math.prod(c[1] for c in cols)
-    return total if norm == "l1" else math.sqrt(total)
+    codes, cols = factor_table(strategy, factor_columns, memo)
+    if any(c is None for c in cols):
+        return None
+    weights = np.array([t.weight for t in strategy.terms])
+    if norm == "l1":
+        return float(np.sum(weights * _row_products(np.array([c[0] for c in cols]), codes)))
+    return math.sqrt(float(np.sum(weights**2 * _row_products(np.array([c[1] for c in cols]), codes))))

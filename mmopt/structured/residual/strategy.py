@@ -134,12 +134,14 @@ class ResidualStrategy:
         """
         bases = {n: Strategy(residual_basis(n), f"R{n}") for n in set(self.shape) if n > 1}
         ones = {n: Strategy(np.ones((1, n)), f"T{n}") for n in set(self.shape)}
-        d = len(self.shape)
-        terms = []
+        totals, terms = [ones[n] for n in self.shape], []
         for S, c in zip(self.subsets, self.weights.tolist(), strict=True):
-            inside = set(S)
-            fs = tuple(bases[self.shape[i]] if i in inside else ones[self.shape[i]] for i in range(d))
-            terms.append(StrategyProduct(fs, c))
+            fs = list(totals)  # a C-level copy; only the attributes of S change
+            for i in S:
+                fs[i] = bases[self.shape[i]]
+            term = StrategyProduct(tuple(fs), c)
+            term.__dict__["shape"] = self.shape  # its cached shape, known (frozen dataclasses allow this write)
+            terms.append(term)
         return ImplicitStrategy(tuple(terms), self.name)
 
     def __repr__(self) -> str:
