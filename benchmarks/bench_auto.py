@@ -173,7 +173,7 @@ def main(argv=None) -> None:
         if key not in refs and norm == "l1" and args.hdmm and name in ("prefix1024", "random_range512", "width32_256"):
             refs[key] = hdmm_reference(name, args.hdmm)
     refs_path.write_text(json.dumps(refs, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    refs[f"stream_prefix4096:l2"] = refs.get("prefix4096:l2", {"objective": float("nan")})
+    refs["stream_prefix4096:l2"] = refs.get("prefix4096:l2", {"objective": float("nan")})
     lines = [f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, OPENBLAS_NUM_THREADS="
              f"{os.environ.get('OPENBLAS_NUM_THREADS')}, load average {os.getloadavg()[0]:.1f}, budget "
              f"{args.budget or 'default'}",

@@ -9,7 +9,7 @@ def test_estimates_increase_with_n():
     for f in (costs.closed_dense, costs.l2_dense, costs.l2_tridiagonal_step, costs.min_error_dense,
               costs.min_error_fast):
         values = [f(n) for n in (64, 256, 512, 1024, 3000, 4096, 8192, 20000)]
-        assert all(a <= b for a, b in zip(values, values[1:])), f.__name__
+        assert all(a <= b for a, b in zip(values, values[1:], strict=False)), f.__name__
 
 
 @pytest.mark.parametrize("n,quoted", [(1024, 16.0), (2048, 55.0), (8192, 520.0)])

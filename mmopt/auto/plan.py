@@ -255,7 +255,8 @@ def _run_dual(ctx: Context, iterations: int, gap: float):
 
     workload = ctx.stream if ctx.stream is not None else ctx.workload
     sol = solve_dual(workload, tol=gap, max_iterations=iterations)
-    message = (f"Certified within its tolerance {gap:g}: relative duality gap {sol.gap:.1e}." if sol.status == "optimal" else
+    message = (f"Certified within its tolerance {gap:g}: relative duality gap {sol.gap:.1e}."
+               if sol.status == "optimal" else
                f"auto's budget allowed {iterations} iteration(s), ending with relative duality gap {sol.gap:.1e}; "
                "budget='thorough' (or more seconds) runs it to the certificate.")
     status, message, bound = reconcile(sol.primal, sol.dual, sol.status, message, tol=gap)

@@ -9,7 +9,6 @@ its Gram Σ_j w_j² ⊗ᵢ Gᵢ⁽ʲ⁾, because the blocks occupy disjoint rows
 from __future__ import annotations
 
 import functools
-
 import math
 from collections.abc import Callable
 

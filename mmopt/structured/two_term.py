@@ -69,7 +69,7 @@ def two_term(workload, strategy_terms, cache: fc.Cache | None = None) -> tuple[f
         if L is None:
             return None
     T, mu = [], []
-    for Li, Qi in zip(L, Q):
+    for Li, Qi in zip(L, Q, strict=True):
         C = scipy.linalg.solve_triangular(Li, scipy.linalg.solve_triangular(Li, Qi, lower=True).T, lower=True)
         m_i, U = np.linalg.eigh((C + C.T) / 2)
         mu.append(np.clip(m_i, 0.0, None))  # Qᵢ is PSD: negative eigenvalues are round-off
@@ -79,9 +79,9 @@ def two_term(workload, strategy_terms, cache: fc.Cache | None = None) -> tuple[f
     total, upper = 0.0, 0.0
     for t in workload.terms:
         grams = [cache.get(fc.workload_gram, f) for f in t.factors]
-        diag = _kron_vectors([np.einsum("ij,ij->j", Ti, G @ Ti) for Ti, G in zip(T, grams)])
+        diag = _kron_vectors([np.einsum("ij,ij->j", Ti, G @ Ti) for Ti, G in zip(T, grams, strict=True)])
         total += t.weight ** 2 * float(np.sum(diag / D))
-        row_max = math.prod(fc.query_terms_max(f, M)[1] for f, M in zip(t.factors, Pinv))
+        row_max = math.prod(fc.query_terms_max(f, M)[1] for f, M in zip(t.factors, Pinv, strict=True))
         upper = max(upper, t.weight ** 2 * row_max / w1)
     return total, upper
 
@@ -105,7 +105,8 @@ def commuting_nuclear(workload, cache: fc.Cache | None = None, max_entries: int 
     grams = [[cache.get(fc.workload_gram, f) for f in t.factors] for t in workload.terms]
     bases = []
     for i in range(len(workload.shape)):
-        Gs = list({id(t.factors[i]): g[i] for t, g in zip(workload.terms, grams)}.values())  # distinct factors
+        # the distinct factors of attribute i
+        Gs = list({id(t.factors[i]): g[i] for t, g in zip(workload.terms, grams, strict=True)}.values())
         scale = max(float(np.linalg.norm(G)) for G in Gs) or 1.0
         if any(np.linalg.norm(A @ B - B @ A) > 1e-12 * scale**2 for A in Gs for B in Gs):
             return None
@@ -117,6 +118,6 @@ def commuting_nuclear(workload, cache: fc.Cache | None = None, max_entries: int 
             if np.linalg.norm(R - np.diag(np.diag(R))) > 1e-9 * scale:
                 return None
         bases.append(V)
-    lam = sum(t.weight ** 2 * _kron_vectors([np.einsum("ij,ij->j", V, G @ V) for V, G in zip(bases, g)])
-              for t, g in zip(workload.terms, grams))
+    lam = sum(t.weight ** 2 * _kron_vectors([np.einsum("ij,ij->j", V, G @ V) for V, G in zip(bases, g, strict=True)])
+              for t, g in zip(workload.terms, grams, strict=True))
     return float(np.sum(np.sqrt(np.clip(lam, 0.0, None))))

@@ -85,7 +85,7 @@ def factor_table(strategy: ImplicitStrategy, fn, memo: _Memo) -> tuple[np.ndarra
     if key not in memo.store:  # the same codes serve every fn: built once per strategy and call
         def flat():  # iterated twice rather than held: a list of 16.7 million ids would take 0.6 GB
             return itertools.chain.from_iterable(t.factors for t in strategy.terms)
-        distinct = dict(zip(map(id, flat()), flat()))
+        distinct = dict(zip(map(id, flat()), flat(), strict=True))
         code = {k: j for j, k in enumerate(distinct)}
         dtype = np.uint8 if len(distinct) < 256 else np.int32
         codes = np.fromiter(map(code.__getitem__, map(id, flat())), dtype=dtype)
