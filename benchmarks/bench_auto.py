@@ -36,7 +36,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 REFS = Path(__file__).resolve().parent / "results" / "bench_auto_refs.json"
 # (workload, noise): what each row is held to (issue 28's "done when" table)
-ROWS = [("prefix1024", "l1"), ("random_range512", "l1"), ("width32_256", "l1"),
+ROWS = [("prefix1024", "l1"), ("random_range512", "l1"), ("random_range1024", "l1"), ("width32_256", "l1"),
         ("prefix4096", "l2"), ("stream_prefix4096", "l2"),
         ("ranges_2d64", "l2"), ("prefix_3d16", "l2"), ("range_union64", "l2"),
         ("prefix_marginals16x10", "l2"), ("prefix_marginals32x4", "l2"),
@@ -78,6 +78,7 @@ def workload(name: str):
     from mmopt.structured import workloads as sw
     builders = {
         "prefix1024": lambda: wl.prefix(1024), "random_range512": lambda: wl.random_range(512, 2000, seed=0),
+        "random_range1024": lambda: wl.random_range(1024, 2000, seed=0),
         "width32_256": lambda: _width_ranges(256, 32), "prefix4096": lambda: wl.prefix(4096),
         "stream_prefix4096": lambda: toeplitz.prefix(4096), "ranges_2d64": lambda: census.ranges_2d(64),
         "prefix_3d16": lambda: census.prefix_3d(16),
@@ -170,7 +171,8 @@ def main(argv=None) -> None:
         key = f"{name}:{norm}"
         if key not in refs and name == "prefix4096":
             refs[key] = certified_reference(name)
-        if key not in refs and norm == "l1" and args.hdmm and name in ("prefix1024", "random_range512", "width32_256"):
+        if key not in refs and norm == "l1" and args.hdmm and name in ("prefix1024", "random_range512",
+                                                                          "random_range1024", "width32_256"):
             refs[key] = hdmm_reference(name, args.hdmm)
     refs_path.write_text(json.dumps(refs, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     refs["stream_prefix4096:l2"] = refs.get("prefix4096:l2", {"objective": float("nan")})

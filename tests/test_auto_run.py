@@ -131,3 +131,8 @@ def test_a_long_candidate_ticks(caplog, monkeypatch):
     monkeypatch.setattr(plan, "Candidate", slow)
     lines = _records(caplog)
     assert any("identity still running" in m for m in lines)
+
+
+def test_the_message_states_the_bound_verdict_once():
+    r = mmopt.optimize(wl.prefix(64), privacy=LAPLACE, seed=0, budget="fast")
+    assert r.message.count("Not certified optimal") == 1 and r.message.startswith("Best of ")

@@ -77,7 +77,7 @@ def log_sum_exp(a: np.ndarray) -> float:
     return top + math.log(float(np.exp(a - top).sum()))
 
 
-def check_histogram(x, caller: str) -> np.ndarray:
+def _check_histogram(x, caller: str) -> np.ndarray:
     """x as a finite, non-negative float64 array of ndim 1 or 2 with at least one cell."""
     if sparse.issparse(x):
         raise TypeError(f"The 'x' parameter of {caller} must be a dense array of counts. Got a scipy.sparse "
@@ -101,12 +101,35 @@ def check_histogram(x, caller: str) -> np.ndarray:
     return arr
 
 
+#: ε range of the data-adaptive algorithms: their noise variances 2(Δ/ε)², products of two of them in the
+#: inverse-variance fusions and the estimates built from them must stay finite and normal (at ε = 1e-300 the
+#: variances overflowed and kd_tree / agrid returned NaN; at ε = 1e300 they underflowed to 0 and the weights divided
+#: by zero; at 1e-150 kd_tree's fused estimates still overflowed).
+EPSILON_RANGE = (1e-50, 1e50)
+#: The largest count accepted: sums of squared counts (AHP's cluster costs, the estimates' variances) stay finite
+#: over 10⁸ cells (ahp and uniform returned inf on counts of 1e308).
+MAX_COUNT = 1e140
+
+
+def check_histogram(x, caller: str) -> np.ndarray:
+    """x as a finite, non-negative float64 array of ndim 1 or 2 with at least one cell, counts ≤ MAX_COUNT."""
+    arr = _check_histogram(x, caller)
+    if arr.max() > MAX_COUNT:
+        raise ValueError(f"The 'x' parameter of {caller} must hold counts <= {MAX_COUNT:g} (their squares must "
+                         f"stay finite). Got a largest count of {float(arr.max()):g}; rescale the data.")
+    return arr
+
+
 def check_epsilon(epsilon, caller: str) -> float:
-    """ε > 0 and normal (so that 1/ε is finite)."""
+    """ε within :data:`EPSILON_RANGE` (so that 1/ε, 2/ε² and 1/(2/ε²) are normal floats)."""
     eps = v.check_real(epsilon, name="epsilon", caller=caller, low=0.0, low_open=True)
+    lo, hi = EPSILON_RANGE
     if eps < _TINY:
         raise ValueError(f"The 'epsilon' parameter of {caller} must be a normal float (>= {_TINY:.3g}). "
                          f"Got {eps!r} instead.")
+    if not lo <= eps <= hi:
+        raise ValueError(f"The 'epsilon' parameter of {caller} must be between {lo:g} and {hi:g}, so that the noise "
+                         f"variances 2/ε² are normal floats. Got {eps!r} instead.")
     return eps
 
 

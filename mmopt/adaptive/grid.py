@@ -178,7 +178,7 @@ def agrid(x, epsilon: float, *, c: float = 10.0, alpha: float = 0.5, total=None,
             block = X[re[i]:re[i + 1], ce[j]:ce[j + 1]]
             m2 = grid_size(level1[i, j], e2, c / 2.0)
             k1, k2 = min(m2, block.shape[0]), min(m2, block.shape[1])
-            m2s[i, j] = m2
+            m2s[i, j] = max(k1, k2)  # the side used (the guideline can pass int64 at a huge ε, and cells)
             se, te = block_edges(block.shape[0], k1), block_edges(block.shape[1], k2)
             sub = np.asarray(src.add_laplace(_block_sums(block, se, te), b2), dtype=float)
             # constrained inference: inverse-variance average of the two estimates of the block total

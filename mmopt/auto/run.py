@@ -137,11 +137,13 @@ def score(workload, name: str, found, norm: str, seconds: float, cpu: float | No
     dual's primal) and carries its own exact total."""
     base = {"method": name, "strategy": found.strategy, "status": found.status, "message": found.message,
             "iterations": found.iterations, "solver": found.solver, "lower_bound": found.lower_bound,
-            "extra": dict(found.extra), "seconds": seconds, "cpu": cpu, "estimate": estimate}
+            "extra": {k: v for k, v in found.extra.items() if k != "report"}, "seconds": seconds, "cpu": cpu,
+            "estimate": estimate}
     if isinstance(found, OptimizeResult):  # optimize re-evaluated it exactly on these same queries, or it is
         # structured and carries its own exact total
         return base | {"objective": found.objective, "exact": True, "lower": found.objective}
-    r = dp.evaluate(workload, found.strategy, None, norm=norm)
+    # a search that already evaluated its strategy on these queries (OPT_+) hands its report over: not twice
+    r = found.extra.get("report") or dp.evaluate(workload, found.strategy, None, norm=norm)
     exact = bool(getattr(r, "total_exact", True))
     lower = r.total_squared_error if exact else getattr(r, "total_lower", None)
     return base | {"objective": r.total_squared_error, "exact": exact, "lower": lower}
@@ -151,7 +153,9 @@ def _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent,
     best = min(candidates, key=lambda c: c["objective"])
     bound = max([svd, *(c["lower_bound"] for c in candidates if c["lower_bound"] is not None)])
     m = ctx.workload.n_queries
-    message = f"Best of {len(candidates)} candidates is '{best['method']}'. " + best["message"]
+    # the candidate's own verdict on the bound is restated by reconcile below, against the best bound of all
+    own = best["message"].split(" Not certified optimal:")[0]
+    message = f"Best of {len(candidates)} candidates is '{best['method']}'. " + own
     if skipped:
         message += f" Skipped: {', '.join(skipped)} (reasons in extra['skipped'])."
     closed = best["method"] in CLOSED_FORMS or best["status"] == "closed_form"

@@ -157,6 +157,7 @@ def solve_union(workload: ImplicitWorkload, *, norm: str = "l1", restarts: int =
     strategy = union_strategy(parts, weights=theta.tolist(), name=f"OPT_union({workload.name})")
     sens = sensitivity(strategy, norm)
     bound = sens.value**2 * float(np.sum(np.asarray(errors) / theta**2))
+    report = None
     try:
         report = evaluate(workload, strategy, norm=norm)
         objective, exact, method = report.total_squared_error, report.total_exact, report.method
@@ -187,4 +188,5 @@ def solve_union(workload: ImplicitWorkload, *, norm: str = "l1", restarts: int =
                "upper_bound": bound, "sensitivity": sens.value, "sensitivity_exact": sens.exact,
                "theta": tuple(float(t) for t in theta), "group_errors": tuple(errors),
                "groups": tuple(tuple(g) for g in groups), "norm": norm, "seconds": time.perf_counter() - began,
-               "n_jobs": workers, "backend": backend})
+               "n_jobs": workers, "backend": backend,
+               "report": report})  # structured.evaluate's report on this workload: auto scores with it, not again
