@@ -20,9 +20,11 @@ import numpy as np
 STATUSES = ("optimal", "closed_form", "local_optimum", "optimal_inaccurate", "user_limit", "infeasible",
             "unbounded", "solver_error")
 # What convergence means for the local heuristics (their status is "local_optimum" unless the bound certifies
-# more); every message that reports it says so.
-CONVERGED_MEANS = ("Converged to a local optimum: L-BFGS-B's convergence test passed (projected gradient or "
-                   "relative decrease below tol)")
+# more); every message that reports it says so. A definition, not a verdict: the sentence after it says how
+# many runs converged and how many hit their budget (it used to read "Converged …: the test passed" beside
+# "1 of 1 run(s) hit max_iterations", status "user_limit").
+CONVERGED_MEANS = ("A run converges to a local optimum when L-BFGS-B's convergence test passes (projected gradient "
+                   "or relative decrease below tol)")
 
 
 def worst_status(statuses) -> str:

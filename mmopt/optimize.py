@@ -187,6 +187,10 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
     if callable(method):
         fn, name, spec = method, getattr(method, "__name__", "custom"), None
     else:
+        if method not in METHODS:  # name every method optimize takes, "auto" first, not only the dense registry's
+            v.check_choice(method, name="method", caller=caller,
+                           choices=("auto", *METHODS, *(m for m in MULTIDIM_METHODS if m != "auto"),
+                                    *TOEPLITZ_METHODS))
         name = v.check_choice(method, name="method", caller=caller, choices=METHODS)
         spec = METHODS[name]
         fn = spec.fn

@@ -215,7 +215,8 @@ def best_of(runs, *, how: str, restarts: int, p: int, n: int, trace_g: float, to
     hit = sum(h["status"] == "user_limit" for h in history)
     message = (f"{how} with p = {p} (HDMM's OPT_0), on a Gram operator; a heuristic with no optimality certificate. "
                f"{CONVERGED_MEANS}, tol={tol:g}."
-               + (f" {hit} of {restarts} run(s) hit max_iterations={max_iterations}." if hit else ""))
+               + (f" {hit} of {restarts} run(s) hit max_iterations={max_iterations}; raise it." if hit
+                  else f" All {restarts} run(s) converged."))
     return SearchResult(PIdentityStrategy(theta), float(f), status, message, iterations, tuple(history),
                         time.perf_counter() - began, p, workers, backend)
 

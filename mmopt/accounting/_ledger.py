@@ -139,8 +139,14 @@ def loads(text: str, source: Path) -> tuple[float, float, str, tuple[Spend, ...]
     def refuse_constant(token):
         fail(f"holds the non-JSON number {token}")
 
+    def refuse_duplicates(pairs):
+        keys = [k for k, _ in pairs]
+        if len(set(keys)) != len(keys):  # json keeps the last value: a hidden earlier spend could be overwritten
+            fail(f"repeats the key {next(k for k in keys if keys.count(k) > 1)!r} in one object")
+        return dict(pairs)
+
     try:
-        doc = json.loads(text, parse_constant=refuse_constant)
+        doc = json.loads(text, parse_constant=refuse_constant, object_pairs_hook=refuse_duplicates)
     except json.JSONDecodeError as exc:
         fail(f"is not valid JSON ({exc})")
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:

@@ -94,6 +94,10 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
     if estimate is None:
         raise ValueError(f"The 'estimate' parameter of {caller} holds no x̂ (a failed post-processing).")
     x = np.asarray(estimate, dtype=float)
+    if not np.all(np.isfinite(x)):
+        bad = int(np.size(x) - np.count_nonzero(np.isfinite(x)))
+        raise ValueError(f"The 'estimate' parameter of {caller} must be finite. Got {bad} NaN or infinite "
+                         "entries: a failed reconstruction, or an estimate that was never computed.")
     if x.ndim == 2 and x.shape[0] == 1 and isinstance(strategy, Strategy):
         x = x[0]
     shape = tuple(strategy.shape) if isinstance(strategy, ImplicitStrategy) else x.shape

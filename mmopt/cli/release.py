@@ -100,6 +100,9 @@ def _check_outputs(args) -> dict:
 
 def _load_data(path: str) -> np.ndarray:
     ext = out.check_extension(path, (".npy", ".csv"), "--data")
+    if not os.path.isfile(path):  # said before anything is built or drawn, in the command's words
+        raise ValueError(f"The --data file '{path}' does not exist (or is not a file). Give the path of the true "
+                         "histogram x: a .npy array or a .csv of numbers.")
     if ext == ".npy":
         return load_npy(path, "--data file")
     try:

@@ -98,6 +98,9 @@ class RecordsRelease:
         or its index when ``names`` is False; empty for attributes outside that marginal), ``estimate`` and
         ``std_error`` (√variance).
         """
+        if not isinstance(names, bool | np.bool_):  # "yes" or "no" would both be truthy
+            raise TypeError(f"The 'names' parameter of RecordsRelease.table must be True or False. "
+                            f"Got {names!r:.40} ({type(names).__name__}) instead.")
         import pandas as pd
         used = sorted({i for A in self.marginals for i in A})
         attrs = self.domain.attributes

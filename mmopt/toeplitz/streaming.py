@@ -17,6 +17,8 @@ private online release path is provided here — mmopt's vetted release (:mod:`m
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from mmopt.toeplitz import _series
@@ -47,6 +49,19 @@ class _Stream:
         return float(self._scale[self.t])
 
 
+def _finite(value, name: str, caller: str, t: int) -> float:
+    """A stream value as a finite float, or a ValueError naming it (the state would carry a NaN forever)."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"The '{name}' parameter of {caller}.step must be a real number. "
+                        f"Got {type(value).__name__} instead.") from None
+    if not math.isfinite(out):
+        raise ValueError(f"The '{name}' parameter of {caller}.step must be finite. Got {out!r} at step "
+                         f"{t + 1:,}; the stream's state is unchanged, so a finite value can be passed instead.")
+    return out
+
+
 class BLTEncoder(_Stream):
     """(C x)_t online. ``step(x_t)`` returns the t-th strategy answer.
 
@@ -65,6 +80,7 @@ class BLTEncoder(_Stream):
         self._R = np.zeros(len(self._theta))
 
     def step(self, value: float) -> float:
+        value = _finite(value, "value", self._caller, self.t)  # a NaN would poison every later step through the state
         d = self._next_scale()
         out = d * (value + float(self._theta @ self._R))
         self._R = self._omega * self._R + value
@@ -93,6 +109,7 @@ class BLTDecoder(_Stream):
         self._total = 0.0
 
     def step(self, measurement: float) -> float:
+        measurement = _finite(measurement, "measurement", self._caller, self.t)
         u = measurement / self._next_scale()
         self._total += u - float(np.real(self._theta_hat @ self._S))
         self._S = self._omega_hat * self._S + u

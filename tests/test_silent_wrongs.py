@@ -1,0 +1,87 @@
+"""Issue 36: inputs that used to give a silent wrong number now give a clear refusal (one row per reproducer)."""
+
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import mmopt
+from mmopt import Accountant, Privacy
+from mmopt.answers import answer
+from mmopt.toeplitz import blt
+from mmopt.toeplitz.streaming import BLTDecoder, BLTEncoder
+
+
+def test_answer_refuses_a_nan_estimate():
+    H = mmopt.strategy.hierarchical(8)
+    x = np.arange(8.0)
+    x[3] = np.nan
+    with pytest.raises(ValueError, match="'estimate' parameter of answer must be finite. Got 1 NaN"):
+        answer([(2, 5)], x, H, Privacy(1.0))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_blt_streams_refuse_a_non_finite_step_and_keep_their_state(bad):
+    C = blt([0.3, 0.1], [0.9, 0.5], 6)
+    enc, fresh = BLTEncoder(C), BLTEncoder(C)
+    enc.step(1.0), fresh.step(1.0)
+    with pytest.raises(ValueError, match="'value' parameter of BLTEncoder.step must be finite.*step 2"):
+        enc.step(bad)
+    assert enc.step(2.0) == fresh.step(2.0)  # the NaN did not reach the state
+    dec = BLTDecoder(C)
+    with pytest.raises(ValueError, match="'measurement' parameter of BLTDecoder.step must be finite"):
+        dec.step(bad)
+    with pytest.raises(TypeError, match="must be a real number"):
+        dec.step("1.0x")
+
+
+def test_records_table_names_must_be_a_bool():
+    pytest.importorskip("opendp")
+    from mmopt.records import Attribute, Domain, release_marginals
+    D = Domain((Attribute("sex", categories=("F", "M")), Attribute("kids", categories=(0, 1))))
+    df = pd.DataFrame({"sex": ["F", "M", "M"], "kids": [0, 1, 1]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        r = release_marginals(df, D, 1, Privacy(1.0, 1e-9), seed=0)
+    for bad in ("yes", "no", 1):
+        with pytest.raises(TypeError, match="'names' parameter of RecordsRelease.table must be True or False"):
+            r.table(names=bad)
+    assert list(r.table(names=False)["marginal"].unique()) == ["(0,)", "(1,)"]
+
+
+def test_a_ledger_with_a_repeated_key_is_refused(tmp_path):
+    pytest.importorskip("opendp")
+    path = tmp_path / "ledger.json"
+    acc = Accountant(Privacy(1.0), path=path)
+    acc.spend(Privacy(0.5))
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    spent = json.dumps(doc["spends"][0])
+    # the same spend object with "epsilon" given twice: json would keep the last (0.0), hiding the spend
+    doubled = spent.replace('"epsilon": 0.5', '"epsilon": 0.5, "epsilon": 0.0')
+    assert doubled != spent
+    path.write_text(json.dumps(doc).replace(spent, doubled), encoding="utf-8")
+    with pytest.raises(ValueError, match="repeats the key 'epsilon'"):
+        Accountant.load(path)
+
+
+def test_an_unknown_method_lists_every_method_auto_first():
+    with pytest.raises(ValueError, match="must be one of 'auto', 'identity'.*'kron'.*'weighted_sqrt'"):
+        mmopt.optimize(mmopt.workload.prefix(8), method="foo")
+
+
+def test_a_missing_data_file_is_named_in_the_commands_words(tmp_path, capsys):
+    from mmopt.cli import main
+    code = main(["release", "prefix:8", "--data", str(tmp_path / "nope.npy"), "--epsilon", "1",
+                 "--out", str(tmp_path / "a.csv")])
+    err = capsys.readouterr().err
+    assert code == 2 and "The --data file" in err and "does not exist" in err and "Errno" not in err
+    assert not (tmp_path / "a.csv").exists()
+
+
+def test_a_search_cut_short_never_says_its_test_passed():
+    r = mmopt.optimize(mmopt.workload.prefix(600), method="min_error", seed=0, max_iterations=5,
+                       options={"p": 8})  # no H_b beside it: the search's own result
+    assert r.status == "user_limit"
+    assert "test passed" not in r.message and "1 of 1 run(s) hit max_iterations=5" in r.message
