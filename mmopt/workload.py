@@ -109,9 +109,15 @@ def stack(workloads, weights=None, *, name: str | None = None):
     if any(implicit):
         raise TypeError("The 'workloads' parameter of stack mixes implicit (product) and dense workloads. Build "
                         "every part on the product domain with kron(...) (e.g. kron(identity(n1), total(n2))).")
-    out = core.stack(parts, weights, name=name)
     twins = [structure_of(p) for p in parts]
-    if all(t is not None for t in twins) and len({t.shape for t in twins}) == 1:
+    shapes = list(dict.fromkeys(t.shape for t in twins if t is not None))
+    if len(shapes) > 1:  # cell i means different attribute values in different parts: the union is meaningless
+        raise ValueError(f"The 'workloads' parameter of stack has products over different attribute shapes "
+                         f"{' and '.join(map(str, shapes))}: their cells do not line up (cell i is a different "
+                         "combination of attribute values in each). Build every part over the same attributes, "
+                         "e.g. kron(prefix(8), identity(4)) with kron(identity(8), prefix(4)).")
+    out = core.stack(parts, weights, name=name)
+    if twins and all(t is not None for t in twins):
         _remember(out, sw.union(twins, weights, name=out.name))
     return out
 

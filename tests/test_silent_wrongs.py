@@ -85,3 +85,11 @@ def test_a_search_cut_short_never_says_its_test_passed():
                        options={"p": 8})  # no H_b beside it: the search's own result
     assert r.status == "user_limit"
     assert "test passed" not in r.message and "1 of 1 run(s) hit max_iterations=5" in r.message
+
+
+def test_stacking_products_over_different_attribute_shapes_is_refused():
+    from mmopt import workload as wl
+    with pytest.raises(ValueError, match=r"different attribute shapes \(8, 4\) and \(4, 8\)"):
+        wl.stack([wl.kron(wl.prefix(8), wl.identity(4)), wl.kron(wl.identity(4), wl.prefix(8))], [2.0, 1.0])
+    same = wl.stack([wl.kron(wl.prefix(8), wl.identity(4)), wl.kron(wl.identity(8), wl.prefix(4))], [2.0, 1.0])
+    assert wl.structure_of(same).shape == (8, 4)

@@ -61,8 +61,8 @@ def workload_root(W: Workload) -> np.ndarray:
 
 
 def workload_gram(W: Workload) -> np.ndarray:
-    F = workload_root(W)
-    return F @ F.T
+    from mmopt._strategy_core import _gram_of  # F Fᵀ as (Fᵀ)ᵀFᵀ: sparse when F is (an identity on 10⁴ values)
+    return _gram_of(workload_root(W).T)
 
 
 def singular_values(W: Workload) -> np.ndarray:
@@ -136,11 +136,15 @@ class Cache:
         self._store: dict = {}
 
     def get(self, fn, obj):
+        same = (fn.__name__, "object", id(obj))  # this very object, seen before: no hash of its matrix again
+        if same in self._store:
+            return self._store[same][1]
         if isinstance(obj, Strategy):
             A = obj.matrix
             key = (fn.__name__, A.shape, hashlib.sha1(np.ascontiguousarray(A).tobytes()).digest())
         else:
-            key = (fn.__name__, id(obj))
+            key = same
         if key not in self._store:
             self._store[key] = (obj, fn(obj))  # keep obj alive so its id is not reused
+        self._store[same] = (obj, self._store[key][1])
         return self._store[key][1]
