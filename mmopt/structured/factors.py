@@ -10,6 +10,7 @@ negative (a sum(G*M) can be, on a near-singular factor).
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,6 +54,8 @@ def strategy_inverse(A: Strategy) -> FactorInverse:
 def workload_root(W: Workload) -> np.ndarray:
     """F (n×k) with F Fᵀ = G = WᵀW (the full Gram, not G/m)."""
     n, m = W.domain_size, W.n_queries
+    if W.matrix is None and W.family in ("identity", "total"):  # their rows are the root: no n×n eigh (10⁴: minutes)
+        return W.explicit_matrix().T
     if m * n <= _EXPLICIT_ROOT_ENTRIES and (W.matrix is not None or W.family != "gram"):
         return W.explicit_matrix().T
     lam, V = linalg.eigh(W.mean_gram * float(m), check_finite=False)
@@ -71,6 +74,9 @@ def singular_values(W: Workload) -> np.ndarray:
     Without the cut, √(round-off) ≈ 1e-8 per direction inflates Σσ — and with it every SVD bound built
     from it, which must stay a *lower* bound (total(n) has one singular value, √n, not n of them).
     """
+    if W.matrix is None and W.family in ("identity", "total"):  # closed forms: I has n ones, 1ᵀ one √n
+        n = W.domain_size
+        return np.ones(n) if W.family == "identity" else np.concatenate([[math.sqrt(n)], np.zeros(n - 1)])
     lam = linalg.eigvalsh(workload_gram(W), check_finite=False)[::-1]
     lam = np.clip(lam, 0.0, None)
     lam[numerical_rank(lam, (len(lam), len(lam))):] = 0.0
