@@ -341,3 +341,17 @@ def test_error_by_term_bars_are_each_marginals_rmse_with_its_smallest_and_larges
     np.testing.assert_allclose(seg[:, 1, 1], [math.sqrt(E[a:b].max()) for a, b in terms], rtol=1e-10)
     census = plot.error_by_term(wl.sf1(), st.kron(*[st.identity(n) for n in wl.sf1().shape]), EPS1)
     assert [t.get_text() for t in census.get_xticklabels()][:3] == ["P1", "P3", "P4"]
+
+
+def test_a_large_profile_is_pooled_and_its_small_entries_get_colour():
+    """Issue 36: the 4,096-cell H₂ profile drew as a nearly blank square (the resampler averaged its thin
+    structure away, and its off-diagonal entries sat inside the linear 1 % band)."""
+    from mmopt.plot.heatmaps import MAX_PIXELS
+    ax = plot.error_profile(mmopt.strategy.hierarchical(4096))
+    P = ax.images[0].get_array()
+    assert P.shape == (MAX_PIXELS, MAX_PIXELS) and "8×8 blocks" in ax.get_title()
+    norm = ax.images[0].norm
+    coloured = np.abs(np.asarray(P)) > norm.linthresh
+    assert coloured.mean() >= 0.2  # the hierarchy's blocks; at the old 1 % band only the diagonal, 1/512
+    assert np.all(np.diag(P) > 0)  # each diagonal block shows its (positive) diagonal entry
+    plt.close("all")

@@ -117,3 +117,32 @@ def test_marginals_on_wide_attributes_use_sparse_factor_grams(monkeypatch):
     assert (600, 600) in calls  # the 600×600 identity factors went through it
     assert fast.total_squared_error == pytest.approx(dense.total_squared_error, rel=1e-12)
     assert fast.max_variance == pytest.approx(dense.max_variance, rel=1e-12)
+
+
+def test_a_records_release_whose_variance_overflows_is_refused_before_the_draw(monkeypatch):
+    pytest.importorskip("opendp")
+    from mmopt.records import Attribute, Domain, release_marginals
+    from mmopt.records import release as rr
+    D = Domain((Attribute("sex", categories=("F", "M")), Attribute("kids", categories=(0, 1))))
+    df = pd.DataFrame({"sex": ["F", "M", "M"], "kids": [0, 1, 1]})
+    drawn = []
+    real = rr._opendp.measure
+
+    def watch(values, *args, **kwargs):
+        drawn.append(len(values))
+        return real(values, *args, **kwargs)
+    monkeypatch.setattr(rr._opendp, "measure", watch)
+    with pytest.raises(ValueError, match="its variance leaves float64.*Raise 'epsilon'"):
+        release_marginals(df, D, 1, Privacy(1e-300))
+    assert drawn == []  # refused before any draw
+
+
+def test_a_text_column_declared_numeric_is_explained(tmp_path):
+    pytest.importorskip("pyarrow")
+    from mmopt.records import Attribute, Domain, marginal_counts
+    path = tmp_path / "t.csv"
+    path.write_text("sex,age\nF,young\nM,old\n", encoding="utf-8")
+    D = Domain((Attribute("sex", categories=("F", "M")), Attribute("age", edges=(0, 18, 65, 120))))
+    with pytest.raises(ValueError, match="declares column 'age' numeric .* holds the text 'young'") as info:
+        marginal_counts(str(path), D, [(0, 1)])
+    assert "Is this a 'csv' file" not in str(info.value)

@@ -46,7 +46,7 @@ def _profile_matrix(obj, caller: str, scaled: bool, norm: str) -> tuple[np.ndarr
 
 
 def error_profile(strategy_or_profile, *, scaled: bool = False, norm: str = "l1", ax=None, colorbar: bool = True,
-                  linear_fraction: float = 0.01, cmap: str = "RdBu_r", label: str | None = None):
+                  linear_fraction: float | None = None, cmap: str = "RdBu_r", label: str | None = None):
     """Heat map of the error profile M = (AᵀA)⁺ of a strategy (Def. 4.6) on a symmetric-log colour scale.
 
     Parameters
@@ -63,8 +63,10 @@ def error_profile(strategy_or_profile, *, scaled: bool = False, norm: str = "l1"
     ax : matplotlib Axes or None
         Where to draw; a new figure when None.
     colorbar : bool, default=True
-    linear_fraction : float in (0, 1], default=0.01
-        The colour scale is linear within ±linear_fraction·max|M|, logarithmic beyond.
+    linear_fraction : float in (0, 1] or None, default=None
+        The colour scale is linear within ±linear_fraction·max|M|, logarithmic beyond. None: 0.01, or less when
+        most entries are smaller (the median non-zero |entry| drawn, down to 10⁻⁶·max|M|), so that a large
+        profile's small off-diagonal entries still get colour.
     cmap : str, default="RdBu_r"
     label : str or None
         Colour bar label; default "(AᵀA)⁺ [i, j]" or "Δ²·(AᵀA)⁺ [i, j]".
@@ -72,7 +74,8 @@ def error_profile(strategy_or_profile, *, scaled: bool = False, norm: str = "l1"
     Returns
     -------
     matplotlib Axes
-        ``ax.images[0].get_array()`` is the matrix drawn (M, or Δ²·M).
+        ``ax.images[0].get_array()`` is the matrix drawn (M, or Δ²·M; past :data:`MAX_PIXELS` cells a side,
+        pooled over b×b blocks by :func:`pooled`, which the title says).
 
     Examples
     --------
@@ -88,22 +91,56 @@ def error_profile(strategy_or_profile, *, scaled: bool = False, norm: str = "l1"
     scaled = _mpl.check_flag(scaled, name="scaled", caller=caller)
     colorbar = _mpl.check_flag(colorbar, name="colorbar", caller=caller)
     v.check_choice(norm, name="norm", caller=caller, choices=NORMS)
-    frac = v.check_real(linear_fraction, name="linear_fraction", caller=caller, low=0.0, high=1.0, low_open=True)
+    frac = None if linear_fraction is None else v.check_real(linear_fraction, name="linear_fraction", caller=caller,
+                                                             low=0.0, high=1.0, low_open=True)
     M, name = _profile_matrix(strategy_or_profile, caller, scaled, norm)
     ax = _mpl.new_or_given(ax, caller)
     from matplotlib.colors import SymLogNorm
 
     n, lim = M.shape[0], _mpl.symmetric_limit(M)
-    im = ax.imshow(M, cmap=cmap, norm=SymLogNorm(lim * frac, vmin=-lim, vmax=lim, base=10))
+    shown, b = pooled(M, MAX_PIXELS)
+    if frac is None:
+        mags = np.abs(shown[shown != 0])
+        frac = 0.01 if lim == 0 or not mags.size else float(np.clip(np.median(mags) / lim, 1e-6, 0.01))
+    im = ax.imshow(shown, cmap=cmap, norm=SymLogNorm(lim * frac, vmin=-lim, vmax=lim, base=10),
+                   extent=(-0.5, n - 0.5, n - 0.5, -0.5), interpolation="nearest")
     ax.set(xlabel="cell j", ylabel="cell i", xticks=_mpl.cell_ticks(n), yticks=_mpl.cell_ticks(n))
     if name is not None:
-        ax.set_title(f"{name}: {'Δ²·' if scaled else ''}(AᵀA)⁺")
+        pool = f" ({b}×{b} blocks: largest |entry|)" if b > 1 else ""
+        ax.set_title(f"{name}: {'Δ²·' if scaled else ''}(AᵀA)⁺{pool}")
     if colorbar:
         ticks = [-lim, -lim / 10, 0.0, lim / 10, lim]
         default = f"{'Δ²·' if scaled else ''}(AᵀA)⁺ [i, j]"
         cb = ax.figure.colorbar(im, ax=ax, shrink=0.85, label=default if label is None else label)
         cb.set_ticks(ticks, labels=[f"{t:.3g}" for t in ticks])
     return ax
+
+
+#: Past this many cells a side, the profile is drawn pooled: a screen shows a few hundred pixels, and the resampler
+#: averaged a 4,096-cell profile's thin diagonal structure into a blank square.
+MAX_PIXELS = 512
+
+
+def pooled(M: np.ndarray, most: int = MAX_PIXELS) -> tuple[np.ndarray, int]:
+    """(M pooled over b×b blocks, b): each block shown by its entry of largest magnitude (sign kept), so that
+    no structure thinner than a pixel averages away; b = 1 (M itself) up to ``most`` cells a side.
+
+    Examples
+    --------
+    >>> P, b = pooled(np.diag([1.0, -2.0, 3.0, 4.0]), 2)
+    >>> b, P.tolist()
+    (2, [[-2.0, 0.0], [0.0, 4.0]])
+    """
+    n = M.shape[0]
+    b = -(-n // most)
+    if b == 1:
+        return M, 1
+    k = -(-n // b)
+    padded = np.zeros((k * b, k * b))
+    padded[:n, :n] = M
+    blocks = padded.reshape(k, b, k, b).transpose(0, 2, 1, 3).reshape(k, k, b * b)
+    pick = np.abs(blocks).argmax(axis=2)
+    return np.take_along_axis(blocks, pick[..., None], axis=2)[..., 0], b
 
 
 def _draw_matrix(ax, A: np.ndarray, title: str, cmap: str, colorbar: bool) -> None:

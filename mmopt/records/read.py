@@ -13,7 +13,9 @@ are dropped: :mod:`mmopt.records.domain`). Codes are computed with vectorised lo
 
 from __future__ import annotations
 
+import csv
 import os
+import re
 from collections.abc import Iterator
 
 import numpy as np
@@ -138,7 +140,21 @@ def open_dataset(path, domain: Domain, *, caller: str):
     try:
         return ds.dataset(p, format=fmt)
     except (pa.ArrowException, OSError) as exc:
-        raise ValueError(f"{caller}: cannot read the records at {p!r}: {exc}") from None
+        raise ValueError(f"{caller}: cannot read the records at {p!r}: {_csv_reason(p, exc)}") from None
+
+
+def _csv_reason(path: str, exc: Exception) -> str:
+    """pyarrow's error, or, for a text cell in a column the domain declares numeric, what that means."""
+    found = re.search(r"CSV column #(\d+): Row #(\d+): CSV conversion error to double: invalid value '(.*?)'",
+                      str(exc))
+    if found is None:
+        return str(exc)
+    column, row, value = int(found.group(1)), int(found.group(2)), found.group(3)
+    with open(path, encoding="utf-8", errors="replace") as f:
+        header = next(csv.reader(f), [])
+    name = header[column] if column < len(header) else f"#{column}"
+    return (f"the domain declares column '{name}' numeric (bin edges), but row {row} of the file holds the text "
+            f"{value!r}. Declare '{name}' with categories if it holds labels, or fix the file.")
 
 
 def pandas_batches(df, domain: Domain, batch_size: int) -> Iterator[list]:

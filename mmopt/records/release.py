@@ -245,6 +245,9 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
     counts = rc.marginal_counts(records, domain, rc.maximal(A.subsets), batch_size=batch_size)  # schema checks
     exact = measure(A, counts).values
     Ax = _opendp.finite(np.concatenate([exact[S].ravel() for S in A.subsets]), "the strategy answers", caller)
+    # OpenDP's scale lies within 16× the analytic one (its search's bracket): a budget whose variance there is not
+    # a finite float is refused before any draw
+    _check_noise_scale(_opendp.calibrated_scale(privacy, d_in, caller), privacy, caller)
     if seed is None:
         y, scale, _ = _opendp.measure(Ax, d_in, privacy, noise_scale=None, caller=caller)
         sampler = "opendp"
@@ -269,6 +272,18 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
     rho = _after_draw(caller, lambda: _rho(d_in, scale), "the zCDP conversion") if privacy.noise == "gaussian" else None
     return RecordsRelease(domain, W, A, meas, marginals or {}, {S: s2 * unit[S] for S in sets},
                           privacy.epsilon, privacy.delta, rho, privacy.noise, float(scale), d_in, sampler)
+
+
+def _check_noise_scale(scale: float, privacy: Privacy, caller: str) -> None:
+    """Refuse, before any draw, a budget whose noise variance (σ², or 2b² for Laplace) leaves float64 at up to 16×
+    the analytic ``scale`` (OpenDP's calibration searches within that bracket): at ε = 1e-300 the release reported
+    every variance as inf (and its values as noise of scale 1e300) without a word."""
+    with np.errstate(over="ignore"):
+        s2 = np.float64(16.0 * scale) ** 2 * (2.0 if privacy.noise == "laplace" else 1.0)
+    if not np.isfinite(s2):
+        raise ValueError(f"{caller}: at epsilon={privacy.epsilon!r} the noise scale (≈ {scale:g}) is so large that "
+                         "its variance leaves float64: every released value would be noise and every variance inf. "
+                         "Raise 'epsilon'. Nothing was drawn.")
 
 
 def _after_draw(caller: str, step, what: str):
