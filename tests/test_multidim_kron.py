@@ -148,3 +148,20 @@ def test_the_readme_command_line_example_converges():
     from mmopt.cli.spec import build_workload
     r = mmopt.optimize(build_workload("kron(prefix:50,identity:100)"), method="kron", seed=0, norm="l1")
     assert r.success and r.status == "local_optimum" and r.objective >= r.lower_bound
+
+
+def test_factor_solves_scale_their_steps_to_the_factor_size():
+    """Issue 36: kron(all_range(1000)^⊗3) under ε-DP ran past 120 s at max_iterations=2 (3,000-step searches and
+    an O(n³)-a-step polish on 1,000-cell factors); the census factors (n ≤ 115) keep every step."""
+    from mmopt.multidim._factor import INNER_ITERATIONS, INNER_MIN, POLISH_MAX_N, inner_iterations
+    assert all(inner_iterations(n) == INNER_ITERATIONS for n in (2, 17, 64, 115, 200))
+    assert inner_iterations(1000) == INNER_MIN and POLISH_MAX_N >= 115
+    steps = [inner_iterations(n) for n in range(2, 3000, 7)]
+    assert all(a >= b for a, b in zip(steps, steps[1:], strict=False))
+
+
+@pytest.mark.slow
+def test_kron_on_three_1000_cell_range_factors_finishes():
+    W = sw.kron(sw.all_range(1000), sw.all_range(1000), sw.all_range(1000))
+    r = mmopt.optimize(W, method="kron", max_iterations=2, seed=0, verbose=False)
+    assert np.isfinite(r.objective) and r.objective >= r.lower_bound

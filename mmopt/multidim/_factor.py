@@ -37,6 +37,20 @@ _RANK_RTOL = 1e-10
 # (whose factor solves converge sooner) take the same time.
 INNER_ITERATIONS = 3000
 INNER_TOL = 1e-9
+# ... but at most INNER_WORK / (n²p) steps on a factor of n cells (p = max(4, n/16) extra rows; a step is O(n²p)),
+# never fewer than INNER_MIN: every factor of the census and benchmark workloads (n ≤ 115) keeps its 3,000, while
+# all_range(1,000)^⊗3 under ε-DP, which ran past 120 s with max_iterations=2, now takes 100-step solves (a spent
+# step budget is reported: 'user_limit').
+INNER_WORK, INNER_MIN = 2e9, 100
+# The polish searches a general signed A, O(n³) a step: run it on factors of at most POLISH_MAX_N cells (min_error
+# polishes at n ≤ 64: "~100 s at n = 256 for no gain"); every census factor is within it.
+POLISH_MAX_N = 128
+
+
+def inner_iterations(n: int) -> int:
+    """L-BFGS-B steps of a factor solve on n cells (see INNER_WORK)."""
+    p = max(4, n // 16)
+    return int(min(INNER_ITERATIONS, max(INNER_MIN, INNER_WORK // (n * n * p))))
 _TRIM_RTOL = 1e-6  # rows shorter than this share of the longest are dropped in the "+trim" candidates
 
 
@@ -91,7 +105,7 @@ def solve_factor(G: np.ndarray, incumbent: np.ndarray, norm: str, rng: np.random
     if n > 1:
         if norm == "l1":
             # n_jobs=1: the parallelism is over the outer restarts; a nested pool would oversubscribe the cores
-            sol = minimize_l1(G, restarts=inner_restarts, seed=rng, max_iterations=INNER_ITERATIONS, tol=INNER_TOL,
+            sol = minimize_l1(G, restarts=inner_restarts, seed=rng, max_iterations=inner_iterations(n), tol=INNER_TOL,
                               n_jobs=1)
             cands.append(("p-identity", sol.matrix))
             statuses.append(sol.status)
@@ -100,11 +114,11 @@ def solve_factor(G: np.ndarray, incumbent: np.ndarray, norm: str, rng: np.random
             cands.append(("l2-optimum", sc.Strategy.from_gram(sol.gram).matrix))
             statuses.append(sol.status)
         cands += _range_candidates(G)
-    if norm == "l1" and polish and n > 1:
+    if norm == "l1" and polish and 1 < n <= POLISH_MAX_N:
         first = min(((_score(normalised(A, norm), G, norm), k) for k, (_, A) in enumerate(cands)))
         if np.isfinite(first[0]):
             name, A = cands[first[1]]
-            sol = minimize_l1(G, initial=A, seed=rng, max_iterations=INNER_ITERATIONS, tol=INNER_TOL, n_jobs=1)
+            sol = minimize_l1(G, initial=A, seed=rng, max_iterations=inner_iterations(n), tol=INNER_TOL, n_jobs=1)
             statuses.append(sol.status)
             cands.append((f"{name}+polish", sol.matrix))
     cands += [(f"{name}+trim", T) for name, A in cands[1:] if (T := _trimmed(A)) is not None]

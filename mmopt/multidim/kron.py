@@ -32,7 +32,7 @@ from mmopt._solution import ImplicitSolution, worst_status
 from mmopt._strategy_core import Strategy
 from mmopt.l2_fast import solve_l2
 from mmopt.multidim import _common as cm
-from mmopt.multidim._factor import INNER_ITERATIONS, INNER_TOL, solve_factor
+from mmopt.multidim._factor import INNER_TOL, inner_iterations, solve_factor
 from mmopt.structured import factors as fc
 from mmopt.structured.analysis import evaluate
 from mmopt.structured.strategies import ImplicitStrategy, kron_strategy
@@ -229,7 +229,8 @@ def solve_kron(workload: ImplicitWorkload, *, norm: str = "l1", restarts: int = 
         extra={"objective": exact, "norm": norm, "restart": r, "sweeps": rec["sweeps"],
                "sweep_objectives": tuple(h["objective"] for h in rec["history"]),
                "seconds": time.perf_counter() - began, "lower_bound_method": None if bound is None else
-               "product of per-factor L2 dual bounds", "inner_iterations": INNER_ITERATIONS,
+               "product of per-factor L2 dual bounds",
+               "inner_iterations": {n: inner_iterations(n) for n in dict.fromkeys(workload.shape)},
                "inner_tol": INNER_TOL, "n_jobs": workers, "backend": backend})
 
 
@@ -239,8 +240,8 @@ def _status(rec, sweeps) -> tuple[str, str]:
         return "user_limit", f"the sweep budget (max_iterations={sweeps}) ended it before the relative " \
                              "improvement per sweep fell below tol: raise max_iterations"
     if fs == "user_limit":
-        return "user_limit", f"the descent converged but a factor solve hit its L-BFGS-B iteration limit " \
-                             f"({INNER_ITERATIONS})"
+        return "user_limit", "the descent converged but a factor solve hit its L-BFGS-B step limit (3,000, fewer " \
+                             "on factors past ~270 cells: extra['inner_iterations'])"
     if fs != "optimal":
         return fs, f"the descent converged but a factor solve ended '{fs}'"
     return "optimal", "the descent converged and every factor solve converged"
