@@ -146,3 +146,17 @@ def test_a_text_column_declared_numeric_is_explained(tmp_path):
     with pytest.raises(ValueError, match="declares column 'age' numeric .* holds the text 'young'") as info:
         marginal_counts(str(path), D, [(0, 1)])
     assert "Is this a 'csv' file" not in str(info.value)
+
+
+def test_an_error_that_underflows_is_said_not_returned_silently():
+    W, I4 = mmopt.workload.prefix(4), mmopt.strategy.identity(4)
+    with pytest.warns(RuntimeWarning, match="below float64's smallest normal number"):
+        r = mmopt.evaluate(W, I4, Privacy(1e300))
+    assert r.total_squared_error == 0.0 and r.log10_total < -500
+
+
+def test_the_optimize_report_prints_one_ratio(capsys):
+    from mmopt.cli import main
+    assert main(["optimize", "prefix:16", "--epsilon", "1", "--method", "hierarchical"]) == 0
+    out = capsys.readouterr().out
+    assert sum(line.split()[0] == "ratio" for line in out.splitlines() if line.split()) == 1
