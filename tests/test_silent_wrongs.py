@@ -160,3 +160,36 @@ def test_the_optimize_report_prints_one_ratio(capsys):
     assert main(["optimize", "prefix:16", "--epsilon", "1", "--method", "hierarchical"]) == 0
     out = capsys.readouterr().out
     assert sum(line.split()[0] == "ratio" for line in out.splitlines() if line.split()) == 1
+
+
+@pytest.mark.parametrize("records", [False, True])
+def test_an_unwritable_out_is_refused_before_the_draw_even_as_root(tmp_path, capsys, monkeypatch, records):
+    """Issue 30: os.access says yes to root for /proc, so the release spent its budget and then failed to write;
+    the folder is now tried with a real temporary file (here: a folder that refuses new files)."""
+    import os
+    from mmopt.cli import main
+    from mmopt.cli import output
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real = output.tempfile.NamedTemporaryFile
+
+    def refuse(*args, dir=None, **kwargs):  # what /proc does to root: no new file there
+        if dir is not None and os.path.samefile(dir, locked):
+            raise PermissionError(13, "Permission denied")
+        return real(*args, dir=dir, **kwargs)
+    monkeypatch.setattr(output.tempfile, "NamedTemporaryFile", refuse)
+    drawn = []
+    monkeypatch.setattr(mmopt._opendp, "measure", lambda *a, **k: drawn.append(1))
+    (tmp_path / "x.csv").write_text("0,1,2,3\n", encoding="utf-8")
+    if records:
+        (tmp_path / "r.csv").write_text("sex\nF\nM\n", encoding="utf-8")
+        (tmp_path / "d.json").write_text('{"attributes": [{"name": "sex", "categories": ["F", "M"]}]}',
+                                         encoding="utf-8")
+        argv = ["release", "--records", str(tmp_path / "r.csv"), "--domain", str(tmp_path / "d.json"),
+                "--workload", "marginals:k=1"]
+    else:
+        argv = ["release", "prefix:4", "--data", str(tmp_path / "x.csv")]
+    code = main([*argv, "--epsilon", "1", "--delta", "1e-6", "--out", str(locked / "a.csv")])
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot be written: the system refuses it" in err and drawn == []
+    assert list(locked.iterdir()) == []

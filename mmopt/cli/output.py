@@ -14,6 +14,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 
 import numpy as np
 
@@ -92,6 +93,30 @@ def check_extension(path: str, allowed: tuple[str, ...], option: str) -> str:
         raise ValueError(f"The {option} file must end in {' or '.join(allowed)} (the format follows the "
                          f"extension). Got '{path}'.")
     return ext
+
+
+def check_writable(path: str, option: str) -> None:
+    """Refuse, before any noise, an output file that cannot be written: the folder must exist and take a new file
+    (tried for real with a temporary file, removed at once — ``os.access`` says yes to root even for /proc), the
+    path must not be a folder, and an existing file must open for writing."""
+    folder = os.path.dirname(os.path.abspath(path))
+    problem = None
+    if not os.path.isdir(folder):
+        problem = f"its folder '{folder}' does not exist"
+    elif os.path.isdir(path):
+        problem = "it is a folder"
+    else:
+        try:
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".mmopt-write-check-"):
+                pass
+            if os.path.exists(path):
+                with open(path, "ab"):
+                    pass
+        except OSError as exc:
+            problem = f"the system refuses it ({exc.strerror or exc})"
+    if problem is not None:
+        raise ValueError(f"The {option} file '{path}' cannot be written: {problem}. Choose another path; nothing was "
+                         "drawn.")
 
 
 def write_record(path: str, record: dict) -> None:

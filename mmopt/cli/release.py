@@ -85,10 +85,7 @@ def _check_outputs(args) -> dict:
     if args.estimate:
         outputs["--estimate"] = (args.estimate, out.check_extension(args.estimate, (".npy", ".csv"), "--estimate"))
     for option, (path, _) in outputs.items():
-        folder = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(folder) or not os.access(folder, os.W_OK) or os.path.isdir(path):
-            raise ValueError(f"The {option} file '{path}' cannot be written (no such folder, not writable, or a "
-                             "folder).")
+        out.check_writable(path, option)
         for source, other in _inputs(args):
             if _same_file(path, other):
                 raise ValueError(f"The {option} file '{path}' is the {source} input: a release never writes over "

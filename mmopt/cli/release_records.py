@@ -85,9 +85,7 @@ def _check_output(args) -> tuple[str, str]:
     if not args.out:
         raise ValueError("release --records needs --out FILE.csv or FILE.parquet (the tidy table of the marginals).")
     ext = out.check_extension(args.out, _TABLES, "--out")
-    folder = os.path.dirname(os.path.abspath(args.out))
-    if not os.path.isdir(folder) or not os.access(folder, os.W_OK) or os.path.isdir(args.out):
-        raise ValueError(f"The --out file '{args.out}' cannot be written (no such folder, not writable, or a folder).")
+    out.check_writable(args.out, "--out")
     for option, path in (("--records", args.records), ("--domain", args.domain)):
         same = os.path.exists(path) and os.path.exists(args.out) and os.path.samefile(path, args.out)
         if same or os.path.realpath(path) == os.path.realpath(args.out) or (os.path.isdir(path)
