@@ -281,14 +281,52 @@ def test_ledger_files_are_never_silently_replaced(tmp_path):
         Accountant(Privacy(1.0)).save()
 
 
-def test_a_ledger_changed_by_another_run_is_not_overwritten(tmp_path):
+def test_a_ledger_changed_by_another_run_is_read_before_spending(tmp_path):
+    """Two sessions on one file (issue 30): each spend is checked, under the file's lock, against every spend the
+    file records, so together they never go over; a stale session's save() is refused, never written over."""
     path = tmp_path / "budget.json"
     Accountant(Privacy(1.0), path=path)
     one, two = Accountant.load(path), Accountant.load(path)
     one.spend(Privacy(0.6))
-    with pytest.raises(ValueError, match="changed since this session read it"):
+    with pytest.raises(ValueError, match="would exceed the total budget .* remaining ε=0.4"):
         two.spend(Privacy(0.6))                             # together they would spend 1.2
-    assert two.spends == () and Accountant.load(path).spent.epsilon == 0.6
+    assert two.spent.epsilon == 0.6 and len(two.spends) == 1   # it has read one's spend
+    two.spend(Privacy(0.3))
+    assert Accountant.load(path).spent.epsilon == 0.9
+    with pytest.raises(ValueError, match="changed since this session read it"):
+        one.save()                                          # one has not seen two's spend: never written over
+    assert Accountant.load(path).spent.epsilon == 0.9
+    Accountant(Privacy(5.0)).save(path, overwrite=True)     # replaced by another ledger altogether
+    with pytest.raises(ValueError, match="now records total ε=5"):
+        two.spend(Privacy(0.01))
+
+
+def _hammer(args):
+    """One process spending ε = 0.001 again and again from a shared ledger; returns how many were accepted."""
+    path, attempts = args
+    acc, accepted = Accountant.load(path), 0
+    for _ in range(attempts):
+        try:
+            acc.spend(Privacy(0.001))
+            accepted += 1
+        except ValueError:
+            pass
+    return accepted
+
+
+def test_processes_sharing_a_ledger_never_overspend(tmp_path):
+    """Issue 30: two processes spending 0.001 150 times each against 0.1 had 154 spends accepted and 100 recorded.
+    Here 4 processes try 250 spends each (1,000) against ε = 0.5: every accepted spend is recorded, and the total
+    recorded is exactly the budget."""
+    import multiprocessing
+    path = tmp_path / "shared.json"
+    Accountant(Privacy(0.5), path=path)
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        accepted = pool.map(_hammer, [(path, 250)] * 4)
+    final = Accountant.load(path)
+    assert sum(accepted) == len(final.spends) == 500
+    assert final.spent.epsilon == pytest.approx(0.5, abs=1e-12) and final.spent.epsilon <= 0.5 * (1 + 1e-12)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shared.json"]   # no lock or temporary file left
 
 
 def test_unwritable_ledger_after_the_noise_keeps_the_spend(monkeypatch, tmp_path):

@@ -181,7 +181,8 @@ def test_refusals(df, tmp_path):
     with pytest.raises(ValueError, match=r"must be a .parquet or .csv file"):
         marginal_counts(tmp_path / "r.txt", D, [(0,)])
     (tmp_path / "bad.csv").write_text("sex,kids,age,score\nF,1,ten,0.5\n")
-    with pytest.raises(ValueError, match="(cannot read|reading) the records.*declares column 'age' numeric.*holds the text 'ten'"):
+    with pytest.raises(ValueError,
+                       match="(cannot read|reading) the records.*declares column 'age' numeric.*holds the text 'ten'"):
         marginal_counts(tmp_path / "bad.csv", D, [(0,)])
     with pytest.raises(ValueError, match="'batch_size' parameter of marginal_counts must be an integer >= 1"):
         marginal_counts(df, D, [(0,)], batch_size=0)

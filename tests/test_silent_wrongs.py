@@ -167,8 +167,8 @@ def test_an_unwritable_out_is_refused_before_the_draw_even_as_root(tmp_path, cap
     """Issue 30: os.access says yes to root for /proc, so the release spent its budget and then failed to write;
     the folder is now tried with a real temporary file (here: a folder that refuses new files)."""
     import os
-    from mmopt.cli import main
-    from mmopt.cli import output
+
+    from mmopt.cli import main, output
     locked = tmp_path / "locked"
     locked.mkdir()
     real = output.tempfile.NamedTemporaryFile

@@ -42,6 +42,21 @@ class Ledger:
     def add(self, spend: Spend) -> Ledger:
         return dataclasses.replace(self, spends=self.spends + (spend,))
 
+    def settle(self, pending: Spend, outcome: Spend | None) -> Ledger:
+        """``pending`` replaced by ``outcome`` in place (None: removed); ``outcome`` appended if ``pending`` is not
+        there (another session rewrote the file meanwhile: the spend is counted all the same)."""
+        spends, found = [], False
+        for s in self.spends:
+            if not found and s == pending:
+                found = True
+                if outcome is not None:
+                    spends.append(outcome)
+            else:
+                spends.append(s)
+        if not found and outcome is not None:
+            spends.append(outcome)
+        return dataclasses.replace(self, spends=tuple(spends))
+
     # -- sums ----------------------------------------------------------------------------------------------
     def _sum(self, key: str) -> Fraction:
         return lg.total_of(getattr(s, key) for s in self.spends)

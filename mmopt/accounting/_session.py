@@ -55,8 +55,10 @@ class Accountant:
     recorded with :meth:`spend` are the caller's word: :mod:`mmopt.adaptive` uses numpy noise (**simulation
     only**, never for real data); :mod:`mmopt.sparse_vector` is release-grade only with ``rng=None`` (OpenDP's
     Laplace sampler). The accountant covers one data set under one neighbouring relation (add/remove one
-    record). One process at a time per ledger file: a session refuses to write a ledger that changed on disk
-    since it read it, but does not lock the file.
+    record). Any number of sessions, in threads or processes, may spend from one ledger file: each spend is
+    checked and written under an exclusive OS lock on the file's folder, against the file as it is then (other
+    sessions' spends included), so together they never go over the total; :meth:`save` of a session that has
+    not seen the file's latest spends is refused.
 
     OpenDP's own interactive compositors (``make_adaptive_composition``, ``make_privacy_filter``) are not used:
     they hold the data inside an in-process queryable and accept only OpenDP measurements, whereas a release here
@@ -182,7 +184,7 @@ class Accountant:
         self._ledger.refuse_unless_fits(charge, caller)
         eps, delta = (None, None) if privacy is None else (privacy.epsilon, privacy.delta)
         entry = Spend(label, what, eps, delta, charge if self.composition == "zcdp" else None, _now())
-        self._record(self._ledger.add(entry), caller)
+        self._commit(lambda ledger: _checked(ledger, charge, caller).add(entry), caller)
         return entry
 
     def release(self, workload, strategy, x, privacy: Privacy | str, *, label: str | None = None, **kwargs):
@@ -239,17 +241,17 @@ class Accountant:
         label = self._label(label, "release", caller)
         self._ledger.refuse_unless_fits(charge, caller)
         what = f"{privacy.noise} noise on strategy {_name(strategy)!r} for workload {_name(workload)!r}"
-        before = self._ledger
         pending = Spend(label, what, privacy.epsilon, privacy.delta,
                         charge if self.composition == "zcdp" else None, _now(), "release", "pending")
-        self._record(before.add(pending), caller)  # on disk before the noise: a crash leaves it counted
+        # on disk before the noise (checked again against the file, under its lock): a crash leaves it counted
+        self._commit(lambda ledger: _checked(ledger, charge, caller).add(pending), caller)
         try:
             out = dispatch.release(workload, strategy, x, privacy, **kwargs)
         except Exception:
             # mmopt.release returned nothing, so nothing was released; the original error is what matters
-            self._settle(before, caller, "the release failed and spent nothing, but the file still counts it")
+            self._settle(pending, None, caller, "the release failed and spent nothing, but the file still counts it")
             raise
-        self._settle(before.add(_verified(pending, privacy, out, self.composition)), caller,
+        self._settle(pending, _verified(pending, privacy, out, self.composition), caller,
                      "the release is done, but the file still counts it at the requested budget")
         return out
 
@@ -363,42 +365,70 @@ class Accountant:
         return _report.one_line(self._ledger)
 
     # -- internals -----------------------------------------------------------------------------------------
-    def _record(self, ledger: Ledger, caller: str) -> None:
-        """Make ``ledger`` the record: the file first (if any), so that memory never runs ahead of it."""
-        if self._path is not None:
-            self._write(self._path, ledger, caller)
-        self._ledger = ledger
-
-    def _settle(self, ledger: Ledger, caller: str, consequence: str) -> None:
-        """Replace a pending entry after :func:`mmopt.release` returned or raised: memory always takes ``ledger``;
-        a file that cannot be written keeps the pending entry (an overcount, never an undercount) and warns."""
-        self._ledger = ledger
+    def _commit(self, update, caller: str) -> Ledger:
+        """Make ``update(ledger)`` the record. With a file: under its lock, the ledger *as on disk* (other sessions'
+        spends included) is updated and written, so that a spend is checked against every spend recorded before
+        it, in any process; memory follows the file. ``update`` may refuse (raise): nothing is then written."""
         if self._path is None:
-            return
+            self._ledger = update(self._ledger)
+            return self._ledger
+        with lg.locked(self._path, caller):
+            self._ledger = self._current(caller)
+            new = update(self._ledger)
+            self._write(self._path, new, caller, locked=True)
+            self._ledger = new
+        return new
+
+    def _current(self, caller: str) -> Ledger:
+        """The ledger in this session's file (the caller holds its lock): this session's own if the file is as it
+        left it, else the file's, which must record the same total and composition."""
         try:
-            self._write(self._path, ledger, caller)
-        except (OSError, ValueError) as exc:
+            text = self._path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ValueError(f"{caller}: the ledger file '{self._path}' is gone (moved or deleted) since this session "
+                             "used it. Restore it, or load the ledger where it is now: this session did not "
+                             "write.") from None
+        if text == self._on_disk:
+            return self._ledger
+        eps, delta, composition, spends = lg.loads(text, self._path)
+        if (eps, delta, composition) != (self.total.epsilon, self.total.delta, self.composition):
+            raise ValueError(f"{caller}: the ledger file '{self._path}' now records total ε={fmt(eps)}, δ={fmt(delta)} "
+                             f"with {composition!r} composition, not this session's: it was replaced by another "
+                             "ledger. Load it again with Accountant.load: this session did not write to it.")
+        self._on_disk = text
+        return Ledger(self.total, composition, spends)
+
+    def _settle(self, pending: Spend, outcome: Spend | None, caller: str, consequence: str) -> None:
+        """Replace a pending entry after :func:`mmopt.release` returned or raised: memory always takes the outcome;
+        a file that cannot be written keeps the pending entry (an overcount, never an undercount) and warns."""
+        try:
+            self._commit(lambda ledger: ledger.settle(pending, outcome), caller)
+        except (OSError, ValueError, TimeoutError) as exc:
+            self._ledger = self._ledger.settle(pending, outcome)
             warnings.warn(f"{caller}: the ledger file '{self._path}' could not be updated ({exc}): {consequence} "
                           "as pending, in full. Call acc.save() once the file is writable.", RuntimeWarning,
                           stacklevel=3)
 
     def _write(self, target: Path, ledger: Ledger, caller: str, *, new: bool = False,
-               replace: bool = False) -> None:
+               replace: bool = False, locked: bool = False) -> None:
         """Write ``ledger`` to ``target`` and make it this session's file. ``new``: a file this session did not
-        read (created exclusively unless ``replace``); else this session's own file, which must be as it left it."""
-        if not new and self._on_disk is not None:
-            try:
-                current = target.read_text(encoding="utf-8")
-            except FileNotFoundError:
-                current = None
-            if current != self._on_disk:
-                raise ValueError(f"{caller}: the ledger file '{target}' changed since this session read it (another "
-                                 "run spent from it, or it was moved). Load it again with Accountant.load and "
-                                 "retry: this session did not write to it.")
+        read (created exclusively unless ``replace``); ``locked``: the caller holds the lock and merged the file
+        (:meth:`_commit`); else this session's own file (:meth:`save`), written only over the state it last saw."""
         if target.is_dir():
             raise ValueError(f"The 'path' parameter of {caller} names a directory, '{target}'. Give a file name.")
         if not target.parent.is_dir():
             raise FileNotFoundError(f"{caller}: the directory '{target.parent}' does not exist. Create it first.")
+        if not (new or locked):
+            with lg.locked(target, caller):
+                try:
+                    current = target.read_text(encoding="utf-8")
+                except FileNotFoundError:
+                    current = None
+                if self._on_disk is not None and current != self._on_disk:
+                    raise ValueError(f"{caller}: the ledger file '{target}' changed since this session read it "
+                                     "(another run spent from it, or it was moved). Load it again with "
+                                     "Accountant.load: this session did not write to it.")
+                return self._write(target, ledger, caller, locked=True)
         text = lg.dumps(ledger.total.epsilon, ledger.total.delta, ledger.composition, ledger.spends)
         lg.write_atomically(target, text, exclusive=new and not replace)
         self._path, self._on_disk = target, text
@@ -407,6 +437,12 @@ class Accountant:
         if label is None:
             return f"{kind} {len(self.spends) + 1}"
         return v.check_str(label, name="label", caller=caller)
+
+
+def _checked(ledger: Ledger, charge, caller: str) -> Ledger:
+    """``ledger`` if ``charge`` fits in it, else the refusal (a ValueError stating what remains)."""
+    ledger.refuse_unless_fits(charge, caller)
+    return ledger
 
 
 def _verified(pending: Spend, privacy: Privacy, out, composition: str) -> Spend:
