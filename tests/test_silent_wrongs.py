@@ -193,3 +193,27 @@ def test_an_unwritable_out_is_refused_before_the_draw_even_as_root(tmp_path, cap
     err = capsys.readouterr().err
     assert code == 2 and "cannot be written: the system refuses it" in err and drawn == []
     assert list(locked.iterdir()) == []
+
+
+def test_all_marginals_up_to_k_in_python_and_on_the_command_line(tmp_path, capsys):
+    """Issue 30: releasing the 1- and 2-way marginals of 5 columns took 15 sets typed by hand."""
+    pytest.importorskip("opendp")
+    from mmopt.cli import main
+    from mmopt.records import Attribute, Domain, release_marginals
+    names = ("a", "b", "c", "d", "e")
+    D = Domain(tuple(Attribute(n, categories=(0, 1)) for n in names))
+    df = pd.DataFrame({n: [0, 1, 1, 0] for n in names})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        r = release_marginals(df, D, "k<=2", Privacy(1.0, 1e-9), seed=0)
+    assert len(r.marginals) == 15 and sorted(map(len, r.marginals)) == [1] * 5 + [2] * 10
+    for bad in ("k<=0", "k<=6", "k<2", "two"):
+        with pytest.raises(ValueError, match="must be 'k<=K' with an integer K in \\[1, 5\\]"):
+            release_marginals(df, D, bad, Privacy(1.0, 1e-9), seed=0)
+    df.to_csv(tmp_path / "r.csv", index=False)
+    (tmp_path / "d.json").write_text(json.dumps({"attributes": [{"name": n, "categories": [0, 1]} for n in names]}),
+                                     encoding="utf-8")
+    code = main(["release", "--records", str(tmp_path / "r.csv"), "--domain", str(tmp_path / "d.json"),
+                 "--workload", "marginals:k<=2", "--epsilon", "1", "--delta", "1e-9", "--out", str(tmp_path / "o.csv")])
+    assert code == 0, capsys.readouterr().err
+    assert pd.read_csv(tmp_path / "o.csv")["marginal"].nunique() == 15

@@ -146,8 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "or a folder of Parquet files) whose marginals are released (mmopt.records.release_marginals)")
     p.add_argument("--domain", metavar="DOMAIN.json", help="with --records: the public domain (attribute names, "
                    "categories or bin edges; records outside it are dropped)")
-    p.add_argument("--workload", metavar="WORKLOAD", help="with --records: 'marginals:k=2' (all 2-way marginals) or "
-                   "'marginals:A*B,C' (named attribute sets)")
+    p.add_argument("--workload", metavar="WORKLOAD", help="with --records: 'marginals:k=2' (all 2-way marginals), "
+                   "'marginals:k<=2' (every 1- and 2-way marginal) or 'marginals:A*B,C' (named attribute sets)")
     _privacy_args(p, required=True)
     p.add_argument("--strategy", "-s", default="identity", help="as for evaluate (default identity)")
     p.add_argument("--reconstruct", choices=("least_squares", "nnls", "projection"), default="least_squares",

@@ -13,8 +13,8 @@ The same three phases as :mod:`mmopt.cli.release`, and only the second spends bu
    atomically (:mod:`mmopt._atomic`); if it cannot be, it goes to a fallback file and the message says that the
    budget was spent (exit 1).
 
-Workloads: ``marginals:k=K`` (all K-way marginals of the domain's attributes) or ``marginals:A*B,C`` (the
-marginals on the listed attribute sets, names joined by ``*``).
+Workloads: ``marginals:k=K`` (all K-way marginals of the domain's attributes), ``marginals:k<=K`` (every marginal
+on 1 to K attributes) or ``marginals:A*B,C`` (the marginals on the listed attribute sets, names joined by ``*``).
 """
 
 from __future__ import annotations
@@ -52,14 +52,21 @@ class Plan:
 
 
 def parse_workload(text: str, domain) -> int | list:
-    """``marginals:k=K`` → K; ``marginals:A*B,C`` → [("A", "B"), ("C",)]; ValueError naming --workload else."""
+    """``marginals:k=K`` → K; ``marginals:k<=K`` → every set of 1 to K attribute names; ``marginals:A*B,C`` →
+    [("A", "B"), ("C",)]; ValueError naming --workload else."""
     from mmopt.records.counts import check_sets
 
     if not isinstance(text, str) or not text.startswith("marginals:"):
-        raise ValueError("The --workload of a records release must be 'marginals:k=K' (all K-way marginals) or "
-                         f"'marginals:A*B,C' (attribute names). Got {text!r}.")
+        raise ValueError("The --workload of a records release must be 'marginals:k=K' (all K-way marginals), "
+                         "'marginals:k<=K' (every marginal on 1 to K attributes) or 'marginals:A*B,C' (attribute "
+                         f"names). Got {text!r}.")
     body = text[len("marginals:"):].strip()
     d = len(domain.shape)
+    if body.replace(" ", "").startswith("k<="):  # every marginal on 1 to K attributes, as named sets
+        from mmopt.records.release import up_to
+        k = up_to(body, d, f"The --workload {text!r}")
+        names = [a.name for a in domain.attributes]
+        return [tuple(names[i] for i in S) for j in range(1, k + 1) for S in itertools.combinations(range(d), j)]
     if body.startswith("k="):
         try:
             k = int(body[2:])

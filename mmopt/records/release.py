@@ -132,10 +132,31 @@ def _workload(workload, domain: Domain, caller: str) -> MarginalWorkload:
         k = v.check_int(workload, name="workload", caller=caller, low=1, high=d)
         sets = list(itertools.combinations(range(d), k))
         return marginal_workload(domain.shape, sets, name=f"all {k}-way marginals")
+    if isinstance(workload, str):  # "k<=K": every marginal on 1 to K attributes (the 1- and 2-way ones: "k<=2")
+        k = up_to(workload, d, f"The 'workload' parameter of {caller}")
+        sets = [S for j in range(1, k + 1) for S in itertools.combinations(range(d), j)]
+        return marginal_workload(domain.shape, sets, name=f"all 1- to {k}-way marginals")
     sets = rc.check_sets(workload, domain, caller=caller, name="workload")
     if not sets:
         raise ValueError(f"The 'workload' parameter of {caller} must list at least one marginal. Got none.")
     return marginal_workload(domain.shape, sets)
+
+
+def up_to(text: str, d: int, what: str) -> int:
+    """K of "k<=K" (every marginal on 1 to K of the d attributes), or a ValueError starting with ``what``.
+
+    Examples
+    --------
+    >>> up_to("k<=2", 5, "workload")
+    2
+    """
+    body = text.replace(" ", "")
+    k = int(body[3:]) if body.startswith("k<=") and body[3:].isdigit() else None
+    if k is None or not 1 <= k <= d:
+        raise ValueError(f"{what} must be 'k<=K' with an integer K in [1, {d}] (every marginal on 1 to K of the "
+                         f"domain's {d} attributes), an integer k (all k-way marginals) or a list of attribute sets. "
+                         f"Got {text!r} instead.")
+    return k
 
 
 def _strategy(strategy, W: MarginalWorkload, privacy: Privacy, caller: str) -> rs.ResidualStrategy:
@@ -185,9 +206,9 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
     records : pandas.DataFrame, path, or dask.dataframe.DataFrame
         As :func:`mmopt.records.marginal_counts` (records outside the domain are dropped, a public rule).
     domain : Domain
-    workload : int, list of tuple, or MarginalWorkload
-        k for all k-way marginals, a list of attribute tuples (names or indices), or a marginal workload over
-        ``domain.shape``.
+    workload : int, str, list of tuple, or MarginalWorkload
+        k for all k-way marginals, "k<=K" for every marginal on 1 to K attributes (the 1- and 2-way marginals:
+        "k<=2"), a list of attribute tuples (names or indices), or a marginal workload over ``domain.shape``.
     privacy : Privacy
         δ = 0: Laplace noise (ε-DP); δ > 0: Gaussian noise ((ε, δ)-DP, also reported as ρ-zCDP).
     strategy : ResidualStrategy, Plan or None
