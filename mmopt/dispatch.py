@@ -24,8 +24,19 @@ from mmopt.structured.strategies import ImplicitStrategy, normalised, sensitivit
 from mmopt.structured.workloads import ImplicitWorkload
 
 
+def as_implicit(obj):
+    """A residual-layer object (:class:`~mmopt.structured.residual.MarginalWorkload`, e.g.
+    ``RecordsRelease.workload``, or a :class:`~mmopt.structured.residual.ResidualStrategy`) as the implicit
+    workload or strategy it stands for, so that every public entry point takes it as it is; anything else
+    unchanged."""
+    from mmopt.structured.residual.strategy import ResidualStrategy  # lazy: that subpackage imports this layer
+    from mmopt.structured.residual.workload import MarginalWorkload
+    return obj.to_implicit() if isinstance(obj, MarginalWorkload | ResidualStrategy) else obj
+
+
 def _kinds(workload, strategy, caller: str):
     """(workload, strategy, implicit?) with a mixed pair densified where that is allowed."""
+    workload, strategy = as_implicit(workload), as_implicit(strategy)
     iw, ia = isinstance(workload, ImplicitWorkload), isinstance(strategy, ImplicitStrategy)
     if iw and ia:
         return workload, strategy, True
@@ -95,6 +106,7 @@ def svd_bound(workload, privacy=None, *, per_query: bool = False) -> float:
     proven lower bound below the SVD bound (``mmopt.structured.svd_bound(W).exact`` says which, and
     ``.method`` how it was obtained).
     """
+    workload = as_implicit(workload)
     if not isinstance(workload, ImplicitWorkload):
         return error.svd_bound(workload, privacy, per_query=per_query)
     check_per_query_flag(per_query, "svd_bound")

@@ -154,6 +154,8 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
     """
     t0 = time.perf_counter()
     caller = "optimize"
+    from mmopt.dispatch import as_implicit  # a marginal workload from the residual layer (RecordsRelease.workload)
+    workload = as_implicit(workload)
     method, norm = _objective(privacy, method, norm, caller)
     if budget is not None and not (isinstance(method, str) and method == "auto"):
         raise ValueError(f"The 'budget' parameter of {caller} applies to method='auto' only (it chooses which "

@@ -217,3 +217,25 @@ def test_all_marginals_up_to_k_in_python_and_on_the_command_line(tmp_path, capsy
                  "--workload", "marginals:k<=2", "--epsilon", "1", "--delta", "1e-9", "--out", str(tmp_path / "o.csv")])
     assert code == 0, capsys.readouterr().err
     assert pd.read_csv(tmp_path / "o.csv")["marginal"].nunique() == 15
+
+
+def test_a_records_release_workload_and_strategy_are_accepted_everywhere():
+    """Issue 29/31: RecordsRelease.workload (a MarginalWorkload) and its residual strategy were refused by
+    evaluate, svd_bound and optimize until .to_implicit()."""
+    pytest.importorskip("opendp")
+    from mmopt.records import Attribute, Domain, release_marginals
+    D = Domain((Attribute("sex", categories=("F", "M")), Attribute("kids", categories=(0, 1, 2))))
+    df = pd.DataFrame({"sex": ["F", "M", "M"], "kids": [0, 1, 2]})
+    gauss = Privacy(1.0, 1e-9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        r = release_marginals(df, D, 2, gauss, seed=0)
+    W, A = r.workload.to_implicit(), r.strategy.to_implicit()
+    as_given = mmopt.evaluate(r.workload, r.strategy, gauss)
+    assert as_given.total_squared_error == pytest.approx(mmopt.evaluate(W, A, gauss).total_squared_error, rel=1e-12)
+    assert mmopt.svd_bound(r.workload, gauss) == pytest.approx(mmopt.svd_bound(W, gauss), rel=1e-12)
+    res = mmopt.optimize(r.workload, privacy=gauss)
+    assert res.method == "auto:residual" and res.status == "optimal"
+    # the release measured the certified optimum: the same unit error as optimize's strategy
+    assert mmopt.evaluate(r.workload, r.strategy, norm="l2").total_squared_error == pytest.approx(res.objective,
+                                                                                                rel=1e-9)
