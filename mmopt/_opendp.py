@@ -17,6 +17,17 @@ import numpy as np
 from mmopt import _validation as v
 from mmopt.privacy import Privacy
 
+#: Noise draws started in this process (OpenDP's, and numpy's on the seeded test path): the command line holds
+#: Ctrl-C only once one has started (:func:`mmopt.cli.output.signals_held`), so that an interrupted plan or count
+#: still stops at once and spends nothing.
+DRAWS = 0
+
+
+def note_draw() -> None:
+    """Count a noise draw about to start (see :data:`DRAWS`)."""
+    global DRAWS
+    DRAWS += 1
+
 
 def measure(Ax: np.ndarray, d_in: float, privacy: Privacy, *, noise_scale: float | None, caller: str
             ) -> tuple[np.ndarray, float, float | tuple]:
@@ -56,6 +67,7 @@ def measure(Ax: np.ndarray, d_in: float, privacy: Privacy, *, noise_scale: float
     if not verified:
         raise ValueError(f"{caller}: OpenDP's privacy map does not verify {privacy} at noise scale "
                          f"{scale:.6g} (sensitivity {d_in:.6g}). Omit 'noise_scale' to calibrate it.")
+    note_draw()
     y = finite(np.asarray(meas(Ax.tolist()), dtype=np.float64), "the noisy measurements y", caller)
     return y, float(scale), meas.map(d_in)
 

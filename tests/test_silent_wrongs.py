@@ -239,3 +239,56 @@ def test_a_records_release_workload_and_strategy_are_accepted_everywhere():
     # the release measured the certified optimum: the same unit error as optimize's strategy
     assert mmopt.evaluate(r.workload, r.strategy, norm="l2").total_squared_error == pytest.approx(res.objective,
                                                                                                 rel=1e-9)
+
+
+_INTERRUPT_AFTER_DRAW = """
+import os, signal, sys
+from mmopt.cli import main
+from mmopt.cli import {module} as cmd
+real = cmd.deliver
+def deliver(*args, **kwargs):  # Ctrl-C arrives right after the draw, as delivery starts
+    os.kill(os.getpid(), signal.SIGINT)
+    return real(*args, **kwargs)
+cmd.deliver = deliver
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("records", [False, True])
+def test_ctrl_c_after_the_draw_keeps_the_release(tmp_path, records):
+    """Issue 30: a real SIGINT in a subprocess right after the noise draw: the answers are written, exit 130, and
+    the message says the budget was spent (it exited 130 'interrupted' with no output)."""
+    import subprocess
+    import sys
+    pytest.importorskip("opendp")
+    out = tmp_path / "a.csv"
+    (tmp_path / "x.csv").write_text("0,1,2,3\n", encoding="utf-8")
+    (tmp_path / "r.csv").write_text("sex\nF\nM\n", encoding="utf-8")
+    (tmp_path / "d.json").write_text('{"attributes": [{"name": "sex", "categories": ["F", "M"]}]}', encoding="utf-8")
+    argv = (["release", "--records", str(tmp_path / "r.csv"), "--domain", str(tmp_path / "d.json"), "--workload",
+             "marginals:k=1"] if records else ["release", "prefix:4", "--data", str(tmp_path / "x.csv")])
+    script = _INTERRUPT_AFTER_DRAW.format(module="release_records" if records else "release")
+    done = subprocess.run([sys.executable, "-c", script, *argv, "--epsilon", "1", "--delta", "1e-6", "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 130, done.stderr
+    assert out.exists() and len(pd.read_csv(out)) >= 2
+    assert "SIGINT received after the noise was drawn" in done.stderr and "WAS spent" in done.stderr
+
+
+def test_ctrl_c_before_the_draw_still_stops_at_once(monkeypatch, tmp_path, capsys):
+    import os
+    import signal
+    from mmopt.cli import main
+    from mmopt.cli import release as cmd
+    drawn = []
+    monkeypatch.setattr(mmopt._opendp, "measure", lambda *a, **k: drawn.append(1))
+    real = cmd.plan
+
+    def plan(args):  # Ctrl-C while the release is still being planned
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(args)
+    monkeypatch.setattr(cmd, "plan", plan)
+    (tmp_path / "x.csv").write_text("0,1,2,3\n", encoding="utf-8")
+    code = main(["release", "prefix:4", "--data", str(tmp_path / "x.csv"), "--epsilon", "1",
+                 "--out", str(tmp_path / "a.csv")])
+    assert code == 130 and drawn == [] and "interrupted" in capsys.readouterr().err

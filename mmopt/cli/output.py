@@ -8,13 +8,17 @@ data row, nested keys joined by dots.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import json
 import math
 import os
+import signal
 import sys
 import tempfile
+import threading
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -117,6 +121,44 @@ def check_writable(path: str, option: str) -> None:
     if problem is not None:
         raise ValueError(f"The {option} file '{path}' cannot be written: {problem}. Choose another path; nothing was "
                          "drawn.")
+
+
+@contextlib.contextmanager
+def signals_held(what: str = "the release") -> Iterator[list]:
+    """Once the noise draw has started (:data:`mmopt._opendp.DRAWS`) and until the block ends, SIGINT and SIGTERM
+    are held, not obeyed: the answers are written (or their fallback file) and the report printed before the
+    command stops; the list it yields collects the signals held, so the caller can exit 130 and say that the
+    budget was spent. Before the draw a signal stops the command at once, as anywhere else. Ctrl-C after the draw
+    used to lose the release with no word (issue 30). Outside the main thread it holds nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield []
+        return
+    from mmopt import _opendp
+    got: list = []
+    before = _opendp.DRAWS
+
+    def hold(signum, frame):
+        if _opendp.DRAWS == before:  # no noise drawn yet: stop now, nothing is spent
+            raise KeyboardInterrupt
+        got.append(signum)
+        print(f"mmopt: {signal.Signals(signum).name} received after the noise was drawn: {what} is written first "
+              "(the privacy budget is already spent), then the command stops.", file=sys.stderr, flush=True)
+
+    old = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield got
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def interrupted_after_draw(got: list, code: int) -> int:
+    """The exit code once delivery finished: 130 (and the message) if a signal was held, else ``code``."""
+    if not got:
+        return code
+    print("mmopt: interrupted after the noise was drawn: what was released is where the report above says; the "
+          "privacy budget WAS spent — do not run this release again.", file=sys.stderr, flush=True)
+    return 130
 
 
 def write_record(path: str, record: dict) -> None:

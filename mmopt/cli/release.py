@@ -10,7 +10,9 @@ A release has three phases, and only the second spends budget:
 3. **Deliver** (:func:`deliver`): the answers are written atomically (a temporary file in the same folder,
    then ``os.replace``, so no partial file is ever left under the final name), and the privacy report is
    printed with overflow-safe arithmetic. Once noise is drawn the exit code is 0; if a file cannot be written
-   even then, the answers go to a fallback file and the message says the budget was spent (exit 1).
+   even then, the answers go to a fallback file and the message says the budget was spent (exit 1). From the
+   draw on, Ctrl-C (SIGINT) and SIGTERM wait for the files and the report, then the command exits 130 saying
+   that the budget was spent (:func:`mmopt.cli.output.signals_held`); before it, they stop it at once.
 
 Outputs: ``--out FILE.csv`` or ``FILE.parquet`` is the labelled table of :mod:`mmopt.answers` (one row per
 query: its labels, ``answer`` and ``standard_error``), streamed block by block; ``--out FILE.npy`` is the bare
@@ -284,5 +286,7 @@ def deliver(args, p: Plan, res) -> int:
 def release(args) -> int:
     """``mmopt release``: plan (all checks), measure once (OpenDP), deliver (files and report)."""
     p = plan(args)
-    res = mmopt.release(p.workload, p.strategy, p.x, p.privacy, reconstruct=args.reconstruct, total=args.total)
-    return deliver(args, p, res)
+    with out.signals_held() as got:  # from the draw on, Ctrl-C waits for the answers to be written
+        res = mmopt.release(p.workload, p.strategy, p.x, p.privacy, reconstruct=args.reconstruct, total=args.total)
+        code = deliver(args, p, res)
+    return out.interrupted_after_draw(got, code)

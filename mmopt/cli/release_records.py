@@ -182,8 +182,10 @@ def release_records(args) -> int:
     from mmopt.records import release_marginals
 
     p = plan(args)
-    res = release_marginals(args.records, p.domain, p.workload, p.privacy)
-    return deliver(args, p, res)
+    with out.signals_held("the table") as got:  # from the draw on, Ctrl-C waits for the table to be written
+        res = release_marginals(args.records, p.domain, p.workload, p.privacy)
+        code = deliver(args, p, res)
+    return out.interrupted_after_draw(got, code)
 
 
 def dispatch(args) -> int:

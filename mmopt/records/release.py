@@ -279,6 +279,7 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
                       "and simulations; omit 'seed' for a real release.", UserWarning, stacklevel=2)
         gen = np.random.default_rng(seed)
         draw = gen.normal if privacy.noise == "gaussian" else gen.laplace
+        _opendp.note_draw()
         y = Ax + draw(0.0, scale, Ax.shape)
         sampler = "numpy-seeded"
     # -- the noise is drawn: from here on nothing may raise (the budget is spent) --
