@@ -278,6 +278,7 @@ def test_ctrl_c_after_the_draw_keeps_the_release(tmp_path, records):
 def test_ctrl_c_before_the_draw_still_stops_at_once(monkeypatch, tmp_path, capsys):
     import os
     import signal
+
     from mmopt.cli import main
     from mmopt.cli import release as cmd
     drawn = []
