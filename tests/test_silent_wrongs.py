@@ -293,3 +293,26 @@ def test_ctrl_c_before_the_draw_still_stops_at_once(monkeypatch, tmp_path, capsy
     code = main(["release", "prefix:4", "--data", str(tmp_path / "x.csv"), "--epsilon", "1",
                  "--out", str(tmp_path / "a.csv")])
     assert code == 130 and drawn == [] and "interrupted" in capsys.readouterr().err
+
+
+def test_an_attribute_with_a_million_values_is_released_without_its_square():
+    """Issue 30: the residual basis of an attribute with 10⁶ values was formed as a 10⁶×10⁶ matrix (7.3 TiB,
+    MemoryError); it is now applied as 'remove the mean' along the axis. 1- and 2-way marginals with a binary
+    attribute, checked against the same release computed through the explicit basis on a small domain."""
+    pytest.importorskip("opendp")
+    import importlib
+
+    from mmopt.records import Attribute, Domain, release_marginals
+    rr = importlib.import_module("mmopt.structured.residual.reconstruct")  # the module (the package exports a function)
+    big = Domain((Attribute("id", edges=tuple(np.arange(10**6 + 1, dtype=float))),
+                  Attribute("kids", categories=(0, 1))))
+    df = pd.DataFrame({"id": [5.0, 7.0, 7.0], "kids": [0, 1, 1]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        r = release_marginals(df, big, "k<=2", Privacy(1.0, 1e-9), seed=0)
+    assert r.marginals[(0, 1)].shape == (10**6, 2) and np.isfinite(r.marginals[(0,)]).all()
+    y = np.random.default_rng(0).normal(size=(7, 3))
+    for n, axis in ((7, 0), (3, 1)):
+        B = rr.rs.residual_basis(n)
+        np.testing.assert_allclose(rr._basis_along(y, n, axis), rr._along(y, B, axis), atol=1e-14)
+        np.testing.assert_allclose(rr._basis_along(y, n, axis, transpose=True), rr._along(y, B.T, axis), atol=1e-14)

@@ -61,6 +61,16 @@ def _along(y: np.ndarray, M: np.ndarray, axis: int) -> np.ndarray:
     return np.moveaxis(np.tensordot(M, y, axes=([1], [axis])), 0, axis)
 
 
+def _basis_along(y: np.ndarray, n: int, axis: int, *, transpose: bool = False) -> np.ndarray:
+    """:func:`~mmopt.structured.residual.strategy.residual_basis` (n) (or its transpose) applied to ``axis`` of y
+    without forming it: I − J/n is the mean removed along the axis, O(size) (an attribute with 10⁶ values
+    allocated its 10⁶×10⁶ basis, 7.3 TiB, and died of MemoryError); n = 2 is the 1×2 basis itself."""
+    if n == 2:
+        B = rs.residual_basis(2)
+        return _along(y, B.T if transpose else B, axis)
+    return y - y.mean(axis=axis, keepdims=True)
+
+
 def _check_counts(counts: dict, shape, caller: str) -> dict:
     keys = cl.check_sets(list(counts), shape, name="counts", caller=caller)
     out = {}
@@ -134,12 +144,11 @@ def measure(strategy: rs.ResidualStrategy, data, privacy: Privacy | None = None,
     if privacy is not None:
         noise = privacy.noise
         scale = privacy.noise_scale(rs.sensitivity(strategy, privacy.sensitivity_norm).value)
-    bases = {n: rs.residual_basis(n) for n in set(shape) if n > 1}
     values = {}
     for S, c in zip(strategy.subsets, strategy.weights.tolist(), strict=True):
         y = c * m[S]
         for ax, i in enumerate(S):
-            y = _along(y, bases[shape[i]], ax)
+            y = _basis_along(y, shape[i], ax)
         if noise == "gaussian":
             y = y + gen.normal(0.0, scale, batch + y.shape)
         elif noise == "laplace":
@@ -173,7 +182,6 @@ def reconstruct(measurements: Measurements, attributes) -> np.ndarray:
                         limit=ck.MAX_VECTOR_ENTRIES)
     live = tuple(i for i in A if shape[i] > 1)
     out = np.zeros(batch + tuple(shape[i] for i in A))
-    bases = {n: rs.residual_basis(n) for n in set(shape) if n > 1}
     offset = len(batch)
     for k in range(len(live) + 1):
         for S in itertools.combinations(live, k):
@@ -183,7 +191,7 @@ def reconstruct(measurements: Measurements, attributes) -> np.ndarray:
                                  "the marginal is not estimable. Measure every subset of the marginals you need.")
             y = measurements.values[S]
             for ax, i in enumerate(S):
-                y = _along(y, bases[shape[i]].T, offset + ax)
+                y = _basis_along(y, shape[i], offset + ax, transpose=True)
             full = batch + tuple(shape[i] if i in S else 1 for i in A)
             coef = cl.cells(shape, S) / (NA * float(strategy.weights[j]))
             out += coef * y.reshape(full)
