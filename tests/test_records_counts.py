@@ -186,3 +186,31 @@ def test_refusals(df, tmp_path):
         marginal_counts(tmp_path / "bad.csv", D, [(0,)])
     with pytest.raises(ValueError, match="'batch_size' parameter of marginal_counts must be an integer >= 1"):
         marginal_counts(df, D, [(0,)], batch_size=0)
+
+
+def test_maximal_sets_and_their_sources_match_the_pairwise_definition():
+    """Issue 30: set containment by listing subsets (the pairwise test took 4·10⁸ comparisons for the 1- to 3-way
+    marginals on 50 attributes: a 209 s release, now 6 s) agrees with the definition on random families."""
+    import itertools
+    import math
+
+    from mmopt.records import counts as rcounts
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        d = int(rng.integers(3, 9))
+        shape = tuple(int(x) for x in rng.integers(1, 5, d))
+        family = [tuple(sorted(rng.choice(d, int(rng.integers(0, d + 1)), replace=False).tolist()))
+                  for _ in range(int(rng.integers(1, 15)))]
+        uniq = list(dict.fromkeys(family))
+        brute = tuple(A for A in uniq if not any(set(A) < set(B) for B in uniq))
+        top = rcounts.maximal(family)
+        assert top == brute
+        src = rcounts.smallest_supersets(family, top, shape)
+        for A in family:
+            fits = [B for B in top if set(A) <= set(B)]
+            assert src[A] in fits and math.prod(shape[i] for i in src[A]) == min(
+                math.prod(shape[i] for i in B) for B in fits)
+    wide = [tuple(range(20)), tuple(range(19)), (25,)]  # past the subset-listing size: the pairwise path
+    assert rcounts.maximal(wide) == (tuple(range(20)), (25,))
+    assert list(itertools.islice(rcounts.smallest_supersets(wide, rcounts.maximal(wide), (2,) * 30).values(), 1)) == [
+        tuple(range(20))]

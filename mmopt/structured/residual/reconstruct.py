@@ -61,13 +61,17 @@ def _along(y: np.ndarray, M: np.ndarray, axis: int) -> np.ndarray:
     return np.moveaxis(np.tensordot(M, y, axes=([1], [axis])), 0, axis)
 
 
+_HALF_SQRT2 = 1.0 / math.sqrt(2.0)
+
+
 def _basis_along(y: np.ndarray, n: int, axis: int, *, transpose: bool = False) -> np.ndarray:
     """:func:`~mmopt.structured.residual.strategy.residual_basis` (n) (or its transpose) applied to ``axis`` of y
     without forming it: I − J/n is the mean removed along the axis, O(size) (an attribute with 10⁶ values
     allocated its 10⁶×10⁶ basis, 7.3 TiB, and died of MemoryError); n = 2 is the 1×2 basis itself."""
-    if n == 2:
-        B = rs.residual_basis(2)
-        return _along(y, B.T if transpose else B, axis)
+    if n == 2:  # B = [1, −1]/√2: a difference, or (transposed) the value and its negative, without tensordot
+        if transpose:
+            return np.concatenate([y, -y], axis=axis) * _HALF_SQRT2
+        return (np.take(y, [0], axis=axis) - np.take(y, [1], axis=axis)) * _HALF_SQRT2
     return y - y.mean(axis=axis, keepdims=True)
 
 
