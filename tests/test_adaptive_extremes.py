@@ -39,3 +39,18 @@ def test_counts_past_the_limit_are_refused_and_at_it_are_finite(name):
         getattr(ad, name)(np.full(8, 1e308), 1.0, rng=0)
     r = getattr(ad, name)(np.full(16, MAX_COUNT), 1.0, rng=0)
     assert np.isfinite(r.estimate).all()
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: ad.noise_first(np.ones(10**5), 1.0, rng=0), "'x' parameter of noise_first must be <="),
+    (lambda: ad.structure_first(np.ones(10**5), 1.0, count_bound=10.0, rng=0),
+     "'x' parameter of structure_first must be <="),
+    (lambda: ad.php(np.ones(10**6), 1.0, rng=0), "'x' parameter of php must be <="),
+    (lambda: ad.ireduct(np.ones((2, 3)), 1.0, rounds=10**9, rng=0), "'rounds' parameter of ireduct must be <="),
+])
+def test_sizes_they_cannot_finish_are_refused_with_the_work_before_any_noise(call, match):
+    """Issue 30: these ran past any reasonable time (or died of MemoryError) instead of refusing up front (the
+    checks stand before the first draw in each function)."""
+    with pytest.raises(ValueError, match=match) as info:
+        call()
+    assert "operations" in str(info.value) and "MAX_WORK" in str(info.value)

@@ -60,7 +60,7 @@ import math
 
 import numpy as np
 
-from mmopt import _validation as v
+from mmopt import _guards as g
 from mmopt.adaptive._common import AdaptiveResult, check_epsilon, check_fraction, laplace_scale
 from mmopt.adaptive._finish import finish, noise_source
 from mmopt.adaptive._marginals import check_marginals, fit_marginals
@@ -122,7 +122,8 @@ def ireduct(data, epsilon: float, *, domain=None, marginals=None, rounds: int = 
     """
     caller = "ireduct"
     eps = check_epsilon(epsilon, caller)
-    R = v.check_int(rounds, name="rounds", caller=caller, low=1)
+    R = g.check_work(rounds, name="rounds", caller=caller, per_item=g.ITERATION_OPS, item="rounds",
+                     remedy="Use fewer rounds: each adds a fresh, independent measurement of every marginal.")
     gamma = check_fraction(first_share, "first_share", caller)
     frac = check_fraction(sanity, "sanity", caller)
     shape, marg = _check_data(data, domain, caller)

@@ -34,6 +34,7 @@ import math
 
 import numpy as np
 
+from mmopt import _guards as g
 from mmopt import _validation as v
 from mmopt.adaptive._common import AdaptiveResult, check_epsilon, check_fraction, check_histogram, laplace_scale
 from mmopt.adaptive._finish import finish, noise_source
@@ -41,6 +42,11 @@ from mmopt.adaptive._finish import finish, noise_source
 __all__ = ["php", "split_deviations"]
 
 _CHUNK = 1 << 20  # entries of the (split × cell) work array evaluated at once
+
+
+#: Operations per (cut, cell) pair of a split's scores, measured with the levels below it (php on 40,000 cells:
+#: 13 CPU s, 1.6·10⁹ pairs at the top level).
+_SPLIT_OPS = 8
 
 
 def split_deviations(xb: np.ndarray) -> np.ndarray:
@@ -113,6 +119,9 @@ def php(x, epsilon: float, *, ratio: float = 0.5, depth: int | None = None, keep
     eps = check_epsilon(epsilon, caller)
     rho = check_fraction(ratio, "ratio", caller)
     n = X.size
+    # the first split scores every cut of the whole domain, O(n²) (measured: 13 CPU s at 40,000 cells)
+    g.check_work(n, name="x", caller=caller, item="cells", work_of=lambda m: _SPLIT_OPS * m * m,
+                 remedy="Coarsen x (merge neighbouring cells).")
     T = max(1, math.ceil(math.log2(n))) if depth is None else v.check_int(depth, name="depth", caller=caller)
     src = noise_source(noise, rng, caller)
     eps1, eps2 = rho * eps, eps - rho * eps
