@@ -13,8 +13,8 @@ scores reach 10⁷ at ε = 1) neither overflow nor underflow to a zero normalise
 before scaling, so the probabilities keep full relative precision in the score differences. Sampling uses the Gumbel-max
 identity: argmax_r (logit_r + G_r) with G_r i.i.d. standard Gumbel has exactly the distribution p (Gumbel 1954;
 e.g. Durfee & Rogers, NeurIPS 2019, for its use in DP). :func:`exponential_mechanism` draws numpy's Gumbel
-noise: **simulation only**; the algorithms draw through ``Noise.exponential``, whose ``noise="opendp"``
-back-end samples the same distribution with OpenDP (:mod:`mmopt.adaptive._opendp_noise`).
+noise by default (**simulation only**) and OpenDP's vetted sampler with ``noise="opendp"``, as the algorithms do
+through ``Noise.exponential`` (:mod:`mmopt.adaptive._opendp_noise`).
 """
 
 from __future__ import annotations
@@ -56,14 +56,27 @@ def exponential_probabilities(scores, epsilon: float, sensitivity: float) -> np.
     return np.exp(logits - log_sum_exp(logits))
 
 
-def exponential_mechanism(scores, epsilon: float, sensitivity: float, rng=None) -> int:
-    """Draw one index with the probabilities of :func:`exponential_probabilities` (Gumbel-max; seeded numpy).
+def exponential_mechanism(scores, epsilon: float, sensitivity: float, rng=None, *, noise: str = "numpy") -> int:
+    """Draw one index with the probabilities of :func:`exponential_probabilities` (Gumbel-max).
+
+    ``noise="numpy"`` (the default, for studies) draws numpy's Gumbel noise from ``rng`` (a seed, a Generator or
+    None): **simulation only**. ``noise="opendp"`` is the release path: OpenDP's vetted sampler of the same
+    distribution (:func:`mmopt.adaptive._opendp_noise.exponential`); ``rng`` must then be None.
 
     Examples
     --------
     >>> exponential_mechanism([0.0, 0.0, 1e6], epsilon=1.0, sensitivity=1.0, rng=0)
     2
     """
-    logits = _logits(scores, epsilon, sensitivity, "exponential_mechanism")
-    gen = v.check_rng(rng, name="rng", caller="exponential_mechanism")
+    caller = "exponential_mechanism"
+    logits = _logits(scores, epsilon, sensitivity, caller)
+    v.check_choice(noise, name="noise", caller=caller, choices=("numpy", "opendp"))
+    if noise == "opendp":
+        if rng is not None:
+            raise ValueError(f"The 'rng' parameter of {caller} must be None with noise='opendp' (OpenDP's vetted "
+                             f"samplers cannot be seeded). Got {rng!r} instead; drop it, or use noise='numpy' for "
+                             "a reproducible simulation.")
+        from mmopt.adaptive._opendp_noise import exponential  # lazy: OpenDP is an optional dependency
+        return exponential(scores, epsilon, sensitivity)
+    gen = v.check_rng(rng, name="rng", caller=caller)
     return int(np.argmax(logits + gen.gumbel(size=logits.shape)))
