@@ -316,3 +316,30 @@ def test_an_attribute_with_a_million_values_is_released_without_its_square():
         B = rr.rs.residual_basis(n)
         np.testing.assert_allclose(rr._basis_along(y, n, axis), rr._along(y, B, axis), atol=1e-14)
         np.testing.assert_allclose(rr._basis_along(y, n, axis, transpose=True), rr._along(y, B.T, axis), atol=1e-14)
+
+
+@pytest.mark.parametrize("records", [False, True])
+def test_command_line_releases_spend_through_a_ledger(tmp_path, capsys, records):
+    """Issue 30: the command line had no ledger, so a rerun spent ε again; --ledger checks the spend before any
+    noise, records it, and refuses what no longer fits."""
+    pytest.importorskip("opendp")
+    from mmopt.cli import main
+    (tmp_path / "x.csv").write_text("0,1,2,3\n", encoding="utf-8")
+    (tmp_path / "r.csv").write_text("sex\nF\nM\n", encoding="utf-8")
+    (tmp_path / "d.json").write_text('{"attributes": [{"name": "sex", "categories": ["F", "M"]}]}', encoding="utf-8")
+    ledger = tmp_path / "budget.json"
+
+    def run(out, *extra):
+        argv = (["release", "--records", str(tmp_path / "r.csv"), "--domain", str(tmp_path / "d.json"),
+                 "--workload", "marginals:k=1"] if records
+                else ["release", "prefix:4", "--data", str(tmp_path / "x.csv")])
+        return main([*argv, "--epsilon", "0.6", "--out", str(tmp_path / out), "--ledger", str(ledger), *extra])
+    assert run("a.csv", "--ledger-total", "1.0") == 0
+    assert "ε=0.4" in capsys.readouterr().err
+    spent = Accountant.load(ledger)
+    assert [s.status for s in spent.spends] == ["spent"] and spent.spent.epsilon == pytest.approx(0.6)
+    assert run("b.csv") == 2                                 # 0.6 + 0.6 > 1: refused before any noise
+    assert "would exceed the total budget" in capsys.readouterr().err and not (tmp_path / "b.csv").exists()
+    assert len(Accountant.load(ledger).spends) == 1
+    assert run("c.csv", "--ledger-total", "2.0") == 2        # an existing ledger keeps its total
+    assert "Drop --ledger-total" in capsys.readouterr().err

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -237,23 +239,37 @@ class Accountant:
         elif not isinstance(privacy, Privacy):
             raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy, or \"remaining\" to spend "
                             f"what is left. Got {type(privacy).__name__} instead.")
+        what = f"{privacy.noise} noise on strategy {_name(strategy)!r} for workload {_name(workload)!r}"
+        with self.pending_release(privacy, label, what, caller=caller) as outcome:
+            outcome.append(dispatch.release(workload, strategy, x, privacy, **kwargs))
+        return outcome[0]
+
+    @contextlib.contextmanager
+    def pending_release(self, privacy: Privacy, label: str | None, what: str, *, caller: str) -> Iterator[list]:
+        """The budget side of a release that some code other than :meth:`release` draws (a records release):
+        checked (refused before anything runs), written as *pending* before the block, then, if the block
+        appended the release's output (anything with ``verified_loss``, ``noise``, ``sensitivity`` and
+        ``noise_scale``) to the list it yields, replaced by what was verified; if the block raised with nothing
+        appended, nothing was released and the pending entry is removed. A crash leaves it counted in full."""
         charge = self._ledger.charge(privacy, None, caller, release=True)
         label = self._label(label, "release", caller)
         self._ledger.refuse_unless_fits(charge, caller)
-        what = f"{privacy.noise} noise on strategy {_name(strategy)!r} for workload {_name(workload)!r}"
         pending = Spend(label, what, privacy.epsilon, privacy.delta,
                         charge if self.composition == "zcdp" else None, _now(), "release", "pending")
         # on disk before the noise (checked again against the file, under its lock): a crash leaves it counted
         self._commit(lambda ledger: _checked(ledger, charge, caller).add(pending), caller)
+        outcome: list = []
         try:
-            out = dispatch.release(workload, strategy, x, privacy, **kwargs)
+            yield outcome
         except Exception:
-            # mmopt.release returned nothing, so nothing was released; the original error is what matters
-            self._settle(pending, None, caller, "the release failed and spent nothing, but the file still counts it")
+            if not outcome:  # nothing was released; the original error is what matters
+                self._settle(pending, None, caller,
+                             "the release failed and spent nothing, but the file still counts it")
             raise
-        self._settle(pending, _verified(pending, privacy, out, self.composition), caller,
-                     "the release is done, but the file still counts it at the requested budget")
-        return out
+        finally:
+            if outcome:
+                self._settle(pending, _verified(pending, privacy, outcome[0], self.composition), caller,
+                             "the release is done, but the file still counts it at the requested budget")
 
     # -- files ---------------------------------------------------------------------------------------------
     @classmethod

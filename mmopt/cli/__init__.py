@@ -160,6 +160,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the estimate x̂ (.npy or .csv); without --out, only x̂ is written (any workload size)")
     p.add_argument("--allow-large-output", action="store_true",
                    help="write a --out table of more than 10,000,000 rows (about 1 GB of CSV per 10 million)")
+    p.add_argument("--ledger", metavar="FILE.json",
+                   help="spend from this privacy ledger (mmopt.Accountant): the release is refused before any noise if "
+                        "it does not fit, recorded as pending before the draw and as verified after it")
+    p.add_argument("--ledger-total", metavar="EPS[,DELTA]",
+                   help="with --ledger, for a ledger file that does not exist yet: its total budget")
+    p.add_argument("--composition", choices=("basic", "zcdp"), default="basic",
+                   help="with --ledger-total: how the new ledger composes spends (default basic)")
     p.add_argument("--json", action="store_true", help="print the release report as JSON instead of a table")
     return parser
 

@@ -152,8 +152,13 @@ def signals_held(what: str = "the release") -> Iterator[list]:
             signal.signal(s, handler)
 
 
-def interrupted_after_draw(got: list, code: int) -> int:
-    """The exit code once delivery finished: 130 (and the message) if a signal was held, else ``code``."""
+def interrupted_after_draw(got: list, code: int, accountant=None) -> int:
+    """The exit code once delivery finished: 130 (and the message) if a signal was held, else ``code``; with a
+    ledger, what remains in it is said on stderr."""
+    if accountant is not None:
+        left = accountant.remaining
+        print(f"mmopt: ledger '{accountant.path}': ε={left.epsilon:.6g}, δ={left.delta:.6g} remain after this "
+              "release.", file=sys.stderr, flush=True)
     if not got:
         return code
     print("mmopt: interrupted after the noise was drawn: what was released is where the report above says; the "

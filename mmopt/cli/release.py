@@ -283,10 +283,37 @@ def deliver(args, p: Plan, res) -> int:
     return 0
 
 
+def open_ledger(args):
+    """The :class:`mmopt.Accountant` of ``--ledger`` (None without it): the file if it exists, else a new one with
+    ``--ledger-total`` (ε or ε,δ) and ``--composition``; ValueError naming the option otherwise."""
+    if getattr(args, "ledger", None) is None:
+        if getattr(args, "ledger_total", None) is not None:
+            raise ValueError("--ledger-total needs --ledger FILE (the ledger file to create).")
+        return None
+    out.check_extension(args.ledger, (".json",), "--ledger")
+    if os.path.exists(args.ledger):
+        if args.ledger_total is not None:
+            raise ValueError(f"The --ledger file '{args.ledger}' exists: its total is recorded there. Drop "
+                             "--ledger-total (a budget cannot change once spent from).")
+        return mmopt.Accountant.load(args.ledger)
+    if args.ledger_total is None:
+        raise ValueError(f"The --ledger file '{args.ledger}' does not exist. Give --ledger-total EPS[,DELTA] to "
+                         "start it, or the path of an existing ledger.")
+    try:
+        parts = [float(t) for t in args.ledger_total.split(",")]
+    except ValueError:
+        parts = []
+    if len(parts) not in (1, 2):
+        raise ValueError(f"--ledger-total must be EPS or EPS,DELTA (numbers). Got {args.ledger_total!r}.")
+    return mmopt.Accountant.open(args.ledger, mmopt.Privacy(*parts), args.composition)
+
+
 def release(args) -> int:
     """``mmopt release``: plan (all checks), measure once (OpenDP), deliver (files and report)."""
     p = plan(args)
+    acc = open_ledger(args)
     with out.signals_held() as got:  # from the draw on, Ctrl-C waits for the answers to be written
-        res = mmopt.release(p.workload, p.strategy, p.x, p.privacy, reconstruct=args.reconstruct, total=args.total)
+        spend = acc.release if acc is not None else mmopt.release  # with a ledger: checked, then recorded
+        res = spend(p.workload, p.strategy, p.x, p.privacy, reconstruct=args.reconstruct, total=args.total)
         code = deliver(args, p, res)
-    return out.interrupted_after_draw(got, code)
+    return out.interrupted_after_draw(got, code, acc)

@@ -24,8 +24,10 @@ Kifer, NeurIPS 2023; Li et al., PODS 2010, Thm 5.26).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
+import types
 import warnings
 from dataclasses import dataclass, field
 
@@ -198,7 +200,7 @@ def unit_variances(strategy: rs.ResidualStrategy, sets) -> dict:
 
 
 def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, strategy=None, seed=None,
-                      batch_size: int = rd.BATCH_ROWS) -> RecordsRelease:
+                      batch_size: int = rd.BATCH_ROWS, accountant=None, label: str | None = None) -> RecordsRelease:
     """Release the marginals of ``workload`` from records under (ε, δ)-DP, with their predicted variance.
 
     Parameters
@@ -220,6 +222,11 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
         the seed can subtract the noise); a warning says so.
     batch_size : int
         Rows per batch when counting.
+    accountant : mmopt.Accountant or None
+        The budget this release spends from: checked before any noise (a refusal draws nothing), written to its
+        ledger as pending before the draw, then replaced by OpenDP's verified loss (and the ρ of the noise drawn).
+    label : str or None
+        The ledger's name for this release (default "release k").
 
     Returns
     -------
@@ -246,6 +253,11 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
     (True, ['marginal', 'sex', 'age', 'region', 'estimate', 'std_error'])
     """
     caller = "release_marginals"
+    if accountant is not None:
+        from mmopt.accounting import Accountant  # lazy: the accounting layer is above this one
+        if not isinstance(accountant, Accountant):
+            raise TypeError(f"The 'accountant' parameter of {caller} must be an mmopt.Accountant or None. "
+                            f"Got {type(accountant).__name__} instead.")
     if not isinstance(privacy, Privacy):
         raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy, e.g. Privacy(epsilon=1.0). "
                         f"Got {type(privacy).__name__} instead.")
@@ -269,19 +281,24 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
     # OpenDP's scale lies within 16× the analytic one (its search's bracket): a budget whose variance there is not
     # a finite float is refused before any draw
     _check_noise_scale(_opendp.calibrated_scale(privacy, d_in, caller), privacy, caller)
-    if seed is None:
-        y, scale, _ = _opendp.measure(Ax, d_in, privacy, noise_scale=None, caller=caller)
-        sampler = "opendp"
-    else:  # OpenDP calibrates and verifies the scale on a dummy vector (the map does not depend on the data)
-        _, scale, _ = _opendp.measure(np.zeros(1), d_in, privacy, noise_scale=None, caller=caller)
-        warnings.warn(f"{caller}: seed={seed} draws the noise with numpy's seeded generator (at OpenDP's verified "
-                      "scale): reproducible, but anyone who knows the seed can remove the noise. Use it for tests "
-                      "and simulations; omit 'seed' for a real release.", UserWarning, stacklevel=2)
-        gen = np.random.default_rng(seed)
-        draw = gen.normal if privacy.noise == "gaussian" else gen.laplace
-        _opendp.note_draw()
-        y = Ax + draw(0.0, scale, Ax.shape)
-        sampler = "numpy-seeded"
+    what = f"records release of {len(sets)} marginal(s), {privacy.noise} noise on the residual strategy"
+    with (accountant.pending_release(privacy, label, what, caller=caller) if accountant is not None
+          else contextlib.nullcontext([])) as outcome:  # the ledger: checked, then pending before the draw
+        if seed is None:
+            y, scale, loss = _opendp.measure(Ax, d_in, privacy, noise_scale=None, caller=caller)
+            sampler = "opendp"
+        else:  # OpenDP calibrates and verifies the scale on a dummy vector (the map does not depend on the data)
+            _, scale, loss = _opendp.measure(np.zeros(1), d_in, privacy, noise_scale=None, caller=caller)
+            warnings.warn(f"{caller}: seed={seed} draws the noise with numpy's seeded generator (at OpenDP's "
+                          "verified scale): reproducible, but anyone who knows the seed can remove the noise. Use it "
+                          "for tests and simulations; omit 'seed' for a real release.", UserWarning, stacklevel=2)
+            gen = np.random.default_rng(seed)
+            draw = gen.normal if privacy.noise == "gaussian" else gen.laplace
+            _opendp.note_draw()
+            y = Ax + draw(0.0, scale, Ax.shape)
+            sampler = "numpy-seeded"
+        outcome.append(types.SimpleNamespace(verified_loss=loss, noise=privacy.noise, sensitivity=d_in,
+                                             noise_scale=float(scale)))
     # -- the noise is drawn: from here on nothing may raise (the budget is spent) --
     values, at = {}, 0
     for S in A.subsets:
