@@ -149,7 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workload", metavar="WORKLOAD", help="with --records: 'marginals:k=2' (all 2-way marginals), "
                    "'marginals:k<=2' (every 1- and 2-way marginal) or 'marginals:A*B,C' (named attribute sets)")
     _privacy_args(p, required=True)
-    p.add_argument("--strategy", "-s", default="identity", help="as for evaluate (default identity)")
+    p.add_argument("--strategy", "-s", default="auto",
+                   help="as for evaluate, or auto (the default): mmopt.optimize's best strategy for this budget "
+                        "(on the workload alone, no data), within --budget")
+    p.add_argument("--budget", default="fast", metavar="fast|default|thorough|SECONDS",
+                   help="with --strategy auto: the CPU seconds the search may plan to spend (default fast, 5 s)")
     p.add_argument("--reconstruct", choices=("least_squares", "nnls", "projection"), default="least_squares",
                    help="how x̂ is estimated from the noisy measurements (post-processing; default least_squares)")
     p.add_argument("--total", type=float, default=None, help="a public total Σx to impose (nnls, projection)")

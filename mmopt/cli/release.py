@@ -134,12 +134,24 @@ def _check_table(args, W, A, P):
     return table.prepare_table(W, A, noise=P.noise, caller="release")
 
 
+def _strategy(args, W, P):
+    """--strategy: a spec, or "auto": the best strategy :func:`mmopt.optimize` finds for this budget's noise within
+    --budget (data-independent: it sees the workload only), said on stderr."""
+    if args.strategy.strip() != "auto":
+        return build_strategy(args.strategy, W)
+    from mmopt.cli.commands import _budget
+    res = mmopt.optimize(W, privacy=P, seed=0, verbose=False, budget=_budget(args.budget))
+    print(f"mmopt: strategy {res.method} ({res.ratio:.3g}× the lower bound, {res.seconds:.1f} s; --strategy to choose "
+          "another)", file=sys.stderr, flush=True)
+    return res.strategy
+
+
 def plan(args) -> Plan:
     """Phase 1: every check of :func:`release`, before the data is touched or any noise drawn."""
     outputs = _check_outputs(args)
     W = build_workload(args.spec)
     P = mmopt.Privacy(args.epsilon, args.delta)
-    A = build_strategy(args.strategy, W)
+    A = _strategy(args, W, P)
     x = _load_data(args.data)
     if not isinstance(W, ImplicitWorkload):
         x = x.ravel()  # a dense workload reads a flat histogram (C order)

@@ -35,7 +35,7 @@ __all__ = ["deliver", "dispatch", "parse_workload", "plan", "release_records"]
 
 _TABLES = (".csv", ".parquet")
 # options of the histogram release that mean nothing for records, with their defaults (build_parser's)
-_HISTOGRAM_ONLY = {"spec": None, "data": None, "strategy": "identity", "reconstruct": "least_squares",
+_HISTOGRAM_ONLY = {"spec": None, "data": None, "strategy": "auto", "budget": "fast", "reconstruct": "least_squares",
                    "total": None, "estimate": None}
 
 
