@@ -54,3 +54,9 @@ def test_sizes_they_cannot_finish_are_refused_with_the_work_before_any_noise(cal
     with pytest.raises(ValueError, match=match) as info:
         call()
     assert "operations" in str(info.value) and "MAX_WORK" in str(info.value)
+
+
+def test_dawa_refuses_a_budget_whose_split_leaves_the_range_in_its_own_words():
+    with pytest.raises(ValueError, match="'epsilon' parameter of dawa splits into ε₁ = 2.5e-51"):
+        ad.dawa(np.arange(16.0), 1e-50, rng=0)
+    assert np.isfinite(ad.dawa(np.arange(16.0), 1e-49, rng=0).estimate).all()

@@ -25,7 +25,14 @@ from __future__ import annotations
 import numpy as np
 
 from mmopt import _validation as v
-from mmopt.adaptive._common import AdaptiveResult, check_epsilon, check_fraction, check_histogram, make_result
+from mmopt.adaptive._common import (
+    EPSILON_RANGE,
+    AdaptiveResult,
+    check_epsilon,
+    check_fraction,
+    check_histogram,
+    make_result,
+)
 from mmopt.adaptive._measure import MEASURES, measure
 from mmopt.adaptive._noise import resolve_noise
 from mmopt.adaptive.hilbert import hilbert_order
@@ -96,6 +103,11 @@ def dawa(x, epsilon: float, *, ratio: float = 0.25, strategy="hierarchical", bra
     src = resolve_noise(noise, rng, caller=caller)
     eps1 = rho * eps
     eps2 = eps - eps1
+    lo, hi = EPSILON_RANGE
+    if not (lo <= eps1 <= hi and lo <= eps2 <= hi):  # said in dawa's words, not its partition step's
+        raise ValueError(f"The 'epsilon' parameter of {caller} splits into ε₁ = {eps1:g} (partition) and ε₂ = "
+                         f"{eps2:g} (measurement) at ratio={rho:g}; each must be between {lo:g} and {hi:g}, so that "
+                         f"the noise variances are normal floats. Got epsilon={eps!r}.")
     c = 1.0 / eps2 if bucket_penalty is None else bucket_penalty
 
     perm = hilbert_order(X.shape) if X.ndim == 2 and order == "hilbert" else None
