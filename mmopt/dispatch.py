@@ -72,9 +72,36 @@ def evaluate(workload, strategy, privacy=None, *, norm: str | None = None, per_q
     >>> round(r.total_squared_error), r.n_queries, r.total_exact   # 2 · (query, cell) incidences
     (2235124, 4151, True)
     """
+    from mmopt.toeplitz.error import StreamWorkload  # lazy: the toeplitz layer imports this module's layer
+    if isinstance(workload, StreamWorkload):
+        return _evaluate_stream(workload, strategy, privacy, norm, per_query)
     W, A, implicit = _kinds(workload, strategy, "evaluate")
     with _runtime.blas_threads(_runtime.default_blas_threads()):
         return _evaluate(W, A, implicit, privacy, norm, per_query)
+
+
+def _evaluate_stream(W, strategy, privacy, norm, per_query):
+    """``mmopt.toeplitz.prefix(n)`` / ``all_range(n)`` (issue 31: refused with a TypeError): Toeplitz and weighted
+    square-root strategies by :func:`mmopt.toeplitz.evaluate` (exact, O(n log n), any n); any other strategy
+    (dense, or the p-Identity strategy ``optimize(..., method="min_error")`` returns) on the dense twin of the
+    workload up to the dense limit."""
+    from mmopt.pidentity import PIdentityStrategy
+    from mmopt.toeplitz import evaluate as toeplitz_evaluate
+    from mmopt.toeplitz.strategies import ToeplitzStrategy
+    from mmopt.toeplitz.weighted import WeightedSqrtStrategy
+    from mmopt.workload import all_range, prefix
+    if isinstance(strategy, ToeplitzStrategy | WeightedSqrtStrategy):
+        if per_query:
+            raise ValueError("evaluate: per_query=True is not available for a Toeplitz strategy on "
+                             f"{W.kind}({W.n:,}); its report has the total and the exact maximum.")
+        return toeplitz_evaluate(W, strategy, privacy, norm=norm)
+    if W.n > ck.DENSE_LIMIT:
+        raise ValueError(f"evaluate: strategy '{getattr(strategy, 'name', type(strategy).__name__)}' on {W.kind}"
+                         f"({W.n:,}) needs the dense path, which stops at {ck.DENSE_LIMIT:,} cells. Its exact total "
+                         "is the objective optimize reported (a p-Identity strategy: mmopt.pidentity.true_error); "
+                         "Toeplitz strategies (mmopt.toeplitz) are evaluated at any n.")
+    A = strategy.to_strategy() if isinstance(strategy, PIdentityStrategy) else strategy
+    return evaluate((prefix if W.kind == "prefix" else all_range)(W.n), A, privacy, norm=norm, per_query=per_query)
 
 
 def _evaluate(W, A, implicit: bool, privacy, norm, per_query):
@@ -107,6 +134,12 @@ def svd_bound(workload, privacy=None, *, per_query: bool = False) -> float:
     ``.method`` how it was obtained).
     """
     workload = as_implicit(workload)
+    from mmopt.toeplitz.error import StreamWorkload  # lazy, as in evaluate
+    if isinstance(workload, StreamWorkload):  # closed-form singular values at any n
+        from mmopt.toeplitz.bound import svd_bound as stream_svd_bound
+        check_per_query_flag(per_query, "svd_bound")
+        value = guards.scaled(stream_svd_bound(workload.n, workload.kind), privacy, workload.name)
+        return value / workload.n_queries if per_query else value
     if not isinstance(workload, ImplicitWorkload):
         return error.svd_bound(workload, privacy, per_query=per_query)
     check_per_query_flag(per_query, "svd_bound")

@@ -116,3 +116,23 @@ def test_release_of_an_upper_bounded_union_sensitivity_is_never_below_the_truth(
     assert srel.upper_sensitivity(mmopt.structured.sensitivity(A, "l1").value) >= dense
     out = mmopt.release(W, A, np.zeros(4480), Privacy(1.0))
     assert out.sensitivity >= dense and np.all(np.isfinite(out.answers))
+
+
+def test_stream_workloads_are_accepted_by_evaluate_and_svd_bound():
+    """Issue 31: mmopt.toeplitz.prefix(n) worked in optimize but evaluate and svd_bound refused it (a held-out
+    comparison lost a 612-second search to that TypeError)."""
+    from mmopt import toeplitz
+    big = toeplitz.prefix(65536)
+    ws = mmopt.optimize(big, method="weighted_sqrt")
+    assert mmopt.evaluate(big, ws.strategy).total_squared_error == pytest.approx(ws.objective, rel=1e-12)
+    gauss = mmopt.Privacy(1.0, 1e-6)
+    assert mmopt.svd_bound(big, gauss) == pytest.approx(gauss.variance_factor * mmopt.svd_bound(big), rel=1e-12)
+    for n in (64, 600):  # the closed-form SVD bound equals the dense one
+        assert mmopt.svd_bound(toeplitz.all_range(n)) == pytest.approx(mmopt.svd_bound(mmopt.workload.all_range(n)),
+                                                                       rel=1e-10)
+    small = toeplitz.prefix(512)
+    me = mmopt.optimize(small, method="min_error", seed=0)   # a p-Identity strategy, Θ only
+    assert mmopt.evaluate(small, me.strategy).total_squared_error == pytest.approx(me.objective, rel=1e-9)
+    with pytest.raises(ValueError, match="needs the dense path, which stops at 4,096 cells"):
+        mmopt.evaluate(toeplitz.prefix(5000), mmopt.optimize(toeplitz.prefix(5000), privacy=mmopt.Privacy(1.0),
+                                                             budget="fast").strategy)
