@@ -160,7 +160,8 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default=None, help="also write the table here")
     ap.add_argument("--case", nargs=2, metavar=("WORKLOAD", "NORM"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    budget = None if args.budget is None else (float(args.budget) if args.budget[0].isdigit() else args.budget)
+    from mmopt.cli.output import budget_arg
+    budget = budget_arg(args.budget)
     if args.case:
         print(json.dumps(run_case(*args.case, args.seed, budget)))
         return

@@ -311,11 +311,15 @@ def test_an_attribute_with_a_million_values_is_released_without_its_square():
         warnings.simplefilter("ignore", UserWarning)
         r = release_marginals(df, big, "k<=2", Privacy(1.0, 1e-9), seed=0)
     assert r.marginals[(0, 1)].shape == (10**6, 2) and np.isfinite(r.marginals[(0,)]).all()
-    y = np.random.default_rng(0).normal(size=(7, 3))
-    for n, axis in ((7, 0), (3, 1)):
+    def along(y, M, axis):  # the explicit basis M applied to one axis of y
+        return np.moveaxis(np.tensordot(M, y, axes=([1], [axis])), 0, axis)
+    y = np.random.default_rng(0).normal(size=(7, 3, 2))
+    for n, axis in ((7, 0), (3, 1), (2, 2)):
         B = rr.rs.residual_basis(n)
-        np.testing.assert_allclose(rr._basis_along(y, n, axis), rr._along(y, B, axis), atol=1e-14)
-        np.testing.assert_allclose(rr._basis_along(y, n, axis, transpose=True), rr._along(y, B.T, axis), atol=1e-14)
+        np.testing.assert_allclose(rr._basis_along(y, n, axis), along(y, B, axis), atol=1e-14)
+        Bt_input = along(y, B, axis)  # the transpose maps the basis's rows back to n values
+        np.testing.assert_allclose(rr._basis_along(Bt_input, n, axis, transpose=True), along(Bt_input, B.T, axis),
+                                   atol=1e-14)
 
 
 @pytest.mark.parametrize("records", [False, True])

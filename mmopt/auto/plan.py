@@ -20,6 +20,7 @@ and from the incumbent whether it runs. Three shapes of workload:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -102,8 +103,10 @@ class Context:
             return self.stream.kind
         return getattr(self.workload, "family", None) if self.structure is None else None
 
+    @functools.cached_property
     def dense(self):
-        """The workload as a dense Workload (built on first use: n×n)."""
+        """The workload as a dense Workload, built once on first use (n×n) and shared by every dense candidate,
+        so that the caches keyed by the workload object (its Gram's eigendecomposition) serve them all."""
         from mmopt.structured.workloads import ImplicitWorkload
         if self.stream is not None:
             from mmopt import workload as wl
@@ -151,11 +154,11 @@ def _products(ctx: Context, budget_seconds: float) -> list[Candidate]:
     if n > DENSE_LIMIT:
         return out
     if norm == "l2":
-        out.append(Candidate("l2_approx", costs.l2_dense(n), lambda: ctx.optimize(ctx.dense(), "l2_approx"),
+        out.append(Candidate("l2_approx", costs.l2_dense(n), lambda: ctx.optimize(ctx.dense, "l2_approx"),
                              unless=NEAR_L2))
         return out
     if n <= 256:  # the whole MinError pipeline costs seconds here (its own L2 start gives the dual bound)
-        out.append(Candidate("min_error", costs.min_error_dense(n), lambda: ctx.optimize(ctx.dense(), "min_error")))
+        out.append(Candidate("min_error", costs.min_error_dense(n), lambda: ctx.optimize(ctx.dense, "min_error")))
         return out
     rank = sum(math.prod(_rank(f) for f in t.factors) for t in S.terms)
     # rank(W) ≤ Σ_j ∏ᵢ rank Wᵢ⁽ʲ⁾ < N: the full-rank p-Identity strategies do not fit a rank-deficient W
@@ -181,7 +184,7 @@ def _local(ctx: Context, most: int, unless: float | None = None, name: str = "mi
         steps = ctx.max_iterations or min(most, int((seconds - 0.5) / step))
         if steps < LOCAL_MIN_STEPS and ctx.max_iterations is None:
             return None
-        run = lambda: ctx.optimize(ctx.dense(), "min_error", max_iterations=steps,  # noqa: E731
+        run = lambda: ctx.optimize(ctx.dense, "min_error", max_iterations=steps,  # noqa: E731
                                    options={"engine": "local", "restarts": 1})
         return Candidate(name, 0.5 + steps * step, run, unless=unless)
     return Candidate(name, 0.5 + LOCAL_MIN_STEPS * step, lambda: None, unless=unless, fit=fitted)
@@ -195,13 +198,13 @@ def _plain(ctx: Context, budget_seconds: float) -> list[Candidate]:
         # past 1,024 cells the dense closed forms cost O(n³) for errors far above the weighted square root's
         # (prefix(4,096): 1.57× the bound against 1.005×) under Gaussian noise
         for name in ("identity", "hierarchical", "wavelet"):
-            out.append(Candidate(name, costs.closed_dense(n), lambda name=name: ctx.optimize(ctx.dense(), name)))
+            out.append(Candidate(name, costs.closed_dense(n), lambda name=name: ctx.optimize(ctx.dense, name)))
     if family in ("prefix", "all_range") and norm == "l2":
         out.append(Candidate("weighted_sqrt", 0.05, lambda: ctx.optimize(ctx.workload, "weighted_sqrt")))
     if fast_family and norm == "l2":
         out.append(_dual(ctx, budget_seconds))
     else:
-        out.append(Candidate("l2_approx", costs.l2_dense(n), lambda: ctx.optimize(ctx.dense(), "l2_approx"),
+        out.append(Candidate("l2_approx", costs.l2_dense(n), lambda: ctx.optimize(ctx.dense, "l2_approx"),
                              share=1.0 if norm == "l2" else LOW_PRIOR_SHARE))
     if norm == "l1":
         out += _min_error(ctx, budget_seconds)
@@ -219,7 +222,7 @@ def _min_error(ctx: Context, budget_seconds: float) -> list[Candidate]:
         return [Candidate("min_error", costs.min_error_fast(n),
                           lambda: ctx.optimize(ctx.workload, "min_error", max_iterations=ctx.max_iterations))]
     full = costs.min_error_dense(n)
-    out = [Candidate("min_error", full, lambda: ctx.optimize(ctx.dense(), "min_error"))]
+    out = [Candidate("min_error", full, lambda: ctx.optimize(ctx.dense, "min_error"))]
     if full > budget_seconds and n <= DENSE_LIMIT:  # the pipeline does not fit: its p-Identity stage alone
         out.append(_local(ctx, LOCAL_STEPS))
     return out

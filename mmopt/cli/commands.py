@@ -122,16 +122,6 @@ def _without(record: dict, *keys: str) -> dict:
     return {k: val for k, val in record.items() if k not in keys and not k.startswith(tuple(f"{x}_" for x in keys))}
 
 
-def _budget(text: str | None):
-    """--budget as optimize's ``budget``: a name stays a name, a number is CPU seconds (checked by optimize)."""
-    if text is None:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        return text
-
-
 def optimize(args) -> int:
     if args.out:
         out.check_extension(args.out, (".json", ".csv"), "--out")
@@ -146,7 +136,7 @@ def optimize(args) -> int:
     initial = None if args.initial is None else build_strategy(args.initial, W)
     res = mmopt.optimize(W, privacy=P, method=args.method, seed=args.seed, norm=args.norm, tol=args.tol,
                          initial=initial, max_iterations=args.max_iterations, verbose=args.verbose,
-                         options=options or None, budget=_budget(args.budget))
+                         options=options or None, budget=out.budget_arg(args.budget))
     A = res.strategy
     record = {"workload": _workload_info(W), "method": res.method, "status": res.status, "success": res.success,
               "solver": res.solver, "norm": res.norm, "objective": res.objective, "lower_bound": res.lower_bound,

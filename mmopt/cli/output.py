@@ -99,6 +99,16 @@ def check_extension(path: str, allowed: tuple[str, ...], option: str) -> str:
     return ext
 
 
+def budget_arg(text: str | None):
+    """--budget as optimize's ``budget``: a name stays a name, a number is CPU seconds (checked by optimize)."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 def check_writable(path: str, option: str) -> None:
     """Refuse, before any noise, an output file that cannot be written: the folder must exist and take a new file
     (tried for real with a temporary file, removed at once — ``os.access`` says yes to root even for /proc), the

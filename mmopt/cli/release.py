@@ -139,8 +139,7 @@ def _strategy(args, W, P):
     --budget (data-independent: it sees the workload only), said on stderr."""
     if args.strategy.strip() != "auto":
         return build_strategy(args.strategy, W)
-    from mmopt.cli.commands import _budget
-    res = mmopt.optimize(W, privacy=P, seed=0, verbose=False, budget=_budget(args.budget))
+    res = mmopt.optimize(W, privacy=P, seed=0, verbose=False, budget=out.budget_arg(args.budget))
     print(f"mmopt: strategy {res.method} ({res.ratio:.3g}× the lower bound, {res.seconds:.1f} s; --strategy to choose "
           "another)", file=sys.stderr, flush=True)
     return res.strategy

@@ -83,7 +83,9 @@ def svd_bound(workload: ImplicitWorkload, privacy: Privacy | None = None, *, den
     if len(in_alg) == len(terms) and len(workload.shape) <= alg.MAX_ATTRIBUTES - 6:
         return Bound(c * _algebra_nuclear(workload, co, in_alg) ** 2 / N, True, "algebra")
     from mmopt.structured.two_term import commuting_nuclear  # lazy: it imports the strategies layer
-    if (nu := commuting_nuclear(workload, cache)) is not None:  # commuting factors: λ(G) in O(Σnᵢ³ + N·K)
+    # commuting factors: λ(G) in O(Σnᵢ³ + N·K); not in the quick floor evaluate checks every figure against
+    # (dense_limit = root_limit = 0), where it would redo those eigendecompositions on every call
+    if (dense_limit or root_limit != 0) and (nu := commuting_nuclear(workload, cache)) is not None:
         return Bound(c * nu**2 / N, True, "commuting")
     if N <= dense_limit:
         return Bound(c * dense_error.gram_svd_bound(workload.gram()), True, "dense")

@@ -54,9 +54,9 @@ def strategy_inverse(A: Strategy) -> FactorInverse:
 def workload_root(W: Workload) -> np.ndarray:
     """F (n×k) with F Fᵀ = G = WᵀW (the full Gram, not G/m)."""
     n, m = W.domain_size, W.n_queries
-    if W.matrix is None and W.family in ("identity", "total"):  # their rows are the root: no n×n eigh (10⁴: minutes)
-        return W.explicit_matrix().T
-    if m * n <= _EXPLICIT_ROOT_ENTRIES and (W.matrix is not None or W.family != "gram"):
+    # W's own rows are a root when small enough, and always for I and 1ᵀ (no n×n eigh: minutes at 10⁴ values)
+    closed = W.matrix is None and W.family in ("identity", "total")
+    if closed or (m * n <= _EXPLICIT_ROOT_ENTRIES and (W.matrix is not None or W.family != "gram")):
         return W.explicit_matrix().T
     lam, V = linalg.eigh(W.mean_gram * float(m), check_finite=False)
     keep = lam > n * np.finfo(float).eps * max(lam[-1], 0.0)

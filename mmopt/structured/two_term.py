@@ -59,8 +59,8 @@ def two_term(workload, strategy_terms, cache: fc.Cache | None = None) -> tuple[f
         return None
     cache = cache or fc.Cache()
     first, second = strategy_terms
-    P = [f.matrix.T @ f.matrix for f in first.factors]
-    Q = [f.matrix.T @ f.matrix for f in second.factors]
+    P = [f.gram for f in first.factors]  # Strategy.gram: cached on the factor, sparse where it is mostly zero
+    Q = [f.gram for f in second.factors]
     w1, w2 = first.weight ** 2, second.weight ** 2
     L = _side(P)
     if L is None:

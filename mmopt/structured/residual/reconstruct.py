@@ -56,11 +56,6 @@ def marginal_counts(x, shape, sets) -> dict:
     return out
 
 
-def _along(y: np.ndarray, M: np.ndarray, axis: int) -> np.ndarray:
-    """M applied to ``axis`` of y."""
-    return np.moveaxis(np.tensordot(M, y, axes=([1], [axis])), 0, axis)
-
-
 _HALF_SQRT2 = 1.0 / math.sqrt(2.0)
 
 
