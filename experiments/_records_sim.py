@@ -21,11 +21,12 @@ import numpy as np
 
 from mmopt import _opendp
 from mmopt.privacy import Privacy
-from mmopt.records.release import unit_variances
+from mmopt.records.plans import unit_variances
 from mmopt.structured.release import upper_sensitivity
 from mmopt.structured.residual import closure as cl
 from mmopt.structured.residual import strategy as rs
 from mmopt.structured.residual.reconstruct import Measurements, measure, reconstruct_all
+from mmopt.structured.residual.workload import marginal_workload
 
 
 def opendp_scale(sensitivity: float, privacy: Privacy) -> tuple[float, float]:
@@ -57,7 +58,7 @@ def gram_equivalent(shape, theta: np.ndarray, sets, name: str) -> rs.ResidualStr
 
 def predicted_total(strategy: rs.ResidualStrategy, sets, sigma: float) -> float:
     """Σ_A N_A·var_A: the expected total squared error of the least-squares marginals on ``sets``."""
-    unit = unit_variances(strategy, sets)
+    unit = unit_variances(strategy, marginal_workload(strategy.shape, sets), sets)
     return float(sigma**2 * sum(cl.cells(strategy.shape, A) * unit[A] for A in sets))
 
 

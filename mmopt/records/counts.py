@@ -55,13 +55,7 @@ def _strict_subsets(B: tuple[int, ...]):
     return (S for k in range(len(B)) for S in itertools.combinations(B, k))
 
 
-def maximal(sets) -> tuple[tuple[int, ...], ...]:
-    """The sets contained in no other set of ``sets`` (distinct, in first-seen order; sets are sorted tuples)."""
-    uniq = list(dict.fromkeys(sets))
-    if max((len(B) for B in uniq), default=0) > _SUBSET_LISTING_MAX:
-        return tuple(A for A in uniq if not any(set(A) < set(B) for B in uniq))
-    covered = {S for B in uniq for S in _strict_subsets(B)}
-    return tuple(A for A in uniq if A not in covered)
+maximal = cl.maximal  # the sets contained in no other (lives with the closure, which the strategies use)
 
 
 def smallest_supersets(sets, top, shape) -> dict:

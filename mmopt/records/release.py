@@ -37,13 +37,14 @@ from mmopt import _opendp
 from mmopt import _validation as v
 from mmopt.privacy import Privacy
 from mmopt.records import counts as rc
+from mmopt.records import plans as rp
 from mmopt.records import read as rd
 from mmopt.records.domain import Domain
 from mmopt.structured import _checks as ck
 from mmopt.structured.release import upper_sensitivity
 from mmopt.structured.residual import closure as cl
+from mmopt.structured.residual import marginals as wm
 from mmopt.structured.residual import strategy as rs
-from mmopt.structured.residual.planner import Plan, plan
 from mmopt.structured.residual.reconstruct import Measurements, measure, reconstruct_all
 from mmopt.structured.residual.workload import MarginalWorkload, marginal_workload
 
@@ -56,9 +57,11 @@ class RecordsRelease:
     ----------
     domain : Domain
     workload : MarginalWorkload
-    strategy : ResidualStrategy
+    strategy : ResidualStrategy or WeightedMarginals
+        What was measured (:mod:`mmopt.records.plans`: by default the best strategy found for the noise).
     measurements : mmopt.structured.residual.Measurements
-        The noisy residual measurements y_S (the only thing computed from the data).
+        The noisy measurements y_S (residual coordinates, or θ_S·marginal counts for weighted marginals): the
+        only thing computed from the data.
     marginals : dict
         {A: least-squares estimate of the marginal on A (float array of shape (nᵢ for i in A))}, for every
         attribute set A of the workload (A a sorted tuple of attribute indices).
@@ -76,6 +79,9 @@ class RecordsRelease:
     sampler : str
         "opendp" (the private release), or "numpy-seeded" when ``seed`` was given (reproducible, for tests
         and simulations: anyone who knows the seed can remove the noise).
+    message : str
+        Which strategy was measured and its expected total squared error as a multiple of the SVD lower bound
+        (with the candidates compared, when the strategy was chosen).
     """
 
     domain: Domain
@@ -91,19 +97,45 @@ class RecordsRelease:
     noise_scale: float
     sensitivity: float
     sampler: str = "opendp"
+    message: str = ""
 
-    def table(self, names: bool = True):
+    @property
+    def expected_total(self) -> float:
+        """Σ_A N_A·var_A: the expected total squared error of the released marginals (unit workload weights)."""
+        return float(sum(cl.cells(self.domain.shape, A) * var for A, var in self.variance.items()))
+
+    def half_width(self, A, alpha: float = 0.05) -> float:
+        """h with P(|estimate − true| ≤ h) = 1 − α exactly, for every cell of the released marginal on ``A``.
+
+        Gaussian noise: z_{1−α/2}·√var at the σ actually drawn. Laplace noise: the exact (1 − α/2)-quantile of
+        the cell's error Σⱼ aⱼ zⱼ (:mod:`mmopt.answers.intervals`, proven numerical error far below 1e-8
+        relative); every cell of a marginal has the same error law (:mod:`mmopt.records.plans`).
+        """
+        from mmopt.answers import intervals as iv
+        alpha = iv.check_alpha(alpha, "RecordsRelease.half_width")
+        key = tuple(A)
+        if key not in self.variance:
+            raise ValueError(f"The 'A' parameter of RecordsRelease.half_width must be a released marginal, one of "
+                             f"{sorted(self.variance)[:6]}. Got {A!r} instead.")
+        if self.noise == "gaussian":
+            return iv.half_width("gaussian", alpha, sd=math.sqrt(self.variance[key]))
+        return iv.half_width("laplace", alpha, weights=rp.error_law(self.strategy, self.workload, key),
+                             scale=self.noise_scale)
+
+    def table(self, names: bool = True, *, alpha: float | None = None):
         """The released marginals as a tidy pandas DataFrame, one row per cell of each workload marginal.
 
         Columns: ``marginal`` (the attribute names joined by "×", or the index tuple when ``names`` is False),
         one column per domain attribute used by the workload (the cell's label — category or bin "[a, b)" —
         or its index when ``names`` is False; empty for attributes outside that marginal), ``estimate`` and
-        ``std_error`` (√variance).
+        ``std_error`` (√variance); with ``alpha``, ``lower`` and ``upper``: the exact 1 − α interval of each
+        cell (:meth:`half_width`; under Laplace noise estimate ± z·std_error would not be).
         """
         if not isinstance(names, bool | np.bool_):  # "yes" or "no" would both be truthy
             raise TypeError(f"The 'names' parameter of RecordsRelease.table must be True or False. "
                             f"Got {names!r:.40} ({type(names).__name__}) instead.")
         import pandas as pd
+        widths = {A: self.half_width(A, alpha) for A in self.marginals} if alpha is not None else None
         used = sorted({i for A in self.marginals for i in A})
         attrs = self.domain.attributes
         parts = []
@@ -119,6 +151,9 @@ class RecordsRelease:
                     frame[attrs[i].name] = None if names else pd.array([None] * cells.shape[1], dtype="Int64")
             frame["estimate"] = est.ravel()
             frame["std_error"] = math.sqrt(self.variance[A])
+            if widths is not None:
+                frame["lower"] = est.ravel() - widths[A]
+                frame["upper"] = est.ravel() + widths[A]
             parts.append(pd.DataFrame(frame, index=range(cells.shape[1])))
         return pd.concat(parts, ignore_index=True)
 
@@ -161,44 +196,6 @@ def up_to(text: str, d: int, what: str) -> int:
     return k
 
 
-def _strategy(strategy, W: MarginalWorkload, privacy: Privacy, caller: str) -> rs.ResidualStrategy:
-    if strategy is None:
-        return plan(W, norm=privacy.sensitivity_norm).strategy
-    if isinstance(strategy, Plan):
-        strategy = strategy.strategy
-    if not isinstance(strategy, rs.ResidualStrategy):
-        raise TypeError(f"The 'strategy' parameter of {caller} must be a ResidualStrategy, a residual Plan or None "
-                        f"(the optimal plan). Got {type(strategy).__name__} instead.")
-    if strategy.shape != W.shape:
-        raise ValueError(f"The 'strategy' parameter of {caller} is over shape {strategy.shape}, but the domain has "
-                         f"shape {W.shape}.")
-    for A in W.sets:
-        live = tuple(i for i in A if W.shape[i] > 1)
-        for k in range(len(live) + 1):
-            for S in itertools.combinations(live, k):
-                if S not in strategy.index:
-                    raise ValueError(f"The 'strategy' parameter of {caller} does not measure the residual of {S}, "
-                                     f"a subset of the workload's marginal {A}, so that marginal is not estimable. "
-                                     "Measure every subset of the workload's marginals (the default plan does).")
-    return strategy
-
-
-def unit_variances(strategy: rs.ResidualStrategy, sets) -> dict:
-    """{A: Σ_{S⊆A} r_S N_S / (N_A² c_S²)}: the per-cell variance of the estimate of marginal A per unit noise
-    variance (module docstring)."""
-    shape, out = strategy.shape, {}
-    for A in sets:
-        NA = float(cl.cells(shape, A))
-        live = tuple(i for i in A if shape[i] > 1)
-        total = 0.0
-        for k in range(len(live) + 1):
-            for S in itertools.combinations(live, k):
-                c = float(strategy.weights[strategy.index[S]])
-                total += math.prod(shape[i] - 1 for i in S) * cl.cells(shape, S) / (NA * NA * c * c)
-        out[A] = total
-    return out
-
-
 def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, strategy=None, seed=None,
                       batch_size: int = rd.BATCH_ROWS, accountant=None, label: str | None = None) -> RecordsRelease:
     """Release the marginals of ``workload`` from records under (ε, δ)-DP, with their predicted variance.
@@ -213,9 +210,12 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
         "k<=2"), a list of attribute tuples (names or indices), or a marginal workload over ``domain.shape``.
     privacy : Privacy
         δ = 0: Laplace noise (ε-DP); δ > 0: Gaussian noise ((ε, δ)-DP, also reported as ρ-zCDP).
-    strategy : ResidualStrategy, Plan or None
-        None: ``mmopt.structured.residual.plan(workload, norm=privacy.sensitivity_norm)``, optimal among all
-        matrix mechanisms for Gaussian noise and total squared error.
+    strategy : ResidualStrategy, Plan, WeightedMarginals, ImplicitStrategy of weighted marginals, or None
+        Any strategy measurable from marginal counts. None: the best found for the noise
+        (:func:`mmopt.records.plans.choose`): the residual plan under Gaussian noise (optimal among all matrix
+        mechanisms for total squared error), under Laplace noise the best of weighted marginals (a seeded
+        heuristic search), each marginal once and the residual plan, by exact expected error; ``message`` of
+        the result says which and how far from the lower bound.
     seed : int or None
         None (a real release): OpenDP's sampler. An int: numpy's generator seeded with it, at the same
         OpenDP-verified noise scale — reproducible bit for bit, for tests and simulations only (anyone who knows
@@ -267,21 +267,23 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
     if seed is not None:
         seed = v.check_int(seed, name="seed", caller=caller, low=0)
     W = _workload(workload, domain, caller)
-    A = _strategy(strategy, W, privacy, caller)
+    chosen = rp.check_strategy(strategy, W, privacy, caller)
+    A = chosen.strategy
+    residual = isinstance(A, rs.ResidualStrategy)
     sets = tuple(dict.fromkeys(W.sets))
-    n_y = sum(math.prod(A.rows(i) for i in S) for S in A.subsets)
+    n_y = sum(math.prod(A.rows(i) if residual else W.shape[i] for i in S) for S in A.subsets)
     ck.check_allocation(n_y, what="the measurements", caller=caller, limit=ck.MAX_VECTOR_ENTRIES)
     v.check_allocation(sum(cl.cells(W.shape, S) for S in sets), what="the released marginals", caller=caller)
-    d_in = upper_sensitivity(rs.sensitivity(A, privacy.sensitivity_norm).value, caller=caller)
-    unit = unit_variances(A, sets)
+    d_in = upper_sensitivity(rp.sensitivity(A, privacy.sensitivity_norm), caller=caller)
+    unit = rp.unit_variances(A, W, sets)
 
     counts = rc.marginal_counts(records, domain, rc.maximal(A.subsets), batch_size=batch_size)  # schema checks
-    exact = measure(A, counts).values
+    exact = measure(A, counts).values if residual else wm.measure(A, counts)
     Ax = _opendp.finite(np.concatenate([exact[S].ravel() for S in A.subsets]), "the strategy answers", caller)
     # OpenDP's scale lies within 16× the analytic one (its search's bracket): a budget whose variance there is not
     # a finite float is refused before any draw
     _check_noise_scale(_opendp.calibrated_scale(privacy, d_in, caller), privacy, caller)
-    what = f"records release of {len(sets)} marginal(s), {privacy.noise} noise on the residual strategy"
+    what = f"records release of {len(sets)} marginal(s), {privacy.noise} noise on '{A.name}'"
     with (accountant.pending_release(privacy, label, what, caller=caller) if accountant is not None
           else contextlib.nullcontext([])) as outcome:  # the ledger: checked, then pending before the draw
         if seed is None:
@@ -307,10 +309,12 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
         at += size
     meas = Measurements(A, values, privacy.noise, float(scale))
     s2 = scale * scale * (2.0 if privacy.noise == "laplace" else 1.0)
-    marginals = _after_draw(caller, lambda: reconstruct_all(meas, sets), "the least-squares marginals")
+    marginals = _after_draw(caller, lambda: (reconstruct_all(meas, sets) if residual
+                                             else wm.reconstruct_all(A, values, sets)), "the least-squares marginals")
     rho = _after_draw(caller, lambda: _rho(d_in, scale), "the zCDP conversion") if privacy.noise == "gaussian" else None
     return RecordsRelease(domain, W, A, meas, marginals or {}, {S: s2 * unit[S] for S in sets},
-                          privacy.epsilon, privacy.delta, rho, privacy.noise, float(scale), d_in, sampler)
+                          privacy.epsilon, privacy.delta, rho, privacy.noise, float(scale), d_in, sampler,
+                          chosen.message)
 
 
 def _check_noise_scale(scale: float, privacy: Privacy, caller: str) -> None:

@@ -129,6 +129,24 @@ class Closure:
         return f"Closure(d={len(self.shape)}, members={len(self.members):,}, largest={top})"
 
 
+_SUBSET_LISTING_MAX = 16  # past this size a set's 2^k subsets are not listed; sets are compared instead
+
+
+def maximal(sets) -> tuple[tuple[int, ...], ...]:
+    """The sets contained in no other set of ``sets`` (distinct, in first-seen order; sets are sorted tuples).
+
+    Examples
+    --------
+    >>> maximal([(0, 1), (1,), (2,), (0, 1)])
+    ((0, 1), (2,))
+    """
+    uniq = list(dict.fromkeys(sets))
+    if max((len(B) for B in uniq), default=0) > _SUBSET_LISTING_MAX:
+        return tuple(A for A in uniq if not any(len(B) > len(A) and set(A) < set(B) for B in uniq))
+    covered = {S for B in uniq for k in range(len(B)) for S in itertools.combinations(B, k)}
+    return tuple(A for A in uniq if A not in covered)
+
+
 def downward_closure(shape: tuple[int, ...], sets, *, caller: str = "downward_closure") -> Closure:
     """{S : S ⊆ A for some A in ``sets``}, without the members of multiplicity 0 (module docstring).
 
