@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import mmopt
+from mmopt import _opendp
 from mmopt import answers as ans
 from mmopt.cli import main
 from mmopt.cli import release as cli_release
@@ -183,3 +184,30 @@ def test_a_table_without_pyarrow_is_refused_before_the_noise(folder, capsys, mon
     monkeypatch.setitem(__import__("sys").modules, "pyarrow", None)
     assert main(["release", "prefix:16", "--data", "x.npy", "--epsilon", "1", "--out", "a.csv"]) == 1
     assert "mmopt[tables]" in capsys.readouterr().err and _files(folder) == {"x.csv", "x.npy"}
+
+
+def test_alpha_writes_exact_intervals_and_is_checked_before_the_noise(folder, capsys, monkeypatch):
+    assert main(["release", "prefix:16", "--data", "x.csv", "--epsilon", "1", "--strategy", "H2", "--out", "a.csv",
+                 "--alpha", "0.05", "--json"]) == 0
+    b = json.loads(capsys.readouterr().out)["noise_scale"]
+    table = pd.read_csv("a.csv")
+    assert list(table.columns)[-3:] == ["standard_error", "lower", "upper"]
+    W, A = mmopt.workload.prefix(16), mmopt.strategy.hierarchical(16)
+    a = W.explicit_matrix() @ np.linalg.pinv(A.matrix)
+    want = [mmopt.answers.intervals.half_width("laplace", 0.05, weights=row, scale=b) for row in a[:3]]
+    np.testing.assert_allclose((table.upper - table.answer)[:3], want, rtol=1e-6)
+    capsys.readouterr()
+
+    def never(*args, **kwargs):
+        raise AssertionError("noise drawn")
+
+    monkeypatch.setattr(_opendp, "measure", never)
+    monkeypatch.setattr(mmopt.mechanism, "measure", never)  # the name mmopt.release draws through
+    for extra, needle in [(["--out", "b.npy"], "pass --out FILE.csv or FILE.parquet"),
+                          (["--out", "b.csv", "--reconstruct", "nnls"], "reconstructed by 'nnls'"),
+                          (["--out", "b.csv", "--alpha", "2"], "must be a float in the range")]:
+        args = ["release", "prefix:16", "--data", "x.csv", "--epsilon", "1", "--strategy", "H2", *extra]
+        if "--alpha" not in extra:
+            args += ["--alpha", "0.05"]
+        assert main(args) == 2
+        assert needle in capsys.readouterr().err

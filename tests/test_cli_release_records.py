@@ -152,3 +152,17 @@ def test_parse_workload():
     assert rr.parse_workload("marginals: sex * age , region", D) == [("sex", "age"), ("region",)]
     with pytest.raises(ValueError, match="lists no attribute set"):
         rr.parse_workload("marginals:", D)
+
+
+def test_laplace_records_release_names_its_strategy_and_writes_intervals(folder, draws, capsys):
+    args = ["release", "--records", "people.parquet", "--domain", "domain.json", "--workload", "marginals:k=2",
+            "--epsilon", "1", "--out", "m.csv", "--alpha", "0.1", "--json"]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert "× the SVD lower bound" in report["strategy_choice"] and draws == [draws[0]]
+    table = pd.read_csv("m.csv")
+    assert list(table.columns)[-3:] == ["std_error", "lower", "upper"]
+    assert np.all(table.lower < table.estimate) and np.all(table.estimate < table.upper)
+    capsys.readouterr()
+    assert main(args[:-3] + ["--alpha", "0", "--json"]) == 2 and len(draws) == 1  # refused before the draw
+    assert "'alpha' parameter of release --alpha" in capsys.readouterr().err

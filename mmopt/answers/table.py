@@ -31,6 +31,7 @@ from mmopt.answers.labels import Labeller, _check_rows
 from mmopt.answers.layout import DEFAULT_CHUNK_ROWS, Layout, layout_of
 from mmopt.answers.values import iter_values
 from mmopt.answers.variance import VarianceModel, noise_sd, variance_model
+from mmopt.answers.widths import Widths, widths
 
 MAX_TABLE_ROWS = 10**7  # answers_table's in-memory limit; write_answers streams any number of rows
 EXTRA_HINT = "pip install 'mmopt[tables]' (or: pip install pandas pyarrow)"
@@ -58,6 +59,7 @@ class TablePlan:
     model: VarianceModel | None
     sd: float | None
     metadata: dict
+    widths: Widths | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,9 +85,10 @@ def prepare_table(workload, strategy=None, *, noise: str, attributes=None, terms
 
 
 def plan_table(output, workload, strategy=None, privacy=None, *, attributes=None, terms=None,
-               caller: str = "answers_table", spec: TableSpec | None = None) -> TablePlan:
+               caller: str = "answers_table", spec: TableSpec | None = None, alpha: float | None = None) -> TablePlan:
     """Check a released (or simulated) output against its workload and strategy (:func:`answers_table`);
-    ``spec`` is :func:`prepare_table`'s, when it was prepared before the noise was drawn."""
+    ``spec`` is :func:`prepare_table`'s, when it was prepared before the noise was drawn; ``alpha`` asks for
+    exact 1 − α intervals (:mod:`mmopt.answers.widths`)."""
     for attr in ("estimate", "noise_scale", "noise"):
         if not hasattr(output, attr):
             raise TypeError(f"The 'output' parameter of {caller} must be what mmopt.release or mmopt.matrix_mechanism "
@@ -116,8 +119,13 @@ def plan_table(output, workload, strategy=None, privacy=None, *, attributes=None
             "reconstruction": rec.method if rec is not None else "least_squares", "noise": output.noise,
             "noise_scale": float(output.noise_scale), "path": getattr(output, "path", None),
             "standard_error": "least squares (unbiased); see mmopt.answers.table" if model is not None else None}
+    bands = None
+    if alpha is not None:
+        bands = widths(alpha, model, workload, strategy, output, meta, caller)
+        meta["interval"] = (f"exact {1 - bands.alpha:.6g} interval of the least-squares answer at the noise drawn "
+                            f"({output.noise}); see mmopt.answers.widths")
     return TablePlan(layout, est.reshape(layout.shape), None if answers is None else np.ravel(answers), model, sd,
-                     meta)
+                     meta, bands)
 
 
 def iter_batches(plan: TablePlan, chunk_rows: int = DEFAULT_CHUNK_ROWS):
@@ -148,14 +156,19 @@ def iter_batches(plan: TablePlan, chunk_rows: int = DEFAULT_CHUNK_ROWS):
             cols.append(pa.array(np.full(n, t.weight)))
         cols.append(pa.array(np.asarray(values, dtype=float)))
         if factor is not None:
-            cols.append(pa.array(np.sqrt(plan.model.unit(c)) * factor))
+            se = np.sqrt(plan.model.unit(c)) * factor
+            cols.append(pa.array(se))
+            if plan.widths is not None:
+                h = plan.widths.of(c, se)
+                answers = np.asarray(values, dtype=float)
+                cols.extend([pa.array(answers - h), pa.array(answers + h)])
         yield pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
-def table_schema_fields(layout: Layout, standard_error: bool, caller: str) -> list[str]:
+def table_schema_fields(layout: Layout, standard_error: bool, caller: str, interval: bool = False) -> list[str]:
     """The table's column names, in order; refuses an attribute named like another column."""
     names = ["query", "term", "table", *layout.attributes, *(["weight"] if layout.weighted else []), "answer",
-             *(["standard_error"] if standard_error else [])]
+             *(["standard_error"] if standard_error else []), *(["lower", "upper"] if interval else [])]
     if len(set(names)) != len(names):
         raise ValueError(f"{caller}: an attribute is named like another column ({names}). Pass attributes=(...) "
                          "with other names.")
@@ -165,15 +178,16 @@ def table_schema_fields(layout: Layout, standard_error: bool, caller: str) -> li
 def table_schema(plan: TablePlan):
     pa = require("pyarrow", "mmopt.answers")
     types = {"query": pa.int64(), "term": pa.int32(), "weight": pa.float64(), "answer": pa.float64(),
-             "standard_error": pa.float64()}
-    names = table_schema_fields(plan.layout, plan.model is not None, "answers_table")
+             "standard_error": pa.float64(), "lower": pa.float64(), "upper": pa.float64()}
+    names = table_schema_fields(plan.layout, plan.model is not None, "answers_table", plan.widths is not None)
     return pa.schema([(nm, types.get(nm, pa.string())) for nm in names], metadata={"mmopt": json.dumps(plan.metadata)})
 
 
 def iter_tables(output, workload, strategy=None, privacy=None, *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
-                attributes=None, terms=None) -> Iterator:
+                attributes=None, terms=None, alpha: float | None = None) -> Iterator:
     """The table of :func:`answers_table` as pandas DataFrames of at most ``chunk_rows`` rows, in row order."""
-    plan = plan_table(output, workload, strategy, privacy, attributes=attributes, terms=terms, caller="iter_tables")
+    plan = plan_table(output, workload, strategy, privacy, attributes=attributes, terms=terms, caller="iter_tables",
+                      alpha=alpha)
     require("pandas", "iter_tables")
     for batch in iter_batches(plan, _check_rows(chunk_rows, "iter_tables")):
         frame = batch.to_pandas()
@@ -182,7 +196,7 @@ def iter_tables(output, workload, strategy=None, privacy=None, *, chunk_rows: in
 
 
 def answers_table(output, workload, strategy=None, privacy=None, *, attributes=None, terms=None,
-                  chunk_rows: int = DEFAULT_CHUNK_ROWS):
+                  chunk_rows: int = DEFAULT_CHUNK_ROWS, alpha: float | None = None):
     """The released answers W x̂ as a pandas DataFrame, one row per query, labelled, with standard errors.
 
     Parameters
@@ -202,12 +216,17 @@ def answers_table(output, workload, strategy=None, privacy=None, *, attributes=N
         :func:`mmopt.answers.layout.layout_of`).
     chunk_rows : int, default=1,000,000
         Rows formed at a time.
+    alpha : float or None
+        Given (e.g. 0.05), the columns ``lower`` and ``upper`` hold each answer's exact 1 − α interval
+        (:mod:`mmopt.answers.widths`): a normal quantile at the σ drawn (Gaussian noise), or the exact quantile
+        of the answer's weighted sum of Laplace draws (Laplace noise; pairs on at most 4,096 cells), where
+        answer ± z·standard_error would cover too rarely. Needs the strategy and least-squares answers.
 
     Returns
     -------
     pandas.DataFrame
-        Columns query, term, table, one per attribute, [weight], answer, [standard_error]; ``.attrs`` holds the
-        workload, strategy, reconstruction and noise. Refused past :data:`MAX_TABLE_ROWS` rows: use
+        Columns query, term, table, one per attribute, [weight], answer, [standard_error], [lower, upper];
+        ``.attrs`` holds the workload, strategy, reconstruction and noise. Refused past :data:`MAX_TABLE_ROWS` rows: use
         :func:`mmopt.answers.write_answers` (streamed to CSV or Parquet) or :func:`iter_tables`.
 
     Examples
@@ -218,9 +237,13 @@ def answers_table(output, workload, strategy=None, privacy=None, *, attributes=N
     >>> t = answers_table(out, W, A)
     >>> t[["query", "a0", "standard_error"]].round(4).values.tolist()     # b = Δ/ε = 3, s² = 2b² = 18
     [[0, '≤ 0', 3.3381], [1, '≤ 1', 2.9277], [2, '≤ 2', 4.0356], [3, '≤ 3', 3.2071]]
+    >>> t = answers_table(out, W, A, alpha=0.05)   # exact 95% intervals: wider than ±1.96 s.e. (Laplace tails)
+    >>> ((t.upper - t.answer) / t.standard_error).round(3).tolist()
+    [2.035, 2.01, 2.005, 2.019]
     """
     caller = "answers_table"
-    plan = plan_table(output, workload, strategy, privacy, attributes=attributes, terms=terms, caller=caller)
+    plan = plan_table(output, workload, strategy, privacy, attributes=attributes, terms=terms, caller=caller,
+                      alpha=alpha)
     m = plan.layout.n_queries
     if m > MAX_TABLE_ROWS:
         raise ValueError(f"{caller}: workload '{plan.layout.name}' has {m:,} queries, more rows than the in-memory "

@@ -67,8 +67,10 @@ comes from OpenDP's vetted samplers with a verified (ε, δ) guarantee (mmopt.re
 --out FILE.csv / FILE.parquet: one row per query (its labels, answer, standard_error; needs pyarrow, the
 'tables' extra); FILE.npy: the bare vector W x̂. A table of more than 10,000,000 rows needs --allow-large-output.
 With --records FILE --domain DOMAIN.json --workload 'marginals:...', the marginals are counted from the records
-(never the N-cell histogram) and released by the optimal residual strategy; --out FILE.csv/.parquet gets one
-row per marginal cell (marginal, attribute labels, estimate, std_error).""",
+(never the N-cell histogram) and released by the best strategy found for the noise (the optimal residual
+strategy under Gaussian noise; under Laplace noise the best of weighted marginals, each marginal once and the
+residual strategy); --out FILE.csv/.parquet gets one row per marginal cell (marginal, attribute labels,
+estimate, std_error). --alpha 0.05 adds exact 95% intervals (lower, upper) to either table.""",
 }
 
 
@@ -162,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
                         ".npy, the bare vector W x̂")
     p.add_argument("--estimate", metavar="FILE",
                    help="the estimate x̂ (.npy or .csv); without --out, only x̂ is written (any workload size)")
+    p.add_argument("--alpha", type=float, default=None, metavar="ALPHA",
+                   help="with --out FILE.csv/.parquet: add columns lower and upper, each answer's exact 1 - ALPHA "
+                        "interval (e.g. 0.05; under Laplace noise the exact quantile, not ± z·standard error)")
     p.add_argument("--allow-large-output", action="store_true",
                    help="write a --out table of more than 10,000,000 rows (about 1 GB of CSV per 10 million)")
     p.add_argument("--ledger", metavar="FILE.json",

@@ -60,6 +60,7 @@ class Plan:
     expected: object  # evaluate's report at this budget
     outputs: dict      # option → (path, extension)
     table: object = None  # mmopt.answers.table.TableSpec of a --out .csv/.parquet table, else None
+    alpha: float | None = None  # --alpha: the table's exact 1 − α intervals
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -159,7 +160,12 @@ def plan(args) -> Plan:
         _check_answers_available(W)
     expected = mmopt.evaluate(W, A, P)  # refuses an unsupported pair before the data is touched
     spec = _check_table(args, W, A, P) if ext in _TABLES else None
-    return Plan(W, A, x, P, expected, outputs, spec)
+    if args.alpha is not None:  # refused before any noise when no exact interval can be written
+        if spec is None:
+            raise ValueError("--alpha adds interval columns to the --out table: pass --out FILE.csv or FILE.parquet.")
+        from mmopt.answers import widths
+        widths.preflight(args.alpha, spec.model, P.noise, args.reconstruct, W.name, "release --alpha")
+    return Plan(W, A, x, P, expected, outputs, spec, args.alpha)
 
 
 def _atomic_save(path: str, vector: np.ndarray, ext: str) -> None:
@@ -208,7 +214,7 @@ def _write_table(p: Plan, res, path: str) -> None:
     if res.estimate is None:
         _measurement_table(np.ravel(res.measurements), path, fmt)
         return
-    plan_ = table.plan_table(res, p.workload, p.strategy, p.privacy, spec=p.table, caller="release")
+    plan_ = table.plan_table(res, p.workload, p.strategy, p.privacy, spec=p.table, caller="release", alpha=p.alpha)
     files.stream(plan_, path, fmt, files.DEFAULT_CHUNK_ROWS)
 
 

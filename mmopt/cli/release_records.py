@@ -114,6 +114,9 @@ def plan(args) -> Plan:
     domain = Domain.from_json(args.domain)
     workload = parse_workload(args.workload, domain)
     privacy = mmopt.Privacy(args.epsilon, args.delta)
+    if getattr(args, "alpha", None) is not None:  # checked before any noise
+        from mmopt.answers.intervals import check_alpha
+        check_alpha(args.alpha, "release --alpha")
     require("pandas", "release --records")  # ImportErrors (exit 1) before any noise
     require("pyarrow", "release --records")
     try:
@@ -141,7 +144,7 @@ def deliver(args, p: Plan, res) -> int:
     """Phase 3: write the table and print the report; never raises for a released result."""
     failed, written = None, None
     try:
-        table = res.table()
+        table = res.table(alpha=getattr(args, "alpha", None))
         _write(table, p.out_path, p.ext)
         written = p.out_path
     except Exception as exc:  # the budget is spent: never lose what was released
@@ -160,7 +163,8 @@ def deliver(args, p: Plan, res) -> int:
     record = {"records": args.records, "domain": {"names": list(res.domain.names),
                                                   "shape": list(res.domain.shape)},
               "workload": {"name": res.workload.name, "marginals": len(res.marginals), "cells": p.n_rows},
-              "strategy": res.strategy.name, "noise": res.noise, "epsilon": res.epsilon, "delta": res.delta,
+              "strategy": res.strategy.name, "strategy_choice": res.message,
+              "noise": res.noise, "epsilon": res.epsilon, "delta": res.delta,
               "rho_zcdp": res.rho, "noise_scale": res.noise_scale, "sensitivity": res.sensitivity,
               "sampler": res.sampler, "answers_file": written,
               "expected_total_squared_error_least_squares": total,

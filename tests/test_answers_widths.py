@@ -1,0 +1,68 @@
+"""Exact intervals in answers tables (mmopt.answers.widths): Gaussian closed form, Laplace quantiles of q A⁺z
+checked by Monte Carlo coverage per row, identical laws shared, and the refusals."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import mmopt
+from mmopt.answers import answers_table, iter_tables, write_answers
+from mmopt.answers import widths as wd
+
+pytest.importorskip("pandas")
+pytest.importorskip("pyarrow")
+
+
+def test_gaussian_is_the_normal_quantile():
+    W, A = mmopt.workload.prefix(8), mmopt.strategy.hierarchical(8)
+    out = mmopt.matrix_mechanism(W, A, np.arange(8.0), mmopt.Privacy(1.0, 1e-6), rng=0)
+    t = answers_table(out, W, A, alpha=0.1)
+    np.testing.assert_allclose((t.upper - t.answer) / t.standard_error, stats.norm.ppf(0.95), rtol=1e-12)
+    np.testing.assert_allclose(t.answer - t.lower, t.upper - t.answer, rtol=1e-12)
+    assert "exact 0.9 interval" in t.attrs["interval"]
+
+
+def test_laplace_rows_cover_at_the_nominal_rate():
+    W, A = mmopt.workload.prefix(8), mmopt.strategy.hierarchical(8)
+    out = mmopt.matrix_mechanism(W, A, np.arange(8.0), mmopt.Privacy(1.0), rng=0)
+    t = answers_table(out, W, A, alpha=0.05)
+    h = (t.upper - t.answer).to_numpy()
+    a = W.explicit_matrix() @ np.linalg.pinv(A.matrix)  # each answer's weights on the measurements
+    z = np.random.default_rng(1).laplace(0.0, out.noise_scale, size=(100_000, a.shape[1]))
+    miss = np.mean(np.abs(z @ a.T) > h, axis=0)
+    assert np.all(np.abs(miss - 0.05) < 5 * math.sqrt(0.05 * 0.95 / z.shape[0])), miss
+    assert np.all(h > stats.norm.ppf(0.975) * t.standard_error)  # Laplace tails: wider than the normal band
+
+
+def test_identical_laws_share_one_quantile(tmp_path):
+    W = mmopt.workload.identity(16)
+    A = mmopt.strategy.identity(16)
+    out = mmopt.matrix_mechanism(W, A, np.ones(16), mmopt.Privacy(0.5), rng=0)
+    spec_plan = mmopt.answers.table.plan_table(out, W, A, alpha=0.01)
+    frames = list(iter_tables(out, W, A, chunk_rows=5, alpha=0.01))
+    assert len(spec_plan.widths.cache) == 0 and sum(len(f) for f in frames) == 16
+    h = np.concatenate([(f.upper - f.answer).to_numpy() for f in frames])
+    np.testing.assert_allclose(h, out.noise_scale * math.log(100), rtol=1e-12)  # one Laplace cell: b·log(1/α)
+    written = write_answers(tmp_path / "a.csv", out, W, A, alpha=0.01)
+    assert written.rows == 16 and "lower" in (tmp_path / "a.csv").read_text().splitlines()[0]
+
+
+def test_refusals():
+    W, A = mmopt.workload.prefix(8), mmopt.strategy.hierarchical(8)
+    out = mmopt.matrix_mechanism(W, A, np.arange(8.0), mmopt.Privacy(1.0), rng=0)
+    with pytest.raises(ValueError, match="'alpha' parameter of answers_table needs the strategy"):
+        answers_table(out, W, alpha=0.05)
+    with pytest.raises(ValueError, match="'alpha' parameter of answers_table must be a float in the range"):
+        answers_table(out, W, A, alpha=1.0)
+    nn = mmopt.matrix_mechanism(W, A, np.arange(8.0), mmopt.Privacy(1.0), rng=0, reconstruct="nnls")
+    with pytest.raises(ValueError, match="reconstructed by 'nnls', which is biased"):
+        answers_table(nn, W, A, alpha=0.05)
+    import mmopt.structured as st
+    big = st.kron(np.tril(np.ones((128, 128))), np.tril(np.ones((128, 128))))
+    S = st.kron_strategy(mmopt.strategy.hierarchical(128), mmopt.strategy.hierarchical(128))
+    res = st.matrix_mechanism(big, S, np.ones(128 * 128), mmopt.Privacy(1.0), rng=0)
+    with pytest.raises(ValueError, match="uses the product route"):
+        answers_table(res, big, S, alpha=0.05)
+    assert wd.MAX_LAPLACE_ROWS >= 10_000
