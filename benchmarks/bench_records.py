@@ -112,7 +112,7 @@ def _child(task: str, path: str) -> None:
         extra = {"marginals": len(r.marginals), "cells": int(sum(a.size for a in r.marginals.values())),
                  "measurements": int(sum(y.size for y in r.measurements.values.values())),
                  "noise_scale": r.noise_scale, "rho": r.rho, "sampler": r.sampler,
-                 "rmse_per_cell": math.sqrt(sum(a.size * r.variance[A] for A, a in r.marginals.items())
+                 "rmse_per_cell": math.sqrt(sum(a.size * r.cell_variance[A] for A, a in r.marginals.items())
                                             / sum(a.size for a in r.marginals.values()))}
     else:
         import itertools
@@ -275,7 +275,7 @@ def monte_carlo(draws: int) -> list[str]:
                 r = release_marginals(df, D, 2, mmopt.Privacy(eps, DELTA), seed=(e + 1) * 1_000_000 + k)
                 errs.append(sum(float(((r.marginals[A] - truth[A]) ** 2).sum()) for A in sets))
                 if predicted is None:
-                    predicted = sum(r.marginals[A].size * r.variance[A] for A in sets)
+                    predicted = sum(r.marginals[A].size * r.cell_variance[A] for A in sets)
         errs = np.array(errs)
         se = errs.std(ddof=1) / math.sqrt(draws)
         z = (errs.mean() - predicted) / se

@@ -29,9 +29,10 @@ def as_implicit(obj):
     ``RecordsRelease.workload``, or a :class:`~mmopt.structured.residual.ResidualStrategy`) as the implicit
     workload or strategy it stands for, so that every public entry point takes it as it is; anything else
     unchanged."""
-    from mmopt.structured.residual.strategy import ResidualStrategy  # lazy: that subpackage imports this layer
+    from mmopt.structured.residual.marginals import WeightedMarginals  # lazy: that subpackage imports this layer
+    from mmopt.structured.residual.strategy import ResidualStrategy
     from mmopt.structured.residual.workload import MarginalWorkload
-    return obj.to_implicit() if isinstance(obj, MarginalWorkload | ResidualStrategy) else obj
+    return obj.to_implicit() if isinstance(obj, MarginalWorkload | ResidualStrategy | WeightedMarginals) else obj
 
 
 def _kinds(workload, strategy, caller: str):

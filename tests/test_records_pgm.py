@@ -123,3 +123,28 @@ def test_from_a_records_release_with_labels(mbi):
     assert list(est.marginals) == [(0, 1)] and est.marginals[(0, 1)].shape == (2, 3)
     syn = est.synthetic(rows=10, seed=1, labels=True)
     assert set(syn["sex"]) <= {"F", "M"} and set(syn["age"]) <= {"[0, 18)", "[18, 65)", "[65, inf]"}
+
+
+def test_laplace_release_weighted_marginals_fit_to_least_squares(mbi):
+    """An ε-DP release measures weighted marginals; PGM takes them as marginal measurements y_S/θ_S and, with
+    large counts and little noise, returns the least-squares marginals."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("opendp")
+    from mmopt.records import Domain, release_marginals
+    from mmopt.structured.residual import marginals as wm
+
+    D = Domain.from_json({"attributes": [{"name": "a", "categories": ["x", "y", "z"]},
+                                         {"name": "b", "categories": ["u", "v"]},
+                                         {"name": "c", "categories": [0, 1, 2, 3]}]})
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"a": rng.choice(["x", "y", "z"], 20_000), "b": rng.choice(["u", "v"], 20_000),
+                       "c": rng.integers(0, 4, 20_000)})
+    with pytest.warns(UserWarning, match="seeded generator"):
+        r = release_marginals(df, D, 2, mmopt.Privacy(1.0), seed=0)
+    assert isinstance(r.strategy, wm.WeightedMarginals)
+    ms = pgm.to_mbi_measurements(r.measurements, D.names)
+    assert len(ms) == sum(1 for S in r.strategy.subsets if S)
+    est = pgm.pgm_marginals(r, iters=1500)
+    for A in r.workload.sets:
+        assert np.allclose(est.marginals[A], r.marginals[A], rtol=1e-4, atol=0.05)
+    assert est.total == pytest.approx(float(sum(r.marginals[(0, 1)].ravel())), rel=1e-9)

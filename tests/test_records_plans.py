@@ -68,7 +68,7 @@ def test_laplace_release_is_dense_least_squares_with_its_variance(df):
         np.testing.assert_allclose(est, xhat.sum(axis=axes), atol=1e-8)
         Q = np.stack([np.broadcast_to(np.expand_dims(np.eye(math.prod(D.shape[i] for i in S))[k].reshape(
             [D.shape[i] for i in S]), axes), D.shape).ravel() for k in range(math.prod(D.shape[i] for i in S))])
-        np.testing.assert_allclose(np.diag(Q @ cov @ Q.T), r.variance[S], rtol=1e-9)
+        np.testing.assert_allclose(np.diag(Q @ cov @ Q.T), r.cell_variance[S], rtol=1e-9)
 
 
 @pytest.mark.parametrize("kind", ["weighted", "residual"])
@@ -126,3 +126,56 @@ def test_strategy_parameter_accepts_measurable_and_refuses_others(df):
         _release(df, 2, strategy=prefix)
     with pytest.raises(ValueError, match="'alpha' parameter of RecordsRelease.half_width"):
         _release(df, 1, seed=0).table(alpha=0.0)
+
+
+@pytest.mark.parametrize("privacy", [LAP, mmopt.Privacy(1.0, 1e-9)])
+def test_covariance_of_any_two_cells_is_the_dense_one(df, privacy):
+    r = _release(df, [("a", "b"), ("b", "c", "e"), ("e",)], privacy, seed=1)
+    A = r.strategy.to_implicit().dense()
+    P = np.linalg.pinv(A)
+    s2 = r.noise_scale**2 * (2.0 if privacy.noise == "laplace" else 1.0)
+    cov = s2 * P @ P.T
+
+    def query(S, cell):
+        q = np.zeros(D.shape)
+        idx = tuple(cell[S.index(i)] if i in S else slice(None) for i in range(4))
+        q[idx] = 1.0
+        return q.ravel()
+
+    for (S, cs), (T, ct) in [(((0, 1), (2, 1)), ((1, 2, 3), (1, 0, 2))), (((0, 1), (2, 1)), ((1, 2, 3), (3, 0, 2))),
+                             (((3,), (0,)), ((3,), (2,))), (((0, 1), (0, 0)), ((0, 1), (0, 0)))]:
+        want = query(S, cs) @ cov @ query(T, ct)
+        assert r.covariance(S, cs, T, ct) == pytest.approx(want, rel=1e-9, abs=1e-9 * s2)
+    assert r.covariance((0, 1), (0, 0), (0, 1), (0, 0)) == pytest.approx(r.cell_variance[(0, 1)], rel=1e-12)
+    with pytest.raises(ValueError, match="'B' parameter of RecordsRelease.covariance must be a released marginal"):
+        r.covariance((0, 1), (0, 0), (0, 2), (0, 0))
+    with pytest.raises(ValueError, match="'cell_a' parameter of RecordsRelease.covariance must be a cell"):
+        r.covariance((0, 1), (3, 0), (3,), (0,))
+    with pytest.warns(DeprecationWarning, match="now named cell_variance"):
+        assert r.variance is r.cell_variance
+
+
+@pytest.mark.parametrize("privacy", [LAP, mmopt.Privacy(1.0, 1e-9)])
+def test_measurements_table_is_readable_by_gls(df, privacy):
+    """A third party rebuilds A and y from the table alone and gets the released marginals by least squares."""
+    r = _release(df, [("a", "b"), ("b", "c", "e")], privacy, seed=2)
+    t = r.measurements_table(names=False)
+    assert set(t["kind"]) == {"marginal" if privacy.noise == "laplace" else "residual"}
+    assert len(t) == sum(np.size(r.measurements.values[S]) for S in r.strategy.subsets)
+    rows = []
+    for _, row in t.iterrows():
+        S, entry = eval(row["set"]), eval(row["entry"])  # noqa: S307 — test-only parsing of printed tuples
+        q = np.ones(1)
+        for i, n in enumerate(D.shape):
+            if i not in S:
+                f = np.ones(n)
+            elif row["kind"] == "marginal":
+                f = np.eye(n)[entry[S.index(i)]]
+            else:
+                f = residual.residual_basis(n)[entry[S.index(i)]]
+            q = np.kron(q, f)
+        rows.append(row["weight"] * q)
+    xhat = np.linalg.lstsq(np.array(rows), t["value"].to_numpy(), rcond=None)[0].reshape(D.shape)
+    for S, est in r.marginals.items():
+        np.testing.assert_allclose(est, xhat.sum(axis=tuple(i for i in range(4) if i not in S)), atol=1e-7)
+    assert np.allclose(t["noise_sd"], math.sqrt(2) * r.noise_scale if privacy.noise == "laplace" else r.noise_scale)

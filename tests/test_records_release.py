@@ -88,17 +88,17 @@ def test_estimates_are_dense_least_squares(df):
             [D.shape[i] for i in S]), [i for i in range(4) if i not in S]), D.shape).ravel()
             for k in range(math.prod(D.shape[i] for i in S))])
         var = r.noise_scale**2 * np.einsum("ij,ij->i", Q @ P, Q @ P)
-        np.testing.assert_allclose(var, r.variance[S], rtol=1e-9)
+        np.testing.assert_allclose(var, r.cell_variance[S], rtol=1e-9)
 
 
 def test_variance_matches_evaluate(df):
     r = _release(df, 2, seed=0)
     rep = residual.evaluate(r.workload, r.strategy, norm="l2")  # unit privacy: Δ²·Σ r N/(N_A² c²)
     for j, S in enumerate(r.workload.sets):
-        assert r.variance[S] == pytest.approx(r.noise_scale**2 * rep.per_marginal_variance[j] / rep.sensitivity**2,
+        assert r.cell_variance[S] == pytest.approx(r.noise_scale**2 * rep.per_marginal_variance[j] / rep.sensitivity**2,
                                               rel=1e-12)
     # the default plan is the optimal one: its total meets the SVD bound, at the noise actually drawn
-    total = sum(r.variance[S] * math.prod(D.shape[i] for i in S) for S in r.workload.sets)
+    total = sum(r.cell_variance[S] * math.prod(D.shape[i] for i in S) for S in r.workload.sets)
     bound = residual.svd_bound(r.workload) * r.noise_scale**2 / r.sensitivity**2
     assert total == pytest.approx(bound, rel=1e-6)
 
@@ -116,7 +116,7 @@ def test_variance_by_monte_carlo(df, privacy, kurtosis):
         # the mean over draws of one cell's squared error has sd ≤ var·√((κ−1)/R) (κ ≤ 6 for sums of Laplace
         # variables, 3 for Gaussian); averaging over correlated cells can only shrink it: 5 sd
         tol = 5 * math.sqrt((kurtosis - 1) / R)
-        assert abs(mse / (r.variance[S] * ratio) - 1) < tol, S
+        assert abs(mse / (r.cell_variance[S] * ratio) - 1) < tol, S
 
 
 def test_privacy_report():
@@ -171,7 +171,7 @@ def test_table(df):
     assert len(t) == 2 * 4 + 2
     row = t[(t["marginal"] == "sex×age") & (t["sex"] == "M") & (t["age"] == "[45, 65)")]
     assert row["estimate"].item() == r.marginals[(0, 2)][1, 2]
-    assert row["std_error"].item() == pytest.approx(math.sqrt(r.variance[(0, 2)]))
+    assert row["std_error"].item() == pytest.approx(math.sqrt(r.cell_variance[(0, 2)]))
     assert t.loc[t["marginal"] == "kids", "sex"].isna().all()
     codes = r.table(names=False)
     assert codes["marginal"].iloc[0] == "(0, 2)" and codes["age"].dtype == "Int64"

@@ -159,7 +159,7 @@ def deliver(args, p: Plan, res) -> int:
             failed = f"--out '{p.out_path}' could not be written ({exc}); the marginals were saved to '{fallback}'"
         except Exception as again:
             failed = f"--out '{p.out_path}' could not be written ({exc}), nor a fallback file ({again})"
-    total = sum(math.prod(a.shape) * res.variance[A] for A, a in res.marginals.items())
+    total = sum(math.prod(a.shape) * res.cell_variance[A] for A, a in res.marginals.items())
     record = {"records": args.records, "domain": {"names": list(res.domain.names),
                                                   "shape": list(res.domain.shape)},
               "workload": {"name": res.workload.name, "marginals": len(res.marginals), "cells": p.n_rows},

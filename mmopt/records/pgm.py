@@ -9,11 +9,14 @@ Notation: see README and :mod:`mmopt.structured.residual.reconstruct`. Measureme
     y_S = c_S·(⊗_{i∈S} Bᵢ) m_S + z_S,      z_S i.i.d., standard deviation σ (Laplace: √2·b),
 
 a linear measurement of the marginal m_S with known noise: exactly an ``mbi.LinearMeasurement`` on the clique
-S whose query is c_S·⊗Bᵢ (:class:`ResidualQuery`). Private-PGM (McKenna, Sheldon, Miklau, "Graphical-model
-based estimation and inference for differential privacy", ICML 2019, arXiv 1901.09136) fits a graphical model
-whose marginals μ minimise Σ_S ‖c_S(⊗Bᵢ)μ_S − y_S‖²/(2σ²) over the marginals of non-negative data with the
-estimated total (mirror descent); those marginals are mutually consistent and non-negative, and the model
-samples synthetic records.
+S whose query is c_S·⊗Bᵢ (:class:`ResidualQuery`). A weighted-marginals strategy (the default of ε-DP
+releases, :mod:`mmopt.structured.residual.marginals`) measures y_S = θ_S m_S + z_S: passed as y_S/θ_S, a
+measurement of m_S itself with standard deviation σ/θ_S (mbi's default query).
+
+Private-PGM (McKenna, Sheldon, Miklau, "Graphical-model based estimation and inference for differential
+privacy", ICML 2019, arXiv 1901.09136) fits a graphical model whose marginals μ minimise
+Σ_S ‖c_S(⊗Bᵢ)μ_S − y_S‖²/(2σ²) over the marginals of non-negative data with the estimated total (mirror
+descent); those marginals are mutually consistent and non-negative, and the model samples synthetic records.
 
 **The mis-match** (the source documents' "mis-match between strategy optimisation and inference"). The
 strategy was chosen to minimise the error of the *least-squares* marginals, and that is the error
@@ -47,6 +50,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mmopt.structured.residual import closure as cl
+from mmopt.structured.residual import marginals as wm
 from mmopt.structured.residual import strategy as rs
 from mmopt.structured.residual.reconstruct import Measurements, reconstruct
 
@@ -119,7 +123,12 @@ def to_mbi_measurements(measurements: Measurements, names) -> list:
     mbi = _require_mbi(caller)
     names = _check_inputs(measurements, names, caller)
     std = _noise_std(measurements, caller)
-    shape = measurements.strategy.shape
+    A = measurements.strategy
+    if isinstance(A, wm.WeightedMarginals):
+        return [mbi.LinearMeasurement(np.asarray(measurements.values[S], dtype=float).ravel() / th,
+                                      tuple(names[i] for i in S), std / th)
+                for S, th in zip(A.subsets, A.weights.tolist(), strict=True) if S]
+    shape = A.shape
     bases = {n: rs.residual_basis(n) for n in set(shape) if n > 1}
     out = []
     for S, c in zip(measurements.strategy.subsets, measurements.strategy.weights.tolist(), strict=True):
@@ -253,7 +262,11 @@ def pgm_marginals(source, names=None, sets=None, *, iters: int = 2000,
         raise ValueError(f"{caller}: the graphical model of these marginals needs {size:,.0f} MB (its junction tree's "
                          f"largest cliques), more than max_model_mb={max_model_mb:g}. Fit fewer attributes, or pass a "
                          "larger max_model_mb if the memory is there.")
-    total = max(1.0, float(reconstruct(measurements, ())))  # the least-squares total (y_∅ / c_∅)
+    if isinstance(measurements.strategy, wm.WeightedMarginals):  # the least-squares total
+        ls_total = wm.reconstruct_all(measurements.strategy, measurements.values, [()])[()]
+    else:
+        ls_total = reconstruct(measurements, ())  # y_∅ / c_∅
+    total = max(1.0, float(ls_total))
     with jax.enable_x64(True):  # float32 stalls on totals past ~10⁵ (mbi's own warning)
         model = mbi.estimation.MirrorDescent().estimate(domain, mbi_measurements, known_total=total,
                                                         iters=int(iters))

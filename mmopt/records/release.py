@@ -29,7 +29,6 @@ import itertools
 import math
 import types
 import warnings
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -40,6 +39,7 @@ from mmopt.records import counts as rc
 from mmopt.records import plans as rp
 from mmopt.records import read as rd
 from mmopt.records.domain import Domain
+from mmopt.records.result import RecordsRelease
 from mmopt.structured import _checks as ck
 from mmopt.structured.release import upper_sensitivity
 from mmopt.structured.residual import closure as cl
@@ -47,115 +47,6 @@ from mmopt.structured.residual import marginals as wm
 from mmopt.structured.residual import strategy as rs
 from mmopt.structured.residual.reconstruct import Measurements, measure, reconstruct_all
 from mmopt.structured.residual.workload import MarginalWorkload, marginal_workload
-
-
-@dataclass(frozen=True, eq=False)
-class RecordsRelease:
-    """Marginals released from records, their predicted variance and the privacy spent.
-
-    Attributes
-    ----------
-    domain : Domain
-    workload : MarginalWorkload
-    strategy : ResidualStrategy or WeightedMarginals
-        What was measured (:mod:`mmopt.records.plans`: by default the best strategy found for the noise).
-    measurements : mmopt.structured.residual.Measurements
-        The noisy measurements y_S (residual coordinates, or θ_S·marginal counts for weighted marginals): the
-        only thing computed from the data.
-    marginals : dict
-        {A: least-squares estimate of the marginal on A (float array of shape (nᵢ for i in A))}, for every
-        attribute set A of the workload (A a sorted tuple of attribute indices).
-    variance : dict
-        {A: the variance of every cell of ``marginals[A]``} (exact for this strategy and noise scale).
-    epsilon, delta : float
-        The budget OpenDP verified the release against: (ε, δ)-DP under add/remove-one-record neighbours.
-    rho : float or None
-        ρ-zCDP of the Gaussian noise, Δ₂²/(2σ²) as OpenDP's map rounds it (None for Laplace noise).
-    noise : {"gaussian", "laplace"}
-    noise_scale : float
-        σ (Gaussian) or b (Laplace) per measured entry.
-    sensitivity : float
-        The Δ the noise was calibrated to (exact Δ rounded upwards).
-    sampler : str
-        "opendp" (the private release), or "numpy-seeded" when ``seed`` was given (reproducible, for tests
-        and simulations: anyone who knows the seed can remove the noise).
-    message : str
-        Which strategy was measured and its expected total squared error as a multiple of the SVD lower bound
-        (with the candidates compared, when the strategy was chosen).
-    """
-
-    domain: Domain
-    workload: MarginalWorkload
-    strategy: rs.ResidualStrategy
-    measurements: Measurements = field(repr=False)
-    marginals: dict = field(repr=False)
-    variance: dict = field(repr=False)
-    epsilon: float
-    delta: float
-    rho: float | None
-    noise: str
-    noise_scale: float
-    sensitivity: float
-    sampler: str = "opendp"
-    message: str = ""
-
-    @property
-    def expected_total(self) -> float:
-        """Σ_A N_A·var_A: the expected total squared error of the released marginals (unit workload weights)."""
-        return float(sum(cl.cells(self.domain.shape, A) * var for A, var in self.variance.items()))
-
-    def half_width(self, A, alpha: float = 0.05) -> float:
-        """h with P(|estimate − true| ≤ h) = 1 − α exactly, for every cell of the released marginal on ``A``.
-
-        Gaussian noise: z_{1−α/2}·√var at the σ actually drawn. Laplace noise: the exact (1 − α/2)-quantile of
-        the cell's error Σⱼ aⱼ zⱼ (:mod:`mmopt.answers.intervals`, proven numerical error far below 1e-8
-        relative); every cell of a marginal has the same error law (:mod:`mmopt.records.plans`).
-        """
-        from mmopt.answers import intervals as iv
-        alpha = iv.check_alpha(alpha, "RecordsRelease.half_width")
-        key = tuple(A)
-        if key not in self.variance:
-            raise ValueError(f"The 'A' parameter of RecordsRelease.half_width must be a released marginal, one of "
-                             f"{sorted(self.variance)[:6]}. Got {A!r} instead.")
-        if self.noise == "gaussian":
-            return iv.half_width("gaussian", alpha, sd=math.sqrt(self.variance[key]))
-        return iv.half_width("laplace", alpha, weights=rp.error_law(self.strategy, self.workload, key),
-                             scale=self.noise_scale)
-
-    def table(self, names: bool = True, *, alpha: float | None = None):
-        """The released marginals as a tidy pandas DataFrame, one row per cell of each workload marginal.
-
-        Columns: ``marginal`` (the attribute names joined by "×", or the index tuple when ``names`` is False),
-        one column per domain attribute used by the workload (the cell's label — category or bin "[a, b)" —
-        or its index when ``names`` is False; empty for attributes outside that marginal), ``estimate`` and
-        ``std_error`` (√variance); with ``alpha``, ``lower`` and ``upper``: the exact 1 − α interval of each
-        cell (:meth:`half_width`; under Laplace noise estimate ± z·std_error would not be).
-        """
-        if not isinstance(names, bool | np.bool_):  # "yes" or "no" would both be truthy
-            raise TypeError(f"The 'names' parameter of RecordsRelease.table must be True or False. "
-                            f"Got {names!r:.40} ({type(names).__name__}) instead.")
-        import pandas as pd
-        widths = {A: self.half_width(A, alpha) for A in self.marginals} if alpha is not None else None
-        used = sorted({i for A in self.marginals for i in A})
-        attrs = self.domain.attributes
-        parts = []
-        for A, est in self.marginals.items():
-            cells = np.indices(est.shape).reshape(len(A), -1) if A else np.zeros((0, 1), dtype=np.int64)
-            frame = {"marginal": "×".join(attrs[i].name for i in A) if names else str(A)}
-            for i in used:
-                if i in A:
-                    k = cells[A.index(i)]
-                    frame[attrs[i].name] = (np.asarray(attrs[i].labels, dtype=object)[k] if names
-                                            else pd.array(k, dtype="Int64"))
-                else:
-                    frame[attrs[i].name] = None if names else pd.array([None] * cells.shape[1], dtype="Int64")
-            frame["estimate"] = est.ravel()
-            frame["std_error"] = math.sqrt(self.variance[A])
-            if widths is not None:
-                frame["lower"] = est.ravel() - widths[A]
-                frame["upper"] = est.ravel() + widths[A]
-            parts.append(pd.DataFrame(frame, index=range(cells.shape[1])))
-        return pd.concat(parts, ignore_index=True)
 
 
 def _workload(workload, domain: Domain, caller: str) -> MarginalWorkload:
