@@ -63,6 +63,21 @@ def test_refusals():
     big = st.kron(np.tril(np.ones((128, 128))), np.tril(np.ones((128, 128))))
     S = st.kron_strategy(mmopt.strategy.hierarchical(128), mmopt.strategy.hierarchical(128))
     res = st.matrix_mechanism(big, S, np.ones(128 * 128), mmopt.Privacy(1.0), rng=0)
-    with pytest.raises(ValueError, match="uses the product route"):
+    with pytest.raises(ValueError, match="is neither. Use Gaussian noise"):
         answers_table(res, big, S, alpha=0.05)
     assert wd.MAX_LAPLACE_ROWS >= 10_000
+
+
+def test_weighted_marginals_on_products_use_the_closed_form_weights():
+    """The algebra route (HDMM's M(θ) on a workload of products) against the dense weights W A⁺, row by row."""
+    import mmopt.structured as st
+    W = st.union([st.kron(np.tril(np.ones((3, 3))), np.eye(4), np.ones((1, 2))),
+                  st.kron(np.ones((1, 3)), np.array([[1.0, 1, 0, 0], [0, 0, 1, 1]]), np.eye(2))])
+    S = st.marginals_strategy((3, 4, 2), {(0, 1): 1.0, (1, 2): 0.5, (): 0.3, (0, 1, 2): 0.2})
+    out = st.matrix_mechanism(W, S, np.arange(24.0), mmopt.Privacy(0.7), rng=0)
+    plan = mmopt.answers.table.plan_table(out, W, S, alpha=0.05)
+    assert plan.model.method == "algebra"
+    t = answers_table(out, W, S, alpha=0.05)
+    a = W.dense() @ np.linalg.pinv(S.dense())
+    want = [mmopt.answers.intervals.half_width("laplace", 0.05, weights=row, scale=out.noise_scale) for row in a]
+    np.testing.assert_allclose((t.upper - t.answer).to_numpy(), want, rtol=1e-8)

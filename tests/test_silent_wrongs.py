@@ -143,9 +143,12 @@ def test_a_text_column_declared_numeric_is_explained(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text("sex,age\nF,young\nM,old\n", encoding="utf-8")
     D = Domain((Attribute("sex", categories=("F", "M")), Attribute("age", edges=(0, 18, 65, 120))))
-    with pytest.raises(ValueError, match="declares column 'age' numeric .* holds the text 'young'") as info:
-        marginal_counts(str(path), D, [(0, 1)])
-    assert "Is this a 'csv' file" not in str(info.value)
+    # issue 30: values never refuse a table (one person's record must not decide whether a release happens); the
+    # data holder is told why the records are dropped, and how to declare the column
+    with pytest.warns(UserWarning, match="'age' holds values that are not numbers.*declare 'age' with string "
+                                         "categories"):
+        counts = marginal_counts(str(path), D, [(0, 1)])
+    assert counts[(0, 1)].sum() == 0
 
 
 def test_an_error_that_underflows_is_said_not_returned_silently():
@@ -281,6 +284,9 @@ def test_ctrl_c_before_the_draw_still_stops_at_once(monkeypatch, tmp_path, capsy
 
     from mmopt.cli import main
     from mmopt.cli import release as cmd
+    # a shell started in the background ignores SIGINT (SIG_IGN is inherited): give the test the handler of an
+    # interactive run, which is what it checks
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     drawn = []
     monkeypatch.setattr(mmopt._opendp, "measure", lambda *a, **k: drawn.append(1))
     real = cmd.plan
@@ -290,8 +296,11 @@ def test_ctrl_c_before_the_draw_still_stops_at_once(monkeypatch, tmp_path, capsy
         return real(args)
     monkeypatch.setattr(cmd, "plan", plan)
     (tmp_path / "x.csv").write_text("0,1,2,3\n", encoding="utf-8")
-    code = main(["release", "prefix:4", "--data", str(tmp_path / "x.csv"), "--epsilon", "1",
-                 "--out", str(tmp_path / "a.csv")])
+    try:
+        code = main(["release", "prefix:4", "--data", str(tmp_path / "x.csv"), "--epsilon", "1",
+                     "--out", str(tmp_path / "a.csv")])
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert code == 130 and drawn == [] and "interrupted" in capsys.readouterr().err
 
 

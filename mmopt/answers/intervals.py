@@ -40,7 +40,7 @@ from scipy import optimize, special
 
 from mmopt import _validation as v
 
-__all__ = ["LaplaceSum", "half_width", "laplace_sum", "laplace_sum_cdf", "laplace_sum_quantile"]
+__all__ = ["LaplaceSum", "check_alpha", "half_width", "laplace_sum", "laplace_sum_cdf", "laplace_sum_quantile"]
 
 DEFAULT_TOL = 1e-11
 MAX_TERMS = 1 << 23  # trapezoid nodes; past it the truncation bound is returned as it stands (still proven)

@@ -3,10 +3,11 @@
 Notation: see README and :mod:`mmopt.answers.intervals`. The least-squares answer q x̂ = q x + aᵀz with
 a = q A⁺ and z the noise drawn (i.i.d. with scale b or σ). Gaussian noise: h = z_{1−α/2}·standard_error, for
 every route. Laplace noise: h is the exact (1 − α/2)-quantile of Σⱼ aⱼ·b·Lⱼ, so a needs listing: on the dense
-route (at most 4,096 cells) A⁺ is formed once and a = q A⁺ row by row. Rows whose sorted |a| agree to 12
-significant digits share one quantile (identity-like rows cost nothing); at most :data:`MAX_LAPLACE_ROWS`
-rows per table, because each distinct law costs milliseconds. Implicit strategies on larger domains are
-refused for Laplace intervals (the weights of a union strategy are sums of Kronecker products): records
+route (at most 4,096 cells) A⁺ is formed once and a = q A⁺ row by row; for weighted-marginals strategies on
+workloads of products (the "algebra" route: HDMM's M(θ), what optimize returns for census tables) a is in
+closed form, per distinct value of each factor row (:func:`_algebra_laws`), at any N. Rows whose sorted |a|
+agree to 12 significant digits share one quantile; at most :data:`MAX_LAPLACE_ROWS` rows per table, because
+each distinct law costs milliseconds. Other implicit strategies are refused for Laplace intervals; records
 releases give exact intervals through the marginal algebra (:mod:`mmopt.records.plans`).
 """
 
@@ -23,32 +24,114 @@ MAX_LAPLACE_ROWS = 50_000
 
 
 class Widths:
-    """h for each row of a chunk, given its standard errors (``of``)."""
+    """h for each row of a chunk, given its standard errors (``of``); ``laws(c)`` lists, for Laplace noise, each
+    row's error law as (values, counts) of its weights on the measurements."""
 
-    def __init__(self, alpha: float, noise: str, scale: float, rows=None, pinv: np.ndarray | None = None):
-        self.alpha, self.noise, self.scale = alpha, noise, scale
+    def __init__(self, alpha: float, noise: str, scale: float, laws=None):
+        self.alpha, self.noise, self.scale, self.laws = alpha, noise, scale, laws
         self.z = float(-special.ndtri(alpha / 2.0))
-        self.rows, self.pinv, self.cache = rows, pinv, {}
+        self.cache: dict = {}
 
     def of(self, c: Chunk, se: np.ndarray) -> np.ndarray:
         if self.noise == "gaussian":
             return self.z * se
-        a = self.rows(c) @ self.pinv  # (rows of the chunk) × p: each row's weights on the measurements
-        out = np.empty(a.shape[0])
-        for k, row in enumerate(a):
-            mag = np.abs(row[row != 0.0])
+        found = self.laws(c)
+        out = np.empty(len(found))
+        for k, (values, counts) in enumerate(found):
+            keep = (values != 0.0) & (counts > 0)
+            mag, cnt = np.abs(values[keep]), counts[keep]
             if mag.size == 0:
                 out[k] = 0.0
                 continue
             top = float(mag.max())
-            key = np.round(np.sort(mag) / top, 12).tobytes()
+            order = np.lexsort((cnt, np.round(mag / top, 12)))
+            key = np.round(mag[order] / top, 12).tobytes() + cnt[order].tobytes()
             if key not in self.cache:
-                self.cache[key] = iv.half_width("laplace", self.alpha, weights=mag / top, scale=1.0)
+                self.cache[key] = iv.half_width("laplace", self.alpha, weights=(mag / top, cnt), scale=1.0)
             out[k] = self.cache[key] * top * self.scale
         return out
 
 
-def preflight(alpha, model, noise: str, reconstruction: str, name: str, caller: str) -> float:
+def _dense_laws(rows, pinv: np.ndarray):
+    """Each row's weights q A⁺ on the measurements, one entry each."""
+    def laws(c: Chunk):
+        a = rows(c) @ pinv
+        return [(row, np.ones(row.size)) for row in a]
+    return laws
+
+
+def _algebra_laws(layout, strategy):
+    """Weighted marginals (θ_S·⊗(I or 1ᵀ)) on a workload of products: row q = w·⊗qᵢ puts on the measurements of
+    term S the weights a_S = θ_S Σ_{T⊆S} λ_T⁻¹ ⊗_{i∈S} (qᵢRᵢ if i ∈ T else mean(qᵢ)·1) · ∏_{i∉S} Σqᵢ, with
+    λ_T = Σ_{S⊇T} θ_S² ∏_{i∉S} nᵢ (X⁺ = Σ_T Q_T/λ_T; Rᵢ = I − J/nᵢ). Cells where qᵢ takes the same value share
+    every factor, so each attribute is reduced to its distinct values and their counts: a row's law costs
+    Σ_S 2^|S| ∏_{i∈S} (distinct values of qᵢ), never N."""
+    import itertools
+
+    from mmopt.answers.layout import factor_rows
+    shape = layout.shape
+    lam: dict = {}
+    for S, th in zip(strategy.subsets, strategy.weights.tolist(), strict=True):
+        rest = float(np.prod([shape[i] for i in range(len(shape)) if i not in S]))
+        for k in range(len(S) + 1):
+            for T in itertools.combinations(S, k):
+                lam[T] = lam.get(T, 0.0) + th * th * rest
+
+    def law(qs, weight):
+        groups = [np.unique(q, return_counts=True) for q in qs]
+        means = [float(q.mean()) for q in qs]
+        sums = [float(q.sum()) for q in qs]
+        values, counts = [], []
+        for S, th in zip(strategy.subsets, strategy.weights.tolist(), strict=True):
+            outside = weight * th * float(np.prod([sums[i] for i in range(len(qs)) if i not in S]))
+            if outside == 0.0:
+                continue
+            acc = np.zeros(tuple(groups[i][0].size for i in S))
+            for k in range(len(S) + 1):
+                for T in itertools.combinations(S, k):
+                    part = np.ones(())
+                    for i in S:
+                        vec = groups[i][0] - means[i] if i in T else np.full(groups[i][0].size, means[i])
+                        part = np.multiply.outer(part, vec)
+                    acc = acc + part / lam[T]
+            cnt = np.ones(())
+            for i in S:
+                cnt = np.multiply.outer(cnt, groups[i][1].astype(np.float64))
+            values.append(outside * acc.ravel())
+            counts.append(cnt.ravel())
+        return np.concatenate(values), np.concatenate(counts)
+
+    def laws(c: Chunk):
+        t = layout.terms[c.term]
+        n = c.stop - c.start
+        idx = np.unravel_index(np.arange(c.local, c.local + n, dtype=np.int64), t.grid)
+        rows = [{} for _ in t.factors]
+        out = []
+        for k in range(n):
+            qs = []
+            for i, f in enumerate(t.factors):
+                r = int(idx[i][k])
+                if r not in rows[i]:
+                    rows[i][r] = factor_rows(f, r, r + 1)[0].astype(np.float64)
+                qs.append(rows[i][r])
+            out.append(law(qs, float(t.weight)))
+        return out
+    return laws
+
+
+def _marginals_of(strategy):
+    """``strategy`` as WeightedMarginals when every factor is an identity or a constant row, else None."""
+    from mmopt.structured.strategies import ImplicitStrategy
+    if not isinstance(strategy, ImplicitStrategy):
+        return None
+    from mmopt.records.plans import _from_implicit
+    try:
+        return _from_implicit(strategy, strategy.shape, "answers_table")
+    except ValueError:
+        return None
+
+
+def preflight(alpha, model, noise: str, reconstruction: str, name: str, caller: str, strategy=None) -> float:
     """α checked, or a ValueError saying why exact intervals are not available — all before any noise is drawn."""
     alpha = iv.check_alpha(alpha, caller)
     if model is None:
@@ -60,11 +143,12 @@ def preflight(alpha, model, noise: str, reconstruction: str, name: str, caller: 
                          "exact intervals.")
     if noise == "gaussian":
         return alpha
-    if model.method != "dense":
-        raise ValueError(f"The 'alpha' parameter of {caller}: exact Laplace intervals list each answer's weights "
-                         f"q A⁺, available for pairs on at most 4,096 cells; '{name}' uses the {model.method} route. "
-                         "Use Gaussian noise (closed-form intervals), or records releases "
-                         "(mmopt.records.release_marginals: exact intervals in the marginal algebra).")
+    if model.method not in ("dense", "algebra") or (model.method == "algebra" and _marginals_of(strategy) is None):
+        raise ValueError(f"The 'alpha' parameter of {caller}: exact Laplace intervals need each answer's weights "
+                         f"q A⁺: listed for pairs on at most 4,096 cells, in closed form for weighted-marginals "
+                         f"strategies (HDMM's M(θ), what optimize returns for marginal and census workloads); "
+                         f"'{name}' under '{getattr(strategy, 'name', strategy)}' is neither. Use Gaussian noise "
+                         "(closed-form intervals), or records releases (mmopt.records.release_marginals).")
     if model.layout.n_queries > MAX_LAPLACE_ROWS:
         raise ValueError(f"The 'alpha' parameter of {caller}: exact Laplace intervals cost milliseconds per distinct "
                          f"answer law; '{name}' has {model.layout.n_queries:,} queries (limit {MAX_LAPLACE_ROWS:,}). "
@@ -74,12 +158,15 @@ def preflight(alpha, model, noise: str, reconstruction: str, name: str, caller: 
 
 def widths(alpha, model, workload, strategy, output, meta: dict, caller: str) -> Widths:
     """The :class:`Widths` of a planned table (refusals: :func:`preflight`)."""
-    alpha = preflight(alpha, model, output.noise, meta["reconstruction"], meta["workload"], caller)
+    alpha = preflight(alpha, model, output.noise, meta["reconstruction"], meta["workload"], caller, strategy)
+    scale = float(output.noise_scale)
     if output.noise == "gaussian":
-        return Widths(alpha, "gaussian", float(output.noise_scale))
+        return Widths(alpha, "gaussian", scale)
+    if model.method == "algebra":
+        return Widths(alpha, "laplace", scale, _algebra_laws(model.layout, _marginals_of(strategy)))
     from mmopt.answers.variance import _dense_workload
     from mmopt.structured.strategies import ImplicitStrategy
     W = _dense_workload(workload, model.layout, caller).explicit_matrix()
     A = strategy.to_strategy().matrix if isinstance(strategy, ImplicitStrategy) else np.asarray(
         getattr(strategy, "matrix", strategy), dtype=float)
-    return Widths(alpha, "laplace", float(output.noise_scale), rows=lambda c: W[c.start:c.stop], pinv=np.linalg.pinv(A))
+    return Widths(alpha, "laplace", scale, _dense_laws(lambda c: W[c.start:c.stop], np.linalg.pinv(A)))

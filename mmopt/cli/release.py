@@ -164,7 +164,7 @@ def plan(args) -> Plan:
         if spec is None:
             raise ValueError("--alpha adds interval columns to the --out table: pass --out FILE.csv or FILE.parquet.")
         from mmopt.answers import widths
-        widths.preflight(args.alpha, spec.model, P.noise, args.reconstruct, W.name, "release --alpha")
+        widths.preflight(args.alpha, spec.model, P.noise, args.reconstruct, W.name, "release --alpha", A)
     return Plan(W, A, x, P, expected, outputs, spec, args.alpha)
 
 

@@ -36,7 +36,8 @@ from mmopt._local_objectives import lbfgs
 from mmopt.structured.residual import closure as cl
 from mmopt.structured.residual.workload import MarginalWorkload
 
-__all__ = ["WeightedMarginals", "cell_weights", "each_once", "measure", "reconstruct_all", "solve", "spectrum"]
+__all__ = ["WeightedMarginals", "cell_weights", "each_once", "measure", "reconstruct_all", "solve", "spectrum",
+           "support", "weighted_marginals"]
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,0 +1,209 @@
+"""The cell code of every raw value: exact for integers of any size, by value for float32, never an error.
+
+Notation: see README and :mod:`mmopt.records.domain`. The code of a value is its cell j in [0, nᵢ), or −1 when
+it is missing, unparseable or outside the domain; such records are dropped by the domain's public rule, so a
+single bad record never stops a release (whether a release happens must not depend on one person's record).
+
+* **Integers are compared as integers**: an integer column (NumPy, pandas nullable ``Int64`` with missing
+  values, Arrow integers with nulls) is never routed through float64, so 2⁵³ and 2⁵³ + 1 stay two values.
+* **float32 columns are matched by value**: category c matches a float32 value v when float32(c) = v (the
+  value 0.1 stored as float32 is the category 0.1); bins compare the stored value itself.
+* **Mixed object columns** (pandas ``object``: numbers, None, strings): numbers are coded, missing values and
+  strings are dropped (typed data: the string "3" is not the number 3, as the domain module says).
+* **CSV text** (every CSV value is text): read as strings and parsed here — integers exactly (as int64 when
+  they fit), decimals as float64; an empty or unparseable cell is dropped.
+
+Text dropped from a numeric column is said in a warning to whoever runs the count (the data holder): it names
+the column, never a value or a count, and changes nothing that is released.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from mmopt.records.domain import Attribute
+
+_INT = r"^\s*[+-]?\d+\s*$"
+_FLOAT = r"(?i)^\s*[+-]?((\d+\.?\d*|\.\d+)(e[+-]?\d+)?|inf|infinity|nan)\s*$"
+
+
+def _warn_text(attribute: Attribute) -> None:
+    warnings.warn(f"Column {attribute.name!r} holds values that are not numbers, but the domain declares it numeric: "
+                  "those records are dropped by the domain's out-of-domain rule. If the column holds labels, declare "
+                  f"{attribute.name!r} with string categories.", UserWarning, stacklevel=4)
+
+
+def codes(column, attribute: Attribute) -> np.ndarray:
+    """The cell of every value of ``column`` (a pandas Series or an Arrow array), −1 when out of domain."""
+    import pandas as pd
+    if isinstance(column, pd.Series):
+        return _pandas_codes(column, attribute)
+    return _arrow_codes(column, attribute)
+
+
+def _pandas_codes(column, attribute: Attribute) -> np.ndarray:
+    import pandas as pd
+    from pandas.api import types as pt
+    if isinstance(column.dtype, pd.CategoricalDtype):  # map the column's few categories, then look up
+        lut = np.append(codes(pd.Series(column.cat.categories), attribute), -1)
+        return lut[column.cat.codes.to_numpy()]  # code −1 (missing) reads lut[−1] = −1
+    if attribute.kind == "text":
+        return _text_codes(column, attribute)
+    dtype = column.dtype
+    if pt.is_bool_dtype(dtype):
+        missing = column.isna().to_numpy()
+        return _masked(column.to_numpy(dtype=np.int64, na_value=0), missing, attribute)
+    if pt.is_integer_dtype(dtype):
+        missing = column.isna().to_numpy()
+        if _unsigned64(dtype):  # values past 2⁶³ would wrap in int64: compare as Python ints
+            return _object_codes(column.astype(object).to_numpy(), attribute)
+        return _masked(column.to_numpy(dtype=np.int64, na_value=0), missing, attribute)
+    if pt.is_float_dtype(dtype):
+        native = np.float32 if np.dtype(getattr(dtype, "numpy_dtype", dtype)) == np.float32 else np.float64
+        return _number_codes(column.to_numpy(dtype=native, na_value=np.nan), attribute)
+    return _object_codes(column.to_numpy(dtype=object), attribute)  # object / string: value by value
+
+
+def _unsigned64(dtype) -> bool:
+    from pandas.api import types as pt
+    base = np.dtype(getattr(dtype, "numpy_dtype", dtype))
+    return pt.is_unsigned_integer_dtype(base) and base.itemsize == 8
+
+
+def _masked(x: np.ndarray, missing: np.ndarray, attribute: Attribute) -> np.ndarray:
+    out = _number_codes(x, attribute)
+    out[missing] = -1
+    return out
+
+
+def _object_codes(values: np.ndarray, attribute: Attribute) -> np.ndarray:
+    """Numbers by value (ints exactly), everything else (None, NaN, strings, objects) dropped."""
+    out = np.full(values.shape[0], -1, dtype=np.int64)
+    is_int = np.fromiter((isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_) for v in values),
+                         bool, values.shape[0])
+    is_float = np.fromiter((isinstance(v, float | np.floating) for v in values), bool, values.shape[0])
+    is_bool = np.fromiter((isinstance(v, bool | np.bool_) for v in values), bool, values.shape[0])
+    if np.any(is_int):
+        ints = values[is_int]
+        fits = np.fromiter((-(2**63) <= int(v) < 2**63 for v in ints), bool, ints.shape[0])
+        sub = np.full(ints.shape[0], -1, dtype=np.int64)
+        if fits.any():
+            sub[fits] = _number_codes(ints[fits].astype(np.int64), attribute)
+        if (~fits).any():  # beyond int64: equal to a category only if the category is that very integer
+            sub[~fits] = _big_int_codes(ints[~fits], attribute)
+        out[is_int] = sub
+    if np.any(is_float):
+        out[is_float] = _number_codes(values[is_float].astype(np.float64), attribute)
+    if np.any(is_bool):
+        out[is_bool] = _number_codes(values[is_bool].astype(np.int64), attribute)
+    if any(isinstance(v, str | bytes) for v in values[~(is_int | is_float | is_bool)]):
+        _warn_text(attribute)
+    return out
+
+
+def _big_int_codes(ints: np.ndarray, attribute: Attribute) -> np.ndarray:
+    if attribute.kind == "bins":
+        return _number_codes(np.array([float(v) for v in ints]), attribute)
+    exact = {int(c): j for j, c in enumerate(attribute.categories) if float(c).is_integer()}
+    return np.array([exact.get(int(v), -1) for v in ints], dtype=np.int64)
+
+
+def _arrow_codes(column, attribute: Attribute) -> np.ndarray:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    if attribute.kind == "text":
+        return _arrow_text_codes(column, attribute)
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        return _parsed_codes(column, attribute)  # a CSV column: every value is text
+    if pa.types.is_boolean(column.type):
+        column = pc.cast(column, pa.int64())
+    missing = column.is_null().to_numpy(zero_copy_only=False)
+    if pa.types.is_integer(column.type):
+        if pa.types.is_uint64(column.type):
+            return _object_codes(np.array(column.to_pylist(), dtype=object), attribute)
+        filled = pc.cast(column.fill_null(0), pa.int64()).to_numpy(zero_copy_only=False)
+        return _masked(filled, missing, attribute)
+    if pa.types.is_float32(column.type):
+        return _number_codes(column.to_numpy(zero_copy_only=False).astype(np.float32), attribute)
+    return _number_codes(pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False), attribute)
+
+
+def _parsed_codes(arr, attribute: Attribute) -> np.ndarray:
+    """CSV text: integers exactly, decimals as float64, anything else (and empty cells) dropped."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    out = np.full(len(arr), -1, dtype=np.int64)
+    text = pc.utf8_trim_whitespace(arr)
+    is_int = pc.fill_null(pc.match_substring_regex(text, _INT), False).to_numpy(zero_copy_only=False)
+    is_num = pc.fill_null(pc.match_substring_regex(text, _FLOAT), False).to_numpy(zero_copy_only=False)
+    if is_int.any():
+        digits = text.filter(pa.array(is_int)).to_pylist()
+        out[is_int] = _object_codes(np.array([int(s) for s in digits], dtype=object), attribute)
+    decimals = is_num & ~is_int
+    if decimals.any():
+        out[decimals] = _number_codes(pc.cast(text.filter(pa.array(decimals)), pa.float64())
+                                      .to_numpy(zero_copy_only=False), attribute)
+    blank = pc.fill_null(pc.equal(text, ""), True).to_numpy(zero_copy_only=False)
+    if (~(is_num | blank)).any():
+        _warn_text(attribute)
+    return out
+
+
+def _text_codes(column, attribute: Attribute) -> np.ndarray:
+    import pyarrow as pa
+    try:  # Arrow's hash lookup is fast for strings; a column of mixed objects falls back to pandas
+        arr = pa.array(column, from_pandas=True)
+    except (pa.ArrowException, TypeError, ValueError):
+        import pandas as pd
+        return pd.Index(list(attribute.categories), dtype=object).get_indexer(column.to_numpy(dtype=object))
+    return _arrow_text_codes(arr, attribute)
+
+
+def _arrow_text_codes(arr, attribute: Attribute) -> np.ndarray:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    if pa.types.is_null(arr.type):
+        return np.full(len(arr), -1, dtype=np.int64)
+    found = pc.index_in(arr, value_set=pa.array(attribute.categories, type=pa.string()))
+    return found.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def _number_codes(x: np.ndarray, attribute: Attribute) -> np.ndarray:
+    """Numeric categories by equality (sorted lookup), or bins by np.searchsorted (domain module's rule)."""
+    if attribute.kind == "bins":
+        e = np.asarray(attribute.edges)
+        k = len(e) - 1
+        xf = x.astype(np.float64, copy=False)  # exact for int64 below 2⁵³ and for every float32
+        j = np.searchsorted(e, xf, side="right") - 1  # e_j ≤ x < e_{j+1}; NaN sorts last: j = k
+        j[(j == k) & (xf == e[-1])] = k - 1  # the last bin is closed on the right
+        j[(j < 0) | (j >= k)] = -1
+        return j.astype(np.int64, copy=False)
+    cats = attribute.categories
+    integral = all(float(c).is_integer() and abs(c) < 2**62 for c in cats)
+    lo, hi = (int(min(cats)), int(max(cats))) if integral else (0, -1)
+    if integral and hi - lo < max(1 << 16, 64 * len(cats)):  # small integer categories: a lookup table
+        lut = np.full(hi - lo + 2, -1, dtype=np.int64)  # the extra last entry catches everything outside
+        lut[np.asarray(cats, dtype=np.int64) - lo] = np.arange(len(cats))
+        if x.dtype.kind in "iub":
+            k = x.astype(np.int64, copy=False) - lo
+        else:  # a float is a category only when it is an integer in range (NaN is not)
+            with np.errstate(invalid="ignore"):
+                ok = (x >= lo) & (x <= hi) & (np.floor(x) == x)
+            k = np.where(ok, x, hi + 1).astype(np.int64) - lo
+        k[(k < 0) | (k > hi - lo)] = hi - lo + 1
+        return lut[k]
+    if x.dtype.kind in "iub":
+        ref = np.array([int(c) if integral else c for c in cats], dtype=np.int64 if integral else np.float64)
+        if not integral:
+            x = x.astype(np.float64)
+    else:
+        # float32 values match the float32 rounding of each category (the value as stored); others in float64
+        ref = np.array(cats, dtype=np.float64).astype(x.dtype)
+    order = np.argsort(ref, kind="stable")
+    srt = ref[order]
+    j = np.minimum(np.searchsorted(srt, x), len(srt) - 1)
+    return np.where(srt[j] == x, order[j], -1).astype(np.int64, copy=False)  # NaN never equals
