@@ -238,7 +238,8 @@ def report(strategies: list[dict], check: dict | None, coverage: list[dict]) -> 
         ok = "PASS" if abs(check["z"]) < 3 else "FAIL"
         lines += ["", f"CPS 2-way, {check['releases']} seeded releases: mean total {check['measured']:,.0f}, predicted "
                       f"{check['predicted']:,.0f}, z = {check['z']:+.2f} ({ok})"]
-    lines += ["", "## 2. Coverage of the reported intervals (pooled over answers and runs; naive = ± z·std_error)", "",
+    lines += ["", "## 2. Coverage of the reported intervals (pooled over answers and runs; naive = ± z·std_error; "
+                  "cpu: the intervals at all three levels)", "",
               f"{'case':<34}{'noise':>10}{'answers':>9}{'runs':>9}" + "".join(f"{f'{lv:.0%}':>9}" for lv in LEVELS)
               + "".join(f"{f'naive {lv:.0%}':>12}" for lv in LEVELS) + f"{'cpu':>9}"]
     for r in coverage:

@@ -351,7 +351,7 @@ def test_unwritable_ledger_after_the_noise_keeps_the_spend(monkeypatch, tmp_path
 
 @pytest.mark.parametrize("edit, message", [
     (lambda d: d.update(format="other"), "is not an mmopt privacy ledger"),
-    (lambda d: d.update(version=2), "has ledger version 2"),
+    (lambda d: d.update(version=3), "has ledger version 3"),
     (lambda d: d.update(extra=1), "has keys"),
     (lambda d: d["spends"][0].update(epsilon=-0.1), "has spend #1 epsilon = -0.1, not a finite number >= 0"),
     (lambda d: d["spends"][0].pop("time"), "has spend #1 without exactly the keys"),

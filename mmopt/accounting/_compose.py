@@ -10,6 +10,10 @@ decimals (:func:`mmopt.accounting._ledger.exact`) under basic composition, a flo
   Rogers & Wu 2023, the theorem behind OpenDP's ``make_fully_adaptive_composition``), hence (ε, δ)-DP with ε from
   OpenDP's conversion (:func:`~mmopt.accounting._zcdp.epsilon_of_rho`); a spend fits when that ε at the total's
   δ is at most the total's ε.
+* pld: the spends' privacy loss distributions compose by convolution (:mod:`mmopt.accounting._pld`, Google's
+  dp-accounting, pessimistic discretisation); a spend fits when the composition's ε at the total's δ is at most
+  the total's ε. The charge of a spend is its PLD term: the mechanism's own noise for releases, the worst
+  (ε, δ)-DP mechanism for declared and pending spends.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from fractions import Fraction
 
 from mmopt import _validation as v
 from mmopt.accounting import _ledger as lg
+from mmopt.accounting import _pld as pl
 from mmopt.accounting import _zcdp as z
 from mmopt.accounting._ledger import Budget, Spend, fmt
 from mmopt.privacy import Privacy
@@ -65,7 +70,24 @@ class Ledger:
         """The largest total ρ whose ε at the total's δ is within the total's ε (zCDP)."""
         return z.max_rho(self.total.epsilon, self.total.delta)
 
+    def _pld_epsilon(self, extra=()) -> float:
+        return pl.epsilon([pl.term(s) for s in self.spends] + list(extra), self.total.delta)
+
+    def _pld_remaining(self) -> float:
+        """The largest ε (6 significant digits, rounded down) of one more release at the total's δ that fits."""
+        if not self.fits(release_term(Privacy(self.total.epsilon * 1e-9, self.total.delta))):
+            return 0.0
+        lo, hi = self.total.epsilon * 1e-9, self.total.epsilon
+        if self.fits(release_term(Privacy(hi, self.total.delta))):
+            return hi
+        while hi - lo > 1e-7 * hi:
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if self.fits(release_term(Privacy(mid, self.total.delta))) else (lo, mid)
+        return down6(lo)
+
     def spent(self) -> Budget:
+        if self.composition == "pld":
+            return Budget(self._pld_epsilon(), self.total.delta) if self.spends else Budget(0.0, 0.0)
         if self.composition == "basic":
             return Budget(float(self._sum("epsilon")), float(self._sum("delta")))
         rho = self._sum("rho")
@@ -74,6 +96,8 @@ class Ledger:
         return Budget(z.epsilon_of_rho(lg.float_up(rho), self.total.delta), self.total.delta, float(rho))
 
     def remaining(self) -> Budget:
+        if self.composition == "pld":
+            return Budget(self._pld_remaining(), self.total.delta)
         if self.composition == "basic":
             return Budget(*(lg.float_down(max(lg.exact(t) - self._sum(k), Fraction(0)))
                             for t, k in ((self.total.epsilon, "epsilon"), (self.total.delta, "delta"))))
@@ -84,7 +108,7 @@ class Ledger:
         """True when the recorded spends already exceed the total (a hand-edited ledger)."""
         if self.composition == "basic":
             return not self.fits((Fraction(0), Fraction(0)))
-        return self.spent().epsilon > self.total.epsilon
+        return self.spent().epsilon > self.total.epsilon  # zCDP and PLD
 
     # -- one more spend ------------------------------------------------------------------------------------
     def charge(self, privacy, rho, caller: str, *, release: bool):
@@ -97,10 +121,13 @@ class Ledger:
             raise ValueError(f"{caller} needs exactly one of 'privacy' (a Privacy) and 'rho' (zCDP). Got "
                              f"{'both' if privacy is not None else 'neither'}.")
         if rho is not None:
-            if self.composition == "basic":
+            if self.composition != "zcdp":
                 raise ValueError(f"The 'rho' parameter of {caller} needs composition='zcdp'. Got rho={rho!r} in a "
-                                 "basic session. Pass privacy=Privacy(ε, δ) with the (ε, δ) it guarantees instead.")
+                                 f"{self.composition} session. Pass privacy=Privacy(ε, δ) with the (ε, δ) it "
+                                 "guarantees instead.")
             return v.check_real(rho, name="rho", caller=caller, low=0.0, low_open=True)
+        if self.composition == "pld":  # a release is checked at its own noise; a declared spend as any (ε, δ)-DP
+            return release_term(privacy) if release else ("generic", privacy.epsilon, privacy.delta)
         if self.composition == "basic":
             return lg.exact(privacy.epsilon), lg.exact(privacy.delta)
         if privacy.delta == 0:
@@ -112,6 +139,8 @@ class Ledger:
         return z.max_rho(privacy.epsilon, privacy.delta)
 
     def fits(self, charge) -> bool:
+        if self.composition == "pld":
+            return self._pld_epsilon([charge]) <= self.total.epsilon
         if self.composition == "basic":
             eps, delta = charge
             return (self._sum("epsilon") + eps <= lg.exact(self.total.epsilon)
@@ -131,6 +160,14 @@ class Ledger:
             delta = "" if left.delta == 0 else f", {down6(left.delta)!r}"
             hint = (f"Spend at most the remaining ε={fmt(left.epsilon)}, δ={fmt(left.delta)} (e.g. privacy="
                     f"Privacy({down6(left.epsilon)!r}{delta}), or privacy='remaining' in release)")
+        elif self.composition == "pld":
+            kind, a, b = charge
+            ask = (f"ε={fmt(a)}, δ={fmt(b)}" if kind == "generic" else
+                   f"a {kind} release at noise multiplier {fmt(a)}")
+            rule, used = "PLD composition", f"ε={fmt(spent.epsilon)} at δ={fmt(self.total.delta)}"
+            usable = left.epsilon > 0
+            hint = (f"Spend at most one release at Privacy({left.epsilon!r}, {left.delta!r}) (or "
+                    "privacy='remaining' in release)")
         else:
             ask, usable = f"ρ={fmt(charge)}", left.rho > 0
             rule, used = f"zCDP, ρ ≤ {fmt(self.rho_cap())}", f"ρ={fmt(spent.rho)}"
@@ -148,12 +185,20 @@ class Ledger:
         left = self.remaining()
         if self.composition == "basic" and left.epsilon > 0:
             return Privacy(left.epsilon, left.delta)
-        if self.composition == "zcdp" and left.epsilon > 0:
+        if self.composition in ("zcdp", "pld") and left.epsilon > 0:
             return Privacy(left.epsilon, left.delta)
         raise ValueError(f"{caller}: privacy='remaining' asks for the rest of the budget, but it is used up "
                          f"({left} left of ε={fmt(self.total.epsilon)}, δ={fmt(self.total.delta)} after "
                          f"{len(self.spends)} spends). These data can answer nothing more; work from what was "
                          "released already (post-processing is free).")
+
+
+def release_term(privacy: Privacy) -> tuple[str, float, float]:
+    """The PLD term checked before a release at ``privacy`` draws: Gaussian at the analytic σ/Δ₂ (OpenDP's σ is
+    never smaller), or Laplace at b/Δ₁ = 1/ε."""
+    if privacy.noise == "gaussian":
+        return "gaussian", Privacy(privacy.epsilon, privacy.delta).noise_scale(1.0), 0.0
+    return "laplace", 1.0 / privacy.epsilon, 0.0
 
 
 def down6(x: float) -> float:

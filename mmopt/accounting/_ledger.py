@@ -9,10 +9,13 @@ the caller (what remains) are rounded *down* (:func:`float_down`), so spending t
 
 File. A ledger is a UTF-8 JSON object::
 
-    {"format": "mmopt-privacy-ledger", "version": 1, "composition": "basic" | "zcdp",
+    {"format": "mmopt-privacy-ledger", "version": 2, "composition": "basic" | "zcdp" | "pld",
      "total": {"epsilon": ε, "delta": δ},
-     "spends": [{"label", "what", "epsilon", "delta", "rho", "time", "source", "status"}, ...]}
+     "spends": [{"label", "what", "epsilon", "delta", "rho", "time", "source", "status",
+                 "noise", "noise_multiplier"}, ...]}
 
+(version 1, without ``noise`` and ``noise_multiplier``, is still read; this version writes 2, which older mmopt
+refuses by its version number rather than misreading)
 written atomically (a temporary file beside it, flushed and fsynced, then ``os.replace``): a crash leaves the
 old ledger or the new one, never half of one. Reading refuses NaN and infinities, unknown or missing keys and
 negative amounts, naming the file and the entry.
@@ -32,10 +35,13 @@ from fractions import Fraction
 from pathlib import Path
 
 FORMAT = "mmopt-privacy-ledger"
-VERSION = 1
+VERSION = 2
 SOURCES = ("release", "declared")
 STATUSES = ("spent", "pending")
-_FIELDS = ("label", "what", "epsilon", "delta", "rho", "time", "source", "status")
+NOISES = ("gaussian", "laplace")
+COMPOSITIONS = ("basic", "zcdp", "pld")
+_FIELDS_V1 = ("label", "what", "epsilon", "delta", "rho", "time", "source", "status")
+_FIELDS = (*_FIELDS_V1, "noise", "noise_multiplier")
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,9 @@ class Spend:
     status : {"spent", "pending"}
         "pending": written before the noise was drawn and never confirmed (the run was interrupted): counted in
         full at the requested budget, which bounds what the release could have used.
+    noise, noise_multiplier : str or None, float or None
+        For a finished release: "gaussian" or "laplace" and σ/Δ₂ or b/Δ₁ of the noise actually drawn (what PLD
+        composition uses, :mod:`mmopt.accounting._pld`); None otherwise.
     """
 
     label: str
@@ -74,6 +83,8 @@ class Spend:
     time: str
     source: str = "declared"
     status: str = "spent"
+    noise: str | None = None
+    noise_multiplier: float | None = None
 
 
 @dataclass(frozen=True)
@@ -154,24 +165,26 @@ def loads(text: str, source: Path) -> tuple[float, float, str, tuple[Spend, ...]
         fail(f"is not valid JSON ({exc})")
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         fail(f"is not an mmopt privacy ledger (no \"format\": \"{FORMAT}\")")
-    if doc.get("version") != VERSION:
-        fail(f"has ledger version {doc.get('version')!r}; this mmopt reads version {VERSION}")
+    version = doc.get("version")
+    if version not in (1, VERSION) or isinstance(version, bool):
+        fail(f"has ledger version {version!r}; this mmopt reads versions 1 and {VERSION}")
     if set(doc) != {"format", "version", "composition", "total", "spends"}:
         fail(f"has keys {sorted(doc)}, not format, version, composition, total, spends")
     composition, total, spends = doc["composition"], doc["total"], doc["spends"]
-    if composition not in ("basic", "zcdp"):
-        fail(f"has composition {composition!r}, not 'basic' or 'zcdp'")
+    if composition not in COMPOSITIONS:
+        fail(f"has composition {composition!r}, not one of {', '.join(map(repr, COMPOSITIONS))}")
     if not isinstance(total, dict) or set(total) != {"epsilon", "delta"}:
         fail("has a 'total' that is not {\"epsilon\": ..., \"delta\": ...}")
     eps, delta = (_number(total[k], f"total {k}", fail, optional=False) for k in ("epsilon", "delta"))
     if not isinstance(spends, list):
         fail("has 'spends' that is not a list")
-    return eps, delta, composition, tuple(_spend(entry, i + 1, fail) for i, entry in enumerate(spends))
+    keys = _FIELDS_V1 if version == 1 else _FIELDS
+    return eps, delta, composition, tuple(_spend(entry, i + 1, fail, keys) for i, entry in enumerate(spends))
 
 
-def _spend(entry, k: int, fail) -> Spend:
-    if not isinstance(entry, dict) or set(entry) != set(_FIELDS):
-        fail(f"has spend #{k} without exactly the keys {', '.join(_FIELDS)}")
+def _spend(entry, k: int, fail, keys=_FIELDS) -> Spend:
+    if not isinstance(entry, dict) or set(entry) != set(keys):
+        fail(f"has spend #{k} without exactly the keys {', '.join(keys)}")
     for key in ("label", "what", "time"):
         if not isinstance(entry[key], str):
             fail(f"has spend #{k} whose {key!r} is not a string")
@@ -180,7 +193,12 @@ def _spend(entry, k: int, fail) -> Spend:
     eps, delta, rho = (_number(entry[key], f"spend #{k} {key}", fail) for key in ("epsilon", "delta", "rho"))
     if rho is None and (eps is None or delta is None):
         fail(f"has spend #{k} with neither (epsilon, delta) nor rho")
-    return Spend(entry["label"], entry["what"], eps, delta, rho, entry["time"], entry["source"], entry["status"])
+    noise, multiplier = entry.get("noise"), _number(entry.get("noise_multiplier"), f"spend #{k} noise_multiplier", fail)
+    if noise not in (None, *NOISES) or (noise is None) != (multiplier is None) or multiplier == 0:
+        fail(f"has spend #{k} with noise {noise!r} and noise_multiplier {multiplier!r} (both null, or a noise and a "
+             "multiplier > 0)")
+    return Spend(entry["label"], entry["what"], eps, delta, rho, entry["time"], entry["source"], entry["status"],
+                 noise, multiplier)
 
 
 def _number(value, what: str, fail, *, optional: bool = True) -> float | None:

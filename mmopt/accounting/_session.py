@@ -17,7 +17,7 @@ from mmopt.accounting._compose import Ledger
 from mmopt.accounting._ledger import Budget, Spend, fmt
 from mmopt.privacy import Privacy
 
-COMPOSITIONS = ("basic", "zcdp")
+COMPOSITIONS = lg.COMPOSITIONS
 
 
 class Accountant:
@@ -34,6 +34,11 @@ class Accountant:
     * ``"basic"``: ε adds and δ adds (Dwork & Roth 2014, Thm 3.16); with budgets chosen after seeing earlier
       outputs the check is a privacy filter (Rogers, Roth, Ullman & Vadhan 2016). A spend is accepted when
       Σε ≤ ε_total and Σδ ≤ δ_total, added exactly as the decimals they are written as.
+    * ``"pld"``: privacy loss distributions compose (Google's ``dp-accounting``, :mod:`mmopt.accounting._pld`):
+      each release at the noise it actually drew, each declared spend as the worst (ε, δ)-DP mechanism; a spend
+      is accepted when the composition's ε at δ_total is at most ε_total. The tightest of the three for many
+      Gaussian releases (ten at σ/Δ₂ = 5 use ε = 2.92 at δ = 10⁻⁶, zCDP 3.13; ten releases in (ε, δ) =
+      (1, 10⁻⁶) need 6.8 % less σ than under zCDP); needs ``mmopt[accounting]``.
     * ``"zcdp"``: ρ adds (Bun & Steinke 2016, Lemma 1.7; adaptively, Whitehouse et al. 2023). A Gaussian release
       costs ρ = Δ₂²/(2σ²) of the noise it drew, an ε-DP spend ε²/2 (Bun & Steinke, Prop. 1.4). The total is
       (ε, δ) with δ > 0: a spend is accepted when OpenDP's conversion of Σρ at δ_total
@@ -46,7 +51,9 @@ class Accountant:
     ----------
     total : Privacy
         The whole budget for these data, (ε, δ). For ``"zcdp"``, δ must be > 0.
-    composition : {"basic", "zcdp"}, default="basic"
+    composition : {"basic", "zcdp", "pld"}, default="basic"
+        Basic is the default: it needs no extra package, is exact in decimals, and is what pure ε-DP budgets
+        mean; choose "pld" for several Gaussian releases.
     path : str or os.PathLike, optional
         A ledger file for this new session; it must not exist yet (:meth:`load` or :meth:`open` continue an
         existing one). Every spend is written to it as it happens.
@@ -94,6 +101,9 @@ class Accountant:
                              f"Privacy({total.epsilon!r}, 1e-6), or use composition='basic' for pure ε-DP.")
         if composition == "zcdp":
             z.opendp(caller)  # fail now, not at the first spend, when OpenDP is missing
+        if composition == "pld":
+            from mmopt.accounting._pld import dp_accounting
+            dp_accounting(caller)
         # calibration="analytic" always: it only sets a Gaussian σ, and a total draws no noise
         self._ledger = Ledger(Privacy(total.epsilon, total.delta), composition)
         self._path: Path | None = None
@@ -476,7 +486,10 @@ def _verified(pending: Spend, privacy: Privacy, out, composition: str) -> Spend:
     else:
         rho = z.pure_rho(eps) if composition == "zcdp" else None
     what = f"{pending.what}, Δ={out.sensitivity:.6g}, {'σ' if gaussian else 'b'}={out.noise_scale:.6g}"
-    return Spend(pending.label, what, eps, delta, rho, pending.time, "release", "spent")
+    multiplier = float(out.noise_scale) / float(out.sensitivity) if out.sensitivity > 0 else None
+    noise = out.noise if multiplier and out.noise in ("gaussian", "laplace") else None
+    return Spend(pending.label, what, eps, delta, rho, pending.time, "release", "spent", noise,
+                 multiplier if noise else None)
 
 
 def _now() -> str:

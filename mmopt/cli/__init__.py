@@ -174,8 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "it does not fit, recorded as pending before the draw and as verified after it")
     p.add_argument("--ledger-total", metavar="EPS[,DELTA]",
                    help="with --ledger, for a ledger file that does not exist yet: its total budget")
-    p.add_argument("--composition", choices=("basic", "zcdp"), default="basic",
-                   help="with --ledger-total: how the new ledger composes spends (default basic)")
+    p.add_argument("--composition", choices=("basic", "zcdp", "pld"), default="basic",
+                   help="with --ledger-total: how the new ledger composes spends (default basic; pld, the tightest "
+                        "for several Gaussian releases, needs mmopt[accounting])")
     p.add_argument("--json", action="store_true", help="print the release report as JSON instead of a table")
     return parser
 
