@@ -60,9 +60,11 @@ def test_refusals():
     with pytest.raises(ValueError, match="reconstructed by 'nnls', which is biased"):
         answers_table(nn, W, A, alpha=0.05)
     import mmopt.structured as st
-    big = st.kron(np.tril(np.ones((128, 128))), np.tril(np.ones((128, 128))))
-    S = st.kron_strategy(mmopt.strategy.hierarchical(128), mmopt.strategy.hierarchical(128))
-    res = st.matrix_mechanism(big, S, np.ones(128 * 128), mmopt.Privacy(1.0), rng=0)
+    big = st.kron(np.eye(64), np.ones((1, 128)))  # a union of αI + βJ factors that are not marginals
+    S = st.union_strategy([st.kron_strategy(np.eye(64) + 0.5, np.ones((1, 128))),
+                           st.kron_strategy(np.ones((1, 64)), np.eye(128))])
+    res = st.matrix_mechanism(big, S, np.ones(64 * 128), mmopt.Privacy(1.0), rng=0)
+    assert mmopt.answers.table.plan_table(res, big, S).model.method == "algebra"
     with pytest.raises(ValueError, match="is neither. Use Gaussian noise"):
         answers_table(res, big, S, alpha=0.05)
     assert wd.MAX_LAPLACE_ROWS >= 10_000
@@ -80,4 +82,17 @@ def test_weighted_marginals_on_products_use_the_closed_form_weights():
     t = answers_table(out, W, S, alpha=0.05)
     a = W.dense() @ np.linalg.pinv(S.dense())
     want = [mmopt.answers.intervals.half_width("laplace", 0.05, weights=row, scale=out.noise_scale) for row in a]
+    np.testing.assert_allclose((t.upper - t.answer).to_numpy(), want, rtol=1e-8)
+
+
+def test_product_strategies_use_the_kronecker_weights():
+    """The product route (θ·⊗Aᵢ on a workload of products) against the dense weights W A⁺, row by row."""
+    import mmopt.structured as st
+    W = st.union([st.kron(np.tril(np.ones((6, 6))), np.eye(5)), st.kron(np.ones((1, 6)), np.tril(np.ones((5, 5))))])
+    S = st.kron_strategy(mmopt.strategy.hierarchical(6), mmopt.strategy.hierarchical(5).matrix, weight=0.5)
+    out = st.matrix_mechanism(W, S, np.arange(30.0), mmopt.Privacy(0.7), rng=0)
+    assert mmopt.answers.table.plan_table(out, W, S, alpha=0.1).model.method == "product"
+    t = answers_table(out, W, S, alpha=0.1)
+    a = W.dense() @ np.linalg.pinv(S.dense())
+    want = [mmopt.answers.intervals.half_width("laplace", 0.1, weights=row, scale=out.noise_scale) for row in a]
     np.testing.assert_allclose((t.upper - t.answer).to_numpy(), want, rtol=1e-8)

@@ -179,3 +179,23 @@ def test_measurements_table_is_readable_by_gls(df, privacy):
     for S, est in r.marginals.items():
         np.testing.assert_allclose(est, xhat.sum(axis=tuple(i for i in range(4) if i not in S)), atol=1e-7)
     assert np.allclose(t["noise_sd"], math.sqrt(2) * r.noise_scale if privacy.noise == "laplace" else r.noise_scale)
+
+
+@pytest.mark.parametrize("privacy", [LAP, mmopt.Privacy(1.0, 1e-6)])
+def test_a_records_release_plots_and_evaluates_as_it_is(df, privacy):
+    """Issue 29 item 5: the release's workload and strategy (weighted marginals or residual) go to evaluate,
+    svd_bound and plot.* unchanged; per_query_error lists each cell's variance, equal to the algebra's."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    r = _release(df, [("a",), ("a", "b")], privacy, seed=0)
+    rep = residual.evaluate(r.workload, r.strategy.to_implicit() if isinstance(r.strategy, wm.WeightedMarginals)
+                            else r.strategy, privacy)
+    assert mmopt.evaluate(r.workload, r.strategy, privacy).total_squared_error == pytest.approx(
+        rep.total_squared_error, rel=1e-12)
+    assert mmopt.svd_bound(r.workload, privacy) == pytest.approx(rep.svd_bound, rel=1e-12)
+    ax = mmopt.plot.per_query_error(r.workload, r.strategy, privacy, by="index")
+    want = np.repeat(rep.per_marginal_variance, [3, 12])
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), want, rtol=1e-9)
+    assert mmopt.plot.strategy(r.strategy) is not None and mmopt.plot.error_profile(r.strategy) is not None
+    plt.close("all")

@@ -3,7 +3,9 @@
 Notation: see README and :mod:`mmopt.answers.intervals`. The least-squares answer q x̂ = q x + aᵀz with
 a = q A⁺ and z the noise drawn (i.i.d. with scale b or σ). Gaussian noise: h = z_{1−α/2}·standard_error, for
 every route. Laplace noise: h is the exact (1 − α/2)-quantile of Σⱼ aⱼ·b·Lⱼ, so a needs listing: on the dense
-route (at most 4,096 cells) A⁺ is formed once and a = q A⁺ row by row; for weighted-marginals strategies on
+route (at most 4,096 cells) A⁺ is formed once and a = q A⁺ row by row; for a product strategy θ·⊗Aᵢ on a
+workload of products a = (w/θ)·⊗(qᵢAᵢ⁺), per distinct value of each factor (:func:`_product_laws`); for
+weighted-marginals strategies on
 workloads of products (the "algebra" route: HDMM's M(θ), what optimize returns for census tables) a is in
 closed form, per distinct value of each factor row (:func:`_algebra_laws`), at any N. Rows whose sorted |a|
 agree to 12 significant digits share one quantile; at most :data:`MAX_LAPLACE_ROWS` rows per table, because
@@ -131,6 +133,33 @@ def _marginals_of(strategy):
         return None
 
 
+def _product_laws(layout, strategy):
+    """A product strategy θ·⊗Aᵢ on a workload of products: row q = w·⊗qᵢ puts the weights
+    (w/θ)·⊗(qᵢAᵢ⁺) on the measurements; each factor's vector is reduced to its distinct values with counts."""
+    (term,) = strategy.terms
+    pinvs = [np.linalg.pinv(f.matrix) for f in term.factors]
+    theta = float(term.weight)
+
+    def laws(c: Chunk):
+        from mmopt.answers.layout import factor_rows
+        t = layout.terms[c.term]
+        n = c.stop - c.start
+        idx = np.unravel_index(np.arange(c.local, c.local + n, dtype=np.int64), t.grid)
+        cache: list = [{} for _ in t.factors]
+        out = []
+        for k in range(n):
+            values, counts = np.full((), float(t.weight) / theta), np.ones(())
+            for i, f in enumerate(t.factors):
+                r = int(idx[i][k])
+                if r not in cache[i]:
+                    cache[i][r] = np.unique(factor_rows(f, r, r + 1)[0] @ pinvs[i], return_counts=True)
+                u, m = cache[i][r]
+                values, counts = np.multiply.outer(values, u), np.multiply.outer(counts, m.astype(np.float64))
+            out.append((values.ravel(), counts.ravel()))
+        return out
+    return laws
+
+
 def preflight(alpha, model, noise: str, reconstruction: str, name: str, caller: str, strategy=None) -> float:
     """α checked, or a ValueError saying why exact intervals are not available — all before any noise is drawn."""
     alpha = iv.check_alpha(alpha, caller)
@@ -143,10 +172,12 @@ def preflight(alpha, model, noise: str, reconstruction: str, name: str, caller: 
                          "exact intervals.")
     if noise == "gaussian":
         return alpha
-    if model.method not in ("dense", "algebra") or (model.method == "algebra" and _marginals_of(strategy) is None):
+    product = model.method == "product" and len(getattr(strategy, "terms", ())) == 1
+    if not product and (model.method not in ("dense", "algebra")
+                        or (model.method == "algebra" and _marginals_of(strategy) is None)):
         raise ValueError(f"The 'alpha' parameter of {caller}: exact Laplace intervals need each answer's weights "
-                         f"q A⁺: listed for pairs on at most 4,096 cells, in closed form for weighted-marginals "
-                         f"strategies (HDMM's M(θ), what optimize returns for marginal and census workloads); "
+                         f"q A⁺: listed for pairs on at most 4,096 cells, in closed form for product strategies and "
+                         f"weighted marginals (HDMM's M(θ), what optimize returns for marginal and census workloads); "
                          f"'{name}' under '{getattr(strategy, 'name', strategy)}' is neither. Use Gaussian noise "
                          "(closed-form intervals), or records releases (mmopt.records.release_marginals).")
     if model.layout.n_queries > MAX_LAPLACE_ROWS:
@@ -164,6 +195,8 @@ def widths(alpha, model, workload, strategy, output, meta: dict, caller: str) ->
         return Widths(alpha, "gaussian", scale)
     if model.method == "algebra":
         return Widths(alpha, "laplace", scale, _algebra_laws(model.layout, _marginals_of(strategy)))
+    if model.method == "product":
+        return Widths(alpha, "laplace", scale, _product_laws(model.layout, strategy))
     from mmopt.answers.variance import _dense_workload
     from mmopt.structured.strategies import ImplicitStrategy
     W = _dense_workload(workload, model.layout, caller).explicit_matrix()

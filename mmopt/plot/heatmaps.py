@@ -25,6 +25,8 @@ MAX_PANELS = 64
 
 def _profile_matrix(obj, caller: str, scaled: bool, norm: str) -> tuple[np.ndarray, str | None]:
     """(M or Δ²·M, the strategy's name or None) for a Strategy, ImplicitStrategy, Profile or M itself."""
+    from mmopt.dispatch import as_implicit  # a records release's strategy (residual or weighted marginals)
+    obj = as_implicit(obj)
     if isinstance(obj, Workload):
         raise TypeError(f"The 'strategy_or_profile' parameter of {caller} must be a Strategy, a Profile or the "
                         "profile matrix M. Got a Workload; its strategy is mmopt.strategy.from_workload(W).")
@@ -192,6 +194,8 @@ def strategy(strategy, *, ax=None, axes=None, colorbar: bool = True, cmap: str =
     """
     caller = "strategy"
     colorbar = _mpl.check_flag(colorbar, name="colorbar", caller=caller)
+    from mmopt.dispatch import as_implicit  # a records release's strategy (residual or weighted marginals)
+    strategy = as_implicit(strategy)
     if not isinstance(strategy, ImplicitStrategy):
         if axes is not None:
             raise TypeError(f"The 'axes' parameter of {caller} is for implicit (product) strategies; this one is "

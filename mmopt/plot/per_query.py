@@ -32,6 +32,28 @@ def range_queries(workload) -> tuple[np.ndarray, np.ndarray] | None:
     return row_intervals(workload)
 
 
+#: Queries a per-query plot lists (one value each); more are refused by per_query_variances' own limits.
+_MAX_PLOTTED = 10**7
+
+
+def _errors(workload, strategy, privacy, norm) -> tuple[np.ndarray, str]:
+    """(each query's expected squared error, the plot's title): evaluate's list, or for a union strategy in the
+    marginal algebra (a records release's residual strategy), :func:`mmopt.answers.per_query_variances`."""
+    try:
+        report = evaluate(workload, strategy, privacy, norm=norm, per_query=True)
+    except ValueError as exc:
+        if "per-query variances are listed for product strategies only" not in str(exc):
+            raise
+        from mmopt.answers.variance import per_query_variances
+        from mmopt.dispatch import as_implicit
+        W, A = as_implicit(workload), as_implicit(strategy)
+        if W.n_queries > _MAX_PLOTTED:
+            raise
+        E = np.concatenate([v for _, _, v in per_query_variances(W, A, privacy, norm=norm)])
+        return E, f"{A.name} on {W.name}"
+    return np.asarray(report.per_query_variance, dtype=float), f"{report.strategy} on {report.workload}"
+
+
 def per_query_error(workload, strategy, privacy=None, *, by: str = "start_length", ax=None, log: bool = True,
                     colorbar: bool = True, norm: str | None = None):
     """Expected squared error of every query of W under strategy A: by (start, length), or by query index.
@@ -85,11 +107,9 @@ def per_query_error(workload, strategy, privacy=None, *, by: str = "start_length
                              f"queries) on one attribute for by='start_length'. Got {got!r}; use by='index' to draw "
                              "any workload's per-query errors, mmopt.plot.error_by_shape for ranges on several "
                              "attributes (mean error by height × width) or mmopt.plot.error_by_term for marginals.")
-    report = evaluate(workload, strategy, privacy, norm=norm, per_query=True)
-    E = np.asarray(report.per_query_variance, dtype=float)
+    E, title = _errors(workload, strategy, privacy, norm)
     what = f"expected squared error ({_mpl.privacy_text(privacy)})"
     ax = _mpl.new_or_given(ax, caller)
-    title = f"{report.strategy} on {report.workload}"
     if ranges is None:
         ax.plot(np.arange(E.size), E, lw=1)
         ax.set(xlabel="query index (row of W)", ylabel=what, title=title, yscale="log" if log else "linear")
