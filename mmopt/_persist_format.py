@@ -68,10 +68,22 @@ def _marginal_masks(strategy: ImplicitStrategy) -> list[int] | None:
     return masks if len(set(masks)) == len(masks) and len(strategy.shape) <= 62 else None
 
 
+def strategy_summary(strategy) -> dict:
+    """kind, name, shape [p, N] of A, domain_shape (attribute sizes; [n] for a dense A), domain_size, n_rows."""
+    if callable(getattr(strategy, "json_summary", None)):  # other layers' strategies (mmopt.toeplitz) say it
+        return strategy.json_summary()
+    kind = kind_of(strategy)
+    if kind == "dense":
+        p, n = strategy.matrix.shape
+        shape = [n]
+    else:
+        p, n, shape = strategy.n_rows, strategy.domain_size, list(strategy.shape)
+    return {"kind": kind, "name": strategy.name, "shape": [int(p), int(n)], "domain_shape": shape,
+            "domain_size": int(n), "n_rows": int(p)}
+
+
 def encode(strategy, caller: str = "save") -> tuple[dict, dict[str, np.ndarray]]:
     """(description, arrays) of a strategy; the description also holds its name, shapes and kind."""
-    from mmopt._persist_json import strategy_summary
-
     kind = kind_of(strategy, caller)
     desc = strategy_summary(strategy)
     if kind in pt.KINDS:

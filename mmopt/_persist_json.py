@@ -60,24 +60,9 @@ def jsonable(obj, *, strict: bool = False, _depth: int = 0):
     return repr(obj)
 
 
-def strategy_summary(strategy) -> dict:
-    """kind, name, shape [p, N] of A, domain_shape (attribute sizes; [n] for a dense A), domain_size, n_rows."""
-    from mmopt._persist_format import kind_of  # lazy: the format module imports the strategy classes
-
-    if callable(getattr(strategy, "json_summary", None)):  # other layers' strategies (mmopt.toeplitz) say it
-        return strategy.json_summary()
-    kind = kind_of(strategy)
-    if kind == "dense":
-        p, n = strategy.matrix.shape
-        shape = [n]
-    else:
-        p, n, shape = strategy.n_rows, strategy.domain_size, list(strategy.shape)
-    return {"kind": kind, "name": strategy.name, "shape": [int(p), int(n)], "domain_shape": shape,
-            "domain_size": int(n), "n_rows": int(p)}
-
-
 def result_dict(result) -> dict:
     """The JSON view of an :class:`~mmopt._result.OptimizeResult` (see :meth:`OptimizeResult.to_dict`)."""
+    from mmopt._persist_format import strategy_summary  # lazy: the format module imports the strategy classes
     try:
         gap, ratio = result.gap, result.ratio
     except ZeroDivisionError:  # a zero objective (an all-zero workload) has no relative gap

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from mmopt.auto import costs
+from mmopt.multidim.scoring import DEFAULT_RESTARTS
 
 __all__ = ["Candidate", "Context", "plan"]
 
@@ -44,10 +45,6 @@ FAR_RATIO = 2.0
 #: LOCAL_MIN_STEPS. On a product domain it runs beside the product searches, PRODUCT_LOCAL_STEPS at most (2-D
 #: ranges 32×32: 5.20× the bound after 300 steps, ~7 s; HDMM's best of 25 restarts 6.50×).
 LOCAL_STEPS, LOCAL_MIN_STEPS, PRODUCT_LOCAL_STEPS = 3000, 100, 300
-#: Default restarts of the product searches when the user gives none. OPT_M restarts cost ~10 ms each
-#: (closed-form objective) and its ε-DP landscape has many local optima: on adult W2, 3 / 10 / 50 restarts give
-#: 326,416 / 317,126 / 292,405 (HDMM's own search: 315,883).
-DEFAULT_RESTARTS = {"kron": 3, "union": 3, "marginals": 50, "residual": 1, "datacube": 1}
 #: The largest share of the budget a candidate that rarely wins may take: OPT_M under Gaussian noise lost to the
 #: residual or product strategy on every workload of bench_auto (by 3–1,150 %); l2_approx under Laplace noise
 #: is kept for its dual bound (valid for both noises), its strategy 5–45× the ε-DP candidates'.
@@ -60,7 +57,7 @@ DUAL_GAP = 1e-4
 @dataclass(frozen=True)
 class Candidate:
     """One method ``auto`` may run: ``run()`` returns what the method returns (an OptimizeResult or an
-    ImplicitSolution), to be scored by :func:`mmopt.auto.run.score`.
+    ImplicitSolution), to be scored by :func:`mmopt.multidim.scoring.score`.
 
     ``estimate``: expected CPU seconds; ``share``: the largest fraction of the budget it may take; ``unless``: the
     incumbent's ratio to the bound at or below which it is not worth running (None: always worth it);

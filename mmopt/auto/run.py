@@ -22,10 +22,10 @@ import threading
 import time
 
 from mmopt import _runtime
-from mmopt import dispatch as dp
 from mmopt._result import CERTIFIED_GAP, CLOSED_FORMS, SUCCESS, OptimizeResult, reconcile
 from mmopt.auto.budget import Budget
 from mmopt.auto.plan import Context, plan
+from mmopt.multidim.scoring import score
 from mmopt.solvers import SolverError
 
 __all__ = ["TICK", "run_auto", "score"]
@@ -126,27 +126,6 @@ def lower_bound(ctx: Context) -> tuple[float, bool]:
         return max(closed_svd_bound(n, kind), stream_bound(StreamWorkload(kind, n)).value), True
     from mmopt.multidim.search import _svd_bound  # lazy: that module scores with this one's score()
     return _svd_bound(ctx.workload)
-
-
-def score(workload, name: str, found, norm: str, seconds: float, cpu: float | None = None,
-          estimate: float | None = None) -> dict:
-    """A candidate (an ImplicitSolution or an OptimizeResult) with its unit-privacy total: exact, or the certified
-    upper end of :func:`mmopt.structured.evaluate`'s bracket (``lower`` its lower end), so that a bounded
-    candidate is ranked by a value it is sure to meet. An OptimizeResult is already exact: :func:`mmopt.optimize`
-    re-evaluated it on the same queries, or it is structured (mmopt.toeplitz, H_b by Woodbury, the tridiagonal
-    dual's primal) and carries its own exact total."""
-    base = {"method": name, "strategy": found.strategy, "status": found.status, "message": found.message,
-            "iterations": found.iterations, "solver": found.solver, "lower_bound": found.lower_bound,
-            "extra": {k: v for k, v in found.extra.items() if k != "report"}, "seconds": seconds, "cpu": cpu,
-            "estimate": estimate}
-    if isinstance(found, OptimizeResult):  # optimize re-evaluated it exactly on these same queries, or it is
-        # structured and carries its own exact total
-        return base | {"objective": found.objective, "exact": True, "lower": found.objective}
-    # a search that already evaluated its strategy on these queries (OPT_+) hands its report over: not twice
-    r = found.extra.get("report") or dp.evaluate(workload, found.strategy, None, norm=norm)
-    exact = bool(getattr(r, "total_exact", True))
-    lower = r.total_squared_error if exact else getattr(r, "total_lower", None)
-    return base | {"objective": r.total_squared_error, "exact": exact, "lower": lower}
 
 
 def _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent, seconds) -> OptimizeResult:

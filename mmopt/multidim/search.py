@@ -16,11 +16,10 @@ import time
 from mmopt import _runtime
 from mmopt import dispatch as dp
 from mmopt._result import CLOSED_FORMS, SUCCESS, OptimizeResult, reconcile
-from mmopt.auto.plan import DEFAULT_RESTARTS
-from mmopt.auto.run import score
 from mmopt.multidim.datacube import solve_datacube
 from mmopt.multidim.kron import solve_kron
 from mmopt.multidim.marginals import solve_marginals
+from mmopt.multidim.scoring import DEFAULT_RESTARTS, score
 from mmopt.multidim.union import solve_union
 from mmopt.structured import bounds
 from mmopt.structured.residual.solve import solve_residual

@@ -24,7 +24,6 @@ Notation: see README; c = Privacy.variance_factor, Δ the strategy's sensitivity
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -38,52 +37,13 @@ from mmopt.structured import _checks as ck
 from mmopt.structured import algebra as alg
 from mmopt.structured import bounds
 from mmopt.structured import factors as fc
+from mmopt.structured._report import ImplicitErrorReport
 from mmopt.structured.strategies import ImplicitStrategy, Sensitivity, normalised, sensitivity, sensitivity_parts
 from mmopt.structured.two_term import two_term
 from mmopt.structured.workloads import ImplicitWorkload
 
 _SUPPORT_TOL = 1e-9  # as mmopt.error: share of the Gram trace allowed on A's null space
 _TINY = np.finfo(float).tiny
-
-
-@dataclass(frozen=True)
-class ImplicitErrorReport:
-    """Expected squared errors; totals are exact when ``total_exact``, else proven upper bounds.
-
-    ``max_variance`` is attained by a real query; ``max_variance_upper`` is a proven upper bound
-    (equal when ``max_variance_exact``). ``sensitivity_exact`` False means Δ is an upper bound.
-    The true total lies in [``total_lower``, ``total_squared_error``]: both ends are certified, the lower
-    one is the total itself when ``total_exact``; ``total_width`` is the bracket's relative width
-    (upper − lower)/upper, 0 when exact.
-    """
-
-    workload: str
-    strategy: str
-    privacy: Privacy | None
-    shape: tuple
-    domain_size: int
-    n_queries: int
-    sensitivity: float
-    sensitivity_exact: bool
-    total_squared_error: float
-    total_exact: bool
-    mean_squared_error: float
-    rmse: float
-    max_variance: float | None
-    max_variance_upper: float | None
-    max_variance_exact: bool
-    method: str
-    per_query_variance: np.ndarray | None = field(default=None, repr=False, compare=False)
-    total_lower: float | None = None
-    total_width: float | None = None
-
-    def __post_init__(self) -> None:
-        # an exact report is its own bracket; a bounded one must state its lower end
-        if self.total_lower is None and self.total_exact:
-            object.__setattr__(self, "total_lower", self.total_squared_error)
-        if self.total_width is None and self.total_lower is not None:
-            up, low = self.total_squared_error, self.total_lower
-            object.__setattr__(self, "total_width", 0.0 if up <= low else (up - low) / up)
 
 
 #: From this many cells a two-term strategy is scored by :mod:`mmopt.structured.two_term` (exact total, O(Σnᵢ³ +
@@ -122,7 +82,9 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
         # a split strategy (a fitted basis of 1^⊥ per attribute): exact on any union of products, at any N
         # (None for other strategies, and for isotropic ones, which the algebra below scores with exact maxima)
         from mmopt.structured.residual.solve import split_report  # lazy: that subpackage imports this layer
-        if (report := split_report(workload, strategy, privacy, norm)) is not None:
+        def floor() -> float:
+            return bounds.svd_bound(workload, dense_limit=0, root_limit=0).value
+        if (report := split_report(workload, strategy, privacy, norm, floor=floor)) is not None:
             return report
     cache = fc.Cache()
     # Δ of the strategy as given (scale-safe; a ValueError if it is not a normal float64), then every figure

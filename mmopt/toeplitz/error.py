@@ -15,7 +15,6 @@ row-scaled C = D·T(c), which changes only the weights below; see :func:`decoder
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -205,9 +204,8 @@ def evaluate(workload, strategy: ToeplitzStrategy, privacy: Privacy | None = Non
     """
     caller = "mmopt.toeplitz.evaluate"
     W = as_stream_workload(workload, caller)
-    from mmopt.toeplitz.weighted import WeightedSqrtStrategy, evaluate_weighted  # lazy: it builds on this module
-    if isinstance(strategy, WeightedSqrtStrategy):
-        return _weighted(W, strategy, privacy, norm, caller, evaluate_weighted)
+    if callable(getattr(strategy, "stream_report", None)):  # the weighted square root (toeplitz.weighted) reports
+        return strategy.stream_report(W, privacy, norm, caller)  # itself: that module builds on this one
     if not isinstance(strategy, ToeplitzStrategy):
         raise TypeError(f"The 'strategy' parameter of {caller} must be a ToeplitzStrategy (sqrt_strategy, banded, "
                         f"blt) or a WeightedSqrtStrategy. Got {type(strategy).__name__} instead.")
@@ -229,21 +227,3 @@ def evaluate(workload, strategy: ToeplitzStrategy, privacy: Privacy | None = Non
     total = decoder_total(W.kind, b, None if y is None else 1.0 / y[::-1])
     return ToeplitzErrorReport(W.kind, strategy.name, W.n, W.n_queries, norm, delta, factor, scale * total,
                                scale * worst, query, exact)
-
-
-def _weighted(W: StreamWorkload, strategy, privacy, norm, caller: str, evaluate_weighted) -> ToeplitzErrorReport:
-    """The weighted square root's report, at the budget's scale (Gaussian noise only: its Δ₁ is not computed)."""
-    if strategy.workload != W:
-        raise ValueError(f"{caller}: the weighted square root was built for {strategy.workload.kind}"
-                         f"({strategy.n}); evaluate it on that workload, not {W.kind}({W.n}).")
-    if privacy is not None and not isinstance(privacy, Privacy):
-        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy or None. "
-                        f"Got {type(privacy).__name__} instead.")
-    wanted = norm if norm is not None else (privacy.sensitivity_norm if privacy is not None else "l2")
-    if wanted != "l2":
-        raise ValueError(f"{caller}: the weighted square root is evaluated under Gaussian noise (L2 sensitivity) "
-                         f"only. Got norm {wanted!r}; pass Privacy(epsilon, delta > 0).")
-    r = evaluate_weighted(W)
-    factor = 1.0 if privacy is None else privacy.variance_factor
-    return dataclasses.replace(r, variance_factor=factor, total_squared_error=factor * r.total_squared_error,
-                               max_variance=factor * r.max_variance)

@@ -21,6 +21,7 @@ same terms. The strategy is not causal (not lower triangular): it is for offline
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,6 +56,25 @@ class WeightedSqrtStrategy:
         """The JSON summary :meth:`mmopt.OptimizeResult.to_dict` records (the strategy itself is not stored)."""
         return {"kind": "weighted_sqrt", "name": self.name, "shape": [self.n, self.n], "domain_shape": [self.n],
                 "domain_size": self.n, "n_rows": self.n}
+
+    def stream_report(self, W: StreamWorkload, privacy, norm, caller: str) -> ToeplitzErrorReport:
+        """Its report for :func:`mmopt.toeplitz.evaluate`, at the budget's scale (Gaussian noise only: its Δ₁ is
+        not computed)."""
+        from mmopt.privacy import Privacy
+        if self.workload != W:
+            raise ValueError(f"{caller}: the weighted square root was built for {self.workload.kind}"
+                             f"({self.n}); evaluate it on that workload, not {W.kind}({W.n}).")
+        if privacy is not None and not isinstance(privacy, Privacy):
+            raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy or None. "
+                            f"Got {type(privacy).__name__} instead.")
+        wanted = norm if norm is not None else (privacy.sensitivity_norm if privacy is not None else "l2")
+        if wanted != "l2":
+            raise ValueError(f"{caller}: the weighted square root is evaluated under Gaussian noise (L2 sensitivity) "
+                             f"only. Got norm {wanted!r}; pass Privacy(epsilon, delta > 0).")
+        r = evaluate_weighted(W)
+        factor = 1.0 if privacy is None else privacy.variance_factor
+        return dataclasses.replace(r, variance_factor=factor, total_squared_error=factor * r.total_squared_error,
+                                   max_variance=factor * r.max_variance)
 
     def sensitivity(self, norm: str = "l2") -> float:
         """Δ₂ = 1: diag(AᵀA) = h/h (Δ₁ would need the dense A; it is not offered)."""

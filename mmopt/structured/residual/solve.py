@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from mmopt._solution import ImplicitSolution
+from mmopt.structured._report import ImplicitErrorReport
 from mmopt.structured.residual import closure as cl
 from mmopt.structured.residual import error as er
 from mmopt.structured.residual import spectrum as sp
@@ -70,16 +71,15 @@ def _solve_split(workload, norm: str, caller: str) -> ImplicitSolution:
     return ImplicitSolution(p.strategy, "closed_form", message, 0, None, extra=extra)
 
 
-def split_report(workload, strategy, privacy, norm: str):
+def split_report(workload, strategy, privacy, norm: str, *, floor):
     """An exact :class:`~mmopt.structured.analysis.ImplicitErrorReport` (method "split") for a split strategy
     (:mod:`.split`) on any union of products, or None when the strategy is not of that form.
 
     The total is exact; the largest query variance is a proven upper bound (Σ over subspaces of the per-factor
     maxima). Raises ValueError when the strategy does not support the workload or the error falls below the
-    SVD bound (a numerical failure, never a result).
+    SVD bound (a numerical failure, never a result). ``floor()`` gives the workload's unit SVD bound (the caller's
+    :mod:`mmopt.structured.bounds`, which itself builds on this module).
     """
-    from mmopt.structured import bounds  # lazy: bounds imports this module lazily
-    from mmopt.structured.analysis import ImplicitErrorReport
     from mmopt.structured.strategies import sensitivity
     caller = "evaluate"
     found = spl.unit_error(workload, strategy, caller=caller)
@@ -87,7 +87,7 @@ def split_report(workload, strategy, privacy, norm: str):
         return None
     unit, worst = found
     s2, sens = sensitivity(strategy, "l2"), sensitivity(strategy, norm)
-    floor = bounds.svd_bound(workload, dense_limit=0, root_limit=0).value
+    floor = floor()
     if not math.isfinite(unit) or (s2.exact and s2.value**2 * unit < floor * (1 - 1e-9)):
         raise ValueError(f"{caller}: the computed error {unit!r} of '{strategy.name}' is below the SVD lower bound "
                          f"{floor / s2.value**2:.6g} or not finite: numerical failure. Check the strategy's "
@@ -116,7 +116,6 @@ def closure_report(workload, strategy, privacy, norm: str):
     ValueError when the strategy does not support the workload, or when Δ₂²·tr(G X⁺) falls below the SVD
     bound (a numerical failure, never a result).
     """
-    from mmopt.structured.analysis import ImplicitErrorReport  # lazy: analysis imports this module lazily
     caller = "evaluate"
     W = _convert(workload, caller)
     if W is None or not W.literal:
