@@ -179,6 +179,11 @@ def release(workload, strategy, x, privacy, *, noise_scale: float | None = None,
     squares, then ``reconstruct`` as in :func:`matrix_mechanism`). Needs OpenDP (``pip install opendp``;
     from a checkout ``pip install -e '.[release]'``).
     """
+    from mmopt.toeplitz.error import StreamWorkload  # lazy, as in evaluate
+    if isinstance(workload, StreamWorkload):  # prefix sums / all ranges at any n: O(n log n), a Toeplitz strategy
+        from mmopt.toeplitz.release import release as stream_release
+        return stream_release(workload, strategy, x, privacy, noise_scale=noise_scale, reconstruct=reconstruct,
+                              total=total, zeros=zeros, reconstruct_options=reconstruct_options)
     W, A, implicit = _kinds(workload, strategy, "release")
     kw = dict(noise_scale=noise_scale, reconstruct=reconstruct, total=total, zeros=zeros,
               reconstruct_options=reconstruct_options)

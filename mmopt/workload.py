@@ -17,15 +17,14 @@ from __future__ import annotations
 import math
 import weakref
 
+from mmopt import _validation as v
 from mmopt import _workload_core as core
 from mmopt._workload_core import (
     FAMILIES,
     MAX_EXPLICIT_ENTRIES,
     Workload,
     all_predicate,
-    all_range,
     identity,
-    prefix,
     random_range,
     total,
 )
@@ -37,6 +36,48 @@ from mmopt.structured.workloads import ImplicitWorkload, identity_total, lower_m
 # Dense workloads built from a product structure remember it (weakly), so that structure-aware optimisers
 # (mmopt.optimize(method="auto")) can still use it when the dense path was chosen for its size.
 _STRUCTURE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+#: Past this many cells prefix(n) and all_range(n) are the O(n) stream workloads of mmopt.toeplitz: their dense
+#: Gram (n² floats, and one temporary) would pass the allocation limit (n = 10,000 is 0.8 GB).
+STREAM_FROM = int(math.isqrt(v.MAX_ALLOCATION_ENTRIES // 2)) + 1
+
+
+def prefix(n: int):
+    """The n prefix sums x₁+…+x_k; G_ij = n − max(i, j) + 1 (1-indexed).
+
+    A dense :class:`Workload` up to :data:`STREAM_FROM` − 1 cells; from there the O(n) stream workload
+    ``mmopt.toeplitz.prefix(n)``, which evaluate, svd_bound, optimize and release all take (an n×n Gram would not
+    fit in memory: 68.7 GB at n = 65,536).
+
+    Examples
+    --------
+    >>> prefix(4).n_queries, type(prefix(2**16)).__name__
+    (4, 'StreamWorkload')
+    """
+    n = v.check_int(n, name="n", caller="prefix")
+    if n >= STREAM_FROM:
+        from mmopt import toeplitz
+        return toeplitz.prefix(n)
+    return core.prefix(n)
+
+
+def all_range(n: int):
+    """All n(n+1)/2 interval queries W_R (§6.2); G_ij = min(i, j)·(n − max(i, j) + 1), 1-indexed.
+
+    Dense up to :data:`STREAM_FROM` − 1 cells, then ``mmopt.toeplitz.all_range(n)`` (as :func:`prefix`).
+
+    Examples
+    --------
+    >>> W = all_range(3)
+    >>> W.n_queries, W.gram.tolist()
+    (6, [[3.0, 2.0, 1.0], [2.0, 4.0, 2.0], [1.0, 2.0, 3.0]])
+    """
+    n = v.check_int(n, name="n", caller="all_range")
+    if n >= STREAM_FROM:
+        from mmopt import toeplitz
+        return toeplitz.all_range(n)
+    return core.all_range(n)
+
 
 __all__ = [
     "DENSE_LIMIT", "FAMILIES", "MAX_EXPLICIT_ENTRIES", "ImplicitWorkload", "Workload", "adult_w1", "adult_w2",

@@ -451,8 +451,10 @@ def test_fuzz_release(call, expect):
 
 
 HUGE = {
-    "all_range(200000)": (lambda: wl.all_range(200000), "80,000,000,000 float64 entries"),
-    "prefix(100000)": (lambda: wl.prefix(100000), "20,000,000,000 float64 entries"),
+    # issue 31: mmopt.workload.prefix / all_range at these sizes are the O(n) stream workloads (not refused);
+    # the dense constructors still refuse before allocating
+    "dense all_range(200000)": (lambda: wl.core.all_range(200000), "80,000,000,000 float64 entries"),
+    "dense prefix(100000)": (lambda: wl.core.prefix(100000), "20,000,000,000 float64 entries"),
     "all_predicate(100000)": (lambda: wl.all_predicate(100000), "20,000,000,000 float64 entries"),
     "kron(all_range(1000), all_range(1000)).gram()": (
         lambda: wl.kron(wl.all_range(1000), wl.all_range(1000)).gram(),
@@ -472,6 +474,16 @@ HUGE = {
     "matrix_mechanism(size=10**9)": (lambda: MM(X4, rng=0, size=10**9), "15,000,000,000 float64 entries"),
     "laplace_mechanism(size=10**9)": (lambda: laplace_mechanism(P4, X4, LAP, size=10**9), "4,000,000,000"),
 }
+
+
+def test_huge_prefix_and_ranges_are_streams_built_without_allocating():
+    tracemalloc.start()
+    try:
+        got = [wl.prefix(100000), wl.all_range(200000)]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [type(w).__name__ for w in got] == ["StreamWorkload", "StreamWorkload"] and peak < 16e6
 
 
 @pytest.mark.parametrize("call, pattern", HUGE.values(), ids=HUGE.keys())

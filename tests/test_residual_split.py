@@ -76,7 +76,7 @@ def test_missing_subspace_is_refused():
     dropped = ss.union_strategy([ss.ImplicitStrategy((t,), "part") for t in A.terms if len(t.factors) and
                                  sum(f.matrix.shape[0] != 1 for f in t.factors) != 2], name="no pairs")
     with pytest.raises(ValueError, match="does not support"):
-        split_report(W, dropped, None, "l2")
+        split_report(W, dropped, None, "l2", floor=lambda: 0.0)
 
 
 def test_non_split_strategy_is_not_claimed():

@@ -65,7 +65,7 @@ def as_stream_workload(workload, caller: str) -> StreamWorkload:
     (recognised by their Gram, checked entry by entry, not by name)."""
     if isinstance(workload, StreamWorkload):
         return workload
-    from mmopt.workload import Workload  # lazy: the dense layer is only needed for this conversion
+    from mmopt._workload_type import Workload  # lazy: the dense layer is only needed for this conversion
     if isinstance(workload, Workload):
         n = workload.domain_size
         if workload.family in KINDS:  # a closed-form family: its Gram was checked against the formula on creation

@@ -1,0 +1,88 @@
+"""Releasing prefix sums or all ranges at any n through a Toeplitz strategy: O(n log n), never an n×n matrix.
+
+Notation: see :mod:`mmopt.toeplitz.strategies`. The strategy is C = D^{1/2}·T(c), lower-triangular and
+invertible (c₀ ≠ 0), so the least-squares estimate is exact inversion: y = C x + z, x̂ = C⁻¹ y =
+T(1/c)·D^{−1/2} y (two FFT convolutions with c and its inverse series), and the answers are W x̂ — the prefix
+sums of x̂ (prefix workload) or every range (all ranges, listed only while the n(n+1)/2 answers fit the
+allocation limit; x̂ is always returned). The noise is OpenDP's, at Δ = the exact largest column norm of C
+(rounded upwards), as for every release (:mod:`mmopt._opendp`). C x is computed by FFT convolution: exact up
+to a relative rounding of about n·1e-16 of |c|·|x| (the caveat of :func:`mmopt.mechanism.release` on float64
+evaluation, larger by the FFT's log n).
+
+The weighted square root (:mod:`mmopt.toeplitz.weighted`) has no fast product here and is refused with the
+strategies that have one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import signal
+
+from mmopt import _opendp
+from mmopt import _validation as v
+from mmopt.privacy import Privacy
+from mmopt.toeplitz.error import StreamWorkload
+from mmopt.toeplitz.strategies import ToeplitzStrategy
+
+__all__ = ["release"]
+
+
+def _causal(c: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """T(c) x: the first n entries of the convolution (FFT, O(n log n))."""
+    n = x.shape[-1]
+    return signal.fftconvolve(c[:n], x)[:n]
+
+
+def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_scale: float | None = None,
+            reconstruct: str = "least_squares", caller: str = "release", **unused):
+    """:func:`mmopt.release` for ``mmopt.toeplitz.prefix(n)`` / ``all_range(n)`` and a ToeplitzStrategy.
+
+    Returns a :class:`mmopt.mechanism.MechanismOutput` (``path="release"``, OpenDP's verified loss).
+    """
+    from mmopt.mechanism import MechanismOutput
+    from mmopt.reconstruct._common import Reconstruction
+    from mmopt.structured.release import upper_sensitivity
+    if not isinstance(strategy, ToeplitzStrategy):
+        got = getattr(strategy, "name", type(strategy).__name__)
+        raise TypeError(f"The 'strategy' parameter of {caller} must be a ToeplitzStrategy for a workload of "
+                        f"{workload.kind}({workload.n:,}): mmopt.toeplitz.sqrt_strategy(n), banded, blt, or "
+                        f"optimize(W, privacy=..., method='blt'). Got {got!r}, which has no fast product at this "
+                        "size.")
+    if not isinstance(privacy, Privacy):
+        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy. Got {type(privacy).__name__}.")
+    v.check_same_domain(workload.n, strategy.n, caller=caller)
+    if reconstruct != "least_squares":
+        raise ValueError(f"The 'reconstruct' parameter of {caller} must be 'least_squares' for a Toeplitz strategy "
+                         f"(x̂ = C⁻¹y exactly). Got {reconstruct!r}.")
+    if any(val is not None for val in unused.values()):
+        raise ValueError(f"{caller}: {sorted(k for k, val in unused.items() if val is not None)} apply to the "
+                         "constrained reconstructions, not to a Toeplitz release.")
+    n = workload.n
+    x = v.check_vector(x, name="x", caller=caller, length=n)
+    if np.any(x < 0):
+        raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative.")
+    d = None if strategy.row_scale is None else np.sqrt(strategy.row_scale)
+    Cx = _causal(strategy.column, x)
+    if d is not None:
+        Cx = d * Cx
+    d_in = upper_sensitivity(strategy.sensitivity(privacy.sensitivity_norm), caller=caller)
+    Cx = _opendp.finite(Cx, "the strategy answers", caller)
+    y, scale, loss = _opendp.measure(Cx, d_in, privacy, noise_scale=noise_scale, caller=caller)
+
+    def finish():
+        u = y if d is None else y / d
+        xhat = _causal(strategy.inverse_column(), u)
+        if workload.kind == "prefix":
+            answers = np.cumsum(xhat)
+        elif n * (n + 1) // 2 <= v.MAX_ALLOCATION_ENTRIES:
+            s = np.concatenate([[0.0], np.cumsum(xhat)])
+            i, j = np.triu_indices(n)
+            answers = s[j + 1] - s[i]
+        else:
+            answers = None
+        return xhat, answers
+
+    done = _opendp.post_process(caller, finish, finish, "the Toeplitz reconstruction")
+    xhat, answers = done if done is not None else (None, None)
+    how = Reconstruction("least_squares", "toeplitz-fft")
+    return MechanismOutput(answers, xhat, y, float(scale), privacy.noise, privacy, "release", d_in, loss, how)
