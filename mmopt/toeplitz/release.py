@@ -9,8 +9,10 @@ allocation limit; x̂ is always returned). The noise is OpenDP's, at Δ = the ex
 to a relative rounding of about n·1e-16 of |c|·|x| (the caveat of :func:`mmopt.mechanism.release` on float64
 evaluation, larger by the FFT's log n).
 
-The weighted square root (:mod:`mmopt.toeplitz.weighted`) has no fast product here and is refused with the
-strategies that have one.
+The weighted square root A = G^{1/4}E⁻¹ (:mod:`mmopt.toeplitz.weighted`, what ``optimize`` returns under
+Gaussian noise at large n) is released the same way: both Grams are diagonalised by sine transforms, so
+G^{±1/4} = T(a) − H(a) (Toeplitz minus Hankel, :func:`~mmopt.toeplitz.weighted.spectral_sequence`) applies in
+O(n log n), y = G^{1/4}(x/e) + z, x̂ = e ⊙ G^{−1/4}y (Δ₂ = 1: every column has unit norm; Gaussian noise only).
 """
 
 from __future__ import annotations
@@ -33,6 +35,27 @@ def _causal(c: np.ndarray, x: np.ndarray) -> np.ndarray:
     return signal.fftconvolve(c[:n], x)[:n]
 
 
+def _power(kind: str, n: int, power: float, x: np.ndarray) -> np.ndarray:
+    """G^power x for the prefix or all-range Gram: (T(a) − H(a)) x in the sine frame, f_ij = a(|i−j|) − a(i+j)
+    (1-indexed), reversed for prefix sums (M = J G J)."""
+    from mmopt.toeplitz.weighted import spectral_sequence
+    a = spectral_sequence(kind, n, power)
+    z = x[::-1] if kind == "prefix" else x
+    sym = np.concatenate([a[n - 1:0:-1], a[:n]])  # a(|d|), d = −(n−1)…n−1
+    toeplitz_part = signal.fftconvolve(z, sym)[n - 1:2 * n - 1]
+    hankel_part = signal.fftconvolve(z[::-1], a[2:2 * n + 1])[n - 1:2 * n - 1]  # Σ_j a(i + j) z_j, i + j = 2…2n
+    out = toeplitz_part - hankel_part
+    return out[::-1] if kind == "prefix" else out
+
+
+def _weighted_scale(kind: str, n: int) -> np.ndarray:
+    """e = √diag(G^{1/2}), the column scaling of the weighted square root."""
+    from mmopt.toeplitz.weighted import spectral_sequence
+    a = spectral_sequence(kind, n, 0.5)
+    h = a[0] - a[2 * np.arange(1, n + 1)]
+    return np.sqrt(h[::-1] if kind == "prefix" else h)
+
+
 def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_scale: float | None = None,
             reconstruct: str = "least_squares", caller: str = "release", **unused):
     """:func:`mmopt.release` for ``mmopt.toeplitz.prefix(n)`` / ``all_range(n)`` and a ToeplitzStrategy.
@@ -42,7 +65,15 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
     from mmopt.mechanism import MechanismOutput
     from mmopt.reconstruct._common import Reconstruction
     from mmopt.structured.release import upper_sensitivity
-    if not isinstance(strategy, ToeplitzStrategy):
+    from mmopt.toeplitz.weighted import WeightedSqrtStrategy
+    weighted = isinstance(strategy, WeightedSqrtStrategy)
+    if weighted and strategy.workload != workload:
+        raise ValueError(f"{caller}: the weighted square root was built for {strategy.workload.kind}({strategy.n:,}), "
+                         f"not {workload.kind}({workload.n:,}).")
+    if weighted and isinstance(privacy, Privacy) and privacy.noise != "gaussian":
+        raise ValueError(f"{caller}: the weighted square root is released with Gaussian noise (its Δ₁ is not "
+                         f"computed). Got {privacy!r}; pass a δ > 0, or a Toeplitz strategy (method='blt') for ε-DP.")
+    if not (weighted or isinstance(strategy, ToeplitzStrategy)):
         got = getattr(strategy, "name", type(strategy).__name__)
         raise TypeError(f"The 'strategy' parameter of {caller} must be a ToeplitzStrategy for a workload of "
                         f"{workload.kind}({workload.n:,}): mmopt.toeplitz.sqrt_strategy(n), banded, blt, or "
@@ -61,17 +92,25 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
     x = v.check_vector(x, name="x", caller=caller, length=n)
     if np.any(x < 0):
         raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative.")
-    d = None if strategy.row_scale is None else np.sqrt(strategy.row_scale)
-    Cx = _causal(strategy.column, x)
-    if d is not None:
-        Cx = d * Cx
+    if weighted:
+        e = _weighted_scale(workload.kind, n)
+        Cx = _power(workload.kind, n, 0.25, x / e)
+        d = None
+    else:
+        d = None if strategy.row_scale is None else np.sqrt(strategy.row_scale)
+        Cx = _causal(strategy.column, x)
+        if d is not None:
+            Cx = d * Cx
     d_in = upper_sensitivity(strategy.sensitivity(privacy.sensitivity_norm), caller=caller)
     Cx = _opendp.finite(Cx, "the strategy answers", caller)
     y, scale, loss = _opendp.measure(Cx, d_in, privacy, noise_scale=noise_scale, caller=caller)
 
     def finish():
-        u = y if d is None else y / d
-        xhat = _causal(strategy.inverse_column(), u)
+        if weighted:
+            xhat = e * _power(workload.kind, n, -0.25, y)
+        else:
+            u = y if d is None else y / d
+            xhat = _causal(strategy.inverse_column(), u)
         if workload.kind == "prefix":
             answers = np.cumsum(xhat)
         elif n * (n + 1) // 2 <= v.MAX_ALLOCATION_ENTRIES:
@@ -84,5 +123,5 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
 
     done = _opendp.post_process(caller, finish, finish, "the Toeplitz reconstruction")
     xhat, answers = done if done is not None else (None, None)
-    how = Reconstruction("least_squares", "toeplitz-fft")
+    how = Reconstruction("least_squares", "sine-transform" if weighted else "toeplitz-fft")
     return MechanismOutput(answers, xhat, y, float(scale), privacy.noise, privacy, "release", d_in, loss, how)
