@@ -182,8 +182,14 @@ def release(workload, strategy, x, privacy, *, noise_scale: float | None = None,
     from mmopt.toeplitz.error import StreamWorkload  # lazy, as in evaluate
     if isinstance(workload, StreamWorkload):  # prefix sums / all ranges at any n: O(n log n), a Toeplitz strategy
         from mmopt.toeplitz.release import release as stream_release
-        return stream_release(workload, strategy, x, privacy, noise_scale=noise_scale, reconstruct=reconstruct,
-                              total=total, zeros=zeros, reconstruct_options=reconstruct_options)
+        from mmopt.toeplitz.strategies import ToeplitzStrategy
+        from mmopt.toeplitz.weighted import WeightedSqrtStrategy
+        if not isinstance(strategy, ToeplitzStrategy | WeightedSqrtStrategy) and workload.n <= ck.DENSE_LIMIT:
+            from mmopt import _workload_core as core  # a dense strategy: the dense twin of a small stream workload
+            workload = getattr(core, workload.kind)(workload.n)
+        else:
+            return stream_release(workload, strategy, x, privacy, noise_scale=noise_scale, reconstruct=reconstruct,
+                                  total=total, zeros=zeros, reconstruct_options=reconstruct_options)
     W, A, implicit = _kinds(workload, strategy, "release")
     kw = dict(noise_scale=noise_scale, reconstruct=reconstruct, total=total, zeros=zeros,
               reconstruct_options=reconstruct_options)

@@ -70,8 +70,11 @@ def test_past_the_dense_limit_optimize_then_release_works():
 
 
 def test_refusals_name_what_works():
+    small = mmopt.release(toeplitz.prefix(8), mmopt.strategy.hierarchical(8), np.ones(8), GAUSS)  # its dense twin
+    assert small.answers.shape == (8,)
+    H = mmopt.strategy.hierarchical(8192)
     with pytest.raises(TypeError, match="must be a ToeplitzStrategy for a workload of prefix"):
-        mmopt.release(toeplitz.prefix(8), mmopt.strategy.hierarchical(8), np.ones(8), GAUSS)
+        mmopt.release(toeplitz.prefix(8192), H, np.ones(8192), GAUSS)
     with pytest.raises(ValueError, match="'reconstruct' parameter of release must be 'least_squares'"):
         mmopt.release(toeplitz.prefix(8), toeplitz.sqrt_strategy(8), np.ones(8), GAUSS, reconstruct="nnls")
     with pytest.raises(ValueError, match="must hold counts >= 0"):
