@@ -71,10 +71,33 @@ class TableSpec:
     strategy: str | None
 
 
+def table_pair(workload, strategy, caller: str):
+    """The (workload, strategy) a table is built from: a records release's marginal workload and strategy as their
+    implicit twins, a stream workload (mmopt.toeplitz) up to 4,096 cells as its dense twin; a larger stream is
+    refused with what to use instead."""
+    from mmopt.dispatch import as_implicit
+    from mmopt.structured._checks import DENSE_LIMIT
+    from mmopt.toeplitz.error import StreamWorkload
+    workload, strategy = as_implicit(workload), as_implicit(strategy)
+    if not isinstance(workload, StreamWorkload):
+        return workload, strategy
+    if workload.n > DENSE_LIMIT:
+        raise ValueError(f"{caller}: a labelled table of {workload.kind}({workload.n:,}) with per-query standard "
+                         f"errors is listed up to {DENSE_LIMIT:,} cells. At this size use the output's answers (W x̂, "
+                         "in query order) and mmopt.evaluate(W, strategy, privacy) for their error.")
+    from mmopt import _workload_core as core
+    from mmopt._strategy_core import Strategy
+    dense = getattr(core, workload.kind)(workload.n)
+    if strategy is not None and callable(getattr(strategy, "to_dense", None)):
+        strategy = Strategy(strategy.to_dense(), getattr(strategy, "name", "strategy"))
+    return dense, strategy
+
+
 def prepare_table(workload, strategy=None, *, noise: str, attributes=None, terms=None,
                   caller: str = "answers_table") -> TableSpec:
     """Labels and variances of a table, checked without the data: refuses a workload whose queries are unknown
     and a pair without per-query variances (``noise``: "laplace" or "gaussian", for the sensitivity's norm)."""
+    workload, strategy = table_pair(workload, strategy, caller)
     layout = layout_of(workload, attributes=attributes, terms=terms, caller=caller)
     model = None
     if strategy is not None:
@@ -89,6 +112,7 @@ def plan_table(output, workload, strategy=None, privacy=None, *, attributes=None
     """Check a released (or simulated) output against its workload and strategy (:func:`answers_table`);
     ``spec`` is :func:`prepare_table`'s, when it was prepared before the noise was drawn; ``alpha`` asks for
     exact 1 − α intervals (:mod:`mmopt.answers.widths`)."""
+    workload, strategy = table_pair(workload, strategy, caller)
     for attr in ("estimate", "noise_scale", "noise"):
         if not hasattr(output, attr):
             raise TypeError(f"The 'output' parameter of {caller} must be what mmopt.release or mmopt.matrix_mechanism "
