@@ -4,7 +4,7 @@ Run:  python benchmarks/bench_eps_search.py [--cases prefix:1024 all_range:1024 
                                             [--ref-restarts 3] [--ref-factor 2] [--ref-iterations K]
                                             [--ref-max 8192] [--jobs 1] [--out PATH] [--append] [--refs JSON]
 Each case runs ``mmopt.optimize(W, method="min_error", seed=0)`` as a user would (the default single p-Identity run on
-the O(n) Gram operator, :mod:`mmopt.min_error_fast`: coarse to fine past 1,024 cells), then ``--ref-restarts``
+the O(n) Gram operator, :mod:`mmopt.search.min_error_fast`: coarse to fine past 1,024 cells), then ``--ref-restarts``
 reference runs from other seeds (1, 2, …): HDMM's p-Identity search from its random start
 (``options={"start": "random"}``) with ``--ref-iterations`` L-BFGS-B steps, or ``--ref-factor`` times that start's
 default budget, for n ≤ ``--ref-max``. Columns: p, restarts, L-BFGS-B iterations, status, CPU and wall seconds
@@ -27,7 +27,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import mmopt  # noqa: E402
 from mmopt import toeplitz  # noqa: E402
-from mmopt.min_error_fast import default_iterations  # noqa: E402
+from mmopt.search.min_error_fast import default_iterations  # noqa: E402
 
 HEAD = (f"{'workload':<10} {'n':>6} {'run':<10} {'p':>4} {'restarts':>8} {'iters':>6} {'status':<11} {'CPU s':>8} "
         f"{'wall s':>8} {'error':>13} {'/bound':>7} {'/best ref':>9}")

@@ -1,4 +1,4 @@
-"""Benchmark mmopt.l2_fast.solve_l2 (Program 5.2 without an SDP) on all-range or prefix workloads.
+"""Benchmark mmopt.search.l2_fast.solve_l2 (Program 5.2 without an SDP) on all-range or prefix workloads.
 
 Notation: see README. "objective" is the solver's certified upper bound on tr(G X⁻¹) for the returned
 X. "dual" is its certified lower bound g(λ), and "gap" is their relative difference. "ratio" divides
@@ -36,7 +36,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 import scipy.linalg  # noqa: E402
 
-from mmopt.l2_fast import solve_l2  # noqa: E402
+from mmopt.search.l2_fast import solve_l2  # noqa: E402
 
 
 def all_range_gram(n):

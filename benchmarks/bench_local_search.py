@@ -1,4 +1,4 @@
-"""Benchmark mmopt.local_search.minimize_l1 on all-range and prefix workloads against I, H2 and Haar.
+"""Benchmark mmopt.search.local_search.minimize_l1 on all-range and prefix workloads against I, H2 and Haar.
 
 Notation: see README. Errors are unit-privacy Δ² tr(G X⁻¹); "ratio" columns divide by the SVD bound
 (Σᵢ √λᵢ(G))² / n.
@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 import mmopt  # noqa: E402
 from mmopt import strategy as st  # noqa: E402
 from mmopt import workload as wl  # noqa: E402
-from mmopt.local_search import minimize_l1  # noqa: E402
+from mmopt.search.local_search import minimize_l1  # noqa: E402
 
 
 def all_range_gram(n):

@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mmopt import strategy as st  # noqa: E402
 from mmopt import workload as wl  # noqa: E402
-from mmopt.min_sensitivity import solve_min_sensitivity  # noqa: E402
-from mmopt.sdp_l2 import solve_l2_sdp  # noqa: E402
-from mmopt.sdp_min_error import _starts, _true_error, solve_min_error_sdp  # noqa: E402
+from mmopt.search.min_sensitivity import solve_min_sensitivity  # noqa: E402
+from mmopt.search.sdp_l2 import solve_l2_sdp  # noqa: E402
+from mmopt.search.sdp_min_error import _starts, _true_error, solve_min_error_sdp  # noqa: E402
 
 
 def all_range_gram(n):

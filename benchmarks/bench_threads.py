@@ -29,8 +29,8 @@ def child(method: str, n: int, blas_threads: str, restarts: int) -> None:
     from threadpoolctl import threadpool_info
 
     import mmopt
-    import mmopt.l2_fast
-    import mmopt.min_error
+    import mmopt.search.l2_fast
+    import mmopt.search.min_error
     from mmopt import workload as wl
 
     seen: list[int] = []
@@ -46,7 +46,7 @@ def child(method: str, n: int, blas_threads: str, restarts: int) -> None:
         print(json.dumps({"seconds": time.perf_counter() - t0, "status": "ok", "objective": r.total_squared_error,
                           "threads": seen}))
         return
-    module = mmopt.min_error if method == "min_error" else mmopt.l2_fast
+    module = mmopt.search.min_error if method == "min_error" else mmopt.search.l2_fast
     name = "solve" if method == "min_error" else "solve_l2"
     inner = getattr(module, name)
 

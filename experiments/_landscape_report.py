@@ -129,16 +129,16 @@ NOTES = """\
   2-D HB is a 2-D tree (b² children per node), and DAWA's 2-D route orders cells on a Hilbert curve — neither is
   a Kronecker product, and neither is in this table.
 - **Reference column**: min_error (one restart of mmopt's p-Identity search, HDMM-style, p = n/16; from 512
-  cells on the O(n) Gram search of `mmopt.min_error_fast`, with a fixed iteration budget, and past 1,024 cells
-  started coarse to fine by `mmopt.pidentity_ladder`, a working-set search over Θ's entries at each doubling
-  (`mmopt.pidentity_sparse`), instead of HDMM's random start) up to the mode's limit
+  cells on the O(n) Gram search of `mmopt.search.min_error_fast`, with a fixed iteration budget, and past 1,024 cells
+  started coarse to fine by `mmopt.search.pidentity_ladder`, a working-set search over Θ's entries at each doubling
+  (`mmopt.search.pidentity_sparse`), instead of HDMM's random start) up to the mode's limit
   (1,024 quick, 8,192 full), and always every H_b (b = 2 … 16) and HB; in 2-D HDMM's OPT_⊗ (`method="kron"`)
   up to its limit and every H_b ⊗ H_b. Beyond min_error's limit the reference is the best H_b, which is the
   whole of the gap in the Identity column there.
-- **LRM** (Yuan et al., VLDB 2012; `optimize(method="lrm")`, `mmopt.lrm`): W = BL by mmopt's augmented-Lagrangian
+- **LRM** (Yuan et al., VLDB 2012; `optimize(method="lrm")`, `mmopt.search.lrm`): W = BL by mmopt's augmented-Lagrangian
   heuristic started at H₂, run only for n ≤ 256 (its O(n⁴) iterations take about a minute at 256 and grow
   steeply); listed, never a candidate of the reference, scored by `mmopt.evaluate` under ε-DP (Δ₁ = 1).
-- **Eigen-design** (Li & Miklau, PVLDB 2012; `optimize(method="eigen_design")`, `mmopt.eigen_design`): the best
+- **Eigen-design** (Li & Miklau, PVLDB 2012; `optimize(method="eigen_design")`, `mmopt.search.eigen_design`): the best
   scaling of the workload's eigenvectors for an **L2** objective ((ε,δ)-DP, Δ₂ = 1), run for n ≤ 1,024 (about a
   second there); listed only and, like every figure here, scored under ε-DP Laplace noise, so its Δ₁ (Δ₂ = 1, Δ₁
   far above 1) is what counts: a design tuned for Gaussian noise, shown under Laplace noise. It is in the tables

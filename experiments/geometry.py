@@ -97,7 +97,7 @@ def plot(out) -> list:
     return [out / "ellipses.png", plot_convergence(out)]
 
 
-# min_error's rank-gap tolerance (mmopt.min_error passes tol=1e-6 to the convex iteration with CLARABEL; a gap
+# min_error's rank-gap tolerance (mmopt.search.min_error passes tol=1e-6 to the convex iteration with CLARABEL; a gap
 # at or below it makes the bisection target reached). Gaps below FLOOR (round-off, even negative) are drawn at it.
 RANK_TOL, FLOOR = 1e-6, 1e-12
 

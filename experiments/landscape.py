@@ -18,7 +18,7 @@ to ``eigen_max``), both scored exactly under ε-DP by mmopt.evaluate; the margin
 ``marginal_domains``: Identity, Fourier, datacube, OPT_M, auto) is :mod:`experiments._landscape_marginals`.
 The reference column ("mmopt", HDMM's in the seed) is the best ε-DP strategy mmopt has at that size in reasonable
 time: min_error (one restart of its p-Identity search; from 512 cells on the O(n) Gram search of
-:mod:`mmopt.min_error_fast`) up to ``min_error_max`` cells, and always also every H_b with b = 2 … 16 and HB; in
+:mod:`mmopt.search.min_error_fast`) up to ``min_error_max`` cells, and always also every H_b with b = 2 … 16 and HB; in
 2-D, HDMM's OPT_⊗ (``method="kron"``) up to ``kron_max`` per side and every H_b ⊗ H_b and HB ⊗ HB. Which one won
 is recorded (in the marginals table: the best of its five rows).
 """
@@ -43,7 +43,7 @@ from mmopt import toeplitz
 from mmopt import transforms as tr
 from mmopt import workload as wl
 from mmopt._parallel import ordered_map
-from mmopt.min_error_fast import FAST_MIN_N
+from mmopt.search.min_error_fast import FAST_MIN_N
 from mmopt.structured import census
 
 EPS = mmopt.Privacy(1.0)
@@ -67,7 +67,8 @@ class Config:
 _MARGINALS_QUICK = ((2,) * 8, (4,) * 4, (4,) * 6)
 QUICK = Config((128, 256, 512, 1024), (16, 32, 64), min_error_max=1024, kron_max=64,
                marginal_domains=_MARGINALS_QUICK)
-# min_error runs at every size of --full: past 1,024 cells it starts coarse to fine (mmopt.pidentity_ladder), about
+# min_error runs at every size of --full: past 1,024 cells it starts coarse to fine
+# (mmopt.search.pidentity_ladder), about
 # 7½–9 CPU min at 8,192 (448–549 s measured; benchmarks/results/bench_eps_search.txt)
 FULL = Config((128, 256, 512, 1024, 2048, 4096, 8192), (16, 32, 64, 128, 256), min_error_max=8192, kron_max=256,
               marginal_domains=(*_MARGINALS_QUICK, (2,) * 12, (8,) * 5))  # 2^12: ~25 s (OPT_M and auto)
@@ -118,7 +119,7 @@ def one_d(table: str, n: int, cfg: Config) -> list[dict]:
     cands = [_tree_row(table, n, hi.hierarchical_tree(n, b), op) for b in BRANCHINGS if b <= n] + [rows[3]]
     if n <= cfg.min_error_max:
         t0 = time.perf_counter()
-        # the structured workload from 512 cells on: never an n×n Gram (mmopt.min_error_fast)
+        # the structured workload from 512 cells on: never an n×n Gram (mmopt.search.min_error_fast)
         W = (getattr(toeplitz, table) if n >= FAST_MIN_N else getattr(wl, table))(n)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)

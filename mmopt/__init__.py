@@ -3,7 +3,7 @@
 Notation: see README. The public API is re-exported here; modules are named after the paper's nouns.
 """
 
-from mmopt import adaptive, plot, solvers, sparse_vector, strategy, structured, workload
+from mmopt import _moved, adaptive, plot, solvers, sparse_vector, strategy, structured, workload
 from mmopt.accounting import Accountant
 from mmopt.answers import answers_table
 from mmopt.augment import augment, strictly_improved
@@ -39,3 +39,5 @@ __all__ = [
     "profile_equivalent", "query_error", "release", "save", "solvers", "sparse_vector", "strategy",
     "strictly_improved", "structured", "supports", "svd_bound", "workload",
 ]
+
+_moved.install()  # old paths of moved modules (mmopt.min_error → mmopt.search.min_error) keep working

@@ -1,6 +1,6 @@
-"""The smooth objectives and the L-BFGS-B driver behind :func:`mmopt.local_search.minimize_l1`.
+"""The smooth objectives and the L-BFGS-B driver behind :func:`mmopt.search.local_search.minimize_l1`.
 
-Notation: see README and :mod:`mmopt.local_search`. A strategy is encoded as z = (U, V) ≥ 0 with
+Notation: see README and :mod:`mmopt.search.local_search`. A strategy is encoded as z = (U, V) ≥ 0 with
 A = B D⁻¹, B = [I; U − V] (p-Identity) or U − V (general), D the column L1 norms, so that Δ ≤ 1 holds by
 construction and tr(G X⁻¹) is smooth in z. Each objective returns (f, ∂f/∂z); a numerically singular
 X is +∞ with a zero gradient, never an exception.

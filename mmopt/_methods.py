@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mmopt import min_error
 from mmopt import strategy as st
 from mmopt._solution import RawSolution
+from mmopt.search import min_error
 from mmopt.workload import Workload
 
 __all__ = ["DEFAULT_NORM", "METHODS", "OPTIONS", "check_options", "check_seed"]
@@ -38,7 +38,7 @@ def _l2_approx(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
         tridiagonal = W.family in ("prefix", "all_range") and W.domain_size >= TRIDIAGONAL_MIN_N
         engine = "sdp" if (W.domain_size <= 32 or opts.get("solver")) else "tridiagonal" if tridiagonal else "fast"
     if engine == "sdp":
-        from mmopt.sdp_l2 import solve_l2_sdp
+        from mmopt.search.sdp_l2 import solve_l2_sdp
         return solve_l2_sdp(G, solver=opts.get("solver"), tol=opts.get("tol") or 1e-8,
                             max_iterations=opts.get("max_iterations"), verbose=opts["verbose"])
     if opts.get("solver"):
@@ -46,7 +46,7 @@ def _l2_approx(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
                          f"(no SDP is solved). Got solver={opts['solver']!r}; drop it, or use engine='sdp'.")
     if engine == "tridiagonal":
         return _l2_tridiagonal(W, G, opts)
-    from mmopt.l2_fast import solve_l2
+    from mmopt.search.l2_fast import solve_l2
     return solve_l2(G, tol=opts.get("tol") or 1e-8, max_iterations=opts.get("max_iterations") or 500,
                     verbose=opts["verbose"])
 
@@ -99,20 +99,20 @@ def _min_sensitivity(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
         raise ValueError("optimize(method='min_sensitivity') needs initial=<Strategy or matrix>: the strategy "
                          "whose error profile is kept while its sensitivity is minimised.")
     A0 = min_error._initial_matrix(A0, W)
-    from mmopt.min_sensitivity import solve_min_sensitivity
+    from mmopt.search.min_sensitivity import solve_min_sensitivity
     return solve_min_sensitivity(A0.T @ A0, initial=A0, solver=opts.get("solver"), tol=opts.get("tol") or 1e-6,
                                  max_iterations=opts.get("max_iterations") or 50, seed=opts.get("seed"),
                                  verbose=opts["verbose"], n_jobs=opts.get("n_jobs"))
 
 
 def _lrm(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
-    from mmopt.lrm import solve_lrm
+    from mmopt.search.lrm import solve_lrm
     return solve_lrm(G, rank=opts.get("rank"), init=opts.get("init", "auto"), tol=opts.get("tol"),
                      max_iterations=opts.get("max_iterations"), verbose=opts["verbose"])
 
 
 def _eigen_design(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
-    from mmopt.eigen_design import solve_eigen_design
+    from mmopt.search.eigen_design import solve_eigen_design
     return solve_eigen_design(G, tol=opts.get("tol"), max_iterations=opts.get("max_iterations"),
                               verbose=opts["verbose"])
 
@@ -169,7 +169,7 @@ METHODS: dict[str, _Method] = {
                                       "weight": _positive_real, "polish": _flag},
                          _ITERATIVE | {"initial"}, blas_threads=1),
     "min_sensitivity": _Method(_min_sensitivity, {}, _ITERATIVE | {"initial"}, blas_threads=1),
-    # Yuan et al. 2012 (mmopt.lrm) and Li & Miklau 2012 (mmopt.eigen_design); not candidates of "auto"
+    # Yuan et al. 2012 (mmopt.search.lrm) and Li & Miklau 2012 (mmopt.search.eigen_design); not candidates of "auto"
     "lrm": _Method(_lrm, {"rank": _positive_int, "init": _choice("auto", "hierarchical", "svd", "identity")},
                    frozenset({"tol", "max_iterations"})),
     "eigen_design": _Method(_eigen_design, {}, frozenset({"tol", "max_iterations"})),

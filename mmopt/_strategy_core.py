@@ -189,7 +189,7 @@ class Strategy:
         """The canonical square strategy A = X^{1/2} with AᵀA = X (Theorem 4.13, Q = I).
 
         Any other strategy with the same Gram has the same error profile; only its sensitivity
-        differs (see :func:`mmopt.min_sensitivity`).
+        differs (see :func:`mmopt.search.min_sensitivity`).
         """
         X = v.check_gram(gram, caller="Strategy.from_gram")
         lam, V = _psd_eigh(X)

@@ -86,7 +86,7 @@ def _evaluate_stream(W, strategy, privacy, norm, per_query):
     square-root strategies by :func:`mmopt.toeplitz.evaluate` (exact, O(n log n), any n); any other strategy
     (dense, or the p-Identity strategy ``optimize(..., method="min_error")`` returns) on the dense twin of the
     workload up to the dense limit."""
-    from mmopt.pidentity import PIdentityStrategy
+    from mmopt.search.pidentity import PIdentityStrategy
     from mmopt.toeplitz import evaluate as toeplitz_evaluate
     from mmopt.toeplitz.strategies import ToeplitzStrategy
     from mmopt.toeplitz.weighted import WeightedSqrtStrategy
@@ -99,7 +99,8 @@ def _evaluate_stream(W, strategy, privacy, norm, per_query):
     if W.n > ck.DENSE_LIMIT:
         raise ValueError(f"evaluate: strategy '{getattr(strategy, 'name', type(strategy).__name__)}' on {W.kind}"
                          f"({W.n:,}) needs the dense path, which stops at {ck.DENSE_LIMIT:,} cells. Its exact total "
-                         "is the objective optimize reported (a p-Identity strategy: mmopt.pidentity.true_error); "
+                         "is the objective optimize reported (a p-Identity strategy: "
+                         "mmopt.search.pidentity.true_error); "
                          "Toeplitz strategies (mmopt.toeplitz) are evaluated at any n.")
     A = strategy.to_strategy() if isinstance(strategy, PIdentityStrategy) else strategy
     return evaluate((prefix if W.kind == "prefix" else all_range)(W.n), A, privacy, norm=norm, per_query=per_query)

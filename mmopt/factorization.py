@@ -13,7 +13,7 @@ normalised by √m, so one 0/1 query repeated k times has γ = 1 whatever k (mea
 the Gaussian mechanism on F directly (M = F, R = I) has the factor ‖I‖_F‖F‖_{1→2}/√k = √k.
 
 **Identity.** γ(F)² = OPT/m with OPT = min tr(G X⁺) s.t. X ⪰ 0, diag X ≤ 1, range(G) ⊆ range(X),
-G = FᵀF: Program 5.2 of Li et al. (PODS 2010), solved with a certificate by :mod:`mmopt.l2_fast`.
+G = FᵀF: Program 5.2 of Li et al. (PODS 2010), solved with a certificate by :mod:`mmopt.search.l2_fast`.
 
 *Proof.* (≥) Take any F = RM. Both norms are homogeneous and R·M = (cR)(M/c), so scale to
 ‖M‖_{1→2} = 1; then X = MᵀM has X_jj = ‖M e_j‖² ≤ 1, and rows(F) ⊆ rows(M) gives range(G) ⊆ range(X).

@@ -1,7 +1,7 @@
 """The workload Gram G = WᵀW as an operator: products G V and diag G without an n×n matrix where W is structured.
 
 Notation: see README. A local search over p-Identity strategies needs G only through products G V (V of
-shape n×k, k ≤ p) and diag G (:mod:`mmopt.pidentity`). For the prefix and all-range workloads both cost
+shape n×k, k ≤ p) and diag G (:mod:`mmopt.search.pidentity`). For the prefix and all-range workloads both cost
 O(nk): their Grams are *semiseparable*, G_ij = a_min(i,j) · b_max(i,j) (1-indexed) with
 
 * prefix sums: a_k = 1, b_k = n + 1 − k (G_ij = n + 1 − max(i, j));

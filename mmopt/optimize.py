@@ -55,13 +55,13 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         None: "auto" when ``privacy`` or ``norm`` is given, else "l2_approx" (the paper's convex program).
         "l2_approx" (Program 5.2, (ε,δ)-optimal, convex), "min_error" (Program 5.1, ε-DP, heuristic; on prefix
         sums / all ranges from 512 cells, dense or ``mmopt.toeplitz``'s at any n, HDMM's p-Identity search on an O(n)
-        Gram operator, never n×n: :mod:`mmopt.min_error_fast`),
+        Gram operator, never n×n: :mod:`mmopt.search.min_error_fast`),
         "min_sensitivity" (Program 5.3, needs ``initial``), "svd_strategy" (Theorem 5.25's closed form: the
         strategy A = G^{1/4}, not the bound; "svd_bound" is its old name),
         "identity", "hierarchical", "wavelet" (baselines), "lrm" (the Low-Rank Mechanism, Yuan et al. 2012: a
-        heuristic for W = BL, options ``rank`` and ``init``; :mod:`mmopt.lrm`), "eigen_design" (Li & Miklau 2012:
+        heuristic for W = BL, options ``rank`` and ``init``; :mod:`mmopt.search.lrm`), "eigen_design" (Li & Miklau 2012:
         the best scaling of G's eigenvectors, a convex program solved to a certified gap — optimal among
-        eigen-designs only, so "local_optimum" unless it meets the bound; :mod:`mmopt.eigen_design`);
+        eigen-designs only, so "local_optimum" unless it meets the bound; :mod:`mmopt.search.eigen_design`);
         "datacube" on a union of marginals (Ding et al. 2011's choice of cuboids and budget, a greedy heuristic;
         :mod:`mmopt.multidim.datacube`; never a candidate of "auto", nor are lrm and eigen_design); on a
         product domain (a workload from
@@ -113,7 +113,7 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         l2_approx: ``engine`` ("auto", "sdp", "fast"). min_error: ``engine`` ("auto", "sdp", "local"),
         ``restarts`` and ``p`` (positive ints: local-search restarts and extra rows), ``weight`` (> 0:
         penalty form of the SDP stage), ``polish`` (bool; default n ≤ 64), ``start`` (prefix sums and all
-        ranges from 512 cells: "auto" coarse to fine past 1,024 cells (:mod:`mmopt.pidentity_ladder`),
+        ranges from 512 cells: "auto" coarse to fine past 1,024 cells (:mod:`mmopt.search.pidentity_ladder`),
         "random" HDMM's random start, "ladder").
     n_jobs : int or None, default=None
         Restarts run at once, joblib's convention: None or 1 one after the other, 2 two workers, -1 every
@@ -171,7 +171,7 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
                          max_iterations=max_iterations, blas_threads=blas_threads, options=options,
                          unused={"solver": solver, "initial": initial}, n_jobs=n_jobs, budget=budget)
     if isinstance(method, str) and method == "min_error":  # prefix / all ranges from 512 cells: the O(n) Gram path
-        from mmopt import min_error_fast as fast
+        from mmopt.search import min_error_fast as fast
         opts = check_options(options, METHODS["min_error"], "min_error")
         if norm != "l2" and fast.takes(workload, opts, initial):
             n_jobs = _check_common(tol, max_iterations, seed, verbose, n_jobs, caller)

@@ -9,7 +9,7 @@ import pytest
 
 import mmopt
 from mmopt import workload as wl
-from mmopt.eigen_design import eigen_weights, solve_eigen_design
+from mmopt.search.eigen_design import eigen_weights, solve_eigen_design
 
 GAUSS = mmopt.Privacy(1.0, 1e-6)
 

@@ -7,7 +7,7 @@ import pytest
 
 import mmopt
 from mmopt import workload as wl
-from mmopt.l2_fast import solve_l2
+from mmopt.search.l2_fast import solve_l2
 from mmopt.structured import workloads as sw
 
 

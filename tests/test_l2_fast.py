@@ -1,4 +1,4 @@
-"""Tests for mmopt.l2_fast.solve_l2: reference values, agreement with an SDP, the certificate, singular G."""
+"""Tests for mmopt.search.l2_fast.solve_l2: reference values, agreement with an SDP, the certificate, singular G."""
 
 import logging
 import warnings
@@ -9,7 +9,7 @@ import pytest
 
 from mmopt import workload as wl
 from mmopt._solution import RawSolution
-from mmopt.l2_fast import SOLVER_NAME, solve_l2
+from mmopt.search.l2_fast import SOLVER_NAME, solve_l2
 
 
 def all_range_gram(n):

@@ -1,4 +1,4 @@
-"""Tests for mmopt.local_search.minimize_l1: baselines beaten, bounds respected, gradients, contract.
+"""Tests for mmopt.search.local_search.minimize_l1: baselines beaten, bounds respected, gradients, contract.
 
 Notation: see README. Errors are unit-privacy Δ² tr(G X⁻¹).
 """
@@ -14,7 +14,7 @@ from mmopt import strategy as mst
 from mmopt import workload as wl
 from mmopt._local_objectives import general_objective, pidentity_objective
 from mmopt._solution import STATUSES, RawSolution
-from mmopt.local_search import minimize_l1
+from mmopt.search.local_search import minimize_l1
 
 
 def all_range_gram(n):
@@ -179,7 +179,7 @@ def test_status_counts_restarts_that_hit_the_budget():
 
 
 def test_one_spent_restart_is_enough_for_user_limit(monkeypatch):
-    import mmopt.local_search as ls
+    import mmopt.search.local_search as ls
 
     real = ls.lbfgs
     calls = []

@@ -6,7 +6,7 @@ import pytest
 
 import mmopt
 from mmopt import workload as wl
-from mmopt.lrm import project_l1_columns, solve_lrm
+from mmopt.search.lrm import project_l1_columns, solve_lrm
 
 EPS1 = mmopt.Privacy(1.0)
 

@@ -10,8 +10,8 @@ import mmopt
 from mmopt import strategy as st
 from mmopt import workload as wl
 from mmopt.error import unit_objective
-from mmopt.min_error import _initial_matrix, _l2_strategy
 from mmopt.profile import numerical_rank
+from mmopt.search.min_error import _initial_matrix, _l2_strategy
 
 
 def identity_total(W):

@@ -1,4 +1,5 @@
-"""optimize(method="min_error") on prefix sums and all ranges from 512 cells: the O(n) Gram path (mmopt.min_error_fast).
+"""optimize(method="min_error") on prefix sums and all ranges from 512 cells: the O(n) Gram path
+(mmopt.search.min_error_fast).
 
 Notation: see README. The reported objective is recomputed densely by mmopt.evaluate (an O(n³) solve) where that
 is cheap: both are exact up to round-off of order u·cond(X) ≪ 1e-9 for these strategies (Δ₁ = 1, d ≤ p + 1).
@@ -12,8 +13,8 @@ import pytest
 import mmopt
 from mmopt import toeplitz
 from mmopt import workload as wl
-from mmopt.min_error_fast import FAST_MIN_N, takes
-from mmopt.pidentity import PIdentityStrategy
+from mmopt.search.min_error_fast import FAST_MIN_N, takes
+from mmopt.search.pidentity import PIdentityStrategy
 
 
 def test_dense_prefix_takes_the_fast_path_and_reports_the_exact_error():
@@ -64,8 +65,8 @@ def test_refusals():
 
 def test_hierarchy_theta_is_h_b_scored_exactly():
     from mmopt.gram_operator import prefix_gram
-    from mmopt.min_error_fast import hierarchy_theta
-    from mmopt.pidentity import true_error
+    from mmopt.search.min_error_fast import hierarchy_theta
+    from mmopt.search.pidentity import true_error
 
     # n = b³: the near-equal splits of mmopt.strategy.hierarchical are these fixed-size blocks
     dense = mmopt.evaluate(wl.prefix(64), mmopt.strategy.hierarchical(64, 4), norm="l1").total_squared_error
@@ -102,6 +103,6 @@ def test_start_option_chooses_the_ladder_or_hdmms_random_start():
     for res in (ladder, random):
         assert res.lower_bound < res.objective
         assert res.objective == pytest.approx(
-            mmopt.pidentity.true_error(res.strategy.theta, mmopt.gram_operator.prefix_gram(n)), rel=1e-12)
+            mmopt.search.pidentity.true_error(res.strategy.theta, mmopt.gram_operator.prefix_gram(n)), rel=1e-12)
     with pytest.raises(ValueError, match="Drop 'start'"):
         mmopt.optimize(wl.prefix(64), method="min_error", options={"start": "ladder"})

@@ -1,4 +1,4 @@
-"""Tests for mmopt.min_sensitivity (Program 5.3 + rotation polish): the spec's n = 4 optima, exact
+"""Tests for mmopt.search.min_sensitivity (Program 5.3 + rotation polish): the spec's n = 4 optima, exact
 profile equivalence, never worse than the input, determinism, history, and validation."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 from mmopt import strategy as st
 from mmopt._solution import RawSolution
-from mmopt.min_sensitivity import _polish, solve_min_sensitivity
+from mmopt.search.min_sensitivity import _polish, solve_min_sensitivity
 from mmopt.solvers import mosek_available
 
 H4 = np.array(
@@ -67,7 +67,7 @@ def test_never_worse_than_initial_and_deterministic():
 
 
 def test_non_square_initial_is_returned_when_nothing_square_beats_it(monkeypatch):
-    import mmopt.min_sensitivity as ms
+    import mmopt.search.min_sensitivity as ms
 
     # Δ = 2, while every canonical square factor of its profile (and its QR factor R) has Δ ≥ 2.13.
     tall = np.array([[0, 0, 0], [1, 0, 1], [0, 0, 0], [0, 1, 0], [0, 1, 1]], float)
@@ -140,7 +140,7 @@ def test_invalid_inputs(label, kwargs, match):
 
 def test_status_is_user_limit_when_a_phase_runs_out_of_budget(monkeypatch):
     """Issue 12: "optimal" needs the convex iteration's test and every full polish's to pass."""
-    import mmopt.min_sensitivity as ms
+    import mmopt.search.min_sensitivity as ms
 
     X0 = H4.T @ H4
     spent_sdp = ms.solve_min_sensitivity(X0, seed=0, max_iterations=1)

@@ -28,7 +28,7 @@ def _simulated_total(W, A, x, privacy, draws, seed=0):
 
 def _roundoff_sqrt(W):
     """√X of the (ε,δ)-optimal Gram with round-off eigenvalues kept: ~170 fake directions of size 1e-8."""
-    from mmopt.l2_fast import solve_l2
+    from mmopt.search.l2_fast import solve_l2
 
     G = W.mean_gram / (np.trace(W.mean_gram) / W.domain_size)
     lam, V = np.linalg.eigh(solve_l2(G, tol=1e-8).gram)

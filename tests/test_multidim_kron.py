@@ -9,8 +9,8 @@ import pytest
 import mmopt
 from mmopt import error as dense_error
 from mmopt import structured as S
-from mmopt.l2_fast import solve_l2
 from mmopt.multidim.kron import product_lower_bound, solve_kron
+from mmopt.search.l2_fast import solve_l2
 from mmopt.structured import workloads as sw
 
 

@@ -300,8 +300,8 @@ def test_verbose_uses_the_users_logging_when_configured(capsys, caplog):
 def test_blas_threads_are_capped_during_the_call_and_restored(monkeypatch):
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    import mmopt.l2_fast
-    import mmopt.min_error
+    import mmopt.search.l2_fast
+    import mmopt.search.min_error
     from mmopt._solution import RawSolution
 
     def blas():
@@ -317,8 +317,8 @@ def test_blas_threads_are_capped_during_the_call_and_restored(monkeypatch):
         seen.append(blas())
         return RawSolution(None, np.eye(len(G)), "optimal", "probe", 0, None)
 
-    monkeypatch.setattr(mmopt.min_error, "solve", probe)
-    monkeypatch.setattr(mmopt.l2_fast, "solve_l2", l2_probe)
+    monkeypatch.setattr(mmopt.search.min_error, "solve", probe)
+    monkeypatch.setattr(mmopt.search.l2_fast, "solve_l2", l2_probe)
     with threadpool_limits(limits=2, user_api="blas"):
         outside = blas()
         optimize(wl.prefix(3), method=probe, blas_threads=1)
@@ -344,8 +344,8 @@ def test_no_import_cycle_through_optimize():
     from pathlib import Path
 
     root = Path(mmopt.__file__).parent
-    for name in ("_methods", "min_error", "local_search", "_local_objectives", "sdp_min_error", "l2_fast",
-                 "sdp_l2", "min_sensitivity", "solvers", "_solution", "_runtime"):
+    for name in ("_methods", "search/min_error", "search/local_search", "_local_objectives", "search/sdp_min_error",
+                 "search/l2_fast", "search/sdp_l2", "search/min_sensitivity", "solvers", "_solution", "_runtime"):
         tree = ast.parse((root / f"{name}.py").read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):

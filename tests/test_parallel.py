@@ -9,10 +9,10 @@ from threadpoolctl import threadpool_info, threadpool_limits
 import mmopt
 from mmopt import _parallel
 from mmopt import workload as wl
-from mmopt.local_search import minimize_l1
 from mmopt.multidim.kron import solve_kron
 from mmopt.multidim.marginals import solve_marginals
 from mmopt.multidim.union import solve_union
+from mmopt.search.local_search import minimize_l1
 from mmopt.strategy import hierarchical
 from mmopt.structured import marginals
 from mmopt.structured.workloads import identity, kron, prefix, total, union

@@ -1,4 +1,4 @@
-"""The p-Identity objective on a Gram operator (mmopt.pidentity) against the dense objective and exact errors.
+"""The p-Identity objective on a Gram operator (mmopt.search.pidentity) against the dense objective and exact errors.
 
 Notation: see README. Tolerances: both objectives compute tr C − tr(RΘCΘᵀ) from O(p²n) products, so they agree
 to a few u·(tr C / f) relative (u = 2⁻⁵³; tr C / f < 10 at these sizes), asserted as 1e-11; gradients to 1e-10
@@ -8,11 +8,11 @@ of their largest entry. The finite-difference check has truncation error O(h²) 
 import numpy as np
 import pytest
 
-from mmopt import pidentity as pi
 from mmopt import workload as wl
 from mmopt._local_objectives import pidentity_objective
 from mmopt.error import unit_objective
 from mmopt.gram_operator import DenseGram, all_range_gram, prefix_gram
+from mmopt.search import pidentity as pi
 from mmopt.toeplitz import prefix_bound
 
 

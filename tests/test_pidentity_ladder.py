@@ -1,4 +1,4 @@
-"""The coarse-to-fine p-Identity search (mmopt.pidentity_ladder) against the one-size search and exact errors.
+"""The coarse-to-fine p-Identity search (mmopt.search.pidentity_ladder) against the one-size search and exact errors.
 
 Notation: see README. The ladder is a heuristic, so its results are checked against the certified diagonal bound
 (below it is a bug), against the exact dense error of the strategy it returns, and against a converged one-size
@@ -9,10 +9,10 @@ search with a 5% margin (both reach a local optimum at these sizes; 5% is far ab
 import numpy as np
 import pytest
 
-from mmopt import pidentity as pi
-from mmopt import pidentity_ladder as pl
 from mmopt.error import unit_objective
 from mmopt.gram_operator import all_range_gram, prefix_gram
+from mmopt.search import pidentity as pi
+from mmopt.search import pidentity_ladder as pl
 from mmopt.toeplitz import prefix_bound
 
 

@@ -1,4 +1,4 @@
-"""The working-set p-Identity search (mmopt.pidentity_sparse) against the dense objective and search.
+"""The working-set p-Identity search (mmopt.search.pidentity_sparse) against the dense objective and search.
 
 Notation: see README. The sparse objective is the dense one's Woodbury formula evaluated by other products, so
 the two agree to rounding: f = tr C − Σ Q∘H loses log10(tr C / f) ≤ 2 digits here, and every product sums at
@@ -11,11 +11,11 @@ search with a 5% margin (far above their seed-to-seed spread, 0.3% at n = 1,024)
 import numpy as np
 import pytest
 
-from mmopt import pidentity as pi
-from mmopt import pidentity_ladder as pl
-from mmopt import pidentity_sparse as ps
 from mmopt.error import unit_objective
 from mmopt.gram_operator import DenseGram, all_range_gram, prefix_gram
+from mmopt.search import pidentity as pi
+from mmopt.search import pidentity_ladder as pl
+from mmopt.search import pidentity_sparse as ps
 from mmopt.toeplitz import prefix_bound
 
 

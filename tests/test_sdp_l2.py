@@ -1,4 +1,4 @@
-"""Tests for mmopt.sdp_l2 (Program 5.2 through CVXPY): reference optima, solver agreement, feasibility,
+"""Tests for mmopt.search.sdp_l2 (Program 5.2 through CVXPY): reference optima, solver agreement, feasibility,
 the dual bound, prebuilt problems, and input validation."""
 
 import cvxpy as cp
@@ -7,7 +7,7 @@ import pytest
 
 from mmopt import workload as wl
 from mmopt._solution import RawSolution
-from mmopt.sdp_l2 import build_problem, solve_l2_sdp
+from mmopt.search.sdp_l2 import build_problem, solve_l2_sdp
 from mmopt.solvers import SolverError, mosek_available
 
 
@@ -72,7 +72,7 @@ def test_dual_bound_is_valid_and_tight(solver):
 
 def test_dual_bound_formula_is_weak_duality():
     # Any μ ≥ 0 gives a lower bound: check against a brute-force feasible X for random μ.
-    from mmopt.sdp_l2 import _dual_bound
+    from mmopt.search.sdp_l2 import _dual_bound
 
     G = prefix_gram(3)
     opt = solve_l2_sdp(G).extra["objective"]

@@ -1,4 +1,4 @@
-"""Tests for mmopt.sdp_min_error (Program 5.1 by convex iteration): the spec's n = 4 reference values,
+"""Tests for mmopt.search.sdp_min_error (Program 5.1 by convex iteration): the spec's n = 4 reference values,
 validity of the returned strategy, the best-iterate property, history, warm starts, and validation."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 from mmopt import workload as wl
 from mmopt._solution import RawSolution
-from mmopt.sdp_min_error import _null_projector, _starts, _svd_bound, _true_error, solve_min_error_sdp
+from mmopt.search.sdp_min_error import _null_projector, _starts, _svd_bound, _true_error, solve_min_error_sdp
 from mmopt.solvers import choose, mosek_available
 
 

@@ -96,7 +96,7 @@ def test_from_gram_of_singular_gram_is_not_below_the_bound():
     """Round-off eigenvalues of a singular X (~1e-17) must become exact zeros of A, not 1e-8 singular values."""
     import mmopt
     from mmopt import workload as wl
-    from mmopt.l2_fast import solve_l2
+    from mmopt.search.l2_fast import solve_l2
 
     W = wl.marginals((2, 3, 2), 1)
     sol = solve_l2(W.gram)

@@ -5,7 +5,7 @@ import pytest
 
 import mmopt
 from mmopt import toeplitz
-from mmopt.l2_fast import solve_l2
+from mmopt.search.l2_fast import solve_l2
 from mmopt.toeplitz import dual
 
 

@@ -45,7 +45,7 @@ def pidentity_step(n: int, p: int) -> float:
     return 3.5e-10 * n * n * p
 
 
-#: min_error on prefix sums / all ranges at n cells (:mod:`mmopt.min_error_fast`, its default budget): measured
+#: min_error on prefix sums / all ranges at n cells (:mod:`mmopt.search.min_error_fast`, its default budget): measured
 #: CPU s rounded up (prefix 2.1 s at 512, 13.5 s at 1,024, all ranges 12.2 s at 1,024; 46 / 115 / 448 s at
 #: 2,048 / 4,096 / 8,192, ``benchmarks/results/bench_eps_search.txt``).
 _FAST = {512: 4.0, 1024: 16.0, 2048: 55.0, 4096: 130.0, 8192: 520.0}

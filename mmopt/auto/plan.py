@@ -11,7 +11,7 @@ and from the incumbent whether it runs. Three shapes of workload:
 * a plain (1-D) dense workload: the closed forms; the weighted square root (Gaussian noise, prefix sums and all
   ranges); l2_approx (on prefix sums and all ranges from 512 cells by the tridiagonal dual,
   :func:`mmopt.toeplitz.dual.solve_dual`); min_error under Laplace noise (on prefix sums and all ranges from 512
-  cells the O(n) p-Identity search, :mod:`mmopt.min_error_fast`; else the dense pipeline where it fits, and the
+  cells the O(n) p-Identity search, :mod:`mmopt.search.min_error_fast`; else the dense pipeline where it fits, and the
   p-Identity search alone with a step budget that fits where it does not);
 * ``mmopt.toeplitz.prefix(n)`` / ``all_range(n)``: the dense plan up to 1,024 cells; beyond, the structured closed
   forms, the tridiagonal dual while n² numbers fit, and under Laplace noise the p-Identity search and H_b.
@@ -211,7 +211,7 @@ def _plain(ctx: Context, budget_seconds: float) -> list[Candidate]:
 def _min_error(ctx: Context, budget_seconds: float) -> list[Candidate]:
     """min_error under Laplace noise: the O(n) search on prefix sums and all ranges from 512 cells, else the dense
     pipeline where it fits the budget, else the p-Identity search alone with the steps that fit."""
-    from mmopt.min_error_fast import FAST_MIN_N
+    from mmopt.search.min_error_fast import FAST_MIN_N
     from mmopt.structured._checks import DENSE_LIMIT
 
     n = ctx.n
@@ -278,7 +278,7 @@ def _stream(ctx: Context, budget_seconds: float) -> list[Candidate]:
             out.append(Candidate(name, 0.05 + 1e-6 * n, lambda name=name: toeplitz_optimize(W, name)))
         out.append(_dual(ctx, budget_seconds))
         return out
-    from mmopt.min_error_fast import HIERARCHY_BRANCHINGS, HIERARCHY_MAX_N
+    from mmopt.search.min_error_fast import HIERARCHY_BRANCHINGS, HIERARCHY_MAX_N
     for b in HIERARCHY_BRANCHINGS:
         out.append(Candidate(f"H{b}", 2e-10 * n * (n / (b - 1)) ** 2 + 0.05, lambda b=b: _hierarchy(W, b),
                              requires=None if n <= HIERARCHY_MAX_N else f"n = {n:,} is past {HIERARCHY_MAX_N:,}"))
@@ -291,8 +291,8 @@ def _hierarchy(W, b: int):
     """H_b as a p-Identity strategy, scored exactly by Woodbury on the O(n) Gram operator."""
     from mmopt._result import OptimizeResult, reconcile
     from mmopt.gram_operator import as_gram_operator
-    from mmopt.min_error_fast import hierarchy_theta
-    from mmopt.pidentity import PIdentityStrategy, true_error
+    from mmopt.search.min_error_fast import hierarchy_theta
+    from mmopt.search.pidentity import PIdentityStrategy, true_error
     from mmopt.toeplitz.bound import lower_bound
 
     theta = hierarchy_theta(W.n, b)

@@ -5,9 +5,9 @@ Notation: see README. With the other factors fixed (each Δ = 1), the product's 
 (McKenna et al., PVLDB 2018, §4.2). It is solved with mmopt's one-attribute machinery and every candidate is
 scored by the exact :func:`mmopt.error.unit_objective` (candidates it cannot score are skipped):
 
-* ``"l1"`` (ε-DP): :func:`mmopt.local_search.minimize_l1` over p-Identity strategies, then a polish of the
+* ``"l1"`` (ε-DP): :func:`mmopt.search.local_search.minimize_l1` over p-Identity strategies, then a polish of the
   best candidate (signed entries, any shape); non-convex, so a local optimum.
-* ``"l2"`` ((ε,δ)): :func:`mmopt.l2_fast.solve_l2`, the certified optimum of Program 5.2 for Ĝᵢ, and
+* ``"l2"`` ((ε,δ)): :func:`mmopt.search.l2_fast.solve_l2`, the certified optimum of Program 5.2 for Ĝᵢ, and
   A = X^{1/2} (:meth:`Strategy.from_gram`).
 
 Both also keep the incumbent (so a sweep never increases the objective) and, when Ĝᵢ is rank-deficient,
@@ -25,9 +25,9 @@ import numpy as np
 from mmopt import _strategy_core as sc
 from mmopt._solution import worst_status
 from mmopt.error import NumericalError, unit_objective
-from mmopt.l2_fast import solve_l2
-from mmopt.local_search import minimize_l1
 from mmopt.multidim._common import normalised
+from mmopt.search.l2_fast import solve_l2
+from mmopt.search.local_search import minimize_l1
 
 # A Ĝ eigenvalue below this share of the largest is a zero: the candidate set then adds row-space strategies.
 _RANK_RTOL = 1e-10

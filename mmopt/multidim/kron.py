@@ -30,9 +30,9 @@ from threadpoolctl import threadpool_limits
 from mmopt._parallel import check_n_jobs, ordered_map, plan
 from mmopt._solution import ImplicitSolution, worst_status
 from mmopt._strategy_core import Strategy
-from mmopt.l2_fast import solve_l2
 from mmopt.multidim import _common as cm
 from mmopt.multidim._factor import INNER_TOL, inner_iterations, solve_factor
+from mmopt.search.l2_fast import solve_l2
 from mmopt.structured import factors as fc
 from mmopt.structured.analysis import evaluate
 from mmopt.structured.strategies import ImplicitStrategy, kron_strategy
@@ -252,11 +252,11 @@ def product_lower_bound(workload: ImplicitWorkload) -> float | None:
 
     Proof. Program 5.2 (min tr(G X⁺) s.t. diag X ≤ 1, equal to min_A Δ₂(A)² tr(G (AᵀA)⁺) by scale
     invariance) has, for every λ ≥ 0, the weak-duality bound g(λ) = 2 tr (Λ^{1/2} G Λ^{1/2})^{1/2} − Σλ
-    (:mod:`mmopt.l2_fast`). Take λ = c·⊗ᵢλᵢ with λᵢ ≥ 0 and c > 0. Then Λ^{1/2} G Λ^{1/2} =
+    (:mod:`mmopt.search.l2_fast`). Take λ = c·⊗ᵢλᵢ with λᵢ ≥ 0 and c > 0. Then Λ^{1/2} G Λ^{1/2} =
     c w² ⊗ᵢ Mᵢ, Mᵢ = Λᵢ^{1/2} Gᵢ Λᵢ^{1/2}, so tr(·)^{1/2} = √c w ∏ᵢ aᵢ with aᵢ = tr Mᵢ^{1/2} (eigenvalues of a
     Kronecker product are the products), and Σλ = c ∏ᵢ bᵢ, bᵢ = Σλᵢ. Maximising 2√c w∏aᵢ − c∏bᵢ over c gives
     w² ∏ᵢ aᵢ²/bᵢ. Each factor's own bound gᵢ(λᵢ) = 2aᵢ − bᵢ ≤ aᵢ²/bᵢ (AM–GM), so w² ∏ᵢ gᵢ(λᵢ), the product of
-    the certified per-factor dual bounds of :func:`mmopt.l2_fast.solve_l2`, is ≤ g(c*⊗λᵢ) ≤ the optimum.
+    the certified per-factor dual bounds of :func:`mmopt.search.l2_fast.solve_l2`, is ≤ g(c*⊗λᵢ) ≤ the optimum.
     Δ₁ ≥ Δ₂ column by column makes it a bound for ε-DP too.
     """
     if not workload.is_product:

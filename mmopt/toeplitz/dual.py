@@ -1,8 +1,8 @@
 """The certified (ε,δ) optimum for prefix sums and all ranges in O(n²) per iteration: the L2 program's dual with
 the workload's tridiagonal inverse Gram.
 
-Notation: see README and :mod:`mmopt.l2_fast`. Program 5.2 is min tr(G X⁻¹) s.t. diag X ≤ 1; its dual
-g(λ) = 2 tr M^{1/2} − Σλ, M = Λ^{1/2} G Λ^{1/2}, is what :func:`mmopt.l2_fast.solve_l2` maximises with one dense
+Notation: see README and :mod:`mmopt.search.l2_fast`. Program 5.2 is min tr(G X⁻¹) s.t. diag X ≤ 1; its dual
+g(λ) = 2 tr M^{1/2} − Σλ, M = Λ^{1/2} G Λ^{1/2}, is what :func:`mmopt.search.l2_fast.solve_l2` maximises with one dense
 eigendecomposition, O(n³), per iteration. For these two workloads G⁻¹ is tridiagonal:
 
 * prefix (W lower-triangular ones, G_ij = n − max(i, j) 0-indexed): W⁻¹ is the first-difference matrix, so
@@ -18,7 +18,7 @@ LAPACK stemr) takes O(n²). Everything else is O(n²) too:
   tr(G X̃⁻¹) = Σ_k √τ_k q̂_kᵀ G q̂_k, q̂_k = (ΛD)^{1/2} Q e_k, with G applied by two cumulative sums
   (:mod:`mmopt.gram_operator`).
 
-The update log λ ← log λ + 2 log d is :func:`mmopt.l2_fast.solve_l2`'s fixed point (exact for diagonal G),
+The update log λ ← log λ + 2 log d is :func:`mmopt.search.l2_fast.solve_l2`'s fixed point (exact for diagonal G),
 accelerated by Anderson mixing of the last three steps (:func:`_anderson`); it starts from the weights of the
 diagonal bound (:func:`mmopt.toeplitz.weighted.spectral_sequence`), which is one
 fixed-point step from λ = 1. Every iterate yields a certified lower bound and a feasible strategy, so the gap
@@ -64,7 +64,8 @@ class DualSolution:
     primal : float
         tr(G (AᵀA)⁻¹), the error of ``matrix`` (an upper bound on the optimum).
     dual : float
-        A lower bound on the optimum certified in floating point, as :func:`mmopt.l2_fast.solve_l2`'s: the dual at
+        A lower bound on the optimum certified in floating point, as :func:`mmopt.search.l2_fast.solve_l2`'s: the
+        dual at
         the best iterate, less a round-off allowance of 256·n·u (relative).
     status : {"optimal", "user_limit"}
         "optimal" when (primal − dual)/primal ≤ ``tol``.

@@ -1,13 +1,13 @@
 """The p-Identity search on a sparse Θ: a working set of entries, O(nnz·p + np + p³) per step; a heuristic.
 
-Notation: see README and :mod:`mmopt.pidentity`. Local optima of HDMM's p-Identity search on prefix sums are
+Notation: see README and :mod:`mmopt.search.pidentity`. Local optima of HDMM's p-Identity search on prefix sums are
 sparse: at n = 1,024 (p = 64) a converged Θ has about 4n nonzero entries of its pn, every other entry exactly
 0 at its bound. Two costs of the dense search then go to waste at n = 8,192 (p = 512, 4.2 million entries):
 the objective's dense p×p×n products (0.4 CPU s) and L-BFGS-B's own work on 4.2 million bounded variables
 (about 1 CPU s per iteration, measured with scipy 1.17). This module searches only a *working set* S of entries:
 
 * on S, with H = ΘD (D = diag d, d = 1 + 1ᵀΘ) and R = (I + ΘΘᵀ)⁻¹ (p×p), the objective of
-  :mod:`mmopt.pidentity` is f = tr C − Σ_S Q∘H with Q = (R H) G, a p×n array from one sparse–dense product and
+  :mod:`mmopt.search.pidentity` is f = tr C − Σ_S Q∘H with Q = (R H) G, a p×n array from one sparse–dense product and
   one pass of G (:mod:`mmopt.gram_operator`). Its gradient is g = 1 g_dᵀ − 2(Q D − (R S R) Θ), with
   S = H G Hᵀ = R⁻¹ Q Hᵀ and g_d,j = 2(d_j G_jj − Σ_k Q_kj Θ_kj): sparse–dense products, never p²n;
 * L-BFGS-B moves the values on S (entries may reach 0 and stay there);
@@ -17,7 +17,7 @@ the objective's dense p×p×n products (0.4 CPU s) and L-BFGS-B's own work on 4.
   it for all pn entries: status "optimal" (a local optimum; MinError is not convex).
 
 Measured on prefix sums from a tiled coarser solution (``benchmarks/results/bench_eps_search.txt``): see
-:mod:`mmopt.pidentity_ladder`, which uses it at every size past its base.
+:mod:`mmopt.search.pidentity_ladder`, which uses it at every size past its base.
 """
 
 from __future__ import annotations
@@ -79,11 +79,11 @@ def column_pairs(cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def evaluate(rows, cols, x, p: int, n: int, G: GramOperator, *, full: bool = False, pairs=None):
     """tr(G X⁻¹) of A = [I; Θ]D⁻¹ with Θ = x on the entries (rows, cols), and its gradient on those entries
     (``full=True``: also the p×n gradient at every entry). +∞ with a zero gradient where float64 cannot resolve
-    the value (as :func:`mmopt.pidentity.objective`). ``pairs``: :func:`column_pairs` of ``cols``, if known.
+    the value (as :func:`mmopt.search.pidentity.objective`). ``pairs``: :func:`column_pairs` of ``cols``, if known.
 
     Examples
     --------
-    >>> from mmopt import pidentity
+    >>> from mmopt.search import pidentity
     >>> from mmopt.gram_operator import prefix_gram
     >>> theta = np.array([[1.0, 2.0, 0.0, 0.0], [0.0, 0.0, 0.5, 0.0]])
     >>> rows, cols = np.nonzero(theta)

@@ -17,7 +17,7 @@ from mmopt import solvers
 from mmopt._solution import RawSolution
 from mmopt._validation import check_int, check_matrix, check_real
 from mmopt.error import gram_svd_bound
-from mmopt.sdp_l2 import _validate_gram, gram_root, solve_l2_sdp
+from mmopt.search.sdp_l2 import _validate_gram, gram_root, solve_l2_sdp
 
 logger = logging.getLogger("mmopt")
 
@@ -111,7 +111,7 @@ class _ConvexIteration:
     """Dattorro's convex iteration around a prebuilt P1 whose Z and t are cvxpy Parameters.
 
     ``big(A_k)`` gives the numeric G_big of an iterate; ``exact(A_k)`` maps it to a valid strategy and its
-    true objective (the SDP's A_k only satisfies the relaxation). Shared with :mod:`mmopt.min_sensitivity`.
+    true objective (the SDP's A_k only satisfies the relaxation). Shared with :mod:`mmopt.search.min_sensitivity`.
     """
 
     def __init__(self, prob, a_var, z_par, t_par, *, big, exact, t_scale, solver, weight, tol, verbose, what):

@@ -6,7 +6,7 @@ O(p²n) = O(n³/256) with HDMM's p = n/16 (0.4 CPU s at n = 8,192, and L-BFGS-B'
 variables about 1 s more). The ladder spends its steps where they are cheap. It solves the same family (prefix
 sums, all ranges) at ``BASE_N`` cells or fewer from HDMM's random start, then doubles the size: the p×n solution
 Θ becomes the 2p×2n block-diagonal [Θ 0; 0 Θ] — the strategy that answers each half of the domain as the coarse
-one answers the whole — and a working-set L-BFGS-B (:func:`mmopt.pidentity_sparse.refine`) refines it at the new
+one answers the whole — and a working-set L-BFGS-B (:func:`mmopt.search.pidentity_sparse.refine`) refines it at the new
 size. A converged Θ is sparse (about 4–6 nonzero entries per cell), so the tiled start is too, and each step
 costs O(nnz·p + np + p³) instead (0.17 CPU s at n = 8,192).
 
@@ -27,8 +27,8 @@ from mmopt import _validation as v
 from mmopt._parallel import ordered_map, plan, seed_children
 from mmopt.error import NumericalError
 from mmopt.gram_operator import GramOperator
-from mmopt.pidentity import SearchResult, _run, best_of, check_search, default_p, true_error
-from mmopt.pidentity_sparse import refine
+from mmopt.search.pidentity import SearchResult, _run, best_of, check_search, default_p, true_error
+from mmopt.search.pidentity_sparse import refine
 
 __all__ = ["BASE_N", "BASE_ITERATIONS", "LEVEL_ITERATIONS", "search", "sizes", "tile"]
 
@@ -121,15 +121,15 @@ def search(make_gram: Callable[[int], GramOperator], n: int, *, p: int | None = 
     n : int
         The domain size.
     p : int or None
-        Extra rows at n; None is :func:`~mmopt.pidentity.default_p` at every size, else p scaled with the size.
+        Extra rows at n; None is :func:`~mmopt.search.pidentity.default_p` at every size, else p scaled with the size.
     max_iterations : int
         L-BFGS-B steps at n; the base takes ``BASE_ITERATIONS`` and each size between ``LEVEL_ITERATIONS`` (past the
-        base, steps of the working-set search :func:`mmopt.pidentity_sparse.refine`).
+        base, steps of the working-set search :func:`mmopt.search.pidentity_sparse.refine`).
     restarts, tol, seed, n_jobs, verbose
-        As :func:`mmopt.pidentity.search` (restart k draws its random base start from child k of ``seed``).
+        As :func:`mmopt.search.pidentity.search` (restart k draws its random base start from child k of ``seed``).
     base : int
         The largest size solved from a random start; n ≤ base is one random-start run, as
-        :func:`mmopt.pidentity.search`.
+        :func:`mmopt.search.pidentity.search`.
     coarse_iterations : int or None
         A cap on the steps at each coarser size (None: the schedule, ``BASE_ITERATIONS`` then
         ``LEVEL_ITERATIONS``).

@@ -19,8 +19,8 @@ from mmopt import solvers
 from mmopt._parallel import check_n_jobs, ordered_map
 from mmopt._solution import RawSolution, worst_status
 from mmopt._validation import check_int, check_real
-from mmopt.sdp_l2 import _validate_gram
-from mmopt.sdp_min_error import _HEURISTIC, _check_initial, _ConvexIteration, _true_error
+from mmopt.search.sdp_l2 import _validate_gram
+from mmopt.search.sdp_min_error import _HEURISTIC, _check_initial, _ConvexIteration, _true_error
 
 logger = logging.getLogger("mmopt")
 
@@ -150,7 +150,7 @@ def solve_min_sensitivity(
     Notes
     -----
     Paper §5.4, Theorem 5.28: min Δ s.t. −B ≤ A ≤ B, 1ᵀB ≤ Δ·1ᵀ, G = [[I, A], [Aᵀ, X₀]] ⪰ 0 and
-    rank G = n (⟺ AᵀA = X₀). Convex iteration as in :func:`mmopt.sdp_min_error.solve_min_error_sdp`,
+    rank G = n (⟺ AᵀA = X₀). Convex iteration as in :func:`mmopt.search.sdp_min_error.solve_min_error_sdp`,
     bisecting Δ between max_j √(X₀)_jj (every profile-equivalent A has these column L2 norms) and the
     best Δ. Iterates are made exact by A = polar(A_k A₀⁻¹) A₀ before Δ is measured. The SDP alone
     reaches Δ ≈ 3.51 (H₈) and 3.00 (Y₈); the rotation polish reaches 3.3571 and 2.8284, and at n = 4

@@ -1,9 +1,9 @@
 """MinError for ε-DP (Problem 5.15): the SDP heuristic where it runs, local search where it scales.
 
 Notation: see README. The rank-constrained SDP of Program 5.1 with convex iteration
-(:mod:`mmopt.sdp_min_error`) is run for small n; from n ≈ 32 on it is too slow, and the direct local
-search of :mod:`mmopt.local_search` carries the method; from 512 cells on, prefix sums and all ranges skip this
-pipeline for the p-Identity search alone on their O(n) Gram operator (:mod:`mmopt.min_error_fast`, dispatched by
+(:mod:`mmopt.search.sdp_min_error`) is run for small n; from n ≈ 32 on it is too slow, and the direct local
+search of :mod:`mmopt.search.local_search` carries the method; from 512 cells on, prefix sums and all ranges skip this
+pipeline for the p-Identity search alone on their O(n) Gram operator (:mod:`mmopt.search.min_error_fast`, dispatched by
 :func:`mmopt.optimize`). Every candidate — warm starts, the SDP
 heuristic's answer, local-search restarts, and the polish of each — is scored by its *true* error
 Δ₁²·tr(G(AᵀA)⁺) (:func:`mmopt.error.unit_objective`, which also accepts rank-deficient strategies that
@@ -69,7 +69,7 @@ def _l2_strategy(G: np.ndarray, l2=None) -> Strategy:
     true error is 22× the identity's (4.8× in RMSE).
     """
     if l2 is None:
-        from mmopt.l2_fast import solve_l2
+        from mmopt.search.l2_fast import solve_l2
 
         l2 = solve_l2(G, tol=1e-8)
     return Strategy.from_gram(l2.gram, name="l2_approx")
@@ -96,8 +96,8 @@ def solve(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
     per polish), seed, verbose, initial, n_jobs (the local search's restarts run in parallel; the result
     does not depend on it).
     """
-    from mmopt.l2_fast import solve_l2
-    from mmopt.local_search import minimize_l1
+    from mmopt.search.l2_fast import solve_l2
+    from mmopt.search.local_search import minimize_l1
 
     t0 = time.perf_counter()
     n = W.domain_size
@@ -124,7 +124,7 @@ def solve(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
         consider(label, A, None)
     solver, iterations = None, 0
     if use_sdp:
-        from mmopt.sdp_min_error import solve_min_error_sdp
+        from mmopt.search.sdp_min_error import solve_min_error_sdp
 
         # Convex iteration runs its own multi-start (G^{1/4}, I, √X_L2): the right start is workload-dependent.
         user = next((A for _, label, A, _ in candidates if label == "initial" and _full_column_rank(A)), None)

@@ -3,18 +3,18 @@
 Notation: see README. From :data:`FAST_MIN_N` cells on, ``mmopt.optimize(W, method="min_error")`` on the prefix or
 all-range workload — the dense ``mmopt.workload.prefix(n)`` / ``all_range(n)`` or ``mmopt.toeplitz.prefix(n)`` /
 ``all_range(n)`` at any n — runs only the stage that wins there: the p-Identity local search
-(:func:`mmopt.pidentity.search`), whose objective and gradient cost O(np²) with G applied by cumulative sums
-(:mod:`mmopt.gram_operator`). Past 1,024 cells it starts coarse to fine (:mod:`mmopt.pidentity_ladder`): HDMM's
+(:func:`mmopt.search.pidentity.search`), whose objective and gradient cost O(np²) with G applied by cumulative sums
+(:mod:`mmopt.gram_operator`). Past 1,024 cells it starts coarse to fine (:mod:`mmopt.search.pidentity_ladder`): HDMM's
 random start needs more steps as n grows, each costing O(n³/256), while a solution at n/2 tiled to n starts
 within a third of the optimum. The dense pipeline's other stages (the L2 optimum, the closed-form starts, the
 polish) cost O(n³) and did not win there: on prefix(1,024) its best other candidates, the Haar wavelet and H₂, had
 3.3× the p-Identity search's error, l2_approx 45× (176 CPU s for the whole pipeline, 6 s before the search).
 
 The objective reported is the exact Δ₁² tr(G X⁻¹) of the returned strategy (Δ₁ = 1 by construction), by Woodbury
-on the structured G (:func:`mmopt.pidentity.true_error`); the lower bound is the certified diagonal bound of
+on the structured G (:func:`mmopt.search.pidentity.true_error`); the lower bound is the certified diagonal bound of
 :mod:`mmopt.toeplitz.bound`, an L2 bound and so valid under Laplace noise (Δ₁ ≥ Δ₂ column by column). Nothing
 n×n is formed for a ``mmopt.toeplitz`` workload, whose strategy comes back as a
-:class:`~mmopt.pidentity.PIdentityStrategy` (Θ only); a dense workload gets a dense :class:`~mmopt.Strategy`.
+:class:`~mmopt.search.pidentity.PIdentityStrategy` (Θ only); a dense workload gets a dense :class:`~mmopt.Strategy`.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from mmopt import _runtime
 from mmopt._result import SUCCESS, OptimizeResult, reconcile
 from mmopt.error import NumericalError
 from mmopt.gram_operator import all_range_gram, as_gram_operator, prefix_gram
-from mmopt.pidentity import PIdentityStrategy, search, true_error
-from mmopt.pidentity_ladder import BASE_N
-from mmopt.pidentity_ladder import search as ladder_search
+from mmopt.search.pidentity import PIdentityStrategy, search, true_error
+from mmopt.search.pidentity_ladder import BASE_N
+from mmopt.search.pidentity_ladder import search as ladder_search
 
 __all__ = ["FAST_MIN_N", "default_iterations", "dense_twin", "from_optimize", "solve", "takes"]
 
@@ -43,9 +43,9 @@ _KINDS = ("prefix", "all_range")
 def default_iterations(n: int, start: str = "ladder") -> int:
     """L-BFGS-B steps at n of the default single run: 3,000 up to n = 1,024 (a random start), then the ladder's.
 
-    ``start="ladder"`` (the default past :data:`mmopt.pidentity_ladder.BASE_N` cells): the steps at n itself, the
+    ``start="ladder"`` (the default past :data:`mmopt.search.pidentity_ladder.BASE_N` cells): the steps at n itself, the
     coarser sizes taking the ladder's own schedule (past the base, working-set steps of
-    :func:`mmopt.pidentity_sparse.refine`). Measured (``benchmarks/results/bench_eps_search.txt``, one BLAS
+    :func:`mmopt.search.pidentity_sparse.refine`). Measured (``benchmarks/results/bench_eps_search.txt``, one BLAS
     thread, alone, timed before a last speed-up that changed no digit): 46 / 115 / 448 CPU s in all at
     n = 2,048 / 4,096 / 8,192, ending at 1.008× / 0.997× / 0.994× one random-start run of 6,000 steps
     (196 / 858 / 5,774 CPU s); at 8,192, 6.80× the certified bound and 12% below the error implied by the HDMM
@@ -122,7 +122,7 @@ def solve(workload, opts: dict, *, tol, max_iterations, seed, verbose, n_jobs, t
     """Run the p-Identity search on ``workload`` and return the public result (see the module docstring).
 
     ``opts``: min_error's checked options (``restarts``, ``p``; ``engine`` "auto" or "local"; ``start``: "auto" is
-    the coarse-to-fine ladder of :mod:`mmopt.pidentity_ladder` past its base size and HDMM's random start up to
+    the coarse-to-fine ladder of :mod:`mmopt.search.pidentity_ladder` past its base size and HDMM's random start up to
     it, "random" HDMM's start at every n, "ladder" the ladder at every n).
     """
     from mmopt.toeplitz.bound import lower_bound

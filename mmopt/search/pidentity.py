@@ -38,7 +38,7 @@ _LOG = logging.getLogger("mmopt")
 
 
 def default_p(n: int) -> int:
-    """HDMM's p = n/16 for range workloads (at least 4), as :func:`mmopt.local_search.minimize_l1`."""
+    """HDMM's p = n/16 for range workloads (at least 4), as :func:`mmopt.search.local_search.minimize_l1`."""
     return max(4, n // 16)
 
 
@@ -232,7 +232,8 @@ def search(G: GramOperator, *, p: int | None = None, restarts: int = 1, max_iter
     p : int or None
         Extra rows; None is :func:`default_p`.
     restarts, max_iterations, tol, seed, n_jobs, verbose
-        As :func:`mmopt.local_search.minimize_l1`: run k draws only from ``SeedSequence(seed).spawn(restarts)[k]``;
+        As :func:`mmopt.search.local_search.minimize_l1`: run k draws only from
+        ``SeedSequence(seed).spawn(restarts)[k]``;
         ``tol`` bounds L-BFGS-B's relative decrease and projected gradient (divided by tr G). A run also stops
         (as "user_limit") after 1.1·``max_iterations`` + 10 objective evaluations, so the budget bounds its time.
 

@@ -230,7 +230,7 @@ def minimize_l1(gram, *, initial=None, p=None, restarts=1, max_iterations=1000, 
     Examples
     --------
     >>> import numpy as np
-    >>> from mmopt.local_search import minimize_l1
+    >>> from mmopt.search.local_search import minimize_l1
     >>> G = np.eye(8)
     >>> sol = minimize_l1(G, seed=0)
     >>> A = sol.matrix
