@@ -60,3 +60,16 @@ def test_dawa_refuses_a_budget_whose_split_leaves_the_range_in_its_own_words():
     with pytest.raises(ValueError, match="'epsilon' parameter of dawa splits into ε₁ = 2.5e-51"):
         ad.dawa(np.arange(16.0), 1e-50, rng=0)
     assert np.isfinite(ad.dawa(np.arange(16.0), 1e-49, rng=0).estimate).all()
+
+
+def test_a_pure_epsilon_privacy_is_accepted_as_epsilon():
+    """Newcomer stumble: mmopt takes budgets as Privacy everywhere else; the ε-DP algorithms take Privacy(ε)
+    too (same output for the same seed), and refuse a δ > 0 by name."""
+    import mmopt
+    from mmopt import adaptive
+    x = np.arange(32.0)
+    a = adaptive.dawa(x, 1.0, rng=0)
+    b = adaptive.dawa(x, mmopt.Privacy(1.0), rng=0)
+    np.testing.assert_array_equal(getattr(a, "estimate", a), getattr(b, "estimate", b))
+    with pytest.raises(ValueError, match="must have delta=0"):
+        adaptive.dawa(x, mmopt.Privacy(1.0, 1e-6), rng=0)
