@@ -58,7 +58,7 @@ def gram_equivalent(shape, theta: np.ndarray, sets, name: str) -> rs.ResidualStr
 
 def predicted_total(strategy: rs.ResidualStrategy, sets, sigma: float) -> float:
     """Σ_A N_A·var_A: the expected total squared error of the least-squares marginals on ``sets``."""
-    unit = unit_variances(strategy, marginal_workload(strategy.shape, sets), sets)
+    unit = unit_variances(strategy, marginal_workload(strategy.shape, sets))
     return float(sigma**2 * sum(cl.cells(strategy.shape, A) * unit[A] for A in sets))
 
 

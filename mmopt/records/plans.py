@@ -62,15 +62,8 @@ class RecordsPlan:
 
 
 def spectrum(strategy, W: MarginalWorkload) -> np.ndarray:
-    """ℓ_T over W's closure: X = N Σ_T ℓ_T Q_T for a residual strategy or weighted marginals."""
-    return _spectrum(strategy, W)
-
-
-def _spectrum(strategy, W: MarginalWorkload) -> np.ndarray:
-    from mmopt.structured.residual.spectrum import residual_spectrum
-    if isinstance(strategy, wm.WeightedMarginals):
-        return wm.spectrum(strategy, W.closure)
-    return residual_spectrum(strategy, W.closure)
+    """ℓ_T over W's closure: X = N Σ_T ℓ_T Q_T (:func:`mmopt.structured.residual.error.spectrum_of`)."""
+    return er.spectrum_of(strategy, W, caller="release_marginals")[0]
 
 
 def sensitivity(strategy, norm: str) -> float:
@@ -82,22 +75,16 @@ def sensitivity(strategy, norm: str) -> float:
 
 def unit_total(strategy, W: MarginalWorkload, norm: str) -> float:
     """Δ²·Σ_T r_T ν_T/ℓ_T: the total squared error at unit noise variance per Δ (ValueError if W unsupported)."""
-    total, _ = er.unit_errors(W, _spectrum(strategy, W), caller="release_marginals")
+    total, _ = er.unit_errors(W, spectrum(strategy, W), caller="release_marginals")
     return sensitivity(strategy, norm) ** 2 * total
 
 
-def unit_variances(strategy, W: MarginalWorkload, sets) -> dict:
-    """{A: v_A = Σ_{T⊆A} r_T/(N_A² ℓ_T)}: the per-cell variance of the least-squares marginal on A per unit
-    noise variance of each measured entry (module docstring)."""
-    C = W.closure
-    ell = _spectrum(strategy, W)
-    out = {}
-    for A in sets:
-        NA = float(cl.cells(W.shape, A))
-        live = tuple(i for i in A if W.shape[i] > 1)
-        out[A] = sum(C.multiplicity[C.index[T]] / (NA * NA * ell[C.index[T]])
-                     for k in range(len(live) + 1) for T in itertools.combinations(live, k))
-    return out
+def unit_variances(strategy, W: MarginalWorkload) -> dict:
+    """{A: v_A = Σ_{T⊆A} r_T/(N_A² ℓ_T)} for every marginal A of W: the per-cell variance of the (unweighted)
+    least-squares marginal on A per unit noise variance of each measured entry — the algebra's per-marginal
+    variance (:func:`~mmopt.structured.residual.error.unit_errors`) without W's weight w_A²."""
+    _, per = er.unit_errors(W, spectrum(strategy, W), caller="release_marginals")
+    return {A: float(v) / float(w) ** 2 for A, v, w in zip(W.sets, per, W.weights, strict=True)}
 
 
 def error_law(strategy, W: MarginalWorkload, A: tuple) -> tuple[np.ndarray, np.ndarray]:
@@ -105,7 +92,7 @@ def error_law(strategy, W: MarginalWorkload, A: tuple) -> tuple[np.ndarray, np.n
     distinct value once with its multiplicity; the error is Σ weights·z for the noise z of the measurements."""
     shape = W.shape
     if isinstance(strategy, wm.WeightedMarginals):
-        ell = wm.spectrum(strategy, W.closure)
+        ell = spectrum(strategy, W)
         return wm.cell_weights(strategy, A, {T: ell[k] for k, T in enumerate(W.closure.members)})
     NA = float(cl.cells(shape, A))
     live = tuple(i for i in A if shape[i] > 1)

@@ -166,7 +166,7 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
     ck.check_allocation(n_y, what="the measurements", caller=caller, limit=ck.MAX_VECTOR_ENTRIES)
     v.check_allocation(sum(cl.cells(W.shape, S) for S in sets), what="the released marginals", caller=caller)
     d_in = upper_sensitivity(rp.sensitivity(A, privacy.sensitivity_norm), caller=caller)
-    unit = rp.unit_variances(A, W, sets)
+    unit = rp.unit_variances(A, W)
 
     counts = rc.marginal_counts(records, domain, rc.maximal(A.subsets), batch_size=batch_size)  # schema checks
     exact = measure(A, counts).values if residual else wm.measure(A, counts)

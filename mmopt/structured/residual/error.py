@@ -78,9 +78,13 @@ def unit_errors(W: MarginalWorkload, ell: np.ndarray, *, caller: str):
 
 
 def spectrum_of(strategy, W: MarginalWorkload, *, caller: str):
-    """(ℓ over W's closure, norm → (Δ, exact)) for a ResidualStrategy or an implicit strategy in the algebra."""
+    """(ℓ over W's closure, norm → (Δ, exact)) for a ResidualStrategy, weighted marginals, or an implicit strategy
+    in the algebra."""
     if isinstance(strategy, rs.ResidualStrategy):
         return sp.residual_spectrum(strategy, W.closure), lambda norm: (rs.sensitivity(strategy, norm).value, True)
+    from mmopt.structured.residual import marginals as wm  # lazy: that module builds on this layer's closure
+    if isinstance(strategy, wm.WeightedMarginals):
+        return wm.spectrum(strategy, W.closure), lambda norm: (strategy.sensitivity(norm), True)
     if isinstance(strategy, ImplicitStrategy):
         memo = sp._Memo()
         ell = sp.algebra_spectrum(strategy, W.closure, memo=memo)
@@ -95,7 +99,8 @@ def spectrum_of(strategy, W: MarginalWorkload, *, caller: str):
             return ell, delta
         raise ValueError(f"{caller}: strategy '{strategy.name}' has a factor whose Gram is not αI + βJ, so it is "
                          "outside the residual algebra. Use mmopt.evaluate for it.")
-    raise TypeError(f"The 'strategy' parameter of {caller} must be a ResidualStrategy or an ImplicitStrategy. "
+    raise TypeError(f"The 'strategy' parameter of {caller} must be a ResidualStrategy, WeightedMarginals or an "
+                    "ImplicitStrategy. "
                     f"Got {type(strategy).__name__} instead.")
 
 
@@ -134,7 +139,8 @@ def evaluate(workload, strategy, privacy: Privacy | None = None, *, norm: str | 
     norm = resolve_norm(privacy, norm, caller)
     W = _marginal(workload, caller)
     if not isinstance(strategy, rs.ResidualStrategy | ImplicitStrategy):
-        raise TypeError(f"The 'strategy' parameter of {caller} must be a ResidualStrategy or an ImplicitStrategy. "
+        raise TypeError(f"The 'strategy' parameter of {caller} must be a ResidualStrategy, WeightedMarginals or an "
+                    "ImplicitStrategy. "
                         f"Got {type(strategy).__name__} instead.")
     if strategy.shape != W.shape:
         raise ValueError(f"{caller}: the workload and the strategy have different domains: {W.shape} and "
