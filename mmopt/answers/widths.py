@@ -62,6 +62,29 @@ def _dense_laws(rows, pinv: np.ndarray):
     return laws
 
 
+def _per_row(layout, prepare, law):
+    """laws(chunk) = [law([prepare(i, qᵢ) for each factor i], w) for each row w·⊗qᵢ of the chunk]: each distinct
+    factor row is read (:func:`~mmopt.answers.layout.factor_rows`) and prepared once per chunk, not once per row."""
+    from mmopt.answers.layout import factor_rows
+
+    def laws(c: Chunk):
+        t = layout.terms[c.term]
+        n = c.stop - c.start
+        idx = np.unravel_index(np.arange(c.local, c.local + n, dtype=np.int64), t.grid)
+        cache: list = [{} for _ in t.factors]
+        out = []
+        for k in range(n):
+            items = []
+            for i, f in enumerate(t.factors):
+                r = int(idx[i][k])
+                if r not in cache[i]:
+                    cache[i][r] = prepare(i, factor_rows(f, r, r + 1)[0].astype(np.float64))
+                items.append(cache[i][r])
+            out.append(law(items, float(t.weight)))
+        return out
+    return laws
+
+
 def _algebra_laws(layout, strategy):
     """Weighted marginals (θ_S·⊗(I or 1ᵀ)) on a workload of products: row q = w·⊗qᵢ puts on the measurements of
     term S the weights a_S = θ_S Σ_{T⊆S} λ_T⁻¹ ⊗_{i∈S} (qᵢRᵢ if i ∈ T else mean(qᵢ)·1) · ∏_{i∉S} Σqᵢ, with
@@ -70,7 +93,6 @@ def _algebra_laws(layout, strategy):
     Σ_S 2^|S| ∏_{i∈S} (distinct values of qᵢ), never N."""
     import itertools
 
-    from mmopt.answers.layout import factor_rows
     shape = layout.shape
     lam: dict = {}
     for S, th in zip(strategy.subsets, strategy.weights.tolist(), strict=True):
@@ -79,58 +101,32 @@ def _algebra_laws(layout, strategy):
             for T in itertools.combinations(S, k):
                 lam[T] = lam.get(T, 0.0) + th * th * rest
 
-    def law(qs, weight):
-        groups = [np.unique(q, return_counts=True) for q in qs]
-        means = [float(q.mean()) for q in qs]
-        sums = [float(q.sum()) for q in qs]
+    def prepare(i, q):  # (distinct values, their counts as floats, mean, sum) of one factor row
+        values, counts = np.unique(q, return_counts=True)
+        return values, counts.astype(np.float64), float(q.mean()), float(q.sum())
+
+    def law(rows, weight):
         values, counts = [], []
         for S, th in zip(strategy.subsets, strategy.weights.tolist(), strict=True):
-            outside = weight * th * float(np.prod([sums[i] for i in range(len(qs)) if i not in S]))
+            outside = weight * th * float(np.prod([rows[i][3] for i in range(len(rows)) if i not in S]))
             if outside == 0.0:
                 continue
-            acc = np.zeros(tuple(groups[i][0].size for i in S))
+            acc = np.zeros(tuple(rows[i][0].size for i in S))
             for k in range(len(S) + 1):
                 for T in itertools.combinations(S, k):
                     part = np.ones(())
                     for i in S:
-                        vec = groups[i][0] - means[i] if i in T else np.full(groups[i][0].size, means[i])
-                        part = np.multiply.outer(part, vec)
+                        u, _, mean, _ = rows[i]
+                        part = np.multiply.outer(part, u - mean if i in T else np.full(u.size, mean))
                     acc = acc + part / lam[T]
             cnt = np.ones(())
             for i in S:
-                cnt = np.multiply.outer(cnt, groups[i][1].astype(np.float64))
+                cnt = np.multiply.outer(cnt, rows[i][1])
             values.append(outside * acc.ravel())
             counts.append(cnt.ravel())
         return np.concatenate(values), np.concatenate(counts)
 
-    def laws(c: Chunk):
-        t = layout.terms[c.term]
-        n = c.stop - c.start
-        idx = np.unravel_index(np.arange(c.local, c.local + n, dtype=np.int64), t.grid)
-        rows = [{} for _ in t.factors]
-        out = []
-        for k in range(n):
-            qs = []
-            for i, f in enumerate(t.factors):
-                r = int(idx[i][k])
-                if r not in rows[i]:
-                    rows[i][r] = factor_rows(f, r, r + 1)[0].astype(np.float64)
-                qs.append(rows[i][r])
-            out.append(law(qs, float(t.weight)))
-        return out
-    return laws
-
-
-def _marginals_of(strategy):
-    """``strategy`` as WeightedMarginals when every factor is an identity or a constant row, else None."""
-    from mmopt.structured.strategies import ImplicitStrategy
-    if not isinstance(strategy, ImplicitStrategy):
-        return None
-    from mmopt.records.plans import _from_implicit
-    try:
-        return _from_implicit(strategy, strategy.shape, "answers_table")
-    except ValueError:
-        return None
+    return _per_row(layout, prepare, law)
 
 
 def _product_laws(layout, strategy):
@@ -140,24 +136,29 @@ def _product_laws(layout, strategy):
     pinvs = [np.linalg.pinv(f.matrix) for f in term.factors]
     theta = float(term.weight)
 
-    def laws(c: Chunk):
-        from mmopt.answers.layout import factor_rows
-        t = layout.terms[c.term]
-        n = c.stop - c.start
-        idx = np.unravel_index(np.arange(c.local, c.local + n, dtype=np.int64), t.grid)
-        cache: list = [{} for _ in t.factors]
-        out = []
-        for k in range(n):
-            values, counts = np.full((), float(t.weight) / theta), np.ones(())
-            for i, f in enumerate(t.factors):
-                r = int(idx[i][k])
-                if r not in cache[i]:
-                    cache[i][r] = np.unique(factor_rows(f, r, r + 1)[0] @ pinvs[i], return_counts=True)
-                u, m = cache[i][r]
-                values, counts = np.multiply.outer(values, u), np.multiply.outer(counts, m.astype(np.float64))
-            out.append((values.ravel(), counts.ravel()))
-        return out
-    return laws
+    def prepare(i, q):
+        values, counts = np.unique(q @ pinvs[i], return_counts=True)
+        return values, counts.astype(np.float64)
+
+    def law(rows, weight):
+        values, counts = np.full((), weight / theta), np.ones(())
+        for u, m in rows:
+            values, counts = np.multiply.outer(values, u), np.multiply.outer(counts, m)
+        return values.ravel(), counts.ravel()
+
+    return _per_row(layout, prepare, law)
+
+
+def _marginals_of(strategy):
+    """``strategy`` as WeightedMarginals when every factor is an identity or a constant row, else None."""
+    from mmopt.structured.residual.marginals import from_implicit
+    from mmopt.structured.strategies import ImplicitStrategy
+    if not isinstance(strategy, ImplicitStrategy):
+        return None
+    try:
+        return from_implicit(strategy)
+    except ValueError:
+        return None
 
 
 def preflight(alpha, model, noise: str, reconstruction: str, name: str, caller: str, strategy=None) -> float:

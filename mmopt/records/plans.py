@@ -125,26 +125,6 @@ def choose(W: MarginalWorkload, privacy: Privacy) -> RecordsPlan:
     return RecordsPlan(found[name][1], found[name][0], bound, {k: t for k, (t, _) in found.items()})
 
 
-def _from_implicit(strategy, shape, caller: str) -> wm.WeightedMarginals:
-    """An ImplicitStrategy whose factors are all identities or constant rows, as WeightedMarginals."""
-    weights = {}
-    for term in strategy.terms:
-        w, S = float(term.weight), []
-        for i, f in enumerate(term.factors):
-            M = f.matrix
-            if M.shape == (shape[i], shape[i]) and np.array_equal(M, np.eye(shape[i])):
-                S.append(i)
-            elif M.shape == (1, shape[i]) and M[0, 0] > 0 and np.all(M == M[0, 0]):
-                w *= float(M[0, 0])
-            else:
-                raise ValueError(f"The 'strategy' parameter of {caller}: '{strategy.name}' has a factor on attribute "
-                                 f"{i} that is neither the identity nor a constant row, so its answers are not "
-                                 "computable from marginal counts. Records releases measure residual strategies or "
-                                 "weighted marginals (omit 'strategy' for the best one found).")
-        weights[tuple(S)] = weights.get(tuple(S), 0.0) + w * w  # stacked copies of one marginal: θ² adds
-    return wm.weighted_marginals(shape, {S: math.sqrt(t) for S, t in weights.items()}, name=strategy.name)
-
-
 def check_strategy(strategy, W: MarginalWorkload, privacy: Privacy, caller: str) -> RecordsPlan:
     """``strategy`` (None: :func:`choose`) checked to be measurable from records and to support W."""
     if strategy is None:
@@ -156,7 +136,11 @@ def check_strategy(strategy, W: MarginalWorkload, privacy: Privacy, caller: str)
         if strategy.shape != W.shape:
             raise ValueError(f"The 'strategy' parameter of {caller} is over shape {strategy.shape}, but the domain "
                              f"has shape {W.shape}.")
-        strategy = _from_implicit(strategy, W.shape, caller)
+        try:
+            strategy = wm.from_implicit(strategy)
+        except ValueError as exc:
+            raise ValueError(f"The 'strategy' parameter of {caller}: {exc} Records releases measure residual "
+                             "strategies or weighted marginals (omit 'strategy' for the best one found).") from None
     if not isinstance(strategy, rs.ResidualStrategy | wm.WeightedMarginals):
         raise TypeError(f"The 'strategy' parameter of {caller} must be measurable from records: a ResidualStrategy, "
                         "a residual Plan, WeightedMarginals, an ImplicitStrategy of weighted marginals (e.g. from "

@@ -36,7 +36,8 @@ from mmopt._local_objectives import lbfgs
 from mmopt.structured.residual import closure as cl
 from mmopt.structured.residual.workload import MarginalWorkload
 
-__all__ = ["WeightedMarginals", "cell_weights", "each_once", "measure", "reconstruct_all", "solve", "spectrum",
+__all__ = ["WeightedMarginals", "cell_weights", "each_once", "from_implicit", "measure", "reconstruct_all", "solve",
+           "spectrum",
            "support", "weighted_marginals"]
 
 
@@ -68,6 +69,25 @@ def weighted_marginals(shape, weights: dict, *, name: str = "weighted marginals"
     items = [(tuple(sorted(S)), float(w)) for S, w in weights.items() if w > 0]
     items.sort(key=lambda kv: (len(kv[0]), kv[0]))
     return WeightedMarginals(tuple(shape), tuple(S for S, _ in items), np.array([w for _, w in items]), name)
+
+
+def from_implicit(strategy) -> WeightedMarginals:
+    """An ImplicitStrategy whose factors are all identities or constant rows (HDMM's M(θ), what optimize returns
+    for marginal workloads), as WeightedMarginals; a ValueError naming the first other factor."""
+    shape, weights = strategy.shape, {}
+    for term in strategy.terms:
+        w, S = float(term.weight), []
+        for i, f in enumerate(term.factors):
+            M = f.matrix
+            if M.shape == (shape[i], shape[i]) and np.array_equal(M, np.eye(shape[i])):
+                S.append(i)
+            elif M.shape == (1, shape[i]) and M[0, 0] > 0 and np.all(M == M[0, 0]):
+                w *= float(M[0, 0])
+            else:
+                raise ValueError(f"'{strategy.name}' has a factor on attribute {i} that is neither the identity nor a "
+                                 "constant row, so its answers are not computable from marginal counts.")
+        weights[tuple(S)] = weights.get(tuple(S), 0.0) + w * w  # stacked copies of one marginal: θ² adds
+    return weighted_marginals(shape, {S: math.sqrt(t) for S, t in weights.items()}, name=strategy.name)
 
 
 def spectrum(strategy: WeightedMarginals, closure: cl.Closure) -> np.ndarray:
