@@ -71,7 +71,7 @@ class Ledger:
         return z.max_rho(self.total.epsilon, self.total.delta)
 
     def _pld_epsilon(self, extra=()) -> float:
-        return pl.epsilon([pl.term(s) for s in self.spends] + list(extra), self.total.delta)
+        return pl.epsilon([pl.term(s) for s in self.spends], self.total.delta, extra)
 
     def _pld_remaining(self) -> float:
         """The largest ε (6 significant digits, rounded down) of one more release at the total's δ that fits."""
