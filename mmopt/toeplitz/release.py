@@ -23,6 +23,7 @@ from scipy import signal
 from mmopt import _opendp
 from mmopt import _validation as v
 from mmopt.privacy import Privacy
+from mmopt.toeplitz import weighted as weighted_sqrt
 from mmopt.toeplitz.error import StreamWorkload
 from mmopt.toeplitz.strategies import ToeplitzStrategy
 
@@ -35,27 +36,6 @@ def _causal(c: np.ndarray, x: np.ndarray) -> np.ndarray:
     return signal.fftconvolve(c[:n], x)[:n]
 
 
-def _power(kind: str, n: int, power: float, x: np.ndarray) -> np.ndarray:
-    """G^power x for the prefix or all-range Gram: (T(a) − H(a)) x in the sine frame, f_ij = a(|i−j|) − a(i+j)
-    (1-indexed), reversed for prefix sums (M = J G J)."""
-    from mmopt.toeplitz.weighted import spectral_sequence
-    a = spectral_sequence(kind, n, power)
-    z = x[::-1] if kind == "prefix" else x
-    sym = np.concatenate([a[n - 1:0:-1], a[:n]])  # a(|d|), d = −(n−1)…n−1
-    toeplitz_part = signal.fftconvolve(z, sym)[n - 1:2 * n - 1]
-    hankel_part = signal.fftconvolve(z[::-1], a[2:2 * n + 1])[n - 1:2 * n - 1]  # Σ_j a(i + j) z_j, i + j = 2…2n
-    out = toeplitz_part - hankel_part
-    return out[::-1] if kind == "prefix" else out
-
-
-def _weighted_scale(kind: str, n: int) -> np.ndarray:
-    """e = √diag(G^{1/2}), the column scaling of the weighted square root."""
-    from mmopt.toeplitz.weighted import spectral_sequence
-    a = spectral_sequence(kind, n, 0.5)
-    h = a[0] - a[2 * np.arange(1, n + 1)]
-    return np.sqrt(h[::-1] if kind == "prefix" else h)
-
-
 def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_scale: float | None = None,
             reconstruct: str = "least_squares", caller: str = "release", **unused):
     """:func:`mmopt.release` for ``mmopt.toeplitz.prefix(n)`` / ``all_range(n)`` and a ToeplitzStrategy.
@@ -65,8 +45,7 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
     from mmopt.mechanism import MechanismOutput
     from mmopt.reconstruct._common import Reconstruction
     from mmopt.structured.release import upper_sensitivity
-    from mmopt.toeplitz.weighted import WeightedSqrtStrategy
-    weighted = isinstance(strategy, WeightedSqrtStrategy)
+    weighted = isinstance(strategy, weighted_sqrt.WeightedSqrtStrategy)
     if weighted and strategy.workload != workload:
         raise ValueError(f"{caller}: the weighted square root was built for {strategy.workload.kind}({strategy.n:,}), "
                          f"not {workload.kind}({workload.n:,}).")
@@ -93,8 +72,8 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
     if np.any(x < 0):
         raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative.")
     if weighted:
-        e = _weighted_scale(workload.kind, n)
-        Cx = _power(workload.kind, n, 0.25, x / e)
+        e = weighted_sqrt.column_scale(workload.kind, n)
+        Cx = weighted_sqrt.apply_power(workload.kind, n, 0.25, x / e)
         d = None
     else:
         d = None if strategy.row_scale is None else np.sqrt(strategy.row_scale)
@@ -107,7 +86,7 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
 
     def finish():
         if weighted:
-            xhat = e * _power(workload.kind, n, -0.25, y)
+            xhat = e * weighted_sqrt.apply_power(workload.kind, n, -0.25, y)
         else:
             u = y if d is None else y / d
             xhat = _causal(strategy.inverse_column(), u)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import fft as sfft
+from scipy.signal import fftconvolve as sfft_convolve
 
 from mmopt import _validation as v
 from mmopt.toeplitz import _triangular, bound
@@ -113,13 +114,35 @@ def spectral_sequence(kind: str, n: int, power: float) -> np.ndarray:
     return 1.0 / (n + 1) * sfft.fft(F).real
 
 
+def _frame_diagonal(a: np.ndarray, n: int) -> np.ndarray:
+    """diag(T(a) − H(a)) = a(0) − a(2i), i = 1..n, in the frame of the module docstring."""
+    return a[0] - a[2 * np.arange(1, n + 1)]
+
+
+def column_scale(kind: str, n: int) -> np.ndarray:
+    """e = √diag(G^{1/2}) in cell order (E = diag(e): A = G^{1/4}E⁻¹ has unit columns)."""
+    h = _frame_diagonal(spectral_sequence(kind, n, 0.5), n)
+    return np.sqrt(h[::-1] if kind == "prefix" else h)
+
+
+def apply_power(kind: str, n: int, power: float, x: np.ndarray) -> np.ndarray:
+    """G^power x in O(n log n): (T(a) − H(a)) x in the frame, f_ij = a(|i−j|) − a(i+j) (1-indexed), reversed for
+    prefix sums (M = J G J)."""
+    a = spectral_sequence(kind, n, power)
+    z = x[::-1] if kind == "prefix" else x
+    sym = np.concatenate([a[n - 1:0:-1], a[:n]])  # a(|d|), d = −(n−1)…n−1
+    toeplitz_part = sfft_convolve(z, sym)[n - 1:2 * n - 1]
+    hankel_part = sfft_convolve(z[::-1], a[2:2 * n + 1])[n - 1:2 * n - 1]  # Σ_j a(i + j) z_j, i + j = 2…2n
+    out = toeplitz_part - hankel_part
+    return out[::-1] if kind == "prefix" else out
+
+
 def _terms(kind: str, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(e, K_ii, r, α, β) with r_i = Σ_{j>i} K_ij β_j e_j, 0-based arrays for 1-indexed i = 1..n."""
     i = np.arange(1, n + 1, dtype=float)
     a_half, a_inv = spectral_sequence(kind, n, 0.5), spectral_sequence(kind, n, -0.5)
-    h = a_half[0] - a_half[2 * np.arange(1, n + 1)]
-    e = np.sqrt(h)
-    K_diag = a_inv[0] - a_inv[2 * np.arange(1, n + 1)]
+    e = np.sqrt(_frame_diagonal(a_half, n))
+    K_diag = _frame_diagonal(a_inv, n)
     alpha, beta = (i, np.ones(n)) if kind == "prefix" else (i, n + 1.0 - i)
     q = beta * e
     # K_{t+1, j+1} = a(j − t) − a(t + j + 2) for 0-based t < j
