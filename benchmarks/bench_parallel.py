@@ -26,8 +26,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 import mmopt  # noqa: E402
-from mmopt import _parallel  # noqa: E402
 from mmopt import workload as wl  # noqa: E402
+from mmopt._base import parallel as _parallel  # noqa: E402
 
 
 def _matrices(strategy) -> list[np.ndarray]:

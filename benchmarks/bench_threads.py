@@ -37,7 +37,7 @@ def child(method: str, n: int, blas_threads: str, restarts: int) -> None:
     if method == "evaluate":
         limit = {"None": None, "auto": "auto"}[blas_threads] if blas_threads in ("None", "auto") else int(blas_threads)
         W, A = wl.all_range(n), mmopt.strategy.hierarchical(n)
-        from mmopt import _runtime
+        from mmopt._base import runtime as _runtime
 
         t0 = time.perf_counter()
         with _runtime.blas_threads(_runtime.check_blas_threads(limit, caller="bench")):

@@ -20,7 +20,7 @@ Data-adaptive (:mod:`mmopt.adaptive`, at their defaults unless noted):
   (our choice: 10× and 100× that, and F = ñ, gave equal or larger prefix error on PATENT and ADULTFRANK at
   1,024 cells, scales 10³ and 10⁵, ε = 0.1, 3 trials), with the other 95% for the algorithm. Every
   data-adaptive algorithm but MWEM ignores the workload, so one set of their runs serves every workload.
-Data-independent, 2-D only: "QuadTree" (Cormode et al. ICDE 2012: :func:`mmopt.hierarchies.quadtree`, every
+Data-independent, 2-D only: "QuadTree" (Cormode et al. ICDE 2012: :func:`mmopt.baselines.hierarchies.quadtree`, every
   level measured, geometric budget; least squares in the Haar basis, :mod:`experiments._dpbench_quadtree`).
 Multi-attribute ("MA", :mod:`experiments._dpbench_marginals`): PrivBayes, iReduct, DualQuery, MWEM and Uniform
   against identity and mmopt's marginals strategy on all k-way marginals.
@@ -39,12 +39,12 @@ import mmopt
 from experiments import _dpbench_errors as er
 from experiments import _dpbench_quadtree as qt
 from mmopt import adaptive as ad
-from mmopt import hierarchies as hi
 from mmopt import strategy as st
 from mmopt import workload as wl
-from mmopt._parallel import ordered_map
+from mmopt._base.parallel import ordered_map
+from mmopt.baselines import hierarchies as hi
+from mmopt.baselines.transforms import haar_evaluate
 from mmopt.structured import mechanism as smech
-from mmopt.transforms import haar_evaluate
 
 INDEPENDENT = ("identity", "H2", "HB", "mmopt", "QuadTree")
 ADAPTIVE = ("MWEM", "DAWA", "AHP", "Uniform", "PHP", "EFPA", "UGrid", "AGrid", "KD", "HybridKD", "NoiseFirst",

@@ -2,13 +2,13 @@
 
 Cormode, Procopiuc, Srivastava, Shen & Yu, *Differentially Private Spatial Decompositions* (ICDE 2012): every
 node of the complete quad-tree on an n × n grid is a noisy count, level budgets geometric (leaves largest),
-then ordinary least squares over the tree. The strategy is :func:`mmopt.hierarchies.quadtree` (its docstring
+then ordinary least squares over the tree. The strategy is :func:`mmopt.baselines.hierarchies.quadtree` (its docstring
 has the levels and the budget); A = Σ_ℓ w_ℓ (L_ℓ ⊗ L_ℓ) with Δ₁ = Σ w_ℓ = 1.
 
 Why a solve of its own: the library's union-strategy least squares (LSMR) and :func:`mmopt.evaluate` take
 90–100 s each at 64 × 64 cells on this machine (measured), because nothing there knows the tree. Each level's
 Gram L_ℓᵀL_ℓ is block-constant, hence diagonal in the orthonormal Haar basis Q (the fact
-:func:`mmopt.transforms.haar_evaluate` uses), so X = AᵀA = (Q ⊗ Q)ᵀ D (Q ⊗ Q) with D = Σ_ℓ w_ℓ² d_ℓ ⊗ d_ℓ,
+:func:`mmopt.baselines.transforms.haar_evaluate` uses), so X = AᵀA = (Q ⊗ Q)ᵀ D (Q ⊗ Q) with D = Σ_ℓ w_ℓ² d_ℓ ⊗ d_ℓ,
 d_ℓ = diag(Q L_ℓᵀL_ℓ Qᵀ), and the least-squares estimate is x̂ = X⁻¹Aᵀy = Qᵀ [(Q Aᵀy Qᵀ) ⊘ D] Q: two small
 matrix products per trial. D > 0 because the leaves are measured (X has full rank).
 
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from mmopt.baselines.transforms import haar_basis
 from mmopt.structured import mechanism as smech
 from mmopt.structured.strategies import sensitivity
-from mmopt.transforms import haar_basis
 
 __all__ = ["haar_spectrum", "least_squares", "mechanism"]
 

@@ -124,7 +124,7 @@ NOTES = """\
 - **Privelet** (Xiao, Wang & Gehrke, ICDE 2010) is Y (1-D) and Y ⊗ Y (2-D), ±1 entries, Δ = ∏(1 + log₂nᵢ).
 - **Quad-tree** (Cormode et al., ICDE 2012), data-independent: all levels down to single cells, geometric budget
   w_ℓ ∝ 2^(ℓ/3) (leaves largest), least squares (their OLS post-processing); an implicit union of per-level
-  products L_ℓ ⊗ L_ℓ, evaluated exactly through its Haar spectrum (`mmopt.transforms.haar_evaluate`).
+  products L_ℓ ⊗ L_ℓ, evaluated exactly through its Haar spectrum (`mmopt.baselines.transforms.haar_evaluate`).
 - **2-D**: HB ⊗ HB and GreedyH ⊗ GreedyH are per-axis products (b, weights for all 1-D ranges); Qardaji's own
   2-D HB is a 2-D tree (b² children per node), and DAWA's 2-D route orders cells on a Hilbert curve — neither is
   a Kronecker product, and neither is in this table.

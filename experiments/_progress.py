@@ -119,7 +119,7 @@ class Progress:
                 self._emit(self._line())
 
     def track(self, results: Iterable, labels: Sequence[str]) -> Iterator:
-        """Yield from ``results`` (e.g. :func:`mmopt._parallel.ordered_map`'s generator, in task order), with
+        """Yield from ``results`` (e.g. :func:`mmopt._base.parallel.ordered_map`'s generator, in task order), with
         :meth:`step` announcing ``labels[k]`` *before* result k is asked for: in this process, before it is
         computed; with workers, while waiting for it."""
         it = iter(results)

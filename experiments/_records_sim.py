@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from mmopt import _opendp
+from mmopt._base import opendp as _opendp
 from mmopt.privacy import Privacy
 from mmopt.records.plans import unit_variances
 from mmopt.structured.release import upper_sensitivity

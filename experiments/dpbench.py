@@ -55,7 +55,7 @@ from experiments import _dpbench_figures as fg
 from experiments import _dpbench_marginals as ma
 from experiments import postprocess as pp
 from experiments._dpbench_report import cells, markdown, plot, verdict
-from mmopt._parallel import check_n_jobs, ordered_map
+from mmopt._base.parallel import check_n_jobs, ordered_map
 
 DATA = pp.DATA  # $MMOPT_DPBENCH, else ../shared/data/dpbench
 __all__ = ["COLUMNS", "Config", "FULL", "QUICK", "cells", "main", "markdown", "plot", "run", "verdict"]

@@ -10,8 +10,8 @@ Out:   results/landscape/ (not tracked; --out DIR elsewhere): landscape.csv, lan
 Talks: a line per (table, size) on stderr, at least one every 10 s; --quiet: none.
 
 Every figure is an exact expected error (ε = 1, Laplace noise: RMSE ratios do not depend on ε), never a
-simulation: tree strategies (H_b, HB, GreedyH) through :class:`mmopt.hierarchies.IntervalTree` (tested equal
-to mmopt.evaluate), Privelet in 1-D and the quad-tree through the Haar spectrum (mmopt.transforms), products
+simulation: tree strategies (H_b, HB, GreedyH) through :class:`mmopt.baselines.hierarchies.IntervalTree` (tested equal
+to mmopt.evaluate), Privelet in 1-D and the quad-tree through the Haar spectrum (mmopt.baselines.transforms), products
 and optimised strategies through mmopt.evaluate. The 1-D tables also list, outside the reference, the Low-Rank
 Mechanism (``method="lrm"``, up to ``lrm_max`` cells) and Eigen-design (``method="eigen_design"``, an L2 design, up
 to ``eigen_max``), both scored exactly under ε-DP by mmopt.evaluate; the marginals table (2-way marginals on
@@ -37,12 +37,12 @@ import mmopt
 from experiments import _common, _progress, _run
 from experiments import _landscape_marginals as marg
 from experiments import _landscape_report as report
-from mmopt import hierarchies as hi
 from mmopt import strategy as st
 from mmopt import toeplitz
-from mmopt import transforms as tr
 from mmopt import workload as wl
-from mmopt._parallel import ordered_map
+from mmopt._base.parallel import ordered_map
+from mmopt.baselines import hierarchies as hi
+from mmopt.baselines import transforms as tr
 from mmopt.search.min_error_fast import FAST_MIN_N
 from mmopt.structured import census
 

@@ -30,7 +30,7 @@ import mmopt
 from experiments import _cli, _common, _progress, _run
 from mmopt import strategy as st
 from mmopt import workload as wl
-from mmopt._parallel import check_n_jobs, ordered_map
+from mmopt._base.parallel import check_n_jobs, ordered_map
 
 QUICK = {"sf1": wl.sf1, "sf1_plus": wl.sf1_plus, "adult_w1": wl.adult_w1, "adult_w2": wl.adult_w2,
          "cps_w1": wl.cps_w1, "cps_w2": wl.cps_w2, "ranges_2d_64": lambda: wl.ranges_2d(64),

@@ -43,7 +43,7 @@ from experiments import _cli, _common, _progress, _run
 from experiments import _postprocess_2d as p2
 from mmopt import strategy as st
 from mmopt import workload as wl
-from mmopt._parallel import check_n_jobs, ordered_map
+from mmopt._base.parallel import check_n_jobs, ordered_map
 from mmopt.solvers import SolverError
 
 DATA = Path(os.environ.get("MMOPT_DPBENCH", _common.ROOT.parent / "shared" / "data" / "dpbench"))

@@ -44,7 +44,7 @@ import numpy as np
 import mmopt
 from experiments import _cli, _common, _progress, _run
 from experiments import _records_sim as sim
-from mmopt._parallel import check_n_jobs, ordered_map
+from mmopt._base.parallel import check_n_jobs, ordered_map
 
 TABLE = "records.csv"
 COLUMNS = ["epsilon", "delta", "method", "status", "sensitivity", "noise_scale", "draws", "predicted_total",

@@ -17,12 +17,12 @@ from mmopt.error import (
     query_error,
     supports,
 )
-from mmopt.factorization import FactorizationNorm, factorization_norm
 from mmopt.mechanism import MechanismOutput, factorize, laplace_mechanism
 from mmopt.montecarlo import MonteCarloResult, monte_carlo
 from mmopt.optimize import OptimizeResult, optimize
 from mmopt.persist import SavedStrategy, load, save
 from mmopt.privacy import Privacy
+from mmopt.search.factorization import FactorizationNorm, factorization_norm
 from mmopt.solvers import SolverError
 from mmopt.strategy import Strategy
 from mmopt.workload import Workload
@@ -41,3 +41,13 @@ __all__ = [
 ]
 
 _moved.install()  # old paths of moved modules (mmopt.min_error → mmopt.search.min_error) keep working
+
+
+def __getattr__(name: str):
+    # ``mmopt.hierarchies`` without an import statement found the module while it sat at the root (something
+    # had imported it); it still does, through the same deprecated alias as ``import mmopt.hierarchies``
+    if f"mmopt.{name}" in _moved.MOVED:
+        import importlib
+
+        return importlib.import_module(f"mmopt.{name}")
+    raise AttributeError(f"module 'mmopt' has no attribute {name!r}")

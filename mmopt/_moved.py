@@ -15,7 +15,24 @@ import warnings
 
 SEARCHES = ("min_error", "min_error_fast", "pidentity", "pidentity_ladder", "pidentity_sparse", "l2_fast", "sdp_l2",
             "sdp_min_error", "local_search", "lrm", "eigen_design", "min_sensitivity")
-MOVED = {f"mmopt.{m}": f"mmopt.search.{m}" for m in SEARCHES}
+# the second re-layout (issue 31): the root keeps the public nouns, each helper lives with its layer
+LAYERED = {
+    "_validation": "_base.validation", "_guards": "_base.guards", "_runtime": "_base.runtime",
+    "_parallel": "_base.parallel", "_atomic": "_base.atomic", "_gaussian_delta": "_base.gaussian_delta",
+    "_persist_json": "_base.jsonable", "_opendp": "_base.opendp", "_result": "_base.result",
+    "_solution": "_base.solution",
+    "_workload_core": "dense._workload_core", "_workload_type": "dense._workload_type",
+    "_gram_forms": "dense._gram_forms", "_queries": "dense._queries", "_interval_trees": "dense._interval_trees",
+    "_strategy_core": "dense._strategy_core", "_strategy_analysis": "dense._strategy_analysis",
+    "_error_common": "dense._error_common", "_family_answers": "dense._family_answers",
+    "profile": "dense.profile", "gram_operator": "dense.gram_operator", "least_squares": "dense.least_squares",
+    "hierarchies": "baselines.hierarchies", "transforms": "baselines.transforms",
+    "factorization": "search.factorization",
+    "_local_objectives": "search._local_objectives", "_methods": "search._methods",
+    "_persist_files": "persist._files", "_persist_format": "persist._format", "_persist_toeplitz": "persist._toeplitz",
+    "_svt_core": "sparse_vector._core", "_svt_noise": "sparse_vector._noise",
+}
+MOVED = {f"mmopt.{m}": f"mmopt.search.{m}" for m in SEARCHES} | {f"mmopt.{a}": f"mmopt.{b}" for a, b in LAYERED.items()}
 
 
 class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):

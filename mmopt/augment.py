@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from mmopt import _validation as v
+from mmopt._base import validation as v
+from mmopt.dense.profile import SUPPORT_TOL
 from mmopt.error import _as_strategy, error_profile
-from mmopt.profile import SUPPORT_TOL
 from mmopt.strategy import Strategy
 
 

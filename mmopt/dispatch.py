@@ -1,20 +1,23 @@
-"""One dispatch point per public operation: dense workloads and strategies, or implicit (product) ones.
+"""One dispatch point per public operation, the pair's family looked up in one place (:func:`route`).
 
-Notation: see README. ``mmopt.evaluate``, ``mmopt.svd_bound`` and ``mmopt.matrix_mechanism`` accept both
-kinds. A dense pair goes to :mod:`mmopt.error` / :mod:`mmopt.mechanism` unchanged; a pair with an
-implicit side goes to :mod:`mmopt.structured`, which never forms an N×N matrix. Mixed pairs are densified
-only when N ≤ 4,096 cells (the structured layer's dense limit); past it they are refused with a remedy.
-Keeping the dispatch here, above both layers, means neither imports the other's public entry points
-(the structured layer uses the dense one as its reference, never the reverse).
+Notation: see README. ``mmopt.evaluate``, ``expected_error``, ``svd_bound``, ``matrix_mechanism`` and ``release``
+accept a workload of any family (:mod:`mmopt.family`: dense, stream, product, residual) with any strategy
+:func:`mmopt.optimize` returns for it. :func:`route` turns a pair into (family, W, A): a residual-layer object
+becomes the product it stands for; a stream workload keeps its Toeplitz or weighted square-root strategy (O(n log n)
+at any n) and otherwise becomes its dense twin up to 4,096 cells; a mixed dense/product pair is densified up to
+the same limit. Past it the refusal names the combination that works. :data:`OPS` then says which layer's function
+runs each operation for each family. Keeping the dispatch here, above the layers, means none imports another's
+public entry points (the structured layer uses the dense one as its reference, never the reverse).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from mmopt import _guards as guards
-from mmopt import _runtime, error, mechanism
-from mmopt._error_common import check_per_query_flag, resolve_norm
+from mmopt import error, mechanism
+from mmopt._base import guards
+from mmopt._base import runtime as _runtime
+from mmopt.dense._error_common import check_per_query_flag, resolve_norm
 from mmopt.structured import _checks as ck
 from mmopt.structured import analysis, bounds
 from mmopt.structured import mechanism as smech
@@ -73,42 +76,60 @@ def evaluate(workload, strategy, privacy=None, *, norm: str | None = None, per_q
     >>> round(r.total_squared_error), r.n_queries, r.total_exact   # 2 · (query, cell) incidences
     (2235124, 4151, True)
     """
-    from mmopt.toeplitz.error import StreamWorkload  # lazy: the toeplitz layer imports this module's layer
-    if isinstance(workload, StreamWorkload):
-        return _evaluate_stream(workload, strategy, privacy, norm, per_query)
-    W, A, implicit = _kinds(workload, strategy, "evaluate")
+    family, W, A = route(workload, strategy, "evaluate")
     with _runtime.blas_threads(_runtime.default_blas_threads()):
-        return _evaluate(W, A, implicit, privacy, norm, per_query)
+        return OPS[family]["evaluate"](W, A, privacy, norm, per_query)
 
 
-def _evaluate_stream(W, strategy, privacy, norm, per_query):
-    """``mmopt.toeplitz.prefix(n)`` / ``all_range(n)`` (issue 31: refused with a TypeError): Toeplitz and weighted
-    square-root strategies by :func:`mmopt.toeplitz.evaluate` (exact, O(n log n), any n); any other strategy
-    (dense, or the p-Identity strategy ``optimize(..., method="min_error")`` returns) on the dense twin of the
-    workload up to the dense limit."""
-    from mmopt.search.pidentity import PIdentityStrategy
-    from mmopt.toeplitz import evaluate as toeplitz_evaluate
+class StrategyMismatch(TypeError, ValueError):
+    """A strategy of a type this workload's family cannot take at its size (a TypeError by kind, a ValueError by
+    size: ``except`` either catches it)."""
+
+
+def _stream_native(strategy) -> bool:
     from mmopt.toeplitz.strategies import ToeplitzStrategy
     from mmopt.toeplitz.weighted import WeightedSqrtStrategy
-    from mmopt.workload import all_range, prefix
-    if isinstance(strategy, ToeplitzStrategy | WeightedSqrtStrategy):
-        if per_query:
-            raise ValueError("evaluate: per_query=True is not available for a Toeplitz strategy on "
-                             f"{W.kind}({W.n:,}); its report has the total and the exact maximum.")
-        return toeplitz_evaluate(W, strategy, privacy, norm=norm)
-    if W.n > ck.DENSE_LIMIT:
-        raise ValueError(f"evaluate: strategy '{getattr(strategy, 'name', type(strategy).__name__)}' on {W.kind}"
-                         f"({W.n:,}) needs the dense path, which stops at {ck.DENSE_LIMIT:,} cells. Its exact total "
-                         "is the objective optimize reported (a p-Identity strategy: "
-                         "mmopt.search.pidentity.true_error); "
-                         "Toeplitz strategies (mmopt.toeplitz) are evaluated at any n.")
-    A = strategy.to_strategy() if isinstance(strategy, PIdentityStrategy) else strategy
-    return evaluate((prefix if W.kind == "prefix" else all_range)(W.n), A, privacy, norm=norm, per_query=per_query)
+    return isinstance(strategy, ToeplitzStrategy | WeightedSqrtStrategy)
 
 
-def _evaluate(W, A, implicit: bool, privacy, norm, per_query):
-    if not implicit:
-        return error.evaluate(W, A, privacy, norm=norm, per_query=per_query)
+def route(workload, strategy, caller: str):
+    """(family, W, A) for a (workload, strategy) pair, with W and A as that family's layer takes them.
+
+    ``mmopt.toeplitz.prefix(n)`` / ``all_range(n)`` (and ``workload.prefix(n)`` past 10,000 cells) keep Toeplitz and
+    weighted square-root strategies (exact, O(n log n), any n); any other strategy (dense, or the p-Identity
+    strategy ``optimize(..., method="min_error")`` returns) goes with the dense twin of the workload up to the dense
+    limit. ``strategy`` None: the workload alone (:func:`svd_bound`).
+    """
+    from mmopt.family import family_of
+    from mmopt.search.pidentity import PIdentityStrategy
+
+    workload, strategy = as_implicit(workload), as_implicit(strategy)
+    family = family_of(workload, caller).name
+    if family == "stream":
+        if strategy is None or _stream_native(strategy):
+            return "stream", workload, strategy
+        if workload.n > ck.DENSE_LIMIT:
+            raise StrategyMismatch(
+                f"The 'strategy' parameter of {caller} must be a ToeplitzStrategy for a workload of "
+                f"{workload.kind}({workload.n:,}) cells, or a weighted square root (mmopt.toeplitz; "
+                f"optimize(W, privacy=Privacy(ε, δ)) returns one): a {type(strategy).__name__} needs the dense "
+                f"path, which stops at {ck.DENSE_LIMIT:,} cells. A p-Identity strategy's exact total is the "
+                "objective optimize reported (mmopt.search.pidentity.true_error).")
+        from mmopt.dense import _workload_core as core
+        workload = getattr(core, workload.kind)(workload.n)
+        if isinstance(strategy, PIdentityStrategy):
+            strategy = strategy.to_strategy()
+    if strategy is None:
+        return ("product" if isinstance(workload, ImplicitWorkload) else "dense"), workload, None
+    W, A, implicit = _kinds(workload, strategy, caller)
+    return ("product" if implicit else "dense"), W, A
+
+
+def _evaluate_dense(W, A, privacy, norm, per_query):
+    return error.evaluate(W, A, privacy, norm=norm, per_query=per_query)
+
+
+def _evaluate_product(W, A, privacy, norm, per_query):
     check_per_query_flag(per_query, "evaluate", optional=True)
     report = analysis.evaluate(W, A, privacy, norm=norm)
     if per_query:  # opt-in: an implicit workload may have millions of queries
@@ -120,12 +141,26 @@ def _evaluate(W, A, implicit: bool, privacy, norm, per_query):
     return report
 
 
+def _evaluate_stream(W, A, privacy, norm, per_query):
+    from mmopt.toeplitz import evaluate as toeplitz_evaluate
+    if per_query and W.n <= ck.DENSE_LIMIT:  # each query's error: on the dense twin, the same strategy as a matrix
+        from mmopt.dense import _workload_core as core
+        from mmopt.dense._strategy_core import Strategy
+        return error.evaluate(getattr(core, W.kind)(W.n), Strategy(A.to_dense(), A.name), privacy, norm=norm,
+                              per_query=True)
+    if per_query:
+        raise ValueError("evaluate: per_query=True is not available for a Toeplitz strategy on "
+                         f"{W.kind}({W.n:,}) (past {ck.DENSE_LIMIT:,} cells); its report has the total and the exact "
+                         "maximum.")
+    return toeplitz_evaluate(W, A, privacy, norm=norm)
+
+
 def expected_error(workload, strategy, privacy=None, *, norm: str | None = None) -> float:
     """Total expected squared error; shorthand for ``evaluate(...).total_squared_error``."""
-    W, A, implicit = _kinds(workload, strategy, "expected_error")
-    if implicit:
-        return analysis.evaluate(W, A, privacy, norm=norm).total_squared_error
-    return error.expected_error(W, A, privacy, norm=norm)
+    family, W, A = route(workload, strategy, "expected_error")
+    if family == "dense":  # the dense path's own shorthand skips the per-query report
+        return error.expected_error(W, A, privacy, norm=norm)
+    return evaluate(W, A, privacy, norm=norm).total_squared_error
 
 
 def svd_bound(workload, privacy=None, *, per_query: bool = False) -> float:
@@ -135,18 +170,25 @@ def svd_bound(workload, privacy=None, *, per_query: bool = False) -> float:
     proven lower bound below the SVD bound (``mmopt.structured.svd_bound(W).exact`` says which, and
     ``.method`` how it was obtained).
     """
-    workload = as_implicit(workload)
-    from mmopt.toeplitz.error import StreamWorkload  # lazy, as in evaluate
-    if isinstance(workload, StreamWorkload):  # closed-form singular values at any n
-        from mmopt.toeplitz.bound import svd_bound as stream_svd_bound
-        check_per_query_flag(per_query, "svd_bound")
-        value = guards.scaled(stream_svd_bound(workload.n, workload.kind), privacy, workload.name)
-        return value / workload.n_queries if per_query else value
-    if not isinstance(workload, ImplicitWorkload):
-        return error.svd_bound(workload, privacy, per_query=per_query)
+    family, W, _ = route(workload, None, "svd_bound")
+    return OPS[family]["svd_bound"](W, privacy, per_query)
+
+
+def _svd_bound_dense(W, privacy, per_query):
+    return error.svd_bound(W, privacy, per_query=per_query)
+
+
+def _svd_bound_product(W, privacy, per_query):
     check_per_query_flag(per_query, "svd_bound")
-    value = bounds.svd_bound(workload, privacy).value
-    return value / workload.n_queries if per_query else value
+    value = bounds.svd_bound(W, privacy).value
+    return value / W.n_queries if per_query else value
+
+
+def _svd_bound_stream(W, privacy, per_query):  # closed-form singular values at any n
+    from mmopt.toeplitz.bound import svd_bound as stream_svd_bound
+    check_per_query_flag(per_query, "svd_bound")
+    value = guards.scaled(stream_svd_bound(W.n, W.kind), privacy, W.name)
+    return value / W.n_queries if per_query else value
 
 
 def matrix_mechanism(workload, strategy, x, privacy, *, rng=None, size: int | None = None,
@@ -162,13 +204,17 @@ def matrix_mechanism(workload, strategy, x, privacy, *, rng=None, size: int | No
     default 1e-7 dense / 1e-8 implicit; the iterative solvers' budget, implicit only).
     **Simulation only**: numpy noise.
     """
-    W, A, implicit = _kinds(workload, strategy, "matrix_mechanism")
+    family, W, A = route(workload, strategy, "matrix_mechanism")
     kw = dict(rng=rng, size=size, reconstruct=reconstruct, total=total, zeros=zeros,
               reconstruct_options=reconstruct_options)
     with _runtime.heavy_call():  # one BLAS thread; the iterative reconstructions report once they pass 10 s
-        if implicit:
-            return smech.matrix_mechanism(W, A, x, privacy, **kw)
-        return mechanism.matrix_mechanism(W, A, x, privacy, **kw)
+        return OPS[family]["matrix_mechanism"](W, A, x, privacy, **kw)
+
+
+def _simulate_stream(W, A, x, privacy, **kw):
+    raise ValueError(f"matrix_mechanism: a Toeplitz strategy on {W.kind}({W.n:,}) is released, not simulated, at "
+                     "this size: use mmopt.release (OpenDP noise, O(n log n)), or a dense strategy on "
+                     f"{W.kind}(n) with n ≤ {ck.DENSE_LIMIT:,} (its dense twin).")
 
 
 def release(workload, strategy, x, privacy, *, noise_scale: float | None = None, reconstruct: str = "least_squares",
@@ -180,21 +226,24 @@ def release(workload, strategy, x, privacy, *, noise_scale: float | None = None,
     squares, then ``reconstruct`` as in :func:`matrix_mechanism`). Needs OpenDP (``pip install opendp``;
     from a checkout ``pip install -e '.[release]'``).
     """
-    from mmopt.toeplitz.error import StreamWorkload  # lazy, as in evaluate
-    if isinstance(workload, StreamWorkload):  # prefix sums / all ranges at any n: O(n log n), a Toeplitz strategy
-        from mmopt.toeplitz.release import release as stream_release
-        from mmopt.toeplitz.strategies import ToeplitzStrategy
-        from mmopt.toeplitz.weighted import WeightedSqrtStrategy
-        if not isinstance(strategy, ToeplitzStrategy | WeightedSqrtStrategy) and workload.n <= ck.DENSE_LIMIT:
-            from mmopt import _workload_core as core  # a dense strategy: the dense twin of a small stream workload
-            workload = getattr(core, workload.kind)(workload.n)
-        else:
-            return stream_release(workload, strategy, x, privacy, noise_scale=noise_scale, reconstruct=reconstruct,
-                                  total=total, zeros=zeros, reconstruct_options=reconstruct_options)
-    W, A, implicit = _kinds(workload, strategy, "release")
+    family, W, A = route(workload, strategy, "release")
     kw = dict(noise_scale=noise_scale, reconstruct=reconstruct, total=total, zeros=zeros,
               reconstruct_options=reconstruct_options)
     with _runtime.heavy_call():
-        if implicit:
-            return srelease.release(W, A, x, privacy, **kw)
-        return mechanism.release(W, A, x, privacy, **kw)
+        return OPS[family]["release"](W, A, x, privacy, **kw)
+
+
+def _release_stream(W, A, x, privacy, **kw):  # prefix sums / all ranges at any n: O(n log n), a Toeplitz strategy
+    from mmopt.toeplitz.release import release as stream_release
+    return stream_release(W, A, x, privacy, **kw)
+
+
+#: Which layer's function runs each operation for each family (a residual pair arrives as its product).
+OPS = {
+    "dense": {"evaluate": _evaluate_dense, "svd_bound": _svd_bound_dense,
+              "matrix_mechanism": mechanism.matrix_mechanism, "release": mechanism.release},
+    "product": {"evaluate": _evaluate_product, "svd_bound": _svd_bound_product,
+                "matrix_mechanism": smech.matrix_mechanism, "release": srelease.release},
+    "stream": {"evaluate": _evaluate_stream, "svd_bound": _svd_bound_stream,
+               "matrix_mechanism": _simulate_stream, "release": _release_stream},
+}

@@ -5,15 +5,15 @@ Notation: see README. Expected squared error of query w under strategy A (Prop. 
     Error_A(w) = c · Δ_A² · w M_A wᵀ,   M_A = (AᵀA)⁺,   c = Privacy.variance_factor (2/ε² for Laplace)
 
 and the total over W is c · Δ_A² · tr(G M_A). How M_A and tr(G M_A) are computed so that they mean
-something (QR/SVD profiles, one rank rule, sums of squares) is in :mod:`mmopt.profile`. Three guards
+something (QR/SVD profiles, one rank rule, sums of squares) is in :mod:`mmopt.dense.profile`. Three guards
 stand between a computation and a user: the error is computed on A scaled by an exact power of two (it
 is scale-invariant, and 10^±170 entries must not under- or overflow); a strategy that does not support
 the workload raises; and a computed error that is not finite, not positive, or below the proven SVD
 lower bound raises :class:`NumericalError` naming the strategy — it is never returned, ranked or printed.
 
-:class:`ErrorReport` and the input checks live in :mod:`mmopt._error_common`; the single-strategy tools
+:class:`ErrorReport` and the input checks live in :mod:`mmopt.dense._error_common`; the single-strategy tools
 (:func:`error_profile`, :func:`supports`, :func:`query_error`, :func:`profile_equivalent`,
-:func:`eigen_structure`) in :mod:`mmopt._strategy_analysis`. All are re-exported here.
+:func:`eigen_structure`) in :mod:`mmopt.dense._strategy_analysis`. All are re-exported here.
 """
 
 from __future__ import annotations
@@ -22,23 +22,22 @@ import math
 
 import numpy as np
 
-from mmopt import _guards as g
-from mmopt import _queries, _strategy_analysis
-from mmopt import _validation as v
-from mmopt._error_common import ErrorReport, check_per_query_flag, scaled_sensitivity
-from mmopt._error_common import as_strategy as _as_strategy  # noqa: F401  (used by mechanism, augment)
-from mmopt._error_common import check_privacy as _check_privacy
-from mmopt._error_common import check_workload as _check_workload
-from mmopt._error_common import resolve_norm as _resolve_norm
-from mmopt._guards import NumericalError
-from mmopt._strategy_analysis import eigen_structure, error_profile, query_error, supports
-from mmopt._strategy_core import column_norm_parts, norm_from_parts
-from mmopt._workload_core import Workload
-from mmopt.privacy import Privacy
-from mmopt.profile import (
+from mmopt._base import guards as g
+from mmopt._base import validation as v
+from mmopt._base.guards import NumericalError
+from mmopt.dense import _queries, _strategy_analysis
+from mmopt.dense._error_common import ErrorReport, check_per_query_flag, scaled_sensitivity
+from mmopt.dense._error_common import as_strategy as _as_strategy  # noqa: F401  (used by mechanism, augment)
+from mmopt.dense._error_common import check_privacy as _check_privacy
+from mmopt.dense._error_common import check_workload as _check_workload
+from mmopt.dense._error_common import resolve_norm as _resolve_norm
+from mmopt.dense._strategy_analysis import eigen_structure, error_profile, query_error, supports
+from mmopt.dense._strategy_core import column_norm_parts, norm_from_parts
+from mmopt.dense._workload_core import Workload
+from mmopt.dense.profile import (
     QR_MAX_CONDITION as _QR_MAX_CONDITION,  # noqa: F401  (re-exported for mmopt.mechanism)
 )
-from mmopt.profile import (
+from mmopt.dense.profile import (
     SUPPORT_TOL,
     Profile,
     Spectrum,
@@ -52,6 +51,7 @@ from mmopt.profile import (
     trace_with_profile,
     workload_spectrum,
 )
+from mmopt.privacy import Privacy
 
 __all__ = ["ErrorReport", "NumericalError", "diagonal_bound", "evaluate", "expected_error", "query_error", "svd_bound",
            "error_profile", "supports", "unit_objective", "profile_equivalent", "eigen_structure",
@@ -150,7 +150,7 @@ def evaluate(workload: Workload, strategy, privacy: Privacy | None = None, *,
 
 
 def _reported_sensitivity(As: np.ndarray, e: int, norm: str, name: str, caller: str) -> float:
-    """Δ of A = 2ᵉ·As, by the one scale-safe computation (:func:`mmopt._strategy_core.column_norm_parts`):
+    """Δ of A = 2ᵉ·As, by the one scale-safe computation (:func:`mmopt.dense._strategy_core.column_norm_parts`):
     exact to rounding, or a ValueError when Δ is not a normal float64 (never 0, inf or a subnormal)."""
     c, k = column_norm_parts(As, norm)
     return norm_from_parts(float(np.max(c)), k + (e if norm == "l1" else 2 * e), norm,
@@ -158,7 +158,7 @@ def _reported_sensitivity(As: np.ndarray, e: int, norm: str, name: str, caller: 
 
 
 def _working_set(workload: Workload, strategy, per_query: bool) -> dict[str, int]:
-    """float64 entries :func:`evaluate` holds at its peak, by part (for :func:`mmopt._guards.check_working_set`).
+    """float64 entries :func:`evaluate` holds at its peak, by part (for :func:`mmopt._base.guards.check_working_set`).
 
     Measured with tracemalloc at n = 1,024 (all ranges with H₂, prefix with the wavelet, an explicit 3n×n W
     with the identity): peaks of 5.1–6.5 n² beyond W's Gram and A; the parts below give 6–8 n² there. Held

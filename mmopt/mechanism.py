@@ -11,7 +11,7 @@ Notation: see README. Two noise paths, named by ``MechanismOutput.path``:
 
 Least squares never forms A⁺: :func:`factorize` keeps a QR factorisation of A (an SVD when A is
 ill-conditioned or rank-deficient, giving the minimum-norm solution), reusable across noise draws. It and
-:class:`LeastSquares` live in :mod:`mmopt.least_squares` and are re-exported here.
+:class:`LeastSquares` live in :mod:`mmopt.dense.least_squares` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mmopt import _family_answers as family_answers
-from mmopt import _validation as v
-from mmopt._error_common import as_strategy as _as_strategy
-from mmopt._error_common import check_privacy, check_workload
-from mmopt._opendp import calibrated_scale as _noise_scale
-from mmopt._opendp import finite as _finite
-from mmopt._opendp import measure, post_process
-from mmopt._strategy_analysis import supports
-from mmopt._strategy_core import max_column_norm_upper
-from mmopt.least_squares import LeastSquares, factorize
+from mmopt._base import validation as v
+from mmopt._base.opendp import calibrated_scale as _noise_scale
+from mmopt._base.opendp import finite as _finite
+from mmopt._base.opendp import measure, post_process
+from mmopt.dense import _family_answers as family_answers
+from mmopt.dense._error_common import as_strategy as _as_strategy
+from mmopt.dense._error_common import check_privacy, check_workload
+from mmopt.dense._strategy_analysis import supports
+from mmopt.dense._strategy_core import max_column_norm_upper
+from mmopt.dense.least_squares import LeastSquares, factorize
 from mmopt.privacy import Privacy
 from mmopt.reconstruct import Reconstruction, check_reconstruction
 from mmopt.reconstruct import dense as _recon
@@ -47,7 +47,7 @@ class MechanismOutput:
     ----------
     answers : ndarray (m,) or (size, m), or None
         W x̂ (matrix mechanism) or W x + z (Laplace mechanism). The closed-form families (identity, total,
-        prefix, all_range, all_predicate) are answered by their fast products (:mod:`mmopt._family_answers`),
+        prefix, all_range, all_predicate) are answered by their fast products (:mod:`mmopt.dense._family_answers`),
         never by forming W. None only for a Gram-only workload (W unknown), or with a warning when the
         ``size`` × m answers would pass the allocation limit (all_predicate beyond n ≈ 26).
     estimate : ndarray (n,) or (size, n), or None
@@ -254,7 +254,7 @@ def _prepare(workload, strategy, x, privacy, caller: str):
 
 def answers_available(workload: Workload) -> bool:
     """Whether the mechanisms return W x̂ for this dense workload: W is stored, or it is a closed-form family
-    (:mod:`mmopt._family_answers`) whose m answers fit the allocation limit."""
+    (:mod:`mmopt.dense._family_answers`) whose m answers fit the allocation limit."""
     return workload.matrix is not None or (workload.family in family_answers.FAMILIES
                                            and workload.n_queries <= v.MAX_ALLOCATION_ENTRIES)
 
@@ -328,7 +328,7 @@ def _noisy(Mx: np.ndarray, noise: str, scale: float, gen: np.random.Generator, s
 def _upper_sensitivity(A: np.ndarray, norm: str, caller: str) -> float:
     """A proven upper bound on the largest column L1/L2 norm of A, for OpenDP's d_in.
 
-    :func:`mmopt._strategy_core.max_column_norm_upper`, the rounding-error bound of the one scale-safe
+    :func:`mmopt.dense._strategy_core.max_column_norm_upper`, the rounding-error bound of the one scale-safe
     sensitivity computation (every other Δ in mmopt is the same computation rounded to nearest): A is scaled
     by 2⁻ᵉ (exact) so no sum overflows and no square that matters underflows, the computed maximum is
     inflated past every rounding of its sums and squares, and the square root is rounded upwards. A Δ that

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mmopt import _guards as g
-from mmopt import _validation as v
 from mmopt import dispatch
-from mmopt._error_common import check_privacy
+from mmopt._base import guards as g
+from mmopt._base import validation as v
+from mmopt.dense._error_common import check_privacy
 from mmopt.privacy import Privacy
 from mmopt.structured import _checks as ck
 from mmopt.structured.mechanism import answer
@@ -37,8 +37,8 @@ RECONSTRUCT = ("least_squares", "nnls", "projection")
 Z_95 = 1.959963984540054  # Φ⁻¹(0.975): the two-sided 95% normal quantile
 _BATCH_ENTRIES = 2 * 10**6  # default batch: about this many float64 values (p + n + m per run) per call
 _PROGRESS_ENTRIES = 10**8   # progress=None shows a bar past runs × (p + n + m) values, on a terminal
-# Loop limits (mmopt._guards.check_work). A run costs its Python overhead (~0.1–0.2 ms measured on
-# prefix(8): seeding, one noise draw, bookkeeping; mmopt._guards.ITERATION_OPS) plus, on the dense path, the
+# Loop limits (mmopt._base.guards.check_work). A run costs its Python overhead (~0.1–0.2 ms measured on
+# prefix(8): seeding, one noise draw, bookkeeping; mmopt._base.guards.ITERATION_OPS) plus, on the dense path, the
 # least-squares estimate and the answers, ~2·(p + m)·n operations; on an implicit pair an iterative solve
 # over its p + N + m values, counted as _RUN_FACTOR_IMPLICIT operations per value (a lower estimate: NNLS and
 # projection cost more). MAX_RUNS caps the count even where MAX_WORK is raised: five per-run float arrays
@@ -235,7 +235,7 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
     reconstruct_options : dict or None
         Passed to :func:`mmopt.matrix_mechanism` when given ("tol", "max_iterations" of the reconstruction).
     runs : int >= 2, default 1000
-        At most :data:`MAX_RUNS` (10⁷), and at most mmopt._guards.MAX_WORK (3·10¹¹, about five minutes)
+        At most :data:`MAX_RUNS` (10⁷), and at most mmopt._base.guards.MAX_WORK (3·10¹¹, about five minutes)
         divided by the estimated cost of one run (its ~10⁵-operation overhead plus ~2·(p + m)·n on a dense
         pair): prefix(8) with H₂ allows about 3·10⁶ runs. Larger values are refused before any work, with the
         time they would take.
@@ -333,13 +333,13 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
 
 
 def _check_runs(runs: int, per_run: float) -> int:
-    """Refuse ``runs`` past MAX_RUNS or past mmopt._guards.MAX_WORK at ``per_run`` operations a run (plus a
-    run's fixed Python overhead, mmopt._guards.ITERATION_OPS)."""
+    """Refuse ``runs`` past MAX_RUNS or past mmopt._base.guards.MAX_WORK at ``per_run`` operations a run (plus a
+    run's fixed Python overhead, mmopt._base.guards.ITERATION_OPS)."""
     return g.check_work(runs, name="runs", caller=_CALLER, per_item=g.ITERATION_OPS + per_run, item="runs",
                         low=2, high=MAX_RUNS,
                         remedy="Use fewer runs: the 95% interval's half-width shrinks like 1/√runs, so 10⁴ runs "
                                "already give the mean to about 2% of the spread; for more, split the study into "
-                               "calls with different seeds, or raise mmopt._guards.MAX_WORK.")
+                               "calls with different seeds, or raise mmopt._base.guards.MAX_WORK.")
 
 
 def _normal_ci(mean: float, std: float, runs: int) -> Interval:

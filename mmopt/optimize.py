@@ -1,36 +1,28 @@
 """optimize(workload, method=...): one entry point for choosing a strategy, one result type.
 
-Notation: see README. Each method lives in its own module and hands back a ``RawSolution``; this module
-re-evaluates the returned strategy exactly (``objective`` is never a solver's number), attaches the
-best lower bound known (the SVD bound, raised to the L2 dual bound when one was computed: since
-‖A‖₁ ≥ ‖A‖₂, the L2 optimum bounds the L1 problem too), and reports status, solver and timing.
+Notation: see README. This module checks what every method shares (the objective's norm from ``privacy``, the
+budget) and looks the method up in one table, :data:`mmopt.family.routes.ROUTES`, which says whose code runs it:
+the stream family's Toeplitz searches, the product family's HDMM searches and "auto", the O(n) p-Identity search,
+or the dense registry (:mod:`mmopt.family.dense`, which re-evaluates every strategy exactly and attaches the best
+certified lower bound). Each method lives in its own module and hands back a ``RawSolution`` or a result.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import time
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
-
-from mmopt import _runtime
-from mmopt import _validation as v
-from mmopt._methods import DEFAULT_NORM, METHODS, OPTIONS, check_options, check_seed  # noqa: F401 (OPTIONS: API)
-from mmopt._parallel import check_n_jobs
-from mmopt._result import CLOSED_FORMS, SUCCESS, OptimizeResult, reconcile
-from mmopt._solution import check_raw_solution
-from mmopt.error import diagonal_bound, evaluate, svd_bound
-from mmopt.multidim.search import search
+from mmopt._base import validation as v
+from mmopt._base.result import OptimizeResult
+from mmopt.family import routes
+from mmopt.family.call import Call, seed_record  # noqa: F401 (seed_record: API, recorded in extra["seed"])
 from mmopt.privacy import Privacy
-from mmopt.strategy import Strategy
-from mmopt.structured._checks import DENSE_LIMIT
-from mmopt.workload import ImplicitWorkload, Workload, structure_of
+from mmopt.search._methods import DEFAULT_NORM, METHODS, OPTIONS  # noqa: F401 (OPTIONS: API)
+from mmopt.workload import Workload
 
-MULTIDIM_METHODS = ("kron", "union", "marginals", "residual", "datacube", "auto")
-TOEPLITZ_METHODS = ("weighted_sqrt", "toeplitz", "blt", "banded")  # = mmopt.toeplitz.solve.MMOPT_METHODS
+MULTIDIM_METHODS = routes.PRODUCT_METHODS  # the names before the family table (mmopt.cli reads them)
+TOEPLITZ_METHODS = routes.STREAM_METHODS
 
 
 def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str | Callable | None = None,
@@ -104,7 +96,7 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         with tqdm installed, also a progress bar over the restarts.
     blas_threads : "auto", int or None, default="auto"
         Cap on BLAS threads during the call (threadpoolctl; restored afterwards); None leaves BLAS as
-        configured. "auto": mmopt's one policy (:mod:`mmopt._runtime`), one thread unless the environment
+        configured. "auto": mmopt's one policy (:mod:`mmopt._base.runtime`), one thread unless the environment
         variable ``MMOPT_BLAS_THREADS`` says otherwise: on 2 cores a second thread gains at most 1.5× when the
         machine is idle (l2_approx, n = 2048: 6.1 s against 9.2 s) and loses 4–100× under any other load
         (the same: 130 s against 33 s beside one busy process; min_error, n = 256: 205 s against 2.8 s).
@@ -122,7 +114,7 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         the cluster's workers. Used by min_error's local search, min_sensitivity's random rotations and
         the restarts of kron, union (its factor searches) and marginals; the other methods have no
         restarts and accept it unused, like ``seed``. Each worker process runs with one BLAS thread. The
-        result is the same for any value (:mod:`mmopt._parallel`); for min_error, kron, union and
+        result is the same for any value (:mod:`mmopt._base.parallel`); for min_error, kron, union and
         marginals ``extra`` records the workers and backend used.
     budget : {"fast", "default", "thorough"}, float or None, default=None ("default")
         CPU seconds (one BLAS thread) that "auto" may plan to spend: 5, 60 and 600 for the names, or a number.
@@ -152,7 +144,6 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
     >>> res.lower_bound >= round(mmopt.svd_bound(mmopt.workload.prefix(2)), 12) == 2.5   # dual bound ≥ SVD bound
     True
     """
-    t0 = time.perf_counter()
     caller = "optimize"
     from mmopt.dispatch import as_implicit  # a marginal workload from the residual layer (RecordsRelease.workload)
     workload = as_implicit(workload)
@@ -161,81 +152,10 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         raise ValueError(f"The 'budget' parameter of {caller} applies to method='auto' only (it chooses which "
                          f"candidates run). Got budget={budget!r} with method={method!r}; drop it, or use "
                          "method='auto'.")
-    if isinstance(method, str) and method in TOEPLITZ_METHODS:  # prefix / all ranges at any n (mmopt.toeplitz)
-        _check_common(tol, max_iterations, seed, verbose, n_jobs, caller)
-        from mmopt.toeplitz.solve import from_optimize
-        return from_optimize(workload, method, norm=norm, tol=tol, max_iterations=max_iterations, options=options,
-                             unused={"solver": solver, "initial": initial})
-    if isinstance(method, str) and method in MULTIDIM_METHODS:
-        return _multidim(workload, method, norm=norm, seed=seed, verbose=verbose, tol=tol,
-                         max_iterations=max_iterations, blas_threads=blas_threads, options=options,
-                         unused={"solver": solver, "initial": initial}, n_jobs=n_jobs, budget=budget)
-    if isinstance(method, str) and method == "min_error":  # prefix / all ranges from 512 cells: the O(n) Gram path
-        from mmopt.search import min_error_fast as fast
-        opts = check_options(options, METHODS["min_error"], "min_error")
-        if norm != "l2" and fast.takes(workload, opts, initial):
-            n_jobs = _check_common(tol, max_iterations, seed, verbose, n_jobs, caller)
-            res = fast.from_optimize(workload, opts, solver=solver, tol=tol, max_iterations=max_iterations, seed=seed,
-                                     verbose=verbose, n_jobs=n_jobs, blas_threads=blas_threads)
-            return dataclasses.replace(res, extra=dict(res.extra) | {"seed": seed_record(seed)})
-        workload = fast.dense_twin(workload, caller)
-    if isinstance(workload, ImplicitWorkload):
-        if workload.domain_size > DENSE_LIMIT:
-            raise ValueError(f"{caller}: method={method!r} needs a dense workload, but '{workload.name}' is implicit "
-                             f"over {workload.domain_size:,} cells. Use one of {list(MULTIDIM_METHODS)}.")
-        workload = workload.to_workload()
-    if not isinstance(workload, Workload):
-        raise TypeError(f"The 'workload' parameter of {caller} must be a Workload. Got {type(workload).__name__}.")
-    if callable(method):
-        fn, name, spec = method, getattr(method, "__name__", "custom"), None
-    else:
-        if method not in METHODS:  # name every method optimize takes, "auto" first, not only the dense registry's
-            v.check_choice(method, name="method", caller=caller,
-                           choices=("auto", *METHODS, *(m for m in MULTIDIM_METHODS if m != "auto"),
-                                    *TOEPLITZ_METHODS))
-        name = v.check_choice(method, name="method", caller=caller, choices=METHODS)
-        spec = METHODS[name]
-        fn = spec.fn
-    norm = v.check_choice(norm or DEFAULT_NORM.get(name, "l1"), name="norm", caller=caller, choices=("l1", "l2"))
-    opts = check_options(options, spec, name)
-    given = {"solver": solver, "tol": tol, "max_iterations": max_iterations, "initial": initial}
-    if spec is not None and (unread := [k for k, val in given.items() if val is not None and k not in spec.reads]):
-        reads = sorted(spec.reads | {"seed"})
-        raise ValueError(f"The {unread} parameter(s) of {caller} do not apply to method={name!r}, which reads only "
-                         f"{reads}. Drop them, or choose a method that uses them.")
-    n_jobs = _check_common(tol, max_iterations, seed, verbose, n_jobs, caller)
-    threads = _runtime.check_blas_threads(blas_threads, caller=caller, auto=spec.blas_threads if spec else None)
-    if solver is not None:
-        from mmopt.solvers import choose
-        solver = choose(solver)
-    opts.update(solver=solver, tol=tol, max_iterations=max_iterations, seed=seed, verbose=verbose is not False,
-                initial=initial, norm=norm, n_jobs=n_jobs)
-
-    # Methods see G scaled to mean diagonal 1: argmins are scale-free and solvers like unit-sized data.
-    G = workload.mean_gram / (np.trace(workload.mean_gram) / workload.domain_size)
-    say = _runtime.LOGGER.info if verbose is not False else _runtime.LOGGER.debug
-    with _runtime.progress(verbose), _runtime.blas_threads(threads):
-        say("optimize: method %r on %s (n = %d)", name, workload.name, workload.domain_size)
-        raw = check_raw_solution(fn(workload, G, opts), name, caller)
-        A = Strategy(raw.matrix, name) if raw.matrix is not None else Strategy.from_gram(raw.gram, name=name)
-        report = evaluate(workload, A, norm=norm, per_query=False)
-        say("optimize: %s, objective %.6g, %.1f s", raw.status, report.total_squared_error, time.perf_counter() - t0)
-    objective = report.mean_squared_error  # per query: finite for every m; totals are derived at the end
-    # the strongest certified bound at hand: the diagonal bound Σ ((WᵀW)^{1/2})ᵢᵢ² is never below the SVD bound
-    # (Cauchy–Schwarz) and costs nothing more (same cached eigendecomposition; mmopt.error.diagonal_bound)
-    bound = max(svd_bound(workload, per_query=True), diagonal_bound(workload, per_query=True))
-    if raw.dual_bound is not None and raw.extra.get("dual_bound_norm", "l2") in ("l2", norm):
-        # an L2 dual bound holds for L1 too (‖A‖₁ ≥ ‖A‖₂); scale it back from the normalised G
-        unscale = np.trace(workload.mean_gram) / workload.domain_size
-        bound = max(bound, float(raw.dual_bound) * unscale)
-    status, message, bound = reconcile(objective, bound, raw.status, raw.message, closed=name in CLOSED_FORMS,
-                                       tol=tol)
-    m = workload.n_queries
-    return OptimizeResult(A, norm, report.total_squared_error, _times(bound, m), status, status in SUCCESS,
-                          message, name, raw.solver, raw.iterations, time.perf_counter() - t0,
-                          float(objective), float(bound), tuple(raw.history),
-                          dict(raw.extra) | ({"dual_bound": raw.dual_bound} if raw.dual_bound is not None else {})
-                          | {"seed": seed_record(seed)})
+    call = Call(norm, solver, initial, tol, max_iterations, seed, verbose, blas_threads, options, n_jobs, budget,
+                optimize)
+    # which family's code runs this method: one table (mmopt.family.routes.ROUTES), no branch here
+    return routes.find(workload, method, call).run(workload, method, call)
 
 
 def _objective(privacy, method, norm, caller: str):
@@ -266,69 +186,3 @@ def _objective(privacy, method, norm, caller: str):
                       f"{noise} noise: its strategy is scored in {wanted} and can be far from the best there. Use "
                       "method='auto' (or 'min_error' under Laplace noise).", UserWarning, stacklevel=3)
     return method, wanted
-
-
-def seed_record(seed):
-    """How ``seed`` is recorded in ``extra["seed"]`` (and so in saved files): an int or None as given, a
-    SeedSequence by its entropy and spawn key; a Generator's state is not a seed, so it is recorded as None."""
-    if isinstance(seed, np.random.SeedSequence):
-        return {"entropy": seed.entropy, "spawn_key": list(seed.spawn_key)}
-    return int(seed) if seed is not None and not isinstance(seed, np.random.Generator) else None
-
-
-def _check_common(tol, max_iterations, seed, verbose, n_jobs, caller: str) -> int | None:
-    """The parameters every optimize path reads, checked the same way; returns the checked ``n_jobs``."""
-    if tol is not None:
-        v.check_real(tol, name="tol", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
-    if max_iterations is not None:
-        v.check_int(max_iterations, name="max_iterations", caller=caller)
-    check_seed(seed, caller)
-    _runtime.check_verbose(verbose, caller)
-    return check_n_jobs(n_jobs, caller=caller)
-
-
-def _multidim(workload, method, *, norm, seed, verbose, tol, max_iterations, blas_threads, options, unused, n_jobs,
-              budget=None):
-    """HDMM's searches (:mod:`mmopt.multidim`): kron, union, marginals; and auto (:mod:`mmopt.auto`)."""
-    caller = "optimize"
-    from mmopt.toeplitz.error import StreamWorkload  # lazy: mmopt.toeplitz.prefix(n) / all_range(n) at any n
-
-    stream = method == "auto" and isinstance(workload, StreamWorkload)
-    if not stream and not isinstance(workload, Workload | ImplicitWorkload):
-        raise TypeError(f"The 'workload' parameter of {caller} must be a Workload or an implicit workload. "
-                        f"Got {type(workload).__name__}.")
-    given = [k for k, val in unused.items() if val is not None]
-    if given:
-        raise ValueError(f"The {given} parameter(s) of {caller} do not apply to method={method!r}, which reads "
-                         "['max_iterations', 'n_jobs', 'norm', 'seed', 'tol', 'verbose', options 'restarts'].")
-    opts = dict(options or {})
-    unknown = sorted(set(opts) - {"restarts"})
-    if unknown:
-        raise ValueError(f"Unknown options {unknown} for {caller}(method={method!r}). Accepted: ['restarts'].")
-    restarts = opts.get("restarts")
-    if restarts is not None:
-        restarts = v.check_int(restarts, name="restarts", caller=caller)
-    n_jobs = _check_common(tol, max_iterations, seed, verbose, n_jobs, caller)
-    # residual's own objective is the Gaussian (L2) one, as l2_approx's; the HDMM searches default to ε-DP
-    norm = v.check_choice(norm or ("l2" if method == "residual" else "l1"), name="norm", caller=caller,
-                          choices=("l1", "l2"))
-    threads = _runtime.check_blas_threads(blas_threads, caller=caller, auto=1)
-    with _runtime.progress(_runtime.check_verbose(verbose, caller)), _runtime.blas_threads(threads):
-        if method == "auto":
-            from mmopt.auto.budget import check_budget
-            from mmopt.auto.plan import Context
-            from mmopt.auto.run import run_auto
-            ctx = Context(workload, None if stream else structure_of(workload), workload if stream else None, norm,
-                          seed, tol, max_iterations, restarts, n_jobs, optimize)
-            res = run_auto(ctx, check_budget(budget, caller=caller), verbose=verbose)
-        else:
-            res = search(workload, method, norm=norm, seed=seed, restarts=restarts, max_iterations=max_iterations,
-                         tol=tol, verbose=verbose is not False, structure=structure_of(workload), n_jobs=n_jobs)
-    return dataclasses.replace(res, extra=dict(res.extra) | {"seed": seed_record(seed)})
-
-
-def _times(x: float, m: int) -> float:
-    try:
-        return float(x * m)
-    except OverflowError:
-        return float("inf")

@@ -13,7 +13,7 @@ that fails only when ε < 4.3e-308 and δ < 1e-310 (ε = 2.3e-308, δ = 5e-324 w
 and those inputs are refused with a ValueError; every δ works for ε ≥ 1e-307.
 
 How correctness is guaranteed: δ(σ, ε) is evaluated without cancellation by
-:func:`mmopt._gaussian_delta.log_delta`, whose error bound (below 5e-16·|log δ| + 1e-15 in log δ, measured
+:func:`mmopt._base.gaussian_delta.log_delta`, whose error bound (below 5e-16·|log δ| + 1e-15 in log δ, measured
 against mpmath) is derived in that module's docstring. :func:`analytic_gaussian_sigma` accepts σ only when the
 computed log δ(σ) ≤ log δ − 1e-10·|log δ|, a margin over 10⁴ times that error (its branches 3 and 4 have
 |log δ| ≥ −log Φ(1) = 0.17; branch 2's error is relative, below 7e-16·|log δ|). So the true δ(σ) ≤ δ, and
@@ -31,8 +31,8 @@ from functools import cached_property
 
 from scipy import optimize, special
 
-from mmopt import _validation as v
-from mmopt._gaussian_delta import log_delta
+from mmopt._base import validation as v
+from mmopt._base.gaussian_delta import log_delta
 
 CALIBRATIONS = ("analytic", "theorem_5_22")
 
@@ -158,7 +158,7 @@ def gaussian_delta(sigma: float, epsilon: float) -> float:
     """Exact δ(ε) of the Gaussian mechanism with noise σ at L2 sensitivity 1 (Balle & Wang 2018, Thm 8).
 
     δ = Φ(1/(2σ) − εσ) − e^ε Φ(−1/(2σ) − εσ), evaluated as φ(a)(R(a) − R(b)) without cancellation
-    (:mod:`mmopt._gaussian_delta`). Accurate for every σ > 0 and ε > 0: the relative error is below
+    (:mod:`mmopt._base.gaussian_delta`). Accurate for every σ > 0 and ε > 0: the relative error is below
     5e-16·|log δ| + 1.3e-15 (3.5e-13 at δ = 1e-300); subnormal results are correct to their coarser grid.
 
     Examples
@@ -177,7 +177,7 @@ def analytic_gaussian_sigma(epsilon: float, delta: float) -> float:
     """The smallest σ (at L2 sensitivity 1) giving (ε, δ)-DP: Balle & Wang (2018), Algorithm 1, made safe.
 
     Solves log δ(σ, ε) = log δ − 1e-10·|log δ| for log σ with Brent's method, then raises σ by ulps
-    until the accurate log δ(σ, ε) satisfies that bound, so the true δ(σ, ε) ≤ δ (:mod:`mmopt._gaussian_delta`).
+    until the accurate log δ(σ, ε) satisfies that bound, so the true δ(σ, ε) ≤ δ (:mod:`mmopt._base.gaussian_delta`).
 
     Parameters
     ----------

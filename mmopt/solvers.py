@@ -16,7 +16,7 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mmopt._runtime import bar_delay
+from mmopt._base.runtime import bar_delay
 
 if TYPE_CHECKING:  # only for the annotation of solve(); cvxpy is imported where a problem is solved
     import cvxpy as cp

@@ -2,8 +2,8 @@
 
 Notation: see README. A dense :class:`Strategy` holds A itself (sensitivity depends on A, not only on
 X = AᵀA): identity I, hierarchical H_b, Haar wavelet Y, the workload itself, square roots of Grams
-(:mod:`mmopt._strategy_core`); HB, GreedyH and the quad-tree (:mod:`mmopt.hierarchies`), Privelet on
-several attributes and the Fourier basis for marginals (:mod:`mmopt.transforms`). On a product domain,
+(:mod:`mmopt.dense._strategy_core`); HB, GreedyH and the quad-tree (:mod:`mmopt.baselines.hierarchies`), Privelet on
+several attributes and the Fourier basis for marginals (:mod:`mmopt.baselines.transforms`). On a product domain,
 :func:`kron` builds A₁ ⊗ … ⊗ A_d, :func:`stack` a weighted union of such products, and :func:`marginals`
 HDMM's weighted marginals M(θ): these are implicit (:class:`~mmopt.structured.ImplicitStrategy`), store only
 their factors, and give their sensitivity factor-wise — exact, or a proven upper bound flagged as such (never an
@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from mmopt import _validation as v
-from mmopt._strategy_core import (
+from mmopt._base import validation as v
+from mmopt.baselines.hierarchies import greedy_h, hb, hb_branching, quadtree  # HB, GreedyH, quad-tree (issue 20)
+from mmopt.baselines.transforms import fourier, privelet  # Privelet-nD, Fourier basis (issue 20)
+from mmopt.dense._strategy_core import (
     NORMS,
     Strategy,
     from_workload,
@@ -27,7 +29,6 @@ from mmopt._strategy_core import (
     svd_strategy,
     wavelet,
 )
-from mmopt.hierarchies import greedy_h, hb, hb_branching, quadtree  # HB, GreedyH, quad-tree (issue 20)
 from mmopt.structured.strategies import (
     ImplicitStrategy,
     kron_strategy,
@@ -35,7 +36,6 @@ from mmopt.structured.strategies import (
     sensitivity,
     union_strategy,
 )
-from mmopt.transforms import fourier, privelet  # Privelet-nD, Fourier basis (issue 20)
 
 __all__ = [
     "NORMS", "ImplicitStrategy", "Strategy", "fourier", "from_workload", "greedy_h", "hb", "hb_branching",

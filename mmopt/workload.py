@@ -8,7 +8,7 @@ implicit :class:`~mmopt.structured.ImplicitWorkload` beyond, which stores only i
 an N×N matrix (HDMM's representation: McKenna et al., PVLDB 2018). The census and benchmark workloads of
 HDMM (SF1, SF1+, adult, CPS, 2-D ranges, 3-D prefix) are always implicit.
 
-This module is the public face; the dense core lives in :mod:`mmopt._workload_core` and the implicit layer
+This module is the public face; the dense core lives in :mod:`mmopt.dense._workload_core` and the implicit layer
 in :mod:`mmopt.structured`, so that neither imports this one.
 """
 
@@ -17,9 +17,9 @@ from __future__ import annotations
 import math
 import weakref
 
-from mmopt import _validation as v
-from mmopt import _workload_core as core
-from mmopt._workload_core import (
+from mmopt._base import validation as v
+from mmopt.dense import _workload_core as core
+from mmopt.dense._workload_core import (
     FAMILIES,
     MAX_EXPLICIT_ENTRIES,
     Workload,

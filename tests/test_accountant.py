@@ -34,7 +34,7 @@ def no_noise(monkeypatch):
         raise AssertionError("noise was drawn")
 
     monkeypatch.setattr(mmopt.dispatch, "release", forbidden)
-    monkeypatch.setattr(mmopt._opendp, "measure", forbidden)
+    monkeypatch.setattr(mmopt._base.opendp, "measure", forbidden)
 
 
 # -- basic composition -----------------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from _privacy_audit import audit, clopper_pearson, epsilon_lower_bound
 
-from mmopt._svt_core import _lecture_numeric_variant
 from mmopt.adaptive import (
     ahp,
     dawa,
@@ -26,6 +25,7 @@ from mmopt.adaptive import (
     privbayes,
     uniform,
 )
+from mmopt.sparse_vector._core import _lecture_numeric_variant
 
 EPS = 1.0
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import mmopt
-from mmopt import _opendp
 from mmopt import answers as ans
+from mmopt._base import opendp as _opendp
 from mmopt.cli import main
 from mmopt.cli import release as cli_release
 
@@ -124,7 +124,7 @@ def test_post_processing_that_fails_after_the_draw_falls_back_to_least_squares(f
 
 @pytest.mark.parametrize("out", [["--out", "y.npy"], ["--out", "y.csv"], ["--estimate", "y.npy"]])
 def test_measurements_are_written_when_no_estimate_survives(folder, capsys, monkeypatch, out):
-    from mmopt import _opendp
+    from mmopt._base import opendp as _opendp
 
     monkeypatch.setattr(_opendp, "post_process", lambda *a, **k: None)
     monkeypatch.setattr("mmopt.mechanism.post_process", lambda *a, **k: None)

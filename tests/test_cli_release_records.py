@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from mmopt import _opendp
+from mmopt._base import opendp as _opendp
 from mmopt.cli import main
 from mmopt.cli import release_records as rr
 

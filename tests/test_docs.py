@@ -94,10 +94,10 @@ def test_api_reference_lists_the_public_api():
     public = (DOCS / "api/public.rst").read_text(encoding="utf-8")
     modules = (DOCS / "api/modules.rst").read_text(encoding="utf-8")
     listed = set(re.findall(r"^ {3}(\S+)$", public, re.M))
-    listed_modules = set(re.findall(r"^ {3}(mmopt\.\w+)$", modules, re.M))
+    listed_modules = set(re.findall(r"^ {3}(mmopt(?:\.\w+)+)$", modules, re.M))
     for name in mmopt.__all__:
         if isinstance(getattr(mmopt, name), type(mmopt)):
             assert f"mmopt.{name}" in listed_modules, f"module mmopt.{name} is not in docs/api/modules.rst"
         else:
             assert name in listed, f"mmopt.{name} is not in docs/api/public.rst"
-    assert {"mmopt.reconstruct", "mmopt.factorization", "mmopt.montecarlo", "mmopt.privacy"} <= listed_modules
+    assert {"mmopt.reconstruct", "mmopt.search.factorization", "mmopt.montecarlo", "mmopt.privacy"} <= listed_modules

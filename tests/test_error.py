@@ -79,7 +79,7 @@ def test_family_per_query_equals_explicit(make):
 
 def test_predicate_bounds_bracket_exact_maximum(rng):
     # n = 23 is past exact enumeration: the bounds must bracket the true maximum, computed here by brute force.
-    from mmopt._queries import predicate_max_bounds, predicate_terms
+    from mmopt.dense._queries import predicate_max_bounds, predicate_terms
     n = 16
     A = rng.normal(size=(20, n))
     M = error_profile(A).matrix
@@ -181,7 +181,7 @@ def test_profile_equivalence():
                                   lambda: st.Strategy(np.random.default_rng(1).normal(size=(70, 40)))])
 def test_cholesky_fast_path_equals_qr_path(make, monkeypatch):
     """The guarded Cholesky fast path (well-conditioned A) against the QR path it short-cuts."""
-    import mmopt.profile as prof
+    import mmopt.dense.profile as prof
 
     A = make()
     fast = error_profile(A)

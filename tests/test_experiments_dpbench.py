@@ -265,7 +265,7 @@ def test_bad_n_jobs_is_refused(tmp_path, capsys):
 def test_quadtree_least_squares_is_the_librarys_exact_solve():
     """The Haar-basis solve against the library's LSMR least squares (tol 1e-10) on one 8 × 8 tree."""
     from experiments import _dpbench_quadtree as qt
-    from mmopt import hierarchies as hi
+    from mmopt.baselines import hierarchies as hi
     from mmopt.structured import mechanism as smech
 
     A = hi.quadtree(8)

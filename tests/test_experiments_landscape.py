@@ -12,8 +12,8 @@ from experiments import _landscape_marginals as marg
 from experiments import _landscape_report as report
 from experiments import landscape as ls
 from mmopt import strategy as st
-from mmopt import transforms as tr
 from mmopt import workload as wl
+from mmopt.baselines import transforms as tr
 from mmopt.structured import census, marginals
 
 # n ≤ 16 would run min_error's SDP (slow); 3^3 = 27 cells: non-binary, so Fourier uses the real characters of ℤ₃

@@ -1,13 +1,13 @@
-"""The closed-form families answered without W (mmopt._family_answers), against W built from its definition."""
+"""The closed-form families answered without W (mmopt.dense._family_answers), against W built from its definition."""
 
 import numpy as np
 import pytest
 
 import mmopt
-from mmopt import _family_answers as fa
 from mmopt import strategy as st
 from mmopt import workload as wl
-from mmopt._gram_forms import BUILDERS
+from mmopt.dense import _family_answers as fa
+from mmopt.dense._gram_forms import BUILDERS
 
 
 @pytest.mark.parametrize("family", fa.FAMILIES)

@@ -19,9 +19,9 @@ from scipy import sparse
 
 import mmopt
 from mmopt import Privacy, Strategy, Workload
-from mmopt import _validation as v
 from mmopt import strategy as st
 from mmopt import workload as wl
+from mmopt._base import validation as v
 from mmopt.augment import augment, strictly_improved
 from mmopt.mechanism import factorize, laplace_mechanism, matrix_mechanism, release
 

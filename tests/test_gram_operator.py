@@ -1,4 +1,4 @@
-"""The Gram operators (mmopt.gram_operator) against the dense Grams of mmopt.workload.
+"""The Gram operators (mmopt.dense.gram_operator) against the dense Grams of mmopt.workload.
 
 Notation: see README. The prefix and all-range Grams have small integer entries, so their dense forms must
 match exactly; products G V by cumulative sums add n terms, so they agree with the dense product to a few
@@ -11,7 +11,7 @@ import scipy.sparse
 
 from mmopt import toeplitz
 from mmopt import workload as wl
-from mmopt.gram_operator import (
+from mmopt.dense.gram_operator import (
     DenseGram,
     FactoredGram,
     GramOperator,

@@ -12,11 +12,11 @@ import pytest
 
 import mmopt
 from mmopt import Privacy
-from mmopt import hierarchies as hi
 from mmopt import strategy as st
-from mmopt import transforms as tr
 from mmopt import workload as wl
-from mmopt._interval_trees import Node
+from mmopt.baselines import hierarchies as hi
+from mmopt.baselines import transforms as tr
+from mmopt.dense._interval_trees import Node
 from mmopt.structured import census
 
 EPS1, GAUSS = Privacy(1.0), Privacy(1.0, 1e-6)

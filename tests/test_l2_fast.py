@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mmopt import workload as wl
-from mmopt._solution import RawSolution
+from mmopt._base.solution import RawSolution
 from mmopt.search.l2_fast import SOLVER_NAME, solve_l2
 
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 import mmopt
 from mmopt import strategy as mst
 from mmopt import workload as wl
-from mmopt._local_objectives import general_objective, pidentity_objective
-from mmopt._solution import STATUSES, RawSolution
+from mmopt._base.solution import STATUSES, RawSolution
+from mmopt.search._local_objectives import general_objective, pidentity_objective
 from mmopt.search.local_search import minimize_l1
 
 
@@ -207,7 +207,7 @@ def test_polish_accepts_a_rank_deficient_start_that_supports_the_workload(rows):
 
 
 def test_rank_deficient_start_is_augmented_without_changing_its_error():
-    from mmopt._local_objectives import full_rank
+    from mmopt.search._local_objectives import full_rank
 
     W = wl.total(6)
     A0 = np.ones((1, 6))

@@ -9,8 +9,8 @@ import pytest
 import mmopt
 from mmopt import strategy as st
 from mmopt import workload as wl
+from mmopt.dense.profile import numerical_rank
 from mmopt.error import unit_objective
-from mmopt.profile import numerical_rank
 from mmopt.search.min_error import _initial_matrix, _l2_strategy
 
 

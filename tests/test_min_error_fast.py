@@ -64,7 +64,7 @@ def test_refusals():
 
 
 def test_hierarchy_theta_is_h_b_scored_exactly():
-    from mmopt.gram_operator import prefix_gram
+    from mmopt.dense.gram_operator import prefix_gram
     from mmopt.search.min_error_fast import hierarchy_theta
     from mmopt.search.pidentity import true_error
 
@@ -103,6 +103,6 @@ def test_start_option_chooses_the_ladder_or_hdmms_random_start():
     for res in (ladder, random):
         assert res.lower_bound < res.objective
         assert res.objective == pytest.approx(
-            mmopt.search.pidentity.true_error(res.strategy.theta, mmopt.gram_operator.prefix_gram(n)), rel=1e-12)
+            mmopt.search.pidentity.true_error(res.strategy.theta, mmopt.dense.gram_operator.prefix_gram(n)), rel=1e-12)
     with pytest.raises(ValueError, match="Drop 'start'"):
         mmopt.optimize(wl.prefix(64), method="min_error", options={"start": "ladder"})

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from mmopt import strategy as st
-from mmopt._solution import RawSolution
+from mmopt._base.solution import RawSolution
 from mmopt.search.min_sensitivity import _polish, solve_min_sensitivity
 from mmopt.solvers import mosek_available
 

@@ -12,7 +12,7 @@ import mmopt
 from mmopt import Privacy, evaluate, svd_bound
 from mmopt import strategy as st
 from mmopt import workload as wl
-from mmopt._solution import worst_status
+from mmopt._base.solution import worst_status
 from mmopt.optimize import OptimizeResult, optimize
 
 GOLDEN = (3 + 5**0.5) / 2
@@ -95,7 +95,7 @@ def test_dual_bound_raises_lower_bound_above_svd_bound():
 
 def test_custom_method_callable():
     def only_identity(W, G, opts):
-        from mmopt._solution import RawSolution
+        from mmopt._base.solution import RawSolution
         return RawSolution(np.eye(W.domain_size), None, "optimal", "mine", 0, None)
     r = optimize(wl.prefix(3), method=only_identity)
     assert r.method == "only_identity" and r.objective == pytest.approx(6.0)
@@ -271,7 +271,7 @@ def test_verbose_prints_progress_without_logging_setup(capsys):
 
 def test_auto_progress_speaks_only_once_a_call_runs_long(capsys, monkeypatch):
     """verbose=None (the default): silent for AUTO_DELAY s, then one 'still running' line and the progress."""
-    from mmopt import _runtime
+    from mmopt._base import runtime as _runtime
 
     monkeypatch.setattr(_runtime, "AUTO_DELAY", 0.05)  # min_error below takes ~1 s: far past it
     optimize(wl.prefix(20), method="min_error", seed=0, options={"restarts": 2})
@@ -302,7 +302,7 @@ def test_blas_threads_are_capped_during_the_call_and_restored(monkeypatch):
 
     import mmopt.search.l2_fast
     import mmopt.search.min_error
-    from mmopt._solution import RawSolution
+    from mmopt._base.solution import RawSolution
 
     def blas():
         return sorted({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
@@ -344,8 +344,10 @@ def test_no_import_cycle_through_optimize():
     from pathlib import Path
 
     root = Path(mmopt.__file__).parent
-    for name in ("_methods", "search/min_error", "search/local_search", "_local_objectives", "search/sdp_min_error",
-                 "search/l2_fast", "search/sdp_l2", "search/min_sensitivity", "solvers", "_solution", "_runtime"):
+    for name in ("search/_methods", "search/min_error", "search/local_search", "search/_local_objectives",
+                 "search/sdp_min_error", "search/l2_fast", "search/sdp_l2", "search/min_sensitivity", "solvers",
+                 "_base/solution", "_base/runtime", "family/routes", "family/call", "family/dense", "family/product",
+                 "family/stream"):
         tree = ast.parse((root / f"{name}.py").read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):

@@ -1,4 +1,4 @@
-"""Parallel restarts (mmopt._parallel): the same strategy whatever n_jobs and joblib backend, per-restart seeds,
+"""Parallel restarts (mmopt._base.parallel): the same strategy whatever n_jobs and joblib backend, per-restart seeds,
 one BLAS thread per worker, n_jobs checks; and the parallel row sweep of experiments.range_queries."""
 
 import joblib
@@ -7,8 +7,8 @@ import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import mmopt
-from mmopt import _parallel
 from mmopt import workload as wl
+from mmopt._base import parallel as _parallel
 from mmopt.multidim.kron import solve_kron
 from mmopt.multidim.marginals import solve_marginals
 from mmopt.multidim.union import solve_union

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 import mmopt
-from mmopt import _persist_format as fmt
 from mmopt import strategy as st
 from mmopt import toeplitz  # noqa: F401  (mmopt.toeplitz is not imported by mmopt itself)
 from mmopt import workload as wl
 from mmopt.persist import SavedStrategy, load, save
+from mmopt.persist import _format as fmt
 from mmopt.structured.strategies import ImplicitStrategy
 
 PRIVACIES = [mmopt.Privacy(1.0), mmopt.Privacy(0.5, 1e-6)]
@@ -220,7 +220,7 @@ def test_failed_write_leaves_nothing(built, tmp_path, monkeypatch):
 
 def test_existing_target_is_never_replaced_without_overwrite(tmp_path):
     """The final step links (atomically refusing an existing name): a file created after save's own check survives."""
-    from mmopt import _persist_files as pf
+    from mmopt.persist import _files as pf
     target = tmp_path / "t.npz"
     target.write_bytes(b"someone else's")
     with pytest.raises(FileExistsError, match="already exists"):

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from mmopt import workload as wl
-from mmopt._local_objectives import pidentity_objective
+from mmopt.dense.gram_operator import DenseGram, all_range_gram, prefix_gram
 from mmopt.error import unit_objective
-from mmopt.gram_operator import DenseGram, all_range_gram, prefix_gram
 from mmopt.search import pidentity as pi
+from mmopt.search._local_objectives import pidentity_objective
 from mmopt.toeplitz import prefix_bound
 
 

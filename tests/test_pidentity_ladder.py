@@ -9,8 +9,8 @@ search with a 5% margin (both reach a local optimum at these sizes; 5% is far ab
 import numpy as np
 import pytest
 
+from mmopt.dense.gram_operator import all_range_gram, prefix_gram
 from mmopt.error import unit_objective
-from mmopt.gram_operator import all_range_gram, prefix_gram
 from mmopt.search import pidentity as pi
 from mmopt.search import pidentity_ladder as pl
 from mmopt.toeplitz import prefix_bound

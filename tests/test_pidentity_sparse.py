@@ -11,8 +11,8 @@ search with a 5% margin (far above their seed-to-seed spread, 0.3% at n = 1,024)
 import numpy as np
 import pytest
 
+from mmopt.dense.gram_operator import DenseGram, all_range_gram, prefix_gram
 from mmopt.error import unit_objective
-from mmopt.gram_operator import DenseGram, all_range_gram, prefix_gram
 from mmopt.search import pidentity as pi
 from mmopt.search import pidentity_ladder as pl
 from mmopt.search import pidentity_sparse as ps

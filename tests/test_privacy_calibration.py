@@ -15,7 +15,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from mmopt import Privacy
-from mmopt._gaussian_delta import log_delta as _log_delta
+from mmopt._base.gaussian_delta import log_delta as _log_delta
 from mmopt.privacy import analytic_gaussian_sigma, gaussian_delta
 
 EPSILONS = [1e-300, 1e-12, 1e-6, 0.01, 1.0, 10.0, 100.0, 1e3, 1e300]

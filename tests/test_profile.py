@@ -1,11 +1,11 @@
-"""mmopt.profile: the profile factor, the one rank rule, and sums of squares that cannot go negative."""
+"""mmopt.dense.profile: the profile factor, the one rank rule, and sums of squares that cannot go negative."""
 
 import numpy as np
 import pytest
 
-from mmopt import profile as pf
 from mmopt import strategy as st
 from mmopt import workload as wl
+from mmopt.dense import profile as pf
 
 
 def _paths():

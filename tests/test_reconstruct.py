@@ -11,7 +11,7 @@ import pytest
 import mmopt
 from mmopt import strategy as st
 from mmopt import workload as wl
-from mmopt.least_squares import factorize
+from mmopt.dense.least_squares import factorize
 from mmopt.reconstruct import _common, dense, first_order
 from mmopt.solvers import SolverError
 from mmopt.structured import mechanism as smech

@@ -18,10 +18,10 @@ import pytest
 
 import mmopt
 from mmopt import Privacy
-from mmopt import _guards as g
 from mmopt import strategy as st
 from mmopt import workload as wl
-from mmopt._solution import RawSolution
+from mmopt._base import guards as g
+from mmopt._base.solution import RawSolution
 from mmopt.adaptive import mwem
 from mmopt.multidim.kron import solve_kron
 from mmopt.multidim.union import solve_union
@@ -177,7 +177,7 @@ def test_reported_marginals_working_set_is_refused(monkeypatch):
     # 20 identity factors: root and Gram 2·10⁸ each; 30 total factors: W itself (10⁴) and the Gram 10⁸
     with pytest.raises(ValueError, match=r"would hold about 7,5\d\d,\d{3},\d{3} float64 entries \(60 GB\) in memory "
                                          r"at once \(Gram roots and Grams of 50 distinct workload factor\(s\): 56 GB;"
-                                         r".* more than the limit of mmopt._guards.MAX_WORKING_SET_BYTES"):
+                                         r".* more than the limit of mmopt._base.guards.MAX_WORKING_SET_BYTES"):
         sa._check_memory(W, A, "evaluate", inverses=False, grams=True)
 
 
@@ -186,7 +186,7 @@ def test_working_set_limit_follows_available_memory(monkeypatch):
     limit, how = g.working_set_limit()
     assert limit == int(g.WORKING_SET_FRACTION * 3 * 2**30) and "of memory available now" in how
     monkeypatch.setattr(g, "available_memory", lambda: None)
-    assert g.working_set_limit()[0] == 4 * 8 * mmopt._validation.MAX_ALLOCATION_ENTRIES
+    assert g.working_set_limit()[0] == 4 * 8 * mmopt._base.validation.MAX_ALLOCATION_ENTRIES
 
 
 def test_available_memory_is_read():
@@ -265,7 +265,7 @@ def test_optimize_custom_method_must_return_a_raw_solution(returned, hint):
         return returned
 
     with pytest.raises(TypeError, match=r"The 'method' parameter of optimize is a callable \('f'\) that must return "
-                                        rf"a mmopt._solution.RawSolution .* Got {type(returned).__name__} instead"
+                                        rf"a mmopt._base.solution.RawSolution .* Got {type(returned).__name__} instead"
                                         rf"\..*{hint}"):
         mmopt.optimize(wl.prefix(4), method=f)
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mmopt import workload as wl
-from mmopt._solution import RawSolution
+from mmopt._base.solution import RawSolution
 from mmopt.search.sdp_l2 import build_problem, solve_l2_sdp
 from mmopt.solvers import SolverError, mosek_available
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from mmopt import workload as wl
-from mmopt._solution import RawSolution
+from mmopt._base.solution import RawSolution
 from mmopt.search.sdp_min_error import _null_projector, _starts, _svd_bound, _true_error, solve_min_error_sdp
 from mmopt.solvers import choose, mosek_available
 

@@ -29,8 +29,8 @@ from hypothesis import strategies as hs
 import mmopt
 from mmopt import Privacy, Strategy
 from mmopt import strategy as st
-from mmopt._error_common import scaled_sensitivity
-from mmopt._strategy_core import max_column_norm, max_column_norm_upper
+from mmopt.dense._error_common import scaled_sensitivity
+from mmopt.dense._strategy_core import max_column_norm, max_column_norm_upper
 from mmopt.mechanism import _upper_sensitivity
 from mmopt.multidim._common import column_sensitivity, factor_traces
 from mmopt.structured import analysis as sa

@@ -98,7 +98,7 @@ def test_stacking_products_over_different_attribute_shapes_is_refused():
 def test_marginals_on_wide_attributes_use_sparse_factor_grams(monkeypatch):
     """evaluate(marginals((10⁴,)*5, 2), M(θ)) ran past 90 s forming 10⁴×10⁴ Grams by dense products and an eigh
     (now 16 s); the same figures at 600 values, with the sparse path and with it switched off."""
-    from mmopt import _strategy_core
+    from mmopt.dense import _strategy_core
     from mmopt.structured import strategies as ss
     from mmopt.structured import workloads as sw
     calls = []
@@ -182,7 +182,7 @@ def test_an_unwritable_out_is_refused_before_the_draw_even_as_root(tmp_path, cap
         return real(*args, dir=dir, **kwargs)
     monkeypatch.setattr(output.tempfile, "NamedTemporaryFile", refuse)
     drawn = []
-    monkeypatch.setattr(mmopt._opendp, "measure", lambda *a, **k: drawn.append(1))
+    monkeypatch.setattr(mmopt._base.opendp, "measure", lambda *a, **k: drawn.append(1))
     (tmp_path / "x.csv").write_text("0,1,2,3\n", encoding="utf-8")
     if records:
         (tmp_path / "r.csv").write_text("sex\nF\nM\n", encoding="utf-8")
@@ -288,7 +288,7 @@ def test_ctrl_c_before_the_draw_still_stops_at_once(monkeypatch, tmp_path, capsy
     # interactive run, which is what it checks
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     drawn = []
-    monkeypatch.setattr(mmopt._opendp, "measure", lambda *a, **k: drawn.append(1))
+    monkeypatch.setattr(mmopt._base.opendp, "measure", lambda *a, **k: drawn.append(1))
     real = cmd.plan
 
     def plan(args):  # Ctrl-C while the release is still being planned

@@ -13,8 +13,8 @@ import pytest
 from scipy import integrate, stats
 
 import mmopt.sparse_vector as svt_module
-from mmopt._svt_core import _lecture_numeric_variant
 from mmopt.sparse_vector import above_threshold, numeric_sparse, sparse_vector
+from mmopt.sparse_vector._core import _lecture_numeric_variant
 
 EPS = 1.0
 

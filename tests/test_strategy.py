@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import mmopt
-from mmopt import _strategy_core
 from mmopt import strategy as st
 from mmopt import workload as wl
+from mmopt.dense import _strategy_core
 from mmopt.error import error_profile
 
 H4 = [[1, 1, 1, 1], [1, 1, 0, 0], [0, 0, 1, 1], [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 import mmopt
-from mmopt import _gram_forms, toeplitz
+from mmopt import toeplitz
 from mmopt import workload as wl
+from mmopt.dense import _gram_forms
 from mmopt.error import diagonal_bound
 
 GAUSS = mmopt.Privacy(1.0, delta=1e-6)

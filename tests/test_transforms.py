@@ -7,9 +7,9 @@ import pytest
 
 import mmopt
 from mmopt import Privacy
-from mmopt import hierarchies as hi
 from mmopt import strategy as st
-from mmopt import transforms as tr
+from mmopt.baselines import hierarchies as hi
+from mmopt.baselines import transforms as tr
 from mmopt.structured import census
 from mmopt.structured import workloads as sw
 

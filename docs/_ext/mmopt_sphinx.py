@@ -5,7 +5,7 @@
    so an undefined one is turned back into its literal text, ``|…|``, just before docutils would report it.
    Defined substitutions (and Sphinx's |version|, |release|, |today|) are untouched.
 2. **One object, several public names.** ``mmopt.Workload`` is also ``mmopt.workload.Workload``; both pages
-   document it, so autodoc notes the private canonical name (``mmopt._workload_type.Workload``) twice and a
+   document it, so autodoc notes the private canonical name (``mmopt.dense._workload_type.Workload``) twice and a
    type such as "Workload" in a docstring matches several entries. Sphinx reports both (sphinx-doc/sphinx
    issues #10348, #11050). Here a canonical alias noted twice is not reported, and a cross-reference whose
    candidates are all the *same Python object* goes to its shortest public name. Candidates that are

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from mmopt import _validation as v
+from mmopt._base import validation as v
 from mmopt.accounting import _ledger as lg
 from mmopt.accounting import _pld as pl
 from mmopt.accounting import _zcdp as z

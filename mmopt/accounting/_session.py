@@ -8,13 +8,13 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from mmopt import _validation as v
-from mmopt._persist_files import check_path
+from mmopt._base import validation as v
 from mmopt.accounting import _ledger as lg
 from mmopt.accounting import _report
 from mmopt.accounting import _zcdp as z
 from mmopt.accounting._compose import Ledger
 from mmopt.accounting._ledger import Budget, Spend, fmt
+from mmopt.persist._files import check_path
 from mmopt.privacy import Privacy
 
 COMPOSITIONS = lg.COMPOSITIONS

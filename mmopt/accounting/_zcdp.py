@@ -33,7 +33,7 @@ from fractions import Fraction
 
 
 def opendp(caller: str):
-    """``opendp.prelude`` with the "contrib" feature on (as :mod:`mmopt._opendp` enables it), or ImportError."""
+    """``opendp.prelude`` with the "contrib" feature on (as :mod:`mmopt._base.opendp` enables it), or ImportError."""
     try:
         import opendp.prelude as dp
     except ImportError:

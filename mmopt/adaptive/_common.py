@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
-from mmopt import _validation as v
-from mmopt._workload_type import Workload
+from mmopt._base import validation as v
+from mmopt.dense._workload_type import Workload
 from mmopt.structured.workloads import ImplicitWorkload
 
 _TINY = np.finfo(float).tiny

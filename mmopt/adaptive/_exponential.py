@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mmopt import _validation as v
+from mmopt._base import validation as v
 from mmopt.adaptive._common import log_sum_exp
 
 __all__ = ["exponential_mechanism", "exponential_probabilities"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mmopt import _validation as v
+from mmopt._base import validation as v
 from mmopt.adaptive._common import AdaptiveResult, make_result
 from mmopt.adaptive._noise import Noise, resolve_noise
 

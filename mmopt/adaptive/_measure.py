@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from mmopt._strategy_core import _split
 from mmopt.adaptive._common import laplace_scale
 from mmopt.adaptive._noise import Noise
+from mmopt.dense._strategy_core import _split
 
 MEASURES = ("identity", "hierarchical")
 
@@ -89,7 +89,7 @@ def tree_least_squares(nodes, children, y: np.ndarray, k: int) -> np.ndarray:
 
 
 def _matrix_mechanism(z, epsilon, build, noise: Noise, caller) -> tuple[np.ndarray, dict]:
-    from mmopt._error_common import as_strategy
+    from mmopt.dense._error_common import as_strategy
     from mmopt.dispatch import matrix_mechanism, release  # deferred: dispatch imports much of mmopt
     from mmopt.privacy import Privacy
     from mmopt.workload import identity

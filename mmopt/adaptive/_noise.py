@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mmopt._validation import check_rng
+from mmopt._base.validation import check_rng
 from mmopt.adaptive._exponential import exponential_mechanism
 
 BACKENDS = ("numpy", "opendp")

@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from mmopt import _validation as v
+from mmopt._base import validation as v
 from mmopt.adaptive._common import (
     AdaptiveResult,
     check_epsilon,

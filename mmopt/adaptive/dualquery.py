@@ -45,8 +45,8 @@ import math
 
 import numpy as np
 
-from mmopt import _guards as g
-from mmopt import _validation as v
+from mmopt._base import guards as g
+from mmopt._base import validation as v
 from mmopt.adaptive._common import AdaptiveResult, check_epsilon, check_fraction, laplace_scale
 from mmopt.adaptive._finish import finish, noise_source
 from mmopt.adaptive._marginals import check_marginals, domain_sum

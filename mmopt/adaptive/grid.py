@@ -35,7 +35,7 @@ import math
 
 import numpy as np
 
-from mmopt import _validation as v
+from mmopt._base import validation as v
 from mmopt.adaptive._common import AdaptiveResult, check_epsilon, check_fraction, check_histogram, laplace_scale
 from mmopt.adaptive._finish import block_edges, finish, noise_source
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mmopt import _validation as v
+from mmopt._base import validation as v
 
 __all__ = ["hilbert_order"]
 

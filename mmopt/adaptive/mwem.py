@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mmopt import _guards as g
-from mmopt import _validation as v
+from mmopt._base import guards as g
+from mmopt._base import validation as v
 from mmopt.adaptive._common import (
     AdaptiveResult,
     check_epsilon,
@@ -48,13 +48,13 @@ from mmopt.adaptive._noise import resolve_noise
 __all__ = ["mwem"]
 
 OUTPUTS = ("average", "last")
-# Loop limits (mmopt._guards.check_work): a round costs its Python overhead (~0.05–0.08 ms measured on
-# prefix(8); mmopt._guards.ITERATION_OPS) plus ~3·m·n for W h and the scores; a replayed update ~0.016 ms
-# measured (_UPDATE_OPS) plus ~4n. With the default budget (mmopt._guards.MAX_WORK, about five minutes)
+# Loop limits (mmopt._base.guards.check_work): a round costs its Python overhead (~0.05–0.08 ms measured on
+# prefix(8); mmopt._base.guards.ITERATION_OPS) plus ~3·m·n for W h and the scores; a replayed update ~0.016 ms
+# measured (_UPDATE_OPS) plus ~4n. With the default budget (mmopt._base.guards.MAX_WORK, about five minutes)
 # that allows ~3·10⁶ rounds on a small workload and refuses, say, rounds=10**9 (a day at least) at once.
 _UPDATE_OPS = 2 * 10**4
 _REMEDY_ROUNDS = ("Use fewer rounds: DPBench uses T = 10, and each round spends ε/T, so beyond a few hundred "
-                  "rounds every measurement drowns in noise; or raise mmopt._guards.MAX_WORK.")
+                  "rounds every measurement drowns in noise; or raise mmopt._base.guards.MAX_WORK.")
 
 
 def mwem(x, workload, epsilon: float, *, rounds: int = 10, rng=None, total: float | None = None,
@@ -71,7 +71,7 @@ def mwem(x, workload, epsilon: float, *, rounds: int = 10, rng=None, total: floa
     epsilon : float
         Total ε > 0.
     rounds : int, default 10
-        T (DPBench's default). Refused up front when T·(10⁵ + 3·m·n) operations exceed mmopt._guards.MAX_WORK
+        T (DPBench's default). Refused up front when T·(10⁵ + 3·m·n) operations exceed mmopt._base.guards.MAX_WORK
         (3·10¹¹, about five minutes): about 3·10⁶ rounds on a small workload.
     rng : numpy.random.Generator, int or None
         Seed for ``noise="numpy"``; must be None with ``noise="opendp"``.
@@ -81,7 +81,7 @@ def mwem(x, workload, epsilon: float, *, rounds: int = 10, rng=None, total: floa
         Share of ε spent on the total when ``total`` is None.
     replay_passes : int >= 0, default 0
         0: Algorithm 1's single update per round; k: k passes over all measurements after each round
-        (k·T(T+1)/2 updates in all, refused when they exceed mmopt._guards.MAX_WORK as for ``rounds``).
+        (k·T(T+1)/2 updates in all, refused when they exceed mmopt._base.guards.MAX_WORK as for ``rounds``).
     output : {"average", "last"}
         The paper's average of h₁..h_T, or the last iterate h_T.
     noise : {"numpy", "opendp"} or Noise, default "numpy"

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from mmopt import _validation as v
+from mmopt._base import validation as v
 from mmopt.adaptive._common import check_epsilon, laplace_scale, log_sum_exp
 from mmopt.adaptive._noise import Noise, resolve_noise
 

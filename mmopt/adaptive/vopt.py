@@ -30,8 +30,8 @@ import math
 
 import numpy as np
 
-from mmopt import _guards as g
-from mmopt import _validation as v
+from mmopt._base import guards as g
+from mmopt._base import validation as v
 from mmopt.adaptive._common import AdaptiveResult, check_epsilon, check_fraction, check_histogram, laplace_scale
 from mmopt.adaptive._finish import finish, noise_source
 
@@ -82,7 +82,7 @@ _TABLE_OPS = 8
 
 def _check_table(n: int, kmax: int, caller: str) -> None:
     """Refuse, before any draw, a table (E and arg, plus the chunk temporaries) beyond the allocation limit, or
-    one whose O(k·n²) fill is beyond :data:`mmopt._guards.MAX_WORK` (noise_first on 10⁵ cells: ~1.5 hours)."""
+    one whose O(k·n²) fill is beyond :data:`mmopt._base.guards.MAX_WORK` (noise_first on 10⁵ cells: ~1.5 hours)."""
     v.check_allocation(2 * (kmax + 1) * (n + 1) + 3 * _CHUNK, what="the v-optimal table", caller=caller,
                        remedy=" Lower the number of buckets or coarsen x.")
     g.check_work(n, name="x", caller=caller, item="cells", low=1,

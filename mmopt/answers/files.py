@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from mmopt._atomic import atomic_target
+from mmopt._base.atomic import atomic_target
 from mmopt.answers.labels import _check_rows
 from mmopt.answers.layout import DEFAULT_CHUNK_ROWS
 from mmopt.answers.table import TablePlan, iter_batches, plan_table, require, table_schema

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special
 
-from mmopt import _validation as v
+from mmopt._base import validation as v
 
 __all__ = ["LaplaceSum", "check_alpha", "half_width", "laplace_sum", "laplace_sum_cdf", "laplace_sum_quantile"]
 

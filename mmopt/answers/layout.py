@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mmopt import _validation as v
+from mmopt._base import validation as v
 from mmopt.structured import census
 from mmopt.structured import workloads as sw
 from mmopt.workload import Workload, structure_of

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from mmopt import _validation as v
-from mmopt._strategy_core import Strategy
+from mmopt._base import validation as v
 from mmopt.answers.labels import _row, _set
 from mmopt.answers.variance import noise_sd
+from mmopt.dense._strategy_core import Strategy
 from mmopt.dispatch import evaluate
 from mmopt.privacy import Privacy
 from mmopt.structured import _checks as ck

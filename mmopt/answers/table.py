@@ -85,8 +85,8 @@ def table_pair(workload, strategy, caller: str):
         raise ValueError(f"{caller}: a labelled table of {workload.kind}({workload.n:,}) with per-query standard "
                          f"errors is listed up to {DENSE_LIMIT:,} cells. At this size use the output's answers (W x̂, "
                          "in query order) and mmopt.evaluate(W, strategy, privacy) for their error.")
-    from mmopt import _workload_core as core
-    from mmopt._strategy_core import Strategy
+    from mmopt.dense import _workload_core as core
+    from mmopt.dense._strategy_core import Strategy
     dense = getattr(core, workload.kind)(workload.n)
     if strategy is not None and callable(getattr(strategy, "to_dense", None)):
         strategy = Strategy(strategy.to_dense(), getattr(strategy, "name", "strategy"))

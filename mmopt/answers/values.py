@@ -7,7 +7,7 @@ prefix (r₁, …, r_k), rows b₀ … b₁ − 1 of factor k + 1, every row of 
 
 formed as x̂ contracted with every trailing factor once per term (``tail``, of size n₁⋯n_{k+1}·∏_{i>k+1} mᵢ,
 checked before it is allocated), then with the prefix's rows (cached while the prefix lasts) and the block's
-rows. The closed-form families apply their fast products (:mod:`mmopt._family_answers`) along each axis.
+rows. The closed-form families apply their fast products (:mod:`mmopt.dense._family_answers`) along each axis.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from mmopt import _family_answers as family_answers
 from mmopt.answers.layout import Chunk, Layout, factor_rows
+from mmopt.dense import _family_answers as family_answers
 from mmopt.structured import _checks as ck
 
 _TAIL_LIMIT = 5 * 10**7  # float64 entries of one term's partial contraction (400 MB)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mmopt._strategy_core import Strategy
 from mmopt.answers.layout import DEFAULT_CHUNK_ROWS, Chunk, Layout, layout_of
+from mmopt.dense._strategy_core import Strategy
 from mmopt.dispatch import evaluate
 from mmopt.privacy import Privacy
 from mmopt.structured import _checks as ck

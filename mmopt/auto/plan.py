@@ -229,8 +229,8 @@ def _dual(ctx: Context, budget_seconds: float) -> Candidate:
     """The L2 optimum of prefix sums / all ranges by the tridiagonal dual, fitted when it runs: as many iterations
     as the budget left allows (200 at most, or the user's ``max_iterations``; at least 1), to the relative gap
     :data:`DUAL_GAP` (a certified 0.01 %: prefix(4,096) in 4 iterations, 6 s) or, from a "thorough" budget on,
-    to :data:`mmopt._result.CERTIFIED_GAP` (9 iterations, 12 s); the user's ``tol`` wins."""
-    from mmopt._result import CERTIFIED_GAP
+    to :data:`mmopt._base.result.CERTIFIED_GAP` (9 iterations, 12 s); the user's ``tol`` wins."""
+    from mmopt._base.result import CERTIFIED_GAP
     from mmopt.auto.budget import LEVELS
     from mmopt.toeplitz.dual import MAX_N
 
@@ -249,7 +249,7 @@ def _dual(ctx: Context, budget_seconds: float) -> Candidate:
 
 def _run_dual(ctx: Context, iterations: int, gap: float):
     """solve_dual as an optimize-like result, scored by its own exact primal (no O(n³) re-evaluation)."""
-    from mmopt._result import SUCCESS, OptimizeResult, reconcile
+    from mmopt._base.result import SUCCESS, OptimizeResult, reconcile
     from mmopt.strategy import Strategy
     from mmopt.toeplitz.dual import SOLVER_NAME, solve_dual
 
@@ -289,8 +289,8 @@ def _stream(ctx: Context, budget_seconds: float) -> list[Candidate]:
 
 def _hierarchy(W, b: int):
     """H_b as a p-Identity strategy, scored exactly by Woodbury on the O(n) Gram operator."""
-    from mmopt._result import OptimizeResult, reconcile
-    from mmopt.gram_operator import as_gram_operator
+    from mmopt._base.result import OptimizeResult, reconcile
+    from mmopt.dense.gram_operator import as_gram_operator
     from mmopt.search.min_error_fast import hierarchy_theta
     from mmopt.search.pidentity import PIdentityStrategy, true_error
     from mmopt.toeplitz.bound import lower_bound

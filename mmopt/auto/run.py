@@ -21,8 +21,8 @@ import contextlib
 import threading
 import time
 
-from mmopt import _runtime
-from mmopt._result import CERTIFIED_GAP, CLOSED_FORMS, SUCCESS, OptimizeResult, reconcile
+from mmopt._base import runtime as _runtime
+from mmopt._base.result import CERTIFIED_GAP, CLOSED_FORMS, SUCCESS, OptimizeResult, reconcile
 from mmopt.auto.budget import Budget
 from mmopt.auto.plan import Context, plan
 from mmopt.multidim.scoring import score

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from mmopt import _persist_json
+from mmopt._base import jsonable as _json
 
 __all__ = ["check_extension", "jsonable", "privacy_fields", "record_of", "table", "write_json", "write_record"]
 
@@ -32,7 +32,7 @@ def jsonable(value):
 
     Raises TypeError for anything else (callers drop such entries rather than print a repr).
     """
-    return _persist_json.jsonable(value, strict=True)
+    return _json.jsonable(value, strict=True)
 
 
 def privacy_fields(privacy) -> dict:
@@ -135,7 +135,7 @@ def check_writable(path: str, option: str) -> None:
 
 @contextlib.contextmanager
 def signals_held(what: str = "the release") -> Iterator[list]:
-    """Once the noise draw has started (:data:`mmopt._opendp.DRAWS`) and until the block ends, SIGINT and SIGTERM
+    """Once the noise draw has started (:data:`mmopt._base.opendp.DRAWS`) and until the block ends, SIGINT and SIGTERM
     are held, not obeyed: the answers are written (or their fallback file) and the report printed before the
     command stops; the list it yields collects the signals held, so the caller can exit 130 and say that the
     budget was spent. Before the draw a signal stops the command at once, as anywhere else. Ctrl-C after the draw
@@ -143,7 +143,7 @@ def signals_held(what: str = "the release") -> Iterator[list]:
     if threading.current_thread() is not threading.main_thread():
         yield []
         return
-    from mmopt import _opendp
+    from mmopt._base import opendp as _opendp
     got: list = []
     before = _opendp.DRAWS
 

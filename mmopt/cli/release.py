@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import mmopt
-from mmopt._atomic import atomic_target
+from mmopt._base.atomic import atomic_target
 from mmopt.cli import output as out
 from mmopt.cli._grammar import load_npy
 from mmopt.cli.spec import build_workload
@@ -169,7 +169,7 @@ def plan(args) -> Plan:
 
 
 def _atomic_save(path: str, vector: np.ndarray, ext: str) -> None:
-    """Write ``vector`` to ``path`` whole or not at all (:func:`mmopt._atomic.atomic_target`)."""
+    """Write ``vector`` to ``path`` whole or not at all (:func:`mmopt._base.atomic.atomic_target`)."""
     with atomic_target(path, ext) as tmp, open(tmp, "wb") as fh:
         if ext == ".npy":
             np.save(fh, np.asarray(vector))

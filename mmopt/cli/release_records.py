@@ -10,7 +10,7 @@ The same three phases as :mod:`mmopt.cli.release`, and only the second spends bu
    draws OpenDP's noise once.
 3. **Deliver** (:func:`deliver`): the tidy table of :meth:`mmopt.records.RecordsRelease.table` (one row per
    cell of each marginal: ``marginal``, the attributes' cell labels, ``estimate``, ``std_error``) is written
-   atomically (:mod:`mmopt._atomic`); if it cannot be, it goes to a fallback file and the message says that the
+   atomically (:mod:`mmopt._base.atomic`); if it cannot be, it goes to a fallback file and the message says that the
    budget was spent (exit 1).
 
 Workloads: ``marginals:k=K`` (all K-way marginals of the domain's attributes), ``marginals:k<=K`` (every marginal
@@ -27,7 +27,7 @@ import tempfile
 from dataclasses import dataclass
 
 import mmopt
-from mmopt._atomic import atomic_target
+from mmopt._base.atomic import atomic_target
 from mmopt.cli import output as out
 from mmopt.cli.release import MAX_TABLE_ROWS, open_ledger
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mmopt import _guards as g
-from mmopt import _validation as v
-from mmopt._strategy_core import NORMS, Strategy, column_norm_parts, max_column_norm
+from mmopt._base import guards as g
+from mmopt._base import validation as v
+from mmopt.dense._strategy_core import NORMS, Strategy, column_norm_parts, max_column_norm
 from mmopt.structured import factors as fc
 from mmopt.structured.workloads import ImplicitWorkload
 
@@ -53,11 +53,11 @@ RESTART_OVERHEAD = 10**6  # ~1 ms: the floor of one factor solve on a tiny attri
 
 def check_restarts(restarts, workload, caller: str) -> int:
     """``restarts`` as an int ≥ 1 whose work, restarts × Σᵢ (nᵢ³ + RESTART_OVERHEAD), fits
-    :data:`mmopt._guards.MAX_WORK` (:func:`mmopt._guards.check_work`); refused up front otherwise."""
+    :data:`mmopt._base.guards.MAX_WORK` (:func:`mmopt._base.guards.check_work`); refused up front otherwise."""
     per = sum(n**3 + RESTART_OVERHEAD for n in workload.shape)
     return g.check_work(restarts, name="restarts", caller=caller, per_item=per, item="restarts",
                         remedy="Use fewer restarts (3 is the default; the best of a few is usually as good), or "
-                             "raise mmopt._guards.MAX_WORK for a deliberate long search.")
+                             "raise mmopt._base.guards.MAX_WORK for a deliberate long search.")
 
 
 def spawn(seed, k: int, caller: str) -> list[np.random.SeedSequence]:
@@ -181,7 +181,7 @@ def factor_traces(A: np.ndarray, roots, floors) -> np.ndarray:
 
 def column_sensitivity(A: np.ndarray, norm: str) -> float:
     """Δ of one factor: the largest column L1 norm, or L2 norm — the one scale-safe computation
-    (:func:`mmopt._strategy_core.max_column_norm`): exact to rounding at any scale, ValueError if not normal."""
+    (:func:`mmopt.dense._strategy_core.max_column_norm`): exact to rounding at any scale, ValueError if not normal."""
     return max_column_norm(A, norm, what="a factor", caller="column_sensitivity")
 
 

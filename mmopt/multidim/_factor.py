@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mmopt import _strategy_core as sc
-from mmopt._solution import worst_status
+from mmopt._base.solution import worst_status
+from mmopt.dense import _strategy_core as sc
 from mmopt.error import NumericalError, unit_objective
 from mmopt.multidim._common import normalised
 from mmopt.search.l2_fast import solve_l2

@@ -34,9 +34,9 @@ import time
 
 import numpy as np
 
-from mmopt import _validation as v
-from mmopt._solution import ImplicitSolution
-from mmopt._strategy_core import NORMS
+from mmopt._base import validation as v
+from mmopt._base.solution import ImplicitSolution
+from mmopt.dense._strategy_core import NORMS
 from mmopt.structured.residual.workload import as_marginal_workload
 from mmopt.structured.strategies import marginals_strategy
 

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from mmopt._parallel import check_n_jobs, ordered_map, plan
-from mmopt._solution import ImplicitSolution, worst_status
-from mmopt._strategy_core import Strategy
+from mmopt._base.parallel import check_n_jobs, ordered_map, plan
+from mmopt._base.solution import ImplicitSolution, worst_status
+from mmopt.dense._strategy_core import Strategy
 from mmopt.multidim import _common as cm
 from mmopt.multidim._factor import INNER_TOL, inner_iterations, solve_factor
 from mmopt.search.l2_fast import solve_l2

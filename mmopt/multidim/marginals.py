@@ -31,11 +31,11 @@ import time
 
 import numpy as np
 
-from mmopt import _validation as v
-from mmopt._local_objectives import lbfgs
-from mmopt._parallel import check_n_jobs, ordered_map, plan
-from mmopt._solution import CONVERGED_MEANS, ImplicitSolution, worst_status
-from mmopt._strategy_core import NORMS
+from mmopt._base import validation as v
+from mmopt._base.parallel import check_n_jobs, ordered_map, plan
+from mmopt._base.solution import CONVERGED_MEANS, ImplicitSolution, worst_status
+from mmopt.dense._strategy_core import NORMS
+from mmopt.search._local_objectives import lbfgs
 from mmopt.structured import algebra as alg
 from mmopt.structured import factors as fc
 from mmopt.structured.analysis import evaluate
@@ -228,7 +228,7 @@ def solve_marginals(workload: ImplicitWorkload, *, norm: str = "l1", restarts: i
     ImplicitSolution
         ``strategy`` = M(θ) with Δ = 1; runs are ranked by their exact error from
         :func:`mmopt.structured.evaluate` (unit privacy, ``norm``), stored in ``extra["objective"]`` with θ in
-        ``extra["theta"]``. ``status`` is the least converged run's (:func:`mmopt._solution.worst_status`):
+        ``extra["theta"]``. ``status`` is the least converged run's (:func:`mmopt._base.solution.worst_status`):
         "optimal" only when L-BFGS-B's own test passed on every run, including the returned one;
         "user_limit" when ``max_iterations`` ended a run.
 

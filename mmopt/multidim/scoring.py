@@ -7,7 +7,7 @@ budget), so that neither imports the other's layer back.
 from __future__ import annotations
 
 from mmopt import dispatch as dp
-from mmopt._result import OptimizeResult
+from mmopt._base.result import OptimizeResult
 
 __all__ = ["DEFAULT_RESTARTS", "score"]
 

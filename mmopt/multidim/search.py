@@ -1,6 +1,6 @@
 """optimize(method="kron" | "union" | "marginals" | "residual" | "datacube") on product-domain workloads.
 
-Notation: see README. Each method returns an :class:`~mmopt._solution.ImplicitSolution`; this module
+Notation: see README. Each method returns an :class:`~mmopt._base.solution.ImplicitSolution`; this module
 re-evaluates its strategy exactly (``objective`` is never the search's own number: it is
 :func:`mmopt.evaluate` at unit privacy, or the upper end of a certified bracket where a union has no exact path,
 :func:`mmopt.structured.evaluate`), attaches the best lower bound known — the SVD bound, exact for a product or
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import time
 
-from mmopt import _runtime
 from mmopt import dispatch as dp
-from mmopt._result import CLOSED_FORMS, SUCCESS, OptimizeResult, reconcile
+from mmopt._base import runtime as _runtime
+from mmopt._base.result import CLOSED_FORMS, SUCCESS, OptimizeResult, reconcile
 from mmopt.multidim.datacube import solve_datacube
 from mmopt.multidim.kron import solve_kron
 from mmopt.multidim.marginals import solve_marginals

@@ -22,8 +22,8 @@ import time
 
 import numpy as np
 
-from mmopt._parallel import check_n_jobs, ordered_map, plan
-from mmopt._solution import ImplicitSolution, worst_status
+from mmopt._base.parallel import check_n_jobs, ordered_map, plan
+from mmopt._base.solution import ImplicitSolution, worst_status
 from mmopt.error import NumericalError
 from mmopt.multidim import _common as cm
 from mmopt.multidim.kron import CONVERGED, DEFAULT_SWEEPS, DEFAULT_TOL, solve_kron

@@ -12,8 +12,8 @@ import numbers
 import re
 from collections.abc import Callable, Mapping, Sequence
 
-from mmopt import _validation as v
-from mmopt._strategy_core import Strategy, hierarchical, identity, wavelet
+from mmopt._base import validation as v
+from mmopt.dense._strategy_core import Strategy, hierarchical, identity, wavelet
 from mmopt.dispatch import evaluate, svd_bound
 from mmopt.plot import _mpl
 

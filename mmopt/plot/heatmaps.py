@@ -10,23 +10,42 @@ from __future__ import annotations
 
 import numpy as np
 
-from mmopt import _validation as v
-from mmopt._error_common import as_strategy
-from mmopt._strategy_analysis import error_profile as _profile_of
-from mmopt._strategy_core import NORMS, Strategy
-from mmopt._workload_core import Workload
+from mmopt._base import validation as v
+from mmopt.dense._error_common import as_strategy
+from mmopt.dense._strategy_analysis import error_profile as _profile_of
+from mmopt.dense._strategy_core import NORMS, Strategy
+from mmopt.dense._workload_core import Workload
+from mmopt.dense.profile import Profile
 from mmopt.plot import _mpl
-from mmopt.profile import Profile
 from mmopt.structured.strategies import ImplicitStrategy
 
 # A grid of factor heat maps beyond this many panels is unreadable; plot parts of the union instead.
 MAX_PANELS = 64
 
 
+def _stream_drawable(obj, caller: str):
+    """A stream strategy (Toeplitz, weighted square root, p-Identity: held in O(n)) as the dense Strategy it
+    stands for, up to the dense limit; past it a refusal naming what draws its error instead."""
+    from mmopt.search.pidentity import PIdentityStrategy
+    from mmopt.structured._checks import DENSE_LIMIT
+    from mmopt.toeplitz.strategies import ToeplitzStrategy
+    from mmopt.toeplitz.weighted import WeightedSqrtStrategy
+    if not isinstance(obj, ToeplitzStrategy | WeightedSqrtStrategy | PIdentityStrategy):
+        return obj
+    n = obj.domain_size
+    if n > DENSE_LIMIT:
+        raise ValueError(f"{caller}: a heat map of the {n:,}×{n:,} {type(obj).__name__} needs the dense matrix, "
+                         f"drawn up to {DENSE_LIMIT:,} cells. Its exact error at this size: mmopt.evaluate(W, A) "
+                         "(O(n log n)); heat maps of the same strategy at n ≤ 4,096 show its shape.")
+    if isinstance(obj, PIdentityStrategy):
+        return obj.to_strategy()
+    return Strategy(obj.to_dense(), obj.name)
+
+
 def _profile_matrix(obj, caller: str, scaled: bool, norm: str) -> tuple[np.ndarray, str | None]:
     """(M or Δ²·M, the strategy's name or None) for a Strategy, ImplicitStrategy, Profile or M itself."""
     from mmopt.dispatch import as_implicit  # a records release's strategy (residual or weighted marginals)
-    obj = as_implicit(obj)
+    obj = _stream_drawable(as_implicit(obj), caller)
     if isinstance(obj, Workload):
         raise TypeError(f"The 'strategy_or_profile' parameter of {caller} must be a Strategy, a Profile or the "
                         "profile matrix M. Got a Workload; its strategy is mmopt.strategy.from_workload(W).")
@@ -195,7 +214,7 @@ def strategy(strategy, *, ax=None, axes=None, colorbar: bool = True, cmap: str =
     caller = "strategy"
     colorbar = _mpl.check_flag(colorbar, name="colorbar", caller=caller)
     from mmopt.dispatch import as_implicit  # a records release's strategy (residual or weighted marginals)
-    strategy = as_implicit(strategy)
+    strategy = _stream_drawable(as_implicit(strategy), "strategy")
     if not isinstance(strategy, ImplicitStrategy):
         if axes is not None:
             raise TypeError(f"The 'axes' parameter of {caller} is for implicit (product) strategies; this one is "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mmopt import _validation as v
+from mmopt._base import validation as v
 from mmopt.answers.layout import row_intervals
 from mmopt.answers.summary import error_by_shape as shape_errors
 from mmopt.answers.summary import error_by_term as term_errors

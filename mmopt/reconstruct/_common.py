@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mmopt import _validation as v
+from mmopt._base import validation as v
 
 #: The reconstruction choices of ``matrix_mechanism(..., reconstruct=...)`` and ``release``.
 CHOICES = ("least_squares", "nnls", "projection")

@@ -24,7 +24,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy import linalg
 
-from mmopt._runtime import Heartbeat
+from mmopt._base.runtime import Heartbeat
 from mmopt.reconstruct._common import kkt_residual, kkt_scale, project_feasible
 from mmopt.reconstruct.first_order import not_converged
 

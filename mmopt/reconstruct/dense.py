@@ -22,7 +22,7 @@ import numpy as np
 from scipy import linalg
 from scipy.optimize import isotonic_regression, nnls
 
-from mmopt.least_squares import factorize
+from mmopt.dense.least_squares import factorize
 from mmopt.reconstruct._common import Reconstruction, kkt_residual, project_feasible
 from mmopt.solvers import SolverError
 
@@ -176,7 +176,7 @@ def estimate(workload, strategy, y: np.ndarray, method: str, *, total=None, zero
              ) -> tuple[np.ndarray, Reconstruction]:
     """The mechanism's estimate from y (shape (p,) or (size, p)): x̂ = A⁺y, then ``method``'s reconstruction.
 
-    ``"least_squares"`` returns :func:`mmopt.least_squares.factorize`'s x̂ untouched (bit for bit as before).
+    ``"least_squares"`` returns :func:`mmopt.dense.least_squares.factorize`'s x̂ untouched (bit for bit as before).
     """
     ls = factorize(strategy)
     xhat = ls.solve(y)

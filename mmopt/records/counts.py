@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from mmopt import _validation as v
+from mmopt._base import validation as v
 from mmopt.records import read as rd
 from mmopt.records.domain import Domain
 from mmopt.structured.residual import closure as cl

@@ -237,7 +237,7 @@ class Domain:
         """The domain as JSON text (the format :meth:`from_json` reads); also written to ``path`` if given."""
         text = json.dumps({"attributes": [a.to_dict() for a in self.attributes]}, indent=2)
         if path is not None:
-            from mmopt._atomic import atomic_target
+            from mmopt._base.atomic import atomic_target
             with atomic_target(os.fspath(path), ".json") as tmp, open(tmp, "w", encoding="utf-8") as fh:
                 fh.write(text + "\n")
         return text

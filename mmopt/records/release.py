@@ -9,7 +9,7 @@ column of A, the same for every column (:func:`mmopt.structured.residual.sensiti
 
 The answers y_S = c_S (⊗_{i∈S} Bᵢ) m_S need only the marginal counts m_S of the records
 (:func:`mmopt.records.marginal_counts`, one group-by per maximal set), never x. Noise is drawn once, after
-aggregation, by OpenDP (:mod:`mmopt._opendp`: Laplace at Δ₁ for δ = 0, Gaussian at Δ₂ for δ > 0, Δ rounded
+aggregation, by OpenDP (:mod:`mmopt._base.opendp`: Laplace at Δ₁ for δ = 0, Gaussian at Δ₂ for δ > 0, Δ rounded
 upwards, OpenDP's privacy map verified before the draw). The least-squares marginal on A,
 
     M_A x̂ = Σ_{S⊆A} N_S/(N_A c_S) · (⊗_{i∈S} Bᵢᵀ y_S, repeated along A∖S)
@@ -32,8 +32,8 @@ import warnings
 
 import numpy as np
 
-from mmopt import _opendp
-from mmopt import _validation as v
+from mmopt._base import opendp as _opendp
+from mmopt._base import validation as v
 from mmopt.privacy import Privacy
 from mmopt.records import counts as rc
 from mmopt.records import plans as rp
@@ -222,7 +222,7 @@ def _check_noise_scale(scale: float, privacy: Privacy, caller: str) -> None:
 
 def _after_draw(caller: str, step, what: str):
     """``step()``, or None with a warning if it fails: after the draw the budget is spent, so never raise
-    (the pattern of :func:`mmopt._opendp.post_process`; the measurements are returned either way)."""
+    (the pattern of :func:`mmopt._base.opendp.post_process`; the measurements are returned either way)."""
     try:
         return step()
     except (ValueError, ArithmeticError, MemoryError) as exc:

@@ -28,8 +28,8 @@ import time
 import numpy as np
 import scipy.optimize
 
-from mmopt import _guards as g
-from mmopt._solution import RawSolution
+from mmopt._base import guards as g
+from mmopt._base.solution import RawSolution
 
 __all__ = ["SOLVER_NAME", "eigen_weights", "solve_eigen_design"]
 

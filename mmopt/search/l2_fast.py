@@ -16,8 +16,8 @@ import time
 import numpy as np
 import scipy.linalg
 
-from mmopt._solution import RawSolution
-from mmopt._validation import _param, check_int, check_matrix, check_real, check_vector
+from mmopt._base.solution import RawSolution
+from mmopt._base.validation import _param, check_int, check_matrix, check_real, check_vector
 
 _LOG = logging.getLogger("mmopt")
 _CALLER = "solve_l2"
@@ -26,7 +26,7 @@ SOLVER_NAME = "mmopt-l2-newton"
 # Eigenvalues of Λ^{1/2} G Λ^{1/2} below _RANK_RTOL times the largest (at the first iterate) are taken
 # as round-off zeros; the certificate is then for G without those eigen-directions.
 _RANK_RTOL = 1e-13
-_PSD_RTOL = 1e-9  # as mmopt._validation.check_gram: WᵀW in floating point can have eigenvalues < 0
+_PSD_RTOL = 1e-9  # as mmopt._base.validation.check_gram: WᵀW in floating point can have eigenvalues < 0
 # The fixed-point step λ ← λ·d² is exact for diagonal G. It is kept while it shrinks the KKT residual
 # by this factor per iteration; after that a Newton step costs fewer eigendecompositions per digit.
 _FAST_CONTRACTION = 0.1

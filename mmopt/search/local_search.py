@@ -16,7 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mmopt._local_objectives import (
+from mmopt._base.parallel import check_n_jobs, ordered_map, plan, seed_children
+from mmopt._base.solution import CONVERGED_MEANS, RawSolution, worst_status
+from mmopt.dense.profile import numerical_rank
+from mmopt.error import NumericalError, unit_objective
+from mmopt.search._local_objectives import (
     full_rank,
     general_matrix,
     general_objective,
@@ -25,10 +29,6 @@ from mmopt._local_objectives import (
     pidentity_objective,
     split,
 )
-from mmopt._parallel import check_n_jobs, ordered_map, plan, seed_children
-from mmopt._solution import CONVERGED_MEANS, RawSolution, worst_status
-from mmopt.error import NumericalError, unit_objective
-from mmopt.profile import numerical_rank
 
 __all__ = ["minimize_l1", "general_objective", "pidentity_objective"]  # the objectives: for tests
 
@@ -179,7 +179,7 @@ def minimize_l1(gram, *, initial=None, p=None, restarts=1, max_iterations=1000, 
         Log each run on the ``"mmopt"`` logger at INFO (else DEBUG) level, and show a progress bar over the
         runs if tqdm is installed.
     n_jobs : int or None, default=None
-        Runs at once, joblib's convention (:mod:`mmopt._parallel`): None or 1 runs them one after the other
+        Runs at once, joblib's convention (:mod:`mmopt._base.parallel`): None or 1 runs them one after the other
         (None follows an enclosing ``joblib.parallel_config``, e.g. ``backend="dask"``), -1 on every core.
 
     Returns

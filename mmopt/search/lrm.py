@@ -34,9 +34,9 @@ import time
 
 import numpy as np
 
-from mmopt import _guards as g
 from mmopt import strategy as st
-from mmopt._solution import RawSolution
+from mmopt._base import guards as g
+from mmopt._base.solution import RawSolution
 
 __all__ = ["SOLVER_NAME", "project_l1_columns", "solve_lrm"]
 

@@ -25,9 +25,9 @@ import time
 
 import numpy as np
 
-from mmopt import _validation as v
 from mmopt import strategy as st
-from mmopt._solution import RawSolution, worst_status
+from mmopt._base import validation as v
+from mmopt._base.solution import RawSolution, worst_status
 from mmopt.error import NumericalError, unit_objective
 from mmopt.strategy import Strategy
 from mmopt.workload import Workload

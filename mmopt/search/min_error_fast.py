@@ -4,11 +4,12 @@ Notation: see README. From :data:`FAST_MIN_N` cells on, ``mmopt.optimize(W, meth
 all-range workload — the dense ``mmopt.workload.prefix(n)`` / ``all_range(n)`` or ``mmopt.toeplitz.prefix(n)`` /
 ``all_range(n)`` at any n — runs only the stage that wins there: the p-Identity local search
 (:func:`mmopt.search.pidentity.search`), whose objective and gradient cost O(np²) with G applied by cumulative sums
-(:mod:`mmopt.gram_operator`). Past 1,024 cells it starts coarse to fine (:mod:`mmopt.search.pidentity_ladder`): HDMM's
-random start needs more steps as n grows, each costing O(n³/256), while a solution at n/2 tiled to n starts
-within a third of the optimum. The dense pipeline's other stages (the L2 optimum, the closed-form starts, the
-polish) cost O(n³) and did not win there: on prefix(1,024) its best other candidates, the Haar wavelet and H₂, had
-3.3× the p-Identity search's error, l2_approx 45× (176 CPU s for the whole pipeline, 6 s before the search).
+(:mod:`mmopt.dense.gram_operator`). Past 1,024 cells it starts coarse to fine
+(:mod:`mmopt.search.pidentity_ladder`): HDMM's random start needs more steps as n grows, each costing O(n³/256),
+while a solution at n/2 tiled to n starts within a third of the optimum. The dense pipeline's other stages (the L2
+optimum, the closed-form starts, the polish) cost O(n³) and did not win there: on prefix(1,024) its best other
+candidates, the Haar wavelet and H₂, had 3.3× the p-Identity search's error, l2_approx 45× (176 CPU s for the whole
+pipeline, 6 s before the search).
 
 The objective reported is the exact Δ₁² tr(G X⁻¹) of the returned strategy (Δ₁ = 1 by construction), by Woodbury
 on the structured G (:func:`mmopt.search.pidentity.true_error`); the lower bound is the certified diagonal bound of
@@ -24,11 +25,11 @@ import time
 
 import numpy as np
 
-from mmopt import _interval_trees as it
-from mmopt import _runtime
-from mmopt._result import SUCCESS, OptimizeResult, reconcile
+from mmopt._base import runtime as _runtime
+from mmopt._base.result import SUCCESS, OptimizeResult, reconcile
+from mmopt.dense import _interval_trees as it
+from mmopt.dense.gram_operator import all_range_gram, as_gram_operator, prefix_gram
 from mmopt.error import NumericalError
-from mmopt.gram_operator import all_range_gram, as_gram_operator, prefix_gram
 from mmopt.search.pidentity import PIdentityStrategy, search, true_error
 from mmopt.search.pidentity_ladder import BASE_N
 from mmopt.search.pidentity_ladder import search as ladder_search
@@ -72,7 +73,7 @@ HIERARCHY_MAX_N = 8192
 
 def hierarchy_theta(n: int, b: int) -> np.ndarray:
     """Θ of H_b as a p-Identity strategy: one row per internal node of mmopt's b-ary tree (near-equal splits,
-    :func:`mmopt._interval_trees.b_ary_tree`), root included; the leaves are the identity part.
+    :func:`mmopt.dense._interval_trees.b_ary_tree`), root included; the leaves are the identity part.
 
     [I; Θ]D⁻¹ with d = 1 + 1ᵀΘ (a node count per column) is H_b with each column scaled to Δ₁ = 1 (for n = bᵏ,
     H_b with uniform level weights).

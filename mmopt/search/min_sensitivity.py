@@ -16,9 +16,9 @@ from scipy import sparse
 from scipy.optimize import linprog
 
 from mmopt import solvers
-from mmopt._parallel import check_n_jobs, ordered_map
-from mmopt._solution import RawSolution, worst_status
-from mmopt._validation import check_int, check_real
+from mmopt._base.parallel import check_n_jobs, ordered_map
+from mmopt._base.solution import RawSolution, worst_status
+from mmopt._base.validation import check_int, check_real
 from mmopt.search.sdp_l2 import _validate_gram
 from mmopt.search.sdp_min_error import _HEURISTIC, _check_initial, _ConvexIteration, _true_error
 

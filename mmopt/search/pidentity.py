@@ -9,9 +9,9 @@ into p×p algebra plus p products with G:
 
 evaluated with the Cholesky factor L L ᵀ = I + ΘΘᵀ, Y = L⁻¹Θ and Z = L⁻¹ΘC = ((Y D) G) D: f = tr C − Σ Z∘Y.
 The gradient is ∂f/∂Θ = 1 g_dᵀ − 2E with E = RΘCM = L⁻ᵀ(Z − (ZYᵀ)Y), M = (I + ΘᵀΘ)⁻¹, and
-g_d = 2 diag(CM)/d. G enters only through G V (:mod:`mmopt.gram_operator`): O(np) for prefix sums and all
+g_d = 2 diag(CM)/d. G enters only through G V (:mod:`mmopt.dense.gram_operator`): O(np) for prefix sums and all
 ranges, so one evaluation costs about 7p²n flops instead of the dense objective's 2pn² + 9p²n
-(:func:`mmopt._local_objectives.pidentity_objective`, which also searches signed Θ).
+(:func:`mmopt.search._local_objectives.pidentity_objective`, which also searches signed Θ).
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ import numpy as np
 import scipy.linalg
 from scipy.linalg.blas import dtrsm
 
-from mmopt import _validation as v
-from mmopt._local_objectives import _CANCELLATION_MAX, lbfgs
-from mmopt._parallel import check_n_jobs, ordered_map, plan, seed_children
-from mmopt._solution import CONVERGED_MEANS, worst_status
+from mmopt._base import validation as v
+from mmopt._base.parallel import check_n_jobs, ordered_map, plan, seed_children
+from mmopt._base.solution import CONVERGED_MEANS, worst_status
+from mmopt.dense.gram_operator import GramOperator
 from mmopt.error import NumericalError
-from mmopt.gram_operator import GramOperator
+from mmopt.search._local_objectives import _CANCELLATION_MAX, lbfgs
 
 __all__ = ["PIdentityStrategy", "SearchResult", "default_p", "objective", "search", "true_error"]
 
@@ -63,7 +63,7 @@ def objective(z: np.ndarray, G: GramOperator, p: int, n: int) -> tuple[float, np
     """tr(G X⁻¹) and its gradient in z = vec(Θ) ≥ 0 (C order), A = [I; Θ]D⁻¹ (see the module docstring).
 
     A value that float64 cannot resolve (tr C > 10⁸·f: the subtraction has lost its digits) is +∞ with a
-    zero gradient, as in :func:`mmopt._local_objectives.pidentity_objective`.
+    zero gradient, as in :func:`mmopt.search._local_objectives.pidentity_objective`.
     """
     theta = z.reshape(p, n)
     try:
@@ -88,7 +88,7 @@ def true_error(theta, G: GramOperator) -> float:
 
     Examples
     --------
-    >>> from mmopt.gram_operator import prefix_gram
+    >>> from mmopt.dense.gram_operator import prefix_gram
     >>> theta = np.ones((1, 4))                      # [I; 1ᵀ] / 2
     >>> A = np.vstack([np.eye(4), theta]) / 2
     >>> G = prefix_gram(4)
@@ -228,7 +228,7 @@ def search(G: GramOperator, *, p: int | None = None, restarts: int = 1, max_iter
     Parameters
     ----------
     G : GramOperator
-        From :mod:`mmopt.gram_operator` (``prefix_gram(n)``, ``all_range_gram(n)``, ``DenseGram(G)``, ...).
+        From :mod:`mmopt.dense.gram_operator` (``prefix_gram(n)``, ``all_range_gram(n)``, ``DenseGram(G)``, ...).
     p : int or None
         Extra rows; None is :func:`default_p`.
     restarts, max_iterations, tol, seed, n_jobs, verbose
@@ -251,14 +251,14 @@ def search(G: GramOperator, *, p: int | None = None, restarts: int = 1, max_iter
 
     Examples
     --------
-    >>> from mmopt.gram_operator import prefix_gram
+    >>> from mmopt.dense.gram_operator import prefix_gram
     >>> res = search(prefix_gram(64), seed=0)
     >>> bool(res.objective < np.trace(prefix_gram(64).dense()))   # beats the identity
     True
     """
     caller = "search"
     if not isinstance(G, GramOperator):
-        raise TypeError(f"The 'G' parameter of {caller} must be a GramOperator (mmopt.gram_operator). "
+        raise TypeError(f"The 'G' parameter of {caller} must be a GramOperator (mmopt.dense.gram_operator). "
                         f"Got {type(G).__name__} instead.")
     n = G.n
     p, restarts, max_iterations, tol, n_jobs = check_search(caller, n, p, restarts, max_iterations, tol, n_jobs)

@@ -23,10 +23,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from mmopt import _validation as v
-from mmopt._parallel import ordered_map, plan, seed_children
+from mmopt._base import validation as v
+from mmopt._base.parallel import ordered_map, plan, seed_children
+from mmopt.dense.gram_operator import GramOperator
 from mmopt.error import NumericalError
-from mmopt.gram_operator import GramOperator
 from mmopt.search.pidentity import SearchResult, _run, best_of, check_search, default_p, true_error
 from mmopt.search.pidentity_sparse import refine
 
@@ -116,8 +116,8 @@ def search(make_gram: Callable[[int], GramOperator], n: int, *, p: int | None = 
     Parameters
     ----------
     make_gram : callable
-        size ↦ :class:`~mmopt.gram_operator.GramOperator` of the same workload family at that size
-        (:func:`~mmopt.gram_operator.prefix_gram`, :func:`~mmopt.gram_operator.all_range_gram`).
+        size ↦ :class:`~mmopt.dense.gram_operator.GramOperator` of the same workload family at that size
+        (:func:`~mmopt.dense.gram_operator.prefix_gram`, :func:`~mmopt.dense.gram_operator.all_range_gram`).
     n : int
         The domain size.
     p : int or None
@@ -142,7 +142,7 @@ def search(make_gram: Callable[[int], GramOperator], n: int, *, p: int | None = 
 
     Examples
     --------
-    >>> from mmopt.gram_operator import prefix_gram
+    >>> from mmopt.dense.gram_operator import prefix_gram
     >>> res = search(prefix_gram, 256, base=64, max_iterations=200, seed=0)
     >>> [level["n"] for level in res.history[0]["levels"]], res.p
     ([64, 128, 256], 16)

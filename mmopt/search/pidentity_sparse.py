@@ -8,7 +8,7 @@ the objective's dense p×p×n products (0.4 CPU s) and L-BFGS-B's own work on 4.
 
 * on S, with H = ΘD (D = diag d, d = 1 + 1ᵀΘ) and R = (I + ΘΘᵀ)⁻¹ (p×p), the objective of
   :mod:`mmopt.search.pidentity` is f = tr C − Σ_S Q∘H with Q = (R H) G, a p×n array from one sparse–dense product and
-  one pass of G (:mod:`mmopt.gram_operator`). Its gradient is g = 1 g_dᵀ − 2(Q D − (R S R) Θ), with
+  one pass of G (:mod:`mmopt.dense.gram_operator`). Its gradient is g = 1 g_dᵀ − 2(Q D − (R S R) Θ), with
   S = H G Hᵀ = R⁻¹ Q Hᵀ and g_d,j = 2(d_j G_jj − Σ_k Q_kj Θ_kj): sparse–dense products, never p²n;
 * L-BFGS-B moves the values on S (entries may reach 0 and stay there);
 * after each round the gradient at *every* entry (the same O(np) arrays) finds the entries at 0 that the
@@ -28,8 +28,8 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sps
 
-from mmopt._local_objectives import _CANCELLATION_MAX, lbfgs
-from mmopt.gram_operator import GramOperator
+from mmopt.dense.gram_operator import GramOperator
+from mmopt.search._local_objectives import _CANCELLATION_MAX, lbfgs
 
 __all__ = ["INNER_ITERATIONS", "column_pairs", "evaluate", "refine"]
 
@@ -84,7 +84,7 @@ def evaluate(rows, cols, x, p: int, n: int, G: GramOperator, *, full: bool = Fal
     Examples
     --------
     >>> from mmopt.search import pidentity
-    >>> from mmopt.gram_operator import prefix_gram
+    >>> from mmopt.dense.gram_operator import prefix_gram
     >>> theta = np.array([[1.0, 2.0, 0.0, 0.0], [0.0, 0.0, 0.5, 0.0]])
     >>> rows, cols = np.nonzero(theta)
     >>> f, g = evaluate(rows, cols, theta[rows, cols], 2, 4, prefix_gram(4))
@@ -118,7 +118,7 @@ def refine(theta0: np.ndarray, G: GramOperator, *, max_iterations: int = 4000, t
     theta0 : ndarray (p, n)
         The start; its nonzero entries are the first working set (with the entries the gradient pushes up).
     G : GramOperator
-        The workload's Gram (:mod:`mmopt.gram_operator`).
+        The workload's Gram (:mod:`mmopt.dense.gram_operator`).
     max_iterations : int
         L-BFGS-B steps over all rounds; spent, the status is "user_limit".
     tol : float

@@ -13,8 +13,8 @@ import cvxpy as cp
 import numpy as np
 
 from mmopt import solvers
-from mmopt._solution import RawSolution
-from mmopt._validation import check_gram, check_int, check_real
+from mmopt._base.solution import RawSolution
+from mmopt._base.validation import check_gram, check_int, check_real
 
 logger = logging.getLogger("mmopt")
 

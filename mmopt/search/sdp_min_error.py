@@ -14,8 +14,8 @@ import cvxpy as cp
 import numpy as np
 
 from mmopt import solvers
-from mmopt._solution import RawSolution
-from mmopt._validation import check_int, check_matrix, check_real
+from mmopt._base.solution import RawSolution
+from mmopt._base.validation import check_int, check_matrix, check_real
 from mmopt.error import gram_svd_bound
 from mmopt.search.sdp_l2 import _validate_gram, gram_root, solve_l2_sdp
 

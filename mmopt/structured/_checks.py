@@ -1,6 +1,6 @@
 """Input checks and size guards for the structured (implicit) layer; message templates live here.
 
-Notation: see README. Messages follow :mod:`mmopt._validation` (scikit-learn's template). A structured
+Notation: see README. Messages follow :mod:`mmopt._base.validation` (scikit-learn's template). A structured
 object never densifies silently: every allocation that grows with the domain is checked here first and
 refused with the number of bytes it would need.
 """
@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from mmopt import _validation as v
-from mmopt._validation import check_shape  # noqa: F401  (the structured layer's callers use ck.check_shape)
+from mmopt._base import validation as v
+from mmopt._base.validation import check_shape  # noqa: F401  (the structured layer's callers use ck.check_shape)
 
 # Refuse dense N×N / m×N requests above this many float64 entries (0.8 GB).
 MAX_DENSE_ENTRIES = 10**8

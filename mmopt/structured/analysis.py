@@ -27,10 +27,10 @@ import math
 
 import numpy as np
 
-from mmopt import _guards as g
 from mmopt import error as dense_error
-from mmopt._error_common import check_privacy, check_type, resolve_norm
-from mmopt._strategy_core import NORMS, Strategy, max_column_norm
+from mmopt._base import guards as g
+from mmopt.dense._error_common import check_privacy, check_type, resolve_norm
+from mmopt.dense._strategy_core import NORMS, Strategy, max_column_norm
 from mmopt.privacy import Privacy
 from mmopt.structured import _bracket as br
 from mmopt.structured import _checks as ck
@@ -145,7 +145,7 @@ def _delta_lower(strategy, norm: str, sens) -> float:
 
 def _figure(d2: float, x: float, privacy: Privacy | None, name: str) -> float:
     """c·Δ²·x, as (c·Δ²)·x like the dense path when that is a normal float, else from logarithms with a
-    warning when it over- or underflows (:func:`mmopt._guards.scaled`)."""
+    warning when it over- or underflows (:func:`mmopt._base.guards.scaled`)."""
     c = 1.0 if privacy is None else privacy.variance_factor
     if _TINY <= c < math.inf:
         with np.errstate(over="ignore", under="ignore"):
@@ -156,7 +156,7 @@ def _figure(d2: float, x: float, privacy: Privacy | None, name: str) -> float:
 
 
 def _check_memory(workload, strategy, caller: str, *, inverses: bool, grams: bool, dense: bool = False) -> None:
-    """Refuse, before the factor tables are built, a working set beyond :func:`mmopt._guards.working_set_limit`.
+    """Refuse, before the factor tables are built, a working set beyond :func:`mmopt._base.guards.working_set_limit`.
 
     The per-factor tables are cached for the whole call (:class:`~mmopt.structured.factors.Cache`), so they
     add up over the *distinct* factors: per workload factor (m×n) its Gram root F (n·min(m, n); m·n when W is
@@ -164,7 +164,7 @@ def _check_memory(workload, strategy, caller: str, *, inverses: bool, grams: boo
     Löwner paths, and its Gram (n²) where the marginals algebra is tried. On top, the largest transient of
     one factor (an SVD: p·n + p·min(p, n) + 3n², or p² + … for a wide factor; an eigh: 3n²), or, on the
     dense path, about 13 N² (X, its square root and the dense evaluation). Each part alone may be under the
-    per-array limit of :func:`mmopt._validation.check_allocation` while their sum exhausts memory, which is
+    per-array limit of :func:`mmopt._base.validation.check_allocation` while their sum exhausts memory, which is
     what this refuses (e.g. all 2-way marginals of (10⁴,)*5: 50 factor Grams of 10⁴×10⁴ is 80 GB).
     """
     held, transient = {}, 0

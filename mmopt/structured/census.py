@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mmopt import _validation as v
-from mmopt._workload_core import Workload
+from mmopt._base import validation as v
+from mmopt.dense._workload_core import Workload
 from mmopt.structured import workloads as sw
 
 SEX, HISPANIC, RACE, RELATIONSHIP, AGE, STATE = 2, 2, 64, 17, 115, 51

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import linalg
 
-from mmopt import _queries
-from mmopt._strategy_core import Strategy
-from mmopt._workload_core import Workload
+from mmopt.dense import _queries
+from mmopt.dense._strategy_core import Strategy
+from mmopt.dense._workload_core import Workload
 from mmopt.error import numerical_rank
 
 # Use W itself as the Gram root when it has at most this many entries (exact for 0/1 predicate matrices).
@@ -64,7 +64,7 @@ def workload_root(W: Workload) -> np.ndarray:
 
 
 def workload_gram(W: Workload) -> np.ndarray:
-    from mmopt._strategy_core import _gram_of  # F Fᵀ as (Fᵀ)ᵀFᵀ: sparse when F is (an identity on 10⁴ values)
+    from mmopt.dense._strategy_core import _gram_of  # F Fᵀ as (Fᵀ)ᵀFᵀ: sparse when F is (an identity on 10⁴ values)
     return _gram_of(workload_root(W).T)
 
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.sparse.linalg import LinearOperator, lsmr
 
-from mmopt import _family_answers as family_answers
-from mmopt import _validation as v
-from mmopt._error_common import check_privacy, check_type
+from mmopt._base import validation as v
+from mmopt.dense import _family_answers as family_answers
+from mmopt.dense._error_common import check_privacy, check_type
 from mmopt.privacy import Privacy
 from mmopt.reconstruct import Reconstruction, check_reconstruction, combine
 from mmopt.reconstruct import implicit as recon
@@ -63,7 +63,7 @@ def strategy_apply_transpose(strategy: ImplicitStrategy, y: np.ndarray) -> np.nd
 
 
 def _factor_apply(W, x: np.ndarray, axis: int) -> np.ndarray:
-    """Apply one workload factor along ``axis``, in closed form for the families of :mod:`mmopt._family_answers`."""
+    """Apply one workload factor along ``axis``, in closed form for :mod:`mmopt.dense._family_answers`' families."""
     fam = W.family if W.matrix is None else "matrix"
     if fam in family_answers.FAMILIES:
         return family_answers.apply(fam, x, axis)

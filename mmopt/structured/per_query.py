@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mmopt import _queries
+from mmopt.dense import _queries
 from mmopt.structured import _checks as ck
 from mmopt.structured import algebra as alg
 from mmopt.structured import factors as fc

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from mmopt._opendp import finite, measure, post_process
+from mmopt._base.opendp import finite, measure, post_process
 from mmopt.privacy import Privacy
 from mmopt.reconstruct import check_reconstruction
 from mmopt.structured import analysis

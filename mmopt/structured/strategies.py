@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mmopt import _validation as v
-from mmopt._strategy_core import NORMS, Strategy, _exponent, column_norm_parts, norm_from_parts
+from mmopt._base import validation as v
+from mmopt.dense._strategy_core import NORMS, Strategy, _exponent, column_norm_parts, norm_from_parts
 from mmopt.structured import _checks as ck
 from mmopt.structured._terms import ProductTerm, ProductUnion, flatten_factors, union_of
 

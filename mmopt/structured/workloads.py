@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mmopt import _validation as v
-from mmopt import _workload_core as wl
-from mmopt._workload_core import Workload
+from mmopt._base import validation as v
+from mmopt.dense import _workload_core as wl
+from mmopt.dense._workload_core import Workload
 from mmopt.structured import _checks as ck
 from mmopt.structured._terms import ProductTerm, ProductUnion, flatten_factors, union_of
 

@@ -16,7 +16,7 @@ LAPACK stemr) takes O(n²). Everything else is O(n²) too:
 * gradient: d = diag X(λ), X(λ) = Λ^{−1/2} M^{1/2} Λ^{−1/2}, so d_i = Σ_k Q_ik² τ_k^{−1/2} / λ_i;
 * primal: X̃ = D^{−1/2} X(λ) D^{−1/2} (D = diag d) has unit diagonal (Δ₂ = 1) and
   tr(G X̃⁻¹) = Σ_k √τ_k q̂_kᵀ G q̂_k, q̂_k = (ΛD)^{1/2} Q e_k, with G applied by two cumulative sums
-  (:mod:`mmopt.gram_operator`).
+  (:mod:`mmopt.dense.gram_operator`).
 
 The update log λ ← log λ + 2 log d is :func:`mmopt.search.l2_fast.solve_l2`'s fixed point (exact for diagonal G),
 accelerated by Anderson mixing of the last three steps (:func:`_anderson`); it starts from the weights of the
@@ -36,8 +36,8 @@ import numpy as np
 import scipy.linalg
 import scipy.linalg.lapack
 
-from mmopt import _validation as v
-from mmopt import gram_operator
+from mmopt._base import validation as v
+from mmopt.dense import gram_operator
 from mmopt.toeplitz.error import as_stream_workload
 from mmopt.toeplitz.weighted import spectral_sequence
 
@@ -45,7 +45,7 @@ __all__ = ["MAX_N", "SOLVER_NAME", "DualSolution", "inverse_gram", "quadratic_fo
 
 SOLVER_NAME = "mmopt-l2-tridiagonal"
 #: The eigenvectors Q are the one n×n array (8·n² bytes: 0.5 GB at n = 8,192, 2.1 GB at 16,384, which is past
-#: mmopt's default allocation limit of 1.6 GB; raise mmopt._validation.MAX_ALLOCATION_ENTRIES to go there).
+#: mmopt's default allocation limit of 1.6 GB; raise mmopt._base.validation.MAX_ALLOCATION_ENTRIES to go there).
 MAX_N = 16_384
 _MEMORY = 3
 _CHUNK = 256  # columns of Q per block in the primal's quadratic forms
@@ -111,7 +111,7 @@ def inverse_gram(kind: str, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def quadratic_forms(kind: str, V: np.ndarray) -> np.ndarray:
-    """vᵀ G v for every column v of V (n×k), G applied in O(nk) by :mod:`mmopt.gram_operator`'s semiseparable form."""
+    """vᵀ G v for every column v of V (n×k), G applied in O(nk) (:mod:`mmopt.dense.gram_operator`)."""
     G = (gram_operator.prefix_gram if kind == "prefix" else gram_operator.all_range_gram)(V.shape[0])
     return np.einsum("ik,ik->k", V, G.matmat(V))
 

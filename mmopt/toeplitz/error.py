@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mmopt import _validation as v
+from mmopt._base import validation as v
 from mmopt.privacy import Privacy
 from mmopt.toeplitz import _series
 from mmopt.toeplitz.strategies import ToeplitzStrategy, check_n
@@ -65,7 +65,7 @@ def as_stream_workload(workload, caller: str) -> StreamWorkload:
     (recognised by their Gram, checked entry by entry, not by name)."""
     if isinstance(workload, StreamWorkload):
         return workload
-    from mmopt._workload_type import Workload  # lazy: the dense layer is only needed for this conversion
+    from mmopt.dense._workload_type import Workload  # lazy: the dense layer is only needed for this conversion
     if isinstance(workload, Workload):
         n = workload.domain_size
         if workload.family in KINDS:  # a closed-form family: its Gram was checked against the formula on creation

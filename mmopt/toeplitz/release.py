@@ -5,7 +5,7 @@ invertible (c₀ ≠ 0), so the least-squares estimate is exact inversion: y = C
 T(1/c)·D^{−1/2} y (two FFT convolutions with c and its inverse series), and the answers are W x̂ — the prefix
 sums of x̂ (prefix workload) or every range (all ranges, listed only while the n(n+1)/2 answers fit the
 allocation limit; x̂ is always returned). The noise is OpenDP's, at Δ = the exact largest column norm of C
-(rounded upwards), as for every release (:mod:`mmopt._opendp`). C x is computed by FFT convolution: exact up
+(rounded upwards), as for every release (:mod:`mmopt._base.opendp`). C x is computed by FFT convolution: exact up
 to a relative rounding of about n·1e-16 of |c|·|x| (the caveat of :func:`mmopt.mechanism.release` on float64
 evaluation, larger by the FFT's log n).
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import signal
 
-from mmopt import _opendp
-from mmopt import _validation as v
+from mmopt._base import opendp as _opendp
+from mmopt._base import validation as v
 from mmopt.privacy import Privacy
 from mmopt.toeplitz import weighted as weighted_sqrt
 from mmopt.toeplitz.error import StreamWorkload

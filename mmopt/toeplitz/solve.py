@@ -27,8 +27,8 @@ import numpy as np
 from scipy import optimize as sopt
 from scipy import signal
 
-from mmopt import _validation as v
-from mmopt._result import SUCCESS, OptimizeResult, reconcile
+from mmopt._base import validation as v
+from mmopt._base.result import SUCCESS, OptimizeResult, reconcile
 from mmopt.toeplitz import _series, bound
 from mmopt.toeplitz.error import as_stream_workload, decoder_total, decoder_total_gradient, evaluate
 from mmopt.toeplitz.strategies import banded, blt, equalized, sqrt_coefficients, sqrt_strategy

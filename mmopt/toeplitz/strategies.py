@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mmopt import _validation as v
+from mmopt._base import validation as v
 from mmopt.toeplitz import _series
 
 __all__ = ["ToeplitzStrategy", "banded", "blt", "equalized", "sqrt_coefficients", "sqrt_strategy"]

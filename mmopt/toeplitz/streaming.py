@@ -12,7 +12,7 @@ storing the past. With m = z alone the decoder outputs the mechanism's correlate
 
 Privacy: these are linear maps (post-processing). The Gaussian draws z_t must come from a sampler calibrated
 to Δ₂(C) for the whole horizon n (``strategy.sensitivity("l2")`` is the exact column-norm maximum); no
-private online release path is provided here — mmopt's vetted release (:mod:`mmopt._opendp`) is offline.
+private online release path is provided here — mmopt's vetted release (:mod:`mmopt._base.opendp`) is offline.
 """
 
 from __future__ import annotations

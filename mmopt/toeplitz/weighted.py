@@ -28,7 +28,7 @@ import numpy as np
 from scipy import fft as sfft
 from scipy.signal import fftconvolve as sfft_convolve
 
-from mmopt import _validation as v
+from mmopt._base import validation as v
 from mmopt.toeplitz import _triangular, bound
 from mmopt.toeplitz.error import StreamWorkload, ToeplitzErrorReport, as_stream_workload
 

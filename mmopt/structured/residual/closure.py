@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import sparse
 
-from mmopt import _validation as v
+from mmopt._base import validation as v
 
 # Σⱼ 2^|Aⱼ| above this is refused before enumeration: each incidence costs a Python tuple (~100 bytes).
 MAX_INCIDENCES = 5_000_000

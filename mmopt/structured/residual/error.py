@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mmopt._error_common import check_privacy, resolve_norm
+from mmopt.dense._error_common import check_privacy, resolve_norm
 from mmopt.privacy import Privacy
 from mmopt.structured.residual import spectrum as sp
 from mmopt.structured.residual import strategy as rs

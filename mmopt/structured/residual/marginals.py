@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mmopt._local_objectives import lbfgs
+from mmopt.search._local_objectives import lbfgs
 from mmopt.structured.residual import closure as cl
 from mmopt.structured.residual.workload import MarginalWorkload
 

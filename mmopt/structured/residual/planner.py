@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mmopt import _validation as v
+from mmopt._base import validation as v
 from mmopt.structured.residual import closure as cl
 from mmopt.structured.residual import error as er
 from mmopt.structured.residual import strategy as rs

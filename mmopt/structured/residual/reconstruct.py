@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mmopt import _validation as v
-from mmopt._error_common import check_privacy
+from mmopt._base import validation as v
+from mmopt.dense._error_common import check_privacy
 from mmopt.privacy import Privacy
 from mmopt.structured import _checks as ck
 from mmopt.structured.residual import closure as cl

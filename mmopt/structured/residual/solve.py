@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from mmopt._solution import ImplicitSolution
+from mmopt._base.solution import ImplicitSolution
 from mmopt.structured._report import ImplicitErrorReport
 from mmopt.structured.residual import closure as cl
 from mmopt.structured.residual import error as er

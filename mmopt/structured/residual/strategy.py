@@ -29,8 +29,8 @@ from functools import cached_property
 
 import numpy as np
 
-from mmopt import _validation as v
-from mmopt._strategy_core import NORMS, Strategy
+from mmopt._base import validation as v
+from mmopt.dense._strategy_core import NORMS, Strategy
 from mmopt.structured import _checks as ck
 from mmopt.structured.residual import closure as cl
 from mmopt.structured.strategies import ImplicitStrategy, Sensitivity, StrategyProduct

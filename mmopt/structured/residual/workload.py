@@ -20,7 +20,7 @@ from functools import cached_property
 
 import numpy as np
 
-from mmopt import _validation as v
+from mmopt._base import validation as v
 from mmopt.structured import algebra as alg
 from mmopt.structured.residual import closure as cl
 

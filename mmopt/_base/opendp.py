@@ -1,0 +1,113 @@
+"""The release path's noise: OpenDP's vetted samplers, with the privacy of every measurement verified.
+
+Notation: see README. :func:`measure` adds noise to the exact strategy answers A x through
+``opendp.measurements.make_laplace`` (δ = 0; input metric ``l1_distance``, d_in = Δ₁) or ``make_gaussian`` →
+``make_zCDP_to_approxDP`` → ``make_fix_delta(δ)`` (δ > 0; ``l2_distance``, d_in = Δ₂), at the smallest
+scale OpenDP accepts (``dp.binary_search_param``) or a given one, and checks OpenDP's own privacy map
+against (ε, δ) before it touches the data. Shared by the dense and the implicit (product) release.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from mmopt._base import validation as v
+from mmopt.privacy import Privacy
+
+#: Noise draws started in this process (OpenDP's, and numpy's on the seeded test path): the command line holds
+#: Ctrl-C only once one has started (:func:`mmopt.cli.output.signals_held`), so that an interrupted plan or count
+#: still stops at once and spends nothing.
+DRAWS = 0
+
+
+def note_draw() -> None:
+    """Count a noise draw about to start (see :data:`DRAWS`)."""
+    global DRAWS
+    DRAWS += 1
+
+
+def measure(Ax: np.ndarray, d_in: float, privacy: Privacy, *, noise_scale: float | None, caller: str
+            ) -> tuple[np.ndarray, float, float | tuple]:
+    """(y = A x + OpenDP noise, the noise scale used, OpenDP's verified loss at d_in).
+
+    ``d_in`` must be an exact sensitivity or a proven upper bound of it (rounded upwards).
+    """
+    try:
+        import opendp.prelude as dp
+    except ImportError:
+        raise ImportError(f"{caller} needs OpenDP. Install it with: pip install opendp "
+                          "(from a checkout: pip install -e '.[release]')") from None
+    dp.enable_features("contrib")
+    gaussian = privacy.noise == "gaussian"
+    d_out = (privacy.epsilon, privacy.delta) if gaussian else privacy.epsilon
+    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=int(Ax.shape[0]))
+
+    def make(scale: float):
+        if not gaussian:
+            return dp.m.make_laplace(domain, dp.l1_distance(T=float), scale)
+        meas = dp.m.make_gaussian(domain, dp.l2_distance(T=float), scale)
+        return dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(meas), privacy.delta)
+
+    if noise_scale is None:
+        floor = calibrated_scale(privacy, d_in, caller)
+        try:
+            scale = dp.binary_search_param(make, d_in=d_in, d_out=d_out, bounds=(floor / 2, 16 * floor))
+        except (ValueError, dp.OpenDPException) as exc:
+            raise ValueError(f"{caller}: OpenDP found no noise scale satisfying {privacy}: {exc}") from None
+    else:
+        scale = v.check_real(noise_scale, name="noise_scale", caller=caller, low=0.0, low_open=True)
+    meas = make(scale)
+    try:
+        verified = meas.check(d_in, d_out)
+    except dp.OpenDPException:  # e.g. overflow in the map at an extreme scale: not verified
+        verified = False
+    if not verified:
+        raise ValueError(f"{caller}: OpenDP's privacy map does not verify {privacy} at noise scale "
+                         f"{scale:.6g} (sensitivity {d_in:.6g}). Omit 'noise_scale' to calibrate it.")
+    note_draw()
+    y = finite(np.asarray(meas(Ax.tolist()), dtype=np.float64), "the noisy measurements y", caller)
+    return y, float(scale), meas.map(d_in)
+
+
+def calibrated_scale(privacy: Privacy, sensitivity: float, caller: str) -> float:
+    """b or σ at this sensitivity; refused when it over- or underflows (no noise, or only inf, would be added)."""
+    with np.errstate(over="ignore", under="ignore"):
+        unit = privacy.unit_noise_scale
+        scale = sensitivity * unit
+    if not math.isfinite(scale) or scale < np.finfo(float).tiny:
+        raise ValueError(f"{caller}: the noise scale Δ·{'b' if privacy.noise == 'laplace' else 'σ'}(Δ=1) = "
+                         f"{sensitivity:.3g}·{unit:.3g} is {scale!r}, outside float64's normal range, so the noise "
+                         f"cannot be drawn. Use a moderate {privacy} or rescale the strategy.")
+    return scale
+
+
+def finite(a: np.ndarray, what: str, caller: str) -> np.ndarray:
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{caller}: {what} overflowed float64 (noise or counts too large). Use smaller counts "
+                         "or a larger privacy budget.")
+    return a
+
+
+def post_process(caller: str, primary, fallback, what: str):
+    """``primary()``, the release's post-processing after its noise was drawn; never loses a spent budget.
+
+    If it fails (a solver that does not converge, an estimate that overflows), the budget is already spent,
+    so raising would throw the measurements away: ``fallback()`` (least squares) runs instead, with a
+    warning naming the failure; if that fails too, None (the caller returns the measurements alone).
+    """
+    from mmopt.solvers import SolverError  # lazy: keeps this module free of the solver layer at import
+
+    try:
+        return primary()
+    except (SolverError, ValueError, ArithmeticError) as exc:
+        warnings.warn(f"{caller}: the noise was drawn (the budget is spent), but {what} failed: {exc} "
+                      "Returning the least-squares estimate instead.", RuntimeWarning, stacklevel=3)
+    try:
+        return fallback()
+    except (SolverError, ValueError, ArithmeticError) as exc:
+        warnings.warn(f"{caller}: the least-squares estimate failed too ({exc}); only the noisy measurements "
+                      "are returned.", RuntimeWarning, stacklevel=3)
+        return None

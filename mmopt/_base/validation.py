@@ -1,0 +1,248 @@
+"""Input checks shared by every public function; every user-facing message template lives here.
+
+Notation: see README. Messages follow scikit-learn's template ("The 'epsilon' parameter of Privacy
+must be ... Got ... instead.") and append a remedy where one exists. They never print whole
+matrices: only shapes and the offending statistic.
+
+Array inputs (:func:`check_matrix`, :func:`check_vector`) are converted to float64. Accepted: lists,
+numpy arrays of integers, floats or booleans (a boolean matrix is a 0/1 predicate matrix), object arrays
+whose entries are all real numbers (e.g. :class:`fractions.Fraction`), and scipy.sparse matrices (made
+dense, after an allocation check). Refused with a TypeError: ``None``, strings, arrays of strings or
+dates, and **every complex array**, even one whose imaginary part is zero: mmopt works over the reals, and
+a complex matrix is most often an accident (``np.linalg.eig`` output); pass ``M.real`` if it is not.
+
+Memory: :func:`check_allocation` refuses, before allocating, any array of more than
+:data:`MAX_ALLOCATION_ENTRIES` float64 entries, stating the size it would need. It judges one array at a
+time; a computation that holds several at once checks their sum with
+:func:`mmopt._base.guards.check_working_set` (a share of the memory available), and loop counts (``runs``,
+``rounds``, ``restarts``) are bounded by :func:`mmopt._base.guards.check_work`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import numbers
+from collections.abc import Iterable
+
+import numpy as np
+from scipy import sparse
+
+# The largest array (in float64 entries) any mmopt function allocates: 2·10⁸ entries ≈ 1.6 GB.
+# Raise it (mmopt._base.validation.MAX_ALLOCATION_ENTRIES = ...) on a machine with more memory.
+MAX_ALLOCATION_ENTRIES = 2 * 10**8
+
+
+def _param(name: str, caller: str) -> str:
+    return f"The '{name}' parameter of {caller}"
+
+
+def fmt_count(k: int) -> str:
+    """An exact count, or ~1eX once it has more than 12 digits (k may exceed any float)."""
+    return f"{k:,}" if k < 10**12 else f"~1e{math.log10(k):.1f}"
+
+
+def _fmt_bytes(n_bytes: int) -> str:
+    for unit, size in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6)):
+        if n_bytes >= size:
+            return f"{n_bytes / size:.3g} {unit}" if n_bytes < 10**15 else f"~1e{math.log10(n_bytes) - 12:.1f} TB"
+    return f"{n_bytes} bytes"
+
+
+def check_allocation(n_entries: int, *, what: str, caller: str, remedy: str = "") -> int:
+    """Refuse, before allocating, an array of more than :data:`MAX_ALLOCATION_ENTRIES` float64 entries.
+
+    Call it with the exact number of entries an operation is about to allocate at its peak (its result
+    plus any temporary of the same size). Raises ValueError stating that number and its size in bytes.
+    """
+    n_entries = int(n_entries)
+    if n_entries > MAX_ALLOCATION_ENTRIES:
+        raise ValueError(
+            f"{caller}: {what} would need {fmt_count(n_entries)} float64 entries ({_fmt_bytes(8 * n_entries)}), "
+            f"more than the limit of {fmt_count(MAX_ALLOCATION_ENTRIES)} "
+            f"({_fmt_bytes(8 * MAX_ALLOCATION_ENTRIES)}; mmopt._base.validation.MAX_ALLOCATION_ENTRIES).{remedy}"
+        )
+    return n_entries
+
+
+def _real_array(M, *, name: str, caller: str, kind: str) -> np.ndarray:
+    """``M`` as a float64 ndarray of any shape, refusing inputs that are not real numbers (see module doc)."""
+    what = f"{_param(name, caller)} must be a {kind} of real numbers."
+    if M is None or isinstance(M, str | bytes):
+        raise TypeError(f"{what} Got {type(M).__name__}.")
+    if sparse.issparse(M):
+        rows, cols = M.shape
+        check_allocation(rows * cols, what=f"a dense copy of the sparse '{name}' ({rows}×{cols})", caller=caller)
+        M = M.toarray()
+    try:
+        arr = np.asarray(M)
+    except ValueError as exc:  # ragged nested sequences
+        raise ValueError(f"{what} Got nested sequences of unequal lengths ({exc}).") from None
+    if arr.dtype.kind == "c":
+        raise TypeError(f"{what} Got a complex array (dtype {arr.dtype}). mmopt works over the reals: pass "
+                        f"np.real({name}) if its imaginary part is zero by construction.")
+    if arr.dtype.kind == "O":
+        bad = list(itertools.islice((e for e in arr.flat if not isinstance(e, numbers.Real | np.bool_)), 1))
+        if bad:
+            raise TypeError(f"{what} Got an entry {bad[0]!r:.40} of type {type(bad[0]).__name__}.")
+    elif arr.dtype.kind not in "biuf":
+        raise TypeError(f"{what} Got an array of dtype {arr.dtype} ({type(M).__name__}).")
+    try:
+        with np.errstate(over="ignore"):
+            return arr.astype(np.float64, copy=False)
+    except OverflowError:  # Python ints beyond float64
+        raise ValueError(f"{_param(name, caller)} must be finite in float64. Got an integer entry beyond "
+                         f"{np.finfo(float).max:.3g}.") from None
+
+
+def _check_finite(M: np.ndarray, *, name: str, caller: str) -> None:
+    # max and min propagate NaN, so two reductions without a temporary prove every entry finite
+    if M.size and not (np.isfinite(M.max()) and np.isfinite(M.min())):
+        bad = int(M.size - np.count_nonzero(np.isfinite(M)))
+        raise ValueError(f"{_param(name, caller)} must be finite. Got {bad} NaN or infinite entries "
+                         "(after conversion to float64).")
+
+
+def check_matrix(M, *, name: str, caller: str, square: bool = False) -> np.ndarray:
+    """Return ``M`` as a finite, non-empty 2-D float64 array, or raise a ValueError/TypeError naming it.
+
+    Accepts what the module docstring lists (lists, int/float/bool arrays, real object arrays,
+    scipy.sparse); refuses complex, string, object and None inputs with a TypeError.
+    """
+    M = _real_array(M, name=name, caller=caller, kind="2-D array")
+    if M.ndim != 2:
+        raise ValueError(f"{_param(name, caller)} must be a 2-D array. Got an array of shape {M.shape} instead.")
+    if M.size == 0:
+        raise ValueError(f"{_param(name, caller)} must be non-empty. Got shape {M.shape} instead.")
+    if square and M.shape[0] != M.shape[1]:
+        raise ValueError(f"{_param(name, caller)} must be a square matrix. Got shape {M.shape} instead.")
+    _check_finite(M, name=name, caller=caller)
+    return M
+
+
+def check_vector(v, *, name: str, caller: str, length: int | None = None) -> np.ndarray:
+    """Return ``v`` as a finite 1-D float64 array of the given length (same accepted types as check_matrix)."""
+    if sparse.issparse(v):
+        raise TypeError(f"{_param(name, caller)} must be a dense 1-D array. Got a scipy.sparse matrix of shape "
+                        f"{v.shape}. Pass {name}.toarray().ravel().")
+    v = _real_array(v, name=name, caller=caller, kind="1-D array")
+    if v.ndim != 1:
+        raise ValueError(f"{_param(name, caller)} must be a 1-D array. Got an array of shape {v.shape} instead.")
+    if length is not None and v.shape[0] != length:
+        raise ValueError(
+            f"{_param(name, caller)} must have length {length} (the domain size n). Got length {v.shape[0]}."
+        )
+    _check_finite(v, name=name, caller=caller)
+    return v
+
+
+def check_gram(G, *, name: str = "gram", caller: str, tol: float = 1e-9, remedy: str = "") -> np.ndarray:
+    """Return ``G`` as a symmetric PSD float64 matrix (exactly symmetrised), or raise ValueError.
+
+    The PSD test allows eigenvalues down to ``-tol * n * max|eig|`` (round-off of ``W.T @ W``).
+    Symmetrisation is G + (Gᵀ − G)/2, which cannot overflow for entries near the float64 limit.
+    """
+    G = check_matrix(G, name=name, caller=caller, square=True)
+    scale = float(max(G.max(), -G.min()))
+    with np.errstate(over="ignore"):  # an overflowing difference is an infinite asymmetry: refused below
+        asym = float(np.max(np.abs(G - G.T)))
+    if asym > tol * max(scale, 1e-300) * 10:
+        raise ValueError(
+            f"{_param(name, caller)} must be symmetric; max |G - G.T| is {asym:.3g} "
+            f"({asym / max(scale, 1e-300):.2g} of max |G|).{remedy}"
+        )
+    G = G + (G.T - G) * 0.5
+    if scale == 0.0:
+        return G
+    eig = np.linalg.eigvalsh(G)
+    if eig[0] < -tol * G.shape[0] * max(eig[-1], 0.0) - 1e-300:
+        raise ValueError(
+            f"{_param(name, caller)} must be positive semidefinite; its smallest eigenvalue is "
+            f"{eig[0]:.3g} ({100 * eig[0] / max(abs(eig[-1]), 1e-300):.2g}% of the largest).{remedy}"
+        )
+    return G
+
+
+def check_int(x, *, name: str, caller: str, low: int = 1, high: int | None = None) -> int:
+    """Return ``x`` as a Python int in [low, high], rejecting bools and floats."""
+    if isinstance(x, bool | np.bool_) or not isinstance(x, numbers.Integral):
+        raise TypeError(f"{_param(name, caller)} must be an integer. Got {x!r:.60} ({type(x).__name__}) instead.")
+    x = int(x)
+    if x < low or (high is not None and x > high):
+        rng = f"[{low}, {high}]" if high is not None else f">= {low}"
+        raise ValueError(f"{_param(name, caller)} must be an integer {rng}. Got {x} instead.")
+    return x
+
+
+def check_real(
+    x, *, name: str, caller: str, low: float | None = None, high: float | None = None,
+    low_open: bool = False, high_open: bool = False,
+) -> float:
+    """Return ``x`` as a finite float in the given interval (open or closed ends)."""
+    if isinstance(x, bool | np.bool_) or not isinstance(x, numbers.Real):
+        raise TypeError(f"{_param(name, caller)} must be a real number. Got {x!r:.60} ({type(x).__name__}) instead.")
+    try:
+        x = float(x)
+    except OverflowError:  # a Python int or Fraction beyond float64
+        x = math.inf
+    lo_ok = low is None or (x > low if low_open else x >= low)
+    hi_ok = high is None or (x < high if high_open else x <= high)
+    if not np.isfinite(x) or not lo_ok or not hi_ok:
+        lo = "(" if low_open or low is None else "["
+        hi = ")" if high_open or high is None else "]"
+        interval = f"{lo}{'-inf' if low is None else f'{low:g}'}, {'inf' if high is None else f'{high:g}'}{hi}"
+        raise ValueError(f"{_param(name, caller)} must be a float in the range {interval}. Got {x!r} instead.")
+    return x
+
+
+def check_str(value, *, name: str, caller: str) -> str:
+    """Return ``value`` if it is a str (labels, names)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{_param(name, caller)} must be a str. Got {type(value).__name__}.")
+    return value
+
+
+def check_choice(value, *, name: str, caller: str, choices: Iterable[str]) -> str:
+    """Return ``value`` if it is one of ``choices``; otherwise list them."""
+    choices = tuple(choices)
+    try:
+        ok = value in choices
+    except TypeError:  # unhashable or incomparable values are simply not a choice
+        ok = False
+    if not ok or not isinstance(value, str):
+        listed = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{_param(name, caller)} must be one of {listed}. Got {value!r:.60} instead.")
+    return value
+
+
+def check_rng(rng, *, name: str, caller: str) -> np.random.Generator:
+    """A numpy Generator from ``rng``: None (fresh entropy), an int seed >= 0, a SeedSequence or a Generator."""
+    if rng is None or isinstance(rng, np.random.Generator | np.random.SeedSequence):
+        return np.random.default_rng(rng)
+    if isinstance(rng, numbers.Integral) and not isinstance(rng, bool | np.bool_):
+        return np.random.default_rng(check_int(rng, name=name, caller=caller, low=0))
+    raise TypeError(f"{_param(name, caller)} must be a numpy.random.Generator, a SeedSequence, an int seed >= 0 "
+                    f"or None. Got {rng!r:.60} ({type(rng).__name__}).")
+
+
+def check_same_domain(n_workload: int, n_strategy: int, *, caller: str) -> None:
+    """The workload and strategy must act on the same number of cells."""
+    if n_workload != n_strategy:
+        raise ValueError(
+            f"{caller}: the workload has domain size n={n_workload} but the strategy has "
+            f"n={n_strategy} columns. Build both over the same domain."
+        )
+
+
+def check_shape(shape, *, caller: str, name: str = "shape") -> tuple[int, ...]:
+    """A domain shape: a non-empty sequence of integers >= 1."""
+    if isinstance(shape, numbers.Integral):
+        shape = (shape,)
+    try:
+        items = list(shape)
+    except TypeError:
+        raise TypeError(f"The '{name}' parameter of {caller} must be a sequence of attribute sizes. "
+                        f"Got {type(shape).__name__}.") from None
+    if not items:
+        raise ValueError(f"The '{name}' parameter of {caller} must name at least one attribute. Got ().")
+    return tuple(check_int(d, name=name, caller=caller) for d in items)

@@ -1,0 +1,420 @@
+"""Strategies A (p×n): the queries the matrix mechanism actually measures, and the classic baselines.
+
+Notation: see README. A :class:`Strategy` holds A itself (sensitivity depends on A, not only on
+X = AᵀA). Baselines: identity I, hierarchical H_b (any n, any branching b), Haar wavelet Y (§6), the
+workload itself, and the canonical square strategy of a Gram matrix (Theorem 4.13).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+from scipy import sparse
+
+from mmopt._base import validation as v
+from mmopt.dense._workload_core import Workload
+
+NORMS = ("l1", "l2")
+_TINY = np.finfo(float).tiny
+_EPS = np.finfo(float).eps
+_BLOCK_ENTRIES = 2**22  # column norms are taken over blocks of about this many entries (32 MB of float64)
+_LOG10_2 = math.log10(2.0)
+
+
+def _gram_of(A: np.ndarray) -> np.ndarray:
+    """AᵀA; through a sparse product when A is mostly zeros (the identity factor of a marginal on 10⁴ values: a
+    dense product is 2·10¹² flops, the sparse one 10⁴). The sum over the non-zero products is the same sum."""
+    p, n = A.shape
+    if n >= 512 and np.count_nonzero(A) <= 0.01 * A.size:
+        S = sparse.csr_matrix(A)
+        return np.asarray((S.T @ S).toarray())
+    return A.T @ A
+
+
+def _exponent(A: np.ndarray) -> tuple[float, int]:
+    """(max|A|, e) with max|A|·2⁻ᵉ in [0.5, 1): scaling by 2⁻ᵉ is exact (a power of two)."""
+    top = float(max(A.max(), -A.min()))
+    return top, int(np.frexp(top)[1])
+
+
+# -- sensitivity: the one scale-safe computation of Δ, for dense and implicit strategies -----------------
+#
+# A sensitivity is held as a pair (s, k) with Δ (L1) or Δ² (L2) = s·2ᵏ. Each factor's column norms are
+# taken of A·2⁻ᵉ, e from frexp(max|A|) (exact: a power of two), so that the column holding max|A| has
+# s ≥ 1/2 (L1) or ≥ 1/4 (L2) and no sum that can be the maximum over- or underflows; products and sums
+# over the factors and terms of an implicit strategy combine the exponents as integers. Only the final
+# conversion to a float can fail, and then it raises (ValueError) instead of returning 0, a subnormal
+# with lost digits, inf or nan: :func:`norm_from_parts`.
+
+def column_norm_parts(A: np.ndarray, norm: str) -> tuple[np.ndarray, int]:
+    """(c, k): the column L1 norms (``"l1"``) or *squared* L2 norms (``"l2"``) of A are c·2ᵏ.
+
+    c is computed from A·2⁻ᵉ (e from frexp(max|A|), an exact scaling), whose entries are at most 1 in
+    absolute value: max(c) lies in [1/2, p] (L1) or [1/4, p] (L2) for a non-zero A, and k = e or 2e. Columns
+    far below the largest may lose digits to underflow (below 2⁻¹⁰⁷⁴ of max(c) each), never the largest.
+    Works over blocks of columns, so the only temporaries are about 2²² entries. A zero A gives (0, 0).
+    """
+    p, n = A.shape
+    top, e = _exponent(A)
+    out = np.zeros(n)
+    if top == 0:
+        return out, 0
+    step = max(1, _BLOCK_ENTRIES // max(p, 1))
+    for j in range(0, n, step):
+        B = A[:, j:j + step] if e == 0 else np.ldexp(A[:, j:j + step], -e)
+        out[j:j + step] = np.sum(np.abs(B), axis=0) if norm == "l1" else np.einsum("ij,ij->j", B, B)
+    return out, e if norm == "l1" else 2 * e
+
+
+def norm_from_parts(s: float, k: int, norm: str, *, what: str = "the strategy", caller: str = "sensitivity",
+                    round_up: bool = False) -> float:
+    """Δ from its parts: Δ = s·2ᵏ (``"l1"``) or Δ = (s·2ᵏ)^{1/2} (``"l2"``), as a *normal* float64.
+
+    ``round_up``: return a float ≥ the exact value of that formula (the square root rounded upwards);
+    otherwise the correctly rounded-to-nearest result (up to one rounding of the square root). The scaling
+    by 2ᵏ is exact for a normal result. Raises ValueError, naming ``what`` and ``caller``, when Δ is zero,
+    below float64's smallest normal number 2⁻¹⁰²² ≈ 2.2e-308 (it would round to 0 or lose digits as a
+    subnormal) or above its largest ≈ 1.8e308: never returns 0, a subnormal, inf or nan for a non-zero A.
+    """
+    s, k = float(s), int(k)
+    if not (math.isfinite(s) and s > 0.0):
+        raise ValueError(f"{caller}: the {norm} sensitivity of {what} came out as {s!r}·2^{k}, which cannot "
+                         "be right for a non-zero strategy (every column norm is finite and one is positive).")
+    if norm == "l2":
+        if k % 2:
+            s, k = 2.0 * s, k - 1  # exact
+        root = math.sqrt(s)
+        s, k = (math.nextafter(root, math.inf) if round_up else root), k // 2
+    m, e = math.frexp(s)  # s = m·2ᵉ, m in [0.5, 1)
+    e += k
+    if e > 1024 or e < -1021:  # Δ ≥ 2¹⁰²⁴ (beyond float64) or Δ < 2⁻¹⁰²² (not a normal float64)
+        log10 = math.log10(m) + e * _LOG10_2
+        side = ("above its largest number, about 1.8e308" if e > 1024
+                else "below its smallest normal number, about 2.2e-308, so it would come out as 0.0 or as a "
+                     "subnormal with lost digits")
+        raise ValueError(
+            f"{caller}: the {norm} sensitivity of {what} (about 1e{log10:.1f}) is outside float64's normal range: "
+            f"{side}. The strategy's scale is outside float64's range: rescale it (multiply its entries, or a "
+            "term's weight, by a power of ten; A and cA have the same error, and noise is calibrated to the "
+            "rescaled A).")
+    return math.ldexp(m, e)
+
+
+def max_column_norm(A: np.ndarray, norm: str, *, what: str = "the matrix", caller: str = "max_column_norm") -> float:
+    """Largest column L1 or L2 norm of A (p×n), exact to rounding at any scale (:func:`column_norm_parts`).
+
+    Squaring 1e-170 entries directly gives 0 and squaring 1e200 entries gives inf; this gives 1e-170·‖·‖ and
+    1e200·‖·‖. Raises ValueError (:func:`norm_from_parts`) when the norm itself is not a normal float64.
+    """
+    c, k = column_norm_parts(A, norm)
+    return norm_from_parts(float(np.max(c)), k, norm, what=what, caller=caller)
+
+
+def max_column_norm_upper(A: np.ndarray, norm: str, *, what: str = "the strategy",
+                          caller: str = "max_column_norm_upper") -> float:
+    """A proven upper bound on the largest column L1/L2 norm of A, for a privacy proof (OpenDP's d_in).
+
+    From :func:`column_norm_parts`: A·2⁻ᵉ is exact; each sum of p non-negative terms, in any order, is within
+    γ_{p−1}·s of its true value s (γ_k = k·u/(1 − k·u), u = 2⁻⁵³); each square adds ≤ u relative, plus at
+    most 2⁻¹⁰⁷⁵ absolute if it underflows (≤ p·2⁻¹⁰⁷³ relative to the largest column, whose sum is ≥ 1/4).
+    Inflating the computed maximum by (1 + 4(p + 2)u) covers all of this and the rounding of the inflation
+    itself; the square root is rounded upwards and the scaling by 2ᵏ is exact; a final ``nextafter`` adds
+    one more ulp of margin. Raises ValueError when the bound is not a normal float64.
+    """
+    c, k = column_norm_parts(A, norm)
+    s = float(np.max(c)) * (1.0 + 4.0 * (A.shape[0] + 2) * _EPS / 2)
+    d = norm_from_parts(math.nextafter(s, math.inf), k, norm, what=what, caller=caller, round_up=True)
+    d = math.nextafter(d, math.inf)
+    if not math.isfinite(d):
+        raise ValueError(f"{caller}: the {norm} sensitivity of {what} is within one ulp of float64's "
+                         "largest number, so no upper bound is representable. Rescale the strategy.")
+    return d
+
+
+def _psd_eigh(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """eigh of a PSD matrix with round-off eigenvalues (≤ n·eps·λ_max) set to exact zeros.
+
+    Eigenvalues of X are accurate only to ~n·eps·λ_max; below that their square roots (~1e-8) would
+    pose as real singular values of a factor A, and the error computed from A has come out *below*
+    the proven lower bound.
+    """
+    lam, V = np.linalg.eigh(X)
+    lam[lam <= X.shape[0] * np.finfo(float).eps * max(lam[-1], 0.0)] = 0.0
+    return lam, V
+
+
+@dataclass(frozen=True, eq=False)
+class Strategy:
+    """A strategy matrix A (p×n).
+
+    Attributes
+    ----------
+    matrix : ndarray of shape (p, n)
+    name : str
+        A short label for tables ("H2", "wavelet", "identity", ...).
+
+    Examples
+    --------
+    >>> H = hierarchical(4)
+    >>> H.matrix.shape, H.sensitivity("l1"), round(H.sensitivity("l2") ** 2, 12)
+    ((7, 4), 3.0, 3.0)
+    """
+
+    matrix: np.ndarray = field(repr=False)
+    name: str = "strategy"
+
+    def __post_init__(self) -> None:
+        original = self.matrix
+        A = v.check_matrix(original, name="matrix", caller="Strategy")
+        v.check_str(self.name, name="name", caller="Strategy")
+        if A is original or A.base is not None:
+            A = A.copy()  # never freeze the caller's own array (or a view of it, e.g. a DataFrame's block)
+        top, _ = _exponent(A)
+        if top == 0:
+            raise ValueError("The 'matrix' parameter of Strategy must have a non-zero entry. Got all zeros.")
+        if top * A.shape[0] > 2.0**1020 and _l1_overflows(A):
+            raise ValueError(
+                f"The 'matrix' parameter of Strategy has a column whose L1 norm exceeds float64 (max |A| = "
+                f"{top:.3g}), so its sensitivity is not representable. Rescale A: A and cA have the same error."
+            )
+        A.setflags(write=False)
+        object.__setattr__(self, "matrix", A)
+
+    @classmethod
+    def from_gram(cls, gram, *, name: str = "strategy") -> Strategy:
+        """The canonical square strategy A = X^{1/2} with AᵀA = X (Theorem 4.13, Q = I).
+
+        Any other strategy with the same Gram has the same error profile; only its sensitivity
+        differs (see :func:`mmopt.search.min_sensitivity`).
+        """
+        X = v.check_gram(gram, caller="Strategy.from_gram")
+        lam, V = _psd_eigh(X)
+        return cls((V * np.sqrt(lam)) @ V.T, name)
+
+    @property
+    def domain_size(self) -> int:
+        """n, the number of columns of A."""
+        return self.matrix.shape[1]
+
+    def scaled_gram(self) -> tuple[np.ndarray, int]:
+        """(X̂, e) with X = AᵀA = 4ᵉ·X̂, X̂ computed from A·2⁻ᵉ: never over- or underflows (e = 0 when A's
+        scale is harmless). Error profiles and square roots are scale-covariant, so they can use X̂."""
+        A = self.matrix
+        n = A.shape[1]
+        v.check_allocation(n * n, what=f"the {n}×{n} Gram matrix AᵀA of '{self.name}'", caller="Strategy.gram")
+        top, e = _exponent(A)
+        if -450 < e and A.shape[0] * top * top < 2.0**1000:
+            return _gram_of(A), 0
+        As = np.ldexp(A, -e)
+        return _gram_of(As), e
+
+    @cached_property
+    def gram(self) -> np.ndarray:
+        """X = AᵀA (read-only).
+
+        Raises OverflowError (FloatingPointError) when X itself exceeds (falls below) float64's normal
+        range, e.g. for A = 10²⁰⁰·I (10⁻¹⁷⁰·I): rescale A, which changes no error figure, or use
+        :meth:`scaled_gram`.
+        """
+        Xs, e = self.scaled_gram()
+        if e:
+            with np.errstate(over="ignore", under="ignore"):
+                X = np.ldexp(Xs, 2 * e)
+            top = float(np.max(np.diagonal(X)))  # a Gram's largest entry is on its diagonal
+            if not math.isfinite(top) or top < _TINY:
+                big = not math.isfinite(top)
+                kind, what = (OverflowError, "exceeds") if big else (FloatingPointError, "underflows")
+                raise kind(f"Strategy '{self.name}': AᵀA {what} float64 (max |A| = {_exponent(self.matrix)[0]:.3g}). "
+                           "Rescale A (A and cA have the same error), or use Strategy.scaled_gram().")
+        else:
+            X = Xs
+        X.setflags(write=False)
+        return X
+
+    def sensitivity(self, norm: str = "l1") -> float:
+        """Largest column norm of A: L1 for ε-DP (Prop. 1), L2 for (ε,δ)-DP (Thm 5.22).
+
+        Computed at a power-of-two scale (:func:`max_column_norm`): exact to rounding for any finite A, and
+        never 0, inf or nan. An L2 sensitivity below float64's smallest normal number (entries below about
+        1e-308) raises ValueError: rescale A.
+        """
+        v.check_choice(norm, name="norm", caller="Strategy.sensitivity", choices=NORMS)
+        return max_column_norm(self.matrix, norm, what=f"strategy '{self.name}'", caller="Strategy.sensitivity")
+
+    def __repr__(self) -> str:
+        p, n = self.matrix.shape
+        return f"Strategy(name={self.name!r}, shape=({p}, {n}))"
+
+
+def _l1_overflows(A: np.ndarray) -> bool:
+    """Whether the largest column L1 norm of A exceeds float64."""
+    c, k = column_norm_parts(A, "l1")
+    return math.frexp(float(np.max(c)))[1] + k > 1024
+
+
+def identity(n: int) -> Strategy:
+    """Iₙ: measure every cell once (Δ₁ = 1)."""
+    n = v.check_int(n, name="n", caller="identity")
+    v.check_allocation(n * n, what=f"the {n}×{n} identity strategy", caller="identity")
+    return Strategy(np.eye(n), "identity")
+
+
+def hierarchical(n: int, branching: int = 2) -> Strategy:
+    """The hierarchical strategy H_b (Hay et al.; §6 of the paper) for any n.
+
+    The root counts all cells; each node's interval is split into ``branching`` near-equal
+    children (sizes differ by at most one) down to single cells. Rows are listed breadth-first,
+    root first, so ``hierarchical(4)`` is H₄ of Fig. 1. For n = bᵏ, Δ₁ = k + 1.
+
+    Examples
+    --------
+    >>> hierarchical(4).matrix.astype(int).tolist()[:3]
+    [[1, 1, 1, 1], [1, 1, 0, 0], [0, 0, 1, 1]]
+    >>> hierarchical(9, branching=3).sensitivity()
+    3.0
+    """
+    caller = "hierarchical"
+    n = v.check_int(n, name="n", caller=caller)
+    b = v.check_int(branching, name="branching", caller=caller, low=2)
+    what = f"the hierarchical strategy H{b} on n={n}"
+    v.check_allocation(n * n, what=what + " (at least n×n)", caller=caller)  # p >= n leaves
+    p = _tree_size(n, b)
+    v.check_allocation(p * n, what=f"{what} ({p}×{n})", caller=caller)
+    A = np.zeros((p, n))
+    row, level = 0, [(0, n)]
+    while level:
+        nxt = []
+        for lo, hi in level:
+            A[row, lo:hi] = 1.0
+            row += 1
+            nxt.extend(_split(lo, hi, b))
+        level = nxt
+    return Strategy(A, "H" + str(b))
+
+
+def _split(lo: int, hi: int, b: int) -> list[tuple[int, int]]:
+    """The children of [lo, hi): min(b, size) near-equal parts (sizes differ by <= 1); none for a leaf."""
+    if hi - lo <= 1:
+        return []
+    k = min(b, hi - lo)
+    cuts = [lo + (j * (hi - lo)) // k for j in range(k + 1)]
+    return list(zip(cuts[:-1], cuts[1:], strict=True))
+
+
+def _tree_size(n: int, b: int) -> int:
+    """Number of nodes of the H_b tree on n cells, counted by interval size (sizes, not intervals, per level)."""
+    p, sizes = 0, {n: 1}
+    while sizes:
+        p += sum(sizes.values())
+        nxt: dict[int, int] = {}
+        for size, count in sizes.items():
+            for lo, hi in _split(0, size, b):
+                nxt[hi - lo] = nxt.get(hi - lo, 0) + count
+        sizes = nxt
+    return p
+
+
+def wavelet(n: int) -> Strategy:
+    """The Haar wavelet strategy Yₙ (Privelet, §6; Appendix E), n a power of two.
+
+    Row 0 is 1ᵀ; then, breadth-first over the dyadic tree, each node has +1 on its left half
+    and −1 on its right half (unnormalised, as in the paper), so Δ₁ = log₂n + 1.
+
+    Examples
+    --------
+    >>> wavelet(4).matrix.astype(int).tolist()
+    [[1, 1, 1, 1], [1, 1, -1, -1], [1, -1, 0, 0], [0, 0, 1, -1]]
+    """
+    n = v.check_int(n, name="n", caller="wavelet")
+    if n & (n - 1):
+        raise ValueError(
+            f"wavelet(n={n}) requires n to be a power of 2. Got n={n}. Pad the domain to "
+            f"n={1 << n.bit_length()} with empty cells, or use hierarchical(n), which takes any n."
+        )
+    v.check_allocation(n * n, what=f"the {n}×{n} wavelet strategy", caller="wavelet")
+    A = np.zeros((n, n))
+    A[0] = 1.0
+    row, size = 1, n
+    while size > 1:
+        for start in range(0, n, size):
+            A[row, start:start + size // 2] = 1.0
+            A[row, start + size // 2:start + size] = -1.0
+            row += 1
+        size //= 2
+    return Strategy(A, "wavelet")
+
+
+def from_workload(workload) -> Strategy:
+    """The workload itself as strategy, A = W (needs the explicit W)."""
+
+
+    if not isinstance(workload, Workload):
+        raise TypeError(f"The 'workload' parameter of from_workload must be a Workload. Got {type(workload).__name__}.")
+    return Strategy(workload.explicit_matrix(), "workload")
+
+
+def square_root(strategy: Strategy, *, name: str | None = None) -> Strategy:
+    """The canonical square strategy D^{1/2}Q profile-equivalent to ``strategy`` (Theorem 4.13).
+
+    Its rows are √λᵢ times the eigenvectors of X = AᵀA; for H and Y this is the "decomposition"
+    of §6.1 whose sensitivity is below log₂n + 1.
+    """
+    if not isinstance(strategy, Strategy):
+        raise TypeError(f"The 'strategy' parameter of square_root must be a Strategy. Got {type(strategy).__name__}.")
+    Xs, e = strategy.scaled_gram()  # X = 4ᵉ·X̂, so X^{1/2} = 2ᵉ·X̂^{1/2}: no over/underflow at any scale
+    lam, V = _psd_eigh(Xs)
+    A = (V * np.sqrt(lam)).T[::-1]
+    return Strategy(np.ldexp(A, e) if e else A, name or f"sqrt({strategy.name})")
+
+
+def svd_strategy(workload) -> Strategy:
+    """Theorem 5.25's closed-form strategy, in its canonical symmetric form A* = G^{1/4}.
+
+    A strategy, not a bound: the SVD *lower bound* on every strategy's error is :func:`mmopt.svd_bound`.
+    (Its old name ``singular_value_bound`` still works, with a deprecation warning.)
+
+    Theorem 5.25 gives A = diag(√σᵢ(W)) P_W, optimal for ‖A‖_F²·‖W A⁺‖_F², with G = WᵀW =
+    P_Wᵀ diag(σᵢ²) P_W. When W has repeated singular values P_W is not unique, and the rows of that A
+    (hence its L1 sensitivity and every error figure) would depend on the eigensolver and its thread
+    count. Both factors of the objective depend on A only through AᵀA (‖A‖_F² = tr AᵀA and
+    ‖W A⁺‖_F² = tr(G (AᵀA)⁺)), so every A with the same Gram G^{1/2} is equally optimal; this returns the
+    unique symmetric one, the matrix function
+
+        A* = G^{1/4} = P_Wᵀ diag(√σᵢ) P_W = Σ_{σᵢ > 0} √σᵢ vᵢ vᵢᵀ,
+
+    which is P_Wᵀ times Theorem 5.25's A and does not depend on the choice of basis inside an
+    eigenspace. Directions W does not use (σᵢ = 0, by the rank rule) are left out, so every row lies in
+    the row space of W and A* still supports W. Its error is within a factor n of optimal (Thm 5.26).
+
+    Examples
+    --------
+    >>> from mmopt import workload, evaluate
+    >>> A = svd_strategy(workload.identity(3))
+    >>> np.allclose(A.gram, np.eye(3))
+    True
+    >>> bool(np.allclose(svd_strategy(workload.total(2)).matrix, 2**-0.75))  # G = J: G^{1/4} = J/2^{3/4}
+    True
+    """
+    if not isinstance(workload, Workload):
+        raise TypeError("The 'workload' parameter of svd_strategy must be a Workload. "
+                        f"Got {type(workload).__name__}.")
+    try:
+        G = workload.gram  # σᵢ(W)² exactly, when G fits in float64
+    except OverflowError:
+        G = workload.mean_gram  # same strategy up to scale, which error ignores
+    lam, V = _psd_eigh(G)
+    keep = lam > 0
+    Vr = V[:, keep]
+    A = (Vr * np.sqrt(np.sqrt(lam[keep]))) @ Vr.T
+    return Strategy((A + A.T) / 2, "svd_strategy")  # exactly symmetric, as G^{1/4} is
+
+
+def singular_value_bound(workload) -> Strategy:
+    """Deprecated name of :func:`svd_strategy` (it read as the bound, which is :func:`mmopt.svd_bound`)."""
+    warnings.warn("mmopt.strategy.singular_value_bound is now svd_strategy (it is Theorem 5.25's strategy, not "
+                  "the SVD bound); the old name will be removed.", DeprecationWarning, stacklevel=2)
+    return svd_strategy(workload)

@@ -1,0 +1,249 @@
+"""save / load: strategies and optimisation results as portable ``.npz`` files, checked when read back.
+
+Notation: see README. A file is a numpy ``.npz`` archive (``numpy.savez_compressed``, never pickled:
+``allow_pickle=False`` both ways, so loading cannot run code) with the strategy's arrays and one JSON entry,
+``metadata`` (UTF-8 bytes in a uint8 vector), holding: ``format`` ("mmopt.strategy"), ``format_version``,
+``mmopt_version``, ``created`` (UTC, ISO 8601), ``strategy`` (kind — dense, product, union or marginals —
+name, shape [p, N] of A, attribute sizes, and per kind the factor names, term structure, marginal
+attributes; see :mod:`mmopt.persist._format`), ``arrays`` (each array's dtype and shape), ``result`` (for an
+:class:`~mmopt.OptimizeResult`: :meth:`~mmopt.OptimizeResult.to_dict` without its strategy summary — method,
+solver, status, objective, lower bound, gap, iterations, seconds, seed, history, extra), ``privacy`` (ε, δ,
+calibration, noise), ``workload`` (name, attribute sizes, N, m) and ``checksum`` (SHA-256 of the arrays and
+of the rest of the metadata). Other languages can read it with any zip and .npy reader.
+
+:func:`load` returns a :class:`SavedStrategy` (the rebuilt strategy plus the metadata), not an
+OptimizeResult: a result's ``history`` and ``extra`` may hold arbitrary objects that are saved only as JSON
+summaries, so a rebuilt OptimizeResult would be a lossy copy posing as a fresh run. The strategy itself is
+rebuilt bit for bit, so ``mmopt.evaluate`` gives identical figures.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mmopt._base.jsonable import jsonable, to_float
+from mmopt._base.result import OptimizeResult
+from mmopt.dense._strategy_core import Strategy
+from mmopt.persist import _files as pf
+from mmopt.persist import _format as fmt
+from mmopt.privacy import Privacy
+from mmopt.structured.strategies import ImplicitStrategy
+from mmopt.workload import ImplicitWorkload, Workload, structure_of
+
+__all__ = ["SavedStrategy", "load", "save"]
+
+
+@dataclass(frozen=True, eq=False)
+class SavedStrategy:
+    """What :func:`load` returns: the strategy, rebuilt exactly, and the file's metadata (read-only).
+
+    Attributes
+    ----------
+    strategy : Strategy or mmopt.structured.ImplicitStrategy
+    metadata : mapping
+        The JSON metadata (see the module docstring), as read-only mappings and tuples; :meth:`to_dict`
+        gives a plain copy. Non-finite floats are the strings "inf", "-inf", "nan".
+    path : str
+        The file read.
+    """
+
+    strategy: Strategy | ImplicitStrategy
+    metadata: Mapping[str, Any]
+    path: str
+
+    @property
+    def kind(self) -> str:
+        """"dense", "product", "union", "marginals", "toeplitz" or "weighted_sqrt"."""
+        return self.metadata["strategy"]["kind"]
+
+    @property
+    def result(self) -> Mapping[str, Any] | None:
+        """The saved OptimizeResult's summary (method, status, objective, ...), or None."""
+        return self.metadata["result"]
+
+    @property
+    def privacy(self) -> Privacy | None:
+        """The privacy budget saved with the strategy, or None."""
+        p = self.metadata["privacy"]
+        return None if p is None else Privacy(to_float(p["epsilon"]), to_float(p["delta"]), p["calibration"])
+
+    def to_dict(self) -> dict:
+        """The metadata as plain dicts and lists (JSON-serialisable)."""
+        return json.loads(json.dumps(self.metadata, default=pf.thaw))
+
+    def __repr__(self) -> str:
+        res = self.result
+        tail = f", method={res.get('method')!r}, status={res.get('status')!r}" if res else ""
+        return f"SavedStrategy({self.strategy!r}, kind={self.kind!r}{tail}, path={self.path!r})"
+
+
+def save(path, strategy_or_result, *, workload=None, privacy=None, overwrite: bool = False) -> Path:
+    """Write a strategy, or an OptimizeResult with its strategy, to a portable ``.npz`` file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to write. ``.npz`` is appended when the name does not end with it (as numpy does), so
+        ``save("best", ...)`` writes ``best.npz``; the name written is returned.
+    strategy_or_result : Strategy, implicit strategy, or OptimizeResult
+        A dense :class:`~mmopt.Strategy`; a product, union or marginals strategy
+        (:func:`mmopt.strategy.kron`, :func:`~mmopt.strategy.stack`, :func:`~mmopt.strategy.marginals`);
+        a :mod:`mmopt.toeplitz` strategy (stored in O(n): its coefficients, never the n×n matrix); a residual
+        or weighted-marginals strategy (what a records release measured; stored as the marginals strategy it
+        stands for, which loads as that implicit strategy); or what :func:`mmopt.optimize` returned (its
+        strategy plus a summary of the run).
+    workload : Workload or ImplicitWorkload, optional
+        Recorded by name, attribute sizes and query count; its domain must be the strategy's.
+    privacy : Privacy, optional
+        Recorded (ε, δ, calibration).
+    overwrite : bool, default=False
+        Replace an existing file. Without it an existing file is never touched (FileExistsError).
+
+    Returns
+    -------
+    pathlib.Path
+        The file written. It appears complete or not at all: the data go to a temporary file in the same
+        directory, which is then renamed (``os.replace``, or a hard link when overwriting is refused, so a
+        file created meanwhile is not clobbered either).
+
+    Examples
+    --------
+    >>> import os, tempfile, mmopt
+    >>> W = mmopt.workload.prefix(8)
+    >>> res = mmopt.optimize(W, method="hierarchical")
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     written = save(os.path.join(tmp, "prefix8"), res, workload=W, privacy=mmopt.Privacy(1.0))
+    ...     saved = load(written, workload=W)
+    >>> written.name, saved.kind, saved.result["method"], saved.metadata["workload"]["name"]
+    ('prefix8.npz', 'dense', 'hierarchical', 'prefix(8)')
+    >>> p = saved.privacy
+    >>> mmopt.evaluate(W, saved.strategy, p).to_row() == mmopt.evaluate(W, res.strategy, p).to_row()  # identical
+    True
+    """
+    caller = "save"
+    from mmopt.dispatch import as_implicit  # lazy: dispatch sits above every family, this module beside them
+    strategy_or_result, workload = as_implicit(strategy_or_result), as_implicit(workload)
+    target = pf.npz_name(path, caller)
+    if not isinstance(overwrite, bool | np.bool_):
+        raise TypeError(f"The 'overwrite' parameter of {caller} must be True or False. Got {type(overwrite).__name__}.")
+    result = None
+    if isinstance(strategy_or_result, OptimizeResult):
+        strategy = strategy_or_result.strategy
+        result = strategy_or_result.to_dict()
+        del result["strategy"]  # the strategy has its own, fuller, section
+    else:
+        strategy = strategy_or_result
+    desc, arrays = fmt.encode(strategy, caller)
+    if privacy is not None and not isinstance(privacy, Privacy):
+        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy or None, e.g. Privacy(epsilon=1.0). "
+                        f"Got {type(privacy).__name__}.")
+    wmeta = None if workload is None else _workload_metadata(workload, strategy, caller, "'workload' parameter")
+    if target.exists() and not overwrite:
+        raise FileExistsError(pf.exists_message(target))
+    from mmopt import __version__
+
+    meta = {"format": fmt.FORMAT, "format_version": fmt.FORMAT_VERSION, "mmopt_version": __version__,
+            "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+            "strategy": desc, "arrays": {k: {"dtype": a.dtype.str, "shape": list(a.shape)} for k, a in arrays.items()},
+            "result": result,
+            "privacy": None if privacy is None else jsonable({"epsilon": privacy.epsilon, "delta": privacy.delta,
+                                                              "calibration": privacy.calibration,
+                                                              "noise": privacy.noise}),
+            "workload": wmeta}
+    meta["checksum"] = fmt.checksum(meta, arrays)
+    text = np.frombuffer(fmt.canonical(meta).encode("utf-8"), dtype=np.uint8)
+    pf.write_atomically(target, {fmt.METADATA: text, **arrays}, overwrite)
+    return target
+
+
+def load(path, *, workload=None) -> SavedStrategy:
+    """Read a file written by :func:`save`, verify it, and rebuild its strategy exactly.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file; when it does not exist and its name lacks ``.npz``, ``path + ".npz"`` is read (so
+        ``load("best")`` reads what ``save("best", ...)`` wrote).
+    workload : Workload or ImplicitWorkload, optional
+        The workload the strategy will answer: its domain must be the strategy's, else ValueError.
+
+    Returns
+    -------
+    SavedStrategy
+
+    Raises
+    ------
+    ValueError
+        Naming the file and what is wrong, when it is not an ``.npz`` archive (e.g. truncated), would need
+        unpickling, has an unknown format name or a newer format version, fails its SHA-256 checksums (a
+        corrupted or edited file), describes shapes that disagree (e.g. factors whose column counts do not
+        multiply to the domain size), holds non-finite values, or does not fit ``workload``.
+    FileNotFoundError
+        When there is no such file.
+    """
+    source = pf.existing_file(path)
+    fail = pf.refuser(source)
+    raw = pf.read_arrays(source, fail)
+    meta = pf.parse_metadata(raw.pop(fmt.METADATA, None), fail)
+    name = meta.get("format")
+    if name != fmt.FORMAT:
+        fail(f"is not an mmopt strategy file (format {name!r:.40}, expected {fmt.FORMAT!r})",
+             remedy="Pass a file written by mmopt.save.")
+    version = meta.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= fmt.FORMAT_VERSION:
+        from mmopt import __version__
+
+        newer = isinstance(version, int) and not isinstance(version, bool) and version > fmt.FORMAT_VERSION
+        fail(f"has format version {version!r:.20}, which this mmopt ({__version__}) cannot read: it reads version "
+             f"{fmt.FORMAT_VERSION} (the file says it was written by mmopt {meta.get('mmopt_version')!r:.20})",
+             remedy="Upgrade mmopt to the version that wrote the file (or newer)." if newer else pf.DAMAGED)
+    cs = fmt.field(meta, "checksum", dict, "metadata", fail)
+    if cs.get("algorithm") != "sha256" or cs.get("metadata") != fmt.metadata_digest(meta):
+        fail("was edited or corrupted: its metadata does not match the SHA-256 checksum it carries")
+    listing = fmt.field(meta, "arrays", dict, "metadata", fail)
+    if set(listing) != set(raw) or any(listing[k] != {"dtype": a.dtype.str, "shape": list(a.shape)}
+                                       for k, a in raw.items()):
+        fail(f"holds arrays {sorted(raw)} whose names, dtypes or shapes differ from those its metadata lists")
+    if cs.get("arrays") != fmt.arrays_digest(raw):
+        fail("was corrupted or edited: its arrays do not match the SHA-256 checksum in its metadata")
+    strategy = fmt.decode(meta.get("strategy"), raw, fail)
+    for section in ("result", "privacy", "workload"):
+        fmt.field(meta, section, (dict, type(None)), "metadata", fail)
+    if meta["privacy"] is not None:
+        p = meta["privacy"]
+        try:
+            Privacy(to_float(p["epsilon"]), to_float(p["delta"]), p["calibration"])
+        except (KeyError, TypeError, ValueError) as exc:
+            fail(f"records an invalid privacy budget {p!r:.80} ({exc})")
+    if workload is not None:
+        _workload_metadata(workload, strategy, f"load('{source}')", "'workload' parameter")
+    return SavedStrategy(strategy, pf.frozen(meta), str(source))
+
+
+def _workload_metadata(workload, strategy, caller: str, what: str) -> dict:
+    """The workload's description, after checking that its domain is the strategy's."""
+    from mmopt.toeplitz.error import StreamWorkload  # lazy: mmopt.toeplitz.prefix(n) / all_range(n)
+
+    if not isinstance(workload, Workload | ImplicitWorkload | StreamWorkload):
+        raise TypeError(f"The {what} of {caller} must be a Workload, an implicit workload or a "
+                        f"mmopt.toeplitz workload. Got {type(workload).__name__}.")
+    N, n = workload.domain_size, strategy.domain_size
+    structure = structure_of(workload)
+    sizes = list(structure.shape) if structure is not None else [N]
+    if N != n or (structure is not None and isinstance(strategy, ImplicitStrategy) and
+                  tuple(sizes) != strategy.shape):
+        shown = tuple(strategy.shape) if isinstance(strategy, ImplicitStrategy) else (n,)
+        raise ValueError(f"{caller}: the {what} ('{workload.name}') is over attribute sizes {tuple(sizes)} "
+                         f"(N = {N:,}) but the strategy '{strategy.name}' is over {shown} (N = {n:,}). Pass the "
+                         "workload the strategy was made for.")
+    kind = "implicit" if isinstance(workload, ImplicitWorkload) else "stream" if isinstance(
+        workload, StreamWorkload) else "dense"
+    return jsonable({"name": workload.name, "kind": kind,
+                     "domain_shape": sizes, "domain_size": N, "n_queries": workload.n_queries})

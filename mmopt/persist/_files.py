@@ -1,0 +1,159 @@
+"""File handling for :mod:`mmopt.persist`: path names, atomic writes, reading an ``.npz`` without unpickling.
+
+Notation: see README. Every refusal while reading goes through :func:`refuser`, so each message starts
+"load: the file '<path>'" and ends with a remedy.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import secrets
+import zipfile
+import zlib
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+
+from mmopt._base import validation as v
+
+# numpy >= 2.1 takes allow_pickle in savez_compressed; older ones never pickle numeric arrays anyway.
+_NO_PICKLE = {"allow_pickle": False} if "allow_pickle" in inspect.signature(np.savez_compressed).parameters else {}
+DAMAGED = ("Restore the file from a copy, or save the strategy again with mmopt.save; "
+           "load does not repair a damaged file.")
+
+
+def refuser(source: Path):
+    """``fail(what, remedy=...)``: raise the ValueError "load: the file '<source>' <what>. <remedy>"."""
+    def fail(what: str, *, remedy: str = DAMAGED):
+        raise ValueError(f"load: the file '{source}' {what}. {remedy}")
+    return fail
+
+
+def check_path(path, caller: str) -> Path:
+    """A non-empty str or os.PathLike (not bytes) as a Path."""
+    if not isinstance(path, str | os.PathLike) or isinstance(os.fspath(path), bytes) or not os.fspath(path):
+        raise TypeError(f"The 'path' parameter of {caller} must be a non-empty str or os.PathLike. "
+                        f"Got {type(path).__name__} {str(path)[:40]!r}.")
+    return Path(os.fspath(path))
+
+
+def npz_name(path, caller: str) -> Path:
+    """The name numpy would write: ``path`` with ``.npz`` appended unless it already ends with it."""
+    p = check_path(path, caller)
+    return p if p.name.endswith(".npz") else p.with_name(p.name + ".npz")
+
+
+def existing_file(path) -> Path:
+    """``path`` if it is a file, else ``path + ".npz"`` if that is one (what save("x") wrote)."""
+    p = check_path(path, "load")
+    if p.is_file():
+        return p
+    alt = npz_name(p, "load")
+    if alt.is_file():
+        return alt
+    tried = f"'{p}'" + ("" if alt == p else f" or '{alt}'")
+    raise FileNotFoundError(f"load: there is no file {tried}. Check the path (save returns the name it wrote).")
+
+
+def exists_message(target: Path) -> str:
+    return (f"save: the file '{target}' already exists. Pass overwrite=True to replace it, or choose another "
+            "path.")
+
+
+def write_atomically(target: Path, arrays: dict, overwrite: bool) -> None:
+    """Write ``arrays`` as a compressed npz to a temporary file beside ``target``, then move it into place:
+    ``target`` is either complete or untouched, whatever fails (a crash leaves at most a hidden ``.tmp``)."""
+    if target.is_dir():
+        raise ValueError(f"The 'path' parameter of save names a directory, '{target}'. Give a file name.")
+    if not target.parent.is_dir():
+        raise FileNotFoundError(f"save: the directory '{target.parent}' does not exist. Create it first.")
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    # O_EXCL: never follow or reuse someone else's file; mode 0o666 lets the umask decide, as open() would
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez_compressed(f, **arrays, **_NO_PICKLE)  # a file object: numpy appends no suffix
+            f.flush()
+            os.fsync(f.fileno())
+        if overwrite:
+            os.replace(tmp, target)
+            return
+        try:
+            os.link(tmp, target)  # atomic, and fails if the target appeared since the check in save
+        except FileExistsError:
+            raise FileExistsError(exists_message(target)) from None
+        except OSError:  # no hard links on this file system: check, then rename
+            if target.exists():
+                raise FileExistsError(exists_message(target)) from None
+            os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def read_arrays(source: Path, fail) -> dict[str, np.ndarray]:
+    """Every array of the npz ``source``, read with allow_pickle=False after checking it is a plain zip of .npy."""
+    if not zipfile.is_zipfile(source):
+        fail("is not an .npz (zip) archive: it is truncated, or was not written by mmopt.save")
+    try:
+        with zipfile.ZipFile(source) as z:
+            infos = z.infolist()
+    except (zipfile.BadZipFile, OSError) as exc:
+        fail(f"is a damaged zip archive ({exc})")
+    names = [i.filename for i in infos]
+    if len(set(names)) != len(names) or not all(n.endswith(".npy") and "/" not in n for n in names):
+        fail(f"holds entries {names[:6]} that are not the .npy arrays of an .npz file")
+    size = sum(i.file_size for i in infos)
+    if size > 8 * v.MAX_ALLOCATION_ENTRIES:
+        fail(f"would unpack to {size:,} bytes, more than mmopt's allocation limit "
+             f"({8 * v.MAX_ALLOCATION_ENTRIES:,} bytes; mmopt._base.validation.MAX_ALLOCATION_ENTRIES)",
+             remedy="Raise the limit if the file is genuine.")
+    try:
+        with np.load(source, allow_pickle=False) as npz:
+            return {k: npz[k] for k in npz.files}
+    except ValueError as exc:  # numpy refuses object arrays and pickles when allow_pickle=False
+        if "allow_pickle" not in str(exc):
+            fail(f"is corrupted: an array header is malformed ({exc})")
+        fail(f"cannot be read without unpickling ({exc})",
+             remedy="mmopt files hold numeric arrays only, and load never unpickles (unpickling can run code). "
+                    "Pass a file written by mmopt.save.")
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        fail(f"is corrupted: reading its arrays failed ({type(exc).__name__}: {exc})")
+
+
+def parse_metadata(entry, fail) -> dict:
+    """The JSON object stored as UTF-8 bytes in the uint8 vector ``entry``; NaN/Infinity tokens refused."""
+    if entry is None:
+        fail("has no 'metadata' entry, so it was not written by mmopt.save",
+             remedy="Pass a file written by mmopt.save.")
+    if entry.dtype != np.uint8 or entry.ndim != 1:
+        fail(f"has a 'metadata' entry of dtype {entry.dtype} and shape {entry.shape}, not UTF-8 bytes")
+
+    def refuse_constant(token):
+        fail(f"has the non-JSON number {token} in its metadata")
+
+    try:
+        meta = json.loads(entry.tobytes().decode("utf-8"), parse_constant=refuse_constant)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        fail(f"has metadata that is not valid UTF-8 JSON ({exc})")
+    if not isinstance(meta, dict):
+        fail(f"has metadata that is a JSON {type(meta).__name__}, not an object")
+    return meta
+
+
+def frozen(x):
+    """Dicts as read-only mappings and lists as tuples, recursively."""
+    if isinstance(x, dict):
+        return MappingProxyType({k: frozen(val) for k, val in x.items()})
+    if isinstance(x, list):
+        return tuple(frozen(val) for val in x)
+    return x
+
+
+def thaw(x):
+    """json.dumps ``default`` for :func:`frozen` data."""
+    if isinstance(x, MappingProxyType):
+        return dict(x)
+    raise TypeError(f"not JSON: {type(x).__name__}")
