@@ -117,7 +117,8 @@ def _ticker(say, name: str, estimate: float):
 def lower_bound(ctx: Context) -> tuple[float, bool]:
     """(a proven lower bound at unit privacy, is it the exact SVD bound?): the SVD bound (exact for dense
     workloads, a flagged lower bound for some unions); on prefix sums / all ranges their certified diagonal
-    bound (never below the SVD bound), from closed forms."""
+    bound (never below the SVD bound), from closed forms; under Gaussian noise on symmetric 1- and 2-way unions,
+    the larger of it and the certified Lagrange-dual bound (:func:`mmopt.structured.dual_bound.dual_bound`)."""
     if ctx.stream is not None or ctx.family in ("prefix", "all_range"):
         from mmopt.toeplitz.bound import lower_bound as stream_bound
         from mmopt.toeplitz.bound import svd_bound as closed_svd_bound
@@ -125,7 +126,9 @@ def lower_bound(ctx: Context) -> tuple[float, bool]:
         kind, n = ctx.family, ctx.n
         return max(closed_svd_bound(n, kind), stream_bound(StreamWorkload(kind, n)).value), True
     from mmopt.multidim.search import _svd_bound  # lazy: that module scores with this one's score()
-    return _svd_bound(ctx.workload)
+    from mmopt.structured.dual_bound import gaussian_floor
+    svd, exact = _svd_bound(ctx.workload)
+    return max(svd, gaussian_floor(ctx.structure, ctx.norm)), exact
 
 
 def _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent, seconds) -> OptimizeResult:

@@ -44,7 +44,9 @@ def search(workload, method: str, *, norm: str, seed=None, restarts: int | None 
         raise ValueError(f"optimize(method={method!r}) needs a workload on a product domain (built with "
                          "mmopt.workload.kron, stack or marginals, or a census workload). This one has no "
                          "product structure: use method='min_error' or 'l2_approx'.")
+    from mmopt.structured.dual_bound import gaussian_floor
     svd, bound_exact = _svd_bound(workload)
+    svd = max(svd, gaussian_floor(structure, norm))  # the L2 dual bound, Gaussian noise only
     say("optimize: running %s on %s", method, structure.name)
     sol = SOLVERS[method](structure, restarts=restarts or DEFAULT_RESTARTS[method], norm=norm, seed=seed,
                           max_iterations=max_iterations, tol=tol, verbose=verbose, n_jobs=n_jobs)
