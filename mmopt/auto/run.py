@@ -27,6 +27,7 @@ from mmopt.auto.budget import Budget
 from mmopt.auto.plan import Context, plan
 from mmopt.multidim.scoring import score
 from mmopt.solvers import SolverError
+from mmopt.structured.dual_bound import gaussian_floor
 
 __all__ = ["TICK", "run_auto", "score"]
 
@@ -39,6 +40,10 @@ def run_auto(ctx: Context, budget: Budget, *, verbose: bool | None) -> OptimizeR
     t0 = time.perf_counter()
     say = _runtime.LOGGER.info if verbose is not False else _runtime.LOGGER.debug
     svd, bound_exact = lower_bound(ctx)
+    bound_method = "svd"
+    structure = ctx.structure if ctx.structure is not None else ctx.workload
+    if ctx.stream is None and (dual := gaussian_floor(structure, ctx.norm)) > svd:  # Gaussian noise only
+        svd, bound_method = dual, "dual_product"
     candidates, failures, skipped = [], {}, {}
     spent = 0.0
     for cand in plan(ctx, budget.seconds):
@@ -74,7 +79,8 @@ def run_auto(ctx: Context, budget: Budget, *, verbose: bool | None) -> OptimizeR
         raise ValueError(f"optimize(method='auto'): no method could run on '{ctx.workload.name}' within the budget "
                          f"{budget.describe()}. Skipped: {skipped}; failed: {failures}. Give a larger budget "
                          "(budget='thorough' or a number of CPU seconds), or choose a method.")
-    return _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent, time.perf_counter() - t0)
+    return _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent, time.perf_counter() - t0,
+                   bound_method)
 
 
 def _skip_reason(cand, best, bound: float, budget: Budget, spent: float) -> str | None:
@@ -131,7 +137,8 @@ def lower_bound(ctx: Context) -> tuple[float, bool]:
     return max(svd, gaussian_floor(ctx.structure, ctx.norm)), exact
 
 
-def _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent, seconds) -> OptimizeResult:
+def _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent, seconds,
+            bound_method: str = "svd") -> OptimizeResult:
     best = min(candidates, key=lambda c: c["objective"])
     bound = max([svd, *(c["lower_bound"] for c in candidates if c["lower_bound"] is not None)])
     m = ctx.workload.n_queries
@@ -145,7 +152,7 @@ def _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent,
     status, message, bound = reconcile(best["objective"], bound, best["status"], message, closed=closed, tol=tol)
     keys = ("objective", "lower", "lower_bound", "status", "seconds", "cpu", "estimate", "exact")
     extra = dict(best["extra"]) | {
-        "total_exact": best["exact"], "bound_exact": bound_exact,
+        "total_exact": best["exact"], "bound_exact": bound_exact, "bound_method": bound_method,
         "candidates": {c["method"]: {k: c[k] for k in keys} for c in candidates},
         "failed": failures, "skipped": skipped,
         "budget": {"label": budget.label, "seconds": budget.seconds, "planned": spent}}
