@@ -27,6 +27,7 @@ from mmopt.auto.budget import Budget
 from mmopt.auto.plan import Context, plan
 from mmopt.multidim.scoring import score
 from mmopt.solvers import SolverError
+from mmopt.structured.dual_bound import gaussian_floor
 
 __all__ = ["TICK", "run_auto", "score"]
 
@@ -39,6 +40,10 @@ def run_auto(ctx: Context, budget: Budget, *, verbose: bool | None) -> OptimizeR
     t0 = time.perf_counter()
     say = _runtime.LOGGER.info if verbose is not False else _runtime.LOGGER.debug
     svd, bound_exact = lower_bound(ctx)
+    bound_method = "svd"
+    structure = ctx.structure if ctx.structure is not None else ctx.workload
+    if ctx.stream is None and (dual := gaussian_floor(structure, ctx.norm)) > svd:  # Gaussian noise only
+        svd, bound_method = dual, "dual_product"
     candidates, failures, skipped = [], {}, {}
     spent = 0.0
     for cand in plan(ctx, budget.seconds):
@@ -74,7 +79,8 @@ def run_auto(ctx: Context, budget: Budget, *, verbose: bool | None) -> OptimizeR
         raise ValueError(f"optimize(method='auto'): no method could run on '{ctx.workload.name}' within the budget "
                          f"{budget.describe()}. Skipped: {skipped}; failed: {failures}. Give a larger budget "
                          "(budget='thorough' or a number of CPU seconds), or choose a method.")
-    return _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent, time.perf_counter() - t0)
+    return _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent, time.perf_counter() - t0,
+                   bound_method)
 
 
 def _skip_reason(cand, best, bound: float, budget: Budget, spent: float) -> str | None:
@@ -117,7 +123,8 @@ def _ticker(say, name: str, estimate: float):
 def lower_bound(ctx: Context) -> tuple[float, bool]:
     """(a proven lower bound at unit privacy, is it the exact SVD bound?): the SVD bound (exact for dense
     workloads, a flagged lower bound for some unions); on prefix sums / all ranges their certified diagonal
-    bound (never below the SVD bound), from closed forms."""
+    bound (never below the SVD bound), from closed forms; under Gaussian noise on symmetric 1- and 2-way unions,
+    the larger of it and the certified Lagrange-dual bound (:func:`mmopt.structured.dual_bound.dual_bound`)."""
     if ctx.stream is not None or ctx.family in ("prefix", "all_range"):
         from mmopt.toeplitz.bound import lower_bound as stream_bound
         from mmopt.toeplitz.bound import svd_bound as closed_svd_bound
@@ -125,10 +132,13 @@ def lower_bound(ctx: Context) -> tuple[float, bool]:
         kind, n = ctx.family, ctx.n
         return max(closed_svd_bound(n, kind), stream_bound(StreamWorkload(kind, n)).value), True
     from mmopt.multidim.search import _svd_bound  # lazy: that module scores with this one's score()
-    return _svd_bound(ctx.workload)
+    from mmopt.structured.dual_bound import gaussian_floor
+    svd, exact = _svd_bound(ctx.workload)
+    return max(svd, gaussian_floor(ctx.structure, ctx.norm)), exact
 
 
-def _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent, seconds) -> OptimizeResult:
+def _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent, seconds,
+            bound_method: str = "svd") -> OptimizeResult:
     best = min(candidates, key=lambda c: c["objective"])
     bound = max([svd, *(c["lower_bound"] for c in candidates if c["lower_bound"] is not None)])
     m = ctx.workload.n_queries
@@ -142,7 +152,7 @@ def _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent,
     status, message, bound = reconcile(best["objective"], bound, best["status"], message, closed=closed, tol=tol)
     keys = ("objective", "lower", "lower_bound", "status", "seconds", "cpu", "estimate", "exact")
     extra = dict(best["extra"]) | {
-        "total_exact": best["exact"], "bound_exact": bound_exact,
+        "total_exact": best["exact"], "bound_exact": bound_exact, "bound_method": bound_method,
         "candidates": {c["method"]: {k: c[k] for k in keys} for c in candidates},
         "failed": failures, "skipped": skipped,
         "budget": {"label": budget.label, "seconds": budget.seconds, "planned": spent}}

@@ -44,7 +44,11 @@ def search(workload, method: str, *, norm: str, seed=None, restarts: int | None 
         raise ValueError(f"optimize(method={method!r}) needs a workload on a product domain (built with "
                          "mmopt.workload.kron, stack or marginals, or a census workload). This one has no "
                          "product structure: use method='min_error' or 'l2_approx'.")
+    from mmopt.structured.dual_bound import gaussian_floor
     svd, bound_exact = _svd_bound(workload)
+    dual = gaussian_floor(structure, norm)  # the L2 dual bound, Gaussian noise only
+    bound_method = "dual_product" if dual > svd else "svd"
+    svd = max(svd, dual)
     say("optimize: running %s on %s", method, structure.name)
     sol = SOLVERS[method](structure, restarts=restarts or DEFAULT_RESTARTS[method], norm=norm, seed=seed,
                           max_iterations=max_iterations, tol=tol, verbose=verbose, n_jobs=n_jobs)
@@ -53,7 +57,7 @@ def search(workload, method: str, *, norm: str, seed=None, restarts: int | None 
     status, message, bound = reconcile(best["objective"], bound, best["status"], best["message"],
                                        closed=method in CLOSED_FORMS or best["status"] == "closed_form", tol=tol)
     extra = dict(best["extra"]) | {
-        "total_exact": best["exact"], "bound_exact": bound_exact,
+        "total_exact": best["exact"], "bound_exact": bound_exact, "bound_method": bound_method,
         "candidates": {method: {k: best[k] for k in ("objective", "lower", "status", "seconds", "exact")}},
         "failed": {}, "skipped": {}}
     m = workload.n_queries

@@ -1,0 +1,362 @@
+"""A certified lower bound on the Gaussian (L2) optimum from the Lagrange dual, for symmetric 1- and 2-way unions.
+
+Notation: see README; G = WᵀW, X = AᵀA, c = ``privacy.variance_factor``. Under L2 sensitivity every strategy's
+total error is at least c·min{tr(G X⁻¹) : X ≻ 0, Xₓₓ ≤ 1}, and for any weights u ≥ 0 on the N cells
+
+    tr(G X⁻¹) ≥ ν(u)² / Σu,    ν(u) = tr (D_u^{1/2} G D_u^{1/2})^{1/2}                            (1)
+
+(weak duality: min_X tr(G X⁻¹) + t·tr(D_u X) = 2√t·ν(u) for t > 0 and tr(D_u X) ≤ Σu; maximise over t).
+u = 1 is the SVD bound (ν(1)²/N); the maximum over u is the optimum itself (the L2 program's strong dual).
+
+**Product weights.** Take u = ⊗ᵢ ũ (one weight vector per attribute, the same for all). With v = ũ^{1/2}, e = v/‖v‖
+and an orthonormal completion V⊥ of e, a factor Gram β·J becomes β‖v‖²·eeᵀ and a factor Gram s·G₀ becomes
+s·M, M = D^{1/2}G₀D^{1/2} = [[a, bᵀ], [b, C]] in the basis (e, V⊥). For a union whose terms are β·J or s·G₀ on
+every attribute, with attribute sets S (the attributes carrying G₀) of size ≤ 2, the matrix D_u^{1/2}GD_u^{1/2}
+lives on the blocks ∅, {i} (V⊥ on attribute i) and {i, j}. In the eigenbasis C = U diag(γ) Uᵀ, b̃ = Uᵀb, its
+blocks have the coefficients (c_S the term weights w²∏β∏s summed per S, c_p the smallest over |S| = p)
+
+    κ₀ = c₀‖v‖^{2d} + d·c₁·a‖v‖^{2d-2} + (d choose 2)·c₂·a²‖v‖^{2d-4},
+    κ₁ = c₁‖v‖^{2d-2} + (d-1)·c₂·a‖v‖^{2d-4},    κ₂ = c₂‖v‖^{2d-4},
+
+(∅,∅) = κ₀, (∅,{i}) = κ₁b̃ᵀ, ({i},{i}) = κ₁diag(γ), ({i},{j}) = κ₂b̃b̃ᵀ, (∅,{i,j}) = κ₂(b̃⊗b̃)ᵀ,
+({i},{i,j}) = κ₂ diag(γ)⊗b̃ᵀ, ({i,j},{i,j}) = κ₂ diag(γ)⊗diag(γ), and 0 between distinct pairs. It commutes with
+the permutations of the attributes, so it splits into its invariant part (dimension 1 + m + m(m+1)/2, m = n-1),
+d-1 copies of its standard part (dimension m + m²) and pair directions left alone, with eigenvalues κ₂γ_kγ_l
+(:func:`_blocks` gives the reduced matrices). ν(u) is then the sum of √λ over the eigenvalues of two small
+symmetric matrices and a closed-form remainder: exact, in O(n⁶) at worst instead of O(N³).
+
+**Certification.** Any u is valid, so u is only searched: ũ = ũ₁ᵗ with ũ₁ the 1-D dual weights of G₀ alone
+(golden-section search over t), then log ũ = t·log ũ₁ + Σₖ θₖPₖ with Legendre polynomials Pₖ (k ≤ 6) of the
+position, by L-BFGS-B on ν's value (finite differences); the value reported is re-evaluated once with every
+eigenvalue lowered by a round-off margin (:data:`_MARGIN` × size × the block's Frobenius norm) before its square
+root. Lowering c_S to
+the smallest weight of its level keeps the bound valid (G ⪰ G' ⪰ 0 ⇒ tr G^{1/2} ≥ tr G'^{1/2}, Löwner–Heinz), so
+unequal weights only cost tightness. It is a bound on the Gaussian (L2) objective only; it says nothing about
+ε-DP (L1 sensitivity).
+
+It is exact (the optimum) only when the optimal dual weights are of the searched form; ``exact`` is always
+False here: the value is a certified lower bound on the optimum, not the SVD bound.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import linalg, optimize
+
+from mmopt.privacy import Privacy
+from mmopt.structured import factors as fc
+from mmopt.structured.workloads import ImplicitWorkload
+
+__all__ = ["DualBound", "dual_bound", "dual_value", "gaussian_floor"]
+
+#: Each eigenvalue of a reduced block is lowered by this × the block's Frobenius norm (× its size) before √.
+_MARGIN = 64 * np.finfo(float).eps
+#: Relative tolerance for "this factor Gram is β·J" / "is s·G₀".
+_SAME = 1e-10
+#: Legendre shapes added to log ũ₁ in the weight search.
+_SHAPES = 6
+#: Largest attribute size handled (the standard block has m + m² rows, m = n - 1).
+MAX_SIZE = 64
+
+
+@dataclass(frozen=True)
+class DualBound:
+    """A certified lower bound on every strategy's Gaussian total error (``exact`` False: not the SVD bound)."""
+
+    value: float
+    exact: bool
+    method: str  # "dual_product"
+    weights: np.ndarray  # the per-attribute dual weights ũ (mean 1)
+
+
+@dataclass(frozen=True)
+class _Form:
+    """The symmetric structure: d attributes of size n, common G₀, level weights c₀, c₁, c₂."""
+
+    d: int
+    n: int
+    gram: np.ndarray
+    levels: tuple[float, float, float]
+
+
+def _is_ones(G: np.ndarray) -> float | None:
+    """β when G = β·J (J = 11ᵀ) up to round-off, else None."""
+    beta = float(G[0, 0])
+    if beta <= 0 or np.max(np.abs(G - beta)) > _SAME * beta:
+        return None
+    return beta
+
+
+def _form(workload: ImplicitWorkload, cache: fc.Cache) -> _Form | None:
+    shape = workload.shape
+    d, n = len(shape), shape[0]
+    if any(s != n for s in shape) or n > MAX_SIZE:
+        return None
+    if len(workload.terms) > 4 * (1 + d + math.comb(d, 2)):  # more terms than 1- and 2-way sets: not covered
+        return None
+    g0 = None
+    weights: dict[frozenset, float] = {}
+    seen: dict[int, tuple] = {}  # id(factor) → ("J", β) or ("G", s); terms share factor objects
+    for t in workload.terms:
+        c, S = t.weight**2, set()
+        for i, f in enumerate(t.factors):
+            if id(f) not in seen:
+                G = np.asarray(cache.get(fc.workload_gram, f), dtype=float)
+                if not np.all(np.isfinite(G)):
+                    return None
+                if (beta := _is_ones(G)) is not None:
+                    seen[id(f)] = ("J", beta)
+                elif (scale := float(np.trace(G))) <= 0:
+                    seen[id(f)] = ("J", 0.0)
+                else:
+                    if g0 is None:
+                        g0 = G / scale
+                    elif np.max(np.abs(G / scale - g0)) > _SAME * np.max(np.abs(g0)):
+                        return None
+                    seen[id(f)] = ("G", scale)
+            kind, scale = seen[id(f)]
+            c *= scale
+            if kind == "G":
+                S.add(i)
+        if c == 0.0:
+            continue
+        if len(S) > 2:
+            return None
+        weights[frozenset(S)] = weights.get(frozenset(S), 0.0) + c
+    if g0 is None:  # every term sums every attribute out: G = βJ on N cells, ν = √(βN)·… handled with n = 1 blocks
+        g0 = np.ones((n, n)) / n
+    levels = []
+    for p in range(3):
+        count = math.comb(d, p)
+        present = [w for S, w in weights.items() if len(S) == p]
+        levels.append(min(present) if len(present) == count and count > 0 else 0.0)
+    if not any(levels):
+        return None
+    return _Form(d, n, g0, tuple(levels))
+
+
+def _householder(e: np.ndarray) -> np.ndarray:
+    """Orthogonal H (symmetric) with first column e (unit)."""
+    n = e.size
+    w = e.copy()
+    w[0] -= 1.0
+    nw = float(np.linalg.norm(w))
+    if nw < 1e-300:
+        return np.eye(n)
+    w /= nw
+    return np.eye(n) - 2.0 * np.outer(w, w)
+
+
+def _blocks(form: _Form, u: np.ndarray):
+    """(invariant block T, standard block S, remainder eigenvalues with multiplicities, Σu scale) for weights u.
+
+    Everything is divided by ‖v‖^{2d-4} (= (Σũ)^{d-2}); the caller restores it.
+    """
+    d, n = form.d, form.n
+    c0, c1, c2 = form.levels
+    v = np.sqrt(u)
+    nu = float(u.sum())
+    H = _householder(v / math.sqrt(nu))
+    B = H @ (v[:, None] * form.gram * v[None, :]) @ H
+    a = float(B[0, 0])
+    gam, U = linalg.eigh((B[1:, 1:] + B[1:, 1:].T) / 2, check_finite=False)
+    gam = np.clip(gam, 0.0, None)
+    bt = U.T @ B[1:, 0]
+    k0 = c0 * nu**2 + d * c1 * a * nu + math.comb(d, 2) * c2 * a * a  # ÷ ν^{d-2}
+    k1 = c1 * nu + (d - 1) * c2 * a
+    k2 = c2
+    m = n - 1
+    iu, ju = np.triu_indices(m)  # pair classes k ≤ l
+    off = iu < ju
+    pairs = d >= 2 and k2 > 0
+    C2 = math.comb(d, 2)
+    # invariant block: ∅, s_k, q_{kl} (k ≤ l)
+    nq = iu.size if pairs else 0
+    T = np.zeros((1 + m + nq, 1 + m + nq))
+    T[0, 0] = k0
+    T[0, 1:1 + m] = math.sqrt(d) * k1 * bt
+    T[1:1 + m, 1:1 + m] = k1 * np.diag(gam) + (d - 1) * k2 * np.outer(bt, bt)
+    if pairs:
+        q = slice(1 + m, 1 + m + nq)
+        T[0, q] = np.where(off, math.sqrt(2 * C2), math.sqrt(C2)) * k2 * bt[iu] * bt[ju]
+        cols = np.arange(nq)
+        f = np.where(off, math.sqrt(d - 1), math.sqrt(2 * (d - 1))) * k2
+        T[1 + iu, 1 + m + cols] += f * gam[iu] * bt[ju]
+        T[1 + ju[off], 1 + m + cols[off]] += f[off] * gam[ju[off]] * bt[iu[off]]
+        T[1 + m + cols, 1 + m + cols] = k2 * gam[iu] * gam[ju]
+    T = np.triu(T) + np.triu(T, 1).T
+    # standard block (d - 1 copies): σ_k, α_{kl} (k < l), ρ_{kl} (k ≤ l, d ≥ 3)
+    rest_vals, rest_mult = [], []
+    S = None
+    if d >= 2:
+        io, jo = iu[off], ju[off]
+        na = io.size if pairs else 0
+        nr = (iu.size if d >= 3 else 0) if pairs else 0
+        S = np.zeros((m + na + nr, m + na + nr))
+        S[:m, :m] = k1 * np.diag(gam) - k2 * np.outer(bt, bt)
+        if pairs:
+            ca = np.arange(na)
+            g = math.sqrt(d / 2) * k2
+            S[io, m + ca] += g * gam[io] * bt[jo]
+            S[jo, m + ca] -= g * gam[jo] * bt[io]
+            S[m + ca, m + ca] = k2 * gam[io] * gam[jo]
+            if d >= 3:
+                cr = np.arange(nr)
+                h = np.where(off, math.sqrt((d - 2) / 2), math.sqrt(d - 2)) * k2
+                S[iu, m + na + cr] += h * gam[iu] * bt[ju]
+                S[ju[off], m + na + cr[off]] += h[off] * gam[ju[off]] * bt[iu[off]]
+                S[m + na + cr, m + na + cr] = k2 * gam[iu] * gam[ju]
+                mult = np.where(off, d * (d - 1) - 1 - 2 * (d - 1), C2 - 1 - (d - 1))
+                rest_vals.append(k2 * gam[iu] * gam[ju])
+                rest_mult.append(mult)
+        S = np.triu(S) + np.triu(S, 1).T
+    return T, S, rest_vals, rest_mult, nu
+
+
+def _root_sum(A: np.ndarray, *, certified: bool) -> float:
+    if A is None or A.size == 0:
+        return 0.0
+    lam = linalg.eigvalsh(A, check_finite=False)
+    if certified:
+        lam = lam - _MARGIN * A.shape[0] * float(np.linalg.norm(A))
+    return float(np.sum(np.sqrt(np.clip(lam, 0.0, None))))
+
+
+def _value(form: _Form, u: np.ndarray, *, certified: bool = False) -> float:
+    """ν(u)²/Σu for u = ⊗ ũ (ũ = ``u``), divided by nothing: a lower bound on min tr(G X⁻¹)."""
+    T, S, rv, rm, nu = _blocks(form, u)
+    total = _root_sum(T, certified=certified) + (form.d - 1) * _root_sum(S, certified=certified)
+    for vals, mult in zip(rv, rm, strict=True):
+        vals = np.clip(vals * (1 - _MARGIN * form.n) if certified else vals, 0.0, None)
+        total += float(np.sum(mult * np.sqrt(vals)))
+    # ν² ‖v‖^{2d-4} / ‖v‖^{2d}
+    return total**2 / nu**2
+
+
+def _one_dim_weights(G: np.ndarray) -> np.ndarray:
+    """Weights ũ (mean 1) maximising tr(D^{1/2} G D^{1/2})^{1/2})²/Σũ, the 1-D dual of min tr(G X⁻¹)."""
+    n = G.shape[0]
+
+    def neg(x):
+        w = np.exp(x - x.max())
+        s = np.sqrt(w)
+        lam, V = linalg.eigh(s[:, None] * G * s[None, :], check_finite=False)
+        r = np.sqrt(np.clip(lam, 0.0, None))
+        nu, tot = float(r.sum()), float(w.sum())
+        diag = (V * V) @ r  # (M^{1/2})ₓₓ
+        grad = 2 * nu * 0.5 * diag / tot - nu**2 / tot**2 * w  # d(ν²/Σw)/dx
+        return -nu**2 / tot, -grad
+
+    res = optimize.minimize(neg, np.zeros(n), jac=True, method="L-BFGS-B", options={"maxiter": 200})
+    w = np.exp(res.x - res.x.max())
+    return w * (n / w.sum())
+
+
+def dual_value(workload: ImplicitWorkload, weights, privacy: Privacy | None = None) -> float | None:
+    """The certified bound (1) at the product weights u = ⊗ ``weights`` (one attribute's ũ, all > 0).
+
+    None when the workload is not of the symmetric form :func:`dual_bound` covers.
+    """
+    form = _check(workload, privacy, "dual_value")
+    if form is None:
+        return None
+    u = np.asarray(weights, dtype=float)
+    if u.shape != (form.n,) or not np.all(np.isfinite(u)) or np.any(u <= 0):
+        raise ValueError(f"The 'weights' parameter of dual_value must be {form.n} positive finite numbers. "
+                         f"Got shape {u.shape}.")
+    c = 1.0 if privacy is None else privacy.variance_factor
+    return c * _value(form, u / u.mean(), certified=True)
+
+
+def _check(workload, privacy, caller: str):
+    if not isinstance(workload, ImplicitWorkload):
+        raise TypeError(f"The 'workload' parameter of {caller} must be an ImplicitWorkload. "
+                        f"Got {type(workload).__name__}.")
+    if privacy is not None:
+        if not isinstance(privacy, Privacy):
+            raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy or None. "
+                            f"Got {type(privacy).__name__}.")
+        if privacy.sensitivity_norm != "l2":
+            raise ValueError(f"{caller} bounds the Gaussian (L2) objective only; this Privacy is ε-DP "
+                             "(Laplace noise, L1 sensitivity). Use mmopt.structured.svd_bound there.")
+    return _form(workload, fc.Cache())
+
+
+def dual_bound(workload: ImplicitWorkload, privacy: Privacy | None = None, *,
+               max_evaluations: int = 100) -> DualBound | None:
+    """c·max_u ν(u)²/Σu over product weights: a certified lower bound on the Gaussian optimum (module docstring).
+
+    Covers unions of products whose factor Grams are, on every attribute, β·J (summed out) or s·G₀ for one
+    common G₀ (prefix, identity, ranges, …) on at most two attributes per term, all attributes of one size n ≤
+    :data:`MAX_SIZE`; returns None otherwise. The bound is valid for every strategy under Gaussian noise (L2
+    sensitivity); when every term of a level has the same weight it is at least the SVD bound c·(tr G^{1/2})²/N
+    (the search starts at u = 1; unequal weights are lowered to their level's smallest, which can cost more), and
+    it equals the optimum only when the optimal dual weights are a product of the searched form (``exact`` is
+    False). :func:`gaussian_floor` is what optimize takes the larger of with its SVD bound.
+
+    Parameters
+    ----------
+    workload : ImplicitWorkload
+    privacy : Privacy or None
+        Gaussian (ε, δ) privacy; None for unit scale (c = 1). ε-DP is refused (ValueError).
+    max_evaluations : int
+        Evaluations of ν for the weight search after the 1-D search over t (0: t only). Each costs two
+        eigenvalue problems of sizes ≈ n²/2 and n² (about 0.07 s at n = 32).
+
+    Returns
+    -------
+    DualBound or None
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mmopt.structured import workloads as sw
+    >>> P, T = np.tril(np.ones((4, 4))), np.ones((1, 4))
+    >>> W = sw.union([sw.kron(P, T), sw.kron(T, P), sw.kron(P, P)])
+    >>> b = dual_bound(W)
+    >>> from mmopt.structured import svd_bound
+    >>> bool(b.value > svd_bound(W).value), b.exact, b.method
+    (True, False, 'dual_product')
+    """
+    form = _check(workload, privacy, "dual_bound")
+    if form is None:
+        return None
+    c = 1.0 if privacy is None else privacy.variance_factor
+    n = form.n
+    base = _one_dim_weights(form.gram) if n > 1 else np.ones(1)
+    logb = np.log(base)
+
+    def neg(t):
+        return -_value(form, np.exp(t * logb))
+
+    # golden-section search over t on [0, 1.5] (the SVD bound at t = 0) …
+    res = optimize.minimize_scalar(neg, bounds=(0.0, 1.5), method="bounded", options={"xatol": 1e-3})
+    best_t = float(res.x) if res.fun < neg(0.0) else 0.0
+    theta = np.zeros(1 + _SHAPES)
+    theta[0] = best_t
+    if n > 2 and max_evaluations > 0:  # … then log ũ = t·log ũ₁ + Σₖ θₖ Pₖ (Legendre in the position), L-BFGS-B
+        x = np.linspace(-1.0, 1.0, n)
+        phi = np.column_stack([logb] + [np.polynomial.legendre.Legendre.basis(k)(x) for k in range(1, _SHAPES + 1)])
+        start = -_value(form, np.exp(phi @ theta))
+        fit = optimize.minimize(lambda th: -_value(form, np.exp(np.clip(phi @ th, -50, 50))), theta,
+                                method="L-BFGS-B", options={"maxfun": max_evaluations})
+        if np.all(np.isfinite(fit.x)) and fit.fun < start:
+            theta = fit.x
+        u = np.exp(np.clip(phi @ theta, -50, 50))
+    else:
+        u = np.exp(best_t * logb)
+    u *= n / u.sum()
+    return DualBound(c * _value(form, u, certified=True), False, "dual_product", u)
+
+
+def gaussian_floor(structure, norm: str) -> float:
+    """:func:`dual_bound`'s value at unit privacy for an implicit workload under Gaussian noise (``norm`` "l2"),
+    else 0.0 (ε-DP, no product structure, or a structure it does not cover): a floor optimize takes the larger
+    of with its SVD bound."""
+    if norm != "l2" or not isinstance(structure, ImplicitWorkload):
+        return 0.0
+    b = dual_bound(structure)
+    return 0.0 if b is None else b.value
