@@ -44,32 +44,26 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         The budget the strategy is for. It sets the objective's sensitivity norm (δ = 0 → "l1", δ > 0 → "l2");
         the objective itself stays at unit privacy (scale-free), so one result serves every ε.
     method : str, callable or None, default=None
-        None: "auto" when ``privacy`` or ``norm`` is given, else "l2_approx" (the paper's convex program).
-        "l2_approx" (Program 5.2, (ε,δ)-optimal, convex), "min_error" (Program 5.1, ε-DP, heuristic; on prefix
-        sums / all ranges from 512 cells, dense or ``mmopt.toeplitz``'s at any n, HDMM's p-Identity search on an O(n)
-        Gram operator, never n×n: :mod:`mmopt.search.min_error_fast`),
-        "min_sensitivity" (Program 5.3, needs ``initial``), "svd_strategy" (Theorem 5.25's closed form: the
-        strategy A = G^{1/4}, not the bound; "svd_bound" is its old name),
-        "identity", "hierarchical", "wavelet" (baselines), "lrm" (the Low-Rank Mechanism, Yuan et al. 2012: a
-        heuristic for W = BL, options ``rank`` and ``init``; :mod:`mmopt.search.lrm`), "eigen_design" (Li & Miklau 2012:
-        the best scaling of G's eigenvectors, a convex program solved to a certified gap — optimal among
-        eigen-designs only, so "local_optimum" unless it meets the bound; :mod:`mmopt.search.eigen_design`);
-        "datacube" on a union of marginals (Ding et al. 2011's choice of cuboids and budget, a greedy heuristic;
-        :mod:`mmopt.multidim.datacube`; never a candidate of "auto", nor are lrm and eigen_design); on a
-        product domain (a workload from
-        ``mmopt.workload.kron/stack/marginals`` or a census workload) HDMM's searches "kron" (OPT_⊗, a product
-        strategy), "union" (OPT_+, one product per term), "marginals" (OPT_M, weighted marginals), "residual"
-        (ResidualPlanner's residual strategy for unions of marginals: closed form, any d, optimal under Gaussian
-        noise — it meets the SVD bound; a heuristic under Laplace noise); on prefix sums or all ranges
-        (``mmopt.toeplitz.prefix(n)`` / ``all_range(n)`` at any n, or the dense ``workload.prefix(n)``), under
-        Gaussian noise, "weighted_sqrt", "toeplitz", "blt" and "banded" (:mod:`mmopt.toeplitz`; options
-        ``bands``, ``buffers``, ``equalize``); and "auto", which runs every method that applies within
-        ``budget``, cheapest first, and keeps the lowest exact error, listing every candidate run in
-        ``extra["candidates"]`` and every one skipped, with the reason, in ``extra["skipped"]``
-        (:mod:`mmopt.auto`; on ``mmopt.toeplitz.prefix(n)`` / ``all_range(n)`` past 1,024 cells only structured
-        candidates, nothing n×n but the tridiagonal dual's eigenvectors); or a callable
-        ``f(workload, G, opts) -> RawSolution`` (which gets ``options`` unchecked, merged with the other
-        parameters).
+        None: "auto" when ``privacy`` or ``norm`` is given, else "l2_approx" (the paper's convex program). By the
+        route that runs them (:data:`mmopt.family.routes.ROUTES`; the architecture page prints the table):
+
+        * "auto" — every method below that applies, within ``budget``, cheapest first; keeps the lowest exact
+          error; ``extra["candidates"]`` lists those run and ``extra["skipped"]`` those skipped, with the reason
+          (:mod:`mmopt.auto`).
+        * dense (any workload of ≤ 4,096 cells): "l2_approx" (Program 5.2, (ε,δ)-optimal, convex),
+          "min_error" (Program 5.1, ε-DP, heuristic), "min_sensitivity" (Program 5.3, needs ``initial``),
+          "svd_strategy" (Theorem 5.25's closed form A = G^{1/4}; "svd_bound" is its old name), the baselines
+          "identity", "hierarchical", "wavelet", "lrm" (Yuan et al. 2012's low-rank mechanism, a heuristic;
+          options ``rank``, ``init``) and "eigen_design" (Li & Miklau 2012: optimal among eigen-designs only);
+          or a callable ``f(workload, G, opts) -> RawSolution`` (``options`` passed unchecked).
+        * p-Identity: "min_error" on prefix sums / all ranges from 512 cells (dense or ``mmopt.toeplitz``'s, any
+          n) runs HDMM's p-Identity search on an O(n) Gram operator, never n×n (:mod:`mmopt.search.min_error_fast`).
+        * product (``mmopt.workload.kron/stack/marginals``, census workloads): HDMM's "kron" (OPT_⊗),
+          "union" (OPT_+, one product per term), "marginals" (OPT_M); "residual" (ResidualPlanner: closed form,
+          any d, optimal under Gaussian noise on unions of marginals); "datacube" (Ding et al. 2011, a greedy
+          heuristic). lrm, eigen_design and datacube are never candidates of "auto".
+        * stream (prefix sums / all ranges at any n, Gaussian noise): "weighted_sqrt", "toeplitz", "blt",
+          "banded" (:mod:`mmopt.toeplitz`; options ``bands``, ``buffers``, ``equalize``).
     solver : str or None, default=None
         SDP solver ("CLARABEL", "SCS", "MOSEK"); None picks one (see :mod:`mmopt.solvers`).
     norm : {"l1", "l2"} or None

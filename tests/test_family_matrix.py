@@ -185,3 +185,17 @@ def test_plots_draw_or_name_what_works(case):
         assert mmopt.plot.per_query_error(W, A, GAUSS, by="index") is not None
     finally:
         plt.close("all")
+
+
+def test_the_command_line_takes_a_stream_workload(capsys):
+    import json
+
+    from mmopt.cli import main
+    assert main(["evaluate", "prefix:65536", "--strategy", "identity", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    W = workload.prefix(2**16)
+    own = toeplitz.evaluate(W, toeplitz.banded([1.0], 2**16), mmopt.Privacy(1.0)).total_squared_error
+    assert got["total_squared_error"] == pytest.approx(own, rel=REL)
+    assert main(["optimize", "prefix:65536", "--delta", "1e-6", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["strategy"]["rows"] == 2**16 and rec["objective"] >= rec["lower_bound"]

@@ -39,11 +39,7 @@ def run_auto(ctx: Context, budget: Budget, *, verbose: bool | None) -> OptimizeR
     """Run the plan for ``ctx`` within ``budget`` (see the module docstring); ``verbose`` as :func:`mmopt.optimize`."""
     t0 = time.perf_counter()
     say = _runtime.LOGGER.info if verbose is not False else _runtime.LOGGER.debug
-    svd, bound_exact = lower_bound(ctx)
-    bound_method = "svd"
-    structure = ctx.structure if ctx.structure is not None else ctx.workload
-    if ctx.stream is None and (dual := gaussian_floor(structure, ctx.norm)) > svd:  # Gaussian noise only
-        svd, bound_method = dual, "dual_product"
+    svd, bound_exact, bound_method = lower_bound(ctx)
     candidates, failures, skipped = [], {}, {}
     spent = 0.0
     for cand in plan(ctx, budget.seconds):
@@ -120,21 +116,22 @@ def _ticker(say, name: str, estimate: float):
         thread.join()
 
 
-def lower_bound(ctx: Context) -> tuple[float, bool]:
-    """(a proven lower bound at unit privacy, is it the exact SVD bound?): the SVD bound (exact for dense
-    workloads, a flagged lower bound for some unions); on prefix sums / all ranges their certified diagonal
+def lower_bound(ctx: Context) -> tuple[float, bool, str]:
+    """(a proven lower bound at unit privacy, is the SVD part exact?, which bound it is): the SVD bound (exact for
+    dense workloads, a flagged lower bound for some unions); on prefix sums / all ranges their certified diagonal
     bound (never below the SVD bound), from closed forms; under Gaussian noise on symmetric 1- and 2-way unions,
-    the larger of it and the certified Lagrange-dual bound (:func:`mmopt.structured.dual_bound.dual_bound`)."""
+    the larger of it and the certified Lagrange-dual bound (:func:`mmopt.structured.dual_bound.dual_bound`,
+    method "dual_product")."""
     if ctx.stream is not None or ctx.family in ("prefix", "all_range"):
         from mmopt.toeplitz.bound import lower_bound as stream_bound
         from mmopt.toeplitz.bound import svd_bound as closed_svd_bound
         from mmopt.toeplitz.error import StreamWorkload
         kind, n = ctx.family, ctx.n
-        return max(closed_svd_bound(n, kind), stream_bound(StreamWorkload(kind, n)).value), True
+        return max(closed_svd_bound(n, kind), stream_bound(StreamWorkload(kind, n)).value), True, "svd"
     from mmopt.multidim.search import _svd_bound  # lazy: that module scores with this one's score()
-    from mmopt.structured.dual_bound import gaussian_floor
     svd, exact = _svd_bound(ctx.workload)
-    return max(svd, gaussian_floor(ctx.structure, ctx.norm)), exact
+    dual = gaussian_floor(ctx.structure, ctx.norm)
+    return (dual, exact, "dual_product") if dual > svd else (svd, exact, "svd")
 
 
 def _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent, seconds,

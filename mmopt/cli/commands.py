@@ -122,6 +122,16 @@ def _without(record: dict, *keys: str) -> dict:
     return {k: val for k, val in record.items() if k not in keys and not k.startswith(tuple(f"{x}_" for x in keys))}
 
 
+def _rows(A) -> int:
+    """Measurements p of a strategy: implicit ones say it, dense ones by their matrix; the stream strategies
+    (Toeplitz, weighted square root, p-Identity) held in O(n) are square, or n + p rows."""
+    if isinstance(A, mmopt.Strategy):
+        return int(A.matrix.shape[0])
+    if getattr(A, "n_rows", None):
+        return int(A.n_rows)
+    return int(A.domain_size + getattr(A, "p", 0))  # never A.matrix: it would be n×n
+
+
 def optimize(args) -> int:
     if args.out:
         out.check_extension(args.out, (".json", ".csv"), "--out")
@@ -143,7 +153,7 @@ def optimize(args) -> int:
               "gap": res.gap, "ratio": res.ratio, "iterations": res.iterations, "seconds": res.seconds,
               "objective_per_query": res.objective_per_query, "lower_bound_per_query": res.lower_bound_per_query,
               "message": res.message,
-              "strategy": {"name": A.name, "rows": int(getattr(A, "n_rows", None) or A.matrix.shape[0]),
+              "strategy": {"name": A.name, "rows": _rows(A),
                            "domain_size": A.domain_size, "implicit": not isinstance(A, mmopt.Strategy)},
               # the error at the budget; its bound and ratio are the lower_bound and ratio above (one ratio)
               "extra": _extra(res.extra), "evaluate": _without(_evaluation(W, A, P), "svd_bound", "ratio"),

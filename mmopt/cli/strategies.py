@@ -111,6 +111,11 @@ def _load(path: str, text: str, pos: int, workload):
     return load(path, workload=workload).strategy  # load checks the file and that its domain fits the workload
 
 
+def _is_stream(workload) -> bool:
+    from mmopt.toeplitz.error import StreamWorkload
+    return isinstance(workload, StreamWorkload)
+
+
 def build_strategy(text: str, workload):
     """The strategy a spec names, sized for ``workload`` (dense or implicit). Raises ValueError."""
     if not isinstance(text, str) or not text.strip():
@@ -133,6 +138,9 @@ def build_strategy(text: str, workload):
         structure = wl.structure_of(workload)
         if structure is not None and len(structure.shape) > 1:  # one meaning on every product domain, any size
             return st.kron(*[_one(node, n, text) for n in structure.shape])
+        if node.kind == "leaf" and node.name == "identity" and _is_stream(workload):
+            from mmopt.toeplitz.strategies import banded  # I as a Toeplitz strategy: O(n), at any n
+            return banded([1.0], workload.n, name="identity")
         return _one(node, workload.domain_size, text)
     except (ValueError, TypeError) as exc:
         if f" in '{text}'" in str(exc):

@@ -41,6 +41,7 @@ False here: the value is a certified lower bound on the optimum, not the SVD bou
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -358,5 +359,10 @@ def gaussian_floor(structure, norm: str) -> float:
     of with its SVD bound."""
     if norm != "l2" or not isinstance(structure, ImplicitWorkload):
         return 0.0
-    b = dual_bound(structure)
-    return 0.0 if b is None else b.value
+    if structure not in _FLOOR_MEMO:  # auto and each search ask for it; the weight search costs seconds at n = 32
+        b = dual_bound(structure)
+        _FLOOR_MEMO[structure] = 0.0 if b is None else b.value
+    return _FLOOR_MEMO[structure]
+
+
+_FLOOR_MEMO: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
