@@ -27,7 +27,7 @@ from mmopt.auto.budget import Budget
 from mmopt.auto.plan import Context, plan
 from mmopt.multidim.scoring import score
 from mmopt.solvers import SolverError
-from mmopt.structured.dual_bound import gaussian_floor
+from mmopt.structured.dual_bound import optimum_floor
 
 __all__ = ["TICK", "run_auto", "score"]
 
@@ -119,7 +119,7 @@ def _ticker(say, name: str, estimate: float):
 def lower_bound(ctx: Context) -> tuple[float, bool, str]:
     """(a proven lower bound at unit privacy, is the SVD part exact?, which bound it is): the SVD bound (exact for
     dense workloads, a flagged lower bound for some unions); on prefix sums / all ranges their certified diagonal
-    bound (never below the SVD bound), from closed forms; under Gaussian noise on symmetric 1- and 2-way unions,
+    bound (never below the SVD bound), from closed forms; on symmetric 1- and 2-way unions, under either noise,
     the larger of it and the certified Lagrange-dual bound (:func:`mmopt.structured.dual_bound.dual_bound`,
     method "dual_product")."""
     if ctx.stream is not None or ctx.family in ("prefix", "all_range"):
@@ -130,7 +130,7 @@ def lower_bound(ctx: Context) -> tuple[float, bool, str]:
         return max(closed_svd_bound(n, kind), stream_bound(StreamWorkload(kind, n)).value), True, "svd"
     from mmopt.multidim.search import _svd_bound  # lazy: that module scores with this one's score()
     svd, exact = _svd_bound(ctx.workload)
-    dual = gaussian_floor(ctx.structure, ctx.norm)
+    dual = optimum_floor(ctx.structure)
     return (dual, exact, "dual_product") if dual > svd else (svd, exact, "svd")
 
 

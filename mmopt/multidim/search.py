@@ -44,9 +44,9 @@ def search(workload, method: str, *, norm: str, seed=None, restarts: int | None 
         raise ValueError(f"optimize(method={method!r}) needs a workload on a product domain (built with "
                          "mmopt.workload.kron, stack or marginals, or a census workload). This one has no "
                          "product structure: use method='min_error' or 'l2_approx'.")
-    from mmopt.structured.dual_bound import gaussian_floor
+    from mmopt.structured.dual_bound import optimum_floor
     svd, bound_exact = _svd_bound(workload)
-    dual = gaussian_floor(structure, norm)  # the L2 dual bound, Gaussian noise only
+    dual = optimum_floor(structure)  # the L2 dual bound: it bounds the L1 objective too
     bound_method = "dual_product" if dual > svd else "svd"
     svd = max(svd, dual)
     say("optimize: running %s on %s", method, structure.name)

@@ -1,4 +1,4 @@
-"""A certified lower bound on the Gaussian (L2) optimum from the Lagrange dual, for symmetric 1- and 2-way unions.
+"""A certified lower bound on the L2 optimum from the Lagrange dual, for symmetric 1- and 2-way unions.
 
 Notation: see README; G = WᵀW, X = AᵀA, c = ``privacy.variance_factor``. Under L2 sensitivity every strategy's
 total error is at least c·min{tr(G X⁻¹) : X ≻ 0, Xₓₓ ≤ 1}, and for any weights u ≥ 0 on the N cells
@@ -31,8 +31,8 @@ position, by L-BFGS-B on ν's value (finite differences); the value reported is 
 eigenvalue lowered by a round-off margin (:data:`_MARGIN` × size × the block's Frobenius norm) before its square
 root. Lowering c_S to
 the smallest weight of its level keeps the bound valid (G ⪰ G' ⪰ 0 ⇒ tr G^{1/2} ≥ tr G'^{1/2}, Löwner–Heinz), so
-unequal weights only cost tightness. It is a bound on the Gaussian (L2) objective only; it says nothing about
-ε-DP (L1 sensitivity).
+unequal weights only cost tightness. It bounds the L1 (ε-DP) objective too:
+a column's L1 norm is at least its L2 norm, so ‖A‖₁² tr(G X⁻¹) ≥ ‖A‖₂² tr(G X⁻¹), as for the SVD bound.
 
 It is exact (the optimum) only when the optimal dual weights are of the searched form; ``exact`` is always
 False here: the value is a certified lower bound on the optimum, not the SVD bound.
@@ -51,7 +51,7 @@ from mmopt.privacy import Privacy
 from mmopt.structured import factors as fc
 from mmopt.structured.workloads import ImplicitWorkload
 
-__all__ = ["DualBound", "dual_bound", "dual_value", "gaussian_floor"]
+__all__ = ["DualBound", "dual_bound", "dual_value", "optimum_floor"]
 
 #: Each eigenvalue of a reduced block is lowered by this × the block's Frobenius norm (× its size) before √.
 _MARGIN = 64 * np.finfo(float).eps
@@ -280,29 +280,28 @@ def _check(workload, privacy, caller: str):
         if not isinstance(privacy, Privacy):
             raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy or None. "
                             f"Got {type(privacy).__name__}.")
-        if privacy.sensitivity_norm != "l2":
-            raise ValueError(f"{caller} bounds the Gaussian (L2) objective only; this Privacy is ε-DP "
-                             "(Laplace noise, L1 sensitivity). Use mmopt.structured.svd_bound there.")
     return _form(workload, fc.Cache())
 
 
 def dual_bound(workload: ImplicitWorkload, privacy: Privacy | None = None, *,
                max_evaluations: int = 100) -> DualBound | None:
-    """c·max_u ν(u)²/Σu over product weights: a certified lower bound on the Gaussian optimum (module docstring).
+    """c·max_u ν(u)²/Σu over product weights: a certified lower bound on the L2 optimum (module docstring).
 
     Covers unions of products whose factor Grams are, on every attribute, β·J (summed out) or s·G₀ for one
     common G₀ (prefix, identity, ranges, …) on at most two attributes per term, all attributes of one size n ≤
     :data:`MAX_SIZE`; returns None otherwise. The bound is valid for every strategy under Gaussian noise (L2
-    sensitivity); when every term of a level has the same weight it is at least the SVD bound c·(tr G^{1/2})²/N
-    (the search starts at u = 1; unequal weights are lowered to their level's smallest, which can cost more), and
-    it equals the optimum only when the optimal dual weights are a product of the searched form (``exact`` is
-    False). :func:`gaussian_floor` is what optimize takes the larger of with its SVD bound.
+    sensitivity) and under Laplace noise (L1 sensitivity, ‖a_j‖₁ ≥ ‖a_j‖₂); when every term of a level has the
+    same weight it is at least the SVD bound c·(tr G^{1/2})²/N (the search starts at u = 1; unequal weights are
+    lowered to their level's smallest, which can cost more), and it equals the optimum only when the optimal dual
+    weights are a product of the searched form (``exact`` is False). :func:`optimum_floor` is what optimize takes
+    the larger of with its SVD bound.
 
     Parameters
     ----------
     workload : ImplicitWorkload
     privacy : Privacy or None
-        Gaussian (ε, δ) privacy; None for unit scale (c = 1). ε-DP is refused (ValueError).
+        The budget (c = its variance factor); None for unit scale (c = 1). Under ε-DP the bound holds too (‖a_j‖₁ ≥
+        ‖a_j‖₂).
     max_evaluations : int
         Evaluations of ν for the weight search after the 1-D search over t (0: t only). Each costs two
         eigenvalue problems of sizes ≈ n²/2 and n² (about 0.07 s at n = 32).
@@ -353,11 +352,11 @@ def dual_bound(workload: ImplicitWorkload, privacy: Privacy | None = None, *,
     return DualBound(c * _value(form, u, certified=True), False, "dual_product", u)
 
 
-def gaussian_floor(structure, norm: str) -> float:
-    """:func:`dual_bound`'s value at unit privacy for an implicit workload under Gaussian noise (``norm`` "l2"),
-    else 0.0 (ε-DP, no product structure, or a structure it does not cover): a floor optimize takes the larger
-    of with its SVD bound."""
-    if norm != "l2" or not isinstance(structure, ImplicitWorkload):
+def optimum_floor(structure) -> float:
+    """:func:`dual_bound`'s value at unit privacy for an implicit workload, else 0.0 (no product structure, or one
+    it does not cover): a floor optimize takes the larger of with its SVD bound, under either noise (the L2
+    optimum bounds the L1 objective too: a column's L1 norm is at least its L2 norm, as for the SVD bound)."""
+    if not isinstance(structure, ImplicitWorkload):
         return 0.0
     if structure not in _FLOOR_MEMO:  # auto and each search ask for it; the weight search costs seconds at n = 32
         b = dual_bound(structure)
