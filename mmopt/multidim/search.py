@@ -15,7 +15,7 @@ import time
 
 from mmopt import dispatch as dp
 from mmopt._base import runtime as _runtime
-from mmopt._base.result import CLOSED_FORMS, SUCCESS, OptimizeResult, reconcile
+from mmopt._base.result import CERTIFIED_GAP, CLOSED_FORMS, SUCCESS, OptimizeResult, reconcile
 from mmopt.multidim.datacube import solve_datacube
 from mmopt.multidim.kron import solve_kron
 from mmopt.multidim.marginals import solve_marginals
@@ -46,13 +46,13 @@ def search(workload, method: str, *, norm: str, seed=None, restarts: int | None 
                          "product structure: use method='min_error' or 'l2_approx'.")
     from mmopt.structured.dual_bound import optimum_floor
     svd, bound_exact = _svd_bound(workload)
-    dual = optimum_floor(structure)  # the L2 dual bound: it bounds the L1 objective too
-    bound_method = "dual_product" if dual > svd else "svd"
-    svd = max(svd, dual)
     say("optimize: running %s on %s", method, structure.name)
     sol = SOLVERS[method](structure, restarts=restarts or DEFAULT_RESTARTS[method], norm=norm, seed=seed,
                           max_iterations=max_iterations, tol=tol, verbose=verbose, n_jobs=n_jobs)
     best = score(workload, method, sol, norm, time.perf_counter() - t0)
+    bound_method = "svd"  # raised to the L2 dual bound (valid for L1 too) only where the SVD bound does not certify
+    if best["objective"] > svd * (1 + CERTIFIED_GAP) and (dual := optimum_floor(structure)) > svd:
+        svd, bound_method = dual, "dual_product"
     bound = max(svd, best["lower_bound"]) if best["lower_bound"] is not None else svd
     status, message, bound = reconcile(best["objective"], bound, best["status"], best["message"],
                                        closed=method in CLOSED_FORMS or best["status"] == "closed_form", tol=tol)

@@ -61,6 +61,10 @@ _SAME = 1e-10
 _SHAPES = 6
 #: Largest attribute size handled (the standard block has m + m² rows, m = n - 1).
 MAX_SIZE = 64
+#: evaluations of ν the bounded 1-D search over t takes (xatol 1e-3 on [0, 1.5]), for max_work's budget
+_T_EVALUATIONS = 25
+#: the work optimize spends on this bound (optimum_floor): ~100 evaluations at n = 32 (about 7 s), none past n ≈ 40
+FLOOR_WORK = 1.2e11
 
 
 @dataclass(frozen=True)
@@ -283,8 +287,8 @@ def _check(workload, privacy, caller: str):
     return _form(workload, fc.Cache())
 
 
-def dual_bound(workload: ImplicitWorkload, privacy: Privacy | None = None, *,
-               max_evaluations: int = 100) -> DualBound | None:
+def dual_bound(workload: ImplicitWorkload, privacy: Privacy | None = None, *, max_evaluations: int = 100,
+               max_work: float | None = None) -> DualBound | None:
     """c·max_u ν(u)²/Σu over product weights: a certified lower bound on the L2 optimum (module docstring).
 
     Covers unions of products whose factor Grams are, on every attribute, β·J (summed out) or s·G₀ for one
@@ -305,6 +309,10 @@ def dual_bound(workload: ImplicitWorkload, privacy: Privacy | None = None, *,
     max_evaluations : int
         Evaluations of ν for the weight search after the 1-D search over t (0: t only). Each costs two
         eigenvalue problems of sizes ≈ n²/2 and n² (about 0.07 s at n = 32).
+    max_work : float or None
+        A cap on the search's floating-point work (≈ evaluations × (n−1+(n−1)²)³): fewer evaluations where they
+        cost more, and None (no bound) when the 1-D search over t alone would exceed it. Effort only tightens the
+        bound; any value returned is valid.
 
     Returns
     -------
@@ -326,6 +334,11 @@ def dual_bound(workload: ImplicitWorkload, privacy: Privacy | None = None, *,
         return None
     c = 1.0 if privacy is None else privacy.variance_factor
     n = form.n
+    if max_work is not None:
+        per = float(n - 1 + (n - 1) ** 2) ** 3  # the larger reduced eigenvalue problem, per evaluation of ν
+        if _T_EVALUATIONS * per > max_work:
+            return None
+        max_evaluations = min(max_evaluations, int((max_work - _T_EVALUATIONS * per) / per))
     base = _one_dim_weights(form.gram) if n > 1 else np.ones(1)
     logb = np.log(base)
 
@@ -359,7 +372,7 @@ def optimum_floor(structure) -> float:
     if not isinstance(structure, ImplicitWorkload):
         return 0.0
     if structure not in _FLOOR_MEMO:  # auto and each search ask for it; the weight search costs seconds at n = 32
-        b = dual_bound(structure)
+        b = dual_bound(structure, max_work=FLOOR_WORK)
         _FLOOR_MEMO[structure] = 0.0 if b is None else b.value
     return _FLOOR_MEMO[structure]
 
