@@ -81,14 +81,18 @@ def run_auto(ctx: Context, budget: Budget, *, verbose: bool | None) -> OptimizeR
 
 
 def _raised(ctx: Context, candidates, svd: float) -> tuple[float, str]:
-    """(the bound, "svd" or "dual_product"): raised to the certified Lagrange-dual bound
+    """(the bound, "svd", "search" (a candidate's own certificate, e.g. OPT_⊗'s per-factor duals) or
+    "dual_product"): raised to the certified Lagrange-dual bound
     (:func:`mmopt.structured.dual_bound.optimum_floor`, either noise) on symmetric 1- and 2-way unions, computed
-    only when the best candidate is not already certified by the SVD bound (it costs seconds at n = 32)."""
+    only when the best candidate is not already certified by the bounds at hand (it costs seconds at n = 32)."""
     best = min(c["objective"] for c in candidates)
-    if ctx.structure is None or best <= svd * (1 + CERTIFIED_GAP):
-        return svd, "svd"
+    known = max([svd, *(c["lower_bound"] for c in candidates if c["lower_bound"] is not None)])
+    if ctx.structure is None or best <= known * (1 + CERTIFIED_GAP):  # certified already (e.g. by OPT_⊗'s own)
+        return svd, "svd" if known <= svd else "search"
     dual = optimum_floor(ctx.structure)
-    return (dual, "dual_product") if dual > svd else (svd, "svd")
+    if dual > known:
+        return dual, "dual_product"
+    return max(svd, dual), "svd" if known <= svd else "search"
 
 
 def _skip_reason(cand, best, bound: float, budget: Budget, spent: float) -> str | None:

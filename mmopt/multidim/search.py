@@ -51,7 +51,8 @@ def search(workload, method: str, *, norm: str, seed=None, restarts: int | None 
                           max_iterations=max_iterations, tol=tol, verbose=verbose, n_jobs=n_jobs)
     best = score(workload, method, sol, norm, time.perf_counter() - t0)
     bound_method = "svd"  # raised to the L2 dual bound (valid for L1 too) only where the SVD bound does not certify
-    if best["objective"] > svd * (1 + CERTIFIED_GAP) and (dual := optimum_floor(structure)) > svd:
+    known = max(svd, best["lower_bound"]) if best["lower_bound"] is not None else svd
+    if best["objective"] > known * (1 + CERTIFIED_GAP) and (dual := optimum_floor(structure)) > svd:
         svd, bound_method = dual, "dual_product"
     bound = max(svd, best["lower_bound"]) if best["lower_bound"] is not None else svd
     status, message, bound = reconcile(best["objective"], bound, best["status"], best["message"],

@@ -22,13 +22,13 @@ blocks have the coefficients (c_S the term weights w²∏β∏s summed per S, c_
 ({i},{i,j}) = κ₂ diag(γ)⊗b̃ᵀ, ({i,j},{i,j}) = κ₂ diag(γ)⊗diag(γ), and 0 between distinct pairs. It commutes with
 the permutations of the attributes, so it splits into its invariant part (dimension 1 + m + m(m+1)/2, m = n-1),
 d-1 copies of its standard part (dimension m + m²) and pair directions left alone, with eigenvalues κ₂γ_kγ_l
-(:func:`_blocks` gives the reduced matrices). ν(u) is then the sum of √λ over the eigenvalues of two small
+(:mod:`mmopt.structured._dual_blocks` forms them). ν(u) is then the sum of √λ over the eigenvalues of two small
 symmetric matrices and a closed-form remainder: exact, in O(n⁶) at worst instead of O(N³).
 
 **Certification.** Any u is valid, so u is only searched: ũ = ũ₁ᵗ with ũ₁ the 1-D dual weights of G₀ alone
 (golden-section search over t), then log ũ = t·log ũ₁ + Σₖ θₖPₖ with Legendre polynomials Pₖ (k ≤ 6) of the
 position, by L-BFGS-B on ν's value (finite differences); the value reported is re-evaluated once with every
-eigenvalue lowered by a round-off margin (:data:`_MARGIN` × size × the block's Frobenius norm) before its square
+eigenvalue lowered by a round-off margin (64·eps × size × the block's Frobenius norm) before its square
 root. Lowering c_S to
 the smallest weight of its level keeps the bound valid (G ⪰ G' ⪰ 0 ⇒ tr G^{1/2} ≥ tr G'^{1/2}, Löwner–Heinz), so
 unequal weights only cost tightness. It bounds the L1 (ε-DP) objective too:
@@ -40,27 +40,21 @@ False here: the value is a certified lower bound on the optimum, not the SVD bou
 
 from __future__ import annotations
 
-import math
 import weakref
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import linalg, optimize
+from scipy import optimize
 
 from mmopt.privacy import Privacy
 from mmopt.structured import factors as fc
+from mmopt.structured._dual_blocks import MAX_SIZE, _form, _one_dim_weights, _value  # noqa: F401 (MAX_SIZE: API)
 from mmopt.structured.workloads import ImplicitWorkload
 
 __all__ = ["DualBound", "dual_bound", "dual_value", "optimum_floor"]
 
-#: Each eigenvalue of a reduced block is lowered by this × the block's Frobenius norm (× its size) before √.
-_MARGIN = 64 * np.finfo(float).eps
-#: Relative tolerance for "this factor Gram is β·J" / "is s·G₀".
-_SAME = 1e-10
 #: Legendre shapes added to log ũ₁ in the weight search.
 _SHAPES = 6
-#: Largest attribute size handled (the standard block has m + m² rows, m = n - 1).
-MAX_SIZE = 64
 #: evaluations of ν the bounded 1-D search over t takes (xatol 1e-3 on [0, 1.5]), for max_work's budget
 _T_EVALUATIONS = 25
 #: the work optimize spends on this bound (optimum_floor): ~100 evaluations at n = 32 (about 7 s), none past n ≈ 40
@@ -69,195 +63,12 @@ FLOOR_WORK = 1.2e11
 
 @dataclass(frozen=True)
 class DualBound:
-    """A certified lower bound on every strategy's Gaussian total error (``exact`` False: not the SVD bound)."""
+    """A certified lower bound on every strategy's total error, either noise (``exact`` False: not the SVD bound)."""
 
     value: float
     exact: bool
     method: str  # "dual_product"
     weights: np.ndarray  # the per-attribute dual weights ũ (mean 1)
-
-
-@dataclass(frozen=True)
-class _Form:
-    """The symmetric structure: d attributes of size n, common G₀, level weights c₀, c₁, c₂."""
-
-    d: int
-    n: int
-    gram: np.ndarray
-    levels: tuple[float, float, float]
-
-
-def _is_ones(G: np.ndarray) -> float | None:
-    """β when G = β·J (J = 11ᵀ) up to round-off, else None."""
-    beta = float(G[0, 0])
-    if beta <= 0 or np.max(np.abs(G - beta)) > _SAME * beta:
-        return None
-    return beta
-
-
-def _form(workload: ImplicitWorkload, cache: fc.Cache) -> _Form | None:
-    shape = workload.shape
-    d, n = len(shape), shape[0]
-    if any(s != n for s in shape) or n > MAX_SIZE:
-        return None
-    if len(workload.terms) > 4 * (1 + d + math.comb(d, 2)):  # more terms than 1- and 2-way sets: not covered
-        return None
-    g0 = None
-    weights: dict[frozenset, float] = {}
-    seen: dict[int, tuple] = {}  # id(factor) → ("J", β) or ("G", s); terms share factor objects
-    for t in workload.terms:
-        c, S = t.weight**2, set()
-        for i, f in enumerate(t.factors):
-            if id(f) not in seen:
-                G = np.asarray(cache.get(fc.workload_gram, f), dtype=float)
-                if not np.all(np.isfinite(G)):
-                    return None
-                if (beta := _is_ones(G)) is not None:
-                    seen[id(f)] = ("J", beta)
-                elif (scale := float(np.trace(G))) <= 0:
-                    seen[id(f)] = ("J", 0.0)
-                else:
-                    if g0 is None:
-                        g0 = G / scale
-                    elif np.max(np.abs(G / scale - g0)) > _SAME * np.max(np.abs(g0)):
-                        return None
-                    seen[id(f)] = ("G", scale)
-            kind, scale = seen[id(f)]
-            c *= scale
-            if kind == "G":
-                S.add(i)
-        if c == 0.0:
-            continue
-        if len(S) > 2:
-            return None
-        weights[frozenset(S)] = weights.get(frozenset(S), 0.0) + c
-    if g0 is None:  # every term sums every attribute out: G = βJ on N cells, ν = √(βN)·… handled with n = 1 blocks
-        g0 = np.ones((n, n)) / n
-    levels = []
-    for p in range(3):
-        count = math.comb(d, p)
-        present = [w for S, w in weights.items() if len(S) == p]
-        levels.append(min(present) if len(present) == count and count > 0 else 0.0)
-    if not any(levels):
-        return None
-    return _Form(d, n, g0, tuple(levels))
-
-
-def _householder(e: np.ndarray) -> np.ndarray:
-    """Orthogonal H (symmetric) with first column e (unit)."""
-    n = e.size
-    w = e.copy()
-    w[0] -= 1.0
-    nw = float(np.linalg.norm(w))
-    if nw < 1e-300:
-        return np.eye(n)
-    w /= nw
-    return np.eye(n) - 2.0 * np.outer(w, w)
-
-
-def _blocks(form: _Form, u: np.ndarray):
-    """(invariant block T, standard block S, remainder eigenvalues with multiplicities, Σu scale) for weights u.
-
-    Everything is divided by ‖v‖^{2d-4} (= (Σũ)^{d-2}); the caller restores it.
-    """
-    d, n = form.d, form.n
-    c0, c1, c2 = form.levels
-    v = np.sqrt(u)
-    nu = float(u.sum())
-    H = _householder(v / math.sqrt(nu))
-    B = H @ (v[:, None] * form.gram * v[None, :]) @ H
-    a = float(B[0, 0])
-    gam, U = linalg.eigh((B[1:, 1:] + B[1:, 1:].T) / 2, check_finite=False)
-    gam = np.clip(gam, 0.0, None)
-    bt = U.T @ B[1:, 0]
-    k0 = c0 * nu**2 + d * c1 * a * nu + math.comb(d, 2) * c2 * a * a  # ÷ ν^{d-2}
-    k1 = c1 * nu + (d - 1) * c2 * a
-    k2 = c2
-    m = n - 1
-    iu, ju = np.triu_indices(m)  # pair classes k ≤ l
-    off = iu < ju
-    pairs = d >= 2 and k2 > 0
-    C2 = math.comb(d, 2)
-    # invariant block: ∅, s_k, q_{kl} (k ≤ l)
-    nq = iu.size if pairs else 0
-    T = np.zeros((1 + m + nq, 1 + m + nq))
-    T[0, 0] = k0
-    T[0, 1:1 + m] = math.sqrt(d) * k1 * bt
-    T[1:1 + m, 1:1 + m] = k1 * np.diag(gam) + (d - 1) * k2 * np.outer(bt, bt)
-    if pairs:
-        q = slice(1 + m, 1 + m + nq)
-        T[0, q] = np.where(off, math.sqrt(2 * C2), math.sqrt(C2)) * k2 * bt[iu] * bt[ju]
-        cols = np.arange(nq)
-        f = np.where(off, math.sqrt(d - 1), math.sqrt(2 * (d - 1))) * k2
-        T[1 + iu, 1 + m + cols] += f * gam[iu] * bt[ju]
-        T[1 + ju[off], 1 + m + cols[off]] += f[off] * gam[ju[off]] * bt[iu[off]]
-        T[1 + m + cols, 1 + m + cols] = k2 * gam[iu] * gam[ju]
-    T = np.triu(T) + np.triu(T, 1).T
-    # standard block (d - 1 copies): σ_k, α_{kl} (k < l), ρ_{kl} (k ≤ l, d ≥ 3)
-    rest_vals, rest_mult = [], []
-    S = None
-    if d >= 2:
-        io, jo = iu[off], ju[off]
-        na = io.size if pairs else 0
-        nr = (iu.size if d >= 3 else 0) if pairs else 0
-        S = np.zeros((m + na + nr, m + na + nr))
-        S[:m, :m] = k1 * np.diag(gam) - k2 * np.outer(bt, bt)
-        if pairs:
-            ca = np.arange(na)
-            g = math.sqrt(d / 2) * k2
-            S[io, m + ca] += g * gam[io] * bt[jo]
-            S[jo, m + ca] -= g * gam[jo] * bt[io]
-            S[m + ca, m + ca] = k2 * gam[io] * gam[jo]
-            if d >= 3:
-                cr = np.arange(nr)
-                h = np.where(off, math.sqrt((d - 2) / 2), math.sqrt(d - 2)) * k2
-                S[iu, m + na + cr] += h * gam[iu] * bt[ju]
-                S[ju[off], m + na + cr[off]] += h[off] * gam[ju[off]] * bt[iu[off]]
-                S[m + na + cr, m + na + cr] = k2 * gam[iu] * gam[ju]
-                mult = np.where(off, d * (d - 1) - 1 - 2 * (d - 1), C2 - 1 - (d - 1))
-                rest_vals.append(k2 * gam[iu] * gam[ju])
-                rest_mult.append(mult)
-        S = np.triu(S) + np.triu(S, 1).T
-    return T, S, rest_vals, rest_mult, nu
-
-
-def _root_sum(A: np.ndarray, *, certified: bool) -> float:
-    if A is None or A.size == 0:
-        return 0.0
-    lam = linalg.eigvalsh(A, check_finite=False)
-    if certified:
-        lam = lam - _MARGIN * A.shape[0] * float(np.linalg.norm(A))
-    return float(np.sum(np.sqrt(np.clip(lam, 0.0, None))))
-
-
-def _value(form: _Form, u: np.ndarray, *, certified: bool = False) -> float:
-    """ν(u)²/Σu for u = ⊗ ũ (ũ = ``u``), divided by nothing: a lower bound on min tr(G X⁻¹)."""
-    T, S, rv, rm, nu = _blocks(form, u)
-    total = _root_sum(T, certified=certified) + (form.d - 1) * _root_sum(S, certified=certified)
-    for vals, mult in zip(rv, rm, strict=True):
-        vals = np.clip(vals * (1 - _MARGIN * form.n) if certified else vals, 0.0, None)
-        total += float(np.sum(mult * np.sqrt(vals)))
-    # ν² ‖v‖^{2d-4} / ‖v‖^{2d}
-    return total**2 / nu**2
-
-
-def _one_dim_weights(G: np.ndarray) -> np.ndarray:
-    """Weights ũ (mean 1) maximising tr(D^{1/2} G D^{1/2})^{1/2})²/Σũ, the 1-D dual of min tr(G X⁻¹)."""
-    n = G.shape[0]
-
-    def neg(x):
-        w = np.exp(x - x.max())
-        s = np.sqrt(w)
-        lam, V = linalg.eigh(s[:, None] * G * s[None, :], check_finite=False)
-        r = np.sqrt(np.clip(lam, 0.0, None))
-        nu, tot = float(r.sum()), float(w.sum())
-        diag = (V * V) @ r  # (M^{1/2})ₓₓ
-        grad = 2 * nu * 0.5 * diag / tot - nu**2 / tot**2 * w  # d(ν²/Σw)/dx
-        return -nu**2 / tot, -grad
-
-    res = optimize.minimize(neg, np.zeros(n), jac=True, method="L-BFGS-B", options={"maxiter": 200})
-    w = np.exp(res.x - res.x.max())
-    return w * (n / w.sum())
 
 
 def dual_value(workload: ImplicitWorkload, weights, privacy: Privacy | None = None) -> float | None:
@@ -293,7 +104,7 @@ def dual_bound(workload: ImplicitWorkload, privacy: Privacy | None = None, *, ma
 
     Covers unions of products whose factor Grams are, on every attribute, β·J (summed out) or s·G₀ for one
     common G₀ (prefix, identity, ranges, …) on at most two attributes per term, all attributes of one size n ≤
-    :data:`MAX_SIZE`; returns None otherwise. The bound is valid for every strategy under Gaussian noise (L2
+    ``MAX_SIZE`` (64); returns None otherwise. The bound is valid for every strategy under Gaussian noise (L2
     sensitivity) and under Laplace noise (L1 sensitivity, ‖a_j‖₁ ≥ ‖a_j‖₂); when every term of a level has the
     same weight it is at least the SVD bound c·(tr G^{1/2})²/N (the search starts at u = 1; unequal weights are
     lowered to their level's smallest, which can cost more), and it equals the optimum only when the optimal dual
