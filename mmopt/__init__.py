@@ -21,6 +21,7 @@ from mmopt.mechanism import MechanismOutput, factorize, laplace_mechanism
 from mmopt.montecarlo import MonteCarloResult, monte_carlo
 from mmopt.optimize import OptimizeResult, optimize
 from mmopt.persist import SavedStrategy, load, save
+from mmopt.planning import Plan, plan
 from mmopt.privacy import Privacy
 from mmopt.search.factorization import FactorizationNorm, factorization_norm
 from mmopt.solvers import SolverError
@@ -32,10 +33,10 @@ __version__ = "0.1.0"
 __all__ = [
     "Accountant", "answers_table",
     "ErrorReport", "FactorizationNorm", "MechanismOutput", "MonteCarloResult", "NumericalError", "OptimizeResult",
-    "Privacy", "SavedStrategy", "SolverError", "Strategy", "Workload",
+    "Plan", "Privacy", "SavedStrategy", "SolverError", "Strategy", "Workload",
     "adaptive", "augment", "eigen_structure", "error_profile", "evaluate", "expected_error", "factorization_norm",
     "factorize",
-    "laplace_mechanism", "load", "matrix_mechanism", "monte_carlo", "optimize", "plot",
+    "laplace_mechanism", "load", "matrix_mechanism", "monte_carlo", "optimize", "plan", "plot",
     "profile_equivalent", "query_error", "release", "save", "solvers", "sparse_vector", "strategy",
     "strictly_improved", "structured", "supports", "svd_bound", "workload",
 ]

@@ -29,7 +29,8 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
              solver: str | None = None, norm: str | None = None, initial=None, tol: float | None = None,
              max_iterations: int | None = None, seed=None, verbose: bool | None = None,
              blas_threads: int | str | None = "auto", options: Mapping[str, Any] | None = None,
-             n_jobs: int | None = None, budget: str | float | None = None) -> OptimizeResult:
+             n_jobs: int | None = None, budget: str | float | None = None, objective: str = "total",
+             targets=None) -> OptimizeResult:
     """Find a strategy for ``workload`` with one of the paper's methods.
 
     The noise the strategy will be released with chooses what is optimised: pass ``privacy`` and the objective
@@ -116,6 +117,14 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         an incumbent already at the proven lower bound, is skipped, and ``extra["skipped"]`` says why. The
         estimates, not the clock, are charged, so the result does not depend on the machine's load
         (:mod:`mmopt.auto`). Only "auto" reads it.
+    objective : {"total", "max_variance"}, default="total"
+        What is minimised: the total squared error over all queries, or the largest single-query variance
+        (divided by its target when ``targets`` is given). "max_variance" runs a certified minimax search on the
+        dense workload (≤ 4,096 cells; :mod:`mmopt.search.max_variance`): ``objective`` in the result is then that
+        largest variance (or variance/target) at unit privacy and ``lower_bound`` a proven bound on it.
+    targets : float or array_like of shape (m,), optional
+        Per-query variance targets τ (one number for every query): minimise max_i variance_i / τ_i. Implies
+        ``objective="max_variance"``.
 
     Returns
     -------
@@ -141,13 +150,15 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
     caller = "optimize"
     from mmopt.dispatch import as_implicit  # a marginal workload from the residual layer (RecordsRelease.workload)
     workload = as_implicit(workload)
+    if method is None and (objective != "total" or targets is not None):
+        method = "max_variance"  # its own search; "auto" and the dense default minimise the total
     method, norm = _objective(privacy, method, norm, caller)
     if budget is not None and not (isinstance(method, str) and method == "auto"):
         raise ValueError(f"The 'budget' parameter of {caller} applies to method='auto' only (it chooses which "
                          f"candidates run). Got budget={budget!r} with method={method!r}; drop it, or use "
                          "method='auto'.")
     call = Call(norm, solver, initial, tol, max_iterations, seed, verbose, blas_threads, options, n_jobs, budget,
-                optimize)
+                optimize, objective, targets)
     # which family's code runs this method: one table (mmopt.family.routes.ROUTES), no branch here
     return routes.find(workload, method, call).run(workload, method, call)
 

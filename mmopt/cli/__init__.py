@@ -53,7 +53,12 @@ _EXAMPLES = {
   mmopt optimize prefix:128 --method min_error --seed 1 --option restarts=4 --verbose
   mmopt optimize 'marginals:4x4x4x4:k=2' --method auto --json --out result.json
   mmopt optimize all_range:64 --method min_error --save best.npz
-  mmopt optimize all_range:64 --method min_sensitivity --initial best.npz""",
+  mmopt optimize all_range:64 --method min_sensitivity --initial best.npz
+  mmopt optimize all_range:64 --delta 1e-6 --objective max_variance  # the largest variance, certified""",
+    "plan": """examples:
+  mmopt plan prefix:64 --target 5 --kind se --delta 1e-9       # every prefix sum within standard error 5
+  mmopt plan all_range:32 --target 10 --kind halfwidth --alpha 0.05 --delta 1e-6 --json
+  mmopt plan all_range:32 --target 25                           # variances, Laplace noise (ε-DP)""",
     "release": """examples:
   mmopt release prefix:64 --data counts.npy --epsilon 1 --strategy H2 --out answers.csv
   mmopt release sf1 --data sf1.npy --epsilon 1 --out sf1.parquet --estimate xhat.npy
@@ -139,6 +144,23 @@ def build_parser() -> argparse.ArgumentParser:
                       help="print progress to stderr from the start (default: once a run passes 10 s)")
     talk.add_argument("--quiet", "-q", dest="verbose", action="store_const", const=False,
                       help="print no progress")
+    p.add_argument("--objective", choices=("total", "max_variance"), default="total",
+                   help="what is minimised: the total squared error (default) or the largest single-query variance "
+                        "(a certified minimax search on dense workloads up to 4,096 cells)")
+    p.add_argument("--target", type=float, default=None,
+                   help="with --objective max_variance: minimise the largest variance / TARGET (one for every query)")
+    _output_args(p)
+
+    p = add("plan", "the smallest budget at which every query meets an accuracy target (mmopt.plan)", commands.plan)
+    p.add_argument("spec", metavar="SPEC", help="the workload (see 'mmopt workloads'; dense, up to 4,096 cells)")
+    p.add_argument("--target", type=float, required=True, help="every query's target, in the unit --kind names")
+    p.add_argument("--kind", choices=("variance", "se", "halfwidth"), default="variance",
+                   help="the target is a variance (default), a standard error, or an interval half-width at --alpha")
+    p.add_argument("--alpha", type=float, default=0.05, help="with --kind halfwidth: 1 − the interval's level")
+    p.add_argument("--delta", "-d", type=float, default=0.0,
+                   help="δ in [0, 1): 0 = Laplace noise (ε-DP), > 0 = Gaussian noise ((ε,δ)-DP) (default 0)")
+    p.add_argument("--max-iterations", type=int, default=None, help="the max-variance search's L2 solves at most")
+    p.add_argument("--tol", type=float, default=None, help="the max-variance search's relative gap, in (0, 1)")
     _output_args(p)
 
     p = add("release", "answer a workload on real data with OpenDP noise (mmopt.release)", release_records.dispatch)

@@ -146,7 +146,8 @@ def optimize(args) -> int:
     initial = None if args.initial is None else build_strategy(args.initial, W)
     res = mmopt.optimize(W, privacy=P, method=args.method, seed=args.seed, norm=args.norm, tol=args.tol,
                          initial=initial, max_iterations=args.max_iterations, verbose=args.verbose,
-                         options=options or None, budget=out.budget_arg(args.budget))
+                         options=options or None, budget=out.budget_arg(args.budget), objective=args.objective,
+                         targets=args.target)
     A = res.strategy
     record = {"workload": _workload_info(W), "method": res.method, "status": res.status, "success": res.success,
               "solver": res.solver, "norm": res.norm, "objective": res.objective, "lower_bound": res.lower_bound,
@@ -164,5 +165,20 @@ def optimize(args) -> int:
     text = out.table([(k, v) for k, v in record.items() if k not in ("evaluate", "extra")],
                      f"optimize({W.name}, method={args.method!r}):")
     text += "\n\n" + out.table(record["evaluate"].items(), f"Its expected error at ε={P.epsilon:g}, δ={P.delta:g}:")
+    _emit(args, record, text)
+    return 0
+
+
+def plan(args) -> int:
+    W = build_workload(args.spec)
+    p = mmopt.plan(W, targets=args.target, kind=args.kind, alpha=args.alpha, delta=args.delta, tol=args.tol,
+                   max_iterations=args.max_iterations)
+    record = {"workload": _workload_info(W), "target": args.target, "kind": args.kind,
+              "alpha": args.alpha if args.kind == "halfwidth" else None, "delta": args.delta,
+              "epsilon": p.epsilon, "epsilon_lower_bound": p.lower_bound, "ratio": p.ratio, "rho": p.rho,
+              "rho_lower_bound": p.rho_lower_bound, "status": p.status, "strategy": p.strategy.name,
+              "largest_variance": float(p.per_query_variance.max()), "variance_target": float(p.targets.max()),
+              "message": p.result.message}
+    text = out.table(list(record.items()), f"plan({W.name}, {args.kind} <= {args.target:g}):")
     _emit(args, record, text)
     return 0

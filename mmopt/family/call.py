@@ -32,6 +32,8 @@ class Call:
     n_jobs: int | None
     budget: str | float | None
     optimize: Callable
+    objective: str = "total"
+    targets: Any = None
 
 
 def seed_record(seed):

@@ -89,6 +89,9 @@ class Route:
 
 
 ROUTES = (
+    Route("objectives", None, "mmopt.family.objectives:run", "mmopt.family.objectives:takes",
+          summary="objective='max_variance' (with per-query targets): the largest variance, minimised by the "
+                  "minimax over query weights with a certified L2 dual bound"),
     Route("stream", STREAM_METHODS, "mmopt.family.stream:run",
           summary="Toeplitz, BLT, banded and weighted square-root strategies of prefix sums / all ranges, "
                   "O(n log n) at any n (Gaussian noise)"),

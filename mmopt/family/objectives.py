@@ -1,0 +1,102 @@
+"""optimize's route for objectives other than the total: ``objective="max_variance"``, with per-query ``targets``.
+
+The largest variance (over its target) of any query is minimised by :mod:`mmopt.search.max_variance` on the
+dense workload (implicit and stream workloads of ≤ 4,096 cells as their dense twin) with a certified lower bound
+from the minimax dual; the result's ``objective`` is that largest ratio at unit privacy, re-evaluated exactly from
+the returned strategy (times ``privacy.variance_factor`` for the variance under a budget).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from mmopt._base import validation as v
+from mmopt._base.result import SUCCESS, OptimizeResult, reconcile
+from mmopt.family.call import Call, check_common, seed_record
+
+CALLER = "optimize"
+OBJECTIVES = ("total", "max_variance")
+
+
+def takes(workload, method, call: Call) -> bool:
+    return call.objective != "total" or call.targets is not None
+
+
+def check_targets(targets, m: int, caller: str, name: str = "targets") -> np.ndarray:
+    """τ as m positive finite numbers (a scalar is every query's)."""
+    tau = np.asarray(targets, dtype=float)
+    if tau.ndim == 0:
+        tau = np.full(m, float(tau))
+    if tau.shape != (m,) or not np.all(np.isfinite(tau)) or np.any(tau <= 0):
+        raise ValueError(f"The '{name}' parameter of {caller} must be one positive number or {m:,} (one per query, "
+                         f"in the workload's row order). Got shape {np.shape(targets)}"
+                         f"{'' if tau.size == 0 else f', smallest {np.min(tau):.3g}'}.")
+    return tau
+
+
+def dense_rows(workload, caller: str):
+    """(dense workload, W) for a max-variance search: W's rows are needed, not only its Gram."""
+    from mmopt.family.dense import _dense
+    W = _dense(workload, "max_variance")
+    try:
+        return W, W.explicit_matrix()
+    except ValueError as exc:
+        raise ValueError(f"{caller}: objective='max_variance' needs the workload's queries: {exc}") from None
+
+
+def _max_ratio(W, A, tau, norm: str) -> tuple[float, np.ndarray]:
+    """(max_i vᵢ/τᵢ, v) of strategy A at unit privacy: vᵢ = Δ² wᵢ (AᵀA)⁺ wᵢᵀ, exactly from A."""
+    from mmopt.search.max_variance import _variances
+    variance = _variances(W, A.matrix.T @ A.matrix) * A.sensitivity(norm) ** 2
+    return float(np.max(variance / tau)), variance
+
+
+def _closed_forms(n: int):
+    from mmopt.dense._strategy_core import hierarchical, identity, wavelet
+    out = [identity(n), hierarchical(n)]
+    if n & (n - 1) == 0:
+        out.append(wavelet(n))
+    return out
+
+
+def run(workload, method, call: Call) -> OptimizeResult:
+    """The largest query variance over its target, minimised and certified (module docstring)."""
+    from mmopt.dense._strategy_core import Strategy
+    from mmopt.search.max_variance import solve_max_variance
+
+    t0 = time.perf_counter()
+    v.check_choice(call.objective, name="objective", caller=CALLER, choices=OBJECTIVES)  # targets imply max_variance
+    if method not in (None, "auto", "max_variance"):
+        raise ValueError(f"{CALLER}: objective='max_variance' is minimised by its own certified search; "
+                         f"method={method!r} minimises the total. Drop 'method' (or pass method='auto').")
+    unused = [k for k, val in {"solver": call.solver, "initial": call.initial, "budget": call.budget,
+                               "options": call.options}.items() if val]
+    if unused:
+        raise ValueError(f"The {unused} parameter(s) of {CALLER} do not apply to objective='max_variance', which "
+                         "reads ['max_iterations', 'norm', 'targets', 'tol', 'verbose']. Drop them.")
+    check_common(call, CALLER)
+    dense, W = dense_rows(workload, CALLER)
+    tau = np.ones(W.shape[0]) if call.targets is None else check_targets(call.targets, W.shape[0], CALLER)
+    norm = call.norm or "l2"
+    sol = solve_max_variance(W, tau, tol=call.tol or 1e-4, max_iterations=call.max_iterations or 500)
+    A = Strategy.from_gram(sol.gram, name="max_variance")
+    candidates = [A] if norm == "l2" else [A, *_closed_forms(dense.domain_size)]
+    scored = [(_max_ratio(W, B, tau, norm), i, B) for i, B in enumerate(candidates)]
+    (ratio, variance), _, A = min(scored, key=lambda t: t[0][0])
+    bound = sol.lower_bound  # the L2 minimax value bounds the L1 objective too (‖a‖₁ ≥ ‖a‖₂ per column)
+    what = "largest variance" if call.targets is None else "largest variance / target"
+    message = (f"Minimax over query weights (L2 dual): {what} {ratio:.6g} at unit privacy, certified lower bound "
+               f"{bound:.6g} after {sol.iterations} L2 solves.")
+    if norm == "l1":
+        message += (f" Under Laplace noise a heuristic: the best in L1 of the Gaussian minimax strategy and the "
+                    f"closed forms (identity, H₂, wavelet) is '{A.name}'.")
+    raw_status = sol.status if norm == "l2" else ("local_optimum" if sol.status == "optimal" else sol.status)
+    status, message, bound = reconcile(ratio, bound, raw_status, message, closed=A.name != "max_variance",
+                                       tol=call.tol or 1e-4)
+    extra = {"objective": "max_variance", "targets": "per-query" if call.targets is not None and np.ptp(tau) > 0
+             else float(tau[0]), "query_weights": sol.weights, "per_query_variance": variance,
+             "total_squared_error": float(np.sum(variance)), "seed": seed_record(call.seed)}
+    return OptimizeResult(A, norm, ratio, bound, status, status in SUCCESS, message, "max_variance",
+                          "mmopt-l2-newton", sol.iterations, time.perf_counter() - t0, ratio, bound, sol.history, extra)

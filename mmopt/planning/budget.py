@@ -1,0 +1,136 @@
+"""The smallest budget that meets per-query accuracy targets (see :mod:`mmopt.planning`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import optimize as so
+from scipy import stats
+
+from mmopt._base import validation as v
+from mmopt.privacy import Privacy
+
+__all__ = ["Plan", "plan"]
+
+KINDS = ("variance", "se", "halfwidth")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The budget found, the strategy that meets every target with it, and the certified minimum budget.
+
+    ``epsilon`` / ``lower_bound``: the ε found and the smallest ε any strategy could meet the targets with (at the
+    same δ); ``ratio`` = epsilon / lower_bound ≥ 1. ``rho`` / ``rho_lower_bound``: the same as zCDP ρ (Gaussian
+    noise only). ``per_query_variance``: each query's variance at ``privacy``, re-evaluated exactly; every one is
+    at most its entry of ``targets`` (variances).
+    """
+
+    privacy: Privacy
+    strategy: object
+    epsilon: float
+    lower_bound: float
+    rho: float | None
+    rho_lower_bound: float | None
+    targets: np.ndarray = field(repr=False)
+    per_query_variance: np.ndarray = field(repr=False)
+    status: str
+    result: object = field(repr=False)
+
+    @property
+    def ratio(self) -> float:
+        return self.epsilon / self.lower_bound
+
+
+def _variance_targets(workload, targets, kind: str, alpha: float, delta: float, caller: str) -> np.ndarray:
+    from mmopt.family.objectives import check_targets, dense_rows
+    kind = v.check_choice(kind, name="kind", caller=caller, choices=KINDS)
+    m = dense_rows(workload, caller)[1].shape[0]
+    tau = check_targets(targets, m, caller)
+    if kind == "se":
+        return tau**2
+    if kind == "halfwidth":
+        if delta == 0:
+            raise ValueError(f"The 'kind' parameter of {caller} is 'halfwidth', whose width is z·σ under Gaussian "
+                             "noise; under Laplace noise (delta=0) plan by kind='se' or 'variance' (the exact Laplace "
+                             "intervals are mmopt.answers'; their width is not a multiple of σ).")
+        z = float(stats.norm.ppf(1 - alpha / 2))
+        return (tau / z) ** 2
+    return tau
+
+
+def _smallest_epsilon(c_max: float, delta: float, *, upper: bool) -> float:
+    """The smallest ε with c(ε, δ) ≤ ``c_max``: its feasible end (``upper``) or its certified lower end."""
+    if delta == 0:  # c = 2/ε²
+        eps = math.sqrt(2.0 / c_max)
+        return eps * (1 + 1e-12) if upper else eps * (1 - 1e-12)
+
+    def excess(log_eps):
+        return math.log(Privacy(math.exp(log_eps), delta).variance_factor) - math.log(c_max)
+
+    lo, hi = math.log(1e-8), math.log(1e4)
+    if excess(hi) > 0:
+        raise ValueError(f"plan: the targets need a variance factor {c_max:.3g}, smaller than the Gaussian mechanism "
+                         f"gives at ε = 10⁴ with δ = {delta:g}. Loosen the targets or raise delta.")
+    root = so.brentq(excess, lo, hi, xtol=1e-13, rtol=1e-13)
+    # brentq's root is within its tolerance: step to the side that is certainly feasible / certainly below
+    eps = math.exp(root)
+    step = 1 + 1e-9
+    while (Privacy(eps, delta).variance_factor > c_max) if upper else (Privacy(eps, delta).variance_factor <= c_max):
+        eps = eps * step if upper else eps / step
+    return eps
+
+
+def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha: float = 0.05,
+         tol: float | None = None, max_iterations: int | None = None) -> Plan:
+    """The smallest ε (at ``delta``) at which every query's variance meets its target, with the strategy.
+
+    Parameters
+    ----------
+    workload : Workload (dense, or a family of ≤ 4,096 cells)
+    targets : float or array_like of shape (m,)
+        One target for every query, or one per query (row order of the workload), as ``kind`` says.
+    delta : float, default 0
+        0: Laplace noise (ε-DP); > 0: the analytic Gaussian mechanism at this δ.
+    kind : {"variance", "se", "halfwidth"}
+        What ``targets`` are: variances, standard errors, or half-widths of (1 − ``alpha``) intervals
+        (Gaussian noise: half-width = z₁₋α/₂·σ).
+    alpha : float in (0, 1)
+    tol, max_iterations : as :func:`mmopt.optimize` (the max-variance search's gap and L2 solves)
+
+    Returns
+    -------
+    Plan
+
+    Examples
+    --------
+    >>> import mmopt
+    >>> p = mmopt.plan(mmopt.workload.prefix(16), targets=4.0, kind="se", delta=1e-6)  # every prefix sum ±4 s.e.
+    >>> bool((p.per_query_variance <= 16.0).all()), p.status, round(p.ratio, 3)
+    (True, 'optimal', 1.0)
+    """
+    from mmopt.error import evaluate
+    from mmopt.family.objectives import dense_rows
+    from mmopt.optimize import optimize
+
+    caller = "plan"
+    delta = v.check_real(delta, name="delta", caller=caller, low=0.0, high=1.0, high_open=True)
+    alpha = v.check_real(alpha, name="alpha", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
+    tau = _variance_targets(workload, targets, kind, alpha, delta, caller)
+    unit = Privacy(1.0, delta) if delta > 0 else Privacy(1.0)
+    res = optimize(workload, privacy=unit, targets=tau, tol=tol, max_iterations=max_iterations, verbose=False)
+    V, V_low = res.objective, res.lower_bound  # max vᵢ/τᵢ at unit variance factor (c = 1)
+    eps = _smallest_epsilon((1 - 1e-9) / V, delta, upper=True)  # a hair inside, so re-evaluation stays within
+    eps_low = _smallest_epsilon(1.0 / V_low, delta, upper=False)
+    privacy = Privacy(eps, delta) if delta > 0 else Privacy(eps)
+    # re-evaluated exactly (mmopt.error.evaluate): each query's variance c·Δ²·wᵢ (AᵀA)⁺ wᵢᵀ at the budget found
+    dense, _ = dense_rows(workload, caller)
+    A = res.strategy
+    achieved = np.asarray(evaluate(dense, A, privacy, per_query=True).per_query_variance)
+    if np.any(achieved > tau):
+        raise ArithmeticError(f"{caller}: internal inconsistency — the planned strategy misses a target by "
+                              f"{float(np.max(achieved / tau)) - 1:.2e} (relative). Please report this workload.")
+    gaussian = delta > 0
+    return Plan(privacy, A, eps, eps_low, V / 2 if gaussian else None, V_low / 2 if gaussian else None, tau, achieved,
+                res.status, res)

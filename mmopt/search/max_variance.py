@@ -1,0 +1,146 @@
+"""The largest query variance as the objective: min over X = AᵀA of max_i w_i X⁺ w_iᵀ / τ_i, certified.
+
+Notation: see README; W (m×n) the workload, τ > 0 per-query targets (1: the plain maximum variance),
+W̃ = diag(τ)^{-1/2} W, vᵢ(X) = w̃ᵢ X⁺ w̃ᵢᵀ the i-th query's variance over its target at unit privacy (Δ₂ = 1:
+diag X ≤ 1).
+
+**Minimax.** The problem min_X max_i vᵢ(X) over {X ≻ 0, diag X ≤ 1} equals
+
+    max_{p ∈ Δ_m} f(p),    f(p) = min_X Σᵢ pᵢ vᵢ(X) = min_X tr(W̃ᵀ diag(p) W̃ X⁺)               (1)
+
+(Sion: the objective is convex in X and linear in p, the simplex is compact). Each f(p) is the L2 program of the
+weighted workload diag(√p) W̃ (Program 5.2), solved by :func:`mmopt.search.l2_fast.solve_l2`, whose dual value
+g(λ) ≤ f(p) is a certified lower bound on (1) for every p. f is concave, 1-homogeneous, with gradient v(X_p)
+(Danskin; X_p is unique while every pᵢ > 0 and W has full column rank), so L-BFGS-B maximises
+F(p) = f(p) − (Σp)²/2 over the box p ≥ 0 (its maximiser is f(q*)·q* for the maximiser q* of (1); ∇F = v − Σp);
+every X_p is feasible and its exact max_i vᵢ(X_p) an upper bound. The run stops when the best of each meet within
+``tol`` (``status`` "optimal"), else at ``max_iterations`` ("user_limit"), or when L-BFGS-B stops short
+("optimal_inaccurate"). Measured (tests, benchmarks): all ranges on 64 cells to a 10⁻⁴ gap in 47 solves; softmax
+weights took 500 solves to 1.4 %, mirror ascent with averaged iterates left 0.2–0.3 % on 16 cells.
+This is the approach of the Lagrangian duals
+for max-variance planning (cf. ResidualPlanner+'s ResPlanMax for marginals, Xiao et al. VLDB 2021's
+fitness-for-use); here on any dense workload.
+
+The bound holds under Laplace noise too (a column's L1 norm is at least its L2 norm), where the returned strategy
+is the Gaussian minimax one scored in L1: a heuristic there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import optimize
+
+from mmopt.search.l2_fast import solve_l2
+
+__all__ = ["MaxVarianceSolution", "solve_max_variance"]
+
+#: fresh L-BFGS-B starts at most (each from the best weights so far)
+RESTARTS = 20
+
+@dataclass(frozen=True)
+class MaxVarianceSolution:
+    """X (feasible: diag X ≤ 1), its exact max_i vᵢ, a certified lower bound on (1), and how it ended."""
+
+    gram: np.ndarray = field(repr=False)
+    objective: float
+    lower_bound: float
+    status: str
+    iterations: int
+    weights: np.ndarray = field(repr=False)  # the query weights p of the best lower bound
+    variances: np.ndarray = field(repr=False)  # vᵢ(X) of the returned X
+    history: tuple = field(default=(), repr=False)
+
+
+def _variances(W: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """diag(W X⁺ Wᵀ), +inf for a query outside X's range."""
+    lam, V = np.linalg.eigh((X + X.T) / 2)
+    keep = lam > lam.max() * X.shape[0] * np.finfo(float).eps
+    B = W @ V
+    out = np.einsum("ij,j,ij->i", B[:, keep], 1.0 / lam[keep], B[:, keep])
+    outside = np.einsum("ij,ij->i", B[:, ~keep], B[:, ~keep])
+    scale = np.einsum("ij,ij->i", W, W)
+    out[outside > 1e-12 * np.maximum(scale, np.finfo(float).tiny)] = np.inf
+    return out
+
+
+def solve_max_variance(W: np.ndarray, targets: np.ndarray | None = None, *, tol: float = 1e-4,
+                       max_iterations: int = 500) -> MaxVarianceSolution:
+    """min_X max_i w_i X⁺ w_iᵀ / τ_i s.t. diag X ≤ 1, to a certified relative gap ``tol`` (module docstring).
+
+    Parameters
+    ----------
+    W : ndarray of shape (m, n)
+        The workload's queries.
+    targets : ndarray of shape (m,) or None
+        τ > 0 per query (None: all 1, the plain maximum variance).
+    tol : float
+        Relative gap (upper − lower) / upper at which the run stops as certified.
+    max_iterations : int
+        L2 solves (one n×n Gram each) at most.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> s = solve_max_variance(np.eye(3))        # the identity: every variance 1 at X = I
+    >>> round(s.objective, 6), round(s.lower_bound, 6), s.status
+    (1.0, 1.0, 'optimal')
+    """
+    W = np.asarray(W, dtype=float)
+    m, n = W.shape
+    tau = np.ones(m) if targets is None else np.asarray(targets, dtype=float)
+    Wt = W / np.sqrt(tau)[:, None]
+    ident = np.eye(n)  # the identity is feasible: the first upper bound (optimal where every τᵢ = ‖wᵢ‖²)
+    vi = _variances(Wt, ident)
+    st = {"dual": None, "lower": 0.0, "p": np.full(m, 1.0 / m), "best": (float(np.max(vi)), ident, vi), "k": 0,
+          "mean": np.zeros((n, n))}
+    history: list[dict] = []
+
+    def negative_F(p):
+        if st["k"] >= max_iterations:
+            raise _Done("user_limit")
+        st["k"] += 1
+        total = float(p.sum())
+        q = p / total
+        raw = solve_l2(Wt.T @ (q[:, None] * Wt), tol=1e-10, initial_dual=st["dual"])
+        st["dual"] = raw.extra.get("dual_variable")
+        if raw.dual_bound is not None and raw.dual_bound > st["lower"]:  # q ∈ Δ: g ≤ f(q) ≤ (1)
+            st["lower"], st["p"] = float(raw.dual_bound), q
+        st["mean"] += (raw.gram - st["mean"]) / st["k"]  # averaged X̄: feasible, often better where X_p is not unique
+        for X in (st["mean"], raw.gram):
+            vx = _variances(Wt, X)
+            if (top := float(np.max(vx))) < st["best"][0]:
+                st["best"] = (top, X.copy(), vx)
+        v = vx
+        history.append({"iteration": st["k"], "objective": st["best"][0], "lower_bound": st["lower"]})
+        if st["best"][0] - st["lower"] <= tol * st["best"][0]:
+            raise _Done("optimal")
+        finite = np.isfinite(v)
+        v = np.where(finite, v, 10.0 * float(np.max(v[finite])) if finite.any() else 1.0)  # a query off X_p's range
+        return -(total * float(q @ v) - total * total / 2), -(v - total)
+
+    floor = 1e-6 / m  # every pᵢ > 0: G_p keeps W's rank, so X_p and v(X_p) stay finite
+    start, status = np.ones(m), "optimal_inaccurate"
+    # L-BFGS-B's line search stops ("ABNORMAL") where the small weights' variances are solved less accurately
+    # than the value; a fresh start from the best weights so far continues, until a start gains nothing
+    for _ in range(RESTARTS):
+        gap = (st["best"][0], st["lower"])
+        try:
+            optimize.minimize(negative_F, start, jac=True, method="L-BFGS-B", bounds=[(floor, None)] * m,
+                              options={"maxiter": max_iterations, "maxfun": max_iterations, "gtol": 0.0,
+                                       "ftol": 0.0})
+        except _Done as done:
+            status = done.status
+            break
+        if (st["best"][0], st["lower"]) == gap:
+            break
+        start = np.maximum(st["p"] * st["lower"], floor)  # F's maximiser is f(q*)·q*
+    top, X, v = st["best"]
+    return MaxVarianceSolution(X, top, st["lower"], status, st["k"], st["p"], v, tuple(history))
+
+
+class _Done(Exception):
+    def __init__(self, status: str) -> None:
+        super().__init__(status)
+        self.status = status

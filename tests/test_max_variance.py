@@ -1,0 +1,125 @@
+"""The largest query variance as the objective (issue 35, first slice): the certified minimax search against the
+SDP oracle, optimize(objective="max_variance", targets=...) re-evaluated exactly, and mmopt.plan's budget."""
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt import workload as wl
+from mmopt.search.max_variance import solve_max_variance
+
+GAUSS = mmopt.Privacy(1.0, 1e-6)
+
+
+def _sdp(W):
+    """min t s.t. wᵢ X⁻¹ wᵢᵀ ≤ t (Schur complements), diag X ≤ 1: the oracle, by CVXPY."""
+    cp = pytest.importorskip("cvxpy")
+    m, n = W.shape
+    X, t = cp.Variable((n, n), PSD=True), cp.Variable()
+    cons = [cp.diag(X) <= 1] + [cp.bmat([[X, W[i:i + 1].T], [W[i:i + 1], cp.reshape(t, (1, 1), order="C")]]) >> 0
+                                for i in range(m)]
+    cp.Problem(cp.Minimize(t), cons).solve(solver="CLARABEL")
+    return float(t.value)
+
+
+CASES = {
+    "prefix 8": (wl.prefix(8).explicit_matrix(), None),
+    "all ranges 6": (wl.all_range(6).explicit_matrix(), None),
+    "random 12×6, targets": (np.random.default_rng(0).integers(0, 2, (12, 6)).astype(float),
+                             np.random.default_rng(1).uniform(0.5, 4.0, 12)),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_certified_bracket_holds_the_sdp_optimum(name):
+    W, tau = CASES[name]
+    s = solve_max_variance(W, tau, tol=1e-5)
+    Wt = W if tau is None else W / np.sqrt(tau)[:, None]
+    opt = _sdp(Wt)
+    # the SDP solver's own accuracy is ~1e-8 relative; the bracket is certified, the oracle is not
+    assert s.lower_bound <= opt * (1 + 1e-7) and s.objective >= opt * (1 - 1e-7)
+    assert s.status == "optimal" and s.objective - s.lower_bound <= 1e-5 * s.objective
+    assert np.all(np.diag(s.gram) <= 1 + 1e-12)
+
+
+def test_optimize_reports_the_exact_largest_variance_and_every_strategy_stays_above_its_bound():
+    W = wl.all_range(16)
+    res = mmopt.optimize(W, privacy=GAUSS, objective="max_variance")
+    per_query = mmopt.evaluate(W, res.strategy, norm="l2", per_query=True).per_query_variance
+    assert res.objective == pytest.approx(float(np.max(per_query)), rel=1e-9)
+    assert res.status == "optimal" and res.lower_bound <= res.objective and res.ratio <= 1 + 1e-4
+    total_optimal = mmopt.optimize(W, privacy=GAUSS).strategy
+    for A in (total_optimal, mmopt.strategy.identity(16), mmopt.strategy.hierarchical(16)):
+        worst = float(np.max(mmopt.evaluate(W, A, norm="l2", per_query=True).per_query_variance))
+        assert worst >= res.lower_bound * (1 - 1e-9)
+    assert res.extra["total_squared_error"] == pytest.approx(float(np.sum(per_query)), rel=1e-9)
+
+
+def test_targets_divide_each_variance():
+    W = wl.prefix(12)
+    one = mmopt.optimize(W, privacy=GAUSS, objective="max_variance")
+    scaled = mmopt.optimize(W, privacy=GAUSS, targets=4.0)
+    assert scaled.objective == pytest.approx(one.objective / 4, rel=1e-3)
+    tau = np.linspace(1.0, 6.0, 12)
+    res = mmopt.optimize(W, privacy=GAUSS, targets=tau)
+    v = mmopt.evaluate(W, res.strategy, norm="l2", per_query=True).per_query_variance
+    assert res.objective == pytest.approx(float(np.max(v / tau)), rel=1e-9) and res.lower_bound <= res.objective
+
+
+def test_laplace_noise_is_scored_in_l1_with_the_l2_bound():
+    W = wl.all_range(16)
+    res = mmopt.optimize(W, privacy=mmopt.Privacy(1.0), objective="max_variance")
+    v = mmopt.evaluate(W, res.strategy, norm="l1", per_query=True).per_query_variance
+    assert res.norm == "l1" and res.objective == pytest.approx(float(np.max(v)), rel=1e-9)
+    assert res.lower_bound <= res.objective and res.status != "optimal"
+
+
+def test_plan_finds_the_smallest_budget_for_its_strategy_and_a_certified_minimum():
+    W = wl.prefix(16)
+    p = mmopt.plan(W, targets=4.0, kind="se", delta=1e-6)
+    assert np.all(p.per_query_variance <= 16.0) and p.lower_bound <= p.epsilon and p.ratio <= 1 + 1e-3
+    smaller = mmopt.Privacy(p.epsilon * (1 - 1e-6), 1e-6)
+    v = mmopt.evaluate(W, p.strategy, smaller, per_query=True).per_query_variance
+    assert np.max(v) > 16.0  # a hair less budget misses a target: the budget is the smallest for this strategy
+    assert p.rho_lower_bound <= p.rho and p.rho == pytest.approx(p.result.objective * 16 / 2 / 16, rel=1e-12)
+
+
+def test_plan_target_kinds_and_laplace():
+    W = wl.all_range(8)
+    se = mmopt.plan(W, targets=3.0, kind="se", delta=1e-6)
+    var = mmopt.plan(W, targets=9.0, delta=1e-6)
+    assert se.epsilon == pytest.approx(var.epsilon, rel=1e-9)
+    hw = mmopt.plan(W, targets=1.959963984540054 * 3.0, kind="halfwidth", alpha=0.05, delta=1e-6)
+    assert hw.epsilon == pytest.approx(var.epsilon, rel=1e-6)
+    lap = mmopt.plan(W, targets=9.0)
+    assert lap.privacy.delta == 0 and np.all(lap.per_query_variance <= 9.0) and lap.rho is None
+    assert lap.epsilon == pytest.approx(lap.lower_bound * lap.ratio)
+
+
+def test_bad_requests_are_refused_by_name():
+    W = wl.prefix(8)
+    with pytest.raises(ValueError, match="'targets' parameter of optimize must be one positive number or 8"):
+        mmopt.optimize(W, targets=[1.0, 2.0])
+    with pytest.raises(ValueError, match="'targets' parameter of plan must be one positive number"):
+        mmopt.plan(W, targets=-1.0)
+    with pytest.raises(ValueError, match="'objective' parameter of optimize must be one of"):
+        mmopt.optimize(W, objective="maxvar")
+    with pytest.raises(ValueError, match="minimised by its own certified search"):
+        mmopt.optimize(W, objective="max_variance", method="kron")
+    with pytest.raises(ValueError, match="under Laplace noise .* plan by kind='se'"):
+        mmopt.plan(W, targets=5.0, kind="halfwidth")
+    with pytest.raises(ValueError, match="more than 4,096 cells"):
+        mmopt.optimize(wl.prefix(2**16), privacy=GAUSS, objective="max_variance")
+
+
+def test_command_line_plan_and_objective(capsys):
+    import json
+
+    from mmopt.cli import main
+    assert main(["plan", "prefix:16", "--target", "4", "--kind", "se", "--delta", "1e-6", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    p = mmopt.plan(wl.prefix(16), targets=4.0, kind="se", delta=1e-6)
+    assert rec["epsilon"] == pytest.approx(p.epsilon, rel=1e-12) and rec["largest_variance"] <= 16.0
+    assert main(["optimize", "all_range:8", "--delta", "1e-6", "--objective", "max_variance", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["method"] == "max_variance" and rec["lower_bound"] <= rec["objective"]
