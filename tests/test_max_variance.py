@@ -123,3 +123,31 @@ def test_command_line_plan_and_objective(capsys):
     assert main(["optimize", "all_range:8", "--delta", "1e-6", "--objective", "max_variance", "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert rec["method"] == "max_variance" and rec["lower_bound"] <= rec["objective"]
+
+
+def test_marginals_get_the_residual_strategy_certified_by_the_closed_form_bound():
+    W = wl.marginals((4,) * 3, 2)  # dense (64 cells), remembering its marginals
+    res = mmopt.optimize(W, privacy=GAUSS, objective="max_variance")
+    assert res.status == "optimal" and res.ratio <= 1 + 1e-8
+    per_query = mmopt.evaluate(W, res.strategy, norm="l2", per_query=True).per_query_variance
+    assert res.objective == pytest.approx(float(np.max(per_query)), rel=1e-9)
+    dense = solve_max_variance(W.explicit_matrix(), tol=1e-6)  # the general search brackets the same optimum
+    assert dense.lower_bound <= res.objective * (1 + 1e-9) and res.lower_bound <= dense.objective * (1 + 1e-9)
+    tau = {(0, 1): 1.0, (0, 2): 2.0, (1, 2): 4.0}
+    weighted = mmopt.optimize(W, privacy=GAUSS, targets=tau)
+    ratios = [weighted.extra["marginal_variance"][A] / t for A, t in tau.items()]
+    assert weighted.status == "optimal" and max(ratios) == pytest.approx(weighted.objective, rel=1e-12)
+    large = mmopt.optimize(wl.marginals((8,) * 30, 2), privacy=GAUSS, objective="max_variance")  # implicit, d = 30
+    assert large.status == "optimal" and large.ratio <= 1 + 1e-8
+
+
+def test_plan_on_marginals_at_any_size():
+    W = wl.marginals((8,) * 30, 2)  # 435 marginals over 8³⁰ cells: the residual algebra, never the cells
+    p = mmopt.plan(W, targets=10.0, kind="se", delta=1e-9)
+    assert p.per_query_variance.shape == (435,) and np.all(p.per_query_variance <= 100.0)
+    assert p.status == "optimal" and 1.0 <= p.ratio <= 1 + 1e-8
+    sets = mmopt.structured.residual.as_marginal_workload(W, caller="test").sets
+    tighter = mmopt.plan(W, targets={A: 5.0 if A == (0, 1) else 10.0 for A in sets}, kind="se", delta=1e-9)
+    assert tighter.epsilon > p.epsilon and tighter.per_query_variance[0] <= 25.0
+    with pytest.raises(ValueError, match="a target for every marginal"):
+        mmopt.plan(W, targets={(0, 1): 1.0}, delta=1e-9)

@@ -26,6 +26,10 @@ def takes(workload, method, call: Call) -> bool:
 
 def check_targets(targets, m: int, caller: str, name: str = "targets") -> np.ndarray:
     """τ as m positive finite numbers (a scalar is every query's)."""
+    if isinstance(targets, dict):
+        raise ValueError(f"The '{name}' parameter of {caller} is a dict (one target per marginal), which needs a "
+                         "workload of marginals (mmopt.workload.marginals, records workloads); this one is not. Give "
+                         f"one number, or {m:,} (one per query).")
     tau = np.asarray(targets, dtype=float)
     if tau.ndim == 0:
         tau = np.full(m, float(tau))
@@ -61,6 +65,52 @@ def _closed_forms(n: int):
     return out
 
 
+def _marginals(workload):
+    """The literal marginal workload a product workload stands for, else None (then the dense search runs)."""
+    from mmopt.dense._workload_type import Workload
+    from mmopt.structured.residual.workload import as_marginal_workload
+    from mmopt.structured.workloads import ImplicitWorkload
+    if not isinstance(workload, ImplicitWorkload | Workload):
+        return None
+    M = as_marginal_workload(workload, caller=CALLER)  # a dense workload too, when it remembers its marginals
+    return M if M is not None and M.literal else None
+
+
+def _run_marginals(W, call: Call, t0: float) -> OptimizeResult:
+    """Unions of marginals at any d: ResidualPlanner+'s max-variance residual strategy (the convex allocation of
+    :func:`mmopt.structured.residual.plan`), certified by the closed-form minimax bound over marginal weights
+    (:func:`mmopt.structured.residual.maxvar.dual_bound`)."""
+    from mmopt.structured.residual import error as er
+    from mmopt.structured.residual.maxvar import dual_bound
+    from mmopt.structured.residual.planner import plan
+    from mmopt.structured.residual.strategy import sensitivity
+
+    targets = call.targets
+    if targets is not None and not isinstance(targets, dict):
+        t = check_targets(targets, 1, CALLER) if np.ndim(targets) == 0 else None
+        if t is None:
+            raise ValueError(f"The 'targets' parameter of {CALLER} must be one positive number or a dict "
+                             "{attribute tuple: target} (one per marginal) for a workload of marginals. "
+                             f"Got shape {np.shape(targets)}.")
+        targets = {A: float(t[0]) for A in W.sets}
+    p = plan(W, objective="max_variance", norm="l2", targets=targets)
+    tau = np.ones(len(W.sets)) if targets is None else np.array([targets[A] for A in W.sets], dtype=float)
+    bound, weights = dual_bound(W, tau)
+    A = p.strategy
+    _, per = er.unit_errors(W, A.weights**2 / W.closure.cells, caller=CALLER)
+    per = per * sensitivity(A, "l2").value ** 2  # each marginal's cell variance at unit privacy
+    ratio = float(np.max(per / tau))
+    message = (f"Max-variance residual strategy (ResidualPlanner+'s ResPlanMax; {p.message}) against the closed-form "
+               f"minimax bound over marginal weights: {ratio:.6g} vs {bound:.6g}.")
+    status, message, bound = reconcile(ratio, bound, "optimal" if p.status == "optimal" else p.status, message,
+                                       tol=call.tol or 1e-6)
+    extra = {"objective": "max_variance", "targets": None if targets is None else dict(targets),
+             "marginal_weights": weights, "marginal_variance": dict(zip(W.sets, per.tolist(), strict=True)),
+             "seed": seed_record(call.seed)}
+    return OptimizeResult(A, "l2", ratio, bound, status, status in SUCCESS, message, "max_variance", p.solver, None,
+                          time.perf_counter() - t0, ratio, bound, (), extra)
+
+
 def run(workload, method, call: Call) -> OptimizeResult:
     """The largest query variance over its target, minimised and certified (module docstring)."""
     from mmopt.dense._strategy_core import Strategy
@@ -77,9 +127,11 @@ def run(workload, method, call: Call) -> OptimizeResult:
         raise ValueError(f"The {unused} parameter(s) of {CALLER} do not apply to objective='max_variance', which "
                          "reads ['max_iterations', 'norm', 'targets', 'tol', 'verbose']. Drop them.")
     check_common(call, CALLER)
+    norm = call.norm or "l2"
+    if norm == "l2" and (marginals := _marginals(workload)) is not None:
+        return _run_marginals(marginals, call, t0)
     dense, W = dense_rows(workload, CALLER)
     tau = np.ones(W.shape[0]) if call.targets is None else check_targets(call.targets, W.shape[0], CALLER)
-    norm = call.norm or "l2"
     sol = solve_max_variance(W, tau, tol=call.tol or 1e-4, max_iterations=call.max_iterations or 500)
     A = Strategy.from_gram(sol.gram, name="max_variance")
     candidates = [A] if norm == "l2" else [A, *_closed_forms(dense.domain_size)]

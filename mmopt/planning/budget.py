@@ -24,7 +24,8 @@ class Plan:
     ``epsilon`` / ``lower_bound``: the ε found and the smallest ε any strategy could meet the targets with (at the
     same δ); ``ratio`` = epsilon / lower_bound ≥ 1. ``rho`` / ``rho_lower_bound``: the same as zCDP ρ (Gaussian
     noise only). ``per_query_variance``: each query's variance at ``privacy``, re-evaluated exactly; every one is
-    at most its entry of ``targets`` (variances).
+    at most its entry of ``targets`` (variances). For a union of marginals under Gaussian noise both hold one entry
+    per marginal (every cell of a marginal has the same variance), in the workload's order of marginals.
     """
 
     privacy: Privacy
@@ -43,11 +44,8 @@ class Plan:
         return self.epsilon / self.lower_bound
 
 
-def _variance_targets(workload, targets, kind: str, alpha: float, delta: float, caller: str) -> np.ndarray:
-    from mmopt.family.objectives import check_targets, dense_rows
-    kind = v.check_choice(kind, name="kind", caller=caller, choices=KINDS)
-    m = dense_rows(workload, caller)[1].shape[0]
-    tau = check_targets(targets, m, caller)
+def _to_variance(tau: np.ndarray, kind: str, alpha: float, delta: float, caller: str) -> np.ndarray:
+    """Targets in ``kind``'s unit as variances."""
     if kind == "se":
         return tau**2
     if kind == "halfwidth":
@@ -58,6 +56,22 @@ def _variance_targets(workload, targets, kind: str, alpha: float, delta: float, 
         z = float(stats.norm.ppf(1 - alpha / 2))
         return (tau / z) ** 2
     return tau
+
+
+def _marginal_targets(M, targets, caller: str) -> np.ndarray:
+    """One target per marginal of M: a number for all, or a dict {attribute tuple: target}."""
+    from mmopt.family.objectives import check_targets
+    if isinstance(targets, dict):
+        missing = [A for A in M.sets if A not in targets]
+        if missing:
+            raise ValueError(f"The 'targets' parameter of {caller} must give a target for every marginal. Got none "
+                             f"for {missing[:3]}{' …' if len(missing) > 3 else ''}.")
+        return check_targets([targets[A] for A in M.sets], len(M.sets), caller)
+    if np.ndim(targets) != 0:
+        raise ValueError(f"The 'targets' parameter of {caller} must be one positive number or a dict {{attribute "
+                         "tuple: target}} for a workload of marginals (every cell of a marginal has the same "
+                         f"variance). Got shape {np.shape(targets)}.")
+    return check_targets(targets, len(M.sets), caller)
 
 
 def _smallest_epsilon(c_max: float, delta: float, *, upper: bool) -> float:
@@ -88,9 +102,10 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
 
     Parameters
     ----------
-    workload : Workload (dense, or a family of ≤ 4,096 cells)
-    targets : float or array_like of shape (m,)
-        One target for every query, or one per query (row order of the workload), as ``kind`` says.
+    workload : Workload (dense, or a family of ≤ 4,096 cells), or a union of marginals at any size
+    targets : float, array_like of shape (m,), or dict
+        One target for every query, or one per query (row order of the workload), as ``kind`` says; for a union
+        of marginals under Gaussian noise one number or a dict {attribute tuple: target} (one per marginal).
     delta : float, default 0
         0: Laplace noise (ε-DP); > 0: the analytic Gaussian mechanism at this δ.
     kind : {"variance", "se", "halfwidth"}
@@ -110,24 +125,36 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     >>> bool((p.per_query_variance <= 16.0).all()), p.status, round(p.ratio, 3)
     (True, 'optimal', 1.0)
     """
+    from mmopt.dispatch import as_implicit
     from mmopt.error import evaluate
-    from mmopt.family.objectives import dense_rows
+    from mmopt.family.objectives import _marginals, check_targets, dense_rows
     from mmopt.optimize import optimize
 
     caller = "plan"
     delta = v.check_real(delta, name="delta", caller=caller, low=0.0, high=1.0, high_open=True)
     alpha = v.check_real(alpha, name="alpha", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
-    tau = _variance_targets(workload, targets, kind, alpha, delta, caller)
+    kind = v.check_choice(kind, name="kind", caller=caller, choices=KINDS)
     unit = Privacy(1.0, delta) if delta > 0 else Privacy(1.0)
-    res = optimize(workload, privacy=unit, targets=tau, tol=tol, max_iterations=max_iterations, verbose=False)
+    marginals = _marginals(as_implicit(workload)) if delta > 0 else None
+    if marginals is not None:  # unions of marginals at any d: one target and one variance per marginal
+        tau = _to_variance(_marginal_targets(marginals, targets, caller), kind, alpha, delta, caller)
+        res = optimize(workload, privacy=unit, targets=dict(zip(marginals.sets, tau.tolist(), strict=True)),
+                       tol=tol, max_iterations=max_iterations, verbose=False)
+    else:
+        dense, W = dense_rows(workload, caller)
+        tau = _to_variance(check_targets(targets, W.shape[0], caller), kind, alpha, delta, caller)
+        res = optimize(dense, privacy=unit, targets=tau, tol=tol, max_iterations=max_iterations, verbose=False)
     V, V_low = res.objective, res.lower_bound  # max vᵢ/τᵢ at unit variance factor (c = 1)
     eps = _smallest_epsilon((1 - 1e-9) / V, delta, upper=True)  # a hair inside, so re-evaluation stays within
     eps_low = _smallest_epsilon(1.0 / V_low, delta, upper=False)
     privacy = Privacy(eps, delta) if delta > 0 else Privacy(eps)
-    # re-evaluated exactly (mmopt.error.evaluate): each query's variance c·Δ²·wᵢ (AᵀA)⁺ wᵢᵀ at the budget found
-    dense, _ = dense_rows(workload, caller)
     A = res.strategy
-    achieved = np.asarray(evaluate(dense, A, privacy, per_query=True).per_query_variance)
+    # re-evaluated exactly at the budget found: each query's variance c·Δ²·wᵢ (AᵀA)⁺ wᵢᵀ (mmopt.error.evaluate),
+    # or each marginal's cell variance in the residual algebra
+    if marginals is not None:
+        achieved = privacy.variance_factor * np.array([res.extra["marginal_variance"][S] for S in marginals.sets])
+    else:
+        achieved = np.asarray(evaluate(dense, A, privacy, per_query=True).per_query_variance)
     if np.any(achieved > tau):
         raise ArithmeticError(f"{caller}: internal inconsistency — the planned strategy misses a target by "
                               f"{float(np.max(achieved / tau)) - 1:.2e} (relative). Please report this workload.")

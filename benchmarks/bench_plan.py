@@ -1,0 +1,75 @@
+"""Planning by accuracy (issue 35): the smallest budget at which every query meets its target, and how far it is
+from the certified minimum. Prints a table: workload, targets, noise, ε found, certified minimum ε, ratio, zCDP ρ,
+the max-variance search's status, CPU seconds (one BLAS thread).
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_plan.py [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+import mmopt
+from mmopt import workload as wl
+
+
+def _cases():
+    rng = np.random.default_rng(0)
+    heterogeneous = rng.uniform(2.0, 20.0, 256 * 257 // 2)
+    return [
+        ("prefix(1,024)", lambda: wl.prefix(1024), 5.0, "se", 1e-9),
+        ("all ranges on 64 cells", lambda: wl.all_range(64), 10.0, "halfwidth", 1e-9),
+        ("all ranges on 256, targets U(2, 20)", lambda: wl.all_range(256), heterogeneous, "se", 1e-9),
+        ("all ranges on 64 cells", lambda: wl.all_range(64), 10.0, "se", 0.0),
+        ("2-way marginals (8,)^30", lambda: wl.marginals((8,) * 30, 2), 10.0, "se", 1e-9),
+        ("3-way marginals (2,)^20", lambda: wl.marginals((2,) * 20, 3), 10.0, "se", 1e-9),
+        ("1- and 2-way marginals (10,)^8", lambda: wl.stack([wl.marginals((10,) * 8, 1), wl.marginals((10,) * 8, 2)]),
+         5.0, "se", 1e-9),
+    ]
+
+
+def run() -> list[dict]:
+    rows = []
+    for name, build, targets, kind, delta in _cases():
+        W = build()
+        c0 = time.process_time()
+        p = mmopt.plan(W, targets=targets, kind=kind, delta=delta)
+        seconds = time.process_time() - c0
+        shown = f"{kind} ≤ {targets:g}" if np.ndim(targets) == 0 else f"{kind} per query"
+        rows.append({"workload": name, "targets": shown, "noise": "Gauss" if delta else "Laplace",
+                     "epsilon": p.epsilon, "minimum": p.lower_bound, "ratio": p.ratio, "rho": p.rho,
+                     "status": p.status, "seconds": seconds})
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    head = f"{'workload':38s} {'targets':16s} {'noise':7s} {'ε found':>10s} {'certified min':>13s} {'ratio':>9s} " \
+           f"{'ρ':>9s} {'status':18s} {'CPU s':>6s}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        rho = "" if r["rho"] is None else f"{r['rho']:.4g}"
+        lines.append(f"{r['workload']:38s} {r['targets']:16s} {r['noise']:7s} {r['epsilon']:10.5g} "
+                     f"{r['minimum']:13.5g} {r['ratio']:9.6f} {rho:>9s} {r['status']:18s} {r['seconds']:6.1f}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=None, help="also write the table here")
+    args = ap.parse_args(argv)
+    text = (f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, OPENBLAS_NUM_THREADS="
+            f"{os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, load average {os.getloadavg()[0]:.1f}\n"
+            + table(run()))
+    print(text)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
