@@ -213,7 +213,7 @@ def main(argv=None) -> None:
         print(line, flush=True)
         lines.append(line)
     lines.append("* a proven lower bound below the SVD bound (the exact one is out of reach for this union)")
-    lines.append("† the certified Gaussian (L2) Lagrange-dual bound at product cell weights "
+    lines.append("† the certified L2 Lagrange-dual bound at product cell weights (valid under both noises) "
                  "(mmopt.structured.dual_bound)")
     if args.out:
         Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -54,7 +54,16 @@ class MaxVarianceSolution:
 
 
 def _variances(W: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """diag(W X⁺ Wᵀ), +inf for a query outside X's range."""
+    """diag(W X⁺ Wᵀ), +inf for a query outside X's range (Cholesky where X is safely definite, else eigh)."""
+    from scipy import linalg
+    try:
+        L = linalg.cholesky((X + X.T) / 2, lower=True, check_finite=False)
+        d = np.abs(np.diag(L))
+        if d.min() > d.max() * 1e-6:  # well inside the cone: wᵢX⁻¹wᵢᵀ = ‖L⁻¹wᵢ‖², accurate to κ(L)·eps
+            B = linalg.solve_triangular(L, W.T, lower=True, check_finite=False)
+            return np.einsum("ij,ij->j", B, B)
+    except linalg.LinAlgError:
+        pass
     lam, V = np.linalg.eigh((X + X.T) / 2)
     keep = lam > lam.max() * X.shape[0] * np.finfo(float).eps
     B = W @ V
