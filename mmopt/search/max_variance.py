@@ -112,7 +112,7 @@ def solve_max_variance(W: np.ndarray, targets: np.ndarray | None = None, *, tol:
         st["k"] += 1
         total = float(p.sum())
         q = p / total
-        raw = solve_l2(Wt.T @ (q[:, None] * Wt), tol=1e-10, initial_dual=st["dual"])  # 1e-8 stalls L-BFGS-B at n = 1,024
+        raw = solve_l2(Wt.T @ (q[:, None] * Wt), tol=1e-10, initial_dual=st["dual"])  # 1e-8 stalled L-BFGS-B
         st["dual"] = raw.extra.get("dual_variable")
         if raw.dual_bound is not None and raw.dual_bound > st["lower"]:  # q ∈ Δ: g ≤ f(q) ≤ (1)
             st["lower"], st["p"] = float(raw.dual_bound), q
