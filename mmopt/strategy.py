@@ -17,18 +17,16 @@ import numpy as np
 from mmopt._base import validation as v
 from mmopt.baselines.hierarchies import greedy_h, hb, hb_branching, quadtree  # HB, GreedyH, quad-tree (issue 20)
 from mmopt.baselines.transforms import fourier, privelet  # Privelet-nD, Fourier basis (issue 20)
-from mmopt.dense._strategy_core import (
-    NORMS,
-    Strategy,
+from mmopt.dense._classic import (
     from_workload,
     hierarchical,
     identity,
-    max_column_norm,
     singular_value_bound,
     square_root,
     svd_strategy,
     wavelet,
 )
+from mmopt.dense._strategy_core import NORMS, Strategy, max_column_norm
 from mmopt.structured.strategies import (
     ImplicitStrategy,
     kron_strategy,

@@ -6,7 +6,7 @@ import pytest
 import mmopt
 from mmopt import strategy as st
 from mmopt import workload as wl
-from mmopt.dense import _strategy_core
+from mmopt.dense import _classic
 from mmopt.error import error_profile
 
 H4 = [[1, 1, 1, 1], [1, 1, 0, 0], [0, 0, 1, 1], [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]
@@ -123,7 +123,7 @@ def test_sensitivity_and_gram_are_scale_covariant(k, rng):
 @pytest.mark.parametrize("b", [2, 3, 5, 16])
 def test_tree_size_counts_the_rows(b):
     for n in list(range(1, 40)) + [100, 257, 1000]:
-        assert _strategy_core._tree_size(n, b) == st.hierarchical(n, b).matrix.shape[0]
+        assert _classic._tree_size(n, b) == st.hierarchical(n, b).matrix.shape[0]
 
 
 def test_strategy_copies_and_freezes():

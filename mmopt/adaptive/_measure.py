@@ -24,7 +24,7 @@ import numpy as np
 
 from mmopt.adaptive._common import laplace_scale
 from mmopt.adaptive._noise import Noise
-from mmopt.dense._strategy_core import _split
+from mmopt.dense._classic import _split
 
 MEASURES = ("identity", "hierarchical")
 

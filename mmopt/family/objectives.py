@@ -58,7 +58,7 @@ def _max_ratio(W, A, tau, norm: str) -> tuple[float, np.ndarray]:
 
 
 def _closed_forms(n: int):
-    from mmopt.dense._strategy_core import hierarchical, identity, wavelet
+    from mmopt.dense._classic import hierarchical, identity, wavelet
     out = [identity(n), hierarchical(n)]
     if n & (n - 1) == 0:
         out.append(wavelet(n))

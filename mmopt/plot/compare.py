@@ -13,7 +13,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 
 from mmopt._base import validation as v
-from mmopt.dense._strategy_core import Strategy, hierarchical, identity, wavelet
+from mmopt.dense._classic import hierarchical, identity, wavelet
+from mmopt.dense._strategy_core import Strategy
 from mmopt.dispatch import evaluate, svd_bound
 from mmopt.plot import _mpl
 
