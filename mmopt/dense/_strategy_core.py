@@ -157,6 +157,7 @@ class Strategy:
 
     Examples
     --------
+    >>> from mmopt.dense._classic import hierarchical
     >>> H = hierarchical(4)
     >>> H.matrix.shape, H.sensitivity("l1"), round(H.sensitivity("l2") ** 2, 12)
     ((7, 4), 3.0, 3.0)
