@@ -119,9 +119,10 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         (:mod:`mmopt.auto`). Only "auto" reads it.
     objective : {"total", "max_variance"}, default="total"
         What is minimised: the total squared error over all queries, or the largest single-query variance
-        (divided by its target when ``targets`` is given). "max_variance" runs a certified minimax search on the
-        dense workload (≤ 4,096 cells; :mod:`mmopt.search.max_variance`): ``objective`` in the result is then that
-        largest variance (or variance/target) at unit privacy and ``lower_bound`` a proven bound on it.
+        (divided by its target when ``targets`` is given). "max_variance" runs a certified minimax search on dense
+        workloads (≤ 4,096 cells; :mod:`mmopt.search.max_variance`), factor by factor on one Kronecker product, and
+        the residual planner on unions of marginals at any size: ``objective`` in the result is then that largest
+        variance (or variance/target) at unit privacy and ``lower_bound`` a proven bound on it.
     targets : float or array_like of shape (m,), optional
         Per-query variance targets τ (one number for every query): minimise max_i variance_i / τ_i. Implies
         ``objective="max_variance"``.

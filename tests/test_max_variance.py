@@ -151,3 +151,16 @@ def test_plan_on_marginals_at_any_size():
     assert tighter.epsilon > p.epsilon and tighter.per_query_variance[0] <= 25.0
     with pytest.raises(ValueError, match="a target for every marginal"):
         mmopt.plan(W, targets={(0, 1): 1.0}, delta=1e-9)
+
+
+def test_a_kronecker_product_is_the_product_of_its_factors_minimax():
+    W = wl.ranges_2d(8)  # implicit: the product route, factor by factor
+    res = mmopt.optimize(W, privacy=GAUSS, objective="max_variance")
+    per_query = mmopt.evaluate(W, res.strategy, norm="l2", per_query=True).per_query_variance
+    assert res.status == "optimal" and res.objective == pytest.approx(float(np.max(per_query)), rel=1e-9)
+    dense = mmopt.optimize(W.to_workload(), privacy=GAUSS, objective="max_variance")  # the general search
+    assert res.lower_bound <= dense.objective * (1 + 1e-9) and dense.lower_bound <= res.objective * (1 + 1e-9)
+    halved = mmopt.optimize(W, privacy=GAUSS, targets=2.0)
+    assert halved.objective == pytest.approx(res.objective / 2, rel=1e-9)
+    with pytest.raises(ValueError, match="must be one number for a Kronecker product"):
+        mmopt.optimize(W, privacy=GAUSS, targets=np.ones(W.n_queries))
