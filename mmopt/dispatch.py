@@ -115,8 +115,7 @@ def route(workload, strategy, caller: str):
                 f"optimize(W, privacy=Privacy(ε, δ)) returns one): a {type(strategy).__name__} needs the dense "
                 f"path, which stops at {ck.DENSE_LIMIT:,} cells. A p-Identity strategy's exact total is the "
                 "objective optimize reported (mmopt.search.pidentity.true_error).")
-        from mmopt.dense import _workload_core as core
-        workload = getattr(core, workload.kind)(workload.n)
+        workload = workload.to_workload()
         if isinstance(strategy, PIdentityStrategy):
             strategy = strategy.to_strategy()
     if strategy is None:
@@ -144,10 +143,7 @@ def _evaluate_product(W, A, privacy, norm, per_query):
 def _evaluate_stream(W, A, privacy, norm, per_query):
     from mmopt.toeplitz import evaluate as toeplitz_evaluate
     if per_query and W.n <= ck.DENSE_LIMIT:  # each query's error: on the dense twin, the same strategy as a matrix
-        from mmopt.dense import _workload_core as core
-        from mmopt.dense._strategy_core import Strategy
-        return error.evaluate(getattr(core, W.kind)(W.n), Strategy(A.to_dense(), A.name), privacy, norm=norm,
-                              per_query=True)
+        return error.evaluate(W.to_workload(), A.to_strategy(), privacy, norm=norm, per_query=True)
     if per_query:
         raise ValueError("evaluate: per_query=True is not available for a Toeplitz strategy on "
                          f"{W.kind}({W.n:,}) (past {ck.DENSE_LIMIT:,} cells); its report has the total and the exact "

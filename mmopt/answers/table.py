@@ -85,12 +85,9 @@ def table_pair(workload, strategy, caller: str):
         raise ValueError(f"{caller}: a labelled table of {workload.kind}({workload.n:,}) with per-query standard "
                          f"errors is listed up to {DENSE_LIMIT:,} cells. At this size use the output's answers (W x̂, "
                          "in query order) and mmopt.evaluate(W, strategy, privacy) for their error.")
-    from mmopt.dense import _workload_core as core
-    from mmopt.dense._strategy_core import Strategy
-    dense = getattr(core, workload.kind)(workload.n)
-    if strategy is not None and callable(getattr(strategy, "to_dense", None)):
-        strategy = Strategy(strategy.to_dense(), getattr(strategy, "name", "strategy"))
-    return dense, strategy
+    if strategy is not None and callable(getattr(strategy, "to_dense", None)):  # a Toeplitz / weighted square root
+        strategy = strategy.to_strategy()
+    return workload.to_workload(), strategy
 
 
 def prepare_table(workload, strategy=None, *, noise: str, attributes=None, terms=None,

@@ -106,8 +106,7 @@ class Context:
         so that the caches keyed by the workload object (its Gram's eigendecomposition) serve them all."""
         from mmopt.structured.workloads import ImplicitWorkload
         if self.stream is not None:
-            from mmopt import workload as wl
-            return (wl.prefix if self.stream.kind == "prefix" else wl.all_range)(self.stream.n)
+            return self.stream.to_workload()
         return self.structure.to_workload() if isinstance(self.workload, ImplicitWorkload) else self.workload
 
     def optimize(self, workload, method: str, **kw):

@@ -39,8 +39,7 @@ def _dense(workload, method):
             raise ValueError(f"{CALLER}: method={method!r} needs a dense workload, but {workload.kind}"
                              f"({workload.n:,}) has more than {DENSE_LIMIT:,} cells. Use method='auto', "
                              "'min_error' (ε-DP) or one of mmopt.toeplitz's: weighted_sqrt, toeplitz, blt, banded.")
-        from mmopt import workload as wl
-        return (wl.prefix if workload.kind == "prefix" else wl.all_range)(workload.n)
+        return workload.to_workload()
     if isinstance(workload, ImplicitWorkload):
         if workload.domain_size > DENSE_LIMIT:
             raise ValueError(f"{CALLER}: method={method!r} needs a dense workload, but '{workload.name}' is implicit "

@@ -78,25 +78,31 @@ def _marginals(workload):
     return M if M is not None and M.literal else None
 
 
+def marginal_targets(W, targets, caller: str) -> dict | None:
+    """``targets`` as :func:`mmopt.structured.residual.plan` takes them for the marginal workload W: None, or a
+    dict {attribute tuple: τ} (one number is every marginal's)."""
+    if targets is None or isinstance(targets, dict):
+        return targets
+    if np.ndim(targets) != 0:
+        raise ValueError(f"The 'targets' parameter of {caller} must be one positive number or a dict {{attribute "
+                         "tuple: target}} (one per marginal) for a workload of marginals (every cell of a marginal "
+                         f"has the same variance). Got shape {np.shape(targets)}.")
+    t = float(check_targets(targets, 1, caller)[0])
+    return {A: t for A in W.sets}
+
+
 def _run_marginals(W, call: Call, t0: float) -> OptimizeResult:
     """Unions of marginals at any d: ResidualPlanner+'s max-variance residual strategy (the convex allocation of
     :func:`mmopt.structured.residual.plan`), certified by the closed-form minimax bound over marginal weights
     (:func:`mmopt.structured.residual.maxvar.dual_bound`)."""
     from mmopt.structured.residual import error as er
     from mmopt.structured.residual.maxvar import dual_bound
-    from mmopt.structured.residual.planner import plan
+    from mmopt.structured.residual.planner import per_marginal_targets, plan
     from mmopt.structured.residual.strategy import sensitivity
 
-    targets = call.targets
-    if targets is not None and not isinstance(targets, dict):
-        t = check_targets(targets, 1, CALLER) if np.ndim(targets) == 0 else None
-        if t is None:
-            raise ValueError(f"The 'targets' parameter of {CALLER} must be one positive number or a dict "
-                             "{attribute tuple: target} (one per marginal) for a workload of marginals. "
-                             f"Got shape {np.shape(targets)}.")
-        targets = {A: float(t[0]) for A in W.sets}
+    targets = marginal_targets(W, call.targets, CALLER)
     p = plan(W, objective="max_variance", norm="l2", targets=targets)
-    tau = np.ones(len(W.sets)) if targets is None else np.array([targets[A] for A in W.sets], dtype=float)
+    tau = per_marginal_targets(W, targets, CALLER)
     bound, weights = dual_bound(W, tau)
     A = p.strategy
     _, per = er.unit_errors(W, A.weights**2 / W.closure.cells, caller=CALLER)
@@ -180,8 +186,7 @@ def run(workload, method, call: Call) -> OptimizeResult:
     sol = solve_max_variance(W, tau, tol=call.tol or 1e-4, max_iterations=call.max_iterations or 500)
     A = Strategy.from_gram(sol.gram, name="max_variance")
     candidates = [A] if norm == "l2" else [A, *_closed_forms(dense.domain_size)]
-    scored = [(_max_ratio(W, B, tau, norm), i, B) for i, B in enumerate(candidates)]
-    (ratio, variance), _, A = min(scored, key=lambda t: t[0][0])
+    (ratio, variance), A = min(((_max_ratio(W, B, tau, norm), B) for B in candidates), key=lambda t: t[0][0])
     bound = sol.lower_bound  # the L2 minimax value bounds the L1 objective too (‖a‖₁ ≥ ‖a‖₂ per column)
     what = "largest variance" if call.targets is None else "largest variance / target"
     message = (f"Minimax over query weights (L2 dual): {what} {ratio:.6g} at unit privacy, certified lower bound "

@@ -58,22 +58,6 @@ def _to_variance(tau: np.ndarray, kind: str, alpha: float, delta: float, caller:
     return tau
 
 
-def _marginal_targets(M, targets, caller: str) -> np.ndarray:
-    """One target per marginal of M: a number for all, or a dict {attribute tuple: target}."""
-    from mmopt.family.objectives import check_targets
-    if isinstance(targets, dict):
-        missing = [A for A in M.sets if A not in targets]
-        if missing:
-            raise ValueError(f"The 'targets' parameter of {caller} must give a target for every marginal. Got none "
-                             f"for {missing[:3]}{' …' if len(missing) > 3 else ''}.")
-        return check_targets([targets[A] for A in M.sets], len(M.sets), caller)
-    if np.ndim(targets) != 0:
-        raise ValueError(f"The 'targets' parameter of {caller} must be one positive number or a dict {{attribute "
-                         "tuple: target}} for a workload of marginals (every cell of a marginal has the same "
-                         f"variance). Got shape {np.shape(targets)}.")
-    return check_targets(targets, len(M.sets), caller)
-
-
 def _smallest_epsilon(c_max: float, delta: float, *, upper: bool) -> float:
     """The smallest ε with c(ε, δ) ≤ ``c_max``: its feasible end (``upper``) or its certified lower end."""
     if delta == 0:  # c = 2/ε²
@@ -127,8 +111,10 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     """
     from mmopt.dispatch import as_implicit
     from mmopt.error import evaluate
-    from mmopt.family.objectives import _marginals, check_targets, dense_rows
+    from mmopt.family.dense import _dense
+    from mmopt.family.objectives import _marginals, check_targets, marginal_targets
     from mmopt.optimize import optimize
+    from mmopt.structured.residual.planner import per_marginal_targets
 
     caller = "plan"
     delta = v.check_real(delta, name="delta", caller=caller, low=0.0, high=1.0, high_open=True)
@@ -137,12 +123,13 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     unit = Privacy(1.0, delta) if delta > 0 else Privacy(1.0)
     marginals = _marginals(as_implicit(workload)) if delta > 0 else None
     if marginals is not None:  # unions of marginals at any d: one target and one variance per marginal
-        tau = _to_variance(_marginal_targets(marginals, targets, caller), kind, alpha, delta, caller)
+        given = per_marginal_targets(marginals, marginal_targets(marginals, targets, caller), caller)
+        tau = _to_variance(given, kind, alpha, delta, caller)
         res = optimize(workload, privacy=unit, targets=dict(zip(marginals.sets, tau.tolist(), strict=True)),
                        tol=tol, max_iterations=max_iterations, verbose=False)
     else:
-        dense, W = dense_rows(workload, caller)
-        tau = _to_variance(check_targets(targets, W.shape[0], caller), kind, alpha, delta, caller)
+        dense = _dense(workload, "max_variance")  # its rows are built once, by the search
+        tau = _to_variance(check_targets(targets, dense.n_queries, caller), kind, alpha, delta, caller)
         res = optimize(dense, privacy=unit, targets=tau, tol=tol, max_iterations=max_iterations, verbose=False)
     V, V_low = res.objective, res.lower_bound  # max vᵢ/τᵢ at unit variance factor (c = 1)
     eps = _smallest_epsilon((1 - 1e-9) / V, delta, upper=True)  # a hair inside, so re-evaluation stays within

@@ -37,9 +37,7 @@ def _stream_drawable(obj, caller: str):
         raise ValueError(f"{caller}: a heat map of the {n:,}×{n:,} {type(obj).__name__} needs the dense matrix, "
                          f"drawn up to {DENSE_LIMIT:,} cells. Its exact error at this size: mmopt.evaluate(W, A) "
                          "(O(n log n)); heat maps of the same strategy at n ≤ 4,096 show its shape.")
-    if isinstance(obj, PIdentityStrategy):
-        return obj.to_strategy()
-    return Strategy(obj.to_dense(), obj.name)
+    return obj.to_strategy()
 
 
 def _profile_matrix(obj, caller: str, scaled: bool, norm: str) -> tuple[np.ndarray, str | None]:

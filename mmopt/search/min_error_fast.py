@@ -206,5 +206,4 @@ def dense_twin(workload, caller: str):
         raise ValueError(f"{caller}(method='min_error') on {workload.kind}({workload.n:,}) with a warm start, the SDP "
                          f"engine, the polish or norm='l2' needs the dense pipeline, which stops at {DENSE_LIMIT:,} "
                          "cells. Drop them to run the p-Identity search on the O(n) Gram operator.")
-    from mmopt import workload as wl
-    return (wl.prefix if workload.kind == "prefix" else wl.all_range)(workload.n)
+    return workload.to_workload()

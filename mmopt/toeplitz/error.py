@@ -49,6 +49,12 @@ class StreamWorkload:
     def n_queries(self) -> int:
         return self.n if self.kind == "prefix" else self.n * (self.n + 1) // 2
 
+    def to_workload(self):
+        """The dense twin (:func:`mmopt.workload.prefix` / ``all_range`` as an n×n Gram); refused past the
+        allocation limit before allocating."""
+        from mmopt.dense import _workload_core as core  # lazy: the dense layer is the reference, never the reverse
+        return getattr(core, self.kind)(self.n)
+
 
 def prefix(n: int) -> StreamWorkload:
     """The n prefix sums x₀ + … + x_t (any n up to 2²⁴; no matrix is built)."""

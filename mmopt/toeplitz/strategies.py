@@ -104,6 +104,11 @@ class ToeplitzStrategy:
         value = float(cols.max())
         return value if norm == "l1" else float(np.sqrt(value))
 
+    def to_strategy(self):
+        """C as a dense :class:`~mmopt.Strategy` (small n only, as :meth:`to_dense`)."""
+        from mmopt.dense._strategy_core import Strategy
+        return Strategy(self.to_dense(), self.name)
+
     def to_dense(self) -> np.ndarray:
         """C as an n×n array (small n only: refused past mmopt's allocation limit, before allocating)."""
         v.check_allocation(self.n * self.n, what=f"the dense {self.n:,}×{self.n:,} strategy",

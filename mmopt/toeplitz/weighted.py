@@ -82,6 +82,11 @@ class WeightedSqrtStrategy:
         v.check_choice(norm, name="norm", caller="WeightedSqrtStrategy.sensitivity", choices=("l2",))
         return 1.0
 
+    def to_strategy(self):
+        """A as a dense :class:`~mmopt.Strategy` (small n only, as :meth:`to_dense`)."""
+        from mmopt.dense._strategy_core import Strategy
+        return Strategy(self.to_dense(), self.name)
+
     def to_dense(self) -> np.ndarray:
         """A as an n×n array (small n only; refused past mmopt's allocation limit before allocating)."""
         n = self.n

@@ -126,7 +126,8 @@ def _total(W: MarginalWorkload, norm: str) -> Plan:
     return Plan(A, "total", norm, value, bound, status, msg)
 
 
-def _targets(W: MarginalWorkload, targets, caller: str) -> np.ndarray:
+def per_marginal_targets(W: MarginalWorkload, targets, caller: str) -> np.ndarray:
+    """τ_A for each marginal of W, in W's order, from None (all 1) or a dict {attribute tuple: τ_A > 0}."""
     if targets is None:
         return np.ones(len(W.sets))
     if not isinstance(targets, dict):
@@ -150,7 +151,7 @@ def _max_variance(W: MarginalWorkload, norm: str, targets, solver, caller: str) 
     if not W.literal:
         raise ValueError(f"{caller}: objective='max_variance' needs the workload's queries to be marginal cells; "
                          f"'{W.name}' is a Gram-equivalent expansion (e.g. of identity-plus-total factors).")
-    tau = _targets(W, targets, caller)
+    tau = per_marginal_targets(W, targets, caller)
     C = W.closure
     s0 = 1.0 / _total(W, norm).strategy.weights**2  # the total-optimal point: scales the variables to ~1
     coef = (W.weights**2 / W.set_cells**2 / tau)[:, None]
