@@ -208,9 +208,10 @@ def matrix_mechanism(workload, strategy, x, privacy, *, rng=None, size: int | No
 
 
 def _simulate_stream(W, A, x, privacy, **kw):
-    raise ValueError(f"matrix_mechanism: a Toeplitz strategy on {W.kind}({W.n:,}) is released, not simulated, at "
-                     "this size: use mmopt.release (OpenDP noise, O(n log n)), or a dense strategy on "
-                     f"{W.kind}(n) with n ≤ {ck.DENSE_LIMIT:,} (its dense twin).")
+    if W.n <= ck.DENSE_LIMIT:  # on the dense twin, the same strategy as a matrix
+        return mechanism.matrix_mechanism(W.to_workload(), A.to_strategy(), x, privacy, **kw)
+    raise ValueError(f"matrix_mechanism: a Toeplitz strategy on {W.kind}({W.n:,}) is released, not simulated, past "
+                     f"{ck.DENSE_LIMIT:,} cells: use mmopt.release (OpenDP noise, O(n log n)).")
 
 
 def release(workload, strategy, x, privacy, *, noise_scale: float | None = None, reconstruct: str = "least_squares",

@@ -199,3 +199,12 @@ def test_the_command_line_takes_a_stream_workload(capsys):
     assert main(["optimize", "prefix:65536", "--delta", "1e-6", "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert rec["strategy"]["rows"] == 2**16 and rec["objective"] >= rec["lower_bound"]
+
+
+def test_a_toeplitz_strategy_on_a_small_stream_is_simulated_on_the_dense_twin():
+    W, A, x = toeplitz.prefix(64), toeplitz.sqrt_strategy(64), np.arange(64.0)
+    got = mmopt.matrix_mechanism(W, A, x, GAUSS, rng=3)
+    twin = mmopt.matrix_mechanism(workload.prefix(64), A.to_strategy(), x, GAUSS, rng=3)
+    assert np.array_equal(got.answers, twin.answers)
+    with pytest.raises(ValueError, match="released, not simulated, past 4,096 cells"):
+        mmopt.matrix_mechanism(toeplitz.prefix(8192), toeplitz.sqrt_strategy(8192), np.ones(8192), GAUSS, rng=0)

@@ -39,6 +39,7 @@ __all__ = ["MaxVarianceSolution", "solve_max_variance"]
 #: fresh L-BFGS-B starts at most (each from the best weights so far)
 RESTARTS = 20
 
+
 @dataclass(frozen=True)
 class MaxVarianceSolution:
     """X (feasible: diag X ≤ 1), its exact max_i vᵢ, a certified lower bound on (1), and how it ended."""
@@ -117,11 +118,10 @@ def solve_max_variance(W: np.ndarray, targets: np.ndarray | None = None, *, tol:
         if raw.dual_bound is not None and raw.dual_bound > st["lower"]:  # q ∈ Δ: g ≤ f(q) ≤ (1)
             st["lower"], st["p"] = float(raw.dual_bound), q
         st["mean"] += (raw.gram - st["mean"]) / st["k"]  # averaged X̄: feasible, often better where X_p is not unique
-        for X in (st["mean"], raw.gram):
-            vx = _variances(Wt, X)
+        v = _variances(Wt, raw.gram)  # the gradient below, and an upper bound
+        for X, vx in ((st["mean"], _variances(Wt, st["mean"])), (raw.gram, v)):
             if (top := float(np.max(vx))) < st["best"][0]:
                 st["best"] = (top, X.copy(), vx)
-        v = vx
         history.append({"iteration": st["k"], "objective": st["best"][0], "lower_bound": st["lower"]})
         if st["best"][0] - st["lower"] <= tol * st["best"][0]:
             raise _Done("optimal")
