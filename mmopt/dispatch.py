@@ -105,6 +105,8 @@ def route(workload, strategy, caller: str):
 
     workload, strategy = as_implicit(workload), as_implicit(strategy)
     family = family_of(workload, caller).name
+    if family == "hierarchy" or _hierarchical(strategy):
+        return _route_hierarchy(workload, strategy, caller)
     if family == "stream":
         if strategy is None or _stream_native(strategy):
             return "stream", workload, strategy
@@ -122,6 +124,29 @@ def route(workload, strategy, caller: str):
         return ("product" if isinstance(workload, ImplicitWorkload) else "dense"), workload, None
     W, A, implicit = _kinds(workload, strategy, caller)
     return ("product" if implicit else "dense"), W, A
+
+
+def _hierarchical(strategy) -> bool:
+    from mmopt.hierarchy.strategy import HierarchyStrategy
+    return isinstance(strategy, HierarchyStrategy)
+
+
+def _route_hierarchy(workload, strategy, caller: str):
+    """A grouping-sets workload with its own strategy (or none) stays in its family; any other pairing goes
+    through the union of Kronecker products the workload stands for."""
+    from mmopt.hierarchy.detect import from_implicit
+    from mmopt.hierarchy.workload import HierarchyWorkload
+    if isinstance(workload, HierarchyWorkload) and (strategy is None or _hierarchical(strategy)):
+        return "hierarchy", workload, strategy
+    if _hierarchical(strategy):
+        W = from_implicit(workload)
+        if W is not None:
+            return "hierarchy", W, strategy
+    if _hierarchical(strategy):
+        raise StrategyMismatch(f"The 'strategy' parameter of {caller}: a HierarchyStrategy pairs with the grouping "
+                               f"sets it was optimised for (a HierarchyWorkload, or the union of Kronecker products "
+                               f"of level matrices it stands for). Got {type(workload).__name__}.")
+    return route(workload.to_implicit(), strategy, caller)
 
 
 def _evaluate_dense(W, A, privacy, norm, per_query):
@@ -236,11 +261,32 @@ def _release_stream(W, A, x, privacy, **kw):  # prefix sums / all ranges at any 
 
 
 #: Which layer's function runs each operation for each family (a residual pair arrives as its product).
+def _hierarchy_refuses(what: str):
+    def refuse(W, A, *args, **kw):
+        raise ValueError(f"{what}: the hierarchical residual strategy has no {what} path yet. Evaluate it exactly with "
+                         "mmopt.evaluate; to release, use W.to_implicit() with a strategy of mmopt.strategy on a small "
+                         "domain.")
+    return refuse
+
+
+def _evaluate_hierarchy(W, A, privacy, norm, per_query):
+    from mmopt.hierarchy.report import evaluate as hierarchy_evaluate
+    return hierarchy_evaluate(W, A, privacy, norm, per_query)
+
+
+def _svd_bound_hierarchy(W, privacy, per_query):
+    from mmopt.hierarchy.report import svd_bound as hierarchy_svd_bound
+    return hierarchy_svd_bound(W, privacy, per_query)
+
+
 OPS = {
     "dense": {"evaluate": _evaluate_dense, "svd_bound": _svd_bound_dense,
               "matrix_mechanism": mechanism.matrix_mechanism, "release": mechanism.release},
     "product": {"evaluate": _evaluate_product, "svd_bound": _svd_bound_product,
                 "matrix_mechanism": smech.matrix_mechanism, "release": srelease.release},
+    "hierarchy": {"evaluate": _evaluate_hierarchy, "svd_bound": _svd_bound_hierarchy,
+                  "matrix_mechanism": _hierarchy_refuses("matrix_mechanism"),
+                  "release": _hierarchy_refuses("release")},
     "stream": {"evaluate": _evaluate_stream, "svd_bound": _svd_bound_stream,
                "matrix_mechanism": _simulate_stream, "release": _release_stream},
 }

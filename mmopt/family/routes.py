@@ -47,6 +47,8 @@ FAMILIES = (
            "Σ factor sizes (Kronecker products and unions)"),
     Family("residual", "mmopt.structured.residual.workload:MarginalWorkload", "mmopt.structured.residual",
            "the downward closure (unions of marginals, any d)"),
+    Family("hierarchy", "mmopt.hierarchy.workload:HierarchyWorkload", "mmopt.hierarchy",
+           "the trees' nodes (grouping sets over hierarchies: ROLLUP, CUBE; Gaussian noise)"),
 )
 
 
@@ -95,6 +97,9 @@ ROUTES = (
     Route("stream", STREAM_METHODS, "mmopt.family.stream:run",
           summary="Toeplitz, BLT, banded and weighted square-root strategies of prefix sums / all ranges, "
                   "O(n log n) at any n (Gaussian noise)"),
+    Route("hierarchy", None, "mmopt.family.hierarchy:run", "mmopt.family.hierarchy:takes",
+          summary="grouping sets over hierarchies (and unions of Kronecker products of level matrices): the "
+                  "hierarchical residual family's optimum under Gaussian noise, bounded by a tree recursion"),
     Route("product", PRODUCT_METHODS, "mmopt.family.product:run",
           summary="HDMM's OPT_⊗ / OPT_+ / OPT_M, ResidualPlanner, data cubes, and auto's planned candidates"),
     Route("pidentity", ("min_error",), "mmopt.family.stream:run_pidentity", "mmopt.family.stream:takes_pidentity",
@@ -114,5 +119,5 @@ def find(workload, method, call: Call) -> Route:
 def all_methods() -> tuple[str, ...]:
     """Every method name optimize accepts, "auto" first (for messages and the command line)."""
     from mmopt.search._methods import METHODS
-    names = ["auto", *METHODS, *PRODUCT_METHODS, *STREAM_METHODS]
+    names = ["auto", *METHODS, *PRODUCT_METHODS, *STREAM_METHODS, "hierarchy"]
     return tuple(dict.fromkeys(names))

@@ -1,0 +1,170 @@
+"""The hierarchy family (issue 32): trees, components, exact error, the family optimum, the bound, routing.
+
+Oracles: dense projectors, dense W, dense eigenvalues and the dense certified L2 optimum on small trees.
+"""
+
+import numpy as np
+import pytest
+from scipy.linalg import eigvalsh
+
+import mmopt
+from mmopt import workload as wl
+from mmopt.hierarchy import Hierarchy, cross, cube, grouping_sets, rollup, solve, unit_total, unit_variances
+from mmopt.hierarchy import bound as hb
+from mmopt.hierarchy import components as hc
+from mmopt.hierarchy.detect import from_implicit
+from mmopt.hierarchy.synthetic import census_like
+from mmopt.hierarchy.workload import HierarchyWorkload
+from mmopt.privacy import Privacy
+
+
+def _tree(seed, depth=3, hi=4):
+    rng = np.random.default_rng(seed)
+    parents, width = [], 1
+    for _ in range(depth):
+        kids = rng.integers(1, hi + 1, size=width)
+        parents.append(np.repeat(np.arange(width), kids))
+        width = int(kids.sum())
+    return Hierarchy(tuple(parents), tuple(f"l{i}" for i in range(depth + 1)), name="geo")
+
+
+def _workload(seed=0):
+    geo = _tree(seed)
+    return grouping_sets([geo, Hierarchy.flat(2, name="sex"), Hierarchy.flat(3, name="age")],
+                         cross(rollup("l1", "l2", "l3"), cube("sex", "age"))[:9])
+
+
+def test_tree_constructors_agree():
+    codes = np.array([[7, 1], [7, 1], [7, 2], [3, 5]])  # state, county codes of 4 cells (tracts)
+    h = Hierarchy.from_codes(codes, level_names=("nation", "state", "county", "tract"))
+    assert h.n_groups == (1, 2, 3, 4)
+    assert h.sizes[2].tolist() == [2.0, 1.0, 1.0]
+    same = Hierarchy.from_parents([[0, 0, 1], [0, 0, 1, 2]])
+    assert all(np.array_equal(a, b) for a, b in zip(h.parents, same.parents, strict=True))
+    assert Hierarchy.balanced((2, 3)).regular and not h.regular
+
+
+def test_tree_refuses_bad_parents():
+    with pytest.raises(ValueError, match="cover every one"):
+        Hierarchy((np.zeros(2, dtype=int), np.array([0, 0, 0])), ("a", "b", "c"))
+    with pytest.raises(ValueError, match="level_names"):
+        Hierarchy.from_parents([[0, 1]], level_names=("only",))
+    with pytest.raises(ValueError, match="neither an attribute nor a level"):
+        grouping_sets([Hierarchy.flat(3, name="x")], [("y",)])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_component_tables_match_dense_projectors(seed):
+    from mmopt.hierarchy.strategy import _projectors
+    h = _tree(seed)
+    T = hc.tables(h)
+    P = _projectors(h)
+    assert np.allclose(sum(P), np.eye(h.n), atol=1e-12)  # the components split ℝⁿ
+    for a in range(h.depth + 1):
+        La = h.level_matrix(a)
+        dense = np.array([[row @ Pc @ row for Pc in P] for row in La])
+        assert np.allclose(T.masses[a].toarray(), dense, atol=1e-12)
+    leaf_types = h.parents[-1]
+    dense_diag = np.array([np.diag(Pc) for Pc in P]).T  # leaves × components
+    assert np.allclose(T.diag.toarray()[leaf_types], dense_diag, atol=1e-12)
+
+
+def test_workload_matches_its_dense_rows():
+    W = _workload(1)
+    D = W.dense()
+    assert D.shape == (W.n_queries, W.domain_size)
+    G = D.T @ D
+    from mmopt.hierarchy.strategy import _projectors
+    P = [_projectors(h) for h in W.attributes]
+    t = W.component_traces()
+    idx = (0, 1, 0)  # one component: the root of geo ⊗ sex residual ⊗ age root
+    Pc = np.kron(np.kron(P[0][idx[0]], P[1][idx[1]]), P[2][idx[2]])
+    assert np.isclose(t[idx], np.trace(G @ Pc), rtol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_exact_error_matches_dense(seed):
+    W = _workload(seed)
+    sol = solve(W)
+    S = sol.strategy
+    X = S.dense_gram()
+    D = W.dense()
+    scale = np.diag(X).max()
+    assert np.isclose(S.sensitivity() ** 2, scale, rtol=1e-12)
+    Xp = np.linalg.pinv(X)
+    assert np.isclose(unit_total(S, W), np.trace(D.T @ D @ Xp) * scale, rtol=1e-9)
+    per_query = np.einsum("ij,jk,ik->i", D, Xp, D) * scale
+    assert np.allclose(np.concatenate([v.ravel() for v in unit_variances(S, W)]), per_query, rtol=1e-9)
+
+
+def test_balanced_family_is_the_certified_optimum():
+    geo = Hierarchy.balanced((3, 2, 2), level_names=("nation", "state", "county", "tract"))
+    W = grouping_sets([geo, Hierarchy.flat(2, name="sex")], cross(rollup("state", "county", "tract"),
+                                                                  [("sex",), ()]))
+    sol = solve(W)
+    dense = mmopt.optimize(wl.Workload.from_matrix(W.dense()), method="l2_approx")
+    assert dense.status == "optimal"
+    assert np.isclose(sol.objective, dense.objective, rtol=1e-6)
+    bound, _ = hb.lower_bound(W)  # balanced: the SVD bound is attained
+    assert np.isclose(bound, sol.objective, rtol=1e-8)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_unbalanced_family_brackets_the_optimum(seed):
+    W = _workload(seed)
+    sol = solve(W)
+    assert sol.converged and sol.family_bound <= sol.objective * (1 + 1e-9)
+    dense = mmopt.optimize(wl.Workload.from_matrix(W.dense()), method="l2_approx")
+    bound, _ = hb.lower_bound(W)
+    # never below the optimum, and the bound never above it (certified dense optimum: relative 1e-6)
+    assert sol.objective >= dense.lower_bound * (1 - 1e-9)
+    assert bound <= dense.objective * (1 + 1e-9)
+    D = W.dense()
+    svd = np.linalg.svd(D, compute_uv=False).sum() ** 2 / D.shape[1]
+    assert np.isclose(bound, svd, rtol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_tree_recursion_matches_dense_eigenvalues(seed):
+    rng = np.random.default_rng(seed)
+    h = _tree(seed + 10, depth=3, hi=5)
+    T = hc.tables(h)
+    mu_leaf = rng.random(T.n_types) / T.count
+    beta = rng.random(h.depth + 1) + 0.1  # > 0 at the leaves: no zero eigenvalue whose √ is all round-off
+    beta[rng.integers(0, h.depth)] = 0.0
+    M = sum(beta[a] * h.level_matrix(a).T @ h.level_matrix(a) for a in range(h.depth + 1))
+    d = np.sqrt(mu_leaf[h.parents[-1]])
+    dense = np.sqrt(np.maximum(eigvalsh(d[:, None] * M * d[None, :]), 0)).sum()
+    assert np.isclose(hb.tree_trace_sqrt(h, mu_leaf, beta), dense, rtol=1e-10)
+
+
+def test_detects_stack_of_level_matrices_and_routes_it():
+    geo = census_like(4, 12, seed=3)
+    W = grouping_sets([geo, Hierarchy.flat(2, name="sex")], cross(rollup("state", "county"), [("sex",), ()]))
+    terms = [wl.kron(wl.Workload.from_matrix(2.0 * geo.level_matrix(s[0])),
+                     wl.Workload.from_matrix(Hierarchy.flat(2).level_matrix(s[1]))) for s in W.sets]
+    Wi = wl.stack(terms)
+    got = from_implicit(Wi)
+    assert got is not None and got.sets == W.sets and np.allclose(got.weights, 2.0)
+    P = Privacy(1.0, 1e-6)
+    r1 = mmopt.optimize(W, privacy=P)
+    r2 = mmopt.optimize(Wi, privacy=P)
+    assert r1.method == r2.method == "hierarchy"
+    assert np.isclose(r2.objective, 4 * r1.objective, rtol=1e-9)  # every query doubled
+    rep = mmopt.evaluate(Wi, r2.strategy, P)
+    assert np.isclose(rep.total_squared_error, P.variance_factor * r2.objective, rtol=1e-9)
+    assert r1.lower_bound <= r1.objective and r1.success
+
+
+def test_not_a_chain_is_not_detected():
+    a = wl.Workload.from_matrix(np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]]))
+    b = wl.Workload.from_matrix(np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 1.0]]))  # crosses a
+    assert from_implicit(wl.stack([wl.kron(a), wl.kron(b)])) is None
+    assert from_implicit(wl.kron(wl.prefix(4))) is None
+
+
+def test_laplace_is_refused_with_a_remedy():
+    W = _workload(0)
+    with pytest.raises(ValueError, match="Gaussian noise"):
+        mmopt.optimize(W, privacy=Privacy(1.0), method="hierarchy")
+    assert isinstance(W, HierarchyWorkload)
