@@ -127,8 +127,9 @@ def route(workload, strategy, caller: str):
 
 
 def _hierarchical(strategy) -> bool:
+    from mmopt.hierarchy.nodes import NodeStrategy
     from mmopt.hierarchy.strategy import HierarchyStrategy
-    return isinstance(strategy, HierarchyStrategy)
+    return isinstance(strategy, HierarchyStrategy | NodeStrategy)
 
 
 def _route_hierarchy(workload, strategy, caller: str):

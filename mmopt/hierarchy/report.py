@@ -11,7 +11,8 @@ import numpy as np
 
 from mmopt._base import guards
 from mmopt.hierarchy import bound as hb
-from mmopt.hierarchy.strategy import HierarchyStrategy, unit_total, unit_variances
+from mmopt.hierarchy import nodes as hn
+from mmopt.hierarchy.strategy import HierarchyStrategy, _same, unit_total, unit_variances
 from mmopt.hierarchy.workload import HierarchyWorkload
 from mmopt.structured._report import ImplicitErrorReport
 
@@ -22,8 +23,11 @@ def evaluate(W: HierarchyWorkload, A: HierarchyStrategy, privacy, norm, per_quer
     if want != "l2":
         raise ValueError("evaluate: a HierarchyStrategy is a Gaussian-noise strategy whose L1 sensitivity has no "
                          "closed form here. Use privacy=Privacy(epsilon, delta) with delta > 0, or norm='l2'.")
-    unit = unit_total(A, W)
-    variances = unit_variances(A, W)
+    if isinstance(A, hn.NodeStrategy):
+        _check_node_pair(A, W)
+        unit, variances = hn.node_total(A, W), hn.node_variances(A, W)
+    else:
+        unit, variances = unit_total(A, W), unit_variances(A, W)
     top = max(float(v.max()) for v in variances)
     total = guards.scaled(unit, privacy, W.name)
     m = W.n_queries
@@ -34,6 +38,15 @@ def evaluate(W: HierarchyWorkload, A: HierarchyStrategy, privacy, norm, per_quer
     return ImplicitErrorReport(W.name, A.name, privacy, W.shape, W.domain_size, m, A.sensitivity("l2"), True,
                                total, True, total / m, math.sqrt(total / m), mx, mx, True, "hierarchy (exact)",
                                per_query_variance=pq)
+
+
+def _check_node_pair(A: hn.NodeStrategy, W: HierarchyWorkload) -> None:
+    """A node strategy holds the layout of the workload it was optimised for: the same trees and grouping sets."""
+    same = len(A.attributes) == len(W.attributes) and all(
+        a is b or _same(a, b) for a, b in zip(A.attributes, W.attributes, strict=True))
+    if not same or not np.array_equal(hn.layout(W, A.layout.tree).components, A.layout.components):
+        raise ValueError(f"evaluate: the weighted node strategy '{A.name}' was optimised for other grouping sets than "
+                         f"'{W.name}' (its measured components differ). Optimise it for this workload.")
 
 
 def svd_bound(W: HierarchyWorkload, privacy, per_query: bool) -> float:

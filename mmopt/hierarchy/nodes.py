@@ -1,0 +1,212 @@
+"""The weighted node strategy: every node's total measured with its own weight, per component of the other attributes.
+
+Notation: see README and :mod:`mmopt.hierarchy.components`. One attribute k (the *tree*: geography) is measured
+node by node; the others by their residual components U = (Uᵢ)_{i≠k}:
+
+    X = Σ_U X_U ⊗ P_U,      X_U = Σ_{h: level(h) ≤ T_U} z_{U,h} 1_h 1_hᵀ,
+
+with T_U the deepest level of the tree that the workload asks in component U. As the P_U are orthogonal,
+X⁺ = Σ_U X_U⁺ ⊗ P_U and, with β_{a,U} = Σ_s w_s² [a_{s,k} = a] ∏_{i≠k} τᵢ[a_{s,i}, Uᵢ] (:mod:`.components`),
+
+    tr(G X⁺) = Σ_U Σ_a β_{a,U} Σ_{h at level a} V_{U,h},      V_{U,h} = 1_hᵀ X_U⁺ 1_h,
+    diag(X)(cell) = Σ_U (Σ_{h ∋ cell} z_{U,h}) ∏_{i≠k} diagᵢ[typeᵢ, Uᵢ].
+
+V_{U,h} is the variance of the least-squares estimate of node h's total from measurements of every node's total
+with variances 1/z_{U,h}: a Gaussian tree model, solved exactly by one upward and one downward pass (Kalman
+smoothing on a tree: Chou, Willsky & Benveniste 1994; Hay et al. 2010 for uniform weights). Both passes and their
+reverse-mode derivatives (for the search in :mod:`.node_solve`) cost O(nodes). The family contains per-node noise
+allocation, which the skewed trees of real geographies need (a large state's total deserves more weight).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mmopt.hierarchy import components as hc
+from mmopt.hierarchy.tree import Hierarchy
+from mmopt.hierarchy.workload import HierarchyWorkload
+
+
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """What the node family needs of a workload: the tree, the active components and their coefficients.
+
+    Attributes
+    ----------
+    tree : int
+        The attribute measured node by node.
+    beta : ndarray
+        (levels × active components) β_{a,U}.
+    depth : ndarray
+        T_U per active component.
+    coef : ndarray
+        (active components × other types) ∏ᵢ diagᵢ[rᵢ, Uᵢ].
+    components : ndarray
+        The flat index (over the other attributes' component tensor) of each active U.
+    """
+
+    tree: int
+    beta: np.ndarray
+    depth: np.ndarray
+    coef: np.ndarray
+    components: np.ndarray
+
+
+def layout(W: HierarchyWorkload, tree: int) -> Layout:
+    tabs = [hc.tables(h) for h in W.attributes]
+    others = [i for i in range(len(tabs)) if i != tree]
+    L = W.attributes[tree].depth
+    size = int(np.prod([tabs[i].n_components for i in others]))
+    beta = np.zeros((L + 1, size))
+    for s, w in zip(W.sets, W.weights, strict=True):
+        beta[s[tree]] += w * w * hc.outer([np.ones(1)] + [tabs[i].tau[s[i]] for i in others]).ravel()
+    active = np.flatnonzero(beta.max(axis=0) > 0)
+    coef = np.ones((1, 1))
+    for i in others:
+        coef = np.kron(coef, tabs[i].diag.T.toarray())  # (components × types), C order as the tensors
+    beta = beta[:, active]
+    depth = np.array([np.flatnonzero(beta[:, u] > 0).max() for u in range(active.size)])
+    return Layout(tree, beta, depth, coef[active], active)
+
+
+def passes(h: Hierarchy, z: list[np.ndarray], beta: np.ndarray, want_grad: bool = True):
+    """(f, ∂f/∂z per level, V per level) for f = Σ_a β_a Σ_{h at a} V_h on the tree cut at level T = len(z) − 1.
+
+    ``z[ℓ]`` (> 0) are the weights of the level-ℓ nodes; the level-T nodes are the leaves of the cut tree.
+    """
+    T = len(z) - 1
+    par = [None] + [h.parents[ell - 1] for ell in range(1, T + 1)]
+    u, S = [None] * (T + 1), [None] * (T + 1)
+    u[T] = 1.0 / z[T]
+    for ell in range(T - 1, -1, -1):
+        S[ell] = np.bincount(par[ell + 1], u[ell + 1], minlength=z[ell].size)
+        u[ell] = 1.0 / (z[ell] + 1.0 / S[ell])
+    d, Wd = [None] * (T + 1), [None] * (T + 1)
+    d[0] = np.full(1, np.inf)
+    Wd[0] = 1.0 / z[0]
+    for ell in range(1, T + 1):
+        p = par[ell]
+        d[ell] = Wd[ell - 1][p] + S[ell - 1][p] - u[ell]  # outside the subtree: the parent minus the siblings
+        if ell < T:
+            Wd[ell] = 1.0 / (1.0 / d[ell] + z[ell])
+    V = [1.0 / (1.0 / u[ell] + 1.0 / d[ell]) for ell in range(T + 1)]
+    f = float(sum(beta[ell] * V[ell].sum() for ell in range(T + 1)))
+    if not want_grad:
+        return f, None, V
+    ub = [beta[ell] * V[ell] ** 2 / u[ell] ** 2 for ell in range(T + 1)]
+    db = [beta[ell] * V[ell] ** 2 / d[ell] ** 2 for ell in range(T + 1)]
+    Wb = [np.zeros_like(z[ell]) for ell in range(T + 1)]
+    Sb = [np.zeros_like(z[ell]) for ell in range(T + 1)]
+    zb = [np.zeros_like(z[ell]) for ell in range(T + 1)]
+    for ell in range(T, 0, -1):
+        if ell < T:  # Wd[ℓ] = 1/(1/d + z): its adjoint is complete once every child has been processed
+            db[ell] += Wb[ell] * Wd[ell] ** 2 / d[ell] ** 2
+            zb[ell] -= Wb[ell] * Wd[ell] ** 2
+        back = np.bincount(par[ell], db[ell], minlength=z[ell - 1].size)
+        Wb[ell - 1] += back
+        Sb[ell - 1] += back
+        ub[ell] -= db[ell]
+    zb[0] -= Wb[0] * Wd[0] ** 2
+    for ell in range(T + 1):
+        if ell > 0:
+            ub[ell] += Sb[ell - 1][par[ell]]
+        if ell < T:
+            zb[ell] -= ub[ell] * u[ell] ** 2
+            Sb[ell] += ub[ell] * u[ell] ** 2 / S[ell] ** 2
+        else:
+            zb[ell] -= ub[ell] / z[ell] ** 2
+    return f, zb, V
+
+
+def path_sums(h: Hierarchy, z: list[np.ndarray]) -> np.ndarray:
+    """Σ_{ancestors-or-self} z at the cut's leaves (level len(z) − 1)."""
+    P = z[0]
+    for ell in range(1, len(z)):
+        P = P[h.parents[ell - 1]] + z[ell]
+    return P
+
+
+@dataclass(frozen=True, eq=False)
+class NodeStrategy:
+    """Node weights z_{U,h} for a workload's layout, scaled so that Δ₂ = 1.
+
+    Attributes
+    ----------
+    attributes : tuple of Hierarchy
+    layout : Layout
+    weights : tuple of tuple of ndarray
+        ``weights[u][ℓ]``: z of the level-ℓ nodes in active component u.
+    name : str
+    """
+
+    attributes: tuple
+    layout: Layout
+    weights: tuple
+    name: str = "weighted nodes"
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(h.n for h in self.attributes)
+
+    def diagonal(self) -> np.ndarray:
+        """diag(X) over (the tree's level-max(T_U) groups × the other attributes' types)."""
+        lay, h = self.layout, self.attributes[self.layout.tree]
+        top = int(lay.depth.max())
+        D = np.zeros((h.n_groups[top], lay.coef.shape[1]))
+        for u, z in enumerate(self.weights):
+            P = path_sums(h, list(z))
+            anc = _ancestors_at(h, top, int(lay.depth[u]))
+            D += np.outer(P[anc], lay.coef[u])
+        return D
+
+    def sensitivity(self, norm: str = "l2") -> float:
+        if norm != "l2":
+            raise ValueError(f"The 'norm' parameter of NodeStrategy.sensitivity must be 'l2' (a Gaussian-noise "
+                             f"strategy). Got {norm!r} instead.")
+        return float(np.sqrt(self.diagonal().max()))
+
+
+def _ancestors_at(h: Hierarchy, level: int, up_to: int) -> np.ndarray:
+    """The level-``up_to`` ancestor of every level-``level`` group."""
+    idx = np.arange(h.n_groups[level])
+    for ell in range(level, up_to, -1):
+        idx = h.parents[ell - 1][idx]
+    return idx
+
+
+def node_total(A: NodeStrategy, W: HierarchyWorkload) -> float:
+    """Δ₂² · tr(G X⁺) at unit noise, exact (inf when W asks a level the strategy does not measure)."""
+    h = A.attributes[A.layout.tree]
+    lay = layout(W, A.layout.tree)  # W's own β; the strategy's components must be W's (checked by the caller)
+    if np.any(lay.depth > A.layout.depth):
+        return float("inf")
+    f = sum(passes(h, list(z), lay.beta[:, u], want_grad=False)[0] for u, z in enumerate(A.weights))
+    return float(A.diagonal().max() * f)
+
+
+def node_variances(A: NodeStrategy, W: HierarchyWorkload) -> list[np.ndarray]:
+    """Per grouping set, its queries' variances at unit noise (as :func:`.strategy.unit_variances`)."""
+    lay, h = A.layout, A.attributes[A.layout.tree]
+    k = lay.tree
+    tabs = [hc.tables(g) for g in A.attributes]
+    others = [i for i in range(len(tabs)) if i != k]
+    shape = tuple(tabs[i].n_components for i in others)
+    Vs = [passes(h, list(z), np.ones(len(z)), want_grad=False)[2] for z in A.weights]
+    scale = A.diagonal().max()
+    out = []
+    for s, w in zip(W.sets, W.weights, strict=True):
+        a = s[k]
+        groups = [W.attributes[i].n_groups[s[i]] for i in others]
+        var = np.zeros((h.n_groups[a], int(np.prod(groups))))
+        for u, flat in enumerate(lay.components):
+            Uidx = np.unravel_index(flat, shape) if shape else ()
+            mass = hc.outer([np.ones(1)] + [tabs[i].masses[s[i]][:, c].toarray().ravel()
+                                            for i, c in zip(others, Uidx, strict=True)]).ravel()
+            if not mass.any():
+                continue
+            var += np.outer(Vs[u][a] if a <= lay.depth[u] else np.zeros(h.n_groups[a]), mass)
+        full = var.reshape((h.n_groups[a], *groups))
+        out.append(scale * w * w * np.moveaxis(full, 0, k))
+    return out

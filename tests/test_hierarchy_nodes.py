@@ -1,0 +1,111 @@
+"""The weighted node family: tree passes and their gradient, exact error and variances, the search (issue 32).
+
+Oracles: the dense Gram X = Σ_U X_U ⊗ P_U, dense inverses, the dense certified L2 optimum.
+"""
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt import workload as wl
+from mmopt.hierarchy import Hierarchy, cross, cube, grouping_sets, rollup, solve
+from mmopt.hierarchy import bound as hb
+from mmopt.hierarchy import components as hc
+from mmopt.hierarchy import nodes as hn
+from mmopt.hierarchy.node_solve import solve_nodes
+from mmopt.hierarchy.strategy import _projectors
+from mmopt.hierarchy.synthetic import census_like
+from mmopt.privacy import Privacy
+
+
+def _tree(seed, depth=3, hi=4):
+    rng = np.random.default_rng(seed)
+    parents, width = [], 1
+    for _ in range(depth):
+        kids = rng.integers(1, hi + 1, size=width)
+        parents.append(np.repeat(np.arange(width), kids))
+        width = int(kids.sum())
+    return Hierarchy(tuple(parents), tuple(f"l{i}" for i in range(depth + 1)), name="geo")
+
+
+def _incidence(h, T):
+    """Rows 1_h (over the level-T groups) of every node at levels 0 … T."""
+    return np.vstack([np.equal.outer(np.arange(h.n_groups[ell]), hn._ancestors_at(h, T, ell)).astype(float)
+                      for ell in range(T + 1)])
+
+
+@pytest.mark.parametrize(("seed", "T"), [(0, 3), (1, 2), (2, 3)])
+def test_passes_match_dense_inverse_and_gradient(seed, T):
+    rng = np.random.default_rng(seed)
+    h = _tree(seed)
+    z = [rng.random(h.n_groups[ell]) + 0.05 for ell in range(T + 1)]
+    beta = rng.random(T + 1)
+    f, grad, V = hn.passes(h, z, beta)
+    A = _incidence(h, T)
+    zz = np.concatenate(z)
+    Ki = np.linalg.inv(A.T @ (zz[:, None] * A))
+    b = np.concatenate([np.full(h.n_groups[ell], beta[ell]) for ell in range(T + 1)])
+    Vd = np.einsum("ij,jk,ik->i", A, Ki, A)
+    assert np.allclose(np.concatenate(V), Vd, rtol=1e-10)
+    assert np.isclose(f, b @ Vd, rtol=1e-12)
+    dense_grad = -np.einsum("ij,jk,ik->i", A, Ki @ (A.T @ (b[:, None] * A)) @ Ki, A)
+    assert np.allclose(np.concatenate(grad), dense_grad, rtol=1e-8, atol=1e-12)
+
+
+def _dense_gram(S: hn.NodeStrategy) -> np.ndarray:
+    lay, k = S.layout, S.layout.tree
+    h = S.attributes[k]
+    others = [i for i in range(len(S.attributes)) if i != k]
+    P = [_projectors(S.attributes[i]) for i in others]
+    shape = tuple(len(p) for p in P)
+    X = 0.0
+    for u, z in enumerate(S.weights):
+        T = len(z) - 1
+        A = _incidence(h, T) @ h.level_matrix(T)  # node indicators over the cells
+        XU = A.T @ (np.concatenate(z)[:, None] * A)
+        PU = np.ones((1, 1))
+        for p, c in zip(P, np.unravel_index(lay.components[u], shape), strict=True):
+            PU = np.kron(PU, p[c])
+        X = X + np.kron(XU, PU) if k == 0 else X + np.kron(PU, XU)
+    return X
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_node_strategy_error_matches_dense(seed):
+    geo = _tree(seed + 5)
+    W = grouping_sets([geo, Hierarchy.flat(2, name="sex"), Hierarchy.flat(3, name="age")],
+                      cross(rollup("l1", "l2", "l3"), cube("sex", "age"))[:10])
+    S = solve_nodes(W, max_iterations=50).strategy
+    X = _dense_gram(S)
+    D = W.dense()
+    scale = np.diag(X).max()
+    assert np.isclose(S.sensitivity() ** 2, scale, rtol=1e-12) and np.isclose(scale, 1.0)
+    Xp = np.linalg.pinv(X)
+    assert np.isclose(hn.node_total(S, W), np.trace(D.T @ D @ Xp), rtol=1e-8)
+    per_query = np.einsum("ij,jk,ik->i", D, Xp, D)
+    got = np.concatenate([v.ravel() for v in hn.node_variances(S, W)])
+    assert np.allclose(got, per_query, rtol=1e-8)
+
+
+def test_node_family_closes_the_gap_on_a_skewed_tree():
+    geo = census_like(6, 40, seed=2)
+    W = grouping_sets([geo, Hierarchy.flat(2, name="sex")], cross(rollup("state", "county"), [("sex",), ()]))
+    nodes, residual = solve_nodes(W), solve(W)
+    dense = mmopt.optimize(wl.Workload.from_matrix(W.dense()), method="l2_approx")
+    bound, _ = hb.lower_bound(W)
+    assert dense.status == "optimal"
+    assert nodes.objective >= dense.lower_bound * (1 - 1e-9)  # never below the optimum
+    assert nodes.objective < residual.objective  # per-node weights matter on skewed trees
+    assert bound <= dense.objective * (1 + 1e-9)
+    res = mmopt.optimize(W, privacy=Privacy(1.0, 1e-6))
+    assert res.extra["family"] == "nodes" and np.isclose(res.objective, nodes.objective, rtol=1e-9)
+    rep = mmopt.evaluate(W, res.strategy, Privacy(1.0, 1e-6))
+    assert np.isclose(rep.total_squared_error, Privacy(1.0, 1e-6).variance_factor * res.objective, rtol=1e-9)
+
+
+def test_layout_coefficients_are_the_other_attributes_diagonals():
+    W = grouping_sets([census_like(3, 7, seed=1), Hierarchy.flat(3, name="b")], [("county", "b"), ("state",)])
+    lay = hn.layout(W, 0)
+    T = hc.tables(W.attributes[1])
+    assert np.allclose(lay.coef, T.diag.T.toarray()[lay.components])
+    assert lay.depth.tolist() == [2, 2] and lay.beta.shape == (3, 2)
