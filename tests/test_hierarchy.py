@@ -171,3 +171,15 @@ def test_laplace_is_refused_with_a_remedy():
     with pytest.raises(ValueError, match="Gaussian noise"):
         mmopt.optimize(W, privacy=Privacy(1.0), method="hierarchy")
     assert isinstance(W, HierarchyWorkload)
+
+
+def test_baselines_match_dense_strategies():
+    from mmopt.hierarchy.baselines import independent_total, least_squares_total, rank
+    W = _workload(2)
+    D = W.dense()
+    K = len(W.sets)
+    A = D / np.sqrt(K)  # every set once, an even share of the budget: L2 sensitivity 1
+    assert np.isclose(np.sqrt((A * A).sum(axis=0)).max(), 1.0)
+    assert rank(W) == np.linalg.matrix_rank(D)
+    assert np.isclose(least_squares_total(W), np.trace(D.T @ D @ np.linalg.pinv(A.T @ A)), rtol=1e-8)
+    assert independent_total(W) == K * D.shape[0]
