@@ -262,12 +262,18 @@ def _release_stream(W, A, x, privacy, **kw):  # prefix sums / all ranges at any 
 
 
 #: Which layer's function runs each operation for each family (a residual pair arrives as its product).
-def _hierarchy_refuses(what: str):
-    def refuse(W, A, *args, **kw):
-        raise ValueError(f"{what}: the hierarchical residual strategy has no {what} path yet. Evaluate it exactly with "
-                         "mmopt.evaluate; to release, use W.to_implicit() with a strategy of mmopt.strategy on a small "
-                         "domain.")
-    return refuse
+def _simulate_hierarchy(W, A, x, privacy, **kw):
+    raise ValueError("matrix_mechanism: a hierarchy strategy is released, not simulated: use mmopt.release (OpenDP "
+                     "noise; its answers carry their exact variances).")
+
+
+def _release_hierarchy(W, A, x, privacy, *, noise_scale=None, reconstruct="least_squares", total=None, zeros=None,
+                       **_):
+    from mmopt.hierarchy.release import release as hierarchy_release
+    if reconstruct != "least_squares" or total is not None or zeros is not None:
+        raise ValueError("release: a hierarchy strategy releases the least-squares answers (exact variances); "
+                         "reconstruct, total and zeros are not available for it. Drop them.")
+    return hierarchy_release(W, A, x, privacy, noise_scale=noise_scale)
 
 
 def _evaluate_hierarchy(W, A, privacy, norm, per_query):
@@ -286,8 +292,7 @@ OPS = {
     "product": {"evaluate": _evaluate_product, "svd_bound": _svd_bound_product,
                 "matrix_mechanism": smech.matrix_mechanism, "release": srelease.release},
     "hierarchy": {"evaluate": _evaluate_hierarchy, "svd_bound": _svd_bound_hierarchy,
-                  "matrix_mechanism": _hierarchy_refuses("matrix_mechanism"),
-                  "release": _hierarchy_refuses("release")},
+                  "matrix_mechanism": _simulate_hierarchy, "release": _release_hierarchy},
     "stream": {"evaluate": _evaluate_stream, "svd_bound": _svd_bound_stream,
                "matrix_mechanism": _simulate_stream, "release": _release_stream},
 }

@@ -1,0 +1,188 @@
+"""Release grouping sets over hierarchies: OpenDP noise on the strategy's measurements, then exact least squares.
+
+Notation: see README, :mod:`mmopt.hierarchy.basis` and :mod:`mmopt.hierarchy.nodes`. The guarantee is that of
+:func:`mmopt.release`: (ε, δ)-DP (Gaussian noise) for adding or removing one record of the data whose histogram is
+``x``, with W and A fixed independently of the data; Δ₂ is the strategy's exact closed form (the largest diagonal
+of X), rounded upwards. The measurements are
+
+* residual family: y_c = √x_c Q_cᵀ x + z (coefficients of x in the adapted orthonormal basis), whose least-squares
+  estimate is x̂ = Σ_c Q_c y_c/√x_c;
+* node family: y_{U,h} = √z_{U,h} (1_h ⊗ Q_U)ᵀ x + z (node totals of every component of the other attributes),
+  whose least-squares node totals come from the same two tree passes as their variances (a Gaussian tree model:
+  Kalman smoothing on a tree), one column per coefficient of U.
+
+Answers and their variances (σ²/Δ₂² times the exact unit variances) are post-processing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mmopt._base.opendp import finite, measure
+from mmopt.hierarchy import basis as hb
+from mmopt.hierarchy import nodes as hn
+from mmopt.hierarchy.strategy import HierarchyStrategy, unit_variances
+from mmopt.hierarchy.workload import HierarchyWorkload
+from mmopt.privacy import Privacy
+from mmopt.structured.release import upper_sensitivity
+
+
+@dataclass(frozen=True, eq=False)
+class HierarchyRelease:
+    """One release: ``answers[s]`` and ``variances[s]`` are tensors over grouping set s's groups (attribute order)."""
+
+    answers: list = field(repr=False)
+    variances: list = field(repr=False)
+    noise_scale: float
+    sensitivity: float
+    verified_loss: object
+    family: str
+    measurements: np.ndarray = field(repr=False)
+
+
+def level_sums(h, T: np.ndarray, axis: int, level: int) -> np.ndarray:
+    """Sums of T over the level-``level`` groups along ``axis``."""
+    X = np.moveaxis(T, axis, 0)
+    out = np.zeros((h.n_groups[level], *X.shape[1:]))
+    np.add.at(out, h.groups[level], X)
+    return np.moveaxis(out, 0, axis)
+
+
+def release(W: HierarchyWorkload, A, x, privacy: Privacy, *, noise_scale: float | None = None) -> HierarchyRelease:
+    """Release every grouping set of ``W`` from the histogram ``x`` (shape ``W.shape``) with strategy ``A``."""
+    caller = "release"
+    if not isinstance(privacy, Privacy) or privacy.noise != "gaussian":
+        raise ValueError(f"The 'privacy' parameter of {caller} must be a Privacy with delta > 0 for a hierarchy "
+                         f"strategy (Gaussian noise at its exact L2 sensitivity). Got {privacy!r}.")
+    x = np.asarray(x, dtype=float)
+    if x.shape != W.shape or not np.all(np.isfinite(x)):
+        raise ValueError(f"The 'x' parameter of {caller} must be a finite histogram of shape {W.shape} (one count per "
+                         f"cell). Got shape {x.shape}.")
+    Delta = A.sensitivity()
+    d_in = upper_sensitivity(Delta, caller=caller)
+    if isinstance(A, HierarchyStrategy):
+        Ax, finish = _residual(W, A, x)
+        unit = unit_variances(A, W)
+    elif isinstance(A, hn.NodeStrategy):
+        Ax, finish = _nodes(W, A, x)
+        unit = hn.node_variances(A, W)
+    else:
+        raise TypeError(f"The 'strategy' parameter of {caller} must be a HierarchyStrategy or NodeStrategy. Got "
+                        f"{type(A).__name__}.")
+    Ax = finite(Ax, "the strategy answers A x", caller)  # refused before any noise is drawn
+    y, scale, loss = measure(Ax, d_in, privacy, noise_scale=noise_scale, caller=caller)
+    answers = finish(y)
+    factor = scale * scale / (Delta * Delta)
+    family = "residual" if isinstance(A, HierarchyStrategy) else "nodes"
+    return HierarchyRelease(answers, [factor * u for u in unit], scale, d_in, loss, family, y)
+
+
+def _residual(W, A, x):
+    attrs = W.attributes
+    coef = x
+    for i, h in enumerate(attrs):
+        coef = hb.along(hb.analysis, h, coef, i)
+    xw = A.weights[np.ix_(*[hb.basis(h).component_of for h in attrs])]
+    on = xw > 0
+    root = np.sqrt(xw[on])
+
+    def finish(y):
+        C = np.zeros(W.shape)
+        C[on] = y / root
+        xhat = C
+        for i, h in enumerate(attrs):
+            xhat = hb.along(hb.synthesis, h, xhat, i)
+        out = []
+        for s in W.sets:
+            T = xhat
+            for i, (h, a) in enumerate(zip(attrs, s, strict=True)):
+                T = level_sums(h, T, i, a)
+            out.append(T)
+        return out
+
+    return root * coef[on], finish
+
+
+def _nodes(W, A, x):
+    lay, k = A.layout, A.layout.tree
+    attrs = W.attributes
+    h = attrs[k]
+    others = [i for i in range(len(attrs)) if i != k]
+    coef = x
+    for i in others:
+        coef = hb.along(hb.analysis, attrs[i], coef, i)
+    coef = np.moveaxis(coef, k, 0).reshape(h.n, -1)  # tree cells × the others' coefficients (C order)
+    grid = np.ix_(*[hb.basis(attrs[i]).component_of for i in others]) if others else ()
+    shape = tuple(int(hb.basis(attrs[i]).component_of.max()) + 1 for i in others)
+    flat = np.ravel_multi_index(np.broadcast_arrays(*grid), shape).ravel() if others else np.zeros(1, dtype=int)
+    cols = [np.flatnonzero(flat == c) for c in lay.components]
+    pieces = []
+    for u, z in enumerate(A.weights):
+        S = coef[:, cols[u]]
+        sums = [None] * len(z)
+        for ell in range(h.depth, -1, -1):
+            if ell < len(z):
+                sums[ell] = S
+            if ell:
+                S = _group_rows(h.parents[ell - 1], S, h.n_groups[ell - 1]) if ell <= h.depth else S
+        pieces.append([np.sqrt(zl)[:, None] * sl for zl, sl in zip(z, sums, strict=True)])
+    Ax = np.concatenate([p.ravel() for ps in pieces for p in ps])
+
+    def finish(y):
+        at, est = 0, []
+        for u, z in enumerate(A.weights):
+            obs = []
+            for zl in z:
+                size = zl.size * cols[u].size
+                obs.append(y[at:at + size].reshape(zl.size, cols[u].size) / np.sqrt(zl)[:, None])
+                at += size
+            est.append(_smooth(h, list(z), obs))
+        out = []
+        others_shape = tuple(attrs[i].n for i in others)
+        for s in W.sets:
+            a = s[k]
+            E = np.zeros((h.n_groups[a], int(np.prod(others_shape))))
+            for u in range(len(A.weights)):
+                if a < len(est[u]):
+                    E[:, cols[u]] += est[u][a]
+            T = E.reshape((h.n_groups[a], *others_shape))
+            for j, i in enumerate(others, start=1):
+                T = hb.along(hb.synthesis, attrs[i], T, j)
+                T = level_sums(attrs[i], T, j, s[i])
+            out.append(np.moveaxis(T, 0, k))
+        return out
+
+    return Ax, finish
+
+
+def _group_rows(parent: np.ndarray, S: np.ndarray, groups: int) -> np.ndarray:
+    out = np.zeros((groups, S.shape[1]))
+    np.add.at(out, parent, S)
+    return out
+
+
+def _smooth(h, z: list, obs: list) -> list:
+    """Least-squares node totals from obs[ℓ] (one row per level-ℓ node, variance 1/z) on the tree cut at len(z)−1."""
+    T = len(z) - 1
+    par = [None] + [h.parents[ell - 1] for ell in range(1, T + 1)]
+    m, v, c, S = [None] * (T + 1), [None] * (T + 1), [None] * (T + 1), [None] * (T + 1)
+    m[T], v[T] = obs[T], 1.0 / z[T]
+    for ell in range(T - 1, -1, -1):  # upward: own measurement ⊕ the children's sum
+        S[ell] = np.bincount(par[ell + 1], v[ell + 1], minlength=z[ell].size)
+        c[ell] = _group_rows(par[ell + 1], m[ell + 1], z[ell].size)
+        v[ell] = 1.0 / (z[ell] + 1.0 / S[ell])
+        m[ell] = v[ell][:, None] * (z[ell][:, None] * obs[ell] + c[ell] / S[ell][:, None])
+    out = [m[0]]
+    Wv, Wm = 1.0 / z[0], obs[0]  # the root: its own measurement is all that is outside its children
+    for ell in range(1, T + 1):  # downward: the parent's outside view minus the siblings
+        p = par[ell]
+        d = Wv[p] + S[ell - 1][p] - v[ell]
+        md = Wm[p] - (c[ell - 1][p] - m[ell])
+        V = 1.0 / (1.0 / v[ell] + 1.0 / d)
+        out.append(V[:, None] * (m[ell] / v[ell][:, None] + md / d[:, None]))
+        if ell < T:
+            Wv = 1.0 / (1.0 / d + z[ell])
+            Wm = Wv[:, None] * (md / d[:, None] + z[ell][:, None] * obs[ell])
+    return out
