@@ -37,9 +37,12 @@ def takes(workload, method, call: Call) -> bool:
 def run(workload, method, call: Call) -> OptimizeResult:
     from mmopt.hierarchy.workload import HierarchyWorkload
     given = isinstance(workload, HierarchyWorkload)
-    if given and method not in ("auto", "hierarchy"):
-        return call.optimize(workload.to_implicit(), method=method, norm=call.norm, seed=call.seed,
-                             tol=call.tol, max_iterations=call.max_iterations, verbose=call.verbose)
+    if given and (method not in ("auto", "hierarchy") or (method == "auto" and call.norm == "l1")):
+        # other methods, and ε-DP (whose L1 sensitivity the families here do not have in closed form): the union of
+        # Kronecker products of level matrices the workload stands for, through the product family's searches
+        return call.optimize(workload.to_implicit(), method=method,
+                             norm=call.norm, seed=call.seed, tol=call.tol, max_iterations=call.max_iterations,
+                             verbose=call.verbose, budget=call.budget)
     W = workload if given else _detected(workload)
     if W is None:
         raise ValueError(f"{CALLER}(method='hierarchy'): the workload is not a union of grouping sets (Kronecker "

@@ -1,0 +1,151 @@
+"""Grouping sets of records over a public hierarchy: count, plan, release, label — one call.
+
+Notation: see README and :mod:`mmopt.hierarchy.release`. The leaf attribute (e.g. ``county``) is a column of the
+records and an attribute of the :class:`~mmopt.records.Domain`; its coarser levels (``state``) are *public*
+functions of it, given per leaf category (``levels={"state": state_of_each_county}``), never read from the records
+(a column ``state`` in the data is ignored, so an inconsistent record cannot change the sensitivity). Counts come
+from :func:`mmopt.records.counts.marginal_counts` (every source it reads), noise from OpenDP through
+:func:`mmopt.hierarchy.release.release`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mmopt.hierarchy.tree import Hierarchy
+from mmopt.hierarchy.workload import HierarchyWorkload, grouping_sets
+
+
+@dataclass(frozen=True, eq=False)
+class GroupedRelease:
+    """A release of grouping sets: ``table(alpha)`` gives one labelled row per group of every set.
+
+    Attributes
+    ----------
+    workload : HierarchyWorkload
+    release : mmopt.hierarchy.release.HierarchyRelease
+    result : OptimizeResult
+        The strategy's search (objective at unit noise, lower bound, family).
+    labels : tuple of tuple
+        Per workload attribute, per level, the label of each group.
+    names : tuple of tuple
+        Per workload attribute, the name of each level (root first).
+    """
+
+    workload: HierarchyWorkload
+    release: object = field(repr=False)
+    result: object = field(repr=False)
+    labels: tuple = field(repr=False)
+    names: tuple = field(repr=False)
+
+    def table(self, alpha: float | None = 0.05):
+        """A pandas DataFrame: ``set`` (the grouping set's index), one column per grouped level (None where
+        rolled up, SQL's NULL), ``estimate``, ``std_error`` and, with ``alpha``, the exact Gaussian 1 − α interval
+        ``lower``/``upper`` (estimate ∓ z_{1−α/2}·std_error: the error is exactly normal with that variance)."""
+        import pandas as pd
+        from scipy.stats import norm
+
+        z = None if alpha is None else float(norm.ppf(1 - alpha / 2))
+        cols = [n for per in self.names for n in per[1:]]
+        frames = []
+        for k, (s, ans, var) in enumerate(zip(self.workload.sets, self.release.answers, self.release.variances,
+                                              strict=True)):
+            data = {"set": np.full(ans.size, k)}
+            idx = np.indices(ans.shape).reshape(ans.ndim, -1)
+            for i, a in enumerate(s):
+                for lv, name in enumerate(self.names[i][1:], start=1):
+                    if lv == a:
+                        data[name] = np.asarray(self.labels[i][a], dtype=object)[idx[i]]
+                    elif lv < a and name not in data:  # the coarser levels of a finer group, as SQL shows them
+                        data[name] = np.asarray(self.labels[i][lv], dtype=object)[_up(self.workload.attributes[i],
+                                                                                      a, lv)[idx[i]]]
+            sd = np.sqrt(var.ravel())
+            data["estimate"], data["std_error"] = ans.ravel(), sd
+            if z is not None:
+                data["lower"], data["upper"] = ans.ravel() - z * sd, ans.ravel() + z * sd
+            frames.append(pd.DataFrame(data))
+        out = pd.concat(frames, ignore_index=True)
+        for c in cols:
+            out[c] = out[c].astype(object).where(out[c].notna(), None) if c in out else None
+        lead = ["set", *cols]
+        return out[lead + [c for c in out.columns if c not in lead]]
+
+
+def _up(h: Hierarchy, level: int, to: int) -> np.ndarray:
+    idx = np.arange(h.n_groups[level])
+    for ell in range(level, to, -1):
+        idx = h.parents[ell - 1][idx]
+    return idx
+
+
+def release_grouping_sets(records, domain, sets, privacy, *, leaf: str, levels: dict, strategy=None,
+                          noise_scale: float | None = None) -> GroupedRelease:
+    """Release ``GROUP BY GROUPING SETS (sets)`` of ``records`` with a hierarchy over the ``leaf`` attribute.
+
+    Parameters
+    ----------
+    records : anything :func:`mmopt.records.counts.marginal_counts` reads
+    domain : mmopt.records.Domain
+        Must hold ``leaf`` and every attribute named in ``sets`` that is not a level of the hierarchy.
+    sets : list of tuple of str
+        Attribute and level names (``()`` the total), e.g. ``cross(rollup("state", "county"), cube("sex"))``.
+    privacy : Privacy
+        (ε, δ) with δ > 0 (Gaussian noise).
+    leaf : str
+        The finest geography attribute (a domain attribute, one cell per category).
+    levels : dict
+        Coarse to fine, ``{level name: sequence with the label of each leaf category's group}``.
+    strategy : HierarchyStrategy or NodeStrategy, optional
+        Default: ``mmopt.optimize(workload, privacy=privacy)``'s.
+    """
+    from mmopt.hierarchy.release import release
+    from mmopt.optimize import optimize
+    from mmopt.privacy import Privacy
+    from mmopt.records.counts import marginal_counts
+    from mmopt.records.domain import Domain
+    caller = "release_grouping_sets"
+    if not isinstance(privacy, Privacy) or privacy.noise != "gaussian":
+        raise ValueError(f"The 'privacy' parameter of {caller} must be a Privacy with delta > 0 (Gaussian noise at "
+                         f"the strategy's exact L2 sensitivity). Got {privacy!r}.")
+    if leaf not in domain.names:
+        raise ValueError(f"The 'leaf' parameter of {caller} must be an attribute of the domain. Got {leaf!r}; the "
+                         f"domain has {list(domain.names)}.")
+    leaf_attr = domain.attributes[domain.index(leaf)]
+    if not isinstance(levels, dict) or not levels:
+        raise TypeError(f"The 'levels' parameter of {caller} must be a non-empty dict {{level name: labels per "
+                        f"{leaf} category}}, coarse to fine. Got {levels!r:.80}.")
+    codes, labels = [], []
+    for name, lab in levels.items():
+        lab = np.asarray(lab, dtype=object)
+        if lab.shape != (leaf_attr.size,):
+            raise ValueError(f"The 'levels' parameter of {caller}: level {name!r} must give one label per {leaf} "
+                             f"category ({leaf_attr.size}). Got {lab.shape[0] if lab.ndim else 0}.")
+        _, first, inv = np.unique(lab.astype(str), return_index=True, return_inverse=True)
+        rank = np.argsort(np.argsort(first))
+        codes.append(rank[inv])
+        labels.append(tuple(lab[np.sort(first)]))
+    geo = Hierarchy.from_codes(np.stack(codes, axis=1), level_names=("total", *levels, leaf), name=leaf)
+    attrs = [a for a in domain.attributes if a.name not in levels]  # levels are derived, never read
+    sub = Domain(tuple(attrs))
+    hier = [geo if a.name == leaf else Hierarchy.flat(a.size, name=a.name) for a in attrs]
+    W = grouping_sets(hier, sets, name="grouping sets")
+    counts = marginal_counts(records, sub, [tuple(range(len(attrs)))])[tuple(range(len(attrs)))]
+    result = None
+    if strategy is None:
+        result = optimize(W, privacy=privacy)
+        strategy = result.strategy
+    out = release(W, strategy, counts.astype(float), privacy, noise_scale=noise_scale)
+    all_labels = []
+    for a in attrs:
+        if a.name == leaf:
+            all_labels.append(((None,), *labels, tuple(a.labels)))
+        else:
+            all_labels.append(((None,), tuple(a.labels)))
+    names = tuple(h.level_names for h in hier)
+    if not all(math.isfinite(float(v.max())) for v in out.variances):
+        raise ValueError(f"{caller}: a grouping set asks a level the strategy does not measure. Optimise the "
+                         "strategy for these grouping sets (omit 'strategy').")
+    return GroupedRelease(W, out, result, tuple(all_labels), names)

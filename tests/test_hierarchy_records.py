@@ -1,0 +1,53 @@
+"""Grouping sets of records over a public hierarchy (issue 32): counts, labels, SQL's NULLs, refusals."""
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt.hierarchy import cross, rollup
+from mmopt.hierarchy.records import release_grouping_sets
+from mmopt.records.domain import Attribute, Domain
+
+pd = pytest.importorskip("pandas")
+pytest.importorskip("opendp")
+
+COUNTIES = [f"c{i}" for i in range(6)]
+STATE_OF = ["A", "A", "B", "B", "B", "C"]
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"county": rng.choice(COUNTIES, 2000), "sex": rng.choice(["F", "M"], 2000)})
+    df["state"] = "Z"  # a wrong state column: levels are public functions of the county, never read
+    D = Domain((Attribute("county", categories=tuple(COUNTIES)), Attribute("sex", categories=("F", "M"))))
+    return df, D
+
+
+def test_release_matches_the_group_by_and_labels_it():
+    df, D = _data()
+    sets = cross(rollup("state", "county"), [("sex",), ()])
+    r = release_grouping_sets(df, D, sets, mmopt.Privacy(2000.0, 1e-3), leaf="county", levels={"state": STATE_OF})
+    t = r.table(alpha=0.05)
+    assert len(t) == 12 + 6 + 6 + 3 + 2 + 1 and list(t.columns[:4]) == ["set", "state", "county", "sex"]
+    df["state"] = [STATE_OF[COUNTIES.index(c)] for c in df["county"]]
+    by_state = df.groupby("state").size()
+    rows = t[(t["set"] == 3)]  # ROLLUP's (state) level: county and sex rolled up (NULL)
+    assert rows["county"].isna().all() and rows["sex"].isna().all()
+    for _, row in rows.iterrows():
+        assert abs(row["estimate"] - by_state[row["state"]]) <= 8 * row["std_error"]
+        assert row["lower"] < row["estimate"] < row["upper"]
+    cells = t[t["set"] == 0].set_index(["county", "sex"])["estimate"]
+    truth = df.groupby(["county", "sex"]).size()
+    worst = 8 * t[t["set"] == 0]["std_error"].max()
+    assert np.all(np.abs(cells.loc[truth.index].to_numpy() - truth.to_numpy()) <= worst)
+    assert r.result.lower_bound <= r.result.objective
+
+
+def test_refusals_name_the_parameter():
+    df, D = _data()
+    with pytest.raises(ValueError, match="'leaf' parameter"):
+        release_grouping_sets(df, D, [()], mmopt.Privacy(1.0, 1e-6), leaf="tract", levels={"state": STATE_OF})
+    with pytest.raises(ValueError, match="one label per county"):
+        release_grouping_sets(df, D, [()], mmopt.Privacy(1.0, 1e-6), leaf="county", levels={"state": STATE_OF[:3]})
+    with pytest.raises(ValueError, match="delta > 0"):
+        release_grouping_sets(df, D, [("state",)], mmopt.Privacy(1.0), leaf="county", levels={"state": STATE_OF})
