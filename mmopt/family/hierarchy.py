@@ -92,3 +92,31 @@ def solve_result(W, call: Call) -> OptimizeResult:
     return OptimizeResult(strategy, "l2", objective, bound, status, status in ("optimal", "local_optimum"),
                           message, "hierarchy", None, iterations, time.perf_counter() - t0,
                           objective_per_query=objective / m, lower_bound_per_query=bound / m, extra=extra)
+
+
+def max_variance_result(W, call: Call, norm: str, t0: float) -> OptimizeResult:
+    """objective="max_variance" (per-set ``targets``) on grouping sets: the search and bound of
+    :mod:`mmopt.hierarchy.maxvar`, under Gaussian noise."""
+    from mmopt.hierarchy import maxvar as mv
+    if norm != "l2":
+        raise ValueError(f"{CALLER}(objective='max_variance') on grouping sets over hierarchies runs under Gaussian "
+                         "noise only. Use privacy=Privacy(epsilon, delta) with delta > 0.")
+    tau = mv.set_targets(W, 1.0 if call.targets is None else call.targets, CALLER)
+    A, ratio, family, scores = mv.solve_maxvar(W, tau)
+    bound = mv.lower_bound(W, tau)
+    certified = bound is not None and ratio <= bound * (1 + 1e-6)
+    status = "optimal" if certified else "local_optimum"
+    what = "largest variance" if call.targets is None else "largest variance / target"
+    message = (f"The {family} family's search (a heuristic): {what} {ratio:.6g} at unit privacy"
+               + (f", {ratio / bound:.4f}× the certified lower bound." if bound else "; no bound for two irregular "
+                  "hierarchies."))
+    from mmopt.hierarchy import nodes as hn
+    from mmopt.hierarchy.strategy import unit_variances
+    variances = hn.node_variances(A, W) if isinstance(A, hn.NodeStrategy) else unit_variances(A, W)
+    extra = {"objective": "max_variance", "family": family, "families": scores, "set_targets": tau,
+             "set_variance": [float(v.max()) for v in variances], "seed": seed_record(call.seed)}
+    m = W.n_queries
+    bound = 0.0 if bound is None else bound
+    return OptimizeResult(A, "l2", ratio, bound, status, True, message, "max_variance", None, None,
+                          time.perf_counter() - t0, objective_per_query=ratio, lower_bound_per_query=bound,
+                          extra=extra | {"queries": m})

@@ -177,6 +177,10 @@ def run(workload, method, call: Call) -> OptimizeResult:
                          "reads ['max_iterations', 'norm', 'targets', 'tol', 'verbose']. Drop them.")
     check_common(call, CALLER)
     norm = call.norm or "l2"
+    from mmopt.hierarchy.workload import HierarchyWorkload
+    if isinstance(workload, HierarchyWorkload):
+        from mmopt.family.hierarchy import max_variance_result
+        return max_variance_result(workload, call, norm, t0)
     if norm == "l2" and (marginals := _marginals(workload)) is not None:
         return _run_marginals(marginals, call, t0)
     if norm == "l2" and _single_product(workload):

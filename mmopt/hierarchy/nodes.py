@@ -72,9 +72,10 @@ def layout(W: HierarchyWorkload, tree: int) -> Layout:
 
 
 def passes(h: Hierarchy, z: list[np.ndarray], beta: np.ndarray, want_grad: bool = True):
-    """(f, ∂f/∂z per level, V per level) for f = Σ_a β_a Σ_{h at a} V_h on the tree cut at level T = len(z) − 1.
+    """(f, ∂f/∂z per level, V per level) for f = Σ_a Σ_{h at a} β_{a,h} V_h on the tree cut at level T = len(z) − 1.
 
-    ``z[ℓ]`` (> 0) are the weights of the level-ℓ nodes; the level-T nodes are the leaves of the cut tree.
+    ``z[ℓ]`` (> 0) are the weights of the level-ℓ nodes; the level-T nodes are the leaves of the cut tree. ``beta[ℓ]``
+    is one number for the level or one per level-ℓ node.
     """
     T = len(z) - 1
     par = [None] + [h.parents[ell - 1] for ell in range(1, T + 1)]
@@ -92,7 +93,7 @@ def passes(h: Hierarchy, z: list[np.ndarray], beta: np.ndarray, want_grad: bool 
         if ell < T:
             Wd[ell] = 1.0 / (1.0 / d[ell] + z[ell])
     V = [1.0 / (1.0 / u[ell] + 1.0 / d[ell]) for ell in range(T + 1)]
-    f = float(sum(beta[ell] * V[ell].sum() for ell in range(T + 1)))
+    f = float(sum(np.sum(beta[ell] * V[ell]) for ell in range(T + 1)))  # β per level, or per node
     if not want_grad:
         return f, None, V
     ub = [beta[ell] * V[ell] ** 2 / u[ell] ** 2 for ell in range(T + 1)]

@@ -121,8 +121,16 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     alpha = v.check_real(alpha, name="alpha", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
     kind = v.check_choice(kind, name="kind", caller=caller, choices=KINDS)
     unit = Privacy(1.0, delta) if delta > 0 else Privacy(1.0)
-    marginals = _marginals(as_implicit(workload)) if delta > 0 else None
-    if marginals is not None:  # unions of marginals at any d: one target and one variance per marginal
+    from mmopt.hierarchy.workload import HierarchyWorkload
+    grouped = isinstance(workload, HierarchyWorkload)
+    if grouped and delta == 0:
+        raise ValueError(f"{caller}: grouping sets over hierarchies are planned under Gaussian noise; give delta > 0.")
+    marginals = _marginals(as_implicit(workload)) if delta > 0 and not grouped else None
+    if grouped:  # one target per grouping set (every group of a set has the same target)
+        from mmopt.hierarchy.maxvar import set_targets
+        tau = _to_variance(set_targets(workload, targets, caller), kind, alpha, delta, caller)
+        res = optimize(workload, privacy=unit, targets=tau, verbose=False)
+    elif marginals is not None:  # unions of marginals at any d: one target and one variance per marginal
         given = per_marginal_targets(marginals, marginal_targets(marginals, targets, caller), caller)
         tau = _to_variance(given, kind, alpha, delta, caller)
         res = optimize(workload, privacy=unit, targets=dict(zip(marginals.sets, tau.tolist(), strict=True)),
@@ -138,7 +146,9 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     A = res.strategy
     # re-evaluated exactly at the budget found: each query's variance c·Δ²·wᵢ (AᵀA)⁺ wᵢᵀ (mmopt.error.evaluate),
     # or each marginal's cell variance in the residual algebra
-    if marginals is not None:
+    if grouped:  # each set's largest variance at the budget found, exact
+        achieved = privacy.variance_factor * np.asarray(res.extra["set_variance"])
+    elif marginals is not None:
         achieved = privacy.variance_factor * np.array([res.extra["marginal_variance"][S] for S in marginals.sets])
     else:
         achieved = np.asarray(evaluate(dense, A, privacy, per_query=True).per_query_variance)

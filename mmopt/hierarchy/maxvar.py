@@ -1,0 +1,194 @@
+"""The largest variance (over per-set targets) of grouping sets over hierarchies: a search and a certified bound.
+
+Notation: see README, :mod:`mmopt.hierarchy.strategy` and :mod:`mmopt.hierarchy.nodes`. Each grouping set s has a
+target τ_s (a variance); the objective is max_q v_q/τ_{s(q)} at Δ₂ = 1.
+
+**Bound.** For weights P on the simplex of sets, max_q v_q/τ_q ≥ Σ_s P_s · Σ_{q∈s} v_q/(m_s τ_s), a weighted total
+whose minimum over all strategies is bounded below by :func:`mmopt.hierarchy.bound.lower_bound` on the workload
+with weights w_s·√(P_s/(m_s τ_s)); the bound is maximised over P (it is concave in P: the trace of a matrix square
+root is). **Search** (a heuristic): the residual and the node families' weights by L-BFGS on log-weights, the max
+over queries and over cell types replaced by power means (p = 16 … 1024, as :mod:`mmopt.hierarchy.node_solve`),
+scored exactly; the better family is kept.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import minimize
+
+from mmopt.hierarchy import bound as hb
+from mmopt.hierarchy import components as hc
+from mmopt.hierarchy import nodes as hn
+from mmopt.hierarchy.node_solve import POWERS, tree_attribute
+from mmopt.hierarchy.strategy import HierarchyStrategy, unit_variances
+from mmopt.hierarchy.workload import HierarchyWorkload
+
+_LOG_RANGE = 40.0
+
+
+def set_targets(W: HierarchyWorkload, targets, caller: str) -> np.ndarray:
+    """τ per grouping set from one number, one per set, or a dict {set index: τ}."""
+    K = len(W.sets)
+    if isinstance(targets, dict):
+        if sorted(targets) != list(range(K)):
+            raise ValueError(f"The 'targets' parameter of {caller} is a dict; it must give one target per grouping set "
+                             f"index 0 … {K - 1}. Got keys {sorted(targets)!r:.80}.")
+        targets = [targets[k] for k in range(K)]
+    tau = np.asarray(targets, dtype=float)
+    if tau.ndim == 0:
+        tau = np.full(K, float(tau))
+    if tau.shape != (K,) or not np.all(np.isfinite(tau)) or np.any(tau <= 0):
+        raise ValueError(f"The 'targets' parameter of {caller} must be one positive variance or one per grouping set "
+                         f"({K}) for grouping sets over hierarchies (every group of a set has the same target). "
+                         f"Got shape {np.shape(targets)}.")
+    return tau
+
+
+def lower_bound(W: HierarchyWorkload, tau: np.ndarray) -> float | None:
+    """max_P of the weighted-total bound (None when two hierarchies are irregular)."""
+    m = np.asarray(W.set_sizes, dtype=float)
+
+    def value(phi):
+        P = np.exp(phi - phi.max())
+        P /= P.sum()
+        Wp = HierarchyWorkload(W.attributes, W.sets, W.weights * np.sqrt(P / (m * tau) + 1e-300), W.name)
+        got = hb.lower_bound(Wp)
+        return None if got is None else got[0]
+
+    start = np.zeros(len(W.sets))
+    if value(start) is None:
+        return None
+    res = minimize(lambda phi: -value(phi), start, method="Powell", options={"xtol": 1e-6, "ftol": 1e-10})
+    return float(max(-res.fun, value(start)))
+
+
+def _power_mean(R: np.ndarray, p: float) -> tuple[float, np.ndarray]:
+    top = R.max()
+    r = R / top
+    mean = np.mean(r ** p)
+    return top * mean ** (1 / p), (r ** (p - 1)) * mean ** (1 / p - 1) / R.size
+
+
+def _run(objective, theta):
+    bounds = [(-_LOG_RANGE, _LOG_RANGE)] * theta.size
+    for p in POWERS:
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
+            theta = minimize(objective, theta, args=(p,), jac=True, method="L-BFGS-B", bounds=bounds,
+                             options={"maxiter": 2000, "ftol": 1e-13, "gtol": 1e-10}).x
+    return theta
+
+
+def residual_search(W: HierarchyWorkload, tau: np.ndarray) -> HierarchyStrategy:
+    tabs = [hc.tables(h) for h in W.attributes]
+    B = [T.diag for T in tabs]
+    Bt = [T.diag.T.tocsr() for T in tabs]
+    need = W.component_traces() > 0
+    masses = [[T.masses[a] for T, a in zip(tabs, s, strict=True)] for s in W.sets]
+    massesT = [[M.T.tocsr() for M in ms] for ms in masses]
+    coef = W.weights ** 2 / tau
+
+    def objective(theta, p):
+        x = np.zeros(need.shape)
+        x[need] = np.exp(theta)
+        inv = np.zeros_like(x)
+        inv[need] = 1.0 / x[need]
+        R = [c * hc.kron_apply(ms, inv) for c, ms in zip(coef, masses, strict=True)]
+        flat = np.concatenate([r.ravel() for r in R])
+        vmax, g = _power_mean(flat, p)
+        D = hc.kron_apply(B, x)
+        dmax, gD = _power_mean(D, p)
+        ginv, at = np.zeros_like(x), 0
+        for c, msT, r in zip(coef, massesT, R, strict=True):
+            ginv += c * hc.kron_apply(msT, g[at:at + r.size].reshape(r.shape))
+            at += r.size
+        gx = -ginv * inv ** 2 * dmax + vmax * hc.kron_apply(Bt, gD)
+        return vmax * dmax, (gx * x)[need]
+
+    theta = _run(objective, np.zeros(int(need.sum())))
+    x = np.zeros(need.shape)
+    x[need] = np.exp(theta)
+    A = HierarchyStrategy(W.attributes, x)
+    return HierarchyStrategy(W.attributes, x / A.diagonal().max())
+
+
+def node_search(W: HierarchyWorkload, tau: np.ndarray) -> hn.NodeStrategy:
+    k = tree_attribute(W)
+    lay = hn.layout(W, k)
+    h = W.attributes[k]
+    tabs = [hc.tables(g) for g in W.attributes]
+    others = [i for i in range(len(tabs)) if i != k]
+    shape = tuple(tabs[i].n_components for i in others)
+    Us = [np.unravel_index(c, shape) if shape else () for c in lay.components]
+    # per set and active U: the others' mass of each of the set's groups (flattened over the other attributes)
+    mass = [[hc.outer([np.ones(1)] + [tabs[i].masses[s[i]][:, c].toarray().ravel()
+                                      for i, c in zip(others, U, strict=True)]).ravel() for U in Us] for s in W.sets]
+    top = int(lay.depth.max())
+    anc = [hn._ancestors_at(h, top, int(T)) for T in lay.depth]
+    sizes = [[h.n_groups[ell] for ell in range(int(T) + 1)] for T in lay.depth]
+    cuts = np.cumsum([0] + [n for sh in sizes for n in sh])
+    coef = W.weights ** 2 / tau
+
+    def split(theta):
+        out, j = [], 0
+        for sh in sizes:
+            out.append([np.exp(theta[cuts[j + i]:cuts[j + i + 1]]) for i in range(len(sh))])
+            j += len(sh)
+        return out
+
+    def objective(theta, p):
+        zs = split(theta)
+        Vs = [hn.passes(h, z, np.zeros(len(z)), want_grad=False)[2] for z in zs]
+        R = []
+        for s, c, ms in zip(W.sets, coef, mass, strict=True):
+            a = s[k]
+            r = np.zeros((h.n_groups[a], ms[0].size))
+            for u, mu in enumerate(ms):
+                if a <= lay.depth[u] and mu.any():
+                    r += np.outer(Vs[u][a], mu)
+            R.append(c * r)
+        flat = np.concatenate([r.ravel() for r in R])
+        vmax, g = _power_mean(flat, p)
+        D = np.zeros((h.n_groups[top], lay.coef.shape[1]))
+        for u, z in enumerate(zs):
+            D += np.outer(hn.path_sums(h, z)[anc[u]], lay.coef[u])
+        dmax, gD = _power_mean(D, p)
+        out = []
+        for u, z in enumerate(zs):
+            T = len(z) - 1
+            beta = [np.zeros(h.n_groups[ell]) for ell in range(T + 1)]
+            at = 0
+            for s, c, ms, r in zip(W.sets, coef, mass, R, strict=True):
+                a = s[k]
+                if a <= T and ms[u].any():
+                    beta[a] += c * (g[at:at + r.size].reshape(r.shape) @ ms[u])
+                at += r.size
+            _, grad, _ = hn.passes(h, z, beta)
+            Pb = np.bincount(anc[u], gD @ lay.coef[u], minlength=h.n_groups[T])
+            zb = [None] * (T + 1)
+            for ell in range(T, -1, -1):
+                zb[ell] = grad[ell] * dmax + vmax * Pb
+                if ell:
+                    Pb = np.bincount(h.parents[ell - 1], Pb, minlength=h.n_groups[ell - 1])
+            out.extend(gl * zl for gl, zl in zip(zb, z, strict=True))
+        return vmax * dmax, np.concatenate(out)
+
+    zs = split(_run(objective, np.zeros(int(cuts[-1]))))
+    A = hn.NodeStrategy(W.attributes, lay, tuple(tuple(z) for z in zs))
+    scale = A.diagonal().max()
+    return hn.NodeStrategy(W.attributes, lay, tuple(tuple(zl / scale for zl in z) for z in zs))
+
+
+def max_ratio(A, W: HierarchyWorkload, tau: np.ndarray) -> float:
+    """max_q v_q/τ_q of A at Δ₂ = 1, exact."""
+    v = hn.node_variances(A, W) if isinstance(A, hn.NodeStrategy) else unit_variances(A, W)
+    return float(max(vs.max() / t for vs, t in zip(v, tau, strict=True)))
+
+
+def solve_maxvar(W: HierarchyWorkload, tau: np.ndarray):
+    """(strategy, objective, family, families) — the better family by its exact max ratio."""
+    # balanced trees: the residual family holds the optimum (symmetry); skewed ones need per-node weights
+    irregular = any(not h.regular for h in W.attributes)
+    found = {"nodes": node_search(W, tau)} if irregular else {"residual": residual_search(W, tau)}
+    scores = {name: max_ratio(A, W, tau) for name, A in found.items()}
+    best = min(scores, key=scores.get)
+    return found[best], scores[best], best, scores
