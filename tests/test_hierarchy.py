@@ -183,3 +183,19 @@ def test_baselines_match_dense_strategies():
     assert rank(W) == np.linalg.matrix_rank(D)
     assert np.isclose(least_squares_total(W), np.trace(D.T @ D @ np.linalg.pinv(A.T @ A)), rtol=1e-8)
     assert independent_total(W) == K * D.shape[0]
+
+
+def test_two_irregular_trees_have_no_bound_but_a_strategy():
+    a = Hierarchy.from_parents([[0, 0, 1]], level_names=("total", "region", "site"), name="a")
+    b = Hierarchy.from_parents([[0, 1, 1, 1]], level_names=("total", "group", "item"), name="b")
+    W = grouping_sets([a, b], [("site", "item"), ("region",), ("group",), ()])
+    res = mmopt.optimize(W, privacy=Privacy(1.0, 1e-6))
+    assert res.lower_bound == 0.0 and "no global bound" in res.message
+    dense = mmopt.optimize(wl.Workload.from_matrix(W.dense()), method="l2_approx")
+    assert res.objective >= dense.lower_bound * (1 - 1e-9)
+
+
+def test_huge_component_tensor_is_refused_before_allocating():
+    W = grouping_sets([Hierarchy.flat(2, name=f"a{i}") for i in range(40)], [("a0",), ()])
+    with pytest.raises(ValueError, match="component tensor"):
+        W.component_traces()

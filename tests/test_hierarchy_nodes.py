@@ -109,3 +109,17 @@ def test_layout_coefficients_are_the_other_attributes_diagonals():
     T = hc.tables(W.attributes[1])
     assert np.allclose(lay.coef, T.diag.T.toarray()[lay.components])
     assert lay.depth.tolist() == [2, 2] and lay.beta.shape == (3, 2)
+
+
+def test_tree_attribute_last():
+    geo = census_like(3, 9, seed=4)
+    W = grouping_sets([Hierarchy.flat(2, name="sex"), geo], cross([("sex",), ()], rollup("state", "county")))
+    S = solve_nodes(W, max_iterations=100).strategy
+    assert S.layout.tree == 1
+    X = _dense_gram(S)
+    D = W.dense()
+    Xp = np.linalg.pinv(X)
+    assert np.isclose(np.diag(X).max(), 1.0)
+    assert np.isclose(hn.node_total(S, W), np.trace(D.T @ D @ Xp), rtol=1e-8)
+    got = np.concatenate([v.ravel() for v in hn.node_variances(S, W)])
+    assert np.allclose(got, np.einsum("ij,jk,ik->i", D, Xp, D), rtol=1e-8)

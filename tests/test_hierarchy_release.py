@@ -62,3 +62,16 @@ def test_release_refuses_laplace_and_simulation():
         mmopt.matrix_mechanism(W, A, x, mmopt.Privacy(1.0, 1e-6))
     with pytest.raises(ValueError, match="histogram of shape"):
         mmopt.release(W, A, x[:2], mmopt.Privacy(1.0, 1e-6))
+
+
+@pytest.mark.parametrize("family", ["residual", "nodes"])
+def test_release_with_the_tree_in_the_middle(family):
+    geo = census_like(3, 9, 20, seed=4)
+    W = grouping_sets([Hierarchy.flat(2, name="sex"), geo, Hierarchy.flat(3, name="age")],
+                      cross([("sex",), ()], rollup("state", "county", "tract"), [("age",), ()]))
+    x = np.random.default_rng(1).poisson(30, size=W.shape).astype(float)
+    A = solve(W).strategy if family == "residual" else solve_nodes(W, max_iterations=200).strategy
+    out = mmopt.release(W, A, x, mmopt.Privacy(2000.0, 1e-3))
+    got = np.concatenate([a.ravel() for a in out.answers])
+    sd = np.sqrt(np.concatenate([v.ravel() for v in out.variances]))
+    assert np.all(np.abs(got - W.dense() @ x.ravel()) <= 8 * sd)

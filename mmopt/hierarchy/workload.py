@@ -85,8 +85,14 @@ class HierarchyWorkload:
 
     def component_traces(self) -> np.ndarray:
         """t_c = tr(G P_c) = Σ_s w_s² ∏ᵢ τᵢ[a_{s,i}, cᵢ], a tensor with one axis per attribute."""
+        from mmopt._base.validation import check_allocation
         tabs = [hc.tables(h) for h in self.attributes]
-        t = np.zeros(tuple(T.n_components for T in tabs))
+        shape = tuple(T.n_components for T in tabs)
+        check_allocation(2 * math.prod(shape), what=f"the component tensor {shape} of '{self.name}'",
+                         caller="HierarchyWorkload", remedy=" Plain attributes beyond ~20 make it 2^d: for unions of "
+                         "marginals over many attributes use mmopt.workload.marginals (the residual family), whose "
+                         "cost follows the downward closure.")
+        t = np.zeros(shape)
         for s, w in zip(self.sets, self.weights, strict=True):
             t += w * w * hc.outer([T.tau[a] for T, a in zip(tabs, s, strict=True)])
         return t
