@@ -13,19 +13,13 @@ from mmopt.hierarchy import Hierarchy, cross, cube, grouping_sets, rollup, solve
 from mmopt.hierarchy import bound as hb
 from mmopt.hierarchy import components as hc
 from mmopt.hierarchy.detect import from_implicit
-from mmopt.hierarchy.synthetic import census_like
+from mmopt.hierarchy.synthetic import census_like, random_tree
 from mmopt.hierarchy.workload import HierarchyWorkload
 from mmopt.privacy import Privacy
 
 
 def _tree(seed, depth=3, hi=4):
-    rng = np.random.default_rng(seed)
-    parents, width = [], 1
-    for _ in range(depth):
-        kids = rng.integers(1, hi + 1, size=width)
-        parents.append(np.repeat(np.arange(width), kids))
-        width = int(kids.sum())
-    return Hierarchy(tuple(parents), tuple(f"l{i}" for i in range(depth + 1)), name="geo")
+    return random_tree(seed, depth, hi)
 
 
 def _workload(seed=0):

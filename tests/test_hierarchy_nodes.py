@@ -14,18 +14,12 @@ from mmopt.hierarchy import components as hc
 from mmopt.hierarchy import nodes as hn
 from mmopt.hierarchy.node_solve import solve_nodes
 from mmopt.hierarchy.strategy import _projectors
-from mmopt.hierarchy.synthetic import census_like
+from mmopt.hierarchy.synthetic import census_like, random_tree
 from mmopt.privacy import Privacy
 
 
 def _tree(seed, depth=3, hi=4):
-    rng = np.random.default_rng(seed)
-    parents, width = [], 1
-    for _ in range(depth):
-        kids = rng.integers(1, hi + 1, size=width)
-        parents.append(np.repeat(np.arange(width), kids))
-        width = int(kids.sum())
-    return Hierarchy(tuple(parents), tuple(f"l{i}" for i in range(depth + 1)), name="geo")
+    return random_tree(seed, depth, hi)
 
 
 def _incidence(h, T):

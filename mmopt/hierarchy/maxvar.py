@@ -122,21 +122,11 @@ def node_search(W: HierarchyWorkload, tau: np.ndarray) -> hn.NodeStrategy:
     # per set and active U: the others' mass of each of the set's groups (flattened over the other attributes)
     mass = [[hc.outer([np.ones(1)] + [tabs[i].masses[s[i]][:, c].toarray().ravel()
                                       for i, c in zip(others, U, strict=True)]).ravel() for U in Us] for s in W.sets]
-    top = int(lay.depth.max())
-    anc = [hn._ancestors_at(h, top, int(T)) for T in lay.depth]
-    sizes = [[h.n_groups[ell] for ell in range(int(T) + 1)] for T in lay.depth]
-    cuts = np.cumsum([0] + [n for sh in sizes for n in sh])
+    lw = hn.LogWeights(h, lay)
     coef = W.weights ** 2 / tau
 
-    def split(theta):
-        out, j = [], 0
-        for sh in sizes:
-            out.append([np.exp(theta[cuts[j + i]:cuts[j + i + 1]]) for i in range(len(sh))])
-            j += len(sh)
-        return out
-
     def objective(theta, p):
-        zs = split(theta)
+        zs = lw.split(theta)
         Vs = [hn.passes(h, z, np.zeros(len(z)), want_grad=False)[2] for z in zs]
         R = []
         for s, c, ms in zip(W.sets, coef, mass, strict=True):
@@ -146,36 +136,20 @@ def node_search(W: HierarchyWorkload, tau: np.ndarray) -> hn.NodeStrategy:
                 if a <= lay.depth[u] and mu.any():
                     r += np.outer(Vs[u][a], mu)
             R.append(c * r)
-        flat = np.concatenate([r.ravel() for r in R])
-        vmax, g = _power_mean(flat, p)
-        D = np.zeros((h.n_groups[top], lay.coef.shape[1]))
+        vmax, g = _power_mean(np.concatenate([r.ravel() for r in R]), p)
+        dmax, gD = _power_mean(lw.diagonal(zs), p)
+        grads = []
         for u, z in enumerate(zs):
-            D += np.outer(hn.path_sums(h, z)[anc[u]], lay.coef[u])
-        dmax, gD = _power_mean(D, p)
-        out = []
-        for u, z in enumerate(zs):
-            T = len(z) - 1
-            beta = [np.zeros(h.n_groups[ell]) for ell in range(T + 1)]
+            beta = [np.zeros(h.n_groups[ell]) for ell in range(len(z))]
             at = 0
             for s, c, ms, r in zip(W.sets, coef, mass, R, strict=True):
-                a = s[k]
-                if a <= T and ms[u].any():
-                    beta[a] += c * (g[at:at + r.size].reshape(r.shape) @ ms[u])
+                if s[k] < len(z) and ms[u].any():
+                    beta[s[k]] += c * (g[at:at + r.size].reshape(r.shape) @ ms[u])
                 at += r.size
-            _, grad, _ = hn.passes(h, z, beta)
-            Pb = np.bincount(anc[u], gD @ lay.coef[u], minlength=h.n_groups[T])
-            zb = [None] * (T + 1)
-            for ell in range(T, -1, -1):
-                zb[ell] = grad[ell] * dmax + vmax * Pb
-                if ell:
-                    Pb = np.bincount(h.parents[ell - 1], Pb, minlength=h.n_groups[ell - 1])
-            out.extend(gl * zl for gl, zl in zip(zb, z, strict=True))
-        return vmax * dmax, np.concatenate(out)
+            grads.append(hn.passes(h, z, beta)[1])
+        return vmax * dmax, lw.gradient(zs, grads, vmax, dmax, gD)
 
-    zs = split(_run(objective, np.zeros(int(cuts[-1]))))
-    A = hn.NodeStrategy(W.attributes, lay, tuple(tuple(z) for z in zs))
-    scale = A.diagonal().max()
-    return hn.NodeStrategy(W.attributes, lay, tuple(tuple(zl / scale for zl in z) for z in zs))
+    return lw.strategy(W.attributes, _run(objective, np.zeros(lw.size)))
 
 
 def max_ratio(A, W: HierarchyWorkload, tau: np.ndarray) -> float:

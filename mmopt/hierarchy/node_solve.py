@@ -54,46 +54,26 @@ def solve_nodes(workload: HierarchyWorkload, *, max_iterations: int = 2_000, tre
     k = tree_attribute(W) if tree is None else tree
     lay = hn.layout(W, k)
     h = W.attributes[k]
-    top = int(lay.depth.max())
-    shapes = [[h.n_groups[ell] for ell in range(int(T) + 1)] for T in lay.depth]
-    cuts = np.cumsum([0] + [n for sh in shapes for n in sh])
-    anc = [hn._ancestors_at(h, top, int(T)) for T in lay.depth]
+    lw = hn.LogWeights(h, lay)
     count = [0]
-
-    def split(theta):
-        z, j = [], 0
-        for sh in shapes:
-            z.append([np.exp(theta[cuts[j + i]:cuts[j + i + 1]]) for i in range(len(sh))])
-            j += len(sh)
-        return z
 
     def objective(theta, p):
         count[0] += 1
-        zs = split(theta)
-        f, grads, D = 0.0, [], np.zeros((h.n_groups[top], lay.coef.shape[1]))
+        zs = lw.split(theta)
+        f, grads = 0.0, []
         for u, z in enumerate(zs):
             fu, gu, _ = hn.passes(h, z, lay.beta[:, u])
             f += fu
             grads.append(gu)
-            D += np.outer(hn.path_sums(h, z)[anc[u]], lay.coef[u])
+        D = lw.diagonal(zs)
         Dm = D.max()
         r = D / Dm
         mean = np.mean(r ** p)
         smax = Dm * mean ** (1.0 / p)
         Db = (r ** (p - 1.0)) * mean ** (1.0 / p - 1.0) / D.size  # ∂M_p/∂D
-        out = []
-        for u, z in enumerate(zs):
-            T = len(z) - 1
-            Pb = np.bincount(anc[u], Db @ lay.coef[u], minlength=h.n_groups[T])
-            zb = [None] * (T + 1)
-            for ell in range(T, -1, -1):  # the path sums' adjoint: every ancestor's weight adds to its leaves'
-                zb[ell] = grads[u][ell] * smax + f * Pb
-                if ell:
-                    Pb = np.bincount(h.parents[ell - 1], Pb, minlength=h.n_groups[ell - 1])
-            out.extend(g * zz for g, zz in zip(zb, z, strict=True))  # d/dθ = z · d/dz
-        return f * smax, np.concatenate(out)
+        return f * smax, lw.gradient(zs, grads, f, smax, Db)
 
-    theta = np.zeros(int(cuts[-1]))
+    theta = np.zeros(lw.size)
     converged = True
     bounds = [(-_LOG_RANGE, _LOG_RANGE)] * theta.size  # weights within e^±40 of each other: no overflow in a step
     for p in POWERS:
@@ -102,8 +82,5 @@ def solve_nodes(workload: HierarchyWorkload, *, max_iterations: int = 2_000, tre
                            options={"maxiter": max_iterations, "ftol": 1e-13, "gtol": 1e-10})
         theta = res.x
         converged = converged and res.status == 0
-    zs = split(theta)
-    A = hn.NodeStrategy(W.attributes, lay, tuple(tuple(z) for z in zs))
-    scale = A.diagonal().max()
-    A = hn.NodeStrategy(W.attributes, lay, tuple(tuple(zl / scale for zl in z) for z in zs))
+    A = lw.strategy(W.attributes, theta)
     return NodeSolution(A, hn.node_total(A, W), count[0], converged)

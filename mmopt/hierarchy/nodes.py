@@ -129,6 +129,56 @@ def path_sums(h: Hierarchy, z: list[np.ndarray]) -> np.ndarray:
     return P
 
 
+class LogWeights:
+    """θ = log z flattened over (active component, level, node), and the sensitivity part of a search's objective."""
+
+    def __init__(self, h: Hierarchy, lay: Layout):
+        self.h, self.lay = h, lay
+        self.top = int(lay.depth.max())
+        self.sizes = [[h.n_groups[ell] for ell in range(int(T) + 1)] for T in lay.depth]
+        self.cuts = np.cumsum([0] + [n for sh in self.sizes for n in sh])
+        self.anc = [_ancestors_at(h, self.top, int(T)) for T in lay.depth]
+
+    @property
+    def size(self) -> int:
+        return int(self.cuts[-1])
+
+    def split(self, theta: np.ndarray) -> list[list[np.ndarray]]:
+        out, j = [], 0
+        for sh in self.sizes:
+            out.append([np.exp(theta[self.cuts[j + i]:self.cuts[j + i + 1]]) for i in range(len(sh))])
+            j += len(sh)
+        return out
+
+    def diagonal(self, zs) -> np.ndarray:
+        """diag(X) over (level-top groups × other types)."""
+        D = np.zeros((self.h.n_groups[self.top], self.lay.coef.shape[1]))
+        for u, z in enumerate(zs):
+            D += np.outer(path_sums(self.h, z)[self.anc[u]], self.lay.coef[u])
+        return D
+
+    def gradient(self, zs, grads, f: float, smax: float, Db: np.ndarray) -> np.ndarray:
+        """d(f·smax)/dθ from ∂f/∂z (``grads``) and ∂smax/∂D (``Db``): the path sums' adjoint, every ancestor's
+        weight adding to its leaves' diagonal."""
+        h, out = self.h, []
+        for u, z in enumerate(zs):
+            T = len(z) - 1
+            Pb = np.bincount(self.anc[u], Db @ self.lay.coef[u], minlength=h.n_groups[T])
+            zb = [None] * (T + 1)
+            for ell in range(T, -1, -1):
+                zb[ell] = grads[u][ell] * smax + f * Pb
+                if ell:
+                    Pb = np.bincount(h.parents[ell - 1], Pb, minlength=h.n_groups[ell - 1])
+            out.extend(g * zz for g, zz in zip(zb, z, strict=True))  # d/dθ = z · d/dz
+        return np.concatenate(out)
+
+    def strategy(self, attributes, theta: np.ndarray) -> NodeStrategy:
+        """The node strategy of θ, scaled to Δ₂ = 1."""
+        zs = self.split(theta)
+        scale = self.diagonal(zs).max()
+        return NodeStrategy(attributes, self.lay, tuple(tuple(zl / scale for zl in z) for z in zs))
+
+
 @dataclass(frozen=True, eq=False)
 class NodeStrategy:
     """Node weights z_{U,h} for a workload's layout, scaled so that Δ₂ = 1.

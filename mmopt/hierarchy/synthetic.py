@@ -46,3 +46,19 @@ def census_like(states: int = 51, counties: int = 3_143, tracts: int | None = No
         parents.append(np.repeat(np.arange(counties), _split(tracts, counties, rng, skew)))
         names.append("tract")
     return Hierarchy(tuple(parents), tuple(names), name="geography")
+
+
+def random_tree(seed: int, depth: int = 3, max_children: int = 4) -> Hierarchy:
+    """A random tree: every node has 1 to ``max_children`` children (uniform), ``depth`` levels below the root —
+    small irregular trees for tests and oracles (single-child nodes included on purpose).
+
+    >>> random_tree(0).depth
+    3
+    """
+    rng = np.random.default_rng(seed)
+    parents, width = [], 1
+    for _ in range(v.check_int(depth, name="depth", caller="random_tree")):
+        kids = rng.integers(1, max_children + 1, size=width)
+        parents.append(np.repeat(np.arange(width), kids))
+        width = int(kids.sum())
+    return Hierarchy(tuple(parents), tuple(f"l{i}" for i in range(depth + 1)), name="geo")
