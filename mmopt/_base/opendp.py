@@ -29,7 +29,8 @@ def note_draw() -> None:
     DRAWS += 1
 
 
-def _prelude(caller: str):
+def prelude(caller: str):
+    """``opendp.prelude`` with the "contrib" feature on, or an ImportError saying how to install OpenDP."""
     try:
         import opendp.prelude as dp
     except ImportError:
@@ -44,7 +45,7 @@ def calibrate(n: int, d_in: float, privacy: Privacy, *, noise_scale: float | Non
 
     ``noise_scale`` None: the smallest scale whose map OpenDP verifies at (ε, δ) (``dp.binary_search_param``).
     """
-    dp = _prelude(caller)
+    dp = prelude(caller)
     gaussian = privacy.noise == "gaussian"
     d_out = (privacy.epsilon, privacy.delta) if gaussian else privacy.epsilon
     domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=int(n))

@@ -56,14 +56,7 @@ FEATURES = ("contrib", "honest-but-curious")
 _CALLER = "make_matrix_mechanism"
 
 
-def _dp(caller: str):
-    try:
-        import opendp.prelude as dp
-    except ImportError:
-        raise ImportError(f"{caller} needs OpenDP. Install it with: pip install opendp "
-                          "(from a checkout: pip install -e '.[release]')") from None
-    dp.enable_features("contrib")
-    return dp
+_dp = _opendp.prelude  # opendp.prelude with "contrib" on, or an ImportError saying how to install it
 
 
 @contextlib.contextmanager
