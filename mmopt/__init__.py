@@ -38,13 +38,17 @@ __all__ = [
     "factorize",
     "laplace_mechanism", "load", "matrix_mechanism", "monte_carlo", "optimize", "plan", "plot",
     "profile_equivalent", "query_error", "release", "save", "solvers", "sparse_vector", "strategy",
-    "strictly_improved", "structured", "supports", "svd_bound", "workload",
+    "sql", "strictly_improved", "structured", "supports", "svd_bound", "workload",
 ]
 
 _moved.install()  # old paths of moved modules (mmopt.min_error → mmopt.search.min_error) keep working
 
 
 def __getattr__(name: str):
+    if name == "sql":  # lazy: the SQL front-end (mmopt.groupby) imports sqlglot and pandas only when used
+        from mmopt.groupby.release import sql
+
+        return sql
     # ``mmopt.hierarchies`` without an import statement found the module while it sat at the root (something
     # had imported it); it still does, through the same deprecated alias as ``import mmopt.hierarchies``
     if f"mmopt.{name}" in _moved.MOVED:

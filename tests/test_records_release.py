@@ -12,6 +12,7 @@ import pytest
 import mmopt
 from mmopt.accounting._zcdp import gaussian_rho, max_rho
 from mmopt.records import Attribute, Domain, RecordsRelease, marginal_counts, release_marginals
+from mmopt.records import mechanism as rm
 from mmopt.records import release as rr
 from mmopt.structured import residual
 
@@ -214,7 +215,7 @@ def test_nothing_raises_after_the_draw(df, monkeypatch):
     def broken(*a, **k):
         raise ValueError("simulated failure")
 
-    monkeypatch.setattr(rr, "reconstruct_all", broken)
+    monkeypatch.setattr(rm, "reconstruct_all", broken)
     with pytest.warns(RuntimeWarning, match="budget is spent.*simulated failure"):
         r = _release(df, 1, seed=0)
     assert r.marginals == {} and len(r.measurements.values) == len(r.strategy.subsets)

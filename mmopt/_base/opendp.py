@@ -29,21 +29,26 @@ def note_draw() -> None:
     DRAWS += 1
 
 
-def measure(Ax: np.ndarray, d_in: float, privacy: Privacy, *, noise_scale: float | None, caller: str
-            ) -> tuple[np.ndarray, float, float | tuple]:
-    """(y = A x + OpenDP noise, the noise scale used, OpenDP's verified loss at d_in).
-
-    ``d_in`` must be an exact sensitivity or a proven upper bound of it (rounded upwards).
-    """
+def prelude(caller: str):
+    """``opendp.prelude`` with the "contrib" feature on, or an ImportError saying how to install OpenDP."""
     try:
         import opendp.prelude as dp
     except ImportError:
         raise ImportError(f"{caller} needs OpenDP. Install it with: pip install opendp "
                           "(from a checkout: pip install -e '.[release]')") from None
     dp.enable_features("contrib")
+    return dp
+
+
+def calibrate(n: int, d_in: float, privacy: Privacy, *, noise_scale: float | None, caller: str):
+    """(OpenDP's measurement on float vectors of length n, its scale, its verified loss at d_in); draws nothing.
+
+    ``noise_scale`` None: the smallest scale whose map OpenDP verifies at (ε, δ) (``dp.binary_search_param``).
+    """
+    dp = prelude(caller)
     gaussian = privacy.noise == "gaussian"
     d_out = (privacy.epsilon, privacy.delta) if gaussian else privacy.epsilon
-    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=int(Ax.shape[0]))
+    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=int(n))
 
     def make(scale: float):
         if not gaussian:
@@ -67,9 +72,19 @@ def measure(Ax: np.ndarray, d_in: float, privacy: Privacy, *, noise_scale: float
     if not verified:
         raise ValueError(f"{caller}: OpenDP's privacy map does not verify {privacy} at noise scale "
                          f"{scale:.6g} (sensitivity {d_in:.6g}). Omit 'noise_scale' to calibrate it.")
+    return meas, float(scale), meas.map(d_in)
+
+
+def measure(Ax: np.ndarray, d_in: float, privacy: Privacy, *, noise_scale: float | None, caller: str
+            ) -> tuple[np.ndarray, float, float | tuple]:
+    """(y = A x + OpenDP noise, the noise scale used, OpenDP's verified loss at d_in).
+
+    ``d_in`` must be an exact sensitivity or a proven upper bound of it (rounded upwards).
+    """
+    meas, scale, loss = calibrate(Ax.shape[0], d_in, privacy, noise_scale=noise_scale, caller=caller)
     note_draw()
     y = finite(np.asarray(meas(Ax.tolist()), dtype=np.float64), "the noisy measurements y", caller)
-    return y, float(scale), meas.map(d_in)
+    return y, scale, loss
 
 
 def calibrated_scale(privacy: Privacy, sensitivity: float, caller: str) -> float:

@@ -23,7 +23,7 @@ import traceback
 import warnings
 
 import mmopt
-from mmopt.cli import commands, release_records
+from mmopt.cli import commands, release_sql
 from mmopt.error import NumericalError
 from mmopt.optimize import METHODS, MULTIDIM_METHODS
 from mmopt.solvers import SolverError
@@ -67,6 +67,8 @@ _EXAMPLES = {
   mmopt release ranges_2d:128 --data x.npy --epsilon 1 --strategy 'kron(H2,H2)' --estimate xhat.npy
   mmopt release --records people.parquet --domain domain.json --workload 'marginals:k=2' --epsilon 1 \\
       --delta 1e-9 --out marginals.csv
+  mmopt release --sql "SELECT state, sex, COUNT(*) FROM people GROUP BY ROLLUP(state, sex)" \\
+      --records people.parquet --domain domain.json --epsilon 1 --delta 1e-9 --alpha 0.05 --out counts.csv
 The data file holds the true histogram x (counts >= 0, one per cell; C order for a product domain). Noise
 comes from OpenDP's vetted samplers with a verified (ε, δ) guarantee (mmopt.release; needs opendp).
 --out FILE.csv / FILE.parquet: one row per query (its labels, answer, standard_error; needs pyarrow, the
@@ -163,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tol", type=float, default=None, help="the max-variance search's relative gap, in (0, 1)")
     _output_args(p)
 
-    p = add("release", "answer a workload on real data with OpenDP noise (mmopt.release)", release_records.dispatch)
+    p = add("release", "answer a workload on real data with OpenDP noise (mmopt.release)", release_sql.dispatch)
     p.add_argument("spec", metavar="SPEC", nargs="?", help="the workload (see 'mmopt workloads'); not with --records")
     p.add_argument("--data", metavar="FILE", help="the true histogram x, .npy or .csv")
     p.add_argument("--records", metavar="FILE", help="instead of SPEC and --data: a table of records (.parquet, .csv, "
@@ -172,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "categories or bin edges; records outside it are dropped)")
     p.add_argument("--workload", metavar="WORKLOAD", help="with --records: 'marginals:k=2' (all 2-way marginals), "
                    "'marginals:k<=2' (every 1- and 2-way marginal) or 'marginals:A*B,C' (named attribute sets)")
+    p.add_argument("--sql", metavar="QUERY", help="with --records and --domain, instead of --workload: a read-only "
+                   "'SELECT cols, COUNT(*) FROM t GROUP BY ... | GROUPING SETS | ROLLUP | CUBE' query (mmopt.sql; "
+                   "--records may also be a .duckdb file holding table t; needs sqlglot)")
     _privacy_args(p, required=True)
     p.add_argument("--strategy", "-s", default="auto",
                    help="as for evaluate, or auto (the default): mmopt.optimize's best strategy for this budget "

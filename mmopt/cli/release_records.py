@@ -35,7 +35,7 @@ __all__ = ["deliver", "dispatch", "parse_workload", "plan", "release_records"]
 
 _TABLES = (".csv", ".parquet")
 # options of the histogram release that mean nothing for records, with their defaults (build_parser's)
-_HISTOGRAM_ONLY = {"spec": None, "data": None, "strategy": "auto", "budget": "fast", "reconstruct": "least_squares",
+HISTOGRAM_ONLY = {"spec": None, "data": None, "strategy": "auto", "budget": "fast", "reconstruct": "least_squares",
                    "total": None, "estimate": None}
 
 
@@ -140,11 +140,12 @@ def _write(table, path: str, ext: str) -> None:
             table.to_parquet(tmp, index=False, engine="pyarrow")
 
 
-def deliver(args, p: Plan, res) -> int:
-    """Phase 3: write the table and print the report; never raises for a released result."""
+def deliver(args, p: Plan, res, make_table=None) -> int:
+    """Phase 3: write the table (``make_table()``, default the release's tidy table) and print the report; never
+    raises for a released result."""
     failed, written = None, None
     try:
-        table = res.table(alpha=getattr(args, "alpha", None))
+        table = make_table() if make_table is not None else res.table(alpha=getattr(args, "alpha", None))
         _write(table, p.out_path, p.ext)
         written = p.out_path
     except Exception as exc:  # the budget is spent: never lose what was released
@@ -206,7 +207,7 @@ def dispatch(args) -> int:
             raise ValueError(f"release needs {' and '.join(missing)} (a histogram release), or --records FILE "
                              "--domain DOMAIN.json --workload 'marginals:k=2' (a records release).")
         return histogram.release(args)
-    stray = [("SPEC" if k == "spec" else f"--{k}") for k, default in _HISTOGRAM_ONLY.items()
+    stray = [("SPEC" if k == "spec" else f"--{k}") for k, default in HISTOGRAM_ONLY.items()
              if getattr(args, k) != default]
     if stray:
         raise ValueError(f"{', '.join(stray)} belong to a histogram release, not to --records. Drop them.")

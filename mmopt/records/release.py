@@ -25,8 +25,6 @@ Kifer, NeurIPS 2023; Li et al., PODS 2010, Thm 5.26).
 from __future__ import annotations
 
 import contextlib
-import itertools
-import math
 import types
 import warnings
 
@@ -35,56 +33,13 @@ import numpy as np
 from mmopt._base import opendp as _opendp
 from mmopt._base import validation as v
 from mmopt.privacy import Privacy
-from mmopt.records import counts as rc
-from mmopt.records import plans as rp
+from mmopt.records import mechanism as mc
 from mmopt.records import read as rd
 from mmopt.records.domain import Domain
+from mmopt.records.mechanism import up_to
 from mmopt.records.result import RecordsRelease
-from mmopt.structured import _checks as ck
-from mmopt.structured.release import upper_sensitivity
-from mmopt.structured.residual import closure as cl
-from mmopt.structured.residual import marginals as wm
-from mmopt.structured.residual import strategy as rs
-from mmopt.structured.residual.reconstruct import Measurements, measure, reconstruct_all
-from mmopt.structured.residual.workload import MarginalWorkload, marginal_workload
 
-
-def _workload(workload, domain: Domain, caller: str) -> MarginalWorkload:
-    d = len(domain.shape)
-    if isinstance(workload, MarginalWorkload):
-        if workload.shape != domain.shape:
-            raise ValueError(f"The 'workload' parameter of {caller} is over shape {workload.shape}, but the domain "
-                             f"has shape {domain.shape}. Build it over the domain's attribute sizes.")
-        return workload
-    if isinstance(workload, int | np.integer) and not isinstance(workload, bool):
-        k = v.check_int(workload, name="workload", caller=caller, low=1, high=d)
-        sets = list(itertools.combinations(range(d), k))
-        return marginal_workload(domain.shape, sets, name=f"all {k}-way marginals")
-    if isinstance(workload, str):  # "k<=K": every marginal on 1 to K attributes (the 1- and 2-way ones: "k<=2")
-        k = up_to(workload, d, f"The 'workload' parameter of {caller}")
-        sets = [S for j in range(1, k + 1) for S in itertools.combinations(range(d), j)]
-        return marginal_workload(domain.shape, sets, name=f"all 1- to {k}-way marginals")
-    sets = rc.check_sets(workload, domain, caller=caller, name="workload")
-    if not sets:
-        raise ValueError(f"The 'workload' parameter of {caller} must list at least one marginal. Got none.")
-    return marginal_workload(domain.shape, sets)
-
-
-def up_to(text: str, d: int, what: str) -> int:
-    """K of "k<=K" (every marginal on 1 to K of the d attributes), or a ValueError starting with ``what``.
-
-    Examples
-    --------
-    >>> up_to("k<=2", 5, "workload")
-    2
-    """
-    body = text.replace(" ", "")
-    k = int(body[3:]) if body.startswith("k<=") and body[3:].isdigit() else None
-    if k is None or not 1 <= k <= d:
-        raise ValueError(f"{what} must be 'k<=K' with an integer K in [1, {d}] (every marginal on 1 to K of the "
-                         f"domain's {d} attributes), an integer k (all k-way marginals) or a list of attribute sets. "
-                         f"Got {text!r} instead.")
-    return k
+__all__ = ["RecordsRelease", "release_marginals", "up_to"]
 
 
 def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, strategy=None, seed=None,
@@ -149,63 +104,42 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
         if not isinstance(accountant, Accountant):
             raise TypeError(f"The 'accountant' parameter of {caller} must be an mmopt.Accountant or None. "
                             f"Got {type(accountant).__name__} instead.")
-    if not isinstance(privacy, Privacy):
-        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy, e.g. Privacy(epsilon=1.0). "
-                        f"Got {type(privacy).__name__} instead.")
-    if not isinstance(domain, Domain):
-        raise TypeError(f"The 'domain' parameter of {caller} must be a Domain (mmopt.records.Domain). "
-                        f"Got {type(domain).__name__} instead.")
     if seed is not None:
         seed = v.check_int(seed, name="seed", caller=caller, low=0)
-    W = _workload(workload, domain, caller)
-    chosen = rp.check_strategy(strategy, W, privacy, caller)
-    A = chosen.strategy
-    residual = isinstance(A, rs.ResidualStrategy)
-    sets = tuple(dict.fromkeys(W.sets))
-    n_y = sum(math.prod(A.rows(i) if residual else W.shape[i] for i in S) for S in A.subsets)
-    ck.check_allocation(n_y, what="the measurements", caller=caller, limit=ck.MAX_VECTOR_ENTRIES)
-    v.check_allocation(sum(cl.cells(W.shape, S) for S in sets), what="the released marginals", caller=caller)
-    d_in = upper_sensitivity(rp.sensitivity(A, privacy.sensitivity_norm), caller=caller)
-    unit = rp.unit_variances(A, W)
-
-    counts = rc.marginal_counts(records, domain, rc.maximal(A.subsets), batch_size=batch_size)  # schema checks
-    exact = measure(A, counts).values if residual else wm.measure(A, counts)
-    Ax = _opendp.finite(np.concatenate([exact[S].ravel() for S in A.subsets]), "the strategy answers", caller)
+    prep = mc.prepare(domain, workload, privacy, strategy, caller)
+    d_in = prep.sensitivity
+    exact, Ax = mc.strategy_answers(prep, records, batch_size=batch_size, caller=caller)  # schema checks
     # OpenDP's scale lies within 16× the analytic one (its search's bracket): a budget whose variance there is not
     # a finite float is refused before any draw
     _check_noise_scale(_opendp.calibrated_scale(privacy, d_in, caller), privacy, caller)
-    what = f"records release of {len(sets)} marginal(s), {privacy.noise} noise on '{A.name}'"
+    what = f"records release of {len(prep.sets)} marginal(s), {privacy.noise} noise on '{prep.strategy.name}'"
     with (accountant.pending_release(privacy, label, what, caller=caller) if accountant is not None
           else contextlib.nullcontext([])) as outcome:  # the ledger: checked, then pending before the draw
         if seed is None:
             y, scale, loss = _opendp.measure(Ax, d_in, privacy, noise_scale=None, caller=caller)
             sampler = "opendp"
-        else:  # OpenDP calibrates and verifies the scale on a dummy vector (the map does not depend on the data)
-            _, scale, loss = _opendp.measure(np.zeros(1), d_in, privacy, noise_scale=None, caller=caller)
+        else:  # OpenDP calibrates and verifies the scale (its map does not depend on the data); nothing drawn
+            _, scale, loss = _opendp.calibrate(1, d_in, privacy, noise_scale=None, caller=caller)
             warnings.warn(f"{caller}: seed={seed} draws the noise with numpy's seeded generator (at OpenDP's "
                           "verified scale): reproducible, but anyone who knows the seed can remove the noise. Use it "
                           "for tests and simulations; omit 'seed' for a real release.", UserWarning, stacklevel=2)
-            gen = np.random.default_rng(seed)
-            draw = gen.normal if privacy.noise == "gaussian" else gen.laplace
-            _opendp.note_draw()
-            y = Ax + draw(0.0, scale, Ax.shape)
+            y = seeded_noise(Ax, scale, privacy.noise, seed)
             sampler = "numpy-seeded"
         outcome.append(types.SimpleNamespace(verified_loss=loss, noise=privacy.noise, sensitivity=d_in,
                                              noise_scale=float(scale)))
     # -- the noise is drawn: from here on nothing may raise (the budget is spent) --
-    values, at = {}, 0
-    for S in A.subsets:
-        size = exact[S].size
-        values[S] = y[at:at + size].reshape(exact[S].shape)
-        at += size
-    meas = Measurements(A, values, privacy.noise, float(scale))
-    s2 = scale * scale * (2.0 if privacy.noise == "laplace" else 1.0)
-    marginals = _after_draw(caller, lambda: (reconstruct_all(meas, sets) if residual
-                                             else wm.reconstruct_all(A, values, sets)), "the least-squares marginals")
-    rho = _after_draw(caller, lambda: _rho(d_in, scale), "the zCDP conversion") if privacy.noise == "gaussian" else None
-    return RecordsRelease(domain, W, A, meas, marginals or {}, {S: s2 * unit[S] for S in sets},
-                          privacy.epsilon, privacy.delta, rho, privacy.noise, float(scale), d_in, sampler,
-                          chosen.message)
+    rho = (mc.after_draw(caller, lambda: _rho(d_in, scale), "the zCDP conversion") if privacy.noise == "gaussian"
+           else None)
+    return mc.assemble(prep, y, noise=privacy.noise, scale=float(scale), epsilon=privacy.epsilon,
+                       delta=privacy.delta, rho=rho, sampler=sampler, caller=caller)
+
+
+def seeded_noise(Ax: np.ndarray, scale: float, noise: str, seed: int) -> np.ndarray:
+    """A x + numpy noise seeded with ``seed`` at ``scale`` (tests and simulations only: the seed reveals it)."""
+    gen = np.random.default_rng(seed)
+    draw = gen.normal if noise == "gaussian" else gen.laplace
+    _opendp.note_draw()
+    return Ax + draw(0.0, scale, Ax.shape)
 
 
 def _check_noise_scale(scale: float, privacy: Privacy, caller: str) -> None:
@@ -218,17 +152,6 @@ def _check_noise_scale(scale: float, privacy: Privacy, caller: str) -> None:
         raise ValueError(f"{caller}: at epsilon={privacy.epsilon!r} the noise scale (≈ {scale:g}) is so large that "
                          "its variance leaves float64: every released value would be noise and every variance inf. "
                          "Raise 'epsilon'. Nothing was drawn.")
-
-
-def _after_draw(caller: str, step, what: str):
-    """``step()``, or None with a warning if it fails: after the draw the budget is spent, so never raise
-    (the pattern of :func:`mmopt._base.opendp.post_process`; the measurements are returned either way)."""
-    try:
-        return step()
-    except (ValueError, ArithmeticError, MemoryError) as exc:
-        warnings.warn(f"{caller}: the noise was drawn (the budget is spent), but {what} failed: {exc} The release "
-                      "keeps the noisy measurements.", RuntimeWarning, stacklevel=3)
-        return None
 
 
 def _rho(d_in: float, scale: float) -> float:

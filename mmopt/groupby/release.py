@@ -1,0 +1,177 @@
+"""A parsed GROUP BY query released by the matrix mechanism: the grouping sets as one marginal workload.
+
+Notation: see README and :mod:`mmopt.records.release`. For plain attributes a grouping set *is* a marginal
+(``()`` the grand total), so the grouping sets of a query form one marginal workload W, released at once by
+:func:`mmopt.records.release_marginals` — one strategy for all the overlapping group-bys, not independent
+noise per group-by. :func:`release_grouping_sets` is the one function that turns the list of grouping sets into
+a release (the place where hierarchical attributes will be routed to their own workload family), and
+:func:`grouping_table` lays the release out as SQL would: one block of rows per grouping set, the columns not
+in that set NULL (None), then the estimate, its standard error and, with ``alpha``, its exact 1 − α interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from mmopt.groupby.parse import GroupByQuery, parse_query
+from mmopt.privacy import Privacy
+from mmopt.records.domain import Domain
+from mmopt.records.release import RecordsRelease, release_marginals
+
+__all__ = ["SqlRelease", "check_columns", "grouping_table", "release_grouping_sets", "resolve_source", "sql"]
+
+_CALLER = "mmopt.sql"
+
+
+@dataclass(frozen=True, eq=False)
+class SqlRelease:
+    """What :func:`sql` returns.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        :func:`grouping_table`: ``grouping_set``, the selected columns, the count (named as in the query),
+        ``std_error`` and, with ``alpha``, ``lower`` and ``upper``.
+    release : RecordsRelease
+        The release itself: strategy, measurements, exact variances and covariances, privacy spent.
+    query : GroupByQuery
+        The parsed query (table, columns, grouping sets).
+    """
+
+    table: object
+    release: RecordsRelease
+    query: GroupByQuery
+
+
+def check_columns(query: GroupByQuery, domain: Domain) -> None:
+    """Every selected column is an attribute of the public domain; else ValueError (nothing is read)."""
+    if not isinstance(domain, Domain):
+        raise TypeError(f"The 'domain' parameter of {_CALLER} must be a Domain (mmopt.records.Domain). "
+                        f"Got {type(domain).__name__} instead.")
+    unknown = [c for c in query.columns if c not in domain.names]
+    if unknown:
+        raise ValueError(f"{_CALLER} refuses the column {unknown[0]!r}: it is not an attribute of the domain "
+                         f"{list(domain.names)}. Only domain attributes (public sizes and categories) can be grouped; "
+                         "add it to the domain or drop it from the query.")
+
+
+def release_grouping_sets(grouping_sets, records, domain: Domain, privacy: Privacy, *, strategy=None, seed=None,
+                          accountant=None, label: str | None = None) -> RecordsRelease:
+    """Release the counts of every grouping set (a list of tuples of attribute names, ``()`` the total) at once.
+
+    For plain attributes the grouping sets are the marginals of one workload, released by
+    :func:`mmopt.records.release_marginals` (same arguments, same numbers). Repeated sets are measured once.
+    """
+    sets = list(dict.fromkeys(tuple(S) for S in grouping_sets))
+    return release_marginals(records, domain, sets, privacy, strategy=strategy, seed=seed, accountant=accountant,
+                             label=label)
+
+
+def grouping_table(release: RecordsRelease, grouping_sets, columns, *, alpha: float | None = None,
+                   count_name: str = "count"):
+    """The release as SQL lays out a GROUP BY GROUPING SETS result (module docstring), one block per set.
+
+    Columns: ``grouping_set`` (e.g. "(state, sex)", "()" for the total), one column per entry of ``columns``
+    (the cell's label — category or bin — or None where the set rolls that column up: SQL's NULL), then
+    ``count_name`` (the estimate), ``std_error`` and, with ``alpha``, ``lower`` and ``upper``.
+    """
+    import pandas as pd
+    domain = release.domain
+    labels = {a.name: np.asarray(a.labels, dtype=object) for a in domain.attributes}
+    parts = []
+    for S in dict.fromkeys(tuple(S) for S in grouping_sets):
+        key = tuple(sorted(domain.index(c) for c in S))
+        est = release.marginals[key]  # axes in domain order
+        cells = np.indices(est.shape).reshape(len(key), -1) if key else np.zeros((0, 1), dtype=np.int64)
+        frame = {"grouping_set": "(" + ", ".join(S) + ")"}
+        for c in columns:
+            frame[c] = labels[c][cells[key.index(domain.index(c))]] if c in S else None
+        frame[count_name] = est.ravel()
+        frame["std_error"] = math.sqrt(release.cell_variance[key])
+        if alpha is not None:
+            h = release.half_width(key, alpha)
+            frame["lower"], frame["upper"] = est.ravel() - h, est.ravel() + h
+        parts.append(pd.DataFrame(frame, index=range(cells.shape[1])))
+    return pd.concat(parts, ignore_index=True)
+
+
+def resolve_source(source, table: str):
+    """The records behind ``FROM table``: ``source[table]`` for a mapping, ``con.table(table)`` for a DuckDB
+    connection, else ``source`` itself (a DataFrame, a Parquet/CSV path, a Polars LazyFrame, …)."""
+    if isinstance(source, Mapping):
+        if table not in source:
+            raise ValueError(f"The 'source' parameter of {_CALLER} has no table {table!r} (the query's FROM). "
+                             f"It has {sorted(map(str, source))[:20]}.")
+        return source[table]
+    if type(source).__module__.split(".", 1)[0] in ("duckdb", "_duckdb") and hasattr(source, "table") \
+            and "Connection" in type(source).__name__:
+        import duckdb  # lazy: only a DuckDB connection brings it here
+        try:
+            return source.table(table)
+        except duckdb.Error as exc:
+            raise ValueError(f"The 'source' parameter of {_CALLER} is a DuckDB connection without the table "
+                             f"{table!r} (the query's FROM): {str(exc).splitlines()[0]}") from None
+    return source
+
+
+def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alpha: float | None = 0.05,
+        strategy=None, accountant=None, label: str | None = None) -> SqlRelease:
+    """Answer a read-only ``SELECT cols, COUNT(*) FROM t GROUP BY …`` query privately, by the matrix mechanism.
+
+    Parameters
+    ----------
+    query : str
+        One SELECT of grouping columns and COUNT(*), grouped by columns, GROUPING SETS, ROLLUP and CUBE in any
+        mix (:mod:`mmopt.groupby.parse`: anything else is refused before any data is read).
+    source : pandas.DataFrame, path, mapping, DuckDB connection, or any records source
+        A DataFrame or a .parquet/.csv path is the table itself (the FROM name is only a label); a mapping
+        {name: records} and a DuckDB connection are looked up by the FROM name (``con.table(name)``); any other
+        source is passed to :func:`mmopt.records.release_marginals` as it is (e.g. a Polars LazyFrame).
+    domain : Domain
+        The public domain; every selected column must be one of its attributes.
+    privacy : Privacy
+        δ > 0: Gaussian noise (the certified optimal strategy for the total squared error); δ = 0: Laplace noise.
+    seed : int or None
+        As in :func:`~mmopt.records.release_marginals`: studies only (numpy's seeded noise, with a warning).
+    alpha : float or None
+        The table's exact 1 − α intervals (None: none).
+    strategy, accountant, label
+        As in :func:`~mmopt.records.release_marginals`.
+
+    Returns
+    -------
+    SqlRelease
+        ``.table`` (pandas, one block per grouping set, NULL for rolled-up columns), ``.release``, ``.query``.
+
+    Examples
+    --------
+    >>> import pandas as pd, mmopt
+    >>> from mmopt.records import Attribute, Domain
+    >>> D = Domain((Attribute("state", categories=("CA", "NY")), Attribute("sex", categories=("F", "M"))))
+    >>> people = pd.DataFrame({"state": ["CA", "NY", "NY"] * 40, "sex": ["F", "F", "M"] * 40})
+    >>> out = sql("SELECT state, sex, COUNT(*) AS n FROM people GROUP BY ROLLUP(state, sex)", people, D,
+    ...           mmopt.Privacy(1.0, 1e-6))
+    >>> out.query.grouping_sets, out.table.columns.tolist()
+    ((('state', 'sex'), ('state',), ()), ['grouping_set', 'state', 'sex', 'n', 'std_error', 'lower', 'upper'])
+    >>> out.table.grouping_set.tolist()[-3:], out.table.state.tolist()[-1]
+    (['(state)', '(state)', '()'], None)
+    """
+    q = parse_query(query)
+    check_columns(q, domain)
+    if not isinstance(privacy, Privacy):
+        raise TypeError(f"The 'privacy' parameter of {_CALLER} must be a Privacy, e.g. Privacy(epsilon=1.0). "
+                        f"Got {type(privacy).__name__} instead.")
+    if alpha is not None:
+        from mmopt.answers.intervals import check_alpha
+        alpha = check_alpha(alpha, _CALLER)
+    records = resolve_source(source, q.table)
+    release = release_grouping_sets(q.grouping_sets, records, domain, privacy, strategy=strategy, seed=seed,
+                                    accountant=accountant, label=label)
+    if not release.marginals:  # post-processing failed after the draw (warned): keep the release
+        return SqlRelease(None, release, q)
+    return SqlRelease(grouping_table(release, q.grouping_sets, q.columns, alpha=alpha, count_name=q.count_name),
+                      release, q)

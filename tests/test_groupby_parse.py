@@ -1,0 +1,123 @@
+"""mmopt.groupby.parse: GROUP BY / GROUPING SETS / ROLLUP / CUBE expand to SQL's grouping sets (DuckDB itself is
+the oracle where it is installed), and everything else is refused with a message that says what to do."""
+
+import itertools
+
+import pytest
+
+pytest.importorskip("sqlglot")
+
+from mmopt.groupby.parse import MAX_GROUPING_SETS, expand, parse_query  # noqa: E402
+
+QUERIES = [
+    "SELECT a, b, c, COUNT(*) FROM t GROUP BY GROUPING SETS ((a, c), (b, c), ())",
+    "SELECT a, b, c, d, COUNT(*) FROM t GROUP BY ROLLUP(a, b), CUBE(c, d)",
+    "SELECT a, b, c, COUNT(*) FROM t GROUP BY a, ROLLUP(b, c)",
+    "SELECT a, b, COUNT(*) FROM t GROUP BY GROUPING SETS (a, ROLLUP(a, b), ())",
+    "SELECT a, b, c, COUNT(*) FROM t GROUP BY CUBE(a, b, c)",
+    "SELECT a, b, c, COUNT(*) FROM t GROUP BY ROLLUP((a, b), c)",
+    "SELECT a, b, c, COUNT(*) FROM t GROUP BY GROUPING SETS ((a, b), (b, a)), ROLLUP(c)",
+    "SELECT a, b, COUNT(*) FROM t GROUP BY a, b",
+    "SELECT COUNT(*) FROM t",
+    "SELECT a, b, c, d, COUNT(*) FROM t GROUP BY GROUPING SETS (CUBE(a, b), (c, d)), GROUPING SETS (c, ())",
+]
+
+
+def _as_sets(sets):
+    return {frozenset(S) for S in sets}
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_grouping_sets_are_duckdb_s(query):
+    """The distinct grouping sets equal those DuckDB groups by: on a table without NULLs, a row's non-NULL grouping
+    columns name its grouping set (SQL's rule for rolled-up columns)."""
+    duckdb = pytest.importorskip("duckdb")
+    q = parse_query(query)
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (1, 2, 3, 4), (5, 6, 7, 8)) v(a, b, c, d)")
+    rows = con.execute(query).fetchall()
+    cols = q.columns
+    theirs = {frozenset(c for c, v in zip(cols, row[:len(cols)], strict=True) if v is not None) for row in rows}
+    assert _as_sets(q.grouping_sets) == theirs
+    assert len(q.grouping_sets) == len(_as_sets(q.grouping_sets))  # each distinct set once
+
+
+def test_cross_product_by_hand():
+    """ROLLUP(state, county) × CUBE(sex, agegrp): 3 × 4 = 12 sets, in SQL's order, columns in SELECT order."""
+    q = parse_query("SELECT state, county, sex, agegrp, COUNT(*) AS n FROM people "
+                    "GROUP BY ROLLUP(state, county), CUBE(sex, agegrp)")
+    rollup = [("state", "county"), ("state",), ()]
+    cube = [("sex", "agegrp"), ("sex",), ("agegrp",), ()]
+    assert q.grouping_sets == tuple(a + b for a, b in itertools.product(rollup, cube))
+    assert len(q.grouping_sets) == 12 and q.count_name == "n" and q.table == "people"
+    assert q.columns == ("state", "county", "sex", "agegrp")
+
+
+def test_order_within_a_set_follows_select_and_duplicates_go():
+    q = parse_query("SELECT b, a, COUNT(*) FROM t GROUP BY GROUPING SETS ((a, b), (b, a), a, (a), ())")
+    assert q.grouping_sets == (("b", "a"), ("a",), ())
+
+
+def test_expand_is_the_cross_product():
+    assert expand([[("a",)], [("b",), ()]]) == [("a", "b"), ("a",)]
+    assert expand([[("a", "b")], [("b", "c")]]) == [("a", "b", "c")]  # repeated columns once
+    with pytest.raises(ValueError, match=f"at most {MAX_GROUPING_SETS} grouping sets"):
+        expand([[("a",), ()]] * 13)
+
+
+def test_qualified_names_and_quoted_identifiers():
+    q = parse_query('SELECT p."State", p.sex, COUNT(*) FROM census.people AS p GROUP BY ROLLUP(p."State", sex)')
+    assert q.table == "census.people" and q.columns == ("State", "sex")
+    assert q.grouping_sets == (("State", "sex"), ("State",), ())
+
+
+REFUSED = [
+    ("SELECT a, COUNT(*) FROM t WHERE a = 1 GROUP BY a", "refuses WHERE.*group by it and keep those rows"),
+    ("SELECT a, COUNT(*) FROM t GROUP BY a HAVING COUNT(*) > 5", "refuses HAVING"),
+    ("SELECT a, COUNT(*) FROM t GROUP BY a ORDER BY a", "refuses ORDER BY.*Sort the returned table"),
+    ("SELECT a, COUNT(*) FROM t GROUP BY a LIMIT 3", "refuses LIMIT"),
+    ("SELECT a, COUNT(*) FROM t JOIN u ON t.a = u.a GROUP BY a", "refuses JOIN.*Join the tables before"),
+    ("SELECT a, COUNT(*) FROM (SELECT * FROM t) GROUP BY a", "refuses a subquery in FROM"),
+    ("SELECT a, COUNT(*) FROM t WHERE a IN (SELECT a FROM u) GROUP BY a", "refuses WHERE"),
+    ("SELECT a, (SELECT 1), COUNT(*) FROM t GROUP BY a", "refuses the subquery"),
+    ("WITH c AS (SELECT * FROM t) SELECT a, COUNT(*) FROM c GROUP BY a", "refuses WITH"),
+    ("SELECT DISTINCT a, COUNT(*) FROM t GROUP BY a", "refuses SELECT DISTINCT"),
+    ("SELECT a, COUNT(*) FROM t GROUP BY a; SELECT 1", "refuses 2 statements"),
+    ("SELECT a FROM t UNION SELECT a FROM u", r"refuses the statement .*\(UNION\)"),
+    ("DROP TABLE t", r"refuses the statement .*\(DROP\)"),
+    ("SELECT a, SUM(b) FROM t GROUP BY a", "refuses the aggregate 'SUM"),
+    ("SELECT a, AVG(b), COUNT(*) FROM t GROUP BY a", "refuses the aggregate 'AVG"),
+    ("SELECT a, COUNT(b) FROM t GROUP BY a", r"refuses 'COUNT\(b\)'.*COUNT\(\*\)"),
+    ("SELECT a, COUNT(DISTINCT b) FROM t GROUP BY a", "refuses 'COUNT"),
+    ("SELECT a FROM t GROUP BY a", r"with 0 COUNT\(\*\)"),
+    ("SELECT a, COUNT(*), COUNT(*) FROM t GROUP BY a", r"with 2 COUNT\(\*\)"),
+    ("SELECT *, COUNT(*) FROM t", r"refuses '\*' in SELECT"),
+    ("SELECT a + 1, COUNT(*) FROM t GROUP BY a + 1", "refuses 'a \\+ 1' in SELECT"),
+    ("SELECT a, COUNT(*) FROM t GROUP BY 1", "refuses '1' in GROUP BY"),
+    ("SELECT a AS x, COUNT(*) FROM t GROUP BY a", "refuses the alias"),
+    ("SELECT a, b, COUNT(*) FROM t GROUP BY a", "selected column 'b', which is in no grouping set"),
+    ("SELECT a, COUNT(*) FROM t GROUP BY a, b", "grouping by 'b' without selecting it"),
+    ("SELECT a, a, COUNT(*) FROM t GROUP BY a", "a column selected twice"),
+    ("SELECT u.a, COUNT(*) FROM t GROUP BY a", "Columns must belong to the FROM table"),
+    ("SELECT a, COUNT(*) FROM read_parquet('x.parquet') GROUP BY a", "pass the file as 'source'"),
+    ("SELECT a, COUNT(*) GROUP BY a", "a query without FROM"),
+    ("SELECT a, COUNT(*) FROM t GROUP BY ALL", "refuses GROUP BY ALL"),
+    ("SELECT a, b, COUNT(*) FROM t GROUP BY a, b WITH ROLLUP", "refuses GROUP BY … WITH ROLLUP.*ROLLUP\\(a, b\\)"),
+    ("SELECT a, b, COUNT(*) FROM t GROUP BY ROLLUP(a, CUBE(b))", "cannot parse"),  # not SQL:1999 either
+    ("SELECT a, COUNT(*) FROM t GROUP BY CUBE(" + ", ".join(f"c{i}" for i in range(13)) + ")",
+     "CUBE of 13 elements"),
+    ("SELEC a FROM", "cannot parse|refuses"),
+    ("SELECT a, COUNT(*) FROM t GROUP BY (", "cannot parse"),
+    ("   ", "must be a non-empty SQL string"),
+]
+
+
+@pytest.mark.parametrize("query,match", REFUSED)
+def test_refusals_say_what_and_what_to_do(query, match):
+    with pytest.raises(ValueError, match=match):
+        parse_query(query)
+
+
+def test_a_query_must_be_text():
+    with pytest.raises(TypeError, match="'query' parameter of mmopt.sql must be a SQL string"):
+        parse_query(b"SELECT COUNT(*) FROM t")
