@@ -188,3 +188,23 @@ def test_mmopt_sql_is_lazy():
     code = "import sys, mmopt; assert 'sqlglot' not in sys.modules; f = mmopt.sql; print(f.__module__)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "mmopt.groupby.release" and mmopt.sql is gr.sql
+
+
+def test_sql_rolls_up_a_declared_hierarchy():
+    import pandas as pd
+    counties = [f"c{i}" for i in range(6)]
+    state_of = ["A", "A", "B", "B", "B", "C"]
+    D = Domain((Attribute("county", categories=tuple(counties)), Attribute("sex", categories=("F", "M"))))
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"county": rng.choice(counties, 3000), "sex": rng.choice(["F", "M"], 3000)})
+    q = "SELECT state, county, COUNT(*) AS n FROM people GROUP BY ROLLUP(state, county)"
+    out = mmopt.sql(q, df, D, mmopt.Privacy(2000.0, 1e-3), hierarchies={"county": {"state": state_of}})
+    assert out.table.columns.tolist() == ["grouping_set", "state", "county", "n", "std_error", "lower", "upper"]
+    states = out.table[out.table.grouping_set == "(state)"]
+    truth = pd.Series([state_of[counties.index(c)] for c in df["county"]]).value_counts()
+    assert states["county"].isna().all()
+    assert np.all(np.abs(states["n"].to_numpy() - truth[states["state"]].to_numpy()) <= 8 * states["std_error"])
+    with pytest.raises(ValueError, match="do not apply with 'hierarchies'"):
+        mmopt.sql(q, df, D, mmopt.Privacy(1.0, 1e-6), seed=1, hierarchies={"county": {"state": state_of}})
+    with pytest.raises(ValueError, match="refuses the column 'state'"):
+        mmopt.sql(q, df, D, mmopt.Privacy(1.0, 1e-6))

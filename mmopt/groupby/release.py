@@ -47,12 +47,13 @@ class SqlRelease:
     query: GroupByQuery
 
 
-def check_columns(query: GroupByQuery, domain: Domain) -> None:
-    """Every selected column is an attribute of the public domain; else ValueError (nothing is read)."""
+def check_columns(query: GroupByQuery, domain: Domain, levels=()) -> None:
+    """Every selected column is an attribute of the public domain (or a declared hierarchy level); else ValueError
+    (nothing is read)."""
     if not isinstance(domain, Domain):
         raise TypeError(f"The 'domain' parameter of {_CALLER} must be a Domain (mmopt.records.Domain). "
                         f"Got {type(domain).__name__} instead.")
-    unknown = [c for c in query.columns if c not in domain.names]
+    unknown = [c for c in query.columns if c not in domain.names and c not in levels]
     if unknown:
         raise ValueError(f"{_CALLER} refuses the column {unknown[0]!r}: it is not an attribute of the domain "
                          f"{list(domain.names)}. Only domain attributes (public sizes and categories) can be grouped; "
@@ -118,8 +119,36 @@ def resolve_source(source, table: str):
     return source
 
 
+def _hierarchy(hierarchies, domain: Domain) -> tuple[str, dict] | None:
+    """(leaf, levels) of the one declared hierarchy, checked; None without one."""
+    if hierarchies is None:
+        return None
+    if not isinstance(hierarchies, Mapping) or len(hierarchies) != 1:
+        raise ValueError(f"The 'hierarchies' parameter of {_CALLER} must be a dict with one entry {{leaf attribute: "
+                         f"{{level: label of each leaf category, …}}}} (coarse to fine), e.g. {{'county': {{'state': "
+                         f"state_of_county}}}}. Got {hierarchies!r:.80}.")
+    (leaf, levels), = hierarchies.items()
+    if leaf not in domain.names or not isinstance(levels, Mapping) or not levels:
+        raise ValueError(f"The 'hierarchies' parameter of {_CALLER}: {leaf!r} must be a domain attribute mapped to a "
+                         f"non-empty dict of its coarser levels. The domain has {list(domain.names)}.")
+    return leaf, dict(levels)
+
+
+def _hierarchy_table(grouped, query: GroupByQuery, alpha):
+    """The hierarchy release laid out as :func:`grouping_table` lays out marginals."""
+    t = grouped.table(alpha=alpha)
+    names = [n for per in grouped.names for n in per[1:]]
+    sets = query.grouping_sets
+    t.insert(0, "grouping_set", ["(" + ", ".join(sets[k]) + ")" for k in t["set"]])
+    for c in names:
+        if c not in query.columns:
+            t = t.drop(columns=c)
+    keep = ["grouping_set", *query.columns, "estimate", "std_error", *(["lower", "upper"] if alpha else [])]
+    return t[keep].rename(columns={"estimate": query.count_name})
+
+
 def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alpha: float | None = 0.05,
-        strategy=None, accountant=None, label: str | None = None) -> SqlRelease:
+        strategy=None, accountant=None, label: str | None = None, hierarchies=None) -> SqlRelease:
     """Answer a read-only ``SELECT cols, COUNT(*) FROM t GROUP BY …`` query privately, by the matrix mechanism.
 
     Parameters
@@ -141,6 +170,12 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
         The table's exact 1 − α intervals (None: none).
     strategy, accountant, label
         As in :func:`~mmopt.records.release_marginals`.
+    hierarchies : dict, optional
+        ``{leaf: {level: label of each leaf category, …}}`` (coarse to fine), e.g. ``{"county": {"state":
+        state_of_county}}``: the levels are public functions of the leaf, never read from the records, and the
+        query may group by them (``ROLLUP(state, county)``). The release then runs in the hierarchy family
+        (:func:`mmopt.hierarchy.release_grouping_sets`: Gaussian noise, OpenDP's sampler; no ``seed``,
+        ``strategy`` or ``accountant``) and ``.release`` is its :class:`~mmopt.hierarchy.GroupedRelease`.
 
     Returns
     -------
@@ -161,13 +196,24 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
     (['(state)', '(state)', '()'], None)
     """
     q = parse_query(query)
-    check_columns(q, domain)
+    tree = _hierarchy(hierarchies, domain) if isinstance(domain, Domain) else None
+    check_columns(q, domain, () if tree is None else tuple(tree[1]))
     if not isinstance(privacy, Privacy):
         raise TypeError(f"The 'privacy' parameter of {_CALLER} must be a Privacy, e.g. Privacy(epsilon=1.0). "
                         f"Got {type(privacy).__name__} instead.")
     if alpha is not None:
         from mmopt.answers.intervals import check_alpha
         alpha = check_alpha(alpha, _CALLER)
+    if tree is not None:
+        given = [k for k, val in {"seed": seed, "strategy": strategy, "accountant": accountant}.items()
+                 if val is not None]
+        if given:
+            raise ValueError(f"The {given} parameter(s) of {_CALLER} do not apply with 'hierarchies' (the hierarchy "
+                             "family draws OpenDP's noise and plans its own strategy). Drop them.")
+        from mmopt.hierarchy.records import release_grouping_sets as release_hierarchy
+        grouped = release_hierarchy(resolve_source(source, q.table), domain, list(q.grouping_sets), privacy,
+                                    leaf=tree[0], levels=tree[1])
+        return SqlRelease(_hierarchy_table(grouped, q, alpha), grouped, q)
     records = resolve_source(source, q.table)
     release = release_grouping_sets(q.grouping_sets, records, domain, privacy, strategy=strategy, seed=seed,
                                     accountant=accountant, label=label)
