@@ -259,7 +259,8 @@ def report(workload, strategy, privacy, norm: str, *, floor):
     """An exact :class:`~mmopt.structured._report.ImplicitErrorReport` (method "coupled") under L2 sensitivity,
     or None (another norm, not of the module's form, or column norms that are not equal to 10⁻¹² so that Δ₂ is
     not pinned down). ``floor()`` is the workload's unit SVD bound; an error below it raises ValueError (a
-    numerical failure, never a result). The largest query variance is not computed (None)."""
+    numerical failure, never a result). The largest query variance is not computed (None); its upper bound is
+    the total (every query's variance is one of its non-negative summands)."""
     from mmopt.structured._report import ImplicitErrorReport
     if norm != "l2":
         return None
@@ -278,7 +279,7 @@ def report(workload, strategy, privacy, norm: str, *, floor):
         workload=workload.name, strategy=strategy.name, privacy=privacy, shape=workload.shape,
         domain_size=workload.domain_size, n_queries=m, sensitivity=math.sqrt(up), sensitivity_exact=True,
         total_squared_error=total, total_exact=True, mean_squared_error=total / m, rmse=math.sqrt(total / m),
-        max_variance=None, max_variance_upper=None, max_variance_exact=False, method="coupled")
+        max_variance=None, max_variance_upper=total, max_variance_exact=False, method="coupled")
 
 
 def pair_list(d: int):
