@@ -231,7 +231,18 @@ def _pair(ni, nj, Xi, Xj, scale, ws):
 
 def unit_error(workload, strategy) -> float | None:
     """tr(G X⁺) by (1) for a strategy and workload of the module's form, else None (not this form, or X does
-    not support G on 𝒱)."""
+    not support G on 𝒱).
+
+    Examples
+    --------
+    >>> from mmopt.structured import strategies as ss, workloads as sw
+    >>> P, T = np.tril(np.ones((3, 3))), np.ones((1, 3))
+    >>> W = sw.union([sw.kron(P, T), sw.kron(T, P), sw.kron(P, P)])
+    >>> A = ss.union_strategy([ss.kron_strategy(P, T), ss.kron_strategy(T, P), ss.kron_strategy(P, P)])
+    >>> G, X = W.gram(), A.gram()
+    >>> bool(np.isclose(unit_error(W, A), np.trace(G @ np.linalg.pinv(X))))
+    True
+    """
     shape = tuple(workload.shape)
     if any(n > MAX_SIZE or n < 2 for n in shape) or tuple(strategy.shape) != shape:
         return None
