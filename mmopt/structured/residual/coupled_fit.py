@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import linalg, optimize
+from scipy import linalg
 
 from mmopt.structured.residual import coupled as cp
 from mmopt.structured.strategies import kron_strategy, union_strategy
@@ -141,6 +141,8 @@ def strategy(z, n: int, d: int, name: str = "coupled_split"):
 def fit(workload, plan, *, max_iterations: int = 300, orders=ORDERS):
     """(strategy, z, converged) fitted from the split ``plan`` (module docstring); None when W is not of the form.
     ``converged``: L-BFGS-B's test passed at the last order (else it stopped at ``max_iterations``)."""
+    from scipy import optimize  # lazy: auto imports this module to ask applies(), on every product workload
+
     shape = tuple(workload.shape)
     n, d = shape[0], len(shape)
     if d < 2 or any(s != n for s in shape) or not 2 < n <= cp.MAX_SIZE:
