@@ -26,6 +26,7 @@ Notation: see README; c = Privacy.variance_factor, Δ the strategy's sensitivity
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -111,8 +112,8 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
         elif strategy.domain_size <= dense_limit:
             _check_memory(workload, strategy, caller, inverses=False, grams=True, dense=True)
             return _dense(workload, strategy, privacy, norm, sens, reported, _delta_lower(strategy, norm, sens))
-        elif (coupled := _coupled(workload, original, privacy, norm)) is not None:
-            return coupled
+        elif (coupled := _coupled(workload, strategy, privacy, norm)) is not None:
+            return dataclasses.replace(coupled, strategy=original.name, sensitivity=reported)  # Δ as given
         else:
             _check_memory(workload, strategy, caller, inverses=True, grams=True)
             unit, mx, up, low = br.bracket(workload, strategy, cache, caller,
@@ -142,7 +143,8 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
 
 
 def _coupled(workload, strategy, privacy, norm: str):
-    """The exact report of a coupled split strategy (:mod:`mmopt.structured.residual.coupled`), or None."""
+    """The exact report of a coupled split strategy (:mod:`mmopt.structured.residual.coupled`), or None; called on
+    the normalised strategy (the total is scale invariant), the caller puts back Δ of the strategy as given."""
     from mmopt.structured.residual.coupled import report  # lazy: that subpackage imports this layer
     return report(workload, strategy, privacy, norm,
                   floor=lambda: bounds.svd_bound(workload, dense_limit=0, root_limit=0).value)
