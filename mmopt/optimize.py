@@ -62,7 +62,9 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         * product (``mmopt.workload.kron/stack/marginals``, census workloads): HDMM's "kron" (OPT_⊗),
           "union" (OPT_+, one product per term), "marginals" (OPT_M); "residual" (ResidualPlanner: closed form,
           any d, optimal under Gaussian noise on unions of marginals); "datacube" (Ding et al. 2011, a greedy
-          heuristic). lrm, eigen_design and datacube are never candidates of "auto".
+          heuristic); "coupled" (Gaussian noise, 1- and 2-way unions on one attribute size: the split strategy
+          with its factors freed from B1 = 0, fitted on the exact error; :mod:`mmopt.structured.residual.coupled`).
+          lrm, eigen_design and datacube are never candidates of "auto".
         * stream (prefix sums / all ranges at any n, Gaussian noise): "weighted_sqrt", "toeplitz", "blt",
           "banded" (:mod:`mmopt.toeplitz`; options ``bands``, ``buffers``, ``equalize``).
     solver : str or None, default=None

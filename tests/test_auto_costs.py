@@ -22,3 +22,21 @@ def test_measured_points_within_a_factor_of_two():
     assert 19 / 2 < costs.min_error_dense(512) < 19 * 2
     assert 1.35 / 2 < costs.l2_tridiagonal_step(4096) < 1.35 * 2
     assert 0.8 / 2 < costs.l2_dense(1024) < 0.8 * 2
+
+
+def test_coupled_passes_through_its_measured_points():
+    # the coupled split fit plus the dual bound it attaches: 1.4 s on (16,)^10 and 8.5 s on (32,)^4 (bench_auto)
+    import itertools
+
+    import numpy as np
+
+    from mmopt.structured import workloads as sw
+
+    def prefix_marginals(n, d):
+        sets = [S for k in (1, 2) for S in itertools.combinations(range(d), k)]
+        P, T = np.tril(np.ones((n, n))), np.ones((1, n))
+        return sw.union([sw.kron(*[P if i in S else T for i in range(d)]) for S in sets])
+
+    assert 1.4 / 2 < costs.coupled(prefix_marginals(16, 10)) < 1.4 * 2
+    assert 8.5 / 2 < costs.coupled(prefix_marginals(32, 4)) < 8.5 * 2
+    assert costs.coupled(prefix_marginals(8, 3)) < costs.coupled(prefix_marginals(16, 3))

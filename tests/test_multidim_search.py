@@ -104,17 +104,20 @@ def _prefix_union(n, d):
                                   name=f"prefix12({n}^{d})")
 
 
-def test_union_past_the_dense_limit_scores_with_a_certified_bracket():
-    """OPT_+ on 1+2-way prefix marginals over (8,)^5 (32,768 cells): no exact path, and no block supports every
-    term, so it used to raise; now it scores by its per-term upper value, with the lower end recorded."""
+def test_union_past_the_dense_limit_is_scored_exactly_under_l2():
+    """OPT_+ on 1+2-way prefix marginals over (8,)^5 (32,768 cells) has one product per 1- or 2-way term with
+    totals elsewhere: the coupled path (mmopt.structured.residual.coupled) scores it exactly, never below the
+    certified bound, and its exact total lies inside the certified bracket that scored it before (per-term upper
+    values, a dual point's lower value)."""
     W = _prefix_union(8, 5)
     r = optimize(W, method="union", norm="l2", seed=0, options={"restarts": 1})
-    c = r.extra["candidates"]["union"]
-    assert not r.extra["total_exact"] and not c["exact"]
-    assert r.lower_bound <= c["lower"] <= r.objective <= r.extra["upper_bound"] * (1 + 1e-12)
     report = mmopt.evaluate(W, r.strategy, norm="l2")
-    assert report.method == "loewner_bound" and report.total_squared_error == pytest.approx(r.objective, rel=1e-12)
-    assert report.total_width == pytest.approx(1 - c["lower"] / r.objective, rel=1e-9) and report.total_width < 0.05
+    assert r.extra["total_exact"] and report.method == "coupled" and report.total_exact
+    assert r.lower_bound <= r.objective == pytest.approx(report.total_squared_error, rel=1e-12)
+    from mmopt.structured import _bracket as br
+    from mmopt.structured import factors as fc
+    up, _, _, low = br.bracket(W, r.strategy, fc.Cache(), "test", algebra_co=[None] * len(r.strategy.terms))
+    assert low * (1 - 1e-9) <= report.total_squared_error / report.sensitivity**2 <= up * (1 + 1e-9)
 
 
 def _ranges(n1, n2):

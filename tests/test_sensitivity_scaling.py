@@ -46,6 +46,8 @@ EPS1, GAUSS = Privacy(1.0), Privacy(1.0, 1e-6)
 
 H6 = st.hierarchical(6).matrix          # 11 × 6, Δ₁ = 4, Δ₂ = 2
 I5 = np.eye(5)
+Q6 = np.arange(36.0).reshape(6, 6) + 7 * np.eye(6)
+Q6 /= np.linalg.norm(Q6, axis=0)  # unit columns, a Gram outside the αI + βJ algebra
 W65 = sw.kron(sw.prefix(6), sw.identity(5))
 W33 = sw.kron(sw.prefix(3), sw.identity(3))
 # A fixed small matrix with unequal columns and signs (entries in [0.5, 4]: c·M stays normal for c ≥ 1e-300)
@@ -181,7 +183,8 @@ def test_implicit_sensitivity_outside_float64_raises(case, side, path):
 
 # -- evaluate and the mechanisms at extreme scales -----------------------------------------------------
 @settings(max_examples=20, deadline=None)
-@given(e1=exponents, e2=exponents, ew=exponents, path=hs.sampled_from(["product", "dense", "loewner_bound"]))
+@given(e1=exponents, e2=exponents, ew=exponents,
+       path=hs.sampled_from(["product", "dense", "loewner_bound", "coupled"]))
 def test_implicit_evaluate_is_scale_invariant(e1, e2, ew, path):
     c1, c2, w = 10.0**e1, 10.0**e2, 10.0**ew
     true_log10 = math.log10(2.0) + e1 + e2 + ew  # Δ ≈ 2·c1·c2·w (Δ₂ of H6 ⊗ I5 is 2)
@@ -189,12 +192,15 @@ def test_implicit_evaluate_is_scale_invariant(e1, e2, ew, path):
         return  # refused (tested above)
 
     def strategy(a, b, weight):
-        A = ss.kron_strategy(a * H6, b * I5, weight=weight)
+        # the coupled path needs equal column norms (H6's are not) and no αI + βJ algebra: Q6 there
+        A = ss.kron_strategy(a * (Q6 if path == "coupled" else H6), b * I5, weight=weight)
         if path == "product":
             return A
-        return ss.union_strategy([A, ss.kron_strategy(a * np.eye(6), b * np.ones((1, 5)), weight=weight)])
+        # I6 ⊗ I5 measures the pair a second time: no coupled path, the bracket scores it
+        second = b * I5 if path == "loewner_bound" else b * np.ones((1, 5))
+        return ss.union_strategy([A, ss.kron_strategy(a * np.eye(6), second, weight=weight)])
 
-    kw = {"dense_limit": 0} if path == "loewner_bound" else {}
+    kw = {"dense_limit": 0} if path in ("loewner_bound", "coupled") else {}
     ref = sa.evaluate(W65, strategy(1.0, 1.0, 1.0), GAUSS, **kw)
     r = sa.evaluate(W65, strategy(c1, c2, w), GAUSS, **kw)
     assert r.method == ref.method == path

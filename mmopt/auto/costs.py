@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["closed_dense", "kron", "l2_dense", "l2_tridiagonal_step", "marginals", "min_error_dense",
+__all__ = ["closed_dense", "coupled", "kron", "l2_dense", "l2_tridiagonal_step", "marginals", "min_error_dense",
            "min_error_fast", "pidentity_step", "residual", "union"]
 
 
@@ -91,3 +91,17 @@ def marginals(structure, restarts: int) -> float:
     d ≤ 8)."""
     d = len(structure.shape)
     return 0.1 + restarts * 4.0**d * 5e-7
+
+
+def coupled(structure) -> float:
+    """The coupled split fit (:mod:`mmopt.structured.residual.coupled_fit`): about 170 evaluations of (1) and its
+    gradient, each ≈ 0.5 ms + 0.1 ms per pair of attributes + L³ (L = 1 + d(n−1), the Schur complement) + n⁵ (a
+    pair's contractions) flops (fit 0.9 s on (16,)¹⁰, 2.1 s on (32,)⁴, 0.1–0.3 s on (8,)³–(16,)⁴), plus the dual
+    bound it attaches (:func:`mmopt.structured.dual_bound.optimum_floor`, capped at FLOOR_WORK flops: ~6 s at n = 32,
+    0.1 s at n = 16); measured 1.4 s and 8.5 s in all (``benchmarks/results/bench_auto.txt``)."""
+    from mmopt.structured.dual_bound import _SHAPES, FLOOR_WORK
+    d, n = len(structure.shape), max(structure.shape)
+    L = 1 + d * (n - 1)
+    fit = 0.05 + 200 * (5e-4 + 1e-4 * math.comb(d, 2) + 1e-9 * L**3 + 3e-10 * n**5)
+    per = float(n - 1 + (n - 1) ** 2) ** 3  # the dual bound's larger eigenproblem, per evaluation
+    return fit + 6e-11 * min(FLOOR_WORK, (25 + 100 + _SHAPES) * per)

@@ -5,7 +5,8 @@ likely to win first: the closed forms and the structured (product, residual) sea
 seconds to minutes. :mod:`mmopt.auto.run` decides from each :class:`Candidate`'s estimate (:mod:`mmopt.auto.costs`)
 and from the incumbent whether it runs. Three shapes of workload:
 
-* a product domain (``mmopt.workload.kron/stack/marginals``, census workloads): residual, kron, union, marginals;
+* a product domain (``mmopt.workload.kron/stack/marginals``, census workloads): residual, coupled (Gaussian noise,
+  1- and 2-way unions on d ≥ 3 attributes of one size, not marginals), kron, union, marginals;
   then, only where the products are far from the bound and the domain has at most
   :data:`mmopt.structured._checks.DENSE_LIMIT` cells, the dense l2_approx (Gaussian noise) or min_error (Laplace);
 * a plain (1-D) dense workload: the closed forms; the weighted square root (Gaussian noise, prefix sums and all
@@ -49,6 +50,11 @@ LOCAL_STEPS, LOCAL_MIN_STEPS, PRODUCT_LOCAL_STEPS = 3000, 100, 300
 #: residual or product strategy on every workload of bench_auto (by 3–1,150 %); l2_approx under Laplace noise
 #: is kept for its dual bound (valid for both noises), its strategy 5–45× the ε-DP candidates'.
 LOW_PRIOR_SHARE = 0.05
+#: Where the coupled split strategy ran (1- and 2-way unions of prefix, range or predicate products, Gaussian
+#: noise; it attaches the certified dual bound), OPT_⊗ and OPT_+ run only past this ratio to the bound: on 1+2-way
+#: prefix marginals they lost to it by 29–100 % (benchmarks/results/bench_auto.txt), and a skipped one can gain
+#: at most this much.
+COUPLED_NEAR = 1.05
 #: The relative duality gap "auto" runs the tridiagonal dual to below a "thorough" budget: within 0.01 % of the
 #: optimum, certified, in 4 of the 9 iterations that 10⁻⁶ takes at n = 4,096.
 DUAL_GAP = 1e-4
@@ -126,6 +132,7 @@ def plan(ctx: Context, budget_seconds: float) -> list[Candidate]:
 def _products(ctx: Context, budget_seconds: float) -> list[Candidate]:
     from mmopt.multidim.search import SOLVERS
     from mmopt.structured._checks import DENSE_LIMIT
+    from mmopt.structured.residual.coupled_fit import applies as coupled_applies
     from mmopt.structured.residual.solve import applies as residual_applies
 
     S, norm = ctx.structure, ctx.norm
@@ -140,9 +147,14 @@ def _products(ctx: Context, budget_seconds: float) -> list[Candidate]:
     out = []
     if residual_applies(S):  # first: on a union of marginals under Gaussian noise it meets the bound
         out.append(Candidate("residual", costs.residual(S), structured("residual")))
-    out.append(Candidate("kron", costs.kron(S, norm, restarts["kron"]), structured("kron")))
+    near = None
+    # d ≥ 3 only (on two attributes OPT_⊗ is already certified on the benchmarks); marginals: residual meets the bound
+    if len(S.shape) >= 3 and norm == "l2" and coupled_applies(S, norm) and not _marginals_only(S):
+        out.append(Candidate("coupled", costs.coupled(S), structured("coupled")))
+        near = COUPLED_NEAR
+    out.append(Candidate("kron", costs.kron(S, norm, restarts["kron"]), structured("kron"), unless=near))
     if len(S.terms) > 1:
-        out.append(Candidate("union", costs.union(S, norm, restarts["union"]), structured("union")))
+        out.append(Candidate("union", costs.union(S, norm, restarts["union"]), structured("union"), unless=near))
     if len(S.shape) <= 15:
         out.append(Candidate("marginals", costs.marginals(S, restarts["marginals"]), structured("marginals"),
                              share=LOW_PRIOR_SHARE if norm == "l2" else 1.0))
@@ -163,6 +175,15 @@ def _products(ctx: Context, budget_seconds: float) -> list[Candidate]:
     local = _local(ctx, PRODUCT_LOCAL_STEPS, unless=FAR_RATIO)
     out.append(local if rank >= n else dataclasses.replace(local, requires=misfit))
     return out
+
+
+def _marginals_only(S) -> bool:
+    """True when S is a union of marginals (the residual planner's form), by its own converter."""
+    from mmopt.structured.residual.workload import as_marginal_workload
+    try:
+        return as_marginal_workload(S, caller="auto") is not None
+    except ValueError:  # a union of marginals whose closure is past the planner's size limit
+        return True
 
 
 def _rank(factor) -> int:

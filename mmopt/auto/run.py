@@ -90,7 +90,7 @@ def _raised(ctx: Context, candidates, svd: float) -> tuple[float, str]:
     if ctx.structure is None or best <= known * (1 + CERTIFIED_GAP):  # certified already (e.g. by OPT_⊗'s own)
         return svd, "svd" if known <= svd else "search"
     dual = optimum_floor(ctx.structure)
-    if dual > known:
+    if dual >= known and dual > svd:  # equal: a candidate (coupled) attached this same bound as its certificate
         return dual, "dual_product"
     return max(svd, dual), "svd" if known <= svd else "search"
 

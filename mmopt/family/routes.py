@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # the routes' own modules import the layers; this table impor
     from mmopt.family.call import Call
 
 #: optimize's methods that run HDMM's product searches, ResidualPlanner, the data cube, or "auto"
-PRODUCT_METHODS = ("kron", "union", "marginals", "residual", "datacube", "auto")
+PRODUCT_METHODS = ("kron", "union", "marginals", "residual", "datacube", "coupled", "auto")
 #: the Toeplitz / weighted square-root searches on prefix sums and all ranges (= mmopt.toeplitz.solve.MMOPT_METHODS)
 STREAM_METHODS = ("weighted_sqrt", "toeplitz", "blt", "banded")
 
@@ -101,7 +101,8 @@ ROUTES = (
           summary="grouping sets over hierarchies (and unions of Kronecker products of level matrices): the "
                   "hierarchical residual family's optimum under Gaussian noise, bounded by a tree recursion"),
     Route("product", PRODUCT_METHODS, "mmopt.family.product:run",
-          summary="HDMM's OPT_⊗ / OPT_+ / OPT_M, ResidualPlanner, data cubes, and auto's planned candidates"),
+          summary="HDMM's OPT_⊗ / OPT_+ / OPT_M, ResidualPlanner, data cubes, coupled split strategies, and "
+                  "auto's planned candidates"),
     Route("pidentity", ("min_error",), "mmopt.family.stream:run_pidentity", "mmopt.family.stream:takes_pidentity",
           summary="min_error on prefix sums / all ranges from 512 cells: the p-Identity search on an O(n) Gram "
                   "operator, nothing n×n"),

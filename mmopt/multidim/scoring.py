@@ -14,7 +14,7 @@ __all__ = ["DEFAULT_RESTARTS", "score"]
 #: Default restarts of the product searches when the user gives none. OPT_M restarts cost ~10 ms each
 #: (closed-form objective) and its ε-DP landscape has many local optima: on adult W2, 3 / 10 / 50 restarts give
 #: 326,416 / 317,126 / 292,405 (HDMM's own search: 315,883).
-DEFAULT_RESTARTS = {"kron": 3, "union": 3, "marginals": 50, "residual": 1, "datacube": 1}
+DEFAULT_RESTARTS = {"kron": 3, "union": 3, "marginals": 50, "residual": 1, "datacube": 1, "coupled": 1}
 
 
 def score(workload, name: str, found, norm: str, seconds: float, cpu: float | None = None,

@@ -1,4 +1,4 @@
-"""optimize(method="kron" | "union" | "marginals" | "residual" | "datacube") on product-domain workloads.
+"""optimize(method="kron" | "union" | "marginals" | "residual" | "datacube" | "coupled") on product-domain workloads.
 
 Notation: see README. Each method returns an :class:`~mmopt._base.solution.ImplicitSolution`; this module
 re-evaluates its strategy exactly (``objective`` is never the search's own number: it is
@@ -22,11 +22,12 @@ from mmopt.multidim.marginals import solve_marginals
 from mmopt.multidim.scoring import DEFAULT_RESTARTS, score
 from mmopt.multidim.union import solve_union
 from mmopt.structured import bounds
+from mmopt.structured.residual.coupled_fit import solve_coupled
 from mmopt.structured.residual.solve import solve_residual
 from mmopt.structured.workloads import ImplicitWorkload
 
 SOLVERS = {"kron": solve_kron, "union": solve_union, "marginals": solve_marginals, "residual": solve_residual,
-           "datacube": solve_datacube}
+           "datacube": solve_datacube, "coupled": solve_coupled}
 METHODS = (*SOLVERS, "auto")
 
 

@@ -11,6 +11,9 @@ Notation: see README; c = Privacy.variance_factor, Δ the strategy's sensitivity
   strategy factor αI + βJ with equal column norms (residual strategies, M(θ)): the same spectra over W's
   downward closure only (:mod:`~mmopt.structured.residual`), polynomial in its size. Exact.
 * ``"dense"`` — N ≤ ``dense_limit``: :func:`mmopt.error.evaluate` on the densified pair. Exact.
+* ``"coupled"`` — past ``dense_limit``, under L2 sensitivity, a union whose terms have at most two non-total factors
+  (workload and strategy), one strategy term per pair and equal column norms: tr(G X⁺) by a Schur complement on
+  the ∅ and 1-way blocks (:mod:`~mmopt.structured.residual.coupled`). Exact.
 * ``"loewner_bound"`` — otherwise a certified two-sided bracket, term by term of W
   (:mod:`~mmopt.structured._bracket`): for X ⪰ Y ⪰ 0 and v ∈ range(Y), vᵀX⁺v = sup_z (2zᵀv − zᵀXz) ≤
   sup_z (2zᵀv − zᵀYz) = vᵀY⁺v, and X ⪰ θₗ²X⁽ˡ⁾ for every block l (and ⪰ the sum of its algebra blocks), so
@@ -23,6 +26,7 @@ Notation: see README; c = Privacy.variance_factor, Δ the strategy's sensitivity
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -93,7 +97,7 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
     parts = sensitivity_parts(strategy, norm)
     reported = parts.value(what=f"strategy '{strategy.name}'", caller=caller)
     scaled = normalised(strategy)
-    strategy = scaled.strategy
+    original, strategy = strategy, scaled.strategy
     sens = Sensitivity(parts.rescaled(scaled.shift), parts.exact, parts.method)  # Δ of Â
     _check_memory(workload, strategy, caller, inverses=strategy.is_product, grams=not strategy.is_product)
     low = None  # the bracket's lower unit value (only where the total is a bound)
@@ -108,6 +112,8 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
         elif strategy.domain_size <= dense_limit:
             _check_memory(workload, strategy, caller, inverses=False, grams=True, dense=True)
             return _dense(workload, strategy, privacy, norm, sens, reported, _delta_lower(strategy, norm, sens))
+        elif (coupled := _coupled(workload, strategy, privacy, norm)) is not None:
+            return dataclasses.replace(coupled, strategy=original.name, sensitivity=reported)  # Δ as given
         else:
             _check_memory(workload, strategy, caller, inverses=True, grams=True)
             unit, mx, up, low = br.bracket(workload, strategy, cache, caller,
@@ -134,6 +140,14 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
         total, exact and sens.exact, total / m, math.sqrt(total / m),
         None if mx is None else _figure(d2, mx, privacy, workload.name), _figure(d2, up, privacy, workload.name),
         mx is not None and mx == up and sens.exact, method, total_lower=lower)
+
+
+def _coupled(workload, strategy, privacy, norm: str):
+    """The exact report of a coupled split strategy (:mod:`mmopt.structured.residual.coupled`), or None; called on
+    the normalised strategy (the total is scale invariant), the caller puts back Δ of the strategy as given."""
+    from mmopt.structured.residual.coupled import report  # lazy: that subpackage imports this layer
+    return report(workload, strategy, privacy, norm,
+                  floor=lambda: bounds.svd_bound(workload, dense_limit=0, root_limit=0).value)
 
 
 def _delta_lower(strategy, norm: str, sens) -> float:

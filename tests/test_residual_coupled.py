@@ -1,0 +1,134 @@
+"""Coupled split strategies (mmopt.structured.residual.coupled, coupled_fit): the Schur-complement error against
+dense pseudo-inverses, the fit against the split plan and the certified dual bound, and the routes that use them.
+
+Tolerances: the Grams compared are of 0/1 or Gaussian factors on ≤ 625 cells, whose dense pseudo-inverse is
+accurate to ~1e-10 relative (condition numbers ≤ 1e4 here); 1e-8 leaves a margin.
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt.structured import analysis, dual_bound
+from mmopt.structured import strategies as ss
+from mmopt.structured import workloads as sw
+from mmopt.structured.residual import coupled as cp
+from mmopt.structured.residual import coupled_fit as cf
+from mmopt.structured.residual import split as sp
+
+
+def prefix_marginals(shape):
+    d = len(shape)
+    sets = [S for k in (1, 2) for S in itertools.combinations(range(d), k)]
+    return sw.union([sw.kron(*[np.tril(np.ones((shape[i],) * 2)) if i in S else np.ones((1, shape[i]))
+                               for i in range(d)]) for S in sets], name=f"prefix marginals {shape}")
+
+
+def random_coupled(shape, seed):
+    """A union of the module's form with Gaussian factors, total factors of unequal scales and a ∅ term."""
+    rng = np.random.default_rng(seed)
+    d = len(shape)
+    parts = [ss.kron_strategy(*[np.ones((1, n)) for n in shape], weight=0.7)]
+    parts += [ss.kron_strategy(*[rng.normal(size=(n, n)) if m == i else np.ones((1, n)) for m, n in enumerate(shape)])
+              for i in range(d)]
+    parts += [ss.kron_strategy(*[rng.normal(size=(n + 1, n)) if m in (i, j) else 2 * np.ones((1, n))
+                                 for m, n in enumerate(shape)], weight=1.3)
+              for i, j in itertools.combinations(range(d), 2)]
+    return ss.union_strategy(parts)
+
+
+def dense_unit(W, A):
+    return float(np.sum(W.gram() * np.linalg.pinv(A.gram(), rcond=1e-12, hermitian=True)))
+
+
+@pytest.mark.parametrize("shape", [(4, 4, 4), (3, 4, 5), (5, 5, 5, 5)])
+def test_unit_error_matches_dense_pseudo_inverse(shape):
+    W, A = prefix_marginals(shape), random_coupled(shape, sum(shape))
+    assert cp.unit_error(W, A) == pytest.approx(dense_unit(W, A), rel=1e-8)
+
+
+def test_unit_error_on_ranges_and_identity_factors():
+    """Not only prefix sums: all-range and identity factors, a 1-way-only term on one attribute."""
+    W = sw.union([sw.kron(sw.all_range(4), np.eye(5)), sw.kron(np.ones((1, 4)), sw.all_range(5)),
+                  sw.kron(np.eye(4), np.ones((1, 5)))])
+    A = random_coupled((4, 5), 3)
+    assert cp.unit_error(W, A) == pytest.approx(dense_unit(W, A), rel=1e-8)
+
+
+def test_unit_error_declines_what_it_cannot_score():
+    W = prefix_marginals((4, 4, 4))
+    three = ss.kron_strategy(np.eye(4), np.eye(4), np.eye(4))  # three non-total factors in one term
+    assert cp.unit_error(W, ss.union_strategy([three, three])) is None
+    no_pairs = ss.union_strategy([ss.kron_strategy(*[np.eye(4) if m == i else np.ones((1, 4)) for m in range(3)])
+                                  for i in range(3)])
+    assert cp.unit_error(W, no_pairs) is None  # W's 2-way blocks are not measured: X does not support G
+
+
+def test_delta_bounds_bracket_the_scanned_sensitivity():
+    A = random_coupled((4, 4, 4), 1)
+    up, low = cp.delta_upper(A)
+    exact = ss.sensitivity(A, "l2")
+    assert exact.exact and low <= exact.value**2 * (1 + 1e-12) and exact.value**2 <= up * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("shape", [(5, 5, 5), (4, 4, 4, 4)])
+def test_fit_beats_split_never_below_the_bound_and_is_scored_exactly(shape):
+    W = prefix_marginals(shape)
+    plan = sp.split_plan(W)
+    A, _, _ = cf.fit(W, plan)
+    up, low = cp.delta_upper(A)
+    assert up == pytest.approx(low, rel=1e-12)  # equal column norms: Δ₂ is attained
+    total = up * cp.unit_error(W, A)
+    assert total == pytest.approx(analysis.evaluate(W, A, norm="l2").total_squared_error, rel=1e-8)  # dense path
+    assert total == pytest.approx(ss.sensitivity(A, "l2").value ** 2 * dense_unit(W, A), rel=1e-8)
+    bound = dual_bound.dual_bound(W).value
+    assert bound <= total < 0.95 * plan.objective  # split is 1.11-1.12x the bound on these, coupled ~1.01x
+    assert total < 1.03 * bound
+
+
+def test_fit_gradient_matches_central_differences():
+    W = prefix_marginals((5, 5, 5))
+    terms = cp._workload_terms(W, {})
+    z = cf.start(sp.split_plan(W), 5) + 0.01 * np.random.default_rng(0).normal(size=51)
+    _, g = cf.objective(z, terms, 5, 3, 50)
+    h = 1e-6
+    for k in (0, 7, 30, 49, 50):
+        e = np.zeros_like(z)
+        e[k] = h
+        fd = (cf.objective(z + e, terms, 5, 3, 50, gradient=False)
+              - cf.objective(z - e, terms, 5, 3, 50, gradient=False)) / (2 * h)
+        assert g[k] == pytest.approx(fd, rel=1e-5, abs=1e-9)
+
+
+def test_evaluate_past_the_dense_limit_uses_the_exact_coupled_path():
+    W = prefix_marginals((5, 5, 5, 5))
+    A, _, _ = cf.fit(W, sp.split_plan(W))
+    small = analysis.evaluate(W, A, norm="l2")
+    large = analysis.evaluate(W, A, norm="l2", dense_limit=100)
+    assert small.method == "dense" and large.method == "coupled" and large.total_exact
+    assert large.total_squared_error == pytest.approx(small.total_squared_error, rel=1e-8)
+
+
+def test_optimize_method_coupled_and_its_input_checks():
+    W = prefix_marginals((5, 5, 5))
+    privacy = mmopt.Privacy(1.0, 1e-6)
+    r = mmopt.optimize(W, privacy=privacy, method="coupled", verbose=False)
+    split = mmopt.optimize(W, privacy=privacy, method="residual", verbose=False)
+    assert r.lower_bound <= r.objective < split.objective
+    with pytest.raises(ValueError, match="Gaussian noise"):
+        mmopt.optimize(W, privacy=mmopt.Privacy(1.0), method="coupled", verbose=False)
+    assert not cf.applies(sw.union([sw.kron(np.eye(3), np.eye(4))]))  # attributes of two sizes
+
+
+def test_auto_runs_coupled_on_prefix_marginals_not_on_marginals():
+    privacy = mmopt.Privacy(1.0, 1e-6)
+    small = mmopt.optimize(prefix_marginals((6, 6, 6)), privacy=privacy, verbose=False)
+    ran = small.extra["candidates"]
+    assert "coupled" in ran and small.objective <= min(v["objective"] for v in ran.values())  # the dense search too
+    r = mmopt.optimize(prefix_marginals((9, 9, 9, 9)), privacy=privacy, verbose=False)  # past the dense limit
+    assert r.method == "auto:coupled" and r.objective < r.extra["candidates"]["residual"]["objective"]
+    assert r.objective >= r.lower_bound
+    M = sw.marginals((4,) * 4, 2)
+    assert "coupled" not in mmopt.optimize(M, privacy=privacy, verbose=False).extra["candidates"]
