@@ -1,0 +1,169 @@
+"""The curator: the only object that reads the records, and every read is a paid, noisy release in ρ-zCDP.
+
+Notation: see README and :mod:`mmopt.synth.residuals`. MST and AIM never see the records or an exact count; they
+ask the :class:`Curator` for one of two things, each charged to its ledger *before* it is computed:
+
+* :meth:`Curator.measure` (sets, ρ): mmopt's residual strategy for those marginals (the certified Gaussian optimum,
+  :func:`mmopt.structured.residual.plan`), scaled to Δ₂ = 1 and rounded upwards (exact sensitivity under
+  add/remove-one-record, :func:`mmopt.structured.residual.sensitivity`), Gaussian noise σ with OpenDP's own map
+  Δ₂²/(2σ²) ≤ ρ (Bun & Steinke 2016, Prop. 1.6; :func:`mmopt.accounting.gaussian_rho`), returning only the
+  least-squares residual estimates (:mod:`mmopt.synth.residuals`);
+* :meth:`Curator.select` (candidates, public estimates, ρ): the exponential mechanism over the quality scores
+  q_C = w_C·(‖m_C − m̂_C‖₁ − b_C), where m_C is the exact marginal, m̂_C a public estimate (post-processing of
+  earlier releases), w_C and b_C public constants. Adding or removing one record changes m_C by one in one cell,
+  so |Δq_C| ≤ |w_C| and Δ = max |w_C|. At ε = √(8ρ) the choice is ε²/8 = ρ-zCDP (the exponential mechanism is
+  ε²/8-zCDP, Cesar & Rogers 2021; OpenDP's Gumbel noisy-max map says the same and is checked before sampling,
+  :func:`mmopt.adaptive._opendp_noise.exponential`). Only the chosen index leaves the curator.
+
+Adaptive composition of zCDP adds the ρ's (Bun & Steinke, Lemma 2.3), whatever the analyst did with earlier
+outputs; the ledger sums them in exact rationals and refuses a step that would exceed the budget, before any noise
+is drawn. Noise comes from a :class:`mmopt.adaptive._noise.Noise`: OpenDP's vetted samplers (the release path)
+or, with a seed, numpy (simulation only).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from mmopt.accounting._zcdp import gaussian_rho, round_up
+from mmopt.records import counts as rc
+from mmopt.structured.release import upper_sensitivity
+from mmopt.structured.residual import plan
+from mmopt.structured.residual import strategy as rs
+from mmopt.structured.residual.reconstruct import measure
+from mmopt.structured.residual.workload import marginal_workload
+from mmopt.synth.residuals import ResidualEstimates, from_measurements
+
+__all__ = ["Curator", "Step", "em_epsilon", "gaussian_sigma"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One paid use of the data: ``kind`` "gaussian" or "exponential", its ρ (what the ledger adds), its scale
+    (σ, or the exponential mechanism's ε), the sets it concerned and its sensitivity (Δ₂, or the score's Δ)."""
+
+    label: str
+    kind: str
+    rho: float
+    scale: float
+    sets: tuple
+    sensitivity: float = 1.0
+
+
+def gaussian_sigma(sensitivity: float, rho: float) -> float:
+    """The smallest float σ ≥ Δ₂/√(2ρ) whose OpenDP map Δ₂²/(2σ²) (rounded up) is at most ρ.
+
+    Examples
+    --------
+    >>> s = gaussian_sigma(1.0, 0.5)
+    >>> s >= 1.0 and gaussian_rho(1.0, s) <= 0.5
+    True
+    """
+    sigma = sensitivity / math.sqrt(2.0 * rho)
+    while gaussian_rho(sensitivity, sigma) > rho:
+        sigma = math.nextafter(sigma, math.inf)
+    return sigma
+
+
+def em_epsilon(rho: float) -> float:
+    """The largest float ε with ε²/8 ≤ ρ in exact arithmetic: the exponential mechanism's ε at zCDP budget ρ.
+
+    Examples
+    --------
+    >>> e = em_epsilon(0.125)
+    >>> e, Fraction(e) ** 2 / 8 <= Fraction(0.125)
+    (1.0, True)
+    """
+    eps = math.sqrt(8.0 * rho)
+    while Fraction(eps) ** 2 / 8 > Fraction(rho):
+        eps = math.nextafter(eps, 0.0)
+    return eps
+
+
+class Curator:
+    """The records and a ρ-zCDP budget; answers only noisy, paid-for questions (module docstring).
+
+    Parameters
+    ----------
+    records, domain
+        As :func:`mmopt.records.marginal_counts`.
+    rho : float
+        The budget.
+    noise : mmopt.adaptive._noise.Noise
+        Where every draw comes from.
+    """
+
+    def __init__(self, records, domain, rho: float, noise) -> None:
+        self._records, self._domain = records, domain
+        self._exact: dict = {}
+        self.shape = tuple(domain.shape)
+        self.budget = float(rho)
+        self.noise = noise
+        self.steps: list[Step] = []
+
+    # -- the ledger --------------------------------------------------------------------------------------------
+    @property
+    def spent(self) -> Fraction:
+        """Σ ρ of the steps taken, exactly."""
+        return sum((Fraction(s.rho) for s in self.steps), Fraction(0))
+
+    @property
+    def remaining(self) -> float:
+        """The budget left, rounded down to a float."""
+        left = Fraction(self.budget) - self.spent
+        f = float(left)
+        return math.nextafter(f, -math.inf) if Fraction(f) > left else f
+
+    def _charge(self, step: Step) -> None:
+        if self.spent + Fraction(step.rho) > Fraction(self.budget):
+            raise ValueError(f"Curator: '{step.label}' needs ρ = {step.rho!r}, but only {self.remaining!r} of the "
+                             f"budget ρ = {self.budget!r} remains. Nothing was drawn.")
+        self.steps.append(step)
+
+    # -- the data, never returned ----------------------------------------------------------------------------------
+    def _counts(self, sets) -> dict:
+        todo = sorted({S for S in sets if S not in self._exact})
+        if todo:
+            got = rc.marginal_counts(self._records, self._domain, todo)
+            self._exact.update({S: np.asarray(c, dtype=np.float64) for S, c in got.items()})
+        return {S: self._exact[S] for S in sets}
+
+    # -- the two questions -----------------------------------------------------------------------------------------
+    def measure(self, sets, rho: float, label: str) -> ResidualEstimates:
+        """The residual strategy for the marginals ``sets`` at zCDP budget ``rho``: least-squares residual estimates."""
+        sets = tuple(dict.fromkeys(tuple(sorted(S)) for S in sets))
+        A = plan(marginal_workload(self.shape, sets)).strategy
+        d_in = upper_sensitivity(rs.sensitivity(A, "l2").value, caller="Curator.measure")
+        sigma = gaussian_sigma(d_in, rho)
+        step = Step(label, "gaussian", gaussian_rho(d_in, sigma), sigma, sets, d_in)
+        exact = measure(A, self._counts(rc.maximal(A.subsets))).values
+        Ax = np.concatenate([exact[S].ravel() for S in A.subsets])
+        self._charge(step)  # refused before the draw
+        y = np.asarray(self.noise.add_gaussian(Ax, sigma), dtype=np.float64)
+        values, at = {}, 0
+        for S in A.subsets:
+            values[S] = y[at:at + exact[S].size].reshape(exact[S].shape)
+            at += exact[S].size
+        return from_measurements(A, values, sigma)
+
+    def select(self, candidates, estimates: dict, rho: float, label: str, *, weights=None, bias=None) -> int:
+        """The exponential mechanism's choice among ``candidates`` (attribute tuples) by q_C (module docstring).
+
+        ``estimates[C]`` is a public estimate of the marginal on C (same shape); ``weights`` and ``bias`` are
+        public {C: w_C} and {C: b_C} (default 1 and 0). Returns the index of the chosen candidate.
+        """
+        candidates = [tuple(C) for C in candidates]
+        w = np.array([1.0 if weights is None else float(weights[C]) for C in candidates])
+        b = np.array([0.0 if bias is None else float(bias[C]) for C in candidates])
+        eps = em_epsilon(rho)
+        sens = float(np.max(np.abs(w)))
+        step = Step(label, "exponential", round_up(Fraction(eps) ** 2 / 8), eps, tuple(candidates), sens)
+        exact = self._counts(candidates)
+        scores = np.array([w[k] * (np.abs(exact[C] - np.asarray(estimates[C])).sum() - b[k])
+                           for k, C in enumerate(candidates)])
+        self._charge(step)
+        return int(self.noise.exponential(scores, eps, sens))
