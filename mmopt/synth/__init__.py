@@ -10,8 +10,9 @@ ledger. Estimation is least squares in the residual basis (:mod:`mmopt.synth.res
 :func:`workload_error` is the papers' error measure.
 """
 
+from mmopt.synth.aim import aim
 from mmopt.synth.error import workload_error
 from mmopt.synth.mst import mst
 from mmopt.synth.result import Synthetic
 
-__all__ = ["Synthetic", "mst", "workload_error"]
+__all__ = ["Synthetic", "aim", "mst", "workload_error"]
