@@ -101,10 +101,10 @@ def _peer(python: str, codes, cdomain, workload, cfg: Config, eps: float, method
         got = subprocess.run([python, str(PEERS), str(src), json.dumps(list(cdomain.shape)), repr(rho), algo,
                               str(out)], capture_output=True, text=True, check=False)
         if got.returncode != 0:
-            raise RuntimeError(f"{method} failed: {got.stderr.strip().splitlines()[-1:]}")
+            raise RuntimeError(f"{method} failed: {got.stderr.strip()[-600:]}")
         info = json.loads(got.stdout.strip().splitlines()[-1])
         rows = pd.read_parquet(out)
-    return {"epsilon": eps, "delta": cfg.delta, "rho": rho, "method": method, "trial": trial,
+    return {"epsilon": eps, "delta": cfg.delta, "rho": info["rho"], "method": method, "trial": trial,
             "cpu_seconds": info["cpu"], "wall_seconds": info["wall"], "peak_mb": info["peak_mb"],
             "records_error": workload_error(codes, rows, cdomain, workload), "model_error": "",
             "epsilon_spent": "", "measured": ""}

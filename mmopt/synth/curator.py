@@ -11,8 +11,8 @@ ask the :class:`Curator` for one of two things, each charged to its ledger *befo
 * :meth:`Curator.select` (candidates, public estimates, ρ): the exponential mechanism over the quality scores
   q_C = w_C·(‖m_C − m̂_C‖₁ − b_C), where m_C is the exact marginal, m̂_C a public estimate (post-processing of
   earlier releases), w_C and b_C public constants. Adding or removing one record changes m_C by one in one cell,
-  so |Δq_C| ≤ |w_C| and Δ = max |w_C|. At ε = √(8ρ) the choice is ε²/8 = ρ-zCDP (the exponential mechanism is
-  ε²/8-zCDP, Cesar & Rogers 2021; OpenDP's Gumbel noisy-max map says the same and is checked before sampling,
+  so |Δq_C| ≤ |w_C| and Δ = max |w_C| — in floats (1 + 2⁻¹⁸)·max |w_C| (:func:`quality`). At ε = √(8ρ) the
+  choice is ε²/8 = ρ-zCDP (the exponential mechanism is ε²/8-zCDP, Cesar & Rogers 2021; OpenDP's Gumbel noisy-max map says the same and is checked before sampling,
   :func:`mmopt.adaptive._opendp_noise.exponential`). Only the chosen index leaves the curator.
 
 Adaptive composition of zCDP adds the ρ's (Bun & Steinke, Lemma 2.3), whatever the analyst did with earlier
@@ -38,7 +38,7 @@ from mmopt.structured.residual.reconstruct import measure
 from mmopt.structured.residual.workload import marginal_workload
 from mmopt.synth.residuals import ResidualEstimates, from_measurements
 
-__all__ = ["Curator", "Step", "em_epsilon", "gaussian_sigma"]
+__all__ = ["Curator", "Step", "em_epsilon", "gaussian_sigma", "quality", "score_sensitivity"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,42 @@ def em_epsilon(rho: float) -> float:
     while Fraction(eps) ** 2 / 8 > Fraction(rho):
         eps = math.nextafter(eps, 0.0)
     return eps
+
+
+#: The fixed-point grid of the quality scores (module docstring of :func:`quality`): 2⁻²⁰, values below 2³¹.
+GRID_BITS = 20
+_CAP = 2**31
+
+
+def quality(counts, estimate, weight: float, bias: float) -> float:
+    """w·(‖m − m̂‖₁ − b), computed so that its change between neighbours is at most |w|(1 + 2⁻¹⁸) *in floats*.
+
+    In exact arithmetic one record moves ‖m − m̂‖₁ by at most 1, but floating-point sums can move it by 1 plus a
+    rounding error, which an exponential mechanism calibrated to exactly |w| would not cover. So: the counts are
+    clamped to [0, 2³¹] and m̂ and b rounded to the grid 2⁻²⁰ and clamped to [−2³¹, 2³¹] (public post-processing
+    of m̂, b; clamping a count is 1-Lipschitz), the L1 distance is summed *exactly* in integers on that grid and
+    clamped to [0, 2³²] (1-Lipschitz), so D = ‖m − m̂‖₁ − b (|D| ≤ 1.5·2³²) is an exact float that moves by at
+    most 1. Only the product w·D rounds: |fl(wD) − wD| ≤ 2⁻⁵³·|w|·1.5·2³², so the float score moves by at most
+    |w|(1 + 1.5·2⁻²⁰) ≤ |w|(1 + 2⁻¹⁸) (:func:`score_sensitivity`).
+
+    Examples
+    --------
+    >>> quality(np.array([3, 0]), np.array([1.5, 0.25]), 2.0, 0.5)          # 2·(1.5 + 0.25 − 0.5)
+    2.5
+    """
+    scale = 2**GRID_BITS
+    m = np.minimum(np.asarray(counts, dtype=np.int64), _CAP) * scale
+    e = np.rint(np.clip(np.asarray(estimate, dtype=np.float64), -_CAP, _CAP) * scale).astype(np.int64)
+    diff = np.abs(m - e).ravel()  # each ≤ 2⁵³: exact in int64; summed in blocks of 2⁹, then as Python ints
+    total = sum(int(diff[k:k + 512].sum()) for k in range(0, diff.size, 512))
+    l1 = min(total, 2 * _CAP * scale)
+    b = int(np.rint(min(max(float(bias), -_CAP), _CAP) * scale))
+    return float(weight) * ((l1 - b) / scale)  # (l1 − b)/2²⁰ is exact: |l1 − b| ≤ 2⁵³·1.5 on a multiple of 1
+
+
+def score_sensitivity(weight: float) -> float:
+    """|w|·(1 + 2⁻¹⁸) rounded up: the float quality's sensitivity (:func:`quality`)."""
+    return math.nextafter(abs(weight) * (1.0 + 2.0**-18), math.inf)
 
 
 class Curator:
@@ -160,10 +196,9 @@ class Curator:
         w = np.array([1.0 if weights is None else float(weights[C]) for C in candidates])
         b = np.array([0.0 if bias is None else float(bias[C]) for C in candidates])
         eps = em_epsilon(rho)
-        sens = float(np.max(np.abs(w)))
+        sens = score_sensitivity(float(np.max(np.abs(w))))
         step = Step(label, "exponential", round_up(Fraction(eps) ** 2 / 8), eps, tuple(candidates), sens)
         exact = self._counts(candidates)
-        scores = np.array([w[k] * (np.abs(exact[C] - np.asarray(estimates[C])).sum() - b[k])
-                           for k, C in enumerate(candidates)])
+        scores = np.array([quality(exact[C], estimates[C], w[k], b[k]) for k, C in enumerate(candidates)])
         self._charge(step)
         return int(self.noise.exponential(scores, eps, sens))
