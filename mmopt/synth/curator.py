@@ -12,8 +12,9 @@ ask the :class:`Curator` for one of two things, each charged to its ledger *befo
   q_C = w_C·(‖m_C − m̂_C‖₁ − b_C), where m_C is the exact marginal, m̂_C a public estimate (post-processing of
   earlier releases), w_C and b_C public constants. Adding or removing one record changes m_C by one in one cell,
   so |Δq_C| ≤ |w_C| and Δ = max |w_C| — in floats (1 + 2⁻¹⁸)·max |w_C| (:func:`quality`). At ε = √(8ρ) the
-  choice is ε²/8 = ρ-zCDP (the exponential mechanism is ε²/8-zCDP, Cesar & Rogers 2021; OpenDP's Gumbel noisy-max map says the same and is checked before sampling,
-  :func:`mmopt.adaptive._opendp_noise.exponential`). Only the chosen index leaves the curator.
+  choice is ε²/8 = ρ-zCDP (the exponential mechanism is ε²/8-zCDP, Cesar & Rogers 2021; OpenDP's Gumbel
+  noisy-max map says the same and is checked before sampling, :func:`mmopt.adaptive._opendp_noise.exponential`).
+  Only the chosen index leaves the curator.
 
 Adaptive composition of zCDP adds the ρ's (Bun & Steinke, Lemma 2.3), whatever the analyst did with earlier
 outputs; the ledger sums them in exact rationals and refuses a step that would exceed the budget, before any noise
