@@ -110,20 +110,30 @@ def _peer(python: str, codes, cdomain, workload, cfg: Config, eps: float, method
             "epsilon_spent": "", "measured": ""}
 
 
-def run(records=None, domain=None, cfg: Config = QUICK, *, peers: str | None = None,
-        progress: bool | _progress.Progress = False) -> list[dict]:
-    """Rows of synth.csv (pure: no files but the peers' temporary ones). Defaults to the CPS 1988 extract."""
+METHODS = ("mmopt MST", "mmopt AIM", "OpenDP MST", "OpenDP AIM")
+
+
+def run(records=None, domain=None, cfg: Config = QUICK, *, peers: str | None = None, methods=None,
+        progress: bool | _progress.Progress = False, each=None) -> list[dict]:
+    """Rows of synth.csv (pure: no files but the peers' temporary ones). Defaults to the CPS 1988 extract.
+
+    ``methods`` (default: mmopt's two, and OpenDP's two with ``peers``) run in the order of :data:`METHODS`, the
+    cheap ones first; ``each(row)`` is called as every row is done (the command line appends it to the CSV).
+    """
     if records is None:
         from mmopt.records.datasets import cps1988
         records, domain = cps1988()
     workload = list(itertools.combinations(range(len(domain.shape)), min(3, len(domain.shape))))
-    methods = ["mmopt MST", "mmopt AIM"] + (["OpenDP MST", "OpenDP AIM"] if peers else [])
+    wanted = METHODS[:2] + (METHODS[2:] if peers else ()) if methods is None else tuple(methods)
+    if any(m.startswith("OpenDP") for m in wanted) and not peers:
+        raise ValueError("experiments.synth.run: OpenDP's methods need 'peers' (an interpreter with opendp[mbi]).")
+    methods = [m for m in METHODS if m in wanted]
     codes, cdomain = coded(records, domain) if peers else (None, None)
     out = []
     with contextlib.ExitStack() as stack:
         prog = progress if isinstance(progress, _progress.Progress) else stack.enter_context(
             _progress.Progress("synth", enabled=bool(progress)))
-        todo = [(e, m, t) for e in cfg.epsilons for m in methods
+        todo = [(e, m, t) for m in methods for e in cfg.epsilons
                 for t in range(cfg.peer_trials if m.startswith("OpenDP") else cfg.trials)]
         prog.stage("runs", total=len(todo))
         for e, m, t in todo:
@@ -132,7 +142,9 @@ def run(records=None, domain=None, cfg: Config = QUICK, *, peers: str | None = N
                 out.append(_ours(records, domain, workload, cfg, float(e), m, t))
             else:
                 out.append(_peer(peers, codes, cdomain, workload, cfg, float(e), m, t))
-    return out
+            if each is not None:
+                each(out[-1])
+    return sorted(out, key=lambda r: (r["epsilon"], METHODS.index(r["method"]), r["trial"]))
 
 
 def summary(rows: list[dict]) -> list[dict]:
@@ -199,6 +211,11 @@ def main(argv=None) -> int:
     p.add_argument("--peers", default=None, metavar="PYTHON",
                    help="an interpreter with opendp[mbi] installed: also run OpenDP's MST and AIM")
     p.add_argument("--peer-trials", type=int, default=1, metavar="K", help="runs of each peer per ε (default 1)")
+    p.add_argument("--methods", default=None, metavar="M,M", help=f"a subset of {', '.join(METHODS)} (default: "
+                   "mmopt's, and OpenDP's with --peers)")
+    p.add_argument("--epsilons", default=None, metavar="E,E", help="the ε values (default 0.1,1,10)")
+    p.add_argument("--from-csv", nargs="+", default=None, metavar="CSV",
+                   help="no runs: merge these synth.csv files (e.g. of runs split by method) into the outputs")
     _common.add_output_args(p, "synth")
     p.add_argument("--seed", type=int, default=0, help="seed of mmopt's runs (default 0)")
     args = p.parse_args(argv)
@@ -206,7 +223,15 @@ def main(argv=None) -> int:
         p.error(f"--seed must be >= 0 and --peer-trials >= 1. Got {args.seed} and {args.peer_trials}.")
     if args.peers is not None and not Path(args.peers).is_file():
         p.error(f"--peers must be a Python interpreter. Got {args.peers!r}, which is not a file.")
-    cfg = Config(**{**asdict(FULL if args.full else QUICK), "seed": args.seed, "peer_trials": args.peer_trials})
+    methods = None if args.methods is None else [m.strip() for m in args.methods.split(",")]
+    if methods is not None and not set(methods) <= set(METHODS):
+        p.error(f"--methods must be a subset of {', '.join(METHODS)}. Got {args.methods!r}.")
+    try:
+        eps = QUICK.epsilons if args.epsilons is None else tuple(float(e) for e in args.epsilons.split(","))
+    except ValueError:
+        p.error(f"--epsilons must be numbers separated by commas. Got {args.epsilons!r}.")
+    cfg = Config(**{**asdict(FULL if args.full else QUICK), "seed": args.seed, "peer_trials": args.peer_trials,
+                    "epsilons": eps})
     try:
         out = _run.check_out_dir(_common.out_of(args, "synth"))
     except ValueError as exc:
@@ -214,7 +239,15 @@ def main(argv=None) -> int:
     try:
         with _run.hold(out), _progress.Progress("synth", enabled=not args.quiet) as prog:
             t0 = time.perf_counter()
-            rows = run(cfg=cfg, peers=args.peers, progress=prog)
+            if args.from_csv:
+                rows = sorted((r for f in args.from_csv for r in _common.read_csv(Path(f), keep_text=("method",))),
+                              key=lambda r: (r["epsilon"], METHODS.index(r["method"]), r["trial"]))
+            else:
+                part = out / "synth.partial.csv"  # every row as it is done: a long run cut short keeps its rows
+                done: list = []
+                rows = run(cfg=cfg, peers=args.peers, methods=methods, progress=prog,
+                           each=lambda r: (done.append(r), _common.write_csv(part, COLUMNS, done)))
+                part.unlink(missing_ok=True)
             prog.stage("writing synth.csv, synth.png, synth.md")
             _common.write_csv(out / TABLE, COLUMNS, rows)
             plot(rows, out)

@@ -38,3 +38,15 @@ def test_main_writes_its_files_and_refuses_a_missing_interpreter(tmp_path, monke
         assert (tmp_path / name).is_file()
     with pytest.raises(SystemExit):
         synth.main(["--out", str(tmp_path), "--peers", str(tmp_path / "no-python")])
+
+
+def test_split_runs_merge_from_their_csvs(tmp_path, monkeypatch, rows):
+    monkeypatch.setattr(synth, "run", lambda **kw: [r for r in rows if r["method"] in kw["methods"]])
+    assert synth.main(["--out", str(tmp_path / "a"), "--quiet", "--methods", "mmopt MST"]) == 0
+    assert synth.main(["--out", str(tmp_path / "b"), "--quiet", "--methods", "mmopt AIM"]) == 0
+    assert synth.main(["--out", str(tmp_path / "c"), "--quiet", "--from-csv", str(tmp_path / "a" / "synth.csv"),
+                       str(tmp_path / "b" / "synth.csv")]) == 0
+    merged = (tmp_path / "c" / "synth.md").read_text()
+    assert "| 1 | mmopt MST | 2 |" in merged and "| 1 | mmopt AIM | 2 |" in merged
+    with pytest.raises(SystemExit):
+        synth.main(["--out", str(tmp_path / "d"), "--methods", "PrivBayes"])
