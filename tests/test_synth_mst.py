@@ -147,6 +147,10 @@ def test_records_are_labelled_by_the_domain():
     assert list(rows["c"].cat.categories) == list(D.attributes[2].labels)
     assert len(s.records()) == round(s.model.total)
     pd.testing.assert_frame_equal(s.records(50, seed=3), s.records(50, seed=3))
+    with pytest.raises(ValueError, match="'n' parameter of Synthetic.records"):
+        s.records(-1)
+    with pytest.raises(ValueError, match="synthetic rows would need"):
+        s.records(10**8)                       # 8·10⁸ entries: refused before allocating
 
 
 def test_the_model_and_its_rows_have_the_papers_workload_error():

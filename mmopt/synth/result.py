@@ -97,6 +97,9 @@ class Synthetic:
         if n is None:
             n = max(1, int(round(float(self.model.total))))
         n = v.check_int(n, name="n", caller=caller, low=0, high=MAX_ROWS)
+        # the codes (n × d int64) and the sampler's temporaries (a few n-vectors), before any is allocated
+        v.check_allocation(n * (len(self.domain.shape) + 4), what=f"{n:,} synthetic rows", caller=caller,
+                           remedy=" Draw fewer rows per call and concatenate.")
         rng = np.random.default_rng(self.seed if seed is None else seed)
         codes = self.model.sample(n, rng)
         cols = {}
