@@ -111,6 +111,9 @@ def test_candidates_and_the_size_filter():
 
 def test_bad_input_is_refused():
     df = _records(100)
+    s = _run(df, 1.0)
+    with pytest.raises(ValueError, match="'attrs' parameter of Synthetic.marginal"):
+        s.marginal(("a", "nope"))
     with pytest.raises(ValueError, match="'workload' parameter of aim"):
         aim(df, D, [], mmopt.Privacy(1.0, 1e-9))
     with pytest.raises(ValueError, match="'rounds' parameter of aim"):

@@ -83,6 +83,8 @@ class Synthetic:
     def marginal(self, attrs) -> np.ndarray:
         """The model's marginal on ``attrs`` (names or indices) in counts, attributes in the domain's order."""
         (A,) = rc.check_sets([attrs], self.domain, caller="Synthetic.marginal", name="attrs")
+        v.check_allocation(2 * math.prod(self.domain.shape[i] for i in A), what=f"the marginal on {A}",
+                           caller="Synthetic.marginal", remedy=" Ask for a marginal on fewer attributes.")
         return np.asarray(self.model.marginal(A), dtype=np.float64)
 
     def records(self, n: int | None = None, *, seed=None):
