@@ -13,7 +13,8 @@ Data: the CPS 1988 extract shipped with mmopt (28,155 records, 7 attributes, N =
 three-way marginals (AIM's paper workload). Budget: (ε, 10⁻⁹), ε ∈ {0.1, 1, 10}, spent as the largest ρ OpenDP
 converts to within it (the peers get the same ρ directly). Error: the papers' average L1 distance between the
 normalised workload marginals of the data and of the synthetic rows (:func:`mmopt.synth.workload_error`), for
-rows as many as the records; for mmopt also of the model's own marginals ("model"). CPU: process seconds of the
+rows as many as the records (OpenDP's rows: its default ``synthesize(method="round")``, and "sampled" with
+``method="sample"``), and of each model's own marginals ("model"). CPU: process seconds of the
 call (for the peers, of their process, all threads; JAX runs several). mmopt's trials are seeded (numpy noise
 at OpenDP's scales, a simulation); OpenDP's samplers cannot be seeded.
 """
@@ -40,7 +41,7 @@ from experiments import _common, _progress, _run
 
 TABLE = "synth.csv"
 COLUMNS = ["epsilon", "delta", "rho", "method", "trial", "cpu_seconds", "wall_seconds", "peak_mb", "records_error",
-           "model_error", "epsilon_spent", "measured"]
+           "sampled_error", "model_error", "epsilon_spent", "measured"]
 PEERS = Path(__file__).resolve().parent / "_synth_peers.py"
 
 
@@ -72,8 +73,8 @@ def _ours(records, domain, workload, cfg: Config, eps: float, method: str, trial
     return {"epsilon": eps, "delta": cfg.delta, "rho": s.budget, "method": method, "trial": trial,
             "cpu_seconds": cpu, "wall_seconds": wall, "peak_mb": "",
             "records_error": workload_error(records, rows, domain, workload),
-            "model_error": workload_error(records, s, domain, workload), "epsilon_spent": s.epsilon,
-            "measured": len(s.measured)}
+            "sampled_error": "", "model_error": workload_error(records, s, domain, workload),
+            "epsilon_spent": s.epsilon, "measured": len(s.measured)}
 
 
 def coded(records, domain):
@@ -104,10 +105,12 @@ def _peer(python: str, codes, cdomain, workload, cfg: Config, eps: float, method
             raise RuntimeError(f"{method} failed: {got.stderr.strip()[-600:]}")
         info = json.loads(got.stdout.strip().splitlines()[-1])
         rows = pd.read_parquet(out)
+        sampled = pd.read_parquet(str(out) + ".sample.parquet")
     return {"epsilon": eps, "delta": cfg.delta, "rho": info["rho"], "method": method, "trial": trial,
             "cpu_seconds": info["cpu"], "wall_seconds": info["wall"], "peak_mb": info["peak_mb"],
-            "records_error": workload_error(codes, rows, cdomain, workload), "model_error": "",
-            "epsilon_spent": "", "measured": ""}
+            "records_error": workload_error(codes, rows, cdomain, workload),
+            "sampled_error": workload_error(codes, sampled, cdomain, workload),
+            "model_error": info["model_error"], "epsilon_spent": "", "measured": ""}
 
 
 METHODS = ("mmopt MST", "mmopt AIM", "OpenDP MST", "OpenDP AIM")
@@ -153,8 +156,8 @@ def summary(rows: list[dict]) -> list[dict]:
     for (e, m) in dict.fromkeys((r["epsilon"], r["method"]) for r in rows):
         mine = [r for r in rows if r["epsilon"] == e and r["method"] == m]
         row = {"epsilon": e, "method": m, "trials": len(mine)}
-        for key in ("records_error", "model_error", "cpu_seconds"):
-            vals = np.array([r[key] for r in mine if r[key] != ""], dtype=float)
+        for key in ("records_error", "sampled_error", "model_error", "cpu_seconds"):
+            vals = np.array([r.get(key, "") for r in mine if r.get(key, "") not in ("", None)], dtype=float)
             row[key] = float(vals.mean()) if vals.size else math.nan
             row[key + "_se"] = float(vals.std(ddof=1) / math.sqrt(vals.size)) if vals.size > 1 else math.nan
         out.append(row)
@@ -194,13 +197,15 @@ def markdown(rows: list[dict]) -> str:
              "CPS 1988 (28,155 records, 7 attributes), workload: all 35 three-way marginals; error = average L1 "
              "distance of the normalised marginals (rows: as many synthetic rows as records; model: mmopt's "
              "model marginals). Mean ± standard error over the trials; CPU seconds of the whole call.", "",
-             "| ε | method | trials | error (rows) | error (model) | CPU s |", "|---|---|---|---|---|---|"]
+             "| ε | method | trials | error (rows) | error (rows, sampled) | error (model) | CPU s |",
+             "|---|---|---|---|---|---|---|"]
 
     def pm(v, se):
         return "" if math.isnan(v) else (f"{v:.4f}" if math.isnan(se) else f"{v:.4f} ± {se:.4f}")
     for r in summary(rows):
         lines.append(f"| {r['epsilon']:g} | {r['method']} | {r['trials']} | "
-                     f"{pm(r['records_error'], r['records_error_se'])} | {pm(r['model_error'], r['model_error_se'])} "
+                     f"{pm(r['records_error'], r['records_error_se'])} | "
+                     f"{pm(r['sampled_error'], r['sampled_error_se'])} | {pm(r['model_error'], r['model_error_se'])} "
                      f"| {r['cpu_seconds']:.3g} |")
     return "\n".join(lines) + "\n"
 
