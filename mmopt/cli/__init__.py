@@ -24,6 +24,7 @@ import warnings
 
 import mmopt
 from mmopt.cli import commands, release_sql
+from mmopt.cli import synth as synth_cli
 from mmopt.error import NumericalError
 from mmopt.optimize import METHODS, MULTIDIM_METHODS
 from mmopt.solvers import SolverError
@@ -78,6 +79,13 @@ With --records FILE --domain DOMAIN.json --workload 'marginals:...', the margina
 strategy under Gaussian noise; under Laplace noise the best of weighted marginals, each marginal once and the
 residual strategy); --out FILE.csv/.parquet gets one row per marginal cell (marginal, attribute labels,
 estimate, std_error). --alpha 0.05 adds exact 95% intervals (lower, upper) to either table.""",
+    "synth": """examples:
+  mmopt synth --records people.parquet --domain domain.json --workload 'marginals:k=3' --epsilon 1 \\
+      --out synth.parquet
+  mmopt synth --records people.csv --domain domain.json --method mst --epsilon 1 --delta 1e-9 --out synth.csv
+AIM (default; McKenna et al. 2022) or MST (McKenna, Miklau & Sheldon 2021) on mmopt's residual measurements
+(mmopt.synth), spending the budget as ρ-zCDP with OpenDP's samplers. --out gets one synthetic row per record
+(--rows N for another number), each column labelled by the domain (categories, or bin labels '[a, b)').""",
 }
 
 
@@ -205,6 +213,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --ledger-total: how the new ledger composes spends (default basic; pld, the tightest "
                         "for several Gaussian releases, needs mmopt[accounting])")
     p.add_argument("--json", action="store_true", help="print the release report as JSON instead of a table")
+
+    p = add("synth", "synthetic records from a table of records by AIM or MST (mmopt.synth)", synth_cli.synth)
+    p.add_argument("--records", metavar="FILE", required=True, help="the records (.parquet, .csv, or a folder of "
+                   "Parquet files)")
+    p.add_argument("--domain", metavar="DOMAIN.json", required=True, help="the public domain (records outside it are "
+                   "dropped)")
+    p.add_argument("--method", choices=("aim", "mst"), default="aim", help="the algorithm (default aim)")
+    p.add_argument("--workload", metavar="WORKLOAD", default="marginals:k=3",
+                   help="AIM's workload: 'marginals:k=3' (default), 'marginals:k<=2' or 'marginals:A*B,C'")
+    p.add_argument("--epsilon", "-e", type=float, required=True, help="privacy budget ε > 0")
+    p.add_argument("--delta", "-d", type=float, default=1e-9, help="δ in (0, 1) (default 1e-9)")
+    p.add_argument("--rows", type=int, default=None, help="synthetic rows (default: the noisy number of records)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="numpy's seeded noise instead of OpenDP's (a reproducible simulation, not a release)")
+    p.add_argument("--out", "-o", metavar="FILE", help="the synthetic rows, .parquet or .csv")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
 

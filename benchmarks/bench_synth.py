@@ -1,0 +1,119 @@
+"""Synthetic records (mmopt.synth): MST and AIM on CPS 1988, MST at d = 15, 50, 100, and 10⁶ rows to Parquet.
+
+Run:  OPENBLAS_NUM_THREADS=1 python benchmarks/bench_synth.py [--rows 100000]
+Out:  a table on stdout and benchmarks/results/bench_synth.txt.
+
+Each row is a fresh process (so its peak RSS, ``ru_maxrss``, is its own: interpreter, numpy, pandas included):
+CPU seconds of the call (``time.process_time``), wall seconds, peak MB, and the workload error of the rows
+(:func:`mmopt.synth.workload_error`). Budget (ε, δ) = (1, 10⁻⁹), seeded numpy noise at OpenDP's scales.
+
+* CPS 1988 (28,155 records, 7 attributes): MST, and AIM on all 35 three-way marginals (error on those).
+* A known Bayesian network (a random tree over d attributes, each child drawn from a Dirichlet(½) conditional
+  of its parent; sizes 2 for "binary", uniform in 2–10 for "mixed"), ``--rows`` records: MST, error on the 2-way
+  marginals of every tenth attribute pair (their number grows as d²).
+* Sampling 10⁶ rows from the CPS MST model and writing them to Parquet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+RESULTS = Path(__file__).resolve().parent / "results" / "bench_synth.txt"
+
+
+def network(d: int, n: int, seed: int, binary: bool):
+    """(records, domain) drawn from a random tree-structured Bayesian network (module docstring)."""
+    import numpy as np
+    import pandas as pd
+
+    from mmopt.records import Attribute, Domain
+    g = np.random.default_rng(seed)
+    sizes = [2] * d if binary else [int(s) for s in g.integers(2, 11, d)]
+    codes = np.zeros((n, d), dtype=np.int64)
+    codes[:, 0] = g.choice(sizes[0], n, p=g.dirichlet(np.ones(sizes[0])))
+    for j in range(1, d):
+        parent = int(g.integers(0, j))
+        K = g.dirichlet(np.full(sizes[j], 0.5), sizes[parent]).cumsum(axis=1)
+        codes[:, j] = np.minimum((g.random(n)[:, None] > K[codes[:, parent]]).sum(axis=1), sizes[j] - 1)
+    D = Domain(tuple(Attribute(f"x{j}", categories=tuple(range(s))) for j, s in enumerate(sizes)))
+    return pd.DataFrame({f"x{j}": codes[:, j] for j in range(d)}), D
+
+
+def _one(case: str, rows: int) -> dict:
+    """Run one case in this process; a JSON-able row."""
+    import itertools
+    import resource
+    import tempfile
+    import time
+    import warnings
+
+    import mmopt
+    from mmopt.records.datasets import cps1988
+    from mmopt.synth import aim, mst, workload_error
+    warnings.simplefilter("ignore", UserWarning)
+    privacy = mmopt.Privacy(1.0, 1e-9)
+    t0, w0 = time.process_time(), time.perf_counter()
+    if case in ("cps mst", "cps aim", "cps 10^6 rows"):
+        df, D = cps1988()
+        W = list(itertools.combinations(range(7), 3))
+        s = aim(df, D, W, privacy, seed=0) if case == "cps aim" else mst(df, D, privacy, seed=0)
+        if case == "cps 10^6 rows":
+            t0, w0 = time.process_time(), time.perf_counter()
+            with tempfile.TemporaryDirectory() as tmp:
+                s.records(10**6).to_parquet(Path(tmp) / "rows.parquet")
+            err = float("nan")
+        else:
+            err = workload_error(df, s.records(len(df)), D, W)
+    else:
+        _, kind, d = case.split()
+        df, D = network(int(d), rows, 0, kind == "binary")
+        s = mst(df, D, privacy, seed=0)
+        synth = s.records(rows)
+        step = max(1, int(d) // 10)
+        W = [(i, j) for i in range(0, int(d), step) for j in range(i + 1, int(d), step)]
+        cpu, wall = time.process_time() - t0, time.perf_counter() - w0
+        err = workload_error(df, synth, D, W)
+        return {"case": case, "cpu": cpu, "wall": wall, "peak_mb": _peak(resource), "error": err}
+    cpu, wall = time.process_time() - t0, time.perf_counter() - w0
+    return {"case": case, "cpu": cpu, "wall": wall, "peak_mb": _peak(resource), "error": err}
+
+
+def _peak(resource) -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+CASES = ["cps mst", "cps aim", "cps 10^6 rows", "bn mixed 15", "bn mixed 50", "bn binary 100", "bn mixed 100"]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rows", type=int, default=100_000, help="records of the Bayesian-network data (default 10⁵)")
+    p.add_argument("--case", default=None, help=argparse.SUPPRESS)  # internal: run one case, print JSON
+    args = p.parse_args(argv)
+    if args.case:
+        print(json.dumps(_one(args.case, args.rows)))
+        return 0
+    lines = [f"{'case':<16} {'CPU s':>8} {'wall s':>8} {'peak MB':>8} {'error':>8}"]
+    for case in CASES:
+        got = subprocess.run([sys.executable, __file__, "--case", case, "--rows", str(args.rows)],
+                             capture_output=True, text=True, check=True)
+        r = json.loads(got.stdout.strip().splitlines()[-1])
+        lines.append(f"{r['case']:<16} {r['cpu']:>8.2f} {r['wall']:>8.1f} {r['peak_mb']:>8.0f} {r['error']:>8.4f}")
+        print(lines[-1], flush=True)
+    text = "\n".join([lines[0], *lines[1:]]) + "\n"
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(f"# python benchmarks/bench_synth.py --rows {args.rows}\n" + text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,273 @@
+"""Synthetic records on real data: mmopt's MST and AIM against OpenDP's (Private-PGM) — workload error and CPU.
+
+Run:   python -m experiments.synth                      (quick: 3 trials of mmopt's methods per ε)
+       python -m experiments.synth --full               (5 trials)
+       python -m experiments.synth --peers /work/synthvenv/bin/python   (also OpenDP's MST and AIM, 1 run per ε
+                                                         by default, --peer-trials K; that interpreter needs
+                                                         ``pip install 'opendp[mbi]'``: JAX, never in mmopt's venv)
+Out:   results/synth/ (not tracked; --out DIR elsewhere): synth.csv, synth.png, synth.md;
+       synth.run_info.json (timings, machine) is never tracked.
+Talks: a line per ε and method on stderr, at least one every 10 s; --quiet: none.
+
+Data: the CPS 1988 extract shipped with mmopt (28,155 records, 7 attributes, N = 9,408 cells). Workload: all 35
+three-way marginals (AIM's paper workload). Budget: (ε, 10⁻⁹), ε ∈ {0.1, 1, 10}, spent as the largest ρ OpenDP
+converts to within it (the peers get the same ρ directly). Error: the papers' average L1 distance between the
+normalised workload marginals of the data and of the synthetic rows (:func:`mmopt.synth.workload_error`), for
+rows as many as the records (OpenDP's rows: its default ``synthesize(method="round")``, and "sampled" with
+``method="sample"``), and of each model's own marginals ("model"). CPU: process seconds of the
+call (for the peers, of their process, all threads; JAX runs several). mmopt's trials are seeded (numpy noise
+at OpenDP's scales, a simulation); OpenDP's samplers cannot be seeded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+import mmopt
+from experiments import _common, _progress, _run
+
+TABLE = "synth.csv"
+COLUMNS = ["epsilon", "delta", "rho", "method", "trial", "cpu_seconds", "wall_seconds", "peak_mb", "records_error",
+           "sampled_error", "model_error", "epsilon_spent", "measured"]
+PEERS = Path(__file__).resolve().parent / "_synth_peers.py"
+
+
+@dataclass(frozen=True)
+class Config:
+    epsilons: tuple = (0.1, 1.0, 10.0)
+    delta: float = 1e-9
+    trials: int = 3
+    peer_trials: int = 1
+    seed: int = 0
+
+
+QUICK = Config()
+FULL = Config(trials=5)
+
+
+def _ours(records, domain, workload, cfg: Config, eps: float, method: str, trial: int) -> dict:
+    from mmopt.synth import aim, mst, workload_error
+
+    seed = cfg.seed + 1000 * trial + int(round(100 * eps))
+    privacy = mmopt.Privacy(eps, cfg.delta)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # seeded noise: a simulation, as the docstring says
+        t0, w0 = time.process_time(), time.perf_counter()
+        s = mst(records, domain, privacy, seed=seed) if method == "mmopt MST" else aim(
+            records, domain, workload, privacy, seed=seed)
+        rows = s.records(len(records))
+        cpu, wall = time.process_time() - t0, time.perf_counter() - w0
+    return {"epsilon": eps, "delta": cfg.delta, "rho": s.budget, "method": method, "trial": trial,
+            "cpu_seconds": cpu, "wall_seconds": wall, "peak_mb": "",
+            "records_error": workload_error(records, rows, domain, workload),
+            "sampled_error": "", "model_error": workload_error(records, s, domain, workload),
+            "epsilon_spent": s.epsilon, "measured": len(s.measured)}
+
+
+def coded(records, domain):
+    """(records as integer cell codes, a domain whose categories are those codes): what the peers are given."""
+    import pandas as pd
+
+    from mmopt.records import Attribute, Domain
+    from mmopt.records import read as rd
+    codes = pd.DataFrame({a.name: rd.codes(records[a.name], a).astype(np.int64) for a in domain.attributes})
+    return codes[(codes >= 0).all(axis=1)], Domain(tuple(Attribute(a.name, categories=tuple(range(a.size)))
+                                                          for a in domain.attributes))
+
+
+def _peer(python: str, codes, cdomain, workload, cfg: Config, eps: float, method: str, trial: int) -> dict:
+    import pandas as pd
+
+    from mmopt.accounting import max_rho
+    from mmopt.synth import workload_error
+
+    rho = max_rho(eps, cfg.delta)
+    algo = "aim" if method.endswith("AIM") else "mst"
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp) / "codes.parquet", Path(tmp) / "synth.parquet"
+        codes.to_parquet(src)
+        got = subprocess.run([python, str(PEERS), str(src), json.dumps(list(cdomain.shape)), repr(rho), algo,
+                              str(out)], capture_output=True, text=True, check=False)
+        if got.returncode != 0:
+            raise RuntimeError(f"{method} failed: {got.stderr.strip()[-600:]}")
+        info = json.loads(got.stdout.strip().splitlines()[-1])
+        rows = pd.read_parquet(out)
+        sampled = pd.read_parquet(str(out) + ".sample.parquet")
+    return {"epsilon": eps, "delta": cfg.delta, "rho": info["rho"], "method": method, "trial": trial,
+            "cpu_seconds": info["cpu"], "wall_seconds": info["wall"], "peak_mb": info["peak_mb"],
+            "records_error": workload_error(codes, rows, cdomain, workload),
+            "sampled_error": workload_error(codes, sampled, cdomain, workload),
+            "model_error": info["model_error"], "epsilon_spent": "", "measured": ""}
+
+
+METHODS = ("mmopt MST", "mmopt AIM", "OpenDP MST", "OpenDP AIM")
+
+
+def run(records=None, domain=None, cfg: Config = QUICK, *, peers: str | None = None, methods=None,
+        progress: bool | _progress.Progress = False, each=None) -> list[dict]:
+    """Rows of synth.csv (pure: no files but the peers' temporary ones). Defaults to the CPS 1988 extract.
+
+    ``methods`` (default: mmopt's two, and OpenDP's two with ``peers``) run in the order of :data:`METHODS`, the
+    cheap ones first; ``each(row)`` is called as every row is done (the command line appends it to the CSV).
+    """
+    if records is None:
+        from mmopt.records.datasets import cps1988
+        records, domain = cps1988()
+    workload = list(itertools.combinations(range(len(domain.shape)), min(3, len(domain.shape))))
+    wanted = METHODS[:2] + (METHODS[2:] if peers else ()) if methods is None else tuple(methods)
+    if any(m.startswith("OpenDP") for m in wanted) and not peers:
+        raise ValueError("experiments.synth.run: OpenDP's methods need 'peers' (an interpreter with opendp[mbi]).")
+    methods = [m for m in METHODS if m in wanted]
+    codes, cdomain = coded(records, domain) if peers else (None, None)
+    out = []
+    with contextlib.ExitStack() as stack:
+        prog = progress if isinstance(progress, _progress.Progress) else stack.enter_context(
+            _progress.Progress("synth", enabled=bool(progress)))
+        todo = [(e, m, t) for m in methods for e in cfg.epsilons
+                for t in range(cfg.peer_trials if m.startswith("OpenDP") else cfg.trials)]
+        prog.stage("runs", total=len(todo))
+        for e, m, t in todo:
+            prog.step(f"ε = {e}, {m}, trial {t + 1}")
+            if m.startswith("mmopt"):
+                out.append(_ours(records, domain, workload, cfg, float(e), m, t))
+            else:
+                out.append(_peer(peers, codes, cdomain, workload, cfg, float(e), m, t))
+            if each is not None:
+                each(out[-1])
+    return sorted(out, key=lambda r: (r["epsilon"], METHODS.index(r["method"]), r["trial"]))
+
+
+def summary(rows: list[dict]) -> list[dict]:
+    """Mean (± standard error) of each (ε, method) over its trials."""
+    out = []
+    for (e, m) in dict.fromkeys((r["epsilon"], r["method"]) for r in rows):
+        mine = [r for r in rows if r["epsilon"] == e and r["method"] == m]
+        row = {"epsilon": e, "method": m, "trials": len(mine)}
+        for key in ("records_error", "sampled_error", "model_error", "cpu_seconds"):
+            vals = np.array([r.get(key, "") for r in mine if r.get(key, "") not in ("", None)], dtype=float)
+            row[key] = float(vals.mean()) if vals.size else math.nan
+            row[key + "_se"] = float(vals.std(ddof=1) / math.sqrt(vals.size)) if vals.size > 1 else math.nan
+        out.append(row)
+    return out
+
+
+def plot(rows: list[dict], out: Path) -> Path:
+    """Workload error (rows) against ε per method (± 2 se), and CPU seconds, both on log axes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summ = summary(rows)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for k, m in enumerate(dict.fromkeys(r["method"] for r in summ)):
+        mine = [r for r in summ if r["method"] == m]
+        e = [r["epsilon"] for r in mine]
+        se = [0.0 if math.isnan(r["records_error_se"]) else 2 * r["records_error_se"] for r in mine]
+        axes[0].errorbar(e, [r["records_error"] for r in mine], yerr=se, marker="o", color=f"C{k}", label=m,
+                         capsize=3)
+        axes[1].plot(e, [r["cpu_seconds"] for r in mine], marker="o", color=f"C{k}", label=m)
+    for ax, label in zip(axes, ("workload error (avg L1, 3-way marginals)", "CPU seconds"), strict=True):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("ε (δ = 1e-9)")
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", alpha=0.25)
+        ax.legend(fontsize=7)
+    fig.suptitle("CPS 1988: synthetic rows from MST and AIM", fontsize=10)
+    fig.tight_layout()
+    return _common.save_png(fig, Path(out) / "synth.png", dpi=110)
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["# Synthetic records (generated by `python -m experiments.synth`)", "",
+             "CPS 1988 (28,155 records, 7 attributes), workload: all 35 three-way marginals; error = average L1 "
+             "distance of the normalised marginals (rows: as many synthetic rows as records, OpenDP's by its default "
+             "synthesize(method='round'), 'sampled' by method='sample'; model: each model's own marginals). Mean ± "
+             "standard error over the trials; CPU seconds of the whole call.", "",
+             "| ε | method | trials | error (rows) | error (rows, sampled) | error (model) | CPU s |",
+             "|---|---|---|---|---|---|---|"]
+
+    def pm(v, se):
+        return "" if math.isnan(v) else (f"{v:.4f}" if math.isnan(se) else f"{v:.4f} ± {se:.4f}")
+    for r in summary(rows):
+        lines.append(f"| {r['epsilon']:g} | {r['method']} | {r['trials']} | "
+                     f"{pm(r['records_error'], r['records_error_se'])} | "
+                     f"{pm(r['sampled_error'], r['sampled_error_se'])} | {pm(r['model_error'], r['model_error_se'])} "
+                     f"| {r['cpu_seconds']:.3g} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m experiments.synth", description=__doc__.split("\n")[0])
+    p.add_argument("--full", action="store_true", help="5 trials of mmopt's methods per ε (quick: 3)")
+    p.add_argument("--peers", default=None, metavar="PYTHON",
+                   help="an interpreter with opendp[mbi] installed: also run OpenDP's MST and AIM")
+    p.add_argument("--peer-trials", type=int, default=1, metavar="K", help="runs of each peer per ε (default 1)")
+    p.add_argument("--methods", default=None, metavar="M,M", help=f"a subset of {', '.join(METHODS)} (default: "
+                   "mmopt's, and OpenDP's with --peers)")
+    p.add_argument("--epsilons", default=None, metavar="E,E", help="the ε values (default 0.1,1,10)")
+    p.add_argument("--from-csv", nargs="+", default=None, metavar="CSV",
+                   help="no runs: merge these synth.csv files (e.g. of runs split by method) into the outputs")
+    _common.add_output_args(p, "synth")
+    p.add_argument("--seed", type=int, default=0, help="seed of mmopt's runs (default 0)")
+    args = p.parse_args(argv)
+    if args.seed < 0 or args.peer_trials < 1:
+        p.error(f"--seed must be >= 0 and --peer-trials >= 1. Got {args.seed} and {args.peer_trials}.")
+    if args.peers is not None and not Path(args.peers).is_file():
+        p.error(f"--peers must be a Python interpreter. Got {args.peers!r}, which is not a file.")
+    methods = None if args.methods is None else [m.strip() for m in args.methods.split(",")]
+    if methods is not None and not set(methods) <= set(METHODS):
+        p.error(f"--methods must be a subset of {', '.join(METHODS)}. Got {args.methods!r}.")
+    try:
+        eps = QUICK.epsilons if args.epsilons is None else tuple(float(e) for e in args.epsilons.split(","))
+    except ValueError:
+        p.error(f"--epsilons must be numbers separated by commas. Got {args.epsilons!r}.")
+    cfg = Config(**{**asdict(FULL if args.full else QUICK), "seed": args.seed, "peer_trials": args.peer_trials,
+                    "epsilons": eps})
+    try:
+        out = _run.check_out_dir(_common.out_of(args, "synth"))
+    except ValueError as exc:
+        p.error(str(exc))
+    try:
+        with _run.hold(out), _progress.Progress("synth", enabled=not args.quiet) as prog:
+            t0 = time.perf_counter()
+            if args.from_csv:
+                rows = sorted((r for f in args.from_csv for r in _common.read_csv(Path(f), keep_text=("method",))),
+                              key=lambda r: (r["epsilon"], METHODS.index(r["method"]), r["trial"]))
+            else:
+                part = out / "synth.partial.csv"  # every row as it is done: a long run cut short keeps its rows
+                done: list = []
+                rows = run(cfg=cfg, peers=args.peers, methods=methods, progress=prog,
+                           each=lambda r: (done.append(r), _common.write_csv(part, COLUMNS, done)))
+                part.unlink(missing_ok=True)
+            prog.stage("writing synth.csv, synth.png, synth.md")
+            _common.write_csv(out / TABLE, COLUMNS, rows)
+            plot(rows, out)
+            _run.write_text(out / "synth.md", markdown(rows))
+            _run.write_json(out / "synth.run_info.json", {"seconds": round(time.perf_counter() - t0, 1),
+                                                         "config": asdict(cfg), "peers": args.peers,
+                                                         "machine": _run.machine()})
+            prog.done(f"wrote synth.csv, synth.png and synth.md into {out}")
+    except _run.Busy as exc:
+        print(f"python -m experiments.synth: {exc}", file=sys.stderr)
+        return 2
+    print(markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

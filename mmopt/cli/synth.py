@@ -1,0 +1,83 @@
+"""``mmopt synth --records FILE --domain DOMAIN.json``: synthetic records by AIM or MST (:mod:`mmopt.synth`).
+
+Phases as :mod:`mmopt.cli.release_records`: every check that can be made before the records are read (the output
+file's extension and folder, that it is not an input, the domain, the workload, the budget, the number of rows,
+the packages), then the algorithm (the only phase that spends budget, through OpenDP's samplers; ``--seed`` swaps
+them for numpy's seeded generator, a simulation), then the rows written atomically (.parquet or .csv). If they
+cannot be written the message says that the budget was spent (exit 1). The report gives ε, δ, ρ and what was
+measured.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+
+import mmopt
+from mmopt.cli import output as out
+from mmopt.cli.release_records import _inside, _write, parse_workload
+
+__all__ = ["synth"]
+
+MAX_ROWS = 10**8
+
+
+def _check(args):
+    import os
+
+    from mmopt.answers.table import require
+    from mmopt.records import Domain
+
+    if not args.out:
+        raise ValueError("synth needs --out FILE.parquet or FILE.csv (the synthetic rows).")
+    ext = out.check_extension(args.out, (".csv", ".parquet"), "--out")
+    out.check_writable(args.out, "--out")
+    for option, path in (("--records", args.records), ("--domain", args.domain)):
+        if os.path.realpath(path) == os.path.realpath(args.out) or (os.path.isdir(path) and _inside(args.out, path)):
+            raise ValueError(f"The --out file '{args.out}' is (or is inside) the {option} input '{path}': synth "
+                             "never writes over its own input. Choose another output file.")
+    if not os.path.exists(args.records):
+        raise ValueError(f"The --records file '{args.records}' does not exist.")
+    domain = Domain.from_json(args.domain)
+    workload = parse_workload(args.workload, domain)
+    if isinstance(workload, int):
+        workload = list(itertools.combinations(range(len(domain.shape)), workload))
+    privacy = mmopt.Privacy(args.epsilon, args.delta)
+    if args.rows is not None and not 0 <= args.rows <= MAX_ROWS:
+        raise ValueError(f"The --rows of synth must be in [0, {MAX_ROWS:,}]. Got {args.rows}.")
+    require("pandas", "synth")
+    require("pyarrow", "synth")
+    if args.seed is None:
+        try:
+            import opendp  # noqa: F401
+        except ImportError:
+            raise ImportError("synth needs OpenDP for its noise: pip install opendp") from None
+    return domain, workload, privacy, ext
+
+
+def synth(args) -> int:
+    """Run ``mmopt synth`` (module docstring); the exit code."""
+    from mmopt.synth import aim, mst
+
+    domain, workload, privacy, ext = _check(args)
+    if args.method == "mst":
+        s = mst(args.records, domain, privacy, seed=args.seed)
+    else:
+        s = aim(args.records, domain, workload, privacy, seed=args.seed)
+    rows = s.records(args.rows)
+    report = {"method": s.method, "rows": len(rows), "epsilon": s.epsilon, "delta": s.delta, "rho": s.rho,
+              "budget_rho": s.budget, "sampler": s.sampler, "out": args.out,
+              "measured": [[domain.names[i] for i in S] for S in s.measured]}
+    try:
+        _write(rows, args.out, ext)
+    except (OSError, ValueError) as exc:
+        print(f"mmopt: error: the budget was spent, but writing '{args.out}' failed: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"{s.method}: {len(rows):,} rows → {args.out}\n"
+              f"privacy: ε = {s.epsilon:.6g}, δ = {s.delta:g}, ρ = {s.rho:.6g} (budget ρ = {s.budget:.6g}), "
+              f"noise from {s.sampler}\nmeasured: {len(s.measured)} marginal(s)")
+    return 0

@@ -1,0 +1,165 @@
+"""AIM: select, measure, estimate — iteratively, with the paper's budget annealing and quality score.
+
+McKenna, Mullins, Sheldon & Miklau, *AIM: An Adaptive and Iterative Mechanism for Differentially Private
+Synthetic Data*, PVLDB 15(11), 2022 (arXiv:2201.12677), Algorithm 1 and its reference code (``mechanisms/aim.py`` of
+github.com/ryan112358/private-pgm). Notation: see README and :mod:`mmopt.synth.curator`.
+
+Algorithm, with the zCDP budget ρ of ``privacy`` and T = 16d rounds (``rounds``) as the paper:
+
+* Candidates: the downward closure of the workload's marginals (without ∅), each with the paper's weight
+  w_C = Σ_{r∈W} |C ∩ r|.
+* σ = √(T/(2·0.9·ρ)), ε = √(8·0.1·ρ/T). **Initialise**: the d one-way marginals measured at d/(2σ²) (the paper
+  measures each at σ; here mmopt's residual strategy for the 1-way workload at the same ρ, the certified Gaussian
+  optimum for it).
+* **Each round**: if the budget left is below 2(1/(2σ²) + ε²/8), this is the last round and σ, ε are reset to
+  spend exactly what is left (0.9 on the measurement, 0.1 on the selection). Filter the candidates: keep C if the
+  model with C added has a junction tree of at most ``max_model_size``·(ρ used)/ρ MB
+  (:func:`mmopt.synth.estimate.junction_tree_mb`), or if C lies inside a measured clique. **Select** C by the
+  exponential mechanism at ε with the paper's quality q_C = w_C(‖m_C − m̂_C‖₁ − √(2/π)·σ·N_C) (m̂_C the current
+  model's estimate, N_C cells; the expected L1 error of a fresh measurement at σ is subtracted), sensitivity
+  max_C w_C — through the curator (:meth:`mmopt.synth.curator.Curator.select`), which alone sees m_C. **Measure**
+  C at 1/(2σ²) with mmopt's residual strategy for {C} (for one marginal, as accurate as the identity; Δ₂ = 1).
+  **Estimate** (post-processing). **Anneal**: if the model's estimate of C moved by at most √(2/π)·σ·N_C in L1,
+  halve σ and double ε.
+* **Estimator**: :class:`mmopt.synth.estimate.ResidualModel` (Private-PGM is not used: a heuristic in parts, stated
+  there); the paper uses Private-PGM. **Records**: that module's greedy network.
+
+**Privacy.** As MST's (:mod:`mmopt.synth.mst`): each measurement is a Gaussian mechanism at ρ = Δ₂²/(2σ²) by
+OpenDP's map, each selection an ε²/8-zCDP exponential mechanism (|Δq_C| ≤ w_C under add/remove-one-record, since
+m̂_C and the bias are functions of earlier releases and public constants); the curator's ledger adds the ρ's in
+exact rationals and refuses any step past ρ, so Σρ ≤ ρ(ε, δ) and the output is (ε, δ)-DP. The annealing test and
+the filter use only released quantities.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+
+import numpy as np
+
+from mmopt._base import validation as v
+from mmopt.records import counts as rc
+from mmopt.records.domain import Domain
+from mmopt.structured.residual import closure as cl
+from mmopt.synth.curator import Curator
+from mmopt.synth.estimate import ResidualModel, junction_tree_mb
+from mmopt.synth.mst import noise_for
+from mmopt.synth.result import Synthetic, budget_rho, check_seed, finite_total, spent
+
+__all__ = ["aim", "candidates"]
+
+#: The paper's split of each round's budget between measurement and selection.
+MEASURE_SHARE = 0.9
+
+
+def candidates(workload) -> dict:
+    """{C: w_C} for every non-empty subset C of a workload marginal, w_C = Σ_r |C ∩ r| (the paper's weights).
+
+    Examples
+    --------
+    >>> candidates([(0, 1), (1, 2)])[(1,)], candidates([(0, 1), (1, 2)])[(0, 1)]
+    (2, 3)
+    """
+    out = {}
+    for r in workload:
+        for k in range(1, len(r) + 1):
+            for C in itertools.combinations(r, k):
+                out[C] = None
+    return {C: sum(len(set(C) & set(r)) for r in workload) for C in sorted(out, key=lambda S: (len(S), S))}
+
+
+def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | None = None,
+        max_model_size: float = 80.0) -> Synthetic:
+    """AIM synthetic data under (ε, δ)-DP (module docstring for the algorithm and its privacy argument).
+
+    Parameters
+    ----------
+    records : pandas.DataFrame, path, or dask.dataframe.DataFrame
+        As :func:`mmopt.records.marginal_counts`.
+    domain : Domain
+    workload : list of tuple
+        The marginals to preserve (attribute names or indices), each with weight 1, e.g. all 3-way marginals.
+    privacy : Privacy
+        (ε, δ) with δ > 0, spent as ρ-zCDP.
+    seed : int or None
+        None: OpenDP's samplers. An int: numpy's seeded generator (simulation only; a warning says so).
+    rounds : int or None
+        T (default 16·d, the paper's).
+    max_model_size : float
+        The paper's model-size cap in MB (default 80).
+
+    Returns
+    -------
+    Synthetic
+        ``details``: "selected" (the cliques measured after the 1-way marginals), "sigma" (the noise of each
+        measurement), "annealed" (rounds whose σ was halved), "estimates", "seconds" (CPU).
+
+    Examples
+    --------
+    >>> import itertools, warnings, mmopt
+    >>> from mmopt.records.datasets import cps1988
+    >>> df, D = cps1988()
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     s = aim(df, D, list(itertools.combinations(range(7), 2)), mmopt.Privacy(1.0, 1e-9), seed=0)
+    >>> s.rho <= s.budget, s.epsilon <= 1.0, len(s.records(10))
+    (True, True, 10)
+    """
+    caller = "aim"
+    if not isinstance(domain, Domain):
+        raise TypeError(f"The 'domain' parameter of {caller} must be a Domain (mmopt.records.Domain). "
+                        f"Got {type(domain).__name__} instead.")
+    sets = rc.check_sets(workload, domain, caller=caller, name="workload")
+    if not sets or any(len(S) == 0 for S in sets):
+        raise ValueError(f"The 'workload' parameter of {caller} must list at least one non-empty marginal. "
+                         f"Got {list(sets)!r:.80}.")
+    rho = budget_rho(privacy, caller)
+    seed = check_seed(seed, caller)
+    d = len(domain.shape)
+    T = d * 16 if rounds is None else v.check_int(rounds, name="rounds", caller=caller, low=1)
+    size_cap = v.check_real(max_model_size, name="max_model_size", caller=caller, low=0.0, low_open=True)
+    start = time.process_time()
+    shape = tuple(domain.shape)
+    weights = candidates(sets)
+    cur = Curator(records, domain, rho, noise_for(seed, caller))
+
+    sigma = math.sqrt(T / (2 * MEASURE_SHARE * rho))
+    eps = math.sqrt(8 * (1 - MEASURE_SHARE) * rho / T)
+    one = [(i,) for i in range(d)]
+    est = cur.measure(one, min(d / (2 * sigma**2), cur.remaining), "1-way marginals")
+    measured = list(one)
+    model = ResidualModel(est, measured, finite_total(est.total))
+    selected, annealed, k = [], [], 0
+    while cur.remaining > 0:
+        k += 1
+        left = cur.remaining
+        last = left < 2 * (1 / (2 * sigma**2) + eps**2 / 8)
+        if last:
+            sigma = math.sqrt(1 / (2 * MEASURE_SHARE * left))
+            eps = math.sqrt(8 * (1 - MEASURE_SHARE) * left)
+        used = float(cur.spent) + eps**2 / 8 + 1 / (2 * sigma**2)
+        limit = size_cap * used / rho
+        free = {S for C in measured for j in range(1, len(C) + 1) for S in itertools.combinations(C, j)}
+        pool = [C for C in weights if C in free or junction_tree_mb(shape, measured + [C]) <= limit]
+        bias = {C: math.sqrt(2 / math.pi) * sigma * cl.cells(shape, C) for C in pool}
+        j = cur.select(pool, {C: model.marginal(C) for C in pool}, min(eps**2 / 8, left * (1 - MEASURE_SHARE))
+                       if last else eps**2 / 8, f"round {k}: select", weights=weights, bias=bias)
+        C = pool[j]
+        before = model.marginal(C)
+        est = est.combine(cur.measure([C], cur.remaining if last else min(1 / (2 * sigma**2), cur.remaining),
+                                      f"round {k}: measure {C}"))
+        measured.append(C)
+        selected.append(C)
+        model = ResidualModel(est, measured, finite_total(est.total))
+        if not last and np.abs(model.marginal(C) - before).sum() <= math.sqrt(2 / math.pi) * sigma * cl.cells(shape, C):
+            sigma, eps = sigma / 2, eps * 2
+            annealed.append(k)
+        if last:
+            break
+    r, e = spent(cur.steps, rho, privacy.delta)
+    details = {"selected": tuple(selected), "sigma": tuple(s.scale for s in cur.steps if s.kind == "gaussian"),
+               "annealed": tuple(annealed), "estimates": est, "seconds": time.process_time() - start}
+    return Synthetic("aim", domain, model, tuple(cur.steps), r, privacy.delta, e, rho,
+                     "opendp" if seed is None else "numpy-seeded", seed, details)

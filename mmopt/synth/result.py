@@ -1,0 +1,130 @@
+"""What MST and AIM return: a model of the records, synthetic rows from it, and the privacy spent (ε, δ, ρ).
+
+Notation: see README and :mod:`mmopt.synth.curator`. Everything here is post-processing of the curator's noisy
+releases: sampling rows, computing marginals and reporting the budget spend no privacy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+from mmopt._base import validation as v
+from mmopt.accounting._zcdp import epsilon_of_rho, max_rho, round_up
+from mmopt.privacy import Privacy
+from mmopt.records import counts as rc
+from mmopt.records.domain import Domain
+
+__all__ = ["Synthetic", "budget_rho"]
+
+#: Rows drawn per call of :meth:`Synthetic.records` at most (8 bytes per attribute each while sampling).
+MAX_ROWS = 10**8
+
+
+def budget_rho(privacy, caller: str) -> float:
+    """ρ of the budget: the largest ρ whose OpenDP conversion to (ε, δ)-DP is within ``privacy`` (δ > 0)."""
+    if not isinstance(privacy, Privacy):
+        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy with delta > 0, e.g. "
+                        f"Privacy(epsilon=1.0, delta=1e-9). Got {type(privacy).__name__} instead.")
+    if privacy.delta == 0:
+        raise ValueError(f"The 'privacy' parameter of {caller} must have delta > 0: the algorithm is ρ-zCDP "
+                         f"(Gaussian noise), converted to (ε, δ). Got {privacy} instead.")
+    return max_rho(privacy.epsilon, privacy.delta)
+
+
+@dataclass(frozen=True, eq=False)
+class Synthetic:
+    """A private model of the records (MST's or AIM's) and the budget it spent.
+
+    Attributes
+    ----------
+    method : str
+        "mst" or "aim".
+    domain : Domain
+    model
+        The fitted model: ``marginal(attrs)`` (counts) and ``sample(n, rng)`` (cell codes).
+    steps : tuple of mmopt.synth.curator.Step
+        Every paid use of the data, in order (Gaussian measurements and exponential-mechanism choices).
+    rho : float
+        Σ ρ of the steps, rounded up (at most the budget's ρ).
+    delta : float
+        The δ of the budget.
+    epsilon : float
+        OpenDP's conversion of ``rho`` to ε at ``delta`` (Canonne, Kamath & Steinke 2020).
+    budget : float
+        The budget's ρ (``rho`` is at most this).
+    sampler : str
+        "opendp" (release) or "numpy-seeded" (simulation only).
+    seed : int or None
+    details : dict
+        Algorithm-specific record (selected sets, rounds, noise scales).
+    """
+
+    method: str
+    domain: Domain
+    model: object = field(repr=False)
+    steps: tuple = field(repr=False)
+    rho: float
+    delta: float
+    epsilon: float
+    budget: float
+    sampler: str
+    seed: int | None = None
+    details: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def measured(self) -> tuple:
+        """The attribute sets of every Gaussian measurement, in order."""
+        return tuple(S for s in self.steps if s.kind == "gaussian" for S in s.sets)
+
+    def marginal(self, attrs) -> np.ndarray:
+        """The model's marginal on ``attrs`` (names or indices) in counts, attributes in the domain's order."""
+        (A,) = rc.check_sets([attrs], self.domain, caller="Synthetic.marginal", name="attrs")
+        v.check_allocation(2 * math.prod(self.domain.shape[i] for i in A), what=f"the marginal on {A}",
+                           caller="Synthetic.marginal", remedy=" Ask for a marginal on fewer attributes.")
+        return np.asarray(self.model.marginal(A), dtype=np.float64)
+
+    def records(self, n: int | None = None, *, seed=None):
+        """``n`` synthetic rows (default: the model's total, rounded) as a DataFrame labelled by the domain.
+
+        Column i holds a pandas Categorical whose categories are attribute i's categories (or bin labels "[a, b)"
+        for binned attributes). ``seed`` (default: the algorithm's seed) seeds the sampler: post-processing, so
+        a seeded numpy draw costs no privacy.
+        """
+        import pandas as pd
+        caller = "Synthetic.records"
+        if n is None:
+            n = max(1, int(round(float(self.model.total))))
+        n = v.check_int(n, name="n", caller=caller, low=0, high=MAX_ROWS)
+        # the codes (n × d int64) and the sampler's temporaries (a few n-vectors), before any is allocated
+        v.check_allocation(n * (len(self.domain.shape) + 4), what=f"{n:,} synthetic rows", caller=caller,
+                           remedy=" Draw fewer rows per call and concatenate.")
+        rng = np.random.default_rng(self.seed if seed is None else seed)
+        codes = self.model.sample(n, rng)
+        cols = {}
+        for i, a in enumerate(self.domain.attributes):
+            cats = a.categories if a.categories is not None else a.labels
+            cols[a.name] = pd.Categorical.from_codes(codes[:, i], categories=list(cats))
+        return pd.DataFrame(cols)
+
+
+def spent(steps, budget: float, delta: float) -> tuple[float, float]:
+    """(ρ, ε): Σ ρ of the steps in exact rationals rounded up, and its ε at δ; a ValueError past the budget."""
+    total = sum((Fraction(s.rho) for s in steps), Fraction(0))
+    if total > Fraction(budget):  # the curator refuses first; this is the last line of defence
+        raise ValueError(f"The steps spent ρ = {float(total)!r} > the budget {budget!r}.")
+    rho = round_up(total)
+    return rho, (epsilon_of_rho(rho, delta) if rho > 0 else 0.0)
+
+
+def check_seed(seed, caller: str):
+    """None or an int ≥ 0."""
+    return None if seed is None else v.check_int(seed, name="seed", caller=caller, low=0)
+
+
+def finite_total(total: float) -> float:
+    """The model's total: the noisy number of records, at least 1 (a non-positive estimate says almost nothing)."""
+    return max(float(total), 1.0) if math.isfinite(total) else 1.0

@@ -1,0 +1,52 @@
+"""experiments.synth on tiny records: its rows, summary, table, figure and command line."""
+
+import math
+from dataclasses import replace
+
+import pytest
+from test_synth_mst import D, _records
+
+from experiments import synth
+
+pytest.importorskip("matplotlib")
+CFG = replace(synth.QUICK, epsilons=(1.0,), trials=2)
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return synth.run(_records(2000), D, CFG)
+
+
+def test_rows_are_complete_and_the_errors_are_the_papers(rows):
+    assert [(r["method"], r["trial"]) for r in rows] == [("mmopt MST", 0), ("mmopt MST", 1), ("mmopt AIM", 0),
+                                                         ("mmopt AIM", 1)]
+    for r in rows:
+        assert set(r) == set(synth.COLUMNS)
+        assert 0 <= r["records_error"] <= 2 and 0 <= r["model_error"] <= 2 and r["epsilon_spent"] <= 1.0
+    assert rows[0]["records_error"] != rows[1]["records_error"]          # the trials are different draws
+    s = synth.summary(rows)
+    assert [r["trials"] for r in s] == [2, 2]
+    mean = (rows[0]["records_error"] + rows[1]["records_error"]) / 2
+    assert math.isclose(s[0]["records_error"], mean, rel_tol=1e-12)
+    assert "| 1 | mmopt AIM | 2 |" in synth.markdown(rows)
+
+
+def test_main_writes_its_files_and_refuses_a_missing_interpreter(tmp_path, monkeypatch, rows):
+    monkeypatch.setattr(synth, "run", lambda **kw: rows)
+    assert synth.main(["--out", str(tmp_path), "--quiet"]) == 0
+    for name in ("synth.csv", "synth.png", "synth.md", "synth.run_info.json"):
+        assert (tmp_path / name).is_file()
+    with pytest.raises(SystemExit):
+        synth.main(["--out", str(tmp_path), "--peers", str(tmp_path / "no-python")])
+
+
+def test_split_runs_merge_from_their_csvs(tmp_path, monkeypatch, rows):
+    monkeypatch.setattr(synth, "run", lambda **kw: [r for r in rows if r["method"] in kw["methods"]])
+    assert synth.main(["--out", str(tmp_path / "a"), "--quiet", "--methods", "mmopt MST"]) == 0
+    assert synth.main(["--out", str(tmp_path / "b"), "--quiet", "--methods", "mmopt AIM"]) == 0
+    assert synth.main(["--out", str(tmp_path / "c"), "--quiet", "--from-csv", str(tmp_path / "a" / "synth.csv"),
+                       str(tmp_path / "b" / "synth.csv")]) == 0
+    merged = (tmp_path / "c" / "synth.md").read_text()
+    assert "| 1 | mmopt MST | 2 |" in merged and "| 1 | mmopt AIM | 2 |" in merged
+    with pytest.raises(SystemExit):
+        synth.main(["--out", str(tmp_path / "d"), "--methods", "PrivBayes"])
