@@ -133,23 +133,31 @@ def _dask_counts(ddf, domain: Domain, sets, batch_size: int) -> dict:
     return out
 
 
-def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH_ROWS) -> dict:
+def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH_ROWS, engine: str = "auto") -> dict:
     """Exact counts of the records in the marginal on every attribute set of ``sets``.
 
     Parameters
     ----------
-    records : pandas.DataFrame, str or path, or dask.dataframe.DataFrame
+    records : pandas.DataFrame, str or path, dask DataFrame, polars LazyFrame or DataFrame, or DuckDB relation
         One row per record; a path is a .parquet or .csv file or a folder of Parquet files (read with
         pyarrow, only the domain's columns, ``batch_size`` rows at a time). A Dask DataFrame is counted per
         partition on the current Dask scheduler (a ``distributed.Client`` if one is active) and the integer
-        counts are summed, so the result equals the pandas one exactly.
+        counts are summed, so the result equals the pandas one exactly. A Polars LazyFrame is counted by
+        Polars' streaming engine (:mod:`mmopt.records.polars_counts`) and a DuckDB relation
+        (``con.table("people")``, ``duckdb.read_parquet(path)``) by one query inside DuckDB
+        (:mod:`mmopt.records.duckdb_counts`), never collecting the rows; the counts are the same integers.
+        A text column under a numeric attribute is parsed, as in a CSV file (a pandas text column is not).
     domain : Domain
         The public schema. Every domain column is read: a record with a missing or out-of-domain value in
         any of them is dropped (:mod:`mmopt.records.domain`).
     sets : list of tuple
         Attribute sets, by index or name; ``()`` is the total of kept records.
     batch_size : int
-        Rows per batch (memory is O(batch_size · d) plus the counts).
+        Rows per batch (memory is O(batch_size · d) plus the counts); Polars and DuckDB choose their own.
+    engine : {"auto", "pyarrow", "duckdb", "polars"}
+        Who reads a path: "auto" is pyarrow, in batches; "duckdb" or "polars" counts the same files inside that
+        engine (``pip install 'mmopt[duckdb]'`` or ``'mmopt[polars]'``). Other sources are read by their own
+        engine (leave "auto").
 
     Returns
     -------
@@ -173,7 +181,7 @@ def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH
     ([[0, 2, 0], [1, 0, 1]], [1, 2, 1], 4)
     """
     caller = "marginal_counts"
-    kind, handle = rd.check_source(records, domain, caller=caller)
+    kind, handle = rd.check_source(records, domain, caller=caller, engine=engine)
     sets = check_sets(sets, domain, caller=caller)
     batch_size = v.check_int(batch_size, name="batch_size", caller=caller)
     shape = domain.shape
@@ -184,6 +192,9 @@ def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH
         flat = _partition_counts(handle, domain, top, batch_size)
     elif kind == "dask":
         flat = _dask_counts(handle, domain, top, batch_size)
+    elif kind in ("polars", "duckdb"):
+        from mmopt.records import duckdb_counts, polars_counts
+        flat = (polars_counts if kind == "polars" else duckdb_counts).counts(handle, domain, top, caller=caller)
     else:
         flat = {A: np.zeros(cl.cells(shape, A), dtype=np.int64) for A in top}
         for cols in rd.arrow_batches(handle, domain, batch_size, caller=caller):

@@ -1,7 +1,9 @@
 """Reading records: schema checks, batches of columns, and the cell code of every value.
 
 Notation: see README and :mod:`mmopt.records.domain`. A source of records is a pandas DataFrame, the path of a
-Parquet file, a folder of Parquet files (a partitioned data set) or a CSV file, or a Dask DataFrame. Only the
+Parquet file, a folder of Parquet files (a partitioned data set) or a CSV file, a Dask DataFrame, a Polars
+LazyFrame or DataFrame, or a DuckDB relation (the last two counted inside their engine:
+:mod:`mmopt.records.polars_counts`, :mod:`mmopt.records.duckdb_counts`). Only the
 domain's columns are read, in batches of ``batch_size`` rows, so memory is bounded by a batch (a partition for
 Dask), never by the number of records. Every check that can fail (missing column, a dtype that cannot hold the
 attribute's values, an unreadable file) runs before any count is returned, hence before any noise is drawn.
@@ -84,15 +86,39 @@ def check_schema(kinds: dict, domain: Domain, *, caller: str) -> None:
 
 
 # -- sources as batches of columns ---------------------------------------------------------------------------
-def check_source(records, domain: Domain, *, caller: str):
-    """Validate ``records`` against the domain; returns ("pandas" | "arrow" | "dask", handle)."""
+ENGINES = ("auto", "pyarrow", "polars", "duckdb")
+
+
+def check_source(records, domain: Domain, *, caller: str, engine: str = "auto"):
+    """Validate ``records`` against the domain; returns ("pandas" | "arrow" | "dask" | "polars" | "duckdb", handle).
+
+    ``engine`` chooses who reads a path ("auto" = "pyarrow"); any other source is read by its own engine.
+    """
+    from mmopt.records import duckdb_counts, engines, polars_counts
     if not isinstance(domain, Domain):
         raise TypeError(f"The 'domain' parameter of {caller} must be a Domain (mmopt.records.Domain). "
                         f"Got {type(domain).__name__} instead.")
-    if isinstance(records, str | os.PathLike):
+    if engine not in ENGINES:
+        raise ValueError(f"The 'engine' parameter of {caller} must be one of {list(ENGINES)}. Got {engine!r:.60} "
+                         "instead.")
+    path = isinstance(records, str | os.PathLike)
+    if not path and engine != "auto":
+        raise ValueError(f"The 'engine' parameter of {caller} chooses who reads a file; a "
+                         f"{type(records).__name__} is read by its own engine. Leave engine='auto'. Got {engine!r}.")
+    if path:
         dataset = open_dataset(records, domain, caller=caller)
         check_schema({f.name: arrow_kind(f.type) for f in dataset.schema}, domain, caller=caller)
+        if engine == "duckdb":
+            return "duckdb", duckdb_counts.check(duckdb_counts.open_path(dataset, records, caller=caller), domain,
+                                                 caller=caller)
+        if engine == "polars":
+            return "polars", polars_counts.check(polars_counts.open_path(dataset, records, caller=caller), domain,
+                                                 caller=caller)
         return "arrow", dataset
+    if engines.is_polars(records):
+        return "polars", polars_counts.check(records, domain, caller=caller)
+    if engines.is_duckdb(records):
+        return "duckdb", duckdb_counts.check(records, domain, caller=caller)
     if is_dask(records):
         check_schema({c: pandas_kind(t) for c, t in records.dtypes.items()}, domain, caller=caller)
         return "dask", records
@@ -108,7 +134,8 @@ def check_source(records, domain: Domain, *, caller: str):
         check_schema({c: pandas_kind(t) for c, t in records.dtypes.items()}, domain, caller=caller)
         return "pandas", records
     raise TypeError(f"The 'records' parameter of {caller} must be a pandas DataFrame, a path to a .parquet or .csv "
-                    f"file (or a folder of Parquet files), or a dask DataFrame. Got {type(records).__name__} instead.")
+                    f"file (or a folder of Parquet files), a dask DataFrame, a polars LazyFrame or DataFrame, or a "
+                    f"DuckDB relation. Got {type(records).__name__} instead.")
 
 
 def open_dataset(path, domain: Domain, *, caller: str):
@@ -141,6 +168,12 @@ def open_dataset(path, domain: Domain, *, caller: str):
         return ds.dataset(p, format=fmt)
     except (pa.ArrowException, OSError) as exc:
         raise ValueError(f"{caller}: cannot read the records at {p!r}: {exc}") from None
+
+
+def csv_nulls() -> list[str]:
+    """The CSV cells read as missing (pyarrow's default null strings, quoted or not): every engine uses them."""
+    import pyarrow.csv as pcsv
+    return list(pcsv.ConvertOptions().null_values)
 
 
 def pandas_batches(df, domain: Domain, batch_size: int) -> Iterator[list]:

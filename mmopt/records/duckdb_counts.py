@@ -1,0 +1,160 @@
+"""Marginal counts of a DuckDB relation (``con.table(name)``, ``duckdb.read_parquet(path)``, ``con.sql(...)``),
+computed by one GROUP BY GROUPING SETS query inside DuckDB.
+
+Notation: see README and :mod:`mmopt.records.engines`. Every attribute's cell code is a SQL ``CASE`` — bins by
+comparisons of CAST(x AS DOUBLE) with the edges, string categories by equality, numeric categories (and text
+under a numeric attribute) by equality with the column's few candidate raw values, coded by mmopt — records with
+any code −1 are filtered out, and the groups of maximal sets are the grouping sets of one aggregate query, so
+DuckDB reads the records once. Literals are typed casts of exact text (``CAST('0.1' AS DOUBLE)`` is the
+float64 nearest 0.1, as Python's ``repr`` round-trips), so the integers equal those of the pandas, Parquet and
+Dask paths exactly (tests/test_records_engines.py).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from mmopt.records import engines as eg
+from mmopt.records import read as rd
+from mmopt.records.domain import Attribute, Domain
+from mmopt.structured.residual import closure as cl
+
+_TEXT = {"varchar", "enum", "char", "string", "text", "null", "sqlnull"}
+_NUMBER = {"tinyint", "smallint", "integer", "bigint", "hugeint", "utinyint", "usmallint", "uinteger", "ubigint",
+           "uhugeint", "float", "double", "decimal"}
+_VIEW = "mmopt_records"
+
+def _duckdb():
+    try:
+        import duckdb
+    except ImportError:
+        raise ImportError("Counting records with DuckDB needs duckdb. Install it with: pip install duckdb "
+                          "(from a checkout: pip install -e '.[duckdb]')") from None
+    return duckdb
+
+
+def duckdb_kind(typ) -> str:
+    """"text", "number", "bool" or the type's name, for a DuckDB column type."""
+    name = str(getattr(typ, "id", typ)).lower()
+    if name in _TEXT:
+        return "text"
+    if name == "boolean":
+        return "bool"
+    return "number" if name in _NUMBER else str(typ)
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _text(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def check(records, domain: Domain, *, caller: str):
+    """The relation, after the schema checks (missing or duplicate column, a type that cannot hold values)."""
+    cols = list(records.columns)
+    dup = sorted({c for c in cols if cols.count(c) > 1 and c in domain.names})
+    if dup:
+        raise ValueError(f"The 'records' parameter of {caller} has more than one column named {dup[0]!r}. "
+                         "Rename or drop the duplicates.")
+    rd.check_schema({c: duckdb_kind(t) for c, t in zip(cols, records.types, strict=True)}, domain, caller=caller)
+    return records
+
+
+def open_path(dataset, path, *, caller: str):
+    """A relation over the files pyarrow found at ``path`` (the same files, and for CSV the same text)."""
+    duckdb = _duckdb()
+    con = duckdb.connect()
+    p = os.fspath(path).lower()
+    try:
+        if p.endswith(rd._CSV):
+            return con.read_csv(os.fspath(path), header=True, all_varchar=True, null_padding=False,
+                                delimiter="\t" if p.endswith(".tsv") else ",", quotechar='"', escapechar='"',
+                                nullstr=rd.csv_nulls())
+        return con.read_parquet(list(dataset.files))
+    except duckdb.Error as exc:
+        raise ValueError(f"{caller}: cannot read the records at {os.fspath(path)!r}: {exc}") from None
+
+
+def _literal(value, typ) -> str:
+    """``value`` (a Python value read back from a column of type ``typ``) as an exact SQL literal of that type."""
+    if isinstance(value, str):
+        return f"CAST({_text(value)} AS VARCHAR)"
+    if isinstance(value, float):
+        text = repr(value) if math.isfinite(value) else ("inf" if value > 0 else "-inf")
+    elif isinstance(value, bool):
+        text = "true" if value else "false"
+    else:  # int, Decimal
+        text = str(value)
+    return f"CAST({_text(text)} AS {typ})"
+
+
+def _bins(x: str, attribute: Attribute) -> str:
+    """e_j ≤ x < e_{j+1} (the last bin closed) on CAST(x AS DOUBLE); DuckDB orders NaN above +inf: test it first."""
+    xf = f"CAST({x} AS DOUBLE)"
+    e = [_literal(v, "DOUBLE") for v in attribute.edges]
+    inside = " + ".join(f"CAST({xf} >= {v} AS INTEGER)" for v in e[1:-1]) or "0"
+    return f"CASE WHEN {xf} IS NULL OR isnan({xf}) OR {xf} < {e[0]} OR {xf} > {e[-1]} THEN -1 ELSE {inside} END"
+
+
+def codes(rel, domain: Domain, *, caller: str) -> list[str]:
+    """One INTEGER code expression (SQL) per attribute; the candidate values are read first."""
+    out = []
+    types = dict(zip(rel.columns, rel.types, strict=True))
+    for a in domain.attributes:
+        x, typ, kind = _quote(a.name), types[a.name], duckdb_kind(types[a.name])
+        if a.kind == "text":
+            whens = " ".join(f"WHEN {_text(c)} THEN {j}" for j, c in enumerate(a.categories))
+            out.append(f"CASE CAST({x} AS VARCHAR) {whens} ELSE -1 END")
+            continue
+        if a.kind == "bins" and kind != "text":
+            out.append(_bins(x, a))
+            continue
+        if kind == "text":
+            key, typ, ok = f"CAST({x} AS VARCHAR)", "VARCHAR", f"{x} IS NOT NULL"
+        else:
+            key = x  # DuckDB's DISTINCT and = both take -0.0 for 0.0, as every mmopt rule does
+            ok = f"CAST({x} AS DOUBLE) IN ({', '.join(_literal(v, 'DOUBLE') for v in eg.candidates(a))})"
+        found = _run(rel, f"SELECT DISTINCT CAST({key} AS {typ}) AS v FROM {_VIEW} WHERE {ok}", caller)
+        raw, code = eg.lookup(found.fetch_arrow_table().column("v"), a)
+        whens = " ".join(f"WHEN {_literal(v, typ)} THEN {j}" for v, j in zip(raw, code, strict=True))
+        out.append(f"CASE CAST({key} AS {typ}) {whens} ELSE -1 END" if whens else "-1")
+    return out
+
+
+def _run(rel, sql: str, caller: str):
+    duckdb = _duckdb()
+    try:
+        return rel.query(_VIEW, sql)
+    except duckdb.Error as exc:
+        raise ValueError(f"{caller}: reading the records failed (before any noise was drawn): {exc}") from None
+
+
+def counts(rel, domain: Domain, top, *, caller: str) -> dict:
+    """{A: flat int64 counts} for the maximal sets ``top``, by one GROUP BY GROUPING SETS query."""
+    duckdb = _duckdb()
+    shape = domain.shape
+    names = [f"c{i}" for i in range(len(shape))]
+    coded = ", ".join(f"CAST({e} AS INTEGER) AS {n}" for e, n in zip(codes(rel, domain, caller=caller), names,
+                                                                    strict=True))
+    plan = eg.groups(top, shape)
+    sets = ", ".join("(" + ", ".join(names[i] for i in U) + ")" for U, _ in plan)
+    sql = (f"SELECT {', '.join(names)}, GROUPING({', '.join(names)}) AS g, count(*) AS n FROM "
+           f"(SELECT {coded} FROM {_VIEW}) WHERE {' AND '.join(f'{n} >= 0' for n in names)} "
+           f"GROUP BY GROUPING SETS ({sets})")
+    try:
+        got = _run(rel, sql, caller).fetchnumpy()
+    except duckdb.Error as exc:
+        raise ValueError(f"{caller}: reading the records failed (before any noise was drawn): {exc}") from None
+    g = np.asarray(got["g"])
+    d = len(shape)
+    flat = {A: np.zeros(cl.cells(shape, A), dtype=np.int64) for A in top}
+    for U, members in plan:
+        rows = g == sum(1 << (d - 1 - i) for i in range(d) if i not in U)  # GROUPING: bit set = not grouped
+        eg.add_groups(flat, U, members, [np.asarray(got[names[i]])[rows] for i in U], np.asarray(got["n"])[rows],
+                      shape)
+    return flat
