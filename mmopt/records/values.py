@@ -193,7 +193,10 @@ def _number_codes(x: np.ndarray, attribute: Attribute) -> np.ndarray:
         else:  # a float is a category only when it is an integer in range (NaN is not)
             with np.errstate(invalid="ignore"):
                 ok = (x >= lo) & (x <= hi) & (np.floor(x) == x)
-            k = np.where(ok, x, hi + 1).astype(np.int64) - lo
+            # only the in-range values are converted: hi + 1 as a float rounds (to hi for float32 and
+            # hi = 2²⁴ − 1), which put NaN and every value outside the categories in the last cell
+            k = np.full(x.shape[0], hi - lo + 1, dtype=np.int64)
+            k[ok] = x[ok].astype(np.int64) - lo
         k[(k < 0) | (k > hi - lo)] = hi - lo + 1
         return lut[k]
     if x.dtype.kind in "iub":
