@@ -72,9 +72,8 @@ def open_path(dataset, path, *, caller: str):
     p = os.fspath(path).lower()
     try:
         if p.endswith(rd._CSV):
-            return con.read_csv(os.fspath(path), header=True, all_varchar=True, null_padding=False,
-                                delimiter="\t" if p.endswith(".tsv") else ",", quotechar='"', escapechar='"',
-                                nullstr=rd.csv_nulls())
+            return con.read_csv(os.fspath(path), header=True, all_varchar=True, na_values=rd.csv_nulls(),
+                                sep="\t" if p.endswith(".tsv") else ",", quotechar='"', escapechar='"')
         return con.read_parquet(list(dataset.files))
     except duckdb.Error as exc:
         raise ValueError(f"{caller}: cannot read the records at {os.fspath(path)!r}: {exc}") from None
@@ -94,11 +93,16 @@ def _literal(value, typ) -> str:
 
 
 def _bins(x: str, attribute: Attribute) -> str:
-    """e_j ≤ x < e_{j+1} (the last bin closed) on CAST(x AS DOUBLE); DuckDB orders NaN above +inf: test it first."""
+    """e_j ≤ x < e_{j+1} (the last bin closed) on CAST(x AS DOUBLE); DuckDB orders NaN above +inf: test it first.
+
+    NaN is tested twice: DuckDB 2.0 folds isnan(x) to false, and x > e_k too, when a Parquet file's min/max
+    statistics (which leave NaN out, as the format says) exclude them; isfinite(x) it evaluates.
+    """
     xf = f"CAST({x} AS DOUBLE)"
     e = [_literal(v, "DOUBLE") for v in attribute.edges]
     inside = " + ".join(f"CAST({xf} >= {v} AS INTEGER)" for v in e[1:-1]) or "0"
-    return f"CASE WHEN {xf} IS NULL OR isnan({xf}) OR {xf} < {e[0]} OR {xf} > {e[-1]} THEN -1 ELSE {inside} END"
+    nan = f"isnan({xf}) OR NOT (isfinite({xf}) OR isinf({xf}))"
+    return f"CASE WHEN {xf} IS NULL OR {nan} OR {xf} < {e[0]} OR {xf} > {e[-1]} THEN -1 ELSE {inside} END"
 
 
 def codes(rel, domain: Domain, *, caller: str) -> list[str]:
@@ -119,42 +123,44 @@ def codes(rel, domain: Domain, *, caller: str) -> list[str]:
         else:
             key = x  # DuckDB's DISTINCT and = both take -0.0 for 0.0, as every mmopt rule does
             ok = f"CAST({x} AS DOUBLE) IN ({', '.join(_literal(v, 'DOUBLE') for v in eg.candidates(a))})"
-        found = _run(rel, f"SELECT DISTINCT CAST({key} AS {typ}) AS v FROM {_VIEW} WHERE {ok}", caller)
-        raw, code = eg.lookup(found.fetch_arrow_table().column("v"), a)
+        found = _run(rel, f"SELECT DISTINCT CAST({key} AS {typ}) AS v FROM {_VIEW} WHERE {ok}", caller, arrow=True)
+        raw, code = eg.lookup(found.column("v"), a)
         whens = " ".join(f"WHEN {_literal(v, typ)} THEN {j}" for v, j in zip(raw, code, strict=True))
         out.append(f"CASE CAST({key} AS {typ}) {whens} ELSE -1 END" if whens else "-1")
     return out
 
 
-def _run(rel, sql: str, caller: str):
+def _run(rel, sql: str, caller: str, *, arrow: bool = False):
+    """The result of ``sql`` on the relation (named mmopt_records): an Arrow table, or a dict of numpy arrays."""
     duckdb = _duckdb()
     try:
-        return rel.query(_VIEW, sql)
+        got = rel.query(_VIEW, sql)
+        if not arrow:
+            return got.fetchnumpy()
+        return got.to_arrow_table() if hasattr(got, "to_arrow_table") else got.fetch_arrow_table()
     except duckdb.Error as exc:
         raise ValueError(f"{caller}: reading the records failed (before any noise was drawn): {exc}") from None
 
 
 def counts(rel, domain: Domain, top, *, caller: str) -> dict:
     """{A: flat int64 counts} for the maximal sets ``top``, by one GROUP BY GROUPING SETS query."""
-    duckdb = _duckdb()
     shape = domain.shape
     names = [f"c{i}" for i in range(len(shape))]
     coded = ", ".join(f"CAST({e} AS INTEGER) AS {n}" for e, n in zip(codes(rel, domain, caller=caller), names,
                                                                     strict=True))
     plan = eg.groups(top, shape)
+    used = sorted({i for U, _ in plan for i in U})  # GROUPING() takes only columns some grouping set uses
+    grouping = f"GROUPING({', '.join(names[i] for i in used)})" if used else "0"
     sets = ", ".join("(" + ", ".join(names[i] for i in U) + ")" for U, _ in plan)
-    sql = (f"SELECT {', '.join(names)}, GROUPING({', '.join(names)}) AS g, count(*) AS n FROM "
+    sql = (f"SELECT {''.join(names[i] + ', ' for i in used)}{grouping} AS g, count(*) AS n FROM "
            f"(SELECT {coded} FROM {_VIEW}) WHERE {' AND '.join(f'{n} >= 0' for n in names)} "
            f"GROUP BY GROUPING SETS ({sets})")
-    try:
-        got = _run(rel, sql, caller).fetchnumpy()
-    except duckdb.Error as exc:
-        raise ValueError(f"{caller}: reading the records failed (before any noise was drawn): {exc}") from None
+    got = _run(rel, sql, caller)
     g = np.asarray(got["g"])
-    d = len(shape)
     flat = {A: np.zeros(cl.cells(shape, A), dtype=np.int64) for A in top}
     for U, members in plan:
-        rows = g == sum(1 << (d - 1 - i) for i in range(d) if i not in U)  # GROUPING: bit set = not grouped
+        bits = sum(1 << (len(used) - 1 - k) for k, i in enumerate(used) if i not in U)  # set bit: not grouped
+        rows = g == bits
         eg.add_groups(flat, U, members, [np.asarray(got[names[i]])[rows] for i in U], np.asarray(got["n"])[rows],
                       shape)
     return flat

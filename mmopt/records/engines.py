@@ -69,7 +69,8 @@ def candidates(attribute: Attribute) -> list[float]:
     out = set()
     for c in attribute.categories:
         out.add(float(c) + 0.0)
-        f32 = float(np.float32(c))
+        with np.errstate(over="ignore"):  # past float32's range: inf, which no finite value equals
+            f32 = float(np.float32(c))
         if math.isfinite(f32):
             out.add(f32 + 0.0)
     return sorted(out)

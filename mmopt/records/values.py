@@ -205,7 +205,8 @@ def _number_codes(x: np.ndarray, attribute: Attribute) -> np.ndarray:
             x = x.astype(np.float64)
     else:
         # float32 values match the float32 rounding of each category (the value as stored); others in float64
-        ref = np.array(cats, dtype=np.float64).astype(x.dtype)
+        with np.errstate(over="ignore"):  # a category past float32's range becomes inf, equal to no finite value
+            ref = np.array(cats, dtype=np.float64).astype(x.dtype)
     order = np.argsort(ref, kind="stable")
     srt = ref[order]
     j = np.minimum(np.searchsorted(srt, x), len(srt) - 1)
