@@ -66,15 +66,18 @@ def check(records, domain: Domain, *, caller: str):
 
 
 def open_path(dataset, path, *, caller: str):
-    """A relation over the files pyarrow found at ``path`` (the same files, and for CSV the same text)."""
+    """(connection, relation) over the files pyarrow found at ``path`` (the same files; for CSV the same text).
+
+    The caller keeps the connection: DuckDB 1.x closes it, under the relation, when it is garbage-collected.
+    """
     duckdb = _duckdb()
     con = duckdb.connect()
     p = os.fspath(path).lower()
     try:
         if p.endswith(rd._CSV):
-            return con.read_csv(os.fspath(path), header=True, all_varchar=True, na_values=rd.csv_nulls(),
-                                sep="\t" if p.endswith(".tsv") else ",", quotechar='"', escapechar='"')
-        return con.read_parquet(list(dataset.files))
+            return con, con.read_csv(os.fspath(path), header=True, all_varchar=True, na_values=rd.csv_nulls(),
+                                     sep="\t" if p.endswith(".tsv") else ",", quotechar='"', escapechar='"')
+        return con, con.read_parquet(list(dataset.files))
     except duckdb.Error as exc:
         raise ValueError(f"{caller}: cannot read the records at {os.fspath(path)!r}: {exc}") from None
 
@@ -143,7 +146,11 @@ def _run(rel, sql: str, caller: str, *, arrow: bool = False):
 
 
 def counts(rel, domain: Domain, top, *, caller: str) -> dict:
-    """{A: flat int64 counts} for the maximal sets ``top``, by one GROUP BY GROUPING SETS query."""
+    """{A: flat int64 counts} for the maximal sets ``top``, by one GROUP BY GROUPING SETS query.
+
+    ``rel`` is a relation, or the (connection, relation) of :func:`open_path`.
+    """
+    con, rel = rel if isinstance(rel, tuple) else (None, rel)  # noqa: F841 - con keeps rel's connection open
     shape = domain.shape
     names = [f"c{i}" for i in range(len(shape))]
     coded = ", ".join(f"CAST({e} AS INTEGER) AS {n}" for e, n in zip(codes(rel, domain, caller=caller), names,

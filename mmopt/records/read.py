@@ -109,8 +109,8 @@ def check_source(records, domain: Domain, *, caller: str, engine: str = "auto"):
         dataset = open_dataset(records, domain, caller=caller)
         check_schema({f.name: arrow_kind(f.type) for f in dataset.schema}, domain, caller=caller)
         if engine == "duckdb":
-            return "duckdb", duckdb_counts.check(duckdb_counts.open_path(dataset, records, caller=caller), domain,
-                                                 caller=caller)
+            con, rel = duckdb_counts.open_path(dataset, records, caller=caller)
+            return "duckdb", (con, duckdb_counts.check(rel, domain, caller=caller))
         if engine == "polars":
             return "polars", polars_counts.check(polars_counts.open_path(dataset, records, caller=caller), domain,
                                                  caller=caller)
