@@ -282,7 +282,7 @@ def test_release_from_a_lazyframe_equals_the_pandas_release():
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*seed=.*numpy's seeded generator", category=UserWarning)
         want = release_marginals(df, domain, 2, mmopt.Privacy(1.0, 1e-9), seed=3)
-        for source in (pl.from_pandas(df).lazy(), duckdb.from_df(df)):
+        for source in (pl.from_pandas(df).lazy(), duckdb.from_arrow(pa.Table.from_pandas(df))):
             got = release_marginals(source, domain, 2, mmopt.Privacy(1.0, 1e-9), seed=3)
             assert set(got.marginals) == set(want.marginals)
             for A in want.marginals:
