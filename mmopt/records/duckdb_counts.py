@@ -156,18 +156,17 @@ def counts(rel, domain: Domain, top, *, caller: str) -> dict:
     coded = ", ".join(f"CAST({e} AS INTEGER) AS {n}" for e, n in zip(codes(rel, domain, caller=caller), names,
                                                                     strict=True))
     plan = eg.groups(top, shape)
-    used = sorted({i for U, _ in plan for i in U})  # GROUPING() takes only columns some grouping set uses
-    grouping = f"GROUPING({', '.join(names[i] for i in used)})" if used else "0"
-    sets = ", ".join("(" + ", ".join(names[i] for i in U) + ")" for U, _ in plan)
-    sql = (f"SELECT {''.join(names[i] + ', ' for i in used)}{grouping} AS g, count(*) AS n FROM "
-           f"(SELECT {coded} FROM {_VIEW}) WHERE {' AND '.join(f'{n} >= 0' for n in names)} "
-           f"GROUP BY GROUPING SETS ({sets})")
+    keys = [" + ".join(f"CAST({names[i]} AS BIGINT) * {st}" for i, st in zip(U, eg.strides(U, shape), strict=True))
+            or "CAST(0 AS BIGINT)" for U, _ in plan]  # one BIGINT key per group: hashing one column beats |U|
+    ks = [f"k{g}" for g in range(len(plan))]
+    sql = (f"SELECT {', '.join(ks)}, GROUPING({', '.join(ks)}) AS g, count(*) AS n FROM "
+           f"(SELECT {', '.join(f'{e} AS {k}' for e, k in zip(keys, ks, strict=True))} FROM "
+           f"(SELECT {coded} FROM {_VIEW}) WHERE {' AND '.join(f'{n} >= 0' for n in names)}) "
+           f"GROUP BY GROUPING SETS ({', '.join(f'({k})' for k in ks)})")
     got = _run(rel, sql, caller)
     g = np.asarray(got["g"])
     flat = {A: np.zeros(cl.cells(shape, A), dtype=np.int64) for A in top}
-    for U, members in plan:
-        bits = sum(1 << (len(used) - 1 - k) for k, i in enumerate(used) if i not in U)  # set bit: not grouped
-        rows = g == bits
-        eg.add_groups(flat, U, members, [np.asarray(got[names[i]])[rows] for i in U], np.asarray(got["n"])[rows],
-                      shape)
+    for j, (U, members) in enumerate(plan):
+        rows = g == (1 << len(plan)) - 1 - (1 << (len(plan) - 1 - j))  # GROUPING: a set bit is not grouped
+        eg.add_groups(flat, U, members, np.asarray(got[ks[j]])[rows], np.asarray(got["n"])[rows], shape)
     return flat

@@ -89,14 +89,33 @@ def lookup(distinct, attribute: Attribute) -> tuple[list, list[int]]:
     return distinct.take(pa.array(keep)).to_pylist(), codes[keep].tolist()
 
 
-def add_groups(flat: dict, U: tuple[int, ...], members, code_cols: list, n: np.ndarray, shape) -> None:
-    """flat[A] += the counts n of the groups with codes ``code_cols`` (one array per attribute of U), A ∈ members."""
+def strides(U: tuple[int, ...], shape) -> list[int]:
+    """C-order strides of the union U: the engine groups by one int64 key κ = Σ_{i∈U} c_i·stride_i."""
+    out, step = [], 1
+    for i in reversed(U):
+        out.append(step)
+        step *= shape[i]
+    return out[::-1]
+
+
+def add_groups(flat: dict, U: tuple[int, ...], members, keys, n, shape) -> None:
+    """flat[A] += the counts n of the groups with keys κ (:func:`strides` of U), for every A of ``members``.
+
+    The codes are c_i = ⌊κ / stride_i⌋ mod n_i. Sums run through bincount's float64 weights, exact while the
+    total is below 2⁵³ records; past that np.add.at adds in int64.
+    """
     n = np.asarray(n, dtype=np.int64)
+    keys = np.asarray(keys, dtype=np.int64)
+    code = {i: (keys // st) % shape[i] for i, st in zip(U, strides(U, shape), strict=True)}
+    exact = int(n.sum()) < 2**53
     for A in members:
         if not A:
             flat[A] += n.sum(dtype=np.int64)
             continue
         idx = np.zeros(len(n), dtype=np.int64)
         for i in A:
-            idx = idx * shape[i] + np.asarray(code_cols[U.index(i)], dtype=np.int64)
-        np.add.at(flat[A], idx, n)  # exact int64 sums (bincount's weights would go through float64)
+            idx = idx * shape[i] + code[i]
+        if exact:
+            flat[A] += np.rint(np.bincount(idx, weights=n, minlength=flat[A].size)).astype(np.int64)
+        else:  # pragma: no cover - 2⁵³ records
+            np.add.at(flat[A], idx, n)

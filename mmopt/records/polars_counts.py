@@ -132,9 +132,12 @@ def counts(lf, domain: Domain, top, *, caller: str) -> dict:
     coded = lf.select([e.alias(n) for e, n in zip(codes(lf, domain, caller=caller), names, strict=True)])
     coded = coded.filter(pl.all_horizontal([pl.col(n) >= 0 for n in names]))
     plan = eg.groups(top, shape)
-    queries = [coded.group_by([names[i] for i in U]).agg(pl.len().alias("n")) if U
-               else coded.select(pl.len().alias("n")) for U, _ in plan]
+    queries = []
+    for U, _ in plan:  # one int64 key per group: hashing one column beats hashing |U|
+        key = sum((pl.col(names[i]).cast(pl.Int64) * st for i, st in zip(U, eg.strides(U, shape), strict=True)),
+                  pl.lit(0, dtype=pl.Int64))
+        queries.append(coded.group_by(key.alias("k")).agg(pl.len().alias("n")))
     flat = {A: np.zeros(cl.cells(shape, A), dtype=np.int64) for A in top}
     for (U, members), frame in zip(plan, _collect(queries, caller), strict=True):
-        eg.add_groups(flat, U, members, [frame[names[i]].to_numpy() for i in U], frame["n"].to_numpy(), shape)
+        eg.add_groups(flat, U, members, frame["k"].to_numpy(), frame["n"].to_numpy(), shape)
     return flat
