@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt.records import duckdb_counts as dc
+from mmopt.records import engines as eg
+from mmopt.records import polars_counts as pc
 from mmopt.records import read as rd
 from mmopt.records.domain import Domain
 from mmopt.structured.residual import closure as cl
@@ -133,6 +137,35 @@ def _dask_counts(ddf, domain: Domain, sets, batch_size: int) -> dict:
     return out
 
 
+ENGINES = ("auto", "pyarrow", "polars", "duckdb")
+
+
+def _source(records, domain: Domain, *, caller: str, engine: str):
+    """("pandas" | "arrow" | "dask" | "polars" | "duckdb", handle) after every schema check.
+
+    ``engine`` chooses who reads a path ("auto" = "pyarrow"); any other source is read by its own engine.
+    """
+    rd.check_domain(domain, caller=caller)
+    if engine not in ENGINES:
+        raise ValueError(f"The 'engine' parameter of {caller} must be one of {list(ENGINES)}. Got {engine!r:.60} "
+                         "instead.")
+    path = isinstance(records, str | os.PathLike)
+    if not path and engine != "auto":
+        raise ValueError(f"The 'engine' parameter of {caller} chooses who reads a file; a "
+                         f"{type(records).__name__} is read by its own engine. Leave engine='auto'. Got {engine!r}.")
+    if eg.is_polars(records):
+        return "polars", pc.check(records, domain, caller=caller)
+    if eg.is_duckdb(records):
+        return "duckdb", dc.check(records, domain, caller=caller)
+    kind, handle = rd.check_source(records, domain, caller=caller)
+    if engine == "duckdb":
+        con, rel = dc.open_path(handle, records, caller=caller)
+        return "duckdb", (con, dc.check(rel, domain, caller=caller))
+    if engine == "polars":
+        return "polars", pc.check(pc.open_path(handle, records, caller=caller), domain, caller=caller)
+    return kind, handle
+
+
 def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH_ROWS, engine: str = "auto") -> dict:
     """Exact counts of the records in the marginal on every attribute set of ``sets``.
 
@@ -181,7 +214,7 @@ def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH
     ([[0, 2, 0], [1, 0, 1]], [1, 2, 1], 4)
     """
     caller = "marginal_counts"
-    kind, handle = rd.check_source(records, domain, caller=caller, engine=engine)
+    kind, handle = _source(records, domain, caller=caller, engine=engine)
     sets = check_sets(sets, domain, caller=caller)
     batch_size = v.check_int(batch_size, name="batch_size", caller=caller)
     shape = domain.shape
@@ -193,8 +226,7 @@ def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH
     elif kind == "dask":
         flat = _dask_counts(handle, domain, top, batch_size)
     elif kind in ("polars", "duckdb"):
-        from mmopt.records import duckdb_counts, polars_counts
-        flat = (polars_counts if kind == "polars" else duckdb_counts).counts(handle, domain, top, caller=caller)
+        flat = (pc if kind == "polars" else dc).counts(handle, domain, top, caller=caller)
     else:
         flat = {A: np.zeros(cl.cells(shape, A), dtype=np.int64) for A in top}
         for cols in rd.arrow_batches(handle, domain, batch_size, caller=caller):

@@ -86,39 +86,23 @@ def check_schema(kinds: dict, domain: Domain, *, caller: str) -> None:
 
 
 # -- sources as batches of columns ---------------------------------------------------------------------------
-ENGINES = ("auto", "pyarrow", "polars", "duckdb")
-
-
-def check_source(records, domain: Domain, *, caller: str, engine: str = "auto"):
-    """Validate ``records`` against the domain; returns ("pandas" | "arrow" | "dask" | "polars" | "duckdb", handle).
-
-    ``engine`` chooses who reads a path ("auto" = "pyarrow"); any other source is read by its own engine.
-    """
-    from mmopt.records import duckdb_counts, engines, polars_counts
+def check_domain(domain, *, caller: str) -> None:
+    """TypeError unless ``domain`` is a :class:`~mmopt.records.domain.Domain`."""
     if not isinstance(domain, Domain):
         raise TypeError(f"The 'domain' parameter of {caller} must be a Domain (mmopt.records.Domain). "
                         f"Got {type(domain).__name__} instead.")
-    if engine not in ENGINES:
-        raise ValueError(f"The 'engine' parameter of {caller} must be one of {list(ENGINES)}. Got {engine!r:.60} "
-                         "instead.")
-    path = isinstance(records, str | os.PathLike)
-    if not path and engine != "auto":
-        raise ValueError(f"The 'engine' parameter of {caller} chooses who reads a file; a "
-                         f"{type(records).__name__} is read by its own engine. Leave engine='auto'. Got {engine!r}.")
-    if path:
+
+
+def check_source(records, domain: Domain, *, caller: str):
+    """Validate ``records`` against the domain; returns ("pandas" | "arrow" | "dask", handle).
+
+    Polars and DuckDB sources are checked by :mod:`mmopt.records.polars_counts` and ``duckdb_counts``.
+    """
+    check_domain(domain, caller=caller)
+    if isinstance(records, str | os.PathLike):
         dataset = open_dataset(records, domain, caller=caller)
         check_schema({f.name: arrow_kind(f.type) for f in dataset.schema}, domain, caller=caller)
-        if engine == "duckdb":
-            con, rel = duckdb_counts.open_path(dataset, records, caller=caller)
-            return "duckdb", (con, duckdb_counts.check(rel, domain, caller=caller))
-        if engine == "polars":
-            return "polars", polars_counts.check(polars_counts.open_path(dataset, records, caller=caller), domain,
-                                                 caller=caller)
         return "arrow", dataset
-    if engines.is_polars(records):
-        return "polars", polars_counts.check(records, domain, caller=caller)
-    if engines.is_duckdb(records):
-        return "duckdb", duckdb_counts.check(records, domain, caller=caller)
     if is_dask(records):
         check_schema({c: pandas_kind(t) for c, t in records.dtypes.items()}, domain, caller=caller)
         return "dask", records
