@@ -95,6 +95,16 @@ def _literal(value, typ) -> str:
     return f"CAST({_text(text)} AS {typ})"
 
 
+def _search(x: str, bounds: list[str], lo: int, hi: int, leaf) -> str:
+    """A CASE that finds the j ∈ [lo, hi] with bounds[j] ≤ x < bounds[j+1] in ⌈log₂(hi − lo + 1)⌉ comparisons
+    (DuckDB evaluates a CASE branch only on the rows that reach it), then ``leaf(j)``."""
+    if lo == hi:
+        return leaf(lo)
+    mid = (lo + hi + 1) // 2
+    return f"CASE WHEN {x} >= {bounds[mid]} THEN {_search(x, bounds, mid, hi, leaf)} " \
+           f"ELSE {_search(x, bounds, lo, mid - 1, leaf)} END"
+
+
 def _bins(x: str, attribute: Attribute) -> str:
     """e_j ≤ x < e_{j+1} (the last bin closed) on CAST(x AS DOUBLE); DuckDB orders NaN above +inf: test it first.
 
@@ -103,9 +113,21 @@ def _bins(x: str, attribute: Attribute) -> str:
     """
     xf = f"CAST({x} AS DOUBLE)"
     e = [_literal(v, "DOUBLE") for v in attribute.edges]
-    inside = " + ".join(f"CAST({xf} >= {v} AS INTEGER)" for v in e[1:-1]) or "0"
+    inside = _search(xf, e, 0, len(e) - 2, str)
     nan = f"isnan({xf}) OR NOT (isfinite({xf}) OR isinf({xf}))"
     return f"CASE WHEN {xf} IS NULL OR {nan} OR {xf} < {e[0]} OR {xf} > {e[-1]} THEN -1 ELSE {inside} END"
+
+
+def _map(key: str, raw: list, code: list[int], typ, *, ordered: bool) -> str:
+    """code[j] where key = raw[j], else −1: a binary search over the sorted values when they are numbers."""
+    if not raw:
+        return "-1"
+    if not ordered:
+        whens = " ".join(f"WHEN {_literal(v, typ)} THEN {c}" for v, c in zip(raw, code, strict=True))
+        return f"CASE {key} {whens} ELSE -1 END"
+    pairs = sorted(zip(raw, code, strict=True), key=lambda p: p[0])
+    lits = [_literal(v, typ) for v, _ in pairs]
+    return _search(key, lits, 0, len(lits) - 1, lambda j: f"CASE WHEN {key} = {lits[j]} THEN {pairs[j][1]} ELSE -1 END")
 
 
 def codes(rel, domain: Domain, *, caller: str) -> list[str]:
@@ -115,8 +137,8 @@ def codes(rel, domain: Domain, *, caller: str) -> list[str]:
     for a in domain.attributes:
         x, typ, kind = _quote(a.name), types[a.name], duckdb_kind(types[a.name])
         if a.kind == "text":
-            whens = " ".join(f"WHEN {_text(c)} THEN {j}" for j, c in enumerate(a.categories))
-            out.append(f"CASE CAST({x} AS VARCHAR) {whens} ELSE -1 END")
+            out.append(_map(f"CAST({x} AS VARCHAR)", list(a.categories), list(range(a.size)), "VARCHAR",
+                            ordered=False))
             continue
         if a.kind == "bins" and kind != "text":
             out.append(_bins(x, a))
@@ -128,8 +150,7 @@ def codes(rel, domain: Domain, *, caller: str) -> list[str]:
             ok = f"CAST({x} AS DOUBLE) IN ({', '.join(_literal(v, 'DOUBLE') for v in eg.candidates(a))})"
         found = _run(rel, f"SELECT DISTINCT CAST({key} AS {typ}) AS v FROM {_VIEW} WHERE {ok}", caller, arrow=True)
         raw, code = eg.lookup(found.column("v"), a)
-        whens = " ".join(f"WHEN {_literal(v, typ)} THEN {j}" for v, j in zip(raw, code, strict=True))
-        out.append(f"CASE CAST({key} AS {typ}) {whens} ELSE -1 END" if whens else "-1")
+        out.append(_map(f"CAST({key} AS {typ})", raw, code, typ, ordered=kind != "text"))
     return out
 
 

@@ -76,15 +76,31 @@ def _bins(x, attribute: Attribute):
 
 
 def _key(lf, attribute: Attribute, kind: str):
-    """(the raw-value expression a map is keyed on, the candidate filter or None)."""
+    """(the raw-value expression a map is keyed on, the candidate filter)."""
     pl = _polars()
     col = pl.col(attribute.name)
     if kind == "text":
         return col.cast(pl.String), col.is_not_null()
-    dtype = lf.collect_schema()[attribute.name]
-    if dtype.is_float():
-        col = (col + 0.0).cast(dtype)  # -0.0 → 0.0: one key for two values every mmopt rule codes alike
     return col, col.cast(pl.Float64).is_in(eg.candidates(attribute))
+
+
+#: Up to this many values a map is a chain of ``when(x == v)``: streamed at the speed of a comparison (10⁷
+#: strings: 0.7 s, 130 MB), where ``replace_strict`` took 8.6 s and 770 MB in Polars 2.1.
+_CHAIN = 256
+
+
+def _map(key, raw: list, code: list[int], dtype):
+    """The Int32 code of the raw value ``key``: code[j] where key = raw[j] (Polars' ==: -0.0 = 0.0), else −1."""
+    pl = _polars()
+    if not raw:
+        return pl.lit(-1, dtype=pl.Int32)
+    if len(raw) > _CHAIN:
+        return key.replace_strict(pl.Series(raw, dtype=dtype), pl.Series(code, dtype=pl.Int32), default=-1,
+                                  return_dtype=pl.Int32)
+    chain = pl
+    for v, c in zip(raw, code, strict=True):
+        chain = chain.when(key == pl.lit(v, dtype=dtype)).then(pl.lit(c, dtype=pl.Int32))
+    return chain.otherwise(pl.lit(-1, dtype=pl.Int32))
 
 
 def codes(lf, domain: Domain, *, caller: str) -> list:
@@ -94,10 +110,16 @@ def codes(lf, domain: Domain, *, caller: str) -> list:
     exprs: list = [None] * len(domain.attributes)
     keyed = {}
     for i, a in enumerate(domain.attributes):
-        kind = polars_kind(schema[a.name])
+        dtype = schema[a.name]
+        kind = polars_kind(dtype)
         if a.kind == "text":
-            exprs[i] = pl.col(a.name).cast(pl.String).replace_strict(
-                list(a.categories), list(range(a.size)), default=-1, return_dtype=pl.Int32)
+            # a Categorical or String column is compared as it is; an Enum only with its own categories (Polars
+            # refuses to compare it with any other string, and no such value can be in the column)
+            cats = [(c, j) for j, c in enumerate(a.categories)
+                    if not isinstance(dtype, pl.Enum) or c in dtype.categories.to_list()]
+            key = pl.col(a.name) if isinstance(dtype, pl.String | pl.Categorical | pl.Enum) \
+                else pl.col(a.name).cast(pl.String)
+            exprs[i] = _map(key, [c for c, _ in cats], [j for _, j in cats], None)
         elif a.kind == "bins" and kind != "text":
             exprs[i] = _bins(pl.col(a.name), a)
         else:
@@ -106,11 +128,7 @@ def codes(lf, domain: Domain, *, caller: str) -> list:
     found = _collect(queries, caller)
     for (i, (key, _)), frame in zip(keyed.items(), found, strict=True):
         raw, code = eg.lookup(frame["v"].to_arrow(), domain.attributes[i])
-        if not raw:
-            exprs[i] = pl.lit(-1, dtype=pl.Int32)
-            continue
-        old = pl.Series(raw, dtype=frame["v"].dtype)
-        exprs[i] = key.replace_strict(old, pl.Series(code, dtype=pl.Int32), default=-1, return_dtype=pl.Int32)
+        exprs[i] = _map(key, raw, code, frame["v"].dtype)
     return exprs
 
 
