@@ -288,3 +288,29 @@ def test_release_from_a_lazyframe_equals_the_pandas_release():
             for A in want.marginals:
                 np.testing.assert_array_equal(got.marginals[A], want.marginals[A])
             assert got.expected_total == want.expected_total
+
+
+def test_long_category_lists_enums_and_empty_tables(tmp_path):
+    """Past 256 values Polars maps through replace_strict, not a when-chain; an Enum column is compared only with
+    its own categories; a table without rows gives zeros."""
+    rng = np.random.default_rng(4)
+    n = 3000
+    domain = Domain((Attribute("zip", categories=tuple(f"z{j:03d}" for j in range(300))),
+                     Attribute("code", categories=tuple(range(0, 900, 3))),
+                     Attribute("sex", categories=("F", "M", "U"))))
+    df = pd.DataFrame({"zip": rng.choice([f"z{j:03d}" for j in range(320)] + [None], n),
+                       "code": rng.integers(-5, 905, n),
+                       "sex": pd.Categorical(rng.choice(["F", "M", "X"], n), categories=["F", "M", "X"])})
+    sets = [(0, 1), (1, 2), (0,)]
+    got = _all_engines(df, domain, sets, tmp_path)
+    assert got["pandas"][(1, 2)].sum() > 0
+    for name in ENGINES:
+        _same(got[name], got["pandas"], name)
+    enum = pl.from_pandas(df).with_columns(pl.col("sex").cast(pl.Enum(["F", "M", "X"])))  # no "U" in the Enum
+    _same(marginal_counts(enum.lazy(), domain, sets), got["pandas"], "enum")
+    empty = marginal_counts(enum.lazy().head(0), domain, sets)
+    con = duckdb.connect()
+    con.register("t", enum.to_arrow())
+    none = marginal_counts(con.sql("select * from t where false"), domain, sets)
+    for counts in (empty, none):
+        assert all(c.sum() == 0 and c.shape == got["pandas"][A].shape for A, c in counts.items())
