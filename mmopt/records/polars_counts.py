@@ -81,6 +81,9 @@ def _key(lf, attribute: Attribute, kind: str):
     col = pl.col(attribute.name)
     if kind == "text":
         return col.cast(pl.String), col.is_not_null()
+    dtype = lf.collect_schema()[attribute.name]
+    if dtype.is_float():  # −0.0 + 0.0 = 0.0: one key, one map entry, for the two zeros every mmopt rule codes alike
+        col = (col + 0.0).cast(dtype)
     return col, col.cast(pl.Float64).is_in(eg.candidates(attribute))
 
 
@@ -154,7 +157,8 @@ def counts(lf, domain: Domain, top, *, caller: str) -> dict:
     for U, _ in plan:  # one int64 key per group: hashing one column beats hashing |U|
         key = sum((pl.col(names[i]).cast(pl.Int64) * st for i, st in zip(U, eg.strides(U, shape), strict=True)),
                   pl.lit(0, dtype=pl.Int64))
-        queries.append(coded.group_by(key.alias("k")).agg(pl.len().alias("n")))
+        queries.append(coded.group_by(key.alias("k")).agg(pl.len().alias("n")) if U else  # Polars 1.30 grouped
+                       coded.select(pl.lit(0, dtype=pl.Int64).alias("k"), pl.len().alias("n")))  # by lit(0) wrong
     flat = {A: np.zeros(cl.cells(shape, A), dtype=np.int64) for A in top}
     for (U, members), frame in zip(plan, _collect(queries, caller), strict=True):
         eg.add_groups(flat, U, members, frame["k"].to_numpy(), frame["n"].to_numpy(), shape)
