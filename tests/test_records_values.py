@@ -68,3 +68,12 @@ def test_one_bad_record_never_refuses_and_the_empty_table_is_released():
         one = release_marginals(df.iloc[:1], D, 1, mmopt.Privacy(1.0), seed=0)
     assert set(r.marginals) == set(empty.marginals) == set(one.marginals) == {(0,), (1,), (2,)}
     assert empty.expected_total == one.expected_total == r.expected_total  # the error never depends on the data
+
+
+@pytest.mark.parametrize("dtype, cats", [(np.float32, (2**24 - 1, 2**24)), (np.float64, (2**60 - 1, 2**60))])
+def test_float_outside_small_integer_categories_is_dropped(dtype, cats):
+    """The lookup-table path once sent NaN and every value outside the categories to the last cell when hi + 1
+    rounded to hi in the column's float type (float32: 2²⁴ + 1 → 2²⁴; float64: 2⁶⁰ + 1 → 2⁶⁰)."""
+    Z = Domain((Attribute("x", categories=cats),))
+    x = np.array([np.nan, 5.0, -np.inf, cats[1]], dtype=dtype)  # cats[1] is exact in both types
+    assert marginal_counts(pd.DataFrame({"x": x}), Z, [(0,)])[(0,)].tolist() == [0, 1]

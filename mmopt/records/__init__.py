@@ -1,8 +1,9 @@
 """Records in, private answers out: marginals released from a table of records, never from a data vector.
 
 Notation: see README. A public :class:`Domain` (attribute names, sizes, and the value → cell rule, with
-out-of-domain records dropped) and a table of records — a pandas DataFrame, a Parquet or CSV file, or a Dask
-DataFrame — give exact marginal counts by a map-reduce over batches (:func:`marginal_counts`);
+out-of-domain records dropped) and a table of records — a pandas DataFrame, a Parquet or CSV file, a Dask
+DataFrame, a Polars LazyFrame or a DuckDB relation — give exact marginal counts by a map-reduce over batches, or
+inside Polars or DuckDB (:func:`marginal_counts`; the same integers from every source);
 :func:`release_marginals` measures the residual strategy of :mod:`mmopt.structured.residual` from them with
 OpenDP noise and returns the least-squares marginals with their exact variance (:class:`RecordsRelease`).
 Nothing of the size of the domain (N = ∏ nᵢ cells) is ever formed.

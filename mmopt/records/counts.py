@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt.records import duckdb_counts as dc
+from mmopt.records import engines as eg
+from mmopt.records import polars_counts as pc
 from mmopt.records import read as rd
 from mmopt.records.domain import Domain
 from mmopt.structured.residual import closure as cl
@@ -133,23 +137,60 @@ def _dask_counts(ddf, domain: Domain, sets, batch_size: int) -> dict:
     return out
 
 
-def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH_ROWS) -> dict:
+ENGINES = ("auto", "pyarrow", "polars", "duckdb")
+
+
+def _source(records, domain: Domain, *, caller: str, engine: str):
+    """("pandas" | "arrow" | "dask" | "polars" | "duckdb", handle) after every schema check.
+
+    ``engine`` chooses who reads a path ("auto" = "pyarrow"); any other source is read by its own engine.
+    """
+    rd.check_domain(domain, caller=caller)
+    if engine not in ENGINES:
+        raise ValueError(f"The 'engine' parameter of {caller} must be one of {list(ENGINES)}. Got {engine!r:.60} "
+                         "instead.")
+    path = isinstance(records, str | os.PathLike)
+    if not path and engine != "auto":
+        raise ValueError(f"The 'engine' parameter of {caller} chooses who reads a file; a "
+                         f"{type(records).__name__} is read by its own engine. Leave engine='auto'. Got {engine!r}.")
+    if eg.is_polars(records):
+        return "polars", pc.check(records, domain, caller=caller)
+    if eg.is_duckdb(records):
+        return "duckdb", dc.check(records, domain, caller=caller)
+    kind, handle = rd.check_source(records, domain, caller=caller)
+    if engine == "duckdb":
+        con, rel = dc.open_path(handle, records, caller=caller)
+        return "duckdb", (con, dc.check(rel, domain, caller=caller))
+    if engine == "polars":
+        return "polars", pc.check(pc.open_path(handle, records, caller=caller), domain, caller=caller)
+    return kind, handle
+
+
+def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH_ROWS, engine: str = "auto") -> dict:
     """Exact counts of the records in the marginal on every attribute set of ``sets``.
 
     Parameters
     ----------
-    records : pandas.DataFrame, str or path, or dask.dataframe.DataFrame
+    records : pandas.DataFrame, str or path, dask DataFrame, polars LazyFrame or DataFrame, or DuckDB relation
         One row per record; a path is a .parquet or .csv file or a folder of Parquet files (read with
         pyarrow, only the domain's columns, ``batch_size`` rows at a time). A Dask DataFrame is counted per
         partition on the current Dask scheduler (a ``distributed.Client`` if one is active) and the integer
-        counts are summed, so the result equals the pandas one exactly.
+        counts are summed, so the result equals the pandas one exactly. A Polars LazyFrame is counted by
+        Polars' streaming engine (:mod:`mmopt.records.polars_counts`) and a DuckDB relation
+        (``con.table("people")``, ``duckdb.read_parquet(path)``) by one query inside DuckDB
+        (:mod:`mmopt.records.duckdb_counts`), never collecting the rows; the counts are the same integers.
+        A text column under a numeric attribute is parsed, as in a CSV file (a pandas text column is not).
     domain : Domain
         The public schema. Every domain column is read: a record with a missing or out-of-domain value in
         any of them is dropped (:mod:`mmopt.records.domain`).
     sets : list of tuple
         Attribute sets, by index or name; ``()`` is the total of kept records.
     batch_size : int
-        Rows per batch (memory is O(batch_size · d) plus the counts).
+        Rows per batch (memory is O(batch_size · d) plus the counts); Polars and DuckDB choose their own.
+    engine : {"auto", "pyarrow", "duckdb", "polars"}
+        Who reads a path: "auto" is pyarrow, in batches; "duckdb" or "polars" counts the same files inside that
+        engine (``pip install 'mmopt[duckdb]'`` or ``'mmopt[polars]'``). Other sources are read by their own
+        engine (leave "auto").
 
     Returns
     -------
@@ -173,7 +214,7 @@ def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH
     ([[0, 2, 0], [1, 0, 1]], [1, 2, 1], 4)
     """
     caller = "marginal_counts"
-    kind, handle = rd.check_source(records, domain, caller=caller)
+    kind, handle = _source(records, domain, caller=caller, engine=engine)
     sets = check_sets(sets, domain, caller=caller)
     batch_size = v.check_int(batch_size, name="batch_size", caller=caller)
     shape = domain.shape
@@ -184,6 +225,8 @@ def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH
         flat = _partition_counts(handle, domain, top, batch_size)
     elif kind == "dask":
         flat = _dask_counts(handle, domain, top, batch_size)
+    elif kind in ("polars", "duckdb"):
+        flat = (pc if kind == "polars" else dc).counts(handle, domain, top, caller=caller)
     else:
         flat = {A: np.zeros(cl.cells(shape, A), dtype=np.int64) for A in top}
         for cols in rd.arrow_batches(handle, domain, batch_size, caller=caller):

@@ -1,7 +1,9 @@
 """Reading records: schema checks, batches of columns, and the cell code of every value.
 
 Notation: see README and :mod:`mmopt.records.domain`. A source of records is a pandas DataFrame, the path of a
-Parquet file, a folder of Parquet files (a partitioned data set) or a CSV file, or a Dask DataFrame. Only the
+Parquet file, a folder of Parquet files (a partitioned data set) or a CSV file, a Dask DataFrame, a Polars
+LazyFrame or DataFrame, or a DuckDB relation (the last two counted inside their engine:
+:mod:`mmopt.records.polars_counts`, :mod:`mmopt.records.duckdb_counts`). Only the
 domain's columns are read, in batches of ``batch_size`` rows, so memory is bounded by a batch (a partition for
 Dask), never by the number of records. Every check that can fail (missing column, a dtype that cannot hold the
 attribute's values, an unreadable file) runs before any count is returned, hence before any noise is drawn.
@@ -84,11 +86,19 @@ def check_schema(kinds: dict, domain: Domain, *, caller: str) -> None:
 
 
 # -- sources as batches of columns ---------------------------------------------------------------------------
-def check_source(records, domain: Domain, *, caller: str):
-    """Validate ``records`` against the domain; returns ("pandas" | "arrow" | "dask", handle)."""
+def check_domain(domain, *, caller: str) -> None:
+    """TypeError unless ``domain`` is a :class:`~mmopt.records.domain.Domain`."""
     if not isinstance(domain, Domain):
         raise TypeError(f"The 'domain' parameter of {caller} must be a Domain (mmopt.records.Domain). "
                         f"Got {type(domain).__name__} instead.")
+
+
+def check_source(records, domain: Domain, *, caller: str):
+    """Validate ``records`` against the domain; returns ("pandas" | "arrow" | "dask", handle).
+
+    Polars and DuckDB sources are checked by :mod:`mmopt.records.polars_counts` and ``duckdb_counts``.
+    """
+    check_domain(domain, caller=caller)
     if isinstance(records, str | os.PathLike):
         dataset = open_dataset(records, domain, caller=caller)
         check_schema({f.name: arrow_kind(f.type) for f in dataset.schema}, domain, caller=caller)
@@ -108,7 +118,8 @@ def check_source(records, domain: Domain, *, caller: str):
         check_schema({c: pandas_kind(t) for c, t in records.dtypes.items()}, domain, caller=caller)
         return "pandas", records
     raise TypeError(f"The 'records' parameter of {caller} must be a pandas DataFrame, a path to a .parquet or .csv "
-                    f"file (or a folder of Parquet files), or a dask DataFrame. Got {type(records).__name__} instead.")
+                    f"file (or a folder of Parquet files), a dask DataFrame, a polars LazyFrame or DataFrame, or a "
+                    f"DuckDB relation. Got {type(records).__name__} instead.")
 
 
 def open_dataset(path, domain: Domain, *, caller: str):
@@ -141,6 +152,12 @@ def open_dataset(path, domain: Domain, *, caller: str):
         return ds.dataset(p, format=fmt)
     except (pa.ArrowException, OSError) as exc:
         raise ValueError(f"{caller}: cannot read the records at {p!r}: {exc}") from None
+
+
+def csv_nulls() -> list[str]:
+    """The CSV cells read as missing (pyarrow's default null strings, quoted or not): every engine uses them."""
+    import pyarrow.csv as pcsv
+    return list(pcsv.ConvertOptions().null_values)
 
 
 def pandas_batches(df, domain: Domain, batch_size: int) -> Iterator[list]:

@@ -48,8 +48,9 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
 
     Parameters
     ----------
-    records : pandas.DataFrame, path, or dask.dataframe.DataFrame
-        As :func:`mmopt.records.marginal_counts` (records outside the domain are dropped, a public rule).
+    records : pandas.DataFrame, path, dask DataFrame, polars LazyFrame or DataFrame, or DuckDB relation
+        As :func:`mmopt.records.marginal_counts` (records outside the domain are dropped, a public rule); Polars
+        and DuckDB count inside their engine, with the same integers.
     domain : Domain
     workload : int, str, list of tuple, or MarginalWorkload
         k for all k-way marginals, "k<=K" for every marginal on 1 to K attributes (the 1- and 2-way marginals:

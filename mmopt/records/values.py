@@ -193,7 +193,10 @@ def _number_codes(x: np.ndarray, attribute: Attribute) -> np.ndarray:
         else:  # a float is a category only when it is an integer in range (NaN is not)
             with np.errstate(invalid="ignore"):
                 ok = (x >= lo) & (x <= hi) & (np.floor(x) == x)
-            k = np.where(ok, x, hi + 1).astype(np.int64) - lo
+            # only the in-range values are converted: hi + 1 as a float rounds (to hi for float32 and
+            # hi = 2²⁴ − 1), which put NaN and every value outside the categories in the last cell
+            k = np.full(x.shape[0], hi - lo + 1, dtype=np.int64)
+            k[ok] = x[ok].astype(np.int64) - lo
         k[(k < 0) | (k > hi - lo)] = hi - lo + 1
         return lut[k]
     if x.dtype.kind in "iub":
@@ -202,7 +205,8 @@ def _number_codes(x: np.ndarray, attribute: Attribute) -> np.ndarray:
             x = x.astype(np.float64)
     else:
         # float32 values match the float32 rounding of each category (the value as stored); others in float64
-        ref = np.array(cats, dtype=np.float64).astype(x.dtype)
+        with np.errstate(over="ignore"):  # a category past float32's range becomes inf, equal to no finite value
+            ref = np.array(cats, dtype=np.float64).astype(x.dtype)
     order = np.argsort(ref, kind="stable")
     srt = ref[order]
     j = np.minimum(np.searchsorted(srt, x), len(srt) - 1)

@@ -1,0 +1,193 @@
+"""Marginal counts of a DuckDB relation (``con.table(name)``, ``duckdb.read_parquet(path)``, ``con.sql(...)``),
+computed by one GROUP BY GROUPING SETS query inside DuckDB.
+
+Notation: see README and :mod:`mmopt.records.engines`. Every attribute's cell code is a SQL ``CASE`` — bins by
+comparisons of CAST(x AS DOUBLE) with the edges, string categories by equality, numeric categories (and text
+under a numeric attribute) by equality with the column's few candidate raw values, coded by mmopt — records with
+any code −1 are filtered out, and the groups of maximal sets are the grouping sets of one aggregate query, so
+DuckDB reads the records once. Literals are typed casts of exact text (``CAST('0.1' AS DOUBLE)`` is the
+float64 nearest 0.1, as Python's ``repr`` round-trips), so the integers equal those of the pandas, Parquet and
+Dask paths exactly (tests/test_records_engines.py).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from mmopt.records import engines as eg
+from mmopt.records import read as rd
+from mmopt.records.domain import Attribute, Domain
+from mmopt.structured.residual import closure as cl
+
+_TEXT = {"varchar", "enum", "char", "string", "text", "null", "sqlnull"}
+_NUMBER = {"tinyint", "smallint", "integer", "bigint", "hugeint", "utinyint", "usmallint", "uinteger", "ubigint",
+           "uhugeint", "float", "double", "decimal"}
+_VIEW = "mmopt_records"
+
+def _duckdb():
+    try:
+        import duckdb
+    except ImportError:
+        raise ImportError("Counting records with DuckDB needs duckdb. Install it with: pip install duckdb "
+                          "(from a checkout: pip install -e '.[duckdb]')") from None
+    return duckdb
+
+
+def duckdb_kind(typ) -> str:
+    """"text", "number", "bool" or the type's name, for a DuckDB column type."""
+    name = str(getattr(typ, "id", typ)).lower()
+    if name in _TEXT:
+        return "text"
+    if name == "boolean":
+        return "bool"
+    return "number" if name in _NUMBER else str(typ)
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _text(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def check(records, domain: Domain, *, caller: str):
+    """The relation, after the schema checks (missing or duplicate column, a type that cannot hold values)."""
+    cols = list(records.columns)
+    dup = sorted({c for c in cols if cols.count(c) > 1 and c in domain.names})
+    if dup:
+        raise ValueError(f"The 'records' parameter of {caller} has more than one column named {dup[0]!r}. "
+                         "Rename or drop the duplicates.")
+    rd.check_schema({c: duckdb_kind(t) for c, t in zip(cols, records.types, strict=True)}, domain, caller=caller)
+    return records
+
+
+def open_path(dataset, path, *, caller: str):
+    """(connection, relation) over the files pyarrow found at ``path`` (the same files; for CSV the same text).
+
+    The caller keeps the connection: DuckDB 1.x closes it, under the relation, when it is garbage-collected.
+    """
+    duckdb = _duckdb()
+    con = duckdb.connect()
+    p = os.fspath(path).lower()
+    try:
+        if p.endswith(rd._CSV):
+            return con, con.read_csv(os.fspath(path), header=True, all_varchar=True, na_values=rd.csv_nulls(),
+                                     sep="\t" if p.endswith(".tsv") else ",", quotechar='"', escapechar='"')
+        return con, con.read_parquet(list(dataset.files))
+    except duckdb.Error as exc:
+        raise ValueError(f"{caller}: cannot read the records at {os.fspath(path)!r}: {exc}") from None
+
+
+def _literal(value, typ) -> str:
+    """``value`` (a Python value read back from a column of type ``typ``) as an exact SQL literal of that type."""
+    if isinstance(value, str):
+        return f"CAST({_text(value)} AS VARCHAR)"
+    if isinstance(value, float):
+        text = repr(value) if math.isfinite(value) else ("inf" if value > 0 else "-inf")
+    elif isinstance(value, bool):
+        text = "true" if value else "false"
+    else:  # int, Decimal
+        text = str(value)
+    return f"CAST({_text(text)} AS {typ})"
+
+
+def _search(x: str, bounds: list[str], lo: int, hi: int, leaf) -> str:
+    """A CASE that finds the j ∈ [lo, hi] with bounds[j] ≤ x < bounds[j+1] in ⌈log₂(hi − lo + 1)⌉ comparisons
+    (DuckDB evaluates a CASE branch only on the rows that reach it), then ``leaf(j)``."""
+    if lo == hi:
+        return leaf(lo)
+    mid = (lo + hi + 1) // 2
+    return f"CASE WHEN {x} >= {bounds[mid]} THEN {_search(x, bounds, mid, hi, leaf)} " \
+           f"ELSE {_search(x, bounds, lo, mid - 1, leaf)} END"
+
+
+def _bins(x: str, attribute: Attribute) -> str:
+    """e_j ≤ x < e_{j+1} (the last bin closed) on CAST(x AS DOUBLE); DuckDB orders NaN above +inf: test it first.
+
+    NaN is tested twice: DuckDB 2.0 folds isnan(x) to false, and x > e_k too, when a Parquet file's min/max
+    statistics (which leave NaN out, as the format says) exclude them; isfinite(x) it evaluates.
+    """
+    xf = f"CAST({x} AS DOUBLE)"
+    e = [_literal(v, "DOUBLE") for v in attribute.edges]
+    inside = _search(xf, e, 0, len(e) - 2, str)
+    nan = f"isnan({xf}) OR NOT (isfinite({xf}) OR isinf({xf}))"
+    return f"CASE WHEN {xf} IS NULL OR {nan} OR {xf} < {e[0]} OR {xf} > {e[-1]} THEN -1 ELSE {inside} END"
+
+
+def _map(key: str, raw: list, code: list[int], typ, *, ordered: bool) -> str:
+    """code[j] where key = raw[j], else −1: a binary search over the sorted values when they are numbers."""
+    if not raw:
+        return "-1"
+    if not ordered:
+        whens = " ".join(f"WHEN {_literal(v, typ)} THEN {c}" for v, c in zip(raw, code, strict=True))
+        return f"CASE {key} {whens} ELSE -1 END"
+    pairs = sorted(zip(raw, code, strict=True), key=lambda p: p[0])
+    lits = [_literal(v, typ) for v, _ in pairs]
+    return _search(key, lits, 0, len(lits) - 1, lambda j: f"CASE WHEN {key} = {lits[j]} THEN {pairs[j][1]} ELSE -1 END")
+
+
+def codes(rel, domain: Domain, *, caller: str) -> list[str]:
+    """One INTEGER code expression (SQL) per attribute; the candidate values are read first."""
+    out = []
+    types = dict(zip(rel.columns, rel.types, strict=True))
+    for a in domain.attributes:
+        x, typ, kind = _quote(a.name), types[a.name], duckdb_kind(types[a.name])
+        if a.kind == "text":
+            out.append(_map(f"CAST({x} AS VARCHAR)", list(a.categories), list(range(a.size)), "VARCHAR",
+                            ordered=False))
+            continue
+        if a.kind == "bins" and kind != "text":
+            out.append(_bins(x, a))
+            continue
+        if kind == "text":
+            key, typ, ok = f"CAST({x} AS VARCHAR)", "VARCHAR", f"{x} IS NOT NULL"
+        else:
+            key = x  # DuckDB's DISTINCT and = both take -0.0 for 0.0, as every mmopt rule does
+            ok = f"CAST({x} AS DOUBLE) IN ({', '.join(_literal(v, 'DOUBLE') for v in eg.candidates(a))})"
+        found = _run(rel, f"SELECT DISTINCT CAST({key} AS {typ}) AS v FROM {_VIEW} WHERE {ok}", caller, arrow=True)
+        raw, code = eg.lookup(found.column("v"), a)
+        out.append(_map(f"CAST({key} AS {typ})", raw, code, typ, ordered=kind != "text"))
+    return out
+
+
+def _run(rel, sql: str, caller: str, *, arrow: bool = False):
+    """The result of ``sql`` on the relation (named mmopt_records): an Arrow table, or a dict of numpy arrays."""
+    duckdb = _duckdb()
+    try:
+        got = rel.query(_VIEW, sql)
+        if not arrow:
+            return got.fetchnumpy()
+        return got.to_arrow_table() if hasattr(got, "to_arrow_table") else got.fetch_arrow_table()
+    except duckdb.Error as exc:
+        raise ValueError(f"{caller}: reading the records failed (before any noise was drawn): {exc}") from None
+
+
+def counts(rel, domain: Domain, top, *, caller: str) -> dict:
+    """{A: flat int64 counts} for the maximal sets ``top``, by one GROUP BY GROUPING SETS query.
+
+    ``rel`` is a relation, or the (connection, relation) of :func:`open_path`.
+    """
+    con, rel = rel if isinstance(rel, tuple) else (None, rel)  # noqa: F841 - con keeps rel's connection open
+    shape = domain.shape
+    names = [f"c{i}" for i in range(len(shape))]
+    coded = ", ".join(f"CAST({e} AS INTEGER) AS {n}" for e, n in zip(codes(rel, domain, caller=caller), names,
+                                                                    strict=True))
+    plan = eg.groups(top, shape)
+    keys = [" + ".join(f"CAST({names[i]} AS BIGINT) * {st}" for i, st in zip(U, eg.strides(U, shape), strict=True))
+            or "CAST(0 AS BIGINT)" for U, _ in plan]  # one BIGINT key per group: hashing one column beats |U|
+    ks = [f"k{g}" for g in range(len(plan))]
+    sql = (f"SELECT {', '.join(ks)}, GROUPING({', '.join(ks)}) AS g, count(*) AS n FROM "
+           f"(SELECT {', '.join(f'{e} AS {k}' for e, k in zip(keys, ks, strict=True))} FROM "
+           f"(SELECT {coded} FROM {_VIEW}) WHERE {' AND '.join(f'{n} >= 0' for n in names)}) "
+           f"GROUP BY GROUPING SETS ({', '.join(f'({k})' for k in ks)})")
+    got = _run(rel, sql, caller)
+    g = np.asarray(got["g"])
+    flat = {A: np.zeros(cl.cells(shape, A), dtype=np.int64) for A in top}
+    for j, (U, members) in enumerate(plan):
+        rows = g == (1 << len(plan)) - 1 - (1 << (len(plan) - 1 - j))  # GROUPING: a set bit is not grouped
+        eg.add_groups(flat, U, members, np.asarray(got[ks[j]])[rows], np.asarray(got["n"])[rows], shape)
+    return flat

@@ -1,0 +1,121 @@
+"""What the Polars and DuckDB engines share: which sets to group together, which raw values can be a category,
+and how grouped code tuples become marginal counts.
+
+Notation: see README and :mod:`mmopt.records.counts`. An engine computes each attribute's cell code c_{r,i}
+inside the engine (never collecting the rows), drops every record with a code −1 in *any* domain attribute (the
+domain's drop rule), and groups the kept records by the codes of a set U of attributes; the marginal on A ⊆ U is
+then m_A[ι] = Σ_{groups g with index ι on A} n_g, the same integers as one bincount over the records.
+
+**The codes are mmopt's own.** A bin edge test is an IEEE comparison of float64(x) (the cast mmopt's
+:func:`numpy.searchsorted` makes), so an engine computes it exactly. A numeric category is not one comparison
+(integers compare exactly, float32 by the float32 rounding of the category, …: :mod:`mmopt.records.values`), so
+the engine first lists the distinct raw values that *could* be a category — float64(x) ∈ {float64(c),
+float64(float32(c))}, a superset of every value mmopt keeps, of at most a few values per category — and mmopt
+codes those with :func:`mmopt.records.values.codes`, as on an Arrow column of a Parquet file; the engine then
+maps raw values to codes by equality. A text column under a numeric attribute is coded per distinct value the
+same way (parsed as the Parquet/CSV path parses text).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mmopt.records import values as _values
+from mmopt.records.domain import Attribute
+from mmopt.structured.residual import closure as cl
+
+#: The union U of a group of sets is grouped in one query when it has at most this many cells: the result has
+#: at most min(∏_{i∈U} nᵢ, records) rows, 16 bytes each in the engine's hash table.
+GROUP_CELLS = 1 << 22
+
+
+def is_polars(records) -> bool:
+    """A polars LazyFrame or DataFrame (checked without importing Polars)."""
+    return type(records).__module__.startswith("polars") and type(records).__name__ in ("LazyFrame", "DataFrame")
+
+
+def is_duckdb(records) -> bool:
+    """A DuckDB relation, e.g. ``con.table("people")`` (checked without importing DuckDB)."""
+    return (type(records).__module__.split(".")[0] in ("duckdb", "_duckdb")
+            and type(records).__name__ == "DuckDBPyRelation")
+
+
+def groups(top, shape: tuple[int, ...], limit: int = GROUP_CELLS) -> list[tuple[tuple[int, ...], list]]:
+    """[(U, sets)]: the maximal sets ``top`` packed greedily into unions U of at most ``limit`` cells.
+
+    One query per U (a set larger than ``limit`` alone in its own) instead of one per set: the 28 pairs of 8
+    attributes of sizes ≤ 12 are one group-by over all 8 codes.
+    """
+    out: list[tuple[set, list]] = []
+    for A in sorted(top, key=lambda S: -cl.cells(shape, S)):
+        for U, members in out:
+            if cl.cells(shape, tuple(U | set(A))) <= limit:
+                U.update(A)
+                members.append(A)
+                break
+        else:
+            out.append((set(A), [A]))
+    return [(tuple(sorted(U)), members) for U, members in out]
+
+
+def candidates(attribute: Attribute) -> list[float]:
+    """The float64 values that a raw value of a numeric-category attribute can have when mmopt keeps it.
+
+    mmopt keeps x for category c when x = c exactly (integers), float64(x) = float64(c) (floats), or
+    float32(x) = float32(c) (float32 columns): in every case float64(x) is float64(c) or float64(float32(c)).
+    """
+    out = set()
+    for c in attribute.categories:
+        out.add(float(c) + 0.0)
+        with np.errstate(over="ignore"):  # past float32's range: ±inf, which the float32 rule matches
+            out.add(float(np.float32(c)) + 0.0)
+    return sorted(out)
+
+
+def lookup(distinct, attribute: Attribute) -> tuple[list, list[int]]:
+    """(raw values, their codes ≥ 0) of ``distinct`` (an Arrow array of a column's distinct raw values).
+
+    The codes are :func:`mmopt.records.values.codes` of the Arrow array, as for a Parquet or CSV column.
+    """
+    import pyarrow as pa
+    if pa.types.is_string_view(distinct.type):
+        distinct = distinct.cast(pa.large_string())
+    if isinstance(distinct, pa.ChunkedArray):
+        distinct = distinct.combine_chunks()
+    if len(distinct) == 0:
+        return [], []
+    codes = _values.codes(distinct, attribute)
+    keep = np.flatnonzero(codes >= 0)
+    return distinct.take(pa.array(keep)).to_pylist(), codes[keep].tolist()
+
+
+def strides(U: tuple[int, ...], shape) -> list[int]:
+    """C-order strides of the union U: the engine groups by one int64 key κ = Σ_{i∈U} c_i·stride_i."""
+    out, step = [], 1
+    for i in reversed(U):
+        out.append(step)
+        step *= shape[i]
+    return out[::-1]
+
+
+def add_groups(flat: dict, U: tuple[int, ...], members, keys, n, shape) -> None:
+    """flat[A] += the counts n of the groups with keys κ (:func:`strides` of U), for every A of ``members``.
+
+    The codes are c_i = ⌊κ / stride_i⌋ mod n_i. Sums run through bincount's float64 weights, exact while the
+    total is below 2⁵³ records; past that np.add.at adds in int64.
+    """
+    n = np.asarray(n, dtype=np.int64)
+    keys = np.asarray(keys, dtype=np.int64)
+    code = {i: (keys // st) % shape[i] for i, st in zip(U, strides(U, shape), strict=True)}
+    exact = int(n.sum()) < 2**53
+    for A in members:
+        if not A:
+            flat[A] += n.sum(dtype=np.int64)
+            continue
+        idx = np.zeros(len(n), dtype=np.int64)
+        for i in A:
+            idx = idx * shape[i] + code[i]
+        if exact:
+            flat[A] += np.rint(np.bincount(idx, weights=n, minlength=flat[A].size)).astype(np.int64)
+        else:  # pragma: no cover - 2⁵³ records
+            np.add.at(flat[A], idx, n)
