@@ -38,7 +38,7 @@ import numpy as np
 from mmopt._base import validation as v
 from mmopt.participation.schemas import FixedEpochs, MinSeparation, Single, as_schema
 
-__all__ = ["Sensitivity", "block_bounds", "sensitivity_squared", "gram_sensitivity_squared"]
+__all__ = ["Sensitivity", "best_pattern_sum", "block_bounds", "gram_sensitivity_squared"]
 
 #: patterns enumerated one by one at most before the row bound is used (min separation, X ≥ 0, no structure)
 MAX_ENUMERATED = 200_000
@@ -214,29 +214,3 @@ def gram_sensitivity_squared(gram, participation) -> Sensitivity:
     if isinstance(schema, MinSeparation):
         return _min_separation(X, schema.separation_steps, schema.participations(n))
     raise TypeError(f"{caller}: no sensitivity for the schema {schema!r}")
-
-
-def sensitivity_squared(strategy, participation) -> Sensitivity:
-    """Δ² under ``participation`` of ``strategy``: an array C, a :class:`~mmopt.Strategy`, or a
-    :class:`~mmopt.toeplitz.ToeplitzStrategy` (held in O(n): :mod:`mmopt.participation.toeplitz`).
-
-    Examples
-    --------
-    >>> import mmopt
-    >>> C = np.tril(np.ones((4, 4)))   # the prefix matrix as a strategy
-    >>> sensitivity_squared(C, mmopt.participation.min_separation(2, 2)).squared   # steps 0 and 2
-    10.0
-    """
-    from mmopt.toeplitz.strategies import ToeplitzStrategy  # lazy: the stream layer only for its strategies
-
-    caller = "sensitivity_squared"
-    schema = as_schema(participation, caller)
-    if isinstance(strategy, ToeplitzStrategy):
-        from mmopt.participation.toeplitz import toeplitz_sensitivity_squared
-        return toeplitz_sensitivity_squared(strategy, schema)
-    C = getattr(strategy, "matrix", strategy)
-    C = v.check_matrix(C, name="strategy", caller=caller)
-    if not isinstance(schema, Single):
-        schema.check_n(C.shape[1], caller)
-    v.check_allocation(C.shape[1] ** 2, what=f"the {C.shape[1]:,}×{C.shape[1]:,} Gram CᵀC", caller=caller)
-    return gram_sensitivity_squared(C.T @ C, schema)

@@ -20,7 +20,13 @@ from __future__ import annotations
 import numpy as np
 
 from mmopt.participation.schemas import FixedEpochs, MinSeparation, Schema, Single
-from mmopt.participation.sensitivity import Sensitivity, _result, best_pattern_sum, block_bounds
+from mmopt.participation.sensitivity import (
+    Sensitivity,
+    _result,
+    best_pattern_sum,
+    block_bounds,
+    gram_sensitivity_squared,
+)
 
 __all__ = ["schema_error", "toeplitz_sensitivity_squared"]
 
@@ -87,8 +93,6 @@ def toeplitz_sensitivity_squared(C, schema: Schema) -> Sensitivity:
                 value += _offset_diagonal(c, None, n, d)[min(steps[i], steps[i2])]
         return _result(value, value, "min separation, c ≥ 0 non-increasing: the pattern {0, b, …}",
                        always_exact=True)
-    from mmopt.participation.sensitivity import gram_sensitivity_squared
-    from mmopt.toeplitz.strategies import ToeplitzStrategy  # noqa: F401 (the type documented)
     return gram_sensitivity_squared(_dense_gram(C), schema)
 
 
