@@ -33,7 +33,7 @@ from scipy import optimize as sopt
 
 from mmopt._base import validation as v
 from mmopt.participation.schemas import FixedEpochs
-from mmopt.participation.sensitivity import Sensitivity, gram_sensitivity_squared
+from mmopt.participation.sensitivity import Sensitivity, block_bounds, gram_sensitivity_squared
 
 __all__ = ["MAX_N", "ScheduleOptimum", "causal_factor", "solve_fixed_epochs"]
 
@@ -201,13 +201,15 @@ def solve_fixed_epochs(gram, epochs: int, *, tol: float = 1e-3, max_iterations: 
     state = {"primal": np.inf, "stop": False, "X": None}
 
     def check(xk):
-        # every few steps, the primal X(M) at the best bound so far: its exact or bounded sensitivity × S
+        # after every step, the primal X(M) at the best bound so far: its bounded sensitivity × S (the final
+        # primal is recomputed from its causal factor below)
         it = len(history) + 1
         record = {"iteration": it, "dual": dual.best[0], "seconds": time.perf_counter() - t0}
-        if it % 5 == 0 or it == 1:
+        if dual.best[1] is not None:
             S, _, X = dual.evaluate(dual.best[1], full=True)
-            sens = gram_sensitivity_squared(X, schema)
-            record["primal"] = S * sens.squared
+            # X is in pattern-major order: the patterns are its diagonal k×k blocks
+            blocks = X.reshape(b, k, b, k)[np.arange(b), :, np.arange(b), :]
+            record["primal"] = S * float(block_bounds(blocks)[1].max())  # tr(G X⁻¹) = S at X = X(M)
             if record["primal"] <= (1 + tol) * dual.best[0]:
                 state["stop"] = True
                 raise StopIteration
