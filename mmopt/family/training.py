@@ -99,22 +99,19 @@ def _dense(G, schema, call: Call, t0: float) -> OptimizeResult:
 
 
 def _banded(W, schema, call: Call, bands, t0: float) -> OptimizeResult:
+    from mmopt.participation.bound import diagonal_bound
     from mmopt.participation.toeplitz import schema_error
-    from mmopt.toeplitz import bound
     from mmopt.toeplitz.solve import optimize as toeplitz_optimize
     n = W.n
-    b, k = schema.separation(n), schema.participations(n)
+    b = schema.separation(n)
     bands = b if bands is None else v.check_int(bands, name="bands", caller=CALLER, high=b)
     res = toeplitz_optimize(W, "banded", bands=min(bands, n), max_iterations=call.max_iterations, tol=call.tol)
     error, sens = schema_error(W, res.strategy, schema)
-    # Proven lower bound at any n: M = I/b (each pattern's weight 1/b) in the dual of mmopt.participation.optimum
-    # gives (tr G^{1/2})²/b = k·(the SVD bound) for fixed epochs; under minimum separation the fixed-epoch schema
-    # with the same k and b = n/k is contained in it only when k·b ≤ n, else the single-participation bound.
-    svd = bound.svd_bound(n, W.kind)
-    lower = k * svd if (n % k == 0 and n // k >= b) else svd
+    lower = diagonal_bound(W, schema)  # proven, O(n log n): mmopt.participation.bound
     status, message, lower = reconcile(error, lower, res.status, f"banded Toeplitz, {bands} bands ≤ b = {b}: "
                                        f"sensitivity exact ({sens.method}).")
     extra = {"participation": repr(schema), "sensitivity_squared": sens.squared, "sensitivity_exact": sens.exact,
-             "sensitivity_method": sens.method, "bands": bands, "lower_bound_method": "k·SVD bound"}
+             "sensitivity_method": sens.method, "bands": bands,
+             "lower_bound_method": "diagonal bound under the schema (mmopt.participation.bound)"}
     return OptimizeResult(res.strategy, "l2", error, lower, status, status in SUCCESS, message, "banded",
                           res.solver, res.iterations, time.perf_counter() - t0, history=res.history, extra=extra)
