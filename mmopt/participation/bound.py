@@ -64,4 +64,4 @@ def diagonal_bound(workload, participation) -> float:
     h = gram_sqrt_diagonal(n, W.kind)
     s = pattern_spacing(schema, n)
     H = np.bincount(np.arange(n) % s, weights=h, minlength=s)
-    return float(H @ H) * (1 - 64 * n * np.finfo(float).eps)  # round-off of the FFT and the sums
+    return float(H @ H * (1 - 64 * n * np.finfo(float).eps))  # round-off of the FFT and the sums
