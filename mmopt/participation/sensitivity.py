@@ -25,7 +25,7 @@ Schemas:
   |q_i − q_j| ≤ |p_i − p_j|) raises every entry: the worst pattern is {0, b, …, (k − 1)b}, exact. Otherwise,
   with patterns few enough, every one is enumerated (exact for X ≥ 0); else the upper bound 1ᵀX_π1 ≤ Σ_{i∈π} R_i,
   R_i = max_{π ∋ i} Σ_{j∈π} X_ij (both maxima dynamic programmes, O(n²k)): "row bound", applied to |X| when X
-  has negative entries (triangle inequality).
+  has negative entries (triangle inequality); with few patterns and negative entries, each pattern's bracket.
 """
 
 from __future__ import annotations
@@ -180,9 +180,19 @@ def _min_separation(X: np.ndarray, b: int, k: int) -> Sensitivity:
                        always_exact=True)
     nonnegative = bool(np.all(X >= 0))
     schema = MinSeparation(b, k)
-    if schema.count(n) <= MAX_ENUMERATED and nonnegative:
-        best = max(X[np.ix_(p, p)].sum() for p in schema.patterns(n))
-        return _result(best, best, "min separation: every pattern enumerated, 1ᵀX1", always_exact=True)
+    if schema.count(n) <= MAX_ENUMERATED:
+        if nonnegative:
+            best = max(X[np.ix_(p, p)].sum() for p in schema.patterns(n))
+            return _result(best, best, "min separation: every pattern enumerated, 1ᵀX1", always_exact=True)
+        patterns = schema.patterns(n)
+        lower = upper = 0.0
+        for m in range(1, k + 1):  # the patterns of m steps as one (count, m, m) stack of blocks
+            P = np.array([p for p in patterns if len(p) == m], dtype=int).reshape(-1, m)
+            if len(P):
+                lo, hi = block_bounds(X[P[:, :, None], P[:, None, :]])
+                lower, upper = max(lower, float(lo.max())), max(upper, float(hi.max()))
+        return _result(lower, upper, "min separation: every pattern enumerated, sign vectors ≤ Δ² ≤ "
+                       "min(Σ|X|, Weyl) per pattern")
     upper, attained, pattern = _row_bound(np.abs(X), b, k)
     if not nonnegative:
         attained = float(block_bounds(X[np.ix_(pattern, pattern)][None])[0][0])
