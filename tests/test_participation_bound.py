@@ -7,7 +7,7 @@ import pytest
 import mmopt
 from mmopt import toeplitz
 from mmopt.participation import fixed_epochs, min_separation, sensitivity_squared, single
-from mmopt.participation.bound import diagonal_bound
+from mmopt.participation.bound import diagonal_bound, gram_sqrt_entries
 from mmopt.participation.optimum import solve_fixed_epochs
 
 
@@ -39,3 +39,20 @@ def test_below_every_strategy(schema):
 def test_refuses_other_workloads():
     with pytest.raises(TypeError):
         diagonal_bound(mmopt.workload.identity(8), fixed_epochs(2))
+
+
+def test_gram_sqrt_entries_against_the_dense_root():
+    import scipy.linalg
+    n = 40
+    W = np.tril(np.ones((n, n)))
+    i = np.arange(n)
+    np.testing.assert_allclose(gram_sqrt_entries(n, i[:, None], i[None, :]), scipy.linalg.sqrtm(W.T @ W).real,
+                               atol=1e-11)  # sqrtm's own accuracy on G (condition ~ n²) sets the tolerance
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_correlated_bound_improves_on_the_diagonal_one(k):
+    n = 64
+    h = toeplitz.bound.gram_sqrt_diagonal(n)
+    H = np.bincount(np.arange(n) % (n // k), weights=h)
+    assert diagonal_bound(toeplitz.prefix(n), fixed_epochs(k)) > H @ H
