@@ -19,6 +19,7 @@ jax_privacy's mean loss of the gradient average is z²·C_clip²·error/(n·B²)
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -50,12 +51,16 @@ def jax_half(n: int, k: int, python: str, cache: Path, dense_max: int) -> dict:
     return dict(np.load(path))
 
 
-def rows_for(n: int, k: int, python: str, cache: Path, dense_max: int) -> list[dict]:
+def mmopt_half(n: int, k: int, cache: Path, reuse: bool) -> list[dict]:
+    """mmopt's rows (certified optimum, banded under both schemas), saved beside jax's strategies; ``reuse``
+    reads them back (so the two halves can run apart on a loaded machine)."""
     import mmopt
     from mmopt import toeplitz
-    from mmopt.participation import fixed_epochs, min_separation, sensitivity_squared
-    from mmopt.participation.toeplitz import schema_error
+    from mmopt.participation import fixed_epochs, min_separation
 
+    path = cache / f"mmopt_n{n}_k{k}.json"
+    if reuse and path.exists():
+        return json.loads(path.read_text())
     b = n // k
     fe, ms = fixed_epochs(k), min_separation(b, k)
     W = toeplitz.prefix(n)
@@ -71,6 +76,24 @@ def rows_for(n: int, k: int, python: str, cache: Path, dense_max: int) -> list[d
         r = mmopt.optimize(W, participation=schema, method="banded")
         out.append({"method": f"mmopt banded ({b} bands)", "schema": name, "error": r.objective,
                     "sec": time.process_time() - t, "jax_over_exact": float("nan")})
+    for row in out:
+        row["bound"] = bound
+    path.write_text(json.dumps(out))
+    return out
+
+
+def rows_for(n: int, k: int, python: str, cache: Path, dense_max: int, reuse: bool, run_jax: bool) -> list[dict]:
+    from mmopt import toeplitz
+    from mmopt.participation import fixed_epochs, min_separation, sensitivity_squared
+    from mmopt.participation.toeplitz import schema_error
+
+    b = n // k
+    fe, ms = fixed_epochs(k), min_separation(b, k)
+    W = toeplitz.prefix(n)
+    out = mmopt_half(n, k, cache, reuse)
+    bound = out[0]["bound"]
+    if not run_jax and not (cache / f"jax_n{n}_k{k}.npz").exists():
+        return [row | {"n": n, "k": k} for row in out]
     jax = jax_half(n, k, python, cache, dense_max)
     if "dense_C" in jax:
         C = jax["dense_C"]
@@ -99,6 +122,8 @@ def main() -> None:
     p.add_argument("--jax-python", default=os.environ.get("MMOPT_JAX_PYTHON", "/work/jaxvenv/bin/python"))
     p.add_argument("--jax-cache", type=Path, default=Path(os.environ.get("MMOPT_JAX_CACHE", "/tmp/jax_participation")))
     p.add_argument("--jax-dense-max", type=int, default=2048, help="run jax's dense optimiser up to this n")
+    p.add_argument("--reuse", action="store_true", help="read mmopt's rows saved in --jax-cache by an earlier run")
+    p.add_argument("--no-run-jax", action="store_true", help="use jax's saved strategies only, never start it")
     p.add_argument("--out", type=Path, default=HERE / "results" / "bench_participation.txt")
     a = p.parse_args()
     a.jax_cache.mkdir(parents=True, exist_ok=True)
@@ -110,7 +135,7 @@ def main() -> None:
     print(header, flush=True)
     for n in a.n:
         for k in a.k:
-            rows = rows_for(n, k, a.jax_python, a.jax_cache, a.jax_dense_max)
+            rows = rows_for(n, k, a.jax_python, a.jax_cache, a.jax_dense_max, a.reuse, not a.no_run_jax)
             for schema in ("fixed", "minsep"):
                 group = [r for r in rows if r["schema"] == schema]
                 jax_best = min((r["error"] for r in group if r["method"].startswith("jax")), default=float("nan"))
