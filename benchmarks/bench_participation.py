@@ -141,7 +141,7 @@ def main() -> None:
                 jax_best = min((r["error"] for r in group if r["method"].startswith("jax")), default=float("nan"))
                 for r in group:
                     line = (f"{n:>5} {k:>2} {schema:>6}  {r['method']:<32} {r['error']:>12.2f} {r['bound']:>12.2f} "
-                            f"{r['error'] / r['bound']:>8.5f} {r['error'] / jax_best:>11.4f} {r['sec']:>7.1f} "
+                            f"{r['error'] / r['bound']:>8.5f} {r['error'] / jax_best:>11.5f} {r['sec']:>7.2f} "
                             f"{r['jax_over_exact']:>12.4f}")
                     print(line, flush=True)
                     lines.append(line)
