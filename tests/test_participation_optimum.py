@@ -110,6 +110,7 @@ def test_optimize_routes_participation():
     assert res.method == "l2_approx" and res.status == "optimal" and res.lower_bound <= res.objective
     assert res.extra["participation"] == "FixedEpochs(epochs=4)"
     assert res.objective <= res.lower_bound * (1 + 1e-4)
+    assert res.objective_per_query == pytest.approx(res.objective / 64, rel=1e-14)
     stream = mmopt.optimize(toeplitz.prefix(64), participation=mmopt.participation.fixed_epochs(4))
     assert stream.objective == pytest.approx(res.objective, rel=1e-9)
     # single participation takes the ordinary routes

@@ -77,14 +77,15 @@ def run(workload, method, call: Call) -> OptimizeResult:
         if not dense_ok:
             raise ValueError(f"{CALLER}(method='l2_approx', participation={schema!r}) runs under fixed epochs up to "
                              f"4,096 steps. Got n={n:,}; use method='banded' (any n, exact sensitivity).")
-        return _dense(G if G is not None else stream.to_workload().gram * 1.0, schema, call, t0)
+        m = workload.n_queries
+        return _dense(G if G is not None else stream.to_workload().gram * 1.0, schema, call, t0, m)
     if stream is None or stream.kind != "prefix":
         raise ValueError(f"{CALLER}(method='banded', participation=...) runs on prefix sums "
                          "(mmopt.workload.prefix(n) or mmopt.toeplitz.prefix(n)).")
     return _banded(stream, schema, call, options.get("bands"), t0)
 
 
-def _dense(G, schema, call: Call, t0: float) -> OptimizeResult:
+def _dense(G, schema, call: Call, t0: float, m: int) -> OptimizeResult:
     from mmopt.dense._strategy_core import Strategy
     from mmopt.participation.optimum import solve_fixed_epochs
     tol = call.tol if call.tol is not None else 1e-4
@@ -95,7 +96,7 @@ def _dense(G, schema, call: Call, t0: float) -> OptimizeResult:
              "sensitivity_exact": sol.sensitivity.exact, "sensitivity_method": sol.sensitivity.method}
     return OptimizeResult(Strategy(sol.matrix, "participation-optimum"), "l2", sol.primal, lower, status,
                           status in SUCCESS, message, "l2_approx", "mmopt-participation-dual", sol.iterations,
-                          time.perf_counter() - t0, history=sol.history, extra=extra)
+                          time.perf_counter() - t0, sol.primal / m, lower / m, history=sol.history, extra=extra)
 
 
 def _banded(W, schema, call: Call, bands, t0: float) -> OptimizeResult:
@@ -114,4 +115,5 @@ def _banded(W, schema, call: Call, bands, t0: float) -> OptimizeResult:
              "sensitivity_method": sens.method, "bands": bands,
              "lower_bound_method": "diagonal bound under the schema (mmopt.participation.bound)"}
     return OptimizeResult(res.strategy, "l2", error, lower, status, status in SUCCESS, message, "banded",
-                          res.solver, res.iterations, time.perf_counter() - t0, history=res.history, extra=extra)
+                          res.solver, res.iterations, time.perf_counter() - t0, error / W.n_queries,
+                          lower / W.n_queries, history=res.history, extra=extra)
