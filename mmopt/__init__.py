@@ -3,7 +3,7 @@
 Notation: see README. The public API is re-exported here; modules are named after the paper's nouns.
 """
 
-from mmopt import _moved, adaptive, plot, solvers, sparse_vector, strategy, structured, workload
+from mmopt import _moved, adaptive, participation, plot, solvers, sparse_vector, strategy, structured, workload
 from mmopt.accounting import Accountant
 from mmopt.answers import answers_table
 from mmopt.augment import augment, strictly_improved
@@ -36,7 +36,7 @@ __all__ = [
     "Plan", "Privacy", "SavedStrategy", "SolverError", "Strategy", "Workload",
     "adaptive", "augment", "eigen_structure", "error_profile", "evaluate", "expected_error", "factorization_norm",
     "factorize",
-    "laplace_mechanism", "load", "matrix_mechanism", "monte_carlo", "optimize", "plan", "plot",
+    "laplace_mechanism", "load", "matrix_mechanism", "monte_carlo", "optimize", "participation", "plan", "plot",
     "profile_equivalent", "query_error", "release", "save", "solvers", "sparse_vector", "strategy",
     "sql", "strictly_improved", "structured", "supports", "svd_bound", "workload",
 ]

@@ -30,7 +30,7 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
              max_iterations: int | None = None, seed=None, verbose: bool | None = None,
              blas_threads: int | str | None = "auto", options: Mapping[str, Any] | None = None,
              n_jobs: int | None = None, budget: str | float | None = None, objective: str = "total",
-             targets=None) -> OptimizeResult:
+             targets=None, participation=None) -> OptimizeResult:
     """Find a strategy for ``workload`` with one of the paper's methods.
 
     The noise the strategy will be released with chooses what is optimised: pass ``privacy`` and the objective
@@ -128,6 +128,12 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
     targets : float or array_like of shape (m,), optional
         Per-query variance targets τ (one number for every query): minimise max_i variance_i / τ_i. Implies
         ``objective="max_variance"``.
+    participation : mmopt.participation schema or None, default=None
+        Private training: a record contributes to several steps, as ``mmopt.participation.fixed_epochs(k)`` or
+        ``min_separation(b, k)`` allow (None or ``single()``: once). The objective is then the total error at
+        unit σ with the sensitivity under that schema; methods "auto", "l2_approx" (the certified optimum under
+        fixed epochs, n ≤ 4,096, a causal factor) and "banded" (prefix sums, any n); Gaussian noise only
+        (:mod:`mmopt.family.training`).
 
     Returns
     -------
@@ -153,6 +159,8 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
     caller = "optimize"
     from mmopt.dispatch import as_implicit  # a marginal workload from the residual layer (RecordsRelease.workload)
     workload = as_implicit(workload)
+    if method is None and participation is not None:
+        method = "auto"  # the participation route picks the certified optimum or a banded strategy by size
     if method is None and (objective != "total" or targets is not None):
         method = "max_variance"  # its own search; "auto" and the dense default minimise the total
     method, norm = _objective(privacy, method, norm, caller)
@@ -161,7 +169,7 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
                          f"candidates run). Got budget={budget!r} with method={method!r}; drop it, or use "
                          "method='auto'.")
     call = Call(norm, solver, initial, tol, max_iterations, seed, verbose, blas_threads, options, n_jobs, budget,
-                optimize, objective, targets)
+                optimize, objective, targets, participation)
     # which family's code runs this method: one table (mmopt.family.routes.ROUTES), no branch here
     return routes.find(workload, method, call).run(workload, method, call)
 

@@ -34,6 +34,7 @@ class Call:
     optimize: Callable
     objective: str = "total"
     targets: Any = None
+    participation: Any = None  # a schema of mmopt.participation (None: single participation)
 
 
 def seed_record(seed):

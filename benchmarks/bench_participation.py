@@ -1,0 +1,156 @@
+"""Private training's prefix sums under multiple participations: mmopt against Google's jax_privacy.
+
+Run:  python benchmarks/bench_participation.py [--n 1024 2048] [--k 1 4 8] [--jax-python PATH] [--jax-cache DIR]
+jax_privacy is never a dependency of mmopt: its half (benchmarks/_jax_participation.py) runs under a separate
+venv (``python3 -m venv /work/jaxvenv && /work/jaxvenv/bin/pip install jax jax_privacy``; ``--jax-python`` or
+$MMOPT_JAX_PYTHON points at its interpreter) and saves its strategies to ``--jax-cache`` (reused when present, so
+the two halves may run apart); this script evaluates every strategy with mmopt's exact sensitivity and error.
+
+Workload: prefix sums of n steps, W lower-triangular ones; schema: k fixed epochs (b = n/k), and for the compact
+families also the (k, b) minimum separation. "error" is the total squared error at unit σ,
+Δ²·‖W C⁻¹‖²_F (jax_privacy's mean loss × n), with Δ² mmopt's exact sensitivity under the schema ("Δ² jax/exact":
+jax_privacy's own sensitivity² of the same C over mmopt's, ≥ 1: its |X| bound); "bound" mmopt's certified lower
+bound under fixed epochs (a valid bound under the larger minimum-separation schema too), "ratio" error/bound;
+"CPU s" time.process_time of the optimisation (all threads; jax runs XLA on both cores; mmopt's certified
+optimum with tol = 1e-5). ML notation: with noise multiplier z (σ = z·clip norm C_clip) and batch size B,
+jax_privacy's mean loss of the gradient average is z²·C_clip²·error/(n·B²).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
+import scipy.linalg  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+TOL = 1e-5  # the certified optimum's target gap (optimize's default is 1e-4)
+
+
+def dense_error(C: np.ndarray) -> float:
+    """‖W C⁻¹‖²_F for the prefix W: W C⁻¹ = cumsum of C⁻¹'s rows."""
+    Ci = scipy.linalg.solve_triangular(C, np.eye(C.shape[0]), lower=True)
+    return float(np.sum(np.cumsum(Ci, axis=0) ** 2))
+
+
+def jax_half(n: int, k: int, python: str, cache: Path, dense_max: int) -> dict:
+    path = cache / f"jax_n{n}_k{k}.npz"
+    if not path.exists():
+        skip = ["--skip", "dense"] if n > dense_max else []
+        subprocess.run([python, str(HERE / "_jax_participation.py"), str(n), str(k), str(path), *skip], check=True)
+    return dict(np.load(path))
+
+
+def mmopt_half(n: int, k: int, cache: Path, reuse: bool) -> list[dict]:
+    """mmopt's rows (certified optimum, banded under both schemas), saved beside jax's strategies; ``reuse``
+    reads them back (so the two halves can run apart on a loaded machine)."""
+    import mmopt
+    from mmopt import toeplitz
+    from mmopt.participation import fixed_epochs, min_separation
+
+    path = cache / f"mmopt_n{n}_k{k}.json"
+    if reuse and path.exists():
+        return json.loads(path.read_text())
+    b = n // k
+    fe, ms = fixed_epochs(k), min_separation(b, k)
+    W = toeplitz.prefix(n)
+    out = []
+    t = time.process_time()
+    res = mmopt.optimize(W, participation=fe, tol=TOL)
+    sec = time.process_time() - t
+    bound = res.lower_bound
+    out.append({"method": "mmopt certified optimum", "schema": "fixed", "error": res.objective,
+                "sec": sec, "jax_over_exact": float("nan")})
+    for schema, name in ((fe, "fixed"), (ms, "minsep")):
+        t = time.process_time()
+        r = mmopt.optimize(W, participation=schema, method="banded")
+        out.append({"method": f"mmopt banded ({b} bands)", "schema": name, "error": r.objective,
+                    "sec": time.process_time() - t, "jax_over_exact": float("nan")})
+    for row in out:
+        row["bound"] = bound
+    path.write_text(json.dumps(out))
+    return out
+
+
+def rows_for(n: int, k: int, python: str, cache: Path, dense_max: int, reuse: bool, run_jax: bool) -> list[dict]:
+    from mmopt import toeplitz
+    from mmopt.participation import fixed_epochs, min_separation, sensitivity_squared
+    from mmopt.participation.toeplitz import schema_error
+
+    b = n // k
+    fe, ms = fixed_epochs(k), min_separation(b, k)
+    W = toeplitz.prefix(n)
+    out = mmopt_half(n, k, cache, reuse)
+    bound = out[0]["bound"]
+    if not run_jax and not (cache / f"jax_n{n}_k{k}.npz").exists():
+        return [row | {"n": n, "k": k} for row in out]
+    jax = jax_half(n, k, python, cache, dense_max)
+    if "dense_C" in jax:
+        C = jax["dense_C"]
+        s = sensitivity_squared(C, fe)
+        out.append({"method": "jax dense", "schema": "fixed", "error": s.squared * dense_error(C),
+                    "sec": float(jax["dense_seconds"]), "jax_over_exact": float(jax["dense_sens2"]) / s.squared})
+    for key, name, jax_sens in (("toeplitz", f"jax banded Toeplitz ({b} bands)", "toeplitz_sens2"),
+                                ("blt", "jax BLT", None)):
+        if f"{key}_coef" not in jax:
+            continue
+        C = toeplitz.banded(jax[f"{key}_coef"], n)
+        for schema, sname in ((fe, "fixed"), (ms, "minsep")):
+            error, s = schema_error(W, C, schema)
+            ratio = float(jax[jax_sens]) / s.squared if (jax_sens and sname == "minsep") else float("nan")
+            out.append({"method": name, "schema": sname, "error": error, "sec": float(jax[f"{key}_seconds"]),
+                        "jax_over_exact": ratio})
+    for row in out:
+        row |= {"n": n, "k": k, "bound": bound}
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, nargs="+", default=[1024, 2048])
+    p.add_argument("--k", type=int, nargs="+", default=[1, 4, 8])
+    p.add_argument("--jax-python", default=os.environ.get("MMOPT_JAX_PYTHON", "/work/jaxvenv/bin/python"))
+    p.add_argument("--jax-cache", type=Path, default=Path(os.environ.get("MMOPT_JAX_CACHE", "/tmp/jax_participation")))
+    p.add_argument("--jax-dense-max", type=int, default=2048, help="run jax's dense optimiser up to this n")
+    p.add_argument("--reuse", action="store_true", help="read mmopt's rows saved in --jax-cache by an earlier run")
+    p.add_argument("--no-run-jax", action="store_true", help="use jax's saved strategies only, never start it")
+    p.add_argument("--out", type=Path, default=HERE / "results" / "bench_participation.txt")
+    a = p.parse_args()
+    a.jax_cache.mkdir(parents=True, exist_ok=True)
+    header = (f"{'n':>5} {'k':>2} {'schema':>6}  {'method':<32} {'error':>12} {'bound':>12} {'ratio':>8} "
+              f"{'vs jax best':>11} {'CPU s':>7} {'Δ² jax/exact':>12}")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    lines = [f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}; load average at start {load}",
+             header, "-" * len(header)]
+    print(header, flush=True)
+    for n in a.n:
+        for k in a.k:
+            rows = rows_for(n, k, a.jax_python, a.jax_cache, a.jax_dense_max, a.reuse, not a.no_run_jax)
+            for schema in ("fixed", "minsep"):
+                group = [r for r in rows if r["schema"] == schema]
+                jax_best = min((r["error"] for r in group if r["method"].startswith("jax")), default=float("nan"))
+                for r in group:
+                    line = (f"{n:>5} {k:>2} {schema:>6}  {r['method']:<32} {r['error']:>12.2f} {r['bound']:>12.2f} "
+                            f"{r['error'] / r['bound']:>8.5f} {r['error'] / jax_best:>11.5f} {r['sec']:>7.2f} "
+                            f"{r['jax_over_exact']:>12.4f}")
+                    print(line, flush=True)
+                    lines.append(line)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    lines.append(f"load average at end {load}")
+    a.out.write_text(__doc__ + "\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()

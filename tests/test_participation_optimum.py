@@ -1,0 +1,148 @@
+"""The certified optimum under fixed epochs against the dense SDP (cvxpy, Clarabel) with the exact sensitivity
+constraint, its bound against strategies, and optimize's participation route."""
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt import toeplitz
+from mmopt.participation import fixed_epochs, min_separation, sensitivity_squared
+from mmopt.participation.optimum import causal_factor, solve_fixed_epochs
+
+
+def _sdp_optimum(G, k):
+    """min tr(G X⁻¹) s.t. max_π max_{Y ⪰ 0, diag Y ≤ 1} ⟨X_π, Y⟩ ≤ 1, the inner max by its SDP dual:
+    ∃ d_π ≥ 0, Σ d_π ≤ 1, Diag(d_π) ⪰ X_π (strong duality: Y = I/2 is strictly feasible)."""
+    n = G.shape[0]
+    b = n // k
+    w, V = np.linalg.eigh(G)
+    r = (V * np.sqrt(np.maximum(w, 0))) @ V.T
+    X = cp.Variable((n, n), symmetric=True)
+    U = cp.Variable((n, n), symmetric=True)
+    cons = [cp.bmat([[X, r.T], [r, U]]) >> 0]
+    for j in range(b):
+        idx = list(range(j, n, b))
+        d = cp.Variable(k)
+        cons += [cp.diag(d) - X[idx][:, idx] >> 0, cp.sum(d) <= 1]
+    return cp.Problem(cp.Minimize(cp.trace(U)), cons).solve(solver=cp.CLARABEL)
+
+
+@pytest.mark.parametrize("n,k", [(8, 2), (12, 3), (16, 4), (16, 2), (12, 1)])
+def test_matches_the_dense_sdp_on_prefix_sums(n, k):
+    G = mmopt.workload.prefix(n).gram
+    sol = solve_fixed_epochs(G, k, tol=1e-7)
+    sdp = _sdp_optimum(G, k)
+    # Clarabel's default accuracy is ~1e-8 relative; the certificate brackets its value up to that
+    assert sol.dual <= sdp * (1 + 1e-6) and sol.primal >= sdp * (1 - 1e-6)
+    assert sol.status == "optimal" and sol.primal <= sol.dual * (1 + 1e-7)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_matches_the_dense_sdp_on_a_random_workload(seed):
+    rng = np.random.default_rng(seed)
+    W = rng.standard_normal((10, 8))
+    G = W.T @ W
+    sol = solve_fixed_epochs(G, 2, tol=1e-6)
+    sdp = _sdp_optimum(G, 2)
+    assert sol.dual <= sdp * (1 + 1e-6) <= sol.primal * (1 + 2e-6)
+    assert sol.primal <= sdp * (1 + 2e-6)
+
+
+def test_the_factor_is_causal_and_its_error_is_recomputed():
+    n, k = 64, 4
+    G = mmopt.workload.prefix(n).gram
+    sol = solve_fixed_epochs(G, k, tol=1e-5)
+    C = sol.matrix
+    np.testing.assert_array_equal(C, np.tril(C))
+    s = sensitivity_squared(C, fixed_epochs(k))
+    assert s.squared == pytest.approx(1.0, rel=1e-9)  # scaled to unit sensitivity under the schema
+    # the error ‖W C⁻¹‖² from the workload matrix itself, not from G
+    W = np.tril(np.ones((n, n)))
+    error = np.linalg.norm(W @ np.linalg.inv(C)) ** 2
+    assert error * s.squared == pytest.approx(sol.primal, rel=1e-8)
+
+
+@pytest.mark.parametrize("k", [2, 4, 8])
+def test_the_bound_is_below_every_strategy(k):
+    n = 64
+    G = mmopt.workload.prefix(n).gram
+    sol = solve_fixed_epochs(G, k, tol=1e-4)
+    W = np.tril(np.ones((n, n)))
+    rng = np.random.default_rng(k)
+    strategies = [np.eye(n), W, toeplitz.sqrt_strategy(n).to_dense(),
+                  toeplitz.equalized(toeplitz.sqrt_strategy(n)).to_dense(), np.tril(rng.random((n, n))) + np.eye(n),
+                  toeplitz.banded([1.0, 0.5, 0.25], n).to_dense()]
+    for C in strategies:
+        s = sensitivity_squared(C, fixed_epochs(k))
+        error = s.squared * np.linalg.norm(W @ np.linalg.inv(C)) ** 2
+        assert error >= sol.dual
+    # the single-participation optimum is feasible at k× its sensitivity at most: the optimum is below that
+    single = toeplitz.solve_dual(toeplitz.prefix(n)).matrix
+    s = sensitivity_squared(single, fixed_epochs(k))
+    assert sol.dual <= s.squared * np.linalg.norm(W @ np.linalg.inv(single)) ** 2
+
+
+def test_monte_carlo_of_the_unit_sigma_error():
+    # the error formula E‖W C⁻¹ z‖² = ‖W C⁻¹‖_F² (z ~ N(0, I)) at unit σ and unit sensitivity
+    n, k = 16, 2
+    sol = solve_fixed_epochs(mmopt.workload.prefix(n).gram, k, tol=1e-6)
+    W = np.tril(np.ones((n, n)))
+    B = W @ np.linalg.inv(sol.matrix)
+    z = np.random.default_rng(0).standard_normal((n, 20000))
+    samples = np.sum((B @ z) ** 2, axis=0)
+    mean, sem = samples.mean(), samples.std(ddof=1) / np.sqrt(len(samples))
+    assert abs(mean - sol.primal) <= 5 * sem  # 5 standard errors: a false alarm once in 3.5 million runs
+
+
+def test_causal_factor():
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((6, 6))
+    X = A @ A.T + np.eye(6)
+    C = causal_factor(X)
+    np.testing.assert_allclose(C.T @ C, X, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(C, np.tril(C))
+
+
+def test_optimize_routes_participation():
+    W = mmopt.workload.prefix(64)
+    res = mmopt.optimize(W, privacy=mmopt.Privacy(1.0, 1e-6), participation=mmopt.participation.fixed_epochs(4))
+    assert res.method == "l2_approx" and res.status == "optimal" and res.lower_bound <= res.objective
+    assert res.extra["participation"] == "FixedEpochs(epochs=4)"
+    assert res.objective <= res.lower_bound * (1 + 1e-4)
+    assert res.objective_per_query == pytest.approx(res.objective / 64, rel=1e-14)
+    stream = mmopt.optimize(toeplitz.prefix(64), participation=mmopt.participation.fixed_epochs(4))
+    assert stream.objective == pytest.approx(res.objective, rel=1e-9)
+    # single participation takes the ordinary routes
+    plain = mmopt.optimize(W, privacy=mmopt.Privacy(1.0, 1e-6), participation=mmopt.participation.single(),
+                           method="l2_approx")
+    assert plain.method == "l2_approx" and "participation" not in plain.extra
+
+
+def test_optimize_banded_under_min_separation_is_exact_and_above_the_bound():
+    res = mmopt.optimize(toeplitz.prefix(256), participation=min_separation(32, 4), method="banded")
+    assert res.extra["sensitivity_exact"] and res.lower_bound <= res.objective
+    C = res.strategy.to_dense()
+    assert sensitivity_squared(C, min_separation(32, 4)).squared == pytest.approx(res.extra["sensitivity_squared"])
+    W = np.tril(np.ones((256, 256)))
+    assert res.objective == pytest.approx(res.extra["sensitivity_squared"] * np.linalg.norm(W @ np.linalg.inv(C))
+                                          ** 2, rel=1e-8)
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    ({"privacy": mmopt.Privacy(1.0)}, ValueError, "Gaussian"),
+    ({"method": "min_error"}, ValueError, "must be one of"),
+    ({"method": "l2_approx", "participation": min_separation(4, 2)}, ValueError, "fixed epochs"),
+    ({"participation": "epochs"}, TypeError, "participation schema"),
+    ({"solver": "SCS"}, ValueError, "do not apply"),
+    ({"options": {"bands": 4}}, ValueError, "Unknown options"),
+])
+def test_optimize_refuses_what_it_cannot_do(kwargs, error, match):
+    kwargs = {"participation": fixed_epochs(2)} | kwargs
+    with pytest.raises(error, match=match):
+        mmopt.optimize(mmopt.workload.prefix(16), **kwargs)
+
+
+def test_optimize_refuses_a_product_workload():
+    with pytest.raises(TypeError, match="participation"):
+        mmopt.optimize(mmopt.workload.ranges_2d(8), participation=fixed_epochs(2))
