@@ -24,7 +24,7 @@ def _tree(seed, depth=3, hi=4):
 
 def _incidence(h, T):
     """Rows 1_h (over the level-T groups) of every node at levels 0 … T."""
-    return np.vstack([np.equal.outer(np.arange(h.n_groups[ell]), hn._ancestors_at(h, T, ell)).astype(float)
+    return np.vstack([np.equal.outer(np.arange(h.n_groups[ell]), hc.ancestor_at(h, T, ell)).astype(float)
                       for ell in range(T + 1)])
 
 

@@ -57,6 +57,26 @@ class Tables:
         return int(self.count.size)
 
 
+def ancestor_at(h: Hierarchy, level: int, up_to: int) -> np.ndarray:
+    """The level-``up_to`` ancestor of every level-``level`` group (``up_to`` ≤ ``level``)."""
+    idx = np.arange(h.n_groups[level])
+    for ell in range(level, up_to, -1):
+        idx = h.parents[ell - 1][idx]
+    return idx
+
+
+def other_masses(attributes, tree: int, levels, components) -> list[np.ndarray]:
+    """Per active component U of the attributes other than ``tree`` (flat indices into their component tensor),
+    the mass ∏_{i≠tree} ‖P_{i,Uᵢ} 1_{hᵢ}‖² of every combination of the others' level-``levels[i]`` groups
+    (flattened in C order)."""
+    tabs = [tables(g) for g in attributes]
+    others = [i for i in range(len(tabs)) if i != tree]
+    shape = tuple(tabs[i].n_components for i in others)
+    Us = [np.unravel_index(c, shape) if shape else () for c in components]
+    return [outer([np.ones(1)] + [tabs[i].masses[levels[i]][:, c].toarray().ravel()
+                                  for i, c in zip(others, U, strict=True)]).ravel() for U in Us]
+
+
 def ancestors(h: Hierarchy, a: int) -> list[np.ndarray]:
     """``out[b][k]``: the level-b ancestor of level-a group k, for b = 0 … a."""
     out = [np.arange(h.n_groups[a])]

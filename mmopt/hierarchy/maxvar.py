@@ -19,11 +19,9 @@ from scipy.optimize import minimize
 from mmopt.hierarchy import bound as hb
 from mmopt.hierarchy import components as hc
 from mmopt.hierarchy import nodes as hn
-from mmopt.hierarchy.node_solve import POWERS, tree_attribute
+from mmopt.hierarchy.node_solve import run_powers, tree_attribute
 from mmopt.hierarchy.strategy import HierarchyStrategy, unit_variances
 from mmopt.hierarchy.workload import HierarchyWorkload
-
-_LOG_RANGE = 40.0
 
 
 def set_targets(W: HierarchyWorkload, targets, caller: str) -> np.ndarray:
@@ -69,15 +67,6 @@ def _power_mean(R: np.ndarray, p: float) -> tuple[float, np.ndarray]:
     return top * mean ** (1 / p), (r ** (p - 1)) * mean ** (1 / p - 1) / R.size
 
 
-def _run(objective, theta):
-    bounds = [(-_LOG_RANGE, _LOG_RANGE)] * theta.size
-    for p in POWERS:
-        with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
-            theta = minimize(objective, theta, args=(p,), jac=True, method="L-BFGS-B", bounds=bounds,
-                             options={"maxiter": 2000, "ftol": 1e-13, "gtol": 1e-10}).x
-    return theta
-
-
 def residual_search(W: HierarchyWorkload, tau: np.ndarray) -> HierarchyStrategy:
     tabs = [hc.tables(h) for h in W.attributes]
     B = [T.diag for T in tabs]
@@ -104,7 +93,7 @@ def residual_search(W: HierarchyWorkload, tau: np.ndarray) -> HierarchyStrategy:
         gx = -ginv * inv ** 2 * dmax + vmax * hc.kron_apply(Bt, gD)
         return vmax * dmax, (gx * x)[need]
 
-    theta = _run(objective, np.zeros(int(need.sum())))
+    theta, _ = run_powers(objective, np.zeros(int(need.sum())))
     x = np.zeros(need.shape)
     x[need] = np.exp(theta)
     A = HierarchyStrategy(W.attributes, x)
@@ -115,13 +104,8 @@ def node_search(W: HierarchyWorkload, tau: np.ndarray) -> hn.NodeStrategy:
     k = tree_attribute(W)
     lay = hn.layout(W, k)
     h = W.attributes[k]
-    tabs = [hc.tables(g) for g in W.attributes]
-    others = [i for i in range(len(tabs)) if i != k]
-    shape = tuple(tabs[i].n_components for i in others)
-    Us = [np.unravel_index(c, shape) if shape else () for c in lay.components]
     # per set and active U: the others' mass of each of the set's groups (flattened over the other attributes)
-    mass = [[hc.outer([np.ones(1)] + [tabs[i].masses[s[i]][:, c].toarray().ravel()
-                                      for i, c in zip(others, U, strict=True)]).ravel() for U in Us] for s in W.sets]
+    mass = [hc.other_masses(W.attributes, k, s, lay.components) for s in W.sets]
     lw = hn.LogWeights(h, lay)
     coef = W.weights ** 2 / tau
 
@@ -149,7 +133,7 @@ def node_search(W: HierarchyWorkload, tau: np.ndarray) -> hn.NodeStrategy:
             grads.append(hn.passes(h, z, beta)[1])
         return vmax * dmax, lw.gradient(zs, grads, vmax, dmax, gD)
 
-    return lw.strategy(W.attributes, _run(objective, np.zeros(lw.size)))
+    return lw.strategy(W.attributes, run_powers(objective, np.zeros(lw.size))[0])
 
 
 def max_ratio(A, W: HierarchyWorkload, tau: np.ndarray) -> float:

@@ -32,6 +32,20 @@ class NodeSolution:
     converged: bool
 
 
+def run_powers(objective, theta: np.ndarray, max_iterations: int = 2_000) -> tuple[np.ndarray, bool]:
+    """``objective(θ, p)`` → (value, gradient) minimised by L-BFGS-B for each power p of :data:`POWERS` in turn,
+    each run warm-starting the next; (θ, whether every run converged)."""
+    converged = True
+    bounds = [(-_LOG_RANGE, _LOG_RANGE)] * theta.size  # weights within e^±40 of each other: no overflow in a step
+    for p in POWERS:
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
+            res = minimize(objective, theta, args=(p,), jac=True, method="L-BFGS-B", bounds=bounds,
+                           options={"maxiter": max_iterations, "ftol": 1e-13, "gtol": 1e-10})
+        theta = res.x
+        converged = converged and res.status == 0
+    return theta, converged
+
+
 def tree_attribute(W: HierarchyWorkload) -> int:
     """The attribute measured node by node: the deepest irregular hierarchy, else the deepest one."""
     attrs = W.attributes
@@ -73,14 +87,6 @@ def solve_nodes(workload: HierarchyWorkload, *, max_iterations: int = 2_000, tre
         Db = (r ** (p - 1.0)) * mean ** (1.0 / p - 1.0) / D.size  # ∂M_p/∂D
         return f * smax, lw.gradient(zs, grads, f, smax, Db)
 
-    theta = np.zeros(lw.size)
-    converged = True
-    bounds = [(-_LOG_RANGE, _LOG_RANGE)] * theta.size  # weights within e^±40 of each other: no overflow in a step
-    for p in POWERS:
-        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-            res = minimize(objective, theta, args=(p,), jac=True, method="L-BFGS-B", bounds=bounds,
-                           options={"maxiter": max_iterations, "ftol": 1e-13, "gtol": 1e-10})
-        theta = res.x
-        converged = converged and res.status == 0
+    theta, converged = run_powers(objective, np.zeros(lw.size), max_iterations)
     A = lw.strategy(W.attributes, theta)
     return NodeSolution(A, hn.node_total(A, W), count[0], converged)

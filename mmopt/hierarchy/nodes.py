@@ -137,7 +137,7 @@ class LogWeights:
         self.top = int(lay.depth.max())
         self.sizes = [[h.n_groups[ell] for ell in range(int(T) + 1)] for T in lay.depth]
         self.cuts = np.cumsum([0] + [n for sh in self.sizes for n in sh])
-        self.anc = [_ancestors_at(h, self.top, int(T)) for T in lay.depth]
+        self.anc = [hc.ancestor_at(h, self.top, int(T)) for T in lay.depth]
 
     @property
     def size(self) -> int:
@@ -208,7 +208,7 @@ class NodeStrategy:
         D = np.zeros((h.n_groups[top], lay.coef.shape[1]))
         for u, z in enumerate(self.weights):
             P = path_sums(h, list(z))
-            anc = _ancestors_at(h, top, int(lay.depth[u]))
+            anc = hc.ancestor_at(h, top, int(lay.depth[u]))
             D += np.outer(P[anc], lay.coef[u])
         return D
 
@@ -217,14 +217,6 @@ class NodeStrategy:
             raise ValueError(f"The 'norm' parameter of NodeStrategy.sensitivity must be 'l2' (a Gaussian-noise "
                              f"strategy). Got {norm!r} instead.")
         return float(np.sqrt(self.diagonal().max()))
-
-
-def _ancestors_at(h: Hierarchy, level: int, up_to: int) -> np.ndarray:
-    """The level-``up_to`` ancestor of every level-``level`` group."""
-    idx = np.arange(h.n_groups[level])
-    for ell in range(level, up_to, -1):
-        idx = h.parents[ell - 1][idx]
-    return idx
 
 
 def node_total(A: NodeStrategy, W: HierarchyWorkload) -> float:
@@ -241,9 +233,7 @@ def node_variances(A: NodeStrategy, W: HierarchyWorkload) -> list[np.ndarray]:
     """Per grouping set, its queries' variances at unit noise (as :func:`.strategy.unit_variances`)."""
     lay, h = A.layout, A.attributes[A.layout.tree]
     k = lay.tree
-    tabs = [hc.tables(g) for g in A.attributes]
-    others = [i for i in range(len(tabs)) if i != k]
-    shape = tuple(tabs[i].n_components for i in others)
+    others = [i for i in range(len(A.attributes)) if i != k]
     Vs = [passes(h, list(z), np.ones(len(z)), want_grad=False)[2] for z in A.weights]
     scale = A.diagonal().max()
     out = []
@@ -251,10 +241,7 @@ def node_variances(A: NodeStrategy, W: HierarchyWorkload) -> list[np.ndarray]:
         a = s[k]
         groups = [W.attributes[i].n_groups[s[i]] for i in others]
         var = np.zeros((h.n_groups[a], int(np.prod(groups))))
-        for u, flat in enumerate(lay.components):
-            Uidx = np.unravel_index(flat, shape) if shape else ()
-            mass = hc.outer([np.ones(1)] + [tabs[i].masses[s[i]][:, c].toarray().ravel()
-                                            for i, c in zip(others, Uidx, strict=True)]).ravel()
+        for u, mass in enumerate(hc.other_masses(A.attributes, k, s, lay.components)):
             if not mass.any():
                 continue
             var += np.outer(Vs[u][a] if a <= lay.depth[u] else np.zeros(h.n_groups[a]), mass)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mmopt.hierarchy import components as hc
 from mmopt.hierarchy.tree import Hierarchy
 from mmopt.hierarchy.workload import HierarchyWorkload, grouping_sets
 
@@ -60,8 +61,8 @@ class GroupedRelease:
                     if lv == a:
                         data[name] = np.asarray(self.labels[i][a], dtype=object)[idx[i]]
                     elif lv < a and name not in data:  # the coarser levels of a finer group, as SQL shows them
-                        data[name] = np.asarray(self.labels[i][lv], dtype=object)[_up(self.workload.attributes[i],
-                                                                                      a, lv)[idx[i]]]
+                        data[name] = np.asarray(self.labels[i][lv], dtype=object)[
+                            hc.ancestor_at(self.workload.attributes[i], a, lv)[idx[i]]]
             sd = np.sqrt(var.ravel())
             data["estimate"], data["std_error"] = ans.ravel(), sd
             if z is not None:
@@ -72,13 +73,6 @@ class GroupedRelease:
             out[c] = out[c].astype(object).where(out[c].notna(), None) if c in out else None
         lead = ["set", *cols]
         return out[lead + [c for c in out.columns if c not in lead]]
-
-
-def _up(h: Hierarchy, level: int, to: int) -> np.ndarray:
-    idx = np.arange(h.n_groups[level])
-    for ell in range(level, to, -1):
-        idx = h.parents[ell - 1][idx]
-    return idx
 
 
 def release_grouping_sets(records, domain, sets, privacy, *, leaf: str, levels: dict, strategy=None,

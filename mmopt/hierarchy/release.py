@@ -126,7 +126,7 @@ def _nodes(W, A, x):
             if ell < len(z):
                 sums[ell] = S
             if ell:
-                S = _group_rows(h.parents[ell - 1], S, h.n_groups[ell - 1]) if ell <= h.depth else S
+                S = _group_rows(h.parents[ell - 1], S, h.n_groups[ell - 1])
         pieces.append([np.sqrt(zl)[:, None] * sl for zl, sl in zip(z, sums, strict=True)])
     Ax = np.concatenate([p.ravel() for ps in pieces for p in ps])
 
