@@ -11,8 +11,10 @@ from pathlib import Path
 from mmopt._base import validation as v
 from mmopt.accounting import _ledger as lg
 from mmopt.accounting import _report
+from mmopt.accounting import _spends as entries
 from mmopt.accounting import _zcdp as z
 from mmopt.accounting._compose import Ledger
+from mmopt.accounting._file import LedgerFile
 from mmopt.accounting._ledger import Budget, Spend, fmt
 from mmopt.persist._files import check_path
 from mmopt.privacy import Privacy
@@ -106,15 +108,14 @@ class Accountant:
             dp_accounting(caller)
         # calibration="analytic" always: it only sets a Gaussian σ, and a total draws no noise
         self._ledger = Ledger(Privacy(total.epsilon, total.delta), composition)
-        self._path: Path | None = None
-        self._on_disk: str | None = None  # the ledger text last read or written, to detect another writer
+        self._file: LedgerFile | None = None  # where spends are written, and the text last seen there
         if path is not None:
             target = check_path(path, caller)
             if target.exists():
                 raise FileExistsError(f"{caller}: the ledger file '{target}' already exists. Continue it with "
                                       "Accountant.load(path) (or Accountant.open), or choose another path: a new "
                                       "session would forget the budget it records.")
-            self._write(target, self._ledger, caller, new=True)
+            self._file = LedgerFile.create(target, self._ledger, caller)
 
     # -- state ---------------------------------------------------------------------------------------------
     @property
@@ -140,7 +141,7 @@ class Accountant:
     @property
     def path(self) -> Path | None:
         """The ledger file every spend is written to, or None for a session kept in memory."""
-        return self._path
+        return None if self._file is None else self._file.path
 
     @property
     def spent(self) -> Budget:
@@ -249,7 +250,8 @@ class Accountant:
         elif not isinstance(privacy, Privacy):
             raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy, or \"remaining\" to spend "
                             f"what is left. Got {type(privacy).__name__} instead.")
-        what = f"{privacy.noise} noise on strategy {_name(strategy)!r} for workload {_name(workload)!r}"
+        what = (f"{privacy.noise} noise on strategy {entries.name_of(strategy)!r} "
+                f"for workload {entries.name_of(workload)!r}")
         with self.pending_release(privacy, label, what, caller=caller) as outcome:
             outcome.append(dispatch.release(workload, strategy, x, privacy, **kwargs))
         return outcome[0]
@@ -278,7 +280,7 @@ class Accountant:
             raise
         finally:
             if outcome:
-                self._settle(pending, _verified(pending, privacy, outcome[0], self.composition), caller,
+                self._settle(pending, entries.verified(pending, privacy, outcome[0], self.composition), caller,
                              "the release is done, but the file still counts it at the requested budget")
 
     # -- files ---------------------------------------------------------------------------------------------
@@ -299,26 +301,13 @@ class Accountant:
         >>> tmp.cleanup()
         """
         caller = "Accountant.load"
-        source = check_path(path, caller)
-        try:
-            text = source.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{caller}: there is no ledger file '{source}'. Check the path, or start a "
-                                    "session with Accountant(total, path=...).") from None
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"{caller}: the file '{source}' is not UTF-8 text ({exc}).") from None
-        eps, delta, composition, spends = lg.loads(text, source)
+        file, eps, delta, composition, spends = LedgerFile.read(path, caller)
         try:
             acc = cls(Privacy(eps, delta), composition)
         except ValueError as exc:
-            raise ValueError(f"{caller}: the file '{source}' records a total that is not valid: {exc}") from None
-        key = "rho" if composition == "zcdp" else "epsilon"
-        for k, s in enumerate(spends, 1):
-            if getattr(s, key) is None:
-                raise ValueError(f"{caller}: the file '{source}' has spend #{k} without {key}, which a "
-                                 f"{composition!r} ledger needs. Restore the ledger from a copy.")
+            raise ValueError(f"{caller}: the file '{file.path}' records a total that is not valid: {exc}") from None
         acc._ledger = Ledger(acc.total, composition, spends)
-        acc._path, acc._on_disk = source, text
+        acc._file = file
         return acc
 
     @classmethod
@@ -340,7 +329,7 @@ class Accountant:
         target = check_path(path, caller)
         fresh = cls(total, composition)  # checks total and composition
         if not target.exists():
-            fresh._write(target, fresh._ledger, caller, new=True)
+            fresh._file = LedgerFile.create(target, fresh._ledger, caller)
             return fresh
         acc = cls.load(target)
         if (acc.total.epsilon, acc.total.delta, acc.composition) != (total.epsilon, total.delta, composition):
@@ -357,15 +346,17 @@ class Accountant:
         replacing another ledger would erase the budget it records. Returns the path written.
         """
         caller = "Accountant.save"
-        if path is None and self._path is None:
+        if path is None and self._file is None:
             raise ValueError(f"The 'path' parameter of {caller} is needed: this session has no ledger file yet. "
                              "Give one, e.g. acc.save('budget.json').")
-        target = self._path if path is None else check_path(path, caller)
-        own = target == self._path
-        if not own and target.exists() and not overwrite:
+        target = self.path if path is None else check_path(path, caller)
+        if target == self.path:
+            self._file.save(self._ledger, caller)
+            return target
+        if target.exists() and not overwrite:
             raise FileExistsError(f"{caller}: the file '{target}' already exists. Pass overwrite=True to replace "
                                   "it, or choose another path.")
-        self._write(target, self._ledger, caller, new=not own, replace=overwrite)
+        self._file = LedgerFile.create(target, self._ledger, caller, replace=overwrite)
         return target
 
     # -- reading -------------------------------------------------------------------------------------------
@@ -395,34 +386,15 @@ class Accountant:
         """Make ``update(ledger)`` the record. With a file: under its lock, the ledger *as on disk* (other sessions'
         spends included) is updated and written, so that a spend is checked against every spend recorded before
         it, in any process; memory follows the file. ``update`` may refuse (raise): nothing is then written."""
-        if self._path is None:
+        if self._file is None:
             self._ledger = update(self._ledger)
             return self._ledger
-        with lg.locked(self._path, caller):
-            self._ledger = self._current(caller)
+        with lg.locked(self._file.path, caller):
+            self._ledger = self._file.current(self._ledger, caller)
             new = update(self._ledger)
-            self._write(self._path, new, caller, locked=True)
+            self._file.put(new)
             self._ledger = new
         return new
-
-    def _current(self, caller: str) -> Ledger:
-        """The ledger in this session's file (the caller holds its lock): this session's own if the file is as it
-        left it, else the file's, which must record the same total and composition."""
-        try:
-            text = self._path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ValueError(f"{caller}: the ledger file '{self._path}' is gone (moved or deleted) since this session "
-                             "used it. Restore it, or load the ledger where it is now: this session did not "
-                             "write.") from None
-        if text == self._on_disk:
-            return self._ledger
-        eps, delta, composition, spends = lg.loads(text, self._path)
-        if (eps, delta, composition) != (self.total.epsilon, self.total.delta, self.composition):
-            raise ValueError(f"{caller}: the ledger file '{self._path}' now records total ε={fmt(eps)}, δ={fmt(delta)} "
-                             f"with {composition!r} composition, not this session's: it was replaced by another "
-                             "ledger. Load it again with Accountant.load: this session did not write to it.")
-        self._on_disk = text
-        return Ledger(self.total, composition, spends)
 
     def _settle(self, pending: Spend, outcome: Spend | None, caller: str, consequence: str) -> None:
         """Replace a pending entry after :func:`mmopt.release` returned or raised: memory always takes the outcome;
@@ -431,33 +403,9 @@ class Accountant:
             self._commit(lambda ledger: ledger.settle(pending, outcome), caller)
         except (OSError, ValueError, TimeoutError) as exc:
             self._ledger = self._ledger.settle(pending, outcome)
-            warnings.warn(f"{caller}: the ledger file '{self._path}' could not be updated ({exc}): {consequence} "
+            warnings.warn(f"{caller}: the ledger file '{self.path}' could not be updated ({exc}): {consequence} "
                           "as pending, in full. Call acc.save() once the file is writable.", RuntimeWarning,
                           stacklevel=3)
-
-    def _write(self, target: Path, ledger: Ledger, caller: str, *, new: bool = False,
-               replace: bool = False, locked: bool = False) -> None:
-        """Write ``ledger`` to ``target`` and make it this session's file. ``new``: a file this session did not
-        read (created exclusively unless ``replace``); ``locked``: the caller holds the lock and merged the file
-        (:meth:`_commit`); else this session's own file (:meth:`save`), written only over the state it last saw."""
-        if target.is_dir():
-            raise ValueError(f"The 'path' parameter of {caller} names a directory, '{target}'. Give a file name.")
-        if not target.parent.is_dir():
-            raise FileNotFoundError(f"{caller}: the directory '{target.parent}' does not exist. Create it first.")
-        if not (new or locked):
-            with lg.locked(target, caller):
-                try:
-                    current = target.read_text(encoding="utf-8")
-                except FileNotFoundError:
-                    current = None
-                if self._on_disk is not None and current != self._on_disk:
-                    raise ValueError(f"{caller}: the ledger file '{target}' changed since this session read it "
-                                     "(another run spent from it, or it was moved). Load it again with "
-                                     "Accountant.load: this session did not write to it.")
-                return self._write(target, ledger, caller, locked=True)
-        text = lg.dumps(ledger.total.epsilon, ledger.total.delta, ledger.composition, ledger.spends)
-        lg.write_atomically(target, text, exclusive=new and not replace)
-        self._path, self._on_disk = target, text
 
     def _label(self, label, kind: str, caller: str) -> str:
         if label is None:
@@ -471,31 +419,5 @@ def _checked(ledger: Ledger, charge, caller: str) -> Ledger:
     return ledger
 
 
-def _verified(pending: Spend, privacy: Privacy, out, composition: str) -> Spend:
-    """The ledger entry of a finished release: OpenDP's verified loss and the ρ of the noise actually drawn."""
-    loss = out.verified_loss
-    if isinstance(loss, tuple):
-        eps, delta = float(loss[0]), float(loss[1])
-    elif loss is not None:
-        eps, delta = float(loss), 0.0
-    else:  # never for mmopt.release; the requested budget bounds the loss
-        eps, delta = privacy.epsilon, privacy.delta
-    gaussian = out.noise == "gaussian"
-    if gaussian:
-        rho = z.gaussian_rho(out.sensitivity, out.noise_scale)
-    else:
-        rho = z.pure_rho(eps) if composition == "zcdp" else None
-    what = f"{pending.what}, Δ={out.sensitivity:.6g}, {'σ' if gaussian else 'b'}={out.noise_scale:.6g}"
-    multiplier = float(out.noise_scale) / float(out.sensitivity) if out.sensitivity > 0 else None
-    noise = out.noise if multiplier and out.noise in ("gaussian", "laplace") else None
-    return Spend(pending.label, what, eps, delta, rho, pending.time, "release", "spent", noise,
-                 multiplier if noise else None)
-
-
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def _name(obj) -> str:
-    name = getattr(obj, "name", None)
-    return name if isinstance(name, str) else f"{type(obj).__name__} of shape {getattr(obj, 'shape', '?')}"

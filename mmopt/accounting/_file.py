@@ -1,0 +1,102 @@
+"""A ledger file as one session sees it: where it is and the text the session last read or wrote there.
+
+The :class:`~mmopt.accounting.Accountant` keeps its budget logic; this module keeps what makes a file safe to
+share between sessions: reads that notice another writer, writes that never go over a state the session has not
+seen, and new files that never replace a ledger another run has just created.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mmopt.accounting import _ledger as lg
+from mmopt.accounting._compose import Ledger
+from mmopt.accounting._ledger import Spend, fmt
+from mmopt.persist._files import check_path
+
+
+@dataclass
+class LedgerFile:
+    """``path`` and ``seen``, the ledger text this session last read or wrote there (None: not read yet).
+
+    Mutable on purpose: ``seen`` follows every read and write, which is how another writer is detected.
+    """
+
+    path: Path
+    seen: str | None = None
+
+    @classmethod
+    def read(cls, path, caller: str) -> tuple[LedgerFile, float, float, str, tuple[Spend, ...]]:
+        """The file at ``path`` and what it records: (file, ε_total, δ_total, composition, spends)."""
+        source = check_path(path, caller)
+        try:
+            text = source.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{caller}: there is no ledger file '{source}'. Check the path, or start a "
+                                    "session with Accountant(total, path=...).") from None
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{caller}: the file '{source}' is not UTF-8 text ({exc}).") from None
+        eps, delta, composition, spends = lg.loads(text, source)
+        key = "rho" if composition == "zcdp" else "epsilon"
+        for k, s in enumerate(spends, 1):
+            if getattr(s, key) is None:
+                raise ValueError(f"{caller}: the file '{source}' has spend #{k} without {key}, which a "
+                                 f"{composition!r} ledger needs. Restore the ledger from a copy.")
+        return cls(source, text), eps, delta, composition, spends
+
+    @classmethod
+    def create(cls, target: Path, ledger: Ledger, caller: str, *, replace: bool = False) -> LedgerFile:
+        """A file this session did not read, holding ``ledger``: created exclusively (it must not appear
+        meanwhile) unless ``replace``."""
+        _check_target(target, caller)
+        made = cls(target)
+        made.put(ledger, exclusive=not replace)
+        return made
+
+    def current(self, ledger: Ledger, caller: str) -> Ledger:
+        """The ledger in the file (the caller holds its lock): ``ledger``, this session's own, if the file is as
+        the session left it, else the file's, which must record the same total and composition."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ValueError(f"{caller}: the ledger file '{self.path}' is gone (moved or deleted) since this session "
+                             "used it. Restore it, or load the ledger where it is now: this session did not "
+                             "write.") from None
+        if text == self.seen:
+            return ledger
+        eps, delta, composition, spends = lg.loads(text, self.path)
+        total = ledger.total
+        if (eps, delta, composition) != (total.epsilon, total.delta, ledger.composition):
+            raise ValueError(f"{caller}: the ledger file '{self.path}' now records total ε={fmt(eps)}, δ={fmt(delta)} "
+                             f"with {composition!r} composition, not this session's: it was replaced by another "
+                             "ledger. Load it again with Accountant.load: this session did not write to it.")
+        self.seen = text
+        return Ledger(total, composition, spends)
+
+    def save(self, ledger: Ledger, caller: str) -> None:
+        """Write ``ledger`` over this session's own file, only if the file is still the state it last saw."""
+        _check_target(self.path, caller)
+        with lg.locked(self.path, caller):
+            try:
+                now = self.path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                now = None
+            if self.seen is not None and now != self.seen:
+                raise ValueError(f"{caller}: the ledger file '{self.path}' changed since this session read it "
+                                 "(another run spent from it, or it was moved). Load it again with "
+                                 "Accountant.load: this session did not write to it.")
+            self.put(ledger)
+
+    def put(self, ledger: Ledger, *, exclusive: bool = False) -> None:
+        """Write ``ledger`` atomically; the caller holds the lock (or ``exclusive``: the file is new)."""
+        text = lg.dumps(ledger.total.epsilon, ledger.total.delta, ledger.composition, ledger.spends)
+        lg.write_atomically(self.path, text, exclusive=exclusive)
+        self.seen = text
+
+
+def _check_target(target: Path, caller: str) -> None:
+    if target.is_dir():
+        raise ValueError(f"The 'path' parameter of {caller} names a directory, '{target}'. Give a file name.")
+    if not target.parent.is_dir():
+        raise FileNotFoundError(f"{caller}: the directory '{target.parent}' does not exist. Create it first.")
