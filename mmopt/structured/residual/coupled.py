@@ -56,25 +56,20 @@ def _basis(n: int) -> np.ndarray:
     return _householder(np.ones(n) / math.sqrt(n))
 
 
-def _strategy_terms(strategy, memo: dict) -> list[_Term] | None:
+def _terms(union, memo: dict, classify, *, drop_zero: bool) -> list[_Term] | None:
+    """The terms of ``union`` in the Hᵢ bases, or None when one has more than two active factors (or ``classify``
+    refuses a factor). ``classify(f)`` is ("T", ‖v‖²n) for a total factor, ("A", Gram in Hᵢ) else, or None;
+    ``memo`` caches it by factor identity across calls."""
     out = []
-    for t in strategy.terms:
+    for t in union.terms:
         s, active = t.weight**2, {}
         for i, f in enumerate(t.factors):
             key = id(f)
             if key not in memo:
-                F = np.asarray(f.matrix, dtype=float)
-                n = F.shape[1]
-                r1 = F.sum(axis=1) / n
-                off = F - r1[:, None]
-                tot = float(np.sum(F * F))
-                if tot == 0.0 or not np.isfinite(tot):
+                kind = classify(f)
+                if kind is None:
                     return None
-                if float(np.sum(off * off)) <= _TOTAL * tot:
-                    memo[key] = (f, "T", float(r1 @ r1) * n)  # ‖v‖²·n
-                else:
-                    H = _basis(n)
-                    memo[key] = (f, "A", H.T @ (F.T @ F) @ H)
+                memo[key] = (f, *kind)  # f is kept so that its id is not reused while memo lives
             _, kind, val = memo[key]
             if kind == "T":
                 s *= val
@@ -82,38 +77,43 @@ def _strategy_terms(strategy, memo: dict) -> list[_Term] | None:
                 active[i] = val
         if len(active) > 2:
             return None
-        out.append(_Term(s, active))
+        if s > 0 or not drop_zero:
+            out.append(_Term(s, active))
     return out
+
+
+def _strategy_terms(strategy, memo: dict) -> list[_Term] | None:
+    def classify(f):
+        F = np.asarray(f.matrix, dtype=float)
+        n = F.shape[1]
+        r1 = F.sum(axis=1) / n
+        off = F - r1[:, None]
+        tot = float(np.sum(F * F))
+        if tot == 0.0 or not np.isfinite(tot):
+            return None
+        if float(np.sum(off * off)) <= _TOTAL * tot:
+            return "T", float(r1 @ r1) * n  # ‖v‖²·n
+        H = _basis(n)
+        return "A", H.T @ (F.T @ F) @ H
+
+    return _terms(strategy, memo, classify, drop_zero=False)
 
 
 def _workload_terms(workload, memo: dict) -> list[_Term] | None:
-    out = []
-    for t in workload.terms:
-        s, active = t.weight**2, {}
-        for i, f in enumerate(t.factors):
-            key = id(f)
-            if key not in memo:
-                G = np.asarray(fc.workload_gram(f), dtype=float)
-                n = G.shape[0]
-                beta = float(G.mean())
-                if beta > 0 and float(np.max(np.abs(G - beta))) <= 1e-12 * beta:
-                    memo[key] = (f, "T", beta * n)
-                else:  # equal Grams share one object, so that pairs with equal factors share their pieces
-                    same = ("gram", G.shape, G.tobytes())
-                    if same not in memo:
-                        H = _basis(n)
-                        memo[same] = H.T @ G @ H
-                    memo[key] = (f, "A", memo[same])
-            _, kind, val = memo[key]
-            if kind == "T":
-                s *= val
-            else:
-                active[i] = val
-        if len(active) > 2:
-            return None
-        if s > 0:
-            out.append(_Term(s, active))
-    return out
+    def classify(f):
+        G = np.asarray(fc.workload_gram(f), dtype=float)
+        n = G.shape[0]
+        beta = float(G.mean())
+        if beta > 0 and float(np.max(np.abs(G - beta))) <= 1e-12 * beta:
+            return "T", beta * n
+        # equal Grams share one object, so that pairs with equal factors share their pieces
+        same = ("gram", G.shape, G.tobytes())
+        if same not in memo:
+            H = _basis(n)
+            memo[same] = H.T @ G @ H
+        return "A", memo[same]
+
+    return _terms(workload, memo, classify, drop_zero=True)
 
 
 def _low_index(shape) -> list[np.ndarray]:
