@@ -117,3 +117,23 @@ def test_tree_attribute_last():
     assert np.isclose(hn.node_total(S, W), np.trace(D.T @ D @ Xp), rtol=1e-8)
     got = np.concatenate([v.ravel() for v in hn.node_variances(S, W)])
     assert np.allclose(got, np.einsum("ij,jk,ik->i", D, Xp, D), rtol=1e-8)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_variances_of_queries_the_strategy_does_not_measure_are_infinite(seed):
+    """A strategy optimised for coarse sets, asked finer ones (deeper levels, other components): every query
+    outside the row space of A has variance inf, every other one the dense q X⁺ qᵀ (it used to be a silent 0)."""
+    geo = _tree(seed + 5)
+    attrs = [geo, Hierarchy.flat(2, name="sex"), Hierarchy.flat(3, name="age")]
+    coarse = grouping_sets(attrs, [("l1", "sex"), ("l2",), ()])
+    fine = grouping_sets(attrs, cross(rollup("l1", "l2", "l3"), cube("sex", "age")))
+    S = solve_nodes(coarse, max_iterations=50).strategy
+    X = _dense_gram(S)
+    D = fine.dense()
+    Xp = np.linalg.pinv(X)
+    # q is estimable iff q = q X⁺X (X is well conditioned on its range: weights from a converged search)
+    estimable = np.linalg.norm(D - D @ Xp @ X, axis=1) <= 1e-8 * np.linalg.norm(D, axis=1)
+    got = np.concatenate([v.ravel() for v in hn.node_variances(S, fine)])
+    assert (~estimable).any() and estimable.any()
+    assert np.all(np.isinf(got[~estimable]))
+    assert np.allclose(got[estimable], np.einsum("ij,jk,ik->i", D, Xp, D)[estimable], rtol=1e-8)

@@ -5,7 +5,7 @@ import pytest
 
 import mmopt
 from mmopt.hierarchy import cross, rollup
-from mmopt.hierarchy.records import release_grouping_sets
+from mmopt.hierarchy.records import plan_grouping_sets, release_grouping_sets
 from mmopt.records.domain import Attribute, Domain
 
 pd = pytest.importorskip("pandas")
@@ -51,3 +51,14 @@ def test_refusals_name_the_parameter():
         release_grouping_sets(df, D, [()], mmopt.Privacy(1.0, 1e-6), leaf="county", levels={"state": STATE_OF[:3]})
     with pytest.raises(ValueError, match="delta > 0"):
         release_grouping_sets(df, D, [("state",)], mmopt.Privacy(1.0), leaf="county", levels={"state": STATE_OF})
+
+
+def test_a_strategy_that_leaves_a_set_unmeasured_is_refused_before_the_records_are_read():
+    """The check is public (the strategy's unit variances): no data is read, no noise drawn, no budget wasted."""
+    _, D = _data()
+    privacy = mmopt.Privacy(1.0, 1e-6)
+    coarse = plan_grouping_sets(D, [("state",)], privacy, leaf="county", levels={"state": STATE_OF})
+    unread = object()  # not a source of records: reading it would raise a different error
+    with pytest.raises(ValueError, match="does not measure"):
+        release_grouping_sets(unread, D, [("county", "sex")], privacy, leaf="county", levels={"state": STATE_OF},
+                              strategy=coarse.strategy)

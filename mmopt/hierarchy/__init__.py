@@ -19,11 +19,12 @@ Examples
 ('hierarchy', True)
 """
 
-from mmopt.hierarchy.records import GroupedRelease, release_grouping_sets
+from mmopt.hierarchy.records import GroupedRelease, GroupingPlan, plan_grouping_sets, release_grouping_sets
 from mmopt.hierarchy.solve import FamilySolution, solve
 from mmopt.hierarchy.strategy import HierarchyStrategy, unit_total, unit_variances
 from mmopt.hierarchy.tree import Hierarchy
 from mmopt.hierarchy.workload import HierarchyWorkload, cross, cube, grouping_sets, rollup
 
-__all__ = ["FamilySolution", "GroupedRelease", "Hierarchy", "HierarchyStrategy", "HierarchyWorkload", "cross", "cube",
-           "grouping_sets", "release_grouping_sets", "rollup", "solve", "unit_total", "unit_variances"]
+__all__ = ["FamilySolution", "GroupedRelease", "GroupingPlan", "Hierarchy", "HierarchyStrategy", "HierarchyWorkload",
+           "cross", "cube", "grouping_sets", "plan_grouping_sets", "release_grouping_sets", "rollup", "solve",
+           "unit_total", "unit_variances"]

@@ -77,6 +77,14 @@ def other_masses(attributes, tree: int, levels, components) -> list[np.ndarray]:
                                   for i, c in zip(others, U, strict=True)]).ravel() for U in Us]
 
 
+def group_sizes(attributes, tree: int, levels) -> np.ndarray:
+    """∏_{i≠tree} |hᵢ| of every combination of the others' level-``levels[i]`` groups (C order): the sum of
+    :func:`other_masses` over *all* components (they resolve the identity, Σ_U ‖P_U 1_h‖² = ‖1_h‖²)."""
+    tabs = [tables(g) for g in attributes]
+    return outer([np.ones(1)] + [np.asarray(tabs[i].masses[levels[i]].sum(axis=1)).ravel()
+                                 for i in range(len(tabs)) if i != tree]).ravel()
+
+
 def ancestors(h: Hierarchy, a: int) -> list[np.ndarray]:
     """``out[b][k]``: the level-b ancestor of level-a group k, for b = 0 … a."""
     out = [np.arange(h.n_groups[a])]

@@ -241,10 +241,24 @@ def node_variances(A: NodeStrategy, W: HierarchyWorkload) -> list[np.ndarray]:
         a = s[k]
         groups = [W.attributes[i].n_groups[s[i]] for i in others]
         var = np.zeros((h.n_groups[a], int(np.prod(groups))))
-        for u, mass in enumerate(hc.other_masses(A.attributes, k, s, lay.components)):
+        masses = hc.other_masses(A.attributes, k, s, lay.components)
+        for u, mass in enumerate(masses):
             if not mass.any():
                 continue
-            var += np.outer(Vs[u][a] if a <= lay.depth[u] else np.zeros(h.n_groups[a]), mass)
+            T = int(lay.depth[u])
+            if a <= T:
+                var += np.outer(Vs[u][a], mass)
+                continue
+            # below the deepest level this component measures, a group is estimable only when it is its level-T
+            # ancestor (a chain of single children: the same leaves); any other is not
+            anc = hc.ancestor_at(h, a, T)
+            v = np.where(h.sizes[a] == h.sizes[T][anc], Vs[u][T][anc], np.inf)
+            on = mass > 0
+            var[:, on] += np.outer(v, mass[on])
+        # a component the strategy does not measure at all: not estimable either (the masses of all components
+        # add up to the group sizes; round-off in them is ~1e-16 relative)
+        covered = np.sum(masses, axis=0) if masses else np.zeros(var.shape[1])
+        var[:, covered < hc.group_sizes(A.attributes, k, s) * (1 - 1e-9)] = np.inf
         full = var.reshape((h.n_groups[a], *groups))
         out.append(scale * w * w * np.moveaxis(full, 0, k))
     return out

@@ -10,7 +10,6 @@ from :func:`mmopt.records.counts.marginal_counts` (every source it reads), noise
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -75,35 +74,50 @@ class GroupedRelease:
         return out[lead + [c for c in out.columns if c not in lead]]
 
 
-def release_grouping_sets(records, domain, sets, privacy, *, leaf: str, levels: dict, strategy=None,
-                          noise_scale: float | None = None) -> GroupedRelease:
-    """Release ``GROUP BY GROUPING SETS (sets)`` of ``records`` with a hierarchy over the ``leaf`` attribute.
+@dataclass(frozen=True, eq=False)
+class GroupingPlan:
+    """The public side of a grouping-sets release, built from the domain and the sets alone (no data read).
 
-    Parameters
-    ----------
-    records : anything :func:`mmopt.records.counts.marginal_counts` reads
-    domain : mmopt.records.Domain
-        Must hold ``leaf`` and every attribute named in ``sets`` that is not a level of the hierarchy.
-    sets : list of tuple of str
-        Attribute and level names (``()`` the total), e.g. ``cross(rollup("state", "county"), cube("sex"))``.
-    privacy : Privacy
-        (ε, δ) with δ > 0 (Gaussian noise).
-    leaf : str
-        The finest geography attribute (a domain attribute, one cell per category).
-    levels : dict
-        Coarse to fine, ``{level name: sequence with the label of each leaf category's group}``.
-    strategy : HierarchyStrategy or NodeStrategy, optional
-        Default: ``mmopt.optimize(workload, privacy=privacy)``'s.
+    ``workload`` over ``domain`` (the records' attributes less the derived levels), ``strategy`` and its
+    ``result``, the strategy's ``measurements`` (:func:`mmopt.hierarchy.release.measurements`), ``labels`` and
+    ``names`` for :class:`GroupedRelease`.
     """
-    from mmopt.hierarchy.release import release
+
+    workload: HierarchyWorkload
+    domain: object
+    strategy: object = field(repr=False)
+    result: object = field(repr=False)
+    measurements: object = field(repr=False)
+    labels: tuple = field(repr=False)
+    names: tuple = field(repr=False)
+
+    def counts(self, records) -> np.ndarray:
+        """The histogram of ``records`` over :attr:`domain` (float, shape ``workload.shape``)."""
+        from mmopt.records.counts import marginal_counts
+        full = tuple(range(len(self.domain.names)))
+        return marginal_counts(records, self.domain, [full])[full].astype(float)
+
+    def grouped(self, release) -> GroupedRelease:
+        """The labelled :class:`GroupedRelease` of a release made with this plan's strategy."""
+        return GroupedRelease(self.workload, release, self.result, self.labels, self.names)
+
+
+def plan_grouping_sets(domain, sets, privacy, *, leaf: str, levels: dict, strategy=None,
+                       caller: str = "plan_grouping_sets") -> GroupingPlan:
+    """The :class:`GroupingPlan` of ``GROUP BY GROUPING SETS (sets)`` (parameters: :func:`release_grouping_sets`).
+
+    Refuses, before any data is read, a strategy that leaves a grouping set unmeasured.
+    """
+    from mmopt.hierarchy.release import measurements, refuse_unmeasured
     from mmopt.optimize import optimize
     from mmopt.privacy import Privacy
-    from mmopt.records.counts import marginal_counts
     from mmopt.records.domain import Domain
-    caller = "release_grouping_sets"
     if not isinstance(privacy, Privacy) or privacy.noise != "gaussian":
         raise ValueError(f"The 'privacy' parameter of {caller} must be a Privacy with delta > 0 (Gaussian noise at "
                          f"the strategy's exact L2 sensitivity). Got {privacy!r}.")
+    if not isinstance(domain, Domain):
+        raise TypeError(f"The 'domain' parameter of {caller} must be a Domain (mmopt.records.Domain). "
+                        f"Got {type(domain).__name__} instead.")
     if leaf not in domain.names:
         raise ValueError(f"The 'leaf' parameter of {caller} must be an attribute of the domain. Got {leaf!r}; the "
                          f"domain has {list(domain.names)}.")
@@ -123,15 +137,14 @@ def release_grouping_sets(records, domain, sets, privacy, *, leaf: str, levels: 
         labels.append(tuple(lab[np.sort(first)]))
     geo = Hierarchy.from_codes(np.stack(codes, axis=1), level_names=("total", *levels, leaf), name=leaf)
     attrs = [a for a in domain.attributes if a.name not in levels]  # levels are derived, never read
-    sub = Domain(tuple(attrs))
     hier = [geo if a.name == leaf else Hierarchy.flat(a.size, name=a.name) for a in attrs]
     W = grouping_sets(hier, sets, name="grouping sets")
-    counts = marginal_counts(records, sub, [tuple(range(len(attrs)))])[tuple(range(len(attrs)))]
     result = None
     if strategy is None:
         result = optimize(W, privacy=privacy)
         strategy = result.strategy
-    out = release(W, strategy, counts.astype(float), privacy, noise_scale=noise_scale)
+    m = measurements(W, strategy, caller=caller)
+    refuse_unmeasured(m, caller)
     all_labels = []
     for a in attrs:
         if a.name == leaf:
@@ -139,7 +152,35 @@ def release_grouping_sets(records, domain, sets, privacy, *, leaf: str, levels: 
         else:
             all_labels.append(((None,), tuple(a.labels)))
     names = tuple(h.level_names for h in hier)
-    if not all(math.isfinite(float(v.max())) for v in out.variances):
-        raise ValueError(f"{caller}: a grouping set asks a level the strategy does not measure. Optimise the "
-                         "strategy for these grouping sets (omit 'strategy').")
-    return GroupedRelease(W, out, result, tuple(all_labels), names)
+    return GroupingPlan(W, Domain(tuple(attrs)), strategy, result, m, tuple(all_labels), names)
+
+
+def release_grouping_sets(records, domain, sets, privacy, *, leaf: str, levels: dict, strategy=None,
+                          noise_scale: float | None = None) -> GroupedRelease:
+    """Release ``GROUP BY GROUPING SETS (sets)`` of ``records`` with a hierarchy over the ``leaf`` attribute.
+
+    Parameters
+    ----------
+    records : anything :func:`mmopt.records.counts.marginal_counts` reads
+    domain : mmopt.records.Domain
+        Must hold ``leaf`` and every attribute named in ``sets`` that is not a level of the hierarchy.
+    sets : list of tuple of str
+        Attribute and level names (``()`` the total), e.g. ``cross(rollup("state", "county"), cube("sex"))``.
+    privacy : Privacy
+        (ε, δ) with δ > 0 (Gaussian noise).
+    leaf : str
+        The finest geography attribute (a domain attribute, one cell per category).
+    levels : dict
+        Coarse to fine, ``{level name: sequence with the label of each leaf category's group}``.
+    strategy : HierarchyStrategy or NodeStrategy, optional
+        Default: ``mmopt.optimize(workload, privacy=privacy)``'s.
+
+    See Also
+    --------
+    mmopt.opendp.make_grouping_sets_mechanism : the same release as an OpenDP ``Measurement``.
+    """
+    from mmopt.hierarchy.release import release
+    plan = plan_grouping_sets(domain, sets, privacy, leaf=leaf, levels=levels, strategy=strategy,
+                              caller="release_grouping_sets")
+    out = release(plan.workload, plan.strategy, plan.counts(records), privacy, noise_scale=noise_scale)
+    return plan.grouped(out)

@@ -60,33 +60,66 @@ def release(W: HierarchyWorkload, A, x, privacy: Privacy, *, noise_scale: float 
     if x.shape != W.shape or not np.all(np.isfinite(x)):
         raise ValueError(f"The 'x' parameter of {caller} must be a finite histogram of shape {W.shape} (one count per "
                          f"cell). Got shape {x.shape}.")
+    m = measurements(W, A, caller=caller)
+    refuse_unmeasured(m, caller)
+    Ax = finite(m.answer(x), "the strategy answers A x", caller)  # refused before any noise is drawn
+    y, scale, loss = measure(Ax, m.sensitivity, privacy, noise_scale=noise_scale, caller=caller)
+    return m.released(y, scale, loss)
+
+
+@dataclass(frozen=True, eq=False)
+class Measurements:
+    """The strategy's side of a release, built without data: ``answer(x)`` = A x (a vector), ``finish(y)`` the
+    least-squares answers of every grouping set from noisy y, ``unit`` their variances at unit noise per
+    Δ₂ = 1, ``exact`` the strategy's Δ₂ and ``sensitivity`` it rounded upwards (the release's d_in)."""
+
+    answer: object = field(repr=False)
+    finish: object = field(repr=False)
+    unit: list = field(repr=False)
+    exact: float
+    sensitivity: float
+    family: str
+
+    def released(self, y: np.ndarray, scale: float, loss) -> HierarchyRelease:
+        """The :class:`HierarchyRelease` of noisy measurements ``y`` drawn at ``scale`` (post-processing)."""
+        factor = scale * scale / (self.exact * self.exact)
+        return HierarchyRelease(self.finish(y), [factor * u for u in self.unit], scale, self.sensitivity, loss,
+                                self.family, y)
+
+
+def refuse_unmeasured(m: Measurements, caller: str) -> None:
+    """ValueError, before any data is read or noise drawn, when a grouping set asks what the strategy does not
+    measure (an infinite unit variance): its least-squares answer would be a silent 0."""
+    if not all(np.isfinite(u).all() for u in m.unit):
+        raise ValueError(f"{caller}: a grouping set asks a level the strategy does not measure. Optimise the "
+                         "strategy for these grouping sets (omit 'strategy', or mmopt.optimize(workload)).")
+
+
+def measurements(W: HierarchyWorkload, A, *, caller: str = "measurements") -> Measurements:
+    """:class:`Measurements` of strategy ``A`` (a HierarchyStrategy or NodeStrategy) for ``W``."""
     Delta = A.sensitivity()
     d_in = upper_sensitivity(Delta, caller=caller)
     if isinstance(A, HierarchyStrategy):
-        Ax, finish = _residual(W, A, x)
-        unit = unit_variances(A, W)
-    elif isinstance(A, hn.NodeStrategy):
-        Ax, finish = _nodes(W, A, x)
-        unit = hn.node_variances(A, W)
-    else:
-        raise TypeError(f"The 'strategy' parameter of {caller} must be a HierarchyStrategy or NodeStrategy. Got "
-                        f"{type(A).__name__}.")
-    Ax = finite(Ax, "the strategy answers A x", caller)  # refused before any noise is drawn
-    y, scale, loss = measure(Ax, d_in, privacy, noise_scale=noise_scale, caller=caller)
-    answers = finish(y)
-    factor = scale * scale / (Delta * Delta)
-    family = "residual" if isinstance(A, HierarchyStrategy) else "nodes"
-    return HierarchyRelease(answers, [factor * u for u in unit], scale, d_in, loss, family, y)
+        answer, finish = _residual(W, A)
+        return Measurements(answer, finish, unit_variances(A, W), Delta, d_in, "residual")
+    if isinstance(A, hn.NodeStrategy):
+        answer, finish = _nodes(W, A)
+        return Measurements(answer, finish, hn.node_variances(A, W), Delta, d_in, "nodes")
+    raise TypeError(f"The 'strategy' parameter of {caller} must be a HierarchyStrategy or NodeStrategy. Got "
+                    f"{type(A).__name__}.")
 
 
-def _residual(W, A, x):
+def _residual(W, A):
     attrs = W.attributes
-    coef = x
-    for i, h in enumerate(attrs):
-        coef = hb.along(hb.analysis, h, coef, i)
     xw = A.weights[np.ix_(*[hb.basis(h).component_of for h in attrs])]
     on = xw > 0
     root = np.sqrt(xw[on])
+
+    def answer(x):
+        coef = x
+        for i, h in enumerate(attrs):
+            coef = hb.along(hb.analysis, h, coef, i)
+        return root * coef[on]
 
     def finish(y):
         C = np.zeros(W.shape)
@@ -102,33 +135,35 @@ def _residual(W, A, x):
             out.append(T)
         return out
 
-    return root * coef[on], finish
+    return answer, finish
 
 
-def _nodes(W, A, x):
+def _nodes(W, A):
     lay, k = A.layout, A.layout.tree
     attrs = W.attributes
     h = attrs[k]
     others = [i for i in range(len(attrs)) if i != k]
-    coef = x
-    for i in others:
-        coef = hb.along(hb.analysis, attrs[i], coef, i)
-    coef = np.moveaxis(coef, k, 0).reshape(h.n, -1)  # tree cells × the others' coefficients (C order)
     grid = np.ix_(*[hb.basis(attrs[i]).component_of for i in others]) if others else ()
     shape = tuple(int(hb.basis(attrs[i]).component_of.max()) + 1 for i in others)
     flat = np.ravel_multi_index(np.broadcast_arrays(*grid), shape).ravel() if others else np.zeros(1, dtype=int)
     cols = [np.flatnonzero(flat == c) for c in lay.components]
-    pieces = []
-    for u, z in enumerate(A.weights):
-        S = coef[:, cols[u]]
-        sums = [None] * len(z)
-        for ell in range(h.depth, -1, -1):
-            if ell < len(z):
-                sums[ell] = S
-            if ell:
-                S = _group_rows(h.parents[ell - 1], S, h.n_groups[ell - 1])
-        pieces.append([np.sqrt(zl)[:, None] * sl for zl, sl in zip(z, sums, strict=True)])
-    Ax = np.concatenate([p.ravel() for ps in pieces for p in ps])
+
+    def answer(x):
+        coef = x
+        for i in others:
+            coef = hb.along(hb.analysis, attrs[i], coef, i)
+        coef = np.moveaxis(coef, k, 0).reshape(h.n, -1)  # tree cells × the others' coefficients (C order)
+        pieces = []
+        for u, z in enumerate(A.weights):
+            S = coef[:, cols[u]]
+            sums = [None] * len(z)
+            for ell in range(h.depth, -1, -1):
+                if ell < len(z):
+                    sums[ell] = S
+                if ell:
+                    S = _group_rows(h.parents[ell - 1], S, h.n_groups[ell - 1])
+            pieces.append([np.sqrt(zl)[:, None] * sl for zl, sl in zip(z, sums, strict=True)])
+        return np.concatenate([p.ravel() for ps in pieces for p in ps])
 
     def finish(y):
         at, est = 0, []
@@ -154,7 +189,7 @@ def _nodes(W, A, x):
             out.append(np.moveaxis(T, 0, k))
         return out
 
-    return Ax, finish
+    return answer, finish
 
 
 def _group_rows(parent: np.ndarray, S: np.ndarray, groups: int) -> np.ndarray:

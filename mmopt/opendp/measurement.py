@@ -60,7 +60,7 @@ _dp = _opendp.prelude  # opendp.prelude with "contrib" on, or an ImportError say
 
 
 @contextlib.contextmanager
-def _vouched(dp):
+def vouched(dp):
     """``honest-but-curious`` on while mmopt's own user-defined pieces are built, then back as it was."""
     from opendp.mod import GLOBAL_FEATURES
     had = "honest-but-curious" in GLOBAL_FEATURES
@@ -98,7 +98,7 @@ def records_domain(domain: Domain):
                         f"Got {type(domain).__name__} instead.")
     dp = _dp("records_domain")
     digest = hashlib.sha256(domain.to_json().encode("utf-8")).hexdigest()[:32]
-    with _vouched(dp):
+    with vouched(dp):
         return dp.user_domain(f"MmoptRecords(attributes={list(domain.names)}, sha256={digest})", member=is_records)
 
 
@@ -191,6 +191,40 @@ def pieces(input_domain, input_metric, output_measure, domain: Domain, workload,
     """(T, the noise measurement, the post-processing Function) of :func:`make_matrix_mechanism`, unchained:
     for tests and for callers who want A x under their own OpenDP noise."""
     caller = _CALLER
+    dp, noise = check_space(input_domain, input_metric, output_measure, domain, scale, privacy, caller)
+    # only the noise and its norm steer the plan; the stand-in budget's ε, δ are not used
+    planned = privacy if privacy is not None else (Privacy(1.0, 1e-9) if noise == "gaussian" else Privacy(1.0))
+    prep = mc.prepare(domain, workload, planned, strategy, caller)
+    Delta = prep.sensitivity
+    if privacy is not None:  # the scale release_marginals draws at for this budget (same search, same map)
+        _, scale, _ = _opendp.calibrate(prep.n_answers, Delta, privacy, noise_scale=None, caller=caller)
+        epsilon, delta = privacy.epsilon, privacy.delta
+    else:
+        scale = check_scale(scale, caller)
+        epsilon = delta = math.nan
+    rho = rho_of(Delta, scale) if noise == "gaussian" else None
+
+    def answers(records):
+        return mc.strategy_answers(prep, records, batch_size=batch_size, caller=caller)[1].tolist()
+
+    def post(y):
+        return mc.assemble(prep, np.asarray(y, dtype=np.float64), noise=noise, scale=scale, epsilon=epsilon,
+                           delta=delta, rho=rho, sampler="opendp", caller=caller)
+
+    out_domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=prep.n_answers)
+    out_metric = dp.l2_distance(T=float) if noise == "gaussian" else dp.l1_distance(T=float)
+    with vouched(dp):
+        T = dp.t.make_user_transformation(input_domain, input_metric, out_domain, out_metric, function=answers,
+                                          stability_map=lambda d_in: scaled(d_in, Delta))
+        release = dp.new_function(post, TO="ExtrinsicObject")
+    make = dp.m.make_gaussian if noise == "gaussian" else dp.m.make_laplace
+    return T, make(out_domain, out_metric, scale), release
+
+
+def check_space(input_domain, input_metric, output_measure, domain: Domain, scale, privacy, caller: str):
+    """(OpenDP's prelude, "gaussian" or "laplace") after checking a records measurement's arguments: the input
+    space is :func:`records_space` (``domain``), exactly one of ``scale`` and ``privacy``, and ``privacy``'s noise
+    is the output measure's."""
     dp = _dp(caller)
     noise = _noise_of(dp, output_measure, caller)
     if input_metric != dp.symmetric_distance():
@@ -213,36 +247,10 @@ def pieces(input_domain, input_metric, output_measure, domain: Domain, workload,
             raise ValueError(f"The 'privacy' parameter of {caller} asks for {privacy.noise} noise ({privacy}), but "
                              f"'output_measure' is {output_measure} ({noise} noise). Use delta > 0 with "
                              "zero_concentrated_divergence, delta = 0 with max_divergence.")
-    # only the noise and its norm steer the plan; the stand-in budget's ε, δ are not used
-    planned = privacy if privacy is not None else (Privacy(1.0, 1e-9) if noise == "gaussian" else Privacy(1.0))
-    prep = mc.prepare(domain, workload, planned, strategy, caller)
-    Delta = prep.sensitivity
-    if privacy is not None:  # the scale release_marginals draws at for this budget (same search, same map)
-        _, scale, _ = _opendp.calibrate(prep.n_answers, Delta, privacy, noise_scale=None, caller=caller)
-        epsilon, delta = privacy.epsilon, privacy.delta
-    else:
-        scale = _check_scale(scale, caller)
-        epsilon = delta = math.nan
-    rho = _rho(Delta, scale) if noise == "gaussian" else None
-
-    def answers(records):
-        return mc.strategy_answers(prep, records, batch_size=batch_size, caller=caller)[1].tolist()
-
-    def post(y):
-        return mc.assemble(prep, np.asarray(y, dtype=np.float64), noise=noise, scale=scale, epsilon=epsilon,
-                           delta=delta, rho=rho, sampler="opendp", caller=caller)
-
-    out_domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=prep.n_answers)
-    out_metric = dp.l2_distance(T=float) if noise == "gaussian" else dp.l1_distance(T=float)
-    with _vouched(dp):
-        T = dp.t.make_user_transformation(input_domain, input_metric, out_domain, out_metric, function=answers,
-                                          stability_map=lambda d_in: scaled(d_in, Delta))
-        release = dp.new_function(post, TO="ExtrinsicObject")
-    make = dp.m.make_gaussian if noise == "gaussian" else dp.m.make_laplace
-    return T, make(out_domain, out_metric, scale), release
+    return dp, noise
 
 
-def _check_scale(scale, caller: str) -> float:
+def check_scale(scale, caller: str) -> float:
     from mmopt._base import validation as v
     scale = v.check_real(scale, name="scale", caller=caller, low=0.0, low_open=True)
     if not math.isfinite(scale):
@@ -250,6 +258,6 @@ def _check_scale(scale, caller: str) -> float:
     return float(scale)
 
 
-def _rho(sensitivity: float, scale: float) -> float:
+def rho_of(sensitivity: float, scale: float) -> float:
     from mmopt.accounting._zcdp import gaussian_rho
     return gaussian_rho(sensitivity, scale)
