@@ -95,3 +95,15 @@ def test_rank_deficient_strategy_monte_carlo(family):
     # the variances the release reports are evaluate's unit total at its noise scale
     assert np.isclose(pred.sum(), 25.0 * mmopt.evaluate(W, A).total_squared_error / A.sensitivity() ** 2,
                       rtol=1e-9)
+
+
+def test_a_strategy_built_on_other_trees_of_the_same_shape_is_refused_before_the_draw():
+    """Same number of counties, other states: the node weights would be read on the wrong tree (it used to
+    release silently, with variances of the other tree)."""
+    from mmopt.hierarchy.release import release
+    sets = cross(rollup("state", "county"), [("sex",), ()])
+    W1, W2 = (grouping_sets([census_like(4, 12, seed=s), Hierarchy.flat(3, name="sex")], sets) for s in (1, 2))
+    A = mmopt.optimize(W1, privacy=mmopt.Privacy(1.0, 1e-6), verbose=False).strategy
+    assert W1.shape == W2.shape
+    with pytest.raises(ValueError, match="same shape, other trees"):
+        release(W2, A, np.ones(W2.shape), mmopt.Privacy(1.0, 1e-6))

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mmopt.hierarchy import components as hc
+from mmopt.hierarchy.strategy import _check_pair
 from mmopt.hierarchy.tree import Hierarchy
 from mmopt.hierarchy.workload import HierarchyWorkload
 
@@ -230,7 +231,9 @@ def node_total(A: NodeStrategy, W: HierarchyWorkload) -> float:
 
 
 def node_variances(A: NodeStrategy, W: HierarchyWorkload) -> list[np.ndarray]:
-    """Per grouping set, its queries' variances at unit noise (as :func:`.strategy.unit_variances`)."""
+    """Per grouping set, its queries' variances at unit noise (as :func:`.strategy.unit_variances`): inf for a query
+    the strategy does not measure. The strategy must be built on the workload's hierarchies."""
+    _check_pair(A, W, NodeStrategy)
     lay, h = A.layout, A.attributes[A.layout.tree]
     k = lay.tree
     others = [i for i in range(len(A.attributes)) if i != k]

@@ -122,14 +122,17 @@ def unit_variances(strategy: HierarchyStrategy, workload: HierarchyWorkload) -> 
     return out
 
 
-def _check_pair(strategy, workload) -> None:
-    if not isinstance(strategy, HierarchyStrategy) or not isinstance(workload, HierarchyWorkload):
-        raise TypeError("The hierarchy family pairs a HierarchyStrategy with a HierarchyWorkload. Got "
+def _check_pair(strategy, workload, kind=None) -> None:
+    """The strategy (a ``kind``, default HierarchyStrategy) was built on the workload's very hierarchies."""
+    kind = HierarchyStrategy if kind is None else kind
+    if not isinstance(strategy, kind) or not isinstance(workload, HierarchyWorkload):
+        raise TypeError(f"The hierarchy family pairs a {kind.__name__} with a HierarchyWorkload. Got "
                         f"{type(strategy).__name__} and {type(workload).__name__}.")
     if tuple(h.n for h in strategy.attributes) != workload.shape or any(
             a is not b and not _same(a, b) for a, b in zip(strategy.attributes, workload.attributes, strict=True)):
+        how = "the same shape, other trees" if strategy.shape == workload.shape else "other shapes"
         raise ValueError(f"The strategy's hierarchies (shape {strategy.shape}) are not the workload's (shape "
-                         f"{workload.shape}); optimise the strategy for this workload's attributes.")
+                         f"{workload.shape}: {how}); optimise the strategy for this workload's attributes.")
 
 
 def _same(a: Hierarchy, b: Hierarchy) -> bool:
