@@ -112,7 +112,7 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     from mmopt.dispatch import as_implicit
     from mmopt.error import evaluate
     from mmopt.family.dense import _dense
-    from mmopt.family.objectives import _marginals, check_targets, marginal_targets
+    from mmopt.family.objectives import _marginals, _orbit_union, check_targets, marginal_targets
     from mmopt.optimize import optimize
     from mmopt.structured.residual.planner import per_marginal_targets
 
@@ -126,6 +126,7 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     if grouped and delta == 0:
         raise ValueError(f"{caller}: grouping sets over hierarchies are planned under Gaussian noise; give delta > 0.")
     marginals = _marginals(as_implicit(workload)) if delta > 0 and not grouped else None
+    symmetric = delta > 0 and not grouped and marginals is None and _orbit_union(workload, targets)
     if grouped:  # one target per grouping set (every group of a set has the same target)
         from mmopt.hierarchy.maxvar import set_targets
         tau = _to_variance(set_targets(workload, targets, caller), kind, alpha, delta, caller)
@@ -135,6 +136,9 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
         tau = _to_variance(given, kind, alpha, delta, caller)
         res = optimize(workload, privacy=unit, targets=dict(zip(marginals.sets, tau.tolist(), strict=True)),
                        tol=tol, max_iterations=max_iterations, verbose=False)
+    elif symmetric:  # a union of Kronecker products past the dense limit: one target per exchangeable query class
+        tau = _to_variance(check_targets(targets, workload.n_queries, caller), kind, alpha, delta, caller)
+        res = optimize(workload, privacy=unit, targets=tau, tol=tol, max_iterations=max_iterations, verbose=False)
     else:
         dense = _dense(workload, "max_variance")  # its rows are built once, by the search
         tau = _to_variance(check_targets(targets, dense.n_queries, caller), kind, alpha, delta, caller)
@@ -150,6 +154,8 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
         achieved = privacy.variance_factor * np.asarray(res.extra["set_variance"])
     elif marginals is not None:
         achieved = privacy.variance_factor * np.array([res.extra["marginal_variance"][S] for S in marginals.sets])
+    elif symmetric:  # each query's variance from the strategy's blocks (mmopt.structured.orbit_maxvar.variances)
+        achieved = privacy.variance_factor * np.asarray(res.extra["per_query_variance"])
     else:
         achieved = np.asarray(evaluate(dense, A, privacy, per_query=True).per_query_variance)
     if np.any(achieved > tau):
