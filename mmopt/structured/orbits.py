@@ -69,7 +69,14 @@ def _permutes_rows(F: np.ndarray, a: int, b: int) -> bool:
     R = F[moved]
     S = R.copy()
     S[:, [a, b]] = S[:, [b, a]]
-    return np.array_equal(R[np.lexsort(R.T[::-1])], S[np.lexsort(S.T[::-1])])
+    return sorted(r.tobytes() for r in R) == sorted(r.tobytes() for r in S)
+
+
+def _key(F: np.ndarray, sums: np.ndarray, x: int) -> bytes:
+    """A twin invariant of cell x: the sorted pairs (F_rx, Σ_y F_ry) over the rows with F_rx ≠ 0 (a swap of twins
+    maps each such row to one with the same entries, so the same sum)."""
+    rows = np.flatnonzero(F[:, x])
+    return np.sort(np.stack([F[rows, x], sums[rows]]).T.copy().view(np.complex128).ravel()).tobytes()
 
 
 def attribute_orbits(factors) -> Orbits:
@@ -86,27 +93,22 @@ def attribute_orbits(factors) -> Orbits:
     """
     factors = [np.asarray(F, dtype=float) for F in factors]
     n = factors[0].shape[1]
-    parent = np.arange(n)
-
-    def root(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    # a cheap necessary condition first: twins have equal column multisets in every factor
-    keys = [tuple(np.sort(F[:, x]).tobytes() for F in factors) for x in range(n)]
-    for a in range(n):
-        for b in range(a + 1, n):
-            if keys[a] != keys[b] or root(a) == root(b):
-                continue
-            if all(_permutes_rows(F, a, b) for F in factors):
-                parent[root(b)] = root(a)
-    roots = np.array([root(x) for x in range(n)])
-    _, first, labels = np.unique(roots, return_index=True, return_inverse=True)
-    order = np.argsort(np.argsort(first))  # number the orbits by their first cell
-    labels = order[labels]
-    return Orbits(labels, np.bincount(labels, minlength=len(first)))
+    # a cheap necessary condition first (each factor's _key); the full check only within equal keys
+    sums = [F.sum(axis=1) for F in factors]
+    keys = [tuple(_key(F, t, x) for F, t in zip(factors, sums, strict=True)) for x in range(n)]
+    # twins are an equivalence, so a cell joins the orbit of the first representative it is a twin of, and
+    # starts an orbit when it is a twin of none (it is then a twin of no member): n × orbits checks, not n²
+    labels, representatives, count = np.empty(n, dtype=int), {}, 0
+    for x in range(n):
+        reps = representatives.setdefault(keys[x], [])
+        for rep in reps:
+            if all(_permutes_rows(F, rep, x) for F in factors):
+                labels[x] = labels[rep]
+                break
+        else:  # orbits are numbered by their first cell
+            labels[x], count = count, count + 1
+            reps.append(x)
+    return Orbits(labels, np.bincount(labels, minlength=count))
 
 
 def row_signatures(orbits: Orbits, F: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
