@@ -61,7 +61,7 @@ def run(only: str | None = None) -> list[dict]:
         p = mmopt.plan(W, targets=targets, kind=kind, delta=delta)
         seconds = time.process_time() - c0
         shown = f"{kind} ≤ {targets:g}" if np.ndim(targets) == 0 else \
-            f"{kind} {np.min(targets):g}–{np.max(targets):g}"
+            f"{kind} {np.min(targets):.2g}–{np.max(targets):.2g}"
         rows.append({"workload": name, "targets": shown, "noise": "Gauss" if delta else "Laplace",
                      "epsilon": p.epsilon, "minimum": p.lower_bound, "ratio": p.ratio, "rho": p.rho,
                      "status": p.status, "seconds": seconds})
