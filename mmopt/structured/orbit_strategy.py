@@ -56,7 +56,7 @@ class OrbitStrategy:
     """
 
     orbits: tuple[Orbits, ...]
-    combinations: tuple[tuple[int, ...], ...]
+    combinations: tuple[tuple[int, ...], ...] = field(repr=False)
     blocks: tuple = field(repr=False)
     name: str = "max_variance"
 
