@@ -120,7 +120,7 @@ def solve_max_variance(W: np.ndarray, targets: np.ndarray | None = None, *, tol:
         st["mean"] += (raw.gram - st["mean"]) / st["k"]  # averaged X̄: feasible, often better where X_p is not unique
         v = _variances(Wt, raw.gram)  # the gradient below, and an upper bound
         # X̄ costs one more n×n factorisation: scored every 4th step, and every step while it is the best
-        # (full-rank W, where X_p is unique, it rarely is: prefix(1,024) saves ~35 of 76 factorisations)
+        # (on a full-rank W, where X_p is unique, it rarely is the best)
         scored = [(raw.gram, v)]
         if st["k"] % 4 == 1 or st["mean_best"]:
             scored.insert(0, (st["mean"], _variances(Wt, st["mean"])))
