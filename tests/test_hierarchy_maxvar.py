@@ -56,3 +56,34 @@ def test_plan_meets_every_target_and_brackets_the_budget():
     assert res.per_query_variance.max() <= p.targets[0] * (1 + 1e-9)  # re-evaluated exactly
     with pytest.raises(ValueError, match="delta > 0"):
         mmopt.plan(W, targets=10.0, kind="se")
+
+
+@pytest.mark.parametrize("build", [_skewed, _balanced])
+def test_symmetry_minimax_brackets_the_dense_minimax(build):
+    # siblings of a tree are exchangeable cells: the search in the commutant (mmopt.structured.orbit_maxvar)
+    # and the dense search certify intervals around the same optimum, and the orbit one is 1e-5 wide
+    from mmopt.structured import orbit_maxvar as om
+    W = build()
+    tau = np.array([1.0, 2.0, 1.0, 4.0, 1.0, 3.0])
+    per_query = np.repeat(tau, W.set_sizes)
+    red = om.reduce(W.to_implicit())
+    per_class = np.zeros(red.n_classes)
+    per_class[red.query_class] = per_query
+    sol = om.solve(red, per_class, tol=1e-6, max_iterations=5_000)
+    dense = mmopt.optimize(wl.Workload.from_matrix(W.dense()), objective="max_variance", targets=per_query)
+    assert sol.objective - sol.lower_bound <= 1e-5 * sol.objective
+    assert sol.lower_bound <= dense.objective * (1 + 1e-9)
+    assert dense.lower_bound <= sol.objective * (1 + 1e-9)
+
+
+def test_plan_past_the_dense_limit_is_certified_and_beats_the_tree_search_on_both_sides():
+    geo = census_like(20, 300, seed=0)  # 6,000 cells: planned as a union of Kronecker products by symmetry
+    W = grouping_sets([geo, Hierarchy.flat(2, name="sex"), Hierarchy.flat(10, name="agegrp")],
+                      cross(rollup("state", "county"), [("sex", "agegrp"), ("sex",), ()]))
+    p = mmopt.plan(W, targets=50.0, kind="halfwidth", delta=1e-9)
+    assert p.status == "optimal" and 1.0 <= p.ratio <= 1.001
+    assert np.all(p.per_query_variance <= p.targets)  # each set's largest variance, exact from the blocks
+    # both sides of the tree search's bracket are valid, so the certified optimum lies inside it
+    _, heuristic, _, _ = mv.solve_maxvar(W, p.targets)
+    assert p.result.objective <= heuristic * (1 + 1e-9)
+    assert p.result.lower_bound >= mv.lower_bound(W, p.targets) * (1 - 1e-4)  # the orbit search's gap

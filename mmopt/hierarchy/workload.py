@@ -101,12 +101,18 @@ class HierarchyWorkload:
         """The same workload as a union of Kronecker products of dense level matrices (small trees: an oracle)."""
         from mmopt.structured import workloads as sw
         from mmopt.workload import Workload
-        terms = []
+        terms, level = [], {}
         for s, w in zip(self.sets, self.weights, strict=True):
-            fs = [Workload.from_matrix(h.level_matrix(a), name=h.level_names[a])
-                  for h, a in zip(self.attributes, s, strict=True)]
+            # one factor object per (attribute, level), shared by the sets that use it
+            fs = [level.setdefault((i, a), Workload.from_matrix(h.level_matrix(a), name=h.level_names[a]))
+                  for i, (h, a) in enumerate(zip(self.attributes, s, strict=True))]
             terms.append(sw.kron(*fs, weight=float(w)))
         return sw.union(terms, name=self.name)
+
+    def level_entries(self) -> int:
+        """Entries of the distinct dense level matrices :meth:`to_implicit` builds (a guard before building)."""
+        used = {(i, a) for s in self.sets for i, a in enumerate(s)}
+        return sum(self.attributes[i].n_groups[a] * self.attributes[i].n for i, a in used)
 
     def dense(self) -> np.ndarray:
         """W itself (m × N): for small trees and tests only."""

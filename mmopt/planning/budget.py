@@ -80,6 +80,23 @@ def _smallest_epsilon(c_max: float, delta: float, *, upper: bool) -> float:
     return eps
 
 
+#: the max-variance searches' relative gap when ``tol`` is not given: ε grows at most linearly in the variance it
+#: must reach (d log ε / d log V between 0.5 and 0.97 for δ ∈ [1e-9, 1e-3], V ∈ [1e-4, 1e4]; 0.5 under Laplace
+#: noise), so a gap of 5·10⁻⁴ in V keeps the budget within 1.0005× of the certified minimum
+PLAN_TOL = 5e-4
+
+#: dense level-matrix entries up to which a hierarchy is planned as a union of Kronecker products (160 MB)
+LEVEL_ENTRIES = 20_000_000
+
+
+def _exchangeable(W) -> bool:
+    """Grouping sets whose dense level matrices fit in :data:`LEVEL_ENTRIES` and whose domain is past the dense
+    search: planned in the commutant of their cell symmetries (siblings of a tree are exchangeable), where the
+    budget is certified to the optimum; larger trees keep :mod:`mmopt.hierarchy.maxvar`'s heuristic."""
+    from mmopt.structured._checks import DENSE_LIMIT
+    return W.domain_size > DENSE_LIMIT and W.level_entries() <= LEVEL_ENTRIES
+
+
 def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha: float = 0.05,
          tol: float | None = None, max_iterations: int | None = None) -> Plan:
     """The smallest ε (at ``delta``) at which every query's variance meets its target, with the strategy.
@@ -96,7 +113,8 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
         What ``targets`` are: variances, standard errors, or half-widths of (1 − ``alpha``) intervals
         (Gaussian noise: half-width = z₁₋α/₂·σ).
     alpha : float in (0, 1)
-    tol, max_iterations : as :func:`mmopt.optimize` (the max-variance search's gap and L2 solves)
+    tol, max_iterations : as :func:`mmopt.optimize` (the max-variance search's gap and L2 solves); ``tol``
+        defaults to :data:`PLAN_TOL`, which keeps ε within 1.0005× of the certified minimum
 
     Returns
     -------
@@ -112,11 +130,12 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     from mmopt.dispatch import as_implicit
     from mmopt.error import evaluate
     from mmopt.family.dense import _dense
-    from mmopt.family.objectives import _marginals, check_targets, marginal_targets
+    from mmopt.family.objectives import _marginals, _orbit_union, check_targets, marginal_targets
     from mmopt.optimize import optimize
     from mmopt.structured.residual.planner import per_marginal_targets
 
     caller = "plan"
+    tol = PLAN_TOL if tol is None else tol
     delta = v.check_real(delta, name="delta", caller=caller, low=0.0, high=1.0, high_open=True)
     alpha = v.check_real(alpha, name="alpha", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
     kind = v.check_choice(kind, name="kind", caller=caller, choices=KINDS)
@@ -126,15 +145,27 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     if grouped and delta == 0:
         raise ValueError(f"{caller}: grouping sets over hierarchies are planned under Gaussian noise; give delta > 0.")
     marginals = _marginals(as_implicit(workload)) if delta > 0 and not grouped else None
+    symmetric = delta > 0 and not grouped and marginals is None and _orbit_union(workload, targets)
     if grouped:  # one target per grouping set (every group of a set has the same target)
         from mmopt.hierarchy.maxvar import set_targets
         tau = _to_variance(set_targets(workload, targets, caller), kind, alpha, delta, caller)
-        res = optimize(workload, privacy=unit, targets=tau, verbose=False)
+        if _exchangeable(workload):  # the union of Kronecker products it is, in its symmetries' commutant
+            implicit = workload.to_implicit()
+            res = optimize(implicit, privacy=unit, targets=np.repeat(tau, workload.set_sizes), tol=tol,
+                           max_iterations=max_iterations, verbose=False)
+            ends = np.cumsum(workload.set_sizes)
+            res.extra["set_variance"] = [float(np.max(res.extra["per_query_variance"][e - k:e]))
+                                         for e, k in zip(ends, workload.set_sizes, strict=True)]
+        else:  # the hierarchical residual / node families' search (mmopt.hierarchy.maxvar)
+            res = optimize(workload, privacy=unit, targets=tau, verbose=False)
     elif marginals is not None:  # unions of marginals at any d: one target and one variance per marginal
         given = per_marginal_targets(marginals, marginal_targets(marginals, targets, caller), caller)
         tau = _to_variance(given, kind, alpha, delta, caller)
         res = optimize(workload, privacy=unit, targets=dict(zip(marginals.sets, tau.tolist(), strict=True)),
                        tol=tol, max_iterations=max_iterations, verbose=False)
+    elif symmetric:  # a union of Kronecker products past the dense limit: one target per exchangeable query class
+        tau = _to_variance(check_targets(targets, workload.n_queries, caller), kind, alpha, delta, caller)
+        res = optimize(workload, privacy=unit, targets=tau, tol=tol, max_iterations=max_iterations, verbose=False)
     else:
         dense = _dense(workload, "max_variance")  # its rows are built once, by the search
         tau = _to_variance(check_targets(targets, dense.n_queries, caller), kind, alpha, delta, caller)
@@ -150,6 +181,8 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
         achieved = privacy.variance_factor * np.asarray(res.extra["set_variance"])
     elif marginals is not None:
         achieved = privacy.variance_factor * np.array([res.extra["marginal_variance"][S] for S in marginals.sets])
+    elif symmetric:  # each query's variance from the strategy's blocks (mmopt.structured.orbit_maxvar.variances)
+        achieved = privacy.variance_factor * np.asarray(res.extra["per_query_variance"])
     else:
         achieved = np.asarray(evaluate(dense, A, privacy, per_query=True).per_query_variance)
     if np.any(achieved > tau):

@@ -1,0 +1,109 @@
+"""A strategy invariant under a workload's cell symmetries, held by its Gram's blocks (see
+:mod:`mmopt.structured.orbit_maxvar`).
+
+Notation: see README. X = AᵀA is ⊕_c X_c ⊗ I on the symmetry blocks of :mod:`mmopt.structured.orbits`; in the
+cell basis X = Σ_c K_c (X_c ⊗ I) K_cᵀ with K_c = ⊗ⱼ (Uⱼ for a trivial attribute, an orthonormal basis of the
+orbit's zero-sum vectors for a standard one). Any A with AᵀA = X has the same errors; :meth:`OrbitStrategy.matrix`
+returns X^{1/2} where the domain is small enough to hold it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mmopt.structured.orbits import Orbits
+
+__all__ = ["OrbitStrategy"]
+
+#: cells up to which the dense Gram / matrix is built
+DENSE_CELLS = 4_096
+
+
+def _standard_basis(labels: np.ndarray, orbit: int) -> np.ndarray:
+    """Orthonormal basis (n × (k − 1)) of the vectors supported on ``orbit`` that sum to 0 (Helmert's)."""
+    cells = np.flatnonzero(labels == orbit)
+    k = len(cells)
+    H = np.zeros((len(labels), k - 1))
+    for i in range(1, k):  # column i: 1 on the first i cells, −i on cell i, normalised
+        H[cells[:i], i - 1] = 1.0
+        H[cells[i], i - 1] = -float(i)
+        H[:, i - 1] /= math.sqrt(i * (i + 1))
+    return H
+
+
+def _trivial_basis(o: Orbits) -> np.ndarray:
+    U = np.zeros((len(o.labels), o.r))
+    U[np.arange(len(o.labels)), o.labels] = 1.0
+    return U / np.sqrt(o.sizes)
+
+
+@dataclass(frozen=True)
+class OrbitStrategy:
+    """The blocks X_c of a G-invariant strategy Gram with max_x X_xx ≤ 1 (so Δ₂ ≤ 1).
+
+    Attributes
+    ----------
+    orbits : tuple of Orbits
+        Each attribute's cell orbits.
+    combinations : tuple of tuple of int
+        Per block, per attribute: −1 (the trivial part) or the orbit of a standard part.
+    blocks : tuple of ndarray or None
+        X_c (None: nothing measured in that block).
+    name : str
+    """
+
+    orbits: tuple[Orbits, ...]
+    combinations: tuple[tuple[int, ...], ...] = field(repr=False)
+    blocks: tuple = field(repr=False)
+    name: str = "max_variance"
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(len(o.labels) for o in self.orbits)
+
+    @property
+    def orbit_shape(self) -> tuple[int, ...]:
+        return tuple(o.r for o in self.orbits)
+
+    @property
+    def domain_size(self) -> int:
+        return math.prod(self.shape)
+
+    def sensitivity_squared(self) -> float:
+        """Δ₂² = max_x X_xx (every cell of an orbit has the same diagonal)."""
+        from mmopt.structured.orbit_maxvar import cell_diagonal
+        return float(cell_diagonal(self, self.blocks).max())
+
+    def gram(self) -> np.ndarray:
+        """X = AᵀA in the cell basis (C order); ``ValueError`` past :data:`DENSE_CELLS` cells."""
+        N = self.domain_size
+        if N > DENSE_CELLS:
+            raise ValueError(f"OrbitStrategy.gram: the domain has {N:,} cells, more than the {DENSE_CELLS:,} a dense "
+                             "Gram is built for; use the blocks (OrbitStrategy.blocks).")
+        X = np.zeros((N, N))
+        for c, Xc in zip(self.combinations, self.blocks, strict=True):
+            if Xc is None:
+                continue
+            bases = [_trivial_basis(o) if cj < 0 else _standard_basis(o.labels, cj)
+                     for o, cj in zip(self.orbits, c, strict=True)]
+            dims = [B.shape[1] for B in bases]
+            trivial = [j for j, cj in enumerate(c) if cj < 0]
+            standard = [j for j, cj in enumerate(c) if cj >= 0]
+            m = math.prod(dims[j] for j in standard)
+            # X_c ⊗ I in the order (trivial attributes, standard attributes), then in attribute order
+            Y = np.kron(Xc, np.eye(m)).reshape([dims[j] for j in trivial + standard] * 2)
+            order = [(trivial + standard).index(j) for j in range(len(c))]
+            Y = Y.transpose(order + [len(c) + i for i in order]).reshape(math.prod(dims), -1)
+            K = bases[0]
+            for B in bases[1:]:
+                K = np.kron(K, B)
+            X += K @ Y @ K.T
+        return X
+
+    def matrix(self) -> np.ndarray:
+        """A = X^{1/2} (N × N), for domains of ≤ :data:`DENSE_CELLS` cells."""
+        lam, V = np.linalg.eigh(self.gram())
+        return (V * np.sqrt(np.maximum(lam, 0.0))) @ V.T

@@ -1,0 +1,129 @@
+"""The max-variance search in the commutant of a union's cell symmetries (mmopt.structured.orbits, orbit_maxvar,
+orbit_strategy): orbits against their definition, block variances against the dense Gram, the optimum against a
+dense SDP, the bound at any weights below it, and sf1 through optimize and plan."""
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt import workload as wl
+from mmopt.dense._workload_core import Workload
+from mmopt.search.max_variance import _variances, solve_max_variance
+from mmopt.structured import orbit_maxvar as om
+from mmopt.structured import workloads as sw
+from mmopt.structured.census import race1, race2, sf1_term_tables
+from mmopt.structured.orbit_strategy import OrbitStrategy
+from mmopt.structured.orbits import attribute_orbits
+
+
+def _intervals(n, cuts):
+    cells = np.arange(n)
+    return np.array([(cells >= a) & (cells < b) for a, b in zip(cuts[:-1], cuts[1:], strict=True)], dtype=float)
+
+
+def _small_census(age=8):
+    """An sf1-like union on (2, 2, 4, age): totals, identities, a one-cell predicate, race-like and age-like
+    blocks with intervals of equal and unequal sizes; term weights differ."""
+    age1 = Workload.from_matrix(_intervals(age, (0, 2, 3, 4, age)), name="age1")
+    age3 = Workload.from_matrix(np.vstack([np.eye(age)[:4], _intervals(age, (4, 6, age))]), name="age3")
+    race = Workload.from_matrix(np.vstack([np.eye(4)[1:], [[0, 0, 1, 1]]]), name="race")
+    hisp = Workload.from_matrix(np.array([[1.0, 0.0]]), name="hisp")
+    T2, I2, IT2 = sw.total(2), sw.identity(2), sw.identity_total(2)
+    terms = (sw.Product((T2, T2, sw.total(4), sw.total(age))), sw.Product((T2, I2, race, sw.total(age))),
+             sw.Product((I2, T2, sw.total(4), age1), 2.0), sw.Product((IT2, hisp, race, age3)),
+             sw.Product((I2, IT2, sw.total(4), age3), 0.5))
+    return sw.ImplicitWorkload(terms, "small census")
+
+
+def _per_query(W, per_term):
+    return np.concatenate([np.full(t.n_queries, float(x)) for t, x in zip(W.terms, per_term, strict=True)])
+
+
+def test_race_orbits_are_the_popcount_classes_that_sf1_tables_do_not_split():
+    # race1 names the six one-flag cells and "white" names cell 1; race2 counts cells by popcount: so the twins
+    # are: {0}, {1}, the other one-flag cells, then one orbit per popcount 2..6
+    o = attribute_orbits([race1().explicit_matrix(), race2().explicit_matrix(), np.eye(64)[[1]], np.ones((1, 64))])
+    pop = np.array([bin(r).count("1") for r in range(64)])
+    expected = [{0}, {1}, set(np.flatnonzero(pop == 1)) - {1}] + [set(np.flatnonzero(pop == k)) for k in range(2, 7)]
+    got = [set(np.flatnonzero(o.labels == i)) for i in range(o.r)]
+    assert sorted(map(sorted, got)) == sorted(map(sorted, expected))
+
+
+def test_an_orbit_never_joins_cells_a_query_tells_apart():
+    rng = np.random.default_rng(0)
+    F = rng.integers(0, 2, (6, 9)).astype(float)
+    o = attribute_orbits([F])
+    for i in range(o.r):  # every transposition inside an orbit maps F's rows onto themselves
+        cells = np.flatnonzero(o.labels == i)
+        for b in cells[1:]:
+            G = F.copy()
+            G[:, [cells[0], b]] = G[:, [b, cells[0]]]
+            assert sorted(map(tuple, G)) == sorted(map(tuple, F))
+
+
+def test_block_variances_and_diagonal_equal_the_dense_gram():
+    W = _small_census()
+    red = om.reduce(W)
+    tau = _per_query(W, (1.0, 2.0, 3.0, 1.5, 4.0))
+    per_class = np.zeros(red.n_classes)
+    per_class[red.query_class] = tau
+    sol = om.solve(red, per_class, tol=1e-5)
+    S = OrbitStrategy(red.orbits, red.combinations, sol.blocks)
+    X = S.gram()
+    dense = _variances(W.dense(), X)
+    # the Gram is well conditioned on the queries' span (ridge 1e-9, X_oo ≤ 1): agreement to rounding
+    np.testing.assert_allclose(sol.class_variance[red.query_class], dense, rtol=1e-9)
+    assert np.max(np.diag(X)) == pytest.approx(S.sensitivity_squared(), rel=1e-12)
+    assert np.max(np.diag(X)) <= 1 + 1e-12
+    assert sol.objective == pytest.approx(float(np.max(dense / tau)) * np.max(np.diag(X)), rel=1e-9)
+
+
+def test_optimum_agrees_with_the_dense_minimax_and_any_weights_bound_it():
+    # with the cells' identity as one more term W has full column rank, where the dense minimax converges
+    # (mmopt.search.max_variance); both certify an interval [lower, upper] around the same optimum
+    base = _small_census(age=6)
+    W = sw.ImplicitWorkload((*base.terms, sw.Product(tuple(sw.identity(n) for n in base.shape), 0.3)), "full rank")
+    tau = _per_query(W, (1.0, 2.0, 3.0, 1.5, 4.0, 1.0))
+    red = om.reduce(W)
+    per_class = np.zeros(red.n_classes)
+    per_class[red.query_class] = tau
+    sol = om.solve(red, per_class, tol=1e-6, max_iterations=5_000)
+    dense = solve_max_variance(W.dense(), tau, tol=1e-5, max_iterations=2_000)
+    assert (sol.objective - sol.lower_bound) <= 1e-5 * sol.objective
+    assert (dense.objective - dense.lower_bound) <= 1e-4 * dense.objective
+    assert sol.lower_bound <= dense.objective * (1 + 1e-9)
+    assert dense.lower_bound <= sol.objective * (1 + 1e-9)
+    rng = np.random.default_rng(1)
+    for _ in range(5):  # T(λ, μ)² at any weights on the simplices is a lower bound (weak duality)
+        lam = rng.dirichlet(np.ones(red.n_classes))
+        mu = rng.dirichlet(np.ones(int(np.prod(red.orbit_shape)))).reshape(red.orbit_shape)
+        T, *_ = om._evaluate(red, lam, mu, 1.0 / per_class)
+        assert T * T <= dense.objective * (1 + 1e-9)
+
+
+def test_too_many_blocks_are_refused_before_building(monkeypatch):
+    monkeypatch.setattr(om, "MAX_BLOCK", 10)
+    with pytest.raises(ValueError, match="symmetry blocks"):
+        om.reduce(wl.sf1())
+
+
+def test_targets_that_split_exchangeable_queries_are_refused():
+    W = wl.sf1()
+    red = om.reduce(W)
+    tau = np.ones(W.n_queries)
+    tau[np.flatnonzero(red.class_size[red.query_class] > 1)[0]] = 2.0  # one query of a class of several
+    with pytest.raises(ValueError, match="equal targets"):
+        mmopt.optimize(W, privacy=mmopt.Privacy(1.0, 1e-9), targets=tau)
+
+
+@pytest.mark.slow  # ≈ 13 CPU s (sf1: 437 query classes, 312 blocks, ~280 steps), 30 s wall on a loaded machine
+def test_sf1_plan_meets_per_table_targets_within_the_certified_minimum():
+    W = wl.sf1()
+    se = {"P1": 5.0, "P8": 10.0, "P9": 10.0, "P10": 10.0, "P11": 10.0}  # the PL-94-like tables tighter
+    tau = _per_query(W, [se.get(t, 20.0) for t in sf1_term_tables()])
+    p = mmopt.plan(W, targets=tau, kind="se", delta=1e-9)
+    assert p.status == "optimal"
+    assert 1.0 <= p.ratio <= 1.001
+    assert np.all(p.per_query_variance <= tau**2)
+    assert np.max(p.per_query_variance / tau**2) > 0.999  # the budget is tight: some target is met with ≈ 0 slack
+    assert isinstance(p.strategy, OrbitStrategy) and p.strategy.sensitivity_squared() <= 1 + 1e-12
