@@ -169,5 +169,5 @@ def test_n_4096_sixteen_epochs_is_certified_within_one_percent():
     assert sol.primal <= 1.01 * sol.dual
     # the proven O(n log n) bound is below the certificate, and close to it
     assert 0.99 * sol.dual <= diagonal_bound(toeplitz.prefix(n), fixed_epochs(k)) <= sol.dual
-    # the causal factor is scaled to Δ = 1 under the schema, by mmopt's O(n·k) Gram-free check of its blocks
+    # the causal factor is scaled to Δ = 1 under the schema (its Gram CᵀC formed afresh)
     assert sensitivity_squared(sol.matrix, fixed_epochs(k)).squared == pytest.approx(1.0, rel=1e-9)
