@@ -5,7 +5,9 @@ Notation: see :mod:`mmopt.participation`. The objective is the total error at un
 method). Gaussian noise only (the L2 sensitivity). Methods:
 
 * "auto" / "l2_approx" under fixed epochs on any dense workload (or a stream workload) of ≤ 4,096 steps: the
-  certified optimum (:func:`mmopt.participation.optimum.solve_fixed_epochs`), lower-triangular (causal) factor;
+  certified optimum, lower-triangular (causal) factor: for prefix sums and all ranges
+  :func:`mmopt.participation.tridiagonal.solve_tridiagonal` (O(n·k²) per step), for any other Gram
+  :func:`mmopt.participation.optimum.solve_fixed_epochs` (O(n³) per step);
 * "banded": a banded Toeplitz strategy with at most b = min-separation bands (n/k for fixed epochs) on prefix
   sums at any n, optimised by :mod:`mmopt.toeplitz.solve`; with that many bands no pattern's cross terms survive,
   so its sensitivity is exact; "auto" beyond 4,096 steps and under minimum separation.
@@ -77,25 +79,31 @@ def run(workload, method, call: Call) -> OptimizeResult:
         if not dense_ok:
             raise ValueError(f"{CALLER}(method='l2_approx', participation={schema!r}) runs under fixed epochs up to "
                              f"4,096 steps. Got n={n:,}; use method='banded' (any n, exact sensitivity).")
-        m = workload.n_queries
-        return _dense(G if G is not None else stream.to_workload().gram * 1.0, schema, call, t0, m)
+        return _dense(G, stream, schema, call, t0, workload.n_queries)
     if stream is None or stream.kind != "prefix":
         raise ValueError(f"{CALLER}(method='banded', participation=...) runs on prefix sums "
                          "(mmopt.workload.prefix(n) or mmopt.toeplitz.prefix(n)).")
     return _banded(stream, schema, call, options.get("bands"), t0)
 
 
-def _dense(G, schema, call: Call, t0: float, m: int) -> OptimizeResult:
+def _dense(G, stream, schema, call: Call, t0: float, m: int) -> OptimizeResult:
     from mmopt.dense._strategy_core import Strategy
     from mmopt.participation.optimum import solve_fixed_epochs
+    from mmopt.participation.tridiagonal import solve_tridiagonal
     tol = call.tol if call.tol is not None else 1e-4
-    sol = solve_fixed_epochs(G, schema.epochs, tol=tol, max_iterations=call.max_iterations or 200)
+    if stream is not None:  # prefix sums / all ranges: G⁻¹ tridiagonal, O(n·k²) per step
+        sol = solve_tridiagonal(stream.kind, stream.n, schema.epochs, tol=tol,
+                                max_iterations=call.max_iterations or 300)
+        solver = "mmopt-participation-tridiagonal"
+    else:
+        sol = solve_fixed_epochs(G, schema.epochs, tol=tol, max_iterations=call.max_iterations or 200)
+        solver = "mmopt-participation-dual"
     status, message, lower = reconcile(sol.primal, sol.dual, sol.status, f"certified optimum under {schema!r}: "
                                        f"{sol.primal / sol.dual:.6f}× the dual bound.", tol=tol)
     extra = {"participation": repr(schema), "sensitivity_squared": sol.sensitivity.squared,
              "sensitivity_exact": sol.sensitivity.exact, "sensitivity_method": sol.sensitivity.method}
     return OptimizeResult(Strategy(sol.matrix, "participation-optimum"), "l2", sol.primal, lower, status,
-                          status in SUCCESS, message, "l2_approx", "mmopt-participation-dual", sol.iterations,
+                          status in SUCCESS, message, "l2_approx", solver, sol.iterations,
                           time.perf_counter() - t0, sol.primal / m, lower / m, history=sol.history, extra=extra)
 
 

@@ -1,0 +1,291 @@
+"""The certified optimum under fixed epochs for prefix sums and all ranges, n ≤ 4,096: the dual of
+:mod:`mmopt.participation.optimum` in O(n·k²) per step, through the workload's tridiagonal inverse Gram.
+
+Notation: see :mod:`mmopt.participation.optimum`. The dual point is M = blockdiag_j(B_j), B_j = F_j F_jᵀ
+(F_j = √λ_j N_j L_j, k×k, on pattern j's steps), and the bound needs S(M) = tr (M^{1/2} G M^{1/2})^{1/2}
+= tr (Fᵀ G F)^{1/2} = tr K^{−1/2} with
+
+    K = F⁻¹ G⁻¹ F⁻ᵀ,   G⁻¹ tridiagonal (prefix: tridiag(−1, [1, 2, …, 2], −1); all ranges: tridiag(−1, 2, −1)/(n+1)),
+
+as in :mod:`mmopt.toeplitz.dual` for one participation. In time order G⁻¹ couples t and t + 1; F⁻¹ couples the
+steps j, j + b, … of pattern j. Ordering the patterns 0, b − 1, 1, b − 2, … ("folded", so that j and j + 1 — and
+the wrap from pattern b − 1 to pattern 0 one epoch later — are at most two places apart) and grouping g ≥ 2 of
+them per block makes K block tridiagonal with blocks of s = g·k. So
+
+* the gradient ½ X(M) needs only X(M)'s pattern blocks, X_jj = F_j⁻ᵀ (K^{−1/2})_jj F_j⁻¹, and those come from
+  :func:`mmopt.participation.quadrature.inverse_sqrt_blocks`: O(n·s²) per rational node instead of O(n³);
+* the certified bound at the end is S computed from K's eigenvalues (dense, one per solve), less a backward-error
+  allowance δ = 64·n·u·‖K‖ on each eigenvalue (Weyl): S ≥ Σ_i (ω̂_i + δ)^{−1/2};
+* the primal is X(M) = F⁻ᵀ K^{−1/2} F⁻¹ from the same eigendecomposition, its exact (or upper-bounded)
+  sensitivity under the schema and its error tr(G X⁻¹) recomputed from its causal factor, as in
+  :mod:`mmopt.participation.optimum`.
+
+The optimiser is the same L-BFGS on log S² − log Σλ in the same variables (their gradient formula is shared),
+started from the solution at n/2 repeated onto the b patterns (each pattern of the coarse run stands for two), the
+coarse run started the same way down to n ≤ 256.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import scipy.linalg
+from scipy import optimize as sopt
+
+from mmopt.participation.optimum import MAX_N, ScheduleOptimum, _Dual, causal_factor
+from mmopt.participation.quadrature import inverse_sqrt_blocks
+from mmopt.participation.schemas import FixedEpochs
+from mmopt.participation.sensitivity import block_bounds, gram_sensitivity_squared
+
+__all__ = ["inverse_gram", "solve_tridiagonal"]
+
+_EPS = np.finfo(float).eps
+_NODES = 48  # rational nodes: relative error ≤ 1e-11 up to a spread M/m = 10¹² (quadrature module); fewer
+# leave L-BFGS's line search in the quadrature's noise before the primal has converged
+_COARSEST = 256
+
+
+def inverse_gram(kind: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(diagonal, super-diagonal) of G⁻¹ for prefix sums or all ranges (module docstring).
+
+    >>> a, e = inverse_gram("prefix", 4)
+    >>> G = np.array([[4 - max(i, j) for j in range(4)] for i in range(4)], float)
+    >>> bool(np.allclose(np.linalg.inv(G), np.diag(a) + np.diag(e, 1) + np.diag(e, -1)))
+    True
+    """
+    if kind == "prefix":
+        a = np.full(n, 2.0)
+        a[0] = 1.0
+        return a, -np.ones(n - 1)
+    return np.full(n, 2.0 / (n + 1)), np.full(n - 1, -1.0 / (n + 1))
+
+
+class _Layout:
+    """Where pattern j sits: folded place q_j, block r_j = q_j // g, offset o_j = (q_j mod g)·k."""
+
+    def __init__(self, b: int, k: int):
+        g = max(2, 2 * (-(-24 // (2 * k))))  # even, s = g·k ≥ 24: fewer Python steps for small k
+        seq = np.empty(b, dtype=int)
+        seq[0::2] = np.arange((b + 1) // 2)
+        seq[1::2] = b - 1 - np.arange(b // 2)
+        q = np.empty(b, dtype=int)
+        q[seq] = np.arange(b)
+        self.b, self.k, self.g, self.s = b, k, g, g * k
+        self.R = -(-b // g)
+        self.r, self.o = q // g, (q % g) * k
+
+
+class _TridiagonalDual(_Dual):
+    """:class:`~mmopt.participation.optimum._Dual` with S and X(M)'s blocks from the block-tridiagonal K."""
+
+    def __init__(self, kind: str, b: int, k: int):
+        self.b, self.k, self.n = b, k, b * k
+        self.best = (0.0, None)
+        self.last = None
+        n = self.n
+        a, e = inverse_gram(kind, n)
+        self.a = a.reshape(k, b).T  # a[j, i] at step j + i·b
+        e = np.append(e, 0.0)
+        self.e = e.reshape(k, b).T  # (t, t + 1) at t = j + i·b
+        self.lay = _Layout(b, k)
+        self.gmin = float(scipy.linalg.eigvalsh_tridiagonal(a, e[:-1], select="i", select_range=(0, 0))[0])
+
+    def factors(self, x):
+        lam, L, K, N, R = self.unpack(x)
+        Fi = np.linalg.inv(L) / (N[:, None, :] * np.sqrt(lam)[:, None, None])  # F_j⁻¹ = L⁻¹ N⁻¹ / √λ
+        return lam, L, K, N, R, Fi
+
+    def assemble(self, Fi):
+        """K's blocks (D, E) in the folded order; padding places are identity, decoupled."""
+        lay, b, k = self.lay, self.b, self.k
+        s, R = lay.s, lay.R
+        D = np.zeros((R, s, s))
+        E = np.zeros((max(R - 1, 1), s, s))
+        idx = np.arange(k)
+        pad = np.ones(R * s, dtype=bool)
+        pad[(lay.r * s + lay.o)[:, None] + idx] = False
+        D.reshape(R * s, s)[np.flatnonzero(pad), np.flatnonzero(pad) % s] = 1.0
+        self._put(D, E, np.arange(b), np.arange(b), np.einsum("jab,jb,jcb->jac", Fi, self.a, Fi), diagonal=True)
+        if b > 1:
+            j = np.arange(b - 1)
+            self._put(D, E, j, j + 1, np.einsum("jab,jb,jcb->jac", Fi[:-1], self.e[:-1], Fi[1:]))
+        Z = np.diag(self.e[b - 1, :k - 1], 1)  # epoch i of pattern b − 1 → epoch i + 1 of pattern 0
+        if k > 1:
+            self._put(D, E, np.array([b - 1]), np.array([0]), (Fi[b - 1] @ Z @ Fi[0].T)[None])
+        return D, E
+
+    def _put(self, D, E, j1, j2, blocks, diagonal=False):
+        lay, k = self.lay, self.k
+        r1, r2, o1, o2 = lay.r[j1], lay.r[j2], lay.o[j1], lay.o[j2]
+        i = np.arange(k)
+        rows = (o1[:, None] + i)[:, :, None]
+        cols = (o2[:, None] + i)[:, None, :]
+        rr1, rr2 = r1[:, None, None], r2[:, None, None]
+        if diagonal:
+            np.add.at(D, (rr1 + 0 * rows + 0 * cols, rows + 0 * cols, cols + 0 * rows), blocks)
+            return
+        same, up, down = r1 == r2, r2 == r1 + 1, r2 == r1 - 1
+        # (cols, rows) indices with the same values place the transpose
+        for sel, target, a1, a2, rr in ((same, D, rows, cols, rr1), (same, D, cols, rows, rr1),
+                                        (up, E, rows, cols, rr1), (down, E, cols, rows, rr2)):
+            if sel.any():
+                A1 = np.broadcast_to(a1, blocks.shape)[sel]
+                A2 = np.broadcast_to(a2, blocks.shape)[sel]
+                np.add.at(target, (np.broadcast_to(rr, blocks.shape)[sel], A1, A2), blocks[sel])
+
+    def spectrum(self, D, E, Fi):
+        """[m, M] ∋ K's spectrum: Gershgorin above; λ_min(G⁻¹)/max_j ‖F_j‖² below."""
+        R = D.shape[0]
+        rows = np.abs(D).sum(axis=2)
+        if R > 1:
+            rows[:-1] += np.abs(E[:R - 1]).sum(axis=2)
+            rows[1:] += np.abs(E[:R - 1]).sum(axis=1)
+        Fnorm = 1.0 / np.linalg.svd(Fi, compute_uv=False)[:, -1]
+        return self.gmin / float(Fnorm.max()) ** 2 * 0.5, float(rows.max()) * 1.01
+
+    def evaluate(self, x, full: bool = False):
+        if self.last is not None and np.array_equal(self.last[0], x):
+            return self.last[1]
+        lam, L, K, N, R, Fi = self.factors(x)
+        D, E = self.assemble(Fi)
+        low, high = self.spectrum(D, E, Fi)
+        P = inverse_sqrt_blocks(D, E, min(low, 1.0), max(high, 1.0), _NODES)
+        lay = self.lay
+        i = np.arange(self.k)
+        Pj = P[lay.r[:, None, None], (lay.o[:, None] + i)[:, :, None], (lay.o[:, None] + i)[:, None, :]]
+        S = float(np.einsum("jaa->", Pj))
+        Xb = np.swapaxes(Fi, 1, 2) @ Pj @ Fi
+        weight = float(lam.sum())  # R_j has unit diagonal: max diag B_j = λ_j
+        bound = S * S / weight
+        if bound > self.best[0]:
+            self.best = (bound, x.copy())
+        self.last = (x.copy(), (S, bound, Xb, lam, N, K, R, L))
+        return self.last[1]
+
+    def certify(self, x, kind: str):
+        """(bound, X in time order): the certified S from H = FᵀGF's eigenvalues and the primal X(M)."""
+        from mmopt.dense import gram_operator
+        b, k, n = self.b, self.k, self.n
+        Fi = self.factors(x)[-1]
+        F = np.linalg.inv(Fi)  # M = F Fᵀ for this F exactly: the dual point certified
+        perm = np.arange(n).reshape(k, b).T.ravel()  # pattern-major j·k + i → step j + i·b
+        Gop = gram_operator.prefix_gram(n) if kind == "prefix" else gram_operator.all_range_gram(n)
+        H = Gop.dense()[np.ix_(perm, perm)]
+        H = np.matmul(np.swapaxes(F, 1, 2), H.reshape(b, k, n)).reshape(n, n)  # Fᵀ G, pattern rows
+        H = np.matmul(H.reshape(n, b, k).transpose(1, 0, 2), F).transpose(1, 0, 2).reshape(n, n)
+        H = (H + H.T) / 2
+        w, V = np.linalg.eigh(H)
+        del H
+        # Weyl on each eigenvalue: eigh's backward error 32·n·u·‖H‖ (as mmopt.participation.optimum) and forming
+        # H from G ≥ 0, |ΔH| ≤ γ_{2k}·|F|ᵀG|F| entrywise, so ‖ΔH‖ ≤ γ_{2k}·‖G‖·max_j ‖F_j‖²_F (Perron)
+        gamma = 2 * k * _EPS / (1 - 2 * k * _EPS)
+        delta = 32 * n * _EPS * float(np.abs(w).max()) + gamma / self.gmin * float((F ** 2).sum(axis=(1, 2)).max())
+        S_low = float(np.sqrt(np.maximum(w - delta, 0.0)).sum())
+        weight = float(np.einsum("jab,jab->ja", F, F).max(axis=1).sum()) * (1 + 4 * k * _EPS)
+        bound = S_low ** 2 / weight
+        P = (V * np.sqrt(np.maximum(w, 0.0))) @ V.T  # H^{1/2}
+        del V
+        X = np.matmul(np.swapaxes(Fi, 1, 2), P.reshape(b, k, n)).reshape(n, n)  # F⁻ᵀ H^{1/2} F⁻¹
+        del P
+        X = np.matmul(X.reshape(n, b, k).transpose(1, 0, 2), Fi).transpose(1, 0, 2).reshape(n, n)
+        Xt = np.empty_like(X)
+        Xt[np.ix_(perm, perm)] = (X + X.T) / 2
+        return bound, Xt
+
+
+def _warm_start(kind: str, n: int, k: int, tol: float, budget: int):
+    """x for b patterns from the solve at n/2 (each coarse pattern's variables repeated on two patterns)."""
+    b = n // k
+    if n <= _COARSEST or b % 2 or k > b:
+        return np.concatenate([np.zeros(b), np.tile(np.eye(k).ravel(), b)])
+    coarse = _iterate(kind, n // 2, k, tol, budget)[0]
+    bc = b // 2
+    mu, L = coarse[:bc], coarse[bc:].reshape(bc, k, k)
+    j = np.arange(b) // 2
+    return np.concatenate([mu[j], L[j].ravel()])
+
+
+def _iterate(kind: str, n: int, k: int, tol: float, budget: int):
+    """(best x, dual, state) of L-BFGS on the fast dual, stopped when the estimated gap is ≤ tol."""
+    dual = _TridiagonalDual(kind, n // k, k)
+    x0 = _warm_start(kind, n, k, tol, budget)
+    state = {"iterations": 0, "estimate": np.inf, "x": x0}
+
+    def check(xk):
+        # the estimated gap at one point (its own bound and primal): the point certified at the end
+        state["iterations"] += 1
+        S, bound, Xb = dual.evaluate(xk)[:3]  # cached: L-BFGS's own last evaluation
+        ratio = S * float(block_bounds(Xb)[1].max()) / bound
+        if ratio < state["estimate"]:
+            state["estimate"], state["x"] = ratio, xk.copy()
+        if ratio <= 1 + tol or state["iterations"] >= budget:
+            raise StopIteration
+
+    try:
+        sopt.minimize(dual.objective, x0, jac=True, method="L-BFGS-B", callback=check,
+                      options={"maxiter": budget, "maxcor": 20, "gtol": 1e-12, "ftol": 1e-15})
+    except StopIteration:
+        pass
+    return state["x"], dual, state
+
+
+def _best_primal(kind: str, X: np.ndarray, schema: FixedEpochs):
+    """(Δ²·tr(G X̃⁻¹), C, Δ²) for the better of X̃ = X and X̃ = D^{−1/2} X D^{−1/2}, D = Δ²_π(X) on each
+    pattern π's steps (every pattern then has sensitivity exactly 1: the imbalance an inexact dual point leaves is
+    removed; neither is always better); C the causal factor scaled to Δ = 1."""
+    from mmopt.dense import gram_operator
+    n = X.shape[0]
+    k = schema.epochs
+    idx = np.arange(n).reshape(k, n // k).T
+    Gop = gram_operator.prefix_gram(n) if kind == "prefix" else gram_operator.all_range_gram(n)
+    best = None
+    for equalize in (False, True):
+        if equalize:
+            d = np.empty(n)
+            d[idx] = block_bounds(X[idx[:, :, None], idx[:, None, :]])[1][:, None]
+            X /= np.sqrt(d)[:, None]
+            X /= np.sqrt(d)[None, :]
+        sens = gram_sensitivity_squared(X, schema)
+        C = causal_factor(X)
+        Ci = scipy.linalg.solve_triangular(C, np.eye(n), lower=True)
+        primal = float(np.einsum("ij,ij->", Gop.matmat(Ci), Ci)) * sens.squared  # G applied in O(n²)
+        del Ci
+        if best is None or primal < best[0]:
+            best = (primal, C / np.sqrt(sens.squared), sens)
+    return best
+
+
+def solve_tridiagonal(kind: str, n: int, epochs: int, *, tol: float = 1e-3,
+                      max_iterations: int = 300) -> ScheduleOptimum:
+    """The certified optimum of min Δ²·tr(G X⁻¹) under ``fixed_epochs(epochs)`` for ``kind`` ∈ {"prefix",
+    "all_range"} on n ≤ 4,096 steps (module docstring): the same result as
+    :func:`mmopt.participation.optimum.solve_fixed_epochs`, each step O(n·k²) instead of O(n³).
+
+    Examples
+    --------
+    >>> sol = solve_tridiagonal("prefix", 64, 4, tol=1e-4)
+    >>> sol.status, bool(sol.dual <= sol.primal <= sol.dual * (1 + 1e-4))
+    ('optimal', True)
+    """
+    from mmopt._base import validation as v
+    caller = "solve_tridiagonal"
+    t0 = time.perf_counter()
+    if kind not in ("prefix", "all_range"):
+        raise ValueError(f"The 'kind' parameter of {caller} must be 'prefix' or 'all_range'. Got {kind!r} instead.")
+    n = v.check_int(n, name="n", caller=caller)
+    schema = FixedEpochs(v.check_int(epochs, name="epochs", caller=caller))
+    schema.check_n(n, caller)
+    tol = v.check_real(tol, name="tol", caller=caller, low=0.0, low_open=True)
+    max_iterations = v.check_int(max_iterations, name="max_iterations", caller=caller)
+    if n > MAX_N:
+        raise ValueError(f"solve_tridiagonal: n = {n:,} is above {MAX_N:,}, where the primal's n×n matrices stop "
+                         "fitting. Past it use a banded strategy (mmopt.optimize(..., method='banded')).")
+    v.check_allocation(5 * n * n, what=f"five {n:,}×{n:,} arrays (the certificate and the primal)", caller=caller)
+    x, dual, state = _iterate(kind, n, epochs, tol * 0.5, max_iterations)
+    bound, X = dual.certify(x, kind)
+    primal, C, sens = _best_primal(kind, X, schema)
+    status = "optimal" if primal <= (1 + tol) * bound else "user_limit"
+    seconds = time.perf_counter() - t0
+    history = ({"iteration": state["iterations"], "dual": bound, "primal": primal, "seconds": seconds},)
+    return ScheduleOptimum(C, primal, min(bound, primal), sens, status, state["iterations"], seconds, history)
