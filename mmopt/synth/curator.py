@@ -141,6 +141,16 @@ class Curator:
         self.budget = float(rho)
         self.noise = noise
         self.steps: list[Step] = []
+        self.compression = None
+
+    def compress(self, compression) -> None:
+        """From now on, count on the compressed domain of a :class:`mmopt.synth.compress.Compression` (built from
+        earlier releases only). Every record still falls in one cell of every marginal, so the sensitivities are
+        unchanged; nothing is charged."""
+        if tuple(compression.original) != tuple(self._domain.shape):
+            raise ValueError(f"Curator.compress: the compression is of a domain of shape {compression.original}, "
+                             f"not {tuple(self._domain.shape)}.")
+        self.compression, self.shape, self._exact = compression, tuple(compression.shape), {}
 
     # -- the ledger --------------------------------------------------------------------------------------------
     @property
@@ -166,7 +176,9 @@ class Curator:
         todo = sorted({S for S in sets if S not in self._exact})
         if todo:
             got = rc.marginal_counts(self._records, self._domain, todo)
-            self._exact.update({S: np.asarray(c, dtype=np.float64) for S, c in got.items()})
+            c = self.compression
+            self._exact.update({S: np.asarray(m, dtype=np.float64) if c is None else c.coarsen(m, S)
+                                for S, m in got.items()})
         return {S: self._exact[S] for S in sets}
 
     # -- the two questions -----------------------------------------------------------------------------------------
