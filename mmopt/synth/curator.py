@@ -16,6 +16,10 @@ ask the :class:`Curator` for one of two things, each charged to its ledger *befo
   noisy-max map says the same and is checked before sampling, :func:`mmopt.adaptive._opendp_noise.exponential`).
   Only the chosen index leaves the curator.
 
+After :meth:`Curator.compress` (MST's domain compression, :mod:`mmopt.synth.compress`, built from earlier releases)
+both questions are asked of the counts summed into the compressed cells: every record still lies in one cell of
+every marginal, so both sensitivities above are unchanged.
+
 Adaptive composition of zCDP adds the ρ's (Bun & Steinke, Lemma 2.3), whatever the analyst did with earlier
 outputs; the ledger sums them in exact rationals and refuses a step that would exceed the budget, before any noise
 is drawn. Noise comes from a :class:`mmopt.adaptive._noise.Noise`: OpenDP's vetted samplers (the release path)
