@@ -9,13 +9,17 @@ Out:   results/synth/ (not tracked; --out DIR elsewhere): synth.csv, synth.png, 
        synth.run_info.json (timings, machine) is never tracked.
 Talks: a line per ε and method on stderr, at least one every 10 s; --quiet: none.
 
-Data: the CPS 1988 extract shipped with mmopt (28,155 records, 7 attributes, N = 9,408 cells). Workload: all 35
-three-way marginals (AIM's paper workload). Budget: (ε, 10⁻⁹), ε ∈ {0.1, 1, 10}, spent as the largest ρ OpenDP
+Data (``--datasets``): the CPS 1988 extract shipped with mmopt (28,155 records, 7 attributes, N = 9,408 cells;
+``cps1988``) and the RAND Health Insurance Experiment shipped inside statsmodels (20,190 records, 10 attributes,
+N = 201,600 cells, public domain; ``randhie``, the ``data`` extra). Workload: all three-way marginals (AIM's paper
+workload; 35 and 120). Budget: (ε, 10⁻⁹), ε ∈ {0.1, 1, 10}, spent as the largest ρ OpenDP
 converts to within it (the peers get the same ρ directly). Error: the papers' average L1 distance between the
 normalised workload marginals of the data and of the synthetic rows (:func:`mmopt.synth.workload_error`), for
 rows as many as the records (OpenDP's rows: its default ``synthesize(method="round")``, and "sampled" with
 ``method="sample"``), and of each model's own marginals ("model"). CPU: process seconds of the
-call (for the peers, of their process, all threads; JAX runs several). mmopt's trials are seeded (numpy noise
+call (for the peers, of their process, all threads; JAX runs several). Peak memory: for mmopt, the tracemalloc
+peak of the call (Python and numpy allocations; interpreter and libraries excluded); for the peers, the peak RSS of
+their process (JAX and Polars included). mmopt's trials are seeded (numpy noise
 at OpenDP's scales, a simulation); OpenDP's samplers cannot be seeded.
 """
 
@@ -40,8 +44,8 @@ import mmopt
 from experiments import _common, _progress, _run
 
 TABLE = "synth.csv"
-COLUMNS = ["epsilon", "delta", "rho", "method", "trial", "cpu_seconds", "wall_seconds", "peak_mb", "records_error",
-           "sampled_error", "model_error", "epsilon_spent", "measured"]
+COLUMNS = ["dataset", "epsilon", "delta", "rho", "method", "trial", "cpu_seconds", "wall_seconds", "peak_mb",
+           "records_error", "sampled_error", "model_error", "epsilon_spent", "measured"]
 PEERS = Path(__file__).resolve().parent / "_synth_peers.py"
 
 
@@ -58,20 +62,38 @@ QUICK = Config()
 FULL = Config(trials=5)
 
 
+DATASETS = ("cps1988", "randhie")
+
+
+def load(name: str):
+    """(records, domain) of a dataset of :data:`DATASETS`."""
+    from mmopt.records import datasets
+    if name not in DATASETS:
+        raise ValueError(f"experiments.synth.load: the dataset must be one of {DATASETS}. Got {name!r}.")
+    return getattr(datasets, name)()
+
+
 def _ours(records, domain, workload, cfg: Config, eps: float, method: str, trial: int) -> dict:
+    import tracemalloc
+
     from mmopt.synth import aim, mst, workload_error
 
     seed = cfg.seed + 1000 * trial + int(round(100 * eps))
     privacy = mmopt.Privacy(eps, cfg.delta)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # seeded noise: a simulation, as the docstring says
+        tracemalloc.start()
         t0, w0 = time.process_time(), time.perf_counter()
-        s = mst(records, domain, privacy, seed=seed) if method == "mmopt MST" else aim(
-            records, domain, workload, privacy, seed=seed)
-        rows = s.records(len(records))
-        cpu, wall = time.process_time() - t0, time.perf_counter() - w0
+        try:
+            s = mst(records, domain, privacy, seed=seed) if method == "mmopt MST" else aim(
+                records, domain, workload, privacy, seed=seed)
+            rows = s.records(len(records))
+            cpu, wall = time.process_time() - t0, time.perf_counter() - w0
+            peak = tracemalloc.get_traced_memory()[1] / 2**20
+        finally:
+            tracemalloc.stop()
     return {"epsilon": eps, "delta": cfg.delta, "rho": s.budget, "method": method, "trial": trial,
-            "cpu_seconds": cpu, "wall_seconds": wall, "peak_mb": "",
+            "cpu_seconds": cpu, "wall_seconds": wall, "peak_mb": peak,
             "records_error": workload_error(records, rows, domain, workload),
             "sampled_error": "", "model_error": workload_error(records, s, domain, workload),
             "epsilon_spent": s.epsilon, "measured": len(s.measured)}
@@ -117,15 +139,17 @@ METHODS = ("mmopt MST", "mmopt AIM", "OpenDP MST", "OpenDP AIM")
 
 
 def run(records=None, domain=None, cfg: Config = QUICK, *, peers: str | None = None, methods=None,
-        progress: bool | _progress.Progress = False, each=None) -> list[dict]:
-    """Rows of synth.csv (pure: no files but the peers' temporary ones). Defaults to the CPS 1988 extract.
+        progress: bool | _progress.Progress = False, each=None, dataset: str | None = None) -> list[dict]:
+    """Rows of synth.csv (pure: no files but the peers' temporary ones). Without records, loads ``dataset``
+    (:func:`load`, default cps1988); every row is labelled ``dataset`` ("custom" for records passed in).
 
     ``methods`` (default: mmopt's two, and OpenDP's two with ``peers``) run in the order of :data:`METHODS`, the
     cheap ones first; ``each(row)`` is called as every row is done (the command line appends it to the CSV).
     """
     if records is None:
-        from mmopt.records.datasets import cps1988
-        records, domain = cps1988()
+        dataset = dataset or "cps1988"
+        records, domain = load(dataset)
+    dataset = dataset or "custom"
     workload = list(itertools.combinations(range(len(domain.shape)), min(3, len(domain.shape))))
     wanted = METHODS[:2] + (METHODS[2:] if peers else ()) if methods is None else tuple(methods)
     if any(m.startswith("OpenDP") for m in wanted) and not peers:
@@ -145,18 +169,23 @@ def run(records=None, domain=None, cfg: Config = QUICK, *, peers: str | None = N
                 out.append(_ours(records, domain, workload, cfg, float(e), m, t))
             else:
                 out.append(_peer(peers, codes, cdomain, workload, cfg, float(e), m, t))
+            out[-1] = {"dataset": dataset, **out[-1]}
             if each is not None:
                 each(out[-1])
-    return sorted(out, key=lambda r: (r["epsilon"], METHODS.index(r["method"]), r["trial"]))
+    return sorted(out, key=_order)
+
+
+def _order(r: dict):
+    return (str(r.get("dataset", "")), r["epsilon"], METHODS.index(r["method"]), r["trial"])
 
 
 def summary(rows: list[dict]) -> list[dict]:
-    """Mean (± standard error) of each (ε, method) over its trials."""
+    """Mean (± standard error) of each (dataset, ε, method) over its trials."""
     out = []
-    for (e, m) in dict.fromkeys((r["epsilon"], r["method"]) for r in rows):
-        mine = [r for r in rows if r["epsilon"] == e and r["method"] == m]
-        row = {"epsilon": e, "method": m, "trials": len(mine)}
-        for key in ("records_error", "sampled_error", "model_error", "cpu_seconds"):
+    for (ds, e, m) in dict.fromkeys((r.get("dataset", ""), r["epsilon"], r["method"]) for r in rows):
+        mine = [r for r in rows if r.get("dataset", "") == ds and r["epsilon"] == e and r["method"] == m]
+        row = {"dataset": ds, "epsilon": e, "method": m, "trials": len(mine)}
+        for key in ("records_error", "sampled_error", "model_error", "cpu_seconds", "peak_mb"):
             vals = np.array([r.get(key, "") for r in mine if r.get(key, "") not in ("", None)], dtype=float)
             row[key] = float(vals.mean()) if vals.size else math.nan
             row[key + "_se"] = float(vals.std(ddof=1) / math.sqrt(vals.size)) if vals.size > 1 else math.nan
@@ -165,49 +194,62 @@ def summary(rows: list[dict]) -> list[dict]:
 
 
 def plot(rows: list[dict], out: Path) -> Path:
-    """Workload error (rows) against ε per method (± 2 se), and CPU seconds, both on log axes."""
+    """Per dataset: workload error (model, solid; rows, dashed) against ε per method (± 2 se), and CPU seconds;
+    log axes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     summ = summary(rows)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for k, m in enumerate(dict.fromkeys(r["method"] for r in summ)):
-        mine = [r for r in summ if r["method"] == m]
-        e = [r["epsilon"] for r in mine]
-        se = [0.0 if math.isnan(r["records_error_se"]) else 2 * r["records_error_se"] for r in mine]
-        axes[0].errorbar(e, [r["records_error"] for r in mine], yerr=se, marker="o", color=f"C{k}", label=m,
-                         capsize=3)
-        axes[1].plot(e, [r["cpu_seconds"] for r in mine], marker="o", color=f"C{k}", label=m)
-    for ax, label in zip(axes, ("workload error (avg L1, 3-way marginals)", "CPU seconds"), strict=True):
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("ε (δ = 1e-9)")
-        ax.set_ylabel(label)
-        ax.grid(True, which="both", alpha=0.25)
-        ax.legend(fontsize=7)
-    fig.suptitle("CPS 1988: synthetic rows from MST and AIM", fontsize=10)
+    sets = list(dict.fromkeys(r["dataset"] for r in summ))
+    fig, axes = plt.subplots(len(sets), 2, figsize=(10, 4 * len(sets)), squeeze=False)
+    for row, ds in zip(axes, sets, strict=True):
+        mine_ds = [r for r in summ if r["dataset"] == ds]
+        for k, m in enumerate(dict.fromkeys(r["method"] for r in mine_ds)):
+            mine = [r for r in mine_ds if r["method"] == m]
+            e = [r["epsilon"] for r in mine]
+            for key, style in (("model_error", "-"), ("records_error", "--")):
+                y = [r[key] for r in mine]
+                if all(math.isnan(v) for v in y):
+                    continue
+                se = [0.0 if math.isnan(r[key + "_se"]) else 2 * r[key + "_se"] for r in mine]
+                row[0].errorbar(e, y, yerr=se, marker="o", color=f"C{k}", ls=style, capsize=3,
+                                label=f"{m} ({'model' if key == 'model_error' else 'rows'})")
+            row[1].plot(e, [r["cpu_seconds"] for r in mine], marker="o", color=f"C{k}", label=m)
+        for ax, label in zip(row, ("workload error (avg L1, 3-way marginals)", "CPU seconds"), strict=True):
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("ε (δ = 1e-9)")
+            ax.set_ylabel(label)
+            ax.set_title(str(ds), fontsize=9)
+            ax.grid(True, which="both", alpha=0.25)
+            ax.legend(fontsize=6)
+    fig.suptitle("Synthetic rows from MST and AIM: mmopt and OpenDP (mean ± 2 se over trials)", fontsize=10)
     fig.tight_layout()
     return _common.save_png(fig, Path(out) / "synth.png", dpi=110)
 
 
 def markdown(rows: list[dict]) -> str:
     lines = ["# Synthetic records (generated by `python -m experiments.synth`)", "",
-             "CPS 1988 (28,155 records, 7 attributes), workload: all 35 three-way marginals; error = average L1 "
-             "distance of the normalised marginals (rows: as many synthetic rows as records, OpenDP's by its default "
-             "synthesize(method='round'), 'sampled' by method='sample'; model: each model's own marginals). Mean ± "
-             "standard error over the trials; CPU seconds of the whole call.", "",
-             "| ε | method | trials | error (rows) | error (rows, sampled) | error (model) | CPU s |",
-             "|---|---|---|---|---|---|---|"]
+             "Workload: all three-way marginals (CPS 1988: 28,155 records, 7 attributes, 35 marginals; RAND HIE: "
+             "20,190 records, 10 attributes, 120 marginals); error = average L1 distance of the normalised marginals "
+             "(rows: as many synthetic rows as records, OpenDP's by its default synthesize(method='round'), "
+             "'sampled' by method='sample'; model: each model's own marginals). Mean ± standard error over the "
+             "trials; CPU seconds of the whole call; peak MB: tracemalloc peak for mmopt, process RSS for OpenDP.",
+             "",
+             "| dataset | ε | method | trials | error (model) | error (rows) | error (rows, sampled) | CPU s "
+             "| peak MB |",
+             "|---|---|---|---|---|---|---|---|---|"]
 
     def pm(v, se):
         return "" if math.isnan(v) else (f"{v:.4f}" if math.isnan(se) else f"{v:.4f} ± {se:.4f}")
     for r in summary(rows):
-        lines.append(f"| {r['epsilon']:g} | {r['method']} | {r['trials']} | "
+        lines.append(f"| {r['dataset']} | {r['epsilon']:g} | {r['method']} | {r['trials']} | "
+                     f"{pm(r['model_error'], r['model_error_se'])} | "
                      f"{pm(r['records_error'], r['records_error_se'])} | "
-                     f"{pm(r['sampled_error'], r['sampled_error_se'])} | {pm(r['model_error'], r['model_error_se'])} "
-                     f"| {r['cpu_seconds']:.3g} |")
+                     f"{pm(r['sampled_error'], r['sampled_error_se'])} | {r['cpu_seconds']:.3g} | "
+                     f"{'' if math.isnan(r['peak_mb']) else format(r['peak_mb'], '.0f')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -219,6 +261,8 @@ def main(argv=None) -> int:
     p.add_argument("--peer-trials", type=int, default=1, metavar="K", help="runs of each peer per ε (default 1)")
     p.add_argument("--methods", default=None, metavar="M,M", help=f"a subset of {', '.join(METHODS)} (default: "
                    "mmopt's, and OpenDP's with --peers)")
+    p.add_argument("--datasets", default="cps1988", metavar="D,D",
+                   help=f"a subset of {', '.join(DATASETS)} (default cps1988; randhie needs statsmodels)")
     p.add_argument("--epsilons", default=None, metavar="E,E", help="the ε values (default 0.1,1,10)")
     p.add_argument("--from-csv", nargs="+", default=None, metavar="CSV",
                    help="no runs: merge these synth.csv files (e.g. of runs split by method) into the outputs")
@@ -232,6 +276,9 @@ def main(argv=None) -> int:
     methods = None if args.methods is None else [m.strip() for m in args.methods.split(",")]
     if methods is not None and not set(methods) <= set(METHODS):
         p.error(f"--methods must be a subset of {', '.join(METHODS)}. Got {args.methods!r}.")
+    datasets = [d.strip() for d in args.datasets.split(",")]
+    if not set(datasets) <= set(DATASETS):
+        p.error(f"--datasets must be a subset of {', '.join(DATASETS)}. Got {args.datasets!r}.")
     try:
         eps = QUICK.epsilons if args.epsilons is None else tuple(float(e) for e in args.epsilons.split(","))
     except ValueError:
@@ -246,13 +293,15 @@ def main(argv=None) -> int:
         with _run.hold(out), _progress.Progress("synth", enabled=not args.quiet) as prog:
             t0 = time.perf_counter()
             if args.from_csv:
-                rows = sorted((r for f in args.from_csv for r in _common.read_csv(Path(f), keep_text=("method",))),
-                              key=lambda r: (r["epsilon"], METHODS.index(r["method"]), r["trial"]))
+                rows = sorted((r for f in args.from_csv
+                               for r in _common.read_csv(Path(f), keep_text=("method", "dataset"))), key=_order)
             else:
                 part = out / "synth.partial.csv"  # every row as it is done: a long run cut short keeps its rows
                 done: list = []
-                rows = run(cfg=cfg, peers=args.peers, methods=methods, progress=prog,
-                           each=lambda r: (done.append(r), _common.write_csv(part, COLUMNS, done)))
+                rows = []
+                for ds in datasets:
+                    rows += run(cfg=cfg, peers=args.peers, methods=methods, progress=prog, dataset=ds,
+                                each=lambda r: (done.append(r), _common.write_csv(part, COLUMNS, done)))
                 part.unlink(missing_ok=True)
             prog.stage("writing synth.csv, synth.png, synth.md")
             _common.write_csv(out / TABLE, COLUMNS, rows)

@@ -50,3 +50,13 @@ def test_split_runs_merge_from_their_csvs(tmp_path, monkeypatch, rows):
     assert "| 1 | mmopt MST | 2 |" in merged and "| 1 | mmopt AIM | 2 |" in merged
     with pytest.raises(SystemExit):
         synth.main(["--out", str(tmp_path / "d"), "--methods", "PrivBayes"])
+
+
+def test_rows_carry_their_dataset_and_unknown_datasets_are_refused(rows, tmp_path):
+    assert {r["dataset"] for r in rows} == {"custom"}                 # records passed in
+    assert all(set(r) == set(synth.COLUMNS) for r in rows)
+    assert "| custom | 1 | mmopt MST | 2 |" in synth.markdown(rows)
+    with pytest.raises(ValueError, match="experiments.synth.load"):
+        synth.load("adult")
+    with pytest.raises(SystemExit):
+        synth.main(["--out", str(tmp_path), "--datasets", "cps1988,adult"])

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 pd = pytest.importorskip("pandas")
@@ -27,3 +28,22 @@ def test_shipped_files_are_small_and_match_the_build_script():
     parquet, domain = cps1988_files()
     assert parquet.stat().st_size < 1_000_000  # package data: under 1 MB
     assert json.loads(domain.read_text()) == data_cps1988.DOMAIN
+
+
+def test_randhie_every_record_lies_in_the_documented_domain():
+    pytest.importorskip("statsmodels")
+    from mmopt.records.datasets import randhie
+
+    df, domain = randhie()
+    assert len(df) == 20190 and domain.shape == (7, 5, 2, 6, 5, 2, 6, 2, 2, 2)
+    assert list(df.columns) == list(domain.names)
+    one = marginal_counts(df, domain, [(i,) for i in range(10)])
+    assert all(int(m.sum()) == 20190 for m in one.values())          # nothing dropped by the domain
+    # lncoins: one cell per plan rate (0, 25, 50, 95, 100 %), so each cell holds a single raw value
+    cell = np.searchsorted(np.array(domain.attributes[1].edges), df["lncoins"].to_numpy(), side="right") - 1
+    rates = {j: set(np.round(np.expm1(df["lncoins"].to_numpy()[cell == j]))) for j in range(5)}
+    assert rates == {0: {0.0}, 1: {25.0}, 2: {50.0}, 3: {95.0}, 4: {100.0}}
+    # the indicators' cells are the raw 0/1 values (physlm, a yearly average, is binned at ½)
+    for name in ("idp", "hlthg", "hlthf", "hlthp"):
+        i = domain.names.index(name)
+        np.testing.assert_array_equal(one[(i,)], np.bincount(df[name].to_numpy().astype(int), minlength=2))

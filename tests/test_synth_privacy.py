@@ -13,6 +13,7 @@ import dataclasses
 import importlib
 import itertools
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -105,3 +106,53 @@ def test_the_float_quality_moves_by_at_most_its_stated_sensitivity():
         m2 = m.copy()
         m2[g.integers(60)] += 1
         assert abs(cu.quality(m, e, w, b) - cu.quality(m2, e, w, b)) <= cu.score_sensitivity(w)
+
+
+def _selection_audit(monkeypatch=None, n=20_000):
+    """StatDP-style audit (tests/_privacy_audit.py) of the curator's exponential-mechanism choice at ε = 1 with AIM's
+    weighted, biased scores (w = 3 for every candidate). Neighbours x and x + one record r, and public estimates
+    that make the choice as sensitive as it can be: four candidates whose estimate sits one record above the
+    count in r's cell (bias 1: their score falls by w when r is added) and one, (b,), whose estimate is exact (bias
+    0: its score rises by w). On x all five scores are 0; on x + r the exponential mechanism's probability of (b,)
+    moves from 1/5 to e/(e + 4), a log-ratio of 0.70 ≤ ε = 1 — and with Δ understated as 1 it moves to
+    e³/(e³ + 4), a log-ratio of 1.43 > 1."""
+    from _privacy_audit import audit
+
+    from mmopt.adaptive._noise import Noise
+    from mmopt.records import marginal_counts
+
+    x = _records(300, seed=4)
+    r = pd.DataFrame({"a": ["x"], "b": [0], "c": [5.0], "d": ["p"]})
+    x2 = pd.concat([x, r], ignore_index=True)
+    falling, rising = [(0,), (2,), (3,), (0, 2)], (1,)
+    cands = falling + [rising]
+    m = marginal_counts(x, D, cands)
+    cell = {(0,): (0,), (2,): (0,), (3,): (0,), (0, 2): (0, 0)}   # r's cell in each falling candidate
+    est = {C: m[C].astype(float).copy() for C in cands}
+    for C in falling:
+        est[C][cell[C]] += 1.0
+    weights = dict.fromkeys(cands, 3.0)
+    bias = {C: (1.0 if C in falling else 0.0) for C in cands}
+    curators = {"x": cu.Curator(x, D, 1e9, None), "x2": cu.Curator(x2, D, 1e9, None)}
+    rho = Fraction(1, 8)                                    # ε = √(8ρ) = 1
+
+    def choose(which, g):
+        cur = curators[which]
+        cur.steps.clear()                                   # a fresh ledger per run: each run is one release
+        cur.noise = Noise("numpy", g)
+        return [cur.select(cands, est, float(rho), "audit", weights=weights, bias=bias)]
+
+    return audit(choose, "x", "x2", n=n, n_pilot=2000, seed=0)
+
+
+@pytest.mark.slow
+def test_statdp_audit_of_the_selection_step():
+    a = _selection_audit()
+    assert a.epsilon_lower <= cu.em_epsilon(0.125)         # ε_lo ≤ ε = 1 for the stated Δ
+    assert a.epsilon_hat > 0.5                             # and the event found is near the true 0.70: a real stress
+
+
+@pytest.mark.slow
+def test_statdp_audit_catches_a_selection_that_forgets_the_weights(monkeypatch):
+    monkeypatch.setattr(cu, "score_sensitivity", lambda weight: 1.0)   # planted bug: Δ = 1 with weights 3
+    assert _selection_audit().epsilon_lower > 1.0

@@ -23,6 +23,27 @@ not from the values — as a data curator would have to before seeing private re
 
 So N = 7·6·7·2·2·4·2 = 9,408 cells; every record of the extract lies inside the domain (none is dropped).
 
+:func:`randhie` — 20,190 person-years of the RAND Health Insurance Experiment (1974–1982; Manning et al., American
+Economic Review 77 (1987) 251–277), as shipped inside the ``statsmodels`` PyPI package
+(``statsmodels.datasets.randhie``, whose COPYRIGHT reads "This is in the public domain."; statsmodels itself is
+BSD-3-Clause). Nothing is copied into mmopt: the loader reads statsmodels' file (the ``data`` extra). Ten
+attributes, binned by a domain fixed from statsmodels' documented definitions and the experiment's plans, not
+from the values:
+
+* ``mdvis`` (outpatient visits to an MD, a count): 0, 1, 2, 3–4, 5–7, 8–12, 13+ (edges 0, 1, 2, 3, 5, 8, 13, inf);
+* ``lncoins`` = ln(coinsurance % + 1), the plans' rates 0, 25, 50, 95 and 100 %: edges at ln(1), ln(6), ln(31),
+  ln(61), ln(98.5), inf (one cell per rate);
+* ``lpi`` = ln(max(1, incentive payment $)): none (< $2), $2–100, 100–300, 300–600, 600–999, $999+ (the
+  experiment's payments were at most about $1,000: edges ln 2, ln 100, ln 300, ln 600, ln 999);
+* ``fmde`` = ln(max(1, maximum dollar expenditure/(0.01·coinsurance))), 0 for the individual-deductible plan:
+  < $2, $2–500, 500–1,000, 1,000–2,000, $2,000+ (edges 0, ln 2, ln 500, ln 1000, ln 2000, inf);
+* ``disea`` (number of chronic diseases, averaged over the year so not an integer): 0–5, 5–10, 10–15, 15–20,
+  20–30, 30+;
+* ``idp``, ``physlm``, ``hlthg``, ``hlthf``, ``hlthp``: indicators (``physlm`` is a yearly average in [0, 1],
+  binned at ½).
+
+N = 7·5·2·6·5·2·6·2·2·2 = 201,600 cells; every record lies inside the domain.
+
 Examples
 --------
 >>> df, domain = cps1988()
@@ -31,16 +52,20 @@ Examples
 >>> paths = cps1988_files()
 >>> [p.name for p in paths]
 ['cps1988.parquet', 'cps1988.domain.json']
+>>> df, domain = randhie()                                   # doctest: +SKIP
+>>> len(df), domain.shape                                    # doctest: +SKIP
+(20190, (7, 5, 2, 6, 5, 2, 6, 2, 2, 2))
 """
 
 from __future__ import annotations
 
+import math
 from importlib import resources
 from pathlib import Path
 
 from mmopt.records.domain import Domain
 
-__all__ = ["cps1988", "cps1988_files"]
+__all__ = ["cps1988", "cps1988_files", "randhie", "randhie_domain"]
 
 _PACKAGE = "mmopt.data"
 
@@ -78,3 +103,47 @@ def cps1988():
     pd = require("pandas", "cps1988")
     parquet, domain = cps1988_files()
     return pd.read_parquet(parquet, engine="pyarrow"), Domain.from_json(domain)
+
+
+def randhie_domain() -> Domain:
+    """The public domain of :func:`randhie` (module docstring for how each attribute was fixed)."""
+    from mmopt.records.domain import Attribute
+
+    ln = math.log
+    inf = math.inf
+    half = (0.0, 0.5, inf)
+    return Domain((
+        Attribute("mdvis", edges=(0, 1, 2, 3, 5, 8, 13, inf)),
+        Attribute("lncoins", edges=(0.0, ln(6), ln(31), ln(61), ln(98.5), inf)),
+        Attribute("idp", edges=half),
+        Attribute("lpi", edges=(0.0, ln(2), ln(100), ln(300), ln(600), ln(999), inf)),
+        Attribute("fmde", edges=(0.0, ln(2), ln(500), ln(1000), ln(2000), inf)),
+        Attribute("physlm", edges=half),
+        Attribute("disea", edges=(0, 5, 10, 15, 20, 30, inf)),
+        Attribute("hlthg", edges=half),
+        Attribute("hlthf", edges=half),
+        Attribute("hlthp", edges=half),
+    ))
+
+
+def randhie():
+    """The RAND Health Insurance Experiment table shipped by statsmodels and its public domain (module docstring).
+
+    Returns
+    -------
+    records : pandas.DataFrame
+        20,190 rows, the ten float64 columns of ``statsmodels.datasets.randhie``.
+    domain : Domain
+        :func:`randhie_domain`, shape (7, 5, 2, 6, 5, 2, 6, 2, 2, 2).
+
+    Raises ImportError naming the ``data`` extra (``pip install 'mmopt[data]'``) when statsmodels is missing.
+    """
+    from mmopt.answers.table import require
+
+    require("pandas", "randhie")
+    try:
+        from statsmodels.datasets import randhie as source
+    except ImportError as exc:
+        raise ImportError("randhie needs statsmodels, which ships the table: pip install 'mmopt[data]'.") from exc
+    frame = source.load_pandas().data.astype("float64")
+    return frame, randhie_domain()

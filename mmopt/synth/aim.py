@@ -13,8 +13,11 @@ Algorithm, with the zCDP budget ρ of ``privacy`` and T = 16d rounds (``rounds``
   optimum for it).
 * **Each round**: if the budget left is below 2(1/(2σ²) + ε²/8), this is the last round and σ, ε are reset to
   spend exactly what is left (0.9 on the measurement, 0.1 on the selection). Filter the candidates: keep C if the
-  model with C added has a junction tree of at most ``max_model_size``·(ρ used)/ρ MB
-  (:func:`mmopt.synth.estimate.junction_tree_mb`), or if C lies inside a measured clique. **Select** C by the
+  model with C added has a junction tree of at most ``max_model_size``·(ρ used)/ρ MB, or if C lies inside a
+  measured clique. The paper triangulates the model once per candidate; here one junction tree is kept across
+  rounds (the chosen clique contracted into it) with an upper bound per candidate (:mod:`mmopt.synth.model_size`):
+  the bound is the size of the tree the model then samples from, so the cap holds for the model itself, and AIM
+  runs at d = 100. **Select** C by the
   exponential mechanism at ε with the paper's quality q_C = w_C(‖m_C − m̂_C‖₁ − √(2/π)·σ·N_C) (m̂_C the current
   model's estimate, N_C cells; the expected L1 error of a fresh measurement at σ is subtracted), sensitivity
   max_C w_C — through the curator (:meth:`mmopt.synth.curator.Curator.select`), which alone sees m_C. **Measure**
@@ -44,7 +47,8 @@ from mmopt.records import counts as rc
 from mmopt.records.domain import Domain
 from mmopt.structured.residual import closure as cl
 from mmopt.synth.curator import Curator
-from mmopt.synth.estimate import ResidualModel, junction_tree_mb
+from mmopt.synth.estimate import ResidualModel
+from mmopt.synth.model_size import junction_tree
 from mmopt.synth.mst import noise_for
 from mmopt.synth.result import Synthetic, budget_rho, check_seed, finite_total, spent
 
@@ -131,7 +135,7 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
     est = cur.measure(one, min(d / (2 * sigma**2), cur.remaining), "1-way marginals")
     measured = list(one)
     model = ResidualModel(est, measured, finite_total(est.total))
-    selected, annealed, k = [], [], 0
+    selected, annealed, k, tree = [], [], 0, junction_tree(shape, one)
     while cur.remaining > 0:
         k += 1
         left = cur.remaining
@@ -142,7 +146,7 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
         used = float(cur.spent) + eps**2 / 8 + 1 / (2 * sigma**2)
         limit = size_cap * used / rho
         free = {S for C in measured for j in range(1, len(C) + 1) for S in itertools.combinations(C, j)}
-        pool = [C for C in weights if C in free or junction_tree_mb(shape, measured + [C]) <= limit]
+        pool = [C for C in weights if C in free or tree.bound_mb(C, limit) <= limit]
         bias = {C: math.sqrt(2 / math.pi) * sigma * cl.cells(shape, C) for C in pool}
         j = cur.select(pool, {C: model.marginal(C) for C in pool}, min(eps**2 / 8, left * (1 - MEASURE_SHARE))
                        if last else eps**2 / 8, f"round {k}: select", weights=weights, bias=bias)
@@ -152,7 +156,8 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
                                       f"round {k}: measure {C}"))
         measured.append(C)
         selected.append(C)
-        model = ResidualModel(est, measured, finite_total(est.total))
+        tree = tree.with_clique(C)  # the bound's tree: the model's structure is never larger than the filter said
+        model = ResidualModel(est, measured, finite_total(est.total), structure=tree.cliques)
         if not last and np.abs(model.marginal(C) - before).sum() <= math.sqrt(2 / math.pi) * sigma * cl.cells(shape, C):
             sigma, eps = sigma / 2, eps * 2
             annealed.append(k)

@@ -16,6 +16,10 @@ ask the :class:`Curator` for one of two things, each charged to its ledger *befo
   noisy-max map says the same and is checked before sampling, :func:`mmopt.adaptive._opendp_noise.exponential`).
   Only the chosen index leaves the curator.
 
+After :meth:`Curator.compress` (MST's domain compression, :mod:`mmopt.synth.compress`, built from earlier releases)
+both questions are asked of the counts summed into the compressed cells: every record still lies in one cell of
+every marginal, so both sensitivities above are unchanged.
+
 Adaptive composition of zCDP adds the ρ's (Bun & Steinke, Lemma 2.3), whatever the analyst did with earlier
 outputs; the ledger sums them in exact rationals and refuses a step that would exceed the budget, before any noise
 is drawn. Noise comes from a :class:`mmopt.adaptive._noise.Noise`: OpenDP's vetted samplers (the release path)
@@ -141,6 +145,16 @@ class Curator:
         self.budget = float(rho)
         self.noise = noise
         self.steps: list[Step] = []
+        self.compression = None
+
+    def compress(self, compression) -> None:
+        """From now on, count on the compressed domain of a :class:`mmopt.synth.compress.Compression` (built from
+        earlier releases only). Every record still falls in one cell of every marginal, so the sensitivities are
+        unchanged; nothing is charged."""
+        if tuple(compression.original) != tuple(self._domain.shape):
+            raise ValueError(f"Curator.compress: the compression is of a domain of shape {compression.original}, "
+                             f"not {tuple(self._domain.shape)}.")
+        self.compression, self.shape, self._exact = compression, tuple(compression.shape), {}
 
     # -- the ledger --------------------------------------------------------------------------------------------
     @property
@@ -166,7 +180,9 @@ class Curator:
         todo = sorted({S for S in sets if S not in self._exact})
         if todo:
             got = rc.marginal_counts(self._records, self._domain, todo)
-            self._exact.update({S: np.asarray(c, dtype=np.float64) for S, c in got.items()})
+            c = self.compression
+            self._exact.update({S: np.asarray(m, dtype=np.float64) if c is None else c.coarsen(m, S)
+                                for S, m in got.items()})
         return {S: self._exact[S] for S in sets}
 
     # -- the two questions -----------------------------------------------------------------------------------------

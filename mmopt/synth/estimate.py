@@ -10,8 +10,9 @@ Notation: see README and :mod:`mmopt.synth.residuals`. This is the estimator :fu
    sub-marginals only up to the projections (the least-squares tables themselves agree exactly).
 2. **Unmeasured marginals** (heuristic): the maximum-entropy table on C whose marginals on the maximal measured
    subsets of C are those of step 1, by iterative proportional fitting from the uniform table (Darroch & Ratcliff
-   1972; a fixed 50 sweeps, so approximate when the targets disagree). It ignores dependencies that Private-PGM's
-   global model would propagate through attributes outside C, so it is *not* PGM's estimate.
+   1972; at most 50 sweeps, stopped at a fixed point, so approximate when the targets disagree). It ignores
+   dependencies that Private-PGM's global model would propagate through attributes outside C, so it is *not*
+   PGM's estimate.
 3. **Records** (heuristic, junction-tree-free): a Bayesian network read off a greedy min-fill triangulation of
    the graph joining the attributes of each measured clique (:func:`elimination`): sampled in reverse elimination
    order, each attribute's parents are its neighbours when it was eliminated, and its conditional comes from the
@@ -44,9 +45,12 @@ IPF_SWEEPS = 50
 class ResidualModel:
     """The estimator of the module docstring over the measured ``cliques`` (sorted tuples)."""
 
-    def __init__(self, estimates: ResidualEstimates, cliques, total: float) -> None:
+    def __init__(self, estimates: ResidualEstimates, cliques, total: float, structure=None) -> None:
         self.estimates, self.shape = estimates, estimates.shape
         self.cliques = tuple(cl.maximal(tuple(dict.fromkeys(cliques))))
+        # the sampler's graph: the measured cliques, or (AIM) the cliques of a junction tree holding them, which is
+        # chordal, so the min-fill elimination of step 3 adds no edge and its families lie inside those cliques
+        self.structure = self.cliques if structure is None else tuple(structure)
         self.total = float(total)
         self._cache: dict = {}
 
@@ -65,17 +69,22 @@ class ResidualModel:
         targets = cl.maximal(subs)
         T = np.full(tuple(self.shape[i] for i in A), self.total / cl.cells(self.shape, A))
         for _ in range(IPF_SWEEPS):
+            before = T
             for S in targets:
                 axes = tuple(p for p, i in enumerate(A) if i not in S)
                 cur = T.sum(axis=axes, keepdims=True)
                 want = self.marginal(S).reshape(cur.shape)
                 T = T * np.divide(want, cur, out=np.zeros_like(cur), where=cur > 0)
+            # a sweep that moves no cell by more than 10⁻¹² of the total is a fixed point of IPF: the next sweeps
+            # would return the same table (e.g. disjoint targets, where the first sweep gives their product)
+            if np.abs(T - before).max() <= 1e-12 * max(self.total, 1.0):
+                break
         return T
 
     def network(self) -> list[tuple[int, tuple[int, ...]]]:
         """[(attribute, parents)] in sampling order: the reverse of a min-fill elimination of the measured cliques'
         graph, each attribute's parents its neighbours when eliminated (step 3 of the module docstring)."""
-        return list(reversed(elimination(self.shape, self.cliques)))
+        return list(reversed(elimination(self.shape, self.structure)))
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """n records (cell codes, n × d) drawn ancestrally from the network (step 3)."""
