@@ -151,8 +151,11 @@ def _banded_toeplitz(workload, a, schema, call: Call, bands, t0: float) -> Optim
     C, raw, iterations = optimize_banded(a, schema, bands=bands, max_iterations=call.max_iterations or 1000,
                                          tol=call.tol or 1e-12)
     sens = toeplitz_sensitivity_squared(C, schema)
-    h = _series.convolve(a, C.inverse_column(), n)  # W C⁻¹ = T(h): the error is exact, Σ (n − m) h_m²
-    error = float((n - np.arange(n)) @ (h * h)) * sens.squared
+    # W C⁻¹ = T(h)·D⁻¹ (h = a·(1/c)): column j holds h_0 … h_{n−1−j} over d_j, so the error is exact,
+    # Σ_j E_{n−1−j}/y_j with E = cumsum(h²) (y = 1 unscaled)
+    h = _series.convolve(a, C.inverse_column(), n)
+    y = np.ones(n) if C.row_scale is None else C.row_scale
+    error = float(np.cumsum(h * h)[::-1] @ (1.0 / y)) * sens.squared
     lower = dense_diagonal_bound(workload.mean_gram * workload.n_queries, schema)
     B = len(C.coefficients)
     status, message, lower = reconcile(error, lower, raw, f"banded Toeplitz, {B} bands ≤ b = {schema.separation(n)} "

@@ -30,7 +30,7 @@ from mmopt._base import validation as v
 from mmopt.participation.schemas import Schema
 from mmopt.toeplitz import _series
 
-__all__ = ["banded_error", "dense_diagonal_bound", "optimize_banded"]
+__all__ = ["banded_error", "dense_diagonal_bound", "equalized_error", "optimize_banded"]
 
 _EPS = np.finfo(float).eps
 
@@ -63,8 +63,38 @@ def banded_error(a: np.ndarray, c: np.ndarray, u: np.ndarray) -> tuple[float, np
     return D * F, D * dc + F * 2 * u[:B] * c
 
 
-def optimize_banded(coefficients, schema: Schema, *, bands: int | None = None, max_iterations: int = 1000,
-                    tol: float = 1e-12):
+def equalized_error(a: np.ndarray, c: np.ndarray, participations: int) -> tuple[float, np.ndarray]:
+    """(L, ∂L/∂c) for C = D·T(c) with unit columns (:func:`mmopt.toeplitz.equalized`; y = d², y reversed =
+    cumsum(1/(c∘c))): Δ² = k exactly (≤ b bands, every column of norm 1), ‖W C⁻¹‖²_F = ‖T(h) D⁻¹‖²_F =
+    Σ_m r_m Σ_{l≤m} h_l² with r = 1/y reversed (:func:`mmopt.toeplitz.error.decoder_total` with h for b); the
+    scaling's dependence on c is differentiated too (as :func:`mmopt.toeplitz.solve.objective_and_gradient`).
+
+    >>> from mmopt.toeplitz import banded, equalized
+    >>> a, c = np.array([1.0, 1.9, 2.71, 3.439]), np.array([1.0, 0.5])
+    >>> C = equalized(banded(c, 4)).to_dense()
+    >>> L, _ = equalized_error(a, c, 2)
+    >>> W = np.array([[a[i - j] if i >= j else 0.0 for j in range(4)] for i in range(4)])
+    >>> bool(np.isclose(L, 2 * np.linalg.norm(W @ np.linalg.inv(C)) ** 2))
+    True
+    """
+    from mmopt.toeplitz.error import decoder_total, decoder_total_gradient
+    n, B = len(a), len(c)
+    g = _series.reciprocal(c, n)
+    h = _series.convolve(a, g, n)
+    q = _series.reciprocal(c * c, n)
+    z = np.cumsum(q)
+    if not (np.all(np.isfinite(h)) and np.all(np.isfinite(z))) or z.min() <= 0:
+        return np.inf, np.zeros_like(c)
+    r = 1.0 / z
+    F = decoder_total("prefix", h, r)
+    dg = _series.correlate_tail(a, decoder_total_gradient("prefix", h, r), n)  # T(a)ᵀ ∂F/∂h
+    dF = -_series.correlate_tail(_series.convolve(g, g, n), dg, B)
+    dF_dq = -_series.correlate_tail(_series.convolve(q, q, n), np.cumsum((-np.cumsum(h * h) * r * r)[::-1])[::-1], B)
+    return participations * F, participations * (dF + 2.0 * c * dF_dq)
+
+
+def optimize_banded(coefficients, schema: Schema, *, bands: int | None = None, equalize: bool = True,
+                    max_iterations: int = 1000, tol: float = 1e-12):
     """(C, L-BFGS status, iterations): a local optimum of Δ²·‖T(a) C⁻¹‖²_F over C = T(c) with ≤ b bands.
 
     Parameters
@@ -81,10 +111,10 @@ def optimize_banded(coefficients, schema: Schema, *, bands: int | None = None, m
     >>> from mmopt.participation import workloads
     >>> a = workloads.momentum(64, 0.9).matrix[:, 0]
     >>> C, status, _ = optimize_banded(a, mmopt.participation.fixed_epochs(4))
-    >>> status, len(C.coefficients)
-    ('local_optimum', 16)
+    >>> status, len(C.coefficients), C.name
+    ('local_optimum', 16, 'banded(16)+rows')
     """
-    from mmopt.toeplitz.strategies import banded, sqrt_coefficients
+    from mmopt.toeplitz.strategies import banded, equalized, sqrt_coefficients
     caller = "optimize_banded"
     a = v.check_vector(coefficients, name="coefficients", caller=caller)
     n = len(a)
@@ -94,13 +124,15 @@ def optimize_banded(coefficients, schema: Schema, *, bands: int | None = None, m
     u = _worst_pattern_weights(n, schema)
     if B == 1:
         return banded([1.0], n), "optimal", 0  # every 1-band strategy is a multiple of the identity
+    k = schema.participations(n)
+    error = (lambda c: equalized_error(a, c, k)) if equalize else (lambda c: banded_error(a, c, u))
     step = 0.01  # search y = (c − c⁰)/step: L-BFGS-B's unit first step in c overflows 1/c (mmopt.toeplitz.solve)
     c0 = sqrt_coefficients(n)[1:B]
-    scale = 1.0 / banded_error(a, np.concatenate([[1.0], c0]), u)[0]
+    scale = 1.0 / error(np.concatenate([[1.0], c0]))[0]
 
     def fun(y):
         with np.errstate(over="ignore", invalid="ignore"):
-            L, grad = banded_error(a, np.concatenate([[1.0], c0 + step * y]), u)
+            L, grad = error(np.concatenate([[1.0], c0 + step * y]))
         if not np.isfinite(L):
             return np.inf, np.zeros_like(y)
         return L * scale, grad[1:] * step * scale
@@ -111,7 +143,8 @@ def optimize_banded(coefficients, schema: Schema, *, bands: int | None = None, m
     # converged: a small gradient relative to the objective in the coefficients themselves (as mmopt.toeplitz.solve)
     rel = float(np.max(np.abs(res.jac / step) * np.maximum(np.abs(c[1:]), 1.0))) / max(abs(res.fun), 1e-300)
     status = "local_optimum" if rel <= 1e-4 else "user_limit" if res.nit >= max_iterations else "solver_error"
-    return banded(c, n, name=f"banded({B})"), status, int(res.nit)
+    C = banded(c, n, name=f"banded({B})")
+    return equalized(C) if equalize else C, status, int(res.nit)
 
 
 def dense_diagonal_bound(gram, schema: Schema) -> float:
