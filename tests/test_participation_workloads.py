@@ -17,7 +17,7 @@ from mmopt.participation import (
     sensitivity_squared,
     toeplitz_workload,
 )
-from mmopt.participation.banded import banded_error, dense_diagonal_bound, optimize_banded
+from mmopt.participation.banded import banded_error, dense_diagonal_bound, equalized_error, optimize_banded
 from mmopt.participation.bound import diagonal_bound
 from mmopt.participation.workloads import toeplitz_coefficients
 
@@ -114,28 +114,34 @@ def test_banded_on_momentum_is_exact_and_above_the_sdp(schema):
     assert res.lower_bound <= sdp * (1 + 1e-6) and res.objective >= sdp * (1 - 1e-6)
 
 
-def test_banded_gradient_against_finite_differences():
+@pytest.mark.parametrize("equalize", [False, True])
+def test_banded_gradient_against_finite_differences(equalize):
     a = momentum(32, 0.7).matrix[:, 0]
     rng = np.random.default_rng(3)
     c = np.concatenate([[1.0], 0.3 * rng.random(7)])
     u = rng.integers(1, 4, size=32).astype(float)
-    L, grad = banded_error(a, c, u)
+    f = (lambda c: equalized_error(a, c, 3)) if equalize else (lambda c: banded_error(a, c, u))
+    L, grad = f(c)
     h = 1e-6
     for i in range(8):
         e = np.zeros(8)
         e[i] = h
-        fd = (banded_error(a, c + e, u)[0] - banded_error(a, c - e, u)[0]) / (2 * h)
+        fd = (f(c + e)[0] - f(c - e)[0]) / (2 * h)
         # central differences: error O(h²·L''') ≈ 1e-12·L and cancellation ≈ 1e-16·L/h = 1e-10·L
         assert grad[i] == pytest.approx(fd, rel=1e-6, abs=1e-8 * L)
 
 
-def test_optimize_banded_beats_its_start_and_the_identity():
-    n, schema = 256, fixed_epochs(4)
-    a = momentum(n, 0.9).matrix[:, 0]
-    C, status, _ = optimize_banded(a, schema)
-    u = np.full(n, 4.0)
-    assert status == "local_optimum"
-    assert banded_error(a, C.coefficients, u)[0] < banded_error(a, np.ones(1), u)[0]
+@pytest.mark.parametrize("equalize", [False, True])
+def test_optimize_banded_beats_the_identity_and_stays_above_the_certified_optimum(equalize):
+    n, schema = 128, fixed_epochs(4)
+    W = momentum(n, 0.9)
+    C, status, _ = optimize_banded(W.matrix[:, 0], schema, equalize=equalize)
+    assert status == "local_optimum" and (C.row_scale is not None) == equalize
+    D = C.to_dense()
+    error = sensitivity_squared(D, schema).squared * np.linalg.norm(W.matrix @ np.linalg.inv(D)) ** 2
+    identity = 4 * np.linalg.norm(W.matrix) ** 2  # DP-SGD's independent noise: Δ² = k
+    optimum = mmopt.optimize(W, participation=schema)
+    assert optimum.lower_bound <= error < identity
 
 
 @pytest.mark.parametrize("k", [2, 4])
