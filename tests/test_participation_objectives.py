@@ -3,11 +3,11 @@ Clarabel) with the exact sensitivity constraint, and the reported values recompu
 
 import numpy as np
 import pytest
+from _participation_sdp import sdp_optimum
 
 import mmopt
 from mmopt.participation import fixed_epochs, min_separation, momentum, sensitivity_squared, single
 from mmopt.participation.objectives import last_iterate_bound, last_iterate_error
-from tests.test_participation_workloads import sdp_optimum
 
 
 @pytest.mark.parametrize("make,k", [(lambda: mmopt.workload.prefix(8), 2), (lambda: momentum(12, 0.5), 3)])

@@ -185,7 +185,7 @@ def _objective(workload, stream, schema, method, call: Call, t0: float) -> Optim
         value, pattern = last_iterate_bound(W[-1], schema)
         A = W[-1:] / np.sqrt(value)  # the final iterate, measured once at unit sensitivity
         sens = sensitivity_squared(A, schema)
-        error = float(sens.squared * value)  # w A⁺ … = √value per unit of A: error Δ²·value
+        error = float(sens.squared * value)  # w = √value·A: the estimate's variance is value·Δ²(A) at unit σ
         lower = value * (1 - 4 * n * np.finfo(float).eps)  # the dual's sum of |w_t|, rounded
         status, message, lower = reconcile(error, lower, "optimal", "Last iterate: the one-row strategy (the final "
                                            "iterate measured once) meets the dual bound max_π (Σ_{t∈π}|w_t|)²; a "
