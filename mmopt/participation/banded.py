@@ -17,7 +17,8 @@ S_j = Σ_{t∈P_j} ‖(G^{1/2})_{P_j P_j} e_t‖ on the disjoint allowed pattern
 eigendecomposition (O(n³)). It holds for every PSD G (the argument there uses only the pinching inequality). The
 computed root R̃ = V diag(√w₊) Vᵀ differs from G^{1/2} by E, and ‖G^{1/2}M^{1/2}‖_* ≥ Σ_j √λ_j S_j −
 ‖E‖_F (Σ_j λ_j |P_j|)^{1/2} (‖E M^{1/2}‖_* ≤ ‖E‖_F ‖M^{1/2}‖_F); ‖E‖_2 ≤ ‖R̃² − G‖_2^{1/2} for PSD roots
-(t ↦ t^{1/2} is operator monotone; R̃ is PSD up to its forming's round-off, added), and ‖E‖_F ≤ √n ‖E‖_2.
+(t ↦ t^{1/2} is operator monotone; R̃ is PSD up to its forming's round-off, added, as is the residual's own), and
+‖E‖_F ≤ √n ‖E‖_2.
 At λ_j ∝ S_j² the bound is (Σ S_j² − ‖E‖_F (Σ_j |P_j| S_j²)^{1/2})² / Σ S_j².
 """
 
@@ -168,10 +169,13 @@ def dense_diagonal_bound(gram, schema: Schema) -> float:
     w, V = np.linalg.eigh(G)
     R = (V * np.sqrt(np.maximum(w, 0.0))) @ V.T
     R = (R + R.T) / 2
-    normG = np.linalg.norm(G)
-    # ‖R̃² − G‖ plus the round-off of forming R̃ (Weyl: its eigenvalues move by ≤ n·u·‖R̃‖, so R̃ + δI is PSD)
-    resid = np.linalg.norm(R @ R - G) + 8 * n * _EPS * normG
-    E = np.sqrt(n) * (np.sqrt(resid) + 8 * n * _EPS * np.linalg.norm(R))
+    normR = np.linalg.norm(R)
+    # R̃ is PSD up to the round-off of forming it (Weyl: its eigenvalues move by ≤ n·u·‖R̃‖), so R̃ + δI is PSD and
+    # ‖G^{1/2} − R̃‖₂ ≤ δ + ‖(R̃ + δI)² − G‖₂^{1/2} ≤ δ + (‖R̃² − G‖_F + 2δ‖R̃‖_F + δ²)^{1/2}; the computed
+    # ‖R̃² − G‖_F is off by at most the product's round-off, 4n·u·‖R̃‖²_F
+    delta = 8 * n * _EPS * normR
+    resid = np.linalg.norm(R @ R - G) + 4 * n * _EPS * normR**2 + 2 * delta * normR + delta**2
+    E = np.sqrt(n) * (np.sqrt(resid) + delta)
     s = pattern_spacing(schema, n)
     S, sizes = np.zeros(s), np.zeros(s)
     for j in range(s):
