@@ -13,8 +13,12 @@ the total-error problem of the weighted workload diag(√q)W, which :func:`mmopt
 solve_fixed_epochs` solves with a dual certificate g(q) ≤ f(q): every g(q) is a certified lower bound, every
 returned X an upper bound maxᵢ vᵢ(X) (its sensitivity exact, or a proven bound it is scaled by). f is concave
 with supergradient v(X_q) (Danskin), so the weights are updated as in :mod:`mmopt.search.max_variance` (L-BFGS-B on
-f(p) − (Σp)²/2 over p ≥ 0, restarted from the best weights); the average of the X's is feasible too (convexity)
-and often better where X_q is not unique. It stops when the best of each meet within ``tol``.
+f(p) − (Σp)²/2 over p ≥ 0, restarted from the best weights), with q = (1 − μ)p/Σp + μ/m (μ = :data:`MIX`: G_q
+stays conditioned, which the total-error solver's causal factor needs, at a cost of at most a factor 1 − μ on
+the bound); the average of the X's is feasible too (convexity) and often better where X_q is not unique. It stops
+when the best of each meet within ``tol``. Measured: prefix sums, 16 steps, 2 epochs: 10⁻⁴ in 26 solves; 32 steps,
+4 epochs: 6·10⁻⁴ after 300; momentum β = 0.9 (ill-conditioned G): 0.4 % (16 steps) and 4 % (32 steps), where the
+solver's factor fails and the search stops early ("optimal_inaccurate").
 
 **Last iterate**: one query, w = W's last row (the final model's error). For any pattern π and sign vector
 s = sign(w) on π, B_π = s sᵀ (a unit-diagonal PSD block) in the dual of :mod:`mmopt.participation.optimum`
@@ -38,6 +42,9 @@ __all__ = ["last_iterate_bound", "last_iterate_error", "solve_max_variance"]
 
 #: fresh L-BFGS-B starts at most (each from the best weights so far), as mmopt.search.max_variance
 RESTARTS = 20
+#: the uniform weights' share in every q: keeps G_q's condition within m/MIX of WᵀW's (the causal factor of the
+#: total-error solver fails on a near-singular G_q) and costs the bound at most a factor 1 − MIX (concavity of f)
+MIX = 1e-3
 
 
 def _row_variances(W: np.ndarray, C: np.ndarray) -> np.ndarray:
@@ -79,7 +86,7 @@ def solve_max_variance(W: np.ndarray, epochs: int, *, tol: float = 1e-4, max_ite
             raise _Done("user_limit")
         st["k"] += 1
         total = float(p.sum())
-        q = p / total
+        q = (1 - MIX) * p / total + MIX / m  # G_q ⪰ (MIX/m)·WᵀW: conditioned, whatever p
         sol = _solve_total(W.T @ (q[:, None] * W), epochs)
         if sol is None:  # X_q too ill-conditioned for a causal factor at every accuracy: these weights are unusable
             raise _Done("optimal_inaccurate")
@@ -97,7 +104,8 @@ def solve_max_variance(W: np.ndarray, epochs: int, *, tol: float = 1e-4, max_ite
         history.append({"iteration": st["k"], "objective": st["best"][0], "lower_bound": st["lower"]})
         if st["best"][0] - st["lower"] <= tol * st["best"][0]:
             raise _Done("optimal")
-        return -(total * float(q @ v) - total * total / 2), -(v - total)
+        # f̃(p) = f((1 − MIX)p + MIX·(Σp)u) is concave and 1-homogeneous, with supergradient (1 − MIX)v + MIX·mean(v)
+        return -(total * float(q @ v) - total * total / 2), -((1 - MIX) * v + MIX * float(v.mean()) - total)
 
     floor = 1e-3 / m  # every qᵢ > 0 keeps G_q definite (W of full column rank) and X_q's factor computable
     first = _solve_total(W.T @ W / m, epochs)  # F's maximiser is f(q*)·q*: start at the scale f(uniform)
