@@ -1,7 +1,7 @@
 """Private training's prefix sums under multiple participations: mmopt against Google's jax_privacy.
 
 Run:  python benchmarks/bench_participation.py [--n 1024 2048 4096] [--k 1 4 8 16] [--big] [--jax-python PATH]
-      [--jax-cache DIR]
+      [--jax-cache DIR] [--beta 0.9]   (momentum rows: saved to results/bench_participation_momentum.txt)
 jax_privacy is never a dependency of mmopt: its half (benchmarks/_jax_participation.py) runs under a separate
 venv (``python3 -m venv /work/jaxvenv && /work/jaxvenv/bin/pip install jax jax_privacy``; ``--jax-python`` or
 $MMOPT_JAX_PYTHON points at its interpreter) and saves its strategies to ``--jax-cache`` (reused when present, so
@@ -19,6 +19,11 @@ mmopt.participation.weighted (b bands, row weights chosen for fixed epochs; exac
 mmopt.participation.bound (0.993–0.997 of the certified optimum where both run, n ≤ 4,096).
 ML notation: with noise multiplier z (σ = z·clip norm C_clip) and batch size B,
 jax_privacy's mean loss of the gradient average is z²·C_clip²·error/(n·B²).
+
+``--beta β`` (> 0): the workload is heavy-ball momentum SGD, W = T(a), a_k = Σ_{j≤k} β^j (mmopt's
+``participation.momentum``, jax_privacy's ``momentum_sgd_matrix``), dense (n ≤ 4,096); mmopt's rows are its
+certified optimum and its banded Toeplitz strategy with b row-scaled bands (``method="banded"``), jax_privacy's
+its dense optimiser and its column-normalised banded family (``banded.optimize(A=momentum_sgd_matrix(β))``).
 """
 
 from __future__ import annotations
@@ -42,18 +47,66 @@ HERE = Path(__file__).resolve().parent
 TOL = 1e-5  # the certified optimum's target gap (optimize's default is 1e-4)
 
 
-def dense_error(C: np.ndarray) -> float:
-    """‖W C⁻¹‖²_F for the prefix W: W C⁻¹ = cumsum of C⁻¹'s rows."""
+def dense_error(C: np.ndarray, W: np.ndarray | None = None) -> float:
+    """‖W C⁻¹‖²_F; for the prefix W (None) W C⁻¹ = cumsum of C⁻¹'s rows."""
     Ci = scipy.linalg.solve_triangular(C, np.eye(C.shape[0]), lower=True)
-    return float(np.sum(np.cumsum(Ci, axis=0) ** 2))
+    return float(np.sum(np.cumsum(Ci, axis=0) ** 2)) if W is None else float(np.sum((W @ Ci) ** 2))
 
 
-def jax_half(n: int, k: int, python: str, cache: Path, dense_max: int) -> dict:
-    path = cache / f"jax_n{n}_k{k}.npz"
+def _tag(n: int, k: int, beta: float) -> str:
+    return f"n{n}_k{k}" + (f"_beta{beta:g}" if beta > 0 else "")
+
+
+def jax_half(n: int, k: int, python: str, cache: Path, dense_max: int, beta: float = 0.0) -> dict:
+    path = cache / f"jax_{_tag(n, k, beta)}.npz"
     if not path.exists():
         skip = ["--skip", "dense"] if n > dense_max else []
-        subprocess.run([python, str(HERE / "_jax_participation.py"), str(n), str(k), str(path), *skip], check=True)
+        extra = ["--beta", str(beta)] if beta > 0 else []
+        subprocess.run([python, str(HERE / "_jax_participation.py"), str(n), str(k), str(path), *skip, *extra],
+                       check=True)
     return dict(np.load(path))
+
+
+def momentum_rows(n: int, k: int, beta: float, python: str, cache: Path, dense_max: int, reuse: bool,
+                  run_jax: bool) -> list[dict]:
+    """The momentum workload's rows: mmopt's certified optimum and banded strategies, jax_privacy's dense and
+    column-normalised banded, every one scored by mmopt's exact sensitivity under the schema and dense error."""
+    import mmopt
+    from mmopt.participation import fixed_epochs, min_separation, momentum, sensitivity_squared
+
+    b = n // k
+    fe, ms = fixed_epochs(k), min_separation(b, k)
+    W = momentum(n, beta)
+    path = cache / f"mmopt_{_tag(n, k, beta)}.json"
+    if reuse and path.exists():
+        out = json.loads(path.read_text())
+    else:
+        t = time.process_time()
+        res = mmopt.optimize(W, participation=fe, tol=TOL)
+        out = [{"method": "mmopt certified optimum", "schema": "fixed", "error": res.objective,
+                "sec": time.process_time() - t, "jax_over_exact": float("nan"), "bound": res.lower_bound}]
+        for schema, name in ((fe, "fixed"), (ms, "minsep")):
+            t = time.process_time()
+            r = mmopt.optimize(W, participation=schema, method="banded")
+            out.append({"method": f"mmopt banded ({b} bands)", "schema": name, "error": r.objective,
+                        "sec": time.process_time() - t, "jax_over_exact": float("nan"), "bound": res.lower_bound})
+        path.write_text(json.dumps(out))
+    bound = out[0]["bound"]
+    if run_jax or (cache / f"jax_{_tag(n, k, beta)}.npz").exists():
+        jax = jax_half(n, k, python, cache, dense_max, beta)
+        if "dense_C" in jax:
+            C = jax["dense_C"]
+            s = sensitivity_squared(C, fe)
+            out.append({"method": "jax dense", "schema": "fixed", "error": s.squared * dense_error(C, W.matrix),
+                        "sec": float(jax["dense_seconds"]), "jax_over_exact": float(jax["dense_sens2"]) / s.squared,
+                        "bound": bound})
+        C = jax["banded_C"]
+        for schema, name in ((fe, "fixed"), (ms, "minsep")):
+            s = sensitivity_squared(C, schema)
+            out.append({"method": f"jax banded ({b} bands)", "schema": name,
+                        "error": s.squared * dense_error(C, W.matrix), "sec": float(jax["banded_seconds"]),
+                        "jax_over_exact": float("nan"), "bound": bound})
+    return [row | {"n": n, "k": k} for row in out]
 
 
 def mmopt_half(n: int, k: int, cache: Path, reuse: bool) -> list[dict]:
@@ -141,17 +194,23 @@ def main() -> None:
     p.add_argument("--jax-dense-max", type=int, default=2048, help="run jax's dense optimiser up to this n")
     p.add_argument("--reuse", action="store_true", help="read mmopt's rows saved in --jax-cache by an earlier run")
     p.add_argument("--no-run-jax", action="store_true", help="use jax's saved strategies only, never start it")
-    p.add_argument("--out", type=Path, default=HERE / "results" / "bench_participation.txt")
+    p.add_argument("--beta", type=float, default=0.0, help="momentum β > 0: the momentum workload's rows")
+    p.add_argument("--out", type=Path, default=None)
     a = p.parse_args()
+    if a.out is None:
+        a.out = HERE / "results" / ("bench_participation_momentum.txt" if a.beta > 0 else "bench_participation.txt")
     a.jax_cache.mkdir(parents=True, exist_ok=True)
     header = (f"{'n':>5} {'k':>2} {'schema':>6}  {'method':<32} {'error':>12} {'bound':>12} {'ratio':>8} "
               f"{'vs jax best':>11} {'CPU s':>7} {'Δ² jax/exact':>12}")
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    lines = [f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}; load average at start {load}",
+    lines = [f"workload: {f'momentum β = {a.beta:g}' if a.beta > 0 else 'prefix sums'}",
+             f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}; load average at start {load}",
              header, "-" * len(header)]
     print(header, flush=True)
     for n, k in [(n, k) for n in a.n for k in a.k] + ([(2 ** 16, 16)] if a.big else []):
-        rows = rows_for(n, k, a.jax_python, a.jax_cache, a.jax_dense_max, a.reuse, not a.no_run_jax)
+        rows = (momentum_rows(n, k, a.beta, a.jax_python, a.jax_cache, a.jax_dense_max, a.reuse,
+                              not a.no_run_jax) if a.beta > 0 else
+                rows_for(n, k, a.jax_python, a.jax_cache, a.jax_dense_max, a.reuse, not a.no_run_jax))
         for schema in ("fixed", "minsep"):
             group = [r for r in rows if r["schema"] == schema]
             jax_best = min((r["error"] for r in group if r["method"].startswith("jax")), default=float("nan"))

@@ -119,12 +119,14 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         an incumbent already at the proven lower bound, is skipped, and ``extra["skipped"]`` says why. The
         estimates, not the clock, are charged, so the result does not depend on the machine's load
         (:mod:`mmopt.auto`). Only "auto" reads it.
-    objective : {"total", "max_variance"}, default="total"
+    objective : {"total", "max_variance", "last_iterate"}, default="total"
         What is minimised: the total squared error over all queries, or the largest single-query variance
         (divided by its target when ``targets`` is given). "max_variance" runs a certified minimax search on dense
         workloads (≤ 4,096 cells; :mod:`mmopt.search.max_variance`), factor by factor on one Kronecker product, and
         the residual planner on unions of marginals at any size: ``objective`` in the result is then that largest
-        variance (or variance/target) at unit privacy and ``lower_bound`` a proven bound on it.
+        variance (or variance/target) at unit privacy and ``lower_bound`` a proven bound on it. With
+        ``participation``, "max_variance" is the largest per-step variance under the schema and "last_iterate" the
+        final step's error (any schema; a closed form), both certified (:mod:`mmopt.participation.objectives`).
     targets : float or array_like of shape (m,), optional
         Per-query variance targets τ (one number for every query): minimise max_i variance_i / τ_i. Implies
         ``objective="max_variance"``.
@@ -132,8 +134,8 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         Private training: a record contributes to several steps, as ``mmopt.participation.fixed_epochs(k)`` or
         ``min_separation(b, k)`` allow (None or ``single()``: once). The objective is then the total error at
         unit σ with the sensitivity under that schema; methods "auto", "l2_approx" (the certified optimum under
-        fixed epochs, n ≤ 4,096, a causal factor) and "banded" (prefix sums, any n); Gaussian noise only
-        (:mod:`mmopt.family.training`).
+        fixed epochs, n ≤ 4,096, a causal factor) and "banded" (prefix sums at any n, and Toeplitz workloads such
+        as ``mmopt.participation.momentum``); Gaussian noise only (:mod:`mmopt.family.training`).
 
     Returns
     -------

@@ -126,3 +126,42 @@ def post_process(caller: str, primary, fallback, what: str):
         warnings.warn(f"{caller}: the least-squares estimate failed too ({exc}); only the noisy measurements "
                       "are returned.", RuntimeWarning, stacklevel=3)
         return None
+
+
+def gaussian_sampler(dimension: int, scale: float, caller: str):
+    """A function drawing one vector of ``dimension`` independent N(0, ``scale``²) values through OpenDP's
+    ``make_gaussian`` (applied to zeros: the noise alone, for a caller that adds it to its own data, e.g. the
+    correlated noise of :mod:`mmopt.participation.noise`). Each call counts as a draw (:data:`DRAWS`).
+
+    The privacy of what the noise protects is the caller's to account (:func:`gaussian_loss`); here only the scale
+    is checked: positive, finite, and large enough for float64 (:func:`calibrated_scale`'s floor).
+    """
+    dp = prelude(caller)
+    p = v.check_int(dimension, name="dimension", caller=caller)
+    scale = v.check_real(scale, name="noise_multiplier", caller=caller, low=0.0, low_open=True)
+    if scale < np.finfo(float).tiny:
+        raise ValueError(f"{caller}: the noise scale {scale!r} is below float64's normal range; no noise would be "
+                         "added.")
+    meas = dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T=float, nan=False), size=p), dp.l2_distance(T=float),
+                              scale)
+    zeros = [0.0] * p
+
+    def draw() -> np.ndarray:
+        note_draw()
+        return finite(np.asarray(meas(zeros), dtype=np.float64), "the Gaussian draws", caller)
+
+    return draw
+
+
+def gaussian_loss(scale: float, d_in: float, delta: float | None, caller: str) -> tuple[float, float | None]:
+    """(ρ, ε): OpenDP's privacy maps of its Gaussian mechanism of noise ``scale`` at L2 sensitivity ``d_in``
+    (an exact sensitivity or a proven upper bound, rounded upwards): ρ-zCDP = d_in²/(2·scale²), and ε at ``delta``
+    by OpenDP's zCDP → (ε, δ) conversion (None when ``delta`` is None)."""
+    dp = prelude(caller)
+    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=1)
+    meas = dp.m.make_gaussian(domain, dp.l2_distance(T=float), float(scale))
+    rho = float(meas.map(float(d_in)))
+    if delta is None:
+        return rho, None
+    approx = dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(meas), float(delta))
+    return rho, float(approx.map(float(d_in))[0])

@@ -92,9 +92,10 @@ class Route:
 
 ROUTES = (
     Route("participation", None, "mmopt.family.training:run", "mmopt.family.training:takes",
-          summary="participation=fixed_epochs(k) / min_separation(b, k): private training's prefix sums, the "
-                  "certified optimum under fixed epochs (≤ 4,096 steps) and banded strategies with exact "
-                  "sensitivity (any n)"),
+          summary="participation=fixed_epochs(k) / min_separation(b, k): private training's prefix sums and "
+                  "momentum / learning-rate workloads, the certified optimum under fixed epochs (≤ 4,096 steps) and "
+                  "banded strategies with exact sensitivity (any n); objective='max_variance' / 'last_iterate' "
+                  "under a schema"),
     Route("objectives", None, "mmopt.family.objectives:run", "mmopt.family.objectives:takes",
           summary="objective='max_variance' (with per-query targets): the largest variance, minimised by the "
                   "minimax over query weights with a certified L2 dual bound"),

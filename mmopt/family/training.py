@@ -12,6 +12,14 @@ method). Gaussian noise only (the L2 sensitivity). Methods:
   sums at any n, optimised by :mod:`mmopt.toeplitz.solve`; with that many bands no pattern's cross terms survive,
   so its sensitivity is exact; "auto" beyond 4,096 steps and under minimum separation.
 
+* a lower-triangular Toeplitz workload (momentum, :mod:`mmopt.participation.workloads`): "banded" runs
+  :func:`mmopt.participation.banded.optimize_banded` (≤ b bands, exact sensitivity), bounded by the pinching bound
+  of the dense Gram; learning-rate schedules (semiseparable, not Toeplitz) take the certified optimum only.
+
+Objectives (:mod:`mmopt.participation.objectives`): ``objective="max_variance"`` (fixed epochs, ≤ 4,096 steps) the
+largest per-step variance, certified by the minimax dual; ``objective="last_iterate"`` the final step's error, whose
+optimum is a closed form under every schema (single participation included).
+
 Anything else is refused, naming what works. ``participation=single()`` (or None) takes the ordinary routes.
 """
 
@@ -19,17 +27,22 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from mmopt._base import validation as v
 from mmopt._base.result import SUCCESS, OptimizeResult, reconcile
 from mmopt.family.call import Call, check_common
 
 CALLER = "optimize"
 METHODS = ("auto", "l2_approx", "banded")
+OBJECTIVES = ("total", "max_variance", "last_iterate")
 
 
 def takes(workload, method, call: Call) -> bool:
     """Every call with a schema other than single participation."""
     from mmopt.participation.schemas import Single, as_schema
+    if call.objective == "last_iterate":
+        return True
     return call.participation is not None and not isinstance(as_schema(call.participation, CALLER), Single)
 
 
@@ -56,18 +69,23 @@ def run(workload, method, call: Call) -> OptimizeResult:
     if call.norm == "l1":
         raise ValueError(f"{CALLER}(participation={schema!r}) optimises the error under Gaussian noise (L2 "
                          "sensitivity): use Privacy(epsilon, delta > 0) or privacy=None.")
-    if not isinstance(method, str) or method not in METHODS:
+    objective_methods = ("max_variance", "last_iterate") if call.objective != "total" else ()
+    if not isinstance(method, str) or method not in METHODS + objective_methods:
         raise ValueError(f"The 'method' parameter of {CALLER} with participation={schema!r} must be one of "
-                         f"{list(METHODS)}. Got {method!r} instead.")
+                         f"{list(METHODS + objective_methods)}. Got {method!r} instead.")
     check_common(call, CALLER)
     unread = [k for k, val in {"solver": call.solver, "initial": call.initial, "budget": call.budget,
                                "targets": call.targets}.items() if val is not None]
-    if unread or call.objective != "total":
-        raise ValueError(f"The {unread or ['objective']} parameter(s) of {CALLER} do not apply with "
-                         "participation=...; it minimises the total error and reads tol, max_iterations and "
-                         "options 'bands' (method='banded').")
+    if unread:
+        raise ValueError(f"The {unread} parameter(s) of {CALLER} do not apply with participation=...; it reads "
+                         "objective, tol, max_iterations and options 'bands' (method='banded').")
+    if call.objective not in OBJECTIVES:
+        raise ValueError(f"The 'objective' parameter of {CALLER} with participation={schema!r} must be one of "
+                         f"{list(OBJECTIVES)}. Got {call.objective!r} instead.")
     G, n, stream = _gram(workload)
     schema.check_n(n, CALLER)
+    if call.objective != "total":
+        return _objective(workload, stream, schema, method, call, t0)
     dense_ok = isinstance(schema, FixedEpochs) and n <= 4096
     if method == "auto":
         method = "l2_approx" if dense_ok else "banded"
@@ -81,8 +99,13 @@ def run(workload, method, call: Call) -> OptimizeResult:
                              f"4,096 steps. Got n={n:,}; use method='banded' (any n, exact sensitivity).")
         return _dense(G, stream, schema, call, t0, workload.n_queries)
     if stream is None or stream.kind != "prefix":
+        from mmopt.participation.workloads import toeplitz_coefficients
+        if (a := toeplitz_coefficients(workload)) is not None:
+            return _banded_toeplitz(workload, a, schema, call, options.get("bands"), t0)
         raise ValueError(f"{CALLER}(method='banded', participation=...) runs on prefix sums "
-                         "(mmopt.workload.prefix(n) or mmopt.toeplitz.prefix(n)).")
+                         "(mmopt.workload.prefix(n) or mmopt.toeplitz.prefix(n)) and lower-triangular Toeplitz "
+                         "workloads (mmopt.participation.momentum). Got a workload of another structure: use "
+                         "fixed_epochs(k) with method='l2_approx' (≤ 4,096 steps).")
     return _banded(stream, schema, call, options.get("bands"), t0)
 
 
@@ -125,3 +148,73 @@ def _banded(W, schema, call: Call, bands, t0: float) -> OptimizeResult:
     return OptimizeResult(res.strategy, "l2", error, lower, status, status in SUCCESS, message, "banded",
                           res.solver, res.iterations, time.perf_counter() - t0, error / W.n_queries,
                           lower / W.n_queries, history=res.history, extra=extra)
+
+
+def _banded_toeplitz(workload, a, schema, call: Call, bands, t0: float) -> OptimizeResult:
+    """A Toeplitz workload T(a) (momentum): :func:`mmopt.participation.banded.optimize_banded`."""
+    from mmopt.participation.banded import dense_diagonal_bound, optimize_banded
+    from mmopt.participation.toeplitz import toeplitz_sensitivity_squared
+    from mmopt.toeplitz import _series
+    n = len(a)
+    C, raw, iterations = optimize_banded(a, schema, bands=bands, max_iterations=call.max_iterations or 1000,
+                                         tol=call.tol or 1e-12)
+    sens = toeplitz_sensitivity_squared(C, schema)
+    # W C⁻¹ = T(h)·D⁻¹ (h = a·(1/c)): column j holds h_0 … h_{n−1−j} over d_j, so the error is exact,
+    # Σ_j E_{n−1−j}/y_j with E = cumsum(h²) (y = 1 unscaled)
+    h = _series.convolve(a, C.inverse_column(), n)
+    y = np.ones(n) if C.row_scale is None else C.row_scale
+    error = float(np.cumsum(h * h)[::-1] @ (1.0 / y)) * sens.squared
+    lower = dense_diagonal_bound(workload.mean_gram * workload.n_queries, schema)
+    B = len(C.coefficients)
+    status, message, lower = reconcile(error, lower, raw, f"banded Toeplitz, {B} bands ≤ b = {schema.separation(n)} "
+                                       f"on the Toeplitz workload: sensitivity exact ({sens.method}).")
+    extra = {"participation": repr(schema), "sensitivity_squared": sens.squared, "sensitivity_exact": sens.exact,
+             "sensitivity_method": sens.method, "bands": B,
+             "lower_bound_method": "pinching bound of the dense Gram (mmopt.participation.banded)"}
+    return OptimizeResult(C, "l2", error, lower, status, status in SUCCESS, message, "banded", "L-BFGS-B",
+                          iterations, time.perf_counter() - t0, error / workload.n_queries,
+                          lower / workload.n_queries, extra=extra)
+
+
+def _objective(workload, stream, schema, method, call: Call, t0: float) -> OptimizeResult:
+    """objective="max_variance" / "last_iterate" under the schema (:mod:`mmopt.participation.objectives`)."""
+    from mmopt.dense._strategy_core import Strategy
+    from mmopt.participation.objectives import last_iterate_bound, solve_max_variance
+    from mmopt.participation.schemas import FixedEpochs
+    from mmopt.participation.strategies import sensitivity_squared
+    if method not in ("auto", "max_variance", "last_iterate"):
+        raise ValueError(f"{CALLER}: objective={call.objective!r} is minimised by its own certified search; "
+                         f"method={method!r} minimises the total. Drop 'method' (or pass method='auto').")
+    if call.options:
+        raise ValueError(f"{CALLER}: objective={call.objective!r} reads no options. Got {sorted(call.options)}.")
+    W = (stream.to_workload() if workload is stream else workload).explicit_matrix()
+    n = W.shape[1]
+    if call.objective == "last_iterate":
+        value, pattern = last_iterate_bound(W[-1], schema)
+        A = W[-1:] / np.sqrt(value)  # the final iterate, measured once at unit sensitivity
+        sens = sensitivity_squared(A, schema)
+        error = float(sens.squared * value)  # w = √value·A: the estimate's variance is value·Δ²(A) at unit σ
+        lower = value * (1 - 4 * n * np.finfo(float).eps)  # the dual's sum of |w_t|, rounded
+        status, message, lower = reconcile(error, lower, "optimal", "Last iterate: the one-row strategy (the final "
+                                           "iterate measured once) meets the dual bound max_π (Σ_{t∈π}|w_t|)²; a "
+                                           "factor releasing every iterate cannot do better.")
+        extra = {"participation": repr(schema), "objective": "last_iterate", "worst_pattern": pattern,
+                 "sensitivity_squared": sens.squared, "sensitivity_exact": sens.exact}
+        return OptimizeResult(Strategy(A, "last_iterate"), "l2", error, lower, status, status in SUCCESS, message,
+                              "last_iterate", "closed form", 0, time.perf_counter() - t0, error, lower, extra=extra)
+    if not isinstance(schema, FixedEpochs) or n > 4096:
+        raise ValueError(f"{CALLER}(objective='max_variance', participation=...) runs under fixed epochs up to 4,096 "
+                         f"steps (its certified total-error solver). Got {schema!r} at n={n:,}.")
+    tol = call.tol or 1e-4
+    sol = solve_max_variance(W, schema.epochs, tol=tol, max_iterations=call.max_iterations or 300)
+    status, message, lower = reconcile(sol["objective"], sol["lower_bound"], sol["status"],
+                                       f"Minimax over per-step weights under {schema!r}: largest variance "
+                                       f"{sol['objective']:.6g} at unit σ after {sol['iterations']} certified "
+                                       "total-error solves.", tol=tol)
+    extra = {"participation": repr(schema), "objective": "max_variance", "step_weights": sol["weights"],
+             "per_step_variance": sol["variances"], "sensitivity_squared": sol["sensitivity"].squared,
+             "sensitivity_exact": sol["sensitivity"].exact, "total_squared_error": float(sol["variances"].sum())}
+    return OptimizeResult(Strategy(sol["matrix"], "participation-max-variance"), "l2", sol["objective"], lower,
+                          status, status in SUCCESS, message, "max_variance", "mmopt-participation-dual",
+                          sol["iterations"], time.perf_counter() - t0, sol["objective"], lower,
+                          history=sol["history"], extra=extra)

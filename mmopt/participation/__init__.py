@@ -6,7 +6,9 @@ Notation: see README and :mod:`.schemas`. Modules: :mod:`.schemas` (single, fixe
 any strategy), :mod:`.toeplitz` (Toeplitz, banded and BLT strategies in O(n·k)), :mod:`.optimum` (the
 certified optimum under fixed epochs, n ≤ 4,096, any Gram), :mod:`.tridiagonal` (the same for prefix sums and all
 ranges in O(n·k²) per step, with :mod:`.quadrature`), :mod:`.weighted` (row-weighted banded strategies under
-fixed epochs, any n), :mod:`.bound` (a certified bound at any n).
+fixed epochs, any n), :mod:`.bound` (a certified bound at any n), :mod:`.workloads` (momentum and learning-rate
+schedules), :mod:`.banded` (banded strategies for Toeplitz workloads), :mod:`.objectives` (largest variance, last
+iterate), :mod:`.noise` (the correlated noise streamed step by step through OpenDP, and the run's privacy).
 """
 
 from mmopt.participation.schemas import (
@@ -20,6 +22,14 @@ from mmopt.participation.schemas import (
 )
 from mmopt.participation.sensitivity import Sensitivity, gram_sensitivity_squared
 from mmopt.participation.strategies import sensitivity_squared
+from mmopt.participation.workloads import (
+    cosine_decay,
+    learning_rate_workload,
+    linear_decay,
+    momentum,
+    toeplitz_workload,
+)
 
-__all__ = ["FixedEpochs", "MinSeparation", "Schema", "Sensitivity", "Single", "fixed_epochs",
-           "gram_sensitivity_squared", "min_separation", "sensitivity_squared", "single"]
+__all__ = ["FixedEpochs", "MinSeparation", "Schema", "Sensitivity", "Single", "cosine_decay", "fixed_epochs",
+           "gram_sensitivity_squared", "learning_rate_workload", "linear_decay", "min_separation", "momentum",
+           "sensitivity_squared", "single", "toeplitz_workload"]

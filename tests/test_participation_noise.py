@@ -1,0 +1,116 @@
+"""The streamed correlated noise C⁻¹z: the recursion against the dense solve for seeded draws, OpenDP's draws
+whitened back, the covariance by Monte-Carlo (slow), and the run's privacy against its formulas."""
+
+import math
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt import toeplitz
+from mmopt.participation import fixed_epochs, min_separation
+from mmopt.participation.noise import correlate, run_privacy, stream_noise
+from mmopt.participation.sensitivity import gram_sensitivity_squared
+from mmopt.privacy import gaussian_delta
+
+STRATEGIES = {
+    "banded": lambda n: toeplitz.banded([1.0, 0.45, 0.3, 0.2], n),
+    "banded+rows": lambda n: toeplitz.equalized(toeplitz.banded([1.0, 0.45, 0.3, 0.2], n)),
+    "blt": lambda n: toeplitz.blt([0.3, 0.1], [0.9, 0.5], n),
+    "blt+rows": lambda n: toeplitz.equalized(toeplitz.blt([0.3, 0.1], [0.9, 0.5], n)),
+    "sqrt": lambda n: toeplitz.sqrt_strategy(n),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_the_stream_is_the_dense_solve_for_seeded_draws(name):
+    n, p = 48, 3
+    C = STRATEGIES[name](n)
+    Z = np.random.default_rng(5).standard_normal((n, p))
+    X = np.array(list(correlate(C, Z)))
+    dense = np.linalg.solve(C.to_dense(), Z)
+    # forward substitution vs LU: both backward stable, the difference is κ(C)·n·u relative to |x|
+    kappa = np.linalg.cond(C.to_dense())
+    np.testing.assert_allclose(X, dense, rtol=0, atol=kappa * n * 1e-16 * np.abs(dense).max())
+    assert X.shape == (n, p)
+
+
+def test_the_state_is_o_of_bands():
+    C = toeplitz.banded([1.0, 0.5, 0.25], 10_000)
+    gen = correlate(C, iter(np.ones((10_000, 2))))
+    for _ in range(100):
+        next(gen)
+    state = gen.gi_frame.f_locals["past"]
+    assert state.maxlen == 2 and len(state) == 2  # B − 1 = 2 past vectors, whatever n
+
+
+def test_opendp_draws_whitened_back_are_white_at_the_scale():
+    n, p, sigma, clip = 8, 500, 1.3, 0.5
+    C = STRATEGIES["blt+rows"](n)
+    X = np.array(list(stream_noise(C, sigma, dimension=p, clip_norm=clip)))
+    Z = C.to_dense() @ X  # z = C x: the draws themselves
+    s2 = np.mean(Z**2) / (sigma * clip) ** 2
+    # the variance estimate of n·p = 4,000 standard normals has relative sd √(2/4000) = 2.2 %: 5 sd
+    assert abs(s2 - 1) < 5 * math.sqrt(2 / (n * p))
+    assert abs(np.corrcoef(Z[:-1].ravel(), Z[1:].ravel())[0, 1]) < 5 / math.sqrt(n * p)  # independent steps
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["banded+rows", "blt"])
+def test_monte_carlo_covariance_is_sigma_squared_x_inverse(name):
+    n, p, sigma = 12, 20_000, 0.8  # p coordinates = p independent paths of the n steps (OpenDP, 240,000 draws)
+    C = STRATEGIES[name](n)
+    X = np.array(list(stream_noise(C, sigma, dimension=p)))
+    emp = X @ X.T / p  # mean zero is known: no centring
+    Ct = C.to_dense()
+    Sigma = sigma**2 * np.linalg.inv(Ct.T @ Ct)
+    # each entry's sd for known-mean Gaussian samples: √((Σ_ii Σ_jj + Σ_ij²)/p); 78 entries, two-sided 5.5 sd is a
+    # false alarm probability ≈ 3e-6
+    sd = np.sqrt((np.outer(np.diag(Sigma), np.diag(Sigma)) + Sigma**2) / p)
+    assert np.max(np.abs(emp - Sigma) / sd) < 5.5
+
+
+@pytest.mark.parametrize("schema", [fixed_epochs(4), min_separation(3, 3)])
+@pytest.mark.parametrize("name", ["banded", "blt+rows"])
+def test_run_privacy_is_the_gaussian_mechanism_at_the_schema_sensitivity(schema, name):
+    n, sigma, delta = 24, 1.7, 1e-6
+    C = STRATEGIES[name](n)
+    A = C.to_dense()
+    brute = max(A[:, list(p)].sum(axis=1) @ A[:, list(p)].sum(axis=1) for p in schema.patterns(n))  # X ≥ 0: 1ᵀX_π1
+    assert np.all(A.T @ A >= 0)
+    priv = run_privacy(C, schema, sigma, delta=delta)
+    assert priv.sensitivity.squared == pytest.approx(brute, rel=1e-12)
+    assert priv.sensitivity.squared == pytest.approx(gram_sensitivity_squared(A.T @ A, schema).squared, rel=1e-12)
+    assert priv.rho == pytest.approx(brute / (2 * sigma**2), rel=1e-9)
+    # OpenDP's ε is valid: the exact Gaussian δ at it (Balle & Wang) is ≤ δ, and it beats the classical conversion
+    assert gaussian_delta(sigma / math.sqrt(brute), priv.epsilon) <= delta * (1 + 1e-9)
+    assert priv.epsilon <= priv.rho + 2 * math.sqrt(priv.rho * math.log(1 / delta))
+    assert run_privacy(C, schema, sigma).epsilon is None
+
+
+def test_more_participations_cost_more_privacy():
+    C = toeplitz.banded([1.0, 0.5], 64)
+    rhos = [run_privacy(C, fixed_epochs(k), 1.0).rho for k in (1, 2, 4, 8)]
+    assert np.all(np.diff(rhos) > 0) and rhos[2] == pytest.approx(4 * rhos[0], rel=1e-12)  # ≤ b bands: Δ² = k‖c‖²
+
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda: list(stream_noise(np.eye(4), 1.0)), TypeError, "ToeplitzStrategy"),
+    (lambda: stream_noise(toeplitz.banded([1.0], 4), 0.0), ValueError, "noise_multiplier"),
+    (lambda: stream_noise(toeplitz.banded([1.0], 4), 1.0, steps=5), ValueError, "steps"),
+    (lambda: list(correlate(toeplitz.banded([1.0], 4), np.ones((2, 1)))), ValueError, "draws ended"),
+    (lambda: list(correlate(toeplitz.banded([1.0], 4), [np.nan] * 4)), ValueError, "not finite"),
+    (lambda: run_privacy(toeplitz.banded([1.0], 4), fixed_epochs(2), 1.0, delta=0.0), ValueError, "delta"),
+    (lambda: run_privacy(toeplitz.banded([1.0], 4), "epochs", 1.0), TypeError, "participation"),
+])
+def test_bad_input_is_refused(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_optimized_banded_strategy_streams_and_accounts():
+    res = mmopt.optimize(toeplitz.prefix(64), participation=fixed_epochs(4), method="banded")
+    priv = run_privacy(res.strategy, fixed_epochs(4), 1.0, delta=1e-5)
+    assert priv.sensitivity.exact and priv.rho == pytest.approx(res.extra["sensitivity_squared"] / 2, rel=1e-9)
+    X = np.array(list(correlate(res.strategy, np.eye(64))))  # unit draws: the columns of C⁻¹
+    np.testing.assert_allclose(X, np.linalg.inv(res.strategy.to_dense()), atol=1e-10)
