@@ -103,6 +103,8 @@ def route(workload, strategy, caller: str):
     from mmopt.family import family_of
     from mmopt.search.pidentity import PIdentityStrategy
 
+    if _orbit(strategy):  # a max-variance plan past the dense limit: held by its symmetry blocks
+        return "orbit", workload, strategy
     workload, strategy = as_implicit(workload), as_implicit(strategy)
     family = family_of(workload, caller).name
     if family == "hierarchy" or _hierarchical(strategy):
@@ -124,6 +126,11 @@ def route(workload, strategy, caller: str):
         return ("product" if isinstance(workload, ImplicitWorkload) else "dense"), workload, None
     W, A, implicit = _kinds(workload, strategy, caller)
     return ("product" if implicit else "dense"), W, A
+
+
+def _orbit(strategy) -> bool:
+    from mmopt.structured.orbit_strategy import OrbitStrategy
+    return isinstance(strategy, OrbitStrategy)
 
 
 def _hierarchical(strategy) -> bool:
@@ -263,8 +270,8 @@ def _release_stream(W, A, x, privacy, **kw):  # prefix sums / all ranges at any 
 
 #: Which layer's function runs each operation for each family (a residual pair arrives as its product).
 def _simulate_hierarchy(W, A, x, privacy, **kw):
-    raise ValueError("matrix_mechanism: a hierarchy strategy is released, not simulated: use mmopt.release (OpenDP "
-                     "noise; its answers carry their exact variances).")
+    raise ValueError("matrix_mechanism: a hierarchy or orbit strategy is released, not simulated: use mmopt.release "
+                     "(OpenDP noise; its answers carry their exact variances).")
 
 
 def _release_hierarchy(W, A, x, privacy, *, noise_scale=None, reconstruct="least_squares", total=None, zeros=None,
@@ -274,6 +281,21 @@ def _release_hierarchy(W, A, x, privacy, *, noise_scale=None, reconstruct="least
         raise ValueError("release: a hierarchy strategy releases the least-squares answers (exact variances); "
                          "reconstruct, total and zeros are not available for it. Drop them.")
     return hierarchy_release(W, A, x, privacy, noise_scale=noise_scale)
+
+
+def _release_orbit(W, A, x, privacy, *, noise_scale=None, reconstruct="least_squares", total=None, zeros=None, **_):
+    from mmopt.structured.orbit_release import release as orbit_release
+    if reconstruct != "least_squares" or total is not None or zeros is not None:
+        raise ValueError("release: an OrbitStrategy releases the least-squares answers (exact variances); "
+                         "reconstruct, total and zeros are not available for it. Drop them.")
+    return orbit_release(W, A, x, privacy, noise_scale=noise_scale)
+
+
+def _evaluate_orbit(W, A, privacy, norm, per_query):
+    from mmopt.structured.orbit_release import evaluate as orbit_evaluate
+    if norm not in (None, "l2"):
+        raise ValueError(f"evaluate: an OrbitStrategy is a Gaussian-noise strategy; norm must be 'l2'. Got {norm!r}.")
+    return orbit_evaluate(W, A, privacy)
 
 
 def _evaluate_hierarchy(W, A, privacy, norm, per_query):
@@ -293,6 +315,8 @@ OPS = {
                 "matrix_mechanism": smech.matrix_mechanism, "release": srelease.release},
     "hierarchy": {"evaluate": _evaluate_hierarchy, "svd_bound": _svd_bound_hierarchy,
                   "matrix_mechanism": _simulate_hierarchy, "release": _release_hierarchy},
+    "orbit": {"evaluate": _evaluate_orbit, "svd_bound": _svd_bound_product,
+              "matrix_mechanism": _simulate_hierarchy, "release": _release_orbit},
     "stream": {"evaluate": _evaluate_stream, "svd_bound": _svd_bound_stream,
                "matrix_mechanism": _simulate_stream, "release": _release_stream},
 }

@@ -171,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="δ in [0, 1): 0 = Laplace noise (ε-DP), > 0 = Gaussian noise ((ε,δ)-DP) (default 0)")
     p.add_argument("--max-iterations", type=int, default=None, help="the max-variance search's L2 solves at most")
     p.add_argument("--tol", type=float, default=None, help="the max-variance search's relative gap, in (0, 1)")
+    p.add_argument("--calibration", choices=("release", "analytic"), default="release",
+                   help="the noise the targets hold for: what 'mmopt release' draws (OpenDP; default) or the "
+                        "analytic Gaussian mechanism")
     _output_args(p)
 
     p = add("release", "answer a workload on real data with OpenDP noise (mmopt.release)", release_sql.dispatch)

@@ -172,8 +172,9 @@ def optimize(args) -> int:
 def plan(args) -> int:
     W = build_workload(args.spec)
     p = mmopt.plan(W, targets=args.target, kind=args.kind, alpha=args.alpha, delta=args.delta, tol=args.tol,
-                   max_iterations=args.max_iterations)
+                   max_iterations=args.max_iterations, calibration=args.calibration)
     record = {"workload": _workload_info(W), "target": args.target, "kind": args.kind,
+              "calibration": args.calibration,
               "alpha": args.alpha if args.kind == "halfwidth" else None, "delta": args.delta,
               "epsilon": p.epsilon, "epsilon_lower_bound": p.lower_bound, "ratio": p.ratio, "rho": p.rho,
               "rho_lower_bound": p.rho_lower_bound, "status": p.status, "strategy": p.strategy.name,

@@ -58,24 +58,70 @@ def _to_variance(tau: np.ndarray, kind: str, alpha: float, delta: float, caller:
     return tau
 
 
-def _smallest_epsilon(c_max: float, delta: float, *, upper: bool) -> float:
+#: how the variance of the noise at a budget is computed: "release", the σ (or b) :func:`mmopt.release` draws
+#: (OpenDP's calibration at d_in = Δ rounded upwards; under Gaussian noise through zCDP, σ 4–9 % above the
+#: analytic one), or "analytic", the exact analytic Gaussian mechanism's (Balle & Wang 2018) and b = Δ/ε
+CALIBRATIONS = ("release", "analytic")
+#: d_in / Δ in a release, at most: upper_sensitivity's (1 + 1e-7) and an ulp; and room for OpenDP's search of σ
+_D_IN, _SEARCH = 1.0 + 2e-7, 1.0 + 1e-6
+
+
+def variance_factor(epsilon: float, delta: float, calibration: str = "release") -> float:
+    """c(ε, δ): the noise variance per unit Δ² at this budget, as ``calibration`` computes it (see
+    :data:`CALIBRATIONS`); with "release" an upper bound on what :func:`mmopt.release` draws at any Δ.
+
+    Release: OpenDP's Laplace scale is d_in/ε and its Gaussian σ is d_in/√(2ρ*) with ρ* = the largest ρ whose
+    zCDP → (ε, δ) conversion is ≤ ε (:func:`mmopt.accounting.max_rho`; OpenDP searches σ to adjacent floats), at
+    d_in ≤ Δ·(1 + 2·10⁻⁷).
+    """
+    if calibration == "analytic":
+        return (Privacy(epsilon, delta) if delta > 0 else Privacy(epsilon)).variance_factor
+    if delta == 0:
+        return 2.0 * (_D_IN / epsilon) ** 2 * _SEARCH
+    from mmopt.accounting._zcdp import max_rho
+    return _D_IN**2 / (2.0 * max_rho(epsilon, delta)) * _SEARCH
+
+
+def _release_epsilon(c_max: float, delta: float, *, upper: bool) -> float:
+    """The smallest ε whose release noise has variance ≤ ``c_max`` per unit Δ² (``upper``: with d_in's rounding
+    and the search's slack, so :func:`variance_factor` ≤ c_max; else the certified lower end, without them):
+    the zCDP → (ε, δ) conversion of the ρ that σ² = c_max needs, in one OpenDP call."""
+    slack = _D_IN**2 * _SEARCH if upper else 1.0
+    if delta == 0:  # b = d_in/ε
+        eps = math.sqrt(2.0 * slack / c_max)
+        return eps * (1 + 1e-12) if upper else eps * (1 - 1e-12)
+    from mmopt.accounting._zcdp import epsilon_of_rho
+    eps = epsilon_of_rho(slack / (2.0 * c_max), delta)  # OpenDP's ε, rounded up
+    if not math.isfinite(eps):
+        raise ValueError(f"plan: the targets need a noise variance {c_max:.3g} per unit Δ², below what OpenDP's "
+                         f"Gaussian mechanism can prove at δ = {delta:g}. Loosen the targets or raise delta.")
+    return eps if upper else eps * (1 - 1e-12)
+
+
+def _smallest_epsilon(c_max: float, delta: float, *, upper: bool, calibration: str = "analytic") -> float:
     """The smallest ε with c(ε, δ) ≤ ``c_max``: its feasible end (``upper``) or its certified lower end."""
+    if calibration == "release":
+        return _release_epsilon(c_max, delta, upper=upper)
     if delta == 0:  # c = 2/ε²
         eps = math.sqrt(2.0 / c_max)
         return eps * (1 + 1e-12) if upper else eps * (1 - 1e-12)
 
+    def c(eps):
+        return variance_factor(eps, delta, calibration)
+
     def excess(log_eps):
-        return math.log(Privacy(math.exp(log_eps), delta).variance_factor) - math.log(c_max)
+        return math.log(c(math.exp(log_eps))) - math.log(c_max)
 
     lo, hi = math.log(1e-8), math.log(1e4)
     if excess(hi) > 0:
-        raise ValueError(f"plan: the targets need a variance factor {c_max:.3g}, smaller than the Gaussian mechanism "
-                         f"gives at ε = 10⁴ with δ = {delta:g}. Loosen the targets or raise delta.")
+        raise ValueError(f"plan: the targets need a variance factor {c_max:.3g}, smaller than the "
+                         f"{'Laplace' if delta == 0 else 'Gaussian'} mechanism gives at ε = 10⁴ with δ = {delta:g}. "
+                         "Loosen the targets or raise delta.")
     root = so.brentq(excess, lo, hi, xtol=1e-13, rtol=1e-13)
     # brentq's root is within its tolerance: step to the side that is certainly feasible / certainly below
     eps = math.exp(root)
     step = 1 + 1e-9
-    while (Privacy(eps, delta).variance_factor > c_max) if upper else (Privacy(eps, delta).variance_factor <= c_max):
+    while (c(eps) > c_max) if upper else (c(eps) <= c_max):
         eps = eps * step if upper else eps / step
     return eps
 
@@ -98,7 +144,7 @@ def _exchangeable(W) -> bool:
 
 
 def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha: float = 0.05,
-         tol: float | None = None, max_iterations: int | None = None) -> Plan:
+         tol: float | None = None, max_iterations: int | None = None, calibration: str = "release") -> Plan:
     """The smallest ε (at ``delta``) at which every query's variance meets its target, with the strategy.
 
     Parameters
@@ -115,6 +161,11 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     alpha : float in (0, 1)
     tol, max_iterations : as :func:`mmopt.optimize` (the max-variance search's gap and L2 solves); ``tol``
         defaults to :data:`PLAN_TOL`, which keeps ε within 1.0005× of the certified minimum
+    calibration : {"release", "analytic"}, default "release"
+        The noise the targets must hold for. "release": what :func:`mmopt.release` (and the records releases)
+        draw at the budget found — OpenDP's calibration, whose Gaussian σ goes through zCDP and is 4–9 % above
+        the analytic one (needs OpenDP); "analytic": the exact analytic Gaussian mechanism (and b = Δ/ε), for
+        noise drawn elsewhere. ``lower_bound`` is the certified minimum under the same calibration.
 
     Returns
     -------
@@ -139,6 +190,7 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     delta = v.check_real(delta, name="delta", caller=caller, low=0.0, high=1.0, high_open=True)
     alpha = v.check_real(alpha, name="alpha", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
     kind = v.check_choice(kind, name="kind", caller=caller, choices=KINDS)
+    calibration = v.check_choice(calibration, name="calibration", caller=caller, choices=CALIBRATIONS)
     unit = Privacy(1.0, delta) if delta > 0 else Privacy(1.0)
     from mmopt.hierarchy.workload import HierarchyWorkload
     grouped = isinstance(workload, HierarchyWorkload)
@@ -171,20 +223,24 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
         tau = _to_variance(check_targets(targets, dense.n_queries, caller), kind, alpha, delta, caller)
         res = optimize(dense, privacy=unit, targets=tau, tol=tol, max_iterations=max_iterations, verbose=False)
     V, V_low = res.objective, res.lower_bound  # max vᵢ/τᵢ at unit variance factor (c = 1)
-    eps = _smallest_epsilon((1 - 1e-9) / V, delta, upper=True)  # a hair inside, so re-evaluation stays within
-    eps_low = _smallest_epsilon(1.0 / V_low, delta, upper=False)
+    eps = _smallest_epsilon((1 - 1e-9) / V, delta, upper=True,  # a hair inside, so re-evaluation stays within
+                            calibration=calibration)
+    eps_low = _smallest_epsilon(1.0 / V_low, delta, upper=False, calibration=calibration)
     privacy = Privacy(eps, delta) if delta > 0 else Privacy(eps)
+    c = variance_factor(eps, delta, calibration)  # the noise variance per unit Δ² the targets are checked at
     A = res.strategy
     # re-evaluated exactly at the budget found: each query's variance c·Δ²·wᵢ (AᵀA)⁺ wᵢᵀ (mmopt.error.evaluate),
     # or each marginal's cell variance in the residual algebra
     if grouped:  # each set's largest variance at the budget found, exact
-        achieved = privacy.variance_factor * np.asarray(res.extra["set_variance"])
+        achieved = c * np.asarray(res.extra["set_variance"])
     elif marginals is not None:
-        achieved = privacy.variance_factor * np.array([res.extra["marginal_variance"][S] for S in marginals.sets])
+        achieved = c * np.array([res.extra["marginal_variance"][S] for S in marginals.sets])
     elif symmetric:  # each query's variance from the strategy's blocks (mmopt.structured.orbit_maxvar.variances)
-        achieved = privacy.variance_factor * np.asarray(res.extra["per_query_variance"])
+        achieved = c * np.asarray(res.extra["per_query_variance"])
     else:
-        achieved = np.asarray(evaluate(dense, A, privacy, per_query=True).per_query_variance)
+        # at the analytic factor, rescaled to the calibration's (the variance is linear in it)
+        achieved = np.asarray(evaluate(dense, A, privacy, per_query=True).per_query_variance) * (
+            c / privacy.variance_factor)
     if np.any(achieved > tau):
         raise ArithmeticError(f"{caller}: internal inconsistency — the planned strategy misses a target by "
                               f"{float(np.max(achieved / tau)) - 1:.2e} (relative). Please report this workload.")

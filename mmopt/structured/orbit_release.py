@@ -1,0 +1,175 @@
+"""Release and evaluate with an :class:`~mmopt.structured.orbit_strategy.OrbitStrategy`: the blocks measured in
+their own orthonormal bases, OpenDP's Gaussian noise, exact least squares and exact per-query variances.
+
+Notation: see README and :mod:`mmopt.structured.orbit_maxvar`. The strategy's Gram is X = Σ_c K_c (X_c ⊗ I) K_cᵀ
+with K_c = ⊗ⱼ Bⱼ (Bⱼ the orbit-indicator basis U of attribute j, or the Helmert basis of one orbit's zero-sum
+vectors), orthonormal columns and mutually orthogonal ranges. The measurement is
+
+    y_c = (S_c ⊗ I) K_cᵀ x + z_c,     S_c = X_c^{1/2} (symmetric, from X_c's eigendecomposition),
+
+one row per coordinate of every measured block, so Aᵀ A = Σ_c K_c (S_cᵀS_c ⊗ I) K_cᵀ = X: every query's variance
+is the plan's. Least squares is block by block, x̂ = Σ_c K_c (S_c⁺ ⊗ I) y_c, and W x̂ is the workload's implicit
+product. The sensitivity is that of the matrices used, Δ₂² = max_x Σ_c (K_c (S_cᵀS_c ⊗ I) K_cᵀ)_xx (the cell
+diagonal of :func:`~mmopt.structured.orbit_maxvar.cell_diagonal` at S_cᵀS_c, in floating point), rounded upwards
+as every mmopt release; the guarantee is that of :func:`mmopt.release`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mmopt._base.opendp import finite, measure
+from mmopt.privacy import Privacy
+from mmopt.structured import orbit_maxvar as om
+from mmopt.structured.orbit_strategy import OrbitStrategy, _standard_basis, _trivial_basis
+from mmopt.structured.release import upper_sensitivity
+
+__all__ = ["OrbitRelease", "evaluate", "release"]
+
+
+@dataclass(frozen=True, eq=False)
+class OrbitRelease:
+    """``answers`` W x̂ (the workload's row order), their exact ``variances`` at the noise drawn, ``estimate`` x̂
+    (the domain's shape), the noise ``noise_scale`` σ, the ``sensitivity`` Δ₂ it was calibrated to (rounded up),
+    OpenDP's ``verified_loss`` and the noisy ``measurements``."""
+
+    answers: np.ndarray = field(repr=False)
+    variances: np.ndarray = field(repr=False)
+    estimate: np.ndarray = field(repr=False)
+    noise_scale: float
+    sensitivity: float
+    verified_loss: object
+    measurements: np.ndarray = field(repr=False)
+    noise: str = "gaussian"
+
+
+def _implicit(workload, caller: str):
+    from mmopt.structured.workloads import ImplicitWorkload
+    W = workload.to_implicit() if hasattr(workload, "to_implicit") and not isinstance(workload, ImplicitWorkload) \
+        else workload
+    if not isinstance(W, ImplicitWorkload):
+        raise TypeError(f"The 'workload' parameter of {caller} must be the union of Kronecker products (or grouping "
+                        f"sets) the OrbitStrategy was planned for. Got {type(workload).__name__}.")
+    return W
+
+
+def _reduction(W, A: OrbitStrategy, caller: str) -> om.Reduction:
+    """W's reduction, refused unless its cell orbits and blocks are the strategy's (a strategy planned for W)."""
+    red = om.reduce(W, caller)
+    same = (len(red.orbits) == len(A.orbits) and red.combinations == A.combinations
+            and all(np.array_equal(a.labels, b.labels) for a, b in zip(red.orbits, A.orbits, strict=True)))
+    if not same:
+        raise ValueError(f"{caller}: the OrbitStrategy '{A.name}' was planned for a workload with other cell "
+                         f"symmetries than '{W.name}'. Plan (or optimise) the strategy for this workload.")
+    return red
+
+
+def _roots(A: OrbitStrategy) -> list:
+    """(S_c, S_c⁺) per block (None where nothing is measured): the symmetric square root and its pseudo-inverse."""
+    out = []
+    for X in A.blocks:
+        if X is None:
+            out.append(None)
+            continue
+        lam, V = np.linalg.eigh((X + X.T) / 2)
+        keep = lam > lam.max() * lam.size * np.finfo(float).eps  # max_variance._variances' range
+        root = np.sqrt(np.where(keep, lam, 0.0))
+        inv = np.divide(1.0, root, out=np.zeros_like(root), where=keep)
+        out.append(((V * root) @ V.T, (V * inv) @ V.T))
+    return out
+
+
+def _mode(T: np.ndarray, M: np.ndarray, axis: int) -> np.ndarray:
+    """T with M applied along ``axis`` (M: new × old)."""
+    return np.moveaxis(np.tensordot(M, T, axes=([1], [axis])), 0, axis)
+
+
+class _Blocks:
+    """Per block c: its bases Bⱼ, and the coefficient layout (trivial attributes first, then standard ones, as
+    X_c ⊗ I orders them)."""
+
+    def __init__(self, A: OrbitStrategy):
+        trivial = [_trivial_basis(o) for o in A.orbits]
+        self.bases = [[trivial[j] if cj < 0 else _standard_basis(o.labels, cj)
+                       for j, (o, cj) in enumerate(zip(A.orbits, c, strict=True))] for c in A.combinations]
+        self.order = [[j for j, cj in enumerate(c) if cj < 0] + [j for j, cj in enumerate(c) if cj >= 0]
+                      for c in A.combinations]
+        self.rows = [math.prod(trivial[j].shape[1] for j, cj in enumerate(c) if cj < 0) for c in A.combinations]
+
+    def coefficients(self, k: int, x: np.ndarray) -> np.ndarray:
+        """K_cᵀ x as a (trivial coordinates × standard coordinates) matrix."""
+        T = x
+        for j, B in enumerate(self.bases[k]):
+            T = _mode(T, B.T, j)
+        return np.transpose(T, self.order[k]).reshape(self.rows[k], -1)
+
+    def synthesis(self, k: int, C: np.ndarray) -> np.ndarray:
+        """K_c applied to coefficients C (trivial × standard), in the domain's shape."""
+        dims = [self.bases[k][j].shape[1] for j in self.order[k]]
+        T = np.transpose(C.reshape(dims), np.argsort(self.order[k]))
+        for j, B in enumerate(self.bases[k]):
+            T = _mode(T, B, j)
+        return T
+
+
+def _sensitivity(A: OrbitStrategy, roots) -> float:
+    """Δ₂ of the measurement as built: max_x of the cell diagonal at S_cᵀS_c (floating point)."""
+    grams = [None if r is None else r[0].T @ r[0] for r in roots]
+    return math.sqrt(float(om.cell_diagonal(A, grams).max()))
+
+
+def evaluate(workload, A: OrbitStrategy, privacy: Privacy | None = None, *, caller: str = "evaluate"):
+    """Exact total, largest and per-query variance of ``A`` on ``workload`` (Gaussian noise; privacy None: unit
+    noise at Δ₂ = 1), as an :class:`~mmopt.structured.ImplicitErrorReport`."""
+    from mmopt._base import guards
+    from mmopt.structured._report import ImplicitErrorReport
+    if privacy is not None and privacy.noise != "gaussian":
+        raise ValueError(f"{caller}: an OrbitStrategy is a Gaussian-noise strategy (its L1 sensitivity has no closed "
+                         f"form here). Use privacy=Privacy(epsilon, delta) with delta > 0. Got {privacy!r}.")
+    W = _implicit(workload, caller)
+    red = _reduction(W, A, caller)
+    delta2 = A.sensitivity_squared()
+    unit = delta2 * om.variances(red, A.blocks)[red.query_class]
+    per_query = guards.scaled(1.0, privacy, W.name) * unit
+    total, top, m = float(per_query.sum()), float(per_query.max()), W.n_queries
+    return ImplicitErrorReport(W.name, A.name, privacy, W.shape, W.domain_size, m, math.sqrt(delta2), True, total,
+                               True, total / m, math.sqrt(total / m), top, top, True, "orbit blocks (exact)",
+                               per_query_variance=per_query)
+
+
+def release(workload, A: OrbitStrategy, x, privacy: Privacy, *, noise_scale: float | None = None) -> OrbitRelease:
+    """Release W x̂ from the histogram ``x`` (the domain's shape) with OpenDP's Gaussian noise (module docstring).
+
+    Refused before any noise is drawn when a query is not estimable from ``A`` (an infinite variance).
+    """
+    caller = "release"
+    if not isinstance(privacy, Privacy) or privacy.noise != "gaussian":
+        raise ValueError(f"The 'privacy' parameter of {caller} must be a Privacy with delta > 0 for an OrbitStrategy "
+                         f"(Gaussian noise at its exact L2 sensitivity). Got {privacy!r}.")
+    W = _implicit(workload, caller)
+    red = _reduction(W, A, caller)
+    x = np.asarray(x, dtype=float)
+    if x.shape != W.shape or not np.all(np.isfinite(x)):
+        raise ValueError(f"The 'x' parameter of {caller} must be a finite histogram of shape {W.shape} (one count per "
+                         f"cell). Got shape {x.shape}.")
+    unit = om.variances(red, A.blocks)[red.query_class]
+    if not np.all(np.isfinite(unit)):
+        raise ValueError(f"{caller}: {int(np.sum(~np.isfinite(unit))):,} queries of '{W.name}' are not estimable "
+                         f"from the OrbitStrategy '{A.name}' (blocks it does not measure). Plan it for this workload.")
+    roots, blocks = _roots(A), _Blocks(A)
+    exact = _sensitivity(A, roots)
+    d_in = upper_sensitivity(exact, caller=caller)
+    parts = [(k, r[0] @ blocks.coefficients(k, x)) for k, r in enumerate(roots) if r is not None]
+    Ax = finite(np.concatenate([P.ravel() for _, P in parts]), "the strategy answers A x", caller)
+    y, scale, loss = measure(Ax, d_in, privacy, noise_scale=noise_scale, caller=caller)
+    xhat, at = np.zeros(W.shape), 0
+    for k, P in parts:  # x̂ = Σ_c K_c (S_c⁺ ⊗ I) y_c
+        Y = y[at:at + P.size].reshape(P.shape)
+        at += P.size
+        xhat += blocks.synthesis(k, roots[k][1] @ Y)
+    from mmopt.structured.mechanism import answer
+    variances = (scale * scale) * unit  # σ² w X⁺ wᵀ: the noise is σ on every row of A, AᵀA = X
+    return OrbitRelease(answer(W, xhat), variances, xhat, scale, d_in, loss, y)
