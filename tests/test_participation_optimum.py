@@ -1,9 +1,9 @@
 """The certified optimum under fixed epochs against the dense SDP (cvxpy, Clarabel) with the exact sensitivity
 constraint, its bound against strategies, and optimize's participation route."""
 
-import cvxpy as cp
 import numpy as np
 import pytest
+from _participation_sdp import sdp_optimum
 
 import mmopt
 from mmopt import toeplitz
@@ -12,20 +12,9 @@ from mmopt.participation.optimum import causal_factor, solve_fixed_epochs
 
 
 def _sdp_optimum(G, k):
-    """min tr(G X⁻¹) s.t. max_π max_{Y ⪰ 0, diag Y ≤ 1} ⟨X_π, Y⟩ ≤ 1, the inner max by its SDP dual:
-    ∃ d_π ≥ 0, Σ d_π ≤ 1, Diag(d_π) ⪰ X_π (strong duality: Y = I/2 is strictly feasible)."""
-    n = G.shape[0]
-    b = n // k
-    w, V = np.linalg.eigh(G)
-    r = (V * np.sqrt(np.maximum(w, 0))) @ V.T
-    X = cp.Variable((n, n), symmetric=True)
-    U = cp.Variable((n, n), symmetric=True)
-    cons = [cp.bmat([[X, r.T], [r, U]]) >> 0]
-    for j in range(b):
-        idx = list(range(j, n, b))
-        d = cp.Variable(k)
-        cons += [cp.diag(d) - X[idx][:, idx] >> 0, cp.sum(d) <= 1]
-    return cp.Problem(cp.Minimize(cp.trace(U)), cons).solve(solver=cp.CLARABEL)
+    """min tr(G X⁻¹) under the exact fixed-epoch sensitivity: the shared dense SDP on the b = n/k patterns."""
+    b = G.shape[0] // k
+    return sdp_optimum(G, [range(j, G.shape[0], b) for j in range(b)])
 
 
 @pytest.mark.parametrize("n,k", [(8, 2), (12, 3), (16, 4), (16, 2), (12, 1)])

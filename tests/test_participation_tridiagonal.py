@@ -4,6 +4,7 @@ the dense SDP (cvxpy, Clarabel), brute-force sensitivity, and its rational nodes
 import cvxpy as cp
 import numpy as np
 import pytest
+from _participation_sdp import sdp_optimum
 
 import mmopt
 from mmopt import toeplitz
@@ -74,19 +75,9 @@ def test_selected_inversion_against_the_dense_root():
 
 
 def _sdp_optimum(G, k):
-    """min tr(G X⁻¹) under the exact fixed-epoch sensitivity (as tests/test_participation_optimum.py)."""
-    n = G.shape[0]
-    b = n // k
-    w, V = np.linalg.eigh(G)
-    r = (V * np.sqrt(np.maximum(w, 0))) @ V.T
-    X = cp.Variable((n, n), symmetric=True)
-    U = cp.Variable((n, n), symmetric=True)
-    cons = [cp.bmat([[X, r.T], [r, U]]) >> 0]
-    for j in range(b):
-        idx = list(range(j, n, b))
-        d = cp.Variable(k)
-        cons += [cp.diag(d) - X[idx][:, idx] >> 0, cp.sum(d) <= 1]
-    return cp.Problem(cp.Minimize(cp.trace(U)), cons).solve(solver=cp.CLARABEL)
+    """min tr(G X⁻¹) under the exact fixed-epoch sensitivity: the shared dense SDP on the b = n/k patterns."""
+    b = G.shape[0] // k
+    return sdp_optimum(G, [range(j, G.shape[0], b) for j in range(b)])
 
 
 def _worst_pattern(X, k):
