@@ -87,3 +87,12 @@ def test_plan_past_the_dense_limit_is_certified_and_beats_the_tree_search_on_bot
     _, heuristic, _, _ = mv.solve_maxvar(W, p.targets)
     assert p.result.objective <= heuristic * (1 + 1e-9)
     assert p.result.lower_bound >= mv.lower_bound(W, p.targets) * (1 - 1e-4)  # the orbit search's gap
+    # optimize takes the same route, and its strategy is released with variances within the targets
+    res = mmopt.optimize(W, privacy=mmopt.Privacy(1.0, 1e-9), objective="max_variance", targets=p.targets)
+    assert type(res.strategy).__name__ == "OrbitStrategy" and res.extra["family"] == "orbits"
+    assert res.status == "optimal" and res.lower_bound <= res.objective <= res.lower_bound * (1 + 1e-3)
+    pytest.importorskip("opendp")
+    out = mmopt.release(W, p.strategy, np.ones(W.shape), p.privacy)
+    ends = np.cumsum(W.set_sizes)
+    per_set = [out.variances[e - k:e].max() for e, k in zip(ends, W.set_sizes, strict=True)]
+    assert np.all(np.array(per_set) <= p.targets)  # the targets hold for the noise actually drawn

@@ -94,9 +94,23 @@ def solve_result(W, call: Call) -> OptimizeResult:
                           objective_per_query=objective / m, lower_bound_per_query=bound / m, extra=extra)
 
 
+#: dense level-matrix entries up to which grouping sets take the symmetry route (160 MB)
+LEVEL_ENTRIES = 20_000_000
+
+
+def exchangeable(W) -> bool:
+    """Grouping sets whose dense level matrices fit in :data:`LEVEL_ENTRIES` and whose domain is past the dense
+    search: their max variance is minimised in the commutant of their cell symmetries (siblings of a tree are
+    exchangeable; :mod:`mmopt.structured.orbit_maxvar`), certified to the optimum; larger trees keep
+    :mod:`mmopt.hierarchy.maxvar`'s heuristic."""
+    from mmopt.structured._checks import DENSE_LIMIT
+    return W.domain_size > DENSE_LIMIT and W.level_entries() <= LEVEL_ENTRIES
+
+
 def max_variance_result(W, call: Call, norm: str, t0: float) -> OptimizeResult:
-    """objective="max_variance" (per-set ``targets``) on grouping sets: the search and bound of
-    :mod:`mmopt.hierarchy.maxvar`, under Gaussian noise."""
+    """objective="max_variance" (per-set ``targets``) on grouping sets under Gaussian noise, where not
+    :func:`exchangeable` (:mod:`mmopt.family.objectives` takes those): the search and bound of
+    :mod:`mmopt.hierarchy.maxvar`."""
     from mmopt.hierarchy import maxvar as mv
     if norm != "l2":
         raise ValueError(f"{CALLER}(objective='max_variance') on grouping sets over hierarchies runs under Gaussian "

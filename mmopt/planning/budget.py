@@ -131,18 +131,6 @@ def _smallest_epsilon(c_max: float, delta: float, *, upper: bool, calibration: s
 #: noise), so a gap of 5·10⁻⁴ in V keeps the budget within 1.0005× of the certified minimum
 PLAN_TOL = 5e-4
 
-#: dense level-matrix entries up to which a hierarchy is planned as a union of Kronecker products (160 MB)
-LEVEL_ENTRIES = 20_000_000
-
-
-def _exchangeable(W) -> bool:
-    """Grouping sets whose dense level matrices fit in :data:`LEVEL_ENTRIES` and whose domain is past the dense
-    search: planned in the commutant of their cell symmetries (siblings of a tree are exchangeable), where the
-    budget is certified to the optimum; larger trees keep :mod:`mmopt.hierarchy.maxvar`'s heuristic."""
-    from mmopt.structured._checks import DENSE_LIMIT
-    return W.domain_size > DENSE_LIMIT and W.level_entries() <= LEVEL_ENTRIES
-
-
 def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha: float = 0.05,
          tol: float | None = None, max_iterations: int | None = None, calibration: str = "release") -> Plan:
     """The smallest ε (at ``delta``) at which every query's variance meets its target, with the strategy.
@@ -201,15 +189,8 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     if grouped:  # one target per grouping set (every group of a set has the same target)
         from mmopt.hierarchy.maxvar import set_targets
         tau = _to_variance(set_targets(workload, targets, caller), kind, alpha, delta, caller)
-        if _exchangeable(workload):  # the union of Kronecker products it is, in its symmetries' commutant
-            implicit = workload.to_implicit()
-            res = optimize(implicit, privacy=unit, targets=np.repeat(tau, workload.set_sizes), tol=tol,
-                           max_iterations=max_iterations, verbose=False)
-            ends = np.cumsum(workload.set_sizes)
-            res.extra["set_variance"] = [float(np.max(res.extra["per_query_variance"][e - k:e]))
-                                         for e, k in zip(ends, workload.set_sizes, strict=True)]
-        else:  # the hierarchical residual / node families' search (mmopt.hierarchy.maxvar)
-            res = optimize(workload, privacy=unit, targets=tau, verbose=False)
+        # in the commutant of their symmetries when exchangeable (certified), else the tree families' search
+        res = optimize(workload, privacy=unit, targets=tau, tol=tol, max_iterations=max_iterations, verbose=False)
     elif marginals is not None:  # unions of marginals at any d: one target and one variance per marginal
         given = per_marginal_targets(marginals, marginal_targets(marginals, targets, caller), caller)
         tau = _to_variance(given, kind, alpha, delta, caller)
