@@ -33,15 +33,13 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
-from scipy import optimize as sopt
 
 from mmopt.participation.schemas import FixedEpochs, MinSeparation, Schema, Single
 from mmopt.participation.sensitivity import best_pattern_sum, gram_sensitivity_squared
+from mmopt.search.max_variance import Done, ascend
 
 __all__ = ["last_iterate_bound", "last_iterate_error", "solve_max_variance"]
 
-#: fresh L-BFGS-B starts at most (each from the best weights so far), as mmopt.search.max_variance
-RESTARTS = 20
 #: the uniform weights' share in every q: keeps G_q's condition within m/MIX of WᵀW's (the causal factor of the
 #: total-error solver fails on a near-singular G_q) and costs the bound at most a factor 1 − MIX (concavity of f)
 MIX = 1e-3
@@ -83,13 +81,13 @@ def solve_max_variance(W: np.ndarray, epochs: int, *, tol: float = 1e-4, max_ite
 
     def negative_F(p):
         if st["k"] >= max_iterations:
-            raise _Done("user_limit")
+            raise Done("user_limit")
         st["k"] += 1
         total = float(p.sum())
         q = (1 - MIX) * p / total + MIX / m  # G_q ⪰ (MIX/m)·WᵀW: conditioned, whatever p
         sol = _solve_total(W.T @ (q[:, None] * W), epochs)
         if sol is None:  # X_q too ill-conditioned for a causal factor at every accuracy: these weights are unusable
-            raise _Done("optimal_inaccurate")
+            raise Done("optimal_inaccurate")
         if sol.dual > st["lower"]:  # q ∈ Δ: g(q) ≤ f(q) ≤ the minimax value
             st["lower"], st["p"] = float(sol.dual), q
         X = sol.matrix.T @ sol.matrix  # unit sensitivity (a proven bound when not exact)
@@ -103,24 +101,14 @@ def solve_max_variance(W: np.ndarray, epochs: int, *, tol: float = 1e-4, max_ite
         v = _row_variances(W, sol.matrix)
         history.append({"iteration": st["k"], "objective": st["best"][0], "lower_bound": st["lower"]})
         if st["best"][0] - st["lower"] <= tol * st["best"][0]:
-            raise _Done("optimal")
+            raise Done("optimal")
         # f̃(p) = f((1 − MIX)p + MIX·(Σp)u) is concave and 1-homogeneous, with supergradient (1 − MIX)v + MIX·mean(v)
         return -(total * float(q @ v) - total * total / 2), -((1 - MIX) * v + MIX * float(v.mean()) - total)
 
     floor = 1e-3 / m  # every qᵢ > 0 keeps G_q definite (W of full column rank) and X_q's factor computable
     first = _solve_total(W.T @ W / m, epochs)  # F's maximiser is f(q*)·q*: start at the scale f(uniform)
-    start, status = np.full(m, max(first.dual / m if first is not None else 1.0, floor)), "optimal_inaccurate"
-    for _ in range(RESTARTS):
-        gap = (st["best"][0] if st["best"] else np.inf, st["lower"])
-        try:
-            sopt.minimize(negative_F, start, jac=True, method="L-BFGS-B", bounds=[(floor, None)] * m,
-                          options={"maxiter": max_iterations, "maxfun": max_iterations, "gtol": 0.0, "ftol": 0.0})
-        except _Done as done:
-            status = done.status
-            break
-        if (st["best"][0], st["lower"]) == gap:
-            break
-        start = np.maximum(st["p"] * st["lower"], floor)  # F's maximiser is f(q*)·q*
+    start = np.full(m, max(first.dual / m if first is not None else 1.0, floor))
+    status = ascend(negative_F, start, st, floor=floor, max_iterations=max_iterations)
     top, C, vi, sens = st["best"]
     return {"matrix": C, "objective": top, "lower_bound": min(st["lower"], top), "status": status,
             "iterations": st["k"], "weights": st["p"], "variances": vi, "sensitivity": sens,
@@ -139,12 +127,6 @@ def _solve_total(G: np.ndarray, epochs: int):
         except np.linalg.LinAlgError:
             continue
     return None
-
-
-class _Done(Exception):
-    def __init__(self, status: str) -> None:
-        super().__init__(status)
-        self.status = status
 
 
 def last_iterate_bound(row: np.ndarray, schema: Schema) -> tuple[float, tuple[int, ...]]:

@@ -109,7 +109,7 @@ def solve_max_variance(W: np.ndarray, targets: np.ndarray | None = None, *, tol:
 
     def negative_F(p):
         if st["k"] >= max_iterations:
-            raise _Done("user_limit")
+            raise Done("user_limit")
         st["k"] += 1
         total = float(p.sum())
         q = p / total
@@ -131,32 +131,44 @@ def solve_max_variance(W: np.ndarray, targets: np.ndarray | None = None, *, tol:
                 st["mean_best"] = X is not raw.gram
         history.append({"iteration": st["k"], "objective": st["best"][0], "lower_bound": st["lower"]})
         if st["best"][0] - st["lower"] <= tol * st["best"][0]:
-            raise _Done("optimal")
+            raise Done("optimal")
         finite = np.isfinite(v)
         v = np.where(finite, v, 10.0 * float(np.max(v[finite])) if finite.any() else 1.0)  # a query off X_p's range
         return -(total * float(q @ v) - total * total / 2), -(v - total)
 
     floor = 1e-6 / m  # every pᵢ > 0: G_p keeps W's rank, so X_p and v(X_p) stay finite
-    start, status = np.ones(m), "optimal_inaccurate"
-    # L-BFGS-B's line search stops ("ABNORMAL") where the small weights' variances are solved less accurately
-    # than the value; a fresh start from the best weights so far continues, until a start gains nothing
-    for _ in range(RESTARTS):
-        gap = (st["best"][0], st["lower"])
-        try:
-            optimize.minimize(negative_F, start, jac=True, method="L-BFGS-B", bounds=[(floor, None)] * m,
-                              options={"maxiter": max_iterations, "maxfun": max_iterations, "gtol": 0.0,
-                                       "ftol": 0.0})
-        except _Done as done:
-            status = done.status
-            break
-        if (st["best"][0], st["lower"]) == gap:
-            break
-        start = np.maximum(st["p"] * st["lower"], floor)  # F's maximiser is f(q*)·q*
+    status = ascend(negative_F, np.ones(m), st, floor=floor, max_iterations=max_iterations)
     top, X, v = st["best"]
     return MaxVarianceSolution(X, top, st["lower"], status, st["k"], st["p"], v, tuple(history))
 
 
-class _Done(Exception):
+class Done(Exception):
+    """Raised by an ascent's objective to stop it with ``status`` ("optimal", "user_limit", …)."""
+
     def __init__(self, status: str) -> None:
         super().__init__(status)
         self.status = status
+
+
+def ascend(negative_F, start: np.ndarray, state: dict, *, floor: float, max_iterations: int) -> str:
+    """Maximise F(p) = f(p) − (Σp)²/2 over p ≥ ``floor`` (module docstring) by L-BFGS-B on ``negative_F``, which
+    records its bounds in ``state`` ("best": a tuple led by the best upper bound, or None; "lower"; "p": the q of
+    the best lower bound) and raises :class:`Done` to stop. L-BFGS-B's line search stops ("ABNORMAL") where the
+    small weights' variances are solved less accurately than the value; a fresh start from the best weights so far,
+    scaled to F's maximiser f(q*)·q*, continues, until a start gains nothing. Returns the status Done carried, or
+    "optimal_inaccurate"."""
+    def bounds():
+        return (state["best"][0] if state["best"] is not None else np.inf), state["lower"]
+
+    for _ in range(RESTARTS):
+        gap = bounds()
+        try:
+            optimize.minimize(negative_F, start, jac=True, method="L-BFGS-B", bounds=[(floor, None)] * start.size,
+                              options={"maxiter": max_iterations, "maxfun": max_iterations, "gtol": 0.0,
+                                       "ftol": 0.0})
+        except Done as done:
+            return done.status
+        if bounds() == gap:
+            break
+        start = np.maximum(state["p"] * state["lower"], floor)  # F's maximiser is f(q*)·q*
+    return "optimal_inaccurate"
