@@ -24,6 +24,7 @@ import numpy as np
 from mmopt._base.opendp import finite, measure
 from mmopt.privacy import Privacy
 from mmopt.structured import orbit_maxvar as om
+from mmopt.structured.mechanism import answer, kron_apply
 from mmopt.structured.orbit_strategy import OrbitStrategy, _standard_basis, _trivial_basis
 from mmopt.structured.release import upper_sensitivity
 
@@ -82,11 +83,6 @@ def _roots(A: OrbitStrategy) -> list:
     return out
 
 
-def _mode(T: np.ndarray, M: np.ndarray, axis: int) -> np.ndarray:
-    """T with M applied along ``axis`` (M: new × old)."""
-    return np.moveaxis(np.tensordot(M, T, axes=([1], [axis])), 0, axis)
-
-
 class _Blocks:
     """Per block c: its bases Bⱼ, and the coefficient layout (trivial attributes first, then standard ones, as
     X_c ⊗ I orders them)."""
@@ -101,18 +97,13 @@ class _Blocks:
 
     def coefficients(self, k: int, x: np.ndarray) -> np.ndarray:
         """K_cᵀ x as a (trivial coordinates × standard coordinates) matrix."""
-        T = x
-        for j, B in enumerate(self.bases[k]):
-            T = _mode(T, B.T, j)
+        T = kron_apply([B.T for B in self.bases[k]], x)
         return np.transpose(T, self.order[k]).reshape(self.rows[k], -1)
 
     def synthesis(self, k: int, C: np.ndarray) -> np.ndarray:
         """K_c applied to coefficients C (trivial × standard), in the domain's shape."""
         dims = [self.bases[k][j].shape[1] for j in self.order[k]]
-        T = np.transpose(C.reshape(dims), np.argsort(self.order[k]))
-        for j, B in enumerate(self.bases[k]):
-            T = _mode(T, B, j)
-        return T
+        return kron_apply(self.bases[k], np.transpose(C.reshape(dims), np.argsort(self.order[k])))
 
 
 def _sensitivity(A: OrbitStrategy, roots) -> float:
@@ -170,6 +161,5 @@ def release(workload, A: OrbitStrategy, x, privacy: Privacy, *, noise_scale: flo
         Y = y[at:at + P.size].reshape(P.shape)
         at += P.size
         xhat += blocks.synthesis(k, roots[k][1] @ Y)
-    from mmopt.structured.mechanism import answer
     variances = (scale * scale) * unit  # σ² w X⁺ wᵀ: the noise is σ on every row of A, AᵀA = X
     return OrbitRelease(answer(W, xhat), variances, xhat, scale, d_in, loss, y)
