@@ -75,7 +75,9 @@ def test_map_is_exact_in_d_in_at_the_brute_force_sensitivity(family):
     for c in range(int(np.prod(plan.workload.shape))):
         e = np.zeros(int(np.prod(plan.workload.shape)))
         e[c] = 1.0
-        cols.append(np.linalg.norm(m.answer(e.reshape(plan.workload.shape))))
+        col = m.answer(e.reshape(plan.workload.shape))
+        assert col.size == m.size  # the measurement count the OpenDP output domain is built with
+        cols.append(np.linalg.norm(col))
     brute = max(cols)
     # the closed form is the brute-force maximum to round-off; d_in is it rounded up by the 1e-7 relative slack
     # of mmopt.structured.release.upper_sensitivity (a proven margin over the closed form's float rounding)

@@ -71,7 +71,8 @@ def release(W: HierarchyWorkload, A, x, privacy: Privacy, *, noise_scale: float 
 class Measurements:
     """The strategy's side of a release, built without data: ``answer(x)`` = A x (a vector), ``finish(y)`` the
     least-squares answers of every grouping set from noisy y, ``unit`` their variances at unit noise per
-    Δ₂ = 1, ``exact`` the strategy's Δ₂ and ``sensitivity`` it rounded upwards (the release's d_in)."""
+    Δ₂ = 1, ``exact`` the strategy's Δ₂ and ``sensitivity`` it rounded upwards (the release's d_in), ``size`` the
+    number of measurements (the length of A x)."""
 
     answer: object = field(repr=False)
     finish: object = field(repr=False)
@@ -79,6 +80,7 @@ class Measurements:
     exact: float
     sensitivity: float
     family: str
+    size: int
 
     def released(self, y: np.ndarray, scale: float, loss) -> HierarchyRelease:
         """The :class:`HierarchyRelease` of noisy measurements ``y`` drawn at ``scale`` (post-processing)."""
@@ -100,11 +102,11 @@ def measurements(W: HierarchyWorkload, A, *, caller: str = "measurements") -> Me
     Delta = A.sensitivity()
     d_in = upper_sensitivity(Delta, caller=caller)
     if isinstance(A, HierarchyStrategy):
-        answer, finish = _residual(W, A)
-        return Measurements(answer, finish, unit_variances(A, W), Delta, d_in, "residual")
+        answer, finish, size = _residual(W, A)
+        return Measurements(answer, finish, unit_variances(A, W), Delta, d_in, "residual", size)
     if isinstance(A, hn.NodeStrategy):
-        answer, finish = _nodes(W, A)
-        return Measurements(answer, finish, hn.node_variances(A, W), Delta, d_in, "nodes")
+        answer, finish, size = _nodes(W, A)
+        return Measurements(answer, finish, hn.node_variances(A, W), Delta, d_in, "nodes", size)
     raise TypeError(f"The 'strategy' parameter of {caller} must be a HierarchyStrategy or NodeStrategy. Got "
                     f"{type(A).__name__}.")
 
@@ -135,7 +137,7 @@ def _residual(W, A):
             out.append(T)
         return out
 
-    return answer, finish
+    return answer, finish, int(on.sum())
 
 
 def _nodes(W, A):
@@ -189,7 +191,7 @@ def _nodes(W, A):
             out.append(np.moveaxis(T, 0, k))
         return out
 
-    return answer, finish
+    return answer, finish, sum(zl.size * cols[u].size for u, z in enumerate(A.weights) for zl in z)
 
 
 def _group_rows(parent: np.ndarray, S: np.ndarray, groups: int) -> np.ndarray:
