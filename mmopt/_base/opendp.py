@@ -133,8 +133,9 @@ def gaussian_sampler(dimension: int, scale: float, caller: str):
     ``make_gaussian`` (applied to zeros: the noise alone, for a caller that adds it to its own data, e.g. the
     correlated noise of :mod:`mmopt.participation.noise`). Each call counts as a draw (:data:`DRAWS`).
 
-    The privacy of what the noise protects is the caller's to account (:func:`gaussian_loss`); here only the scale
-    is checked: positive, finite, and large enough for float64 (:func:`calibrated_scale`'s floor).
+    The privacy of what the noise protects is the caller's to account (e.g.
+    :func:`mmopt.participation.noise.run_privacy`); here only the scale is checked: positive, finite, and large
+    enough for float64 (:func:`calibrated_scale`'s floor).
     """
     dp = prelude(caller)
     p = v.check_int(dimension, name="dimension", caller=caller)
@@ -151,17 +152,3 @@ def gaussian_sampler(dimension: int, scale: float, caller: str):
         return finite(np.asarray(meas(zeros), dtype=np.float64), "the Gaussian draws", caller)
 
     return draw
-
-
-def gaussian_loss(scale: float, d_in: float, delta: float | None, caller: str) -> tuple[float, float | None]:
-    """(ρ, ε): OpenDP's privacy maps of its Gaussian mechanism of noise ``scale`` at L2 sensitivity ``d_in``
-    (an exact sensitivity or a proven upper bound, rounded upwards): ρ-zCDP = d_in²/(2·scale²), and ε at ``delta``
-    by OpenDP's zCDP → (ε, δ) conversion (None when ``delta`` is None)."""
-    dp = prelude(caller)
-    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=1)
-    meas = dp.m.make_gaussian(domain, dp.l2_distance(T=float), float(scale))
-    rho = float(meas.map(float(d_in)))
-    if delta is None:
-        return rho, None
-    approx = dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(meas), float(delta))
-    return rho, float(approx.map(float(d_in))[0])

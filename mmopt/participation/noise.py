@@ -190,7 +190,8 @@ def run_privacy(strategy, participation, noise_multiplier: float, *, delta: floa
     >>> round(p.epsilon, 2)                       # OpenDP's conversion; ρ + 2√(ρ log(1/δ)) would say 6.50
     5.93
     """
-    from mmopt._base.opendp import gaussian_loss
+    from mmopt._base.opendp import prelude
+    from mmopt.accounting._zcdp import epsilon_of_rho, gaussian_rho
     from mmopt.participation.strategies import sensitivity_squared
     caller = "run_privacy"
     schema = as_schema(participation, caller)
@@ -199,5 +200,7 @@ def run_privacy(strategy, participation, noise_multiplier: float, *, delta: floa
         delta = v.check_real(delta, name="delta", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
     sens = sensitivity_squared(strategy, schema)
     d_in = math.nextafter(math.sqrt(sens.squared), math.inf)  # Δ rounded upwards: the map stays an upper bound
-    rho, epsilon = gaussian_loss(sigma, d_in, delta, caller)
+    prelude(caller)  # OpenDP's maps give ρ and the (ε, δ) conversion: refused here, by name, when it is missing
+    rho = gaussian_rho(d_in, sigma)
+    epsilon = None if delta is None else epsilon_of_rho(rho, delta)
     return RunPrivacy(rho, epsilon, delta, sigma, sens, repr(schema))
