@@ -25,7 +25,7 @@ from mmopt._base.opendp import finite, measure
 from mmopt.privacy import Privacy
 from mmopt.structured import orbit_maxvar as om
 from mmopt.structured.mechanism import answer, kron_apply
-from mmopt.structured.orbit_strategy import OrbitStrategy, _standard_basis, _trivial_basis
+from mmopt.structured.orbit_strategy import OrbitStrategy
 from mmopt.structured.release import upper_sensitivity
 
 __all__ = ["OrbitRelease", "evaluate", "release"]
@@ -88,12 +88,10 @@ class _Blocks:
     X_c ⊗ I orders them)."""
 
     def __init__(self, A: OrbitStrategy):
-        trivial = [_trivial_basis(o) for o in A.orbits]
-        self.bases = [[trivial[j] if cj < 0 else _standard_basis(o.labels, cj)
-                       for j, (o, cj) in enumerate(zip(A.orbits, c, strict=True))] for c in A.combinations]
+        self.bases = [A.block_bases(c) for c in A.combinations]
         self.order = [[j for j, cj in enumerate(c) if cj < 0] + [j for j, cj in enumerate(c) if cj >= 0]
                       for c in A.combinations]
-        self.rows = [math.prod(trivial[j].shape[1] for j, cj in enumerate(c) if cj < 0) for c in A.combinations]
+        self.rows = [math.prod(o.r for o, cj in zip(A.orbits, c, strict=True) if cj < 0) for c in A.combinations]
 
     def coefficients(self, k: int, x: np.ndarray) -> np.ndarray:
         """K_cᵀ x as a (trivial coordinates × standard coordinates) matrix."""

@@ -9,6 +9,7 @@ returns X^{1/2} where the domain is small enough to hold it.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -77,6 +78,17 @@ class OrbitStrategy:
         from mmopt.structured.orbit_maxvar import cell_diagonal
         return float(cell_diagonal(self, self.blocks).max())
 
+    def block_bases(self, c: tuple[int, ...]) -> list[np.ndarray]:
+        """Bⱼ per attribute for block c (K_c = ⊗ⱼ Bⱼ): the orbit-indicator basis U for a trivial part (cⱼ < 0), else
+        the Helmert basis of orbit cⱼ's zero-sum vectors."""
+        return [self._trivial[j] if cj < 0 else _standard_basis(o.labels, cj)
+                for j, (o, cj) in enumerate(zip(self.orbits, c, strict=True))]
+
+    @functools.cached_property
+    def _trivial(self) -> list[np.ndarray]:
+        """U per attribute, built once and shared by every block (n × r each: the tree's can be large)."""
+        return [_trivial_basis(o) for o in self.orbits]
+
     def gram(self) -> np.ndarray:
         """X = AᵀA in the cell basis (C order); ``ValueError`` past :data:`DENSE_CELLS` cells."""
         N = self.domain_size
@@ -87,8 +99,7 @@ class OrbitStrategy:
         for c, Xc in zip(self.combinations, self.blocks, strict=True):
             if Xc is None:
                 continue
-            bases = [_trivial_basis(o) if cj < 0 else _standard_basis(o.labels, cj)
-                     for o, cj in zip(self.orbits, c, strict=True)]
+            bases = self.block_bases(c)
             dims = [B.shape[1] for B in bases]
             trivial = [j for j, cj in enumerate(c) if cj < 0]
             standard = [j for j, cj in enumerate(c) if cj >= 0]
