@@ -26,9 +26,17 @@ def _union():
     return sw.ImplicitWorkload(terms, "small union")
 
 
-@pytest.fixture(scope="module")
-def planned():
-    W = _union()
+def _totals_on_the_first():
+    """Rank-deficient: attribute 0 is only ever summed, so its zero-sum parts are never measured (blocks None)."""
+    age = Workload.from_matrix(np.array([[1, 1, 0, 0, 0, 0], [0, 0, 1, 1, 1, 1], [0, 0, 0, 0, 1, 0]], float),
+                               name="age")
+    terms = (sw.Product((sw.total(3), sw.total(6))), sw.Product((sw.total(3), age), 2.0))
+    return sw.ImplicitWorkload(terms, "totals on the first attribute")
+
+
+@pytest.fixture(scope="module", params=[_union, _totals_on_the_first], ids=["full rank", "rank deficient"])
+def planned(request):
+    W = request.param()
     red = om.reduce(W)
     sol = om.solve(red, np.ones(red.n_classes), tol=1e-4)  # the max-variance plan: one target per query class
     return W, OrbitStrategy(red.orbits, red.combinations, sol.blocks)
@@ -51,6 +59,8 @@ def test_the_block_measurement_has_the_plan_s_gram_and_sensitivity(planned):
     W, A = planned
     M = _measurement_matrix(W, A)
     X = A.gram()
+    rank = np.linalg.matrix_rank(X)
+    assert (rank < W.domain_size) == (W.name == "totals on the first attribute")
     np.testing.assert_allclose(M.T @ M, X, atol=1e-10 * np.abs(X).max())
     brute = np.sqrt((M * M).sum(axis=0).max())
     assert orl._sensitivity(A, orl._roots(A)) == pytest.approx(brute, rel=1e-12)
