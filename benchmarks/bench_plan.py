@@ -37,11 +37,13 @@ def _sf1_targets():
 def _cases():
     rng = np.random.default_rng(0)
     heterogeneous = rng.uniform(2.0, 20.0, 256 * 257 // 2)
+    wide = rng.uniform(2.0, 20.0, 1024 * 1025 // 2)
     return [
         ("census sf1, 29,440 cells, PL-94-like tables", wl.sf1, _sf1_targets(), "se", 1e-9),
         ("prefix(1,024)", lambda: wl.prefix(1024), 5.0, "se", 1e-9),
         ("all ranges on 64 cells", lambda: wl.all_range(64), 10.0, "halfwidth", 1e-9),
         ("all ranges on 256, targets U(2, 20)", lambda: wl.all_range(256), heterogeneous, "se", 1e-9),
+        ("all ranges on 1,024, targets U(2, 20)", lambda: wl.all_range(1024), wide, "se", 1e-9),
         ("all ranges on 64 cells", lambda: wl.all_range(64), 10.0, "se", 0.0),
         ("2-way marginals (8,)^30", lambda: wl.marginals((8,) * 30, 2), 10.0, "se", 1e-9),
         ("3-way marginals (2,)^20", lambda: wl.marginals((2,) * 20, 3), 10.0, "se", 1e-9),
@@ -74,8 +76,8 @@ def table(rows: list[dict]) -> str:
     lines = [head, "-" * len(head)]
     for r in rows:
         rho = "" if r["rho"] is None else f"{r['rho']:.4g}"
-        lines.append(f"{r['workload']:52s} {r['targets']:16s} {r['noise']:7s} {r['epsilon']:10.5g} "
-                     f"{r['minimum']:13.5g} {r['ratio']:9.6f} {rho:>9s} {r['status']:18s} {r['seconds']:6.1f}")
+        lines.append(f"{r['workload']:52s} {r['targets']:16s} {r['noise']:7s} {r['epsilon']:10.6g} "
+                     f"{r['minimum']:13.6g} {r['ratio']:9.6f} {rho:>9s} {r['status']:18s} {r['seconds']:6.1f}")
     return "\n".join(lines)
 
 

@@ -3,10 +3,11 @@
 The largest variance (over its target) of any query is minimised by :mod:`mmopt.search.max_variance` on the
 dense workload (implicit and stream workloads of ≤ 4,096 cells as their dense twin) with a certified lower bound
 from the minimax dual; on one Kronecker product factor by factor, at any size; on larger unions of Kronecker
-products in the commutant of their cell symmetries (:mod:`mmopt.structured.orbit_maxvar`); on unions of marginals by the
-residual planner with its closed-form bound (:mod:`mmopt.structured.residual.maxvar`). The result's ``objective``
-is that largest ratio at unit privacy, re-evaluated exactly from the returned strategy (times
-``privacy.variance_factor`` for the variance under a budget).
+products in the commutant of their cell symmetries (:mod:`mmopt.structured.orbit_maxvar`); on prefix sums and
+all ranges of ≤ 4,096 cells, with any targets, in prefix coordinates without the rows (:mod:`mmopt.toeplitz.maxvar`);
+on unions of marginals by the residual planner with its closed-form bound (:mod:`mmopt.structured.residual.maxvar`).
+The result's ``objective`` is that largest ratio at unit privacy, re-evaluated exactly from the returned strategy
+(times ``privacy.variance_factor`` for the variance under a budget).
 """
 
 from __future__ import annotations
@@ -202,6 +203,48 @@ def _run_orbits(W, call: Call, t0: float) -> OptimizeResult:
                           sol.history, extra)
 
 
+def range_kind(workload) -> tuple[str, int] | None:
+    """("prefix" | "all_range", n) for mmopt's prefix sums and all ranges (dense families, whose row order is
+    their definition, or stream workloads) of n ≤ :data:`mmopt.toeplitz.maxvar.MAX_N`; else None. A workload merely
+    sharing their Gram is not taken: per-query targets follow the row order."""
+    from mmopt.dense._workload_type import Workload
+    from mmopt.toeplitz.error import KINDS, StreamWorkload
+    from mmopt.toeplitz.maxvar import MAX_N
+    if isinstance(workload, StreamWorkload):
+        kind, n = workload.kind, workload.n
+    elif isinstance(workload, Workload) and workload.family in KINDS:
+        kind, n = workload.family, workload.domain_size
+    else:
+        return None
+    return (kind, n) if n <= MAX_N else None
+
+
+def _run_ranges(kind: str, n: int, m: int, call: Call, t0: float) -> OptimizeResult:
+    """Prefix sums and all ranges of ≤ 4,096 cells under any per-query targets: the γ₂ minimax over edge weights
+    in prefix coordinates, O(n²) per step without the query rows (:mod:`mmopt.toeplitz.maxvar`), certified."""
+    from mmopt.dense._strategy_core import Strategy
+    from mmopt.toeplitz import maxvar as rm
+
+    tau = np.ones(m) if call.targets is None else check_targets(call.targets, m, CALLER)
+    sol = rm.solve(kind, n, tau, tol=call.tol or 1e-4, max_iterations=call.max_iterations or 1_000)
+    A = Strategy.from_gram(sol.gram, name="max_variance")
+    a, b = rm.edges(kind, n)
+    X = A.matrix.T @ A.matrix  # the returned strategy's own Gram, scored exactly (not the search's X)
+    variance = rm.variances(X, a, b) * float(np.max(np.diag(X)))  # Δ₂² = the largest column norm²
+    ratio = float(np.max(variance / tau))
+    what = "largest variance" if call.targets is None else "largest variance / target"
+    message = (f"Minimax over query and cell weights (γ₂ dual, {kind} of {n:,} cells in prefix coordinates): "
+               f"{what} {ratio:.6g} at unit privacy, certified lower bound {sol.lower_bound:.6g} after "
+               f"{sol.iterations} steps.")
+    status, message, bound = reconcile(ratio, sol.lower_bound, sol.status, message, tol=call.tol or 1e-4)
+    extra = {"objective": "max_variance", "targets": "per-query" if np.ptp(tau) > 0 else float(tau[0]),
+             "query_weights": sol.query_weights, "cell_weights": sol.cell_weights, "per_query_variance": variance,
+             "total_squared_error": float(np.sum(variance)), "seed": seed_record(call.seed)}
+    return OptimizeResult(A, "l2", ratio, bound, status, status in SUCCESS, message, "max_variance",
+                          "mmopt-range-minimax", sol.iterations, time.perf_counter() - t0, ratio, bound,
+                          sol.history, extra)
+
+
 def _run_grouping_orbits(W, call: Call, t0: float) -> OptimizeResult:
     """Grouping sets whose level matrices fit: :func:`_run_orbits` on the union of Kronecker products they are
     (one target per set, repeated over its groups), with each set's largest variance (a releasable OrbitStrategy,
@@ -246,6 +289,8 @@ def run(workload, method, call: Call) -> OptimizeResult:
         return _run_orbits(workload, call, t0)
     if norm == "l2" and _single_product(workload):
         return _run_product(workload, call, t0)
+    if norm == "l2" and (ranges := range_kind(workload)) is not None:
+        return _run_ranges(*ranges, workload.n_queries, call, t0)
     dense, W = dense_rows(workload, CALLER)
     tau = np.ones(W.shape[0]) if call.targets is None else check_targets(call.targets, W.shape[0], CALLER)
     sol = solve_max_variance(W, tau, tol=call.tol or 1e-4, max_iterations=call.max_iterations or 500)

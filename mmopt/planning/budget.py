@@ -169,7 +169,7 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     from mmopt.dispatch import as_implicit
     from mmopt.error import evaluate
     from mmopt.family.dense import _dense
-    from mmopt.family.objectives import _marginals, _orbit_union, check_targets, marginal_targets
+    from mmopt.family.objectives import _marginals, _orbit_union, check_targets, marginal_targets, range_kind
     from mmopt.optimize import optimize
     from mmopt.structured.residual.planner import per_marginal_targets
 
@@ -186,6 +186,7 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
         raise ValueError(f"{caller}: grouping sets over hierarchies are planned under Gaussian noise; give delta > 0.")
     marginals = _marginals(as_implicit(workload)) if delta > 0 and not grouped else None
     symmetric = delta > 0 and not grouped and marginals is None and _orbit_union(workload, targets)
+    ranges = delta > 0 and not grouped and range_kind(workload) is not None
     if grouped:  # one target per grouping set (every group of a set has the same target)
         from mmopt.hierarchy.maxvar import set_targets
         tau = _to_variance(set_targets(workload, targets, caller), kind, alpha, delta, caller)
@@ -197,6 +198,9 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
         res = optimize(workload, privacy=unit, targets=dict(zip(marginals.sets, tau.tolist(), strict=True)),
                        tol=tol, max_iterations=max_iterations, verbose=False)
     elif symmetric:  # a union of Kronecker products past the dense limit: one target per exchangeable query class
+        tau = _to_variance(check_targets(targets, workload.n_queries, caller), kind, alpha, delta, caller)
+        res = optimize(workload, privacy=unit, targets=tau, tol=tol, max_iterations=max_iterations, verbose=False)
+    elif ranges:  # prefix sums / all ranges of ≤ 4,096 cells: in prefix coordinates, without the query rows
         tau = _to_variance(check_targets(targets, workload.n_queries, caller), kind, alpha, delta, caller)
         res = optimize(workload, privacy=unit, targets=tau, tol=tol, max_iterations=max_iterations, verbose=False)
     else:
@@ -216,7 +220,8 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
         achieved = c * np.asarray(res.extra["set_variance"])
     elif marginals is not None:
         achieved = c * np.array([res.extra["marginal_variance"][S] for S in marginals.sets])
-    elif symmetric:  # each query's variance from the strategy's blocks (mmopt.structured.orbit_maxvar.variances)
+    elif symmetric or ranges:  # each query's variance from the strategy's blocks (orbit_maxvar.variances) or its
+        # Gram in prefix coordinates (mmopt.toeplitz.maxvar.variances), exact
         achieved = c * np.asarray(res.extra["per_query_variance"])
     else:
         # at the analytic factor, rescaled to the calibration's (the variance is linear in it)
