@@ -115,3 +115,7 @@ def test_plan_with_heterogeneous_targets_meets_every_one():
     achieved = np.asarray(report.per_query_variance) * variance_factor(p.epsilon, 1e-9) / p.privacy.variance_factor
     np.testing.assert_allclose(achieved, p.per_query_variance, rtol=1e-9)
     assert np.all(achieved <= tau ** 2)
+    # and for the noise mmopt.release draws at the budget found (OpenDP's σ), as the plan promises
+    out = mmopt.release(wl.all_range(n), p.strategy, np.zeros(n), p.privacy)
+    unit = mmopt.evaluate(wl.all_range(n), p.strategy, None, norm="l2", per_query=True).per_query_variance
+    assert np.all(out.noise_scale ** 2 * np.asarray(unit) / out.sensitivity ** 2 <= tau ** 2)
