@@ -135,3 +135,22 @@ def test_optimize_refuses_what_it_cannot_do(kwargs, error, match):
 def test_optimize_refuses_a_product_workload():
     with pytest.raises(TypeError, match="participation"):
         mmopt.optimize(mmopt.workload.ranges_2d(8), participation=fixed_epochs(2))
+
+
+def test_best_primal_equalises_pattern_sensitivities():
+    """An X whose patterns have unequal Δ²: the equalised X̃ (every pattern at Δ² = 1) scores better, and the
+    returned factor's sensitivity and error are what best_primal reports (dense recomputation)."""
+    from mmopt.participation.optimum import best_primal
+    from mmopt.participation.schemas import FixedEpochs
+    n, k = 16, 2
+    G = mmopt.workload.prefix(n).gram
+    X = solve_fixed_epochs(G, k, tol=1e-6).matrix
+    X = X.T @ X
+    scale = np.where(np.arange(n) % (n // k) == 0, 3.0, 1.0)  # pattern 0 (steps 0 and 8) three times louder
+    X = X * np.outer(scale, scale)
+    plain = float(np.trace(G @ np.linalg.inv(X))) * sensitivity_squared(causal_factor(X), fixed_epochs(k)).squared
+    primal, C, sens = best_primal(G.__matmul__, X, FixedEpochs(k))
+    assert primal < plain * (1 - 1e-3)
+    assert sensitivity_squared(C, fixed_epochs(k)).squared == pytest.approx(1.0, rel=1e-12)
+    assert float(np.trace(G @ np.linalg.inv(C.T @ C))) == pytest.approx(primal, rel=1e-9)
+    assert np.allclose(C, np.tril(C))

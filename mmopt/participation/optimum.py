@@ -35,7 +35,7 @@ from mmopt._base import validation as v
 from mmopt.participation.schemas import FixedEpochs
 from mmopt.participation.sensitivity import Sensitivity, block_bounds, gram_sensitivity_squared
 
-__all__ = ["MAX_N", "ScheduleOptimum", "causal_factor", "solve_fixed_epochs"]
+__all__ = ["MAX_N", "ScheduleOptimum", "best_primal", "causal_factor", "solve_fixed_epochs"]
 
 MAX_N = 4096
 _EPS = np.finfo(float).eps
@@ -85,6 +85,30 @@ def causal_factor(X: np.ndarray) -> np.ndarray:
     (True, 0.0)
     """
     return np.linalg.cholesky(X[::-1, ::-1]).T[::-1, ::-1].copy()
+
+
+def best_primal(apply_gram, X: np.ndarray, schema: FixedEpochs):
+    """(Δ²·tr(G X̃⁻¹), C, Δ²) for the better of X̃ = X and X̃ = D^{−1/2} X D^{−1/2}, D = Δ²_π(X) on each
+    pattern π's steps (every pattern then has sensitivity exactly 1: the imbalance an inexact dual point leaves is
+    removed; neither is always better; on momentum β = 0.9, n = 1,024, k = 4 after 200 steps it took the gap from
+    1.0151 to 1.0007); C the causal factor scaled to Δ = 1, ``apply_gram(M)`` = G M."""
+    n = X.shape[0]
+    k = schema.epochs
+    idx = np.arange(n).reshape(k, n // k).T
+    best = None
+    for equalize in (False, True):
+        if equalize:
+            d = np.empty(n)
+            d[idx] = block_bounds(X[idx[:, :, None], idx[:, None, :]])[1][:, None]
+            X = X / np.sqrt(d)[:, None] / np.sqrt(d)[None, :]
+        sens = gram_sensitivity_squared(X, schema)
+        C = causal_factor(X)
+        Ci = scipy.linalg.solve_triangular(C, np.eye(n), lower=True)
+        primal = float(np.einsum("ij,ij->", apply_gram(Ci), Ci)) * sens.squared  # tr(G C⁻¹C⁻ᵀ) = tr(G X̃⁻¹)
+        del Ci
+        if best is None or primal < best[0]:
+            best = (primal, C / np.sqrt(sens.squared), sens)
+    return best
 
 
 class _Dual:
@@ -209,7 +233,12 @@ def solve_fixed_epochs(gram, epochs: int, *, tol: float = 1e-3, max_iterations: 
             S, _, X = dual.evaluate(dual.best[1], full=True)
             # X is in pattern-major order: the patterns are its diagonal k×k blocks
             blocks = X.reshape(b, k, b, k)[np.arange(b), :, np.arange(b), :]
-            record["primal"] = S * float(block_bounds(blocks)[1].max())  # tr(G X⁻¹) = S at X = X(M)
+            bounds = block_bounds(blocks)[1]
+            record["primal"] = S * float(bounds.max())  # tr(G X⁻¹) = S at X = X(M)
+            if it % 10 == 0:  # and X with every pattern's Δ² equalised to 1 (best_primal), one n³ inverse
+                d = np.sqrt(np.repeat(bounds, k))
+                Xi = scipy.linalg.cho_solve(scipy.linalg.cho_factor(X), np.eye(n))
+                record["primal"] = min(record["primal"], float(np.einsum("ij,ij->", dual.Gp, Xi * np.outer(d, d))))
             if record["primal"] <= (1 + tol) * dual.best[0]:
                 state["stop"] = True
                 raise StopIteration
@@ -225,13 +254,8 @@ def solve_fixed_epochs(gram, epochs: int, *, tol: float = 1e-3, max_iterations: 
     _, _, X = dual.evaluate(xbest, full=True)
     Xn = np.empty_like(X)
     Xn[np.ix_(perm, perm)] = X  # back to time order
-    sens = gram_sensitivity_squared(Xn, schema)
-    C = causal_factor(Xn)
-    Ci = scipy.linalg.solve_triangular(C, np.eye(n), lower=True)
-    error = float(np.einsum("ij,ij->", G @ Ci, Ci))  # tr(G C⁻¹ C⁻ᵀ) = tr(G X⁻¹)
-    primal = error * sens.squared
+    primal, C, sens = best_primal(G.__matmul__, Xn, schema)
     status = "optimal" if primal <= (1 + tol) * bound else "user_limit"
-    C /= np.sqrt(sens.squared)
     history.append({"iteration": iterations, "dual": bound, "primal": primal, "seconds": time.perf_counter() - t0})
     return ScheduleOptimum(C, primal, min(bound, primal), sens, status, iterations, time.perf_counter() - t0,
                            tuple(history))

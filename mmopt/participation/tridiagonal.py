@@ -33,10 +33,10 @@ import numpy as np
 import scipy.linalg
 from scipy import optimize as sopt
 
-from mmopt.participation.optimum import MAX_N, ScheduleOptimum, _Dual, causal_factor
+from mmopt.participation.optimum import MAX_N, ScheduleOptimum, _Dual, best_primal
 from mmopt.participation.quadrature import inverse_sqrt_blocks
 from mmopt.participation.schemas import FixedEpochs
-from mmopt.participation.sensitivity import block_bounds, gram_sensitivity_squared
+from mmopt.participation.sensitivity import block_bounds
 
 __all__ = ["inverse_gram", "solve_tridiagonal"]
 
@@ -230,32 +230,6 @@ def _iterate(kind: str, n: int, k: int, tol: float, budget: int):
     return state["x"], dual, state
 
 
-def _best_primal(kind: str, X: np.ndarray, schema: FixedEpochs):
-    """(Δ²·tr(G X̃⁻¹), C, Δ²) for the better of X̃ = X and X̃ = D^{−1/2} X D^{−1/2}, D = Δ²_π(X) on each
-    pattern π's steps (every pattern then has sensitivity exactly 1: the imbalance an inexact dual point leaves is
-    removed; neither is always better); C the causal factor scaled to Δ = 1."""
-    from mmopt.dense import gram_operator
-    n = X.shape[0]
-    k = schema.epochs
-    idx = np.arange(n).reshape(k, n // k).T
-    Gop = gram_operator.prefix_gram(n) if kind == "prefix" else gram_operator.all_range_gram(n)
-    best = None
-    for equalize in (False, True):
-        if equalize:
-            d = np.empty(n)
-            d[idx] = block_bounds(X[idx[:, :, None], idx[:, None, :]])[1][:, None]
-            X /= np.sqrt(d)[:, None]
-            X /= np.sqrt(d)[None, :]
-        sens = gram_sensitivity_squared(X, schema)
-        C = causal_factor(X)
-        Ci = scipy.linalg.solve_triangular(C, np.eye(n), lower=True)
-        primal = float(np.einsum("ij,ij->", Gop.matmat(Ci), Ci)) * sens.squared  # G applied in O(n²)
-        del Ci
-        if best is None or primal < best[0]:
-            best = (primal, C / np.sqrt(sens.squared), sens)
-    return best
-
-
 def solve_tridiagonal(kind: str, n: int, epochs: int, *, tol: float = 1e-3,
                       max_iterations: int = 300) -> ScheduleOptimum:
     """The certified optimum of min Δ²·tr(G X⁻¹) under ``fixed_epochs(epochs)`` for ``kind`` ∈ {"prefix",
@@ -284,7 +258,9 @@ def solve_tridiagonal(kind: str, n: int, epochs: int, *, tol: float = 1e-3,
     v.check_allocation(5 * n * n, what=f"five {n:,}×{n:,} arrays (the certificate and the primal)", caller=caller)
     x, dual, state = _iterate(kind, n, epochs, tol * 0.5, max_iterations)
     bound, X = dual.certify(x, kind)
-    primal, C, sens = _best_primal(kind, X, schema)
+    from mmopt.dense import gram_operator
+    Gop = gram_operator.prefix_gram(n) if kind == "prefix" else gram_operator.all_range_gram(n)
+    primal, C, sens = best_primal(Gop.matmat, X, schema)  # G applied in O(n²)
     status = "optimal" if primal <= (1 + tol) * bound else "user_limit"
     seconds = time.perf_counter() - t0
     history = ({"iteration": state["iterations"], "dual": bound, "primal": primal, "seconds": seconds},)
