@@ -9,8 +9,9 @@ of W), :mod:`.weighted` (the weighted square root paired with that bound: within
 0.01 % for all ranges at n = 2¹⁶, exact error in O(n log² n)), :mod:`.solve` (L-BFGS searches with exact FFT
 gradients), :mod:`.dual` (the certified optimum of Program 5.2 up to n = 16,384 in O(n²) per iteration, from
 the tridiagonal G⁻¹), :mod:`.maxvar` (the largest variance over per-query targets, certified, in prefix
-coordinates: all ranges on 1,024 cells with 524,800 targets in ~30 s), :mod:`.streaming` (BLT online, O(d) state), :mod:`.auto` (``mmopt.optimize(..., method="auto")``
-on these workloads: the dense search where it is fast, the closed forms beyond).
+coordinates: all ranges on 1,024 cells with 524,800 targets in ~30 s), :mod:`.streaming` (BLT online, O(d)
+state), :mod:`.auto` (``mmopt.optimize(..., method="auto")`` on these workloads: the dense search where it is
+fast, the closed forms beyond).
 Sources: Henzinger, Upadhyay & Upadhyay (SODA 2023) and Fichtenberger, Henzinger & Upadhyay (ICML 2023) for
 the square-root factorisation; Dvijotham, McMahan, Pillutla, Steinke & Thakurta (2024) for BLT; McKenna
 (ICLR 2025) for banded factorisations.
