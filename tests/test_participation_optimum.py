@@ -154,3 +154,17 @@ def test_best_primal_equalises_pattern_sensitivities():
     assert sensitivity_squared(C, fixed_epochs(k)).squared == pytest.approx(1.0, rel=1e-12)
     assert float(np.trace(G @ np.linalg.inv(C.T @ C))) == pytest.approx(primal, rel=1e-9)
     assert np.allclose(C, np.tril(C))
+
+
+def test_warm_start_from_the_coarse_solution_keeps_the_certificate():
+    """coarse=: the solve starts from its own solution at n/2; the result is certified like any other, and its
+    bracket overlaps the tridiagonal solver's on the same problem."""
+    from mmopt.participation.tridiagonal import solve_tridiagonal
+    n, k = 512, 4
+    sol = solve_fixed_epochs(mmopt.workload.prefix(n).gram, k, tol=1e-4,
+                             coarse=lambda m: mmopt.workload.prefix(m).gram)
+    assert sol.status == "optimal" and sol.dual <= sol.primal <= sol.dual * (1 + 1e-4)
+    other = solve_tridiagonal("prefix", n, k, tol=1e-4)
+    assert sol.dual <= other.primal * (1 + 1e-9) and other.dual <= sol.primal * (1 + 1e-9)
+    with pytest.raises(TypeError, match="'coarse' parameter of solve_fixed_epochs"):
+        solve_fixed_epochs(mmopt.workload.prefix(8).gram, 2, coarse=3)

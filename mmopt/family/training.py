@@ -97,7 +97,7 @@ def run(workload, method, call: Call) -> OptimizeResult:
         if not dense_ok:
             raise ValueError(f"{CALLER}(method='l2_approx', participation={schema!r}) runs under fixed epochs up to "
                              f"4,096 steps. Got n={n:,}; use method='banded' (any n, exact sensitivity).")
-        return _dense(G, stream, schema, call, t0, workload.n_queries)
+        return _dense(G, stream, schema, call, t0, workload.n_queries, _coarse(workload))
     if stream is None or stream.kind != "prefix":
         from mmopt.participation.workloads import toeplitz_coefficients
         if (a := toeplitz_coefficients(workload)) is not None:
@@ -109,7 +109,22 @@ def run(workload, method, call: Call) -> OptimizeResult:
     return _banded(stream, schema, call, options.get("bands"), t0)
 
 
-def _dense(G, stream, schema, call: Call, t0: float, m: int) -> OptimizeResult:
+def _coarse(workload):
+    """m → the Gram of the same lower-triangular Toeplitz workload on m steps (T(a[:m]): momentum(m, β) for
+    momentum(n, β)), which warm-starts the certified optimum from its own solution at n/2; None otherwise."""
+    from mmopt.participation.workloads import toeplitz_coefficients
+    a = toeplitz_coefficients(workload)
+    if a is None:
+        return None
+
+    def gram(m: int) -> np.ndarray:
+        import scipy.linalg
+        W = scipy.linalg.toeplitz(a[:m], np.zeros(m))
+        return W.T @ W
+    return gram
+
+
+def _dense(G, stream, schema, call: Call, t0: float, m: int, coarse=None) -> OptimizeResult:
     from mmopt.dense._strategy_core import Strategy
     from mmopt.participation.optimum import solve_fixed_epochs
     from mmopt.participation.tridiagonal import solve_tridiagonal
@@ -119,7 +134,7 @@ def _dense(G, stream, schema, call: Call, t0: float, m: int) -> OptimizeResult:
                                 max_iterations=call.max_iterations or 300)
         solver = "mmopt-participation-tridiagonal"
     else:
-        sol = solve_fixed_epochs(G, schema.epochs, tol=tol, max_iterations=call.max_iterations or 200)
+        sol = solve_fixed_epochs(G, schema.epochs, tol=tol, max_iterations=call.max_iterations or 200, coarse=coarse)
         solver = "mmopt-participation-dual"
     status, message, lower = reconcile(sol.primal, sol.dual, sol.status, f"certified optimum under {schema!r}: "
                                        f"{sol.primal / sol.dual:.6f}× the dual bound.", tol=tol)

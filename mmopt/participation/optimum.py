@@ -39,6 +39,7 @@ __all__ = ["MAX_N", "ScheduleOptimum", "best_primal", "causal_factor", "solve_fi
 
 MAX_N = 4096
 _EPS = np.finfo(float).eps
+_COARSEST = 256  # warm starts recurse down to this n
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,8 @@ class _Dual:
         return value, -np.concatenate([g_mu, g_L.ravel()])
 
 
-def solve_fixed_epochs(gram, epochs: int, *, tol: float = 1e-3, max_iterations: int = 200) -> ScheduleOptimum:
+def solve_fixed_epochs(gram, epochs: int, *, tol: float = 1e-3, max_iterations: int = 200,
+                       coarse=None) -> ScheduleOptimum:
     """The certified optimum of min Δ²·tr(G X⁻¹) under ``fixed_epochs(epochs)``, G = ``gram`` (n×n, n ≤ 4,096).
 
     Parameters
@@ -194,7 +196,12 @@ def solve_fixed_epochs(gram, epochs: int, *, tol: float = 1e-3, max_iterations: 
     tol : float, default 1e-3
         Stop when primal/dual − 1 ≤ ``tol``.
     max_iterations : int, default 200
-        L-BFGS iterations (each one or a few eigendecompositions).
+        L-BFGS iterations (each one or a few eigendecompositions), at n and at each coarser n it starts from.
+    coarse : callable or None
+        ``coarse(m)`` → the same workload's Gram at m steps: the search then starts from its own solution at n/2
+        (each coarse pattern's variables repeated on the two patterns it stands for; recursively down to
+        256 steps), as :mod:`mmopt.participation.tridiagonal` does. Any start gives the same certificate; this
+        one saves steps (momentum β = 0.9, n = 1,024, k = 4: see ``benchmarks/bench_participation.py``).
 
     Examples
     --------
@@ -215,12 +222,33 @@ def solve_fixed_epochs(gram, epochs: int, *, tol: float = 1e-3, max_iterations: 
         raise ValueError(f"{caller}: n = {n:,} is above {MAX_N:,}; this solver decomposes n×n matrices. Past it "
                          "use a banded strategy with at most n/k bands (mmopt.optimize(..., method='banded')).")
     v.check_allocation(6 * n * n, what=f"six {n:,}×{n:,} arrays", caller=caller)
-    t0 = time.perf_counter()
+    if coarse is not None and not callable(coarse):
+        raise TypeError(f"The 'coarse' parameter of {caller} must be None or a callable m → the workload's Gram at "
+                        f"m steps. Got {type(coarse).__name__} instead.")
+    return _solve(G, schema, tol, max_iterations, coarse)[0]
+
+
+def _warm_start(schema: FixedEpochs, n: int, tol: float, max_iterations: int, coarse):
+    """x for the b = n/k patterns: the identity start, or the solution at n/2 repeated pattern by pattern."""
     k = schema.epochs
     b = n // k
+    if coarse is None or n <= _COARSEST or b % 2:
+        return np.concatenate([np.zeros(b), np.tile(np.eye(k).ravel(), b)])
+    x = _solve(np.asarray(coarse(n // 2), dtype=float), schema, tol, max_iterations, coarse)[1]
+    mu, L = x[:b // 2], x[b // 2:].reshape(b // 2, k, k)
+    j = np.arange(b) // 2
+    return np.concatenate([mu[j], L[j].ravel()])
+
+
+def _solve(G: np.ndarray, schema: FixedEpochs, tol: float, max_iterations: int, coarse):
+    """(ScheduleOptimum, the best dual point x) of :func:`solve_fixed_epochs` on a checked G."""
+    t0 = time.perf_counter()
+    n = G.shape[0]
+    k = schema.epochs
+    b = n // k
+    x = _warm_start(schema, n, tol, max_iterations, coarse)
     perm = np.arange(n).reshape(k, b).T.ravel()  # pattern-major: position j·k + i holds step j + i·b
     dual = _Dual(G[np.ix_(perm, perm)], b, k)
-    x = np.concatenate([np.zeros(b), np.tile(np.eye(k).ravel(), b)])
     history: list[dict] = []
     state = {"primal": np.inf, "stop": False, "X": None}
 
@@ -258,4 +286,4 @@ def solve_fixed_epochs(gram, epochs: int, *, tol: float = 1e-3, max_iterations: 
     status = "optimal" if primal <= (1 + tol) * bound else "user_limit"
     history.append({"iteration": iterations, "dual": bound, "primal": primal, "seconds": time.perf_counter() - t0})
     return ScheduleOptimum(C, primal, min(bound, primal), sens, status, iterations, time.perf_counter() - t0,
-                           tuple(history))
+                           tuple(history)), xbest
