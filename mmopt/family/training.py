@@ -6,7 +6,8 @@ method). Gaussian noise only (the L2 sensitivity). Methods:
 
 * "auto" / "l2_approx" under fixed epochs on any dense workload (or a stream workload) of ≤ 4,096 steps: the
   certified optimum, lower-triangular (causal) factor: for prefix sums and all ranges
-  :func:`mmopt.participation.tridiagonal.solve_tridiagonal` (O(n·k²) per step), for any other Gram
+  :func:`mmopt.participation.tridiagonal.solve_tridiagonal` (O(n·k²) per step; also Toeplitz workloads whose
+  inverse is banded, momentum: :mod:`mmopt.participation.banded_inverse`), for any other Gram
   :func:`mmopt.participation.optimum.solve_fixed_epochs` (O(n³) per step);
 * "banded": a banded Toeplitz strategy with at most b = min-separation bands (n/k for fixed epochs) on prefix
   sums at any n, optimised by :mod:`mmopt.toeplitz.solve`; with that many bands no pattern's cross terms survive,
@@ -97,7 +98,7 @@ def run(workload, method, call: Call) -> OptimizeResult:
         if not dense_ok:
             raise ValueError(f"{CALLER}(method='l2_approx', participation={schema!r}) runs under fixed epochs up to "
                              f"4,096 steps. Got n={n:,}; use method='banded' (any n, exact sensitivity).")
-        return _dense(G, stream, schema, call, t0, workload.n_queries, _coarse(workload))
+        return _dense(G, stream, schema, call, t0, workload.n_queries, workload)
     if stream is None or stream.kind != "prefix":
         from mmopt.participation.workloads import toeplitz_coefficients
         if (a := toeplitz_coefficients(workload)) is not None:
@@ -109,14 +110,9 @@ def run(workload, method, call: Call) -> OptimizeResult:
     return _banded(stream, schema, call, options.get("bands"), t0)
 
 
-def _coarse(workload):
+def _coarse(a: np.ndarray):
     """m → the Gram of the same lower-triangular Toeplitz workload on m steps (T(a[:m]): momentum(m, β) for
-    momentum(n, β)), which warm-starts the certified optimum from its own solution at n/2; None otherwise."""
-    from mmopt.participation.workloads import toeplitz_coefficients
-    a = toeplitz_coefficients(workload)
-    if a is None:
-        return None
-
+    momentum(n, β)), which warm-starts the dense certified optimum from its own solution at n/2."""
     def gram(m: int) -> np.ndarray:
         import scipy.linalg
         W = scipy.linalg.toeplitz(a[:m], np.zeros(m))
@@ -124,17 +120,25 @@ def _coarse(workload):
     return gram
 
 
-def _dense(G, stream, schema, call: Call, t0: float, m: int, coarse=None) -> OptimizeResult:
+def _dense(G, stream, schema, call: Call, t0: float, m: int, workload=None) -> OptimizeResult:
     from mmopt.dense._strategy_core import Strategy
+    from mmopt.participation.banded_inverse import of_toeplitz
     from mmopt.participation.optimum import solve_fixed_epochs
     from mmopt.participation.tridiagonal import solve_tridiagonal
+    from mmopt.participation.workloads import toeplitz_coefficients
     tol = call.tol if call.tol is not None else 1e-4
-    if stream is not None:  # prefix sums / all ranges: G⁻¹ tridiagonal, O(n·k²) per step
-        sol = solve_tridiagonal(stream.kind, stream.n, schema.epochs, tol=tol,
+    a = None if stream is not None else toeplitz_coefficients(workload)
+    spec = None if a is None else of_toeplitz(a)
+    n, k = G.shape[0] if stream is None else stream.n, schema.epochs
+    if stream is not None or (spec is not None and n // k >= spec.width):
+        # prefix sums / all ranges (G⁻¹ tridiagonal) or a Toeplitz workload with a banded inverse (momentum:
+        # pentadiagonal): O(n·k²·w) per step
+        sol = solve_tridiagonal(stream.kind if stream is not None else spec, n, k, tol=tol,
                                 max_iterations=call.max_iterations or 300)
         solver = "mmopt-participation-tridiagonal"
     else:
-        sol = solve_fixed_epochs(G, schema.epochs, tol=tol, max_iterations=call.max_iterations or 200, coarse=coarse)
+        sol = solve_fixed_epochs(G, k, tol=tol, max_iterations=call.max_iterations or 200,
+                                 coarse=None if a is None else _coarse(a))
         solver = "mmopt-participation-dual"
     status, message, lower = reconcile(sol.primal, sol.dual, sol.status, f"certified optimum under {schema!r}: "
                                        f"{sol.primal / sol.dual:.6f}× the dual bound.", tol=tol)

@@ -33,39 +33,28 @@ import numpy as np
 import scipy.linalg
 from scipy import optimize as sopt
 
+from mmopt.participation.banded_inverse import InverseBands, of_kind
 from mmopt.participation.optimum import MAX_N, ScheduleOptimum, _Dual, best_primal
 from mmopt.participation.quadrature import inverse_sqrt_blocks
 from mmopt.participation.schemas import FixedEpochs
 from mmopt.participation.sensitivity import block_bounds
 
-__all__ = ["inverse_gram", "solve_tridiagonal"]
+__all__ = ["solve_tridiagonal"]
 
 _EPS = np.finfo(float).eps
 _NODES = 48  # rational nodes: relative error ≤ 1e-11 up to a spread M/m = 10¹² (quadrature module); fewer
 # leave L-BFGS's line search in the quadrature's noise before the primal has converged
 _COARSEST = 256
-
-
-def inverse_gram(kind: str, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(diagonal, super-diagonal) of G⁻¹ for prefix sums or all ranges (module docstring).
-
-    >>> a, e = inverse_gram("prefix", 4)
-    >>> G = np.array([[4 - max(i, j) for j in range(4)] for i in range(4)], float)
-    >>> bool(np.allclose(np.linalg.inv(G), np.diag(a) + np.diag(e, 1) + np.diag(e, -1)))
-    True
-    """
-    if kind == "prefix":
-        a = np.full(n, 2.0)
-        a[0] = 1.0
-        return a, -np.ones(n - 1)
-    return np.full(n, 2.0 / (n + 1)), np.full(n - 1, -1.0 / (n + 1))
+RESTARTS = 4  # fresh L-BFGS starts at most
 
 
 class _Layout:
     """Where pattern j sits: folded place q_j, block r_j = q_j // g, offset o_j = (q_j mod g)·k."""
 
-    def __init__(self, b: int, k: int):
-        g = max(2, 2 * (-(-24 // (2 * k))))  # even, s = g·k ≥ 24: fewer Python steps for small k
+    def __init__(self, b: int, k: int, width: int = 1):
+        # even, s = g·k ≥ 24 (fewer Python steps for small k), and g ≥ 2w: folded, patterns j and j + d ≤ j + w
+        # are at most 2d places apart, so every coupling stays within a block or its neighbour
+        g = max(2 * width, 2 * (-(-24 // (2 * k))))
         seq = np.empty(b, dtype=int)
         seq[0::2] = np.arange((b + 1) // 2)
         seq[1::2] = b - 1 - np.arange(b // 2)
@@ -79,17 +68,17 @@ class _Layout:
 class _TridiagonalDual(_Dual):
     """:class:`~mmopt.participation.optimum._Dual` with S and X(M)'s blocks from the block-tridiagonal K."""
 
-    def __init__(self, kind: str, b: int, k: int):
+    def __init__(self, spec: InverseBands, b: int, k: int):
         self.b, self.k, self.n = b, k, b * k
         self.best = (0.0, None)
         self.last = None
         n = self.n
-        a, e = inverse_gram(kind, n)
-        self.a = a.reshape(k, b).T  # a[j, i] at step j + i·b
-        e = np.append(e, 0.0)
-        self.e = e.reshape(k, b).T  # (t, t + 1) at t = j + i·b
-        self.lay = _Layout(b, k)
-        self.gmin = float(scipy.linalg.eigvalsh_tridiagonal(a, e[:-1], select="i", select_range=(0, 0))[0])
+        bands = spec.bands(n)
+        self.a = bands[0].reshape(k, b).T  # a[j, i] at step j + i·b
+        # offsets d = 1 … w: e_d[j, i] = G⁻¹ at (t, t + d), t = j + i·b (0 past the end)
+        self.e = [np.append(e, np.zeros(d)).reshape(k, b).T for d, e in enumerate(bands[1:], start=1)]
+        self.lay = _Layout(b, k, spec.width)
+        self.gmin = spec.smallest_eigenvalue(n)
 
     def factors(self, x):
         lam, L, K, N, R = self.unpack(x)
@@ -107,12 +96,14 @@ class _TridiagonalDual(_Dual):
         pad[(lay.r * s + lay.o)[:, None] + idx] = False
         D.reshape(R * s, s)[np.flatnonzero(pad), np.flatnonzero(pad) % s] = 1.0
         self._put(D, E, np.arange(b), np.arange(b), np.einsum("jab,jb,jcb->jac", Fi, self.a, Fi), diagonal=True)
-        if b > 1:
-            j = np.arange(b - 1)
-            self._put(D, E, j, j + 1, np.einsum("jab,jb,jcb->jac", Fi[:-1], self.e[:-1], Fi[1:]))
-        Z = np.diag(self.e[b - 1, :k - 1], 1)  # epoch i of pattern b − 1 → epoch i + 1 of pattern 0
-        if k > 1:
-            self._put(D, E, np.array([b - 1]), np.array([0]), (Fi[b - 1] @ Z @ Fi[0].T)[None])
+        for d, e in enumerate(self.e, start=1):
+            if b > d:
+                j = np.arange(b - d)
+                self._put(D, E, j, j + d, np.einsum("jab,jb,jcb->jac", Fi[j], e[j], Fi[j + d]))
+            if k > 1:  # epoch i of pattern j ≥ b − d → epoch i + 1 of pattern j + d − b
+                for j in range(max(b - d, 0), b):
+                    Z = np.diag(e[j, :k - 1], 1)
+                    self._put(D, E, np.array([j]), np.array([j + d - b]), (Fi[j] @ Z @ Fi[j + d - b].T)[None])
         return D, E
 
     def _put(self, D, E, j1, j2, blocks, diagonal=False):
@@ -163,15 +154,27 @@ class _TridiagonalDual(_Dual):
         self.last = (x.copy(), (S, bound, Xb, lam, N, K, R, L))
         return self.last[1]
 
-    def certify(self, x, kind: str):
-        """(bound, X in time order): the certified S from H = FᵀGF's eigenvalues and the primal X(M)."""
-        from mmopt.dense import gram_operator
+    def certify(self, x, spec: InverseBands):
+        """(bound, X in time order): the certified S = tr (FᵀGF)^{1/2} and the primal X(M)."""
         b, k, n = self.b, self.k, self.n
         Fi = self.factors(x)[-1]
         F = np.linalg.inv(Fi)  # M = F Fᵀ for this F exactly: the dual point certified
         perm = np.arange(n).reshape(k, b).T.ravel()  # pattern-major j·k + i → step j + i·b
-        Gop = gram_operator.prefix_gram(n) if kind == "prefix" else gram_operator.all_range_gram(n)
-        H = Gop.dense()[np.ix_(perm, perm)]
+        S_low, P = (self._root_gram if spec.inverse is None else self._root_rows)(spec, F, perm)
+        weight = float(np.einsum("jab,jab->ja", F, F).max(axis=1).sum()) * (1 + 4 * k * _EPS)
+        bound = S_low ** 2 / weight
+        X = np.matmul(np.swapaxes(Fi, 1, 2), P.reshape(b, k, n)).reshape(n, n)  # F⁻ᵀ H^{1/2} F⁻¹
+        del P
+        X = np.matmul(X.reshape(n, b, k).transpose(1, 0, 2), Fi).transpose(1, 0, 2).reshape(n, n)
+        Xt = np.empty_like(X)
+        Xt[np.ix_(perm, perm)] = (X + X.T) / 2
+        return bound, Xt
+
+
+    def _root_gram(self, spec: InverseBands, F, perm):
+        """(S less round-off, H^{1/2}) from the eigenvalues of H = FᵀGF (prefix sums, all ranges: G closed form)."""
+        b, k, n = self.b, self.k, self.n
+        H = spec.dense(n)[np.ix_(perm, perm)]
         H = np.matmul(np.swapaxes(F, 1, 2), H.reshape(b, k, n)).reshape(n, n)  # Fᵀ G, pattern rows
         H = np.matmul(H.reshape(n, b, k).transpose(1, 0, 2), F).transpose(1, 0, 2).reshape(n, n)
         H = (H + H.T) / 2
@@ -181,35 +184,41 @@ class _TridiagonalDual(_Dual):
         # H from G ≥ 0, |ΔH| ≤ γ_{2k}·|F|ᵀG|F| entrywise, so ‖ΔH‖ ≤ γ_{2k}·‖G‖·max_j ‖F_j‖²_F (Perron)
         gamma = 2 * k * _EPS / (1 - 2 * k * _EPS)
         delta = 32 * n * _EPS * float(np.abs(w).max()) + gamma / self.gmin * float((F ** 2).sum(axis=(1, 2)).max())
-        S_low = float(np.sqrt(np.maximum(w - delta, 0.0)).sum())
-        weight = float(np.einsum("jab,jab->ja", F, F).max(axis=1).sum()) * (1 + 4 * k * _EPS)
-        bound = S_low ** 2 / weight
-        P = (V * np.sqrt(np.maximum(w, 0.0))) @ V.T  # H^{1/2}
-        del V
-        X = np.matmul(np.swapaxes(Fi, 1, 2), P.reshape(b, k, n)).reshape(n, n)  # F⁻ᵀ H^{1/2} F⁻¹
-        del P
-        X = np.matmul(X.reshape(n, b, k).transpose(1, 0, 2), Fi).transpose(1, 0, 2).reshape(n, n)
-        Xt = np.empty_like(X)
-        Xt[np.ix_(perm, perm)] = (X + X.T) / 2
-        return bound, Xt
+        return float(np.sqrt(np.maximum(w - delta, 0.0)).sum()), (V * np.sqrt(np.maximum(w, 0.0))) @ V.T
+
+    def _root_rows(self, spec: InverseBands, F, perm):
+        """(S less round-off, H^{1/2}) from the singular values of Y = W F (H = YᵀY): a Toeplitz W is known, and
+        its singular values keep their absolute accuracy eps·‖Y‖ where H's eigenvalues lose √(eps·‖H‖) — on
+        momentum (‖G‖ ≈ 10⁸ at 2,048 steps) the eigenvalue allowance cost the bound 6·10⁻⁴."""
+        b, k, n = self.b, self.k, self.n
+        W = scipy.linalg.toeplitz(spec.coefficients[:n], np.zeros(n))[:, perm]
+        Y = np.matmul(W.reshape(n, b, k).transpose(1, 0, 2), F).transpose(1, 0, 2).reshape(n, n)
+        _, sv, Vt = np.linalg.svd(Y, full_matrices=False)
+        del Y
+        # Weyl on each singular value: the SVD's backward error 32·n·u·‖Y‖, and forming Y (k-term sums),
+        # |ΔY| ≤ γ_k·|W||F| entrywise, so ‖ΔY‖ ≤ γ_k·‖W‖_F·max_j ‖F_j‖_F
+        gamma = k * _EPS / (1 - k * _EPS)
+        delta = 32 * n * _EPS * float(sv[0]) + gamma * float(np.linalg.norm(W)) * float(
+            np.sqrt((F ** 2).sum(axis=(1, 2)).max()))
+        return float(np.maximum(sv - delta, 0.0).sum()), (Vt.T * sv) @ Vt
 
 
-def _warm_start(kind: str, n: int, k: int, tol: float, budget: int):
+def _warm_start(spec: InverseBands, n: int, k: int, tol: float, budget: int):
     """x for b patterns from the solve at n/2 (each coarse pattern's variables repeated on two patterns)."""
     b = n // k
-    if n <= _COARSEST or b % 2 or k > b:
+    if n <= _COARSEST or b % 2 or k > b or b // 2 < spec.width:
         return np.concatenate([np.zeros(b), np.tile(np.eye(k).ravel(), b)])
-    coarse = _iterate(kind, n // 2, k, tol, budget)[0]
+    coarse = _iterate(spec, n // 2, k, tol, budget)[0]
     bc = b // 2
     mu, L = coarse[:bc], coarse[bc:].reshape(bc, k, k)
     j = np.arange(b) // 2
     return np.concatenate([mu[j], L[j].ravel()])
 
 
-def _iterate(kind: str, n: int, k: int, tol: float, budget: int):
+def _iterate(spec: InverseBands, n: int, k: int, tol: float, budget: int):
     """(best x, dual, state) of L-BFGS on the fast dual, stopped when the estimated gap is ≤ tol."""
-    dual = _TridiagonalDual(kind, n // k, k)
-    x0 = _warm_start(kind, n, k, tol, budget)
+    dual = _TridiagonalDual(spec, n // k, k)
+    x0 = _warm_start(spec, n, k, tol, budget)
     state = {"iterations": 0, "estimate": np.inf, "x": x0}
 
     def check(xk):
@@ -222,19 +231,26 @@ def _iterate(kind: str, n: int, k: int, tol: float, budget: int):
         if ratio <= 1 + tol or state["iterations"] >= budget:
             raise StopIteration
 
-    try:
-        sopt.minimize(dual.objective, x0, jac=True, method="L-BFGS-B", callback=check,
-                      options={"maxiter": budget, "maxcor": 20, "gtol": 1e-12, "ftol": 1e-15})
-    except StopIteration:
-        pass
+    # L-BFGS stops short where the quadrature's noise defeats its line search (momentum: after 36–92 of 300
+    # steps); a fresh start from the best point so far continues, while steps remain
+    for _ in range(RESTARTS):
+        start = state["iterations"]
+        try:
+            sopt.minimize(dual.objective, state["x"], jac=True, method="L-BFGS-B", callback=check,
+                          options={"maxiter": budget - start, "maxcor": 20, "gtol": 1e-12, "ftol": 1e-15})
+        except StopIteration:
+            break
+        if state["iterations"] >= budget or state["iterations"] == start:
+            break
     return state["x"], dual, state
 
 
-def solve_tridiagonal(kind: str, n: int, epochs: int, *, tol: float = 1e-3,
+def solve_tridiagonal(kind, n: int, epochs: int, *, tol: float = 1e-3,
                       max_iterations: int = 300) -> ScheduleOptimum:
     """The certified optimum of min Δ²·tr(G X⁻¹) under ``fixed_epochs(epochs)`` for ``kind`` ∈ {"prefix",
-    "all_range"} on n ≤ 4,096 steps (module docstring): the same result as
-    :func:`mmopt.participation.optimum.solve_fixed_epochs`, each step O(n·k²) instead of O(n³).
+    "all_range"} (or the :class:`~mmopt.participation.banded_inverse.InverseBands` of a Toeplitz workload with a
+    banded inverse: momentum) on n ≤ 4,096 steps (module docstring): the same result as
+    :func:`mmopt.participation.optimum.solve_fixed_epochs`, each step O(n·k²·w) instead of O(n³).
 
     Examples
     --------
@@ -245,22 +261,28 @@ def solve_tridiagonal(kind: str, n: int, epochs: int, *, tol: float = 1e-3,
     from mmopt._base import validation as v
     caller = "solve_tridiagonal"
     t0 = time.perf_counter()
-    if kind not in ("prefix", "all_range"):
-        raise ValueError(f"The 'kind' parameter of {caller} must be 'prefix' or 'all_range'. Got {kind!r} instead.")
+    if not isinstance(kind, InverseBands) and kind not in ("prefix", "all_range"):
+        raise ValueError(f"The 'kind' parameter of {caller} must be 'prefix', 'all_range' or an InverseBands. Got "
+                         f"{kind!r} instead.")
+    spec = kind if isinstance(kind, InverseBands) else of_kind(kind)
     n = v.check_int(n, name="n", caller=caller)
     schema = FixedEpochs(v.check_int(epochs, name="epochs", caller=caller))
     schema.check_n(n, caller)
+    if spec.coefficients is not None and len(spec.coefficients) < n:
+        raise ValueError(f"The 'n' parameter of {caller} must be at most the workload's {len(spec.coefficients):,} "
+                         f"steps. Got {n:,} instead.")
+    if n // schema.epochs < spec.width:
+        raise ValueError(f"{caller}: the epoch length n/k = {n // schema.epochs} must be at least the inverse Gram's "
+                         f"bandwidth {spec.width} (a coupling may wrap one epoch, not two); use solve_fixed_epochs.")
     tol = v.check_real(tol, name="tol", caller=caller, low=0.0, low_open=True)
     max_iterations = v.check_int(max_iterations, name="max_iterations", caller=caller)
     if n > MAX_N:
         raise ValueError(f"solve_tridiagonal: n = {n:,} is above {MAX_N:,}, where the primal's n×n matrices stop "
                          "fitting. Past it use a banded strategy (mmopt.optimize(..., method='banded')).")
     v.check_allocation(5 * n * n, what=f"five {n:,}×{n:,} arrays (the certificate and the primal)", caller=caller)
-    x, dual, state = _iterate(kind, n, epochs, tol * 0.5, max_iterations)
-    bound, X = dual.certify(x, kind)
-    from mmopt.dense import gram_operator
-    Gop = gram_operator.prefix_gram(n) if kind == "prefix" else gram_operator.all_range_gram(n)
-    primal, C, sens = best_primal(Gop.matmat, X, schema)  # G applied in O(n²)
+    x, dual, state = _iterate(spec, n, epochs, tol * 0.5, max_iterations)
+    bound, X = dual.certify(x, spec)
+    primal, C, sens = best_primal(spec.matmat(n), X, schema)  # prefix sums / all ranges: G applied in O(n²)
     status = "optimal" if primal <= (1 + tol) * bound else "user_limit"
     seconds = time.perf_counter() - t0
     history = ({"iteration": state["iterations"], "dual": bound, "primal": primal, "seconds": seconds},)
