@@ -189,18 +189,24 @@ def _run_orbits(W, call: Call, t0: float) -> OptimizeResult:
     sol = om.solve(red, per_class, tol=call.tol or 1e-4, max_iterations=call.max_iterations or 1_000)
     A = OrbitStrategy(red.orbits, red.combinations, sol.blocks)
     variance = sol.class_variance[red.query_class] * A.sensitivity_squared()  # exact, from the blocks
+    how = (f"Minimax in the commutant of the workload's cell symmetries ({red.n_classes:,} query classes, "
+           f"{len(red.combinations):,} blocks)", "(γ₂ dual at symmetric weights) ")
+    return _gamma2_result(A, variance, tau, sol, how, "mmopt-orbit-minimax", call, t0)
+
+
+def _gamma2_result(A, variance, tau, sol, how: tuple[str, str], solver: str, call: Call, t0: float) -> OptimizeResult:
+    """The OptimizeResult of a γ₂-dual minimax (orbits, ranges): ``variance`` the returned strategy's exact
+    per-query variances at unit privacy, ``how`` (what ran, what certifies) for the message."""
     ratio = float(np.max(variance / tau))
     what = "largest variance" if call.targets is None else "largest variance / target"
-    message = (f"Minimax in the commutant of the workload's cell symmetries ({red.n_classes:,} query classes, "
-               f"{len(red.combinations):,} blocks): {what} {ratio:.6g} at unit privacy, certified lower bound "
-               f"{sol.lower_bound:.6g} (γ₂ dual at symmetric weights) after {sol.iterations} steps.")
+    message = (f"{how[0]}: {what} {ratio:.6g} at unit privacy, certified lower bound {sol.lower_bound:.6g} "
+               f"{how[1]}after {sol.iterations} steps.")
     status, message, bound = reconcile(ratio, sol.lower_bound, sol.status, message, tol=call.tol or 1e-4)
     extra = {"objective": "max_variance", "targets": "per-query" if np.ptp(tau) > 0 else float(tau[0]),
              "query_weights": sol.query_weights, "cell_weights": sol.cell_weights, "per_query_variance": variance,
              "total_squared_error": float(np.sum(variance)), "seed": seed_record(call.seed)}
-    return OptimizeResult(A, "l2", ratio, bound, status, status in SUCCESS, message, "max_variance",
-                          "mmopt-orbit-minimax", sol.iterations, time.perf_counter() - t0, ratio, bound,
-                          sol.history, extra)
+    return OptimizeResult(A, "l2", ratio, bound, status, status in SUCCESS, message, "max_variance", solver,
+                          sol.iterations, time.perf_counter() - t0, ratio, bound, sol.history, extra)
 
 
 def range_kind(workload) -> tuple[str, int] | None:
@@ -231,18 +237,8 @@ def _run_ranges(kind: str, n: int, m: int, call: Call, t0: float) -> OptimizeRes
     a, b = rm.edges(kind, n)
     X = A.matrix.T @ A.matrix  # the returned strategy's own Gram, scored exactly (not the search's X)
     variance = rm.variances(X, a, b) * float(np.max(np.diag(X)))  # Δ₂² = the largest column norm²
-    ratio = float(np.max(variance / tau))
-    what = "largest variance" if call.targets is None else "largest variance / target"
-    message = (f"Minimax over query and cell weights (γ₂ dual, {kind} of {n:,} cells in prefix coordinates): "
-               f"{what} {ratio:.6g} at unit privacy, certified lower bound {sol.lower_bound:.6g} after "
-               f"{sol.iterations} steps.")
-    status, message, bound = reconcile(ratio, sol.lower_bound, sol.status, message, tol=call.tol or 1e-4)
-    extra = {"objective": "max_variance", "targets": "per-query" if np.ptp(tau) > 0 else float(tau[0]),
-             "query_weights": sol.query_weights, "cell_weights": sol.cell_weights, "per_query_variance": variance,
-             "total_squared_error": float(np.sum(variance)), "seed": seed_record(call.seed)}
-    return OptimizeResult(A, "l2", ratio, bound, status, status in SUCCESS, message, "max_variance",
-                          "mmopt-range-minimax", sol.iterations, time.perf_counter() - t0, ratio, bound,
-                          sol.history, extra)
+    how = (f"Minimax over query and cell weights ({kind} of {n:,} cells in prefix coordinates)", "(γ₂ dual) ")
+    return _gamma2_result(A, variance, tau, sol, how, "mmopt-range-minimax", call, t0)
 
 
 def _run_grouping_orbits(W, call: Call, t0: float) -> OptimizeResult:
