@@ -192,3 +192,12 @@ def test_momentum_certified_optimum_agrees_with_the_dense_solver():
     assert float(np.trace(_momentum_gram(n) @ np.linalg.inv(C.T @ C))) == pytest.approx(fast.primal, rel=1e-8)
     with pytest.raises(ValueError, match="epoch length"):
         solve_tridiagonal(of_toeplitz(mmopt.participation.momentum(64, 0.9).matrix[:, 0]), 64, 64)
+
+
+def test_optimize_routes_long_momentum_to_the_banded_inverse():
+    W = mmopt.participation.momentum(1024, 0.9)
+    res = mmopt.optimize(W, participation=fixed_epochs(4), max_iterations=5)
+    assert res.solver == "mmopt-participation-tridiagonal"
+    assert res.lower_bound <= res.objective and res.status in ("optimal", "user_limit")
+    small = mmopt.optimize(mmopt.participation.momentum(64, 0.9), participation=fixed_epochs(4), max_iterations=5)
+    assert small.solver == "mmopt-participation-dual"  # below BANDED_INVERSE_FROM: the dense solver

@@ -240,13 +240,14 @@ def _warm_start(schema: FixedEpochs, n: int, tol: float, max_iterations: int, co
     return np.concatenate([mu[j], L[j].ravel()])
 
 
-def _solve(G: np.ndarray, schema: FixedEpochs, tol: float, max_iterations: int, coarse):
-    """(ScheduleOptimum, the best dual point x) of :func:`solve_fixed_epochs` on a checked G."""
+def _solve(G: np.ndarray, schema: FixedEpochs, tol: float, max_iterations: int, coarse, initial=None):
+    """(ScheduleOptimum, the best dual point x) of :func:`solve_fixed_epochs` on a checked G, from ``initial`` (a
+    dual point in the same variables, e.g. :mod:`mmopt.participation.tridiagonal`'s) when given."""
     t0 = time.perf_counter()
     n = G.shape[0]
     k = schema.epochs
     b = n // k
-    x = _warm_start(schema, n, tol, max_iterations, coarse)
+    x = _warm_start(schema, n, tol, max_iterations, coarse) if initial is None else np.asarray(initial, float)
     perm = np.arange(n).reshape(k, b).T.ravel()  # pattern-major: position j·k + i holds step j + i·b
     dual = _Dual(G[np.ix_(perm, perm)], b, k)
     history: list[dict] = []
