@@ -13,6 +13,11 @@ CPU seconds of the call (``time.process_time``), wall seconds, peak MB, and the 
   marginals of every tenth attribute pair (their number grows as d²); AIM ("bn aim ...") on the workload of all
   d(d − 1)/2 two-way marginals (1,225 at d = 50, 4,950 at d = 100), error on the same pairs as MST's.
 * Sampling 10⁶ rows from the CPS MST model and writing them to Parquet.
+* ``--peers PYTHON`` (an interpreter with ``opendp[mbi]``, e.g. ``/work/synthvenv/bin/python``): OpenDP's
+  contingency-table MST and AIM (Private-PGM inside; AIM on the same all-2-way workload) on the same
+  Bayesian-network data at d = 50 and 100 (``opendp ...`` cases), each limited to 600 CPU s (``RLIMIT_CPU``, the
+  issue's 10 minutes); a run that is stopped or fails is reported as such, with the CPU seconds and peak RSS it
+  reached (``RUSAGE_CHILDREN``).
 """
 
 from __future__ import annotations
@@ -91,6 +96,49 @@ def _one(case: str, rows: int) -> dict:
     return {"case": case, "cpu": cpu, "wall": wall, "peak_mb": _peak(resource), "error": err}
 
 
+def _peer(case: str, rows: int, python: str) -> dict:
+    """One OpenDP case (module docstring) in a child process limited to 600 CPU s."""
+    import resource
+    import tempfile
+    import time
+
+    import pandas as pd
+
+    from mmopt.accounting import max_rho
+    from mmopt.synth import workload_error
+    algo, kind, d = case.split()[1:]
+    d = int(d)
+    df, D = network(d, rows, 0, kind == "binary")
+    peers = Path(__file__).resolve().parent.parent / "experiments" / "_synth_peers.py"
+    limit = 600
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_CPU, (limit, limit))
+
+    w0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp) / "codes.parquet", Path(tmp) / "synth.parquet"
+        df.to_parquet(src)
+        got = subprocess.run([python, str(peers), str(src), json.dumps([len(a.categories) for a in D.attributes]),
+                              repr(max_rho(1.0, 1e-9)), algo, str(out), "2"], capture_output=True, text=True,
+                             check=False, preexec_fn=cap)
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        row = {"case": case, "cpu": usage.ru_utime + usage.ru_stime, "wall": time.perf_counter() - w0,
+               "peak_mb": usage.ru_maxrss / 1024, "error": float("nan")}
+        if got.returncode == 0:
+            step = max(1, d // 10)
+            W = [(i, j) for i in range(0, d, step) for j in range(i + 1, d, step)]
+            synth = pd.read_parquet(out)
+            synth.columns = df.columns
+            row["error"] = workload_error(df, synth, D, W)
+            row["status"] = "done"
+        else:
+            tail = got.stderr.strip().splitlines()[-1:] or [f"exit {got.returncode}"]
+            row["status"] = (f"stopped at the {limit} CPU s limit" if got.returncode in (-24, 152)
+                             else f"failed: {tail[0][:80]}")
+    return row
+
+
 def _peak(resource) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -99,21 +147,29 @@ CASES = ["cps mst", "cps aim", "cps 10^6 rows", "bn mixed 15", "bn mixed 50", "b
          "bn aim mixed 15", "bn aim binary 50", "bn aim mixed 50", "bn aim binary 100", "bn aim mixed 100"]
 
 
+PEER_CASES = ["opendp mst binary 50", "opendp aim binary 50", "opendp mst binary 100", "opendp aim binary 100"]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rows", type=int, default=100_000, help="records of the Bayesian-network data (default 10⁵)")
     p.add_argument("--case", default=None, help=argparse.SUPPRESS)  # internal: run one case, print JSON
     p.add_argument("--cases", default=None, metavar="C;C", help="run only these cases (separated by ';')")
+    p.add_argument("--peers", default=None, metavar="PYTHON", help="add OpenDP's MST and AIM at d = 50, 100")
     args = p.parse_args(argv)
     if args.case:
-        print(json.dumps(_one(args.case, args.rows)))
+        print(json.dumps(_peer(args.case, args.rows, args.peers) if args.case.startswith("opendp")
+                         else _one(args.case, args.rows)))
         return 0
     lines = [f"{'case':<18} {'CPU s':>8} {'wall s':>8} {'peak MB':>8} {'error':>8}"]
-    for case in CASES if args.cases is None else [c.strip() for c in args.cases.split(";")]:
-        got = subprocess.run([sys.executable, __file__, "--case", case, "--rows", str(args.rows)],
+    cases = CASES + (PEER_CASES if args.peers else [])
+    for case in cases if args.cases is None else [c.strip() for c in args.cases.split(";")]:
+        got = subprocess.run([sys.executable, __file__, "--case", case, "--rows", str(args.rows),
+                              *(["--peers", args.peers] if args.peers else [])],
                              capture_output=True, text=True, check=True)
         r = json.loads(got.stdout.strip().splitlines()[-1])
-        lines.append(f"{r['case']:<18} {r['cpu']:>8.2f} {r['wall']:>8.1f} {r['peak_mb']:>8.0f} {r['error']:>8.4f}")
+        lines.append(f"{r['case']:<18} {r['cpu']:>8.2f} {r['wall']:>8.1f} {r['peak_mb']:>8.0f} {r['error']:>8.4f}"
+                     + (f"  {r['status']}" if "status" in r else ""))
         print(lines[-1], flush=True)
     text = "\n".join([lines[0], *lines[1:]]) + "\n"
     RESULTS.parent.mkdir(exist_ok=True)

@@ -3,7 +3,10 @@
 Not imported by mmopt or its tests: ``experiments.synth`` runs this file as a script with the interpreter given to
 ``--peers`` (a separate venv, so that JAX never enters mmopt's), passing integer-coded records:
 
-    PYTHON experiments/_synth_peers.py CODES.parquet '[n1, n2, ...]' RHO {mst|aim} OUT.parquet
+    PYTHON experiments/_synth_peers.py CODES.parquet '[n1, n2, ...]' RHO {mst|aim} OUT.parquet [K]
+
+(K: AIM's workload is all K-way marginals, default 3; given, the model's own error is not computed — the caller
+scores the rows — as ``benchmarks/bench_synth.py --peers`` does at d = 50 and 100.)
 
 It prints one JSON line: CPU seconds (this process, all threads), wall seconds, peak RSS (MB), rows written,
 the ρ used (a hair below the budget when OpenDP's own split needs it).
@@ -20,6 +23,7 @@ import time
 
 def main(argv):
     path, shape, rho, algorithm, out = argv[0], json.loads(argv[1]), float(argv[2]), argv[3], argv[4]
+    way = int(argv[5]) if len(argv) > 5 else None
     import opendp.prelude as dp
     import polars as pl
 
@@ -34,7 +38,7 @@ def main(argv):
         t0, w0 = time.process_time(), time.time()  # the successful attempt only
         context = dp.Context.compositor(data=codes.lazy(), privacy_unit=dp.unit_of(contributions=1),
                                         privacy_loss=dp.loss_of(rho=used), split_evenly_over=1)
-        algo = dp.mbi.AIM(queries=3) if algorithm == "aim" else dp.mbi.MST()
+        algo = dp.mbi.AIM(queries=way or 3) if algorithm == "aim" else dp.mbi.MST()
         try:
             table = context.query().contingency_table(keys=keys, algorithm=algo).release()
             break
@@ -44,8 +48,11 @@ def main(argv):
     synth = table.synthesize(rows=codes.height)  # OpenDP's default, method="round"
     cpu, wall = time.process_time() - t0, time.time() - w0
     synth.write_parquet(out)
-    table.synthesize(rows=codes.height, method="sample").write_parquet(out + ".sample.parquet")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if way is not None:
+        print(json.dumps({"cpu": cpu, "wall": wall, "peak_mb": peak, "rows": synth.height, "rho": used}))
+        return
+    table.synthesize(rows=codes.height, method="sample").write_parquet(out + ".sample.parquet")
     print(json.dumps({"cpu": cpu, "wall": wall, "peak_mb": peak, "rows": synth.height, "rho": used,
                       "model_error": _model_error(table, codes)}))
 
