@@ -133,9 +133,10 @@ def _peer(case: str, rows: int, python: str) -> dict:
             row["error"] = workload_error(df, synth, D, W)
             row["status"] = "done"
         else:
-            tail = got.stderr.strip().splitlines()[-1:] or [f"exit {got.returncode}"]
+            # the innermost reason (OpenDP nests its tracebacks; the last lines are closing brackets)
+            reasons = [ln.strip() for ln in got.stderr.splitlines() if "Error" in ln or "Failed" in ln]
             row["status"] = (f"stopped at the {limit} CPU s limit" if got.returncode in (-24, 152)
-                             else f"failed: {tail[0][:80]}")
+                             else f"failed: {(reasons or [f'exit {got.returncode}'])[-1][:120]}")
     return row
 
 
