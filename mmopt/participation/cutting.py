@@ -46,7 +46,8 @@ __all__ = ["MAX_N", "solve_min_separation"]
 
 MAX_N = 2048
 _COARSEST = 64  # the coarse-to-fine warm start runs down to this many steps
-_COARSE_ROUNDS = 12  # cutting-plane rounds at each coarse level
+_COARSE_ROUNDS = 12  # cutting-plane rounds at each coarse level, of at most
+_COARSE_ITERATIONS = 60  # L-BFGS iterations: a warm start needs no certificate
 _EPS = np.finfo(float).eps
 
 
@@ -137,7 +138,7 @@ class _PatternDual:
         lam = np.exp(mu - mu.max())
         M = np.zeros((self.n, self.n))
         parts, at = [], 0
-        for g, L in zip(self.groups, Ls):
+        for g, L in zip(self.groups, Ls, strict=True):
             K = L @ L.transpose(0, 2, 1)
             N = 1.0 / np.sqrt(np.einsum("jii->ji", K))
             R = K * N[:, :, None] * N[:, None, :]
@@ -166,11 +167,16 @@ class _PatternDual:
         """(−log(S²/Σλ), gradient) for L-BFGS (the gradient of :meth:`_Dual.objective`, group by group)."""
         S, bound, V, omega, lam, parts = self.evaluate(x)
         Z = self.A.At(V) * omega ** -0.25  # X(M) = Z Zᵀ
+        # X's blocks on the patterns: from X in full (one n×n product) when the patterns hold more than n/4 steps
+        X = Z @ Z.T if sum(g.p * g.m for g in self.groups) > self.n // 4 else None
         total = lam.sum()
         g_mu, g_L = [], []
-        for g, (lg, L, K, N, R) in zip(self.groups, parts):
-            Zp = Z[g.steps]  # (p, m, n)
-            Xb = Zp @ Zp.transpose(0, 2, 1)
+        for g, (lg, L, K, N, R) in zip(self.groups, parts, strict=True):
+            if X is None:
+                Zp = Z[g.steps]  # (p, m, n)
+                Xb = Zp @ Zp.transpose(0, 2, 1)
+            else:
+                Xb = X[g.steps[:, :, None], g.steps[:, None, :]]
             g_mu.append(lg * (np.einsum("jab,jab->j", Xb, R) / S - 1.0 / total))
             Gam = lg[:, None, None] * Xb / S
             Psi = N[:, :, None] * Gam * N[:, None, :]
@@ -205,7 +211,7 @@ class _PatternDual:
         mus = np.empty(self.P)
         mus[self.order] = mu
         L_by = [None] * self.P
-        for L, idx in zip(Ls, self._group_indices()):
+        for L, idx in zip(Ls, self._group_indices(), strict=True):
             for r, i in enumerate(idx):
                 L_by[i] = L[r]
         return mus, L_by
@@ -284,7 +290,8 @@ def solve_min_separation(gram, separation: int, participations: int, *, tol: flo
     cuts : int, optional
         Patterns added per round at most (default b).
     seconds : float, optional
-        Stop after the round that passes this wall-clock time.
+        A budget in CPU seconds (``time.process_time``): L-BFGS and the rounds stop once it is spent (the coarse
+        levels of the warm start within 60% of it); the result is then certified as far as it got.
 
     Examples
     --------
@@ -294,7 +301,7 @@ def solve_min_separation(gram, separation: int, participations: int, *, tol: flo
     """
     from mmopt._base import validation as v
     caller = "solve_min_separation"
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     prefix = isinstance(gram, (int, np.integer)) and not isinstance(gram, bool)
     if prefix:
         n = v.check_int(gram, name="gram", caller=caller, low=2)
@@ -318,7 +325,8 @@ def solve_min_separation(gram, separation: int, participations: int, *, tol: flo
     factor = _Factor(n if prefix else G, prefix)
     deadline = None if seconds is None else t0 + seconds
     if prefix and n // 2 >= _COARSEST and b % 2 == 0:
-        patterns, x = _coarse(n // 2, k, tol, max_iterations, deadline)
+        # the coarse levels get 60% of the budget: the finest needs at least one round of its own
+        patterns, x = _coarse(n // 2, k, tol, max_iterations, None if seconds is None else t0 + 0.6 * seconds)
     else:
         patterns, x = [tuple(range(j, n, b)) for j in range(b)], _start(n, k, prefix)
     dual = _PatternDual(factor, patterns)
@@ -330,10 +338,10 @@ def solve_min_separation(gram, separation: int, participations: int, *, tol: flo
     status = "optimal" if primal <= (1 + tol) * best_dual else "user_limit"
     C /= np.sqrt(sens.squared)
     history.append({"round": len(history), "dual": best_dual, "primal": primal,
-                    "seconds": time.perf_counter() - t0})
+                    "seconds": time.process_time() - t0})
     iterations = sum(h.get("iterations", 0) for h in history)
     return ScheduleOptimum(C, primal, min(best_dual, primal), sens, status, iterations,
-                           time.perf_counter() - t0, tuple(history))
+                           time.process_time() - t0, tuple(history))
 
 
 def _rounds(dual: _PatternDual, x, b: int, k: int, tol: float, max_rounds: int, max_iterations: int, cuts: int,
@@ -342,10 +350,22 @@ def _rounds(dual: _PatternDual, x, b: int, k: int, tol: float, max_rounds: int, 
     GX = dual.A.gram()
     history: list[dict] = []
     best_dual, best = 0.0, None  # best = (primal, X, sensitivity)
+    steps = [0]
+
+    def stop(_):
+        steps[0] += 1
+        if deadline is not None and time.process_time() > deadline:
+            raise StopIteration
+
     for r in range(max_rounds):
         dual.best = (0.0, None)
-        res = sopt.minimize(dual.objective, x, jac=True, method="L-BFGS-B",
-                            options={"maxiter": max_iterations, "maxcor": 20, "gtol": 1e-12, "ftol": 1e-15})
+        steps[0] = 0
+
+        try:
+            sopt.minimize(dual.objective, x, jac=True, method="L-BFGS-B", callback=stop,
+                          options={"maxiter": max_iterations, "maxcor": 20, "gtol": 1e-12, "ftol": 1e-15})
+        except StopIteration:
+            pass
         x = dual.best[1] if dual.best[1] is not None else x
         bound, X, Xinv = dual.certify(x)
         best_dual = max(best_dual, bound)
@@ -356,14 +376,14 @@ def _rounds(dual: _PatternDual, x, b: int, k: int, tol: float, max_rounds: int, 
         primal = float(np.einsum("ij,ij->", GX, Xinv / np.outer(d, d))) * sens.squared
         if best is None or primal < best[0]:
             best = (primal, X, sens)
-        history.append({"n": dual.n, "round": r, "patterns": dual.P, "iterations": int(res.nit), "dual": best_dual,
-                        "primal": best[0], "seconds": time.perf_counter() - t0})
-        if best[0] <= (1 + tol) * best_dual or (deadline is not None and time.perf_counter() > deadline):
+        history.append({"n": dual.n, "round": r, "patterns": dual.P, "iterations": steps[0], "dual": best_dual,
+                        "primal": best[0], "seconds": time.process_time() - t0})
+        if best[0] <= (1 + tol) * best_dual or (deadline is not None and time.process_time() > deadline):
             break
         have = set(dual.patterns)
         S, _, _, _, lam, _ = dual.evaluate(x)
         level = S / float(lam.sum())  # ⟨X_π, R_π⟩ at a restricted optimum's active patterns (module docstring)
-        new = [p for val, p in zip(values, found) if p not in have and val > level * (1 + tol / 4)][:cuts]
+        new = [p for val, p in zip(values, found, strict=True) if p not in have and val > level * (1 + tol / 4)][:cuts]
         if new:  # else the restricted problem is not solved yet: another round on the same set
             x = dual.extend(x, new)
     return x, best_dual, best, history
@@ -380,7 +400,7 @@ def _coarse(n: int, k: int, tol: float, max_iterations: int, deadline):
         patterns, x = [tuple(range(j, n, b)) for j in range(b)], _start(n, k, True)
     dual = _PatternDual(factor, patterns)
     x = dual.pack(patterns, *x) if isinstance(x, tuple) else x
-    x = _rounds(dual, x, b, k, tol, _COARSE_ROUNDS, max_iterations, 8 * b, deadline, time.perf_counter())[0]
+    x = _rounds(dual, x, b, k, tol, _COARSE_ROUNDS, _COARSE_ITERATIONS, 8 * b, deadline, time.process_time())[0]
     mus, Ls = dual.per_pattern(x)
     fine = [tuple(2 * s + o for s in p) for p in dual.patterns for o in (0, 1)]
     return fine, ([m for m in mus for _ in (0, 1)], [L for L in Ls for _ in (0, 1)])
@@ -412,8 +432,9 @@ def _equalize(X: np.ndarray, Xinv: np.ndarray, G: np.ndarray, patterns) -> np.nd
 
 
 def _worst(X, b, k):
+    """High patterns of 1ᵀ|X_π|1 ≥ the pattern's sensitivity (equal when X_π ≥ 0): the cut candidates."""
     from mmopt.participation.patterns import worst_patterns
-    return worst_patterns(X, b, k)
+    return worst_patterns(np.abs(X), b, k)
 
 
 def _start(n: int, k: int, prefix: bool) -> np.ndarray:

@@ -107,7 +107,7 @@ def worst_patterns(X: np.ndarray, b: int, k: int, *, seeds: int = 1000, sweeps: 
                 break
         P = np.unique(P, axis=0)
         values = np.einsum("pij->p", X[P[:, :, None], P[:, None, :]])
-        for p, val in zip(P, values):
+        for p, val in zip(P, values, strict=True):
             found[tuple(int(s) for s in p)] = float(val)
     order = sorted(found, key=found.get, reverse=True)
     return np.array([found[p] for p in order]), order
