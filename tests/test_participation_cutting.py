@@ -94,6 +94,20 @@ def test_optimize_routes_min_separation():
     assert stream.objective == pytest.approx(res.objective, rel=1e-6)
 
 
+def test_a_learning_rate_schedule_under_min_separation_matches_the_sdp():
+    from mmopt.participation import cosine_decay, learning_rate_workload
+    W = learning_rate_workload(cosine_decay(12, final=0.1), beta=0.9)
+    schema = min_separation(4, 3)
+    sdp = sdp_optimum(W.gram, schema.patterns(12))
+    res = mmopt.optimize(W, participation=schema, tol=1e-3)
+    assert res.extra["lower_bound_method"].startswith("dual of the working set")
+    assert res.lower_bound <= sdp * (1 + 1e-6) and res.objective >= sdp * (1 - 1e-6)
+    assert res.objective <= res.lower_bound * (1 + 1e-3)
+    C = _dense(res.strategy)
+    error = sensitivity_squared(C, schema).squared * np.linalg.norm(W.matrix @ np.linalg.inv(C)) ** 2
+    assert error == pytest.approx(res.objective, rel=1e-8)
+
+
 @pytest.mark.parametrize("args,match", [
     ((16, 3, 4), "must be n/k"),
     ((4096, 1024, 4), "above 2,048"),
