@@ -163,4 +163,4 @@ def pattern_upper_bound(Y: np.ndarray, b: int, k: int, *, incumbent: tuple[int, 
             s = int(t[keep][i])
             stack.append((chosen + (s,), V + g[s], g + 2 * Y[s], q - 1, s + b))
     attained = float(Y[np.ix_(best_pattern, best_pattern)].sum()) if best_pattern else 0.0
-    return max(best_value, left_open, attained), attained, best_pattern, nodes
+    return float(max(best_value, left_open, attained)), attained, best_pattern, nodes
