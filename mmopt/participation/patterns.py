@@ -14,14 +14,15 @@ an upper bound of it for any X with Y = |X| (Σ_st |X_st| ≥ ⟨X_π, Y⟩ for 
   only need violated ones.
 * :func:`pattern_upper_bound`: depth-first branch and bound over the steps in increasing order. A node holds the
   chosen steps C, their value V = Σ_{s,t∈C} Y_st and each later step's gain g_u = Y_uu + 2Σ_{s∈C} Y_su. Adding
-  step t and then a set π' of at most q − 1 steps in [t + b, n) is worth at most
+  step t and then a set π' = {u_1 < … < u_m} (m ≤ q − 1) in [t + b, n) is worth at most
 
-      V + g_t + 2 r⁺_{q−1}(t) + max_{π'} Σ_{u∈π'} (g_u + r_{q−2}(u)),
+      V + g_t + 2 r⁺_{q−1}(t) + max_{π'} Σ_i (g_{u_i} + 2 r⁺_{m−i}(u_i)),
 
-  with r⁺_m(t) the best sum of ≤ m entries of row t to its right b apart, r_m(u) the best of ≤ m entries of row u
-  on both sides (the row bounds of :mod:`mmopt.participation.sensitivity`, O(n²k) once), and the last maximum a
-  dynamic programme over the suffix (O(nk) per node). Children whose bound does not exceed the incumbent by more
-  than ``rtol`` are pruned; the result's upper value is the incumbent or the largest bound left unexplored.
+  with r⁺_m(u) the best sum of ≤ m entries of row u to its right, b apart (each pair counted once, at its earlier
+  step, which has m − i partners after it; the row dynamic programme of :mod:`mmopt.participation.sensitivity`,
+  O(n²k) once), the last maximum a dynamic programme over the suffix (O(nk) per node, vectorised). Children
+  whose bound does not exceed the incumbent by more than ``rtol`` are pruned; the result's upper value is the
+  incumbent or the largest bound left unexplored (pruned, or past ``max_nodes``).
 """
 
 from __future__ import annotations
@@ -51,16 +52,18 @@ def _row_parts(Y: np.ndarray, b: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     return left, right
 
 
-def _suffix_best(h: np.ndarray, b: int, q: int) -> np.ndarray:
-    """F[m, t] = max over patterns of ≤ m steps in [t, n), b apart, of Σ h (m = 0 … q; F[:, n] = 0):
-    F_m[t] = max_{t' ≥ t} (h_t' + F_{m−1}[t' + b]), a reversed running maximum per m."""
-    n = len(h)
+def _suffix_best(g: np.ndarray, right: np.ndarray, b: int, q: int) -> np.ndarray:
+    """F[m, t] ≥ max over patterns π' of ≤ m steps in [t, n), b apart, of Σ_{u∈π'} g_u + Σ_{u≠u'∈π'} Y_uu'
+    (m = 0 … q; F[:, n] = 0): each pair counted at its earlier step, which has at most m − 1 partners after it
+    when m steps are left, so F_m[t] = max_{t' ≥ t} (g_t' + 2 r⁺_{m−1}(t') + F_{m−1}[t' + b]), a reversed running
+    maximum per m."""
+    n = len(g)
     F = np.zeros((q + 1, n + 1))
-    hp = np.maximum(h, 0.0)  # a step of negative worth is left out
     for m in range(1, q + 1):
         later = np.zeros(n)
         later[:max(n - b, 0)] = F[m - 1, b:n]
-        F[m, :n] = np.maximum.accumulate((hp + later)[::-1])[::-1]
+        worth = np.maximum(g + 2 * right[m - 1] + later, 0.0)  # a step of negative worth is left out
+        F[m, :n] = np.maximum.accumulate(worth[::-1])[::-1]
     return F
 
 
@@ -130,12 +133,7 @@ def pattern_upper_bound(Y: np.ndarray, b: int, k: int, *, incumbent: tuple[int, 
         raise ValueError("pattern_upper_bound: Y must be entrywise non-negative (pass |X|).")
     n = Y.shape[0]
     k = min(k, -(-n // b))
-    left, right = _row_parts(Y, b, k)
-    both = np.zeros((k, n))  # both[m, u]: ≤ m partners of u on either side
-    for ml in range(k):
-        for mr in range(k - ml):
-            both[ml + mr] = np.maximum(both[ml + mr], left[ml] + right[mr])
-    both = np.maximum.accumulate(both, axis=0)
+    right = _row_parts(Y, b, k)[1]
     best_pattern = tuple(int(s) for s in incumbent)
     best_value = float(Y[np.ix_(best_pattern, best_pattern)].sum()) if best_pattern else 0.0
     left_open = 0.0  # the largest bound of a node pruned or left unexplored
@@ -149,13 +147,11 @@ def pattern_upper_bound(Y: np.ndarray, b: int, k: int, *, incumbent: tuple[int, 
         if q == 0 or lo >= n:
             continue
         if nodes > max_nodes:
-            left_open = max(left_open, V + float(_suffix_best(g[lo:] + both[q - 1, lo:], b, q)[q, 0]))
+            left_open = max(left_open, V + float(_suffix_best(g, right, b, q)[q, lo]))
             continue
-        h = g + (both[q - 2] if q >= 2 else 0.0)
-        F = _suffix_best(h, b, q - 1)
+        F = _suffix_best(g, right, b, q - 1)
         t = np.arange(lo, n)
-        after = F[q - 1, np.minimum(t + b, n)]
-        U = V + g[t] + 2 * (right[q - 1, t] if q >= 2 else 0.0) + after
+        U = V + g[t] + 2 * right[q - 1, t] + F[q - 1, np.minimum(t + b, n)]
         keep = U > best_value * (1 + rtol)
         if np.any(~keep):
             left_open = max(left_open, float(U[~keep].max(initial=0.0)))
