@@ -11,10 +11,14 @@ Workload: prefix sums of n steps, W lower-triangular ones; schema: k fixed epoch
 families also the (k, b) minimum separation. "error" is the total squared error at unit σ,
 Δ²·‖W C⁻¹‖²_F (jax_privacy's mean loss × n), with Δ² mmopt's exact sensitivity under the schema ("Δ² jax/exact":
 jax_privacy's own sensitivity² of the same C over mmopt's, ≥ 1: its |X| bound); "bound" mmopt's certified lower
-bound under fixed epochs (a valid bound under the larger minimum-separation schema too), "ratio" error/bound;
+bound under fixed epochs (a valid bound under the larger minimum-separation schema too; in the minsep rows the
+larger of it and the cutting planes' certified dual), "ratio" error/bound;
 "CPU s" time.process_time of the optimisation (all threads; jax runs XLA on both cores; mmopt's certified
 optimum with tol = 1e-5: mmopt.participation.tridiagonal, O(n·k²) per step). "row-weighted banded" is
 mmopt.participation.weighted (b bands, row weights chosen for fixed epochs; exact sensitivity and error).
+"mmopt cutting planes" (minsep, n ≤ 2,048) is mmopt.participation.cutting with tol = 1e-2 and a wall-clock budget
+``--minsep-seconds`` (default 110): its error uses the schema's Δ² over every pattern (branch and bound), its
+primal/dual gap, status and the load average are listed under the table.
 ``--big`` adds n = 2¹⁶, k = 16, where no certified optimum runs: "bound" is then the proven diagonal bound of
 mmopt.participation.bound (0.993–0.997 of the certified optimum where both run, n ≤ 4,096).
 ML notation: with noise multiplier z (σ = z·clip norm C_clip) and batch size B,
@@ -109,7 +113,7 @@ def momentum_rows(n: int, k: int, beta: float, python: str, cache: Path, dense_m
     return [row | {"n": n, "k": k} for row in out]
 
 
-def mmopt_half(n: int, k: int, cache: Path, reuse: bool) -> list[dict]:
+def mmopt_half(n: int, k: int, cache: Path, reuse: bool, minsep_seconds: float = 110.0) -> list[dict]:
     """mmopt's rows (certified optimum, banded under both schemas), saved beside jax's strategies; ``reuse``
     reads them back (so the two halves can run apart on a loaded machine)."""
     import mmopt
@@ -145,13 +149,23 @@ def mmopt_half(n: int, k: int, cache: Path, reuse: bool) -> list[dict]:
         r = mmopt.optimize(W, participation=schema, method="banded")
         out.append({"method": f"mmopt banded ({b} bands)", "schema": name, "error": r.objective,
                     "sec": time.process_time() - t, "jax_over_exact": float("nan")})
+    minsep_bound = bound
+    if n <= 2048 and minsep_seconds > 0:
+        from mmopt.participation.cutting import solve_min_separation
+        t = time.process_time()
+        sol = solve_min_separation(n, b, k, tol=1e-2, seconds=minsep_seconds)
+        minsep_bound = max(bound, sol.dual)
+        out.append({"method": "mmopt cutting planes", "schema": "minsep", "error": sol.primal,
+                    "sec": time.process_time() - t, "jax_over_exact": float("nan"), "bound": minsep_bound,
+                    "gap": sol.primal / sol.dual, "status": sol.status})
     for row in out:
-        row["bound"] = bound
+        row.setdefault("bound", minsep_bound if row["schema"] == "minsep" else bound)
     path.write_text(json.dumps(out))
     return out
 
 
-def rows_for(n: int, k: int, python: str, cache: Path, dense_max: int, reuse: bool, run_jax: bool) -> list[dict]:
+def rows_for(n: int, k: int, python: str, cache: Path, dense_max: int, reuse: bool, run_jax: bool,
+             minsep_seconds: float = 110.0) -> list[dict]:
     from mmopt import toeplitz
     from mmopt.participation import fixed_epochs, min_separation, sensitivity_squared
     from mmopt.participation.toeplitz import schema_error
@@ -159,8 +173,9 @@ def rows_for(n: int, k: int, python: str, cache: Path, dense_max: int, reuse: bo
     b = n // k
     fe, ms = fixed_epochs(k), min_separation(b, k)
     W = toeplitz.prefix(n)
-    out = mmopt_half(n, k, cache, reuse)
+    out = mmopt_half(n, k, cache, reuse, minsep_seconds)
     bound = out[0]["bound"]
+    minsep_bound = max(r["bound"] for r in out if r["schema"] == "minsep")
     if not run_jax and not (cache / f"jax_n{n}_k{k}.npz").exists():
         return [row | {"n": n, "k": k} for row in out]
     jax = jax_half(n, k, python, cache, dense_max)
@@ -180,7 +195,8 @@ def rows_for(n: int, k: int, python: str, cache: Path, dense_max: int, reuse: bo
             out.append({"method": name, "schema": sname, "error": error, "sec": float(jax[f"{key}_seconds"]),
                         "jax_over_exact": ratio})
     for row in out:
-        row |= {"n": n, "k": k, "bound": bound}
+        row |= {"n": n, "k": k}
+        row.setdefault("bound", minsep_bound if row["schema"] == "minsep" else bound)
     return out
 
 
@@ -196,6 +212,8 @@ def main() -> None:
     p.add_argument("--no-run-jax", action="store_true", help="use jax's saved strategies only, never start it")
     p.add_argument("--beta", type=float, default=0.0, help="momentum β > 0: the momentum workload's rows")
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--minsep-seconds", type=float, default=110.0,
+                   help="wall-clock budget of mmopt's cutting planes under min separation (n ≤ 2,048; 0 skips)")
     a = p.parse_args()
     if a.out is None:
         a.out = HERE / "results" / ("bench_participation_momentum.txt" if a.beta > 0 else "bench_participation.txt")
@@ -207,10 +225,12 @@ def main() -> None:
              f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}; load average at start {load}",
              header, "-" * len(header)]
     print(header, flush=True)
+    notes = []
     for n, k in [(n, k) for n in a.n for k in a.k] + ([(2 ** 16, 16)] if a.big else []):
         rows = (momentum_rows(n, k, a.beta, a.jax_python, a.jax_cache, a.jax_dense_max, a.reuse,
                               not a.no_run_jax) if a.beta > 0 else
-                rows_for(n, k, a.jax_python, a.jax_cache, a.jax_dense_max, a.reuse, not a.no_run_jax))
+                rows_for(n, k, a.jax_python, a.jax_cache, a.jax_dense_max, a.reuse, not a.no_run_jax,
+                         a.minsep_seconds))
         for schema in ("fixed", "minsep"):
             group = [r for r in rows if r["schema"] == schema]
             jax_best = min((r["error"] for r in group if r["method"].startswith("jax")), default=float("nan"))
@@ -220,9 +240,13 @@ def main() -> None:
                         f"{r['jax_over_exact']:>12.4f}")
                 print(line, flush=True)
                 lines.append(line)
+                if "gap" in r:
+                    notes.append(f"n = {n:,}, k = {k}: cutting planes {r['status']}, primal/dual {r['gap']:.5f}, "
+                                 f"{r['sec']:.1f} CPU s, load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     a.out.parent.mkdir(parents=True, exist_ok=True)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     lines.append(f"load average at end {load}")
+    lines.extend(notes)
     a.out.write_text(__doc__ + "\n" + "\n".join(lines) + "\n", encoding="utf-8")
     print(f"wrote {a.out}")
 

@@ -94,6 +94,7 @@ ROUTES = (
     Route("participation", None, "mmopt.family.training:run", "mmopt.family.training:takes",
           summary="participation=fixed_epochs(k) / min_separation(b, k): private training's prefix sums and "
                   "momentum / learning-rate workloads, the certified optimum under fixed epochs (≤ 4,096 steps) and "
+                  "under min_separation(n/k, k) by cutting planes (≤ 2,048 steps), "
                   "banded strategies with exact sensitivity (any n); objective='max_variance' / 'last_iterate' "
                   "under a schema"),
     Route("objectives", None, "mmopt.family.objectives:run", "mmopt.family.objectives:takes",

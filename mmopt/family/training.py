@@ -9,9 +9,13 @@ method). Gaussian noise only (the L2 sensitivity). Methods:
   :func:`mmopt.participation.tridiagonal.solve_tridiagonal` (O(n·k²) per step; also Toeplitz workloads whose
   inverse is banded, momentum: :mod:`mmopt.participation.banded_inverse`), for any other Gram
   :func:`mmopt.participation.optimum.solve_fixed_epochs` (O(n³) per step);
+* "auto" / "l2_approx" under ``min_separation(n/k, k)`` on a dense workload (or prefix sums) of ≤ 2,048 steps:
+  :func:`mmopt.participation.cutting.solve_min_separation`, cutting planes over patterns whose working-set dual
+  is a certified lower bound for the whole schema (option ``seconds``: a CPU budget, default 100); on prefix sums the
+  banded Toeplitz strategy is run too and the better one returned, with the better bound;
 * "banded": a banded Toeplitz strategy with at most b = min-separation bands (n/k for fixed epochs) on prefix
   sums at any n, optimised by :mod:`mmopt.toeplitz.solve`; with that many bands no pattern's cross terms survive,
-  so its sensitivity is exact; "auto" beyond 4,096 steps and under minimum separation.
+  so its sensitivity is exact; "auto" beyond 4,096 steps (2,048 under minimum separation).
 
 * a lower-triangular Toeplitz workload (momentum, :mod:`mmopt.participation.workloads`): "banded" runs
   :func:`mmopt.participation.banded.optimize_banded` (≤ b bands, exact sensitivity), bounded by the pinching bound
@@ -40,6 +44,7 @@ CALLER = "optimize"
 BANDED_INVERSE_FROM = 1024
 METHODS = ("auto", "l2_approx", "banded")
 OBJECTIVES = ("total", "max_variance", "last_iterate")
+SECONDS = 100.0  # the cutting planes' default CPU budget under minimum separation
 
 
 def takes(workload, method, call: Call) -> bool:
@@ -90,17 +95,21 @@ def run(workload, method, call: Call) -> OptimizeResult:
     schema.check_n(n, CALLER)
     if call.objective != "total":
         return _objective(workload, stream, schema, method, call, t0)
-    dense_ok = isinstance(schema, FixedEpochs) and n <= 4096
+    dense_ok = (isinstance(schema, FixedEpochs) and n <= 4096) or _cutting_ok(schema, n, stream, G)
     if method == "auto":
         method = "l2_approx" if dense_ok else "banded"
     options = dict(call.options or {})
-    if set(options) - ({"bands"} if method == "banded" else set()):
+    allowed = {"bands"} if method == "banded" else ({"seconds"} if not isinstance(schema, FixedEpochs) else set())
+    if set(options) - allowed:
         raise ValueError(f"Unknown options {sorted(options)} for {CALLER}(method={method!r}, participation=...): "
-                         + ("it accepts only ['bands']." if method == "banded" else "it accepts none."))
+                         + (f"it accepts only {sorted(allowed)}." if allowed else "it accepts none."))
     if method == "l2_approx":
         if not dense_ok:
             raise ValueError(f"{CALLER}(method='l2_approx', participation={schema!r}) runs under fixed epochs up to "
-                             f"4,096 steps. Got n={n:,}; use method='banded' (any n, exact sensitivity).")
+                             f"4,096 steps, and under min_separation(n/k, k) up to 2,048 steps. Got n={n:,}; use "
+                             "method='banded' (any n, exact sensitivity).")
+        if not isinstance(schema, FixedEpochs):
+            return _cutting(workload, G, stream, schema, call, t0)
         return _dense(G, stream, schema, call, t0, workload.n_queries, workload)
     if stream is None or stream.kind != "prefix":
         from mmopt.participation.workloads import toeplitz_coefficients
@@ -150,6 +159,55 @@ def _dense(G, stream, schema, call: Call, t0: float, m: int, workload=None) -> O
     return OptimizeResult(Strategy(sol.matrix, "participation-optimum"), "l2", sol.primal, lower, status,
                           status in SUCCESS, message, "l2_approx", solver, sol.iterations,
                           time.perf_counter() - t0, sol.primal / m, lower / m, history=sol.history, extra=extra)
+
+
+def _cutting_ok(schema, n: int, stream, G) -> bool:
+    """min_separation(n/k, k) on ≤ 2,048 steps, a dense Gram or prefix sums: the cutting planes."""
+    from mmopt.participation.cutting import MAX_N
+    from mmopt.participation.schemas import MinSeparation
+    if not isinstance(schema, MinSeparation) or n > MAX_N or n % schema.separation_steps:
+        return False
+    return n // schema.separation_steps == schema.max_participations and (G is not None or stream.kind == "prefix")
+
+
+def _cutting(workload, G, stream, schema, call: Call, t0: float) -> OptimizeResult:
+    """min_separation(n/k, k): the cutting planes' certified optimum, and the banded Toeplitz strategy (exact
+    sensitivity) for prefix sums and Toeplitz workloads; the better strategy, the better of the two bounds."""
+    from mmopt.dense._strategy_core import Strategy
+    from mmopt.participation.cutting import solve_min_separation
+    from mmopt.participation.workloads import toeplitz_coefficients
+    tol = call.tol if call.tol is not None else 1e-2
+    prefix = stream is not None and stream.kind == "prefix"
+    n = stream.n if prefix else G.shape[0]
+    sol = solve_min_separation(n if prefix else G, schema.separation_steps, schema.max_participations, tol=tol,
+                               max_rounds=call.max_iterations or 40,
+                               seconds=(call.options or {}).get("seconds", SECONDS))
+    sens = sol.sensitivity
+    primal, lower, strategy = sol.primal, sol.dual, Strategy(sol.matrix, "participation-optimum")
+    solver, bound_method = "mmopt-participation-cutting-planes", ("dual of the working set's program "
+                                                                   "(mmopt.participation.cutting)")
+    extra = {"participation": repr(schema), "sensitivity_squared": sens.squared, "sensitivity_exact": sens.exact,
+             "sensitivity_method": sens.method, "cutting_planes_primal": sol.primal, "cutting_planes_dual": sol.dual,
+             "cutting_planes_status": sol.status}
+    a = None if prefix else toeplitz_coefficients(workload)
+    if prefix or a is not None:
+        band = (_banded(stream, schema, call, None, t0) if prefix else
+                _banded_toeplitz(workload, a, schema, call, None, t0))
+        if band.lower_bound > lower:
+            lower, bound_method = band.lower_bound, band.extra["lower_bound_method"]
+        if band.objective < primal:
+            primal, strategy, solver = band.objective, band.strategy, "banded Toeplitz (beat the cutting planes)"
+            extra |= {key: band.extra[key] for key in ("sensitivity_squared", "sensitivity_exact",
+                                                       "sensitivity_method", "bands")}
+    extra["lower_bound_method"] = bound_method
+    status = "optimal" if primal <= (1 + tol) * lower else "user_limit"
+    status, message, lower = reconcile(primal, lower, status, f"cutting planes over patterns under {schema!r}: "
+                                       f"{primal / lower:.6f}× the certified lower bound after "
+                                       f"{len(sol.history) - 1} rounds.", tol=tol)
+    m = workload.n_queries
+    return OptimizeResult(strategy, "l2", primal, lower, status, status in SUCCESS, message, "l2_approx", solver,
+                          sol.iterations, time.perf_counter() - t0, primal / m, lower / m, history=sol.history,
+                          extra=extra)
 
 
 def _banded(W, schema, call: Call, bands, t0: float) -> OptimizeResult:

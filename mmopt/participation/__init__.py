@@ -5,7 +5,9 @@ Notation: see README and :mod:`.schemas`. Modules: :mod:`.schemas` (single, fixe
 :mod:`.sensitivity` (exact Δ² or a proven, named upper bound, from the Gram), :mod:`.strategies` (the same for
 any strategy), :mod:`.toeplitz` (Toeplitz, banded and BLT strategies in O(n·k)), :mod:`.optimum` (the
 certified optimum under fixed epochs, n ≤ 4,096, any Gram), :mod:`.tridiagonal` (the same for prefix sums and all
-ranges in O(n·k²) per step, with :mod:`.quadrature`), :mod:`.weighted` (row-weighted banded strategies under
+ranges in O(n·k²) per step, with :mod:`.quadrature`), :mod:`.cutting` (the certified optimum under minimum
+separation b = n/k, n ≤ 2,048, by cutting planes over patterns, with :mod:`.patterns` for the worst pattern),
+:mod:`.weighted` (row-weighted banded strategies under
 fixed epochs, any n), :mod:`.bound` (a certified bound at any n), :mod:`.workloads` (momentum and learning-rate
 schedules), :mod:`.banded` (banded strategies for Toeplitz workloads), :mod:`.objectives` (largest variance, last
 iterate), :mod:`.noise` (the correlated noise streamed step by step through OpenDP, and the run's privacy).
