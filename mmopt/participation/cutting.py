@@ -257,6 +257,7 @@ def _start(n: int, k: int, prefix: bool) -> np.ndarray:
     """x at the fixed-epoch optimum for prefix sums (:mod:`mmopt.participation.tridiagonal`), else λ = 1, R = I."""
     b = n // k
     if prefix and n >= 4 * k and k > 1:
+        from mmopt.participation.banded_inverse import of_kind
         from mmopt.participation.tridiagonal import _iterate
-        return _iterate("prefix", n, k, 1e-4, 300)[0]
+        return _iterate(of_kind("prefix"), n, k, 1e-4, 300)[0]
     return np.concatenate([np.zeros(b), np.tile(np.eye(k).ravel(), b)])

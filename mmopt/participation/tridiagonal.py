@@ -45,7 +45,6 @@ _EPS = np.finfo(float).eps
 _NODES = 48  # rational nodes: relative error ≤ 1e-11 up to a spread M/m = 10¹² (quadrature module); fewer
 # leave L-BFGS's line search in the quadrature's noise before the primal has converged
 _COARSEST = 256
-RESTARTS = 4  # fresh L-BFGS starts at most
 
 
 class _Layout:
@@ -231,17 +230,11 @@ def _iterate(spec: InverseBands, n: int, k: int, tol: float, budget: int):
         if ratio <= 1 + tol or state["iterations"] >= budget:
             raise StopIteration
 
-    # L-BFGS stops short where the quadrature's noise defeats its line search (momentum: after 36–92 of 300
-    # steps); a fresh start from the best point so far continues, while steps remain
-    for _ in range(RESTARTS):
-        start = state["iterations"]
-        try:
-            sopt.minimize(dual.objective, state["x"], jac=True, method="L-BFGS-B", callback=check,
-                          options={"maxiter": budget - start, "maxcor": 20, "gtol": 1e-12, "ftol": 1e-15})
-        except StopIteration:
-            break
-        if state["iterations"] >= budget or state["iterations"] == start:
-            break
+    try:
+        sopt.minimize(dual.objective, x0, jac=True, method="L-BFGS-B", callback=check,
+                      options={"maxiter": budget, "maxcor": 20, "gtol": 1e-12, "ftol": 1e-15})
+    except StopIteration:
+        pass
     return state["x"], dual, state
 
 
