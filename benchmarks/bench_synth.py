@@ -135,7 +135,9 @@ def _peer(case: str, rows: int, python: str) -> dict:
         else:
             # the innermost reason (OpenDP nests its tracebacks; the last lines are closing brackets)
             reasons = [ln.strip() for ln in got.stderr.splitlines() if "Error" in ln or "Failed" in ln]
-            row["status"] = (f"stopped at the {limit} CPU s limit" if got.returncode in (-24, 152)
+            # SIGXCPU at the soft limit, SIGKILL at the hard one (the same value here)
+            stopped = got.returncode in (-24, -9, 152) and row["cpu"] >= 0.9 * limit
+            row["status"] = (f"stopped at the {limit} CPU s limit" if stopped
                              else f"failed: {(reasons or [f'exit {got.returncode}'])[-1][:120]}")
     return row
 
