@@ -5,6 +5,10 @@ Run:   python -m experiments.synth                      (quick: 3 trials of mmop
        python -m experiments.synth --peers /work/synthvenv/bin/python   (also OpenDP's MST and AIM, 1 run per ε
                                                          by default, --peer-trials K; that interpreter needs
                                                          ``pip install 'opendp[mbi]'``: JAX, never in mmopt's venv)
+       python -m experiments.synth ... --cache paper_figures/synth.csv   (trials already in that CSV are not run
+                                                         again, new ones are added to it as they finish: peer runs
+                                                         of minutes and gigabytes accumulate over split runs)
+       python -m experiments.synth --from-csv paper_figures/synth.csv --paper-figures   (tables from the trials)
 Out:   results/synth/ (not tracked; --out DIR elsewhere): synth.csv, synth.png, synth.md;
        synth.run_info.json (timings, machine) is never tracked.
 Talks: a line per ε and method on stderr, at least one every 10 s; --quiet: none.
