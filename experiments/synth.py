@@ -5,6 +5,10 @@ Run:   python -m experiments.synth                      (quick: 3 trials of mmop
        python -m experiments.synth --peers /work/synthvenv/bin/python   (also OpenDP's MST and AIM, 1 run per ε
                                                          by default, --peer-trials K; that interpreter needs
                                                          ``pip install 'opendp[mbi]'``: JAX, never in mmopt's venv)
+       python -m experiments.synth ... --cache paper_figures/synth.csv   (trials already in that CSV are not run
+                                                         again, new ones are added to it as they finish: peer runs
+                                                         of minutes and gigabytes accumulate over split runs)
+       python -m experiments.synth --from-csv paper_figures/synth.csv --paper-figures   (tables from the trials)
 Out:   results/synth/ (not tracked; --out DIR elsewhere): synth.csv, synth.png, synth.md;
        synth.run_info.json (timings, machine) is never tracked.
 Talks: a line per ε and method on stderr, at least one every 10 s; --quiet: none.
@@ -138,13 +142,22 @@ def _peer(python: str, codes, cdomain, workload, cfg: Config, eps: float, method
 METHODS = ("mmopt MST", "mmopt AIM", "OpenDP MST", "OpenDP AIM")
 
 
+def key(row: dict) -> tuple:
+    """(dataset, ε, method, trial): what identifies a trial's row in the cache."""
+    return (str(row.get("dataset", "")), float(row["epsilon"]), str(row["method"]), int(row["trial"]))
+
+
 def run(records=None, domain=None, cfg: Config = QUICK, *, peers: str | None = None, methods=None,
-        progress: bool | _progress.Progress = False, each=None, dataset: str | None = None) -> list[dict]:
+        progress: bool | _progress.Progress = False, each=None, dataset: str | None = None,
+        cached=()) -> list[dict]:
     """Rows of synth.csv (pure: no files but the peers' temporary ones). Without records, loads ``dataset``
     (:func:`load`, default cps1988); every row is labelled ``dataset`` ("custom" for records passed in).
 
     ``methods`` (default: mmopt's two, and OpenDP's two with ``peers``) run in the order of :data:`METHODS`, the
     cheap ones first; ``each(row)`` is called as every row is done (the command line appends it to the CSV).
+    A trial whose :func:`key` is among the ``cached`` rows is not run again: its cached row is returned (and not
+    passed to ``each``), so that runs cut short, or split by method and ε, accumulate their trials (a peer run
+    takes minutes and gigabytes).
     """
     if records is None:
         dataset = dataset or "cps1988"
@@ -156,6 +169,7 @@ def run(records=None, domain=None, cfg: Config = QUICK, *, peers: str | None = N
         raise ValueError("experiments.synth.run: OpenDP's methods need 'peers' (an interpreter with opendp[mbi]).")
     methods = [m for m in METHODS if m in wanted]
     codes, cdomain = coded(records, domain) if peers else (None, None)
+    have = {key(r): r for r in cached}
     out = []
     with contextlib.ExitStack() as stack:
         prog = progress if isinstance(progress, _progress.Progress) else stack.enter_context(
@@ -164,6 +178,10 @@ def run(records=None, domain=None, cfg: Config = QUICK, *, peers: str | None = N
                 for t in range(cfg.peer_trials if m.startswith("OpenDP") else cfg.trials)]
         prog.stage("runs", total=len(todo))
         for e, m, t in todo:
+            if (dataset, float(e), m, t) in have:
+                out.append(have[(dataset, float(e), m, t)])
+                prog.step(f"ε = {e}, {m}, trial {t + 1} (cached)")
+                continue
             prog.step(f"ε = {e}, {m}, trial {t + 1}")
             if m.startswith("mmopt"):
                 out.append(_ours(records, domain, workload, cfg, float(e), m, t))
@@ -264,6 +282,9 @@ def main(argv=None) -> int:
     p.add_argument("--datasets", default="cps1988", metavar="D,D",
                    help=f"a subset of {', '.join(DATASETS)} (default cps1988; randhie needs statsmodels)")
     p.add_argument("--epsilons", default=None, metavar="E,E", help="the ε values (default 0.1,1,10)")
+    p.add_argument("--cache", default=None, metavar="CSV",
+                   help="trials found in this CSV (same columns as synth.csv) are not run again, and every new "
+                   "trial is added to it as it is done: partial or split runs accumulate")
     p.add_argument("--from-csv", nargs="+", default=None, metavar="CSV",
                    help="no runs: merge these synth.csv files (e.g. of runs split by method) into the outputs")
     _common.add_output_args(p, "synth")
@@ -296,13 +317,18 @@ def main(argv=None) -> int:
                 rows = sorted((r for f in args.from_csv
                                for r in _common.read_csv(Path(f), keep_text=("method", "dataset"))), key=_order)
             else:
-                part = out / "synth.partial.csv"  # every row as it is done: a long run cut short keeps its rows
-                done: list = []
+                # every row as it is done: a long run cut short keeps its rows (in the cache, for the next run)
+                part = Path(args.cache) if args.cache else out / "synth.partial.csv"
+                done: list = (_common.read_complete_rows(part, COLUMNS)[0]
+                              if args.cache and part.is_file() else [])
+                cached = [{**r, "dataset": str(r["dataset"]), "method": str(r["method"])} for r in done]
                 rows = []
                 for ds in datasets:
                     rows += run(cfg=cfg, peers=args.peers, methods=methods, progress=prog, dataset=ds,
+                                cached=cached,
                                 each=lambda r: (done.append(r), _common.write_csv(part, COLUMNS, done)))
-                part.unlink(missing_ok=True)
+                if not args.cache:
+                    part.unlink(missing_ok=True)
             prog.stage("writing synth.csv, synth.png, synth.md")
             _common.write_csv(out / TABLE, COLUMNS, rows)
             plot(rows, out)

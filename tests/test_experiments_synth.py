@@ -60,3 +60,30 @@ def test_rows_carry_their_dataset_and_unknown_datasets_are_refused(rows, tmp_pat
         synth.load("adult")
     with pytest.raises(SystemExit):
         synth.main(["--out", str(tmp_path), "--datasets", "cps1988,adult"])
+
+
+def test_cached_trials_are_returned_not_run_again(rows):
+    marked = {**rows[1], "records_error": -1.0}                          # a value no run can produce
+    done = []
+    again = synth.run(_records(2000), D, CFG, methods=["mmopt MST"], cached=[marked], each=done.append)
+    assert [(r["method"], r["trial"]) for r in again] == [("mmopt MST", 0), ("mmopt MST", 1)]
+    assert again[1] is marked and again[0]["records_error"] >= 0       # trial 1 from the cache, trial 0 run
+    assert [(r["method"], r["trial"]) for r in done] == [("mmopt MST", 0)]   # only the new trial is reported
+
+
+def test_the_cache_file_accumulates_over_runs(tmp_path, monkeypatch, rows):
+    def fake_run(**kw):
+        have = {synth.key(r) for r in kw["cached"]}
+        out = []
+        for r in rows:
+            if r["method"] in kw["methods"] and synth.key(r) not in have:
+                kw["each"](r)
+            out.append(r)
+        return [r for r in out if r["method"] in kw["methods"]]
+    monkeypatch.setattr(synth, "run", fake_run)
+    cache = tmp_path / "trials.csv"
+    assert synth.main(["--out", str(tmp_path / "a"), "--quiet", "--methods", "mmopt MST", "--cache", str(cache)]) == 0
+    assert synth.main(["--out", str(tmp_path / "b"), "--quiet", "--methods", "mmopt AIM", "--cache", str(cache)]) == 0
+    assert synth.main(["--out", str(tmp_path / "b"), "--quiet", "--methods", "mmopt AIM", "--cache", str(cache)]) == 0
+    kept = [synth.key(r) for r in synth._common.read_csv(cache, keep_text=("method", "dataset"))]
+    assert sorted(kept) == sorted(synth.key(r) for r in rows)           # every trial once, none twice

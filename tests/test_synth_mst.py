@@ -100,8 +100,8 @@ def test_no_algorithm_can_read_an_exact_count_outside_the_curator():
     """By structure: the curator's public surface returns only noisy or chosen things, and the algorithms never
     name the records' counts (an exact-error call planted in mst.py or aim.py would fail this test)."""
     public = {n for n in dir(cu.Curator(None, D, 1.0, None)) if not n.startswith("_")}
-    assert public == {"budget", "compress", "compression", "measure", "noise", "remaining", "select", "shape", "spent",
-                      "steps"}
+    assert public == {"budget", "compress", "compression", "measure", "noise", "remaining", "select", "select_gain",
+                      "shape", "spent", "steps"}
     root = Path(cu.__file__).parent
     for name in ("mst.py", "aim.py"):
         if not (root / name).exists():

@@ -79,11 +79,16 @@ def _mst(data):
     return MST.mst(data, D, mmopt.Privacy(1.0, 1e-9), seed=0)
 
 
+def _mst_workload(data):
+    return MST.mst(data, D, mmopt.Privacy(1.0, 1e-9), seed=0, workload=[(0, 1, 2), (1, 2, 3), (0, 3)])
+
+
 def _aim(data):
     return AIM.aim(data, D, [(0, 1, 2), (1, 3)], mmopt.Privacy(1.0, 1e-9), seed=0, rounds=6)
 
 
-@pytest.mark.parametrize("run, module", [(_mst, MST), (_aim, AIM)], ids=["mst", "aim"])
+@pytest.mark.parametrize("run, module", [(_mst, MST), (_mst_workload, MST), (_aim, AIM)],
+                         ids=["mst", "mst-workload", "aim"])
 def test_every_step_is_within_its_sensitivity_for_every_neighbour(run, module, monkeypatch):
     df = _records(40, seed=3)
     ratio = _worst_ratio(run, df, monkeypatch, module)
@@ -95,6 +100,11 @@ def test_the_audit_catches_a_curator_that_understates_the_sensitivity(monkeypatc
     real = cu.upper_sensitivity
     monkeypatch.setattr(cu, "upper_sensitivity", lambda value, caller: real(value, caller=caller) / 2)
     assert _worst_ratio(_mst, _records(40, seed=3), monkeypatch, MST) > 1.9
+
+
+def test_the_audit_catches_a_workload_gain_scored_as_if_its_sensitivity_were_the_papers(monkeypatch):
+    monkeypatch.setattr(cu.gn, "gain_sensitivity", lambda rests: 1.0)   # planted bug: Δ = 1, the paper's score's
+    assert _worst_ratio(_mst_workload, _records(40, seed=3), monkeypatch, MST) > 1.5
 
 
 def test_the_float_quality_moves_by_at_most_its_stated_sensitivity():

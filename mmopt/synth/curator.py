@@ -8,7 +8,8 @@ ask the :class:`Curator` for one of two things, each charged to its ledger *befo
   add/remove-one-record, :func:`mmopt.structured.residual.sensitivity`), Gaussian noise σ with OpenDP's own map
   Δ₂²/(2σ²) ≤ ρ (Bun & Steinke 2016, Prop. 1.6; :func:`mmopt.accounting.gaussian_rho`), returning only the
   least-squares residual estimates (:mod:`mmopt.synth.residuals`);
-* :meth:`Curator.select` (candidates, public estimates, ρ): the exponential mechanism over the quality scores
+* :meth:`Curator.select` (candidates, public estimates, ρ) — or :meth:`Curator.select_gain`, MST's workload-aware
+  edge score with its own stated sensitivity (:mod:`mmopt.synth.gain`): the exponential mechanism over the scores
   q_C = w_C·(‖m_C − m̂_C‖₁ − b_C), where m_C is the exact marginal, m̂_C a public estimate (post-processing of
   earlier releases), w_C and b_C public constants. Adding or removing one record changes m_C by one in one cell,
   so |Δq_C| ≤ |w_C| and Δ = max |w_C| — in floats (1 + 2⁻¹⁸)·max |w_C| (:func:`quality`). At ε = √(8ρ) the
@@ -28,6 +29,7 @@ or, with a seed, numpy (simulation only).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -41,6 +43,7 @@ from mmopt.structured.residual import plan
 from mmopt.structured.residual import strategy as rs
 from mmopt.structured.residual.reconstruct import measure
 from mmopt.structured.residual.workload import marginal_workload
+from mmopt.synth import gain as gn
 from mmopt.synth.residuals import ResidualEstimates, from_measurements
 
 __all__ = ["Curator", "Step", "em_epsilon", "gaussian_sigma", "quality", "score_sensitivity"]
@@ -219,3 +222,25 @@ class Curator:
         scores = np.array([quality(exact[C], estimates[C], w[k], b[k]) for k, C in enumerate(candidates)])
         self._charge(step)
         return int(self.noise.exponential(scores, eps, sens))
+
+    def select_gain(self, candidates, covers: dict, oneway, total: float, rho: float, label: str) -> int:
+        """The exponential mechanism's choice among the edges ``candidates`` by their workload gain
+        (:mod:`mmopt.synth.gain`): ``covers[e]`` the workload sets r ⊋ e to score e on (empty: e itself, the
+        paper's score), ``oneway[i]`` the public p̂ᵢ and ``total`` the public t. Returns the chosen index."""
+        candidates = [tuple(e) for e in candidates]
+        q = [np.asarray(p, dtype=np.float64) / total for p in oneway]
+        sets = {e: tuple(covers.get(e, ())) or (e,) for e in candidates}
+        rests = [[q[i] for i in r if i not in e] for e in candidates for r in sets[e]]
+        eps = em_epsilon(rho)
+        sens = gn.gain_sensitivity(rests)
+        step = Step(label, "exponential", round_up(Fraction(eps) ** 2 / 8), eps, tuple(candidates), sens)
+        exact = self._counts([r for e in candidates for r in sets[e]])
+        scores = []
+        for e in candidates:
+            g = 0
+            for r in sets[e]:
+                ind = total * functools.reduce(np.multiply.outer, [q[i] for i in r])
+                g += gn.gain(exact[r], tuple(r.index(i) for i in e), ind, [q[i] for i in r if i not in e])
+            scores.append(float(Fraction(g, gn.GRID * len(sets[e]))))  # one correctly rounded division
+        self._charge(step)
+        return int(self.noise.exponential(np.array(scores), eps, sens))
