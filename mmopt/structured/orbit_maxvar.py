@@ -20,7 +20,8 @@ bound; with λ, μ constant on query classes and cell orbits the nuclear norm sp
 
 and T² ≤ the optimum. T is concave and ½-homogeneous in each of λ, μ; its gradients are v_q(X)/(2τ_q) and
 X_oo/2 at X_c = D_c^{-1/2}(D_c^{1/2}Ĝ_cD_c^{1/2})^{1/2}D_c^{-1/2} (Danskin), whose max_q v_q/τ_q · max_o X_oo is
-an upper bound. Multiplicative weight updates (:func:`solve`) ascend T until the two meet within ``tol``.
+an upper bound. Multiplicative weight updates (:func:`solve`, through :func:`mmopt.structured.gamma2.ascend`) raise T
+until the two meet within ``tol``.
 """
 
 from __future__ import annotations
@@ -32,14 +33,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mmopt.structured.gamma2 import RIDGE, ascend
 from mmopt.structured.orbits import Orbits, attribute_orbits, row_signatures
 
 __all__ = ["OrbitSolution", "Reduction", "reduce", "solve"]
 
 #: the largest block X_c and the most combinations a reduction builds (else the caller falls back or refuses)
 MAX_BLOCK, MAX_COMBINATIONS, MAX_QUERIES = 3_000, 20_000, 10_000_000
-#: the smallest weight (relative to uniform) and the identity mixed into the returned blocks (see solve)
-FLOOR, RIDGE = 1e-6, 1e-9
 
 
 @dataclass(frozen=True)
@@ -198,38 +198,17 @@ def solve(red: Reduction, targets: np.ndarray, *, tol: float = 1e-4, max_iterati
     inv_tau = 1.0 / np.asarray(targets, dtype=float)
     cells = functools.reduce(np.multiply.outer, [o.sizes.astype(float) for o in red.orbits])
     lam, mu = red.class_size / red.class_size.sum(), cells / cells.sum()  # uniform over queries and cells
-    lower, best, best_weights, eta, last_T = 0.0, None, (lam, mu), 2.0, 0.0
-    history: list[dict] = []
-    status, k = "user_limit", 0
-    while k < max_iterations:
-        k += 1
+
+    def evaluate(lam, mu):
         T, blocks, v, diag = _evaluate(red, lam, mu, inv_tau)
-        if T * T > lower:  # λ, μ ∈ Δ: T² is a lower bound
-            lower, best_weights = T * T, (lam, mu)
-        upper = float(np.max(v)) * float(np.max(diag))  # scale-free: X / max X_oo is feasible
-        if best is None or upper < best[0]:
-            best = (upper, blocks, float(np.max(diag)))
-        history.append({"iteration": k, "objective": best[0], "lower_bound": lower})
-        # optimize certifies objective ≤ bound·(1 + tol): 10 % of tol spare for the exact re-evaluation
-        if best[0] <= lower * (1 + 0.9 * tol):
-            status = "optimal"
-            break
-        if T < last_T * (1 - 1e-12) and eta > 0.25:  # overshoot: a smaller step
-            eta, (lam, mu) = eta / 2, best_weights
-            continue
-        last_T = T
-        lam = lam * np.power(v / T, eta)
-        mu = mu * np.power(diag / T, eta)
-        # floors keep every query in Ĝ's range and D invertible (a weight that is not binding decays
-        # geometrically and would underflow); any weights give a valid bound, so the floors cost only 10⁻¹⁰
-        lam = np.maximum(lam / lam.sum(), FLOOR / lam.size)
-        mu = np.maximum(mu / mu.sum(), FLOOR / mu.size)
-        lam, mu = lam / lam.sum(), mu / mu.sum()
+        return T * T, T, v, diag, blocks  # λ, μ ∈ Δ: T² is a lower bound
+
+    status, k, lower, best_weights, best, history = ascend(evaluate, lam, mu, eta=2.0, tol=tol,
+                                                           max_iterations=max_iterations)
     _, blocks, top = best
     # (1 − ε)X/max X_oo + εI on the measured blocks: diag ≤ 1 still, every variance at most 1/(1 − ε) times
     # X's, and no eigenvalue below ε, so the exact re-evaluation never meets a query outside X's range
     blocks = tuple(None if X is None else (1 - RIDGE) * X / top + RIDGE * np.eye(len(X)) for X in blocks)
     v = variances(red, blocks)  # re-evaluated exactly from the returned blocks
     objective = float(np.max(v * inv_tau)) * float(np.max(cell_diagonal(red, blocks)))  # Δ₂² = max X_xx
-    return OrbitSolution(blocks, objective, lower, status, k, v, best_weights[0], best_weights[1],
-                         tuple(history))
+    return OrbitSolution(blocks, objective, lower, status, k, v, best_weights[0], best_weights[1], history)

@@ -14,8 +14,9 @@ the edges (0, b)). For edge weights c the weighted Gram and every query's varian
 λ ∈ Δ_m and cell weights μ ∈ Δ_n of T(λ, μ)² with T = tr (D_μ^{1/2} G_{λ/τ} D_μ^{1/2})^{1/2} (Lee, Shraibman &
 Špalek, CCC 2008), as :mod:`mmopt.structured.orbit_maxvar`, here with every query its own weight (no symmetry
 is needed, so heterogeneous targets are fine). Any (λ, μ) gives a lower bound; T's gradients are v/(2τ) and
-diag X/2 at X = D^{-1/2} (D^{1/2} G D^{1/2})^{1/2} D^{-1/2}, and multiplicative weights ascend it until
-max v/τ · max X_tt (X scaled to diag ≤ 1 is feasible) meets T². One n×n eigendecomposition per step.
+diag X/2 at X = D^{-1/2} (D^{1/2} G D^{1/2})^{1/2} D^{-1/2}, and the multiplicative weights of
+:func:`mmopt.structured.gamma2.ascend` raise it until max v/τ · max X_tt (X scaled to diag ≤ 1 is feasible) meets
+T². One n×n eigendecomposition per step.
 Measured (``benchmarks/bench_plan.py``): all ranges on 1,024 cells with 524,800 targets to a 5·10⁻⁴ gap in 148
 steps, ~30 CPU s; the dense search over the query rows would need 537M entries.
 
@@ -31,12 +32,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import linalg
 
+from mmopt.structured.gamma2 import RIDGE, ascend
+
 __all__ = ["MAX_N", "RangeSolution", "edges", "gram", "solve", "variances"]
 
 #: the largest n solved (a few (n+1)² arrays; one O(n³) eigendecomposition per step)
 MAX_N = 4096
-#: the smallest weight (relative to uniform) and the identity mixed into the returned X, as orbit_maxvar
-FLOOR, RIDGE = 1e-6, 1e-9
 #: the multiplicative weights' step (halved when T falls); measured: η = 2 took 223 steps to a 5·10⁻⁴ gap at
 #: n = 1,024, η = 3 148, η ≥ 4 overshoots and halves back
 ETA = 3.0
@@ -156,33 +157,15 @@ def solve(kind: str, n: int, targets: np.ndarray, *, tol: float = 1e-4, max_iter
     inv_tau = 1.0 / np.asarray(targets, dtype=float)
     m = len(a)
     lam, mu = np.full(m, 1.0 / m), np.full(n, 1.0 / n)
-    lower, best, best_weights, eta, last_T = 0.0, None, (lam, mu), ETA, 0.0
-    history: list[dict] = []
-    status, k = "user_limit", 0
-    while k < max_iterations:
-        k += 1
+
+    def evaluate(lam, mu):
         T_low, T, V, s, d, v, diag = _step(a, b, n, lam, mu, inv_tau)
         scale = float(lam.sum() * mu.sum())  # 1 up to the normalisation's rounding
-        if T_low * T_low / scale > lower:
-            lower, best_weights = T_low * T_low / scale, (lam, mu)
-        upper = float(np.max(v)) * float(np.max(diag))
-        if best is None or upper < best[0]:
-            best = (upper, V, s, d, float(np.max(diag)))
-        history.append({"iteration": k, "objective": best[0], "lower_bound": lower})
-        if best[0] <= lower * (1 + 0.9 * tol):  # 10 % of tol spare for the exact re-evaluation
-            status = "optimal"
-            break
-        if T < last_T * (1 - 1e-12) and eta > 0.25:  # overshoot: a smaller step from the best weights
-            eta, (lam, mu) = eta / 2, best_weights
-            continue
-        last_T = T
-        lam = lam * np.power(v / T, eta)
-        mu = mu * np.power(diag / T, eta)
-        # floors keep every query in G's range and D invertible; any weights give a valid bound
-        lam = np.maximum(lam / lam.sum(), FLOOR / m)
-        mu = np.maximum(mu / mu.sum(), FLOOR / n)
-        lam, mu = lam / lam.sum(), mu / mu.sum()
-    _, V, s, d, top = best
+        return T_low * T_low / scale, T, v, diag, (V, s, d)
+
+    status, k, lower, best_weights, best, history = ascend(evaluate, lam, mu, eta=ETA, tol=tol,
+                                                           max_iterations=max_iterations)
+    _, (V, s, d), top = best
     X = ((V * s[None, :]) @ V.T) / np.outer(d, d)
     # (1 − ε)X/max X_tt + εI: diag ≤ 1 still, every variance at most 1/(1 − ε) times X's, definite
     X = (1 - RIDGE) * X / top + RIDGE * np.eye(n)
@@ -190,4 +173,4 @@ def solve(kind: str, n: int, targets: np.ndarray, *, tol: float = 1e-4, max_iter
     objective = float(np.max(v * inv_tau)) * float(np.max(np.diag(X)))
     if status == "optimal" and objective > lower * (1 + tol):
         status = "optimal_inaccurate"  # the iterate's variances were less accurate than the gap
-    return RangeSolution(X, objective, lower, status, k, v, best_weights[0], best_weights[1], tuple(history))
+    return RangeSolution(X, objective, lower, status, k, v, best_weights[0], best_weights[1], history)
