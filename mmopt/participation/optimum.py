@@ -234,7 +234,12 @@ def _warm_start(schema: FixedEpochs, n: int, tol: float, max_iterations: int, co
     b = n // k
     if coarse is None or n <= _COARSEST or b % 2:
         return np.concatenate([np.zeros(b), np.tile(np.eye(k).ravel(), b)])
-    x = _solve(np.asarray(coarse(n // 2), dtype=float), schema, tol, max_iterations, coarse)[1]
+    return refine(_solve(np.asarray(coarse(n // 2), dtype=float), schema, tol, max_iterations, coarse)[1], b, k)
+
+
+def refine(x: np.ndarray, b: int, k: int) -> np.ndarray:
+    """The dual point x of b/2 patterns (at n/2 steps) repeated onto b patterns: coarse pattern j stands for the
+    fine patterns 2j and 2j + 1 (the warm start of both solvers)."""
     mu, L = x[:b // 2], x[b // 2:].reshape(b // 2, k, k)
     j = np.arange(b) // 2
     return np.concatenate([mu[j], L[j].ravel()])

@@ -34,7 +34,7 @@ import scipy.linalg
 from scipy import optimize as sopt
 
 from mmopt.participation.banded_inverse import InverseBands, of_kind
-from mmopt.participation.optimum import MAX_N, ScheduleOptimum, _Dual, best_primal
+from mmopt.participation.optimum import MAX_N, ScheduleOptimum, _Dual, best_primal, refine
 from mmopt.participation.quadrature import inverse_sqrt_blocks
 from mmopt.participation.schemas import FixedEpochs
 from mmopt.participation.sensitivity import block_bounds
@@ -207,11 +207,7 @@ def _warm_start(spec: InverseBands, n: int, k: int, tol: float, budget: int):
     b = n // k
     if n <= _COARSEST or b % 2 or k > b or b // 2 < spec.width:
         return np.concatenate([np.zeros(b), np.tile(np.eye(k).ravel(), b)])
-    coarse = _iterate(spec, n // 2, k, tol, budget)[0]
-    bc = b // 2
-    mu, L = coarse[:bc], coarse[bc:].reshape(bc, k, k)
-    j = np.arange(b) // 2
-    return np.concatenate([mu[j], L[j].ravel()])
+    return refine(_iterate(spec, n // 2, k, tol, budget)[0], b, k)
 
 
 def _iterate(spec: InverseBands, n: int, k: int, tol: float, budget: int):
