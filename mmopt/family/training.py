@@ -30,6 +30,7 @@ Anything else is refused, naming what works. ``participation=single()`` (or None
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -122,19 +123,9 @@ def run(workload, method, call: Call) -> OptimizeResult:
     return _banded(stream, schema, call, options.get("bands"), t0)
 
 
-def _coarse(a: np.ndarray):
-    """m → the Gram of the same lower-triangular Toeplitz workload on m steps (T(a[:m]): momentum(m, β) for
-    momentum(n, β)), which warm-starts the dense certified optimum from its own solution at n/2."""
-    def gram(m: int) -> np.ndarray:
-        import scipy.linalg
-        W = scipy.linalg.toeplitz(a[:m], np.zeros(m))
-        return W.T @ W
-    return gram
-
-
 def _dense(G, stream, schema, call: Call, t0: float, m: int, workload=None) -> OptimizeResult:
     from mmopt.dense._strategy_core import Strategy
-    from mmopt.participation.banded_inverse import of_toeplitz
+    from mmopt.participation.banded_inverse import of_toeplitz, toeplitz_gram
     from mmopt.participation.optimum import solve_fixed_epochs
     from mmopt.participation.tridiagonal import solve_tridiagonal
     from mmopt.participation.workloads import toeplitz_coefficients
@@ -150,7 +141,8 @@ def _dense(G, stream, schema, call: Call, t0: float, m: int, workload=None) -> O
         solver = "mmopt-participation-tridiagonal"
     else:
         sol = solve_fixed_epochs(G, k, tol=tol, max_iterations=call.max_iterations or 200,
-                                 coarse=None if a is None else _coarse(a))
+                                 # m → T(a[:m])'s Gram (momentum(m, β) for momentum(n, β)): a warm start from n/2
+                                 coarse=None if a is None else functools.partial(toeplitz_gram, a))
         solver = "mmopt-participation-dual"
     status, message, lower = reconcile(sol.primal, sol.dual, sol.status, f"certified optimum under {schema!r}: "
                                        f"{sol.primal / sol.dual:.6f}× the dual bound.", tol=tol)

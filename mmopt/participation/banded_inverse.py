@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.linalg
 
-__all__ = ["MAX_WIDTH", "InverseBands", "of_kind", "of_toeplitz"]
+__all__ = ["MAX_WIDTH", "InverseBands", "of_kind", "of_toeplitz", "toeplitz_gram"]
 
 #: the widest inverse taken (a wider one is left to the dense solver)
 MAX_WIDTH = 8
@@ -64,8 +64,7 @@ class InverseBands:
         if self.inverse is None:
             from mmopt.dense import gram_operator
             return (gram_operator.prefix_gram(n) if self.kind == "prefix" else gram_operator.all_range_gram(n)).dense()
-        W = scipy.linalg.toeplitz(self.coefficients[:n], np.zeros(n))
-        return W.T @ W
+        return toeplitz_gram(self.coefficients, n)
 
     def matmat(self, n: int):
         """M ↦ G M on n steps (O(n²·cols) for prefix sums and all ranges)."""
@@ -81,6 +80,12 @@ class InverseBands:
         for d, b in enumerate(B):
             lower[d, :n - d] = b
         return float(scipy.linalg.eigvals_banded(lower, lower=True, select="i", select_range=(0, 0))[0])
+
+
+def toeplitz_gram(coefficients: np.ndarray, n: int) -> np.ndarray:
+    """G = WᵀW of W = T(a[:n]), the lower-triangular Toeplitz workload on its first n steps."""
+    W = scipy.linalg.toeplitz(coefficients[:n], np.zeros(n))
+    return W.T @ W
 
 
 def of_kind(kind: str) -> InverseBands:
