@@ -24,8 +24,14 @@ Algorithm, with the zCDP budget ρ of ``privacy`` and T = 16d rounds (``rounds``
   C at 1/(2σ²) with mmopt's residual strategy for {C} (for one marginal, as accurate as the identity; Δ₂ = 1).
   **Estimate** (post-processing). **Anneal**: if the model's estimate of C moved by at most √(2/π)·σ·N_C in L1,
   halve σ and double ε.
-* **Estimator**: :class:`mmopt.synth.estimate.ResidualModel` (Private-PGM is not used: a heuristic in parts, stated
-  there); the paper uses Private-PGM. **Records**: that module's greedy network.
+* **Estimator** (the paper uses Private-PGM's): inside the loop, :class:`mmopt.synth.estimate.ResidualModel`
+  (least squares in the residual basis, projected; a heuristic in parts, stated there; no JAX, any d). The returned
+  model (``estimator="auto"``): on domains of at most :data:`mmopt.synth.joint.MAX_CELLS` cells, the
+  maximum-likelihood table of the measured cliques' graphical-model family (:mod:`mmopt.synth.joint`: one
+  non-negative, consistent table; records by systematic sampling from it), else the residual model and its greedy
+  network. The joint fit only at the end, because inside the loop it did not choose better cliques (RAND HIE,
+  ε = 0.1, 20 trials: 0.152 against 0.151) while costing one fit per round; at the end it lowered the model error
+  by 0.2–5 % (5 trials each, CPS 1988 and RAND HIE, ε ∈ {0.1, 1, 10}).
 
 **Privacy.** As MST's (:mod:`mmopt.synth.mst`): each measurement is a Gaussian mechanism at ρ = Δ₂²/(2σ²) by
 OpenDP's map, each selection an ε²/8-zCDP exponential mechanism (|Δq_C| ≤ w_C under add/remove-one-record, since
@@ -46,6 +52,7 @@ from mmopt._base import validation as v
 from mmopt.records import counts as rc
 from mmopt.records.domain import Domain
 from mmopt.structured.residual import closure as cl
+from mmopt.synth import joint as jt
 from mmopt.synth.curator import Curator
 from mmopt.synth.estimate import ResidualModel
 from mmopt.synth.model_size import junction_tree
@@ -75,7 +82,7 @@ def candidates(workload) -> dict:
 
 
 def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | None = None,
-        max_model_size: float = 80.0) -> Synthetic:
+        max_model_size: float = 80.0, estimator: str = "auto") -> Synthetic:
     """AIM synthetic data under (ε, δ)-DP (module docstring for the algorithm and its privacy argument).
 
     Parameters
@@ -93,12 +100,17 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
         T (default 16·d, the paper's).
     max_model_size : float
         The paper's model-size cap in MB (default 80).
+    estimator : {"auto", "joint", "residual"}
+        The returned model's estimator (module docstring): "auto" (default) the joint table when the domain has at
+        most :data:`mmopt.synth.joint.MAX_CELLS` cells, else the residual model; "joint" refuses larger domains
+        before any budget is spent.
 
     Returns
     -------
     Synthetic
         ``details``: "selected" (the cliques measured after the 1-way marginals), "sigma" (the noise of each
-        measurement), "annealed" (rounds whose σ was halved), "estimates", "seconds" (CPU).
+        measurement), "annealed" (rounds whose σ was halved), "estimates", "estimator" ("residual", or the joint
+        fit's status, iterations and loss), "seconds" (CPU).
 
     Examples
     --------
@@ -124,6 +136,11 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
     d = len(domain.shape)
     T = d * 16 if rounds is None else v.check_int(rounds, name="rounds", caller=caller, low=1)
     size_cap = v.check_real(max_model_size, name="max_model_size", caller=caller, low=0.0, low_open=True)
+    v.check_choice(estimator, name="estimator", caller=caller, choices=("auto", "joint", "residual"))
+    joint_fits = math.prod(domain.shape) <= jt.MAX_CELLS
+    if estimator == "joint" and not joint_fits:
+        raise ValueError(f"The 'estimator' parameter of {caller} cannot be 'joint' for a domain of "
+                         f"{math.prod(domain.shape):,} cells (at most {jt.MAX_CELLS:,}). Use 'residual' or 'auto'.")
     start = time.process_time()
     shape = tuple(domain.shape)
     weights = candidates(sets)
@@ -163,8 +180,13 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
             annealed.append(k)
         if last:
             break
+    fitted = "residual"
+    if estimator == "joint" or (estimator == "auto" and joint_fits):  # post-processing of the measurements
+        model = jt.fit(model)
+        fitted = {"estimator": "joint", "status": model.status, "iterations": model.iterations, "loss": model.loss}
     r, e = spent(cur.steps, rho, privacy.delta)
     details = {"selected": tuple(selected), "sigma": tuple(s.scale for s in cur.steps if s.kind == "gaussian"),
-               "annealed": tuple(annealed), "estimates": est, "seconds": time.process_time() - start}
+               "annealed": tuple(annealed), "estimates": est, "estimator": fitted,
+               "seconds": time.process_time() - start}
     return Synthetic("aim", domain, model, tuple(cur.steps), r, privacy.delta, e, rho,
                      "opendp" if seed is None else "numpy-seeded", seed, details)
