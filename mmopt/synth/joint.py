@@ -17,9 +17,10 @@ cliques, P = t·softmax(Σ_C φ_C) (the graphical-model family Private-PGM fits;
    broadcast over the cells.
 
 Why the family and not every table: many tables fit the measurements equally well, and the family holds the one of
-largest entropy among them (where the fit is exact), which adds no dependence the measurements do not show. On
-RAND HIE at ε = 0.1 (AIM, 5 trials, all 3-way marginals) L-BFGS over all N cells from the network's joint reached
-a model error of 0.154, in the family 0.148 (the residual model: 0.155).
+largest entropy among them (where the fit is exact), which adds no dependence the measurements do not show. (In a
+development run on RAND HIE at ε = 0.1 — AIM, 5 trials, all 3-way marginals; the script is not kept — L-BFGS over
+all N cells started from the residual model's network reached a model error of 0.154, the family 0.148, the
+residual model 0.155; ``python -m experiments.synth`` reproduces the last two.)
 
 Guarantee: P ≥ 0 sums to t, and every marginal is a marginal of the one table P (consistent, unlike the residual
 model's projected tables); ``status="optimal"`` when L-BFGS met its stationarity test (f is convex in P but not in
