@@ -96,3 +96,21 @@ def test_bad_estimators_are_refused_before_any_budget_is_spent(monkeypatch):
     big = ResidualModel(_exact_estimates(np.ones((4, 4)), [(0, 1)]), [(0, 1)], 16.0)
     with pytest.raises(ValueError, match="16 cells, above 10"):
         joint.fit(big)
+
+
+def test_an_initial_share_spends_that_share_on_the_one_way_marginals():
+    from fractions import Fraction
+
+    from mmopt.accounting import max_rho
+    df = _records(2000)
+    s = _run(df, 1.0, initial_share=0.5)
+    first = s.steps[0]
+    assert first.kind == "gaussian" and first.sets == ((0,), (1,), (2,), (3,))
+    # OpenDP's map rounds each ρ up by at most a few ulps; the curator never lets it pass the request
+    half = max_rho(1.0, 1e-9) / 2
+    assert Fraction(first.rho) <= Fraction(max_rho(1.0, 1e-9)) / 2 and first.rho >= half * (1 - 1e-9)
+    paper = _run(df, 1.0)
+    assert paper.steps[0].rho < 0.2 * max_rho(1.0, 1e-9)           # the paper's d/(2σ²): 4·0.9/64 = 5.6 % here
+    for bad in (0.0, 1.0, -0.1):
+        with pytest.raises(ValueError, match="'initial_share' parameter of aim"):
+            _run(df, 1.0, initial_share=bad)
