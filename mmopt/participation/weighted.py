@@ -75,13 +75,14 @@ def weighted_banded(n: int, epochs: int, *, bands: int | None = None, max_iterat
 
     Examples
     --------
-    >>> import mmopt
     >>> from mmopt import toeplitz
     >>> from mmopt.participation import fixed_epochs
     >>> from mmopt.participation.toeplitz import schema_error
+    >>> from mmopt.toeplitz.solve import optimize
     >>> C = weighted_banded(1024, 4)
     >>> error, sens = schema_error(toeplitz.prefix(1024), C, fixed_epochs(4))
-    >>> equal = mmopt.optimize(toeplitz.prefix(1024), participation=fixed_epochs(4), method="banded").objective
+    >>> E = optimize(toeplitz.prefix(1024), "banded", bands=256).strategy       # equal columns
+    >>> equal = schema_error(toeplitz.prefix(1024), E, fixed_epochs(4))[0]
     >>> bool(np.isclose(sens.squared, 1.0)), sens.exact, bool(error < 0.99 * equal)
     (True, True, True)
     """
