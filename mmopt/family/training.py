@@ -189,7 +189,7 @@ def _cutting(workload, G, stream, schema, call: Call, t0: float) -> OptimizeResu
         if band.lower_bound > lower:
             lower, bound_method = band.lower_bound, band.extra["lower_bound_method"]
         if band.objective < primal:
-            primal, strategy, solver = band.objective, band.strategy, "banded Toeplitz (beat the cutting planes)"
+            primal, strategy, solver = band.objective, band.strategy, f"{band.solver} (banded; beat the cutting planes)"
             extra |= {key: band.extra[key] for key in ("sensitivity_squared", "sensitivity_exact",
                                                        "sensitivity_method", "bands")}
     extra["lower_bound_method"] = bound_method
