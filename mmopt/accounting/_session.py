@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import contextlib
-import warnings
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 from mmopt._base import validation as v
 from mmopt.accounting import _ledger as lg
-from mmopt.accounting import _report
+from mmopt.accounting import _pending, _persist, _report
 from mmopt.accounting import _spends as entries
 from mmopt.accounting import _zcdp as z
 from mmopt.accounting._compose import Ledger
 from mmopt.accounting._file import LedgerFile
-from mmopt.accounting._ledger import Budget, Spend, fmt
+from mmopt.accounting._ledger import Budget, Spend
 from mmopt.persist._files import check_path
 from mmopt.privacy import Privacy
 
@@ -31,23 +29,9 @@ class Accountant:
     exceed it. The session holds an immutable :attr:`ledger` (each spend replaces it) which can live in a JSON
     file (``path=``, :meth:`load`, :meth:`open`, :meth:`save`), so that spends are tracked across runs.
 
-    Composition (the loss of all spends together):
-
-    * ``"basic"``: ε adds and δ adds (Dwork & Roth 2014, Thm 3.16); with budgets chosen after seeing earlier
-      outputs the check is a privacy filter (Rogers, Roth, Ullman & Vadhan 2016). A spend is accepted when
-      Σε ≤ ε_total and Σδ ≤ δ_total, added exactly as the decimals they are written as.
-    * ``"pld"``: privacy loss distributions compose (Google's ``dp-accounting``, :mod:`mmopt.accounting._pld`):
-      each release at the noise it actually drew, each declared spend as the worst (ε, δ)-DP mechanism; a spend
-      is accepted when the composition's ε at δ_total is at most ε_total. The tightest of the three for many
-      Gaussian releases (ten at σ/Δ₂ = 5 use ε = 2.92 at δ = 10⁻⁶, zCDP 3.13; ten releases in (ε, δ) =
-      (1, 10⁻⁶) need 6.8 % less σ than under zCDP); needs ``mmopt[accounting]``.
-    * ``"zcdp"``: ρ adds (Bun & Steinke 2016, Lemma 1.7; adaptively, Whitehouse et al. 2023). A Gaussian release
-      costs ρ = Δ₂²/(2σ²) of the noise it drew, an ε-DP spend ε²/2 (Bun & Steinke, Prop. 1.4). The total is
-      (ε, δ) with δ > 0: a spend is accepted when OpenDP's conversion of Σρ at δ_total
-      (``make_fix_delta(make_zCDP_to_approxDP(·))``, Canonne, Kamath & Steinke 2020) is at most ε_total. Many
-      Gaussian releases compose far better this way (ten at Privacy(0.5, 1e-7) use ε = 1.54 at δ = 10⁻⁶,
-      against ε = 5, δ = 10⁻⁶ under basic composition); a few Laplace releases compose worse (ε = 0.5 alone is
-      ρ = 0.125, ε = 2.42 at δ = 10⁻⁶).
+    Composition (the loss of all spends together; the rules and their sources: :mod:`mmopt.accounting`):
+    ``"basic"`` (ε and δ add), ``"pld"`` (privacy loss distributions, ``dp-accounting``; the tightest for many
+    Gaussian releases) or ``"zcdp"`` (ρ adds, converted to (ε, δ) by OpenDP).
 
     Parameters
     ----------
@@ -62,20 +46,9 @@ class Accountant:
 
     Notes
     -----
-    Only :meth:`release` draws noise through OpenDP's vetted samplers with an OpenDP-verified guarantee. Spends
-    recorded with :meth:`spend` are the caller's word: :mod:`mmopt.adaptive` uses numpy noise (**simulation
-    only**, never for real data); :mod:`mmopt.sparse_vector` is release-grade only with ``rng=None`` (OpenDP's
-    Laplace sampler). The accountant covers one data set under one neighbouring relation (add/remove one
-    record). Any number of sessions, in threads or processes, may spend from one ledger file: each spend is
-    checked and written under an exclusive OS lock on the file's folder, against the file as it is then (other
-    sessions' spends included), so together they never go over the total; :meth:`save` of a session that has
-    not seen the file's latest spends is refused.
-
-    OpenDP's own interactive compositors (``make_adaptive_composition``, ``make_privacy_filter``) are not used:
-    they hold the data inside an in-process queryable and accept only OpenDP measurements, whereas a release here
-    is a new mmopt call per strategy, and a ledger must survive the process. OpenDP's maps are used for
-    everything they can answer: each release's verified loss, each Gaussian release's ρ, and the ρ → (ε, δ)
-    conversion (:mod:`mmopt.accounting._zcdp`).
+    Only :meth:`release` draws noise through OpenDP's vetted samplers; spends recorded with :meth:`spend` are the
+    caller's word. Any number of sessions, in threads or processes, may spend from one ledger file, each spend
+    checked and written under an exclusive lock (:mod:`mmopt.accounting`, "Sharing a ledger").
 
     Examples
     --------
@@ -196,8 +169,8 @@ class Accountant:
         what = "declared by the caller" if what is None else v.check_str(what, name="what", caller=caller)
         self._ledger.refuse_unless_fits(charge, caller)
         eps, delta = (None, None) if privacy is None else (privacy.epsilon, privacy.delta)
-        entry = Spend(label, what, eps, delta, charge if self.composition == "zcdp" else None, _now())
-        self._commit(lambda ledger: _checked(ledger, charge, caller).add(entry), caller)
+        entry = Spend(label, what, eps, delta, charge if self.composition == "zcdp" else None, entries.now())
+        self._commit(lambda ledger: entries.checked(ledger, charge, caller).add(entry), caller)
         return entry
 
     def release(self, workload, strategy, x, privacy: Privacy | str, *, label: str | None = None, **kwargs):
@@ -263,25 +236,8 @@ class Accountant:
         appended the release's output (anything with ``verified_loss``, ``noise``, ``sensitivity`` and
         ``noise_scale``) to the list it yields, replaced by what was verified; if the block raised with nothing
         appended, nothing was released and the pending entry is removed. A crash leaves it counted in full."""
-        charge = self._ledger.charge(privacy, None, caller, release=True)
-        label = self._label(label, "release", caller)
-        self._ledger.refuse_unless_fits(charge, caller)
-        pending = Spend(label, what, privacy.epsilon, privacy.delta,
-                        charge if self.composition == "zcdp" else None, _now(), "release", "pending")
-        # on disk before the noise (checked again against the file, under its lock): a crash leaves it counted
-        self._commit(lambda ledger: _checked(ledger, charge, caller).add(pending), caller)
-        outcome: list = []
-        try:
+        with _pending.pending_release(self, privacy, label, what, caller=caller) as outcome:
             yield outcome
-        except Exception:
-            if not outcome:  # nothing was released; the original error is what matters
-                self._settle(pending, None, caller,
-                             "the release failed and spent nothing, but the file still counts it")
-            raise
-        finally:
-            if outcome:
-                self._settle(pending, entries.verified(pending, privacy, outcome[0], self.composition), caller,
-                             "the release is done, but the file still counts it at the requested budget")
 
     # -- files ---------------------------------------------------------------------------------------------
     @classmethod
@@ -300,15 +256,7 @@ class Accountant:
         (True, 0.005)
         >>> tmp.cleanup()
         """
-        caller = "Accountant.load"
-        file, eps, delta, composition, spends = LedgerFile.read(path, caller)
-        try:
-            acc = cls(Privacy(eps, delta), composition)
-        except ValueError as exc:
-            raise ValueError(f"{caller}: the file '{file.path}' records a total that is not valid: {exc}") from None
-        acc._ledger = Ledger(acc.total, composition, spends)
-        acc._file = file
-        return acc
+        return _persist.load(cls, path)
 
     @classmethod
     def open(cls, path, total: Privacy, composition: str = "basic") -> Accountant:
@@ -325,19 +273,7 @@ class Accountant:
         0.7
         >>> tmp.cleanup()
         """
-        caller = "Accountant.open"
-        target = check_path(path, caller)
-        fresh = cls(total, composition)  # checks total and composition
-        if not target.exists():
-            fresh._file = LedgerFile.create(target, fresh._ledger, caller)
-            return fresh
-        acc = cls.load(target)
-        if (acc.total.epsilon, acc.total.delta, acc.composition) != (total.epsilon, total.delta, composition):
-            raise ValueError(f"{caller}: the ledger file '{target}' records total ε={fmt(acc.total.epsilon)}, "
-                             f"δ={fmt(acc.total.delta)} with {acc.composition!r} composition, not "
-                             f"ε={fmt(total.epsilon)}, δ={fmt(total.delta)} with {composition!r}. A budget cannot "
-                             "change once spent from: pass the recorded total, or use another file for other data.")
-        return acc
+        return _persist.open_or_create(cls, path, total, composition)
 
     def save(self, path=None, *, overwrite: bool = False) -> Path:
         """Write the ledger as JSON, atomically (a temporary file, then ``os.replace``); later spends go there too.
@@ -345,19 +281,7 @@ class Accountant:
         ``path=None`` rewrites this session's own file. Another path must not exist unless ``overwrite=True``:
         replacing another ledger would erase the budget it records. Returns the path written.
         """
-        caller = "Accountant.save"
-        if path is None and self._file is None:
-            raise ValueError(f"The 'path' parameter of {caller} is needed: this session has no ledger file yet. "
-                             "Give one, e.g. acc.save('budget.json').")
-        target = self.path if path is None else check_path(path, caller)
-        if target == self.path:
-            self._file.save(self._ledger, caller)
-            return target
-        if target.exists() and not overwrite:
-            raise FileExistsError(f"{caller}: the file '{target}' already exists. Pass overwrite=True to replace "
-                                  "it, or choose another path.")
-        self._file = LedgerFile.create(target, self._ledger, caller, replace=overwrite)
-        return target
+        return _persist.save(self, path, overwrite)
 
     # -- reading -------------------------------------------------------------------------------------------
     def summary(self) -> str:
@@ -396,28 +320,8 @@ class Accountant:
             self._ledger = new
         return new
 
-    def _settle(self, pending: Spend, outcome: Spend | None, caller: str, consequence: str) -> None:
-        """Replace a pending entry after :func:`mmopt.release` returned or raised: memory always takes the outcome;
-        a file that cannot be written keeps the pending entry (an overcount, never an undercount) and warns."""
-        try:
-            self._commit(lambda ledger: ledger.settle(pending, outcome), caller)
-        except (OSError, ValueError, TimeoutError) as exc:
-            self._ledger = self._ledger.settle(pending, outcome)
-            warnings.warn(f"{caller}: the ledger file '{self.path}' could not be updated ({exc}): {consequence} "
-                          "as pending, in full. Call acc.save() once the file is writable.", RuntimeWarning,
-                          stacklevel=3)
-
     def _label(self, label, kind: str, caller: str) -> str:
         if label is None:
             return f"{kind} {len(self.spends) + 1}"
         return v.check_str(label, name="label", caller=caller)
 
-
-def _checked(ledger: Ledger, charge, caller: str) -> Ledger:
-    """``ledger`` if ``charge`` fits in it, else the refusal (a ValueError stating what remains)."""
-    ledger.refuse_unless_fits(charge, caller)
-    return ledger
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")

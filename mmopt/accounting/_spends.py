@@ -1,8 +1,11 @@
-"""Ledger entries of finished releases: what OpenDP verified and the noise actually drawn."""
+"""Ledger entries: of finished releases (what OpenDP verified and the noise actually drawn), checks and times."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from mmopt.accounting import _zcdp as z
+from mmopt.accounting._compose import Ledger
 from mmopt.accounting._ledger import Spend
 from mmopt.privacy import Privacy
 
@@ -31,3 +34,14 @@ def verified(pending: Spend, privacy: Privacy, out, composition: str) -> Spend:
 def name_of(obj) -> str:
     name = getattr(obj, "name", None)
     return name if isinstance(name, str) else f"{type(obj).__name__} of shape {getattr(obj, 'shape', '?')}"
+
+
+def checked(ledger: Ledger, charge, caller: str) -> Ledger:
+    """``ledger`` if ``charge`` fits in it, else the refusal (a ValueError stating what remains)."""
+    ledger.refuse_unless_fits(charge, caller)
+    return ledger
+
+
+def now() -> str:
+    """The time of an entry: UTC, to the second, ISO 8601."""
+    return datetime.now(UTC).isoformat(timespec="seconds")

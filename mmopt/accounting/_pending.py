@@ -1,0 +1,51 @@
+"""A release's budget as a pending entry: checked, on the ledger before the noise, settled after.
+
+Why pending: a run killed between the draw and the write must not leave a release the ledger does not count. So
+the entry is written at the requested budget *before* anything is drawn (a crash overcounts, never undercounts),
+then replaced by what OpenDP verified, or removed if nothing was released.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterator
+
+from mmopt.accounting import _spends as entries
+from mmopt.accounting._ledger import Spend
+from mmopt.privacy import Privacy
+
+
+@contextlib.contextmanager
+def pending_release(acc, privacy: Privacy, label: str | None, what: str, *, caller: str) -> Iterator[list]:
+    """:meth:`mmopt.accounting.Accountant.pending_release` for the session ``acc`` (its docstring)."""
+    charge = acc.ledger.charge(privacy, None, caller, release=True)
+    label = acc._label(label, "release", caller)
+    acc.ledger.refuse_unless_fits(charge, caller)
+    pending = Spend(label, what, privacy.epsilon, privacy.delta,
+                    charge if acc.composition == "zcdp" else None, entries.now(), "release", "pending")
+    # on disk before the noise (checked again against the file, under its lock): a crash leaves it counted
+    acc._commit(lambda ledger: entries.checked(ledger, charge, caller).add(pending), caller)
+    outcome: list = []
+    try:
+        yield outcome
+    except Exception:
+        if not outcome:  # nothing was released; the original error is what matters
+            settle(acc, pending, None, caller, "the release failed and spent nothing, but the file still counts it")
+        raise
+    finally:
+        if outcome:
+            settle(acc, pending, entries.verified(pending, privacy, outcome[0], acc.composition), caller,
+                   "the release is done, but the file still counts it at the requested budget")
+
+
+def settle(acc, pending: Spend, outcome: Spend | None, caller: str, consequence: str) -> None:
+    """Replace a pending entry after the release returned or raised: memory always takes the outcome; a file that
+    cannot be written keeps the pending entry (an overcount, never an undercount) and warns."""
+    try:
+        acc._commit(lambda ledger: ledger.settle(pending, outcome), caller)
+    except (OSError, ValueError, TimeoutError) as exc:
+        acc._ledger = acc._ledger.settle(pending, outcome)
+        warnings.warn(f"{caller}: the ledger file '{acc.path}' could not be updated ({exc}): {consequence} "
+                      "as pending, in full. Call acc.save() once the file is writable.", RuntimeWarning,
+                      stacklevel=4)

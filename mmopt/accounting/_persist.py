@@ -1,0 +1,63 @@
+"""Accountant sessions in ledger files: continue one, open-or-create one, save one (the methods' bodies).
+
+Why these rules: a ledger file *is* the budget of its data, so nothing here may forget a spend — a new session
+never replaces an existing file, a session continued from a file keeps its total, and a save to another path
+never overwrites a ledger unless told to.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mmopt.accounting._compose import Ledger
+from mmopt.accounting._file import LedgerFile
+from mmopt.accounting._ledger import fmt
+from mmopt.persist._files import check_path
+from mmopt.privacy import Privacy
+
+
+def load(cls, path):
+    """:meth:`mmopt.accounting.Accountant.load` (its docstring)."""
+    caller = "Accountant.load"
+    file, eps, delta, composition, spends = LedgerFile.read(path, caller)
+    try:
+        acc = cls(Privacy(eps, delta), composition)
+    except ValueError as exc:
+        raise ValueError(f"{caller}: the file '{file.path}' records a total that is not valid: {exc}") from None
+    acc._ledger = Ledger(acc.total, composition, spends)
+    acc._file = file
+    return acc
+
+
+def open_or_create(cls, path, total: Privacy, composition: str):
+    """:meth:`mmopt.accounting.Accountant.open` (its docstring)."""
+    caller = "Accountant.open"
+    target = check_path(path, caller)
+    fresh = cls(total, composition)  # checks total and composition
+    if not target.exists():
+        fresh._file = LedgerFile.create(target, fresh._ledger, caller)
+        return fresh
+    acc = load(cls, target)
+    if (acc.total.epsilon, acc.total.delta, acc.composition) != (total.epsilon, total.delta, composition):
+        raise ValueError(f"{caller}: the ledger file '{target}' records total ε={fmt(acc.total.epsilon)}, "
+                         f"δ={fmt(acc.total.delta)} with {acc.composition!r} composition, not "
+                         f"ε={fmt(total.epsilon)}, δ={fmt(total.delta)} with {composition!r}. A budget cannot "
+                         "change once spent from: pass the recorded total, or use another file for other data.")
+    return acc
+
+
+def save(acc, path, overwrite: bool) -> Path:
+    """:meth:`mmopt.accounting.Accountant.save` (its docstring)."""
+    caller = "Accountant.save"
+    if path is None and acc._file is None:
+        raise ValueError(f"The 'path' parameter of {caller} is needed: this session has no ledger file yet. "
+                         "Give one, e.g. acc.save('budget.json').")
+    target = acc.path if path is None else check_path(path, caller)
+    if target == acc.path:
+        acc._file.save(acc._ledger, caller)
+        return target
+    if target.exists() and not overwrite:
+        raise FileExistsError(f"{caller}: the file '{target}' already exists. Pass overwrite=True to replace "
+                              "it, or choose another path.")
+    acc._file = LedgerFile.create(target, acc._ledger, caller, replace=overwrite)
+    return target
