@@ -1,7 +1,7 @@
 """Synthetic records on real data: mmopt's MST and AIM against OpenDP's (Private-PGM) — workload error and CPU.
 
 Run:   python -m experiments.synth                      (quick: 3 trials of mmopt's methods per ε)
-       python -m experiments.synth --full               (5 trials)
+       python -m experiments.synth --full               (20 trials)
        python -m experiments.synth --peers /work/synthvenv/bin/python   (also OpenDP's MST and AIM, 1 run per ε
                                                          by default, --peer-trials K; that interpreter needs
                                                          ``pip install 'opendp[mbi]'``: JAX, never in mmopt's venv)
@@ -63,7 +63,7 @@ class Config:
 
 
 QUICK = Config()
-FULL = Config(trials=5)
+FULL = Config(trials=20)
 
 
 DATASETS = ("cps1988", "randhie")
@@ -273,7 +273,7 @@ def markdown(rows: list[dict]) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m experiments.synth", description=__doc__.split("\n")[0])
-    p.add_argument("--full", action="store_true", help="5 trials of mmopt's methods per ε (quick: 3)")
+    p.add_argument("--full", action="store_true", help="20 trials of mmopt's methods per ε (quick: 3)")
     p.add_argument("--peers", default=None, metavar="PYTHON",
                    help="an interpreter with opendp[mbi] installed: also run OpenDP's MST and AIM")
     p.add_argument("--peer-trials", type=int, default=1, metavar="K", help="runs of each peer per ε (default 1)")

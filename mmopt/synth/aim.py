@@ -32,8 +32,8 @@ Algorithm, with the zCDP budget ρ of ``privacy`` and T = 16d rounds (``rounds``
   non-negative, consistent table; records by systematic sampling from it), else the residual model and its greedy
   network. The joint fit only at the end: inside the loop (a development run, not kept: RAND HIE, ε = 0.1, 20
   trials) it chose no better cliques (0.152 against 0.151) at one fit per round. At the end it changes the model
-  error by −5 % to +1 % (``python -m experiments.synth``, 5 trials each: RAND HIE 0.1553 / 0.0433 / 0.0090 →
-  0.1476 / 0.0413 / 0.0091 at ε = 0.1 / 1 / 10, CPS 1988 within its standard errors).
+  error by −5 % to +1 % (the first 5 seeded trials of ``python -m experiments.synth --full``: RAND HIE
+  0.1553 / 0.0433 / 0.0090 → 0.1476 / 0.0413 / 0.0091 at ε = 0.1 / 1 / 10, CPS 1988 within its standard errors).
 
 **Privacy.** As MST's (:mod:`mmopt.synth.mst`): each measurement is a Gaussian mechanism at ρ = Δ₂²/(2σ²) by
 OpenDP's map, each selection an ε²/8-zCDP exponential mechanism (|Δq_C| ≤ w_C under add/remove-one-record, since
