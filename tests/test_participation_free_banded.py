@@ -111,3 +111,10 @@ def test_optimize_takes_the_free_banded_strategy_when_it_is_better():
     assert exact == pytest.approx(res.objective, rel=1e-8)
     with pytest.raises(ValueError, match="free_banded_seconds"):
         mmopt.optimize(mmopt.workload.prefix(n), participation=schema, options={"free_banded_seconds": -1})
+
+
+def test_a_spent_time_budget_is_a_user_limit():
+    r = free_banded(64, 4, seconds=1e-3)
+    assert r.status == "user_limit"
+    start = schema_error(toeplitz.prefix(64), weighted_banded(64, 4), min_separation(16, 4))[0]
+    assert r.error <= start * (1 + 1e-12)

@@ -163,6 +163,8 @@ def free_banded(n: int, participations: int, *, max_iterations: int = 250, secon
         def fun(x, tau=tau):
             Ct, norms, kappa, C = strategy(x)
             E, gC = _error(C, b, gradient=True)
+            if gC is None:  # C singular (a zero on its diagonal): no finite error, so the line search steps back
+                return math.inf, np.zeros_like(x)
             chat = Ct / norms
             along = (chat * gC).sum(axis=0)  # ∂E/∂(column norm) per column
             gCt = (np.sqrt(kappa) / norms) * (gC - chat * along)
@@ -177,18 +179,16 @@ def free_banded(n: int, participations: int, *, max_iterations: int = 250, secon
             if deadline is not None and time.process_time() > deadline:
                 raise StopIteration
 
-        try:
-            res = sopt.minimize(fun, x, jac=True, method="L-BFGS-B", callback=stop,
-                                options={"maxiter": max_iterations, "maxcor": 20, "ftol": 1e-15, "gtol": 0.0})
-            x, iterations = res.x, iterations + int(res.nit)
-            ran_out = res.nit >= max_iterations
-        except StopIteration:
-            ran_out = True  # x stays at the last stage's end (L-BFGS does not return a partial point)
-        status = "user_limit" if ran_out else "local_optimum"
+        # scipy ≥ 1.11 ends minimize when the callback raises StopIteration and returns the point reached
+        res = sopt.minimize(fun, x, jac=True, method="L-BFGS-B", callback=stop,
+                            options={"maxiter": max_iterations, "maxcor": 20, "ftol": 1e-15, "gtol": 0.0})
+        x, iterations = res.x, iterations + int(res.nit)
+        out_of_time = deadline is not None and time.process_time() > deadline
+        status = "user_limit" if res.nit >= max_iterations or out_of_time else "local_optimum"
         candidate = exact(x)
         if candidate[0] < best[0]:
             best = candidate
-        if deadline is not None and time.process_time() > deadline:
+        if out_of_time:
             break
     total, C, _ = best
     sens = Sensitivity(1.0, 1.0, True, "min separation, at most b bands: dynamic programme over Σ κ_t (exact)")
