@@ -151,11 +151,10 @@ def free_banded(n: int, participations: int, *, max_iterations: int = 250, secon
         kappa = np.exp(x[N:])
         return Ct, norms, kappa, Ct * (np.sqrt(kappa) / norms)
 
-    def exact(x):  # (Δ²·error, C scaled to Δ = 1, Δ², error at Δ = 1): no surrogate
+    def exact(x):  # (Δ²·error, which is the error of C scaled to Δ = 1, and that C): no surrogate
         C = strategy(x)[3]
         s2 = best_pattern_sum((C * C).sum(axis=0), b, k)[0]
-        E = _error(C)[0]
-        return E * s2, C / math.sqrt(s2), E * s2
+        return _error(C)[0] * s2, C / math.sqrt(s2)
 
     best = exact(x)
     status, iterations = "local_optimum", 0
@@ -190,9 +189,9 @@ def free_banded(n: int, participations: int, *, max_iterations: int = 250, secon
             best = candidate
         if out_of_time:
             break
-    total, C, _ = best
+    error, C = best
     sens = Sensitivity(1.0, 1.0, True, "min separation, at most b bands: dynamic programme over Σ κ_t (exact)")
-    return FreeBanded(C, float(_error(C)[0]), sens, status, iterations, time.process_time() - t0)
+    return FreeBanded(C, float(error), sens, status, iterations, time.process_time() - t0)
 
 
 def _error(C: np.ndarray, bands: int | None = None, *, gradient: bool = False):
