@@ -38,7 +38,8 @@ import numpy as np
 from mmopt._base import validation as v
 from mmopt.participation.schemas import FixedEpochs, MinSeparation, Single, as_schema
 
-__all__ = ["Sensitivity", "best_pattern_sum", "block_bounds", "gram_sensitivity_squared"]
+__all__ = ["Sensitivity", "best_pattern_sum", "block_bounds", "chain_pattern_max", "gram_sensitivity_squared",
+           "pair_band"]
 
 #: patterns enumerated one by one at most before the row bound is used (min separation, X ≥ 0, no structure)
 MAX_ENUMERATED = 200_000
@@ -106,6 +107,47 @@ def block_bounds(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         weyl += k * 16 * k * np.finfo(float).eps * np.abs(B).sum(axis=(1, 2))
         upper[negative] = np.minimum(absolute[negative], weyl)
     return lower, np.maximum(upper, lower)
+
+
+def _pair_edges(n: int, b: int):
+    """Index arrays of the pair band: pair (s, s + b + d) for d < b, its source for each target and validity."""
+    d = np.arange(b)
+    src = np.arange(n)[:, None] - b - d[None, :]  # for target t: s = t − b − d
+    tgt = np.arange(n)[:, None] + b + d[None, :]  # for source s: t = s + b + d
+    return d, src >= 0, np.maximum(src, 0), tgt < n, np.minimum(tgt, n - 1)
+
+
+def chain_pattern_max(diagonal, pairs, separation: int, participations: int) -> float:
+    """max over the patterns π of ``min_separation(b, k)`` (the empty one counts 0) of
+    v_π = Σ_{t∈π} diagonal_t + 2 Σ_{consecutive s<t in π, t − s < 2b} pairs[s, t − s − b]: a max-plus chain over
+    (i-th step, t), O(k·n·b). With diagonal = diag X, pairs = :func:`pair_band` of |X| it is max_π Σ|X_π| when X
+    has bandwidth 2b (non-consecutive steps of a pattern are ≥ 2b apart).
+
+    >>> pairs = np.zeros((4, 2))
+    >>> pairs[0, 0] = 0.5                                  # the pair (0, 2)
+    >>> chain_pattern_max(np.array([1.0, 0.0, 1.0, 1.0]), pairs, 2, 2)   # (0, 2): 1 + 1 + 2·0.5 beats (0, 3)
+    3.0
+    """
+    dg = np.asarray(diagonal, dtype=float)
+    n, b, k = dg.size, separation, participations
+    d, has_src, src, _, _ = _pair_edges(n, b)
+    w_in = np.where(has_src, 2.0 * np.asarray(pairs, dtype=float)[src, d[None, :]], -np.inf)
+    F, best = dg.copy(), max(0.0, float(dg.max()))
+    for _ in range(2, k + 1):
+        before = np.maximum.accumulate(F)
+        far = np.concatenate([np.full(min(2 * b, n), -np.inf), before[:max(n - 2 * b, 0)]])
+        F = dg + np.maximum(far, np.max(F[src] + w_in, axis=1))
+        best = max(best, float(F.max()))
+    return best
+
+
+def pair_band(X: np.ndarray, separation: int) -> np.ndarray:
+    """P[s, d] = X[s, s + b + d] for d < b (0 past the end)."""
+    n, b = X.shape[0], separation
+    P = np.zeros((n, b))
+    for d in range(min(b, max(n - b, 0))):
+        P[:n - b - d, d] = np.diagonal(X, b + d)
+    return P
 
 
 def _result(lower: float, upper: float, method: str, always_exact: bool = False) -> Sensitivity:
@@ -178,6 +220,12 @@ def _min_separation(X: np.ndarray, b: int, k: int) -> Sensitivity:
         value, _ = best_pattern_sum(np.diag(X).copy(), b, k)
         return _result(value, value, "min separation: Σ X_tt (no entry ≥ b off the diagonal), dynamic programme",
                        always_exact=True)
+    if not np.any(X[offsets >= 2 * b]):  # only consecutive steps of a pattern meet in X_π: the chain
+        dg, P = np.diag(X).copy(), pair_band(X, b)
+        upper = chain_pattern_max(dg, np.abs(P), b, k)  # ⟨X_π, Y⟩ ≤ Σ|X_π|
+        lower = chain_pattern_max(dg, P, b, k)  # Y = 11ᵀ
+        return _result(lower, upper, "min separation: the chain over consecutive steps (no entry ≥ 2b off the "
+                       "diagonal), dynamic programme" + ("" if upper <= lower * (1 + 1e-12) else " on |X|"))
     nonnegative = bool(np.all(X >= 0))
     schema = MinSeparation(b, k)
     if schema.count(n) <= MAX_ENUMERATED:

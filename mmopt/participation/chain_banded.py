@@ -1,0 +1,219 @@
+"""Strategies with 2b bands under minimum separation: the pattern sum becomes a chain, prefix sums.
+
+Notation: see README and :mod:`mmopt.participation.free_banded`. With C lower-triangular and C_ts = 0 for
+t − s ≥ 2b, X = CᵀC has X_st = 0 for |s − t| ≥ 2b. A pattern of ``min_separation(b, k)`` has its consecutive steps
+at least b apart, so two steps that are not consecutive in it are at least 2b apart and only consecutive pairs
+meet in X_π:
+
+    Δ² ≤ max_π [ Σ_{t∈π} X_tt + 2 Σ_{consecutive s<t in π} |X_st| ]   (= Δ² when X ≥ 0 on the patterns' pairs),
+
+the maximum of a chain over (i-th step, t): a dynamic programme in O(k·n·b)
+(:func:`mmopt.participation.sensitivity.chain_pattern_max`). It is an upper bound for gradients of any sign and
+dimension (⟨X_π, Y⟩ ≤ Σ|X_π| when Y ⪰ 0 has diag Y ≤ 1) and is exact when the maximising pattern's entries are
+≥ 0 (Y = 11ᵀ attains it); its signed twin, max_π 1ᵀX_π1, is a lower bound (Y = 11ᵀ is always allowed), and both
+are reported.
+
+Why 2b and not b bands: the certified optimum of the whole schema is not banded. At n = 64, k = 8 (b = 8) the
+program with every one of the C(15, 8) = 6,435 patterns of k steps as a constraint and X ≥ 0 (an SDP, Clarabel,
+a development run, not kept) has the optimum 3,252.4, and its X is feasible for the whole schema (Δ² = 1 + 5·10⁻⁶
+by branch and bound); its correlations at lags b…2b − 1 reach 0.08, past 2b 0.02. The best strategy with b bands
+(:mod:`mmopt.participation.free_banded`) is 3,296.6 there (1.36 % more), and this family's 3,255.6.
+
+The program min tr(G X⁻¹) s.t. X has bandwidth 2b and every pattern's Σ|X_π| ≤ 1 is convex in X, and
+C ↦ CᵀC (C lower-triangular with a positive diagonal, 2b bands) maps onto the positive definite X of bandwidth 2b.
+L-BFGS runs over C's band with the pattern maximum replaced by its log-sum-exp at temperature τ (every pattern, by
+the chain in the log semiring, and its forward-backward marginals for the gradient), |x| by √(x² + η²) − η (η
+relative to the diagonal's scale), both scaled to be homogeneous in X as in :mod:`~.free_banded`. It starts from
+a strategy with b bands (the free banded one by default) and keeps only an exact improvement: the error is
+recomputed from C (triangular inverse) and Δ² by the exact chain maximum.
+
+Cost per step: as :mod:`~.free_banded` with 2b bands (n³/3 + n³/2 + b·n²), X's band (one syrk), C·Γ (one n×n
+product) and the chain (O(k·n·b)).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from scipy import optimize as sopt
+
+from mmopt._base import validation as v
+from mmopt.participation.free_banded import FreeBanded, _error
+from mmopt.participation.schemas import MinSeparation
+from mmopt.participation.sensitivity import Sensitivity, _pair_edges, gram_sensitivity_squared, pair_band
+
+__all__ = ["TEMPERATURES", "chain_banded", "chain_sensitivity", "chain_soft_max"]
+
+TEMPERATURES = (3e3, 3e4)
+_ETA = 1e-4  # the smoothing of |x|, relative to m = k·mean diag X (3e-4 … 1e-3 were slower at n = 256, k = 8)
+
+
+def _lse(A, axis):
+    top = np.max(A, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.squeeze(top, axis) + np.log(np.sum(np.exp(A - top), axis=axis))
+
+
+def chain_soft_max(diagonal, pairs, separation: int, participations: int, temperature: float):
+    """(log Σ_π exp(τ v_π) / τ, ∂/∂diagonal, ∂/∂pairs) over every pattern of ≤ k steps b apart (the empty one
+    too), v_π = Σ_{t∈π} diagonal_t + 2 Σ_{consecutive s<t, t − s < 2b} pairs[s, t − s − b]. O(k·n·b).
+
+    >>> import itertools
+    >>> rng = np.random.default_rng(1)
+    >>> dg, pr = rng.random(9), rng.random((9, 2))
+    >>> value = chain_soft_max(dg, pr, 2, 3, 2.0)[0]
+    >>> def v(p):
+    ...     return dg[list(p)].sum() + 2 * sum(pr[s, t - s - 2] for s, t in zip(p, p[1:]) if t - s < 4)
+    >>> pats = [p for m in range(4) for p in itertools.combinations(range(9), m)
+    ...         if all(t - s >= 2 for s, t in zip(p, p[1:]))]
+    >>> bool(np.isclose(value, np.log(sum(np.exp(2.0 * v(p)) for p in pats)) / 2.0))
+    True
+    """
+    a = temperature * np.asarray(diagonal, dtype=float)
+    n, b, k = a.size, separation, participations
+    w = 2.0 * temperature * np.asarray(pairs, dtype=float)  # w[s, d]: the pair (s, s + b + d)
+    d, has_src, src, has_tgt, tgt = _pair_edges(n, b)
+    w_in = np.where(has_src, w[src, d[None, :]], -np.inf)
+    F = np.full((k + 1, n), -np.inf)  # F[m, t]: log Σ over patterns whose m-th and last step is t
+    F[1] = a
+    for m in range(2, k + 1):
+        before = np.logaddexp.accumulate(F[m - 1])
+        far = np.concatenate([np.full(min(2 * b, n), -np.inf), before[:max(n - 2 * b, 0)]])
+        F[m] = a + np.logaddexp(far, _lse(F[m - 1][src] + w_in, axis=1))
+    Z = float(_lse(np.concatenate([[0.0], F[1:].ravel()]), axis=0))
+    B = np.zeros((k + 1, n))  # B[m, t]: log Σ over the continuations after the m-th step at t (stopping too)
+    for m in range(k - 1, 0, -1):
+        nxt = a + B[m + 1]
+        after = np.logaddexp.accumulate(nxt[::-1])[::-1]
+        far = np.concatenate([after[2 * b:], np.full(min(2 * b, n), -np.inf)])
+        near = _lse(np.where(has_tgt, nxt[tgt] + w, -np.inf), axis=1)
+        B[m] = np.logaddexp(0.0, np.logaddexp(far, near))
+    g_diag = np.exp(F[1:] + B[1:] - Z).sum(axis=0)
+    g_pairs = np.zeros((n, b))
+    for m in range(1, k):
+        g_pairs += np.exp(np.where(has_tgt, F[m][:, None] + w + (a + B[m + 1])[tgt] - Z, -np.inf))
+    return Z / temperature, g_diag, 2.0 * g_pairs
+
+
+def chain_sensitivity(C: np.ndarray, separation: int, participations: int) -> Sensitivity:
+    """Δ² of C (2b bands) under ``min_separation(b, k)``: the chain on |X| (upper) and on X (lower), by
+    :func:`mmopt.participation.sensitivity.gram_sensitivity_squared`."""
+    return gram_sensitivity_squared(C.T @ C, MinSeparation(separation, participations))
+
+
+def chain_banded(n: int, participations: int, *, start=None, max_iterations: int = 300, seconds: float | None = None,
+                 temperatures=TEMPERATURES) -> FreeBanded:
+    """The strategy with 2b bands for prefix sums of n steps under ``min_separation(n/k, k)`` (module docstring).
+
+    Parameters
+    ----------
+    n : int
+        Steps, a multiple of k, at most :data:`mmopt.participation.free_banded.MAX_N`.
+    participations : int
+        k; the separation is b = n/k and the strategy has 2b bands.
+    start : array_like (n, n), optional
+        A lower-triangular start with at most 2b bands (default: :func:`~.free_banded.free_banded` with 100
+        iterations). The result is never worse than it.
+    max_iterations : int
+        L-BFGS iterations per temperature.
+    seconds : float, optional
+        A CPU budget, shared equally by the temperatures (status "user_limit" when spent).
+    temperatures : tuple of float
+        τ of the successive stages.
+
+    Examples
+    --------
+    >>> from mmopt.participation.free_banded import free_banded
+    >>> from mmopt.participation.patterns import pattern_upper_bound
+    >>> band = free_banded(64, 8, max_iterations=200)
+    >>> r = chain_banded(64, 8, start=band.matrix, max_iterations=200)
+    >>> upper = pattern_upper_bound(np.abs(r.matrix.T @ r.matrix), 8, 8)[0]   # another code path: branch and bound
+    >>> bool(np.isclose(upper, 1.0)), r.sensitivity.exact, bool(r.error < 0.995 * band.error)
+    (True, True, True)
+    """
+    caller = "chain_banded"
+    from mmopt.participation.free_banded import MAX_N, free_banded
+    n = v.check_int(n, name="n", caller=caller, low=2, high=MAX_N)
+    k = v.check_int(participations, name="participations", caller=caller, low=1)
+    if n % k:
+        raise ValueError(f"The 'participations' parameter of {caller} must divide n = {n} (b = n/k). "
+                         f"Got {k} instead.")
+    max_iterations = v.check_int(max_iterations, name="max_iterations", caller=caller, low=0)
+    if seconds is not None:
+        seconds = v.check_real(seconds, name="seconds", caller=caller, low=0.0, low_open=True)
+    v.check_allocation(8 * n * n, what=f"eight {n:,}×{n:,} arrays", caller=caller)
+    t0 = time.process_time()
+    b = n // k
+    band = np.tril(np.ones((n, n), dtype=bool)) & ~np.tril(np.ones((n, n), dtype=bool), -2 * b)
+    C0 = free_banded(n, k, max_iterations=100).matrix if start is None else v.check_matrix(
+        start, name="start", caller=caller, square=True)
+    if C0.shape != (n, n):
+        raise ValueError(f"The 'start' parameter of {caller} must be {n}×{n}. Got shape {C0.shape} instead.")
+    if np.any(C0[~band] != 0) or np.any(np.diag(C0) <= 0):
+        raise ValueError(f"The 'start' parameter of {caller} must be lower-triangular with at most 2b = {2 * b} "
+                         "bands and a positive diagonal. Got another matrix instead.")
+    rows, cols = np.nonzero(band)
+
+    def build(x):
+        C = np.zeros((n, n))
+        C[rows, cols] = x
+        return C
+
+    def exact(C):  # (Δ²·error with Δ² the chain's upper bound: the error of C scaled to Δ = 1, that C)
+        s = chain_sensitivity(C, b, k)
+        return _error(C)[0] * s.squared, C / math.sqrt(s.squared)
+
+    best = exact(C0)
+    x = C0[rows, cols].copy()
+    status, iterations = "local_optimum", 0
+    for stage, tau in enumerate(temperatures):
+        deadline = None if seconds is None else t0 + seconds * (stage + 1) / len(temperatures)
+
+        def fun(x, tau=tau):
+            value, g = _objective(build(x), b, k, tau)
+            return value, (g[rows, cols] if g is not None else np.zeros_like(x))
+
+        def stop(_, deadline=deadline):
+            if deadline is not None and time.process_time() > deadline:
+                raise StopIteration
+
+        # scipy ≥ 1.11 ends minimize when the callback raises StopIteration and returns the point reached
+        res = sopt.minimize(fun, x, jac=True, method="L-BFGS-B", callback=stop,
+                            options={"maxiter": max_iterations, "maxcor": 20, "ftol": 1e-15, "gtol": 0.0})
+        x, iterations = res.x, iterations + int(res.nit)
+        out_of_time = deadline is not None and time.process_time() > deadline
+        status = "user_limit" if res.nit >= max_iterations or out_of_time else "local_optimum"
+        candidate = exact(build(x))
+        if candidate[0] < best[0]:
+            best = candidate
+    error, C = best
+    return FreeBanded(C, float(error), chain_sensitivity(C, b, k), status, iterations, time.process_time() - t0)
+
+
+def _objective(C: np.ndarray, b: int, k: int, tau: float):
+    """(log ‖W C⁻¹‖²_F + log of the smoothed Δ², its gradient in C on the 2b bands), or (inf, None) if C is
+    singular (so that the line search steps back)."""
+    n = C.shape[0]
+    E, gC = _error(C, 2 * b, gradient=True)
+    if gC is None:
+        return math.inf, None
+    X = C.T @ C
+    dg, P = np.diag(X).copy(), pair_band(X, b)
+    m = k * dg.mean()
+    h = np.sqrt((P / m) ** 2 + _ETA ** 2)  # the smoothed |P/m| is h − η, its derivative P/(m h)
+    S, g_dg, g_P = chain_soft_max(dg / m, h - _ETA, b, k, tau)
+    g_abs = g_P * P / (m * h)
+    # S_m = m·S(X/m): ∂/∂X is ∇S, ∂/∂m is S − ⟨∇S, X/m⟩, and m = k·mean diag X
+    g_m = S - float(g_dg @ dg) / m - float((g_abs * P).sum()) / m
+    Gam = np.zeros((n, n))
+    at = np.arange(n)
+    Gam[at, at] = g_dg + g_m * k / n
+    for d in range(min(b, max(n - b, 0))):
+        lag = b + d
+        half = g_abs[:n - lag, d] / 2  # X_st and X_ts each carry half of ∂/∂X_st
+        Gam[at[:n - lag], at[lag:]] = half
+        Gam[at[lag:], at[:n - lag]] = half
+    return math.log(E) + math.log(m * S), gC / E + 2.0 * (C @ Gam) / (m * S)
