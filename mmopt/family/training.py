@@ -12,8 +12,10 @@ method). Gaussian noise only (the L2 sensitivity). Methods:
 * "auto" / "l2_approx" under ``min_separation(n/k, k)`` on a dense workload (or prefix sums) of ≤ 2,048 steps:
   :func:`mmopt.participation.cutting.solve_min_separation`, cutting planes over patterns whose working-set dual
   is a certified lower bound for the whole schema (option ``seconds``: a CPU budget, default 100); on prefix sums the
-  banded Toeplitz strategy is run too, and the free banded strategy of :mod:`mmopt.participation.free_banded`
-  (option ``free_banded_seconds``, default 60; 0 skips it), and the best one returned, with the better bound;
+  banded Toeplitz strategy is run too, the free banded strategy of :mod:`mmopt.participation.free_banded`
+  (option ``free_banded_seconds``, default 30; 0 skips it) and from it the strategy with 2b bands of
+  :mod:`mmopt.participation.chain_banded` (``chain_banded_seconds``, default 60; 0 skips it), and the best one
+  returned, with the better bound;
 * "banded": a banded Toeplitz strategy with at most b = min-separation bands (n/k for fixed epochs) on prefix
   sums at any n, optimised by :mod:`mmopt.toeplitz.solve`; with that many bands no pattern's cross terms survive,
   so its sensitivity is exact; when n = k·b, also the row-weighted one of :mod:`mmopt.participation.weighted`,
@@ -48,7 +50,8 @@ BANDED_INVERSE_FROM = 1024
 METHODS = ("auto", "l2_approx", "banded")
 OBJECTIVES = ("total", "max_variance", "last_iterate")
 SECONDS = 100.0  # the cutting planes' default CPU budget under minimum separation
-FREE_BANDED_SECONDS = 60.0  # the free banded strategy's CPU budget there (option free_banded_seconds; 0: not run)
+FREE_BANDED_SECONDS = 30.0  # the free banded strategy's CPU budget there (option free_banded_seconds; 0: not run)
+CHAIN_BANDED_SECONDS = 60.0  # then the 2b-band strategy's from it (option chain_banded_seconds; 0: not run)
 
 
 def takes(workload, method, call: Call) -> bool:
@@ -103,7 +106,7 @@ def run(workload, method, call: Call) -> OptimizeResult:
     if method == "auto":
         method = "l2_approx" if dense_ok else "banded"
     options = dict(call.options or {})
-    allowed = {"bands"} if method == "banded" else ({"seconds", "free_banded_seconds"}
+    allowed = {"bands"} if method == "banded" else ({"seconds", "free_banded_seconds", "chain_banded_seconds"}
                                                      if not isinstance(schema, FixedEpochs) else set())
     if set(options) - allowed:
         raise ValueError(f"Unknown options {sorted(options)} for {CALLER}(method={method!r}, participation=...): "
@@ -199,17 +202,32 @@ def _cutting(workload, G, stream, schema, call: Call, t0: float) -> OptimizeResu
         # the free banded strategy (every entry of the b bands and the column norms free, exact sensitivity), in
         # what is left of the route's budget: the primal side of the certificate (n = 1,024, k = 4: 39,317
         # against the cutting planes' 39,654)
+        from mmopt.participation.chain_banded import chain_banded
         from mmopt.participation.free_banded import free_banded
-        left = v.check_real((call.options or {}).get("free_banded_seconds", FREE_BANDED_SECONDS),
-                            name="options['free_banded_seconds']", caller=CALLER, low=0.0)
-        if left > 0:
-            free = free_banded(n, schema.max_participations, seconds=left)
+        budget = {key: v.check_real((call.options or {}).get(key, default), name=f"options['{key}']", caller=CALLER,
+                                    low=0.0)
+                  for key, default in (("free_banded_seconds", FREE_BANDED_SECONDS),
+                                       ("chain_banded_seconds", CHAIN_BANDED_SECONDS))}
+        k = schema.max_participations
+        free = free_banded(n, k, seconds=budget["free_banded_seconds"]) if budget["free_banded_seconds"] else None
+        if free is not None:
             extra["free_banded_error"] = free.error
             if free.error < primal:
                 primal, strategy = free.error, Strategy(free.matrix, "free-banded")
                 solver = "L-BFGS-B (mmopt.participation.free_banded; beat the cutting planes)"
                 extra |= {"sensitivity_squared": 1.0, "sensitivity_exact": True,
-                          "sensitivity_method": free.sensitivity.method, "bands": n // schema.max_participations}
+                          "sensitivity_method": free.sensitivity.method, "bands": n // k}
+        if free is not None and budget["chain_banded_seconds"]:
+            # 2b bands, from the free band: the optimum under the whole schema is not banded (chain_banded's
+            # docstring); its Δ² is the chain's, exact when X ≥ 0 on the worst pattern, else an upper bound
+            chain = chain_banded(n, k, start=free.matrix, seconds=budget["chain_banded_seconds"])
+            extra["chain_banded_error"] = chain.error
+            if chain.error < primal:
+                primal, strategy = chain.error, Strategy(chain.matrix, "chain-banded")
+                solver = "L-BFGS-B (mmopt.participation.chain_banded; beat the cutting planes)"
+                extra |= {"sensitivity_squared": chain.sensitivity.squared,
+                          "sensitivity_exact": chain.sensitivity.exact,
+                          "sensitivity_method": chain.sensitivity.method, "bands": 2 * n // k}
     extra["lower_bound_method"] = bound_method
     status = "optimal" if primal <= (1 + tol) * lower else "user_limit"
     status, message, lower = reconcile(primal, lower, status, f"cutting planes over patterns under {schema!r}: "
