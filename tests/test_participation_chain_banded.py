@@ -148,7 +148,7 @@ def test_optimize_takes_the_2b_band_strategy_when_it_is_better():
     from mmopt.participation import min_separation, sensitivity_squared
     n, k = 64, 8
     schema = min_separation(n // k, k)
-    res = mmopt.optimize(mmopt.workload.prefix(n), participation=schema, options={"seconds": 10})
+    res = mmopt.optimize(mmopt.workload.prefix(n), participation=schema, options={"seconds": 3})
     chain, free = res.extra["chain_banded_error"], res.extra["free_banded_error"]
     assert chain < free and res.objective <= chain * (1 + 1e-12)
     assert "chain_banded" in res.solver and res.extra["sensitivity_exact"]
@@ -158,7 +158,7 @@ def test_optimize_takes_the_2b_band_strategy_when_it_is_better():
     exact = sensitivity_squared(C, schema).squared * np.linalg.norm(W @ np.linalg.inv(C)) ** 2
     assert exact == pytest.approx(res.objective, rel=1e-8)
     without = mmopt.optimize(mmopt.workload.prefix(n), participation=schema,
-                             options={"seconds": 10, "chain_banded_seconds": 0})
+                             options={"seconds": 3, "chain_banded_seconds": 0})
     assert "chain_banded_error" not in without.extra and res.objective < without.objective
     with pytest.raises(ValueError, match="chain_banded_seconds"):
         mmopt.optimize(mmopt.workload.prefix(n), participation=schema, options={"chain_banded_seconds": -1})

@@ -11,11 +11,11 @@ method). Gaussian noise only (the L2 sensitivity). Methods:
   :func:`mmopt.participation.optimum.solve_fixed_epochs` (O(n³) per step);
 * "auto" / "l2_approx" under ``min_separation(n/k, k)`` on a dense workload (or prefix sums) of ≤ 2,048 steps:
   :func:`mmopt.participation.cutting.solve_min_separation`, cutting planes over patterns whose working-set dual
-  is a certified lower bound for the whole schema (option ``seconds``: a CPU budget, default 100); on prefix sums the
-  banded Toeplitz strategy is run too, the free banded strategy of :mod:`mmopt.participation.free_banded`
-  (option ``free_banded_seconds``, default 30; 0 skips it) and from it the strategy with 2b bands of
-  :mod:`mmopt.participation.chain_banded` (``chain_banded_seconds``, default 60; 0 skips it), and the best one
-  returned, with the better bound;
+  is a certified lower bound for the whole schema (option ``seconds``: a CPU budget, default 100, 50 on prefix
+  sums); on prefix sums the banded Toeplitz strategy is run too, the free banded strategy of
+  :mod:`mmopt.participation.free_banded` (option ``free_banded_seconds``, default 15; 0 skips it) and from it the
+  strategy with 2b bands of :mod:`mmopt.participation.chain_banded` (``chain_banded_seconds``, default 45; 0
+  skips it), and the best one returned, with the better bound;
 * "banded": a banded Toeplitz strategy with at most b = min-separation bands (n/k for fixed epochs) on prefix
   sums at any n, optimised by :mod:`mmopt.toeplitz.solve`; with that many bands no pattern's cross terms survive,
   so its sensitivity is exact; when n = k·b, also the row-weighted one of :mod:`mmopt.participation.weighted`,
@@ -50,8 +50,9 @@ BANDED_INVERSE_FROM = 1024
 METHODS = ("auto", "l2_approx", "banded")
 OBJECTIVES = ("total", "max_variance", "last_iterate")
 SECONDS = 100.0  # the cutting planes' default CPU budget under minimum separation
-FREE_BANDED_SECONDS = 30.0  # the free banded strategy's CPU budget there (option free_banded_seconds; 0: not run)
-CHAIN_BANDED_SECONDS = 60.0  # then the 2b-band strategy's from it (option chain_banded_seconds; 0: not run)
+SECONDS_PREFIX = 50.0  # on prefix sums, where the free and 2b-band strategies follow: 50 + 15 + 45 CPU s in all
+FREE_BANDED_SECONDS = 15.0  # the free banded strategy's CPU budget there (option free_banded_seconds; 0: not run)
+CHAIN_BANDED_SECONDS = 45.0  # then the 2b-band strategy's from it (option chain_banded_seconds; 0: not run)
 
 
 def takes(workload, method, call: Call) -> bool:
@@ -180,7 +181,7 @@ def _cutting(workload, G, stream, schema, call: Call, t0: float) -> OptimizeResu
     n = stream.n if prefix else G.shape[0]
     sol = solve_min_separation(n if prefix else G, schema.separation_steps, schema.max_participations, tol=tol,
                                max_rounds=call.max_iterations or 40,
-                               seconds=(call.options or {}).get("seconds", SECONDS))
+                               seconds=(call.options or {}).get("seconds", SECONDS_PREFIX if prefix else SECONDS))
     sens = sol.sensitivity
     primal, lower, strategy = sol.primal, sol.dual, Strategy(sol.matrix, "participation-optimum")
     solver, bound_method = "mmopt-participation-cutting-planes", ("dual of the working set's program "
@@ -199,9 +200,9 @@ def _cutting(workload, G, stream, schema, call: Call, t0: float) -> OptimizeResu
             extra |= {key: band.extra[key] for key in ("sensitivity_squared", "sensitivity_exact",
                                                        "sensitivity_method", "bands")}
     if prefix:
-        # the free banded strategy (every entry of the b bands and the column norms free, exact sensitivity), in
-        # what is left of the route's budget: the primal side of the certificate (n = 1,024, k = 4: 39,317
-        # against the cutting planes' 39,654)
+        # the primal side of the certificate: the free banded strategy (every entry of the b bands and the column
+        # norms free, exact sensitivity), then 2b bands from it (n = 1,024, k = 4, in 115 CPU s all told: 39,603
+        # and 39,206 against the cutting planes' 40,976 and their certified bound 38,911)
         from mmopt.participation.chain_banded import chain_banded
         from mmopt.participation.free_banded import free_banded
         budget = {key: v.check_real((call.options or {}).get(key, default), name=f"options['{key}']", caller=CALLER,
@@ -217,10 +218,11 @@ def _cutting(workload, G, stream, schema, call: Call, t0: float) -> OptimizeResu
                 solver = "L-BFGS-B (mmopt.participation.free_banded; beat the cutting planes)"
                 extra |= {"sensitivity_squared": 1.0, "sensitivity_exact": True,
                           "sensitivity_method": free.sensitivity.method, "bands": n // k}
-        if free is not None and budget["chain_banded_seconds"]:
+        if budget["chain_banded_seconds"]:
             # 2b bands, from the free band: the optimum under the whole schema is not banded (chain_banded's
             # docstring); its Δ² is the chain's, exact when X ≥ 0 on the worst pattern, else an upper bound
-            chain = chain_banded(n, k, start=free.matrix, seconds=budget["chain_banded_seconds"])
+            chain = chain_banded(n, k, start=None if free is None else free.matrix,
+                                 seconds=budget["chain_banded_seconds"])
             extra["chain_banded_error"] = chain.error
             if chain.error < primal:
                 primal, strategy = chain.error, Strategy(chain.matrix, "chain-banded")

@@ -115,8 +115,9 @@ def chain_banded(n: int, participations: int, *, start=None, max_iterations: int
     participations : int
         k; the separation is b = n/k and the strategy has 2b bands.
     start : array_like (n, n), optional
-        A lower-triangular start with at most 2b bands (default: :func:`~.free_banded.free_banded` with 100
-        iterations). The result is never worse than it.
+        A lower-triangular start with at most 2b bands (default: the row-weighted strategy of
+        :mod:`mmopt.participation.weighted`; the free banded one is a better start for a short budget). The
+        result is never worse than it.
     max_iterations : int
         L-BFGS iterations per temperature.
     seconds : float, optional
@@ -135,7 +136,8 @@ def chain_banded(n: int, participations: int, *, start=None, max_iterations: int
     (True, True, True)
     """
     caller = "chain_banded"
-    from mmopt.participation.free_banded import MAX_N, free_banded
+    from mmopt.participation.free_banded import MAX_N
+    from mmopt.participation.weighted import weighted_banded
     n = v.check_int(n, name="n", caller=caller, low=2, high=MAX_N)
     k = v.check_int(participations, name="participations", caller=caller, low=1)
     if n % k:
@@ -148,7 +150,7 @@ def chain_banded(n: int, participations: int, *, start=None, max_iterations: int
     t0 = time.process_time()
     b = n // k
     band = np.tril(np.ones((n, n), dtype=bool)) & ~np.tril(np.ones((n, n), dtype=bool), -2 * b)
-    C0 = free_banded(n, k, max_iterations=100).matrix if start is None else v.check_matrix(
+    C0 = np.asarray(weighted_banded(n, k).to_dense(), dtype=float) if start is None else v.check_matrix(
         start, name="start", caller=caller, square=True)
     if C0.shape != (n, n):
         raise ValueError(f"The 'start' parameter of {caller} must be {n}×{n}. Got shape {C0.shape} instead.")
