@@ -8,6 +8,7 @@ from itertools import pairwise
 
 import numpy as np
 import pytest
+from _participation_brute import all_patterns
 
 from mmopt.participation.chain_banded import _objective, chain_banded, chain_soft_max
 from mmopt.participation.cutting import solve_min_separation
@@ -15,15 +16,6 @@ from mmopt.participation.free_banded import free_banded
 from mmopt.participation.patterns import pattern_upper_bound
 from mmopt.participation.schemas import MinSeparation
 from mmopt.participation.sensitivity import block_bounds, chain_pattern_max, gram_sensitivity_squared, pair_band
-
-
-def _patterns(n, b, k):
-    """Every pattern of at most k steps, b apart, the empty one included (brute force, built step by step)."""
-    out, grow = [()], [()]
-    for _ in range(k):
-        grow = [p + (t,) for p in grow for t in range(p[-1] + b if p else 0, n)]
-        out += grow
-    return out
 
 
 def _chain_value(p, dg, P, b):
@@ -44,7 +36,7 @@ def test_chain_soft_max_is_the_log_sum_exp_over_every_pattern_and_its_gradient_t
     rng = np.random.default_rng(2)
     n, b, k = 14, 3, 3
     dg, P = rng.random(n), rng.random((n, b))
-    pats = _patterns(n, b, k)
+    pats = all_patterns(n, b, k)
     vals = np.array([_chain_value(p, dg, P, b) if p else 0.0 for p in pats])
     top = vals.max()
     want = (np.log(np.exp(tau * (vals - top)).sum()) + tau * top) / tau
@@ -71,7 +63,7 @@ def test_sensitivity_of_a_bandwidth_2b_gram_matches_every_pattern(seed):
     _, X = _band_gram(n, b, seed)
     assert not np.any(np.abs(np.subtract.outer(np.arange(n), np.arange(n)))[X != 0] >= 2 * b)
     S = gram_sensitivity_squared(X, MinSeparation(b, k))
-    brute = max(X[np.ix_(p, p)].sum() for p in _patterns(n, b, k) if p)
+    brute = max(X[np.ix_(p, p)].sum() for p in all_patterns(n, b, k) if p)
     assert S.exact and "chain" in S.method
     assert S.squared == pytest.approx(brute, rel=1e-13)
 
@@ -81,7 +73,7 @@ def test_sensitivity_with_negative_entries_brackets_every_patterns_exact_value(s
     n, b, k = 12, 3, 3
     _, X = _band_gram(n, b, seed, signed=True)
     S = gram_sensitivity_squared(X, MinSeparation(b, k))
-    blocks = [X[np.ix_(p, p)] for p in _patterns(n, b, k) if p]
+    blocks = [X[np.ix_(p, p)] for p in all_patterns(n, b, k) if p]
     lower = max(float(block_bounds(B[None])[0][0]) for B in blocks)  # each pattern's sign-vector lower bound
     assert S.lower <= S.squared
     assert lower <= S.squared * (1 + 1e-12)  # an upper bound of every pattern's Δ²

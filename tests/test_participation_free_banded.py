@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from _participation_brute import all_patterns
 
 from mmopt import toeplitz
 from mmopt.participation import min_separation, sensitivity_squared
@@ -15,21 +16,12 @@ from mmopt.participation.toeplitz import schema_error
 from mmopt.participation.weighted import weighted_banded
 
 
-def _patterns(n, b, k):
-    """Every pattern of at most k steps, b apart, the empty one included (brute force, built step by step)."""
-    out, grow = [()], [()]
-    for _ in range(k):
-        grow = [p + (t,) for p in grow for t in range(p[-1] + b if p else 0, n)]
-        out += grow
-    return out
-
-
 @pytest.mark.parametrize("tau", [0.5, 3.0, 40.0])
 def test_soft_pattern_max_is_the_log_sum_exp_over_every_pattern(tau):
     rng = np.random.default_rng(0)
     n, b, k = 13, 3, 3
     x = rng.random(n)
-    P = _patterns(n, b, k)
+    P = all_patterns(n, b, k)
     sums = np.array([x[list(p)].sum() for p in P])
     want = (np.log(np.exp(tau * (sums - sums.max())).sum()) + tau * sums.max()) / tau
     got, g = soft_pattern_max(x, b, k, tau)
@@ -66,7 +58,7 @@ def test_exact_error_and_sensitivity_above_the_bound_and_below_the_start(n, k):
     assert np.all(np.triu(C, 1) == 0) and np.all(C[np.tril(np.ones((n, n), dtype=bool), -b)] == 0)
     # sensitivity: every pattern's 1ᵀ|X_π|1 by enumeration (X's cross terms vanish: exact zeros, disjoint columns)
     X = C.T @ C
-    worst = max(np.abs(X[np.ix_(p, p)]).sum() for p in _patterns(n, b, k) if p)
+    worst = max(np.abs(X[np.ix_(p, p)]).sum() for p in all_patterns(n, b, k) if p)
     assert worst == pytest.approx(1.0, rel=1e-12)
     assert sensitivity_squared(C, min_separation(b, k)).squared == pytest.approx(1.0, rel=1e-12)
     W = np.tril(np.ones((n, n)))

@@ -37,10 +37,9 @@ import math
 import time
 
 import numpy as np
-from scipy import optimize as sopt
 
 from mmopt._base import validation as v
-from mmopt.participation.free_banded import FreeBanded, _error
+from mmopt.participation.free_banded import FreeBanded, _check_arguments, _error, _lbfgs
 from mmopt.participation.schemas import MinSeparation
 from mmopt.participation.sensitivity import Sensitivity, _pair_edges, gram_sensitivity_squared, pair_band
 
@@ -135,18 +134,9 @@ def chain_banded(n: int, participations: int, *, start=None, max_iterations: int
     >>> bool(np.isclose(upper, 1.0)), r.sensitivity.exact, bool(r.error < 0.995 * band.error)
     (True, True, True)
     """
-    caller = "chain_banded"
-    from mmopt.participation.free_banded import MAX_N
     from mmopt.participation.weighted import weighted_banded
-    n = v.check_int(n, name="n", caller=caller, low=2, high=MAX_N)
-    k = v.check_int(participations, name="participations", caller=caller, low=1)
-    if n % k:
-        raise ValueError(f"The 'participations' parameter of {caller} must divide n = {n} (b = n/k). "
-                         f"Got {k} instead.")
-    max_iterations = v.check_int(max_iterations, name="max_iterations", caller=caller, low=0)
-    if seconds is not None:
-        seconds = v.check_real(seconds, name="seconds", caller=caller, low=0.0, low_open=True)
-    v.check_allocation(8 * n * n, what=f"eight {n:,}×{n:,} arrays", caller=caller)
+    caller = "chain_banded"
+    n, k, max_iterations, seconds = _check_arguments(n, participations, max_iterations, seconds, caller)
     t0 = time.process_time()
     b = n // k
     band = np.tril(np.ones((n, n), dtype=bool)) & ~np.tril(np.ones((n, n), dtype=bool), -2 * b)
@@ -178,16 +168,8 @@ def chain_banded(n: int, participations: int, *, start=None, max_iterations: int
             value, g = _objective(build(x), b, k, tau)
             return value, (g[rows, cols] if g is not None else np.zeros_like(x))
 
-        def stop(_, deadline=deadline):
-            if deadline is not None and time.process_time() > deadline:
-                raise StopIteration
-
-        # scipy ≥ 1.11 ends minimize when the callback raises StopIteration and returns the point reached
-        res = sopt.minimize(fun, x, jac=True, method="L-BFGS-B", callback=stop,
-                            options={"maxiter": max_iterations, "maxcor": 20, "ftol": 1e-15, "gtol": 0.0})
-        x, iterations = res.x, iterations + int(res.nit)
-        out_of_time = deadline is not None and time.process_time() > deadline
-        status = "user_limit" if res.nit >= max_iterations or out_of_time else "local_optimum"
+        x, nit, status = _lbfgs(fun, x, max_iterations, deadline)
+        iterations += nit
         candidate = exact(build(x))
         if candidate[0] < best[0]:
             best = candidate

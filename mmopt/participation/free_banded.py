@@ -124,16 +124,7 @@ def free_banded(n: int, participations: int, *, max_iterations: int = 250, secon
     >>> bool(np.isclose(S.squared, 1.0)), S.exact, r.sensitivity.exact
     (True, True, True)
     """
-    caller = "free_banded"
-    n = v.check_int(n, name="n", caller=caller, low=2, high=MAX_N)
-    k = v.check_int(participations, name="participations", caller=caller, low=1)
-    if n % k:
-        raise ValueError(f"The 'participations' parameter of {caller} must divide n = {n} (b = n/k bands). "
-                         f"Got {k} instead.")
-    max_iterations = v.check_int(max_iterations, name="max_iterations", caller=caller, low=0)
-    if seconds is not None:
-        seconds = v.check_real(seconds, name="seconds", caller=caller, low=0.0, low_open=True)
-    v.check_allocation(8 * n * n, what=f"eight {n:,}×{n:,} arrays", caller=caller)
+    n, k, max_iterations, seconds = _check_arguments(n, participations, max_iterations, seconds, "free_banded")
     from mmopt.participation.weighted import weighted_banded
     t0 = time.process_time()
     b = n // k
@@ -174,16 +165,9 @@ def free_banded(n: int, participations: int, *, max_iterations: int = 250, secon
             gu = (along / (2 * np.sqrt(kappa)) / E + gk / (m * S)) * kappa
             return value, np.concatenate([gCt[rows, cols] / E, gu])
 
-        def stop(_):
-            if deadline is not None and time.process_time() > deadline:
-                raise StopIteration
-
-        # scipy ≥ 1.11 ends minimize when the callback raises StopIteration and returns the point reached
-        res = sopt.minimize(fun, x, jac=True, method="L-BFGS-B", callback=stop,
-                            options={"maxiter": max_iterations, "maxcor": 20, "ftol": 1e-15, "gtol": 0.0})
-        x, iterations = res.x, iterations + int(res.nit)
-        out_of_time = deadline is not None and time.process_time() > deadline
-        status = "user_limit" if res.nit >= max_iterations or out_of_time else "local_optimum"
+        x, nit, status = _lbfgs(fun, x, max_iterations, deadline)
+        iterations += nit
+        out_of_time = status == "user_limit" and deadline is not None and time.process_time() > deadline
         candidate = exact(x)
         if candidate[0] < best[0]:
             best = candidate
@@ -192,6 +176,34 @@ def free_banded(n: int, participations: int, *, max_iterations: int = 250, secon
     error, C = best
     sens = Sensitivity(1.0, 1.0, True, "min separation, at most b bands: dynamic programme over Σ κ_t (exact)")
     return FreeBanded(C, float(error), sens, status, iterations, time.process_time() - t0)
+
+
+def _lbfgs(fun, x, max_iterations: int, deadline):
+    """(x, iterations, status) of one L-BFGS stage on ``fun`` (value, gradient) from x: status "user_limit" when the
+    iterations or the CPU deadline (``time.process_time``) ran out, else "local_optimum"."""
+    def stop(_):
+        if deadline is not None and time.process_time() > deadline:
+            raise StopIteration
+
+    # scipy ≥ 1.11 ends minimize when the callback raises StopIteration and returns the point reached
+    res = sopt.minimize(fun, x, jac=True, method="L-BFGS-B", callback=stop,
+                        options={"maxiter": max_iterations, "maxcor": 20, "ftol": 1e-15, "gtol": 0.0})
+    out_of_time = deadline is not None and time.process_time() > deadline
+    return res.x, int(res.nit), "user_limit" if res.nit >= max_iterations or out_of_time else "local_optimum"
+
+
+def _check_arguments(n, participations, max_iterations, seconds, caller: str):
+    """(n, k, max_iterations, seconds) checked for a banded family of n ≤ :data:`MAX_N` steps with b = n/k."""
+    n = v.check_int(n, name="n", caller=caller, low=2, high=MAX_N)
+    k = v.check_int(participations, name="participations", caller=caller, low=1)
+    if n % k:
+        raise ValueError(f"The 'participations' parameter of {caller} must divide n = {n} (b = n/k). "
+                         f"Got {k} instead.")
+    max_iterations = v.check_int(max_iterations, name="max_iterations", caller=caller, low=0)
+    if seconds is not None:
+        seconds = v.check_real(seconds, name="seconds", caller=caller, low=0.0, low_open=True)
+    v.check_allocation(8 * n * n, what=f"eight {n:,}×{n:,} arrays", caller=caller)
+    return n, k, max_iterations, seconds
 
 
 def _error(C: np.ndarray, bands: int | None = None, *, gradient: bool = False):
