@@ -70,14 +70,24 @@ def test_sensitivity_of_a_bandwidth_2b_gram_matches_every_pattern(seed):
 
 @pytest.mark.parametrize("seed", [3, 4])
 def test_sensitivity_with_negative_entries_brackets_every_patterns_exact_value(seed):
-    n, b, k = 12, 3, 3
+    n, b, k = 12, 3, 3  # few patterns: each one's block bracketed, inside the chain's bracket
     _, X = _band_gram(n, b, seed, signed=True)
     S = gram_sensitivity_squared(X, MinSeparation(b, k))
     blocks = [X[np.ix_(p, p)] for p in all_patterns(n, b, k) if p]
     lower = max(float(block_bounds(B[None])[0][0]) for B in blocks)  # each pattern's sign-vector lower bound
-    assert S.lower <= S.squared
-    assert lower <= S.squared * (1 + 1e-12)  # an upper bound of every pattern's Δ²
-    assert S.squared == pytest.approx(chain_pattern_max(np.diag(X), np.abs(pair_band(X, b)), b, k), rel=1e-13)
+    assert S.lower == pytest.approx(lower, rel=1e-12) and lower <= S.squared * (1 + 1e-12)
+    dg, P = np.diag(X), pair_band(X, b)
+    assert S.squared <= chain_pattern_max(dg, np.abs(P), b, k) * (1 + 1e-12)
+    assert S.lower >= chain_pattern_max(dg, P, b, k) * (1 - 1e-12)
+
+
+def test_sensitivity_with_negative_entries_and_many_patterns_is_the_chain_on_abs_x():
+    n, b, k = 60, 3, 6  # ~10⁷ patterns: the chain; its upper bound is max_π Σ|X_π| (branch and bound on |X|)
+    _, X = _band_gram(n, b, 7, signed=True)
+    S = gram_sensitivity_squared(X, MinSeparation(b, k))
+    assert "chain" in S.method and S.lower <= S.squared
+    upper = pattern_upper_bound(np.abs(X), b, k, rtol=1e-12)[0]
+    assert S.squared == pytest.approx(upper, rel=1e-9)
 
 
 def test_objective_gradient_matches_finite_differences():

@@ -220,15 +220,18 @@ def _min_separation(X: np.ndarray, b: int, k: int) -> Sensitivity:
         value, _ = best_pattern_sum(np.diag(X).copy(), b, k)
         return _result(value, value, "min separation: Σ X_tt (no entry ≥ b off the diagonal), dynamic programme",
                        always_exact=True)
-    if not np.any(X[offsets >= 2 * b]):  # only consecutive steps of a pattern meet in X_π: the chain
+    nonnegative = bool(np.all(X >= 0))
+    schema = MinSeparation(b, k)
+    few = schema.count(n) <= MAX_ENUMERATED
+    if not np.any(X[offsets >= 2 * b]) and (nonnegative or not few):
+        # only consecutive steps of a pattern meet in X_π: the chain (with negative entries and few patterns the
+        # enumeration below brackets each pattern more tightly)
         dg, P = np.diag(X).copy(), pair_band(X, b)
         upper = chain_pattern_max(dg, np.abs(P), b, k)  # ⟨X_π, Y⟩ ≤ Σ|X_π|
         lower = chain_pattern_max(dg, P, b, k)  # Y = 11ᵀ
         return _result(lower, upper, "min separation: the chain over consecutive steps (no entry ≥ 2b off the "
                        "diagonal), dynamic programme" + ("" if upper <= lower * (1 + 1e-12) else " on |X|"))
-    nonnegative = bool(np.all(X >= 0))
-    schema = MinSeparation(b, k)
-    if schema.count(n) <= MAX_ENUMERATED:
+    if few:
         if nonnegative:
             best = max(X[np.ix_(p, p)].sum() for p in schema.patterns(n))
             return _result(best, best, "min separation: every pattern enumerated, 1ᵀX1", always_exact=True)
