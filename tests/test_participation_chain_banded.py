@@ -9,6 +9,7 @@ from itertools import pairwise
 import numpy as np
 import pytest
 from _participation_brute import all_patterns
+from _participation_monte_carlo import assert_error_matches_the_mechanism
 
 from mmopt.participation.chain_banded import _objective, chain_banded, chain_soft_max
 from mmopt.participation.cutting import solve_min_separation
@@ -125,6 +126,13 @@ def test_chain_banded_beats_its_start_and_stays_above_the_certified_bound():
     assert r.error <= 0.995 * band.error
     dual = solve_min_separation(n, b, k, tol=1e-3, seconds=10).dual
     assert r.error >= dual
+
+
+def test_error_against_a_monte_carlo_run_of_the_mechanism():
+    # C is triangular with a positive diagonal, so there is no rank-deficient case in this family
+    r = chain_banded(32, 4, max_iterations=60)
+    assert np.any(np.tril(r.matrix, -(32 // 4)))  # entries past b bands: the family's own strategy
+    assert_error_matches_the_mechanism(r.matrix, r.error)
 
 
 def test_chain_banded_never_returns_worse_than_its_start():

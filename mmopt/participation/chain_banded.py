@@ -155,9 +155,10 @@ def chain_banded(n: int, participations: int, *, start=None, max_iterations: int
         C[rows, cols] = x
         return C
 
-    def exact(C):  # (Δ²·error with Δ² the chain's upper bound: the error of C scaled to Δ = 1, that C)
-        s = chain_sensitivity(C, b, k)
-        return _error(C)[0] * s.squared, C / math.sqrt(s.squared)
+    def exact(C):  # (Δ²·error with Δ² the chain's upper bound: the error of C scaled to Δ = 1, that C, its Δ²)
+        s = chain_sensitivity(C, b, k)  # the chain is homogeneous in X: scaling C by 1/Δ scales the bracket by 1/Δ²
+        scaled = Sensitivity(1.0, s.lower / s.squared, s.exact, s.method)
+        return _error(C)[0] * s.squared, C / math.sqrt(s.squared), scaled
 
     best = exact(C0)
     x = C0[rows, cols].copy()
@@ -174,8 +175,8 @@ def chain_banded(n: int, participations: int, *, start=None, max_iterations: int
         candidate = exact(build(x))
         if candidate[0] < best[0]:
             best = candidate
-    error, C = best
-    return FreeBanded(C, float(error), chain_sensitivity(C, b, k), status, iterations, time.process_time() - t0)
+    error, C, sens = best
+    return FreeBanded(C, float(error), sens, status, iterations, time.process_time() - t0)
 
 
 def _objective(C: np.ndarray, b: int, k: int, tau: float):

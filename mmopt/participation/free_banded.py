@@ -167,11 +167,10 @@ def free_banded(n: int, participations: int, *, max_iterations: int = 250, secon
 
         x, nit, status = _lbfgs(fun, x, max_iterations, deadline)
         iterations += nit
-        out_of_time = status == "user_limit" and deadline is not None and time.process_time() > deadline
         candidate = exact(x)
         if candidate[0] < best[0]:
             best = candidate
-        if out_of_time:
+        if deadline is not None and time.process_time() > deadline:
             break
     error, C = best
     sens = Sensitivity(1.0, 1.0, True, "min separation, at most b bands: dynamic programme over Σ κ_t (exact)")
