@@ -17,9 +17,11 @@ larger of it and the cutting planes' certified dual), "ratio" error/bound;
 optimum with tol = 1e-5: mmopt.participation.tridiagonal, O(n·k²) per step). "row-weighted banded" is
 mmopt.participation.weighted (b bands, row weights chosen for fixed epochs; exact sensitivity and error under
 both schemas, as it has at most b bands).
-"mmopt cutting planes" (minsep, n ≤ 2,048) is mmopt.participation.cutting with tol = 1e-2 and a wall-clock budget
-``--minsep-seconds`` (default 110): its error uses the schema's Δ² over every pattern (branch and bound), its
-primal/dual gap, status and the load average are listed under the table.
+"mmopt optimize (auto)" (minsep, n ≤ 2,048) is ``mmopt.optimize(prefix(n), participation=min_separation(b, k))``
+with its default budgets (cutting planes up to 512 steps, the chain dual, the free banded and 2b-band strategies:
+mmopt.family.training_separation); its error uses its Δ² (exact, or the chain's proven upper bound), its bound
+is its certified one; its gap, status, lower-bound method and the load average are listed under the table
+(``--no-minsep-route`` skips it).
 ``--big`` adds n = 2¹⁶, k = 16, where no certified optimum runs: "bound" is then the proven diagonal bound of
 mmopt.participation.bound (0.993–0.997 of the certified optimum where both run, n ≤ 4,096).
 ML notation: with noise multiplier z (σ = z·clip norm C_clip) and batch size B,
@@ -114,7 +116,7 @@ def momentum_rows(n: int, k: int, beta: float, python: str, cache: Path, dense_m
     return [row | {"n": n, "k": k} for row in out]
 
 
-def mmopt_half(n: int, k: int, cache: Path, reuse: bool, minsep_seconds: float = 110.0) -> list[dict]:
+def mmopt_half(n: int, k: int, cache: Path, reuse: bool, minsep_route: bool = True) -> list[dict]:
     """mmopt's rows (certified optimum, banded under both schemas), saved beside jax's strategies; ``reuse``
     reads them back (so the two halves can run apart on a loaded machine)."""
     import mmopt
@@ -154,14 +156,14 @@ def mmopt_half(n: int, k: int, cache: Path, reuse: bool, minsep_seconds: float =
         out.append({"method": f"mmopt banded ({b} bands)", "schema": name, "error": schema_error(W, E, schema)[0],
                     "sec": time.process_time() - t, "jax_over_exact": float("nan")})
     minsep_bound = bound
-    if n <= 2048 and minsep_seconds > 0:
-        from mmopt.participation.cutting import solve_min_separation
+    if n <= 2048 and minsep_route:
         t = time.process_time()
-        sol = solve_min_separation(n, b, k, tol=1e-2, seconds=minsep_seconds)
-        minsep_bound = max(bound, sol.dual)
-        out.append({"method": "mmopt cutting planes", "schema": "minsep", "error": sol.primal,
+        res = mmopt.optimize(mmopt.workload.prefix(n), participation=ms)
+        minsep_bound = max(bound, res.lower_bound)
+        out.append({"method": "mmopt optimize (auto)", "schema": "minsep", "error": res.objective,
                     "sec": time.process_time() - t, "jax_over_exact": float("nan"), "bound": minsep_bound,
-                    "gap": sol.primal / sol.dual, "status": sol.status})
+                    "gap": res.objective / res.lower_bound, "status": res.status,
+                    "how": f"{res.solver}; bound: {res.extra['lower_bound_method']}"})
     for row in out:
         row.setdefault("bound", minsep_bound if row["schema"] == "minsep" else bound)
     path.write_text(json.dumps(out))
@@ -169,7 +171,7 @@ def mmopt_half(n: int, k: int, cache: Path, reuse: bool, minsep_seconds: float =
 
 
 def rows_for(n: int, k: int, python: str, cache: Path, dense_max: int, reuse: bool, run_jax: bool,
-             minsep_seconds: float = 110.0) -> list[dict]:
+             minsep_route: bool = True) -> list[dict]:
     from mmopt import toeplitz
     from mmopt.participation import fixed_epochs, min_separation, sensitivity_squared
     from mmopt.participation.toeplitz import schema_error
@@ -177,7 +179,7 @@ def rows_for(n: int, k: int, python: str, cache: Path, dense_max: int, reuse: bo
     b = n // k
     fe, ms = fixed_epochs(k), min_separation(b, k)
     W = toeplitz.prefix(n)
-    out = mmopt_half(n, k, cache, reuse, minsep_seconds)
+    out = mmopt_half(n, k, cache, reuse, minsep_route)
     bound = out[0]["bound"]
     minsep_bound = max(r["bound"] for r in out if r["schema"] == "minsep")
     if not run_jax and not (cache / f"jax_n{n}_k{k}.npz").exists():
@@ -216,8 +218,8 @@ def main() -> None:
     p.add_argument("--no-run-jax", action="store_true", help="use jax's saved strategies only, never start it")
     p.add_argument("--beta", type=float, default=0.0, help="momentum β > 0: the momentum workload's rows")
     p.add_argument("--out", type=Path, default=None)
-    p.add_argument("--minsep-seconds", type=float, default=110.0,
-                   help="wall-clock budget of mmopt's cutting planes under min separation (n ≤ 2,048; 0 skips)")
+    p.add_argument("--no-minsep-route", action="store_true",
+                   help="skip mmopt.optimize under min separation (n ≤ 2,048, ~115 CPU s each)")
     a = p.parse_args()
     if a.out is None:
         a.out = HERE / "results" / ("bench_participation_momentum.txt" if a.beta > 0 else "bench_participation.txt")
@@ -234,7 +236,7 @@ def main() -> None:
         rows = (momentum_rows(n, k, a.beta, a.jax_python, a.jax_cache, a.jax_dense_max, a.reuse,
                               not a.no_run_jax) if a.beta > 0 else
                 rows_for(n, k, a.jax_python, a.jax_cache, a.jax_dense_max, a.reuse, not a.no_run_jax,
-                         a.minsep_seconds))
+                         not a.no_minsep_route))
         for schema in ("fixed", "minsep"):
             group = [r for r in rows if r["schema"] == schema]
             jax_best = min((r["error"] for r in group if r["method"].startswith("jax")), default=float("nan"))
@@ -245,8 +247,9 @@ def main() -> None:
                 print(line, flush=True)
                 lines.append(line)
                 if "gap" in r:
-                    notes.append(f"n = {n:,}, k = {k}: cutting planes {r['status']}, primal/dual {r['gap']:.5f}, "
-                                 f"{r['sec']:.1f} CPU s, load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+                    notes.append(f"n = {n:,}, k = {k}: optimize {r['status']}, error/bound {r['gap']:.5f}, "
+                                 f"{r['sec']:.1f} CPU s ({r['how']}), load average "
+                                 f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     a.out.parent.mkdir(parents=True, exist_ok=True)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     lines.append(f"load average at end {load}")

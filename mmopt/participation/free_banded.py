@@ -206,7 +206,8 @@ def _check_arguments(n, participations, max_iterations, seconds, caller: str):
 
 
 def _error(C: np.ndarray, bands: int | None = None, *, gradient: bool = False):
-    """(‖W C⁻¹‖²_F, its gradient on the band if asked): W the prefix-sum matrix (cumulative sums)."""
+    """(‖W C⁻¹‖²_F, its gradient on C's ``bands`` bands if asked, other entries unspecified): W the prefix-sum
+    matrix (cumulative sums)."""
     Ci, info = scipy.linalg.lapack.dtrtri(C, lower=1)
     if info != 0:
         return math.inf, None
@@ -216,6 +217,16 @@ def _error(C: np.ndarray, bands: int | None = None, *, gradient: bool = False):
     M = scipy.linalg.blas.dsyrk(1.0, B, trans=1, lower=1)  # BᵀB: its lower triangle, all that is read below
     n = C.shape[0]
     g = np.zeros((n, n))
-    for j in range(n):  # ∂/∂C_ij of ‖B‖² = −2 (M C⁻ᵀ)_ij on the band i ∈ [j, j + b); C⁻¹ lower: l ≤ j ≤ i
-        g[j:j + bands, j] = -2.0 * (M[j:j + bands, :j + 1] @ Ci[j, :j + 1])
+    width = max(1, min(bands, 256))
+    # ∂/∂C_ij of ‖B‖² = −2 (M C⁻ᵀ)_ij = −2 Σ_{l≤j} M_il C⁻¹_jl on the band i ∈ [j, j + bands), by blocks of columns
+    # [lo, hi) (products, not one matrix-vector product per column): M's lower triangle holds l < lo ≤ i, the
+    # block l ∈ [lo, hi) is made symmetric
+    for lo in range(0, n, width):
+        hi = min(lo + width, n)
+        rows = slice(lo, min(hi + bands - 1, n))
+        acc = M[rows, :lo] @ Ci[lo:hi, :lo].T
+        Md = M[rows, lo:hi].copy()
+        Md[:hi - lo] = np.tril(Md[:hi - lo]) + np.tril(Md[:hi - lo], -1).T
+        acc += Md @ Ci[lo:hi, lo:hi].T
+        g[rows, lo:hi] = -2.0 * acc
     return float(np.trace(M)), g

@@ -67,6 +67,20 @@ class _Factor:
         return self.L @ self.L.T
 
 
+def certified_trace_sqrt(A: _Factor, M: np.ndarray, Mabs: np.ndarray, relative_error: float):
+    """(S_low, ω, V): S_low ≤ tr (A M' Aᵀ)^{1/2} for the exact M' the computed ``M`` stands for, each entry within
+    ``relative_error`` of ``Mabs``'s (|M'_st − M_st| ≤ relative_error·Mabs_st); ω, V = eigh of the computed K.
+
+    Weyl: each eigenvalue of the exact K moves by at most eigh's backward error (32·n·u·‖K‖) plus the round-off of
+    forming K (γ_{2n}‖A|M|Aᵀ‖_F) plus M's own error pushed through A (relative_error·‖A Mabs Aᵀ‖_F).
+    """
+    K = A.K(M)
+    omega, V = np.linalg.eigh((K + K.T) / 2)
+    dK = A.K_error(Mabs) * (1 + relative_error) + relative_error * float(np.linalg.norm(A.K(Mabs)))
+    delta = 32 * A.n * _EPS * float(np.abs(omega).max()) + dK
+    return float(np.sqrt(np.maximum(omega - delta, 0.0)).sum()), omega, V
+
+
 class _Group:
     """The patterns of one length m: steps (p, m) and where their variables sit in x."""
 
@@ -160,14 +174,8 @@ class _PatternDual:
         """(certified bound, X(M)) at x: Weyl's allowance for eigh and for forming M and K."""
         lam, M, _ = self.assemble(x)
         Mabs = self.assemble(x, absolute=True)[1]
-        K = self.A.K(M)
-        K = (K + K.T) / 2
-        omega, V = np.linalg.eigh(K)
         # forming M: each entry a sum of at most P terms, each λR with R's own rounding (4k ulps)
-        mgamma = (self.P + 8 * max(g.m for g in self.groups)) * _EPS
-        dK = self.A.K_error(Mabs) * (1 + mgamma) + mgamma * float(np.linalg.norm(self.A.K(Mabs)))
-        delta = 32 * self.n * _EPS * float(np.abs(omega).max()) + dK
-        S_low = float(np.sqrt(np.maximum(omega - delta, 0.0)).sum())
+        S_low, omega, V = certified_trace_sqrt(self.A, M, Mabs, (self.P + 8 * max(g.m for g in self.groups)) * _EPS)
         bound = S_low ** 2 / (float(lam.sum()) * (1 + 4 * self.P * _EPS))
         w = np.maximum(omega, 1e-300 * max(float(omega[-1]), 1e-300))
         Z = self.A.At(V) * w ** -0.25

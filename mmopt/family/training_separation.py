@@ -1,0 +1,125 @@
+"""optimize's route for private training under ``min_separation(n/k, k)`` on a dense workload or prefix sums of
+≤ 2,048 steps, for :mod:`mmopt.family.training` (the budgets and what each part measured: its docstring)."""
+
+from __future__ import annotations
+
+import time
+
+from mmopt._base import validation as v
+from mmopt._base.result import SUCCESS, OptimizeResult, reconcile
+from mmopt.family.call import Call
+from mmopt.family.training_banded import run_banded, run_banded_toeplitz
+
+CALLER = "optimize"
+SECONDS = 70.0  # the cutting planes' default CPU budget (then the chain dual's 30)
+SECONDS_PREFIX = 20.0  # on prefix sums of ≤ CUTTING_PREFIX_MAX_N steps, where the others follow: 20 + 30 + 15 + 45
+CUTTING_PREFIX_MAX_N = 512  # past it, on prefix sums, the chain dual bounds better and the 2b bands win: no cutting
+CHAIN_DUAL_SECONDS = 30.0  # the chain dual's (mmopt.participation.chain_dual; option chain_dual_seconds; 0: not run)
+FREE_BANDED_SECONDS = 15.0  # the free banded strategy's (option free_banded_seconds; 0: not run)
+CHAIN_BANDED_SECONDS = 45.0  # then the 2b-band strategy's from it, at least (option chain_banded_seconds; 0: not run)
+ROUTE_SECONDS = 110.0  # by default the 2b-band strategy also takes what the others left of this much CPU
+
+
+def takes_separation(schema, n: int, stream, G) -> bool:
+    """min_separation(n/k, k) on ≤ 2,048 steps, a dense Gram or prefix sums: the cutting planes."""
+    from mmopt.participation.cutting import MAX_N
+    from mmopt.participation.schemas import MinSeparation
+    if not isinstance(schema, MinSeparation) or n > MAX_N or n % schema.separation_steps:
+        return False
+    return n // schema.separation_steps == schema.max_participations and (G is not None or stream.kind == "prefix")
+
+
+def run_separation(workload, G, stream, schema, call: Call, t0: float) -> OptimizeResult:
+    """min_separation(n/k, k): the cutting planes' certified optimum (on prefix sums up to
+    ``CUTTING_PREFIX_MAX_N`` steps), the chain dual's bound, the banded Toeplitz strategy (exact sensitivity) for
+    prefix sums and Toeplitz workloads, and on prefix sums the free banded and 2b-band strategies; the best
+    strategy and the best bound."""
+    from mmopt.dense._strategy_core import Strategy
+    from mmopt.participation.workloads import toeplitz_coefficients
+    tol = call.tol if call.tol is not None else 1e-2
+    prefix = stream is not None and stream.kind == "prefix"
+    n = stream.n if prefix else G.shape[0]
+    k = schema.max_participations
+    cpu0 = time.process_time()
+    cutting_default = (SECONDS_PREFIX if n <= CUTTING_PREFIX_MAX_N else 0.0) if prefix else SECONDS
+    budget = {key: v.check_real((call.options or {}).get(key, default), name=f"options['{key}']", caller=CALLER,
+                                low=0.0)
+              for key, default in (("seconds", cutting_default), ("chain_dual_seconds", CHAIN_DUAL_SECONDS),
+                                   ("free_banded_seconds", FREE_BANDED_SECONDS),
+                                   ("chain_banded_seconds", CHAIN_BANDED_SECONDS))}
+    a = None if prefix else toeplitz_coefficients(workload)
+    if not budget["seconds"] and not prefix and a is None:
+        raise ValueError(f"{CALLER}: options['seconds'] = 0 skips the cutting planes, which give the only strategy "
+                         "for this workload under minimum separation. Pass a positive budget (default "
+                         f"{SECONDS:g}).")
+    primal, lower, strategy, solver, bound_method = float("inf"), 0.0, None, None, None
+    extra, iterations, history, certified = {"participation": repr(schema)}, 0, (), False
+    if budget["seconds"]:
+        from mmopt.participation.cutting import solve_min_separation
+        sol = solve_min_separation(n if prefix else G, schema.separation_steps, k, tol=tol,
+                                   max_rounds=call.max_iterations or 40, seconds=budget["seconds"])
+        primal, lower, strategy = sol.primal, sol.dual, Strategy(sol.matrix, "participation-optimum")
+        solver, bound_method = "mmopt-participation-cutting-planes", ("dual of the working set's program "
+                                                                       "(mmopt.participation.cutting)")
+        extra |= {"sensitivity_squared": sol.sensitivity.squared, "sensitivity_exact": sol.sensitivity.exact,
+                  "sensitivity_method": sol.sensitivity.method, "cutting_planes_primal": sol.primal,
+                  "cutting_planes_dual": sol.dual, "cutting_planes_status": sol.status}
+        iterations, history, certified = sol.iterations, sol.history, sol.status == "optimal"
+    if budget["chain_dual_seconds"] and not certified and k > 1:  # (else the cutting planes' gap is within tol)
+        # every pattern at once, weighted by a Markov chain: n = 1,024, k = 8, prefix sums: 91,406 in 33 CPU s
+        # against the cutting planes' 90,311 in 50 s (mmopt.participation.chain_dual)
+        from mmopt.participation.chain_dual import chain_dual
+        chained = chain_dual(n if prefix else G, k, seconds=budget["chain_dual_seconds"])
+        extra["chain_dual"] = chained.bound
+        iterations += chained.iterations
+        if chained.bound > lower:
+            lower, bound_method = chained.bound, "chain dual (mmopt.participation.chain_dual)"
+    candidates = []
+    if prefix or a is not None:
+        band = (run_banded(stream, schema, call, None, t0) if prefix else
+                run_banded_toeplitz(workload, a, schema, call, None, t0))
+        if band.lower_bound > lower:
+            lower, bound_method = band.lower_bound, band.extra["lower_bound_method"]
+        candidates.append((band.objective, band.strategy, f"{band.solver} (banded)",
+                           {key: band.extra[key] for key in ("sensitivity_squared", "sensitivity_exact",
+                                                             "sensitivity_method", "bands")}))
+    if prefix:
+        if "chain_banded_seconds" not in (call.options or {}):  # the rest of the route's CPU budget, if more
+            spent = time.process_time() - cpu0 + budget["free_banded_seconds"]
+            budget["chain_banded_seconds"] = max(CHAIN_BANDED_SECONDS, ROUTE_SECONDS - spent)
+        candidates += _banded_strategies(n, k, budget, extra)
+    for error, candidate, name, facts in candidates:
+        if error < primal:
+            primal, strategy, solver = error, candidate, name
+            extra |= facts
+    extra["lower_bound_method"] = bound_method
+    status = "optimal" if primal <= (1 + tol) * lower else "user_limit"
+    status, message, lower = reconcile(primal, lower, status, f"minimum separation {schema!r}: {solver}, "
+                                       f"{primal / lower:.6f}× the certified lower bound ({bound_method}).", tol=tol)
+    m = workload.n_queries
+    return OptimizeResult(strategy, "l2", primal, lower, status, status in SUCCESS, message, "l2_approx", solver,
+                          iterations, time.perf_counter() - t0, primal / m, lower / m, history=history,
+                          extra=extra)
+
+
+def _banded_strategies(n: int, k: int, budget: dict, extra: dict) -> list:
+    """The primal side on prefix sums: the free banded strategy (every entry of the b bands and the column norms
+    free, exact sensitivity), then 2b bands from it (chain_banded's docstring: the optimum under the whole schema
+    is not banded; its Δ² is the chain's, exact when X ≥ 0 on the worst pattern, else an upper bound)."""
+    from mmopt.dense._strategy_core import Strategy
+    from mmopt.participation.chain_banded import chain_banded
+    from mmopt.participation.free_banded import free_banded
+    out = []
+    free = free_banded(n, k, seconds=budget["free_banded_seconds"]) if budget["free_banded_seconds"] else None
+    if free is not None:
+        extra["free_banded_error"] = free.error
+        out.append((free.error, Strategy(free.matrix, "free-banded"), "L-BFGS-B (mmopt.participation.free_banded)",
+                    {"sensitivity_squared": 1.0, "sensitivity_exact": True,
+                     "sensitivity_method": free.sensitivity.method, "bands": n // k}))
+    if budget["chain_banded_seconds"]:
+        chain = chain_banded(n, k, start=None if free is None else free.matrix, seconds=budget["chain_banded_seconds"])
+        extra["chain_banded_error"] = chain.error
+        out.append((chain.error, Strategy(chain.matrix, "chain-banded"), "L-BFGS-B (mmopt.participation.chain_banded)",
+                    {"sensitivity_squared": chain.sensitivity.squared, "sensitivity_exact": chain.sensitivity.exact,
+                     "sensitivity_method": chain.sensitivity.method, "bands": 2 * n // k}))
+    return out

@@ -1,0 +1,144 @@
+"""The chain dual: its P against brute force over every pattern of k steps (weights summing to 1), its gradient
+against finite differences, its certified bound below the error of strategies feasible for the schema and below
+the cutting planes' primal, close to the cutting planes' certified dual, and the dense-Gram path against the
+prefix one."""
+
+import numpy as np
+import pytest
+from _participation_brute import all_patterns
+
+from mmopt.participation.chain_banded import chain_banded
+from mmopt.participation.chain_dual import _certify, _chain, _objective, _split, _start, chain_dual
+from mmopt.participation.cutting import solve_min_separation
+from mmopt.participation.working_set import _Factor
+
+
+def test_P_is_the_co_occurrence_of_the_chain_over_every_pattern_of_k_steps():
+    rng = np.random.default_rng(0)
+    b, k, r = 3, 4, 5
+    n = b * k
+    x = rng.standard_normal(len(_start(b, k, r, rng)))
+    a0, A, _ = _split(x, b, k, r)
+    s0, Qs, Q, p, F, P, mask = _chain(a0, A, b, k)
+    expected, total = np.zeros((n, n)), 0.0
+    for pat in all_patterns(n, b, k):
+        if len(pat) < k:
+            continue
+        o = [t - i * b for i, t in enumerate(pat)]
+        w = p[0][o[0]] * np.prod([Q[i][o[i], o[i + 1]] for i in range(k - 1)])
+        u = np.zeros(n)
+        u[list(pat)] = 1.0
+        expected += w * np.outer(u, u)
+        total += w
+    assert total == pytest.approx(1.0, rel=1e-12)  # every monotone offset sequence is a pattern, and only those
+    np.testing.assert_allclose(P, expected, rtol=1e-11, atol=1e-15)
+
+
+@pytest.mark.parametrize("prefix", [True, False])
+def test_gradient_matches_finite_differences(prefix):
+    rng = np.random.default_rng(1)
+    b, k, r = 4, 3, 6
+    n = b * k
+    i = np.arange(n)
+    factor = _Factor(n, True) if prefix else _Factor((n - np.maximum.outer(i, i)) + np.eye(n), False)
+    x = rng.standard_normal(len(_start(b, k, r, rng)))
+    f, g = _objective(x, factor, b, k, r, [0.0, x])
+    for j in rng.choice(len(x), 12, replace=False):
+        e = np.zeros_like(x)
+        e[j] = 1e-6
+        fd = (_objective(x + e, factor, b, k, r, [0.0, x])[0] - _objective(x - e, factor, b, k, r, [0.0, x])[0]) / 2e-6
+        # central differences of a smooth function of O(1) curvature: error ~1e-10, round-off ~1e-10
+        assert fd == pytest.approx(g[j], abs=1e-7)
+
+
+def test_certified_bound_is_just_below_the_estimate():
+    rng = np.random.default_rng(2)
+    b, k, r = 8, 4, 4
+    x = _start(b, k, r, rng)
+    best = [0.0, x]
+    _objective(x, _Factor(b * k, True), b, k, r, best)
+    certified = _certify(_Factor(b * k, True), x, b, k, r)
+    assert certified <= best[0]
+    assert certified == pytest.approx(best[0], rel=1e-8)  # allowances ~n·k·b·u·‖K‖ under each √ω, ω ≥ 1e-4‖K‖
+
+
+def test_bound_lies_below_every_feasible_strategy_and_near_the_cutting_planes():
+    n, k = 64, 8
+    lower = chain_dual(n, k, max_iterations=400)
+    cut = solve_min_separation(n, n // k, k, tol=1e-2)
+    chain = chain_banded(n, k, max_iterations=200)
+    assert lower.bound <= cut.primal and lower.bound <= chain.error
+    # the family's limit is 0.1 % below the optimum here (3,249.2 against 3,252.4); the cutting planes converge
+    assert lower.bound >= 0.995 * cut.dual
+    assert lower.levels[-1]["n"] == n and lower.iterations > 0
+
+
+def test_coarse_to_fine_for_prefix_sums_and_the_dense_gram_agree():
+    n, k = 128, 4
+    coarse = chain_dual(n, k, max_iterations=300)
+    assert [level["n"] for level in coarse.levels] == [64, 128]
+    i = np.arange(n)
+    dense = chain_dual((n - np.maximum.outer(i, i)).astype(float), k, max_iterations=300)
+    assert len(dense.levels) == 1
+    upper = chain_banded(n, k, max_iterations=200).error  # feasible (Δ² = 1): above every bound
+    for result in (coarse, dense):
+        assert 0.99 * upper <= result.bound <= upper
+    # two paths to one family's maximum (the cutting planes' certified dual here: 3,056.7, 0.1 % above)
+    assert coarse.bound == pytest.approx(dense.bound, rel=2e-3)
+
+
+def test_a_budget_stops_it_and_the_bound_stays_certified():
+    result = chain_dual(256, 8, seconds=1.0)
+    assert not result.converged
+    assert result.seconds < 10  # one level's step past the deadline at most
+    assert 0 < result.bound <= chain_banded(256, 8, max_iterations=20).error
+
+
+@pytest.mark.parametrize(("args", "kwargs", "match"), [
+    ((64, 5), {}, "'participations' parameter of chain_dual must divide n"),
+    ((64, 1), {}, "participations"),
+    ((np.ones((4, 3)), 2), {}, "gram"),
+    ((64, 8), {"rank": 0}, "rank"),
+])
+def test_bad_input_is_refused(args, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        chain_dual(*args, **kwargs)
+
+
+def test_optimize_keeps_the_better_bound_and_names_it():
+    import mmopt
+    from mmopt.participation import min_separation
+    n, k = 64, 4
+    schema = min_separation(n // k, k)
+    # cutting planes cut short (0.5 s) so that the chain dual runs and gives the bound
+    res = mmopt.optimize(mmopt.workload.prefix(n), participation=schema,
+                         options={"seconds": 0.5, "chain_dual_seconds": 5, "free_banded_seconds": 1,
+                                  "chain_banded_seconds": 1})
+    assert res.extra["chain_dual"] > res.extra["cutting_planes_dual"]
+    assert res.lower_bound == pytest.approx(res.extra["chain_dual"], rel=1e-9)
+    assert "chain dual" in res.extra["lower_bound_method"] and res.lower_bound <= res.objective
+    without = mmopt.optimize(mmopt.workload.prefix(n), participation=schema,
+                             options={"seconds": 0.5, "chain_dual_seconds": 0, "free_banded_seconds": 1,
+                                      "chain_banded_seconds": 1})
+    assert "chain_dual" not in without.extra and without.lower_bound < res.lower_bound
+    with pytest.raises(ValueError, match="chain_dual_seconds"):
+        mmopt.optimize(mmopt.workload.prefix(n), participation=schema, options={"chain_dual_seconds": -1})
+
+
+def test_optimize_without_cutting_planes_on_prefix_sums_and_refused_where_they_give_the_only_strategy():
+    import mmopt
+    from mmopt.participation import min_separation
+    n, k = 64, 4
+    schema = min_separation(n // k, k)
+    res = mmopt.optimize(mmopt.workload.prefix(n), participation=schema,
+                         options={"seconds": 0, "chain_dual_seconds": 3, "free_banded_seconds": 1,
+                                  "chain_banded_seconds": 1})
+    assert "cutting_planes_dual" not in res.extra and res.strategy is not None
+    assert res.lower_bound == pytest.approx(res.extra["chain_dual"], rel=1e-9) and res.lower_bound <= res.objective
+    one = mmopt.optimize(mmopt.workload.prefix(n), participation=min_separation(n, 1),  # k = 1: no chain dual
+                         options={"seconds": 0, "free_banded_seconds": 1, "chain_banded_seconds": 1})
+    assert "chain_dual" not in one.extra and one.lower_bound <= one.objective
+    from mmopt.participation import cosine_decay, learning_rate_workload
+    W = learning_rate_workload(cosine_decay(12, final=0.1), beta=0.9)  # not Toeplitz: no banded strategy either
+    with pytest.raises(ValueError, match="only strategy"):
+        mmopt.optimize(W, participation=min_separation(4, 3), options={"seconds": 0})
