@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 from _participation_brute import all_patterns
 
+import mmopt
+from mmopt.participation import cosine_decay, learning_rate_workload, min_separation
 from mmopt.participation.chain_banded import chain_banded
 from mmopt.participation.chain_dual import _certify, _chain, _objective, _split, _start, chain_dual
 from mmopt.participation.cutting import solve_min_separation
@@ -105,40 +107,33 @@ def test_bad_input_is_refused(args, kwargs, match):
         chain_dual(*args, **kwargs)
 
 
+def _optimize(n, schema, **budgets):
+    """optimize on prefix sums with short budgets (1 s for each banded strategy unless given)."""
+    options = {"free_banded_seconds": 1, "chain_banded_seconds": 1} | budgets
+    return mmopt.optimize(mmopt.workload.prefix(n), participation=schema, options=options)
+
+
 def test_optimize_keeps_the_better_bound_and_names_it():
-    import mmopt
-    from mmopt.participation import min_separation
     n, k = 64, 4
     schema = min_separation(n // k, k)
     # cutting planes cut short (0.5 s) so that the chain dual runs and gives the bound
-    res = mmopt.optimize(mmopt.workload.prefix(n), participation=schema,
-                         options={"seconds": 0.5, "chain_dual_seconds": 5, "free_banded_seconds": 1,
-                                  "chain_banded_seconds": 1})
+    res = _optimize(n, schema, seconds=0.5, chain_dual_seconds=5)
     assert res.extra["chain_dual"] > res.extra["cutting_planes_dual"]
     assert res.lower_bound == pytest.approx(res.extra["chain_dual"], rel=1e-9)
     assert "chain dual" in res.extra["lower_bound_method"] and res.lower_bound <= res.objective
-    without = mmopt.optimize(mmopt.workload.prefix(n), participation=schema,
-                             options={"seconds": 0.5, "chain_dual_seconds": 0, "free_banded_seconds": 1,
-                                      "chain_banded_seconds": 1})
+    without = _optimize(n, schema, seconds=0.5, chain_dual_seconds=0)
     assert "chain_dual" not in without.extra and without.lower_bound < res.lower_bound
     with pytest.raises(ValueError, match="chain_dual_seconds"):
-        mmopt.optimize(mmopt.workload.prefix(n), participation=schema, options={"chain_dual_seconds": -1})
+        _optimize(n, schema, chain_dual_seconds=-1)
 
 
 def test_optimize_without_cutting_planes_on_prefix_sums_and_refused_where_they_give_the_only_strategy():
-    import mmopt
-    from mmopt.participation import min_separation
     n, k = 64, 4
-    schema = min_separation(n // k, k)
-    res = mmopt.optimize(mmopt.workload.prefix(n), participation=schema,
-                         options={"seconds": 0, "chain_dual_seconds": 3, "free_banded_seconds": 1,
-                                  "chain_banded_seconds": 1})
+    res = _optimize(n, min_separation(n // k, k), seconds=0, chain_dual_seconds=3)
     assert "cutting_planes_dual" not in res.extra and res.strategy is not None
     assert res.lower_bound == pytest.approx(res.extra["chain_dual"], rel=1e-9) and res.lower_bound <= res.objective
-    one = mmopt.optimize(mmopt.workload.prefix(n), participation=min_separation(n, 1),  # k = 1: no chain dual
-                         options={"seconds": 0, "free_banded_seconds": 1, "chain_banded_seconds": 1})
+    one = _optimize(n, min_separation(n, 1), seconds=0)  # k = 1: no chain dual
     assert "chain_dual" not in one.extra and one.lower_bound <= one.objective
-    from mmopt.participation import cosine_decay, learning_rate_workload
     W = learning_rate_workload(cosine_decay(12, final=0.1), beta=0.9)  # not Toeplitz: no banded strategy either
     with pytest.raises(ValueError, match="only strategy"):
         mmopt.optimize(W, participation=min_separation(4, 3), options={"seconds": 0})
