@@ -28,7 +28,7 @@ a strategy with b bands (the row-weighted one by default; the route passes the f
 an exact improvement: the error is recomputed from C (triangular inverse) and Δ² by the exact chain maximum
 (the proven upper bound on |X|, which is what the result is scaled by).
 
-Cost per step: as :mod:`~.free_banded` with 2b bands (n³/3 + n³/2 + b·n²), X's band and C·Γ on the band block
+Cost per step: as :mod:`~.free_banded` with 2b bands (n³/6 + n³/6 + b·n²), X's band and C·Γ on the band block
 by block (18·n·b², where the dense products took 2n³) and the chain (O(k·n·b)).
 """
 

@@ -23,8 +23,8 @@ docs/tutorials/training.md. The start is the row-weighted strategy, and the end 
 no surrogate) and its Δ² by the dynamic programme. A local optimum of a non-convex parametrisation: status
 "local_optimum", or "user_limit" when L-BFGS ran out of iterations or seconds in the last stage.
 
-Cost per step: the triangular inverse C⁻¹ (n³/3), M = BᵀB with B = W C⁻¹ (a symmetric rank update, n³/2) and the
-banded gradient −2 (M C⁻ᵀ)_band (b·n²/2); O(n²) memory (n ≤ :data:`MAX_N`).
+Cost per step: the triangular inverse B = W C⁻¹ = (C W⁻¹)⁻¹ (n³/6 multiply-adds), M = BᵀB (B is triangular: LAPACK's
+lauum, n³/6) and the banded gradient −2 (M C⁻ᵀ)_band (b·n²/2); O(n²) memory (n ≤ :data:`MAX_N`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,158 @@
+"""The 2b-band strategy coarse to fine: solved at n/2ᴸ steps, carried to each finer level, refined there.
+
+Notation: see :mod:`mmopt.participation.chain_banded`. At 2,048 steps a step of the 2b-band strategy costs ~0.8 CPU
+s (a triangular inverse and BᵀB, n³/6 multiply-adds each) and from the free banded start it is time-limited: in
+100 CPU s it reaches 216,498 at k = 8, and 211,000 only after 430 s. A step at n/2 costs an eighth as much, and the
+strategy's shape carries over. Block i of b steps at n holds the steps of block i of b/2 at n/2, at half the offsets;
+so C_n(s, t) is read from C_{n/2} at (s/2, t/2), bilinear in the row and the lag s − t, the rows clamped to their
+block (the optimum jumps at block boundaries: within a block its lags grow with the offset, a saw-tooth, so no
+smooth or per-block polynomial model of it comes within 1 %). Off the diagonal the entries are multiplied by a
+factor c: twice as many lags share the sensitivity (the banded Toeplitz optimum's coefficients decay like
+d^{−1/2}, which suggests c ≈ 2^{−1/2}). Measured, the best start lies at c = 0.75–0.8 at every level and both k,
+so the level tries :data:`SCALES` and keeps the lowest exact Δ²·error (one triangular inverse and one chain each).
+
+The coarsest level starts from the free banded strategy (a third of its budget) and each level runs
+:func:`~.chain_banded` from the carried start, which keeps the start if it cannot improve on it. The budgets double
+with each level up to the finest, which takes the rest (about half).
+
+Measured (prefix sums, one core, ``seconds`` = 80): at n = 2,048, k = 8 levels 256 → 2,048 gave 210,895 (from the
+free band, 216,498 in 114 s); at k = 4, 92,052 (92,403); at n = 1,024, k = 8, 92,048 in 68 s (92,066 in 110 s).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from mmopt._base import validation as v
+from mmopt.participation.chain_banded import chain_banded, chain_sensitivity
+from mmopt.participation.free_banded import FreeBanded, _check_arguments, _error, free_banded
+
+__all__ = ["SCALES", "chain_levels", "prolong"]
+
+SCALES = (0.7, 0.75, 0.8)  # c of the module docstring (0.55 … 1.0 tried at n = 512 … 2,048, k = 4 and 8)
+MIN_SEPARATION = 16  # the coarsest level keeps b ≥ this
+MAX_LEVELS = 4
+GROWTH = 2.0  # each level's budget over the one before (a step costs 8× as much; 1, 1.5 and 3 no better at 2,048)
+
+
+def prolong(C: np.ndarray, participations: int, scale: float) -> np.ndarray:
+    """C_n from C_{n/2} (2·(n/2)/k bands): C_n(s, t) = c^{[s ≠ t]}·C_{n/2}(s/2, t/2), bilinear in the row and the
+    lag, rows clamped to their block of b/2 (module docstring).
+
+    Parameters
+    ----------
+    C : ndarray (h, h)
+        Lower-triangular with at most 2h/k bands; h a multiple of k.
+    participations : int
+        k.
+    scale : float
+        c, the factor of the entries off the diagonal.
+
+    Returns
+    -------
+    ndarray (2h, 2h)
+        Lower-triangular with at most 4h/k bands and a positive diagonal.
+
+    Examples
+    --------
+    >>> C = np.tril(np.ones((8, 8))) - np.tril(np.ones((8, 8)), -4)   # h = 8, k = 4: 2·2 = 4 bands of ones
+    >>> F = prolong(C, 4, 0.5)
+    >>> F.shape, float(F[5, 5]), float(F[5, 4]), float(F[7, 0]), float(F[8, 0])
+    ((16, 16), 1.0, 0.5, 0.5, 0.0)
+    """
+    caller = "prolong"
+    C = v.check_matrix(C, name="C", caller=caller, square=True)
+    k = v.check_int(participations, name="participations", caller=caller, low=1)
+    h = C.shape[0]
+    if h % k:
+        raise ValueError(f"The 'participations' parameter of {caller} must divide n = {h}. Got {k} instead.")
+    n, hb = 2 * h, h // k  # hb: the coarse separation; the fine one is b = 2·hb
+    lag = np.zeros((h, 2 * hb))  # lag[s, d] = C[s, s − d]
+    s, t = np.tril_indices(h)
+    near = s - t < 2 * hb
+    lag[s[near], (s - t)[near]] = C[s[near], t[near]]
+    S, T = np.tril_indices(n)
+    near = S - T < 4 * hb
+    S, T = S[near], T[near]
+    D = S - T
+    r = S / 2.0
+    r0 = np.floor(r).astype(int)
+    r1 = np.minimum(r0 + 1, (r0 // hb) * hb + hb - 1)  # the row's coarse block ends there
+    d = np.minimum(D / 2.0, 2 * hb - 1)
+    d0 = np.floor(d).astype(int)
+    d1 = np.minimum(d0 + 1, 2 * hb - 1)
+    wr, wd = r - r0, d - d0
+    values = ((1 - wr) * ((1 - wd) * lag[r0, d0] + wd * lag[r0, d1])
+              + wr * ((1 - wd) * lag[r1, d0] + wd * lag[r1, d1]))
+    out = np.zeros((n, n))
+    out[S, T] = np.where(D > 0, scale * values, values)
+    diagonal = np.diag(out).copy()
+    floor = 1e-3 * float(np.abs(diagonal).max()) if np.any(diagonal > 0) else 1.0
+    out[np.diag_indices(n)] = np.maximum(diagonal, floor)
+    return out
+
+
+def chain_levels(n: int, participations: int, *, seconds: float, levels: int | None = None) -> FreeBanded:
+    """The 2b-band strategy for prefix sums of n steps under ``min_separation(n/k, k)``, coarse to fine.
+
+    Parameters
+    ----------
+    n : int
+        Steps, a multiple of k, at most :data:`mmopt.participation.free_banded.MAX_N`.
+    participations : int
+        k; the separation is b = n/k.
+    seconds : float
+        The CPU budget of all levels (each level's status "user_limit" when its share is spent).
+    levels : int, optional
+        How many (default: halve n while b stays even and ≥ 2·:data:`MIN_SEPARATION`, at most
+        :data:`MAX_LEVELS`; 1 is the free band then :func:`~.chain_banded` at n).
+
+    Returns
+    -------
+    FreeBanded
+        The finest level's strategy, its exact error and the chain's Δ² (as :func:`~.chain_banded`); iterations
+        and seconds of all levels.
+
+    Examples
+    --------
+    >>> r = chain_levels(128, 4, seconds=6.0)
+    >>> r.matrix.shape, bool(r.error < free_banded(128, 4, max_iterations=200).error)
+    ((128, 128), True)
+    """
+    caller = "chain_levels"
+    n, k, _, seconds = _check_arguments(n, participations, 0, seconds, caller)
+    if seconds is None:
+        raise TypeError(f"The 'seconds' parameter of {caller} must be a positive number. Got None instead.")
+    t0 = time.process_time()
+    sizes = [n]
+    while (levels is None and len(sizes) < MAX_LEVELS and (sizes[0] // k) % 2 == 0
+           and sizes[0] // k >= 2 * MIN_SEPARATION):
+        sizes.insert(0, sizes[0] // 2)
+    if levels is not None:
+        levels = v.check_int(levels, name="levels", caller=caller, low=1)
+        if (n // k) % 2 ** (levels - 1):
+            raise ValueError(f"The 'levels' parameter of {caller} must leave b = n/k = {n // k} a whole number "
+                             f"at the coarsest level (b/2^(levels − 1)). Got {levels} instead.")
+        sizes = [n >> (levels - 1 - j) for j in range(levels)]
+    shares = [GROWTH ** j for j in range(len(sizes))]
+    iterations, coarse = 0, None
+    for j, m in enumerate(sizes):
+        deadline = t0 + seconds * sum(shares[:j + 1]) / sum(shares)
+        if j == 0:
+            free = free_banded(m, k, seconds=max((deadline - time.process_time()) / 3, 1e-3))
+            start, iterations = free.matrix, free.iterations
+        else:
+            start = min((prolong(coarse.matrix, k, c) for c in SCALES), key=lambda C: _scaled_error(C, m // k, k))
+        coarse = chain_banded(m, k, start=start, seconds=max(deadline - time.process_time(), 1e-3))
+        iterations += coarse.iterations
+    return FreeBanded(coarse.matrix, coarse.error, coarse.sensitivity, coarse.status, iterations,
+                      time.process_time() - t0)
+
+
+def _scaled_error(C: np.ndarray, b: int, k: int) -> float:
+    """Δ²·‖W C⁻¹‖²_F with Δ² the chain's upper bound: C's error scaled to Δ = 1."""
+    error = _error(C)[0]
+    return error * chain_sensitivity(C, b, k).squared if math.isfinite(error) else math.inf
