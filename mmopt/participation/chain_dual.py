@@ -38,7 +38,7 @@ import numpy as np
 from scipy import optimize as sopt
 
 from mmopt._base import validation as v
-from mmopt.participation.working_set import _Factor, certified_trace_sqrt
+from mmopt.participation.working_set import _Factor, certified_trace_sqrt, trace_sqrt
 
 __all__ = ["ChainDual", "chain_dual"]
 
@@ -221,14 +221,9 @@ def _objective(x, factor: _Factor, b: int, k: int, r: int, best: list):
     """(−log S², gradient)."""
     chain, L, C, N, R = _assemble(x, b, k, r)
     s0, Qs, Q, p, F, P, mask = chain
-    M = P * R
-    K = factor.K(M)
-    omega, V = np.linalg.eigh((K + K.T) / 2)
-    omega = np.maximum(omega, 1e-300 * max(float(omega[-1]), 1e-300))
-    S = float(np.sqrt(omega).sum())
+    S, Z = trace_sqrt(factor, P * R)
     if S * S > best[0]:
         best[:] = [S * S, x.copy()]
-    Z = factor.At(V) * omega ** -0.25
     Y = (Z @ Z.T) / S  # d log S² = tr(Y dM)
     a0bar, Abar = _chain_gradient(Y * R, s0, Qs, Q, p, F, mask, b, k)
     Gam = (1 - _FLOOR) * Y * P  # R's gradient, then through R = N C N, C = L Lᵀ
@@ -251,7 +246,7 @@ def _level(factor, x, b: int, k: int, r: int, max_iterations: int, deadline):
         res = sopt.minimize(_objective, x, args=(factor, b, k, r, best), jac=True, method="L-BFGS-B",
                             callback=stop, options={"maxiter": max_iterations, "maxcor": 20, "ftol": 1e-13,
                                                     "gtol": 1e-10})
-        converged = bool(res.success) and res.status == 0
+        converged = bool(res.success)
     except StopIteration:
         pass
     return best[1], best[0], count[0], converged

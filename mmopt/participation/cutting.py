@@ -197,7 +197,7 @@ def _rounds(dual: _PatternDual, x, b: int, k: int, tol: float, max_rounds: int, 
         if best[0] <= (1 + tol) * best_dual or (deadline is not None and time.process_time() > deadline):
             break
         have = set(dual.patterns)
-        S, _, _, _, lam, _ = dual.evaluate(x)
+        S, _, _, lam, _ = dual.evaluate(x)
         level = S / float(lam.sum())  # ⟨X_π, R_π⟩ at a restricted optimum's active patterns (module docstring)
         new = [p for val, p in zip(values, found, strict=True) if p not in have and val > level * (1 + tol / 4)][:cuts]
         if new:  # else the restricted problem is not solved yet: another round on the same set

@@ -67,6 +67,19 @@ class _Factor:
         return self.L @ self.L.T
 
 
+def trace_sqrt(A: _Factor, M: np.ndarray):
+    """(S, Z): S = tr (A M Aᵀ)^{1/2} and Z = Aᵀ V ω^{−1/4} with ω, V = eigh of K = A M Aᵀ, so that Z Zᵀ = X(M) =
+    Aᵀ K^{−1/2} A = 2 ∂S/∂M; ω floored at 10⁻³⁰⁰ of the largest (S's value and gradient at a singular K: finite)."""
+    K = A.K(M)
+    omega, V = np.linalg.eigh((K + K.T) / 2)
+    omega = _floored(omega)
+    return float(np.sqrt(omega).sum()), A.At(V) * omega ** -0.25
+
+
+def _floored(omega: np.ndarray) -> np.ndarray:
+    return np.maximum(omega, 1e-300 * max(float(omega[-1]), 1e-300))
+
+
 def certified_trace_sqrt(A: _Factor, M: np.ndarray, Mabs: np.ndarray, relative_error: float):
     """(S_low, ω, V): S_low ≤ tr (A M' Aᵀ)^{1/2} for the exact M' the computed ``M`` stands for, each entry within
     ``relative_error`` of ``Mabs``'s (|M'_st − M_st| ≤ relative_error·Mabs_st); ω, V = eigh of the computed K.
@@ -136,21 +149,17 @@ class _PatternDual:
         return lam, M, parts
 
     def evaluate(self, x):
-        """(S, bound estimate, V, ω, parts) at x."""
+        """(S, bound estimate, Z with X(M) = Z Zᵀ, λ, parts) at x."""
         lam, M, parts = self.assemble(x)
-        K = self.A.K(M)
-        omega, V = np.linalg.eigh((K + K.T) / 2)
-        omega = np.maximum(omega, 1e-300 * max(float(omega[-1]), 1e-300))
-        S = float(np.sqrt(omega).sum())
+        S, Z = trace_sqrt(self.A, M)
         bound = S * S / float(lam.sum())
         if bound > self.best[0]:
             self.best = (bound, x.copy())
-        return S, bound, V, omega, lam, parts
+        return S, bound, Z, lam, parts
 
     def objective(self, x):
         """(−log(S²/Σλ), gradient) for L-BFGS (the gradient of :meth:`_Dual.objective`, group by group)."""
-        S, bound, V, omega, lam, parts = self.evaluate(x)
-        Z = self.A.At(V) * omega ** -0.25  # X(M) = Z Zᵀ
+        S, bound, Z, lam, parts = self.evaluate(x)
         # X's blocks on the patterns: from X in full (one n×n product) when the patterns hold more than n/4 steps
         X = Z @ Z.T if sum(g.p * g.m for g in self.groups) > self.n // 4 else None
         total = lam.sum()
@@ -177,7 +186,7 @@ class _PatternDual:
         # forming M: each entry a sum of at most P terms, each λR with R's own rounding (4k ulps)
         S_low, omega, V = certified_trace_sqrt(self.A, M, Mabs, (self.P + 8 * max(g.m for g in self.groups)) * _EPS)
         bound = S_low ** 2 / (float(lam.sum()) * (1 + 4 * self.P * _EPS))
-        w = np.maximum(omega, 1e-300 * max(float(omega[-1]), 1e-300))
+        w = _floored(omega)
         Z = self.A.At(V) * w ** -0.25
         X = Z @ Z.T
         T = self.A.Ainv(V) * w ** 0.25  # X⁻¹ = A⁻¹ K^{1/2} A⁻ᵀ = T Tᵀ
