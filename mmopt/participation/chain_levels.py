@@ -15,8 +15,10 @@ The coarsest level starts from the free banded strategy (a third of its budget) 
 :func:`~.chain_banded` from the carried start, which keeps the start if it cannot improve on it. The budgets double
 with each level up to the finest, which takes the rest (about half).
 
-Measured (prefix sums, one core, ``seconds`` = 80): at n = 2,048, k = 8 levels 256 → 2,048 gave 210,895 (from the
-free band, 216,498 in 114 s); at k = 4, 92,052 (92,403); at n = 1,024, k = 8, 92,048 in 68 s (92,066 in 110 s).
+Measured (prefix sums, one core, ``seconds`` = 80): at n = 2,048, k = 8 levels 256 → 2,048 gave 211,724 (from the
+free band at n, 216,498 in 114 s of optimize's route; 209,465 with 300 s); at k = 4, 90,989 (92,403). At 1,024
+steps it does not pay: in the route (80 s) 92,016 against 92,066 at k = 8 and 39,397 against 39,110 at k = 4, so
+optimize uses it from 2,048 steps (:mod:`mmopt.family.training_separation`).
 """
 
 from __future__ import annotations
