@@ -122,3 +122,13 @@ def test_refusals(args, match):
 def test_optimize_refuses_a_separation_other_than_n_over_k_with_l2_approx():
     with pytest.raises(ValueError, match="min_separation"):
         mmopt.optimize(mmopt.workload.prefix(16), participation=min_separation(3, 2), method="l2_approx")
+
+
+def test_a_spent_budget_runs_one_certified_round_and_no_coarse_one(monkeypatch):
+    import mmopt.participation.cutting as cutting
+    calls = []
+    real = cutting._sensitivity
+    monkeypatch.setattr(cutting, "_sensitivity", lambda *a, **kw: calls.append(a[0].shape[0]) or real(*a, **kw))
+    sol = cutting.solve_min_separation(256, 64, 4, seconds=1e-9)  # coarse levels 128 and 64 without a round
+    assert calls == [256] and sol.status == "user_limit" and 0 < sol.dual <= sol.primal
+    assert len(sol.history) == 2  # the finest level's round and the final entry

@@ -107,7 +107,9 @@ def solve_min_separation(gram, separation: int, participations: int, *, tol: flo
         Patterns added per round at most (default b).
     seconds : float, optional
         A budget in CPU seconds (``time.process_time``): L-BFGS and the rounds stop once it is spent (the coarse
-        levels of the warm start within 60% of it); the result is then certified as far as it got.
+        levels of the warm start within 60% of it); the result is then certified as far as it got. A round runs
+        its pattern search, certificate and sensitivity to the end, and the finest level always runs one: that
+        much may come on top.
 
     Examples
     --------
@@ -161,8 +163,12 @@ def solve_min_separation(gram, separation: int, participations: int, *, tol: flo
 
 
 def _rounds(dual: _PatternDual, x, b: int, k: int, tol: float, max_rounds: int, max_iterations: int, cuts: int,
-            deadline, t0: float):
-    """Cutting-plane rounds on ``dual`` from x: (x, best certified dual, (primal, X, sensitivity), history)."""
+            deadline, t0: float, certify: bool = True):
+    """Cutting-plane rounds on ``dual`` from x: (x, best certified dual, (primal, X, sensitivity), history).
+
+    A round begun after the deadline is not run, except the first when ``certify`` (the finest level needs one
+    certificate; a round's oracle, certificate and sensitivity take seconds at n = 2,048 and ran past the budget
+    when every coarse level began one anyway)."""
     GX = dual.A.gram()
     history: list[dict] = []
     best_dual, best = 0.0, None  # best = (primal, X, sensitivity)
@@ -174,6 +180,8 @@ def _rounds(dual: _PatternDual, x, b: int, k: int, tol: float, max_rounds: int, 
             raise StopIteration
 
     for r in range(max_rounds):
+        if deadline is not None and time.process_time() > deadline and (r or not certify):
+            break
         dual.best = (0.0, None)
         steps[0] = 0
 
@@ -216,7 +224,8 @@ def _coarse(n: int, k: int, tol: float, max_iterations: int, deadline):
         patterns, x = [tuple(range(j, n, b)) for j in range(b)], _start(n, k, True)
     dual = _PatternDual(factor, patterns)
     x = dual.pack(patterns, *x) if isinstance(x, tuple) else x
-    x = _rounds(dual, x, b, k, tol, _COARSE_ROUNDS, _COARSE_ITERATIONS, 8 * b, deadline, time.process_time())[0]
+    x = _rounds(dual, x, b, k, tol, _COARSE_ROUNDS, _COARSE_ITERATIONS, 8 * b, deadline, time.process_time(),
+                certify=False)[0]
     mus, Ls = dual.per_pattern(x)
     fine = [tuple(2 * s + o for s in p) for p in dual.patterns for o in (0, 1)]
     return fine, ([m for m in mus for _ in (0, 1)], [L for L in Ls for _ in (0, 1)])
