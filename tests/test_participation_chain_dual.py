@@ -96,6 +96,12 @@ def test_a_budget_stops_it_and_the_bound_stays_certified():
     assert 0 < result.bound <= chain_banded(256, 8, max_iterations=20).error
 
 
+def test_a_spent_budget_evaluates_each_level_once():
+    result = chain_dual(512, 8, seconds=1e-9)  # the line searches stop at their first evaluation past the deadline
+    assert [level["iterations"] for level in result.levels] == [0] * 4
+    assert 0 < result.bound <= chain_banded(512, 8, max_iterations=5).error
+
+
 @pytest.mark.parametrize(("args", "kwargs", "match"), [
     ((64, 5), {}, "'participations' parameter of chain_dual must divide n"),
     ((64, 1), {}, "participations"),

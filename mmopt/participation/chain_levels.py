@@ -107,7 +107,8 @@ def chain_levels(n: int, participations: int, *, seconds: float, levels: int | N
     participations : int
         k; the separation is b = n/k.
     seconds : float
-        The CPU budget of all levels (each level's status "user_limit" when its share is spent).
+        The CPU budget of all levels (each level's status "user_limit" when its share is spent). Each level's
+        exact evaluations (of the carried starts and of each stage's end) come on top: ~3 CPU s at 2,048 steps.
     levels : int, optional
         How many (default: halve n while b stays even and ≥ 2·:data:`MIN_SEPARATION`, at most
         :data:`MAX_LEVELS`; 1 is the free band then :func:`~.chain_banded` at n).
