@@ -19,7 +19,7 @@ FREE_BANDED_SECONDS = 15.0  # the free banded strategy's (option free_banded_sec
 CHAIN_BANDED_SECONDS = 45.0  # then the 2b-band strategy's from it, at least (option chain_banded_seconds; 0: not run)
 LEVELS_MIN_N = 2048  # from it the 2b-band strategy runs coarse to fine (mmopt.participation.chain_levels), its
 # coarsest level starting from the free band (whose 15 s at n are then not spent unless asked for). In the route at
-# 2,048 steps: k = 8 211,822 against 216,498 from the free band at n; k = 4 91,205 against 92,403. At 1,024, k = 4
+# 2,048 steps: k = 8 211,478 against 216,498 from the free band at n; k = 4 90,962 against 92,403. At 1,024, k = 4
 # it was worse (39,397 against 39,110) and at k = 8 no better (92,016 against 92,066)
 ROUTE_SECONDS = 110.0  # by default the 2b-band strategy also takes what the others left of this much CPU
 
