@@ -44,7 +44,7 @@ from mmopt.participation.free_banded import FreeBanded, _check_arguments, _error
 from mmopt.participation.schemas import MinSeparation
 from mmopt.participation.sensitivity import Sensitivity, _pair_edges, gram_sensitivity_squared
 
-__all__ = ["TEMPERATURES", "chain_banded", "chain_sensitivity", "chain_soft_max"]
+__all__ = ["TEMPERATURES", "chain_banded", "chain_sensitivity", "chain_soft_max", "scaled_error"]
 
 TEMPERATURES = (3e3, 3e4)
 _ETA = 1e-4  # the smoothing of |x|, relative to m = k·mean diag X (3e-4 … 1e-3 were slower at n = 256, k = 8)
@@ -155,12 +155,7 @@ def chain_banded(n: int, participations: int, *, start=None, max_iterations: int
         C[rows, cols] = x
         return C
 
-    def exact(C):  # (Δ²·error with Δ² the chain's upper bound: the error of C scaled to Δ = 1, that C, its Δ²)
-        s = chain_sensitivity(C, b, k)  # the chain is homogeneous in X: scaling C by 1/Δ scales the bracket by 1/Δ²
-        scaled = Sensitivity(1.0, s.lower / s.squared, s.exact, s.method)
-        return _error(C)[0] * s.squared, C / math.sqrt(s.squared), scaled
-
-    best = exact(C0)
+    best = scaled_error(C0, b, k)
     x = C0[rows, cols].copy()
     status, iterations = "local_optimum", 0
     for stage, tau in enumerate(temperatures):
@@ -170,13 +165,21 @@ def chain_banded(n: int, participations: int, *, start=None, max_iterations: int
             value, g = _objective(build(x), b, k, tau)
             return value, (g[rows, cols] if g is not None else np.zeros_like(x))
 
-        x, nit, status = _lbfgs(fun, x, max_iterations, deadline)
+        x, nit, status, _ = _lbfgs(fun, x, max_iterations, deadline)
         iterations += nit
-        candidate = exact(build(x))
+        candidate = scaled_error(build(x), b, k)
         if candidate[0] < best[0]:
             best = candidate
     error, C, sens = best
     return FreeBanded(C, float(error), sens, status, iterations, time.process_time() - t0)
+
+
+def scaled_error(C: np.ndarray, separation: int, participations: int):
+    """(Δ²·‖W C⁻¹‖²_F, C/Δ, its Sensitivity) with Δ² the chain's upper bound under ``min_separation(b, k)``: the
+    error of C scaled to Δ = 1 (the chain is homogeneous in X: C/Δ scales its bracket by 1/Δ²)."""
+    s = chain_sensitivity(C, separation, participations)
+    scaled = Sensitivity(1.0, s.lower / s.squared, s.exact, s.method)
+    return _error(C)[0] * s.squared, C / math.sqrt(s.squared), scaled
 
 
 def _objective(C: np.ndarray, b: int, k: int, tau: float):

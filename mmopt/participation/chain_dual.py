@@ -35,9 +35,9 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize as sopt
 
 from mmopt._base import validation as v
+from mmopt.participation.free_banded import _lbfgs
 from mmopt.participation.working_set import _Factor, certified_trace_sqrt, trace_sqrt
 
 __all__ = ["ChainDual", "chain_dual"]
@@ -233,33 +233,13 @@ def _objective(x, factor: _Factor, b: int, k: int, r: int, best: list):
 
 
 def _level(factor, x, b: int, k: int, r: int, max_iterations: int, deadline):
-    """(best x, its S², iterations, converged) of L-BFGS from x. Once the deadline is past, the first evaluation
-    is still made (every level reports an estimate) and the next one stops the level, inside a line search too:
-    at n = 2,048 an evaluation takes seconds, and the first iteration's line search alone took tens of them."""
+    """(best x, its S², iterations, converged) of L-BFGS from x (free_banded._lbfgs: past the deadline the next
+    evaluation stops the level, inside a line search too; the first is always made, so every level reports an
+    estimate)."""
     best = [0.0, x]
-    count = [0]
-
-    def out_of_time():
-        return deadline is not None and time.process_time() > deadline
-
-    def objective(y):
-        if best[0] > 0 and out_of_time():
-            raise StopIteration
-        return _objective(y, factor, b, k, r, best)
-
-    def stop(_):
-        count[0] += 1
-        if out_of_time():
-            raise StopIteration
-
-    converged = False
-    try:
-        res = sopt.minimize(objective, x, jac=True, method="L-BFGS-B", callback=stop,
-                            options={"maxiter": max_iterations, "maxcor": 20, "ftol": 1e-13, "gtol": 1e-10})
-        converged = bool(res.success)
-    except StopIteration:
-        pass
-    return best[1], best[0], count[0], converged
+    _, iterations, _, converged = _lbfgs(lambda y: _objective(y, factor, b, k, r, best), x, max_iterations, deadline,
+                                         ftol=1e-13, gtol=1e-10)
+    return best[1], best[0], iterations, converged
 
 
 def _certify(factor, x, b: int, k: int, r: int) -> float:

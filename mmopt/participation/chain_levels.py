@@ -23,14 +23,13 @@ optimize uses it from 2,048 steps (:mod:`mmopt.family.training_separation`).
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
 
 from mmopt._base import validation as v
-from mmopt.participation.chain_banded import chain_banded, chain_sensitivity
-from mmopt.participation.free_banded import FreeBanded, _check_arguments, _error, free_banded
+from mmopt.participation.chain_banded import chain_banded, scaled_error
+from mmopt.participation.free_banded import FreeBanded, _check_arguments, free_banded
 
 __all__ = ["SCALES", "chain_levels", "prolong"]
 
@@ -130,11 +129,11 @@ def chain_levels(n: int, participations: int, *, seconds: float, levels: int | N
     if seconds is None:
         raise TypeError(f"The 'seconds' parameter of {caller} must be a positive number. Got None instead.")
     t0 = time.process_time()
-    sizes = [n]
-    while (levels is None and len(sizes) < MAX_LEVELS and (sizes[0] // k) % 2 == 0
-           and sizes[0] // k >= 2 * MIN_SEPARATION):
-        sizes.insert(0, sizes[0] // 2)
-    if levels is not None:
+    if levels is None:
+        sizes = [n]
+        while len(sizes) < MAX_LEVELS and (sizes[0] // k) % 2 == 0 and sizes[0] // k >= 2 * MIN_SEPARATION:
+            sizes.insert(0, sizes[0] // 2)
+    else:
         levels = v.check_int(levels, name="levels", caller=caller, low=1)
         if (n // k) % 2 ** (levels - 1):
             raise ValueError(f"The 'levels' parameter of {caller} must leave b = n/k = {n // k} a whole number "
@@ -148,14 +147,9 @@ def chain_levels(n: int, participations: int, *, seconds: float, levels: int | N
             free = free_banded(m, k, seconds=max((deadline - time.process_time()) / 3, 1e-3))
             start, iterations = free.matrix, free.iterations
         else:
-            start = min((prolong(coarse.matrix, k, c) for c in SCALES), key=lambda C: _scaled_error(C, m // k, k))
+            start = min((prolong(coarse.matrix, k, c) for c in SCALES), key=lambda C: scaled_error(C, m // k, k)[0])
         coarse = chain_banded(m, k, start=start, seconds=max(deadline - time.process_time(), 1e-3))
         iterations += coarse.iterations
     return FreeBanded(coarse.matrix, coarse.error, coarse.sensitivity, coarse.status, iterations,
                       time.process_time() - t0)
 
-
-def _scaled_error(C: np.ndarray, b: int, k: int) -> float:
-    """Δ²·‖W C⁻¹‖²_F with Δ² the chain's upper bound: C's error scaled to Δ = 1."""
-    error = _error(C)[0]
-    return error * chain_sensitivity(C, b, k).squared if math.isfinite(error) else math.inf
