@@ -8,8 +8,9 @@ CPU seconds of the call (``time.process_time``), wall seconds, peak MB, and the 
 (:func:`mmopt.synth.workload_error`). Budget (ε, δ) = (1, 10⁻⁹), seeded numpy noise at OpenDP's scales.
 
 * CPS 1988 (28,155 records, 7 attributes): MST, and AIM on all 35 three-way marginals (error on those).
-* A known Bayesian network (a random tree over d attributes, each child drawn from a Dirichlet(½) conditional
-  of its parent; sizes 2 for "binary", uniform in 2–10 for "mixed"), ``--rows`` records: MST, error on the 2-way
+* A known Bayesian network (:func:`mmopt.records.datasets.tree_network`: a random tree over d attributes, each
+  child drawn from a Dirichlet(½) conditional of its parent; sizes 2 for "binary", uniform in 2–10 for "mixed"),
+  ``--rows`` records: MST, error on the 2-way
   marginals of every tenth attribute pair (their number grows as d²); AIM ("bn aim ...") on the workload of all
   d(d − 1)/2 two-way marginals (1,225 at d = 50, 4,950 at d = 100), error on the same pairs as MST's.
 * Sampling 10⁶ rows from the CPS MST model and writing them to Parquet.
@@ -36,24 +37,6 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_synth.txt"
 
 
-def network(d: int, n: int, seed: int, binary: bool):
-    """(records, domain) drawn from a random tree-structured Bayesian network (module docstring)."""
-    import numpy as np
-    import pandas as pd
-
-    from mmopt.records import Attribute, Domain
-    g = np.random.default_rng(seed)
-    sizes = [2] * d if binary else [int(s) for s in g.integers(2, 11, d)]
-    codes = np.zeros((n, d), dtype=np.int64)
-    codes[:, 0] = g.choice(sizes[0], n, p=g.dirichlet(np.ones(sizes[0])))
-    for j in range(1, d):
-        parent = int(g.integers(0, j))
-        K = g.dirichlet(np.full(sizes[j], 0.5), sizes[parent]).cumsum(axis=1)
-        codes[:, j] = np.minimum((g.random(n)[:, None] > K[codes[:, parent]]).sum(axis=1), sizes[j] - 1)
-    D = Domain(tuple(Attribute(f"x{j}", categories=tuple(range(s))) for j, s in enumerate(sizes)))
-    return pd.DataFrame({f"x{j}": codes[:, j] for j in range(d)}), D
-
-
 def _one(case: str, rows: int) -> dict:
     """Run one case in this process; a JSON-able row."""
     import itertools
@@ -63,7 +46,7 @@ def _one(case: str, rows: int) -> dict:
     import warnings
 
     import mmopt
-    from mmopt.records.datasets import cps1988
+    from mmopt.records.datasets import cps1988, tree_network
     from mmopt.synth import aim, mst, workload_error
     warnings.simplefilter("ignore", UserWarning)
     privacy = mmopt.Privacy(1.0, 1e-9)
@@ -81,7 +64,7 @@ def _one(case: str, rows: int) -> dict:
             err = workload_error(df, s.records(len(df)), D, W)
     else:
         *algo, kind, d = case.split()[1:]
-        df, D = network(int(d), rows, 0, kind == "binary")
+        df, D = tree_network(int(d), rows, seed=0, binary=kind == "binary")
         if algo == ["aim"]:
             s = aim(df, D, list(itertools.combinations(range(int(d)), 2)), privacy, seed=0)
         else:
@@ -105,10 +88,11 @@ def _peer(case: str, rows: int, python: str) -> dict:
     import pandas as pd
 
     from mmopt.accounting import max_rho
+    from mmopt.records.datasets import tree_network
     from mmopt.synth import workload_error
     algo, kind, d = case.split()[1:]
     d = int(d)
-    df, D = network(d, rows, 0, kind == "binary")
+    df, D = tree_network(d, rows, seed=0, binary=kind == "binary")
     peers = Path(__file__).resolve().parent.parent / "experiments" / "_synth_peers.py"
     limit = 600
 

@@ -87,3 +87,10 @@ def test_the_cache_file_accumulates_over_runs(tmp_path, monkeypatch, rows):
     assert synth.main(["--out", str(tmp_path / "b"), "--quiet", "--methods", "mmopt AIM", "--cache", str(cache)]) == 0
     kept = [synth.key(r) for r in synth._common.read_csv(cache, keep_text=("method", "dataset"))]
     assert sorted(kept) == sorted(synth.key(r) for r in rows)           # every trial once, none twice
+
+
+def test_tree15_is_the_known_network_of_mmopt_records():
+    from mmopt.records.datasets import tree_network
+    df, domain = synth.load("tree15")
+    again, _ = tree_network(15, 20_000, seed=0)
+    assert len(df) == 20_000 and len(domain.shape) == 15 and df.equals(again)

@@ -47,3 +47,37 @@ def test_randhie_every_record_lies_in_the_documented_domain():
     for name in ("idp", "hlthg", "hlthf", "hlthp"):
         i = domain.names.index(name)
         np.testing.assert_array_equal(one[(i,)], np.bincount(df[name].to_numpy().astype(int), minlength=2))
+
+
+def test_tree_network_rows_follow_the_network_it_returns():
+    from mmopt.records.datasets import tree_network
+
+    n = 200_000
+    df, domain, net = tree_network(6, n, seed=3, return_network=True)
+    assert list(df.columns) == list(domain.names) and len(df) == n
+    marginals = [np.asarray(net[0][1])]
+    for parent, K in net[1:]:
+        assert K.shape == (domain.shape[parent], domain.shape[len(marginals)])
+        np.testing.assert_allclose(K.sum(axis=1), 1.0, rtol=1e-12)
+        marginals.append(marginals[parent] @ K)  # the tree's exact one-way marginals, root to leaves
+    for j, (parent, K) in enumerate(net):
+        if parent is None:
+            continue
+        # each (parent, child) cell's frequency against the exact joint diag(p_parent)·K: 5 binomial standard
+        # errors (a false alarm has probability < 10⁻⁵ per cell)
+        exact = marginals[parent][:, None] * K
+        got = np.zeros_like(exact)
+        np.add.at(got, (df[f"x{parent}"].to_numpy(), df[f"x{j}"].to_numpy()), 1.0 / n)
+        assert np.all(np.abs(got - exact) <= 5 * np.sqrt(exact * (1 - exact) / n) + 1 / n)
+
+
+def test_tree_network_is_reproducible_and_refuses_bad_sizes():
+    from mmopt.records.datasets import tree_network
+
+    a, d1 = tree_network(5, 100, seed=7, binary=True)
+    b, d2 = tree_network(5, 100, seed=7, binary=True)
+    assert a.equals(b) and d1.shape == d2.shape == (2,) * 5
+    with pytest.raises(ValueError, match="'attributes' parameter of tree_network"):
+        tree_network(0, 10)
+    with pytest.raises(TypeError, match="'records' parameter of tree_network"):
+        tree_network(3, 10.5)

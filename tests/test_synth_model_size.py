@@ -86,8 +86,14 @@ def test_aim_runs_at_d_40_and_keeps_its_model_under_the_cap():
     W = list(itertools.combinations(range(d), 2))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        s = aim(df, D, W, mmopt.Privacy(1.0, 1e-9), seed=0, max_model_size=0.01)
+        s = aim(df, D, W, mmopt.Privacy(1.0, 1e-9), seed=0, max_model_size=0.01, estimator="residual")
+        fitted = aim(df, D, W, mmopt.Privacy(1.0, 1e-9), seed=0, max_model_size=0.01)
     assert s.rho <= s.budget and len(s.details["selected"]) > 0
+    # "auto" past the whole table: the same measurements, fitted on a junction tree within the cap
+    assert fitted.details["selected"] == s.details["selected"]
+    assert fitted.details["estimator"]["estimator"] == "junction"
+    assert sum(mu.size for mu in fitted.model.beliefs) * 8 / 2**20 <= 0.01 * (1 + 1e-9)
+    assert all(any(set(C) <= set(K) for K in fitted.model.cliques) for C in s.model.cliques)
     # the sampler's structure is a junction tree within the cap, holding every measured clique, and the families
     # of its network lie inside its cliques
     cells = sum(cl.cells(D.shape, K) for K in s.model.structure)
@@ -98,3 +104,14 @@ def test_aim_runs_at_d_40_and_keeps_its_model_under_the_cap():
     # the linked pairs are the strongest signal: AIM measures most of them
     linked = {(j, j + 1) for j in range(0, d, 2)}
     assert len(linked & set(s.details["selected"])) >= d // 4
+
+
+def test_along_a_long_path_the_augmented_tree_is_kept_and_is_a_junction_tree():
+    shape = (10,) * 6
+    tree = junction_tree(shape, [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)])
+    grown = tree.with_clique((0, 5))   # 0 and 5 added along the path: 0·5 more cells per clique, not 10⁶ merged
+    assert sorted(grown.cliques) == [(0, 1, 2, 5), (0, 2, 3, 5), (0, 3, 4, 5)]   # 015 and 045 inside them
+    assert grown.mb <= tree.bound_mb((0, 5)) < 10**6 * 8 / 2**20   # (non-maximal cliques dropped)
+    for i in range(6):
+        holding = {k for k, K in enumerate(grown.cliques) if i in K}
+        assert len({k for k in holding if grown.parent[k] not in holding}) == 1, i

@@ -44,6 +44,9 @@ from the values:
 
 N = 7·5·2·6·5·2·6·2·2·2 = 201,600 cells; every record lies inside the domain.
 
+:func:`tree_network` — not data but a generator: records drawn from a known Bayesian network (a random tree), at
+any number of attributes, for synthetic-data experiments whose truth is known.
+
 Examples
 --------
 >>> df, domain = cps1988()
@@ -65,7 +68,7 @@ from pathlib import Path
 
 from mmopt.records.domain import Domain
 
-__all__ = ["cps1988", "cps1988_files", "randhie", "randhie_domain"]
+__all__ = ["cps1988", "cps1988_files", "randhie", "randhie_domain", "tree_network"]
 
 _PACKAGE = "mmopt.data"
 
@@ -147,3 +150,67 @@ def randhie():
         raise ImportError("randhie needs statsmodels, which ships the table: pip install 'mmopt[data]'.") from exc
     frame = source.load_pandas().data.astype("float64")
     return frame, randhie_domain()
+
+
+def tree_network(attributes: int, records: int, *, seed: int = 0, binary: bool = False, return_network=False):
+    """Records drawn from a random tree-structured Bayesian network: a generator with a known truth.
+
+    Attribute 0 is the root, with a Dirichlet(1) distribution; attribute j ≥ 1 has one parent drawn uniformly from
+    0 … j − 1 and, for each value of the parent, a Dirichlet(½) conditional (sparse, so pairs are dependent). Sizes
+    are 2 (``binary``) or uniform in 2 … 10. Columns ``x0`` … ``x{d−1}`` hold the codes 0 … size − 1.
+
+    Parameters
+    ----------
+    attributes : int
+        d ≥ 1.
+    records : int
+        How many rows (≥ 1).
+    seed : int, default 0
+        numpy's ``default_rng`` seed of the network and the rows (the same seed, the same table).
+    binary : bool, default False
+        Every attribute of size 2.
+    return_network : bool, default False
+        Also return the network: a list of (parent, conditional) per attribute, parent None and the conditional
+        a vector for the root, else an (n_parent × n_j) row-stochastic matrix.
+
+    Returns
+    -------
+    records : pandas.DataFrame
+    domain : Domain
+    network : list, only with ``return_network``
+
+    Examples
+    --------
+    >>> df, domain, net = tree_network(4, 1000, seed=1, return_network=True)
+    >>> len(df), domain.shape, [parent for parent, _ in net]
+    (1000, (6, 6, 8, 10), [None, 0, 1, 1])
+    >>> bool(all(int(df[c].max()) < s for c, s in zip(df.columns, domain.shape)))
+    True
+    """
+    import numpy as np
+
+    from mmopt._base import validation as v
+    from mmopt.answers.table import require
+    from mmopt.records.domain import Attribute
+
+    caller = "tree_network"
+    d = v.check_int(attributes, name="attributes", caller=caller, low=1)
+    n = v.check_int(records, name="records", caller=caller, low=1)
+    seed = v.check_int(seed, name="seed", caller=caller, low=0)
+    pd = require("pandas", caller)
+    g = np.random.default_rng(seed)
+    sizes = [2] * d if binary else [int(s) for s in g.integers(2, 11, d)]
+    codes = np.zeros((n, d), dtype=np.int64)
+    root = g.dirichlet(np.ones(sizes[0]))
+    codes[:, 0] = g.choice(sizes[0], n, p=root)
+    network = [(None, root)]
+    for j in range(1, d):
+        parent = int(g.integers(0, j))
+        K = g.dirichlet(np.full(sizes[j], 0.5), sizes[parent])
+        # inverse CDF per row: the first value whose cumulative probability passes a uniform draw
+        codes[:, j] = np.minimum((g.random(n)[:, None] > K.cumsum(axis=1)[codes[:, parent]]).sum(axis=1),
+                                 sizes[j] - 1)
+        network.append((parent, K))
+    domain = Domain(tuple(Attribute(f"x{j}", categories=tuple(range(s))) for j, s in enumerate(sizes)))
+    frame = pd.DataFrame({f"x{j}": codes[:, j] for j in range(d)})
+    return (frame, domain, network) if return_network else (frame, domain)

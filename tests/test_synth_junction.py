@@ -1,0 +1,93 @@
+"""mmopt.synth.junction: the family on a junction tree against the whole-table fit (mmopt.synth.joint), its
+marginals against the dense product of its tree, its sampler against its marginals, and its use by AIM."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from test_synth_joint import _exact_estimates
+
+from mmopt.synth import joint, junction
+from mmopt.synth.estimate import ResidualModel
+from mmopt.synth.model_size import junction_tree
+from mmopt.synth.residuals import ResidualEstimates
+
+SHAPE = (3, 4, 2, 3, 2)
+CYCLE = [(0, 1), (1, 2), (2, 3), (0, 3), (3, 4)]  # a 4-cycle: the tree needs a fill-in edge
+
+
+def _noisy_model(seed=0, sigma=3.0):
+    g = np.random.default_rng(seed)
+    x = g.integers(0, 30, size=SHAPE).astype(float)
+    exact = _exact_estimates(x, CYCLE)
+    values = {S: (r + sigma * g.standard_normal(np.shape(r)) * (S != ())) for S, r in exact.values.items()}
+    values = {S: joint._centred(np.asarray(r, dtype=float)) if S else r for S, r in values.items()}
+    est = ResidualEstimates(SHAPE, values, {S: sigma**2 for S in values})
+    return ResidualModel(est, CYCLE, float(x.sum()))
+
+
+def _dense(P: junction.JunctionModel) -> np.ndarray:
+    """The whole table of the tree's factorisation: the roots' beliefs times each child's conditional."""
+    d = len(P.shape)
+    table = np.ones(P.shape) * P.total
+    for k, K in enumerate(P.cliques):
+        p = P.parent[k]
+        sep = () if p < 0 else tuple(i for i in K if i in P.cliques[p])
+        mu = P.beliefs[k]
+        below = mu.sum(axis=tuple(q for q, i in enumerate(K) if i not in sep), keepdims=True)
+        factor = np.divide(mu, below, out=np.zeros_like(mu), where=below > 0)
+        table = table * factor.reshape([P.shape[i] if i in K else 1 for i in range(d)])
+    return table
+
+
+def test_the_fit_is_the_whole_table_fit_of_the_same_family():
+    model = _noisy_model()
+    dense = joint.fit(model, iterations=2000)
+    got = junction.fit(model, junction_tree(SHAPE, CYCLE), iterations=3000, tol=1e-12)
+    assert got.loss >= dense.loss * (1 - 1e-6) - 1e-9  # the same family: never below its minimum
+    # both converge to one maximum-likelihood table; the tolerance is L-BFGS's and mirror descent's stopping
+    # point on a loss of O(100) (σ = 3): 10⁻³ of the total count in every marginal
+    for A in [(0, 1), (1, 3), (0, 2, 4), (1, 2, 3, 4)]:
+        np.testing.assert_allclose(got.marginal(A), dense.marginal(A), atol=1e-3 * got.total)
+    assert got.loss <= dense.loss * (1 + 1e-4)
+
+
+def test_every_marginal_is_the_dense_products_and_the_beliefs_are_consistent():
+    P = junction.fit(_noisy_model(1), junction_tree(SHAPE, CYCLE), iterations=50)
+    table = _dense(P)
+    assert math.isclose(table.sum(), P.total, rel_tol=1e-12)
+    for r in range(1, 6):
+        for A in itertools.combinations(range(5), r):
+            want = table.sum(axis=tuple(i for i in range(5) if i not in A))
+            np.testing.assert_allclose(P.marginal(A), want, rtol=1e-10, atol=1e-10 * P.total)
+    for K, mu in zip(P.cliques, P.beliefs, strict=True):  # calibrated: each belief is the table's marginal
+        np.testing.assert_allclose(mu, table.sum(axis=tuple(i for i in range(5) if i not in K)), rtol=1e-10)
+
+
+def test_a_forest_of_two_trees_is_a_product():
+    shape = (2, 3, 2, 2)
+    x = np.random.default_rng(2).integers(1, 20, size=shape).astype(float)
+    cliques = [(0, 1), (2, 3)]
+    P = junction.fit(ResidualModel(_exact_estimates(x, cliques), cliques, x.sum()), junction_tree(shape, cliques),
+                     iterations=2000, tol=1e-13)
+    m01, m23 = x.sum(axis=(2, 3)), x.sum(axis=(0, 1))
+    want = m01[:, :, None, None] * m23[None, None] / x.sum()
+    np.testing.assert_allclose(P.marginal((0, 1, 2, 3)), want, rtol=1e-4, atol=1e-4 * x.sum())
+
+
+def test_records_follow_the_model():
+    P = junction.fit(_noisy_model(3), junction_tree(SHAPE, CYCLE), iterations=100)
+    n = 100_000
+    codes = P.sample(n, np.random.default_rng(0))
+    assert codes.shape == (n, 5) and np.all(codes < np.array(SHAPE))
+    for A in [(0, 1), (1, 2, 3), (0, 4)]:  # against the model's marginal: 5 binomial standard errors
+        p = P.marginal(A) / P.total
+        got = np.zeros(p.shape)
+        np.add.at(got, tuple(codes[:, i] for i in A), 1.0 / n)
+        assert np.all(np.abs(got - p) <= 5 * np.sqrt(p * (1 - p) / n) + 1 / n)
+
+
+def test_a_tree_without_a_measured_clique_is_refused():
+    with pytest.raises(ValueError, match=r"junction.fit: the measured clique \(0, 3\) lies in no clique"):
+        junction.fit(_noisy_model(), junction_tree(SHAPE, [(0, 1), (1, 2), (2, 3), (3, 4)]))
