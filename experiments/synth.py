@@ -1,7 +1,7 @@
 """Synthetic records on real data: mmopt's MST and AIM against OpenDP's (Private-PGM) — workload error and CPU.
 
 Run:   python -m experiments.synth                      (quick: 3 trials of mmopt's methods per ε)
-       python -m experiments.synth --full               (20 trials)
+       python -m experiments.synth --full               (20 trials; --trials K: K)
        python -m experiments.synth --peers /work/synthvenv/bin/python   (also OpenDP's MST and AIM, 1 run per ε
                                                          by default, --peer-trials K; that interpreter needs
                                                          ``pip install 'opendp[mbi]'``: JAX, never in mmopt's venv)
@@ -17,8 +17,8 @@ Data (``--datasets``): the CPS 1988 extract shipped with mmopt (28,155 records, 
 ``cps1988``) and the RAND Health Insurance Experiment shipped inside statsmodels (20,190 records, 10 attributes,
 N = 201,600 cells, public domain; ``randhie``, the ``data`` extra), and a known network of mmopt's own
 (``tree15``: :func:`mmopt.records.datasets.tree_network`, 15 attributes of 2–10 values, 20,000 records, N ≈ 3.8·10¹⁰
-cells, so AIM's model is fitted on its junction tree, :mod:`mmopt.synth.junction`). Workload: all three-way marginals (AIM's paper
-workload; 35, 120 and 455). Budget: (ε, 10⁻⁹), ε ∈ {0.1, 1, 10}, spent as the largest ρ OpenDP
+cells, past AIM's whole-table fit). Workload: all three-way marginals (AIM's paper workload; 35, 120 and 455).
+Budget: (ε, 10⁻⁹), ε ∈ {0.1, 1, 10}, spent as the largest ρ OpenDP
 converts to within it (the peers get the same ρ directly). Error: the papers' average L1 distance between the
 normalised workload marginals of the data and of the synthetic rows (:func:`mmopt.synth.workload_error`), for
 rows as many as the records (OpenDP's rows: its default ``synthesize(method="round")``, and "sampled" with
@@ -280,6 +280,8 @@ def markdown(rows: list[dict]) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m experiments.synth", description=__doc__.split("\n")[0])
     p.add_argument("--full", action="store_true", help="20 trials of mmopt's methods per ε (quick: 3)")
+    p.add_argument("--trials", type=int, default=None, metavar="K", help="K trials of mmopt's methods per ε "
+                   "(overrides --full)")
     p.add_argument("--peers", default=None, metavar="PYTHON",
                    help="an interpreter with opendp[mbi] installed: also run OpenDP's MST and AIM")
     p.add_argument("--peer-trials", type=int, default=1, metavar="K", help="runs of each peer per ε (default 1)")
@@ -296,8 +298,9 @@ def main(argv=None) -> int:
     _common.add_output_args(p, "synth")
     p.add_argument("--seed", type=int, default=0, help="seed of mmopt's runs (default 0)")
     args = p.parse_args(argv)
-    if args.seed < 0 or args.peer_trials < 1:
-        p.error(f"--seed must be >= 0 and --peer-trials >= 1. Got {args.seed} and {args.peer_trials}.")
+    if args.seed < 0 or args.peer_trials < 1 or (args.trials is not None and args.trials < 1):
+        p.error(f"--seed must be >= 0, --peer-trials and --trials >= 1. Got {args.seed}, {args.peer_trials} and "
+                f"{args.trials}.")
     if args.peers is not None and not Path(args.peers).is_file():
         p.error(f"--peers must be a Python interpreter. Got {args.peers!r}, which is not a file.")
     methods = None if args.methods is None else [m.strip() for m in args.methods.split(",")]
@@ -311,7 +314,7 @@ def main(argv=None) -> int:
     except ValueError:
         p.error(f"--epsilons must be numbers separated by commas. Got {args.epsilons!r}.")
     cfg = Config(**{**asdict(FULL if args.full else QUICK), "seed": args.seed, "peer_trials": args.peer_trials,
-                    "epsilons": eps})
+                    "epsilons": eps, **({} if args.trials is None else {"trials": args.trials})})
     try:
         out = _run.check_out_dir(_common.out_of(args, "synth"))
     except ValueError as exc:

@@ -94,3 +94,12 @@ def test_tree15_is_the_known_network_of_mmopt_records():
     df, domain = synth.load("tree15")
     again, _ = tree_network(15, 20_000, seed=0)
     assert len(df) == 20_000 and len(domain.shape) == 15 and df.equals(again)
+
+
+def test_trials_sets_how_many_of_ours_run(tmp_path, monkeypatch, rows):
+    seen = []
+    monkeypatch.setattr(synth, "run", lambda **kw: seen.append(kw["cfg"]) or rows)
+    assert synth.main(["--out", str(tmp_path), "--quiet", "--full", "--trials", "5"]) == 0
+    assert seen[-1].trials == 5
+    with pytest.raises(SystemExit):
+        synth.main(["--out", str(tmp_path), "--trials", "0"])

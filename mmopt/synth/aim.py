@@ -29,13 +29,15 @@ Algorithm, with the zCDP budget ρ of ``privacy`` and T = 16d rounds (``rounds``
   (least squares in the residual basis, projected; a heuristic in parts, stated there; no JAX, any d). The returned
   model (``estimator="auto"``): on domains of at most :data:`mmopt.synth.joint.MAX_CELLS` cells, the
   maximum-likelihood table of the measured cliques' graphical-model family (:mod:`mmopt.synth.joint`: one
-  non-negative, consistent table; records by systematic sampling from it); on larger domains the same family on
-  the model's junction tree when it has at most :data:`mmopt.synth.junction.MAX_CELLS` cells
-  (:mod:`mmopt.synth.junction`: belief propagation, no whole table), else the residual model and its greedy
-  network. On a 15-attribute tree-structured network (:func:`mmopt.records.datasets.tree_network`, 20,000
-  records, all 3-way marginals, ε = 1, seed 1) the junction fit took the model error from 0.132 (residual model)
-  to 0.093 (OpenDP's AIM, one run: 0.067; with the junction model also inside the loop, a development run:
-  0.080). The joint fit only at the end: inside the loop (a development run, not kept: RAND HIE, ε = 0.1, 20
+  non-negative, consistent table; records by systematic sampling from it), else the residual model and its greedy
+  network. ``estimator="junction"`` fits the same family on the model's junction tree instead
+  (:mod:`mmopt.synth.junction`: belief propagation and mirror descent, no whole table). It is not the default
+  because its 300 iterations do not always converge. Development runs, not kept (ε = 1, model error, residual →
+  junction): on a 15-attribute network (:func:`mmopt.records.datasets.tree_network`, 20,000 records, all 3-way
+  marginals) 0.132 → 0.093 at seed 1 and 0.140 → 0.087 at seed 2 (OpenDP's AIM, one run: 0.067; with the junction
+  model inside the loop too: 0.080); on 50 binary attributes (10⁵ records, all 2-way marginals, 198 cliques
+  measured) 0.0019 → 0.0058, status "user_limit".
+  The joint fit only at the end: inside the loop (a development run, not kept: RAND HIE, ε = 0.1, 20
   trials) it chose no better cliques (0.152 against 0.151) at one fit per round. At the end it changes the model
   error by −5 % to +1 % (the first 5 seeded trials of ``python -m experiments.synth --full``: RAND HIE
   0.1553 / 0.0433 / 0.0090 → 0.1476 / 0.0413 / 0.0091 at ε = 0.1 / 1 / 10, CPS 1988 within its standard errors).
@@ -114,10 +116,10 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
         contingency-table AIM spends 0.5 (its ``oneway_split``).
     estimator : {"auto", "joint", "junction", "residual"}
         The returned model's estimator (module docstring): "auto" (default) the joint table when the domain has at
-        most :data:`mmopt.synth.joint.MAX_CELLS` cells, else the same family on the model's junction tree
-        (:mod:`mmopt.synth.junction`) when it has at most :data:`mmopt.synth.junction.MAX_CELLS` cells, else the
-        residual model; "joint" refuses larger domains before any budget is spent; "junction" fits on the tree
-        whatever its size; "residual" is the loop's own model.
+        most :data:`mmopt.synth.joint.MAX_CELLS` cells, else the residual model; "joint" refuses larger domains
+        before any budget is spent; "junction" fits the joint's family on the model's junction tree
+        (:mod:`mmopt.synth.junction`, any domain; not the default: see the module docstring); "residual" is the
+        loop's own model.
 
     Returns
     -------
@@ -202,14 +204,13 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
     if estimator == "joint" or (estimator == "auto" and joint_fits):  # post-processing of the measurements
         model = jt.fit(model)
         fitted = {"estimator": "joint", "status": model.status, "iterations": model.iterations, "loss": model.loss}
-    elif estimator in ("auto", "junction"):
+    elif estimator == "junction":
         # the filter's tree, or a fresh triangulation of the measured cliques if smaller (at ε = 1 on a 15-attribute
         # network: 1.8 against 20 MB): an iteration costs a few passes over the tree's cells per measured clique
-        small = min(tree, junction_tree(shape, model.cliques), key=lambda T: T.mb)
-        if estimator == "junction" or sum(small.cells) <= junction.MAX_CELLS:
-            model = junction.fit(model, small, seconds=junction.SECONDS)
-            fitted = {"estimator": "junction", "status": model.status, "iterations": model.iterations,
-                      "loss": model.loss}
+        model = junction.fit(model, min(tree, junction_tree(shape, model.cliques), key=lambda T: T.mb),
+                             seconds=junction.SECONDS)
+        fitted = {"estimator": "junction", "status": model.status, "iterations": model.iterations,
+                  "loss": model.loss}
     r, e = spent(cur.steps, rho, privacy.delta)
     details = {"selected": tuple(selected), "sigma": tuple(s.scale for s in cur.steps if s.kind == "gaussian"),
                "annealed": tuple(annealed), "estimates": est, "estimator": fitted,

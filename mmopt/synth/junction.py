@@ -25,8 +25,12 @@ stratified per separator configuration (:func:`mmopt.synth.tree.stratified_unifo
 Why: the residual model's marginals of unmeasured sets are local (maximum entropy inside the set), so a dependence
 between two attributes that only a chain of measured cliques links is lost. On a tree-structured network of 15
 attributes (:func:`mmopt.records.datasets.tree_network`, 20,000 records, AIM on all 3-way marginals) the residual
-model's error stayed near 0.06 even at ε = 100 (every tree edge measured); numbers for this module: its tests and
-``python -m experiments.synth --datasets tree15``.
+model's error stayed near 0.06 even at ε = 100, with every tree edge measured. Limits, measured in development runs
+(:mod:`mmopt.synth.aim` gives the numbers): mirror descent from θ = 0 converges slowly with many cliques. With 198
+pairs over 50 binary attributes, 300 iterations left it worse than the residual model, so AIM uses this fit only
+when asked (``estimator="junction"``). A Bethe start (θ_M = log μ̂_M less the shared one-way terms) did no better
+there and was worse on the 15 attributes. An iteration costs about 0.05 CPU s on a tree of 235,000 cells with 35
+measured cliques, and about 3 s at 60 MB.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import numpy as np
 
 from mmopt._base import validation as v
 from mmopt.synth.joint import _centred
+from mmopt.synth.model_size import subtree
 from mmopt.synth.tree import stratified_uniforms
 
 __all__ = ["ITERATIONS", "JunctionModel", "fit"]
@@ -46,10 +51,6 @@ __all__ = ["ITERATIONS", "JunctionModel", "fit"]
 #: Mirror-descent iterations at most (default of :func:`fit`), and the CPU seconds AIM gives the fit.
 ITERATIONS = 300
 SECONDS = 60.0
-#: The largest tree (Σ cells of its cliques) AIM's "auto" estimator fits on (16 MiB a table of beliefs): an
-#: iteration costs ~0.05 CPU s at 1.8 MB (235,000 cells, 35 measured cliques) and ~3 s at 60 MB, where the 300
-#: iterations the fit needs would take 15 minutes.
-MAX_CELLS = 2**21
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,7 +89,7 @@ class JunctionModel:
         for K, mu in zip(self.cliques, self.beliefs, strict=True):
             if set(A) <= set(K):
                 return mu.sum(axis=tuple(p for p, i in enumerate(K) if i not in A))
-        nodes = _subtree(self.parent, [next(k for k, K in enumerate(self.cliques) if i in K) for i in A])
+        nodes = subtree(self.parent, [next(k for k, K in enumerate(self.cliques) if i in K) for i in A])
         depth = _depths(self.parent)
         messages: dict = {k: [] for k in nodes}
         tops = []
@@ -288,23 +289,3 @@ def _depths(parent) -> list:
             d, p = d + 1, parent[p]
         depth.append(d)
     return depth
-
-
-def _subtree(parent, nodes) -> set:
-    """The cliques on the paths joining ``nodes`` within each tree of the forest (to their deepest common
-    ancestor)."""
-    paths = []
-    for k in nodes:
-        path = [k]
-        while parent[path[-1]] >= 0:
-            path.append(parent[path[-1]])
-        paths.append(path)
-    out: set = set()
-    for root in {p[-1] for p in paths}:
-        mine = [p for p in paths if p[-1] == root]
-        common = set(mine[0]).intersection(*map(set, mine[1:]))
-        depth = {k: len(p) - i for p in mine for i, k in enumerate(p)}
-        lca = max(common, key=lambda k: depth[k])
-        for p in mine:
-            out.update(p[:p.index(lca) + 1])
-    return out

@@ -41,7 +41,7 @@ from scipy.sparse.csgraph import minimum_spanning_tree
 from mmopt.structured.residual import closure as cl
 from mmopt.synth.estimate import elimination
 
-__all__ = ["JunctionTree", "junction_tree"]
+__all__ = ["JunctionTree", "junction_tree", "subtree"]
 
 _BYTES = 8 / 2**20  # MB per float64 cell
 
@@ -156,23 +156,26 @@ class JunctionTree:
         return k
 
     def _subtree(self, nodes: set) -> set:
-        """The smallest set of cliques joining ``nodes`` in each tree of the forest: every node's path up to the
-        deepest ancestor common to all the nodes of its tree."""
-        paths = {}
-        for k in nodes:
-            path, v = [k], k
-            while self.parent[v] >= 0:
-                v = self.parent[v]
-                path.append(v)
-            paths[k] = path
-        out: set = set()
-        for root in {p[-1] for p in paths.values()}:
-            mine = [p for p in paths.values() if p[-1] == root]
-            common = set(mine[0]).intersection(*map(set, mine[1:]))
-            lca = max(common, key=lambda v: self.depth[v])
-            for p in mine:
-                out.update(p[:p.index(lca) + 1])
-        return out
+        return subtree(self.parent, nodes)
+
+
+def subtree(parent, nodes) -> set:
+    """The smallest set of cliques joining ``nodes`` in each tree of a forest (``parent[k]``: −1 at a root): every
+    node's path up to the deepest ancestor common to all the nodes of its tree."""
+    paths = []
+    for k in nodes:
+        path = [k]
+        while parent[path[-1]] >= 0:
+            path.append(parent[path[-1]])
+        paths.append(path)
+    out: set = set()
+    for root in {p[-1] for p in paths}:
+        mine = [p for p in paths if p[-1] == root]
+        common = set(mine[0]).intersection(*map(set, mine[1:]))
+        lca = min(common, key=mine[0].index)  # the first common node on any path is the deepest
+        for p in mine:
+            out.update(p[:p.index(lca) + 1])
+    return out
 
 
 def junction_tree(shape, cliques) -> JunctionTree:
