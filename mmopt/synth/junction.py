@@ -2,12 +2,14 @@
 
 Notation: see README and :mod:`mmopt.synth.joint`, whose objective this is,
 
-    f(μ) = ½ Σ_{S ≠ ∅} ‖C_S μ_S − r̂_S‖² / v_S,      μ_S the marginal on S of P = t·softmax(Σ_K θ_K),
+    f(μ) = ½ Σ_{S ≠ ∅} ‖C_S μ_S − r̂_S‖² / v_S,      μ_S the marginal on S of P = t·softmax(Σ_M θ_M),
 
-with θ_K a function of the attributes of clique K of a junction tree that holds every measured clique (AIM's
-size-capped tree, :mod:`mmopt.synth.model_size`). The whole table is never formed: the clique marginals μ_K come
-from belief propagation on the tree (sum-product in log space, one pass to the roots and one back; each tree of
-the forest normalised on its own, as P is the product of the trees' distributions), and any other marginal from
+with θ_M a function of the attributes of measured clique M, and a junction tree whose cliques K hold every M
+(AIM's size-capped tree, :mod:`mmopt.synth.model_size`, or a fresh triangulation). The whole table is never
+formed: K's potential is exp of the θ_M it holds, the clique marginals μ_K come from belief propagation on the tree
+(sum-product in linear space, each potential shifted by its maximum and each message scaled; one pass to the roots
+and one back; each tree of the forest normalised on its own, as P is the product of the trees' distributions), and
+any other marginal from
 the tree's factorisation P = Π_K μ_K / Π_{edges} μ_{K ∩ parent(K)} restricted to the smallest subtree that holds
 the attributes (:meth:`JunctionModel.marginal`).
 
