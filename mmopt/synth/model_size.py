@@ -61,7 +61,6 @@ class JunctionTree:
             for i in K:
                 self.holding[i].append(k)
         self.parent = [-1] * m
-        self.depth = [0] * m
         if m > 1:  # maximum-weight spanning forest on |Kᵢ ∩ Kⱼ| (weights negated for scipy's minimum)
             W = np.zeros((m, m))
             for a, b in itertools.combinations(range(m), 2):
@@ -84,7 +83,7 @@ class JunctionTree:
                     for u in adj[v]:
                         if u not in seen:
                             seen.add(u)
-                            self.parent[u], self.depth[u] = v, self.depth[v] + 1
+                            self.parent[u] = v
                             stack.append(u)
 
     def bound_mb(self, C, cap_mb: float = math.inf) -> float:
