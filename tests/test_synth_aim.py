@@ -100,6 +100,12 @@ def test_the_rows_follow_the_model_and_are_labelled_by_the_domain():
 
 def test_candidates_and_the_size_filter():
     assert candidates([(0, 1, 2)]) == {(0,): 1, (1,): 1, (2,): 1, (0, 1): 2, (0, 2): 2, (1, 2): 2, (0, 1, 2): 3}
+    g = np.random.default_rng(0)   # the paper's w_C = Σ_r |C ∩ r|, against its definition on random workloads
+    for _ in range(20):
+        W = [tuple(sorted(g.choice(7, size=g.integers(1, 4), replace=False).tolist())) for _ in range(5)]
+        got = candidates(W)
+        assert set(got) == {C for r in W for k in range(1, len(r) + 1) for C in itertools.combinations(r, k)}
+        assert all(w == sum(len(set(C) & set(r)) for r in W) for C, w in got.items())
     shape = (3, 4, 5, 6)
     # a path 0–1–2–3 is chordal: its cliques are its edges; a 4-cycle needs one chord (two triangles)
     assert junction_tree_mb(shape, [(0, 1), (1, 2), (2, 3)]) * 2**20 / 8 == 12 + 20 + 30

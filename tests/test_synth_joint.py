@@ -92,8 +92,8 @@ def test_bad_estimators_are_refused_before_any_budget_is_spent(monkeypatch):
     monkeypatch.setattr(joint, "MAX_CELLS", 10)    # the domain has 48 cells
     with pytest.raises(ValueError, match="cannot be 'joint' for a domain of 48 cells"):
         _run(df, 1.0, estimator="joint")
-    assert _run(df, 1.0).details["estimator"] == "residual"       # "auto" falls back
-    assert _run(df, 1.0, estimator="junction").details["estimator"]["estimator"] == "junction"   # asked for
+    assert _run(df, 1.0).details["estimator"]["estimator"] == "junction"       # "auto" falls back
+    assert _run(df, 1.0, estimator="residual").details["estimator"] == "residual"   # asked for
     big = ResidualModel(_exact_estimates(np.ones((4, 4)), [(0, 1)]), [(0, 1)], 16.0)
     with pytest.raises(ValueError, match="16 cells, above 10"):
         joint.fit(big)

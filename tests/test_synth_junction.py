@@ -91,3 +91,37 @@ def test_records_follow_the_model():
 def test_a_tree_without_a_measured_clique_is_refused():
     with pytest.raises(ValueError, match=r"junction.fit: the measured clique \(0, 3\) lies in no clique"):
         junction.fit(_noisy_model(), junction_tree(SHAPE, [(0, 1), (1, 2), (2, 3), (3, 4)]))
+
+
+def _model_of(model: ResidualModel, cliques) -> ResidualModel:
+    """The ResidualModel of the measurements of ``model`` inside ``cliques`` (an earlier AIM round's)."""
+    from mmopt.synth.residuals import ResidualEstimates
+    est = model.estimates
+    keep = {S: r for S, r in est.values.items() if any(set(S) <= set(C) for C in cliques)}
+    return ResidualModel(ResidualEstimates(est.shape, keep, {S: est.variances[S] for S in keep}), cliques,
+                         model.total)
+
+
+def test_a_warm_start_begins_at_the_earlier_fit_and_reaches_the_same_optimum():
+    full = _noisy_model(4)
+    early = junction.fit(_model_of(full, CYCLE[:3]), junction_tree(SHAPE, CYCLE[:3]), iterations=40)
+    tree = junction_tree(SHAPE, CYCLE)
+    # zero iterations: θ of the new cliques is 0, so P is the earlier fit's, marginal for marginal
+    same = junction.fit(full, tree, iterations=0, start=early)
+    for A in [(0, 1), (1, 2), (0, 2, 4), (3,)]:
+        np.testing.assert_allclose(same.marginal(A), early.marginal(A), rtol=1e-9, atol=1e-9 * full.total)
+    assert same.step == early.step
+    # and from there to the optimum the cold start reaches (as in the whole-table test: 10⁻³ of the total)
+    warm = junction.fit(full, tree, iterations=3000, tol=1e-12, start=early)
+    cold = junction.fit(full, tree, iterations=3000, tol=1e-12)
+    assert abs(warm.loss - cold.loss) <= 1e-4 * max(cold.loss, 1.0)   # here both fit the measurements: f ≈ 0
+    for A in [(0, 1), (1, 3), (2, 3, 4)]:
+        np.testing.assert_allclose(warm.marginal(A), cold.marginal(A), atol=1e-3 * full.total)
+
+
+def test_a_start_with_a_clique_not_measured_is_refused():
+    full = _noisy_model(5)
+    other = junction.fit(_model_of(full, [(0, 1), (1, 2)]), junction_tree(SHAPE, [(0, 1), (1, 2)]), iterations=2)
+    path = _model_of(full, [(0, 1), (2, 3)])
+    with pytest.raises(ValueError, match=r"the 'start' model's clique \(1, 2\) lies in none"):
+        junction.fit(path, junction_tree(SHAPE, [(0, 1), (2, 3)]), start=other)

@@ -25,20 +25,25 @@ Algorithm, with the zCDP budget ρ of ``privacy`` and T = 16d rounds (``rounds``
   C at 1/(2σ²) with mmopt's residual strategy for {C} (for one marginal, as accurate as the identity; Δ₂ = 1).
   **Estimate** (post-processing). **Anneal**: if the model's estimate of C moved by at most √(2/π)·σ·N_C in L1,
   halve σ and double ε.
-* **Estimator** (the paper uses Private-PGM's): inside the loop, :class:`mmopt.synth.estimate.ResidualModel`
-  (least squares in the residual basis, projected; a heuristic in parts, stated there; no JAX, any d). The returned
-  model (``estimator="auto"``): on domains of at most :data:`mmopt.synth.joint.MAX_CELLS` cells, the
-  maximum-likelihood table of the measured cliques' graphical-model family (:mod:`mmopt.synth.joint`: one
-  non-negative, consistent table; records by systematic sampling from it), else the residual model and its greedy
-  network. ``estimator="junction"`` fits the same family on the model's junction tree instead
-  (:mod:`mmopt.synth.junction`: belief propagation and mirror descent, no whole table). It is not the default
-  because its 300 iterations do not always converge. Development runs, not kept (ε = 1, model error, residual →
-  junction): on a 15-attribute network (:func:`mmopt.records.datasets.tree_network`, 20,000 records, all 3-way
-  marginals) 0.132 → 0.093 at seed 1 and 0.140 → 0.087 at seed 2 (OpenDP's AIM, one run: 0.067; with the junction
-  model inside the loop too: 0.080); on 50 binary attributes (10⁵ records, all 2-way marginals, 198 cliques
-  measured) 0.0019 → 0.0058, status "user_limit".
-  The joint fit only at the end: inside the loop (a development run, not kept: RAND HIE, ε = 0.1, 20
-  trials) it chose no better cliques (0.152 against 0.151) at one fit per round. At the end it changes the model
+* **Estimator** (the paper uses Private-PGM's, warm-started every round). ``estimator="junction"``: in the loop and
+  at the end, the maximum-likelihood member of the measured cliques' graphical-model family on the model's junction
+  tree (:mod:`mmopt.synth.junction`: belief propagation and mirror descent, no whole table), each round's fit
+  starting from the last round's θ (:data:`~mmopt.synth.junction.ROUND_ITERATIONS` iterations or
+  :data:`~mmopt.synth.junction.ROUND_SECONDS` CPU s a round, then :data:`~mmopt.synth.junction.SECONDS` at the
+  end). Why in the loop: the selection scores each candidate against the model's estimate, and the residual
+  model's estimate of an unmeasured set is local (maximum entropy inside the set), so on tree-structured data AIM
+  kept measuring triples the tree already implied. ``"residual"``: :class:`mmopt.synth.estimate.ResidualModel`
+  (least squares in the residual basis, projected; a heuristic in parts, stated there) in the loop and out, the
+  cheapest. ``"joint"``: the residual model in the loop, and at the end the same family's maximum-likelihood
+  whole table (:mod:`mmopt.synth.joint`; records by systematic sampling from it), on domains of at most
+  :data:`mmopt.synth.joint.MAX_CELLS` cells. ``"auto"`` (default): "joint" on those domains, else "junction".
+  Measured (ε = 1, workload error of the rows; ``benchmarks/results/bench_synth.txt``, 10⁵ records of
+  :func:`mmopt.records.datasets.tree_network`, all 2-way marginals): residual → junction in the loop, 0.0209 →
+  0.0134 at 50 mixed attributes, 0.0026 → 0.0022 at 50 binary, 0.0557 → 0.0203 at 100 mixed (98 → 305 CPU s),
+  0.0074 → 0.0028 at 100 binary (136 s both); the model error on :mod:`experiments.synth`'s tree15 (all 3-way
+  marginals) 0.130 → 0.067 (README).
+  The joint fit in the loop on the small domains chose no better cliques (a development run, not kept: RAND HIE,
+  ε = 0.1, 20 trials: 0.152 against 0.151). At the end it changes the model
   error by −5 % to +1 % (the first 5 seeded trials of ``python -m experiments.synth --full``: RAND HIE
   0.1553 / 0.0433 / 0.0090 → 0.1476 / 0.0413 / 0.0091 at ε = 0.1 / 1 / 10, CPS 1988 within its standard errors).
 
@@ -62,7 +67,7 @@ from mmopt.records import counts as rc
 from mmopt.records.domain import Domain
 from mmopt.structured.residual import closure as cl
 from mmopt.synth import joint as jt
-from mmopt.synth import junction
+from mmopt.synth import junction, junction_pairs
 from mmopt.synth.curator import Curator
 from mmopt.synth.estimate import ResidualModel
 from mmopt.synth.model_size import junction_tree
@@ -88,7 +93,12 @@ def candidates(workload) -> dict:
         for k in range(1, len(r) + 1):
             for C in itertools.combinations(r, k):
                 out[C] = None
-    return {C: sum(len(set(C) & set(r)) for r in workload) for C in sorted(out, key=lambda S: (len(S), S))}
+    # Σ_r |C ∩ r| = Σ_{a ∈ C} #{r : a ∈ r}: one count per attribute, not a pass over the workload per candidate
+    holding: dict = {}
+    for r in workload:
+        for a in set(r):
+            holding[a] = holding.get(a, 0) + 1
+    return {C: sum(holding[a] for a in C) for C in sorted(out, key=lambda S: (len(S), S))}
 
 
 def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | None = None,
@@ -115,11 +125,11 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
         rest. None (default): the paper's d/(2σ²) at the rounds' σ (d·0.9/T of ρ: 5.6 % with T = 16d). OpenDP's
         contingency-table AIM spends 0.5 (its ``oneway_split``).
     estimator : {"auto", "joint", "junction", "residual"}
-        The returned model's estimator (module docstring): "auto" (default) the joint table when the domain has at
-        most :data:`mmopt.synth.joint.MAX_CELLS` cells, else the residual model; "joint" refuses larger domains
-        before any budget is spent; "junction" fits the joint's family on the model's junction tree
-        (:mod:`mmopt.synth.junction`, any domain; not the default: see the module docstring); "residual" is the
-        loop's own model.
+        The model in the loop and returned (module docstring): "auto" (default) "joint" when the domain has at
+        most :data:`mmopt.synth.joint.MAX_CELLS` cells, else "junction"; "joint" (the residual model in the
+        loop, the whole-table fit at the end) refuses larger domains before any budget is spent; "junction" the
+        family on the model's junction tree in the loop and at the end (:mod:`mmopt.synth.junction`, any domain);
+        "residual" the residual model throughout (the fastest).
 
     Returns
     -------
@@ -157,6 +167,7 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
     if estimator == "joint" and not joint_fits:
         raise ValueError(f"The 'estimator' parameter of {caller} cannot be 'joint' for a domain of "
                          f"{math.prod(domain.shape):,} cells (at most {jt.MAX_CELLS:,}). Use 'residual' or 'auto'.")
+    use_junction = estimator == "junction" or (estimator == "auto" and not joint_fits)
     first = None if initial_share is None else v.check_real(initial_share, name="initial_share", caller=caller,
                                                             low=0.0, high=1.0, low_open=True, high_open=True)
     start = time.process_time()
@@ -172,7 +183,8 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
     est = cur.measure(one, min(initial, cur.remaining), "1-way marginals")
     measured = list(one)
     model = ResidualModel(est, measured, finite_total(est.total))
-    selected, annealed, k, tree = [], [], 0, junction_tree(shape, one)
+    selected, annealed, k, tree, warm = [], [], 0, junction_tree(shape, one), None
+    base = model
     while cur.remaining > 0:
         k += 1
         left = cur.remaining
@@ -185,7 +197,7 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
         free = {S for C in measured for j in range(1, len(C) + 1) for S in itertools.combinations(C, j)}
         pool = [C for C in weights if C in free or tree.bound_mb(C, limit) <= limit]
         bias = {C: math.sqrt(2 / math.pi) * sigma * cl.cells(shape, C) for C in pool}
-        j = cur.select(pool, {C: model.marginal(C) for C in pool}, min(eps**2 / 8, left * (1 - MEASURE_SHARE))
+        j = cur.select(pool, _marginals(model, pool), min(eps**2 / 8, left * (1 - MEASURE_SHARE))
                        if last else eps**2 / 8, f"round {k}: select", weights=weights, bias=bias)
         C = pool[j]
         before = model.marginal(C)
@@ -194,7 +206,11 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
         measured.append(C)
         selected.append(C)
         tree = tree.with_clique(C)  # the bound's tree: the model's structure is never larger than the filter said
-        model = ResidualModel(est, measured, finite_total(est.total), structure=tree.cliques)
+        model = base = ResidualModel(est, measured, finite_total(est.total), structure=tree.cliques)
+        if use_junction:  # warm-started from last round's θ: a few iterations a round add up
+            model = junction.fit(base, _smaller(tree, shape, base.cliques), iterations=junction.ROUND_ITERATIONS,
+                                 seconds=junction.ROUND_SECONDS, start=warm)
+            warm = model
         if not last and np.abs(model.marginal(C) - before).sum() <= math.sqrt(2 / math.pi) * sigma * cl.cells(shape, C):
             sigma, eps = sigma / 2, eps * 2
             annealed.append(k)
@@ -202,13 +218,10 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
             break
     fitted = "residual"
     if estimator == "joint" or (estimator == "auto" and joint_fits):  # post-processing of the measurements
-        model = jt.fit(model)
+        model = jt.fit(base)
         fitted = {"estimator": "joint", "status": model.status, "iterations": model.iterations, "loss": model.loss}
-    elif estimator == "junction":
-        # the filter's tree, or a fresh triangulation of the measured cliques if smaller (at ε = 1 on a 15-attribute
-        # network: 1.8 against 20 MB): an iteration costs a few passes over the tree's cells per measured clique
-        model = junction.fit(model, min(tree, junction_tree(shape, model.cliques), key=lambda T: T.mb),
-                             seconds=junction.SECONDS)
+    elif use_junction:
+        model = junction.fit(base, _smaller(tree, shape, base.cliques), seconds=junction.SECONDS, start=warm)
         fitted = {"estimator": "junction", "status": model.status, "iterations": model.iterations,
                   "loss": model.loss}
     r, e = spent(cur.steps, rho, privacy.delta)
@@ -217,3 +230,16 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
                "seconds": time.process_time() - start}
     return Synthetic("aim", domain, model, tuple(cur.steps), r, privacy.delta, e, rho,
                      "opendp" if seed is None else "numpy-seeded", seed, details)
+
+
+def _smaller(tree, shape, cliques):
+    """The filter's tree, or a fresh triangulation of the measured cliques if smaller (at ε = 1 on a 15-attribute
+    network: 1.8 against 20 MB): a junction-fit iteration costs a few passes over the tree's cells per clique."""
+    return min(tree, junction_tree(shape, cliques), key=lambda T: T.mb)
+
+
+def _marginals(model, pool) -> dict:
+    """The model's estimate of every candidate (the junction model's pairs in one walk per attribute)."""
+    if isinstance(model, junction.JunctionModel):
+        return junction_pairs.marginals(model, pool)
+    return {C: model.marginal(C) for C in pool}
