@@ -125,7 +125,7 @@ class JunctionModel:
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """n records (cell codes, n × d), ancestrally through the tree (module docstring)."""
         codes = np.zeros((n, len(self.shape)), dtype=np.int64)
-        depth = sp.depths(self.parent)
+        depth = self._depth
         for k in sorted(range(len(self.cliques)), key=depth.__getitem__):
             K, p = self.cliques[k], self.parent[k]
             sep = () if p < 0 else tuple(i for i in K if i in self.cliques[p])
@@ -197,7 +197,7 @@ def fit(model, tree, *, iterations: int = ITERATIONS, seconds: float | None = No
             raise ValueError(f"{caller}: the measured clique {M} lies in no clique of the tree. Pass a junction "
                              "tree of the measured cliques (mmopt.synth.model_size.junction_tree).")
         where.append(k)
-    scored: dict = {j: [] for j in range(len(measured))}
+    scored: list = [[] for _ in measured]   # the measured sets each clique's loss holds
     for S in est.values:
         if S:
             j = next((j for j, M in enumerate(measured) if set(S) <= set(M)), None)
@@ -224,7 +224,7 @@ def fit(model, tree, *, iterations: int = ITERATIONS, seconds: float | None = No
         beliefs = sp.calibrate(log_pot, plan, t)
         return beliefs, [beliefs[k].sum(axis=ax) for k, ax in zip(where, outside, strict=True)]
 
-    objective = clique_loss(measured, shape, est.values, est.variances, [scored[j] for j in range(len(measured))])
+    objective = clique_loss(measured, shape, est.values, est.variances, scored)
 
     beliefs, mu = marginals(theta)
     loss, grad = objective(mu)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mmopt.synth.junction import JunctionModel, _conditional, _contract, _onto
+from mmopt.synth.junction import JunctionModel, _conditional, _contract
 from mmopt.synth.model_size import subtree
 
 __all__ = ["marginals"]
@@ -93,7 +93,8 @@ def _walk(model: JunctionModel, a: int, partners, holder: dict, conditionals: di
             if (q, S) not in conditionals:
                 conditionals[(q, S)] = _conditional(model.beliefs[q], L, S)
             sep = _contract([(joint, (_COPY,) + K)], (_COPY,) + S)
-            stack.append((q, k, sep.reshape((n,) + _onto(sep[0], S, L).shape) * conditionals[(q, S)]))
+            on_L = tuple(model.shape[i] if i in S else 1 for i in L)   # S's axes where L has them
+            stack.append((q, k, sep.reshape((n,) + on_L) * conditionals[(q, S)]))
     if len(got) < len(partners):  # j on another tree of the forest: P is the product of the trees' distributions
         joint_a = model.marginal((a,)) / model.total
         for j in partners:
