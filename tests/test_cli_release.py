@@ -85,8 +85,9 @@ def _broken(*args, **kwargs):
 
 @pytest.mark.parametrize("out, patch", [
     (["--out", "a.csv"], "mmopt.answers.files.stream_batches"),      # the labelled table
-    (["--out", "a.parquet"], "pyarrow.parquet.ParquetWriter.write_table"),  # fails after the file was opened
-    (["--estimate", "e.csv"], "numpy.savetxt"),                       # x̂ alone
+    pytest.param(["--out", "a.parquet"], "pyarrow.parquet.ParquetWriter.write_table",  # fails after opening
+                 marks=pytest.mark.slow),  # (the default run's ~10 minutes: each case a subprocess)
+    pytest.param(["--estimate", "e.csv"], "numpy.savetxt", marks=pytest.mark.slow),   # x̂ alone
 ])
 def test_a_failed_write_after_the_draw_keeps_the_answers_and_says_the_budget_was_spent(folder, capsys,
                                                                                        monkeypatch, out, patch):

@@ -82,6 +82,7 @@ def test_mechanism_dispatches_and_matches_evaluate():
     assert abs(sq.mean() - expected) <= 5 * sq.std() / np.sqrt(sq.size)
 
 
+@pytest.mark.slow  # the default run's ~10 minutes (README): run with `pytest -m slow`
 def test_release_on_a_product_domain_is_verified_and_unbiased():
     """OpenDP noise on A x at Δ rounded upwards; mean squared error over releases ≈ evaluate (Laplace)."""
     W = wl.kron(wl.prefix(70), wl.identity_total(60))      # 4,200 cells: implicit

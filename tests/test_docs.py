@@ -5,6 +5,9 @@ into the source folder) with the repository as working directory (for ``import e
 
     python -m sphinx -W --keep-going -b html docs <out>/html
     python -m sphinx -W --keep-going -b doctest docs <out>/doctest
+
+The html build is in the slow suite (40 s, for the default run's ~10 minutes); the doctest build reads every page
+and docstring with -W too, so a warning from reading them still fails the default run.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ def _report(proc: subprocess.CompletedProcess) -> str:
     return f"exit {proc.returncode}\n--- stderr ---\n{proc.stderr[-6000:]}\n--- stdout ---\n{proc.stdout[-3000:]}"
 
 
+@pytest.mark.slow  # the default run's ~10 minutes (README): run with `pytest -m slow`
 def test_html_builds_without_warnings(tmp_path):
     proc, out = _sphinx("html", tmp_path)
     assert proc.returncode == 0, _report(proc)

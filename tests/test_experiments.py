@@ -125,6 +125,7 @@ def test_section_6_1_decompositions():
     assert _helpers.y_modified(8).sensitivity() == pytest.approx(2 + math.sqrt(2))
 
 
+@pytest.mark.slow  # the default run's ~10 minutes (README): run with `pytest -m slow`
 def test_main_writes_every_file_and_checks_agree_with_the_notes(tmp_path, capsys):
     # n = 2 and --min-error-max 2 (no convex-iteration run to plot) both crashed after all the work before
     argv = ["--sizes", "2", "4", "--min-error-max", "2", "--min-sensitivity-max", "0", "--out", str(tmp_path),

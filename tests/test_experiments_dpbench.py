@@ -109,6 +109,7 @@ def test_rows_columns_and_values(rows):
     assert err[(10**7, 1.0)] < 1e-3 * err[(10**3, 1.0)] and err[(10**3, 1.0)] < err[(10**3, 0.1)]
 
 
+@pytest.mark.slow  # the default run's ~10 minutes (README): run with `pytest -m slow`
 def test_seeded_reproducibility(rows):
     again = db.run(SHAPES, CFG, seed=0)
     assert [r["scaled_error"] for r in again] == [r["scaled_error"] for r in rows]

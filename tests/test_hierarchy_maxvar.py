@@ -76,6 +76,7 @@ def test_symmetry_minimax_brackets_the_dense_minimax(build):
     assert dense.lower_bound <= sol.objective * (1 + 1e-9)
 
 
+@pytest.mark.slow  # the default run's ~10 minutes (README): run with `pytest -m slow`
 def test_plan_past_the_dense_limit_is_certified_and_beats_the_tree_search_on_both_sides():
     geo = census_like(20, 300, seed=0)  # 6,000 cells: planned as a union of Kronecker products by symmetry
     W = grouping_sets([geo, Hierarchy.flat(2, name="sex"), Hierarchy.flat(10, name="agegrp")],

@@ -107,6 +107,7 @@ def test_objective_gradient_matches_finite_differences():
     assert _objective(C - np.diag(np.diag(C)), b, k, 30.0) == (math.inf, None)
 
 
+@pytest.mark.slow  # the default run's ~10 minutes (README): run with `pytest -m slow`
 def test_chain_banded_beats_its_start_and_stays_above_the_certified_bound():
     n, k = 64, 8
     b = n // k
@@ -154,6 +155,7 @@ def test_chain_banded_refuses_bad_input(kwargs, match):
 
 
 
+@pytest.mark.slow  # the default run's ~10 minutes (README): run with `pytest -m slow`
 def test_optimize_takes_the_2b_band_strategy_when_it_is_better():
     import mmopt
     from mmopt.participation import min_separation, sensitivity_squared

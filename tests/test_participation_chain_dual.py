@@ -64,6 +64,7 @@ def test_certified_bound_is_just_below_the_estimate():
     assert certified == pytest.approx(best[0], rel=1e-8)  # allowances ~n·k·b·u·‖K‖ under each √ω, ω ≥ 1e-4‖K‖
 
 
+@pytest.mark.slow  # the default run's ~10 minutes (README): run with `pytest -m slow`
 def test_bound_lies_below_every_feasible_strategy_and_near_the_cutting_planes():
     n, k = 64, 8
     lower = chain_dual(n, k, max_iterations=400)

@@ -343,6 +343,7 @@ def test_error_by_term_bars_are_each_marginals_rmse_with_its_smallest_and_larges
     assert [t.get_text() for t in census.get_xticklabels()][:3] == ["P1", "P3", "P4"]
 
 
+@pytest.mark.slow  # the default run's ~10 minutes (README): run with `pytest -m slow`
 def test_a_large_profile_is_pooled_and_its_small_entries_get_colour():
     """Issue 36: the 4,096-cell H₂ profile drew as a nearly blank square (the resampler averaged its thin
     structure away, and its off-diagonal entries sat inside the linear 1 % band)."""

@@ -126,3 +126,17 @@ def test_bad_input_is_refused():
         aim(df, D, W3, mmopt.Privacy(1.0, 1e-9), rounds=0)
     with pytest.raises(ValueError, match="delta > 0"):
         aim(df, D, W3, mmopt.Privacy(1.0))
+
+
+def test_a_seeded_junction_run_does_not_depend_on_the_machine_speed(monkeypatch):
+    # The in-loop fits are budgeted in iterations, not CPU seconds: a machine so slow that every fit would outrun
+    # any time budget (each process_time call jumps an hour here) releases the same records.
+    df = _records()
+    fast = _run(df, 1.0, estimator="junction")
+    ticks = itertools.count()
+    monkeypatch.setattr(importlib.import_module("mmopt.synth.junction").time, "process_time",
+                        lambda: 3600.0 * next(ticks))
+    slow = _run(df, 1.0, estimator="junction")
+    assert slow.details["selected"] == fast.details["selected"]
+    assert slow.details["estimator"]["iterations"] == fast.details["estimator"]["iterations"] > 0
+    assert slow.records(500).equals(fast.records(500))

@@ -28,15 +28,16 @@ Algorithm, with the zCDP budget ρ of ``privacy`` and T = 16d rounds (``rounds``
 * **Estimator** (the paper uses Private-PGM's, warm-started every round). ``estimator="junction"``: in the loop and
   at the end, the maximum-likelihood member of the measured cliques' graphical-model family on the model's junction
   tree (:mod:`mmopt.synth.junction`: belief propagation and mirror descent, no whole table), each round's fit
-  starting from the last round's θ (:data:`~mmopt.synth.junction.ROUND_ITERATIONS` iterations or
-  :data:`~mmopt.synth.junction.ROUND_SECONDS` CPU s a round, then :data:`~mmopt.synth.junction.SECONDS` at the
-  end). Why in the loop: the selection scores each candidate against the model's estimate, and the residual
-  model's estimate of an unmeasured set is local (maximum entropy inside the set), so on tree-structured data AIM
-  kept measuring triples the tree already implied. ``"residual"``: :class:`mmopt.synth.estimate.ResidualModel`
-  (least squares in the residual basis, projected; a heuristic in parts, stated there) in the loop and out, the
-  cheapest. ``"joint"``: the residual model in the loop, and at the end the same family's maximum-likelihood
-  whole table (:mod:`mmopt.synth.joint`; records by systematic sampling from it), on domains of at most
-  :data:`mmopt.synth.joint.MAX_CELLS` cells. ``"auto"`` (default): "joint" on those domains, else "junction".
+  starting from the last round's θ (:data:`~mmopt.synth.junction.ROUND_ITERATIONS` iterations a round, then
+  :data:`~mmopt.synth.junction.ITERATIONS` at the end: iterations, not CPU seconds, so that a seeded run is the
+  same on every machine). Why in the loop: the selection scores each candidate against the model's estimate, and
+  the residual model's estimate of an unmeasured set is local (maximum entropy inside the set), so on
+  tree-structured data AIM kept measuring triples the tree already implied.
+  ``"residual"``: :class:`mmopt.synth.estimate.ResidualModel` (least squares in the residual basis, projected; a
+  heuristic in parts, stated there) in the loop and out, the cheapest. ``"joint"``: the residual model in the loop,
+  and at the end the same family's maximum-likelihood whole table (:mod:`mmopt.synth.joint`; records by systematic
+  sampling from it), on domains of at most :data:`mmopt.synth.joint.MAX_CELLS` cells. ``"auto"`` (default): "joint" on
+  those domains, else "junction".
   Measured (ε = 1, workload error of the rows; ``benchmarks/results/bench_synth.txt``, 10⁵ records of
   :func:`mmopt.records.datasets.tree_network`, all 2-way marginals): residual → junction in the loop, 0.0209 →
   0.0134 at 50 mixed attributes, 0.0026 → 0.0022 at 50 binary, 0.0557 → 0.0203 at 100 mixed (98 → 305 CPU s),
@@ -209,7 +210,7 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
         model = base = ResidualModel(est, measured, finite_total(est.total), structure=tree.cliques)
         if use_junction:  # warm-started from last round's θ: a few iterations a round add up
             model = junction.fit(base, _smaller(tree, shape, base.cliques), iterations=junction.ROUND_ITERATIONS,
-                                 seconds=junction.ROUND_SECONDS, start=warm)
+                                 start=warm)
             warm = model
         if not last and np.abs(model.marginal(C) - before).sum() <= math.sqrt(2 / math.pi) * sigma * cl.cells(shape, C):
             sigma, eps = sigma / 2, eps * 2
@@ -221,7 +222,7 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
         model = jt.fit(base)
         fitted = {"estimator": "joint", "status": model.status, "iterations": model.iterations, "loss": model.loss}
     elif use_junction:
-        model = junction.fit(base, _smaller(tree, shape, base.cliques), seconds=junction.SECONDS, start=warm)
+        model = junction.fit(base, _smaller(tree, shape, base.cliques), start=warm)
         fitted = {"estimator": "junction", "status": model.status, "iterations": model.iterations,
                   "loss": model.loss}
     r, e = spent(cur.steps, rho, privacy.delta)

@@ -52,14 +52,13 @@ from mmopt.synth.clique_loss import clique_loss
 from mmopt.synth.model_size import subtree
 from mmopt.synth.tree import stratified_uniforms
 
-__all__ = ["ITERATIONS", "JunctionModel", "ROUND_ITERATIONS", "ROUND_SECONDS", "SECONDS", "fit"]
+__all__ = ["ITERATIONS", "JunctionModel", "ROUND_ITERATIONS", "fit"]
 
-#: Mirror-descent iterations at most (default of :func:`fit`), and the CPU seconds AIM gives the fit.
+#: Mirror-descent iterations at most (default of :func:`fit`; AIM's fit after its last round).
 ITERATIONS = 300
-SECONDS = 60.0
-#: The iterations and CPU seconds of each AIM round's warm-started fit (``aim(..., estimator="junction")``).
+#: The iterations of each AIM round's warm-started fit (``aim(..., estimator="junction")``). AIM gives its fits
+#: iterations, never CPU seconds: a seeded run then releases the same records on every machine.
 ROUND_ITERATIONS = 100
-ROUND_SECONDS = 10.0
 
 
 @dataclass(frozen=True, eq=False)
