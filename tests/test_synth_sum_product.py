@@ -9,17 +9,18 @@ import pytest
 from mmopt.synth.sum_product import calibrate, depths, plan
 
 SHAPE = (2, 3, 2, 4, 3, 2)
-# a fork at clique 0 and a chain below clique 2: (0, 1) ← (1, 2), (1, 3) ← (3, 4); and (4, 5) on its own tree
+# a fork at clique 0 and a chain below clique 2: (0, 1) ← (1, 2), (1, 3) ← (3, 4); and (5,) on its own tree
 CLIQUES = [(0, 1), (1, 2), (1, 3), (3, 4), (5,)]
 PARENT = [-1, 0, 0, 2, -1]
 
 
-def _dense(log_pot, cliques, shape):
-    """log P up to a constant on the whole table, each clique's potential broadcast onto it."""
+def _dense(log_pot, cliques, shape, t):
+    """P on the whole table, summing to t: each clique's potential broadcast onto it, exp shifted by the maximum."""
     total = np.zeros(shape)
     for lp, K in zip(log_pot, cliques, strict=True):
         total = total + lp.reshape([shape[i] if i in K else 1 for i in range(len(shape))])
-    return total
+    p = np.exp(total - total.max())
+    return p * (t / p.sum())
 
 
 def _marginal(p, K, d):
@@ -36,9 +37,7 @@ def test_calibrated_beliefs_are_the_dense_clique_marginals(scale):
     log_pot = _random_log_pot(rng, scale)
     got = calibrate(log_pot, plan(CLIQUES, PARENT, SHAPE), 1000.0)
     # two trees: (0..4) and (5,); P is the product of their distributions, each normalised to the total on its own
-    main = _dense(log_pot[:4], CLIQUES[:4], SHAPE[:5])
-    p = np.exp(main - main.max())
-    p *= 1000.0 / p.sum()
+    p = _dense(log_pot[:4], CLIQUES[:4], SHAPE[:5], 1000.0)
     for k, K in enumerate(CLIQUES[:4]):
         # products and sums of positive numbers: a few ulps per operation, far below 1e-10 relative
         np.testing.assert_allclose(got[k], _marginal(p, K, 5), rtol=1e-10, atol=1e-12 * 1000.0)
@@ -54,9 +53,7 @@ def test_a_separator_value_of_zero_mass_gives_zero_beliefs_not_nan():
     log_pot[3][1, :] = -np.inf     # x_3 = 1 impossible below (1, 3)
     got = calibrate(log_pot, plan(CLIQUES, PARENT, SHAPE), 50.0)
     assert all(np.isfinite(b).all() for b in got)
-    main = _dense(log_pot[:4], CLIQUES[:4], SHAPE[:5])
-    p = np.exp(main - main.max())
-    p *= 50.0 / p.sum()
+    p = _dense(log_pot[:4], CLIQUES[:4], SHAPE[:5], 50.0)
     for k, K in enumerate(CLIQUES[:4]):
         np.testing.assert_allclose(got[k], _marginal(p, K, 5), rtol=1e-10, atol=1e-12 * 50.0)
     assert not got[1][2, :].any() and not got[2][:, 1].any()

@@ -53,7 +53,7 @@ def _to_variance(tau: np.ndarray, kind: str, alpha: float, delta: float, caller:
             raise ValueError(f"The 'kind' parameter of {caller} is 'halfwidth', whose width is z·σ under Gaussian "
                              "noise; under Laplace noise (delta=0) plan by kind='se' or 'variance' (the exact Laplace "
                              "intervals are mmopt.answers'; their width is not a multiple of σ).")
-        z = float(special.ndtri(1 - alpha / 2))   # the normal quantile (scipy.stats costs 0.5 s to import)
+        z = float(-special.ndtri(alpha / 2))   # z_{1−α/2}, as mmopt.answers.intervals (no 1 − α/2 round-off)
         return (tau / z) ** 2
     return tau
 
