@@ -14,7 +14,7 @@ def _check_results(namespace: dict, out: str) -> None:
     assert "lower bound" in out
 
 
-@pytest.mark.slow  # 12 s; the paste test below runs the same blocks in one namespace and checks the same results
+@pytest.mark.slow  # ~45 s; the paste test below runs the same blocks in one namespace and checks the same results
 def test_readme_python_blocks_run(capsys):
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
     assert len(blocks) >= 3
