@@ -41,6 +41,13 @@ def test_release_matches_the_group_by_and_labels_it():
     worst = 8 * t[t["set"] == 0]["std_error"].max()
     assert np.all(np.abs(cells.loc[truth.index].to_numpy() - truth.to_numpy()) <= worst)
     assert r.result.lower_bound <= r.result.objective
+    # the half-width is z_{1−α/2}·std_error (mmopt.answers.intervals' Gaussian quantile), up to the rounding of
+    # upper = estimate + h: one ulp of the larger, which the subtraction below exposes (counts up to ~2,000)
+    ulp = 2 * np.finfo(float).eps * np.maximum(np.abs(t["upper"]), np.abs(t["estimate"]))
+    assert np.all(np.abs((t["upper"] - t["estimate"]) - 1.959963984540054 * t["std_error"]) <= ulp)
+    for bad in (0.0, 1.5):  # no interval of infinite or negative width: refused, naming the method
+        with pytest.raises(ValueError, match="'alpha' parameter of GroupedRelease.table"):
+            r.table(alpha=bad)
 
 
 def test_refusals_name_the_parameter():

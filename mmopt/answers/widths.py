@@ -16,7 +16,6 @@ releases give exact intervals through the marginal algebra (:mod:`mmopt.records.
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
 
 from mmopt.answers import intervals as iv
 from mmopt.answers.layout import Chunk
@@ -31,7 +30,7 @@ class Widths:
 
     def __init__(self, alpha: float, noise: str, scale: float, laws=None):
         self.alpha, self.noise, self.scale, self.laws = alpha, noise, scale, laws
-        self.z = float(-special.ndtri(alpha / 2.0))
+        self.z = iv.half_width("gaussian", alpha, sd=1.0)   # z_{1−α/2}
         self.cache: dict = {}
 
     def of(self, c: Chunk, se: np.ndarray) -> np.ndarray:

@@ -46,9 +46,11 @@ class GroupedRelease:
         rolled up, SQL's NULL), ``estimate``, ``std_error`` and, with ``alpha``, the exact Gaussian 1 − α interval
         ``lower``/``upper`` (estimate ∓ z_{1−α/2}·std_error: the error is exactly normal with that variance)."""
         import pandas as pd
-        from scipy import special
 
-        z = None if alpha is None else float(-special.ndtri(alpha / 2))   # as mmopt.answers.intervals
+        from mmopt.answers import intervals as iv
+
+        z = None if alpha is None else iv.half_width("gaussian", iv.check_alpha(alpha, "GroupedRelease.table"),
+                                                     sd=1.0)   # z_{1−α/2}
         cols = [n for per in self.names for n in per[1:]]
         frames = []
         for k, (s, ans, var) in enumerate(zip(self.workload.sets, self.release.answers, self.release.variances,

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import optimize as so
-from scipy import special
 
 from mmopt._base import validation as v
 from mmopt.privacy import Privacy
@@ -53,7 +52,8 @@ def _to_variance(tau: np.ndarray, kind: str, alpha: float, delta: float, caller:
             raise ValueError(f"The 'kind' parameter of {caller} is 'halfwidth', whose width is z·σ under Gaussian "
                              "noise; under Laplace noise (delta=0) plan by kind='se' or 'variance' (the exact Laplace "
                              "intervals are mmopt.answers'; their width is not a multiple of σ).")
-        z = float(-special.ndtri(alpha / 2))   # z_{1−α/2}, as mmopt.answers.intervals (no 1 − α/2 round-off)
+        from mmopt.answers.intervals import half_width  # here: mmopt.answers's package import is not small
+        z = half_width("gaussian", alpha, sd=1.0)   # z_{1−α/2}
         return (tau / z) ** 2
     return tau
 
