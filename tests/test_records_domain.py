@@ -3,9 +3,11 @@
 import json
 import math
 
+import pandas as pd
 import pytest
 
 from mmopt.records import Attribute, Domain
+from mmopt.records.domain import check_domain
 
 
 def test_attribute_kinds_sizes_and_labels():
@@ -85,3 +87,34 @@ def test_json_refusals(tmp_path):
         Domain.from_json({"attributes": [{"name": "a", "categories": ["x"]}, ["b"]]})
     with pytest.raises(ValueError, match="strictly increasing"):
         Domain.from_json({"attributes": [{"name": "a", "edges": [3, 1]}]})
+
+
+@pytest.mark.parametrize("given, remedy", [
+    ({"age": 3}, 'Domain.from_json({"attributes": [{"name": "age", "categories": [0, 1, 2]}, ...]})'),
+    ({"age": 12}, 'Domain.from_json({"attributes": [{"name": "age", "categories": [...]}, ...]})'),
+    ({"attributes": []}, "Build it with Domain.from_json(...), which reads that form"),
+    ("domain.json", "Build it with Domain.from_json(...), which reads that form"),
+    ([3, 2], "Domain.from_json(path_to_json)"),
+    (None, "Domain.from_json(path_to_json)"),
+])
+def test_check_domain_names_the_caller_and_the_remedy(given, remedy):
+    with pytest.raises(TypeError, match="The 'domain' parameter of f must be a Domain") as info:
+        check_domain(given, caller="f")
+    assert remedy in str(info.value) and f"Got {type(given).__name__} instead." in str(info.value)
+    check_domain(Domain.from_json({"attributes": [{"name": "age", "categories": [0, 1, 2]}]}), caller="f")
+
+
+def test_every_public_entry_point_refuses_a_dict_of_sizes_with_the_remedy():
+    import mmopt
+    from mmopt import synth
+    from mmopt.records import release_marginals
+
+    df = pd.DataFrame({"a": [0, 1, 2], "b": [0, 1, 0]})
+    sizes = {"a": 3, "b": 2}
+    privacy = mmopt.Privacy(1.0, delta=1e-6)
+    calls = {"mst": lambda: synth.mst(df, sizes, privacy, seed=0),
+             "aim": lambda: synth.aim(df, sizes, [("a", "b")], privacy, seed=0),
+             "release_marginals": lambda: release_marginals(df, sizes, [("a", "b")], privacy)}
+    for caller, call in calls.items():
+        with pytest.raises(TypeError, match=f"'domain' parameter of {caller} must be a Domain.*Domain.from_json"):
+            call()

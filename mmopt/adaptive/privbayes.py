@@ -121,10 +121,8 @@ class _Marginals:
 def _check_data(data, domain, caller: str):
     """(shape, marginal oracle) for a dense count array or records + Domain; refuses before any noise."""
     if domain is not None:
-        from mmopt.records import Domain
-        if not isinstance(domain, Domain):
-            raise TypeError(f"The 'domain' parameter of {caller} must be a mmopt.records.Domain or None. Got "
-                            f"{type(domain).__name__}.")
+        from mmopt.records.domain import check_domain
+        check_domain(domain, caller=caller)  # None is the dense-array form, handled below
         shape = domain.shape
         marg = _Marginals(records=data, domain=domain)
     else:

@@ -19,7 +19,7 @@ import numpy as np
 
 from mmopt.groupby.parse import GroupByQuery, parse_query
 from mmopt.privacy import Privacy
-from mmopt.records.domain import Domain
+from mmopt.records.domain import Domain, check_domain
 from mmopt.records.release import RecordsRelease, release_marginals
 
 __all__ = ["SqlRelease", "check_columns", "grouping_table", "release_grouping_sets", "resolve_source", "sql"]
@@ -50,9 +50,7 @@ class SqlRelease:
 def check_columns(query: GroupByQuery, domain: Domain, levels=()) -> None:
     """Every selected column is an attribute of the public domain (or a declared hierarchy level); else ValueError
     (nothing is read)."""
-    if not isinstance(domain, Domain):
-        raise TypeError(f"The 'domain' parameter of {_CALLER} must be a Domain (mmopt.records.Domain). "
-                        f"Got {type(domain).__name__} instead.")
+    check_domain(domain, caller=_CALLER)
     unknown = [c for c in query.columns if c not in domain.names and c not in levels]
     if unknown:
         raise ValueError(f"{_CALLER} refuses the column {unknown[0]!r}: it is not an attribute of the domain "

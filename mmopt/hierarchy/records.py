@@ -113,13 +113,11 @@ def plan_grouping_sets(domain, sets, privacy, *, leaf: str, levels: dict, strate
     from mmopt.hierarchy.release import measurements, refuse_unmeasured
     from mmopt.optimize import optimize
     from mmopt.privacy import Privacy
-    from mmopt.records.domain import Domain
+    from mmopt.records.domain import Domain, check_domain
     if not isinstance(privacy, Privacy) or privacy.noise != "gaussian":
         raise ValueError(f"The 'privacy' parameter of {caller} must be a Privacy with delta > 0 (Gaussian noise at "
                          f"the strategy's exact L2 sensitivity). Got {privacy!r}.")
-    if not isinstance(domain, Domain):
-        raise TypeError(f"The 'domain' parameter of {caller} must be a Domain (mmopt.records.Domain). "
-                        f"Got {type(domain).__name__} instead.")
+    check_domain(domain, caller=caller)
     if leaf not in domain.names:
         raise ValueError(f"The 'leaf' parameter of {caller} must be an attribute of the domain. Got {leaf!r}; the "
                          f"domain has {list(domain.names)}.")

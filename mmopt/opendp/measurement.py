@@ -46,7 +46,7 @@ from mmopt._base import opendp as _opendp
 from mmopt.privacy import Privacy
 from mmopt.records import mechanism as mc
 from mmopt.records import read as rd
-from mmopt.records.domain import Domain
+from mmopt.records.domain import Domain, check_domain
 
 __all__ = ["FEATURES", "make_matrix_mechanism", "records_domain", "records_space"]
 
@@ -93,9 +93,7 @@ def records_domain(domain: Domain):
     A ``user_domain`` whose identifier names the domain by its JSON's SHA-256 (two domains chain only if equal)
     and whose member test is :func:`is_records`. Needs OpenDP.
     """
-    if not isinstance(domain, Domain):
-        raise TypeError(f"The 'domain' parameter of records_domain must be a Domain (mmopt.records.Domain). "
-                        f"Got {type(domain).__name__} instead.")
+    check_domain(domain, caller="records_domain")
     dp = _dp("records_domain")
     digest = hashlib.sha256(domain.to_json().encode("utf-8")).hexdigest()[:32]
     with vouched(dp):
@@ -230,9 +228,7 @@ def check_space(input_domain, input_metric, output_measure, domain: Domain, scal
     if input_metric != dp.symmetric_distance():
         raise ValueError(f"The 'input_metric' parameter of {caller} must be dp.symmetric_distance() (records added "
                          f"or removed). Got {input_metric} instead.")
-    if not isinstance(domain, Domain):
-        raise TypeError(f"The 'domain' parameter of {caller} must be a Domain (mmopt.records.Domain). "
-                        f"Got {type(domain).__name__} instead.")
+    check_domain(domain, caller=caller)
     if input_domain != records_domain(domain):
         raise ValueError(f"The 'input_domain' parameter of {caller} must be mmopt.opendp.records_domain(domain) for "
                          f"the same domain. Got {input_domain} instead.")

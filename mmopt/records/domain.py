@@ -241,3 +241,37 @@ class Domain:
             with atomic_target(os.fspath(path), ".json") as tmp, open(tmp, "w", encoding="utf-8") as fh:
                 fh.write(text + "\n")
         return text
+
+
+def check_domain(domain, *, caller: str) -> None:
+    """TypeError unless ``domain`` is a :class:`Domain`, with the remedy for what was given instead.
+
+    Examples
+    --------
+    >>> try:
+    ...     check_domain({"age": 3}, caller="release_marginals")
+    ... except TypeError as exc:
+    ...     for sentence in str(exc).split(". ")[1:]:
+    ...         print(sentence)
+    Got dict instead
+    Build it with Domain.from_json({"attributes": [{"name": "age", "categories": [0, 1, 2]}, ...]}) (edges for binned \
+columns); a Domain fixes how each value maps to a cell, which a size alone does not.
+    """
+    if isinstance(domain, Domain):
+        return
+    got = type(domain).__name__
+    if (isinstance(domain, dict) and "attributes" in domain) or isinstance(domain, str | os.PathLike):
+        remedy = "Build it with Domain.from_json(...), which reads that form (a dict, JSON text or a file)."
+    elif isinstance(domain, dict) and domain and all(isinstance(k, str) for k in domain):
+        name = next(iter(domain))
+        size = domain[name]
+        cats = list(range(size)) if isinstance(size, int) and 0 < size <= 3 else None
+        example = (f'{{"name": {json.dumps(name)}, "categories": {cats}}}' if cats is not None
+                   else f'{{"name": {json.dumps(name)}, "categories": [...]}}')
+        remedy = (f'Build it with Domain.from_json({{"attributes": [{example}, ...]}}) (edges for binned columns); '
+                  "a Domain fixes how each value maps to a cell, which a size alone does not.")
+    else:
+        remedy = ('Build it with Domain.from_json({"attributes": [{"name": ..., "categories": [...]}, ...]}) or '
+                  "Domain.from_json(path_to_json).")
+    raise TypeError(f"The 'domain' parameter of {caller} must be a Domain (mmopt.records.Domain). Got {got} instead. "
+                    + remedy)

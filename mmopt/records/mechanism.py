@@ -29,7 +29,7 @@ from mmopt.privacy import Privacy
 from mmopt.records import counts as rc
 from mmopt.records import plans as rp
 from mmopt.records import read as rd
-from mmopt.records.domain import Domain
+from mmopt.records.domain import Domain, check_domain
 from mmopt.records.result import RecordsRelease
 from mmopt.structured import _checks as ck
 from mmopt.structured.release import upper_sensitivity
@@ -125,9 +125,7 @@ def prepare(domain: Domain, workload, privacy: Privacy, strategy, caller: str) -
     if not isinstance(privacy, Privacy):
         raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy, e.g. Privacy(epsilon=1.0). "
                         f"Got {type(privacy).__name__} instead.")
-    if not isinstance(domain, Domain):
-        raise TypeError(f"The 'domain' parameter of {caller} must be a Domain (mmopt.records.Domain). "
-                        f"Got {type(domain).__name__} instead.")
+    check_domain(domain, caller=caller)
     W = marginal_sets(workload, domain, caller)
     chosen = rp.check_strategy(strategy, W, privacy, caller)
     A = chosen.strategy

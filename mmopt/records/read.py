@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterator
 
 from mmopt.records import values as _values
-from mmopt.records.domain import Domain
+from mmopt.records.domain import Domain, check_domain
 
 BATCH_ROWS = 1 << 20  # rows per batch: ~8 MB per int64 column, large enough to amortise per-batch overheads
 
@@ -86,13 +86,6 @@ def check_schema(kinds: dict, domain: Domain, *, caller: str) -> None:
 
 
 # -- sources as batches of columns ---------------------------------------------------------------------------
-def check_domain(domain, *, caller: str) -> None:
-    """TypeError unless ``domain`` is a :class:`~mmopt.records.domain.Domain`."""
-    if not isinstance(domain, Domain):
-        raise TypeError(f"The 'domain' parameter of {caller} must be a Domain (mmopt.records.Domain). "
-                        f"Got {type(domain).__name__} instead.")
-
-
 def check_source(records, domain: Domain, *, caller: str):
     """Validate ``records`` against the domain; returns ("pandas" | "arrow" | "dask", handle).
 

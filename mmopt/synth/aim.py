@@ -65,7 +65,7 @@ import numpy as np
 
 from mmopt._base import validation as v
 from mmopt.records import counts as rc
-from mmopt.records.domain import Domain
+from mmopt.records.domain import Domain, check_domain
 from mmopt.structured.residual import closure as cl
 from mmopt.synth import joint as jt
 from mmopt.synth import junction, junction_pairs
@@ -151,9 +151,7 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
     (True, True, 10)
     """
     caller = "aim"
-    if not isinstance(domain, Domain):
-        raise TypeError(f"The 'domain' parameter of {caller} must be a Domain (mmopt.records.Domain). "
-                        f"Got {type(domain).__name__} instead.")
+    check_domain(domain, caller=caller)
     sets = rc.check_sets(workload, domain, caller=caller, name="workload")
     if not sets or any(len(S) == 0 for S in sets):
         raise ValueError(f"The 'workload' parameter of {caller} must list at least one non-empty marginal. "

@@ -64,7 +64,7 @@ import numpy as np
 
 from mmopt.adaptive._noise import Noise
 from mmopt.records import counts as rc
-from mmopt.records.domain import Domain
+from mmopt.records.domain import Domain, check_domain
 from mmopt.synth import compress as cp
 from mmopt.synth import projection as pj
 from mmopt.synth.curator import Curator
@@ -158,9 +158,7 @@ def mst(records, domain: Domain, privacy, seed=None, *, compress: bool = True, w
     True
     """
     caller = "mst"
-    if not isinstance(domain, Domain):
-        raise TypeError(f"The 'domain' parameter of {caller} must be a Domain (mmopt.records.Domain). "
-                        f"Got {type(domain).__name__} instead.")
+    check_domain(domain, caller=caller)
     rho = budget_rho(privacy, caller)
     seed = check_seed(seed, caller)
     if not isinstance(compress, bool):
