@@ -135,7 +135,8 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         ``min_separation(b, k)`` allow (None or ``single()``: once). The objective is then the total error at
         unit σ with the sensitivity under that schema; methods "auto", "l2_approx" (the certified optimum under
         fixed epochs, n ≤ 4,096, a causal factor) and "banded" (prefix sums at any n, and Toeplitz workloads such
-        as ``mmopt.participation.momentum``); Gaussian noise only (:mod:`mmopt.family.training`).
+        as ``mmopt.participation.momentum``); Gaussian noise only, under every schema, ``single()`` included (L2
+        objective; Laplace noise or ``norm="l1"`` refused; :mod:`mmopt.family.training`).
 
     Returns
     -------
@@ -161,6 +162,8 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
     caller = "optimize"
     from mmopt.dispatch import as_implicit  # a marginal workload from the residual layer (RecordsRelease.workload)
     workload = as_implicit(workload)
+    if participation is not None:
+        norm = _training_norm(participation, privacy, norm, caller)
     if method is None and participation is not None:
         method = "auto"  # the participation route picks the certified optimum or a banded strategy by size
     if method is None and (objective != "total" or targets is not None):
@@ -174,6 +177,18 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
                 optimize, objective, targets, participation)
     # which family's code runs this method: one table (mmopt.family.routes.ROUTES), no branch here
     return routes.find(workload, method, call).run(workload, method, call)
+
+
+def _training_norm(participation, privacy, norm, caller: str) -> str:
+    """"l2": a schema, single() included, means Gaussian noise, so with neither ``privacy`` nor ``norm`` the objective
+    is L2 (as "auto" would otherwise take "l1"); Laplace noise or norm="l1" refused, naming the schema."""
+    from mmopt.participation.schemas import as_schema
+    schema = as_schema(participation, caller)
+    wanted = privacy.sensitivity_norm if isinstance(privacy, Privacy) else None
+    if "l1" in (norm, wanted):
+        raise ValueError(f"{caller}(participation={schema!r}) optimises the error under Gaussian noise (L2 "
+                         "sensitivity): use Privacy(epsilon, delta > 0) or privacy=None, and no norm='l1'.")
+    return "l2"
 
 
 def _objective(privacy, method, norm, caller: str):

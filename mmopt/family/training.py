@@ -81,9 +81,6 @@ def run(workload, method, call: Call) -> OptimizeResult:
     from mmopt.participation.schemas import FixedEpochs, as_schema
     t0 = time.perf_counter()
     schema = as_schema(call.participation, CALLER)
-    if call.norm == "l1":
-        raise ValueError(f"{CALLER}(participation={schema!r}) optimises the error under Gaussian noise (L2 "
-                         "sensitivity): use Privacy(epsilon, delta > 0) or privacy=None.")
     objective_methods = ("max_variance", "last_iterate") if call.objective != "total" else ()
     if not isinstance(method, str) or method not in METHODS + objective_methods:
         raise ValueError(f"The 'method' parameter of {CALLER} with participation={schema!r} must be one of "
