@@ -166,8 +166,25 @@ def test_invalid_arguments(case):
     kwargs, exc, pattern = case
     with pytest.raises(exc, match=pattern):
         optimize(wl.prefix(3), **kwargs)
-    with pytest.raises(TypeError, match="'workload' parameter of optimize"):
+    with pytest.raises(TypeError, match=r"'workload' parameter of optimize .* Got ndarray\. Wrap a query matrix with "
+                                        r"mmopt\.Workload\.from_matrix\(W\)"):
         optimize(np.eye(3))
+
+
+def test_a_matrix_or_a_privacy_where_they_do_not_belong_names_the_remedy():
+    import scipy.sparse as sp
+
+    with pytest.raises(TypeError, match=r"Got csr_matrix\. Wrap a sparse query matrix"):
+        optimize(sp.eye(3).tocsr())
+    with pytest.raises(TypeError, match=r"Got NoneType\.$"):
+        optimize(None)
+    # plan finds ε: a Privacy given as the targets was float()'s bare TypeError
+    with pytest.raises(TypeError, match=r"'targets' parameter of plan must be one positive number or 4 .* Got "
+                                        r"Privacy instead\. plan finds the budget"):
+        mmopt.plan(wl.prefix(4), mmopt.Privacy(1.0))
+    for bad in ("x", [1.0, "y", 2.0, 3.0]):  # (None is optimize's default: no targets)
+        with pytest.raises(TypeError, match=f"Got {type(bad).__name__} instead\\.$"):
+            optimize(wl.prefix(4), privacy=mmopt.Privacy(1.0, 1e-6), targets=bad)
 
 
 def test_min_sensitivity_post_processes_l2_approx_for_eps_dp():

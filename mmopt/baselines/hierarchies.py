@@ -21,6 +21,7 @@ from mmopt.dense._error_common import check_privacy, resolve_norm
 from mmopt.dense._interval_trees import GramOperator, all_range_gram, prefix_gram
 from mmopt.dense._strategy_core import Strategy
 from mmopt.dense._workload_core import Workload
+from mmopt.dense._workload_type import not_a_workload
 from mmopt.structured.strategies import ImplicitStrategy, StrategyProduct
 
 __all__ = ["GramOperator", "IntervalTree", "all_range_gram", "gram_operator", "greedy_h", "greedy_h_tree",
@@ -62,7 +63,7 @@ def gram_operator(workload: Workload) -> GramOperator:
     """G = WᵀW of a dense workload as a :class:`GramOperator` (prefix and all ranges: :func:`prefix_gram`,
     :func:`all_range_gram`, which need no n×n matrix)."""
     if not isinstance(workload, Workload):
-        raise TypeError(f"The 'workload' parameter of gram_operator must be a Workload. Got {type(workload).__name__}.")
+        raise not_a_workload(workload, name="workload", caller="gram_operator")
     m = workload.n_queries
     return GramOperator.from_gram(workload.mean_gram * float(m), m, workload.name)
 

@@ -14,6 +14,7 @@ import numpy as np
 from mmopt._base import validation as v
 from mmopt.dense._strategy_core import Strategy, _psd_eigh
 from mmopt.dense._workload_core import Workload
+from mmopt.dense._workload_type import not_a_workload
 
 
 def identity(n: int) -> Strategy:
@@ -113,7 +114,7 @@ def from_workload(workload) -> Strategy:
 
 
     if not isinstance(workload, Workload):
-        raise TypeError(f"The 'workload' parameter of from_workload must be a Workload. Got {type(workload).__name__}.")
+        raise not_a_workload(workload, name="workload", caller="from_workload")
     return Strategy(workload.explicit_matrix(), "workload")
 
 
@@ -160,8 +161,7 @@ def svd_strategy(workload) -> Strategy:
     True
     """
     if not isinstance(workload, Workload):
-        raise TypeError("The 'workload' parameter of svd_strategy must be a Workload. "
-                        f"Got {type(workload).__name__}.")
+        raise not_a_workload(workload, name="workload", caller="svd_strategy")
     try:
         G = workload.gram  # σᵢ(W)² exactly, when G fits in float64
     except OverflowError:

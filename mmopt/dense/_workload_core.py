@@ -24,7 +24,7 @@ import numpy as np
 
 from mmopt._base import validation as v
 from mmopt.dense import _gram_forms as gf
-from mmopt.dense._workload_type import CLOSED_FORMS, FAMILIES, MAX_EXPLICIT_ENTRIES, Workload
+from mmopt.dense._workload_type import CLOSED_FORMS, FAMILIES, MAX_EXPLICIT_ENTRIES, Workload, not_a_workload
 
 __all__ = ["CLOSED_FORMS", "FAMILIES", "MAX_EXPLICIT_ENTRIES", "Workload", "all_predicate", "all_range", "identity",
            "kron", "marginals", "prefix", "random_range", "stack", "total"]
@@ -125,7 +125,7 @@ def kron(first: Workload, second: Workload, *, name: str | None = None) -> Workl
     caller = "kron"
     for label, w in (("first", first), ("second", second)):
         if not isinstance(w, Workload):
-            raise TypeError(f"The '{label}' parameter of {caller} must be a Workload. Got {type(w).__name__}.")
+            raise not_a_workload(w, name=label, caller=caller)
     label = v.check_str(name, name="name", caller=caller) if name is not None else f"{first.name}⊗{second.name}"
     n = first.domain_size * second.domain_size
     v.check_allocation(2 * n * n, what=f"the {n}×{n} Gram matrix of {label} and one temporary", caller=caller,

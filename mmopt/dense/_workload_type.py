@@ -152,3 +152,21 @@ class Workload:
     def __repr__(self) -> str:
         return (f"Workload(name={self.name!r}, n={self.domain_size}, m={v.fmt_count(self.n_queries)}, "
                 f"family={self.family!r})")
+
+
+def not_a_workload(value, *, name: str, caller: str, accepted: str = "a Workload") -> TypeError:
+    """The TypeError for a ``name`` of ``caller`` that is not a workload, with the remedy for a bare matrix.
+
+    Examples
+    --------
+    >>> print(not_a_workload(np.ones((2, 3)), name="workload", caller="optimize"))
+    The 'workload' parameter of optimize must be a Workload. Got ndarray. Wrap a query matrix with \
+mmopt.Workload.from_matrix(W) (rows = queries, columns = cells).
+    """
+    remedy = ""
+    if isinstance(value, np.ndarray | list | tuple) or hasattr(value, "toarray"):
+        remedy = (" Wrap a query matrix with mmopt.Workload.from_matrix(W) (rows = queries, columns = cells)."
+                  if not hasattr(value, "toarray") else
+                  " Wrap a sparse query matrix with mmopt.Workload.from_matrix(W.toarray()), or use an implicit "
+                  "workload of mmopt.workload.")
+    return TypeError(f"The '{name}' parameter of {caller} must be {accepted}. Got {type(value).__name__}.{remedy}")

@@ -15,7 +15,7 @@ from mmopt._base import runtime as _runtime
 from mmopt._base import validation as v
 from mmopt._base.result import CLOSED_FORMS, SUCCESS, OptimizeResult, reconcile
 from mmopt._base.solution import check_raw_solution
-from mmopt.dense._workload_type import Workload
+from mmopt.dense._workload_type import Workload, not_a_workload
 from mmopt.error import diagonal_bound, evaluate, svd_bound
 from mmopt.family.call import Call, check_common, seed_record
 from mmopt.family.routes import PRODUCT_METHODS, all_methods
@@ -46,7 +46,7 @@ def _dense(workload, method):
                              f"over {workload.domain_size:,} cells. Use one of {list(PRODUCT_METHODS)}.")
         return workload.to_workload()
     if not isinstance(workload, Workload):
-        raise TypeError(f"The 'workload' parameter of {CALLER} must be a Workload. Got {type(workload).__name__}.")
+        raise not_a_workload(workload, name="workload", caller=CALLER)
     return workload
 
 
