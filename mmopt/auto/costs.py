@@ -33,10 +33,23 @@ def l2_tridiagonal_step(n: int) -> float:
     return 0.005 + 8e-8 * n**2
 
 
+#: The convex-iteration SDP stage that the dense MinError pipeline adds at n ≤ SDP_MAX_N (3 starts of up to 50 P1
+#: solves): measured CPU s, rounded up, the largest over prefix sums, all ranges and random 0/1 queries
+#: (2n × n): 1.1 s at n ≤ 4, 2.9 s at 8, 13.7 s at 12, 10.0 s at 16 (the bisection closes sooner there).
+_SDP_STAGE = {4: 1.5, 8: 3.5, 16: 15.0}
+
+
 def min_error_dense(n: int) -> float:
     """The dense MinError pipeline (L2 start, closed-form starts, 8 or 3 p-Identity restarts): 3 s at n = 256,
-    19 s at 512 on random ranges, 160–290 s at 1,024 (``benchmarks/results/bench_optimize_n1024.txt``)."""
-    return 1.0 + 1.4e-7 * n**3
+    19 s at 512 on random ranges, 160–290 s at 1,024 (``benchmarks/results/bench_optimize_n1024.txt``); at
+    n ≤ 16 also its SDP stage (:data:`_SDP_STAGE`: 14 s at n = 12, where the rest takes 0.3 s).
+
+    >>> min_error_dense(12) > 15 > min_error_dense(17)
+    True
+    """
+    from mmopt.search.min_error import SDP_MAX_N
+    sdp = next((t for m, t in sorted(_SDP_STAGE.items()) if n <= m), 0.0) if n <= SDP_MAX_N else 0.0
+    return 1.0 + 1.4e-7 * n**3 + sdp
 
 
 def pidentity_step(n: int, p: int) -> float:
