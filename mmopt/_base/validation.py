@@ -37,15 +37,31 @@ def _param(name: str, caller: str) -> str:
     return f"The '{name}' parameter of {caller}"
 
 
+def _scientific(k: int) -> str:
+    """~m.me+X of a positive integer that may exceed any float (its digits, not log10, which read 2·10¹² as
+    "1e12.3")."""
+    digits = str(k)
+    return f"~{digits[0]}.{digits[1:2] or '0'}e{len(digits) - 1}"
+
+
 def fmt_count(k: int) -> str:
-    """An exact count, or ~1eX once it has more than 12 digits (k may exceed any float)."""
-    return f"{k:,}" if k < 10**12 else f"~1e{math.log10(k):.1f}"
+    """An exact count, or ~m.meX once it has more than 12 digits (k may exceed any float).
+
+    >>> fmt_count(123_456), fmt_count(2 * 10**12 + 5), fmt_count(10**400)
+    ('123,456', '~2.0e12', '~1.0e400')
+    """
+    return f"{k:,}" if k < 10**12 else _scientific(k)
 
 
 def _fmt_bytes(n_bytes: int) -> str:
+    """Bytes in TB, GB or MB (three digits), or ~m.meX TB past 10¹⁵.
+
+    >>> _fmt_bytes(16 * 10**12), _fmt_bytes(8 * 10**30)
+    ('16 TB', '~8.0e18 TB')
+    """
     for unit, size in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6)):
         if n_bytes >= size:
-            return f"{n_bytes / size:.3g} {unit}" if n_bytes < 10**15 else f"~1e{math.log10(n_bytes) - 12:.1f} TB"
+            return f"{n_bytes / size:.3g} {unit}" if n_bytes < 10**15 else f"{_scientific(n_bytes // 10**12)} TB"
     return f"{n_bytes} bytes"
 
 
