@@ -37,9 +37,13 @@ def _param(name: str, caller: str) -> str:
     return f"The '{name}' parameter of {caller}"
 
 
-def _scientific(k: int) -> str:
-    """~m.me+X of a positive integer that may exceed any float (its digits, not log10, which read 2·10¹² as
-    "1e12.3")."""
+def scientific(k: int) -> str:
+    """~m.meX of a positive integer that may exceed any float, from its digits (log10 printed as an exponent read
+    2·10¹² as "1e12.3").
+
+    >>> scientific(2**1100)
+    '~1.3e331'
+    """
     digits = str(k)
     return f"~{digits[0]}.{digits[1:2] or '0'}e{len(digits) - 1}"
 
@@ -50,7 +54,7 @@ def fmt_count(k: int) -> str:
     >>> fmt_count(123_456), fmt_count(2 * 10**12 + 5), fmt_count(10**400)
     ('123,456', '~2.0e12', '~1.0e400')
     """
-    return f"{k:,}" if k < 10**12 else _scientific(k)
+    return f"{k:,}" if k < 10**12 else scientific(k)
 
 
 def _fmt_bytes(n_bytes: int) -> str:
@@ -61,7 +65,7 @@ def _fmt_bytes(n_bytes: int) -> str:
     """
     for unit, size in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6)):
         if n_bytes >= size:
-            return f"{n_bytes / size:.3g} {unit}" if n_bytes < 10**15 else f"{_scientific(n_bytes // 10**12)} TB"
+            return f"{n_bytes / size:.3g} {unit}" if n_bytes < 10**15 else f"{scientific(n_bytes // 10**12)} TB"
     return f"{n_bytes} bytes"
 
 

@@ -12,7 +12,6 @@ import contextlib
 import csv
 import dataclasses
 import json
-import math
 import os
 import signal
 import sys
@@ -23,6 +22,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from mmopt._base import jsonable as _json
+from mmopt._base.validation import scientific
 
 __all__ = ["check_extension", "jsonable", "privacy_fields", "record_of", "table", "write_json", "write_record"]
 
@@ -58,7 +58,7 @@ def _show(value) -> str:
     if isinstance(value, bool) or value is None:
         return str(value)
     if isinstance(value, int):
-        return f"{value:,}" if abs(value) < 10**15 else f"~1e{math.log10(abs(value)):.2f}"
+        return f"{value:,}" if abs(value) < 10**15 else ("-" if value < 0 else "") + scientific(abs(value))
     if isinstance(value, float):
         return f"{value:.6g}"
     if isinstance(value, list):

@@ -7,7 +7,6 @@ importing the evaluation machinery; every name here is re-exported by :mod:`mmop
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,7 +52,7 @@ class ErrorReport:
         return {
             "workload": self.workload, "strategy": self.strategy, "n": self.domain_size,
             # beyond float64 (all predicates past n ≈ 1023) m is written as a power of ten, never inf
-            "m": self.n_queries if self.n_queries < 2**53 else f"~1e{math.log10(self.n_queries):.2f}",
+            "m": self.n_queries if self.n_queries < 2**53 else v.scientific(self.n_queries),
             "noise": p.noise if p else "unit", "epsilon": p.epsilon if p else "", "delta": p.delta if p else "",
             "sensitivity": self.sensitivity, "total_squared_error": self.total_squared_error,
             "log10_total": self.log10_total, "mean_squared_error": self.mean_squared_error, "rmse": self.rmse,

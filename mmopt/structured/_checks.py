@@ -32,7 +32,7 @@ def fmt_bytes(n_entries: int) -> str:
 
 
 def fmt_int(n: int) -> str:
-    return f"{n:,}" if n < 10**15 else f"~1e{math.log10(n):.1f}"
+    return f"{n:,}" if n < 10**15 else v.scientific(n)
 
 
 def check_allocation(n_entries: int, *, what: str, caller: str, limit: int = MAX_DENSE_ENTRIES,
