@@ -229,7 +229,8 @@ def plot(rows: list[dict], out: Path) -> Path:
     fig, axes = plt.subplots(len(sets), 2, figsize=(10, 4 * len(sets)), squeeze=False)
     for row, ds in zip(axes, sets, strict=True):
         mine_ds = [r for r in summ if r["dataset"] == ds]
-        for k, m in enumerate(dict.fromkeys(r["method"] for r in mine_ds)):
+        for m in dict.fromkeys(r["method"] for r in mine_ds):
+            k = METHODS.index(m)  # one colour per method on every panel (by order of appearance, tree15's differed)
             mine = [r for r in mine_ds if r["method"] == m]
             e = [r["epsilon"] for r in mine]
             for key, style in (("model_error", "-"), ("records_error", "--")):

@@ -103,3 +103,21 @@ def test_trials_sets_how_many_of_ours_run(tmp_path, monkeypatch, rows):
     assert seen[-1].trials == 5
     with pytest.raises(SystemExit):
         synth.main(["--out", str(tmp_path), "--trials", "0"])
+
+
+def test_each_method_keeps_its_colour_on_every_panel(rows, tmp_path, monkeypatch):
+    """Colours were by order of appearance per dataset: where a method was missing (OpenDP's MST at tree15,
+    ε = 0.1) the next one took its colour, so the same colour meant two methods in one figure."""
+    colours: dict[str, set] = {}
+
+    def capture(fig, path, dpi):
+        for ax in fig.axes[1::2]:  # the CPU panels: one line per method
+            for line in ax.get_lines():
+                colours.setdefault(line.get_label(), set()).add(line.get_color())
+        return path
+
+    monkeypatch.setattr(synth._common, "save_png", capture)
+    only_aim = [dict(r, dataset="only AIM") for r in rows if r["method"] == "mmopt AIM"]
+    synth.plot(rows + only_aim, tmp_path)
+    assert set(colours) == {"mmopt MST", "mmopt AIM"} and all(len(c) == 1 for c in colours.values())
+    assert colours["mmopt MST"] != colours["mmopt AIM"]
