@@ -242,7 +242,16 @@ def test_bad_arguments(built, tmp_path):
         save(tmp_path / "no" / "x", H)
     with pytest.raises(ValueError, match="save: the 'workload' parameter .*all_range.*N = 8"):
         save(tmp_path / "x", H, workload=wl.all_range(8))
-    assert list(tmp_path.iterdir()) == []
+    # the object first, as torch.save and pickle.dump take it: the order is named
+    with pytest.raises(TypeError, match=r"save takes the path first: save\(path, strategy_or_result\).*Got "
+                                        r"save\(Strategy, '.*x.npz'\)"):
+        save(H, str(tmp_path / "x.npz"))
+    # a directory: numpy would write a sibling '<dir>.npz' outside it
+    (tmp_path / "d").mkdir()
+    with pytest.raises(ValueError, match=r"'path' parameter of save names a directory, .*Give a file name, e\.g\. "
+                                         r"'.*strategy\.npz'"):
+        save(tmp_path / "d", H)
+    assert [p.name for p in tmp_path.iterdir()] == ["d"] and not list((tmp_path / "d").iterdir())
 
 
 def test_mismatched_workload_refused(built, tmp_path):
@@ -477,3 +486,17 @@ def test_inconsistent_toeplitz_files_refused(case, tmp_path):
 def test_toeplitz_save_refuses_a_mismatched_workload(tmp_path):
     with pytest.raises(ValueError, match="N = 65"):
         save(tmp_path / "x", mmopt.toeplitz.sqrt_strategy(64), workload=mmopt.toeplitz.prefix(65))
+
+
+def test_an_unwritable_place_is_named_not_the_temporary(built, tmp_path, monkeypatch):
+    """The OS error of creating the temporary file named '.x.npz.<hex>.tmp' (as root, read-only folders are
+    writable: the refusal is simulated)."""
+    from mmopt.persist import _files
+
+    def refuse(path, *args):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(_files.os, "open", refuse)
+    with pytest.raises(PermissionError, match=r"save: cannot write '.*x\.npz' \(Permission denied\)") as info:
+        save(tmp_path / "x", built["hierarchical"][1])
+    assert ".tmp" not in str(info.value) and info.value.errno == 13

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,6 +129,10 @@ def save(path, strategy_or_result, *, workload=None, privacy=None, overwrite: bo
     True
     """
     caller = "save"
+    if isinstance(strategy_or_result, str | os.PathLike) and not isinstance(path, str | os.PathLike):
+        # torch.save and pickle.dump take the object first; numpy's np.save, and this, the path
+        raise TypeError(f"{caller} takes the path first: save(path, strategy_or_result), as numpy's np.save. Got "
+                        f"save({type(path).__name__}, {os.fspath(strategy_or_result)!r}).")
     from mmopt.dispatch import as_implicit  # lazy: dispatch sits above every family, this module beside them
     strategy_or_result, workload = as_implicit(strategy_or_result), as_implicit(workload)
     target = pf.npz_name(path, caller)

@@ -43,6 +43,9 @@ def check_path(path, caller: str) -> Path:
 def npz_name(path, caller: str) -> Path:
     """The name numpy would write: ``path`` with ``.npz`` appended unless it already ends with it."""
     p = check_path(path, caller)
+    if p.is_dir():  # numpy would write a sibling "<dir>.npz"; a directory given here is a missing file name
+        raise ValueError(f"The 'path' parameter of {caller} names a directory, '{p}'. Give a file name, e.g. "
+                         f"'{p / 'strategy.npz'}'.")
     return p if p.name.endswith(".npz") else p.with_name(p.name + ".npz")
 
 
@@ -72,7 +75,10 @@ def write_atomically(target: Path, arrays: dict, overwrite: bool) -> None:
         raise FileNotFoundError(f"save: the directory '{target.parent}' does not exist. Create it first.")
     tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
     # O_EXCL: never follow or reuse someone else's file; mode 0o666 lets the umask decide, as open() would
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    except OSError as exc:  # the temporary's name is ours, not the user's: name the file they asked for
+        raise type(exc)(exc.errno, f"save: cannot write '{target}' ({exc.strerror})") from None
     try:
         with os.fdopen(fd, "wb") as f:
             np.savez_compressed(f, **arrays, **_NO_PICKLE)  # a file object: numpy appends no suffix
