@@ -140,6 +140,10 @@ def stack(workloads, weights=None, *, name: str | None = None):
     >>> type(W).__name__, W.n_queries
     ('ImplicitWorkload', 200)
     """
+    if hasattr(workloads, "n_queries"):  # stack(W1, W2): kron takes its factors one by one, stack one list
+        second = " (the second went to 'weights')" if hasattr(weights, "n_queries") else ""
+        raise TypeError(f"The 'workloads' parameter of stack must be a list of workloads. Got one "
+                        f"{type(workloads).__name__}{second}. Pass them as one list: stack([W1, W2, ...]).")
     try:
         parts = list(workloads)
     except TypeError:  # not a list: the dense constructor says what it needs

@@ -118,3 +118,13 @@ def test_marginals_formula_equals_sum_of_kron_parts(shape, k):
         G = G + part
     np.testing.assert_allclose(W.gram, G, rtol=1e-12)
     np.testing.assert_allclose(W.matrix.T @ W.matrix, G, rtol=1e-12)
+
+
+def test_stack_given_its_parts_one_by_one_says_it_takes_one_list():
+    """kron takes its factors one by one, stack a list: stack(W1, W2) put W2 in 'weights' and was refused as
+    'must be a non-empty list of Workload objects', with no hint of the order."""
+    for parts in [(wl.prefix(8), wl.prefix(8)), (wl.kron(wl.prefix(100), wl.total(100)),) * 2]:
+        with pytest.raises(TypeError, match=r"Got one \w+ \(the second went to 'weights'\)\. Pass them as one list: "
+                                            r"stack\(\[W1, W2, \.\.\.\]\)"):
+            wl.stack(*parts)
+    assert wl.stack([wl.prefix(8), wl.prefix(8)]).n_queries == 16
