@@ -193,3 +193,10 @@ def test_huge_component_tensor_is_refused_before_allocating():
     W = grouping_sets([Hierarchy.flat(2, name=f"a{i}") for i in range(40)], [("a0",), ()])
     with pytest.raises(ValueError, match="component tensor"):
         W.component_traces()
+
+
+def test_a_level_name_given_twice_is_refused():
+    """level('x') resolved to the first of two levels named 'x': a grouping set naming it meant that one, silently."""
+    with pytest.raises(ValueError, match=r"'level_names' parameter of Hierarchy must name each level once\. Got "
+                                         r"\['x'\] more than once in \['total', 'x', 'x'\]"):
+        Hierarchy.from_parents([[0, 0, 1]], level_names=("total", "x", "x"))

@@ -132,7 +132,12 @@ class Hierarchy:
         if len(self.level_names) != len(ps) + 1:
             raise ValueError(f"The 'level_names' parameter of {caller} must have {len(ps) + 1} names (one per "
                              f"level, the root's first). Got {len(self.level_names)}.")
-        object.__setattr__(self, "level_names", tuple(str(s) for s in self.level_names))
+        names = tuple(str(s) for s in self.level_names)
+        twice = sorted({s for s in names if names.count(s) > 1})
+        if twice:  # level("x") would silently mean the first of them
+            raise ValueError(f"The 'level_names' parameter of {caller} must name each level once. Got {twice} "
+                             f"more than once in {list(names)}.")
+        object.__setattr__(self, "level_names", names)
 
     # -- shape --------------------------------------------------------------------------------------------
     @property
