@@ -154,7 +154,7 @@ class Workload:
                 f"family={self.family!r})")
 
 
-def not_a_workload(value, *, name: str, caller: str, accepted: str = "a Workload") -> TypeError:
+def not_a_workload(value, *, name: str, caller: str) -> TypeError:
     """The TypeError for a ``name`` of ``caller`` that is not a workload, with the remedy for a bare matrix.
 
     Examples
@@ -164,9 +164,9 @@ def not_a_workload(value, *, name: str, caller: str, accepted: str = "a Workload
 mmopt.Workload.from_matrix(W) (rows = queries, columns = cells).
     """
     remedy = ""
-    if isinstance(value, np.ndarray | list | tuple) or hasattr(value, "toarray"):
-        remedy = (" Wrap a query matrix with mmopt.Workload.from_matrix(W) (rows = queries, columns = cells)."
-                  if not hasattr(value, "toarray") else
-                  " Wrap a sparse query matrix with mmopt.Workload.from_matrix(W.toarray()), or use an implicit "
+    if hasattr(value, "toarray"):  # scipy.sparse
+        remedy = (" Wrap a sparse query matrix with mmopt.Workload.from_matrix(W.toarray()), or use an implicit "
                   "workload of mmopt.workload.")
-    return TypeError(f"The '{name}' parameter of {caller} must be {accepted}. Got {type(value).__name__}.{remedy}")
+    elif isinstance(value, np.ndarray | list | tuple):
+        remedy = " Wrap a query matrix with mmopt.Workload.from_matrix(W) (rows = queries, columns = cells)."
+    return TypeError(f"The '{name}' parameter of {caller} must be a Workload. Got {type(value).__name__}.{remedy}")

@@ -35,14 +35,15 @@ def check_targets(targets, m: int, caller: str, name: str = "targets") -> np.nda
                          "workload of marginals (mmopt.workload.marginals, records workloads); this one is not. Give "
                          f"one number, or {m:,} (one per query).")
     try:
-        if targets is None:
-            raise TypeError
-        tau = np.asarray(targets, dtype=float)
-    except (TypeError, ValueError):  # e.g. plan(W, Privacy(1.0)): the budget is what plan finds, not an input
+        tau = None if targets is None else np.asarray(targets, dtype=float)  # None would become NaN
+    except (TypeError, ValueError):
+        tau = None
+    if tau is None:  # e.g. plan(W, Privacy(1.0)): the budget is what plan finds, not an input
+        from mmopt.privacy import Privacy
         hint = (" plan finds the budget: give the accuracy wanted (targets=4.0, kind='se'), not a Privacy."
-                if type(targets).__name__ == "Privacy" else "")
+                if isinstance(targets, Privacy) else "")
         raise TypeError(f"The '{name}' parameter of {caller} must be one positive number or {m:,} (one per query). "
-                        f"Got {type(targets).__name__} instead.{hint}") from None
+                        f"Got {type(targets).__name__} instead.{hint}")
     if tau.ndim == 0:
         tau = np.full(m, float(tau))
     if tau.shape != (m,) or not np.all(np.isfinite(tau)) or np.any(tau <= 0):

@@ -265,9 +265,8 @@ columns); a Domain fixes how each value maps to a cell, which a size alone does 
     elif isinstance(domain, dict) and domain and all(isinstance(k, str) for k in domain):
         name = next(iter(domain))
         size = domain[name]
-        cats = list(range(size)) if isinstance(size, int) and 0 < size <= 3 else None
-        example = (f'{{"name": {json.dumps(name)}, "categories": {cats}}}' if cats is not None
-                   else f'{{"name": {json.dumps(name)}, "categories": [...]}}')
+        cats = list(range(size)) if isinstance(size, int) and 0 < size <= 3 else "[...]"
+        example = f'{{"name": {json.dumps(name)}, "categories": {cats}}}'
         remedy = (f'Build it with Domain.from_json({{"attributes": [{example}, ...]}}) (edges for binned columns); '
                   "a Domain fixes how each value maps to a cell, which a size alone does not.")
     else:
