@@ -81,6 +81,15 @@ def test_rank_deficient_user_initial_is_scored_and_polished():
     assert "sdp" in r.extra["stage_status"]  # n = 4: the SDP ran from its own starts (initial is not full rank)
 
 
+def test_sdp_stage_leaves_the_identity_to_its_own_candidate():
+    """The convex iteration from I only reaches tr G, the identity candidate's error: the stage runs the other two."""
+    r = mmopt.optimize(wl.prefix(4), method="min_error", seed=0)
+    sdp_starts = {h["start"] for h in r.history if h.get("step") == "sdp" and "start" in h}  # its P1 solves
+    assert sdp_starts == {"svd", "l2"}
+    assert sum(h.get("step") == "identity" for h in r.history) == 1
+    assert r.objective <= 10.0 * (1 + 1e-12)  # the identity strategy's error, tr G of prefix(4)
+
+
 def test_initial_matrix_names_and_errors():
     W = wl.prefix(4)
     assert np.array_equal(_initial_matrix("identity", W), np.eye(4))

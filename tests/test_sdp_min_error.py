@@ -6,7 +6,14 @@ import pytest
 
 from mmopt import workload as wl
 from mmopt._base.solution import RawSolution
-from mmopt.search.sdp_min_error import _null_projector, _starts, _svd_bound, _true_error, solve_min_error_sdp
+from mmopt.search.sdp_min_error import (
+    STARTS,
+    _null_projector,
+    _starts,
+    _svd_bound,
+    _true_error,
+    solve_min_error_sdp,
+)
 from mmopt.solvers import choose, mosek_available
 
 
@@ -62,6 +69,18 @@ def test_all_ranges_n4_reaches_identity():
     check_strategy(res, G)
     assert res.extra["objective"] == pytest.approx(20.0, rel=1e-6)
     assert res.status == "optimal"
+
+
+def test_starts_selects_the_runs():
+    """Only the starts asked for run, in the order of STARTS; the identity start ends at tr G (the identity
+    strategy's error), which is why min_error, which weighs the identity itself, leaves it out."""
+    G = all_range_gram(4)
+    only = solve_min_error_sdp(G, starts=("l2", "svd"))
+    assert {h["start"] for h in only.history} == {"svd", "l2"}
+    assert [h["start"] for h in only.history] == sorted((h["start"] for h in only.history), key=STARTS.index)
+    ident = solve_min_error_sdp(G, starts=("identity",))
+    assert {h["start"] for h in ident.history} == {"identity"}
+    assert ident.extra["objective"] == pytest.approx(np.trace(G), rel=1e-6)
 
 
 def test_all_ranges_from_l2_start_history():
@@ -174,6 +193,9 @@ BAD = [
     ("weight negative", dict(weight=-1.0), "'weight' parameter .* must be a float in the range"),
     ("max_iterations", dict(max_iterations=0), "'max_iterations' parameter .* must be an integer >= 1"),
     ("solver", dict(solver="nope"), "solver='nope' is not usable here"),
+    ("starts string", dict(starts="svd"), r"'starts' parameter .* non-empty tuple of names .* Got 'svd'"),
+    ("starts empty", dict(starts=()), r"'starts' parameter .* Got \(\) instead"),
+    ("starts unknown", dict(starts=("svd", "hb")), r"'starts' parameter .* \('svd', 'identity', 'l2'\)"),
 ]
 
 

@@ -33,9 +33,11 @@ def l2_tridiagonal_step(n: int) -> float:
     return 0.005 + 8e-8 * n**2
 
 
-#: The convex-iteration SDP stage that the dense MinError pipeline adds at n ≤ SDP_MAX_N (3 starts of up to 50 P1
+#: The convex-iteration SDP stage that the dense MinError pipeline adds at n ≤ SDP_MAX_N (2 starts of up to 50 P1
 #: solves): measured CPU s, rounded up, the largest over prefix sums, all ranges and random 0/1 queries
-#: (2n × n): 1.1 s at n ≤ 4, 2.9 s at 8, 13.7 s at 12, 10.0 s at 16 (the bisection closes sooner there).
+#: (2n × n): 1.1 s at n ≤ 4, 2.9 s at 8, 13.7 s at 12, 10.0 s at 16 (the bisection closes sooner there), with a
+#: third start (I) that the stage no longer runs: 0.7–2.9 s less on this session's faster machine (8.1–11.6 s at
+#: 12 and 16), so the figures err high.
 _SDP_STAGE = {4: 1.5, 8: 3.5, 16: 15.0}
 
 

@@ -126,10 +126,11 @@ def solve(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
     if use_sdp:
         from mmopt.search.sdp_min_error import solve_min_error_sdp
 
-        # Convex iteration runs its own multi-start (G^{1/4}, I, √X_L2): the right start is workload-dependent.
+        # Convex iteration runs its own multi-start (G^{1/4}, √X_L2): the right start is workload-dependent. Not
+        # from I: it stays at the identity strategy (sdp_min_error.STARTS), a candidate here already.
         user = next((A for _, label, A, _ in candidates if label == "initial" and _full_column_rank(A)), None)
-        say("min_error stage sdp: convex iteration (%s)", "3 starts" if user is None else "from initial")
-        sdp = solve_min_error_sdp(G, initial=user,
+        say("min_error stage sdp: convex iteration (%s)", "2 starts" if user is None else "from initial")
+        sdp = solve_min_error_sdp(G, initial=user, starts=("svd", "l2"),
                                   solver=opts.get("solver"), weight=opts.get("weight"), tol=opts.get("tol") or 1e-6,
                                   max_iterations=opts.get("max_iterations") or 50, verbose=opts["verbose"])
         solver, iterations, stages["sdp"] = sdp.solver, sdp.iterations or 0, sdp
