@@ -9,14 +9,17 @@ certified lower bound). Each method lives in its own module and hands back a ``R
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
+
 from mmopt._base import validation as v
 from mmopt._base.result import OptimizeResult
 from mmopt.family import routes
-from mmopt.family.call import Call, seed_record  # noqa: F401 (seed_record: API, recorded in extra["seed"])
+from mmopt.family.call import Call, seed_record
 from mmopt.privacy import Privacy
 from mmopt.search._methods import DEFAULT_NORM, METHODS, OPTIONS  # noqa: F401 (OPTIONS: API)
 from mmopt.workload import Workload
@@ -85,7 +88,9 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
     seed : int, numpy.random.Generator or None
         Seeds the random restarts; accepted (and unused) by the deterministic methods too. Restart k draws
         only from ``numpy.random.SeedSequence(seed).spawn(restarts)[k]``, so a seed gives the same strategy
-        whatever ``n_jobs``.
+        whatever ``n_jobs``. None draws fresh entropy (``SeedSequence().entropy``) and records it in
+        ``extra["seed"]``, so ``optimize(..., seed=res.extra["seed"])`` repeats a run; a Generator's state is
+        not recorded.
     verbose : bool or None, default=None
         Print progress (stage, restart k of K, objective, seconds) to stderr. None ("auto"): only if the call
         is still running after 10 s, so quick calls stay quiet and long ones say what they do; False: never.
@@ -173,10 +178,15 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         raise ValueError(f"The 'budget' parameter of {caller} applies to method='auto' only (it chooses which "
                          f"candidates run). Got budget={budget!r} with method={method!r}; drop it, or use "
                          "method='auto'.")
+    if seed is None:  # fresh entropy, as numpy draws it, but recorded: seed=res.extra["seed"] repeats the run
+        seed = int(np.random.SeedSequence().entropy)
     call = Call(norm, solver, initial, tol, max_iterations, seed, verbose, blas_threads, options, n_jobs, budget,
                 optimize, objective, targets, participation)
     # which family's code runs this method: one table (mmopt.family.routes.ROUTES), no branch here
-    return routes.find(workload, method, call).run(workload, method, call)
+    res = routes.find(workload, method, call).run(workload, method, call)
+    if "seed" not in res.extra:  # the routes that draw nothing record it too: every result says how to repeat it
+        res = dataclasses.replace(res, extra=dict(res.extra) | {"seed": seed_record(seed)})
+    return res
 
 
 def _training_norm(participation, privacy, norm, caller: str) -> str:

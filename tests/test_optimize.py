@@ -411,3 +411,16 @@ def test_a_mismatched_method_or_norm_warns_and_a_matched_one_does_not():
 def test_privacy_must_be_a_privacy():
     with pytest.raises(TypeError, match="The 'privacy' parameter of optimize must be a Privacy"):
         optimize(wl.prefix(4), privacy=1.0)
+
+
+def test_seedless_run_records_the_entropy_it_drew_and_repeats_from_it():
+    """seed=None draws fresh entropy and records it: the random restarts of min_error come out the same again."""
+    W = wl.prefix(24)
+    first = mmopt.optimize(W, method="min_error", options={"restarts": 2}, max_iterations=200)
+    seed = first.extra["seed"]
+    assert isinstance(seed, int) and seed >= 0
+    again = mmopt.optimize(W, method="min_error", options={"restarts": 2}, max_iterations=200,
+                           seed=seed)
+    assert np.array_equal(again.strategy.matrix, first.strategy.matrix) and again.objective == first.objective
+    other = mmopt.optimize(W, method="l2_approx")  # a deterministic route records its seed too
+    assert isinstance(other.extra["seed"], int) and other.extra["seed"] != seed
