@@ -203,9 +203,27 @@ def test_csv_through_every_engine(tmp_path):
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*holds values that are not numbers", category=UserWarning)
         want = marginal_counts(path, domain, [(0, 1, 2)])
-        assert want[(0, 1, 2)].sum() == 2  # "7" is not "007", "NA" and "null" are missing, "x" and "" dropped
+        # "7" is not "007"; "NA" is a declared category, so a value, but "null" is missing; "x" and "" dropped
+        assert want[(0, 1, 2)].sum() == 3 and want[(0, 1, 2)][2, 0, 1] == 1
         for engine in ("duckdb", "polars"):
             _same(marginal_counts(path, domain, [(0, 1, 2)], engine=engine), want, engine)
+
+
+def test_csv_null_strings_that_the_domain_declares_are_values(tmp_path):
+    """pyarrow's null strings ("NA", "N/A", "null", …) are missing values, unless the domain declares one as a
+    category: then that cell is counted, by every engine; a numeric column's "NA" stays missing (a record with a
+    missing value is dropped whole, the domain's rule)."""
+    path = tmp_path / "c.csv"
+    path.write_text("continent,answer,age\nNA,N/A,30\nEU,yes,40\nNA,N/A,50\nNA,null,50\nAS,no,NA\n")
+    domain = Domain((Attribute("continent", categories=("NA", "EU", "AS")),
+                     Attribute("answer", categories=("yes", "no", "N/A")), Attribute("age", edges=(0, 100))))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing here is text in a numeric column
+        for engine in ("auto", "duckdb", "polars"):
+            got = marginal_counts(path, domain, [(0,), (1,), (2,)], engine=engine)
+            assert got[(0,)].tolist() == [2, 1, 0], engine  # the last two records are dropped:
+            assert got[(1,)].tolist() == [1, 0, 2], engine  # "null" is a missing answer,
+            assert got[(2,)].tolist() == [3], engine  # "NA" a missing age
 
 
 def test_refusals_before_any_count(tmp_path):

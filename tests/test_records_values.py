@@ -77,3 +77,29 @@ def test_float_outside_small_integer_categories_is_dropped(dtype, cats):
     Z = Domain((Attribute("x", categories=cats),))
     x = np.array([np.nan, 5.0, -np.inf, cats[1]], dtype=dtype)  # cats[1] is exact in both types
     assert marginal_counts(pd.DataFrame({"x": x}), Z, [(0,)])[(0,)].tolist() == [0, 1]
+
+
+def test_decimal_objects_count_as_the_parquet_file_they_came_from(tmp_path):
+    """pd.read_parquet turns a decimal128 column into Decimal objects: they are numbers (as the file's float64
+    reading), not dropped; a date in a numeric column is dropped with the warning, a missing value silently."""
+    import datetime
+    import decimal
+    import fractions
+    domain = Domain((Attribute("income", edges=(0, 50_000, 1e9)),))
+    income = [decimal.Decimal("1000.5")] * 5 + [decimal.Decimal("60000")] * 3 + [None]
+    path = tmp_path / "dec.parquet"
+    pq = pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.table({"income": pa.array(income, type=pa.decimal128(12, 2))}), path)
+    read = pd.read_parquet(path)
+    assert isinstance(read["income"].iloc[0], decimal.Decimal)
+    want = marginal_counts(path, domain, [(0,)])[(0,)].tolist()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert marginal_counts(read, domain, [(0,)])[(0,)].tolist() == want == [5, 3]
+        cats = Domain((Attribute("k", categories=(1, 2, 0.5)),))
+        mixed = pd.DataFrame({"k": [decimal.Decimal(1), fractions.Fraction(1, 2), decimal.Decimal("2.0"), pd.NA,
+                                    decimal.Decimal("NaN")]})
+        assert marginal_counts(mixed, cats, [(0,)])[(0,)].tolist() == [1, 1, 1]
+    with pytest.warns(UserWarning, match="'k' holds values that are not numbers"):
+        dated = pd.DataFrame({"k": [1, datetime.date(2020, 1, 1), None]}, dtype=object)
+        assert marginal_counts(dated, cats, [(0,)])[(0,)].tolist() == [1, 0, 0]

@@ -159,10 +159,10 @@ def _source(records, domain: Domain, *, caller: str, engine: str):
         return "duckdb", dc.check(records, domain, caller=caller)
     kind, handle = rd.check_source(records, domain, caller=caller)
     if engine == "duckdb":
-        con, rel = dc.open_path(handle, records, caller=caller)
+        con, rel = dc.open_path(handle, records, domain, caller=caller)
         return "duckdb", (con, dc.check(rel, domain, caller=caller))
     if engine == "polars":
-        return "polars", pc.check(pc.open_path(handle, records, caller=caller), domain, caller=caller)
+        return "polars", pc.check(pc.open_path(handle, records, domain, caller=caller), domain, caller=caller)
     return kind, handle
 
 

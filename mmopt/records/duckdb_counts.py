@@ -65,7 +65,7 @@ def check(records, domain: Domain, *, caller: str):
     return records
 
 
-def open_path(dataset, path, *, caller: str):
+def open_path(dataset, path, domain: Domain, *, caller: str):
     """(connection, relation) over the files pyarrow found at ``path`` (the same files; for CSV the same text).
 
     The caller keeps the connection: DuckDB 1.x closes it, under the relation, when it is garbage-collected.
@@ -75,7 +75,7 @@ def open_path(dataset, path, *, caller: str):
     p = os.fspath(path).lower()
     try:
         if p.endswith(rd._CSV):
-            return con, con.read_csv(os.fspath(path), header=True, all_varchar=True, na_values=rd.csv_nulls(),
+            return con, con.read_csv(os.fspath(path), header=True, all_varchar=True, na_values=rd.csv_nulls(domain),
                                      sep="\t" if p.endswith(".tsv") else ",", quotechar='"', escapechar='"')
         return con, con.read_parquet(list(dataset.files))
     except duckdb.Error as exc:

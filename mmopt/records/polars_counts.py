@@ -51,14 +51,14 @@ def check(records, domain: Domain, *, caller: str):
     return lf
 
 
-def open_path(dataset, path, *, caller: str):
+def open_path(dataset, path, domain: Domain, *, caller: str):
     """A LazyFrame over the files pyarrow found at ``path`` (the same files; CSV cells as text, as pyarrow reads)."""
     import os
     pl = _polars()
     p = os.fspath(path).lower()
     try:
         if p.endswith(rd._CSV):
-            return pl.scan_csv(os.fspath(path), infer_schema=False, null_values=rd.csv_nulls(), quote_char='"',
+            return pl.scan_csv(os.fspath(path), infer_schema=False, null_values=rd.csv_nulls(domain), quote_char='"',
                                separator="\t" if p.endswith(".tsv") else ",")
         return pl.scan_parquet(list(dataset.files))
     except (pl.exceptions.PolarsError, OSError) as exc:

@@ -136,7 +136,8 @@ def open_dataset(path, domain: Domain, *, caller: str):
     elif lower.endswith(_CSV):
         import pyarrow.csv as pcsv
         types = {a.name: pa.string() for a in domain.attributes}
-        fmt = ds.CsvFileFormat(convert_options=pcsv.ConvertOptions(column_types=types, strings_can_be_null=True),
+        fmt = ds.CsvFileFormat(convert_options=pcsv.ConvertOptions(column_types=types, strings_can_be_null=True,
+                                                                   null_values=csv_nulls(domain)),
                                parse_options=pcsv.ParseOptions(delimiter="\t" if lower.endswith(".tsv") else ","))
     else:
         raise ValueError(f"The 'records' parameter of {caller} must be a .parquet or .csv file or a folder of "
@@ -147,10 +148,13 @@ def open_dataset(path, domain: Domain, *, caller: str):
         raise ValueError(f"{caller}: cannot read the records at {p!r}: {exc}") from None
 
 
-def csv_nulls() -> list[str]:
-    """The CSV cells read as missing (pyarrow's default null strings, quoted or not): every engine uses them."""
+def csv_nulls(domain: Domain | None = None) -> list[str]:
+    """The CSV cells read as missing (pyarrow's default null strings, quoted or not), but for the string categories
+    ``domain`` declares: a category "NA" (North America) or "N/A" (an answer) is a value, not a missing one. Every
+    engine uses them."""
     import pyarrow.csv as pcsv
-    return list(pcsv.ConvertOptions().null_values)
+    declared = {c for a in (domain.attributes if domain is not None else ()) if a.kind == "text" for c in a.categories}
+    return [s for s in pcsv.ConvertOptions().null_values if s not in declared]
 
 
 def pandas_batches(df, domain: Domain, batch_size: int) -> Iterator[list]:

@@ -19,6 +19,8 @@ the column, never a value or a count, and changes nothing that is released.
 
 from __future__ import annotations
 
+import decimal
+import fractions
 import warnings
 
 import numpy as np
@@ -79,11 +81,14 @@ def _masked(x: np.ndarray, missing: np.ndarray, attribute: Attribute) -> np.ndar
 
 
 def _object_codes(values: np.ndarray, attribute: Attribute) -> np.ndarray:
-    """Numbers by value (ints exactly), everything else (None, NaN, strings, objects) dropped."""
+    """Numbers by value (ints exactly; Decimal and Fraction as float64, as Arrow's decimals), everything else
+    (None, NaN, strings, other objects) dropped."""
     out = np.full(values.shape[0], -1, dtype=np.int64)
     is_int = np.fromiter((isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_) for v in values),
                          bool, values.shape[0])
-    is_float = np.fromiter((isinstance(v, float | np.floating) for v in values), bool, values.shape[0])
+    # pd.read_parquet turns a decimal128 column into Decimal objects: the file itself is read as float64
+    is_float = np.fromiter((isinstance(v, float | np.floating | decimal.Decimal | fractions.Fraction) for v in values),
+                           bool, values.shape[0])
     is_bool = np.fromiter((isinstance(v, bool | np.bool_) for v in values), bool, values.shape[0])
     if np.any(is_int):
         ints = values[is_int]
@@ -98,9 +103,20 @@ def _object_codes(values: np.ndarray, attribute: Attribute) -> np.ndarray:
         out[is_float] = _number_codes(values[is_float].astype(np.float64), attribute)
     if np.any(is_bool):
         out[is_bool] = _number_codes(values[is_bool].astype(np.int64), attribute)
-    if any(isinstance(v, str | bytes) for v in values[~(is_int | is_float | is_bool)]):
-        _warn_text(attribute)
+    if any(not _missing(v) for v in values[~(is_int | is_float | is_bool)]):
+        _warn_text(attribute)  # strings, dates, …: values, not missing ones, so the drop is said
     return out
+
+
+def _missing(value) -> bool:
+    """None, pandas.NA or pandas.NaT."""
+    if value is None:
+        return True
+    try:
+        import pandas as pd
+    except ImportError:
+        return False
+    return value is pd.NA or value is pd.NaT
 
 
 def _big_int_codes(ints: np.ndarray, attribute: Attribute) -> np.ndarray:
@@ -136,6 +152,7 @@ def _parsed_codes(arr, attribute: Attribute) -> np.ndarray:
     """CSV text: integers exactly, decimals as float64, anything else (and empty cells) dropped."""
     import pyarrow as pa
     import pyarrow.compute as pc
+    import pyarrow.csv as pcsv
     out = np.full(len(arr), -1, dtype=np.int64)
     text = pc.utf8_trim_whitespace(arr)
     is_int = pc.fill_null(pc.match_substring_regex(text, _INT), False).to_numpy(zero_copy_only=False)
@@ -147,7 +164,9 @@ def _parsed_codes(arr, attribute: Attribute) -> np.ndarray:
     if decimals.any():
         out[decimals] = _number_codes(pc.cast(text.filter(pa.array(decimals)), pa.float64())
                                       .to_numpy(zero_copy_only=False), attribute)
-    blank = pc.fill_null(pc.equal(text, ""), True).to_numpy(zero_copy_only=False)
+    # a null string read as text (another column declares it a category: mmopt.records.read.csv_nulls) is missing
+    nulls = pa.array(["", *pcsv.ConvertOptions().null_values])
+    blank = pc.fill_null(pc.is_in(text, value_set=nulls), True).to_numpy(zero_copy_only=False)
     if (~(is_num | blank)).any():
         _warn_text(attribute)
     return out
