@@ -100,6 +100,13 @@ REFUSED = [
     ("SELECT a, a, COUNT(*) FROM t GROUP BY a", "a column selected twice"),
     ("SELECT u.a, COUNT(*) FROM t GROUP BY a", "Columns must belong to the FROM table"),
     ("SELECT a, COUNT(*) FROM read_parquet('x.parquet') GROUP BY a", "pass the file as 'source'"),
+    # table modifiers change which rows are counted: refused, not silently dropped (a sample was counted whole)
+    ("SELECT a, COUNT(*) FROM t TABLESAMPLE (10 PERCENT) GROUP BY a", r"FROM item .*\(sample\).*sample, pivot"),
+    ("SELECT a, COUNT(*) FROM t FOR SYSTEM_TIME AS OF 1 GROUP BY a", r"\(version\)"),
+    ("SELECT a, COUNT(*) FROM t WITH (NOLOCK) GROUP BY a", r"\(hints\)"),
+    ("SELECT a, COUNT(*) FROM t PIVOT (SUM(x) FOR y IN (1)) GROUP BY a", r"\(pivots\)"),
+    ("SELECT a, COUNT(*) FROM t AS x(a, b) GROUP BY a", r"\(alias columns\)"),
+    ("SELECT a, COUNT(*) FROM ONLY t GROUP BY a", "refuses FROM ONLY t"),
     ("SELECT a, COUNT(*) GROUP BY a", "a query without FROM"),
     ("SELECT a, COUNT(*) FROM t GROUP BY ALL", "refuses GROUP BY ALL"),
     ("SELECT a, b, COUNT(*) FROM t GROUP BY a, b WITH ROLLUP", "refuses GROUP BY … WITH ROLLUP.*ROLLUP\\(a, b\\)"),

@@ -15,7 +15,8 @@ names, ``()`` the grand total) — before any data is read. The GROUP BY list me
 
 A repeated grouping set is answered once (SQL would repeat its rows). Everything else — WHERE, HAVING,
 ORDER BY, LIMIT, DISTINCT, joins, subqueries, CTEs, set operations, several statements, aggregates other than
-COUNT(*), expressions, ``SELECT *``, columns outside the domain — is refused with a ValueError that says what
+COUNT(*), expressions, ``SELECT *``, columns outside the domain, a FROM table with TABLESAMPLE, PIVOT, a version
+or hints — is refused with a ValueError that says what
 to do instead. A refusal happens here, so no record has been read.
 
 Examples
@@ -172,6 +173,17 @@ def _from(select, exp) -> tuple[str, set]:
     if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
         _refuse(f"the FROM item {table.sql()!r}", "Name one table (e.g. FROM people); table functions such as "
                 "read_parquet(...) are not read by mmopt.sql: pass the file as 'source'.")
+    # Anything on the table beyond its name and a plain alias changes which rows, or which columns, are counted
+    # (TABLESAMPLE, FOR SYSTEM_TIME AS OF, PIVOT, hints, an alias renaming the columns): refused, not ignored.
+    extra = sorted(k for k, val in table.args.items() if k not in ("this", "db", "catalog", "alias") and val)
+    alias = table.args.get("alias")
+    if alias is not None and alias.args.get("columns"):
+        extra.append("alias columns")
+    if extra:
+        _refuse(f"the FROM item {table.sql()!r} ({', '.join(extra)})", "Count from the plain table (FROM people): "
+                "sample, pivot or version the records before the release, and pass them as 'source'.")
+    if alias is not None and not table.this.quoted and table.name.upper() == "ONLY":
+        _refuse(f"FROM ONLY {table.alias}", "Name the table alone (FROM people): ONLY is not read by mmopt.sql.")
     name = ".".join(p.name for p in table.parts)
     return name, {n for n in (table.name, name, table.alias) if n}
 
