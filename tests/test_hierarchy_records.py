@@ -60,6 +60,24 @@ def test_refusals_name_the_parameter():
         release_grouping_sets(df, D, [("state",)], mmopt.Privacy(1.0), leaf="county", levels={"state": STATE_OF})
 
 
+def test_levels_that_do_not_nest_are_refused_before_any_noise():
+    """A label under two parents ('d1' in states A and B) or levels given fine to coarse: an IndexError in
+    table() after the noise was drawn before; now a ValueError with the remedy, from the public levels alone."""
+    df, D = _data()
+    district = ["d1", "d2", "d1", "d2", "d3", "d1"]  # d1 in A, B and C
+    sets = rollup("state", "district", "county")
+    with pytest.raises(ValueError, match="'district' label 'd1' lies under two 'state' labels, 'A' and 'B'.*'B/d1'"):
+        plan_grouping_sets(D, sets, mmopt.Privacy(1.0, 1e-6), leaf="county",
+                           levels={"state": STATE_OF, "district": district})
+    fine = {"district": ["d1", "d1", "d2", "d3", "d3", "d4"], "state": STATE_OF}  # d2 in B, state before it
+    with pytest.raises(ValueError, match="'state' label 'B' lies under two 'district'.*coarse to fine"):
+        release_grouping_sets(df, D, rollup("district", "state", "county"), mmopt.Privacy(1.0, 1e-6),
+                              leaf="county", levels=fine)
+    nested = {"state": STATE_OF, "district": ["A/d1", "A/d1", "B/d1", "B/d2", "B/d2", "C/d1"]}
+    plan = plan_grouping_sets(D, sets, mmopt.Privacy(1.0, 1e-6), leaf="county", levels=nested)
+    assert plan.labels[0][2] == ("A/d1", "B/d1", "B/d2", "C/d1")
+
+
 def test_a_strategy_that_leaves_a_set_unmeasured_is_refused_before_the_records_are_read():
     """The check is public (the strategy's unit variances): no data is read, no noise drawn, no budget wasted."""
     _, D = _data()

@@ -104,6 +104,21 @@ class GroupingPlan:
         return GroupedRelease(self.workload, release, self.result, self.labels, self.names)
 
 
+def _check_nested(names: list, codes: list, labels: list, caller: str) -> None:
+    """Every label of a level lies under one label of the level before: a hierarchy's group is its label (a
+    'd1' under two states would be two groups with one label, and the table could not say which is which)."""
+    for k in range(1, len(codes)):
+        parent = {}
+        for child, up in zip(codes[k].tolist(), codes[k - 1].tolist(), strict=True):
+            if parent.setdefault(child, up) != up:
+                a, b = labels[k - 1][parent[child]], labels[k - 1][up]
+                remedy = (f"Give the levels coarse to fine ({names[k]!r} has fewer labels than {names[k - 1]!r})."
+                          if len(labels[k]) < len(labels[k - 1]) else "Each label names one group: make the labels "
+                          f"unique within a level (e.g. '{b}/{labels[k][child]}').")
+                raise ValueError(f"The 'levels' parameter of {caller}: the {names[k]!r} label {labels[k][child]!r} "
+                                 f"lies under two {names[k - 1]!r} labels, {a!r} and {b!r}. {remedy}")
+
+
 def plan_grouping_sets(domain, sets, privacy, *, leaf: str, levels: dict, strategy=None,
                        caller: str = "plan_grouping_sets") -> GroupingPlan:
     """The :class:`GroupingPlan` of ``GROUP BY GROUPING SETS (sets)`` (parameters: :func:`release_grouping_sets`).
@@ -135,6 +150,7 @@ def plan_grouping_sets(domain, sets, privacy, *, leaf: str, levels: dict, strate
         rank = np.argsort(np.argsort(first))
         codes.append(rank[inv])
         labels.append(tuple(lab[np.sort(first)]))
+    _check_nested(list(levels), codes, labels, caller)
     geo = Hierarchy.from_codes(np.stack(codes, axis=1), level_names=("total", *levels, leaf), name=leaf)
     attrs = [a for a in domain.attributes if a.name not in levels]  # levels are derived, never read
     hier = [geo if a.name == leaf else Hierarchy.flat(a.size, name=a.name) for a in attrs]
