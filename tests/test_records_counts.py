@@ -161,6 +161,9 @@ def test_dask_matches_pandas(df, tmp_path):
 def test_refusals(df, tmp_path):
     with pytest.raises(ValueError, match=r"has no column 'age' .*Its columns are \['kids', 'score', 'sex'"):
         marginal_counts(df.drop(columns="age"), D, [(0,)])
+    numbered = Domain((Attribute("0", categories=(1, 2)),))  # an int column 0 is not the attribute '0': said so
+    with pytest.raises(ValueError, match=r"has no column '0' .*Its columns are \[0\]\. .*astype\(str\)"):
+        marginal_counts(pd.DataFrame({0: [1, 2]}), numbered, [(0,)])
     with pytest.warns(UserWarning, match="'age' holds values that are not numbers.*dropped"):  # issue 30: never
         typed = marginal_counts(df.assign(age=df["age"].astype(str)), D, [(0,)])  # a refusal for values
     assert typed[(0,)].sum() == 0  # in a DataFrame the string "30" is not the number 30: every record dropped

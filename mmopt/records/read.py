@@ -74,9 +74,11 @@ def check_schema(kinds: dict, domain: Domain, *, caller: str) -> None:
     """Every domain attribute has a column ({name: kind}) whose kind can hold its values; else ValueError."""
     missing = [n for n in domain.names if n not in kinds]
     if missing:
-        shown = sorted(map(str, kinds))[:20]
+        shown = sorted(kinds, key=str)[:20]  # as they are: a column 0 (an int) is not the attribute '0'
+        hint = (" Column names are matched as given: make them strings (df.columns = df.columns.astype(str))."
+                if any(not isinstance(c, str) and str(c) in missing for c in kinds) else "")
         raise ValueError(f"The 'records' parameter of {caller} has no column {missing[0]!r} (domain attributes "
-                         f"{missing} are missing). Its columns are {shown}{' …' if len(kinds) > 20 else ''}.")
+                         f"{missing} are missing). Its columns are {shown}{' …' if len(kinds) > 20 else ''}.{hint}")
     for a in domain.attributes:
         got = kinds[a.name]
         if got not in _ACCEPTS[a.kind]:
