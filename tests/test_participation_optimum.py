@@ -143,6 +143,27 @@ def test_optimize_refuses_what_it_cannot_do(kwargs, error, match):
         mmopt.optimize(mmopt.workload.prefix(16), **kwargs)
 
 
+def test_optimize_refuses_a_workload_without_full_rank_and_says_how_to_mend_it():
+    """The last 6 of 12 prefix sums (rank 6): a LinAlgError inside the solver before, under both schemas; the
+    remedy given (a small identity stacked on) then runs. An ill-conditioned full-rank W (cond 8·10⁶) still solves
+    under fixed epochs (the equalised primal's inverse is skipped when X(M) is past float64) and is refused, with
+    the same remedy, where the minimum-separation bound needs its round-off margin."""
+    W = mmopt.Workload.from_matrix(np.tril(np.ones((12, 12)))[6:])
+    for schema in (fixed_epochs(2), min_separation(6, 2)):
+        with pytest.raises(ValueError, match=r"full column rank .* numerical rank 6 of n = 12\. Stack a small"):
+            mmopt.optimize(W, participation=schema)
+    mended = mmopt.workload.stack([W, mmopt.workload.identity(12)], weights=[1.0, 1e-3])
+    res = mmopt.optimize(mended, participation=min_separation(6, 2))
+    assert res.lower_bound <= res.objective <= 1.01 * res.lower_bound
+    rough = mmopt.Workload.from_matrix(np.tril(np.random.default_rng(0).normal(size=(12, 12))))
+    res = mmopt.optimize(rough, participation=fixed_epochs(2))
+    assert res.lower_bound <= res.objective * (1 + 1e-12) and res.objective <= 1.01 * res.lower_bound
+    with pytest.raises(ValueError, match="too ill-conditioned for a certified bound.*Stack a small identity"):
+        mmopt.optimize(rough, participation=min_separation(6, 2))
+    with pytest.raises(ValueError, match=r"has no method for this workload.*b·k = n"):  # auto, not 'banded'
+        mmopt.optimize(rough, participation=min_separation(3, 2))
+
+
 def test_optimize_refuses_a_product_workload():
     with pytest.raises(TypeError, match="participation"):
         mmopt.optimize(mmopt.workload.ranges_2d(8), participation=fixed_epochs(2))

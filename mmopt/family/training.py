@@ -77,6 +77,22 @@ def _gram(workload):
                     f"all_range(n). Got {type(workload).__name__} instead.")
 
 
+def _check_full_rank(G, schema) -> None:
+    """The dense routes factor X = CᵀC, C causal and invertible, which exists only when G = WᵀW is positive
+    definite: refuse a W without full column rank (a LinAlgError deep in the solver before), naming the remedy."""
+    import numpy as np
+    n = G.shape[0]
+    margin = n * np.finfo(float).eps * float(np.trace(G))  # ≥ Cholesky's backward error on G
+    try:
+        np.linalg.cholesky(G - margin * np.eye(n))
+    except np.linalg.LinAlgError:
+        rank = int(np.sum(np.linalg.eigvalsh(G) > margin))
+        raise ValueError(f"{CALLER}(participation={schema!r}) needs a workload of full column rank (WᵀW positive "
+                         f"definite, so that the strategy is causal and invertible). Got numerical rank {rank} of "
+                         f"n = {n}. Stack a small identity onto it: mmopt.workload.stack([W, "
+                         f"mmopt.workload.identity({n})], weights=[1.0, 1e-3]).") from None
+
+
 def run(workload, method, call: Call) -> OptimizeResult:
     from mmopt.participation.schemas import FixedEpochs, as_schema
     t0 = time.perf_counter()
@@ -96,11 +112,14 @@ def run(workload, method, call: Call) -> OptimizeResult:
                          f"{list(OBJECTIVES)}. Got {call.objective!r} instead.")
     G, n, stream = _gram(workload)
     schema.check_n(n, CALLER)
+    if G is not None and stream is None:
+        _check_full_rank(G, schema)
     if call.objective != "total":
         from mmopt.family.training_objectives import run_objective
         return run_objective(workload, stream, schema, method, call, t0)
     dense_ok = (isinstance(schema, FixedEpochs) and n <= 4096) or takes_separation(schema, n, stream, G)
-    if method == "auto":
+    picked = method == "auto"
+    if picked:
         method = "l2_approx" if dense_ok else "banded"
     options = dict(call.options or {})
     budgets = {"seconds", "chain_dual_seconds", "free_banded_seconds", "chain_banded_seconds"}
@@ -120,10 +139,13 @@ def run(workload, method, call: Call) -> OptimizeResult:
         from mmopt.participation.workloads import toeplitz_coefficients
         if (a := toeplitz_coefficients(workload)) is not None:
             return run_banded_toeplitz(workload, a, schema, call, options.get("bands"), t0)
-        raise ValueError(f"{CALLER}(method='banded', participation=...) runs on prefix sums "
+        why = (f"{CALLER}(participation={schema!r}) has no method for this workload: the dense optimum runs "
+               f"under fixed_epochs(k) (≤ 4,096 steps) and min_separation(n/k, k) (b·k = n, ≤ 2,048 steps; here "
+               f"n = {n:,}), and " if picked else f"{CALLER}(method='banded', participation=...) runs ")
+        raise ValueError(f"{why}the banded strategies on prefix sums "
                          "(mmopt.workload.prefix(n) or mmopt.toeplitz.prefix(n)) and lower-triangular Toeplitz "
                          "workloads (mmopt.participation.momentum). Got a workload of another structure: use "
-                         "fixed_epochs(k) with method='l2_approx' (≤ 4,096 steps).")
+                         "fixed_epochs(k), or min_separation(n/k, k).")
     return run_banded(stream, schema, call, options.get("bands"), t0)
 
 

@@ -271,8 +271,13 @@ def _solve(G: np.ndarray, schema: FixedEpochs, tol: float, max_iterations: int, 
             record["primal"] = S * float(bounds.max())  # tr(G X⁻¹) = S at X = X(M)
             if it % 10 == 0:  # and X with every pattern's Δ² equalised to 1 (best_primal), one n³ inverse
                 d = np.sqrt(np.repeat(bounds, k))
-                Xi = scipy.linalg.cho_solve(scipy.linalg.cho_factor(X), np.eye(n))
-                record["primal"] = min(record["primal"], float(np.einsum("ij,ij->", dual.Gp, Xi * np.outer(d, d))))
+                try:
+                    Xi = scipy.linalg.cho_solve(scipy.linalg.cho_factor(X), np.eye(n))
+                except np.linalg.LinAlgError:  # X(M) of an ill-conditioned G, past float64: not this candidate
+                    Xi = None
+                if Xi is not None:
+                    record["primal"] = min(record["primal"],
+                                           float(np.einsum("ij,ij->", dual.Gp, Xi * np.outer(d, d))))
             if record["primal"] <= (1 + tol) * dual.best[0]:
                 state["stop"] = True
                 raise StopIteration

@@ -34,7 +34,13 @@ class _Factor:
         # Cholesky's backward error |LLᵀ − G'| ≤ γ_{n+1}|L||L|ᵀ, ‖·‖₂ ≤ γ_{n+1}·n·max G_ii: shift by twice that
         shift = 2 * (n + 1) * n * _EPS * float(np.diag(G).max()) / (1 - (n + 1) * _EPS)
         self.n = n
-        self.L = np.linalg.cholesky(G - shift * np.eye(n))
+        try:
+            self.L = np.linalg.cholesky(G - shift * np.eye(n))
+        except np.linalg.LinAlgError:  # λ_min(G) within the round-off margin: no certified bound from this G
+            raise ValueError(f"The Gram WᵀW is too ill-conditioned for a certified bound under minimum separation: "
+                             f"its smallest eigenvalue is below the round-off margin {shift:.1e} (largest diagonal "
+                             f"{float(np.diag(G).max()):.1e}). Stack a small identity onto the workload: "
+                             f"mmopt.workload.stack([W, mmopt.workload.identity({n})], weights=[1.0, 1e-3]).") from None
         self.Labs = np.abs(self.L)
 
     def K(self, M: np.ndarray) -> np.ndarray:
