@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from mmopt._base import validation as v
-from mmopt.dense.profile import SUPPORT_TOL
+from mmopt.dense.profile import support_tolerance
 from mmopt.error import _as_strategy, error_profile
 from mmopt.strategy import Strategy
 
@@ -132,6 +132,6 @@ def strictly_improved(strategy, rows, query) -> bool:
 
 
 def _supported(prof, w: np.ndarray) -> bool:
-    """w lies in A's row space: its share on the null space is at most SUPPORT_TOL (as in query_error)."""
+    """w lies in A's row space: its share on the null space is at most support_tolerance (as in query_error)."""
     N = prof.null_basis
-    return N.shape[1] == 0 or float(np.sum((w @ N) ** 2)) <= SUPPORT_TOL * float(w @ w)
+    return N.shape[1] == 0 or float(np.sum((w @ N) ** 2)) <= support_tolerance(w.size) * float(w @ w)

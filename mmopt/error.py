@@ -38,7 +38,6 @@ from mmopt.dense.profile import (
     QR_MAX_CONDITION as _QR_MAX_CONDITION,  # noqa: F401  (re-exported for mmopt.mechanism)
 )
 from mmopt.dense.profile import (
-    SUPPORT_TOL,
     Profile,
     Spectrum,
     effective_profile,
@@ -48,6 +47,7 @@ from mmopt.dense.profile import (
     scaled_profile,
     spectrum,
     support_leak,
+    support_tolerance,
     trace_with_profile,
     workload_spectrum,
 )
@@ -267,7 +267,7 @@ def unit_objective(A: np.ndarray, G: np.ndarray, norm: str = "l1") -> float:
     strategy = _as_strategy(A, "unit_objective")
     As = np.ldexp(strategy.matrix, -power_of_two_scale(strategy.matrix))
     prof = profile_of_matrix(As)
-    if support_leak(G, prof) > SUPPORT_TOL:
+    if support_leak(G, prof) > support_tolerance(G.shape[0]):
         return np.inf
     spec = None if prof.certified else _cached_spectrum(G)
     value = scaled_sensitivity(As, norm) ** 2 * trace_with_profile(G, prof, spec)
@@ -282,7 +282,7 @@ def _unit_error(workload: Workload, As: np.ndarray, norm: str, name: str, caller
     """(profile, spectrum, Δ²·tr(G M)/m) for the scaled strategy As, checked; G is the per-query Gram."""
     G = workload.mean_gram
     leak = support_leak(G, prof)
-    if leak > SUPPORT_TOL:
+    if leak > support_tolerance(G.shape[0]):
         raise ValueError(
             f"{caller}: strategy '{name}' (numerical rank {prof.rank} of n={As.shape[1]}) does "
             f"not support workload '{workload.name}': {leak:.2g} of its Gram trace lies outside the row space "

@@ -81,3 +81,21 @@ def test_support_leak_sees_an_unmeasured_cell():
     prof = pf.profile_of_matrix(np.diag([1.0, 1.0, 0.0]))
     assert pf.support_leak(np.diag([1.0, 1.0, 0.0]), prof) == 0.0
     assert pf.support_leak(np.eye(3), prof) == pytest.approx(1 / 3)
+
+
+def test_a_query_outside_the_row_space_is_seen_however_much_the_rest_weighs():
+    """e₇ beside 10⁵·(e₀ … e₆) leaks 1.4·10⁻¹¹ of the trace: under the fixed 10⁻⁹ it passed, and evaluate gave
+    its query variance 0 and the mechanism answered it with 0 (error x₇², unbounded). Also one coefficient of
+    3·10⁻⁵ outside the row space (leak 3·10⁻¹⁰)."""
+    import mmopt
+    A = st.Strategy(np.eye(8)[:7])
+    heavy = wl.stack([wl.Workload.from_matrix(np.eye(8)[:7]), wl.Workload.from_matrix(np.eye(8)[7:])],
+                     weights=[1e5, 1.0])
+    W = np.eye(8)[:3].copy()
+    W[0, 7] = 3e-5
+    for workload in (heavy, wl.Workload.from_matrix(W)):
+        assert not mmopt.supports(workload, A)
+        with pytest.raises(ValueError, match="does not support workload"):
+            mmopt.evaluate(workload, A, mmopt.Privacy(1.0))
+    assert pf.support_tolerance(8) < 2e-13  # and round-off stays below it: the suite's supported cases ≤ 7e-17
+    assert mmopt.supports(heavy, st.identity(8))

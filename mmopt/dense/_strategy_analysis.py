@@ -15,7 +15,7 @@ from mmopt._base import guards as g
 from mmopt._base import validation as v
 from mmopt.dense._error_common import as_strategy, check_workload, resolve_norm, scaled_sensitivity
 from mmopt.dense._workload_core import Workload
-from mmopt.dense.profile import SUPPORT_TOL, Profile, scaled_profile, support_leak
+from mmopt.dense.profile import Profile, scaled_profile, support_leak, support_tolerance
 from mmopt.privacy import Privacy
 
 
@@ -48,7 +48,7 @@ def supports(workload: Workload, strategy) -> bool:
     check_workload(workload, caller)
     strategy = as_strategy(strategy, caller)
     v.check_same_domain(workload.domain_size, strategy.domain_size, caller=caller)
-    return support_leak(workload.mean_gram, scaled_profile(strategy)[2]) <= SUPPORT_TOL
+    return support_leak(workload.mean_gram, scaled_profile(strategy)[2]) <= support_tolerance(workload.domain_size)
 
 
 def query_error(query, strategy, privacy: Privacy | None = None, *, norm: str | None = None) -> float:
@@ -66,7 +66,7 @@ def query_error(query, strategy, privacy: Privacy | None = None, *, norm: str | 
     norm = resolve_norm(privacy, norm, caller)
     _, As, prof = scaled_profile(strategy)
     G = np.outer(w, w)
-    if support_leak(G, prof) > SUPPORT_TOL:
+    if support_leak(G, prof) > support_tolerance(G.shape[0]):
         raise ValueError(f"{caller}: strategy '{strategy.name}' does not support this query (it is not in "
                          "the row space of A). Add rows to A, e.g. augment it with a scaled identity.")
     if not np.any(w):

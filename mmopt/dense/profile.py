@@ -30,9 +30,21 @@ QR_MAX_CONDITION = 1e8
 # The Cholesky fast path is taken only when n·eps·κ₁(AᵀA) is below this: a first-order bound on the
 # relative error of every query's variance. Past it, squaring κ could matter, and QR/SVD take over.
 CHOLESKY_MAX_RELATIVE_ERROR = 1e-8
-# A workload is unsupported when more than this share of its Gram's trace lies on A's null space.
-SUPPORT_TOL = 1e-9
 _EPS = np.finfo(float).eps
+
+
+def support_tolerance(n: int) -> float:
+    """The share of a Gram's trace (n×n) that may lie on A's numerical null space in a supported workload:
+    100·n·eps. Forming G = WᵀW in floating point puts round-off of order √m·eps·tr G (m queries) on any
+    direction, and the null basis's own error enters only to second order; supported workloads in the test
+    suite leak at most 7·10⁻¹⁷ (0.02·n·eps). A fixed share let a query outside A's row space through when the
+    rest of the workload outweighed it: e₇ beside 10⁵·(e₀ … e₆) leaks 1.4·10⁻¹¹ of the trace, under the 10⁻⁹
+    used before, and was answered with variance 0 (its error x₇², unbounded).
+
+    >>> support_tolerance(8) < 1.4e-11 < 1e-9
+    True
+    """
+    return float(100 * n * _EPS)
 
 
 def numerical_rank(values: np.ndarray, shape: tuple[int, int]) -> int:

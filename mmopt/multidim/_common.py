@@ -19,10 +19,9 @@ import numpy as np
 from mmopt._base import guards as g
 from mmopt._base import validation as v
 from mmopt.dense._strategy_core import NORMS, Strategy, column_norm_parts, max_column_norm
+from mmopt.dense.profile import support_tolerance
 from mmopt.structured import factors as fc
 from mmopt.structured.workloads import ImplicitWorkload
-
-SUPPORT_TOL = 1e-9  # as mmopt.structured.analysis: share of a Gram's trace allowed on A's null space
 
 
 def check_common(caller: str, workload, norm, restarts, seed, max_iterations, tol, verbose, *,
@@ -165,7 +164,7 @@ def factor_traces(A: np.ndarray, roots, floors) -> np.ndarray:
         total = float(np.sum(F * F))
         leak = float(np.sum((inv.null.T @ F) ** 2)) if inv.null.shape[1] else 0.0
         t = float(np.sum((inv.B.T @ F) ** 2))
-        if leak > SUPPORT_TOL * total:
+        if leak > support_tolerance(F.shape[0]) * total:
             out[j] = np.inf
         else:
             out[j] = t if np.isfinite(t) and s2 * t >= floor * (1 - 1e-9) else np.nan

@@ -28,10 +28,10 @@ import math
 import numpy as np
 from scipy import linalg
 
+from mmopt.dense.profile import support_tolerance
 from mmopt.structured import algebra as alg
 from mmopt.structured import factors as fc
 
-SUPPORT_TOL = 1e-9  # as mmopt.error: share of the Gram trace allowed on A's null space
 SWEEPS = 8           # sweeps of the lower bound's block ascent (it stops earlier when a sweep gains < 1e-9)
 LOWER_WORK = 4 * 10**9  # flops of the lower-bound refinement beyond which only its starting point is used
 _U = 2.0**-53
@@ -61,7 +61,8 @@ def factor_trace(Wf, Af, cache, caller: str) -> float:
 
 def supports(Wf, Af, cache) -> bool:
     inv, F = cache.get(fc.strategy_inverse, Af), cache.get(fc.workload_root, Wf)
-    return not (inv.null.shape[1] and float(np.sum((inv.null.T @ F) ** 2)) > SUPPORT_TOL * float(np.sum(F * F)))
+    return not (inv.null.shape[1]
+                and float(np.sum((inv.null.T @ F) ** 2)) > support_tolerance(F.shape[0]) * float(np.sum(F * F)))
 
 
 def block_term(t, block, cache, caller) -> tuple[float, float, float]:
@@ -202,7 +203,7 @@ def mixed_upper(t, strategy, cache, memo: dict | None = None, *, max_pieces: int
                 inv = cache.get(fc.strategy_inverse, Af)
                 Y = [inv.B.T @ F for F in splits[i]]
                 ok = [not (inv.null.shape[1] and float(np.sum((inv.null.T @ F) ** 2))
-                           > SUPPORT_TOL * float(np.sum(F * F))) for F in splits[i]]
+                           > support_tolerance(F.shape[0]) * float(np.sum(F * F))) for F in splits[i]]
                 memo[key] = (np.array([[float(np.sum(y * z)) for z in Y] for y in Y]), ok, Af, t.factors[i])
             per.append(memo[key][:2])
         mask = np.array([all(per[i][1][p[i]] for i in range(d)) for p in pieces])
@@ -252,7 +253,7 @@ def bracket(workload, strategy, cache, caller, *, algebra_co):
         if alg_parts is not None:
             traces, inv, pos = alg_parts
             tr = traces[k]
-            if float(np.sum(tr[~pos])) <= SUPPORT_TOL * float(np.sum(tr)):
+            if float(np.sum(tr[~pos])) <= support_tolerance(tr.size) * float(np.sum(tr)):
                 u = float(tr[pos] @ inv[pos])
                 if best is None or u < best[0]:
                     best = (u, None, algebra_row_upper(t, inv, workload.shape, cache)[1], None)

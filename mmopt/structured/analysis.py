@@ -35,6 +35,7 @@ from mmopt import error as dense_error
 from mmopt._base import guards as g
 from mmopt.dense._error_common import check_privacy, check_type, resolve_norm
 from mmopt.dense._strategy_core import NORMS, Strategy, max_column_norm
+from mmopt.dense.profile import support_tolerance
 from mmopt.privacy import Privacy
 from mmopt.structured import _bracket as br
 from mmopt.structured import _checks as ck
@@ -46,7 +47,6 @@ from mmopt.structured.strategies import ImplicitStrategy, Sensitivity, normalise
 from mmopt.structured.two_term import two_term
 from mmopt.structured.workloads import ImplicitWorkload
 
-_SUPPORT_TOL = 1e-9  # as mmopt.error: share of the Gram trace allowed on A's null space
 _TINY = np.finfo(float).tiny
 
 
@@ -243,7 +243,7 @@ def _algebra_coefficients(terms, cache):
 def _algebra(workload, terms, co, cache, caller):
     traces, inv, pos = br.algebra_terms(workload, terms, co, cache)
     traces = sum(traces)
-    if float(np.sum(traces[~pos])) > _SUPPORT_TOL * float(np.sum(traces)):
+    if float(np.sum(traces[~pos])) > support_tolerance(traces.size) * float(np.sum(traces)):
         raise ValueError(f"{caller}: the strategy does not support workload '{workload.name}': its Gram has "
                          "weight on eigenspaces where AᵀA is zero. Add marginals covering those attributes.")
     unit = float(traces[pos] @ inv[pos])
