@@ -80,3 +80,13 @@ def test_grouping_and_refusals():
         iv.laplace_sum_quantile(X, 0.2)
     with pytest.raises(ValueError, match="'noise' parameter of half_width"):
         iv.half_width("uniform", 0.1, sd=1.0)
+
+
+def test_laplace_alpha_below_the_resolved_tail_is_refused_and_one_term_is_exact_at_any_alpha():
+    """α = 1e-15 hit 'f(a) and f(b) must have different signs' (p = 1 − α/2 rounds); one Laplace term took
+    log(2(1 − p)), 3e-6 off at α = 1e-12: now β·log(1/α) from α itself."""
+    for alpha in (1e-9, 1e-15, 1e-100):
+        with pytest.raises(ValueError, match="'alpha' parameter of half_width must be ≥ 1e-08 .* Laplace"):
+            iv.half_width("laplace", alpha, weights=[1.0, 1.0], scale=1.0)
+    assert iv.half_width("laplace", 1e-8, weights=[2.0], scale=1.5) == pytest.approx(3.0 * math.log(1e8), rel=1e-15)
+    assert iv.half_width("gaussian", 1e-15, sd=1.0) == pytest.approx(-stats.norm.ppf(0.5e-15), rel=1e-12)

@@ -133,3 +133,16 @@ def test_error_by_term_pools_census_tables_and_bounds_each_terms_queries():
         assert r.exact and r.min == pytest.approx(mine.min(), rel=1e-12) and r.max == pytest.approx(mine.max(),
                                                                                                     rel=1e-12)
         assert r.rmse == pytest.approx(math.sqrt(r.mean))
+
+
+def test_a_pair_that_is_also_a_vector_on_two_cells_is_refused_as_ambiguous():
+    """[0, 1] on a 2-cell attribute was read as the range (both cells, 12) though it is also the 0/1 vector
+    'cell 1' (7): refused now with both spellings; a slice or an array says which."""
+    x = np.array([5.0, 7.0])
+    for item in ([0, 1], (1, 1)):
+        with pytest.raises(ValueError, match=r"ambiguous on an attribute of 2 cells.*slice.*np\.array"):
+            ans.answer([item], x)
+    assert ans.answer([slice(0, 2)], x).answers.tolist() == [12.0]
+    assert ans.answer([np.array([0, 1])], x).answers.tolist() == [7.0]
+    assert ans.answer([[0, 0]], x).answers.tolist() == [5.0]  # not a vector (no cell): the range [0, 0]
+    assert ans.answer([[0, 1]], np.arange(3.0)).answers.tolist() == [1.0]  # 3 cells: only a range

@@ -132,6 +132,20 @@ def test_bad_requests_are_refused_by_name():
         mmopt.optimize(wl.prefix(2**16), privacy=GAUSS, objective="max_variance")
 
 
+def test_targets_met_at_every_epsilon_and_dict_targets_under_laplace_are_refused_with_the_reason():
+    """Under δ > 0 the Gaussian variance stays finite as ε → 0: loose targets have no smallest ε (scipy's
+    'f(a) and f(b) must have different signs', or Privacy(0.0), before). A dict of per-marginal targets is the
+    Gaussian residual route: under Laplace it was told the workload was not marginals."""
+    W = wl.prefix(16)
+    for calibration in ("analytic", "release"):
+        with pytest.raises(ValueError, match="plan: .* meets at every ε > 0 with δ = 0.001 .* no smallest ε"):
+            mmopt.plan(W, targets=1e4, kind="se", delta=1e-3, calibration=calibration)
+    assert mmopt.plan(W, targets=10.0, kind="se", delta=1e-3).privacy.epsilon > 0  # a tighter one still plans
+    M = wl.marginals((3, 4, 2), 2)
+    with pytest.raises(ValueError, match="is a dict .* planned under Gaussian noise: give delta > 0"):
+        mmopt.plan(M, {(0, 1): 1.0, (0, 2): 2.0, (1, 2): 3.0})
+
+
 def test_command_line_plan_and_objective(capsys):
     import json
 

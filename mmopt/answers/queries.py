@@ -159,6 +159,10 @@ def _item_row(item, n: int, caller: str) -> np.ndarray:
         r[int(item)] = 1.0
     elif isinstance(item, tuple | list) and len(item) == 2 and all(isinstance(e, int | np.integer) for e in item):
         a, b = int(item[0]), int(item[1])
+        if n == 2 and (a, b) in ((0, 1), (1, 1)):  # also a 0/1 vector of length 2, answering another query
+            raise ValueError(f"The 'queries' parameter of {caller}: {item!r} is ambiguous on an attribute of 2 "
+                             f"cells, the range [{a}, {b}] or the 0/1 vector {list(item)}. Give the range as a "
+                             f"slice (slice({a}, {b + 1})) or the vector as a numpy array (np.array({list(item)})).")
         if not 0 <= a <= b < n:
             raise bad
         r[a:b + 1] = 1.0

@@ -31,6 +31,8 @@ class Widths:
     def __init__(self, alpha: float, noise: str, scale: float, laws=None):
         self.alpha, self.noise, self.scale, self.laws = alpha, noise, scale, laws
         self.z = iv.half_width("gaussian", alpha, sd=1.0)   # z_{1−α/2}
+        if noise == "laplace":
+            iv.check_laplace_alpha(alpha, "answers_table")
         self.cache: dict = {}
 
     def of(self, c: Chunk, se: np.ndarray) -> np.ndarray:

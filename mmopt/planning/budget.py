@@ -92,10 +92,20 @@ def _release_epsilon(c_max: float, delta: float, *, upper: bool) -> float:
         return eps * (1 + 1e-12) if upper else eps * (1 - 1e-12)
     from mmopt.accounting._zcdp import epsilon_of_rho
     eps = epsilon_of_rho(slack / (2.0 * c_max), delta)  # OpenDP's ε, rounded up
+    if eps <= 0:
+        _any_epsilon(c_max, delta)
     if not math.isfinite(eps):
         raise ValueError(f"plan: the targets need a noise variance {c_max:.3g} per unit Δ², below what OpenDP's "
                          f"Gaussian mechanism can prove at δ = {delta:g}. Loosen the targets or raise delta.")
     return eps if upper else eps * (1 - 1e-12)
+
+
+def _any_epsilon(c_max: float, delta: float):
+    """Under δ > 0 the Gaussian mechanism's variance stays finite as ε → 0: targets that loose are met by every
+    ε > 0, so there is no smallest budget to return (ε = 0 is not a Privacy)."""
+    raise ValueError(f"plan: the targets allow a noise variance {c_max:.3g} per unit Δ², which the Gaussian "
+                     f"mechanism meets at every ε > 0 with δ = {delta:g} (δ alone pays for it): there is no "
+                     "smallest ε. Tighten the targets, or lower delta.")
 
 
 def _smallest_epsilon(c_max: float, delta: float, *, upper: bool, calibration: str = "analytic") -> float:
@@ -117,6 +127,8 @@ def _smallest_epsilon(c_max: float, delta: float, *, upper: bool, calibration: s
         raise ValueError(f"plan: the targets need a variance factor {c_max:.3g}, smaller than the "
                          f"{'Laplace' if delta == 0 else 'Gaussian'} mechanism gives at ε = 10⁴ with δ = {delta:g}. "
                          "Loosen the targets or raise delta.")
+    if excess(lo) <= 0:
+        _any_epsilon(c_max, delta)
     root = so.brentq(excess, lo, hi, xtol=1e-13, rtol=1e-13)
     # brentq's root is within its tolerance: step to the side that is certainly feasible / certainly below
     eps = math.exp(root)
@@ -184,6 +196,9 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     grouped = isinstance(workload, HierarchyWorkload)
     if grouped and delta == 0:
         raise ValueError(f"{caller}: grouping sets over hierarchies are planned under Gaussian noise; give delta > 0.")
+    if isinstance(targets, dict) and delta == 0:  # the per-marginal route is the residual (Gaussian) optimum
+        raise ValueError(f"The 'targets' parameter of {caller} is a dict (one target per marginal), which is planned "
+                         "under Gaussian noise: give delta > 0, or one target per query (a list) for Laplace noise.")
     marginals = _marginals(as_implicit(workload)) if delta > 0 and not grouped else None
     symmetric = delta > 0 and not grouped and marginals is None and _orbit_union(workload, targets)
     ranges = delta > 0 and not grouped and range_kind(workload) is not None
