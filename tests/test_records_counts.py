@@ -121,6 +121,7 @@ def test_dtype_variants_agree(df):
         _same(marginal_counts(frame, D, ALL_SETS), want)
 
 
+@pytest.mark.filterwarnings("error::UserWarning")  # missing cells are not text: no warning, in a CSV file too
 def test_files_parquet_folder_and_csv(df, tmp_path):
     pq = pytest.importorskip("pyarrow.parquet")
     want = _oracle(df, D, ALL_SETS)

@@ -166,7 +166,8 @@ def _parsed_codes(arr, attribute: Attribute) -> np.ndarray:
                                       .to_numpy(zero_copy_only=False), attribute)
     # a null string read as text (another column declares it a category: mmopt.records.read.csv_nulls) is missing
     nulls = pa.array(["", *pcsv.ConvertOptions().null_values])
-    blank = pc.fill_null(pc.is_in(text, value_set=nulls), True).to_numpy(zero_copy_only=False)
+    blank = pc.or_(pc.is_null(text), pc.fill_null(pc.is_in(text, value_set=nulls), False)).to_numpy(
+        zero_copy_only=False)  # is_in says False, not null, for a null cell
     if (~(is_num | blank)).any():
         _warn_text(attribute)
     return out
