@@ -116,6 +116,19 @@ def test_plan_target_kinds_and_laplace():
     assert lap.epsilon == pytest.approx(lap.lower_bound * lap.ratio)
 
 
+def test_laplace_plan_scores_every_hierarchical_branching():
+    """Under Laplace noise the plan is the best of the Gaussian minimax strategy and closed forms: with H₂ the only
+    hierarchy, prefix(64) took the identity at ε = 11.31 where H₈ needs 8.28 (its exact largest variance)."""
+    from mmopt import strategy as st
+    W = wl.prefix(64)
+    p = mmopt.plan(W, targets=1.0)  # a variance of 1 for every query: ε = √(largest variance at ε = 1)
+    one = mmopt.Privacy(1.0)
+    closed = [st.identity(64), st.wavelet(64), *(st.hierarchical(64, b) for b in (2, 3, 4, 8, 16))]
+    best = min(mmopt.evaluate(W, A, one).max_variance for A in closed)
+    assert p.epsilon == pytest.approx(np.sqrt(best), rel=1e-6)
+    assert p.epsilon < 0.75 * np.sqrt(mmopt.evaluate(W, st.identity(64), one).max_variance)
+
+
 def test_bad_requests_are_refused_by_name():
     W = wl.prefix(8)
     with pytest.raises(ValueError, match="'targets' parameter of optimize must be one positive number or 8"):
