@@ -56,6 +56,14 @@ def _kinds(workload, strategy, caller: str):
             raise ValueError(
                 f"{caller}: strategy '{strategy.name}' is implicit over {strategy.domain_size:,} cells but the "
                 "workload is dense. Build the workload with mmopt.workload.kron/stack/marginals instead.")
+        from mmopt.workload import structure_of
+        # a dense product workload remembers its attributes: cell i must mean the same values in both
+        twin = structure_of(workload)
+        if twin is not None and len(strategy.shape) > 1 and tuple(twin.shape) != tuple(strategy.shape):
+            raise ValueError(
+                f"{caller}: workload '{workload.name}' is over the domain {tuple(twin.shape)} and strategy "
+                f"'{strategy.name}' over {tuple(strategy.shape)}: the same {strategy.domain_size:,} cells in another "
+                "attribute order. Build the strategy's factors in the workload's attribute order.")
         return workload, strategy.to_strategy(), False
     return workload, strategy, False
 

@@ -79,8 +79,8 @@ def stack(strategies, weights=None, *, name: str | None = None):
                                                                     length=len(parts))
     if np.any(w <= 0):
         raise ValueError(f"The 'weights' parameter of stack must hold weights > 0. Got {w.tolist()!r:.80}.")
-    for p in parts[1:]:
-        v.check_same_domain(parts[0].domain_size, p.domain_size, caller="stack")
+    for k, p in enumerate(parts[1:], start=1):
+        v.check_same_domain(parts[0].domain_size, p.domain_size, caller="stack", what=("the first part", f"part {k}"))
     return Strategy(np.vstack([c * p.matrix for p, c in zip(parts, w, strict=True)]),
                     name or "+".join(p.name for p in parts))
 

@@ -137,3 +137,14 @@ def test_stream_workloads_are_accepted_by_evaluate_and_svd_bound():
     with pytest.raises(ValueError, match="needs the dense path, which stops at 4,096 cells"):
         mmopt.evaluate(toeplitz.prefix(5000), mmopt.optimize(toeplitz.prefix(5000), privacy=mmopt.Privacy(1.0),
                                                              budget="fast").strategy)
+
+
+def test_a_dense_product_workload_and_an_implicit_strategy_in_another_attribute_order_are_refused():
+    """The dense route densified the strategy without comparing layouts: kron(prefix(4), all_range(3)) against
+    identity(3)⊗H2(4) scored 694.3 (the implicit pair refuses it)."""
+    W = wl.kron(wl.prefix(4), wl.all_range(3))
+    right = mmopt.evaluate(W, st.kron(st.hierarchical(4), st.identity(3)), Privacy(1.0))
+    implicit = mmopt.evaluate(wl.structure_of(W), st.kron(st.hierarchical(4), st.identity(3)), Privacy(1.0))
+    assert right.total_squared_error == pytest.approx(implicit.total_squared_error, rel=1e-10)
+    with pytest.raises(ValueError, match=r"over the domain \(4, 3\) and strategy .* over \(3, 4\).*attribute order"):
+        mmopt.evaluate(W, st.kron(st.identity(3), st.hierarchical(4)), Privacy(1.0))

@@ -200,3 +200,18 @@ def test_a_level_name_given_twice_is_refused():
     with pytest.raises(ValueError, match=r"'level_names' parameter of Hierarchy must name each level once\. Got "
                                          r"\['x'\] more than once in \['total', 'x', 'x'\]"):
         Hierarchy.from_parents([[0, 0, 1]], level_names=("total", "x", "x"))
+
+
+def test_a_level_name_two_attributes_share_is_refused_where_a_set_uses_it():
+    """grouping_sets resolved a shared name to the first attribute (both default-named hierarchies' 'level1',
+    two flat 'attribute's, a 'state' level and a 'state' attribute): the workload of other sets, silently."""
+    geo = Hierarchy.balanced((2, 3), level_names=("nation", "state", "county"), name="geo")
+    for attrs, name in (([geo, Hierarchy.flat(4, name="state")], "state"),
+                        ([Hierarchy.balanced((2, 3)), Hierarchy.balanced((2, 2))], "level1"),
+                        ([Hierarchy.flat(3), Hierarchy.flat(4)], "attribute")):
+        with pytest.raises(ValueError, match=f"names '{name}', which is ambiguous: it names attribute 0 .*; "
+                                             "attribute 1 .* distinct names"):
+            grouping_sets(attrs, [(name,)])
+    sex = Hierarchy.flat(4, name="sex")
+    assert grouping_sets([geo, sex], [("state", "sex"), ("county",), ()]).sets == ((1, 1), (2, 0), (0, 0))
+    assert grouping_sets([Hierarchy.flat(3), Hierarchy.flat(4)], [()]).sets == ((0, 0),)  # unused: no clash

@@ -223,3 +223,15 @@ def test_objective_input_checks():
         om.marginals_objective(c, W.shape, np.ones(3))
     with pytest.raises(ValueError, match="'norm' parameter of marginals_objective"):
         om.marginals_objective(c, W.shape, np.ones(4), norm="linf")
+
+
+def test_marginal_strategy_keys_repeat_no_attribute_and_may_be_numpy_ints():
+    """{(0, 0): θ} summed 1 << 0 twice into the bit of attribute 1: the marginal on attribute 1, silently."""
+    import numpy as np
+    import pytest
+
+    from mmopt import strategy as st
+    with pytest.raises(ValueError, match=r"key \(0, 0\) repeats an attribute"):
+        st.marginals((2, 3, 4), {(0, 0): 1.0})
+    names = [f.name for f in st.marginals((2, 3, 4), {np.int64(1): 1.0}).terms[0].factors]
+    assert names == ["T2", "I3", "T4"]

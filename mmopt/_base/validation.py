@@ -245,11 +245,12 @@ def check_rng(rng, *, name: str, caller: str) -> np.random.Generator:
                     f"or None. Got {rng!r:.60} ({type(rng).__name__}).")
 
 
-def check_same_domain(n_workload: int, n_strategy: int, *, caller: str) -> None:
-    """The workload and strategy must act on the same number of cells."""
+def check_same_domain(n_workload: int, n_strategy: int, *, caller: str, what: tuple[str, str] | None = None) -> None:
+    """The workload and strategy (or the two parts of a ``stack``, ``what`` naming them) act on the same cells."""
     if n_workload != n_strategy:
+        first, second = what or ("the workload", "the strategy")
         raise ValueError(
-            f"{caller}: the workload has domain size n={n_workload} but the strategy has "
+            f"{caller}: {first} has domain size n={n_workload} but {second} has "
             f"n={n_strategy} columns. Build both over the same domain."
         )
 

@@ -151,8 +151,8 @@ def stack(workloads, weights=None, *, name: str | None = None) -> Workload:
         raise TypeError(f"The 'workloads' parameter of {caller} must be a non-empty list of Workload objects.")
     label = v.check_str(name, name="name", caller=caller) if name is not None else "+".join(w.name for w in workloads)
     n = workloads[0].domain_size
-    for w in workloads:
-        v.check_same_domain(n, w.domain_size, caller=caller)
+    for k, w in enumerate(workloads[1:], start=1):
+        v.check_same_domain(n, w.domain_size, caller=caller, what=("the first workload", f"workload {k}"))
     weights = np.ones(len(workloads)) if weights is None else v.check_vector(
         weights, name="weights", caller=caller, length=len(workloads))
     with np.errstate(over="ignore", under="ignore"):

@@ -73,8 +73,9 @@ class Hierarchy:
     def from_codes(cls, codes, *, level_names=None, name: str = "hierarchy") -> Hierarchy:
         """From a (n × L−1) table: row j holds the group codes of cell j at levels 1 … L−1 (e.g. state, county).
 
-        Codes are any integers; groups are renumbered in order of first appearance. Every level's code must be
-        a function of the next level's (a county in two states is refused).
+        Codes are any integers; groups are renumbered in order of first appearance. A group is its whole path of
+        codes, so a code is local to its parent (as FIPS county codes are to their state): county 1 under two
+        states is two counties.
         """
         caller = "Hierarchy.from_codes"
         C = np.asarray(codes)

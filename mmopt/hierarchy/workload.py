@@ -130,11 +130,11 @@ def grouping_sets(attributes, sets, *, weights=None, name: str | None = None) ->
     if not attrs or not all(isinstance(h, Hierarchy) for h in attrs):
         raise TypeError(f"The 'attributes' parameter of {caller} must be a list of Hierarchy (or int sizes). "
                         f"Got {attributes!r:.80} instead.")
-    lookup = {}
+    lookup, clash = {}, {}  # a name two attributes share (their default names too) is refused where a set uses it
     for i, h in enumerate(attrs):
-        lookup.setdefault(h.name, (i, h.depth))
-        for a, lv in enumerate(h.level_names[1:], start=1):
-            lookup.setdefault(lv, (i, a))
+        for lv, target in ((h.name, (i, h.depth)), *((lv, (i, a)) for a, lv in enumerate(h.level_names[1:], 1))):
+            if lookup.setdefault(lv, target) != target:
+                clash.setdefault(lv, {lookup[lv]}).add(target)
     out = []
     for s in sets:
         s = (s,) if isinstance(s, str) else tuple(s)
@@ -143,6 +143,11 @@ def grouping_sets(attributes, sets, *, weights=None, name: str | None = None) ->
             if item not in lookup:
                 raise ValueError(f"The 'sets' parameter of {caller} names {item!r}, which is neither an attribute "
                                  f"nor a level. Known: {sorted(lookup)}.")
+            if item in clash:
+                where = sorted(f"attribute {i} ({attrs[i].name!r}) level {a}" for i, a in clash[item])
+                raise ValueError(f"The 'sets' parameter of {caller} names {item!r}, which is ambiguous: it names "
+                                 f"{'; '.join(where)}. Give the hierarchies distinct names and level names "
+                                 "(name=, level_names=).")
             i, a = lookup[item]
             levels[i] = max(levels[i], a)  # GROUP BY state, county is the county level (county ⊂ state)
         out.append(tuple(levels))

@@ -129,8 +129,12 @@ def marginals_strategy(shape, theta, *, name: str = "marginals") -> ImplicitStra
     if isinstance(theta, dict):
         items = []
         for S, w in theta.items():
-            S = (S,) if isinstance(S, int) else tuple(S)
-            mask = sum(1 << v.check_int(a, name="theta", caller=caller, low=0, high=d - 1) for a in S)
+            S = (S,) if isinstance(S, int | np.integer) else tuple(S)
+            S = tuple(v.check_int(a, name="theta", caller=caller, low=0, high=d - 1) for a in S)
+            if len(set(S)) != len(S):  # 1 << a summed twice would carry into the next attribute's bit
+                raise ValueError(f"The 'theta' parameter of {caller}: the key {S} repeats an attribute; give each "
+                                 "attribute of a marginal once.")
+            mask = sum(1 << a for a in S)
             items.append((mask, v.check_real(w, name="theta", caller=caller, low=0.0)))
     else:
         th = v.check_vector(theta, name="theta", caller=caller, length=2**d)
