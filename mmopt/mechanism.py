@@ -244,7 +244,7 @@ def _prepare(workload, strategy, x, privacy, caller: str):
     _check_types(workload, privacy, caller)
     strategy = _as_strategy(strategy, caller)
     v.check_same_domain(workload.domain_size, strategy.domain_size, caller=caller)
-    x = _check_x(x, strategy.domain_size, caller)
+    x = _check_x(x, strategy.domain_size, caller, workload)
     if not supports(workload, strategy):
         raise ValueError(f"{caller}: strategy '{strategy.name}' does not support workload '{workload.name}' "
                          "(some queries lie outside the row space of A). Add rows to A, e.g. a scaled "
@@ -289,7 +289,12 @@ def _check_types(workload, privacy, caller: str) -> None:
     check_privacy(privacy, caller, optional=False)  # a mechanism needs a real budget
 
 
-def _check_x(x, n: int, caller: str) -> np.ndarray:
+def _check_x(x, n: int, caller: str, workload=None) -> np.ndarray:
+    if workload is not None and np.ndim(x) > 1:  # shaped like a product workload's domain: its cells in C order
+        from mmopt.workload import structure_of
+        twin = structure_of(workload)
+        if twin is not None and tuple(np.shape(x)) == tuple(twin.shape):
+            x = np.asarray(x).reshape(-1)
     x = v.check_vector(x, name="x", caller=caller, length=n)
     if np.any(x < 0):
         raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. "

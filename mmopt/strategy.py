@@ -76,7 +76,7 @@ def stack(strategies, weights=None, *, name: str | None = None):
         raise TypeError("The 'strategies' parameter of stack must be a non-empty list of Strategy objects, or of "
                         "implicit strategies built with kron(...) — not a mix.")
     w = np.ones(len(parts)) if weights is None else v.check_vector(weights, name="weights", caller="stack",
-                                                                    length=len(parts))
+                                                                    length=len(parts), meaning="one per part")
     if np.any(w <= 0):
         raise ValueError(f"The 'weights' parameter of stack must hold weights > 0. Got {w.tolist()!r:.80}.")
     for k, p in enumerate(parts[1:], start=1):

@@ -148,3 +148,17 @@ def test_a_dense_product_workload_and_an_implicit_strategy_in_another_attribute_
     assert right.total_squared_error == pytest.approx(implicit.total_squared_error, rel=1e-10)
     with pytest.raises(ValueError, match=r"over the domain \(4, 3\) and strategy .* over \(3, 4\).*attribute order"):
         mmopt.evaluate(W, st.kron(st.identity(3), st.hierarchical(4)), Privacy(1.0))
+
+
+def test_the_dense_mechanism_takes_x_shaped_like_a_product_workload_and_length_messages_say_what_they_count():
+    W = wl.kron(wl.prefix(4), wl.all_range(3))
+    A = st.kron(st.hierarchical(4), st.identity(3)).to_strategy()  # a dense strategy: the shape comes from W
+    x = np.arange(12.0).reshape(4, 3)
+    shaped = mmopt.matrix_mechanism(W, A, x, Privacy(1.0), rng=0).answers
+    assert np.array_equal(shaped, mmopt.matrix_mechanism(W, A, x.ravel(), Privacy(1.0), rng=0).answers)
+    with pytest.raises(ValueError, match=r"must be a 1-D array. Got an array of shape \(3, 4\)"):
+        mmopt.matrix_mechanism(W, A, x.T, Privacy(1.0), rng=0)  # not the domain's shape: not guessed
+    with pytest.raises(ValueError, match=r"must have length 8 \(2\^d, one weight per attribute subset"):
+        st.marginals((2, 3, 4), [1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match=r"'weights' parameter of stack must have length 2 \(one per workload\)"):
+        wl.stack([wl.prefix(3), wl.identity(3)], weights=[1.0])

@@ -140,8 +140,10 @@ def check_matrix(M, *, name: str, caller: str, square: bool = False) -> np.ndarr
     return M
 
 
-def check_vector(v, *, name: str, caller: str, length: int | None = None) -> np.ndarray:
-    """Return ``v`` as a finite 1-D float64 array of the given length (same accepted types as check_matrix)."""
+def check_vector(v, *, name: str, caller: str, length: int | None = None,
+                 meaning: str = "the domain size n") -> np.ndarray:
+    """Return ``v`` as a finite 1-D float64 array of the given length, which is ``meaning`` (same accepted types as
+    check_matrix)."""
     if sparse.issparse(v):
         raise TypeError(f"{_param(name, caller)} must be a dense 1-D array. Got a scipy.sparse matrix of shape "
                         f"{v.shape}. Pass {name}.toarray().ravel().")
@@ -150,7 +152,7 @@ def check_vector(v, *, name: str, caller: str, length: int | None = None) -> np.
         raise ValueError(f"{_param(name, caller)} must be a 1-D array. Got an array of shape {v.shape} instead.")
     if length is not None and v.shape[0] != length:
         raise ValueError(
-            f"{_param(name, caller)} must have length {length} (the domain size n). Got length {v.shape[0]}."
+            f"{_param(name, caller)} must have length {length} ({meaning}). Got length {v.shape[0]}."
         )
     _check_finite(v, name=name, caller=caller)
     return v

@@ -154,7 +154,7 @@ def stack(workloads, weights=None, *, name: str | None = None) -> Workload:
     for k, w in enumerate(workloads[1:], start=1):
         v.check_same_domain(n, w.domain_size, caller=caller, what=("the first workload", f"workload {k}"))
     weights = np.ones(len(workloads)) if weights is None else v.check_vector(
-        weights, name="weights", caller=caller, length=len(workloads))
+        weights, name="weights", caller=caller, length=len(workloads), meaning="one per workload")
     with np.errstate(over="ignore", under="ignore"):
         squares = weights * weights
     if not np.all((squares >= gf.TINY) & np.isfinite(squares)):

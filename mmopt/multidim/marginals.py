@@ -125,8 +125,8 @@ def marginals_objective(traces, shape, theta, *, norm: str = "l1", gradient: boo
     caller = "marginals_objective"
     d = _check_d(shape, caller)
     v.check_choice(norm, name="norm", caller=caller, choices=NORMS)
-    c = v.check_vector(traces, name="traces", caller=caller, length=2**d)
-    th = v.check_vector(theta, name="theta", caller=caller, length=2**d)
+    c = v.check_vector(traces, name="traces", caller=caller, length=2**d, meaning="2^d, one per attribute subset")
+    th = v.check_vector(theta, name="theta", caller=caller, length=2**d, meaning="2^d, one per attribute subset")
     if np.any(th < 0):
         raise ValueError(f"The 'theta' parameter of {caller} must hold weights >= 0. "
                          f"Got {int(np.sum(th < 0))} negative entries.")

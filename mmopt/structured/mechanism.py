@@ -103,7 +103,7 @@ def least_squares(strategy: ImplicitStrategy, y, *, tol: float = DEFAULT_TOL,
         raise TypeError(f"The 'strategy' parameter of {caller} must be an ImplicitStrategy. "
                         f"Got {type(strategy).__name__}.")
     tol = v.check_real(tol, name="tol", caller=caller, low=0.0, high=1.0, low_open=True)
-    y = v.check_vector(y, name="y", caller=caller, length=strategy.n_rows)
+    y = v.check_vector(y, name="y", caller=caller, length=strategy.n_rows, meaning="the strategy's rows")
     if strategy.is_product:
         t = strategy.terms[0]
         rows = tuple(f.matrix.shape[0] for f in t.factors)

@@ -137,7 +137,8 @@ def marginals_strategy(shape, theta, *, name: str = "marginals") -> ImplicitStra
             mask = sum(1 << a for a in S)
             items.append((mask, v.check_real(w, name="theta", caller=caller, low=0.0)))
     else:
-        th = v.check_vector(theta, name="theta", caller=caller, length=2**d)
+        th = v.check_vector(theta, name="theta", caller=caller, length=2**d,
+                            meaning="2^d, one weight per attribute subset by bitmask")
         if np.any(th < 0):
             raise ValueError(f"The 'theta' parameter of {caller} must hold weights >= 0. "
                              f"Got {int(np.sum(th < 0))} negative entries.")
