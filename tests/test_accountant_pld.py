@@ -45,18 +45,23 @@ def test_pld_needs_less_noise_than_zcdp_for_ten_gaussian_releases():
 
 
 def test_declared_spends_compose_as_worst_case_mechanisms_and_refusals():
-    acc = Accountant(mmopt.Privacy(1.0), "pld")
+    # a total of pure ε is refused: dp-accounting's ε at δ = 0 is inf past any round-off δ, so releases were
+    # refused or accepted erratically (0.25 yes, 0.3 no) and ten accepted (0.1, 0) spends read back as ε = inf
+    with pytest.raises(ValueError, match="delta > 0 with composition='pld' .* use composition='basic'"):
+        Accountant(mmopt.Privacy(1.0), "pld")
+    acc = Accountant(mmopt.Privacy(1.0, 1e-6), "pld")
     for _ in range(3):
         acc.spend(mmopt.Privacy(0.3))
-    assert acc.spent.epsilon == pytest.approx(0.9, rel=1e-3) and acc.spent.epsilon >= 0.9 * (1 - 1e-12)
+    assert 0.899 <= acc.spent.epsilon <= 0.9  # at δ = 1e-6 a hair under the pure sum (measured 0.899995)
     assert acc.can_spend(mmopt.Privacy(0.09)) and not acc.can_spend(mmopt.Privacy(0.11))
-    assert 0.099 <= acc.remaining.epsilon <= 0.1
+    assert 0.099 <= acc.remaining.epsilon <= 0.12  # one Gaussian release at the total's δ (measured 0.113)
     with pytest.raises(ValueError, match="'rho' parameter of Accountant.spend needs composition='zcdp'"):
         acc.spend(rho=0.01)
     with pytest.raises(ValueError, match=r"would exceed the total budget .*\(PLD composition\)"):
         acc.spend(mmopt.Privacy(0.2))
-    last = acc.release(W, H, X, "remaining")  # the rest, as one Laplace release
-    assert last.noise == "laplace" and acc.spent.epsilon <= 1.0
+    assert acc.summary().startswith("Accountant, PLD composition")  # it said "basic composition (ε and δ add)"
+    last = acc.release(W, H, X, "remaining")  # the rest, as one Gaussian release at the total's δ
+    assert last.noise == "gaussian" and acc.spent.epsilon <= 1.0
 
 
 def test_a_version_1_ledger_is_still_read(tmp_path):

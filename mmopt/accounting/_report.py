@@ -17,8 +17,9 @@ def one_line(ledger: Ledger) -> str:
 def summary(ledger: Ledger) -> str:
     zcdp = ledger.composition == "zcdp"
     spent, left, n = ledger.spent(), ledger.remaining(), len(ledger.spends)
-    lines = ["Accountant, " + ("zCDP composition (ρ adds; converted to (ε, δ) by OpenDP)" if zcdp
-                               else "basic composition (ε and δ add)"),
+    rule = {"zcdp": "zCDP composition (ρ adds; converted to (ε, δ) by OpenDP)",
+            "pld": "PLD composition (privacy loss distributions by dp-accounting; ε at the total's δ)"}
+    lines = ["Accountant, " + rule.get(ledger.composition, "basic composition (ε and δ add)"),
              f"  total      ε={fmt(ledger.total.epsilon)}, δ={fmt(ledger.total.delta)}"
              + (f" (ρ ≤ {fmt(ledger.rho_cap())})" if zcdp else ""),
              f"  spent      {spent} in {n} spend{'' if n == 1 else 's'}"]

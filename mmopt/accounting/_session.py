@@ -74,6 +74,10 @@ class Accountant:
             raise ValueError(f"The 'total' parameter of {caller} must have delta > 0 with composition='zcdp' "
                              f"(ρ-zCDP gives (ε, δ)-DP only for δ > 0). Got {total!r} instead. Give a δ, e.g. "
                              f"Privacy({total.epsilon!r}, 1e-6), or use composition='basic' for pure ε-DP.")
+        if composition == "pld" and total.delta == 0:  # dp-accounting's ε at δ = 0 is inf past any rounding
+            raise ValueError(f"The 'total' parameter of {caller} must have delta > 0 with composition='pld' (a "
+                             f"privacy loss distribution's ε at δ = 0 is infinite once any δ, even round-off, is "
+                             f"left). Got {total!r} instead. For pure ε-DP use composition='basic': ε adds exactly.")
         if composition == "zcdp":
             z.opendp(caller)  # fail now, not at the first spend, when OpenDP is missing
         if composition == "pld":
@@ -103,7 +107,7 @@ class Accountant:
 
     @property
     def composition(self) -> str:
-        """'basic' or 'zcdp'."""
+        """'basic', 'zcdp' or 'pld'."""
         return self._ledger.composition
 
     @property
@@ -192,7 +196,9 @@ class Accountant:
             The budget of this release. ``"remaining"`` spends **everything that is left** in this one release
             (the usual last step; it must be said, never a default): ``Privacy(ε, δ)`` of :attr:`remaining` under
             basic composition (Gaussian noise if δ remains), or a Gaussian release at the total's δ using the
-            remaining ρ under zCDP.
+            remaining ρ under zCDP. Under PLD it is the largest ε at the total's δ whose check passes, and the check
+            assumes the analytic σ: OpenDP's σ, which the ledger then records, is ~7 % larger, so some budget is
+            left over (spent, never overspent).
         label : str, optional
             A name for the ledger; default "release k".
         **kwargs
