@@ -44,11 +44,21 @@ __all__ = [
 _moved.install()  # old paths of moved modules (mmopt.min_error → mmopt.search.min_error) keep working
 
 
+#: Subpackages reachable as attributes of a bare ``import mmopt`` (imported on first use: they pull in pandas,
+#: pyarrow, OpenDP or sqlglot only then).
+_SUBPACKAGES = frozenset({"accounting", "adaptive", "answers", "baselines", "groupby", "hierarchy", "multidim",
+                          "opendp", "participation", "records", "sparse_vector", "structured", "synth", "toeplitz"})
+
+
 def __getattr__(name: str):
     if name == "sql":  # lazy: the SQL front-end (mmopt.groupby) imports sqlglot and pandas only when used
         from mmopt.groupby.release import sql
 
         return sql
+    if name in _SUBPACKAGES:  # mmopt.synth.mst(...) after a bare ``import mmopt``, as the docs write it
+        import importlib
+
+        return importlib.import_module(f"mmopt.{name}")
     # ``mmopt.hierarchies`` without an import statement found the module while it sat at the root (something
     # had imported it); it still does, through the same deprecated alias as ``import mmopt.hierarchies``
     if f"mmopt.{name}" in _moved.MOVED:

@@ -44,3 +44,27 @@ def test_synth_refuses_before_any_noise(files, capsys):
     err = capsys.readouterr().err
     assert "must end in .csv or .parquet" in err and "never writes over its own input" in err
     assert "delta > 0" in err and not (files / "s.csv").exists()
+
+
+def test_mst_reads_the_workload_when_given_and_messages_name_synth(files, capsys, monkeypatch):
+    """--workload with --method mst was dropped without a word; the refusal named 'mmopt release'; ε = 10⁵
+    ended in an internal ArithmeticError (exit 1, 'Please report this')."""
+    import mmopt.synth as synth_module
+    seen = {}
+    real = synth_module.mst
+
+    def spy(*args, **kwargs):
+        seen.update(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(synth_module, "mst", spy)
+    base = ["synth", "--records", str(files / "people.parquet"), "--domain", str(files / "domain.json"),
+            "--method", "mst", "--seed", "0", "--out", str(files / "s.csv")]
+    assert main([*base, "--epsilon", "1", "--workload", "marginals:a*b"]) == 0
+    assert seen["workload"] == [("a", "b")]
+    assert main([*base, "--epsilon", "1"]) == 0 and seen["workload"] is None  # the paper's score by default
+    capsys.readouterr()
+    assert main([*base, "--epsilon", "1", "--workload", "marginals:a*zz"]) == 2
+    assert "of mmopt synth names attribute 'zz'" in capsys.readouterr().err
+    assert main([*base, "--epsilon", "1e5"]) == 2
+    assert "past what OpenDP's zCDP → (ε, δ) conversion can evaluate" in capsys.readouterr().err

@@ -424,3 +424,21 @@ def test_seedless_run_records_the_entropy_it_drew_and_repeats_from_it():
     assert np.array_equal(again.strategy.matrix, first.strategy.matrix) and again.objective == first.objective
     other = mmopt.optimize(W, method="l2_approx")  # a deterministic route records its seed too
     assert isinstance(other.extra["seed"], int) and other.extra["seed"] != seed
+
+
+def test_subpackages_are_attributes_of_a_bare_import_and_the_log_says_the_reported_status(caplog):
+    """README writes mmopt.synth.mst(...) and mmopt.records.datasets after `import mmopt`: AttributeError before
+    (in a fresh interpreter, where nothing had imported them). The progress line said 'optimize: optimal' for a
+    result reported as 'local_optimum' (the search's own status, before reconcile)."""
+    import subprocess
+    import sys
+    code = ("import mmopt; print(mmopt.synth.mst.__name__, mmopt.records.Domain.__name__, "
+            "mmopt.toeplitz.__name__, mmopt.hierarchy.Hierarchy.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["mst", "Domain", "mmopt.toeplitz", "Hierarchy"]
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        mmopt.nope  # noqa: B018
+    with caplog.at_level("INFO", logger="mmopt"):
+        r = mmopt.optimize(wl.prefix(32), method="min_error", seed=1, verbose=True)
+    said = [rec.getMessage() for rec in caplog.records if rec.getMessage().startswith("optimize: ")]
+    assert r.status == "local_optimum" and said[-1].startswith("optimize: local_optimum, objective")

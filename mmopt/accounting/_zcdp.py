@@ -114,6 +114,10 @@ def max_rho(epsilon: float, delta: float) -> float:
     """
     L = -math.log(delta)
     lo = epsilon * epsilon / (math.sqrt(L + epsilon) + math.sqrt(L)) ** 2  # Prop. 1.3's ρ, without cancellation
+    if not math.isfinite(epsilon_of_rho(lo, delta)):  # OpenDP's conversion overflows (ε ~ 10⁵ and up)
+        raise ValueError(f"The budget ε={epsilon!r}, δ={delta!r} is past what OpenDP's zCDP → (ε, δ) conversion can "
+                         f"evaluate (at ρ = {lo:.4g} its ε overflows). Give ε ≤ 10⁴: the noise there is already "
+                         "about 10⁻⁴ of a count.")
     if epsilon_of_rho(lo, delta) > epsilon:  # cannot happen with OpenDP's bound below Prop. 1.3; stay safe
         raise ArithmeticError(f"max_rho: Bun & Steinke's ρ = {lo!r} is not feasible at ε={epsilon!r}, δ={delta!r}.")
     hi = 2.0 * lo

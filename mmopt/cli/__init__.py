@@ -53,8 +53,8 @@ _EXAMPLES = {
   mmopt optimize all_range:64 --epsilon 1 --delta 1e-6        # auto, for Gaussian noise ((ε,δ)-DP)
   mmopt optimize prefix:128 --method min_error --seed 1 --option restarts=4 --verbose
   mmopt optimize 'marginals:4x4x4x4:k=2' --method auto --json --out result.json
-  mmopt optimize all_range:64 --method min_error --save best.npz
-  mmopt optimize all_range:64 --method min_sensitivity --initial best.npz
+  mmopt optimize all_range:16 --method min_error --save best16.npz
+  mmopt optimize all_range:16 --method min_sensitivity --initial best16.npz  # Program 5.3: small n (~10 s at 16)
   mmopt optimize all_range:64 --delta 1e-6 --objective max_variance  # the largest variance, certified""",
     "plan": """examples:
   mmopt plan prefix:64 --target 5 --kind se --delta 1e-9       # every prefix sum within standard error 5
@@ -223,8 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--domain", metavar="DOMAIN.json", required=True, help="the public domain (records outside it are "
                    "dropped)")
     p.add_argument("--method", choices=("aim", "mst"), default="aim", help="the algorithm (default aim)")
-    p.add_argument("--workload", metavar="WORKLOAD", default="marginals:k=3",
-                   help="AIM's workload: 'marginals:k=3' (default), 'marginals:k<=2' or 'marginals:A*B,C'")
+    p.add_argument("--workload", metavar="WORKLOAD", default=None,
+                   help="AIM's workload: 'marginals:k=3' (default), 'marginals:k<=2' or 'marginals:A*B,C'; with "
+                        "--method mst, MST scores its tree's edges by their gain on it (default: the paper's score)")
     p.add_argument("--epsilon", "-e", type=float, required=True, help="privacy budget ε > 0")
     p.add_argument("--delta", "-d", type=float, default=1e-9, help="δ in (0, 1) (default 1e-9)")
     p.add_argument("--rows", type=int, default=None, help="synthetic rows (default: the noisy number of records)")

@@ -51,13 +51,13 @@ class Plan:
     n_rows: int
 
 
-def parse_workload(text: str, domain) -> int | list:
+def parse_workload(text: str, domain, *, command: str = "mmopt release") -> int | list:
     """``marginals:k=K`` → K; ``marginals:k<=K`` → every set of 1 to K attribute names; ``marginals:A*B,C`` →
     [("A", "B"), ("C",)]; ValueError naming --workload else."""
     from mmopt.records.counts import check_sets
 
     if not isinstance(text, str) or not text.startswith("marginals:"):
-        raise ValueError("The --workload of a records release must be 'marginals:k=K' (all K-way marginals), "
+        raise ValueError(f"The --workload of {command} must be 'marginals:k=K' (all K-way marginals), "
                          "'marginals:k<=K' (every marginal on 1 to K attributes) or 'marginals:A*B,C' (attribute "
                          f"names). Got {text!r}.")
     body = text[len("marginals:"):].strip()
@@ -79,7 +79,7 @@ def parse_workload(text: str, domain) -> int | list:
     sets = [tuple(a.strip() for a in part.split("*")) for part in body.split(",") if part.strip()]
     if not sets:
         raise ValueError(f"The --workload 'marginals:A*B,C' lists no attribute set. Got {text!r}.")
-    check_sets(sets, domain, caller="mmopt release", name="--workload")  # unknown names, repeats: ValueError
+    check_sets(sets, domain, caller=command, name="--workload")  # unknown names, repeats: ValueError
     return sets
 
 

@@ -40,7 +40,8 @@ def _check(args):
     if not os.path.exists(args.records):
         raise ValueError(f"The --records file '{args.records}' does not exist.")
     domain = Domain.from_json(args.domain)
-    workload = parse_workload(args.workload, domain)
+    text = args.workload if args.workload is not None or args.method == "mst" else "marginals:k=3"
+    workload = None if text is None else parse_workload(text, domain, command="mmopt synth")
     if isinstance(workload, int):
         workload = list(itertools.combinations(range(len(domain.shape)), workload))
     privacy = mmopt.Privacy(args.epsilon, args.delta)
@@ -62,7 +63,7 @@ def synth(args) -> int:
 
     domain, workload, privacy, ext = _check(args)
     if args.method == "mst":
-        s = mst(args.records, domain, privacy, seed=args.seed)
+        s = mst(args.records, domain, privacy, seed=args.seed, workload=workload)
     else:
         s = aim(args.records, domain, workload, privacy, seed=args.seed)
     rows = s.records(args.rows)
