@@ -212,3 +212,17 @@ def test_a_kronecker_product_is_the_product_of_its_factors_minimax():
     assert halved.objective == pytest.approx(res.objective / 2, rel=1e-9)
     with pytest.raises(ValueError, match="must be one number for a Kronecker product"):
         mmopt.optimize(W, privacy=GAUSS, targets=np.ones(W.n_queries))
+
+
+def test_plan_names_itself_and_refuses_text_booleans_and_points_at_an_infinite_target():
+    """plan(matrix) was refused as "parameter of optimize"; targets="4" and True passed as 4.0 and 1.0; an inf
+    among per-query targets was reported as 'smallest 1'."""
+    with pytest.raises(TypeError, match="'workload' parameter of plan must be a Workload.*from_matrix"):
+        mmopt.plan(np.eye(3), targets=1.0)
+    W = wl.prefix(4)
+    for bad in ("4", True, [1.0, "2", 3.0, 4.0]):
+        with pytest.raises(TypeError, match="'targets' parameter of plan must be one positive number"):
+            mmopt.plan(W, targets=bad)
+    with pytest.raises(ValueError, match=r"1 not finite \(e\.g\. inf\)"):
+        mmopt.plan(W, targets=[1.0, np.inf, 2.0, 3.0])
+    assert mmopt.plan(mmopt.toeplitz.prefix(64), targets=4.0, delta=1e-6).epsilon > 0  # stream workloads still

@@ -34,8 +34,10 @@ def check_targets(targets, m: int, caller: str, name: str = "targets") -> np.nda
         raise ValueError(f"The '{name}' parameter of {caller} is a dict (one target per marginal), which needs a "
                          "workload of marginals (mmopt.workload.marginals, records workloads); this one is not. Give "
                          f"one number, or {m:,} (one per query).")
-    try:
-        tau = None if targets is None else np.asarray(targets, dtype=float)  # None would become NaN
+    try:  # None would become NaN, "4" 4.0 and True 1.0: none of them is a number given as one
+        text = isinstance(targets, str | bytes | bool | np.bool_) or (
+            isinstance(targets, list | tuple) and any(isinstance(t, str | bytes | bool | np.bool_) for t in targets))
+        tau = None if targets is None or text else np.asarray(targets, dtype=float)
     except (TypeError, ValueError):
         tau = None
     if tau is None:  # e.g. plan(W, Privacy(1.0)): the budget is what plan finds, not an input
@@ -47,9 +49,12 @@ def check_targets(targets, m: int, caller: str, name: str = "targets") -> np.nda
     if tau.ndim == 0:
         tau = np.full(m, float(tau))
     if tau.shape != (m,) or not np.all(np.isfinite(tau)) or np.any(tau <= 0):
+        bad = tau[~(np.isfinite(tau) & (tau > 0))] if tau.shape == (m,) else tau.ravel()
+        what = f", smallest {np.min(tau):.3g}" if bad.size == 0 or np.all(np.isfinite(bad)) else \
+            f", {int(np.sum(~np.isfinite(tau)))} not finite (e.g. {bad[~np.isfinite(bad)][0]})"
         raise ValueError(f"The '{name}' parameter of {caller} must be one positive number or {m:,} (one per query, "
                          f"in the workload's row order). Got shape {np.shape(targets)}"
-                         f"{'' if tau.size == 0 else f', smallest {np.min(tau):.3g}'}.")
+                         f"{'' if tau.size == 0 else what}.")
     return tau
 
 

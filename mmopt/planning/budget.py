@@ -186,6 +186,13 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     from mmopt.structured.residual.planner import per_marginal_targets
 
     caller = "plan"
+    from mmopt.dense._workload_type import Workload, not_a_workload
+    from mmopt.hierarchy.workload import HierarchyWorkload
+    from mmopt.structured.workloads import ImplicitWorkload
+    from mmopt.toeplitz.error import StreamWorkload
+    workload = as_implicit(workload)  # RecordsRelease.workload and the residual layer's marginals, as optimize
+    if not isinstance(workload, Workload | ImplicitWorkload | HierarchyWorkload | StreamWorkload):
+        raise not_a_workload(workload, name="workload", caller=caller)  # named here, not as optimize's
     tol = PLAN_TOL if tol is None else tol
     delta = v.check_real(delta, name="delta", caller=caller, low=0.0, high=1.0, high_open=True)
     alpha = v.check_real(alpha, name="alpha", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
