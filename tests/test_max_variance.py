@@ -225,4 +225,6 @@ def test_plan_names_itself_and_refuses_text_booleans_and_points_at_an_infinite_t
             mmopt.plan(W, targets=bad)
     with pytest.raises(ValueError, match=r"1 not finite \(e\.g\. inf\)"):
         mmopt.plan(W, targets=[1.0, np.inf, 2.0, 3.0])
+    with pytest.raises(ValueError, match=r"'targets' parameter of plan .* Got shape \(0,\)\.$"):
+        mmopt.plan(W, targets=[])  # no smallest to show (numpy's 'zero-size array' error at 1c00689)
     assert mmopt.plan(mmopt.toeplitz.prefix(64), targets=4.0, delta=1e-6).epsilon > 0  # stream workloads still

@@ -34,9 +34,10 @@ def check_targets(targets, m: int, caller: str, name: str = "targets") -> np.nda
         raise ValueError(f"The '{name}' parameter of {caller} is a dict (one target per marginal), which needs a "
                          "workload of marginals (mmopt.workload.marginals, records workloads); this one is not. Give "
                          f"one number, or {m:,} (one per query).")
-    try:  # None would become NaN, "4" 4.0 and True 1.0: none of them is a number given as one
-        text = isinstance(targets, str | bytes | bool | np.bool_) or (
-            isinstance(targets, list | tuple) and any(isinstance(t, str | bytes | bool | np.bool_) for t in targets))
+    # None would become NaN, "4" 4.0 and True 1.0: none of them is a number given as one
+    text = isinstance(targets, str | bytes | bool | np.bool_) or (
+        isinstance(targets, list | tuple) and any(isinstance(t, str | bytes | bool | np.bool_) for t in targets))
+    try:
         tau = None if targets is None or text else np.asarray(targets, dtype=float)
     except (TypeError, ValueError):
         tau = None
@@ -49,12 +50,11 @@ def check_targets(targets, m: int, caller: str, name: str = "targets") -> np.nda
     if tau.ndim == 0:
         tau = np.full(m, float(tau))
     if tau.shape != (m,) or not np.all(np.isfinite(tau)) or np.any(tau <= 0):
-        bad = tau[~(np.isfinite(tau) & (tau > 0))] if tau.shape == (m,) else tau.ravel()
-        what = f", smallest {np.min(tau):.3g}" if bad.size == 0 or np.all(np.isfinite(bad)) else \
-            f", {int(np.sum(~np.isfinite(tau)))} not finite (e.g. {bad[~np.isfinite(bad)][0]})"
+        nonfinite = tau[~np.isfinite(tau)]
+        what = ("" if tau.size == 0 else f", {nonfinite.size} not finite (e.g. {nonfinite[0]})" if nonfinite.size
+                else f", smallest {np.min(tau):.3g}")
         raise ValueError(f"The '{name}' parameter of {caller} must be one positive number or {m:,} (one per query, "
-                         f"in the workload's row order). Got shape {np.shape(targets)}"
-                         f"{'' if tau.size == 0 else what}.")
+                         f"in the workload's row order). Got shape {np.shape(targets)}{what}.")
     return tau
 
 

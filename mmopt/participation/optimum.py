@@ -274,8 +274,8 @@ def _solve(G: np.ndarray, schema: FixedEpochs, tol: float, max_iterations: int, 
                 try:
                     Xi = scipy.linalg.cho_solve(scipy.linalg.cho_factor(X), np.eye(n))
                 except np.linalg.LinAlgError:  # X(M) of an ill-conditioned G, past float64: not this candidate
-                    Xi = None
-                if Xi is not None:
+                    pass
+                else:
                     record["primal"] = min(record["primal"],
                                            float(np.einsum("ij,ij->", dual.Gp, Xi * np.outer(d, d))))
             if record["primal"] <= (1 + tol) * dual.best[0]:

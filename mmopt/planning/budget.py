@@ -178,18 +178,18 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     >>> bool((p.per_query_variance <= 16.0).all()), p.status, round(p.ratio, 3)
     (True, 'optimal', 1.0)
     """
+    from mmopt.dense._workload_type import Workload, not_a_workload
     from mmopt.dispatch import as_implicit
     from mmopt.error import evaluate
     from mmopt.family.dense import _dense
     from mmopt.family.objectives import _marginals, _orbit_union, check_targets, marginal_targets, range_kind
+    from mmopt.hierarchy.workload import HierarchyWorkload
     from mmopt.optimize import optimize
     from mmopt.structured.residual.planner import per_marginal_targets
-
-    caller = "plan"
-    from mmopt.dense._workload_type import Workload, not_a_workload
-    from mmopt.hierarchy.workload import HierarchyWorkload
     from mmopt.structured.workloads import ImplicitWorkload
     from mmopt.toeplitz.error import StreamWorkload
+
+    caller = "plan"
     workload = as_implicit(workload)  # RecordsRelease.workload and the residual layer's marginals, as optimize
     if not isinstance(workload, Workload | ImplicitWorkload | HierarchyWorkload | StreamWorkload):
         raise not_a_workload(workload, name="workload", caller=caller)  # named here, not as optimize's
@@ -206,7 +206,7 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     if isinstance(targets, dict) and delta == 0:  # the per-marginal route is the residual (Gaussian) optimum
         raise ValueError(f"The 'targets' parameter of {caller} is a dict (one target per marginal), which is planned "
                          "under Gaussian noise: give delta > 0, or one target per query (a list) for Laplace noise.")
-    marginals = _marginals(as_implicit(workload)) if delta > 0 and not grouped else None
+    marginals = _marginals(workload) if delta > 0 and not grouped else None
     symmetric = delta > 0 and not grouped and marginals is None and _orbit_union(workload, targets)
     ranges = delta > 0 and not grouped and range_kind(workload) is not None
     if grouped:  # one target per grouping set (every group of a set has the same target)

@@ -154,9 +154,8 @@ def csv_nulls(domain: Domain | None = None) -> list[str]:
     """The CSV cells read as missing (pyarrow's default null strings, quoted or not), but for the string categories
     ``domain`` declares: a category "NA" (North America) or "N/A" (an answer) is a value, not a missing one. Every
     engine uses them."""
-    import pyarrow.csv as pcsv
     declared = {c for a in (domain.attributes if domain is not None else ()) if a.kind == "text" for c in a.categories}
-    return [s for s in pcsv.ConvertOptions().null_values if s not in declared]
+    return [s for s in _values.default_csv_nulls() if s not in declared]
 
 
 def pandas_batches(df, domain: Domain, batch_size: int) -> Iterator[list]:

@@ -103,20 +103,26 @@ def _object_codes(values: np.ndarray, attribute: Attribute) -> np.ndarray:
         out[is_float] = _number_codes(values[is_float].astype(np.float64), attribute)
     if np.any(is_bool):
         out[is_bool] = _number_codes(values[is_bool].astype(np.int64), attribute)
-    if any(not _missing(v) for v in values[~(is_int | is_float | is_bool)]):
+    missing = _missing_values()
+    if any(all(v is not m for m in missing) for v in values[~(is_int | is_float | is_bool)]):
         _warn_text(attribute)  # strings, dates, …: values, not missing ones, so the drop is said
     return out
 
 
-def _missing(value) -> bool:
-    """None, pandas.NA or pandas.NaT."""
-    if value is None:
-        return True
+def _missing_values() -> tuple:
+    """The objects that stand for a missing value: None, and pandas.NA and pandas.NaT when pandas is there."""
     try:
         import pandas as pd
     except ImportError:
-        return False
-    return value is pd.NA or value is pd.NaT
+        return (None,)
+    return None, pd.NA, pd.NaT
+
+
+def default_csv_nulls() -> list[str]:
+    """pyarrow's default null strings: the CSV cells every engine reads as missing (but for the string categories a
+    domain declares, :func:`mmopt.records.read.csv_nulls`)."""
+    import pyarrow.csv as pcsv
+    return list(pcsv.ConvertOptions().null_values)
 
 
 def _big_int_codes(ints: np.ndarray, attribute: Attribute) -> np.ndarray:
@@ -152,7 +158,6 @@ def _parsed_codes(arr, attribute: Attribute) -> np.ndarray:
     """CSV text: integers exactly, decimals as float64, anything else (and empty cells) dropped."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.csv as pcsv
     out = np.full(len(arr), -1, dtype=np.int64)
     text = pc.utf8_trim_whitespace(arr)
     is_int = pc.fill_null(pc.match_substring_regex(text, _INT), False).to_numpy(zero_copy_only=False)
@@ -165,7 +170,7 @@ def _parsed_codes(arr, attribute: Attribute) -> np.ndarray:
         out[decimals] = _number_codes(pc.cast(text.filter(pa.array(decimals)), pa.float64())
                                       .to_numpy(zero_copy_only=False), attribute)
     # a null string read as text (another column declares it a category: mmopt.records.read.csv_nulls) is missing
-    nulls = pa.array(["", *pcsv.ConvertOptions().null_values])
+    nulls = pa.array(["", *default_csv_nulls()])
     blank = pc.or_(pc.is_null(text), pc.fill_null(pc.is_in(text, value_set=nulls), False)).to_numpy(
         zero_copy_only=False)  # is_in says False, not null, for a null cell
     if (~(is_num | blank)).any():
