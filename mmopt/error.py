@@ -281,12 +281,13 @@ def _unit_error(workload: Workload, As: np.ndarray, norm: str, name: str, caller
                 ) -> tuple[Profile, Spectrum | None, float]:
     """(profile, spectrum, Δ²·tr(G M)/m) for the scaled strategy As, checked; G is the per-query Gram."""
     G = workload.mean_gram
-    leak = support_leak(G, prof)
+    leak = support_leak(G, prof, workload.matrix)
     if leak > support_tolerance(G.shape[0]):
         raise ValueError(
             f"{caller}: strategy '{name}' (numerical rank {prof.rank} of n={As.shape[1]}) does "
-            f"not support workload '{workload.name}': {leak:.2g} of its Gram trace lies outside the row space "
-            "of A, so some queries have unbounded error. Add rows to A (e.g. a scaled identity, §3.3)."
+            f"not support workload '{workload.name}': {leak:.2g} of its Gram trace (or of one query's squared "
+            "norm) lies outside the row space of A, so some queries have unbounded error. Add rows to A (e.g. a "
+            "scaled identity, §3.3)."
         )
     need_spec = not prof.certified or workload.domain_size <= _ALWAYS_CHECK_N
     spec = workload_spectrum(workload) if need_spec else None

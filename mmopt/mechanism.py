@@ -122,7 +122,7 @@ def matrix_mechanism(workload: Workload, strategy, x, privacy: Privacy, *, rng=N
     caller = "matrix_mechanism"
     strategy, x, answered = _prepare(workload, strategy, x, privacy, caller)
     reconstruct, total, zeros, options = check_reconstruction(reconstruct, total, zeros, reconstruct_options,
-                                                              strategy.domain_size, caller)
+                                                              strategy.domain_size, caller, _domain_shape(workload))
     tol = _dense_tol(options)
     gen = v.check_rng(rng, name="rng", caller=caller)
     A = strategy.matrix
@@ -215,7 +215,7 @@ def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: f
     caller = "release"
     strategy, x, answered = _prepare(workload, strategy, x, privacy, caller)
     reconstruct, total, zeros, options = check_reconstruction(reconstruct, total, zeros, reconstruct_options,
-                                                              strategy.domain_size, caller)
+                                                              strategy.domain_size, caller, _domain_shape(workload))
     tol = _dense_tol(options)
     A = strategy.matrix
     d_in = _upper_sensitivity(A, privacy.sensitivity_norm, caller)
@@ -289,11 +289,16 @@ def _check_types(workload, privacy, caller: str) -> None:
     check_privacy(privacy, caller, optional=False)  # a mechanism needs a real budget
 
 
+def _domain_shape(workload) -> tuple[int, ...] | None:
+    """The product domain's shape of a dense workload with a product twin (x and zeros may be shaped like it)."""
+    from mmopt.workload import structure_of
+    twin = structure_of(workload)
+    return None if twin is None else tuple(twin.shape)
+
+
 def _check_x(x, n: int, caller: str, workload=None) -> np.ndarray:
     if workload is not None and np.ndim(x) > 1:  # shaped like a product workload's domain: its cells in C order
-        from mmopt.workload import structure_of
-        twin = structure_of(workload)
-        if twin is not None and tuple(np.shape(x)) == tuple(twin.shape):
+        if tuple(np.shape(x)) == _domain_shape(workload):
             x = np.asarray(x).reshape(-1)
     x = v.check_vector(x, name="x", caller=caller, length=n)
     if np.any(x < 0):

@@ -107,6 +107,26 @@ def test_greedy_h_measures_only_totals_where_the_workload_cannot_see_inside():
                                                              rel=1e-9)
 
 
+def test_greedy_h_keeps_a_light_query_s_distinctions_beside_a_heavy_query():
+    """10⁷·(x₀ + x₁) beside x₂ − x₃: the constant-block test compared G·(e₂ − e₃) with 10⁻¹² of G's largest
+    diagonal entry (10¹⁴), merged cells 2 and 3 into one leaf, and the mechanism answered x₂ − x₃ with 0."""
+    W = mmopt.Workload.from_matrix(np.array([[1e7, 1e7, 0, 0], [0, 0, 1.0, -1.0]]))
+    A = st.greedy_h(W)
+    assert mmopt.supports(W, A) and np.linalg.matrix_rank(A.matrix[:, 2:]) == 2
+    out = mmopt.matrix_mechanism(W, A, [0, 0, 50, 0], mmopt.Privacy(1.0), rng=0, size=200).answers[:, 1]
+    assert abs(out.mean() - 50) < 5 * out.std() / np.sqrt(out.size)
+
+
+def test_a_leaf_is_refused_when_the_workload_separates_cells_other_than_its_first():
+    """The leaf check tested one direction, e_lo − the mean of the others: x₁ − x₂ on a leaf of cells 0..2 is
+    orthogonal to it and passed; two seeded random directions orthogonal to 1 catch it."""
+    T = hi.IntervalTree(Node(0, 4, 1.0, (Node(0, 3, 1.0), Node(3, 4, 1.0))), 4, "coarse")
+    W = mmopt.Workload.from_matrix(np.array([[0, 1.0, -1.0, 0], [1.0, 1, 1, 1]]))
+    with pytest.raises(ValueError, match="cells 0..2 are measured only through their sum"):
+        T.error(hi.gram_operator(W))
+    assert T.error(hi.gram_operator(mmopt.Workload.from_matrix(np.array([[1.0, 1, 1, 0], [0, 0, 0, 1]])))) > 0
+
+
 def test_tree_error_refuses_unsupported_trees():
     T = hi.IntervalTree(Node(0, 4, 1.0, (Node(0, 2, 1.0), Node(2, 4, 1.0))), 4, "coarse")
     with pytest.raises(ValueError, match="does not support"):
@@ -172,6 +192,9 @@ def test_bad_input():
         hi.greedy_h_tree([[1.0]])
     with pytest.raises(ValueError, match="'n' parameter of hb_branching"):
         st.hb_branching(1)
+    with pytest.raises(ValueError, match="'n' parameter of hb must be an integer >= 1"):  # named hb_branching
+        st.hb(0)
+    assert np.array_equal(st.hb(1).matrix, st.hierarchical(1).matrix)  # one cell: refused before
     with pytest.raises(TypeError, match="branching"):
         hi.hierarchical_tree(8, 2.5)
 

@@ -99,3 +99,20 @@ def test_a_query_outside_the_row_space_is_seen_however_much_the_rest_weighs():
             mmopt.evaluate(workload, A, mmopt.Privacy(1.0))
     assert pf.support_tolerance(8) < 2e-13  # and round-off stays below it: the suite's supported cases ≤ 7e-17
     assert mmopt.supports(heavy, st.identity(8))
+
+
+def test_a_light_query_beside_a_heavy_one_is_judged_by_its_own_norm():
+    """x₂ − x₃ weighted 1 beside 10⁷·(x₀ + x₁) leaks 10⁻¹⁴ of tr G, under 100·n·eps: supports() said True of
+    A = [1 1 0 0; 0 0 1 1], and the mechanism answered x₂ − x₃ with 0 whatever the data. The stored rows are now
+    checked one by one (all of x₂ − x₃ lies outside A's row space)."""
+    import mmopt
+    W = wl.Workload.from_matrix(np.array([[1e7, 1e7, 0, 0], [0, 0, 1.0, -1.0]]))
+    A = st.Strategy(np.array([[1.0, 1, 0, 0], [0, 0, 1, 1]]))
+    assert pf.support_leak(W.mean_gram, pf.profile_of_matrix(A.matrix)) < pf.support_tolerance(4)  # G alone
+    assert pf.support_leak(W.mean_gram, pf.profile_of_matrix(A.matrix), W.matrix) == pytest.approx(1.0)
+    assert not mmopt.supports(W, A)
+    with pytest.raises(ValueError, match="does not support workload"):
+        mmopt.evaluate(W, A, mmopt.Privacy(1.0))
+    with pytest.raises(ValueError, match="does not support workload"):
+        mmopt.matrix_mechanism(W, A, [0, 0, 50, 0], mmopt.Privacy(1.0), rng=0)
+    assert mmopt.supports(W, st.Strategy(np.array([[1.0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])))

@@ -214,12 +214,31 @@ def test_fista_refuses_to_return_an_unconverged_point():
     ({"total": 5.0}, ValueError, "need reconstruct='nnls' or 'projection'"),
     ({"reconstruct": "nnls", "total": -1.0}, ValueError, "'total' parameter of matrix_mechanism"),
     ({"reconstruct": "nnls", "zeros": np.zeros(N)}, TypeError, "must be a boolean mask"),
-    ({"reconstruct": "nnls", "zeros": np.zeros(3, bool)}, ValueError, "must have 16 entries"),
+    ({"reconstruct": "nnls", "zeros": np.zeros(3, bool)}, ValueError, r"must have shape \(16,\)"),
+    ({"reconstruct": "nnls", "zeros": np.zeros((4, 4), bool)}, ValueError, r"must have shape \(16,\)"),
     ({"reconstruct": "projection", "total": 3.0, "zeros": np.ones(N, bool)}, ValueError, "no data vector"),
 ])
 def test_bad_reconstruction_arguments_are_refused(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         mmopt.matrix_mechanism(wl.prefix(N), st.hierarchical(N), _data(0), EPS, rng=0, **kwargs)
+
+
+@pytest.mark.parametrize("implicit", [True, False])
+def test_a_transposed_zeros_mask_is_refused_not_read_in_c_order(implicit):
+    """A (6, 8) mask for an (8, 6) domain has the right number of entries; read in C order it marked other cells
+    than meant as 0 (a true count forced to 0). It is refused, as x of that shape is; the domain's shape works."""
+    W, A = _implicit_pair("product")
+    if not implicit:
+        W, A = wl.kron(wl.prefix(8), wl.identity(6)), A.to_strategy()
+    x = _data(3, 48).reshape(8, 6) + 1.0
+    z = np.zeros((8, 6), bool)
+    z[0, 1] = True
+    x[0, 1] = 0.0
+    with pytest.raises(ValueError, match=r"'zeros' parameter of matrix_mechanism must have shape \(48,\) or "
+                                         r"\(8, 6\).*Got shape \(6, 8\). Transposed"):
+        mmopt.matrix_mechanism(W, A, x if implicit else x.ravel(), EPS, rng=0, reconstruct="nnls", zeros=z.T)
+    out = mmopt.matrix_mechanism(W, A, x if implicit else x.ravel(), EPS, rng=0, reconstruct="nnls", zeros=z)
+    assert np.asarray(out.estimate).ravel()[1] == 0.0
 
 
 def test_reconstruct_options_reach_the_solvers_and_are_checked():

@@ -105,3 +105,9 @@ def test_bad_input():
         tr.haar_quadratics(hi.prefix_gram(6))
     with pytest.raises(TypeError, match="ImplicitWorkload"):
         tr.haar_evaluate(mmopt.workload.prefix(4), st.privelet((4,)))
+    with pytest.raises(ValueError, match=r"haar_evaluate: the Haar basis needs .* powers of two. Got the domain "
+                                         r"\(3, 4\)"):  # it named wavelet(n=3) and suggested hierarchical(n)
+        tr.haar_evaluate(mmopt.structured.kron(mmopt.workload.prefix(3), mmopt.workload.prefix(4)),
+                         st.privelet((3, 4)))
+    with pytest.raises(TypeError, match="'op' parameter of haar_quadratics must be a GramOperator"):
+        tr.haar_quadratics(np.eye(4))  # an AttributeError before

@@ -108,7 +108,8 @@ def hb_tree(n: int) -> IntervalTree:
     and as in the implementations the seed's table used (DPBench's and HDMM's ``HB``, ``hier(n, b)[1:]``):
     the root is left out and the weights are uniform. For b ≥ n the tree is the identity.
     """
-    b = hb_branching(n)
+    n = v.check_int(n, name="n", caller="hb_tree")
+    b = hb_branching(n) if n > 1 else 2  # one cell: the identity, as hierarchical(1)
     return hierarchical_tree(n, b, root=False, name=f"HB(b={b})")
 
 
@@ -121,7 +122,7 @@ def hb(n: int) -> Strategy:
     >>> A.name, A.matrix.shape, A.sensitivity()
     ('HB(b=16)', (272, 256), 2.0)
     """
-    return hb_tree(n).strategy()
+    return hb_tree(v.check_int(n, name="n", caller="hb")).strategy()
 
 
 def greedy_h_tree(gram, *, branching: int = 2, objective: str = "reference", grid: int = 100) -> IntervalTree:
@@ -181,23 +182,6 @@ def _squared(op: GramOperator) -> GramOperator:
     return GramOperator(op.n, op.n_queries, lambda u: op.matvec(op.matvec(u)), diag, op.name)
 
 
-def _constant_block(op: GramOperator, lo: int, hi: int) -> bool:
-    """Whether G's columns lo..hi−1 are equal (the workload sees only their sum): a product with a seeded
-    random vector orthogonal to 1 on the block rules it out at once in the usual case, else checked exactly."""
-    scale = 1e-12 * float(op.diagonal.max())
-    r = np.zeros(op.n)
-    r[lo:hi] = np.random.default_rng(hi - lo).standard_normal(hi - lo)
-    r[lo:hi] -= r[lo:hi].mean()
-    if float(np.abs(op.matvec(r)).max()) > scale * float(np.abs(r).sum()):
-        return False
-    for i in range(lo, hi - 1):
-        e = np.zeros(op.n)
-        e[i], e[i + 1] = 1.0, -1.0
-        if float(np.abs(op.matvec(e)).max()) > scale:
-            return False
-    return True
-
-
 def _greedy(op: GramOperator, phi: GramOperator, b: int, grid: int) -> it.Node:
     """Bottom-up weights; nodes carry local shares (1 − p at the node, p scaling the subtree), made absolute
     at the end. State per subtree: score e, u = M1, k = 1ᵀM1, q = uᵀΦu (exact for the undiscounted M)."""
@@ -208,7 +192,7 @@ def _greedy(op: GramOperator, phi: GramOperator, b: int, grid: int) -> it.Node:
 
     def walk(lo, hi, depth):
         s = hi - lo
-        if s == 1 or _constant_block(op, lo, hi):  # only the total: M = J/s², u = 1/s, k = 1, q = Φ[lo, lo]
+        if s == 1 or it.constant_block(op, lo, hi):  # only the total: M = J/s², u = 1/s, k = 1, q = Φ[lo, lo]
             return (lo, hi, 1.0, ()), float(phi.diagonal[lo]), np.full(s, 1.0 / s), 1.0, float(phi.diagonal[lo])
         kids = [walk(a, c, depth + 1) for a, c in it.split(lo, hi, b)]
         e, k = sum(t[1] for t in kids), sum(t[3] for t in kids)

@@ -22,6 +22,7 @@ from mmopt.dense._classic import wavelet
 from mmopt.dense._error_common import check_privacy, resolve_norm
 from mmopt.dense._interval_trees import GramOperator
 from mmopt.dense._strategy_core import Strategy
+from mmopt.dense.profile import support_tolerance
 from mmopt.structured import _checks as ck
 from mmopt.structured.strategies import ImplicitStrategy, StrategyProduct, kron_strategy, sensitivity
 from mmopt.structured.workloads import ImplicitWorkload, _check_attributes
@@ -138,6 +139,9 @@ def haar_basis(n: int) -> tuple[np.ndarray, np.ndarray]:
 def haar_quadratics(op: GramOperator) -> tuple[np.ndarray, np.ndarray]:
     """(g, s): gₖ = qₖᵀ G qₖ for the Haar vectors qₖ of :func:`haar_basis` and their support sizes, from
     n products G·q (O(n) each for prefix and all ranges): O(n²) time, O(n) memory."""
+    if not isinstance(op, GramOperator):
+        raise TypeError("The 'op' parameter of haar_quadratics must be a GramOperator (mmopt.baselines.hierarchies."
+                        f"gram_operator(W), prefix_gram(n) or all_range_gram(n)). Got {type(op).__name__} instead.")
     n = op.n
     if n & (n - 1):
         raise ValueError(f"haar_quadratics: n must be a power of two. Got n={n}.")
@@ -172,6 +176,9 @@ def haar_evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privac
     check_privacy(privacy, caller)
     norm = resolve_norm(privacy, norm, caller)
     v.check_allocation(strategy.domain_size * 2, what="the Haar spectrum of the strategy", caller=caller)
+    if any(n & (n - 1) for n in strategy.shape):
+        raise ValueError(f"{caller}: the Haar basis needs attribute sizes that are powers of two. Got the domain "
+                         f"{tuple(strategy.shape)}. mmopt.evaluate(workload, strategy, privacy) takes any size.")
     Q = {n: haar_basis(n)[0] for n in set(strategy.shape)}
     D = 0.0
     for t in strategy.terms:
@@ -190,7 +197,7 @@ def haar_evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privac
               for f in t.factors]
         g = t.weight**2 * _outer(gs)
         pos = D > 1e-12 * float(np.max(D))
-        if float(np.sum(g[~pos])) > 1e-9 * float(np.sum(g)):
+        if float(np.sum(g[~pos])) > support_tolerance(g.size) * float(np.sum(g)):
             raise ValueError(f"{caller}: strategy '{strategy.name}' does not support workload '{workload.name}'.")
         unit += float(np.sum(g[pos] / D[pos]))
     c = 1.0 if privacy is None else privacy.variance_factor

@@ -134,18 +134,41 @@ def _quad(op: GramOperator, lo: int, u: np.ndarray) -> float:
     return float(u @ op.matvec(full)[lo:lo + u.size])
 
 
+CONSTANT_TOL = 1e-10  # of √(G_rr G_jj), which bounds |G_rj| (Cauchy–Schwarz) and so G's round-off in row r
+
+
+def constant_block(op: GramOperator, lo: int, hi: int, *, exhaustive: bool = True) -> bool:
+    """Whether G's columns lo..hi−1 are equal (the workload sees only their sum).
+
+    Two seeded random vectors orthogonal to 1 on the block rule it out at once in the usual case; then, if
+    ``exhaustive``, each difference of adjacent cells is checked. Row r of G·d is compared with its own scale,
+    √G_rr·Σ_j |d_j|·√G_jj, not with G's largest diagonal entry: a query weighted 10⁷ times another must not hide
+    the lighter one's distinctions (it did, and the tree then answered that query with a bias the error left out).
+    """
+    scale = np.sqrt(np.maximum(op.diagonal, 0.0))
+    rng = np.random.default_rng(hi - lo)
+    for _ in range(2):
+        r = np.zeros(op.n)
+        r[lo:hi] = rng.standard_normal(hi - lo)
+        r[lo:hi] -= r[lo:hi].mean()
+        if np.any(np.abs(op.matvec(r)) > CONSTANT_TOL * scale * float(scale[lo:hi] @ np.abs(r[lo:hi]))):
+            return False
+    for i in range(lo, hi - 1) if exhaustive else ():
+        e = np.zeros(op.n)
+        e[i], e[i + 1] = 1.0, -1.0
+        if np.any(np.abs(op.matvec(e)) > CONSTANT_TOL * scale * (scale[i] + scale[i + 1])):
+            return False
+    return True
+
+
 def _leaf(op: GramOperator, t: Node, caller: str) -> _Sub:
     s = t.hi - t.lo
     if t.weight <= 0:
         raise ValueError(f"{caller}: cells {t.lo}..{t.hi - 1} are not measured by any node of the tree, so the "
                          "strategy does not support the workload.")
-    if s > 1:
-        e = np.zeros(op.n)
-        e[t.lo], e[t.lo + 1:t.hi] = 1.0, -1.0 / (s - 1)
-        Ge = op.matvec(e)
-        if float(np.abs(Ge).max()) > 1e-9 * float(op.diagonal.max()):
-            raise ValueError(f"{caller}: cells {t.lo}..{t.hi - 1} are measured only through their sum, but the "
-                             f"workload '{op.name}' distinguishes them: the tree does not support it.")
+    if s > 1 and not constant_block(op, t.lo, t.hi, exhaustive=False):
+        raise ValueError(f"{caller}: cells {t.lo}..{t.hi - 1} are measured only through their sum, but the "
+                         f"workload '{op.name}' distinguishes them: the tree does not support it.")
     w2 = t.weight**2
     u = np.full(s, 1.0 / (w2 * s))
     return _Sub(_quad(op, t.lo, np.full(s, 1.0 / s)) / w2, u, 1.0 / w2)

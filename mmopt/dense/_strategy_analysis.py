@@ -48,7 +48,8 @@ def supports(workload: Workload, strategy) -> bool:
     check_workload(workload, caller)
     strategy = as_strategy(strategy, caller)
     v.check_same_domain(workload.domain_size, strategy.domain_size, caller=caller)
-    return support_leak(workload.mean_gram, scaled_profile(strategy)[2]) <= support_tolerance(workload.domain_size)
+    leak = support_leak(workload.mean_gram, scaled_profile(strategy)[2], workload.matrix)
+    return leak <= support_tolerance(workload.domain_size)
 
 
 def query_error(query, strategy, privacy: Privacy | None = None, *, norm: str | None = None) -> float:

@@ -230,9 +230,17 @@ def effective_profile(prof: Profile, spec: Spectrum | None) -> np.ndarray:
     return _outer(Q @ (Q.T @ prof.factor))
 
 
-def support_leak(G: np.ndarray, prof: Profile) -> float:
-    """Share of tr(G) on A's numerical null space: 0 when A supports G (Def. 3.1)."""
+def support_leak(G: np.ndarray, prof: Profile, rows=None) -> float:
+    """Share of tr(G) on A's numerical null space: 0 when A supports G (Def. 3.1). With the workload's ``rows``
+    (W, when stored), also each query's own share ‖w N‖²/‖w‖², the larger reported: G's share alone let a light
+    query outside the row space through beside a heavy one (weights 10⁷ : 1 leak 10⁻¹⁴ of tr G)."""
     if prof.null_basis.shape[1] == 0:
         return 0.0
     N = prof.null_basis
-    return float(np.sum(N * (G @ N))) / max(float(np.trace(G)), 1e-300)
+    leak = float(np.sum(N * (G @ N))) / max(float(np.trace(G)), 1e-300)
+    if rows is None:
+        return leak
+    W = rows.toarray() if sparse.issparse(rows) else np.asarray(rows, dtype=float)
+    top = np.abs(W).max(axis=1)
+    W = W[top > 0] / top[top > 0, None]  # each row scaled to max |w| = 1: no overflow in ‖w‖²
+    return max(leak, float((np.sum((W @ N) ** 2, axis=1) / np.sum(W * W, axis=1)).max(initial=0.0)))

@@ -59,9 +59,11 @@ def check_method(reconstruct, caller: str) -> str:
     return v.check_choice(reconstruct, name="reconstruct", caller=caller, choices=CHOICES)
 
 
-def check_constraints(reconstruct: str, total, zeros, n: int, caller: str
+def check_constraints(reconstruct: str, total, zeros, n: int, caller: str, shape: tuple[int, ...] | None = None
                       ) -> tuple[float | None, np.ndarray | None]:
-    """(total, flat boolean zeros mask or None), refused when they are contradictory or meaningless."""
+    """(total, flat boolean zeros mask or None), refused when they are contradictory or meaningless. ``zeros`` is
+    flat (n,) or, when ``shape`` (the product domain's) is given, shaped like it: any other shape with n entries
+    (a transposed mask) would mark other cells than meant, so it is refused, as ``x`` is."""
     if reconstruct == "least_squares" and (total is not None or zeros is not None):
         raise ValueError(f"The 'total' and 'zeros' parameters of {caller} need reconstruct='nnls' or 'projection'; "
                          "least squares is unconstrained. Got reconstruct='least_squares'.")
@@ -72,9 +74,12 @@ def check_constraints(reconstruct: str, total, zeros, n: int, caller: str
         if z.dtype != np.bool_:
             raise TypeError(f"The 'zeros' parameter of {caller} must be a boolean mask of the cells known to be 0. "
                             f"Got dtype {z.dtype}.")
-        if z.size != n:
-            raise ValueError(f"The 'zeros' parameter of {caller} must have {n:,} entries (one per cell). "
-                             f"Got shape {z.shape}.")
+        shapes = [(n,)] + ([tuple(shape)] if shape is not None and len(shape) > 1 else [])
+        if z.shape not in shapes:
+            raise ValueError(f"The 'zeros' parameter of {caller} must have shape "
+                             f"{' or '.join(str(s_) for s_ in shapes)} (one entry per cell, as x). Got shape {z.shape}."
+                             + (" Transposed? Its cells are read in the domain's C order."
+                                if z.size == n and len(shapes) > 1 else ""))
         zeros = z.reshape(-1)
         if not zeros.any():
             zeros = None
@@ -115,10 +120,11 @@ def check_options(options, reconstruct: str, caller: str) -> dict:
     return out
 
 
-def check_reconstruction(reconstruct, total, zeros, options, n: int, caller: str):
-    """(reconstruct, total, zeros, options) checked together: what every mechanism and release takes."""
+def check_reconstruction(reconstruct, total, zeros, options, n: int, caller: str, shape: tuple[int, ...] | None = None):
+    """(reconstruct, total, zeros, options) checked together: what every mechanism and release takes (``shape``:
+    the product domain's, if x may be shaped like it)."""
     reconstruct = check_method(reconstruct, caller)
-    total, zeros = check_constraints(reconstruct, total, zeros, n, caller)
+    total, zeros = check_constraints(reconstruct, total, zeros, n, caller, shape)
     return reconstruct, total, zeros, check_options(options, reconstruct, caller)
 
 

@@ -163,7 +163,7 @@ def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, 
     check_privacy(privacy, caller, optional=False)  # a mechanism needs a real budget
     report = analysis.evaluate(workload, strategy, privacy)  # type and domain checks, support, expected error
     reconstruct, total, zeros, options = check_reconstruction(reconstruct, total, zeros, reconstruct_options,
-                                                              strategy.domain_size, caller)
+                                                              strategy.domain_size, caller, strategy.shape)
     x = check_counts(x, strategy, caller)
     runs = 1 if size is None else v.check_int(size, name="size", caller=caller)
     ck.check_allocation(runs * (strategy.n_rows + strategy.domain_size), what=f"{runs} noisy runs",

@@ -90,7 +90,7 @@ def release(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: 
                         f"Got {type(privacy).__name__}.")
     report = analysis.evaluate(workload, strategy, privacy)  # shapes, support, Δ (exact or upper bound)
     reconstruct, total, zeros, options = check_reconstruction(reconstruct, total, zeros, reconstruct_options,
-                                                              strategy.domain_size, caller)
+                                                              strategy.domain_size, caller, strategy.shape)
     x = check_counts(x, strategy, caller)
     d_in = upper_sensitivity(report.sensitivity, caller=caller)
     Ax = finite(strategy_apply(strategy, x), "the strategy answers A x", caller)  # refused before any noise
