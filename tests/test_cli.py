@@ -88,6 +88,24 @@ def test_optimize_matches_the_library_and_saves(tmp_path):
     assert r.returncode == 2 and "--force" in r.stderr
 
 
+@pytest.mark.skipif(not _HAS_PERSIST, reason="mmopt.save / mmopt.load not available")
+def test_save_writes_the_name_it_reports_and_a_missing_folder_is_refused_first(tmp_path, monkeypatch, capsys):
+    """--save B.NPZ wrote 'B.NPZ.npz' and reported 'B.NPZ' (a second run then passed the exists check and failed
+    in the API's words); --save or --out into a missing folder failed only after the optimisation."""
+    from mmopt.cli import main
+    monkeypatch.chdir(tmp_path)
+    assert main(["optimize", "prefix:16", "--method", "identity", "--save", "B.NPZ", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["saved"] == "B.NPZ" and os.listdir(tmp_path) == ["B.NPZ"]
+    assert main(["optimize", "prefix:16", "--method", "identity", "--save", "B.NPZ"]) == 2
+    assert "Pass --force" in capsys.readouterr().err
+    for option, name in (("--save", "nodir/x.npz"), ("--out", "nodir/x.json")):
+        assert main(["optimize", "prefix:16", "--method", "identity", option, name]) == 2
+        assert f"The {option} file 'nodir/x." in capsys.readouterr().err
+    # an explicit --objective total beside --target was run as max_variance
+    assert main(["optimize", "prefix:16", "--objective", "total", "--target", "5"]) == 2
+    assert "--target sets a variance target for --objective max_variance" in capsys.readouterr().err
+
+
 @pytest.mark.skipif(not (_HAS_OPENDP and _HAS_TABLES), reason="release needs opendp, its tables pyarrow")
 def test_release_writes_m_answers(tmp_path):
     x = np.arange(16.0)

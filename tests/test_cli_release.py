@@ -56,6 +56,16 @@ def test_outputs_never_name_an_input_and_nothing_is_drawn(folder, capsys, args, 
     assert np.array_equal(np.loadtxt("x.csv", delimiter=","), X)
 
 
+def test_data_of_two_columns_is_refused_not_flattened(folder, capsys):
+    """An index,count CSV of 8 rows was read as one 16-cell histogram (indices counted as data) and released."""
+    np.savetxt("two.csv", np.c_[np.arange(8), np.arange(8) * 10], delimiter=",")
+    assert main(["release", "prefix:16", "--data", "two.csv", "--epsilon", "1", "--out", "a.csv"]) == 2
+    assert "must hold one count per cell of 'prefix(16)'" in capsys.readouterr().err and not os.path.exists("a.csv")
+    np.save("grid.npy", X.reshape(4, 4))  # the product domain's own shape is a histogram
+    assert main(["release", "kron(prefix:4,identity:4)", "--data", "grid.npy", "--epsilon", "1", "--out",
+                 "b.csv"]) == 0
+
+
 @pytest.mark.parametrize("args", [
     ["--epsilon", "1e-300", "--strategy", "identity"],           # the report's total overflows float64
     ["--epsilon", "1", "--delta", "1e-6", "--strategy", "S.npy"],  # Δ = 1e-170: its square underflows

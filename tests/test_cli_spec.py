@@ -133,6 +133,13 @@ def test_workload_files(tmp_path):
     _same(sp.build_workload(f"stack({tmp_path / 'w.npy'}, {tmp_path / 'g.npz'})"), wl.stack([ref, ref]))
     msg = str(pytest.raises(ValueError, sp.build_workload, str(tmp_path / "bad.npz")).value)
     assert "['X']" in msg and "'G' and 'n_queries'" in msg
+    # n_queries 2.5 was truncated to 2 (the per-query figures wrong); W beside G was read and G left unread
+    np.savez(tmp_path / "half.npz", G=W.T @ W, n_queries=2.5)
+    np.savez(tmp_path / "both.npz", G=W.T @ W, n_queries=7, W=np.eye(5))
+    msg = str(pytest.raises(ValueError, sp.build_workload, str(tmp_path / "half.npz")).value)
+    assert "'n_queries' must be one integer" in msg and "2.5" in msg
+    msg = str(pytest.raises(ValueError, sp.build_workload, str(tmp_path / "both.npz")).value)
+    assert "['G', 'W', 'n_queries']" in msg and "exactly 'W'" in msg
     assert "does not exist" in str(pytest.raises(ValueError, sp.build_workload, "missing.npy").value)
 
 

@@ -102,6 +102,18 @@ def test_more_participations_cost_more_privacy():
     (lambda: list(correlate(toeplitz.banded([1.0], 4), [np.nan] * 4)), ValueError, "not finite"),
     (lambda: run_privacy(toeplitz.banded([1.0], 4), fixed_epochs(2), 1.0, delta=0.0), ValueError, "delta"),
     (lambda: run_privacy(toeplitz.banded([1.0], 4), "epochs", 1.0), TypeError, "participation"),
+    # found by probing (each passed before): a scalar among vector draws broadcast to every coordinate; a C whose
+    # inverse overflows streamed NaN and inf noise from step ~1,000; a non-causal or singular C was accounted
+    (lambda: list(correlate(toeplitz.banded([1.0, 0.5], 3), [np.zeros(3), 1.0, np.ones(3)])), ValueError,
+     r"one shape. Step 0 had \(3,\), step 1 has \(\)"),
+    (lambda: stream_noise(toeplitz.banded([1.0, 2.0], 2000), 1.0), ValueError, "stream_noise: .* overflow"),
+    (lambda: correlate(toeplitz.banded([1.0, 2.0], 2000), np.zeros((2000, 1))), ValueError, "correlate: .* overflow"),
+    (lambda: run_privacy(np.triu(np.ones((6, 6))), fixed_epochs(2), 1.0), ValueError, "must be lower-triangular"),
+    (lambda: run_privacy(np.zeros((6, 6)), fixed_epochs(2), 1.0), ValueError, "must be invertible"),
+    (lambda: gram_sensitivity_squared(-np.eye(4), fixed_epochs(2)), ValueError, "negative on its diagonal"),
+    (lambda: gram_sensitivity_squared(np.tril(np.ones((4, 4))), fixed_epochs(2)), ValueError, "not symmetric"),
+    (lambda: gram_sensitivity_squared(np.array([[1.0, 2.0], [2.0, 1.0]]), fixed_epochs(2)), ValueError,
+     "larger off its diagonal"),
 ])
 def test_bad_input_is_refused(call, error, match):
     with pytest.raises(error, match=match):

@@ -136,6 +136,9 @@ def test_optimize_banded_under_min_separation_is_exact_and_above_the_bound():
     ({"participation": "epochs"}, TypeError, "participation schema"),
     ({"solver": "SCS"}, ValueError, "do not apply"),
     ({"options": {"bands": 4}}, ValueError, "Unknown options"),
+    # auto picked 'banded' (n ≠ k·b) and the message named method='banded', which the caller never passed
+    ({"participation": min_separation(6, 3), "options": {"seconds": 20}}, ValueError,
+     r"optimize\(method='auto' \(which picked 'banded' at n = 16\), participation=.*apply when n = k·b"),
 ])
 def test_optimize_refuses_what_it_cannot_do(kwargs, error, match):
     kwargs = {"participation": fixed_epochs(2)} | kwargs

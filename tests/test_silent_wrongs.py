@@ -356,3 +356,22 @@ def test_command_line_releases_spend_through_a_ledger(tmp_path, capsys, records)
     assert len(Accountant.load(ledger).spends) == 1
     assert run("c.csv", "--ledger-total", "2.0") == 2        # an existing ledger keeps its total
     assert "Drop --ledger-total" in capsys.readouterr().err
+    assert run("c.csv", "--composition", "zcdp") == 2        # and its composition (ignored, silently, before)
+    assert "composes by 'basic'" in capsys.readouterr().err and not (tmp_path / "c.csv").exists()
+
+
+def test_options_that_would_be_ignored_are_refused(tmp_path, capsys):
+    """release --strategy H2 --budget thorough (the budget is the search's: none ran), --composition without a
+    ledger, and plan --alpha with --kind variance were accepted and ignored."""
+    from mmopt.cli import main
+    (tmp_path / "x.csv").write_text("0,1,2,3\n", encoding="utf-8")
+    base = ["release", "prefix:4", "--data", str(tmp_path / "x.csv"), "--epsilon", "1", "--out",
+            str(tmp_path / "a.csv")]
+    assert main([*base, "--strategy", "H2", "--budget", "thorough"]) == 2
+    assert "Drop --budget" in capsys.readouterr().err
+    assert main([*base, "--strategy", "H2", "--composition", "zcdp"]) == 2
+    assert "--composition needs --ledger FILE" in capsys.readouterr().err and not (tmp_path / "a.csv").exists()
+    assert main(["plan", "prefix:16", "--target", "4", "--alpha", "0.1"]) == 2
+    assert "--alpha is the level of --kind halfwidth's intervals" in capsys.readouterr().err
+    assert main(["plan", "prefix:16", "--target", "4", "--kind", "halfwidth", "--alpha", "0.1", "--delta", "1e-6",
+                 "--json"]) == 0

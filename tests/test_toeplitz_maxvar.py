@@ -119,3 +119,16 @@ def test_plan_with_heterogeneous_targets_meets_every_one():
     out = mmopt.release(wl.all_range(n), p.strategy, np.zeros(n), p.privacy)
     unit = mmopt.evaluate(wl.all_range(n), p.strategy, None, norm="l2", per_query=True).per_query_variance
     assert np.all(out.noise_scale ** 2 * np.asarray(unit) / out.sensitivity ** 2 <= tau ** 2)
+
+
+def test_an_unknown_kind_or_bad_targets_are_refused():
+    """An unknown kind was solved as all ranges; targets <= 0 ended in LAPACK's LinAlgError, the wrong length in
+    a broadcasting error."""
+    with pytest.raises(ValueError, match="'kind' parameter of mmopt.toeplitz.maxvar must be 'prefix' or"):
+        rm.solve("bogus", 4, np.ones(10))
+    with pytest.raises(ValueError, match="'kind' parameter of svd_bound"):
+        toeplitz.svd_bound(5, "bogus")
+    with pytest.raises(ValueError, match="must be > 0 .* Got 1 entries <= 0"):
+        rm.solve("prefix", 4, np.array([1.0, 0.0, 1.0, 1.0]))
+    with pytest.raises(ValueError, match=r"must have length 4 \(one per query of prefix\(4\)\)"):
+        rm.solve("prefix", 4, np.ones(3))

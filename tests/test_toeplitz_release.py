@@ -69,6 +69,22 @@ def test_past_the_dense_limit_optimize_then_release_works():
     assert 0.05 < measured / predicted < 4.0
 
 
+def test_a_numerically_singular_strategy_is_refused_before_any_noise():
+    """banded([1, 2]) has C⁻¹ growing like 2^t: release drew the noise and returned 2,000 NaN answers, and
+    offline_decode passed NaN measurements through. Both refuse now, release before the draw."""
+    from mmopt._base import opendp as _opendp
+    from mmopt.toeplitz.streaming import offline_decode
+    C = toeplitz.banded([1.0, 2.0], 2000)
+    draws = _opendp.DRAWS
+    with pytest.raises(ValueError, match="release: the strategy 'banded.*overflow"):
+        mmopt.release(toeplitz.prefix(2000), C, np.ones(2000), mmopt.Privacy(1.0, 1e-6))
+    assert _opendp.DRAWS == draws  # refused before any draw
+    with pytest.raises(ValueError, match="offline_decode: the strategy .* overflow"):
+        offline_decode(C, np.ones(2000))
+    with pytest.raises(ValueError, match="'measurements' parameter of offline_decode must be finite"):
+        offline_decode(toeplitz.banded([1.0, 0.5], 3), [1.0, np.nan, 0.0])
+
+
 def test_refusals_name_what_works():
     small = mmopt.release(toeplitz.prefix(8), mmopt.strategy.hierarchical(8), np.ones(8), GAUSS)  # its dense twin
     assert small.answers.shape == (8,)

@@ -117,6 +117,18 @@ def test_tiny_domains(n, kind):
         assert res.success and res.objective >= res.lower_bound * (1 - 1e-12)
 
 
+def test_one_band_is_the_identity_not_a_crash():
+    """bands = 1 left L-BFGS-B an empty vector ('zero-size array to reduction operation'); so did optimize under
+    a separation of one step (method 'banded', b = 1 band)."""
+    res = solve.optimize(T.prefix(8), "banded", bands=1)
+    assert res.strategy.coefficients.tolist() == [1.0]  # c₀ = 1, no other band
+    assert res.objective == pytest.approx(36.0) and res.objective >= res.lower_bound
+    from mmopt.participation import fixed_epochs, min_separation
+    for schema in (min_separation(1, 2), fixed_epochs(8)):
+        res = mmopt.optimize(T.prefix(8), participation=schema, method="banded")
+        assert np.isfinite(res.objective) and res.objective >= res.lower_bound * (1 - 1e-12)
+
+
 @pytest.mark.parametrize("bands", [2, 4, 8, 64])
 def test_banded_search_leaves_its_start_with_few_bands(bands):
     # a unit first step in the coefficients overflowed 1/c and L-BFGS-B stopped after one iteration

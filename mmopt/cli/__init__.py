@@ -154,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="print progress to stderr from the start (default: once a run passes 10 s)")
     talk.add_argument("--quiet", "-q", dest="verbose", action="store_const", const=False,
                       help="print no progress")
-    p.add_argument("--objective", choices=("total", "max_variance"), default="total",
+    p.add_argument("--objective", choices=("total", "max_variance"), default=None,
                    help="what is minimised: the total squared error (default) or the largest single-query variance "
                         "(a certified minimax search on dense workloads up to 4,096 cells)")
     p.add_argument("--target", type=float, default=None,
@@ -166,7 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", type=float, required=True, help="every query's target, in the unit --kind names")
     p.add_argument("--kind", choices=("variance", "se", "halfwidth"), default="variance",
                    help="the target is a variance (default), a standard error, or an interval half-width at --alpha")
-    p.add_argument("--alpha", type=float, default=0.05, help="with --kind halfwidth: 1 − the interval's level")
+    p.add_argument("--alpha", type=float, default=None,
+                   help="with --kind halfwidth: 1 − the interval's level (default 0.05)")
     p.add_argument("--delta", "-d", type=float, default=0.0,
                    help="δ in [0, 1): 0 = Laplace noise (ε-DP), > 0 = Gaussian noise ((ε,δ)-DP) (default 0)")
     p.add_argument("--max-iterations", type=int, default=None, help="the max-variance search's L2 solves at most")
@@ -192,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strategy", "-s", default="auto",
                    help="as for evaluate, or auto (the default): mmopt.optimize's best strategy for this budget "
                         "(on the workload alone, no data), within --budget")
-    p.add_argument("--budget", default="fast", metavar="fast|default|thorough|SECONDS",
+    p.add_argument("--budget", default=None, metavar="fast|default|thorough|SECONDS",
                    help="with --strategy auto: the CPU seconds the search may plan to spend (default fast, 5 s)")
     p.add_argument("--reconstruct", choices=("least_squares", "nnls", "projection"), default="least_squares",
                    help="how x̂ is estimated from the noisy measurements (post-processing; default least_squares)")
@@ -212,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "it does not fit, recorded as pending before the draw and as verified after it")
     p.add_argument("--ledger-total", metavar="EPS[,DELTA]",
                    help="with --ledger, for a ledger file that does not exist yet: its total budget")
-    p.add_argument("--composition", choices=("basic", "zcdp", "pld"), default="basic",
+    p.add_argument("--composition", choices=("basic", "zcdp", "pld"), default=None,
                    help="with --ledger-total: how the new ledger composes spends (default basic; pld, the tightest "
                         "for several Gaussian releases, needs mmopt[accounting])")
     p.add_argument("--json", action="store_true", help="print the release report as JSON instead of a table")

@@ -135,19 +135,24 @@ def _rows(A) -> int:
 def optimize(args) -> int:
     if args.out:
         out.check_extension(args.out, (".json", ".csv"), "--out")
+        out.check_writable(args.out, "--out")  # a missing folder was found after the run
     if args.save:
         out.check_extension(args.save, (".npz",), "--save")
         if os.path.exists(args.save) and not args.force:
             raise ValueError(f"The --save file '{args.save}' exists. Pass --force to overwrite it.")
+        out.check_writable(args.save, "--save")  # before the run, not after it
         save, _ = persistence()  # refused before a long run, not after
+    if args.objective == "total" and args.target is not None:  # the target silently made it max_variance
+        raise ValueError("--target sets a variance target for --objective max_variance; it was given with "
+                         "--objective total. Drop one of them.")
     W = build_workload(args.spec)
     P = _privacy(args)
     options = dict(parse_option(o) for o in args.option or ())
     initial = None if args.initial is None else build_strategy(args.initial, W)
     res = mmopt.optimize(W, privacy=P, method=args.method, seed=args.seed, norm=args.norm, tol=args.tol,
                          initial=initial, max_iterations=args.max_iterations, verbose=args.verbose,
-                         options=options or None, budget=out.budget_arg(args.budget), objective=args.objective,
-                         targets=args.target)
+                         options=options or None, budget=out.budget_arg(args.budget),
+                         objective=args.objective or "total", targets=args.target)
     A = res.strategy
     record = {"workload": _workload_info(W), "method": res.method, "status": res.status, "success": res.success,
               "solver": res.solver, "norm": res.norm, "objective": res.objective, "lower_bound": res.lower_bound,
@@ -170,12 +175,16 @@ def optimize(args) -> int:
 
 
 def plan(args) -> int:
+    if args.alpha is not None and args.kind != "halfwidth":  # it was ignored, silently
+        raise ValueError(f"--alpha is the level of --kind halfwidth's intervals; --kind {args.kind} has none. Drop "
+                         "--alpha, or pass --kind halfwidth.")
+    alpha = 0.05 if args.alpha is None else args.alpha
     W = build_workload(args.spec)
-    p = mmopt.plan(W, targets=args.target, kind=args.kind, alpha=args.alpha, delta=args.delta, tol=args.tol,
+    p = mmopt.plan(W, targets=args.target, kind=args.kind, alpha=alpha, delta=args.delta, tol=args.tol,
                    max_iterations=args.max_iterations, calibration=args.calibration)
     record = {"workload": _workload_info(W), "target": args.target, "kind": args.kind,
               "calibration": args.calibration,
-              "alpha": args.alpha if args.kind == "halfwidth" else None, "delta": args.delta,
+              "alpha": alpha if args.kind == "halfwidth" else None, "delta": args.delta,
               "epsilon": p.epsilon, "epsilon_lower_bound": p.lower_bound, "ratio": p.ratio, "rho": p.rho,
               "rho_lower_bound": p.rho_lower_bound, "status": p.status, "strategy": p.strategy.name,
               "largest_variance": float(p.per_query_variance.max()), "variance_target": float(p.targets.max()),

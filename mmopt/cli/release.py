@@ -139,8 +139,11 @@ def _strategy(args, W, P):
     """--strategy: a spec, or "auto": the best strategy :func:`mmopt.optimize` finds for this budget's noise within
     --budget (data-independent: it sees the workload only), said on stderr."""
     if args.strategy.strip() != "auto":
+        if getattr(args, "budget", None) is not None:  # it was ignored, silently
+            raise ValueError(f"--budget sets the search's time with --strategy auto; --strategy {args.strategy} "
+                             "is given, so nothing is searched. Drop --budget.")
         return build_strategy(args.strategy, W)
-    res = mmopt.optimize(W, privacy=P, seed=0, verbose=False, budget=out.budget_arg(args.budget))
+    res = mmopt.optimize(W, privacy=P, seed=0, verbose=False, budget=out.budget_arg(args.budget or "fast"))
     print(f"mmopt: strategy {res.method} ({res.ratio:.3g}× the lower bound, {res.seconds:.1f} s; --strategy to choose "
           "another)", file=sys.stderr, flush=True)
     return res.strategy
@@ -154,6 +157,14 @@ def plan(args) -> Plan:
     A = _strategy(args, W, P)
     x = _load_data(args.data)
     if not isinstance(W, ImplicitWorkload):
+        from mmopt.workload import structure_of
+        twin = structure_of(W)
+        if x.ndim > 1 and (twin is None or tuple(x.shape) != tuple(twin.shape)):  # two columns (index, count)
+            # were read as one histogram of twice the cells before
+            raise ValueError(f"The --data file '{args.data}' must hold one count per cell of '{W.name}': one column "
+                             f"(or one row) of {W.domain_size:,} numbers"
+                             + ("" if twin is None else f", or an array of shape {tuple(twin.shape)}")
+                             + f". Got an array of shape {x.shape}.")
         x = x.ravel()  # a dense workload reads a flat histogram (C order)
     ext = outputs["--out"][1] if "--out" in outputs else None
     if ext == ".npy":
@@ -303,16 +314,22 @@ def deliver(args, p: Plan, res) -> int:
 def open_ledger(args):
     """The :class:`mmopt.Accountant` of ``--ledger`` (None without it): the file if it exists, else a new one with
     ``--ledger-total`` (ε or ε,δ) and ``--composition``; ValueError naming the option otherwise."""
+    composition = getattr(args, "composition", None)
     if getattr(args, "ledger", None) is None:
-        if getattr(args, "ledger_total", None) is not None:
-            raise ValueError("--ledger-total needs --ledger FILE (the ledger file to create).")
+        for option, value in (("--ledger-total", getattr(args, "ledger_total", None)), ("--composition", composition)):
+            if value is not None:
+                raise ValueError(f"{option} needs --ledger FILE (the ledger file to create).")
         return None
     out.check_extension(args.ledger, (".json",), "--ledger")
     if os.path.exists(args.ledger):
         if args.ledger_total is not None:
             raise ValueError(f"The --ledger file '{args.ledger}' exists: its total is recorded there. Drop "
                              "--ledger-total (a budget cannot change once spent from).")
-        return mmopt.Accountant.load(args.ledger)
+        ledger = mmopt.Accountant.load(args.ledger)
+        if composition is not None and composition != ledger.composition:  # it was ignored, silently
+            raise ValueError(f"The --ledger file '{args.ledger}' composes by {ledger.composition!r}, recorded when it "
+                             f"was created; --composition {composition} cannot change it. Drop --composition.")
+        return ledger
     if args.ledger_total is None:
         raise ValueError(f"The --ledger file '{args.ledger}' does not exist. Give --ledger-total EPS[,DELTA] to "
                          "start it, or the path of an existing ledger.")
@@ -322,7 +339,7 @@ def open_ledger(args):
         parts = []
     if len(parts) not in (1, 2):
         raise ValueError(f"--ledger-total must be EPS or EPS,DELTA (numbers). Got {args.ledger_total!r}.")
-    return mmopt.Accountant.open(args.ledger, mmopt.Privacy(*parts), args.composition)
+    return mmopt.Accountant.open(args.ledger, mmopt.Privacy(*parts), composition or "basic")
 
 
 def release(args) -> int:

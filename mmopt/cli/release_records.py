@@ -35,7 +35,7 @@ __all__ = ["deliver", "dispatch", "parse_workload", "plan", "release_records"]
 
 _TABLES = (".csv", ".parquet")
 # options of the histogram release that mean nothing for records, with their defaults (build_parser's)
-HISTOGRAM_ONLY = {"spec": None, "data": None, "strategy": "auto", "budget": "fast", "reconstruct": "least_squares",
+HISTOGRAM_ONLY = {"spec": None, "data": None, "strategy": "auto", "budget": None, "reconstruct": "least_squares",
                    "total": None, "estimate": None}
 
 

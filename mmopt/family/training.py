@@ -125,8 +125,11 @@ def run(workload, method, call: Call) -> OptimizeResult:
     budgets = {"seconds", "chain_dual_seconds", "free_banded_seconds", "chain_banded_seconds"}
     allowed = {"bands"} if method == "banded" else (budgets if not isinstance(schema, FixedEpochs) else set())
     if set(options) - allowed:
-        raise ValueError(f"Unknown options {sorted(options)} for {CALLER}(method={method!r}, participation=...): "
-                         + (f"it accepts only {sorted(allowed)}." if allowed else "it accepts none."))
+        how = f"method='auto' (which picked {method!r} at n = {n:,})" if picked else f"method={method!r}"
+        raise ValueError(f"Unknown options {sorted(options)} for {CALLER}({how}, participation=...): "
+                         + (f"it accepts only {sorted(allowed)}." if allowed else "it accepts none.")
+                         + (" The budgets of the minimum-separation route apply when n = k·b and n ≤ 2,048."
+                            if picked and method == "banded" and not isinstance(schema, FixedEpochs) else ""))
     if method == "l2_approx":
         if not dense_ok:
             raise ValueError(f"{CALLER}(method='l2_approx', participation={schema!r}) runs under fixed epochs up to "

@@ -59,8 +59,10 @@ def correlate(strategy, draws: Iterable, *, steps: int | None = None) -> Iterato
     >>> np.array(list(correlate(C, z))).T.tolist()   # C⁻¹'s first two columns: (−0.5)^k
     [[1.0, -0.5, 0.25, -0.125], [0.0, 1.0, -0.5, 0.25]]
     """
+    from mmopt.toeplitz.error import check_decodable
     caller = "correlate"
     C = _check_strategy(strategy, caller)
+    check_decodable(C, caller)  # else C⁻¹z overflows part-way through the stream (NaN and inf noise, no error)
     n = C.n
     steps = n if steps is None else v.check_int(steps, name="steps", caller=caller, high=n)
     d = None if C.row_scale is None else np.sqrt(C.row_scale)
@@ -72,22 +74,28 @@ def correlate(strategy, draws: Iterable, *, steps: int | None = None) -> Iterato
     return _banded(draws, steps, d, c[:int(np.flatnonzero(c)[-1]) + 1], caller)
 
 
-def _next(it, t: int, caller: str) -> np.ndarray:
+def _next(it, t: int, caller: str, shape: list) -> np.ndarray:
+    """The draw z_t, checked: finite, and of the first draw's shape (``shape`` holds it once seen)."""
     try:
         z = np.asarray(next(it), dtype=float)
     except StopIteration:
-        raise ValueError(f"{caller}: the draws ended at step {t:,}, before the {t + 1:,}th was needed.") from None
+        raise ValueError(f"{caller}: the draw at step {t:,} is missing: the draws ended before it.") from None
     if not np.all(np.isfinite(z)):
         raise ValueError(f"{caller}: the draw at step {t:,} is not finite.")
+    if not shape:
+        shape.append(z.shape)
+    elif z.shape != shape[0]:  # a scalar among vectors broadcast silently to every coordinate
+        raise ValueError(f"{caller}: the draws must all have one shape. Step 0 had {shape[0]}, step {t:,} has "
+                         f"{z.shape}.")
     return z
 
 
 def _banded(draws, steps, d, c, caller):
-    it = iter(draws)
+    it, shape = iter(draws), []
     past: deque = deque(maxlen=max(len(c) - 1, 1))  # x_{t−1}, x_{t−2}, …: the B − 1 the recursion reads
     tail = c[1:]
     for t in range(steps):
-        u = _next(it, t, caller)
+        u = _next(it, t, caller, shape)
         u = u / d[t] if d is not None else u
         for cm, x_past in zip(tail, past, strict=False):
             u = u - cm * x_past
@@ -98,10 +106,10 @@ def _banded(draws, steps, d, c, caller):
 
 
 def _blt(draws, steps, d, theta, omega, caller):
-    it = iter(draws)
+    it, shape = iter(draws), []
     S = None
     for t in range(steps):
-        u = _next(it, t, caller)
+        u = _next(it, t, caller, shape)
         u = u / d[t] if d is not None else u
         if S is None:
             S = np.zeros((len(theta),) + u.shape, dtype=np.result_type(theta, omega, u))
@@ -140,8 +148,10 @@ def stream_noise(strategy, noise_multiplier: float, *, dimension: int = 1, steps
     [(3,), (3,)]
     """
     from mmopt._base.opendp import gaussian_sampler
+    from mmopt.toeplitz.error import check_decodable
     caller = "stream_noise"
     C = _check_strategy(strategy, caller)
+    check_decodable(C, caller)
     sigma = v.check_real(noise_multiplier, name="noise_multiplier", caller=caller, low=0.0, low_open=True)
     clip = v.check_real(clip_norm, name="clip_norm", caller=caller, low=0.0, low_open=True)
     steps = C.n if steps is None else v.check_int(steps, name="steps", caller=caller, high=C.n)
@@ -174,6 +184,24 @@ class RunPrivacy:
     schema: str
 
 
+def _check_causal(strategy, caller: str) -> None:
+    """C lower-triangular with a non-zero diagonal: the noise C⁻¹z is then released online, each step's before the
+    next gradient, which the adaptive guarantee (Denisov et al. 2022, Thm 2.1) needs. A ToeplitzStrategy always is."""
+    from mmopt.toeplitz.strategies import ToeplitzStrategy
+    if isinstance(strategy, ToeplitzStrategy):
+        return
+    C = np.asarray(getattr(strategy, "matrix", strategy))
+    if C.ndim != 2 or C.shape[0] != C.shape[1]:
+        return  # sensitivity_squared names the shape
+    if np.any(np.triu(C, 1)):
+        raise ValueError(f"The 'strategy' parameter of {caller} must be lower-triangular (causal: each step's noise "
+                         "drawn before the next gradient). Got non-zero entries above the diagonal. The strategies "
+                         "of optimize(..., participation=...) are lower-triangular.")
+    if not np.all(np.diag(C)):
+        raise ValueError(f"The 'strategy' parameter of {caller} must be invertible (a non-zero diagonal): its noise "
+                         f"is C⁻¹z. Got {int(np.sum(np.diag(C) == 0))} zero diagonal entries.")
+
+
 def run_privacy(strategy, participation, noise_multiplier: float, *, delta: float | None = None) -> RunPrivacy:
     """ρ-zCDP (and (ε, δ) at ``delta``) of training with C = ``strategy`` under ``participation`` (module docstring).
 
@@ -198,6 +226,7 @@ def run_privacy(strategy, participation, noise_multiplier: float, *, delta: floa
     sigma = v.check_real(noise_multiplier, name="noise_multiplier", caller=caller, low=0.0, low_open=True)
     if delta is not None:
         delta = v.check_real(delta, name="delta", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
+    _check_causal(strategy, caller)
     sens = sensitivity_squared(strategy, schema)
     d_in = math.nextafter(math.sqrt(sens.squared), math.inf)  # Δ rounded upwards: the map stays an upper bound
     prelude(caller)  # OpenDP's maps give ρ and the (ε, δ) conversion: refused here, by name, when it is missing

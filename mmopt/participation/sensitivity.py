@@ -251,6 +251,23 @@ def _min_separation(X: np.ndarray, b: int, k: int) -> Sensitivity:
                    + ("" if nonnegative else " on |X|"))
 
 
+def _check_gram_shape(X: np.ndarray, caller: str) -> None:
+    """What every Gram X = CᵀC satisfies, in O(n²): symmetric, a non-negative diagonal, |X_st| ≤ √(X_ss X_tt)
+    (each to round-off). A C passed in its place (lower-triangular: not symmetric) or a negative X gave a Δ² below
+    the truth, marked exact; a full PSD test would cost an eigendecomposition per call."""
+    top = float(np.abs(X).max(initial=0.0))
+    d = np.diag(X)
+    r = np.sqrt(np.maximum(d, 0.0))
+    for bad, what in ((float(np.abs(X - X.T).max(initial=0.0)) > 1e-9 * top, "not symmetric"),
+                      (float(d.min(initial=0.0)) < -1e-12 * top, "negative on its diagonal"),
+                      (bool(np.any(np.abs(X) > (1 + 1e-9) * np.outer(r, r) + 1e-12 * top)),
+                       "larger off its diagonal than √(X_ss X_tt)")):
+        if bad:
+            raise ValueError(f"The 'gram' parameter of {caller} must be CᵀC (symmetric positive semidefinite). Got "
+                             f"a matrix that is {what}. Pass C.T @ C, or the strategy itself to "
+                             "mmopt.participation.sensitivity_squared.")
+
+
 def gram_sensitivity_squared(gram, participation) -> Sensitivity:
     """Δ² under ``participation`` of any strategy C with CᵀC = ``gram`` (n×n, X).
 
@@ -265,6 +282,7 @@ def gram_sensitivity_squared(gram, participation) -> Sensitivity:
     X = v.check_matrix(gram, name="gram", caller=caller, square=True)
     schema = as_schema(participation, caller)
     n = X.shape[0]
+    _check_gram_shape(X, caller)
     X = (X + X.T) / 2
     if isinstance(schema, Single):
         d = float(np.diag(X).max())

@@ -41,12 +41,13 @@ def check_path(path, caller: str) -> Path:
 
 
 def npz_name(path, caller: str) -> Path:
-    """The name numpy would write: ``path`` with ``.npz`` appended unless it already ends with it."""
+    """The name save writes: ``path`` with ``.npz`` appended unless it already ends with it, in any case (".NPZ"
+    was written as "x.NPZ.npz" while the CLI reported "x.NPZ")."""
     p = check_path(path, caller)
     if p.is_dir():  # numpy would write a sibling "<dir>.npz"; a directory given here is a missing file name
         raise ValueError(f"The 'path' parameter of {caller} names a directory, '{p}'. Give a file name, e.g. "
                          f"'{p / 'strategy.npz'}'.")
-    return p if p.name.endswith(".npz") else p.with_name(p.name + ".npz")
+    return p if p.name.lower().endswith(".npz") else p.with_name(p.name + ".npz")
 
 
 def existing_file(path) -> Path:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import fft as sfft
 
+from mmopt._base import validation as v
 from mmopt.toeplitz.strategies import check_n
 
 __all__ = ["PrefixBound", "all_range_bound", "diagonal_bound", "gram_sqrt_diagonal", "lower_bound", "prefix_bound",
@@ -65,6 +66,7 @@ def range_singular_values(n: int) -> np.ndarray:
 
 def svd_bound(n: int, kind: str = "prefix") -> float:
     """(Σ_k σ_k)²/n: the SVD bound (Thm 5.26) for the prefix (or all-range) workload at unit privacy (total)."""
+    kind = v.check_choice(kind, name="kind", caller="svd_bound", choices=("prefix", "all_range"))
     s = prefix_singular_values(n) if kind == "prefix" else range_singular_values(n)
     return float(s.sum() ** 2 / n)
 
@@ -80,6 +82,7 @@ def gram_sqrt_diagonal(n: int, kind: str = "prefix") -> np.ndarray:
     True
     """
     n = check_n(n, "gram_sqrt_diagonal")
+    kind = v.check_choice(kind, name="kind", caller="gram_sqrt_diagonal", choices=("prefix", "all_range"))
     if kind == "all_range":
         s = range_singular_values(n)
         f = np.concatenate([[0.0], s])  # f_k = σ_k, k = 1..n, on a DFT of length n+1

@@ -187,6 +187,17 @@ def decoder_max(kind: str, b: np.ndarray, y: np.ndarray | None = None) -> tuple[
     return float(V[best] / y.min()), query, False
 
 
+def check_decodable(strategy: ToeplitzStrategy, caller: str) -> np.ndarray:
+    """The decoder column b = cumsum(1/c) of ``strategy``, refused when it overflows: C is then numerically
+    singular, its error infinite and C⁻¹y (a release's estimate, a stream's noise) NaN or infinite."""
+    with np.errstate(over="ignore", invalid="ignore"):  # the overflow is what is tested, and refused, here
+        b = strategy.decoder_column()
+    if not np.all(np.isfinite(b)):
+        raise ValueError(f"{caller}: the strategy '{strategy.name}' has a decoder W C⁻¹ whose entries overflow "
+                         f"(C is numerically singular); choose coefficients whose series 1/c decays.")
+    return b
+
+
 def evaluate(workload, strategy: ToeplitzStrategy, privacy: Privacy | None = None, *,
              norm: str | None = None) -> ToeplitzErrorReport:
     """Exact total and maximum error of the Toeplitz strategy ``strategy`` on ``workload``, O(n log n).
@@ -222,10 +233,7 @@ def evaluate(workload, strategy: ToeplitzStrategy, privacy: Privacy | None = Non
     norm = norm if norm is not None else (privacy.sensitivity_norm if privacy is not None else "l2")
     norm = v.check_choice(norm, name="norm", caller=caller, choices=("l1", "l2"))
     factor = 1.0 if privacy is None else privacy.variance_factor
-    b = strategy.decoder_column()
-    if not np.all(np.isfinite(b)):
-        raise ValueError(f"{caller}: the strategy '{strategy.name}' has a decoder W C⁻¹ whose entries overflow "
-                         f"(C is numerically singular); choose coefficients whose series 1/c decays.")
+    b = check_decodable(strategy, caller)
     delta = strategy.sensitivity(norm)
     scale = factor * delta * delta
     y = strategy.row_scale

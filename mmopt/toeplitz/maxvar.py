@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import linalg
 
+from mmopt._base import validation as _v
 from mmopt.structured.gamma2 import RIDGE, ascend
 
 __all__ = ["MAX_N", "RangeSolution", "edges", "gram", "solve", "variances"]
@@ -65,6 +66,9 @@ def edges(kind: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     >>> edges("all_range", 2)
     (array([0, 0, 1]), array([1, 2, 2]))
     """
+    if kind not in ("prefix", "all_range"):  # anything else was read as all ranges
+        raise ValueError(f"The 'kind' parameter of mmopt.toeplitz.maxvar must be 'prefix' or 'all_range'. Got "
+                         f"{kind!r} instead.")
     if kind == "prefix":
         return np.zeros(n, dtype=np.intp), np.arange(1, n + 1)
     a, b = np.triu_indices(n + 1, 1)  # row-major: a ascending, then b, as mmopt.workload.all_range
@@ -154,7 +158,12 @@ def solve(kind: str, n: int, targets: np.ndarray, *, tol: float = 1e-4, max_iter
     ('optimal', True)
     """
     a, b = edges(kind, n)
-    inv_tau = 1.0 / np.asarray(targets, dtype=float)
+    tau = _v.check_vector(targets, name="targets", caller="mmopt.toeplitz.maxvar.solve", length=len(a),
+                         meaning=f"one per query of {kind}({n})")
+    if np.any(tau <= 0):  # a LinAlgError deep in the ascent before
+        raise ValueError("The 'targets' parameter of mmopt.toeplitz.maxvar.solve must be > 0 (each query's variance "
+                         f"target). Got {int(np.sum(tau <= 0))} entries <= 0.")
+    inv_tau = 1.0 / tau
     m = len(a)
     lam, mu = np.full(m, 1.0 / m), np.full(n, 1.0 / n)
 

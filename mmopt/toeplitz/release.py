@@ -24,7 +24,7 @@ from mmopt._base import opendp as _opendp
 from mmopt._base import validation as v
 from mmopt.privacy import Privacy
 from mmopt.toeplitz import weighted as weighted_sqrt
-from mmopt.toeplitz.error import StreamWorkload
+from mmopt.toeplitz.error import StreamWorkload, check_decodable
 from mmopt.toeplitz.strategies import ToeplitzStrategy
 
 __all__ = ["release"]
@@ -76,6 +76,7 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
         Cx = weighted_sqrt.apply_power(workload.kind, n, 0.25, x / e)
         d = None
     else:
+        check_decodable(strategy, caller)  # before any noise: C⁻¹y would be NaN, the budget spent for nothing
         d = None if strategy.row_scale is None else np.sqrt(strategy.row_scale)
         Cx = _causal(strategy.column, x)
         if d is not None:
@@ -90,6 +91,8 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
         else:
             u = y if d is None else y / d
             xhat = _causal(strategy.inverse_column(), u)
+        if not np.all(np.isfinite(xhat)):
+            raise ValueError("the estimate C⁻¹y overflows (C is too ill-conditioned for float64).")
         if workload.kind == "prefix":
             answers = np.cumsum(xhat)
         elif n * (n + 1) // 2 <= v.MAX_ALLOCATION_ENTRIES:

@@ -179,6 +179,10 @@ def optimize(workload, method: str = "blt", *, bands: int | None = None, buffers
     elif n == 1:  # nothing to search: every 1×1 strategy [c₀] has the same error
         C = banded([1.0], 1)
         message = "n = 1: the strategy [1] (every non-zero 1×1 strategy has the same error)."
+    elif method == "banded" and v.check_int(bands if bands is not None else min(n, 64), name="bands", caller=caller,
+                                            high=n) == 1:  # nothing to search (an empty vector crashed L-BFGS-B)
+        C = banded([1.0], n)
+        message = "bands = 1: the identity strategy [1] (every one-band strategy c₀·I has the same error)."
     else:
         if method == "blt":
             d = v.check_int(buffers if buffers is not None else 8, name="buffers", caller=caller, high=64)

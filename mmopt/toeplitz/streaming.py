@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from mmopt.toeplitz import _series
+from mmopt.toeplitz.error import check_decodable
 from mmopt.toeplitz.strategies import ToeplitzStrategy
 
 __all__ = ["BLTDecoder", "BLTEncoder", "offline_decode"]
@@ -123,6 +124,9 @@ def offline_decode(strategy: ToeplitzStrategy, measurements) -> np.ndarray:
     if m.shape != (strategy.n,):
         raise ValueError(f"The 'measurements' parameter of offline_decode must have shape ({strategy.n},). "
                          f"Got {m.shape} instead.")
+    if not np.all(np.isfinite(m)):
+        raise ValueError(f"The 'measurements' parameter of offline_decode must be finite. Got "
+                         f"{int(np.sum(~np.isfinite(m)))} NaN or infinite.")
     y = strategy.row_scale
     u = m if y is None else m / np.sqrt(y)
-    return _series.convolve(strategy.decoder_column(), u, strategy.n)
+    return _series.convolve(check_decodable(strategy, "offline_decode"), u, strategy.n)
