@@ -90,6 +90,34 @@ def test_resolve_noise_switch_and_refusals():
         resolve_noise("laplace", None, caller="f")
     with pytest.raises(ValueError, match="'rng' parameter of f"):
         resolve_noise("numpy", -1, caller="f")
+    # found by probing: rng beside a Noise was ignored (its own generator drew); Noise("numpy") without a
+    # generator failed at its first draw, Noise("bogus") ran on OpenDP and was reported as a simulation
+    with pytest.raises(ValueError, match="'rng' parameter of f must be None when 'noise' is a Noise"):
+        resolve_noise(n, 1, caller="f")
+    with pytest.raises(ValueError, match="'rng' parameter of Noise must be a numpy Generator"):
+        Noise("numpy")
+    with pytest.raises(ValueError, match="'backend' parameter of Noise must be one of"):
+        Noise("bogus")
+    with pytest.raises(ValueError, match="'rng' parameter of Noise"):
+        Noise("opendp", np.random.default_rng(0))
+
+
+def test_dense_counts_past_the_limit_or_complex_are_refused():
+    """ireduct ran forever on counts of 1e155 (the marginal fit's step overflowed to 0, its line search never
+    ended); dual_query raised OverflowError at 1e300; privbayes dropped the imaginary part of complex counts."""
+    from mmopt import adaptive
+    with pytest.raises(ValueError, match="'data' parameter of ireduct must hold counts <= 1e\\+140"):
+        adaptive.ireduct(np.array([[1.0, 0], [3, 4]]) * 1e155, 1.0, rng=0)
+    with pytest.raises(ValueError, match="'data' parameter of dual_query must hold counts"):
+        adaptive.dual_query(np.arange(8.0).reshape(2, 2, 2) * 1e300, 1.0, rng=0)
+    with pytest.raises(TypeError, match="'data' parameter of privbayes must hold real counts"):
+        adaptive.privbayes(np.ones((2, 2)) + 7j, 1.0, rng=0)
+    with pytest.raises(TypeError, match="'keep_option' parameter of php must be True or False"):
+        adaptive.php(np.ones(8), 1.0, rng=0, keep_option="no")
+    from mmopt.sparse_vector import above_threshold
+    for queries in ({"a": 1.0, "b": 2.0}, {1.0, 2.0}):
+        with pytest.raises(TypeError, match="must be an ordered sequence"):
+            above_threshold(queries, 1.0, 1.0, rng=0)
 
 
 def test_numpy_noise_methods_are_the_generator_draws():

@@ -46,6 +46,21 @@ class Noise:
     backend: str
     rng: np.random.Generator | None = None
 
+    def __post_init__(self):
+        # a Noise("numpy") without a generator failed at its first draw (AttributeError), Noise("bogus") ran on
+        # OpenDP's samplers and was reported as a simulation
+        if self.backend not in BACKENDS:
+            raise ValueError(f"The 'backend' parameter of Noise must be one of {BACKENDS}. Got {self.backend!r} "
+                             "instead.")
+        rng = self.rng
+        if (rng is not None and not isinstance(rng, np.random.Generator)) or (
+                self.backend == "opendp" and rng is not None) or (
+                self.backend == "numpy" and rng is None and type(self) is Noise):  # (a subclass drawing by itself,
+            # a test double, may hold no generator)
+            raise ValueError("The 'rng' parameter of Noise must be a numpy Generator with backend 'numpy' and None "
+                             f"with 'opendp' (vetted samplers cannot be seeded). Got backend={self.backend!r}, "
+                             f"rng={type(self.rng).__name__}.")
+
     @property
     def vetted(self) -> bool:
         """True when every sample comes from OpenDP's vetted samplers."""
@@ -116,6 +131,9 @@ def resolve_noise(noise, rng, *, caller: str) -> Noise:
     must be None: vetted samplers cannot be seeded) or a :class:`Noise`.
     """
     if isinstance(noise, Noise):
+        if rng is not None:  # it was ignored: the Noise's own generator drew
+            raise ValueError(f"The 'rng' parameter of {caller} must be None when 'noise' is a Noise (which carries "
+                             f"its own generator). Got rng={rng!r}; drop one of them.")
         return noise
     if noise not in BACKENDS:
         raise ValueError(f"The 'noise' parameter of {caller} must be one of {BACKENDS} or a Noise. Got {noise!r} "

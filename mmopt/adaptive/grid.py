@@ -146,7 +146,8 @@ def agrid(x, epsilon: float, *, c: float = 10.0, alpha: float = 0.5, total=None,
     -------
     AdaptiveResult
         ``budget = {"total": ε_N, "level1": αε', "level2": (1 − α)ε'}``; ``details``: "m1" (first-level grid),
-        "m2" (array of the second-level sides m₂ per first-level block, before capping at the block sides),
+        "m2" (array of the second-level sides m₂ per first-level block, after capping at the block's sides: the
+        larger of the two sides used),
         "total", "total_public", "noise_scales".
 
     Examples

@@ -111,6 +111,8 @@ def php(x, epsilon: float, *, ratio: float = 0.5, depth: int | None = None, keep
     (True, ['counts', 'partition'])
     """
     caller = "php"
+    if not isinstance(keep_option, bool | np.bool_):  # "no" counted as True
+        raise TypeError(f"The 'keep_option' parameter of {caller} must be True or False. Got {keep_option!r} instead.")
     X = check_histogram(x, caller)
     if X.ndim != 1:
         raise ValueError(f"The 'x' parameter of {caller} must be a 1-D histogram (PHP bisects intervals). Got "

@@ -54,7 +54,7 @@ import math
 import numpy as np
 
 from mmopt._base import validation as v
-from mmopt.adaptive._common import AdaptiveResult, check_epsilon, check_fraction, laplace_scale
+from mmopt.adaptive._common import MAX_COUNT, AdaptiveResult, check_epsilon, check_fraction, laplace_scale
 from mmopt.adaptive._finish import finish, noise_source
 
 __all__ = ["lemma1_sensitivity", "mi_sensitivity", "mi_score", "privbayes"]
@@ -129,6 +129,8 @@ def _check_data(data, domain, caller: str):
         if hasattr(data, "columns"):
             raise TypeError(f"The 'data' parameter of {caller} is a table of records: pass domain=Domain(...) "
                             "as well (the public schema).")
+        if np.iscomplexobj(data):  # np.asarray(..., float64) dropped the imaginary part with a warning only
+            raise TypeError(f"The 'data' parameter of {caller} must hold real counts. Got a complex array.")
         try:
             X = np.asarray(data, dtype=np.float64)
         except (TypeError, ValueError):
@@ -140,6 +142,9 @@ def _check_data(data, domain, caller: str):
         if not np.all(np.isfinite(X)) or np.any(X < 0) or np.any(X != np.round(X)):
             raise ValueError(f"The 'data' parameter of {caller} must hold whole, non-negative, finite counts "
                              "(the sensitivity proof counts records).")
+        if X.max() > MAX_COUNT:  # the marginal fit's step size overflowed and its line search never ended
+            raise ValueError(f"The 'data' parameter of {caller} must hold counts <= {MAX_COUNT:g} (their squares "
+                             f"must stay finite). Got a largest count of {float(X.max()):g}; rescale the data.")
         shape = X.shape
         marg = _Marginals(X=X)
     if len(shape) < 2:

@@ -142,6 +142,11 @@ def _thresholds(threshold, n_known: int | None, caller: str) -> tuple[float | No
 
 
 def _query_values(queries, caller: str) -> tuple[Iterable, int | None]:
+    if isinstance(queries, dict | set | frozenset):  # a dict iterates its keys, a set in no order: the answers'
+        # indices would name nothing
+        raise TypeError(f"The 'queries' parameter of {caller} must be an ordered sequence or an iterator of real "
+                        f"numbers (the answers are indices into it). Got a {type(queries).__name__}; pass "
+                        "list(d.values()) in the order you mean.")
     if isinstance(queries, str | bytes) or not isinstance(queries, Iterable):
         raise TypeError(f"The 'queries' parameter of {caller} must be a sequence or an iterator of real numbers "
                         f"(query values q_i(D)). Got {type(queries).__name__} instead.")
