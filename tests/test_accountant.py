@@ -442,3 +442,17 @@ def test_zcdp_needs_opendp_basic_does_not(monkeypatch):
     acc = Accountant(Privacy(1.0))
     acc.spend(Privacy(0.5), what="mwem, numpy noise: simulation only")
     assert acc.remaining.epsilon == 0.5
+
+
+@pytest.mark.parametrize("epsilon", [1e-300, 1e-160, 1e-100])
+def test_max_rho_at_a_tiny_epsilon_ends_and_is_feasible(epsilon):
+    """ε = 1e-300 made Prop. 1.3's ρ underflow to 0 and the doubling search spin forever (mst / aim hung);
+    1e-160 was refused as 'past what OpenDP's conversion can evaluate'; 1e-100 took 26 s of doublings. OpenDP's
+    map proves (0, δ)-DP under heavy enough noise, so a positive ρ is found, feasible, quickly."""
+    import math
+
+    from mmopt.accounting._zcdp import epsilon_of_rho, max_rho
+    rho = max_rho(epsilon, 1e-9)
+    assert rho > 0 and epsilon_of_rho(rho, 1e-9) <= epsilon
+    assert epsilon_of_rho(rho * 1.01, 1e-9) > epsilon  # the largest, to a factor well inside 1 %
+    assert math.sqrt(2 * rho) < 1e-8  # the total variation of N(0, 1) against N(√(2ρ), 1) is below δ-scale

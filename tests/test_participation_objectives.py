@@ -77,3 +77,16 @@ def test_last_iterate_error_of_strategies_is_above_the_optimum():
 def test_refusals(kwargs, match):
     with pytest.raises(ValueError, match=match):
         mmopt.optimize(mmopt.workload.prefix(8), **kwargs)
+
+
+def test_bad_rows_strategies_and_schemas_are_refused_by_name():
+    """Found by probing: a 2-D row was read as n = 2 steps, a singular C raised numpy's LinAlgError, a schema of
+    None an AttributeError; toeplitz.lower_bound of the dense prefix workload an AttributeError (it works now)."""
+    from mmopt import toeplitz
+    from mmopt.participation.banded import optimize_banded
+    with pytest.raises(ValueError, match="'row' parameter of last_iterate_bound must be a 1-D array"):
+        last_iterate_bound(np.ones((2, 4)), mmopt.participation.fixed_epochs(2))
+    with pytest.raises(ValueError, match="'strategy' parameter of last_iterate_error must be invertible"):
+        last_iterate_error(np.tril(np.ones((4, 4))), np.diag([1.0, 1, 1, 0]), mmopt.participation.fixed_epochs(2))
+    assert optimize_banded(np.ones(8), None)[0] is not None  # None: a single participation
+    assert toeplitz.lower_bound(mmopt.workload.prefix(5)).value == toeplitz.lower_bound(toeplitz.prefix(5)).value

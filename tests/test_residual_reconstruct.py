@@ -115,3 +115,13 @@ def test_bad_input(call, error, match):
     A = rp.residual_strategy((2, 3), {(): 1.0, (0,): 1.0, (1,): 1.0})
     with pytest.raises(error, match=match):
         call(A)
+
+
+def test_counts_keyed_in_another_attribute_order_are_read_in_that_order():
+    """{(1, 0): X.T} (indexed [a₁, a₀]) had its key sorted and its array not: on equal sizes the marginal came back
+    transposed, silently (unequal sizes were refused). The axes follow the key now."""
+    from mmopt.structured import residual as rp
+    for shape in ((3, 3), (2, 3)):
+        X = (np.arange(np.prod(shape), dtype=float) ** 2).reshape(shape)
+        A = rp.residual_strategy(shape, {(): 1, (0,): 1, (1,): 1, (0, 1): 1})
+        np.testing.assert_allclose(rp.reconstruct(rp.measure(A, {(1, 0): X.T}), (0, 1)), X, atol=1e-9)

@@ -375,3 +375,13 @@ def test_options_that_would_be_ignored_are_refused(tmp_path, capsys):
     assert "--alpha is the level of --kind halfwidth's intervals" in capsys.readouterr().err
     assert main(["plan", "prefix:16", "--target", "4", "--kind", "halfwidth", "--alpha", "0.1", "--delta", "1e-6",
                  "--json"]) == 0
+
+
+def test_names_carry_stack_weights_and_stream_sizes():
+    """stack([prefix(4)], weights=[-2]) was named prefix(4) (its error 4× prefix(4)'s), prefix(20000) 'prefix'."""
+    from mmopt import toeplitz
+    from mmopt import workload as wl
+    assert wl.stack([wl.prefix(4)], weights=[-2.0]).name == "-2*prefix(4)"
+    assert wl.stack([wl.prefix(4), wl.identity(4)], weights=[2.0, 1.0]).name == "2*prefix(4)+identity(4)"
+    assert wl.stack([wl.prefix(4), wl.identity(4)]).name == "prefix(4)+identity(4)"
+    assert toeplitz.prefix(20000).name == "prefix(20000)" == wl.prefix(20000).name

@@ -95,3 +95,29 @@ def test_monte_carlo_matches_evaluate_for_rank_deficient_strategies(which, priva
     report = analysis.evaluate(W, A, privacy)
     assert report.total_exact and report.total_squared_error >= svd_bound(W, privacy).value * (1 - 1e-9)
     assert abs(err.mean() - report.total_squared_error) <= 5 * err.std(ddof=1) / np.sqrt(runs)
+
+
+def test_union_least_squares_with_counts_large_against_the_noise():
+    """A union of condition number ~2 was refused ('LSMR did not reach the least-squares solution') once ‖y‖/noise
+    passed ~10⁶: Aᵀr's round-off from forming r by cancellation was read as non-convergence, and release drew the
+    noise and returned no estimate. x̂ now equals the dense pseudo-inverse's, to the round-off of y's scale."""
+    W = mmopt.structured.kron(wl.identity(2), wl.identity(3))
+    A = st.stack([st.kron(st.identity(2), st.identity(3)), st.kron(st.hierarchical(2), st.identity(3))])
+    x = 1e8 * np.arange(1, 7.0)
+    Ad = A.dense()
+    for seed in range(5):
+        y = Ad @ x + np.random.default_rng(seed).laplace(0.0, 3.0, Ad.shape[0])
+        xhat, info = mechanism.least_squares(A, y)
+        # LSMR stops at tol·‖y‖ (1e-10 × 2·10⁸ = 0.02): within a third of the noise scale b = 3
+        np.testing.assert_allclose(xhat.ravel(), np.linalg.lstsq(Ad, y, rcond=None)[0], rtol=0, atol=1.0)
+    rel = mmopt.release(W, A, x, mmopt.Privacy(1.0))
+    assert rel.estimate is not None and np.allclose(rel.estimate.ravel(), x, rtol=1e-6)
+
+
+def test_huge_attributes_are_refused_by_name_and_only_used_identities_are_built():
+    """marginals((10⁶, 2), {(): 1}) built a 10⁶×10⁶ identity it never used (MemoryError); identity_total(10⁶) too."""
+    assert st.marginals((10**6, 2), {(): 1.0}).n_rows == 1
+    with pytest.raises(ValueError, match=r"marginals_strategy: the identity factors of sizes \[1000000\]"):
+        st.marginals((10**6, 2), {(0,): 1.0})
+    with pytest.raises(ValueError, match="identity_total: the .* matrix"):
+        sw.identity_total(10**6)

@@ -126,6 +126,8 @@ def test_bad_input_is_refused():
         aim(df, D, W3, mmopt.Privacy(1.0, 1e-9), rounds=0)
     with pytest.raises(ValueError, match="delta > 0"):
         aim(df, D, W3, mmopt.Privacy(1.0))
+    with pytest.raises(ValueError, match="'initial_share' parameter of aim leaves the one-way marginals ρ = 0"):
+        aim(df, D, W3, mmopt.Privacy(1.0, 1e-9), initial_share=5e-324)  # a ZeroDivisionError before
 
 
 def test_a_seeded_junction_run_does_not_depend_on_the_machine_speed(monkeypatch):

@@ -97,12 +97,16 @@ def epsilon_of_rho(rho: float, delta: float) -> float:
     return float(eps)
 
 
+RHO_FLOOR = 1e-290  # the smallest ρ max_rho works with: normal floats, with room for the bisection's ulps
+
+
 @functools.lru_cache(maxsize=1024)
 def max_rho(epsilon: float, delta: float) -> float:
     """The largest float ρ whose :func:`epsilon_of_rho` at δ is ≤ ε (the next float up gives more than ε).
 
-    Bisection down to adjacent floats, started from Bun & Steinke's ρ = (√(log(1/δ) + ε) − √log(1/δ))², where
-    Prop. 1.3 gives exactly ε and OpenDP's tighter bound gives less, so it is feasible. A Gaussian release
+    Bisection down to adjacent floats, started from Bun & Steinke's ρ = (√(log(1/δ) + ε) − √log(1/δ))² (at least
+    :data:`RHO_FLOOR`), where Prop. 1.3 gives exactly ε and OpenDP's tighter bound gives less, so it is feasible;
+    a galloping search and a geometric bisection first bracket ρ within a factor 2. A Gaussian release
     that OpenDP verified at (ε, δ) has ρ ≤ max_rho(ε, δ), to within the ulps by which the stand-in's map may
     differ from the release's own (the same order as reading ε as a decimal, :mod:`._ledger`).
 
@@ -114,15 +118,27 @@ def max_rho(epsilon: float, delta: float) -> float:
     """
     L = -math.log(delta)
     lo = epsilon * epsilon / (math.sqrt(L + epsilon) + math.sqrt(L)) ** 2  # Prop. 1.3's ρ, without cancellation
+    # ε² underflows below ε ~ 10⁻¹⁵⁰ (ρ = 0: the doubling below never left it, and ran forever); OpenDP's map is
+    # tighter than Prop. 1.3 — under heavy noise it proves (0, δ)-DP outright (ρ ≤ 1.36·10⁻¹⁸ at δ = 10⁻⁹: the two
+    # Gaussians' total variation is below δ) — so the floor is feasible whenever the map says so
+    lo = max(lo, RHO_FLOOR)
     if not math.isfinite(epsilon_of_rho(lo, delta)):  # OpenDP's conversion overflows (ε ~ 10⁵ and up)
         raise ValueError(f"The budget ε={epsilon!r}, δ={delta!r} is past what OpenDP's zCDP → (ε, δ) conversion can "
                          f"evaluate (at ρ = {lo:.4g} its ε overflows). Give ε ≤ 10⁴: the noise there is already "
                          "about 10⁻⁴ of a count.")
-    if epsilon_of_rho(lo, delta) > epsilon:  # cannot happen with OpenDP's bound below Prop. 1.3; stay safe
-        raise ArithmeticError(f"max_rho: Bun & Steinke's ρ = {lo!r} is not feasible at ε={epsilon!r}, δ={delta!r}.")
-    hi = 2.0 * lo
+    if epsilon_of_rho(lo, delta) > epsilon:  # not with OpenDP's bound below Prop. 1.3 (and 0 at the floor); stay safe
+        raise ArithmeticError(f"max_rho: the starting ρ = {lo!r} is not feasible at ε={epsilon!r}, δ={delta!r}.")
+    factor = 2.0  # galloping: the factor squares at each feasible step (from the floor, 10²⁷² in 9 steps, not 900)
+    hi = factor * lo
     while epsilon_of_rho(hi, delta) <= epsilon:
-        lo, hi = hi, 2.0 * hi
+        lo, factor = hi, min(factor * factor, 1e100)
+        hi = factor * lo
+    while hi > 2.0 * lo:  # geometric bisection down to a factor 2
+        mid = math.sqrt(lo) * math.sqrt(hi)
+        if epsilon_of_rho(mid, delta) <= epsilon:
+            lo = mid
+        else:
+            hi = mid
     while True:  # hi ≤ 2·lo here: about 53 halvings reach adjacent floats
         mid = lo + (hi - lo) / 2
         if mid in (lo, hi):

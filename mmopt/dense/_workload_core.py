@@ -149,7 +149,6 @@ def stack(workloads, weights=None, *, name: str | None = None) -> Workload:
         workloads = []
     if not workloads or not all(isinstance(w, Workload) for w in workloads):
         raise TypeError(f"The 'workloads' parameter of {caller} must be a non-empty list of Workload objects.")
-    label = v.check_str(name, name="name", caller=caller) if name is not None else "+".join(w.name for w in workloads)
     n = workloads[0].domain_size
     for k, w in enumerate(workloads[1:], start=1):
         v.check_same_domain(n, w.domain_size, caller=caller, what=("the first workload", f"workload {k}"))
@@ -161,6 +160,9 @@ def stack(workloads, weights=None, *, name: str | None = None) -> Workload:
         raise ValueError(f"The 'weights' parameter of {caller} must be non-zero, with squares within float64 "
                          f"(|w| in [1.5e-154, 1.3e154]). Got {weights.tolist()!r:.80}. Drop a zero-weight workload; "
                          "rescale the others.")
+    # the weights in the default name: stack([prefix(4)], weights=[-2]) was labelled prefix(4), error 4× prefix's
+    label = v.check_str(name, name="name", caller=caller) if name is not None else "+".join(
+        w.name if c == 1 else f"{c:g}*{w.name}" for w, c in zip(workloads, weights.tolist(), strict=True))
     v.check_allocation(2 * n * n, what=f"the {n}×{n} Gram matrix of the union and one temporary", caller=caller)
     m = sum(w.n_queries for w in workloads)
     # Exact rational shares mᵢ/m, so that 2ⁿ-sized parts mix correctly with small ones.

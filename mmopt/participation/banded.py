@@ -28,7 +28,7 @@ import numpy as np
 from scipy import optimize as sopt
 
 from mmopt._base import validation as v
-from mmopt.participation.schemas import Schema
+from mmopt.participation.schemas import Schema, as_schema
 from mmopt.toeplitz import _series
 
 __all__ = ["banded_error", "dense_diagonal_bound", "equalized_error", "optimize_banded"]
@@ -119,6 +119,7 @@ def optimize_banded(coefficients, schema: Schema, *, bands: int | None = None, e
     caller = "optimize_banded"
     a = v.check_vector(coefficients, name="coefficients", caller=caller)
     n = len(a)
+    schema = as_schema(schema, caller)  # None: once (an AttributeError before)
     schema.check_n(n, caller)
     b = schema.separation(n)
     B = min(n, b) if bands is None else v.check_int(bands, name="bands", caller=caller, high=min(n, b))

@@ -34,7 +34,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from mmopt.participation.schemas import FixedEpochs, MinSeparation, Schema, Single
+from mmopt._base import validation as v
+from mmopt.participation.schemas import FixedEpochs, MinSeparation, Schema, Single, as_schema
 from mmopt.participation.sensitivity import best_pattern_sum, gram_sensitivity_squared
 from mmopt.search.max_variance import Done, ascend
 
@@ -136,7 +137,8 @@ def last_iterate_bound(row: np.ndarray, schema: Schema) -> tuple[float, tuple[in
     >>> last_iterate_bound(np.ones(8), mmopt.participation.fixed_epochs(4))   # k = 4 copies of one gradient
     (16.0, (0, 2, 4, 6))
     """
-    w = np.abs(np.asarray(row, dtype=float))
+    w = np.abs(v.check_vector(row, name="row", caller="last_iterate_bound", meaning="one weight per step"))
+    schema = as_schema(schema, "last_iterate_bound")
     n = len(w)
     if isinstance(schema, Single):
         t = int(np.argmax(w))
@@ -162,8 +164,17 @@ def last_iterate_error(workload_matrix: np.ndarray, strategy: np.ndarray, schema
     (8.0, 2.0)
     """
     from mmopt.participation.strategies import sensitivity_squared
-    C = np.asarray(strategy, dtype=float)
+    caller = "last_iterate_error"
+    C = v.check_matrix(strategy, name="strategy", caller=caller, square=True)
     sens = sensitivity_squared(C, schema)
-    w = np.asarray(workload_matrix, dtype=float)[-1]
-    z = np.linalg.solve(C.T, w)  # w C⁻¹ = (C⁻ᵀ wᵀ)ᵀ
+    W = v.check_matrix(workload_matrix, name="workload_matrix", caller=caller)
+    if W.shape[1] != C.shape[0]:
+        raise ValueError(f"The 'workload_matrix' parameter of {caller} must have {C.shape[0]} columns (the "
+                         f"strategy's steps). Got shape {W.shape}.")
+    w = W[-1]
+    try:
+        z = np.linalg.solve(C.T, w)  # w C⁻¹ = (C⁻ᵀ wᵀ)ᵀ
+    except np.linalg.LinAlgError:
+        raise ValueError(f"The 'strategy' parameter of {caller} must be invertible (its noise is C⁻¹z). Got a "
+                         "singular C.") from None
     return float(z @ z) * sens.squared, sens

@@ -184,8 +184,27 @@ def _text_codes(column, attribute: Attribute) -> np.ndarray:
         arr = pa.array(column, from_pandas=True)
     except (pa.ArrowException, TypeError, ValueError):
         import pandas as pd
-        return pd.Index(list(attribute.categories), dtype=object).get_indexer(column.to_numpy(dtype=object))
+        index = pd.Index(list(attribute.categories), dtype=object)
+        values = column.to_numpy(dtype=object)
+        try:
+            return index.get_indexer(values)
+        except TypeError:  # an unhashable value (a list, a dict, an array) in one record: that record is dropped,
+            # as any value outside the domain — it raised before, and one person's record stopped the release
+            bad = np.fromiter((not _hashable(x) for x in values), dtype=bool, count=len(values))
+            values = values.copy()
+            values[bad] = None
+            codes = index.get_indexer(values)
+            codes[bad] = -1
+            return codes
     return _arrow_text_codes(arr, attribute)
+
+
+def _hashable(x) -> bool:
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True
 
 
 def _arrow_text_codes(arr, attribute: Attribute) -> np.ndarray:

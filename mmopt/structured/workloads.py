@@ -29,6 +29,7 @@ identity, total, prefix, all_range = wl.identity, wl.total, wl.prefix, wl.all_ra
 def identity_total(n: int) -> Workload:
     """IT = [I; 1ᵀ]: the n unit counts plus the total (n + 1 queries); Gram I + J."""
     n = v.check_int(n, name="n", caller="identity_total")
+    v.check_allocation((n + 1) * n, what=f"the ({n:,} + 1)×{n:,} matrix [I; 1ᵀ]", caller="identity_total")
     return Workload.from_matrix(np.vstack([np.eye(n), np.ones((1, n))]), name=f"IT({n})")
 
 

@@ -64,6 +64,7 @@ import time
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt.accounting._zcdp import RHO_FLOOR
 from mmopt.records import counts as rc
 from mmopt.records.domain import Domain, check_domain
 from mmopt.structured.residual import closure as cl
@@ -174,6 +175,10 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
     weights = candidates(sets)
     cur = Curator(records, domain, rho, noise_for(seed, caller))
 
+    if first is not None and not rho * first >= RHO_FLOOR:  # ρ·s underflowed: a ZeroDivisionError at the first σ
+        raise ValueError(f"The 'initial_share' parameter of {caller} leaves the one-way marginals ρ = "
+                         f"{rho * first:.3g} (below {RHO_FLOOR:g}): no Gaussian noise has that ρ in float64. Got "
+                         f"{initial_share!r}; give a share of at least 1e-12, or None for the paper's split.")
     rest = rho if first is None else rho * (1 - first)  # what the rounds' σ and ε are computed from
     sigma = math.sqrt(T / (2 * MEASURE_SHARE * rest))
     eps = math.sqrt(8 * (1 - MEASURE_SHARE) * rest / T)

@@ -154,5 +154,8 @@ def all_range_bound(n: int) -> PrefixBound:
 
 
 def lower_bound(workload) -> PrefixBound:
-    """The bounds for a :class:`~mmopt.toeplitz.StreamWorkload` (prefix or all ranges)."""
+    """The bounds for a :class:`~mmopt.toeplitz.StreamWorkload` (prefix or all ranges), or mmopt's dense
+    ``workload.prefix(n)`` / ``all_range(n)`` (an AttributeError before)."""
+    from mmopt.toeplitz.error import as_stream_workload  # lazy: error builds on this module's bounds
+    workload = as_stream_workload(workload, "mmopt.toeplitz.lower_bound")
     return prefix_bound(workload.n) if workload.kind == "prefix" else all_range_bound(workload.n)

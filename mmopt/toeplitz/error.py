@@ -39,7 +39,7 @@ class StreamWorkload:
 
     @property
     def name(self) -> str:
-        return self.kind
+        return f"{self.kind}({self.n})"  # as the dense workloads' names (it was the kind alone)
 
     @property
     def domain_size(self) -> int:

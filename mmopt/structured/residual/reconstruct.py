@@ -73,13 +73,17 @@ def _basis_along(y: np.ndarray, n: int, axis: int, *, transpose: bool = False) -
 def _check_counts(counts: dict, shape, caller: str) -> dict:
     keys = cl.check_sets(list(counts), shape, name="counts", caller=caller)
     out = {}
-    for A, val in zip(keys, counts.values(), strict=True):
+    for given, A, val in zip(counts, keys, counts.values(), strict=True):
         want = tuple(shape[i] for i in A)
         try:
             a = np.asarray(val, dtype=float)
         except (TypeError, ValueError):
             raise TypeError(f"The 'counts' parameter of {caller} must map attribute tuples to arrays of numbers. "
                             f"Got {type(val).__name__} for {A}.") from None
+        order = [int(i) for i in np.atleast_1d(given)] if np.ndim(given) else [int(given)]
+        if a.ndim == len(order) and order != sorted(order):  # axes in the key's order: (1, 0) is indexed
+            # [a₁, a₀]; the key was sorted and the array not, which transposed it silently when the sizes agree
+            a = np.transpose(a, [order.index(i) for i in A])
         if a.shape != want or not np.all(np.isfinite(a)):
             raise ValueError(f"The 'counts' parameter of {caller} must hold, for {A}, a finite array of shape {want} "
                              f"(the marginal's cells, attributes in increasing order). Got shape {a.shape} instead.")
