@@ -120,6 +120,11 @@ def kron(*factors, name: str | None = None):
         if isinstance(f, ImplicitWorkload):
             raise TypeError(f"The factors of kron must be one-attribute workloads; factor {i} ('{f.name}') is "
                             "already a product. Pass its factors instead: kron(*W.terms[0].factors, ...).")
+        if type(f).__name__ == "StreamWorkload":  # prefix(n) / all_range(n) past the dense limit
+            raise TypeError(f"The factors of kron are dense one-attribute workloads; factor {i} ('{f.name}') is a "
+                            f"stream workload (prefix sums or all ranges from {STREAM_FROM:,} cells, held in O(n)), "
+                            "which has no Kronecker form here. Coarsen that attribute below "
+                            f"{STREAM_FROM:,} values.")
     if len(factors) >= 2 and all(isinstance(f, Workload) for f in factors) and \
             math.prod(f.domain_size for f in factors) <= DENSE_LIMIT:
         out = factors[0]

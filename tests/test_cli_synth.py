@@ -68,3 +68,14 @@ def test_mst_reads_the_workload_when_given_and_messages_name_synth(files, capsys
     assert "of mmopt synth names attribute 'zz'" in capsys.readouterr().err
     assert main([*base, "--epsilon", "1e5"]) == 2
     assert "past what OpenDP's zCDP → (ε, δ) conversion can evaluate" in capsys.readouterr().err
+
+
+def test_aim_s_default_workload_fits_a_domain_of_two_attributes(tmp_path, capsys):
+    """The default 'marginals:k=3' was refused on two attributes, in words about a --workload never typed."""
+    from mmopt.records import Attribute, Domain
+    two = Domain((Attribute("a", categories=("x", "y")), Attribute("b", categories=(0, 1))))
+    pd.DataFrame({"a": ["x", "y"] * 40, "b": [0, 1, 1, 0] * 20}).to_parquet(tmp_path / "r.parquet")
+    two.to_json(tmp_path / "d.json")
+    assert main(["synth", "--records", str(tmp_path / "r.parquet"), "--domain", str(tmp_path / "d.json"),
+                 "--epsilon", "1", "--rows", "10", "--seed", "0", "--out", str(tmp_path / "s.csv"), "--json"]) == 0
+    assert ["a", "b"] in json.loads(capsys.readouterr().out)["measured"]

@@ -203,3 +203,11 @@ def test_warm_start_from_the_coarse_solution_keeps_the_certificate():
     assert sol.dual <= other.primal * (1 + 1e-9) and other.dual <= sol.primal * (1 + 1e-9)
     with pytest.raises(TypeError, match="'coarse' parameter of solve_fixed_epochs"):
         solve_fixed_epochs(mmopt.workload.prefix(8).gram, 2, coarse=3)
+
+
+def test_solve_fixed_epochs_refuses_a_gram_that_is_not_positive_definite():
+    """−I ended in LAPACK's 'Eigenvalues did not converge', diag(1, 1, 1, 0) in 'not positive definite', both with
+    divide warnings."""
+    for G in (-np.eye(4), np.diag([1.0, 1, 1, 0])):
+        with pytest.raises(ValueError, match="'gram' parameter of solve_fixed_epochs must be positive definite"):
+            solve_fixed_epochs(G, 2)

@@ -385,3 +385,27 @@ def test_names_carry_stack_weights_and_stream_sizes():
     assert wl.stack([wl.prefix(4), wl.identity(4)], weights=[2.0, 1.0]).name == "2*prefix(4)+identity(4)"
     assert wl.stack([wl.prefix(4), wl.identity(4)]).name == "prefix(4)+identity(4)"
     assert toeplitz.prefix(20000).name == "prefix(20000)" == wl.prefix(20000).name
+
+
+def test_kron_of_a_stream_workload_and_repeated_residual_sets_say_what_is_wrong():
+    """kron(prefix(10⁵), ...) said 'must be a 2-D array of real numbers'; {(0, 1): 1, (1, 0): 2} named the
+    'subsets' parameter of ResidualStrategy, which the caller never passed."""
+    from mmopt import workload as wl
+    from mmopt.structured import residual as rp
+    with pytest.raises(TypeError, match="factor 0 .* is a stream workload"):
+        wl.kron(wl.prefix(10**5), wl.identity(3))
+    with pytest.raises(ValueError, match="'weights' parameter of residual_strategy names one attribute set twice"):
+        rp.residual_strategy((2, 3), {(0, 1): 1, (1, 0): 2})
+
+
+def test_plan_refuses_targets_past_float64_s_reach_in_its_own_words():
+    """--target 1e-150 ended in "the 'gram' parameter of solve_l2 must be finite", 1e-250 and 1e200 in LAPACK's
+    eigenvalue failures; an se target of 1e-70 (variance 1e-140) is named in plan's words, with its kind."""
+    import mmopt
+    W = mmopt.workload.prefix(16)
+    for t in (1e-150, 1e200):
+        with pytest.raises(ValueError, match=r"'targets' parameter of plan must lie in \[1e-120, 1e\+120\]"):
+            mmopt.plan(W, targets=t)
+    with pytest.raises(ValueError, match="'targets' parameter of plan \\(kind='se'\\) gives variances from 1e-140"):
+        mmopt.plan(W, targets=1e-70, kind="se")
+    assert mmopt.plan(W, targets=1e-100).epsilon > 0

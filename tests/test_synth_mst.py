@@ -176,3 +176,8 @@ def test_bad_input_is_refused_before_any_draw():
         mst(df, {"a": 3}, mmopt.Privacy(1.0, 1e-9))
     with pytest.raises(ValueError, match="'seed' parameter of mst"):
         mst(df, D, mmopt.Privacy(1.0, 1e-9), seed=-1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the seeded generator's
+        s = mst(df, D, mmopt.Privacy(1.0, 1e-9), seed=0)
+    with pytest.raises(ValueError, match="'seed' parameter of Synthetic.records"):  # numpy's bare words before
+        s.records(3, seed=-1)

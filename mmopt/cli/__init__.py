@@ -225,7 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "dropped)")
     p.add_argument("--method", choices=("aim", "mst"), default="aim", help="the algorithm (default aim)")
     p.add_argument("--workload", metavar="WORKLOAD", default=None,
-                   help="AIM's workload: 'marginals:k=3' (default), 'marginals:k<=2' or 'marginals:A*B,C'; with "
+                   help="AIM's workload: 'marginals:k=3' (default; k = d below 3 attributes), 'marginals:k<=2' or "
+                        "'marginals:A*B,C'; with "
                         "--method mst, MST scores its tree's edges by their gain on it (default: the paper's score)")
     p.add_argument("--epsilon", "-e", type=float, required=True, help="privacy budget ε > 0")
     p.add_argument("--delta", "-d", type=float, default=1e-9, help="δ in (0, 1) (default 1e-9)")

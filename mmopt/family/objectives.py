@@ -55,7 +55,16 @@ def check_targets(targets, m: int, caller: str, name: str = "targets") -> np.nda
                 else f", smallest {np.min(tau):.3g}")
         raise ValueError(f"The '{name}' parameter of {caller} must be one positive number or {m:,} (one per query, "
                          f"in the workload's row order). Got shape {np.shape(targets)}{what}.")
+    low, high = TARGET_RANGE
+    if np.any(tau < low) or np.any(tau > high):  # 1/τ weights the Gram: past these its eigensolves failed
+        # inside LAPACK ("the 'gram' parameter of solve_l2 must be finite", "Eigenvalues did not converge")
+        raise ValueError(f"The '{name}' parameter of {caller} must lie in [{low:g}, {high:g}] (variances in the "
+                         f"counts' units, squared). Got targets from {np.min(tau):.3g} to {np.max(tau):.3g}; "
+                         "rescale the counts.")
     return tau
+
+
+TARGET_RANGE = (1e-120, 1e120)
 
 
 def dense_rows(workload, caller: str):

@@ -222,6 +222,12 @@ def solve_fixed_epochs(gram, epochs: int, *, tol: float = 1e-3, max_iterations: 
         raise ValueError(f"{caller}: n = {n:,} is above {MAX_N:,}; this solver decomposes n×n matrices. Past it "
                          "use a banded strategy with at most n/k bands (mmopt.optimize(..., method='banded')).")
     v.check_allocation(6 * n * n, what=f"six {n:,}×{n:,} arrays", caller=caller)
+    try:  # positive definite, as documented (−I gave LAPACK's 'Eigenvalues did not converge', with warnings)
+        np.linalg.cholesky((G + G.T) / 2)
+    except np.linalg.LinAlgError:
+        raise ValueError(f"The 'gram' parameter of {caller} must be positive definite (G = WᵀW of a W with full "
+                         "column rank). Stack a small identity onto the workload: mmopt.workload.stack([W, "
+                         f"mmopt.workload.identity({n})], weights=[1.0, 1e-3]).") from None
     if coarse is not None and not callable(coarse):
         raise TypeError(f"The 'coarse' parameter of {caller} must be None or a callable m → the workload's Gram at "
                         f"m steps. Got {type(coarse).__name__} instead.")

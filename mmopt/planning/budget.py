@@ -44,7 +44,17 @@ class Plan:
 
 
 def _to_variance(tau: np.ndarray, kind: str, alpha: float, delta: float, caller: str) -> np.ndarray:
-    """Targets in ``kind``'s unit as variances."""
+    """Targets in ``kind``'s unit as variances, within :data:`mmopt.family.objectives.TARGET_RANGE`."""
+    from mmopt.family.objectives import TARGET_RANGE  # lazy, as plan's other imports of the family layer
+    var = _variances_of(tau, kind, alpha, delta, caller)
+    low, high = TARGET_RANGE
+    if np.any(var < low) or np.any(var > high):  # refused here in the caller's units, not by optimize's check
+        raise ValueError(f"The 'targets' parameter of {caller} (kind={kind!r}) gives variances from {np.min(var):.3g} "
+                         f"to {np.max(var):.3g}, outside [{low:g}, {high:g}]. Rescale the counts.")
+    return var
+
+
+def _variances_of(tau: np.ndarray, kind: str, alpha: float, delta: float, caller: str) -> np.ndarray:
     if kind == "se":
         return tau**2
     if kind == "halfwidth":

@@ -102,7 +102,8 @@ class Synthetic:
         # the codes (n × d int64) and the sampler's temporaries (a few n-vectors), before any is allocated
         v.check_allocation(n * (len(self.domain.shape) + 4), what=f"{n:,} synthetic rows", caller=caller,
                            remedy=" Draw fewer rows per call and concatenate.")
-        rng = np.random.default_rng(self.seed if seed is None else seed)
+        rng = np.random.default_rng(self.seed if seed is None else check_seed(seed, caller))  # (numpy's bare
+        # "expected non-negative integer" for seed=-1 before)
         codes = self.model.sample(n, rng)
         cols = {}
         for i, a in enumerate(self.domain.attributes):
