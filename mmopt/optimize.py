@@ -167,13 +167,14 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
     caller = "optimize"
     from mmopt.dispatch import as_implicit  # a marginal workload from the residual layer (RecordsRelease.workload)
     workload = as_implicit(workload)
+    given_norm = norm
     if participation is not None:
         norm = _training_norm(participation, privacy, norm, caller)
     if method is None and participation is not None:
         method = "auto"  # the participation route picks the certified optimum or a banded strategy by size
     if method is None and (objective != "total" or targets is not None):
         method = "max_variance"  # its own search; "auto" and the dense default minimise the total
-    method, norm = _objective(privacy, method, norm, caller)
+    method, norm = _objective(privacy, method, norm, caller, warn_norm=given_norm is not None)
     if budget is not None and not (isinstance(method, str) and method == "auto"):
         raise ValueError(f"The 'budget' parameter of {caller} applies to method='auto' only (it chooses which "
                          f"candidates run). Got budget={budget!r} with method={method!r}; drop it, or use "
@@ -201,7 +202,7 @@ def _training_norm(participation, privacy, norm, caller: str) -> str:
     return "l2"
 
 
-def _objective(privacy, method, norm, caller: str):
+def _objective(privacy, method, norm, caller: str, warn_norm: bool = True):
     """(method, norm) from the budget: ``privacy`` picks the norm, None picks the method; mismatches warn."""
     if privacy is not None and not isinstance(privacy, Privacy):
         raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy, e.g. Privacy(epsilon=1.0) for ε-DP "
@@ -215,6 +216,14 @@ def _objective(privacy, method, norm, caller: str):
                       "the old name will be removed.", DeprecationWarning, stacklevel=3)
         method = "svd_strategy"
     if privacy is None:
+        searched = isinstance(method, str) and method in METHODS and METHODS[method].reads
+        native = DEFAULT_NORM.get(method, "l1") if searched else norm
+        if warn_norm and norm is not None and native != norm:  # the search ignores norm (min_error always
+            # minimises the L1 objective); it was silent here, while the same mismatch through privacy= warned
+            warnings.warn(f"{caller}: method={method!r} optimises the {native} objective; norm={norm!r} only scores "
+                          f"its strategy in {norm}, where it can be far from the best. Use "
+                          f"method={'l2_approx' if norm == 'l2' else 'min_error'!r} to optimise in {norm}.",
+                          UserWarning, stacklevel=3)
         return method, norm
     wanted = privacy.sensitivity_norm
     noise = "Laplace (δ = 0)" if wanted == "l1" else "Gaussian (δ > 0)"

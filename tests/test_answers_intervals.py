@@ -90,3 +90,23 @@ def test_laplace_alpha_below_the_resolved_tail_is_refused_and_one_term_is_exact_
             iv.half_width("laplace", alpha, weights=[1.0, 1.0], scale=1.0)
     assert iv.half_width("laplace", 1e-8, weights=[2.0], scale=1.5) == pytest.approx(3.0 * math.log(1e8), rel=1e-15)
     assert iv.half_width("gaussian", 1e-15, sd=1.0) == pytest.approx(-stats.norm.ppf(0.5e-15), rel=1e-12)
+
+
+@pytest.mark.parametrize("weights, scale", [([1e-200, 3e-200], 1.0), ([1.0, 3.0], 1e-170), ([1.0, 3.0], 1e200)])
+def test_the_laplace_quantile_is_scale_free_at_float64_s_ends(weights, scale):
+    """At β ~ 1e-200 the variance underflowed to 0 and the quantile's bracket never grew from it (a hang); the law
+    scales with β, so it is computed at max β = 1."""
+    unit = iv.half_width("laplace", 0.05, weights=[1.0, 3.0], scale=1.0)
+    got = iv.half_width("laplace", 0.05, weights=weights, scale=scale)
+    assert got == pytest.approx(unit * max(weights) / 3.0 * scale, rel=1e-12)
+    F, _ = iv.laplace_sum_cdf(iv.laplace_sum(weights, scale), 2.0 * max(weights) / 3.0 * scale)
+    assert F == pytest.approx(iv.laplace_sum_cdf(iv.laplace_sum([1.0, 3.0]), 2.0)[0], rel=1e-12)
+
+
+def test_gaussian_half_width_checks_its_sd():
+    """sd None was a bare TypeError from '*', −1 gave a negative width, NaN a NaN."""
+    with pytest.raises(TypeError, match="'sd' parameter of half_width"):
+        iv.half_width("gaussian", 0.05)
+    for sd in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="'sd' parameter of half_width"):
+            iv.half_width("gaussian", 0.05, sd=sd)

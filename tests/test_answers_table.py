@@ -197,3 +197,22 @@ def test_all_68_million_2d_ranges_stream_to_parquet_in_blocks(tmp_path):
         np.testing.assert_allclose(t["answer"], np.einsum("ij,ij->i", R[r1] @ xhat, R[r2]), rtol=1e-9, atol=1e-6)
         np.testing.assert_allclose(t["standard_error"], math.sqrt(2) * out.noise_scale * np.sqrt(q[r1] * q[r2]),
                                    rtol=1e-12)
+
+
+def test_an_output_of_another_strategy_or_workload_is_refused():
+    """answers_table took identity(8) for an H₂ output (standard errors 5.66 where the truth is 4.42) and an output
+    of prefix(8) as identity(8)'s (row 'a0 = 7' showed the prefix sum 28); answer took identity(8) too."""
+    W, H = wl.prefix(8), st.hierarchical(8)
+    out = mmopt.matrix_mechanism(W, H, np.arange(8.0), mmopt.Privacy(1.0), rng=0)
+    for other in (st.identity(8), st.wavelet(8)):
+        with pytest.raises(ValueError, match="Pass the strategy the output was released with"):
+            ans.answers_table(out, W, other, alpha=0.05)
+    with pytest.raises(ValueError, match="'strategy' parameter of answer has 8 rows, but the output holds 15"):
+        ans.answer([(0, 3)], out, st.identity(8))
+    with pytest.raises(ValueError, match="answers that are not W x̂ for workload 'identity\\(8\\)'"):
+        ans.answers_table(out, wl.identity(8), H)
+    assert len(ans.answers_table(out, W, H, alpha=0.05)) == 8
+    scaled = mmopt.matrix_mechanism(W, mmopt.Strategy(2.0 * st.identity(8).matrix), np.arange(8.0),
+                                    mmopt.Privacy(1.0), rng=0)  # as many rows as identity(8): Δ tells them apart
+    with pytest.raises(ValueError, match="sensitivity 1, but the output was released at Δ = 2"):
+        ans.answers_table(scaled, W, st.identity(8))

@@ -409,3 +409,38 @@ def test_plan_refuses_targets_past_float64_s_reach_in_its_own_words():
     with pytest.raises(ValueError, match="'targets' parameter of plan \\(kind='se'\\) gives variances from 1e-140"):
         mmopt.plan(W, targets=1e-70, kind="se")
     assert mmopt.plan(W, targets=1e-100).epsilon > 0
+
+
+def test_optimize_warns_when_norm_names_another_objective_than_the_method_s_and_auto_passes_its_limits():
+    """norm='l2' with method='min_error' (an L1 search) gave no warning without privacy=, while the same mismatch
+    through privacy= did; auto dropped max_iterations on dense workloads (1 asked, 1,350 run)."""
+    import warnings
+
+    import mmopt
+    W = mmopt.workload.prefix(8)
+    with pytest.warns(UserWarning, match="method='min_error' optimises the l1 objective; norm='l2' only scores"):
+        mmopt.optimize(W, norm="l2", method="min_error", seed=0, max_iterations=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # auto's own candidates in the other norm warn nobody
+        res = mmopt.optimize(W, privacy=mmopt.Privacy(1.0), method="auto", max_iterations=1, seed=0)
+    assert res.iterations is None or res.iterations <= 10
+
+
+def test_eigen_design_and_lrm_on_diagonal_workloads():
+    """diag(1, 2, 3, 0.1): eigen-design's bounded dual stepped onto μⱼ = 0 (primal 10¹⁵⁰, 'optimal_inaccurate' at
+    gap 0.23) where the identity is the optimum 14.01; diag(10⁴, 1, 1, 10⁻³, 1, 1): the light query's eigenvalue
+    (10⁻¹⁴ of the largest) was dropped as round-off and neither eigen_design nor lrm supported the workload."""
+    import warnings
+
+    import mmopt
+    G = mmopt.Privacy(1.0, 1e-6)
+    r = mmopt.optimize(mmopt.Workload.from_matrix(np.diag([1.0, 2, 3, 0.1])), privacy=G, method="eigen_design")
+    assert r.status == "optimal" and r.objective == pytest.approx(14.01, rel=1e-6)
+    wide = mmopt.Workload.from_matrix(np.diag([1e4, 1, 1, 1e-3, 1, 1]))
+    for method in ("eigen_design", "lrm"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # lrm's: an L1 method scored in L2, as documented
+            r = mmopt.optimize(wide, privacy=G, method=method, seed=0)
+        assert mmopt.supports(wide, r.strategy) and r.objective <= 1.01 * r.lower_bound
+    tight = mmopt.optimize(mmopt.workload.prefix(8), privacy=G, method="l2_approx", tol=0.1)
+    assert tight.gap <= 0.1 and tight.status == "optimal"  # its status now reads the gap it reports

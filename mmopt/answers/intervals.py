@@ -153,6 +153,9 @@ def laplace_sum_cdf(X: LaplaceSum, x, *, tol: float = DEFAULT_TOL):
         ax = np.abs(x)
         F = np.where(x >= 0, 1 - 0.5 * np.exp(-ax / X.beta[0]), 0.5 * np.exp(-ax / X.beta[0]))
         return (float(F) if F.ndim == 0 else F), 0.0
+    top = float(X.beta.max())
+    if top != 1.0:  # computed at max β = 1, as the quantile (P(X ≤ x) = P(X/top ≤ x/top))
+        return laplace_sum_cdf(LaplaceSum(X.beta / top, X.count), x / top, tol=tol)
     t, w, err = _grid(X, float(np.max(np.abs(x), initial=0.0)), tol)
     F = np.clip(0.5 + np.sin(np.multiply.outer(x, t)) @ w, 0.0, 1.0)
     return (float(F) if F.ndim == 0 else F), err
@@ -173,6 +176,10 @@ def laplace_sum_quantile(X: LaplaceSum, p: float, *, tol: float = DEFAULT_TOL) -
         return 0.0
     if _single(X):
         return float(-X.beta[0] * math.log(2.0 * (1.0 - p)))
+    top = float(X.beta.max())
+    if top != 1.0:  # the law scales with β: computed at max β = 1 (at β ~ 1e-200 the variance underflowed to 0
+        # and the bracket below, grown from it by factors 1.5, never left 0: a hang; at 1e200 it overflowed)
+        return top * laplace_sum_quantile(LaplaceSum(X.beta / top, X.count), p, tol=tol)
     hi = math.sqrt(X.variance)
     while X.tail_bound(hi) > 1.0 - p:  # F(hi) ≥ 1 − tail ≥ p: the quantile lies in [0, hi]
         hi *= 1.5
@@ -199,7 +206,8 @@ def half_width(noise: str, alpha: float, *, sd: float | None = None, weights=Non
     2.995732
     """
     alpha = check_alpha(alpha, "half_width")
-    if noise == "gaussian":
+    if noise == "gaussian":  # sd None, negative or NaN gave a TypeError, a negative width or NaN
+        sd = v.check_real(sd, name="sd", caller="half_width", low=0.0)
         return float(-special.ndtri(alpha / 2.0) * sd)
     if noise != "laplace":
         raise ValueError(f"The 'noise' parameter of half_width must be 'gaussian' or 'laplace'. Got {noise!r}.")

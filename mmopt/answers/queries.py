@@ -27,7 +27,7 @@ import scipy.sparse as sp
 
 from mmopt._base import validation as v
 from mmopt.answers.labels import _row, _set
-from mmopt.answers.variance import noise_sd
+from mmopt.answers.variance import check_released_with, noise_sd
 from mmopt.dense._strategy_core import Strategy
 from mmopt.dispatch import evaluate
 from mmopt.privacy import Privacy
@@ -89,6 +89,8 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
     caller = "answer"
     noise = None
     if hasattr(estimate, "estimate") and hasattr(estimate, "noise_scale"):
+        if strategy is not None:
+            check_released_with(estimate, strategy, caller)
         noise = noise_sd(estimate.noise, float(estimate.noise_scale))
         estimate = estimate.estimate
     if estimate is None:

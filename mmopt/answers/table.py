@@ -30,7 +30,7 @@ import numpy as np
 from mmopt.answers.labels import Labeller, _check_rows
 from mmopt.answers.layout import DEFAULT_CHUNK_ROWS, Layout, layout_of
 from mmopt.answers.values import iter_values
-from mmopt.answers.variance import VarianceModel, noise_sd, variance_model
+from mmopt.answers.variance import VarianceModel, check_released_with, noise_sd, variance_model
 from mmopt.answers.widths import Widths, widths
 
 MAX_TABLE_ROWS = 10**7  # answers_table's in-memory limit; write_answers streams any number of rows
@@ -133,6 +133,7 @@ def plan_table(output, workload, strategy=None, privacy=None, *, attributes=None
     if answers is not None and np.size(answers) != m:
         raise ValueError(f"The 'output' parameter of {caller} holds {np.size(answers):,} answers; workload "
                          f"'{layout.name}' has {m:,} queries. Pass the workload the output was released for.")
+    _check_provenance(output, layout, strategy, est, answers, caller)
     model = spec.model
     sd = None if model is None else noise_sd(output.noise, float(output.noise_scale))
     rec = getattr(output, "reconstruction", None)
@@ -147,6 +148,23 @@ def plan_table(output, workload, strategy=None, privacy=None, *, attributes=None
                             f"({output.noise}); see mmopt.answers.widths")
     return TablePlan(layout, est.reshape(layout.shape), None if answers is None else np.ravel(answers), model, sd,
                      meta, bands)
+
+
+def _check_provenance(output, layout, strategy, estimate, answers, caller: str) -> None:
+    """The output came from this workload and strategy, as far as it shows: its answers are W x̂ (checked on the
+    first rows), and its Δ and measurement count are the strategy's. Another workload with as many queries had its
+    answers labelled as this one's; another strategy had its standard errors and intervals computed from the wrong
+    A (identity for H₂: 5.66 where the truth is 4.42)."""
+    if answers is not None and layout.n_queries:
+        chunk = next(iter(layout.chunks(min(layout.n_queries, 4096))))
+        _, mine = next(iter_values(layout, estimate, [chunk]))
+        theirs = np.asarray(answers, dtype=float)[chunk.start:chunk.stop]
+        if not np.allclose(mine, theirs, rtol=1e-8, atol=1e-8 * max(float(np.abs(theirs).max(initial=0.0)), 1.0)):
+            raise ValueError(f"The 'output' parameter of {caller} holds answers that are not W x̂ for workload "
+                             f"'{layout.name}' (they differ from its first {chunk.stop - chunk.start:,} queries of "
+                             "the estimate). Pass the workload the output was released for.")
+    if strategy is not None:
+        check_released_with(output, strategy, caller)
 
 
 def iter_batches(plan: TablePlan, chunk_rows: int = DEFAULT_CHUNK_ROWS):

@@ -54,6 +54,23 @@ class VarianceModel:
         return math.ldexp(sd / self.divisor, -self.exponent)
 
 
+def check_released_with(output, strategy, caller: str) -> None:
+    """The output's measurement count and Δ are ``strategy``'s: standard errors and intervals computed from
+    another strategy than the one measured (identity for H₂: 5.66 where the truth is 4.42) are refused."""
+    rows = getattr(strategy, "n_rows", None) or np.shape(getattr(strategy, "matrix", strategy))[0]
+    measured = getattr(output, "measurements", None)
+    if measured is not None and np.shape(measured)[-1] != rows:
+        raise ValueError(f"The 'strategy' parameter of {caller} has {rows:,} rows, but the output holds "
+                         f"{np.shape(measured)[-1]:,} measurements. Pass the strategy the output was released with.")
+    delta = getattr(output, "sensitivity", None)
+    if delta is not None and callable(getattr(strategy, "sensitivity", None)):
+        mine = float(strategy.sensitivity("l1" if output.noise == "laplace" else "l2"))
+        # a release calibrates to Δ rounded upwards (mmopt.structured.release.upper_sensitivity: 10⁻⁷ and an ulp)
+        if not mine * (1 - 1e-9) <= float(delta) <= mine * (1 + 1e-6):
+            raise ValueError(f"The 'strategy' parameter of {caller} has sensitivity {mine:.6g}, but the output was "
+                             f"released at Δ = {float(delta):.6g}. Pass the strategy the output was released with.")
+
+
 def noise_sd(noise: str, noise_scale: float) -> float:
     """The standard deviation of one noise entry: √2·b (Laplace scale b) or σ (Gaussian)."""
     return math.sqrt(2.0) * noise_scale if noise == "laplace" else noise_scale

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,8 +117,14 @@ class Context:
         return self.structure.to_workload() if isinstance(self.workload, ImplicitWorkload) else self.workload
 
     def optimize(self, workload, method: str, **kw):
+        if method in ("l2_approx", "min_error"):  # the iterative candidates take the user's limit and tolerance
+            # (auto dropped them on dense workloads: max_iterations=1 still ran 1,350 iterations)
+            kw = {"max_iterations": self.max_iterations, "tol": self.tol} | kw
         kw = {"norm": self.norm, "seed": self.seed, "verbose": False, "n_jobs": self.n_jobs} | kw
-        return self.dense_optimize(workload, method=method, **kw)
+        with warnings.catch_warnings():  # a candidate in the other norm is auto's own choice (it is scored in
+            # the budget's norm and kept only if best there), not the user's mismatch
+            warnings.filterwarnings("ignore", message=".* only scores its strategy in", category=UserWarning)
+            return self.dense_optimize(workload, method=method, **kw)
 
 
 def plan(ctx: Context, budget_seconds: float) -> list[Candidate]:

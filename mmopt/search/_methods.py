@@ -108,13 +108,19 @@ def _min_sensitivity(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
 def _lrm(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
     from mmopt.search.lrm import solve_lrm
     return solve_lrm(G, rank=opts.get("rank"), init=opts.get("init", "auto"), tol=opts.get("tol"),
-                     max_iterations=opts.get("max_iterations"), verbose=opts["verbose"])
+                     max_iterations=opts.get("max_iterations"), verbose=opts["verbose"], rows=_rows(W))
 
 
 def _eigen_design(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
     from mmopt.search.eigen_design import solve_eigen_design
     return solve_eigen_design(G, tol=opts.get("tol"), max_iterations=opts.get("max_iterations"),
-                              verbose=opts["verbose"])
+                              verbose=opts["verbose"], rows=_rows(W))
+
+
+def _rows(W: Workload):
+    """W's stored rows when they are few enough for an SVD (eigen_weights), else None (G's eigh)."""
+    rows = W.matrix
+    return rows if rows is not None and rows.shape[0] * rows.shape[1] <= 4 * W.domain_size ** 2 else None
 
 
 def _choice(*choices):

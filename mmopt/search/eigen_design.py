@@ -42,11 +42,15 @@ DEFAULT_TOL = 1e-7
 DEFAULT_MAX_ITERATIONS = 5000
 
 
-def eigen_weights(G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def eigen_weights(G: np.ndarray, rows=None) -> tuple[np.ndarray, np.ndarray]:
     """(σ, Q): the positive eigenvalues of G and their orthonormal eigenvectors as the rows of Q (k × n).
 
-    Eigenvalues below 10⁻¹² of the largest are dropped. Within a repeated eigenvalue the basis is numpy's
-    (``eigh``): the paper leaves that choice open and the program's value can depend on it.
+    Eigenvalues below 10⁻¹² of the largest are dropped. With the workload's ``rows`` (W, G = c·WᵀW for a c > 0)
+    they come from W's singular values instead, accurate to eps relative to each one (eigh's are to eps of the
+    largest): a query weighted 10⁻³ beside one weighted 10⁴ has eigenvalue 10⁻¹⁴ of the largest, was dropped as
+    round-off, and the strategy did not support the workload. Then the cut is n·eps of the largest singular
+    value. Within a repeated eigenvalue the basis is numpy's (``eigh``/``svd``): the paper leaves that choice open
+    and the program's value can depend on it.
 
     Examples
     --------
@@ -54,6 +58,13 @@ def eigen_weights(G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     >>> s.round(12).tolist(), abs(Q).round(6).tolist()
     ([1.0, 3.0], [[0.707107, 0.707107], [0.707107, 0.707107]])
     """
+    if rows is not None:
+        W = rows.toarray() if hasattr(rows, "toarray") else np.asarray(rows, dtype=float)
+        _, sv, Vt = np.linalg.svd(W, full_matrices=False)
+        keep = sv > W.shape[1] * np.finfo(float).eps * max(float(sv[0]), 0.0) if sv.size else sv > 0
+        sv, Vt = sv[keep][::-1], Vt[keep][::-1]  # ascending, as eigh's
+        c = float(np.trace(G)) / float(np.sum(sv * sv))  # G's own scale (optimize passes it normalised)
+        return c * sv * sv, Vt
     s, V = np.linalg.eigh(G)
     keep = s > _RANK_RTOL * max(float(s[-1]), 0.0)
     return s[keep], V[:, keep].T
@@ -67,6 +78,13 @@ def _dual(mu, rs, P):
     return -(2.0 * float(rs @ root) - float(np.sum(mu))), 1.0 - P @ lam
 
 
+def _log_dual(t, rs, P):
+    """−g(e^t) and its gradient in t: the dual without its bound μ ≥ 0 (see solve_eigen_design)."""
+    mu = np.exp(t)
+    value, gradient = _dual(mu, rs, P)
+    return value, gradient * mu
+
+
 def _primal(mu, s, rs, P) -> tuple[np.ndarray, float]:
     """The feasible λ(μ)/maxⱼ(Pλ)ⱼ and its objective Σ σᵢ/λᵢ."""
     lam = rs / np.sqrt(np.maximum(P.T @ mu, 1e-300))
@@ -75,7 +93,7 @@ def _primal(mu, s, rs, P) -> tuple[np.ndarray, float]:
 
 
 def solve_eigen_design(G: np.ndarray, *, tol: float | None = None, max_iterations: int | None = None,
-                       verbose: bool = False) -> RawSolution:
+                       verbose: bool = False, rows=None) -> RawSolution:
     """Eigen-design's strategy diag(√λ) Q for the Gram ``G`` (module docstring), certified within its family.
 
     Parameters
@@ -88,6 +106,8 @@ def solve_eigen_design(G: np.ndarray, *, tol: float | None = None, max_iteration
         L-BFGS-B iterations on the dual (default 5,000).
     verbose : bool
         Unused (the solve takes about a second at n = 1,024); accepted for the registry's interface.
+    rows : array_like (m, n), optional
+        W itself, when stored: the eigen-queries from its SVD (:func:`eigen_weights`).
 
     Returns
     -------
@@ -114,7 +134,7 @@ def solve_eigen_design(G: np.ndarray, *, tol: float | None = None, max_iteration
     g.check_working_set({"eigenvectors": n * n, "their squares P": n * n, "eigh's workspace": 2 * n * n},
                         what="the eigen-design program", caller=_CALLER,
                         remedy=" Use method='l2_approx' on a structured workload, or a smaller domain.")
-    s, Q = eigen_weights(G)
+    s, Q = eigen_weights(G, rows)
     if s.size == 0:
         raise ValueError(f"{_CALLER}: the workload's Gram is zero (no positive eigenvalue); there is nothing to "
                          "measure.")
@@ -124,13 +144,29 @@ def solve_eigen_design(G: np.ndarray, *, tol: float | None = None, max_iteration
     res = scipy.optimize.minimize(_dual, mu0, args=(rs, P), jac=True, method="L-BFGS-B",
                                   bounds=[(0.0, None)] * n,
                                   options={"maxiter": max_iterations, "ftol": 1e-16, "gtol": 1e-13, "maxcor": 30})
-    candidates = [(mu0, -_dual(mu0, rs, P)[0]), (res.x, -float(res.fun))]
-    mu, dual = max(candidates, key=lambda t: t[1])
-    lam, primal = _primal(mu, s, rs, P)
+    candidates = [mu0, res.x]
+    dual = max(-_dual(mu, rs, P)[0] for mu in candidates)
+    lam, primal = min((_primal(mu, s, rs, P) for mu in candidates), key=lambda t: t[1])
+    iterations = int(res.nit)
+    if max(primal - dual, 0.0) / primal > tol and iterations < max_iterations:
+        # L-BFGS-B on μ ≥ 0 can step onto μⱼ = 0, where λ = √σ/√(Pᵀμ) blows up, and stop "ABNORMAL" with the
+        # primal at 10¹⁵⁰ (diag(1, 4, 9, 0.01): a gap of 1 where the identity is the optimum 14.01). In
+        # μ = exp(t) the dual is smooth and unconstrained: resume there from the best point so far.
+        best = max(candidates, key=lambda mu: -_dual(mu, rs, P)[0])
+        t0 = np.log(np.maximum(best, 1e-12 * float(np.max(best))))
+        logged = scipy.optimize.minimize(_log_dual, t0, args=(rs, P), jac=True, method="L-BFGS-B",
+                                         bounds=[(-700.0, 700.0)] * n,
+                                         options={"maxiter": max_iterations - iterations, "ftol": 1e-16,
+                                                  "gtol": 1e-13, "maxcor": 30})
+        iterations += int(logged.nit)
+        res = logged
+        mu = np.exp(logged.x)
+        dual = max(dual, -_dual(mu, rs, P)[0])
+        lam, primal = min([(lam, primal), _primal(mu, s, rs, P)], key=lambda t: t[1])
     gap = max(primal - dual, 0.0) / primal
     if gap <= tol:
         status, why = "optimal", f"relative duality gap {gap:.1e} ≤ tol {tol:g}"
-    elif res.nit >= max_iterations:
+    elif iterations >= max_iterations:
         status, why = "user_limit", f"max_iterations={max_iterations} reached at relative gap {gap:.1e}; raise it"
     else:
         status, why = "optimal_inaccurate", (f"L-BFGS-B stopped ({res.message}) at relative gap {gap:.1e} > tol "
@@ -139,6 +175,6 @@ def solve_eigen_design(G: np.ndarray, *, tol: float | None = None, max_iteration
                f"{why}. Optimal within the eigen-design family only, not among all strategies; under Laplace "
                "noise it is scored in L1 but optimised in L2.")
     A = np.sqrt(lam)[:, None] * Q
-    return RawSolution(A, None, status, message, int(res.nit), SOLVER_NAME, None, (),
+    return RawSolution(A, None, status, message, iterations, SOLVER_NAME, None, (),
                        {"eigenvalues": s, "weights": lam, "family_objective": primal, "family_dual_bound": dual,
                         "family_gap": gap, "seconds_solve": time.perf_counter() - t0})

@@ -37,13 +37,13 @@ import numpy as np
 from mmopt import strategy as st
 from mmopt._base import guards as g
 from mmopt._base.solution import RawSolution
+from mmopt.search.eigen_design import eigen_weights
 
 __all__ = ["SOLVER_NAME", "project_l1_columns", "solve_lrm"]
 
 _LOG = logging.getLogger("mmopt")
 SOLVER_NAME = "mmopt-lrm-alm"
 _CALLER = "optimize(method='lrm')"
-_RANK_RTOL = 1e-12
 DEFAULT_MAX_ITERATIONS = 2000
 DEFAULT_TOL = 1e-9
 _INNER = 5           # projected-gradient steps per L-step (the paper's inner solver; 5 measured enough)
@@ -106,7 +106,7 @@ def _lipschitz(B, v):
 
 
 def solve_lrm(G: np.ndarray, *, rank: int | None = None, init: str = "auto", tol: float | None = None,
-              max_iterations: int | None = None, verbose: bool = False) -> RawSolution:
+              max_iterations: int | None = None, verbose: bool = False, rows=None) -> RawSolution:
     """LRM's strategy L for the Gram ``G`` by the augmented-Lagrangian alternation (module docstring).
 
     Parameters
@@ -151,9 +151,7 @@ def solve_lrm(G: np.ndarray, *, rank: int | None = None, init: str = "auto", tol
     g.check_working_set({"eigenvectors and W": 2 * n * n, "L, its start and the step": 3 * r_max * n,
                          "B, π and the residual": 3 * n * r_max, "LᵀL": n * n}, what="the LRM iteration",
                         caller=_CALLER, remedy=" Use a smaller workload, or method='eigen_design' / 'l2_approx'.")
-    s, V = np.linalg.eigh(G)
-    keep = s > _RANK_RTOL * max(float(s[-1]), 0.0)
-    s, Q = s[keep], V[:, keep].T
+    s, Q = eigen_weights(G, rows)  # W's SVD when its rows are given (eigen_weights: light queries kept)
     k = s.size
     if k == 0:
         raise ValueError(f"{_CALLER}: the workload's Gram is zero; there is nothing to measure.")
