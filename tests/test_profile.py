@@ -116,3 +116,11 @@ def test_a_light_query_beside_a_heavy_one_is_judged_by_its_own_norm():
     with pytest.raises(ValueError, match="does not support workload"):
         mmopt.matrix_mechanism(W, A, [0, 0, 50, 0], mmopt.Privacy(1.0), rng=0)
     assert mmopt.supports(W, st.Strategy(np.array([[1.0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])))
+
+
+def test_the_row_wise_leak_reads_sparse_rows_without_densifying_them():
+    from scipy import sparse
+    W = np.array([[1e7, 1e7, 0, 0], [0, 0, 1.0, -1.0]])
+    prof = pf.profile_of_matrix(np.array([[1.0, 1, 0, 0], [0, 0, 1, 1]]))
+    assert pf.support_leak(W.T @ W, prof, sparse.csr_matrix(W)) == pytest.approx(1.0)
+    assert pf.support_leak(W.T @ W, prof, W) == pytest.approx(1.0)

@@ -240,7 +240,15 @@ def support_leak(G: np.ndarray, prof: Profile, rows=None) -> float:
     leak = float(np.sum(N * (G @ N))) / max(float(np.trace(G)), 1e-300)
     if rows is None:
         return leak
-    W = rows.toarray() if sparse.issparse(rows) else np.asarray(rows, dtype=float)
-    top = np.abs(W).max(axis=1)
-    W = W[top > 0] / top[top > 0, None]  # each row scaled to max |w| = 1: no overflow in ‖w‖²
-    return max(leak, float((np.sum((W @ N) ** 2, axis=1) / np.sum(W * W, axis=1)).max(initial=0.0)))
+    if sparse.issparse(rows):  # never densified: W N is m×r, the row norms a sparse sum
+        W = sparse.csr_matrix(rows, dtype=float)
+        top = np.asarray(abs(W).max(axis=1).todense()).ravel()
+        keep = top > 0
+        W = sparse.diags(1.0 / top[keep]) @ W[keep]
+        norms = np.asarray(W.multiply(W).sum(axis=1)).ravel()
+    else:
+        W = np.asarray(rows, dtype=float)
+        top = np.abs(W).max(axis=1)
+        W = W[top > 0] / top[top > 0, None]  # each row scaled to max |w| = 1: no overflow in ‖w‖²
+        norms = np.sum(W * W, axis=1)
+    return max(leak, float((np.sum(np.asarray(W @ N) ** 2, axis=1) / norms).max(initial=0.0)))
