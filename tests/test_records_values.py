@@ -118,3 +118,31 @@ def test_an_unhashable_value_in_one_record_is_dropped_not_raised(value):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the seeded generator's
         assert mst(df, T, mmopt.Privacy(1.0, 1e-9), seed=0).epsilon <= 1.0
+
+
+def test_an_integer_past_float64_falls_in_its_bin_and_never_stops_the_count():
+    """One cell of 10⁴⁰⁰ under a binned attribute raised OverflowError (float()) on every engine."""
+    B = Domain((Attribute("n", edges=(float("-inf"), 0, 1, float("inf"))),))
+    df = pd.DataFrame({"n": pd.Series([0.5, 10**400, -(10**400)], dtype=object)})
+    assert marginal_counts(df, B, [("n",)])[(0,)].tolist() == [1, 1, 1]
+
+
+def test_a_parquet_folder_whose_files_differ_in_type_is_refused_on_every_engine(tmp_path):
+    """DuckDB cast a later file's 2.5 to the first file's int32 (counted 2) and 2⁵³ + 1 to float64 (counted 2⁵³);
+    pyarrow refused 2⁴⁰ in a later int64 file but counted 2. One rule now, from the footers, before any row."""
+    import pyarrow.parquet as pq
+    C = Domain((Attribute("a", categories=(1, 2, 3)),))
+    pq.write_table(pa.table({"a": pa.array([1], pa.int32())}), tmp_path / "p0.parquet")
+    pq.write_table(pa.table({"a": pa.array([2.5, 3.0000001])}), tmp_path / "p1.parquet")
+    engines = ["auto"] + [e for e in ("duckdb", "polars") if __import__("importlib").util.find_spec(e)]
+    for engine in engines:
+        with pytest.raises(ValueError, match="folder of Parquet files whose columns differ in type"):
+            marginal_counts(tmp_path, C, [("a",)], engine=engine)
+
+
+def test_duckdb_hugeint_categories_are_matched_as_exact_integers():
+    duckdb = pytest.importorskip("duckdb")
+    C = Domain((Attribute("x", categories=(2**53, 5)),))
+    con = duckdb.connect()
+    rel = con.sql(f"SELECT CAST(x AS HUGEINT) AS x FROM (VALUES ({2**53 + 1}), (5)) t(x)")
+    assert marginal_counts(rel, C, [("x",)])[(0,)].tolist() == [0, 1]  # 2⁵³ + 1 was counted as 2⁵³

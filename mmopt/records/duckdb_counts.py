@@ -143,8 +143,10 @@ def codes(rel, domain: Domain, *, caller: str) -> list[str]:
         if a.kind == "bins" and kind != "text":
             out.append(_bins(x, a))
             continue
-        if kind == "text":
-            key, typ, ok = f"CAST({x} AS VARCHAR)", "VARCHAR", f"{x} IS NOT NULL"
+        wide = str(getattr(typ, "id", typ)).lower() in ("hugeint", "uhugeint")
+        if kind == "text" or wide:  # 128-bit integers as their exact text (parsed as integers, as CSV cells):
+            # through DOUBLE, 2⁵³ + 1 was counted as the category 2⁵³
+            key, typ, ok, kind = f"CAST({x} AS VARCHAR)", "VARCHAR", f"{x} IS NOT NULL", "text"
         else:
             key = x  # DuckDB's DISTINCT and = both take -0.0 for 0.0, as every mmopt rule does
             ok = f"CAST({x} AS DOUBLE) IN ({', '.join(_literal(v, 'DOUBLE') for v in eg.candidates(a))})"

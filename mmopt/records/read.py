@@ -145,9 +145,36 @@ def open_dataset(path, domain: Domain, *, caller: str):
         raise ValueError(f"The 'records' parameter of {caller} must be a .parquet or .csv file or a folder of "
                          f"Parquet files. Got {p!r} instead.")
     try:
-        return ds.dataset(p, format=fmt)
+        dataset = ds.dataset(p, format=fmt)
     except (pa.ArrowException, OSError) as exc:
         raise ValueError(f"{caller}: cannot read the records at {p!r}: {exc}") from None
+    if fmt == "parquet" and len(dataset.files) > 1:
+        _check_one_schema(dataset.files, domain, p, caller)
+    return dataset
+
+
+def _check_one_schema(files, domain: Domain, path: str, caller: str) -> None:
+    """The domain's columns have one type (and exist) in every file of a Parquet folder, from the files' footers
+    alone. With differing types the engines disagreed, and by the data: DuckDB cast a later file's 2.5 to the
+    first file's int (counted as 2), 2⁵³+1 to float64 (counted as 2⁵³), pyarrow refused 2⁴⁰ in a later int64 file
+    but counted 2, and dropped a file without the column; numbers became text categories."""
+    import pyarrow.parquet as pq
+    names = list(domain.names)
+    first = None
+    for f in files:
+        try:
+            schema = pq.read_schema(f)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{caller}: cannot read the schema of {f!r} in {path!r}: {exc}") from None
+        types = tuple(str(schema.field(n).type) if n in schema.names else "missing" for n in names)
+        if first is None:
+            first = (f, types)
+        elif types != first[1]:
+            diff = [f"{n}: {a} in {os.path.basename(first[0])}, {b} in {os.path.basename(f)}"
+                    for n, a, b in zip(names, first[1], types, strict=True) if a != b]
+            raise ValueError(f"The 'records' parameter of {caller} is a folder of Parquet files whose columns differ "
+                             f"in type ({'; '.join(diff[:3])}). The engines would read them differently, and by the "
+                             "values in them; rewrite the files with one schema (e.g. cast the column in each).")
 
 
 def csv_nulls(domain: Domain | None = None) -> list[str]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import decimal
 import fractions
+import math
 import warnings
 
 import numpy as np
@@ -126,10 +127,18 @@ def default_csv_nulls() -> list[str]:
 
 
 def _big_int_codes(ints: np.ndarray, attribute: Attribute) -> np.ndarray:
-    if attribute.kind == "bins":
-        return _number_codes(np.array([float(v) for v in ints]), attribute)
+    if attribute.kind == "bins":  # past float64 (10⁴⁰⁰): ±inf, which the bins place as the integer would be —
+        # float() raised OverflowError before, and one such record stopped the release
+        return _number_codes(np.array([_as_float(v) for v in ints]), attribute)
     exact = {int(c): j for j, c in enumerate(attribute.categories) if float(c).is_integer()}
     return np.array([exact.get(int(v), -1) for v in ints], dtype=np.int64)
+
+
+def _as_float(v) -> float:
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
 
 
 def _arrow_codes(column, attribute: Attribute) -> np.ndarray:
