@@ -165,9 +165,13 @@ def test_refusals(df, tmp_path):
     numbered = Domain((Attribute("0", categories=(1, 2)),))  # an int column 0 is not the attribute '0': said so
     with pytest.raises(ValueError, match=r"has no column '0' .*Its columns are \[0\]\. .*astype\(str\)"):
         marginal_counts(pd.DataFrame({0: [1, 2]}), numbered, [(0,)])
+    # text under a numeric attribute is parsed as a CSV cell, from a DataFrame too (Dask turns object columns into
+    # text, and the files, Polars and DuckDB parse it: one table, one count); what is not a number is dropped, said
+    typed = marginal_counts(df.assign(age=df["age"].astype(str)), D, [(0,)])
+    assert typed[(0,)].tolist() == marginal_counts(df, D, [(0,)])[(0,)].tolist()
     with pytest.warns(UserWarning, match="'age' holds values that are not numbers.*dropped"):  # issue 30: never
-        typed = marginal_counts(df.assign(age=df["age"].astype(str)), D, [(0,)])  # a refusal for values
-    assert typed[(0,)].sum() == 0  # in a DataFrame the string "30" is not the number 30: every record dropped
+        worded = marginal_counts(df.assign(age="thirty"), D, [(0,)])  # a refusal for values
+    assert worded[(0,)].sum() == 0
     with pytest.raises(ValueError, match="column 'sex' of dtype number, but .* needs strings"):
         marginal_counts(df.assign(sex=1.0), D, [(0,)])
     with pytest.raises(ValueError, match="column 'age' of dtype datetime64"):

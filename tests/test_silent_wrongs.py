@@ -444,3 +444,27 @@ def test_eigen_design_and_lrm_on_diagonal_workloads():
         assert mmopt.supports(wide, r.strategy) and r.objective <= 1.01 * r.lower_bound
     tight = mmopt.optimize(mmopt.workload.prefix(8), privacy=G, method="l2_approx", tol=0.1)
     assert tight.gap <= 0.1 and tight.status == "optimal"  # its status now reads the gap it reports
+
+
+def test_weighted_marginals_refuse_a_weight_that_would_understate_the_l1_sensitivity():
+    """θ = (−1, 1, 1): Δ₁ = Σθ = 1 was the noise's, where A's columns reach Σ|θ| = 3 — released at 3× the ε
+    reported (verified_loss and the OpenDP adapter's map said 1 too)."""
+    from mmopt.structured.residual.marginals import WeightedMarginals
+    for w in ([-1.0, 1.0, 1.0], [0.0, 1.0, 1.0], [np.nan, 1.0, 1.0], [1.0, 1.0]):
+        with pytest.raises(ValueError, match="'weights' parameter of WeightedMarginals must hold one finite θ > 0"):
+            WeightedMarginals((2, 2), ((0,), (1,), (0, 1)), np.array(w))
+    assert WeightedMarginals((2, 2), ((0,), (1,)), np.array([2.0, 1.0])).sensitivity("l1") == 3.0
+
+
+def test_hierarchy_and_orbit_releases_refuse_negative_counts_before_any_noise():
+    import mmopt
+    from mmopt._base import opendp as _opendp
+    from mmopt.hierarchy import Hierarchy, cross, cube, grouping_sets, rollup
+    geo = Hierarchy.from_parents([[0, 0, 0, 1, 2, 2]], level_names=("nation", "state", "county"), name="geo")
+    W = grouping_sets([geo, Hierarchy.flat(2, name="sex")], cross(rollup("state", "county"), cube("sex")))
+    privacy = mmopt.Privacy(1.0, 1e-6)
+    A = mmopt.optimize(W, privacy=privacy).strategy
+    drawn = _opendp.DRAWS
+    with pytest.raises(ValueError, match="'x' parameter of .* must hold counts >= 0"):
+        mmopt.release(W, A, -np.ones(W.shape), privacy)
+    assert _opendp.DRAWS == drawn

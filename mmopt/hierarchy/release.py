@@ -60,6 +60,8 @@ def release(W: HierarchyWorkload, A, x, privacy: Privacy, *, noise_scale: float 
     if x.shape != W.shape or not np.all(np.isfinite(x)):
         raise ValueError(f"The 'x' parameter of {caller} must be a finite histogram of shape {W.shape} (one count per "
                          f"cell). Got shape {x.shape}.")
+    if np.any(x < 0):  # as the dense, implicit and Toeplitz releases refuse them, before any noise
+        raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative.")
     m = measurements(W, A, caller=caller)
     refuse_unmeasured(m, caller)
     Ax = finite(m.answer(x), "the strategy answers A x", caller)  # refused before any noise is drawn

@@ -179,7 +179,8 @@ def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH
         Polars' streaming engine (:mod:`mmopt.records.polars_counts`) and a DuckDB relation
         (``con.table("people")``, ``duckdb.read_parquet(path)``) by one query inside DuckDB
         (:mod:`mmopt.records.duckdb_counts`), never collecting the rows; the counts are the same integers.
-        A text column under a numeric attribute is parsed, as in a CSV file (a pandas text column is not).
+        A text column under a numeric attribute is parsed, as in a CSV file, from every source (pandas too: Dask
+        turns object columns into text).
     domain : Domain
         The public schema. Every domain column is read: a record with a missing or out-of-domain value in
         any of them is dropped (:mod:`mmopt.records.domain`).

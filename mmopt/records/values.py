@@ -82,8 +82,8 @@ def _masked(x: np.ndarray, missing: np.ndarray, attribute: Attribute) -> np.ndar
 
 
 def _object_codes(values: np.ndarray, attribute: Attribute) -> np.ndarray:
-    """Numbers by value (ints exactly; Decimal and Fraction as float64, as Arrow's decimals), everything else
-    (None, NaN, strings, other objects) dropped."""
+    """Numbers by value (ints exactly; Decimal and Fraction as float64, as Arrow's decimals), text parsed as a CSV
+    cell (:func:`_parsed_codes`), everything else (None, NaN, other objects) dropped."""
     out = np.full(values.shape[0], -1, dtype=np.int64)
     is_int = np.fromiter((isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_) for v in values),
                          bool, values.shape[0])
@@ -91,6 +91,9 @@ def _object_codes(values: np.ndarray, attribute: Attribute) -> np.ndarray:
     is_float = np.fromiter((isinstance(v, float | np.floating | decimal.Decimal | fractions.Fraction) for v in values),
                            bool, values.shape[0])
     is_bool = np.fromiter((isinstance(v, bool | np.bool_) for v in values), bool, values.shape[0])
+    # text is parsed as a CSV cell is: Dask turns an object column of ints into strings, and every other source
+    # (files, Polars, DuckDB) parses text; pandas alone dropped it, so one table gave two different counts
+    is_str = np.fromiter((isinstance(v, str) for v in values), bool, values.shape[0])
     if np.any(is_int):
         ints = values[is_int]
         fits = np.fromiter((-(2**63) <= int(v) < 2**63 for v in ints), bool, ints.shape[0])
@@ -104,8 +107,11 @@ def _object_codes(values: np.ndarray, attribute: Attribute) -> np.ndarray:
         out[is_float] = _number_codes(values[is_float].astype(np.float64), attribute)
     if np.any(is_bool):
         out[is_bool] = _number_codes(values[is_bool].astype(np.int64), attribute)
+    if np.any(is_str):
+        import pyarrow as pa
+        out[is_str] = _parsed_codes(pa.array(values[is_str].tolist(), type=pa.string()), attribute)
     missing = _missing_values()
-    if any(all(v is not m for m in missing) for v in values[~(is_int | is_float | is_bool)]):
+    if any(all(v is not m for m in missing) for v in values[~(is_int | is_float | is_bool | is_str)]):
         _warn_text(attribute)  # strings, dates, …: values, not missing ones, so the drop is said
     return out
 

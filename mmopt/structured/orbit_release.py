@@ -144,6 +144,8 @@ def release(workload, A: OrbitStrategy, x, privacy: Privacy, *, noise_scale: flo
     if x.shape != W.shape or not np.all(np.isfinite(x)):
         raise ValueError(f"The 'x' parameter of {caller} must be a finite histogram of shape {W.shape} (one count per "
                          f"cell). Got shape {x.shape}.")
+    if np.any(x < 0):  # as the dense, implicit and Toeplitz releases refuse them, before any noise
+        raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative.")
     unit = om.variances(red, A.blocks)[red.query_class]
     if not np.all(np.isfinite(unit)):
         raise ValueError(f"{caller}: {int(np.sum(~np.isfinite(unit))):,} queries of '{W.name}' are not estimable "

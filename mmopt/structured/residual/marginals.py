@@ -50,9 +50,19 @@ class WeightedMarginals:
     weights: np.ndarray = field(repr=False)
     name: str = "weighted marginals"
 
+    def __post_init__(self):
+        # a negative θ made Δ₁ = Σθ too small: θ = (−1, 1, 1) released at Δ₁ = 1 where the columns reach 3, an ε
+        # three times the one reported (the weighted_marginals factory drops θ ≤ 0; the class took anything)
+        w = np.asarray(self.weights, dtype=float)
+        if w.shape != (len(self.subsets),) or not np.all(np.isfinite(w)) or np.any(w <= 0):
+            raise ValueError(f"The 'weights' parameter of WeightedMarginals must hold one finite θ > 0 per subset "
+                             f"({len(self.subsets)}). Got {np.asarray(self.weights).tolist()!r:.80}. Drop a subset "
+                             "rather than weighting it 0 or less.")
+
     def sensitivity(self, norm: str) -> float:
-        """Δ₁ = Σθ or Δ₂ = ‖θ‖₂: every record adds 1 to one cell of each measured marginal (exact)."""
-        return float(self.weights.sum()) if norm == "l1" else float(np.linalg.norm(self.weights))
+        """Δ₁ = Σθ or Δ₂ = ‖θ‖₂: every record adds 1 to one cell of each measured marginal (exact; θ > 0)."""
+        w = np.abs(self.weights)
+        return float(w.sum()) if norm == "l1" else float(np.linalg.norm(w))
 
     def to_implicit(self):
         """The same strategy as an :class:`mmopt.structured.ImplicitStrategy` (for evaluate, optimize, plot)."""
