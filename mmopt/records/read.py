@@ -63,8 +63,8 @@ def arrow_kind(typ) -> str:
     return str(typ)
 
 
-# a numeric attribute takes text columns too: each value is parsed (files) or taken as typed (DataFrames), and
-# what is not a number is dropped (mmopt.records.values), so one bad cell never refuses a table
+# a numeric attribute takes text columns too: each text value is parsed as a CSV cell (from every source, DataFrames
+# too), and what is not a number is dropped (mmopt.records.values), so one bad cell never refuses a table
 _ACCEPTS = {"text": ("text",), "number": ("number", "bool", "text"), "bins": ("number", "text")}
 _WANTS = {"text": "strings (string categories)", "number": "numbers (numeric categories)",
           "bins": "numbers (numeric bin edges)"}
