@@ -200,13 +200,14 @@ def widths(alpha, model, workload, strategy, output, meta: dict, caller: str) ->
     if model.method == "product":
         return Widths(alpha, "laplace", scale, _product_laws(model.layout, strategy))
     from mmopt.answers.variance import _dense_workload
+    from mmopt.dense._error_common import as_strategy
+    from mmopt.dense.least_squares import factorize
     from mmopt.structured.strategies import ImplicitStrategy
     W = _dense_workload(workload, model.layout, caller).explicit_matrix()
-    A = strategy.to_strategy().matrix if isinstance(strategy, ImplicitStrategy) else np.asarray(
-        getattr(strategy, "matrix", strategy), dtype=float)
-    # A⁺ as the mechanism applies it (mmopt.dense.least_squares.factorize: its rank decision), not numpy's pinv
-    # at its own cutoff: on a rank-deficient A of a few thousand cells that inverted round-off singular values,
-    # W·A⁺·A was off by 0.016 and the "exact" Laplace intervals were up to 2.2× too wide
-    from mmopt.dense.least_squares import factorize
-    pinv = factorize(A).solve(np.eye(A.shape[0])).T
+    # A⁺ as the mechanism applies it (factorize: its rank decision, and its cached factorisation of the very
+    # Strategy the mechanism used), not numpy's pinv at its own cutoff: on a rank-deficient A of a few thousand
+    # cells that inverted round-off singular values, W·A⁺·A was off by 0.016 and the "exact" Laplace intervals were
+    # up to 2.2× too wide
+    A = strategy.to_strategy() if isinstance(strategy, ImplicitStrategy) else as_strategy(strategy, caller)
+    pinv = factorize(A).solve(np.eye(A.matrix.shape[0])).T
     return Widths(alpha, "laplace", scale, _dense_laws(lambda c: W[c.start:c.stop], pinv))

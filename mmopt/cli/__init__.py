@@ -226,8 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", choices=("aim", "mst"), default="aim", help="the algorithm (default aim)")
     p.add_argument("--workload", metavar="WORKLOAD", default=None,
                    help="AIM's workload: 'marginals:k=3' (default; k = d below 3 attributes), 'marginals:k<=2' or "
-                        "'marginals:A*B,C'; with "
-                        "--method mst, MST scores its tree's edges by their gain on it (default: the paper's score)")
+                        "'marginals:A*B,C'; with --method mst, MST scores its tree's edges by their gain on it "
+                        "(default: the paper's score)")
     p.add_argument("--epsilon", "-e", type=float, required=True, help="privacy budget ε > 0")
     p.add_argument("--delta", "-d", type=float, default=1e-9, help="δ in (0, 1) (default 1e-9)")
     p.add_argument("--rows", type=int, default=None, help="synthetic rows (default: the noisy number of records)")
