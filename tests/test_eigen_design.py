@@ -90,3 +90,20 @@ def test_budget_statuses_and_refusals():
     with pytest.raises(ValueError, match=r"\['solver'\] parameter\(s\) of optimize do not apply"):
         mmopt.optimize(wl.prefix(8), method="eigen_design", solver="SCS")
     assert math.isfinite(res.objective)
+
+
+@pytest.mark.parametrize("scale", [1e-100, 1e-20, 1e60])
+def test_eigen_design_is_scale_free(scale):
+    """The dual's gtol is absolute: G·1e-20 stopped 'optimal_inaccurate' at 15.66 where the family optimum is
+    15.03 (16.02 from 1e-30 on). The eigenvalues are scaled into [0.5, 1) by a power of two inside."""
+    G = np.tril(np.ones((6, 6))).T @ np.tril(np.ones((6, 6)))
+    unit, scaled = solve_eigen_design(G), solve_eigen_design(G * scale)
+    assert scaled.status == "optimal"
+    assert np.allclose(scaled.matrix.T @ scaled.matrix, unit.matrix.T @ unit.matrix, atol=1e-9)
+    assert scaled.extra["family_objective"] == pytest.approx(unit.extra["family_objective"] * scale, rel=1e-9)
+    assert scaled.extra["family_dual_bound"] <= scaled.extra["family_objective"]
+
+
+def test_eigen_design_refuses_a_gram_past_the_magnitudes_it_can_square():
+    with pytest.raises(ValueError, match="must have its largest entry between 1e-100 and 1e"):
+        solve_eigen_design(np.eye(4) * 1e200)

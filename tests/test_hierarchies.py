@@ -117,6 +117,21 @@ def test_greedy_h_keeps_a_light_query_s_distinctions_beside_a_heavy_query():
     assert abs(out.mean() - 50) < 5 * out.std() / np.sqrt(out.size)
 
 
+@pytest.mark.parametrize("heavy", [5e4, 1e5, 1e6])
+def test_a_leaf_is_refused_when_a_heavy_query_overlapping_it_hides_a_light_one(heavy):
+    """heavy·(x₀ + … + x₇) beside x₀ + x₁ on one root-only leaf: the constant-block test read G·d against a fixed
+    10⁻¹⁰ of √G_rr·Σ√G_jj|d_j|, which the heavy query sets (heavy²), and returned the finite error heavy² + 1/16
+    from 5·10⁴ on, where evaluate refuses the strategy (x₀ + x₁ has no unbiased estimate); greedy_h built that
+    root-only strategy from 10⁵ on. The tolerance is now the support test's 100·n·eps."""
+    W = mmopt.Workload.from_matrix(np.array([[heavy] * 8, [1.0, 1, 0, 0, 0, 0, 0, 0]]))
+    T = hi.IntervalTree(Node(0, 8, 1.0), 8, "root-only")
+    with pytest.raises(ValueError, match="does not support|do not support"):
+        mmopt.evaluate(W, T.strategy())
+    with pytest.raises(ValueError, match="cells 0..7 are measured only through their sum"):
+        T.error(hi.gram_operator(W))
+    assert mmopt.supports(W, st.greedy_h(W))
+
+
 def test_a_leaf_is_refused_when_the_workload_separates_cells_other_than_its_first():
     """The leaf check tested one direction, e_lo − the mean of the others: x₁ − x₂ on a leaf of cells 0..2 is
     orthogonal to it and passed; two seeded random directions orthogonal to 1 catch it."""

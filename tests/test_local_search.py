@@ -233,3 +233,8 @@ def test_rank_deficient_start_is_augmented_without_changing_its_error():
     s = np.linalg.svd(sol.matrix, compute_uv=False)
     kappa_sol = s[0] / s[s > 1e-9 * s[0]][-1]
     assert error(G, sol.matrix) == pytest.approx(1.0, rel=100 * 6 * kappa_sol**2 * eps, abs=0)
+
+
+def test_minimize_l1_refuses_a_gram_past_the_magnitudes_it_can_square():
+    with pytest.raises(ValueError, match=r"'gram' parameter of minimize_l1 must have its largest entry"):
+        minimize_l1(np.eye(3) * 1e-200)

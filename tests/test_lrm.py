@@ -84,3 +84,10 @@ def test_statuses_and_refusals():
         mmopt.optimize(wl.prefix(8), method="lrm", options={"init": "random"})
     with pytest.raises(ValueError, match=r"\['solver'\] parameter\(s\) of optimize do not apply"):
         mmopt.optimize(wl.prefix(8), method="lrm", solver="SCS")
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e200])
+def test_lrm_refuses_a_gram_past_the_magnitudes_it_can_square(scale):
+    """LAPACK's 'SVD did not converge' before; the strategy does not depend on G's scale, the message says so."""
+    with pytest.raises(ValueError, match="does not depend on the Gram's scale"):
+        solve_lrm(wl.prefix(6).mean_gram * 6 * scale)

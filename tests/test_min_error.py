@@ -100,3 +100,10 @@ def test_initial_matrix_names_and_errors():
         _initial_matrix(3.0, W)
     with pytest.raises(ValueError, match="domain size n=4 but the strategy has n=3"):
         _initial_matrix(np.eye(3), W)
+
+
+def test_an_all_zero_initial_is_refused_by_its_own_name():
+    """Scaled to unit sensitivity it became 0/0, refused as 'the strategy parameter of unit_objective'."""
+    with pytest.raises(ValueError, match="'initial' parameter of optimize must have a nonzero entry"):
+        mmopt.optimize(mmopt.Workload.from_matrix(np.tril(np.ones((6, 6)))), method="min_error",
+                       initial=np.zeros((6, 6)), seed=0)

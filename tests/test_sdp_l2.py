@@ -168,3 +168,10 @@ def test_iteration_limit_returns_a_feasible_iterate_as_user_limit():
     assert res.dual_bound <= 80.4643 <= res.extra["objective"]  # weak duality still brackets the optimum
     with pytest.raises(ValueError, match="'max_iterations' parameter of solve_l2_sdp"):
         solve_l2_sdp(G, max_iterations=0)
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e200])
+def test_solve_l2_sdp_refuses_a_gram_past_the_magnitudes_it_can_square(scale):
+    """eigvalsh in the validation stopped with LAPACK's 'Eigenvalues did not converge' at 1e200."""
+    with pytest.raises(ValueError, match=r"'gram' parameter of solve_l2_sdp must have its largest entry"):
+        solve_l2_sdp(np.eye(3) * scale)

@@ -23,6 +23,7 @@ import numpy as np
 
 from mmopt._base import validation as v
 from mmopt.dense import gram_operator
+from mmopt.dense.profile import support_tolerance
 
 
 @dataclass(frozen=True, eq=False)
@@ -134,7 +135,12 @@ def _quad(op: GramOperator, lo: int, u: np.ndarray) -> float:
     return float(u @ op.matvec(full)[lo:lo + u.size])
 
 
-CONSTANT_TOL = 1e-10  # of √(G_rr G_jj), which bounds |G_rj| (Cauchy–Schwarz) and so G's round-off in row r
+def constant_tolerance(n: int) -> float:
+    """Of √G_rr·Σ_j √G_jj·|d_j|, which bounds Σ_j |G_rj||d_j| (Cauchy–Schwarz) and so the round-off of (G d)_r:
+    the support test's 100·n·eps (:func:`mmopt.dense.profile.support_tolerance`). A fixed 10⁻¹⁰ hid a light query
+    beside one 5·10⁴ times heavier (its share of √G_rr·√G_jj is 4·10⁻¹⁰) and the tree's error came out finite for
+    a strategy that does not support the workload, where evaluate refuses it."""
+    return support_tolerance(n)
 
 
 def constant_block(op: GramOperator, lo: int, hi: int, *, exhaustive: bool = True) -> bool:
@@ -145,18 +151,18 @@ def constant_block(op: GramOperator, lo: int, hi: int, *, exhaustive: bool = Tru
     √G_rr·Σ_j |d_j|·√G_jj, not with G's largest diagonal entry: a query weighted 10⁷ times another must not hide
     the lighter one's distinctions (it did, and the tree then answered that query with a bias the error left out).
     """
-    scale = np.sqrt(np.maximum(op.diagonal, 0.0))
+    scale, tol = np.sqrt(np.maximum(op.diagonal, 0.0)), constant_tolerance(op.n)
     rng = np.random.default_rng(hi - lo)
     for _ in range(2):
         r = np.zeros(op.n)
         r[lo:hi] = rng.standard_normal(hi - lo)
         r[lo:hi] -= r[lo:hi].mean()
-        if np.any(np.abs(op.matvec(r)) > CONSTANT_TOL * scale * float(scale[lo:hi] @ np.abs(r[lo:hi]))):
+        if np.any(np.abs(op.matvec(r)) > tol * scale * float(scale[lo:hi] @ np.abs(r[lo:hi]))):
             return False
     for i in range(lo, hi - 1) if exhaustive else ():
         e = np.zeros(op.n)
         e[i], e[i + 1] = 1.0, -1.0
-        if np.any(np.abs(op.matvec(e)) > CONSTANT_TOL * scale * (scale[i] + scale[i + 1])):
+        if np.any(np.abs(op.matvec(e)) > tol * scale * (scale[i] + scale[i + 1])):
             return False
     return True
 

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.linalg
 
 from mmopt._base.solution import RawSolution
-from mmopt._base.validation import _param, check_int, check_matrix, check_real, check_vector
+from mmopt._base.validation import _param, check_gram_magnitude, check_int, check_matrix, check_real, check_vector
 
 _LOG = logging.getLogger("mmopt")
 _CALLER = "solve_l2"
@@ -51,6 +51,7 @@ def _not_psd_message(G: np.ndarray) -> str | None:
 
 def _validated_gram(gram) -> np.ndarray:
     G = check_matrix(gram, name="gram", caller=_CALLER, square=True)
+    check_gram_magnitude(G, caller=_CALLER)
     scale = float(np.max(np.abs(G)))
     if scale == 0.0:
         raise ValueError(f"{_param('gram', _CALLER)} must not be all zeros: every strategy has error 0 on "
@@ -207,7 +208,7 @@ def solve_l2(gram, *, tol=1e-8, max_iterations=500, initial_dual=None, verbose=F
     used = np.diagonal(G_full) > 0  # PSD: G_ii = 0 forces row i to 0, so coordinate i is unused
     G = G_full if used.all() else G_full[np.ix_(used, used)]
     n = G.shape[0]
-    lam = np.ones(n)
+    lam = np.full(n, float(np.mean(np.diagonal(G))))  # the dual scales with G (a start at 1 failed past 1e60)
     if initial_dual is not None:
         lam0 = check_vector(initial_dual, name="initial_dual", caller=_CALLER, length=n_full)[used]
         if np.any(lam0 < 0) or not np.any(lam0 > 0):

@@ -18,6 +18,7 @@ import numpy as np
 
 from mmopt._base.parallel import check_n_jobs, ordered_map, plan, seed_children
 from mmopt._base.solution import CONVERGED_MEANS, RawSolution, worst_status
+from mmopt._base.validation import check_gram_magnitude
 from mmopt.dense.profile import numerical_rank
 from mmopt.error import NumericalError, unit_objective
 from mmopt.search._local_objectives import (
@@ -117,6 +118,7 @@ def _check_gram(gram):
         raise _invalid("gram", "be a square, non-empty 2-D array (G = WᵀW)", f"shape {G.shape}")
     if not np.all(np.isfinite(G)):
         raise _invalid("gram", "be finite", "a NaN or infinite entry")
+    check_gram_magnitude(G, caller=_FUNC)
     asym = np.abs(G - G.T).max()
     if asym > 1e-8 * max(1.0, np.abs(G).max()):
         raise _invalid("gram", "be symmetric (G = WᵀW)", f"maximum asymmetry {asym:.3g}")

@@ -37,6 +37,7 @@ import numpy as np
 from mmopt import strategy as st
 from mmopt._base import guards as g
 from mmopt._base.solution import RawSolution
+from mmopt._base.validation import check_gram_magnitude, check_matrix
 from mmopt.search.eigen_design import eigen_weights
 
 __all__ = ["SOLVER_NAME", "project_l1_columns", "solve_lrm"]
@@ -146,6 +147,8 @@ def solve_lrm(G: np.ndarray, *, rank: int | None = None, init: str = "auto", tol
     log = _LOG.info if verbose else _LOG.debug
     tol = DEFAULT_TOL if tol is None else float(tol)
     max_iterations = DEFAULT_MAX_ITERATIONS if max_iterations is None else int(max_iterations)
+    G = check_matrix(G, name="G", caller=_CALLER, square=True)
+    check_gram_magnitude(G, name="G", caller=_CALLER)
     n = G.shape[0]
     r_max = max(2 * n - 1, rank or 0, math.ceil(1.2 * n))
     g.check_working_set({"eigenvectors and W": 2 * n * n, "L, its start and the step": 3 * r_max * n,

@@ -58,7 +58,12 @@ def _initial_matrix(initial, W: Workload, caller: str = "optimize") -> np.ndarra
                         f"'hierarchical', 'wavelet', 'svd_strategy', 'l2_approx'. Got {type(initial).__name__}.")
     A = initial.matrix if isinstance(initial, Strategy) else v.check_matrix(initial, name="initial", caller=caller)
     v.check_same_domain(n, A.shape[1], caller=caller)
-    return np.asarray(A, dtype=float)
+    A = np.asarray(A, dtype=float)
+    if not np.any(A):  # scaled to unit sensitivity below: 0/0 named 'unit_objective's strategy' before
+        raise ValueError(f"The 'initial' parameter of {caller} must have a nonzero entry (a strategy that "
+                         "measures something). Got an all-zero matrix. Pass a baseline's name, e.g. "
+                         "initial='hierarchical', or leave it out.")
+    return A
 
 
 def _l2_strategy(G: np.ndarray, l2=None) -> Strategy:

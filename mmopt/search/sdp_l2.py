@@ -14,7 +14,7 @@ import numpy as np
 
 from mmopt import solvers
 from mmopt._base.solution import RawSolution
-from mmopt._base.validation import check_gram, check_int, check_real
+from mmopt._base.validation import check_gram, check_gram_magnitude, check_int, check_matrix, check_real
 
 logger = logging.getLogger("mmopt")
 
@@ -22,6 +22,7 @@ logger = logging.getLogger("mmopt")
 def _validate_gram(gram, func: str, param: str, *, definite: bool = False) -> np.ndarray:
     """Return ``gram`` as a symmetric PSD float array, or raise ValueError saying what is wrong."""
     remedy = " Pass WᵀW for a workload W." if not definite else " Pass AᵀA for a full-rank strategy A."
+    check_gram_magnitude(check_matrix(gram, name=param, caller=func, square=True), name=param, caller=func)
     g = check_gram(gram, name=param, caller=func, remedy=remedy)
     eig = np.linalg.eigvalsh(g)
     if eig[-1] <= 0:
