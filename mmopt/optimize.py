@@ -141,7 +141,8 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         unit σ with the sensitivity under that schema; methods "auto", "l2_approx" (the certified optimum under
         fixed epochs, n ≤ 4,096, a causal factor) and "banded" (prefix sums at any n, and Toeplitz workloads such
         as ``mmopt.participation.momentum``); Gaussian noise only, under every schema, ``single()`` included (L2
-        objective; Laplace noise or ``norm="l1"`` refused; :mod:`mmopt.family.training`).
+        objective; Laplace noise or ``norm="l1"`` refused; :mod:`mmopt.family.training`). With ``single()`` a dense
+        strategy is returned as the causal (lower-triangular) factor C of its AᵀA: the same error.
 
     Returns
     -------
@@ -185,6 +186,9 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
                 optimize, objective, targets, participation)
     # which family's code runs this method: one table (mmopt.family.routes.ROUTES), no branch here
     res = routes.find(workload, method, call).run(workload, method, call)
+    if participation is not None:  # single(): the ordinary routes' strategy as its causal factor
+        from mmopt.family.training import causal_single
+        res = causal_single(res, participation)
     if "seed" not in res.extra:  # the routes that draw nothing record it too: every result says how to repeat it
         res = dataclasses.replace(res, extra=dict(res.extra) | {"seed": seed_record(seed)})
     return res

@@ -132,3 +132,16 @@ def test_a_spent_budget_runs_one_certified_round_and_no_coarse_one(monkeypatch):
     sol = cutting.solve_min_separation(256, 64, 4, seconds=1e-9)  # coarse levels 128 and 64 without a round
     assert calls == [256] and sol.status == "user_limit" and 0 < sol.dual <= sol.primal
     assert len(sol.history) == 2  # the finest level's round and the final entry
+
+
+def test_the_reported_sensitivity_is_that_of_the_returned_factor():
+    """Δ² was computed on the unscaled factor and kept after C /= Δ: optimize reported 'sensitivity_squared'
+    18.46 ('exact') for a strategy whose Δ² is 1 (momentum(16, 0.5), minimum separation (4, 4))."""
+    from mmopt.participation import momentum
+    schema = min_separation(4, 4)
+    res = mmopt.optimize(momentum(16, 0.5), participation=schema, method="l2_approx", seed=0)
+    truth = sensitivity_squared(res.strategy.matrix, schema)
+    assert truth.exact and res.extra["sensitivity_squared"] == pytest.approx(truth.squared, rel=1e-9)
+    sol = solve_min_separation(16, 4, 4)
+    assert sol.sensitivity.squared == pytest.approx(sensitivity_squared(sol.matrix, schema).squared, rel=1e-9)
+    assert sol.sensitivity.lower <= sol.sensitivity.squared

@@ -126,3 +126,13 @@ def test_optimized_banded_strategy_streams_and_accounts():
     assert priv.sensitivity.exact and priv.rho == pytest.approx(res.extra["sensitivity_squared"] / 2, rel=1e-9)
     X = np.array(list(correlate(res.strategy, np.eye(64))))  # unit draws: the columns of C⁻¹
     np.testing.assert_allclose(X, np.linalg.inv(res.strategy.to_dense()), atol=1e-10)
+
+
+def test_run_privacy_refuses_a_non_square_strategy():
+    """The causality check returned early for a non-square C: an anti-causal C with a zero row appended got a ρ
+    certificate for adaptive training (the square one was refused)."""
+    U = np.triu(np.ones((4, 4)))
+    with pytest.raises(ValueError, match="must be lower-triangular"):
+        run_privacy(U, fixed_epochs(2), 1.0)
+    with pytest.raises(ValueError, match=r"must be square \(n×n, one row per step"):
+        run_privacy(np.vstack([U, np.zeros((1, 4))]), fixed_epochs(2), 1.0, delta=1e-6)

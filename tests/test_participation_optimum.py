@@ -119,6 +119,23 @@ def test_optimize_routes_participation():
             mmopt.optimize(W12, norm="l1", participation=schema)
 
 
+@pytest.mark.parametrize("workload", [mmopt.workload.prefix(8), mmopt.participation.momentum(8, 0.5)])
+def test_single_participation_returns_a_causal_factor_as_fixed_epochs_1_does(workload):
+    """single() took the ordinary routes and returned the L2 optimum's symmetric square root (upper triangle
+    0.32 on prefix(8)), which run_privacy refuses; fixed_epochs(1), the same schema, returned a causal factor."""
+    from mmopt.participation.noise import run_privacy
+    once = mmopt.optimize(workload, participation=mmopt.participation.single(), method="l2_approx", seed=0)
+    C = once.strategy.matrix
+    assert C.shape == (8, 8) and not np.any(np.triu(C, 1)) and np.all(np.diag(C) > 0)
+    assert once.extra["causal_factor"]
+    W = workload.explicit_matrix()
+    error = np.max(np.sum(C**2, axis=0)) * np.linalg.norm(W @ np.linalg.inv(C)) ** 2
+    assert error == pytest.approx(once.objective, rel=1e-9)  # the same X = AᵀA, so the same error
+    epoch = mmopt.optimize(workload, participation=fixed_epochs(1), method="l2_approx", seed=0)
+    assert once.objective <= epoch.objective * (1 + 1e-4)
+    assert run_privacy(C, mmopt.participation.single(), 1.0).rho > 0
+
+
 def test_optimize_banded_under_min_separation_is_exact_and_above_the_bound():
     res = mmopt.optimize(toeplitz.prefix(256), participation=min_separation(32, 4), method="banded")
     assert res.extra["sensitivity_exact"] and res.lower_bound <= res.objective
@@ -211,3 +228,12 @@ def test_solve_fixed_epochs_refuses_a_gram_that_is_not_positive_definite():
     for G in (-np.eye(4), np.diag([1.0, 1, 1, 0])):
         with pytest.raises(ValueError, match="'gram' parameter of solve_fixed_epochs must be positive definite"):
             solve_fixed_epochs(G, 2)
+
+
+@pytest.mark.parametrize("workload", [toeplitz.prefix(1), mmopt.workload.prefix(1)])
+def test_one_step_under_minimum_separation_is_single_participation(workload):
+    """n = 1 reached the cutting planes, which refused 'the gram parameter of solve_min_separation' (a parameter
+    the user never passed): one step is single participation, whatever the schema, with error G₀₀ = 1."""
+    res = mmopt.optimize(workload, participation=min_separation(1, 1), method="l2_approx")
+    assert res.objective == pytest.approx(1.0, rel=1e-12) and res.lower_bound <= res.objective
+    assert res.extra["participation"] == "MinSeparation(separation_steps=1, max_participations=1)"

@@ -32,11 +32,13 @@ Objectives (:mod:`mmopt.participation.objectives`): ``objective="max_variance"``
 largest per-step variance, certified by the minimax dual; ``objective="last_iterate"`` the final step's error, whose
 optimum is a closed form under every schema (single participation included).
 
-Anything else is refused, naming what works. ``participation=single()`` (or None) takes the ordinary routes.
+Anything else is refused, naming what works. ``participation=single()`` (or None) takes the ordinary routes;
+with ``single()`` a dense strategy comes back as the causal factor of its X = AᵀA (:func:`causal_single`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 
@@ -75,6 +77,30 @@ def _gram(workload):
         return workload.mean_gram * workload.n_queries, workload.domain_size, stream
     raise TypeError(f"{CALLER}(participation=...) takes a dense workload or mmopt.toeplitz.prefix(n) / "
                     f"all_range(n). Got {type(workload).__name__} instead.")
+
+
+def causal_single(res: OptimizeResult, participation) -> OptimizeResult:
+    """``participation=single()`` takes the ordinary routes, whose dense strategies need not be causal (the L2
+    optimum's square root is symmetric: run_privacy refused it, and fixed_epochs(1), the same schema, returned a
+    causal factor). Training releases C⁻¹z step by step, so return the causal factor of the same X = AᵀA: the same
+    error and the same Δ² (max diag X). Kept as is when X is singular (no invertible factor) or not dense."""
+    import numpy as np
+
+    from mmopt.dense._strategy_core import Strategy
+    from mmopt.participation.optimum import MAX_N, causal_factor
+    from mmopt.participation.schemas import Single, as_schema
+    A = getattr(res.strategy, "matrix", None)
+    if (not isinstance(as_schema(participation, CALLER), Single) or type(res.strategy) is not Strategy
+            or not isinstance(A, np.ndarray) or A.ndim != 2 or A.shape[1] > MAX_N):
+        return res
+    if A.shape[0] == A.shape[1] and not np.any(np.triu(A, 1)):
+        return res
+    try:
+        C = causal_factor(A.T @ A)
+    except np.linalg.LinAlgError:
+        return res
+    return dataclasses.replace(res, strategy=Strategy(C, res.strategy.name),
+                               extra=dict(res.extra) | {"causal_factor": True})
 
 
 def _check_full_rank(G, schema) -> None:
@@ -117,7 +143,7 @@ def run(workload, method, call: Call) -> OptimizeResult:
     if call.objective != "total":
         from mmopt.family.training_objectives import run_objective
         return run_objective(workload, stream, schema, method, call, t0)
-    dense_ok = (isinstance(schema, FixedEpochs) and n <= 4096) or takes_separation(schema, n, stream, G)
+    dense_ok = (isinstance(schema, FixedEpochs) and n <= 4096) or takes_separation(schema, n, stream, G) or n == 1
     picked = method == "auto"
     if picked:
         method = "l2_approx" if dense_ok else "banded"
@@ -135,6 +161,9 @@ def run(workload, method, call: Call) -> OptimizeResult:
             raise ValueError(f"{CALLER}(method='l2_approx', participation={schema!r}) runs under fixed epochs up to "
                              f"4,096 steps, and under min_separation(n/k, k) up to 2,048 steps. Got n={n:,}; use "
                              "method='banded' (any n, exact sensitivity).")
+        if n == 1:  # one step: every schema is single participation (the cutting planes need two steps)
+            res = _dense(G, stream, FixedEpochs(1), call, t0, workload.n_queries, workload)
+            return dataclasses.replace(res, extra=dict(res.extra) | {"participation": repr(schema)})
         if not isinstance(schema, FixedEpochs):
             return run_separation(workload, G, stream, schema, call, t0)
         return _dense(G, stream, schema, call, t0, workload.n_queries, workload)

@@ -155,6 +155,7 @@ def solve_min_separation(gram, separation: int, participations: int, *, tol: flo
     primal = error * sens.squared
     status = "optimal" if primal <= (1 + tol) * best_dual else "user_limit"
     C /= np.sqrt(sens.squared)
+    sens = sens.of_scaled()  # of C as returned (the unscaled factor's Δ² was reported, 8–18× too large)
     history.append({"round": len(history), "dual": best_dual, "primal": primal,
                     "seconds": time.process_time() - t0})
     iterations = sum(h.get("iterations", 0) for h in history)

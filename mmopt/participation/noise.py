@@ -191,8 +191,12 @@ def _check_causal(strategy, caller: str) -> None:
     if isinstance(strategy, ToeplitzStrategy):
         return
     C = np.asarray(getattr(strategy, "matrix", strategy))
-    if C.ndim != 2 or C.shape[0] != C.shape[1]:
+    if C.ndim != 2:
         return  # sensitivity_squared names the shape
+    if C.shape[0] != C.shape[1]:  # rows are not steps: no causal order (an anti-causal C with a zero row passed)
+        raise ValueError(f"The 'strategy' parameter of {caller} must be square (n×n, one row per step: its noise "
+                         f"C⁻¹z is released step by step). Got shape {C.shape}. The strategies of "
+                         "optimize(..., participation=...) are square and lower-triangular.")
     if np.any(np.triu(C, 1)):
         raise ValueError(f"The 'strategy' parameter of {caller} must be lower-triangular (causal: each step's noise "
                          "drawn before the next gradient). Got non-zero entries above the diagonal. The strategies "

@@ -108,7 +108,7 @@ def best_primal(apply_gram, X: np.ndarray, schema: FixedEpochs):
         primal = float(np.einsum("ij,ij->", apply_gram(Ci), Ci)) * sens.squared  # tr(G C⁻¹C⁻ᵀ) = tr(G X̃⁻¹)
         del Ci
         if best is None or primal < best[0]:
-            best = (primal, C / np.sqrt(sens.squared), sens)
+            best = (primal, C / np.sqrt(sens.squared), sens.of_scaled())  # Δ² of C as returned
     return best
 
 

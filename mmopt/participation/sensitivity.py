@@ -72,6 +72,10 @@ class Sensitivity:
         """Δ = √``squared``."""
         return float(np.sqrt(self.squared))
 
+    def of_scaled(self) -> Sensitivity:
+        """The sensitivity of C/Δ (X/Δ²): Δ² is homogeneous of degree 1 in X, so both bounds divide by Δ²."""
+        return Sensitivity(1.0, self.lower / self.squared, self.exact, self.method)
+
 
 def _signs(k: int) -> np.ndarray:
     return np.array([(1.0, *s) for s in product((1.0, -1.0), repeat=k - 1)])

@@ -17,7 +17,8 @@ import numpy as np
 import scipy.linalg
 
 from mmopt._base.solution import RawSolution
-from mmopt._base.validation import _param, check_gram_magnitude, check_int, check_matrix, check_real, check_vector
+from mmopt.dense.profile import power_of_two_scale
+from mmopt._base.validation import _param, check_int, check_matrix, check_real, check_vector
 
 _LOG = logging.getLogger("mmopt")
 _CALLER = "solve_l2"
@@ -51,7 +52,6 @@ def _not_psd_message(G: np.ndarray) -> str | None:
 
 def _validated_gram(gram) -> np.ndarray:
     G = check_matrix(gram, name="gram", caller=_CALLER, square=True)
-    check_gram_magnitude(G, caller=_CALLER)
     scale = float(np.max(np.abs(G)))
     if scale == 0.0:
         raise ValueError(f"{_param('gram', _CALLER)} must not be all zeros: every strategy has error 0 on "
@@ -208,13 +208,18 @@ def solve_l2(gram, *, tol=1e-8, max_iterations=500, initial_dual=None, verbose=F
     used = np.diagonal(G_full) > 0  # PSD: G_ii = 0 forces row i to 0, so coordinate i is unused
     G = G_full if used.all() else G_full[np.ix_(used, used)]
     n = G.shape[0]
-    lam = np.full(n, float(np.mean(np.diagonal(G))))  # the dual scales with G (a start at 1 failed past 1e60)
+    # Solved on G·2⁻ᵉ with max |G| in [0.5, 1): exact, and the bounds, λ and the history scale back by 2ᵉ. The
+    # products below square G's scale (LAPACK stopped with 'did not converge' at 1e±200), and a start at λ = 1
+    # whatever the scale stopped 33 % off the optimum past 1e60.
+    e = power_of_two_scale(G)
+    G = np.ldexp(G, -e)
+    lam = np.ones(n)
     if initial_dual is not None:
         lam0 = check_vector(initial_dual, name="initial_dual", caller=_CALLER, length=n_full)[used]
         if np.any(lam0 < 0) or not np.any(lam0 > 0):
             raise ValueError(f"{_param('initial_dual', _CALLER)} must be nonnegative with a positive entry "
                              f"where diag(G) > 0. Got entries in [{lam0.min():.3g}, {lam0.max():.3g}].")
-        lam = np.maximum(lam0, 1e-12 * lam0.max())  # the first iterate goes through Λ^{-1/2}
+        lam = np.ldexp(np.maximum(lam0, 1e-12 * lam0.max()), -e)  # the first iterate goes through Λ^{-1/2}
     log = _LOG.info if verbose else _LOG.debug
     B, rank, history, cg_total, n_cg, step, newton, last_eps = None, n, [], 0, 0, "start", False, None
     best_f, best_g, best_primal, best_lam, prev = np.inf, -np.inf, None, lam, None
@@ -223,7 +228,7 @@ def solve_l2(gram, *, tol=1e-8, max_iterations=500, initial_dual=None, verbose=F
         if full:
             omega, N = _eig_full(G, lam)
             if it == 1:  # check PSD on the spectrum already computed (signs survive the congruence)
-                if omega[0] < -_PSD_RTOL * n * max(omega[-1], 0.0) and (message := _not_psd_message(G)):
+                if omega[0] < -_PSD_RTOL * n * max(omega[-1], 0.0) and (message := _not_psd_message(np.ldexp(G, e))):
                     raise ValueError(message)
                 rank = max(1, int(np.count_nonzero(omega > _RANK_RTOL * omega[-1])))
                 if rank < n:  # G = BᵀB with B = Ω_r^{1/2} Q_rᵀ Λ^{-1/2} = Ω_r^{1/2} N_rᵀ
@@ -312,6 +317,8 @@ def solve_l2(gram, *, tol=1e-8, max_iterations=500, initial_dual=None, verbose=F
         lam = np.maximum(lam * np.exp(delta), 1e-30 * lam.max())  # the floor only guards against underflow
     X_used, m = _feasible_gram(*best_primal)
     best_f *= m
+    best_f, best_g, best_lam = np.ldexp(best_f, e), np.ldexp(best_g, e), np.ldexp(best_lam, e)
+    history = [h | {"primal": float(np.ldexp(h["primal"], e)), "dual": float(np.ldexp(h["dual"], e))} for h in history]
     gap = (best_f - best_g) / best_f
     X, lam_out = X_used, best_lam
     if not used.all():
