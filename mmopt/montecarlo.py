@@ -284,6 +284,7 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
     report = dispatch.evaluate(workload, strategy, privacy)
     truth, x_l1, p = _truth(workload, strategy, x, _CALLER)
     m, n = truth.shape[0], report.domain_size
+    _check_resolvable(truth, float(report.total_squared_error), m)
     width = p + n + m
     implicit = isinstance(workload, ImplicitWorkload) or isinstance(strategy, ImplicitStrategy)
     _check_runs(runs, _RUN_FACTOR_IMPLICIT * width if implicit else 2.0 * (p + m) * n)
@@ -321,7 +322,8 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
     mean, std = float(T.mean()), float(T.std(ddof=1))
     ci = _normal_ci(mean, std, runs)
     pk_mean = float(peak.mean())
-    scaled = None if x_l1 == 0 else (float(l1.mean()) / x_l1, mean / m / x_l1**2, float(l2.mean()) / x_l1)
+    # divided twice, not by x_l1²: counts of 1e300 overflowed the square (OverflowError after every run was drawn)
+    scaled = None if x_l1 == 0 else (float(l1.mean()) / x_l1, mean / m / x_l1 / x_l1, float(l2.mean()) / x_l1)
     exact = getattr(report, "total_exact", True)
     return MonteCarloResult(
         mean, std, ci, float(report.total_squared_error) if reconstruct == "least_squares" else None,
@@ -330,6 +332,19 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
         pk_mean, _normal_ci(pk_mean, float(peak.std(ddof=1)), runs),
         *(scaled or (None, None, None)), runs, m, reconstruct, total, privacy, int(ss.entropy), batch,
         time.perf_counter() - t0, T)
+
+
+def _check_resolvable(truth: np.ndarray, expected: float, m: int) -> None:
+    """Refuse counts so large that the answers' round-off (≈ eps·max |W x| each) is not small beside the noise:
+    at x = 1e300 on prefix(4) the errors drawn were round-off of 6e284 and the result read inf, where the expected
+    total is 46. Under least squares the error does not depend on x (x = 0 gives the same figures)."""
+    top = float(np.max(np.abs(truth))) if truth.size else 0.0
+    roundoff = 4 * np.finfo(float).eps * top  # a few roundings of each answer
+    if math.isfinite(expected) and expected > 0 and roundoff > 1e-2 * math.sqrt(expected / m):
+        raise ValueError(f"The 'x' parameter of {_CALLER} has counts too large to simulate at this privacy: the "
+                         f"answers' round-off (~{roundoff:.2g}) is not small beside the noise (rmse "
+                         f"{math.sqrt(expected / m):.2g}). The error of least squares does not depend on x: pass "
+                         "smaller counts (e.g. zeros), or read the exact expectation from mmopt.evaluate.")
 
 
 def _check_runs(runs: int, per_run: float) -> int:

@@ -89,3 +89,17 @@ def test_augment_is_scale_covariant():
         ref = augment(st.Strategy(A), norm=norm).matrix
         for k in (-600, -300, 300, 600):
             np.testing.assert_array_equal(augment(st.Strategy(np.ldexp(A, k)), norm=norm).matrix, np.ldexp(ref, k))
+
+
+@pytest.mark.parametrize("norm", ["l1", "l2"])
+def test_augment_never_raises_the_sensitivity_by_an_ulp(norm):
+    """fl(c + (Δ − c)) landed one ulp above Δ in 428 of 6,000 random strategies (the docstring promises never)."""
+    rng = np.random.default_rng(0)
+    for _ in range(1500):
+        A = rng.normal(size=(rng.integers(1, 5), rng.integers(1, 6))) * 10.0 ** rng.integers(-5, 5)
+        S = st.Strategy(A)
+        out = augment(S, norm=norm)
+        assert out.sensitivity(norm) <= S.sensitivity(norm)
+        slack = S.sensitivity(norm) - np.max(np.abs(out.matrix).sum(axis=0) if norm == "l1"
+                                             else np.sqrt((out.matrix ** 2).sum(axis=0)))
+        assert slack <= 1e-12 * S.sensitivity(norm)  # still filled to Δ, within round-off

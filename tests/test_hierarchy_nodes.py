@@ -137,3 +137,21 @@ def test_variances_of_queries_the_strategy_does_not_measure_are_infinite(seed):
     assert (~estimable).any() and estimable.any()
     assert np.all(np.isinf(got[~estimable]))
     assert np.allclose(got[estimable], np.einsum("ij,jk,ik->i", D, Xp, D)[estimable], rtol=1e-8)
+
+
+def test_a_node_strategy_refuses_negative_or_nan_weights():
+    """A negative z made X indefinite: the grouping-sets measurement drew the noise and returned NaN estimates with
+    finite standard errors (its map a meaningless 0.858)."""
+    import dataclasses
+
+    from mmopt.hierarchy import cross, cube, plan_grouping_sets, rollup
+    from mmopt.privacy import Privacy
+    from mmopt.records import Attribute, Domain
+    D = Domain((Attribute("county", categories=tuple("abcdefg")), Attribute("sex", categories=("F", "M"))))
+    levels = {"state": ["S1", "S1", "S2", "S3", "S4", "S4", "S4"]}
+    sets = cross(rollup("state", "county"), cube("sex"))
+    S0 = plan_grouping_sets(D, sets, Privacy(1.0, 1e-6), leaf="county", levels=levels).strategy
+    for bad in (-1.0, np.nan):
+        weights = tuple(tuple(z * bad if i == 0 else z for i, z in enumerate(u)) for u in S0.weights)
+        with pytest.raises(ValueError, match="'weights' parameter of NodeStrategy must hold finite node weights"):
+            dataclasses.replace(S0, weights=weights)

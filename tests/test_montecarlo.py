@@ -96,3 +96,13 @@ def test_five_attribute_marginals_match_simulation(privacy):
         x = np.random.default_rng(4).integers(0, 50, 1024).astype(float)
         mean, se = _simulated_total(W, A, x, privacy, draws=20_000)
         assert abs(mean - mmopt.evaluate(W, A, privacy).total_squared_error) <= 5 * se
+
+
+def test_counts_too_large_to_resolve_the_noise_are_refused():
+    """x = 1e300: the errors drawn were the answers' round-off (6e284), the result read total inf against the
+    expected 46, and the scaled figures raised OverflowError (x_l1²) after every run was drawn."""
+    from mmopt.montecarlo import monte_carlo
+    with pytest.raises(ValueError, match="'x' parameter of monte_carlo has counts too large to simulate"):
+        monte_carlo(wl.prefix(4), st.hierarchical(4), [1e300] * 4, Privacy(1.0), runs=10, seed=0)
+    big = monte_carlo(wl.prefix(4), st.hierarchical(4), [1e9] * 4, Privacy(1.0), runs=10, seed=0)
+    assert np.isfinite(big.total_squared_error) and big.scaled_squared_error > 0

@@ -231,3 +231,10 @@ def test_refusals_name_the_parameter():
         make_matrix_mechanism(*space, PURE, D, [("nope",)], 1.0)
     with pytest.raises(TypeError, match="'domain' parameter of records_domain"):
         records_domain("D")
+
+
+@pytest.mark.parametrize("batch_size", [0, -5, "many", 2.5])
+def test_batch_size_is_checked_when_the_measurement_is_built(batch_size):
+    """It was accepted at build time and failed on invocation, as an OpenDPException wrapping the records' message."""
+    with pytest.raises((ValueError, TypeError), match="'batch_size' parameter of make_matrix_mechanism"):
+        make_matrix_mechanism(*records_space(D), ZCDP, D, WL, 4.0, batch_size=batch_size)

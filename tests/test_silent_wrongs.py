@@ -456,6 +456,22 @@ def test_weighted_marginals_refuse_a_weight_that_would_understate_the_l1_sensiti
     assert WeightedMarginals((2, 2), ((0,), (1,)), np.array([2.0, 1.0])).sensitivity("l1") == 3.0
 
 
+def test_weighted_marginals_refuse_a_marginal_listed_twice():
+    """((0, 1), (0, 1)) with θ = (1, 2): Δ₁ = Σθ = 3 was the noise's, but the measurement (a dict by subset) used
+    θ = 2 for both copies, so one record moved A·x by 4 — ε reported 3/4 of the truth (ρ 2.5 against 4), and the
+    estimates were off (12 for a count of 10). Unsorted or out-of-range subsets raised deep in the release."""
+    from mmopt.structured.residual.marginals import WeightedMarginals, weighted_marginals
+    for subsets, w in ((((0, 1), (0, 1)), [1.0, 2.0]), (((0,), (1,), (1,)), [1.0, 1.0, 5.0])):
+        with pytest.raises(ValueError, match="'subsets' parameter of WeightedMarginals lists .* more than once"):
+            WeightedMarginals((2, 3), subsets, np.array(w))
+    for subsets in (((1, 0),), ((5,),), ((0, 0),)):
+        with pytest.raises(ValueError, match="must hold tuples of distinct attribute indices in increasing order"):
+            WeightedMarginals((2, 3), subsets, np.ones(1))
+    with pytest.raises(ValueError, match="names one marginal under two keys"):
+        weighted_marginals((2, 3), {(0, 1): 1.0, (1, 0): 2.0})
+    assert weighted_marginals((2, 3), {(1, 0): 2.0, (0,): 1.0}).subsets == ((0,), (0, 1))
+
+
 def test_hierarchy_and_orbit_releases_refuse_negative_counts_before_any_noise():
     import mmopt
     from mmopt._base import opendp as _opendp

@@ -398,3 +398,9 @@ def test_lecture_variant_is_private_and_labelled():
         _lecture_numeric_variant([1.0], 0.0, 1.0, c=1, rng=None)
     r = _lecture_numeric_variant([-1e4, 1e4], 0.0, 1.0, c=1, rng=0)
     assert r.answers[0] is None and abs(r.answers[1] - 1e4) < 100 and r.epsilon == math.inf
+
+
+def test_a_query_answer_past_float64_is_refused_by_name():
+    """int 10⁴⁰⁰ raised OverflowError from float() before the finiteness check could name it."""
+    with pytest.raises(ValueError, match="'queries' parameter of above_threshold must yield finite real numbers"):
+        above_threshold([10**400], 0, 1.0, rng=0)

@@ -198,6 +198,16 @@ class NodeStrategy:
     weights: tuple
     name: str = "weighted nodes"
 
+    def __post_init__(self):
+        # z is a node's weight in X = Σ z·(its indicator): a negative or NaN z made X indefinite, and a release
+        # drew the noise and returned NaN estimates with finite standard errors
+        for u, z in enumerate(self.weights):
+            for level, zl in enumerate(z):
+                zl = np.asarray(zl, dtype=float)
+                if not np.all(np.isfinite(zl)) or np.any(zl < 0):
+                    raise ValueError(f"The 'weights' parameter of NodeStrategy must hold finite node weights z >= 0. "
+                                     f"Got {zl.tolist()!r:.80} in component {u}, level {level}.")
+
     @property
     def shape(self) -> tuple[int, ...]:
         return tuple(h.n for h in self.attributes)

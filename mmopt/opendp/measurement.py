@@ -43,6 +43,7 @@ from fractions import Fraction
 import numpy as np
 
 from mmopt._base import opendp as _opendp
+from mmopt._base import validation as v
 from mmopt.privacy import Privacy
 from mmopt.records import mechanism as mc
 from mmopt.records import read as rd
@@ -189,6 +190,8 @@ def pieces(input_domain, input_metric, output_measure, domain: Domain, workload,
     """(T, the noise measurement, the post-processing Function) of :func:`make_matrix_mechanism`, unchained:
     for tests and for callers who want A x under their own OpenDP noise."""
     caller = _CALLER
+    # checked here, not when the measurement is invoked on data (an OpenDPException wrapping the records' message)
+    batch_size = v.check_int(batch_size, name="batch_size", caller=caller)
     dp, noise = check_space(input_domain, input_metric, output_measure, domain, scale, privacy, caller)
     # only the noise and its norm steer the plan; the stand-in budget's ε, δ are not used
     planned = privacy if privacy is not None else (Privacy(1.0, 1e-9) if noise == "gaussian" else Privacy(1.0))
@@ -247,7 +250,6 @@ def check_space(input_domain, input_metric, output_measure, domain: Domain, scal
 
 
 def check_scale(scale, caller: str) -> float:
-    from mmopt._base import validation as v
     scale = v.check_real(scale, name="scale", caller=caller, low=0.0, low_open=True)
     if not math.isfinite(scale):
         raise ValueError(f"The 'scale' parameter of {caller} must be finite. Got {scale!r} instead.")

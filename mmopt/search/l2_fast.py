@@ -17,8 +17,8 @@ import numpy as np
 import scipy.linalg
 
 from mmopt._base.solution import RawSolution
-from mmopt.dense.profile import power_of_two_scale
 from mmopt._base.validation import _param, check_int, check_matrix, check_real, check_vector
+from mmopt.dense.profile import power_of_two_scale
 
 _LOG = logging.getLogger("mmopt")
 _CALLER = "solve_l2"

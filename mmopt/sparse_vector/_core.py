@@ -157,10 +157,16 @@ def _query_values(queries, caller: str) -> tuple[Iterable, int | None]:
 
 
 def _finite(x, i: int, caller: str) -> float:
-    if isinstance(x, bool | np.bool_) or not isinstance(x, numbers.Real) or not math.isfinite(float(x)):
+    try:  # an int past float64 (10⁴⁰⁰) raised OverflowError from float() before the check could name it
+        value = float(x)
+    except OverflowError:
+        value = math.inf
+    except (TypeError, ValueError):
+        value = math.nan
+    if isinstance(x, bool | np.bool_) or not isinstance(x, numbers.Real) or not math.isfinite(value):
         raise ValueError(f"The 'queries' parameter of {caller} must yield finite real numbers. Got {x!r:.60} "
                          f"({type(x).__name__}) at index {i} instead.")
-    return float(x)
+    return value
 
 
 def loop(queries, threshold, *, c: int, noisy_threshold: Sampler, noisy_query: Sampler,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,6 +52,19 @@ class WeightedMarginals:
     name: str = "weighted marginals"
 
     def __post_init__(self):
+        # Δ₁ = Σθ and Δ₂ = ‖θ‖ hold for distinct sorted subsets only: a subset listed twice was measured with the
+        # last θ for both copies (a dict by subset), so ((0, 1), (0, 1)) with θ = (1, 2) was released at Δ₁ = 3
+        # where its columns reach 4 — and its estimates were off
+        d = len(self.shape)
+        for S in self.subsets:
+            if (not isinstance(S, tuple) or any(isinstance(i, bool) or not isinstance(i, numbers.Integral) for i in S)
+                    or list(S) != sorted(set(S)) or any(not 0 <= i < d for i in S)):
+                raise ValueError(f"The 'subsets' parameter of WeightedMarginals must hold tuples of distinct attribute "
+                                 f"indices in increasing order, each in 0..{d - 1}. Got {S!r}.")
+        if len(set(self.subsets)) != len(self.subsets):
+            twice = sorted({S for S in self.subsets if self.subsets.count(S) > 1})
+            raise ValueError(f"The 'subsets' parameter of WeightedMarginals lists {twice} more than once. List each "
+                             "marginal once, with one θ (two measurements at θ₁, θ₂ answer as one at √(θ₁² + θ₂²)).")
         # a negative θ made Δ₁ = Σθ too small: θ = (−1, 1, 1) released at Δ₁ = 1 where the columns reach 3, an ε
         # three times the one reported (the weighted_marginals factory drops θ ≤ 0; the class took anything)
         w = np.asarray(self.weights, dtype=float)
@@ -77,6 +91,10 @@ class WeightedMarginals:
 def weighted_marginals(shape, weights: dict, *, name: str = "weighted marginals") -> WeightedMarginals:
     """{S: θ_S} → a WeightedMarginals (zero weights dropped)."""
     items = [(tuple(sorted(S)), float(w)) for S, w in weights.items() if w > 0]
+    if len({S for S, _ in items}) != len(items):  # (0, 1) and (1, 0): one marginal under two keys
+        keys = [S for S in weights if weights[S] > 0]
+        raise ValueError(f"The 'weights' parameter of weighted_marginals names one marginal under two keys "
+                         f"({keys!r:.120}). Give each attribute set once.")
     items.sort(key=lambda kv: (len(kv[0]), kv[0]))
     return WeightedMarginals(tuple(shape), tuple(S for S, _ in items), np.array([w for _, w in items]), name)
 
