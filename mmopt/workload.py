@@ -155,7 +155,7 @@ def stack(workloads, weights=None, *, name: str | None = None):
         return core.stack(workloads, weights, name=name)
     implicit = [isinstance(p, ImplicitWorkload) for p in parts]
     if parts and all(implicit):
-        return sw.union(parts, weights, name=name)
+        return sw.union(parts, weights, name=name, caller="stack")
     if any(implicit):
         raise TypeError("The 'workloads' parameter of stack mixes implicit (product) and dense workloads. Build "
                         "every part on the product domain with kron(...) (e.g. kron(identity(n1), total(n2))).")
@@ -168,7 +168,7 @@ def stack(workloads, weights=None, *, name: str | None = None):
                          "e.g. kron(prefix(8), identity(4)) with kron(identity(8), prefix(4)).")
     out = core.stack(parts, weights, name=name)
     if twins and all(t is not None for t in twins):
-        _remember(out, sw.union(twins, weights, name=out.name))
+        _remember(out, sw.union(twins, weights, name=out.name, caller="stack"))
     return out
 
 

@@ -228,3 +228,30 @@ def test_plan_names_itself_and_refuses_text_booleans_and_points_at_an_infinite_t
     with pytest.raises(ValueError, match=r"'targets' parameter of plan .* Got shape \(0,\)\.$"):
         mmopt.plan(W, targets=[])  # no smallest to show (numpy's 'zero-size array' error at 1c00689)
     assert mmopt.plan(mmopt.toeplitz.prefix(64), targets=4.0, delta=1e-6).epsilon > 0  # stream workloads still
+
+
+def test_plan_refuses_one_marginal_under_two_keys_and_a_marginal_not_asked():
+    """{(0, 1): 0.01, (1, 0): 1.0}: the later key replaced the earlier, the plan met 1.0 where 0.01 was asked
+    (ε 6.58 against the 100.7 needed), status 'optimal'; a target for a marginal the workload does not ask was
+    ignored."""
+    import mmopt
+    from mmopt import workload as wl
+    W = wl.marginals((2, 3), attributes=[(0, 1), (0,)])
+    with pytest.raises(ValueError, match="'targets' parameter of plan names one marginal under two keys"):
+        mmopt.plan(W, {(0, 1): 0.01, (1, 0): 1.0, (0,): 1.0}, delta=1e-6)
+    with pytest.raises(ValueError, match=r"'targets' parameter of plan names \[\(1,\)\], which the workload"):
+        mmopt.plan(W, {(0, 1): 0.01, (0,): 1.0, (1,): 2.0}, delta=1e-6)
+    swapped = mmopt.plan(W, {(1, 0): 0.01, (0,): 1.0}, delta=1e-6)
+    assert swapped.epsilon == pytest.approx(mmopt.plan(W, {(0, 1): 0.01, (0,): 1.0}, delta=1e-6).epsilon)
+    with pytest.raises(ValueError, match="'tol' parameter of plan"):
+        mmopt.plan(W, 1.0, delta=1e-6, tol=-1)
+
+
+@pytest.mark.parametrize("rows", [[[1.0, 1.0]], [[1.0, 1.0, 1.0, 1.0]], [[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 0.0]]])
+def test_laplace_plan_measures_the_queries_themselves_when_that_is_best(rows):
+    """A k-cell total under Laplace: the Gaussian minimax strategy scored in L1 needed ε = √(2k)/… (2.83 at k = 4)
+    where measuring the query itself (Δ₁ = 1, variance 2/ε²) meets a unit target at √2, the certified bound."""
+    import mmopt
+    p = mmopt.plan(mmopt.Workload.from_matrix(np.array(rows)), 1.0)
+    # within 1e-5: the default calibration='release' rounds ε up to what OpenDP's Laplace scale search gives
+    assert p.epsilon == pytest.approx(np.sqrt(2), rel=1e-5) and p.epsilon >= p.lower_bound * (1 - 1e-12)

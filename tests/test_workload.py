@@ -128,3 +128,9 @@ def test_stack_given_its_parts_one_by_one_says_it_takes_one_list():
                                             r"stack\(\[W1, W2, \.\.\.\]\)"):
             wl.stack(*parts)
     assert wl.stack([wl.prefix(8), wl.prefix(8)]).n_queries == 16
+
+
+def test_stack_names_itself_when_a_weight_is_refused():
+    """The refusal named 'union', a function the user never called."""
+    with pytest.raises(ValueError, match="'weights' parameter of stack"):
+        wl.stack([wl.kron(wl.prefix(2), wl.identity(2)), wl.kron(wl.identity(2), wl.total(2))], [1.0, -1.0])

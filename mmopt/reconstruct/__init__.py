@@ -18,8 +18,9 @@ guarantee of the measurement — provided ``total`` and ``zeros`` really are pub
 private data).
 
 Not offered: the Euclidean projection of x̂ onto the scaled simplex (the data's own metric instead of the
-workload's). On real data it multiplies prefix RMSE by 30-180× (mmopt issue 9), since it spreads the deficit
-of a negative cell evenly over all cells, which every prefix sum then accumulates.
+workload's): it spreads the deficit of a negative cell evenly over all cells, which every prefix sum then
+accumulates (measured many times least squares' prefix RMSE on real data in issue 9; that code is not kept, so
+no figure is quoted here).
 
 Dense pairs: :mod:`mmopt.reconstruct.dense` (exact active-set / interior-point solvers, isotonic regression
 for prefix). Implicit pairs: :mod:`mmopt.reconstruct.implicit` (ADMM with the exact factor-wise (Q + ρI)⁻¹ on one

@@ -132,9 +132,10 @@ def kron(*factors, weight: float = 1.0, name: str | None = None) -> ImplicitWork
     return ImplicitWorkload((Product(fs, w),), name or "⊗".join(f.name for f in fs))
 
 
-def union(parts, weights=None, *, name: str | None = None) -> ImplicitWorkload:
-    """Weighted union [w₁W₁; w₂W₂; …] of implicit workloads on one domain: G = Σ wₖ² Gₖ, m = Σ mₖ."""
-    return union_of(parts, weights, union_type=ImplicitWorkload, caller="union", build_with="kron", name=name)
+def union(parts, weights=None, *, name: str | None = None, caller: str = "union") -> ImplicitWorkload:
+    """Weighted union [w₁W₁; w₂W₂; …] of implicit workloads on one domain: G = Σ wₖ² Gₖ, m = Σ mₖ. ``caller``
+    names the public function in messages (mmopt.workload.stack reaches here)."""
+    return union_of(parts, weights, union_type=ImplicitWorkload, caller=caller, build_with="kron", name=name)
 
 
 def marginal_term(shape, attributes, *, weight: float = 1.0, factors: dict | None = None) -> Product:

@@ -134,6 +134,14 @@ def per_marginal_targets(W: MarginalWorkload, targets, caller: str) -> np.ndarra
         raise TypeError(f"The 'targets' parameter of {caller} must be a dict {{attribute tuple: target > 0}} or "
                         f"None. Got {type(targets).__name__} instead.")
     keys = cl.check_sets(list(targets), W.shape, name="targets", caller=caller)
+    twice = [(a, b) for i, a in enumerate(targets) for j, b in enumerate(targets) if i < j and keys[i] == keys[j]]
+    if twice:  # (0, 1) and (1, 0): the later silently replaced the earlier (a 0.01 target dropped for 1.0)
+        raise ValueError(f"The 'targets' parameter of {caller} names one marginal under two keys: {twice[0]!r}. "
+                         "Give each marginal one target.")
+    unknown = [a for a, A in zip(targets, keys, strict=True) if A not in set(W.sets)]
+    if unknown:  # a target for a marginal the workload does not ask was ignored without a word
+        raise ValueError(f"The 'targets' parameter of {caller} names {unknown[:3]!r}, which the workload does not "
+                         f"ask. Its marginals: {list(W.sets)[:6]!r}{' …' if len(W.sets) > 6 else ''}.")
     given = {A: v.check_real(t, name="targets", caller=caller, low=0.0, low_open=True)
              for A, t in zip(keys, targets.values(), strict=True)}
     missing = [A for A in W.sets if A not in given]
