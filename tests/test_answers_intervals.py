@@ -110,3 +110,18 @@ def test_gaussian_half_width_checks_its_sd():
     for sd in (-1.0, float("nan")):
         with pytest.raises(ValueError, match="'sd' parameter of half_width"):
             iv.half_width("gaussian", 0.05, sd=sd)
+
+
+def test_laplace_sum_cdf_far_in_the_tails_and_at_infinity():
+    """x = 1e10 read F = 0.63 with error inf (the grid's span grew with |x| to MAX_TERMS), and ±inf raised 'math
+    domain error'; past the Chernoff point F is 1 (or 0) within the stated error."""
+    from mmopt.answers.intervals import laplace_sum, laplace_sum_cdf
+    X = laplace_sum([1.0, 2.0])
+    for x, truth in ((1e8, 1.0), (1e10, 1.0), (-1e10, 0.0), (np.inf, 1.0), (-np.inf, 0.0)):
+        F, err = laplace_sum_cdf(X, x)
+        assert abs(F - truth) <= err <= 1e-9
+    F, err = laplace_sum_cdf(X, np.array([0.5, 1e12]))
+    near, _ = laplace_sum_cdf(X, 0.5)
+    assert F[1] == 1.0 and abs(F[0] - near) <= 2 * err
+    with pytest.raises(ValueError, match="'x' parameter of laplace_sum_cdf must not hold NaN"):
+        laplace_sum_cdf(X, np.nan)

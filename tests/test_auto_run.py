@@ -136,3 +136,38 @@ def test_a_long_candidate_ticks(caplog, monkeypatch):
 def test_the_message_states_the_bound_verdict_once():
     r = mmopt.optimize(wl.prefix(64), privacy=LAPLACE, seed=0, budget="fast")
     assert r.message.count("Not certified optimal") == 1 and r.message.startswith("Best of ")
+
+
+def test_the_message_names_a_candidate_that_failed():
+    """prefix(64) beside a total weighted 10⁶ is past float64's resolution for the L2 candidate: l2_approx fails
+    and auto returns H₂; the failure was only in extra['failed'], not in the message."""
+    W = mmopt.Workload.from_matrix(np.vstack([np.tril(np.ones((64, 64))), 1e6 * np.ones((1, 64))]))
+    res = mmopt.optimize(W, privacy=mmopt.Privacy(1.0, 1e-6), seed=0, verbose=False)
+    assert res.extra["failed"] and all(f"Failed: {name}" in res.message or name in res.message
+                                       for name in res.extra["failed"])
+    assert "Failed:" in res.message
+
+
+@pytest.mark.parametrize("privacy", [mmopt.Privacy(1.0), mmopt.Privacy(1.0, 1e-6)])
+def test_a_dense_product_workload_scores_its_candidates_on_its_twin(privacy):
+    """mmopt.workload.kron below 4,096 cells is dense with an implicit twin: the structured candidates are scored
+    (and the SVD bound computed) on the twin — densely that took ~9 s a candidate and 12 s for the bound at
+    4,096 cells, outside the budget — with the same result as the implicit workload's."""
+    from mmopt.structured import workloads as sw
+    dense = wl.kron(wl.prefix(16), wl.prefix(16))
+    implicit = sw.kron(wl.prefix(16), wl.prefix(16))
+    a = mmopt.optimize(dense, privacy=privacy, seed=0, verbose=False)
+    b = mmopt.optimize(implicit, privacy=privacy, seed=0, verbose=False)
+    assert a.objective == pytest.approx(b.objective, rel=1e-9) and a.lower_bound == pytest.approx(b.lower_bound)
+    norm = "l1" if privacy.delta == 0 else "l2"
+    assert a.objective == pytest.approx(mmopt.evaluate(dense, a.strategy, norm=norm).total_squared_error, rel=1e-9)
+
+
+def test_max_iterations_that_overrun_the_budget_skip_the_candidate_and_say_so():
+    """A fitted candidate takes the user's max_iterations as its size: min_error(local) with 2,000 steps was
+    estimated at 47.5 CPU s and ran (37.5 s) under budget='fast' (5 s), with nothing in extra['skipped']."""
+    W = wl.random_range(1024, 2048, seed=1)
+    res = mmopt.optimize(W, privacy=mmopt.Privacy(1.0), seed=0, verbose=False, budget="fast", max_iterations=2000)
+    reason = res.extra["skipped"].get("min_error(local)", "")
+    assert "max_iterations=2000 makes it" in reason and "min_error(local)" not in res.extra["candidates"]
+    assert res.extra["budget"]["planned"] <= res.extra["budget"]["seconds"]

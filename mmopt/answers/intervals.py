@@ -149,6 +149,8 @@ def laplace_sum_cdf(X: LaplaceSum, x, *, tol: float = DEFAULT_TOL):
     (True, True)
     """
     x = np.asarray(x, dtype=np.float64)
+    if np.any(np.isnan(x)):
+        raise ValueError("The 'x' parameter of laplace_sum_cdf must not hold NaN.")
     if _single(X):
         ax = np.abs(x)
         F = np.where(x >= 0, 1 - 0.5 * np.exp(-ax / X.beta[0]), 0.5 * np.exp(-ax / X.beta[0]))
@@ -156,9 +158,17 @@ def laplace_sum_cdf(X: LaplaceSum, x, *, tol: float = DEFAULT_TOL):
     top = float(X.beta.max())
     if top != 1.0:  # computed at max β = 1, as the quantile (P(X ≤ x) = P(X/top ≤ x/top))
         return laplace_sum_cdf(LaplaceSum(X.beta / top, X.count), x / top, tol=tol)
-    t, w, err = _grid(X, float(np.max(np.abs(x), initial=0.0)), tol)
-    F = np.clip(0.5 + np.sin(np.multiply.outer(x, t)) @ w, 0.0, 1.0)
-    return (float(F) if F.ndim == 0 else F), err
+    # Past u with P(X ≥ u) ≤ τ/2 (Chernoff), F is 1 (or 0) within τ/2: the grid is built for the nearer points
+    # only. Its span grew with |x| before, up to MAX_TERMS: x = 1e10 read F = 0.63 (error inf), ±inf raised
+    # 'math domain error'.
+    u = math.sqrt(X.variance)
+    while X.tail_bound(u) > tol / 2:
+        u *= 1.5
+    far = ~(np.abs(x) < u)  # ±inf too
+    near = np.where(far, 0.0, x)
+    t, w, err = _grid(X, float(np.max(np.abs(near), initial=0.0)), tol)
+    F = np.where(far, (x > 0).astype(np.float64), np.clip(0.5 + np.sin(np.multiply.outer(near, t)) @ w, 0.0, 1.0))
+    return (float(F) if F.ndim == 0 else F), (max(err, tol / 2) if np.any(far) else err)
 
 
 def laplace_sum_quantile(X: LaplaceSum, p: float, *, tol: float = DEFAULT_TOL) -> float:

@@ -52,9 +52,16 @@ def run_auto(ctx: Context, budget: Budget, *, verbose: bool | None) -> OptimizeR
             say("optimize(auto): skipped %s: %s", cand.name, reason)
             continue
         if cand.fit is not None:  # sized to what is left of the budget
-            cand = cand.fit(min(cand.share * budget.seconds, budget.seconds - spent))
+            room = min(cand.share * budget.seconds, budget.seconds - spent)
+            cand = cand.fit(room)
             if cand is None:
                 skipped[name] = f"the budget {budget.describe()} leaves too little for a useful run"
+                say("optimize(auto): skipped %s: %s", name, skipped[name])
+                continue
+            if cand.estimate > room:  # the user's max_iterations fixed its size: 47.5 s ran under 'fast' (5 s)
+                skipped[name] = (f"max_iterations={ctx.max_iterations} makes it ~{cand.estimate:.3g} CPU s, over the "
+                                 f"{room:.3g} s the budget {budget.describe()} leaves; lower max_iterations or pass a "
+                                 "larger budget to run it")
                 say("optimize(auto): skipped %s: %s", name, skipped[name])
                 continue
         spent += cand.estimate
@@ -156,6 +163,8 @@ def _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent,
     message = f"Best of {len(candidates)} candidates is '{best['method']}'. " + own
     if skipped:
         message += f" Skipped: {', '.join(skipped)} (reasons in extra['skipped'])."
+    if failures:  # said where it is read: a failed l2_approx left H₂ at 3.5× the bound without a word here
+        message += f" Failed: {', '.join(failures)} (reasons in extra['failed'])."
     closed = best["method"] in CLOSED_FORMS or best["status"] == "closed_form"
     tol = max(ctx.tol or 0.0, best["extra"].get("tol", 0.0)) or None  # the winner's own tolerance, if it had one
     status, message, bound = reconcile(best["objective"], bound, best["status"], message, closed=closed, tol=tol)
