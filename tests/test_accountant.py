@@ -456,3 +456,57 @@ def test_max_rho_at_a_tiny_epsilon_ends_and_is_feasible(epsilon):
     assert rho > 0 and epsilon_of_rho(rho, 1e-9) <= epsilon
     assert epsilon_of_rho(rho * 1.01, 1e-9) > epsilon  # the largest, to a factor well inside 1 %
     assert math.sqrt(2 * rho) < 1e-8  # the total variation of N(0, 1) against N(√(2ρ), 1) is below δ-scale
+
+
+def test_a_ledger_reached_through_a_symlink_stays_one_ledger(tmp_path):
+    """A write through a link replaced the link by a new file (os.replace) and locked the link's folder: the real
+    ledger was left behind and each allowed the whole budget (0.9 through the link, 0.9 more through the file)."""
+    import os
+    (tmp_path / "data").mkdir()
+    (tmp_path / "job").mkdir()
+    real, link = tmp_path / "data" / "budget.json", tmp_path / "job" / "budget.json"
+    Accountant(Privacy(1.0), path=real)
+    os.symlink(real, link)
+    Accountant.load(link).spend(Privacy(0.9), "via link")
+    assert os.path.islink(link) and Accountant.load(real).spent.epsilon == pytest.approx(0.9)
+    with pytest.raises(ValueError, match="would exceed the total budget"):
+        Accountant.load(real).spend(Privacy(0.9), "via real")
+
+
+def test_a_ledger_with_a_second_hard_link_is_refused(tmp_path):
+    import os
+    real = tmp_path / "budget.json"
+    Accountant(Privacy(1.0), path=real)
+    os.link(real, tmp_path / "other.json")
+    for p in (real, tmp_path / "other.json"):
+        with pytest.raises(ValueError, match="has 2 names \\(hard links\\)"):
+            Accountant.load(p)
+
+
+def test_a_session_refuses_a_ledger_replaced_by_one_with_the_same_total(tmp_path):
+    """The file deleted and re-created by another run with the same total: the session took it over and its own
+    spend of 0.9 vanished (0.9 + 0.05 + 0.9 accepted of a total 1)."""
+    import os
+    p = tmp_path / "budget.json"
+    a = Accountant.open(p, Privacy(1.0))
+    a.spend(Privacy(0.9), "A1")
+    os.remove(p)
+    Accountant.open(p, Privacy(1.0))
+    with pytest.raises(ValueError, match="no longer records 1 spend\\(s\\) this session made \\('A1'\\)"):
+        a.spend(Privacy(0.05), "A2")
+
+
+def _open_after(args):
+    path, barrier = args
+    barrier.wait()
+    return Accountant.open(path, Privacy(1.0)).total.epsilon
+
+
+def test_accountant_open_from_several_processes_at_once_continues_one_ledger(tmp_path):
+    """All but one raised FileExistsError ('created by another run meanwhile') instead of continuing it."""
+    import multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager:
+        barrier = manager.Barrier(4)
+        with ctx.Pool(4) as pool:
+            assert pool.map(_open_after, [(str(tmp_path / "b.json"), barrier)] * 4) == [1.0] * 4

@@ -7,6 +7,8 @@ seen, and new files that never replace a ledger another run has just created.
 
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +31,8 @@ class LedgerFile:
     @classmethod
     def read(cls, path, caller: str) -> tuple[LedgerFile, float, float, str, tuple[Spend, ...]]:
         """The file at ``path`` and what it records: (file, ε_total, δ_total, composition, spends)."""
-        source = check_path(path, caller)
+        source = real_path(check_path(path, caller))
+        _check_one_name(source, caller)
         try:
             text = source.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -49,6 +52,7 @@ class LedgerFile:
     def create(cls, target: Path, ledger: Ledger, caller: str, *, replace: bool = False) -> LedgerFile:
         """A file this session did not read, holding ``ledger``: created exclusively (it must not appear
         meanwhile) unless ``replace``."""
+        target = real_path(target)
         _check_target(target, caller)
         made = cls(target)
         made.put(ledger, exclusive=not replace)
@@ -63,6 +67,7 @@ class LedgerFile:
             raise ValueError(f"{caller}: the ledger file '{self.path}' is gone (moved or deleted) since this session "
                              "used it. Restore it, or load the ledger where it is now: this session did not "
                              "write.") from None
+        _check_one_name(self.path, caller)
         if text == self.seen:
             return ledger
         eps, delta, composition, spends = lg.loads(text, self.path)
@@ -71,6 +76,11 @@ class LedgerFile:
             raise ValueError(f"{caller}: the ledger file '{self.path}' now records total ε={fmt(eps)}, δ={fmt(delta)} "
                              f"with {composition!r} composition, not this session's: it was replaced by another "
                              "ledger. Load it again with Accountant.load: this session did not write to it.")
+        lost = [s.label for s in ledger.spends if s.status == "spent" and s not in spends]
+        if lost:  # spent entries are final: a file without them is another ledger (deleted and re-created)
+            raise ValueError(f"{caller}: the ledger file '{self.path}' no longer records {len(lost)} spend(s) this "
+                             f"session made ({', '.join(map(repr, lost[:3]))}): it was replaced by another ledger "
+                             "with the same total. Restore the ledger from a copy; this session did not write to it.")
         self.seen = text
         return Ledger(total, composition, spends)
 
@@ -78,6 +88,7 @@ class LedgerFile:
         """Write ``ledger`` over this session's own file, only if the file is still the state it last saw."""
         _check_target(self.path, caller)
         with lg.locked(self.path, caller):
+            _check_one_name(self.path, caller)
             try:
                 now = self.path.read_text(encoding="utf-8")
             except FileNotFoundError:
@@ -93,6 +104,30 @@ class LedgerFile:
         text = lg.dumps(ledger.total.epsilon, ledger.total.delta, ledger.composition, ledger.spends)
         lg.write_atomically(self.path, text, exclusive=exclusive)
         self.seen = text
+
+
+def real_path(path: Path) -> Path:
+    """The ledger's own path, symlinks resolved: a write through a link replaced the link by a new file (os.replace)
+    and locked the link's folder, so the real ledger was left behind and a second one began — each allowing the
+    whole budget (0.9 spent through the link and 0.9 more through the file, of a total 1)."""
+    return Path(os.path.realpath(path))
+
+
+def _check_one_name(path: Path, caller: str) -> None:
+    """A ledger with a second hard link splits on the next write (os.replace gives this name a new inode, the other
+    keeps the old ledger): refused, naming both remedies."""
+    for wait in (0.0, 0.01, 0.05, 0.2):  # a new ledger has two names for an instant (its temporary file is linked
+        time.sleep(wait)               # into place, then removed): only a lasting second name is refused
+        try:
+            links = os.stat(path).st_nlink
+        except FileNotFoundError:
+            return
+        if links == 1:
+            return
+    if links > 1:
+        raise ValueError(f"{caller}: the ledger file '{path}' has {links} names (hard links). A write through one "
+                         "leaves the others holding the old ledger, so the budget could be spent twice. Keep one "
+                         "name (remove the other links); use a symbolic link to reach it from elsewhere.")
 
 
 def _check_target(target: Path, caller: str) -> None:

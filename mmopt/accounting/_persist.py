@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mmopt.accounting._compose import Ledger
-from mmopt.accounting._file import LedgerFile
+from mmopt.accounting._file import LedgerFile, real_path
 from mmopt.accounting._ledger import fmt
 from mmopt.persist._files import check_path
 from mmopt.privacy import Privacy
@@ -35,8 +35,11 @@ def open_or_create(cls, path, total: Privacy, composition: str):
     target = check_path(path, caller)
     fresh = cls(total, composition)  # checks total and composition
     if not target.exists():
-        fresh._file = LedgerFile.create(target, fresh._ledger, caller)
-        return fresh
+        try:
+            fresh._file = LedgerFile.create(target, fresh._ledger, caller)
+            return fresh
+        except FileExistsError:  # another run created it meanwhile (six at once: five raised): continue that one
+            pass
     acc = load(cls, target)
     if (acc.total.epsilon, acc.total.delta, acc.composition) != (total.epsilon, total.delta, composition):
         raise ValueError(f"{caller}: the ledger file '{target}' records total ε={fmt(acc.total.epsilon)}, "
@@ -52,7 +55,7 @@ def save(acc, path, overwrite: bool) -> Path:
     if path is None and acc._file is None:
         raise ValueError(f"The 'path' parameter of {caller} is needed: this session has no ledger file yet. "
                          "Give one, e.g. acc.save('budget.json').")
-    target = acc.path if path is None else check_path(path, caller)
+    target = acc.path if path is None else real_path(check_path(path, caller))  # a link to its own file is it
     if target == acc.path:
         acc._file.save(acc._ledger, caller)
         return target

@@ -111,14 +111,22 @@ def fit_marginals(noisy: dict, precision: dict, shape: tuple, total: float, *, m
     if t <= 0.0:
         return np.zeros(shape), {"iterations": 0, "objective": 0.0, "gap": 0.0, "converged": True}
     cells = sum(int(y.size) for y in noisy.values())
-    big_l = 2.0 * t * t * domain_max(precision, shape)  # L₁: f is L₁-smooth in ‖·‖₁ (module docstring)
+    # f = t²·c·f̃ with f̃ the fit of y/t at precisions w/c (c their largest domain sum): the same minimiser, solved
+    # in f̃, whose L₁ is 2. In f itself L₁ = 2t²c overflowed (t = 1e120, c = 1e79 at ε = 1e40): the first step
+    # was 1/inf = 0 and the line search never ended.
+    c = domain_max(precision, shape)
+    c = c if c > 0 else 1.0
+    noisy = {M: y / t for M, y in noisy.items()}
+    precision = {M: w / c for M, w in precision.items()}
+    unit = t * t * c  # f = unit·f̃ (inf past float range: then only the reported objective and gap are inf)
+    big_l = 2.0 * domain_max(precision, shape)  # L₁: f̃ is L₁-smooth in ‖·‖₁ (module docstring)
     logp = np.full(shape, -math.log(math.prod(shape)))
     p = np.exp(logp)
-    f, g = _objective(p, t, noisy, precision, shape)
+    f, g = _objective(p, 1.0, noisy, precision, shape)
     step, it, gap = 1.0 / big_l, 0, math.inf
     for it in range(max_iter + 1):
         gap = float((g * p).sum() - g.min())
-        if gap <= tol * cells or it == max_iter:
+        if gap * t * t * c <= tol * cells or it == max_iter:
             break
         step *= 2.0
         while True:
@@ -126,9 +134,10 @@ def fit_marginals(noisy: dict, precision: dict, shape: tuple, total: float, *, m
             top = lq.max()
             lq -= top + math.log(float(np.exp(lq - top).sum()))
             q = np.exp(lq)
-            fq, gq = _objective(q, t, noisy, precision, shape)
+            fq, gq = _objective(q, 1.0, noisy, precision, shape)
             if step * big_l <= 1.0 or fq <= f + float((g * (q - p)).sum() + (q * (lq - logp)).sum() / step):
                 break
             step /= 2.0
         logp, p, f, g = lq, q, fq, gq
-    return t * p, {"iterations": it, "objective": f, "gap": gap, "converged": gap <= tol * cells}
+    return t * p, {"iterations": it, "objective": f * unit, "gap": gap * unit,
+                   "converged": gap * t * t * c <= tol * cells}
