@@ -510,3 +510,13 @@ def test_accountant_open_from_several_processes_at_once_continues_one_ledger(tmp
         barrier = manager.Barrier(4)
         with ctx.Pool(4) as pool:
             assert pool.map(_open_after, [(str(tmp_path / "b.json"), barrier)] * 4) == [1.0] * 4
+
+
+def test_a_subnormal_rho_is_refused_by_what_it_is_not_as_an_overspend():
+    """ρ = 1e-310 (far below the cap 0.024) was refused with 'would exceed the total budget … 0 spends have used
+    ρ=0': ε of a subnormal ρ is inf."""
+    acc = Accountant(Privacy(1.0, 1e-6), "zcdp")
+    with pytest.raises(ValueError, match="'rho' parameter of Accountant.spend must be at least 2.225e-308"):
+        acc.spend(rho=1e-310)
+    acc.spend(rho=1e-300)
+    assert acc.spent.rho == 1e-300

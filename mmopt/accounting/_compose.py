@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -125,7 +126,12 @@ class Ledger:
                 raise ValueError(f"The 'rho' parameter of {caller} needs composition='zcdp'. Got rho={rho!r} in a "
                                  f"{self.composition} session. Pass privacy=Privacy(ε, δ) with the (ε, δ) it "
                                  "guarantees instead.")
-            return v.check_real(rho, name="rho", caller=caller, low=0.0, low_open=True)
+            rho = v.check_real(rho, name="rho", caller=caller, low=0.0, low_open=True)
+            if rho < sys.float_info.min:  # ε of a subnormal ρ is inf: it was refused as "would exceed" the budget
+                raise ValueError(f"The 'rho' parameter of {caller} must be at least {sys.float_info.min:.4g} (a normal "
+                                 f"float, whose ε is computable). Got {rho!r} instead; a spend that small may be "
+                                 "rounded up to it.")
+            return rho
         if self.composition == "pld":  # a release is checked at its own noise; a declared spend as any (ε, δ)-DP
             return release_term(privacy) if release else ("generic", privacy.epsilon, privacy.delta)
         if self.composition == "basic":
