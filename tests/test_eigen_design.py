@@ -101,7 +101,7 @@ def test_eigen_design_is_scale_free(scale):
     assert scaled.status == "optimal"
     assert np.allclose(scaled.matrix.T @ scaled.matrix, unit.matrix.T @ unit.matrix, atol=1e-9)
     assert scaled.extra["family_objective"] == pytest.approx(unit.extra["family_objective"] * scale, rel=1e-9)
-    assert scaled.extra["family_dual_bound"] <= scaled.extra["family_objective"]
+    assert scaled.extra["family_dual_bound"] <= scaled.extra["family_objective"] * (1 + 1e-12)  # equal at round-off
 
 
 def test_eigen_design_refuses_a_gram_past_the_magnitudes_it_can_square():

@@ -142,6 +142,30 @@ def _feasible_gram(d, sigma, N, diagonal: bool) -> tuple[np.ndarray, float]:
     return X, m
 
 
+def verdict(gap: float, tol: float, it: int, max_iterations: int) -> tuple[str, str]:
+    """(status, message) of a solve that ended at relative gap ``gap`` after ``it`` iterations.
+
+    "optimal" is a certificate here (the problem is convex); the loop also stops when the gap stalls, which is not
+    a spent budget: that is "optimal_inaccurate". A gap below −tol means the bounds cross by more than tol:
+    round-off, not a certificate at this tol.
+
+    >>> verdict(-1.1e-9, 1e-10, 11, 500)[0], verdict(5e-9, 1e-8, 3, 500)[0], verdict(1e-3, 1e-8, 500, 500)[0]
+    ('optimal_inaccurate', 'optimal', 'user_limit')
+    """
+    status = ("optimal" if -tol <= gap <= tol else "user_limit" if gap > tol and it == max_iterations
+              else "optimal_inaccurate")
+    message = {
+        "optimal": f"Converged: certified relative duality gap {gap:.2e} <= tol {tol:g} after {it} iterations, "
+                   "so X is globally optimal to within tol (Program 5.2 is convex).",
+        "user_limit": f"Stopped at max_iterations={max_iterations} with relative duality gap {gap:.2e} > tol "
+                      f"{tol:g}. Raise max_iterations or pass extra['dual_variable'] as initial_dual to continue.",
+        "optimal_inaccurate": f"The relative duality gap {'stalled at' if gap > 0 else 'crossed zero to'} "
+                              f"{gap:.2e} (tol {tol:g}) after {it} iterations: tol is below the round-off floor "
+                              "of this G, loosen it. X is feasible and dual_bound valid.",
+    }[status]
+    return status, message
+
+
 def solve_l2(gram, *, tol=1e-8, max_iterations=500, initial_dual=None, verbose=False) -> RawSolution:
     """Solve Program 5.2, min tr(G X⁺) s.t. diag X ≤ 1, to a certified relative duality gap, without an SDP.
 
@@ -325,20 +349,7 @@ def solve_l2(gram, *, tol=1e-8, max_iterations=500, initial_dual=None, verbose=F
     if not used.all():
         X, lam_out = np.eye(n_full), np.zeros(n_full)
         X[np.ix_(used, used)], lam_out[used] = X_used, best_lam
-    # "optimal" is a certificate here (the problem is convex); the loop above also stops when the gap
-    # stalls, which is not a spent budget: that is "optimal_inaccurate".
-    # A gap below −tol means the bounds cross by more than tol: round-off, not a certificate at this tol.
-    status = ("optimal" if -tol <= gap <= tol else "user_limit" if gap > tol and it == max_iterations
-              else "optimal_inaccurate")
-    message = {
-        "optimal": f"Converged: certified relative duality gap {gap:.2e} <= tol {tol:g} after {it} iterations, "
-                   "so X is globally optimal to within tol (Program 5.2 is convex).",
-        "user_limit": f"Stopped at max_iterations={max_iterations} with relative duality gap {gap:.2e} > tol "
-                      f"{tol:g}. Raise max_iterations or pass extra['dual_variable'] as initial_dual to continue.",
-        "optimal_inaccurate": f"The relative duality gap {'stalled at' if gap > 0 else 'crossed zero to'} "
-                              f"{gap:.2e} (tol {tol:g}) after {it} iterations: tol is below the round-off floor "
-                              "of this G, loosen it. X is feasible and dual_bound valid.",
-    }[status]
+    status, message = verdict(gap, tol, it, max_iterations)
     return RawSolution(
         matrix=None, gram=X, status=status, message=message, iterations=it,
         solver=SOLVER_NAME, dual_bound=float(best_g), history=tuple(history),
