@@ -237,7 +237,8 @@ def test_plan_refuses_one_marginal_under_two_keys_and_a_marginal_not_asked():
     import mmopt
     from mmopt import workload as wl
     W = wl.marginals((2, 3), attributes=[(0, 1), (0,)])
-    with pytest.raises(ValueError, match="'targets' parameter of plan names one marginal under two keys"):
+    twice = r"'targets' parameter of plan names one attribute set twice, \(0, 1\) and \(1, 0\)"
+    with pytest.raises(ValueError, match=twice):
         mmopt.plan(W, {(0, 1): 0.01, (1, 0): 1.0, (0,): 1.0}, delta=1e-6)
     with pytest.raises(ValueError, match=r"'targets' parameter of plan names \[\(1,\)\], which the workload"):
         mmopt.plan(W, {(0, 1): 0.01, (0,): 1.0, (1,): 2.0}, delta=1e-6)

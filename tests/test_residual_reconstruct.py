@@ -125,3 +125,12 @@ def test_counts_keyed_in_another_attribute_order_are_read_in_that_order():
         X = (np.arange(np.prod(shape), dtype=float) ** 2).reshape(shape)
         A = rp.residual_strategy(shape, {(): 1, (0,): 1, (1,): 1, (0, 1): 1})
         np.testing.assert_allclose(rp.reconstruct(rp.measure(A, {(1, 0): X.T}), (0, 1)), X, atol=1e-9)
+
+
+def test_counts_naming_one_marginal_under_two_keys_are_refused():
+    """{(0, 1): X, (1, 0): Y.T}: both keys sort to (0, 1) and the later silently replaced the earlier (the twin of
+    plan's targets and residual_strategy's weights, which refused it; one check in closure.check_sets now)."""
+    X = np.arange(6.0).reshape(2, 3)
+    A = rp.residual_strategy((2, 3), {(): 1, (0,): 1, (1,): 1, (0, 1): 1})
+    with pytest.raises(ValueError, match=r"'counts' parameter of measure names one attribute set twice"):
+        rp.measure(A, {(0, 1): X, (1, 0): 2 * X.T})

@@ -32,14 +32,32 @@ from mmopt._base import validation as v
 MAX_INCIDENCES = 5_000_000
 
 
-def check_sets(sets, shape: tuple[int, ...], *, name: str, caller: str) -> tuple[tuple[int, ...], ...]:
-    """Attribute sets as sorted tuples of distinct indices in [0, d); an int is a one-attribute set."""
+def check_sets(sets, shape: tuple[int, ...], *, name: str, caller: str,
+               distinct: bool = False) -> tuple[tuple[int, ...], ...]:
+    """Attribute sets as sorted tuples of distinct indices in [0, d); an int is a one-attribute set.
+
+    ``distinct``: the sets key a dict (weights, targets, counts), so two entries naming one set — (0, 1) and
+    (1, 0) — are refused: after sorting, the later silently replaced the earlier.
+    """
     d = len(shape)
     if isinstance(sets, str | bytes) or not hasattr(sets, "__iter__"):
         raise TypeError(f"The '{name}' parameter of {caller} must be a list of attribute tuples such as "
                         f"[(0, 1), (2,)]. Got {type(sets).__name__} instead.")
-    if (done := _already_sorted_sets(sets, d)) is not None:
-        return done
+    sets = list(sets) if distinct else sets
+    out = _already_sorted_sets(sets, d)
+    out = _sorted_sets(sets, d, name, caller) if out is None else out
+    if distinct and len(set(out)) != len(out):
+        first: dict = {}
+        for given, S in zip(sets, out, strict=True):
+            if S in first:
+                raise ValueError(f"The '{name}' parameter of {caller} names one attribute set twice, {first[S]!r} "
+                                 f"and {given!r} (one marginal under two keys). Give each set once.")
+            first[S] = given
+    return out
+
+
+def _sorted_sets(sets, d: int, name: str, caller: str) -> tuple[tuple[int, ...], ...]:
+    """:func:`check_sets`' general path: each set checked and sorted, naming the first error."""
     out = []
     for S in sets:
         if isinstance(S, numbers.Integral) and not isinstance(S, bool | np.bool_):

@@ -133,11 +133,8 @@ def per_marginal_targets(W: MarginalWorkload, targets, caller: str) -> np.ndarra
     if not isinstance(targets, dict):
         raise TypeError(f"The 'targets' parameter of {caller} must be a dict {{attribute tuple: target > 0}} or "
                         f"None. Got {type(targets).__name__} instead.")
-    keys = cl.check_sets(list(targets), W.shape, name="targets", caller=caller)
-    twice = [(a, b) for i, a in enumerate(targets) for j, b in enumerate(targets) if i < j and keys[i] == keys[j]]
-    if twice:  # (0, 1) and (1, 0): the later silently replaced the earlier (a 0.01 target dropped for 1.0)
-        raise ValueError(f"The 'targets' parameter of {caller} names one marginal under two keys: {twice[0]!r}. "
-                         "Give each marginal one target.")
+    # distinct: (0, 1) and (1, 0) as two keys, the later silently replaced the earlier (a 0.01 target dropped for 1.0)
+    keys = cl.check_sets(list(targets), W.shape, name="targets", caller=caller, distinct=True)
     unknown = [a for a, A in zip(targets, keys, strict=True) if A not in set(W.sets)]
     if unknown:  # a target for a marginal the workload does not ask was ignored without a word
         raise ValueError(f"The 'targets' parameter of {caller} names {unknown[:3]!r}, which the workload does not "

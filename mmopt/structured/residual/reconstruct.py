@@ -71,7 +71,7 @@ def _basis_along(y: np.ndarray, n: int, axis: int, *, transpose: bool = False) -
 
 
 def _check_counts(counts: dict, shape, caller: str) -> dict:
-    keys = cl.check_sets(list(counts), shape, name="counts", caller=caller)
+    keys = cl.check_sets(list(counts), shape, name="counts", caller=caller, distinct=True)  # as targets, weights
     out = {}
     for given, A, val in zip(counts, keys, counts.values(), strict=True):
         want = tuple(shape[i] for i in A)

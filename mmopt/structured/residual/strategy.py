@@ -161,10 +161,8 @@ def residual_strategy(shape, weights, *, name: str = "residual") -> ResidualStra
     if not isinstance(weights, dict):
         raise TypeError(f"The 'weights' parameter of {caller} must be a dict {{attribute tuple: weight}}. "
                         f"Got {type(weights).__name__} instead.")
-    subsets = cl.check_sets(list(weights), shape, name="weights", caller=caller)
-    if len(set(subsets)) != len(subsets):  # (1, 0) and (0, 1): ResidualStrategy's own check named 'subsets'
-        raise ValueError(f"The 'weights' parameter of {caller} names one attribute set twice (in another order?): "
-                         f"{list(weights)}. Give each set once.")
+    # distinct: (1, 0) and (0, 1) as two keys (ResidualStrategy's own check named 'subsets', not this parameter)
+    subsets = cl.check_sets(list(weights), shape, name="weights", caller=caller, distinct=True)
     c = [v.check_real(x, name="weights", caller=caller, low=0.0) for x in weights.values()]
     keep = [(S, x) for S, x in zip(subsets, c, strict=True) if x > 0]
     empty = [S for S, _ in keep if any(shape[i] == 1 for i in S)]
