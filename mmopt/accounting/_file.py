@@ -124,10 +124,9 @@ def _check_one_name(path: Path, caller: str) -> None:
             return
         if links == 1:
             return
-    if links > 1:
-        raise ValueError(f"{caller}: the ledger file '{path}' has {links} names (hard links). A write through one "
-                         "leaves the others holding the old ledger, so the budget could be spent twice. Keep one "
-                         "name (remove the other links); use a symbolic link to reach it from elsewhere.")
+    raise ValueError(f"{caller}: the ledger file '{path}' has {links} names (hard links). A write through one "
+                     "leaves the others holding the old ledger, so the budget could be spent twice. Keep one name "
+                     "(remove the other links); use a symbolic link to reach it from elsewhere.")
 
 
 def _check_target(target: Path, caller: str) -> None:

@@ -111,12 +111,17 @@ def _single(X: LaplaceSum) -> bool:
     return X.beta.size == 1 and X.count[0] == 1
 
 
+def _chernoff_point(X: LaplaceSum, tail: float) -> float:
+    """The first u = sd·1.5ᵏ (k ≥ 0) with the proven P(X ≥ u) ≤ ``tail``."""
+    u = math.sqrt(X.variance)
+    while X.tail_bound(u) > tail:
+        u *= 1.5
+    return u
+
+
 def _grid(X: LaplaceSum, reach: float, tol: float):
     """(t_k, φ(t_k)/(π(k+½)), error bound) for the trapezoid valid for every |x| ≤ ``reach`` (module docstring)."""
-    sd = math.sqrt(X.variance)
-    u = sd
-    while X.tail_bound(u) > tol / 4:  # 2·P(X ≥ L − |x|) ≤ τ/2
-        u *= 1.5
+    u = _chernoff_point(X, tol / 4)  # 2·P(X ≥ L − |x|) ≤ τ/2
     L = u + reach
     step = 2.0 * math.pi / L
     logb = np.log(X.beta)
@@ -161,9 +166,7 @@ def laplace_sum_cdf(X: LaplaceSum, x, *, tol: float = DEFAULT_TOL):
     # Past u with P(X ≥ u) ≤ τ/2 (Chernoff), F is 1 (or 0) within τ/2: the grid is built for the nearer points
     # only. Its span grew with |x| before, up to MAX_TERMS: x = 1e10 read F = 0.63 (error inf), ±inf raised
     # 'math domain error'.
-    u = math.sqrt(X.variance)
-    while X.tail_bound(u) > tol / 2:
-        u *= 1.5
+    u = _chernoff_point(X, tol / 2)
     far = ~(np.abs(x) < u)  # ±inf too
     near = np.where(far, 0.0, x)
     t, w, err = _grid(X, float(np.max(np.abs(near), initial=0.0)), tol)
@@ -190,9 +193,7 @@ def laplace_sum_quantile(X: LaplaceSum, p: float, *, tol: float = DEFAULT_TOL) -
     if top != 1.0:  # the law scales with β: computed at max β = 1 (at β ~ 1e-200 the variance underflowed to 0
         # and the bracket below, grown from it by factors 1.5, never left 0: a hang; at 1e200 it overflowed)
         return top * laplace_sum_quantile(LaplaceSum(X.beta / top, X.count), p, tol=tol)
-    hi = math.sqrt(X.variance)
-    while X.tail_bound(hi) > 1.0 - p:  # F(hi) ≥ 1 − tail ≥ p: the quantile lies in [0, hi]
-        hi *= 1.5
+    hi = _chernoff_point(X, 1.0 - p)  # F(hi) ≥ 1 − tail ≥ p: the quantile lies in [0, hi]
     t, w, _ = _grid(X, hi, tol)
 
     def gap(x: float) -> float:

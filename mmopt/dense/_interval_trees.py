@@ -135,14 +135,6 @@ def _quad(op: GramOperator, lo: int, u: np.ndarray) -> float:
     return float(u @ op.matvec(full)[lo:lo + u.size])
 
 
-def constant_tolerance(n: int) -> float:
-    """Of √G_rr·Σ_j √G_jj·|d_j|, which bounds Σ_j |G_rj||d_j| (Cauchy–Schwarz) and so the round-off of (G d)_r:
-    the support test's 100·n·eps (:func:`mmopt.dense.profile.support_tolerance`). A fixed 10⁻¹⁰ hid a light query
-    beside one 5·10⁴ times heavier (its share of √G_rr·√G_jj is 4·10⁻¹⁰) and the tree's error came out finite for
-    a strategy that does not support the workload, where evaluate refuses it."""
-    return support_tolerance(n)
-
-
 def constant_block(op: GramOperator, lo: int, hi: int, *, exhaustive: bool = True) -> bool:
     """Whether G's columns lo..hi−1 are equal (the workload sees only their sum).
 
@@ -151,7 +143,10 @@ def constant_block(op: GramOperator, lo: int, hi: int, *, exhaustive: bool = Tru
     √G_rr·Σ_j |d_j|·√G_jj, not with G's largest diagonal entry: a query weighted 10⁷ times another must not hide
     the lighter one's distinctions (it did, and the tree then answered that query with a bias the error left out).
     """
-    scale, tol = np.sqrt(np.maximum(op.diagonal, 0.0)), constant_tolerance(op.n)
+    # the tolerance is of √G_rr·Σ_j √G_jj·|d_j|, which bounds Σ_j |G_rj||d_j| (Cauchy–Schwarz) and so the round-off
+    # of (G d)_r: the support test's 100·n·eps. A fixed 10⁻¹⁰ hid a light query beside one 5·10⁴ times heavier, and
+    # the tree's error came out finite for a strategy that does not support the workload, where evaluate refuses it
+    scale, tol = np.sqrt(np.maximum(op.diagonal, 0.0)), support_tolerance(op.n)
     rng = np.random.default_rng(hi - lo)
     for _ in range(2):
         r = np.zeros(op.n)

@@ -71,10 +71,10 @@ def search(workload, method: str, *, norm: str, seed=None, restarts: int | None 
 def _svd_bound(workload) -> tuple[float, bool]:
     """(SVD bound at unit privacy, exact?): exact for dense workloads, a flagged lower bound for some unions."""
     from mmopt.workload import structure_of
-    twin = structure_of(workload)  # a dense product workload's twin: its bound factor by factor, not one n×n eigh
-    if isinstance(workload, ImplicitWorkload) or twin is not None:
+    twin = structure_of(workload)  # itself if implicit; a dense product workload's twin: factor by factor, not
+    if twin is not None:           # one n×n eigh (the dense one below only when the twin's bound is not exact)
         b = bounds.svd_bound(twin)
-        if b.exact or isinstance(workload, ImplicitWorkload):
+        if b.exact or twin is workload:
             return b.value, b.exact
     if getattr(workload, "family", None) in ("prefix", "all_range"):  # closed-form singular values: no O(n³) eigh
         from mmopt.toeplitz.bound import svd_bound as closed_svd_bound
