@@ -167,3 +167,46 @@ def test_seeded_numpy_runs_unchanged_by_a_noise_object():
         a = f(epsilon=0.5, rng=11)
         b = f(epsilon=0.5, noise=Noise("numpy", np.random.default_rng(11)))
         assert np.array_equal(a.estimate, b.estimate)
+
+
+def _recorded_scales(monkeypatch) -> list:
+    """The scales OpenDP's Laplace/Gaussian measurements are built at (they add no noise here: values returned)."""
+    seen = []
+
+    def fake(kind, scale):
+        seen.append((kind, scale))
+        return lambda values: values
+
+    monkeypatch.setattr(odp, "_vector_measurement", fake)
+    return seen
+
+
+def test_release_scales_are_widened_by_the_margin(monkeypatch):
+    seen = _recorded_scales(monkeypatch)
+    for b in (0.1, 1.0, 3.0 / 7.0):
+        Noise("opendp").add_laplace(np.zeros(2), b)
+        Noise("opendp").add_gaussian(0.0, b)
+    from fractions import Fraction
+    assert len(seen) == 6
+    for (_, got), b in zip(seen, np.repeat([0.1, 1.0, 3.0 / 7.0], 2), strict=True):  # exact: ≥ b·(1 + 2⁻³¹)
+        assert Fraction(got) >= Fraction(float(b)) * (1 + Fraction(1, 2**31))
+
+
+@pytest.mark.parametrize(("eps", "ratio"), [(0.3, 0.1), (0.7, 0.1), (0.1, 0.9)])
+def test_ahp_release_spends_at_most_epsilon_in_exact_arithmetic(monkeypatch, eps, ratio):
+    # ε₁ = ρε and ε₂ = ε − ε₁ round, and so do b = 1/εᵢ: without the margin the losses 1/b₁ + 1/b₂ the draws
+    # have sum to ε(1 + 1.3·10⁻¹⁶) at (0.3, 0.1) — above ε. Each count and each cluster total has L1 sensitivity 1
+    # (the clusters are disjoint: parallel composition), so the loss is 1/b₁ + 1/min b₂.
+    from fractions import Fraction
+    seen = _recorded_scales(monkeypatch)
+    ahp(np.arange(40.0), eps, ratio=ratio, noise="opendp")
+    first, rest = seen[0][1], min(s for _, s in seen[1:])
+    assert Fraction(1) / Fraction(first) + Fraction(1) / Fraction(rest) <= Fraction(eps)
+
+
+def test_opendp_exponential_map_is_within_epsilon_without_slack():
+    # the check before sampling is strict now; it must pass across scales (OpenDP's maps round upwards)
+    for eps in (1e-3, 0.1, 0.3, 1.0, 7.0):
+        for delta in (1.0, 0.5, 3.0):
+            assert odp.exponential([0.0, 1e9], eps, delta) == 1
+    assert Noise("opendp").draw_epsilon(0.3) < 0.3 == Noise("numpy", np.random.default_rng(0)).draw_epsilon(0.3)

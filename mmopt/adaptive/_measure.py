@@ -100,7 +100,7 @@ def _matrix_mechanism(z, epsilon, build, noise: Noise, caller) -> tuple[np.ndarr
         raise ValueError(f"The 'strategy' callable of {caller} must return a strategy over the {k} buckets. "
                          f"Got one over {A.domain_size} cells.")
     if noise.vetted:
-        out = release(identity(k), A, z, Privacy(epsilon))
+        out = release(identity(k), A, z, Privacy(noise.draw_epsilon(epsilon)))  # the margin: Noise's docstring
     else:
         out = matrix_mechanism(identity(k), A, z, Privacy(epsilon), rng=noise.rng)
     return out.estimate, {"strategy": A.name, "sensitivity": out.sensitivity, "noise_scale": out.noise_scale,

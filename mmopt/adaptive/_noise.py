@@ -21,6 +21,7 @@ import numpy as np
 
 from mmopt._base.validation import check_rng
 from mmopt.adaptive._exponential import exponential_mechanism
+from mmopt.adaptive._opendp_noise import RELEASE_MARGIN  # (imports OpenDP only when it draws)
 
 BACKENDS = ("numpy", "opendp")
 
@@ -65,6 +66,18 @@ class Noise:
     def vetted(self) -> bool:
         """True when every sample comes from OpenDP's vetted samplers."""
         return self.backend == "opendp"
+
+    def draw_epsilon(self, epsilon: float) -> float:
+        """The ε this back-end draws at for a step budgeted ε: ε/(1 + 2⁻³⁰) on the release path (the margin of
+        :data:`~mmopt.adaptive._opendp_noise.RELEASE_MARGIN`), ε itself in simulation. For a caller that builds its
+        own Gibbs logits from ε (``gumbel_max``) or calibrates a release to ε.
+
+        Examples
+        --------
+        >>> Noise("opendp").draw_epsilon(1.0) < 1.0, resolve_noise("numpy", 0, caller="example").draw_epsilon(1.0)
+        (True, 1.0)
+        """
+        return float(epsilon) if self.backend == "numpy" else float(epsilon) / (1.0 + RELEASE_MARGIN)
 
     def laplace(self, scale: float, size=None) -> np.ndarray:
         """i.i.d. Laplace(0, ``scale``) of shape ``size`` (a float when size is None)."""

@@ -194,7 +194,7 @@ def private_partition(x, epsilon: float, *, bucket_penalty: float, candidates: s
         _add_cost_noise(cost, valid, scales, src)
         last = _least_cost(cost, lengths)
     else:
-        last = _sample_gibbs(-(eps / (2.0 * delta)) * cost, lengths, src)
+        last = _sample_gibbs(-(src.draw_epsilon(eps) / (2.0 * delta)) * cost, lengths, src)
     return Partition(_bounds(last), eps, selection, candidates, c, delta, float(penalty), src.backend)
 
 
