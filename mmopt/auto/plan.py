@@ -202,16 +202,16 @@ def _local(ctx: Context, most: int, unless: float | None = None, name: str = "mi
     """The dense p-Identity search alone (one restart), fitted when it runs: as many L-BFGS-B steps as the budget
     left allows, ``most`` at most (or the user's ``max_iterations``); skipped when fewer than LOCAL_MIN_STEPS fit."""
     n = ctx.n
-    step = costs.pidentity_step(n, max(4, n // 16))
+    step, setup = costs.pidentity_step(n, max(4, n // 16)), costs.local_setup(n)
 
     def fitted(seconds: float) -> Candidate | None:
-        steps = ctx.max_iterations or min(most, int((seconds - 0.5) / step))
+        steps = ctx.max_iterations or min(most, int((seconds - setup) / step))
         if steps < LOCAL_MIN_STEPS and ctx.max_iterations is None:
             return None
         run = lambda: ctx.optimize(ctx.dense, "min_error", max_iterations=steps,  # noqa: E731
                                    options={"engine": "local", "restarts": 1})
-        return Candidate(name, 0.5 + steps * step, run, unless=unless)
-    return Candidate(name, 0.5 + LOCAL_MIN_STEPS * step, lambda: None, unless=unless, fit=fitted)
+        return Candidate(name, setup + steps * step, run, unless=unless)
+    return Candidate(name, setup + LOCAL_MIN_STEPS * step, lambda: None, unless=unless, fit=fitted)
 
 
 def _plain(ctx: Context, budget_seconds: float) -> list[Candidate]:
