@@ -66,6 +66,22 @@ def test_unit_error_declines_what_it_cannot_score():
     assert cp.unit_error(W, no_pairs) is None  # W's 2-way blocks are not measured: X does not support G
 
 
+def test_a_strategy_singular_on_the_low_blocks_is_not_scored():
+    # F (n−1)×n has a null vector z, so A(z⊗z) = 0 while W(z⊗z) ≠ 0: X does not support G. The Schur complement S
+    # is singular to round-off, yet a Cholesky factor of it exists: scored at 2.6·10¹⁶ (exact) before
+    n = 65
+    F = np.random.default_rng(0).standard_normal((n - 1, n))
+    F /= np.linalg.norm(F, axis=0)
+    T = np.ones((1, n))
+    A = ss.union_strategy([ss.kron_strategy(F, T), ss.kron_strategy(T, F), ss.kron_strategy(F, F)])
+    W = sw.kron(sw.identity(n), sw.identity(n))
+    z = np.linalg.svd(F)[2][-1]
+    assert np.linalg.norm(np.kron(F @ z, z)) < 1e-12  # the oracle: z⊗z is in A's null space (each block's)
+    assert cp.unit_error(W, A) is None
+    with pytest.raises(ValueError, match="no exact method applies"):
+        mmopt.structured.evaluate(W, A, mmopt.Privacy(1.0, 1e-6))
+
+
 def test_delta_bounds_bracket_the_scanned_sensitivity():
     A = random_coupled((4, 4, 4), 1)
     up, low = cp.delta_upper(A)

@@ -290,3 +290,41 @@ def test_evaluate_validation():
         ss.marginals_strategy((2, 2), [1, -1, 0, 0])
     with pytest.raises(ValueError, match="entries"):
         ss.marginals_strategy((10,) * 10, {tuple(range(10)): 1.0}).gram()
+
+
+def test_a_helmert_factor_cannot_answer_totals_and_is_refused():
+    # HᵀH = I − J/3 is αI + βJ with α + 3β ≈ 1e-17 from round-off, not 0: counted as positive, every row of A
+    # summing to 0 on attribute 0 was scored at a finite 2·10¹⁷ (exact), with max variance 5·10¹⁶ and answers 0
+    import math
+
+    from mmopt.structured.per_query import kron_variance
+
+    H = np.array([[1, -1, 0], [1, 1, -2]], float) / np.array([[math.sqrt(2)], [math.sqrt(6)]])
+    W = sw.kron(sw.total(3), sw.identity(4))
+    A = ss.union_strategy([ss.kron_strategy(H, np.eye(4)), ss.kron_strategy(H, np.ones((1, 4)))])
+    Wd, Ad = W.dense(), A.dense()
+    assert np.linalg.norm(Wd - Wd @ np.linalg.pinv(Ad) @ Ad) > 1.0  # the dense oracle: W is not in A's row space
+    for call in (lambda: mmopt.structured.evaluate(W, A), lambda: kron_variance(W, A)):
+        with pytest.raises(ValueError, match="does not support"):
+            call()
+
+
+def test_limits_and_budgets_are_checked_by_name():
+    # they raised bare TypeErrors ('<=' not supported …), or were accepted (dense_limit=-1, svd_bound's
+    # dense_limit='x'), or failed as "LSMR did not reach the solution" (max_iterations=-1 or 1.5)
+    from mmopt.structured.mechanism import least_squares
+
+    W = sw.kron(sw.prefix(3), sw.identity(2))
+    A = ss.union_strategy([ss.kron_strategy(np.eye(3), np.eye(2)), ss.kron_strategy(np.ones((1, 3)), np.eye(2))])
+    for bad, error in (("x", TypeError), (None, TypeError), (-1, ValueError), (1.5, TypeError)):
+        with pytest.raises(error, match="'dense_limit' parameter of evaluate"):
+            mmopt.structured.evaluate(W, A, dense_limit=bad)
+        with pytest.raises(error, match="'dense_limit' parameter of svd_bound"):
+            bd.svd_bound(W, dense_limit=bad)
+        if bad is not None:
+            with pytest.raises(error, match="'root_limit' parameter of svd_bound"):
+                bd.svd_bound(W, dense_limit=0, root_limit=bad)
+    for bad, error in (("10", TypeError), (-1, ValueError), (0, ValueError), (1.5, TypeError)):
+        with pytest.raises(error, match="'max_iterations' parameter of least_squares"):
+            least_squares(A, np.ones(A.n_rows), max_iterations=bad)
+    assert least_squares(A, np.ones(A.n_rows), max_iterations=50)[0].shape == (3, 2)

@@ -45,6 +45,17 @@ def ij_coefficients(X: np.ndarray) -> tuple[float, float] | None:
     return alpha, beta
 
 
+def constants_eigenvalue(alpha: float, beta: float, n: int) -> float:
+    """α + nβ, the eigenvalue of αI + βJ (n × n) on the constants, snapped to 0 when it is round-off of its terms.
+
+    Why: the residual projector's Gram I − J/n (a Helmert factor's HᵀH, every row summing to 0) comes out of
+    :func:`ij_coefficients` with α + nβ ≈ 1e-17, not 0; counted as a positive eigenvalue, a strategy that
+    cannot answer totals was scored at a finite 10¹⁷ (and its answers were 0) instead of being refused.
+    """
+    out = alpha + n * beta
+    return 0.0 if abs(out) <= 16 * n * np.finfo(float).eps * max(abs(alpha), n * abs(beta)) else out
+
+
 def subset_bits(d: int) -> np.ndarray:
     """Boolean (2^d, d): row T has bit i set iff attribute i ∈ T (T as a bitmask, bit i = attribute i)."""
     if d > MAX_ATTRIBUTES:
@@ -65,7 +76,7 @@ def product_spectrum(coefficients, shape, weight2: float = 1.0) -> np.ndarray:
     """λ_T of w²·⊗ᵢ(αᵢI + βᵢJ) for every T: w² ∏_{i∈T} αᵢ ∏_{i∉T} (αᵢ + nᵢβᵢ)."""
     bits = subset_bits(len(shape))
     a = np.array([c[0] for c in coefficients], dtype=float)
-    b = np.array([c[0] + n * c[1] for c, n in zip(coefficients, shape, strict=True)], dtype=float)
+    b = np.array([constants_eigenvalue(*c, n) for c, n in zip(coefficients, shape, strict=True)], dtype=float)
     return weight2 * np.where(bits, np.clip(a, 0.0, None), np.clip(b, 0.0, None)).prod(axis=1)
 
 

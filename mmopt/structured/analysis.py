@@ -33,6 +33,7 @@ import numpy as np
 
 from mmopt import error as dense_error
 from mmopt._base import guards as g
+from mmopt._base import validation as v
 from mmopt.dense._error_common import check_privacy, check_type, resolve_norm
 from mmopt.dense._strategy_core import NORMS, Strategy, max_column_norm
 from mmopt.dense.profile import support_tolerance
@@ -77,6 +78,7 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
     ck.same_shape(workload.shape, strategy.shape, caller=caller, what="the workload and the strategy")
     check_privacy(privacy, caller)
     norm = resolve_norm(privacy, norm, caller)
+    dense_limit = v.check_int(dense_limit, name="dense_limit", caller=caller, low=0)
     d = len(workload.shape)  # past the 2^d algebra below (or where its terms·2^d tables get large): the closure
     if not strategy.is_product and (d > 16 or (len(workload.terms) + len(strategy.terms)) << d > 1 << 22):
         from mmopt.structured.residual.solve import closure_report  # lazy: that subpackage imports this layer

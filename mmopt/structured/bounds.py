@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mmopt import error as dense_error
+from mmopt._base import validation as v
 from mmopt.privacy import Privacy
 from mmopt.structured import _checks as ck
 from mmopt.structured import algebra as alg
@@ -65,6 +66,9 @@ def svd_bound(workload: ImplicitWorkload, privacy: Privacy | None = None, *, den
     if privacy is not None and not isinstance(privacy, Privacy):
         raise TypeError("The 'privacy' parameter of svd_bound must be a Privacy or None. "
                         f"Got {type(privacy).__name__}.")
+    dense_limit = v.check_int(dense_limit, name="dense_limit", caller="svd_bound", low=0)
+    if root_limit is not None:
+        root_limit = v.check_int(root_limit, name="root_limit", caller="svd_bound", low=0)
     c = 1.0 if privacy is None else privacy.variance_factor
     cache = cache or fc.Cache()
     N = workload.domain_size

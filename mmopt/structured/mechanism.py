@@ -112,7 +112,8 @@ def least_squares(strategy: ImplicitStrategy, y, *, tol: float = DEFAULT_TOL,
     shape, N, p = strategy.shape, strategy.domain_size, strategy.n_rows
     op = LinearOperator((p, N), dtype=np.float64, matvec=lambda z: strategy_apply(strategy, z.reshape(shape)),
                         rmatvec=lambda r: strategy_apply_transpose(strategy, r).ravel())
-    limit = max_iterations or max(1000, 10 * min(N, 10**4))
+    limit = max(1000, 10 * min(N, 10**4)) if max_iterations is None else v.check_int(
+        max_iterations, name="max_iterations", caller=caller)
     out = lsmr(op, y, atol=tol, btol=tol, maxiter=limit)
     xhat, istop, itn, normA = out[0], out[1], out[2], out[5]
     r = y - op.matvec(xhat)

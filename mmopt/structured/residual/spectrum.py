@@ -46,9 +46,7 @@ def factor_ratios(A) -> tuple[float, float] | None:
     if co is None:
         return None
     alpha, beta = co
-    out = alpha + n * beta
-    if abs(out) <= 16 * n * _EPS * max(abs(alpha), n * abs(beta)):
-        out = 0.0  # the residual projector I − J/n: its constants eigenvalue is exactly 0
+    out = alg.constants_eigenvalue(alpha, beta, n)  # the residual projector I − J/n's is exactly 0
     if alpha < 0 or out < 0:
         return None
     return alpha / n, out / n
