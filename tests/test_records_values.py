@@ -146,3 +146,24 @@ def test_duckdb_hugeint_categories_are_matched_as_exact_integers():
     con = duckdb.connect()
     rel = con.sql(f"SELECT CAST(x AS HUGEINT) AS x FROM (VALUES ({2**53 + 1}), (5)) t(x)")
     assert marginal_counts(rel, C, [("x",)])[(0,)].tolist() == [0, 1]  # 2⁵³ + 1 was counted as 2⁵³
+
+
+def test_whole_number_decimals_are_compared_as_integers(tmp_path):
+    # SQL's NUMERIC(38, 0) read from Parquet went through float64: 2⁵³ + 1 was counted in the cell of 2⁵³
+    import decimal
+
+    import pyarrow.parquet as pq
+    values = [BIG + 1, 5, BIG, None, 10**20, BIG + 1]  # 10²⁰: past int64, out of the domain (dropped)
+    column = [None if v is None else decimal.Decimal(v) for v in values]
+    pq.write_table(pa.table({"id": pa.array(column, type=pa.decimal128(38, 0))}), tmp_path / "d.parquet")
+    one = Domain((D.attributes[0],))
+    want = [1, 2, 1]
+    for engine in ("auto", "duckdb", "polars"):
+        if engine != "auto":
+            pytest.importorskip(engine)
+        assert marginal_counts(tmp_path / "d.parquet", one, [(0,)], engine=engine)[(0,)].tolist() == want, engine
+    frame = pd.DataFrame({"id": pd.Series(column, dtype=object)})  # pandas: Decimal objects
+    assert marginal_counts(frame, one, [(0,)])[(0,)].tolist() == want
+    small = [decimal.Decimal(v) for v in (BIG + 1, 5, BIG)]  # fits int64: the fast cast
+    pq.write_table(pa.table({"id": pa.array(small, type=pa.decimal128(20, 0))}), tmp_path / "s.parquet")
+    assert marginal_counts(tmp_path / "s.parquet", one, [(0,)])[(0,)].tolist() == [1, 1, 1]

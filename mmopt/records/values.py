@@ -5,7 +5,8 @@ it is missing, unparseable or outside the domain; such records are dropped by th
 single bad record never stops a release (whether a release happens must not depend on one person's record).
 
 * **Integers are compared as integers**: an integer column (NumPy, pandas nullable ``Int64`` with missing
-  values, Arrow integers with nulls) is never routed through float64, so 2⁵³ and 2⁵³ + 1 stay two values.
+  values, Arrow integers with nulls, whole-number decimals such as SQL's ``NUMERIC(38, 0)``, and whole
+  ``Decimal`` objects) is never routed through float64, so 2⁵³ and 2⁵³ + 1 stay two values.
 * **float32 columns are matched by value**: category c matches a float32 value v when float32(c) = v (the
   value 0.1 stored as float32 is the category 0.1); bins compare the stored value itself.
 * **Mixed object columns** (pandas ``object``: numbers, None, strings): numbers are coded, missing values and
@@ -82,9 +83,12 @@ def _masked(x: np.ndarray, missing: np.ndarray, attribute: Attribute) -> np.ndar
 
 
 def _object_codes(values: np.ndarray, attribute: Attribute) -> np.ndarray:
-    """Numbers by value (ints exactly; Decimal and Fraction as float64, as Arrow's decimals), text parsed as a CSV
+    """Numbers by value (ints and whole Decimals exactly; other Decimals and Fractions as float64), text parsed as a CSV
     cell (:func:`_parsed_codes`), everything else (None, NaN, other objects) dropped."""
     out = np.full(values.shape[0], -1, dtype=np.int64)
+    if any(isinstance(v, decimal.Decimal) for v in values):  # whole Decimals are integers, compared exactly
+        values = np.array([int(v) if isinstance(v, decimal.Decimal) and v.is_finite() and v == v.to_integral_value()
+                           else v for v in values], dtype=object)
     is_int = np.fromiter((isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_) for v in values),
                          bool, values.shape[0])
     # pd.read_parquet turns a decimal128 column into Decimal objects: the file itself is read as float64
@@ -166,6 +170,14 @@ def _arrow_codes(column, attribute: Attribute) -> np.ndarray:
         return _masked(filled, missing, attribute)
     if pa.types.is_float32(column.type):
         return _number_codes(column.to_numpy(zero_copy_only=False).astype(np.float32), attribute)
+    if pa.types.is_decimal(column.type) and column.type.scale <= 0:
+        # whole numbers (decimal(38, 0), SQL's NUMERIC ids and codes) are compared as integers: through float64,
+        # 2⁵³ + 1 was counted in the cell of 2⁵³. A safe cast to int64 is exact, and refuses what does not fit.
+        try:
+            filled = pc.cast(column.fill_null(0), pa.int64()).to_numpy(zero_copy_only=False)
+        except pa.ArrowInvalid:  # past int64: value by value, as Python ints
+            return _object_codes(np.array(column.to_pylist(), dtype=object), attribute)
+        return _masked(filled, missing, attribute)
     return _number_codes(pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False), attribute)
 
 
