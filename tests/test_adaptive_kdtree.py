@@ -174,3 +174,13 @@ def test_shares_leaving_nothing_for_the_counts_are_refused_before_any_draw():
     assert rec.calls == []
     r = kd_tree(np.ones((4, 4)), 1.0, kind="hybrid", median_levels=0, median_share=0.9, total_share=0.1, rng=0)
     assert r.budget["medians"] == 0.0 and math.isclose(sum(r.budget.values()), 1.0)
+
+
+def test_a_single_cell_spends_all_of_epsilon_on_its_count():
+    # no tree: the root count took total_share (5 %) of ε and the rest was reported spent on levels with no nodes
+    rec = Recording("numpy", np.random.default_rng(0))
+    r = kd_tree(np.full((1, 1), 7.0), 0.5, noise=rec)
+    assert [c[:2] for c in rec.calls] == [("laplace", 1 / 0.5)]
+    assert r.budget == {"medians": 0.0, "count_level_0": 0.5} and r.details["leaves"] == [(0, 1, 0, 1)]
+    draws = np.array([kd_tree(np.full((1, 1), 7.0), 0.5, rng=s).estimate[0, 0] for s in range(2000)])
+    assert abs(draws.var() - 2 / 0.5**2) < 5 * 2 / 0.5**2 * np.sqrt(5 / 2000)  # Var Lap(b) = 2b², ±5 SE (kurtosis 6)

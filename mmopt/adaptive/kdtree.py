@@ -144,6 +144,13 @@ def kd_tree(x, epsilon: float, *, kind: str = "kd", height: int | None = None, m
         raise ValueError(f"The 'median_share' and 'total_share' parameters of {caller} must add up to less than 1 "
                          f"(the rest pays for the node counts). Got {share!r} + {root_share!r} instead.")
     src = noise_source(noise, rng, caller)
+    if X.size == 1:  # one cell: no tree to build, so the root count takes all of ε (it took total_share of it, and
+        # the medians' and deeper levels' shares went unused: 400× the variance at the default 5 %)
+        y = float(src.add_laplace(float(X.sum()), laplace_scale(1.0, eps, "the root count", caller)))
+        details = {"leaves": [(0, 1, 0, 1)], "height": 0, "median_levels": 0, "kind": kind, "level_budgets": (eps,),
+                   "median_sensitivity": 1.0}
+        return finish("kd_tree" if kind == "kd" else "hybrid_kd_tree", np.full((1, 1), y), eps,
+                      {"medians": 0.0, "count_level_0": eps}, details, src)
     # the root count is measured first: it is the noisy N that sizes the tree (module docstring)
     eps_root = root_share * eps
     scales = [laplace_scale(1.0, eps_root, "the root count", caller)]
