@@ -123,6 +123,13 @@ def test_invalid_input():
         db.dual_value(W, [1.0, 0.0, 1.0])
     with pytest.raises(ValueError, match="positive"):
         db.dual_value(W, [1.0, 1.0])
+    # the search's budgets: bare OverflowError / TypeError before, and -5 was taken as 0
+    for kw, error in (({"max_work": float("nan")}, ValueError), ({"max_work": -1.0}, ValueError),
+                      ({"max_evaluations": "x"}, TypeError), ({"max_evaluations": -5}, ValueError)):
+        with pytest.raises(error, match=f"'{next(iter(kw))}' parameter of dual_bound"):
+            db.dual_bound(W, **kw)
+    capped, free = db.dual_bound(W, max_work=1e6), db.dual_bound(W, max_work=float("inf"))  # inf: no cap
+    assert free.value == db.dual_bound(W).value and capped.value <= free.value
 
 
 def test_the_bound_holds_under_laplace_noise_too():

@@ -127,3 +127,17 @@ def test_sf1_plan_meets_per_table_targets_within_the_certified_minimum():
     assert np.all(p.per_query_variance <= tau**2)
     assert np.max(p.per_query_variance / tau**2) > 0.999  # the budget is tight: some target is met with ≈ 0 slack
     assert isinstance(p.strategy, OrbitStrategy) and p.strategy.sensitivity_squared() <= 1 + 1e-12
+
+
+def test_solve_checks_its_targets_and_budgets_by_name():
+    # targets 0 or NaN failed inside the SVD ("did not converge"), a wrong length as a broadcast error and
+    # max_iterations=0 as "cannot unpack non-iterable NoneType"
+    P, T = np.tril(np.ones((3, 3))), np.ones((1, 3))
+    red = om.reduce(sw.union([sw.kron(P, T), sw.kron(T, P), sw.kron(P, P)]))
+    k = red.class_size.size
+    for targets in (np.zeros(k), -np.ones(k), np.full(k, np.nan), np.ones(k + 1)):
+        with pytest.raises(ValueError, match="'targets' parameter of orbit_maxvar.solve"):
+            om.solve(red, targets)
+    with pytest.raises(ValueError, match="'max_iterations' parameter of orbit_maxvar.solve"):
+        om.solve(red, np.ones(k), max_iterations=0)
+    assert om.solve(red, np.ones(k), max_iterations=5).objective > 0

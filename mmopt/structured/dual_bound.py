@@ -46,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize
 
+from mmopt._base import validation as v
 from mmopt.privacy import Privacy
 from mmopt.structured import factors as fc
 from mmopt.structured._dual_blocks import MAX_SIZE, _form, _one_dim_weights, _value  # noqa: F401 (MAX_SIZE: API)
@@ -141,6 +142,11 @@ def dual_bound(workload: ImplicitWorkload, privacy: Privacy | None = None, *, ma
     (True, False, 'dual_product')
     """
     form = _check(workload, privacy, "dual_bound")
+    max_evaluations = v.check_int(max_evaluations, name="max_evaluations", caller="dual_bound", low=0)
+    if isinstance(max_work, float) and max_work == np.inf:
+        max_work = None  # no cap (it failed converting inf to an int, NaN likewise)
+    elif max_work is not None:
+        max_work = v.check_real(max_work, name="max_work", caller="dual_bound", low=0.0)
     if form is None:
         return None
     c = 1.0 if privacy is None else privacy.variance_factor

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mmopt._base.validation import check_int, check_real, check_vector
 from mmopt.structured.gamma2 import RIDGE, ascend
 from mmopt.structured.orbits import Orbits, attribute_orbits, row_signatures
 
@@ -70,8 +71,13 @@ def _factor_matrix(F) -> np.ndarray:
 
 
 def reduce(workload, caller: str = "optimize") -> Reduction:
-    """The :class:`Reduction` of an :class:`~mmopt.structured.workloads.ImplicitWorkload`; ``ValueError`` before
-    allocating when its blocks or classes would be too many (the message says how many)."""
+    """The :class:`Reduction` of an :class:`~mmopt.structured.workloads.ImplicitWorkload`; ``ValueError`` before its
+    blocks are allocated when they or its classes would be too many (the message says how many). The cell orbits it
+    counts them by need each distinct factor's matrix (refused past the allocation limit by ``explicit_matrix``):
+    prefix(9,000) ⊗ total(3) is refused after 1.3 GB and ~7 s; the query count is checked first."""
+    if workload.n_queries > MAX_QUERIES:
+        raise ValueError(f"{caller}: '{workload.name}' has {workload.n_queries:,} queries; the max-variance search in "
+                         f"the commutant handles at most {MAX_QUERIES:,}.")
     d = len(workload.shape)
     distinct = [{id(t.factors[j]): t.factors[j] for t in workload.terms} for j in range(d)]
     matrices = [{key: _factor_matrix(F) for key, F in dj.items()} for dj in distinct]
@@ -195,7 +201,15 @@ def solve(red: Reduction, targets: np.ndarray, *, tol: float = 1e-4, max_iterati
     log T: 5 % after 300). A step that lowers T halves η. Every step's T² and max v/τ · max X_oo are valid bounds,
     so the certificate holds whatever the iteration does.
     """
-    inv_tau = 1.0 / np.asarray(targets, dtype=float)
+    caller = "orbit_maxvar.solve"
+    tau = check_vector(targets, name="targets", caller=caller, length=red.class_size.size,
+                         meaning="the workload's query classes")
+    if not np.all(tau > 0):  # (finite already) 0 or a negative τ divided by 0, then failed inside the SVD
+        raise ValueError(f"The 'targets' parameter of {caller} must be > 0 for every query class. Got a smallest "
+                         f"of {tau.min():.3g}.")
+    max_iterations = check_int(max_iterations, name="max_iterations", caller=caller)
+    tol = check_real(tol, name="tol", caller=caller, low=0.0, low_open=True)
+    inv_tau = 1.0 / tau
     cells = functools.reduce(np.multiply.outer, [o.sizes.astype(float) for o in red.orbits])
     lam, mu = red.class_size / red.class_size.sum(), cells / cells.sum()  # uniform over queries and cells
 
