@@ -126,6 +126,21 @@ def test_workload_recognition_and_refusals():
         T.equalized(T.banded([1.0, 1.5], 10))
 
 
+def test_a_workload_with_prefix_sums_gram_but_other_rows_is_not_prefix_sums():
+    # W = R·P (R a rotation) has prefix(2)'s Gram and query count: its total error is prefix(2)'s, but its largest
+    # query variance is 2.049 (dense), and evaluate reported prefix(2)'s 1.5625 for a query (0, 1) it does not have
+    t = np.pi / 5
+    R = np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]])
+    P = np.tril(np.ones((2, 2)))
+    S = T.sqrt_strategy(2)
+    B = R @ P @ np.linalg.inv(S.to_dense())
+    assert np.max(np.sum(B * B, axis=1)) * S.sensitivity() ** 2 == pytest.approx(2.0489442280555563)  # the oracle
+    with pytest.raises(TypeError, match="has the Gram of prefix.2. but not its rows"):
+        T.evaluate(mmopt.Workload.from_matrix(R @ P), S)
+    shuffled = mmopt.Workload.from_matrix(P[::-1])  # the same rows in another order: still prefix sums
+    assert T.evaluate(shuffled, S).max_variance == T.evaluate(T.prefix(2), S).max_variance
+
+
 def test_singular_strategy_is_refused_not_reported():
     with pytest.raises(ValueError, match="overflow"), np.errstate(over="ignore", invalid="ignore"):
         T.evaluate(T.prefix(4000), T.banded([1.0, 3.0], 4000))

@@ -132,3 +132,10 @@ def test_an_unknown_kind_or_bad_targets_are_refused():
         rm.solve("prefix", 4, np.array([1.0, 0.0, 1.0, 1.0]))
     with pytest.raises(ValueError, match=r"must have length 4 \(one per query of prefix\(4\)\)"):
         rm.solve("prefix", 4, np.ones(3))
+    # before allocating: n = 4,097 (past MAX_N) built its (n+1)² arrays, n = 0 divided by zero, max_iterations=0
+    # failed unpacking None, tol <= 0 spent every iteration
+    for kw, name in (({"n": rm.MAX_N + 1}, "n"), ({"n": 0}, "n"), ({"max_iterations": 0}, "max_iterations"),
+                     ({"tol": 0.0}, "tol")):
+        args = {"n": 3, **kw}
+        with pytest.raises(ValueError, match=f"'{name}' parameter of mmopt.toeplitz.maxvar.solve"):
+            rm.solve("prefix", args.pop("n"), np.ones(3), **args)

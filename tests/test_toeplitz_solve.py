@@ -88,6 +88,11 @@ def test_refusals():
         solve.optimize(W, "sqrt", max_iterations=3)
     with pytest.raises(ValueError, match="'bands' parameter"):
         solve.optimize(W, "banded", bands=17)
+    # n = 1 took a shortcut before the checks: "optimal" for bands=-3 or buffers=1000
+    with pytest.raises(ValueError, match="'bands' parameter"):
+        solve.optimize(T.prefix(1), "banded", bands=-3)
+    with pytest.raises(ValueError, match="'buffers' parameter"):
+        solve.optimize(T.prefix(1), "blt", buffers=1000)
 
 
 def test_registered_in_mmopt_optimize():

@@ -80,10 +80,36 @@ def as_stream_workload(workload, caller: str) -> StreamWorkload:
         lo, hi = np.minimum.outer(i, i), np.maximum.outer(i, i)
         for kind, G, m in (("prefix", n - hi + 1.0, n), ("all_range", lo * (n - hi + 1.0), n * (n + 1) // 2)):
             if workload.n_queries == m and np.allclose(workload.mean_gram * m, G, rtol=1e-12, atol=1e-12):
-                return StreamWorkload(kind, n)
+                # the Gram fixes the total error, not the rows: W = R·P (R orthogonal) has prefix(n)'s Gram, and its
+                # per-query and largest errors were reported for P's rows, as exact
+                if _family_rows(workload, kind):
+                    return StreamWorkload(kind, n)
+                raise TypeError(f"The 'workload' parameter of {caller} has the Gram of {kind}({n}) but not its rows "
+                                "(or only its Gram is known), so its per-query errors are not those of "
+                                f"{kind}({n}). Use mmopt.evaluate for it, or pass mmopt.toeplitz.{kind}({n}).")
     raise TypeError(f"The 'workload' parameter of {caller} must be mmopt.toeplitz.prefix(n) or all_range(n) "
                     f"(or the dense mmopt.workload.prefix(n) / all_range(n)). Got {type(workload).__name__} "
                     f"{getattr(workload, 'name', '')!r} instead.")
+
+
+def _family_rows(workload, kind: str) -> bool:
+    """Whether the stored rows of ``workload`` are the 0/1 intervals of ``kind`` (prefixes [0, j], or every [i, j]),
+    in any order; False when only its Gram is known."""
+    if workload.matrix is None:
+        return False
+    W = np.asarray(workload.matrix)
+    n = W.shape[1]
+    if not np.all((W == 0) | (W == 1)):
+        return False
+    ones = W.sum(axis=1)
+    first = np.argmax(W == 1, axis=1)
+    last = n - 1 - np.argmax(W[:, ::-1] == 1, axis=1)
+    if np.any(ones == 0) or np.any(ones != last - first + 1):  # each row one contiguous interval
+        return False
+    if kind == "prefix":
+        return bool(np.all(first == 0)) and np.array_equal(np.sort(last), np.arange(n))
+    pairs = np.unique(first * n + last)
+    return pairs.size == W.shape[0]  # n(n+1)/2 distinct intervals: every one
 
 
 @dataclass(frozen=True)

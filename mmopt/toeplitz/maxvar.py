@@ -157,6 +157,12 @@ def solve(kind: str, n: int, targets: np.ndarray, *, tol: float = 1e-4, max_iter
     >>> s.status, bool(s.lower_bound <= s.objective <= s.lower_bound * (1 + 1e-4))
     ('optimal', True)
     """
+    caller = "mmopt.toeplitz.maxvar.solve"
+    # before anything is allocated: n = 4,097 built its (n+1)² arrays, n = 0 divided by zero, max_iterations=0
+    # failed unpacking None, and tol <= 0 spent every iteration
+    n = _v.check_int(n, name="n", caller=caller, high=MAX_N)
+    tol = _v.check_real(tol, name="tol", caller=caller, low=0.0, low_open=True)
+    max_iterations = _v.check_int(max_iterations, name="max_iterations", caller=caller)
     a, b = edges(kind, n)
     tau = _v.check_vector(targets, name="targets", caller="mmopt.toeplitz.maxvar.solve", length=len(a),
                          meaning=f"one per query of {kind}({n})")

@@ -158,6 +158,11 @@ def optimize(workload, method: str = "blt", *, bands: int | None = None, buffers
         if value is not None and method != used:
             raise ValueError(f"The '{name}' parameter of {caller} applies to method={used!r} only. Got "
                              f"{name}={value!r} with method={method!r}; drop it.")
+    # checked before the n = 1 shortcut below, which returned "optimal" for bands=-3 or buffers=1000
+    if bands is not None:
+        v.check_int(bands, name="bands", caller=caller, high=n)
+    if buffers is not None:
+        v.check_int(buffers, name="buffers", caller=caller, high=64)
     closed = method in ("sqrt", "weighted_sqrt")
     if closed and (max_iterations is not None or tol is not None):
         raise ValueError(f"The 'max_iterations' and 'tol' parameters of {caller} do not apply to "
