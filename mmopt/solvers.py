@@ -297,6 +297,8 @@ def solve(
     status = _status_map().get(problem.status, "solver_error")
     stats = problem.solver_stats
     iterations = getattr(stats, "num_iters", None) if stats is not None else None
+    if status == "optimal_inaccurate" and max_iters is not None and iterations is not None and iterations >= max_iters:
+        status = "user_limit"  # SCS says "inaccurate" where its iteration cap stopped it (Clarabel says the limit)
     if status == "optimal":
         msg = f"{solver} solved {what} to optimality."
     elif status == "optimal_inaccurate":

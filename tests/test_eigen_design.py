@@ -90,6 +90,15 @@ def test_budget_statuses_and_refusals():
     with pytest.raises(ValueError, match=r"\['solver'\] parameter\(s\) of optimize do not apply"):
         mmopt.optimize(wl.prefix(8), method="eigen_design", solver="SCS")
     assert math.isfinite(res.objective)
+    # direct calls: tol ≤ 0 / NaN and max_iterations 0 / 2.5 ran and reported a status; a non-symmetric G was
+    # solved from one triangle and called "optimal"
+    G = wl.prefix(4).mean_gram
+    for kw, error in (({"tol": 0.0}, ValueError), ({"tol": float("nan")}, ValueError),
+                      ({"max_iterations": 0}, ValueError), ({"max_iterations": 2.5}, TypeError)):
+        with pytest.raises(error, match=f"'{next(iter(kw))}' parameter of optimize.method='eigen_design'."):
+            solve_eigen_design(G, **kw)
+    with pytest.raises(ValueError, match="must be symmetric"):
+        solve_eigen_design(G + np.triu(np.ones((4, 4)), 1))
 
 
 @pytest.mark.parametrize("scale", [1e-100, 1e-20, 1e60])

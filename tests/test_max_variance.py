@@ -256,3 +256,26 @@ def test_laplace_plan_measures_the_queries_themselves_when_that_is_best(rows):
     p = mmopt.plan(mmopt.Workload.from_matrix(np.array(rows)), 1.0)
     # within 1e-5: the default calibration='release' rounds ε up to what OpenDP's Laplace scale search gives
     assert p.epsilon == pytest.approx(np.sqrt(2), rel=1e-5) and p.epsilon >= p.lower_bound * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("scale, targets", [(1e-20, None), (1e100, None), (1.0, 1e8), (1.0, 1e-40)])
+def test_the_search_is_free_of_the_workloads_scale_and_its_targets_units(scale, targets):
+    # the weights' floor was absolute: W·10⁻²⁰ and targets 10⁸ stopped 14 % off the optimum certified at W
+    # (optimal_inaccurate), W·10¹⁰⁰ overflowed its Gram ("the 'gram' parameter of solve_l2 must be finite")
+    P = np.tril(np.ones((4, 4)))
+    base = solve_max_variance(P)
+    s = solve_max_variance(scale * P, None if targets is None else np.full(4, targets))
+    unit = scale**2 / (1.0 if targets is None else targets)
+    assert s.status == "optimal" and base.status == "optimal"
+    assert s.lower_bound <= s.objective <= s.lower_bound * (1 + 1e-4)
+    # both certified brackets hold the one optimum (max variance is ∝ s²/τ)
+    assert s.lower_bound / unit <= base.objective * (1 + 1e-12) and base.lower_bound <= s.objective / unit * (1 + 1e-12)
+
+
+def test_direct_calls_check_their_parameters_by_name():
+    P = np.tril(np.ones((4, 4)))
+    for kw, error in (({"tol": 0.0}, ValueError), ({"tol": float("nan")}, ValueError),
+                      ({"max_iterations": 0}, ValueError), ({"max_iterations": 2.5}, TypeError),
+                      ({"targets": np.zeros(4)}, ValueError), ({"targets": np.ones(3)}, ValueError)):
+        with pytest.raises(error, match=f"'{next(iter(kw))}' parameter of solve_max_variance"):
+            solve_max_variance(P, **kw)

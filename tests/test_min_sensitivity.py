@@ -4,6 +4,7 @@ profile equivalence, never worse than the input, determinism, history, and valid
 import numpy as np
 import pytest
 
+import mmopt
 from mmopt import strategy as st
 from mmopt._base.solution import RawSolution
 from mmopt.search.min_sensitivity import _polish, solve_min_sensitivity
@@ -154,3 +155,14 @@ def test_status_is_user_limit_when_a_phase_runs_out_of_budget(monkeypatch):
     assert spent_polish.status == "user_limit" and "rotation polishes stopped at their 2-step budget" in (
         spent_polish.message)
     check(spent_polish, X0)
+
+
+@pytest.mark.parametrize("scale", [1e-60, 1e60])
+def test_optimize_takes_an_initial_strategy_at_any_scale(scale):
+    # 1e-60·H was refused with "the 'profile_gram' parameter of solve_min_sensitivity ... call mmopt.optimize,
+    # which rescales for you" — raised from mmopt.optimize; a strategy's error does not depend on its scale
+    H = mmopt.strategy.hierarchical(4).matrix
+    kw = dict(method="min_sensitivity", seed=0, privacy=mmopt.Privacy(1.0), max_iterations=5)
+    base = mmopt.optimize(mmopt.workload.prefix(4), initial=H, **kw)
+    r = mmopt.optimize(mmopt.workload.prefix(4), initial=scale * H, **kw)
+    assert r.objective == pytest.approx(base.objective, rel=1e-6)  # the same problem (H·c, c in [0.5, 1))

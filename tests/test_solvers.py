@@ -103,6 +103,16 @@ def test_solve_iteration_limit_is_reported():
     assert "Raise the limit" in out.message
 
 
+def test_an_scs_solve_stopped_by_its_iteration_cap_is_user_limit():
+    # SCS calls it "optimal_inaccurate"; a solve that spent the caller's max_iters is "user_limit" (Clarabel's)
+    import mmopt
+    from mmopt.search.sdp_l2 import solve_l2_sdp
+    s = solve_l2_sdp(mmopt.workload.prefix(8).gram, solver="SCS", max_iterations=5)
+    assert s.status == "user_limit" and s.iterations == 5
+    r = mmopt.optimize(mmopt.workload.all_range(16), method="l2_approx", solver="SCS", max_iterations=5, seed=0)
+    assert r.status == "user_limit" and not r.success
+
+
 def test_solve_maps_crash_to_solver_error(monkeypatch):
     problem, _ = tiny_sdp()
 

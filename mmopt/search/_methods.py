@@ -16,6 +16,7 @@ import numpy as np
 
 from mmopt import strategy as st
 from mmopt._base.solution import RawSolution
+from mmopt.dense.profile import power_of_two_scale
 from mmopt.search import min_error
 from mmopt.workload import Workload
 
@@ -99,6 +100,9 @@ def _min_sensitivity(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
         raise ValueError("optimize(method='min_sensitivity') needs initial=<Strategy or matrix>: the strategy "
                          "whose error profile is kept while its sensitivity is minimised.")
     A0 = min_error._initial_matrix(A0, W)
+    # at an exact power-of-two scale with max |A0| in [0.5, 1): neither error nor the rotation depends on it, and
+    # 1e-60·H was refused as "profile_gram ... 3e-120, call mmopt.optimize, which rescales for you" — from optimize
+    A0 = np.ldexp(A0, -power_of_two_scale(A0))
     from mmopt.search.min_sensitivity import solve_min_sensitivity
     return solve_min_sensitivity(A0.T @ A0, initial=A0, solver=opts.get("solver"), tol=opts.get("tol") or 1e-6,
                                  max_iterations=opts.get("max_iterations") or 50, seed=opts.get("seed"),

@@ -30,7 +30,7 @@ import scipy.optimize
 
 from mmopt._base import guards as g
 from mmopt._base.solution import RawSolution
-from mmopt._base.validation import check_gram_magnitude, check_matrix
+from mmopt._base.validation import check_gram_magnitude, check_int, check_matrix, check_real
 
 __all__ = ["SOLVER_NAME", "eigen_weights", "solve_eigen_design"]
 
@@ -129,9 +129,16 @@ def solve_eigen_design(G: np.ndarray, *, tol: float | None = None, max_iteration
     ('optimal', True)
     """
     t0 = time.perf_counter()
-    tol = DEFAULT_TOL if tol is None else float(tol)
-    max_iterations = DEFAULT_MAX_ITERATIONS if max_iterations is None else int(max_iterations)
+    # checked, not converted: tol ≤ 0 or NaN and max_iterations 0 or 2.5 ran and reported a status, and eigh
+    # read one triangle of a non-symmetric G (a different problem, called "optimal")
+    tol = DEFAULT_TOL if tol is None else check_real(tol, name="tol", caller=_CALLER, low=0.0, low_open=True)
+    max_iterations = DEFAULT_MAX_ITERATIONS if max_iterations is None else check_int(
+        max_iterations, name="max_iterations", caller=_CALLER)
     G = check_matrix(G, name="G", caller=_CALLER, square=True)
+    asym = float(np.max(np.abs(G - G.T))) if G.size else 0.0  # (PSD is eigen_weights' own test, on its one eigh)
+    if asym > 1e-8 * float(np.max(np.abs(G))):
+        raise ValueError(f"The 'G' parameter of {_CALLER} must be symmetric (a Gram WᵀW); max |G − Gᵀ| is "
+                         f"{asym:.3g}. Pass W.T @ W.")
     check_gram_magnitude(G, name="G", caller=_CALLER)
     n = G.shape[0]
     g.check_working_set({"eigenvectors": n * n, "their squares P": n * n, "eigh's workspace": 2 * n * n},
