@@ -132,6 +132,15 @@ def route(workload, strategy, caller: str):
             strategy = strategy.to_strategy()
     if strategy is None:
         return ("product" if isinstance(workload, ImplicitWorkload) else "dense"), workload, None
+    if family == "dense" and _stream_native(strategy):
+        # what optimize(workload.prefix(n), method="toeplitz" | "weighted_sqrt") returns: with its dense workload it
+        # was refused as "must be a 2-D array". Prefix sums or all ranges (rows checked) take the stream path, any
+        # other workload of n cells the strategy's matrix.
+        from mmopt.toeplitz.error import as_stream_workload
+        try:
+            return "stream", as_stream_workload(workload, caller), strategy
+        except TypeError:
+            strategy = strategy.to_strategy()
     W, A, implicit = _kinds(workload, strategy, caller)
     return ("product" if implicit else "dense"), W, A
 

@@ -193,6 +193,11 @@ def _mechanism_options(reconstruct: str, total, zeros, reconstruct_options=None)
 
 def _truth(workload, strategy, x, caller: str) -> tuple[np.ndarray, float, int]:
     """(W x, ‖x‖₁, p) for the data as the mechanism will see it."""
+    if _stream(workload):  # mmopt.toeplitz.prefix(n) / all_range(n): W x from its dense twin (AttributeError before)
+        if workload.n > ck.DENSE_LIMIT:
+            raise ValueError(f"{caller} lists every query's answer: {workload.name} past {ck.DENSE_LIMIT:,} cells is "
+                             "too many for a simulation. Use mmopt.evaluate for its exact error.")
+        workload = workload.to_workload()
     if isinstance(workload, ImplicitWorkload):
         x = ck.check_data(x, workload.shape, caller=caller)
         truth = answer(workload, x)
@@ -207,9 +212,18 @@ def _truth(workload, strategy, x, caller: str) -> tuple[np.ndarray, float, int]:
         except ValueError as exc:
             raise ValueError(f"{caller} needs the query matrix W to measure per-query errors: {exc}") from None
         truth = W @ x
-    p = strategy.n_rows if isinstance(strategy, ImplicitStrategy) else np.shape(getattr(strategy, "matrix",
-                                                                                        strategy))[0]
+    if isinstance(strategy, ImplicitStrategy):
+        p = strategy.n_rows
+    elif dispatch._stream_native(strategy):  # n × n, lower triangular
+        p = strategy.domain_size
+    else:
+        p = np.shape(getattr(strategy, "matrix", strategy))[0]
     return truth, float(np.sum(np.abs(x))), int(p)
+
+
+def _stream(workload) -> bool:
+    from mmopt.toeplitz.error import StreamWorkload
+    return isinstance(workload, StreamWorkload)
 
 
 def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "least_squares", total=None,
@@ -280,6 +294,8 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
     ss = _seed_sequence(seed)
     options = _mechanism_options(reconstruct, total, zeros, reconstruct_options)
     check_privacy(privacy, _CALLER, optional=False)  # a mechanism needs a real budget
+    # a records-layer marginal workload or residual strategy as the implicit object it stands for, as everywhere
+    workload, strategy = dispatch.as_implicit(workload), dispatch.as_implicit(strategy)
     # evaluate first: it checks types, domains and support, and gives the exact expectation.
     report = dispatch.evaluate(workload, strategy, privacy)
     truth, x_l1, p = _truth(workload, strategy, x, _CALLER)

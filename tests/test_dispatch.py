@@ -162,3 +162,18 @@ def test_the_dense_mechanism_takes_x_shaped_like_a_product_workload_and_length_m
         st.marginals((2, 3, 4), [1.0, 1.0, 1.0])
     with pytest.raises(ValueError, match=r"'weights' parameter of stack must have length 2 \(one per workload\)"):
         wl.stack([wl.prefix(3), wl.identity(3)], weights=[1.0])
+
+
+@pytest.mark.parametrize("method", ["toeplitz", "weighted_sqrt"])
+def test_what_optimize_returns_for_a_dense_prefix_workload_is_taken_with_it(method):
+    # optimize(workload.prefix(n), method="toeplitz") returns a ToeplitzStrategy, which evaluate, release and
+    # matrix_mechanism refused with that same workload ("must be a 2-D array of real numbers")
+    pr = Privacy(1.0, 1e-6)
+    W = wl.prefix(16)
+    A = mmopt.optimize(W, method=method, privacy=pr).strategy
+    dense = mmopt.evaluate(W, A.to_strategy(), pr).total_squared_error  # the oracle: its matrix
+    assert mmopt.evaluate(W, A, pr).total_squared_error == pytest.approx(dense, rel=1e-10)
+    assert mmopt.matrix_mechanism(W, A, np.arange(16.0), pr, rng=0).answers.shape == (16,)
+    other = mmopt.Workload.from_matrix(np.random.default_rng(0).random((5, 16)))  # not a stream: its matrix
+    assert mmopt.evaluate(other, A, pr).total_squared_error == pytest.approx(
+        mmopt.evaluate(other, A.to_strategy(), pr).total_squared_error, rel=1e-10)

@@ -119,3 +119,14 @@ def test_spent_budget_is_user_limit_not_optimal():
     res = mmopt.factorization_norm(wl.all_range(200), max_iterations=1, tol=1e-12)
     assert res.status == "user_limit"
     assert res.lower < res.value and res.gap > 0  # still a valid bracket
+
+
+def test_stream_and_records_marginal_workloads_are_factorized_like_their_twins():
+    # evaluate takes both; factorization_norm refused them as "must be a 2-D array of real numbers"
+    from mmopt import toeplitz
+    from mmopt.structured.residual.workload import marginal_workload
+    assert mmopt.factorization_norm(toeplitz.prefix(16)).value == pytest.approx(
+        mmopt.factorization_norm(mmopt.workload.prefix(16)).value, rel=1e-9)
+    W = marginal_workload((4, 3, 2), {(0, 1): 1.0, (0, 2): 1.0, (1, 2): 1.0})
+    assert mmopt.factorization_norm(W).value == pytest.approx(
+        mmopt.factorization_norm(mmopt.structured.marginals((4, 3, 2), 2)).value, rel=1e-9)

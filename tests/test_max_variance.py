@@ -228,6 +228,10 @@ def test_plan_names_itself_and_refuses_text_booleans_and_points_at_an_infinite_t
     with pytest.raises(ValueError, match=r"'targets' parameter of plan .* Got shape \(0,\)\.$"):
         mmopt.plan(W, targets=[])  # no smallest to show (numpy's 'zero-size array' error at 1c00689)
     assert mmopt.plan(mmopt.toeplitz.prefix(64), targets=4.0, delta=1e-6).epsilon > 0  # stream workloads still
+    # a Gram-only workload was refused as "optimize: objective='max_variance' needs the workload's queries"
+    P = np.tril(np.ones((16, 16)))
+    with pytest.raises(ValueError, match="'workload' parameter of plan must list its queries"):
+        mmopt.plan(mmopt.Workload.from_gram(P.T @ P, n_queries=16), targets=4.0, kind="se")
 
 
 def test_plan_refuses_one_marginal_under_two_keys_and_a_marginal_not_asked():

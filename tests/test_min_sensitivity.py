@@ -166,3 +166,5 @@ def test_optimize_takes_an_initial_strategy_at_any_scale(scale):
     base = mmopt.optimize(mmopt.workload.prefix(4), initial=H, **kw)
     r = mmopt.optimize(mmopt.workload.prefix(4), initial=scale * H, **kw)
     assert r.objective == pytest.approx(base.objective, rel=1e-6)  # the same problem (H·c, c in [0.5, 1))
+    X, X0 = r.strategy.matrix.T @ r.strategy.matrix, (scale * H).T @ (scale * H)
+    assert np.allclose(X, X0, rtol=1e-8, atol=1e-8 * np.abs(X0).max())  # its profile, at the initial's scale

@@ -106,3 +106,25 @@ def test_counts_too_large_to_resolve_the_noise_are_refused():
         monte_carlo(wl.prefix(4), st.hierarchical(4), [1e300] * 4, Privacy(1.0), runs=10, seed=0)
     big = monte_carlo(wl.prefix(4), st.hierarchical(4), [1e9] * 4, Privacy(1.0), runs=10, seed=0)
     assert np.isfinite(big.total_squared_error) and big.scaled_squared_error > 0
+
+
+def test_stream_and_records_marginal_workloads_are_simulated_like_their_twins():
+    # evaluate took both, monte_carlo failed after it with AttributeError ('... has no attribute matrix')
+    from mmopt import toeplitz
+    from mmopt.structured.residual.workload import marginal_workload
+    pr = Privacy(1.0)
+    H = st.hierarchical(16)
+    a = mmopt.monte_carlo(toeplitz.prefix(16), H, np.arange(16.0), pr, runs=20, seed=0)
+    b = mmopt.monte_carlo(wl.prefix(16), H, np.arange(16.0), pr, runs=20, seed=0)
+    assert a.expected == pytest.approx(b.expected, rel=1e-12)
+    assert a.total_squared_error == pytest.approx(b.total_squared_error, rel=1e-9)
+    W = marginal_workload((4, 3, 2), {(0, 1): 1.0, (0, 2): 1.0, (1, 2): 1.0})
+    A = st.marginals((4, 3, 2), np.ones(8))
+    c = mmopt.monte_carlo(W, A, np.arange(24.0), pr, runs=20, seed=0)
+    d = mmopt.monte_carlo(mmopt.structured.marginals((4, 3, 2), 2), A, np.arange(24.0), pr, runs=20, seed=0)
+    assert c.expected == pytest.approx(d.expected, rel=1e-12)
+    assert c.total_squared_error == pytest.approx(d.total_squared_error, rel=1e-9)
+    g = Privacy(1.0, 1e-6)
+    T = mmopt.optimize(wl.prefix(16), method="toeplitz", privacy=g).strategy  # a stream strategy, too
+    e = mmopt.monte_carlo(toeplitz.prefix(16), T, np.arange(16.0), g, runs=20, seed=0)
+    assert e.expected == pytest.approx(mmopt.evaluate(wl.prefix(16), T.to_strategy(), g).total_squared_error)

@@ -103,3 +103,10 @@ def test_marginal_terms_share_their_factors():
     assert len(distinct) == 4  # I₅, 1ᵀ₅, I₇, 1ᵀ₇
     assert W.to_workload().mean_gram.shape == (1225, 1225)  # and they still mean what they meant
     assert W.n_queries == sum(a * b for a, b in [(5, 7), (5, 5), (5, 7), (7, 5), (7, 7), (5, 7)])
+
+
+def test_a_weighted_union_says_its_weights_in_its_name():
+    # two unions of the same parts with other weights (errors 3,998 and 11,708 under the identity) had one name
+    a, b = sw.kron(np.tril(np.ones((4, 4))), np.eye(8)), sw.kron(np.eye(4), np.tril(np.ones((8, 8))))
+    assert sw.union([a, b]).name != sw.union([a, b], weights=[1.0, 2.0]).name
+    assert sw.union([a, b], weights=[1.0, 2.0]).name.endswith("+2*" + b.name)

@@ -238,6 +238,10 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
         res = optimize(workload, privacy=unit, targets=tau, tol=tol, max_iterations=max_iterations, verbose=False)
     else:
         dense = _dense(workload, "max_variance")  # its rows are built once, by the search
+        if dense.matrix is None and dense.family == "gram":  # was refused as optimize's objective='max_variance'
+            raise ValueError(f"The 'workload' parameter of {caller} must list its queries: '{dense.name}' holds only "
+                             "its Gram, and each query's variance needs its row. Build it with "
+                             "mmopt.Workload.from_matrix(W).")
         tau = _to_variance(check_targets(targets, dense.n_queries, caller), kind, alpha, delta, caller)
         res = optimize(dense, privacy=unit, targets=tau, tol=tol, max_iterations=max_iterations, verbose=False)
     V, V_low = res.objective, res.lower_bound  # max vᵢ/τᵢ at unit variance factor (c = 1)

@@ -8,6 +8,7 @@ a method does not read is refused, naming the method and what it does read: sile
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -102,11 +103,15 @@ def _min_sensitivity(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
     A0 = min_error._initial_matrix(A0, W)
     # at an exact power-of-two scale with max |A0| in [0.5, 1): neither error nor the rotation depends on it, and
     # 1e-60·H was refused as "profile_gram ... 3e-120, call mmopt.optimize, which rescales for you" — from optimize
-    A0 = np.ldexp(A0, -power_of_two_scale(A0))
+    # (the strategy comes back at the initial's scale: its profile AᵀA is the one asked for)
+    e = power_of_two_scale(A0)
+    A0 = np.ldexp(A0, -e)
     from mmopt.search.min_sensitivity import solve_min_sensitivity
-    return solve_min_sensitivity(A0.T @ A0, initial=A0, solver=opts.get("solver"), tol=opts.get("tol") or 1e-6,
-                                 max_iterations=opts.get("max_iterations") or 50, seed=opts.get("seed"),
-                                 verbose=opts["verbose"], n_jobs=opts.get("n_jobs"))
+    raw = solve_min_sensitivity(A0.T @ A0, initial=A0, solver=opts.get("solver"), tol=opts.get("tol") or 1e-6,
+                                max_iterations=opts.get("max_iterations") or 50, seed=opts.get("seed"),
+                                verbose=opts["verbose"], n_jobs=opts.get("n_jobs"))
+    return dataclasses.replace(raw, matrix=None if raw.matrix is None else np.ldexp(raw.matrix, e),
+                               gram=None if raw.gram is None else np.ldexp(raw.gram, 2 * e))
 
 
 def _lrm(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:

@@ -167,6 +167,7 @@ def factorization_norm(workload, *, tol: float = 1e-8, max_iterations: int | Non
     if isinstance(workload, Strategy):
         raise TypeError(f"The 'workload' parameter of {_CALLER} must be a Workload, an implicit workload or a "
                         "query matrix F. Got a Strategy; pass its matrix (strategy.matrix) to factorize it.")
+    workload = _as_listed(workload)
     if isinstance(workload, ImplicitWorkload):
         if workload.is_product:
             return _product(workload, tol, max_iterations, t0)
@@ -182,6 +183,21 @@ def factorization_norm(workload, *, tol: float = 1e-8, max_iterations: int | Non
     value, lower, A, status, solver = _dense(workload, tol, max_iterations)
     return FactorizationNorm(value, min(lower, value), value, (value - min(lower, value)) / value,
                              workload.n_queries, A, solver, time.perf_counter() - t0, status, "dense")
+
+
+def _as_listed(workload):
+    """A records-layer marginal workload as its implicit union, a stream workload (mmopt.toeplitz.prefix(n)) as its
+    dense twin: the forms :func:`mmopt.evaluate` takes them in (they were refused as "must be a 2-D array")."""
+    from mmopt.dispatch import as_implicit  # lazy: dispatch sits above the search layer
+    from mmopt.toeplitz.error import StreamWorkload
+    workload = as_implicit(workload)
+    if isinstance(workload, StreamWorkload):
+        if workload.n > ck.DENSE_LIMIT:
+            raise ValueError(f"The 'workload' parameter of {_CALLER} is {workload.name}, past {ck.DENSE_LIMIT:,} "
+                             "cells, whose L2 program is n×n. Its optimum is certified by mmopt.optimize(W, "
+                             "privacy=mmopt.Privacy(ε, δ)) (the tridiagonal dual), γ² = objective/m at unit privacy.")
+        workload = workload.to_workload()
+    return workload
 
 
 def _product(workload: ImplicitWorkload, tol: float, max_iterations: int | None, t0: float) -> FactorizationNorm:

@@ -149,6 +149,11 @@ class ToeplitzErrorReport:
     max_variance_exact: bool = True
 
     @property
+    def domain_size(self) -> int:
+        """n, as the dense and implicit reports name it."""
+        return self.n
+
+    @property
     def mean_squared_error(self) -> float:
         return self.total_squared_error / self.n_queries
 
