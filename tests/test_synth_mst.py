@@ -164,6 +164,11 @@ def test_the_model_and_its_rows_have_the_papers_workload_error():
     # the tree holds ab, bc, ad exactly up to noise; ac, bd, cd are implied. Sampling 6,000 rows adds about
     # √(cells/n) ≈ 0.03 of L1 per marginal, so the rows sit within that of the model
     assert 0 < model < 0.05 and abs(rows - model) < 0.06
+    # M/n is undefined without rows: a zero table gave 1.0, like a real (worst) error
+    with pytest.raises(ValueError, match="'synthetic' parameter of workload_error has no rows"):
+        workload_error(df, df.iloc[:0], D, W)
+    with pytest.raises(ValueError, match="'records' parameter of workload_error has no rows"):
+        workload_error(df.iloc[:0], df, D, W)
 
 
 def test_bad_input_is_refused_before_any_draw():

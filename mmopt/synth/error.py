@@ -47,7 +47,12 @@ def workload_error(records, synthetic, domain: Domain, workload) -> float:
     for S in sets:
         a = np.asarray(true[S], dtype=np.float64)
         b = np.asarray(fake[S], dtype=np.float64)
-        errs.append(np.abs(a / max(a.sum(), 1.0) - b / max(b.sum(), 1e-300)).sum())
+        # M/n is undefined without rows: a zero table reported 1.0, an error that looked like any other
+        for name, table in (("records", a), ("synthetic", b)):
+            if not table.sum() > 0:
+                raise ValueError(f"The '{name}' parameter of workload_error has no rows in the domain (all were "
+                                 "empty or outside it), so its normalised marginals M/n are undefined.")
+        errs.append(np.abs(a / a.sum() - b / b.sum()).sum())
     return float(np.mean(errs))
 
 
