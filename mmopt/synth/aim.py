@@ -60,6 +60,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+import warnings
 
 import numpy as np
 
@@ -179,6 +180,11 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
         raise ValueError(f"The 'initial_share' parameter of {caller} leaves the one-way marginals ρ = "
                          f"{rho * first:.3g} (below {RHO_FLOOR:g}): no Gaussian noise has that ρ in float64. Got "
                          f"{initial_share!r}; give a share of at least 1e-12, or None for the paper's split.")
+    if first is None and d * MEASURE_SHARE >= T:  # data-independent, so said before anything is drawn
+        warnings.warn(f"{caller}: rounds={T} is at most {MEASURE_SHARE:g}·d = {d * MEASURE_SHARE:g}, so the paper's "
+                      "split gives the one-way marginals the whole budget and no marginal is selected. Use the "
+                      f"default rounds (16·d = {16 * d}), or initial_share to fix the one-way share.", UserWarning,
+                      stacklevel=2)
     rest = rho if first is None else rho * (1 - first)  # what the rounds' σ and ε are computed from
     sigma = math.sqrt(T / (2 * MEASURE_SHARE * rest))
     eps = math.sqrt(8 * (1 - MEASURE_SHARE) * rest / T)
