@@ -128,10 +128,10 @@ def test_bad_input_is_refused():
         aim(df, D, W3, mmopt.Privacy(1.0))
     with pytest.raises(ValueError, match="'initial_share' parameter of aim leaves the one-way marginals ρ = 0"):
         aim(df, D, W3, mmopt.Privacy(1.0, 1e-9), initial_share=5e-324)  # a ZeroDivisionError before
-    # rounds ≤ 0.9·d: the paper's one-way share d·0.9/T is the whole budget, and nothing was selected, unsaid
+    # rounds ≤ 0.9·d: the paper's one-way share d·0.9/T is the whole budget, and nothing of use was selected, unsaid
     with pytest.warns(UserWarning, match="rounds=3 is at most 0.9·d = 3.6, so the paper's split gives"):
         few = aim(df, D, W3, mmopt.Privacy(1.0, 1e-9), seed=0, rounds=3)
-    assert few.details["selected"] == ()
+    assert float(few.steps[0].rho) >= 0.999 * few.rho  # the one-way marginals took (all but a sliver of) ρ
 
 
 def test_a_seeded_junction_run_does_not_depend_on_the_machine_speed(monkeypatch):

@@ -182,9 +182,9 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
                          f"{initial_share!r}; give a share of at least 1e-12, or None for the paper's split.")
     if first is None and d * MEASURE_SHARE >= T:  # data-independent, so said before anything is drawn
         warnings.warn(f"{caller}: rounds={T} is at most {MEASURE_SHARE:g}·d = {d * MEASURE_SHARE:g}, so the paper's "
-                      "split gives the one-way marginals the whole budget and no marginal is selected. Use the "
-                      f"default rounds (16·d = {16 * d}), or initial_share to fix the one-way share.", UserWarning,
-                      stacklevel=2)
+                      "split gives the one-way marginals (all but a sliver of) the budget and nothing of use is "
+                      f"selected. Use the default rounds (16·d = {16 * d}), or initial_share to fix the one-way "
+                      "share.", UserWarning, stacklevel=2)
     rest = rho if first is None else rho * (1 - first)  # what the rounds' σ and ε are computed from
     sigma = math.sqrt(T / (2 * MEASURE_SHARE * rest))
     eps = math.sqrt(8 * (1 - MEASURE_SHARE) * rest / T)
