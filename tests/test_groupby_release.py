@@ -200,5 +200,10 @@ def test_sql_rolls_up_a_declared_hierarchy():
     assert np.all(np.abs(states["n"].to_numpy() - truth[states["state"]].to_numpy()) <= 8 * states["std_error"])
     with pytest.raises(ValueError, match="do not apply with 'hierarchies'"):
         mmopt.sql(q, df, D, mmopt.Privacy(1.0, 1e-6), seed=1, hierarchies={"county": {"state": state_of}})
+    # a set that does not name the parent level shows it NULL, as SQL (DuckDB) does; the table filled it in
+    q2 = "SELECT state, county, COUNT(*) AS n FROM people GROUP BY GROUPING SETS ((state, county), (county))"
+    t = mmopt.sql(q2, df, D, mmopt.Privacy(2000.0, 1e-3), hierarchies={"county": {"state": state_of}}).table
+    assert t[t.grouping_set == "(county)"]["state"].isna().all()
+    assert t[t.grouping_set == "(state, county)"]["state"].notna().all()
     with pytest.raises(ValueError, match="refuses the column 'state'"):
         mmopt.sql(q, df, D, mmopt.Privacy(1.0, 1e-6))

@@ -215,3 +215,18 @@ def test_a_level_name_two_attributes_share_is_refused_where_a_set_uses_it():
     sex = Hierarchy.flat(4, name="sex")
     assert grouping_sets([geo, sex], [("state", "sex"), ("county",), ()]).sets == ((1, 1), (2, 0), (0, 0))
     assert grouping_sets([Hierarchy.flat(3), Hierarchy.flat(4)], [()]).sets == ((0, 0),)  # unused: no clash
+
+
+def test_the_bound_holds_at_tiny_set_weights():
+    # a set weight of 1e-10 (β ~ 1e-20 of a unit gap) left the secular equation's bisection at the gap's round-off:
+    # the bound came out 66.8 where a feasible strategy has error 58.2 (a false "optimal"), 1e20 at 1e-15, NaN past
+    h = Hierarchy((np.array([0, 0, 0]), np.array([0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]),
+                   np.array([0, 1, 2, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 7, 7, 7, 7, 8, 8, 8, 8, 9, 10])),
+                  ("l0", "l1", "l2", "l3"), "geo")
+    from mmopt.hierarchy.workload import HierarchyWorkload
+    for w in (1e-10, 1e-15, 1e-100, 1e-160):
+        W = HierarchyWorkload((h,), ((2,), (0,), (1,), (3,)), [1.0, 1.0, w, 1.0])
+        G = W.dense().T @ W.dense()
+        svd = np.sum(np.sqrt(np.clip(eigvalsh(G), 0, None))) ** 2 / G.shape[0]  # the dense oracle (uniform μ)
+        value, _ = hb.lower_bound(W)
+        assert value == pytest.approx(svd, rel=1e-9)

@@ -97,3 +97,18 @@ def test_plan_past_the_dense_limit_is_certified_and_beats_the_tree_search_on_bot
     ends = np.cumsum(W.set_sizes)
     per_set = [out.variances[e - k:e].max() for e, k in zip(ends, W.set_sizes, strict=True)]
     assert np.all(np.array(per_set) <= p.targets)  # the targets hold for the noise actually drawn
+
+
+def test_the_max_variance_bound_survives_weights_driven_towards_zero():
+    # its Powell search drives set weights to ~1e-114, where the total bound returned NaN: optimize failed with
+    # "The 'weights' parameter of HierarchyWorkload must hold 4 finite values > 0" (3 of ~80 random trees)
+    import mmopt
+    from mmopt.hierarchy import Hierarchy
+    from mmopt.hierarchy.workload import HierarchyWorkload
+    h = Hierarchy((np.array([0, 0, 0]), np.array([0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]),
+                   np.array([0, 1, 2, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 7, 7, 7, 7, 8, 8, 8, 8, 9, 10])),
+                  ("l0", "l1", "l2", "l3"), "geo")
+    W = HierarchyWorkload((h,), ((2,), (0,), (1,), (3,)), [1.959, 1.835, 1.734, 1.220])
+    r = mmopt.optimize(W, privacy=mmopt.Privacy(1.0, 1e-6), objective="max_variance",
+                       targets=[1.081, 2.505, 2.809, 1.165])
+    assert np.isfinite(r.lower_bound) and 0 < r.lower_bound <= r.objective

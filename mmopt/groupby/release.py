@@ -141,6 +141,10 @@ def _hierarchy_table(grouped, query: GroupByQuery, alpha):
     for c in names:
         if c not in query.columns:
             t = t.drop(columns=c)
+    for c in query.columns:  # NULL where the SQL set does not name the column, as SQL shows it (the table filled
+        if c in t:           # in a finer group's parent level: 'A' for state in the set (county))
+            named = np.array([c in sets[k] for k in t["set"]], dtype=bool)
+            t[c] = t[c].astype(object).where(named, None)
     keep = ["grouping_set", *query.columns, "estimate", "std_error", *(["lower", "upper"] if alpha else [])]
     return t[keep].rename(columns={"estimate": query.count_name})
 
