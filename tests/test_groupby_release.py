@@ -205,5 +205,7 @@ def test_sql_rolls_up_a_declared_hierarchy():
     t = mmopt.sql(q2, df, D, mmopt.Privacy(2000.0, 1e-3), hierarchies={"county": {"state": state_of}}).table
     assert t[t.grouping_set == "(county)"]["state"].isna().all()
     assert t[t.grouping_set == "(state, county)"]["state"].notna().all()
+    with pytest.raises(ValueError, match=r"the level\(s\) \['sex'\] of 'county' are named like domain attributes"):
+        mmopt.sql(q, df, D, mmopt.Privacy(1.0, 1e-6), hierarchies={"county": {"sex": state_of}})
     with pytest.raises(ValueError, match="refuses the column 'state'"):
         mmopt.sql(q, df, D, mmopt.Privacy(1.0, 1e-6))

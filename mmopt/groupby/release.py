@@ -129,6 +129,10 @@ def _hierarchy(hierarchies, domain: Domain) -> tuple[str, dict] | None:
     if leaf not in domain.names or not isinstance(levels, Mapping) or not levels:
         raise ValueError(f"The 'hierarchies' parameter of {_CALLER}: {leaf!r} must be a domain attribute mapped to a "
                          f"non-empty dict of its coarser levels. The domain has {list(domain.names)}.")
+    clash = [name for name in levels if name in domain.names]
+    if clash:  # a level took the attribute's place in the query, silently
+        raise ValueError(f"The 'hierarchies' parameter of {_CALLER}: the level(s) {clash} of {leaf!r} are named like "
+                         "domain attributes, so a query could not tell which one it groups by. Rename the levels.")
     return leaf, dict(levels)
 
 
