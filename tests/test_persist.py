@@ -500,3 +500,32 @@ def test_an_unwritable_place_is_named_not_the_temporary(built, tmp_path, monkeyp
     with pytest.raises(PermissionError, match=r"save: cannot write '.*x\.npz' \(Permission denied\)") as info:
         save(tmp_path / "x", built["hierarchical"][1])
     assert ".tmp" not in str(info.value) and info.value.errno == 13
+
+
+def test_every_corruption_is_refused_as_a_value_error(tmp_path):
+    # a flipped bit in the zip directory read as "encrypted" (RuntimeError) or an unknown compression method
+    # (NotImplementedError), deeply nested metadata as RecursionError: the CLI reported them as internal errors
+    W = mmopt.workload.prefix(16)
+    path = mmopt.save(tmp_path / "s.npz", mmopt.optimize(W, method="hierarchical"), workload=W)
+    raw = path.read_bytes()
+    cd = raw.rfind(b"PK\x01\x02")  # the last central-directory entry
+    for offset in (8, 10):  # its general-purpose flag (bit 0: encrypted) and its compression method
+        bad = bytearray(raw)
+        bad[cd + offset] ^= 0x01
+        (tmp_path / "bad.npz").write_bytes(bytes(bad))
+        with pytest.raises(ValueError, match="is corrupted"):
+            mmopt.load(tmp_path / "bad.npz")
+    np.savez(tmp_path / "deep.npz", metadata=np.frombuffer(b"[" * 100_000 + b"]" * 100_000, np.uint8))
+    with pytest.raises(ValueError, match="not valid UTF-8 JSON"):
+        mmopt.load(tmp_path / "deep.npz")
+
+
+def test_a_max_variance_result_on_marginals_is_saved_and_summarised(tmp_path):
+    # its strategy is a ResidualStrategy: to_dict() and save(result) raised TypeError, save(result.strategy) worked
+    M = mmopt.workload.marginals((3, 4, 2), 2)
+    res = mmopt.optimize(M, objective="max_variance", seed=0)
+    assert json.loads(json.dumps(res.to_dict()))["strategy"]["n_rows"] == res.strategy.n_rows
+    loaded = mmopt.load(mmopt.save(tmp_path / "mv.npz", res, workload=M), workload=M)
+    pr = mmopt.Privacy(1.0, 1e-6)
+    assert mmopt.evaluate(M, loaded.strategy, pr).total_squared_error == pytest.approx(
+        mmopt.evaluate(M, res.strategy, pr).total_squared_error, rel=1e-12)

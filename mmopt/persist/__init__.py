@@ -140,7 +140,7 @@ def save(path, strategy_or_result, *, workload=None, privacy=None, overwrite: bo
         raise TypeError(f"The 'overwrite' parameter of {caller} must be True or False. Got {type(overwrite).__name__}.")
     result = None
     if isinstance(strategy_or_result, OptimizeResult):
-        strategy = strategy_or_result.strategy
+        strategy = as_implicit(strategy_or_result.strategy)  # a max-variance result on marginals holds a residual one
         result = strategy_or_result.to_dict()
         del result["strategy"]  # the strategy has its own, fuller, section
     else:

@@ -10,6 +10,7 @@ import inspect
 import json
 import os
 import secrets
+import tokenize
 import zipfile
 import zlib
 from pathlib import Path
@@ -126,7 +127,10 @@ def read_arrays(source: Path, fail) -> dict[str, np.ndarray]:
         fail(f"cannot be read without unpickling ({exc})",
              remedy="mmopt files hold numeric arrays only, and load never unpickles (unpickling can run code). "
                     "Pass a file written by mmopt.save.")
-    except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+    # a flipped bit in the zip directory reads as "encrypted" (RuntimeError) or an unknown compression method
+    # (NotImplementedError), one in a .npy header as a tokenizer error: all corruption, none a crash to report
+    except (OSError, EOFError, RuntimeError, NotImplementedError, SyntaxError, tokenize.TokenError,
+            zipfile.BadZipFile, zlib.error) as exc:
         fail(f"is corrupted: reading its arrays failed ({type(exc).__name__}: {exc})")
 
 
@@ -143,8 +147,8 @@ def parse_metadata(entry, fail) -> dict:
 
     try:
         meta = json.loads(entry.tobytes().decode("utf-8"), parse_constant=refuse_constant)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        fail(f"has metadata that is not valid UTF-8 JSON ({exc})")
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:  # (nesting past the parser's depth)
+        fail(f"has metadata that is not valid UTF-8 JSON ({type(exc).__name__}: {exc})")
     if not isinstance(meta, dict):
         fail(f"has metadata that is a JSON {type(meta).__name__}, not an object")
     return meta
