@@ -141,7 +141,7 @@ def test_bad_requests_are_refused_by_name():
         mmopt.optimize(W, objective="max_variance", method="kron")
     with pytest.raises(ValueError, match="under Laplace noise .* plan by kind='se'"):
         mmopt.plan(W, targets=5.0, kind="halfwidth")
-    with pytest.raises(ValueError, match="more than 4,096 cells"):
+    with pytest.raises(ValueError, match="runs up to 4,096 cells on dense workloads"):
         mmopt.optimize(wl.prefix(2**16), privacy=GAUSS, objective="max_variance")
 
 
@@ -283,3 +283,11 @@ def test_direct_calls_check_their_parameters_by_name():
                       ({"targets": np.zeros(4)}, ValueError), ({"targets": np.ones(3)}, ValueError)):
         with pytest.raises(error, match=f"'{next(iter(kw))}' parameter of solve_max_variance"):
             solve_max_variance(P, **kw)
+
+
+def test_a_dense_search_past_the_dense_limit_is_refused_at_once():
+    # prefix(8,192) went to the dense minimax (an 8,192² L2 solve a step) and ran for minutes without a word
+    with pytest.raises(ValueError, match=r"optimize: objective='max_variance' on 'prefix\(5000\)' \(5,000 cells\)"):
+        mmopt.optimize(wl.prefix(5000), privacy=mmopt.Privacy(1.0, 1e-6), objective="max_variance")
+    with pytest.raises(ValueError, match=r"plan: objective='max_variance' on 'prefix\(5000\)'"):
+        mmopt.plan(wl.prefix(5000), targets=25.0, delta=1e-9)

@@ -358,6 +358,13 @@ def test_command_line_releases_spend_through_a_ledger(tmp_path, capsys, records)
     assert "Drop --ledger-total" in capsys.readouterr().err
     assert run("c.csv", "--composition", "zcdp") == 2        # and its composition (ignored, silently, before)
     assert "composes by 'basic'" in capsys.readouterr().err and not (tmp_path / "c.csv").exists()
+    # a refused first release left its new ledger behind, so the corrected command was told "a budget cannot change
+    # once spent from" — nothing had been spent: a new ledger is created only when the release fits in it
+    fresh = tmp_path / "fresh.json"
+    ledger = fresh
+    assert run("d.csv", "--ledger-total", "0.5") == 2
+    assert "was not created" in capsys.readouterr().err and not fresh.exists()
+    assert run("d.csv", "--ledger-total", "1.0") == 0 and Accountant.load(fresh).spent.epsilon == pytest.approx(0.6)
 
 
 def test_options_that_would_be_ignored_are_refused(tmp_path, capsys):

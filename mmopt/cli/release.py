@@ -311,9 +311,10 @@ def deliver(args, p: Plan, res) -> int:
     return 0
 
 
-def open_ledger(args):
+def open_ledger(args, privacy=None):
     """The :class:`mmopt.Accountant` of ``--ledger`` (None without it): the file if it exists, else a new one with
-    ``--ledger-total`` (ε or ε,δ) and ``--composition``; ValueError naming the option otherwise."""
+    ``--ledger-total`` (ε or ε,δ) and ``--composition`` — created only if ``privacy`` (this release's) fits in it;
+    ValueError naming the option otherwise."""
     composition = getattr(args, "composition", None)
     if getattr(args, "ledger", None) is None:
         for option, value in (("--ledger-total", getattr(args, "ledger_total", None)), ("--composition", composition)):
@@ -339,13 +340,21 @@ def open_ledger(args):
         parts = []
     if len(parts) not in (1, 2):
         raise ValueError(f"--ledger-total must be EPS or EPS,DELTA (numbers). Got {args.ledger_total!r}.")
-    return mmopt.Accountant.open(args.ledger, mmopt.Privacy(*parts), composition or "basic")
+    total, composition = mmopt.Privacy(*parts), composition or "basic"
+    # checked in memory first: a refused first release left the new file behind, holding this total, and the
+    # corrected command was then told "a budget cannot change once spent from" — nothing had been spent
+    if privacy is not None and not mmopt.Accountant(total, composition).can_spend(privacy, release=True):
+        hint = (" Its δ = 0 leaves no room for this release's δ > 0 (Gaussian noise): give --ledger-total EPS,DELTA."
+                if privacy.delta > 0 and total.delta == 0 else "")
+        raise ValueError(f"--ledger-total {args.ledger_total}: this release's {privacy} does not fit in a new ledger "
+                         f"of total {total} ({composition} composition), so '{args.ledger}' was not created.{hint}")
+    return mmopt.Accountant.open(args.ledger, total, composition)
 
 
 def release(args) -> int:
     """``mmopt release``: plan (all checks), measure once (OpenDP), deliver (files and report)."""
     p = plan(args)
-    acc = open_ledger(args)
+    acc = open_ledger(args, p.privacy)
     with out.signals_held() as got:  # from the draw on, Ctrl-C waits for the answers to be written
         spend = acc.release if acc is not None else mmopt.release  # with a ledger: checked, then recorded
         res = spend(p.workload, p.strategy, p.x, p.privacy, reconstruct=args.reconstruct, total=args.total)

@@ -187,7 +187,7 @@ def release_records(args) -> int:
     from mmopt.records import release_marginals
 
     p = plan(args)
-    acc = open_ledger(args)
+    acc = open_ledger(args, p.privacy)
     with out.signals_held("the table") as got:  # from the draw on, Ctrl-C waits for the table to be written
         res = release_marginals(args.records, p.domain, p.workload, p.privacy, accountant=acc)
         code = deliver(args, p, res)

@@ -74,7 +74,7 @@ def release_sql(args) -> int:
     from mmopt.groupby.release import grouping_table, release_grouping_sets
 
     p, query = plan(args)
-    acc = open_ledger(args)
+    acc = open_ledger(args, p.privacy)
     records = _source(args.records, query.table)
     with out.signals_held("the table") as got:  # from the draw on, Ctrl-C waits for the table to be written
         res = release_grouping_sets(query.grouping_sets, records, p.domain, p.privacy, accountant=acc)

@@ -67,6 +67,18 @@ def check_targets(targets, m: int, caller: str, name: str = "targets") -> np.nda
 TARGET_RANGE = (1e-120, 1e120)
 
 
+def check_dense_size(workload, caller: str) -> None:
+    """Refuse, at once, a max-variance search on a dense workload past the dense limit: each of its steps is an n×n
+    L2 solve, and prefix(8,192) ran for minutes without a word (the prefix-coordinates route stops at 4,096 too)."""
+    from mmopt.structured._checks import DENSE_LIMIT
+    n = getattr(workload, "domain_size", 0)
+    if n > DENSE_LIMIT:
+        raise ValueError(f"{caller}: objective='max_variance' on '{workload.name}' ({n:,} cells) would search over "
+                         f"dense {n:,}×{n:,} Grams; it runs up to {DENSE_LIMIT:,} cells on dense workloads (and on "
+                         "prefix sums and all ranges), and at any size on products, unions of marginals and grouping "
+                         "sets. Optimise the total error instead (objective='total'), or coarsen the domain.")
+
+
 def dense_rows(workload, caller: str):
     """(dense workload, W) for a max-variance search: W's rows are needed, not only its Gram."""
     from mmopt.family.dense import _dense
@@ -325,6 +337,7 @@ def run(workload, method, call: Call) -> OptimizeResult:
         return _run_product(workload, call, t0)
     if norm == "l2" and (ranges := range_kind(workload)) is not None:
         return _run_ranges(*ranges, workload.n_queries, call, t0)
+    check_dense_size(workload, CALLER)
     dense, W = dense_rows(workload, CALLER)
     tau = np.ones(W.shape[0]) if call.targets is None else check_targets(call.targets, W.shape[0], CALLER)
     sol = solve_max_variance(W, tau, tol=call.tol or 1e-4, max_iterations=call.max_iterations or 500)

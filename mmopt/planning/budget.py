@@ -192,7 +192,14 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     from mmopt.dispatch import as_implicit
     from mmopt.error import evaluate
     from mmopt.family.dense import _dense
-    from mmopt.family.objectives import _marginals, _orbit_union, check_targets, marginal_targets, range_kind
+    from mmopt.family.objectives import (
+        _marginals,
+        _orbit_union,
+        check_dense_size,
+        check_targets,
+        marginal_targets,
+        range_kind,
+    )
     from mmopt.hierarchy.workload import HierarchyWorkload
     from mmopt.optimize import optimize
     from mmopt.structured.residual.planner import per_marginal_targets
@@ -237,6 +244,7 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
         tau = _to_variance(check_targets(targets, workload.n_queries, caller), kind, alpha, delta, caller)
         res = optimize(workload, privacy=unit, targets=tau, tol=tol, max_iterations=max_iterations, verbose=False)
     else:
+        check_dense_size(workload, caller)
         dense = _dense(workload, "max_variance")  # its rows are built once, by the search
         if dense.matrix is None and dense.family == "gram":  # was refused as optimize's objective='max_variance'
             raise ValueError(f"The 'workload' parameter of {caller} must list its queries: '{dense.name}' holds only "
