@@ -291,3 +291,11 @@ def test_a_dense_search_past_the_dense_limit_is_refused_at_once():
         mmopt.optimize(wl.prefix(5000), privacy=mmopt.Privacy(1.0, 1e-6), objective="max_variance")
     with pytest.raises(ValueError, match=r"plan: objective='max_variance' on 'prefix\(5000\)'"):
         mmopt.plan(wl.prefix(5000), targets=25.0, delta=1e-9)
+
+
+def test_the_dense_search_reports_its_progress(capsys):
+    # the max-variance route ran outside the progress context and its search logged nothing: a 1,500-cell search
+    # printed no "still running" line in 25 s, and verbose=True printed nothing either
+    W = mmopt.Workload.from_matrix(np.tril(np.ones((8, 8)))[::-1].copy())
+    mmopt.optimize(W, privacy=GAUSS, objective="max_variance", verbose=True)
+    assert "max_variance: L2 solve 1, largest variance/target" in capsys.readouterr().err

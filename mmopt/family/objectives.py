@@ -308,6 +308,14 @@ def _run_grouping_orbits(W, call: Call, t0: float) -> OptimizeResult:
 
 def run(workload, method, call: Call) -> OptimizeResult:
     """The largest query variance over its target, minimised and certified (module docstring)."""
+    from mmopt._base import runtime as _runtime
+    # its searches take minutes on large dense workloads: the "still running" line after 10 s and the per-step lines
+    # of verbose=True, as the total's routes give them (a 1,500-cell search printed nothing in 25 s)
+    with _runtime.progress(_runtime.check_verbose(call.verbose, CALLER)):
+        return _run(workload, method, call)
+
+
+def _run(workload, method, call: Call) -> OptimizeResult:
     from mmopt.dense._strategy_core import Strategy
     from mmopt.search.max_variance import solve_max_variance
 

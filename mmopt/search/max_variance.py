@@ -27,6 +27,7 @@ is the Gaussian minimax one scored in L1: a heuristic there.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,6 +37,8 @@ from mmopt._base import validation as v
 from mmopt.search.l2_fast import solve_l2
 
 __all__ = ["MaxVarianceSolution", "solve_max_variance"]
+
+_LOG = logging.getLogger("mmopt")
 
 #: fresh L-BFGS-B starts at most (each from the best weights so far)
 RESTARTS = 20
@@ -141,6 +144,8 @@ def solve_max_variance(W: np.ndarray, targets: np.ndarray | None = None, *, tol:
                 st["best"] = (top, X.copy(), vx)
                 st["mean_best"] = X is not raw.gram
         history.append({"iteration": st["k"], "objective": st["best"][0], "lower_bound": st["lower"]})
+        _LOG.info("max_variance: L2 solve %d, largest variance/target %.6g, certified bound %.6g", st["k"],
+                  np.ldexp(st["best"][0], e), np.ldexp(st["lower"], e))
         if st["best"][0] - st["lower"] <= tol * st["best"][0]:
             raise Done("optimal")
         finite = np.isfinite(v)
