@@ -474,7 +474,8 @@ def test_weighted_marginals_refuse_a_marginal_listed_twice():
     for subsets in (((1, 0),), ((5,),), ((0, 0),)):
         with pytest.raises(ValueError, match="must hold tuples of distinct attribute indices in increasing order"):
             WeightedMarginals((2, 3), subsets, np.ones(1))
-    with pytest.raises(ValueError, match="names one marginal under two keys"):
+    with pytest.raises(ValueError, match=r"'weights' parameter of weighted_marginals names one attribute set twice, "
+                                         r"\(0, 1\) and \(1, 0\) \(one marginal under two keys\)"):
         weighted_marginals((2, 3), {(0, 1): 1.0, (1, 0): 2.0})
     assert weighted_marginals((2, 3), {(1, 0): 2.0, (0,): 1.0}).subsets == ((0,), (0, 1))
 

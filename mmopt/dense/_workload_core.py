@@ -140,6 +140,12 @@ def kron(first: Workload, second: Workload, *, name: str | None = None) -> Workl
     return Workload._make(G, m, label, W, "matrix" if W is not None else "gram")
 
 
+def weighted_label(names, weights) -> str:
+    """The default name of a weighted union, "W1+2*W2": its weights in it (dense stacks and implicit unions alike),
+    since two unions of the same parts with other weights are other workloads."""
+    return "+".join(n if w == 1 else f"{w:g}*{n}" for n, w in zip(names, weights, strict=True))
+
+
 def stack(workloads, weights=None, *, name: str | None = None) -> Workload:
     """Weighted union [w₁W₁; w₂W₂; …]: G = Σ wᵢ² Gᵢ, m = Σ mᵢ (queries of all parts, weighted)."""
     caller = "stack"
@@ -161,8 +167,8 @@ def stack(workloads, weights=None, *, name: str | None = None) -> Workload:
                          f"(|w| in [1.5e-154, 1.3e154]). Got {weights.tolist()!r:.80}. Drop a zero-weight workload; "
                          "rescale the others.")
     # the weights in the default name: stack([prefix(4)], weights=[-2]) was labelled prefix(4), error 4× prefix's
-    label = v.check_str(name, name="name", caller=caller) if name is not None else "+".join(
-        w.name if c == 1 else f"{c:g}*{w.name}" for w, c in zip(workloads, weights.tolist(), strict=True))
+    label = v.check_str(name, name="name", caller=caller) if name is not None else weighted_label(
+        [w.name for w in workloads], weights.tolist())
     v.check_allocation(2 * n * n, what=f"the {n}×{n} Gram matrix of the union and one temporary", caller=caller)
     m = sum(w.n_queries for w in workloads)
     # Exact rational shares mᵢ/m, so that 2ⁿ-sized parts mix correctly with small ones.

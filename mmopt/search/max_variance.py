@@ -34,6 +34,7 @@ import numpy as np
 from scipy import optimize
 
 from mmopt._base import validation as v
+from mmopt.dense.profile import power_of_two_scale
 from mmopt.search.l2_fast import solve_l2
 
 __all__ = ["MaxVarianceSolution", "solve_max_variance"]
@@ -113,8 +114,9 @@ def solve_max_variance(W: np.ndarray, targets: np.ndarray | None = None, *, tol:
     max_iterations = v.check_int(max_iterations, name="max_iterations", caller=caller)
     # Solved at a power-of-two scale (exact) where the identity's largest variance is ~1: the weights' floor below
     # is absolute, so W·10⁻²⁰ stopped 14 % off the optimum it certifies at W, and W·10¹⁰⁰ overflowed its Gram
-    e = 2 * _power_of_two(W, tau)
-    Wt = np.ldexp(W / np.sqrt(tau)[:, None], -e // 2)
+    Wt = W / np.sqrt(tau)[:, None]
+    k = power_of_two_scale(Wt)
+    Wt, e = np.ldexp(Wt, -k), 2 * k  # variances scale by 4⁻ᵏ: they are scaled back by 2ᵉ
     ident = np.eye(n)  # the identity is feasible: the first upper bound (optimal where every τᵢ = ‖wᵢ‖²)
     vi = _variances(Wt, ident)
     st = {"dual": None, "lower": 0.0, "p": np.full(m, 1.0 / m), "best": (float(np.max(vi)), ident, vi), "k": 0,
@@ -159,13 +161,6 @@ def solve_max_variance(W: np.ndarray, targets: np.ndarray | None = None, *, tol:
     return MaxVarianceSolution(X, float(np.ldexp(top, e)), float(np.ldexp(st["lower"], e)), status, st["k"], st["p"],
                                np.ldexp(var, e), tuple(history))
 
-
-def _power_of_two(W: np.ndarray, tau: np.ndarray) -> int:
-    """k with max_i ‖wᵢ‖/√τᵢ · 2⁻ᵏ in [0.5, 1) (0 for W = 0), from logarithms so that nothing overflows."""
-    with np.errstate(divide="ignore"):
-        logs = np.log2(np.max(np.abs(W), axis=1)) - 0.5 * np.log2(tau)
-    top = float(np.max(logs)) if logs.size else -np.inf
-    return int(np.floor(top)) + 1 if np.isfinite(top) else 0
 
 
 class Done(Exception):

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from mmopt.dense._workload_core import weighted_label
 from mmopt.structured import _checks as ck
 
 
@@ -56,10 +57,8 @@ def union_of(parts, weights, *, union_type: type, caller: str, build_with: str, 
     for p in parts[1:]:
         ck.same_shape(parts[0].shape, p.shape, caller=caller, what="two of its parts")
     terms = tuple(type(t)(t.factors, t.weight * w) for p, w in zip(parts, ws, strict=True) for t in p.terms)
-    # the weights are in the name, as workload.stack writes them: two unions of the same parts with other weights
-    # are other workloads (their errors differ) and were given one name
-    return union_type(terms, name or "+".join(p.name if w == 1 else f"{w:g}*{p.name}"
-                                              for p, w in zip(parts, ws, strict=True)))
+    # the weights are in the name, as workload.stack writes them: with other weights the union had the same name
+    return union_type(terms, name or weighted_label([p.name for p in parts], ws))
 
 
 class ProductUnion:

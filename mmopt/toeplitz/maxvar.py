@@ -164,10 +164,10 @@ def solve(kind: str, n: int, targets: np.ndarray, *, tol: float = 1e-4, max_iter
     tol = _v.check_real(tol, name="tol", caller=caller, low=0.0, low_open=True)
     max_iterations = _v.check_int(max_iterations, name="max_iterations", caller=caller)
     a, b = edges(kind, n)
-    tau = _v.check_vector(targets, name="targets", caller="mmopt.toeplitz.maxvar.solve", length=len(a),
+    tau = _v.check_vector(targets, name="targets", caller=caller, length=len(a),
                          meaning=f"one per query of {kind}({n})")
     if np.any(tau <= 0):  # a LinAlgError deep in the ascent before
-        raise ValueError("The 'targets' parameter of mmopt.toeplitz.maxvar.solve must be > 0 (each query's variance "
+        raise ValueError(f"The 'targets' parameter of {caller} must be > 0 (each query's variance "
                          f"target). Got {int(np.sum(tau <= 0))} entries <= 0.")
     inv_tau = 1.0 / tau
     m = len(a)

@@ -90,12 +90,10 @@ class WeightedMarginals:
 
 def weighted_marginals(shape, weights: dict, *, name: str = "weighted marginals") -> WeightedMarginals:
     """{S: θ_S} → a WeightedMarginals (zero weights dropped)."""
-    items = [(tuple(sorted(S)), float(w)) for S, w in weights.items() if w > 0]
-    if len({S for S, _ in items}) != len(items):  # (0, 1) and (1, 0): one marginal under two keys
-        keys = [S for S in weights if weights[S] > 0]
-        raise ValueError(f"The 'weights' parameter of weighted_marginals names one marginal under two keys "
-                         f"({keys!r:.120}). Give each attribute set once.")
-    items.sort(key=lambda kv: (len(kv[0]), kv[0]))
+    kept = [(S, float(w)) for S, w in weights.items() if w > 0]
+    # (0, 1) and (1, 0), one marginal under two keys: the shared check, as for plan's targets and measure's counts
+    keys = cl.check_sets([S for S, _ in kept], shape, name="weights", caller="weighted_marginals", distinct=True)
+    items = sorted(zip(keys, (w for _, w in kept), strict=True), key=lambda kv: (len(kv[0]), kv[0]))
     return WeightedMarginals(tuple(shape), tuple(S for S, _ in items), np.array([w for _, w in items]), name)
 
 
