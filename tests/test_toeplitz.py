@@ -103,7 +103,11 @@ def test_all_range_max_at_large_n_runs_without_dense_matrices():
 
 
 def test_workload_recognition_and_refusals():
-    assert T.evaluate(mmopt.workload.prefix(8), T.sqrt_strategy(8)).workload == "prefix"
+    # named as the dense reports name it (it was the kind alone, "prefix")
+    assert T.evaluate(mmopt.workload.prefix(8), T.sqrt_strategy(8)).workload == "prefix(8)"
+    assert T.evaluate(T.all_range(8), T.sqrt_strategy(8)).workload == "all_range(8)"
+    dense = mmopt.evaluate(mmopt.workload.prefix(8), mmopt.Strategy(np.eye(8))).workload
+    assert T.evaluate_weighted(T.prefix(8)).workload == dense == "prefix(8)"
     with pytest.raises(TypeError, match="must be mmopt.toeplitz.prefix"):
         T.evaluate(mmopt.workload.identity(8), T.sqrt_strategy(8))
     with pytest.raises(TypeError, match="'strategy' parameter"):

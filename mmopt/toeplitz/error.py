@@ -119,6 +119,7 @@ class ToeplitzErrorReport:
     Attributes
     ----------
     workload, strategy : str
+        Their names; the workload's as the dense reports give it, e.g. "prefix(16)".
     n : int
     n_queries : int
     norm : {"l1", "l2"}
@@ -270,5 +271,5 @@ def evaluate(workload, strategy: ToeplitzStrategy, privacy: Privacy | None = Non
     y = strategy.row_scale
     worst, query, exact = decoder_max(W.kind, b, y)
     total = decoder_total(W.kind, b, None if y is None else 1.0 / y[::-1])
-    return ToeplitzErrorReport(W.kind, strategy.name, W.n, W.n_queries, norm, delta, factor, scale * total,
+    return ToeplitzErrorReport(W.name, strategy.name, W.n, W.n_queries, norm, delta, factor, scale * total,
                                scale * worst, query, exact)

@@ -181,4 +181,4 @@ def evaluate_weighted(workload) -> ToeplitzErrorReport:
         worst, query, exact = float(Q[s]), (0, n - 1 - s), True
     else:
         worst, query, exact = float("nan"), (-1, -1), False
-    return ToeplitzErrorReport(W.kind, "weighted_sqrt", n, W.n_queries, "l2", 1.0, 1.0, total, worst, query, exact)
+    return ToeplitzErrorReport(W.name, "weighted_sqrt", n, W.n_queries, "l2", 1.0, 1.0, total, worst, query, exact)
