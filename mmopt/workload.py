@@ -89,9 +89,12 @@ __all__ = [
 
 def structure_of(workload) -> ImplicitWorkload | None:
     """The product structure a workload was built from: itself if implicit, the implicit twin of a dense
-    workload made by :func:`kron`, :func:`stack` or :func:`marginals`, else None."""
+    workload made by :func:`kron`, :func:`stack` or :func:`marginals` or of a residual-layer
+    :class:`~mmopt.structured.residual.MarginalWorkload`, else None."""
     if isinstance(workload, ImplicitWorkload):
         return workload
+    if type(workload).__name__ == "MarginalWorkload":  # by name: the residual layer imports this module
+        return workload.to_implicit()
     return _STRUCTURE.get(workload) if isinstance(workload, Workload) else None
 
 

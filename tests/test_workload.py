@@ -134,3 +134,17 @@ def test_stack_names_itself_when_a_weight_is_refused():
     """The refusal named 'union', a function the user never called."""
     with pytest.raises(ValueError, match="'weights' parameter of stack"):
         wl.stack([wl.kron(wl.prefix(2), wl.identity(2)), wl.kron(wl.identity(2), wl.total(2))], [1.0, -1.0])
+
+
+def test_structure_of_a_residual_marginal_workload_is_its_implicit_twin():
+    # it returned None: callers that look for a product structure treated the marginals as unstructured
+    from mmopt.structured.residual.workload import marginal_workload
+    W = marginal_workload((3, 4, 5), [(0, 1), (2,)], weights=[1.0, 2.0])
+    twin = wl.structure_of(W)
+    assert isinstance(twin, wl.ImplicitWorkload) and twin.n_queries == 3 * 4 + 5
+    rows = []
+    for attrs, w in ((0, 1), 1.0), ((2,), 2.0):  # the same marginals, built by hand
+        parts = [np.eye(n) if i in attrs else np.ones((1, n)) for i, n in enumerate((3, 4, 5))]
+        rows.append(w * np.kron(np.kron(parts[0], parts[1]), parts[2]))
+    M = np.vstack(rows)
+    np.testing.assert_allclose(twin.gram(), M.T @ M, rtol=1e-12)
