@@ -432,6 +432,28 @@ def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match=r"The 'rho' parameter of Accountant.spend must be a float in the range"):
         zc.spend(rho=-1.0)
     assert acc.spends == () and zc.spends == ()
+    # a total past OpenDP's conversion was accepted, then even repr() raised
+    with pytest.raises(ValueError, match=r"The 'total' parameter of Accountant is out of range for "
+                                         r"composition='zcdp'.*Give ε ≤ 10⁴"):
+        Accountant(Privacy(1e5, 1e-6), "zcdp")
+
+
+@pytest.mark.parametrize("call, error, message", [
+    # each returned a number (pure_rho(-1) = 0.5, pure_rho(True) = 0.5, epsilon_of_rho(0.5, 2.0) = inf, max_rho(0, δ)
+    # = 1.4e-12, gaussian_rho(2, 0) = inf) or raised "math domain error" / OpenDP's own message
+    (lambda: pure_rho(-1.0), ValueError, r"'epsilon' parameter of mmopt.accounting.pure_rho must be a float in"),
+    (lambda: pure_rho(True), TypeError, r"'epsilon' parameter of mmopt.accounting.pure_rho must be a real number"),
+    (lambda: epsilon_of_rho(0.5, 2.0), ValueError, r"'delta' parameter of mmopt.accounting.epsilon_of_rho .*\(0, 1\)"),
+    (lambda: epsilon_of_rho(-0.5, 1e-6), ValueError, r"'rho' parameter of mmopt.accounting.epsilon_of_rho"),
+    (lambda: epsilon_of_rho(0.0, math.nan), ValueError, r"'delta' parameter of mmopt.accounting.epsilon_of_rho"),
+    (lambda: max_rho(0.0, 1e-6), ValueError, r"'epsilon' parameter of mmopt.accounting.max_rho .*\(0, inf\)"),
+    (lambda: max_rho(1.0, 0), ValueError, r"'delta' parameter of mmopt.accounting.max_rho"),
+    (lambda: gaussian_rho(2.0, 0.0), ValueError, r"'sigma' parameter of mmopt.accounting.gaussian_rho"),
+    (lambda: gaussian_rho(-2.0, 4.0), ValueError, r"'sensitivity' parameter of mmopt.accounting.gaussian_rho"),
+])
+def test_the_exported_conversions_check_their_arguments(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
 
 
 def test_zcdp_needs_opendp_basic_does_not(monkeypatch):

@@ -103,3 +103,23 @@ def test_the_analytic_gaussian_calibration_agrees_with_dp_accounting(eps, delta)
     from dp_accounting import gaussian_mechanism
     ours, theirs = mmopt.Privacy(eps, delta).noise_scale(1.0), gaussian_mechanism.get_sigma_gaussian(eps, delta)
     assert theirs * (1 - 1e-12) <= ours <= theirs * (1 + 1e-9)
+
+
+def _kov_delta(k: int, eps: float, eps_total: float) -> float:
+    """δ at ε_total of k ε-DP spends composed exactly (Kairouz, Oh & Viswanath: the worst pair is randomized
+    response; loss ±ε per spend, + with probability e^ε/(1 + e^ε))."""
+    p = math.exp(eps) / (1 + math.exp(eps))
+    return sum(math.comb(k, b) * p ** b * (1 - p) ** (k - b) * -math.expm1(eps_total - eps * (2 * b - k))
+               for b in range(k + 1) if eps * (2 * b - k) > eps_total)
+
+
+def test_a_small_total_charges_small_spends_at_their_own_loss():
+    # the loss grid was a fixed 1e-4: a spend of ε = 5e-5 was charged as 1e-4, so twelve fitted in (1e-3, 1e-6)
+    # where basic composition fits twenty and the exact composition sixty-eight; a total of 1e-5 refused everything
+    acc, n = Accountant(mmopt.Privacy(1e-3, 1e-6), "pld"), 0
+    while acc.can_spend(mmopt.Privacy(5e-5)) and n < 200:
+        acc.spend(mmopt.Privacy(5e-5))
+        n += 1
+    best = max(k for k in range(1, 200) if _kov_delta(k, 5e-5, 1e-3) <= 1e-6)  # 68 (δ = 9.45e-7; 69: 1.07e-6)
+    assert best - 1 <= n <= best  # never more than the exact composition allows
+    assert Accountant(mmopt.Privacy(1e-5, 1e-6), "pld").can_spend(mmopt.Privacy(1e-9))

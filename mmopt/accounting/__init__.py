@@ -15,7 +15,13 @@ noise is drawn**, and can keep the ledger in a JSON file across runs. Basic comp
   each release at the noise it actually drew, each declared spend as the worst (ε, δ)-DP mechanism; a spend
   is accepted when the composition's ε at δ_total is at most ε_total. The tightest of the three for many
   Gaussian releases (ten at σ/Δ₂ = 5 use ε = 2.92 at δ = 10⁻⁶, zCDP 3.13; ten releases in (ε, δ) =
-  (1, 10⁻⁶) need 6.8 % less σ than under zCDP); needs ``mmopt[accounting]``.
+  (1, 10⁻⁶) need 6.8 % less σ than under zCDP); needs ``mmopt[accounting]``. **Adaptivity:** PLD composition
+  holds for mechanisms chosen after seeing earlier outputs when their budgets are fixed in advance; with budgets
+  chosen after seeing outputs (a privacy filter) it is proven only for a ledger of Gaussian releases alone (then
+  the check is Gaussian DP's filter, Smith & Thakurta 2022, arXiv:2210.17520). The natural PLD filter is not
+  valid in general (Honkela, Koskela, Tran & Räisä 2026, arXiv:2602.06756; free only for families of mechanisms
+  totally ordered under composition, arXiv:2602.15815): for fully adaptive budgets over Laplace, declared or
+  pending spends use ``"basic"`` or ``"zcdp"``.
 * ``"zcdp"``: ρ adds (Bun & Steinke 2016, Lemma 1.7; adaptively, Whitehouse et al. 2023). A Gaussian release
   costs ρ = Δ₂²/(2σ²) of the noise it drew, an ε-DP spend ε²/2 (Bun & Steinke, Prop. 1.4). The total is
   (ε, δ) with δ > 0: a spend is accepted when OpenDP's conversion of Σρ at δ_total

@@ -13,7 +13,8 @@ decimals (:func:`mmopt.accounting._ledger.exact`) under basic composition, a flo
 * pld: the spends' privacy loss distributions compose by convolution (:mod:`mmopt.accounting._pld`, Google's
   dp-accounting, pessimistic discretisation); a spend fits when the composition's ε at the total's δ is at most
   the total's ε. The charge of a spend is its PLD term: the mechanism's own noise for releases, the worst
-  (ε, δ)-DP mechanism for declared and pending spends.
+  (ε, δ)-DP mechanism for declared and pending spends. As a filter (budgets chosen after seeing outputs) this
+  check is proven only for Gaussian releases alone (Smith & Thakurta 2022); see :mod:`mmopt.accounting`.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class Ledger:
         return z.max_rho(self.total.epsilon, self.total.delta)
 
     def _pld_epsilon(self, extra=()) -> float:
-        return pl.epsilon([pl.term(s) for s in self.spends], self.total.delta, extra)
+        return pl.epsilon([pl.term(s) for s in self.spends], self.total.delta, extra, pl.grid(self.total.epsilon))
 
     def _pld_remaining(self) -> float:
         """The largest ε (6 significant digits, rounded down) of one more release at the total's δ that fits."""

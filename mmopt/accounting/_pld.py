@@ -17,14 +17,26 @@ What each spend contributes:
   worst (ε, δ)-DP mechanism's PLD (``from_privacy_parameters``), which bounds every (ε, δ)-DP mechanism.
 
 The total is checked as ε(δ_total) of the composition ≤ ε_total.
+
+The grid of the loss is :func:`grid`: dp-accounting's default 10⁻⁴ for totals ε ≥ 1, 10⁻⁴·ε_total below. The
+pessimistic rounding lifts each loss to the grid point above, so a fixed 10⁻⁴ charged a spend of ε = 5·10⁻⁵ as
+10⁻⁴ (twelve fitted in a total of 10⁻³, where basic composition fits twenty) and refused every spend under a
+total of 10⁻⁴. Relative to the total the rounding costs each spend at most 10⁻⁴ of the total, and the number of
+grid points stays that of a total of 1.
 """
 
 from __future__ import annotations
 
 import functools
 
-#: dp-accounting's default grid for the privacy loss (its error is bounded by the pessimistic rounding).
+#: dp-accounting's default grid for the privacy loss (its error is bounded by the pessimistic rounding), used for
+#: totals ε ≥ 1; below, the grid is this share of the total (:func:`grid`).
 DISCRETIZATION = 1e-4
+
+
+def grid(total_epsilon: float) -> float:
+    """The loss grid of a ledger with total ε (module docstring): min(10⁻⁴, 10⁻⁴·ε_total)."""
+    return min(DISCRETIZATION, DISCRETIZATION * float(total_epsilon))
 EXTRA_HINT = "pip install 'mmopt[accounting]' (Google's dp-accounting)"
 
 
@@ -39,15 +51,15 @@ def dp_accounting(caller: str):
 
 
 @functools.lru_cache(maxsize=4096)
-def _one(kind: str, a: float, b: float):
+def _one(kind: str, a: float, b: float, step: float):
     pld, common = dp_accounting("Accountant")
     if kind == "gaussian":
         return pld.from_gaussian_mechanism(standard_deviation=a, sensitivity=1.0,
-                                           value_discretization_interval=DISCRETIZATION)
+                                           value_discretization_interval=step)
     if kind == "laplace":
-        return pld.from_laplace_mechanism(parameter=a, sensitivity=1.0, value_discretization_interval=DISCRETIZATION)
+        return pld.from_laplace_mechanism(parameter=a, sensitivity=1.0, value_discretization_interval=step)
     return pld.from_privacy_parameters(common.DifferentialPrivacyParameters(a, b),
-                                       value_discretization_interval=DISCRETIZATION)
+                                       value_discretization_interval=step)
 
 
 def term(spend) -> tuple[str, float, float]:
@@ -58,22 +70,22 @@ def term(spend) -> tuple[str, float, float]:
 
 
 @functools.lru_cache(maxsize=64)
-def _composed(groups: tuple):
+def _composed(groups: tuple, step: float):
     """The PLD of ((term, count), …): equal spends self-compose (one FFT power, not k convolutions). Cached, so
     the ledger's recorded spends are composed once for all the checks made against them (remaining's bisection
     asks ~25)."""
     out = None
     for t, k in groups:
-        part = _one(*t) if k == 1 else _one(*t).self_compose(k)
+        part = _one(*t, step) if k == 1 else _one(*t, step).self_compose(k)
         out = part if out is None else out.compose(part)
     return out
 
 
-def epsilon(terms, delta: float, extra=()) -> float:
-    """ε at ``delta`` of the composition of ``terms`` and then ``extra`` (0 for none); inf when no finite ε holds at
-    that δ."""
+def epsilon(terms, delta: float, extra=(), step: float = DISCRETIZATION) -> float:
+    """ε at ``delta`` of the composition of ``terms`` and then ``extra`` (0 for none) on the loss grid ``step``
+    (:func:`grid`); inf when no finite ε holds at that δ."""
     from collections import Counter
-    base = _composed(tuple(sorted(Counter(terms).items()))) if terms else None
+    base = _composed(tuple(sorted(Counter(terms).items())), step) if terms else None
     for t in extra:
-        base = _one(*t) if base is None else base.compose(_one(*t))
+        base = _one(*t, step) if base is None else base.compose(_one(*t, step))
     return 0.0 if base is None else float(base.get_epsilon_for_delta(delta))

@@ -80,6 +80,11 @@ class Accountant:
                              f"left). Got {total!r} instead. For pure ε-DP use composition='basic': ε adds exactly.")
         if composition == "zcdp":
             z.opendp(caller)  # fail now, not at the first spend, when OpenDP is missing
+            try:  # the ρ the total allows: past ε ~ 10⁴ OpenDP's conversion overflows: refused now, not at repr
+                z.max_rho(total.epsilon, total.delta)
+            except ValueError as exc:
+                raise ValueError(f"The 'total' parameter of {caller} is out of range for composition='zcdp': "
+                                 f"{exc}") from None
         if composition == "pld":
             from mmopt.accounting._pld import dp_accounting
             dp_accounting(caller)
@@ -128,8 +133,10 @@ class Accountant:
     @property
     def remaining(self) -> Budget:
         """What is left: (ε, δ) under basic composition; under zCDP, ρ and the ε that one more Gaussian release at
-        the total's δ may use (that of all but 10⁻⁹ of ρ, a margin for the float conversions). Rounded down, so
-        spending it is accepted."""
+        the total's δ may use (that of all but 10⁻⁹ of ρ, a margin for the float conversions); under PLD, the ε of
+        one more *Gaussian release* at the total's δ (``release(..., privacy="remaining")``). Rounded down, so
+        spending it is accepted. Under PLD a declared spend of that ε, or a Laplace release, costs more than the
+        Gaussian release and may not fit: ask :meth:`can_spend` for those."""
         return self._ledger.remaining()
 
     def can_spend(self, privacy: Privacy | None = None, *, rho: float | None = None, release: bool = False) -> bool:

@@ -31,6 +31,8 @@ import functools
 import math
 from fractions import Fraction
 
+from mmopt._base import validation as v
+
 
 def opendp(caller: str):
     """``opendp.prelude`` with the "contrib" feature on (as :mod:`mmopt._base.opendp` enables it), or ImportError."""
@@ -55,7 +57,10 @@ def _fix_delta(delta: float):
     return dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(gauss), delta)
 
 
-@functools.lru_cache(maxsize=4096)
+def _check_delta(delta, caller: str) -> float:
+    return v.check_real(delta, name="delta", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
+
+
 def epsilon_of_rho(rho: float, delta: float) -> float:
     """ε such that ρ-zCDP implies (ε, δ)-DP, by OpenDP's conversion (Canonne, Kamath & Steinke 2020, Cor. 13).
 
@@ -80,6 +85,12 @@ def epsilon_of_rho(rho: float, delta: float) -> float:
     >>> epsilon_of_rho(rho, 1e-6) <= rho + 2 * math.sqrt(rho * L)
     True
     """
+    caller = "mmopt.accounting.epsilon_of_rho"
+    return _epsilon_of_rho(v.check_real(rho, name="rho", caller=caller, low=0.0), _check_delta(delta, caller))
+
+
+@functools.lru_cache(maxsize=4096)
+def _epsilon_of_rho(rho: float, delta: float) -> float:
     if rho == 0:
         return 0.0
     dp, gauss = _stand_in()
@@ -100,7 +111,6 @@ def epsilon_of_rho(rho: float, delta: float) -> float:
 RHO_FLOOR = 1e-290  # the smallest ρ max_rho works with: normal floats, with room for the bisection's ulps
 
 
-@functools.lru_cache(maxsize=1024)
 def max_rho(epsilon: float, delta: float) -> float:
     """The largest float ρ whose :func:`epsilon_of_rho` at δ is ≤ ε (the next float up gives more than ε).
 
@@ -116,6 +126,14 @@ def max_rho(epsilon: float, delta: float) -> float:
     >>> round(r, 6), epsilon_of_rho(r, 1e-6) <= 1.0 < epsilon_of_rho(math.nextafter(r, 1), 1e-6)
     (0.024356, True)
     """
+    caller = "mmopt.accounting.max_rho"
+    return _max_rho(v.check_real(epsilon, name="epsilon", caller=caller, low=0.0, low_open=True),
+                    _check_delta(delta, caller))
+
+
+@functools.lru_cache(maxsize=1024)
+def _max_rho(epsilon: float, delta: float) -> float:
+    epsilon_of_rho = _epsilon_of_rho  # checked by max_rho
     L = -math.log(delta)
     lo = epsilon * epsilon / (math.sqrt(L + epsilon) + math.sqrt(L)) ** 2  # Prop. 1.3's ρ, without cancellation
     # ε² underflows below ε ~ 10⁻¹⁵⁰ (ρ = 0: the doubling below never left it, and ran forever); OpenDP's map is
@@ -157,6 +175,9 @@ def gaussian_rho(sensitivity: float, sigma: float) -> float:
     >>> gaussian_rho(2.0, 4.0)
     0.125
     """
+    caller = "mmopt.accounting.gaussian_rho"
+    sensitivity = v.check_real(sensitivity, name="sensitivity", caller=caller, low=0.0)
+    sigma = v.check_real(sigma, name="sigma", caller=caller, low=0.0, low_open=True)
     dp = opendp("Accountant")
     domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
     return float(dp.m.make_gaussian(domain, dp.l2_distance(T=float), float(sigma)).map(float(sensitivity)))
@@ -170,6 +191,7 @@ def pure_rho(epsilon: float) -> float:
     >>> pure_rho(1.0), pure_rho(0.1)
     (0.5, 0.005000000000000001)
     """
+    v.check_real(epsilon, name="epsilon", caller="mmopt.accounting.pure_rho", low=0.0)  # a Fraction stays exact
     return round_up(Fraction(epsilon) ** 2 / 2)
 
 
