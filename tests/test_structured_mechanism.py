@@ -114,6 +114,23 @@ def test_union_least_squares_with_counts_large_against_the_noise():
     assert rel.estimate is not None and np.allclose(rel.estimate.ravel(), x, rtol=1e-6)
 
 
+def test_a_square_union_of_full_rank_is_solved_on_every_draw():
+    """A 48×48 union of condition 41 (a consistent system): LSMR stops by ‖r‖ ≤ btol‖y‖ + atol‖A‖‖x̂‖, which the
+    acceptance test read without its second term, so a third of Laplace draws were refused after the noise."""
+    W = mmopt.structured.kron(wl.identity(8), wl.identity(6))
+    A = st.stack([st.kron(np.tril(np.ones((8, 8))), np.ones((1, 6))), st.kron(np.eye(8), np.eye(6)[:5])])
+    Ad, x = A.dense(), np.arange(48.0)
+    assert np.linalg.cond(Ad) < 50  # well conditioned: every solve should succeed
+    for seed in range(12):  # seeds 4 and 10 were refused
+        y = Ad @ x + np.random.default_rng(seed).laplace(0.0, 20.0, 48)
+        xhat, info = mechanism.least_squares(A, y)
+        exact = np.linalg.solve(Ad, y)
+        # ‖x̂ − x*‖ ≤ cond·‖r‖/σ_min-scale: 41 × 10⁻⁹ relative at most, far below the noise (b = 20)
+        np.testing.assert_allclose(xhat.ravel(), exact, rtol=0, atol=1e-6 * np.abs(exact).max())
+    out = mechanism.matrix_mechanism(W, A, x, mmopt.Privacy(1.0), rng=0, size=50)  # every run of 50 was refused
+    assert out.answers.shape == (50, 48)
+
+
 def test_huge_attributes_are_refused_by_name_and_only_used_identities_are_built():
     """marginals((10⁶, 2), {(): 1}) built a 10⁶×10⁶ identity it never used (MemoryError); identity_total(10⁶) too."""
     assert st.marginals((10**6, 2), {(): 1.0}).n_rows == 1
@@ -121,3 +138,18 @@ def test_huge_attributes_are_refused_by_name_and_only_used_identities_are_built(
         st.marginals((10**6, 2), {(0,): 1.0})
     with pytest.raises(ValueError, match="identity_total: the .* matrix"):
         sw.identity_total(10**6)
+
+
+@pytest.mark.parametrize("which", ["product", "marginals"])
+def test_an_unsupported_pair_is_refused_in_the_name_of_the_function_called(which):
+    # the refusal came from the support check inside and said "evaluate: ..." for matrix_mechanism and release
+    if which == "product":
+        W, A = sw.kron(wl.prefix(8), wl.identity(6)), st.kron(np.kron(np.eye(2), np.ones((1, 4))), np.eye(6))
+    else:
+        W, A = sw.marginals((4, 5, 3), 1), ss.marginals_strategy((4, 5, 3), {(0,): 1.0, (1,): 1.0})  # no (2,)
+    x = np.ones(W.shape)
+    for function in (mmopt.matrix_mechanism, mmopt.release):
+        with pytest.raises(ValueError, match=rf"^{function.__name__}: .*does not support"):
+            function(W, A, x, mmopt.Privacy(1.0))
+    with pytest.raises(ValueError, match=r"^evaluate: .*does not support"):
+        mmopt.evaluate(W, A, mmopt.Privacy(1.0))

@@ -58,11 +58,13 @@ TWO_TERM_MIN_N = 1024
 
 
 def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Privacy | None = None, *,
-             norm: str | None = None, dense_limit: int = ck.DENSE_LIMIT) -> ImplicitErrorReport:
+             norm: str | None = None, dense_limit: int = ck.DENSE_LIMIT,
+             caller: str = "evaluate") -> ImplicitErrorReport:
     """Expected error c·Δ²·tr(G X⁺) of the matrix mechanism for implicit W and A (see module docstring).
 
     Raises ValueError when A does not support W, or when a factor's error is negative, non-finite or
-    below its SVD bound (numerical failure rather than a wrong answer).
+    below its SVD bound (numerical failure rather than a wrong answer); ``caller`` names the function in those
+    messages (the mechanism and the release check support through this one).
 
     Examples
     --------
@@ -72,7 +74,6 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
     >>> evaluate(W, A).total_squared_error          # identity: Σ incidences = tr(G) = 4·10
     40.0
     """
-    caller = "evaluate"
     check_type(workload, ImplicitWorkload, name="workload", caller=caller)
     check_type(strategy, ImplicitStrategy, name="strategy", caller=caller)
     ck.same_shape(workload.shape, strategy.shape, caller=caller, what="the workload and the strategy")
@@ -82,7 +83,7 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
     d = len(workload.shape)  # past the 2^d algebra below (or where its terms·2^d tables get large): the closure
     if not strategy.is_product and (d > 16 or (len(workload.terms) + len(strategy.terms)) << d > 1 << 22):
         from mmopt.structured.residual.solve import closure_report  # lazy: that subpackage imports this layer
-        if (report := closure_report(workload, strategy, privacy, norm)) is not None:
+        if (report := closure_report(workload, strategy, privacy, norm, caller=caller)) is not None:
             return report
     if not strategy.is_product:
         # a split strategy (a fitted basis of 1^⊥ per attribute): exact on any union of products, at any N
@@ -90,7 +91,7 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
         from mmopt.structured.residual.solve import split_report  # lazy: that subpackage imports this layer
         def floor() -> float:
             return bounds.svd_bound(workload, dense_limit=0, root_limit=0).value
-        if (report := split_report(workload, strategy, privacy, norm, floor=floor)) is not None:
+        if (report := split_report(workload, strategy, privacy, norm, floor=floor, caller=caller)) is not None:
             return report
     cache = fc.Cache()
     # Δ of the strategy as given (scale-safe; a ValueError if it is not a normal float64), then every figure

@@ -88,7 +88,7 @@ def release(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: 
     if not isinstance(privacy, Privacy):
         raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy, e.g. Privacy(epsilon=1.0). "
                         f"Got {type(privacy).__name__}.")
-    report = analysis.evaluate(workload, strategy, privacy)  # shapes, support, Δ (exact or upper bound)
+    report = analysis.evaluate(workload, strategy, privacy, caller=caller)  # shapes, support, Δ
     reconstruct, total, zeros, options = check_reconstruction(reconstruct, total, zeros, reconstruct_options,
                                                               strategy.domain_size, caller, strategy.shape)
     x = check_counts(x, strategy, caller)

@@ -71,7 +71,7 @@ def _solve_split(workload, norm: str, caller: str) -> ImplicitSolution:
     return ImplicitSolution(p.strategy, "closed_form", message, 0, None, extra=extra)
 
 
-def split_report(workload, strategy, privacy, norm: str, *, floor):
+def split_report(workload, strategy, privacy, norm: str, *, floor, caller: str = "evaluate"):
     """An exact :class:`~mmopt.structured.analysis.ImplicitErrorReport` (method "split") for a split strategy
     (:mod:`.split`) on any union of products, or None when the strategy is not of that form.
 
@@ -81,7 +81,6 @@ def split_report(workload, strategy, privacy, norm: str, *, floor):
     :mod:`mmopt.structured.bounds`, which itself builds on this module).
     """
     from mmopt.structured.strategies import sensitivity
-    caller = "evaluate"
     found = spl.unit_error(workload, strategy, caller=caller)
     if found is None:
         return None
@@ -108,7 +107,7 @@ def closure_bound(workload) -> float | None:
     return None if W is None else er.unit_bound(W)
 
 
-def closure_report(workload, strategy, privacy, norm: str):
+def closure_report(workload, strategy, privacy, norm: str, *, caller: str = "evaluate"):
     """An exact :class:`~mmopt.structured.analysis.ImplicitErrorReport` (method "closure"), or None.
 
     Applies to a literal marginal workload and a strategy whose factor Grams are αI + βJ with equal column
@@ -116,7 +115,6 @@ def closure_report(workload, strategy, privacy, norm: str):
     ValueError when the strategy does not support the workload, or when Δ₂²·tr(G X⁺) falls below the SVD
     bound (a numerical failure, never a result).
     """
-    caller = "evaluate"
     W = _convert(workload, caller)
     if W is None or not W.literal:
         return None
