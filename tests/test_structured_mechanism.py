@@ -129,6 +129,11 @@ def test_a_square_union_of_full_rank_is_solved_on_every_draw():
         np.testing.assert_allclose(xhat.ravel(), exact, rtol=0, atol=1e-6 * np.abs(exact).max())
     out = mechanism.matrix_mechanism(W, A, x, mmopt.Privacy(1.0), rng=0, size=50)  # every run of 50 was refused
     assert out.answers.shape == (50, 48)
+    # a solve that does stop short names the function that takes max_iterations (release and matrix_mechanism
+    # do not: the message told their users to raise it)
+    with pytest.raises(ValueError, match=r"istop=7.*mmopt\.structured\.least_squares\(strategy, y, tol=\.\.\., "
+                                         r"max_iterations=\.\.\.\) \(a release returns y as \.measurements\)"):
+        mechanism.least_squares(A, Ad @ x, max_iterations=2)
 
 
 def test_huge_attributes_are_refused_by_name_and_only_used_identities_are_built():

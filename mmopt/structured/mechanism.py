@@ -132,7 +132,9 @@ def least_squares(strategy: ImplicitStrategy, y, *, tol: float = DEFAULT_TOL,
     if istop not in (0, 1, 2) or (not consistent and rel > 10 * tol and gradient > floor):
         raise ValueError(f"{caller}: LSMR did not reach the least-squares solution for '{strategy.name}' "
                          f"(istop={istop}, {itn} iterations, normal-equation residual {rel:.3g} > {tol:g}). "
-                         "Raise max_iterations or tol, or use a better-conditioned strategy.")
+                         "Solve again with a larger max_iterations or tol, mmopt.structured.least_squares(strategy, "
+                         "y, tol=..., max_iterations=...) (a release returns y as .measurements), or use a "
+                         "better-conditioned strategy.")
     return xhat.reshape(shape), SolveInfo("lsmr", int(itn), rel, tol)
 
 
