@@ -157,6 +157,10 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
          tol: float | None = None, max_iterations: int | None = None, calibration: str = "release") -> Plan:
     """The smallest ε (at ``delta``) at which every query's variance meets its target, with the strategy.
 
+    Under Gaussian noise (``delta`` > 0) the strategy is the certified minimax one, so ε is within ``tol`` of the
+    smallest any strategy allows (``lower_bound``). Under Laplace noise it is the smallest ε for the best of a
+    heuristic's candidates (module docstring); ``lower_bound`` is then an L2 bound, loose in L1.
+
     Parameters
     ----------
     workload : Workload (dense, or a family of ≤ 4,096 cells), or a union of marginals at any size
