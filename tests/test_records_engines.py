@@ -332,3 +332,18 @@ def test_long_category_lists_enums_and_empty_tables(tmp_path):
     none = marginal_counts(con.sql("select * from t where false"), domain, sets)
     for counts in (empty, none):
         assert all(c.sum() == 0 and c.shape == got["pandas"][A].shape for A, c in counts.items())
+
+
+@pytest.mark.parametrize("categories, ints", [
+    ((5, BIG + 1, 2**70), [5, BIG, BIG + 1]),        # one category past int64
+    ((2**62, 2**62 + 1), [2**62, 2**62 + 1, 2**62 + 1]),  # 64-bit ids
+    ((0.5, BIG), [BIG + 1, BIG]),                   # one category not a whole number
+])
+def test_integers_are_exact_whatever_the_other_categories(categories, ints, tmp_path):
+    # with one category ≥ 2⁶² or one non-whole category, the attribute was compared in float64 on every engine:
+    # 2⁵³ and 2⁵³ + 1 (or 2⁶² and 2⁶² + 1) shared a cell, and a record outside the domain was counted inside it
+    domain = Domain((Attribute("id", categories=categories),))
+    df = pd.DataFrame({"id": np.array(ints, dtype=np.int64)})
+    want = {(0,): np.array([sum(v == c for v in ints) for c in categories], dtype=np.int64)}  # Python: exact
+    for engine, got in _all_engines(df, domain, [(0,)], tmp_path).items():
+        _same(got, want, engine)

@@ -9,7 +9,9 @@ cell; nothing here ever forms it (N is 10¹⁵ for 15 attributes of size 10).
 * categorical: ``categories`` lists the values (all strings, or all numbers); cell j is the value
   ``categories[j]``, matched by equality (the number 3 matches 3.0, never the string "3"); or
 * binned: ``edges`` e₀ < e₁ < … < e_k (±inf allowed) give k cells, cell j = [e_j, e_{j+1}) closed on the left
-  and open on the right, except the last, [e_{k−1}, e_k], closed on both sides (numpy.histogram's rule).
+  and open on the right, except the last, [e_{k−1}, e_k], closed on both sides (numpy.histogram's rule). The
+  value compared is float64(x), on every engine: an integer past 2⁵³ is first rounded to the nearest float64,
+  so 2⁶⁰ + 1 falls in a bin ending at 2⁶⁰. Categories compare integers exactly, at any size.
 
 **Out-of-domain rule: drop.** A record whose value of *any* domain attribute is missing (None, NaN, null)
 or outside the declared categories or edges is dropped from every count. The rule is part of the public
@@ -125,6 +127,7 @@ def _check_categories(cats, name: str) -> tuple:
     if all(isinstance(c, str) for c in out):
         pass
     elif all(_number(c) for c in out):
+        _check_float_range(out, where)
         bad = [c for c in out if not math.isfinite(c)]
         if bad:
             raise ValueError(f"{where} must hold finite numbers (NaN is 'missing', always dropped). Got {bad[0]!r}.")
@@ -142,6 +145,16 @@ def _check_categories(cats, name: str) -> tuple:
     return out
 
 
+def _check_float_range(values, where: str) -> None:
+    """Numbers past float64 (an int of 1,100 bits) raised OverflowError in the checks and the coding."""
+    for c in values:
+        try:
+            float(c)
+        except OverflowError:
+            raise ValueError(f"{where} must hold numbers within float64's range (|x| < 1.8e308). Got an integer of "
+                             f"{abs(int(c)).bit_length():,} bits.") from None
+
+
 def _check_edges(edges, name: str) -> tuple:
     where = f"The 'edges' parameter of Attribute '{name}'"
     if isinstance(edges, str | bytes) or not hasattr(edges, "__iter__"):
@@ -152,6 +165,7 @@ def _check_edges(edges, name: str) -> tuple:
             e = _INF_WORDS[e.strip().lower()]
         if not _number(e):
             raise TypeError(f"{where} must hold numbers (or 'inf', '-inf'). Got {e!r:.40} ({type(e).__name__}).")
+        _check_float_range((e,), where)
         out.append(float(e))
     if len(out) < 2:
         raise ValueError(f"{where} must hold at least two edges (one bin). Got {len(out)}.")

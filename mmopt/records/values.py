@@ -144,6 +144,14 @@ def _big_int_codes(ints: np.ndarray, attribute: Attribute) -> np.ndarray:
     return np.array([exact.get(int(v), -1) for v in ints], dtype=np.int64)
 
 
+def _whole(c) -> int | None:
+    """The integer a numeric category equals exactly, or None (0.5, inf, NaN)."""
+    if isinstance(c, int | np.integer):
+        return int(c)
+    f = float(c)
+    return int(f) if math.isfinite(f) and f.is_integer() else None
+
+
 def _as_float(v) -> float:
     try:
         return float(v)
@@ -270,10 +278,16 @@ def _number_codes(x: np.ndarray, attribute: Attribute) -> np.ndarray:
             k[ok] = x[ok].astype(np.int64) - lo
         k[(k < 0) | (k > hi - lo)] = hi - lo + 1
         return lut[k]
-    if x.dtype.kind in "iub":
-        ref = np.array([int(c) if integral else c for c in cats], dtype=np.int64 if integral else np.float64)
-        if not integral:
-            x = x.astype(np.float64)
+    if x.dtype.kind in "iub":  # integers equal only the whole categories, compared as integers: through float64,
+        # one category past 2⁶² (a 64-bit id) or one non-whole category put 2⁵³ and 2⁵³ + 1 in one cell
+        whole = [(w, j) for j, c in enumerate(cats) if (w := _whole(c)) is not None and -(2**63) <= w < 2**63]
+        if not whole:
+            return np.full(x.shape[0], -1, dtype=np.int64)
+        ref, index = np.array([w for w, _ in whole], dtype=np.int64), np.array([j for _, j in whole])
+        order = np.argsort(ref, kind="stable")
+        srt, x = ref[order], x.astype(np.int64, copy=False)
+        j = np.minimum(np.searchsorted(srt, x), len(srt) - 1)
+        return np.where(srt[j] == x, index[order[j]], -1).astype(np.int64, copy=False)
     else:
         # float32 values match the float32 rounding of each category (the value as stored); others in float64
         with np.errstate(over="ignore"):  # a category past float32's range becomes inf, equal to no finite value
