@@ -178,6 +178,11 @@ def test_refusals(df, tmp_path):
         marginal_counts(df.assign(age=pd.Timestamp("2020-01-01")), D, [(0,)])
     with pytest.raises(ValueError, match="more than one column named 'age'"):
         marginal_counts(pd.concat([df, df[["age"]]], axis=1), D, [(0,)])
+    dd = pytest.importorskip("dask.dataframe")  # Dask too (an AttributeError from inside the count before)
+    with pytest.raises(ValueError, match="more than one column named 'age'"):
+        marginal_counts(dd.from_pandas(pd.concat([df, df[["age"]]], axis=1), npartitions=1), D, [(0,)])
+    with pytest.raises(ValueError, match="'sets' parameter of marginal_counts must list at least one marginal"):
+        marginal_counts(df, D, [])  # "max() arg is an empty sequence" before
     with pytest.raises(TypeError, match="must be a pandas DataFrame, a path"):
         marginal_counts(df.to_numpy(), D, [(0,)])
     with pytest.raises(TypeError, match="'domain' parameter of marginal_counts must be a Domain"):

@@ -41,6 +41,9 @@ def test_domain_shape_names_index():
     ({"edges": (0, 2, 1)}, ValueError, "strictly increasing"),
     ({"edges": (0, 1, 1)}, ValueError, "strictly increasing"),
     ({"edges": (0, "ten")}, TypeError, "must hold numbers"),
+    # past float64: a plain OverflowError before
+    ({"edges": (0, 2**1100)}, ValueError, "'edges' .* within float64's range .*1,101 bits"),
+    ({"categories": (0, 2**1100)}, ValueError, "'categories' .* within float64's range .*1,101 bits"),
 ])
 def test_attribute_refusals(kwargs, err, match):
     with pytest.raises(err, match=match):

@@ -155,6 +155,10 @@ def test_covariance_of_any_two_cells_is_the_dense_one(df, privacy):
         r.covariance((0, 1), (0, 0), (0, 2), (0, 0))
     with pytest.raises(ValueError, match="'cell_a' parameter of RecordsRelease.covariance must be a cell"):
         r.covariance((0, 1), (3, 0), (3,), (0,))
+    # an int is a one-attribute marginal for half_width as for covariance (half_width raised "not iterable")
+    assert r.half_width(3) == r.half_width((3,))
+    with pytest.raises(ValueError, match="'A' parameter of RecordsRelease.half_width must be a released marginal"):
+        r.half_width((0, 2))
     with pytest.warns(DeprecationWarning, match="now named cell_variance"):
         assert r.variance is r.cell_variance
 

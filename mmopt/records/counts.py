@@ -46,6 +46,8 @@ def check_sets(sets, domain: Domain, *, caller: str, name: str = "sets") -> tupl
                 a = domain.index(a)
             idx.append(a)
         out.append(tuple(idx))
+    if not out:  # nothing to count (marginal_counts failed on max() of no sets)
+        raise ValueError(f"The '{name}' parameter of {caller} must list at least one marginal. Got none.")
     return cl.check_sets(out, domain.shape, name=name, caller=caller)
 
 

@@ -98,7 +98,8 @@ def check_source(records, domain: Domain, *, caller: str):
         dataset = open_dataset(records, domain, caller=caller)
         check_schema({f.name: arrow_kind(f.type) for f in dataset.schema}, domain, caller=caller)
         return "arrow", dataset
-    if is_dask(records):
+    if is_dask(records):  # its columns are a pandas Index too: the same duplicate check (an AttributeError before)
+        _check_unique_columns(records.columns, domain, caller)
         check_schema({c: pandas_kind(t) for c, t in records.dtypes.items()}, domain, caller=caller)
         return "dask", records
     try:
@@ -106,15 +107,19 @@ def check_source(records, domain: Domain, *, caller: str):
     except ImportError:  # pragma: no cover - pandas is in the 'tables' and 'test' extras
         pd = None
     if pd is not None and isinstance(records, pd.DataFrame):
-        dup = sorted({str(c) for c in records.columns[records.columns.duplicated()] if c in domain.names})
-        if dup:
-            raise ValueError(f"The 'records' parameter of {caller} has more than one column named {dup[0]!r}. "
-                             "Rename or drop the duplicates.")
+        _check_unique_columns(records.columns, domain, caller)
         check_schema({c: pandas_kind(t) for c, t in records.dtypes.items()}, domain, caller=caller)
         return "pandas", records
     raise TypeError(f"The 'records' parameter of {caller} must be a pandas DataFrame, a path to a .parquet or .csv "
                     f"file (or a folder of Parquet files), a dask DataFrame, a polars LazyFrame or DataFrame, or a "
                     f"DuckDB relation. Got {type(records).__name__} instead.")
+
+
+def _check_unique_columns(columns, domain: Domain, caller: str) -> None:
+    dup = sorted({str(c) for c in columns[columns.duplicated()] if c in domain.names})
+    if dup:
+        raise ValueError(f"The 'records' parameter of {caller} has more than one column named {dup[0]!r}. "
+                         "Rename or drop the duplicates.")
 
 
 def open_dataset(path, domain: Domain, *, caller: str):

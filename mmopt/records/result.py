@@ -166,10 +166,7 @@ class RecordsRelease:
         """
         from mmopt.answers import intervals as iv
         alpha = iv.check_alpha(alpha, "RecordsRelease.half_width")
-        key = tuple(A)
-        if key not in self.cell_variance:
-            raise ValueError(f"The 'A' parameter of RecordsRelease.half_width must be a released marginal, one of "
-                             f"{sorted(self.cell_variance)[:6]}. Got {A!r} instead.")
+        key = self._released(A, "A", "RecordsRelease.half_width")  # an int is a one-attribute set, as covariance's
         if self.noise == "gaussian":
             return iv.half_width("gaussian", alpha, sd=math.sqrt(self.cell_variance[key]))
         return iv.half_width("laplace", alpha, weights=rp.error_law(self.strategy, self.workload, key),

@@ -155,7 +155,7 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
     caller = "aim"
     check_domain(domain, caller=caller)
     sets = rc.check_sets(workload, domain, caller=caller, name="workload")
-    if not sets or any(len(S) == 0 for S in sets):
+    if any(len(S) == 0 for S in sets):
         raise ValueError(f"The 'workload' parameter of {caller} must list at least one non-empty marginal. "
                          f"Got {list(sets)!r:.80}.")
     rho = budget_rho(privacy, caller)
