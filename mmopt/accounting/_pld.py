@@ -37,6 +37,8 @@ DISCRETIZATION = 1e-4
 def grid(total_epsilon: float) -> float:
     """The loss grid of a ledger with total ε (module docstring): min(10⁻⁴, 10⁻⁴·ε_total)."""
     return min(DISCRETIZATION, DISCRETIZATION * float(total_epsilon))
+
+
 EXTRA_HINT = "pip install 'mmopt[accounting]' (Google's dp-accounting)"
 
 

@@ -140,7 +140,7 @@ def _big_int_codes(ints: np.ndarray, attribute: Attribute) -> np.ndarray:
     if attribute.kind == "bins":  # past float64 (10⁴⁰⁰): ±inf, which the bins place as the integer would be —
         # float() raised OverflowError before, and one such record stopped the release
         return _number_codes(np.array([_as_float(v) for v in ints]), attribute)
-    exact = {int(c): j for j, c in enumerate(attribute.categories) if float(c).is_integer()}
+    exact = {w: j for j, c in enumerate(attribute.categories) if (w := _whole(c)) is not None}
     return np.array([exact.get(int(v), -1) for v in ints], dtype=np.int64)
 
 
