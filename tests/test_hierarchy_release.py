@@ -123,3 +123,8 @@ def test_a_weighted_set_releases_its_group_totals_with_their_own_variances(famil
     for u, v in zip(a.variances, b.variances, strict=True):  # the same linear map of y: the same variances
         np.testing.assert_allclose(u, v, rtol=1e-12)
     assert abs(a.answers[1].item() - x.sum()) < 8 * np.sqrt(a.variances[1].item())  # the total, not 3 times it
+    # a weight so small that w² underflows: the variances were w_s²-weighted, then divided by w_s² — 0/0 = NaN
+    tiny = grouping_sets([geo], [("county",), ()], weights=[1.0, 1e-160])
+    c = mmopt.release(tiny, A, x, fixed, noise_scale=5.0)
+    for u, v in zip(c.variances, b.variances, strict=True):
+        np.testing.assert_allclose(u, v, rtol=1e-12)

@@ -16,7 +16,7 @@ Answers and their variances (σ²/Δ₂² times the exact unit variances) are po
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -105,18 +105,19 @@ def measurements(W: HierarchyWorkload, A, *, caller: str = "measurements") -> Me
     d_in = upper_sensitivity(Delta, caller=caller)
     if isinstance(A, HierarchyStrategy):
         answer, finish, size = _residual(W, A)
-        return Measurements(answer, finish, _released(unit_variances(A, W), W), Delta, d_in, "residual", size)
+        return Measurements(answer, finish, unit_variances(A, _unweighted(W)), Delta, d_in, "residual", size)
     if isinstance(A, hn.NodeStrategy):
         answer, finish, size = _nodes(W, A)
-        return Measurements(answer, finish, _released(hn.node_variances(A, W), W), Delta, d_in, "nodes", size)
+        return Measurements(answer, finish, hn.node_variances(A, _unweighted(W)), Delta, d_in, "nodes", size)
     raise TypeError(f"The 'strategy' parameter of {caller} must be a HierarchyStrategy or NodeStrategy. Got "
                     f"{type(A).__name__}.")
 
 
-def _released(unit: list, W: HierarchyWorkload) -> list:
-    """The variances of the released answers: the group totals themselves, while the workload's queries (and
-    unit_variances) carry each set's weight w_s — its variances were reported w_s² too large (3·total: 9×)."""
-    return [u / (w * w) for u, w in zip(unit, W.weights, strict=True)]
+def _unweighted(W: HierarchyWorkload) -> HierarchyWorkload:
+    """W with every weight 1: the released answers are the group totals themselves, while the workload's queries
+    (and so unit_variances) carry each set's weight w_s — their variances were reported w_s² too large (3·total:
+    9×); dividing w_s² back out underflowed to 0/0 below w_s ~ 10⁻¹⁵⁴."""
+    return replace(W, weights=np.ones(len(W.sets)))
 
 
 def _residual(W, A):
