@@ -60,7 +60,7 @@ def search(workload, method: str, *, norm: str, seed=None, restarts: int | None 
                                        closed=method in CLOSED_FORMS or best["status"] == "closed_form", tol=tol)
     extra = dict(best["extra"]) | {
         "total_exact": best["exact"], "bound_exact": bound_exact, "bound_method": bound_method,
-        "candidates": {method: {k: best[k] for k in ("objective", "lower", "status", "seconds", "exact")}},
+        "candidates": {method: {k: best[k] for k in ("objective", "lower", "seconds", "exact")} | {"status": status}},
         "failed": {}, "skipped": {}}
     m = workload.n_queries
     return OptimizeResult(best["strategy"], norm, best["objective"], bound, status, status in SUCCESS, message,
