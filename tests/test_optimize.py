@@ -442,3 +442,19 @@ def test_subpackages_are_attributes_of_a_bare_import_and_the_log_says_the_report
         r = mmopt.optimize(wl.prefix(32), method="min_error", seed=1, verbose=True)
     said = [rec.getMessage() for rec in caplog.records if rec.getMessage().startswith("optimize: ")]
     assert r.status == "local_optimum" and said[-1].startswith("optimize: local_optimum, objective")
+
+
+def test_a_loose_tol_never_makes_a_heuristic_optimal():
+    # reconcile read every method's tol as a gap allowance: tol=0.9 made min_error "optimal" at gap 0.49 under
+    # Laplace noise, OPT_M at 0.65 and OPT_⊗ at 0.29; only l2_approx's tol is a duality gap (on the L2 objective)
+    W, M = mmopt.workload.all_range(16), mmopt.workload.marginals((3, 4, 2), 2)
+    with pytest.warns(UserWarning, match="optimises the l2 objective"):
+        l2 = mmopt.optimize(W, method="l2_approx", privacy=mmopt.Privacy(1.0), tol=0.9, verbose=False)
+    runs = [mmopt.optimize(W, method="min_error", privacy=mmopt.Privacy(1.0), tol=0.9, seed=0, verbose=False), l2,
+            *(mmopt.optimize(M, method=m, norm="l1", tol=0.9, seed=0, verbose=False)
+              for m in ("marginals", "kron", "auto"))]
+    for r in runs:
+        assert r.gap > 0.1 and r.status != "optimal", (r.method, r.status, r.gap)
+        assert all(c["status"] != "optimal" for c in r.extra.get("candidates", {}).values())
+    certified = mmopt.optimize(W, method="l2_approx", privacy=mmopt.Privacy(1.0, 1e-6), tol=1e-3, verbose=False)
+    assert certified.status == "optimal" and certified.gap <= 1e-3  # a duality gap it met: certified

@@ -113,6 +113,17 @@ CLOSED_FORMS = ("identity", "hierarchical", "wavelet", "svd_strategy", "residual
 CERTIFIED_GAP = 1e-6
 
 
+#: Methods whose ``tol`` is a duality gap on the L2 objective: only for them (under L2) may a caller's ``tol`` widen
+#: the certificate in :func:`reconcile`. Elsewhere ``tol`` is a convergence test (min_error's L-BFGS, the product
+#: searches' sweeps): tol=0.9 made min_error "optimal" at gap 0.49 and OPT_M at 0.65.
+GAP_TOL_METHODS = ("l2_approx",)
+
+
+def gap_tol(method: str, norm: str, tol: float | None) -> float | None:
+    """``tol`` when it is a certified gap for ``method`` under ``norm`` (:data:`GAP_TOL_METHODS`, L2), else None."""
+    return tol if method in GAP_TOL_METHODS and norm == "l2" else None
+
+
 def reconcile(objective: float, bound: float, status: str, message: str, *, closed: bool = False,
               tol: float | None = None) -> tuple[str, str, float]:
     """(status, message, bound) in the vocabulary of :class:`OptimizeResult`, from the exact objective and the
@@ -122,7 +133,8 @@ def reconcile(objective: float, bound: float, status: str, message: str, *, clos
     * One that meets the bound is certified "optimal" whatever stopped the search (e.g. total(n), where a
       spent budget still found the optimum).
     * "optimal" is kept only when it is certified — a gap (objective − bound)/objective of at most
-      max(1e-6, ``tol``), as :attr:`OptimizeResult.gap` reports it — so
+      max(1e-6, ``tol``), as :attr:`OptimizeResult.gap` reports it; ``tol`` only where it is the method's duality
+      gap (:func:`gap_tol`) — so
       that it never stands beside a large gap. A method that converged without that certificate is a
       "local_optimum" (a heuristic's, or the best of a restricted family), a construction (``closed``) is a
       "closed_form"; the message says how far from the bound it is.

@@ -22,7 +22,7 @@ import threading
 import time
 
 from mmopt._base import runtime as _runtime
-from mmopt._base.result import CERTIFIED_GAP, CLOSED_FORMS, SUCCESS, OptimizeResult, reconcile
+from mmopt._base.result import CERTIFIED_GAP, CLOSED_FORMS, SUCCESS, OptimizeResult, gap_tol, reconcile
 from mmopt.auto.budget import Budget
 from mmopt.auto.plan import Context, plan
 from mmopt.multidim.scoring import score
@@ -153,10 +153,19 @@ def lower_bound(ctx: Context) -> tuple[float, bool]:
     return _svd_bound(ctx.workload)
 
 
+def _gap(c, ctx) -> float | None:
+    """A candidate's certified gap tolerance: its own (a route that certifies, extra["tol"]), or the caller's tol
+    where that is the method's duality gap (:func:`mmopt._base.result.gap_tol`) — never a convergence test's."""
+    return max(c["extra"].get("tol", 0.0), gap_tol(c["method"], ctx.norm, ctx.tol) or 0.0) or None
+
+
 def _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent, seconds,
             bound_method: str = "svd") -> OptimizeResult:
     best = min(candidates, key=lambda c: c["objective"])
-    bound = max([svd, *(c["lower_bound"] for c in candidates if c["lower_bound"] is not None)])
+    bound = svd
+    for c in candidates:  # a candidate's own bound, where stronger, named as its source (it kept the SVD label)
+        if c["lower_bound"] is not None and c["lower_bound"] > bound:
+            bound, bound_method = c["lower_bound"], c["extra"].get("lower_bound_method") or f"{c['method']}'s own"
     m = ctx.workload.n_queries
     # the candidate's own verdict on the bound is restated by reconcile below, against the best bound of all
     own = best["message"].split(" Not certified optimal:")[0]
@@ -166,14 +175,14 @@ def _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent,
     if failures:  # said where it is read: a failed l2_approx left H₂ at 3.5× the bound without a word here
         message += f" Failed: {', '.join(failures)} (reasons in extra['failed'])."
     closed = best["method"] in CLOSED_FORMS or best["status"] == "closed_form"
-    tol = max(ctx.tol or 0.0, best["extra"].get("tol", 0.0)) or None  # the winner's own tolerance, if it had one
+    tol = _gap(best, ctx)  # the winner's own certified gap, if it has one
     status, message, bound = reconcile(best["objective"], bound, best["status"], message, closed=closed, tol=tol)
     keys = ("objective", "lower", "lower_bound", "seconds", "cpu", "estimate", "exact")
 
     def verdict(c) -> str:  # each candidate's status against the best bound, as the result's own: a search that
         # converged is "optimal" only when certified (kron under ε-DP at 12.4× the bound was listed "optimal")
         return reconcile(c["objective"], bound, c["status"], "", closed=c["method"] in CLOSED_FORMS or
-                         c["status"] == "closed_form", tol=max(ctx.tol or 0.0, c["extra"].get("tol", 0.0)) or None)[0]
+                         c["status"] == "closed_form", tol=_gap(c, ctx))[0]
     extra = dict(best["extra"]) | {
         "total_exact": best["exact"], "bound_exact": bound_exact, "bound_method": bound_method,
         "candidates": {c["method"]: {k: c[k] for k in keys} | {"status": verdict(c)} for c in candidates},

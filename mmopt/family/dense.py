@@ -13,7 +13,7 @@ import numpy as np
 
 from mmopt._base import runtime as _runtime
 from mmopt._base import validation as v
-from mmopt._base.result import CLOSED_FORMS, SUCCESS, OptimizeResult, reconcile
+from mmopt._base.result import CLOSED_FORMS, SUCCESS, OptimizeResult, gap_tol, reconcile
 from mmopt._base.solution import check_raw_solution
 from mmopt.dense._workload_type import Workload, not_a_workload
 from mmopt.error import diagonal_bound, evaluate, svd_bound
@@ -97,7 +97,7 @@ def run(workload, method, call: Call) -> OptimizeResult:
             unscale = np.trace(workload.mean_gram) / workload.domain_size
             bound = max(bound, float(raw.dual_bound) * unscale)
         status, message, bound = reconcile(objective, bound, raw.status, raw.message, closed=name in CLOSED_FORMS,
-                                           tol=call.tol)
+                                           tol=gap_tol(name, norm, call.tol))
         # the status reported, not the search's own: "optimal" only beside its certificate (reconcile)
         say("optimize: %s, objective %.6g, %.1f s", status, report.total_squared_error, time.perf_counter() - t0)
     m = workload.n_queries

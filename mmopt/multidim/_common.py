@@ -60,9 +60,12 @@ def check_restarts(restarts, workload, caller: str) -> int:
 
 
 def spawn(seed, k: int, caller: str) -> list[np.random.SeedSequence]:
-    """``numpy.random.SeedSequence(seed).spawn(k)``; ``seed`` may itself be a SeedSequence (a parent's child)."""
+    """``numpy.random.SeedSequence(seed).spawn(k)``; ``seed`` may itself be a SeedSequence (a parent's child), whose
+    own spawn counter is left alone: spawning from it advanced it, so a second call with one SeedSequence gave
+    other restarts ("same seed, same result" broke)."""
     if isinstance(seed, np.random.SeedSequence):
-        return seed.spawn(k)
+        return np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key, pool_size=seed.pool_size,
+                                      n_children_spawned=seed.n_children_spawned).spawn(k)
     if seed is not None and (isinstance(seed, bool | np.bool_) or not isinstance(seed, numbers.Integral)):
         raise TypeError(f"The 'seed' parameter of {caller} must be an int >= 0, a numpy.random.SeedSequence or None. "
                         f"Got {seed!r:.60} ({type(seed).__name__}) instead.")
@@ -191,3 +194,12 @@ def normalised(A: np.ndarray, norm: str) -> np.ndarray:
 
 def fmt(x: float) -> str:
     return f"{x:,.6g}" if math.isfinite(x) else str(x)
+
+
+def check_shares(values, name: str, caller: str) -> np.ndarray:
+    """Per-term errors or costs for a budget split: finite, ≥ 0, not all 0 (negative ones gave negative shares)."""
+    E = np.asarray(values, dtype=float)
+    if E.ndim != 1 or E.size == 0 or not np.all(np.isfinite(E)) or np.any(E < 0) or not E.sum() > 0:
+        raise ValueError(f"The '{name}' parameter of {caller} must be a non-empty 1-D array of finite numbers ≥ 0, "
+                         f"not all 0. Got {np.asarray(values)!r:.80} instead.")
+    return E

@@ -37,6 +37,7 @@ import numpy as np
 from mmopt._base import validation as v
 from mmopt._base.solution import ImplicitSolution
 from mmopt.dense._strategy_core import NORMS
+from mmopt.multidim import _common as cm
 from mmopt.structured.residual.workload import as_marginal_workload
 from mmopt.structured.strategies import marginals_strategy
 
@@ -62,7 +63,8 @@ def allocate(cost: np.ndarray, *, objective: str, l1: bool) -> tuple[np.ndarray,
     >>> theta.round(6).tolist(), round(value, 9)
     ([0.333333, 0.666667], 27.0)
     """
-    if objective == "total":
+    cost = cm.check_shares(cost, "cost", "allocate")
+    if v.check_choice(objective, name="objective", caller="allocate", choices=("total", "max")) == "total":
         root = cost ** (1 / 3) if l1 else np.sqrt(cost)
         theta = root / root.sum() if l1 else np.sqrt(root / root.sum())
         value = float(root.sum()) ** (3 if l1 else 2)

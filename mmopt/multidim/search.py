@@ -55,9 +55,11 @@ def search(workload, method: str, *, norm: str, seed=None, restarts: int | None 
     known = max(svd, best["lower_bound"]) if best["lower_bound"] is not None else svd
     if best["objective"] > known * (1 + CERTIFIED_GAP) and (dual := optimum_floor(structure)) > svd:
         svd, bound_method = dual, "dual_product"
-    bound = max(svd, best["lower_bound"]) if best["lower_bound"] is not None else svd
-    status, message, bound = reconcile(best["objective"], bound, best["status"], best["message"],
-                                       closed=method in CLOSED_FORMS or best["status"] == "closed_form", tol=tol)
+    if best["lower_bound"] is not None and best["lower_bound"] > svd:  # the method's own bound is the stronger: named
+        svd, bound_method = best["lower_bound"], best["extra"].get("lower_bound_method") or f"{method}'s own"
+    bound = svd
+    status, message, bound = reconcile(best["objective"], bound, best["status"], best["message"],  # tol: a sweep test
+                                       closed=method in CLOSED_FORMS or best["status"] == "closed_form")
     extra = dict(best["extra"]) | {
         "total_exact": best["exact"], "bound_exact": bound_exact, "bound_method": bound_method,
         "candidates": {method: {k: best[k] for k in ("objective", "lower", "seconds", "exact")} | {"status": status}},

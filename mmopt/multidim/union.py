@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from mmopt._base import validation as v
 from mmopt._base.parallel import check_n_jobs, ordered_map, plan
 from mmopt._base.solution import ImplicitSolution, worst_status
 from mmopt.error import NumericalError
@@ -49,8 +50,9 @@ def budget_weights(errors, norm: str) -> tuple[np.ndarray, float]:
     >>> theta.round(6).tolist(), round(value, 9)
     ([0.333333, 0.666667], 27.0)
     """
-    E = np.asarray(errors, dtype=float)
-    if norm == "l1":
+    caller = "budget_weights"
+    E = cm.check_shares(errors, "errors", caller)
+    if v.check_choice(norm, name="norm", caller=caller, choices=("l1", "l2")) == "l1":
         root = np.cbrt(E)
         return root / root.sum(), float(root.sum() ** 3)
     root = np.sqrt(E)

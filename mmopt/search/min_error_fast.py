@@ -166,7 +166,7 @@ def solve(workload, opts: dict, *, tol, max_iterations, seed, verbose, n_jobs, t
                        f"budget ended at {searched / best_h[0]:.3g}× its error; raise max_iterations. "
                        + res.message)
     bound = lower_bound(StreamWorkload(kind, n)).value
-    status, message, bound = reconcile(objective, bound, raw_status, raw_message, tol=tol,
+    status, message, bound = reconcile(objective, bound, raw_status, raw_message,  # tol: L-BFGS's, not a gap
                                        closed=chosen is not res.strategy)
     strategy = dataclasses.replace(chosen, name="min_error")
     strategy = strategy.to_strategy() if isinstance(workload, Workload) else strategy
