@@ -87,8 +87,7 @@ def _object_codes(values: np.ndarray, attribute: Attribute) -> np.ndarray:
     cell (:func:`_parsed_codes`), everything else (None, NaN, other objects) dropped."""
     out = np.full(values.shape[0], -1, dtype=np.int64)
     if any(isinstance(v, decimal.Decimal) for v in values):  # whole Decimals are integers, compared exactly
-        values = np.array([int(v) if isinstance(v, decimal.Decimal) and v.is_finite() and v == v.to_integral_value()
-                           else v for v in values], dtype=object)
+        values = np.array([_decimal(v) if isinstance(v, decimal.Decimal) else v for v in values], dtype=object)
     is_int = np.fromiter((isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_) for v in values),
                          bool, values.shape[0])
     # pd.read_parquet turns a decimal128 column into Decimal objects: the file itself is read as float64
@@ -118,6 +117,14 @@ def _object_codes(values: np.ndarray, attribute: Attribute) -> np.ndarray:
     if any(all(v is not m for m in missing) for v in values[~(is_int | is_float | is_bool | is_str)]):
         _warn_text(attribute)  # strings, dates, …: values, not missing ones, so the drop is said
     return out
+
+
+def _decimal(v: decimal.Decimal):
+    """A whole Decimal as an int (compared exactly), NaN and sNaN as missing (float() of an sNaN raised, so one
+    record stopped the release), any other as itself (coded as a float)."""
+    if v.is_nan():
+        return None
+    return int(v) if v.is_finite() and v == v.to_integral_value() else v
 
 
 def _missing_values() -> tuple:
@@ -217,7 +224,8 @@ def _text_codes(column, attribute: Attribute) -> np.ndarray:
     import pyarrow as pa
     try:  # Arrow's hash lookup is fast for strings; a column of mixed objects falls back to pandas
         arr = pa.array(column, from_pandas=True)
-    except (pa.ArrowException, TypeError, ValueError):
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):  # OverflowError: a first value of 2¹⁰⁰ made
+        # the release raise, so whether it happened depended on one record
         import pandas as pd
         index = pd.Index(list(attribute.categories), dtype=object)
         values = column.to_numpy(dtype=object)
