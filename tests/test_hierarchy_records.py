@@ -58,6 +58,10 @@ def test_refusals_name_the_parameter():
         release_grouping_sets(df, D, [()], mmopt.Privacy(1.0, 1e-6), leaf="county", levels={"state": STATE_OF[:3]})
     with pytest.raises(ValueError, match="delta > 0"):
         release_grouping_sets(df, D, [("state",)], mmopt.Privacy(1.0), leaf="county", levels={"state": STATE_OF})
+    # a level named like a domain attribute replaced it: "sex" counted county groups, labelled as sexes
+    with pytest.raises(ValueError, match=r"'levels' parameter of release_grouping_sets: the level\(s\) \['sex'\]"):
+        release_grouping_sets(df, D, [("sex",), ()], mmopt.Privacy(1.0, 1e-6), leaf="county",
+                              levels={"sex": ["F", "F", "F", "M", "M", "M"]})
 
 
 def test_levels_that_do_not_nest_are_refused_before_any_noise():

@@ -140,6 +140,10 @@ def plan_grouping_sets(domain, sets, privacy, *, leaf: str, levels: dict, strate
     if not isinstance(levels, dict) or not levels:
         raise TypeError(f"The 'levels' parameter of {caller} must be a non-empty dict {{level name: labels per "
                         f"{leaf} category}}, coarse to fine. Got {levels!r:.80}.")
+    if clash := [name for name in levels if name in domain.names]:  # the level replaced the attribute, silently:
+        # 'sex' counted county groups (make_grouping_sets_mechanism, release_grouping_sets; mmopt.sql refused it)
+        raise ValueError(f"The 'levels' parameter of {caller}: the level(s) {clash} of {leaf!r} are named like domain "
+                         "attributes, so a grouping set could not tell which one it groups by. Rename the levels.")
     codes, labels = [], []
     for name, lab in levels.items():
         lab = np.asarray(lab, dtype=object)
