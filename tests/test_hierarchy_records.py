@@ -62,6 +62,13 @@ def test_refusals_name_the_parameter():
     with pytest.raises(ValueError, match=r"'levels' parameter of release_grouping_sets: the level\(s\) \['sex'\]"):
         release_grouping_sets(df, D, [("sex",), ()], mmopt.Privacy(1.0, 1e-6), leaf="county",
                               levels={"sex": ["F", "F", "F", "M", "M", "M"]})
+    # labels were compared as str(): 1 and "1" were one group, 1 and 1.0 two; None looked like a rolled-up NULL
+    for mixed in ([1, "1", 2, 2, 3, 3], [None, "A", "B", "B", "B", "C"]):
+        with pytest.raises(ValueError, match="must label every category with a string, or every one with a number"):
+            release_grouping_sets(df, D, [("state",)], mmopt.Privacy(1.0, 1e-6), leaf="county", levels={"state": mixed})
+    plan = plan_grouping_sets(D, [("state",)], mmopt.Privacy(1.0, 1e-6), leaf="county",
+                              levels={"state": [1, 1.0, 2, 2, 2, 3]})
+    assert plan.workload.attributes[0].n_groups[1] == 3  # 1 and 1.0 are one state
 
 
 def test_levels_that_do_not_nest_are_refused_before_any_noise():

@@ -10,6 +10,7 @@ from :func:`mmopt.records.counts.marginal_counts` (every source it reads), noise
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -119,6 +120,21 @@ def _check_nested(names: list, codes: list, labels: list, caller: str) -> None:
                                  f"lies under two {names[k - 1]!r} labels, {a!r} and {b!r}. {remedy}")
 
 
+def _level_codes(lab: np.ndarray, name, caller: str) -> tuple[np.ndarray, tuple]:
+    """Each leaf category's group in one level, groups numbered by first appearance, and the groups' labels. Labels
+    are compared as the values they are (1 and 1.0 are one group), never as their str(): 1 and "1" were merged, and
+    a None label looked like SQL's NULL for a rolled-up column; so a level is all strings or all numbers."""
+    texts = [isinstance(x, str) for x in lab]
+    numeric = [isinstance(x, numbers.Real) and not isinstance(x, bool | np.bool_) and x == x for x in lab]
+    if not (all(texts) or all(numeric)):
+        raise ValueError(f"The 'levels' parameter of {caller}: level {name!r} must label every category with a "
+                         f"string, or every one with a number (not None, NaN or a boolean). Got "
+                         f"{sorted({type(x).__name__ for x in lab})}.")
+    first: dict = {}
+    code = np.array([first.setdefault(x, len(first)) for x in lab.tolist()], dtype=np.int64)
+    return code, tuple(first)
+
+
 def plan_grouping_sets(domain, sets, privacy, *, leaf: str, levels: dict, strategy=None,
                        caller: str = "plan_grouping_sets") -> GroupingPlan:
     """The :class:`GroupingPlan` of ``GROUP BY GROUPING SETS (sets)`` (parameters: :func:`release_grouping_sets`).
@@ -150,10 +166,9 @@ def plan_grouping_sets(domain, sets, privacy, *, leaf: str, levels: dict, strate
         if lab.shape != (leaf_attr.size,):
             raise ValueError(f"The 'levels' parameter of {caller}: level {name!r} must give one label per {leaf} "
                              f"category ({leaf_attr.size}). Got {lab.shape[0] if lab.ndim else 0}.")
-        _, first, inv = np.unique(lab.astype(str), return_index=True, return_inverse=True)
-        rank = np.argsort(np.argsort(first))
-        codes.append(rank[inv])
-        labels.append(tuple(lab[np.sort(first)]))
+        code, labels_of = _level_codes(lab, name, caller)
+        codes.append(code)
+        labels.append(labels_of)
     _check_nested(list(levels), codes, labels, caller)
     geo = Hierarchy.from_codes(np.stack(codes, axis=1), level_names=("total", *levels, leaf), name=leaf)
     attrs = [a for a in domain.attributes if a.name not in levels]  # levels are derived, never read
