@@ -66,6 +66,11 @@ def test_refusals_name_the_parameter():
     for mixed in ([1, "1", 2, 2, 3, 3], [None, "A", "B", "B", "B", "C"]):
         with pytest.raises(ValueError, match="must label every category with a string, or every one with a number"):
             release_grouping_sets(df, D, [("state",)], mmopt.Privacy(1.0, 1e-6), leaf="county", levels={"state": mixed})
+    # a bare string was split into one-letter sets, and the refusals named grouping_sets / HierarchyWorkload
+    with pytest.raises(TypeError, match="'sets' parameter of release_grouping_sets must be a list of grouping sets"):
+        release_grouping_sets(df, D, "state", mmopt.Privacy(1.0, 1e-6), leaf="county", levels={"state": STATE_OF})
+    with pytest.raises(ValueError, match="'sets' parameter of release_grouping_sets must list at least one"):
+        release_grouping_sets(df, D, [], mmopt.Privacy(1.0, 1e-6), leaf="county", levels={"state": STATE_OF})
     plan = plan_grouping_sets(D, [("state",)], mmopt.Privacy(1.0, 1e-6), leaf="county",
                               levels={"state": [1, 1.0, 2, 2, 2, 3]})
     assert plan.workload.attributes[0].n_groups[1] == 3  # 1 and 1.0 are one state

@@ -173,7 +173,7 @@ def plan_grouping_sets(domain, sets, privacy, *, leaf: str, levels: dict, strate
     geo = Hierarchy.from_codes(np.stack(codes, axis=1), level_names=("total", *levels, leaf), name=leaf)
     attrs = [a for a in domain.attributes if a.name not in levels]  # levels are derived, never read
     hier = [geo if a.name == leaf else Hierarchy.flat(a.size, name=a.name) for a in attrs]
-    W = grouping_sets(hier, sets, name="grouping sets")
+    W = grouping_sets(hier, sets, name="grouping sets", caller=caller)
     result = None
     if strategy is None:
         result = optimize(W, privacy=privacy)

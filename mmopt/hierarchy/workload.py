@@ -119,13 +119,20 @@ class HierarchyWorkload:
         return self.to_implicit().dense()
 
 
-def grouping_sets(attributes, sets, *, weights=None, name: str | None = None) -> HierarchyWorkload:
+def grouping_sets(attributes, sets, *, weights=None, name: str | None = None,
+                  caller: str = "grouping_sets") -> HierarchyWorkload:
     """``GROUP BY GROUPING SETS (…)``: each set lists levels by name (``"county"``) or attributes by name (their
     leaf level: ``"sex"``); an attribute not named is summed over (its total). ``()`` is the grand total.
 
-    ``attributes`` is a list of :class:`Hierarchy` (an ``int`` n is a flat attribute of n cells).
+    ``attributes`` is a list of :class:`Hierarchy` (an ``int`` n is a flat attribute of n cells); ``caller`` names
+    the function in refusals (a release that builds the workload).
     """
-    caller = "grouping_sets"
+    if isinstance(sets, str | bytes) or not hasattr(sets, "__iter__"):  # "st" was read as the sets ("s",), ("t",)
+        raise TypeError(f"The 'sets' parameter of {caller} must be a list of grouping sets, e.g. [('state',), ()]. "
+                        f"Got {sets!r:.60} ({type(sets).__name__}) instead.")
+    sets = list(sets)
+    if not sets:
+        raise ValueError(f"The 'sets' parameter of {caller} must list at least one grouping set. Got none.")
     attrs = tuple(Hierarchy.flat(h, name=f"a{i}") if isinstance(h, int) else h for i, h in enumerate(attributes))
     if not attrs or not all(isinstance(h, Hierarchy) for h in attrs):
         raise TypeError(f"The 'attributes' parameter of {caller} must be a list of Hierarchy (or int sizes). "
