@@ -40,6 +40,7 @@ from mmopt.dense.profile import (
 from mmopt.dense.profile import (
     Profile,
     Spectrum,
+    effective_factor,
     effective_profile,
     numerical_rank,
     power_of_two_scale,
@@ -138,8 +139,9 @@ def evaluate(workload: Workload, strategy, privacy: Privacy | None = None, *,
     total = g.times_int(mse, m, workload.name)
 
     M = effective_profile(prof, spec)
-    terms = g.nonnegative(_queries.per_query_terms(workload, M), strategy.name) if per_query else None
-    mx = _queries.max_term(workload, M, terms)
+    F = effective_factor(prof, spec) if workload.matrix is not None else None  # stored rows: sums of squares
+    terms = g.nonnegative(_queries.per_query_terms(workload, M, F), strategy.name) if per_query else None
+    mx = _queries.max_term(workload, M, terms, F)
     c_d2 = g.scaled(d2, privacy, workload.name)
     return ErrorReport(
         workload.name, strategy.name, privacy, workload.domain_size, m, sens,

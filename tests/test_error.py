@@ -271,3 +271,18 @@ def test_diagonal_bound_between_svd_bound_and_certified_optimum(seed):
     assert res.status == "optimal"
     assert d <= res.objective * (1 + 1e-7)
     assert res.lower_bound >= d * (1 - 1e-12)  # optimize reports the strongest of its bounds
+
+
+@pytest.mark.parametrize("weight", [1e4, 1e6, 3e6, 1e7, 1e9])
+def test_a_workload_of_widely_spread_singular_values_keeps_every_direction(weight):
+    # G = WᵀW squares W's range: eigh resolved its eigenvalues to eps·λ_max only, and the rank rule cut W's weak
+    # directions — a 10⁷ : 1 stack of the total and the identity reported 1.0e14 for 8.0e14 (per-query 0 for
+    # 8.75e13), 2e-4 to 3e-3 off at 10⁶–3·10⁶. The oracle: Δ₁² ‖w A⁺‖² from A's own pseudo-inverse (SVD of A).
+    W = wl.stack([wl.total(8), wl.identity(8)], weights=[weight, 1.0])
+    A = st.from_workload(W)
+    r = mmopt.evaluate(W, A, per_query=True)
+    P = W.explicit_matrix() @ np.linalg.pinv(A.matrix)
+    oracle = np.sum(P * P, axis=1) * np.abs(A.matrix).sum(axis=0).max() ** 2
+    # the oracle's own error is ~κ(A)·eps (κ = 2.8·10⁹ at the largest weight): 1e-9 relative covers it
+    np.testing.assert_allclose(r.per_query_variance, oracle, rtol=1e-9)
+    assert r.total_squared_error == pytest.approx((weight + 1) ** 2 * 8, rel=1e-9)

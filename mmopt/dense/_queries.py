@@ -21,10 +21,14 @@ def has_per_query(workload) -> bool:
     return workload.family in ("identity", "total", "prefix", "all_range")
 
 
-def per_query_terms(workload, M: np.ndarray) -> np.ndarray:
-    """w M wᵀ for every query w of the workload, in the explicit matrix's row order."""
+def per_query_terms(workload, M: np.ndarray, F: np.ndarray | None = None) -> np.ndarray:
+    """w M wᵀ for every query w of the workload, in the explicit matrix's row order; with the rows stored and a
+    factor F (M = F Fᵀ), as the sums of squares ‖w F‖² (no cancellation between M's entries)."""
     if workload.matrix is not None:
         W = workload.matrix
+        if F is not None:
+            WF = W @ F
+            return np.einsum("ij,ij->i", WF, WF)
         return np.einsum("ij,ij->i", W @ M, W)
     fam = workload.family
     if fam == "identity":
@@ -40,14 +44,15 @@ def per_query_terms(workload, M: np.ndarray) -> np.ndarray:
     raise ValueError(f"per-query terms are not available for workload family {fam!r}.")
 
 
-def max_term(workload, M: np.ndarray, terms: np.ndarray | None) -> tuple[float, float] | None:
+def max_term(workload, M: np.ndarray, terms: np.ndarray | None,
+             F: np.ndarray | None = None) -> tuple[float, float] | None:
     """(largest term found, proven upper bound); equal when exact. None for Gram-only workloads."""
     if terms is not None:
         mx = float(np.max(terms))
         return mx, mx
     fam = workload.family
     if workload.matrix is not None or fam in ("identity", "total", "prefix"):
-        mx = float(np.max(per_query_terms(workload, M)))
+        mx = float(np.max(per_query_terms(workload, M, F)))
         return mx, mx
     if fam == "all_range":
         V = range_terms(M)
