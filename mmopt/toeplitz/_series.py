@@ -12,6 +12,8 @@ import numpy as np
 from scipy import fft as sfft
 from scipy import signal
 
+_EPS = np.finfo(float).eps
+
 
 def convolve(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
     """(a·b mod x^n) by FFT; exact up to round-off of order 1e-16·‖a‖‖b‖ per entry."""
@@ -68,6 +70,11 @@ def first_order_sum(theta: np.ndarray, omega: np.ndarray, n: int, *, head: float
     return out.real if np.iscomplexobj(out) else out
 
 
+#: The largest condition number of M's eigenvectors :func:`blt_inverse` accepts: its θ̂ then carry relative errors
+#: below ~10⁻⁸ (cond·eps); optimiser-produced BLTs (n = 64–1,024) measured ≤ 9.1, 2,000 random ones ≤ 6.6.
+MAX_POLE_CONDITION = 1e8
+
+
 def blt_inverse(theta: np.ndarray, omega: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(θ̂, ω̂) with 1/(1 + Σ θ_i x/(1 − ω_i x)) = 1 − Σ θ̂_i x/(1 − ω̂_i x): the inverse of a BLT is a BLT.
 
@@ -77,6 +84,13 @@ def blt_inverse(theta: np.ndarray, omega: np.ndarray) -> tuple[np.ndarray, np.nd
     """
     M = np.diag(omega) - np.outer(np.ones(len(omega)), theta)
     lam, V = np.linalg.eig(M)
+    cond = float(np.linalg.cond(V))
+    if not cond <= MAX_POLE_CONDITION:  # a (nearly) repeated eigenvalue of M: V is singular, θ̂ ~ 10¹⁴ cancels, and
+        # the streamed noise, the decoder and the error were silently off by 3 %, 73 % and 4× (no Jordan form here)
+        raise ValueError(f"The BLT strategy (theta={np.round(theta, 6).tolist()}, omega={np.round(omega, 6).tolist()}) "
+                         f"has an inverse with (nearly) repeated poles: its eigenvectors' condition number is "
+                         f"{cond:.2g}, so its coefficients would carry relative errors up to {cond * _EPS:.1g}. "
+                         "Perturb theta or omega slightly (e.g. 1e-6 relative), or use another strategy.")
     coef = (theta @ V) * np.linalg.solve(V, np.ones(len(omega)))
     if np.all(np.abs(lam.imag) <= 1e-12 * np.maximum(1.0, np.abs(lam.real))):
         lam, coef = lam.real, coef.real
