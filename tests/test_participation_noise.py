@@ -136,3 +136,14 @@ def test_run_privacy_refuses_a_non_square_strategy():
         run_privacy(U, fixed_epochs(2), 1.0)
     with pytest.raises(ValueError, match=r"must be square \(n×n, one row per step"):
         run_privacy(np.vstack([U, np.zeros((1, 4))]), fixed_epochs(2), 1.0, delta=1e-6)
+
+
+def test_correlate_names_bad_draws():
+    # None failed only at the first next() with "'NoneType' object is not iterable", text with numpy's own
+    # message, and complex draws were silently truncated to their real parts
+    C = toeplitz.banded([1.0, 0.5], 4)
+    with pytest.raises(TypeError, match="'draws' parameter of correlate must be an iterable of arrays"):
+        correlate(C, None)
+    for bad in (["a"] * 4, np.array([[1 + 5j], [0], [0], [0]])):
+        with pytest.raises(TypeError, match="'draws' parameter of correlate must give real numbers"):
+            list(correlate(C, bad))

@@ -62,6 +62,9 @@ def correlate(strategy, draws: Iterable, *, steps: int | None = None) -> Iterato
     from mmopt.toeplitz.error import check_decodable
     caller = "correlate"
     C = _check_strategy(strategy, caller)
+    if isinstance(draws, str | bytes) or not hasattr(draws, "__iter__"):  # checked now, not at the first next()
+        raise TypeError(f"The 'draws' parameter of {caller} must be an iterable of arrays (one per step). Got "
+                        f"{type(draws).__name__} instead.")
     check_decodable(C, caller)  # else C⁻¹z overflows part-way through the stream (NaN and inf noise, no error)
     n = C.n
     steps = n if steps is None else v.check_int(steps, name="steps", caller=caller, high=n)
@@ -77,9 +80,13 @@ def correlate(strategy, draws: Iterable, *, steps: int | None = None) -> Iterato
 def _next(it, t: int, caller: str, shape: list) -> np.ndarray:
     """The draw z_t, checked: finite, and of the first draw's shape (``shape`` holds it once seen)."""
     try:
-        z = np.asarray(next(it), dtype=float)
+        raw = np.asarray(next(it))
     except StopIteration:
         raise ValueError(f"{caller}: the draw at step {t:,} is missing: the draws ended before it.") from None
+    if raw.dtype.kind not in "biuf":  # text raised numpy's own message; complex lost its imaginary part
+        raise TypeError(f"The 'draws' parameter of {caller} must give real numbers. The draw at step {t:,} has "
+                        f"dtype {raw.dtype} instead.")
+    z = raw.astype(float)
     if not np.all(np.isfinite(z)):
         raise ValueError(f"{caller}: the draw at step {t:,} is not finite.")
     if not shape:
