@@ -159,6 +159,11 @@ def _gap(c, ctx) -> float | None:
     return max(c["extra"].get("tol", 0.0), gap_tol(c["method"], ctx.norm, ctx.tol) or 0.0) or None
 
 
+def _closed(c) -> bool:
+    """The candidate is a construction: its converged status is "closed_form", never "optimal" uncertified."""
+    return c["method"] in CLOSED_FORMS or c["status"] == "closed_form"
+
+
 def _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent, seconds,
             bound_method: str = "svd") -> OptimizeResult:
     best = min(candidates, key=lambda c: c["objective"])
@@ -174,15 +179,14 @@ def _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent,
         message += f" Skipped: {', '.join(skipped)} (reasons in extra['skipped'])."
     if failures:  # said where it is read: a failed l2_approx left H₂ at 3.5× the bound without a word here
         message += f" Failed: {', '.join(failures)} (reasons in extra['failed'])."
-    closed = best["method"] in CLOSED_FORMS or best["status"] == "closed_form"
-    tol = _gap(best, ctx)  # the winner's own certified gap, if it has one
-    status, message, bound = reconcile(best["objective"], bound, best["status"], message, closed=closed, tol=tol)
+    # the winner's own certified gap, if it has one (_gap), and a construction's status (_closed)
+    status, message, bound = reconcile(best["objective"], bound, best["status"], message, closed=_closed(best),
+                                       tol=_gap(best, ctx))
     keys = ("objective", "lower", "lower_bound", "seconds", "cpu", "estimate", "exact")
 
     def verdict(c) -> str:  # each candidate's status against the best bound, as the result's own: a search that
         # converged is "optimal" only when certified (kron under ε-DP at 12.4× the bound was listed "optimal")
-        return reconcile(c["objective"], bound, c["status"], "", closed=c["method"] in CLOSED_FORMS or
-                         c["status"] == "closed_form", tol=_gap(c, ctx))[0]
+        return reconcile(c["objective"], bound, c["status"], "", closed=_closed(c), tol=_gap(c, ctx))[0]
     extra = dict(best["extra"]) | {
         "total_exact": best["exact"], "bound_exact": bound_exact, "bound_method": bound_method,
         "candidates": {c["method"]: {k: c[k] for k in keys} | {"status": verdict(c)} for c in candidates},

@@ -21,7 +21,7 @@ def has_per_query(workload) -> bool:
     return workload.family in ("identity", "total", "prefix", "all_range")
 
 
-def per_query_terms(workload, M: np.ndarray, F: np.ndarray | None = None) -> np.ndarray:
+def per_query_terms(workload, M: np.ndarray | None, F: np.ndarray | None = None) -> np.ndarray:
     """w M wᵀ for every query w of the workload, in the explicit matrix's row order; with the rows stored and a
     factor F (M = F Fᵀ), as the sums of squares ‖w F‖² (no cancellation between M's entries)."""
     if workload.matrix is not None:
@@ -44,7 +44,7 @@ def per_query_terms(workload, M: np.ndarray, F: np.ndarray | None = None) -> np.
     raise ValueError(f"per-query terms are not available for workload family {fam!r}.")
 
 
-def max_term(workload, M: np.ndarray, terms: np.ndarray | None,
+def max_term(workload, M: np.ndarray | None, terms: np.ndarray | None,
              F: np.ndarray | None = None) -> tuple[float, float] | None:
     """(largest term found, proven upper bound); equal when exact. None for Gram-only workloads."""
     if terms is not None:

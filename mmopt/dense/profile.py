@@ -244,19 +244,23 @@ def effective_profile(prof: Profile, spec: Spectrum | None) -> np.ndarray:
     Equal to M in exact arithmetic for every query of the workload. On the QR/SVD paths it removes the
     huge entries (1/s² of round-off directions of A) that per-query sums would otherwise cancel.
     """
-    if prof.certified or spec is None or spec.rank == prof.matrix.shape[0]:
+    if _unprojected(prof, spec):
         return prof.matrix
-    Q = spec.basis
-    return _outer(Q @ (Q.T @ prof.factor))
+    return _outer(effective_factor(prof, spec))
 
 
 def effective_factor(prof: Profile, spec: Spectrum | None) -> np.ndarray:
     """F with :func:`effective_profile` = F Fᵀ: each query's variance is then the sum of squares ‖w F‖², where
     w M wᵀ with M's entries formed first cancels (a 10⁹-weighted total beside the identity: 5.6·10¹⁹× off)."""
-    if prof.certified or spec is None or spec.rank == prof.matrix.shape[0]:
+    if _unprojected(prof, spec):
         return prof.factor
     Q = spec.basis
     return Q @ (Q.T @ prof.factor)
+
+
+def _unprojected(prof: Profile, spec: Spectrum | None) -> bool:
+    """The profile needs no projection on the workload's row space: certified, no spectrum, or G of full rank."""
+    return prof.certified or spec is None or spec.rank == prof.matrix.shape[0]
 
 
 def support_leak(G: np.ndarray, prof: Profile, rows=None) -> float:

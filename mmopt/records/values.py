@@ -292,15 +292,13 @@ def _number_codes(x: np.ndarray, attribute: Attribute) -> np.ndarray:
         if not whole:
             return np.full(x.shape[0], -1, dtype=np.int64)
         ref, index = np.array([w for w, _ in whole], dtype=np.int64), np.array([j for _, j in whole])
-        order = np.argsort(ref, kind="stable")
-        srt, x = ref[order], x.astype(np.int64, copy=False)
-        j = np.minimum(np.searchsorted(srt, x), len(srt) - 1)
-        return np.where(srt[j] == x, index[order[j]], -1).astype(np.int64, copy=False)
+        x = x.astype(np.int64, copy=False)
     else:
         # float32 values match the float32 rounding of each category (the value as stored); others in float64
         with np.errstate(over="ignore"):  # a category past float32's range becomes inf, equal to no finite value
             ref = np.array(cats, dtype=np.float64).astype(x.dtype)
+        index = np.arange(len(cats))
     order = np.argsort(ref, kind="stable")
     srt = ref[order]
     j = np.minimum(np.searchsorted(srt, x), len(srt) - 1)
-    return np.where(srt[j] == x, order[j], -1).astype(np.int64, copy=False)  # NaN never equals
+    return np.where(srt[j] == x, index[order[j]], -1).astype(np.int64, copy=False)  # NaN never equals
