@@ -35,11 +35,11 @@ def wavelet(n):
 
 def error(G, A):
     """Δ₁²·tr(G(AᵀA)⁻¹), via mmopt.evaluate."""
-    return mmopt.evaluate(wl.Workload.from_gram(G, n_queries=1), A).total_squared_error
+    return mmopt.evaluate(wl.Workload.from_gram(G, n_queries=len(G)), A).total_squared_error
 
 
 def svd_bound(G):
-    return mmopt.svd_bound(wl.Workload.from_gram(G, n_queries=1))
+    return mmopt.svd_bound(wl.Workload.from_gram(G, n_queries=len(G)))
 
 
 WORKLOADS = {"ranges": all_range_gram, "prefix": prefix_gram}

@@ -177,11 +177,14 @@ def check_gram_magnitude(G: np.ndarray, *, name: str = "gram", caller: str) -> N
                          f"G / np.mean(np.diag(G)), or call mmopt.optimize, which rescales for you.")
 
 
-def check_gram(G, *, name: str = "gram", caller: str, tol: float = 1e-9, remedy: str = "") -> np.ndarray:
+def check_gram(G, *, name: str = "gram", caller: str, tol: float = 1e-9, remedy: str = "",
+               queries: int | None = None) -> np.ndarray:
     """Return ``G`` as a symmetric PSD float64 matrix (exactly symmetrised), or raise ValueError.
 
     The PSD test allows eigenvalues down to ``-tol * n * max|eig|`` (round-off of ``W.T @ W``).
     Symmetrisation is G + (Gᵀ − G)/2, which cannot overflow for entries near the float64 limit.
+    With ``queries`` = m, G = WᵀW of m queries has rank ≤ m: more eigenvalues above the same round-off
+    threshold contradict m (its per-query figures, total/m, would be wrong), and G is refused.
     """
     G = check_matrix(G, name=name, caller=caller, square=True)
     scale = float(max(G.max(), -G.min()))
@@ -201,6 +204,11 @@ def check_gram(G, *, name: str = "gram", caller: str, tol: float = 1e-9, remedy:
             f"{_param(name, caller)} must be positive semidefinite; its smallest eigenvalue is "
             f"{eig[0]:.3g} ({100 * eig[0] / max(abs(eig[-1]), 1e-300):.2g}% of the largest).{remedy}"
         )
+    rank = int(np.count_nonzero(eig > tol * G.shape[0] * eig[-1]))
+    if queries is not None and rank > queries:
+        raise ValueError(f"{_param(name, caller)} has rank {rank} (eigenvalues above {tol * G.shape[0]:.2g} of the "
+                         f"largest), more than n_queries = {queries}: a Gram WᵀW of m queries has rank ≤ m, and its "
+                         "per-query errors (total/m) would be wrong. Pass the number of rows of W as n_queries.")
     return G
 
 

@@ -154,7 +154,7 @@ def validate_fields(w, families: tuple[str, ...]) -> None:
                              f"Got {W.shape}.")
         _require_close(G, mean_gram_of(W, caller=caller), "WᵀW/m of its 'matrix'", family)
     elif family == "gram":
-        G = v.check_gram(G, name="mean_gram", caller=caller, remedy=" Build it with Workload.from_gram.")
+        G = v.check_gram(G, name="mean_gram", caller=caller, remedy=" Build it with Workload.from_gram.", queries=m)
     else:
         count = family_count(family, n)
         if m != count:

@@ -100,7 +100,7 @@ class Workload:
         """Workload known only through G = WᵀW (n×n, symmetric PSD) and its query count m."""
         caller = "Workload.from_gram"
         m = v.check_int(n_queries, name="n_queries", caller=caller, low=1)
-        G = v.check_gram(gram, caller=caller, remedy=" Pass W.T @ W, or use Workload.from_matrix(W).")
+        G = v.check_gram(gram, caller=caller, remedy=" Pass W.T @ W, or use Workload.from_matrix(W).", queries=m)
         if not np.any(G):
             raise ValueError(f"The 'gram' parameter of {caller} must be non-zero.")
         mean = G / gf.as_float(m)
