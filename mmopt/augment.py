@@ -16,7 +16,7 @@ import numpy as np
 
 from mmopt._base import validation as v
 from mmopt.dense._strategy_core import column_norm_parts, norm_from_parts
-from mmopt.dense.profile import support_tolerance
+from mmopt.dense.profile import unsupported
 from mmopt.error import _as_strategy, error_profile
 from mmopt.strategy import Strategy
 
@@ -147,6 +147,5 @@ def strictly_improved(strategy, rows, query) -> bool:
 
 
 def _supported(prof, w: np.ndarray) -> bool:
-    """w lies in A's row space: its share on the null space is at most support_tolerance (as in query_error)."""
-    N = prof.null_basis
-    return N.shape[1] == 0 or float(np.sum((w @ N) ** 2)) <= support_tolerance(w.size) * float(w @ w)
+    """w lies in A's row space, by the rule of query_error (:func:`mmopt.dense.profile.unsupported`)."""
+    return not np.any(w) or not unsupported(np.outer(w, w), prof, w[None, :])[0]

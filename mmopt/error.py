@@ -19,6 +19,7 @@ lower bound raises :class:`NumericalError` naming the strategy — it is never r
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -50,6 +51,7 @@ from mmopt.dense.profile import (
     support_leak,
     support_tolerance,
     trace_with_profile,
+    unsupported,
     workload_spectrum,
 )
 from mmopt.privacy import Privacy
@@ -259,7 +261,8 @@ def profile_equivalent(first, second, *, rtol: float = 1e-9) -> bool:
 
 def gram_svd_bound(G: np.ndarray) -> float:
     """(Σᵢ √λᵢ(G))² / n for a PSD Gram G: the SVD bound at unit privacy, in G's own scale."""
-    return spectrum(G).svd_sum ** 2 / G.shape[0]
+    s = spectrum(G).svd_sum
+    return s * s / G.shape[0]
 
 
 def unit_objective(A: np.ndarray, G: np.ndarray, norm: str = "l1") -> float:
@@ -274,7 +277,7 @@ def unit_objective(A: np.ndarray, G: np.ndarray, norm: str = "l1") -> float:
         return np.inf
     spec = None if prof.certified else _cached_spectrum(G)
     value = scaled_sensitivity(As, norm) ** 2 * trace_with_profile(G, prof, spec)
-    bound = None if spec is None else spec.svd_sum ** 2 / G.shape[0]
+    bound = None if spec is None else spec.svd_sum * spec.svd_sum / G.shape[0]
     g.check_value(value, bound, strategy.name, "the given Gram", "unit_objective")
     return value
 
@@ -284,8 +287,8 @@ def _unit_error(workload: Workload, As: np.ndarray, norm: str, name: str, caller
                 ) -> tuple[Profile, Spectrum | None, float]:
     """(profile, spectrum, Δ²·tr(G M)/m) for the scaled strategy As, checked; G is the per-query Gram."""
     G = workload.mean_gram
-    leak = support_leak(G, prof, workload.matrix)
-    if leak > support_tolerance(G.shape[0]):
+    refused, leak = unsupported(G, prof, workload.matrix)
+    if refused:
         raise ValueError(
             f"{caller}: strategy '{name}' (numerical rank {prof.rank} of n={As.shape[1]}) does "
             f"not support workload '{workload.name}': {leak:.2g} of its Gram trace (or of one query's squared "
@@ -301,7 +304,13 @@ def _unit_error(workload: Workload, As: np.ndarray, norm: str, name: str, caller
 
 
 def _svd_bound_unit(workload: Workload) -> float:
-    return workload_spectrum(workload).svd_sum ** 2 / workload.domain_size
+    s = workload_spectrum(workload).svd_sum  # s·s: inf past float64 (s ** 2 raised a bare OverflowError)
+    out = s * s / workload.domain_size
+    if out == math.inf:
+        warnings.warn(f"The SVD bound of workload '{workload.name}' exceeds float64; returning inf. Rescale the "
+                      "queries: every error figure scales with the square of W's entries.", RuntimeWarning,
+                      stacklevel=3)
+    return out
 
 
 _LAST_SPECTRUM: list = []  # [(G, Spectrum)]: optimisers score many strategies against one G

@@ -11,6 +11,7 @@ from mmopt import Privacy, evaluate, query_error, svd_bound
 from mmopt import strategy as st
 from mmopt import workload as wl
 from mmopt.error import error_profile
+from mmopt.structured import workloads as sw
 
 UNIT = None
 
@@ -286,3 +287,17 @@ def test_a_workload_of_widely_spread_singular_values_keeps_every_direction(weigh
     # the oracle's own error is ~κ(A)·eps (κ = 2.8·10⁹ at the largest weight): 1e-9 relative covers it
     np.testing.assert_allclose(r.per_query_variance, oracle, rtol=1e-9)
     assert r.total_squared_error == pytest.approx((weight + 1) ** 2 * 8, rel=1e-9)
+
+
+def test_figures_past_float64_say_so_rather_than_raise_a_bare_overflow():
+    """W = 10¹⁵⁴·I is accepted (G/m = 2.5·10³⁰⁷) but its SVD bound, 4·10³⁰⁸, is not a float: (Σσ)**2 raised
+    Python's bare OverflowError from svd_bound, evaluate and optimize; now inf with a warning, and evaluate says
+    the error itself exceeds float64 (it blamed the strategy's conditioning)."""
+    W = wl.Workload.from_matrix(1e154 * np.eye(4))
+    with pytest.warns(RuntimeWarning, match="SVD bound of workload 'workload' exceeds float64"):
+        assert mmopt.svd_bound(W) == np.inf
+    with pytest.warns(RuntimeWarning), pytest.raises(mmopt.error.NumericalError, match="exceeds float64"):
+        mmopt.evaluate(W, np.eye(4))
+    W = sw.kron(wl.prefix(3), wl.all_range(4), weight=1e154)
+    with pytest.raises(ValueError, match="exceeds float64 .so does its SVD lower bound"):
+        mmopt.evaluate(W, mmopt.structured.strategies.kron_strategy(np.eye(3), np.eye(4)))

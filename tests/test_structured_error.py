@@ -53,6 +53,19 @@ def test_product_strategy_matches_dense(shape, rng):
         assert r2.total_squared_error == pytest.approx(ref2.total_squared_error, rel=REL)
 
 
+@pytest.mark.parametrize("off", [1e-7, 1e-12])
+def test_a_factor_row_slightly_off_the_row_space_is_unsupported(off):
+    """The implicit twin of test_profile's: a predicates factor row e₀ + off·e₂ against a factor I[:2] that never
+    measures value 2 leaked off² of the factor's Gram, under 100·n·eps, and got a finite error (the dense oracle:
+    an infinite one). Factor rows are now judged one by one against the null space's angle."""
+    W = sw.kron(sw.predicates(np.array([[1, 0, off], [0, 1, 0]])), wl.prefix(3))
+    A = ss.kron_strategy(np.eye(3)[:2], np.eye(3))
+    with pytest.raises(ValueError, match="does not support"):
+        mmopt.structured.evaluate(W, A)
+    assert mmopt.structured.evaluate(sw.kron(sw.predicates(np.array([[1, 0, 0], [0, 1, 0]])), wl.prefix(3)),
+                                     A).total_squared_error == pytest.approx(12.0, rel=1e-12)
+
+
 def test_rank_deficient_supporting_and_unsupported(rng):
     B = _rank_deficient(4, rng)
     alt = (-1.0) ** np.arange(4)
@@ -328,3 +341,22 @@ def test_limits_and_budgets_are_checked_by_name():
         with pytest.raises(error, match="'max_iterations' parameter of least_squares"):
             least_squares(A, np.ones(A.n_rows), max_iterations=bad)
     assert least_squares(A, np.ones(A.n_rows), max_iterations=50)[0].shape == (3, 2)
+
+
+@pytest.mark.parametrize("make", [lambda w: sw.kron(wl.prefix(3), wl.all_range(4), weight=w),
+                                  lambda w: wl.stack([sw.marginals((3, 4, 2), 2)], [w]),
+                                  lambda w: wl.stack([sw.kron(wl.prefix(3), wl.total(4), weight=1e-100)], [w * 1e100])])
+@pytest.mark.parametrize("weight", [1e-160, 1e-200, 1e200])
+def test_a_weight_whose_square_leaves_float64_is_refused(make, weight):
+    """Weight 10⁻²⁰⁰ on kron(prefix(3), all_range(4)) gave error 0.0 and SVD bound 0.0 with no warning (10⁻¹⁶⁰: a
+    subnormal with lost digits); the dense stack refuses such weights, the implicit workloads now do too —
+    the product of a term's weight and the union's included."""
+    with pytest.raises(ValueError, match="must have its square within float64"):
+        make(weight)
+
+
+def test_a_tiny_weight_beside_a_unit_one_is_a_negligible_share_not_an_error():
+    W = wl.stack([sw.kron(wl.prefix(3), wl.total(4)), sw.kron(wl.total(3), wl.prefix(4))], [1.0, 1e-160])
+    A = mmopt.structured.strategies.kron_strategy(np.eye(3), np.eye(4))
+    ref = mmopt.structured.evaluate(sw.kron(wl.prefix(3), wl.total(4)), A).total_squared_error
+    assert mmopt.structured.evaluate(W, A).total_squared_error == pytest.approx(ref, rel=1e-15)

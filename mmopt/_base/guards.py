@@ -62,12 +62,18 @@ class NumericalError(ValueError):
 
 
 def check_value(value: float, bound: float | None, name: str, what: str, caller: str) -> None:
+    if value == math.inf and bound is not None and bound == math.inf:
+        raise NumericalError(
+            f"{caller}: the error of strategy '{name}' on {what} exceeds float64 (so does its SVD lower bound): "
+            "the workload's entries are too large. Rescale the queries: every error figure scales with the "
+            "square of W's entries.")
     if not math.isfinite(value) or value <= 0.0:
         raise NumericalError(
             f"{caller}: the computed error of strategy '{name}' on {what} is {value!r}, which cannot be right "
-            "(an error is finite and positive). The strategy is too ill-conditioned for float64: drop its "
-            "near-zero directions (e.g. Strategy.from_gram of its Gram) and evaluate again.")
-    if bound is not None and value < bound * (1.0 - BOUND_SLACK):
+            "(an error is finite and positive). The strategy is too ill-conditioned for float64, or the workload's "
+            "entries too large: drop the strategy's near-zero directions (e.g. Strategy.from_gram of its Gram), "
+            "or rescale the queries, and evaluate again.")
+    if bound is not None and math.isfinite(bound) and value < bound * (1.0 - BOUND_SLACK):
         raise NumericalError(
             f"{caller}: the computed error of strategy '{name}' on {what} ({value:.6g} per query at unit "
             f"privacy) is below the proven SVD lower bound ({bound:.6g}), so it is wrong: float64 cannot "

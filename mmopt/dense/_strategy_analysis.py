@@ -15,7 +15,7 @@ from mmopt._base import guards as g
 from mmopt._base import validation as v
 from mmopt.dense._error_common import as_strategy, check_workload, resolve_norm, scaled_sensitivity
 from mmopt.dense._workload_core import Workload
-from mmopt.dense.profile import Profile, scaled_profile, support_leak, support_tolerance
+from mmopt.dense.profile import Profile, scaled_profile, unsupported
 from mmopt.privacy import Privacy
 
 
@@ -39,7 +39,7 @@ def error_profile(strategy) -> Profile:
         raise OverflowError(f"error_profile: the profile (AᵀA)⁺ of this strategy (entries of order 2^{e}) is "
                             f"outside float64's range (≈1e{-2 * e * math.log10(2):.0f}). Error figures do not "
                             "need it: mmopt.evaluate works at any scale. Or rescale A, which changes no error.")
-    return Profile(M, B, prof.rank, prof.null_basis, prof.method)
+    return Profile(M, B, prof.rank, prof.null_basis, prof.method, prof.null_angle)
 
 
 def supports(workload: Workload, strategy) -> bool:
@@ -48,8 +48,7 @@ def supports(workload: Workload, strategy) -> bool:
     check_workload(workload, caller)
     strategy = as_strategy(strategy, caller)
     v.check_same_domain(workload.domain_size, strategy.domain_size, caller=caller)
-    leak = support_leak(workload.mean_gram, scaled_profile(strategy)[2], workload.matrix)
-    return leak <= support_tolerance(workload.domain_size)
+    return not unsupported(workload.mean_gram, scaled_profile(strategy)[2], workload.matrix)[0]
 
 
 def query_error(query, strategy, privacy: Privacy | None = None, *, norm: str | None = None) -> float:
@@ -66,8 +65,7 @@ def query_error(query, strategy, privacy: Privacy | None = None, *, norm: str | 
     w = v.check_vector(query, name="query", caller=caller, length=strategy.domain_size)
     norm = resolve_norm(privacy, norm, caller)
     _, As, prof = scaled_profile(strategy)
-    G = np.outer(w, w)
-    if support_leak(G, prof) > support_tolerance(G.shape[0]):
+    if np.any(w) and unsupported(np.outer(w, w), prof, w[None, :])[0]:
         raise ValueError(f"{caller}: strategy '{strategy.name}' does not support this query (it is not in "
                          "the row space of A). Add rows to A, e.g. augment it with a scaled identity.")
     if not np.any(w):

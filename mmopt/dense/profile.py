@@ -81,6 +81,10 @@ class Profile:
         Orthonormal basis of A's numerical null space.
     method : {"cholesky", "qr", "svd"}
         "cholesky" only when certified accurate (n·eps·κ(AᵀA) ≤ 1e-8).
+    null_angle : float
+        A bound on the sine of the angle between the computed and the exact null space: a backward-stable SVD
+        is exact for A + E with ‖E‖ ≤ max(p, n)·eps·σ₁ (times LAPACK's modest constant, taken as 10), and Wedin's
+        theorem bounds the angle by ‖E‖/(σ_r − σ_{r+1}). 0 without a null space.
     """
 
     matrix: np.ndarray = field(repr=False)
@@ -88,6 +92,7 @@ class Profile:
     rank: int
     null_basis: np.ndarray = field(repr=False)
     method: str
+    null_angle: float = 0.0
 
     @property
     def certified(self) -> bool:
@@ -112,7 +117,16 @@ def profile_of_matrix(A: np.ndarray) -> Profile:
     _, s, Vt = linalg.svd(A, full_matrices=True, check_finite=False)
     r = numerical_rank(s, A.shape)
     B = Vt[:r].T / s[:r]
-    return Profile(_outer(B), B, r, Vt[r:].T.copy(), "svd")
+    return Profile(_outer(B), B, r, Vt[r:].T.copy(), "svd", null_angle(s, r, A.shape))
+
+
+def null_angle(s: np.ndarray, r: int, shape: tuple[int, int]) -> float:
+    """:attr:`Profile.null_angle` from A's singular values ``s`` (descending) and numerical rank r: 10·max(p, n)·
+    eps·σ₁/(σ_r − σ_{r+1}), at most 1; 0 when A has full column rank (no null space) or is zero."""
+    if not 0 < r < shape[1]:
+        return 0.0
+    gap = s[r - 1] - (s[r] if r < s.size else 0.0)
+    return min(1.0, 10 * max(shape) * _EPS * s[0] / gap)
 
 
 _SCALED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -263,16 +277,47 @@ def _unprojected(prof: Profile, spec: Spectrum | None) -> bool:
     return prof.certified or spec is None or spec.rank == prof.matrix.shape[0]
 
 
-def support_leak(G: np.ndarray, prof: Profile, rows=None) -> float:
-    """Share of tr(G) on A's numerical null space: 0 when A supports G (Def. 3.1). With the workload's ``rows``
-    (W, when stored), also each query's own share ‖w N‖²/‖w‖², the larger reported: G's share alone let a light
-    query outside the row space through beside a heavy one (weights 10⁷ : 1 leak 10⁻¹⁴ of tr G)."""
+def support_leak(G: np.ndarray, prof: Profile) -> float:
+    """Share of tr(G) on A's numerical null space: 0 when A supports G (Def. 3.1); compare it with
+    :func:`support_tolerance` (G's own round-off)."""
     if prof.null_basis.shape[1] == 0:
         return 0.0
     N = prof.null_basis
-    leak = float(np.sum(N * (G @ N))) / max(float(np.trace(G)), 1e-300)
-    if rows is None:
-        return leak
+    return float(np.sum(N * (G @ N))) / max(float(np.trace(G)), 1e-300)
+
+
+def unsupported(G: np.ndarray, prof: Profile, rows=None) -> tuple[bool, float]:
+    """(whether A fails to support the workload, the largest share found) from G's share on A's null space
+    (:func:`support_leak`) and, with the workload's ``rows`` (W, when stored), each query's own share
+    ‖w N‖²/‖w‖².
+
+    The queries' shares have a tolerance of their own: an exact row w has no round-off of G = WᵀW, only the
+    computed null space's angle θ (:attr:`Profile.null_angle`), so a supported query shows at most θ², and a
+    share above (10·θ)² is a query outside the row space. G's tolerance, 100·n·eps on a squared share, let a
+    query through with up to √(100·n·eps) ≈ 3·10⁻⁷ of its norm off the row space (w = e₀ + 10⁻⁷·e₃ against
+    A = I[:3]: finite error, and its answer missed 10⁻⁷·x₃ for any x₃); G's share alone let a light query through
+    beside a heavy one (weights 10⁷ : 1 leak 10⁻¹⁴ of tr G).
+
+    >>> A = np.eye(4)[:3]
+    >>> W = np.array([[1, 0, 0, 1e-7], [0, 1, 0, 0]])
+    >>> unsupported(W.T @ W, profile_of_matrix(A), W)[0], unsupported(W.T @ W, profile_of_matrix(A))[0]
+    (True, False)
+    """
+    n = G.shape[0]
+    leak = support_leak(G, prof)
+    if leak > support_tolerance(n) or rows is None or prof.null_basis.shape[1] == 0:
+        return bool(leak > support_tolerance(n)), leak
+    share = row_leak(prof.null_basis, rows)
+    return bool(share > row_tolerance(n, prof.null_angle)), max(leak, share)
+
+
+def row_tolerance(n: int, angle: float) -> float:
+    """The largest squared share ‖w N‖²/‖w‖² of an exact query w that A supports (:func:`unsupported`)."""
+    return min(support_tolerance(n), (10 * angle) ** 2)
+
+
+def row_leak(N: np.ndarray, rows) -> float:
+    """max over the rows w (dense or scipy.sparse, all-zero rows skipped) of ‖w N‖²/‖w‖²."""
     if sparse.issparse(rows):  # never densified: W N is m×r, the row norms a sparse sum
         W = sparse.csr_matrix(rows, dtype=float)
         top = np.asarray(abs(W).max(axis=1).todense()).ravel()
@@ -284,4 +329,4 @@ def support_leak(G: np.ndarray, prof: Profile, rows=None) -> float:
         top = np.abs(W).max(axis=1)
         W = W[top > 0] / top[top > 0, None]  # each row scaled to max |w| = 1: no overflow in ‖w‖²
         norms = np.sum(W * W, axis=1)
-    return max(leak, float((np.sum(np.asarray(W @ N) ** 2, axis=1) / norms).max(initial=0.0)))
+    return float((np.sum(np.asarray(W @ N) ** 2, axis=1) / norms).max(initial=0.0))

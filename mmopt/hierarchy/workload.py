@@ -102,12 +102,13 @@ class HierarchyWorkload:
         from mmopt.structured import workloads as sw
         from mmopt.workload import Workload
         terms, level = [], {}
-        for s, w in zip(self.sets, self.weights, strict=True):
+        for s in self.sets:
             # one factor object per (attribute, level), shared by the sets that use it
             fs = [level.setdefault((i, a), Workload.from_matrix(h.level_matrix(a), name=h.level_names[a]))
                   for i, (h, a) in enumerate(zip(self.attributes, s, strict=True))]
-            terms.append(sw.kron(*fs, weight=float(w)))
-        return sw.union(terms, name=self.name)
+            terms.append(sw.kron(*fs))
+        # the weights in the union: a set weight of 1e-160 beside unit ones is a negligible share, not an error
+        return sw.union(terms, [float(w) for w in self.weights], name=self.name)
 
     def level_entries(self) -> int:
         """Entries of the distinct dense level matrices :meth:`to_implicit` builds (a guard before building)."""

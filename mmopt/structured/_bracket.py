@@ -28,7 +28,7 @@ import math
 import numpy as np
 from scipy import linalg
 
-from mmopt.dense.profile import support_tolerance
+from mmopt.dense.profile import row_leak, row_tolerance, support_tolerance
 from mmopt.structured import algebra as alg
 from mmopt.structured import factors as fc
 
@@ -60,9 +60,15 @@ def factor_trace(Wf, Af, cache, caller: str) -> float:
 
 
 def supports(Wf, Af, cache) -> bool:
+    """Whether factor Aᵢ supports Wᵢ: the Gram's share on Aᵢ's null space within round-off, and, where the root is
+    Wᵢ's own rows, each row's within the null space's angle (:func:`mmopt.dense.profile.unsupported`)."""
     inv, F = cache.get(fc.strategy_inverse, Af), cache.get(fc.workload_root, Wf)
-    return not (inv.null.shape[1]
-                and float(np.sum((inv.null.T @ F) ** 2)) > support_tolerance(F.shape[0]) * float(np.sum(F * F)))
+    if not inv.null.shape[1]:
+        return True
+    n = F.shape[0]
+    if float(np.sum((inv.null.T @ F) ** 2)) > support_tolerance(n) * float(np.sum(F * F)):
+        return False
+    return not fc.root_is_rows(Wf) or row_leak(inv.null, F.T) <= row_tolerance(n, inv.null_angle)
 
 
 def block_term(t, block, cache, caller) -> tuple[float, float, float]:

@@ -46,9 +46,11 @@ def flatten_factors(factors: tuple, caller: str) -> tuple:
     return factors
 
 
-def union_of(parts, weights, *, union_type: type, caller: str, build_with: str, name: str | None):
+def union_of(parts, weights, *, union_type: type, caller: str, build_with: str, name: str | None,
+             check_weights=None):
     """The weighted union [θ₁P₁; θ₂P₂; …] of ``union_type`` objects on one domain: every term of part k
-    with its weight times θₖ (Gram Σ θₖ² Gₖ). Shared by implicit workloads and strategies."""
+    with its weight times θₖ (Gram Σ θₖ² Gₖ), all checked by ``check_weights`` (name, caller) when given. Shared
+    by implicit workloads and strategies."""
     parts = [parts] if isinstance(parts, union_type) else list(parts)
     if not parts or not all(isinstance(p, union_type) for p in parts):
         raise TypeError(f"The 'parts' parameter of {caller} must be a non-empty list of {union_type.__name__} "
@@ -56,6 +58,9 @@ def union_of(parts, weights, *, union_type: type, caller: str, build_with: str, 
     ws = ck.check_weights(weights, len(parts), caller=caller)
     for p in parts[1:]:
         ck.same_shape(parts[0].shape, p.shape, caller=caller, what="two of its parts")
+    if check_weights is not None:
+        check_weights([t.weight * w for p, w in zip(parts, ws, strict=True) for t in p.terms], name="weights",
+                      caller=caller)
     terms = tuple(type(t)(t.factors, t.weight * w) for p, w in zip(parts, ws, strict=True) for t in p.terms)
     # the weights are in the name, as workload.stack writes them: with other weights the union had the same name
     return union_type(terms, name or weighted_label([p.name for p in parts], ws))

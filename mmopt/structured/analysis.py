@@ -283,6 +283,10 @@ def _check_against_bound(workload, strategy, unit, cache, caller) -> float:
     (unit privacy), a lower bound on every strategy's Δ²·tr(G X⁺) for Δ₁ ≥ Δ₂ too."""
     floor = bounds.svd_bound(workload, None, dense_limit=0, cache=cache, root_limit=0).value
     s2 = sensitivity(strategy, "l2")
+    if unit == math.inf and floor == math.inf:
+        raise ValueError(f"{caller}: the error of '{strategy.name}' on '{workload.name}' exceeds float64 (so does "
+                         "its SVD lower bound). Rescale the queries: every error figure scales with the square of "
+                         "the workload's weights and entries.")
     if s2.exact and (not math.isfinite(unit) or unit < 0 or s2.value**2 * unit < floor * (1 - 1e-9)):
         raise ValueError(f"{caller}: the computed error {unit!r} of '{strategy.name}' is below the SVD lower bound "
                          f"{floor / s2.value**2:.6g} or not finite: numerical failure. Check the strategy's "

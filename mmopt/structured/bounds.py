@@ -81,21 +81,21 @@ def svd_bound(workload: ImplicitWorkload, privacy: Privacy | None = None, *, den
     nuclear = [t.weight * math.prod(float(np.sum(cache.get(fc.singular_values, f))) for f in t.factors)
                for t in terms]
     if len(terms) == 1:
-        return Bound(c * nuclear[0] ** 2 / N, True, "product")
+        return Bound(c * _square(nuclear[0]) / N, True, "product")
     co = [[cache.get(_gram_coefficients, f) for f in t.factors] for t in terms]
     in_alg = [j for j, cs in enumerate(co) if all(x is not None for x in cs)]
     if len(in_alg) == len(terms) and len(workload.shape) <= alg.MAX_ATTRIBUTES - 6:
-        return Bound(c * _algebra_nuclear(workload, co, in_alg) ** 2 / N, True, "algebra")
+        return Bound(c * _square(_algebra_nuclear(workload, co, in_alg)) / N, True, "algebra")
     from mmopt.structured.two_term import commuting_nuclear  # lazy: it imports the strategies layer
     # commuting factors: λ(G) in O(Σnᵢ³ + N·K); not in the quick floor evaluate checks every figure against
     # (dense_limit = root_limit = 0), where it would redo those eigendecompositions on every call
     if (dense_limit or root_limit != 0) and (nu := commuting_nuclear(workload, cache)) is not None:
-        return Bound(c * nu**2 / N, True, "commuting")
+        return Bound(c * _square(nu) / N, True, "commuting")
     if N <= dense_limit:
         return Bound(c * dense_error.gram_svd_bound(workload.gram()), True, "dense")
     limit = MAX_ROOT_ROWS if root_limit is None else root_limit
     if (root := _root_nuclear(workload, cache, limit)) is not None:
-        return Bound(c * root**2 / N, True, "root_gram")
+        return Bound(c * _square(root) / N, True, "root_gram")
     candidates = [max(nuclear)]
     if len(in_alg) > 1 and len(workload.shape) <= alg.MAX_ATTRIBUTES - 6:
         candidates.append(_algebra_nuclear(workload, co, in_alg))
@@ -104,7 +104,7 @@ def svd_bound(workload: ImplicitWorkload, privacy: Privacy | None = None, *, den
     lam_max = sum(t.weight**2 * math.prod(float(np.max(cache.get(fc.singular_values, f))) ** 2 for f in t.factors)
                   for t in terms)
     candidates.append(trace / math.sqrt(lam_max))
-    return Bound(c * max(candidates) ** 2 / N, False, "lower_bound")
+    return Bound(c * _square(max(candidates)) / N, False, "lower_bound")
 
 
 # R×R eigenvalues take ~6 s of one core at R = 4,151 (census sf1), and RRᵀ 200 MB at R = 5,000.
@@ -146,3 +146,8 @@ def _algebra_nuclear(workload, co, which) -> float:
     shape = workload.shape
     mu = sum(alg.product_spectrum(co[j], shape, workload.terms[j].weight ** 2) for j in which)
     return float(alg.multiplicities(shape) @ np.sqrt(np.clip(mu, 0.0, None)))
+
+
+def _square(x: float) -> float:
+    """x², inf past float64 (a Python float's ``** 2`` raised OverflowError: weight 1e154 on kron(prefix(3), …))."""
+    return x * x

@@ -19,6 +19,7 @@ from scipy import linalg
 from mmopt.dense import _queries
 from mmopt.dense._strategy_core import Strategy
 from mmopt.dense._workload_core import Workload
+from mmopt.dense.profile import null_angle
 from mmopt.error import numerical_rank
 
 # Use W itself as the Gram root when it has at most this many entries (exact for 0/1 predicate matrices).
@@ -29,12 +30,14 @@ _ROW_ENTRIES = 10**7
 
 @dataclass(frozen=True, eq=False)
 class FactorInverse:
-    """Pseudo-inverse data of one strategy factor A: X⁺ = B Bᵀ, A⁺ = ``pinv``, null-space basis ``null``."""
+    """Pseudo-inverse data of one strategy factor A: X⁺ = B Bᵀ, A⁺ = ``pinv``, null-space basis ``null`` and the
+    bound ``null_angle`` on its angle to the exact one (:class:`mmopt.dense.profile.Profile`)."""
 
     B: np.ndarray = field(repr=False)
     null: np.ndarray = field(repr=False)
     pinv: np.ndarray = field(repr=False)
     rank: int
+    null_angle: float = 0.0
 
     @property
     def profile(self) -> np.ndarray:
@@ -48,15 +51,21 @@ def strategy_inverse(A: Strategy) -> FactorInverse:
     U, s, Vt = linalg.svd(M, full_matrices=M.shape[0] < M.shape[1], check_finite=False)
     r = numerical_rank(s, M.shape)
     B = Vt[:r].T / s[:r]
-    return FactorInverse(B, Vt[r:].T.copy(), B @ U[:, :r].T, r)
+    return FactorInverse(B, Vt[r:].T.copy(), B @ U[:, :r].T, r, null_angle(s, r, M.shape))
+
+
+def root_is_rows(W: Workload) -> bool:
+    """Whether :func:`workload_root` returns W's own rows (exact), not an eigen-root of its Gram."""
+    closed = W.matrix is None and W.family in ("identity", "total")
+    return closed or (W.domain_size * W.n_queries <= _EXPLICIT_ROOT_ENTRIES
+                      and (W.matrix is not None or W.family != "gram"))
 
 
 def workload_root(W: Workload) -> np.ndarray:
     """F (n×k) with F Fᵀ = G = WᵀW (the full Gram, not G/m)."""
     n, m = W.domain_size, W.n_queries
     # W's own rows are a root when small enough, and always for I and 1ᵀ (no n×n eigh: minutes at 10⁴ values)
-    closed = W.matrix is None and W.family in ("identity", "total")
-    if closed or (m * n <= _EXPLICIT_ROOT_ENTRIES and (W.matrix is not None or W.family != "gram")):
+    if root_is_rows(W):
         return W.explicit_matrix().T
     lam, V = linalg.eigh(W.mean_gram * float(m), check_finite=False)
     keep = lam > n * np.finfo(float).eps * max(lam[-1], 0.0)

@@ -85,6 +85,7 @@ class ImplicitWorkload(ProductUnion):
 
     def __post_init__(self) -> None:
         self._check_terms(Product, "ImplicitWorkload")
+        ck.check_query_weights([t.weight for t in self.terms], name="weights", caller="ImplicitWorkload")
 
     @property
     def n_queries(self) -> int:
@@ -128,14 +129,15 @@ def kron(*factors, weight: float = 1.0, name: str | None = None) -> ImplicitWork
     """
     caller = "kron"
     fs = tuple(_as_factor(f, caller, i) for i, f in enumerate(flatten_factors(factors, caller)))
-    w = ck.check_weight(weight, name="weight", caller=caller)
+    w = ck.check_query_weights([weight], name="weight", caller=caller)[0]
     return ImplicitWorkload((Product(fs, w),), name or "⊗".join(f.name for f in fs))
 
 
 def union(parts, weights=None, *, name: str | None = None, caller: str = "union") -> ImplicitWorkload:
     """Weighted union [w₁W₁; w₂W₂; …] of implicit workloads on one domain: G = Σ wₖ² Gₖ, m = Σ mₖ. ``caller``
     names the public function in messages (mmopt.workload.stack reaches here)."""
-    return union_of(parts, weights, union_type=ImplicitWorkload, caller=caller, build_with="kron", name=name)
+    return union_of(parts, weights, union_type=ImplicitWorkload, caller=caller, build_with="kron", name=name,
+                    check_weights=ck.check_query_weights)
 
 
 def marginal_term(shape, attributes, *, weight: float = 1.0, factors: dict | None = None) -> Product:
