@@ -19,6 +19,7 @@ from mmopt.baselines.hierarchies import greedy_h, hb, hb_branching, quadtree  # 
 from mmopt.baselines.transforms import fourier, privelet  # Privelet-nD, Fourier basis (issue 20)
 from mmopt.dense._classic import (
     from_workload,
+    haar_decomposition,
     hierarchical,
     identity,
     singular_value_bound,
@@ -36,9 +37,9 @@ from mmopt.structured.strategies import (
 )
 
 __all__ = [
-    "NORMS", "ImplicitStrategy", "Strategy", "fourier", "from_workload", "greedy_h", "hb", "hb_branching",
-    "hierarchical", "identity", "kron", "marginals", "max_column_norm", "privelet", "quadtree", "sensitivity",
-    "singular_value_bound", "square_root", "stack", "svd_strategy", "wavelet",
+    "NORMS", "ImplicitStrategy", "Strategy", "fourier", "from_workload", "greedy_h", "haar_decomposition", "hb",
+    "hb_branching", "hierarchical", "identity", "kron", "marginals", "max_column_norm", "privelet", "quadtree",
+    "sensitivity", "singular_value_bound", "square_root", "stack", "svd_strategy", "wavelet",
 ]
 
 

@@ -161,3 +161,44 @@ def test_svd_strategy_rank_deficient_rows_in_range():
     assert np.max(np.abs(A @ null)) <= 1e-14
     assert mmopt.supports(W, A)
     np.testing.assert_allclose(A.T @ A @ A.T @ A, W.gram, atol=1e-13)
+
+
+@pytest.mark.parametrize("weakest", [1e-9, 1e-12])
+def test_svd_strategy_keeps_a_weak_direction_of_a_stored_w(weakest):
+    """σ = 10⁻⁹·σ₁ is an eigenvalue 10⁻¹⁸ of G, under G's rank rule: G^{1/4} from G dropped that direction, and
+    the strategy no longer supported W (now refused by evaluate; before, scored as if the direction were not
+    asked). From W's own SVD it is kept: A* supports W and its error lies above the SVD bound."""
+    rng = np.random.default_rng(0)
+    U, _ = np.linalg.qr(rng.normal(size=(8, 8)))
+    V, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+    W = mmopt.Workload.from_matrix(U[:, :6] @ np.diag(np.logspace(0, np.log10(weakest), 6)) @ V.T)
+    A = st.svd_strategy(W)
+    sv = np.linalg.svd(A.matrix, compute_uv=False)
+    # √(σ₆/σ₁): the weak direction is in A; σ₆ is accurate to eps·σ₁, so relatively to eps/weakest (halved by √)
+    assert sv[-1] / sv[0] == pytest.approx(weakest ** 0.5, rel=100 * np.finfo(float).eps / weakest)
+    assert mmopt.supports(W, A)
+    assert mmopt.evaluate(W, A).total_squared_error >= mmopt.svd_bound(W) * (1 - 1e-9)
+    assert np.allclose(A.matrix, A.matrix.T, rtol=0, atol=0)
+
+
+def test_haar_decompositions_are_figure_4_and_section_6_1():
+    """Fig. 4(a)/(b) entry by entry at n = 4, and §6.1's sensitivities and profile-equivalence to n = 1,024."""
+    r2, r3, r7 = np.sqrt(2), np.sqrt(3), np.sqrt(7)
+    fig4a = [[r7 / 2] * 4, [r3 / 2, r3 / 2, -r3 / 2, -r3 / 2], [1 / r2, -1 / r2, 0, 0], [0, 0, 1 / r2, -1 / r2]]
+    fig4b = [[r2, r2, 0, 0], [0, 0, r2, r2], [1, -1, 0, 0], [0, 0, 1, -1]]
+    assert np.allclose(st.haar_decomposition(4).matrix, fig4a, rtol=0, atol=1e-15)
+    assert np.allclose(st.haar_decomposition(4, "wavelet").matrix, fig4b, rtol=0, atol=1e-15)
+    for k in range(1, 11):
+        n = 2**k
+        H, Y = st.haar_decomposition(n), st.haar_decomposition(n, "wavelet")
+        assert H.sensitivity() == pytest.approx(np.sqrt(2 - 1 / n) + sum(np.sqrt(1 - 2.0**-j) for j in range(1, k + 1)),
+                                                rel=1e-13) and H.sensitivity() < k + 1
+        assert Y.sensitivity() == pytest.approx(k - 1 + np.sqrt(2), rel=1e-13)
+        # profile-equivalent (Def. 4.9): the same Gram, to round-off of entries ≤ 2n
+        assert np.allclose(H.gram, st.hierarchical(n).gram, rtol=0, atol=1e-12 * n)
+        assert np.allclose(Y.gram, st.wavelet(n).gram, rtol=0, atol=1e-12 * n)
+    assert [round(st.haar_decomposition(n).sensitivity(), 3) for n in (2, 4, 8, 16)] == [1.932, 2.896, 3.878, 4.869]
+    with pytest.raises(ValueError, match="power of 2"):
+        st.haar_decomposition(6)
+    with pytest.raises(ValueError, match="'kind' parameter of haar_decomposition"):
+        st.haar_decomposition(4, "H")

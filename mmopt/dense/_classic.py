@@ -7,6 +7,7 @@ Notation: see README. The :class:`~mmopt.dense._strategy_core.Strategy` type and
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -15,6 +16,7 @@ from mmopt._base import validation as v
 from mmopt.dense._strategy_core import Strategy, _psd_eigh
 from mmopt.dense._workload_core import Workload
 from mmopt.dense._workload_type import not_a_workload
+from mmopt.dense.profile import numerical_rank
 
 
 def identity(n: int) -> Strategy:
@@ -119,10 +121,12 @@ def from_workload(workload) -> Strategy:
 
 
 def square_root(strategy: Strategy, *, name: str | None = None) -> Strategy:
-    """The canonical square strategy D^{1/2}Q profile-equivalent to ``strategy`` (Theorem 4.13).
+    """A square strategy D^{1/2}Q profile-equivalent to ``strategy`` (Theorem 4.13).
 
-    Its rows are √λᵢ times the eigenvectors of X = AᵀA; for H and Y this is the "decomposition"
-    of §6.1 whose sensitivity is below log₂n + 1.
+    Its rows are √λᵢ times the eigenvectors of X = AᵀA, as the eigensolver returns them. Within a repeated
+    eigenvalue that basis is any rotation (it may differ between LAPACK builds), and the rows' sensitivity with
+    it: for H₈ and Y₁₆ it is 4.45 and 5.20, above the strategies' own 4 and 5. The §6.1 decompositions of H and
+    Y, in the Haar basis, with sensitivity below log₂n + 1, are :func:`haar_decomposition`.
     """
     if not isinstance(strategy, Strategy):
         raise TypeError(f"The 'strategy' parameter of square_root must be a Strategy. Got {type(strategy).__name__}.")
@@ -130,6 +134,45 @@ def square_root(strategy: Strategy, *, name: str | None = None) -> Strategy:
     lam, V = _psd_eigh(Xs)
     A = (V * np.sqrt(lam)).T[::-1]
     return Strategy(np.ldexp(A, e) if e else A, name or f"sqrt({strategy.name})")
+
+
+def haar_decomposition(n: int, kind: str = "hierarchical") -> Strategy:
+    """The §6.1 decomposition D^{1/2}Q of H_n (``kind="hierarchical"``) or Y_n (``"wavelet"``) in the Haar basis.
+
+    Table 1 (Theorem F.45): 1ₙ and the Haar vectors h (±1 on the halves of a dyadic block of 2ʲ cells) are
+    eigenvectors of HᵀH with eigenvalues 2n − 1 and 2ʲ − 1, and of YᵀY with n and 2ʲ. The rows are √λ times the
+    normalised vectors, so the strategy is square and profile-equivalent to H_n or Y_n, with
+
+        Δ₁ = √(2 − 1/n) + Σ_{j=1}^{k} √(1 − 2^{−j}) < k + 1      (H, k = log₂n; Fig. 4(a): 2.896 at n = 4)
+        Δ₁ = log₂n − 1 + √2                                     (Y, n ≥ 2; Fig. 4(b): 2.414 at n = 4)
+
+    For Y the eigenvalue n's eigenspace, spanned by 1ₙ and the top Haar vector, takes the basis [1_{n/2}, 0],
+    [0, 1_{n/2}] instead (the paper's modification; unmodified Δ₁ is k + 1). Neither is the least sensitive
+    square strategy of its profile (Program 5.3 finds lower ones), only the paper's.
+
+    Examples
+    --------
+    >>> round(haar_decomposition(4).sensitivity(), 4), round(haar_decomposition(4, "wavelet").sensitivity(), 4)
+    (2.896, 2.4142)
+    >>> np.round(haar_decomposition(4, "wavelet").matrix ** 2, 12).tolist()[:2]
+    [[2.0, 2.0, 0.0, 0.0], [0.0, 0.0, 2.0, 2.0]]
+    """
+    caller = "haar_decomposition"
+    n = v.check_int(n, name="n", caller=caller)
+    kind = v.check_choice(kind, name="kind", caller=caller, choices=("hierarchical", "wavelet"))
+    if n & (n - 1):
+        raise ValueError(f"The 'n' parameter of {caller} must be a power of 2 (the Haar basis). Got {n}.")
+    Q = wavelet(n).matrix  # 1ᵀ, then the Haar vectors breadth-first
+    sizes = np.count_nonzero(Q, axis=1).astype(float)  # n for 1ᵀ, 2ʲ for a Haar vector of block 2ʲ
+    lam = sizes.copy()
+    if kind == "hierarchical":
+        lam = sizes - 1.0
+        lam[0] = 2.0 * n - 1.0
+    A = Q * np.sqrt(lam / sizes)[:, None]  # √λ × the normalised vector
+    if kind == "wavelet" and n >= 2:  # rows 0 and 1 share eigenvalue n: √n × [1_{n/2}, 0]/√(n/2), and its twin
+        A[0] = np.where(np.arange(n) < n // 2, math.sqrt(2.0), 0.0)
+        A[1] = math.sqrt(2.0) - A[0]
+    return Strategy(A, ("H" if kind == "hierarchical" else "Y") + "'")
 
 
 def svd_strategy(workload) -> Strategy:
@@ -162,14 +205,22 @@ def svd_strategy(workload) -> Strategy:
     """
     if not isinstance(workload, Workload):
         raise not_a_workload(workload, name="workload", caller="svd_strategy")
-    try:
-        G = workload.gram  # σᵢ(W)² exactly, when G fits in float64
-    except OverflowError:
-        G = workload.mean_gram  # same strategy up to scale, which error ignores
-    lam, V = _psd_eigh(G)
-    keep = lam > 0
-    Vr = V[:, keep]
-    A = (Vr * np.sqrt(np.sqrt(lam[keep]))) @ Vr.T
+    if workload.matrix is not None:
+        # σᵢ from W's own SVD: accurate to eps·σ₁, where G's eigenvalues σᵢ² are accurate to eps·σ₁² only, so a
+        # direction with σᵢ ≤ 10⁻⁸·σ₁ fell under G's rank rule and A* lost a direction W uses (evaluate: unsupported)
+        W = workload.matrix  # from_matrix keeps WᵀW/m in float64's range: no over/underflow in LAPACK's SVD
+        _, s, Vt = np.linalg.svd(W, full_matrices=False)
+        r = numerical_rank(s, W.shape)
+        Vr, root = Vt[:r].T, np.sqrt(s[:r])
+    else:
+        try:
+            G = workload.gram  # σᵢ(W)² exactly, when G fits in float64
+        except OverflowError:
+            G = workload.mean_gram  # same strategy up to scale, which error ignores
+        lam, V = _psd_eigh(G)
+        keep = lam > 0
+        Vr, root = V[:, keep], np.sqrt(np.sqrt(lam[keep]))
+    A = (Vr * root) @ Vr.T
     return Strategy((A + A.T) / 2, "svd_strategy")  # exactly symmetric, as G^{1/4} is
 
 
