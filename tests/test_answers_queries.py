@@ -146,3 +146,55 @@ def test_a_pair_that_is_also_a_vector_on_two_cells_is_refused_as_ambiguous():
     assert ans.answer([np.array([0, 1])], x).answers.tolist() == [7.0]
     assert ans.answer([[0, 0]], x).answers.tolist() == [5.0]  # not a vector (no cell): the range [0, 0]
     assert ans.answer([[0, 1]], np.arange(3.0)).answers.tolist() == [1.0]  # 3 cells: only a range
+
+
+def test_an_output_of_several_draws_is_refused_not_read_as_a_domain():
+    """size=2 stacks x̂ as (2, 8): answer() read it as a 2 × 8 domain, and the range (1, 3) as draw 1's cell 3."""
+    H = st.hierarchical(8)
+    out = mmopt.matrix_mechanism(wl.prefix(8), H, np.arange(8.0), mmopt.Privacy(0.8), rng=1, size=2)
+    for strategy in (None, H):
+        with pytest.raises(ValueError, match="answer holds 2 draws"):
+            ans.answer([(1, 3)], out, strategy)
+    one = ans.answer([(1, 3)], out.estimate[1], H, mmopt.Privacy(0.8))
+    assert one.answers[0] == pytest.approx(out.estimate[1][1:4].sum(), rel=1e-12)
+    shape = (3, 4)
+    Wi, Ai = sw.kron(wl.prefix(3), wl.all_range(4)), mmopt.structured.strategies.kron_strategy(np.eye(3), np.eye(4))
+    so = mmopt.matrix_mechanism(Wi, Ai, np.ones(shape), mmopt.Privacy(0.8), rng=0, size=2)
+    with pytest.raises(ValueError, match="answer holds 2 draws"):
+        ans.answer([(0, 1, 2)], so)  # three items: (2, 3, 4) read as three attributes
+
+
+def test_attribute_names_are_checked():
+    x = np.arange(6.0).reshape(2, 3)
+    for bad in (("a",), ("a", "a"), ("answer", "b"), ("a", "b", "c")):
+        with pytest.raises(ValueError, match="'attributes' parameter of answer"):
+            ans.answer([(0, None)], x, attributes=bad)
+    with pytest.raises(TypeError, match="'attributes' parameter of answer"):
+        ans.answer([(0, None)], x, attributes="ab")
+    assert list(ans.answer([(0, None)], x, attributes=("a", "b")).to_frame().columns) == ["a", "b", "answer"]
+
+
+def test_labels_tell_queries_apart():
+    """A vector item is labelled by its query's index (every one was "row 0"), a weight by its shortest exact form
+    (":g" gave 0.1234567 and 0.1234568 one label), and a float pair on 2 cells is as ambiguous as an int pair."""
+    x = np.arange(4.0)
+    r = ans.answer([np.array([1.0, 2, 0, 0]), np.array([0, 0, 3.0, 1])], x)
+    assert r.labels == (("row 0",), ("row 1",))
+    r = ans.answer(np.array([0.1234567 * np.array([1, 1, 0, 0]), 0.1234568 * np.array([1, 1, 0, 0])]), x)
+    assert r.labels == (("row 0",), ("row 1",))  # rows of a matrix: by index
+    labels = [ans.answer([c * np.array([1.0, 1, 0, 0])], x).labels[0][0] for c in (0.1234567, 0.1234568, 2.0)]
+    assert labels == ["0.1234567×[0, 1]", "0.1234568×[0, 1]", "2×[0, 1]"]
+    with pytest.raises(ValueError, match="ambiguous"):
+        ans.answer([(0.0, 1.0)], np.array([10.0, 20.0]))
+    assert ans.answer([(1.0, 3.0)], np.array([10.0, 20.0])).answers[0] == 70.0  # not integral pairs: weights
+    with pytest.raises(ValueError, match="not a range item"):
+        ans.answer([(0.0, 1.0)], np.arange(5.0))  # a pair of floats on 5 cells: neither a range nor a vector
+
+
+def test_error_by_term_groups_must_be_a_list_of_labels():
+    W = sw.kron(wl.prefix(3), wl.total(2))
+    A = mmopt.structured.strategies.kron_strategy(np.eye(3), np.eye(2))
+    for bad in (5, "ab"):  # an int failed deep inside with Python's "not iterable"; "ab" was read as ['a', 'b']
+        with pytest.raises(TypeError, match="'groups' parameter of error_by_term must be a list"):
+            ans.error_by_term(W, A, EPS, groups=bad)
+    assert [r.name for r in ans.error_by_term(W, A, EPS, groups=["all"])] == ["all"]

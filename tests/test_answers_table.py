@@ -216,3 +216,31 @@ def test_an_output_of_another_strategy_or_workload_is_refused():
                                     mmopt.Privacy(1.0), rng=0)  # as many rows as identity(8): Δ tells them apart
     with pytest.raises(ValueError, match="sensitivity 1, but the output was released at Δ = 2"):
         ans.answers_table(scaled, W, st.identity(8))
+
+
+def test_a_non_finite_estimate_is_refused_not_spread_over_other_rows(tmp_path):
+    """A NaN in cell 2 made both answers NaN (0·NaN in the block product), though "≤ 0, *" reads cells 0 and 1 only;
+    answer() refused it already, the tables now do too."""
+    W, A = wl.kron(wl.prefix(2), wl.total(2)), st.kron(st.identity(2), st.identity(2))
+    out = mmopt.matrix_mechanism(W, A, np.ones(4), mmopt.Privacy(0.8), rng=0)
+    bad = dataclasses.replace(out, estimate=np.array([1.0, 2.0, np.nan, 4.0]), answers=None)
+    for call in (lambda: ans.answers_table(bad, W, A), lambda: list(ans.iter_tables(bad, W, A)),
+                 lambda: ans.write_answers(tmp_path / "t.csv", bad, W, A)):
+        with pytest.raises(ValueError, match="must hold a finite estimate. Got 1 NaN"):
+            call()
+    with pytest.raises(TypeError, match="'privacy' parameter of answers_table must be a Privacy or None. Got str"):
+        ans.answers_table(out, W, A, privacy="eps")
+    with pytest.raises(FileNotFoundError, match="no_such_folder.*does not exist"):
+        ans.write_answers(tmp_path / "no_such_folder" / "t.csv", out, W, A)
+
+
+def test_a_strategy_on_another_domain_or_none_is_refused_by_the_callers_name():
+    """The refusal named evaluate (deep inside), or Strategy's 'matrix' for None, not the function called."""
+    W = wl.prefix(8)
+    out = mmopt.matrix_mechanism(W, st.hierarchical(8), np.arange(8.0), mmopt.Privacy(0.8), rng=1)
+    with pytest.raises(ValueError, match="'strategy' parameter of answers_table has domain size n=16"):
+        ans.answers_table(out, W, st.identity(16))
+    with pytest.raises(ValueError, match="'strategy' parameter of per_query_variances has domain size n=4"):
+        next(ans.per_query_variances(W, np.eye(4)))
+    with pytest.raises(TypeError, match="'strategy' parameter of error_by_term must be a strategy"):
+        ans.error_by_term(sw.kron(wl.prefix(3), wl.total(2)), None, mmopt.Privacy(1.0))

@@ -20,6 +20,8 @@ def atomic_target(path: str, suffix: str) -> Iterator[str]:
     The file gets the permissions a plain ``open()`` would give it (``mkstemp`` makes it private, 0600).
     """
     folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):  # mkstemp's error would name its temporary file, not the caller's path
+        raise FileNotFoundError(f"Cannot write {path!r}: its folder {folder!r} does not exist. Create it first.")
     fd, tmp = tempfile.mkstemp(prefix=".mmopt-", suffix=suffix, dir=folder)
     os.close(fd)
     try:

@@ -158,13 +158,14 @@ def _set(cells: np.ndarray, n: int) -> str:
 def _row(row: np.ndarray, r: int) -> str:
     cells = np.flatnonzero(row)
     if cells.size == 0:
-        return "0"
+        return "{}"  # no cell: "0" would read as cell 0
     values = row[cells]
     c = float(values[0])
     if not np.all(values == c):
         return f"row {r}"
     base = _set(cells, row.size)
-    return base if c == 1.0 else f"{c:g}×{base}"
+    # repr: the shortest exact form (":g" gave 0.1234567 and 0.1234568 one label), without a trailing ".0"
+    return base if c == 1.0 else f"{repr(c).removesuffix('.0')}×{base}"
 
 
 def _check_rows(chunk_rows, caller: str) -> int:

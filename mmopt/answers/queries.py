@@ -87,11 +87,12 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
     ((('[2, 5]',), ('7',), ('*',)), [5.0596, 4.4164, 4.1312])
     """
     caller = "answer"
-    noise = None
+    noise, domain = None, None
     if hasattr(estimate, "estimate") and hasattr(estimate, "noise_scale"):
         if strategy is not None:
             check_released_with(estimate, strategy, caller)
         noise = noise_sd(estimate.noise, float(estimate.noise_scale))
+        domain = _one_draw(estimate, caller)
         estimate = estimate.estimate
     if estimate is None:
         raise ValueError(f"The 'estimate' parameter of {caller} holds no x̂ (a failed post-processing).")
@@ -102,7 +103,7 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
                          "entries: a failed reconstruction, or an estimate that was never computed.")
     if x.ndim == 2 and x.shape[0] == 1 and isinstance(strategy, Strategy):
         x = x[0]
-    shape = tuple(strategy.shape) if isinstance(strategy, ImplicitStrategy) else x.shape
+    shape = tuple(strategy.shape) if isinstance(strategy, ImplicitStrategy) else domain or x.shape
     N = math.prod(shape)
     if x.size != N:
         raise ValueError(f"The 'estimate' parameter of {caller} has {x.size} entries; the strategy's domain has {N}.")
@@ -119,15 +120,46 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
         specs = [_items(s, len(shape), caller) for s in _spec_list(queries, caller)]
         rows = [tuple(_item_row(item, n, caller) for item, n in zip(spec, shape, strict=True)) for spec in specs]
         values = np.array([_contract(x, r) for r in rows])
-        labels = tuple(tuple(_describe(item, r) for item, r in zip(spec, rs, strict=True))
-                       for spec, rs in zip(specs, rows, strict=True))
-    names = tuple(attributes) if attributes is not None else ("query",) if matrix else \
-        tuple(f"a{i}" for i in range(len(shape)))
+        labels = tuple(tuple(_describe(item, r, i) for item, r in zip(spec, rs, strict=True))
+                       for i, (spec, rs) in enumerate(zip(specs, rows, strict=True)))
+    names = _attribute_names(attributes, 1 if matrix else len(shape), matrix, caller)
     se = None
     if strategy is not None:
         sd = noise if noise is not None else _calibrated(strategy, privacy, caller)
         se = _standard_errors(strategy, shape, Q if matrix else None, rows, sd, caller)
     return QueryAnswers(np.asarray(values, dtype=float), se, labels, names)
+
+
+def _one_draw(output, caller: str) -> tuple | None:
+    """The domain shape of a mechanism output's x̂ (None: read it from x̂), refusing several draws (``size``): their
+    stacked x̂ (size, n) would otherwise read as a domain of two attributes, and a range spec as one draw's cell."""
+    est = output.estimate
+    report = getattr(output, "report", None)
+    if est is not None and report is not None and hasattr(report, "shape"):  # structured: x̂ shaped (…, n₁, …, n_d)
+        draws = np.ndim(est) > len(report.shape)
+        domain = tuple(report.shape)
+    else:  # dense: x̂ (n,) and y (p,), or (size, n) and (size, p)
+        draws, domain = np.ndim(getattr(output, "measurements", None)) == 2, None
+    if draws:
+        raise ValueError(f"The 'estimate' parameter of {caller} holds {np.shape(est)[0]} draws (a mechanism run with "
+                         "size=...); answers are for one. Pass one draw's x̂, output.estimate[i], with the 'privacy' "
+                         "it was released at.")
+    return domain
+
+
+def _attribute_names(attributes, d: int, matrix: bool, caller: str) -> tuple[str, ...]:
+    """One distinct name per attribute (a single "query" column for rows of a matrix), none of the frame's own."""
+    if attributes is None:
+        return ("query",) if matrix else tuple(f"a{i}" for i in range(d))
+    if isinstance(attributes, str) or not isinstance(attributes, tuple | list) or not all(
+            isinstance(a, str) for a in attributes):
+        raise TypeError(f"The 'attributes' parameter of {caller} must be a tuple of str. Got {attributes!r:.80}.")
+    names = tuple(attributes)
+    if len(names) != d or len(set(names)) != d or {"answer", "standard_error"} & set(names):
+        raise ValueError(f"The 'attributes' parameter of {caller} must name the {d} "
+                         f"{'label column' if matrix else 'attributes'} once each, other than 'answer' and "
+                         f"'standard_error'. Got {names!r:.80}.")
+    return names
 
 
 # -- specs --------------------------------------------------------------------------------------------------
@@ -159,15 +191,19 @@ def _item_row(item, n: int, caller: str) -> np.ndarray:
         if not 0 <= item < n:
             raise bad
         r[int(item)] = 1.0
-    elif isinstance(item, tuple | list) and len(item) == 2 and all(isinstance(e, int | np.integer) for e in item):
+    elif isinstance(item, tuple | list) and len(item) == 2 and (
+            all(isinstance(e, int | np.integer) for e in item) or (n == 2 and all(_integral(e) for e in item))):
         a, b = int(item[0]), int(item[1])
         if n == 2 and (a, b) in ((0, 1), (1, 1)):  # also a 0/1 vector of length 2, answering another query
             raise ValueError(f"The 'queries' parameter of {caller}: {item!r} is ambiguous on an attribute of 2 "
                              f"cells, the range [{a}, {b}] or the 0/1 vector {list(item)}. Give the range as a "
                              f"slice (slice({a}, {b + 1})) or the vector as a numpy array (np.array({list(item)})).")
-        if not 0 <= a <= b < n:
+        if not all(isinstance(e, int | np.integer) for e in item):
+            r = np.array(item, dtype=float)  # a weight vector (1.0, 3.0) on 2 cells: a range is a pair of ints
+        elif not 0 <= a <= b < n:
             raise bad
-        r[a:b + 1] = 1.0
+        else:
+            r[a:b + 1] = 1.0
     else:
         try:
             r = v.check_vector(item, name="queries", caller=caller, length=n)
@@ -178,12 +214,19 @@ def _item_row(item, n: int, caller: str) -> np.ndarray:
     return r
 
 
-def _describe(item, r: np.ndarray) -> str:
-    if isinstance(item, tuple | list) and len(item) == 2 and not isinstance(item, np.ndarray):
+def _integral(e) -> bool:
+    """An int, or a real number with an integral value (a float pair on 2 cells is as ambiguous as an int pair)."""
+    if isinstance(e, bool | np.bool_):
+        return False
+    return isinstance(e, int | np.integer) or (isinstance(e, float | np.floating) and float(e).is_integer())
+
+
+def _describe(item, r: np.ndarray, index: int) -> str:
+    if isinstance(item, tuple | list) and len(item) == 2 and all(isinstance(e, int | np.integer) for e in item):
         return f"[{int(item[0])}, {int(item[1])}]"
     if isinstance(item, slice):
         return _set(np.flatnonzero(r), r.size)
-    return _row(r, 0) if not isinstance(item, int | np.integer) else str(int(item))
+    return _row(r, index) if not isinstance(item, int | np.integer) else str(int(item))
 
 
 def _contract(x: np.ndarray, rows) -> float:

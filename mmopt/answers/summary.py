@@ -113,6 +113,9 @@ def error_by_term(workload, strategy, privacy=None, *, groups=None, norm: str | 
     caller = "error_by_term"
     model, sd = expected_error_model(workload, strategy, privacy, norm=norm, caller=caller)
     layout = model.layout
+    if groups is not None and (isinstance(groups, str) or not isinstance(groups, list | tuple | np.ndarray)):
+        raise TypeError(f"The 'groups' parameter of {caller} must be a list with one label per term "
+                        f"({len(layout.terms)}). Got {type(groups).__name__} {groups!r:.60}.")
     labels = [t.name for t in layout.terms] if groups is None else [str(g) for g in groups]
     if len(labels) != len(layout.terms):
         raise ValueError(f"The 'groups' parameter of {caller} must give one label per term ({len(layout.terms)}). "

@@ -32,6 +32,7 @@ from mmopt.answers.layout import DEFAULT_CHUNK_ROWS, Layout, layout_of
 from mmopt.answers.values import iter_values
 from mmopt.answers.variance import VarianceModel, check_released_with, noise_sd, variance_model
 from mmopt.answers.widths import Widths, widths
+from mmopt.privacy import Privacy
 
 MAX_TABLE_ROWS = 10**7  # answers_table's in-memory limit; write_answers streams any number of rows
 EXTRA_HINT = "pip install 'mmopt[tables]' (or: pip install pandas pyarrow)"
@@ -114,7 +115,9 @@ def plan_table(output, workload, strategy=None, privacy=None, *, attributes=None
         if not hasattr(output, attr):
             raise TypeError(f"The 'output' parameter of {caller} must be what mmopt.release or mmopt.matrix_mechanism "
                             f"returned. Got {type(output).__name__}.")
-    if privacy is not None and getattr(privacy, "noise", None) != output.noise:
+    if privacy is not None and not isinstance(privacy, Privacy):
+        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy or None. Got {type(privacy).__name__}.")
+    if privacy is not None and privacy.noise != output.noise:
         raise ValueError(f"The 'privacy' parameter of {caller} ({privacy!r}) does not match the output's "
                          f"{output.noise} noise. Pass the privacy of the release (or None).")
     spec = spec or prepare_table(workload, strategy, noise=output.noise, attributes=attributes, terms=terms,
@@ -129,6 +132,10 @@ def plan_table(output, workload, strategy=None, privacy=None, *, attributes=None
         what = "several draws (size=...)" if est.size % N == 0 else f"{est.size} cells"
         raise ValueError(f"The 'output' parameter of {caller} holds {what}; workload '{layout.name}' has {N:,} cells. "
                          "Pass one draw of a mechanism run on this workload.")
+    if not np.all(np.isfinite(est)):  # 0·NaN is NaN: one bad cell would spoil every answer of its block
+        raise ValueError(f"The 'output' parameter of {caller} must hold a finite estimate. Got "
+                         f"{est.size - int(np.count_nonzero(np.isfinite(est)))} NaN or infinite entries: a failed "
+                         "reconstruction, or an estimate that was never computed.")
     answers = getattr(output, "answers", None)
     if answers is not None and np.size(answers) != m:
         raise ValueError(f"The 'output' parameter of {caller} holds {np.size(answers):,} answers; workload "

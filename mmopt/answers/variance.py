@@ -96,6 +96,10 @@ def variance_model(workload, strategy, *, norm: str = "l1", caller: str = "varia
                 "cells. Pass strategy=None for the answers without standard errors.")
         strategy = strategy.to_strategy()
     W = _dense_workload(workload, layout, caller)
+    n = getattr(strategy, "domain_size", None) or np.shape(getattr(strategy, "matrix", strategy))[-1]
+    if n != W.domain_size:  # evaluate's own message named evaluate, not the caller
+        raise ValueError(f"The 'strategy' parameter of {caller} has domain size n={n}; workload '{W.name}' has "
+                         f"n={W.domain_size}. Pass the strategy built for this workload.")
     report = evaluate(W, strategy, None, norm=norm, per_query=True)
     return VarianceModel(layout, "dense", None, np.asarray(report.per_query_variance, dtype=float),
                          float(report.sensitivity), 0)
@@ -152,16 +156,19 @@ def expected_error_model(workload, strategy, privacy, *, norm, caller: str) -> t
         raise ValueError(f"The 'norm' parameter of {caller} ({norm!r}) contradicts the privacy's noise "
                          f"({privacy.noise}: {privacy.sensitivity_norm}). Leave norm=None.")
     used = norm or ("l1" if privacy is None else privacy.sensitivity_norm)
-    strategy = _strategy(strategy)
+    strategy = _strategy(strategy, caller)
     model = variance_model(workload, strategy, norm=used, caller=caller)
     c = 1.0 if privacy is None else privacy.variance_factor
     delta = model.divisor if model.method == "dense" else float(strategy.sensitivity(used))
     return model, math.sqrt(c) * delta
 
 
-def _strategy(strategy):
+def _strategy(strategy, caller: str):
     if isinstance(strategy, ImplicitStrategy | Strategy):
         return strategy
+    if strategy is None:
+        raise TypeError(f"The 'strategy' parameter of {caller} must be a strategy (a Strategy, an implicit one or a "
+                        "matrix). Got None: the expected errors need the strategy measured.")
     return Strategy(np.asarray(strategy, dtype=float))
 
 
