@@ -542,3 +542,12 @@ def test_a_subnormal_rho_is_refused_by_what_it_is_not_as_an_overspend():
         acc.spend(rho=1e-310)
     acc.spend(rho=1e-300)
     assert acc.spent.rho == 1e-300
+
+
+def test_epsilon_of_a_subnormal_rho_is_the_smallest_normal_ones():
+    """ε(ρ) increases with ρ: a subnormal ρ (a run at noise multiplier 10²⁰⁰) got inf, the unresolved map's
+    fallback; the smallest normal ρ's ε is an upper bound for it. Below ρ ≈ 10⁻¹⁴ at δ = 10⁻⁶ it is 0: (0, δ)
+    holds once a ρ-zCDP mechanism's total variation, at most e^{−1/2}·√(2ρ), is below δ."""
+    tiny = epsilon_of_rho(5e-324, 1e-6)
+    assert math.isfinite(tiny) and tiny <= epsilon_of_rho(sys.float_info.min, 1e-6) <= epsilon_of_rho(1e-300, 1e-6)
+    assert epsilon_of_rho(1e-14, 1e-6) == 0.0 and math.exp(-0.5) * math.sqrt(2e-14) < 1e-6

@@ -147,3 +147,13 @@ def test_correlate_names_bad_draws():
     for bad in (["a"] * 4, np.array([[1 + 5j], [0], [0], [0]])):
         with pytest.raises(TypeError, match="'draws' parameter of correlate must give real numbers"):
             list(correlate(C, bad))
+
+
+def test_run_privacy_at_extreme_noise_multipliers():
+    """σ = 10⁻²⁰⁰: ρ = Δ²/(2σ²) overflows to inf and ε is inf (epsilon_of_rho refused ρ = inf by its own name);
+    σ = 10²⁰⁰: ρ underflows to the smallest subnormal (rounded up) and ε is finite (it was inf)."""
+    C = toeplitz.banded([1.0, 0.5], 64)
+    loud = run_privacy(C, fixed_epochs(4), 1e-200, delta=1e-6)
+    assert loud.rho == math.inf and loud.epsilon == math.inf
+    quiet = run_privacy(C, fixed_epochs(4), 1e200, delta=1e-6)
+    assert 0 < quiet.rho and quiet.epsilon == 0.0

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from fractions import Fraction
 
 from mmopt._base import validation as v
@@ -93,6 +94,9 @@ def epsilon_of_rho(rho: float, delta: float) -> float:
 def _epsilon_of_rho(rho: float, delta: float) -> float:
     if rho == 0:
         return 0.0
+    # ε(ρ) increases with ρ, so a subnormal ρ (run_privacy at noise multiplier 10²⁰⁰) takes the smallest normal
+    # float's ε, still an upper bound: the map's rounding could not be resolved there and returned inf
+    rho = max(rho, sys.float_info.min)
     dp, gauss = _stand_in()
     d_in = math.sqrt(2.0 * rho)
     for _ in range(64):  # √ and the map's own rounding may land an ulp or two low

@@ -242,5 +242,6 @@ def run_privacy(strategy, participation, noise_multiplier: float, *, delta: floa
     d_in = math.nextafter(math.sqrt(sens.squared), math.inf)  # Δ rounded upwards: the map stays an upper bound
     prelude(caller)  # OpenDP's maps give ρ and the (ε, δ) conversion: refused here, by name, when it is missing
     rho = gaussian_rho(d_in, sigma)
-    epsilon = None if delta is None else epsilon_of_rho(rho, delta)
+    # ρ = inf (a noise multiplier so small that Δ²/(2σ²) overflows) proves no finite ε
+    epsilon = None if delta is None else math.inf if rho == math.inf else epsilon_of_rho(rho, delta)
     return RunPrivacy(rho, epsilon, delta, sigma, sens, repr(schema))
