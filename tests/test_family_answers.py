@@ -56,3 +56,14 @@ def test_all_predicate_answers_match_w_and_huge_families_warn():
 def test_identity_answers_do_not_alias_the_estimate():
     out = mmopt.matrix_mechanism(wl.identity(4), st.identity(4), [1.0, 2.0, 3.0, 4.0], mmopt.Privacy(1.0), rng=0)
     assert np.array_equal(out.answers, out.estimate) and not np.shares_memory(out.answers, out.estimate)
+
+
+def test_all_range_sums_do_not_cancel_against_a_large_cell():
+    """x = [10¹⁷, 1, 1, 1]: differences of one prefix sum gave every range after cell 0 as 0 (10¹⁷ + 1 = 10¹⁷);
+    each range is now its own sum, as W x computes it."""
+    x = np.array([1e17, 1.0, 1.0, 1.0])
+    W = wl.all_range(4).explicit_matrix()
+    assert np.array_equal(fa.apply("all_range", x), W @ x)
+    stacked = np.stack([x, x[::-1]])  # along either axis, several draws at once
+    assert np.array_equal(fa.apply("all_range", stacked), stacked @ W.T)
+    assert np.array_equal(fa.apply("all_range", stacked.T, axis=0), W @ stacked.T)

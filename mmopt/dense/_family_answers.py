@@ -5,7 +5,8 @@ their definitions (:data:`mmopt.dense._gram_forms.BUILDERS`):
 
 * ``identity``: x; ``total``: Σx;
 * ``prefix``: the cumulative sum s = cumsum(x), O(n);
-* ``all_range``: s_b − s_{a−1} for every a ≤ b (row-major, a ascending then b), O(m);
+* ``all_range``: Σ_{a ≤ i ≤ b} x_i for every a ≤ b (row-major, a ascending then b), one cumulative sum per
+  start a, O(m) (differences s_b − s_{a−1} of one prefix sum cancel: x = [10¹⁷, 1, 1, 1] gave [1, 1] = 0);
 * ``all_predicate``: the 2ⁿ − 1 subset sums, row k − 1 the cells of k's binary code, by doubling
   (sums of codes < 2ʲ⁺¹ are those < 2ʲ plus x_j), O(2ⁿ).
 
@@ -37,11 +38,9 @@ def apply(family: str, x: np.ndarray, axis: int = -1) -> np.ndarray:
     if family == "prefix":
         return np.cumsum(x, axis=axis)
     if family == "all_range":
-        n = x.shape[axis]
-        S = np.cumsum(x, axis=axis)
-        S = np.concatenate([np.zeros_like(np.take(S, [0], axis=axis)), S], axis=axis)
-        a, b = np.triu_indices(n)
-        return np.take(S, b + 1, axis=axis) - np.take(S, a, axis=axis)
+        x = np.moveaxis(x, axis, -1)
+        out = np.concatenate([np.cumsum(x[..., a:], axis=-1) for a in range(x.shape[-1])], axis=-1)
+        return np.moveaxis(out, -1, axis)
     if family == "all_predicate":
         x = np.moveaxis(x, axis, -1)
         sums = np.zeros((*x.shape[:-1], 2 ** x.shape[-1]))
