@@ -142,3 +142,12 @@ def test_banded_search_leaves_its_start_with_few_bands(bands):
     res = solve.optimize(W, "banded", bands=bands)
     assert res.status == "local_optimum" and res.iterations > 1
     assert res.objective < start
+
+
+@pytest.mark.parametrize("method", ["toeplitz", "blt", "banded"])
+@pytest.mark.parametrize("tol", [1e-3, 0.5])
+def test_a_search_stopped_by_the_callers_tol_is_a_local_optimum(method, tol):
+    """tol is L-BFGS's ftol: a search it stopped fell through to "solver_error" (success False), and tol was
+    handed to the certificate as if it were a duality gap."""
+    r = mmopt.optimize(mmopt.workload.prefix(16), privacy=mmopt.Privacy(1.0, 1e-6), method=method, tol=tol)
+    assert r.status == "local_optimum" and r.success and r.gap > 1e-6

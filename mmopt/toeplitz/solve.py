@@ -226,7 +226,9 @@ def optimize(workload, method: str = "blt", *, bands: int | None = None, buffers
         # (in the coefficients themselves for toeplitz and banded, not in the search's scaled steps)
         jac, xs = (res.jac, res.x) if method == "blt" else (res.jac / _COEFFICIENT_STEP, c0 + _COEFFICIENT_STEP * res.x)
         stalled = float(np.max(np.abs(jac) * np.maximum(np.abs(xs), 1.0))) / max(abs(res.fun), 1e-300)
-        raw_status = ("optimal" if stalled <= 1e-4 else "user_limit" if res.nit >= iters else "solver_error")
+        # L-BFGS-B's own stop on ftol (the caller's tol) is a converged search, not a failure: "local_optimum"
+        raw_status = ("optimal" if stalled <= 1e-4 else "user_limit" if res.nit >= iters
+                      else "local_optimum" if res.success else "solver_error")
         message = (f"L-BFGS-B on the {method} parameters: {res.message} ({res.nit} iterations, relative "
                    f"gradient {stalled:.1e}).")
         history.append({"iterations": int(res.nit), "evaluations": int(res.nfev), "objective": float(res.fun)})
@@ -241,8 +243,8 @@ def optimize(workload, method: str = "blt", *, bands: int | None = None, buffers
             C = equalized(C) if equalize else C
     report = evaluate_weighted(W) if method == "weighted_sqrt" else evaluate(W, C)
     lb = bound.lower_bound(W)
-    status, message, lower = reconcile(report.total_squared_error, lb.value, raw_status, message,
-                                       closed=closed, tol=tol)
+    # tol is L-BFGS's ftol, not a duality gap: it never widens the certificate (mmopt._base.result.gap_tol)
+    status, message, lower = reconcile(report.total_squared_error, lb.value, raw_status, message, closed=closed)
     if status == "optimal" and raw_status == "optimal" and report.total_squared_error > lb.value * (1 + 1e-6):
         status = "local_optimum"  # L-BFGS's own test is no certificate
     m = W.n_queries
