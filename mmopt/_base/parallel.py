@@ -72,6 +72,11 @@ def seed_children(seed, k: int, *, caller: str) -> list[np.random.SeedSequence]:
     >>> a.spawn_key, b.spawn_key, a.entropy == 7
     ((0,), (1,), True)
     """
+    return seed_root(seed, caller=caller).spawn(k)
+
+
+def seed_root(seed, *, caller: str) -> np.random.SeedSequence:
+    """The root SeedSequence of :func:`seed_children` (its rules for each kind of ``seed``)."""
     if isinstance(seed, np.random.Generator):
         root = np.random.SeedSequence([int(x) for x in seed.integers(0, 2**32, size=4, dtype=np.uint64)])
     elif isinstance(seed, np.random.SeedSequence):
@@ -86,7 +91,7 @@ def seed_children(seed, k: int, *, caller: str) -> list[np.random.SeedSequence]:
         raise ValueError(f"The 'seed' parameter of {caller} must be an int >= 0. Got {seed} instead.")
     else:
         root = np.random.SeedSequence(int(seed))
-    return root.spawn(k)
+    return root
 
 
 def plan(n_jobs: int | None, n_tasks: int) -> tuple[int, str]:

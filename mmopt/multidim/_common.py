@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import math
-import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from mmopt._base import guards as g
 from mmopt._base import validation as v
+from mmopt._base.parallel import seed_children
 from mmopt.dense._strategy_core import NORMS, Strategy, column_norm_parts, max_column_norm
 from mmopt.dense.profile import support_tolerance
 from mmopt.structured import factors as fc
@@ -60,18 +60,10 @@ def check_restarts(restarts, workload, caller: str) -> int:
 
 
 def spawn(seed, k: int, caller: str) -> list[np.random.SeedSequence]:
-    """``numpy.random.SeedSequence(seed).spawn(k)``; ``seed`` may itself be a SeedSequence (a parent's child), whose
-    own spawn counter is left alone: spawning from it advanced it, so a second call with one SeedSequence gave
-    other restarts ("same seed, same result" broke)."""
-    if isinstance(seed, np.random.SeedSequence):
-        return np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key, pool_size=seed.pool_size,
-                                      n_children_spawned=seed.n_children_spawned).spawn(k)
-    if seed is not None and (isinstance(seed, bool | np.bool_) or not isinstance(seed, numbers.Integral)):
-        raise TypeError(f"The 'seed' parameter of {caller} must be an int >= 0, a numpy.random.SeedSequence or None. "
-                        f"Got {seed!r:.60} ({type(seed).__name__}) instead.")
-    if seed is not None and seed < 0:
-        raise ValueError(f"The 'seed' parameter of {caller} must be an int >= 0. Got {seed} instead.")
-    return np.random.SeedSequence(None if seed is None else int(seed)).spawn(k)
+    """``numpy.random.SeedSequence(seed).spawn(k)`` by :func:`mmopt._base.parallel.seed_children`: ``seed`` None, an
+    int ≥ 0, a SeedSequence (a parent's child, copied so that spawning leaves it as it was) or a Generator (the
+    documented seeds of mmopt.optimize; a Generator was refused here)."""
+    return seed_children(seed, k, caller=caller)
 
 
 def _gram_key(G: np.ndarray) -> bytes:

@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 from mmopt._base import validation as v
-from mmopt._base.parallel import check_n_jobs, ordered_map, plan
+from mmopt._base.parallel import check_n_jobs, ordered_map, plan, seed_root
 from mmopt._base.solution import CONVERGED_MEANS, ImplicitSolution, worst_status
 from mmopt.dense._strategy_core import NORMS
 from mmopt.search._local_objectives import lbfgs
@@ -152,9 +152,12 @@ def _objective(theta, c, w, l1: bool, gradient: bool):
 def _check_seed(seed):
     if seed is None or isinstance(seed, np.random.SeedSequence):
         return seed
+    if isinstance(seed, np.random.Generator):  # consumed, as everywhere (mmopt._base.parallel.seed_children)
+        return seed_root(seed, caller=_FUNC)
     if isinstance(seed, bool | np.bool_) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise TypeError(f"The 'seed' parameter of {_FUNC} must be None, a non-negative int or a "
-                        f"numpy.random.SeedSequence. Got {seed!r:.60} ({type(seed).__name__}) instead.")
+        raise TypeError(f"The 'seed' parameter of {_FUNC} must be None, a non-negative int, a "
+                        f"numpy.random.SeedSequence or a numpy.random.Generator. Got {seed!r:.60} "
+                        f"({type(seed).__name__}) instead.")
     return int(seed)
 
 
