@@ -458,3 +458,17 @@ def test_a_loose_tol_never_makes_a_heuristic_optimal():
         assert all(c["status"] != "optimal" for c in r.extra.get("candidates", {}).values())
     certified = mmopt.optimize(W, method="l2_approx", privacy=mmopt.Privacy(1.0, 1e-6), tol=1e-3, verbose=False)
     assert certified.status == "optimal" and certified.gap <= 1e-3  # a duality gap it met: certified
+
+
+def test_optimal_by_a_duality_gap_tolerance_says_which_tol():
+    """The max-variance minimax certifies to its default tol 10⁻⁴ (a duality gap): "optimal" at gap 8.9·10⁻⁵ was
+    recorded nowhere, beside a docstring that read as 10⁻⁶. The message now states the tolerance; a smaller tol
+    tightens it."""
+    from mmopt._base.result import CERTIFIED_GAP
+    G = mmopt.Privacy(1.0, 1e-6)
+    r = mmopt.optimize(wl.all_range(16), privacy=G, objective="max_variance")
+    assert r.status == "optimal" and CERTIFIED_GAP < r.gap <= 1e-4
+    assert "duality-gap tolerance tol = 0.0001" in r.message
+    tight = mmopt.optimize(wl.all_range(16), privacy=G, objective="max_variance", tol=1e-7)
+    assert tight.status != "optimal" or tight.gap <= CERTIFIED_GAP  # within 10⁻⁶: no tolerance to state
+    assert "duality-gap tolerance" not in tight.message

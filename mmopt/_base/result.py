@@ -27,7 +27,8 @@ class OptimizeResult:
         A proven lower bound on every strategy's objective in this norm, in the same units.
     status : str
         "optimal": certified — the objective meets a proven lower bound (within 10⁻⁶, or the method's
-        ``tol``), as l2_approx's duality gap does; never beside a large ``gap``. "local_optimum": the method
+        ``tol`` where that is a duality gap: l2_approx's, and the max-variance objectives' and the participation
+        optimum's, whose default tol is 10⁻⁴; the message then states the tol); never beside a large ``gap``. "local_optimum": the method
         converged by its own test but nothing certifies the result (min_error, min_sensitivity and the
         product searches under ε-DP; the best of a restricted family). "closed_form": a construction
         (identity, H₂, wavelet, svd_strategy, residual under ε-DP). Then cvxpy's failures:
@@ -154,4 +155,7 @@ def reconcile(objective: float, bound: float, status: str, message: str, *, clos
         status = "closed_form" if closed else "local_optimum"
         message = (f"{message} Not certified optimal: the objective is {objective / bound:.4g}× the proven lower "
                    "bound (the optimum lies somewhere between them).")
+    elif status == "optimal" and objective - bound > objective * CERTIFIED_GAP:  # certified by the method's tol
+        message = (f"{message} Certified to the method's duality-gap tolerance tol = {tol:g}: gap "
+                   f"{(objective - bound) / objective:.2g} (pass a smaller tol for a tighter certificate).")
     return status, message, min(bound, objective)
