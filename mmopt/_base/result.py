@@ -28,9 +28,10 @@ class OptimizeResult:
     status : str
         "optimal": certified — the objective meets a proven lower bound (within 10⁻⁶, or the method's
         ``tol`` where that is a duality gap: l2_approx's, and the max-variance objectives' and the participation
-        optimum's, whose default tol is 10⁻⁴; the message then states the tol); never beside a large ``gap``. "local_optimum": the method
-        converged by its own test but nothing certifies the result (min_error, min_sensitivity and the
-        product searches under ε-DP; the best of a restricted family). "closed_form": a construction
+        optimum's, whose default tol is 10⁻⁴; the message then states the tol); never beside a large ``gap``.
+        "local_optimum": the method converged by its own test but nothing certifies the result (min_error,
+        min_sensitivity and the product searches under ε-DP; the best of a restricted family). "closed_form": a
+        construction
         (identity, H₂, wavelet, svd_strategy, residual under ε-DP). Then cvxpy's failures:
         "optimal_inaccurate" (an inaccurate solve), "user_limit" (an iteration budget ended the run),
         "solver_error", "infeasible", "unbounded".
