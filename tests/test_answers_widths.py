@@ -114,3 +114,16 @@ def test_dense_laplace_widths_use_the_mechanism_s_pseudo_inverse():
     assert np.abs(Wd @ P @ A.matrix - Wd).max() < 1e-12  # this A⁺ reproduces W (numpy's default: 0.016 off)
     exact = [half_width("laplace", 0.05, weights=Wd[i] @ P, scale=out.noise_scale) for i in range(Wd.shape[0])]
     np.testing.assert_allclose((table["upper"] - table["lower"]).to_numpy() / 2, exact, rtol=1e-9)
+
+
+def test_a_zero_query_on_the_marginals_algebra_route_has_width_zero():
+    """Rows [1, 1]⊗…⊗[0, 0] are answered exactly (standard error 0): under Laplace noise the algebra route's law
+    was empty and np.concatenate refused the whole table; the dense, product and Gaussian routes gave 0."""
+    import mmopt.structured as sst
+    S = sst.marginals_strategy((3, 4, 2), {(0, 1): 1.0, (0,): 0.5})
+    W = sst.kron(np.eye(3), np.ones((1, 4)), np.array([[1.0, 1], [0, 0]]))
+    out = mmopt.matrix_mechanism(W, S, np.ones(24), mmopt.Privacy(1.0), rng=0)
+    table = answers_table(out, W, S, alpha=0.1)
+    zero = table.standard_error.to_numpy() == 0.0
+    assert zero.sum() == 3 and np.all((table.upper - table.lower).to_numpy()[zero] == 0.0)
+    assert np.all((table.upper - table.lower).to_numpy()[~zero] > 0.0)

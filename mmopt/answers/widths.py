@@ -125,6 +125,8 @@ def _algebra_laws(layout, strategy):
                 cnt = np.multiply.outer(cnt, rows[i][1])
             values.append(outside * acc.ravel())
             counts.append(cnt.ravel())
+        if not values:  # a zero query (every block's outside factor sums to 0): an empty law, width 0
+            return np.zeros(0), np.zeros(0)
         return np.concatenate(values), np.concatenate(counts)
 
     return _per_row(layout, prepare, law)
