@@ -168,3 +168,10 @@ def test_optimize_takes_an_initial_strategy_at_any_scale(scale):
     assert r.objective == pytest.approx(base.objective, rel=1e-6)  # the same problem (H·c, c in [0.5, 1))
     X, X0 = r.strategy.matrix.T @ r.strategy.matrix, (scale * H).T @ (scale * H)
     assert np.allclose(X, X0, rtol=1e-8, atol=1e-8 * np.abs(X0).max())  # its profile, at the initial's scale
+
+
+def test_no_sdp_solver_is_recorded_when_no_sdp_ran():
+    """The identity's profile starts at its L2 floor: the convex iteration returns before any P1 solve, and the
+    result recorded SCS/CLARABEL as its solver all the same."""
+    r = mmopt.optimize(mmopt.workload.prefix(4), method="min_sensitivity", initial=st.identity(4), seed=0)
+    assert r.iterations == 0 and r.solver is None and r.success

@@ -273,7 +273,7 @@ def solve_min_sensitivity(
         status=status,
         message=message,
         iterations=len(runner.history),
-        solver=name,
+        solver=name if runner.history else None,  # the start already met the L2 floor: no SDP was solved
         history=tuple(runner.history),
         extra={
             "seconds": time.perf_counter() - clock,
