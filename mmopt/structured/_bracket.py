@@ -28,7 +28,7 @@ import math
 import numpy as np
 from scipy import linalg
 
-from mmopt.dense.profile import row_leak, row_tolerance, support_tolerance
+from mmopt.dense.profile import row_tolerance, support_tolerance
 from mmopt.structured import algebra as alg
 from mmopt.structured import factors as fc
 
@@ -66,9 +66,14 @@ def supports(Wf, Af, cache) -> bool:
     if not inv.null.shape[1]:
         return True
     n = F.shape[0]
-    if float(np.sum((inv.null.T @ F) ** 2)) > support_tolerance(n) * float(np.sum(F * F)):
+    off = np.sum((inv.null.T @ F) ** 2, axis=0)  # each root column's squared norm off the row space
+    norms = np.sum(F * F, axis=0)
+    if float(off.sum()) > support_tolerance(n) * float(norms.sum()):
         return False
-    return not fc.root_is_rows(Wf) or row_leak(inv.null, F.T) <= row_tolerance(n, inv.null_angle)
+    if not fc.root_is_rows(Wf):
+        return True
+    keep = norms > 0  # the root's columns are Wᵢ's rows: each judged by its own norm (all-zero rows skipped)
+    return float(np.max(off[keep] / norms[keep], initial=0.0)) <= row_tolerance(n, inv.null_angle)
 
 
 def block_term(t, block, cache, caller) -> tuple[float, float, float]:
