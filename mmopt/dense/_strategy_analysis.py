@@ -43,7 +43,12 @@ def error_profile(strategy) -> Profile:
 
 
 def supports(workload: Workload, strategy) -> bool:
-    """Whether every query of the workload lies (numerically) in the row space of A (Def. 3.1)."""
+    """Whether every query of the workload lies (numerically) in the row space of A (Def. 3.1).
+
+    Stored queries are judged one by one (:func:`mmopt.dense.profile.unsupported`); a workload known only by its
+    Gram (``Workload.from_gram``) by the Gram's share off the row space, so there a query carrying less than
+    100·n·eps of tr G outside it cannot be told from round-off: keep W (``Workload.from_matrix``) to check each.
+    """
     caller = "supports"
     check_workload(workload, caller)
     strategy = as_strategy(strategy, caller)
