@@ -314,3 +314,21 @@ def test_the_dense_search_reports_its_progress(capsys):
     W = mmopt.Workload.from_matrix(np.tril(np.ones((8, 8)))[::-1].copy())
     mmopt.optimize(W, privacy=GAUSS, objective="max_variance", verbose=True)
     assert "max_variance: L2 solve 1, largest variance/target" in capsys.readouterr().err
+
+
+def test_plan_warns_when_its_search_did_not_finish():
+    """Targets on two of six queries of a random 6×8 W: the minimax search stalled ('optimal_inaccurate') and plan
+    returned ε = 2.64 silently, where a strategy meets the targets at 1.70 (the certified lower bound is 0.93). The
+    budget is still feasible; a RuntimeWarning now says it may be above the smallest."""
+    R = np.array([[0, 1, 1, 1, 0, 0, 0, 0], [0, 0, 0, 1, 0, 1, 0, 1], [0, 0, 1, 1, 1, 1, 0, 0],
+                  [0, 1, 0, 0, 0, 0, 0, 1], [1, 0, 0, 1, 1, 0, 0, 1], [0, 1, 0, 1, 1, 0, 1, 0]], dtype=float)
+    tau = np.full(6, 1e12)
+    tau[[0, 3]] = 9.0
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        p = mmopt.plan(mmopt.Workload.from_matrix(R), targets=tau, delta=1e-6, calibration="analytic")
+    finished = p.status in ("optimal", "local_optimum", "closed_form")
+    assert finished or any("may be above the smallest budget" in str(w.message) for w in caught)
+    assert finished == (not any("may be above" in str(w.message) for w in caught))
+    assert np.all(p.per_query_variance <= tau) and p.epsilon >= p.lower_bound

@@ -39,7 +39,7 @@ def error_profile(strategy) -> Profile:
         raise OverflowError(f"error_profile: the profile (AᵀA)⁺ of this strategy (entries of order 2^{e}) is "
                             f"outside float64's range (≈1e{-2 * e * math.log10(2):.0f}). Error figures do not "
                             "need it: mmopt.evaluate works at any scale. Or rescale A, which changes no error.")
-    return Profile(M, B, prof.rank, prof.null_basis, prof.method, prof.null_angle)
+    return Profile(M, B, prof.rank, prof.null_basis, prof.method)
 
 
 def supports(workload: Workload, strategy) -> bool:

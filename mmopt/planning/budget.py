@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import optimize as so
 
 from mmopt._base import validation as v
+from mmopt._base.result import SUCCESS
 from mmopt.privacy import Privacy
 
 __all__ = ["Plan", "plan"]
@@ -158,8 +160,10 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     """The smallest ε (at ``delta``) at which every query's variance meets its target, with the strategy.
 
     Under Gaussian noise (``delta`` > 0) the strategy is the certified minimax one, so ε is within ``tol`` of the
-    smallest any strategy allows (``lower_bound``). Under Laplace noise it is the smallest ε for the best of a
-    heuristic's candidates (module docstring); ``lower_bound`` is then an L2 bound, loose in L1.
+    smallest any strategy allows (``lower_bound``) — when its search succeeds; otherwise (``status`` not optimal,
+    local_optimum or closed_form) ε still meets every target and a RuntimeWarning says it may be above the
+    smallest. Under Laplace noise it is the smallest ε for the best of a heuristic's candidates (module
+    docstring); ``lower_bound`` is then an L2 bound, loose in L1.
 
     Parameters
     ----------
@@ -279,6 +283,11 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     if np.any(achieved > tau):
         raise ArithmeticError(f"{caller}: internal inconsistency — the planned strategy misses a target by "
                               f"{float(np.max(achieved / tau)) - 1:.2e} (relative). Please report this workload.")
+    if res.status not in SUCCESS:  # feasible (checked above), but the search did not finish: say so
+        warnings.warn(f"{caller}: the strategy search ended '{res.status}', so ε = {eps:.6g} meets every target but "
+                      f"may be above the smallest budget (certified lower bound {eps_low:.6g}, ratio "
+                      f"{eps / eps_low:.4g}). Raise max_iterations, or loosen tol, and plan again.", RuntimeWarning,
+                      stacklevel=2)
     gaussian = delta > 0
     return Plan(privacy, A, eps, eps_low, V / 2 if gaussian else None, V_low / 2 if gaussian else None, tau, achieved,
                 res.status, res)

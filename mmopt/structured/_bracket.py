@@ -28,7 +28,7 @@ import math
 import numpy as np
 from scipy import linalg
 
-from mmopt.dense.profile import row_tolerance, support_tolerance
+from mmopt.dense.profile import support_tolerance
 from mmopt.structured import algebra as alg
 from mmopt.structured import factors as fc
 
@@ -60,8 +60,9 @@ def factor_trace(Wf, Af, cache, caller: str) -> float:
 
 
 def supports(Wf, Af, cache) -> bool:
-    """Whether factor Aᵢ supports Wᵢ: the Gram's share on Aᵢ's null space within round-off, and, where the root is
-    Wᵢ's own rows, each row's within the null space's angle (:func:`mmopt.dense.profile.unsupported`)."""
+    """Whether factor Aᵢ supports Wᵢ: the Gram's share on Aᵢ's null space within round-off and, where the root is
+    Wᵢ's own rows, each row's (the dense rule, :func:`mmopt.dense.profile.unsupported`: a light row beside heavy
+    ones was judged by the Gram's share alone)."""
     inv, F = cache.get(fc.strategy_inverse, Af), cache.get(fc.workload_root, Wf)
     if not inv.null.shape[1]:
         return True
@@ -73,7 +74,7 @@ def supports(Wf, Af, cache) -> bool:
     if not fc.root_is_rows(Wf):
         return True
     keep = norms > 0  # the root's columns are Wᵢ's rows: each judged by its own norm (all-zero rows skipped)
-    return float(np.max(off[keep] / norms[keep], initial=0.0)) <= row_tolerance(n, inv.null_angle)
+    return float(np.max(off[keep] / norms[keep], initial=0.0)) <= support_tolerance(n)
 
 
 def block_term(t, block, cache, caller) -> tuple[float, float, float]:

@@ -19,7 +19,6 @@ from scipy import linalg
 from mmopt.dense import _queries
 from mmopt.dense._strategy_core import Strategy
 from mmopt.dense._workload_core import Workload
-from mmopt.dense.profile import null_angle
 from mmopt.error import numerical_rank
 
 # Use W itself as the Gram root when it has at most this many entries (exact for 0/1 predicate matrices).
@@ -30,14 +29,12 @@ _ROW_ENTRIES = 10**7
 
 @dataclass(frozen=True, eq=False)
 class FactorInverse:
-    """Pseudo-inverse data of one strategy factor A: X⁺ = B Bᵀ, A⁺ = ``pinv``, null-space basis ``null`` and the
-    bound ``null_angle`` on its angle to the exact one (:class:`mmopt.dense.profile.Profile`)."""
+    """Pseudo-inverse data of one strategy factor A: X⁺ = B Bᵀ, A⁺ = ``pinv``, null-space basis ``null``."""
 
     B: np.ndarray = field(repr=False)
     null: np.ndarray = field(repr=False)
     pinv: np.ndarray = field(repr=False)
     rank: int
-    null_angle: float = 0.0
 
     @property
     def profile(self) -> np.ndarray:
@@ -51,7 +48,7 @@ def strategy_inverse(A: Strategy) -> FactorInverse:
     U, s, Vt = linalg.svd(M, full_matrices=M.shape[0] < M.shape[1], check_finite=False)
     r = numerical_rank(s, M.shape)
     B = Vt[:r].T / s[:r]
-    return FactorInverse(B, Vt[r:].T.copy(), B @ U[:, :r].T, r, null_angle(s, r, M.shape))
+    return FactorInverse(B, Vt[r:].T.copy(), B @ U[:, :r].T, r)
 
 
 def root_is_rows(W: Workload) -> bool:
