@@ -85,3 +85,15 @@ def test_support_adds_unions_and_scales_with_d():
     assert len(wm.support(big)) == len(big.closure)
     A = wm.each_once(big)
     assert len(A.subsets) == math.comb(120, 2) and A.sensitivity("l1") == math.comb(120, 2)
+
+
+def test_weighted_marginals_are_evaluated_and_unsupported_marginals_refused():
+    """residual.evaluate refused a WeightedMarginals its own message named as accepted; reconstruct_all on a
+    marginal no measured set contains raised a bare IndexError."""
+    from mmopt.structured import residual as rp
+    W = rp.marginal_workload((2, 3), [(0, 1)])
+    S = wm.weighted_marginals((2, 3), {(0, 1): 1.0})
+    assert rp.evaluate(W, S, norm="l2").total_squared_error == pytest.approx(
+        rp.evaluate(W, S.to_implicit(), norm="l2").total_squared_error, rel=1e-12)
+    with pytest.raises(ValueError, match="does not support the marginals asked"):
+        wm.reconstruct_all(wm.weighted_marginals((2, 3), {(0,): 1.0}), {(0,): np.zeros(2)}, [(0, 1)])

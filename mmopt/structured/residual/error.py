@@ -138,7 +138,9 @@ def evaluate(workload, strategy, privacy: Privacy | None = None, *, norm: str | 
     check_privacy(privacy, caller)
     norm = resolve_norm(privacy, norm, caller)
     W = _marginal(workload, caller)
-    if not isinstance(strategy, rs.ResidualStrategy | ImplicitStrategy):
+    # WeightedMarginals by name: its module builds on this layer (spectrum_of imports it lazily)
+    weighted = type(strategy).__name__ == "WeightedMarginals"
+    if not (weighted or isinstance(strategy, rs.ResidualStrategy | ImplicitStrategy)):
         raise TypeError(f"The 'strategy' parameter of {caller} must be a ResidualStrategy, WeightedMarginals or an "
                     "ImplicitStrategy. "
                         f"Got {type(strategy).__name__} instead.")

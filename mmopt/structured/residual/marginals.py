@@ -247,6 +247,10 @@ def reconstruct_all(strategy: WeightedMarginals, y: dict, sets) -> dict:
     sets = tuple(dict.fromkeys(sets))
     closure = cl.downward_closure(shape, sets)
     ell = spectrum(strategy, closure)
+    unmeasured = [T for T in closure.members if ell[closure.index[T]] == 0 and all(shape[i] > 1 for i in T)]
+    if unmeasured:  # no measured set contains T: its residual has no estimate (it raised a bare IndexError)
+        raise ValueError(f"reconstruct_all: strategy '{strategy.name}' does not support the marginals asked: no "
+                         f"measured set contains {unmeasured[0]}. Measure a superset of each marginal.")
     u = {}
     for T in closure.members:
         acc = 0.0
