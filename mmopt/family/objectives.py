@@ -143,7 +143,7 @@ def marginal_targets(W, targets, caller: str) -> dict | None:
         return targets
     if np.ndim(targets) != 0:
         raise ValueError(f"The 'targets' parameter of {caller} must be one positive number or a dict {{attribute "
-                         "tuple: target}} (one per marginal) for a workload of marginals (every cell of a marginal "
+                         "tuple: target} (one per marginal) for a workload of marginals (every cell of a marginal "
                          f"has the same variance). Got shape {np.shape(targets)}.")
     t = float(check_targets(targets, 1, caller)[0])
     return {A: t for A in W.sets}
