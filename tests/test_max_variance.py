@@ -332,3 +332,10 @@ def test_plan_warns_when_its_search_did_not_finish():
     assert finished or any("may be above the smallest budget" in str(w.message) for w in caught)
     assert finished == (not any("may be above" in str(w.message) for w in caught))
     assert np.all(p.per_query_variance <= tau) and p.epsilon >= p.lower_bound
+
+
+def test_plan_names_itself_when_refusing_max_iterations():
+    with pytest.raises(ValueError, match="'max_iterations' parameter of plan"):
+        mmopt.plan(wl.prefix(8), targets=4.0, delta=1e-6, max_iterations=0)
+    with pytest.raises(TypeError, match="'max_iterations' parameter of plan"):
+        mmopt.plan(wl.prefix(8), targets=4.0, delta=1e-6, max_iterations=2.5)

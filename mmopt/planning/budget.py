@@ -220,6 +220,8 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
         raise not_a_workload(workload, name="workload", caller=caller)  # named here, not as optimize's
     tol = PLAN_TOL if tol is None else v.check_real(tol, name="tol", caller=caller, low=0.0, high=1.0,
                                                     low_open=True, high_open=True)
+    if max_iterations is not None:  # named here: optimize's own check named optimize
+        max_iterations = v.check_int(max_iterations, name="max_iterations", caller=caller, low=1)
     delta = v.check_real(delta, name="delta", caller=caller, low=0.0, high=1.0, high_open=True)
     alpha = v.check_real(alpha, name="alpha", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
     kind = v.check_choice(kind, name="kind", caller=caller, choices=KINDS)
