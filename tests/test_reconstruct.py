@@ -264,3 +264,27 @@ def test_reconstruct_options_reach_the_solvers_and_are_checked():
             mmopt.matrix_mechanism(W, A, x, EPS, rng=0, reconstruct="nnls", reconstruct_options=bad)
     with pytest.raises(ValueError, match="least squares is exact"):
         mmopt.matrix_mechanism(W, A, x, EPS, rng=0, reconstruct_options={"tol": 1e-3})
+
+
+def test_an_overflowed_or_nan_residual_is_not_a_certificate():
+    """At 10¹⁶⁰ counts np.linalg.norm overflowed, the KKT residual came out NaN (or 0 against an infinite scale)
+    and passed every 'res > tol' test: nnls returned an estimate 0.42·10¹⁶⁰ off scipy's after 3 iterations with no
+    error. Norms are taken scaled, and NaN fails the test. The second solver no longer runs past the budget."""
+    import scipy.optimize
+
+    from mmopt.reconstruct import implicit
+    A = ss.kron_strategy(st.hierarchical(4), st.identity(4))
+    Ad = A.dense()
+    y = Ad @ (np.arange(16.0) * 1e160) + np.random.default_rng(0).laplace(0, 3e160, A.n_rows)
+    xhat, _ = smech.least_squares(A, y)
+    with pytest.raises(SolverError, match="did not converge in 3 iterations"):
+        implicit.nnls(A, y, xhat, max_iterations=3)
+    h, rec = implicit.nnls(A, y, xhat)  # with its default budget it converges, to scipy's answer
+    ref = scipy.optimize.nnls(Ad, y / 1e160)[0] * 1e160
+    assert rec.optimality <= rec.tol and np.allclose(h.ravel(), ref, rtol=0, atol=1e-6 * np.abs(ref).max())
+    bad = np.ones(A.n_rows)
+    bad[0] = np.nan
+    with pytest.raises(SolverError, match="KKT residual nan"):
+        implicit.nnls(A, bad, np.ones((4, 4)), max_iterations=10)
+    with pytest.raises(SolverError, match="did not converge in 1 iterations"):
+        implicit.nnls(A, np.ones(A.n_rows), np.ones((4, 4)), max_iterations=1)

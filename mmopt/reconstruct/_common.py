@@ -170,7 +170,16 @@ def kkt_residual(h: np.ndarray, grad: np.ndarray, lipschitz: float, scale: float
                  total: float | None, zeros: np.ndarray | None) -> float:
     """‖h − P_C(h − ∇f/L)‖ / scale: zero exactly at a minimiser of the convex f over C (KKT)."""
     step = h - project_feasible(h - grad / lipschitz, total, zeros)
-    return float(np.linalg.norm(step)) / scale
+    return safe_norm(step) / scale
+
+
+def safe_norm(v: np.ndarray) -> float:
+    """‖v‖₂ without overflow (np.linalg.norm squares the entries: inf past ~10¹⁵⁴, and inf/inf made the KKT test
+    NaN, which passed as converged); NaN when v holds a NaN."""
+    top = float(np.max(np.abs(v))) if np.size(v) else 0.0
+    if top == 0.0 or not math.isfinite(top):
+        return top
+    return top * float(np.linalg.norm(v / top))
 
 
 def kkt_scale(start: np.ndarray, c: np.ndarray, lipschitz: float, total: float | None,
@@ -186,9 +195,9 @@ def kkt_scale(start: np.ndarray, c: np.ndarray, lipschitz: float, total: float |
     scale is max(‖x̂‖, ‖c‖/L) (x̂ then passes at once if it is the minimiser).
     """
     p = project_feasible(start, total, zeros)
-    gap, size = float(np.linalg.norm(start - p)), float(np.linalg.norm(p))
+    gap, size = safe_norm(start - p), safe_norm(p)
     if gap == 0.0:
-        return max(size, float(np.linalg.norm(c)) / lipschitz, math.ulp(1.0))
+        return max(size, safe_norm(c) / lipschitz, math.ulp(1.0))
     return max(min(gap, size), 1e-8 * size, math.ulp(1.0))
 
 

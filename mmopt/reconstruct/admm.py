@@ -25,7 +25,7 @@ import numpy as np
 from scipy import linalg
 
 from mmopt._base.runtime import Heartbeat
-from mmopt.reconstruct._common import kkt_residual, kkt_scale, project_feasible
+from mmopt.reconstruct._common import kkt_residual, kkt_scale, project_feasible, safe_norm
 from mmopt.reconstruct.first_order import not_converged
 
 MAX_FACTOR = 4096  # a dense n_i × n_i eigenbasis per factor: 128 MiB at this size
@@ -89,8 +89,8 @@ def solve(factors: list[np.ndarray], Q: Callable[[np.ndarray], np.ndarray], c: n
         if res <= tol:
             return z, it, res
         beat("%s: ADMM step %d of at most %d, KKT residual %.3g (tol %g)", what, it, max_iterations, res, tol)
-        primal = float(np.linalg.norm(h - z))
-        dual = rho * float(np.linalg.norm(z - z_old))
+        primal = safe_norm(h - z)
+        dual = rho * safe_norm(z - z_old)
         if primal > _BALANCE * dual:
             rho, u = 2.0 * rho, u / 2.0  # u is the scaled dual y/ρ: keep y fixed
         elif dual > _BALANCE * primal:

@@ -23,7 +23,7 @@ from scipy import linalg
 from scipy.optimize import isotonic_regression, nnls
 
 from mmopt.dense.least_squares import factorize
-from mmopt.reconstruct._common import Reconstruction, kkt_residual, project_feasible
+from mmopt.reconstruct._common import Reconstruction, kkt_residual, project_feasible, safe_norm
 from mmopt.solvers import SolverError
 
 DEFAULT_TOL = 1e-7
@@ -61,7 +61,7 @@ def _clarabel(F: np.ndarray, b: np.ndarray, total: float) -> np.ndarray:
     import cvxpy as cp  # lazy: cvxpy takes a second to import
 
     h = cp.Variable(F.shape[1])
-    scale = max(float(np.linalg.norm(b)), 1.0)  # keep the objective O(1) for the interior-point tolerances
+    scale = max(safe_norm(b), 1.0)  # keep the objective O(1) for the interior-point tolerances
     prob = cp.Problem(cp.Minimize(cp.sum_squares(F @ h - b / scale)), [h >= 0, cp.sum(h) == total / scale])
     try:
         prob.solve(solver="CLARABEL")
@@ -79,7 +79,7 @@ def _polish(F: np.ndarray, b: np.ndarray, h: np.ndarray, total: float, rounds: i
     a negative hₛ leaves S, and the cell with the most negative multiplier gᵢ + ν (g = Fᵀ(Fh − b)) off S joins it.
     """
     S = h > 1e-6 * max(float(h.max()), total / h.size)
-    scale = max(float(np.linalg.norm(F.T @ b)), 1e-300)
+    scale = max(safe_norm(F.T @ b), 1e-300)
     for _ in range(rounds):
         k = int(S.sum())
         if k == 0:
@@ -105,7 +105,7 @@ def _polish(F: np.ndarray, b: np.ndarray, h: np.ndarray, total: float, rounds: i
 
 def _scale(h: np.ndarray, c_norm: float, L: float) -> float:
     """The exact solvers' KKT scale max(‖h‖, ‖c‖/L): their answers are exact, the test only confirms it."""
-    return max(float(np.linalg.norm(h)), c_norm / L, math.ulp(1.0))
+    return max(safe_norm(h), c_norm / L, math.ulp(1.0))
 
 
 def _solve(F: np.ndarray, b: np.ndarray, total, zeros, tol: float) -> tuple[np.ndarray, str, float]:
@@ -118,7 +118,7 @@ def _solve(F: np.ndarray, b: np.ndarray, total, zeros, tol: float) -> tuple[np.n
         return np.zeros(n), "closed_form", 0.0
     Ff = F[:, free]
     L = max(float(np.sum(Ff * Ff)), math.ulp(1.0))  # ‖F‖_F² ≥ λ_max(FᵀF): a valid step for the residual
-    c_norm = float(np.linalg.norm(Ff.T @ b))
+    c_norm = safe_norm(Ff.T @ b)
     if total == 0.0:
         hf, solver = np.zeros(Ff.shape[1]), "closed_form"
     elif total is None:
@@ -136,7 +136,7 @@ def _solve(F: np.ndarray, b: np.ndarray, total, zeros, tol: float) -> tuple[np.n
     h = np.zeros(n)
     h[free] = np.maximum(hf, 0.0) if total is None else hf
     res = kkt_residual(hf, Ff.T @ (Ff @ hf - b), L, _scale(hf, c_norm, L), total, None)
-    if res > tol:
+    if not res <= tol:  # NaN-safe: an overflowed residual is no certificate
         raise SolverError(f"reconstruction: {solver} returned a point with relative KKT residual {res:.3g} > tol "
                           f"{tol:g}. Raise tol, or use reconstruct='least_squares'.")
     return h, solver, res

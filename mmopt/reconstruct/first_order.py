@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from mmopt._base.runtime import Heartbeat
-from mmopt.reconstruct._common import kkt_residual, kkt_scale, project_feasible
+from mmopt.reconstruct._common import kkt_residual, kkt_scale, project_feasible, safe_norm
 from mmopt.solvers import SolverError
 
 # The iterative solvers' default: the KKT residual weighs an error along an eigenvector of Q by λ/λ_max, so on
@@ -49,9 +49,9 @@ def fista(Q: Callable[[np.ndarray], np.ndarray], c: np.ndarray, lipschitz: float
         h_new = project_feasible(z - g / L, total, zeros)
         step = h_new - z
         beat("%s: FISTA step %d of at most %d, KKT residual ≈ %.3g (tol %g)", what, it, max_iterations,
-             float(np.linalg.norm(step)) / scale, tol)
+             safe_norm(step) / scale, tol)
         # ‖z − P_C(z − ∇f(z)/L)‖ is the KKT residual at z, free here; confirm at h_new before stopping
-        if float(np.linalg.norm(step)) <= tol * scale:
+        if safe_norm(step) <= tol * scale:
             res = kkt_residual(h_new, Q(h_new) - c, L, scale, total, zeros)
             if res <= tol:
                 return h_new, it, res
@@ -64,7 +64,7 @@ def fista(Q: Callable[[np.ndarray], np.ndarray], c: np.ndarray, lipschitz: float
             t = t_new
         h = h_new
     res = kkt_residual(h, Q(h) - c, L, scale, total, zeros)
-    if res > tol and strict:
+    if not res <= tol and strict:  # NaN-safe: an overflowed residual is no certificate
         raise not_converged(what, "projected gradient (FISTA)", max_iterations, res, tol)
     return h, max_iterations, res
 

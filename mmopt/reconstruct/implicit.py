@@ -144,9 +144,11 @@ def _solve(Q, c: np.ndarray, L: float, start: np.ndarray, grams, first: str, tot
     h, it, res = run(first, start, budget, False)
     if res <= tol:
         return h, first, it, res
-    h, it2, res = run(second, h, max(1, max_iterations - it), False)
-    if res > tol:
-        names = {"admm": "ADMM", "fista": "projected gradient (FISTA)"}
+    names = {"admm": "ADMM", "fista": "projected gradient (FISTA)"}
+    if it >= max_iterations:  # no budget left for the second (it ran max(1, …) steps past max_iterations = 1)
+        raise not_converged(what, names[first], it, res, tol)
+    h, it2, res = run(second, h, max_iterations - it, False)
+    if not res <= tol:  # a NaN residual (an overflowed or NaN iterate) is not converged either
         raise not_converged(what, f"{names[first]} then {names[second]}", it + it2, res, tol)
     return h, f"{first}+{second}", it + it2, res
 
