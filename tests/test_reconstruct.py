@@ -288,3 +288,18 @@ def test_an_overflowed_or_nan_residual_is_not_a_certificate():
         implicit.nnls(A, bad, np.ones((4, 4)), max_iterations=10)
     with pytest.raises(SolverError, match="did not converge in 1 iterations"):
         implicit.nnls(A, np.ones(A.n_rows), np.ones((4, 4)), max_iterations=1)
+
+
+def test_a_known_total_is_met_whatever_the_data_and_its_size():
+    """Feasible problems the exact route refused: x̂ = 0 with total 5 (the active-set polish's multiplier test
+    scaled by ‖Fᵀb‖ = 0 alone, so it never accepted), and a total 10⁶ times the data's (Clarabel, scaled by ‖b‖
+    only, said 'infeasible' in 10 of 10 seeds)."""
+    h = dense.reconstruct("projection", wl.all_range(16).mean_gram, "all_range", st.identity(16).matrix, np.zeros(16),
+                          np.zeros(16), total=5.0)[0]
+    assert np.all(h >= 0) and h.sum() == pytest.approx(5.0, rel=1e-9)
+    x = np.random.default_rng(0).integers(0, 20, 16).astype(float)
+    for seed in range(3):
+        for S in (st.identity(16), st.wavelet(16)):
+            out = mmopt.matrix_mechanism(wl.all_range(16), S, x, mmopt.Privacy(1.0), rng=seed,
+                                         reconstruct="projection", total=1e6 * x.sum())
+            assert np.all(out.estimate >= 0) and out.estimate.sum() == pytest.approx(1e6 * x.sum(), rel=1e-9)

@@ -61,7 +61,9 @@ def _clarabel(F: np.ndarray, b: np.ndarray, total: float) -> np.ndarray:
     import cvxpy as cp  # lazy: cvxpy takes a second to import
 
     h = cp.Variable(F.shape[1])
-    scale = max(safe_norm(b), 1.0)  # keep the objective O(1) for the interior-point tolerances
+    # keep the objective and h O(1) for the interior-point tolerances: by ‖b‖ alone, a total 10⁶ times the data's
+    # left h/scale huge and Clarabel reported the (always feasible) problem 'infeasible'
+    scale = max(safe_norm(b), abs(total), 1.0)
     prob = cp.Problem(cp.Minimize(cp.sum_squares(F @ h - b / scale)), [h >= 0, cp.sum(h) == total / scale])
     try:
         prob.solve(solver="CLARABEL")
@@ -79,7 +81,9 @@ def _polish(F: np.ndarray, b: np.ndarray, h: np.ndarray, total: float, rounds: i
     a negative hₛ leaves S, and the cell with the most negative multiplier gᵢ + ν (g = Fᵀ(Fh − b)) off S joins it.
     """
     S = h > 1e-6 * max(float(h.max()), total / h.size)
-    scale = max(safe_norm(F.T @ b), 1e-300)
+    # the multipliers' scale: both gradient terms (with b = 0, ‖Fᵀb‖ alone made the test −1e-312 and round-off kept
+    # adding cells until the rounds ran out)
+    scale = max(safe_norm(F.T @ b), safe_norm(F.T @ (F @ h)), 1e-300)
     for _ in range(rounds):
         k = int(S.sum())
         if k == 0:
