@@ -186,3 +186,23 @@ def test_bad_input_is_refused_before_any_draw():
         s = mst(df, D, mmopt.Privacy(1.0, 1e-9), seed=0)
     with pytest.raises(ValueError, match="'seed' parameter of Synthetic.records"):  # numpy's bare words before
         s.records(3, seed=-1)
+
+
+def test_refusals_of_the_records_name_mst_and_aim():
+    """The records are first read by the curator's counts: a missing column was refused as a parameter of
+    marginal_counts, a function the caller never called."""
+    from mmopt.synth import aim, mst
+    df = _records(60).drop(columns="d")
+    with pytest.raises(ValueError, match="'records' parameter of mst has no column 'd'"):
+        mst(df, D, mmopt.Privacy(1.0, 1e-9), seed=0)
+    with pytest.raises(ValueError, match="'records' parameter of aim has no column 'd'"):
+        aim(df, D, [(0, 1)], mmopt.Privacy(1.0, 1e-9), seed=0)
+
+
+def test_a_default_row_count_past_the_cap_says_where_it_came_from():
+    """At ε = 10⁻¹² the model's noisy total is ~10⁹: records() with no n blamed 'the n parameter', never passed."""
+    s = _run(_records(60), 1e-12)
+    if round(float(s.model.total)) > 10**8:
+        with pytest.raises(ValueError, match="the model's total .* Pass n="):
+            s.records()
+    assert len(s.records(5)) == 5

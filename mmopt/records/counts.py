@@ -168,7 +168,8 @@ def _source(records, domain: Domain, *, caller: str, engine: str):
     return kind, handle
 
 
-def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH_ROWS, engine: str = "auto") -> dict:
+def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH_ROWS, engine: str = "auto",
+                    caller: str = "marginal_counts") -> dict:
     """Exact counts of the records in the marginal on every attribute set of ``sets``.
 
     Parameters
@@ -194,6 +195,8 @@ def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH
         Who reads a path: "auto" is pyarrow, in batches; "duckdb" or "polars" counts the same files inside that
         engine (``pip install 'mmopt[duckdb]'`` or ``'mmopt[polars]'``). Other sources are read by their own
         engine (leave "auto").
+    caller : str
+        The public function refusals name (mmopt.synth's mst and aim count through here).
 
     Returns
     -------
@@ -216,7 +219,7 @@ def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH
     >>> c[(0, 1)].tolist(), c[(1,)].tolist(), int(c[()])          # the "X" record is dropped
     ([[0, 2, 0], [1, 0, 1]], [1, 2, 1], 4)
     """
-    caller = "marginal_counts"
+    caller = v.check_str(caller, name="caller", caller="marginal_counts")  # the public function a refusal names
     kind, handle = _source(records, domain, caller=caller, engine=engine)
     sets = check_sets(sets, domain, caller=caller)
     batch_size = v.check_int(batch_size, name="batch_size", caller=caller)

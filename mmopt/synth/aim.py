@@ -174,7 +174,7 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
     start = time.process_time()
     shape = tuple(domain.shape)
     weights = candidates(sets)
-    cur = Curator(records, domain, rho, noise_for(seed, caller))
+    cur = Curator(records, domain, rho, noise_for(seed, caller), caller)
 
     if first is not None and not rho * first >= RHO_FLOOR:  # ρ·s underflowed: a ZeroDivisionError at the first σ
         raise ValueError(f"The 'initial_share' parameter of {caller} leaves the one-way marginals ρ = "

@@ -141,8 +141,8 @@ class Curator:
         Where every draw comes from.
     """
 
-    def __init__(self, records, domain, rho: float, noise) -> None:
-        self._records, self._domain = records, domain
+    def __init__(self, records, domain, rho: float, noise, caller: str = "Curator") -> None:
+        self._records, self._domain, self._caller = records, domain, caller
         self._exact: dict = {}
         self.shape = tuple(domain.shape)
         self.budget = float(rho)
@@ -182,7 +182,7 @@ class Curator:
     def _counts(self, sets) -> dict:
         todo = sorted({S for S in sets if S not in self._exact})
         if todo:
-            got = rc.marginal_counts(self._records, self._domain, todo)
+            got = rc.marginal_counts(self._records, self._domain, todo, caller=self._caller)  # refusals name mst/aim
             c = self.compression
             self._exact.update({S: np.asarray(m, dtype=np.float64) if c is None else c.coarsen(m, S)
                                 for S, m in got.items()})

@@ -172,7 +172,7 @@ def mst(records, domain: Domain, privacy, seed=None, *, compress: bool = True, w
                              f"exact marginals (at most {MAX_SCORED_CELLS:,}: {8 * MAX_SCORED_CELLS / 2**30:.1f} GiB). "
                              "Give fewer or smaller marginals, or none for the paper's score.")
     start = time.process_time()
-    cur = Curator(records, domain, rho, noise_for(seed, caller))
+    cur = Curator(records, domain, rho, noise_for(seed, caller), caller)
     d = len(domain.shape)
     one = [(i,) for i in range(d)]
     first = cur.measure(one, _share(rho, SPLIT[0]) if d > 1 else cur.remaining, "1-way marginals")

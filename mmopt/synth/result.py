@@ -98,6 +98,10 @@ class Synthetic:
         caller = "Synthetic.records"
         if n is None:
             n = max(1, int(round(float(self.model.total))))
+            if n > MAX_ROWS:  # the default, not the caller's n: say where it came from
+                raise ValueError(f"{caller}: the model's total (its noisy record count) is {n:,}, more rows than one "
+                                 f"call draws ({MAX_ROWS:,}). Pass n= (at most {MAX_ROWS:,}) and draw in batches, "
+                                 "with a different seed per batch.")
         n = v.check_int(n, name="n", caller=caller, low=0, high=MAX_ROWS)
         # the codes (n × d int64) and the sampler's temporaries (a few n-vectors), before any is allocated
         v.check_allocation(n * (len(self.domain.shape) + 4), what=f"{n:,} synthetic rows", caller=caller,
