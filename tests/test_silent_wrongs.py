@@ -365,6 +365,12 @@ def test_command_line_releases_spend_through_a_ledger(tmp_path, capsys, records)
     assert run("d.csv", "--ledger-total", "0.5") == 2
     assert "was not created" in capsys.readouterr().err and not fresh.exists()
     assert run("d.csv", "--ledger-total", "1.0") == 0 and Accountant.load(fresh).spent.epsilon == pytest.approx(0.6)
+    # the same for data (or columns) refused after the ledger was opened: nothing spent, no ledger left behind
+    ledger = tmp_path / "fresh2.json"
+    (tmp_path / "x.csv").write_text("0,-1,2,3\n", encoding="utf-8")  # a negative count
+    (tmp_path / "r.csv").write_text("nosuchcolumn\nF\n", encoding="utf-8")  # the domain's column is missing
+    assert run("e.csv", "--ledger-total", "1.0") == 2
+    assert not ledger.exists() and not (tmp_path / "e.csv").exists()
 
 
 def test_options_that_would_be_ignored_are_refused(tmp_path, capsys):

@@ -24,6 +24,7 @@ unless ``--allow-large-output`` is given.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -351,12 +352,27 @@ def open_ledger(args, privacy=None):
     return mmopt.Accountant.open(args.ledger, total, composition)
 
 
+@contextlib.contextmanager
+def ledger_scope(args, privacy):
+    """:func:`open_ledger` for the block; a ledger this command created is removed again if the block fails before
+    anything was spent from it (data, columns or a table refused after the file was opened left it behind, and
+    the corrected command was then told its total "cannot change once spent from")."""
+    new = getattr(args, "ledger", None) is not None and not os.path.exists(args.ledger)
+    acc = open_ledger(args, privacy)
+    try:
+        yield acc
+    except BaseException:
+        # read back from the file: a spend written by another process keeps the ledger too
+        if new and acc is not None and os.path.exists(args.ledger) and not mmopt.Accountant.load(args.ledger).spends:
+            os.remove(args.ledger)
+        raise
+
+
 def release(args) -> int:
     """``mmopt release``: plan (all checks), measure once (OpenDP), deliver (files and report)."""
     p = plan(args)
-    acc = open_ledger(args, p.privacy)
-    with out.signals_held() as got:  # from the draw on, Ctrl-C waits for the answers to be written
-        spend = acc.release if acc is not None else mmopt.release  # with a ledger: checked, then recorded
+    with ledger_scope(args, p.privacy) as acc, out.signals_held() as got:  # from the draw on, Ctrl-C waits for
+        spend = acc.release if acc is not None else mmopt.release  # the answers; with a ledger: checked, recorded
         res = spend(p.workload, p.strategy, p.x, p.privacy, reconstruct=args.reconstruct, total=args.total)
         code = deliver(args, p, res)
     return out.interrupted_after_draw(got, code, acc)

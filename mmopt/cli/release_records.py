@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import mmopt
 from mmopt._base.atomic import atomic_target
 from mmopt.cli import output as out
-from mmopt.cli.release import MAX_TABLE_ROWS, open_ledger
+from mmopt.cli.release import MAX_TABLE_ROWS, ledger_scope
 
 __all__ = ["deliver", "dispatch", "parse_workload", "plan", "release_records"]
 
@@ -187,8 +187,8 @@ def release_records(args) -> int:
     from mmopt.records import release_marginals
 
     p = plan(args)
-    acc = open_ledger(args, p.privacy)
-    with out.signals_held("the table") as got:  # from the draw on, Ctrl-C waits for the table to be written
+    # from the draw on, Ctrl-C waits for the table to be written
+    with ledger_scope(args, p.privacy) as acc, out.signals_held("the table") as got:
         res = release_marginals(args.records, p.domain, p.workload, p.privacy, accountant=acc)
         code = deliver(args, p, res)
     return out.interrupted_after_draw(got, code, acc)

@@ -20,7 +20,7 @@ import os
 import mmopt
 from mmopt.cli import output as out
 from mmopt.cli import release_records as rr
-from mmopt.cli.release import MAX_TABLE_ROWS, open_ledger
+from mmopt.cli.release import MAX_TABLE_ROWS, ledger_scope
 
 __all__ = ["dispatch", "plan", "release_sql"]
 
@@ -74,9 +74,9 @@ def release_sql(args) -> int:
     from mmopt.groupby.release import grouping_table, release_grouping_sets
 
     p, query = plan(args)
-    acc = open_ledger(args, p.privacy)
-    records = _source(args.records, query.table)
-    with out.signals_held("the table") as got:  # from the draw on, Ctrl-C waits for the table to be written
+    # from the draw on, Ctrl-C waits for the table to be written
+    with ledger_scope(args, p.privacy) as acc, out.signals_held("the table") as got:
+        records = _source(args.records, query.table)
         res = release_grouping_sets(query.grouping_sets, records, p.domain, p.privacy, accountant=acc)
         code = rr.deliver(args, p, res, lambda: grouping_table(res, query.grouping_sets, query.columns,
                                                                alpha=args.alpha, count_name=query.count_name))
