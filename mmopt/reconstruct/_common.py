@@ -175,7 +175,12 @@ def kkt_residual(h: np.ndarray, grad: np.ndarray, lipschitz: float, scale: float
 
 def safe_norm(v: np.ndarray) -> float:
     """‖v‖₂ without overflow (np.linalg.norm squares the entries: inf past ~10¹⁵⁴, and inf/inf made the KKT test
-    NaN, which passed as converged); NaN when v holds a NaN."""
+    NaN, which passed as converged); NaN when v holds a NaN. One pass (np.linalg.norm) where that is a normal
+    float — the solvers' loops call it every step — and the rescaled norm only past that range."""
+    with np.errstate(over="ignore", under="ignore"):
+        out = float(np.linalg.norm(v))
+    if np.finfo(float).tiny <= out < math.inf:
+        return out
     top = float(np.max(np.abs(v))) if np.size(v) else 0.0
     if top == 0.0 or not math.isfinite(top):
         return top

@@ -48,10 +48,11 @@ def fista(Q: Callable[[np.ndarray], np.ndarray], c: np.ndarray, lipschitz: float
         g = Q(z) - c
         h_new = project_feasible(z - g / L, total, zeros)
         step = h_new - z
+        size = safe_norm(step)  # once per step, for the progress line and the test
         beat("%s: FISTA step %d of at most %d, KKT residual ≈ %.3g (tol %g)", what, it, max_iterations,
-             safe_norm(step) / scale, tol)
+             size / scale, tol)
         # ‖z − P_C(z − ∇f(z)/L)‖ is the KKT residual at z, free here; confirm at h_new before stopping
-        if safe_norm(step) <= tol * scale:
+        if size <= tol * scale:
             res = kkt_residual(h_new, Q(h_new) - c, L, scale, total, zeros)
             if res <= tol:
                 return h_new, it, res

@@ -58,10 +58,10 @@ def union_of(parts, weights, *, union_type: type, caller: str, build_with: str, 
     ws = ck.check_weights(weights, len(parts), caller=caller)
     for p in parts[1:]:
         ck.same_shape(parts[0].shape, p.shape, caller=caller, what="two of its parts")
+    weighted = [(t, t.weight * w) for p, w in zip(parts, ws, strict=True) for t in p.terms]
     if check_weights is not None:
-        check_weights([t.weight * w for p, w in zip(parts, ws, strict=True) for t in p.terms], name="weights",
-                      caller=caller)
-    terms = tuple(type(t)(t.factors, t.weight * w) for p, w in zip(parts, ws, strict=True) for t in p.terms)
+        check_weights([w for _, w in weighted], name="weights", caller=caller)
+    terms = tuple(type(t)(t.factors, w) for t, w in weighted)
     # the weights are in the name, as workload.stack writes them: with other weights the union had the same name
     return union_type(terms, name or weighted_label([p.name for p in parts], ws))
 

@@ -129,7 +129,8 @@ def kron(*factors, weight: float = 1.0, name: str | None = None) -> ImplicitWork
     """
     caller = "kron"
     fs = tuple(_as_factor(f, caller, i) for i, f in enumerate(flatten_factors(factors, caller)))
-    w = ck.check_query_weights([weight], name="weight", caller=caller)[0]
+    w = ck.check_weight(weight, name="weight", caller=caller)
+    ck.check_query_weights([w], name="weight", caller=caller)
     return ImplicitWorkload((Product(fs, w),), name or "⊗".join(f.name for f in fs))
 
 
