@@ -238,9 +238,11 @@ def test_a_strategy_on_another_domain_or_none_is_refused_by_the_callers_name():
     """The refusal named evaluate (deep inside), or Strategy's 'matrix' for None, not the function called."""
     W = wl.prefix(8)
     out = mmopt.matrix_mechanism(W, st.hierarchical(8), np.arange(8.0), mmopt.Privacy(0.8), rng=1)
-    with pytest.raises(ValueError, match="'strategy' parameter of answers_table has domain size n=16"):
+    with pytest.raises(ValueError, match=r"answers_table: workload 'prefix\(8\)' has domain size n=8 but the "
+                                         r"'strategy' parameter has n=16"):
         ans.answers_table(out, W, st.identity(16))
-    with pytest.raises(ValueError, match="'strategy' parameter of per_query_variances has domain size n=4"):
+    with pytest.raises(ValueError, match=r"per_query_variances: workload 'prefix\(8\)' has domain size n=8 but "
+                                         r"the 'strategy' parameter has n=4"):
         next(ans.per_query_variances(W, np.eye(4)))
     with pytest.raises(TypeError, match="'strategy' parameter of error_by_term must be a strategy"):
         ans.error_by_term(sw.kron(wl.prefix(3), wl.total(2)), None, mmopt.Privacy(1.0))

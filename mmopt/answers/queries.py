@@ -191,20 +191,17 @@ def _item_row(item, n: int, caller: str) -> np.ndarray:
         if not 0 <= item < n:
             raise bad
         r[int(item)] = 1.0
-    elif isinstance(item, tuple | list) and len(item) == 2 and (
-            all(isinstance(e, int | np.integer) for e in item) or (n == 2 and all(_integral(e) for e in item))):
+    elif n == 2 and _pair(item) and all(_integral(e) for e in item) and tuple(map(int, item)) in ((0, 1), (1, 1)):
+        a, b = int(item[0]), int(item[1])  # also a 0/1 vector of length 2 (float pairs too), answering another query
+        raise ValueError(f"The 'queries' parameter of {caller}: {item!r} is ambiguous on an attribute of 2 "
+                         f"cells, the range [{a}, {b}] or the 0/1 vector {list(item)}. Give the range as a "
+                         f"slice (slice({a}, {b + 1})) or the vector as a numpy array (np.array({list(item)})).")
+    elif _range(item):
         a, b = int(item[0]), int(item[1])
-        if n == 2 and (a, b) in ((0, 1), (1, 1)):  # also a 0/1 vector of length 2, answering another query
-            raise ValueError(f"The 'queries' parameter of {caller}: {item!r} is ambiguous on an attribute of 2 "
-                             f"cells, the range [{a}, {b}] or the 0/1 vector {list(item)}. Give the range as a "
-                             f"slice (slice({a}, {b + 1})) or the vector as a numpy array (np.array({list(item)})).")
-        if not all(isinstance(e, int | np.integer) for e in item):
-            r = np.array(item, dtype=float)  # a weight vector (1.0, 3.0) on 2 cells: a range is a pair of ints
-        elif not 0 <= a <= b < n:
+        if not 0 <= a <= b < n:
             raise bad
-        else:
-            r[a:b + 1] = 1.0
-    else:
+        r[a:b + 1] = 1.0
+    else:  # a vector, float pairs (1.0, 3.0) included: a range is a pair of ints
         try:
             r = v.check_vector(item, name="queries", caller=caller, length=n)
         except (TypeError, ValueError):
@@ -212,6 +209,15 @@ def _item_row(item, n: int, caller: str) -> np.ndarray:
     if not np.any(r):
         raise bad
     return r
+
+
+def _pair(item) -> bool:
+    return isinstance(item, tuple | list) and len(item) == 2
+
+
+def _range(item) -> bool:
+    """A range item (a, b): a pair of ints."""
+    return _pair(item) and all(isinstance(e, int | np.integer) for e in item)
 
 
 def _integral(e) -> bool:
@@ -222,7 +228,7 @@ def _integral(e) -> bool:
 
 
 def _describe(item, r: np.ndarray, index: int) -> str:
-    if isinstance(item, tuple | list) and len(item) == 2 and all(isinstance(e, int | np.integer) for e in item):
+    if _range(item):
         return f"[{int(item[0])}, {int(item[1])}]"
     if isinstance(item, slice):
         return _set(np.flatnonzero(r), r.size)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mmopt._base import validation as v
 from mmopt.answers.layout import DEFAULT_CHUNK_ROWS, Chunk, Layout, layout_of
 from mmopt.dense._strategy_core import Strategy
 from mmopt.dispatch import evaluate
@@ -96,10 +97,9 @@ def variance_model(workload, strategy, *, norm: str = "l1", caller: str = "varia
                 "cells. Pass strategy=None for the answers without standard errors.")
         strategy = strategy.to_strategy()
     W = _dense_workload(workload, layout, caller)
-    n = getattr(strategy, "domain_size", None) or np.shape(getattr(strategy, "matrix", strategy))[-1]
-    if n != W.domain_size:  # evaluate's own message named evaluate, not the caller
-        raise ValueError(f"The 'strategy' parameter of {caller} has domain size n={n}; workload '{W.name}' has "
-                         f"n={W.domain_size}. Pass the strategy built for this workload.")
+    # named here: evaluate's own refusal named evaluate, not the caller
+    v.check_same_domain(W.domain_size, getattr(strategy, "domain_size", None) or np.shape(strategy)[-1],
+                        caller=caller, what=(f"workload '{W.name}'", "the 'strategy' parameter"))
     report = evaluate(W, strategy, None, norm=norm, per_query=True)
     return VarianceModel(layout, "dense", None, np.asarray(report.per_query_variance, dtype=float),
                          float(report.sensitivity), 0)
