@@ -66,6 +66,38 @@ def test_data_of_two_columns_is_refused_not_flattened(folder, capsys):
                  "b.csv"]) == 0
 
 
+def test_bad_data_is_refused_in_the_commands_words_before_the_strategy_search(folder, capsys, monkeypatch):
+    """A NaN or a short --data file was reported as "The 'x' parameter of release …", after the search for a
+    strategy had run (minutes on a large workload)."""
+    def no_search(*args, **kwargs):
+        raise AssertionError("the strategy search ran before the data was checked")
+
+    monkeypatch.setattr(cli_release, "_strategy", no_search)
+    np.savetxt("nan.csv", np.r_[X[:5], np.nan, X[6:]], delimiter=",")
+    np.savetxt("short.csv", X[:15], delimiter=",")
+    for data, needle in (("nan.csv", "The --data file 'nan.csv' must hold finite counts. Got 1 NaN or infinite "
+                                     "(the first at cell 5"),
+                         ("short.csv", "The --data file 'short.csv' must hold one count per cell of 'prefix(16)': "
+                                       "16 numbers. Got 15.")):
+        assert main(["release", "prefix:16", "--data", data, "--epsilon", "1", "--out", "a.csv"]) == 2
+        err = capsys.readouterr().err
+        assert needle in err and "'x' parameter" not in err and not os.path.exists("a.csv")
+
+
+def test_library_messages_name_the_option_that_was_typed(folder, capsys):
+    assert main(["plan", "prefix:4", "--target", "nan"]) == 2
+    assert capsys.readouterr().err.startswith("mmopt: error: --target (the 'targets' parameter of plan) must be one "
+                                              "positive number or 4")
+    assert main(["optimize", "prefix:4", "--max-iterations", "0"]) == 2
+    assert "error: --max-iterations (the 'max_iterations' parameter of optimize) must be" in capsys.readouterr().err
+    # a Privacy built from --ledger-total is not --epsilon's
+    assert main(["release", "prefix:16", "--data", "x.csv", "--epsilon", "1", "--ledger", "l.json",
+                 "--ledger-total", "-1", "--out", "a.csv", "--strategy", "identity"]) == 2
+    err = capsys.readouterr().err
+    assert "--ledger-total -1 is not a budget" in err and "--epsilon" not in err
+    assert not os.path.exists("l.json") and not os.path.exists("a.csv")
+
+
 @pytest.mark.parametrize("args", [
     ["--epsilon", "1e-300", "--strategy", "identity"],           # the report's total overflows float64
     ["--epsilon", "1", "--delta", "1e-6", "--strategy", "S.npy"],  # Δ = 1e-170: its square underflows

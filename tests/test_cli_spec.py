@@ -225,7 +225,7 @@ def test_main_usage_errors_exit_2_without_traceback(capsys):
     assert err.startswith("mmopt: error: unknown workload 'prefx' at position 0 in 'prefx:8'")
     assert "Traceback" not in err
     assert main(["evaluate", "prefix:8", "--epsilon", "-1"]) == 2
-    assert "The 'epsilon' parameter of Privacy" in capsys.readouterr().err
+    assert "error: --epsilon (the 'epsilon' parameter of Privacy) must be" in capsys.readouterr().err
     assert main(["optimize", "prefix:8", "--method", "nonsense"]) == 2
     assert "'method' parameter of optimize" in capsys.readouterr().err
     assert main(["optimize", "prefix:8", "--option", "warp=9"]) == 2

@@ -150,6 +150,12 @@ def test_bad_requests_are_refused_by_name():
         mmopt.optimize(W, targets=[1.0, 2.0])
     with pytest.raises(ValueError, match="'targets' parameter of plan must be one positive number"):
         mmopt.plan(W, targets=-1.0)
+    # one number is reported as given, not as the 8 copies it was broadcast to ("8 not finite (e.g. nan)")
+    for bad, shown in ((float("nan"), "Got nan instead"), (-1.0, "Got -1.0 instead"), (float("inf"), "Got inf")):
+        with pytest.raises(ValueError, match=shown):
+            mmopt.plan(W, targets=bad)
+    with pytest.raises(ValueError, match=r"Got shape \(8,\), 1 not finite \(e.g. nan\) instead"):
+        mmopt.plan(W, targets=[1.0] * 7 + [float("nan")])
     with pytest.raises(ValueError, match="'objective' parameter of optimize must be one of"):
         mmopt.optimize(W, objective="maxvar")
     with pytest.raises(ValueError, match="minimised by its own certified search"):
@@ -240,7 +246,7 @@ def test_plan_names_itself_and_refuses_text_booleans_and_points_at_an_infinite_t
             mmopt.plan(W, targets=bad)
     with pytest.raises(ValueError, match=r"1 not finite \(e\.g\. inf\)"):
         mmopt.plan(W, targets=[1.0, np.inf, 2.0, 3.0])
-    with pytest.raises(ValueError, match=r"'targets' parameter of plan .* Got shape \(0,\)\.$"):
+    with pytest.raises(ValueError, match=r"'targets' parameter of plan .* Got shape \(0,\) instead\.$"):
         mmopt.plan(W, targets=[])  # no smallest to show (numpy's 'zero-size array' error at 1c00689)
     assert mmopt.plan(mmopt.toeplitz.prefix(64), targets=4.0, delta=1e-6).epsilon > 0  # stream workloads still
     # a Gram-only workload was refused as "optimize: objective='max_variance' needs the workload's queries"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import traceback
 import warnings
@@ -242,6 +243,21 @@ def _warn(message, category, filename, lineno, file=None, line=None) -> None:
     print(f"mmopt: warning: {message}", file=sys.stderr)
 
 
+# The library's parameter → the option that sets it, where the two names differ or the option is the only way in
+_OPTIONS = {"targets": "target", "x": "data", "max_iterations": "max_iterations", "epsilon": "epsilon",
+            "delta": "delta", "alpha": "alpha", "tol": "tol", "seed": "seed", "total": "total", "rows": "rows"}
+
+
+def _in_command_words(message: str, args) -> str:
+    """"The 'targets' parameter of plan must …" → "--target (the 'targets' parameter of plan) must …" when the
+    command has that option: a command-line user never typed 'targets' (scikit-learn's message, the CLI's name)."""
+    m = re.match(r"The '(\w+)' parameter of ([\w.]+)", message)
+    dest = _OPTIONS.get(m.group(1)) if m else None
+    if dest is None or not hasattr(args, dest) or message[m.end():].startswith(" --"):  # "of release --alpha"
+        return message
+    return f"--{dest.replace('_', '-')} (the '{m.group(1)}' parameter of {m.group(2)})" + message[m.end():]
+
+
 def _fail(message: str, code: int) -> int:
     print(f"mmopt: error: {message}", file=sys.stderr)
     return code
@@ -269,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as exc:
         return _fail(f"{exc} (an optional package is missing; for 'release': pip install opendp)", 1)
     except (ValueError, TypeError, OSError) as exc:
-        return _fail(str(exc), 2)
+        return _fail(_in_command_words(str(exc), args), 2)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     except Exception as exc:  # a bug: say so, with the traceback a report needs

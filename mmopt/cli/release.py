@@ -113,6 +113,29 @@ def _load_data(path: str) -> np.ndarray:
                          f"{exc}") from None
 
 
+def _check_data(path: str, W, x: np.ndarray) -> np.ndarray:
+    """x as release reads it, its size and finiteness checked in the command's words (the library's own messages
+    name its parameter 'x', not --data)."""
+    if not isinstance(W, ImplicitWorkload):
+        from mmopt.workload import structure_of
+        twin = structure_of(W)
+        if x.ndim > 1 and (twin is None or tuple(x.shape) != tuple(twin.shape)):  # two columns (index, count)
+            # were read as one histogram of twice the cells before
+            raise ValueError(f"The --data file '{path}' must hold one count per cell of '{W.name}': one column "
+                             f"(or one row) of {W.domain_size:,} numbers"
+                             + ("" if twin is None else f", or an array of shape {tuple(twin.shape)}")
+                             + f". Got an array of shape {x.shape}.")
+        x = x.ravel()  # a dense workload reads a flat histogram (C order)
+    if x.size != W.domain_size:
+        raise ValueError(f"The --data file '{path}' must hold one count per cell of '{W.name}': {W.domain_size:,} "
+                         f"numbers. Got {x.size:,}.")
+    if x.dtype.kind in "fc" and not np.all(np.isfinite(x)):
+        bad = np.flatnonzero(~np.isfinite(x.ravel()))
+        raise ValueError(f"The --data file '{path}' must hold finite counts. Got {bad.size:,} NaN or infinite "
+                         f"(the first at cell {bad[0]:,} of the flat histogram, 0-based); fill or drop them.")
+    return x
+
+
 def _check_answers_available(W) -> None:
     """A bare --out .npy vector is formed in memory: known queries, at most 10⁷ of them for an implicit W."""
     ok = W.n_queries <= MAX_ANSWERS if isinstance(W, ImplicitWorkload) else answers_available(W)
@@ -155,18 +178,8 @@ def plan(args) -> Plan:
     outputs = _check_outputs(args)
     W = build_workload(args.spec)
     P = mmopt.Privacy(args.epsilon, args.delta)
+    x = _check_data(args.data, W, _load_data(args.data))  # before the strategy search, which can take minutes
     A = _strategy(args, W, P)
-    x = _load_data(args.data)
-    if not isinstance(W, ImplicitWorkload):
-        from mmopt.workload import structure_of
-        twin = structure_of(W)
-        if x.ndim > 1 and (twin is None or tuple(x.shape) != tuple(twin.shape)):  # two columns (index, count)
-            # were read as one histogram of twice the cells before
-            raise ValueError(f"The --data file '{args.data}' must hold one count per cell of '{W.name}': one column "
-                             f"(or one row) of {W.domain_size:,} numbers"
-                             + ("" if twin is None else f", or an array of shape {tuple(twin.shape)}")
-                             + f". Got an array of shape {x.shape}.")
-        x = x.ravel()  # a dense workload reads a flat histogram (C order)
     ext = outputs["--out"][1] if "--out" in outputs else None
     if ext == ".npy":
         _check_answers_available(W)
@@ -341,7 +354,10 @@ def open_ledger(args, privacy=None):
         parts = []
     if len(parts) not in (1, 2):
         raise ValueError(f"--ledger-total must be EPS or EPS,DELTA (numbers). Got {args.ledger_total!r}.")
-    total, composition = mmopt.Privacy(*parts), composition or "basic"
+    try:
+        total, composition = mmopt.Privacy(*parts), composition or "basic"
+    except ValueError as exc:  # Privacy's message names its 'epsilon', which the user set by --epsilon
+        raise ValueError(f"--ledger-total {args.ledger_total} is not a budget: {exc}") from None
     # checked in memory first: a refused first release left the new file behind, holding this total, and the
     # corrected command was then told "a budget cannot change once spent from" — nothing had been spent
     if privacy is not None and not mmopt.Accountant(total, composition).can_spend(privacy, release=True):

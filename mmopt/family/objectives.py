@@ -47,14 +47,19 @@ def check_targets(targets, m: int, caller: str, name: str = "targets") -> np.nda
                 if isinstance(targets, Privacy) else "")
         raise TypeError(f"The '{name}' parameter of {caller} must be one positive number or {m:,} (one per query). "
                         f"Got {type(targets).__name__} instead.{hint}")
-    if tau.ndim == 0:
+    scalar = tau.ndim == 0
+    if scalar:
         tau = np.full(m, float(tau))
     if tau.shape != (m,) or not np.all(np.isfinite(tau)) or np.any(tau <= 0):
         nonfinite = tau[~np.isfinite(tau)]
-        what = ("" if tau.size == 0 else f", {nonfinite.size} not finite (e.g. {nonfinite[0]})" if nonfinite.size
+        if scalar:  # one number, as given: not the m copies it was broadcast to ("16 not finite")
+            what = f"{float(tau[0])!r}"
+        else:
+            what = f"shape {np.shape(targets)}" + (
+                "" if tau.size == 0 else f", {nonfinite.size} not finite (e.g. {nonfinite[0]})" if nonfinite.size
                 else f", smallest {np.min(tau):.3g}")
         raise ValueError(f"The '{name}' parameter of {caller} must be one positive number or {m:,} (one per query, "
-                         f"in the workload's row order). Got shape {np.shape(targets)}{what}.")
+                         f"in the workload's row order). Got {what} instead.")
     low, high = TARGET_RANGE
     if np.any(tau < low) or np.any(tau > high):  # 1/τ weights the Gram: past these its eigensolves failed
         # inside LAPACK ("the 'gram' parameter of solve_l2 must be finite", "Eigenvalues did not converge")
