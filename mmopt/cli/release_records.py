@@ -29,7 +29,8 @@ from dataclasses import dataclass
 import mmopt
 from mmopt._base.atomic import atomic_target
 from mmopt.cli import output as out
-from mmopt.cli.release import MAX_TABLE_ROWS, ledger_scope
+from mmopt.cli.ledger import ledger_scope
+from mmopt.cli.release import MAX_TABLE_ROWS
 
 __all__ = ["deliver", "dispatch", "parse_workload", "plan", "release_records"]
 

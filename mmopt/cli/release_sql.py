@@ -20,7 +20,8 @@ import os
 import mmopt
 from mmopt.cli import output as out
 from mmopt.cli import release_records as rr
-from mmopt.cli.release import MAX_TABLE_ROWS, ledger_scope
+from mmopt.cli.ledger import ledger_scope
+from mmopt.cli.release import MAX_TABLE_ROWS
 
 __all__ = ["dispatch", "plan", "release_sql"]
 
