@@ -261,8 +261,7 @@ def profile_equivalent(first, second, *, rtol: float = 1e-9) -> bool:
 
 def gram_svd_bound(G: np.ndarray) -> float:
     """(Σᵢ √λᵢ(G))² / n for a PSD Gram G: the SVD bound at unit privacy, in G's own scale."""
-    s = spectrum(G).svd_sum
-    return s * s / G.shape[0]
+    return _bound_of(spectrum(G), G.shape[0])
 
 
 def unit_objective(A: np.ndarray, G: np.ndarray, norm: str = "l1") -> float:
@@ -277,7 +276,7 @@ def unit_objective(A: np.ndarray, G: np.ndarray, norm: str = "l1") -> float:
         return np.inf
     spec = None if prof.certified else _cached_spectrum(G)
     value = scaled_sensitivity(As, norm) ** 2 * trace_with_profile(G, prof, spec)
-    bound = None if spec is None else spec.svd_sum * spec.svd_sum / G.shape[0]
+    bound = None if spec is None else _bound_of(spec, G.shape[0])
     g.check_value(value, bound, strategy.name, "the given Gram", "unit_objective")
     return value
 
@@ -303,9 +302,14 @@ def _unit_error(workload: Workload, As: np.ndarray, norm: str, name: str, caller
     return prof, spec, value
 
 
+def _bound_of(spec: Spectrum, n: int) -> float:
+    """(Σᵢ σᵢ)²/n from G's spectrum (Thm 5.26's bound at unit privacy); s·s is inf past float64 (s ** 2 raised a
+    bare OverflowError)."""
+    return spec.svd_sum * spec.svd_sum / n
+
+
 def _svd_bound_unit(workload: Workload) -> float:
-    s = workload_spectrum(workload).svd_sum  # s·s: inf past float64 (s ** 2 raised a bare OverflowError)
-    out = s * s / workload.domain_size
+    out = _bound_of(workload_spectrum(workload), workload.domain_size)
     if out == math.inf:
         warnings.warn(f"The SVD bound of workload '{workload.name}' exceeds float64; returning inf. Rescale the "
                       "queries: every error figure scales with the square of W's entries.", RuntimeWarning,
