@@ -84,6 +84,29 @@ def test_bad_data_is_refused_in_the_commands_words_before_the_strategy_search(fo
         assert needle in err and "'x' parameter" not in err and not os.path.exists("a.csv")
 
 
+def test_a_ledger_that_cannot_pay_is_said_before_the_search_with_options_that_fit(folder, capsys, monkeypatch):
+    """Under zCDP the Accountant's refusal came at the draw, after the strategy search, and named
+    privacy=Privacy(...) and privacy='remaining'; each rerun suggested now fits."""
+    acc = mmopt.Accountant.open("z.json", mmopt.Privacy(1.0, 1e-6), "zcdp")
+    acc.spend(rho=0.01)
+    search = cli_release._strategy
+    monkeypatch.setattr(cli_release, "_strategy", lambda *a, **k: pytest.fail("the search ran first"))
+    assert main(["release", "prefix:16", "--data", "x.csv", "--epsilon", "0.9", "--delta", "1e-7", "--ledger",
+                 "z.json", "--out", "a.csv"]) == 2
+    err = capsys.readouterr().err
+    assert "The --ledger file 'z.json' (total ε=1, δ=1e-06, zcdp composition) cannot pay" in err
+    gaussian, laplace = (part.split(" --delta ") for part in err.split("Rerun with --epsilon ")[1].split(
+        ", or --epsilon "))
+    monkeypatch.setattr(cli_release, "_strategy", search)
+    for epsilon, delta in (gaussian, laplace):
+        z = mmopt.Accountant.load("z.json")
+        P = mmopt.Privacy(float(epsilon), float(delta.split()[0]))
+        assert z.can_spend(P, release=True) and not z.can_spend(mmopt.Privacy(1.01 * P.epsilon, P.delta),
+                                                                release=True)
+    assert main(["release", "prefix:16", "--data", "x.csv", "--epsilon", gaussian[0], "--delta", "1e-06",
+                 "--ledger", "z.json", "--out", "a.csv", "--strategy", "identity"]) == 0
+
+
 def test_library_messages_name_the_option_that_was_typed(folder, capsys):
     assert main(["plan", "prefix:4", "--target", "nan"]) == 2
     assert capsys.readouterr().err.startswith("mmopt: error: --target (the 'targets' parameter of plan) must be one "

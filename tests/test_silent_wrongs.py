@@ -352,8 +352,13 @@ def test_command_line_releases_spend_through_a_ledger(tmp_path, capsys, records)
     spent = Accountant.load(ledger)
     assert [s.status for s in spent.spends] == ["spent"] and spent.spent.epsilon == pytest.approx(0.6)
     assert run("b.csv") == 2                                 # 0.6 + 0.6 > 1: refused before any noise
-    assert "would exceed the total budget" in capsys.readouterr().err and not (tmp_path / "b.csv").exists()
+    err = capsys.readouterr().err  # in the command's options (it said privacy=Privacy(0.4) or privacy='remaining')
+    assert "cannot pay for this release's ε=0.6, δ=0" in err and "Rerun with --epsilon 0.4 --delta 0 or less" in err
+    assert "privacy=" not in err and not (tmp_path / "b.csv").exists()
     assert len(Accountant.load(ledger).spends) == 1
+    assert run("b.csv", "--epsilon", "0.4", "--delta", "0") == 0  # the rerun it suggests is accepted
+    assert Accountant.load(ledger).spent.epsilon == pytest.approx(1.0)
+    capsys.readouterr()
     assert run("c.csv", "--ledger-total", "2.0") == 2        # an existing ledger keeps its total
     assert "Drop --ledger-total" in capsys.readouterr().err
     assert run("c.csv", "--composition", "zcdp") == 2        # and its composition (ignored, silently, before)

@@ -5,18 +5,21 @@ spending (:func:`ledger_scope`)."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 
 import mmopt
+from mmopt.accounting._compose import down6
 from mmopt.cli import output as out
 
-__all__ = ["ledger_scope", "open_ledger"]
+__all__ = ["ledger_scope", "no_room", "open_ledger"]
 
 
-def open_ledger(args, privacy=None):
+def open_ledger(args, privacy=None, *, create: bool = True):
     """The :class:`mmopt.Accountant` of ``--ledger`` (None without it): the file if it exists, else a new one with
     ``--ledger-total`` (ε or ε,δ) and ``--composition`` — created only if ``privacy`` (this release's) fits in it;
-    ValueError naming the option otherwise."""
+    ValueError naming the option otherwise. ``create=False`` runs every check and creates nothing (the commands'
+    plan phase: a ledger that cannot pay is said before the data is read or a strategy searched for)."""
     composition = getattr(args, "composition", None)
     if getattr(args, "ledger", None) is None:
         for option, value in (("--ledger-total", getattr(args, "ledger_total", None)), ("--composition", composition)):
@@ -32,6 +35,9 @@ def open_ledger(args, privacy=None):
         if composition is not None and composition != ledger.composition:  # it was ignored, silently
             raise ValueError(f"The --ledger file '{args.ledger}' composes by {ledger.composition!r}, recorded when it "
                              f"was created; --composition {composition} cannot change it. Drop --composition.")
+        if privacy is not None and not ledger.can_spend(privacy, release=True):  # said before any work, in options
+            # (the Accountant's own refusal, at the draw, names privacy=Privacy(...) and privacy='remaining')
+            raise ValueError(no_room(args.ledger, ledger, privacy))
         return ledger
     if args.ledger_total is None:
         raise ValueError(f"The --ledger file '{args.ledger}' does not exist. Give --ledger-total EPS[,DELTA] to "
@@ -53,7 +59,7 @@ def open_ledger(args, privacy=None):
                 if privacy.delta > 0 and total.delta == 0 else "")
         raise ValueError(f"--ledger-total {args.ledger_total}: this release's {privacy} does not fit in a new ledger "
                          f"of total {total} ({composition} composition), so '{args.ledger}' was not created.{hint}")
-    return mmopt.Accountant.open(args.ledger, total, composition)
+    return mmopt.Accountant.open(args.ledger, total, composition) if create else None
 
 
 @contextlib.contextmanager
@@ -70,3 +76,20 @@ def ledger_scope(args, privacy):
         if new and acc is not None and os.path.exists(args.ledger) and not mmopt.Accountant.load(args.ledger).spends:
             os.remove(args.ledger)
         raise
+
+
+def no_room(path: str, acc, privacy) -> str:
+    """Why the ledger at ``path`` cannot pay for ``privacy``, and the options that would fit (rounded down to six
+    digits, as the Accountant's own remedy, so that they are accepted)."""
+    left, total = acc.remaining, acc.total
+    head = (f"The --ledger file '{path}' (total ε={total.epsilon:g}, δ={total.delta:g}, {acc.composition} "
+            f"composition) cannot pay for this release's ε={privacy.epsilon:g}, δ={privacy.delta:g}")
+    if not left.epsilon > 0:
+        return head + ": its budget is used up. These data can answer nothing more; work from what was released."
+    if acc.composition == "basic":
+        fits = f"--epsilon {down6(left.epsilon)!r} --delta {down6(left.delta) or 0!r} or less"
+    else:  # what remains is one more Gaussian release at the total's δ (zCDP also allows a Laplace one)
+        fits = f"--epsilon {down6(left.epsilon)!r} --delta {total.delta!r} (Gaussian noise)"
+        if acc.composition == "zcdp":
+            fits += f", or --epsilon {down6(math.sqrt(2 * left.rho))!r} --delta 0 (Laplace)"
+    return f"{head}. Rerun with {fits}, or answer from what was released already."

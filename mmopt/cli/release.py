@@ -36,7 +36,7 @@ import mmopt
 from mmopt._base.atomic import atomic_target
 from mmopt.cli import output as out
 from mmopt.cli._grammar import load_npy
-from mmopt.cli.ledger import ledger_scope
+from mmopt.cli.ledger import ledger_scope, open_ledger
 from mmopt.cli.spec import build_workload
 from mmopt.cli.strategies import build_strategy
 from mmopt.mechanism import answers_available
@@ -178,6 +178,7 @@ def plan(args) -> Plan:
     outputs = _check_outputs(args)
     W = build_workload(args.spec)
     P = mmopt.Privacy(args.epsilon, args.delta)
+    open_ledger(args, P, create=False)  # a ledger that cannot pay: said before any work
     x = _check_data(args.data, W, _load_data(args.data))  # before the strategy search, which can take minutes
     A = _strategy(args, W, P)
     ext = outputs["--out"][1] if "--out" in outputs else None

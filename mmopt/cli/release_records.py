@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import mmopt
 from mmopt._base.atomic import atomic_target
 from mmopt.cli import output as out
-from mmopt.cli.ledger import ledger_scope
+from mmopt.cli.ledger import ledger_scope, open_ledger
 from mmopt.cli.release import MAX_TABLE_ROWS
 
 __all__ = ["deliver", "dispatch", "parse_workload", "plan", "release_records"]
@@ -115,6 +115,7 @@ def plan(args) -> Plan:
     domain = Domain.from_json(args.domain)
     workload = parse_workload(args.workload, domain)
     privacy = mmopt.Privacy(args.epsilon, args.delta)
+    open_ledger(args, privacy, create=False)  # a ledger that cannot pay: said before any work
     if getattr(args, "alpha", None) is not None:  # checked before any noise
         from mmopt.answers.intervals import check_alpha
         check_alpha(args.alpha, "release --alpha")

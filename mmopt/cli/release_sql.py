@@ -20,7 +20,7 @@ import os
 import mmopt
 from mmopt.cli import output as out
 from mmopt.cli import release_records as rr
-from mmopt.cli.ledger import ledger_scope
+from mmopt.cli.ledger import ledger_scope, open_ledger
 from mmopt.cli.release import MAX_TABLE_ROWS
 
 __all__ = ["dispatch", "plan", "release_sql"]
@@ -46,6 +46,7 @@ def plan(args) -> tuple[rr.Plan, object]:
     if not os.path.exists(args.records):
         raise ValueError(f"The --records file '{args.records}' does not exist.")
     privacy = mmopt.Privacy(args.epsilon, args.delta)
+    open_ledger(args, privacy, create=False)  # a ledger that cannot pay: said before any work
     if args.alpha is not None:
         from mmopt.answers.intervals import check_alpha
         check_alpha(args.alpha, "release --alpha")
