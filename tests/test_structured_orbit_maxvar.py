@@ -141,3 +141,34 @@ def test_solve_checks_its_targets_and_budgets_by_name():
     with pytest.raises(ValueError, match="'max_iterations' parameter of orbit_maxvar.solve"):
         om.solve(red, np.ones(k), max_iterations=0)
     assert om.solve(red, np.ones(k), max_iterations=5).objective > 0
+
+
+@pytest.mark.parametrize("scale", [1e-7, 1e-30, 1e7])
+def test_row_classes_do_not_depend_on_the_factors_scale(scale):
+    """Row classes were keyed by (a, s) rounded to 12 decimals absolutely: at entries ~1e-7, s ~1e-14 rounded to 0,
+    the differences and the doubled differences shared a class (6 → 4) and one variance, so evaluate reported a
+    max variance 4× too small and solve an objective below the optimum. Each class and variance scales by c²."""
+    import itertools
+    D = []
+    for i, j in itertools.permutations(range(3), 2):
+        e = np.zeros(3)
+        e[i], e[j] = 1.0, -1.0
+        D.append(e)
+    F = np.vstack([D, 2 * np.array(D), np.ones((1, 3))])  # differences, doubled differences, the total
+    reference = None
+    for c in (1.0, scale):
+        W = sw.kron(sw.predicates(c * F), sw.identity_total(2))
+        red = om.reduce(W)
+        sol = om.solve(red, np.ones(red.n_classes), tol=1e-6)
+        A = OrbitStrategy(red.orbits, red.combinations, sol.blocks)
+        X, Wd = A.gram(), W.dense()
+        # the dense oracle for this strategy: ‖A‖₂² · w X⁺ wᵀ per query
+        oracle = np.einsum("ij,jk,ik->i", Wd, np.linalg.pinv(X), Wd) * X.diagonal().max()
+        got = mmopt.evaluate(W, A).max_variance
+        assert got == pytest.approx(oracle.max(), rel=1e-8)
+        assert sol.lower_bound <= oracle.max() * (1 + 1e-9)
+        if reference is None:
+            reference = (red.n_classes, oracle.max())
+        else:
+            assert red.n_classes == reference[0] == 6
+            assert oracle.max() == pytest.approx(c * c * reference[1], rel=1e-5)

@@ -118,6 +118,10 @@ def row_signatures(orbits: Orbits, F: np.ndarray) -> tuple[np.ndarray, np.ndarra
     """
     F = np.asarray(F, dtype=float)
     a, s = orbits.trivial(F), orbits.energies(F)
-    key = np.round(np.hstack([a, s]), 12)  # rounding: equal rows' float sums may differ in the last bits
+    # rounding: equal rows' float sums may differ in the last bits. Relative to F's scale (a in its units, s in its
+    # square's): rounded absolutely, a factor of entries ~1e-7 had s ~1e-14 → 0, so rows of different energies
+    # shared a class and one variance (the reduced program then optimised other queries than the workload's)
+    e = int(np.frexp(np.max(np.abs(F)))[1]) if F.size else 0  # 2^e ≥ max|F|: exact scalings, no overflow
+    key = np.round(np.hstack([np.ldexp(a, -e), np.ldexp(s, -2 * e)]), 12)
     _, first, inverse, counts = np.unique(key, axis=0, return_index=True, return_inverse=True, return_counts=True)
     return a[first], s[first], inverse.ravel(), counts
