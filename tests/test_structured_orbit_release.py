@@ -117,3 +117,17 @@ def test_refusals_before_any_noise(planned, monkeypatch):
     with pytest.raises(ValueError, match="released, not simulated"):
         mmopt.matrix_mechanism(W, A, np.ones(W.shape), GAUSS)
     assert bo.measure is not no_draw
+
+
+def test_a_block_left_unmeasured_is_refused_by_evaluate_as_by_release(planned):
+    """evaluate returned inf totals for an OrbitStrategy that does not measure a block the workload uses, where the
+    dense path and release refuse it."""
+    W, A = planned
+    k = max(i for i, X in enumerate(A.blocks) if X is not None)
+    blocks = list(A.blocks)
+    blocks[k] = np.zeros_like(blocks[k])
+    B = OrbitStrategy(A.orbits, A.combinations, blocks)
+    for call in (lambda: mmopt.evaluate(W, B), lambda: mmopt.evaluate(W, B, GAUSS),
+                 lambda: mmopt.release(W, B, np.ones(W.shape), GAUSS)):
+        with pytest.raises(ValueError, match=r"queries of .* are not estimable from the OrbitStrategy"):
+            call()

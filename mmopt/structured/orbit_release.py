@@ -68,6 +68,14 @@ def _reduction(W, A: OrbitStrategy, caller: str) -> om.Reduction:
     return red
 
 
+def _estimable(unit: np.ndarray, W, A: OrbitStrategy, caller: str) -> np.ndarray:
+    """The per-query variances ``unit``, refused when a query is not estimable from A (an infinite variance)."""
+    if not np.all(np.isfinite(unit)):
+        raise ValueError(f"{caller}: {int(np.sum(~np.isfinite(unit))):,} queries of '{W.name}' are not estimable "
+                         f"from the OrbitStrategy '{A.name}' (blocks it does not measure). Plan it for this workload.")
+    return unit
+
+
 def _roots(A: OrbitStrategy) -> list:
     """(S_c, S_c⁺) per block (None where nothing is measured): the symmetric square root and its pseudo-inverse."""
     out = []
@@ -121,7 +129,8 @@ def evaluate(workload, A: OrbitStrategy, privacy: Privacy | None = None, *, call
     W = _implicit(workload, caller)
     red = _reduction(W, A, caller)
     delta2 = A.sensitivity_squared()
-    unit = delta2 * om.variances(red, A.blocks)[red.query_class]
+    # refused as the dense path and release refuse an unsupported workload (it returned inf totals here)
+    unit = delta2 * _estimable(om.variances(red, A.blocks)[red.query_class], W, A, caller)
     per_query = guards.scaled(1.0, privacy, W.name) * unit
     total, top, m = float(per_query.sum()), float(per_query.max()), W.n_queries
     return ImplicitErrorReport(W.name, A.name, privacy, W.shape, W.domain_size, m, math.sqrt(delta2), True, total,
@@ -146,10 +155,7 @@ def release(workload, A: OrbitStrategy, x, privacy: Privacy, *, noise_scale: flo
                          f"cell). Got shape {x.shape}.")
     if np.any(x < 0):  # as the dense, implicit and Toeplitz releases refuse them, before any noise
         raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative.")
-    unit = om.variances(red, A.blocks)[red.query_class]
-    if not np.all(np.isfinite(unit)):
-        raise ValueError(f"{caller}: {int(np.sum(~np.isfinite(unit))):,} queries of '{W.name}' are not estimable "
-                         f"from the OrbitStrategy '{A.name}' (blocks it does not measure). Plan it for this workload.")
+    unit = _estimable(om.variances(red, A.blocks)[red.query_class], W, A, caller)
     roots, blocks = _roots(A), _Blocks(A)
     exact = _sensitivity(A, roots)
     d_in = upper_sensitivity(exact, caller=caller)
