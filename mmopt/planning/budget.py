@@ -46,8 +46,8 @@ class Plan:
 
 
 def _to_variance(tau: np.ndarray, kind: str, alpha: float, delta: float, caller: str) -> np.ndarray:
-    """Targets in ``kind``'s unit as variances, within :data:`mmopt.family.objectives.TARGET_RANGE`."""
-    from mmopt.family.objectives import TARGET_RANGE  # lazy, as plan's other imports of the family layer
+    """Targets in ``kind``'s unit as variances, within :data:`mmopt.family.targets.TARGET_RANGE`."""
+    from mmopt.family.targets import TARGET_RANGE  # lazy, as plan's other imports of the family layer
     var = _variances_of(tau, kind, alpha, delta, caller)
     low, high = TARGET_RANGE
     if np.any(var < low) or np.any(var > high):  # refused here in the caller's units, not by optimize's check
@@ -200,14 +200,8 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     from mmopt.dispatch import as_implicit
     from mmopt.error import evaluate
     from mmopt.family.dense import _dense
-    from mmopt.family.objectives import (
-        _marginals,
-        _orbit_union,
-        check_dense_size,
-        check_targets,
-        marginal_targets,
-        range_kind,
-    )
+    from mmopt.family.objectives import _marginals, _orbit_union, range_kind
+    from mmopt.family.targets import check_dense_size, check_targets, marginal_targets
     from mmopt.hierarchy.workload import HierarchyWorkload
     from mmopt.optimize import optimize
     from mmopt.structured.residual.planner import per_marginal_targets
