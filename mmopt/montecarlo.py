@@ -4,7 +4,8 @@ Notation: see README. Run r draws its noise from ``numpy.random.SeedSequence(see
 alone, so a seed gives the same noise whatever ``batch`` is (and the same results up to round-off: a
 batched least-squares solve uses matrix-matrix BLAS, which may round differently): a batch of b runs is one call of
 ``mmopt.matrix_mechanism(..., size=b)`` whose Generator hands row j of every noise draw to the j-th
-run's own stream (:class:`_PerRunStreams`). The summaries are those of Li et al. (PODS 2010, Prop. 4.4:
+run's own stream (:class:`~mmopt._base.run_streams.PerRunStreams`).
+The summaries are those of Li et al. (PODS 2010, Prop. 4.4:
 the expected total squared error ‖W x̂ − W x‖², which :func:`mmopt.evaluate` gives exactly for least
 squares) and DPBench's scaled per-query errors (Hay, Machanavajjhala, Miklau, Chen, Zhang, SIGMOD 2016,
 §4; ``dpcomp_core.metric.calculate_error``).
@@ -23,6 +24,7 @@ import numpy as np
 from mmopt import dispatch
 from mmopt._base import guards as g
 from mmopt._base import validation as v
+from mmopt._base.run_streams import PerRunStreams, seed_sequence
 from mmopt.dense._error_common import check_privacy
 from mmopt.privacy import Privacy
 from mmopt.structured import _checks as ck
@@ -114,68 +116,6 @@ class MonteCarloResult:
         if self.expected is None or self.total_std == 0:
             return None
         return (self.total_squared_error - self.expected) / (self.total_std / math.sqrt(self.runs))
-
-
-class _PerRunStreams(np.random.Generator):
-    """A Generator whose i-th noise row (or i-th 1-D draw) comes from the i-th run's own stream.
-
-    :func:`mmopt.matrix_mechanism` draws z with ``laplace``/``normal`` either once with size (b, p)
-    (dense strategies) or b times with size (p,) (implicit ones). Both are served row by row from the runs'
-    streams, so run r sees exactly what ``default_rng(child_r).laplace(0, b, p)`` would give. Any other
-    draw would silently depend on the batching, so it raises.
-    """
-
-    def __init__(self, children) -> None:
-        super().__init__(np.random.PCG64(children[0]))
-        self._streams = [np.random.default_rng(c) for c in children]
-        self._next = 0
-
-    def _rows(self, name: str, loc, scale, size):
-        shape = (size,) if isinstance(size, int | np.integer) else tuple(size) if size is not None else ()
-        if len(shape) not in (1, 2) or not np.isscalar(loc) or not np.isscalar(scale):
-            raise RuntimeError(f"{_CALLER}: matrix_mechanism drew {name}(size={size!r}) with array parameters or "
-                               "an unexpected shape; runs could not be kept independent of the batching.")
-        k = 1 if len(shape) == 1 else shape[0]
-        if self._next + k > len(self._streams):
-            raise RuntimeError(f"{_CALLER}: matrix_mechanism drew more noise vectors than runs in the batch.")
-        draws = [getattr(g, name)(loc, scale, shape[-1]) for g in self._streams[self._next:self._next + k]]
-        self._next += k
-        return draws[0] if len(shape) == 1 else np.stack(draws)
-
-    def laplace(self, loc=0.0, scale=1.0, size=None):
-        return self._rows("laplace", loc, scale, size)
-
-    def normal(self, loc=0.0, scale=1.0, size=None):
-        return self._rows("normal", loc, scale, size)
-
-    def check_consumed(self) -> None:
-        if self._next != len(self._streams):
-            raise RuntimeError(f"{_CALLER}: matrix_mechanism drew {self._next} noise vectors for "
-                               f"{len(self._streams)} runs; runs could not be matched to their seeds.")
-
-
-def _refuse(name: str):
-    def draw(self, *args, **kwargs):
-        raise RuntimeError(f"{_CALLER}: matrix_mechanism drew with Generator.{name}, which monte_carlo cannot "
-                           "split per run; only laplace and normal noise keeps runs independent of the batching.")
-    return draw
-
-
-for _name in dir(np.random.Generator):
-    if not _name.startswith("_") and _name not in ("laplace", "normal", "bit_generator", "spawn") and \
-            callable(getattr(np.random.Generator, _name)):
-        setattr(_PerRunStreams, _name, _refuse(_name))
-
-
-def _seed_sequence(seed) -> np.random.SeedSequence:
-    if seed is None:
-        return np.random.SeedSequence()
-    if isinstance(seed, np.random.SeedSequence):  # a fresh copy: the same object gives the same runs twice
-        return np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key, pool_size=seed.pool_size)
-    if isinstance(seed, int | np.integer) and not isinstance(seed, bool | np.bool_):
-        return np.random.SeedSequence(v.check_int(seed, name="seed", caller=_CALLER, low=0))
-    raise TypeError(f"The 'seed' parameter of {_CALLER} must be an int >= 0, a numpy.random.SeedSequence or None. "
-                    f"Got {seed!r:.60} ({type(seed).__name__}).")
 
 
 def _mechanism_options(reconstruct: str, total, zeros, reconstruct_options=None) -> dict:
@@ -291,7 +231,7 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
     if progress is not None and not isinstance(progress, bool | np.bool_):
         raise TypeError(f"The 'progress' parameter of {_CALLER} must be True, False or None. "
                         f"Got {type(progress).__name__}.")
-    ss = _seed_sequence(seed)
+    ss = seed_sequence(seed)
     options = _mechanism_options(reconstruct, total, zeros, reconstruct_options)
     check_privacy(privacy, _CALLER, optional=False)  # a mechanism needs a real budget
     # a records-layer marginal workload or residual strategy as the implicit object it stands for, as everywhere
@@ -321,7 +261,7 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
             # successive spawns continue the child numbering: the same children as ss.spawn(runs), without
             # holding all of them (a SeedSequence is ~1 KB: 10⁶ runs would hold a gigabyte)
             chunk = ss.spawn(min(batch, runs - start))
-            gen = _PerRunStreams(chunk)
+            gen = PerRunStreams(chunk)
             out = dispatch.matrix_mechanism(workload, strategy, x, privacy, rng=gen, size=len(chunk), **options)
             gen.check_consumed()
             E = _answers(workload, out, len(chunk)) - truth
