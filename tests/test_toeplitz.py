@@ -148,3 +148,30 @@ def test_a_workload_with_prefix_sums_gram_but_other_rows_is_not_prefix_sums():
 def test_singular_strategy_is_refused_not_reported():
     with pytest.raises(ValueError, match="overflow"), np.errstate(over="ignore", invalid="ignore"):
         T.evaluate(T.prefix(4000), T.banded([1.0, 3.0], 4000))
+
+
+@pytest.mark.parametrize("scale", [5e154, 1e200, 1e-154, 1e-200])
+def test_errors_do_not_depend_on_the_coefficients_scale(scale):
+    """Δ² = c @ c overflowed past |c| ~ 1e154 (inf error, NaN past 1e170 where b∘b underflowed), b∘b below 1e-154
+    (inf), and equalized refused ("partial sums of 1/(c∘c) change sign", scipy's "a[0] == 0"): every error figure
+    of s·C is C's, and its sensitivity s·Δ(C), representable."""
+    import warnings
+    n, c = 8, np.array([1.0, 0.5, 0.25])
+    W = np.tril(np.ones((n, n)))
+    dense = T.banded(c, n).to_dense()
+    # the dense oracle at scale 1: Δ₂² ‖W C⁻¹‖²_F and the largest per-query variance
+    B = W @ np.linalg.inv(dense)
+    delta2 = np.max(np.sum(dense**2, axis=0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow on the way either
+        S = T.banded(scale * c, n)
+        r = T.evaluate(T.prefix(n), S)
+        assert r.total_squared_error == pytest.approx(delta2 * np.sum(B**2), rel=RTOL)
+        assert r.max_variance == pytest.approx(delta2 * np.max(np.sum(B**2, axis=1)), rel=RTOL)
+        assert r.sensitivity == pytest.approx(scale * np.sqrt(delta2), rel=RTOL)
+        assert S.sensitivity("l1") == pytest.approx(scale * 1.75, rel=RTOL)
+        E, E1 = T.equalized(S), T.equalized(T.banded(c, n))
+        assert np.array_equal(E1.coefficients, c)  # a usual strategy keeps its own coefficients
+        np.testing.assert_allclose(E.to_dense(), E1.to_dense(), rtol=RTOL)  # the same matrix D·T(c)
+        assert T.evaluate(T.all_range(n), E).total_squared_error == pytest.approx(
+            T.evaluate(T.all_range(n), E1).total_squared_error, rel=RTOL)

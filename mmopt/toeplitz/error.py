@@ -265,10 +265,13 @@ def evaluate(workload, strategy: ToeplitzStrategy, privacy: Privacy | None = Non
     norm = norm if norm is not None else (privacy.sensitivity_norm if privacy is not None else "l2")
     norm = v.check_choice(norm, name="norm", caller=caller, choices=("l1", "l2"))
     factor = 1.0 if privacy is None else privacy.variance_factor
-    b = check_decodable(strategy, caller)
-    delta = strategy.sensitivity(norm)
-    scale = factor * delta * delta
-    y = strategy.row_scale
+    unit, e = strategy.normalised()  # C = 2ᵉ·C′: the error is C′'s (Δ² and ‖W C⁻¹‖² scale by 4ᵉ and 4⁻ᵉ), where
+    # C's own Δ² or b∘b overflowed to inf (or 0·inf = NaN) at |c| past 1e154 or below 1e-154
+    b = check_decodable(unit, caller)
+    delta_unit = unit.sensitivity(norm)
+    delta = float(np.ldexp(delta_unit, e))
+    scale = factor * delta_unit * delta_unit
+    y = unit.row_scale
     worst, query, exact = decoder_max(W.kind, b, y)
     total = decoder_total(W.kind, b, None if y is None else 1.0 / y[::-1])
     return ToeplitzErrorReport(W.name, strategy.name, W.n, W.n_queries, norm, delta, factor, scale * total,

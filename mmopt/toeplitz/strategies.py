@@ -18,6 +18,8 @@ Any of them can be row-scaled by :func:`equalized`: C = D·T(c) with every colum
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -95,14 +97,28 @@ class ToeplitzStrategy:
     def sensitivity(self, norm: str = "l2") -> float:
         """The largest column norm of C: column 0 holds every coefficient, column j drops the last j."""
         norm = v.check_choice(norm, name="norm", caller="ToeplitzStrategy.sensitivity", choices=("l1", "l2"))
-        c = self.coefficients
-        if self.row_scale is None:
-            return float(np.abs(c).sum()) if norm == "l1" else float(np.sqrt(c @ c))
-        # column j of D·T(c) holds d_i c_{i−j}, i ≥ j: one correlation over all j
-        weights, entries = (np.sqrt(self.row_scale), np.abs(c)) if norm == "l1" else (self.row_scale, c * c)
-        cols = _series.correlate_tail(np.pad(entries, (0, self.n - len(c))), weights, self.n)
-        value = float(cols.max())
-        return value if norm == "l1" else float(np.sqrt(value))
+        unit, e = self.normalised()  # c @ c overflowed from |c| ~ 1e154 on (inf for a representable norm)
+        c = unit.coefficients
+        if unit.row_scale is None:
+            value = float(np.abs(c).sum()) if norm == "l1" else float(np.sqrt(c @ c))
+        else:  # column j of D·T(c) holds d_i c_{i−j}, i ≥ j: one correlation over all j
+            weights, entries = (np.sqrt(unit.row_scale), np.abs(c)) if norm == "l1" else (unit.row_scale, c * c)
+            value = float(_series.correlate_tail(np.pad(entries, (0, self.n - len(c))), weights, self.n).max())
+            value = value if norm == "l1" else math.sqrt(value)
+        return float(np.ldexp(value, e))
+
+    def normalised(self) -> tuple[ToeplitzStrategy, int]:
+        """(C′, e) with C = 2ᵉ·C′ exactly, C′'s coefficients and row scales near 1: every error figure is invariant
+        to C's scale, and C′ keeps c∘c, b = cumsum(1/c) and b∘b within float64 where C's overflowed (|c| past
+        1e154 or below 1e-154). The closed-form kinds (sqrt, BLT: c₀ = 1, their inverse from their parameters) keep
+        their coefficients; only their row scales are normalised."""
+        e_c = _exponent(self.coefficients) if self.kind in ("banded", "toeplitz") else 0
+        e_y = _exponent(self.row_scale) // 2 if self.row_scale is not None else 0  # d = √y: 2^(2·e_y) for y
+        e_c, e_y = (e if abs(e) > _SAFE_EXPONENT else 0 for e in (e_c, e_y))  # a usual C is itself (its c kept)
+        if e_c == 0 and e_y == 0:
+            return self, 0
+        y = None if self.row_scale is None else np.ldexp(self.row_scale, -2 * e_y)
+        return dataclasses.replace(self, coefficients=np.ldexp(self.coefficients, -e_c), row_scale=y), e_c + e_y
 
     def to_strategy(self):
         """C as a dense :class:`~mmopt.Strategy` (small n only, as :meth:`to_dense`)."""
@@ -119,6 +135,15 @@ class ToeplitzStrategy:
         return C if self.row_scale is None else np.sqrt(self.row_scale)[:, None] * C
 
 
+_SAFE_EXPONENT = 256  # |c| within 2^±256 (~1e±77): c∘c, b∘b and their sums over 10⁷ steps stay within float64
+
+
+def _exponent(values) -> int:
+    """e with 2^(e−1) ≤ max|values| < 2ᵉ (0 for none or all zero): the power of two that brings them near 1."""
+    top = float(np.max(np.abs(values))) if np.size(values) else 0.0
+    return int(np.frexp(top)[1]) if top > 0 and math.isfinite(top) else 0
+
+
 def equalized_scale(coefficients: np.ndarray, n: int) -> np.ndarray:
     """y = d² with every column of D·T(c) of unit L2 norm: T(c∘c)ᵀ y = 𝟙, i.e. y reversed = cumsum(1/(c∘c)).
 
@@ -133,7 +158,8 @@ def equalized_scale(coefficients: np.ndarray, n: int) -> np.ndarray:
 
 
 def equalized(strategy: ToeplitzStrategy) -> ToeplitzStrategy:
-    """The row-scaled strategy D·T(c) whose columns all have unit L2 norm (same c, same online structure).
+    """The row-scaled strategy D·T(c) whose columns all have unit L2 norm (same c — up to a power of two when |c| is
+    extreme —, same online structure).
 
     Row scaling keeps B = T(b)·D⁻¹ cheap and spends the sensitivity budget on every column, as the optimal
     dense strategy does (its diagonal constraint diag(AᵀA) ≤ 1 is active everywhere).
@@ -147,8 +173,11 @@ def equalized(strategy: ToeplitzStrategy) -> ToeplitzStrategy:
     if not isinstance(strategy, ToeplitzStrategy):
         raise TypeError(f"The 'strategy' parameter of equalized must be a ToeplitzStrategy. "
                         f"Got {type(strategy).__name__} instead.")
-    y = equalized_scale(strategy.coefficients, strategy.n)
-    return ToeplitzStrategy(strategy.coefficients, strategy.n, f"{strategy.name}+rows", strategy.kind,
+    # from C′ = C/2ᵉ: the same matrix D·T(c) (D absorbs 2ᵉ), where c∘c of |c| past 1e154 overflowed ("the partial
+    # sums of 1/(c∘c) change sign", untrue) and below 1e-200 scipy's filter refused its a[0] == 0
+    unit = strategy.normalised()[0] if strategy.row_scale is None else strategy
+    y = equalized_scale(unit.coefficients, strategy.n)
+    return ToeplitzStrategy(unit.coefficients, strategy.n, f"{strategy.name}+rows", strategy.kind,
                             strategy.params, y)
 
 
