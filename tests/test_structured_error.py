@@ -359,3 +359,32 @@ def test_a_tiny_weight_beside_a_unit_one_is_a_negligible_share_not_an_error():
     A = mmopt.structured.strategies.kron_strategy(np.eye(3), np.eye(4))
     ref = mmopt.structured.evaluate(sw.kron(wl.prefix(3), wl.total(4)), A).total_squared_error
     assert mmopt.structured.evaluate(W, A).total_squared_error == pytest.approx(ref, rel=1e-15)
+
+
+@pytest.mark.parametrize("weight", [3e-7, 1.55e-7, 1e-7])
+def test_a_union_with_a_faint_term_is_evaluated_from_its_rows(weight):
+    """The dense route formed X = AᵀA and evaluated its square root: κ(A)² cost a union with a faint term 1 % of its
+    total (reported exact), and at weight 1e-7 it was refused as unsupported. Oracle: the SVD of the explicit
+    rows (no Gram formed), Δ₁² Σ‖w V Σ⁻¹‖²."""
+    W = wl.kron(np.eye(3), np.tril(np.ones((4, 4))))
+    U = st.stack([st.kron(np.ones((1, 3)), np.ones((1, 4))), st.kron(np.eye(3), np.ones((1, 4))),
+                  st.kron(st.hierarchical(3), st.wavelet(4), weight=weight)])
+    D, Wd = U.dense(), np.kron(np.eye(3), np.tril(np.ones((4, 4))))
+    _, s, Vt = np.linalg.svd(D, full_matrices=False)
+    per_query = np.abs(D).sum(axis=0).max() ** 2 * np.sum((Wd @ Vt.T / s) ** 2, axis=1)
+    r = mmopt.evaluate(W, U)
+    # κ(D) ~ 1e7: the oracle's relative round-off is ~eps·κ ≈ 1e-9
+    assert r.total_exact and r.total_squared_error == pytest.approx(per_query.sum(), rel=1e-7)
+    assert r.max_variance_exact and r.max_variance == pytest.approx(per_query.max(), rel=1e-7)
+
+
+def test_an_implicit_gram_past_float64_is_refused_not_zero():
+    """ImplicitStrategy.gram() returned zeros (AᵀA = 1e-400·I underflowed: "measures nothing"), and a weight of
+    1e160 raised the bare OverflowError of weight**2; Strategy.gram refuses both by name."""
+    for A, kind in ((st.kron(np.eye(2), np.eye(3), weight=1e-200), FloatingPointError),
+                    (st.kron(np.eye(2) * 1e-100, np.eye(3) * 1e-100), FloatingPointError),
+                    (st.kron(np.eye(2), np.eye(3), weight=1e-160), FloatingPointError),  # subnormal
+                    (st.kron(np.eye(2), np.eye(3), weight=1e160), OverflowError)):
+        with pytest.raises(kind, match=r"ImplicitStrategy .*: AᵀA (underflows|exceeds) float64.*Rescale"):
+            A.gram()
+    assert st.kron(np.eye(2), np.eye(3), weight=1e-150).gram()[0, 0] == pytest.approx(1e-300)

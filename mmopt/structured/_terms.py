@@ -108,7 +108,7 @@ class ProductUnion:
         N = self.domain_size
         G = np.zeros((N, N))
         for t in self.terms:
-            K = np.full((1, 1), t.weight**2)
+            K = np.full((1, 1), float(t.weight) * float(t.weight))  # inf past float64, not ** 's bare OverflowError
             for f in t.factors:
                 K = np.kron(K, gram_of(f))
             G += K

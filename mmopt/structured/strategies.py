@@ -24,6 +24,7 @@ from mmopt.structured._terms import ProductTerm, ProductUnion, flatten_factors, 
 # Exact sensitivity of a union by scanning every cell when N·terms is at most this (a BLAS product per block).
 SCAN_LIMIT = 4 * 10**9
 _BLOCK = 2**22  # cells per block of the scan (32 MB of float64)
+_TINY = np.finfo(float).tiny
 
 
 @dataclass(frozen=True, eq=False)
@@ -85,7 +86,14 @@ class ImplicitStrategy(ProductUnion):
         N = self.domain_size
         ck.check_allocation(N * N, what=f"the N×N Gram of '{self.name}'", caller="ImplicitStrategy.gram",
                             limit=max_entries)
-        return self._gram_sum(lambda f: f.gram)
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # inf·0: judged below, as one refusal
+            X = self._gram_sum(lambda f: f.gram)
+        top = float(np.max(np.diagonal(X)))  # a Gram's largest entry is on its diagonal
+        if not math.isfinite(top) or top < _TINY:  # as Strategy.gram: an all-zero X said "measures nothing"
+            kind, what = (OverflowError, "exceeds") if not math.isfinite(top) else (FloatingPointError, "underflows")
+            raise kind(f"ImplicitStrategy '{self.name}': AᵀA {what} float64 (its weights and factors' scales "
+                       "multiply). Rescale the terms' weights (A and cA have the same error).")
+        return X
 
     def to_strategy(self, *, max_entries: int = ck.MAX_DENSE_ENTRIES) -> Strategy:
         """The dense :class:`mmopt.strategy.Strategy` (the reference path), for small domains."""
