@@ -284,3 +284,18 @@ def test_factor_traces_beyond_float64_are_nan(scale):
     roots, floors = [fc.workload_root(Wf)], [float(np.sum(fc.singular_values(Wf))) ** 2 / 6]
     assert np.isnan(factor_traces(scale * H6, roots, floors)[0])
     assert np.isinf(factor_traces(scale * np.eye(6)[:3], roots, floors)[0])  # unsupported stays +inf
+
+
+def test_max_column_norm_takes_what_a_user_passes():
+    """mmopt.strategy.max_column_norm raised AttributeError on a list, numpy's "boolean negative" TypeError on a
+    bool array, and warned of an overflow on int8's −128."""
+    import warnings
+
+    from mmopt import strategy as st
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert st.max_column_norm([[1, 2], [3, 4]], "l1") == 6.0
+        assert st.max_column_norm(np.eye(3, dtype=bool), "l2") == 1.0
+        assert st.max_column_norm(np.array([[-128], [1]], dtype=np.int8), "l1") == 129.0
+    with pytest.raises(TypeError, match="'A' parameter of max_column_norm must be a 2-D array of real numbers"):
+        st.max_column_norm([["a"]], "l1")

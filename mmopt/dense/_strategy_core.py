@@ -108,6 +108,9 @@ def max_column_norm(A: np.ndarray, norm: str, *, what: str = "the matrix", calle
     Squaring 1e-170 entries directly gives 0 and squaring 1e200 entries gives inf; this gives 1e-170·‖·‖ and
     1e200·‖·‖. Raises ValueError (:func:`norm_from_parts`) when the norm itself is not a normal float64.
     """
+    if not isinstance(A, np.ndarray) or A.dtype.kind != "f":  # a list (AttributeError), booleans (numpy's
+        # "boolean negative" TypeError) or int8 (−(−128) overflows): as float64; the library's own floats skip it
+        A = v.check_matrix(A, name="A", caller=caller)
     c, k = column_norm_parts(A, norm)
     return norm_from_parts(float(np.max(c)), k, norm, what=what, caller=caller)
 
