@@ -72,7 +72,7 @@ def stack(strategies, weights=None, *, name: str | None = None):
     """
     parts = [strategies] if isinstance(strategies, Strategy | ImplicitStrategy) else list(strategies)
     if parts and all(isinstance(p, ImplicitStrategy) for p in parts):
-        return union_strategy(parts, weights, name=name)
+        return union_strategy(parts, weights, name=name, caller="stack")
     if not parts or not all(isinstance(p, Strategy) for p in parts):
         raise TypeError("The 'strategies' parameter of stack must be a non-empty list of Strategy objects, or of "
                         "implicit strategies built with kron(...) — not a mix.")

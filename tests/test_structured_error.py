@@ -388,3 +388,15 @@ def test_an_implicit_gram_past_float64_is_refused_not_zero():
         with pytest.raises(kind, match=r"ImplicitStrategy .*: AᵀA (underflows|exceeds) float64.*Rescale"):
             A.gram()
     assert st.kron(np.eye(2), np.eye(3), weight=1e-150).gram()[0, 0] == pytest.approx(1e-300)
+
+
+def test_stack_weights_are_one_per_term_in_both_representations():
+    """The implicit stack read weights=[[1, 2]] as [1, 2] (the dense one refuses it), and named union_strategy."""
+    a, b = st.kron(np.eye(2), np.eye(3)), st.kron(np.ones((1, 2)), np.eye(3))
+    A, B = wl.kron(wl.prefix(100), wl.total(100)), wl.kron(wl.total(100), wl.prefix(100))
+    for call in (lambda w: st.stack([a, b], weights=w), lambda w: wl.stack([A, B], weights=w),
+                 lambda w: st.stack([a.to_strategy(), b.to_strategy()], weights=w)):
+        for bad in (np.array([[1.0, 2.0]]), np.array([[1.0], [2.0]])):
+            with pytest.raises(ValueError, match="'weights' parameter of stack"):
+                call(bad)
+        assert call(np.array([1.0, 2.0])) is not None

@@ -71,7 +71,11 @@ def check_weights(weights, count: int, *, caller: str) -> tuple[float, ...]:
     """``count`` weights > 0 (None means all ones)."""
     if weights is None:
         return (1.0,) * count
-    w = np.asarray(weights, dtype=object).ravel().tolist() if not isinstance(weights, list | tuple) else weights
+    if not isinstance(weights, list | tuple) and np.ndim(weights) != 1:  # [[1, 2]] was read as [1, 2]: the dense
+        # stack refuses it, and a (count, 1) array would have passed whatever its meaning
+        raise ValueError(f"The 'weights' parameter of {caller} must be a 1-D sequence, one weight per term "
+                         f"({count}). Got an array of shape {np.shape(weights)}.")
+    w = np.asarray(weights, dtype=object).tolist() if not isinstance(weights, list | tuple) else weights
     if len(w) != count:
         raise ValueError(f"The 'weights' parameter of {caller} must have one weight per term ({count}). "
                          f"Got {len(w)}.")

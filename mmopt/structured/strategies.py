@@ -118,10 +118,12 @@ def kron_strategy(*factors, weight: float = 1.0, name: str | None = None) -> Imp
     return ImplicitStrategy((StrategyProduct(fs, w),), name or "⊗".join(f.name for f in fs))
 
 
-def union_strategy(parts, weights=None, *, name: str | None = None) -> ImplicitStrategy:
-    """The stack [θ₁A₁; θ₂A₂; …] of implicit strategies on one domain (X = Σ θₖ² Xₖ)."""
-    return union_of(parts, weights, union_type=ImplicitStrategy, caller="union_strategy",
-                    build_with="kron_strategy", name=name)
+def union_strategy(parts, weights=None, *, name: str | None = None, caller: str = "union_strategy"
+                   ) -> ImplicitStrategy:
+    """The stack [θ₁A₁; θ₂A₂; …] of implicit strategies on one domain (X = Σ θₖ² Xₖ); ``caller`` names the public
+    function in messages (mmopt.strategy.stack reaches here)."""
+    return union_of(parts, weights, union_type=ImplicitStrategy, caller=caller, build_with="kron_strategy",
+                    name=name)
 
 
 def marginals_strategy(shape, theta, *, name: str = "marginals") -> ImplicitStrategy:
