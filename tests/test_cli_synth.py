@@ -43,7 +43,10 @@ def test_synth_refuses_before_any_noise(files, capsys):
     assert main([*base, "--out", str(files / "s.csv"), "--delta", "0"]) == 2
     err = capsys.readouterr().err
     assert "must end in .csv or .parquet" in err and "never writes over its own input" in err
-    assert "delta > 0" in err and not (files / "s.csv").exists()
+    # in the command's words (it said "The 'privacy' parameter of aim must have delta > 0")
+    assert "--delta must be > 0 for synth" in err and "'privacy' parameter" not in err
+    assert main([*base, "--out", str(files / "s.csv"), "--rows", "0"]) == 2  # spent the budget on a header
+    assert "--rows of synth must be in [1," in capsys.readouterr().err and not (files / "s.csv").exists()
 
 
 def test_mst_reads_the_workload_when_given_and_messages_name_synth(files, capsys, monkeypatch):

@@ -48,8 +48,12 @@ def _check(args):
     if isinstance(workload, int):
         workload = list(itertools.combinations(range(len(domain.shape)), workload))
     privacy = mmopt.Privacy(args.epsilon, args.delta)
-    if args.rows is not None and not 0 <= args.rows <= MAX_ROWS:
-        raise ValueError(f"The --rows of synth must be in [0, {MAX_ROWS:,}]. Got {args.rows}.")
+    if privacy.delta == 0:  # said in the command's words (aim's own message names its 'privacy' parameter)
+        raise ValueError("--delta must be > 0 for synth: AIM and MST are ρ-zCDP (Gaussian noise), reported as "
+                         "(ε, δ). Got --delta 0; the default is 1e-9.")
+    if args.rows is not None and not 1 <= args.rows <= MAX_ROWS:  # 0 rows spent the budget for a header alone
+        raise ValueError(f"The --rows of synth must be in [1, {MAX_ROWS:,}] (default: the noisy number of records). "
+                         f"Got {args.rows}.")
     require("pandas", "synth")
     require("pyarrow", "synth")
     if args.seed is None:
