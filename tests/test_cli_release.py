@@ -107,6 +107,17 @@ def test_a_ledger_that_cannot_pay_is_said_before_the_search_with_options_that_fi
                  "--ledger", "z.json", "--out", "a.csv", "--strategy", "identity"]) == 0
 
 
+def test_total_needs_a_constrained_reconstruction_said_in_options(folder, capsys, monkeypatch):
+    """--total without --reconstruct was refused, after the strategy search, as "The 'total' and 'zeros'
+    parameters of release need reconstruct='nnls' …"."""
+    monkeypatch.setattr(cli_release, "_strategy", lambda *a, **k: pytest.fail("the search ran first"))
+    assert main(["release", "prefix:16", "--data", "x.csv", "--epsilon", "1", "--total", "120", "--out",
+                 "a.csv"]) == 2
+    err = capsys.readouterr().err
+    assert "--total 120 is imposed by a constrained reconstruction: add --reconstruct nnls" in err
+    assert "'total'" not in err and not os.path.exists("a.csv")
+
+
 def test_library_messages_name_the_option_that_was_typed(folder, capsys):
     assert main(["plan", "prefix:4", "--target", "nan"]) == 2
     assert capsys.readouterr().err.startswith("mmopt: error: --target (the 'targets' parameter of plan) must be one "

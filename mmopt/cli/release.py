@@ -179,6 +179,9 @@ def plan(args) -> Plan:
     W = build_workload(args.spec)
     P = mmopt.Privacy(args.epsilon, args.delta)
     open_ledger(args, P, create=False)  # a ledger that cannot pay: said before any work
+    if args.total is not None and args.reconstruct == "least_squares":  # the library's message names its keywords
+        raise ValueError(f"--total {args.total:g} is imposed by a constrained reconstruction: add --reconstruct nnls "
+                         "or --reconstruct projection (least squares is unconstrained).")
     x = _check_data(args.data, W, _load_data(args.data))  # before the strategy search, which can take minutes
     A = _strategy(args, W, P)
     ext = outputs["--out"][1] if "--out" in outputs else None

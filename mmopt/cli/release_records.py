@@ -204,7 +204,8 @@ def dispatch(args) -> int:
         missing = [name for name, value in (("SPEC", args.spec), ("--data", args.data)) if value is None]
         stray = [f"--{k}" for k in ("domain", "workload") if getattr(args, k) is not None]
         if stray:
-            raise ValueError(f"{' and '.join(stray)} go with --records FILE (a records release). Got no --records.")
+            verb = "goes" if len(stray) == 1 else "go"
+            raise ValueError(f"{' and '.join(stray)} {verb} with --records FILE (a records release). Got no --records.")
         if missing:
             raise ValueError(f"release needs {' and '.join(missing)} (a histogram release), or --records FILE "
                              "--domain DOMAIN.json --workload 'marginals:k=2' (a records release).")
@@ -212,7 +213,8 @@ def dispatch(args) -> int:
     stray = [("SPEC" if k == "spec" else f"--{k}") for k, default in HISTOGRAM_ONLY.items()
              if getattr(args, k) != default]
     if stray:
-        raise ValueError(f"{', '.join(stray)} belong to a histogram release, not to --records. Drop them.")
+        them, verb = ("it", "belongs") if len(stray) == 1 else ("them", "belong")
+        raise ValueError(f"{', '.join(stray)} {verb} to a histogram release, not to --records. Drop {them}.")
     missing = [f"--{k}" for k in ("domain", "workload") if getattr(args, k) is None]
     if missing:
         raise ValueError(f"release --records needs {' and '.join(missing)}: the public domain file and e.g. "
