@@ -244,8 +244,9 @@ def _warn(message, category, filename, lineno, file=None, line=None) -> None:
 
 
 # The library's parameter → the option that sets it, where the two names differ or the option is the only way in
-_OPTIONS = {"targets": "target", "x": "data", "max_iterations": "max_iterations", "epsilon": "epsilon",
-            "delta": "delta", "alpha": "alpha", "tol": "tol", "seed": "seed", "total": "total", "rows": "rows"}
+_OPTIONS = {"targets": "target", "x": "data", **{k: k for k in (
+    "max_iterations", "epsilon", "delta", "alpha", "tol", "seed", "total", "rows", "method", "budget", "norm",
+    "objective", "kind", "reconstruct", "calibration")}}
 
 
 def _in_command_words(message: str, args) -> str:
