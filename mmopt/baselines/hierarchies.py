@@ -194,7 +194,9 @@ def _greedy(op: GramOperator, phi: GramOperator, b: int, grid: int) -> it.Node:
         s = hi - lo
         if s == 1 or it.constant_block(op, lo, hi):  # only the total: M = J/s², u = 1/s, k = 1, q = Φ[lo, lo]
             return (lo, hi, 1.0, ()), float(phi.diagonal[lo]), np.full(s, 1.0 / s), 1.0, float(phi.diagonal[lo])
-        kids = [walk(a, c, depth + 1) for a, c in it.split(lo, hi, b)]
+        # DPComp's split: the smaller parts first (prefix(33): [0, 16), [16, 33); larger-first gave another tree,
+        # 0.4–1 % below the reference's error on prefix sums at n not a power of b)
+        kids = [walk(a, c, depth + 1) for a, c in it.split(lo, hi, b, larger_first=False)]
         e, k = sum(t[1] for t in kids), sum(t[3] for t in kids)
         u = np.concatenate([t[2] for t in kids])
         m1, m = sum(t[4] for t in kids), quad(lo, u)

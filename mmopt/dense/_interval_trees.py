@@ -67,17 +67,18 @@ class Node:
     children: tuple[Node, ...] = ()
 
 
-def split(lo: int, hi: int, b: int) -> list[tuple[int, int]]:
+def split(lo: int, hi: int, b: int, *, larger_first: bool = True) -> list[tuple[int, int]]:
     """Children of [lo, hi) in a b-ary tree: single cells when size ≤ b, else size = m·b + r is cut into r
-    parts of m + 1 cells, then b − r parts of m (the order of the reference implementations of HB and
-    GreedyH, so that their trees are reproduced exactly)."""
+    parts of m + 1 cells, then b − r parts of m (HDMM's ``hier``, HB's reference), or with
+    ``larger_first=False`` the b − r parts of m first (DPComp's ``_GreedyHierByLv``, GreedyH's reference), so
+    that each reference's tree is reproduced exactly."""
     s = hi - lo
     if s <= 1:
         return []
     if s <= b:
         return [(lo + j, lo + j + 1) for j in range(s)]
     m, r = divmod(s, b)
-    sizes = [m + 1] * r + [m] * (b - r)
+    sizes = [m + 1] * r + [m] * (b - r) if larger_first else [m] * (b - r) + [m + 1] * r
     cuts = np.concatenate([[0], np.cumsum(sizes)]) + lo
     return [(int(a), int(c)) for a, c in zip(cuts[:-1], cuts[1:], strict=True)]
 
