@@ -86,17 +86,19 @@ def _per_row(layout, prepare, law):
     return laws
 
 
-def _algebra_laws(layout, strategy):
+def _algebra_laws(layout, terms):
     """Weighted marginals (θ_S·⊗(I or 1ᵀ)) on a workload of products: row q = w·⊗qᵢ puts on the measurements of
     term S the weights a_S = θ_S Σ_{T⊆S} λ_T⁻¹ ⊗_{i∈S} (qᵢRᵢ if i ∈ T else mean(qᵢ)·1) · ∏_{i∉S} Σqᵢ, with
     λ_T = Σ_{S⊇T} θ_S² ∏_{i∉S} nᵢ (X⁺ = Σ_T Q_T/λ_T; Rᵢ = I − J/nᵢ). Cells where qᵢ takes the same value share
     every factor, so each attribute is reduced to its distinct values and their counts: a row's law costs
-    Σ_S 2^|S| ∏_{i∈S} (distinct values of qᵢ), never N."""
+    Σ_S 2^|S| ∏_{i∈S} (distinct values of qᵢ), never N. ``terms``: (S, θ_S) per term of the strategy, a marginal
+    measured twice listed twice — each copy has its own noise, so its weights are a block of the law of their own
+    (merged into one θ = √(θ₁² + θ₂²) the variance held but the law did not: 50 % intervals covered 44 %)."""
     import itertools
 
     shape = layout.shape
     lam: dict = {}
-    for S, th in zip(strategy.subsets, strategy.weights.tolist(), strict=True):
+    for S, th in terms:
         rest = float(np.prod([shape[i] for i in range(len(shape)) if i not in S]))
         for k in range(len(S) + 1):
             for T in itertools.combinations(S, k):
@@ -108,7 +110,7 @@ def _algebra_laws(layout, strategy):
 
     def law(rows, weight):
         values, counts = [], []
-        for S, th in zip(strategy.subsets, strategy.weights.tolist(), strict=True):
+        for S, th in terms:
             outside = weight * th * float(np.prod([rows[i][3] for i in range(len(rows)) if i not in S]))
             if outside == 0.0:
                 continue
@@ -153,13 +155,13 @@ def _product_laws(layout, strategy):
 
 
 def _marginals_of(strategy):
-    """``strategy`` as WeightedMarginals when every factor is an identity or a constant row, else None."""
-    from mmopt.structured.residual.marginals import from_implicit
+    """``strategy``'s (S, θ) per term when every factor is an identity or a constant row, else None."""
+    from mmopt.structured.residual.marginals import marginal_terms
     from mmopt.structured.strategies import ImplicitStrategy
     if not isinstance(strategy, ImplicitStrategy):
         return None
     try:
-        return from_implicit(strategy)
+        return marginal_terms(strategy)
     except ValueError:
         return None
 

@@ -37,7 +37,8 @@ from mmopt.search._local_objectives import lbfgs
 from mmopt.structured.residual import closure as cl
 from mmopt.structured.residual.workload import MarginalWorkload
 
-__all__ = ["WeightedMarginals", "cell_weights", "each_once", "from_implicit", "measure", "reconstruct_all", "solve",
+__all__ = ["WeightedMarginals", "cell_weights", "each_once", "from_implicit", "marginal_terms", "measure",
+           "reconstruct_all", "solve",
            "spectrum",
            "support", "weighted_marginals"]
 
@@ -99,8 +100,18 @@ def weighted_marginals(shape, weights: dict, *, name: str = "weighted marginals"
 
 def from_implicit(strategy) -> WeightedMarginals:
     """An ImplicitStrategy whose factors are all identities or constant rows (HDMM's M(θ), what optimize returns
-    for marginal workloads), as WeightedMarginals; a ValueError naming the first other factor."""
-    shape, weights = strategy.shape, {}
+    for marginal workloads), as WeightedMarginals (copies of one marginal merged, θ² adding: the same Gram, another
+    noise law); a ValueError naming the first other factor."""
+    weights: dict = {}
+    for S, w in marginal_terms(strategy):
+        weights[S] = weights.get(S, 0.0) + w * w  # stacked copies of one marginal: θ² adds
+    return weighted_marginals(strategy.shape, {S: math.sqrt(t) for S, t in weights.items()}, name=strategy.name)
+
+
+def marginal_terms(strategy) -> list[tuple[tuple[int, ...], float]]:
+    """(S, θ) per term of an ImplicitStrategy of identities and constant rows, copies of a marginal kept apart
+    (each is measured with its own noise: the law of an answer's error needs them one by one)."""
+    shape, out = strategy.shape, []
     for term in strategy.terms:
         w, S = float(term.weight), []
         for i, f in enumerate(term.factors):
@@ -112,8 +123,8 @@ def from_implicit(strategy) -> WeightedMarginals:
             else:
                 raise ValueError(f"'{strategy.name}' has a factor on attribute {i} that is neither the identity nor a "
                                  "constant row, so its answers are not computable from marginal counts.")
-        weights[tuple(S)] = weights.get(tuple(S), 0.0) + w * w  # stacked copies of one marginal: θ² adds
-    return weighted_marginals(shape, {S: math.sqrt(t) for S, t in weights.items()}, name=strategy.name)
+        out.append((tuple(S), w))
+    return out
 
 
 def spectrum(strategy: WeightedMarginals, closure: cl.Closure) -> np.ndarray:
