@@ -202,3 +202,14 @@ def test_haar_decompositions_are_figure_4_and_section_6_1():
         st.haar_decomposition(6)
     with pytest.raises(ValueError, match="'kind' parameter of haar_decomposition"):
         st.haar_decomposition(4, "H")
+
+
+def test_square_root_keeps_the_directions_its_strategy_resolves():
+    """square_root read σ² = λ(AᵀA), resolved only to n·eps·λ_max: diag(1, 1e-8) lost its second row, and the root
+    (called profile-equivalent) no longer supported the identity that A supports (error 1e16)."""
+    for A in (st.Strategy(np.diag([1.0, 1e-8])), st.Strategy(np.diag([3.0, 1e-9, 2e-8]) @ np.eye(3)[[2, 0, 1]])):
+        R = st.square_root(A)
+        np.testing.assert_allclose(R.gram, A.gram, rtol=1e-12, atol=0)
+        W = mmopt.workload.identity(A.domain_size)
+        assert mmopt.evaluate(W, R).total_squared_error == pytest.approx(
+            mmopt.evaluate(W, A).total_squared_error, rel=1e-9)

@@ -133,6 +133,16 @@ def square_root(strategy: Strategy, *, name: str | None = None) -> Strategy:
     Xs, e = strategy.scaled_gram()  # X = 4ᵉ·X̂, so X^{1/2} = 2ᵉ·X̂^{1/2}: no over/underflow at any scale
     lam, V = _psd_eigh(Xs)
     A = (V * np.sqrt(lam)).T[::-1]
+    kept = int(np.count_nonzero(lam))
+    if kept < Xs.shape[0]:
+        # X's rank rule cut a direction: eigh resolves λ only to n·eps·λ_max, and A's own SVD resolves σ = √λ to
+        # eps·σ_max — diag(1, 1e-8) lost its second row, and the root no longer supported what A supports
+        As = np.ldexp(strategy.matrix, -e)
+        _, s, Vt = np.linalg.svd(As, full_matrices=False)
+        r = numerical_rank(s, As.shape)
+        if r > kept:
+            A = np.zeros_like(Xs)
+            A[:r] = s[:r, None] * Vt[:r]
     return Strategy(np.ldexp(A, e) if e else A, name or f"sqrt({strategy.name})")
 
 
