@@ -250,3 +250,12 @@ def test_a_union_with_an_identity_block_matches_the_2_to_the_d_algebra():
         r = rp.evaluate(W, A, norm=norm)
         assert r.total_squared_error == pytest.approx(ref.total_squared_error, rel=REL)
         assert r.max_variance == pytest.approx(ref.max_variance, rel=REL)
+
+
+def test_an_svd_bound_past_float64_is_a_clear_error():
+    """Weights near 1e154 (their squares within float64, as the workload asks) times the marginals' cells: the
+    bound's (Σ r √ν) ** 2 raised a bare OverflowError (34, 'Numerical result out of range') from optimize."""
+    U = sw.union([sw.marginals((2, 3, 4), attributes=[(0, 1)]), sw.marginals((2, 3, 4), attributes=[(2,)])],
+                 weights=[1e154, 1.0])
+    with pytest.raises(ValueError, match="SVD bound of .* exceeds float64.*Rescale the queries"):
+        mmopt.optimize(U, privacy=mmopt.Privacy(1.0, 1e-6), method="residual")

@@ -160,8 +160,14 @@ def evaluate(workload, strategy, privacy: Privacy | None = None, *, norm: str | 
 
 
 def unit_bound(W: MarginalWorkload) -> float:
-    """(Σ_S r_S √ν_S)²: the SVD bound (Σσ)²/N at unit privacy."""
-    return float(W.closure.multiplicity @ np.sqrt(W.eigenvalues)) ** 2
+    """(Σ_S r_S √ν_S)²: the SVD bound (Σσ)²/N at unit privacy; a ValueError past float64 (x ** 2 raised a bare
+    OverflowError: weights near 1e154, whose squares the workload allows, times the marginals' cells)."""
+    s = float(W.closure.multiplicity @ np.sqrt(W.eigenvalues))
+    if not math.isfinite(s * s):
+        raise ValueError(f"The SVD bound of '{W.name}' exceeds float64 (its weights' squares times its cells): no "
+                         "error figure of it is representable. Rescale the queries: every error figure scales with "
+                         "the square of the workload's weights.")
+    return s * s
 
 
 def svd_bound(workload, privacy: Privacy | None = None) -> float:
