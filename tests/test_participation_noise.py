@@ -157,3 +157,23 @@ def test_run_privacy_at_extreme_noise_multipliers():
     assert loud.rho == math.inf and loud.epsilon == math.inf
     quiet = run_privacy(C, fixed_epochs(4), 1e200, delta=1e-6)
     assert 0 < quiet.rho and quiet.epsilon == 0.0
+
+
+def test_a_run_at_extreme_scales_is_accounted_or_refused_never_reported_private():
+    """CᵀC (and the Toeplitz c∘c) underflowed: C and σ both scaled by 1e-170 reported ε = 0 (marked exact) for a run
+    whose privacy is that of the unscaled one (ρ = 0.625), and at 1e-160 a Δ² of 5e-320 with lost digits; past
+    1e154 the Gram overflowed inside the accounting. Within float64's range the ratio C/σ decides, exactly."""
+    pytest.importorskip("opendp")
+    schema = fixed_epochs(4)
+    reference = run_privacy(toeplitz.banded([1.0, 0.5], 64), schema, 2.0, delta=1e-6)
+    assert reference.rho == pytest.approx(0.625)
+    for s in (1e-100, 1e100, 2.0**-400):
+        p = run_privacy(toeplitz.banded([s, 0.5 * s], 64), schema, 2.0 * s, delta=1e-6)
+        assert p.rho == pytest.approx(reference.rho, rel=1e-12) and p.epsilon == pytest.approx(reference.epsilon)
+        dense = run_privacy(np.array([[1.0, 0.0], [0.5, 1.0]]) * s, mmopt.participation.single(), s, delta=1e-6)
+        assert dense.rho == pytest.approx(0.625, rel=1e-12)
+    for s in (1e-160, 1e-170, 1e160):
+        for C, sch in ((toeplitz.banded([s, 0.5 * s], 64), schema),
+                       (np.array([[1.0, 0.0], [0.5, 1.0]]) * s, mmopt.participation.single())):
+            with pytest.raises(ValueError, match="Δ² of this strategy is (below|above) float64's normal range"):
+                run_privacy(C, sch, 2.0 * s, delta=1e-6)

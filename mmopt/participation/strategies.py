@@ -7,11 +7,17 @@ Notation and methods: see :mod:`mmopt.participation.sensitivity` (dense Gram) an
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from mmopt._base import validation as v
 from mmopt.participation.schemas import Single, as_schema
 from mmopt.participation.sensitivity import Sensitivity, gram_sensitivity_squared
 
 __all__ = ["sensitivity_squared"]
+
+_TINY = np.finfo(float).tiny
 
 
 def sensitivity_squared(strategy, participation) -> Sensitivity:
@@ -32,10 +38,33 @@ def sensitivity_squared(strategy, participation) -> Sensitivity:
     caller = "sensitivity_squared"
     schema = as_schema(participation, caller)
     if isinstance(strategy, ToeplitzStrategy):
-        return toeplitz_sensitivity_squared(strategy, schema)
+        unit, e = strategy.normalised()
+        return _rescaled(toeplitz_sensitivity_squared(unit, schema), e, caller)
     C = getattr(strategy, "matrix", strategy)
     C = v.check_matrix(C, name="strategy", caller=caller)
     if not isinstance(schema, Single):
         schema.check_n(C.shape[1], caller)
     v.check_allocation(C.shape[1] ** 2, what=f"the {C.shape[1]:,}×{C.shape[1]:,} Gram CᵀC", caller=caller)
-    return gram_sensitivity_squared(C.T @ C, schema)
+    top = float(np.max(np.abs(C))) if C.size else 0.0
+    e = int(np.frexp(top)[1]) if top > 0 and abs(np.frexp(top)[1]) > _SAFE_EXPONENT else 0
+    Cs = np.ldexp(C, -e) if e else C
+    return _rescaled(gram_sensitivity_squared(Cs.T @ Cs, schema), e, caller)
+
+
+_SAFE_EXPONENT = 256  # |C| within 2^±256: CᵀC formed directly (as mmopt.toeplitz.strategies)
+
+
+def _rescaled(s: Sensitivity, e: int, caller: str) -> Sensitivity:
+    """Δ² of C = 2ᵉ·C′ from C′'s: ×4ᵉ exactly, refused when it is not a normal float64 — CᵀC underflowed at
+    |C| ~ 1e-170 and the run's ε was reported 0 (no privacy proven), Δ² = 5e-320 lost digits, and past 1e154 it
+    overflowed inside the accounting."""
+    if e == 0:
+        return s
+    with np.errstate(over="ignore", under="ignore"):  # judged below
+        squared = float(np.ldexp(s.squared, 2 * e))
+    if not _TINY <= squared < math.inf:
+        raise ValueError(f"{caller}: Δ² of this strategy is {'above' if e > 0 else 'below'} float64's normal range "
+                         f"(its entries are ~2^{e}). Rescale the strategy and the noise together: a run's privacy "
+                         "depends on their ratio only (e.g. C/s with the noise multiplier σ/s).")
+    with np.errstate(under="ignore"):
+        return Sensitivity(squared, float(np.ldexp(s.lower, 2 * e)), s.exact, s.method)
