@@ -16,7 +16,7 @@ import numpy as np
 
 from mmopt._base import validation as v
 from mmopt.dense._strategy_core import column_norm_parts, norm_from_parts
-from mmopt.dense.profile import unsupported
+from mmopt.dense.support import unsupported
 from mmopt.error import _as_strategy, error_profile
 from mmopt.strategy import Strategy
 
@@ -147,5 +147,5 @@ def strictly_improved(strategy, rows, query) -> bool:
 
 
 def _supported(prof, w: np.ndarray) -> bool:
-    """w lies in A's row space, by the rule of query_error (:func:`mmopt.dense.profile.unsupported`)."""
+    """w lies in A's row space, by the rule of query_error (:func:`mmopt.dense.support.unsupported`)."""
     return not np.any(w) or not unsupported(np.outer(w, w), prof, w[None, :])[0]

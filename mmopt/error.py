@@ -48,12 +48,10 @@ from mmopt.dense.profile import (
     profile_of_matrix,
     scaled_profile,
     spectrum,
-    support_leak,
-    support_tolerance,
     trace_with_profile,
-    unsupported,
     workload_spectrum,
 )
+from mmopt.dense.support import support_leak, support_tolerance, unsupported
 from mmopt.privacy import Privacy
 
 __all__ = ["ErrorReport", "NumericalError", "diagonal_bound", "evaluate", "expected_error", "query_error", "svd_bound",

@@ -22,7 +22,7 @@ from mmopt.dense._classic import wavelet
 from mmopt.dense._error_common import check_privacy, resolve_norm
 from mmopt.dense._interval_trees import GramOperator
 from mmopt.dense._strategy_core import Strategy
-from mmopt.dense.profile import support_tolerance
+from mmopt.dense.support import support_tolerance
 from mmopt.structured import _checks as ck
 from mmopt.structured.strategies import ImplicitStrategy, StrategyProduct, kron_strategy, sensitivity
 from mmopt.structured.workloads import ImplicitWorkload, _check_attributes

@@ -23,7 +23,7 @@ import numpy as np
 
 from mmopt._base import validation as v
 from mmopt.dense import gram_operator
-from mmopt.dense.profile import support_tolerance
+from mmopt.dense.support import support_tolerance
 
 
 @dataclass(frozen=True, eq=False)

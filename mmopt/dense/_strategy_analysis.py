@@ -15,7 +15,8 @@ from mmopt._base import guards as g
 from mmopt._base import validation as v
 from mmopt.dense._error_common import as_strategy, check_workload, resolve_norm, scaled_sensitivity
 from mmopt.dense._workload_core import Workload
-from mmopt.dense.profile import Profile, scaled_profile, unsupported
+from mmopt.dense.profile import Profile, scaled_profile
+from mmopt.dense.support import unsupported
 from mmopt.privacy import Privacy
 
 
@@ -45,7 +46,7 @@ def error_profile(strategy) -> Profile:
 def supports(workload: Workload, strategy) -> bool:
     """Whether every query of the workload lies (numerically) in the row space of A (Def. 3.1).
 
-    Stored queries are judged one by one (:func:`mmopt.dense.profile.unsupported`); a workload known only by its
+    Stored queries are judged one by one (:func:`mmopt.dense.support.unsupported`); a workload known only by its
     Gram (``Workload.from_gram``) by the Gram's share off the row space, so there a query carrying less than
     100·n·eps of tr G outside it cannot be told from round-off: keep W (``Workload.from_matrix``) to check each.
     """

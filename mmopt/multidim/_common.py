@@ -19,7 +19,7 @@ from mmopt._base import guards as g
 from mmopt._base import validation as v
 from mmopt._base.parallel import seed_children
 from mmopt.dense._strategy_core import NORMS, Strategy, column_norm_parts, max_column_norm
-from mmopt.dense.profile import support_tolerance
+from mmopt.dense.support import support_tolerance
 from mmopt.structured import factors as fc
 from mmopt.structured.workloads import ImplicitWorkload
 

@@ -28,7 +28,7 @@ import math
 import numpy as np
 from scipy import linalg
 
-from mmopt.dense.profile import support_tolerance
+from mmopt.dense.support import support_tolerance
 from mmopt.structured import algebra as alg
 from mmopt.structured import factors as fc
 
@@ -61,7 +61,7 @@ def factor_trace(Wf, Af, cache, caller: str) -> float:
 
 def supports(Wf, Af, cache) -> bool:
     """Whether factor Aᵢ supports Wᵢ: the Gram's share on Aᵢ's null space within round-off and, where the root is
-    Wᵢ's own rows, each row's (the dense rule, :func:`mmopt.dense.profile.unsupported`: a light row beside heavy
+    Wᵢ's own rows, each row's (the dense rule, :func:`mmopt.dense.support.unsupported`: a light row beside heavy
     ones was judged by the Gram's share alone)."""
     inv, F = cache.get(fc.strategy_inverse, Af), cache.get(fc.workload_root, Wf)
     if not inv.null.shape[1]:

@@ -36,7 +36,7 @@ from mmopt._base import guards as g
 from mmopt._base import validation as v
 from mmopt.dense._error_common import check_privacy, check_type, resolve_norm
 from mmopt.dense._strategy_core import NORMS, Strategy, max_column_norm
-from mmopt.dense.profile import support_tolerance
+from mmopt.dense.support import support_tolerance
 from mmopt.privacy import Privacy
 from mmopt.structured import _bracket as br
 from mmopt.structured import _checks as ck

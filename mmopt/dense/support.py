@@ -1,0 +1,80 @@
+"""Whether a strategy supports a workload (Def. 3.1): the share of the workload on A's numerical null space, for the
+Gram and for each stored query, against the Gram's own round-off.
+
+Notation: see :mod:`mmopt.dense.profile`, whose :class:`~mmopt.dense.profile.Profile` carries A's null basis N
+(the directions its rank rule cut).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import sparse
+
+__all__ = ["row_leak", "support_leak", "support_tolerance", "unsupported"]
+
+_EPS = np.finfo(float).eps
+
+
+def support_tolerance(n: int) -> float:
+    """The share of a Gram's trace (n×n) that may lie on A's numerical null space in a supported workload:
+    100·n·eps. Forming G = WᵀW in floating point puts round-off of order √m·eps·tr G (m queries) on any
+    direction, and the null basis's own error enters only to second order; supported workloads in the test
+    suite leak at most 7·10⁻¹⁷ (0.02·n·eps). A fixed share let a query outside A's row space through when the
+    rest of the workload outweighed it: e₇ beside 10⁵·(e₀ … e₆) leaks 1.4·10⁻¹¹ of the trace, under the 10⁻⁹
+    used before, and was answered with variance 0 (its error x₇², unbounded).
+
+    >>> support_tolerance(8) < 1.4e-11 < 1e-9
+    True
+    """
+    return float(100 * n * _EPS)
+
+
+def support_leak(G: np.ndarray, prof) -> float:
+    """Share of tr(G) on A's numerical null space: 0 when A supports G (Def. 3.1); compare it with
+    :func:`support_tolerance` (G's own round-off)."""
+    if prof.null_basis.shape[1] == 0:
+        return 0.0
+    N = prof.null_basis
+    return float(np.sum(N * (G @ N))) / max(float(np.trace(G)), 1e-300)
+
+
+def unsupported(G: np.ndarray, prof, rows=None) -> tuple[bool, float]:
+    """(whether A fails to support the workload, the largest share found): G's share on A's null space
+    (:func:`support_leak`) and, with the workload's ``rows`` (W, when stored), each query's own share
+    ‖w N‖²/‖w‖², both against :func:`support_tolerance`: G's share alone let a light query outside the row space
+    through beside a heavy one (weights 10⁷ : 1 leak 10⁻¹⁴ of tr G).
+
+    The tolerance is G's round-off, not the null space's: an exact row could be held to the computed null space's
+    angle (~eps·σ₁/σ_r, which would refuse w = e₀ + 10⁻⁷·e₃ against A = I[:3]), but strategies built from an
+    optimiser's Gram span W's row space only to the solver's accuracy (10⁻¹⁰ for the max-variance minimax on a
+    random 6×8 W), and that rule refused them. A query with less than √(100·n·eps) of its norm off the row space
+    is therefore taken as supported.
+
+    >>> from mmopt.dense.profile import profile_of_matrix
+    >>> A = np.eye(4)[:3]
+    >>> W = np.array([[1e7, 0, 0, 0], [0, 0, 0, 1.0]])   # e₃ is never measured; its share of tr G is 10⁻¹⁴
+    >>> unsupported(W.T @ W, profile_of_matrix(A), W)[0], unsupported(W.T @ W, profile_of_matrix(A))[0]
+    (True, False)
+    """
+    n = G.shape[0]
+    leak = support_leak(G, prof)
+    if leak > support_tolerance(n) or rows is None or prof.null_basis.shape[1] == 0:
+        return bool(leak > support_tolerance(n)), leak
+    share = row_leak(prof.null_basis, rows)
+    return bool(share > support_tolerance(n)), max(leak, share)
+
+
+def row_leak(N: np.ndarray, rows) -> float:
+    """max over the rows w (dense or scipy.sparse, all-zero rows skipped) of ‖w N‖²/‖w‖²."""
+    if sparse.issparse(rows):  # never densified: W N is m×r, the row norms a sparse sum
+        W = sparse.csr_matrix(rows, dtype=float)
+        top = np.asarray(abs(W).max(axis=1).todense()).ravel()
+        keep = top > 0
+        W = sparse.diags(1.0 / top[keep]) @ W[keep]
+        norms = np.asarray(W.multiply(W).sum(axis=1)).ravel()
+    else:
+        W = np.asarray(rows, dtype=float)
+        top = np.abs(W).max(axis=1)
+        W = W[top > 0] / top[top > 0, None]  # each row scaled to max |w| = 1: no overflow in ‖w‖²
+        norms = np.sum(W * W, axis=1)
+    return float((np.sum(np.asarray(W @ N) ** 2, axis=1) / norms).max(initial=0.0))

@@ -1,0 +1,89 @@
+"""mmopt.dense.support: whether a strategy supports a workload — the Gram's share on A's null space and each stored
+query's own, against the Gram's round-off."""
+
+import numpy as np
+import pytest
+
+from mmopt import strategy as st
+from mmopt import workload as wl
+from mmopt.dense import profile as pf
+from mmopt.dense import support as sp
+
+
+def test_support_leak_sees_an_unmeasured_cell():
+    prof = pf.profile_of_matrix(np.diag([1.0, 1.0, 0.0]))
+    assert sp.support_leak(np.diag([1.0, 1.0, 0.0]), prof) == 0.0
+    assert sp.support_leak(np.eye(3), prof) == pytest.approx(1 / 3)
+
+
+def test_a_query_outside_the_row_space_is_seen_however_much_the_rest_weighs():
+    """e₇ beside 10⁵·(e₀ … e₆) leaks 1.4·10⁻¹¹ of the trace: under the fixed 10⁻⁹ it passed, and evaluate gave
+    its query variance 0 and the mechanism answered it with 0 (error x₇², unbounded). Also one coefficient of
+    3·10⁻⁵ outside the row space (leak 3·10⁻¹⁰)."""
+    import mmopt
+    A = st.Strategy(np.eye(8)[:7])
+    heavy = wl.stack([wl.Workload.from_matrix(np.eye(8)[:7]), wl.Workload.from_matrix(np.eye(8)[7:])],
+                     weights=[1e5, 1.0])
+    W = np.eye(8)[:3].copy()
+    W[0, 7] = 3e-5
+    for workload in (heavy, wl.Workload.from_matrix(W)):
+        assert not mmopt.supports(workload, A)
+        with pytest.raises(ValueError, match="does not support workload"):
+            mmopt.evaluate(workload, A, mmopt.Privacy(1.0))
+    assert sp.support_tolerance(8) < 2e-13  # and round-off stays below it: the suite's supported cases ≤ 7e-17
+    assert mmopt.supports(heavy, st.identity(8))
+
+
+def test_a_light_query_beside_a_heavy_one_is_judged_by_its_own_norm():
+    """x₂ − x₃ weighted 1 beside 10⁷·(x₀ + x₁) leaks 10⁻¹⁴ of tr G, under 100·n·eps: supports() said True of
+    A = [1 1 0 0; 0 0 1 1], and the mechanism answered x₂ − x₃ with 0 whatever the data. The stored rows are now
+    checked one by one (all of x₂ − x₃ lies outside A's row space)."""
+    import mmopt
+    W = wl.Workload.from_matrix(np.array([[1e7, 1e7, 0, 0], [0, 0, 1.0, -1.0]]))
+    A = st.Strategy(np.array([[1.0, 1, 0, 0], [0, 0, 1, 1]]))
+    assert sp.support_leak(W.mean_gram, pf.profile_of_matrix(A.matrix)) < sp.support_tolerance(4)  # G alone
+    assert sp.unsupported(W.mean_gram, pf.profile_of_matrix(A.matrix), W.matrix) == (True, pytest.approx(1.0))
+    assert not mmopt.supports(W, A)
+    with pytest.raises(ValueError, match="does not support workload"):
+        mmopt.evaluate(W, A, mmopt.Privacy(1.0))
+    with pytest.raises(ValueError, match="does not support workload"):
+        mmopt.matrix_mechanism(W, A, [0, 0, 50, 0], mmopt.Privacy(1.0), rng=0)
+    assert mmopt.supports(W, st.Strategy(np.array([[1.0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])))
+
+
+def test_an_optimisers_rank_deficient_strategy_supports_its_workload():
+    """The max-variance minimax's strategy (Strategy.from_gram of the solver's Gram, rank 6 of 8) spans W's row
+    space to the solver's accuracy, ~10⁻¹⁰: a tolerance at the computed null space's angle (~10⁻¹³, tried in
+    development) refused it, and plan() failed on 16 of 20 random 6×8 workloads. Rows are held to G's round-off."""
+    import mmopt
+    W = wl.Workload.from_matrix(np.array([[0, 1, 1, 1, 0, 0, 0, 0], [0, 0, 0, 1, 0, 1, 0, 1], [0, 0, 1, 1, 1, 1, 0, 0],
+                                          [0, 1, 0, 0, 0, 0, 0, 1], [1, 0, 0, 1, 1, 0, 0, 1], [0, 1, 0, 1, 1, 0, 1, 0]],
+                                         dtype=float))
+    G = mmopt.Privacy(1.0, 1e-6)
+    r = mmopt.optimize(W, privacy=G, objective="max_variance", targets=16.0)
+    assert mmopt.supports(W, r.strategy)
+    report = mmopt.evaluate(W, r.strategy, G, per_query=True)
+    assert np.max(report.per_query_variance) / G.variance_factor == pytest.approx(r.objective * 16.0, rel=1e-6)
+    p = mmopt.plan(W, targets=4.0, kind="se", delta=1e-6)
+    assert np.max(mmopt.evaluate(W, p.strategy, p.privacy, per_query=True).per_query_variance) <= 16.0 * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_queries_in_an_ill_conditioned_row_space_stay_supported(seed):
+    """The angle bound widens with σ₁/(σ_r − σ_{r+1}): rows built from A's own rows (exactly in its row space up
+    to the round-off of forming them) pass for A of condition 10⁸ with a null space."""
+    import mmopt
+    rng = np.random.default_rng(seed)
+    U, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+    V, _ = np.linalg.qr(rng.normal(size=(8, 8)))
+    A = U[:, :6] @ np.diag(np.logspace(0, -8, 6)) @ V[:, :6].T  # rank 6 of n = 8, κ = 10⁸
+    W = np.vstack([U.T @ A, rng.normal(size=(3, 6)) @ A])  # each singular direction, the weakest too
+    assert mmopt.supports(mmopt.Workload.from_matrix(W), A)
+
+
+def test_the_row_wise_leak_reads_sparse_rows_without_densifying_them():
+    from scipy import sparse
+    W = np.array([[1e7, 1e7, 0, 0], [0, 0, 1.0, -1.0]])
+    prof = pf.profile_of_matrix(np.array([[1.0, 1, 0, 0], [0, 0, 1, 1]]))
+    assert sp.unsupported(W.T @ W, prof, sparse.csr_matrix(W)) == (True, pytest.approx(1.0))
+    assert sp.unsupported(W.T @ W, prof, W) == (True, pytest.approx(1.0))
