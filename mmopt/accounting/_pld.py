@@ -4,7 +4,11 @@ Notation: see README. The privacy loss distribution of a mechanism (Meiser & Moh
 Mohammadi 2019; Koskela et al. 2020) composes by convolution, and its hockey-stick divergence gives the
 tightest (ε, δ) of the composition that the mechanisms' own noise allows — tighter than zCDP, which bounds
 each Gaussian by its Rényi curve. ``dp-accounting`` computes it with *pessimistic* discretisation (every
-rounding moves loss upwards, so the ε it reports is an upper bound on the true one): no estimate is involved.
+rounding of the loss moves it upwards). Gaussian releases compose exactly into one Gaussian, whose PLD is built
+once (:func:`_gaussians_as_one`); other spends compose by dp-accounting's FFT convolutions, whose floating-point
+round-off (~10⁻¹⁵ of the mass per grid point) is not directed — measured, it stayed inside the discretisation's
+pessimism for Laplace and declared spends (δ ratios ≤ 0.99999 against exact convolutions, a helper's probe),
+while 50 FFT-composed Gaussians at σ/Δ = 1 came out 2·10⁻⁶ below the exact ε at δ = 10⁻⁹ before the merge.
 
 What each spend contributes:
 
@@ -73,7 +77,8 @@ def term(spend) -> tuple[str, float, float]:
 
 @functools.lru_cache(maxsize=64)
 def _composed(groups: tuple, step: float):
-    """The PLD of ((term, count), …): equal spends self-compose (one FFT power, not k convolutions). Cached, so
+    """The PLD of ((term, count), …): equal spends self-compose (one FFT power, not k convolutions; the Gaussians
+    arrive merged into one, :func:`_gaussians_as_one`). Cached, so
     the ledger's recorded spends are composed once for all the checks made against them (remaining's bisection
     asks ~25)."""
     out = None
@@ -87,7 +92,25 @@ def epsilon(terms, delta: float, extra=(), step: float = DISCRETIZATION) -> floa
     """ε at ``delta`` of the composition of ``terms`` and then ``extra`` (0 for none) on the loss grid ``step``
     (:func:`grid`); inf when no finite ε holds at that δ."""
     from collections import Counter
+    terms = _gaussians_as_one([*terms, *extra])
     base = _composed(tuple(sorted(Counter(terms).items())), step) if terms else None
-    for t in extra:
-        base = _one(*t, step) if base is None else base.compose(_one(*t, step))
     return 0.0 if base is None else float(base.get_epsilon_for_delta(delta))
+
+
+def _gaussians_as_one(terms: list) -> list:
+    """The Gaussian releases as one Gaussian of multiplier (Σ 1/σᵢ²)^{−1/2}, the others as they are.
+
+    Gaussian mechanisms compose *exactly* into a Gaussian (their privacy-loss distributions are Gaussians whose
+    means and variances add; Dong, Roth & Su 2022, Cor. 2), so one pessimistically discretised PLD replaces k
+    convolutions. Those were FFT products, whose round-off is not rounded in the safe direction: 50 releases at
+    σ/Δ = 1 reported ε = 66.687987 at δ = 10⁻⁹ where the exact one is 66.687989. The merged multiplier is rounded
+    down (two ulps: the sum's and the square root's round-off), which only adds loss."""
+    gaussian = [t for t in terms if t[0] == "gaussian"]
+    if len(gaussian) < 2:
+        return terms
+    import math
+    precision = math.fsum((1.0 / t[1]) * (1.0 / t[1]) for t in gaussian)  # inf past float64: not merged
+    sigma = math.nextafter(math.nextafter(1.0 / math.sqrt(precision), 0.0), 0.0)
+    if not sigma > 0.0:
+        return terms
+    return [t for t in terms if t[0] != "gaussian"] + [("gaussian", sigma, 0.0)]
