@@ -252,6 +252,7 @@ def test_a_union_with_an_identity_block_matches_the_2_to_the_d_algebra():
         assert r.max_variance == pytest.approx(ref.max_variance, rel=REL)
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # numpy's, on the way to the refusal
 def test_an_svd_bound_past_float64_is_a_clear_error():
     """Weights near 1e154 (their squares within float64, as the workload asks) times the marginals' cells: the
     bound's (Σ r √ν) ** 2 raised a bare OverflowError (34, 'Numerical result out of range') from optimize."""
