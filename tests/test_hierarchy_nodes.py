@@ -155,3 +155,22 @@ def test_a_node_strategy_refuses_negative_or_nan_weights():
         weights = tuple(tuple(z * bad if i == 0 else z for i, z in enumerate(u)) for u in S0.weights)
         with pytest.raises(ValueError, match="'weights' parameter of NodeStrategy must hold finite node weights"):
             dataclasses.replace(S0, weights=weights)
+
+
+def test_a_level_of_single_children_below_the_measured_one_is_answered_and_others_refused():
+    """A node strategy optimised for (level1, ∅) on a tree whose level-1 nodes have one child each answers
+    (level2, ∅) — the same queries — but evaluate reported its total as inf while its per-query variances were
+    finite and summed to the right total; a level that is truly not estimable was reported as a float64 overflow."""
+    P = mmopt.Privacy(1.0, 1e-6)
+    for parents in ([[0, 1], [0, 1, 1]], [[0, 1, 2], [0, 1, 2, 2]]):
+        h = Hierarchy.from_parents(parents, name="c")
+        Wa, Wb = grouping_sets([h], [("level1",), ()]), grouping_sets([h], [("level2",), ()])
+        assert np.array_equal(Wa.dense(), Wb.dense())
+        A = mmopt.optimize(Wa, privacy=P).strategy
+        ra, rb = mmopt.evaluate(Wa, A, P), mmopt.evaluate(Wb, A, P, per_query=True)
+        assert rb.total_squared_error == pytest.approx(ra.total_squared_error, rel=1e-12)
+        assert rb.total_squared_error == pytest.approx(rb.per_query_variance.sum(), rel=1e-12)
+    h = Hierarchy.from_parents([[0, 0], [0, 1, 1]], name="c")  # level 1 holds two children: level 2 is not answered
+    A = mmopt.optimize(grouping_sets([h], [("level1",), ()]), privacy=P).strategy
+    with pytest.raises(ValueError, match="queries of .* are not estimable from the strategy"):
+        mmopt.evaluate(grouping_sets([h], [("level2",), ()]), A, P)

@@ -231,11 +231,13 @@ class NodeStrategy:
 
 
 def node_total(A: NodeStrategy, W: HierarchyWorkload) -> float:
-    """Δ₂² · tr(G X⁺) at unit noise, exact (inf when W asks a level the strategy does not measure)."""
+    """Δ₂² · tr(G X⁺) at unit noise, exact (inf when W asks a group the strategy does not measure)."""
     h = A.attributes[A.layout.tree]
     lay = layout(W, A.layout.tree)  # W's own β; the strategy's components must be W's (checked by the caller)
     if np.any(lay.depth > A.layout.depth):
-        return float("inf")
+        # a level below the measured ones is still estimable where its groups are their measured ancestors (chains
+        # of single children: the same leaves) — the per-query variances know which; this returned inf for them
+        return float(sum(v.sum() for v in node_variances(A, W)))
     f = sum(passes(h, list(z), lay.beta[:, u], want_grad=False)[0] for u, z in enumerate(A.weights))
     return float(A.diagonal().max() * f)
 

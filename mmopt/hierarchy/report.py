@@ -28,6 +28,10 @@ def evaluate(W: HierarchyWorkload, A: HierarchyStrategy, privacy, norm, per_quer
         unit, variances = hn.node_total(A, W), hn.node_variances(A, W)
     else:
         unit, variances = unit_total(A, W), unit_variances(A, W)
+    unmeasured = sum(int(np.sum(~np.isfinite(v))) for v in variances)
+    if unmeasured:  # as the dense path refuses an unsupported pair (inf here was reported as a float64 overflow)
+        raise ValueError(f"evaluate: {unmeasured:,} queries of '{W.name}' are not estimable from the strategy "
+                         f"'{A.name}' (groups below the levels it measures). Optimise a strategy for this workload.")
     top = max(float(v.max()) for v in variances)
     total = guards.scaled(unit, privacy, W.name)
     m = W.n_queries
