@@ -81,10 +81,10 @@ def augment(strategy: Strategy, *, rows=None, norm: str = "l1") -> Strategy:
         v.check_allocation((p + B.shape[0]) * n, what=f"the augmented strategy ({p + B.shape[0]}×{n})",
                            caller=caller)
     out = Strategy(np.vstack([A, B]), f"{strategy.name}+aug")
-    if out.sensitivity(norm) > delta * (1 + 1e-12):
+    if out.sensitivity(norm) > delta:  # strictly: 1e-12 of slack let rows raise Δ by up to that (the promise is none)
         raise ValueError(
-            f"{caller}: the given rows raise the {norm} sensitivity from {delta:.6g} to "
-            f"{out.sensitivity(norm):.6g}. Scale them down, or use rows=None to fill only the slack."
+            f"{caller}: the given rows raise the {norm} sensitivity from {delta!r} to "
+            f"{out.sensitivity(norm)!r}. Scale them down, or use rows=None to fill only the slack."
         )
     return out
 

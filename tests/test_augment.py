@@ -103,3 +103,11 @@ def test_augment_never_raises_the_sensitivity_by_an_ulp(norm):
         slack = S.sensitivity(norm) - np.max(np.abs(out.matrix).sum(axis=0) if norm == "l1"
                                              else np.sqrt((out.matrix ** 2).sum(axis=0)))
         assert slack <= 1e-12 * S.sensitivity(norm)  # still filled to Δ, within round-off
+
+
+def test_given_rows_may_not_raise_the_sensitivity_at_all():
+    """A slack of 1e-12 relative let rows=[[1e-13, 0]] raise Δ₁ of the identity to 1.0000000000001, where the
+    docstring promises the same sensitivity."""
+    with pytest.raises(ValueError, match="the given rows raise the l1 sensitivity"):
+        augment(st.Strategy(np.eye(2)), rows=[[1e-13, 0.0]])
+    assert augment(st.Strategy(np.eye(2)), rows=[[0.0, 0.0]]).sensitivity("l1") == 1.0
