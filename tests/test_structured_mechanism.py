@@ -158,3 +158,13 @@ def test_an_unsupported_pair_is_refused_in_the_name_of_the_function_called(which
             function(W, A, x, mmopt.Privacy(1.0))
     with pytest.raises(ValueError, match=r"^evaluate: .*does not support"):
         mmopt.evaluate(W, A, mmopt.Privacy(1.0))
+
+
+def test_the_implicit_path_takes_the_seeds_the_dense_path_takes():
+    """np.int64(3) and SeedSequence(3) were refused by the implicit matrix_mechanism alone ("Got int64")."""
+    H, I3 = mmopt.strategy.hierarchical(4), mmopt.strategy.identity(3)
+    Wi = sw.kron(mmopt.workload.prefix(4), mmopt.workload.identity(3))
+    K = mmopt.strategy.kron(H, I3)
+    runs = [mmopt.matrix_mechanism(Wi, K, np.ones(12), mmopt.Privacy(0.5), rng=r).answers
+            for r in (3, np.int64(3), np.random.SeedSequence(3))]
+    assert all(np.array_equal(runs[0], r) for r in runs[1:])

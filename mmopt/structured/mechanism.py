@@ -226,9 +226,5 @@ def reconstruct_estimate(workload: ImplicitWorkload, strategy: ImplicitStrategy,
 
 
 def _generator(rng, caller: str) -> np.random.Generator:
-    if rng is None or isinstance(rng, np.random.Generator):
-        return rng if isinstance(rng, np.random.Generator) else np.random.default_rng()
-    if isinstance(rng, int) and not isinstance(rng, bool):
-        return np.random.default_rng(v.check_int(rng, name="rng", caller=caller, low=0))
-    raise TypeError(f"The 'rng' parameter of {caller} must be a numpy.random.Generator, an int seed >= 0 or None. "
-                    f"Got {type(rng).__name__}.")
+    """The dense path's rule (numpy integers and SeedSequences too: np.int64(3) was refused here alone)."""
+    return v.check_rng(rng, name="rng", caller=caller)
