@@ -213,3 +213,14 @@ def test_square_root_keeps_the_directions_its_strategy_resolves():
         W = mmopt.workload.identity(A.domain_size)
         assert mmopt.evaluate(W, R).total_squared_error == pytest.approx(
             mmopt.evaluate(W, A).total_squared_error, rel=1e-9)
+
+
+def test_a_dense_strategy_says_where_its_shape_is():
+    """A.shape (an implicit strategy's domain shape, in the multidim tutorial) was a bare AttributeError on a dense
+    result; it still is an AttributeError (getattr/hasattr unchanged), saying where the shapes are."""
+    H = st.hierarchical(8)
+    with pytest.raises(AttributeError, match=r"A.matrix.shape = \(15, 8\) and its domain A.domain_size = 8"):
+        _ = H.shape
+    assert not hasattr(H, "shape") and getattr(H, "shape", None) is None
+    with pytest.raises(AttributeError, match="'Strategy' object has no attribute 'shap'"):
+        _ = H.shap

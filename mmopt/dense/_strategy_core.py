@@ -186,6 +186,15 @@ class Strategy:
         A.setflags(write=False)
         object.__setattr__(self, "matrix", A)
 
+    def __getattr__(self, name: str):
+        # only reached for a missing attribute: .shape is an implicit strategy's (its domain's attribute sizes),
+        # and the multidim tutorial's A.shape on a 1-D result was a bare AttributeError
+        if name == "shape":
+            raise AttributeError(f"A Strategy has no 'shape': its matrix is A.matrix.shape = {self.matrix.shape} "
+                                 f"and its domain A.domain_size = {self.matrix.shape[1]} cells (an implicit "
+                                 "strategy's .shape is its domain's attribute sizes).")
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
     @classmethod
     def from_gram(cls, gram, *, name: str = "strategy") -> Strategy:
         """The canonical square strategy A = X^{1/2} with AᵀA = X (Theorem 4.13, Q = I).
