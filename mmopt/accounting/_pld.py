@@ -32,6 +32,7 @@ grid points stays that of a total of 1.
 from __future__ import annotations
 
 import functools
+import math
 
 #: dp-accounting's default grid for the privacy loss (its error is bounded by the pessimistic rounding), used for
 #: totals ε ≥ 1; below, the grid is this share of the total (:func:`grid`).
@@ -108,7 +109,6 @@ def _gaussians_as_one(terms: list) -> list:
     gaussian = [t for t in terms if t[0] == "gaussian"]
     if len(gaussian) < 2:
         return terms
-    import math
     precision = math.fsum((1.0 / t[1]) * (1.0 / t[1]) for t in gaussian)  # inf past float64: not merged
     sigma = math.nextafter(math.nextafter(1.0 / math.sqrt(precision), 0.0), 0.0)
     if not sigma > 0.0:

@@ -18,8 +18,8 @@ __all__ = ["ledger_scope", "no_room", "open_ledger"]
 def open_ledger(args, privacy=None, *, create: bool = True):
     """The :class:`mmopt.Accountant` of ``--ledger`` (None without it): the file if it exists, else a new one with
     ``--ledger-total`` (ε or ε,δ) and ``--composition`` — created only if ``privacy`` (this release's) fits in it;
-    ValueError naming the option otherwise. ``create=False`` runs every check and creates nothing (the commands'
-    plan phase: a ledger that cannot pay is said before the data is read or a strategy searched for)."""
+    ValueError naming the option otherwise. ``create=False`` is the commands' plan phase: every check, an existing
+    ledger's room too (said before the data is read or a strategy searched for), and nothing created."""
     composition = getattr(args, "composition", None)
     if getattr(args, "ledger", None) is None:
         for option, value in (("--ledger-total", getattr(args, "ledger_total", None)), ("--composition", composition)):
@@ -35,8 +35,9 @@ def open_ledger(args, privacy=None, *, create: bool = True):
         if composition is not None and composition != ledger.composition:  # it was ignored, silently
             raise ValueError(f"The --ledger file '{args.ledger}' composes by {ledger.composition!r}, recorded when it "
                              f"was created; --composition {composition} cannot change it. Drop --composition.")
-        if privacy is not None and not ledger.can_spend(privacy, release=True):  # said before any work, in options
-            # (the Accountant's own refusal, at the draw, names privacy=Privacy(...) and privacy='remaining')
+        # the plan phase says, in options, that it cannot pay (the Accountant's own refusal, at the draw, names
+        # privacy=Privacy(...) and privacy='remaining'); at the draw that check is the Accountant's, not repeated here
+        if not create and privacy is not None and not ledger.can_spend(privacy, release=True):
             raise ValueError(no_room(args.ledger, ledger, privacy))
         return ledger
     if args.ledger_total is None:

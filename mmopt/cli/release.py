@@ -129,8 +129,8 @@ def _check_data(path: str, W, x: np.ndarray) -> np.ndarray:
     if x.size != W.domain_size:
         raise ValueError(f"The --data file '{path}' must hold one count per cell of '{W.name}': {W.domain_size:,} "
                          f"numbers. Got {x.size:,}.")
-    if x.dtype.kind in "fc" and not np.all(np.isfinite(x)):
-        bad = np.flatnonzero(~np.isfinite(x.ravel()))
+    bad = np.flatnonzero(~np.isfinite(x.ravel())) if x.dtype.kind in "fc" else ()
+    if len(bad):
         raise ValueError(f"The --data file '{path}' must hold finite counts. Got {bad.size:,} NaN or infinite "
                          f"(the first at cell {bad[0]:,} of the flat histogram, 0-based); fill or drop them.")
     return x

@@ -33,6 +33,15 @@ def _gram_of(A: np.ndarray) -> np.ndarray:
     return A.T @ A
 
 
+def check_gram_range(X: np.ndarray, who: str, why: str, remedy: str) -> None:
+    """OverflowError (FloatingPointError) when a Gram X = AᵀA exceeds (falls below) float64's normal range, judged
+    by its largest entry, which is on its diagonal: an all-zero X would say "measures nothing"."""
+    top = float(np.max(np.diagonal(X)))
+    if not math.isfinite(top) or top < _TINY:
+        kind, what = (OverflowError, "exceeds") if not math.isfinite(top) else (FloatingPointError, "underflows")
+        raise kind(f"{who}: AᵀA {what} float64 ({why}). {remedy}")
+
+
 def _exponent(A: np.ndarray) -> tuple[float, int]:
     """(max|A|, e) with max|A|·2⁻ᵉ in [0.5, 1): scaling by 2⁻ᵉ is exact (a power of two)."""
     top = float(max(A.max(), -A.min()))
@@ -235,12 +244,8 @@ class Strategy:
         if e:
             with np.errstate(over="ignore", under="ignore"):
                 X = np.ldexp(Xs, 2 * e)
-            top = float(np.max(np.diagonal(X)))  # a Gram's largest entry is on its diagonal
-            if not math.isfinite(top) or top < _TINY:
-                big = not math.isfinite(top)
-                kind, what = (OverflowError, "exceeds") if big else (FloatingPointError, "underflows")
-                raise kind(f"Strategy '{self.name}': AᵀA {what} float64 (max |A| = {_exponent(self.matrix)[0]:.3g}). "
-                           "Rescale A (A and cA have the same error), or use Strategy.scaled_gram().")
+            check_gram_range(X, f"Strategy '{self.name}'", f"max |A| = {_exponent(self.matrix)[0]:.3g}",
+                             "Rescale A (A and cA have the same error), or use Strategy.scaled_gram().")
         else:
             X = Xs
         X.setflags(write=False)

@@ -51,6 +51,12 @@ def power_of_two_scale(A: np.ndarray) -> int:
     return int(np.frexp(top)[1]) if top > 0 else 0
 
 
+#: Entries within 2^±SAFE_EXPONENT (~1e±77) are squared as they are — their squares, and sums of 10⁷ of them, stay
+#: within float64 — and beyond it rescaled by :func:`power_of_two_scale` first (Toeplitz coefficients, a training
+#: strategy's CᵀC), so that a usual strategy keeps its own numbers.
+SAFE_EXPONENT = 256
+
+
 @dataclass(frozen=True, eq=False)
 class Profile:
     """The error profile M = (AᵀA)⁺ = B Bᵀ of a strategy, with its null space.

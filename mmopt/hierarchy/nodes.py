@@ -230,14 +230,15 @@ class NodeStrategy:
         return float(np.sqrt(self.diagonal().max()))
 
 
-def node_total(A: NodeStrategy, W: HierarchyWorkload) -> float:
-    """Δ₂² · tr(G X⁺) at unit noise, exact (inf when W asks a group the strategy does not measure)."""
+def node_total(A: NodeStrategy, W: HierarchyWorkload, variances: list[np.ndarray] | None = None) -> float:
+    """Δ₂² · tr(G X⁺) at unit noise, exact (inf when W asks a group the strategy does not measure); ``variances``:
+    :func:`node_variances` of the pair when the caller has them (read only when W asks below the measured levels)."""
     h = A.attributes[A.layout.tree]
     lay = layout(W, A.layout.tree)  # W's own β; the strategy's components must be W's (checked by the caller)
     if np.any(lay.depth > A.layout.depth):
         # a level below the measured ones is still estimable where its groups are their measured ancestors (chains
         # of single children: the same leaves) — the per-query variances know which; this returned inf for them
-        return float(sum(v.sum() for v in node_variances(A, W)))
+        return float(sum(v.sum() for v in (node_variances(A, W) if variances is None else variances)))
     f = sum(passes(h, list(z), lay.beta[:, u], want_grad=False)[0] for u, z in enumerate(A.weights))
     return float(A.diagonal().max() * f)
 

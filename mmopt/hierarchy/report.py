@@ -25,7 +25,8 @@ def evaluate(W: HierarchyWorkload, A: HierarchyStrategy, privacy, norm, per_quer
                          "closed form here. Use privacy=Privacy(epsilon, delta) with delta > 0, or norm='l2'.")
     if isinstance(A, hn.NodeStrategy):
         _check_node_pair(A, W)
-        unit, variances = hn.node_total(A, W), hn.node_variances(A, W)
+        variances = hn.node_variances(A, W)
+        unit = hn.node_total(A, W, variances)
     else:
         unit, variances = unit_total(A, W), unit_variances(A, W)
     unmeasured = sum(int(np.sum(~np.isfinite(v))) for v in variances)

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt.dense.profile import SAFE_EXPONENT, power_of_two_scale
 from mmopt.participation.schemas import Single, as_schema
 from mmopt.participation.sensitivity import Sensitivity, gram_sensitivity_squared
 
@@ -45,13 +46,10 @@ def sensitivity_squared(strategy, participation) -> Sensitivity:
     if not isinstance(schema, Single):
         schema.check_n(C.shape[1], caller)
     v.check_allocation(C.shape[1] ** 2, what=f"the {C.shape[1]:,}×{C.shape[1]:,} Gram CᵀC", caller=caller)
-    top = float(np.max(np.abs(C))) if C.size else 0.0
-    e = int(np.frexp(top)[1]) if top > 0 and abs(np.frexp(top)[1]) > _SAFE_EXPONENT else 0
+    e = power_of_two_scale(C)
+    e = e if abs(e) > SAFE_EXPONENT else 0  # a usual C's Gram as it is (as mmopt.toeplitz.strategies)
     Cs = np.ldexp(C, -e) if e else C
     return _rescaled(gram_sensitivity_squared(Cs.T @ Cs, schema), e, caller)
-
-
-_SAFE_EXPONENT = 256  # |C| within 2^±256: CᵀC formed directly (as mmopt.toeplitz.strategies)
 
 
 def _rescaled(s: Sensitivity, e: int, caller: str) -> Sensitivity:

@@ -182,7 +182,7 @@ def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, 
                         caller=caller, limit=ck.MAX_VECTOR_ENTRIES)
     scale = privacy.noise_scale(report.sensitivity)
     clean = strategy_apply(strategy, x)
-    gen = _generator(rng, caller)
+    gen = v.check_rng(rng, name="rng", caller=caller)  # the dense path's rule (np.int64, SeedSequence too)
     draw = gen.laplace if privacy.noise == "laplace" else gen.normal
     estimates, answers, info, hows = [], [], None, []
     for _ in range(runs):
@@ -224,7 +224,3 @@ def reconstruct_estimate(workload: ImplicitWorkload, strategy: ImplicitStrategy,
         h, how = xhat, Reconstruction("least_squares", info.method, info.iterations, info.normal_residual, tol)
     return h, info, how
 
-
-def _generator(rng, caller: str) -> np.random.Generator:
-    """The dense path's rule (numpy integers and SeedSequences too: np.int64(3) was refused here alone)."""
-    return v.check_rng(rng, name="rng", caller=caller)

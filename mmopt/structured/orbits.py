@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mmopt.dense.profile import power_of_two_scale
+
 __all__ = ["Orbits", "attribute_orbits", "row_signatures"]
 
 
@@ -121,7 +123,7 @@ def row_signatures(orbits: Orbits, F: np.ndarray) -> tuple[np.ndarray, np.ndarra
     # rounding: equal rows' float sums may differ in the last bits. Relative to F's scale (a in its units, s in its
     # square's): rounded absolutely, a factor of entries ~1e-7 had s ~1e-14 → 0, so rows of different energies
     # shared a class and one variance (the reduced program then optimised other queries than the workload's)
-    e = int(np.frexp(np.max(np.abs(F)))[1]) if F.size else 0  # 2^e ≥ max|F|: exact scalings, no overflow
+    e = power_of_two_scale(F)  # 2^e ≥ max|F|: exact scalings, no overflow
     key = np.round(np.hstack([np.ldexp(a, -e), np.ldexp(s, -2 * e)]), 12)
     _, first, inverse, counts = np.unique(key, axis=0, return_index=True, return_inverse=True, return_counts=True)
     return a[first], s[first], inverse.ravel(), counts

@@ -17,14 +17,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mmopt._base import validation as v
-from mmopt.dense._strategy_core import NORMS, Strategy, _exponent, column_norm_parts, norm_from_parts
+from mmopt.dense._strategy_core import (
+    NORMS,
+    Strategy,
+    _exponent,
+    check_gram_range,
+    column_norm_parts,
+    norm_from_parts,
+)
 from mmopt.structured import _checks as ck
 from mmopt.structured._terms import ProductTerm, ProductUnion, flatten_factors, union_of
 
 # Exact sensitivity of a union by scanning every cell when N·terms is at most this (a BLAS product per block).
 SCAN_LIMIT = 4 * 10**9
 _BLOCK = 2**22  # cells per block of the scan (32 MB of float64)
-_TINY = np.finfo(float).tiny
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,11 +94,8 @@ class ImplicitStrategy(ProductUnion):
                             limit=max_entries)
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # inf·0: judged below, as one refusal
             X = self._gram_sum(lambda f: f.gram)
-        top = float(np.max(np.diagonal(X)))  # a Gram's largest entry is on its diagonal
-        if not math.isfinite(top) or top < _TINY:  # as Strategy.gram: an all-zero X said "measures nothing"
-            kind, what = (OverflowError, "exceeds") if not math.isfinite(top) else (FloatingPointError, "underflows")
-            raise kind(f"ImplicitStrategy '{self.name}': AᵀA {what} float64 (its weights and factors' scales "
-                       "multiply). Rescale the terms' weights (A and cA have the same error).")
+        check_gram_range(X, f"ImplicitStrategy '{self.name}'", "its weights and factors' scales multiply",
+                         "Rescale the terms' weights (A and cA have the same error).")  # it returned zeros
         return X
 
     def to_strategy(self, *, max_entries: int = ck.MAX_DENSE_ENTRIES) -> Strategy:

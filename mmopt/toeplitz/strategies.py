@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt.dense.profile import SAFE_EXPONENT, power_of_two_scale
 from mmopt.toeplitz import _series
 
 __all__ = ["ToeplitzStrategy", "banded", "blt", "equalized", "sqrt_coefficients", "sqrt_strategy"]
@@ -112,9 +113,9 @@ class ToeplitzStrategy:
         to C's scale, and C′ keeps c∘c, b = cumsum(1/c) and b∘b within float64 where C's overflowed (|c| past
         1e154 or below 1e-154). The closed-form kinds (sqrt, BLT: c₀ = 1, their inverse from their parameters) keep
         their coefficients; only their row scales are normalised."""
-        e_c = _exponent(self.coefficients) if self.kind in ("banded", "toeplitz") else 0
-        e_y = _exponent(self.row_scale) // 2 if self.row_scale is not None else 0  # d = √y: 2^(2·e_y) for y
-        e_c, e_y = (e if abs(e) > _SAFE_EXPONENT else 0 for e in (e_c, e_y))  # a usual C is itself (its c kept)
+        e_c = power_of_two_scale(self.coefficients) if self.kind in ("banded", "toeplitz") else 0
+        e_y = power_of_two_scale(self.row_scale) // 2 if self.row_scale is not None else 0  # d = √y: 4^e_y for y
+        e_c, e_y = (e if abs(e) > SAFE_EXPONENT else 0 for e in (e_c, e_y))  # a usual C is itself (its c kept)
         if e_c == 0 and e_y == 0:
             return self, 0
         y = None if self.row_scale is None else np.ldexp(self.row_scale, -2 * e_y)
@@ -133,15 +134,6 @@ class ToeplitzStrategy:
         from scipy.linalg import toeplitz
         C = toeplitz(self.column, np.zeros(self.n))
         return C if self.row_scale is None else np.sqrt(self.row_scale)[:, None] * C
-
-
-_SAFE_EXPONENT = 256  # |c| within 2^±256 (~1e±77): c∘c, b∘b and their sums over 10⁷ steps stay within float64
-
-
-def _exponent(values) -> int:
-    """e with 2^(e−1) ≤ max|values| < 2ᵉ (0 for none or all zero): the power of two that brings them near 1."""
-    top = float(np.max(np.abs(values))) if np.size(values) else 0.0
-    return int(np.frexp(top)[1]) if top > 0 and math.isfinite(top) else 0
 
 
 def equalized_scale(coefficients: np.ndarray, n: int) -> np.ndarray:
