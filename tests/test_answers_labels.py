@@ -153,6 +153,9 @@ def test_names_can_be_given_and_marginal_terms_are_named_by_their_attributes():
         ans.query_label(W, W.n_queries)
     with pytest.raises(ValueError, match="Gram matrix only"):
         layout_of(wl.Workload.from_gram(np.eye(3), n_queries=3))
+    with pytest.raises(TypeError, match=r"'workload' parameter of query_label .* Got ndarray\. Wrap a query matrix "
+                                        r"with mmopt\.Workload\.from_matrix\(W\)"):
+        ans.query_label(np.eye(3), 0)
 
 
 def test_large_factors_are_described_per_block_and_blocks_follow_the_grid():

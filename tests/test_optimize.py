@@ -169,6 +169,11 @@ def test_invalid_arguments(case):
     with pytest.raises(TypeError, match=r"'workload' parameter of optimize .* Got ndarray\. Wrap a query matrix with "
                                         r"mmopt\.Workload\.from_matrix\(W\)"):
         optimize(np.eye(3))
+    # with ε-DP privacy the default is "auto", whose (product) route named no remedy
+    for kwargs in (dict(privacy=Privacy(1.0)), dict(method="auto")):
+        with pytest.raises(TypeError, match=r"must be a Workload or an implicit workload\. Got ndarray\. Wrap a query "
+                                            r"matrix with mmopt\.Workload\.from_matrix\(W\)"):
+            optimize(np.eye(3), **kwargs)
 
 
 def test_a_matrix_or_a_privacy_where_they_do_not_belong_names_the_remedy():

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt.dense._workload_type import not_a_workload
 from mmopt.structured import census
 from mmopt.structured import workloads as sw
 from mmopt.workload import Workload, structure_of
@@ -146,8 +147,8 @@ def layout_of(workload, *, attributes=None, terms=None, caller: str = "layout_of
     structure = structure_of(workload)
     if structure is None:
         if not isinstance(workload, Workload):
-            raise TypeError(f"The 'workload' parameter of {caller} must be a Workload or an ImplicitWorkload. "
-                            f"Got {type(workload).__name__}.")
+            raise not_a_workload(workload, name="workload", caller=caller,
+                                 expected="a Workload or an ImplicitWorkload")
         if workload.matrix is None and workload.family == "gram":
             raise ValueError(f"The 'workload' parameter of {caller} was built from its Gram matrix only "
                              f"('{workload.name}'), so its queries are unknown. Use Workload.from_matrix(W).")

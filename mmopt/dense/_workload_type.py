@@ -154,7 +154,7 @@ class Workload:
                 f"family={self.family!r})")
 
 
-def not_a_workload(value, *, name: str, caller: str) -> TypeError:
+def not_a_workload(value, *, name: str, caller: str, expected: str = "a Workload") -> TypeError:
     """The TypeError for a ``name`` of ``caller`` that is not a workload, with the remedy for a bare matrix.
 
     Examples
@@ -169,4 +169,4 @@ mmopt.Workload.from_matrix(W) (rows = queries, columns = cells).
                   "workload of mmopt.workload.")
     elif isinstance(value, np.ndarray | list | tuple):
         remedy = " Wrap a query matrix with mmopt.Workload.from_matrix(W) (rows = queries, columns = cells)."
-    return TypeError(f"The '{name}' parameter of {caller} must be a Workload. Got {type(value).__name__}.{remedy}")
+    return TypeError(f"The '{name}' parameter of {caller} must be {expected}. Got {type(value).__name__}.{remedy}")

@@ -13,15 +13,14 @@ CALLER = "optimize"
 
 def run(workload, method: str, call: Call):
     """kron, union, marginals, residual, datacube on a product domain; "auto" on any workload."""
-    from mmopt.dense._workload_type import Workload
+    from mmopt.dense._workload_type import Workload, not_a_workload
     from mmopt.structured.workloads import ImplicitWorkload
     from mmopt.toeplitz.error import StreamWorkload
     from mmopt.workload import structure_of
 
     stream = method == "auto" and isinstance(workload, StreamWorkload)
     if not stream and not isinstance(workload, Workload | ImplicitWorkload):
-        raise TypeError(f"The 'workload' parameter of {CALLER} must be a Workload or an implicit workload. "
-                        f"Got {type(workload).__name__}.")
+        raise not_a_workload(workload, name="workload", caller=CALLER, expected="a Workload or an implicit workload")
     given = [k for k, val in {"solver": call.solver, "initial": call.initial}.items() if val is not None]
     if given:
         raise ValueError(f"The {given} parameter(s) of {CALLER} do not apply to method={method!r}, which reads "
