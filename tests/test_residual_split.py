@@ -100,11 +100,12 @@ def test_monte_carlo_matches_formula():
 
 
 def test_root_gram_bound_equals_dense():
-    W = _prefix_marginals(4, 4)
-    dense = bounds.svd_bound(W)
-    root = bounds.svd_bound(W, dense_limit=0)
-    assert dense.method == "dense" and root.method == "root_gram" and root.exact
-    assert root.value == pytest.approx(dense.value, rel=1e-10)
+    W = _prefix_marginals(4, 4)  # N = 256, R = 112: the root Gram even where the dense one would run
+    dense = mmopt.svd_bound(W.to_workload())
+    for root in (bounds.svd_bound(W), bounds.svd_bound(W, dense_limit=0)):
+        assert root.method == "root_gram" and root.exact
+        assert root.value == pytest.approx(dense, rel=1e-10)
+    assert bounds.svd_bound(_prefix_marginals(4, 4), root_limit=0).method == "dense"
     assert bounds.svd_bound(_prefix_marginals(4, 4), dense_limit=0, root_limit=0).method == "lower_bound"
 
 
