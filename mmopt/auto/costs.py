@@ -102,24 +102,39 @@ def residual(structure) -> float:
     return 0.05 + 2e-5 * len(structure.terms) + 1e-8 * _attribute_work(structure)
 
 
-def kron(structure, norm: str, restarts: int) -> float:
-    """OPT_⊗ (block-coordinate descent, one 1-D search per attribute and pass): 0.1–0.4 s under Gaussian noise,
-    0.3–12 s under Laplace noise on the census workloads (sf1, Σnᵢ³ ≈ 1.8·10⁶: 0.45 s and 11.6 s, ~6 passes).
+def _factor_solve(n: int) -> float:
+    """One factor solve of OPT_⊗ on a union under Laplace noise (two L-BFGS-B runs of up to 3,000 steps, overhead-
+    bound at these sizes): the upper envelope of the measured 0.012–0.11 s on factors of 8–64 cells."""
+    return 0.012 * n**0.55 if n > 1 else 0.0
 
-    On a single product under Laplace noise one pass converges and each 1-D search costs ≈ 0.03 + 2.4·10⁻⁷·n³
+
+def kron(structure, norm: str, restarts: int) -> float:
+    """OPT_⊗ (block-coordinate descent, one 1-D search per attribute and sweep): 0.1–0.4 s under Gaussian noise,
+    0.2–14 s under Laplace noise.
+
+    On a single product under Laplace noise one sweep converges and each 1-D search costs ≈ 0.03 + 2.4·10⁻⁷·n³
     (3 restarts, measured: prefix 128 × 64 1.7 s, 64 × 64 0.4 s, 256 × identity 16 5.7 s, all ranges 16 × 16
-    0.2 s, prefix 32 × 32 × 8 0.6 s): the union's rate, 2.5·10⁻⁶·Σn³, was 10–22× high there and a "fast" budget
-    skipped kron on prefix 128 × 64 for a strategy 3.4× worse. Unions keep that rate, which fits sf1 (13.6 s) but
-    is low on small unions of few terms (prefix/total/all-range unions on (64, 64) and (32, 32, 8): 16 s and 11 s,
-    ~10 passes of 1-D searches ~3× dearer than a product's) — a known gap, not fitted here."""
-    if norm != "l2" and len(getattr(structure, "terms", ())) == 1:
-        return restarts * (0.1 + sum(0.03 + 2.4e-7 * n**3 for n in structure.shape))
-    return 0.1 + restarts * (1e-7 if norm == "l2" else 2.5e-6) * _attribute_work(structure)
+    0.2 s, prefix 32 × 32 × 8 0.6 s). On a union under Laplace noise a sweep costs Σᵢ :func:`_factor_solve` (nᵢ)
+    and a restart takes up to ~12 sweeps (1–5 on two terms): restarts·min(12, 2.5·terms)·Σᵢ _factor_solve(nᵢ),
+    measured 0.6–2.6× the CPU s of 1–2-way prefix marginals on (32,)⁴, (16,)⁶, (8,)⁸, 2-way marginals on (8,)¹⁰,
+    sf1 and adult_w2 (14.2, 13.4, 9.4, 8.1, 4.4, 2.8 s), 1.8× on P⊗T ∪ T⊗R (64²; 6.4 s) and 5–36× on two-term
+    unions that converge in a sweep (0.1–0.9 s). The Σnᵢ³ rate it replaces, 2.5·10⁻⁶·Σnᵢ³, was 30–70× low on
+    the marginal unions: a 'fast' budget (5 s) ran 9–21 CPU s. Under Gaussian noise the rate 10⁻⁷·Σnᵢ³ holds
+    (sf1 0.4 s)."""
+    if norm != "l2":
+        terms = len(getattr(structure, "terms", ()))
+        if terms == 1:
+            return restarts * (0.1 + sum(0.03 + 2.4e-7 * n**3 for n in structure.shape))
+        sweeps = min(12.0, 2.5 * terms)
+        return 0.1 + restarts * sweeps * sum(_factor_solve(n) for n in structure.shape)
+    return 0.1 + restarts * 1e-7 * _attribute_work(structure)
 
 
 def union(structure, norm: str, restarts: int) -> float:
-    """OPT_+: one OPT_⊗ per group of terms (sf1: 1.0 s Gaussian, 8.3 s Laplace); estimated as two OPT_⊗."""
-    return 2.0 * kron(structure, norm, restarts)
+    """OPT_+: one OPT_⊗ per group of terms, each a product that converges in a sweep: 0.1 + 2·restarts·r·Σnᵢ³
+    with r = 10⁻⁷ (Gaussian) or 2.5·10⁻⁶ (Laplace) (sf1: 1.0 s Gaussian, 8.3 s Laplace; 0.6–1.2 s on the
+    marginal unions above)."""
+    return 0.1 + 2.0 * restarts * (1e-7 if norm == "l2" else 2.5e-6) * _attribute_work(structure)
 
 
 def marginals(structure, restarts: int) -> float:
