@@ -267,7 +267,21 @@ def unit_objective(A: np.ndarray, G: np.ndarray, norm: str = "l1") -> float:
 
     Raises :class:`NumericalError` when the value cannot be right (see :func:`evaluate`).
     """
-    strategy = _as_strategy(A, "unit_objective")
+    caller = "unit_objective"
+    strategy = _as_strategy(A, caller)
+    norm = v.check_choice(norm, name="norm", caller=caller, choices=("l1", "l2"))
+    n = strategy.matrix.shape[1]
+    if not (isinstance(G, np.ndarray) and G.dtype == np.float64 and G.shape == (n, n)):  # the optimisers' own pass
+        G = v.check_matrix(G, name="G", caller=caller, square=True)
+        if G.shape[0] != n:
+            raise ValueError(f"The 'G' parameter of {caller} must be {n}×{n}, the Gram over A's {n} columns. Got "
+                             f"shape {G.shape} instead.")
+    # an asymmetric G has no meaning here (tr(G M) reads only its symmetric part): refused, O(n²) beside the O(n³)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if not float(np.max(np.abs(G - G.T))) <= 1e-8 * float(np.max(np.abs(G))):
+            raise ValueError(f"The 'G' parameter of {caller} must be a symmetric (Gram) matrix WᵀW, finite. Got "
+                             f"max |G − Gᵀ| = {float(np.max(np.abs(G - G.T))):.3g} against max |G| = "
+                             f"{float(np.max(np.abs(G))):.3g}.")
     As = np.ldexp(strategy.matrix, -power_of_two_scale(strategy.matrix))
     prof = profile_of_matrix(As)
     if support_leak(G, prof) > support_tolerance(G.shape[0]):

@@ -301,3 +301,19 @@ def test_figures_past_float64_say_so_rather_than_raise_a_bare_overflow():
     W = sw.kron(wl.prefix(3), wl.all_range(4), weight=1e154)
     with pytest.raises(ValueError, match="exceeds float64 .so does its SVD lower bound"):
         mmopt.evaluate(W, mmopt.structured.strategies.kron_strategy(np.eye(3), np.eye(4)))
+
+
+def test_unit_objective_checks_its_norm_and_gram():
+    """mmopt.error.unit_objective (an optimiser's score, public) read any norm but 'l1' as 'l2' ('L1' gave 0.75 for
+    Δ₁(I)²·tr(I) = 3) and met a list or a mismatched Gram with AttributeError / numpy's broadcast error."""
+    from mmopt.error import unit_objective
+    assert unit_objective(np.eye(3), np.eye(3), "l1") == pytest.approx(3.0)
+    assert unit_objective(np.eye(3), np.eye(3).tolist(), "l2") == pytest.approx(3.0)
+    with pytest.raises(ValueError, match="'norm' parameter of unit_objective must be one of 'l1', 'l2'. Got 'L1'"):
+        unit_objective(np.eye(3), np.eye(3), "L1")
+    with pytest.raises(ValueError, match="'G' parameter of unit_objective must be 3×3, the Gram over A's 3 columns"):
+        unit_objective(np.eye(3), np.eye(2))
+    with pytest.raises(ValueError, match="'G' parameter of unit_objective must be a symmetric"):
+        unit_objective(np.eye(3), np.triu(np.ones((3, 3))))
+    with pytest.raises(ValueError, match="'G' parameter of unit_objective must be finite"):
+        unit_objective(np.eye(2), [[1.0, np.nan], [np.nan, 1.0]])

@@ -299,3 +299,14 @@ def test_max_column_norm_takes_what_a_user_passes():
         assert st.max_column_norm(np.array([[-128], [1]], dtype=np.int8), "l1") == 129.0
     with pytest.raises(TypeError, match="'A' parameter of max_column_norm must be a 2-D array of real numbers"):
         st.max_column_norm([["a"]], "l1")
+    # any norm but 'l1' went down the L2 path un-rooted: 'linf' of [[1, −2], [3, 4]] came back 20.0, the squared L2
+    A = np.array([[1.0, -2.0], [3.0, 4.0]])
+    assert st.max_column_norm(A, "l1") == 6.0 and st.max_column_norm(A, "l2") == pytest.approx(np.sqrt(20.0))
+    for norm in ("linf", "L1", None):
+        with pytest.raises(ValueError, match="'norm' parameter of max_column_norm must be one of 'l1', 'l2'"):
+            st.max_column_norm(A, norm)
+    # float arrays skipped the checks: numpy's zero-size reduction error, a bare unpacking error, "came out as nan"
+    for bad, says in ((np.zeros((0, 3)), "must be non-empty"), (np.array([1.0, 2.0]), "must be a 2-D array"),
+                      (np.array([[np.nan, 1.0]]), "must be finite")):
+        with pytest.raises(ValueError, match=f"'A' parameter of max_column_norm {says}"):
+            st.max_column_norm(bad, "l1")

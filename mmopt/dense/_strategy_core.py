@@ -117,11 +117,16 @@ def max_column_norm(A: np.ndarray, norm: str, *, what: str = "the matrix", calle
     Squaring 1e-170 entries directly gives 0 and squaring 1e200 entries gives inf; this gives 1e-170·‖·‖ and
     1e200·‖·‖. Raises ValueError (:func:`norm_from_parts`) when the norm itself is not a normal float64.
     """
-    if not isinstance(A, np.ndarray) or A.dtype.kind != "f":  # a list (AttributeError), booleans (numpy's
-        # "boolean negative" TypeError) or int8 (−(−128) overflows): as float64; the library's own floats skip it
+    v.check_choice(norm, name="norm", caller=caller, choices=("l1", "l2"))  # 'linf' was read as a squared L2
+    if not isinstance(A, np.ndarray) or A.dtype.kind != "f" or A.ndim != 2 or A.size == 0:  # a list
+        # (AttributeError), booleans (numpy's "boolean negative" TypeError), int8 (−(−128) overflows), 1-D or
+        # empty: checked, as float64; the library's own float matrices skip it
         A = v.check_matrix(A, name="A", caller=caller)
     c, k = column_norm_parts(A, norm)
-    return norm_from_parts(float(np.max(c)), k, norm, what=what, caller=caller)
+    top = float(np.max(c))
+    if not math.isfinite(top):  # NaN or inf entries: the input's fault, named as such
+        v.check_matrix(A, name="A", caller=caller)
+    return norm_from_parts(top, k, norm, what=what, caller=caller)
 
 
 def max_column_norm_upper(A: np.ndarray, norm: str, *, what: str = "the strategy",
