@@ -301,4 +301,4 @@ def _run(workload, method, call: Call) -> OptimizeResult:
              else float(tau[0]), "query_weights": sol.weights, "per_query_variance": variance,
              "total_squared_error": float(np.sum(variance)), "seed": seed_record(call.seed)}
     return OptimizeResult(A, norm, ratio, bound, status, status in SUCCESS, message, "max_variance",
-                          "mmopt-l2-newton", sol.iterations, time.perf_counter() - t0, ratio, bound, sol.history, extra)
+                          sol.solver, sol.iterations, time.perf_counter() - t0, ratio, bound, sol.history, extra)
