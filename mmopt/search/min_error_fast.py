@@ -161,7 +161,9 @@ def solve(workload, opts: dict, *, tol, max_iterations, seed, verbose, n_jobs, t
     searched = objective
     if best_h is not None and best_h[0] < objective:
         objective, chosen = best_h[0], PIdentityStrategy(best_h[2])
-        raw_status = "optimal"  # a construction: reconcile calls it "closed_form" unless the bound certifies it
+        # a construction: reconcile calls it "closed_form" unless the bound certifies it — but a search stopped by
+        # its budget stays "user_limit" (success False), as the dense pipeline reports its stages' worst status
+        raw_status = "optimal" if res.status == "optimal" else res.status
         raw_message = (f"H_{best_h[1]} (uniform level weights, scored exactly) beat the p-Identity search, whose "
                        f"budget ended at {searched / best_h[0]:.3g}× its error; raise max_iterations. "
                        + res.message)
