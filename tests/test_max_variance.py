@@ -338,6 +338,8 @@ def test_plan_warns_when_its_search_did_not_finish():
     assert finished or any("may be above the smallest budget" in str(w.message) for w in caught)
     assert finished == (not any("may be above" in str(w.message) for w in caught))
     assert np.all(p.per_query_variance <= tau) and p.epsilon >= p.lower_bound
+    # the minimax's SDP (m + n = 14) now certifies the smallest budget: 1.6931 (a strategy at 1.70 was known)
+    assert p.status == "optimal" and p.epsilon <= 1.70 and p.lower_bound >= p.epsilon * (1 - 1e-4)
 
 
 def test_plan_names_itself_when_refusing_max_iterations():
