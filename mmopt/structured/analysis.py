@@ -11,9 +11,10 @@ Notation: see README; c = Privacy.variance_factor, Δ the strategy's sensitivity
   strategy factor αI + βJ with equal column norms (residual strategies, M(θ)): the same spectra over W's
   downward closure only (:mod:`~mmopt.structured.residual`), polynomial in its size. Exact.
 * ``"dense"`` — N ≤ ``dense_limit``: :func:`mmopt.error.evaluate` on the densified pair. Exact.
-* ``"coupled"`` — past ``dense_limit``, under L2 sensitivity, a union whose terms have at most two non-total factors
-  (workload and strategy), one strategy term per pair and equal column norms: tr(G X⁺) by a Schur complement on
-  the ∅ and 1-way blocks (:mod:`~mmopt.structured.residual.coupled`). Exact.
+* ``"coupled"`` — past :data:`TWO_TERM_MIN_N` cells or ``dense_limit`` (before the dense path), under L2
+  sensitivity, a union whose terms have at most two non-total factors (workload and strategy), one strategy term
+  per pair and equal column norms: tr(G X⁺) by a Schur complement on the ∅ and 1-way blocks
+  (:mod:`~mmopt.structured.residual.coupled`). Exact.
 * ``"loewner_bound"`` — otherwise a certified two-sided bracket, term by term of W
   (:mod:`~mmopt.structured._bracket`): for X ⪰ Y ⪰ 0 and v ∈ range(Y), vᵀX⁺v = sup_z (2zᵀv − zᵀXz) ≤
   sup_z (2zᵀv − zᵀYz) = vᵀY⁺v, and X ⪰ θₗ²X⁽ˡ⁾ for every block l (and ⪰ the sum of its algebra blocks), so
@@ -112,11 +113,13 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
         elif len(strategy.terms) == 2 and strategy.domain_size > TWO_TERM_MIN_N and \
                 (pair := two_term(workload, strategy.terms, cache)) is not None:
             (unit, up), mx, method, exact = pair, None, "two_term", True  # OPT_+ on two terms: nothing N×N
+        elif strategy.domain_size > min(TWO_TERM_MIN_N, dense_limit) and \
+                (coupled := _coupled(workload, strategy, privacy, norm)) is not None:
+            # exact without N×N work, as two_term: scoring auto's coupled candidate densely took 40 CPU s at 4,096
+            return dataclasses.replace(coupled, strategy=original.name, sensitivity=reported)  # Δ as given
         elif strategy.domain_size <= dense_limit:
             _check_memory(workload, strategy, caller, inverses=False, grams=True, dense=True)
             return _dense(workload, strategy, privacy, norm, sens, reported, _delta_lower(strategy, norm, sens))
-        elif (coupled := _coupled(workload, strategy, privacy, norm)) is not None:
-            return dataclasses.replace(coupled, strategy=original.name, sensitivity=reported)  # Δ as given
         else:
             _check_memory(workload, strategy, caller, inverses=True, grams=True)
             unit, mx, up, low = br.bracket(workload, strategy, cache, caller,

@@ -100,6 +100,14 @@ def _strategy_terms(strategy, memo: dict) -> list[_Term] | None:
     return _terms(strategy, memo, classify, drop_zero=False)
 
 
+def in_form(workload) -> bool:
+    """Whether ``workload`` is of this module's form: every term with at most two non-total factors, every attribute
+    of at most :data:`MAX_SIZE` values (what :func:`report` needs of the workload; of a strategy it also needs the
+    same form and equal column norms)."""
+    shape = tuple(getattr(workload, "shape", ()))
+    return bool(shape) and max(shape) <= MAX_SIZE and _workload_terms(workload, {}) is not None
+
+
 def _workload_terms(workload, memo: dict) -> list[_Term] | None:
     def classify(f):
         G = np.asarray(fc.workload_gram(f), dtype=float)
@@ -298,4 +306,4 @@ def pair_list(d: int):
     return list(itertools.combinations(range(d), 2))
 
 
-__all__ = ["MAX_SIZE", "Pieces", "delta_upper", "report", "sandwich", "unit_error", "unit_error_terms"]
+__all__ = ["MAX_SIZE", "Pieces", "delta_upper", "in_form", "report", "sandwich", "unit_error", "unit_error_terms"]
