@@ -125,3 +125,25 @@ def test_laplace_sum_cdf_far_in_the_tails_and_at_infinity():
     assert F[1] == 1.0 and abs(F[0] - near) <= 2 * err
     with pytest.raises(ValueError, match="'x' parameter of laplace_sum_cdf must not hold NaN"):
         laplace_sum_cdf(X, np.nan)
+
+
+@pytest.mark.parametrize("tol", [-1.0, 0.0, float("nan"), 2.0, 0.5])
+def test_tol_is_checked_by_every_public_function(tol):
+    """A negative tol looped for ever in _chernoff_point (no tail bound falls below it); NaN and 2.0 ended in scipy's
+    "f(a) and f(b) must have different signs"; 0.5 returned a width off by its tail (a helper's probe)."""
+    X = iv.laplace_sum([1.0, 2.0])
+    with pytest.raises(ValueError, match="'tol' parameter of half_width must be a float in the range"):
+        iv.half_width("laplace", 0.05, weights=[1.0, 2.0], scale=1.0, tol=tol)
+    with pytest.raises(ValueError, match="'tol' parameter of laplace_sum_quantile"):
+        iv.laplace_sum_quantile(X, 0.975, tol=tol)
+    with pytest.raises(ValueError, match="'tol' parameter of laplace_sum_cdf"):
+        iv.laplace_sum_cdf(X, 1.0, tol=tol)
+
+
+def test_half_width_names_itself_for_its_weights_and_scale():
+    with pytest.raises(TypeError, match="'weights' parameter of half_width must be the answer's weights"):
+        iv.half_width("laplace", 0.05, scale=1.0)  # was "must be finite. Got [nan]" of laplace_sum
+    with pytest.raises(TypeError, match="'scale' parameter of half_width"):
+        iv.half_width("laplace", 0.05, weights=[1.0, 2.0])
+    with pytest.raises(ValueError, match="'weights' parameter of half_width must be finite"):
+        iv.half_width("laplace", 0.05, weights=[1.0, np.nan], scale=1.0)

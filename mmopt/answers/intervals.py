@@ -73,7 +73,7 @@ class LaplaceSum:
         return float(min(1.0, math.exp(min(0.0, res.fun))))
 
 
-def laplace_sum(weights, scale: float = 1.0) -> LaplaceSum:
+def laplace_sum(weights, scale: float = 1.0, *, caller: str = "laplace_sum") -> LaplaceSum:
     """The law of Σⱼ weightsⱼ·Lⱼ·scale for independent standard Laplace Lⱼ, equal |weights| grouped.
 
     ``weights`` may also be a pair of sequences (values, counts): value vⱼ repeated countⱼ times (a tuple of two
@@ -85,7 +85,9 @@ def laplace_sum(weights, scale: float = 1.0) -> LaplaceSum:
     >>> X.beta.tolist(), X.count.tolist(), X.variance
     ([0.5, 1.0], [2.0, 1.0], 3.0)
     """
-    caller = "laplace_sum"
+    if weights is None:  # np.asarray(None) is a 0-d object, read as [nan]: "must be finite. Got [nan]."
+        raise TypeError(f"The 'weights' parameter of {caller} must be the answer's weights on the Laplace terms "
+                        "(a sequence, or (values, counts)). Got None.")
     if isinstance(weights, tuple) and len(weights) == 2 and np.ndim(weights[0]) == 1:
         values = np.abs(np.asarray(weights[0], dtype=np.float64)).ravel()
         counts = np.asarray(weights[1], dtype=np.float64).ravel()
@@ -143,6 +145,17 @@ def _grid(X: LaplaceSum, reach: float, tol: float):
     return t, np.exp(logphi) / (math.pi * k), 2.0 * X.tail_bound(u) + bound
 
 
+#: The largest ``tol`` accepted: an absolute error on probabilities, so past it an interval at α = 0.05 would be off
+#: by a few percent of its tail and no longer exact.
+MAX_TOL = 1e-3
+
+
+def check_tol(tol, caller: str) -> float:
+    """τ in (0, :data:`MAX_TOL`], or a ValueError/TypeError naming ``caller`` (a negative τ looped for ever: no tail
+    bound falls below it)."""
+    return v.check_real(tol, name="tol", caller=caller, low=0.0, high=MAX_TOL, low_open=True)
+
+
 def laplace_sum_cdf(X: LaplaceSum, x, *, tol: float = DEFAULT_TOL):
     """(F(x), error): P(X ≤ x) with a proven bound on |computed − exact| (module docstring); F is a float for a
     scalar x, else an array like x.
@@ -153,6 +166,7 @@ def laplace_sum_cdf(X: LaplaceSum, x, *, tol: float = DEFAULT_TOL):
     >>> abs(F - (1 - math.exp(-1.0) * 1.5 / 2)) < 1e-10, err < 1e-10
     (True, True)
     """
+    tol = check_tol(tol, "laplace_sum_cdf")
     x = np.asarray(x, dtype=np.float64)
     if np.any(np.isnan(x)):
         raise ValueError("The 'x' parameter of laplace_sum_cdf must not hold NaN.")
@@ -183,6 +197,7 @@ def laplace_sum_quantile(X: LaplaceSum, p: float, *, tol: float = DEFAULT_TOL) -
     >>> abs(q - 2 * math.log(100)) < 1e-9
     True
     """
+    tol = check_tol(tol, "laplace_sum_quantile")
     if not 0.5 <= p < 1.0:
         raise ValueError(f"The 'p' parameter of laplace_sum_quantile must be in [0.5, 1). Got {p!r} instead.")
     if p == 0.5:
@@ -217,13 +232,14 @@ def half_width(noise: str, alpha: float, *, sd: float | None = None, weights=Non
     2.995732
     """
     alpha = check_alpha(alpha, "half_width")
+    tol = check_tol(tol, "half_width")
     if noise == "gaussian":  # sd None, negative or NaN gave a TypeError, a negative width or NaN
         sd = v.check_real(sd, name="sd", caller="half_width", low=0.0)
         return float(-special.ndtri(alpha / 2.0) * sd)
     if noise != "laplace":
         raise ValueError(f"The 'noise' parameter of half_width must be 'gaussian' or 'laplace'. Got {noise!r}.")
     check_laplace_alpha(alpha, "half_width")
-    X = laplace_sum(weights, scale)
+    X = laplace_sum(weights, scale, caller="half_width")
     if _single(X):  # P(|bL| > h) = e^{−h/b} = α, from α itself (1 − α/2 rounds for tiny α)
         return float(X.beta[0] * math.log(1.0 / alpha))
     return laplace_sum_quantile(X, 1.0 - alpha / 2.0, tol=tol)
