@@ -121,7 +121,8 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
     budget : {"fast", "default", "thorough"}, float or None, default=None ("default")
         CPU seconds (one BLAS thread) that "auto" may plan to spend: 5, 60 and 600 for the names, or a number.
         Each candidate's cost is estimated before it runs; one that does not fit what is left, or that cannot beat
-        an incumbent already at the proven lower bound, is skipped, and ``extra["skipped"]`` says why. The
+        an incumbent already at the proven lower bound, is skipped, and ``extra["skipped"]`` says why (so does
+        ``"dual_bound"`` there when the certified dual bound did not fit what was left: the SVD bound stays). The
         estimates, not the clock, are charged, so the result does not depend on the machine's load
         (:mod:`mmopt.auto`). Only "auto" reads it.
     objective : {"total", "max_variance", "last_iterate"}, default="total"

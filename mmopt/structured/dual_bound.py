@@ -194,4 +194,12 @@ def optimum_floor(structure) -> float:
     return _FLOOR_MEMO[structure]
 
 
+def known_floor(structure) -> float | None:
+    """:func:`optimum_floor`'s value if it has been computed for this workload object (free), else None."""
+    try:
+        return _FLOOR_MEMO.get(structure)
+    except TypeError:  # not weakly referenceable: never computed
+        return None
+
+
 _FLOOR_MEMO: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
