@@ -100,8 +100,12 @@ def _attribute_work(structure) -> float:
 
 def residual(structure) -> float:
     """The residual plan (closed form over the downward closure of the terms): 0.0–0.4 s on the census workloads,
-    2–6 s on the 166,751 subsets of 3-way marginals over (8,)¹⁰⁰."""
-    return 0.05 + 2e-5 * len(structure.terms) + 1e-8 * _attribute_work(structure)
+    2–6 s on the 166,751 subsets of 3-way marginals over (8,)¹⁰⁰. A union that is not of marginals takes the split
+    strategy, whose fitted bases cost ≈ 2.5·10⁻⁷·Σnᵢ³ more (prefix 256 × 256 8.2 s, 256 × identity 16 4.0 s,
+    all ranges 256 × 256 4.2 s, prefix 128 × 64 0.7 s: estimated at 0.07–0.39 s before, a helper's probe)."""
+    from mmopt.structured.residual.solve import marginal_form
+    split = 0.0 if marginal_form(structure) else 2.5e-7 * _attribute_work(structure)
+    return 0.05 + 2e-5 * len(structure.terms) + 1e-8 * _attribute_work(structure) + split
 
 
 def _factor_solve(n: int) -> float:
@@ -121,7 +125,10 @@ def kron(structure, norm: str, restarts: int) -> float:
     measured 0.6–2.6× the CPU s of 1–2-way prefix marginals on (32,)⁴, (16,)⁶, (8,)⁸, 2-way marginals on (8,)¹⁰,
     sf1 and adult_w2 (14.2, 13.4, 9.4, 8.1, 4.4, 2.8 s), 1.8× on P⊗T ∪ T⊗R (64²; 6.4 s) and 5–36× on two-term
     unions that converge in a sweep (0.1–0.9 s). The Σnᵢ³ rate it replaces, 2.5·10⁻⁶·Σnᵢ³, was 30–70× low on
-    the marginal unions: a 'fast' budget (5 s) ran 9–21 CPU s. Under Gaussian noise the rate 10⁻⁷·Σnᵢ³ holds
+    the marginal unions: a 'fast' budget (5 s) ran 9–21 CPU s. Under Gaussian noise a single product takes one
+    sweep of L2 solves, restarts·Σ(0.005 + 6·10⁻⁹·nᵢ³) (measured prefix 256 × 256 0.59 s, all ranges 256 × 256
+    0.52 s, prefix 512 × 8 1.6 s, prefix 1,024 × identity 4 13.7 s, where 10⁻⁷·Σnᵢ³ said 10–322 s and a 'fast'
+    budget skipped the certified optimum of prefix 256 × 256 for OPT_M's, 62× worse); unions keep that rate
     (sf1 0.4 s)."""
     if norm != "l2":
         terms = len(getattr(structure, "terms", ()))
@@ -129,6 +136,8 @@ def kron(structure, norm: str, restarts: int) -> float:
             return restarts * (0.1 + sum(0.03 + 2.4e-7 * n**3 for n in structure.shape))
         sweeps = min(12.0, 2.5 * terms)
         return 0.1 + restarts * sweeps * sum(_factor_solve(n) for n in structure.shape)
+    if len(getattr(structure, "terms", ())) == 1:  # one sweep of certified L2 solves, ≈ 6·10⁻⁹·n³ each
+        return 0.05 + restarts * sum(0.005 + 6e-9 * n**3 for n in structure.shape)
     return 0.1 + restarts * 1e-7 * _attribute_work(structure)
 
 

@@ -28,10 +28,15 @@ def _convert(workload, caller: str):
         return None
 
 
+def marginal_form(workload) -> bool:
+    """True for a (Gram-)union of marginals whose closure is within the size limit: the closed-form plan, no fit."""
+    return _convert(workload, "marginal_form") is not None
+
+
 def applies(workload) -> bool:
     """True for a (Gram-)union of marginals whose closure is within the size limit, and for any union of
     products whose residual subspaces (:mod:`.split`) are: the split strategy covers it."""
-    return _convert(workload, "applies") is not None or spl.required_subsets(workload) is not None
+    return marginal_form(workload) or spl.required_subsets(workload) is not None
 
 
 def solve_residual(workload, *, norm: str = "l2", restarts=None, seed=None, max_iterations=None, tol=None,
