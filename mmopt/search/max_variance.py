@@ -49,8 +49,8 @@ RESTARTS = 20
 #: (1) as one SDP where the ascent stops uncertified and m + n ≤ this: min t s.t. [[Y, W̃], [W̃ᵀ, X]] ⪰ 0,
 #: diag Y ≤ t, diag X ≤ 1 (Y ⪰ W̃X⁻¹W̃ᵀ). The ascent stalls where the optimal weights sit on a face of the simplex
 #: (prefix sums with τᵢ = i + 1: X = I is optimal, certified by weight on the first query alone; its bound stayed 2 %
-#: below at 32 cells, 22 % at 64) or where rows are weighted (random 30×34 rows scaled by e^U(−3,3): 5,307 against
-#: 4,191). Measured with the SDP (Clarabel to side 48, SCS past it, ≤ SDP_ITERATIONS): certified to 10⁻⁶–10⁻⁴ in
+#: below at 32 cells, 22 % at 64) or where rows are weighted (random 60×40 rows scaled by e^U(−3,3): 5,307 against
+#: 4,191.5). Measured with the SDP (Clarabel to side 48, SCS past it, ≤ SDP_ITERATIONS): certified to 10⁻⁶–10⁻⁴ in
 #: 0.1–6 s at side ≤ 128, 12 s on weighted all ranges of 16 cells (side 152), 18 s on random weighted 64×64; past
 #: side ~160 SCS takes minutes.
 SDP_MAX_SIDE = 160
