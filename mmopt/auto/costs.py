@@ -153,8 +153,9 @@ def union_scoring(structure, norm: str) -> float:
     """OPT_+ scores its union strategy exactly (:func:`mmopt.structured.evaluate`): past 1,024 cells without N×N work
     where it has two groups and one is a product of full-rank factors (``two_term``) or, under Gaussian noise, where
     the workload has the coupled form (≤ 2 non-total factors a term); else densely up to 4,096 cells, O(N³) — 12–23
-    CPU s at 4,096 (P⊗T ∪ T⊗P on 64² under Laplace noise: 'fast' ran 15–18 s on an estimate of 0.4 s; a helper's
-    probe); 0 at most 1,024 cells (≤ 0.4 s) and past 4,096 (a bracket)."""
+    CPU s at 4,096 (P⊗T ∪ T⊗P on 64²: 14–16 s of a 'fast' call under Gaussian noise before the coupled path scored
+    it, 12–15 s under Laplace noise, on an estimate of 0.4; a helper's probe); 0 at most 1,024 cells (≤ 0.4 s) and
+    past 4,096 (a bracket)."""
     from mmopt.structured import factors as fc
     from mmopt.structured._checks import DENSE_LIMIT
     from mmopt.structured.analysis import TWO_TERM_MIN_N
