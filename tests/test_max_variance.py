@@ -381,3 +381,19 @@ def test_the_largest_variance_is_free_of_the_scale_of_weighted_rows():
         assert r.status == "optimal" and r.solver.startswith("mmopt-l2-newton+")
         for q, t in zip(runs, (1.0, 1.5, 1e3), strict=True):
             assert r.lower_bound / s**2 <= q.objective / t**2 * (1 + 1e-9)
+
+
+def test_the_sdp_runs_even_where_the_ascent_spends_its_budget():
+    """Targets over 10^±6 on a random 10×6, W·1.7: restarts that gained 10⁻⁹ (round-off) each spent the 500 L2
+    solves, so the SDP never ran — 'user_limit' with a bound 10× low, where W·1 was certified (a helper's probe).
+    Restarts now stop below a 10⁻⁶ gain, and one L2 solve is kept back to certify the SDP's weights."""
+    rng = np.random.default_rng(1)
+    rng.standard_normal((10, 6))
+    rng.uniform(-5, 5, 10)
+    W, tau = rng.standard_normal((10, 6)), 10.0 ** rng.uniform(-6, 6, 10)
+    opt = _sdp(W / np.sqrt(tau)[:, None])
+    for s in (1.0, 1.7, 3.0):
+        r = solve_max_variance(W * s, tau)
+        assert r.status == "optimal" and "+" in r.solver and r.iterations <= 500
+        assert r.lower_bound / s**2 <= opt * (1 + 1e-6) and r.objective / s**2 >= opt * (1 - 1e-6)
+        assert r.objective <= r.lower_bound * (1 + 1e-4)

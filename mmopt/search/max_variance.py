@@ -30,6 +30,7 @@ is the Gaussian minimax one scored in L1: a heuristic there.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -132,13 +133,17 @@ def solve_max_variance(W: np.ndarray, targets: np.ndarray | None = None, *, tol:
     Wt, e = np.ldexp(Wt, -k), 2 * k  # variances scale by 4⁻ᵏ: they are scaled back by 2ᵉ
     ident = np.eye(n)  # the identity is feasible: the first upper bound (optimal where every τᵢ = ‖wᵢ‖²)
     vi = _variances(Wt, ident)
-    st = {"dual": None, "lower": 0.0, "solver": MaxVarianceSolution.solver, "p": np.full(m, 1.0 / m),
+    sdp = m + n <= SDP_MAX_SIDE
+    # one L2 solve kept back for the SDP's weights: a spent budget skipped the SDP, "user_limit" with a bound 10×
+    # low where it certifies in a second (a helper's probe: targets 10^U(−6,6), W·1.7)
+    cap = max_iterations - 1 if sdp and max_iterations > 1 else max_iterations
+    st = {"dual": None, "lower": 0.0, "solver": MaxVarianceSolution.solver, "p": np.full(m, 1.0 / m), "cap": cap,
           "best": (float(np.max(vi)), ident, vi), "k": 0,
           "mean": np.zeros((n, n)), "mean_best": False}
     history: list[dict] = []
 
     def negative_F(p):
-        if st["k"] >= max_iterations:
+        if st["k"] >= st["cap"]:
             raise Done("user_limit")
         st["k"] += 1
         total = float(p.sum())
@@ -170,7 +175,8 @@ def solve_max_variance(W: np.ndarray, targets: np.ndarray | None = None, *, tol:
 
     floor = 1e-6 / m  # every pᵢ > 0: G_p keeps W's rank, so X_p and v(X_p) stay finite
     status = ascend(negative_F, np.ones(m), st, floor=floor, max_iterations=max_iterations)
-    if status == "optimal_inaccurate" and m + n <= SDP_MAX_SIDE and (q := _sdp_weights(Wt, st)) is not None:
+    st["cap"] = max_iterations
+    if status in ("optimal_inaccurate", "user_limit") and sdp and (q := _sdp_weights(Wt, st)) is not None:
         try:  # the SDP's weights, certified by one L2 solve (its dual bound); its X was scored exactly
             negative_F(q)
             status = ascend(negative_F, np.maximum(st["p"] * st["lower"], floor), st, floor=floor,
@@ -228,8 +234,8 @@ def ascend(negative_F, start: np.ndarray, state: dict, *, floor: float, max_iter
     records its bounds in ``state`` ("best": a tuple led by the best upper bound, or None; "lower"; "p": the q of
     the best lower bound) and raises :class:`Done` to stop. L-BFGS-B's line search stops ("ABNORMAL") where the
     small weights' variances are solved less accurately than the value; a fresh start from the best weights so far,
-    scaled to F's maximiser f(q*)·q*, continues, until a start gains nothing. Returns the status Done carried, or
-    "optimal_inaccurate"."""
+    scaled to F's maximiser f(q*)·q*, continues, until a start gains less than 10⁻⁶ of the upper bound. Returns the
+    status Done carried, or "optimal_inaccurate"."""
     def bounds():
         return (state["best"][0] if state["best"] is not None else np.inf), state["lower"]
 
@@ -241,7 +247,9 @@ def ascend(negative_F, start: np.ndarray, state: dict, *, floor: float, max_iter
                                        "ftol": 0.0})
         except Done as done:
             return done.status
-        if bounds() == gap:
-            break
+        upper, lower = bounds()
+        gain = (0.0 if upper == gap[0] else gap[0] - upper) + (lower - gap[1])  # inf − inf never formed
+        if not gain > 1e-6 * (upper if math.isfinite(upper) else abs(lower)):  # stalled: gains of 10⁻⁹ (round-off)
+            break                                                 # restarted up to RESTARTS times, spent the budget
         start = np.maximum(state["p"] * state["lower"], floor)  # F's maximiser is f(q*)·q*
     return "optimal_inaccurate"
