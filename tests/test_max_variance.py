@@ -304,6 +304,9 @@ def test_direct_calls_check_their_parameters_by_name():
                       ({"targets": np.zeros(4)}, ValueError), ({"targets": np.ones(3)}, ValueError)):
         with pytest.raises(error, match=f"'{next(iter(kw))}' parameter of solve_max_variance"):
             solve_max_variance(P, **kw)
+    # an all-zero W was refused as "The 'gram' parameter of solve_l2" (a helper's probe)
+    with pytest.raises(ValueError, match="'W' parameter of solve_max_variance must have a non-zero entry"):
+        solve_max_variance(np.zeros((3, 3)))
 
 
 def test_a_dense_search_past_the_dense_limit_is_refused_at_once():

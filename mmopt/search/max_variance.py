@@ -124,6 +124,9 @@ def solve_max_variance(W: np.ndarray, targets: np.ndarray | None = None, *, tol:
     if not np.all(tau > 0):
         raise ValueError(f"The 'targets' parameter of {caller} must be > 0 for every query. Got a smallest of "
                          f"{tau.min():.3g}.")
+    if not np.any(W):  # solve_l2 refused it in its own name ("The 'gram' parameter of solve_l2 …")
+        raise ValueError(f"The 'W' parameter of {caller} must have a non-zero entry: every variance is 0 whatever the "
+                         "strategy, so there is nothing to optimise. Got all zeros.")
     tol = v.check_real(tol, name="tol", caller=caller, low=0.0, low_open=True)
     max_iterations = v.check_int(max_iterations, name="max_iterations", caller=caller)
     # Solved at a power-of-two scale (exact) where the identity's largest variance is ~1: the weights' floor below
