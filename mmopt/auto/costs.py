@@ -130,13 +130,13 @@ def kron(structure, norm: str, restarts: int) -> float:
     0.52 s, prefix 512 × 8 1.6 s, prefix 1,024 × identity 4 13.7 s, where 10⁻⁷·Σnᵢ³ said 10–322 s and a 'fast'
     budget skipped the certified optimum of prefix 256 × 256 for OPT_M's, 62× worse); unions keep that rate
     (sf1 0.4 s)."""
+    terms = len(getattr(structure, "terms", ()))
     if norm != "l2":
-        terms = len(getattr(structure, "terms", ()))
         if terms == 1:
             return restarts * (0.1 + sum(0.03 + 2.4e-7 * n**3 for n in structure.shape))
         sweeps = min(12.0, 2.5 * terms)
         return 0.1 + restarts * sweeps * sum(_factor_solve(n) for n in structure.shape)
-    if len(getattr(structure, "terms", ())) == 1:  # one sweep of certified L2 solves, ≈ 6·10⁻⁹·n³ each
+    if terms == 1:  # one sweep of certified L2 solves, ≈ 6·10⁻⁹·n³ each
         return 0.05 + restarts * sum(0.005 + 6e-9 * n**3 for n in structure.shape)
     return 0.1 + restarts * 1e-7 * _attribute_work(structure)
 

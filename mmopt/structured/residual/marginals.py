@@ -38,9 +38,7 @@ from mmopt.structured.residual import closure as cl
 from mmopt.structured.residual.workload import MarginalWorkload
 
 __all__ = ["WeightedMarginals", "cell_weights", "each_once", "from_implicit", "marginal_terms", "measure",
-           "reconstruct_all", "solve",
-           "spectrum",
-           "support", "weighted_marginals"]
+           "reconstruct_all", "solve", "spectrum", "support", "weighted_marginals"]
 
 
 @dataclass(frozen=True, eq=False)
