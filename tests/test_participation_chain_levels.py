@@ -71,6 +71,47 @@ def test_optimize_runs_it_from_levels_min_n(monkeypatch):
     assert exact == pytest.approx(res.objective, rel=1e-8)
 
 
+def test_optimize_starts_the_2b_bands_from_the_chain_duals_lagrangian_start(monkeypatch):
+    from mmopt.participation import chain_banded as chain_module
+    from mmopt.participation import chain_levels as levels_module
+    from mmopt.participation.chain_banded import scaled_error
+    n, k = 128, 4
+    starts = []
+    original = chain_module.chain_banded
+
+    def spy(m, kk, *, start=None, **kwargs):
+        starts.append(start)
+        return original(m, kk, start=start, **kwargs)
+
+    monkeypatch.setattr(chain_module, "chain_banded", spy)
+    monkeypatch.setattr(levels_module, "chain_banded", spy)  # chain_levels' own reference
+    res = mmopt.optimize(mmopt.workload.prefix(n), participation=min_separation(n // k, k),
+                         options={"seconds": 0, "chain_dual_seconds": 3, "chain_banded_seconds": 2})
+    assert "free_banded_error" not in res.extra  # the dual's start replaces the free band's unless asked for
+    (start,) = starts
+    assert start is not None and np.any(np.tril(start, -(n // k)) != 0)  # 2b bands used, not a b-band start
+    assert res.objective <= scaled_error(start, n // k, k)[0] * (1 + 1e-12)  # never worse than its start
+    assert res.lower_bound <= res.objective
+    # from LEVELS_MIN_N steps: the levels from the dual's start at n/2
+    monkeypatch.setattr(training_separation, "LEVELS_MIN_N", n)
+    starts.clear()
+    res = mmopt.optimize(mmopt.workload.prefix(n), participation=min_separation(n // k, k),
+                         options={"seconds": 0, "chain_dual_seconds": 3, "chain_banded_seconds": 2})
+    assert [None if s is None else s.shape for s in starts][0] == (n // 2, n // 2) and len(starts) == 2
+    assert "chain_levels" in res.solver
+
+
+def test_chain_levels_from_a_start_runs_its_levels():
+    n, k = 128, 4
+    start = chain_levels(64, k, seconds=1.0).matrix
+    r = chain_levels(n, k, seconds=2.0, start=start)
+    assert r.matrix.shape == (n, n) and np.all(np.tril(r.matrix, -2 * (n // k)) == 0)
+    with pytest.raises(ValueError, match="'start' parameter of chain_levels must be m×m with m = n/2ʲ"):
+        chain_levels(n, k, seconds=1.0, start=np.eye(96))
+    with pytest.raises(TypeError, match="'levels' or 'start'"):
+        chain_levels(n, k, seconds=1.0, start=start, levels=2)
+
+
 @pytest.mark.parametrize(("call", "match"), [
     (lambda: prolong(np.eye(6), 4, 0.7), "'participations' parameter of prolong must divide"),
     (lambda: prolong(np.ones((4, 3)), 2, 0.7), "C"),

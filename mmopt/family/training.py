@@ -15,10 +15,12 @@ method). Gaussian noise only (the L2 sensitivity). Methods:
   ``seconds``: a CPU budget, default 70; on prefix sums 20 up to 512 steps and 0, not run, past them), then the
   chain dual of :mod:`mmopt.participation.chain_dual` (``chain_dual_seconds``, default 30; 0 skips it), the better
   bound kept; on prefix sums the banded Toeplitz strategy is run too, the free banded strategy of
-  :mod:`mmopt.participation.free_banded` (``free_banded_seconds``, default 15 below 2,048 steps and 0 from them;
-  0 skips it) and from it the strategy with 2b bands of :mod:`mmopt.participation.chain_banded`
-  (``chain_banded_seconds``, default what the others left of 110 CPU s and at least 45; 0 skips it; from 2,048
-  steps coarse to fine, :mod:`mmopt.participation.chain_levels`), and the best one returned;
+  :mod:`mmopt.participation.free_banded` (``free_banded_seconds``, default 15 below 2,048 steps when the chain
+  dual did not run, else 0; 0 skips it) and the strategy with 2b bands of :mod:`mmopt.participation.chain_banded`
+  from the chain dual's Lagrangian start (:func:`mmopt.participation.chain_dual.lagrangian_start`; else from the
+  free band) (``chain_banded_seconds``, default what the others left of 110 CPU s and at least 45; 0 skips it;
+  from 2,048 steps coarse to fine from the dual's start at n/2, :mod:`mmopt.participation.chain_levels`), and the
+  best one returned;
 * "banded": a banded Toeplitz strategy with at most b = min-separation bands (n/k for fixed epochs) on prefix
   sums at any n, optimised by :mod:`mmopt.toeplitz.solve`; with that many bands no pattern's cross terms survive,
   so its sensitivity is exact; when n = k·b, also the row-weighted one of :mod:`mmopt.participation.weighted`,

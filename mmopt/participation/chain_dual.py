@@ -26,13 +26,20 @@ M's entries, products of at most k nonnegative b-term sums times R's, carry a re
 Measured (prefix sums, one core): n = 1,024, k = 8, 91,400 in 30 CPU s (91,449 in 240 s: the family's limit
 is near), against the cutting planes' 90,311 in 50 s and 91,286 in 900 s; n = 2,048, k = 8, 206,063 in 30 s and
 206,864 in 90 s against 203,192 in 50 s; n = 64, k = 8: 3,249.2 against the optimum 3,252.4 (an SDP over all
-6,435 patterns), the family's limit there. It is a bound only: no primal comes from it.
+6,435 patterns), the family's limit there.
+
+A start for the primal (prefix sums): the Lagrangian's minimiser at the chain's weights, X(M) = Aᵀ K^{−1/2} A, is
+the optimum itself when the weights are optimal (tr(G X⁻¹) is strictly convex), so at a near-optimal M it is a
+near-optimal X up to its scale. :func:`lagrangian_start` returns its causal factor C (X = CᵀC) cut to 2b bands, at
+any level's best iterate, for :func:`mmopt.participation.chain_banded.chain_banded` to refine. Measured (prefix
+sums, one core, 30 CPU s of the chain dual): at n = 1,024, k = 4 the start is 39,884 (2.4 % above the bound) and
+the 2b-band strategy from it 39,039 after 60 s more, where from the free band optimize reached 39,078 in 110 s.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -40,7 +47,7 @@ from mmopt._base import validation as v
 from mmopt.participation.free_banded import _lbfgs
 from mmopt.participation.working_set import _Factor, certified_trace_sqrt, trace_sqrt
 
-__all__ = ["ChainDual", "chain_dual"]
+__all__ = ["ChainDual", "chain_dual", "lagrangian_start"]
 
 _EPS = np.finfo(float).eps
 _FLOOR = 1e-4  # ε of the module docstring
@@ -62,14 +69,15 @@ class ChainDual:
     seconds : float
         CPU seconds.
     levels : tuple of dict
-        n, the bound's estimate and the iterations of each level, coarse to fine.
+        n, the bound's estimate and the iterations of each level, coarse to fine; on prefix sums also the level's
+        best iterate (for :func:`lagrangian_start`).
     """
 
     bound: float
     converged: bool
     iterations: int
     seconds: float
-    levels: tuple
+    levels: tuple = field(repr=False)
 
 
 def chain_dual(gram, participations: int, *, rank: int = 32, seconds: float | None = None,
@@ -125,9 +133,33 @@ def chain_dual(gram, participations: int, *, rank: int = 32, seconds: float | No
         deadline = None if seconds is None else t0 + seconds * sum(shares[:j + 1]) / sum(shares)
         x, estimate, its, converged = _level(factor, x, bj, k, rank, max_iterations, deadline)
         iterations += its
-        levels.append({"n": k * bj, "bound": estimate, "iterations": its})
+        level = {"n": k * bj, "bound": estimate, "iterations": its}
+        levels.append(level | ({"x": x, "rank": rank, "participations": k} if prefix else {}))
     bound = _certify(factor, x, b, k, rank)
     return ChainDual(bound, converged, iterations, time.process_time() - t0, tuple(levels))
+
+
+def lagrangian_start(dual: ChainDual, n: int) -> np.ndarray:
+    """The causal factor of X(M), the Lagrangian's minimiser at the best iterate of the chain dual's level of n
+    steps (prefix sums), cut to 2b bands: lower-triangular, a positive diagonal, C_ts = 0 for t − s ≥ 2b (module
+    docstring). Its scale is arbitrary (the 2b-band strategy is scaled to Δ = 1 by its chain).
+
+    >>> C = lagrangian_start(chain_dual(64, 4, max_iterations=50), 64)
+    >>> bool(np.all(np.diag(C) > 0)), bool(np.all(np.triu(C, 1) == 0)), bool(np.all(np.tril(C, -32) == 0))
+    (True, True, True)
+    """
+    level = next((lv for lv in dual.levels if lv["n"] == n and "x" in lv), None)
+    if level is None:
+        raise ValueError(f"The 'n' parameter of lagrangian_start must be a level of the chain dual on prefix sums "
+                         f"(one of {[lv['n'] for lv in dual.levels if 'x' in lv]}). Got {n} instead.")
+    k = level["participations"]
+    b = n // k
+    chain, L, C, N, R = _assemble(level["x"], b, k, level["rank"])
+    _, Z = trace_sqrt(_Factor(n, True), chain[5] * R)
+    X = Z @ Z.T
+    # X = CᵀC with C lower-triangular: the Cholesky factor of X with its steps reversed, reversed back
+    C = np.linalg.cholesky(X[::-1, ::-1]).T[::-1, ::-1]
+    return np.tril(C) - np.tril(C, -2 * b)
 
 
 def _start(b: int, k: int, r: int, rng) -> np.ndarray:
