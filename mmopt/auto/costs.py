@@ -26,10 +26,15 @@ def closed_dense(n: int) -> float:
     return 0.05 + 1.5e-10 * n**3
 
 
-def l2_dense(n: int) -> float:
-    """l2_approx's dense Newton solver to a certified gap, and the exact re-evaluation (0.8 s at 1,024; 46 s at
-    4,096, ``benchmarks/results/bench_l2_fast.txt``)."""
-    return 0.05 + 1.2e-9 * n**3
+def l2_dense(n: int, family: str | None = None) -> float:
+    """l2_approx's dense Newton solver to a certified gap, and the exact re-evaluation. Its Newton steps depend on
+    the workload (one BLAS thread, bounds cached): prefix sums 1.0 s at 1,024 cells and 4.2 s at 2,048 (46 s at
+    4,096, ``benchmarks/results/bench_l2_fast.txt``), all ranges 0.4 / 2.0 s — priced 0.05 + 1.2·10⁻⁹·n³ —; other
+    workloads at the slower kind measured, random and width-32 ranges: 0.6–1.1 s at 512 cells, 4.0–4.5 s at 1,024,
+    29–30 s at 2,048 — priced 0.3 + 3.5·10⁻⁹·n³ (the first price was 3× low on them)."""
+    if family in ("prefix", "all_range"):
+        return 0.05 + 1.2e-9 * n**3
+    return 0.3 + 3.5e-9 * n**3
 
 
 def l2_tridiagonal_step(n: int) -> float:

@@ -228,7 +228,7 @@ def _plain(ctx: Context, budget_seconds: float) -> list[Candidate]:
     if fast_family and norm == "l2":
         out.append(_dual(ctx, budget_seconds))
     else:
-        out.append(Candidate("l2_approx", costs.l2_dense(n), lambda: ctx.optimize(ctx.dense, "l2_approx"),
+        out.append(Candidate("l2_approx", costs.l2_dense(n, family), lambda: ctx.optimize(ctx.dense, "l2_approx"),
                              share=1.0 if norm == "l2" else LOW_PRIOR_SHARE))
     if norm == "l1":
         out += _min_error(ctx, budget_seconds)
