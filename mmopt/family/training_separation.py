@@ -116,9 +116,9 @@ def _banded_strategies(n: int, k: int, budget: dict, extra: dict, dual=None) -> 
     ``LEVELS_MIN_N`` steps its start at n/2, then coarse to fine), else from the free banded strategy (every entry
     of the b bands and the column norms free, exact sensitivity; from ``LEVELS_MIN_N`` steps coarse to fine).
 
-    Measured in the route (prefix sums, one core, default budgets): n = 1,024, k = 8: 91,845 (gap 1.0046) from the
-    dual's start against 91,975 (1.0063) from the free band; n = 2,048, k = 4: 90,659 (1.0165) against 90,962
-    (1.0209)."""
+    Measured in the route (prefix sums, one core, default budgets; benchmarks/results/bench_participation_minsep.txt):
+    n = 1,024, k = 8: 91,846 (gap 1.0046) from the dual's start against 91,975 (1.0063) from the free band;
+    n = 2,048, k = 4: 90,649 (1.016) against 90,962 (1.021)."""
     from mmopt.dense._strategy_core import Strategy
     from mmopt.participation.chain_banded import chain_banded
     from mmopt.participation.chain_levels import chain_levels
@@ -147,7 +147,6 @@ def _banded_strategies(n: int, k: int, budget: dict, extra: dict, dual=None) -> 
                     {"sensitivity_squared": chain.sensitivity.squared, "sensitivity_exact": chain.sensitivity.exact,
                      "sensitivity_method": chain.sensitivity.method, "bands": 2 * n // k}))
     return out
-
 
 
 def _dual_start(dual, m: int, k: int):
