@@ -124,7 +124,9 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         an incumbent already at the proven lower bound, is skipped, and ``extra["skipped"]`` says why (so does
         ``"dual_bound"`` there when the certified dual bound did not fit what was left: the SVD bound stays). The
         estimates, not the clock, are charged, so the result does not depend on the machine's load
-        (:mod:`mmopt.auto`). Only "auto" reads it.
+        (:mod:`mmopt.auto`); ``extra["budget"]`` holds the budget, the estimates charged ("planned") and the CPU
+        seconds of the proven lower bound computed first ("bound_seconds", not charged: on a dense workload of
+        thousands of cells it can exceed a 'fast' budget by itself). Only "auto" reads it.
     objective : {"total", "max_variance", "last_iterate"}, default="total"
         What is minimised: the total squared error over all queries, or the largest single-query variance
         (divided by its target when ``targets`` is given). "max_variance" runs a certified minimax search on dense

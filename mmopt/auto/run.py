@@ -40,7 +40,11 @@ def run_auto(ctx: Context, budget: Budget, *, verbose: bool | None) -> OptimizeR
     """Run the plan for ``ctx`` within ``budget`` (see the module docstring); ``verbose`` as :func:`mmopt.optimize`."""
     t0 = time.perf_counter()
     say = _runtime.LOGGER.info if verbose is not False else _runtime.LOGGER.debug
+    b0 = time.process_time()
     svd, bound_exact = lower_bound(ctx)
+    # not charged to the budget (a proven bound is always reported, and the candidates' own scoring reuses the
+    # workload's spectrum it computes), but reported: 4.6 CPU s on 2,000 random ranges of 2,048 cells under 'fast'
+    bound_seconds = time.process_time() - b0
     candidates, failures, skipped = [], {}, {}
     spent = 0.0
     for cand in plan(ctx, budget.seconds):
@@ -87,8 +91,10 @@ def run_auto(ctx: Context, budget: Budget, *, verbose: bool | None) -> OptimizeR
     if why is not None:
         skipped["dual_bound"] = why
         say("optimize(auto): skipped the certified dual bound: %s", why)
-    return _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent, time.perf_counter() - t0,
-                   bound_method)
+    out = _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent, time.perf_counter() - t0,
+                  bound_method)
+    out.extra["budget"]["bound_seconds"] = bound_seconds
+    return out
 
 
 def _raised(ctx: Context, candidates, svd: float, room: float) -> tuple[float, str, str | None]:
