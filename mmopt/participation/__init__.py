@@ -10,7 +10,8 @@ separation b = n/k, n ≤ 2,048, by cutting planes over patterns, with :mod:`.pa
 :mod:`.weighted` (row-weighted banded strategies under
 fixed epochs, any n), :mod:`.free_banded` (banded strategies with every entry of the band free, under minimum
 separation, n ≤ 4,096), :mod:`.chain_banded` (2b bands, Δ² by a chain over patterns), :mod:`.chain_dual` (a
-certified bound weighting every pattern by a Markov chain, with :mod:`.working_set`), :mod:`.bound` (a certified
+certified bound weighting every pattern by a Markov chain, with :mod:`.working_set`, and the 2b-band strategy's start
+from its Lagrangian), :mod:`.chain_levels` (that strategy coarse to fine), :mod:`.bound` (a certified
 bound at any n), :mod:`.workloads` (momentum and learning-rate
 schedules), :mod:`.banded` (banded strategies for Toeplitz workloads), :mod:`.objectives` (largest variance, last
 iterate), :mod:`.noise` (the correlated noise streamed step by step through OpenDP, and the run's privacy).
