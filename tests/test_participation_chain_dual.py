@@ -125,10 +125,14 @@ def test_lagrangian_start_near_the_bound_and_at_every_prefix_level():
     assert dual.bound <= error <= 1.06 * dual.bound
     with pytest.raises(ValueError, match="'n' parameter of lagrangian_start must be a level"):
         lagrangian_start(dual, 96)
+    with pytest.raises(TypeError, match="'n' parameter of lagrangian_start"):
+        lagrangian_start(dual, 64.0)
+    with pytest.raises(TypeError, match="'dual' parameter of lagrangian_start must be a ChainDual"):
+        lagrangian_start(None, n)
     i = np.arange(n)
     dense = chain_dual((n - np.maximum.outer(i, i)).astype(float), k, max_iterations=20)
-    with pytest.raises(ValueError, match="lagrangian_start"):  # a dense Gram: no prefix levels kept
-        lagrangian_start(dense, n)
+    with pytest.raises(ValueError, match="'dual' parameter of lagrangian_start must come from chain_dual on prefix"):
+        lagrangian_start(dense, n)  # a dense Gram: no levels' iterates kept
 
 
 @pytest.mark.parametrize(("args", "kwargs", "match"), [

@@ -110,6 +110,9 @@ def test_chain_levels_from_a_start_runs_its_levels():
         chain_levels(n, k, seconds=1.0, start=np.eye(96))
     with pytest.raises(TypeError, match="'levels' or 'start'"):
         chain_levels(n, k, seconds=1.0, start=start, levels=2)
+    for bad in (np.tril(np.ones((64, 64))), start.T, start - np.diag(np.diag(start))):  # past 2b bands, upper, 0 diag
+        with pytest.raises(ValueError, match="'start' parameter of chain_levels must be lower-triangular"):
+            chain_levels(n, k, seconds=1.0, start=bad)
 
 
 @pytest.mark.parametrize(("call", "match"), [

@@ -148,10 +148,20 @@ def lagrangian_start(dual: ChainDual, n: int) -> np.ndarray:
     >>> bool(np.all(np.diag(C) > 0)), bool(np.all(np.triu(C, 1) == 0)), bool(np.all(np.tril(C, -32) == 0))
     (True, True, True)
     """
+    caller = "lagrangian_start"
+    if not isinstance(dual, ChainDual):
+        raise TypeError(f"The 'dual' parameter of {caller} must be a ChainDual (the result of chain_dual). Got "
+                        f"{type(dual).__name__} instead.")
+    n = v.check_int(n, name="n", caller=caller, low=1)
+    kept = [lv["n"] for lv in dual.levels if "x" in lv]
+    if not kept:
+        raise ValueError(f"The 'dual' parameter of {caller} must come from chain_dual on prefix sums (gram given as "
+                         "the number of steps n), whose levels keep their iterates. Got a chain dual of a dense Gram "
+                         "instead.")
     level = next((lv for lv in dual.levels if lv["n"] == n and "x" in lv), None)
     if level is None:
-        raise ValueError(f"The 'n' parameter of lagrangian_start must be a level of the chain dual on prefix sums "
-                         f"(one of {[lv['n'] for lv in dual.levels if 'x' in lv]}). Got {n} instead.")
+        raise ValueError(f"The 'n' parameter of {caller} must be a level of the chain dual (one of {kept}). Got {n} "
+                         "instead.")
     k = level["participations"]
     b = n // k
     chain, L, C, N, R = _assemble(level["x"], b, k, level["rank"])
