@@ -91,10 +91,8 @@ def run_auto(ctx: Context, budget: Budget, *, verbose: bool | None) -> OptimizeR
     if why is not None:
         skipped["dual_bound"] = why
         say("optimize(auto): skipped the certified dual bound: %s", why)
-    out = _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent, time.perf_counter() - t0,
-                  bound_method)
-    out.extra["budget"]["bound_seconds"] = bound_seconds
-    return out
+    return _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent, time.perf_counter() - t0,
+                   bound_method, bound_seconds)
 
 
 def _raised(ctx: Context, candidates, svd: float, room: float) -> tuple[float, str, str | None]:
@@ -183,7 +181,7 @@ def _closed(c) -> bool:
 
 
 def _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent, seconds,
-            bound_method: str = "svd") -> OptimizeResult:
+            bound_method: str = "svd", bound_seconds: float = 0.0) -> OptimizeResult:
     best = min(candidates, key=lambda c: c["objective"])
     bound = svd
     for c in candidates:  # a candidate's own bound, where stronger, named as its source (it kept the SVD label)
@@ -209,7 +207,7 @@ def _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent,
         "total_exact": best["exact"], "bound_exact": bound_exact, "bound_method": bound_method,
         "candidates": {c["method"]: {k: c[k] for k in keys} | {"status": verdict(c)} for c in candidates},
         "failed": failures, "skipped": skipped,
-        "budget": {"label": budget.label, "seconds": budget.seconds, "planned": spent}}
+        "budget": {"label": budget.label, "seconds": budget.seconds, "planned": spent, "bound_seconds": bound_seconds}}
     return OptimizeResult(best["strategy"], ctx.norm, best["objective"], bound, status, status in SUCCESS, message,
                           f"auto:{best['method']}", best["solver"], best["iterations"], seconds,
                           best["objective"] / m, bound / m, (), extra)

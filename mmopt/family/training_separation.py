@@ -155,7 +155,7 @@ def _dual_start(dual, m: int, k: int):
     import numpy as np
 
     from mmopt.participation.chain_dual import lagrangian_start
-    if dual is None or m % k or not any(level["n"] == m and "x" in level for level in dual.levels):
+    if dual is None or m not in dual.start_steps:
         return None
     try:
         return lagrangian_start(dual, m)

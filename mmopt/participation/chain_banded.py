@@ -44,7 +44,8 @@ from mmopt.participation.free_banded import FreeBanded, _check_arguments, _error
 from mmopt.participation.schemas import MinSeparation
 from mmopt.participation.sensitivity import Sensitivity, _pair_edges, gram_sensitivity_squared
 
-__all__ = ["TEMPERATURES", "chain_banded", "chain_sensitivity", "chain_soft_max", "scaled_error"]
+__all__ = ["TEMPERATURES", "chain_banded", "chain_sensitivity", "chain_soft_max", "check_start_band",
+           "scaled_error"]
 
 TEMPERATURES = (3e3, 3e4)
 _ETA = 1e-4  # the smoothing of |x|, relative to m = k·mean diag X (3e-4 … 1e-3 were slower at n = 256, k = 8)
@@ -140,15 +141,11 @@ def chain_banded(n: int, participations: int, *, start=None, max_iterations: int
     n, k, max_iterations, seconds = _check_arguments(n, participations, max_iterations, seconds, caller)
     t0 = time.process_time()
     b = n // k
-    band = np.tril(np.ones((n, n), dtype=bool)) & ~np.tril(np.ones((n, n), dtype=bool), -2 * b)
     C0 = np.asarray(weighted_banded(n, k).to_dense(), dtype=float) if start is None else v.check_matrix(
         start, name="start", caller=caller, square=True)
     if C0.shape != (n, n):
         raise ValueError(f"The 'start' parameter of {caller} must be {n}×{n}. Got shape {C0.shape} instead.")
-    if np.any(C0[~band] != 0) or np.any(np.diag(C0) <= 0):
-        raise ValueError(f"The 'start' parameter of {caller} must be lower-triangular with at most 2b = {2 * b} "
-                         "bands and a positive diagonal. Got another matrix instead.")
-    rows, cols = np.nonzero(band)
+    rows, cols = np.nonzero(check_start_band(C0, b, caller))
 
     def build(x):
         C = np.zeros((n, n))
@@ -172,6 +169,17 @@ def chain_banded(n: int, participations: int, *, start=None, max_iterations: int
             best = candidate
     error, C, sens = best
     return FreeBanded(C, float(error), sens, status, iterations, time.process_time() - t0)
+
+
+def check_start_band(C: np.ndarray, separation: int, caller: str) -> np.ndarray:
+    """The mask of the 2b bands (lower-triangular, t − s < 2b) of C's shape, after checking that a ``start`` C lies
+    on them with a positive diagonal (a ValueError naming ``caller`` else)."""
+    n, b = C.shape[0], separation
+    band = np.tril(np.ones((n, n), dtype=bool)) & ~np.tril(np.ones((n, n), dtype=bool), -2 * b)
+    if np.any(C[~band] != 0) or np.any(np.diag(C) <= 0):
+        raise ValueError(f"The 'start' parameter of {caller} must be lower-triangular with at most 2b = {2 * b} "
+                         "bands and a positive diagonal. Got another matrix instead.")
+    return band
 
 
 def scaled_error(C: np.ndarray, separation: int, participations: int):

@@ -79,6 +79,11 @@ class ChainDual:
     seconds: float
     levels: tuple = field(repr=False)
 
+    @property
+    def start_steps(self) -> tuple[int, ...]:
+        """The levels (steps) whose best iterate is kept: :func:`lagrangian_start` takes any of them."""
+        return tuple(level["n"] for level in self.levels if "x" in level)
+
 
 def chain_dual(gram, participations: int, *, rank: int = 32, seconds: float | None = None,
                max_iterations: int = 2000) -> ChainDual:
@@ -153,15 +158,15 @@ def lagrangian_start(dual: ChainDual, n: int) -> np.ndarray:
         raise TypeError(f"The 'dual' parameter of {caller} must be a ChainDual (the result of chain_dual). Got "
                         f"{type(dual).__name__} instead.")
     n = v.check_int(n, name="n", caller=caller, low=1)
-    kept = [lv["n"] for lv in dual.levels if "x" in lv]
+    kept = dual.start_steps
     if not kept:
         raise ValueError(f"The 'dual' parameter of {caller} must come from chain_dual on prefix sums (gram given as "
                          "the number of steps n), whose levels keep their iterates. Got a chain dual of a dense Gram "
                          "instead.")
-    level = next((lv for lv in dual.levels if lv["n"] == n and "x" in lv), None)
-    if level is None:
-        raise ValueError(f"The 'n' parameter of {caller} must be a level of the chain dual (one of {kept}). Got {n} "
-                         "instead.")
+    if n not in kept:
+        raise ValueError(f"The 'n' parameter of {caller} must be a level of the chain dual (one of {list(kept)}). Got "
+                         f"{n} instead.")
+    level = next(lv for lv in dual.levels if lv["n"] == n and "x" in lv)
     k = level["participations"]
     b = n // k
     chain, L, C, N, R = _assemble(level["x"], b, k, level["rank"])

@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 from mmopt._base import validation as v
-from mmopt.participation.chain_banded import chain_banded, scaled_error
+from mmopt.participation.chain_banded import chain_banded, check_start_band, scaled_error
 from mmopt.participation.free_banded import FreeBanded, _check_arguments, free_banded
 
 __all__ = ["SCALES", "chain_levels", "prolong"]
@@ -144,11 +144,7 @@ def chain_levels(n: int, participations: int, *, seconds: float, levels: int | N
         if m > n or m % k or n % m or (n // m) & (n // m - 1):
             raise ValueError(f"The 'start' parameter of {caller} must be m×m with m = n/2ʲ a multiple of k = {k}. "
                              f"Got {m}×{m} for n = {n} instead.")
-        band = np.tril(np.ones((m, m), dtype=bool)) & ~np.tril(np.ones((m, m), dtype=bool), -2 * (m // k))
-        if np.any(start[~band] != 0) or np.any(np.diag(start) <= 0):
-            raise ValueError(f"The 'start' parameter of {caller} must be lower-triangular with at most 2b = "
-                             f"{2 * (m // k)} bands (b = m/k on its m = {m} steps) and a positive diagonal. Got "
-                             "another matrix instead.")
+        check_start_band(start, m // k, caller)  # b = m/k on the start's m steps
         sizes = [m]
         while sizes[-1] < n:
             sizes.append(2 * sizes[-1])

@@ -102,10 +102,10 @@ def _strategy_terms(strategy, memo: dict) -> list[_Term] | None:
 
 def in_form(workload) -> bool:
     """Whether ``workload`` is of this module's form: every term with at most two non-total factors, every attribute
-    of at most :data:`MAX_SIZE` values (what :func:`report` needs of the workload; of a strategy it also needs the
+    of 2 to :data:`MAX_SIZE` values (what :func:`report` needs of the workload; of a strategy it also needs the
     same form and equal column norms)."""
     shape = tuple(getattr(workload, "shape", ()))
-    return bool(shape) and max(shape) <= MAX_SIZE and _workload_terms(workload, {}) is not None
+    return bool(shape) and all(2 <= n <= MAX_SIZE for n in shape) and _workload_terms(workload, {}) is not None
 
 
 def _workload_terms(workload, memo: dict) -> list[_Term] | None:
