@@ -255,7 +255,12 @@ def test_crossed_bounds_are_not_a_certificate():
     gap = (strict.extra["primal_bound"] - strict.dual_bound) / strict.extra["primal_bound"]
     assert (strict.status, strict.message) == verdict(gap, 1e-10, strict.iterations, 500)
     assert strict.status == "optimal_inaccurate"
-    assert solve_l2(G, tol=1e-8).status == "optimal"
+    # a tol above this G's round-off floor certifies. The floor itself moves with the platform (1e-9 on the
+    # machines this test was written on, 2.25e-6 on an AMD EPYC with numpy 2.4.6 / scipy 1.17.1, where tol = 1e-8
+    # was refused): a tol of 1e-4, far above either and far below any useful gap's need, must certify
+    loose = solve_l2(G, tol=1e-4)
+    gap = (loose.extra["primal_bound"] - loose.dual_bound) / loose.extra["primal_bound"]
+    assert loose.status == "optimal" and abs(gap) <= 1e-4
 
 
 @pytest.mark.parametrize("scale", [1e-300, 1e-200, 1e-40, 1e40, 1e75, 1e200, 1e300])

@@ -11,7 +11,7 @@ import pytest
 from _participation_brute import all_patterns
 from _participation_monte_carlo import assert_error_matches_the_mechanism
 
-from mmopt.participation.chain_banded import _objective, chain_banded, chain_soft_max
+from mmopt.participation.chain_banded import _gram_band, _objective, _times_gram_gradient, chain_banded, chain_soft_max
 from mmopt.participation.cutting import solve_min_separation
 from mmopt.participation.free_banded import free_banded
 from mmopt.participation.patterns import pattern_upper_bound
@@ -89,6 +89,28 @@ def test_sensitivity_with_negative_entries_and_many_patterns_is_the_chain_on_abs
     assert "chain" in S.method and S.lower <= S.squared
     upper = pattern_upper_bound(np.abs(X), b, k, rtol=1e-12)[0]
     assert S.squared == pytest.approx(upper, rel=1e-9)
+
+
+@pytest.mark.parametrize("n,k", [(12, 2), (18, 3), (24, 4), (40, 8)])
+def test_gram_band_and_its_adjoint_against_dense_products_on_every_band_entry(n, k):
+    # both read C's column blocks only on the rows they share: a dense CᵀC and C·Γ check every entry they return
+    b = n // k
+    C, X = _band_gram(n, b, 11, signed=True)
+    dg, P = _gram_band(C, b, k)
+    np.testing.assert_allclose(dg, np.diag(X), rtol=1e-13)
+    s, d = np.nonzero(np.ones((n, b)))
+    inside = s + b + d < n
+    np.testing.assert_allclose(P[s[inside], d[inside]], X[s[inside], s[inside] + b + d[inside]], rtol=1e-12,
+                               atol=1e-12 * np.abs(X).max())
+    rng = np.random.default_rng(12)
+    diagonal, half = rng.standard_normal(n), rng.standard_normal((n, b))
+    Gamma = np.diag(diagonal)
+    Gamma[s[inside], s[inside] + b + d[inside]] = half[s[inside], d[inside]]
+    Gamma[s[inside] + b + d[inside], s[inside]] = half[s[inside], d[inside]]
+    band = np.tril(np.ones((n, n), dtype=bool)) & ~np.tril(np.ones((n, n), dtype=bool), -2 * b)
+    expected = (C @ Gamma)[band]
+    np.testing.assert_allclose(_times_gram_gradient(C, diagonal, half, b, k)[band], expected, rtol=1e-12,
+                               atol=1e-12 * np.abs(expected).max())
 
 
 def test_objective_gradient_matches_finite_differences():

@@ -51,6 +51,23 @@ def test_error_gradient_against_finite_differences():
         assert g[i, j] == pytest.approx((_error(Cp)[0] - _error(Cm)[0]) / (2 * h), rel=1e-6)
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_error_and_its_gradient_against_dense_products_over_several_column_blocks(order):
+    # LAPACK works on the transposes of C-ordered copies: a Fortran-ordered C and bands wider than one block of
+    # columns (256) must give the dense values, −2·(M C⁻ᵀ) on the band with M = BᵀB, B = W C⁻¹
+    rng = np.random.default_rng(4)
+    n, bands = 300, 120
+    C = np.tril(0.1 * rng.standard_normal((n, n))) + 2 * np.eye(n)
+    C[np.tril(np.ones((n, n), dtype=bool), -bands)] = 0.0
+    B = np.tril(np.ones((n, n))) @ np.linalg.inv(C)
+    E, g = _error(np.asarray(C, order=order), bands, gradient=True)
+    assert E == pytest.approx(np.linalg.norm(B) ** 2, rel=1e-12)
+    assert _error(np.asarray(C, order=order))[0] == pytest.approx(E, rel=1e-14)
+    band = np.tril(np.ones((n, n), dtype=bool)) & ~np.tril(np.ones((n, n), dtype=bool), -bands)
+    expected = (-2 * B.T @ B @ np.linalg.inv(C).T)[band]
+    np.testing.assert_allclose(g[band], expected, rtol=1e-9, atol=1e-11 * np.abs(expected).max())
+
+
 @pytest.mark.parametrize("n,k", [(32, 4), (48, 3), (24, 8)])
 def test_exact_error_and_sensitivity_above_the_bound_and_below_the_start(n, k):
     b = n // k

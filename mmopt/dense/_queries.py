@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mmopt._base.cumulative import cumulative_rows
+
 # Enumerate all 2ⁿ−1 predicate queries exactly up to this n (2²² floats = 32 MB).
 MAX_EXACT_PREDICATE_N = 22
 
@@ -69,7 +71,7 @@ def max_term(workload, M: np.ndarray | None, terms: np.ndarray | None,
 def _prefix_sums(M: np.ndarray) -> np.ndarray:
     n = M.shape[0]
     S = np.zeros((n + 1, n + 1))
-    np.cumsum(M, axis=0, out=S[1:, 1:])
+    cumulative_rows(M, out=S[1:, 1:])
     np.cumsum(S[1:, 1:], axis=1, out=S[1:, 1:])
     return S
 

@@ -22,6 +22,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.cumulative import cumulative_rows
 
 __all__ = ["DenseGram", "FactoredGram", "GramOperator", "SemiseparableGram", "all_range_gram", "as_gram_operator",
            "prefix_gram"]
@@ -84,9 +85,9 @@ class SemiseparableGram:
         vec = V.ndim == 1
         V = V[:, None] if vec else V
         a, b = self.a[:, None], self.b[:, None]
-        head = np.cumsum(a * V, axis=0)  # Σ_{j ≤ i} a_j v_j
+        head = cumulative_rows(a * V)  # Σ_{j ≤ i} a_j v_j
         tail = np.zeros_like(V)  # Σ_{j > i} b_j v_j
-        tail[:-1] = np.cumsum((b * V)[:0:-1], axis=0)[::-1]
+        tail[:-1] = cumulative_rows((b * V)[1:], reverse=True)
         out = self.scale * (b * head + a * tail)
         return out[:, 0] if vec else out
 

@@ -1,8 +1,9 @@
 """The 2b-band strategy coarse to fine: solved at n/2ᴸ steps, carried to each finer level, refined there.
 
-Notation: see :mod:`mmopt.participation.chain_banded`. At 2,048 steps a step of the 2b-band strategy costs ~0.8 CPU
-s (a triangular inverse and BᵀB, n³/6 multiply-adds each) and from the free banded start it is time-limited: in
-100 CPU s it reaches 216,498 at k = 8, and 211,000 only after 430 s. A step at n/2 costs an eighth as much, and the
+Notation: see :mod:`mmopt.participation.chain_banded`. At 2,048 steps an evaluation of the 2b-band objective costs
+0.74 CPU s at k = 4 and 0.60 s at k = 8 (a triangular inverse and BᵀB, n³/6 multiply-adds each; 1.36 / 1.03 s when
+these numbers were taken) and from the free banded start it is time-limited: in 100 CPU s it reached 216,498 at
+k = 8, and 211,000 only after 430 s. A step at n/2 costs an eighth as much, and the
 strategy's shape carries over. Block i of b steps at n holds the steps of block i of b/2 at n/2, at half the offsets;
 so C_n(s, t) is read from C_{n/2} at (s/2, t/2), bilinear in the row and the lag s − t, the rows clamped to their
 block (the optimum jumps at block boundaries: within a block its lags grow with the offset, a saw-tooth, so no

@@ -43,6 +43,7 @@ import numpy as np
 import scipy.linalg
 from scipy import optimize as sopt
 
+from mmopt._base.cumulative import cumulative_rows
 from mmopt.participation.optimum import ScheduleOptimum, causal_factor
 from mmopt.participation.working_set import _Factor, _PatternDual
 
@@ -79,7 +80,7 @@ def _prefix_error(X: np.ndarray, gram) -> tuple[float, np.ndarray]:
     n = X.shape[0]
     Ci = scipy.linalg.solve_triangular(C, np.eye(n), lower=True)
     if isinstance(gram, int):  # prefix sums: W C⁻¹ by a cumulative sum
-        WCi = np.cumsum(Ci, axis=0)
+        WCi = cumulative_rows(Ci, out=Ci)
         return float(np.einsum("ij,ij->", WCi, WCi)), C
     return float(np.einsum("ij,ij->", gram @ Ci, Ci)), C
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
+from mmopt._base.cumulative import cumulative_rows
+
 _EPS = np.finfo(float).eps
 
 
@@ -45,7 +47,8 @@ class _Factor:
 
     def K(self, M: np.ndarray) -> np.ndarray:
         if self.prefix:
-            return np.cumsum(np.cumsum(M, axis=0), axis=1)
+            K = cumulative_rows(M)
+            return np.cumsum(K, axis=1, out=K)
         return self.L.T @ M @ self.L
 
     def K_error(self, Mabs: np.ndarray) -> float:
@@ -56,7 +59,7 @@ class _Factor:
 
     def At(self, V: np.ndarray) -> np.ndarray:
         if self.prefix:
-            return np.cumsum(V[::-1], axis=0)[::-1]
+            return cumulative_rows(V, reverse=True)
         return self.L @ V
 
     def Ainv(self, V: np.ndarray) -> np.ndarray:

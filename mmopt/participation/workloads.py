@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.cumulative import cumulative_rows
 
 __all__ = ["MAX_N", "cosine_decay", "learning_rate_workload", "linear_decay", "momentum", "toeplitz_coefficients",
            "toeplitz_workload"]
@@ -101,7 +102,7 @@ def learning_rate_workload(learning_rates, *, beta: float = 0.0):
     v.check_allocation(2 * n * n, what=f"the {n:,}×{n:,} workload and its Gram", caller=caller)
     from scipy.linalg import toeplitz
     M = toeplitz(beta ** np.arange(n), np.zeros(n))
-    W = np.cumsum(eta[:, None] * M, axis=0)  # L·(diag(η) M): O(n²), no n³ product
+    W = cumulative_rows(eta[:, None] * M)  # L·(diag(η) M): O(n²), no n³ product
     return _dense(W, f"learning_rates(n={n}, beta={beta:g})")
 
 

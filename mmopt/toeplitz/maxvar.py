@@ -33,6 +33,7 @@ import numpy as np
 from scipy import linalg
 
 from mmopt._base import validation as _v
+from mmopt._base.cumulative import cumulative_rows
 from mmopt.structured.gamma2 import RIDGE, ascend
 
 __all__ = ["MAX_N", "RangeSolution", "edges", "gram", "solve", "variances"]
@@ -86,7 +87,7 @@ def gram(a: np.ndarray, b: np.ndarray, c: np.ndarray, n: int) -> np.ndarray:
     C = np.zeros((n + 1, n + 1))
     C[a, b] = c
     # S[s, t] = Σ_{a ≤ s, b ≥ t}: cumulative over a, reverse-cumulative over b (non-negative terms only)
-    S = np.cumsum(np.cumsum(C, axis=0)[:, ::-1], axis=1)[:, ::-1]
+    S = np.cumsum(cumulative_rows(C, out=C)[:, ::-1], axis=1)[:, ::-1]
     U = S[:n, 1:]  # G_st = S[s, t + 1] for s ≤ t
     return np.triu(U) + np.triu(U, 1).T
 
@@ -95,7 +96,7 @@ def _prefix_covariance(K: np.ndarray) -> np.ndarray:
     """Y = Q K Qᵀ ((n+1)×(n+1)): Y_jk = Σ_{s<j, t<k} K_st."""
     n = K.shape[0]
     Y = np.zeros((n + 1, n + 1))
-    Y[1:, 1:] = np.cumsum(np.cumsum(K, axis=0), axis=1)
+    Y[1:, 1:] = np.cumsum(cumulative_rows(K), axis=1)
     return Y
 
 
