@@ -1,5 +1,6 @@
 """Cumulative sums down the rows of a C-ordered matrix, row by row: numpy's ``cumsum(axis=0)`` walks each column
-with a stride of a whole row.
+with a stride of a whole row (on a Fortran-ordered one it is the fast way, and is kept: 0.02 s at 2,048 where
+adding strided rows took 0.29).
 
 Measured (numpy 2.4, one core, n×n float64): ``np.cumsum(M, axis=0)`` 0.040 / 0.18 / 1.35 s at n = 1,024 / 2,048 /
 4,096, against 0.003 / 0.010 / 0.035 s adding each row to the next (contiguous vector adds). The sums are made in the
@@ -39,7 +40,9 @@ def cumulative_rows(M, *, reverse: bool = False, out: np.ndarray | None = None) 
     True
     """
     M = np.asarray(M)
-    if M.ndim != 2 or M.shape[1] < _NARROW:
+    target = M if out is None else out
+    if M.ndim != 2 or M.shape[1] < _NARROW or target.strides[1] != target.itemsize:
+        # narrow, or its rows are not contiguous (a Fortran-ordered array: numpy's columns are, and it is fast)
         if reverse:
             return np.cumsum(M[::-1], axis=0, out=None if out is None else out[::-1])[::-1]
         return np.cumsum(M, axis=0, out=out)
