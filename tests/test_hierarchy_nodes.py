@@ -130,7 +130,11 @@ def test_variances_of_queries_the_strategy_does_not_measure_are_infinite(seed):
     S = solve_nodes(coarse, max_iterations=50).strategy
     X = _dense_gram(S)
     D = fine.dense()
-    Xp = np.linalg.pinv(X)
+    # X is rank-deficient, well conditioned on its range (seed 0: smallest non-zero singular value 3.8, the others
+    # round-off near 1e-14); pinv's default cutoff (1e-15·σ_max = 2.9e-14) inverted a round-off direction under
+    # the Sandybridge and Prescott BLAS kernels (a helper's probe): 1e-10 keeps 10⁴ above the round-off and far
+    # below the range
+    Xp = np.linalg.pinv(X, rtol=1e-10, hermitian=True)
     # q is estimable iff q = q X⁺X (X is well conditioned on its range: weights from a converged search)
     estimable = np.linalg.norm(D - D @ Xp @ X, axis=1) <= 1e-8 * np.linalg.norm(D, axis=1)
     got = np.concatenate([v.ravel() for v in hn.node_variances(S, fine)])

@@ -446,7 +446,10 @@ def test_subpackages_are_attributes_of_a_bare_import_and_the_log_says_the_report
     with caplog.at_level("INFO", logger="mmopt"):
         r = mmopt.optimize(wl.prefix(32), method="min_error", seed=1, verbose=True)
     said = [rec.getMessage() for rec in caplog.records if rec.getMessage().startswith("optimize: ")]
-    assert r.status == "local_optimum" and said[-1].startswith("optimize: local_optimum, objective")
+    # a heuristic: a local optimum, or "user_limit" where one restart spends its 1,000 L-BFGS steps (restart 1
+    # converges after 821 on the Haswell BLAS kernel, 890 on Sandybridge, not by 1,000 on Prescott: a helper's
+    # probe); never "optimal", and the log line says the status the result reports
+    assert r.status in ("local_optimum", "user_limit") and said[-1].startswith(f"optimize: {r.status}, objective")
 
 
 def test_a_loose_tol_never_makes_a_heuristic_optimal():
