@@ -98,6 +98,33 @@ def test_product_strategies_use_the_kronecker_weights():
     np.testing.assert_allclose((t.upper - t.answer).to_numpy(), want, rtol=1e-8)
 
 
+def test_product_laplace_widths_use_the_factors_rank_not_numpys_default_cutoff():
+    """A factor stacking the partitions of 1,000 cells into pairs and triples (834×1,000, rank 667: its smallest
+    non-zero singular value is 0.30·σ₁, the round-off ones ≤ 4·10⁻¹⁵·σ₁). numpy's pinv at 10⁻¹⁵·σ₁ kept 672–701
+    of them, by BLAS kernel, and the product route's exact Laplace intervals came out 1.02–1.06× too wide (a
+    helper's probe; 2.07× on another factor). The oracle cuts at 10⁻¹⁰·σ₁, anywhere in that gap."""
+    import mmopt.structured as st
+    from mmopt.answers.intervals import half_width
+    n = 1000
+
+    def partition(size):
+        P = np.zeros((-(-n // size), n))
+        for i in range(P.shape[0]):
+            P[i, i * size:(i + 1) * size] = 1.0
+        return P
+
+    A1 = np.vstack([partition(2), partition(3)])
+    rows = [382, 438, 439]
+    W = st.kron(A1[rows], np.ones((1, 2)))
+    S = st.kron_strategy(A1, np.ones((1, 2)))
+    out = st.matrix_mechanism(W, S, np.arange(2.0 * n), mmopt.Privacy(1.0), rng=0)
+    assert mmopt.answers.table.plan_table(out, W, S, alpha=0.1).model.method == "product"
+    t = answers_table(out, W, S, alpha=0.1)
+    oracle = np.linalg.pinv(A1, rcond=1e-10)
+    want = [half_width("laplace", 0.1, weights=q @ oracle, scale=out.noise_scale) for q in A1[rows]]
+    np.testing.assert_allclose((t.upper - t.answer).to_numpy(), want, rtol=1e-8)
+
+
 @pytest.mark.slow  # 14 s: the dense route's 4,096-cell table
 def test_dense_laplace_widths_use_the_mechanism_s_pseudo_inverse():
     """numpy's pinv at its default cutoff inverted round-off singular values of this rank-deficient A (4,096 cells):
