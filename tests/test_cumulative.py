@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mmopt._base.cumulative import cumulative_rows
+from mmopt._base.cumulative import cumulative_rows, prefix_sums_2d
 
 
 @settings(max_examples=60, deadline=None)
@@ -37,3 +37,14 @@ def test_in_place_and_into_a_strided_view_leave_the_input_alone_unless_it_is_the
     assert out is M and np.array_equal(M, np.cumsum(keep, axis=0))
     v = rng.random(33)
     assert np.array_equal(cumulative_rows(v, reverse=True), np.cumsum(v[::-1])[::-1])
+
+
+@pytest.mark.parametrize("fortran", [False, True])
+def test_prefix_sums_2d_is_numpys_two_cumsums_padded_or_not(fortran):
+    M = np.random.default_rng(5).standard_normal((50, 70))
+    M = np.asfortranarray(M) if fortran else M
+    want = np.cumsum(np.cumsum(M, axis=0), axis=1)
+    assert np.array_equal(prefix_sums_2d(M), want)
+    padded = prefix_sums_2d(M, padded=True)
+    assert padded.shape == (51, 71) and not padded[0].any() and not padded[:, 0].any()
+    assert np.array_equal(padded[1:, 1:], want)

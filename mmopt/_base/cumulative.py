@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["cumulative_rows"]
+__all__ = ["cumulative_rows", "prefix_sums_2d"]
 
 _NARROW = 32  # below this many columns numpy's own loop is the faster one
 
@@ -58,3 +58,23 @@ def cumulative_rows(M, *, reverse: bool = False, out: np.ndarray | None = None) 
         for i in range(1, n):
             out[i] += out[i - 1]
     return out
+
+
+def prefix_sums_2d(M, *, padded: bool = False) -> np.ndarray:
+    """S[i, j] = Σ_{s ≤ i, t ≤ j} M_st: down the rows (:func:`cumulative_rows`), then along them. ``padded``: an
+    (n + 1)×(m + 1) array with a zero first row and column, S[i, j] = Σ_{s < i, t < j} M_st (Q M Qᵀ for Q the
+    (n + 1)×n prefix-sum matrix with a zero first row).
+
+    >>> prefix_sums_2d(np.ones((2, 3))).tolist()
+    [[1.0, 2.0, 3.0], [2.0, 4.0, 6.0]]
+    >>> prefix_sums_2d(np.ones((2, 2)), padded=True).tolist()
+    [[0.0, 0.0, 0.0], [0.0, 1.0, 2.0], [0.0, 2.0, 4.0]]
+    """
+    M = np.asarray(M)
+    if padded:
+        S = np.zeros((M.shape[0] + 1, M.shape[1] + 1))
+        inner = cumulative_rows(M, out=S[1:, 1:])
+    else:
+        S = inner = cumulative_rows(M)
+    np.cumsum(inner, axis=1, out=inner)
+    return S

@@ -140,7 +140,7 @@ def _product_laws(layout, strategy):
     from mmopt.structured.factors import strategy_inverse
     (term,) = strategy.terms
     # each Aᵢ⁺ by the mechanism's own rank rule, not numpy's pinv at its cutoff 10⁻¹⁵·σ₁: a factor stacking two
-    # partitions of 1,000 cells (834×1,000, rank 667) kept 672 there on this machine's BLAS kernel and 698 on
+    # partitions of 1,000 cells (834×1,000, rank 667) kept 672 there on the Haswell BLAS kernel and 698 on
     # another, and the "exact" Laplace intervals came out 1.02–2.07× too wide (a helper's probe)
     pinvs = [strategy_inverse(f).pinv for f in term.factors]
     theta = float(term.weight)

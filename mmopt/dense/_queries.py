@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mmopt._base.cumulative import cumulative_rows
+from mmopt._base.cumulative import prefix_sums_2d
 
 # Enumerate all 2ⁿ−1 predicate queries exactly up to this n (2²² floats = 32 MB).
 MAX_EXACT_PREDICATE_N = 22
@@ -38,7 +38,7 @@ def per_query_terms(workload, M: np.ndarray | None, F: np.ndarray | None = None)
     if fam == "total":
         return np.array([M.sum()])
     if fam == "prefix":
-        return np.diag(_prefix_sums(M))[1:].copy()
+        return np.diag(prefix_sums_2d(M, padded=True))[1:].copy()
     if fam == "all_range":
         return range_terms(M)[np.triu_indices(M.shape[0])]
     if fam == "all_predicate":
@@ -68,20 +68,12 @@ def max_term(workload, M: np.ndarray | None, terms: np.ndarray | None,
     return None
 
 
-def _prefix_sums(M: np.ndarray) -> np.ndarray:
-    n = M.shape[0]
-    S = np.zeros((n + 1, n + 1))
-    cumulative_rows(M, out=S[1:, 1:])
-    np.cumsum(S[1:, 1:], axis=1, out=S[1:, 1:])
-    return S
-
-
 def range_terms(M: np.ndarray) -> np.ndarray:
     """V[a, b] = Σ_{a≤i,j≤b} M_ij for a ≤ b (upper triangle; the lower triangle is meaningless).
 
     Uses 2-D prefix sums S: V[a,b] = S[b+1,b+1] − 2 S[a,b+1] + S[a,a] (M symmetric), O(n²).
     """
-    S = _prefix_sums(M)
+    S = prefix_sums_2d(M, padded=True)
     d = np.diag(S)
     V = -2.0 * S[:-1, 1:]
     V += d[1:][None, :]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from mmopt._base.cumulative import cumulative_rows
+from mmopt._base.cumulative import cumulative_rows, prefix_sums_2d
 
 _EPS = np.finfo(float).eps
 
@@ -47,8 +47,7 @@ class _Factor:
 
     def K(self, M: np.ndarray) -> np.ndarray:
         if self.prefix:
-            K = cumulative_rows(M)
-            return np.cumsum(K, axis=1, out=K)
+            return prefix_sums_2d(M)
         return self.L.T @ M @ self.L
 
     def K_error(self, Mabs: np.ndarray) -> float:

@@ -33,7 +33,7 @@ import numpy as np
 from scipy import linalg
 
 from mmopt._base import validation as _v
-from mmopt._base.cumulative import cumulative_rows
+from mmopt._base.cumulative import cumulative_rows, prefix_sums_2d
 from mmopt.structured.gamma2 import RIDGE, ascend
 
 __all__ = ["MAX_N", "RangeSolution", "edges", "gram", "solve", "variances"]
@@ -92,16 +92,8 @@ def gram(a: np.ndarray, b: np.ndarray, c: np.ndarray, n: int) -> np.ndarray:
     return np.triu(U) + np.triu(U, 1).T
 
 
-def _prefix_covariance(K: np.ndarray) -> np.ndarray:
-    """Y = Q K Qᵀ ((n+1)×(n+1)): Y_jk = Σ_{s<j, t<k} K_st."""
-    n = K.shape[0]
-    Y = np.zeros((n + 1, n + 1))
-    Y[1:, 1:] = np.cumsum(cumulative_rows(K), axis=1)
-    return Y
-
-
 def _edge_variances(K: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    Y = _prefix_covariance(K)
+    Y = prefix_sums_2d(K, padded=True)  # Y = Q K Qᵀ: Y_jk = Σ_{s<j, t<k} K_st
     d = np.diag(Y)
     return d[a] + d[b] - 2.0 * Y[a, b]
 
