@@ -47,6 +47,26 @@ def test_targets_are_per_grouping_set():
         mv.set_targets(W, {0: 1.0}, "optimize")
 
 
+def test_grouping_set_targets_refuse_what_is_not_a_number():
+    """np.asarray(targets, dtype=float) took True as 1.0 and "5" as 5.0, and a budget was planned from them (a
+    helper's probe); every other route refuses them by the shared check, which now names the bad value here too."""
+    W = _skewed()
+    for bad in (True, "5", ["1", "2", "3", "4", "5", "6"], {k: True for k in range(6)}, None):
+        with pytest.raises(TypeError, match=r"'targets' parameter of plan must be one positive number or 6 \(one per "
+                                            "grouping set"):
+            mmopt.plan(W, targets=bad, delta=1e-6)
+    with pytest.raises(TypeError, match="'targets' parameter of optimize"):
+        mmopt.optimize(W, privacy=mmopt.Privacy(1.0, 1e-6), objective="max_variance", targets=True)
+    with pytest.raises(ValueError, match=r"Got nan instead"):
+        mmopt.plan(W, targets=float("nan"), delta=1e-6)
+
+
+def test_marginal_targets_do_not_claim_one_per_query():
+    """Marginal workloads take one number or a dict per marginal; the message said "or 1 (one per query)"."""
+    with pytest.raises(TypeError, match=r"of plan must be one positive number\. Got bool instead"):
+        mmopt.plan(wl.marginals((3, 4, 2), 2), targets=True, delta=1e-6)
+
+
 def test_plan_meets_every_target_and_brackets_the_budget():
     W = _skewed()
     p = mmopt.plan(W, targets=10.0, kind="halfwidth", alpha=0.05, delta=1e-6)

@@ -122,7 +122,7 @@ def _run_product(W, call: Call, t0: float) -> OptimizeResult:
         raise ValueError(f"The 'targets' parameter of {CALLER} must be one number for a Kronecker product workload "
                          f"('{W.name}', {W.n_queries:,} queries): per-query targets need a dense workload of ≤ 4,096 "
                          "cells.")
-    tau = 1.0 if call.targets is None else float(check_targets(call.targets, 1, CALLER)[0])
+    tau = 1.0 if call.targets is None else float(check_targets(call.targets, 1, CALLER, per=None)[0])
     term = W.terms[0]
     tol = (call.tol or 1e-4) / len(term.factors)  # the factors' gaps compound
     factors, upper, lower, iterations, statuses = [], term.weight**2 / tau, term.weight**2 / tau, 0, []

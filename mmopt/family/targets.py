@@ -9,12 +9,16 @@ import numpy as np
 __all__ = ["TARGET_RANGE", "check_dense_size", "check_targets", "dense_rows", "marginal_targets"]
 
 
-def check_targets(targets, m: int, caller: str, name: str = "targets") -> np.ndarray:
-    """τ as m positive finite numbers (a scalar is every query's)."""
+def check_targets(targets, m: int, caller: str, name: str = "targets", *, per: str | None = "query") -> np.ndarray:
+    """τ as m positive finite numbers (a scalar is every query's); ``per`` names what each of the m belongs to in
+    the messages ("query", "grouping set"), or None where only one number is taken (a dict per marginal is
+    :func:`marginal_targets`'s)."""
+    many = "" if per is None else f" or {m:,} (one per {per}" + (
+        ", in the workload's row order)" if per == "query" else ")")
     if isinstance(targets, dict):
         raise ValueError(f"The '{name}' parameter of {caller} is a dict (one target per marginal), which needs a "
                          "workload of marginals (mmopt.workload.marginals, records workloads); this one is not. Give "
-                         f"one number, or {m:,} (one per query).")
+                         f"one positive number{many}.")
     # None would become NaN, "4" 4.0 and True 1.0: none of them is a number given as one
     text = isinstance(targets, str | bytes | bool | np.bool_) or (
         isinstance(targets, list | tuple) and any(isinstance(t, str | bytes | bool | np.bool_) for t in targets))
@@ -26,7 +30,7 @@ def check_targets(targets, m: int, caller: str, name: str = "targets") -> np.nda
         from mmopt.privacy import Privacy
         hint = (" plan finds the budget: give the accuracy wanted (targets=4.0, kind='se'), not a Privacy."
                 if isinstance(targets, Privacy) else "")
-        raise TypeError(f"The '{name}' parameter of {caller} must be one positive number or {m:,} (one per query). "
+        raise TypeError(f"The '{name}' parameter of {caller} must be one positive number{many}. "
                         f"Got {type(targets).__name__} instead.{hint}")
     scalar = tau.ndim == 0
     if scalar:
@@ -39,8 +43,7 @@ def check_targets(targets, m: int, caller: str, name: str = "targets") -> np.nda
             what = f"shape {np.shape(targets)}" + (
                 "" if tau.size == 0 else f", {nonfinite.size} not finite (e.g. {nonfinite[0]})" if nonfinite.size
                 else f", smallest {np.min(tau):.3g}")
-        raise ValueError(f"The '{name}' parameter of {caller} must be one positive number or {m:,} (one per query, "
-                         f"in the workload's row order). Got {what} instead.")
+        raise ValueError(f"The '{name}' parameter of {caller} must be one positive number{many}. Got {what} instead.")
     low, high = TARGET_RANGE
     if np.any(tau < low) or np.any(tau > high):  # 1/τ weights the Gram: past these its eigensolves failed
         # inside LAPACK ("the 'gram' parameter of solve_l2 must be finite", "Eigenvalues did not converge")
@@ -84,5 +87,5 @@ def marginal_targets(W, targets, caller: str) -> dict | None:
         raise ValueError(f"The 'targets' parameter of {caller} must be one positive number or a dict {{attribute "
                          "tuple: target} (one per marginal) for a workload of marginals (every cell of a marginal "
                          f"has the same variance). Got shape {np.shape(targets)}.")
-    t = float(check_targets(targets, 1, caller)[0])
+    t = float(check_targets(targets, 1, caller, per=None)[0])  # (the dict's targets: residual.plan checks them)
     return {A: t for A in W.sets}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize
 
+from mmopt.family.targets import check_targets
 from mmopt.hierarchy import bound as hb
 from mmopt.hierarchy import components as hc
 from mmopt.hierarchy import nodes as hn
@@ -32,14 +33,9 @@ def set_targets(W: HierarchyWorkload, targets, caller: str) -> np.ndarray:
             raise ValueError(f"The 'targets' parameter of {caller} is a dict; it must give one target per grouping set "
                              f"index 0 … {K - 1}. Got keys {sorted(targets)!r:.80}.")
         targets = [targets[k] for k in range(K)]
-    tau = np.asarray(targets, dtype=float)
-    if tau.ndim == 0:
-        tau = np.full(K, float(tau))
-    if tau.shape != (K,) or not np.all(np.isfinite(tau)) or np.any(tau <= 0):
-        raise ValueError(f"The 'targets' parameter of {caller} must be one positive variance or one per grouping set "
-                         f"({K}) for grouping sets over hierarchies (every group of a set has the same target). "
-                         f"Got shape {np.shape(targets)}.")
-    return tau
+    # the shared check: True, "5" or None are not numbers given as one (np.asarray made them 1.0, 5.0 and a shape
+    # error), and the message names the bad value
+    return check_targets(targets, K, caller, per="grouping set; every group of a set has the same target")
 
 
 def lower_bound(W: HierarchyWorkload, tau: np.ndarray) -> float | None:
