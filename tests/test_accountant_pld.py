@@ -145,3 +145,30 @@ def test_equal_gaussian_releases_never_report_less_than_the_exact_epsilon(sigma,
     exact = math.exp(norm.logcdf(1 / (2 * s) - eps * s)) - math.exp(eps + norm.logcdf(-1 / (2 * s) - eps * s))
     assert exact <= delta * (1 + 1e-9)  # two terms of similar size: their difference keeps ~1e-12 relative
     assert exact >= delta * (1 - 1e-3)  # and it is tight: one Gaussian's pessimistic grid, not a loose bound
+
+
+@pytest.mark.parametrize("eps, delta, k, total_delta", [(0.01, 0.0, 5000, 1e-6), (0.002, 1e-12, 20000, 1e-7),
+                                                        (0.01, 1e-10, 3000, 1e-5)])
+def test_many_declared_spends_never_report_less_than_the_exact_composition(eps, delta, k, total_delta):
+    """k declared (ε, δ) spends with ε on the loss grid (the pessimistic rounding adds nothing there): the FFT's
+    round-off reported ε with exact δ 1 + 5.5·10⁻⁸ (k = 5,000) and 1 + 2.1·10⁻⁶ (k = 20,000) times the total's (a
+    helper's probe), and the 5,000th spend fitted a total the exact composition exceeds. Oracle: Kairouz, Oh &
+    Viswanath's exact composition, in mpmath at 40 digits."""
+    pytest.importorskip("dp_accounting")
+    import mpmath as mp
+
+    from mmopt.accounting import Ledger, Spend
+
+    def exact_delta(epsilon_total, count):
+        with mp.workdps(40):
+            e, g = mp.mpf(eps), mp.mpf(epsilon_total)
+            s = mp.fsum(mp.binomial(count, j) * (mp.e ** (e * (count - j)) - mp.e ** g * mp.e ** (e * j))
+                        for j in range(count + 1) if e * (count - j) > g + e * j)
+            return float(1 - (1 - mp.mpf(delta)) ** count * (1 - s / (1 + mp.e ** e) ** count))
+
+    spend = Spend("s", "declared", eps, delta, None, "t", "declared", "spent")
+    got = Ledger(mmopt.Privacy(10.0, total_delta), "pld", (spend,) * k).spent().epsilon
+    assert exact_delta(got, k) <= total_delta  # a proven ε never under-reports
+    assert exact_delta(got * (1 - 1e-3), k) > total_delta  # and is tight: within 0.1 % of the exact ε
+    ledger = Ledger(mmopt.Privacy(got * (1 - 1e-9), total_delta), "pld", (spend,) * (k - 1))
+    assert not ledger.fits(("generic", eps, delta))  # the k-th spend no longer fits just under that ε
