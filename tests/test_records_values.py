@@ -184,3 +184,15 @@ def test_one_unusual_record_is_dropped_never_an_error(bad):
         got = marginal_counts(with_it, domain, [("s",), ("c",)])
     want = marginal_counts(base, domain, [("s",), ("c",)])
     assert all(np.array_equal(got[A], want[A]) for A in want)
+
+
+def test_bytes_are_coded_by_their_own_value_whatever_the_other_records():
+    """b"a" matched the category "a" on Arrow's path and nothing on the fallback, which one other record (a number,
+    itself dropped) selected: adding that record moved a thousand counts (a helper's probe). bytes are now the
+    UTF-8 text they hold on both paths; bytes that are not UTF-8 are out of the domain."""
+    domain = Domain((Attribute("c", categories=("a", "b", "é")),))
+    base = [b"a"] * 1000 + ["b", "é".encode(), b"\xff"]
+    want = [1000, 1, 1]
+    for extra in ([], [5], [[1, 2]]):  # the last two make Arrow fail: the fallback decides
+        column = pd.Series(base + extra, dtype=object)
+        assert marginal_counts(pd.DataFrame({"c": column}), domain, [(0,)])[(0,)].tolist() == want, extra

@@ -178,7 +178,9 @@ def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH
         One row per record; a path is a .parquet or .csv file or a folder of Parquet files (read with
         pyarrow, only the domain's columns, ``batch_size`` rows at a time). A Dask DataFrame is counted per
         partition on the current Dask scheduler (a ``distributed.Client`` if one is active) and the integer
-        counts are summed, so the result equals the pandas one exactly. A Polars LazyFrame is counted by
+        counts are summed, so the result equals the pandas one exactly on the values Dask holds (with its default
+        ``dataframe.convert-string`` an object column becomes text: Python bools in it read as "True"/"False", which
+        a numeric attribute drops with a warning, where pandas counts them as 1/0). A Polars LazyFrame is counted by
         Polars' streaming engine (:mod:`mmopt.records.polars_counts`) and a DuckDB relation
         (``con.table("people")``, ``duckdb.read_parquet(path)``) by one query inside DuckDB
         (:mod:`mmopt.records.duckdb_counts`), never collecting the rows; the counts are the same integers.

@@ -58,11 +58,24 @@ def open_path(dataset, path, domain: Domain, *, caller: str):
     p = os.fspath(path).lower()
     try:
         if p.endswith(rd._CSV):
-            return pl.scan_csv(os.fspath(path), infer_schema=False, null_values=rd.csv_nulls(domain), quote_char='"',
-                               separator="\t" if p.endswith(".tsv") else ",")
+            nulls = rd.csv_nulls(domain)
+            return pl.scan_csv(os.fspath(path), infer_schema=False, null_values=nulls, quote_char='"',
+                               separator="\t" if p.endswith(".tsv") else ",", **_empty_cells(pl, "" in nulls))
         return pl.scan_parquet(list(dataset.files))
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise ValueError(f"{caller}: cannot read the records at {os.fspath(path)!r}: {exc}") from None
+
+
+def _empty_cells(pl, missing: bool) -> dict:
+    """Polars' option for empty CSV cells: missing unless the domain declares "" a category (pyarrow's reading,
+    :func:`mmopt.records.read.csv_nulls`). Polars read them as null whatever null_values said, so a declared ""
+    category's records were dropped without a word (a helper's probe). Named empty_string_is_null from Polars 2,
+    missing_utf8_is_empty_string (inverted) before."""
+    import inspect
+    options = inspect.signature(pl.scan_csv).parameters
+    if "empty_string_is_null" in options:
+        return {"empty_string_is_null": missing}
+    return {"missing_utf8_is_empty_string": not missing}
 
 
 def _bins(x, attribute: Attribute):

@@ -228,7 +228,7 @@ def _text_codes(column, attribute: Attribute) -> np.ndarray:
         # the release raise, so whether it happened depended on one record
         import pandas as pd
         index = pd.Index(list(attribute.categories), dtype=object)
-        values = column.to_numpy(dtype=object)
+        values = _utf8_decoded(column.to_numpy(dtype=object))
         try:
             return index.get_indexer(values)
         except TypeError:  # an unhashable value (a list, a dict, an array) in one record: that record is dropped,
@@ -240,6 +240,22 @@ def _text_codes(column, attribute: Attribute) -> np.ndarray:
             codes[bad] = -1
             return codes
     return _arrow_text_codes(arr, attribute)
+
+
+def _utf8_decoded(values: np.ndarray) -> np.ndarray:
+    """bytes as the UTF-8 text they hold (not UTF-8: None, dropped), as Arrow's lookup matches them (a binary
+    column against the string categories): the fallback matched no bytes, so b"a" counted as "a" or was dropped by
+    whether another record (a number) made Arrow fail — one added record moved a thousand counts."""
+    is_bytes = np.fromiter((isinstance(x, bytes) for x in values), dtype=bool, count=len(values))
+    if not is_bytes.any():
+        return values
+    values = values.copy()
+    for i in np.flatnonzero(is_bytes):
+        try:
+            values[i] = values[i].decode("utf-8")
+        except UnicodeDecodeError:
+            values[i] = None
+    return values
 
 
 def _hashable(x) -> bool:
