@@ -153,3 +153,32 @@ def test_console_script(tmp_path):
     assert r.returncode == 0, r.stderr
     ref = mmopt.evaluate(wl.prefix(8), st.wavelet(8), mmopt.Privacy(1.0))
     assert json.loads(r.stdout)["total_squared_error"] == ref.total_squared_error
+
+
+def test_an_existing_output_is_replaced_only_with_force_and_every_out_is_checked_first(tmp_path, monkeypatch, capsys):
+    """A second release to the same --out replaced the first one's answers without a word (and evaluate's and
+    plan's reports likewise), while --save refused; evaluate and plan found a missing --out folder only after the
+    work, in the OS's words (a helper's probe)."""
+    from mmopt.cli import main
+    monkeypatch.chdir(tmp_path)
+    for command in (["evaluate", "prefix:8"], ["plan", "prefix:8", "--target", "100"]):
+        assert main([*command, "--out", "nodir/r.json"]) == 2
+        assert "The --out file 'nodir/r.json' cannot be written" in capsys.readouterr().err
+        (tmp_path / "r.json").write_text("my notes")
+        assert main([*command, "--out", "r.json"]) == 2
+        assert "The --out file 'r.json' exists. Pass --force" in capsys.readouterr().err
+        assert (tmp_path / "r.json").read_text() == "my notes"
+        assert main([*command, "--out", "r.json", "--force"]) == 0
+        assert "prefix(8)" in json.dumps(json.loads((tmp_path / "r.json").read_text())["workload"])
+        capsys.readouterr()
+    if _HAS_OPENDP:
+        np.save(tmp_path / "x.npy", np.arange(8.0))
+        release = ["release", "prefix:8", "--data", "x.npy", "--epsilon", "1", "--strategy", "H2"]
+        for option, name in (("--out", "a.npy"), ("--estimate", "e.npy")):
+            assert main([*release, option, name]) == 0
+            first = (tmp_path / name).read_bytes()
+            assert main([*release, option, name]) == 2  # refused before any noise
+            assert f"The {option} file '{name}' exists. Pass --force" in capsys.readouterr().err
+            assert (tmp_path / name).read_bytes() == first
+            assert main([*release, option, name, "--force"]) == 0
+            assert (tmp_path / name).read_bytes() != first  # a new draw

@@ -164,5 +164,5 @@ def test_laplace_records_release_names_its_strategy_and_writes_intervals(folder,
     assert list(table.columns)[-3:] == ["std_error", "lower", "upper"]
     assert np.all(table.lower < table.estimate) and np.all(table.estimate < table.upper)
     capsys.readouterr()
-    assert main(args[:-3] + ["--alpha", "0", "--json"]) == 2 and len(draws) == 1  # refused before the draw
+    assert main(args[:-3] + ["--alpha", "0", "--json", "--force"]) == 2 and len(draws) == 1  # before the draw
     assert "'alpha' parameter of release --alpha" in capsys.readouterr().err

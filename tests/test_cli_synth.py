@@ -62,7 +62,7 @@ def test_mst_reads_the_workload_when_given_and_messages_name_synth(files, capsys
 
     monkeypatch.setattr(synth_module, "mst", spy)
     base = ["synth", "--records", str(files / "people.parquet"), "--domain", str(files / "domain.json"),
-            "--method", "mst", "--seed", "0", "--out", str(files / "s.csv")]
+            "--method", "mst", "--seed", "0", "--out", str(files / "s.csv"), "--force"]
     assert main([*base, "--epsilon", "1", "--workload", "marginals:a*b"]) == 0
     assert seen["workload"] == [("a", "b")]
     assert main([*base, "--epsilon", "1"]) == 0 and seen["workload"] is None  # the paper's score by default

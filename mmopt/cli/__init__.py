@@ -97,9 +97,11 @@ def _privacy_args(p: argparse.ArgumentParser, required: bool = False) -> None:
                    help="δ in [0, 1): 0 = Laplace noise (ε-DP), > 0 = Gaussian noise ((ε,δ)-DP) (default 0)")
 
 
-def _output_args(p: argparse.ArgumentParser) -> None:
+def _output_args(p: argparse.ArgumentParser, *, force: bool = True) -> None:
     p.add_argument("--json", action="store_true", help="print JSON with every number instead of a table")
     p.add_argument("--out", "-o", metavar="FILE", help="also write the result to FILE (.json or .csv)")
+    if force:
+        p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -149,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--option", action="append", metavar="KEY=VALUE",
                    help="a method option, repeatable (e.g. restarts=4, engine=local, polish=false)")
     p.add_argument("--save", metavar="FILE.npz", help="save the strategy (mmopt.save) with the workload and privacy")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --save file")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --save or --out file")
     talk = p.add_mutually_exclusive_group()
     talk.add_argument("--verbose", "-v", dest="verbose", action="store_const", const=True, default=None,
                       help="print progress to stderr from the start (default: once a run passes 10 s)")
@@ -160,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(a certified minimax search on dense workloads up to 4,096 cells)")
     p.add_argument("--target", type=float, default=None,
                    help="with --objective max_variance: minimise the largest variance / TARGET (one for every query)")
-    _output_args(p)
+    _output_args(p, force=False)
 
     p = add("plan", "the smallest budget at which every query meets an accuracy target (mmopt.plan)", commands.plan)
     p.add_argument("spec", metavar="SPEC", help="the workload (see 'mmopt workloads'; dense, up to 4,096 cells)")
@@ -204,6 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
                         ".npy, the bare vector W x̂")
     p.add_argument("--estimate", metavar="FILE",
                    help="the estimate x̂ (.npy or .csv); without --out, only x̂ is written (any workload size)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --out or --estimate file (else "
+                   "refused before any noise: a release's answers are not replaced by accident)")
     p.add_argument("--alpha", type=float, default=None, metavar="ALPHA",
                    help="with --out FILE.csv/.parquet: add columns lower and upper, each answer's exact 1 - ALPHA "
                         "interval (e.g. 0.05; under Laplace noise the exact quantile, not ± z·standard error)")
@@ -235,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None,
                    help="numpy's seeded noise instead of OpenDP's (a reproducible simulation, not a release)")
     p.add_argument("--out", "-o", metavar="FILE", help="the synthetic rows, .parquet or .csv")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 

@@ -10,8 +10,6 @@ goes through OpenDP's vetted samplers (:func:`mmopt.release`), never the seeded 
 
 from __future__ import annotations
 
-import os
-
 import mmopt
 from mmopt.cli import output as out
 from mmopt.cli.spec import COMPOSITES, EBNF, FORMS, build_workload
@@ -83,6 +81,7 @@ def _evaluation(W, A, P) -> dict:
 def evaluate(args) -> int:
     if args.out:
         out.check_extension(args.out, (".json", ".csv"), "--out")
+        out.check_writable(args.out, "--out", force=args.force)  # before the work: it was found after it
     W = build_workload(args.spec)
     P = _privacy(args)
     A = build_strategy(args.strategy, W)
@@ -135,12 +134,10 @@ def _rows(A) -> int:
 def optimize(args) -> int:
     if args.out:
         out.check_extension(args.out, (".json", ".csv"), "--out")
-        out.check_writable(args.out, "--out")  # a missing folder was found after the run
+        out.check_writable(args.out, "--out", force=args.force)  # a missing folder was found after the run
     if args.save:
         out.check_extension(args.save, (".npz",), "--save")
-        if os.path.exists(args.save) and not args.force:
-            raise ValueError(f"The --save file '{args.save}' exists. Pass --force to overwrite it.")
-        out.check_writable(args.save, "--save")  # before the run, not after it
+        out.check_writable(args.save, "--save", force=args.force)  # before the run, not after it
         save, _ = persistence()  # refused before a long run, not after
     if args.objective == "total" and args.target is not None:  # the target silently made it max_variance
         raise ValueError("--target sets a variance target for --objective max_variance; it was given with "
@@ -179,6 +176,9 @@ def plan(args) -> int:
         raise ValueError(f"--alpha is the level of --kind halfwidth's intervals; --kind {args.kind} has none. Drop "
                          "--alpha, or pass --kind halfwidth.")
     alpha = 0.05 if args.alpha is None else args.alpha
+    if args.out:  # before the search, which can take minutes: a missing folder was found after it
+        out.check_extension(args.out, (".json", ".csv"), "--out")
+        out.check_writable(args.out, "--out", force=args.force)
     W = build_workload(args.spec)
     p = mmopt.plan(W, targets=args.target, kind=args.kind, alpha=alpha, delta=args.delta, tol=args.tol,
                    max_iterations=args.max_iterations, calibration=args.calibration)

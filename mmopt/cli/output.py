@@ -109,12 +109,17 @@ def budget_arg(text: str | None):
         return text
 
 
-def check_writable(path: str, option: str) -> None:
+def check_writable(path: str, option: str, *, force: bool) -> None:
     """Refuse, before any noise, an output file that cannot be written: the folder must exist and take a new file
     (tried for real with a temporary file, removed at once — ``os.access`` says yes to root even for /proc), the
-    path must not be a folder, and an existing file must open for writing."""
+    path must not be a folder, and an existing file must open for writing — and is overwritten only with
+    ``force`` (--force): a second release to answers.csv replaced the first one's answers without a word, and a
+    user who lost them might release again, spending the budget twice."""
     folder = os.path.dirname(os.path.abspath(path))
     problem = None
+    if os.path.isfile(path) and not force:
+        raise ValueError(f"The {option} file '{path}' exists. Pass --force to overwrite it, or choose another path; "
+                         "nothing was computed or drawn.")
     if not os.path.isdir(folder):
         problem = f"its folder '{folder}' does not exist"
     elif os.path.isdir(path):

@@ -89,11 +89,11 @@ def _check_outputs(args) -> dict:
     if args.estimate:
         outputs["--estimate"] = (args.estimate, out.check_extension(args.estimate, (".npy", ".csv"), "--estimate"))
     for option, (path, _) in outputs.items():
-        out.check_writable(path, option)
-        for source, other in _inputs(args):
+        for source, other in _inputs(args):  # first: --force never writes over an input
             if _same_file(path, other):
                 raise ValueError(f"The {option} file '{path}' is the {source} input: a release never writes over "
                                  "its own input. Choose another output file.")
+        out.check_writable(path, option, force=args.force)
     if args.out and args.estimate and _same_file(args.out, args.estimate):
         raise ValueError(f"The --out and --estimate files are the same file '{args.out}'. Choose two files.")
     return outputs

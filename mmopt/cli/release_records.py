@@ -93,13 +93,13 @@ def _check_output(args) -> tuple[str, str]:
     if not args.out:
         raise ValueError("release --records needs --out FILE.csv or FILE.parquet (the tidy table of the marginals).")
     ext = out.check_extension(args.out, _TABLES, "--out")
-    out.check_writable(args.out, "--out")
-    for option, path in (("--records", args.records), ("--domain", args.domain)):
-        same = os.path.exists(path) and os.path.exists(args.out) and os.path.samefile(path, args.out)
+    for option, path in (("--records", args.records), ("--domain", args.domain)):  # first: --force never writes
+        same = os.path.exists(path) and os.path.exists(args.out) and os.path.samefile(path, args.out)  # over one
         if same or os.path.realpath(path) == os.path.realpath(args.out) or (os.path.isdir(path)
                                                                            and _inside(args.out, path)):
             raise ValueError(f"The --out file '{args.out}' is (or is inside) the {option} input '{path}': a release "
                              "never writes over its own input. Choose another output file.")
+    out.check_writable(args.out, "--out", force=args.force)
     return args.out, ext
 
 

@@ -32,11 +32,11 @@ def _check(args):
     if not args.out:
         raise ValueError("synth needs --out FILE.parquet or FILE.csv (the synthetic rows).")
     ext = out.check_extension(args.out, (".csv", ".parquet"), "--out")
-    out.check_writable(args.out, "--out")
-    for option, path in (("--records", args.records), ("--domain", args.domain)):
+    for option, path in (("--records", args.records), ("--domain", args.domain)):  # first: --force never
         if os.path.realpath(path) == os.path.realpath(args.out) or (os.path.isdir(path) and _inside(args.out, path)):
             raise ValueError(f"The --out file '{args.out}' is (or is inside) the {option} input '{path}': synth "
-                             "never writes over its own input. Choose another output file.")
+                             "never writes over its own input. Choose another output file.")  # writes over one
+    out.check_writable(args.out, "--out", force=args.force)
     if not os.path.exists(args.records):
         raise ValueError(f"The --records file '{args.records}' does not exist.")
     domain = Domain.from_json(args.domain)
