@@ -359,6 +359,9 @@ def test_unwritable_ledger_after_the_noise_keeps_the_spend(monkeypatch, tmp_path
     (lambda d: d["spends"][0].pop("time"), "has spend #1 without exactly the keys"),
     (lambda d: d["spends"][0].update(status="maybe"), "status 'maybe'"),
     (lambda d: d["total"].update(delta=1.5), "records a total that is not valid"),
+    # math.isfinite raised OverflowError on an integer past float64 (a helper's probe)
+    (lambda d: d["total"].update(epsilon=10**400), "total epsilon = an integer of 1329 bits, past the largest"),
+    (lambda d: d["spends"][0].update(epsilon=-(10**400)), "spend #1 epsilon = an integer of 1329 bits"),
 ])
 def test_damaged_ledgers_are_refused(tmp_path, edit, message):
     path = tmp_path / "budget.json"
@@ -551,3 +554,24 @@ def test_epsilon_of_a_subnormal_rho_is_the_smallest_normal_ones():
     tiny = epsilon_of_rho(5e-324, 1e-6)
     assert math.isfinite(tiny) and tiny <= epsilon_of_rho(sys.float_info.min, 1e-6) <= epsilon_of_rho(1e-300, 1e-6)
     assert epsilon_of_rho(1e-14, 1e-6) == 0.0 and math.exp(-0.5) * math.sqrt(2e-14) < 1e-6
+
+
+def test_pure_rho_past_the_largest_float_is_inf_not_an_overflow():
+    """ρ = ε²/2 rounded up: past float64 the smallest float above it is inf (float() of the Fraction raised
+    OverflowError; a helper's probe)."""
+    assert pure_rho(1e200) == math.inf and pure_rho(1e150) == pytest.approx(5e299)
+    assert pure_rho(Fraction(10) ** 200) == math.inf
+
+
+@pytest.mark.parametrize("composition", ["basic", "zcdp", "pld"])
+def test_an_astronomical_spend_is_refused_not_an_overflow(composition):
+    """Privacy(1e200) in a zCDP session raised "Invalid literal for Fraction: 'inf'" and in a PLD one
+    OverflowError from dp-accounting's e^loss (a helper's probe): it does not fit, and says so."""
+    if composition == "pld":
+        pytest.importorskip("dp_accounting")
+    acc = Accountant(Privacy(1.0, 1e-6), composition)
+    for eps in (1e308, 1e200, 800.0):
+        assert not acc.can_spend(Privacy(eps))
+    with pytest.raises(ValueError, match="would exceed the total budget"):
+        acc.spend(Privacy(1e200))
+    assert acc.can_spend(Privacy(1e-3)) and not acc.spends

@@ -147,11 +147,16 @@ class Ledger:
 
     def fits(self, charge) -> bool:
         if self.composition == "pld":
-            return self._pld_epsilon([charge]) <= self.total.epsilon
+            try:
+                return self._pld_epsilon([charge]) <= self.total.epsilon
+            except OverflowError:  # dp-accounting's e^loss past a loss of ~709 (a spend of ε = 1e200): refused, as
+                return False  # such a spend is (its loss is ε with probability ≥ ½ for Laplace, ~1 for (ε, δ))
         if self.composition == "basic":
             eps, delta = charge
             return (self._sum("epsilon") + eps <= lg.exact(self.total.epsilon)
                     and self._sum("delta") + delta <= lg.exact(self.total.delta))
+        if math.isinf(charge):  # pure_rho past the largest float (ε ≳ 1.9e154): Fraction(inf) raised
+            return False
         rho = lg.float_up(self._sum("rho") + lg.exact(charge))
         return z.epsilon_of_rho(rho, self.total.delta) <= self.total.epsilon
 

@@ -204,6 +204,8 @@ def _spend(entry, k: int, fail, keys=_FIELDS) -> Spend:
 def _number(value, what: str, fail, *, optional: bool = True) -> float | None:
     if value is None and optional:
         return None
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**1024:  # math.isfinite raised
+        fail(f"has {what} = an integer of {value.bit_length()} bits, past the largest float")  # OverflowError
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
         fail(f"has {what} = {value!r:.40}, not a finite number >= 0")
     return float(value)

@@ -200,6 +200,10 @@ def pure_rho(epsilon: float) -> float:
 
 
 def round_up(q: Fraction) -> float:
-    """The smallest float ≥ q (the nearest float, raised by one ulp if it fell below)."""
-    f = float(q)
+    """The smallest float ≥ q (the nearest float, raised by one ulp if it fell below; inf past the largest float,
+    where float() raised OverflowError: pure_rho(1e200))."""
+    try:
+        f = float(q)
+    except OverflowError:
+        return math.inf if q > 0 else -math.nextafter(math.inf, 0.0)
     return math.nextafter(f, math.inf) if Fraction(f) < q else f
