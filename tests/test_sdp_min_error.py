@@ -204,3 +204,24 @@ def test_invalid_inputs(label, kwargs, match):
     kwargs = {"gram": np.eye(2), **kwargs}
     with pytest.raises(ValueError, match=match):
         solve_min_error_sdp(**kwargs)
+
+
+def test_duplicated_columns_never_give_a_negative_error():
+    """A workload with duplicated columns: the SDP's A is nearly singular on G's null directions, where vᵢᵀGvᵢ is
+    G's round-off of either sign; divided by sᵢ² the error came out −6.0, the bisection's next target negative,
+    and cvxpy refused it (4 of 8 random 5×3 matrices; a helper's probe). The error is now formed from G's root."""
+    B = np.array([[0.3664047989063822, 0.41674173314476903, 0.6803417830461307],
+                  [0.7852739522088118, 0.9409580823095943, 0.3757000414797116],
+                  [0.706774204473923, 0.3416340099741699, 0.8240017986428428],
+                  [0.23064890373883828, 0.871013711841216, 0.5051052531003721],
+                  [0.7253440316687976, 0.5349930147477081, 0.3161213492856195]])
+    for W in [np.repeat(B, 2, axis=1)] + [np.repeat(np.random.default_rng(s).random((5, 3)), 2, axis=1)
+                                          for s in range(4)]:
+        G = W.T @ W
+        res = solve_min_error_sdp(G)
+        A = res.matrix
+        # the oracle from W itself: ‖W A⁺‖²_F = Σᵢ ‖W vᵢ‖²/sᵢ² (AᵀA would square A's condition, ~10¹⁷ here)
+        _, s, vt = np.linalg.svd(A)
+        exact = np.abs(A).sum(axis=0).max() ** 2 * np.sum(np.sum((W @ vt.T) ** 2, axis=0) / s**2)
+        assert res.extra["objective"] >= res.extra["svd_bound"] * (1 - 1e-9)
+        assert res.extra["objective"] == pytest.approx(exact, rel=1e-6)  # s_min/s_max ≥ 1e-9: ~1e-8 relative

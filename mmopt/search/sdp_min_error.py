@@ -35,15 +35,20 @@ STARTS = ("svd", "identity", "l2")
 
 
 def _true_error(a: np.ndarray, g: np.ndarray) -> float:
-    """Δ_A² tr(G (AᵀA)⁻¹) = Δ_A² Σᵢ vᵢᵀ G vᵢ / sᵢ² from an SVD of A; inf if A is numerically singular.
+    """Δ_A² tr(G (AᵀA)⁻¹) = Δ_A² Σᵢ ‖R vᵢ‖² / sᵢ² from an SVD of A, with G = RᵀR (:func:`gram_root`: G's range, the
+    directions the SDP sees); inf if A is numerically singular.
 
-    Computed from A itself, never from the SDP's X, which only satisfies X ⪰ AᵀA.
+    Computed from A itself, never from the SDP's X, which only satisfies X ⪰ AᵀA. Not vᵢᵀ G vᵢ: on a G with null
+    directions (a workload with duplicated columns) the SDP's A is nearly singular there (sᵢ/s₁ ≈ 3·10⁻⁹), where
+    vᵢᵀ G vᵢ is G's round-off, of either sign — divided by sᵢ² it made the error −6.0 and the search's next target
+    negative, which cvxpy refused (a helper's probe); ‖R vᵢ‖² is ≥ 0 and of order eps² there.
     """
     _, s, vt = np.linalg.svd(a, full_matrices=False)
     if s.size < a.shape[1] or s[-1] <= 1e-9 * s[0]:
         return np.inf
     delta = np.abs(a).sum(axis=0).max()
-    return float(delta**2 * np.sum(np.einsum("ij,jk,ik->i", vt, g, vt) / s**2))
+    root = gram_root(g)
+    return float(delta**2 * np.sum(np.sum((vt @ root.T) ** 2, axis=1) / s**2))
 
 
 _svd_bound = gram_svd_bound  # (Σᵢ √λᵢ(G))² / n, a lower bound for every A (Theorem 5.26)
