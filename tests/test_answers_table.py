@@ -246,3 +246,26 @@ def test_a_strategy_on_another_domain_or_none_is_refused_by_the_callers_name():
         next(ans.per_query_variances(W, np.eye(4)))
     with pytest.raises(TypeError, match="'strategy' parameter of error_by_term must be a strategy"):
         ans.error_by_term(sw.kron(wl.prefix(3), wl.total(2)), None, mmopt.Privacy(1.0))
+
+
+def test_an_implicit_simulation_checks_the_strategy_and_a_transposed_estimate_is_refused():
+    """A simulation of a product pair keeps no y, so the row check never ran: identity·7 (the same Δ₁ = 7 as
+    identity ⊗ H₂) gave standard errors 2.2× too small; and answer reshaped an x̂ laid out (2, 3) for a (3, 2)
+    domain, reading 3 for the query (0, *) where the user's array holds 11 (a helper's probe)."""
+    W = wl.kron(wl.identity(80), wl.prefix(60))
+    A = st.kron(st.identity(80), st.hierarchical(60))
+    out = mmopt.matrix_mechanism(W, A, np.ones((80, 60)), mmopt.Privacy(1.0), rng=0)
+    assert out.measurements is None and out.n_measurements == A.n_rows == 9520
+    H = st.hierarchical(60).matrix
+    r = np.zeros(60)
+    r[:10] = 1.0
+    want = math.sqrt(2 * 7.0**2 * r @ np.linalg.pinv(H.T @ H) @ r)  # Laplace, b = Δ₁/ε = 7
+    assert ans.answer([(0, (0, 9))], out, A).standard_error[0] == pytest.approx(want, rel=1e-9)
+    with pytest.raises(ValueError, match="has 4,800 rows, but the output holds 9,520 measurements"):
+        ans.answer([(0, (0, 9))], out, st.kron(st.identity(80), st.identity(60), weight=7.0))
+    small = st.kron(st.identity(3), st.identity(2))
+    x = np.array([[1.0, 2.0, 3.0], [10.0, 20.0, 30.0]])
+    with pytest.raises(ValueError, match=r"has shape \(2, 3\); the strategy's domain is \(3, 2\)"):
+        ans.answer([(0, None)], x, small, mmopt.Privacy(1.0))
+    assert ans.answer([(0, None)], x.T, small, mmopt.Privacy(1.0)).answers[0] == 11.0
+    assert ans.answer([(0, None)], x.T.ravel(), small, mmopt.Privacy(1.0)).answers[0] == 11.0

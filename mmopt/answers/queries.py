@@ -107,6 +107,10 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
     N = math.prod(shape)
     if x.size != N:
         raise ValueError(f"The 'estimate' parameter of {caller} has {x.size} entries; the strategy's domain has {N}.")
+    if x.ndim > 1 and x.shape != shape:  # reshaped, another layout's cells would answer (a helper's probe: (0, *)
+        # read 3 where the user's (2, 3) array holds 11), as x and zeros are refused elsewhere
+        raise ValueError(f"The 'estimate' parameter of {caller} has shape {x.shape}; the strategy's domain is {shape}. "
+                         "Pass x̂ flat or shaped like the domain (transposed?).")
     x = x.reshape(shape)
     matrix = isinstance(queries, np.ndarray) or sp.issparse(queries)
     if matrix:

@@ -155,6 +155,7 @@ class StructuredOutput:
     reconstruction: Reconstruction | None = None  # which estimate ``estimate`` is, and its solver record
     verified_loss: float | tuple | None = None    # release: OpenDP's privacy map at Δ (ε, or (ε, δ)); else None
     measurements: np.ndarray | None = field(default=None, repr=False)  # release: the noisy y = A x + z
+    n_measurements: int | None = None  # simulation: A's rows, for mmopt.answers to check the strategy it is given
 
 
 def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: Privacy, *,
@@ -195,7 +196,8 @@ def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, 
     est = estimates[0] if size is None else np.stack(estimates)
     ans = None if not answers else (answers[0] if size is None else np.stack(answers))
     return StructuredOutput(ans, est, scale, privacy.noise, report.sensitivity, report.sensitivity_exact,
-                            report.total_squared_error, report, info, reconstruction=combine(hows))
+                            report.total_squared_error, report, info, reconstruction=combine(hows),
+                            n_measurements=int(strategy.n_rows))
 
 
 def check_counts(x, strategy: ImplicitStrategy, caller: str) -> np.ndarray:
