@@ -54,14 +54,17 @@ _SDP_STAGE = {4: 1.5, 8: 3.5, 16: 15.0}
 def min_error_dense(n: int) -> float:
     """The dense MinError pipeline (L2 start, closed-form starts, 8 or 3 p-Identity restarts): 3 s at n = 256,
     19 s at 512 on random ranges, 160–290 s at 1,024 (``benchmarks/results/bench_optimize_n1024.txt``); at
-    n ≤ 16 also its SDP stage (:data:`_SDP_STAGE`: 14 s at n = 12, where the rest takes 0.3 s).
+    n ≤ 16 also its SDP stage (:data:`_SDP_STAGE`: 14 s at n = 12, where the rest takes 0.3 s). On a slower machine
+    (AMD EPYC, one BLAS thread), where every restart spent its 1,000 steps: 3.5 s at n = 192, 8.0 s at 256 (prefix
+    sums and random ranges), 17 s at 384; 1.4·10⁻⁷·n³ was 2.1–2.4× low there and 2.2·10⁻⁷ is within 1.7× of both
+    machines (a helper's probe).
 
     >>> min_error_dense(12) > 15 > min_error_dense(17)
     True
     """
     from mmopt.search.min_error import SDP_MAX_N
     sdp = next((t for m, t in sorted(_SDP_STAGE.items()) if n <= m), 0.0) if n <= SDP_MAX_N else 0.0
-    return 1.0 + 1.4e-7 * n**3 + sdp
+    return 1.0 + 2.2e-7 * n**3 + sdp
 
 
 def local_setup(n: int) -> float:
@@ -162,16 +165,22 @@ def union_scoring(structure, norm: str) -> float:
     where it has two groups and one is a product of full-rank factors (``two_term``) or, under Gaussian noise, where
     the workload has the coupled form (≤ 2 non-total factors a term); else densely up to 4,096 cells, O(N³) — 12–23
     CPU s at 4,096 (P⊗T ∪ T⊗P on 64²: 14–16 s of a 'fast' call under Gaussian noise before the coupled path scored
-    it, 12–15 s under Laplace noise, on an estimate of 0.4; a helper's probe); 0 at most 1,024 cells (≤ 0.4 s); past
-    4,096 a bracket, term by term: 0.012 s a term (OPT_+ under Laplace on 2-way marginals, all in: (2,)¹³ 78 terms
-    1.4 s, (2,)¹⁴ 91 terms 1.6 s, (2,)¹⁶ 120 terms 0.8 s, (3,)⁹ 0.47 s, 3-way (4,)⁸ 0.43 s, 2-way (8,)⁵ 0.29 s,
-    where 0 left 0.1: 15× low on (2,)¹⁴; a helper's probe)."""
+    it, 12–15 s under Laplace noise, on an estimate of 0.4; a helper's probe); at most 1,024 cells densely, by the
+    queries (in the body); past 4,096 a bracket, term by term: 0.012 s a term (OPT_+ under Laplace on 2-way
+    marginals, all in: (2,)¹³ 78 terms 1.4 s, (2,)¹⁴ 91 terms 1.6 s, (2,)¹⁶ 120 terms 0.8 s, (3,)⁹ 0.47 s, 3-way
+    (4,)⁸ 0.43 s, 2-way (8,)⁵ 0.29 s, where 0 left 0.1: 15× low on (2,)¹⁴; a helper's probe)."""
     from mmopt.structured import factors as fc
     from mmopt.structured._checks import DENSE_LIMIT
     from mmopt.structured.analysis import TWO_TERM_MIN_N
     from mmopt.structured.residual.coupled import in_form
     N = math.prod(structure.shape)
-    if N <= TWO_TERM_MIN_N or (norm == "l2" and in_form(structure)):
+    if N <= TWO_TERM_MIN_N:
+        # the dense path: W written out (m×N) and every query's variance, 10⁻¹⁰·m·N² + 10⁻⁸·m·N — measured 3.4 s
+        # for R⊗I ∪ I⊗R on 32² (m = 33,792), 6 s on 8 × 128 (m = 70,656), 0.3 s for P⊗I ∪ I⊗P on 32² (m = 2,048)
+        # and 0.03–0.1 s on 16² (m = 4,352); priced 0 before, a 1.5-s budget ran 5.6 s (a helper's probe)
+        m = float(structure.n_queries)
+        return 0.01 + 1e-10 * m * N * N + 1e-8 * m * N
+    if norm == "l2" and in_form(structure):
         return 0.0
     if N > DENSE_LIMIT:
         return 0.012 * len(structure.terms)
