@@ -128,3 +128,12 @@ def test_refusals_say_what_and_what_to_do(query, match):
 def test_a_query_must_be_text():
     with pytest.raises(TypeError, match="'query' parameter of mmopt.sql must be a SQL string"):
         parse_query(b"SELECT COUNT(*) FROM t")
+
+
+@pytest.mark.parametrize("alias", ["std_error", "county", "lower", "upper", "grouping_set"])
+def test_a_count_alias_never_takes_the_name_of_a_result_column(alias):
+    """COUNT(*) AS std_error replaced the counts by their standard errors, AS county the labels by the counts, in
+    mmopt.sql's table, without a word (a helper's probe)."""
+    with pytest.raises(ValueError, match=f"refuses COUNT\\(\\*\\) AS {alias}. Name the count otherwise"):
+        parse_query(f"SELECT county, COUNT(*) AS {alias} FROM t GROUP BY county")
+    assert parse_query("SELECT county, COUNT(*) AS n FROM t GROUP BY county").count_name == "n"

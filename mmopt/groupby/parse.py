@@ -233,6 +233,12 @@ def parse_query(query: str) -> GroupByQuery:
         _refuse(f"a SELECT list with {len(counts)} COUNT(*)", "Select the grouping columns and exactly one COUNT(*).")
     if len(set(columns)) != len(columns):
         _refuse("a column selected twice", "Select each grouping column once.")
+    # the result's own columns: an alias among them replaced one silently (COUNT(*) AS std_error lost the counts,
+    # AS county the labels; a helper's probe)
+    taken = {*columns, "grouping_set", "std_error", "lower", "upper"}
+    if counts[0] in taken:
+        _refuse(f"COUNT(*) AS {counts[0]}", "Name the count otherwise: the result already has a column "
+                f"{counts[0]!r} (the grouping columns, grouping_set, std_error, and with alpha lower and upper).")
     group = select.args.get("group")
     if group is not None:
         sets = expand([_element(e, exp, names, "GROUP BY") for e in _group_elements(group)])
