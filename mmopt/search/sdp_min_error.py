@@ -34,9 +34,10 @@ _HEURISTIC = "Convex iteration is a heuristic with no optimality guarantee"
 STARTS = ("svd", "identity", "l2")
 
 
-def _true_error(a: np.ndarray, g: np.ndarray) -> float:
+def _true_error(a: np.ndarray, g: np.ndarray, root: np.ndarray | None = None) -> float:
     """Δ_A² tr(G (AᵀA)⁻¹) = Δ_A² Σᵢ ‖R vᵢ‖² / sᵢ² from an SVD of A, with G = RᵀR (:func:`gram_root`: G's range, the
-    directions the SDP sees); inf if A is numerically singular.
+    directions the SDP sees; ``root``: R when the caller has it, as every step of a search on one G does); inf if A
+    is numerically singular.
 
     Computed from A itself, never from the SDP's X, which only satisfies X ⪰ AᵀA. Not vᵢᵀ G vᵢ: on a G with null
     directions (a workload with duplicated columns) the SDP's A is nearly singular there (sᵢ/s₁ ≈ 3·10⁻⁹), where
@@ -47,7 +48,7 @@ def _true_error(a: np.ndarray, g: np.ndarray) -> float:
     if s.size < a.shape[1] or s[-1] <= 1e-9 * s[0]:
         return np.inf
     delta = np.abs(a).sum(axis=0).max()
-    root = gram_root(g)
+    root = gram_root(g) if root is None else root
     return float(delta**2 * np.sum(np.sum((vt @ root.T) ** 2, axis=1) / s**2))
 
 
@@ -284,17 +285,18 @@ def solve_min_error_sdp(
     bound = _svd_bound(g)
     scale = np.linalg.eigvalsh(g)[-1]  # P1 sees G/λ_max: conditioning, as in sdp_l2
     prob, a_var, x_var, z_par, t_par = _build_p1(gram_root(g / scale), n, weight is not None)
+    root = gram_root(g)  # the exact error's (_true_error), once: every step and start scores on the same G
     runner = _ConvexIteration(
         prob, a_var, z_par, t_par, t_scale=scale, solver=name, weight=weight, tol=tol, verbose=verbose,
         what=func, big=lambda a: np.block([[np.eye(n), a], [a.T, x_var.value]]),
-        exact=lambda a: (a / np.abs(a).sum(axis=0).max(), _true_error(a, g)),
+        exact=lambda a: (a / np.abs(a).sum(axis=0).max(), _true_error(a, g, root)),
     )  # fmt: skip
     best, failed = None, False
     for k, (label, a0) in enumerate(starts):
         if verbose:
             logger.info("%s: start %d of %d ('%s'), at most %d P1 solves", func, k + 1, len(starts), label,
                         max_iterations)
-        e0 = _true_error(a0, g)
+        e0 = _true_error(a0, g, root)
         if not np.isfinite(e0):
             continue  # e.g. G^{1/4} for a singular G
         first = len(runner.history)
