@@ -209,3 +209,25 @@ def test_sql_rolls_up_a_declared_hierarchy():
         mmopt.sql(q, df, D, mmopt.Privacy(1.0, 1e-6), hierarchies={"county": {"sex": state_of}})
     with pytest.raises(ValueError, match="refuses the column 'state'"):
         mmopt.sql(q, df, D, mmopt.Privacy(1.0, 1e-6))
+
+
+@pytest.mark.parametrize("privacy, kwargs, message", [
+    ((1.0,), {}, r"'privacy' parameter of mmopt.sql must have delta > 0 with 'hierarchies'"),
+    ((1.0, 1e-6), {"label": "x"}, r"\['label'\] parameter\(s\) of mmopt.sql do not apply"),  # was dropped
+    ((1.0, 1e-6), {"levels": ["A", "B"]}, r"'hierarchies' parameter of mmopt.sql: level 'state' must give one"),
+    ((1.0, 1e-6), {"levels": "A"}, r"'hierarchies' parameter of mmopt.sql: level 'state' must be a sequence"),
+    ((1.0, 1e-6), {"levels": ["A", None, "B"]}, r"'hierarchies' parameter of mmopt.sql: level 'state' must label"),
+    ((1.0, 1e-6), {"levels": ["A", "A", "B"], "finer": ["x", "y", "x"]},
+     r"'hierarchies' parameter of mmopt.sql: the 'district' label 'x' lies under two"),
+])
+def test_sql_hierarchy_errors_name_sql_and_its_parameters(privacy, kwargs, message):
+    """The errors of the hierarchy path named release_grouping_sets's 'levels' (a function the user never called)."""
+    import pandas as pd
+    D = Domain((Attribute("county", categories=("a", "b", "c")), Attribute("sex", categories=("F", "M"))))
+    df = pd.DataFrame({"county": ["a", "b", "c"] * 10, "sex": ["F", "M", "M"] * 10})
+    levels = {"state": kwargs.pop("levels", ["A", "A", "B"])}
+    if "finer" in kwargs:
+        levels["district"] = kwargs.pop("finer")
+    q = "SELECT state, county, COUNT(*) AS n FROM people GROUP BY ROLLUP(state, county)"
+    with pytest.raises(ValueError, match=message):
+        mmopt.sql(q, df, D, mmopt.Privacy(*privacy), hierarchies={"county": levels}, **kwargs)

@@ -130,10 +130,10 @@ def _hierarchy(hierarchies, domain: Domain) -> tuple[str, dict] | None:
         raise ValueError(f"The 'hierarchies' parameter of {_CALLER}: {leaf!r} must be a domain attribute mapped to a "
                          f"non-empty dict of its coarser levels. The domain has {list(domain.names)}.")
     clash = [name for name in levels if name in domain.names]
-    if clash:  # a level took the attribute's place in the query, silently
+    if clash:  # a level took the attribute's place in the query, silently (checked before the query's columns)
         raise ValueError(f"The 'hierarchies' parameter of {_CALLER}: the level(s) {clash} of {leaf!r} are named like "
                          "domain attributes, so a query could not tell which one it groups by. Rename the levels.")
-    return leaf, dict(levels)
+    return leaf, dict(levels)  # the labels: plan_grouping_sets, which names 'hierarchies' of mmopt.sql
 
 
 def _hierarchy_table(grouped, query: GroupByQuery, alpha):
@@ -211,14 +211,21 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
         from mmopt.answers.intervals import check_alpha
         alpha = check_alpha(alpha, _CALLER)
     if tree is not None:
-        given = [k for k, val in {"seed": seed, "strategy": strategy, "accountant": accountant}.items()
-                 if val is not None]
+        given = [k for k, val in {"seed": seed, "strategy": strategy, "accountant": accountant, "label": label}.items()
+                 if val is not None]  # (a label was dropped without a word: the family keeps no ledger entry)
         if given:
             raise ValueError(f"The {given} parameter(s) of {_CALLER} do not apply with 'hierarchies' (the hierarchy "
-                             "family draws OpenDP's noise and plans its own strategy). Drop them.")
-        from mmopt.hierarchy.records import release_grouping_sets as release_hierarchy
-        grouped = release_hierarchy(resolve_source(source, q.table), domain, list(q.grouping_sets), privacy,
-                                    leaf=tree[0], levels=tree[1])
+                             "family draws OpenDP's noise, plans its own strategy and keeps no ledger). Drop them.")
+        if privacy.noise != "gaussian":
+            raise ValueError(f"The 'privacy' parameter of {_CALLER} must have delta > 0 with 'hierarchies' (the "
+                             f"hierarchy family adds Gaussian noise). Got {privacy!r}. Give a delta, e.g. "
+                             f"Privacy({privacy.epsilon}, 1e-6).")
+        from mmopt.hierarchy.records import plan_grouping_sets
+        from mmopt.hierarchy.release import release as release_hierarchy
+        plan = plan_grouping_sets(domain, list(q.grouping_sets), privacy, leaf=tree[0], levels=tree[1],
+                                  caller=_CALLER, levels_name="hierarchies")  # before any data is read
+        grouped = plan.grouped(release_hierarchy(plan.workload, plan.strategy,
+                                                 plan.counts(resolve_source(source, q.table)), privacy))
         return SqlRelease(_hierarchy_table(grouped, q, alpha), grouped, q)
     records = resolve_source(source, q.table)
     release = release_grouping_sets(q.grouping_sets, records, domain, privacy, strategy=strategy, seed=seed,

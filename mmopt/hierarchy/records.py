@@ -11,6 +11,7 @@ from :func:`mmopt.records.counts.marginal_counts` (every source it reads), noise
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -105,7 +106,7 @@ class GroupingPlan:
         return GroupedRelease(self.workload, release, self.result, self.labels, self.names)
 
 
-def _check_nested(names: list, codes: list, labels: list, caller: str) -> None:
+def _check_nested(names: list, codes: list, labels: list, caller: str, levels_name: str) -> None:
     """Every label of a level lies under one label of the level before: a hierarchy's group is its label (a
     'd1' under two states would be two groups with one label, and the table could not say which is which)."""
     for k in range(1, len(codes)):
@@ -116,18 +117,19 @@ def _check_nested(names: list, codes: list, labels: list, caller: str) -> None:
                 remedy = (f"Give the levels coarse to fine ({names[k]!r} has fewer labels than {names[k - 1]!r})."
                           if len(labels[k]) < len(labels[k - 1]) else "Each label names one group: make the labels "
                           f"unique within a level (e.g. '{b}/{labels[k][child]}').")
-                raise ValueError(f"The 'levels' parameter of {caller}: the {names[k]!r} label {labels[k][child]!r} "
-                                 f"lies under two {names[k - 1]!r} labels, {a!r} and {b!r}. {remedy}")
+                raise ValueError(f"The '{levels_name}' parameter of {caller}: the {names[k]!r} label "
+                                 f"{labels[k][child]!r} lies under two {names[k - 1]!r} labels, {a!r} and {b!r}. "
+                                 f"{remedy}")
 
 
-def _level_codes(lab: np.ndarray, name, caller: str) -> tuple[np.ndarray, tuple]:
+def _level_codes(lab: np.ndarray, name, caller: str, levels_name: str) -> tuple[np.ndarray, tuple]:
     """Each leaf category's group in one level, groups numbered by first appearance, and the groups' labels. Labels
     are compared as the values they are (1 and 1.0 are one group), never as their str(): 1 and "1" were merged, and
     a None label looked like SQL's NULL for a rolled-up column; so a level is all strings or all numbers."""
     texts = [isinstance(x, str) for x in lab]
     numeric = [isinstance(x, numbers.Real) and not isinstance(x, bool | np.bool_) and x == x for x in lab]
     if not (all(texts) or all(numeric)):
-        raise ValueError(f"The 'levels' parameter of {caller}: level {name!r} must label every category with a "
+        raise ValueError(f"The '{levels_name}' parameter of {caller}: level {name!r} must label every category with a "
                          f"string, or every one with a number (not None, NaN or a boolean). Got "
                          f"{sorted({type(x).__name__ for x in lab})}.")
     first: dict = {}
@@ -136,8 +138,10 @@ def _level_codes(lab: np.ndarray, name, caller: str) -> tuple[np.ndarray, tuple]
 
 
 def plan_grouping_sets(domain, sets, privacy, *, leaf: str, levels: dict, strategy=None,
-                       caller: str = "plan_grouping_sets") -> GroupingPlan:
-    """The :class:`GroupingPlan` of ``GROUP BY GROUPING SETS (sets)`` (parameters: :func:`release_grouping_sets`).
+                       caller: str = "plan_grouping_sets", levels_name: str = "levels") -> GroupingPlan:
+    """The :class:`GroupingPlan` of ``GROUP BY GROUPING SETS (sets)`` (parameters: :func:`release_grouping_sets`;
+    ``caller`` and ``levels_name`` name the function and parameter the user called, for the messages: mmopt.sql
+    takes the levels as 'hierarchies').
 
     Refuses, before any data is read, a strategy that leaves a grouping set unmeasured.
     """
@@ -147,29 +151,33 @@ def plan_grouping_sets(domain, sets, privacy, *, leaf: str, levels: dict, strate
     from mmopt.records.domain import Domain, check_domain
     if not isinstance(privacy, Privacy) or privacy.noise != "gaussian":
         raise ValueError(f"The 'privacy' parameter of {caller} must be a Privacy with delta > 0 (Gaussian noise at "
-                         f"the strategy's exact L2 sensitivity). Got {privacy!r}.")
+                         f"the strategy's exact L2 sensitivity: the hierarchy family's). Got {privacy!r}.")
     check_domain(domain, caller=caller)
     if leaf not in domain.names:
         raise ValueError(f"The 'leaf' parameter of {caller} must be an attribute of the domain. Got {leaf!r}; the "
                          f"domain has {list(domain.names)}.")
     leaf_attr = domain.attributes[domain.index(leaf)]
     if not isinstance(levels, dict) or not levels:
-        raise TypeError(f"The 'levels' parameter of {caller} must be a non-empty dict {{level name: labels per "
+        raise TypeError(f"The '{levels_name}' parameter of {caller} must be a non-empty dict {{level name: labels per "
                         f"{leaf} category}}, coarse to fine. Got {levels!r:.80}.")
     if clash := [name for name in levels if name in domain.names]:  # the level replaced the attribute, silently:
         # 'sex' counted county groups (make_grouping_sets_mechanism, release_grouping_sets; mmopt.sql refused it)
-        raise ValueError(f"The 'levels' parameter of {caller}: the level(s) {clash} of {leaf!r} are named like domain "
-                         "attributes, so a grouping set could not tell which one it groups by. Rename the levels.")
+        raise ValueError(f"The '{levels_name}' parameter of {caller}: the level(s) {clash} of {leaf!r} are named "
+                         "like domain attributes, so a grouping set could not tell which one it groups by. Rename the "
+                         "levels.")
     codes, labels = [], []
     for name, lab in levels.items():
+        if isinstance(lab, str | bytes | Mapping) or np.ndim(lab) != 1:  # "CA" was read as 0 labels (a 0-d array)
+            raise ValueError(f"The '{levels_name}' parameter of {caller}: level {name!r} must be a sequence with one "
+                             f"label per {leaf} category ({leaf_attr.size}). Got {type(lab).__name__} {lab!r:.60}.")
         lab = np.asarray(lab, dtype=object)
         if lab.shape != (leaf_attr.size,):
-            raise ValueError(f"The 'levels' parameter of {caller}: level {name!r} must give one label per {leaf} "
-                             f"category ({leaf_attr.size}). Got {lab.shape[0] if lab.ndim else 0}.")
-        code, labels_of = _level_codes(lab, name, caller)
+            raise ValueError(f"The '{levels_name}' parameter of {caller}: level {name!r} must give one label per "
+                             f"{leaf} category ({leaf_attr.size}). Got {lab.shape[0]}.")
+        code, labels_of = _level_codes(lab, name, caller, levels_name)
         codes.append(code)
         labels.append(labels_of)
-    _check_nested(list(levels), codes, labels, caller)
+    _check_nested(list(levels), codes, labels, caller, levels_name)
     geo = Hierarchy.from_codes(np.stack(codes, axis=1), level_names=("total", *levels, leaf), name=leaf)
     attrs = [a for a in domain.attributes if a.name not in levels]  # levels are derived, never read
     hier = [geo if a.name == leaf else Hierarchy.flat(a.size, name=a.name) for a in attrs]
