@@ -137,3 +137,9 @@ def test_privacy_loss_bound_over_all_neighbours(pick):
     from _replay import worst_loss
     for x in (np.array([0.0, 3.0, 1.0, 7.0, 7.0, 2.0]), np.array([5.0, 0.0, 2.0, 9.0, 1.0])):
         assert 0 < worst_loss(lambda z, n: efpa(z, 1.0, noise=n), x, pick) <= 1.0 + 1e-9
+
+
+def test_kept_sensitivity_refuses_zero_coefficients():
+    from mmopt.adaptive.efpa import kept_sensitivity
+    with pytest.raises(ValueError, match="'k' parameter of kept_sensitivity"):
+        kept_sensitivity(0, 4)  # was −0.207, a negative sensitivity

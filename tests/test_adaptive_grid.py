@@ -164,3 +164,9 @@ def test_privacy_loss_bound_over_all_neighbours(total):
     x = np.random.default_rng(2).integers(0, 5, (4, 5)).astype(float)
     for f in (ugrid, agrid):
         assert 0 < worst_loss(lambda z, n, f=f: f(z, 1.0, c=0.5, total=total, noise=n), x) <= 1.0 + 1e-9
+
+
+def test_grid_size_refuses_a_negative_epsilon_by_name():
+    from mmopt.adaptive.grid import grid_size
+    with pytest.raises(ValueError, match="'epsilon' parameter of grid_size"):
+        grid_size(100, -1.0, 10)  # was 'math domain error'

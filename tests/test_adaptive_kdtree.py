@@ -184,3 +184,25 @@ def test_a_single_cell_spends_all_of_epsilon_on_its_count():
     assert r.budget == {"medians": 0.0, "count_level_0": 0.5} and r.details["leaves"] == [(0, 1, 0, 1)]
     draws = np.array([kd_tree(np.full((1, 1), 7.0), 0.5, rng=s).estimate[0, 0] for s in range(2000)])
     assert abs(draws.var() - 2 / 0.5**2) < 5 * 2 / 0.5**2 * np.sqrt(5 / 2000)  # Var Lap(b) = 2b², ±5 SE (kurtosis 6)
+
+
+def test_a_height_past_the_longest_path_is_cut_so_no_budget_goes_unused():
+    # every split shortens a side by a cell: no node of a 4×4 grid lies deeper than 4 + 4 − 2 = 6, and height=10
+    # charged levels 7–10 (0.47 of ε) that no data could reach; the levels drawn now carry all of ε
+    rec = Recording("numpy", np.random.default_rng(0))
+    x = np.arange(16.0).reshape(4, 4)
+    r = kd_tree(x, 1.0, height=10, noise=rec)
+    assert r.details["height"] == 6 and len(r.details["level_budgets"]) == 7
+    assert math.isclose(sum(r.budget.values()), 1.0)
+    deepest = max(d for d in range(7) if any(c[0] == "laplace" and math.isclose(c[1], 1 / r.details[
+        "level_budgets"][d]) for c in rec.calls))
+    assert deepest >= 4  # a balanced 4×4 tree reaches depth 4; the cap never cut a level that could be drawn
+    assert kd_tree(x, 1.0, height=3, rng=0).details["height"] == 3  # a reachable height is kept
+
+
+def test_level_budgets_refuses_a_misspelt_allocation():
+    from mmopt.adaptive.kdtree import level_budgets
+    with pytest.raises(ValueError, match="'allocation' parameter of level_budgets must be 'geometric' or 'uniform'"):
+        level_budgets(1.0, 3, "geometrc")  # was the uniform split
+    with pytest.raises(ValueError, match="'epsilon' parameter of level_budgets"):
+        level_budgets(-1.0, 3)

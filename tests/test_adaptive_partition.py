@@ -165,3 +165,9 @@ def test_validation(kwargs, exc, words):
     args = dict(x=np.ones(4), epsilon=1.0, bucket_penalty=1.0, rng=0) | kwargs
     with pytest.raises(exc, match=words):
         private_partition(**args)
+
+
+def test_deviations_refuses_an_empty_window():
+    from mmopt.adaptive.partition import deviations
+    with pytest.raises(ValueError, match="'lengths' parameter of deviations"):
+        deviations([1.0, 2.0], [0])  # was a ZeroDivisionError

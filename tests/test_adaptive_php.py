@@ -137,3 +137,14 @@ def test_privacy_loss_bound_over_all_neighbours(keep_option, pick):
     x = np.array([0.0, 3.0, 1.0, 7.0, 7.0, 2.0, 0.0])
     loss = worst_loss(lambda z, n: php(z, 1.0, keep_option=keep_option, noise=n), x, pick)
     assert 0 < loss <= 1.0 + 1e-9
+
+
+
+def test_a_depth_past_n_minus_one_is_cut_so_no_budget_goes_unused():
+    # 8 cells can be bisected on at most 7 levels: depth=50 spent ε₁/50 per level, 43/50 of ε₁ never drawn
+    rec = Recording("numpy", np.random.default_rng(0))
+    r = php(np.arange(8.0), 1.0, depth=50, noise=rec)
+    assert r.details["depth"] == 7 and r.budget["partition"] == 0.5
+    choices = [c[1] for c in rec.calls if c[0] == "exponential"]
+    assert choices and all(math.isclose(e, 0.5 / 7) for e in choices)
+    assert php(np.arange(8.0), 1.0, depth=3, rng=0).details["depth"] == 3

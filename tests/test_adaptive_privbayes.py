@@ -232,3 +232,27 @@ def test_every_draw_goes_through_noise_with_the_stated_epsilon_and_sensitivity()
     spent = sum(1.0 / c[2] for c in lap) + sum(c[2] for c in exp[1:])
     assert spent == pytest.approx(eps)
 
+
+
+@pytest.mark.parametrize("fn", ["privbayes", "ireduct", "dual_query"])
+def test_records_errors_name_the_function_and_its_data_parameter(fn):
+    # they named 'records' of marginal_counts, a function the user never called
+    import pandas as pd
+
+    import mmopt.adaptive as A
+    from mmopt.records import Attribute, Domain
+    D = Domain((Attribute("a", categories=("x", "y")), Attribute("b", categories=("u", "v"))))
+    with pytest.raises(TypeError, match=f"'data' parameter of {fn} is a dense array of counts"):
+        getattr(A, fn)(np.ones((2, 2)), 1.0, domain=D, rng=0)
+    with pytest.raises(ValueError, match=rf"'data' parameter of {fn} has no column\(s\) \['b'\]"):
+        getattr(A, fn)(pd.DataFrame({"a": ["x"] * 5}), 1.0, domain=D, rng=0)
+
+
+@pytest.mark.parametrize("module, function, args, message", [
+    ("privbayes", "mi_sensitivity", (0,), "'m' parameter of mi_sensitivity"),  # ZeroDivisionError
+    ("privbayes", "lemma1_sensitivity", (1,), "'n' parameter of lemma1_sensitivity"),  # ZeroDivisionError
+])
+def test_public_helpers_refuse_bad_input_by_name(module, function, args, message):
+    helper = getattr(importlib.import_module(f"mmopt.adaptive.{module}"), function)
+    with pytest.raises((ValueError, TypeError), match=message):
+        helper(*args)

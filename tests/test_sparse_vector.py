@@ -404,3 +404,11 @@ def test_a_query_answer_past_float64_is_refused_by_name():
     """int 10⁴⁰⁰ raised OverflowError from float() before the finiteness check could name it."""
     with pytest.raises(ValueError, match="'queries' parameter of above_threshold must yield finite real numbers"):
         above_threshold([10**400], 0, 1.0, rng=0)
+
+
+@pytest.mark.parametrize("args, name", [((1.0, 2, False, 3.0), "threshold_fraction"),  # gave ε₂ = −2
+                                        ((-1.0, 2, False, None), "epsilon"), ((1.0, 0, False, None), "c"),
+                                        ((1.0, 2, "no", None), "monotone")])
+def test_svt_split_checks_its_arguments(args, name):
+    with pytest.raises((ValueError, TypeError), match=f"'{name}' parameter of svt_split"):
+        svt_module.svt_split(*args)

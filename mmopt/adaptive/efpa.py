@@ -31,6 +31,7 @@ import math
 
 import numpy as np
 
+from mmopt._base import validation as v
 from mmopt.adaptive._common import AdaptiveResult, check_epsilon, check_fraction, check_histogram, laplace_scale
 from mmopt.adaptive._finish import finish, noise_source
 
@@ -73,8 +74,13 @@ def inverse_fourier(c: np.ndarray) -> np.ndarray:
 
 
 def kept_sensitivity(k: np.ndarray | int, n: int) -> np.ndarray:
-    """The proven bound on Δ₁(k) = max_i Σ_{j<k} |φ_j(i)| (module docstring)."""
+    """The proven bound on Δ₁(k) = max_i Σ_{j<k} |φ_j(i)| (module docstring), k ≥ 1 coefficients of n ≥ 1."""
+    caller = "kept_sensitivity"
+    n = v.check_int(n, name="n", caller=caller, low=1)
     k = np.asarray(k, dtype=float)
+    if k.size == 0 or not np.all(np.isfinite(k)) or np.any(k < 1) or np.any(k != np.round(k)):
+        raise ValueError(f"The 'k' parameter of {caller} must hold whole numbers ≥ 1 (coefficients kept; 0 gave a "
+                         f"negative sensitivity). Got {k.tolist()!r:.60} instead.")
     return np.minimum(1.0 / math.sqrt(n) + (k - 1.0) * math.sqrt(2.0 / n), np.sqrt(k))
 
 

@@ -50,6 +50,10 @@ def grid_size(records: float, epsilon: float, c: float) -> int:
     >>> grid_size(100_000, 1.0, 10.0)
     100
     """
+    caller = "grid_size"
+    records = v.check_real(records, name="records", caller=caller)  # a noisy N may be negative: max(N, 0) below
+    epsilon = v.check_real(epsilon, name="epsilon", caller=caller, low=0.0, low_open=True)
+    c = v.check_real(c, name="c", caller=caller, low=0.0, low_open=True)
     return max(1, math.ceil(math.sqrt(max(records, 0.0) * epsilon / c)))
 
 

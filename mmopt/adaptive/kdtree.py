@@ -59,6 +59,12 @@ def level_budgets(epsilon: float, height: int, allocation: str = "geometric") ->
     >>> bool(np.isclose(b.sum(), 1.0)), bool(np.isclose(b[1] / b[0], 2 ** (1 / 6)))
     (True, True)
     """
+    caller = "level_budgets"
+    epsilon = v.check_real(epsilon, name="epsilon", caller=caller, low=0.0, low_open=True)
+    height = v.check_int(height, name="height", caller=caller, low=0)
+    if allocation not in ("geometric", "uniform"):  # a typo ('geometrc') gave the uniform split
+        raise ValueError(f"The 'allocation' parameter of {caller} must be 'geometric' or 'uniform'. Got "
+                         f"{allocation!r} instead.")
     w = 2.0 ** (np.arange(height + 1) / 6.0) if allocation == "geometric" else np.ones(height + 1)
     return epsilon * w / w.sum()
 
@@ -103,7 +109,9 @@ def kd_tree(x, epsilon: float, *, kind: str = "kd", height: int | None = None, m
     epsilon : float
     kind : {"kd", "hybrid"}, default "kd"
     height : int >= 1 or None
-        h; None means the rule of the module docstring (from the noisy root count N̂).
+        h; None means the rule of the module docstring (from the noisy root count N̂). A larger h than
+        n1 + n2 − 2 is cut to it: every split shortens a side by at least one cell, so no node lies deeper, and
+        the budget of deeper levels would be charged and never drawn (``details["height"]`` is the h used).
     median_levels : int >= 0 or None
         Median levels of the hybrid tree (None: ⌈h/2⌉); ignored for ``kind="kd"`` (all h levels).
     median_share : float in (0, 1), default 0.3
@@ -159,7 +167,9 @@ def kd_tree(x, epsilon: float, *, kind: str = "kd", height: int | None = None, m
     if height is None:
         h = min(max(1, math.ceil(math.log2(max(y_root, 2.0) * eps / c))), max_h)
     else:
-        h = v.check_int(height, name="height", caller=caller)
+        # at most n1 + n2 − 2 splits on any path (each shortens a side): height=10 on 4×4 cells charged levels
+        # 7–10 (0.47 of ε with the geometric split) that no data could reach
+        h = min(v.check_int(height, name="height", caller=caller), X.shape[0] + X.shape[1] - 2)
     if kind == "kd":
         ell = h
     else:

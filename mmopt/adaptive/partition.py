@@ -116,7 +116,12 @@ def deviations(x, lengths) -> np.ndarray:
     [[0.0, 2.0], [0.0, 0.0], [0.0, nan]]
     """
     x = v.check_vector(x, name="x", caller="deviations")
-    lengths = np.asarray(lengths, dtype=np.int64)
+    lengths = np.asarray(lengths)
+    if (lengths.ndim != 1 or lengths.size == 0 or not np.issubdtype(lengths.dtype, np.integer)
+            or np.any(lengths < 1)):  # [0] divided by zero
+        raise ValueError(f"The 'lengths' parameter of deviations must be a non-empty 1-D array of window lengths ≥ 1. "
+                         f"Got {lengths.tolist()!r:.60} instead.")
+    lengths = lengths.astype(np.int64)
     n = x.size
     v.check_allocation(n * lengths.size, what=f"the cost table ({n}×{lengths.size})", caller="deviations")
     dev = np.full((n, lengths.size), np.nan)

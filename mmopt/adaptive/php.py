@@ -88,7 +88,9 @@ def php(x, epsilon: float, *, ratio: float = 0.5, depth: int | None = None, keep
     ratio : float in (0, 1), default 0.5
         ρ, the share of ε spent on the partition.
     depth : int >= 1 or None
-        T, the number of bisection levels; None means ⌈log₂ n⌉ (at least 1).
+        T, the number of bisection levels; None means ⌈log₂ n⌉ (at least 1). A T above n − 1 is cut to it
+        (each split leaves a part one cell shorter at least, so no bucket is split more often, and ε₁/T for
+        levels that cannot run would be charged and never drawn; ``details["depth"]`` is the T used).
     keep_option : bool, default True
         Offer the "keep" candidate and count the 1/ε₂ noise terms in the scores.
     noise : {"numpy", "opendp"} or Noise, default "numpy"
@@ -125,6 +127,7 @@ def php(x, epsilon: float, *, ratio: float = 0.5, depth: int | None = None, keep
     g.check_work(n, name="x", caller=caller, item="cells", work_of=lambda m: _SPLIT_OPS * m * m,
                  remedy="Coarsen x (merge neighbouring cells).")
     T = max(1, math.ceil(math.log2(n))) if depth is None else v.check_int(depth, name="depth", caller=caller)
+    T = min(T, max(n - 1, 1))  # depth=50 on 8 cells spent 43/50 of ε₁ on levels that cannot run
     src = noise_source(noise, rng, caller)
     eps1, eps2 = rho * eps, eps - rho * eps
     eps_level = eps1 / T

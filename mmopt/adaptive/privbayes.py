@@ -88,25 +88,27 @@ def mi_score(joint: np.ndarray, m: float = 1.0) -> float:
 
 def mi_sensitivity(m: float) -> float:
     """Δ_m = (2 log(m + 1) + 1)/m: a bound on |h_m(D) − h_m(D')| for all add/remove neighbours (module docs)."""
+    m = v.check_real(m, name="m", caller="mi_sensitivity", low=0.0, low_open=True)
     return (2.0 * math.log(m + 1.0) + 1.0) / m
 
 
 def lemma1_sensitivity(n: int) -> float:
     """The paper's Lemma 1 (replace-one, n public): (1/n) log n + ((n − 1)/n) log(n/(n − 1)), n ≥ 2."""
+    n = v.check_int(n, name="n", caller="lemma1_sensitivity", low=2)
     return math.log(n) / n + (n - 1) / n * math.log(n / (n - 1))
 
 
 class _Marginals:
     """Cached counts on sorted attribute sets, from a dense array or (one pass per ``prefetch``) from records."""
 
-    def __init__(self, X=None, records=None, domain=None):
-        self.X, self.records, self.domain, self.cache = X, records, domain, {}
+    def __init__(self, X=None, records=None, domain=None, caller: str = "marginal_counts"):
+        self.X, self.records, self.domain, self.cache, self.caller = X, records, domain, {}, caller
 
     def prefetch(self, sets) -> None:
         todo = sorted({A for A in sets if A not in self.cache})
         if todo and self.X is None:  # one map-reduce over the records for all of a step's candidates
             from mmopt.records import marginal_counts
-            got = marginal_counts(self.records, self.domain, todo)
+            got = marginal_counts(self.records, self.domain, todo, caller=self.caller)
             self.cache.update({A: np.asarray(c, dtype=np.float64) for A, c in got.items()})
 
     def __call__(self, A: tuple) -> np.ndarray:
@@ -123,8 +125,16 @@ def _check_data(data, domain, caller: str):
     if domain is not None:
         from mmopt.records.domain import check_domain
         check_domain(domain, caller=caller)  # None is the dense-array form, handled below
+        if isinstance(data, np.ndarray | list | tuple):  # the records layer named its own 'records' of marginal_counts
+            raise TypeError(f"The 'data' parameter of {caller} is a dense array of counts, and 'domain' is for a table "
+                            "of records. Drop domain= (the array's axes are the attributes), or pass the records.")
+        eager = hasattr(data, "columns") and type(data).__name__ != "LazyFrame"  # (a LazyFrame resolves its schema)
+        missing = [a for a in domain.names if a not in list(data.columns)] if eager else []
+        if missing:
+            raise ValueError(f"The 'data' parameter of {caller} has no column(s) {missing} of the domain. Its columns "
+                             f"are {list(data.columns)!r:.200}.")
         shape = domain.shape
-        marg = _Marginals(records=data, domain=domain)
+        marg = _Marginals(records=data, domain=domain, caller=caller)
     else:
         if hasattr(data, "columns"):
             raise TypeError(f"The 'data' parameter of {caller} is a table of records: pass domain=Domain(...) "

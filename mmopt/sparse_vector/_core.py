@@ -103,7 +103,14 @@ def svt_split(epsilon: float, c: int, monotone: bool, threshold_fraction: float 
     """(ε₁, ε₂) with ε₁ + ε₂ = epsilon; by default Lyu et al.'s ε₁:ε₂ = 1:(2c)^{2/3} (1:c^{2/3} if monotone).
 
     The default minimises Var(ν_i − ρ) = 2(Δ/ε₁)² + 2(kcΔ/ε₂)² (k = 2, or 1 if monotone) over ε₁ + ε₂ = ε.
+
+    >>> e1, e2 = svt_split(1.0, 1, False, None)
+    >>> round(e1, 3), round(e1 + e2, 12)
+    (0.386, 1.0)
     """
+    # a public helper: (1.0, 2, False, 3.0) gave ε₂ = −2 and a negative ε two negative budgets
+    epsilon, c, _, monotone, threshold_fraction, _ = check_common("svt_split", epsilon, c, 1.0, monotone,
+                                                                  threshold_fraction, None)
     if threshold_fraction is None:
         threshold_fraction = 1.0 / (1.0 + float(c if monotone else 2 * c) ** (2.0 / 3.0))
     e1 = threshold_fraction * epsilon
