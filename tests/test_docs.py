@@ -34,7 +34,8 @@ DOCS = ROOT / "docs"
 TUTORIALS = ["getting_started", "tutorials/optimize", "tutorials/evaluate", "tutorials/release",
              "tutorials/multidim", "tutorials/command_line", "tutorials/save_load", "tutorials/plotting",
              "tutorials/sparse_vector_and_adaptive", "tutorials/parallel", "tutorials/reproduce",
-             "tutorials/accountant", "tutorials/records", "tutorials/prefix", "tutorials/training"]
+             "tutorials/accountant", "tutorials/records", "tutorials/prefix", "tutorials/training",
+             "tutorials/groupby"]
 PAGES = ["index.md", "notation.md", "building.md", "tutorials/index.md", "sparse_vector.md",
          *(f"{page}.md" for page in TUTORIALS)]
 
