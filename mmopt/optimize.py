@@ -32,7 +32,7 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
              solver: str | None = None, norm: str | None = None, initial=None, tol: float | None = None,
              max_iterations: int | None = None, seed=None, verbose: bool | None = None,
              blas_threads: int | str | None = "auto", options: Mapping[str, Any] | None = None,
-             n_jobs: int | None = None, budget: str | float | None = None, objective: str = "total",
+             n_jobs: int | None = None, budget: str | float | None = None, objective: str | None = None,
              targets=None, participation=None) -> OptimizeResult:
     """Find a strategy for ``workload`` with one of the paper's methods.
 
@@ -127,9 +127,10 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         (:mod:`mmopt.auto`); ``extra["budget"]`` holds the budget, the estimates charged ("planned") and the CPU
         seconds of the proven lower bound computed first ("bound_seconds", not charged: on a dense workload of
         thousands of cells it can exceed a 'fast' budget by itself). Only "auto" reads it.
-    objective : {"total", "max_variance", "last_iterate"}, default="total"
-        What is minimised: the total squared error over all queries, or the largest single-query variance
-        (divided by its target when ``targets`` is given). "max_variance" runs a certified minimax search on dense
+    objective : {"total", "max_variance", "last_iterate"} or None, default=None
+        What is minimised (None: "total", or "max_variance" when ``targets`` is given): the total squared error
+        over all queries, or the largest single-query variance (divided by its target when ``targets`` is given;
+        with ``targets``, "total" is refused). "max_variance" runs a certified minimax search on dense
         workloads (≤ 4,096 cells; :mod:`mmopt.search.max_variance`), factor by factor on one Kronecker product, and
         the residual planner on unions of marginals at any size: ``objective`` in the result is then that largest
         variance (or variance/target) at unit privacy and ``lower_bound`` a proven bound on it. With
@@ -176,6 +177,13 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         norm = _training_norm(participation, privacy, norm, caller)
     if method is None and participation is not None:
         method = "auto"  # the participation route picks the certified optimum or a banded strategy by size
+    if objective is None:
+        objective = "total" if targets is None else "max_variance"
+    elif isinstance(objective, str) and objective == "total" and targets is not None:
+        # the default could not be told from this request, which ran the max-variance search without a word
+        raise ValueError(f"The 'targets' parameter of {caller} sets per-query variance targets, which the total error "
+                         "has none of (it implies objective='max_variance'). Got objective='total' with targets: "
+                         "drop one of them.")
     if method is None and (objective != "total" or targets is not None):
         method = "max_variance"  # its own search; "auto" and the dense default minimise the total
     method, norm = _objective(privacy, method, norm, caller, warn_norm=given_norm is not None)

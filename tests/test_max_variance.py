@@ -400,3 +400,21 @@ def test_the_sdp_runs_even_where_the_ascent_spends_its_budget():
         assert r.status == "optimal" and "+" in r.solver and r.iterations <= 500
         assert r.lower_bound / s**2 <= opt * (1 + 1e-6) and r.objective / s**2 >= opt * (1 - 1e-6)
         assert r.objective <= r.lower_bound * (1 + 1e-4)
+
+
+def test_a_product_whose_factor_searches_ran_out_reports_user_limit():
+    # the factors' "user_limit" became "optimal_inaccurate" (a solve that converged inaccurately), gap 17 %
+    W = mmopt.structured.kron(wl.prefix(4), wl.all_range(3))
+    r = mmopt.optimize(W, norm="l2", objective="max_variance", max_iterations=1, seed=0)
+    assert r.status == "user_limit" and not r.success
+    full = mmopt.optimize(W, norm="l2", objective="max_variance", seed=0)
+    assert full.status == "optimal" and full.lower_bound <= r.objective * (1 + 1e-9)
+
+
+def test_an_explicit_total_objective_with_targets_is_refused():
+    # the default objective="total" could not be told from an explicit one: the max-variance search ran and
+    # reported the largest variance/target (1.0) as the objective of a request for the total error (54.1)
+    with pytest.raises(ValueError, match="'targets' parameter of optimize .* Got objective='total' with targets"):
+        mmopt.optimize(wl.prefix(4), norm="l2", objective="total", targets=[1, 10, 100, 1000])
+    r = mmopt.optimize(wl.prefix(4), norm="l2", targets=[1, 10, 100, 1000])
+    assert r.extra["objective"] == "max_variance"

@@ -221,7 +221,9 @@ def _plain(ctx: Context, budget_seconds: float) -> list[Candidate]:
     if not (fast_family and norm == "l2" and n > 1024):
         # past 1,024 cells the dense closed forms cost O(n³) for errors far above the weighted square root's
         # (prefix(4,096): 1.57× the bound against 1.005×) under Gaussian noise
-        for name in ("identity", "hierarchical", "wavelet"):
+        # svd_strategy (G^{1/4}) costs what the wavelet does and beat every other closed form on low-rank predicate
+        # workloads (6.8 against auto's 11.7 under a one-iteration budget; optimize's docstring listed it for auto)
+        for name in ("identity", "hierarchical", "wavelet", "svd_strategy"):
             out.append(Candidate(name, costs.closed_dense(n), lambda name=name: ctx.optimize(ctx.dense, name)))
     if family in ("prefix", "all_range") and norm == "l2":
         out.append(Candidate("weighted_sqrt", 0.05, lambda: ctx.optimize(ctx.workload, "weighted_sqrt")))

@@ -18,6 +18,7 @@ import numpy as np
 
 from mmopt._base import validation as v
 from mmopt._base.result import SUCCESS, OptimizeResult, reconcile
+from mmopt._base.solution import worst_status
 from mmopt.family.call import Call, check_common, seed_record
 from mmopt.family.targets import check_dense_size, check_targets, dense_rows, marginal_targets
 
@@ -136,7 +137,7 @@ def _run_product(W, call: Call, t0: float) -> OptimizeResult:
         iterations += sol.iterations
         statuses.append(sol.status)
     strategy = kron_strategy(*factors, name="max_variance")
-    status = "optimal" if all(st == "optimal" for st in statuses) else "optimal_inaccurate"
+    status = worst_status(statuses)  # a factor that ran out of iterations is "user_limit", not "optimal_inaccurate"
     message = (f"Product of the factors' minimax strategies: largest variance{'' if tau == 1 else ' / target'} "
                f"{upper:.6g} at unit privacy, certified lower bound {lower:.6g} (product of the factors' L2 duals).")
     status, message, bound = reconcile(upper, lower, status, message, tol=call.tol or 1e-4)

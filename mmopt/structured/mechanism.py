@@ -148,7 +148,8 @@ class StructuredOutput:
     noise: str
     sensitivity: float
     sensitivity_exact: bool  # False: Δ is a proven upper bound (more noise than needed, still private)
-    expected_total: float    # evaluate(...).total_squared_error (an upper bound unless report.total_exact)
+    expected_total: float    # E‖W x̂ − W x‖² of least squares at the noise drawn (an upper bound unless
+    #                          report.total_exact); report.total_squared_error is evaluate's, at Privacy's σ
     report: analysis.ImplicitErrorReport
     solve: SolveInfo         # the least-squares step x̂ = A⁺y (always run: it starts every reconstruction)
     path: str = "simulation"
