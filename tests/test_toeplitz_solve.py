@@ -151,3 +151,22 @@ def test_a_search_stopped_by_the_callers_tol_is_a_local_optimum(method, tol):
     handed to the certificate as if it were a duality gap."""
     r = mmopt.optimize(mmopt.workload.prefix(16), privacy=mmopt.Privacy(1.0, 1e-6), method=method, tol=tol)
     assert r.status == "local_optimum" and r.success and r.gap > 1e-6
+
+
+@pytest.mark.parametrize("kind", ["prefix", "all_range"])
+def test_max_variance_says_whether_it_is_exact(kind):
+    # all ranges under a row-scaled (equalized) strategy: evaluate's max variance is a proven upper bound, and
+    # optimize's extra reported it without its flag (3.65 against the largest variance 3.39 at n = 8)
+    n = 8
+    W = T.prefix(n) if kind == "prefix" else T.all_range(n)
+    r = T.optimize(W, "toeplitz")
+    C = r.strategy.to_dense()
+    rows = np.tril(np.ones((n, n))) if kind == "prefix" else np.array(
+        [[float(i <= t <= j) for t in range(n)] for i in range(n) for j in range(i, n)])
+    B = rows @ np.linalg.inv(C)
+    largest = np.max(np.sum(C**2, axis=0)) * np.max(np.sum(B**2, axis=1))
+    assert r.extra["max_variance_exact"] == (kind == "prefix")
+    if r.extra["max_variance_exact"]:
+        assert r.extra["max_variance"] == pytest.approx(largest, rel=1e-9)
+    else:
+        assert r.extra["max_variance"] >= largest * (1 - 1e-12)
