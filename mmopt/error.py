@@ -138,8 +138,9 @@ def evaluate(workload: Workload, strategy, privacy: Privacy | None = None, *,
     log10_total = math.log10(unit) + g.log10_variance_factor(privacy) + g.log10_int(m)
     total = g.times_int(mse, m, workload.name)
 
-    # stored rows: each query's variance as a sum of squares ‖w F‖²; M = F Fᵀ is formed only for the families
-    F = effective_factor(prof, spec) if workload.matrix is not None else None
+    # each query's variance as a sum of squares ‖w F‖² where M's entries would cancel: stored rows, and a family's
+    # queries on an uncertified (QR/SVD) profile; M = F Fᵀ for the families' O(n²) prefix sums when certified
+    F = effective_factor(prof, spec) if workload.matrix is not None or (per_query and not prof.certified) else None
     M = effective_profile(prof, spec) if F is None else None
     terms = g.nonnegative(_queries.per_query_terms(workload, M, F), strategy.name) if per_query else None
     mx = _queries.max_term(workload, M, terms, F)

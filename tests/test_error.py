@@ -317,3 +317,26 @@ def test_unit_objective_checks_its_norm_and_gram():
         unit_objective(np.eye(3), np.triu(np.ones((3, 3))))
     with pytest.raises(ValueError, match="'G' parameter of unit_objective must be finite"):
         unit_objective(np.eye(2), [[1.0, np.nan], [np.nan, 1.0]])
+
+
+def _weak_strategy(s: float) -> np.ndarray:
+    """A 4-cell strategy whose one weak direction (e₀ − e₂)/√2 has singular value s: κ(A) = 1/s."""
+    v = np.array([1.0, 0.0, -1.0, 0.0]) / np.sqrt(2)
+    Q = np.linalg.qr(np.column_stack([v, np.eye(4)[:, [1, 3]], [1.0, 0.0, 1.0, 0.0]]))[0]
+    return (Q * np.array([s, 1.0, 1.0, 1.0])).T
+
+
+@pytest.mark.parametrize("family", ["all_range", "prefix", "all_predicate", "identity"])
+def test_per_query_variances_of_an_ill_conditioned_strategy_match_the_stored_rows(family):
+    """A query orthogonal to the weak direction has a variance of order 1, while M = (AᵀA)⁺ has entries of order
+    1/s² = 10²⁰: the families' prefix sums of M's entries gave 8,193 for range [0, 2] (variance 3) and 8,192 for
+    the predicate {0, 2} (variance 2). Oracle: the same rows stored (‖w F‖², sums of squares), and the exact
+    variances of the queries orthogonal to the weak direction (A's other rows are orthonormal)."""
+    A = _weak_strategy(1e-10)
+    W = getattr(mmopt.workload, family)(4)
+    got = mmopt.evaluate(W, A, norm="l2").per_query_variance
+    rows = W.explicit_matrix()
+    want = mmopt.evaluate(mmopt.Workload.from_matrix(rows), A, norm="l2").per_query_variance
+    assert np.allclose(got, want, rtol=1e-9, atol=0)
+    orthogonal = np.abs(rows @ np.array([1.0, 0.0, -1.0, 0.0])) < 0.5  # w₀ = w₂: no weight on the weak direction
+    assert np.allclose(got[orthogonal], np.sum(rows[orthogonal] ** 2, axis=1), rtol=1e-9)

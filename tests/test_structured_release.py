@@ -22,3 +22,4 @@ def test_expected_total_is_at_the_noise_drawn(privacy, noise_scale):
     out = mmopt.release(W, A, x, privacy, noise_scale=noise_scale)
     variance = out.noise_scale**2 * (2.0 if privacy.delta == 0 else 1.0)
     assert out.expected_total == pytest.approx(variance * trace, rel=1e-9)
+

@@ -40,6 +40,15 @@ class FactorInverse:
     def profile(self) -> np.ndarray:
         return self.B @ self.B.T
 
+    @property
+    def certified(self) -> bool:
+        """Whether sums of the profile's entries are accurate: n·eps·κ(AᵀA) ≤ 10⁻⁸, the rule of
+        :mod:`mmopt.dense.profile` (B's columns are A's right singular vectors over its singular values)."""
+        norms = np.sqrt(np.einsum("ij,ij->j", self.B, self.B))
+        if norms.size == 0:
+            return True
+        return self.B.shape[0] * np.finfo(float).eps * (norms.max() / norms.min()) ** 2 <= 1e-8
+
 
 def strategy_inverse(A: Strategy) -> FactorInverse:
     """SVD-based pseudo-inverse of one factor (exact rank handling, as mmopt.error's SVD path)."""
