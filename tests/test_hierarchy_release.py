@@ -128,3 +128,26 @@ def test_a_weighted_set_releases_its_group_totals_with_their_own_variances(famil
     c = mmopt.release(tiny, A, x, fixed, noise_scale=5.0)
     for u, v in zip(c.variances, b.variances, strict=True):
         np.testing.assert_allclose(u, v, rtol=1e-12)
+
+
+def test_a_strategy_of_other_hierarchies_is_refused_by_name_not_by_an_index_error():
+    import pandas as pd
+
+    from mmopt.hierarchy import release_grouping_sets
+    from mmopt.records import Attribute, Domain
+    P = mmopt.Privacy(1.0, 1e-6)
+    geo = Hierarchy.from_parents([[0, 0, 1]], level_names=("nation", "state", "county"))
+    D = Domain((Attribute("county", categories=("c0", "c1", "c2")), Attribute("sex", categories=("F", "M"))))
+    A = mmopt.optimize(grouping_sets([geo], [()]), privacy=P).strategy  # one attribute; the release has two
+    with pytest.raises(ValueError, match="strategy's hierarchies .* are not the workload's"):
+        release_grouping_sets(pd.DataFrame({"county": ["c0"], "sex": ["F"]}), D, [("state",)], P, leaf="county",
+                              levels={"state": ["A", "A", "B"]}, strategy=A)
+
+
+@pytest.mark.parametrize("attributes, sets, name", [("geo", [None], "sets"), ("geo", [1], "sets"),
+                                                    (None, [()], "attributes"), ("geo", {"state": 1}, "sets")])
+def test_grouping_sets_refuses_what_is_not_a_list_of_sets(attributes, sets, name):
+    # None and 1 raised "'NoneType' object is not iterable"; a dict was read as its keys, silently
+    geo = Hierarchy.from_parents([[0, 0, 1]], level_names=("nation", "state", "county"))
+    with pytest.raises(TypeError, match=f"'{name}' parameter of grouping_sets"):
+        grouping_sets([geo] if attributes == "geo" else attributes, sets)

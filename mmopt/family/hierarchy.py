@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from mmopt._base.result import OptimizeResult
+from mmopt._base.result import SUCCESS, OptimizeResult
 from mmopt.family.call import Call, seed_record
 
 CALLER = "optimize"
@@ -116,10 +116,11 @@ def max_variance_result(W, call: Call, norm: str, t0: float) -> OptimizeResult:
         raise ValueError(f"{CALLER}(objective='max_variance') on grouping sets over hierarchies runs under Gaussian "
                          "noise only. Use privacy=Privacy(epsilon, delta) with delta > 0.")
     tau = mv.set_targets(W, 1.0 if call.targets is None else call.targets, CALLER)
-    A, ratio, family, scores = mv.solve_maxvar(W, tau)
+    # max_iterations: per L-BFGS run of the search (it was ignored: one iteration ran the whole search)
+    A, ratio, family, scores, converged = mv.solve_maxvar(W, tau, call.max_iterations or 2_000)
     bound = mv.lower_bound(W, tau)
-    certified = bound is not None and ratio <= bound * (1 + 1e-6)
-    status = "optimal" if certified else "local_optimum"
+    certified = bound is not None and ratio <= bound * (1 + (call.tol or 1e-6))
+    status = "optimal" if certified else ("local_optimum" if converged else "user_limit")
     what = "largest variance" if call.targets is None else "largest variance / target"
     message = (f"The {family} family's search (a heuristic): {what} {ratio:.6g} at unit privacy"
                + (f", {ratio / bound:.4f}× the certified lower bound." if bound else "; no bound for two irregular "
@@ -131,6 +132,6 @@ def max_variance_result(W, call: Call, norm: str, t0: float) -> OptimizeResult:
              "set_variance": [float(v.max()) for v in variances], "seed": seed_record(call.seed)}
     m = W.n_queries
     bound = 0.0 if bound is None else bound
-    return OptimizeResult(A, "l2", ratio, bound, status, True, message, "max_variance", None, None,
+    return OptimizeResult(A, "l2", ratio, bound, status, status in SUCCESS, message, "max_variance", None, None,
                           time.perf_counter() - t0, objective_per_query=ratio, lower_bound_per_query=bound,
                           extra=extra | {"queries": m})

@@ -63,7 +63,9 @@ def _power_mean(R: np.ndarray, p: float) -> tuple[float, np.ndarray]:
     return top * mean ** (1 / p), (r ** (p - 1)) * mean ** (1 / p - 1) / R.size
 
 
-def residual_search(W: HierarchyWorkload, tau: np.ndarray) -> HierarchyStrategy:
+def residual_search(W: HierarchyWorkload, tau: np.ndarray, max_iterations: int = 2_000
+                    ) -> tuple[HierarchyStrategy, bool]:
+    """(the residual family's strategy, whether every L-BFGS run converged within ``max_iterations``)."""
     tabs = [hc.tables(h) for h in W.attributes]
     B = [T.diag for T in tabs]
     Bt = [T.diag.T.tocsr() for T in tabs]
@@ -89,14 +91,16 @@ def residual_search(W: HierarchyWorkload, tau: np.ndarray) -> HierarchyStrategy:
         gx = -ginv * inv ** 2 * dmax + vmax * hc.kron_apply(Bt, gD)
         return vmax * dmax, (gx * x)[need]
 
-    theta, _ = run_powers(objective, np.zeros(int(need.sum())))
+    theta, converged = run_powers(objective, np.zeros(int(need.sum())), max_iterations)
     x = np.zeros(need.shape)
     x[need] = np.exp(theta)
     A = HierarchyStrategy(W.attributes, x)
-    return HierarchyStrategy(W.attributes, x / A.diagonal().max())
+    return HierarchyStrategy(W.attributes, x / A.diagonal().max()), converged
 
 
-def node_search(W: HierarchyWorkload, tau: np.ndarray) -> hn.NodeStrategy:
+def node_search(W: HierarchyWorkload, tau: np.ndarray, max_iterations: int = 2_000
+                ) -> tuple[hn.NodeStrategy, bool]:
+    """(the node family's strategy, whether every L-BFGS run converged within ``max_iterations``)."""
     k = tree_attribute(W)
     lay = hn.layout(W, k)
     h = W.attributes[k]
@@ -129,7 +133,8 @@ def node_search(W: HierarchyWorkload, tau: np.ndarray) -> hn.NodeStrategy:
             grads.append(hn.passes(h, z, beta)[1])
         return vmax * dmax, lw.gradient(zs, grads, vmax, dmax, gD)
 
-    return lw.strategy(W.attributes, run_powers(objective, np.zeros(lw.size))[0])
+    theta, converged = run_powers(objective, np.zeros(lw.size), max_iterations)
+    return lw.strategy(W.attributes, theta), converged
 
 
 def max_ratio(A, W: HierarchyWorkload, tau: np.ndarray) -> float:
@@ -138,11 +143,13 @@ def max_ratio(A, W: HierarchyWorkload, tau: np.ndarray) -> float:
     return float(max(vs.max() / t for vs, t in zip(v, tau, strict=True)))
 
 
-def solve_maxvar(W: HierarchyWorkload, tau: np.ndarray):
-    """(strategy, objective, family, families) — the better family by its exact max ratio."""
+def solve_maxvar(W: HierarchyWorkload, tau: np.ndarray, max_iterations: int = 2_000):
+    """(strategy, objective, family, families, converged) — the better family by its exact max ratio; converged:
+    every L-BFGS run of its search met its tolerance within ``max_iterations`` (per run)."""
     # balanced trees: the residual family holds the optimum (symmetry); skewed ones need per-node weights
     irregular = any(not h.regular for h in W.attributes)
-    found = {"nodes": node_search(W, tau)} if irregular else {"residual": residual_search(W, tau)}
-    scores = {name: max_ratio(A, W, tau) for name, A in found.items()}
+    search = {"nodes": node_search} if irregular else {"residual": residual_search}
+    found = {name: run(W, tau, max_iterations) for name, run in search.items()}
+    scores = {name: max_ratio(A, W, tau) for name, (A, _) in found.items()}
     best = min(scores, key=scores.get)
-    return found[best], scores[best], best, scores
+    return found[best][0], scores[best], best, scores, found[best][1]

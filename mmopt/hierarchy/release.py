@@ -23,7 +23,7 @@ import numpy as np
 from mmopt._base.opendp import finite, measure
 from mmopt.hierarchy import basis as hb
 from mmopt.hierarchy import nodes as hn
-from mmopt.hierarchy.strategy import HierarchyStrategy, unit_variances
+from mmopt.hierarchy.strategy import HierarchyStrategy, _check_pair, unit_variances
 from mmopt.hierarchy.workload import HierarchyWorkload
 from mmopt.privacy import Privacy
 from mmopt.structured.release import upper_sensitivity
@@ -104,6 +104,7 @@ def measurements(W: HierarchyWorkload, A, *, caller: str = "measurements") -> Me
     Delta = A.sensitivity()
     d_in = upper_sensitivity(Delta, caller=caller)
     if isinstance(A, HierarchyStrategy):
+        _check_pair(A, W)  # before _residual indexes its weights by W's components (a raw IndexError)
         answer, finish, size = _residual(W, A)
         return Measurements(answer, finish, unit_variances(A, _unweighted(W)), Delta, d_in, "residual", size)
     if isinstance(A, hn.NodeStrategy):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -128,10 +129,18 @@ def grouping_sets(attributes, sets, *, weights=None, name: str | None = None,
     ``attributes`` is a list of :class:`Hierarchy` (an ``int`` n is a flat attribute of n cells); ``caller`` names
     the function in refusals (a release that builds the workload).
     """
-    if isinstance(sets, str | bytes) or not hasattr(sets, "__iter__"):  # "st" was read as the sets ("s",), ("t",)
+    if isinstance(sets, str | bytes | Mapping) or not hasattr(sets, "__iter__"):  # "st" was read as ("s",), ("t",)
+        # and a dict as its keys
         raise TypeError(f"The 'sets' parameter of {caller} must be a list of grouping sets, e.g. [('state',), ()]. "
                         f"Got {sets!r:.60} ({type(sets).__name__}) instead.")
     sets = list(sets)
+    bad = [s for s in sets if not (isinstance(s, str) or (hasattr(s, "__iter__") and not isinstance(s, Mapping)))]
+    if bad:  # None and 1 raised "'NoneType' object is not iterable"
+        raise TypeError(f"The 'sets' parameter of {caller} must list grouping sets, each a tuple of names (or one "
+                        f"name), e.g. [('state',), ()]. Got {bad[0]!r:.60} ({type(bad[0]).__name__}) in it.")
+    if isinstance(attributes, str | bytes | Mapping) or not hasattr(attributes, "__iter__"):
+        raise TypeError(f"The 'attributes' parameter of {caller} must be a list of Hierarchy (or int sizes). "
+                        f"Got {attributes!r:.80} ({type(attributes).__name__}) instead.")
     if not sets:
         raise ValueError(f"The 'sets' parameter of {caller} must list at least one grouping set. Got none.")
     attrs = tuple(Hierarchy.flat(h, name=f"a{i}") if isinstance(h, int) else h for i, h in enumerate(attributes))
