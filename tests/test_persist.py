@@ -557,3 +557,22 @@ def test_every_bit_of_the_zip_directory_flipped_is_refused_or_harmless(tmp_path)
 def test_bytes_before_the_archive_read_as_corruption_not_as_a_pickle(dense_file):
     dense_file.write_bytes(b"xx" + dense_file.read_bytes())
     refused(dense_file, "is corrupted: it does not begin with its first zip entry")
+
+
+@pytest.mark.parametrize("parents", [[[0, 0, 0, 1, 2, 2]], [[0, 0, 1, 1]]])  # irregular (nodes), regular (residual)
+def test_hierarchy_results_have_a_dict_and_save_says_why_it_cannot_store_them(parents, tmp_path):
+    # to_dict raised save's refusal (the strategy summary went through the file format's kinds), and that
+    # refusal listed "or an OptimizeResult" to a caller who had passed one
+    from mmopt.hierarchy import Hierarchy, grouping_sets
+    geo = Hierarchy.from_parents(parents, level_names=("nation", "state", "county"))
+    r = mmopt.optimize(grouping_sets([geo], [("state",), ("county",)]), privacy=mmopt.Privacy(1.0, 1e-6))
+    summary = json.loads(json.dumps(r.to_dict()))["strategy"]
+    assert summary["kind"] == type(r.strategy).__name__ and summary["domain_size"] == geo.n
+    with pytest.raises(TypeError, match="is an OptimizeResult whose strategy is a .*Strategy \\(method="):
+        save(tmp_path / "h", r)
+
+
+def test_save_under_a_file_says_it_is_not_a_directory(tmp_path):
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(NotADirectoryError, match="is a file, not a directory"):  # said "does not exist"
+        save(tmp_path / "afile" / "x", st.hierarchical(8))

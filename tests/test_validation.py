@@ -59,3 +59,15 @@ def test_invalid_input_raises_clear_error(case):
     call, exc, pattern = case
     with pytest.raises(exc, match=pattern):
         call()
+
+
+def test_entries_below_the_smallest_float64_are_refused_not_zeroed():
+    from fractions import Fraction
+
+    from mmopt.workload import Workload
+    with pytest.raises(ValueError, match="must be representable in float64"):  # the cell dropped out as 0.0
+        Workload.from_matrix([[Fraction(1, 10**400), 1]])
+    if np.finfo(np.longdouble).tiny < np.finfo(float).tiny:  # an extended long double (not where it is a double)
+        with pytest.raises(ValueError, match="must be representable in float64"):
+            Workload.from_matrix(np.array([[np.longdouble("1e-4000"), 1]], dtype=np.longdouble))
+    assert Workload.from_matrix([[Fraction(1, 3), 1]]).gram[0, 1] == pytest.approx(1 / 3)

@@ -148,3 +148,20 @@ def test_structure_of_a_residual_marginal_workload_is_its_implicit_twin():
         rows.append(w * np.kron(np.kron(parts[0], parts[1]), parts[2]))
     M = np.vstack(rows)
     np.testing.assert_allclose(twin.gram(), M.T @ M, rtol=1e-12)
+
+
+def test_stream_sized_workloads_have_the_dense_attributes():
+    # past 10,000 cells prefix/all_range are stream workloads, which had no .gram/.mean_gram/.explicit_matrix
+    # (AttributeError at 10,001, an array at 10,000); the dense twin answers, or refuses by size
+    from mmopt import toeplitz
+    small = toeplitz.prefix(6)
+    assert np.array_equal(small.gram, wl.prefix(6).gram)
+    assert np.array_equal(small.explicit_matrix(), wl.prefix(6).explicit_matrix())
+    with pytest.raises(ValueError, match="more than the limit"):
+        wl.all_range(10**6).explicit_matrix()
+
+
+def test_a_product_too_large_to_list_says_why_w_is_unknown():
+    W = wl.kron(wl.all_range(64), wl.all_range(64))  # m·n = 1.8·10¹⁰: kept as its Gram
+    with pytest.raises(ValueError, match="entries exceed .* mmopt.evaluate and mmopt.optimize read the Gram"):
+        W.explicit_matrix()

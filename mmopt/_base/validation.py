@@ -108,11 +108,17 @@ def _real_array(M, *, name: str, caller: str, kind: str) -> np.ndarray:
     elif arr.dtype.kind not in "biuf":
         raise TypeError(f"{what} Got an array of dtype {arr.dtype} ({type(M).__name__}).")
     try:
-        with np.errstate(over="ignore"):
-            return arr.astype(np.float64, copy=False)
+        with np.errstate(over="ignore", under="ignore"):
+            out = arr.astype(np.float64, copy=False)
     except OverflowError:  # Python ints beyond float64
         raise ValueError(f"{_param(name, caller)} must be finite in float64. Got an integer entry beyond "
                          f"{np.finfo(float).max:.3g}.") from None
+    if (arr.dtype.kind == "O" or arr.dtype.itemsize > 8) and np.any((out == 0) & (arr != 0)):
+        # a Fraction(1, 10**400) or a longdouble 1e-4000 became 0.0: a cell dropped out without a word
+        raise ValueError(f"{_param(name, caller)} must be representable in float64. Got a non-zero entry below "
+                         f"the smallest float64 ({np.finfo(float).smallest_subnormal:.3g}), which would be read as 0; "
+                         "rescale the entries.")
+    return out
 
 
 def _check_finite(M: np.ndarray, *, name: str, caller: str) -> None:

@@ -136,9 +136,13 @@ class Workload:
         caller = "Workload.explicit_matrix"
         max_entries = v.check_int(max_entries, name="max_entries", caller=caller, low=0)
         if self.family == "gram":
+            size = self.n_queries * self.domain_size
+            why = ("built from its Gram matrix only" if size <= MAX_EXPLICIT_ENTRIES else
+                   f"kept as its Gram matrix only (its m·n = {size:,} entries exceed {MAX_EXPLICIT_ENTRIES:,}, so a "
+                   "product or stack of them did not form W)")
             raise ValueError(
-                f"Workload '{self.name}' was built from its Gram matrix only, so W is unknown. "
-                "Use Workload.from_matrix(W) to keep W."
+                f"Workload '{self.name}' was {why}, so W is unknown. mmopt.evaluate and mmopt.optimize read the "
+                "Gram; Workload.from_matrix(W) keeps a W you have."
             )
         n = self.domain_size
         if self.n_queries * n > max_entries:

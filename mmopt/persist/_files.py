@@ -73,6 +73,8 @@ def write_atomically(target: Path, arrays: dict, overwrite: bool) -> None:
     ``target`` is either complete or untouched, whatever fails (a crash leaves at most a hidden ``.tmp``)."""
     if target.is_dir():
         raise ValueError(f"The 'path' parameter of save names a directory, '{target}'. Give a file name.")
+    if target.parent.exists() and not target.parent.is_dir():  # "does not exist" of a file that does
+        raise NotADirectoryError(f"save: '{target.parent}' is a file, not a directory. Give a path in a directory.")
     if not target.parent.is_dir():
         raise FileNotFoundError(f"save: the directory '{target.parent}' does not exist. Create it first.")
     tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")

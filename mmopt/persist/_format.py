@@ -72,6 +72,11 @@ def strategy_summary(strategy) -> dict:
     """kind, name, shape [p, N] of A, domain_shape (attribute sizes; [n] for a dense A), domain_size, n_rows."""
     if callable(getattr(strategy, "json_summary", None)):  # other layers' strategies (mmopt.toeplitz) say it
         return strategy.json_summary()
+    if not isinstance(strategy, Strategy | ImplicitStrategy) and pt.kind_of(strategy) is None:
+        # a strategy no file holds (the hierarchy family's): OptimizeResult.to_dict raised save's refusal for it
+        shape = [int(s) for s in getattr(strategy, "shape", ())]
+        return {"kind": type(strategy).__name__, "name": getattr(strategy, "name", None), "domain_shape": shape,
+                "domain_size": int(np.prod(shape)) if shape else None}
     kind = kind_of(strategy)
     if kind == "dense":
         p, n = strategy.matrix.shape

@@ -49,6 +49,19 @@ class StreamWorkload:
     def n_queries(self) -> int:
         return self.n if self.kind == "prefix" else self.n * (self.n + 1) // 2
 
+    # the dense workloads' attributes, through the dense twin: prefix(10,001).gram raised AttributeError on this type
+    # (prefix(10,000) is dense); past the allocation limit the twin refuses with the size and a remedy
+    @property
+    def gram(self):
+        return self.to_workload().gram
+
+    @property
+    def mean_gram(self):
+        return self.to_workload().mean_gram
+
+    def explicit_matrix(self, **kwargs):
+        return self.to_workload().explicit_matrix(**kwargs)
+
     def to_workload(self):
         """The dense twin (:func:`mmopt.workload.prefix` / ``all_range`` as an n×n Gram); refused past the
         allocation limit before allocating."""
