@@ -157,9 +157,14 @@ def write(out, rows, checks, params: dict) -> str:
         "- Answers that make sense: least squares vs NNLS vs the projection mechanism on DPBench's 1-D and 2-D "
         f"data: [`postprocess.md`]({_common.link(out, 'postprocess', 'postprocess.md')}), `postprocess.csv`, "
         "`postprocess.png` (`python -m experiments.postprocess`).",
-        "- Data-adaptive baselines (MWEM, DAWA-style, AHP, Uniform) against the matrix mechanism on DPBench data: "
-        f"[`dpbench.md`]({_common.link(out, 'dpbench', 'dpbench.md')}), `dpbench.csv`, `dpbench.png` "
-        "(`python -m experiments.dpbench`).",
+        "- Every data-adaptive algorithm of `mmopt.adaptive` against the matrix mechanism on DPBench data (and CPS "
+        "1988 marginals), with measured run times and the seed's two figures (every algorithm on PATENT; error "
+        f"against scale): [`dpbench.md`]({_common.link(out, 'dpbench', 'dpbench.md')}), `dpbench.csv`, "
+        "`dpbench.png`, `dpbench_algorithms.png`/`.csv`, `dpbench_scale.png`/`.csv` (`python -m experiments.dpbench`, "
+        "quick configuration).",
+        "- Synthetic records: AIM and MST on mmopt's optimal measurements against OpenDP's and mbi's, on CPS 1988, "
+        f"RAND HIE and generated Bayesian networks: [`synth.md`]({_common.link(out, 'synth', 'synth.md')}), "
+        "`synth.csv`, `synth.png` (`python -m experiments.synth`).",
     ]
     path = out / "README.md"
     _run.write_text(path, "\n".join(L) + "\n")
