@@ -73,13 +73,11 @@ def factor_terms(workload, F: np.ndarray) -> np.ndarray:
     if fam == "prefix":
         return np.einsum("ij,ij->i", T, T)
     if fam == "all_range":
-        n = F.shape[0]
-        out, k = np.empty(n * (n + 1) // 2), 0
-        for a in range(n):  # ranges [a, b], b ≥ a, in the explicit matrix's row-major order
-            D = T[a:] - T[a - 1] if a else T
-            out[k:k + n - a] = np.einsum("ij,ij->i", D, D)
-            k += n - a
-        return out
+        # range [a, b] is T'[b + 1] − T'[a] with T' = [0; T]; pdist lists the pairs a < b + 1 row-major, the explicit
+        # matrix's order, each as a sum of squared differences in C (4× the numpy loop: 1.9 s at n = r = 2,048)
+        from scipy.spatial.distance import pdist
+        rows = np.ascontiguousarray(np.vstack([np.zeros((1, F.shape[1])), T]))  # (QR's factor is Fortran-ordered:
+        return pdist(rows, "sqeuclidean")                                         # strided rows made it 9× slower)
     if fam == "all_predicate":
         n = F.shape[0]
         a = n // 2
