@@ -135,7 +135,7 @@ def _records(caplog, **kw):
 def test_progress_is_one_line_per_candidate(caplog):
     lines = _records(caplog)
     auto = [m for m in lines if m.startswith("optimize(auto): ")]
-    for name in ("identity", "hierarchical", "wavelet", "l2_approx", "min_error"):
+    for name in ("identity", "hierarchical", "wavelet", "svd_strategy", "l2_approx", "min_error"):
         assert sum(m.startswith(f"optimize(auto): {name} ") for m in auto) == 1, (name, auto)
     assert all("expected" in m for m in auto)
     assert not [m for m in lines if not m.startswith("optimize")]  # the candidates themselves stay quiet
