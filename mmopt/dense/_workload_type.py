@@ -128,8 +128,9 @@ class Workload:
     def explicit_matrix(self, *, max_entries: int = MAX_EXPLICIT_ENTRIES) -> np.ndarray:
         """Return W, building it from the family's definition when it is not stored.
 
-        Raises ValueError for Gram-only workloads and when m·n exceeds ``max_entries`` (or the
-        allocation limit :data:`mmopt._base.validation.MAX_ALLOCATION_ENTRIES`).
+        A stored W is returned as it is (nothing is allocated, so ``max_entries`` does not apply); otherwise
+        raises ValueError for Gram-only workloads and when building W's m·n entries would exceed ``max_entries``
+        (or the allocation limit :data:`mmopt._base.validation.MAX_ALLOCATION_ENTRIES`).
         """
         if self.matrix is not None:
             return self.matrix
