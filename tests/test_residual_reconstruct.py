@@ -134,3 +134,15 @@ def test_counts_naming_one_marginal_under_two_keys_are_refused():
     A = rp.residual_strategy((2, 3), {(): 1, (0,): 1, (1,): 1, (0, 1): 1})
     with pytest.raises(ValueError, match=r"'counts' parameter of measure names one attribute set twice"):
         rp.measure(A, {(0, 1): X, (1, 0): 2 * X.T})
+
+
+def test_measure_refuses_marginals_of_two_tables():
+    # each subset is summed from one given marginal, so these were measured side by side without a word
+    import importlib
+    rr = importlib.import_module("mmopt.structured.residual.reconstruct")
+    A = rr.rs.residual_strategy((2, 3), {(): 1.0, (0,): 1.0, (1,): 1.0})
+    with pytest.raises(ValueError, match=r"'counts' parameter of measure holds marginals that disagree"):
+        rr.measure(A, {(0,): [1, 2], (1,): [100, 200, 300]}, None)
+    x = np.arange(6.0).reshape(2, 3)
+    m = rr.measure(A, {(0, 1): x, (1,): x.sum(axis=0)}, None)  # one table's marginals: measured as before
+    assert np.allclose(rr.reconstruct(m, (1,)), x.sum(axis=0))

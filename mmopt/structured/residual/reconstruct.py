@@ -91,6 +91,28 @@ def _check_counts(counts: dict, shape, caller: str) -> dict:
     return out
 
 
+def _check_consistent(counts: dict, caller: str) -> None:
+    """Every two given marginals agree on the attributes they share (each subset is summed from one of them, so
+    counts of two different tables were measured side by side without a word: {(0,): [1, 2], (1,): [100, 200,
+    300]} has totals 3 and 600). Each subset's sums are compared with the first marginal's containing it: 2^|A|
+    sums per marginal, not one per pair (455 three-way marginals: 3,640). Whole counts agree exactly; the
+    allowance is round-off of their sums."""
+    first: dict = {}
+    for A, a in counts.items():
+        scale = max(float(np.abs(a).sum()), 1.0)
+        for k in range(len(A) + 1):
+            for S in itertools.combinations(A, k):
+                sums = a.sum(axis=tuple(q for q, i in enumerate(A) if i not in S))
+                if S not in first:
+                    first[S] = (A, sums)
+                    continue
+                B, ref = first[S]
+                if not np.allclose(sums, ref, rtol=0.0, atol=1e-12 * max(scale, float(np.abs(ref).sum()))):
+                    raise ValueError(f"The 'counts' parameter of {caller} holds marginals that disagree: {B} and {A} "
+                                     f"sum to different counts on {S or 'the total'} (e.g. {float(np.ravel(ref)[0]):g} "
+                                     f"against {float(np.ravel(sums)[0]):g}). Pass the marginals of one table.")
+
+
 def _sources(subsets, counts: dict, caller: str) -> dict:
     """For every subset S, the counts on S, summed from the smallest given marginal that contains S."""
     best: dict = {}
@@ -133,7 +155,9 @@ def measure(strategy: rs.ResidualStrategy, data, privacy: Privacy | None = None,
     check_privacy(privacy, caller)
     shape = strategy.shape
     if isinstance(data, dict):
-        m = _sources(strategy.subsets, _check_counts(data, shape, caller), caller)
+        counts = _check_counts(data, shape, caller)
+        _check_consistent(counts, caller)
+        m = _sources(strategy.subsets, counts, caller)
     else:
         m = marginal_counts(data, shape, strategy.subsets)
     batch = () if size is None else (v.check_int(size, name="size", caller=caller),)
