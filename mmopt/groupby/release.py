@@ -221,11 +221,9 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
                              f"hierarchy family adds Gaussian noise). Got {privacy!r}. Give a delta, e.g. "
                              f"Privacy({privacy.epsilon}, 1e-6).")
         from mmopt.hierarchy.records import plan_grouping_sets
-        from mmopt.hierarchy.release import release as release_hierarchy
         plan = plan_grouping_sets(domain, list(q.grouping_sets), privacy, leaf=tree[0], levels=tree[1],
                                   caller=_CALLER, levels_name="hierarchies")  # before any data is read
-        grouped = plan.grouped(release_hierarchy(plan.workload, plan.strategy,
-                                                 plan.counts(resolve_source(source, q.table)), privacy))
+        grouped = plan.release(resolve_source(source, q.table), privacy)
         return SqlRelease(_hierarchy_table(grouped, q, alpha), grouped, q)
     records = resolve_source(source, q.table)
     release = release_grouping_sets(q.grouping_sets, records, domain, privacy, strategy=strategy, seed=seed,

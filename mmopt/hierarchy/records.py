@@ -105,6 +105,12 @@ class GroupingPlan:
         """The labelled :class:`GroupedRelease` of a release made with this plan's strategy."""
         return GroupedRelease(self.workload, release, self.result, self.labels, self.names)
 
+    def release(self, records, privacy, *, noise_scale: float | None = None) -> GroupedRelease:
+        """Count ``records`` and release them with this plan's strategy (OpenDP's noise), labelled."""
+        from mmopt.hierarchy.release import release
+        return self.grouped(release(self.workload, self.strategy, self.counts(records), privacy,
+                                    noise_scale=noise_scale))
+
 
 def _check_nested(names: list, codes: list, labels: list, caller: str, levels_name: str) -> None:
     """Every label of a level lies under one label of the level before: a hierarchy's group is its label (a
@@ -222,8 +228,6 @@ def release_grouping_sets(records, domain, sets, privacy, *, leaf: str, levels: 
     --------
     mmopt.opendp.make_grouping_sets_mechanism : the same release as an OpenDP ``Measurement``.
     """
-    from mmopt.hierarchy.release import release
     plan = plan_grouping_sets(domain, sets, privacy, leaf=leaf, levels=levels, strategy=strategy,
                               caller="release_grouping_sets")
-    out = release(plan.workload, plan.strategy, plan.counts(records), privacy, noise_scale=noise_scale)
-    return plan.grouped(out)
+    return plan.release(records, privacy, noise_scale=noise_scale)

@@ -19,6 +19,7 @@ from scipy import linalg
 from mmopt.dense import _queries
 from mmopt.dense._strategy_core import Strategy
 from mmopt.dense._workload_core import Workload
+from mmopt.dense.profile import CHOLESKY_MAX_RELATIVE_ERROR
 from mmopt.error import numerical_rank
 
 # Use W itself as the Gram root when it has at most this many entries (exact for 0/1 predicate matrices).
@@ -47,7 +48,8 @@ class FactorInverse:
         norms = np.sqrt(np.einsum("ij,ij->j", self.B, self.B))
         if norms.size == 0:
             return True
-        return self.B.shape[0] * np.finfo(float).eps * (norms.max() / norms.min()) ** 2 <= 1e-8
+        kappa = (norms.max() / norms.min()) ** 2
+        return self.B.shape[0] * np.finfo(float).eps * kappa <= CHOLESKY_MAX_RELATIVE_ERROR
 
 
 def strategy_inverse(A: Strategy) -> FactorInverse:

@@ -169,8 +169,8 @@ def _product(workload, term, scaled, caller) -> KronVariance:
             inv = cache.get(fc.strategy_inverse, Af)
             _check_support(Wf, Af, inv, caller)
             # an ill-conditioned factor: sums of squares of B's rows, where M's huge entries would cancel
-            F = None if inv.certified else inv.B
-            vecs.append(np.clip(_queries.per_query_terms(Wf, None if F is not None else inv.profile, F), 0.0, None))
+            wq = _queries.per_query_terms(Wf, inv.profile) if inv.certified else _queries.factor_terms(Wf, inv.B)
+            vecs.append(np.clip(wq, 0.0, None))
         grid = tuple(f.n_queries for f in t.factors)
         terms.append(TermVariance((t.weight**2 / theta**2,), (tuple(vecs),), grid))
     return KronVariance(tuple(terms), exponent, "product")
