@@ -135,7 +135,7 @@ def run_case(n: int, d: int) -> dict:
     from mmopt.structured.residual import split as sp
     W = _prefix_marginals((n,) * d)
     plan = sp.split_plan(W)
-    fam = _Family(n, d, W.gram())
+    fam = _Family(n, d, W.gram)
     c0 = time.process_time()
     z = _start(plan, n)
     for order in ORDERS:

@@ -172,7 +172,7 @@ def test_quadtree_structure_and_weights():
     node = A.terms[1].factors[0].matrix  # a level-1 node: product of two halves, not of a half and the whole
     assert node.shape == (2, 8) and np.array_equal(node.sum(axis=1), [4, 4])
     H = st.kron(st.hierarchical(8), st.hierarchical(8))
-    assert not np.allclose(A.gram(), H.gram() / H.gram()[0, 0] * A.gram()[0, 0])
+    assert not np.allclose(A.gram, H.gram / H.gram[0, 0] * A.gram[0, 0])
 
 
 @pytest.mark.parametrize("n", [4, 16])

@@ -47,7 +47,7 @@ def test_plan_objective_and_evaluate_match_dense(make, norm):
     assert rep.method == "split" and rep.total_exact
     assert p.objective == pytest.approx(dense, rel=1e-8)
     assert rep.total_squared_error == pytest.approx(dense, rel=1e-8)
-    per_query = np.diag(W.dense() @ np.linalg.pinv(p.strategy.gram()) @ W.dense().T)
+    per_query = np.diag(W.dense() @ np.linalg.pinv(p.strategy.gram) @ W.dense().T)
     delta2 = rep.sensitivity**2
     assert rep.max_variance_upper >= delta2 * per_query.max() * (1 - 1e-9)
 

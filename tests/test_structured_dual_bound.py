@@ -52,7 +52,7 @@ CASES = [((4,) * 2, np.tril(np.ones((4, 4))), (1.0, 1.0)), ((4,) * 3, np.tril(np
 def test_reduced_blocks_equal_the_dense_dual_objective(shape, factor, weights):
     W = sw.kron(factor, weight=weights[0]) if len(shape) == 1 else _union(shape, factor, weights=weights)
     form = db._form(W, fc.Cache())
-    G = W.gram()
+    G = W.gram
     for _ in range(2):
         u = RNG.random(shape[0]) + 0.2
         assert db._value(form, u) == pytest.approx(_dense_dual(G, _kron_power(u, len(shape))), rel=1e-8)

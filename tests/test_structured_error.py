@@ -301,7 +301,7 @@ def test_evaluate_validation():
     with pytest.raises(ValueError, match="'theta' parameter of marginals_strategy"):
         ss.marginals_strategy((2, 2), [1, -1, 0, 0])
     with pytest.raises(ValueError, match="entries"):
-        ss.marginals_strategy((10,) * 10, {tuple(range(10)): 1.0}).gram()
+        _ = ss.marginals_strategy((10,) * 10, {tuple(range(10)): 1.0}).gram
 
 
 def test_a_helmert_factor_cannot_answer_totals_and_is_refused():
@@ -379,15 +379,15 @@ def test_a_union_with_a_faint_term_is_evaluated_from_its_rows(weight):
 
 
 def test_an_implicit_gram_past_float64_is_refused_not_zero():
-    """ImplicitStrategy.gram() returned zeros (AᵀA = 1e-400·I underflowed: "measures nothing"), and a weight of
+    """ImplicitStrategy.gram returned zeros (AᵀA = 1e-400·I underflowed: "measures nothing"), and a weight of
     1e160 raised the bare OverflowError of weight**2; Strategy.gram refuses both by name."""
     for A, kind in ((st.kron(np.eye(2), np.eye(3), weight=1e-200), FloatingPointError),
                     (st.kron(np.eye(2) * 1e-100, np.eye(3) * 1e-100), FloatingPointError),
                     (st.kron(np.eye(2), np.eye(3), weight=1e-160), FloatingPointError),  # subnormal
                     (st.kron(np.eye(2), np.eye(3), weight=1e160), OverflowError)):
         with pytest.raises(kind, match=r"ImplicitStrategy .*: AᵀA (underflows|exceeds) float64.*Rescale"):
-            A.gram()
-    assert st.kron(np.eye(2), np.eye(3), weight=1e-150).gram()[0, 0] == pytest.approx(1e-300)
+            _ = A.gram
+    assert st.kron(np.eye(2), np.eye(3), weight=1e-150).gram[0, 0] == pytest.approx(1e-300)
 
 
 def test_stack_weights_are_one_per_term_in_both_representations():

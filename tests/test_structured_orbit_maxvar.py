@@ -69,7 +69,7 @@ def test_block_variances_and_diagonal_equal_the_dense_gram():
     per_class[red.query_class] = tau
     sol = om.solve(red, per_class, tol=1e-5)
     S = OrbitStrategy(red.orbits, red.combinations, sol.blocks)
-    X = S.gram()
+    X = S.gram
     dense = _variances(W.dense(), X)
     # the Gram is well conditioned on the queries' span (ridge 1e-9, X_oo ≤ 1): agreement to rounding
     np.testing.assert_allclose(sol.class_variance[red.query_class], dense, rtol=1e-9)
@@ -161,7 +161,7 @@ def test_row_classes_do_not_depend_on_the_factors_scale(scale):
         red = om.reduce(W)
         sol = om.solve(red, np.ones(red.n_classes), tol=1e-6)
         A = OrbitStrategy(red.orbits, red.combinations, sol.blocks)
-        X, Wd = A.gram(), W.dense()
+        X, Wd = A.gram, W.dense()
         # the dense oracle for this strategy: ‖A‖₂² · w X⁺ wᵀ per query
         oracle = np.einsum("ij,jk,ik->i", Wd, np.linalg.pinv(X), Wd) * X.diagonal().max()
         got = mmopt.evaluate(W, A).max_variance

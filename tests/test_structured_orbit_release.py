@@ -58,7 +58,7 @@ def _measurement_matrix(W, A):
 def test_the_block_measurement_has_the_plan_s_gram_and_sensitivity(planned):
     W, A = planned
     M = _measurement_matrix(W, A)
-    X = A.gram()
+    X = A.gram
     rank = np.linalg.matrix_rank(X)
     assert (rank < W.domain_size) == (W.name == "totals on the first attribute")
     np.testing.assert_allclose(M.T @ M, X, atol=1e-10 * np.abs(X).max())

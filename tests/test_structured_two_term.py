@@ -30,8 +30,8 @@ def test_total_and_max_bound_match_the_dense_computation(seed, deficient):
                   sw.kron(np.eye(5), np.eye(4))], [1.0, 2.0, 0.5])
     A = _random_strategy((5, 4), seed, deficient)
     unit, upper = two_term(W, A.terms)
-    Xinv = np.linalg.inv(A.gram())
-    G = W.gram()
+    Xinv = np.linalg.inv(A.gram)
+    G = W.gram
     # cond(X) ≤ ~1e4 here: agreement to 1e-9 relative leaves a wide margin over the round-off it amplifies
     assert unit == pytest.approx(np.trace(Xinv @ G), rel=1e-9)
     rows = W.dense()
@@ -60,7 +60,7 @@ def test_evaluate_uses_it_past_1024_cells_and_agrees_with_the_dense_path():
                                                                                            np.eye(4))])])
 def test_commuting_bound_is_the_exact_svd_bound(make):
     W = make()
-    lam = np.clip(np.linalg.eigvalsh(W.gram()), 0, None)
+    lam = np.clip(np.linalg.eigvalsh(W.gram), 0, None)
     assert commuting_nuclear(W) == pytest.approx(np.sum(np.sqrt(lam)), rel=1e-10)
     b = mmopt.structured.svd_bound(W)
     assert b.exact and b.method in ("commuting", "algebra")  # marginals of identities: the algebra comes first

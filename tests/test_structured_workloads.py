@@ -48,7 +48,7 @@ def test_dense_matches_np_kron(rng):
     IT = np.vstack([np.eye(4), np.ones((1, 4))])
     D = np.vstack([np.kron(A, B), np.kron(IT, np.tril(np.ones((3, 3))))])
     np.testing.assert_array_equal(W.dense(), D)
-    np.testing.assert_allclose(W.gram(), D.T @ D, rtol=1e-14)
+    np.testing.assert_allclose(W.gram, D.T @ D, rtol=1e-14)
     assert W.n_queries == D.shape[0] == 6 + 15
 
 
@@ -56,7 +56,7 @@ def test_marginals_match_dense_workload():
     W = sw.marginals((2, 3, 4), 2)
     ref = wl.marginals((2, 3, 4), 2)
     assert W.n_queries == ref.n_queries
-    np.testing.assert_allclose(W.gram(), ref.gram, rtol=1e-14)
+    np.testing.assert_allclose(W.gram, ref.gram, rtol=1e-14)
     W2 = sw.marginals((2, 3, 4), attributes=[(0, 2), (1,), ()])
     assert W2.n_queries == 8 + 3 + 1
     assert sw.lower_marginals((3, 3, 3), 2).n_queries == 1 + 9 + 27
@@ -84,7 +84,7 @@ def test_validation_messages():
 def test_dense_requests_refused_with_size():
     W = census.prefix_3d(256)
     with pytest.raises(ValueError, match=r"281,474,976,710,656 entries \(2.25e\+03 TB"):
-        W.gram()
+        _ = W.gram
     with pytest.raises(ValueError, match="entries"):
         census.sf1_persons().dense()
     huge = sw.lower_marginals((10,) * 13, 1)  # 10¹³ cells

@@ -147,7 +147,7 @@ def test_structure_of_a_residual_marginal_workload_is_its_implicit_twin():
         parts = [np.eye(n) if i in attrs else np.ones((1, n)) for i, n in enumerate((3, 4, 5))]
         rows.append(w * np.kron(np.kron(parts[0], parts[1]), parts[2]))
     M = np.vstack(rows)
-    np.testing.assert_allclose(twin.gram(), M.T @ M, rtol=1e-12)
+    np.testing.assert_allclose(twin.gram, M.T @ M, rtol=1e-12)
 
 
 def test_stream_sized_workloads_have_the_dense_attributes():
@@ -159,6 +159,24 @@ def test_stream_sized_workloads_have_the_dense_attributes():
     assert np.array_equal(small.explicit_matrix(), wl.prefix(6).explicit_matrix())
     with pytest.raises(ValueError, match="more than the limit"):
         wl.all_range(10**6).explicit_matrix()
+
+
+def test_products_past_the_dense_limit_have_the_dense_attributes():
+    # kron/stack/marginals return a dense Workload up to 4,096 cells and an ImplicitWorkload beyond, whose gram was
+    # a method: W.gram was an array at 64×64 and a bound method at 64×65, W.mean_gram and W.explicit_matrix missing
+    from mmopt import strategy as st
+    small, large = wl.kron(wl.prefix(64), wl.prefix(64)), wl.kron(wl.prefix(64), wl.prefix(65))
+    assert isinstance(small, wl.Workload) and isinstance(large, wl.ImplicitWorkload)
+    P1, P2 = np.tril(np.ones((64, 64))), np.tril(np.ones((65, 65)))
+    W = np.kron(P1, P2)  # the oracle, built by hand: 4,160 × 4,160
+    for got in (large.gram, large.mean_gram * large.n_queries):
+        np.testing.assert_allclose(got, W.T @ W, rtol=1e-13)
+    np.testing.assert_array_equal(large.explicit_matrix(), W)
+    np.testing.assert_allclose(small.gram, np.kron(P1.T @ P1, P1.T @ P1), rtol=1e-13)
+    A = st.kron(np.eye(64), np.eye(65))
+    np.testing.assert_array_equal(A.gram, np.eye(64 * 65))  # the implicit strategy's too (Strategy.gram: a property)
+    with pytest.raises(ValueError, match="ImplicitWorkload.gram: .* more than the limit"):
+        _ = wl.kron(wl.prefix(2**10), wl.prefix(2**10)).gram  # refused by size, before allocating
 
 
 def test_a_product_too_large_to_list_says_why_w_is_unknown():

@@ -271,7 +271,7 @@ def _dense(workload, strategy, privacy, norm, sens, reported, delta_lower) -> Im
         # X = AᵀA squares its condition number — a union with a 1e-7-weighted term was 1 % off, reported exact
         base = Strategy(strategy.dense(), name=strategy.name)
     else:
-        base = Strategy.from_gram(strategy.gram(), name=strategy.name)
+        base = Strategy.from_gram(strategy.gram, name=strategy.name)
     r = dense_error.evaluate(workload.to_workload(), base, None, norm=norm, per_query=False)
     k2 = (sens.value / r.sensitivity) ** 2
     total = _figure(k2, r.total_squared_error, privacy, workload.name)

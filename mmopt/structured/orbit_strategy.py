@@ -89,8 +89,10 @@ class OrbitStrategy:
         """U per attribute, built once and shared by every block (n × r each: the tree's can be large)."""
         return [_trivial_basis(o) for o in self.orbits]
 
+    @property
     def gram(self) -> np.ndarray:
-        """X = AᵀA in the cell basis (C order); ``ValueError`` past :data:`DENSE_CELLS` cells."""
+        """X = AᵀA in the cell basis (C order), a property as on the dense Strategy; ``ValueError`` past
+        :data:`DENSE_CELLS` cells."""
         N = self.domain_size
         if N > DENSE_CELLS:
             raise ValueError(f"OrbitStrategy.gram: the domain has {N:,} cells, more than the {DENSE_CELLS:,} a dense "
@@ -116,5 +118,5 @@ class OrbitStrategy:
 
     def matrix(self) -> np.ndarray:
         """A = X^{1/2} (N × N), for domains of ≤ :data:`DENSE_CELLS` cells."""
-        lam, V = np.linalg.eigh(self.gram())
+        lam, V = np.linalg.eigh(self.gram)
         return (V * np.sqrt(np.maximum(lam, 0.0))) @ V.T

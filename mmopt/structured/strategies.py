@@ -87,11 +87,13 @@ class ImplicitStrategy(ProductUnion):
                             caller="ImplicitStrategy.dense", limit=max_entries)
         return self._stacked(lambda f: f.matrix)
 
-    def gram(self, *, max_entries: int = ck.MAX_DENSE_ENTRIES) -> np.ndarray:
-        """X = AᵀA (N×N). Refuses past ``max_entries`` entries."""
+    @property
+    def gram(self) -> np.ndarray:
+        """X = AᵀA (N×N), a property as on the dense Strategy. Refuses past ``MAX_DENSE_ENTRIES`` (10⁸) entries,
+        before allocating."""
         N = self.domain_size
         ck.check_allocation(N * N, what=f"the N×N Gram of '{self.name}'", caller="ImplicitStrategy.gram",
-                            limit=max_entries)
+                            remedy=" Use mmopt.structured.evaluate, which never forms X.")
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # inf·0: judged below, as one refusal
             X = self._gram_sum(lambda f: f.gram)
         check_gram_range(X, f"ImplicitStrategy '{self.name}'", "its weights and factors' scales multiply",

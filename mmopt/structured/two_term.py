@@ -52,7 +52,7 @@ def two_term(workload, strategy_terms, cache: fc.Cache | None = None) -> tuple[f
     >>> W = sw.union([sw.kron(sw.prefix(3), np.eye(2)), sw.kron(np.eye(3), sw.prefix(2))])
     >>> A = ss.union_strategy([ss.kron_strategy(np.eye(3), np.eye(2)), ss.kron_strategy(np.eye(3), np.eye(2))])
     >>> unit, _ = two_term(W, A.terms)
-    >>> bool(np.isclose(unit, np.trace(np.linalg.pinv(A.gram()) @ W.gram())))
+    >>> bool(np.isclose(unit, np.trace(np.linalg.pinv(A.gram) @ W.gram)))
     True
     """
     if len(strategy_terms) != 2:
@@ -96,7 +96,7 @@ def commuting_nuclear(workload, cache: fc.Cache | None = None, max_entries: int 
     --------
     >>> from mmopt.structured import workloads as sw
     >>> W = sw.union([sw.kron(sw.all_range(4), np.eye(3)), sw.kron(np.eye(4), sw.all_range(3))])
-    >>> bool(np.isclose(commuting_nuclear(W), np.sum(np.sqrt(np.clip(np.linalg.eigvalsh(W.gram()), 0, None)))))
+    >>> bool(np.isclose(commuting_nuclear(W), np.sum(np.sqrt(np.clip(np.linalg.eigvalsh(W.gram), 0, None)))))
     True
     """
     if workload.domain_size > max_entries:

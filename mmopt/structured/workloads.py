@@ -99,8 +99,24 @@ class ImplicitWorkload(ProductUnion):
                             remedy=" Use mmopt.structured.evaluate, which never forms W.")
         return self._stacked(lambda f: f.explicit_matrix())
 
-    def gram(self, *, max_entries: int = ck.MAX_DENSE_ENTRIES) -> np.ndarray:
-        """G = Σ_j w_j² ⊗ᵢ Gᵢ⁽ʲ⁾ (N×N). Refuses past ``max_entries`` entries."""
+    def explicit_matrix(self, *, max_entries: int = ck.MAX_DENSE_ENTRIES) -> np.ndarray:
+        """W, as :meth:`dense` (the dense :class:`~mmopt.workload.Workload`'s name for it, so that code written
+        for one works on the other when a domain passes the dense limit)."""
+        return self.dense(max_entries=max_entries)
+
+    # gram and mean_gram are properties, as on the dense Workload and the stream workloads: ``W.gram`` was an array
+    # below 4,096 cells (kron, stack and marginals return a dense Workload there) and a bound method above
+    @property
+    def gram(self) -> np.ndarray:
+        """G = Σ_j w_j² ⊗ᵢ Gᵢ⁽ʲ⁾ (N×N). Refuses past ``MAX_DENSE_ENTRIES`` (10⁸) entries, before allocating."""
+        return self._gram(ck.MAX_DENSE_ENTRIES)
+
+    @property
+    def mean_gram(self) -> np.ndarray:
+        """G/m (N×N), as :attr:`gram`."""
+        return self.gram / self.n_queries
+
+    def _gram(self, max_entries: int) -> np.ndarray:
         N = self.domain_size
         ck.check_allocation(N * N, what=f"the N×N Gram of '{self.name}'", caller="ImplicitWorkload.gram",
                             limit=max_entries, remedy=" Use mmopt.structured.evaluate, which never forms G.")
@@ -114,7 +130,7 @@ class ImplicitWorkload(ProductUnion):
         """
         if self.n_queries * self.domain_size <= max_entries:
             return Workload.from_matrix(self.dense(max_entries=max_entries), name=self.name)
-        return Workload.from_gram(self.gram(max_entries=max_entries), n_queries=self.n_queries, name=self.name)
+        return Workload.from_gram(self._gram(max_entries), n_queries=self.n_queries, name=self.name)
 
     def __repr__(self) -> str:
         return (f"ImplicitWorkload(name={self.name!r}, shape={self.shape}, N={ck.fmt_int(self.domain_size)}, "

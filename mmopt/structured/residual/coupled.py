@@ -248,7 +248,7 @@ def unit_error(workload, strategy) -> float | None:
     >>> P, T = np.tril(np.ones((3, 3))), np.ones((1, 3))
     >>> W = sw.union([sw.kron(P, T), sw.kron(T, P), sw.kron(P, P)])
     >>> A = ss.union_strategy([ss.kron_strategy(P, T), ss.kron_strategy(T, P), ss.kron_strategy(P, P)])
-    >>> G, X = W.gram(), A.gram()
+    >>> G, X = W.gram, A.gram
     >>> bool(np.isclose(unit_error(W, A), np.trace(G @ np.linalg.pinv(X))))
     True
     """
