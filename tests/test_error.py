@@ -319,6 +319,21 @@ def test_unit_objective_checks_its_norm_and_gram():
         unit_objective(np.eye(2), [[1.0, np.nan], [np.nan, 1.0]])
 
 
+def test_gram_svd_bound_matches_the_eigenvalues_and_refuses_what_is_not_a_gram():
+    """mmopt.error.gram_svd_bound (public) checked nothing: a NaN or infinite G and −I gave the "lower bound" 0.0,
+    an asymmetric G a number, an empty one ZeroDivisionError, a list AttributeError (a helper's probe)."""
+    from mmopt.error import gram_svd_bound
+    W = np.random.default_rng(3).standard_normal((7, 5))
+    oracle = np.sqrt(np.linalg.eigvalsh(W.T @ W).clip(0)).sum() ** 2 / 5  # (Σσᵢ(W))²/n
+    assert gram_svd_bound(W.T @ W) == pytest.approx(oracle, rel=1e-12)
+    assert gram_svd_bound(np.ones((3, 3)).tolist()) == pytest.approx(1.0, rel=1e-12)  # rank one, as a list
+    for G, match in ((np.full((2, 2), np.nan), "finite"), (-np.eye(3), "positive semi-definite"),
+                     ([[1.0, 5.0], [5.0, 1.0]], "positive semi-definite"), ([[1.0, 5.0], [0.0, 1.0]], "symmetric"),
+                     (np.zeros((0, 0)), "non-empty"), (np.ones((2, 3)), "square")):
+        with pytest.raises(ValueError, match=f"'G' parameter of gram_svd_bound must be .*{match}"):
+            gram_svd_bound(G)
+
+
 def _weak_strategy(s: float) -> np.ndarray:
     """A 4-cell strategy whose one weak direction (e₀ − e₂)/√2 has singular value s: κ(A) = 1/s."""
     v = np.array([1.0, 0.0, -1.0, 0.0]) / np.sqrt(2)
