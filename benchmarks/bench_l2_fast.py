@@ -77,7 +77,9 @@ def main():
         sol = solve_l2(G)
         seconds = time.perf_counter() - start
         primal, dual = sol.extra["primal_bound"], sol.dual_bound
-        svd = ((sol.history[0]["dual"] + n) / 2) ** 2 / n  # g(1) = 2 tr G^{1/2} − n
+        # the SVD bound (tr G^{1/2})²/n from G's own eigenvalues (it was read from the history's first entry, the dual
+        # at λ = 1 until solve_l2's history began with its start: ratio 0.0000)
+        svd = float(np.sqrt(np.clip(scipy.linalg.eigvalsh(G), 0.0, None)).sum()) ** 2 / n
         check = (f"{abs(independent_objective(G, sol.gram) - primal) / primal:8.1e}" if n <= 2048
                  else f"{'-':>8}")
         rejected = sum("rejected" in h["step"] for h in sol.history)

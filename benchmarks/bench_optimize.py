@@ -36,7 +36,7 @@ def baseline_ratios(W, norm: str, bound: float) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=[8, 16, 32, 64, 128, 256])
-    ap.add_argument("--methods", nargs="+", default=["min_error", "l2_approx", "svd_bound"])
+    ap.add_argument("--methods", nargs="+", default=["min_error", "l2_approx", "svd_strategy"])
     ap.add_argument("--workloads", nargs="+", default=["all_range", "prefix"])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--csv", default=None, help="also write the rows to this CSV")

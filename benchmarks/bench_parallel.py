@@ -3,7 +3,7 @@
 Notation: see README. Cases: min_error (local engine, 8 restarts) on all ranges at n = 256, and two
 product-domain searches: OPT_⊗ (kron, 4 restarts) on the census SF1 workload and OPT_M (marginals,
 50 restarts of ~10 ms) on adult W2. Every row checks that its strategy equals the n_jobs = 1 row's
-exactly ("same"); "objective" is optimize's (mean squared error per query at unit privacy). The loky
+exactly ("same"); "objective" is optimize's (the total squared error at unit privacy). The loky
 worker processes are started once before timing (a one-off cost per Python session, printed as "pool
 start"); BLAS is pinned to one thread per worker, as mmopt does. On a shared machine the speed-up
 depends on what else runs: the load average is printed first.
