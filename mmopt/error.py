@@ -261,31 +261,18 @@ def profile_equivalent(first, second, *, rtol: float = 1e-9) -> bool:
 def gram_svd_bound(G: np.ndarray) -> float:
     """(Σᵢ √λᵢ(G))² / n for a PSD Gram G: the SVD bound at unit privacy, in G's own scale.
 
+    G is checked (finite, square, symmetric, PSD within round-off): a NaN or infinite G and −I gave the "lower
+    bound" 0.0. :func:`trusted_gram_svd_bound` skips the check, for a G the caller built as WᵀW.
+
     >>> gram_svd_bound(np.diag([4.0, 1.0]))  # (2 + 1)² / 2
     4.5
     """
-    caller = "gram_svd_bound"
-    G = _check_symmetric(v.check_matrix(G, name="G", caller=caller, square=True), caller)
-    # not PSD: the bound of its positive part is no bound of anything (−I gave 0.0, a NaN Gram 0.0); a Cholesky
-    # with the symmetry check's margin is the O(n³/3) test, before the O(n³) eigendecomposition
-    margin = 1e-8 * float(np.max(np.abs(G)))
-    try:
-        np.linalg.cholesky(G + margin * np.eye(G.shape[0]))
-    except np.linalg.LinAlgError:
-        raise ValueError(f"The 'G' parameter of {caller} must be positive semi-definite (a Gram matrix WᵀW). Got a "
-                         f"matrix with an eigenvalue below −{margin:.3g} (10⁻⁸ of its largest entry) instead.") from None
+    return trusted_gram_svd_bound(v.check_gram(G, name="G", caller="gram_svd_bound"))
+
+
+def trusted_gram_svd_bound(G: np.ndarray) -> float:
+    """:func:`gram_svd_bound` without its O(n³) check of G, for a G = WᵀW the caller formed itself."""
     return _bound_of(spectrum(G), G.shape[0])
-
-
-def _check_symmetric(G: np.ndarray, caller: str) -> np.ndarray:
-    """G itself when symmetric within 10⁻⁸ of its largest entry (and finite), else refused."""
-    # an asymmetric G has no meaning here (tr(G M) reads only its symmetric part): refused, O(n²) beside the O(n³)
-    with np.errstate(over="ignore", invalid="ignore"):
-        if not float(np.max(np.abs(G - G.T))) <= 1e-8 * float(np.max(np.abs(G))):
-            raise ValueError(f"The 'G' parameter of {caller} must be a symmetric (Gram) matrix WᵀW, finite. Got "
-                             f"max |G − Gᵀ| = {float(np.max(np.abs(G - G.T))):.3g} against max |G| = "
-                             f"{float(np.max(np.abs(G))):.3g}.")
-    return G
 
 
 def unit_objective(A: np.ndarray, G: np.ndarray, norm: str = "l1") -> float:
@@ -302,7 +289,12 @@ def unit_objective(A: np.ndarray, G: np.ndarray, norm: str = "l1") -> float:
         if G.shape[0] != n:
             raise ValueError(f"The 'G' parameter of {caller} must be {n}×{n}, the Gram over A's {n} columns. Got "
                              f"shape {G.shape} instead.")
-    G = _check_symmetric(G, caller)
+    # an asymmetric G has no meaning here (tr(G M) reads only its symmetric part): refused, O(n²) beside the O(n³)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if not float(np.max(np.abs(G - G.T))) <= 1e-8 * float(np.max(np.abs(G))):
+            raise ValueError(f"The 'G' parameter of {caller} must be a symmetric (Gram) matrix WᵀW, finite. Got "
+                             f"max |G − Gᵀ| = {float(np.max(np.abs(G - G.T))):.3g} against max |G| = "
+                             f"{float(np.max(np.abs(G))):.3g}.")
     As = np.ldexp(strategy.matrix, -power_of_two_scale(strategy.matrix))
     prof = profile_of_matrix(As)
     if support_leak(G, prof) > support_tolerance(G.shape[0]):

@@ -327,8 +327,8 @@ def test_gram_svd_bound_matches_the_eigenvalues_and_refuses_what_is_not_a_gram()
     oracle = np.sqrt(np.linalg.eigvalsh(W.T @ W).clip(0)).sum() ** 2 / 5  # (Σσᵢ(W))²/n
     assert gram_svd_bound(W.T @ W) == pytest.approx(oracle, rel=1e-12)
     assert gram_svd_bound(np.ones((3, 3)).tolist()) == pytest.approx(1.0, rel=1e-12)  # rank one, as a list
-    for G, match in ((np.full((2, 2), np.nan), "finite"), (-np.eye(3), "positive semi-definite"),
-                     ([[1.0, 5.0], [5.0, 1.0]], "positive semi-definite"), ([[1.0, 5.0], [0.0, 1.0]], "symmetric"),
+    for G, match in ((np.full((2, 2), np.nan), "finite"), (-np.eye(3), "positive semidefinite"),
+                     ([[1.0, 5.0], [5.0, 1.0]], "positive semidefinite"), ([[1.0, 5.0], [0.0, 1.0]], "symmetric"),
                      (np.zeros((0, 0)), "non-empty"), (np.ones((2, 3)), "square")):
         with pytest.raises(ValueError, match=f"'G' parameter of gram_svd_bound must be .*{match}"):
             gram_svd_bound(G)

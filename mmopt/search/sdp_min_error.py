@@ -16,7 +16,7 @@ import numpy as np
 from mmopt import solvers
 from mmopt._base.solution import RawSolution
 from mmopt._base.validation import check_int, check_matrix, check_real
-from mmopt.error import gram_svd_bound
+from mmopt.error import trusted_gram_svd_bound
 from mmopt.search.sdp_l2 import _validate_gram, gram_root, solve_l2_sdp
 
 logger = logging.getLogger("mmopt")
@@ -52,7 +52,7 @@ def _true_error(a: np.ndarray, g: np.ndarray, root: np.ndarray | None = None) ->
     return float(delta**2 * np.sum(np.sum((vt @ root.T) ** 2, axis=1) / s**2))
 
 
-_svd_bound = gram_svd_bound  # (Σᵢ √λᵢ(G))² / n, a lower bound for every A (Theorem 5.26)
+_svd_bound = trusted_gram_svd_bound  # (Σᵢ √λᵢ(G))² / n, a lower bound for every A (Thm 5.26); G checked first
 
 
 def _check_initial(a0, func: str, n: int) -> np.ndarray:
