@@ -100,6 +100,33 @@ def test_release_answers_are_unbiased_with_the_reported_variances(planned):
     np.testing.assert_allclose(calibrated.variances, calibrated.noise_scale**2 * unit, rtol=1e-8)
 
 
+def test_answers_table_lists_the_release_s_exact_standard_errors(planned):
+    """optimize's max-variance strategy for a union past 4,096 cells (sf1) is an OrbitStrategy: answers_table refused
+    it ("needs a product or marginals strategy ... Got a dense strategy"), and it had no n_rows nor sensitivity(norm)
+    to check an output against. Oracles: the dense measurement's rows, and the dense q X⁺ qᵀ at the noise drawn."""
+    pytest.importorskip("pandas")
+    from mmopt.answers import answers_table
+    W, A = planned
+    M = _measurement_matrix(W, A)
+    assert A.n_rows == M.shape[0]
+    assert A.sensitivity("l2") == pytest.approx(np.sqrt((M * M).sum(axis=0).max()), rel=1e-9)
+    x = np.arange(W.domain_size, dtype=float).reshape(W.shape) % 4
+    out = mmopt.release(W, A, x, GAUSS)
+    assert out.measurements.size == A.n_rows
+    table = answers_table(out, W, A, alpha=0.05)
+    Wd = W.dense()
+    oracle = out.noise_scale ** 2 * np.einsum("ij,jk,ik->i", Wd, np.linalg.pinv(A.gram, hermitian=True), Wd)
+    se = table["standard_error"].to_numpy()
+    np.testing.assert_allclose(se ** 2, oracle, rtol=1e-8)
+    np.testing.assert_allclose(table["answer"].to_numpy(), out.answers, rtol=1e-12)
+    np.testing.assert_allclose(table["upper"] - table["answer"], 1.959963984540054 * se, rtol=1e-9)
+    other = OrbitStrategy(A.orbits, A.combinations, tuple(None if X is None else 2.0 * X for X in A.blocks))
+    with pytest.raises(ValueError, match="Pass the strategy the output was released with"):
+        answers_table(out, W, other)
+    with pytest.raises(ValueError, match="'norm' parameter of OrbitStrategy.sensitivity must be 'l2'"):
+        A.sensitivity("l1")
+
+
 def test_refusals_before_any_noise(planned, monkeypatch):
     W, A = planned
     from mmopt._base import opendp as bo

@@ -7,7 +7,10 @@ unbiased with Var(q x̂) = s²·q (AᵀA)⁺ qᵀ (Li et al., PODS 2010, Prop. 4
   workload of products: q X⁺ qᵀ from the per-factor vectors of :mod:`mmopt.structured.per_query`, for any
   block of rows, never listing all m (2-D ranges on 128² have 68 million queries);
 * ``"dense"`` — any other pair on at most 4,096 cells: :func:`mmopt.evaluate` with ``per_query=True``
-  (Δ_d²·q M qᵀ, listed; Δ_d its sensitivity), in the workload's row order.
+  (Δ_d²·q M qᵀ, listed; Δ_d its sensitivity), in the workload's row order;
+* ``"orbit"`` — an :class:`~mmopt.structured.orbit_strategy.OrbitStrategy` (optimize's max-variance strategy for
+  unions of products at any size, e.g. sf1): its exact per-query variances from the orbit blocks, listed as the
+  dense route's (:func:`mmopt.structured.orbit_release.evaluate`).
 
 A :class:`VarianceModel` holds either, with q X⁺ qᵀ = ``unit`` / (``divisor``·2^``exponent``)²; a standard
 deviation s of the noise then gives √Var = √unit · :meth:`~VarianceModel.sd_factor` (s), which never forms s²
@@ -28,6 +31,7 @@ from mmopt.dense._strategy_core import Strategy
 from mmopt.dispatch import evaluate
 from mmopt.privacy import Privacy
 from mmopt.structured import _checks as ck
+from mmopt.structured.orbit_strategy import OrbitStrategy
 from mmopt.structured.per_query import KronVariance, kron_variance
 from mmopt.structured.strategies import ImplicitStrategy
 from mmopt.workload import Workload
@@ -38,9 +42,9 @@ class VarianceModel:
     """q X⁺ qᵀ of every query of ``layout`` = unit / (``divisor``·2^``exponent``)² (module docstring)."""
 
     layout: Layout
-    method: str                    # "product", "algebra" or "dense"
+    method: str                    # "product", "algebra", "dense" or "orbit"
     kron: KronVariance | None
-    dense: np.ndarray | None       # the dense route's listed units (Δ_d²·q M qᵀ)
+    dense: np.ndarray | None       # the dense and orbit routes' listed units (Δ_d²·q M qᵀ)
     divisor: float
     exponent: int
 
@@ -85,6 +89,14 @@ def variance_model(workload, strategy, *, norm: str = "l1", caller: str = "varia
     """The :class:`VarianceModel` of a pair; refuses (ValueError) a pair whose per-query variances have neither
     a Kronecker form nor a dense path (a general union strategy on more than 4,096 cells)."""
     layout = layout or layout_of(workload, caller=caller)
+    if isinstance(strategy, OrbitStrategy):  # answers_table refused it as "a dense strategy" (sf1's max-variance plan)
+        if norm != "l2":
+            raise ValueError(f"{caller}: an OrbitStrategy is a Gaussian-noise strategy (L2 sensitivity); its answers "
+                             f"have standard errors under Privacy(epsilon, delta), delta > 0. Got norm={norm!r}.")
+        from mmopt.structured.orbit_release import evaluate as orbit_evaluate
+        report = orbit_evaluate(layout.structure, strategy, None, caller=caller)
+        return VarianceModel(layout, "orbit", None, np.asarray(report.per_query_variance, dtype=float),
+                             float(report.sensitivity), 0)
     if isinstance(strategy, ImplicitStrategy):
         if tuple(layout.shape) != tuple(strategy.shape):
             raise ValueError(f"{caller}: the workload's attributes {layout.shape} and the strategy's {strategy.shape} "
@@ -162,12 +174,12 @@ def expected_error_model(workload, strategy, privacy, *, norm, caller: str) -> t
     strategy = _strategy(strategy, caller)
     model = variance_model(workload, strategy, norm=used, caller=caller)
     c = 1.0 if privacy is None else privacy.variance_factor
-    delta = model.divisor if model.method == "dense" else float(strategy.sensitivity(used))
+    delta = model.divisor if model.method in ("dense", "orbit") else float(strategy.sensitivity(used))
     return model, math.sqrt(c) * delta
 
 
 def _strategy(strategy, caller: str):
-    if isinstance(strategy, ImplicitStrategy | Strategy):
+    if isinstance(strategy, ImplicitStrategy | Strategy | OrbitStrategy):
         return strategy
     if strategy is None:
         raise TypeError(f"The 'strategy' parameter of {caller} must be a strategy (a Strategy, an implicit one or a "

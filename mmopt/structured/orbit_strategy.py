@@ -73,6 +73,21 @@ class OrbitStrategy:
     def domain_size(self) -> int:
         return math.prod(self.shape)
 
+    @property
+    def n_rows(self) -> int:
+        """The number of measurements :func:`mmopt.release` takes: one per coordinate of every measured block,
+        ∏ⱼ (rⱼ for a trivial part, |orbit cⱼ| − 1 for a standard one) each (module orbit_release)."""
+        return sum(math.prod(o.r if cj < 0 else int(o.sizes[cj]) - 1 for o, cj in zip(self.orbits, c, strict=True))
+                   for c, Xc in zip(self.combinations, self.blocks, strict=True) if Xc is not None)
+
+    def sensitivity(self, norm: str = "l2") -> float:
+        """Δ₂ = √(max_x X_xx), as the other strategies' ``sensitivity(norm)``; a Gaussian-noise strategy, so
+        ``norm`` must be "l2"."""
+        if norm != "l2":
+            raise ValueError(f"The 'norm' parameter of OrbitStrategy.sensitivity must be 'l2' (an OrbitStrategy is a "
+                             f"Gaussian-noise strategy: its L1 sensitivity has no closed form here). Got {norm!r}.")
+        return math.sqrt(self.sensitivity_squared())
+
     def sensitivity_squared(self) -> float:
         """Δ₂² = max_x X_xx (every cell of an orbit has the same diagonal)."""
         from mmopt.structured.orbit_maxvar import cell_diagonal
