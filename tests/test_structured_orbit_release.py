@@ -115,6 +115,8 @@ def test_answers_table_lists_the_release_s_exact_standard_errors(planned):
     assert out.measurements.size == A.n_rows
     table = answers_table(out, W, A, alpha=0.05)
     Wd = W.dense()
+    flat = mmopt.release(W, A, x.ravel(), GAUSS)  # flat, as the implicit release takes it (refused: "of shape")
+    assert np.all(np.abs(flat.answers - Wd @ x.ravel()) <= 6 * np.sqrt(flat.variances))  # unbiased: within 6 s.e.
     oracle = out.noise_scale ** 2 * np.einsum("ij,jk,ik->i", Wd, np.linalg.pinv(A.gram, hermitian=True), Wd)
     se = table["standard_error"].to_numpy()
     np.testing.assert_allclose(se ** 2, oracle, rtol=1e-8)

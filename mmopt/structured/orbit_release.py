@@ -24,7 +24,7 @@ import numpy as np
 from mmopt._base.opendp import finite, measure
 from mmopt.privacy import Privacy
 from mmopt.structured import orbit_maxvar as om
-from mmopt.structured.mechanism import answer, kron_apply
+from mmopt.structured.mechanism import answer, check_counts, kron_apply
 from mmopt.structured.orbit_strategy import OrbitStrategy
 from mmopt.structured.release import upper_sensitivity
 
@@ -139,7 +139,8 @@ def evaluate(workload, A: OrbitStrategy, privacy: Privacy | None = None, *, call
 
 
 def release(workload, A: OrbitStrategy, x, privacy: Privacy, *, noise_scale: float | None = None) -> OrbitRelease:
-    """Release W x̂ from the histogram ``x`` (the domain's shape) with OpenDP's Gaussian noise (module docstring).
+    """Release W x̂ from the histogram ``x`` (the domain's shape, or flat in C order) with OpenDP's Gaussian noise
+    (module docstring).
 
     Refused before any noise is drawn when a query is not estimable from ``A`` (an infinite variance).
     """
@@ -149,12 +150,7 @@ def release(workload, A: OrbitStrategy, x, privacy: Privacy, *, noise_scale: flo
                          f"(Gaussian noise at its exact L2 sensitivity). Got {privacy!r}.")
     W = _implicit(workload, caller)
     red = _reduction(W, A, caller)
-    x = np.asarray(x, dtype=float)
-    if x.shape != W.shape or not np.all(np.isfinite(x)):
-        raise ValueError(f"The 'x' parameter of {caller} must be a finite histogram of shape {W.shape} (one count per "
-                         f"cell). Got shape {x.shape}.")
-    if np.any(x < 0):  # as the dense, implicit and Toeplitz releases refuse them, before any noise
-        raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative.")
+    x = check_counts(x, A, caller)  # flat or shaped, finite, ≥ 0, as the implicit release takes it (flat was refused)
     unit = _estimable(om.variances(red, A.blocks)[red.query_class], W, A, caller)
     roots, blocks = _roots(A), _Blocks(A)
     exact = _sensitivity(A, roots)
