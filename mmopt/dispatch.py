@@ -121,12 +121,17 @@ def route(workload, strategy, caller: str):
         if strategy is None or _stream_native(strategy):
             return "stream", workload, strategy
         if workload.n > ck.DENSE_LIMIT:
+            # "the dense path stops at 4,096 cells" was not true of workload.prefix(n), dense up to 10,000 cells
+            from mmopt.workload import STREAM_FROM  # lazy: the public workload module imports this layer's peers
+            dense = (f"up to {ck.DENSE_LIMIT:,} cells from a stream workload; mmopt.workload.{workload.kind}"
+                     f"({workload.n:,}) is the dense workload itself (O(n³) to evaluate)" if workload.n < STREAM_FROM
+                     else f"which no workload of more than {STREAM_FROM - 1:,} cells takes")
             raise StrategyMismatch(
                 f"The 'strategy' parameter of {caller} must be a ToeplitzStrategy for a workload of "
                 f"{workload.kind}({workload.n:,}) cells, or a weighted square root (mmopt.toeplitz; "
                 f"optimize(W, privacy=Privacy(ε, δ)) returns one): a {type(strategy).__name__} needs the dense "
-                f"path, which stops at {ck.DENSE_LIMIT:,} cells. A p-Identity strategy's exact total is the "
-                "objective optimize reported (mmopt.search.pidentity.true_error).")
+                f"path, {dense}. A p-Identity strategy's exact total is the objective optimize reported "
+                "(mmopt.search.pidentity.true_error).")
         workload = workload.to_workload()
         if isinstance(strategy, PIdentityStrategy):
             strategy = strategy.to_strategy()
@@ -243,7 +248,8 @@ def matrix_mechanism(workload, strategy, x, privacy, *, rng=None, size: int | No
     """Simulate M_A(W, x) = W A⁺(A x + z), dense or implicit (see :func:`mmopt.mechanism.matrix_mechanism`).
 
     Implicit pairs reconstruct x̂ factor-wise (product strategies) or by LSMR with a checked residual
-    (unions), with memory O(N + Σ factor sizes); ``x`` is flat (N,) or shaped like the domain.
+    (unions), with memory O(N + Σ factor sizes); ``x`` is flat (N,) or shaped like the domain, and the
+    output's ``estimate`` is shaped like the domain (a dense pair's is flat: :func:`release`'s docstring).
     ``reconstruct`` is "least_squares" (x̂ = A⁺y), "nnls" or "projection" (:mod:`mmopt.reconstruct`), with the
     optional public facts ``total`` (Σh) and ``zeros`` (cells known to be 0); all are post-processing.
     ``reconstruct_options`` = {"tol": …, "max_iterations": …} tunes their solvers (the KKT residual to meet,
@@ -272,6 +278,10 @@ def release(workload, strategy, x, privacy, *, noise_scale: float | None = None,
     (noise on A x at Δ exact or a proven upper bound, rounded upwards; x̂ by factor-wise or LSMR least
     squares, then ``reconstruct`` as in :func:`matrix_mechanism`). Needs OpenDP (``pip install opendp``;
     from a checkout ``pip install -e '.[release]'``).
+
+    The output's ``estimate`` x̂ is flat (n,) for a dense workload and shaped like the domain (n₁, …, n_d) for
+    an implicit one — ``kron``, ``stack`` and ``marginals`` return implicit workloads past 4,096 cells, so
+    ``out.estimate.ravel()`` (C order, as ``x`` flat) is the form that reads the same at every size.
     """
     family, W, A = route(workload, strategy, "release")
     kw = dict(noise_scale=noise_scale, reconstruct=reconstruct, total=total, zeros=zeros,

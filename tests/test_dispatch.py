@@ -56,7 +56,8 @@ def test_mixed_pairs_are_densified_when_small_and_refused_when_large():
     big = wl.marginals((10, 10, 10, 10), 2)
     with pytest.raises(ValueError, match="evaluate: workload .* is implicit over 10,000 cells"):
         mmopt.evaluate(big, st.identity(10_000))
-    with pytest.raises(ValueError, match="per-query variances are listed for product strategies only"):
+    with pytest.raises(ValueError, match="per-query variances past 4,096 cells are listed for product strategies "
+                                         "only; .* is a union on 10,000 cells"):
         mmopt.evaluate(big, st.stack([st.kron(*[st.identity(10)] * 4)] * 2), per_query=True)
 
 
@@ -134,7 +135,8 @@ def test_stream_workloads_are_accepted_by_evaluate_and_svd_bound():
     small = toeplitz.prefix(512)
     me = mmopt.optimize(small, method="min_error", seed=0)   # a p-Identity strategy, Θ only
     assert mmopt.evaluate(small, me.strategy).total_squared_error == pytest.approx(me.objective, rel=1e-9)
-    with pytest.raises(ValueError, match="needs the dense path, which stops at 4,096 cells"):
+    with pytest.raises(ValueError, match=r"needs the dense path, up to 4,096 cells from a stream workload; "
+                                         r"mmopt.workload.prefix\(5,000\) is the dense workload itself"):
         mmopt.evaluate(toeplitz.prefix(5000), mmopt.optimize(toeplitz.prefix(5000), privacy=mmopt.Privacy(1.0),
                                                              budget="fast").strategy)
 

@@ -150,7 +150,8 @@ def test_a_dense_strategy_on_a_large_stream_is_refused_naming_what_works():
     W = workload.prefix(2**16)
     H = mmopt.strategy.identity(8)  # any non-Toeplitz strategy; the size check comes first
     for fn in (mmopt.evaluate, mmopt.expected_error):
-        with pytest.raises(ValueError, match="must be a ToeplitzStrategy.*dense path, which stops at 4,096"):
+        with pytest.raises(ValueError, match="must be a ToeplitzStrategy.*dense path, which no workload of more "
+                                             "than 10,000 cells takes"):
             fn(W, H, GAUSS)
     with pytest.raises(TypeError, match="must be a ToeplitzStrategy"):
         mmopt.release(W, H, np.ones(2**16), GAUSS)

@@ -77,6 +77,17 @@ def test_mechanism_validation(rng):
         mechanism.least_squares(A, np.ones(5))
 
 
+def test_outputs_on_either_side_of_the_dense_limit_name_their_budget(rng):
+    """kron turns implicit past 4,096 cells, and the implicit output had no ``privacy`` (the dense one has): code
+    reading out.privacy raised AttributeError at 64×65 cells (a helper's probe)."""
+    gauss = mmopt.Privacy(1.0, 1e-6)
+    for p, q in ((8, 8), (64, 65)):  # a dense pair (64 cells: the dense side of 4,096 is minutes of O(n³)), then not
+        W, A = wl.kron(wl.prefix(p), wl.prefix(q)), st.kron(st.hierarchical(p), st.hierarchical(q))
+        assert isinstance(W, wl.Workload) == (p * q <= 4096)
+        out = mmopt.matrix_mechanism(W, A, np.ones(p * q), gauss, rng=rng)
+        assert out.privacy == gauss and out.estimate.size == p * q
+
+
 @pytest.mark.parametrize("privacy", [EPS1, mmopt.Privacy(1.0, 1e-6)], ids=["laplace", "gaussian"])
 @pytest.mark.parametrize("which", ["rank_deficient_product", "rank_deficient_marginals"])
 def test_monte_carlo_matches_evaluate_for_rank_deficient_strategies(which, privacy):

@@ -1,5 +1,7 @@
 """mmopt.toeplitz strategies and error: implicit (O(n log n)) against dense matrices and mmopt.evaluate."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -91,6 +93,28 @@ def test_evaluate_with_budgets_and_norms():
         assert r.norm == privacy.sensitivity_norm and r.variance_factor == privacy.variance_factor
         assert r.total_squared_error == pytest.approx(d.total_squared_error, rel=RTOL)
         assert r.rmse == pytest.approx(d.rmse, rel=RTOL)
+
+
+def test_the_stream_report_has_the_dense_report_s_fields():
+    """Past 10,000 cells prefix(n) is a stream workload and evaluate returns a ToeplitzErrorReport, which had no
+    privacy, log10_total, max_variance_upper, per_query_variance nor to_row: code reading the dense report raised
+    AttributeError at 10,001 (a helper's probe). Oracle: the dense report of the same pair at n = 33."""
+    n, gauss = 33, mmopt.Privacy(0.5, delta=1e-6)
+    C = T.sqrt_strategy(n)
+    r = T.evaluate(T.prefix(n), C, gauss)
+    d = mmopt.evaluate(mmopt.workload.prefix(n), mmopt.Strategy(C.to_dense()), gauss)
+    assert r.privacy == gauss and r.per_query_variance is None
+    assert r.log10_total == pytest.approx(d.log10_total, rel=RTOL)
+    assert r.max_variance_upper == r.max_variance == pytest.approx(d.max_variance_upper, rel=RTOL)
+    row, dense_row = r.to_row(), d.to_row()
+    assert row.keys() == dense_row.keys()
+    for key in ("workload", "n", "m", "noise", "epsilon", "delta", "max_variance_exact"):
+        assert row[key] == dense_row[key]
+    assert row["total_squared_error"] == pytest.approx(dense_row["total_squared_error"], rel=RTOL)
+    big = mmopt.evaluate(mmopt.workload.prefix(10_001), T.sqrt_strategy(10_001), gauss)
+    assert big.privacy == gauss and big.to_row()["n"] == 10_001 and math.isfinite(big.log10_total)
+    weighted = mmopt.optimize(T.prefix(n), method="weighted_sqrt").strategy
+    assert mmopt.evaluate(T.prefix(n), weighted, gauss).privacy == gauss
 
 
 def test_all_range_max_at_large_n_runs_without_dense_matrices():

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.report_row import error_row
 from mmopt.dense._strategy_core import NORMS, Strategy, column_norm_parts, norm_from_parts
 from mmopt.dense._workload_core import Workload
 from mmopt.privacy import Privacy
@@ -48,17 +49,7 @@ class ErrorReport:
 
     def to_row(self) -> dict:
         """A flat dict for one CSV row (no arrays)."""
-        p = self.privacy
-        return {
-            "workload": self.workload, "strategy": self.strategy, "n": self.domain_size,
-            # beyond float64 (all predicates past n ≈ 1023) m is written as a power of ten, never inf
-            "m": self.n_queries if self.n_queries < 2**53 else v.scientific(self.n_queries),
-            "noise": p.noise if p else "unit", "epsilon": p.epsilon if p else "", "delta": p.delta if p else "",
-            "sensitivity": self.sensitivity, "total_squared_error": self.total_squared_error,
-            "log10_total": self.log10_total, "mean_squared_error": self.mean_squared_error, "rmse": self.rmse,
-            "max_variance": self.max_variance, "max_variance_upper": self.max_variance_upper,
-            "max_variance_exact": self.max_variance_exact,
-        }
+        return error_row(self)
 
 
 def check_type(value, expected: type, *, name: str, caller: str, optional: bool = False, example: str = "") -> None:

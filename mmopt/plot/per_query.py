@@ -42,7 +42,7 @@ def _errors(workload, strategy, privacy, norm) -> tuple[np.ndarray, str]:
     try:
         report = evaluate(workload, strategy, privacy, norm=norm, per_query=True)
     except ValueError as exc:
-        if "per-query variances are listed for product strategies only" not in str(exc):
+        if "cells are listed for product strategies only" not in str(exc):
             raise
         from mmopt.answers.variance import per_query_variances
         from mmopt.dispatch import as_implicit

@@ -158,6 +158,12 @@ class StructuredOutput:
     measurements: np.ndarray | None = field(default=None, repr=False)  # release: the noisy y = A x + z
     n_measurements: int | None = None  # simulation: A's rows, for mmopt.answers to check the strategy it is given
 
+    @property
+    def privacy(self):
+        """The budget (the report's), as the dense MechanismOutput's ``privacy``: it was missing here, so code
+        reading ``out.privacy`` raised AttributeError past 4,096 cells, where kron/marginals turn implicit."""
+        return self.report.privacy
+
 
 def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: Privacy, *,
                      rng=None, size: int | None = None, tol: float = DEFAULT_TOL,

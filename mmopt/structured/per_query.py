@@ -133,9 +133,13 @@ def per_query_variance(workload: ImplicitWorkload, strategy: ImplicitStrategy, s
     :func:`mmopt.answers.error_by_term` summarise them."""
     caller = "evaluate"
     if not strategy.is_product:
-        raise ValueError(f"{caller}: per-query variances are listed for product strategies only; '{strategy.name}' "
-                         "is a union. The report's max_variance bounds every query; for a marginals strategy, "
-                         "mmopt.answers.per_query_variances(W, A, privacy) gives them block by block.")
+        # the size is the reason: a union on ≤ 4,096 cells takes the dense path, which lists them (it said "product
+        # strategies only" just past 4,096 cells, where the same code had listed them)
+        raise ValueError(f"{caller}: per-query variances past {ck.DENSE_LIMIT:,} cells are listed for product "
+                         f"strategies only; '{strategy.name}' is a union on {ck.fmt_int(strategy.domain_size)} cells "
+                         "(on at most 4,096 cells the dense path lists any pair's). The report's max_variance bounds "
+                         "every query; for a marginals strategy, mmopt.answers.per_query_variances(W, A, privacy) "
+                         "gives them block by block.")
     ck.check_allocation(workload.n_queries, what=f"{ck.fmt_int(workload.n_queries)} per-query variances",
                         caller=caller, limit=MAX_QUERIES,
                         remedy=" Read them in chunks with mmopt.answers.per_query_variances(W, A, privacy), or "

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.report_row import error_row
 from mmopt.privacy import Privacy
 from mmopt.toeplitz import _series
 from mmopt.toeplitz.strategies import ToeplitzStrategy, check_n
@@ -148,6 +149,12 @@ class ToeplitzErrorReport:
         (first, last) cell of a query attaining it (0-indexed, inclusive).
     max_variance_exact : bool
         False only for a row-scaled strategy on all ranges: then ``max_variance`` is a proven upper bound.
+    privacy : Privacy or None
+        The budget (None: unit privacy).
+
+    The dense and implicit reports' other fields are here too (``privacy``, ``log10_total``,
+    ``max_variance_upper``, ``per_query_variance`` — None: n queries are not listed — and :meth:`to_row`), so
+    that code reading a report works on either side of ``prefix(n)``'s switch to a stream workload at 10,001 cells.
     """
 
     workload: str
@@ -161,6 +168,24 @@ class ToeplitzErrorReport:
     max_variance: float
     max_variance_query: tuple[int, int]
     max_variance_exact: bool = True
+    privacy: Privacy | None = None
+
+    @property
+    def log10_total(self) -> float:
+        return math.log10(self.total_squared_error) if self.total_squared_error > 0 else -math.inf
+
+    @property
+    def max_variance_upper(self) -> float:
+        """A proven upper bound on the largest variance: ``max_variance`` itself (exact, or already a bound)."""
+        return self.max_variance
+
+    @property
+    def per_query_variance(self) -> None:
+        return None
+
+    def to_row(self) -> dict:
+        """A flat dict for one CSV row, with the dense report's keys."""
+        return error_row(self)
 
     @property
     def domain_size(self) -> int:
@@ -288,4 +313,4 @@ def evaluate(workload, strategy: ToeplitzStrategy, privacy: Privacy | None = Non
     worst, query, exact = decoder_max(W.kind, b, y)
     total = decoder_total(W.kind, b, None if y is None else 1.0 / y[::-1])
     return ToeplitzErrorReport(W.name, strategy.name, W.n, W.n_queries, norm, delta, factor, scale * total,
-                               scale * worst, query, exact)
+                               scale * worst, query, exact, privacy)

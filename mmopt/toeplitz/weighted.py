@@ -75,7 +75,7 @@ class WeightedSqrtStrategy:
         r = evaluate_weighted(W)
         factor = 1.0 if privacy is None else privacy.variance_factor
         return dataclasses.replace(r, variance_factor=factor, total_squared_error=factor * r.total_squared_error,
-                                   max_variance=factor * r.max_variance)
+                                   max_variance=factor * r.max_variance, privacy=privacy)
 
     def sensitivity(self, norm: str = "l2") -> float:
         """Δ₂ = 1: diag(AᵀA) = h/h (Δ₁ would need the dense A; it is not offered)."""
