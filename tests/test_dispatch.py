@@ -179,3 +179,24 @@ def test_what_optimize_returns_for_a_dense_prefix_workload_is_taken_with_it(meth
     other = mmopt.Workload.from_matrix(np.random.default_rng(0).random((5, 16)))  # not a stream: its matrix
     assert mmopt.evaluate(other, A, pr).total_squared_error == pytest.approx(
         mmopt.evaluate(other, A.to_strategy(), pr).total_squared_error, rel=1e-10)
+
+
+def test_svd_bound_of_a_dense_product_reads_its_factors(monkeypatch):
+    """kron/stack/marginals keep a workload dense up to 4,096 cells and remember its product: svd_bound ran the
+    N×N eigendecomposition anyway (~60 s at kron(prefix(64), prefix(64)), against milliseconds from the factors'
+    spectra; a helper's probe). Oracle: the dense bound, (Σσᵢ(W))²/n from W's own eigenvalues."""
+    from mmopt import error
+    gauss = mmopt.Privacy(1.0, 1e-6)
+    cases = (wl.kron(wl.prefix(8), wl.all_range(8)), wl.marginals((4, 5, 6), 2),
+             wl.stack([wl.kron(wl.prefix(8), wl.identity(8)), wl.kron(wl.identity(8), wl.prefix(8))]))
+    oracles = [error.svd_bound(W, gauss) for W in cases]
+    for W, oracle in zip(cases, oracles, strict=True):
+        assert mmopt.svd_bound(W, gauss) == pytest.approx(oracle, rel=1e-12)
+        assert mmopt.svd_bound(W, gauss, per_query=True) == pytest.approx(oracle / W.n_queries, rel=1e-12)
+
+    def no_dense(*args, **kwargs):
+        raise AssertionError("the dense eigendecomposition ran")
+    monkeypatch.setattr(error, "svd_bound", no_dense)
+    assert mmopt.svd_bound(cases[0], gauss) == pytest.approx(oracles[0], rel=1e-12)  # a product: its factors alone
+    with pytest.raises(AssertionError, match="dense eigendecomposition"):
+        mmopt.svd_bound(wl.prefix(16))  # no product structure: the dense bound, as before
