@@ -37,6 +37,21 @@ def test_plain_workloads_run_the_closed_forms_then_the_searches():
     assert _names(wl.prefix(2048), "l1")[-1] == "min_error"                       # the O(n) search
 
 
+def test_the_local_search_is_planned_wherever_the_runner_may_skip_the_pipeline():
+    """prefix(257) under 'fast' (5 s): the dense pipeline's 4.73 s fit the budget alone but not after the closed forms
+    (0.28 s), so the runner skipped it, and the p-Identity stage, planned only past the whole budget, was not there:
+    auto returned H₂ at 27,468 against 6,817 at 256 cells and 7,142 at 263 (a helper's probe)."""
+    from mmopt.auto.budget import check_budget
+    from mmopt.auto.run import _skip_reason
+    fast = check_budget("fast")
+    for n in (200, 256, 257, 262, 263):
+        cands = plan(_ctx(wl.prefix(n), "l1"), fast.seconds)
+        names = [c.name for c in cands]
+        spent = sum(c.estimate for c in cands[:names.index("min_error")])  # the most the runner charges first
+        skipped = _skip_reason(cands[names.index("min_error")], None, 1.0, fast, spent)
+        assert skipped is None or "min_error(local)" in names, n
+
+
 def test_stream_workloads_past_1024_cells_are_structured():
     assert _names(toeplitz.prefix(5000), "l2", stream=True) == ["weighted_sqrt", "sqrt", "l2_approx"]
     assert _names(toeplitz.prefix(5000), "l1", stream=True) == ["H8", "H16", "min_error"]
