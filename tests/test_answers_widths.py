@@ -70,6 +70,30 @@ def test_refusals():
     assert wd.MAX_LAPLACE_ROWS >= 10_000
 
 
+def test_refusals_past_the_row_limits_name_a_remedy_that_works():
+    """Past MAX_LAPLACE_ROWS the refusal said "Pass terms=... for fewer rows" (terms names the terms, it never drops
+    rows: the same refusal followed); per_query_variances and error_by_term past 4,096 cells said "Pass
+    strategy=None", which they refuse with TypeError (a helper's probe)."""
+    W, A = mmopt.workload.all_range(316), mmopt.strategy.hierarchical(316)  # 50,086 queries
+    out = mmopt.matrix_mechanism(W, A, np.ones(316), mmopt.Privacy(1.0), rng=0)
+    with pytest.raises(ValueError, match="has 50,086 queries .*leave alpha=None for the standard errors alone"):
+        answers_table(out, W, A, alpha=0.05)
+    assert len(answers_table(out, W, A)) == 50_086  # that remedy works
+    wl, st = mmopt.workload, mmopt.strategy
+    Wu = wl.stack([wl.kron(wl.prefix(64), wl.identity(65)), wl.kron(wl.identity(64), wl.prefix(65))])
+    Au = st.stack([st.kron(st.hierarchical(64), st.identity(65)), st.kron(st.identity(64), st.hierarchical(65))])
+    for fn in (mmopt.answers.error_by_term, lambda W, A, P: next(mmopt.answers.per_query_variances(W, A, P))):
+        with pytest.raises(ValueError, match=r"another union over 4,160 cells. Use a product .*max_variance_upper"):
+            fn(Wu, Au, mmopt.Privacy(1.0))
+    bound = mmopt.evaluate(Wu, Au, mmopt.Privacy(1.0)).max_variance_upper
+    assert bound is not None and math.isfinite(bound)
+    x = np.ones(64 * 65)
+    released = mmopt.matrix_mechanism(Wu, Au, x, mmopt.Privacy(1.0), rng=0)
+    with pytest.raises(ValueError, match="Pass strategy=None for the answers without standard errors"):
+        answers_table(released, Wu, Au)
+    assert len(answers_table(released, Wu, None)) == Wu.n_queries  # where answers_table's remedy works
+
+
 def test_weighted_marginals_on_products_use_the_closed_form_weights():
     """The algebra route (HDMM's M(θ) on a workload of products) against the dense weights W A⁺, row by row."""
     import mmopt.structured as st

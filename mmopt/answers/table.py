@@ -100,7 +100,7 @@ def prepare_table(workload, strategy=None, *, noise: str, attributes=None, terms
     model = None
     if strategy is not None:
         model = variance_model(workload, strategy, norm="l1" if noise == "laplace" else "l2", caller=caller,
-                               layout=layout)
+                               layout=layout, remedy=" Pass strategy=None for the answers without standard errors.")
     table_schema_fields(layout, model is not None, caller)  # refuses clashing column names
     return TableSpec(layout, model, None if strategy is None else getattr(strategy, "name", "strategy"))
 

@@ -84,10 +84,16 @@ def noise_sd(noise: str, noise_scale: float) -> float:
     return math.sqrt(2.0) * noise_scale if noise == "laplace" else noise_scale
 
 
+#: the remedy of the refusal below where the caller cannot go without a strategy (answers tables can)
+NO_VARIANCES = (" Use a product (mmopt.strategy.kron) or marginals strategy, or read mmopt.evaluate(W, A)"
+                ".max_variance_upper, a proven bound on every query's variance.")
+
+
 def variance_model(workload, strategy, *, norm: str = "l1", caller: str = "variance_model",
-                   layout: Layout | None = None) -> VarianceModel:
-    """The :class:`VarianceModel` of a pair; refuses (ValueError) a pair whose per-query variances have neither
-    a Kronecker form nor a dense path (a general union strategy on more than 4,096 cells)."""
+                   layout: Layout | None = None, remedy: str = NO_VARIANCES) -> VarianceModel:
+    """The :class:`VarianceModel` of a pair; refuses (ValueError, with ``remedy``) a pair whose per-query
+    variances have neither a Kronecker form nor a dense path (a general union strategy on more than 4,096
+    cells)."""
     layout = layout or layout_of(workload, caller=caller)
     if isinstance(strategy, OrbitStrategy):  # answers_table refused it as "a dense strategy" (sf1's max-variance plan)
         if norm != "l2":
@@ -109,7 +115,7 @@ def variance_model(workload, strategy, *, norm: str = "l1", caller: str = "varia
                 f"{caller}: per-query variances of '{layout.name}' under strategy '{strategy.name}' are exact for "
                 "product strategies (mmopt.strategy.kron), marginals strategies (mmopt.strategy.marginals) and any "
                 f"pair on at most {ck.DENSE_LIMIT:,} cells; this is another union over {strategy.domain_size:,} "
-                "cells. Pass strategy=None for the answers without standard errors.")
+                f"cells.{remedy}")
         strategy = strategy.to_strategy()
     W = _dense_workload(workload, layout, caller)
     # named here: evaluate's own refusal named evaluate, not the caller

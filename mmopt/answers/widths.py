@@ -193,7 +193,8 @@ def preflight(alpha, model, noise: str, reconstruction: str, name: str, caller: 
     if model.layout.n_queries > MAX_LAPLACE_ROWS:
         raise ValueError(f"The 'alpha' parameter of {caller}: exact Laplace intervals cost milliseconds per distinct "
                          f"answer law; '{name}' has {model.layout.n_queries:,} queries (limit {MAX_LAPLACE_ROWS:,}). "
-                         "Pass terms=... for fewer rows, or use Gaussian noise (closed-form intervals).")
+                         "Answer a workload of fewer queries, use Gaussian noise (closed-form intervals), or leave "
+                         "alpha=None for the standard errors alone.")  # (terms=... renames terms: no fewer rows)
     return alpha
 
 
