@@ -70,7 +70,7 @@ def test_the_block_measurement_has_the_plan_s_gram_and_sensitivity(planned):
 def test_evaluate_is_the_dense_evaluate_of_x_square_root(planned):
     W, A = planned
     got = mmopt.evaluate(W, A, GAUSS)
-    dense = mmopt.evaluate(Workload.from_matrix(W.dense()), mmopt.strategy.Strategy(A.matrix()), GAUSS)
+    dense = mmopt.evaluate(Workload.from_matrix(W.dense()), mmopt.strategy.Strategy(A.matrix), GAUSS)
     assert got.total_squared_error == pytest.approx(dense.total_squared_error, rel=1e-8)
     assert got.max_variance == pytest.approx(dense.max_variance, rel=1e-8)
     assert got.sensitivity == pytest.approx(dense.sensitivity, rel=1e-9)
@@ -91,7 +91,7 @@ def test_release_answers_are_unbiased_with_the_reported_variances(planned):
     assert np.all(np.abs(errors.mean(axis=0)) <= 5 * np.sqrt(var / 400))
     ratio = errors.var(axis=0, ddof=1) / var
     assert np.all(np.abs(ratio - 1) <= 5 * np.sqrt(2 / 399))
-    dense = mmopt.evaluate(Workload.from_matrix(W.dense()), mmopt.strategy.Strategy(A.matrix()), GAUSS,
+    dense = mmopt.evaluate(Workload.from_matrix(W.dense()), mmopt.strategy.Strategy(A.matrix), GAUSS,
                            per_query=True)
     unit = dense.per_query_variance / (GAUSS.variance_factor * dense.sensitivity**2)  # q X⁺ qᵀ
     np.testing.assert_allclose(var, 36.0 * unit, rtol=1e-8)

@@ -131,7 +131,8 @@ class OrbitStrategy:
             X += K @ Y @ K.T
         return X
 
+    @property
     def matrix(self) -> np.ndarray:
-        """A = X^{1/2} (N × N), for domains of ≤ :data:`DENSE_CELLS` cells."""
+        """A = X^{1/2} (N × N), for domains of ≤ :data:`DENSE_CELLS` cells; a property, as the dense Strategy's."""
         lam, V = np.linalg.eigh(self.gram)
         return (V * np.sqrt(np.maximum(lam, 0.0))) @ V.T
