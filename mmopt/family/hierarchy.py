@@ -99,12 +99,13 @@ LEVEL_ENTRIES = 20_000_000
 
 
 def exchangeable(W) -> bool:
-    """Grouping sets whose dense level matrices fit in :data:`LEVEL_ENTRIES` and whose domain is past the dense
-    search: their max variance is minimised in the commutant of their cell symmetries (siblings of a tree are
-    exchangeable; :mod:`mmopt.structured.orbit_maxvar`), certified to the optimum; larger trees keep
-    :mod:`mmopt.hierarchy.maxvar`'s heuristic."""
-    from mmopt.structured._checks import DENSE_LIMIT
-    return W.domain_size > DENSE_LIMIT and W.level_entries() <= LEVEL_ENTRIES
+    """Grouping sets whose dense level matrices fit in :data:`LEVEL_ENTRIES`, at any number of cells: their max
+    variance is minimised in the commutant of their cell symmetries (siblings of a tree are exchangeable;
+    :mod:`mmopt.structured.orbit_maxvar`), certified to the optimum; larger trees keep :mod:`mmopt.hierarchy.maxvar`'s
+    heuristic. (It also asked for more than 4,096 cells, as if a dense search took the smaller ones; none does: at
+    4,092 cells the heuristic gave 5.7888, user_limit, bound 5.1647, in 96 s, against the certified 5.6351 at 4,098
+    in 8.8 s.)"""
+    return W.level_entries() <= LEVEL_ENTRIES
 
 
 def max_variance_result(W, call: Call, norm: str, t0: float) -> OptimizeResult:
