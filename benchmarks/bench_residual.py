@@ -12,7 +12,8 @@ certified lower bound optimize reports (on the marginal rows the exact SVD bound
   kron, union   HDMM's OPT_⊗ and OPT_+ (prefix rows).
 Prefix rows: the 1- and 2-way *prefix* marginals on (16,)⁵ (prefix on the chosen attributes, total on the others;
 N = 2²⁰), where "residual" is the split strategy (a fitted basis of 1^⊥ per attribute) and the bound optimize's L2
-dual bound, 109,688.6, above the SVD bound (102,459.5, from the 2,640 × 2,640 factor-root Gram). QuerySmasher (He et al., arXiv 2604.00868) reports 121,469.
+dual bound, 109,688.6, above the SVD bound (102,459.5, from the 2,640 × 2,640 factor-root Gram). QuerySmasher
+(He et al., arXiv 2604.00868) reports 121,469.
 Every case runs in a fresh process; CPU is that process's user+system time for the step (building the
 workload is listed apart), peak RSS its high-water mark (interpreter and numpy included, ~100 MB). Targets:
 ratio ≤ 1 + 1e-9; ≤ 1 s CPU up to d = 30; 2-way on 100 attributes of size 8 in ≤ 60 s and ≤ 4 GB.
