@@ -147,39 +147,47 @@ def _run_product(W, call: Call, t0: float) -> OptimizeResult:
 
 
 def _product_twin(workload, targets):
-    """The product a dense workload of ≤ 4,096 cells was built from (kron/stack/marginals remember it) when its
-    targets let the product routes take it — one number, or equal on the queries its cell symmetries exchange —
-    else None. The dense minimax took these: at 4,032 cells user_limit after 151 s with its bound 2.3 against
-    5.25, where the symmetry route certifies 5.255 in 4.6 s (and 5.314 in 12.6 s at 4,160 cells, implicit)."""
+    """(twin, reduction) for a dense workload of ≤ 4,096 cells built from a product (kron/stack/marginals remember
+    it) when its targets let the product routes take it — one number on a single product (reduction None: the
+    factor-by-factor route), else equal on the queries its cell symmetries exchange — or None. The dense minimax
+    took these: at 4,032 cells user_limit after 151 s with its bound 2.3 against 5.25, where the symmetry route
+    certifies 5.255 in 4.6 s (and 5.314 in 12.6 s at 4,160 cells, implicit)."""
     from mmopt.dense._workload_type import Workload
     from mmopt.structured import orbit_maxvar as om
     from mmopt.workload import structure_of
     twin = structure_of(workload) if type(workload) is Workload else None
-    if twin is None or (_single_product(twin) and np.ndim(targets) == 0):
-        return twin
+    if twin is None:
+        return None
+    if _single_product(twin) and np.ndim(targets) == 0:
+        return twin, None
     try:
         red = om.reduce(twin, CALLER)
     except ValueError:  # too many classes or blocks: the dense route, as before
         return None
-    if targets is None or np.ndim(targets) == 0:
-        return twin
-    tau = check_targets(targets, twin.n_queries, CALLER)
-    per_class = np.zeros(red.n_classes)
-    per_class[red.query_class] = tau
-    return twin if np.array_equal(per_class[red.query_class], tau) else None
+    return (twin, red) if _class_targets(red, twin, targets) is not None else None
 
 
-def _run_twin(twin, call: Call, t0: float) -> OptimizeResult:
-    """The product routes on a dense workload's twin, the strategy returned dense (A = X^{1/2}, ≤ 4,096 cells) so
-    that it goes wherever the dense workload goes; objective, bound and status are the route's."""
+def _run_twin(twin, red, call: Call, t0: float) -> OptimizeResult:
+    """The product routes on a dense workload's twin (:func:`_product_twin`), the strategy returned dense
+    (A = X^{1/2}, ≤ 4,096 cells) so that it goes wherever the dense workload goes; objective, bound and status are
+    the route's."""
     import dataclasses
 
     from mmopt.dense._strategy_core import Strategy
-    if _single_product(twin) and np.ndim(call.targets) == 0:
+    if red is None:
         return _run_product(twin, call, t0)  # an implicit kron strategy: evaluate densifies it with a dense W
-    res = _run_orbits(twin, call, t0)
+    res = _run_orbits(twin, call, t0, red)
     return dataclasses.replace(res, strategy=Strategy(res.strategy.matrix, name="max_variance"),
                                extra={**res.extra, "product_twin": twin.name})
+
+
+def _class_targets(red, W, targets) -> tuple[np.ndarray, np.ndarray] | None:
+    """(per-query targets, per-class targets) when ``targets`` (None: all 1) are equal on every class of queries the
+    reduction's cell symmetries exchange, else None."""
+    tau = np.ones(W.n_queries) if targets is None else check_targets(targets, W.n_queries, CALLER)
+    per_class = np.zeros(red.n_classes)
+    per_class[red.query_class] = tau
+    return (tau, per_class) if np.array_equal(per_class[red.query_class], tau) else None
 
 
 def _orbit_union(workload, targets) -> bool:
@@ -191,21 +199,20 @@ def _orbit_union(workload, targets) -> bool:
         not (_single_product(workload) and np.ndim(targets) == 0)
 
 
-def _run_orbits(W, call: Call, t0: float) -> OptimizeResult:
+def _run_orbits(W, call: Call, t0: float, red=None) -> OptimizeResult:
     """A union of Kronecker products at any size whose cell symmetries leave small blocks (sf1: 29,440 cells, 312
     blocks of ≤ 400): the minimax in the commutant, certified by the γ₂ dual at symmetric weights
-    (:mod:`mmopt.structured.orbit_maxvar`). Targets must be equal on queries the symmetries exchange."""
+    (:mod:`mmopt.structured.orbit_maxvar`). Targets must be equal on queries the symmetries exchange. ``red``: W's
+    reduction, when the caller has it."""
     from mmopt.structured import orbit_maxvar as om
     from mmopt.structured.orbit_strategy import OrbitStrategy
 
-    red = om.reduce(W, CALLER)
-    tau = np.ones(W.n_queries) if call.targets is None else check_targets(call.targets, W.n_queries, CALLER)
-    per_class = np.zeros(red.n_classes)
-    per_class[red.query_class] = tau
-    if not np.array_equal(per_class[red.query_class], tau):
+    red = red if red is not None else om.reduce(W, CALLER)
+    if (targets := _class_targets(red, W, call.targets)) is None:
         raise ValueError(f"The 'targets' parameter of {CALLER} must give equal targets to queries that '{W.name}''s "
                          "cell symmetries exchange (e.g. one target per term or per table); these differ within "
                          "a class of exchangeable queries.")
+    tau, per_class = targets
     sol = om.solve(red, per_class, tol=call.tol or 1e-4, max_iterations=call.max_iterations or 1_000)
     A = OrbitStrategy(red.orbits, red.combinations, sol.blocks)
     variance = sol.class_variance[red.query_class] * A.sensitivity_squared()  # exact, from the blocks
@@ -310,7 +317,7 @@ def _run(workload, method, call: Call) -> OptimizeResult:
     if norm == "l2" and (marginals := _marginals(workload)) is not None:
         return _run_marginals(marginals, call, t0)
     if norm == "l2" and (twin := _product_twin(workload, call.targets)) is not None:
-        return _run_twin(twin, call, t0)
+        return _run_twin(*twin, call, t0)
     if norm == "l2" and _orbit_union(workload, call.targets):
         return _run_orbits(workload, call, t0)
     if norm == "l2" and _single_product(workload):
