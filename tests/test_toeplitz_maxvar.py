@@ -7,7 +7,7 @@ import pytest
 import mmopt
 from mmopt import toeplitz
 from mmopt import workload as wl
-from mmopt.family.objectives import range_kind
+from mmopt.family.maxvar_routes import range_kind
 from mmopt.search.max_variance import solve_max_variance
 from mmopt.toeplitz import maxvar as rm
 

@@ -110,7 +110,7 @@ def exchangeable(W) -> bool:
 
 def max_variance_result(W, call: Call, norm: str, t0: float) -> OptimizeResult:
     """objective="max_variance" (per-set ``targets``) on grouping sets under Gaussian noise, where not
-    :func:`exchangeable` (:mod:`mmopt.family.objectives` takes those): the search and bound of
+    :func:`exchangeable` (:mod:`mmopt.family.maxvar_routes` takes those): the search and bound of
     :mod:`mmopt.hierarchy.maxvar`."""
     from mmopt.hierarchy import maxvar as mv
     if norm != "l2":

@@ -5,7 +5,8 @@ dense workload (implicit and stream workloads of ≤ 4,096 cells as their dense 
 from the minimax dual; on one Kronecker product factor by factor, at any size; on larger unions of Kronecker
 products in the commutant of their cell symmetries (:mod:`mmopt.structured.orbit_maxvar`); on prefix sums and
 all ranges of ≤ 4,096 cells, with any targets, in prefix coordinates without the rows (:mod:`mmopt.toeplitz.maxvar`);
-on unions of marginals by the residual planner with its closed-form bound (:mod:`mmopt.structured.residual.maxvar`).
+on unions of marginals by the residual planner with its closed-form bound (:mod:`mmopt.structured.residual.maxvar`);
+those structured routes are :mod:`mmopt.family.maxvar_routes`, tried first.
 The result's ``objective`` is that largest ratio at unit privacy, re-evaluated exactly from the returned strategy
 (times ``privacy.variance_factor`` for the variance under a budget).
 """
@@ -18,9 +19,9 @@ import numpy as np
 
 from mmopt._base import validation as v
 from mmopt._base.result import SUCCESS, OptimizeResult, reconcile
-from mmopt._base.solution import worst_status
 from mmopt.family.call import Call, check_common, seed_record
-from mmopt.family.targets import check_dense_size, check_targets, dense_rows, marginal_targets
+from mmopt.family.maxvar_routes import max_ratio, structured
+from mmopt.family.targets import check_dense_size, check_targets, dense_rows
 
 CALLER = "optimize"
 OBJECTIVES = ("total", "max_variance")
@@ -28,13 +29,6 @@ OBJECTIVES = ("total", "max_variance")
 
 def takes(workload, method, call: Call) -> bool:
     return call.objective != "total" or call.targets is not None
-
-
-def _max_ratio(W, A, tau, norm: str) -> tuple[float, np.ndarray]:
-    """(max_i vᵢ/τᵢ, v) of strategy A at unit privacy: vᵢ = Δ² wᵢ (AᵀA)⁺ wᵢᵀ, exactly from A."""
-    from mmopt.search.max_variance import _variances
-    variance = _variances(W, A.matrix.T @ A.matrix) * A.sensitivity(norm) ** 2
-    return float(np.max(variance / tau)), variance
 
 
 #: The branchings of the hierarchical strategies the Laplace max-variance search also scores (the paper's §6
@@ -66,223 +60,6 @@ def _closed_forms(n: int):
     return out
 
 
-def _marginals(workload):
-    """The literal marginal workload a product workload stands for, else None (then the dense search runs)."""
-    from mmopt.dense._workload_type import Workload
-    from mmopt.structured.residual.workload import as_marginal_workload
-    from mmopt.structured.workloads import ImplicitWorkload
-    if not isinstance(workload, ImplicitWorkload | Workload):
-        return None
-    M = as_marginal_workload(workload, caller=CALLER)  # a dense workload too, when it remembers its marginals
-    return M if M is not None and M.literal else None
-
-
-def _run_marginals(W, call: Call, t0: float) -> OptimizeResult:
-    """Unions of marginals at any d: ResidualPlanner+'s max-variance residual strategy (the convex allocation of
-    :func:`mmopt.structured.residual.plan`), certified by the closed-form minimax bound over marginal weights
-    (:func:`mmopt.structured.residual.maxvar.dual_bound`)."""
-    from mmopt.structured.residual import error as er
-    from mmopt.structured.residual.maxvar import dual_bound
-    from mmopt.structured.residual.planner import per_marginal_targets, plan
-    from mmopt.structured.residual.strategy import sensitivity
-
-    targets = marginal_targets(W, call.targets, CALLER)
-    p = plan(W, objective="max_variance", norm="l2", targets=targets)
-    tau = per_marginal_targets(W, targets, CALLER)
-    bound, weights = dual_bound(W, tau)
-    A = p.strategy
-    _, per = er.unit_errors(W, A.weights**2 / W.closure.cells, caller=CALLER)
-    per = per * sensitivity(A, "l2").value ** 2  # each marginal's cell variance at unit privacy
-    ratio = float(np.max(per / tau))
-    message = (f"Max-variance residual strategy (ResidualPlanner+'s ResPlanMax; {p.message}) against the closed-form "
-               f"minimax bound over marginal weights: {ratio:.6g} vs {bound:.6g}.")
-    status, message, bound = reconcile(ratio, bound, "optimal" if p.status == "optimal" else p.status, message,
-                                       tol=call.tol or 1e-6)
-    extra = {"objective": "max_variance", "targets": None if targets is None else dict(targets),
-             "marginal_weights": weights, "marginal_variance": dict(zip(W.sets, per.tolist(), strict=True)),
-             "seed": seed_record(call.seed)}
-    return OptimizeResult(A, "l2", ratio, bound, status, status in SUCCESS, message, "max_variance", p.solver, None,
-                          time.perf_counter() - t0, ratio, bound, (), extra)
-
-
-def _single_product(workload) -> bool:
-    from mmopt.structured.workloads import ImplicitWorkload
-    return isinstance(workload, ImplicitWorkload) and len(workload.terms) == 1 and len(workload.shape) > 1
-
-
-def _run_product(W, call: Call, t0: float) -> OptimizeResult:
-    """One Kronecker product w·(W₁ ⊗ … ⊗ W_d) at any size: a query's variance under A₁ ⊗ … ⊗ A_d is w²∏ᵢ of its
-    factors' (and Δ₂ multiplies), so the product of the factors' minimax strategies has largest variance
-    w²∏ᵢ Vᵢ; the bound w²∏ᵢ gᵢ is certified because the L2 dual at product weights is the product of the factors'
-    scale-optimised duals, each at least gᵢ (the argument of :mod:`mmopt.structured.dual_bound`)."""
-    from mmopt.dense._strategy_core import Strategy
-    from mmopt.search.max_variance import solve_max_variance
-    from mmopt.structured.strategies import kron_strategy
-
-    if call.targets is not None and np.ndim(call.targets) != 0:
-        raise ValueError(f"The 'targets' parameter of {CALLER} must be one number for a Kronecker product workload "
-                         f"('{W.name}', {W.n_queries:,} queries): per-query targets need a dense workload of ≤ 4,096 "
-                         "cells.")
-    tau = 1.0 if call.targets is None else float(check_targets(call.targets, 1, CALLER, per=None)[0])
-    term = W.terms[0]
-    tol = (call.tol or 1e-4) / len(term.factors)  # the factors' gaps compound
-    factors, upper, lower, iterations, statuses = [], term.weight**2 / tau, term.weight**2 / tau, 0, []
-    for F in term.factors:
-        _, rows = dense_rows(F, CALLER)
-        sol = solve_max_variance(rows, tol=tol, max_iterations=call.max_iterations or 500)
-        A = Strategy.from_gram(sol.gram, name="max_variance")
-        top, _ = _max_ratio(rows, A, np.ones(rows.shape[0]), "l2")
-        factors.append(A)
-        upper, lower = upper * top, lower * sol.lower_bound
-        iterations += sol.iterations
-        statuses.append(sol.status)
-    strategy = kron_strategy(*factors, name="max_variance")
-    status = worst_status(statuses)  # a factor that ran out of iterations is "user_limit", not "optimal_inaccurate"
-    message = (f"Product of the factors' minimax strategies: largest variance{'' if tau == 1 else ' / target'} "
-               f"{upper:.6g} at unit privacy, certified lower bound {lower:.6g} (product of the factors' L2 duals).")
-    status, message, bound = reconcile(upper, lower, status, message, tol=call.tol or 1e-4)
-    extra = {"objective": "max_variance", "targets": tau, "seed": seed_record(call.seed)}
-    return OptimizeResult(strategy, "l2", upper, bound, status, status in SUCCESS, message, "max_variance",
-                          "mmopt-l2-newton", iterations, time.perf_counter() - t0, upper, bound, (), extra)
-
-
-def _product_twin(workload, targets):
-    """(twin, reduction) for a dense workload of ≤ 4,096 cells built from a product (kron/stack/marginals remember
-    it) when its targets let the product routes take it — one number on a single product (reduction None: the
-    factor-by-factor route), else equal on the queries its cell symmetries exchange — or None. The dense minimax
-    took these: at 4,032 cells user_limit after 151 s with its bound 2.3 against 5.25, where the symmetry route
-    certifies 5.255 in 4.6 s (and 5.314 in 12.6 s at 4,160 cells, implicit)."""
-    from mmopt.dense._workload_type import Workload
-    from mmopt.structured import orbit_maxvar as om
-    from mmopt.workload import structure_of
-    twin = structure_of(workload) if type(workload) is Workload else None
-    if twin is None:
-        return None
-    if _single_product(twin) and np.ndim(targets) == 0:
-        return twin, None
-    try:
-        red = om.reduce(twin, CALLER)
-    except ValueError:  # too many classes or blocks: the dense route, as before
-        return None
-    return (twin, red) if _class_targets(red, twin, targets) is not None else None
-
-
-def _run_twin(twin, red, call: Call, t0: float) -> OptimizeResult:
-    """The product routes on a dense workload's twin (:func:`_product_twin`), the strategy returned dense
-    (A = X^{1/2}, ≤ 4,096 cells) so that it goes wherever the dense workload goes; objective, bound and status are
-    the route's."""
-    import dataclasses
-
-    from mmopt.dense._strategy_core import Strategy
-    if red is None:
-        return _run_product(twin, call, t0)  # an implicit kron strategy: evaluate densifies it with a dense W
-    res = _run_orbits(twin, call, t0, red)
-    return dataclasses.replace(res, strategy=Strategy(res.strategy.matrix, name="max_variance"),
-                               extra={**res.extra, "product_twin": twin.name})
-
-
-def _class_targets(red, W, targets) -> tuple[np.ndarray, np.ndarray] | None:
-    """(per-query targets, per-class targets) when ``targets`` (None: all 1) are equal on every class of queries the
-    reduction's cell symmetries exchange, else None."""
-    tau = np.ones(W.n_queries) if targets is None else check_targets(targets, W.n_queries, CALLER)
-    per_class = np.zeros(red.n_classes)
-    per_class[red.query_class] = tau
-    return (tau, per_class) if np.array_equal(per_class[red.query_class], tau) else None
-
-
-def _orbit_union(workload, targets) -> bool:
-    """A union of Kronecker products too large for the dense search (a single product with one target has its
-    factor-by-factor route)."""
-    from mmopt.structured._checks import DENSE_LIMIT
-    from mmopt.structured.workloads import ImplicitWorkload
-    return isinstance(workload, ImplicitWorkload) and workload.domain_size > DENSE_LIMIT and \
-        not (_single_product(workload) and np.ndim(targets) == 0)
-
-
-def _run_orbits(W, call: Call, t0: float, red=None) -> OptimizeResult:
-    """A union of Kronecker products at any size whose cell symmetries leave small blocks (sf1: 29,440 cells, 312
-    blocks of ≤ 400): the minimax in the commutant, certified by the γ₂ dual at symmetric weights
-    (:mod:`mmopt.structured.orbit_maxvar`). Targets must be equal on queries the symmetries exchange. ``red``: W's
-    reduction, when the caller has it."""
-    from mmopt.structured import orbit_maxvar as om
-    from mmopt.structured.orbit_strategy import OrbitStrategy
-
-    red = red if red is not None else om.reduce(W, CALLER)
-    if (targets := _class_targets(red, W, call.targets)) is None:
-        raise ValueError(f"The 'targets' parameter of {CALLER} must give equal targets to queries that '{W.name}''s "
-                         "cell symmetries exchange (e.g. one target per term or per table); these differ within "
-                         "a class of exchangeable queries.")
-    tau, per_class = targets
-    sol = om.solve(red, per_class, tol=call.tol or 1e-4, max_iterations=call.max_iterations or 1_000)
-    A = OrbitStrategy(red.orbits, red.combinations, sol.blocks)
-    variance = sol.class_variance[red.query_class] * A.sensitivity_squared()  # exact, from the blocks
-    how = (f"Minimax in the commutant of the workload's cell symmetries ({red.n_classes:,} query classes, "
-           f"{len(red.combinations):,} blocks)", "(γ₂ dual at symmetric weights) ")
-    return _gamma2_result(A, variance, tau, sol, how, "mmopt-orbit-minimax", call, t0)
-
-
-def _gamma2_result(A, variance, tau, sol, how: tuple[str, str], solver: str, call: Call, t0: float) -> OptimizeResult:
-    """The OptimizeResult of a γ₂-dual minimax (orbits, ranges): ``variance`` the returned strategy's exact
-    per-query variances at unit privacy, ``how`` (what ran, what certifies) for the message."""
-    ratio = float(np.max(variance / tau))
-    what = "largest variance" if call.targets is None else "largest variance / target"
-    message = (f"{how[0]}: {what} {ratio:.6g} at unit privacy, certified lower bound {sol.lower_bound:.6g} "
-               f"{how[1]}after {sol.iterations} steps.")
-    status, message, bound = reconcile(ratio, sol.lower_bound, sol.status, message, tol=call.tol or 1e-4)
-    extra = {"objective": "max_variance", "targets": "per-query" if np.ptp(tau) > 0 else float(tau[0]),
-             "query_weights": sol.query_weights, "cell_weights": sol.cell_weights, "per_query_variance": variance,
-             "total_squared_error": float(np.sum(variance)), "seed": seed_record(call.seed)}
-    return OptimizeResult(A, "l2", ratio, bound, status, status in SUCCESS, message, "max_variance", solver,
-                          sol.iterations, time.perf_counter() - t0, ratio, bound, sol.history, extra)
-
-
-def range_kind(workload) -> tuple[str, int] | None:
-    """("prefix" | "all_range", n) for mmopt's prefix sums and all ranges (dense families, whose row order is
-    their definition, or stream workloads) of n ≤ :data:`mmopt.toeplitz.maxvar.MAX_N`; else None. A workload merely
-    sharing their Gram is not taken: per-query targets follow the row order."""
-    from mmopt.dense._workload_type import Workload
-    from mmopt.toeplitz.error import KINDS, StreamWorkload
-    from mmopt.toeplitz.maxvar import MAX_N
-    if isinstance(workload, StreamWorkload):
-        kind, n = workload.kind, workload.n
-    elif isinstance(workload, Workload) and workload.family in KINDS:
-        kind, n = workload.family, workload.domain_size
-    else:
-        return None
-    return (kind, n) if n <= MAX_N else None
-
-
-def _run_ranges(kind: str, n: int, m: int, call: Call, t0: float) -> OptimizeResult:
-    """Prefix sums and all ranges of ≤ 4,096 cells under any per-query targets: the γ₂ minimax over edge weights
-    in prefix coordinates, O(n²) per step without the query rows (:mod:`mmopt.toeplitz.maxvar`), certified."""
-    from mmopt.dense._strategy_core import Strategy
-    from mmopt.toeplitz import maxvar as rm
-
-    tau = np.ones(m) if call.targets is None else check_targets(call.targets, m, CALLER)
-    sol = rm.solve(kind, n, tau, tol=call.tol or 1e-4, max_iterations=call.max_iterations or 1_000)
-    A = Strategy.from_gram(sol.gram, name="max_variance")
-    a, b = rm.edges(kind, n)
-    X = A.matrix.T @ A.matrix  # the returned strategy's own Gram, scored exactly (not the search's X)
-    variance = rm.variances(X, a, b) * float(np.max(np.diag(X)))  # Δ₂² = the largest column norm²
-    how = (f"Minimax over query and cell weights ({kind} of {n:,} cells in prefix coordinates)", "(γ₂ dual) ")
-    return _gamma2_result(A, variance, tau, sol, how, "mmopt-range-minimax", call, t0)
-
-
-def _run_grouping_orbits(W, call: Call, t0: float) -> OptimizeResult:
-    """Grouping sets whose level matrices fit: :func:`_run_orbits` on the union of Kronecker products they are
-    (one target per set, repeated over its groups), with each set's largest variance (a releasable OrbitStrategy,
-    certified; the tree families' search of :mod:`mmopt.hierarchy.maxvar` was 1.06× on the 3,143 counties)."""
-    import dataclasses
-
-    from mmopt.hierarchy import maxvar as mv
-    tau = mv.set_targets(W, 1.0 if call.targets is None else call.targets, CALLER)
-    res = _run_orbits(W.to_implicit(), dataclasses.replace(call, targets=np.repeat(tau, W.set_sizes)), t0)
-    ends, v = np.cumsum(W.set_sizes), res.extra["per_query_variance"]
-    res.extra.update(family="orbits", set_targets=tau,
-                     set_variance=[float(np.max(v[e - k:e])) for e, k in zip(ends, W.set_sizes, strict=True)])
-    return res
-
-
 def run(workload, method, call: Call) -> OptimizeResult:
     """The largest query variance over its target, minimised and certified (module docstring)."""
     from mmopt._base import runtime as _runtime
@@ -308,29 +85,15 @@ def _run(workload, method, call: Call) -> OptimizeResult:
                          "reads ['max_iterations', 'norm', 'targets', 'tol', 'verbose']. Drop them.")
     check_common(call, CALLER)
     norm = call.norm or "l2"
-    from mmopt.hierarchy.workload import HierarchyWorkload
-    if isinstance(workload, HierarchyWorkload):
-        from mmopt.family.hierarchy import exchangeable, max_variance_result
-        if norm == "l2" and exchangeable(workload):
-            return _run_grouping_orbits(workload, call, t0)
-        return max_variance_result(workload, call, norm, t0)
-    if norm == "l2" and (marginals := _marginals(workload)) is not None:
-        return _run_marginals(marginals, call, t0)
-    if norm == "l2" and (twin := _product_twin(workload, call.targets)) is not None:
-        return _run_twin(*twin, call, t0)
-    if norm == "l2" and _orbit_union(workload, call.targets):
-        return _run_orbits(workload, call, t0)
-    if norm == "l2" and _single_product(workload):
-        return _run_product(workload, call, t0)
-    if norm == "l2" and (ranges := range_kind(workload)) is not None:
-        return _run_ranges(*ranges, workload.n_queries, call, t0)
+    if (res := structured(workload, call, norm, t0)) is not None:
+        return res
     check_dense_size(workload, CALLER)
     dense, W = dense_rows(workload, CALLER)
     tau = np.ones(W.shape[0]) if call.targets is None else check_targets(call.targets, W.shape[0], CALLER)
     sol = solve_max_variance(W, tau, tol=call.tol or 1e-4, max_iterations=call.max_iterations or 500)
     A = Strategy.from_gram(sol.gram, name="max_variance")
     candidates = [A] if norm == "l2" else [A, *_closed_forms(dense.domain_size), *_workload_rows(W)]
-    (ratio, variance), A = min(((_max_ratio(W, B, tau, norm), B) for B in candidates), key=lambda t: t[0][0])
+    (ratio, variance), A = min(((max_ratio(W, B, tau, norm), B) for B in candidates), key=lambda t: t[0][0])
     bound = sol.lower_bound  # the L2 minimax value bounds the L1 objective too (‖a‖₁ ≥ ‖a‖₂ per column)
     what = "largest variance" if call.targets is None else "largest variance / target"
     message = (f"Minimax over query weights (L2 dual): {what} {ratio:.6g} at unit privacy, certified lower bound "

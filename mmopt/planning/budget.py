@@ -200,7 +200,7 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     from mmopt.dispatch import as_implicit
     from mmopt.error import evaluate
     from mmopt.family.dense import _dense
-    from mmopt.family.objectives import _marginals, _orbit_union, range_kind
+    from mmopt.family.maxvar_routes import marginals_of, orbit_union, range_kind
     from mmopt.family.targets import check_dense_size, check_targets, marginal_targets
     from mmopt.hierarchy.workload import HierarchyWorkload
     from mmopt.optimize import optimize
@@ -228,8 +228,8 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     if isinstance(targets, dict) and delta == 0:  # the per-marginal route is the residual (Gaussian) optimum
         raise ValueError(f"The 'targets' parameter of {caller} is a dict (one target per marginal), which is planned "
                          "under Gaussian noise: give delta > 0, or one target per query (a list) for Laplace noise.")
-    marginals = _marginals(workload) if delta > 0 and not grouped else None
-    symmetric = delta > 0 and not grouped and marginals is None and _orbit_union(workload, targets)
+    marginals = marginals_of(workload) if delta > 0 and not grouped else None
+    symmetric = delta > 0 and not grouped and marginals is None and orbit_union(workload, targets)
     ranges = delta > 0 and not grouped and range_kind(workload) is not None
     if grouped:  # one target per grouping set (every group of a set has the same target)
         from mmopt.hierarchy.maxvar import set_targets
