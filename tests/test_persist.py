@@ -576,3 +576,51 @@ def test_save_under_a_file_says_it_is_not_a_directory(tmp_path):
     (tmp_path / "afile").write_text("")
     with pytest.raises(NotADirectoryError, match="is a file, not a directory"):  # said "does not exist"
         save(tmp_path / "afile" / "x", st.hierarchical(8))
+
+
+# -- residual strategies -------------------------------------------------------------------------------------------
+def _records_release(strategy=None):
+    import pandas as pd
+
+    from mmopt.records import Attribute, Domain, release_marginals
+    D = Domain((Attribute("sex", categories=("F", "M")), Attribute("age", edges=(0, 18, 65, 120)),
+                Attribute("region", categories=("N", "S", "E"))))
+    df = pd.DataFrame({"sex": ["F", "M", "M", "F"] * 25, "age": [30, 70, 12, 30] * 25,
+                       "region": ["N", "S", "E", "N"] * 25})
+    with pytest.warns(UserWarning, match="seeded generator"):
+        return release_marginals(df, D, 2, mmopt.Privacy(1.0, 1e-6), strategy=strategy, seed=3)
+
+
+def test_a_records_release_strategy_loads_as_itself_and_measures_again(tmp_path):
+    """A Gaussian records release measures a ResidualStrategy; save stored it as the union of Kronecker products
+    it stands for, which loaded as an ImplicitStrategy that release_marginals(strategy=...) refused. It is now
+    stored by subsets and weights and loads as itself: released again with the same seed, every cell is equal."""
+    r = _records_release()
+    A = r.strategy
+    assert type(A).__name__ == "ResidualStrategy"
+    saved = load(save(tmp_path / "res", A, workload=r.workload), workload=r.workload)
+    B = saved.strategy
+    assert saved.kind == "residual" and type(B) is type(A) and B.name == A.name
+    assert B.subsets == A.subsets and np.array_equal(B.weights, A.weights) and B.shape == A.shape
+    again = _records_release(strategy=B)
+    assert all(np.array_equal(r.marginals[k], again.marginals[k]) for k in r.marginals)
+    pr = mmopt.Privacy(1.0, 1e-6)
+    assert mmopt.evaluate(r.workload, B, pr).total_squared_error == \
+        mmopt.evaluate(r.workload, A, pr).total_squared_error
+    with pytest.raises(ValueError, match=r"over attribute sizes \(2, 3, 4\)"):  # same N, attributes reordered
+        load(saved.path, workload=wl.marginals((2, 3, 4), 2))
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda meta, raw: meta["strategy"].update(subsets=[[0], [2]]), "subsets that disagree with its masks"),
+    (lambda meta, raw: raw.update(weights=-raw["weights"]), "cannot be rebuilt"),
+    (lambda meta, raw: raw.update(masks=raw["masks"] + 64), "masks outside"),
+    (lambda meta, raw: meta["strategy"].update(shape=[7, 24], n_rows=7), "make a"),
+])
+def test_an_edited_residual_file_is_refused(edit, match, tmp_path):
+    A = mmopt.structured.residual.residual_strategy((2, 3, 4), {(): 1.0, (1,): 2.0, (1, 2): 0.5})
+    path = save(tmp_path / "res", A)
+    meta, raw = read_raw(path)
+    edit(meta, raw)
+    write_raw(path, meta, raw, rehash=True)
+    refused(path, match)

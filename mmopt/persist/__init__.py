@@ -97,9 +97,10 @@ def save(path, strategy_or_result, *, workload=None, privacy=None, overwrite: bo
         A dense :class:`~mmopt.Strategy`; a product, union or marginals strategy
         (:func:`mmopt.strategy.kron`, :func:`~mmopt.strategy.stack`, :func:`~mmopt.strategy.marginals`);
         a :mod:`mmopt.toeplitz` strategy (stored in O(n): its coefficients, never the n×n matrix); a residual
-        or weighted-marginals strategy (what a records release measured; stored as the marginals strategy it
-        stands for, which loads as that implicit strategy); or what :func:`mmopt.optimize` returned (its
-        strategy plus a summary of the run).
+        strategy (what a Gaussian records release measured; stored by its subsets and weights, and loaded as
+        itself, so that ``release_marginals(..., strategy=loaded.strategy)`` measures it again); weighted
+        marginals (stored as the marginals strategy they stand for, which loads as that implicit strategy); or
+        what :func:`mmopt.optimize` returned (its strategy plus a summary of the run).
     workload : Workload or ImplicitWorkload, optional
         Recorded by name, attribute sizes and query count; its domain must be the strategy's.
     privacy : Privacy, optional
@@ -134,20 +135,21 @@ def save(path, strategy_or_result, *, workload=None, privacy=None, overwrite: bo
         raise TypeError(f"{caller} takes the path first: save(path, strategy_or_result), as numpy's np.save. Got "
                         f"save({type(path).__name__}, {os.fspath(strategy_or_result)!r}).")
     from mmopt.dispatch import as_implicit  # lazy: dispatch sits above every family, this module beside them
-    strategy_or_result, workload = as_implicit(strategy_or_result), as_implicit(workload)
+    # weighted marginals are stored as the marginals strategy they are; a residual strategy as itself (its kind)
+    strategy_or_result, workload = _stored(strategy_or_result), as_implicit(workload)
     target = pf.npz_name(path, caller)
     if not isinstance(overwrite, bool | np.bool_):
         raise TypeError(f"The 'overwrite' parameter of {caller} must be True or False. Got {type(overwrite).__name__}.")
     result = None
     if isinstance(strategy_or_result, OptimizeResult):
-        strategy = as_implicit(strategy_or_result.strategy)  # a max-variance result on marginals holds a residual one
+        strategy = _stored(strategy_or_result.strategy)  # a max-variance result on marginals holds a residual one
         try:
             fmt.kind_of(strategy, caller)
         except TypeError:  # the generic refusal listed "or an OptimizeResult" to a caller who had passed one
             raise TypeError(f"The 'strategy_or_result' parameter of {caller} is an OptimizeResult whose strategy is a "
                             f"{type(strategy).__name__} (method={strategy_or_result.method!r}), which the file format "
-                            "does not hold: save stores dense, Kronecker/union/marginal and mmopt.toeplitz "
-                            "strategies.") from None
+                            "does not hold: save stores dense, Kronecker/union/marginal, residual and "
+                            "mmopt.toeplitz strategies.") from None
         result = strategy_or_result.to_dict()
         del result["strategy"]  # the strategy has its own, fuller, section
     else:
@@ -173,6 +175,13 @@ def save(path, strategy_or_result, *, workload=None, privacy=None, overwrite: bo
     text = np.frombuffer(fmt.canonical(meta).encode("utf-8"), dtype=np.uint8)
     pf.write_atomically(target, {fmt.METADATA: text, **arrays}, overwrite)
     return target
+
+
+def _stored(obj):
+    """What save stores for ``obj``: itself for a residual strategy, else its implicit form (dispatch.as_implicit)."""
+    from mmopt.dispatch import as_implicit
+    from mmopt.structured.residual.strategy import ResidualStrategy
+    return obj if isinstance(obj, ResidualStrategy) else as_implicit(obj)
 
 
 def load(path, *, workload=None) -> SavedStrategy:
@@ -235,7 +244,8 @@ def load(path, *, workload=None) -> SavedStrategy:
         except (KeyError, TypeError, ValueError) as exc:
             fail(f"records an invalid privacy budget {p!r:.80} ({exc})")
     if workload is not None:
-        _workload_metadata(workload, strategy, f"load('{source}')", "'workload' parameter")
+        from mmopt.dispatch import as_implicit  # RecordsRelease.workload, as save takes it
+        _workload_metadata(as_implicit(workload), strategy, f"load('{source}')", "'workload' parameter")
     return SavedStrategy(strategy, pf.frozen(meta), str(source))
 
 
@@ -249,9 +259,10 @@ def _workload_metadata(workload, strategy, caller: str, what: str) -> dict:
     N, n = workload.domain_size, strategy.domain_size
     structure = structure_of(workload)
     sizes = list(structure.shape) if structure is not None else [N]
-    if N != n or (structure is not None and isinstance(strategy, ImplicitStrategy) and
-                  tuple(sizes) != strategy.shape):
-        shown = tuple(strategy.shape) if isinstance(strategy, ImplicitStrategy) else (n,)
+    from mmopt.structured.residual.strategy import ResidualStrategy
+    attributes = isinstance(strategy, ImplicitStrategy | ResidualStrategy)  # .shape: the attribute sizes
+    if N != n or (structure is not None and attributes and tuple(sizes) != strategy.shape):
+        shown = tuple(strategy.shape) if attributes else (n,)
         raise ValueError(f"{caller}: the {what} ('{workload.name}') is over attribute sizes {tuple(sizes)} "
                          f"(N = {N:,}) but the strategy '{strategy.name}' is over {shown} (N = {n:,}). Pass the "
                          "workload the strategy was made for.")

@@ -1,6 +1,6 @@
 """The saved-strategy format: a strategy as named arrays plus a JSON description, and back, with every check.
 
-Notation: see README. Six kinds, each stored faithfully (the rebuilt strategy has bit-identical matrices,
+Notation: see README. Seven kinds, each stored faithfully (the rebuilt strategy has bit-identical matrices,
 weights, names and term order, so every error figure computed from it is identical):
 
 - ``dense``: a :class:`~mmopt.strategy.Strategy`; array ``matrix`` (p×n).
@@ -11,6 +11,8 @@ weights, names and term order, so every error figure computed from it is identic
   ``masks`` (S as a bitmask, bit i = attribute i, in term order) and ``weights`` (θ_S).
 - ``toeplitz`` / ``weighted_sqrt``: :mod:`mmopt.toeplitz`'s strategies for prefix sums and ranges, stored in
   O(n) (:mod:`mmopt.persist._toeplitz`).
+- ``residual``: a residual strategy (what a Gaussian records release measures), by its subsets and weights
+  (:mod:`mmopt.persist._residual`).
 
 Integrity: ``checksum`` holds two SHA-256 digests: of the arrays (for each name in sorted order, the line
 "name\\ndtype\\nshape\\n" then the C-order bytes) and of the rest of the metadata (canonical JSON: sorted
@@ -27,12 +29,13 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from mmopt.dense._strategy_core import Strategy
+from mmopt.persist import _residual as pr
 from mmopt.persist import _toeplitz as pt
 from mmopt.structured.strategies import ImplicitStrategy, StrategyProduct, marginals_strategy
 
 FORMAT = "mmopt.strategy"
 FORMAT_VERSION = 1
-KINDS = ("dense", "product", "union", "marginals", *pt.KINDS)
+KINDS = ("dense", "product", "union", "marginals", *pt.KINDS, *pr.KINDS)
 METADATA = "metadata"  # the npz entry holding the JSON (UTF-8 bytes as a uint8 vector)
 F8, I8 = np.dtype("<f8"), np.dtype("<i8")  # little-endian on every machine: the file is portable
 
@@ -42,10 +45,11 @@ def kind_of(strategy, caller: str = "save") -> str:
     if isinstance(strategy, Strategy):
         return "dense"
     if not isinstance(strategy, ImplicitStrategy):
-        if (kind := pt.kind_of(strategy)) is not None:
+        if (kind := pt.kind_of(strategy) or pr.kind_of(strategy)) is not None:
             return kind
         raise TypeError(f"The 'strategy_or_result' parameter of {caller} must be a Strategy, an implicit strategy "
-                        "(mmopt.strategy.kron/stack/marginals), a mmopt.toeplitz strategy or an OptimizeResult. "
+                        "(mmopt.strategy.kron/stack/marginals), a mmopt.toeplitz or residual strategy or an "
+                        "OptimizeResult. "
                         f"Got {type(strategy).__name__}.")
     if _marginal_masks(strategy) is not None:
         return "marginals"
@@ -93,6 +97,8 @@ def encode(strategy, caller: str = "save") -> tuple[dict, dict[str, np.ndarray]]
     desc = strategy_summary(strategy)
     if kind in pt.KINDS:
         return pt.encode(strategy, desc)
+    if kind in pr.KINDS:
+        return pr.encode(strategy, desc)
     if kind == "dense":
         return desc, {"matrix": strategy.matrix.astype(F8)}
     weights = np.array([t.weight for t in strategy.terms], dtype=F8)
@@ -192,6 +198,9 @@ def decode(desc, arrays: Mapping[str, np.ndarray], fail: Callable):
         if len(dshape) != 1:
             fail(f"describes a {kind} strategy over attribute sizes {dshape}; expected one attribute")
         return pt.decode(desc, arrays, N, name, field=field, array=_array, same_names=_same_names, fail=fail)
+    if kind in pr.KINDS:
+        return pr.decode(desc, arrays, dshape, name, field=field, array=_array, same_names=_same_names,
+                         build=_build, fail=fail)
     expected = {"dense": {"matrix"}, "marginals": {"masks", "weights"}}.get(kind)
     if kind == "dense":
         _same_names(arrays, expected, fail)

@@ -145,10 +145,9 @@ class ResidualStrategy:
         return ImplicitStrategy(tuple(terms), self.name)
 
     def json_summary(self) -> dict:
-        """The summary ``OptimizeResult.to_dict`` and mmopt.save write, as that of :meth:`to_implicit` (what save
-        stores), without building it: a max-variance result on marginals, which holds this strategy, failed both."""
+        """The summary ``OptimizeResult.to_dict`` and mmopt.save write (kind "residual", as save stores it)."""
         n, p = int(self.domain_size), int(self.n_rows)
-        return {"kind": "product" if len(self.subsets) == 1 else "union", "name": self.name, "shape": [p, n],
+        return {"kind": "residual", "name": self.name, "shape": [p, n],
                 "domain_shape": [int(k) for k in self.shape], "domain_size": n, "n_rows": p}
 
     def __repr__(self) -> str:
