@@ -76,6 +76,11 @@ def test_block_variances_and_diagonal_equal_the_dense_gram():
     assert np.max(np.diag(X)) == pytest.approx(S.sensitivity_squared(), rel=1e-12)
     assert np.max(np.diag(X)) <= 1 + 1e-12
     assert sol.objective == pytest.approx(float(np.max(dense / tau)) * np.max(np.diag(X)), rel=1e-9)
+    # the measurement rows come from the blocks' own roots (one per measured coordinate, as release measures);
+    # X has entries ≤ 1, so AᵀA agrees with it to rounding
+    A = S.matrix
+    assert A.shape == (S.n_rows, W.domain_size)
+    np.testing.assert_allclose(A.T @ A, X, atol=1e-12)
 
 
 def test_optimum_agrees_with_the_dense_minimax_and_any_weights_bound_it():

@@ -151,9 +151,9 @@ def _product_twin(workload, targets):
 
 
 def _run_twin(twin, red, call: Call, t0: float) -> OptimizeResult:
-    """The product routes on a dense workload's twin (:func:`_product_twin`), the strategy returned dense
-    (A = X^{1/2}, ≤ 4,096 cells) so that it goes wherever the dense workload goes; objective, bound and status are
-    the route's."""
+    """The product routes on a dense workload's twin (:func:`_product_twin`), the strategy returned dense so that it
+    goes wherever the dense workload goes (the orbit strategy's rows, ≤ 4,096 cells: at 4,032 cells 448 rows and
+    3.6 CPU s for the whole route, where X^{1/2} had taken 21.9 s); objective, bound and status are the route's."""
     import dataclasses
 
     from mmopt.dense._strategy_core import Strategy

@@ -4,7 +4,7 @@
 Notation: see README. X = AᵀA is ⊕_c X_c ⊗ I on the symmetry blocks of :mod:`mmopt.structured.orbits`; in the
 cell basis X = Σ_c K_c (X_c ⊗ I) K_cᵀ with K_c = ⊗ⱼ (Uⱼ for a trivial attribute, an orthonormal basis of the
 orbit's zero-sum vectors for a standard one). Any A with AᵀA = X has the same errors; :meth:`OrbitStrategy.matrix`
-returns X^{1/2} where the domain is small enough to hold it.
+returns the rows (X_c^{1/2} ⊗ I) K_cᵀ where the domain is small enough to hold them.
 """
 
 from __future__ import annotations
@@ -104,18 +104,19 @@ class OrbitStrategy:
         """U per attribute, built once and shared by every block (n × r each: the tree's can be large)."""
         return [_trivial_basis(o) for o in self.orbits]
 
-    @property
-    def gram(self) -> np.ndarray:
-        """X = AᵀA in the cell basis (C order), a property as on the dense Strategy; ``ValueError`` past
-        :data:`DENSE_CELLS` cells."""
+    def _cell_blocks(self, root: bool):
+        """(Y, K) per measured block c, K = K_c (N × p_c) and Y = X_c ⊗ I (``root``: X_c^{1/2} ⊗ I) in the order of
+        K's columns, so that X = Σ_c K Y Kᵀ; ``ValueError`` past :data:`DENSE_CELLS` cells."""
         N = self.domain_size
         if N > DENSE_CELLS:
-            raise ValueError(f"OrbitStrategy.gram: the domain has {N:,} cells, more than the {DENSE_CELLS:,} a dense "
-                             "Gram is built for; use the blocks (OrbitStrategy.blocks).")
-        X = np.zeros((N, N))
+            raise ValueError(f"OrbitStrategy: the domain has {N:,} cells, more than the {DENSE_CELLS:,} a dense Gram "
+                             "or matrix is built for; use the blocks (OrbitStrategy.blocks).")
         for c, Xc in zip(self.combinations, self.blocks, strict=True):
             if Xc is None:
                 continue
+            if root:  # the block's own PSD root: p_c² work where X^{1/2} of the whole cost an N×N eigh
+                lam, V = np.linalg.eigh(Xc)
+                Xc = (V * np.sqrt(np.maximum(lam, 0.0))) @ V.T
             bases = self.block_bases(c)
             dims = [B.shape[1] for B in bases]
             trivial = [j for j, cj in enumerate(c) if cj < 0]
@@ -128,11 +129,22 @@ class OrbitStrategy:
             K = bases[0]
             for B in bases[1:]:
                 K = np.kron(K, B)
+            yield Y, K
+
+    @property
+    def gram(self) -> np.ndarray:
+        """X = AᵀA in the cell basis (C order), a property as on the dense Strategy; ``ValueError`` past
+        :data:`DENSE_CELLS` cells."""
+        N = self.domain_size
+        X = np.zeros((N, N))
+        for Y, K in self._cell_blocks(root=False):
             X += K @ Y @ K.T
         return X
 
     @property
     def matrix(self) -> np.ndarray:
-        """A = X^{1/2} (N × N), for domains of ≤ :data:`DENSE_CELLS` cells; a property, as the dense Strategy's."""
-        lam, V = np.linalg.eigh(self.gram)
-        return (V * np.sqrt(np.maximum(lam, 0.0))) @ V.T
+        """A (:attr:`n_rows` × N) with AᵀA = X, for domains of ≤ :data:`DENSE_CELLS` cells; a property, as the dense
+        Strategy's. Row block c is (X_c^{1/2} ⊗ I) K_cᵀ: one row per coordinate of every measured block, as
+        :func:`mmopt.release` measures (at 4,032 cells X^{1/2} by an N×N eigh took ~20 s)."""
+        rows = [Y @ K.T for Y, K in self._cell_blocks(root=True)]
+        return np.vstack(rows) if rows else np.zeros((0, self.domain_size))
