@@ -130,7 +130,7 @@ def test_refused_before_the_source_is_touched(query, privacy, kw, exc, match, mo
 def test_a_valid_query_does_reach_the_source(monkeypatch):  # the control of the test above
     looked = []
     monkeypatch.setattr(gr, "resolve_source", lambda source, table: looked.append(table) or source)
-    with pytest.raises(TypeError, match="'records' parameter of marginal_counts must be .* Got Untouchable"):
+    with pytest.raises(TypeError, match="'source' parameter of mmopt.sql must be .* Got Untouchable"):
         mmopt.sql("SELECT state, COUNT(*) FROM people GROUP BY state", Untouchable(), D, GAUSS)
     assert looked == ["people"]
 
@@ -168,11 +168,11 @@ def test_polars_and_other_sources_pass_through_unchanged():
 
 
 def test_release_grouping_sets_is_the_one_hook(people, monkeypatch):
-    """mmopt.sql hands the parsed grouping sets (plain tuples of names) to release_grouping_sets, and nothing else
-    releases: the place where hierarchical attributes will be routed."""
+    """mmopt.sql hands the parsed grouping sets (plain tuples of names) to release_grouping_sets' body (which takes
+    the name of the function called, for refusals), and nothing else releases."""
     seen = []
-    real = gr.release_grouping_sets
-    monkeypatch.setattr(gr, "release_grouping_sets", lambda sets, *a, **k: seen.append(sets) or real(sets, *a, **k))
+    real = gr._grouping_sets
+    monkeypatch.setattr(gr, "_grouping_sets", lambda sets, *a, **k: seen.append(sets) or real(sets, *a, **k))
     out = _quiet(mmopt.sql, "SELECT state, county, COUNT(*) FROM t GROUP BY ROLLUP(state, county)", people, D,
                  GAUSS, seed=1)
     assert seen == [(("state", "county"), ("state",), ())] and out.query.grouping_sets == seen[0]
@@ -231,3 +231,23 @@ def test_sql_hierarchy_errors_name_sql_and_its_parameters(privacy, kwargs, messa
     q = "SELECT state, county, COUNT(*) AS n FROM people GROUP BY ROLLUP(state, county)"
     with pytest.raises(ValueError, match=message):
         mmopt.sql(q, df, D, mmopt.Privacy(*privacy), hierarchies={"county": levels}, **kwargs)
+
+
+def test_a_bad_source_is_named_as_the_user_called_it(people, tmp_path):
+    """Schema refusals came from the counting layer and named it — "The 'records' parameter of marginal_counts has
+    no column 'sex'" — from mmopt.sql (whose parameter is 'source'), release_marginals and release_grouping_sets
+    (a helper's probe); each now names the function called and its parameter, for every kind of source."""
+    wrong = people.rename(columns={"sex": "sexx"})
+    query = "SELECT state, COUNT(*) FROM people GROUP BY state"
+    calls = {"'source' parameter of mmopt.sql": lambda src: mmopt.sql(query, src, D, GAUSS),
+             "'records' parameter of release_marginals": lambda src: release_marginals(src, D, [("state",)], GAUSS),
+             "'records' parameter of release_grouping_sets":
+                 lambda src: gr.release_grouping_sets([("state",)], src, D, GAUSS)}
+    path = tmp_path / "wrong.parquet"
+    wrong.to_parquet(path)
+    for needle, call in calls.items():
+        for src in (wrong, str(path)):
+            with pytest.raises(ValueError, match=f"{needle} has no column 'sex'"):
+                call(src)
+        with pytest.raises(TypeError, match=f"{needle} must be a pandas DataFrame"):
+            call(np.zeros(3))

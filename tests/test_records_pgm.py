@@ -28,10 +28,11 @@ def test_without_mbi_the_import_error_names_the_extra(monkeypatch):
 
 
 @pytest.mark.parametrize("bad, kwargs, err, needle", [
-    ("none", {}, ValueError, "must be noisy"),
-    ("batch", {}, ValueError, "one draw"),
+    ("none", {}, ValueError, "'source' parameter of pgm_marginals must be noisy"),
+    ("batch", {}, ValueError, "'source' parameter of pgm_marginals must hold one draw"),
     ("names", {"names": ("a", "a", "c")}, ValueError, "3 distinct attribute names"),
-    ("type", {}, TypeError, "residual Measurements"),
+    # pgm_marginals' parameter is 'source' (a release or its measurements); the refusals named 'measurements'
+    ("type", {}, TypeError, "'source' parameter of pgm_marginals must be a RecordsRelease or its .measurements"),
     ("iters", {"iters": 0}, ValueError, "'iters' parameter of pgm_marginals"),
 ])
 def test_refusals(bad, kwargs, err, needle):

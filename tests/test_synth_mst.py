@@ -169,6 +169,14 @@ def test_the_model_and_its_rows_have_the_papers_workload_error():
         workload_error(df, df.iloc[:0], D, W)
     with pytest.raises(ValueError, match="'records' parameter of workload_error has no rows"):
         workload_error(df.iloc[:0], df, D, W)
+    # bad frames were refused as marginal_counts' records, or by a bare KeyError / TypeError (a helper's probe)
+    missing = df.drop(columns=[D.names[1]])
+    with pytest.raises(ValueError, match=f"'records' parameter of workload_error has no column '{D.names[1]}'"):
+        workload_error(missing, df, D, W)
+    with pytest.raises(ValueError, match=f"'synthetic' parameter of workload_error has no column '{D.names[1]}'"):
+        workload_error(df, missing, D, W)
+    with pytest.raises(TypeError, match="'synthetic' parameter of workload_error must be a pandas DataFrame"):
+        workload_error(df, df.values.tolist(), D, W)
 
 
 def test_bad_input_is_refused_before_any_draw():

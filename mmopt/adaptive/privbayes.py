@@ -108,7 +108,7 @@ class _Marginals:
         todo = sorted({A for A in sets if A not in self.cache})
         if todo and self.X is None:  # one map-reduce over the records for all of a step's candidates
             from mmopt.records import marginal_counts
-            got = marginal_counts(self.records, self.domain, todo, caller=self.caller)
+            got = marginal_counts(self.records, self.domain, todo, caller=self.caller, name="data")
             self.cache.update({A: np.asarray(c, dtype=np.float64) for A, c in got.items()})
 
     def __call__(self, A: tuple) -> np.ndarray:

@@ -19,8 +19,9 @@ import numpy as np
 
 from mmopt.groupby.parse import GroupByQuery, parse_query
 from mmopt.privacy import Privacy
+from mmopt.records import release as rr
 from mmopt.records.domain import Domain, check_domain
-from mmopt.records.release import RecordsRelease, release_marginals
+from mmopt.records.release import RecordsRelease
 
 __all__ = ["SqlRelease", "check_columns", "grouping_table", "release_grouping_sets", "resolve_source", "sql"]
 
@@ -65,9 +66,17 @@ def release_grouping_sets(grouping_sets, records, domain: Domain, privacy: Priva
     For plain attributes the grouping sets are the marginals of one workload, released by
     :func:`mmopt.records.release_marginals` (same arguments, same numbers). Repeated sets are measured once.
     """
+    return _grouping_sets(grouping_sets, records, domain, privacy, strategy=strategy, seed=seed, accountant=accountant,
+                          label=label, caller="release_grouping_sets", name="records")
+
+
+def _grouping_sets(grouping_sets, records, domain: Domain, privacy: Privacy, *, strategy, seed, accountant, label,
+                   caller: str, name: str) -> RecordsRelease:
+    """:func:`release_grouping_sets` for the public function ``caller`` (whose parameter ``name`` holds the
+    records), which refusals name."""
     sets = list(dict.fromkeys(tuple(S) for S in grouping_sets))
-    return release_marginals(records, domain, sets, privacy, strategy=strategy, seed=seed, accountant=accountant,
-                             label=label)
+    return rr.release(records, domain, sets, privacy, strategy=strategy, seed=seed, batch_size=rr.rd.BATCH_ROWS,
+                      accountant=accountant, label=label, caller=caller, name=name, stacklevel=4)
 
 
 def grouping_table(release: RecordsRelease, grouping_sets, columns, *, alpha: float | None = None,
@@ -223,11 +232,11 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
         from mmopt.hierarchy.records import plan_grouping_sets
         plan = plan_grouping_sets(domain, list(q.grouping_sets), privacy, leaf=tree[0], levels=tree[1],
                                   caller=_CALLER, levels_name="hierarchies")  # before any data is read
-        grouped = plan.release(resolve_source(source, q.table), privacy)
+        grouped = plan.release_for(resolve_source(source, q.table), privacy, caller=_CALLER, name="source")
         return SqlRelease(_hierarchy_table(grouped, q, alpha), grouped, q)
     records = resolve_source(source, q.table)
-    release = release_grouping_sets(q.grouping_sets, records, domain, privacy, strategy=strategy, seed=seed,
-                                    accountant=accountant, label=label)
+    release = _grouping_sets(q.grouping_sets, records, domain, privacy, strategy=strategy, seed=seed,
+                             accountant=accountant, label=label, caller=_CALLER, name="source")
     if not release.marginals:  # post-processing failed after the draw (warned): keep the release
         return SqlRelease(None, release, q)
     return SqlRelease(grouping_table(release, q.grouping_sets, q.columns, alpha=alpha, count_name=q.count_name),

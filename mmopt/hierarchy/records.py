@@ -95,11 +95,12 @@ class GroupingPlan:
     labels: tuple = field(repr=False)
     names: tuple = field(repr=False)
 
-    def counts(self, records) -> np.ndarray:
-        """The histogram of ``records`` over :attr:`domain` (float, shape ``workload.shape``)."""
+    def counts(self, records, *, caller: str = "GroupingPlan.counts", name: str = "records") -> np.ndarray:
+        """The histogram of ``records`` over :attr:`domain` (float, shape ``workload.shape``); refusals name
+        ``caller``'s parameter ``name``."""
         from mmopt.records.counts import marginal_counts
         full = tuple(range(len(self.domain.names)))
-        return marginal_counts(records, self.domain, [full])[full].astype(float)
+        return marginal_counts(records, self.domain, [full], caller=caller, name=name)[full].astype(float)
 
     def grouped(self, release) -> GroupedRelease:
         """The labelled :class:`GroupedRelease` of a release made with this plan's strategy."""
@@ -107,9 +108,15 @@ class GroupingPlan:
 
     def release(self, records, privacy, *, noise_scale: float | None = None) -> GroupedRelease:
         """Count ``records`` and release them with this plan's strategy (OpenDP's noise), labelled."""
+        return self.release_for(records, privacy, noise_scale=noise_scale, caller="GroupingPlan.release")
+
+    def release_for(self, records, privacy, *, noise_scale: float | None = None, caller: str,
+                    name: str = "records") -> GroupedRelease:
+        """:meth:`release` for the public function ``caller`` whose parameter ``name`` holds the records (mmopt.sql's
+        'source'), which refusals name."""
         from mmopt.hierarchy.release import release
-        return self.grouped(release(self.workload, self.strategy, self.counts(records), privacy,
-                                    noise_scale=noise_scale))
+        return self.grouped(release(self.workload, self.strategy, self.counts(records, caller=caller, name=name),
+                                    privacy, noise_scale=noise_scale))
 
 
 def _check_nested(names: list, codes: list, labels: list, caller: str, levels_name: str) -> None:
@@ -230,4 +237,4 @@ def release_grouping_sets(records, domain, sets, privacy, *, leaf: str, levels: 
     """
     plan = plan_grouping_sets(domain, sets, privacy, leaf=leaf, levels=levels, strategy=strategy,
                               caller="release_grouping_sets")
-    return plan.release(records, privacy, noise_scale=noise_scale)
+    return plan.release_for(records, privacy, noise_scale=noise_scale, caller="release_grouping_sets")

@@ -96,7 +96,7 @@ def pieces(input_domain, input_metric, output_measure, domain, sets, scale=None,
         scale, loss = om.check_scale(scale, caller), (math.nan, math.nan)
 
     def answers(records):
-        return m.answer(plan.counts(records)).tolist()
+        return m.answer(plan.counts(records, caller=caller)).tolist()
 
     def post(y):
         return plan.grouped(m.released(np.asarray(y, dtype=np.float64), scale, loss))

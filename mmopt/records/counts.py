@@ -142,7 +142,7 @@ def _dask_counts(ddf, domain: Domain, sets, batch_size: int) -> dict:
 ENGINES = ("auto", "pyarrow", "polars", "duckdb")
 
 
-def _source(records, domain: Domain, *, caller: str, engine: str):
+def _source(records, domain: Domain, *, caller: str, engine: str, name: str):
     """("pandas" | "arrow" | "dask" | "polars" | "duckdb", handle) after every schema check.
 
     ``engine`` chooses who reads a path ("auto" = "pyarrow"); any other source is read by its own engine.
@@ -156,20 +156,21 @@ def _source(records, domain: Domain, *, caller: str, engine: str):
         raise ValueError(f"The 'engine' parameter of {caller} chooses who reads a file; a "
                          f"{type(records).__name__} is read by its own engine. Leave engine='auto'. Got {engine!r}.")
     if eg.is_polars(records):
-        return "polars", pc.check(records, domain, caller=caller)
+        return "polars", pc.check(records, domain, caller=caller, name=name)
     if eg.is_duckdb(records):
-        return "duckdb", dc.check(records, domain, caller=caller)
-    kind, handle = rd.check_source(records, domain, caller=caller)
+        return "duckdb", dc.check(records, domain, caller=caller, name=name)
+    kind, handle = rd.check_source(records, domain, caller=caller, name=name)
     if engine == "duckdb":
         con, rel = dc.open_path(handle, records, domain, caller=caller)
-        return "duckdb", (con, dc.check(rel, domain, caller=caller))
+        return "duckdb", (con, dc.check(rel, domain, caller=caller, name=name))
     if engine == "polars":
-        return "polars", pc.check(pc.open_path(handle, records, domain, caller=caller), domain, caller=caller)
+        return "polars", pc.check(pc.open_path(handle, records, domain, caller=caller), domain, caller=caller,
+                                  name=name)
     return kind, handle
 
 
 def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH_ROWS, engine: str = "auto",
-                    caller: str = "marginal_counts") -> dict:
+                    caller: str = "marginal_counts", name: str = "records") -> dict:
     """Exact counts of the records in the marginal on every attribute set of ``sets``.
 
     Parameters
@@ -199,6 +200,8 @@ def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH
         engine (leave "auto").
     caller : str
         The public function refusals name (mmopt.synth's mst and aim count through here).
+    name : str
+        Its parameter that holds the records (mmopt.sql's is 'source', privbayes' 'data').
 
     Returns
     -------
@@ -222,7 +225,8 @@ def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH
     ([[0, 2, 0], [1, 0, 1]], [1, 2, 1], 4)
     """
     caller = v.check_str(caller, name="caller", caller="marginal_counts")  # the public function a refusal names
-    kind, handle = _source(records, domain, caller=caller, engine=engine)
+    name = v.check_str(name, name="name", caller="marginal_counts")
+    kind, handle = _source(records, domain, caller=caller, engine=engine, name=name)
     sets = check_sets(sets, domain, caller=caller)
     batch_size = v.check_int(batch_size, name="batch_size", caller=caller)
     shape = domain.shape

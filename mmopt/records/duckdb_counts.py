@@ -54,14 +54,15 @@ def _text(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def check(records, domain: Domain, *, caller: str):
+def check(records, domain: Domain, *, caller: str, name: str = "records"):
     """The relation, after the schema checks (missing or duplicate column, a type that cannot hold values)."""
     cols = list(records.columns)
     dup = sorted({c for c in cols if cols.count(c) > 1 and c in domain.names})
     if dup:
-        raise ValueError(f"The 'records' parameter of {caller} has more than one column named {dup[0]!r}. "
+        raise ValueError(f"The '{name}' parameter of {caller} has more than one column named {dup[0]!r}. "
                          "Rename or drop the duplicates.")
-    rd.check_schema({c: duckdb_kind(t) for c, t in zip(cols, records.types, strict=True)}, domain, caller=caller)
+    rd.check_schema({c: duckdb_kind(t) for c, t in zip(cols, records.types, strict=True)}, domain, caller=caller,
+                    name=name)
     return records
 
 
@@ -182,14 +183,19 @@ def counts(rel, domain: Domain, top, *, caller: str) -> dict:
     keys = [" + ".join(f"CAST({names[i]} AS BIGINT) * {st}" for i, st in zip(U, eg.strides(U, shape), strict=True))
             or "CAST(0 AS BIGINT)" for U, _ in plan]  # one BIGINT key per group: hashing one column beats |U|
     ks = [f"k{g}" for g in range(len(plan))]
-    sql = (f"SELECT {', '.join(ks)}, GROUPING({', '.join(ks)}) AS g, count(*) AS n FROM "
+    # each grouping set leaves every other key NULL (a key is never NULL: codes are filtered to ≥ 0), so the set of
+    # a row is its first non-NULL key — not GROUPING(k0, …), which DuckDB refuses past 63 arguments (66 pairs of 12
+    # attributes of 170 categories, each pair its own group, failed; a helper's probe)
+    which = " ".join(f"WHEN {k} IS NOT NULL THEN {g}" for g, k in enumerate(ks))
+    sql = (f"SELECT CASE {which} END AS g, COALESCE({', '.join(ks)}) AS k, n FROM "
+           f"(SELECT {', '.join(ks)}, count(*) AS n FROM "
            f"(SELECT {', '.join(f'{e} AS {k}' for e, k in zip(keys, ks, strict=True))} FROM "
            f"(SELECT {coded} FROM {_VIEW}) WHERE {' AND '.join(f'{n} >= 0' for n in names)}) "
-           f"GROUP BY GROUPING SETS ({', '.join(f'({k})' for k in ks)})")
+           f"GROUP BY GROUPING SETS ({', '.join(f'({k})' for k in ks)}))")
     got = _run(rel, sql, caller)
-    g = np.asarray(got["g"])
+    g, key, n = (np.asarray(got[c]) for c in ("g", "k", "n"))
     flat = {A: np.zeros(cl.cells(shape, A), dtype=np.int64) for A in top}
     for j, (U, members) in enumerate(plan):
-        rows = g == (1 << len(plan)) - 1 - (1 << (len(plan) - 1 - j))  # GROUPING: a set bit is not grouped
-        eg.add_groups(flat, U, members, np.asarray(got[ks[j]])[rows], np.asarray(got["n"])[rows], shape)
+        rows = g == j
+        eg.add_groups(flat, U, members, key[rows], n[rows], shape)
     return flat

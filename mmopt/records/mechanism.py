@@ -136,13 +136,14 @@ def prepare(domain: Domain, workload, privacy: Privacy, strategy, caller: str) -
     return Prepared(domain, W, chosen, sets, d_in, rp.unit_variances(A, W), int(n_y))
 
 
-def strategy_answers(prep: Prepared, records, *, batch_size: int = rd.BATCH_ROWS, caller: str
-                     ) -> tuple[dict, np.ndarray]:
+def strategy_answers(prep: Prepared, records, *, batch_size: int = rd.BATCH_ROWS, caller: str,
+                     name: str = "records") -> tuple[dict, np.ndarray]:
     """Step 2: ({S: exact measurement of subset S}, A x as one float64 vector in ``A.subsets`` order).
 
     Reads the records (schema checks first, so a bad source fails before any noise)."""
     A = prep.strategy
-    counts = rc.marginal_counts(records, prep.domain, rc.maximal(A.subsets), batch_size=batch_size)
+    counts = rc.marginal_counts(records, prep.domain, rc.maximal(A.subsets), batch_size=batch_size, caller=caller,
+                               name=name)
     exact = measure(A, counts).values if prep.residual else wm.measure(A, counts)
     Ax = _opendp.finite(np.concatenate([exact[S].ravel() for S in A.subsets]), "the strategy answers", caller)
     return exact, Ax

@@ -104,12 +104,12 @@ class ResidualQuery:
         return self is other
 
 
-def _noise_std(measurements: Measurements, caller: str) -> float:
+def _noise_std(measurements: Measurements, caller: str, param: str = "measurements") -> float:
     if measurements.noise == "gaussian":
         return float(measurements.noise_scale)
     if measurements.noise == "laplace":  # Laplace(b) has variance 2b²
         return math.sqrt(2.0) * float(measurements.noise_scale)
-    raise ValueError(f"The 'measurements' parameter of {caller} must be noisy (Gaussian or Laplace noise). Got "
+    raise ValueError(f"The '{param}' parameter of {caller} must be noisy (Gaussian or Laplace noise). Got "
                      f"noise={measurements.noise!r}: without noise the least-squares marginals are exact.")
 
 
@@ -140,14 +140,17 @@ def to_mbi_measurements(measurements: Measurements, names) -> list:
     return out
 
 
-def _check_inputs(measurements, names, caller: str) -> tuple:
+def _check_inputs(measurements, names, caller: str, param: str = "measurements") -> tuple:
+    """``names`` checked against ``measurements`` (passed as ``param``: pgm_marginals' is 'source')."""
     if not isinstance(measurements, Measurements):
-        raise TypeError(f"The 'measurements' parameter of {caller} must be residual Measurements (a RecordsRelease's "
-                        f".measurements). Got {type(measurements).__name__} instead.")
+        what = "a RecordsRelease or its .measurements" if param == "source" else "residual Measurements (a " \
+            "RecordsRelease's .measurements)"
+        raise TypeError(f"The '{param}' parameter of {caller} must be {what}. Got {type(measurements).__name__} "
+                        "instead.")
     if measurements.batch:
-        raise ValueError(f"The 'measurements' parameter of {caller} must hold one draw. Got a batch of shape "
+        raise ValueError(f"The '{param}' parameter of {caller} must hold one draw. Got a batch of shape "
                          f"{measurements.batch}; fit each draw on its own.")
-    _noise_std(measurements, caller)
+    _noise_std(measurements, caller, param)
     d = len(measurements.strategy.shape)
     names = tuple(names) if names is not None and not isinstance(names, str) else None
     if names is None or len(names) != d or len(set(names)) != d or not all(isinstance(n, str) for n in names):
@@ -241,7 +244,7 @@ def pgm_marginals(source, names=None, sets=None, *, iters: int = 2000,
     measurements = getattr(source, "measurements", source)
     if names is None and hasattr(source, "domain"):
         names = source.domain.names
-    names = _check_inputs(measurements, names, caller)
+    names = _check_inputs(measurements, names, caller, "source")
     shape = measurements.strategy.shape
     if sets is None:
         W = getattr(source, "workload", None)

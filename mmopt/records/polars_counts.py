@@ -39,7 +39,7 @@ def polars_kind(dtype) -> str:
     return str(dtype)
 
 
-def check(records, domain: Domain, *, caller: str):
+def check(records, domain: Domain, *, caller: str, name: str = "records"):
     """The LazyFrame of ``records`` after the schema checks (missing column, a dtype that cannot hold values)."""
     pl = _polars()
     lf = records.lazy() if isinstance(records, pl.DataFrame) else records
@@ -47,7 +47,7 @@ def check(records, domain: Domain, *, caller: str):
         schema = lf.collect_schema()
     except pl.exceptions.PolarsError as exc:
         raise ValueError(f"{caller}: cannot read the schema of the records: {exc}") from None
-    rd.check_schema({n: polars_kind(t) for n, t in schema.items()}, domain, caller=caller)
+    rd.check_schema({n: polars_kind(t) for n, t in schema.items()}, domain, caller=caller, name=name)
     return lf
 
 

@@ -70,59 +70,60 @@ _WANTS = {"text": "strings (string categories)", "number": "numbers (numeric cat
           "bins": "numbers (numeric bin edges)"}
 
 
-def check_schema(kinds: dict, domain: Domain, *, caller: str) -> None:
-    """Every domain attribute has a column ({name: kind}) whose kind can hold its values; else ValueError."""
+def check_schema(kinds: dict, domain: Domain, *, caller: str, name: str = "records") -> None:
+    """Every domain attribute has a column ({name: kind}) whose kind can hold its values; else ValueError naming
+    ``caller``'s parameter ``name`` (mmopt.sql's is 'source', privbayes' 'data')."""
     missing = [n for n in domain.names if n not in kinds]
     if missing:
         shown = sorted(kinds, key=str)[:20]  # as they are: a column 0 (an int) is not the attribute '0'
         hint = (" Column names are matched as given: make them strings (df.columns = df.columns.astype(str))."
                 if any(not isinstance(c, str) and str(c) in missing for c in kinds) else "")
-        raise ValueError(f"The 'records' parameter of {caller} has no column {missing[0]!r} (domain attributes "
+        raise ValueError(f"The '{name}' parameter of {caller} has no column {missing[0]!r} (domain attributes "
                          f"{missing} are missing). Its columns are {shown}{' …' if len(kinds) > 20 else ''}.{hint}")
     for a in domain.attributes:
         got = kinds[a.name]
         if got not in _ACCEPTS[a.kind]:
-            raise ValueError(f"The 'records' parameter of {caller} has column {a.name!r} of dtype {got}, but the "
+            raise ValueError(f"The '{name}' parameter of {caller} has column {a.name!r} of dtype {got}, but the "
                              f"domain's attribute {a.name!r} needs {_WANTS[a.kind]}. Convert the column or fix the "
                              "domain.")
 
 
 # -- sources as batches of columns ---------------------------------------------------------------------------
-def check_source(records, domain: Domain, *, caller: str):
+def check_source(records, domain: Domain, *, caller: str, name: str = "records"):
     """Validate ``records`` against the domain; returns ("pandas" | "arrow" | "dask", handle).
 
     Polars and DuckDB sources are checked by :mod:`mmopt.records.polars_counts` and ``duckdb_counts``.
     """
     check_domain(domain, caller=caller)
     if isinstance(records, str | os.PathLike):
-        dataset = open_dataset(records, domain, caller=caller)
-        check_schema({f.name: arrow_kind(f.type) for f in dataset.schema}, domain, caller=caller)
+        dataset = open_dataset(records, domain, caller=caller, name=name)
+        check_schema({f.name: arrow_kind(f.type) for f in dataset.schema}, domain, caller=caller, name=name)
         return "arrow", dataset
     if is_dask(records):  # its columns are a pandas Index too: the same duplicate check (an AttributeError before)
-        _check_unique_columns(records.columns, domain, caller)
-        check_schema({c: pandas_kind(t) for c, t in records.dtypes.items()}, domain, caller=caller)
+        _check_unique_columns(records.columns, domain, caller, name)
+        check_schema({c: pandas_kind(t) for c, t in records.dtypes.items()}, domain, caller=caller, name=name)
         return "dask", records
     try:
         import pandas as pd
     except ImportError:  # pragma: no cover - pandas is in the 'tables' and 'test' extras
         pd = None
     if pd is not None and isinstance(records, pd.DataFrame):
-        _check_unique_columns(records.columns, domain, caller)
-        check_schema({c: pandas_kind(t) for c, t in records.dtypes.items()}, domain, caller=caller)
+        _check_unique_columns(records.columns, domain, caller, name)
+        check_schema({c: pandas_kind(t) for c, t in records.dtypes.items()}, domain, caller=caller, name=name)
         return "pandas", records
-    raise TypeError(f"The 'records' parameter of {caller} must be a pandas DataFrame, a path to a .parquet or .csv "
+    raise TypeError(f"The '{name}' parameter of {caller} must be a pandas DataFrame, a path to a .parquet or .csv "
                     f"file (or a folder of Parquet files), a dask DataFrame, a polars LazyFrame or DataFrame, or a "
                     f"DuckDB relation. Got {type(records).__name__} instead.")
 
 
-def _check_unique_columns(columns, domain: Domain, caller: str) -> None:
+def _check_unique_columns(columns, domain: Domain, caller: str, name: str) -> None:
     dup = sorted({str(c) for c in columns[columns.duplicated()] if c in domain.names})
     if dup:
-        raise ValueError(f"The 'records' parameter of {caller} has more than one column named {dup[0]!r}. "
+        raise ValueError(f"The '{name}' parameter of {caller} has more than one column named {dup[0]!r}. "
                          "Rename or drop the duplicates.")
 
 
-def open_dataset(path, domain: Domain, *, caller: str):
+def open_dataset(path, domain: Domain, *, caller: str, name: str = "records"):
     """A pyarrow Dataset over the Parquet file or folder, or the CSV file, at ``path`` (nothing read yet).
 
     CSV columns are read as strings and coded by :mod:`mmopt.records.values`: "007" stays a string category, and
@@ -137,7 +138,7 @@ def open_dataset(path, domain: Domain, *, caller: str):
     p = os.fspath(path)
     lower = p.lower()
     if not os.path.exists(p):
-        raise ValueError(f"The 'records' parameter of {caller} names {p!r}, which does not exist.")
+        raise ValueError(f"The '{name}' parameter of {caller} names {p!r}, which does not exist.")
     if os.path.isdir(p) or lower.endswith(_PARQUET):
         fmt = "parquet"
     elif lower.endswith(_CSV):
@@ -147,18 +148,18 @@ def open_dataset(path, domain: Domain, *, caller: str):
                                                                    null_values=csv_nulls(domain)),
                                parse_options=pcsv.ParseOptions(delimiter="\t" if lower.endswith(".tsv") else ","))
     else:
-        raise ValueError(f"The 'records' parameter of {caller} must be a .parquet or .csv file or a folder of "
+        raise ValueError(f"The '{name}' parameter of {caller} must be a .parquet or .csv file or a folder of "
                          f"Parquet files. Got {p!r} instead.")
     try:
         dataset = ds.dataset(p, format=fmt)
     except (pa.ArrowException, OSError) as exc:
         raise ValueError(f"{caller}: cannot read the records at {p!r}: {exc}") from None
     if fmt == "parquet" and len(dataset.files) > 1:
-        _check_one_schema(dataset.files, domain, p, caller)
+        _check_one_schema(dataset.files, domain, p, caller, name)
     return dataset
 
 
-def _check_one_schema(files, domain: Domain, path: str, caller: str) -> None:
+def _check_one_schema(files, domain: Domain, path: str, caller: str, name: str) -> None:
     """The domain's columns have one type (and exist) in every file of a Parquet folder, from the files' footers
     alone. With differing types the engines disagreed, and by the data: DuckDB cast a later file's 2.5 to the
     first file's int (counted as 2), 2⁵³+1 to float64 (counted as 2⁵³), pyarrow refused 2⁴⁰ in a later int64 file
@@ -177,7 +178,7 @@ def _check_one_schema(files, domain: Domain, path: str, caller: str) -> None:
         elif types != first[1]:
             diff = [f"{n}: {a} in {os.path.basename(first[0])}, {b} in {os.path.basename(f)}"
                     for n, a, b in zip(names, first[1], types, strict=True) if a != b]
-            raise ValueError(f"The 'records' parameter of {caller} is a folder of Parquet files whose columns differ "
+            raise ValueError(f"The '{name}' parameter of {caller} is a folder of Parquet files whose columns differ "
                              f"in type ({'; '.join(diff[:3])}). The engines would read them differently, and by the "
                              "values in them; rewrite the files with one schema (e.g. cast the column in each).")
 

@@ -99,7 +99,14 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
     >>> r.rho < 0.05, r.table().columns.tolist()
     (True, ['marginal', 'sex', 'age', 'region', 'estimate', 'std_error'])
     """
-    caller = "release_marginals"
+    return release(records, domain, workload, privacy, strategy=strategy, seed=seed, batch_size=batch_size,
+                   accountant=accountant, label=label, caller="release_marginals", name="records", stacklevel=3)
+
+
+def release(records, domain: Domain, workload, privacy: Privacy, *, strategy, seed, batch_size: int, accountant,
+            label: str | None, caller: str, name: str, stacklevel: int) -> RecordsRelease:
+    """:func:`release_marginals` for the public function ``caller``, whose parameter ``name`` holds the records
+    (mmopt.sql's 'source'): refusals name them; ``stacklevel`` points the seeded-noise warning at the user's line."""
     if accountant is not None:
         from mmopt.accounting import Accountant  # lazy: the accounting layer is above this one
         if not isinstance(accountant, Accountant):
@@ -109,7 +116,7 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
         seed = v.check_int(seed, name="seed", caller=caller, low=0)
     prep = mc.prepare(domain, workload, privacy, strategy, caller)
     d_in = prep.sensitivity
-    exact, Ax = mc.strategy_answers(prep, records, batch_size=batch_size, caller=caller)  # schema checks
+    exact, Ax = mc.strategy_answers(prep, records, batch_size=batch_size, caller=caller, name=name)  # schema checks
     # OpenDP's scale lies within 16× the analytic one (its search's bracket): a budget whose variance there is not
     # a finite float is refused before any draw
     _check_noise_scale(_opendp.calibrated_scale(privacy, d_in, caller), privacy, caller)
@@ -123,7 +130,8 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
             _, scale, loss = _opendp.calibrate(1, d_in, privacy, noise_scale=None, caller=caller)
             warnings.warn(f"{caller}: seed={seed} draws the noise with numpy's seeded generator (at OpenDP's "
                           "verified scale): reproducible, but anyone who knows the seed can remove the noise. Use it "
-                          "for tests and simulations; omit 'seed' for a real release.", UserWarning, stacklevel=2)
+                          "for tests and simulations; omit 'seed' for a real release.", UserWarning,
+                          stacklevel=stacklevel)
             y = seeded_noise(Ax, scale, privacy.noise, seed)
             sampler = "numpy-seeded"
         outcome.append(types.SimpleNamespace(verified_loss=loss, noise=privacy.noise, sensitivity=d_in,

@@ -36,11 +36,12 @@ def workload_error(records, synthetic, domain: Domain, workload) -> float:
     0.25
     """
     sets = rc.check_sets(workload, domain, caller="workload_error", name="workload")  # at least one
-    true = rc.marginal_counts(records, domain, sets)
+    true = rc.marginal_counts(records, domain, sets, caller="workload_error")
     if hasattr(synthetic, "model") and hasattr(synthetic, "marginal"):
         fake = {S: synthetic.marginal(S) for S in sets}
     else:
-        fake = rc.marginal_counts(_codes_frame(synthetic, domain), domain, sets)
+        _check_synthetic(synthetic, domain)
+        fake = rc.marginal_counts(_codes_frame(synthetic, domain), domain, sets, caller="workload_error")
     errs = []
     for S in sets:
         a = np.asarray(true[S], dtype=np.float64)
@@ -52,6 +53,20 @@ def workload_error(records, synthetic, domain: Domain, workload) -> float:
                                  "empty or outside it), so its normalised marginals M/n are undefined.")
         errs.append(np.abs(a / a.sum() - b / b.sum()).sum())
     return float(np.mean(errs))
+
+
+def _check_synthetic(frame, domain: Domain) -> None:
+    """A DataFrame with every attribute's column, before its bin labels are read (a missing column was a bare
+    KeyError, a list a TypeError about list indices)."""
+    import pandas as pd
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError("The 'synthetic' parameter of workload_error must be a pandas DataFrame of synthetic rows or a "
+                        f"mmopt.synth result (aim/mst). Got {type(frame).__name__} instead.")
+    missing = [a.name for a in domain.attributes if a.name not in frame.columns]
+    if missing:
+        raise ValueError(f"The 'synthetic' parameter of workload_error has no column {missing[0]!r} (domain "
+                         f"attributes: {list(domain.names)}). Pass rows with a column per attribute, as "
+                         "Synthetic.records(n) returns.")
 
 
 def _codes_frame(frame, domain: Domain):
