@@ -182,3 +182,13 @@ def test_an_existing_output_is_replaced_only_with_force_and_every_out_is_checked
             assert (tmp_path / name).read_bytes() == first
             assert main([*release, option, name, "--force"]) == 0
             assert (tmp_path / name).read_bytes() != first  # a new draw
+
+
+def test_optimize_help_lists_every_method_it_accepts(capsys):
+    """The help listed the dense and product methods only; weighted_sqrt, toeplitz, blt and banded (prefix sums and
+    all ranges) were accepted but unlisted (a helper's probe)."""
+    from mmopt.cli import main
+    from mmopt.optimize import METHODS, MULTIDIM_METHODS, TOEPLITZ_METHODS
+    assert main(["optimize", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert all(m in text for m in (*METHODS, *MULTIDIM_METHODS, *TOEPLITZ_METHODS))

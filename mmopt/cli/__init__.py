@@ -27,7 +27,7 @@ import mmopt
 from mmopt.cli import commands, release_sql
 from mmopt.cli import synth as synth_cli
 from mmopt.error import NumericalError
-from mmopt.optimize import METHODS, MULTIDIM_METHODS
+from mmopt.optimize import METHODS, MULTIDIM_METHODS, TOEPLITZ_METHODS
 from mmopt.solvers import SolverError
 
 __all__ = ["build_parser", "main"]
@@ -130,12 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
     _privacy_args(p)
     _output_args(p)
 
-    methods = ", ".join([*METHODS, *MULTIDIM_METHODS])
+    methods = ", ".join(m for m in (*METHODS, *MULTIDIM_METHODS) if m != "auto")  # auto last, after the stream ones
+    stream = ", ".join(TOEPLITZ_METHODS)
     p = add("optimize", "find a strategy for a workload (mmopt.optimize) and report its expected error",
             commands.optimize)
     p.add_argument("spec", metavar="SPEC", help="the workload (see 'mmopt workloads')")
     p.add_argument("--method", "-m", default="auto",
-                   help=f"one of {methods} (default auto: the best of every method that applies and takes seconds)")
+                   help=f"one of {methods}; for prefix sums and all ranges also {stream}; or auto (the default: "
+                        "the best of every method that applies and takes seconds)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random restarts (default 0: reproducible)")
     p.add_argument("--budget", default=None, metavar="fast|default|thorough|SECONDS",
                    help="with --method auto: the CPU seconds its candidates may be expected to take (fast 5, default "
