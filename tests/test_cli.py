@@ -192,3 +192,23 @@ def test_optimize_help_lists_every_method_it_accepts(capsys):
     assert main(["optimize", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert all(m in text for m in (*METHODS, *MULTIDIM_METHODS, *TOEPLITZ_METHODS))
+
+
+@pytest.mark.skipif(not _HAS_PERSIST, reason="mmopt.save / mmopt.load not available")
+def test_evaluate_scores_a_saved_strategy_at_its_recorded_budget(tmp_path, monkeypatch, capsys):
+    """optimize --save F under (ε, δ), then evaluate --strategy F: evaluate scored it at its defaults ε = 1, δ = 0,
+    Laplace noise — another mechanism than the one optimize had reported (a helper's probe). With neither flag it
+    now reads the file's budget; either flag given keeps the defaults' meaning."""
+    from mmopt.cli import main
+    monkeypatch.chdir(tmp_path)
+    assert main(["optimize", "prefix:32", "--method", "l2_approx", "-e", "0.5", "-d", "1e-6", "--save", "g.npz",
+                 "--json"]) == 0
+    made = json.loads(capsys.readouterr().out)
+    assert main(["evaluate", "prefix:32", "--strategy", "g.npz", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert (again["epsilon"], again["delta"], again["noise"]) == (0.5, 1e-6, "gaussian")
+    want = mmopt.evaluate(wl.prefix(32), mmopt.load("g.npz").strategy, mmopt.Privacy(0.5, 1e-6))
+    assert again["total_squared_error"] == pytest.approx(want.total_squared_error, rel=1e-12)
+    assert made["evaluate"]["total_squared_error"] == pytest.approx(again["total_squared_error"], rel=1e-12)
+    assert main(["evaluate", "prefix:32", "--strategy", "g.npz", "-e", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["noise"] == "laplace"  # a flag given: δ's default, 0

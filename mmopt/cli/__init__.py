@@ -48,7 +48,7 @@ _EXAMPLES = {
   mmopt evaluate 'kron(prefix:50,identity:100)' --strategy 'kron(H2,identity)' --json
   mmopt evaluate sf1 --epsilon 1 --delta 1e-6 --out sf1_identity.csv
   mmopt evaluate 'stack(2*prefix:8,all_range:8)' --strategy wavelet
-  mmopt evaluate prefix:64 --strategy best.npz        # a strategy saved by 'mmopt optimize --save'""",
+  mmopt evaluate prefix:64 --strategy best.npz        # saved by 'mmopt optimize --save', at its recorded budget""",
     "optimize": """examples:
   mmopt optimize all_range:64                                 # auto, for Laplace noise (ε-DP, --delta 0)
   mmopt optimize all_range:64 --epsilon 1 --delta 1e-6        # auto, for Gaussian noise ((ε,δ)-DP)
@@ -90,11 +90,14 @@ AIM (default; McKenna et al. 2022) or MST (McKenna, Miklau & Sheldon 2021) on mm
 }
 
 
-def _privacy_args(p: argparse.ArgumentParser, required: bool = False) -> None:
-    p.add_argument("--epsilon", "-e", type=float, required=required, default=None if required else 1.0,
-                   help="privacy budget ε > 0" + ("" if required else " (default 1)"))
-    p.add_argument("--delta", "-d", type=float, default=0.0,
-                   help="δ in [0, 1): 0 = Laplace noise (ε-DP), > 0 = Gaussian noise ((ε,δ)-DP) (default 0)")
+def _privacy_args(p: argparse.ArgumentParser, required: bool = False, *, saved: bool = False) -> None:
+    """--epsilon/--delta; ``saved``: when neither is given, a saved strategy's recorded budget (evaluate), so
+    that 'optimize --save F' then 'evaluate --strategy F' score it under the budget it was made for."""
+    tail = "; with neither flag, a FILE.npz strategy's recorded budget" if saved else ""
+    p.add_argument("--epsilon", "-e", type=float, required=required, default=None if required or saved else 1.0,
+                   help="privacy budget ε > 0" + ("" if required else f" (default 1{tail})"))
+    p.add_argument("--delta", "-d", type=float, default=None if saved else 0.0,
+                   help=f"δ in [0, 1): 0 = Laplace noise (ε-DP), > 0 = Gaussian noise ((ε,δ)-DP) (default 0{tail})")
 
 
 def _output_args(p: argparse.ArgumentParser, *, force: bool = True) -> None:
@@ -127,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("spec", metavar="SPEC", help="the workload (see 'mmopt workloads')")
     p.add_argument("--strategy", "-s", default="identity",
                    help="identity (default), hierarchical[:B] / H2, wavelet, kron(S, ...), FILE.npz (saved), FILE.npy")
-    _privacy_args(p)
+    _privacy_args(p, saved=True)
     _output_args(p)
 
     methods = ", ".join(m for m in (*METHODS, *MULTIDIM_METHODS) if m != "auto")  # auto last, after the stream ones

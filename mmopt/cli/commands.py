@@ -10,6 +10,8 @@ goes through OpenDP's vetted samplers (:func:`mmopt.release`), never the seeded 
 
 from __future__ import annotations
 
+import os
+
 import mmopt
 from mmopt.cli import output as out
 from mmopt.cli.spec import COMPOSITES, EBNF, FORMS, build_workload
@@ -56,6 +58,17 @@ def _privacy(args) -> mmopt.Privacy:
     return mmopt.Privacy(args.epsilon, args.delta)
 
 
+def _saved_privacy(args) -> mmopt.Privacy | None:
+    """The budget a saved strategy file records, when evaluate is given neither --epsilon nor --delta: optimize
+    --save F under (ε, δ) then evaluate --strategy F scored it under ε = 1, δ = 0 (Laplace) — another
+    mechanism than the one it was made for — unless the user repeated the flags."""
+    path = args.strategy.strip()
+    if args.epsilon is not None or args.delta is not None or not path.lower().endswith(".npz") or \
+            not os.path.exists(path):
+        return None
+    return persistence()[1](path).privacy  # None when the file records none; a bad file is refused here
+
+
 def _workload_info(W) -> dict:
     info = {"name": W.name, "domain_size": W.domain_size, "n_queries": W.n_queries}
     if isinstance(W, ImplicitWorkload):
@@ -83,7 +96,8 @@ def evaluate(args) -> int:
         out.check_extension(args.out, (".json", ".csv"), "--out")
         out.check_writable(args.out, "--out", force=args.force)  # before the work: it was found after it
     W = build_workload(args.spec)
-    P = _privacy(args)
+    P = _saved_privacy(args) or mmopt.Privacy(1.0 if args.epsilon is None else args.epsilon,
+                                              0.0 if args.delta is None else args.delta)
     A = build_strategy(args.strategy, W)
     record = _evaluation(W, A, P)
     _emit(args, record, out.table(record.items(), f"Expected error of {record['strategy']} on {W.name}:"))
