@@ -62,10 +62,15 @@ def check_dense_size(workload, caller: str) -> None:
     from mmopt.structured._checks import DENSE_LIMIT
     n = getattr(workload, "domain_size", 0)
     if n > DENSE_LIMIT:
-        raise ValueError(f"{caller}: objective='max_variance' on '{workload.name}' ({n:,} cells) would search over "
+        # plan has no 'objective': its remedy is the domain (optimize's is also the total)
+        remedy = ("Coarsen the domain, or build the workload as a product (mmopt.workload.kron/marginals)"
+                  if caller == "plan" else "Optimise the total error instead (objective='total'), or coarsen the "
+                  "domain")
+        what = "the targets" if caller == "plan" else "objective='max_variance'"
+        raise ValueError(f"{caller}: {what} on '{workload.name}' ({n:,} cells) would search over "
                          f"dense {n:,}×{n:,} Grams; it runs up to {DENSE_LIMIT:,} cells on dense workloads (and on "
                          "prefix sums and all ranges), and at any size on products, unions of marginals and grouping "
-                         "sets. Optimise the total error instead (objective='total'), or coarsen the domain.")
+                         f"sets. {remedy}.")
 
 
 def dense_rows(workload, caller: str):
