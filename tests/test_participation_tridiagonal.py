@@ -201,3 +201,25 @@ def test_optimize_routes_long_momentum_to_the_banded_inverse():
     assert res.lower_bound <= res.objective and res.status in ("optimal", "user_limit")
     small = mmopt.optimize(mmopt.participation.momentum(64, 0.9), participation=fixed_epochs(4), max_iterations=5)
     assert small.solver == "mmopt-participation-dual"  # below BANDED_INVERSE_FROM: the dense solver
+
+
+def test_a_spectrum_too_wide_for_the_nodes_is_an_infinite_objective_not_nan(capfd):
+    """A pattern weight λ_j = exp(μ_j − max μ) near 0 widens K's spectrum past what the rational nodes hold in
+    float64 (their parameter 1 − m/M rounds to 1), or underflows to 0: the objective was NaN, numpy warned and
+    LAPACK printed ~930 DLASCL lines on momentum(1,024, β = 0.9) under fixed_epochs(8) (a helper's probe). Such a
+    point is now +inf (L-BFGS steps back, as it did from the NaN), silently; a point inside stays finite."""
+    import warnings
+
+    from mmopt.participation.tridiagonal import _TridiagonalDual
+    b, k = 16, 4
+    dual = _TridiagonalDual(of_kind("prefix"), b, k)
+    x = np.concatenate([np.zeros(b), np.tile(np.eye(k).ravel(), b)])
+    values = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a divide-by-zero or invalid-value warning fails the test
+        for mu in (0.0, -20.0, -40.0, -800.0):  # λ₃ = 1, 2e-9, 4e-18 (spread ~1e17), 0
+            x[3] = mu
+            values[mu] = dual.objective(x)
+    assert all(np.isfinite(values[mu][0]) and np.all(np.isfinite(values[mu][1])) for mu in (0.0, -20.0))
+    assert all(values[mu][0] == np.inf and not np.any(values[mu][1]) for mu in (-40.0, -800.0))
+    assert "DLASCL" not in "".join(capfd.readouterr())

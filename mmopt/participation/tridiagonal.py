@@ -47,6 +47,10 @@ _NODES = 48  # rational nodes: relative error ≤ 1e-11 up to a spread M/m = 10�
 _COARSEST = 256
 
 
+class _SpreadTooWide(ArithmeticError):
+    """K's spectrum is too wide for the rational nodes in float64 (:meth:`_TridiagonalDual.objective`)."""
+
+
 class _Layout:
     """Where pattern j sits: folded place q_j, block r_j = q_j // g, offset o_j = (q_j mod g)·k."""
 
@@ -79,8 +83,21 @@ class _TridiagonalDual(_Dual):
         self.lay = _Layout(b, k, spec.width)
         self.gmin = spec.smallest_eigenvalue(n)
 
+    def objective(self, x):
+        """As the dense dual's, but +inf where K's spectral spread M/m leaves the rational nodes' float64 (their
+        parameter 1 − m/M rounds to 1, K'(1) = ∞): the nodes, K^{−1/2} and the objective were NaN — a pattern's
+        weight λ_j near 0 does it — which L-BFGS's line search met as NaN and LAPACK reported on stdout, ~930
+        lines on momentum(1,024, β = 0.9) under fixed_epochs(8) (a helper's probe); +inf makes the search step
+        back as it did, silently."""
+        try:
+            return super().objective(x)
+        except _SpreadTooWide:
+            return np.inf, np.zeros_like(x)
+
     def factors(self, x):
         lam, L, K, N, R = self.unpack(x)
+        if not np.all(lam > 0):  # exp(μ_j − max μ) underflowed: F_j⁻¹ would be infinite
+            raise _SpreadTooWide
         Fi = np.linalg.inv(L) / (N[:, None, :] * np.sqrt(lam)[:, None, None])  # F_j⁻¹ = L⁻¹ N⁻¹ / √λ
         return lam, L, K, N, R, Fi
 
@@ -140,7 +157,10 @@ class _TridiagonalDual(_Dual):
         lam, L, K, N, R, Fi = self.factors(x)
         D, E = self.assemble(Fi)
         low, high = self.spectrum(D, E, Fi)
-        P = inverse_sqrt_blocks(D, E, min(low, 1.0), max(high, 1.0), _NODES)
+        low, high = min(low, 1.0), max(high, 1.0)
+        if not 1.0 - low / high < 1.0:  # the nodes' parameter p = 1 − m/M rounds to 1 (or low is 0): NaN nodes
+            raise _SpreadTooWide
+        P = inverse_sqrt_blocks(D, E, low, high, _NODES)
         lay = self.lay
         i = np.arange(self.k)
         Pj = P[lay.r[:, None, None], (lay.o[:, None] + i)[:, :, None], (lay.o[:, None] + i)[:, None, :]]
