@@ -172,3 +172,37 @@ def test_many_declared_spends_never_report_less_than_the_exact_composition(eps, 
     assert exact_delta(got * (1 - 1e-3), k) > total_delta  # and is tight: within 0.1 % of the exact ε
     ledger = Ledger(mmopt.Privacy(got * (1 - 1e-9), total_delta), "pld", (spend,) * (k - 1))
     assert not ledger.fits(("generic", eps, delta))  # the k-th spend no longer fits just under that ε
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS caps the address space as measured on Linux")
+def test_a_spend_far_past_a_small_total_is_refused_within_memory():
+    """The loss grid 10⁻⁴·ε_total of a small total made a spend far past it a distribution of range/grid points:
+    under ε_total = 0.001 a Laplace-or-Gaussian release at ε = 1 raised MemoryError at 5.8 GB (and took minutes
+    under 0.01; a helper's probe). The grid now coarsens past MAX_POINTS (pessimistic either way): refused under a
+    2 GB address-space cap in a fresh process."""
+    import os
+    import subprocess
+    import textwrap
+
+    code = textwrap.dedent("""
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))
+        import mmopt
+        from mmopt.accounting import Accountant
+        acc = Accountant(mmopt.Privacy(0.001, 1e-6), "pld")
+        print(acc.can_spend(mmopt.Privacy(1.0, 1e-6), release=True), acc.can_spend(mmopt.Privacy(5.0), release=True),
+              acc.can_spend(mmopt.Privacy(0.0009, 1e-6), release=True))
+    """)
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "False", "True"]
+
+
+def test_the_loss_grid_is_the_fine_one_unless_the_range_needs_more_points():
+    from mmopt.accounting import _pld as pl
+    fine = pl.grid(0.01)
+    near = ((("laplace", 1 / 0.005, 0.0), 1), (("gaussian", 300.0, 0.0), 1), (("generic", 0.004, 1e-7), 3))
+    assert pl.loss_grid(near, fine) == fine  # spends of the total's size: the grid as before
+    far = ((("laplace", 0.2, 0.0), 1),)  # ε = 5 under 0.01: 10/10⁻⁶ = 10⁷ points at the fine grid
+    assert pl.loss_grid(far, fine) == pytest.approx(10.0 / pl.MAX_POINTS)
