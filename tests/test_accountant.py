@@ -575,3 +575,16 @@ def test_an_astronomical_spend_is_refused_not_an_overflow(composition):
     with pytest.raises(ValueError, match="would exceed the total budget"):
         acc.spend(Privacy(1e200))
     assert acc.can_spend(Privacy(1e-3)) and not acc.spends
+
+
+def test_a_directory_as_the_ledger_path_is_named_as_one(tmp_path):
+    """A directory given as the ledger read as an existing ledger ("already exists. Continue it with
+    Accountant.load") or, its link count being ≥ 2, as a hard-linked one ("remove the other links") (a helper's
+    probe): every entry point now says it is a directory."""
+    d = tmp_path / "ledgers"
+    d.mkdir()
+    total = mmopt.Privacy(1.0)
+    for call in (lambda: Accountant(total, path=d), lambda: Accountant.load(d), lambda: Accountant.open(d, total),
+                 lambda: Accountant(total).save(d), lambda: Accountant(total).save(d, overwrite=True)):
+        with pytest.raises(ValueError, match="'path' parameter of Accountant.* names a directory"):
+            call()

@@ -103,3 +103,18 @@ def test_a_strategy_that_leaves_a_set_unmeasured_is_refused_before_the_records_a
     with pytest.raises(ValueError, match="does not measure"):
         release_grouping_sets(unread, D, [("county", "sex")], privacy, leaf="county", levels={"state": STATE_OF},
                               strategy=coarse.strategy)
+
+
+def test_a_strategy_of_the_wrong_type_and_a_bad_noise_scale_are_named():
+    """strategy='junk' (or an array) raised "AttributeError: 'str' object has no attribute 'sensitivity'", and a bad
+    noise_scale named an internal 'release' (a helper's probe): both now name release_grouping_sets."""
+    df, D = _data()
+    privacy = mmopt.Privacy(1.0, 1e-6)
+    for junk in ("junk", np.eye(3)):
+        with pytest.raises(TypeError, match="'strategy' parameter of release_grouping_sets must be a "
+                                            "HierarchyStrategy or NodeStrategy"):
+            release_grouping_sets(df, D, [("state",)], privacy, leaf="county", levels={"state": STATE_OF},
+                                  strategy=junk)
+    with pytest.raises(ValueError, match="release_grouping_sets"):
+        release_grouping_sets(df, D, [("state",)], privacy, leaf="county", levels={"state": STATE_OF},
+                              noise_scale=-1.0)

@@ -31,7 +31,7 @@ class LedgerFile:
     @classmethod
     def read(cls, path, caller: str) -> tuple[LedgerFile, float, float, str, tuple[Spend, ...]]:
         """The file at ``path`` and what it records: (file, ε_total, δ_total, composition, spends)."""
-        source = real_path(check_path(path, caller))
+        source = real_path(ledger_path(path, caller))
         _check_one_name(source, caller)
         try:
             text = source.read_text(encoding="utf-8")
@@ -127,6 +127,16 @@ def _check_one_name(path: Path, caller: str) -> None:
     raise ValueError(f"{caller}: the ledger file '{path}' has {links} names (hard links). A write through one "
                      "leaves the others holding the old ledger, so the budget could be spent twice. Keep one name "
                      "(remove the other links); use a symbolic link to reach it from elsewhere.")
+
+
+def ledger_path(path, caller: str) -> Path:
+    """``path`` as a Path (:func:`~mmopt.persist._files.check_path`), refused when it names a directory: a
+    directory's link count (≥ 2) read as a hard-linked ledger, and its existence as a ledger to continue."""
+    target = check_path(path, caller)
+    if target.is_dir():
+        raise ValueError(f"The 'path' parameter of {caller} names a directory, '{target}'. Give a file name, e.g. "
+                         f"'{target / 'budget.json'}'.")
+    return target
 
 
 def _check_target(target: Path, caller: str) -> None:

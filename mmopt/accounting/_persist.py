@@ -10,9 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from mmopt.accounting._compose import Ledger
-from mmopt.accounting._file import LedgerFile, real_path
+from mmopt.accounting._file import LedgerFile, ledger_path, real_path
 from mmopt.accounting._ledger import fmt
-from mmopt.persist._files import check_path
 from mmopt.privacy import Privacy
 
 
@@ -32,7 +31,7 @@ def load(cls, path):
 def open_or_create(cls, path, total: Privacy, composition: str):
     """:meth:`mmopt.accounting.Accountant.open` (its docstring)."""
     caller = "Accountant.open"
-    target = check_path(path, caller)
+    target = ledger_path(path, caller)
     fresh = cls(total, composition)  # checks total and composition
     if not target.exists():
         try:
@@ -55,7 +54,7 @@ def save(acc, path, overwrite: bool) -> Path:
     if path is None and acc._file is None:
         raise ValueError(f"The 'path' parameter of {caller} is needed: this session has no ledger file yet. "
                          "Give one, e.g. acc.save('budget.json').")
-    target = acc.path if path is None else real_path(check_path(path, caller))  # a link to its own file is it
+    target = acc.path if path is None else real_path(ledger_path(path, caller))  # a link to its own file is it
     if target == acc.path:
         acc._file.save(acc._ledger, caller)
         return target

@@ -12,9 +12,8 @@ from mmopt.accounting import _pending, _persist, _report
 from mmopt.accounting import _spends as entries
 from mmopt.accounting import _zcdp as z
 from mmopt.accounting._compose import Ledger
-from mmopt.accounting._file import LedgerFile
+from mmopt.accounting._file import LedgerFile, ledger_path
 from mmopt.accounting._ledger import Budget, Spend
-from mmopt.persist._files import check_path
 from mmopt.privacy import Privacy
 
 COMPOSITIONS = lg.COMPOSITIONS
@@ -92,7 +91,7 @@ class Accountant:
         self._ledger = Ledger(Privacy(total.epsilon, total.delta), composition)
         self._file: LedgerFile | None = None  # where spends are written, and the text last seen there
         if path is not None:
-            target = check_path(path, caller)
+            target = ledger_path(path, caller)
             if target.exists():
                 raise FileExistsError(f"{caller}: the ledger file '{target}' already exists. Continue it with "
                                       "Accountant.load(path) (or Accountant.open), or choose another path: a new "

@@ -116,7 +116,7 @@ class GroupingPlan:
         'source'), which refusals name."""
         from mmopt.hierarchy.release import release
         return self.grouped(release(self.workload, self.strategy, self.counts(records, caller=caller, name=name),
-                                    privacy, noise_scale=noise_scale))
+                                    privacy, noise_scale=noise_scale, caller=caller))
 
 
 def _check_nested(names: list, codes: list, labels: list, caller: str, levels_name: str) -> None:

@@ -50,9 +50,10 @@ def level_sums(h, T: np.ndarray, axis: int, level: int) -> np.ndarray:
     return np.moveaxis(out, 0, axis)
 
 
-def release(W: HierarchyWorkload, A, x, privacy: Privacy, *, noise_scale: float | None = None) -> HierarchyRelease:
-    """Release every grouping set of ``W`` from the histogram ``x`` (shape ``W.shape``) with strategy ``A``."""
-    caller = "release"
+def release(W: HierarchyWorkload, A, x, privacy: Privacy, *, noise_scale: float | None = None,
+            caller: str = "release") -> HierarchyRelease:
+    """Release every grouping set of ``W`` from the histogram ``x`` (shape ``W.shape``) with strategy ``A``;
+    refusals name ``caller`` (release_grouping_sets and mmopt.sql come through here)."""
     if not isinstance(privacy, Privacy) or privacy.noise != "gaussian":
         raise ValueError(f"The 'privacy' parameter of {caller} must be a Privacy with delta > 0 for a hierarchy "
                          f"strategy (Gaussian noise at its exact L2 sensitivity). Got {privacy!r}.")
@@ -101,17 +102,18 @@ def refuse_unmeasured(m: Measurements, caller: str) -> None:
 
 def measurements(W: HierarchyWorkload, A, *, caller: str = "measurements") -> Measurements:
     """:class:`Measurements` of strategy ``A`` (a HierarchyStrategy or NodeStrategy) for ``W``."""
+    if not isinstance(A, HierarchyStrategy | hn.NodeStrategy):  # before A.sensitivity(): a raw AttributeError
+        raise TypeError(f"The 'strategy' parameter of {caller} must be a HierarchyStrategy or NodeStrategy (e.g. "
+                        "mmopt.optimize(workload).strategy for grouping sets), or None for the optimised one. Got "
+                        f"{type(A).__name__}.")
     Delta = A.sensitivity()
     d_in = upper_sensitivity(Delta, caller=caller)
     if isinstance(A, HierarchyStrategy):
         _check_pair(A, W)  # before _residual indexes its weights by W's components (a raw IndexError)
         answer, finish, size = _residual(W, A)
         return Measurements(answer, finish, unit_variances(A, _unweighted(W)), Delta, d_in, "residual", size)
-    if isinstance(A, hn.NodeStrategy):
-        answer, finish, size = _nodes(W, A)
-        return Measurements(answer, finish, hn.node_variances(A, _unweighted(W)), Delta, d_in, "nodes", size)
-    raise TypeError(f"The 'strategy' parameter of {caller} must be a HierarchyStrategy or NodeStrategy. Got "
-                    f"{type(A).__name__}.")
+    answer, finish, size = _nodes(W, A)  # a NodeStrategy
+    return Measurements(answer, finish, hn.node_variances(A, _unweighted(W)), Delta, d_in, "nodes", size)
 
 
 def _unweighted(W: HierarchyWorkload) -> HierarchyWorkload:
