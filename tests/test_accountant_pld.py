@@ -206,3 +206,21 @@ def test_the_loss_grid_is_the_fine_one_unless_the_range_needs_more_points():
     assert pl.loss_grid(near, fine) == fine  # spends of the total's size: the grid as before
     far = ((("laplace", 0.2, 0.0), 1),)  # ε = 5 under 0.01: 10/10⁻⁶ = 10⁷ points at the fine grid
     assert pl.loss_grid(far, fine) == pytest.approx(10.0 / pl.MAX_POINTS)
+
+
+@pytest.mark.parametrize("kind, a", [("laplace", 0.5), ("laplace", 20.0), ("gaussian", 0.3), ("gaussian", 4.0)])
+def test_a_release_past_the_total_by_itself_is_refused_by_its_exact_profile(kind, a):
+    """The at-once refusal (a release by itself past the total; its composition with anything is too) agrees with
+    dp-accounting's pessimistic PLD of that release: it refuses only what the PLD refuses, and everything clearly
+    past (1 % above its exact ε)."""
+    from mmopt.accounting import _pld as pl
+    make = pld.from_laplace_mechanism if kind == "laplace" else pld.from_gaussian_mechanism
+    arg = {"parameter": a} if kind == "laplace" else {"standard_deviation": a}
+    for delta in (1e-9, 1e-6, 1e-3):
+        eps = make(sensitivity=1.0, value_discretization_interval=1e-5, **arg).get_epsilon_for_delta(delta)
+        for total in (eps * 0.5, eps * 0.99, eps * 1.0001, eps * 2):
+            if pl.alone_exceeds((kind, a, 0.0), total, delta):
+                assert eps > total, (kind, a, delta, total)
+        assert pl.alone_exceeds((kind, a, 0.0), eps * 0.99, delta)
+        assert not pl.alone_exceeds((kind, a, 0.0), eps * 1.0001, delta)
+    assert not pl.alone_exceeds(("generic", 5.0, 1e-6), 0.1, 1e-6)  # declared spends: the PLD decides

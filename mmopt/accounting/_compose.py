@@ -147,6 +147,8 @@ class Ledger:
 
     def fits(self, charge) -> bool:
         if self.composition == "pld":
+            if charge[0] != "generic" and pl.alone_exceeds(charge, self.total.epsilon, self.total.delta):
+                return False
             try:
                 return self._pld_epsilon([charge]) <= self.total.epsilon
             except OverflowError:  # dp-accounting's e^loss past a loss of ~709 (a spend of ε = 1e200): refused, as
