@@ -19,9 +19,10 @@ import numpy as np
 
 from mmopt.groupby.parse import GroupByQuery, parse_query
 from mmopt.privacy import Privacy
-from mmopt.records import release as rr
 from mmopt.records.domain import Domain, check_domain
+from mmopt.records.read import BATCH_ROWS
 from mmopt.records.release import RecordsRelease
+from mmopt.records.release import release as release_records
 
 __all__ = ["SqlRelease", "check_columns", "grouping_table", "release_grouping_sets", "resolve_source", "sql"]
 
@@ -75,8 +76,8 @@ def _grouping_sets(grouping_sets, records, domain: Domain, privacy: Privacy, *, 
     """:func:`release_grouping_sets` for the public function ``caller`` (whose parameter ``name`` holds the
     records), which refusals name."""
     sets = list(dict.fromkeys(tuple(S) for S in grouping_sets))
-    return rr.release(records, domain, sets, privacy, strategy=strategy, seed=seed, batch_size=rr.rd.BATCH_ROWS,
-                      accountant=accountant, label=label, caller=caller, name=name, stacklevel=4)
+    return release_records(records, domain, sets, privacy, strategy=strategy, seed=seed, batch_size=BATCH_ROWS,
+                           accountant=accountant, label=label, caller=caller, name=name, stacklevel=4)
 
 
 def grouping_table(release: RecordsRelease, grouping_sets, columns, *, alpha: float | None = None,
