@@ -133,14 +133,17 @@ def ledger_path(path, caller: str) -> Path:
     """``path`` as a Path (:func:`~mmopt.persist._files.check_path`), refused when it names a directory: a
     directory's link count (≥ 2) read as a hard-linked ledger, and its existence as a ledger to continue."""
     target = check_path(path, caller)
-    if target.is_dir():
-        raise ValueError(f"The 'path' parameter of {caller} names a directory, '{target}'. Give a file name, e.g. "
-                         f"'{target / 'budget.json'}'.")
+    _refuse_directory(target, caller)
     return target
 
 
-def _check_target(target: Path, caller: str) -> None:
+def _refuse_directory(target: Path, caller: str) -> None:
     if target.is_dir():
-        raise ValueError(f"The 'path' parameter of {caller} names a directory, '{target}'. Give a file name.")
+        raise ValueError(f"The 'path' parameter of {caller} names a directory, '{target}'. Give a file name, e.g. "
+                         f"'{target / 'budget.json'}'.")
+
+
+def _check_target(target: Path, caller: str) -> None:
+    _refuse_directory(target, caller)  # again at the write: the resolved path, or a directory made since
     if not target.parent.is_dir():
         raise FileNotFoundError(f"{caller}: the directory '{target.parent}' does not exist. Create it first.")

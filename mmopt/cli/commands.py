@@ -58,15 +58,16 @@ def _privacy(args) -> mmopt.Privacy:
     return mmopt.Privacy(args.epsilon, args.delta)
 
 
-def _saved_privacy(args) -> mmopt.Privacy | None:
-    """The budget a saved strategy file records, when evaluate is given neither --epsilon nor --delta: optimize
-    --save F under (ε, δ) then evaluate --strategy F scored it under ε = 1, δ = 0 (Laplace) — another
-    mechanism than the one it was made for — unless the user repeated the flags."""
+def _saved(args, W):
+    """The saved strategy file evaluate scores at its recorded budget, read once (with its check against W), when
+    --strategy is one and neither --epsilon nor --delta is given: optimize --save F under (ε, δ) then evaluate
+    --strategy F scored it under ε = 1, δ = 0 (Laplace) — another mechanism than the one it was made for — unless
+    the user repeated the flags. None otherwise (build_strategy reads the spec)."""
     path = args.strategy.strip()
     if args.epsilon is not None or args.delta is not None or not path.lower().endswith(".npz") or \
             not os.path.exists(path):
         return None
-    return persistence()[1](path).privacy  # None when the file records none; a bad file is refused here
+    return persistence()[1](path, workload=W)  # a bad file or one for another domain is refused here
 
 
 def _workload_info(W) -> dict:
@@ -96,9 +97,10 @@ def evaluate(args) -> int:
         out.check_extension(args.out, (".json", ".csv"), "--out")
         out.check_writable(args.out, "--out", force=args.force)  # before the work: it was found after it
     W = build_workload(args.spec)
-    P = _saved_privacy(args) or mmopt.Privacy(1.0 if args.epsilon is None else args.epsilon,
-                                              0.0 if args.delta is None else args.delta)
-    A = build_strategy(args.strategy, W)
+    saved = _saved(args, W)
+    A = build_strategy(args.strategy, W) if saved is None else saved.strategy
+    P = (saved is not None and saved.privacy) or mmopt.Privacy(1.0 if args.epsilon is None else args.epsilon,
+                                                                0.0 if args.delta is None else args.delta)
     record = _evaluation(W, A, P)
     _emit(args, record, out.table(record.items(), f"Expected error of {record['strategy']} on {W.name}:"))
     return 0

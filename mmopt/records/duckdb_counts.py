@@ -57,10 +57,7 @@ def _text(s: str) -> str:
 def check(records, domain: Domain, *, caller: str, name: str = "records"):
     """The relation, after the schema checks (missing or duplicate column, a type that cannot hold values)."""
     cols = list(records.columns)
-    dup = sorted({c for c in cols if cols.count(c) > 1 and c in domain.names})
-    if dup:
-        raise ValueError(f"The '{name}' parameter of {caller} has more than one column named {dup[0]!r}. "
-                         "Rename or drop the duplicates.")
+    rd.check_unique_columns(cols, domain, caller, name)
     rd.check_schema({c: duckdb_kind(t) for c, t in zip(cols, records.types, strict=True)}, domain, caller=caller,
                     name=name)
     return records

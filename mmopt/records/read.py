@@ -100,7 +100,7 @@ def check_source(records, domain: Domain, *, caller: str, name: str = "records")
         check_schema({f.name: arrow_kind(f.type) for f in dataset.schema}, domain, caller=caller, name=name)
         return "arrow", dataset
     if is_dask(records):  # its columns are a pandas Index too: the same duplicate check (an AttributeError before)
-        _check_unique_columns(records.columns, domain, caller, name)
+        check_unique_columns(records.columns, domain, caller, name)
         check_schema({c: pandas_kind(t) for c, t in records.dtypes.items()}, domain, caller=caller, name=name)
         return "dask", records
     try:
@@ -108,7 +108,7 @@ def check_source(records, domain: Domain, *, caller: str, name: str = "records")
     except ImportError:  # pragma: no cover - pandas is in the 'tables' and 'test' extras
         pd = None
     if pd is not None and isinstance(records, pd.DataFrame):
-        _check_unique_columns(records.columns, domain, caller, name)
+        check_unique_columns(records.columns, domain, caller, name)
         check_schema({c: pandas_kind(t) for c, t in records.dtypes.items()}, domain, caller=caller, name=name)
         return "pandas", records
     raise TypeError(f"The '{name}' parameter of {caller} must be a pandas DataFrame, a path to a .parquet or .csv "
@@ -116,8 +116,12 @@ def check_source(records, domain: Domain, *, caller: str, name: str = "records")
                     f"DuckDB relation. Got {type(records).__name__} instead.")
 
 
-def _check_unique_columns(columns, domain: Domain, caller: str, name: str) -> None:
-    dup = sorted({str(c) for c in columns[columns.duplicated()] if c in domain.names})
+def check_unique_columns(columns, domain: Domain, caller: str, name: str = "records") -> None:
+    """No domain attribute names two of ``columns`` (any sequence of column names: pandas, Dask, DuckDB)."""
+    seen, repeated = set(), set()
+    for c in columns:
+        (repeated if c in seen else seen).add(c)
+    dup = sorted(str(c) for c in repeated if c in domain.names)
     if dup:
         raise ValueError(f"The '{name}' parameter of {caller} has more than one column named {dup[0]!r}. "
                          "Rename or drop the duplicates.")
