@@ -11,11 +11,11 @@ Notation: see README. After y = A x + z is drawn, the matrix mechanism estimates
   argmin (h − x̂)ᵀG(h − x̂) over h ≥ 0 with G = WᵀW. As the G-metric projection onto a closed convex set that
   contains the true x, it never increases ‖W(h − x)‖² below ‖W(x̂ − x)‖² — for any data and any noise draw,
   at the exact projection. The dense solvers are exact; the implicit ones (ADMM/FISTA) stop at a KKT residual
-  relative to min(‖x̂ − P_C(x̂)‖, ‖P_C(x̂)‖), which is count-sized when A is rank-deficient (x̂ = A⁺y is then the
-  minimum-norm solution, off the data by a null-space part the size of the counts): 2-way marginals of (3, 4, 5)
-  under a rank-36 marginals strategy at 10⁷ counts stopped NNLS at 250× the optimal objective and the
-  projection at 10× least squares' workload error. For rank-deficient strategies at large counts pass a smaller
-  ``reconstruct_options={"tol": 1e-12}`` (which reached the optimum there), or use a full-rank strategy.
+  relative to a scale that starts at min(‖x̂ − P_C(x̂)‖, ‖P_C(x̂)‖) and then shrinks to the metric correction
+  ‖h − x̂‖_Q/√L reached, while a probe shows the last stage stopped short: when A is rank-deficient the first
+  scale is count-sized (x̂ = A⁺y is the minimum-norm solution, off the data by a null-space part the size of
+  the counts), and 2-way marginals of (3, 4, 5) under a rank-36 marginals strategy at 10⁷ counts with known
+  zeros stopped NNLS at 3.1× the workload error of the exact optimum; the stages reach it (to 10⁻⁴).
 
 Optional public facts, imposed on both constrained choices: ``total`` (Σh = total, a known population count)
 and ``zeros`` (a boolean mask of cells known to be 0). **Privacy**: every reconstruction uses only the noisy

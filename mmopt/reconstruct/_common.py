@@ -17,6 +17,7 @@ from mmopt._base import validation as v
 
 #: The reconstruction choices of ``matrix_mechanism(..., reconstruct=...)`` and ``release``.
 CHOICES = ("least_squares", "nnls", "projection")
+ROUND_OFF = 16 * np.finfo(float).eps  # a float64 KKT step's relative accuracy, with room (round_off_floor)
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,7 @@ def safe_norm(v: np.ndarray) -> float:
 
 
 def kkt_scale(start: np.ndarray, c: np.ndarray, lipschitz: float, total: float | None,
-              zeros: np.ndarray | None) -> float:
+              zeros: np.ndarray | None, tol: float = 1e-8) -> float:
     """The iterative solvers' KKT scale: min(‖x̂ − P_C(x̂)‖, ‖P_C(x̂)‖) for the unconstrained minimiser x̂ = ``start``.
 
     The smaller of the correction the constraints force (noise-sized) and the estimate (count-sized), so the
@@ -196,14 +197,26 @@ def kkt_scale(start: np.ndarray, c: np.ndarray, lipschitz: float, total: float |
     the clamp max(x̂, 0), and the "projection" then had a larger workload error than least squares
     (experiments.postprocess, 2-D); at 10⁶ sparse cells a test relative to the correction alone stopped NNLS
     with 1.4× the workload error of the converged answer (benchmarks/bench_reconstruct.py). Floored at
-    10⁻⁸‖P_C(x̂)‖ to stay above float64 round-off. When x̂ is already feasible there is no correction, and the
-    scale is max(‖x̂‖, ‖c‖/L) (x̂ then passes at once if it is the minimiser).
+    :func:`round_off_floor`. When x̂ is already feasible there is no correction, and the scale is
+    max(‖x̂‖, ‖c‖/L) (x̂ then passes at once if it is the minimiser).
     """
     p = project_feasible(start, total, zeros)
     gap, size = safe_norm(start - p), safe_norm(p)
     if gap == 0.0:
         return max(size, safe_norm(c) / lipschitz, math.ulp(1.0))
-    return max(min(gap, size), 1e-8 * size, math.ulp(1.0))
+    return max(min(gap, size), round_off_floor(size, tol))
+
+
+def round_off_floor(size: float, tol: float) -> float:
+    """The smallest KKT scale whose test ``tol``·scale a float64 step can pass, for iterates of norm ``size``.
+
+    A projected-gradient step h − P_C(h − ∇f/L) is computed to about ε‖h‖ (each entry to its own ulp, and the
+    gradient Qh − c cancels count-sized terms to the same order), so a test below a few ε‖h‖ is never met: the
+    former floor 10⁻⁸‖h‖ at tol 10⁻⁸ asked for 10⁻¹⁶‖h‖, half an ulp, and the projection at 10⁹ counts with a
+    known total ran out its iterations where the dense route took 0.3 s (a helper's probe). 16ε leaves room
+    for the gradient's sums; the 10⁻⁸ keeps the former floor where ``tol`` is loose.
+    """
+    return max(max(1e-8, ROUND_OFF / tol) * size, math.ulp(1.0))
 
 
 def combine(records: list[Reconstruction]) -> Reconstruction:

@@ -70,7 +70,7 @@ def solve(factors: list[np.ndarray], Q: Callable[[np.ndarray], np.ndarray], c: n
     L = math.prod(float(lam[-1]) for lam in lams)  # λ_max(⊗ Qᵢ), the step of the KKT test as in FISTA
     if not L > 0.0:
         raise ValueError(f"{what}: the quadratic form is zero, so every feasible point is optimal.")
-    scale = kkt_scale(start, c, L, total, zeros) if scale is None else float(scale)
+    scale = kkt_scale(start, c, L, total, zeros, tol) if scale is None else float(scale)
     positive = spectrum[spectrum > 1e-12 * L]
     rho = math.sqrt(float(positive.min()) * L)  # the geometric mean of the spectrum's ends
     c_hat = _basis(U, c.reshape(shape), transpose=True)

@@ -40,7 +40,7 @@ def fista(Q: Callable[[np.ndarray], np.ndarray], c: np.ndarray, lipschitz: float
     ``max_iterations``, unless ``strict=False`` (then the last iterate is returned with its residual).
     """
     L = float(lipschitz)
-    scale = kkt_scale(start, c, L, total, zeros) if scale is None else float(scale)
+    scale = kkt_scale(start, c, L, total, zeros, tol) if scale is None else float(scale)
     h = project_feasible(start, total, zeros)
     z, t = h.copy(), 1.0
     beat = Heartbeat()
