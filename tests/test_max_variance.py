@@ -231,8 +231,10 @@ def test_a_kronecker_product_is_the_product_of_its_factors_minimax():
     assert res.lower_bound <= dense.objective * (1 + 1e-9) and dense.lower_bound <= res.objective * (1 + 1e-9)
     halved = mmopt.optimize(W, privacy=GAUSS, targets=2.0)
     assert halved.objective == pytest.approx(res.objective / 2, rel=1e-9)
-    with pytest.raises(ValueError, match="must be one number for a Kronecker product"):
-        mmopt.optimize(W, privacy=GAUSS, targets=np.ones(W.n_queries))
+    # per-query targets: the dense minimax (it was refused: the product route takes one number), same optimum
+    per_query = mmopt.optimize(W, privacy=GAUSS, targets=np.full(W.n_queries, 2.0))
+    assert per_query.lower_bound <= halved.objective * (1 + 1e-9) and halved.lower_bound <= per_query.objective * (
+        1 + 1e-9)
 
 
 def _blocks(n: int, g: int) -> wl.Workload:
@@ -259,8 +261,30 @@ def test_a_dense_union_of_products_takes_its_product_s_symmetry_route():
     odd[16] = 3.0  # one of 10 exchangeable queries (the second term's cells are all alike): the dense search
     assert "product_twin" in mmopt.optimize(V, privacy=gauss, objective="max_variance").extra
     assert "product_twin" not in mmopt.optimize(V, privacy=gauss, objective="max_variance", targets=odd).extra
-    p = mmopt.plan(W, targets=30.0, delta=1e-6)  # plan's dense branch goes through optimize
-    assert p.status == "optimal"
+    p = mmopt.plan(W, targets=30.0, delta=1e-6)  # plan takes the same route (maxvar_routes.product_route)
+    assert p.status == "optimal" and p.result.extra["product_twin"] == wl.structure_of(W).name
+
+
+def test_plan_takes_optimize_s_product_route_at_any_size():
+    """plan re-derived optimize's routes without one Kronecker product: prefix(16) ⊗ prefix(16) ran the dense
+    minimax (101 s) and a product past the dense limit was refused. Oracle: each query's variance re-evaluated by
+    mmopt.evaluate at the planned budget, and optimize's certified bracket on the same product."""
+    from mmopt.planning.budget import variance_factor
+    from mmopt.structured import workloads as sw
+    W = sw.kron(wl.prefix(16), wl.prefix(16))
+    p = mmopt.plan(W, targets=4.0, kind="se", delta=1e-6)
+    res = mmopt.optimize(W, privacy=mmopt.Privacy(1.0, 1e-6), objective="max_variance")
+    assert p.status == "optimal" and getattr(p.strategy, "is_product", False)  # the factor-by-factor route
+    # the ratio to the target variance 16 against the variance: each one's certified bracket holds the other's value
+    assert p.result.lower_bound * 16 <= res.objective * (1 + 1e-9) and res.lower_bound <= p.result.objective * 16
+    again = mmopt.evaluate(W, p.strategy, p.privacy, norm="l2", per_query=True).per_query_variance
+    c = variance_factor(p.privacy.epsilon, 1e-6) / p.privacy.variance_factor  # at plan's default calibration
+    np.testing.assert_allclose(p.per_query_variance, np.asarray(again) * c, rtol=1e-9)
+    assert np.max(p.per_query_variance) <= 16.0 and np.max(p.per_query_variance) >= 16.0 * (1 - 1e-6)
+    big = mmopt.plan(sw.kron(wl.prefix(72), wl.prefix(72)), targets=4.0, kind="se", delta=1e-6)  # 5,184 cells
+    assert big.status == "optimal" and big.per_query_variance.shape == (72 * 72,)
+    with pytest.raises(ValueError, match=r"plan: .* has 16,000,000 queries; plan checks each one's variance"):
+        mmopt.plan(sw.kron(wl.prefix(4000), wl.prefix(4000)), targets=4.0, kind="se", delta=1e-6)
 
 
 def test_plan_names_itself_and_refuses_text_booleans_and_points_at_an_infinite_target():

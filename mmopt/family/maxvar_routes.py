@@ -6,6 +6,7 @@ product), grouping sets, prefix sums and all ranges in prefix coordinates. Each 
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -16,6 +17,7 @@ from mmopt.family.call import Call, seed_record
 from mmopt.family.targets import check_targets, dense_rows, marginal_targets
 
 CALLER = "optimize"
+PER_QUERY_LIMIT = 10**7  # the product route lists each query's variance (plan's check) up to this many queries
 
 
 def structured(workload, call: Call, norm: str, t0: float) -> OptimizeResult | None:
@@ -31,14 +33,32 @@ def structured(workload, call: Call, norm: str, t0: float) -> OptimizeResult | N
         return None
     if (marginals := marginals_of(workload)) is not None:
         return _run_marginals(marginals, call, t0)
-    if (twin := _product_twin(workload, call.targets)) is not None:
-        return _run_twin(*twin, call, t0)
-    if orbit_union(workload, call.targets):
+    route = product_route(workload, call.targets)
+    if route is None:
+        return None
+    kind, args = route
+    if kind == "twin":
+        return _run_twin(*args, call, t0)
+    if kind == "orbits":
         return _run_orbits(workload, call, t0)
-    if _single_product(workload):
+    if kind == "product":
         return _run_product(workload, call, t0)
+    return _run_ranges(*args, workload.n_queries, call, t0)
+
+
+def product_route(workload, targets) -> tuple[str, tuple] | None:
+    """The Gaussian route past the marginals one that takes ``workload`` with ``targets``, as (kind, arguments):
+    "twin" (a dense workload built from a product), "orbits" (a union of products past the dense limit),
+    "product" (one Kronecker product), "ranges" (prefix sums, all ranges); None: the dense minimax. One decision
+    for :func:`structured` and :func:`mmopt.planning.budget.plan`, which must take the same routes."""
+    if (twin := _product_twin(workload, targets)) is not None:
+        return "twin", twin
+    if orbit_union(workload, targets):
+        return "orbits", ()
+    if _single_product(workload) and np.ndim(targets) == 0:  # (per-query targets: the dense minimax, ≤ 4,096 cells;
+        return "product", ()  # past it orbit_union took them, one target per class of exchangeable queries)
     if (ranges := range_kind(workload)) is not None:
-        return _run_ranges(*ranges, workload.n_queries, call, t0)
+        return "ranges", ranges
     return None
 
 
@@ -102,20 +122,17 @@ def _run_product(W, call: Call, t0: float) -> OptimizeResult:
     from mmopt.search.max_variance import solve_max_variance
     from mmopt.structured.strategies import kron_strategy
 
-    if call.targets is not None and np.ndim(call.targets) != 0:
-        raise ValueError(f"The 'targets' parameter of {CALLER} must be one number for a Kronecker product workload "
-                         f"('{W.name}', {W.n_queries:,} queries): per-query targets need a dense workload of ≤ 4,096 "
-                         "cells.")
     tau = 1.0 if call.targets is None else float(check_targets(call.targets, 1, CALLER, per=None)[0])
     term = W.terms[0]
     tol = (call.tol or 1e-4) / len(term.factors)  # the factors' gaps compound
-    factors, upper, lower, iterations, statuses = [], term.weight**2 / tau, term.weight**2 / tau, 0, []
+    factors, variances, upper, lower, iterations, statuses = [], [], term.weight**2 / tau, term.weight**2 / tau, 0, []
     for F in term.factors:
         _, rows = dense_rows(F, CALLER)
         sol = solve_max_variance(rows, tol=tol, max_iterations=call.max_iterations or 500)
         A = Strategy.from_gram(sol.gram, name="max_variance")
-        top, _ = max_ratio(rows, A, np.ones(rows.shape[0]), "l2")
+        top, v = max_ratio(rows, A, np.ones(rows.shape[0]), "l2")
         factors.append(A)
+        variances.append(v)
         upper, lower = upper * top, lower * sol.lower_bound
         iterations += sol.iterations
         statuses.append(sol.status)
@@ -125,6 +142,8 @@ def _run_product(W, call: Call, t0: float) -> OptimizeResult:
                f"{upper:.6g} at unit privacy, certified lower bound {lower:.6g} (product of the factors' L2 duals).")
     status, message, bound = reconcile(upper, lower, status, message, tol=call.tol or 1e-4)
     extra = {"objective": "max_variance", "targets": tau, "seed": seed_record(call.seed)}
+    if W.n_queries <= PER_QUERY_LIMIT:  # each query's variance, w²∏ᵢ of its factors' (Δ₂ multiplies), row order
+        extra["per_query_variance"] = term.weight**2 * functools.reduce(np.multiply.outer, variances).ravel()
     return OptimizeResult(strategy, "l2", upper, bound, status, status in SUCCESS, message, "max_variance",
                           "mmopt-l2-newton", iterations, time.perf_counter() - t0, upper, bound, (), extra)
 

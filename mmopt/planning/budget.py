@@ -167,10 +167,13 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
 
     Parameters
     ----------
-    workload : Workload (dense, or a family of ≤ 4,096 cells), or a union of marginals at any size
+    workload : Workload (dense, or a family of ≤ 4,096 cells); under Gaussian noise also, at any size, a union of
+        marginals, a Kronecker product (≤ 10⁷ queries: each query's variance is checked) or a union of products
+        past 4,096 cells — the routes :func:`mmopt.optimize` takes for ``objective="max_variance"``
     targets : float, array_like of shape (m,), or dict
         One target for every query, or one per query (row order of the workload), as ``kind`` says; for a union
-        of marginals under Gaussian noise one number or a dict {attribute tuple: target} (one per marginal).
+        of marginals under Gaussian noise one number or a dict {attribute tuple: target} (one per marginal); one
+        number for a Kronecker product, one per class of exchangeable queries for a union past 4,096 cells.
     delta : float, default 0
         0: Laplace noise (ε-DP); > 0: the analytic Gaussian mechanism at this δ.
     kind : {"variance", "se", "halfwidth"}
@@ -200,7 +203,7 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     from mmopt.dispatch import as_implicit
     from mmopt.error import evaluate
     from mmopt.family.dense import _dense
-    from mmopt.family.maxvar_routes import marginals_of, orbit_union, range_kind
+    from mmopt.family.maxvar_routes import PER_QUERY_LIMIT, marginals_of, product_route
     from mmopt.family.targets import check_dense_size, check_targets, marginal_targets
     from mmopt.hierarchy.workload import HierarchyWorkload
     from mmopt.optimize import optimize
@@ -229,8 +232,17 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
         raise ValueError(f"The 'targets' parameter of {caller} is a dict (one target per marginal), which is planned "
                          "under Gaussian noise: give delta > 0, or one target per query (a list) for Laplace noise.")
     marginals = marginals_of(workload) if delta > 0 and not grouped else None
-    symmetric = delta > 0 and not grouped and marginals is None and orbit_union(workload, targets)
-    ranges = delta > 0 and not grouped and range_kind(workload) is not None
+    routed = False  # optimize's product routes (mmopt.family.maxvar_routes.product_route), which plan must take too:
+    # it had re-derived them without one Kronecker product, so prefix(16) ⊗ prefix(16) ran the dense minimax (101 s)
+    # where optimize certifies in milliseconds, and a product past the dense limit was refused
+    if delta > 0 and not grouped and marginals is None and not isinstance(targets, dict):
+        m = workload.n_queries
+        if m > PER_QUERY_LIMIT:  # before τ is allocated: plan checks every query's variance
+            raise ValueError(f"{caller}: '{workload.name}' has {m:,} queries; plan checks each one's variance against "
+                             f"its target, up to {PER_QUERY_LIMIT:,} queries. Plan a coarser workload, or use "
+                             "mmopt.optimize(..., objective='max_variance') for the largest variance alone.")
+        given = targets if np.ndim(targets) == 0 else check_targets(targets, m, caller)
+        routed = product_route(workload, given) is not None
     if grouped:  # one target per grouping set (every group of a set has the same target)
         from mmopt.hierarchy.maxvar import set_targets
         tau = _to_variance(set_targets(workload, targets, caller), kind, alpha, delta, caller)
@@ -241,12 +253,12 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
         tau = _to_variance(given, kind, alpha, delta, caller)
         res = optimize(workload, privacy=unit, targets=dict(zip(marginals.sets, tau.tolist(), strict=True)),
                        tol=tol, max_iterations=max_iterations, verbose=False)
-    elif symmetric:  # a union of Kronecker products past the dense limit: one target per exchangeable query class
+    elif routed:  # one Kronecker product, a dense workload built from one, a union of them past the dense limit
+        # (one target per exchangeable query class), prefix sums / all ranges of ≤ 4,096 cells
         tau = _to_variance(check_targets(targets, workload.n_queries, caller), kind, alpha, delta, caller)
-        res = optimize(workload, privacy=unit, targets=tau, tol=tol, max_iterations=max_iterations, verbose=False)
-    elif ranges:  # prefix sums / all ranges of ≤ 4,096 cells: in prefix coordinates, without the query rows
-        tau = _to_variance(check_targets(targets, workload.n_queries, caller), kind, alpha, delta, caller)
-        res = optimize(workload, privacy=unit, targets=tau, tol=tol, max_iterations=max_iterations, verbose=False)
+        one = np.ndim(targets) == 0  # a product's route takes one number; τ is every query's
+        res = optimize(workload, privacy=unit, targets=float(tau[0]) if one else tau, tol=tol,
+                       max_iterations=max_iterations, verbose=False)
     else:
         check_dense_size(workload, caller)
         dense = _dense(workload, "max_variance")  # its rows are built once, by the search
@@ -269,8 +281,8 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
         achieved = c * np.asarray(res.extra["set_variance"])
     elif marginals is not None:
         achieved = c * np.array([res.extra["marginal_variance"][S] for S in marginals.sets])
-    elif symmetric or ranges:  # each query's variance from the strategy's blocks (orbit_maxvar.variances) or its
-        # Gram in prefix coordinates (mmopt.toeplitz.maxvar.variances), exact
+    elif routed:  # each query's variance from the factors' (a product), the strategy's blocks
+        # (orbit_maxvar.variances) or its Gram in prefix coordinates (mmopt.toeplitz.maxvar.variances), exact
         achieved = c * np.asarray(res.extra["per_query_variance"])
     else:
         # at the analytic factor, rescaled to the calibration's (the variance is linear in it)
