@@ -231,10 +231,12 @@ def test_a_kronecker_product_is_the_product_of_its_factors_minimax():
     assert res.lower_bound <= dense.objective * (1 + 1e-9) and dense.lower_bound <= res.objective * (1 + 1e-9)
     halved = mmopt.optimize(W, privacy=GAUSS, targets=2.0)
     assert halved.objective == pytest.approx(res.objective / 2, rel=1e-9)
-    # per-query targets: the dense minimax (it was refused: the product route takes one number), same optimum
-    per_query = mmopt.optimize(W, privacy=GAUSS, targets=np.full(W.n_queries, 2.0))
-    assert per_query.lower_bound <= halved.objective * (1 + 1e-9) and halved.lower_bound <= per_query.objective * (
-        1 + 1e-9)
+    # an array of equal targets is one target (it was refused: the product route took a scalar only)
+    assert mmopt.optimize(W, privacy=GAUSS, targets=np.full(W.n_queries, 2.0)).objective == halved.objective
+    # per-query targets: the symmetry route of the product (its own twin), the same optimum within the brackets
+    per_query = mmopt.optimize(W, privacy=GAUSS, targets=np.where(np.arange(W.n_queries) % 2, 2.0, 2.0 + 1e-9))
+    assert per_query.lower_bound <= halved.objective * (1 + 1e-6) and halved.lower_bound <= per_query.objective * (
+        1 + 1e-6)
 
 
 def _blocks(n: int, g: int) -> wl.Workload:
@@ -472,3 +474,25 @@ def test_an_explicit_total_objective_with_targets_is_refused():
         mmopt.optimize(wl.prefix(4), norm="l2", objective="total", targets=[1, 10, 100, 1000])
     r = mmopt.optimize(wl.prefix(4), norm="l2", targets=[1, 10, 100, 1000])
     assert r.extra["objective"] == "max_variance"
+
+
+def test_plan_routes_agree_however_the_product_is_built_and_refusals_name_the_remedy():
+    """A helper's probe of plan's routes: per-query targets on an implicit product ran the dense minimax (ε 9.433,
+    optimal_inaccurate) where the same product built densely took its symmetry route (8.747); an array of equal
+    targets was refused past 4,096 cells where the same number as a scalar planned; a 4,100-cell factor ran the
+    dense minimax for minutes; under Laplace noise the refusal pointed at building a product; dict targets on a
+    product of non-marginals got the dense-size message."""
+    from mmopt.structured import workloads as sw
+    t = np.random.default_rng(0).uniform(2, 8, 64)
+    dense = mmopt.plan(wl.kron(wl.prefix(8), wl.prefix(8)), t, delta=1e-6)
+    implicit = mmopt.plan(sw.kron(wl.prefix(8), wl.prefix(8)), t, delta=1e-6)
+    assert implicit.status == dense.status == "optimal" and implicit.epsilon == pytest.approx(dense.epsilon,
+                                                                                              rel=1e-9)
+    W = sw.kron(wl.prefix(80), wl.all_range(60))  # 4,800 cells, 146,400 queries
+    assert mmopt.plan(W, np.full(W.n_queries, 5.0), delta=1e-6).epsilon == mmopt.plan(W, 5.0, delta=1e-6).epsilon
+    with pytest.raises(ValueError, match=r"plan: the targets on .*products of factors of ≤ 4,096 cells"):
+        mmopt.plan(sw.kron(wl.prefix(4100), np.ones((1, 2))), 1e3, delta=1e-6)
+    with pytest.raises(ValueError, match=r"plan: .*Under Laplace noise \(delta = 0\) only the dense search runs"):
+        mmopt.plan(sw.kron(wl.prefix(80), wl.prefix(60)), 4.0)
+    with pytest.raises(ValueError, match=r"'targets' parameter of plan is a dict .* workload of marginals"):
+        mmopt.plan(W, {(0,): 1.0}, delta=1e-6)

@@ -55,8 +55,8 @@ def product_route(workload, targets) -> tuple[str, tuple] | None:
         return "twin", twin
     if orbit_union(workload, targets):
         return "orbits", ()
-    if _single_product(workload) and np.ndim(targets) == 0:  # (per-query targets: the dense minimax, ≤ 4,096 cells;
-        return "product", ()  # past it orbit_union took them, one target per class of exchangeable queries)
+    if _single_product(workload) and _one_target(targets) and _factors_fit(workload):  # (per-query targets: the
+        return "product", ()  # dense minimax ≤ 4,096 cells, past it orbit_union's one target per class of queries)
     if (ranges := range_kind(workload)) is not None:
         return "ranges", ranges
     return None
@@ -110,7 +110,22 @@ def _run_marginals(W, call: Call, t0: float) -> OptimizeResult:
 
 def _single_product(workload) -> bool:
     from mmopt.structured.workloads import ImplicitWorkload
-    return isinstance(workload, ImplicitWorkload) and len(workload.terms) == 1 and len(workload.shape) > 1
+    return isinstance(workload, ImplicitWorkload) and len(workload.terms) == 1
+
+
+def _one_target(targets) -> bool:
+    """One number for every query: a scalar, or an array whose entries are all equal (as plan's τ of one target)."""
+    if np.ndim(targets) == 0:
+        return True
+    t = np.asarray(targets)
+    return t.dtype.kind in "fiu" and t.size > 0 and bool(np.all(t == t.flat[0]))
+
+
+def _factors_fit(workload) -> bool:
+    """Every factor within the dense limit: the product route runs the dense minimax on each (a factor of 4,100
+    cells ran for minutes, where the whole workload is refused at once; a helper's probe)."""
+    from mmopt.structured._checks import DENSE_LIMIT
+    return all(n <= DENSE_LIMIT for n in workload.shape)
 
 
 def _run_product(W, call: Call, t0: float) -> OptimizeResult:
@@ -122,7 +137,8 @@ def _run_product(W, call: Call, t0: float) -> OptimizeResult:
     from mmopt.search.max_variance import solve_max_variance
     from mmopt.structured.strategies import kron_strategy
 
-    tau = 1.0 if call.targets is None else float(check_targets(call.targets, 1, CALLER, per=None)[0])
+    tau = 1.0 if call.targets is None else float(  # one number (product_route), or every query's equal one
+        check_targets(call.targets, 1 if np.ndim(call.targets) == 0 else W.n_queries, CALLER, per=None)[0])
     term = W.terms[0]
     tol = (call.tol or 1e-4) / len(term.factors)  # the factors' gaps compound
     factors, variances, upper, lower, iterations, statuses = [], [], term.weight**2 / tau, term.weight**2 / tau, 0, []
@@ -149,18 +165,25 @@ def _run_product(W, call: Call, t0: float) -> OptimizeResult:
 
 
 def _product_twin(workload, targets):
-    """(twin, reduction) for a dense workload of ≤ 4,096 cells built from a product (kron/stack/marginals remember
-    it) when its targets let the product routes take it — one number on a single product (reduction None: the
-    factor-by-factor route), else equal on the queries its cell symmetries exchange — or None. The dense minimax
-    took these: at 4,032 cells user_limit after 151 s with its bound 2.3 against 5.25, where the symmetry route
-    certifies 5.255 in 4.6 s (and 5.314 in 12.6 s at 4,160 cells, implicit)."""
+    """(twin, reduction) for a workload of ≤ 4,096 cells built from products (a dense one that remembers them —
+    kron/stack/marginals — or an implicit one, its own twin) when its targets let the product routes take it —
+    one number on a single product (reduction None: the factor-by-factor route), else equal on the queries its
+    cell symmetries exchange — or None. The dense minimax took these: at 4,032 cells user_limit after 151 s with
+    its bound 2.3 against 5.25, where the symmetry route certifies 5.255 in 4.6 s (and 5.314 in 12.6 s at 4,160
+    cells, implicit)."""
     from mmopt.dense._workload_type import Workload
     from mmopt.structured import orbit_maxvar as om
+    from mmopt.structured._checks import DENSE_LIMIT
+    from mmopt.structured.workloads import ImplicitWorkload
     from mmopt.workload import structure_of
-    twin = structure_of(workload) if type(workload) is Workload else None
+    if type(workload) is Workload:
+        twin = structure_of(workload)
+    else:  # a small implicit workload is its own twin: per-query targets on prefix(16) ⊗ prefix(16) ran the dense
+        # minimax to ε 9.433 (optimal_inaccurate) where its dense twin's symmetry route certified 8.747 (a probe)
+        twin = workload if isinstance(workload, ImplicitWorkload) and workload.domain_size <= DENSE_LIMIT else None
     if twin is None:
         return None
-    if _single_product(twin) and np.ndim(targets) == 0:
+    if _single_product(twin) and _one_target(targets):  # (≤ 4,096 cells: every factor fits)
         return twin, None
     try:
         red = om.reduce(twin, CALLER)
@@ -198,7 +221,7 @@ def orbit_union(workload, targets) -> bool:
     from mmopt.structured._checks import DENSE_LIMIT
     from mmopt.structured.workloads import ImplicitWorkload
     return isinstance(workload, ImplicitWorkload) and workload.domain_size > DENSE_LIMIT and \
-        not (_single_product(workload) and np.ndim(targets) == 0)
+        not (_single_product(workload) and _one_target(targets))
 
 
 def _run_orbits(W, call: Call, t0: float, red=None) -> OptimizeResult:

@@ -56,21 +56,26 @@ def check_targets(targets, m: int, caller: str, name: str = "targets", *, per: s
 TARGET_RANGE = (1e-120, 1e120)
 
 
-def check_dense_size(workload, caller: str) -> None:
+def check_dense_size(workload, caller: str, gaussian: bool = True) -> None:
     """Refuse, at once, a max-variance search on a dense workload past the dense limit: each of its steps is an n×n
-    L2 solve, and prefix(8,192) ran for minutes without a word (the prefix-coordinates route stops at 4,096 too)."""
+    L2 solve, and prefix(8,192) ran for minutes without a word (the prefix-coordinates route stops at 4,096 too).
+    ``gaussian`` False (plan under Laplace noise, where no structured route runs) says so instead."""
     from mmopt.structured._checks import DENSE_LIMIT
     n = getattr(workload, "domain_size", 0)
     if n > DENSE_LIMIT:
         # plan has no 'objective': its remedy is the domain (optimize's is also the total)
-        remedy = ("Coarsen the domain, or build the workload as a product (mmopt.workload.kron/marginals)"
-                  if caller == "plan" else "Optimise the total error instead (objective='total'), or coarsen the "
-                  "domain")
+        if caller != "plan":
+            remedy = "Optimise the total error instead (objective='total'), or coarsen the domain"
+        elif gaussian:
+            remedy = "Coarsen the domain, or build the workload as a product (mmopt.workload.kron/marginals)"
+        else:
+            remedy = ("Under Laplace noise (delta = 0) only the dense search runs: plan under Gaussian noise "
+                      "(delta > 0), or coarsen the domain")
         what = "the targets" if caller == "plan" else "objective='max_variance'"
         raise ValueError(f"{caller}: {what} on '{workload.name}' ({n:,} cells) would search over "
                          f"dense {n:,}×{n:,} Grams; it runs up to {DENSE_LIMIT:,} cells on dense workloads (and on "
-                         "prefix sums and all ranges), and at any size on products, unions of marginals and grouping "
-                         f"sets. {remedy}.")
+                         "prefix sums and all ranges), and at any size on products of factors of ≤ "
+                         f"{DENSE_LIMIT:,} cells, unions of marginals and grouping sets (Gaussian noise). {remedy}.")
 
 
 def dense_rows(workload, caller: str):

@@ -260,7 +260,9 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
         res = optimize(workload, privacy=unit, targets=float(tau[0]) if one else tau, tol=tol,
                        max_iterations=max_iterations, verbose=False)
     else:
-        check_dense_size(workload, caller)
+        if isinstance(targets, dict):  # not marginals (those took their branch): the dict's own message
+            check_targets(targets, workload.n_queries, caller)
+        check_dense_size(workload, caller, gaussian=delta > 0)
         dense = _dense(workload, "max_variance")  # its rows are built once, by the search
         if dense.matrix is None and dense.family == "gram":  # was refused as optimize's objective='max_variance'
             raise ValueError(f"The 'workload' parameter of {caller} must list its queries: '{dense.name}' holds only "
