@@ -496,3 +496,19 @@ def test_plan_routes_agree_however_the_product_is_built_and_refusals_name_the_re
         mmopt.plan(sw.kron(wl.prefix(80), wl.prefix(60)), 4.0)
     with pytest.raises(ValueError, match=r"'targets' parameter of plan is a dict .* workload of marginals"):
         mmopt.plan(W, {(0,): 1.0}, delta=1e-6)
+
+
+def test_plan_s_refusals_on_the_symmetry_route_name_plan():
+    """They came from inside optimize ("The 'targets' parameter of optimize …"; a helper's probe): product_route
+    now reduces the union and checks the class targets itself, naming its caller."""
+    from mmopt.structured import workloads as sw
+    W = sw.kron(wl.all_range(8), wl.identity(600))  # 4,800 cells: the identity's cells are exchangeable
+    t = np.full(W.n_queries, 2.0)
+    t[0] = 3.0
+    with pytest.raises(ValueError, match="The 'targets' parameter of plan must give equal targets"):
+        mmopt.plan(W, t, delta=1e-6)
+    U = sw.union([sw.kron(wl.prefix(64), wl.total(80)), sw.kron(wl.identity(64), wl.prefix(80))])
+    with pytest.raises(ValueError, match=r"^plan: .* has 1 symmetry blocks"):
+        mmopt.plan(U, 4.0, delta=1e-6)
+    with pytest.raises(ValueError, match=r"^optimize: .* has 1 symmetry blocks"):
+        mmopt.optimize(U, privacy=mmopt.Privacy(1.0, 1e-6), objective="max_variance")

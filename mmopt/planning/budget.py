@@ -242,7 +242,7 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
                              f"its target, up to {PER_QUERY_LIMIT:,} queries. Plan a coarser workload, or use "
                              "mmopt.optimize(..., objective='max_variance') for the largest variance alone.")
         given = targets if np.ndim(targets) == 0 else check_targets(targets, m, caller)
-        routed = product_route(workload, given) is not None
+        routed = product_route(workload, given, caller) is not None
     if grouped:  # one target per grouping set (every group of a set has the same target)
         from mmopt.hierarchy.maxvar import set_targets
         tau = _to_variance(set_targets(workload, targets, caller), kind, alpha, delta, caller)
