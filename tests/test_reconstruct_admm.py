@@ -68,7 +68,7 @@ def test_admm_stops_on_the_same_certificate_as_fista():
     h, _, res = admm.solve(factors, lambda v: Q @ v, c, start, total=None, zeros=None, tol=1e-7,
                            max_iterations=10_000)
     L = float(np.linalg.eigvalsh(Q)[-1])
-    scale = _common.kkt_scale(start, c, L, None, None)
+    scale = _common.kkt_scale(start, c, L, None, None, 1e-7)
     assert scale == pytest.approx(np.linalg.norm(np.minimum(start, 0.0)))
     assert res == pytest.approx(_common.kkt_residual(h, Q @ h - c, L, scale, None, None))
     assert res <= 1e-7

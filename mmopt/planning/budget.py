@@ -241,8 +241,8 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
             raise ValueError(f"{caller}: '{workload.name}' has {m:,} queries; plan checks each one's variance against "
                              f"its target, up to {PER_QUERY_LIMIT:,} queries. Plan a coarser workload, or use "
                              "mmopt.optimize(..., objective='max_variance') for the largest variance alone.")
-        given = targets if np.ndim(targets) == 0 else check_targets(targets, m, caller)
-        routed = product_route(workload, given, caller) is not None
+        per_query = check_targets(targets, m, caller)  # once: the routed branch's τ too
+        routed = product_route(workload, targets if np.ndim(targets) == 0 else per_query, caller) is not None
     if grouped:  # one target per grouping set (every group of a set has the same target)
         from mmopt.hierarchy.maxvar import set_targets
         tau = _to_variance(set_targets(workload, targets, caller), kind, alpha, delta, caller)
@@ -255,7 +255,7 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
                        tol=tol, max_iterations=max_iterations, verbose=False)
     elif routed:  # one Kronecker product, a dense workload built from one, a union of them past the dense limit
         # (one target per exchangeable query class), prefix sums / all ranges of ≤ 4,096 cells
-        tau = _to_variance(check_targets(targets, workload.n_queries, caller), kind, alpha, delta, caller)
+        tau = _to_variance(per_query, kind, alpha, delta, caller)
         one = np.ndim(targets) == 0  # a product's route takes one number; τ is every query's
         res = optimize(workload, privacy=unit, targets=float(tau[0]) if one else tau, tol=tol,
                        max_iterations=max_iterations, verbose=False)

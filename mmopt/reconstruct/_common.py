@@ -189,7 +189,7 @@ def safe_norm(v: np.ndarray) -> float:
 
 
 def kkt_scale(start: np.ndarray, c: np.ndarray, lipschitz: float, total: float | None,
-              zeros: np.ndarray | None, tol: float = 1e-8) -> float:
+              zeros: np.ndarray | None, tol: float) -> float:
     """The iterative solvers' KKT scale: min(‖x̂ − P_C(x̂)‖, ‖P_C(x̂)‖) for the unconstrained minimiser x̂ = ``start``.
 
     The smaller of the correction the constraints force (noise-sized) and the estimate (count-sized), so the

@@ -134,7 +134,7 @@ def _solve(Q, c: np.ndarray, L: float, start: np.ndarray, grams, first: str, tot
     shrinks d by more than ``REFINE_GAIN``. Where the first stage had converged the probe costs ``REFINE_PROBE``
     or a twentieth of its steps (NNLS after H₂ ⊗ H₂ on 10⁶ cells: 2–5 % of the time, the same answers; on
     160,000 cells d moved by 10⁻¹⁰ of itself; benchmarks/bench_reconstruct.py). A refinement stage that runs out
-    of iterations does not raise: the first stage's certificate stands, the closer point is kept if it meets it,
+    of iterations does not raise: the last stage's certificate stands, the closer point is kept if it meets it,
     and a RuntimeWarning says the answer may be short of the optimum.
     """
     if zeros is not None and zeros.all():
