@@ -136,26 +136,40 @@ def _run_product(W, call: Call, t0: float) -> OptimizeResult:
     """One Kronecker product w·(W₁ ⊗ … ⊗ W_d) at any size: a query's variance under A₁ ⊗ … ⊗ A_d is w²∏ᵢ of its
     factors' (and Δ₂ multiplies), so the product of the factors' minimax strategies has largest variance
     w²∏ᵢ Vᵢ; the bound w²∏ᵢ gᵢ is certified because the L2 dual at product weights is the product of the factors'
-    scale-optimised duals, each at least gᵢ (the argument of :mod:`mmopt.structured.dual_bound`)."""
+    scale-optimised duals, each at least gᵢ (the argument of :mod:`mmopt.structured.dual_bound`). A factor of
+    prefix sums or all ranges is solved in prefix coordinates (:func:`_range_minimax`, whose γ₂ dual T(λ, μ)² is
+    of the same form), the others by the dense minimax over their rows."""
     from mmopt.dense._strategy_core import Strategy
     from mmopt.search.max_variance import solve_max_variance
     from mmopt.structured.strategies import kron_strategy
 
     tau = 1.0 if call.targets is None else float(  # one number (product_route), or every query's equal one
         check_targets(call.targets, 1 if np.ndim(call.targets) == 0 else W.n_queries, CALLER, per=None)[0])
-    term = W.terms[0]
-    tol = (call.tol or 1e-4) / len(term.factors)  # the factors' gaps compound
-    factors, variances, upper, lower, iterations, statuses = [], [], term.weight**2 / tau, term.weight**2 / tau, 0, []
-    for F in term.factors:
-        _, rows = dense_rows(F, CALLER)
-        sol = solve_max_variance(rows, tol=tol, max_iterations=call.max_iterations or 500)
-        A = Strategy.from_gram(sol.gram, name="max_variance")
-        top, v = max_ratio(rows, A, np.ones(rows.shape[0]), "l2")
-        factors.append(A)
-        variances.append(v)
-        upper, lower = upper * top, lower * sol.lower_bound
+    term, tol = W.terms[0], call.tol or 1e-4
+    d = len(term.factors)
+    # the factors' gaps compound (1 − gap = ∏ᵢ gᵢ/Vᵢ), so each takes what those before it left of tol, the dense
+    # ones first: beside total(2), whose gap is 0, all ranges of 256 cells get all of tol (at tol/2 they stopped at
+    # 1,000 steps, user_limit)
+    order = sorted(range(d), key=lambda i: range_kind(term.factors[i]) is not None)
+    solved, kept, iterations, statuses, solvers = [None] * d, 1.0, 0, [], []
+    for j, i in enumerate(order):
+        F, share = term.factors[i], 1.0 - ((1.0 - tol) / kept) ** (1.0 / (d - j))
+        share = share if share > 0 else tol / d  # (a factor before ran out: no certificate, the others as before)
+        if (ranges := range_kind(F)) is not None:  # in prefix coordinates (prefix(1024) ⊗ total(2): > 60 s dense)
+            A, v, sol = _range_minimax(*ranges, np.ones(F.n_queries), share, call.max_iterations)
+            solver = "mmopt-range-minimax"
+        else:
+            _, rows = dense_rows(F, CALLER)
+            sol = solve_max_variance(rows, tol=share, max_iterations=call.max_iterations or 500)
+            A = Strategy.from_gram(sol.gram, name="max_variance")
+            v, solver = max_ratio(rows, A, np.ones(rows.shape[0]), "l2")[1], "mmopt-l2-newton"
+        solved[i], kept = (A, v, sol.lower_bound), kept * sol.lower_bound / float(np.max(v))
         iterations += sol.iterations
         statuses.append(sol.status)
+        solvers += [] if solver in solvers else [solver]
+    factors, variances = [s[0] for s in solved], [s[1] for s in solved]
+    upper = term.weight**2 / tau * float(np.prod([np.max(v) for v in variances]))
+    lower = term.weight**2 / tau * float(np.prod([s[2] for s in solved]))
     strategy = kron_strategy(*factors, name="max_variance")
     status = worst_status(statuses)  # a factor that ran out of iterations is "user_limit", not "optimal_inaccurate"
     message = (f"Product of the factors' minimax strategies: largest variance{'' if tau == 1 else ' / target'} "
@@ -165,7 +179,7 @@ def _run_product(W, call: Call, t0: float) -> OptimizeResult:
     if W.n_queries <= PER_QUERY_LIMIT:  # each query's variance, w²∏ᵢ of its factors' (Δ₂ multiplies), row order
         extra["per_query_variance"] = term.weight**2 * functools.reduce(np.multiply.outer, variances).ravel()
     return OptimizeResult(strategy, "l2", upper, bound, status, status in SUCCESS, message, "max_variance",
-                          "mmopt-l2-newton", iterations, time.perf_counter() - t0, upper, bound, (), extra)
+                          "+".join(solvers), iterations, time.perf_counter() - t0, upper, bound, (), extra)
 
 
 def _product_twin(workload, targets):
@@ -289,17 +303,23 @@ def range_kind(workload) -> tuple[str, int] | None:
 def _run_ranges(kind: str, n: int, m: int, call: Call, t0: float) -> OptimizeResult:
     """Prefix sums and all ranges of ≤ 4,096 cells under any per-query targets: the γ₂ minimax over edge weights
     in prefix coordinates, O(n²) per step without the query rows (:mod:`mmopt.toeplitz.maxvar`), certified."""
+    tau = np.ones(m) if call.targets is None else check_targets(call.targets, m, CALLER)
+    A, variance, sol = _range_minimax(kind, n, tau, call.tol or 1e-4, call.max_iterations)
+    how = (f"Minimax over query and cell weights ({kind} of {n:,} cells in prefix coordinates)", "(γ₂ dual) ")
+    return _gamma2_result(A, variance, tau, sol, how, "mmopt-range-minimax", call, t0)
+
+
+def _range_minimax(kind: str, n: int, tau: np.ndarray, tol: float, max_iterations: int | None):
+    """(A, its per-query variances at unit privacy in row order, the RangeSolution) of the γ₂ minimax in prefix
+    coordinates (:mod:`mmopt.toeplitz.maxvar`); the variances are the returned strategy's own, not the search's."""
     from mmopt.dense._strategy_core import Strategy
     from mmopt.toeplitz import maxvar as rm
 
-    tau = np.ones(m) if call.targets is None else check_targets(call.targets, m, CALLER)
-    sol = rm.solve(kind, n, tau, tol=call.tol or 1e-4, max_iterations=call.max_iterations or 1_000)
+    sol = rm.solve(kind, n, tau, tol=tol, max_iterations=max_iterations or 1_000)
     A = Strategy.from_gram(sol.gram, name="max_variance")
     a, b = rm.edges(kind, n)
-    X = A.matrix.T @ A.matrix  # the returned strategy's own Gram, scored exactly (not the search's X)
-    variance = rm.variances(X, a, b) * float(np.max(np.diag(X)))  # Δ₂² = the largest column norm²
-    how = (f"Minimax over query and cell weights ({kind} of {n:,} cells in prefix coordinates)", "(γ₂ dual) ")
-    return _gamma2_result(A, variance, tau, sol, how, "mmopt-range-minimax", call, t0)
+    X = A.matrix.T @ A.matrix
+    return A, rm.variances(X, a, b) * float(np.max(np.diag(X))), sol  # Δ₂² = the largest column norm²
 
 
 def _run_grouping_orbits(W, call: Call, t0: float) -> OptimizeResult:

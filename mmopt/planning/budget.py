@@ -120,6 +120,20 @@ def _any_epsilon(c_max: float, delta: float):
                      "smallest ε. Tighten the targets, or lower delta.")
 
 
+def _gaussian_route(workload, targets, caller: str) -> bool:
+    """Whether optimize's Gaussian product routes take ``workload`` with ``targets`` (for a Laplace refusal's
+    remedy; a union the symmetry route refuses, or bad targets, say no)."""
+    from mmopt.family.maxvar_routes import PER_QUERY_LIMIT, product_route
+    from mmopt.family.targets import check_targets
+    if np.ndim(targets) != 0 and workload.n_queries > PER_QUERY_LIMIT:
+        return False
+    try:
+        per = targets if np.ndim(targets) == 0 else check_targets(targets, workload.n_queries, caller)
+        return product_route(workload, per, caller) is not None
+    except ValueError:
+        return False
+
+
 def _smallest_epsilon(c_max: float, delta: float, *, upper: bool, calibration: str = "analytic") -> float:
     """The smallest ε with c(ε, δ) ≤ ``c_max``: its feasible end (``upper``) or its certified lower end."""
     if calibration == "release":
@@ -265,9 +279,12 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
         check_dense_size(workload, caller, gaussian=delta > 0)
         dense = _dense(workload, "max_variance")  # its rows are built once, by the search
         if dense.matrix is None and dense.family == "gram":  # was refused as optimize's objective='max_variance'
+            remedy = "Build it with mmopt.Workload.from_matrix(W)."
+            if delta == 0 and _gaussian_route(workload, targets, caller):  # (the rows were the wrong remedy)
+                remedy = ("Plan it under Gaussian noise (delta > 0), whose route takes this workload without its "
+                          "rows, or build it with mmopt.Workload.from_matrix(W).")
             raise ValueError(f"The 'workload' parameter of {caller} must list its queries: '{dense.name}' holds only "
-                             "its Gram, and each query's variance needs its row. Build it with "
-                             "mmopt.Workload.from_matrix(W).")
+                             f"its Gram, and each query's variance needs its row. {remedy}")
         tau = _to_variance(check_targets(targets, dense.n_queries, caller), kind, alpha, delta, caller)
         res = optimize(dense, privacy=unit, targets=tau, tol=tol, max_iterations=max_iterations, verbose=False)
     V, V_low = res.objective, res.lower_bound  # max vᵢ/τᵢ at unit variance factor (c = 1)
