@@ -8,6 +8,8 @@ of any mechanism, and not private itself.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from mmopt.records import counts as rc
@@ -68,16 +70,22 @@ def _codes_frame(frame, domain: Domain):
             continue
         col = out[a.name]
         if a.edges is not None and not np.issubdtype(np.asarray(col).dtype, np.number):
-            lab = {lb: j for j, lb in enumerate(a.labels)}
-            mids = [_inside(a.edges[j], a.edges[j + 1]) for j in range(a.size)]
-            out[a.name] = np.array([mids[lab[v]] for v in np.asarray(col, dtype=object)], dtype=np.float64)
+            inside = {lb: _inside(a.edges[j], a.edges[j + 1]) for j, lb in enumerate(a.labels)}
+            values = np.asarray(col, dtype=object)
+            missing = pd.isna(values)  # dropped, as a missing value of the records is
+            if unknown := sorted({str(v) for v, m in zip(values, missing, strict=True) if not m and v not in inside}):
+                raise ValueError(f"The 'synthetic' parameter of workload_error must hold the bin labels of "
+                                 f"'{a.name}' ({', '.join(a.labels)}) or numbers. Got {unknown[:3]} instead.")
+            out[a.name] = np.array([np.nan if m else inside[v] for v, m in zip(values, missing, strict=True)],
+                                   dtype=np.float64)
         elif hasattr(col, "cat"):
             out[a.name] = np.asarray(col.astype(object))
     return out
 
 
 def _inside(lo: float, hi: float) -> float:
-    """A value of the bin [lo, hi): lo when finite, else just below hi."""
+    """A value of the bin [lo, hi): lo when finite, else the float just below hi (hi − 1 rounds to hi past 2⁵³:
+    a bin (−inf, 1e20) was counted in the next one)."""
     if np.isfinite(lo):
         return float(lo)
-    return float(hi) - 1.0 if np.isfinite(hi) else 0.0
+    return math.nextafter(float(hi), -math.inf) if np.isfinite(hi) else 0.0
