@@ -207,3 +207,9 @@ def round_up(q: Fraction) -> float:
     except OverflowError:
         return math.inf if q > 0 else -math.nextafter(math.inf, 0.0)
     return math.nextafter(f, math.inf) if Fraction(f) < q else f
+
+
+def round_down(q: Fraction) -> float:
+    """The largest float ≤ q (q below the largest float): a share of a budget, never rounded up."""
+    f = float(q)
+    return math.nextafter(f, -math.inf) if Fraction(f) > q else f

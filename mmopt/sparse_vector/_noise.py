@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from fractions import Fraction
 
 import numpy as np
+
+from mmopt.accounting._zcdp import round_up
 
 Sampler = Callable[[float], float]
 
@@ -35,7 +38,7 @@ def laplace_sampler(shift: float, epsilon: float, *, rng: np.random.Generator | 
 
     ``rng`` a numpy Generator: seeded numpy noise (simulation only). ``rng`` None: OpenDP's vetted sampler.
     """
-    scale = shift / epsilon
+    scale = round_up(Fraction(shift) / Fraction(epsilon)) if epsilon > 0 else math.inf  # (a cost shift/b ≤ ε)
     if not math.isfinite(scale) or scale < np.finfo(float).tiny:
         raise ValueError(f"{caller}: the Laplace noise scale {shift:.3g}/{epsilon:.3g} = {scale!r} is outside "
                          "float64's normal range, so the noise cannot be drawn. Use a moderate epsilon and "

@@ -36,7 +36,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from mmopt.accounting._zcdp import gaussian_rho, round_up
+from mmopt.accounting._zcdp import gaussian_rho, round_down, round_up
 from mmopt.records import counts as rc
 from mmopt.structured.release import upper_sensitivity
 from mmopt.structured.residual import plan
@@ -168,9 +168,7 @@ class Curator:
     @property
     def remaining(self) -> float:
         """The budget left, rounded down to a float."""
-        left = Fraction(self.budget) - self.spent
-        f = float(left)
-        return math.nextafter(f, -math.inf) if Fraction(f) > left else f
+        return round_down(Fraction(self.budget) - self.spent)
 
     def _charge(self, step: Step) -> None:
         if self.spent + Fraction(step.rho) > Fraction(self.budget):

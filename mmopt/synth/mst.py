@@ -74,6 +74,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from mmopt.accounting._zcdp import round_down
 from mmopt.adaptive._noise import Noise
 from mmopt.records import counts as rc
 from mmopt.records.domain import Domain, check_domain
@@ -123,9 +124,7 @@ class _Components:
 
 def _share(rho: float, fraction: Fraction) -> float:
     """ρ·fraction rounded down to a float (never a rounded-up share of the budget)."""
-    exact = Fraction(rho) * fraction
-    f = float(exact)
-    return math.nextafter(f, -math.inf) if Fraction(f) > exact else f
+    return round_down(Fraction(rho) * fraction)
 
 
 def mst(records, domain: Domain, privacy, seed=None, *, compress: bool = True, workload=None) -> Synthetic:
