@@ -313,20 +313,25 @@ def _simulate_hierarchy(W, A, x, privacy, **kw):
                      "(OpenDP noise; its answers carry their exact variances).")
 
 
+def _least_squares_only(what: str, reconstruct, total, zeros, reconstruct_options) -> None:
+    """A family that releases the least-squares answers refuses the reconstruction arguments (options too: they
+    were dropped silently, where the dense path refuses least squares' options)."""
+    if reconstruct != "least_squares" or total is not None or zeros is not None or reconstruct_options:
+        raise ValueError(f"release: {what} releases the least-squares answers (exact variances); reconstruct, "
+                         "total, zeros and reconstruct_options are not available for it. Drop them.")
+
+
 def _release_hierarchy(W, A, x, privacy, *, noise_scale=None, reconstruct="least_squares", total=None, zeros=None,
-                       **_):
+                       reconstruct_options=None):
     from mmopt.hierarchy.release import release as hierarchy_release
-    if reconstruct != "least_squares" or total is not None or zeros is not None:
-        raise ValueError("release: a hierarchy strategy releases the least-squares answers (exact variances); "
-                         "reconstruct, total and zeros are not available for it. Drop them.")
+    _least_squares_only("a hierarchy strategy", reconstruct, total, zeros, reconstruct_options)
     return hierarchy_release(W, A, x, privacy, noise_scale=noise_scale)
 
 
-def _release_orbit(W, A, x, privacy, *, noise_scale=None, reconstruct="least_squares", total=None, zeros=None, **_):
+def _release_orbit(W, A, x, privacy, *, noise_scale=None, reconstruct="least_squares", total=None, zeros=None,
+                   reconstruct_options=None):
     from mmopt.structured.orbit_release import release as orbit_release
-    if reconstruct != "least_squares" or total is not None or zeros is not None:
-        raise ValueError("release: an OrbitStrategy releases the least-squares answers (exact variances); "
-                         "reconstruct, total and zeros are not available for it. Drop them.")
+    _least_squares_only("an OrbitStrategy", reconstruct, total, zeros, reconstruct_options)
     return orbit_release(W, A, x, privacy, noise_scale=noise_scale)
 
 

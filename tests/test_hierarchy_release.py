@@ -62,6 +62,9 @@ def test_release_refuses_laplace_and_simulation():
         mmopt.matrix_mechanism(W, A, x, mmopt.Privacy(1.0, 1e-6))
     with pytest.raises(ValueError, match="histogram of shape"):
         mmopt.release(W, A, x[:2], mmopt.Privacy(1.0, 1e-6))
+    # options were dropped silently (the dense path refuses least squares' options; a helper's probe)
+    with pytest.raises(ValueError, match="release: a hierarchy strategy .* reconstruct_options are not available"):
+        mmopt.release(W, A, x, mmopt.Privacy(1.0, 1e-6), reconstruct_options={"bogus": 1})
 
 
 @pytest.mark.parametrize("family", ["residual", "nodes"])

@@ -113,6 +113,8 @@ def test_answers_table_lists_the_release_s_exact_standard_errors(planned):
     x = np.arange(W.domain_size, dtype=float).reshape(W.shape) % 4
     out = mmopt.release(W, A, x, GAUSS)
     assert out.measurements.size == A.n_rows
+    with pytest.raises(ValueError, match="release: an OrbitStrategy .* reconstruct_options are not available"):
+        mmopt.release(W, A, x, GAUSS, reconstruct_options={"max_iterations": 5})  # (was dropped silently)
     table = answers_table(out, W, A, alpha=0.05)
     Wd = W.dense()
     flat = mmopt.release(W, A, x.ravel(), GAUSS)  # flat, as the implicit release takes it (refused: "of shape")
