@@ -128,3 +128,18 @@ def test_stream_and_records_marginal_workloads_are_simulated_like_their_twins():
     T = mmopt.optimize(wl.prefix(16), method="toeplitz", privacy=g).strategy  # a stream strategy, too
     e = mmopt.monte_carlo(toeplitz.prefix(16), T, np.arange(16.0), g, runs=20, seed=0)
     assert e.expected == pytest.approx(mmopt.evaluate(wl.prefix(16), T.to_strategy(), g).total_squared_error)
+
+
+def test_the_interval_is_student_t_and_covers_near_its_level_at_few_runs():
+    """mean ± 1.96·s/√R at every R covered the exact expectation in 64 % of calls at R = 2 and 79 % at R = 5 (a
+    helper's probe): the t quantile now. Oracles: scipy's t quantile on the per-run totals, and the exact
+    expectation (mmopt.evaluate) over independent seeded calls."""
+    from scipy import stats
+    W, H = mmopt.workload.prefix(8), mmopt.strategy.hierarchical(8)
+    r = mmopt.monte_carlo(W, H, np.zeros(8), mmopt.Privacy(1.0), runs=2, seed=3)
+    half = stats.t.ppf(0.975, 1) * r.per_run_total.std(ddof=1) / np.sqrt(2)
+    assert (r.total_ci.low, r.total_ci.high) == pytest.approx((r.total_squared_error - half,
+                                                               r.total_squared_error + half), rel=1e-12)
+    calls = [mmopt.monte_carlo(W, H, np.zeros(8), mmopt.Privacy(1.0), runs=5, seed=1000 + s) for s in range(300)]
+    coverage = np.mean([c.total_ci.low <= c.expected <= c.total_ci.high for c in calls])
+    assert coverage >= 0.83  # 0.87 measured (the totals' skew costs the rest); the normal quantile gave 0.79

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 import mmopt
 from mmopt import strategy as st
@@ -71,7 +72,8 @@ def test_ci_shrinks_like_one_over_root_runs():
     for runs in (400, 1600, 6400):
         r = mmopt.monte_carlo(W, A, x, EPS1, runs=runs, seed=9)
         widths[runs] = r.total_ci.high - r.total_ci.low
-        assert widths[runs] == pytest.approx(2 * 1.959963984540054 * r.total_std / math.sqrt(runs), rel=1e-12)
+        t = stats.t.ppf(0.975, runs - 1)  # Student's t (→ 1.96)
+        assert widths[runs] == pytest.approx(2 * t * r.total_std / math.sqrt(runs), rel=1e-12)
     # quadrupling the runs halves the width, up to the sampling error of s
     assert widths[400] / widths[1600] == pytest.approx(2.0, rel=0.15)
     assert widths[1600] / widths[6400] == pytest.approx(2.0, rel=0.1)
