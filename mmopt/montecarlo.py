@@ -152,6 +152,9 @@ def _truth(workload, strategy, x, caller: str) -> tuple[np.ndarray, float, int]:
         except ValueError as exc:
             raise ValueError(f"{caller} needs the query matrix W to measure per-query errors: {exc}") from None
         truth = W @ x
+    if np.any(x < 0):  # (the mechanism's own check named matrix_mechanism, which the user did not call)
+        raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative "
+                         "entries.")
     if isinstance(strategy, ImplicitStrategy):
         p = strategy.n_rows
     elif dispatch._stream_native(strategy):  # n × n, lower triangular

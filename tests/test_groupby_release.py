@@ -251,3 +251,15 @@ def test_a_bad_source_is_named_as_the_user_called_it(people, tmp_path):
                 call(src)
         with pytest.raises(TypeError, match=f"{needle} must be a pandas DataFrame"):
             call(np.zeros(3))
+
+
+@pytest.mark.parametrize("sets, exc, match", [
+    ([("foo",)], ValueError, r"'grouping_sets' parameter of release_grouping_sets names 'foo'"),
+    (["state"], TypeError, r"'grouping_sets' parameter .* Got 'state' as a set; write \('state',\)"),
+    ("state", TypeError, r"'grouping_sets' parameter of release_grouping_sets must be a list .* Got str"),
+])
+def test_release_grouping_sets_names_its_own_parameter(people, sets, exc, match):
+    # it said "The 'workload' parameter of release_grouping_sets names attribute 's'" (a parameter it does not
+    # have, and a string set split into letters; a helper's probe)
+    with pytest.raises(exc, match=match):
+        gr.release_grouping_sets(sets, people, D, mmopt.Privacy(1.0))

@@ -140,7 +140,7 @@ def test_validation():
         mmopt.monte_carlo(W, A, X8, EPS1, progress="yes")
     with pytest.raises(ValueError, match="length 8"):
         mmopt.monte_carlo(W, A, X8[:5], EPS1, runs=3)
-    with pytest.raises(ValueError, match="counts >= 0"):
+    with pytest.raises(ValueError, match="'x' parameter of monte_carlo must hold counts >= 0"):  # (matrix_mechanism's)
         mmopt.monte_carlo(W, A, -X8, EPS1, runs=3)
     with pytest.raises(ValueError, match="does not support"):
         mmopt.monte_carlo(W, np.eye(8)[:4], X8, EPS1, runs=3)

@@ -67,8 +67,27 @@ def release_grouping_sets(grouping_sets, records, domain: Domain, privacy: Priva
     For plain attributes the grouping sets are the marginals of one workload, released by
     :func:`mmopt.records.release_marginals` (same arguments, same numbers). Repeated sets are measured once.
     """
+    caller = "release_grouping_sets"
+    check_domain(domain, caller=caller)
+    _check_sets(grouping_sets, domain, caller)
     return _grouping_sets(grouping_sets, records, domain, privacy, strategy=strategy, seed=seed, accountant=accountant,
-                          label=label, caller="release_grouping_sets", name="records")
+                          label=label, caller=caller, name="records")
+
+
+def _check_sets(grouping_sets, domain: Domain, caller: str) -> None:
+    """Refusals naming 'grouping_sets' (they named a 'workload' parameter the caller does not have, and a string
+    set was split into its letters: "names attribute 's'"; a helper's probe)."""
+    example = "e.g. [('state', 'sex'), ('state',), ()]"
+    if isinstance(grouping_sets, str) or not hasattr(grouping_sets, "__iter__"):
+        raise TypeError(f"The 'grouping_sets' parameter of {caller} must be a list of grouping sets, each a tuple of "
+                        f"attribute names ({example}). Got {type(grouping_sets).__name__} instead.")
+    for S in grouping_sets:
+        if isinstance(S, str) or not hasattr(S, "__iter__"):
+            raise TypeError(f"The 'grouping_sets' parameter of {caller} must hold tuples of attribute names "
+                            f"({example}). Got {S!r} as a set; write ({S!r},) for a one-attribute set.")
+        if unknown := [c for c in S if isinstance(c, str) and c not in domain.names]:
+            raise ValueError(f"The 'grouping_sets' parameter of {caller} names {unknown[0]!r}, which is not an "
+                             f"attribute of the domain {list(domain.names)}.")
 
 
 def _grouping_sets(grouping_sets, records, domain: Domain, privacy: Privacy, *, strategy, seed, accountant, label,
