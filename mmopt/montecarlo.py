@@ -283,7 +283,7 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
         if bar is not None:
             bar.close()
     mean, std = float(T.mean()), float(T.std(ddof=1))
-    ci = _normal_ci(mean, std, runs)
+    ci = _t_ci(mean, std, runs)
     pk_mean = float(peak.mean())
     # divided twice, not by x_l1²: counts of 1e300 overflowed the square (OverflowError after every run was drawn)
     scaled = None if x_l1 == 0 else (float(l1.mean()) / x_l1, mean / m / x_l1 / x_l1, float(l2.mean()) / x_l1)
@@ -292,7 +292,7 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
         mean, std, ci, float(report.total_squared_error) if reconstruct == "least_squares" else None,
         bool(exact), math.sqrt(mean / m),
         Interval(math.sqrt(max(ci.low, 0.0) / m), math.sqrt(ci.high / m), method=ci.method + ", mapped by √(·/m)"),
-        pk_mean, _normal_ci(pk_mean, float(peak.std(ddof=1)), runs),
+        pk_mean, _t_ci(pk_mean, float(peak.std(ddof=1)), runs),
         *(scaled or (None, None, None)), runs, m, reconstruct, total, privacy, int(ss.entropy), batch,
         time.perf_counter() - t0, T)
 
@@ -320,7 +320,7 @@ def _check_runs(runs: int, per_run: float) -> int:
                                "calls with different seeds, or raise mmopt._base.guards.MAX_WORK.")
 
 
-def _normal_ci(mean: float, std: float, runs: int) -> Interval:
+def _t_ci(mean: float, std: float, runs: int) -> Interval:
     """mean ± t_{0.975, R−1}·s/√R: the normal quantile 1.96 at every R covered 64 % at R = 2 and 79 % at R = 5
     (prefix(8), H₂; a helper's probe); t is exact for normal totals, and the skew of squared errors still costs
     a few points at small R (measured in :func:`monte_carlo`'s notes)."""
