@@ -208,7 +208,8 @@ def test_the_loss_grid_is_the_fine_one_unless_the_range_needs_more_points():
     assert pl.loss_grid(far, fine) == pytest.approx(10.0 / pl.MAX_POINTS)
 
 
-@pytest.mark.parametrize("kind, a", [("laplace", 0.5), ("laplace", 20.0), ("gaussian", 0.3), ("gaussian", 4.0)])
+@pytest.mark.parametrize("kind, a", [("laplace", 0.5), ("laplace", 20.0), ("gaussian", 4.0),
+                                     pytest.param("gaussian", 0.3, marks=pytest.mark.slow)])  # (its oracle: 43 s)
 def test_a_release_past_the_total_by_itself_is_refused_by_its_exact_profile(kind, a):
     """The at-once refusal (a release by itself past the total; its composition with anything is too) agrees with
     dp-accounting's pessimistic PLD of that release: it refuses only what the PLD refuses, and everything clearly
