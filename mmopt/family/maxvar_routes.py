@@ -150,13 +150,14 @@ def _run_product(W, call: Call, t0: float) -> OptimizeResult:
     # the factors' gaps compound (1 − gap = ∏ᵢ gᵢ/Vᵢ), so each takes what those before it left of tol, the dense
     # ones first: beside total(2), whose gap is 0, all ranges of 256 cells get all of tol (at tol/2 they stopped at
     # 1,000 steps, user_limit)
-    order = sorted(range(d), key=lambda i: range_kind(term.factors[i]) is not None)
+    ranges = [range_kind(F) for F in term.factors]
+    order = sorted(range(d), key=lambda i: ranges[i] is not None)
     solved, kept, iterations, statuses, solvers = [None] * d, 1.0, 0, [], []
     for j, i in enumerate(order):
         F, share = term.factors[i], 1.0 - ((1.0 - tol) / kept) ** (1.0 / (d - j))
         share = share if share > 0 else tol / d  # (a factor before ran out: no certificate, the others as before)
-        if (ranges := range_kind(F)) is not None:  # in prefix coordinates (prefix(1024) ⊗ total(2): > 60 s dense)
-            A, v, sol = _range_minimax(*ranges, np.ones(F.n_queries), share, call.max_iterations)
+        if ranges[i] is not None:  # in prefix coordinates (prefix(1024) ⊗ total(2): > 60 s dense)
+            A, v, sol = _range_minimax(*ranges[i], np.ones(F.n_queries), share, call.max_iterations)
             solver = "mmopt-range-minimax"
         else:
             _, rows = dense_rows(F, CALLER)

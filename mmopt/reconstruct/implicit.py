@@ -155,7 +155,7 @@ def _solve(Q, c: np.ndarray, L: float, start: np.ndarray, grams, first: str, tot
         refine = min(max(tol, REFINE_TOL), tol * outer / tighter)
         tight = kkt_residual(h, Q(h) - c, L, tighter, total, zeros)  # one product: h's own certificate there
         if tight <= refine:
-            res, scale = tight * tighter / outer, tighter
+            res = tight * tighter / outer
             break
         short = (f"{what}: the solution met tol = {tol:g} relative to a coarser KKT scale ({outer:.3g}) but not "
                  f"{refine:.3g} relative to the metric correction ({tighter:.3g}) in {max_iterations:,} iterations, "
