@@ -177,3 +177,18 @@ def test_row_classes_do_not_depend_on_the_factors_scale(scale):
         else:
             assert red.n_classes == reference[0] == 6
             assert oracle.max() == pytest.approx(c * c * reference[1], rel=1e-5)
+
+
+def test_a_block_past_the_allocation_limit_is_refused_before_it_is_built():
+    """All ranges of 64 ⊗ 32 cells in a union passed the block and query counts and asked numpy for 16.8 GiB (plan
+    under either noise was killed for memory): refused by its size now, and plan falls back to its own refusal."""
+    import mmopt
+    from mmopt import workload as wl
+    from mmopt.structured import orbit_maxvar as om
+    from mmopt.structured import workloads as sw
+    U = sw.union([sw.kron(wl.all_range(64), wl.all_range(32))] * 5)
+    with pytest.raises(ValueError, match=r"plan: the largest symmetry block of .* would need"):
+        om.reduce(U, "plan")
+    for delta in (0.0, 1e-6):
+        with pytest.raises(ValueError, match="holds only its Gram"):
+            mmopt.plan(U, 4.0, delta=delta)

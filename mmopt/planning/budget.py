@@ -125,7 +125,7 @@ def _gaussian_route(workload, targets, caller: str) -> bool:
     remedy; a union the symmetry route refuses, or bad targets, say no)."""
     from mmopt.family.maxvar_routes import PER_QUERY_LIMIT, product_route
     from mmopt.family.targets import check_targets
-    if np.ndim(targets) != 0 and workload.n_queries > PER_QUERY_LIMIT:
+    if workload.n_queries > PER_QUERY_LIMIT:  # plan refuses it under Gaussian noise too, whatever the targets
         return False
     try:
         per = targets if np.ndim(targets) == 0 else check_targets(targets, workload.n_queries, caller)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mmopt._base.validation import check_int, check_real, check_vector
+from mmopt._base.validation import check_allocation, check_int, check_real, check_vector
 from mmopt.structured.gamma2 import RIDGE, ascend
 from mmopt.structured.orbits import Orbits, attribute_orbits, row_signatures
 
@@ -90,6 +90,13 @@ def reduce(workload, caller: str = "optimize") -> Reduction:
                          f"in the commutant handles at most {MAX_COMBINATIONS:,} blocks of ≤ {MAX_BLOCK:,} and "
                          f"{MAX_QUERIES:,} queries.")
     sig = [{key: row_signatures(orbits[j], F) for key, F in mj.items()} for j, mj in enumerate(matrices)]
+    # the largest block's rows × columns, refused before it is built (with its scaled copy): all ranges of 64 ⊗ 32
+    # cells in a union passed the counts above and asked numpy for 16.8 GiB (a review of plan's routes)
+    peak = max(sum(math.prod(x[0].shape[0] if cj < 0 else x[1].shape[0] for x, cj in
+                             zip((sig[j][id(F)] for j, F in enumerate(t.factors)), c, strict=True))
+                   for t in workload.terms) * math.prod(o.r for o, cj in zip(orbits, c, strict=True) if cj < 0)
+               for c in combos)
+    check_allocation(2 * peak, what=f"the largest symmetry block of '{workload.name}'", caller=caller)
     per_term, query_class, sizes, start = [], [], [], 0
     for t in workload.terms:
         s = [sig[j][id(F)] for j, F in enumerate(t.factors)]
