@@ -125,6 +125,20 @@ def test_union_least_squares_with_counts_large_against_the_noise():
     assert rel.estimate is not None and np.allclose(rel.estimate.ravel(), x, rtol=1e-6)
 
 
+def test_union_least_squares_is_scale_free_at_the_ends_of_the_float_range():
+    """x̂ = A⁺y is linear in y. Counts near 1e300 overflowed ‖y‖ inside LSMR and were refused ("normal-equation
+    residual 0 > 1e-10"); near 1e-300 LSMR's norms underflowed and x̂ = 0 came back as if solved. Both now equal
+    the dense solution (a consistent system: y = A x)."""
+    A = st.stack([st.kron(st.identity(2), st.identity(3)), st.kron(st.hierarchical(2), st.identity(3))])
+    Ad = A.dense()
+    for big in (1e300, 1e-300):
+        x = big * np.arange(1, 7.0)
+        xhat, info = mechanism.least_squares(A, Ad @ x)
+        np.testing.assert_allclose(xhat.ravel(), x, rtol=1e-9)
+    xhat, info = mechanism.least_squares(A, np.zeros(Ad.shape[0]))
+    assert not np.any(xhat) and info.iterations == 0
+
+
 def test_a_square_union_of_full_rank_is_solved_on_every_draw():
     """A 48×48 union of condition 41 (a consistent system): LSMR stops by ‖r‖ ≤ btol‖y‖ + atol‖A‖‖x̂‖, which the
     acceptance test read without its second term, so a third of Laplace draws were refused after the noise."""

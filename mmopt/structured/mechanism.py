@@ -114,6 +114,12 @@ def least_squares(strategy: ImplicitStrategy, y, *, tol: float = DEFAULT_TOL,
                         rmatvec=lambda r: strategy_apply_transpose(strategy, r).ravel())
     limit = max(1000, 10 * min(N, 10**4)) if max_iterations is None else v.check_int(
         max_iterations, name="max_iterations", caller=caller)
+    # x̂ = A⁺y is linear in y: solve for y/s, s = max|y|, so that the norms below cannot overflow (counts near 1e300
+    # read "residual 0 > tol" — ‖y‖ was inf) nor underflow; LSMR's tests are scale-free
+    scale = float(np.abs(y).max())
+    if scale == 0.0:
+        return np.zeros(shape), SolveInfo("lsmr", 0, 0.0, tol)
+    y = y / scale
     out = lsmr(op, y, atol=tol, btol=tol, maxiter=limit)
     xhat, istop, itn, normA = out[0], out[1], out[2], out[5]
     r = y - op.matvec(xhat)
@@ -135,7 +141,7 @@ def least_squares(strategy: ImplicitStrategy, y, *, tol: float = DEFAULT_TOL,
                          "Solve again with a larger max_iterations or tol, mmopt.structured.least_squares(strategy, "
                          "y, tol=..., max_iterations=...) (a release returns y as .measurements), or use a "
                          "better-conditioned strategy.")
-    return xhat.reshape(shape), SolveInfo("lsmr", int(itn), rel, tol)
+    return scale * xhat.reshape(shape), SolveInfo("lsmr", int(itn), rel, tol)
 
 
 @dataclass(frozen=True, eq=False)
