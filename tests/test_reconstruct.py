@@ -333,6 +333,46 @@ def test_a_known_total_is_met_whatever_the_data_and_its_size():
 
 
 @pytest.mark.parametrize("method", ["nnls", "projection"])
+def test_the_implicit_solvers_are_scale_free(method):
+    """The minimiser over C is positively homogeneous in (y, total). The implicit solvers' KKT scales had absolute
+    floors (an ulp of 1): at counts of 1e-30 the first step passed the test and x̂ came back clamped, silently; at
+    1e200 the metric overflowed to NaN and 100,000 steps ran out with a warning. Oracle: the dense route's exact
+    solvers on the same draw at unit scale — h itself for NNLS (A has full column rank: one minimiser), the
+    objective (h − x̂)ᵀG(h − x̂) for the projection (G of 1-way marginals has rank 6 of 12: many minimisers)."""
+    A = st.stack([st.kron(st.identity(4), st.identity(3)), st.kron(st.hierarchical(4), np.ones((1, 3)))])
+    W = wl.marginals((4, 3), 1)
+    Ad, G = A.dense(), W.mean_gram
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 5, 12).astype(float)
+    y = Ad @ x + rng.laplace(0.0, 3.0, Ad.shape[0])
+    xhat = np.linalg.lstsq(Ad, y, rcond=None)[0]
+
+    def f(h):
+        return float((h - xhat) @ G @ (h - xhat))
+
+    from mmopt.reconstruct import implicit
+    for total in (None, float(x.sum())):
+        exact = dense.reconstruct(method, G, "other", Ad, y, xhat, total=total)[0]
+        clamp = np.maximum(xhat, 0.0)
+        assert np.linalg.norm(exact - clamp) > 0.1 and f(exact) < f(clamp) - 0.1  # the constraints bind
+        for s in (1e-30, 1e200):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # no "may be short of the optimum"
+                if method == "nnls":
+                    h = implicit.nnls(A, s * y, s * xhat.reshape(4, 3), total=None if total is None else s * total)[0]
+                else:
+                    h = implicit.projection(wl.structure_of(W), s * xhat.reshape(4, 3),
+                                            total=None if total is None else s * total)[0]
+            h = h.ravel() / s
+            assert h.min() >= 0 and (total is None or h.sum() == pytest.approx(total, rel=1e-12))
+            # KKT tol 1e-8 at unit scale on a problem of condition ~10: far inside 1e-5
+            if method == "nnls":
+                np.testing.assert_allclose(h, exact, rtol=0, atol=1e-5 * np.abs(exact).max())
+            else:
+                assert f(h) == pytest.approx(f(exact), rel=1e-5, abs=1e-9)
+
+
+@pytest.mark.parametrize("method", ["nnls", "projection"])
 def test_a_rank_deficient_strategy_at_large_counts_reaches_the_exact_optimum(method):
     """The minimum-norm x̂ of a rank-deficient strategy carries a count-sized null-space component, so the first
     KKT scale is count-sized: at 10⁷ counts with known zeros, implicit NNLS stopped with 3.1× the workload error of

@@ -142,6 +142,14 @@ def _solve(Q, c: np.ndarray, L: float, start: np.ndarray, grams, first: str, tot
     """
     if zeros is not None and zeros.all():
         return np.zeros_like(start), "closed_form", 0, 0.0  # C = {0}: the exact minimiser, no iterations
+    # the minimiser is positively homogeneous in (c, x̂, total): solve at unit size and scale back, so that the
+    # scales' absolute floors (an ulp of 1) and Q's products neither pass everything at once (counts of 1e-30
+    # returned x̂ clamped after one step) nor overflow (1e200: a NaN metric, 100,000 steps and a warning)
+    size = max(float(np.max(np.abs(start), initial=0.0)), abs(total) if total is not None else 0.0)
+    if 0.0 < size < math.inf and size != 1.0:
+        h, solver, it, res = _solve(Q, c / size, L, start / size, grams, first, None if total is None else
+                                    total / size, zeros, tol, max_iterations, what)
+        return h * size, solver, it, res
     scale = outer = kkt_scale(start, c, L, total, zeros, tol)
     h, solver, it, res = _stage(Q, c, L, start, grams, first, total, zeros, tol, max_iterations, what, scale, True)
     while True:
