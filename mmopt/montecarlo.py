@@ -13,7 +13,6 @@ squares) and DPBench's scaled per-query errors (Hay, Machanavajjhala, Miklau, Ch
 
 from __future__ import annotations
 
-import inspect
 import math
 import sys
 import time
@@ -27,6 +26,7 @@ from mmopt._base import validation as v
 from mmopt._base.run_streams import PerRunStreams, seed_sequence
 from mmopt.dense._error_common import check_privacy
 from mmopt.privacy import Privacy
+from mmopt.reconstruct._common import check_reconstruction
 from mmopt.structured import _checks as ck
 from mmopt.structured.mechanism import answer
 from mmopt.structured.strategies import ImplicitStrategy
@@ -118,17 +118,14 @@ class MonteCarloResult:
         return (self.total_squared_error - self.expected) / (self.total_std / math.sqrt(self.runs))
 
 
-def _mechanism_options(reconstruct: str, total, zeros, reconstruct_options=None) -> dict:
-    """The reconstruction keywords, passed only when set (and refused if this matrix_mechanism lacks them)."""
-    given = {k: val for k, val in (("reconstruct", reconstruct), ("total", total), ("zeros", zeros),
-                                   ("reconstruct_options", reconstruct_options))
-             if not (k == "reconstruct" and val == "least_squares") and val is not None}
-    accepted = inspect.signature(dispatch.matrix_mechanism).parameters
-    missing = [k for k in given if k not in accepted]
-    if missing:
-        raise ValueError(f"The {missing} parameter(s) of {_CALLER} need a mmopt.matrix_mechanism that accepts "
-                         "them; this version does not. Use reconstruct='least_squares', total=None and zeros=None.")
-    return given
+def _mechanism_options(reconstruct: str, total, zeros, reconstruct_options, n: int,
+                       shape) -> tuple[dict, float]:
+    """(the reconstruction keywords passed only when set, the checked total), checked here under monte_carlo's
+    name (the mechanism's own checks named matrix_mechanism, which the user did not call)."""
+    total = check_reconstruction(reconstruct, total, zeros, reconstruct_options, n, _CALLER, shape)[1]
+    return {k: val for k, val in (("reconstruct", reconstruct), ("total", total), ("zeros", zeros),
+                                  ("reconstruct_options", reconstruct_options))
+            if not (k == "reconstruct" and val == "least_squares") and val is not None}, total
 
 
 def _truth(workload, strategy, x, caller: str) -> tuple[np.ndarray, float, int]:
@@ -233,20 +230,22 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
     t0 = time.perf_counter()
     runs = _check_runs(runs, 0.0)  # at once, on the overhead alone; refined below once p, n and m are known
     reconstruct = v.check_choice(reconstruct, name="reconstruct", caller=_CALLER, choices=RECONSTRUCT)
-    if total is not None:
-        total = v.check_real(total, name="total", caller=_CALLER, low=0.0)
     if progress is not None and not isinstance(progress, bool | np.bool_):
         raise TypeError(f"The 'progress' parameter of {_CALLER} must be True, False or None. "
                         f"Got {type(progress).__name__}.")
     ss = seed_sequence(seed)
-    options = _mechanism_options(reconstruct, total, zeros, reconstruct_options)
     check_privacy(privacy, _CALLER, optional=False)  # a mechanism needs a real budget
     # a records-layer marginal workload or residual strategy as the implicit object it stands for, as everywhere
     workload, strategy = dispatch.as_implicit(workload), dispatch.as_implicit(strategy)
     # evaluate first: it checks types, domains and support, and gives the exact expectation.
-    report = dispatch.evaluate(workload, strategy, privacy)
+    try:
+        report = dispatch.evaluate(workload, strategy, privacy)
+    except (TypeError, ValueError) as exc:  # its refusals name evaluate, which the user did not call
+        raise type(exc)(f"{_CALLER} checks the pair as mmopt.evaluate does, which refused it: {exc}") from None
     truth, x_l1, p = _truth(workload, strategy, x, _CALLER)
     m, n = truth.shape[0], report.domain_size
+    options, total = _mechanism_options(reconstruct, total, zeros, reconstruct_options, n,
+                                 tuple(workload.shape) if isinstance(workload, ImplicitWorkload) else None)
     _check_resolvable(truth, float(report.total_squared_error), m)
     width = p + n + m
     implicit = isinstance(workload, ImplicitWorkload) or isinstance(strategy, ImplicitStrategy)

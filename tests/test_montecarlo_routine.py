@@ -1,6 +1,5 @@
 """mmopt.monte_carlo: agreement with evaluate inside its CI, reproducibility, batching, validation, 1/√runs."""
 
-import inspect
 import math
 
 import numpy as np
@@ -105,10 +104,6 @@ def test_scaled_errors_follow_dpbench_definitions():
     assert mmopt.monte_carlo(W, A, np.zeros(8), EPS1, runs=3, seed=0).scaled_error is None
 
 
-_HAS_RECONSTRUCT = "reconstruct" in inspect.signature(mmopt.matrix_mechanism).parameters
-
-
-@pytest.mark.skipif(not _HAS_RECONSTRUCT, reason="mmopt.matrix_mechanism does not accept reconstruct= yet")
 @pytest.mark.parametrize("reconstruct", ["nnls", "projection"])
 def test_other_reconstructions_pass_through_and_have_no_exact_expectation(reconstruct):
     W, A = wl.prefix(8), st.hierarchical(8)
@@ -142,8 +137,17 @@ def test_validation():
         mmopt.monte_carlo(W, A, X8[:5], EPS1, runs=3)
     with pytest.raises(ValueError, match="'x' parameter of monte_carlo must hold counts >= 0"):  # (matrix_mechanism's)
         mmopt.monte_carlo(W, A, -X8, EPS1, runs=3)
-    with pytest.raises(ValueError, match="does not support"):
+    with pytest.raises(ValueError, match="^monte_carlo checks the pair as mmopt.evaluate does.*does not support"):
         mmopt.monte_carlo(W, np.eye(8)[:4], X8, EPS1, runs=3)
+    with pytest.raises(ValueError, match="^monte_carlo checks the pair.*domain size n=8 but the strategy has n=4"):
+        mmopt.monte_carlo(W, st.identity(4), X8, EPS1, runs=3)
+    # the reconstruction's arguments under monte_carlo's name, not the matrix_mechanism it calls
+    with pytest.raises(ValueError, match="'total' and 'zeros' parameters of monte_carlo need"):
+        mmopt.monte_carlo(W, A, X8, EPS1, runs=3, total=6.0)
+    with pytest.raises(TypeError, match="'zeros' parameter of monte_carlo must be a boolean mask"):
+        mmopt.monte_carlo(W, A, X8, EPS1, runs=3, reconstruct="nnls", zeros=[0] * 8)
+    with pytest.raises(ValueError, match="'reconstruct_options' parameter of monte_carlo accepts"):
+        mmopt.monte_carlo(W, A, X8, EPS1, runs=3, reconstruct="nnls", reconstruct_options={"tolerance": 1e-3})
     with pytest.raises(ValueError, match="only its Gram"):
         mmopt.monte_carlo(wl.Workload.from_gram(np.eye(8), n_queries=8), A, X8, EPS1, runs=3)
     with pytest.raises(ValueError, match="would need"):
