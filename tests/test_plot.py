@@ -220,6 +220,8 @@ def test_strategy_refuses_mismatched_axes_and_huge_unions():
         plot.strategy(st.identity(3), axes=[plt.subplots()[1]])
     with pytest.raises(ValueError, match="must hold 2 matplotlib Axes"):
         plot.strategy(K, axes=plt.subplots(1, 3)[1])
+    with pytest.raises(ValueError, match=r"Got 2 object\(s\), not all Axes \(also int\)"):  # not "Got 2 … 2"
+        plot.strategy(K, axes=[1, 2])
     theta = np.ones(2**7)
     with pytest.raises(ValueError, match="panels"):
         plot.strategy(st.marginals((2,) * 7, theta))

@@ -235,9 +235,12 @@ def strategy(strategy, *, ax=None, axes=None, colorbar: bool = True, cmap: str =
                             constrained_layout=True)[1]
     else:
         grid = np.asarray(axes, dtype=object)
-        if grid.size != terms * d or not all(_mpl.is_axes(a) for a in grid.flat):
+        others = sorted({type(a).__name__ for a in grid.flat if not _mpl.is_axes(a)})
+        if grid.size != terms * d or others:
+            got = (f"{grid.size} object(s)" if not others else
+                   f"{grid.size} object(s), not all Axes (also {', '.join(others)})")
             raise ValueError(f"The 'axes' parameter of {caller} must hold {terms * d} matplotlib Axes ({terms} "
-                             f"term(s) × {d} factors of '{strategy.name}'). Got {grid.size} object(s) instead.")
+                             f"term(s) × {d} factors of '{strategy.name}'). Got {got} instead.")
         grid = grid.reshape(terms, d)
     for k, term in enumerate(strategy.terms):
         for i, f in enumerate(term.factors):
