@@ -266,6 +266,21 @@ def test_mismatched_workload_refused(built, tmp_path):
         load(path, workload=wl.kron(wl.all_range(16), wl.identity(20), wl.prefix(16)))
 
 
+def test_a_dense_strategy_refuses_a_workload_over_other_attributes_than_it_was_saved_with(tmp_path):
+    """A dense strategy has no attribute sizes of its own: load compared the cell count only, so a strategy
+    saved with marginals over (3, 4, 5) loaded for marginals over (5, 4, 3) — the same 60 cells in another order,
+    other cells — without a word (a helper's probe). A flat workload over the same cells is still accepted."""
+    W = wl.marginals((3, 4, 5), 2)
+    S = mmopt.Strategy(np.eye(60), "identity(60)")
+    path = save(tmp_path / "s", S, workload=W)
+    with pytest.raises(ValueError, match=r"over attribute sizes \(5, 4, 3\), but the strategy was saved with a "
+                                         r"workload \('marginals\(3x4x5,k=2\)'\) over \(3, 4, 5\)"):
+        load(path, workload=wl.marginals((5, 4, 3), 2))
+    assert load(path, workload=wl.marginals((3, 4, 5), 1)).strategy.domain_size == 60
+    assert load(path, workload=wl.prefix(60)).strategy.domain_size == 60
+    assert load(save(tmp_path / "t", S), workload=wl.marginals((5, 4, 3), 2)).strategy.domain_size == 60  # none saved
+
+
 # -- damaged files ---------------------------------------------------------------------------------------------
 def read_raw(path):
     with np.load(path) as z:

@@ -193,7 +193,8 @@ def load(path, *, workload=None) -> SavedStrategy:
         The file; when it does not exist and its name lacks ``.npz``, ``path + ".npz"`` is read (so
         ``load("best")`` reads what ``save("best", ...)`` wrote).
     workload : Workload or ImplicitWorkload, optional
-        The workload the strategy will answer: its domain must be the strategy's, else ValueError.
+        The workload the strategy will answer: its domain must be the strategy's, and, over several attributes,
+        their sizes those of the workload the file records (if any), else ValueError.
 
     Returns
     -------
@@ -245,8 +246,23 @@ def load(path, *, workload=None) -> SavedStrategy:
             fail(f"records an invalid privacy budget {p!r:.80} ({exc})")
     if workload is not None:
         from mmopt.dispatch import as_implicit  # RecordsRelease.workload, as save takes it
-        _workload_metadata(as_implicit(workload), strategy, f"load('{source}')", "'workload' parameter")
+        given = _workload_metadata(as_implicit(workload), strategy, f"load('{source}')", "'workload' parameter")
+        _check_recorded_attributes(given, meta["workload"], f"load('{source}')")
     return SavedStrategy(strategy, pf.frozen(meta), str(source))
+
+
+def _check_recorded_attributes(given: dict, recorded: dict | None, caller: str) -> None:
+    """A workload over several attributes whose sizes differ from those of the workload the file records (a dense
+    strategy carries no attribute sizes of its own, so the cell count alone matched): the same N cells in another
+    attribute order, or other attributes, are other cells. A flat workload (one attribute) is not compared."""
+    if recorded is None:
+        return
+    sizes, saved = list(given["domain_shape"]), list(recorded.get("domain_shape") or [])
+    if len(sizes) > 1 and len(saved) > 1 and sizes != saved:
+        raise ValueError(f"{caller}: the 'workload' parameter ('{given['name']}') is over attribute sizes "
+                         f"{tuple(sizes)}, but the strategy was saved with a workload ('{recorded.get('name')}') over "
+                         f"{tuple(saved)}: the same {given['domain_size']:,} cells in another layout are other cells. "
+                         "Build the workload in the saved attribute order.")
 
 
 def _workload_metadata(workload, strategy, caller: str, what: str) -> dict:
