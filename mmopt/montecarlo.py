@@ -118,8 +118,7 @@ class MonteCarloResult:
         return (self.total_squared_error - self.expected) / (self.total_std / math.sqrt(self.runs))
 
 
-def _mechanism_options(reconstruct: str, total, zeros, reconstruct_options, n: int,
-                       shape) -> tuple[dict, float]:
+def _mechanism_options(reconstruct: str, total, zeros, reconstruct_options, n: int, shape) -> tuple[dict, float]:
     """(the reconstruction keywords passed only when set, the checked total), checked here under monte_carlo's
     name (the mechanism's own checks named matrix_mechanism, which the user did not call)."""
     total = check_reconstruction(reconstruct, total, zeros, reconstruct_options, n, _CALLER, shape)[1]
@@ -244,8 +243,8 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
         raise type(exc)(f"{_CALLER} checks the pair as mmopt.evaluate does, which refused it: {exc}") from None
     truth, x_l1, p = _truth(workload, strategy, x, _CALLER)
     m, n = truth.shape[0], report.domain_size
-    options, total = _mechanism_options(reconstruct, total, zeros, reconstruct_options, n,
-                                 tuple(workload.shape) if isinstance(workload, ImplicitWorkload) else None)
+    shape = tuple(workload.shape) if isinstance(workload, ImplicitWorkload) else None
+    options, total = _mechanism_options(reconstruct, total, zeros, reconstruct_options, n, shape)
     _check_resolvable(truth, float(report.total_squared_error), m)
     width = p + n + m
     implicit = isinstance(workload, ImplicitWorkload) or isinstance(strategy, ImplicitStrategy)
