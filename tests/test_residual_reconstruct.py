@@ -143,6 +143,9 @@ def test_measure_refuses_marginals_of_two_tables():
     A = rr.rs.residual_strategy((2, 3), {(): 1.0, (0,): 1.0, (1,): 1.0})
     with pytest.raises(ValueError, match=r"'counts' parameter of measure holds marginals that disagree"):
         rr.measure(A, {(0,): [1, 2], (1,): [100, 200, 300]}, None)
+    with pytest.raises(ValueError, match="disagree"):  # at any scale: an absolute floor of 1 let 1e-20 pass
+        rr.measure(A, {(0,): 1e-20 * np.array([1.0, 2]), (1,): 1e-20 * np.array([100.0, 200, 300])}, None)
     x = np.arange(6.0).reshape(2, 3)
+    rr.measure(A, {(0, 1): 1e-20 * x, (1,): 1e-20 * x.sum(axis=0)}, None)  # one table's, tiny: still accepted
     m = rr.measure(A, {(0, 1): x, (1,): x.sum(axis=0)}, None)  # one table's marginals: measured as before
     assert np.allclose(rr.reconstruct(m, (1,)), x.sum(axis=0))
