@@ -365,6 +365,12 @@ def test_the_implicit_solvers_are_scale_free(method):
                                             total=None if total is None else s * total)[0]
             h = h.ravel() / s
             assert h.min() >= 0 and (total is None or h.sum() == pytest.approx(total, rel=1e-12))
+            # the dense route's certificate is relative too (at 1e-30 its floor, an ulp of 1, passed any point and
+            # it reported a KKT residual of 1e-29); its exact solvers give the same h
+            hd, info = dense.reconstruct(method, G, "other", Ad, s * y, s * xhat, total=None if total is None else
+                                         s * total)
+            assert 1e-20 < info.optimality <= 1e-7 or info.optimality == 0.0
+            np.testing.assert_allclose(hd / s, exact, rtol=0, atol=1e-9 * np.abs(exact).max())
             # KKT tol 1e-8 at unit scale on a problem of condition ~10: far inside 1e-5
             if method == "nnls":
                 np.testing.assert_allclose(h, exact, rtol=0, atol=1e-5 * np.abs(exact).max())

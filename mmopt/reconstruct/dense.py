@@ -114,6 +114,12 @@ def _scale(h: np.ndarray, c_norm: float, L: float) -> float:
 
 def _solve(F: np.ndarray, b: np.ndarray, total, zeros, tol: float) -> tuple[np.ndarray, str, float]:
     """min ½‖F h − b‖² over C: (h, solver name, relative KKT residual)."""
+    # h is positively homogeneous in (b, total): solved at unit size, so that the KKT check's floor (an ulp of 1)
+    # means the same at every scale (at counts of 1e-30 it passed any point; the exact solvers were right anyway)
+    size = max(float(np.max(np.abs(b), initial=0.0)), abs(total) if total is not None else 0.0)
+    if 0.0 < size < math.inf and size != 1.0:
+        h, solver, res = _solve(F, b / size, None if total is None else total / size, zeros, tol)
+        return h * size, solver, res
     n = F.shape[1]
     free = np.ones(n, bool) if zeros is None else ~zeros
     if not free.any():
