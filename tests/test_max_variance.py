@@ -178,6 +178,12 @@ def test_targets_met_at_every_epsilon_and_dict_targets_under_laplace_are_refused
     M = wl.marginals((3, 4, 2), 2)
     with pytest.raises(ValueError, match="is a dict .* planned under Gaussian noise: give delta > 0"):
         mmopt.plan(M, {(0, 1): 1.0, (0, 2): 2.0, (1, 2): 3.0})
+    # optimize said the same workload was "not marginals" (a helper's probe); a dense non-marginal one still is
+    targets = {(0, 1): 1.0, (0, 2): 2.0, (1, 2): 3.0}
+    with pytest.raises(ValueError, match="optimize is a dict .* optimised under Gaussian noise .* delta > 0"):
+        mmopt.optimize(M, privacy=mmopt.Privacy(1.0), objective="max_variance", targets=targets, verbose=False)
+    with pytest.raises(ValueError, match="optimize is a dict .* needs a workload of marginals"):
+        mmopt.optimize(W, privacy=mmopt.Privacy(1.0), objective="max_variance", targets={(0,): 1.0}, verbose=False)
 
 
 def test_command_line_plan_and_objective(capsys):

@@ -20,7 +20,7 @@ import numpy as np
 from mmopt._base import validation as v
 from mmopt._base.result import SUCCESS, OptimizeResult, reconcile
 from mmopt.family.call import Call, check_common, seed_record
-from mmopt.family.maxvar_routes import max_ratio, structured
+from mmopt.family.maxvar_routes import marginals_of, max_ratio, structured
 from mmopt.family.targets import check_dense_size, check_targets, dense_rows
 
 CALLER = "optimize"
@@ -87,6 +87,11 @@ def _run(workload, method, call: Call) -> OptimizeResult:
     norm = call.norm or "l2"
     if (res := structured(workload, call, norm, t0)) is not None:
         return res
+    if isinstance(call.targets, dict) and norm == "l1" and marginals_of(workload) is not None:
+        # (else check_targets below said "needs a workload of marginals" of one built by mmopt.workload.marginals)
+        raise ValueError(f"The 'targets' parameter of {CALLER} is a dict (one target per marginal), which is "
+                         "optimised under Gaussian noise (the residual planner's route): pass a privacy with "
+                         "delta > 0, or one target per query (a list) for Laplace noise.")
     check_dense_size(workload, CALLER)
     dense, W = dense_rows(workload, CALLER)
     tau = np.ones(W.shape[0]) if call.targets is None else check_targets(call.targets, W.shape[0], CALLER)
