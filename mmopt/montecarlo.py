@@ -280,9 +280,9 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
     finally:
         if bar is not None:
             bar.close()
-    mean, std = float(T.mean()), float(T.std(ddof=1))
+    mean, std = _mean_std(T)
     ci = _t_ci(mean, std, runs)
-    pk_mean = float(peak.mean())
+    pk_mean, pk_std = _mean_std(peak)
     # divided twice, not by x_l1²: counts of 1e300 overflowed the square (OverflowError after every run was drawn)
     scaled = None if x_l1 == 0 else (float(l1.mean()) / x_l1, mean / m / x_l1 / x_l1, float(l2.mean()) / x_l1)
     exact = getattr(report, "total_exact", True)
@@ -290,15 +290,28 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
         mean, std, ci, float(report.total_squared_error) if reconstruct == "least_squares" else None,
         bool(exact), math.sqrt(mean / m),
         Interval(math.sqrt(max(ci.low, 0.0) / m), math.sqrt(ci.high / m), method=ci.method + ", mapped by √(·/m)"),
-        pk_mean, _t_ci(pk_mean, float(peak.std(ddof=1)), runs),
+        pk_mean, _t_ci(pk_mean, pk_std, runs),
         *(scaled or (None, None, None)), runs, m, reconstruct, total, privacy, int(ss.entropy), batch,
         time.perf_counter() - t0, T)
+
+
+def _mean_std(values: np.ndarray) -> tuple[float, float]:
+    """(mean, sample std) of finite values, computed on values / max|values|: at ε = 1e-80 every run's total was
+    finite (~1e161) but their squares overflowed, and the std and intervals read inf."""
+    top = float(np.max(np.abs(values), initial=0.0))
+    scale = top if 0.0 < top < math.inf else 1.0
+    u = values / scale
+    return scale * float(u.mean()), scale * float(u.std(ddof=1))
 
 
 def _check_resolvable(truth: np.ndarray, expected: float, m: int) -> None:
     """Refuse counts so large that the answers' round-off (≈ eps·max |W x| each) is not small beside the noise:
     at x = 1e300 on prefix(4) the errors drawn were round-off of 6e284 and the result read inf, where the expected
     total is 46. Under least squares the error does not depend on x (x = 0 gives the same figures)."""
+    if math.isinf(expected):  # the noise itself: each run's squared error past float64, every summary NaN
+        raise ValueError(f"The 'privacy' parameter of {_CALLER} makes the expected total squared error exceed "
+                         "float64 (mmopt.evaluate returns inf): no run's error can be represented. Simulate at a "
+                         "larger epsilon (the error scales as 1/ε² under Laplace noise).")
     top = float(np.max(np.abs(truth))) if truth.size else 0.0
     roundoff = 4 * np.finfo(float).eps * top  # a few roundings of each answer
     if math.isfinite(expected) and expected > 0 and roundoff > 1e-2 * math.sqrt(expected / m):

@@ -7,6 +7,8 @@ with exact and round-off null directions, and for both noise types. These are th
 once reported errors below the proven lower bound (RMSE 2.80 against a bound of 8.33).
 """
 
+import math
+
 import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
@@ -105,6 +107,14 @@ def test_counts_too_large_to_resolve_the_noise_are_refused():
     with pytest.raises(ValueError, match="'x' parameter of monte_carlo has counts too large to simulate"):
         monte_carlo(wl.prefix(4), st.hierarchical(4), [1e300] * 4, Privacy(1.0), runs=10, seed=0)
     big = monte_carlo(wl.prefix(4), st.hierarchical(4), [1e9] * 4, Privacy(1.0), runs=10, seed=0)
+    # every run's total finite (~1e161) but their squares not: the std and intervals read inf (a helper's probe)
+    tiny = monte_carlo(wl.prefix(4), st.identity(4), [1.0, 2, 3, 4], Privacy(1e-80), runs=10, seed=0)
+    T = tiny.per_run_total / 1e150
+    assert tiny.total_std == pytest.approx(1e150 * float(np.std(T, ddof=1)), rel=1e-12)
+    assert math.isfinite(tiny.total_ci.high) and math.isfinite(tiny.rmse_ci.high)
+    with pytest.raises(ValueError, match="'privacy' parameter of monte_carlo makes the expected total squared error "
+                                         "exceed float64"):  # NaN summaries before
+        monte_carlo(wl.prefix(4), st.identity(4), [1.0, 2, 3, 4], Privacy(1e-160), runs=10, seed=0)
     assert np.isfinite(big.total_squared_error) and big.scaled_squared_error > 0
 
 
