@@ -7,7 +7,9 @@ cell; nothing here ever forms it (N is 10¹⁵ for 15 attributes of size 10).
 **The value → cell rule, fixed before the data are seen.** An attribute is either
 
 * categorical: ``categories`` lists the values (all strings, or all numbers); cell j is the value
-  ``categories[j]``, matched by equality (the number 3 matches 3.0, never the string "3"); or
+  ``categories[j]``, matched by equality (the number 3 matches 3.0; in a numeric attribute text is read as a CSV
+  cell is, on every engine, so the string "3" matches 3 too and "x" is dropped; numbers never match string
+  categories); or
 * binned: ``edges`` e₀ < e₁ < … < e_k (±inf allowed) give k cells, cell j = [e_j, e_{j+1}) closed on the left
   and open on the right, except the last, [e_{k−1}, e_k], closed on both sides (numpy.histogram's rule). The
   value compared is float64(x), on every engine: an integer past 2⁵³ is first rounded to the nearest float64,

@@ -9,8 +9,10 @@ single bad record never stops a release (whether a release happens must not depe
   ``Decimal`` objects) is never routed through float64, so 2⁵³ and 2⁵³ + 1 stay two values.
 * **float32 columns are matched by value**: category c matches a float32 value v when float32(c) = v (the
   value 0.1 stored as float32 is the category 0.1); bins compare the stored value itself.
-* **Mixed object columns** (pandas ``object``: numbers, None, strings): numbers are coded, missing values and
-  strings are dropped (typed data: the string "3" is not the number 3, as the domain module says).
+* **Mixed object columns** (pandas ``object``: numbers, None, strings): numbers are coded, missing values are
+  dropped, and strings are parsed as CSV text is (below): Dask turns an object column of integers into strings
+  and every file or engine parses text, so "3" is the number 3 here as it is in a CSV file (pandas alone had
+  dropped it, and one table gave two different counts).
 * **CSV text** (every CSV value is text): read as strings and parsed here — integers exactly (as int64 when
   they fit), decimals as float64; an empty or unparseable cell is dropped.
 
