@@ -242,6 +242,23 @@ def test_out_table_has_labels_answers_and_the_standard_errors_of_the_noise_drawn
     assert table["standard_error"].iloc[0] == pytest.approx(se[0] * b / (A.sensitivity("l1") / 0.5), rel=1e-9)
 
 
+@pytest.mark.parametrize("method", ["toeplitz", "weighted_sqrt"])
+def test_a_saved_toeplitz_strategy_writes_its_table(folder, capsys, method):
+    """A Toeplitz-type strategy has no rows to count: the table's provenance check raised IndexError after the
+    noise was drawn ("the privacy budget WAS spent … could not be written"; a helper's probe). Its standard errors
+    are its dense matrix's, at the noise drawn (evaluate's per-query variances times σ_drawn² / σ_analytic²)."""
+    assert main(["optimize", "prefix:16", "--delta", "1e-6", "--method", method, "--save", "S.npz", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["release", "prefix:16", "--data", "x.csv", "--epsilon", "1", "--delta", "1e-6", "--strategy",
+                 "S.npz", "--out", "a.csv", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    table = pd.read_csv("a.csv")
+    S, P = mmopt.load("S.npz").strategy, mmopt.Privacy(1.0, 1e-6)
+    v = mmopt.evaluate(mmopt.workload.prefix(16), S, P, per_query=True).per_query_variance
+    scale = report["noise_scale"] ** 2 / P.variance_factor
+    np.testing.assert_allclose(table["standard_error"], np.sqrt(v * scale), rtol=1e-9)
+
+
 def test_ranges_2d_128_releases_its_estimate_alone_and_refuses_what_cannot_be_written(folder, capsys):
     """68,161,536 queries: x̂ alone is released; a bare .npy of the answers, or a table past 10⁷ rows without
     --allow-large-output, is refused before any noise is drawn."""

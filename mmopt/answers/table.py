@@ -80,15 +80,16 @@ def table_pair(workload, strategy, caller: str):
     from mmopt.structured._checks import DENSE_LIMIT
     from mmopt.toeplitz.error import StreamWorkload
     workload, strategy = as_implicit(workload), as_implicit(strategy)
-    if not isinstance(workload, StreamWorkload):
-        return workload, strategy
-    if workload.n > DENSE_LIMIT:
+    stream = isinstance(workload, StreamWorkload)
+    if stream and workload.n > DENSE_LIMIT:
         raise ValueError(f"{caller}: a labelled table of {workload.kind}({workload.n:,}) with per-query standard "
                          f"errors is listed up to {DENSE_LIMIT:,} cells. At this size use the output's answers (W x̂, "
                          "in query order) and mmopt.evaluate(W, strategy, privacy) for their error.")
-    if strategy is not None and callable(getattr(strategy, "to_dense", None)):  # a Toeplitz / weighted square root
+    # a Toeplitz / weighted square root strategy as its dense matrix, with a dense workload too (the CLI's
+    # prefix:64 with a saved Toeplitz strategy wrote no table after the noise: it has no rows to count)
+    if strategy is not None and callable(getattr(strategy, "to_dense", None)) and strategy.domain_size <= DENSE_LIMIT:
         strategy = strategy.to_strategy()
-    return workload.to_workload(), strategy
+    return (workload.to_workload() if stream else workload), strategy
 
 
 def prepare_table(workload, strategy=None, *, noise: str, attributes=None, terms=None,
