@@ -104,6 +104,12 @@ def test_save_writes_the_name_it_reports_and_a_missing_folder_is_refused_first(t
     # an explicit --objective total beside --target was run as max_variance
     assert main(["optimize", "prefix:16", "--objective", "total", "--target", "5"]) == 2
     assert "--target sets a variance target for --objective max_variance" in capsys.readouterr().err
+    # --target alone is max_variance, as targets= alone is in the library (the CLI passed objective='total' and
+    # was refused "Got objective='total' with targets", which the user had not typed; a helper's probe)
+    assert main(["optimize", "prefix:16", "--delta", "1e-6", "--target", "3", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    lib = mmopt.optimize(mmopt.workload.prefix(16), privacy=mmopt.Privacy(1.0, 1e-6), targets=3.0, verbose=False)
+    assert got["method"] == lib.method == "max_variance" and got["objective"] == pytest.approx(lib.objective, rel=1e-9)
 
 
 @pytest.mark.skipif(not (_HAS_OPENDP and _HAS_TABLES), reason="release needs opendp, its tables pyarrow")

@@ -130,6 +130,15 @@ def test_library_messages_name_the_option_that_was_typed(folder, capsys):
     err = capsys.readouterr().err
     assert "--ledger-total -1 is not a budget" in err and "--epsilon" not in err
     assert not os.path.exists("l.json") and not os.path.exists("a.csv")
+    # a δ = 0 total for a zCDP / PLD ledger: the Accountant's refusal named 'total', which reads as --total (the
+    # public Σx, another option)
+    for composition in ("zcdp", "pld"):
+        assert main(["release", "prefix:16", "--data", "x.csv", "--epsilon", "1", "--ledger", "l.json",
+                     "--ledger-total", "1", "--composition", composition, "--out", "a.csv",
+                     "--strategy", "identity"]) == 2
+        err = capsys.readouterr().err
+        assert f"--ledger-total 1 has δ = 0, but a {composition} ledger needs δ > 0" in err and "--total " not in err
+    assert not os.path.exists("l.json") and not os.path.exists("a.csv")
 
 
 @pytest.mark.parametrize("args", [

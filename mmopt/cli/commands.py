@@ -165,7 +165,7 @@ def optimize(args) -> int:
     res = mmopt.optimize(W, privacy=P, method=args.method, seed=args.seed, norm=args.norm, tol=args.tol,
                          initial=initial, max_iterations=args.max_iterations, verbose=args.verbose,
                          options=options or None, budget=out.budget_arg(args.budget),
-                         objective=args.objective or "total", targets=args.target)
+                         objective=args.objective, targets=args.target)  # (None: targets imply max_variance)
     A = res.strategy
     record = {"workload": _workload_info(W), "method": res.method, "status": res.status, "success": res.success,
               "solver": res.solver, "norm": res.norm, "objective": res.objective, "lower_bound": res.lower_bound,

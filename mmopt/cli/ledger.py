@@ -55,7 +55,15 @@ def open_ledger(args, privacy=None, *, create: bool = True):
         raise ValueError(f"--ledger-total {args.ledger_total} is not a budget: {exc}") from None
     # checked in memory first: a refused first release left the new file behind, holding this total, and the
     # corrected command was then told "a budget cannot change once spent from" — nothing had been spent
-    if privacy is not None and not mmopt.Accountant(total, composition).can_spend(privacy, release=True):
+    try:  # the Accountant's own refusals name its 'total', which the CLI maps to --total (another option)
+        fresh = mmopt.Accountant(total, composition)
+    except ValueError as exc:
+        if total.delta == 0 and composition != "basic":
+            raise ValueError(f"--ledger-total {args.ledger_total} has δ = 0, but a {composition} ledger needs δ > 0 "
+                             "(it reports (ε, δ)-DP only for δ > 0): give --ledger-total EPS,DELTA (e.g. 1,1e-6), "
+                             "or --composition basic for pure ε-DP.") from None
+        raise ValueError(f"--ledger-total {args.ledger_total} cannot open a {composition} ledger: {exc}") from None
+    if privacy is not None and not fresh.can_spend(privacy, release=True):
         hint = (" Its δ = 0 leaves no room for this release's δ > 0 (Gaussian noise): give --ledger-total EPS,DELTA."
                 if privacy.delta > 0 and total.delta == 0 else "")
         raise ValueError(f"--ledger-total {args.ledger_total}: this release's {privacy} does not fit in a new ledger "
