@@ -106,8 +106,10 @@ def _newton_step(N, Phi, lam, d, free, rho, eta, max_cg=50):
     Marquardt term for singular G, whose J has rank ≤ r(r+1)/2 and whose dual optimum need not be unique
     (Yamashita & Fukushima, 2001).
     """
-    P = 0.5 * lam * d
-    rhs = np.where(free, lam * d * np.log(d), 0.0)
+    # the system lives on the free coordinates (d ≥ ½ there); elsewhere d may underflow to 0 (a cell whose G_ii is
+    # 1e-24 of the largest: max variance's query weights), and 0/0 there made the whole step NaN and eigh fail
+    P = np.where(free, 0.5 * lam * d, 1.0)
+    rhs = np.where(free, lam * d * np.log(np.where(free, d, 1.0)), 0.0)
     x, res = np.zeros_like(rhs), rhs.copy()
     if not np.any(rhs):
         return x, 0
