@@ -26,7 +26,7 @@ from mmopt._base import validation as v
 from mmopt._base.run_streams import PerRunStreams, seed_sequence
 from mmopt.dense._error_common import check_privacy
 from mmopt.privacy import Privacy
-from mmopt.reconstruct._common import check_reconstruction
+from mmopt.reconstruct._common import check_method, check_reconstruction
 from mmopt.structured import _checks as ck
 from mmopt.structured.mechanism import answer
 from mmopt.structured.strategies import ImplicitStrategy
@@ -35,7 +35,6 @@ from mmopt.structured.workloads import ImplicitWorkload
 __all__ = ["MonteCarloResult", "monte_carlo"]
 
 _CALLER = "monte_carlo"
-RECONSTRUCT = ("least_squares", "nnls", "projection")
 _BATCH_ENTRIES = 2 * 10**6  # default batch: about this many float64 values (p + n + m per run) per call
 _PROGRESS_ENTRIES = 10**8   # progress=None shows a bar past runs × (p + n + m) values, on a terminal
 # Loop limits (mmopt._base.guards.check_work). A run costs its Python overhead (~0.1–0.2 ms measured on
@@ -228,7 +227,7 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
     """
     t0 = time.perf_counter()
     runs = _check_runs(runs, 0.0)  # at once, on the overhead alone; refined below once p, n and m are known
-    reconstruct = v.check_choice(reconstruct, name="reconstruct", caller=_CALLER, choices=RECONSTRUCT)
+    reconstruct = check_method(reconstruct, _CALLER)  # at once; the rest once n is known (below)
     if progress is not None and not isinstance(progress, bool | np.bool_):
         raise TypeError(f"The 'progress' parameter of {_CALLER} must be True, False or None. "
                         f"Got {type(progress).__name__}.")

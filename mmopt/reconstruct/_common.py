@@ -161,6 +161,14 @@ def project_simplex(v_: np.ndarray, total: float) -> np.ndarray:
     return h * (total / s) if s > 0 else np.full_like(v_, total / v_.size)
 
 
+def unit_size(values: np.ndarray, total: float | None) -> float | None:
+    """max(max|values|, |total|) when it is a positive finite number other than 1, else None: the factor a
+    reconstruction positively homogeneous in (values, total) is solved at unit size by, so that its solvers' absolute
+    floors (an ulp of 1) and products mean the same at every scale of the counts."""
+    size = max(float(np.max(np.abs(values), initial=0.0)), abs(total) if total is not None else 0.0)
+    return size if 0.0 < size < math.inf and size != 1.0 else None
+
+
 def project_feasible(x: np.ndarray, total: float | None, zeros: np.ndarray | None) -> np.ndarray:
     """Euclidean projection onto C (flat x); the zeros are fixed at 0 and the rest is clamped or simplex-projected."""
     if zeros is None:

@@ -23,7 +23,7 @@ from scipy import linalg
 from scipy.optimize import isotonic_regression, nnls
 
 from mmopt.dense.least_squares import factorize
-from mmopt.reconstruct._common import Reconstruction, kkt_residual, project_feasible, safe_norm
+from mmopt.reconstruct._common import Reconstruction, kkt_residual, project_feasible, safe_norm, unit_size
 from mmopt.solvers import SolverError
 
 DEFAULT_TOL = 1e-7
@@ -116,8 +116,7 @@ def _solve(F: np.ndarray, b: np.ndarray, total, zeros, tol: float) -> tuple[np.n
     """min ½‖F h − b‖² over C: (h, solver name, relative KKT residual)."""
     # h is positively homogeneous in (b, total): solved at unit size, so that the KKT check's floor (an ulp of 1)
     # means the same at every scale (at counts of 1e-30 it passed any point; the exact solvers were right anyway)
-    size = max(float(np.max(np.abs(b), initial=0.0)), abs(total) if total is not None else 0.0)
-    if 0.0 < size < math.inf and size != 1.0:
+    if (size := unit_size(b, total)) is not None:
         h, solver, res = _solve(F, b / size, None if total is None else total / size, zeros, tol)
         return h * size, solver, res
     n = F.shape[1]

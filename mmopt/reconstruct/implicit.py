@@ -26,7 +26,7 @@ import numpy as np
 from scipy import linalg, sparse
 
 from mmopt.reconstruct import admm
-from mmopt.reconstruct._common import Reconstruction, kkt_residual, kkt_scale, round_off_floor, safe_norm
+from mmopt.reconstruct._common import Reconstruction, kkt_residual, kkt_scale, round_off_floor, safe_norm, unit_size
 from mmopt.reconstruct.first_order import DEFAULT_MAX_ITERATIONS, ITERATIVE_TOL, fista, not_converged
 
 ADMM_FIRST_BUDGET = 2000  # ADMM steps before handing NNLS over to FISTA (it converged in ≤ 650 at 10⁶ cells)
@@ -145,8 +145,7 @@ def _solve(Q, c: np.ndarray, L: float, start: np.ndarray, grams, first: str, tot
     # the minimiser is positively homogeneous in (c, x̂, total): solve at unit size and scale back, so that the
     # scales' absolute floors (an ulp of 1) and Q's products neither pass everything at once (counts of 1e-30
     # returned x̂ clamped after one step) nor overflow (1e200: a NaN metric, 100,000 steps and a warning)
-    size = max(float(np.max(np.abs(start), initial=0.0)), abs(total) if total is not None else 0.0)
-    if 0.0 < size < math.inf and size != 1.0:
+    if (size := unit_size(start, total)) is not None:
         h, solver, it, res = _solve(Q, c / size, L, start / size, grams, first, None if total is None else
                                     total / size, zeros, tol, max_iterations, what)
         return h * size, solver, it, res
