@@ -269,3 +269,13 @@ def test_an_implicit_simulation_checks_the_strategy_and_a_transposed_estimate_is
         ans.answer([(0, None)], x, small, mmopt.Privacy(1.0))
     assert ans.answer([(0, None)], x.T, small, mmopt.Privacy(1.0)).answers[0] == 11.0
     assert ans.answer([(0, None)], x.T.ravel(), small, mmopt.Privacy(1.0)).answers[0] == 11.0
+
+
+def test_another_workloads_output_is_refused_at_any_scale():
+    """The check compared answers to W x̂ with an absolute floor of 10⁻⁸: on data held as fractions (x ~ 10⁻¹⁰ here)
+    every answer was within it, and prefix(8)'s output was labelled as identity(8)'s."""
+    W, H = wl.prefix(8), st.hierarchical(8)
+    out = mmopt.matrix_mechanism(W, H, np.arange(1.0, 9.0) * 1e-10, mmopt.Privacy(1e14), rng=0)
+    with pytest.raises(ValueError, match="answers that are not W x̂ for workload 'identity\\(8\\)'"):
+        ans.answers_table(out, wl.identity(8), H)
+    assert len(ans.answers_table(out, W, H, alpha=0.05)) == 8
