@@ -89,4 +89,22 @@ def test_bad_rows_strategies_and_schemas_are_refused_by_name():
     with pytest.raises(ValueError, match="'strategy' parameter of last_iterate_error must be invertible"):
         last_iterate_error(np.tril(np.ones((4, 4))), np.diag([1.0, 1, 1, 0]), mmopt.participation.fixed_epochs(2))
     assert optimize_banded(np.ones(8), None)[0] is not None  # None: a single participation
+    from mmopt.participation.banded import dense_diagonal_bound  # None: an AttributeError before
+    assert dense_diagonal_bound(np.eye(4), None) == dense_diagonal_bound(np.eye(4), mmopt.participation.single())
     assert toeplitz.lower_bound(mmopt.workload.prefix(5)).value == toeplitz.lower_bound(toeplitz.prefix(5)).value
+
+
+@pytest.mark.parametrize("scale", [1e-2, 1e-8, 1e8])
+def test_max_variance_is_scale_free(scale):
+    """W·s has the optimum s²·(W's): a constant learning rate of 0.01 (W·0.01) stopped after 2 solves at 6.80·s²
+    with a bound of 4.61·s² (optimum 5.3792·s², certified at W), its weights pinned to an absolute floor."""
+    from mmopt.participation.objectives import solve_max_variance
+    W = np.tril(np.ones((8, 8)))
+    base = solve_max_variance(W, 2)
+    sol = solve_max_variance(W * scale, 2)
+    assert base["status"] == sol["status"] == "optimal"
+    # both certified within tol = 1e-4 of the same optimum: their brackets overlap after scaling back
+    assert sol["lower_bound"] / scale**2 <= base["objective"] * (1 + 1e-9)
+    assert base["lower_bound"] <= sol["objective"] / scale**2 * (1 + 1e-9)
+    assert sol["objective"] <= sol["lower_bound"] * (1 + 1e-4)
+    np.testing.assert_allclose(sol["variances"].max(), sol["objective"], rtol=1e-12)

@@ -172,6 +172,10 @@ def test_a_workload_with_prefix_sums_gram_but_other_rows_is_not_prefix_sums():
 def test_singular_strategy_is_refused_not_reported():
     with pytest.raises(ValueError, match="overflow"), np.errstate(over="ignore", invalid="ignore"):
         T.evaluate(T.prefix(4000), T.banded([1.0, 3.0], 4000))
+    # built directly, not by a factory: an all-zero column reached sensitivity_squared and raised an IndexError
+    for column in ([0.0, 0.0], [0.0, 1.0], [1.0, np.nan], [], [1.0] * 5):
+        with pytest.raises(ValueError, match="'coefficients' parameter of ToeplitzStrategy must be a finite vector"):
+            T.ToeplitzStrategy(np.array(column), 4, "x", "toeplitz")
 
 
 @pytest.mark.parametrize("scale", [5e154, 1e200, 1e-154, 1e-200])

@@ -164,6 +164,7 @@ def dense_diagonal_bound(gram, schema: Schema) -> float:
     caller = "dense_diagonal_bound"
     G = v.check_matrix(gram, name="gram", caller=caller, square=True)
     n = G.shape[0]
+    schema = as_schema(schema, caller)
     schema.check_n(n, caller)
     v.check_allocation(4 * n * n, what=f"four {n:,}×{n:,} arrays", caller=caller)
     G = (G + G.T) / 2

@@ -65,6 +65,16 @@ class ToeplitzStrategy:
     params: dict = field(default_factory=dict)
     row_scale: np.ndarray | None = None
 
+    def __post_init__(self):
+        # the factories check their own arguments; a direct construction reached sensitivity_squared with an
+        # all-zero column and failed there with an IndexError (a helper's probe)
+        c = np.asarray(self.coefficients)
+        if c.ndim != 1 or not 1 <= c.size <= self.n or not c[0] or not np.all(np.isfinite(c)):
+            raise ValueError(f"The 'coefficients' parameter of ToeplitzStrategy must be a finite vector of 1 to n = "
+                             f"{self.n} entries with a non-zero first entry (C invertible). Got shape {c.shape}"
+                             f"{f' with first entry {float(c.flat[0]):g}' if c.size else ''}; "
+                             "mmopt.toeplitz.banded builds one from a column and checks it.")
+
     @property
     def domain_size(self) -> int:
         return self.n
