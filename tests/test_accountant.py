@@ -483,6 +483,18 @@ def test_max_rho_at_a_tiny_epsilon_ends_and_is_feasible(epsilon):
     assert math.sqrt(2 * rho) < 1e-8  # the total variation of N(0, 1) against N(√(2ρ), 1) is below δ-scale
 
 
+@pytest.mark.parametrize("epsilon, delta", [(1e4, 0.9), (1e4, 0.99), (3000.0, 0.99)])
+def test_max_rho_where_opendp_is_looser_than_bun_steinke(epsilon, delta):
+    """ε = 10⁴ with δ = 0.9 (valid: Privacy takes δ < 1 and ε ≤ 10⁴) raised an ArithmeticError from mst and aim:
+    the search started at Prop. 1.3's ρ, which OpenDP's map puts at ε = 10,039.6 there (a helper's probe; OpenDP
+    bisected directly gives ρ = 9,896.11 at ε = 10⁴, δ = 0.9)."""
+    import math
+
+    from mmopt.accounting._zcdp import epsilon_of_rho, max_rho
+    rho = max_rho(epsilon, delta)
+    assert epsilon_of_rho(rho, delta) <= epsilon < epsilon_of_rho(math.nextafter(rho, math.inf), delta)
+
+
 def test_a_ledger_reached_through_a_symlink_stays_one_ledger(tmp_path):
     """A write through a link replaced the link by a new file (os.replace) and locked the link's folder: the real
     ledger was left behind and each allowed the whole budget (0.9 through the link, 0.9 more through the file)."""

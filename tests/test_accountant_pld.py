@@ -148,11 +148,13 @@ def test_equal_gaussian_releases_never_report_less_than_the_exact_epsilon(sigma,
 
 
 @pytest.mark.parametrize("eps, delta, k, total_delta", [(0.01, 0.0, 5000, 1e-6), (0.002, 1e-12, 20000, 1e-7),
-                                                        (0.01, 1e-10, 3000, 1e-5)])
+                                                        (0.01, 1e-10, 3000, 1e-5), (1.0, 0.0, 1, 1e-9),
+                                                        (2.0, 0.0, 1, 1e-15), (1.25, 0.0, 1, 1e-6)])
 def test_many_declared_spends_never_report_less_than_the_exact_composition(eps, delta, k, total_delta):
     """k declared (ε, δ) spends with ε on the loss grid (the pessimistic rounding adds nothing there): the FFT's
     round-off reported ε with exact δ 1 + 5.5·10⁻⁸ (k = 5,000) and 1 + 2.1·10⁻⁶ (k = 20,000) times the total's (a
-    helper's probe), and the 5,000th spend fitted a total the exact composition exceeds. Oracle: Kairouz, Oh &
+    helper's probe), and the 5,000th spend fitted a total the exact composition exceeds; one spend of ε = 1 at
+    δ = 10⁻⁹ too (1 + 10⁻⁷: the tail's sum in get_epsilon_for_delta, another probe). Oracle: Kairouz, Oh &
     Viswanath's exact composition, in mpmath at 40 digits."""
     pytest.importorskip("dp_accounting")
     import mpmath as mp
@@ -225,3 +227,18 @@ def test_a_release_past_the_total_by_itself_is_refused_by_its_exact_profile(kind
         assert pl.alone_exceeds((kind, a, 0.0), eps * 0.99, delta)
         assert not pl.alone_exceeds((kind, a, 0.0), eps * 1.0001, delta)
     assert not pl.alone_exceeds(("generic", 5.0, 1e-6), 0.1, 1e-6)  # declared spends: the PLD decides
+
+
+@pytest.mark.parametrize("composition", ["pld", "basic"])
+def test_a_ledger_spend_without_delta_is_refused_when_loaded(tmp_path, composition):
+    """A hand-edited pld ledger with a spend's "delta": null loaded, and every later spend, report or repr raised
+    a bare TypeError (float(None)); it is refused by name on load, as a missing ε already was (a helper's probe)."""
+    pytest.importorskip("dp_accounting")
+    path = tmp_path / "budget.json"
+    acc = Accountant.open(path, mmopt.Privacy(2.0, 1e-6), composition)
+    acc.spend(mmopt.Privacy(0.5, 1e-8), label="a")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["spends"][0].update(delta=None, rho=0.1)  # one of (ε, δ) and ρ passed the check for a complete entry
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ValueError, match="has spend #1 without delta, which a '(pld|basic)' ledger needs"):
+        Accountant.load(path)

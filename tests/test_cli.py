@@ -218,3 +218,44 @@ def test_evaluate_scores_a_saved_strategy_at_its_recorded_budget(tmp_path, monke
     assert made["evaluate"]["total_squared_error"] == pytest.approx(again["total_squared_error"], rel=1e-12)
     assert main(["evaluate", "prefix:32", "--strategy", "g.npz", "-e", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["noise"] == "laplace"  # a flag given: δ's default, 0
+
+
+def test_a_failed_command_never_removes_a_ledger_another_run_spent_from(tmp_path, monkeypatch):
+    """A command that created its ledger and then failed checked the file for spends and removed it without the
+    ledger's lock: a spend another process wrote between the two was deleted with the file, and the next run was
+    offered the whole budget again (a helper's probe: ε = 0.9 of 1 spent, then 1 offered). The other run's spend
+    is let in exactly between the check and the removal: it is kept, or it is refused — never lost."""
+    import argparse
+    import os
+    import threading
+
+    import mmopt
+    from mmopt.cli import ledger as cl
+    path = tmp_path / "budget.json"
+    args = argparse.Namespace(ledger=str(path), ledger_total="1", composition=None)
+    outcome = {}
+
+    def other_run():
+        try:
+            mmopt.Accountant.load(path).spend(mmopt.Privacy(0.9), label="other")
+            outcome["spent"] = True
+        except (ValueError, OSError) as exc:  # refused: the file went first
+            outcome["refused"] = str(exc)
+
+    remove = os.remove
+
+    worker = threading.Thread(target=other_run)
+
+    def racing_remove(target, *a, **k):  # the other run's spend lands between the check and the removal
+        worker.start()
+        worker.join(timeout=1.0)  # with the lock held it waits (and is refused once the file is gone)
+        remove(target, *a, **k)
+
+    monkeypatch.setattr(os, "remove", racing_remove)
+    with pytest.raises(RuntimeError, match="data refused"), cl.ledger_scope(args, mmopt.Privacy(0.5)):
+        raise RuntimeError("data refused")
+    worker.join()
+    if outcome.get("spent"):
+        assert path.exists() and mmopt.Accountant.load(path).spent.epsilon == pytest.approx(0.9)
+    else:
+        assert "gone" in outcome["refused"] and not path.exists()

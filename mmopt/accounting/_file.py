@@ -41,11 +41,13 @@ class LedgerFile:
         except UnicodeDecodeError as exc:
             raise ValueError(f"{caller}: the file '{source}' is not UTF-8 text ({exc}).") from None
         eps, delta, composition, spends = lg.loads(text, source)
-        key = "rho" if composition == "zcdp" else "epsilon"
+        # (ε and δ both: a pld spend without δ loaded, and every later spend or report raised a bare TypeError)
+        keys = ("rho",) if composition == "zcdp" else ("epsilon", "delta")
         for k, s in enumerate(spends, 1):
-            if getattr(s, key) is None:
-                raise ValueError(f"{caller}: the file '{source}' has spend #{k} without {key}, which a "
-                                 f"{composition!r} ledger needs. Restore the ledger from a copy.")
+            for key in keys:
+                if getattr(s, key) is None:
+                    raise ValueError(f"{caller}: the file '{source}' has spend #{k} without {key}, which a "
+                                     f"{composition!r} ledger needs. Restore the ledger from a copy.")
         return cls(source, text), eps, delta, composition, spends
 
     @classmethod

@@ -7,8 +7,10 @@ never overwrites a ledger unless told to.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from mmopt.accounting import _ledger as lg
 from mmopt.accounting._compose import Ledger
 from mmopt.accounting._file import LedgerFile, ledger_path, real_path
 from mmopt.accounting._ledger import fmt
@@ -63,3 +65,21 @@ def save(acc, path, overwrite: bool) -> Path:
                               "it, or choose another path.")
     acc._file = LedgerFile.create(target, acc._ledger, caller, replace=overwrite)
     return target
+
+
+def remove_unspent(path, caller: str) -> bool:
+    """Remove the ledger file at ``path`` if it records no spend, pending or final; True if it did.
+
+    The check and the removal hold the ledger's lock, as every spend does: unlocked, a spend another process wrote
+    between them was deleted with the file, and the next run was offered the whole budget again (a helper's probe:
+    ε = 0.9 spent from a total of 1, then 1 offered)."""
+    target = real_path(ledger_path(path, caller))
+    with lg.locked(target, caller):
+        try:
+            _, _, _, _, spends = LedgerFile.read(target, caller)
+        except FileNotFoundError:
+            return False
+        if spends:
+            return False
+        os.remove(target)
+        return True

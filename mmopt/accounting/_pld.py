@@ -13,7 +13,10 @@ pessimistic rounding adds nothing) came out below the exact composition (Kairouz
 lost is absolute and grows with the number of composed terms k, not with the grid: measured 1.6·10⁻¹⁴,
 6.5·10⁻¹⁴ and 2.5·10⁻¹³ at k = 1,000, 5,000 and 20,000 (ε of 0.002 … 0.1, δ of 10⁻⁵ … 10⁻¹¹), at most
 k·u/14 (u = 2⁻⁵³). ε is therefore read at δ − k·u (:data:`FFT_DELTA_PER_TERM`; ≥ 14 times the loss measured,
-not a proven bound), δ = 0 as it is (the largest loss, no sum); a single term is composed with nothing.
+not a proven bound), δ = 0 as it is (the largest loss, no sum). A single term is composed with nothing, but
+reading its ε sums the tail too: ε = 2 at δ = 10⁻¹⁶ came out one ulp low (1.9999999999999998, where randomized
+response needs δ = 1.96·10⁻¹⁶ there), so it is read at δ − u as well, and every ε read is rounded up by two
+ulps.
 
 What each spend contributes:
 
@@ -165,11 +168,14 @@ def epsilon(terms, delta: float, extra=(), step: float = DISCRETIZATION) -> floa
     base = _composed(groups, loss_grid(groups, step)) if terms else None
     if base is None:
         return 0.0
-    if delta > 0 and len(terms) > 1:  # the FFT's round-off, set aside (module docstring)
+    if delta > 0:  # the FFT's round-off, set aside (module docstring); one term too: get_epsilon_for_delta's sum
         delta -= FFT_DELTA_PER_TERM * len(terms)
         if delta <= 0:
             return math.inf
-    return float(base.get_epsilon_for_delta(delta))
+    # rounded up by two ulps: the ε computed from the tail is the float nearest the exact one, below it half the
+    # time (one ε = 1 spend read at δ = 10⁻⁹: 0.9999999986321205, whose exact δ is (1 + 2.5·10⁻⁸)·10⁻⁹)
+    e = float(base.get_epsilon_for_delta(delta))
+    return math.nextafter(math.nextafter(e, math.inf), math.inf) if e > 0 else e
 
 
 def _gaussians_as_one(terms: list) -> list:

@@ -119,8 +119,9 @@ def max_rho(epsilon: float, delta: float) -> float:
     """The largest float ρ whose :func:`epsilon_of_rho` at δ is ≤ ε (the next float up gives more than ε).
 
     Bisection down to adjacent floats, started from Bun & Steinke's ρ = (√(log(1/δ) + ε) − √log(1/δ))² (at least
-    :data:`RHO_FLOOR`), where Prop. 1.3 gives exactly ε and OpenDP's tighter bound gives less, so it is feasible;
-    a galloping search and a geometric bisection first bracket ρ within a factor 2. A Gaussian release
+    :data:`RHO_FLOOR`), where Prop. 1.3 gives exactly ε and OpenDP's tighter bound usually gives less (not at
+    ε ~ 10⁴ with δ near 1, where the search goes down from it); a galloping search and a geometric bisection first
+    bracket ρ within a factor 2. A Gaussian release
     that OpenDP verified at (ε, δ) has ρ ≤ max_rho(ε, δ), to within the ulps by which the stand-in's map may
     differ from the release's own (the same order as reading ε as a decimal, :mod:`._ledger`).
 
@@ -148,13 +149,23 @@ def _max_rho(epsilon: float, delta: float) -> float:
         raise ValueError(f"The budget ε={epsilon!r}, δ={delta!r} is past what OpenDP's zCDP → (ε, δ) conversion can "
                          f"evaluate (at ρ = {lo:.4g} its ε overflows). Give ε ≤ 10⁴: the noise there is already "
                          "about 10⁻⁴ of a count.")
-    if epsilon_of_rho(lo, delta) > epsilon:  # not with OpenDP's bound below Prop. 1.3 (and 0 at the floor); stay safe
-        raise ArithmeticError(f"max_rho: the starting ρ = {lo!r} is not feasible at ε={epsilon!r}, δ={delta!r}.")
-    factor = 2.0  # galloping: the factor squares at each feasible step (from the floor, 10²⁷² in 9 steps, not 900)
-    hi = factor * lo
-    while epsilon_of_rho(hi, delta) <= epsilon:
-        lo, factor = hi, min(factor * factor, 1e100)
+    factor = 2.0  # galloping: the factor squares at each step (from the floor, 10²⁷² in 9 steps, not 900)
+    if epsilon_of_rho(lo, delta) > epsilon:
+        # OpenDP's map is looser than Prop. 1.3 where ε is huge and δ near 1 (ε = 10⁴, δ = 0.9: 10,039.6 at its ρ,
+        # which raised an ArithmeticError; a helper's probe): gallop down to a feasible ρ
+        while True:
+            hi, lo = lo, max(lo / factor, RHO_FLOOR)
+            if epsilon_of_rho(lo, delta) <= epsilon:
+                break
+            if lo == RHO_FLOOR:
+                raise ValueError(f"The budget ε={epsilon!r}, δ={delta!r} admits no ρ ≥ {RHO_FLOOR:g} under OpenDP's "
+                                 "zCDP → (ε, δ) conversion. Give a smaller δ.")
+            factor = min(factor * factor, 1e100)
+    else:
         hi = factor * lo
+        while epsilon_of_rho(hi, delta) <= epsilon:
+            lo, factor = hi, min(factor * factor, 1e100)
+            hi = factor * lo
     while hi > 2.0 * lo:  # geometric bisection down to a factor 2
         mid = math.sqrt(lo) * math.sqrt(hi)
         if epsilon_of_rho(mid, delta) <= epsilon:

@@ -10,6 +10,7 @@ import os
 
 import mmopt
 from mmopt.accounting._compose import down6
+from mmopt.accounting._persist import remove_unspent
 from mmopt.cli import output as out
 
 __all__ = ["ledger_scope", "no_room", "open_ledger"]
@@ -81,9 +82,10 @@ def ledger_scope(args, privacy):
     try:
         yield acc
     except BaseException:
-        # read back from the file: a spend written by another process keeps the ledger too
-        if new and acc is not None and os.path.exists(args.ledger) and not mmopt.Accountant.load(args.ledger).spends:
-            os.remove(args.ledger)
+        # read back from the file, under its lock: a spend written by another process keeps the ledger too
+        if new and acc is not None:
+            with contextlib.suppress(OSError, ValueError):  # unreadable or locked too long: kept (the safe side),
+                remove_unspent(args.ledger, "mmopt")       # and the block's own error is the one raised
         raise
 
 
