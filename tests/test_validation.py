@@ -71,3 +71,14 @@ def test_entries_below_the_smallest_float64_are_refused_not_zeroed():
         with pytest.raises(ValueError, match="must be representable in float64"):
             Workload.from_matrix(np.array([[np.longdouble("1e-4000"), 1]], dtype=np.longdouble))
     assert Workload.from_matrix([[Fraction(1, 3), 1]]).gram[0, 1] == pytest.approx(1 / 3)
+
+
+def test_flags_take_numpy_booleans_and_refuse_the_rest_by_name():
+    """mst(compress=np.True_) was refused as "must be a bool. Got bool instead" (numpy's type is also named 'bool');
+    the six flags now share one check, which takes Python and numpy booleans alike."""
+    from mmopt._base import validation as v
+    assert v.check_bool(np.True_, name="compress", caller="mst") is True
+    assert v.check_bool(False, name="compress", caller="mst") is False
+    for bad in ("no", 1, None, np.array([True])):
+        with pytest.raises(TypeError, match=r"The 'compress' parameter of mst must be True or False. Got "):
+            v.check_bool(bad, name="compress", caller="mst")

@@ -257,6 +257,15 @@ def check_str(value, *, name: str, caller: str) -> str:
     return value
 
 
+def check_bool(value, *, name: str, caller: str) -> bool:
+    """``value`` as a bool if it is one (numpy's ``np.True_`` too: its type is also called 'bool', and a message
+    refusing it as "Got bool" read as a contradiction); a string such as 'no' is truthy, never a choice."""
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{_param(name, caller)} must be True or False. Got {value!r:.60} ({type(value).__name__}) "
+                        "instead.")
+    return bool(value)
+
+
 def check_choice(value, *, name: str, caller: str, choices: Iterable[str]) -> str:
     """Return ``value`` if it is one of ``choices``; otherwise list them."""
     choices = tuple(choices)

@@ -98,8 +98,7 @@ def dawa(x, epsilon: float, *, ratio: float = 0.25, strategy="hierarchical", bra
     v.check_choice(selection, name="selection", caller=caller, choices=SELECTIONS)
     v.check_choice(candidates, name="candidates", caller=caller, choices=CANDIDATES)
     order = v.check_choice(order, name="order", caller=caller, choices=ORDERS)
-    if not isinstance(nonnegative, bool | np.bool_):
-        raise TypeError(f"The 'nonnegative' parameter of {caller} must be a bool. Got {type(nonnegative).__name__}.")
+    nonnegative = v.check_bool(nonnegative, name="nonnegative", caller=caller)
     src = resolve_noise(noise, rng, caller=caller)
     eps1 = rho * eps
     eps2 = eps - eps1

@@ -177,9 +177,7 @@ def private_partition(x, epsilon: float, *, bucket_penalty: float, candidates: s
     selection = v.check_choice(selection, name="selection", caller=caller, choices=SELECTIONS)
     cap = x.size if max_bucket_length is None else v.check_int(max_bucket_length, name="max_bucket_length",
                                                                 caller=caller)
-    if not isinstance(entropy_correction, bool | np.bool_):
-        raise TypeError(f"The 'entropy_correction' parameter of {caller} must be a bool. "
-                        f"Got {type(entropy_correction).__name__}.")
+    entropy_correction = v.check_bool(entropy_correction, name="entropy_correction", caller=caller)
     src = resolve_noise(noise, rng, caller=caller)
     lengths = candidate_lengths(x.size, candidates, cap)
     delta_L = 2.0 * (1.0 - 1.0 / lengths)

@@ -36,8 +36,7 @@ def check_common(caller: str, workload, norm, restarts, seed, max_iterations, to
         max_iterations, name="max_iterations", caller=caller, low=1)
     tol = default_tol if tol is None else v.check_real(tol, name="tol", caller=caller, low=0.0, high=1.0,
                                                        low_open=True, high_open=True)
-    if not isinstance(verbose, bool | np.bool_):
-        raise TypeError(f"The 'verbose' parameter of {caller} must be a bool. Got {type(verbose).__name__}.")
+    v.check_bool(verbose, name="verbose", caller=caller)
     return norm, restarts, spawn(seed, restarts, caller), iters, tol
 
 

@@ -257,8 +257,7 @@ def solve_marginals(workload: ImplicitWorkload, *, norm: str = "l1", restarts: i
         v.check_int(max_iterations, name="max_iterations", caller=_FUNC, low=1)
     tol = DEFAULT_TOL if tol is None else v.check_real(tol, name="tol", caller=_FUNC, low=0.0, high=1.0,
                                                         low_open=True, high_open=True)
-    if not isinstance(verbose, bool | np.bool_):
-        raise TypeError(f"The 'verbose' parameter of {_FUNC} must be a bool. Got {type(verbose).__name__}.")
+    verbose = v.check_bool(verbose, name="verbose", caller=_FUNC)
     n_jobs = check_n_jobs(n_jobs, caller=_FUNC)
     log = _LOG.info if verbose else _LOG.debug
     shape, l1 = workload.shape, norm == "l1"

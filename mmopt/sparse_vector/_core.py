@@ -125,9 +125,7 @@ def check_common(caller: str, epsilon, c, sensitivity, monotone, threshold_fract
     epsilon = v.check_real(epsilon, name="epsilon", caller=caller, low=0.0, low_open=True)
     c = v.check_int(c, name="c", caller=caller, low=1)
     sensitivity = v.check_real(sensitivity, name="sensitivity", caller=caller, low=0.0, low_open=True)
-    if not isinstance(monotone, bool | np.bool_):
-        raise TypeError(f"The 'monotone' parameter of {caller} must be a bool. Got {monotone!r:.60} "
-                        f"({type(monotone).__name__}) instead.")
+    monotone = v.check_bool(monotone, name="monotone", caller=caller)
     if threshold_fraction is not None:
         threshold_fraction = v.check_real(threshold_fraction, name="threshold_fraction", caller=caller,
                                           low=0.0, high=1.0, low_open=True, high_open=True)

@@ -74,6 +74,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from mmopt._base import validation as v
 from mmopt.accounting._zcdp import round_down
 from mmopt.adaptive._noise import Noise
 from mmopt.records import counts as rc
@@ -172,9 +173,7 @@ def mst(records, domain: Domain, privacy, seed=None, *, compress: bool = True, w
     check_domain(domain, caller=caller)
     rho = budget_rho(privacy, caller)
     seed = check_seed(seed, caller)
-    if not isinstance(compress, bool):
-        raise TypeError(f"The 'compress' parameter of {caller} must be a bool. Got {type(compress).__name__} "
-                        "instead.")
+    compress = v.check_bool(compress, name="compress", caller=caller)
     sets = None if workload is None else rc.check_sets(workload, domain, caller=caller, name="workload")
     if sets is not None:
         cells = sum(math.prod(domain.shape[i] for i in r) for r in sets if len(r) > 2)
