@@ -211,7 +211,10 @@ def iter_batches(plan: TablePlan, chunk_rows: int = DEFAULT_CHUNK_ROWS):
             if plan.widths is not None:
                 h = plan.widths.of(c, se)
                 answers = np.asarray(values, dtype=float)
-                cols.extend([pa.array(answers - h), pa.array(answers + h)])
+                # rounded outwards: a half-width below the answer's ulp rounded to nothing (lower = upper); a zero
+                # query's (h = 0) stays its exact answer
+                lo, hi = np.nextafter(answers - h, -np.inf), np.nextafter(answers + h, np.inf)
+                cols.extend([pa.array(np.where(h > 0, lo, answers)), pa.array(np.where(h > 0, hi, answers))])
         yield pa.RecordBatch.from_arrays(cols, schema=schema)
 
 

@@ -11,9 +11,18 @@ closed form, per distinct value of each factor row (:func:`_algebra_laws`), at a
 agree to 12 significant digits share one quantile; at most :data:`MAX_LAPLACE_ROWS` rows per table, because
 each distinct law costs milliseconds. Other implicit strategies are refused for Laplace intervals; records
 releases give exact intervals through the marginal algebra (:mod:`mmopt.records.plans`).
+
+The interval is exact for the noise; the answer itself is computed in float64. Each h is widened by
+:func:`roundoff_allowance` (a heuristic: a few ulps of the largest |q|·|x̂| the answers can reach, not a proven
+bound) and ``lower``/``upper`` are rounded outwards: on counts of 10¹⁵ at noise scale 0.04 every h rounded away
+(lower = upper = the answer) and half the intervals missed, the reconstruction's round-off (0.51) being larger
+than the noise's h (0.09) (a helper's probe). Where the allowance is 10⁻³ of the noise scale or more, a warning
+says the answers are at the edge of float64.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
@@ -28,14 +37,18 @@ class Widths:
     """h for each row of a chunk, given its standard errors (``of``); ``laws(c)`` lists, for Laplace noise, each
     row's error law as (values, counts) of its weights on the measurements."""
 
-    def __init__(self, alpha: float, noise: str, scale: float, laws=None):
-        self.alpha, self.noise, self.scale, self.laws = alpha, noise, scale, laws
+    def __init__(self, alpha: float, noise: str, scale: float, laws=None, allowance: float = 0.0):
+        self.alpha, self.noise, self.scale, self.laws, self.allowance = alpha, noise, scale, laws, allowance
         self.z = iv.half_width("gaussian", alpha, sd=1.0)   # z_{1−α/2}
         if noise == "laplace":
             iv.check_laplace_alpha(alpha, "answers_table")
         self.cache: dict = {}
 
     def of(self, c: Chunk, se: np.ndarray) -> np.ndarray:
+        h = self._noise(c, se)
+        return np.where(h > 0, h + self.allowance, h)  # a zero query (h = 0) is answered exactly: 0
+
+    def _noise(self, c: Chunk, se: np.ndarray) -> np.ndarray:
         if self.noise == "gaussian":
             return self.z * se
         found = self.laws(c)
@@ -198,16 +211,31 @@ def preflight(alpha, model, noise: str, reconstruction: str, name: str, caller: 
     return alpha
 
 
+def roundoff_allowance(layout, estimate: np.ndarray) -> float:
+    """16·u·max|W|·‖x̂‖₁ (u = 2⁻⁵³): a few ulps of the largest |q|·|x̂|, added to every half-width (module
+    docstring). A heuristic allowance for the float64 arithmetic of x̂ and q x̂ (a well-conditioned A), not a bound."""
+    top = max(abs(t.weight) * float(np.prod([1.0 if f.matrix is None else float(np.abs(f.matrix).max(initial=0.0))
+                                             for f in t.factors])) for t in layout.terms)  # the families: 0/1
+    return 16 * np.finfo(float).eps / 2 * top * float(np.abs(estimate).sum())
+
+
 def widths(alpha, model, workload, strategy, output, meta: dict, caller: str) -> Widths:
     """The :class:`Widths` of a planned table (refusals: :func:`preflight`)."""
     alpha = preflight(alpha, model, output.noise, meta["reconstruction"], meta["workload"], caller, strategy)
     scale = float(output.noise_scale)
+    extra = roundoff_allowance(model.layout, output.estimate)
+    meta["roundoff_allowance"] = extra
+    if extra >= 1e-3 * scale:
+        warnings.warn(f"{caller}: the answers reach {extra / (8 * np.finfo(float).eps):.3g}, where float64's round-off "
+                      f"(~{extra:.3g}) is {extra / scale:.3g} of the noise scale {scale:.3g}: each interval is widened "
+                      "by it, and is no longer exact. Release counts in larger units, or at a smaller ε.",
+                      RuntimeWarning, stacklevel=3)
     if output.noise == "gaussian":
-        return Widths(alpha, "gaussian", scale)
+        return Widths(alpha, "gaussian", scale, allowance=extra)
     if model.method == "algebra":
-        return Widths(alpha, "laplace", scale, _algebra_laws(model.layout, _marginals_of(strategy)))
+        return Widths(alpha, "laplace", scale, _algebra_laws(model.layout, _marginals_of(strategy)), extra)
     if model.method == "product":
-        return Widths(alpha, "laplace", scale, _product_laws(model.layout, strategy))
+        return Widths(alpha, "laplace", scale, _product_laws(model.layout, strategy), extra)
     from mmopt.answers.variance import _dense_workload
     from mmopt.dense._error_common import as_strategy
     from mmopt.dense.least_squares import factorize
@@ -219,4 +247,4 @@ def widths(alpha, model, workload, strategy, output, meta: dict, caller: str) ->
     # up to 2.2× too wide
     A = strategy.to_strategy() if isinstance(strategy, ImplicitStrategy) else as_strategy(strategy, caller)
     pinv = factorize(A).solve(np.eye(A.matrix.shape[0])).T
-    return Widths(alpha, "laplace", scale, _dense_laws(lambda c: W[c.start:c.stop], pinv))
+    return Widths(alpha, "laplace", scale, _dense_laws(lambda c: W[c.start:c.stop], pinv), extra)
