@@ -54,6 +54,8 @@ CALLER = "optimize"
 #: closes the gap further (momentum β = 0.9, n = 256, k = 4 / 8: 1.00001 / 1.00002 dense, 1.00005 / 1.00029 banded)
 BANDED_INVERSE_FROM = 1024
 METHODS = ("auto", "l2_approx", "banded")
+#: options of the minimum-separation route (:mod:`mmopt.family.training_separation`): CPU seconds of its searches
+SEPARATION_BUDGETS = frozenset({"seconds", "chain_dual_seconds", "free_banded_seconds", "chain_banded_seconds"})
 OBJECTIVES = ("total", "max_variance", "last_iterate")
 
 
@@ -140,18 +142,24 @@ def run(workload, method, call: Call) -> OptimizeResult:
                          f"{list(OBJECTIVES)}. Got {call.objective!r} instead.")
     G, n, stream = _gram(workload)
     schema.check_n(n, CALLER)
+    if schema.participations(n) == 1 and not isinstance(schema, FixedEpochs):
+        # k = 1, or b ≥ n: one step per record whatever the schema says, so its certified route (fixed_epochs(1));
+        # min_separation(1, 1) took the banded heuristic capped at one band: 36 on prefix(8) against 17.87
+        # (the minimum-separation search's time budgets are accepted unused: that search has nothing to do)
+        kept = {k: val for k, val in (call.options or {}).items() if k not in SEPARATION_BUDGETS} or None
+        res = run(workload, method, dataclasses.replace(call, participation=FixedEpochs(1), options=kept))
+        return dataclasses.replace(res, extra=dict(res.extra) | {"participation": repr(schema)})
     if G is not None and stream is None:
         _check_full_rank(G, schema)
     if call.objective != "total":
         from mmopt.family.training_objectives import run_objective
         return run_objective(workload, stream, schema, method, call, t0)
-    dense_ok = (isinstance(schema, FixedEpochs) and n <= 4096) or takes_separation(schema, n, stream, G) or n == 1
+    dense_ok = (isinstance(schema, FixedEpochs) and n <= 4096) or takes_separation(schema, n, stream, G)
     picked = method == "auto"
     if picked:
         method = "l2_approx" if dense_ok else "banded"
     options = dict(call.options or {})
-    budgets = {"seconds", "chain_dual_seconds", "free_banded_seconds", "chain_banded_seconds"}
-    allowed = {"bands"} if method == "banded" else (budgets if not isinstance(schema, FixedEpochs) else set())
+    allowed = {"bands"} if method == "banded" else set() if isinstance(schema, FixedEpochs) else SEPARATION_BUDGETS
     if set(options) - allowed:
         how = f"method='auto' (which picked {method!r} at n = {n:,})" if picked else f"method={method!r}"
         raise ValueError(f"Unknown options {sorted(options)} for {CALLER}({how}, participation=...): "
@@ -163,9 +171,6 @@ def run(workload, method, call: Call) -> OptimizeResult:
             raise ValueError(f"{CALLER}(method='l2_approx', participation={schema!r}) runs under fixed epochs up to "
                              f"4,096 steps, and under min_separation(n/k, k) up to 2,048 steps. Got n={n:,}; use "
                              "method='banded' (any n, exact sensitivity).")
-        if n == 1:  # one step: every schema is single participation (the cutting planes need two steps)
-            res = _dense(G, stream, FixedEpochs(1), call, t0, workload.n_queries, workload)
-            return dataclasses.replace(res, extra=dict(res.extra) | {"participation": repr(schema)})
         if not isinstance(schema, FixedEpochs):
             return run_separation(workload, G, stream, schema, call, t0)
         return _dense(G, stream, schema, call, t0, workload.n_queries, workload)
