@@ -162,6 +162,8 @@ def test_bad_requests_are_refused_by_name():
         mmopt.optimize(W, objective="max_variance", method="kron")
     with pytest.raises(ValueError, match="under Laplace noise .* plan by kind='se'"):
         mmopt.plan(W, targets=5.0, kind="halfwidth")
+    with pytest.raises(ValueError, match="'alpha' parameter of plan is the level of kind='halfwidth' intervals"):
+        mmopt.plan(W, targets=5.0, kind="se", alpha=0.1)  # read by nothing before; the command line refused it
     with pytest.raises(ValueError, match="runs up to 4,096 cells on dense workloads"):
         mmopt.optimize(wl.prefix(2**16), privacy=GAUSS, objective="max_variance")
 
@@ -560,3 +562,34 @@ def test_cells_whose_weighted_diagonal_underflows_do_not_break_the_l2_newton_ste
     assert dense.status == tree.status == "optimal"
     # each certified to tol 1e-4: the two brackets overlap
     assert dense.lower_bound <= tree.objective * (1 + 1e-9) and tree.lower_bound <= dense.objective * (1 + 1e-9)
+
+
+def test_a_workload_without_full_column_rank_gets_a_strategy_release_accepts():
+    """A 4×6 W: the search's Gram leaked 4.7·10⁻¹³ of its trace out of W's row space, above the support test of
+    evaluate and release (100·n·eps), which refused the 'optimal' strategy — and plan crashed (a helper's probe).
+    The Gram is projected onto W's row space; the numpy oracle: pinv of AᵀA and the largest column norm."""
+    W = mmopt.Workload.from_matrix(np.array([[0, 0, 0, -2.16, 0, .24], [-1.28, -.2, .37, -1.64, -.24, 0],
+                                             [.83, 0, -1.41, 0, 0, 1.35], [-.81, 0, 0, -1.49, .8, -2.51]]))
+    privacy = mmopt.Privacy(1.0, 1e-5)
+    res = mmopt.optimize(W, privacy=privacy, objective="max_variance", targets=3.0)
+    assert res.status == "optimal" and res.lower_bound <= res.objective <= res.lower_bound * (1 + 1e-4)
+    A, Wm = res.strategy.matrix, W.explicit_matrix()
+    unit = np.max(np.sum(A * A, axis=0)) * np.diag(Wm @ np.linalg.pinv(A.T @ A) @ Wm.T) / 3.0
+    assert float(unit.max()) == pytest.approx(res.objective, rel=1e-9)
+    got = mmopt.evaluate(W, res.strategy, privacy, per_query=True).per_query_variance
+    np.testing.assert_allclose(got, unit * 3.0 * privacy.noise_scale(1.0) ** 2, rtol=1e-9)
+    mmopt.release(W, res.strategy, np.zeros(6), privacy)
+    plan = mmopt.plan(W, targets=3.0, delta=1e-5)
+    assert plan.privacy.epsilon > 0
+
+
+@pytest.mark.parametrize("calibration", ["release", "analytic"])
+def test_a_plan_past_what_release_can_calibrate_is_refused(calibration):
+    """Targets of 2·10⁻⁵ on one cell need ε = 26,171 under Gaussian noise: the default calibration returned it,
+    and mmopt.release could not draw there (OpenDP's calibration overflows past ~10⁴; a helper's probe)."""
+    W = mmopt.Workload.from_matrix(np.array([[1.0]]))
+    with pytest.raises(ValueError, match="smaller than the Gaussian mechanism gives at ε = 10⁴"):
+        mmopt.plan(W, targets=2e-5, delta=1e-6, calibration=calibration)
+    p = mmopt.plan(W, targets=1e-3, delta=1e-6, calibration=calibration)  # ε in the thousands: drawn
+    assert 100 < p.privacy.epsilon <= 1e4
+    mmopt.release(W, p.strategy, np.zeros(1), p.privacy)

@@ -191,12 +191,12 @@ def plan(args) -> int:
     if args.alpha is not None and args.kind != "halfwidth":  # it was ignored, silently
         raise ValueError(f"--alpha is the level of --kind halfwidth's intervals; --kind {args.kind} has none. Drop "
                          "--alpha, or pass --kind halfwidth.")
-    alpha = 0.05 if args.alpha is None else args.alpha
     if args.out:  # before the search, which can take minutes: a missing folder was found after it
         out.check_extension(args.out, (".json", ".csv"), "--out")
         out.check_writable(args.out, "--out", force=args.force)
     W = build_workload(args.spec)
-    p = mmopt.plan(W, targets=args.target, kind=args.kind, alpha=alpha, delta=args.delta, tol=args.tol,
+    alpha = 0.05 if args.alpha is None else args.alpha  # plan's default, recorded
+    p = mmopt.plan(W, targets=args.target, kind=args.kind, alpha=args.alpha, delta=args.delta, tol=args.tol,
                    max_iterations=args.max_iterations, calibration=args.calibration)
     record = {"workload": _workload_info(W), "target": args.target, "kind": args.kind,
               "calibration": args.calibration,

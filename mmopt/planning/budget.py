@@ -94,6 +94,10 @@ def variance_factor(epsilon: float, delta: float, calibration: str = "release") 
     return _D_IN**2 / (2.0 * max_rho(epsilon, delta)) * _SEARCH
 
 
+#: the largest ε plan returns under Gaussian noise: OpenDP's calibration overflows past ~10⁴
+MAX_EPSILON = 1e4
+
+
 def _release_epsilon(c_max: float, delta: float, *, upper: bool) -> float:
     """The smallest ε whose release noise has variance ≤ ``c_max`` per unit Δ² (``upper``: with d_in's rounding
     and the search's slack, so :func:`variance_factor` ≤ c_max; else the certified lower end, without them):
@@ -106,9 +110,11 @@ def _release_epsilon(c_max: float, delta: float, *, upper: bool) -> float:
     eps = epsilon_of_rho(slack / (2.0 * c_max), delta)  # OpenDP's ε, rounded up
     if eps <= 0:
         _any_epsilon(c_max, delta)
-    if not math.isfinite(eps):
-        raise ValueError(f"plan: the targets need a noise variance {c_max:.3g} per unit Δ², below what OpenDP's "
-                         f"Gaussian mechanism can prove at δ = {delta:g}. Loosen the targets or raise delta.")
+    if not math.isfinite(eps) or eps > MAX_EPSILON:  # past 10⁴ OpenDP's calibration overflows: ε = 26,171 was
+        # returned, and mmopt.release refused it (a helper's probe); the analytic route stops there too
+        raise ValueError(f"plan: the targets need a noise variance {c_max:.3g} per unit Δ², smaller than the "
+                         f"Gaussian mechanism gives at ε = 10⁴ with δ = {delta:g} (where OpenDP's calibration "
+                         "stops). Loosen the targets or raise delta.")
     return eps if upper else eps * (1 - 1e-12)
 
 
@@ -148,7 +154,7 @@ def _smallest_epsilon(c_max: float, delta: float, *, upper: bool, calibration: s
     def excess(log_eps):
         return math.log(c(math.exp(log_eps))) - math.log(c_max)
 
-    lo, hi = math.log(1e-8), math.log(1e4)
+    lo, hi = math.log(1e-8), math.log(MAX_EPSILON)
     if excess(hi) > 0:
         raise ValueError(f"plan: the targets need a variance factor {c_max:.3g}, smaller than the "
                          f"{'Laplace' if delta == 0 else 'Gaussian'} mechanism gives at ε = 10⁴ with δ = {delta:g}. "
@@ -169,7 +175,7 @@ def _smallest_epsilon(c_max: float, delta: float, *, upper: bool, calibration: s
 #: noise), so a gap of 5·10⁻⁴ in V keeps the budget within 1.0005× of the certified minimum
 PLAN_TOL = 5e-4
 
-def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha: float = 0.05,
+def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha: float | None = None,
          tol: float | None = None, max_iterations: int | None = None, calibration: str = "release") -> Plan:
     """The smallest ε (at ``delta``) at which every query's variance meets its target, with the strategy.
 
@@ -193,7 +199,9 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     kind : {"variance", "se", "halfwidth"}
         What ``targets`` are: variances, standard errors, or half-widths of (1 − ``alpha``) intervals
         (Gaussian noise: half-width = z₁₋α/₂·σ).
-    alpha : float in (0, 1)
+    alpha : float in (0, 1), default None (0.05)
+        The intervals' level, for ``kind="halfwidth"`` only (given with another kind it is refused, as the
+        command line refuses --alpha: it was read by nothing).
     tol, max_iterations : as :func:`mmopt.optimize` (the max-variance search's gap and L2 solves); ``tol``
         defaults to :data:`PLAN_TOL`, which keeps ε within 1.0005× of the certified minimum
     calibration : {"release", "analytic"}, default "release"
@@ -234,8 +242,12 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     if max_iterations is not None:  # named here: optimize's own check named optimize
         max_iterations = v.check_int(max_iterations, name="max_iterations", caller=caller, low=1)
     delta = v.check_real(delta, name="delta", caller=caller, low=0.0, high=1.0, high_open=True)
-    alpha = v.check_real(alpha, name="alpha", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
     kind = v.check_choice(kind, name="kind", caller=caller, choices=KINDS)
+    if alpha is not None and kind != "halfwidth":
+        raise ValueError(f"The 'alpha' parameter of {caller} is the level of kind='halfwidth' intervals; "
+                         f"kind={kind!r} reads none. Got alpha={alpha!r}: drop it, or pass kind='halfwidth'.")
+    alpha = 0.05 if alpha is None else v.check_real(alpha, name="alpha", caller=caller, low=0.0, high=1.0,
+                                                    low_open=True, high_open=True)
     calibration = v.check_choice(calibration, name="calibration", caller=caller, choices=CALIBRATIONS)
     unit = Privacy(1.0, delta) if delta > 0 else Privacy(1.0)
     from mmopt.hierarchy.workload import HierarchyWorkload

@@ -37,7 +37,7 @@ import numpy as np
 from scipy import optimize
 
 from mmopt._base import validation as v
-from mmopt.dense.profile import power_of_two_scale
+from mmopt.dense.profile import numerical_rank, power_of_two_scale
 from mmopt.search.l2_fast import solve_l2
 
 __all__ = ["MaxVarianceSolution", "solve_max_variance"]
@@ -187,11 +187,34 @@ def solve_max_variance(W: np.ndarray, targets: np.ndarray | None = None, *, tol:
         except Done as done:
             status = done.status
     top, X, var = st["best"]
+    if (support := _row_space(Wt, X)) is not None:  # round-off outside W's row space (see _row_space)
+        X = support @ (support.T @ X @ support) @ support.T
+        X = (X + X.T) / 2
+        X /= max(float(np.max(np.diag(X))), 1.0)  # the projection's round-off may lift a diagonal past 1
+        var = _variances(Wt, X)
+        top = float(np.max(var))
     if top < st["lower"] <= top * (1 + 1e-6):  # the dual value's round-off (~10⁻⁷ where G_p is nearly singular:
         st["lower"] = top                      # prefix sums with τᵢ = i + 1, whose optimum X = I has value 1 exactly)
     history = [h | {k: float(np.ldexp(h[k], e)) for k in ("objective", "lower_bound")} for h in history]
     return MaxVarianceSolution(X, float(np.ldexp(top, e)), float(np.ldexp(st["lower"], e)), status, st["k"], st["p"],
                                np.ldexp(var, e), tuple(history), st["solver"])
+
+
+def _row_space(W: np.ndarray, X: np.ndarray) -> np.ndarray | None:
+    """An orthonormal basis V (n×r) of W's row space when W has rank r < n and X lies in it up to round-off
+    (≤ 10⁻⁹ of its trace outside), else None.
+
+    X_p has W's row space as its range in exact arithmetic; in floating point 4.7·10⁻¹³ of its trace leaked out
+    (a 4×6 W), above the support test of evaluate and release (100·n·eps), which then refused the "optimal"
+    strategy (a helper's probe). Such an X is returned as V (VᵀXV) Vᵀ. An X with real weight outside (the SDP's,
+    full rank) is kept: there the off-range part lowers the variances (w X⁻¹ wᵀ ≤ w (VᵀXV)⁻¹ wᵀ)."""
+    _, s, Vt = np.linalg.svd(W, full_matrices=False)
+    r = numerical_rank(s, W.shape)
+    if r == W.shape[1]:
+        return None
+    V = Vt[:r].T
+    outside = float(np.trace(X)) - float(np.einsum("ij,ik,kj->", V, X, V))  # tr((I − VVᵀ) X)
+    return V if outside <= 1e-9 * float(np.trace(X)) else None
 
 
 def _sdp_weights(Wt: np.ndarray, st: dict) -> np.ndarray | None:
