@@ -137,3 +137,19 @@ def test_a_count_alias_never_takes_the_name_of_a_result_column(alias):
     with pytest.raises(ValueError, match=f"refuses COUNT\\(\\*\\) AS {alias}. Name the count otherwise"):
         parse_query(f"SELECT county, COUNT(*) AS {alias} FROM t GROUP BY county")
     assert parse_query("SELECT county, COUNT(*) AS n FROM t GROUP BY county").count_name == "n"
+
+
+@pytest.mark.parametrize("name", ["std_error", "lower", "upper", "grouping_set"])
+def test_a_grouping_column_never_takes_the_name_of_a_result_column(name):
+    """A grouping column named std_error (lower, upper, grouping_set) had its labels replaced by the result's own
+    column in mmopt.sql's table, without a word; only the count's alias was refused (a probe)."""
+    with pytest.raises(ValueError, match=f"refuses the grouping column '{name}'.*Rename it .*'{name}_group'"):
+        parse_query(f'SELECT "{name}", COUNT(*) AS n FROM t GROUP BY "{name}"')
+
+
+def test_a_quoted_table_name_keeps_its_parts():
+    """FROM "my.tab" and FROM my.tab both gave the table "my.tab": the quoting was lost, and DuckDB read the
+    table tab of schema my for both (a probe)."""
+    assert parse_query('SELECT COUNT(*) FROM "my.tab"').table_parts == ("my.tab",)
+    assert parse_query("SELECT COUNT(*) FROM my.tab").table_parts == ("my", "tab")
+    assert parse_query('SELECT COUNT(*) FROM "my.tab"').table == "my.tab"  # the name, as before

@@ -132,7 +132,7 @@ def test_a_valid_query_does_reach_the_source(monkeypatch):  # the control of the
     monkeypatch.setattr(gr, "resolve_source", lambda source, table: looked.append(table) or source)
     with pytest.raises(TypeError, match="'source' parameter of mmopt.sql must be .* Got Untouchable"):
         mmopt.sql("SELECT state, COUNT(*) FROM people GROUP BY state", Untouchable(), D, GAUSS)
-    assert looked == ["people"]
+    assert looked == [("people",)]  # the FROM name's identifier parts (a quoted "my.tab" is one part)
 
 
 def test_mapping_and_duckdb_lookups_refuse_an_unknown_table(people):
@@ -263,3 +263,74 @@ def test_release_grouping_sets_names_its_own_parameter(people, sets, exc, match)
     # have, and a string set split into letters; a helper's probe)
     with pytest.raises(exc, match=match):
         gr.release_grouping_sets(sets, people, D, mmopt.Privacy(1.0))
+
+
+@pytest.mark.parametrize("name, hierarchy", [(n, h) for n in ("std_error", "lower", "upper", "grouping_set")
+                                             for h in (None, "leaf", "other")]
+                         + [(n, h) for n in ("estimate", "set") for h in ("leaf", "other")])
+def test_a_grouping_column_named_like_a_result_column_is_refused_before_the_source_is_touched(
+        name, hierarchy, monkeypatch):
+    """A grouping column named std_error (lower, upper) had its labels A/B replaced by numbers in mmopt.sql's
+    table, and grouping_set overwrote the set names; with hierarchies, std_error, lower and estimate were
+    overwritten and grouping_set and set crashed inside pandas after the noise was drawn (a probe)."""
+    T = Domain((Attribute(name, categories=("A", "B")), Attribute("sex", categories=("F", "M"))))
+    hierarchies = {None: None, "leaf": {name: {"top": ["T", "T"]}}, "other": {"sex": {"top": ["T", "T"]}}}[hierarchy]
+    looked = []
+    monkeypatch.setattr(gr, "resolve_source", lambda source, table: looked.append(table) or source)
+    query = f'SELECT "{name}", sex, COUNT(*) AS n FROM t GROUP BY ROLLUP("{name}", sex)'
+    with pytest.raises(ValueError, match=f"(grouping column|'domain' parameter of mmopt.sql names) '{name}'.*"
+                                         f"{name}_group"):
+        mmopt.sql(query, Untouchable(), T, GAUSS, hierarchies=hierarchies)
+    assert looked == []
+    df = pd.DataFrame({name: ["A", "A", "B"], "sex": ["F", "M", "M"]})
+    release = _quiet(gr.release_grouping_sets, [(name, "sex"), ()], df, T, GAUSS, seed=0)  # measures: no table
+    if name in ("std_error", "lower", "upper", "grouping_set"):
+        with pytest.raises(ValueError, match=f"'columns' parameter of grouping_table names '{name}'"):
+            gr.grouping_table(release, [(name, "sex"), ()], [name, "sex"], alpha=0.05)
+
+
+def test_a_grouping_column_named_estimate_or_set_is_labelled_without_hierarchies():
+    """The control of the test above: only the hierarchy family's own table has estimate and set columns."""
+    T = Domain((Attribute("set", categories=("A", "B")), Attribute("estimate", categories=("F", "M"))))
+    df = pd.DataFrame({"set": ["A", "A", "B"], "estimate": ["F", "M", "M"]})
+    t = _quiet(mmopt.sql, 'SELECT "set", estimate, COUNT(*) AS n FROM t GROUP BY ROLLUP("set", estimate)', df, T,
+               GAUSS, seed=0).table
+    assert t["set"].tolist()[:4] == ["A", "A", "B", "B"] and t["estimate"].tolist()[:2] == ["F", "M"]
+
+
+def test_a_quoted_table_name_with_a_dot_is_one_duckdb_table():
+    """FROM "my.tab" read table tab of schema my: the parser joined the identifier parts with dots and lost the
+    quoting, and DuckDB split the name again (a probe)."""
+    duckdb = pytest.importorskip("duckdb")
+    T = Domain((Attribute("a", categories=("x", "y")),))
+    con = duckdb.connect()
+    con.execute("""CREATE SCHEMA my; CREATE TABLE my.tab AS SELECT * FROM (VALUES ('x'), ('x'), ('x')) v(a);
+                   CREATE TABLE "my.tab" AS SELECT * FROM (VALUES ('y')) v(a);
+                   CREATE TABLE "o""k" AS SELECT * FROM (VALUES ('y'), ('y')) v(a)""")
+    big = mmopt.Privacy(1e3, 1e-6)
+    for table, want in (('"my.tab"', [0, 1]), ("my.tab", [3, 0]), ('"my"."tab"', [3, 0]), ('"o""k"', [0, 2])):
+        t = _quiet(mmopt.sql, f"SELECT a, COUNT(*) AS n FROM {table} GROUP BY a", con, T, big, seed=0).table
+        assert t["n"].round().tolist() == want, table
+    # a mapping is looked up by the name as the query spells it, unquoted
+    t = _quiet(mmopt.sql, 'SELECT a, COUNT(*) AS n FROM "my.tab" GROUP BY a',
+               {"my.tab": pd.DataFrame({"a": ["y"]})}, T, big, seed=0).table
+    assert t["n"].round().tolist() == [0, 1]
+
+
+def test_a_repeated_grouping_set_in_another_order_is_measured_once(people):
+    """release_grouping_sets deduplicated the ordered tuples: (state, sex) and (sex, state) were two sets, the
+    cell measured twice (its variance fell from 22.8 to the wrong strategy's), and grouping_table repeated its rows;
+    mmopt.sql already kept one (a probe)."""
+    once = [("state", "sex"), ("state",)]
+    twice = [("state", "sex"), ("sex", "state"), ("state",)]
+    a = _quiet(gr.release_grouping_sets, once, people, D, GAUSS, seed=0)
+    b = _quiet(gr.release_grouping_sets, twice, people, D, GAUSS, seed=0)
+    assert a.cell_variance == b.cell_variance and a.marginals.keys() == b.marginals.keys()
+    for S in a.marginals:
+        np.testing.assert_array_equal(a.marginals[S], b.marginals[S])
+    table = gr.grouping_table(b, twice, ["state", "sex"], alpha=0.05)
+    assert table.grouping_set.unique().tolist() == ["(state, sex)", "(state)"] and len(table) == 3 * 2 + 3
+    q = "SELECT state, sex, COUNT(*) FROM t GROUP BY GROUPING SETS ((state, sex), (sex, state), (state))"
+    pd.testing.assert_frame_equal(_quiet(mmopt.sql, q, people, D, GAUSS, seed=0).table, table)
+    first = gr.grouping_table(b, [("sex", "state"), ("state", "sex")], ["state", "sex"])  # the first order labels
+    assert first.grouping_set.unique().tolist() == ["(sex, state)"]

@@ -118,3 +118,17 @@ def test_a_strategy_of_the_wrong_type_and_a_bad_noise_scale_are_named():
     with pytest.raises(ValueError, match="release_grouping_sets"):
         release_grouping_sets(df, D, [("state",)], privacy, leaf="county", levels={"state": STATE_OF},
                               noise_scale=-1.0)
+
+
+@pytest.mark.parametrize("name", ["set", "estimate", "std_error", "lower", "upper"])
+def test_an_attribute_or_level_named_like_a_table_column_is_refused_before_the_records_are_read(name):
+    """An attribute or level named estimate (std_error, lower, …) is a column of GroupedRelease.table, which its
+    own column overwrote (estimates as labels, or labels as estimates) or made pandas raise, after the noise."""
+    df, D = _data()
+    renamed = Domain((Attribute(name, categories=tuple(COUNTIES)), D.attributes[1]))
+    with pytest.raises(ValueError, match=f"'domain' parameter of release_grouping_sets names '{name}'"):
+        release_grouping_sets(object(), renamed, [(name,), ()], mmopt.Privacy(1.0, 1e-6), leaf=name,
+                              levels={"state": STATE_OF})
+    with pytest.raises(ValueError, match=f"'levels' parameter of release_grouping_sets names '{name}'"):
+        release_grouping_sets(object(), D, [(name,), ()], mmopt.Privacy(1.0, 1e-6), leaf="county",
+                              levels={name: STATE_OF})

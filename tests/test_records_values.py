@@ -196,3 +196,25 @@ def test_bytes_are_coded_by_their_own_value_whatever_the_other_records():
     for extra in ([], [5], [[1, 2]]):  # the last two make Arrow fail: the fallback decides
         column = pd.Series(base + extra, dtype=object)
         assert marginal_counts(pd.DataFrame({"c": column}), domain, [(0,)])[(0,)].tolist() == want, extra
+
+
+def test_a_number_under_string_categories_is_matched_by_its_text_on_every_engine():
+    """An object column ["02139", 2, "x", 2] under string categories: pandas dropped the 2s (the Python lookup said
+    2 != "2") while Dask and DuckDB read them as the text "2" and counted them, so one table gave two counts."""
+    domain = Domain((Attribute("zip", categories=("02139", "2", "x", "True")),))
+    df = pd.DataFrame({"zip": ["02139", 2, "x", 2, True, None, float("nan")]}, dtype=object)
+    sources = [df]
+    if __import__("importlib").util.find_spec("dask"):
+        import dask.dataframe as dd
+        sources.append(dd.from_pandas(df, npartitions=1))
+    if __import__("importlib").util.find_spec("duckdb"):
+        sources.append(__import__("duckdb").from_df(df))
+    for source in sources:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*holds values that are not strings", category=UserWarning)
+            assert marginal_counts(source, domain, [(0,)])[(0,)].tolist() == [1, 2, 1, 1], type(source)
+    with pytest.warns(UserWarning, match="'zip' holds values that are not strings"):
+        marginal_counts(df, domain, [(0,)])
+    only_ints = pd.DataFrame({"zip": [2, 2]}, dtype=object)  # raised ArrowTypeError (int64 vs string)
+    with pytest.warns(UserWarning, match="not strings"):
+        assert marginal_counts(only_ints, domain, [(0,)])[(0,)].tolist() == [0, 2, 0, 0]

@@ -60,7 +60,7 @@ def plan(args) -> tuple[rr.Plan, object]:
     return rr.Plan(domain, list(query.grouping_sets), privacy, path, ext, n_rows), query
 
 
-def _source(path: str, table: str):
+def _source(path: str, table: tuple):
     """The records: the file itself, or the FROM table of a DuckDB database opened read-only."""
     if not path.lower().endswith(_DUCKDB):
         return path
@@ -78,7 +78,7 @@ def release_sql(args) -> int:
     p, query = plan(args)
     # from the draw on, Ctrl-C waits for the table to be written
     with ledger_scope(args, p.privacy) as acc, out.signals_held("the table") as got:
-        records = _source(args.records, query.table)
+        records = _source(args.records, query.table_parts)
         res = release_grouping_sets(query.grouping_sets, records, p.domain, p.privacy, accountant=acc)
         code = rr.deliver(args, p, res, lambda: grouping_table(res, query.grouping_sets, query.columns,
                                                                alpha=args.alpha, count_name=query.count_name))

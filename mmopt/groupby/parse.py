@@ -35,10 +35,12 @@ import itertools
 import math
 from dataclasses import dataclass
 
-__all__ = ["MAX_GROUPING_SETS", "GroupByQuery", "expand", "parse_query"]
+__all__ = ["MAX_GROUPING_SETS", "RESULT_COLUMNS", "GroupByQuery", "expand", "parse_query"]
 
 #: More grouping sets than this (CUBE of 14 columns is 16,384) is refused before they are listed.
 MAX_GROUPING_SETS = 4096
+#: The result table's own columns (besides the grouping columns and the count): no column may be named like one.
+RESULT_COLUMNS = ("grouping_set", "std_error", "lower", "upper")
 
 _CALLER = "mmopt.sql"
 _CLAUSES = {"where": "WHERE", "having": "HAVING", "order": "ORDER BY", "limit": "LIMIT", "offset": "OFFSET",
@@ -74,12 +76,16 @@ class GroupByQuery:
         The distinct grouping sets in SQL's order; each lists its columns in SELECT order; ``()`` is the total.
     count_name : str
         The COUNT(*) column's name in the result (its alias, else "count").
+    table_parts : tuple of str
+        The FROM name's identifier parts as written, unquoted: ``("my", "tab")`` for ``my.tab`` but ``("my.tab",)``
+        for ``"my.tab"`` (one table whose name holds a dot), which ``table`` alone cannot tell apart.
     """
 
     table: str
     columns: tuple
     grouping_sets: tuple
     count_name: str = "count"
+    table_parts: tuple = ()
 
 
 def _refuse(what: str, todo: str):
@@ -163,7 +169,7 @@ def _group_elements(group) -> list:
     return elements
 
 
-def _from(select, exp) -> tuple[str, set]:
+def _from(select, exp) -> tuple[str, set, tuple]:
     src = select.args.get("from_") or select.args.get("from")
     if src is None:
         _refuse("a query without FROM", "Name the table of records: SELECT …, COUNT(*) FROM people GROUP BY ….")
@@ -184,8 +190,9 @@ def _from(select, exp) -> tuple[str, set]:
                 "sample, pivot or version the records before the release, and pass them as 'source'.")
     if alias is not None and not table.this.quoted and table.name.upper() == "ONLY":
         _refuse(f"FROM ONLY {table.alias}", "Name the table alone (FROM people): ONLY is not read by mmopt.sql.")
-    name = ".".join(p.name for p in table.parts)
-    return name, {n for n in (table.name, name, table.alias) if n}
+    parts = tuple(p.name for p in table.parts)  # kept: ".".join lost the quoting, and "my.tab" read my.tab
+    name = ".".join(parts)
+    return name, {n for n in (table.name, name, table.alias) if n}, parts
 
 
 def parse_query(query: str) -> GroupByQuery:
@@ -210,7 +217,7 @@ def parse_query(query: str) -> GroupByQuery:
         if value and key not in _KEEP:
             _refuse(_CLAUSES.get(key, key.upper()), "mmopt.sql answers SELECT <columns>, COUNT(*) FROM <table> GROUP "
                     "BY … only. " + _TODO.get(key, "Remove the clause."))
-    table, names = _from(select, exp)
+    table, names, parts = _from(select, exp)
     columns, counts = [], []
     for item in select.expressions:
         node, alias = (item.this, item.alias) if isinstance(item, exp.Alias) else (item, None)
@@ -234,9 +241,15 @@ def parse_query(query: str) -> GroupByQuery:
     if len(set(columns)) != len(columns):
         _refuse("a column selected twice", "Select each grouping column once.")
     # the result's own columns: an alias among them replaced one silently (COUNT(*) AS std_error lost the counts,
-    # AS county the labels; a helper's probe)
-    taken = {*columns, "grouping_set", "std_error", "lower", "upper"}
-    if counts[0] in taken:
+    # AS county the labels; a helper's probe), and so did a grouping column named like one (std_error's labels
+    # became standard errors; a probe)
+    if clash := [c for c in columns if c in RESULT_COLUMNS]:
+        _refuse(f"the grouping column {clash[0]!r}", f"The result already has a column {clash[0]!r} (grouping_set, "
+                "std_error, and with alpha lower and upper), which would replace its labels; a grouping column takes "
+                f"no alias here. Rename it in the records and the domain (e.g. pandas' df.rename(columns={{"
+                f"{clash[0]!r}: '{clash[0]}_group'}}) and Attribute('{clash[0]}_group', …), or a DuckDB view selecting "
+                f"\"{clash[0]}\" AS {clash[0]}_group) and group by the new name.")
+    if counts[0] in {*columns, *RESULT_COLUMNS}:
         _refuse(f"COUNT(*) AS {counts[0]}", "Name the count otherwise: the result already has a column "
                 f"{counts[0]!r} (the grouping columns, grouping_set, std_error, and with alpha lower and upper).")
     group = select.args.get("group")
@@ -255,4 +268,4 @@ def parse_query(query: str) -> GroupByQuery:
                 "of the result says which group it counts.")
     order = {c: i for i, c in enumerate(columns)}
     distinct = dict.fromkeys(tuple(sorted(S, key=order.__getitem__)) for S in sets)
-    return GroupByQuery(table, tuple(columns), tuple(distinct), counts[0])
+    return GroupByQuery(table, tuple(columns), tuple(distinct), counts[0], parts)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mmopt.groupby.parse import GroupByQuery, parse_query
+from mmopt.groupby.parse import RESULT_COLUMNS, GroupByQuery, parse_query
 from mmopt.privacy import Privacy
 from mmopt.records.domain import Domain, check_domain
 from mmopt.records.read import BATCH_ROWS
@@ -94,9 +94,18 @@ def _grouping_sets(grouping_sets, records, domain: Domain, privacy: Privacy, *, 
                    caller: str, name: str) -> RecordsRelease:
     """:func:`release_grouping_sets` for the public function ``caller`` (whose parameter ``name`` holds the
     records), which refusals name."""
-    sets = list(dict.fromkeys(tuple(S) for S in grouping_sets))
+    sets = _distinct(grouping_sets)
     return release_records(records, domain, sets, privacy, strategy=strategy, seed=seed, batch_size=BATCH_ROWS,
                            accountant=accountant, label=label, caller=caller, name=name, stacklevel=4)
+
+
+def _distinct(grouping_sets) -> list[tuple]:
+    """Each grouping set once, as a set: (a, b) and (b, a) group alike (SQL's grouping sets are sets; mmopt.sql
+    keeps one), and deduplicating the tuples measured (a, b) twice. The first order given labels it."""
+    first: dict[frozenset, tuple] = {}
+    for S in grouping_sets:
+        first.setdefault(frozenset(S), tuple(S))
+    return list(first.values())
 
 
 def grouping_table(release: RecordsRelease, grouping_sets, columns, *, alpha: float | None = None,
@@ -108,10 +117,15 @@ def grouping_table(release: RecordsRelease, grouping_sets, columns, *, alpha: fl
     ``count_name`` (the estimate), ``std_error`` and, with ``alpha``, ``lower`` and ``upper``.
     """
     import pandas as pd
+    columns = list(columns)
+    if clash := [c for c in columns if c in (*RESULT_COLUMNS, count_name)]:  # its labels were replaced (a probe)
+        raise ValueError(f"The 'columns' parameter of grouping_table names {clash[0]!r}, a column the table has of "
+                         f"its own ({', '.join((*RESULT_COLUMNS, count_name))}), whose values would replace its "
+                         f"labels. Rename the attribute (e.g. '{clash[0]}_group'), or pass another 'count_name'.")
     domain = release.domain
     labels = {a.name: np.asarray(a.labels, dtype=object) for a in domain.attributes}
     parts = []
-    for S in dict.fromkeys(tuple(S) for S in grouping_sets):
+    for S in _distinct(grouping_sets):
         key = tuple(sorted(domain.index(c) for c in S))
         est = release.marginals[key]  # axes in domain order
         cells = np.indices(est.shape).reshape(len(key), -1) if key else np.zeros((0, 1), dtype=np.int64)
@@ -127,14 +141,21 @@ def grouping_table(release: RecordsRelease, grouping_sets, columns, *, alpha: fl
     return pd.concat(parts, ignore_index=True)
 
 
-def resolve_source(source, table: str):
+def resolve_source(source, table):
     """The records behind ``FROM table``: ``source[table]`` for a mapping, ``con.table(table)`` for a DuckDB
-    connection, else ``source`` itself (a DataFrame, a Parquet/CSV path, a Polars LazyFrame, …)."""
+    connection, else ``source`` itself (a DataFrame, a Parquet/CSV path, a Polars LazyFrame, …).
+
+    ``table`` is the name ("schema.name"), or its identifier parts (:attr:`GroupByQuery.table_parts`), which DuckDB
+    is given quoted: the name alone read table ``tab`` of schema ``my`` for ``FROM "my.tab"``."""
+    if isinstance(table, str):  # as written: DuckDB parses it (my.tab is table tab of schema my)
+        name = table
+    else:  # each part quoted, quotes doubled, so that DuckDB reads the parts the query named
+        name, table = ".".join(table), ".".join('"' + p.replace('"', '""') + '"' for p in table)
     if isinstance(source, Mapping):
-        if table not in source:
-            raise ValueError(f"The 'source' parameter of {_CALLER} has no table {table!r} (the query's FROM). "
+        if name not in source:
+            raise ValueError(f"The 'source' parameter of {_CALLER} has no table {name!r} (the query's FROM). "
                              f"It has {sorted(map(str, source))[:20]}.")
-        return source[table]
+        return source[name]
     if type(source).__module__.split(".", 1)[0] in ("duckdb", "_duckdb") and hasattr(source, "table") \
             and "Connection" in type(source).__name__:
         import duckdb  # lazy: only a DuckDB connection brings it here
@@ -142,7 +163,7 @@ def resolve_source(source, table: str):
             return source.table(table)
         except duckdb.Error as exc:
             raise ValueError(f"The 'source' parameter of {_CALLER} is a DuckDB connection without the table "
-                             f"{table!r} (the query's FROM): {str(exc).splitlines()[0]}") from None
+                             f"{name!r} (the query's FROM): {str(exc).splitlines()[0]}") from None
     return source
 
 
@@ -170,10 +191,9 @@ def _hierarchy_table(grouped, query: GroupByQuery, alpha):
     t = grouped.table(alpha=alpha)
     names = [n for per in grouped.names for n in per[1:]]
     sets = query.grouping_sets
+    # the unselected levels and attributes go first: one named grouping_set made the insert raise (a probe)
+    t = t.drop(columns=[c for c in names if c not in query.columns])
     t.insert(0, "grouping_set", ["(" + ", ".join(sets[k]) + ")" for k in t["set"]])
-    for c in names:
-        if c not in query.columns:
-            t = t.drop(columns=c)
     for c in query.columns:  # NULL where the SQL set does not name the column, as SQL shows it (the table filled
         if c in t:           # in a finer group's parent level: 'A' for state in the set (county))
             named = np.array([c in sets[k] for k in t["set"]], dtype=bool)
@@ -252,9 +272,9 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
         from mmopt.hierarchy.records import plan_grouping_sets
         plan = plan_grouping_sets(domain, list(q.grouping_sets), privacy, leaf=tree[0], levels=tree[1],
                                   caller=_CALLER, levels_name="hierarchies")  # before any data is read
-        grouped = plan.release_for(resolve_source(source, q.table), privacy, caller=_CALLER, name="source")
+        grouped = plan.release_for(resolve_source(source, q.table_parts), privacy, caller=_CALLER, name="source")
         return SqlRelease(_hierarchy_table(grouped, q, alpha), grouped, q)
-    records = resolve_source(source, q.table)
+    records = resolve_source(source, q.table_parts)
     release = _grouping_sets(q.grouping_sets, records, domain, privacy, strategy=strategy, seed=seed,
                              accountant=accountant, label=label, caller=_CALLER, name="source")
     if not release.marginals:  # post-processing failed after the draw (warned): keep the release

@@ -20,6 +20,9 @@ from mmopt.hierarchy import components as hc
 from mmopt.hierarchy.tree import Hierarchy
 from mmopt.hierarchy.workload import HierarchyWorkload, grouping_sets
 
+#: :meth:`GroupedRelease.table`'s own columns: no attribute or level may be named like one.
+TABLE_COLUMNS = ("set", "estimate", "std_error", "lower", "upper")
+
 
 @dataclass(frozen=True, eq=False)
 class GroupedRelease:
@@ -178,6 +181,13 @@ def plan_grouping_sets(domain, sets, privacy, *, leaf: str, levels: dict, strate
         raise ValueError(f"The '{levels_name}' parameter of {caller}: the level(s) {clash} of {leaf!r} are named "
                          "like domain attributes, so a grouping set could not tell which one it groups by. Rename the "
                          "levels.")
+    # every attribute and level is a column of GroupedRelease.table: one named like the table's own columns lost its
+    # labels (std_error, lower) or its estimates (estimate), or made pandas raise (set, via mmopt.sql; a probe)
+    if clash := [name for name in (*levels, *domain.names) if name in TABLE_COLUMNS]:
+        where = levels_name if clash[0] in levels else "domain"
+        raise ValueError(f"The '{where}' parameter of {caller} names {clash[0]!r}, a column the release's table has "
+                         f"of its own ({', '.join(TABLE_COLUMNS)}), whose values would replace its labels. Rename it "
+                         f"(e.g. '{clash[0]}_group'; for an attribute, the records' column too).")
     codes, labels = [], []
     for name, lab in levels.items():
         if isinstance(lab, str | bytes | Mapping) or np.ndim(lab) != 1:  # "CA" was read as 0 labels (a 0-d array)

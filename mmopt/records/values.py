@@ -12,7 +12,8 @@ single bad record never stops a release (whether a release happens must not depe
 * **Mixed object columns** (pandas ``object``: numbers, None, strings): numbers are coded, missing values are
   dropped, and strings are parsed as CSV text is (below): Dask turns an object column of integers into strings
   and every file or engine parses text, so "3" is the number 3 here as it is in a CSV file (pandas alone had
-  dropped it, and one table gave two different counts).
+  dropped it, and one table gave two different counts). Conversely, under string categories a number is matched
+  by its text (2 as "2"), as Dask and DuckDB read an object column.
 * **CSV text** (every CSV value is text): read as strings and parsed here — integers exactly (as int64 when
   they fit), decimals as float64; an empty or unparseable cell is dropped.
 
@@ -224,23 +225,24 @@ def _parsed_codes(arr, attribute: Attribute) -> np.ndarray:
 
 def _text_codes(column, attribute: Attribute) -> np.ndarray:
     import pyarrow as pa
-    try:  # Arrow's hash lookup is fast for strings; a column of mixed objects falls back to pandas
+    try:  # Arrow's hash lookup is fast for strings; a column of other objects is made text first
         arr = pa.array(column, from_pandas=True)
     except (pa.ArrowException, TypeError, ValueError, OverflowError):  # OverflowError: a first value of 2¹⁰⁰ made
-        # the release raise, so whether it happened depended on one record
+        arr = None  # the release raise, so whether it happened depended on one record
+    if arr is None or not any(f(arr.type) for f in (pa.types.is_string, pa.types.is_large_string,
+                                                    pa.types.is_binary, pa.types.is_null)):
         import pandas as pd
-        index = pd.Index(list(attribute.categories), dtype=object)
+        # 2 under string categories: pandas dropped it, Dask and DuckDB read its text "2" (a probe); unhashable
+        # values (a list, a dict) are dropped, as any value outside the domain (one such record raised)
         values = _utf8_decoded(column.to_numpy(dtype=object))
-        try:
-            return index.get_indexer(values)
-        except TypeError:  # an unhashable value (a list, a dict, an array) in one record: that record is dropped,
-            # as any value outside the domain — it raised before, and one person's record stopped the release
-            bad = np.fromiter((not _hashable(x) for x in values), dtype=bool, count=len(values))
-            values = values.copy()
-            values[bad] = None
-            codes = index.get_indexer(values)
-            codes[bad] = -1
-            return codes
+        keep = ~pd.isna(values) & np.fromiter(map(_hashable, values), bool, values.shape[0])
+        text = [(x if isinstance(x, str) else str(x)) if k else None for x, k in zip(values, keep, strict=True)]
+        if any(k and not isinstance(x, str) for x, k in zip(values, keep, strict=True)):
+            warnings.warn(f"Column {attribute.name!r} holds values that are not strings, but the domain declares it "
+                          "with string categories: each is matched by its text (2 as '2', as Dask and DuckDB read "
+                          f"it). If the column holds numbers, declare {attribute.name!r} with numeric categories.",
+                          UserWarning, stacklevel=4)
+        arr = pa.array(text, type=pa.string())
     return _arrow_text_codes(arr, attribute)
 
 
