@@ -92,7 +92,10 @@ def test_per_query_variances_of_marginals_strategies_come_in_blocks_from_their_a
     assert spq.kron_variance(W, A).method == "algebra"
     got = np.concatenate([v for _, _, v in ans.per_query_variances(W, A, EPS, chunk_rows=5)])
     np.testing.assert_allclose(got, dense, rtol=1e-12)
-    with pytest.raises(ValueError, match="mmopt.answers.per_query_variances"):  # evaluate lists products only
+    # evaluate lists them on at most 4,096 cells (it refused any union); past that, products only
+    np.testing.assert_allclose(mmopt.evaluate(W, A, EPS, per_query=True).per_query_variance, got, rtol=1e-12)
+    W, A = sw.marginals((17, 16, 16), 2), st.marginals((17, 16, 16), np.arange(1.0, 9.0))
+    with pytest.raises(ValueError, match="mmopt.answers.per_query_variances"):
         mmopt.evaluate(W, A, EPS, per_query=True)
 
 

@@ -200,3 +200,35 @@ def test_svd_bound_of_a_dense_product_reads_its_factors(monkeypatch):
     assert mmopt.svd_bound(cases[0], gauss) == pytest.approx(oracles[0], rel=1e-12)  # a product: its factors alone
     with pytest.raises(AssertionError, match="dense eigendecomposition"):
         mmopt.svd_bound(wl.prefix(16))  # no product structure: the dense bound, as before
+
+
+def test_a_gram_only_factor_gives_the_total_and_a_bound_on_the_largest_variance():
+    """kron(Gram-only, prefix(70)) on 4,900 cells raised 'Gram-only: its per-query errors are unknown', though the
+    total needs G alone (the dense route on 100 cells reported it); a union strategy on 12 cells raised too
+    (to_workload listed W). Oracle: the same pair with the factor's rows (the same G); a helper's probe."""
+    from mmopt.structured import kron as skron
+    rng = np.random.default_rng(0)
+    M = (rng.random((30, 70)) < 0.3).astype(float)
+    A = st.kron(st.identity(70), st.hierarchical(70))
+    gram_only = mmopt.evaluate(wl.kron(wl.Workload.from_gram(M.T @ M, n_queries=30), wl.prefix(70)), A,
+                               mmopt.Privacy(1.0))
+    rows = mmopt.evaluate(wl.kron(wl.predicates(M), wl.prefix(70)), A, mmopt.Privacy(1.0))
+    assert gram_only.total_squared_error == pytest.approx(rows.total_squared_error, rel=1e-12)
+    assert gram_only.max_variance is None and gram_only.max_variance_upper >= rows.max_variance
+    G6 = wl.Workload.from_gram(M[:, :6].T @ M[:, :6], n_queries=30)
+    union = st.stack([st.kron(st.identity(6), st.identity(2)), st.kron(st.hierarchical(6), st.identity(2))])
+    got = mmopt.evaluate(skron(G6, wl.prefix(2)), union, mmopt.Privacy(1.0)).total_squared_error
+    assert got == pytest.approx(mmopt.evaluate(skron(wl.predicates(M[:, :6]), wl.prefix(2)), union,
+                                               mmopt.Privacy(1.0)).total_squared_error, rel=1e-12)
+
+
+def test_per_query_variances_of_a_union_strategy_on_few_cells_are_listed():
+    """evaluate(ranges_2d(4), union, per_query=True) refused ('listed for product strategies only … on at most
+    4,096 cells the dense path lists any pair's'). Oracle: diag(W X⁺ Wᵀ)·c·Δ₁² from the dense twins."""
+    W = wl.ranges_2d(4)
+    A = st.stack([st.kron(st.identity(4), st.identity(4)), st.kron(st.hierarchical(4), st.hierarchical(4))])
+    got = mmopt.evaluate(W, A, mmopt.Privacy(1.0), per_query=True).per_query_variance
+    Wd, Ad = W.to_workload().explicit_matrix(), A.to_strategy().matrix
+    delta = np.abs(Ad).sum(axis=0).max()
+    want = 2.0 * delta**2 * np.einsum("ij,jk,ik->i", Wd, np.linalg.pinv(Ad.T @ Ad), Wd)
+    np.testing.assert_allclose(got, want, rtol=1e-9)

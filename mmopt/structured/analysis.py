@@ -36,6 +36,7 @@ from mmopt import error as dense_error
 from mmopt._base import guards as g
 from mmopt._base import validation as v
 from mmopt.dense._error_common import check_privacy, check_type, resolve_norm
+from mmopt.dense._queries import has_per_query
 from mmopt.dense._strategy_core import NORMS, Strategy, max_column_norm
 from mmopt.dense.support import support_tolerance
 from mmopt.privacy import Privacy
@@ -227,14 +228,20 @@ def _product(workload, term, cache, caller):
     theta2 = term.weight**2
     unit, mx, up = 0.0, 0.0, 0.0
     for t in workload.terms:
-        unit += t.weight**2 * math.prod(br.factor_trace(Wf, Af, cache, caller)
-                                        for Wf, Af in zip(t.factors, term.factors, strict=True))
-        found = [fc.query_terms_max(Wf, cache.get(fc.strategy_inverse, Af).profile)
-                 for Wf, Af in zip(t.factors, term.factors, strict=True)]
-        mx = max(mx, t.weight**2 * math.prod(f[0] for f in found))
+        traces = [br.factor_trace(Wf, Af, cache, caller) for Wf, Af in zip(t.factors, term.factors, strict=True)]
+        unit += t.weight**2 * math.prod(traces)
+        # a Gram-only factor (its rows unknown) has no largest term to find, but its largest is at most their sum
+        # tr(G M): the total holds, with a proven upper bound on the largest variance (it raised, though the dense
+        # route reported the same pair's total)
+        found = [fc.query_terms_max(Wf, cache.get(fc.strategy_inverse, Af).profile)[:2]
+                 if has_per_query(Wf) else (None, tr) for Wf, Af, tr in zip(t.factors, term.factors, traces,
+                                                                             strict=True)]
+        mx = None if mx is None or any(f[0] is None for f in found) else \
+            max(mx, t.weight**2 * math.prod(f[0] for f in found))
         up = max(up, t.weight**2 * math.prod(f[1] for f in found))
     with np.errstate(over="ignore"):  # θ² ≥ 2⁻¹⁰⁰² after normalised(); a ratio past float64 is inf, never ranked
-        return float(np.divide(unit, theta2)), float(np.divide(mx, theta2)), float(np.divide(up, theta2))
+        return (float(np.divide(unit, theta2)), None if mx is None else float(np.divide(mx, theta2)),
+                float(np.divide(up, theta2)))
 
 
 def _coefficients(Af):
