@@ -186,6 +186,9 @@ def test_targets_met_at_every_epsilon_and_dict_targets_under_laplace_are_refused
         mmopt.optimize(M, privacy=mmopt.Privacy(1.0), objective="max_variance", targets=targets, verbose=False)
     with pytest.raises(ValueError, match="optimize is a dict .* needs a workload of marginals"):
         mmopt.optimize(W, privacy=mmopt.Privacy(1.0), objective="max_variance", targets={(0,): 1.0}, verbose=False)
+    # plan said 'give delta > 0' for it, which only led to this refusal (a helper's probe)
+    with pytest.raises(ValueError, match="plan is a dict .* needs a workload of marginals"):
+        mmopt.plan(W, {(0,): 1.0})
 
 
 def test_command_line_plan_and_objective(capsys):

@@ -31,7 +31,7 @@ from mmopt.answers.labels import Labeller, _check_rows
 from mmopt.answers.layout import DEFAULT_CHUNK_ROWS, Layout, layout_of
 from mmopt.answers.values import iter_values
 from mmopt.answers.variance import VarianceModel, check_released_with, noise_sd, variance_model
-from mmopt.answers.widths import Widths, widths
+from mmopt.answers.widths import Widths, bounds, widths
 from mmopt.privacy import Privacy
 
 MAX_TABLE_ROWS = 10**7  # answers_table's in-memory limit; write_answers streams any number of rows
@@ -211,10 +211,7 @@ def iter_batches(plan: TablePlan, chunk_rows: int = DEFAULT_CHUNK_ROWS):
             if plan.widths is not None:
                 h = plan.widths.of(c, se)
                 answers = np.asarray(values, dtype=float)
-                # rounded outwards: a half-width below the answer's ulp rounded to nothing (lower = upper); a zero
-                # query's (h = 0) stays its exact answer
-                lo, hi = np.nextafter(answers - h, -np.inf), np.nextafter(answers + h, np.inf)
-                cols.extend([pa.array(np.where(h > 0, lo, answers)), pa.array(np.where(h > 0, hi, answers))])
+                cols.extend(map(pa.array, bounds(answers, h)))
         yield pa.RecordBatch.from_arrays(cols, schema=schema)
 
 

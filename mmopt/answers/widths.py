@@ -211,12 +211,25 @@ def preflight(alpha, model, noise: str, reconstruction: str, name: str, caller: 
     return alpha
 
 
+def bounds(answers: np.ndarray, h) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) = answers ∓ h rounded outwards (a half-width below the answer's ulp rounded to nothing:
+    lower = upper); where h = 0 (a zero query, answered exactly) the answer itself."""
+    h = np.broadcast_to(h, np.shape(answers))
+    lo, hi = np.nextafter(answers - h, -np.inf), np.nextafter(answers + h, np.inf)
+    return np.where(h > 0, lo, answers), np.where(h > 0, hi, answers)
+
+
 def roundoff_allowance(layout, estimate: np.ndarray) -> float:
     """16·u·max|W|·‖x̂‖₁ (u = 2⁻⁵³): a few ulps of the largest |q|·|x̂|, added to every half-width (module
     docstring). A heuristic allowance for the float64 arithmetic of x̂ and q x̂ (a well-conditioned A), not a bound."""
     top = max(abs(t.weight) * float(np.prod([1.0 if f.matrix is None else float(np.abs(f.matrix).max(initial=0.0))
                                              for f in t.factors])) for t in layout.terms)  # the families: 0/1
-    return 16 * np.finfo(float).eps / 2 * top * float(np.abs(estimate).sum())
+    return allowance(top * float(np.abs(estimate).sum()))
+
+
+def allowance(scale: float) -> float:
+    """16·u·``scale``: the round-off allowance of answers whose |q|·|x̂| reaches ``scale`` (u = 2⁻⁵³)."""
+    return 16 * np.finfo(float).eps / 2 * scale
 
 
 def widths(alpha, model, workload, strategy, output, meta: dict, caller: str) -> Widths:

@@ -254,7 +254,9 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     grouped = isinstance(workload, HierarchyWorkload)
     if grouped and delta == 0:
         raise ValueError(f"{caller}: grouping sets over hierarchies are planned under Gaussian noise; give delta > 0.")
-    if isinstance(targets, dict) and delta == 0:  # the per-marginal route is the residual (Gaussian) optimum
+    # the per-marginal route is the residual (Gaussian) optimum; on a workload of other queries the dict's own
+    # refusal (check_targets: it needs marginals) is the one to give, not 'give delta > 0', which led to it
+    if isinstance(targets, dict) and delta == 0 and not grouped and marginals_of(workload) is not None:
         raise ValueError(f"The 'targets' parameter of {caller} is a dict (one target per marginal), which is planned "
                          "under Gaussian noise: give delta > 0, or one target per query (a list) for Laplace noise.")
     marginals = marginals_of(workload) if delta > 0 and not grouped else None

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mmopt._base import validation as v
 from mmopt.records import plans as rp
 from mmopt.records.domain import Domain
 from mmopt.structured.residual import closure as cl
@@ -181,10 +182,10 @@ class RecordsRelease:
         ``std_error`` (√variance); with ``alpha``, ``lower`` and ``upper``: the exact 1 − α interval of each
         cell (:meth:`half_width`; under Laplace noise estimate ± z·std_error would not be).
         """
-        if not isinstance(names, bool | np.bool_):  # "yes" or "no" would both be truthy
-            raise TypeError(f"The 'names' parameter of RecordsRelease.table must be True or False. "
-                            f"Got {names!r:.40} ({type(names).__name__}) instead.")
+        names = v.check_bool(names, name="names", caller="RecordsRelease.table")  # "no" would be truthy
         import pandas as pd
+
+        from mmopt.answers.widths import allowance, bounds
         widths = {A: self.half_width(A, alpha) for A in self.marginals} if alpha is not None else None
         used = sorted({i for A in self.marginals for i in A})
         attrs = self.domain.attributes
@@ -201,8 +202,9 @@ class RecordsRelease:
                     frame[attrs[i].name] = None if names else pd.array([None] * cells.shape[1], dtype="Int64")
             frame["estimate"] = est.ravel()
             frame["std_error"] = math.sqrt(self.cell_variance[A])
-            if widths is not None:
-                frame["lower"] = est.ravel() - widths[A]
-                frame["upper"] = est.ravel() + widths[A]
+            if widths is not None:  # widened by the round-off of cells reaching Σ|x̂| and rounded outwards, as
+                # the answers tables are (mmopt.answers.widths): at counts of 10¹⁵ the noise's h rounded to nothing
+                h = widths[A] + allowance(float(np.abs(est).sum())) if widths[A] > 0 else 0.0
+                frame["lower"], frame["upper"] = bounds(est.ravel(), h)
             parts.append(pd.DataFrame(frame, index=range(cells.shape[1])))
         return pd.concat(parts, ignore_index=True)
