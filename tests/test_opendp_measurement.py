@@ -238,3 +238,30 @@ def test_batch_size_is_checked_when_the_measurement_is_built(batch_size):
     """It was accepted at build time and failed on invocation, as an OpenDPException wrapping the records' message."""
     with pytest.raises((ValueError, TypeError), match="'batch_size' parameter of make_matrix_mechanism"):
         make_matrix_mechanism(*records_space(D), ZCDP, D, WL, 4.0, batch_size=batch_size)
+
+
+def test_a_draw_opendps_sampler_has_no_memory_for_is_refused_before_it_starts(monkeypatch):
+    """The guard counted 8 bytes a measurement; OpenDP's sampler holds ~480 (a Python list in, Rust vectors, a list
+    out), and 1.2·10⁷ measurements under a 3 GiB cap aborted the process (a helper's probe). 600,000 measurements
+    (~300 MB) against a 256 MB limit: refused by name, nothing drawn."""
+    from mmopt._base import guards
+    from mmopt._base import opendp as odp
+    monkeypatch.setattr(guards, "MAX_WORKING_SET_BYTES", 2**28)
+    before = odp.DRAWS
+    with pytest.raises(ValueError, match="caller_x: drawing 600,000 noisy measurements through OpenDP .* more than"):
+        odp.measure(np.zeros(600_000), 1.0, mmopt.Privacy(1.0), noise_scale=None, caller="caller_x")
+    with pytest.raises(ValueError, match="drawing 600,000 noisy measurements"):
+        odp.gaussian_sampler(600_000, 1.0, "caller_x")
+    assert odp.DRAWS == before
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="RLIMIT_AS and /proc: Linux")
+def test_available_memory_respects_the_process_address_space_limit():
+    """available_memory read the machine's MemAvailable only: under a 3 GiB RLIMIT_AS on a 22 GB machine the guards
+    allowed what raised MemoryError (a helper's probe)."""
+    import subprocess
+    import sys
+    code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30)); "
+            "from mmopt._base import guards; print(guards.available_memory())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert 0 <= int(out.stdout) <= 3 * 2**30

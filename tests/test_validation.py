@@ -82,3 +82,15 @@ def test_flags_take_numpy_booleans_and_refuse_the_rest_by_name():
     for bad in ("no", 1, None, np.array([True])):
         with pytest.raises(TypeError, match=r"The 'compress' parameter of mst must be True or False. Got "):
             v.check_bool(bad, name="compress", caller="mst")
+
+
+def test_a_closed_form_strategy_is_refused_at_its_peak_not_at_one_copy(monkeypatch):
+    """identity(14,100) and hierarchical(10⁴) passed a check of one n×n array and raised MemoryError: Strategy keeps
+    its own copy of the array built, so the peak is two (a helper's probe). With the limit at 1,000 entries,
+    identity(30) (900 entries, 1,800 at the peak) is refused; identity(22) (968 at the peak) is built."""
+    from mmopt._base import validation as v
+    monkeypatch.setattr(v, "MAX_ALLOCATION_ENTRIES", 1000)
+    for build in (lambda: st.identity(30), lambda: st.hierarchical(20), lambda: st.wavelet(32)):
+        with pytest.raises(ValueError, match="built, then copied by Strategy"):
+            build()
+    assert st.identity(22).matrix.shape == (22, 22)

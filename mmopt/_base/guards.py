@@ -208,8 +208,14 @@ def check_work(count, *, name: str, caller: str, per_item: float | None = None, 
 
 # -- working sets ---------------------------------------------------------------------------------------
 def available_memory() -> int | None:
-    """Bytes of memory available to a new allocation: MemAvailable (Linux), else free physical pages; None
-    when neither can be read."""
+    """Bytes of memory available to a new allocation: MemAvailable (Linux), else free physical pages, capped by
+    the process's own limits — the room left under RLIMIT_AS and under its cgroup's memory.max (a 3 GiB cap on a
+    22 GB machine raised MemoryError where a ValueError was due; a helper's probe); None when nothing can be read."""
+    found = [x for x in (_machine_memory(), _rlimit_room(), _cgroup_room()) if x is not None]
+    return min(found) if found else None
+
+
+def _machine_memory() -> int | None:
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
             for line in fh:
@@ -220,6 +226,43 @@ def available_memory() -> int | None:
     try:
         return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
     except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _status_bytes(key: str) -> int | None:
+    """A "kB" field of /proc/self/status (VmSize: the address space in use), in bytes."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _rlimit_room() -> int | None:
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError, AttributeError):  # Windows: no resource module
+        return None
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return None
+    used = _status_bytes("VmSize")
+    return max(int(soft) - (used or 0), 0)
+
+
+def _cgroup_room() -> int | None:
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as fh:
+            top = fh.read().strip()
+        if top == "max":
+            return None
+        with open("/sys/fs/cgroup/memory.current", encoding="ascii") as fh:
+            used = int(fh.read().strip())
+        return max(int(top) - used, 0)
+    except (OSError, ValueError):
         return None
 
 

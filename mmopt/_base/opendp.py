@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 
+from mmopt._base import guards
 from mmopt._base import validation as v
 from mmopt.privacy import Privacy
 
@@ -81,10 +82,25 @@ def measure(Ax: np.ndarray, d_in: float, privacy: Privacy, *, noise_scale: float
 
     ``d_in`` must be an exact sensitivity or a proven upper bound of it (rounded upwards).
     """
+    check_sampler_memory(Ax.shape[0], caller)
     meas, scale, loss = calibrate(Ax.shape[0], d_in, privacy, noise_scale=noise_scale, caller=caller)
     note_draw()
     y = finite(np.asarray(meas(Ax.tolist()), dtype=np.float64), "the noisy measurements y", caller)
     return y, scale, loss
+
+
+#: Bytes OpenDP's vector samplers hold per measurement while they draw (a Python list in, Rust vectors, a list
+#: out): ~480 measured at 10⁶ (RSS 89 → 568–586 MB), so 10⁷ measurements need ~5 GB, not the 80 MB of y itself
+SAMPLER_BYTES = 512
+
+
+def check_sampler_memory(n: int, caller: str) -> None:
+    """Refuse, before anything is drawn, a draw of ``n`` measurements OpenDP's sampler has no memory for: it aborted
+    the process (a Rust allocation failure Python cannot catch) where 8 bytes a measurement had been checked."""
+    guards.check_working_set({f"OpenDP's sampler on {n:,} measurements (~{SAMPLER_BYTES} bytes each)":
+                              n * SAMPLER_BYTES // 8}, what=f"drawing {n:,} noisy measurements through OpenDP",
+                             caller=caller, remedy=" Measure fewer queries (a smaller strategy, fewer marginals), or "
+                             "draw on a machine with more memory.")
 
 
 def calibrated_scale(privacy: Privacy, sensitivity: float, caller: str) -> float:
@@ -143,6 +159,7 @@ def gaussian_sampler(dimension: int, scale: float, caller: str):
     if scale < np.finfo(float).tiny:
         raise ValueError(f"{caller}: the noise scale {scale!r} is below float64's normal range; no noise would be "
                          "added.")
+    check_sampler_memory(p, caller)
     meas = dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T=float, nan=False), size=p), dp.l2_distance(T=float),
                               scale)
     zeros = [0.0] * p

@@ -104,7 +104,8 @@ def nodes(root: Node) -> list[Node]:
 def matrix(root: Node, n: int, *, caller: str) -> np.ndarray:
     """The dense strategy: one row wᵥ·1ᵥ per measured node (wᵥ > 0), breadth-first."""
     rows = [t for t in nodes(root) if t.weight > 0]
-    v.check_allocation(len(rows) * n, what=f"the {len(rows)}×{n} tree strategy", caller=caller)
+    v.check_allocation(2 * len(rows) * n, what=f"the {len(rows)}×{n} tree strategy (built, then copied by Strategy)",
+                       caller=caller)
     A = np.zeros((len(rows), n))
     for r, t in enumerate(rows):
         A[r, t.lo:t.hi] = t.weight

@@ -122,8 +122,8 @@ def read_arrays(source: Path, fail) -> dict[str, np.ndarray]:
     if len(set(names)) != len(names) or not all(n.endswith(".npy") and "/" not in n for n in names):
         fail(f"holds entries {names[:6]} that are not the .npy arrays of an .npz file")
     size = sum(i.file_size for i in infos)
-    if size > 8 * v.MAX_ALLOCATION_ENTRIES:
-        fail(f"would unpack to {size:,} bytes, more than mmopt's allocation limit "
+    if 2 * size > 8 * v.MAX_ALLOCATION_ENTRIES:  # the arrays, then the object's own copy (Strategy keeps one)
+        fail(f"would unpack to {size:,} bytes, held twice while it is loaded, more than mmopt's allocation limit "
              f"({8 * v.MAX_ALLOCATION_ENTRIES:,} bytes; mmopt._base.validation.MAX_ALLOCATION_ENTRIES)",
              remedy="Raise the limit if the file is genuine.")
     try:
