@@ -15,8 +15,6 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import numpy as np
-
 from mmopt import error, mechanism
 from mmopt._base import guards
 from mmopt._base import runtime as _runtime
@@ -25,7 +23,7 @@ from mmopt.structured import _checks as ck
 from mmopt.structured import analysis, bounds
 from mmopt.structured import mechanism as smech
 from mmopt.structured import release as srelease
-from mmopt.structured.per_query import MAX_QUERIES, per_query_variance
+from mmopt.structured.per_query import per_query_variance
 from mmopt.structured.strategies import ImplicitStrategy, normalised, sensitivity_parts
 from mmopt.structured.workloads import ImplicitWorkload
 
@@ -189,12 +187,12 @@ def _evaluate_dense(W, A, privacy, norm, per_query):
 def _evaluate_product(W, A, privacy, norm, per_query):
     check_per_query_flag(per_query, "evaluate", optional=True)
     report = analysis.evaluate(W, A, privacy, norm=norm)
-    if per_query and not A.is_product and A.domain_size <= ck.DENSE_LIMIT and W.n_queries <= MAX_QUERIES:
-        # a union on few cells: the answers' variance model lists any pair's (per_query_variance refused it, though
-        # its message promised the dense path at this size; a helper's probe)
-        from mmopt.answers.variance import per_query_variances
-        values = np.concatenate([q for *_, q in per_query_variances(W, A, privacy, norm=norm)])
-        return dataclasses.replace(report, per_query_variance=values)
+    if per_query and not A.is_product and A.domain_size <= ck.DENSE_LIMIT and \
+            W.n_queries * A.domain_size <= ck.MAX_DENSE_ENTRIES:
+        # a union on few cells: the dense twins list any pair's (per_query_variance refused it, though its message
+        # promised the dense path at this size; a helper's probe)
+        dense = error.evaluate(W.to_workload(), A.to_strategy(), privacy, norm=norm, per_query=True)
+        return dataclasses.replace(report, per_query_variance=dense.per_query_variance)
     if per_query:  # opt-in: an implicit workload may have millions of queries
         # c·Δ² of the strategy at a moderate scale (its variances are the same): Δ² itself may overflow
         scaled = normalised(A)
