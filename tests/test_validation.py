@@ -85,12 +85,23 @@ def test_flags_take_numpy_booleans_and_refuse_the_rest_by_name():
 
 
 def test_a_closed_form_strategy_is_refused_at_its_peak_not_at_one_copy(monkeypatch):
-    """identity(14,100) and hierarchical(10⁴) passed a check of one n×n array and raised MemoryError: Strategy keeps
-    its own copy of the array built, so the peak is two (a helper's probe). With the limit at 1,000 entries,
-    identity(30) (900 entries, 1,800 at the peak) is refused; identity(22) (968 at the peak) is built."""
+    """identity(14,100) and hierarchical(10⁴) passed a check of one n×n array and raised MemoryError: Strategy
+    copied the array built (a helper's probe). The closed forms hand theirs over (no copy: one array at the peak);
+    a tree strategy, which is copied, is checked at two."""
+    import tracemalloc
+
     from mmopt._base import validation as v
+    tracemalloc.start()
+    A = st.hierarchical(500)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 1.5 * A.matrix.nbytes  # was 2.00×
+    assert not A.matrix.flags.writeable
+    mine = np.ones((3, 3))
+    B = mmopt.Strategy(mine)
+    mine[0, 0] = 5.0  # the caller's own array is still copied: its later writes do not reach the strategy
+    assert B.matrix[0, 0] == 1.0
+    from mmopt.dense import _interval_trees as trees
     monkeypatch.setattr(v, "MAX_ALLOCATION_ENTRIES", 1000)
-    for build in (lambda: st.identity(30), lambda: st.hierarchical(20), lambda: st.wavelet(32)):
-        with pytest.raises(ValueError, match="built, then copied by Strategy"):
-            build()
-    assert st.identity(22).matrix.shape == (22, 22)
+    with pytest.raises(ValueError, match="built, then copied by Strategy"):  # 39×20 = 780 entries, 1,560 at the peak
+        trees.matrix(trees.b_ary_tree(20, 2), 20, caller="t")

@@ -83,8 +83,11 @@ def table_pair(workload, strategy, caller: str):
     stream = isinstance(workload, StreamWorkload)
     if stream and workload.n > DENSE_LIMIT:
         raise ValueError(f"{caller}: a labelled table of {workload.kind}({workload.n:,}) with per-query standard "
-                         f"errors is listed up to {DENSE_LIMIT:,} cells. At this size use the output's answers (W x̂, "
-                         "in query order) and mmopt.evaluate(W, strategy, privacy) for their error.")
+                         f"errors is listed up to {DENSE_LIMIT:,} cells. At this size use mmopt.answers.answer("
+                         "queries, output, strategy) for the queries you need (labelled, with standard errors), the "
+                         "output's answers (W x̂ in query order, where it holds them: not for the "
+                         f"{workload.n_queries:,} queries of {workload.kind}({workload.n:,}) past its limit) and "
+                         "mmopt.evaluate(W, strategy, privacy) for their error.")
     # a Toeplitz / weighted square root strategy as its dense matrix, with a dense workload too (the CLI's
     # prefix:64 with a saved Toeplitz strategy wrote no table after the noise: it has no rows to count)
     if strategy is not None and callable(getattr(strategy, "to_dense", None)) and strategy.domain_size <= DENSE_LIMIT:

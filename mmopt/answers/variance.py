@@ -62,7 +62,9 @@ class VarianceModel:
 def check_released_with(output, strategy, caller: str) -> None:
     """The output's measurement count and Δ are ``strategy``'s: standard errors and intervals computed from
     another strategy than the one measured (identity for H₂: 5.66 where the truth is 4.42) are refused."""
-    rows = getattr(strategy, "n_rows", None) or np.shape(getattr(strategy, "matrix", strategy))[0]
+    shape = np.shape(getattr(strategy, "matrix", strategy))
+    # a Toeplitz strategy (mmopt.toeplitz) is n×n and has no matrix: np.shape(it) is () and [0] raised IndexError
+    rows = getattr(strategy, "n_rows", None) or (shape[0] if shape else getattr(strategy, "domain_size", None))
     measured = getattr(output, "measurements", None)
     # a simulation of a product or union pair keeps no y: its count of measurements (it had none, and a strategy
     # of the same Δ passed: identity·7 for identity ⊗ H₂ gave standard errors 2.2× too small; a helper's probe)

@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 
 from mmopt._base import validation as v
-from mmopt.dense._strategy_core import Strategy, _psd_eigh
+from mmopt.dense._strategy_core import Strategy, _psd_eigh, handed_over
 from mmopt.dense._workload_core import Workload
 from mmopt.dense._workload_type import not_a_workload
 from mmopt.dense.profile import numerical_rank
@@ -22,11 +22,8 @@ from mmopt.dense.profile import numerical_rank
 def identity(n: int) -> Strategy:
     """Iₙ: measure every cell once (Δ₁ = 1)."""
     n = v.check_int(n, name="n", caller="identity")
-    # twice: Strategy keeps its own copy of the array built here (the peak; identity(14,100) passed a one-copy check
-    # and raised MemoryError)
-    v.check_allocation(2 * n * n, what=f"the {n}×{n} identity strategy (built, then copied by Strategy)",
-                       caller="identity")
-    return Strategy(np.eye(n), "identity")
+    v.check_allocation(n * n, what=f"the {n}×{n} identity strategy", caller="identity")
+    return Strategy(handed_over(np.eye(n)), "identity")  # kept, not copied: one n×n array at the peak
 
 
 def hierarchical(n: int, branching: int = 2) -> Strategy:
@@ -49,7 +46,7 @@ def hierarchical(n: int, branching: int = 2) -> Strategy:
     what = f"the hierarchical strategy H{b} on n={n}"
     v.check_allocation(n * n, what=what + " (at least n×n)", caller=caller)  # p >= n leaves
     p = _tree_size(n, b)
-    v.check_allocation(2 * p * n, what=f"{what} ({p}×{n}, built, then copied by Strategy)", caller=caller)
+    v.check_allocation(p * n, what=f"{what} ({p}×{n})", caller=caller)
     A = np.zeros((p, n))
     row, level = 0, [(0, n)]
     while level:
@@ -59,7 +56,7 @@ def hierarchical(n: int, branching: int = 2) -> Strategy:
             row += 1
             nxt.extend(_split(lo, hi, b))
         level = nxt
-    return Strategy(A, "H" + str(b))
+    return Strategy(handed_over(A), "H" + str(b))
 
 
 def _split(lo: int, hi: int, b: int) -> list[tuple[int, int]]:
@@ -101,8 +98,7 @@ def wavelet(n: int) -> Strategy:
             f"wavelet(n={n}) requires n to be a power of 2. Got n={n}. Pad the domain to "
             f"n={1 << n.bit_length()} with empty cells, or use hierarchical(n), which takes any n."
         )
-    v.check_allocation(2 * n * n, what=f"the {n}×{n} wavelet strategy (built, then copied by Strategy)",
-                       caller="wavelet")
+    v.check_allocation(n * n, what=f"the {n}×{n} wavelet strategy", caller="wavelet")
     A = np.zeros((n, n))
     A[0] = 1.0
     row, size = 1, n
@@ -112,7 +108,7 @@ def wavelet(n: int) -> Strategy:
             A[row, start + size // 2:start + size] = -1.0
             row += 1
         size //= 2
-    return Strategy(A, "wavelet")
+    return Strategy(handed_over(A), "wavelet")
 
 
 def from_workload(workload) -> Strategy:

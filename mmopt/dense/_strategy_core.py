@@ -162,6 +162,18 @@ def _psd_eigh(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lam, V
 
 
+def handed_over(A: np.ndarray) -> np.ndarray:
+    """``A`` (built by mmopt, owning its memory) made read-only, so that :class:`Strategy` keeps it without a copy:
+    the copy doubled the peak of the closed forms (identity(14,100) passed a one-array check and raised
+    MemoryError; a helper's probe)."""
+    A.flags.writeable = False
+    return A
+
+
+def _handed_over(A: np.ndarray) -> bool:
+    return A.base is None and not A.flags.writeable  # nobody holds a writable view of it
+
+
 @dataclass(frozen=True, eq=False)
 class Strategy:
     """A strategy matrix A (p×n).
@@ -187,7 +199,7 @@ class Strategy:
         original = self.matrix
         A = v.check_matrix(original, name="matrix", caller="Strategy")
         v.check_str(self.name, name="name", caller="Strategy")
-        if A is original or A.base is not None:
+        if (A is original or A.base is not None) and not _handed_over(A):
             A = A.copy()  # never freeze the caller's own array (or a view of it, e.g. a DataFrame's block)
         top, _ = _exponent(A)
         if top == 0:
