@@ -152,7 +152,7 @@ def _truth(workload, strategy, x, caller: str) -> tuple[np.ndarray, float, int]:
                          "entries.")
     if isinstance(strategy, ImplicitStrategy):
         p = strategy.n_rows
-    elif dispatch._stream_native(strategy):  # n × n, lower triangular
+    elif dispatch.stream_native(strategy):  # n × n, lower triangular
         p = strategy.domain_size
     else:
         p = np.shape(getattr(strategy, "matrix", strategy))[0]

@@ -1,0 +1,90 @@
+"""The public operations on a (workload, strategy) pair of any family: each routes the pair
+(:func:`mmopt.dispatch.routing.route`) and runs its family's function from :data:`mmopt.dispatch.handlers.OPS`."""
+
+from __future__ import annotations
+
+from mmopt import error
+from mmopt._base import runtime as _runtime
+from mmopt.dispatch.handlers import OPS
+from mmopt.dispatch.routing import route
+
+
+def evaluate(workload, strategy, privacy=None, *, norm: str | None = None, per_query: bool | None = None):
+    """Exact expected error of the matrix mechanism (Prop. 4.4), for dense or implicit W and A.
+
+    Dense pairs return :class:`mmopt.error.ErrorReport` (see :func:`mmopt.error.evaluate`); implicit pairs
+    return :class:`mmopt.structured.ImplicitErrorReport`, whose ``total_exact`` and ``sensitivity_exact``
+    say whether a figure is exact or a proven upper bound (never an underestimate).
+
+    Examples
+    --------
+    >>> import mmopt
+    >>> W = mmopt.workload.sf1()                                   # 29,440 cells, 4,151 queries
+    >>> A = mmopt.strategy.kron(*[mmopt.strategy.identity(d) for d in W.shape])
+    >>> r = mmopt.evaluate(W, A, mmopt.Privacy(1.0))
+    >>> round(r.total_squared_error), r.n_queries, r.total_exact   # 2 · (query, cell) incidences
+    (2235124, 4151, True)
+    """
+    family, W, A = route(workload, strategy, "evaluate")
+    with _runtime.blas_threads(_runtime.default_blas_threads()):
+        return OPS[family]["evaluate"](W, A, privacy, norm, per_query)
+
+
+def expected_error(workload, strategy, privacy=None, *, norm: str | None = None) -> float:
+    """Total expected squared error; shorthand for ``evaluate(...).total_squared_error``."""
+    family, W, A = route(workload, strategy, "expected_error")
+    if family == "dense":  # the dense path's own shorthand skips the per-query report
+        return error.expected_error(W, A, privacy, norm=norm)
+    return evaluate(W, A, privacy, norm=norm).total_squared_error
+
+
+def svd_bound(workload, privacy=None, *, per_query: bool = False) -> float:
+    """The SVD lower bound c·(Σσᵢ(W))²/n on every strategy's total error (Thm 5.26).
+
+    For an implicit workload it is exact for a single product and for marginals; for other unions it is a
+    proven lower bound below the SVD bound (``mmopt.structured.svd_bound(W).exact`` says which, and
+    ``.method`` how it was obtained).
+    """
+    family, W, _ = route(workload, None, "svd_bound")
+    return OPS[family]["svd_bound"](W, privacy, per_query)
+
+
+def matrix_mechanism(workload, strategy, x, privacy, *, rng=None, size: int | None = None,
+                     reconstruct: str = "least_squares", total: float | None = None, zeros=None,
+                     reconstruct_options: dict | None = None):
+    """Simulate M_A(W, x) = W A⁺(A x + z), dense or implicit (see :func:`mmopt.mechanism.matrix_mechanism`).
+
+    Implicit pairs reconstruct x̂ factor-wise (product strategies) or by LSMR with a checked residual
+    (unions), with memory O(N + Σ factor sizes); ``x`` is flat (N,) or shaped like the domain, and the
+    output's ``estimate`` is shaped like the domain (a dense pair's is flat: :func:`release`'s docstring).
+    ``reconstruct`` is "least_squares" (x̂ = A⁺y), "nnls" or "projection" (:mod:`mmopt.reconstruct`), with the
+    optional public facts ``total`` (Σh) and ``zeros`` (cells known to be 0); all are post-processing.
+    ``reconstruct_options`` = {"tol": …, "max_iterations": …} tunes their solvers (the KKT residual to meet,
+    default 1e-7 dense / 1e-8 implicit; the iterative solvers' budget, implicit only).
+    **Simulation only**: numpy noise.
+    """
+    family, W, A = route(workload, strategy, "matrix_mechanism")
+    kw = dict(rng=rng, size=size, reconstruct=reconstruct, total=total, zeros=zeros,
+              reconstruct_options=reconstruct_options)
+    with _runtime.heavy_call():  # one BLAS thread; the iterative reconstructions report once they pass 10 s
+        return OPS[family]["matrix_mechanism"](W, A, x, privacy, **kw)
+
+
+def release(workload, strategy, x, privacy, *, noise_scale: float | None = None, reconstruct: str = "least_squares",
+            total: float | None = None, zeros=None, reconstruct_options: dict | None = None):
+    """Release W x̂ for real data with OpenDP noise and a verified (ε, δ) guarantee, dense or implicit.
+
+    Dense pairs: :func:`mmopt.mechanism.release`. Implicit pairs: :func:`mmopt.structured.release.release`
+    (noise on A x at Δ exact or a proven upper bound, rounded upwards; x̂ by factor-wise or LSMR least
+    squares, then ``reconstruct`` as in :func:`matrix_mechanism`). Needs OpenDP (``pip install opendp``;
+    from a checkout ``pip install -e '.[release]'``).
+
+    The output's ``estimate`` x̂ is flat (n,) for a dense workload and shaped like the domain (n₁, …, n_d) for
+    an implicit one — ``kron``, ``stack`` and ``marginals`` return implicit workloads past 4,096 cells, so
+    ``out.estimate.ravel()`` (C order, as ``x`` flat) is the form that reads the same at every size.
+    """
+    family, W, A = route(workload, strategy, "release")
+    kw = dict(noise_scale=noise_scale, reconstruct=reconstruct, total=total, zeros=zeros,
+              reconstruct_options=reconstruct_options)
+    with _runtime.heavy_call():
+        return OPS[family]["release"](W, A, x, privacy, **kw)

@@ -1,0 +1,140 @@
+"""Routing: a (workload, strategy) pair to its family and the forms that family's layer takes (:func:`route`);
+residual-layer objects as the implicit ones they stand for (:func:`as_implicit`). The operations themselves:
+:mod:`mmopt.dispatch.operations`."""
+
+from __future__ import annotations
+
+from mmopt.structured import _checks as ck
+from mmopt.structured.strategies import ImplicitStrategy
+from mmopt.structured.workloads import ImplicitWorkload
+
+
+def as_implicit(obj):
+    """A residual-layer object (:class:`~mmopt.structured.residual.MarginalWorkload`, e.g.
+    ``RecordsRelease.workload``, or a :class:`~mmopt.structured.residual.ResidualStrategy`) as the implicit
+    workload or strategy it stands for, so that every public entry point takes it as it is; anything else
+    unchanged."""
+    from mmopt.structured.residual.marginals import WeightedMarginals  # lazy: that subpackage imports this layer
+    from mmopt.structured.residual.strategy import ResidualStrategy
+    from mmopt.structured.residual.workload import MarginalWorkload
+    return obj.to_implicit() if isinstance(obj, MarginalWorkload | ResidualStrategy | WeightedMarginals) else obj
+
+
+def _kinds(workload, strategy, caller: str):
+    """(workload, strategy, implicit?) with a mixed pair densified where that is allowed."""
+    workload, strategy = as_implicit(workload), as_implicit(strategy)
+    iw, ia = isinstance(workload, ImplicitWorkload), isinstance(strategy, ImplicitStrategy)
+    if iw and ia:
+        return workload, strategy, True
+    if iw:
+        if workload.domain_size > ck.DENSE_LIMIT:
+            raise ValueError(
+                f"{caller}: workload '{workload.name}' is implicit over {workload.domain_size:,} cells but the "
+                "strategy is a dense matrix. Build the strategy implicitly too: mmopt.strategy.kron(A1, ..., Ad) "
+                "(one factor per attribute) or mmopt.strategy.marginals(shape, theta).")
+        return workload.to_workload(), strategy, False
+    if ia:
+        if strategy.domain_size > ck.DENSE_LIMIT:
+            raise ValueError(
+                f"{caller}: strategy '{strategy.name}' is implicit over {strategy.domain_size:,} cells but the "
+                "workload is dense. Build the workload with mmopt.workload.kron/stack/marginals instead.")
+        from mmopt.workload import structure_of
+        # a dense product workload remembers its attributes: cell i must mean the same values in both
+        twin = structure_of(workload)
+        if twin is not None and len(strategy.shape) > 1 and tuple(twin.shape) != tuple(strategy.shape):
+            raise ValueError(
+                f"{caller}: workload '{workload.name}' is over the domain {tuple(twin.shape)} and strategy "
+                f"'{strategy.name}' over {tuple(strategy.shape)}: the same {strategy.domain_size:,} cells in another "
+                "attribute order. Build the strategy's factors in the workload's attribute order.")
+        return workload, strategy.to_strategy(), False
+    return workload, strategy, False
+
+
+class StrategyMismatch(TypeError, ValueError):
+    """A strategy of a type this workload's family cannot take at its size (a TypeError by kind, a ValueError by
+    size: ``except`` either catches it)."""
+
+
+def stream_native(strategy) -> bool:
+    from mmopt.toeplitz.strategies import ToeplitzStrategy
+    from mmopt.toeplitz.weighted import WeightedSqrtStrategy
+    return isinstance(strategy, ToeplitzStrategy | WeightedSqrtStrategy)
+
+
+def route(workload, strategy, caller: str):
+    """(family, W, A) for a (workload, strategy) pair, with W and A as that family's layer takes them.
+
+    ``mmopt.toeplitz.prefix(n)`` / ``all_range(n)`` (and ``workload.prefix(n)`` past 10,000 cells) keep Toeplitz and
+    weighted square-root strategies (exact, O(n log n), any n); any other strategy (dense, or the p-Identity
+    strategy ``optimize(..., method="min_error")`` returns) goes with the dense twin of the workload up to the dense
+    limit. ``strategy`` None: the workload alone (:func:`svd_bound`).
+    """
+    from mmopt.family import family_of
+    from mmopt.search.pidentity import PIdentityStrategy
+
+    if _orbit(strategy):  # a max-variance plan past the dense limit: held by its symmetry blocks
+        return "orbit", workload, strategy
+    workload, strategy = as_implicit(workload), as_implicit(strategy)
+    family = family_of(workload, caller).name
+    if family == "hierarchy" or _hierarchical(strategy):
+        return _route_hierarchy(workload, strategy, caller)
+    if family == "stream":
+        if strategy is None or stream_native(strategy):
+            return "stream", workload, strategy
+        if workload.n > ck.DENSE_LIMIT:
+            # "the dense path stops at 4,096 cells" was not true of workload.prefix(n), dense up to 10,000 cells
+            from mmopt.workload import STREAM_FROM  # lazy: the public workload module imports this layer's peers
+            dense = (f"up to {ck.DENSE_LIMIT:,} cells from a stream workload; mmopt.workload.{workload.kind}"
+                     f"({workload.n:,}) is the dense workload itself (O(n³) to evaluate)" if workload.n < STREAM_FROM
+                     else f"which no workload of more than {STREAM_FROM - 1:,} cells takes")
+            raise StrategyMismatch(
+                f"The 'strategy' parameter of {caller} must be a ToeplitzStrategy for a workload of "
+                f"{workload.kind}({workload.n:,}) cells, or a weighted square root (mmopt.toeplitz; "
+                f"optimize(W, privacy=Privacy(ε, δ)) returns one): a {type(strategy).__name__} needs the dense "
+                f"path, {dense}. A p-Identity strategy's exact total is the objective optimize reported "
+                "(mmopt.search.pidentity.true_error).")
+        workload = workload.to_workload()
+        if isinstance(strategy, PIdentityStrategy):
+            strategy = strategy.to_strategy()
+    if strategy is None:
+        return ("product" if isinstance(workload, ImplicitWorkload) else "dense"), workload, None
+    if family == "dense" and stream_native(strategy):
+        # what optimize(workload.prefix(n), method="toeplitz" | "weighted_sqrt") returns: with its dense workload it
+        # was refused as "must be a 2-D array". Prefix sums or all ranges (rows checked) take the stream path, any
+        # other workload of n cells the strategy's matrix.
+        from mmopt.toeplitz.error import as_stream_workload
+        try:
+            return "stream", as_stream_workload(workload, caller), strategy
+        except TypeError:
+            strategy = strategy.to_strategy()
+    W, A, implicit = _kinds(workload, strategy, caller)
+    return ("product" if implicit else "dense"), W, A
+
+
+def _orbit(strategy) -> bool:
+    from mmopt.structured.orbit_strategy import OrbitStrategy
+    return isinstance(strategy, OrbitStrategy)
+
+
+def _hierarchical(strategy) -> bool:
+    from mmopt.hierarchy.nodes import NodeStrategy
+    from mmopt.hierarchy.strategy import HierarchyStrategy
+    return isinstance(strategy, HierarchyStrategy | NodeStrategy)
+
+
+def _route_hierarchy(workload, strategy, caller: str):
+    """A grouping-sets workload with its own strategy (or none) stays in its family; any other pairing goes
+    through the union of Kronecker products the workload stands for."""
+    from mmopt.hierarchy.detect import from_implicit
+    from mmopt.hierarchy.workload import HierarchyWorkload
+    if isinstance(workload, HierarchyWorkload) and (strategy is None or _hierarchical(strategy)):
+        return "hierarchy", workload, strategy
+    if _hierarchical(strategy):
+        W = from_implicit(workload)
+        if W is not None:
+            return "hierarchy", W, strategy
+    if _hierarchical(strategy):
+        raise StrategyMismatch(f"The 'strategy' parameter of {caller}: a HierarchyStrategy pairs with the grouping "
+                               f"sets it was optimised for (a HierarchyWorkload, or the union of Kronecker products "
+                               f"of level matrices it stands for). Got {type(workload).__name__}.")
+    return route(workload.to_implicit(), strategy, caller)
