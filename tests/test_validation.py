@@ -86,8 +86,8 @@ def test_flags_take_numpy_booleans_and_refuse_the_rest_by_name():
 
 def test_a_closed_form_strategy_is_refused_at_its_peak_not_at_one_copy(monkeypatch):
     """identity(14,100) and hierarchical(10⁴) passed a check of one n×n array and raised MemoryError: Strategy
-    copied the array built (a helper's probe). The closed forms hand theirs over (no copy: one array at the peak);
-    a tree strategy, which is copied, is checked at two."""
+    copied the array built (a helper's probe). The closed forms and the tree strategies hand theirs over (no copy:
+    one array at the peak), and are checked at one."""
     import tracemalloc
 
     from mmopt._base import validation as v
@@ -102,6 +102,13 @@ def test_a_closed_form_strategy_is_refused_at_its_peak_not_at_one_copy(monkeypat
     mine[0, 0] = 5.0  # the caller's own array is still copied: its later writes do not reach the strategy
     assert B.matrix[0, 0] == 1.0
     from mmopt.dense import _interval_trees as trees
+    tracemalloc.start()
+    from mmopt.baselines.hierarchies import hb
+    T = hb(512)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 1.5 * T.matrix.nbytes and not T.matrix.flags.writeable  # was 2.00×
     monkeypatch.setattr(v, "MAX_ALLOCATION_ENTRIES", 1000)
-    with pytest.raises(ValueError, match="built, then copied by Strategy"):  # 39×20 = 780 entries, 1,560 at the peak
-        trees.matrix(trees.b_ary_tree(20, 2), 20, caller="t")
+    trees.matrix(trees.b_ary_tree(20, 2), 20, caller="t")  # 39×20 = 780 entries: one array, allowed
+    with pytest.raises(ValueError, match="the 63×32 tree strategy"):  # 2,016
+        trees.matrix(trees.b_ary_tree(32, 2), 32, caller="t")

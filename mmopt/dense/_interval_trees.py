@@ -23,6 +23,7 @@ import numpy as np
 
 from mmopt._base import validation as v
 from mmopt.dense import gram_operator
+from mmopt.dense._strategy_core import handed_over
 from mmopt.dense.support import support_tolerance
 
 
@@ -102,14 +103,14 @@ def nodes(root: Node) -> list[Node]:
 
 
 def matrix(root: Node, n: int, *, caller: str) -> np.ndarray:
-    """The dense strategy: one row wᵥ·1ᵥ per measured node (wᵥ > 0), breadth-first."""
+    """The dense strategy: one row wᵥ·1ᵥ per measured node (wᵥ > 0), breadth-first; read-only, handed over to
+    :class:`~mmopt.dense._strategy_core.Strategy` without a copy (one array at the peak)."""
     rows = [t for t in nodes(root) if t.weight > 0]
-    v.check_allocation(2 * len(rows) * n, what=f"the {len(rows)}×{n} tree strategy (built, then copied by Strategy)",
-                       caller=caller)
+    v.check_allocation(len(rows) * n, what=f"the {len(rows)}×{n} tree strategy", caller=caller)
     A = np.zeros((len(rows), n))
     for r, t in enumerate(rows):
         A[r, t.lo:t.hi] = t.weight
-    return A
+    return handed_over(A)
 
 
 def sensitivity(root: Node, n: int, norm: str = "l1") -> float:
