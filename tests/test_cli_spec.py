@@ -8,6 +8,7 @@ import csv
 import importlib.util
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -232,6 +233,67 @@ def test_main_usage_errors_exit_2_without_traceback(capsys):
     assert "Unknown options ['warp']" in capsys.readouterr().err
     assert main(["evaluate", "prefix:8", "--epsilon", "abc"]) == 2  # argparse's own check
     assert main([]) == 2
+
+
+def _damaged_inputs(tmp_path):
+    """(file, what it is) pairs: empty, truncated and damaged .npy and .npz files."""
+    W = np.tril(np.ones((8, 8)))
+    np.save(tmp_path / "w.npy", W)
+    raw = (tmp_path / "w.npy").read_bytes()
+    (tmp_path / "empty.npy").write_bytes(b"")
+    (tmp_path / "trunc.npy").write_bytes(raw[:100])
+    head = bytearray(raw)
+    head[20] = ord("(")  # an unclosed bracket in the header: tokenize.TokenError
+    (tmp_path / "head.npy").write_bytes(bytes(head))
+    np.savez(tmp_path / "w.npz", W=W)
+    crc = bytearray((tmp_path / "w.npz").read_bytes())
+    crc[crc.find(b"\x93NUMPY") + 200] ^= 0xFF  # a byte of W's data: zipfile's CRC check fails on reading W
+    (tmp_path / "crc.npz").write_bytes(bytes(crc))
+    (tmp_path / "empty.npz").write_bytes(b"")
+    return W
+
+
+@pytest.mark.parametrize("name, said", [
+    ("empty.npy", r"could not be read as an .npy array \(EOFError: .*empty, truncated or damaged"),
+    ("trunc.npy", r"could not be read as an .npy array \(ValueError: EOF.*empty, truncated or damaged"),
+    ("head.npy", r"could not be read as an .npy array \(TokenError: .*empty, truncated or damaged"),
+    ("crc.npz", r"is a damaged .npz archive: reading its arrays failed \(BadZipFile: Bad CRC-32"),
+    ("empty.npz", r"is not a readable .npz archive \(EOFError\)"),
+])
+def test_main_damaged_workload_files_exit_2(tmp_path, capsys, name, said):
+    """An empty or corrupt file crashed with a traceback, exit 1 and "unexpected EOFError ... Please report this"
+    (the npz's members were read lazily, outside the loader's handling)."""
+    _damaged_inputs(tmp_path)
+    path = str(tmp_path / name)
+    assert main(["evaluate", path]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"mmopt: error: The workload file '{path}' ")
+    assert re.search(said, err) and "Traceback" not in err and "Please report" not in err
+
+
+def test_main_damaged_strategy_and_data_files_exit_2(tmp_path, capsys):
+    _damaged_inputs(tmp_path)
+    empty = str(tmp_path / "empty.npy")
+    assert main(["evaluate", "prefix:8", "--strategy", empty]) == 2
+    assert capsys.readouterr().err.startswith(f"mmopt: error: The strategy file '{empty}' could not be read as an "
+                                              ".npy array (EOFError")
+    code = main(["release", "prefix:8", "--data", empty, "--epsilon", "1", "--out", str(tmp_path / "e.npy")])
+    assert code == 2
+    assert capsys.readouterr().err.startswith(f"mmopt: error: The --data file '{empty}' could not be read as an "
+                                              ".npy array (EOFError")
+
+
+def test_workload_file_of_the_other_kind_is_refused(tmp_path):
+    """An .npz named .npy was read as an NpzFile and refused as a string array; an .npy named .npz failed as
+    "'numpy.ndarray' object does not support the context manager protocol"."""
+    W = _damaged_inputs(tmp_path)
+    (tmp_path / "z.npy").write_bytes((tmp_path / "w.npz").read_bytes())
+    np.save(tmp_path / "a.npy", W)
+    (tmp_path / "a.npz").write_bytes((tmp_path / "a.npy").read_bytes())
+    with pytest.raises(ValueError, match="is an .npz archive, not an .npy array"):
+        sp.build_workload(str(tmp_path / "z.npy"))
+    with pytest.raises(ValueError, match="is an .npy array, not an .npz archive"):
+        sp.build_workload(str(tmp_path / "a.npz"))
 
 
 def test_main_numerical_and_solver_errors_exit_1(monkeypatch, capsys):

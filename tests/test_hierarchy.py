@@ -230,3 +230,34 @@ def test_the_bound_holds_at_tiny_set_weights():
         svd = np.sum(np.sqrt(np.clip(eigvalsh(G), 0, None))) ** 2 / G.shape[0]  # the dense oracle (uniform μ)
         value, _ = hb.lower_bound(W)
         assert value == pytest.approx(svd, rel=1e-9)
+
+
+def _state_workload():
+    geo = Hierarchy.from_parents([[0, 0, 1]], level_names=("nation", "state", "county"), name="geo")
+    return grouping_sets([geo], [("state",)])
+
+
+@pytest.mark.parametrize("kw, exc, match", [
+    (dict(max_iterations=0), ValueError, "'max_iterations' parameter of hierarchy.solve must be an integer >= 1. "
+                                         "Got 0"),
+    (dict(max_iterations=-5), ValueError, "'max_iterations' parameter of hierarchy.solve"),
+    (dict(max_iterations=2.5), TypeError, "'max_iterations' parameter of hierarchy.solve must be an integer"),
+    (dict(max_iterations=True), TypeError, "'max_iterations' parameter of hierarchy.solve"),
+    (dict(tol=-1.0), ValueError, "'tol' parameter of hierarchy.solve"),
+    (dict(tol=float("nan")), ValueError, "'tol' parameter of hierarchy.solve"),
+    (dict(tol="1e-9"), TypeError, "'tol' parameter of hierarchy.solve"),
+])
+def test_solve_checks_its_parameters(kw, exc, match):
+    """max_iterations=0 never entered the loop (UnboundLocalError), 2.5 a raw TypeError from range(); a negative tol
+    was taken, and a NaN one would never have stopped the loop."""
+    with pytest.raises(exc, match=match):
+        solve(_state_workload(), **kw)
+
+
+def test_optimize_checks_max_iterations_and_tol_on_grouping_sets():
+    """optimize passed max_iterations=0 through to hierarchy.solve (UnboundLocalError) and took tol=-1."""
+    P = Privacy(1.0, 1e-6)
+    with pytest.raises(ValueError, match="'max_iterations' parameter of optimize must be an integer >= 1. Got 0"):
+        mmopt.optimize(_state_workload(), privacy=P, max_iterations=0)
+    with pytest.raises(ValueError, match="'tol' parameter of optimize"):
+        mmopt.optimize(_state_workload(), privacy=P, tol=-1.0)

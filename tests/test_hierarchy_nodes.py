@@ -197,3 +197,23 @@ def test_a_level_of_single_children_below_the_measured_one_is_answered_and_other
     A = mmopt.optimize(grouping_sets([h], [("level1",), ()]), privacy=P).strategy
     with pytest.raises(ValueError, match="queries of .* are not estimable from the strategy"):
         mmopt.evaluate(grouping_sets([h], [("level2",), ()]), A, P)
+
+
+@pytest.mark.parametrize("kw, exc, match", [
+    (dict(tree=-1), ValueError, r"'tree' parameter of hierarchy.solve_nodes must be the index of one of the "
+                                r"workload's 2 attributes, an integer in \[0, 1\]. Got -1"),
+    (dict(tree=5), ValueError, r"'tree' parameter of hierarchy.solve_nodes .* Got 5"),
+    (dict(tree=1.0), TypeError, "'tree' parameter of hierarchy.solve_nodes must be an integer"),
+    (dict(tree=True), TypeError, "'tree' parameter of hierarchy.solve_nodes must be an integer"),
+    (dict(max_iterations=0), ValueError, "'max_iterations' parameter of hierarchy.solve_nodes"),
+    (dict(max_iterations=2.5), TypeError, "'max_iterations' parameter of hierarchy.solve_nodes"),
+])
+def test_solve_nodes_checks_tree_and_max_iterations(kw, exc, match):
+    """tree=-1 returned twice the objective of tree=1 (the same attribute) and a strategy that failed later, tree=5
+    a bare IndexError; tree=True ran as tree=1, and max_iterations=0 or 2.5 went to L-BFGS-B unchecked."""
+    geo = Hierarchy.from_parents([[0, 0, 1]], level_names=("nation", "state", "county"), name="geo")
+    W = grouping_sets([geo, 2], [("state", "a1")])
+    with pytest.raises(exc, match=match):
+        solve_nodes(W, **kw)
+    with pytest.raises(ValueError, match="'tree' parameter of hierarchy.nodes.layout"):
+        hn.layout(W, 2)

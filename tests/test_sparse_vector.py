@@ -14,7 +14,7 @@ from scipy import integrate, stats
 
 import mmopt.sparse_vector as svt_module
 from mmopt.sparse_vector import above_threshold, numeric_sparse, sparse_vector
-from mmopt.sparse_vector._core import _lecture_numeric_variant
+from mmopt.sparse_vector._core import MAX_C, _lecture_numeric_variant
 
 EPS = 1.0
 
@@ -433,3 +433,16 @@ def test_a_query_answer_past_float64_is_refused_by_name():
 def test_svt_split_checks_its_arguments(args, name):
     with pytest.raises((ValueError, TypeError), match=f"'{name}' parameter of svt_split"):
         svt_module.svt_split(*args)
+
+
+@pytest.mark.parametrize("fn", [sparse_vector, numeric_sparse])
+def test_a_c_past_float64_is_refused_by_name(fn):
+    """c = 10⁴⁰⁰ raised a bare OverflowError from the split's float(2c) ** (2/3)."""
+    match = r"'c' parameter of {} must be an integer in \[1, ~8.9e307\] .*Got ~1.0e400 instead"
+    with pytest.raises(ValueError, match=match.format(fn.__name__)):
+        fn([1, 2], 1, 1.0, c=10**400, rng=0)
+    with pytest.raises(ValueError, match=match.format("svt_split")):
+        svt_module.svt_split(1.0, 10**400, False, None)
+    with pytest.raises(ValueError, match="'c' parameter of svt_split"):
+        svt_module.svt_split(1.0, MAX_C + 1, True, None)
+    assert svt_module.svt_split(1.0, MAX_C, True, None)[1] > 0  # the largest c still splits

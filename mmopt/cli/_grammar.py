@@ -8,11 +8,12 @@ of which spec, and the grammar. Nothing is evaluated.
 from __future__ import annotations
 
 import re
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from mmopt.persist._files import CORRUPT_FILE_ERRORS
 
 __all__ = ["Arg", "Node", "Parser", "is_file", "spec_error"]
 
@@ -158,21 +159,56 @@ class Parser:
         return Node("call", name, pos, children=tuple(children))
 
 
+# errors of access, not of content: their own messages (no such file, permission denied) say what is wrong
+_ACCESS_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError)
+
+
 def load_npy(path: str, what: str) -> np.ndarray:
     """A plain numeric array from an .npy file, never unpickled; a non-array file is refused in words that do not
-    suggest unpickling it (numpy's own message does)."""
+    suggest unpickling it (numpy's own message does), and an empty, truncated or damaged one as such (numpy raises
+    anything from EOFError to a tokenizer error for those, which the command reported as a crash)."""
     try:
-        return np.load(path, allow_pickle=False)
+        arr = np.load(path, allow_pickle=False)
+    except _ACCESS_ERRORS:
+        raise
     except ValueError as exc:
-        raise ValueError(f"The {what} '{path}' is not a numeric .npy array ({exc.__class__.__name__}: it holds "
-                         "pickled objects or is not an .npy file at all). Save the array with numpy.save(path, "
-                         "array); pickled files are never loaded.") from None
+        if "allow_pickle" in str(exc):
+            raise ValueError(f"The {what} '{path}' is not a numeric .npy array ({exc.__class__.__name__}: it holds "
+                             "pickled objects or is not an .npy file at all). Save the array with numpy.save(path, "
+                             "array); pickled files are never loaded.") from None
+        raise _damaged(path, what, exc) from None
+    except CORRUPT_FILE_ERRORS as exc:
+        raise _damaged(path, what, exc) from None
+    if not isinstance(arr, np.ndarray):  # np.load opens a zip archive whatever the file's name
+        arr.close()
+        raise ValueError(f"The {what} '{path}' is an .npz archive, not an .npy array. Save the array with "
+                         "numpy.save(path, array).")
+    return arr
 
 
-def load_npz(path: str, what: str):
-    """An open .npz archive of plain arrays (allow_pickle=False); a corrupt or non-zip file is refused clearly."""
+def _damaged(path: str, what: str, exc: Exception) -> ValueError:
+    return ValueError(f"The {what} '{path}' could not be read as an .npy array ({exc.__class__.__name__}: {exc}): it "
+                      "is empty, truncated or damaged. Save the array again with numpy.save(path, array).")
+
+
+def load_npz(path: str, what: str) -> dict[str, np.ndarray]:
+    """Every array of an .npz archive, read now (allow_pickle=False); a corrupt or non-zip file is refused clearly.
+
+    The arrays are read here, not left to the caller: an archive's members are decompressed on first access, and a
+    damaged one (bad CRC, truncated) failed there, outside this function's handling, as a crash to report."""
+    remedy = "Save it with numpy.savez(path, W=...) or numpy.savez(path, G=..., n_queries=m)."
     try:
-        return np.load(path, allow_pickle=False)
-    except (ValueError, OSError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"The {what} '{path}' is not a readable .npz archive ({exc.__class__.__name__}). Save it "
-                         "with numpy.savez(path, W=...) or numpy.savez(path, G=..., n_queries=m).") from None
+        z = np.load(path, allow_pickle=False)
+    except _ACCESS_ERRORS:
+        raise
+    except (ValueError, *CORRUPT_FILE_ERRORS) as exc:
+        raise ValueError(f"The {what} '{path}' is not a readable .npz archive ({exc.__class__.__name__}). "
+                         f"{remedy}") from None
+    if isinstance(z, np.ndarray):
+        raise ValueError(f"The {what} '{path}' is an .npy array, not an .npz archive. {remedy}")
+    with z:
+        try:
+            return {k: z[k] for k in z.files}
+        except (ValueError, *CORRUPT_FILE_ERRORS) as exc:
+            raise ValueError(f"The {what} '{path}' is a damaged .npz archive: reading its arrays failed "
+                             f"({exc.__class__.__name__}: {exc}). {remedy}") from None

@@ -182,16 +182,16 @@ def _load_file(path: str, text: str, pos: int):
         raise _err(text, pos, f"workload file '{path}' does not exist")
     if path.lower().endswith(".npy"):
         return wl.Workload.from_matrix(load_npy(path, "workload file"), name=name)
-    with load_npz(path, "workload file") as z:
-        keys = sorted(z.files)
-        if keys == ["W"]:
-            return wl.Workload.from_matrix(z["W"], name=name)
-        if keys == ["G", "n_queries"]:
-            m = z["n_queries"]
-            if m.shape != () or m.dtype.kind not in "iu":  # int() truncated 2.5 to 2 (per-query figures wrong)
-                raise _err(text, pos, f"workload file '{path}': 'n_queries' must be one integer (the number of "
-                                      f"queries m). Got {m.dtype} array of shape {m.shape}: {m.tolist()!r}")
-            return wl.Workload.from_gram(z["G"], n_queries=int(m), name=name)
+    z = load_npz(path, "workload file")  # every member read: a damaged one is refused there
+    keys = sorted(z)
+    if keys == ["W"]:
+        return wl.Workload.from_matrix(z["W"], name=name)
+    if keys == ["G", "n_queries"]:
+        m = z["n_queries"]
+        if m.shape != () or m.dtype.kind not in "iu":  # int() truncated 2.5 to 2 (per-query figures wrong)
+            raise _err(text, pos, f"workload file '{path}': 'n_queries' must be one integer (the number of "
+                                  f"queries m). Got {m.dtype} array of shape {m.shape}: {m.tolist()!r}")
+        return wl.Workload.from_gram(z["G"], n_queries=int(m), name=name)
     raise _err(text, pos, f"workload file '{path}' has keys {keys}; expected exactly 'W', or exactly 'G' and "
                           "'n_queries' (a file with both W and G would leave one unread)")
 

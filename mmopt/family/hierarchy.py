@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from mmopt._base.result import SUCCESS, OptimizeResult
-from mmopt.family.call import Call, seed_record
+from mmopt.family.call import Call, check_common, seed_record
 
 CALLER = "optimize"
 METHODS = ("hierarchy",)
@@ -36,6 +36,8 @@ def takes(workload, method, call: Call) -> bool:
 
 def run(workload, method, call: Call) -> OptimizeResult:
     from mmopt.hierarchy.workload import HierarchyWorkload
+    # checked here, in optimize's words: max_iterations=0 reached hierarchy.solve, which never iterated
+    check_common(call, CALLER)
     given = isinstance(workload, HierarchyWorkload)
     if given and (method not in ("auto", "hierarchy") or (method == "auto" and call.norm == "l1")):
         # other methods, and ε-DP (whose L1 sensitivity the families here do not have in closed form): the union of

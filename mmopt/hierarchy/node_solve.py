@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
+from mmopt._base import validation as v
 from mmopt.hierarchy import nodes as hn
 from mmopt.hierarchy.workload import HierarchyWorkload, check_workload
 
@@ -68,6 +69,9 @@ def tree_attribute(W: HierarchyWorkload) -> int:
 def solve_nodes(workload: HierarchyWorkload, *, max_iterations: int = 2_000, tree: int | None = None) -> NodeSolution:
     """The weighted node family's best strategy found for ``workload`` (unit Gaussian noise).
 
+    ``tree`` is the index (0 to the number of attributes − 1) of the attribute measured node by node, any of them;
+    by default :func:`tree_attribute`. ``max_iterations`` (≥ 1) bounds each L-BFGS-B run.
+
     Examples
     --------
     >>> from mmopt.hierarchy import Hierarchy, grouping_sets, rollup
@@ -76,8 +80,11 @@ def solve_nodes(workload: HierarchyWorkload, *, max_iterations: int = 2_000, tre
     >>> bool(sol.objective > 0), sol.strategy.sensitivity() == 1.0
     (True, True)
     """
-    W = check_workload(workload, "hierarchy.solve_nodes")
-    k = tree_attribute(W) if tree is None else tree
+    caller = "hierarchy.solve_nodes"
+    W = check_workload(workload, caller)
+    # max_iterations=0 or 2.5 reached L-BFGS-B, which ran with them without a word
+    max_iterations = v.check_int(max_iterations, name="max_iterations", caller=caller, low=1)
+    k = tree_attribute(W) if tree is None else hn.check_tree(W, tree, caller)
     lay = hn.layout(W, k)
     h = W.attributes[k]
     lw = hn.LogWeights(h, lay)

@@ -20,10 +20,12 @@ allocation, which the skewed trees of real geographies need (a large state's tot
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
+from mmopt._base.validation import check_int
 from mmopt.hierarchy import components as hc
 from mmopt.hierarchy.strategy import _check_pair
 from mmopt.hierarchy.tree import Hierarchy
@@ -55,7 +57,21 @@ class Layout:
     components: np.ndarray
 
 
+def check_tree(W: HierarchyWorkload, tree, caller: str) -> int:
+    """``tree`` as the index of one of ``W``'s attributes (any of them: a flat one is a tree of depth 1).
+
+    Negative indices are refused, not counted from the end: the strategy records the index as given, and tree=-1
+    scored the tree's levels against the wrong attribute's grouping sets (twice the true error), then failed later.
+    """
+    n = len(W.attributes)
+    if isinstance(tree, numbers.Integral) and not isinstance(tree, bool | np.bool_) and not 0 <= tree < n:
+        raise ValueError(f"The 'tree' parameter of {caller} must be the index of one of the workload's {n} "
+                         f"attributes, an integer in [0, {n - 1}]. Got {tree} instead.")
+    return check_int(tree, name="tree", caller=caller, low=0, high=n - 1)
+
+
 def layout(W: HierarchyWorkload, tree: int) -> Layout:
+    tree = check_tree(W, tree, "hierarchy.nodes.layout")
     tabs = [hc.tables(h) for h in W.attributes]
     others = [i for i in range(len(tabs)) if i != tree]
     L = W.attributes[tree].depth

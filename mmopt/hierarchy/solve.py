@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mmopt._base import validation as v
 from mmopt.hierarchy import components as hc
 from mmopt.hierarchy.strategy import HierarchyStrategy
 from mmopt.hierarchy.workload import HierarchyWorkload, check_workload
@@ -67,6 +68,10 @@ def solve(workload: HierarchyWorkload, *, tol: float = 1e-9, max_iterations: int
     (True, True)
     """
     W = check_workload(workload, "hierarchy.solve")
+    # the loop must run at least once: max_iterations=0 left the strategy unset (UnboundLocalError); tol is the
+    # relative family gap accepted, and a NaN one would never stop the loop
+    tol = v.check_real(tol, name="tol", caller="hierarchy.solve", low=0.0, high=1.0, low_open=True, high_open=True)
+    max_iterations = v.check_int(max_iterations, name="max_iterations", caller="hierarchy.solve", low=1)
     tabs = [hc.tables(h) for h in W.attributes]
     B = [T.diag for T in tabs]
     Bt = [T.diag.T.tocsr() for T in tabs]

@@ -22,6 +22,12 @@ from mmopt._base import validation as v
 
 # numpy >= 2.1 takes allow_pickle in savez_compressed; older ones never pickle numeric arrays anyway.
 _NO_PICKLE = {"allow_pickle": False} if "allow_pickle" in inspect.signature(np.savez_compressed).parameters else {}
+# What numpy and zipfile raise on a damaged .npy or .npz while reading its arrays. A flipped bit in the zip directory
+# reads as "encrypted" (RuntimeError) or an unknown compression method (NotImplementedError), one in a .npy header as
+# a tokenizer error, an empty file as EOFError: all corruption, none a crash to report. (The CLI reads its .npy and
+# .npz inputs with the same list.)
+CORRUPT_FILE_ERRORS = (OSError, EOFError, RuntimeError, NotImplementedError, SyntaxError, tokenize.TokenError,
+                       zipfile.BadZipFile, zlib.error)
 DAMAGED = ("Restore the file from a copy, or save the strategy again with mmopt.save; "
            "load does not repair a damaged file.")
 
@@ -135,10 +141,7 @@ def read_arrays(source: Path, fail) -> dict[str, np.ndarray]:
         fail(f"cannot be read without unpickling ({exc})",
              remedy="mmopt files hold numeric arrays only, and load never unpickles (unpickling can run code). "
                     "Pass a file written by mmopt.save.")
-    # a flipped bit in the zip directory reads as "encrypted" (RuntimeError) or an unknown compression method
-    # (NotImplementedError), one in a .npy header as a tokenizer error: all corruption, none a crash to report
-    except (OSError, EOFError, RuntimeError, NotImplementedError, SyntaxError, tokenize.TokenError,
-            zipfile.BadZipFile, zlib.error) as exc:
+    except CORRUPT_FILE_ERRORS as exc:
         fail(f"is corrupted: reading its arrays failed ({type(exc).__name__}: {exc})")
 
 

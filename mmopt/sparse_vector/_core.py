@@ -101,6 +101,10 @@ class SparseVectorResult:
         return alpha
 
 
+#: the largest c: 2c (the query noise's shift, in the default split) must be a finite float64
+MAX_C = int(np.finfo(float).max) // 2
+
+
 def svt_split(epsilon: float, c: int, monotone: bool, threshold_fraction: float | None) -> tuple[float, float]:
     """(ε₁, ε₂) with ε₁ + ε₂ = epsilon (each rounded down: never above it in exact arithmetic); by default Lyu
     et al.'s ε₁:ε₂ = 1:(2c)^{2/3} (1:c^{2/3} if monotone).
@@ -124,6 +128,9 @@ def check_common(caller: str, epsilon, c, sensitivity, monotone, threshold_fract
     """Validated (ε, c, Δ, monotone, threshold_fraction, rng Generator or None)."""
     epsilon = v.check_real(epsilon, name="epsilon", caller=caller, low=0.0, low_open=True)
     c = v.check_int(c, name="c", caller=caller, low=1)
+    if c > MAX_C:  # the default split computes (2c)^(2/3) in float64: c = 10**400 raised a bare OverflowError
+        raise ValueError(f"The 'c' parameter of {caller} must be an integer in [1, {v.scientific(MAX_C)}] (2c must "
+                         f"be a float64 for the budget split). Got {v.fmt_count(c)} instead.")
     sensitivity = v.check_real(sensitivity, name="sensitivity", caller=caller, low=0.0, low_open=True)
     monotone = v.check_bool(monotone, name="monotone", caller=caller)
     if threshold_fraction is not None:
