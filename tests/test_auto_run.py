@@ -62,6 +62,21 @@ def test_opt_m_runs_on_many_binary_attributes_under_laplace():
     assert r.objective < 0.9 * min(c["objective"] for k, c in cands.items() if k != "marginals")
 
 
+def test_opt_m_runs_only_the_iterations_the_budget_pays_for(monkeypatch):
+    """3-way marginals of (2,)¹² under Laplace noise: an OPT_M run takes ~740 L-BFGS-B iterations where its price
+    assumed ≤ 80, and a 'fast' call (5 s) ran 50 of them, 23–28 CPU s. Its iterations are now bounded by what the
+    budget left pays for, at the price of mmopt.auto.costs (machine-independent, as the budget is)."""
+    from mmopt.auto import costs
+    from mmopt.multidim.search import SOLVERS
+    ran, real = [], SOLVERS["marginals"]
+    monkeypatch.setitem(SOLVERS, "marginals", lambda *a, **kw: ran.append(real(*a, **kw)) or ran[-1])
+    W = mmopt.structured.marginals((2,) * 12, 3)
+    r = mmopt.optimize(W, privacy=LAPLACE, seed=0, budget="fast")
+    assert "marginals" in r.extra["candidates"] and len(ran) == 1
+    work = costs.marginals_once(W) + ran[0].iterations * costs.marginals_iteration(W)
+    assert ran[0].iterations > 0 and work <= 5.0
+
+
 def test_the_budget_charges_estimates_not_the_clock(monkeypatch):
     """A slow machine (a clock that runs 1,000× fast) changes no decision: the plan is charged its estimates."""
     W = wl.random_range(64, 60, seed=1)

@@ -47,6 +47,8 @@ FAR_RATIO = 2.0
 #: LOCAL_MIN_STEPS. On a product domain it runs beside the product searches, PRODUCT_LOCAL_STEPS at most (2-D
 #: ranges 32×32: 5.20× the bound after 300 steps, ~7 s; HDMM's best of 25 restarts 6.50×).
 LOCAL_STEPS, LOCAL_MIN_STEPS, PRODUCT_LOCAL_STEPS = 3000, 100, 300
+#: OPT_M runs only when the budget left pays for this many L-BFGS-B iterations (a run takes 30–1,500).
+MARGINALS_MIN_ITERATIONS = 30
 #: The largest share of the budget a candidate that rarely wins may take: OPT_M under Gaussian noise lost to the
 #: residual or product strategy on every workload of bench_auto (by 3–1,150 %); l2_approx under Laplace noise
 #: is kept for its dual bound (valid for both noises), its strategy 5–45× the ε-DP candidates'.
@@ -152,6 +154,10 @@ def _products(ctx: Context, budget_seconds: float) -> list[Candidate]:
 
     restarts = {k: ctx.restarts or DEFAULT_RESTARTS[k] for k in DEFAULT_RESTARTS}
     out = []
+    if norm == "l1":  # first, the floor every Laplace search should clear, scored factor-wise at any size: 3-way
+        # marginals on (2,)¹³ under 'fast' returned the residual strategy at 3.72× the identity's error, OPT_⊗ and
+        # OPT_M skipped on their estimates; at ≤ 4,096 cells the dense identity it replaces was priced at 10 s there
+        out.append(Candidate("identity", costs.identity_product(S), lambda: _identity(S)))
     if residual_applies(S):  # first: on a union of marginals under Gaussian noise it meets the bound
         out.append(Candidate("residual", costs.residual(S), structured("residual")))
     near = None
@@ -163,15 +169,10 @@ def _products(ctx: Context, budget_seconds: float) -> list[Candidate]:
     if len(S.terms) > 1:
         out.append(Candidate("union", costs.union(S, norm, restarts["union"]), structured("union"), unless=near))
     if len(S.shape) <= 15:
-        out.append(Candidate("marginals", costs.marginals(S, restarts["marginals"]), structured("marginals"),
-                             share=LOW_PRIOR_SHARE if norm == "l2" else 1.0))
+        out.append(_marginals(S, restarts["marginals"], kw, share=LOW_PRIOR_SHARE if norm == "l2" else 1.0))
     n = ctx.n
     if n > DENSE_LIMIT:
         return out
-    if norm == "l1":  # the floor every Laplace search should clear, for milliseconds: 3-way marginals on (2,)⁸ under
-        # a 'fast' budget returned OPT_M's 34,144 against the identity's 14,336, OPT_⊗ skipped on an estimate 5–25×
-        # its cost (a helper's probe)
-        out.append(Candidate("identity", costs.closed_dense(n), lambda: ctx.optimize(ctx.dense, "identity")))
     if norm == "l2":
         out.append(Candidate("l2_approx", costs.l2_dense(n), lambda: ctx.optimize(ctx.dense, "l2_approx"),
                              unless=NEAR_L2))
@@ -186,6 +187,32 @@ def _products(ctx: Context, budget_seconds: float) -> list[Candidate]:
     local = _local(ctx, PRODUCT_LOCAL_STEPS, unless=FAR_RATIO)
     out.append(local if rank >= n else dataclasses.replace(local, requires=misfit))
     return out
+
+
+def _marginals(S, restarts: int, kw: dict, share: float) -> Candidate:
+    """OPT_M, fitted when it runs: its runs' L-BFGS-B iterations bounded by what the budget left pays for
+    (:func:`mmopt.auto.costs.marginals_iteration`), since their number is not known before they run; charged the
+    estimate of :func:`mmopt.auto.costs.marginals` or that room, the smaller. Skipped when fewer than
+    MARGINALS_MIN_ITERATIONS fit."""
+    from mmopt.multidim.search import SOLVERS
+    estimate = costs.marginals(S, restarts)
+
+    def fitted(seconds: float) -> Candidate | None:
+        iterations = int((seconds - costs.marginals_once(S)) / costs.marginals_iteration(S))
+        if iterations < MARGINALS_MIN_ITERATIONS:
+            return None
+        run = lambda: SOLVERS["marginals"](S, restarts=restarts, iteration_budget=iterations, **kw)  # noqa: E731
+        return Candidate("marginals", min(estimate, seconds), run, share=share)
+    return Candidate("marginals", estimate, lambda: None, share=share, fit=fitted)
+
+
+def _identity(S):
+    """The identity on every attribute, I₁ ⊗ … ⊗ I_d (Δ = 1 in both norms), as a closed-form candidate."""
+    from mmopt._base.solution import ImplicitSolution
+    from mmopt.structured.strategies import kron_strategy
+    A = kron_strategy(*[np.eye(n) for n in S.shape], name="identity")
+    return ImplicitSolution(A, "closed_form", "Closed-form strategy: the identity on every attribute (built, not "
+                            "searched).", 0, None)
 
 
 def _marginals_only(S) -> bool:
