@@ -95,23 +95,11 @@ def pidentity_step(n: int, p: int) -> float:
     return 3.5e-10 * n * n * p
 
 
-#: min_error on prefix sums / all ranges at n cells (:mod:`mmopt.search.min_error_fast`, its default budget): measured
-#: CPU s rounded up (prefix 2.1 s at 512, 13.5 s at 1,024, all ranges 12.2 s at 1,024; 46 / 115 / 448 s at
-#: 2,048 / 4,096 / 8,192, ``benchmarks/results/bench_eps_search.txt``).
-_FAST = {512: 4.0, 1024: 16.0, 2048: 55.0, 4096: 130.0, 8192: 520.0}
-
-
 def min_error_fast(n: int) -> float:
-    """The O(n) p-Identity search on prefix sums or all ranges, interpolated log-log in :data:`_FAST`."""
-    sizes = sorted(_FAST)
-    if n <= sizes[0]:
-        return _FAST[sizes[0]]
-    if n >= sizes[-1]:
-        return _FAST[sizes[-1]] * (n / sizes[-1]) ** 2
-    hi = next(s for s in sizes if s >= n)
-    lo = sizes[sizes.index(hi) - 1]
-    t = math.log(n / lo) / math.log(hi / lo)
-    return math.exp((1 - t) * math.log(_FAST[lo]) + t * math.log(_FAST[hi]))
+    """The O(n) p-Identity search on prefix sums or all ranges (:func:`mmopt.search.min_error_fast.expected_seconds`,
+    whose table of measured points it interpolates)."""
+    from mmopt.search.min_error_fast import expected_seconds
+    return expected_seconds(n)
 
 
 def _attribute_work(structure) -> float:

@@ -21,7 +21,9 @@ n×n is formed for a ``mmopt.toeplitz`` workload, whose strategy comes back as a
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
+import warnings
 
 import numpy as np
 
@@ -39,6 +41,33 @@ __all__ = ["FAST_MIN_N", "default_iterations", "dense_twin", "from_optimize", "s
 #: Smallest n that takes this path (below it the dense pipeline, with its SDP, restarts and polish, is unchanged).
 FAST_MIN_N = 512
 _KINDS = ("prefix", "all_range")
+
+
+#: CPU s of the default search on prefix sums / all ranges at n cells: measured, rounded up (prefix 2.1 s at 512,
+#: 13.5 s at 1,024, all ranges 12.2 s at 1,024; 46 / 115 / 448 s at 2,048 / 4,096 / 8,192,
+#: ``benchmarks/results/bench_eps_search.txt``); auto prices its candidate by it (:mod:`mmopt.auto.costs`).
+MEASURED_SECONDS = {512: 4.0, 1024: 16.0, 2048: 55.0, 4096: 130.0, 8192: 520.0}
+#: An explicit min_error expected to take longer than this warns before it starts (with the estimate and a remedy).
+WARN_SECONDS = 600.0
+
+
+def expected_seconds(n: int) -> float:
+    """CPU s of the default search at n cells: :data:`MEASURED_SECONDS` interpolated log-log, and past its last point
+    grown as n² (a step's work grows as n·p with p ∝ n; with ``max_iterations=10`` the search still took 59 CPU s
+    at 8,192 cells, the coarse sizes of the ladder and the H_b scores included).
+
+    >>> round(expected_seconds(1024), 9), round(expected_seconds(16384))
+    (16.0, 2080)
+    """
+    sizes = sorted(MEASURED_SECONDS)
+    if n <= sizes[0]:
+        return MEASURED_SECONDS[sizes[0]]
+    if n >= sizes[-1]:
+        return MEASURED_SECONDS[sizes[-1]] * (n / sizes[-1]) ** 2
+    hi = next(s for s in sizes if s >= n)
+    lo = sizes[sizes.index(hi) - 1]
+    t = math.log(n / lo) / math.log(hi / lo)
+    return math.exp((1 - t) * math.log(MEASURED_SECONDS[lo]) + t * math.log(MEASURED_SECONDS[hi]))
 
 
 def default_iterations(n: int, start: str = "ladder") -> int:
@@ -193,8 +222,22 @@ def from_optimize(workload, opts: dict, *, solver, tol, max_iterations, seed, ve
                          "p-Identity local search (no SDP stage), so nothing reads 'solver' or 'weight'. Drop them, "
                          "or pass options={'engine': 'sdp'}.")
     threads = _runtime.check_blas_threads(blas_threads, caller="optimize", auto=1)  # min_error's own cap
+    if (seconds := expected_seconds(workload.domain_size)) > WARN_SECONDS:
+        # prefix(10⁶) ran for days without a word (a step's work grows as n², the coarse sizes' setup too)
+        warnings.warn(f"optimize(method='min_error') on {kind_of(workload)}({workload.domain_size:,}): the p-Identity "
+                      f"search is expected to take ~{_duration(seconds)} of CPU here (measured "
+                      f"{MEASURED_SECONDS[8192]:g} s at 8,192 cells; its work grows as n²). method='auto' (the "
+                      "default) chooses within a budget (budget='fast' | 'thorough' | CPU seconds); max_iterations "
+                      "shortens the search at n but not the coarse sizes before it.", UserWarning, stacklevel=5)
     return solve(workload, opts, tol=tol, max_iterations=max_iterations, seed=seed, verbose=verbose, n_jobs=n_jobs,
                  threads=threads)
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("days", 86400.0), ("hours", 3600.0), ("minutes", 60.0)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:,.0f} {unit}"
+    return f"{seconds:,.0f} s"
 
 
 def dense_twin(workload, caller: str):
