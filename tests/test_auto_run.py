@@ -75,6 +75,9 @@ def test_opt_m_runs_only_the_iterations_the_budget_pays_for(monkeypatch):
     assert "marginals" in r.extra["candidates"] and len(ran) == 1
     work = costs.marginals_once(W) + ran[0].iterations * costs.marginals_iteration(W)
     assert ran[0].iterations > 0 and work <= 5.0
+    # charged what it ran (at that price), not the smaller estimate it was logged with
+    assert r.extra["candidates"]["marginals"]["estimate"] == pytest.approx(work)
+    assert r.extra["budget"]["planned"] == pytest.approx(sum(c["estimate"] for c in r.extra["candidates"].values()))
 
 
 def test_the_budget_charges_estimates_not_the_clock(monkeypatch):
@@ -137,8 +140,18 @@ def test_nothing_fits_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(costs, "l2_dense", lambda n, family=None: 1e9)
     monkeypatch.setattr(costs, "min_error_dense", lambda n: 1e9)
     monkeypatch.setattr(costs, "pidentity_step", lambda n, p: 1e9)
-    with pytest.raises(ValueError, match="no method could run .* within the budget"):
+    with pytest.raises(ValueError, match="no method can run .* within the budget"):
         mmopt.optimize(wl.random_range(20, 10, seed=0), privacy=LAPLACE, budget="fast")
+
+
+def test_nothing_fits_is_refused_before_the_bound_is_computed(monkeypatch):
+    """Random ranges of 4,096 cells under Gaussian noise and 'fast': the SVD bound (not charged to the budget) took
+    51 CPU s, then no candidate fitted (a helper's probe). The plan is checked first now."""
+    def no_bound(ctx):
+        raise AssertionError("the bound was computed for a plan that cannot run")
+    monkeypatch.setattr(auto_run, "lower_bound", no_bound)
+    with pytest.raises(ValueError, match="no method can run .* within the budget 'fast'"):
+        mmopt.optimize(wl.random_range(4096, 64, seed=0), privacy=mmopt.Privacy(1.0, 1e-6), budget="fast")
 
 
 def _records(caplog, **kw):

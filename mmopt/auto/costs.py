@@ -13,9 +13,10 @@ import math
 
 import numpy as np
 
-__all__ = ["closed_dense", "coupled", "dual_floor", "identity_product", "kron", "l2_dense", "l2_tridiagonal_step",
-           "local_setup", "marginals", "marginals_iteration", "marginals_once", "min_error_dense", "min_error_fast",
-           "pidentity_step", "residual", "union", "union_scoring"]
+__all__ = ["closed_dense", "coupled", "dual_floor", "hierarchy_woodbury", "identity_product", "kron", "l2_dense",
+           "l2_tridiagonal_step", "local_setup", "marginals", "marginals_iteration", "marginals_once",
+           "min_error_dense", "min_error_fast", "pidentity_step", "residual", "svd_strategy", "union",
+           "union_scoring"]
 
 
 def closed_dense(n: int) -> float:
@@ -26,6 +27,26 @@ def closed_dense(n: int) -> float:
     wavelet is 21×). G^{1/4} through optimize took within 15 % of the Haar's (0.70 against 0.63 s on all ranges
     of 1,024 cells, 4.3 against 4.4 s on prefix sums of 2,048, one core)."""
     return 0.05 + 1.5e-10 * n**3
+
+
+def svd_strategy(workload) -> float:
+    """G^{1/4} (:func:`mmopt.strategy.svd_strategy`) from W's own SVD when W is held (m×n: ≈ 1.2·10⁻⁹·m·n·min(m, n),
+    the rest as :func:`closed_dense`); measured 1.30–1.45 CPU s on 1,024 random ranges of 1,024 cells and 12.0 s
+    at 2,048, where closed_dense alone said 0.21 and 1.34 (a helper's probe)."""
+    n = workload.domain_size
+    W = getattr(workload, "matrix", None)
+    svd = 0.0 if W is None else 1.2e-9 * W.shape[0] * n * min(W.shape[0], n)
+    return closed_dense(n) + svd
+
+
+def hierarchy_woodbury(n: int, b: int) -> float:
+    """H_b as a p-Identity strategy scored by Woodbury on the O(n) Gram operator: ≈ 3.9·10⁻¹¹·p·n² for its p
+    internal nodes (near-equal b-ary splits, so past a power of b the tree has a level of small nodes): measured
+    0.37 CPU s at n = 4,096 (H₈, p = 585), 2.98 s at 6,000 (p = 2,489), 12.6 s at 8,192 (p = 4,681), where
+    2·10⁻¹⁰·n·(n/(b − 1))² said 2.3 s at 8,192 and a 'fast' call ran 23–28 s (a helper's probe)."""
+    from mmopt.dense._interval_trees import b_ary_tree, nodes
+    p = sum(1 for t in nodes(b_ary_tree(n, b)) if t.children)
+    return 0.05 + 3.9e-11 * p * n * n
 
 
 def identity_product(structure) -> float:

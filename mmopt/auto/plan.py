@@ -72,7 +72,8 @@ class Candidate:
     incumbent's ratio to the bound at or below which it is not worth running (None: always worth it);
     ``requires``: a reason it cannot run, decided at plan time (None if it can); ``fit``: for a search whose
     length is chosen when it runs, the candidate sized to the seconds left (None when too few are left), and then
-    ``estimate`` is that of its shortest useful run.
+    ``estimate`` is that of its shortest useful run; ``charge``: for a search sized by a work budget rather than
+    its estimate, the cost of what it ran by the same model (the runner charges it in place of ``estimate``).
     """
 
     name: str
@@ -82,6 +83,7 @@ class Candidate:
     unless: float | None = None
     requires: str | None = None
     fit: Callable[[float], Candidate | None] | None = field(default=None, repr=False)  # sized to the seconds left
+    charge: Callable[[Any], float] | None = field(default=None, repr=False)  # the modeled cost of what it ran
 
 
 @dataclass(frozen=True)
@@ -192,8 +194,9 @@ def _products(ctx: Context, budget_seconds: float) -> list[Candidate]:
 def _marginals(S, restarts: int, kw: dict, share: float) -> Candidate:
     """OPT_M, fitted when it runs: its runs' L-BFGS-B iterations bounded by what the budget left pays for
     (:func:`mmopt.auto.costs.marginals_iteration`), since their number is not known before they run; charged the
-    estimate of :func:`mmopt.auto.costs.marginals` or that room, the smaller. Skipped when fewer than
-    MARGINALS_MIN_ITERATIONS fit."""
+    iterations it ran at that price (logged "expected" is :func:`mmopt.auto.costs.marginals` or that room, the
+    smaller: charged that, a 'fast' run took 3.8 CPU s against 0.76 charged; a helper's probe). Skipped when fewer
+    than MARGINALS_MIN_ITERATIONS fit."""
     from mmopt.multidim.search import SOLVERS
     estimate = costs.marginals(S, restarts)
 
@@ -202,7 +205,8 @@ def _marginals(S, restarts: int, kw: dict, share: float) -> Candidate:
         if iterations < MARGINALS_MIN_ITERATIONS:
             return None
         run = lambda: SOLVERS["marginals"](S, restarts=restarts, iteration_budget=iterations, **kw)  # noqa: E731
-        return Candidate("marginals", min(estimate, seconds), run, share=share)
+        charge = lambda found: costs.marginals_once(S) + found.iterations * costs.marginals_iteration(S)  # noqa: E731
+        return Candidate("marginals", min(estimate, seconds), run, share=share, charge=charge)
     return Candidate("marginals", estimate, lambda: None, share=share, fit=fitted)
 
 
@@ -252,10 +256,11 @@ def _plain(ctx: Context, budget_seconds: float) -> list[Candidate]:
     if not (fast_family and norm == "l2" and n > 1024):
         # past 1,024 cells the dense closed forms cost O(n³) for errors far above the weighted square root's
         # (prefix(4,096): 1.57× the bound against 1.005×) under Gaussian noise
-        # svd_strategy (G^{1/4}) costs what the wavelet does and beat every other closed form on low-rank predicate
-        # workloads (6.8 against auto's 11.7 under a one-iteration budget; optimize's docstring listed it for auto)
+        # svd_strategy (G^{1/4}) beat every other closed form on low-rank predicate workloads (6.8 against auto's
+        # 11.7 under a one-iteration budget; optimize's docstring listed it for auto); it takes W's own SVD
         for name in ("identity", "hierarchical", "wavelet", "svd_strategy"):
-            out.append(Candidate(name, costs.closed_dense(n), lambda name=name: ctx.optimize(ctx.dense, name)))
+            estimate = costs.svd_strategy(ctx.dense) if name == "svd_strategy" else costs.closed_dense(n)
+            out.append(Candidate(name, estimate, lambda name=name: ctx.optimize(ctx.dense, name)))
     if family in ("prefix", "all_range") and norm == "l2":
         out.append(Candidate("weighted_sqrt", 0.05, lambda: ctx.optimize(ctx.workload, "weighted_sqrt")))
     if fast_family and norm == "l2":
@@ -344,7 +349,7 @@ def _stream(ctx: Context, budget_seconds: float) -> list[Candidate]:
         return out
     from mmopt.search.min_error_fast import HIERARCHY_BRANCHINGS, HIERARCHY_MAX_N
     for b in HIERARCHY_BRANCHINGS:
-        out.append(Candidate(f"H{b}", 2e-10 * n * (n / (b - 1)) ** 2 + 0.05, lambda b=b: _hierarchy(W, b),
+        out.append(Candidate(f"H{b}", costs.hierarchy_woodbury(n, b), lambda b=b: _hierarchy(W, b),
                              requires=None if n <= HIERARCHY_MAX_N else f"n = {n:,} is past {HIERARCHY_MAX_N:,}"))
     out.append(Candidate("min_error", costs.min_error_fast(n),
                          lambda: ctx.optimize(W, "min_error", max_iterations=ctx.max_iterations)))
