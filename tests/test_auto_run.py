@@ -243,3 +243,20 @@ def test_every_candidate_status_is_certified_as_the_results_own():
             if c["objective"] > r.lower_bound * (1 + 1e-6):
                 assert c["status"] != "optimal", (method, name, c["status"], c["objective"] / r.lower_bound)
         assert r.extra["candidates"].get(r.method.removeprefix("auto:"), {}).get("status") in (None, r.status)
+
+
+def test_past_4096_steps_auto_returns_a_strategy_release_takes():
+    """prefix sums of 4,200 steps: under Gaussian noise auto returned the tridiagonal dual's dense optimum, which
+    mmopt.release and evaluate refuse on a stream workload past 4,096 cells (a helper's probe). It now returns the
+    best candidate release takes (the weighted square root, within 1 % of the dual's bound, which it keeps) and
+    names the other; under Laplace noise, where no candidate is one release takes, it says so."""
+    from mmopt import toeplitz
+    W, P = toeplitz.prefix(4200), mmopt.Privacy(1.0, 1e-6)
+    r = mmopt.optimize(W, privacy=P, seed=0)
+    assert "l2_approx" in r.extra["unreleasable"] and r.method != "auto:l2_approx"
+    assert r.lower_bound <= r.objective <= 1.01 * r.lower_bound
+    assert r.lower_bound == pytest.approx(r.extra["candidates"]["l2_approx"]["lower_bound"], rel=1e-12)
+    out = mmopt.release(W, r.strategy, np.ones(4200), P)  # refused before
+    assert out.estimate.shape == (4200,)
+    r = mmopt.optimize(W, privacy=LAPLACE, seed=0)
+    assert {"H8", "H16"} <= set(r.extra["unreleasable"]) and "no candidate's strategy is one it takes" in r.message

@@ -190,9 +190,30 @@ def _closed(c) -> bool:
     return c["method"] in CLOSED_FORMS or c["status"] == "closed_form"
 
 
+def _releasable_best(ctx, candidates) -> tuple[dict, dict]:
+    """(the lowest-error candidate whose strategy mmopt.release takes on this workload, if any, else the lowest;
+    {method: {"objective", "reason"}} of those it does not take). Past 4,096 cells a stream workload takes Toeplitz
+    and weighted square-root strategies only: the tridiagonal dual's dense optimum (Gaussian noise, up to 16,384
+    cells) and H_b as a p-Identity strategy were returned where release and evaluate refused them (a helper's
+    probe); the dual's certified bound is kept either way."""
+    from mmopt import dispatch
+    from mmopt.structured._checks import DENSE_LIMIT
+    blocked = {}
+    if ctx.stream is not None and ctx.n > DENSE_LIMIT:  # below it release takes any strategy through the dense twin
+        # (route itself would build that twin: the n×n Gram auto never forms on a stream workload)
+        for c in candidates:
+            if not dispatch.stream_native(c["strategy"]):
+                try:
+                    dispatch.route(ctx.workload, c["strategy"], "release")
+                except dispatch.StrategyMismatch as exc:
+                    blocked[c["method"]] = {"objective": c["objective"], "reason": str(exc)}
+    usable = [c for c in candidates if c["method"] not in blocked] or candidates
+    return min(usable, key=lambda c: c["objective"]), blocked
+
+
 def _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent, seconds,
             bound_method: str = "svd", bound_seconds: float = 0.0) -> OptimizeResult:
-    best = min(candidates, key=lambda c: c["objective"])
+    best, unreleasable = _releasable_best(ctx, candidates)
     bound = svd
     for c in candidates:  # a candidate's own bound, where stronger, named as its source (it kept the SVD label)
         if c["lower_bound"] is not None and c["lower_bound"] > bound:
@@ -205,6 +226,14 @@ def _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent,
         message += f" Skipped: {', '.join(skipped)} (reasons in extra['skipped'])."
     if failures:  # said where it is read: a failed l2_approx left H₂ at 3.5× the bound without a word here
         message += f" Failed: {', '.join(failures)} (reasons in extra['failed'])."
+    if unreleasable:
+        lowest = min(unreleasable, key=lambda name: unreleasable[name]["objective"])
+        plural = "ies" if len(unreleasable) > 1 else "y"
+        chosen = (f" ('{lowest}' had the lowest error, {unreleasable[lowest]['objective']:.6g}); returned the best "
+                  "that it takes" if lowest != best["method"] else ", and no candidate's strategy is one it takes")
+        message += (f" mmopt.release (and evaluate) cannot take the strateg{plural} of "
+                    f"{', '.join(repr(k) for k in unreleasable)} on this workload{chosen} (reasons in "
+                    "extra['unreleasable']).")
     # the winner's own certified gap, if it has one (_gap), and a construction's status (_closed)
     status, message, bound = reconcile(best["objective"], bound, best["status"], message, closed=_closed(best),
                                        tol=_gap(best, ctx))
@@ -216,7 +245,7 @@ def _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent,
     extra = dict(best["extra"]) | {
         "total_exact": best["exact"], "bound_exact": bound_exact, "bound_method": bound_method,
         "candidates": {c["method"]: {k: c[k] for k in keys} | {"status": verdict(c)} for c in candidates},
-        "failed": failures, "skipped": skipped,
+        "failed": failures, "skipped": skipped, "unreleasable": {k: c["reason"] for k, c in unreleasable.items()},
         "budget": {"label": budget.label, "seconds": budget.seconds, "planned": spent, "bound_seconds": bound_seconds}}
     return OptimizeResult(best["strategy"], ctx.norm, best["objective"], bound, status, status in SUCCESS, message,
                           f"auto:{best['method']}", best["solver"], best["iterations"], seconds,
