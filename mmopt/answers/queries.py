@@ -26,6 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from mmopt._base import validation as v
+from mmopt.answers import _stream_errors as stream
 from mmopt.answers.labels import _row, _set
 from mmopt.answers.variance import check_released_with, noise_sd
 from mmopt.dense._strategy_core import Strategy
@@ -88,7 +89,9 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
     """
     caller = "answer"
     noise, domain = None, None
-    if hasattr(estimate, "estimate") and hasattr(estimate, "noise_scale"):
+    released = hasattr(estimate, "estimate") and hasattr(estimate, "noise_scale")
+    stream.refuse_laplace(strategy, estimate.noise if released else getattr(privacy, "noise", None), caller)
+    if released:
         if strategy is not None:
             check_released_with(estimate, strategy, caller)
         noise = noise_sd(estimate.noise, float(estimate.noise_scale))
@@ -258,8 +261,9 @@ def _calibrated(strategy, privacy, caller: str) -> float:
 def _standard_errors(strategy, shape, Q, rows, sd: float, caller: str) -> np.ndarray:
     implicit = isinstance(strategy, ImplicitStrategy)
     N = math.prod(shape)
-    if callable(getattr(strategy, "inverse_column", None)):  # a Toeplitz strategy (it raised TypeError)
-        return _toeplitz_errors(strategy, Q if Q is not None else np.array([_kron_row(r) for r in rows]), sd, caller)
+    if stream.is_stream(strategy):  # mmopt.toeplitz's: no matrix (float(it) raised TypeError)
+        Q = Q if Q is not None else np.array([_kron_row(r) for r in rows])
+        return stream.stream_errors(strategy, Q, sd, caller)
     if implicit and rows is not None:
         W = ImplicitWorkload((Product(tuple(Workload.from_matrix(np.array(col), name=f"a{i}")
                                             for i, col in enumerate(zip(*rows, strict=True))), 1.0),), "queries")
@@ -280,20 +284,6 @@ def _standard_errors(strategy, shape, Q, rows, sd: float, caller: str) -> np.nda
     A = strategy if isinstance(strategy, Strategy) else Strategy(np.asarray(strategy, dtype=float))
     report = evaluate(Workload.from_matrix(Q, name="queries"), A, None, per_query=True)
     return np.sqrt(np.asarray(report.per_query_variance)) * (sd / float(report.sensitivity))
-
-
-def _toeplitz_errors(strategy, Q, sd: float, caller: str) -> np.ndarray:
-    """s·‖C⁻ᵀq‖ per row q for C = D·T(c): C⁻ᵀq = D⁻¹·T(g)ᵀq with g = 1/c mod xⁿ, and T(g)ᵀq = J·T(g)·J q (J the
-    reversal), one O(n log n) product a query, nothing n×n."""
-    from mmopt.toeplitz import _series
-    Qd = Q.toarray() if sp.issparse(Q) else np.asarray(Q, dtype=float)
-    v.check_allocation(2 * Qd.size, what=f"{Qd.shape[0]:,} queries' rows on {Qd.shape[1]:,} cells", caller=caller)
-    g, y, n = strategy.inverse_column(), strategy.row_scale, strategy.n
-    out = np.empty(Qd.shape[0])
-    for i, q in enumerate(Qd):
-        z = _series.convolve(g, q[::-1], n)[::-1]
-        out[i] = np.linalg.norm(z if y is None else z / np.sqrt(y))
-    return sd * out
 
 
 def _kron_row(rows) -> np.ndarray:

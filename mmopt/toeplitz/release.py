@@ -36,6 +36,18 @@ def _causal(c: np.ndarray, x: np.ndarray) -> np.ndarray:
     return signal.fftconvolve(c[:n], x)[:n]
 
 
+def _all_ranges(s: np.ndarray) -> np.ndarray:
+    """Every range [i, j] (i ≤ j, in np.triu_indices order) as s[j+1] − s[i] from the prefix sums s (s₀ = 0), row by
+    row into the output: np.triu_indices' two index arrays and the gathered s[j+1], s[i] were 4× the answers."""
+    n = s.size - 1
+    out = np.empty(n * (n + 1) // 2)
+    start = 0
+    for i in range(n):
+        np.subtract(s[i + 1:], s[i], out=out[start:start + n - i])
+        start += n - i
+    return out
+
+
 def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_scale: float | None = None,
             reconstruct: str = "least_squares", caller: str = "release", **unused):
     """:func:`mmopt.release` for ``mmopt.toeplitz.prefix(n)`` / ``all_range(n)`` and a ToeplitzStrategy.
@@ -50,14 +62,23 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
         raise ValueError(f"{caller}: the weighted square root was built for {strategy.workload.kind}({strategy.n:,}), "
                          f"not {workload.kind}({workload.n:,}).")
     if weighted and isinstance(privacy, Privacy) and privacy.noise != "gaussian":
+        # optimize(method='blt') is no ε-DP remedy: it optimises the Gaussian objective and refuses δ = 0
         raise ValueError(f"{caller}: the weighted square root is released with Gaussian noise (its Δ₁ is not "
-                         f"computed). Got {privacy!r}; pass a δ > 0, or a Toeplitz strategy (method='blt') for ε-DP.")
+                         f"computed). Got {privacy!r}; pass a δ > 0, or for ε-DP a Toeplitz strategy built directly, "
+                         f"e.g. mmopt.toeplitz.sqrt_strategy({strategy.n}) or mmopt.toeplitz.equalized(mmopt."
+                         f"toeplitz.sqrt_strategy({strategy.n})), released with Laplace noise at its exact Δ₁ (far "
+                         "from optimal under ε-DP at large n); on at most 4,096 cells, "
+                         f"mmopt.workload.{workload.kind}(n) with the strategy mmopt.optimize returns is the better "
+                         "ε-DP route.")
     if not (weighted or isinstance(strategy, ToeplitzStrategy)):
         got = getattr(strategy, "name", type(strategy).__name__)
         raise TypeError(f"The 'strategy' parameter of {caller} must be a ToeplitzStrategy for a workload of "
-                        f"{workload.kind}({workload.n:,}): mmopt.toeplitz.sqrt_strategy(n), banded, blt, or "
-                        f"optimize(W, privacy=..., method='blt'). Got {got!r}, which has no fast product at this "
-                        "size.")
+                        f"{workload.kind}({workload.n:,}). Got {got!r}, which has no fast product at this size. "
+                        "Under (ε,δ)-DP use mmopt.optimize(W, privacy=...).strategy; under ε-DP (Laplace) a Toeplitz "
+                        "strategy built directly, e.g. mmopt.toeplitz.sqrt_strategy(n) or mmopt.toeplitz.equalized("
+                        "mmopt.toeplitz.sqrt_strategy(n)) (their Δ₁ is exact; far from optimal under ε-DP at large n), "
+                        f"or, on at most 4,096 cells, mmopt.workload.{workload.kind}(n) with the strategy "
+                        "mmopt.optimize returns (the better ε-DP route).")
     if not isinstance(privacy, Privacy):
         raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy. Got {type(privacy).__name__}.")
     v.check_same_domain(workload.n, strategy.n, caller=caller)
@@ -95,10 +116,9 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
             raise ValueError("the estimate C⁻¹y overflows (C is too ill-conditioned for float64).")
         if workload.kind == "prefix":
             answers = np.cumsum(xhat)
-        elif n * (n + 1) // 2 <= v.MAX_ALLOCATION_ENTRIES:
+        elif n * (n + 1) // 2 + n + 1 <= v.MAX_ALLOCATION_ENTRIES:  # the answers and s: nothing else as long
             s = np.concatenate([[0.0], np.cumsum(xhat)])
-            i, j = np.triu_indices(n)
-            answers = s[j + 1] - s[i]
+            answers = _all_ranges(s)
         else:
             answers = None
         return xhat, answers

@@ -1,0 +1,57 @@
+"""Standard errors of one's own queries under the strategies of :mod:`mmopt.toeplitz`, at any n, nothing n×n.
+
+Both strategies are square and invertible, so x̂ = A⁻¹y and Var(q x̂) = s²·‖A⁻ᵀq‖²:
+
+* a Toeplitz strategy C = D·T(c): C⁻ᵀq = D⁻¹·T(g)ᵀq with g = 1/c mod xⁿ, and T(g)ᵀq = J·T(g)·J q (J the
+  reversal);
+* the weighted square root A = G^{1/4}E⁻¹ (:mod:`mmopt.toeplitz.weighted`): A⁻ᵀq = G^{−1/4}(e ⊙ q), G symmetric.
+
+One O(n log n) product a query either way. The norm of a vector, not the quadratic form q E G^{−1/2} E qᵀ, is
+taken: it cannot come out negative by cancellation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from mmopt._base import validation as v
+
+
+def is_weighted(strategy) -> bool:
+    from mmopt.toeplitz.weighted import WeightedSqrtStrategy
+    return isinstance(strategy, WeightedSqrtStrategy)
+
+
+def is_stream(strategy) -> bool:
+    """A ToeplitzStrategy (it has the inverse series) or the weighted square root."""
+    return callable(getattr(strategy, "inverse_column", None)) or is_weighted(strategy)
+
+
+def refuse_laplace(strategy, noise: str | None, caller: str) -> None:
+    """The weighted square root is Gaussian-only (release refuses it under ε-DP; its Δ₁ is not computed): a Laplace
+    output or Privacy(ε) with it is a mix-up, refused here rather than as an unexplained 'norm' error."""
+    if noise == "laplace" and is_weighted(strategy):
+        raise ValueError(f"The 'strategy' parameter of {caller} is the weighted square root, which is released with "
+                         "Gaussian noise only (its L1 sensitivity is not computed); got Laplace noise (ε-DP). Pass "
+                         "the output it was released with, or the Privacy(epsilon, delta > 0) it was released at.")
+
+
+def stream_errors(strategy, Q, sd: float, caller: str) -> np.ndarray:
+    """s·‖A⁻ᵀq‖ per row q of ``Q`` for a ToeplitzStrategy or a WeightedSqrtStrategy (module docstring)."""
+    Qd = Q.toarray() if sp.issparse(Q) else np.asarray(Q, dtype=float)
+    v.check_allocation(2 * Qd.size, what=f"{Qd.shape[0]:,} queries' rows on {Qd.shape[1]:,} cells", caller=caller)
+    out = np.empty(Qd.shape[0])
+    if is_weighted(strategy):
+        from mmopt.toeplitz import weighted
+        kind, n = strategy.workload.kind, strategy.n
+        e = weighted.column_scale(kind, n)
+        for i, q in enumerate(Qd):
+            out[i] = np.linalg.norm(weighted.apply_power(kind, n, -0.25, e * q))
+        return sd * out
+    from mmopt.toeplitz import _series
+    g, y, n = strategy.inverse_column(), strategy.row_scale, strategy.n
+    for i, q in enumerate(Qd):
+        z = _series.convolve(g, q[::-1], n)[::-1]
+        out[i] = np.linalg.norm(z if y is None else z / np.sqrt(y))
+    return sd * out
