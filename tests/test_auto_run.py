@@ -260,3 +260,14 @@ def test_past_4096_steps_auto_returns_a_strategy_release_takes():
     assert out.estimate.shape == (4200,)
     r = mmopt.optimize(W, privacy=LAPLACE, seed=0)
     assert {"H8", "H16"} <= set(r.extra["unreleasable"]) and "no candidate's strategy is one it takes" in r.message
+
+
+def test_an_epsilon_dp_stream_refusal_names_what_runs_at_any_n():
+    """prefix(10⁵) under Laplace noise: auto's searches stop at 8,192 cells, and the refusal said only "give a larger
+    budget", which does not help. It now names the Toeplitz strategy that runs at any n, and that one runs."""
+    from mmopt import toeplitz
+    W = toeplitz.prefix(10**5)
+    with pytest.raises(ValueError, match=r"mmopt\.toeplitz\.equalized\(mmopt\.toeplitz\.sqrt_strategy\(100000\)\)"):
+        mmopt.optimize(W, privacy=LAPLACE)
+    A = toeplitz.equalized(toeplitz.sqrt_strategy(10**5))
+    assert np.isfinite(mmopt.evaluate(W, A, LAPLACE).total_squared_error)

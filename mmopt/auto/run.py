@@ -47,7 +47,7 @@ def run_auto(ctx: Context, budget: Budget, *, verbose: bool | None) -> OptimizeR
     if all(reason is not None for reason in unfit.values()):
         raise ValueError(f"optimize(method='auto'): no method can run on '{ctx.workload.name}' within the budget "
                          f"{budget.describe()}: {unfit}. Give a larger budget (budget='thorough' or a number of CPU "
-                         "seconds), or choose a method.")
+                         f"seconds), or choose a method.{_stream_laplace_remedy(ctx)}")
     b0 = time.process_time()
     svd, bound_exact = lower_bound(ctx)
     # not charged to the budget (a proven bound is always reported, and the candidates' own scoring reuses the
@@ -96,7 +96,8 @@ def run_auto(ctx: Context, budget: Budget, *, verbose: bool | None) -> OptimizeR
     if not candidates:
         raise ValueError(f"optimize(method='auto'): no method could run on '{ctx.workload.name}' within the budget "
                          f"{budget.describe()}. Skipped: {skipped}; failed: {failures}. Give a larger budget "
-                         "(budget='thorough' or a number of CPU seconds), or choose a method.")
+                         f"(budget='thorough' or a number of CPU seconds), or choose a method."
+                         f"{_stream_laplace_remedy(ctx)}")
     svd, bound_method, why = _raised(ctx, candidates, svd, budget.seconds - spent)
     if why is not None:
         skipped["dual_bound"] = why
@@ -188,6 +189,17 @@ def _gap(c, ctx) -> float | None:
 def _closed(c) -> bool:
     """The candidate is a construction: its converged status is "closed_form", never "optimal" uncertified."""
     return c["method"] in CLOSED_FORMS or c["status"] == "closed_form"
+
+
+def _stream_laplace_remedy(ctx) -> str:
+    """What runs at any n under ε-DP on prefix sums / all ranges, where auto's searches (H_b, the p-Identity search)
+    stop at 8,192 cells and a larger budget does not help: prefix(10⁵) was refused with "give a larger budget"."""
+    if ctx.stream is None or ctx.norm != "l1":
+        return ""
+    n = ctx.n
+    return (f" Under ε-DP at this size a Toeplitz strategy built directly runs at any n, with an exact Δ₁ (far from "
+            f"optimal under Laplace noise): mmopt.toeplitz.equalized(mmopt.toeplitz.sqrt_strategy({n})), for "
+            "mmopt.evaluate and mmopt.release.")
 
 
 def _releasable_best(ctx, candidates) -> tuple[dict, dict]:
