@@ -111,7 +111,7 @@ def test_start_option_chooses_the_ladder_or_hdmms_random_start():
 
 
 def test_an_explicit_search_far_past_its_measured_sizes_warns_before_it_starts(monkeypatch):
-    """prefix(10⁶) with method='min_error' ran for days without a word: the search now warns first, with its
+    """prefix(10⁶) with method="min_error" ran for days without a word: the default search now warns first, with its
     estimate (the measured 520 CPU s at 8,192 cells grown as n²) and the remedy, pointing at the caller's line; at
     8,192 cells, inside the measured range and under WARN_SECONDS, it does not."""
     import warnings
@@ -128,3 +128,5 @@ def test_an_explicit_search_far_past_its_measured_sizes_warns_before_it_starts(m
         warnings.simplefilter("error")
         with pytest.raises(RuntimeError, match="stopped before"):
             mmopt.optimize(toeplitz.prefix(8192), privacy=mmopt.Privacy(1.0), method="min_error")
+        with pytest.raises(RuntimeError, match="stopped before"):  # a search the caller sized: not the estimate's
+            mmopt.optimize(toeplitz.prefix(10**6), privacy=mmopt.Privacy(1.0), method="min_error", max_iterations=3)

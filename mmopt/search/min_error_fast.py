@@ -222,7 +222,8 @@ def from_optimize(workload, opts: dict, *, solver, tol, max_iterations, seed, ve
                          "p-Identity local search (no SDP stage), so nothing reads 'solver' or 'weight'. Drop them, "
                          "or pass options={'engine': 'sdp'}.")
     threads = _runtime.check_blas_threads(blas_threads, caller="optimize", auto=1)  # min_error's own cap
-    if (seconds := expected_seconds(workload.domain_size)) > WARN_SECONDS:
+    default = max_iterations is None and opts.get("p") is None  # what expected_seconds prices
+    if default and (seconds := expected_seconds(workload.domain_size)) > WARN_SECONDS:
         # prefix(10⁶) ran for days without a word (a step's work grows as n², the coarse sizes' setup too)
         warnings.warn(f"optimize(method='min_error') on {kind_of(workload)}({workload.domain_size:,}): the p-Identity "
                       f"search is expected to take ~{_duration(seconds)} of CPU here (measured "
