@@ -50,11 +50,10 @@ def hierarchy_woodbury(n: int, b: int) -> float:
 
 
 def identity_product(structure) -> float:
-    """The identity on every attribute, scored factor-wise by :func:`mmopt.structured.evaluate` (one pass over
-    the terms' factors): measured, one BLAS thread, 0.64 s on the 286 terms of 3-way marginals on (2,)¹³, 3.8 s on
-    the 4,060 of (8,)³⁰, 13.6 s on the 4,950 2-way marginals of (8,)¹⁰⁰, 0.02 s on sf1 (33 terms)."""
+    """The identity on every attribute, its error tr(G) in closed form (one pass over the terms' factors, each
+    distinct factor's spectrum once) and its implicit strategy built."""
     terms, d = len(structure.terms), len(structure.shape)
-    return 0.02 + terms * (2e-3 + 2e-5 * d)
+    return 0.02 + 3e-6 * terms * d  # measured 1.5 s on the 4,950 terms × 100 factors of (8,)¹⁰⁰, 0.012 s on (2,)¹³
 
 
 def l2_dense(n: int, family: str | None = None) -> float:

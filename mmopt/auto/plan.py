@@ -214,12 +214,21 @@ def _marginals(S, restarts: int, kw: dict, share: float) -> Candidate:
 
 
 def _identity(S):
-    """The identity on every attribute, I₁ ⊗ … ⊗ I_d (Δ = 1 in both norms), as a closed-form candidate."""
+    """The identity on every attribute, I₁ ⊗ … ⊗ I_d, as a closed-form candidate, its report handed over: Δ = 1 in
+    both norms and X = I, so its error is tr(G) = Σⱼ wⱼ² ∏ᵢ ‖Wᵢ⁽ʲ⁾‖²_F, O(terms·d) (evaluate's general path took
+    13.6 CPU s on the 4,950 terms of 2-way marginals of (8,)¹⁰⁰, where auto's whole run had taken 1.0 s)."""
+    from types import SimpleNamespace
+
     from mmopt._base.solution import ImplicitSolution
+    from mmopt.structured import factors as fc
     from mmopt.structured.strategies import kron_strategy
+    cache = fc.Cache()
+    total = sum(t.weight ** 2 * math.prod(float(np.sum(cache.get(fc.singular_values, f) ** 2)) for f in t.factors)
+                for t in S.terms)
     A = kron_strategy(*[np.eye(n) for n in S.shape], name="identity")
     return ImplicitSolution(A, "closed_form", "Closed-form strategy: the identity on every attribute (built, not "
-                            "searched).", 0, None)
+                            "searched).", 0, None,
+                            extra={"report": SimpleNamespace(total_squared_error=total, total_exact=True)})
 
 
 def _marginals_only(S) -> bool:
