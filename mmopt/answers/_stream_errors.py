@@ -23,11 +23,6 @@ def is_weighted(strategy) -> bool:
     return isinstance(strategy, WeightedSqrtStrategy)
 
 
-def is_stream(strategy) -> bool:
-    """A ToeplitzStrategy (it has the inverse series) or the weighted square root."""
-    return callable(getattr(strategy, "inverse_column", None)) or is_weighted(strategy)
-
-
 def refuse_laplace(strategy, noise: str | None, caller: str) -> None:
     """The weighted square root is Gaussian-only (release refuses it under ε-DP; its Δ₁ is not computed): a Laplace
     output or Privacy(ε) with it is a mix-up, refused here rather than as an unexplained 'norm' error."""

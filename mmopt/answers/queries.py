@@ -31,6 +31,7 @@ from mmopt.answers.labels import _row, _set
 from mmopt.answers.variance import check_released_with, noise_sd
 from mmopt.dense._strategy_core import Strategy
 from mmopt.dispatch import evaluate
+from mmopt.dispatch.routing import stream_native
 from mmopt.privacy import Privacy
 from mmopt.structured import _checks as ck
 from mmopt.structured import factors as fc
@@ -261,7 +262,7 @@ def _calibrated(strategy, privacy, caller: str) -> float:
 def _standard_errors(strategy, shape, Q, rows, sd: float, caller: str) -> np.ndarray:
     implicit = isinstance(strategy, ImplicitStrategy)
     N = math.prod(shape)
-    if stream.is_stream(strategy):  # mmopt.toeplitz's: no matrix (float(it) raised TypeError)
+    if stream_native(strategy):  # mmopt.toeplitz's: no matrix (float(it) raised TypeError)
         Q = Q if Q is not None else np.array([_kron_row(r) for r in rows])
         return stream.stream_errors(strategy, Q, sd, caller)
     if implicit and rows is not None:

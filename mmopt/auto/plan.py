@@ -220,11 +220,9 @@ def _identity(S):
     from types import SimpleNamespace
 
     from mmopt._base.solution import ImplicitSolution
-    from mmopt.structured import factors as fc
+    from mmopt.structured.bounds import gram_trace
     from mmopt.structured.strategies import kron_strategy
-    cache = fc.Cache()
-    total = sum(t.weight ** 2 * math.prod(float(np.sum(cache.get(fc.singular_values, f) ** 2)) for f in t.factors)
-                for t in S.terms)
+    total = gram_trace(S)
     A = kron_strategy(*[np.eye(n) for n in S.shape], name="identity")
     return ImplicitSolution(A, "closed_form", "Closed-form strategy: the identity on every attribute (built, not "
                             "searched).", 0, None,
@@ -361,8 +359,10 @@ def _stream(ctx: Context, budget_seconds: float) -> list[Candidate]:
         return out
     from mmopt.search.min_error_fast import HIERARCHY_BRANCHINGS, HIERARCHY_MAX_N
     for b in HIERARCHY_BRANCHINGS:
-        out.append(Candidate(f"H{b}", costs.hierarchy_woodbury(n, b), lambda b=b: _hierarchy(W, b),
-                             requires=None if n <= HIERARCHY_MAX_N else f"n = {n:,} is past {HIERARCHY_MAX_N:,}"))
+        fits = n <= HIERARCHY_MAX_N  # priced only then: its tree has ~n nodes (8 s at n = 10⁶ to price refusals)
+        estimate = costs.hierarchy_woodbury(n, b) if fits else math.inf
+        out.append(Candidate(f"H{b}", estimate, lambda b=b: _hierarchy(W, b),
+                             requires=None if fits else f"n = {n:,} is past {HIERARCHY_MAX_N:,}"))
     out.append(Candidate("min_error", costs.min_error_fast(n),
                          lambda: ctx.optimize(W, "min_error", max_iterations=ctx.max_iterations)))
     return out

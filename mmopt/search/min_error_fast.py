@@ -28,6 +28,7 @@ import warnings
 import numpy as np
 
 from mmopt._base import runtime as _runtime
+from mmopt._base.guards import fmt_seconds
 from mmopt._base.result import SUCCESS, OptimizeResult, reconcile
 from mmopt.dense import _interval_trees as it
 from mmopt.dense.gram_operator import all_range_gram, as_gram_operator, prefix_gram
@@ -226,19 +227,12 @@ def from_optimize(workload, opts: dict, *, solver, tol, max_iterations, seed, ve
     if default and (seconds := expected_seconds(workload.domain_size)) > WARN_SECONDS:
         # prefix(10⁶) ran for days without a word (a step's work grows as n², the coarse sizes' setup too)
         warnings.warn(f"optimize(method='min_error') on {kind_of(workload)}({workload.domain_size:,}): the p-Identity "
-                      f"search is expected to take ~{_duration(seconds)} of CPU here (measured "
+                      f"search is expected to take ~{fmt_seconds(seconds)} of CPU here (measured "
                       f"{MEASURED_SECONDS[8192]:g} s at 8,192 cells; its work grows as n²). method='auto' (the "
                       "default) chooses within a budget (budget='fast' | 'thorough' | CPU seconds); max_iterations "
                       "shortens the search at n but not the coarse sizes before it.", UserWarning, stacklevel=5)
     return solve(workload, opts, tol=tol, max_iterations=max_iterations, seed=seed, verbose=verbose, n_jobs=n_jobs,
                  threads=threads)
-
-
-def _duration(seconds: float) -> str:
-    for unit, size in (("days", 86400.0), ("hours", 3600.0), ("minutes", 60.0)):
-        if seconds >= 2 * size:
-            return f"{seconds / size:,.0f} {unit}"
-    return f"{seconds:,.0f} s"
 
 
 def dense_twin(workload, caller: str):

@@ -103,12 +103,19 @@ def svd_bound(workload: ImplicitWorkload, privacy: Privacy | None = None, *, den
     candidates = [max(nuclear)]
     if len(in_alg) > 1 and len(workload.shape) <= alg.MAX_ATTRIBUTES - 6:
         candidates.append(_algebra_nuclear(workload, co, in_alg))
-    trace = sum(t.weight**2 * math.prod(float(np.sum(cache.get(fc.singular_values, f) ** 2)) for f in t.factors)
-                for t in terms)
+    trace = gram_trace(workload, cache)
     lam_max = sum(t.weight**2 * math.prod(float(np.max(cache.get(fc.singular_values, f))) ** 2 for f in t.factors)
                   for t in terms)
     candidates.append(trace / math.sqrt(lam_max))
     return Bound(c * _square(max(candidates)) / N, False, "lower_bound")
+
+
+def gram_trace(workload, cache: fc.Cache | None = None) -> float:
+    """tr(G) = Σⱼ wⱼ² ∏ᵢ ‖Wᵢ⁽ʲ⁾‖²_F of a union of products, factor by factor (each distinct factor's spectrum
+    once): the identity's error (Δ = 1, X = I), and the numerator of the trace/√λ_max bound above."""
+    cache = cache or fc.Cache()
+    return sum(t.weight**2 * math.prod(float(np.sum(cache.get(fc.singular_values, f) ** 2)) for f in t.factors)
+               for t in workload.terms)
 
 
 # R×R eigenvalues take ~6 s of one core at R = 4,151 (census sf1), and RRᵀ 200 MB at R = 5,000.
