@@ -249,7 +249,8 @@ def test_past_4096_steps_auto_returns_a_strategy_release_takes():
     """prefix sums of 4,200 steps: under Gaussian noise auto returned the tridiagonal dual's dense optimum, which
     mmopt.release and evaluate refuse on a stream workload past 4,096 cells (a helper's probe). It now returns the
     best candidate release takes (the weighted square root, within 1 % of the dual's bound, which it keeps) and
-    names the other; under Laplace noise, where no candidate is one release takes, it says so."""
+    names the other; under Laplace noise H_b is a tree strategy release takes at any n (it was a p-Identity strategy
+    release refused past 4,096 cells, and auto said so)."""
     from mmopt import toeplitz
     W, P = toeplitz.prefix(4200), mmopt.Privacy(1.0, 1e-6)
     r = mmopt.optimize(W, privacy=P, seed=0)
@@ -259,15 +260,23 @@ def test_past_4096_steps_auto_returns_a_strategy_release_takes():
     out = mmopt.release(W, r.strategy, np.ones(4200), P)  # refused before
     assert out.estimate.shape == (4200,)
     r = mmopt.optimize(W, privacy=LAPLACE, seed=0)
-    assert {"H8", "H16"} <= set(r.extra["unreleasable"]) and "no candidate's strategy is one it takes" in r.message
+    assert r.method == "auto:tree" and r.extra["unreleasable"] == {}
+    assert isinstance(r.strategy, toeplitz.TreeStrategy)
+    assert mmopt.release(W, r.strategy, np.ones(4200), LAPLACE).estimate.shape == (4200,)
 
 
-def test_an_epsilon_dp_stream_refusal_names_what_runs_at_any_n():
-    """prefix(10⁵) under Laplace noise: auto's searches stop at 8,192 cells, and the refusal said only "give a larger
-    budget", which does not help. It now names the Toeplitz strategy that runs at any n, and that one runs."""
+def test_epsilon_dp_on_a_large_stream_returns_the_tree_strategy():
+    """prefix(10⁵) under Laplace noise: auto's searches stopped at 8,192 cells and it refused ("give a larger
+    budget", which did not help), then named the Toeplitz square root, 235× H₈'s error at 6,000 cells. H_b is
+    scored in O(n) now and returned; its objective is evaluate's total at unit ε; a refusal for want of budget
+    names the tree."""
     from mmopt import toeplitz
     W = toeplitz.prefix(10**5)
-    with pytest.raises(ValueError, match=r"mmopt\.toeplitz\.equalized\(mmopt\.toeplitz\.sqrt_strategy\(100000\)\)"):
-        mmopt.optimize(W, privacy=LAPLACE)
-    A = toeplitz.equalized(toeplitz.sqrt_strategy(10**5))
-    assert np.isfinite(mmopt.evaluate(W, A, LAPLACE).total_squared_error)
+    r = mmopt.optimize(W, privacy=LAPLACE, verbose=False)
+    assert r.method == "auto:tree" and isinstance(r.strategy, toeplitz.TreeStrategy)
+    assert mmopt.evaluate(W, r.strategy, LAPLACE).total_squared_error == pytest.approx(
+        LAPLACE.variance_factor * r.objective, rel=1e-12)
+    square_root = mmopt.evaluate(W, toeplitz.equalized(toeplitz.sqrt_strategy(10**5)), LAPLACE).total_squared_error
+    assert square_root > 100 * LAPLACE.variance_factor * r.objective
+    with pytest.raises(ValueError, match=r"mmopt\.toeplitz\.tree\(100000\)"):
+        mmopt.optimize(W, privacy=LAPLACE, budget=1e-6)

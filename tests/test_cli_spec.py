@@ -396,3 +396,17 @@ def test_release_on_a_product_domain(tmp_path, capsys):
     assert answers.shape == (W.n_queries,) == (report["n_answers"],)
     np.testing.assert_allclose(answers, W.dense() @ x.ravel(), atol=0.5)  # ε = 10⁴: the noise is negligible
     assert report["sensitivity_exact"] is True and report["expected_total_is_upper_bound"] is False
+
+
+def test_tree_spec_is_the_stream_tree_strategy_at_any_n():
+    """'tree[:B]' is mmopt.toeplitz.tree: held by (n, B) on a 1-D workload (prefix:20000 is a stream workload, where
+    'H8' would be built as a 20,000-column matrix and refused), its matrix in a kron factor; a bad branching is
+    refused at its position."""
+    from mmopt import toeplitz
+    S = build_strategy("tree:16", sp.build_workload("prefix:20000"))
+    assert S == toeplitz.tree(20000, 16)
+    assert build_strategy("tree", sp.build_workload("prefix:64")) == toeplitz.tree(64, 8)
+    K = build_strategy("kron(tree:2, identity)", sp.build_workload("ranges_2d:4"))
+    assert np.array_equal(K.terms[0].factors[0].matrix, toeplitz.tree(4, 2).to_dense())
+    with pytest.raises(ValueError, match=r"branching '1' of 'tree' is not an integer ≥ 2 at position 5"):
+        build_strategy("tree:1", sp.build_workload("prefix:64"))

@@ -120,8 +120,9 @@ def test_all_range_answers_peak_at_their_own_size():
 
 @pytest.mark.parametrize("kind", ["prefix", "all_range"])
 def test_epsilon_dp_refusals_name_routes_that_run(kind):
-    """Both refusals pointed ε-DP users to method='blt', which optimises the Gaussian objective and refuses δ = 0.
-    They name Toeplitz strategies built directly and the dense path now; each named call runs under Privacy(ε)."""
+    """Both refusals pointed ε-DP users to method='blt', which optimises the Gaussian objective and refuses δ = 0,
+    then to the Toeplitz square root (far from optimal under Laplace noise). They name the tree strategy now, what
+    optimize returns under ε-DP at large n; the named call runs under Privacy(ε)."""
     from mmopt.toeplitz.release import release
     n, eps = 40, mmopt.Privacy(1.0)
     W, x = getattr(toeplitz, kind)(n), np.ones(n)
@@ -131,12 +132,10 @@ def test_epsilon_dp_refusals_name_routes_that_run(kind):
         release(W, mmopt.strategy.identity(n), x, eps)
     for err in (weighted, dense):
         msg = str(err.value)
-        assert "blt" not in msg and "toeplitz.sqrt_strategy(" in msg and "toeplitz.equalized(" in msg
-        assert f"4,096 cells, mmopt.workload.{kind}(n) with the strategy mmopt.optimize returns" in msg
+        assert "blt" not in msg and f"mmopt.toeplitz.tree({n})" in msg
     with pytest.raises(ValueError, match="optimises the"):  # why blt is no remedy
         mmopt.optimize(W, privacy=eps, method="blt")
-    for S in (toeplitz.sqrt_strategy(n), toeplitz.equalized(toeplitz.sqrt_strategy(n))):
-        assert mmopt.release(W, S, x, eps).noise == "laplace"
+    assert mmopt.release(W, toeplitz.tree(n), x, eps).noise == "laplace"
     dense_w = getattr(workload, kind)(n)
     res = mmopt.optimize(dense_w, privacy=eps, verbose=False)
     assert mmopt.release(dense_w, res.strategy, x, eps).noise == "laplace"

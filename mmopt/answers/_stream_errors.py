@@ -6,8 +6,11 @@ Both strategies are square and invertible, so x̂ = A⁻¹y and Var(q x̂) = s²
   reversal);
 * the weighted square root A = G^{1/4}E⁻¹ (:mod:`mmopt.toeplitz.weighted`): A⁻ᵀq = G^{−1/4}(e ⊙ q), G symmetric.
 
-One O(n log n) product a query either way. The norm of a vector, not the quadratic form q E G^{−1/2} E qᵀ, is
-taken: it cannot come out negative by cancellation.
+One O(n log n) product a query either way. The tree strategy H_b (:mod:`mmopt.toeplitz.tree`) is not square:
+Var(q x̂) = s²·‖B M⁻¹q‖², two O(n) passes over the tree a query.
+
+The norm of a vector, not the quadratic form q E G^{−1/2} E qᵀ, is taken: it cannot come out negative by
+cancellation.
 """
 
 from __future__ import annotations
@@ -33,10 +36,13 @@ def refuse_laplace(strategy, noise: str | None, caller: str) -> None:
 
 
 def stream_errors(strategy, Q, sd: float, caller: str) -> np.ndarray:
-    """s·‖A⁻ᵀq‖ per row q of ``Q`` for a ToeplitzStrategy or a WeightedSqrtStrategy (module docstring)."""
+    """s·‖A⁺ᵀq‖ per row q of ``Q`` for a ToeplitzStrategy, a WeightedSqrtStrategy or a TreeStrategy (module
+    docstring)."""
     Qd = Q.toarray() if sp.issparse(Q) else np.asarray(Q, dtype=float)
     v.check_allocation(2 * Qd.size, what=f"{Qd.shape[0]:,} queries' rows on {Qd.shape[1]:,} cells", caller=caller)
     out = np.empty(Qd.shape[0])
+    if callable(getattr(strategy, "query_norms", None)):  # the tree strategy
+        return sd * strategy.query_norms(Qd)
     if is_weighted(strategy):
         from mmopt.toeplitz import weighted
         kind, n = strategy.workload.kind, strategy.n

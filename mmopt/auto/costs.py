@@ -13,9 +13,9 @@ import math
 
 import numpy as np
 
-__all__ = ["closed_dense", "coupled", "dual_floor", "hierarchy_woodbury", "identity_product", "kron", "l2_dense",
+__all__ = ["closed_dense", "coupled", "dual_floor", "identity_product", "kron", "l2_dense",
            "l2_tridiagonal_step", "local_setup", "marginals", "marginals_iteration", "marginals_once",
-           "min_error_dense", "min_error_fast", "pidentity_step", "residual", "svd_strategy", "union",
+           "min_error_dense", "min_error_fast", "pidentity_step", "residual", "svd_strategy", "tree_stream", "union",
            "union_scoring"]
 
 
@@ -39,14 +39,11 @@ def svd_strategy(workload) -> float:
     return closed_dense(n) + svd
 
 
-def hierarchy_woodbury(n: int, b: int) -> float:
-    """H_b as a p-Identity strategy scored by Woodbury on the O(n) Gram operator: ≈ 3.9·10⁻¹¹·p·n² for its p
-    internal nodes (near-equal b-ary splits, so past a power of b the tree has a level of small nodes): measured
-    0.37 CPU s at n = 4,096 (H₈, p = 585), 2.98 s at 6,000 (p = 2,489), 12.6 s at 8,192 (p = 4,681), where
-    2·10⁻¹⁰·n·(n/(b − 1))² said 2.3 s at 8,192 and a 'fast' call ran 23–28 s (a helper's probe)."""
-    from mmopt.dense._interval_trees import b_ary_tree, nodes
-    p = sum(1 for t in nodes(b_ary_tree(n, b)) if t.children)
-    return 0.05 + 3.9e-11 * p * n * n
+def tree_stream(n: int) -> float:
+    """One branching of H_b on a stream workload, its tree built and its exact total scored in O(n)
+    (:mod:`mmopt.toeplitz.tree`); auto scores each of :func:`mmopt.toeplitz.tree.branchings`. Measured, all of them:
+    0.20 CPU s at n = 10⁵ (8 branchings), 1.8 s at 10⁶ (7), 32 s at 10⁷ (8), prefix sums, one core."""
+    return 0.02 + 3.5e-7 * n
 
 
 def identity_product(structure) -> float:

@@ -192,13 +192,11 @@ def _closed(c) -> bool:
 
 
 def _stream_laplace_remedy(ctx) -> str:
-    """What runs at any n under ε-DP on prefix sums / all ranges, where auto's searches (H_b, the p-Identity search)
-    stop at 8,192 cells and a larger budget does not help: prefix(10⁵) was refused with "give a larger budget"."""
+    """What runs at any n under ε-DP on prefix sums / all ranges when even H_b's O(n) pass does not fit the budget:
+    the tree strategy itself, built directly (prefix(10⁵) was refused with "give a larger budget" alone)."""
     if ctx.stream is None or ctx.norm != "l1":
         return ""
-    n = ctx.n
-    return (f" Under ε-DP at this size a Toeplitz strategy built directly runs at any n, with an exact Δ₁ (far from "
-            f"optimal under Laplace noise): mmopt.toeplitz.equalized(mmopt.toeplitz.sqrt_strategy({n})), for "
+    return (f" Under ε-DP the tree strategy mmopt.toeplitz.tree({ctx.n}) (Δ₁ = 1) is built directly at any n, for "
             "mmopt.evaluate and mmopt.release.")
 
 

@@ -3,13 +3,16 @@
 The grammar (EBNF, tokens as in :mod:`mmopt.cli.spec`)::
 
     strategy = leaf | "kron" "(" leaf { "," leaf } ")" | file ;
-    leaf     = "identity" | "hierarchical" [ ":" B ] | "H" B | "wavelet" ;   (* B: the branching, default 2 *)
+    leaf     = "identity" | "hierarchical" [ ":" B ] | "H" B | "wavelet"    (* B: the branching, default 2 *)
+             | "tree" [ ":" B ] ;                                          (* default 8 *)
     file     = word ending in ".npz" (saved with mmopt.save / --save) | ".npy" (a strategy matrix A) ;
 
 A leaf is sized from the workload: over its n cells for a 1-D workload, and as the product of one
 per-attribute strategy for any workload on a product domain, small (dense) or large (implicit) alike: ``H2``
 on ``kron(prefix:8,prefix:8)`` is H₂ ⊗ H₂, as it is on ``ranges_2d:128``, and ``identity`` on ``sf1`` is
-I ⊗ … ⊗ I. ``kron(S1, ..., Sd)`` chooses each attribute's strategy; it needs a workload built on a product
+I ⊗ … ⊗ I. ``tree[:B]`` is H_B with every column scaled to Δ₁ = 1 (:mod:`mmopt.toeplitz.tree`), held by
+(n, B) on a 1-D workload, so prefix sums and ranges take it at any n (``hierarchical`` is built as a matrix).
+``kron(S1, ..., Sd)`` chooses each attribute's strategy; it needs a workload built on a product
 domain (``kron``, ``marginals``, a census workload).
 
 Examples
@@ -33,17 +36,18 @@ from mmopt.cli._grammar import Node, Parser, is_file, load_npy, spec_error
 
 __all__ = ["STRATEGY_FORMS", "STRATEGY_GRAMMAR", "build_strategy", "persistence"]
 
-STRATEGY_GRAMMAR = ("Strategies: identity | hierarchical[:B] (H2 = hierarchical:2) | wavelet | kron(S, ...) (one "
-                    "per attribute) | FILE.npz (saved with 'mmopt optimize --save') | FILE.npy (a matrix A).")
+STRATEGY_GRAMMAR = ("Strategies: identity | hierarchical[:B] (H2 = hierarchical:2) | tree[:B] | wavelet | kron(S, "
+                    "...) (one per attribute) | FILE.npz (saved with 'mmopt optimize --save') | FILE.npy (a matrix A).")
 STRATEGY_FORMS = (
     ("identity", "measure every cell once (I)", "identity"),
     ("hierarchical[:B]", "the B-ary tree of ranges H_B (H2 = hierarchical:2)", "hierarchical:4"),
+    ("tree[:B]", "H_B with unit-Δ₁ columns, at any n on prefix sums and ranges", "tree:16"),
     ("wavelet", "the Haar wavelet Y (n a power of two)", "wavelet"),
     ("kron(S, ...)", "one strategy per attribute of a product-domain workload", "kron(H2,identity)"),
     ("FILE.npz", "a strategy saved by 'mmopt optimize --save' (mmopt.save)", "best.npz"),
     ("FILE.npy", "a strategy matrix A (p×n) saved with numpy.save", "A.npy"),
 )
-_LEAVES = ("identity", "hierarchical", "wavelet")
+_LEAVES = ("identity", "hierarchical", "tree", "wavelet")
 
 
 def _err(text: str, pos: int, what: str) -> ValueError:
@@ -60,8 +64,10 @@ def _one(node: Node, n: int, text: str) -> st.Strategy:
         raise _err(text, node.pos, f"'{node.name}' cannot be a factor of kron(...); use identity, hierarchical[:B], "
                                    "H2 or wavelet")
     name, args = node.name, node.args
-    if len(args) > (1 if name == "hierarchical" else 0):
+    if len(args) > (1 if name in ("hierarchical", "tree") else 0):
         raise _err(text, args[-1].pos, f"too many arguments for strategy '{name}'")
+    if name == "tree":
+        return _tree(node, n, text).to_strategy()
     if name == "identity":
         return st.identity(n)
     if name == "wavelet":
@@ -74,6 +80,18 @@ def _one(node: Node, n: int, text: str) -> st.Strategy:
     except ValueError:
         raise _err(text, pos, f"branching '{raw}' of '{name}' is not an integer") from None
     return st.hierarchical(n, b)
+
+
+def _tree(node: Node, n: int, text: str):
+    from mmopt.toeplitz.tree import TreeStrategy
+    if len(node.args) > 1:
+        raise _err(text, node.args[-1].pos, "too many arguments for strategy 'tree'")
+    if not node.args:
+        return TreeStrategy(n)
+    raw = node.args[0].value
+    if not raw.isdigit() or int(raw) < 2:
+        raise _err(text, node.args[0].pos, f"branching '{raw}' of 'tree' is not an integer ≥ 2")
+    return TreeStrategy(n, int(raw))
 
 
 def _shape(workload, text: str, pos: int) -> tuple[int, ...]:
@@ -138,6 +156,8 @@ def build_strategy(text: str, workload):
         structure = wl.structure_of(workload)
         if structure is not None and len(structure.shape) > 1:  # one meaning on every product domain, any size
             return st.kron(*[_one(node, n, text) for n in structure.shape])
+        if node.kind == "leaf" and node.name == "tree":  # held by (n, B): the stream layer's own, at any n
+            return _tree(node, workload.domain_size, text)
         if node.kind == "leaf" and node.name == "identity" and _is_stream(workload):
             from mmopt.toeplitz.strategies import banded  # I as a Toeplitz strategy: O(n), at any n
             return banded([1.0], workload.n, name="identity")

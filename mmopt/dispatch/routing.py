@@ -57,8 +57,9 @@ class StrategyMismatch(TypeError, ValueError):
 
 def stream_native(strategy) -> bool:
     from mmopt.toeplitz.strategies import ToeplitzStrategy
+    from mmopt.toeplitz.tree import TreeStrategy
     from mmopt.toeplitz.weighted import WeightedSqrtStrategy
-    return isinstance(strategy, ToeplitzStrategy | WeightedSqrtStrategy)
+    return isinstance(strategy, ToeplitzStrategy | WeightedSqrtStrategy | TreeStrategy)
 
 
 def route(workload, strategy, caller: str):

@@ -257,6 +257,17 @@ def decoder_max(kind: str, b: np.ndarray, y: np.ndarray | None = None) -> tuple[
     return float(V[best] / y.min()), query, False
 
 
+def resolve_privacy(privacy, norm: str | None, caller: str) -> tuple[str, float]:
+    """(norm, c) of a report: the budget's (δ = 0: Laplace and Δ₁; δ > 0: Gaussian and Δ₂), ``norm`` overriding
+    it; None is unit privacy (c = 1) with Δ₂, mmopt's objective units."""
+    if privacy is not None and not isinstance(privacy, Privacy):
+        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy or None. "
+                        f"Got {type(privacy).__name__} instead.")
+    norm = norm if norm is not None else (privacy.sensitivity_norm if privacy is not None else "l2")
+    norm = v.check_choice(norm, name="norm", caller=caller, choices=("l1", "l2"))
+    return norm, 1.0 if privacy is None else privacy.variance_factor
+
+
 def check_decodable(strategy: ToeplitzStrategy, caller: str) -> np.ndarray:
     """The decoder column b = cumsum(1/c) of ``strategy``, refused when it overflows: C is then numerically
     singular, its error infinite and C⁻¹y (a release's estimate, a stream's noise) NaN or infinite."""
@@ -291,18 +302,13 @@ def evaluate(workload, strategy: ToeplitzStrategy, privacy: Privacy | None = Non
     """
     caller = "mmopt.toeplitz.evaluate"
     W = as_stream_workload(workload, caller)
-    if callable(getattr(strategy, "stream_report", None)):  # the weighted square root (toeplitz.weighted) reports
-        return strategy.stream_report(W, privacy, norm, caller)  # itself: that module builds on this one
+    if callable(getattr(strategy, "stream_report", None)):  # the weighted square root and the tree strategy report
+        return strategy.stream_report(W, privacy, norm, caller)  # themselves: their modules build on this one
     if not isinstance(strategy, ToeplitzStrategy):
         raise TypeError(f"The 'strategy' parameter of {caller} must be a ToeplitzStrategy (sqrt_strategy, banded, "
-                        f"blt) or a WeightedSqrtStrategy. Got {type(strategy).__name__} instead.")
+                        f"blt), a WeightedSqrtStrategy or a TreeStrategy. Got {type(strategy).__name__} instead.")
     v.check_same_domain(W.n, strategy.n, caller=caller)
-    if privacy is not None and not isinstance(privacy, Privacy):
-        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy or None. "
-                        f"Got {type(privacy).__name__} instead.")
-    norm = norm if norm is not None else (privacy.sensitivity_norm if privacy is not None else "l2")
-    norm = v.check_choice(norm, name="norm", caller=caller, choices=("l1", "l2"))
-    factor = 1.0 if privacy is None else privacy.variance_factor
+    norm, factor = resolve_privacy(privacy, norm, caller)
     unit, e = strategy.normalised()  # C = 2ᵉ·C′: the error is C′'s (Δ² and ‖W C⁻¹‖² scale by 4ᵉ and 4⁻ᵉ), where
     # C's own Δ² or b∘b overflowed to inf (or 0·inf = NaN) at |c| past 1e154 or below 1e-154
     b = check_decodable(unit, caller)

@@ -9,6 +9,9 @@ allocation limit; x̂ is always returned). The noise is OpenDP's, at Δ = the ex
 to a relative rounding of about n·1e-16 of |c|·|x| (the caveat of :func:`mmopt.mechanism.release` on float64
 evaluation, larger by the FFT's log n).
 
+The tree strategy H_b (:mod:`mmopt.toeplitz.tree`, what ``optimize`` returns under Laplace noise at large n) is
+released in O(n): y = A x + z node by node, x̂ = D·M⁻¹·Bᵀy by two passes over the tree (Δ₁ = 1).
+
 The weighted square root A = G^{1/4}E⁻¹ (:mod:`mmopt.toeplitz.weighted`, what ``optimize`` returns under
 Gaussian noise at large n) is released the same way: both Grams are diagonalised by sine transforms, so
 G^{±1/4} = T(a) − H(a) (Toeplitz minus Hankel, :func:`~mmopt.toeplitz.weighted.spectral_sequence`) applies in
@@ -26,6 +29,7 @@ from mmopt.privacy import Privacy
 from mmopt.toeplitz import weighted as weighted_sqrt
 from mmopt.toeplitz.error import StreamWorkload, check_decodable
 from mmopt.toeplitz.strategies import ToeplitzStrategy
+from mmopt.toeplitz.tree import TreeStrategy
 
 __all__ = ["release"]
 
@@ -64,21 +68,16 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
     if weighted and isinstance(privacy, Privacy) and privacy.noise != "gaussian":
         # optimize(method='blt') is no ε-DP remedy: it optimises the Gaussian objective and refuses δ = 0
         raise ValueError(f"{caller}: the weighted square root is released with Gaussian noise (its Δ₁ is not "
-                         f"computed). Got {privacy!r}; pass a δ > 0, or for ε-DP a Toeplitz strategy built directly, "
-                         f"e.g. mmopt.toeplitz.sqrt_strategy({strategy.n}) or mmopt.toeplitz.equalized(mmopt."
-                         f"toeplitz.sqrt_strategy({strategy.n})), released with Laplace noise at its exact Δ₁ (far "
-                         "from optimal under ε-DP at large n); on at most 4,096 cells, "
-                         f"mmopt.workload.{workload.kind}(n) with the strategy mmopt.optimize returns is the better "
-                         "ε-DP route.")
-    if not (weighted or isinstance(strategy, ToeplitzStrategy)):
+                         f"computed). Got {privacy!r}; pass a δ > 0, or for ε-DP the tree strategy "
+                         f"mmopt.toeplitz.tree({strategy.n}) (Δ₁ = 1, O(n); what optimize(W, privacy=Privacy(ε)) "
+                         "returns at large n).")
+    tree = isinstance(strategy, TreeStrategy)
+    if not (weighted or tree or isinstance(strategy, ToeplitzStrategy)):
         got = getattr(strategy, "name", type(strategy).__name__)
-        raise TypeError(f"The 'strategy' parameter of {caller} must be a ToeplitzStrategy for a workload of "
-                        f"{workload.kind}({workload.n:,}). Got {got!r}, which has no fast product at this size. "
-                        "Under (ε,δ)-DP use mmopt.optimize(W, privacy=...).strategy; under ε-DP (Laplace) a Toeplitz "
-                        "strategy built directly, e.g. mmopt.toeplitz.sqrt_strategy(n) or mmopt.toeplitz.equalized("
-                        "mmopt.toeplitz.sqrt_strategy(n)) (their Δ₁ is exact; far from optimal under ε-DP at large n), "
-                        f"or, on at most 4,096 cells, mmopt.workload.{workload.kind}(n) with the strategy "
-                        "mmopt.optimize returns (the better ε-DP route).")
+        raise TypeError(f"The 'strategy' parameter of {caller} must be a ToeplitzStrategy, a TreeStrategy or the "
+                        f"weighted square root for a workload of {workload.kind}({workload.n:,}). Got {got!r}, which "
+                        "has no fast product at this size. Use mmopt.optimize(W, privacy=...).strategy; under ε-DP "
+                        f"(Laplace) mmopt.toeplitz.tree({workload.n}) is the strategy it returns at large n.")
     if not isinstance(privacy, Privacy):
         raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy. Got {type(privacy).__name__}.")
     v.check_same_domain(workload.n, strategy.n, caller=caller)
@@ -92,10 +91,12 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
     x = v.check_vector(x, name="x", caller=caller, length=n)
     if np.any(x < 0):
         raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative.")
+    d = None
     if weighted:
         e = weighted_sqrt.column_scale(workload.kind, n)
         Cx = weighted_sqrt.apply_power(workload.kind, n, 0.25, x / e)
-        d = None
+    elif tree:
+        Cx = strategy.apply(x)
     else:
         check_decodable(strategy, caller)  # before any noise: C⁻¹y would be NaN, the budget spent for nothing
         d = None if strategy.row_scale is None else np.sqrt(strategy.row_scale)
@@ -109,6 +110,8 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
     def finish():
         if weighted:
             xhat = e * weighted_sqrt.apply_power(workload.kind, n, -0.25, y)
+        elif tree:
+            xhat = strategy.estimate(y)
         else:
             u = y if d is None else y / d
             xhat = _causal(strategy.inverse_column(), u)
@@ -125,5 +128,5 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
 
     done = _opendp.post_process(caller, finish, finish, "the Toeplitz reconstruction")
     xhat, answers = done if done is not None else (None, None)
-    how = Reconstruction("least_squares", "sine-transform" if weighted else "toeplitz-fft")
+    how = Reconstruction("least_squares", "sine-transform" if weighted else "tree" if tree else "toeplitz-fft")
     return MechanismOutput(answers, xhat, y, float(scale), privacy.noise, privacy, "release", d_in, loss, how)
