@@ -26,10 +26,13 @@ def test_laplace_prefix_from_512_cells_runs_the_search_not_a_closed_form():
 
 
 def test_a_fast_budget_skips_the_search_and_says_why():
+    """What 'fast' returns without the search: the tree of ranges at its best branching (H₁₁ here), half the error
+    of the Haar wavelet and of H₂, which it returned before."""
     r = mmopt.optimize(wl.prefix(1024), privacy=LAPLACE, seed=0, budget="fast")
     assert "min_error" not in r.extra["candidates"]
     assert "expected ~16 CPU s" in r.extra["skipped"]["min_error"] and "'fast'" in r.extra["skipped"]["min_error"]
-    assert r.method in ("auto:wavelet", "auto:hierarchical") and "Skipped: " in r.message
+    assert r.method == "auto:tree" and "Skipped: " in r.message
+    assert r.objective < 0.6 * min(r.extra["candidates"][k]["objective"] for k in ("wavelet", "hierarchical"))
     assert r.extra["budget"]["label"] == "fast" and r.extra["budget"]["planned"] <= 5.0
 
 
@@ -263,6 +266,17 @@ def test_past_4096_steps_auto_returns_a_strategy_release_takes():
     assert r.method == "auto:tree" and r.extra["unreleasable"] == {}
     assert isinstance(r.strategy, toeplitz.TreeStrategy)
     assert mmopt.release(W, r.strategy, np.ones(4200), LAPLACE).estimate.shape == (4200,)
+
+
+def test_epsilon_dp_on_dense_prefix_sums_past_the_closed_forms_returns_the_tree():
+    """workload.prefix(6,000) is dense (stream workloads start at 10,001 cells): under ε-DP the dense closed forms
+    (32 s each) left room for the identity alone and auto returned it at 244× the bound after 55 CPU s. The tree
+    is a candidate of every prefix / all-range workload under Laplace noise now, and release takes it."""
+    W = wl.prefix(6000)
+    r = mmopt.optimize(W, privacy=LAPLACE, verbose=False)
+    assert r.method == "auto:tree" and "identity" not in r.extra["candidates"] and r.ratio < 12
+    out = mmopt.release(W, r.strategy, np.ones(6000), LAPLACE)
+    assert out.answers.shape == (6000,)
 
 
 def test_epsilon_dp_on_a_large_stream_returns_the_tree_strategy():

@@ -135,10 +135,15 @@ def test_stream_workloads_are_accepted_by_evaluate_and_svd_bound():
     small = toeplitz.prefix(512)
     me = mmopt.optimize(small, method="min_error", seed=0)   # a p-Identity strategy, Θ only
     assert mmopt.evaluate(small, me.strategy).total_squared_error == pytest.approx(me.objective, rel=1e-9)
+    from mmopt.search.min_error_fast import hierarchy_theta
+    from mmopt.search.pidentity import PIdentityStrategy
     with pytest.raises(ValueError, match=r"needs the dense path, up to 4,096 cells from a stream workload; "
                                          r"mmopt.workload.prefix\(5,000\) is the dense workload itself"):
-        mmopt.evaluate(toeplitz.prefix(5000), mmopt.optimize(toeplitz.prefix(5000), privacy=mmopt.Privacy(1.0),
-                                                             budget="fast").strategy)
+        mmopt.evaluate(toeplitz.prefix(5000), PIdentityStrategy(hierarchy_theta(5000, 8)))
+    # what auto returns there under ε-DP now: the tree strategy, evaluated exactly at any n
+    eps = mmopt.optimize(toeplitz.prefix(5000), privacy=mmopt.Privacy(1.0), budget="fast")
+    report = mmopt.evaluate(toeplitz.prefix(5000), eps.strategy, mmopt.Privacy(1.0))
+    assert report.total_squared_error == pytest.approx(2.0 * eps.objective, rel=1e-12)
 
 
 def test_a_dense_product_workload_and_an_implicit_strategy_in_another_attribute_order_are_refused():

@@ -9,13 +9,16 @@ and from the incumbent whether it runs. Three shapes of workload:
   1- and 2-way unions on d ≥ 3 attributes of one size, not marginals), kron, union, marginals;
   then, only where the products are far from the bound and the domain has at most
   :data:`mmopt.structured._checks.DENSE_LIMIT` cells, the dense l2_approx (Gaussian noise) or min_error (Laplace);
-* a plain (1-D) dense workload: the closed forms; the weighted square root (Gaussian noise, prefix sums and all
-  ranges); l2_approx (on prefix sums and all ranges from 512 cells by the tridiagonal dual,
+* a plain (1-D) dense workload: under Laplace noise on prefix sums and all ranges the tree of ranges H_b at its
+  best branching (O(n), :mod:`mmopt.toeplitz.tree`); the dense closed forms (on prefix sums and all ranges only up
+  to 1,024 cells); the weighted square root (Gaussian noise, prefix sums and all ranges); l2_approx (on prefix sums
+  and all ranges from 512 cells by the tridiagonal dual,
   :func:`mmopt.toeplitz.dual.solve_dual`); min_error under Laplace noise (on prefix sums and all ranges from 512
   cells the O(n) p-Identity search, :mod:`mmopt.search.min_error_fast`; else the dense pipeline where it fits, and the
   p-Identity search alone with a step budget that fits where it does not);
 * ``mmopt.toeplitz.prefix(n)`` / ``all_range(n)``: the dense plan up to 1,024 cells; beyond, the structured closed
-  forms, the tridiagonal dual while n² numbers fit, and under Laplace noise the p-Identity search and H_b.
+  forms, the tridiagonal dual while n² numbers fit, and under Laplace noise the tree of ranges and the p-Identity
+  search.
 """
 
 from __future__ import annotations
@@ -263,9 +266,16 @@ def _plain(ctx: Context, budget_seconds: float) -> list[Candidate]:
     n, norm, family = ctx.n, ctx.norm, ctx.family
     fast_family = family in ("prefix", "all_range") and n >= 512
     out = []
-    if not (fast_family and norm == "l2" and n > 1024):
+    if family in ("prefix", "all_range") and norm == "l1":
+        # H_b in O(n), first: on workload.prefix(6,000) under ε-DP the dense closed forms (32 s each) left room for
+        # the identity alone, and auto returned it at 244× the bound where the tree is 10.6× in milliseconds
+        from mmopt.toeplitz.error import as_stream_workload
+        from mmopt.toeplitz.tree import branchings
+        out.append(Candidate("tree", costs.tree_stream(n) * len(branchings(n)),
+                             lambda: _tree(as_stream_workload(ctx.workload, "optimize"))))
+    if not (fast_family and n > 1024):
         # past 1,024 cells the dense closed forms cost O(n³) for errors far above the weighted square root's
-        # (prefix(4,096): 1.57× the bound against 1.005×) under Gaussian noise
+        # (prefix(4,096): 1.57× the bound against 1.005×) under Gaussian noise, and the tree's under Laplace noise
         # svd_strategy (G^{1/4}) beat every other closed form on low-rank predicate workloads (6.8 against auto's
         # 11.7 under a one-iteration budget; optimize's docstring listed it for auto); it takes W's own SVD
         for name in ("identity", "hierarchical", "wavelet", "svd_strategy"):

@@ -196,7 +196,7 @@ def _stream_laplace_remedy(ctx) -> str:
     the tree strategy itself, built directly (prefix(10⁵) was refused with "give a larger budget" alone)."""
     if ctx.stream is None or ctx.norm != "l1":
         return ""
-    return (f" Under ε-DP the tree strategy mmopt.toeplitz.tree({ctx.n}) (Δ₁ = 1) is built directly at any n, for "
+    return (f" Under ε-DP the tree strategy mmopt.toeplitz.tree({ctx.n}) (Δ₁ exact) is built directly at any n, for "
             "mmopt.evaluate and mmopt.release.")
 
 

@@ -10,7 +10,7 @@ The grammar (EBNF, tokens as in :mod:`mmopt.cli.spec`)::
 A leaf is sized from the workload: over its n cells for a 1-D workload, and as the product of one
 per-attribute strategy for any workload on a product domain, small (dense) or large (implicit) alike: ``H2``
 on ``kron(prefix:8,prefix:8)`` is H₂ ⊗ H₂, as it is on ``ranges_2d:128``, and ``identity`` on ``sf1`` is
-I ⊗ … ⊗ I. ``tree[:B]`` is H_B with every column scaled to Δ₁ = 1 (:mod:`mmopt.toeplitz.tree`), held by
+I ⊗ … ⊗ I. ``tree[:B]`` is H_B with each node measured once (:mod:`mmopt.toeplitz.tree`), held by
 (n, B) on a 1-D workload, so prefix sums and ranges take it at any n (``hierarchical`` is built as a matrix).
 ``kron(S1, ..., Sd)`` chooses each attribute's strategy; it needs a workload built on a product
 domain (``kron``, ``marginals``, a census workload).
@@ -41,7 +41,7 @@ STRATEGY_GRAMMAR = ("Strategies: identity | hierarchical[:B] (H2 = hierarchical:
 STRATEGY_FORMS = (
     ("identity", "measure every cell once (I)", "identity"),
     ("hierarchical[:B]", "the B-ary tree of ranges H_B (H2 = hierarchical:2)", "hierarchical:4"),
-    ("tree[:B]", "H_B with unit-Δ₁ columns, at any n on prefix sums and ranges", "tree:16"),
+    ("tree[:B]", "H_B held by (n, B): prefix sums and ranges at any n (default B = 8)", "tree:16"),
     ("wavelet", "the Haar wavelet Y (n a power of two)", "wavelet"),
     ("kron(S, ...)", "one strategy per attribute of a product-domain workload", "kron(H2,identity)"),
     ("FILE.npz", "a strategy saved by 'mmopt optimize --save' (mmopt.save)", "best.npz"),

@@ -10,7 +10,7 @@ to a relative rounding of about n·1e-16 of |c|·|x| (the caveat of :func:`mmopt
 evaluation, larger by the FFT's log n).
 
 The tree strategy H_b (:mod:`mmopt.toeplitz.tree`, what ``optimize`` returns under Laplace noise at large n) is
-released in O(n): y = A x + z node by node, x̂ = D·M⁻¹·Bᵀy by two passes over the tree (Δ₁ = 1).
+released in O(n): y = B x + z node by node, x̂ = M⁻¹Bᵀy by two passes over the tree (Δ₁ = the tree's depth).
 
 The weighted square root A = G^{1/4}E⁻¹ (:mod:`mmopt.toeplitz.weighted`, what ``optimize`` returns under
 Gaussian noise at large n) is released the same way: both Grams are diagonalised by sine transforms, so
@@ -69,7 +69,7 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
         # optimize(method='blt') is no ε-DP remedy: it optimises the Gaussian objective and refuses δ = 0
         raise ValueError(f"{caller}: the weighted square root is released with Gaussian noise (its Δ₁ is not "
                          f"computed). Got {privacy!r}; pass a δ > 0, or for ε-DP the tree strategy "
-                         f"mmopt.toeplitz.tree({strategy.n}) (Δ₁ = 1, O(n); what optimize(W, privacy=Privacy(ε)) "
+                         f"mmopt.toeplitz.tree({strategy.n}) (O(n), Δ₁ exact; what optimize(W, privacy=Privacy(ε)) "
                          "returns at large n).")
     tree = isinstance(strategy, TreeStrategy)
     if not (weighted or tree or isinstance(strategy, ToeplitzStrategy)):
