@@ -153,3 +153,26 @@ def test_bad_arguments_are_refused_by_name():
         toeplitz.tree(10).sensitivity("linf")
     with pytest.raises(ValueError, match="domain"):
         toeplitz.evaluate(toeplitz.prefix(11), toeplitz.tree(10))
+
+
+def test_its_own_methods_check_their_inputs():
+    """A helper's probe: apply and estimate took vectors of other lengths (a bare IndexError, or a silently dropped
+    entry), unit_total('PREFIX') gave the all-range total, query_norms took 1-D or mis-sized queries, and an answer
+    from a bare x̂ of another length crashed inside the tree's passes."""
+    S = toeplitz.tree(10, 3)
+    for bad in (np.ones(9), np.ones(11)):
+        with pytest.raises(ValueError, match="'x' parameter of TreeStrategy.apply must have length 10"):
+            S.apply(bad)
+    with pytest.raises(ValueError, match=r"'y' parameter of TreeStrategy.estimate must have length 15"):
+        S.estimate(np.r_[np.ones(15), 1e6])
+    with pytest.raises(ValueError, match="'kind' parameter of TreeStrategy.unit_total"):
+        S.unit_total("PREFIX")
+    with pytest.raises(ValueError, match="TreeStrategy.query_norms"):
+        S.query_norms(np.ones((1, 11)))
+    with pytest.raises(ValueError, match="2-D"):
+        S.query_norms(np.ones(10))
+    from mmopt.answers._stream_errors import stream_errors
+    for strategy in (S, toeplitz.sqrt_strategy(10)):
+        with pytest.raises(ValueError, match="the queries"):
+            stream_errors(strategy, np.ones((1, 9)), 1.0, "answer")
+    assert toeplitz.tree(5, 100) == toeplitz.tree(5, 5) and toeplitz.tree(5, 100).name == "H5"

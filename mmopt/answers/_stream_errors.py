@@ -39,6 +39,10 @@ def stream_errors(strategy, Q, sd: float, caller: str) -> np.ndarray:
     """s·‖A⁺ᵀq‖ per row q of ``Q`` for a ToeplitzStrategy, a WeightedSqrtStrategy or a TreeStrategy (module
     docstring)."""
     Qd = Q.toarray() if sp.issparse(Q) else np.asarray(Q, dtype=float)
+    # a bare x̂ of another length made queries over other cells: the tree's passes raised a bare IndexError, the
+    # Toeplitz convolution answered for the wrong cells (a helper's probe)
+    v.check_same_domain(Qd.shape[-1], strategy.n, caller=caller, what=("the queries (and the estimate)",
+                                                                       f"the strategy '{strategy.name}'"))
     v.check_allocation(2 * Qd.size, what=f"{Qd.shape[0]:,} queries' rows on {Qd.shape[1]:,} cells", caller=caller)
     out = np.empty(Qd.shape[0])
     if callable(getattr(strategy, "query_norms", None)):  # the tree strategy

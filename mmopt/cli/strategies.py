@@ -41,7 +41,7 @@ STRATEGY_GRAMMAR = ("Strategies: identity | hierarchical[:B] (H2 = hierarchical:
 STRATEGY_FORMS = (
     ("identity", "measure every cell once (I)", "identity"),
     ("hierarchical[:B]", "the B-ary tree of ranges H_B (H2 = hierarchical:2)", "hierarchical:4"),
-    ("tree[:B]", "H_B held by (n, B): prefix sums and ranges at any n (default B = 8)", "tree:16"),
+    ("tree[:B]", "H_B held by (n, B), B = 8 by default: ranges at any n", "tree:16"),
     ("wavelet", "the Haar wavelet Y (n a power of two)", "wavelet"),
     ("kron(S, ...)", "one strategy per attribute of a product-domain workload", "kron(H2,identity)"),
     ("FILE.npz", "a strategy saved by 'mmopt optimize --save' (mmopt.save)", "best.npz"),

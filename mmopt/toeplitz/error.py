@@ -146,9 +146,11 @@ class ToeplitzErrorReport:
     max_variance : float
         The largest single-query error.
     max_variance_query : tuple of int
-        (first, last) cell of a query attaining it (0-indexed, inclusive).
+        (first, last) cell of a query attaining it (0-indexed, inclusive); when ``max_variance_exact`` is False,
+        the query the bound is built from (its own variance is below the bound).
     max_variance_exact : bool
-        False only for a row-scaled strategy on all ranges: then ``max_variance`` is a proven upper bound.
+        False only on all ranges for a row-scaled Toeplitz strategy or a tree strategy: then ``max_variance`` is a
+        proven upper bound.
     privacy : Privacy or None
         The budget (None: unit privacy).
 
