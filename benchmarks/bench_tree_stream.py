@@ -2,7 +2,8 @@
 
 Run:  python benchmarks/bench_tree_stream.py [--sizes 4096 6000 8192 100000 1000000] [--release-max 100000]
                                              [--out PATH]
-For each workload and n: the tree built and scored (CPU s, H₈ and H₁₆), where n ≤ 8,192 its relative difference from
+For each workload and n: the tree built and scored (CPU s; H₈, H₁₆, and the branching auto picks, with unit weights and
+with the level weights auto searched, "w"), where n ≤ 8,192 its relative difference from
 the O(n²/b) interval-tree error (:mod:`mmopt.dense._interval_trees`, the oracle) and what auto did before: H_b in
 p-Identity form (columns scaled to Δ₁ = 1) scored by Woodbury, O(p·n²) (CPU s, its error over the tree's), the
 exact total at ε = 1 and its ratio to the certified
@@ -30,7 +31,7 @@ import mmopt  # noqa: E402
 from mmopt import toeplitz  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "bench_tree_stream.txt"
-HEAD = (f"{'workload':<10} {'n':>9} {'b':>3} {'tree s':>7} {'vs oracle':>9} {'p-Id s':>7} {'p-Id/tree':>9} "
+HEAD = (f"{'workload':<10} {'n':>9} {'H':>4} {'tree s':>7} {'vs oracle':>9} {'p-Id s':>7} {'p-Id/tree':>9} "
         f"{'error (ε=1)':>13} "
         f"{'/bound':>7} {'sqrt/tree':>9} {'auto s':>7} {'auto':>8} {'release s':>9}")
 EPS = mmopt.Privacy(1.0)
@@ -42,13 +43,14 @@ def _cpu(f):
     return out, time.process_time() - c0
 
 
-def row(kind: str, n: int, b: int, release_max: int, auto: tuple[float, str]) -> str:
+def row(kind: str, n: int, S, release_max: int, auto: tuple[float, str]) -> str:
+    """One tree ``S`` (unit or searched level weights) on ``kind``: see the module docstring."""
     W = getattr(toeplitz, kind)(n)
-    total, tree_s = _cpu(lambda: toeplitz.tree(n, b).unit_total(kind))
-    S = toeplitz.tree(n, b)
+    b = S.branching
+    total, tree_s = _cpu(lambda: type(S)(n, b, S.level_weights).unit_total(kind))
     delta2 = S.sensitivity("l1") ** 2
     wood_s, same, old_ratio = "", "", ""
-    if n <= 8192:
+    if n <= 8192 and S.level_weights is None:
         from mmopt.dense import _interval_trees as it
         from mmopt.dense.gram_operator import as_gram_operator
         from mmopt.search.min_error_fast import hierarchy_theta
@@ -65,7 +67,7 @@ def row(kind: str, n: int, b: int, release_max: int, auto: tuple[float, str]) ->
         x = np.random.default_rng(0).poisson(5.0, n).astype(float)
         _, s = _cpu(lambda: mmopt.release(W, S, x, EPS))
         rel = f"{s:.2f}"
-    return (f"{kind:<10} {n:>9,} {b:>3} {tree_s:>7.3f} {same:>9} {wood_s:>7} {old_ratio:>9} {error:>13.6e} "
+    return (f"{kind:<10} {n:>9,} {S.name:>4} {tree_s:>7.3f} {same:>9} {wood_s:>7} {old_ratio:>9} {error:>13.6e} "
             f"{delta2 * total / bound:>7.2f} "
             f"{root / error:>9.1f} {auto[0]:>7.2f} {auto[1]:>8} {rel:>9}")
 
@@ -82,9 +84,11 @@ def main(argv=None) -> None:
         for n in args.sizes:
             W = getattr(toeplitz, kind)(n)
             r, s = _cpu(lambda W=W: mmopt.optimize(W, privacy=EPS, verbose=False))
-            chosen = r.strategy.branching if r.method == "auto:tree" else None
-            for b in sorted({8, 16} | ({chosen} if chosen else set())):
-                line = row(kind, n, b, args.release_max, (s, r.strategy.name))
+            trees = [toeplitz.tree(n, b) for b in (8, 16)]
+            if isinstance(r.strategy, toeplitz.TreeStrategy):
+                trees += [toeplitz.tree(n, r.strategy.branching), r.strategy]
+            for S in sorted(set(trees), key=lambda S: (S.branching, S.level_weights is not None)):
+                line = row(kind, n, S, args.release_max, (s, r.strategy.name))
                 print(line, flush=True)
                 lines.append(line)
     args.out.write_text("\n".join(lines) + "\n")

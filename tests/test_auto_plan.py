@@ -56,7 +56,7 @@ def test_the_local_search_is_planned_wherever_the_runner_may_skip_the_pipeline()
 
 def test_stream_workloads_past_1024_cells_are_structured():
     assert _names(toeplitz.prefix(5000), "l2", stream=True) == ["weighted_sqrt", "sqrt", "l2_approx"]
-    assert _names(toeplitz.prefix(5000), "l1", stream=True) == ["tree", "min_error"]
+    assert _names(toeplitz.prefix(5000), "l1", stream=True) == ["tree", "tree_weighted", "min_error"]
     big = {c.name: c for c in plan(_ctx(toeplitz.prefix(40000), "l2", stream=True), 60.0)}
     assert "past the tridiagonal dual" in big["l2_approx"].requires
 

@@ -31,7 +31,7 @@ def test_a_fast_budget_skips_the_search_and_says_why():
     r = mmopt.optimize(wl.prefix(1024), privacy=LAPLACE, seed=0, budget="fast")
     assert "min_error" not in r.extra["candidates"]
     assert "expected ~16 CPU s" in r.extra["skipped"]["min_error"] and "'fast'" in r.extra["skipped"]["min_error"]
-    assert r.method == "auto:tree" and "Skipped: " in r.message
+    assert r.method == "auto:tree_weighted" and "Skipped: " in r.message
     assert r.objective < 0.6 * min(r.extra["candidates"][k]["objective"] for k in ("wavelet", "hierarchical"))
     assert r.extra["budget"]["label"] == "fast" and r.extra["budget"]["planned"] <= 5.0
 
@@ -263,7 +263,7 @@ def test_past_4096_steps_auto_returns_a_strategy_release_takes():
     out = mmopt.release(W, r.strategy, np.ones(4200), P)  # refused before
     assert out.estimate.shape == (4200,)
     r = mmopt.optimize(W, privacy=LAPLACE, seed=0)
-    assert r.method == "auto:tree" and r.extra["unreleasable"] == {}
+    assert r.method == "auto:tree_weighted" and r.extra["unreleasable"] == {}
     assert isinstance(r.strategy, toeplitz.TreeStrategy)
     assert mmopt.release(W, r.strategy, np.ones(4200), LAPLACE).estimate.shape == (4200,)
 
@@ -274,7 +274,7 @@ def test_epsilon_dp_on_dense_prefix_sums_past_the_closed_forms_returns_the_tree(
     is a candidate of every prefix / all-range workload under Laplace noise now, and release takes it."""
     W = wl.prefix(6000)
     r = mmopt.optimize(W, privacy=LAPLACE, verbose=False)
-    assert r.method == "auto:tree" and "identity" not in r.extra["candidates"] and r.ratio < 12
+    assert r.method == "auto:tree_weighted" and "identity" not in r.extra["candidates"] and r.ratio < 12
     out = mmopt.release(W, r.strategy, np.ones(6000), LAPLACE)
     assert out.answers.shape == (6000,)
 
@@ -287,7 +287,7 @@ def test_epsilon_dp_on_a_large_stream_returns_the_tree_strategy():
     from mmopt import toeplitz
     W = toeplitz.prefix(10**5)
     r = mmopt.optimize(W, privacy=LAPLACE, verbose=False)
-    assert r.method == "auto:tree" and isinstance(r.strategy, toeplitz.TreeStrategy)
+    assert r.method == "auto:tree_weighted" and isinstance(r.strategy, toeplitz.TreeStrategy)
     assert mmopt.evaluate(W, r.strategy, LAPLACE).total_squared_error == pytest.approx(
         LAPLACE.variance_factor * r.objective, rel=1e-12)
     square_root = mmopt.evaluate(W, toeplitz.equalized(toeplitz.sqrt_strategy(10**5)), LAPLACE).total_squared_error

@@ -176,3 +176,51 @@ def test_its_own_methods_check_their_inputs():
         with pytest.raises(ValueError, match="the queries"):
             stream_errors(strategy, np.ones((1, 9)), 1.0, "answer")
     assert toeplitz.tree(5, 100) == toeplitz.tree(5, 5) and toeplitz.tree(5, 100).name == "H5"
+
+
+@pytest.mark.parametrize("n,b", [(7, 2), (37, 4), (130, 16), (150, 4)])
+def test_level_weights_match_the_dense_weighted_tree(n, b):
+    """Each level's rows scaled by its weight (leaves at two depths included): the passes, the sensitivities, the
+    estimate, evaluate's total and largest variance, and the query norms against the dense matrix."""
+    levels = len(toeplitz.tree(n, b).tree.levels)
+    w = np.random.default_rng(n).uniform(0.3, 2.0, levels)
+    S = toeplitz.TreeStrategy(n, b, tuple(w))
+    A = S.to_dense()
+    assert S.name == f"H{b}w" and A.shape == (S.n_rows, n)
+    assert S.sensitivity("l1") == pytest.approx(np.abs(A).sum(axis=0).max(), rel=1e-14)
+    assert S.sensitivity("l2") == pytest.approx(np.sqrt((A * A).sum(axis=0)).max(), rel=1e-14)
+    K = np.linalg.inv(A.T @ A)
+    y = np.random.default_rng(1).standard_normal(A.shape[0])
+    np.testing.assert_allclose(S.estimate(y), K @ A.T @ y, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(S.apply(np.arange(n, dtype=float)), A @ np.arange(n), rtol=1e-12)
+    P, R = np.tril(np.ones((n, n))), _all_ranges(n)
+    assert S.unit_total("prefix") == pytest.approx(np.sum((P @ K) * P), rel=1e-11)
+    assert S.unit_total("all_range") == pytest.approx(np.sum((R @ K) * R), rel=1e-11)
+    r = toeplitz.evaluate(toeplitz.prefix(n), S, mmopt.Privacy(1.0))
+    assert r.max_variance == pytest.approx(2 * S.sensitivity() ** 2 * np.max(np.einsum("ij,jk,ik->i", P, K, P)),
+                                           rel=1e-10)
+    Q = np.random.default_rng(2).integers(-1, 2, (3, n)).astype(float)
+    np.testing.assert_allclose(S.query_norms(Q), np.sqrt(np.einsum("ij,jk,ik->i", Q, K, Q)), rtol=1e-10)
+
+
+def test_the_weight_search_lowers_the_exact_error_and_saves():
+    """L-BFGS-B on the exact error: below the unit-weight tree on both workloads (all ranges: the root's weight
+    goes to its bound, it barely informs a range); the weighted tree is saved and loaded with its weights, and bad
+    weights are refused."""
+    import tempfile
+    from pathlib import Path
+
+    import mmopt.persist as persist
+    from mmopt.toeplitz.tree import weighted
+    for kind, most in (("prefix", 0.95), ("all_range", 0.8)):
+        S, objective, converged, calls = weighted(3000, 8, kind)
+        unit = toeplitz.tree(3000, 8)
+        assert converged and objective < most * unit.sensitivity() ** 2 * unit.unit_total(kind)
+        assert objective == pytest.approx(S.sensitivity() ** 2 * S.unit_total(kind), rel=1e-12)
+    assert S.level_weights[0] < 0.01  # all ranges: the root
+    path = persist.save(Path(tempfile.mkdtemp()) / "w", S)
+    assert persist.load(path).strategy == S
+    with pytest.raises(ValueError, match="'level_weights' parameter of TreeStrategy must have length"):
+        toeplitz.TreeStrategy(3000, 8, (1.0, 1.0))
+    with pytest.raises(ValueError, match="weights > 0"):
+        toeplitz.TreeStrategy(10, 3, (1.0, -1.0, 1.0, 1.0))

@@ -17,6 +17,9 @@ levels, vectorised across each level's nodes (a node has at most b children, hel
   (K r)ᵢ = rᵢ − U_parent(i);
 * every prefix's variance (:func:`prefix_variances`) from the diagonal and the strictly-lower row sums of K, one
   level at a time (O(n) per level, O(n log_b n) in all).
+
+With a weight per level (each row of the level scaled by it, :func:`coefficients`), the same passes hold with
+c = w²/(1 + w²σ) in K's rank-one terms and ρ = 1/(1 + w²σ) in aᵥ = ρa′ (c = ρ = γ for unit weights).
 """
 
 from __future__ import annotations
@@ -51,18 +54,39 @@ class Levels:
 
     @functools.cached_property
     def gammas(self) -> tuple[np.ndarray, ...]:
-        """γᵥ of each level's internal nodes (module docstring), from σ bottom-up; depends on the tree alone."""
-        out: list[np.ndarray] = [np.empty(0)] * len(self.levels)
-        sigma_below = None
-        for k in range(len(self.levels) - 1, -1, -1):
-            L = self.levels[k]
-            sigma = np.ones(L.lo.size)
-            if L.inner.size:
-                s = _group_sum(L, sigma_below, self.b)
-                out[k] = 1.0 / (1.0 + s)
-                sigma[L.inner] = out[k] * s
-            sigma_below = sigma
-        return tuple(out)
+        """γᵥ of each level's internal nodes for unit weights (module docstring): c = ρ = γ."""
+        return tuple(c for c, _ in coefficients(self, None))
+
+
+def coefficients(T: Levels, w: np.ndarray | None) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """(c, ρ) of each level's internal nodes, from σ bottom-up, with level weights ``w`` (None: all 1). A node of
+    weight w adds w²1ᵥ1ᵥᵀ, so Sherman–Morrison gives c = w²/(1 + w²σ) and aᵥ = ρ a′ with ρ = 1 − cσ = 1/(1 + w²σ),
+    σ = Σ_c σ_c and σ_leaf = 1/w²; with unit weights c = ρ = γ."""
+    out: list = [(np.empty(0), np.empty(0))] * len(T.levels)
+    sigma_below = None
+    for k in range(len(T.levels) - 1, -1, -1):
+        L = T.levels[k]
+        w2 = 1.0 if w is None else float(w[k]) ** 2
+        sigma = np.full(L.lo.size, 1.0 / w2)
+        if L.inner.size:
+            s = _group_sum(L, sigma_below, T.b)
+            rho = 1.0 / (1.0 + w2 * s)
+            out[k] = (w2 * rho, rho)
+            sigma[L.inner] = rho * s
+        sigma_below = sigma
+    return tuple(out)
+
+
+def leaf_weights(T: Levels, w: np.ndarray | None) -> np.ndarray:
+    """Each cell's own row weight: its level's (leaves sit at two depths where n is not a power of b)."""
+    return np.ones(T.n) if w is None else np.asarray(w, dtype=float)[T.depth - 1]
+
+
+def row_weights(T: Levels, w: np.ndarray | None) -> np.ndarray:
+    """The weight of every row in :func:`node_sums` order: the cells, then the internal nodes level by level."""
+    if w is None:
+        return np.ones(T.n + sum(L.inner.size for L in T.levels))
+    return np.concatenate([leaf_weights(T, w)] + [np.full(L.inner.size, float(w[k])) for k, L in enumerate(T.levels)])
 
 
 def levels(n: int, b: int) -> Levels:
@@ -109,24 +133,27 @@ def _generators(kind: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     return (np.ones(n) if kind == "prefix" else i + 1.0), n - i
 
 
-def unit_total(T: Levels, kind: str) -> float:
-    """tr(G K): the tree strategy's total squared error at Δ = 1 on prefix sums or all ranges (module docstring)."""
+def unit_total(T: Levels, kind: str, w: np.ndarray | None = None) -> float:
+    """tr(G K): the tree strategy's total squared error at Δ = 1 on prefix sums or all ranges (module docstring),
+    with level weights ``w`` (a leaf: K = 1/w², a = 1/w²; a node: tr = Σ tr_c − cE′, E = ρ²E′, P = ρΣP, Q = ρΣQ)."""
     p, q = _generators(kind, T.n)
+    coef = coefficients(T, w)
     below = None  # per node of the level below: columns (T, E, P, Q)
     for k in range(len(T.levels) - 1, -1, -1):
-        L, g = T.levels[k], T.gammas[k]
+        L, (c, rho) = T.levels[k], coef[k]
+        inv = 1.0 if w is None else 1.0 / float(w[k]) ** 2
         cells = L.lo
         stats = np.empty((L.lo.size, 4))
-        pq = p[cells] * q[cells]  # leaves (and harmless placeholders for the internal rows, overwritten)
-        stats[:, 0], stats[:, 1], stats[:, 2], stats[:, 3] = pq, pq, p[cells], q[cells]
+        pq = p[cells] * q[cells] * inv  # leaves (and harmless placeholders for the internal rows, overwritten)
+        stats[:, 0], stats[:, 1], stats[:, 2], stats[:, 3] = pq, pq * inv, p[cells] * inv, q[cells] * inv
         if L.inner.size:
             kidsT = _padded(L, below, T.b)
             P_before = np.cumsum(kidsT[:, :, 2], axis=1) - kidsT[:, :, 2]
             E = kidsT[:, :, 1].sum(axis=1) + 2.0 * np.sum(P_before * kidsT[:, :, 3], axis=1)
-            stats[L.inner, 0] = kidsT[:, :, 0].sum(axis=1) - g * E
-            stats[L.inner, 1] = g * g * E
-            stats[L.inner, 2] = g * kidsT[:, :, 2].sum(axis=1)
-            stats[L.inner, 3] = g * kidsT[:, :, 3].sum(axis=1)
+            stats[L.inner, 0] = kidsT[:, :, 0].sum(axis=1) - c * E
+            stats[L.inner, 1] = rho * rho * E
+            stats[L.inner, 2] = rho * kidsT[:, :, 2].sum(axis=1)
+            stats[L.inner, 3] = rho * kidsT[:, :, 3].sum(axis=1)
         below = stats
     return float(below[0, 0])
 
@@ -146,54 +173,58 @@ def transpose_apply(T: Levels, y: np.ndarray) -> np.ndarray:
     return r
 
 
-def _upward(T: Levels, z: np.ndarray, damped: bool) -> list[np.ndarray]:
+def _upward(T: Levels, z: np.ndarray, damping: tuple[np.ndarray, ...] | None) -> list[np.ndarray]:
     """Per level, every node's value: a leaf's cell of ``z``, an internal node's the sum of its children's (times its
-    γ when ``damped``). Each sum is over a node's own children, never a difference of running sums: no cancellation."""
+    ρ from ``damping`` when given). Each sum is over a node's own children, never a difference of running sums: no
+    cancellation."""
     out: list[np.ndarray] = [np.empty(0)] * len(T.levels)
     below = None
     for k in range(len(T.levels) - 1, -1, -1):
         L = T.levels[k]
         s = z[L.lo].astype(float)
         if L.inner.size:
-            s[L.inner] = _group_sum(L, below, T.b) * (T.gammas[k] if damped else 1.0)
+            s[L.inner] = _group_sum(L, below, T.b) * (1.0 if damping is None else damping[k])
         out[k] = below = s
     return out
 
 
 def node_sums(T: Levels, z: np.ndarray) -> np.ndarray:
     """B z: the n cells, then every internal node's sum level by level (root first)."""
-    sums = _upward(T, z, damped=False)
+    sums = _upward(T, z, None)
     return np.concatenate([z] + [s[L.inner] for s, L in zip(sums, T.levels, strict=True)])
 
 
-def solve(T: Levels, r: np.ndarray) -> np.ndarray:
-    """K r = M⁻¹r in O(n) (module docstring)."""
-    alphas = _upward(T, r, damped=True)
+def solve(T: Levels, r: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
+    """K r = (BᵀΩ²B)⁻¹r in O(n), Ω the level weights ``w`` (module docstring): up, αᵥ = 1ᵀKᵥrᵥ = ρᵥ Σ_c α_c
+    (α_leaf = rᵢ/wᵢ²); down, Uᵥ = wᵥ²αᵥ + ρᵥU_parent (c·S = w²α) and (K r)ᵢ = (rᵢ − U_parent(i))/wᵢ²."""
+    coef = coefficients(T, w)
+    leaf2 = leaf_weights(T, w) ** 2
+    alphas = _upward(T, r / leaf2, tuple(rho for _, rho in coef))
     z = r.astype(float)
-    U = np.zeros(1)  # per internal node of the current level, Uᵥ; the root's parent contributes nothing
-    up = np.zeros(1)
+    up = np.zeros(1)  # per internal node of the current level, its parent's U; the root's parent contributes nothing
     for k, L in enumerate(T.levels):
         if not L.inner.size:
             break
-        U = alphas[k][L.inner] + T.gammas[k] * up
+        w2 = 1.0 if w is None else float(w[k]) ** 2
+        U = w2 * alphas[k][L.inner] + coef[k][1] * up
         nxt = T.levels[k + 1]
         up_child = U[L.parent]
         leaf = nxt.size == 1
         z[nxt.lo[leaf]] -= up_child[leaf]
-        # the next level's internal nodes take their parent's U
-        up = up_child[nxt.inner]
-    return z
+        up = up_child[nxt.inner]  # the next level's internal nodes take their parent's U
+    return z / leaf2
 
 
-def prefix_variances(T: Levels) -> np.ndarray:
-    """vₜ = wₜᵀKwₜ for every prefix wₜ = 1_[0, t] (unit Δ): vₜ = vₜ₋₁ + 2(Kwₜ₋₁)ₜ + Kₜₜ with K = I − Σᵥ γᵥ gᵥgᵥᵀ,
-    gᵥ(i) = πᵥ(i) the product of γ over the internal nodes strictly between v and cell i. Each level's nodes are
-    padded rows, so the within-node prefix sums of gᵥ start from zero at each node."""
-    n = T.n
-    diag, lower = np.ones(n), np.zeros(n)
-    pi = np.ones(n)
+def prefix_variances(T: Levels, w: np.ndarray | None = None) -> np.ndarray:
+    """vₜ = wₜᵀKwₜ for every prefix wₜ = 1_[0, t] (unit Δ): vₜ = vₜ₋₁ + 2(Kwₜ₋₁)ₜ + Kₜₜ with K = Ω_leaf⁻² −
+    Σᵥ cᵥ gᵥgᵥᵀ, gᵥ(i) = πᵥ(i)/wᵢ² and πᵥ(i) the product of ρ over the internal nodes strictly between v and cell i.
+    Each level's nodes are padded rows, so the within-node prefix sums of gᵥ start from zero at each node."""
+    coef = coefficients(T, w)
+    inv2 = 1.0 / leaf_weights(T, w) ** 2
+    diag, lower = inv2.copy(), np.zeros(T.n)
+    pi = inv2.copy()
     for k in range(len(T.levels) - 1, -1, -1):
-        L, g = T.levels[k], T.gammas[k]
+        L, (c, rho) = T.levels[k], coef[k]
         if not L.inner.size:
             continue
         lo, size = L.lo[L.inner], L.size[L.inner]
@@ -204,7 +235,7 @@ def prefix_variances(T: Levels) -> np.ndarray:
         gv = np.zeros((lo.size, width))
         gv[inside] = pi[cells]
         before = np.cumsum(gv, axis=1) - gv
-        diag[cells] -= (g[:, None] * gv * gv)[inside]
-        lower[cells] -= (g[:, None] * gv * before)[inside]
-        pi[cells] *= np.repeat(g, size)
+        diag[cells] -= (c[:, None] * gv * gv)[inside]
+        lower[cells] -= (c[:, None] * gv * before)[inside]
+        pi[cells] *= np.repeat(rho, size)
     return np.cumsum(2.0 * lower + diag)

@@ -15,6 +15,9 @@ is the same strategy when n is a power of b; otherwise leaves sit at two depths,
 and the error rose 3.3× (prefix sums of 6,000 cells, H₈; 1.8× on all ranges): it is not offered.
 The branching matters more than its usual advice (b ≈ 16, Qardaji, Yang & Li): a tree whose levels end near the
 cells, b = ⌈n^{1/L}⌉, had 0.80× the error of H₈ on prefix sums of 6,000 cells (b = 9); see :func:`branchings`.
+So do the levels' weights (``level_weights``, one per depth, root first; each row of a level is scaled by it):
+searched on the exact error (:func:`weighted`) they gave 0.87–0.91× the unit-weight error on prefix sums and
+0.68–0.76× on all ranges, whose root's weight goes to zero.
 
 Sources: Hay, Rastogi, Miklau & Suciu (VLDB 2010) for hierarchical counts and their least-squares consistency;
 Qardaji, Yang & Li (VLDB 2013) for the branching under Laplace noise.
@@ -40,15 +43,17 @@ from mmopt._base import validation as v
 from mmopt.toeplitz import _tree_algebra as ta
 from mmopt.toeplitz.error import StreamWorkload, ToeplitzErrorReport, resolve_privacy
 
-__all__ = ["TreeStrategy", "branchings", "tree"]
+__all__ = ["TreeStrategy", "branchings", "path_sensitivity", "tree", "weighted"]
 
 
 @dataclass(frozen=True)
 class TreeStrategy:
-    """H_b on n cells, each node measured once (module docstring); stored as (n, branching)."""
+    """H_b on n cells, each node measured once with its level's weight (all 1 by default; module docstring); stored
+    as (n, branching, level_weights)."""
 
     n: int
     branching: int = 8
+    level_weights: tuple[float, ...] | None = None
 
     def __post_init__(self):
         # frozen: the checked Python ints replace what was passed (numpy integers included); a branching past n is
@@ -57,10 +62,21 @@ class TreeStrategy:
         b = v.check_int(self.branching, name="branching", caller="TreeStrategy", low=2)
         object.__setattr__(self, "n", n)
         object.__setattr__(self, "branching", max(2, min(b, n)))
+        if self.level_weights is not None:
+            w = v.check_vector(self.level_weights, name="level_weights", caller="TreeStrategy",
+                               length=len(self.tree.levels), meaning="the tree's levels, root first")
+            if not np.all(w > 0):
+                raise ValueError(f"The 'level_weights' parameter of TreeStrategy must hold weights > 0. Got "
+                                 f"{w.min():.6g}.")
+            object.__setattr__(self, "level_weights", tuple(float(x) for x in w))
 
     @property
     def name(self) -> str:
-        return f"H{self.branching}"
+        return f"H{self.branching}" + ("" if self.level_weights is None else "w")
+
+    @property
+    def _w(self) -> np.ndarray | None:
+        return None if self.level_weights is None else np.asarray(self.level_weights)
 
     @property
     def domain_size(self) -> int:
@@ -75,35 +91,37 @@ class TreeStrategy:
         return self.n + sum(L.inner.size for L in self.tree.levels)
 
     def sensitivity(self, norm: str = "l1") -> float:
-        """Δ₁ = max_j dⱼ, the deepest leaf's number of nodes (column j of B holds dⱼ ones); Δ₂ = √Δ₁. Exact."""
+        """Exact: column j holds its root-to-leaf path's weights, so Δ₁ = max_j Σ_path w and Δ₂ = max_j (Σ_path w²)^½
+        (the deepest leaf's dⱼ and √dⱼ with unit weights)."""
         norm = v.check_choice(norm, name="norm", caller="TreeStrategy.sensitivity", choices=("l1", "l2"))
-        deepest = float(self.tree.depth.max())
-        return deepest if norm == "l1" else float(np.sqrt(deepest))
+        return path_sensitivity(self.tree, self._w, norm)
 
     def apply(self, x) -> np.ndarray:
-        """B x: the cells, then each internal node level by level, root first (:meth:`to_dense`'s row order)."""
+        """A x = Ω B x: the cells, then each internal node level by level, root first (:meth:`to_dense`'s rows)."""
         x = v.check_vector(x, name="x", caller="TreeStrategy.apply", length=self.n)
-        return ta.node_sums(self.tree, x)
+        return ta.row_weights(self.tree, self._w) * ta.node_sums(self.tree, x)
 
     def estimate(self, y) -> np.ndarray:
-        """x̂ = M⁻¹Bᵀy, the least-squares estimate from noisy answers y to :meth:`apply`'s rows."""
+        """x̂ = (AᵀA)⁻¹Aᵀy, the least-squares estimate from noisy answers y to :meth:`apply`'s rows."""
         y = v.check_vector(y, name="y", caller="TreeStrategy.estimate", length=self.n_rows,
                            meaning="the strategy's rows, n_rows")
-        return ta.solve(self.tree, ta.transpose_apply(self.tree, y))
+        w = self._w
+        return ta.solve(self.tree, ta.transpose_apply(self.tree, ta.row_weights(self.tree, w) * y), w)
 
     def unit_total(self, kind: str) -> float:
         """tr(G X⁻¹) at Δ = 1 for ``kind`` in {"prefix", "all_range"} on n cells."""
         kind = v.check_choice(kind, name="kind", caller="TreeStrategy.unit_total", choices=("prefix", "all_range"))
-        return ta.unit_total(self.tree, kind)
+        return ta.unit_total(self.tree, kind, self._w)
 
     def query_norms(self, Q) -> np.ndarray:
         """‖B M⁻¹ q‖ per row q of ``Q`` (queries × n): a query's standard deviation per unit of noise standard
         deviation."""
         Q = v.check_matrix(Q, name="Q", caller="TreeStrategy.query_norms")
         v.check_same_domain(Q.shape[1], self.n, caller="TreeStrategy.query_norms", what=("the queries Q", "the tree"))
-        out = np.empty(Q.shape[0])
+        out, w = np.empty(Q.shape[0]), self._w
+        rows = ta.row_weights(self.tree, w)
         for i, q in enumerate(Q):
-            out[i] = np.linalg.norm(ta.node_sums(self.tree, ta.solve(self.tree, q)))
+            out[i] = np.linalg.norm(rows * ta.node_sums(self.tree, ta.solve(self.tree, q, w)))
         return out
 
     def stream_report(self, W: StreamWorkload, privacy, norm, caller: str) -> ToeplitzErrorReport:
@@ -116,7 +134,7 @@ class TreeStrategy:
         norm, factor = resolve_privacy(privacy, norm, caller)
         delta = self.sensitivity(norm)
         scale = factor * delta * delta
-        prefixes = ta.prefix_variances(self.tree)
+        prefixes = ta.prefix_variances(self.tree, self._w)
         t = int(np.argmax(prefixes))
         worst, query, exact = float(prefixes[t]), (0, t), True
         if W.kind == "all_range":
@@ -137,7 +155,7 @@ class TreeStrategy:
             for lo, size in zip(L.lo[L.inner], L.size[L.inner], strict=True):
                 A[r, lo:lo + size] = 1.0
                 r += 1
-        return A
+        return A * ta.row_weights(self.tree, self._w)[:, None]
 
     def to_strategy(self):
         """A as a dense :class:`~mmopt.Strategy` (small n only, as :meth:`to_dense`)."""
@@ -147,10 +165,23 @@ class TreeStrategy:
     def json_summary(self) -> dict:
         """The JSON summary :meth:`mmopt.OptimizeResult.to_dict` records (n and b rebuild it)."""
         return {"kind": "tree", "name": self.name, "shape": [self.n_rows, self.n], "domain_shape": [self.n],
-                "domain_size": self.n, "n_rows": self.n_rows, "branching": self.branching}
+                "domain_size": self.n, "n_rows": self.n_rows, "branching": self.branching,
+                "level_weights": None if self.level_weights is None else list(self.level_weights)}
 
     def __repr__(self) -> str:
-        return f"TreeStrategy(n={self.n}, branching={self.branching})"
+        weights = "" if self.level_weights is None else f", level_weights=({len(self.level_weights)} levels)"
+        return f"TreeStrategy(n={self.n}, branching={self.branching}{weights})"
+
+
+def path_sensitivity(T: ta.Levels, w: np.ndarray | None, norm: str) -> float:
+    """max over cells of Σ w (L1) or √Σ w² (L2) along the root-to-leaf path: only the leaves' depths matter."""
+    if w is None:
+        deepest = float(T.depth.max())
+        return deepest if norm == "l1" else float(np.sqrt(deepest))
+    ends = np.unique(T.depth) - 1
+    if norm == "l1":
+        return float(np.cumsum(w)[ends].max())
+    return float(np.sqrt(np.cumsum(w * w)[ends].max()))
 
 
 def tree(n: int, branching: int = 8) -> TreeStrategy:
@@ -171,3 +202,31 @@ def branchings(n: int) -> tuple[int, ...]:
     out = {8, 16} | {max(2, math.ceil(n ** (1.0 / L) - 1e-9)) for L in range(lo, hi + 1)}
     return tuple(sorted(b for b in out if b <= max(n, 2)))
 
+
+
+def weighted(n: int, branching: int, kind: str, *, max_evaluations: int | None = None):
+    """H_b with level weights searched for ``kind``: L-BFGS-B (finite differences) on the exact log Δ₁(w)² +
+    log tr(G X(w)⁻¹) over log-weights in [−6, 6], the deepest level's fixed at 1, from unit weights. Returns
+    (strategy, unit-ε objective, converged, evaluations). A heuristic: the error of what it returns is exact, its
+    optimality is not claimed. Each evaluation is one O(n) pass (:func:`~mmopt.toeplitz._tree_algebra.unit_total`);
+    ``max_evaluations`` defaults to 100 per level. Measured: prefix sums 0.87–0.91× the unit-weight error (1,024 to
+    10⁵ cells), all ranges 0.68–0.76×, where the root's weight goes to the bound (it barely informs a range)."""
+    from scipy.optimize import minimize
+    T = TreeStrategy(n, branching).tree
+    L = len(T.levels)
+    if L < 2:
+        S = TreeStrategy(n, branching)
+        return S, S.sensitivity("l1") ** 2 * S.unit_total(kind), True, 1
+    calls = [0]
+
+    def objective(x):
+        calls[0] += 1
+        w = np.exp(np.append(x, 0.0))
+        return 2.0 * math.log(path_sensitivity(T, w, "l1")) + math.log(ta.unit_total(T, kind, w))
+
+    budget = max_evaluations if max_evaluations is not None else 100 * L
+    res = minimize(objective, np.zeros(L - 1), method="L-BFGS-B", bounds=[(-6.0, 6.0)] * (L - 1),
+                   options={"maxfun": budget, "ftol": 1e-9, "gtol": 1e-6})
+    x = res.x if res.fun < objective(np.zeros(L - 1)) else np.zeros(L - 1)
+    S = TreeStrategy(n, branching, tuple(np.exp(np.append(x, 0.0))))
+    return S, S.sensitivity("l1") ** 2 * S.unit_total(kind), bool(res.success), calls[0]
