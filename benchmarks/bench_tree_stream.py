@@ -1,4 +1,4 @@
-"""ε-DP on prefix sums and all ranges at large n: H_b as a tree strategy (mmopt.toeplitz.tree), O(n).
+"""ε-DP on prefix sums and all ranges at large n: H_b as a tree strategy (mmopt.toeplitz.trees), O(n).
 
 Run:  python benchmarks/bench_tree_stream.py [--sizes 4096 6000 8192 100000 1000000] [--release-max 100000]
                                              [--out PATH]
@@ -9,7 +9,7 @@ p-Identity form (columns scaled to Δ₁ = 1) scored by Woodbury, O(p·n²) (CPU
 exact total at ε = 1 and its ratio to the certified
 lower bound (mmopt.toeplitz's, valid under Laplace noise), the Toeplitz square root with unit column norms (what
 release's ε-DP refusals named before) as a ratio to H_b, ``optimize`` under Privacy(1) (CPU s, the strategy it
-returns: auto scores :func:`mmopt.toeplitz.tree.branchings`, whose best is listed too), and one
+returns: auto scores :func:`mmopt.toeplitz.trees.branchings`, whose best is listed too), and one
 release (CPU s, OpenDP's Laplace sampler for every node) up to ``--release-max`` cells. BLAS on one thread.
 """
 

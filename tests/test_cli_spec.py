@@ -399,7 +399,7 @@ def test_release_on_a_product_domain(tmp_path, capsys):
 
 
 def test_tree_spec_is_the_stream_tree_strategy_at_any_n():
-    """'tree[:B]' is mmopt.toeplitz.tree: held by (n, B) on a 1-D workload (prefix:20000 is a stream workload, where
+    """'tree[:B]' is mmopt.toeplitz.trees: held by (n, B) on a 1-D workload (prefix:20000 is a stream workload, where
     'H8' would be built as a 20,000-column matrix and refused), its matrix in a kron factor; a bad branching is
     refused at its position."""
     from mmopt import toeplitz

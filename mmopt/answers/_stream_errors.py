@@ -6,7 +6,7 @@ Both strategies are square and invertible, so x̂ = A⁻¹y and Var(q x̂) = s²
   reversal);
 * the weighted square root A = G^{1/4}E⁻¹ (:mod:`mmopt.toeplitz.weighted`): A⁻ᵀq = G^{−1/4}(e ⊙ q), G symmetric.
 
-One O(n log n) product a query either way. The tree strategy H_b (:mod:`mmopt.toeplitz.tree`) is not square:
+One O(n log n) product a query either way. The tree strategy H_b (:mod:`mmopt.toeplitz.trees`) is not square:
 Var(q x̂) = s²·‖B M⁻¹q‖², two O(n) passes over the tree a query.
 
 The norm of a vector, not the quadratic form q E G^{−1/2} E qᵀ, is taken: it cannot come out negative by

@@ -41,17 +41,17 @@ def svd_strategy(workload) -> float:
 
 def tree_stream(n: int) -> float:
     """One branching of H_b on a stream workload, its tree built and its exact total scored in O(n)
-    (:mod:`mmopt.toeplitz.tree`); auto scores each of :func:`mmopt.toeplitz.tree.branchings`. Measured, all of them:
+    (:mod:`mmopt.toeplitz.trees`); auto scores each of :func:`mmopt.toeplitz.trees.branchings`. Measured, all of them:
     0.20 CPU s at n = 10⁵ (8 branchings), 1.8 s at 10⁶ (7), 32 s at 10⁷ (8), prefix sums, one core."""
     return 0.02 + 3.5e-7 * n
 
 
 def tree_weights(n: int) -> float:
-    """H_b's level weights searched by L-BFGS-B on the exact error (:func:`mmopt.toeplitz.tree.weighted`), one O(n)
-    pass an evaluation: 56–132 evaluations measured on 6,000 and 10⁵ cells (2.0 CPU s at 10⁵ on all ranges),
-    priced at 25 per level of a b = 10 tree and 1.5·10⁻⁷·n s each."""
+    """H_b's level weights searched by L-BFGS-B on the exact error (:func:`mmopt.toeplitz.trees.weighted`), one O(n)
+    pass an evaluation: all ranges (the longer search) took 114 evaluations and 1.5 CPU s at 10⁵ cells, 126 and
+    12.3 s at 10⁶ (b = 10); priced at 20 per level of a b = 10 tree and 0.002 + 1.1·10⁻⁷·n s each."""
     levels = max(2, math.ceil(math.log(max(n, 2), 10)) + 1)
-    return 25 * levels * (0.002 + 1.5e-7 * n)
+    return 20 * levels * (0.002 + 1.1e-7 * n)
 
 
 def identity_product(structure) -> float:

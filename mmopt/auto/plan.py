@@ -10,7 +10,7 @@ and from the incumbent whether it runs. Three shapes of workload:
   then, only where the products are far from the bound and the domain has at most
   :data:`mmopt.structured._checks.DENSE_LIMIT` cells, the dense l2_approx (Gaussian noise) or min_error (Laplace);
 * a plain (1-D) dense workload: under Laplace noise on prefix sums and all ranges the tree of ranges H_b at its
-  best branching (O(n), :mod:`mmopt.toeplitz.tree`); the dense closed forms (on prefix sums and all ranges only up
+  best branching (O(n), :mod:`mmopt.toeplitz.trees`); the dense closed forms (on prefix sums and all ranges only up
   to 1,024 cells); the weighted square root (Gaussian noise, prefix sums and all ranges); l2_approx (on prefix sums
   and all ranges from 512 cells by the tridiagonal dual,
   :func:`mmopt.toeplitz.dual.solve_dual`); min_error under Laplace noise (on prefix sums and all ranges from 512
@@ -372,56 +372,10 @@ def _stream(ctx: Context, budget_seconds: float) -> list[Candidate]:
 
 
 def _trees(n: int, stream: Callable) -> list[Candidate]:
-    """The tree of ranges at its best branching (:func:`_tree`), then with level weights searched on that branching
-    (:func:`_weighted_tree`); ``stream()`` gives the stream workload."""
-    from mmopt.toeplitz.tree import branchings
+    """The tree of ranges at its best branching (:func:`mmopt.auto.trees.tree`), then with level weights searched on
+    that branching (:func:`mmopt.auto.trees.weighted_tree`); ``stream()`` gives the stream workload."""
+    from mmopt.auto import trees
+    from mmopt.toeplitz.trees import branchings
     chosen: dict = {}  # the branching the first picked, for the second
-    return [Candidate("tree", costs.tree_stream(n) * len(branchings(n)), lambda: _tree(stream(), chosen)),
-            Candidate("tree_weighted", costs.tree_weights(n), lambda: _weighted_tree(stream(), chosen))]
-
-
-def _tree(W, chosen: dict | None = None):
-    """H_b as a :class:`~mmopt.toeplitz.tree.TreeStrategy` (release and evaluate take it at any n), each branching of
-    :func:`~mmopt.toeplitz.tree.branchings` scored exactly in one O(n) pass over its tree, the best returned. As a
-    p-Identity strategy (columns scaled to Δ₁ = 1) scored by Woodbury, H₈ and H₁₆ cost O(p·n²) (12.6 s at 8,192
-    cells), release refused them past 4,096 cells, and where n is not a power of b they had up to 3.3× the error
-    of the same tree with each node measured once (prefix sums of 6,000 cells, H₈)."""
-    from mmopt._base.result import OptimizeResult, reconcile
-    from mmopt.toeplitz.bound import lower_bound
-    from mmopt.toeplitz.tree import TreeStrategy, branchings
-
-    scores = {}
-    for b in branchings(W.n):
-        S = TreeStrategy(W.n, b)
-        scores[b] = S.sensitivity("l1") ** 2 * S.unit_total(W.kind)
-    b = min(scores, key=scores.get)
-    if chosen is not None:
-        chosen["b"] = b
-    objective, bound = scores[b], lower_bound(W).value
-    status, message, bound = reconcile(objective, bound, "optimal", f"H_{b}, each node measured once, the best "
-                                       f"branching of {len(scores)} scored exactly: a closed form.", closed=True)
-    m = W.n_queries
-    return OptimizeResult(TreeStrategy(W.n, b), "l1", objective, bound, status, True, message, "tree", None, None,
-                          0.0, objective / m, bound / m, (),
-                          {"scored_by": "tree", "branchings": {f"H{k}": val for k, val in scores.items()}})
-
-
-def _weighted_tree(W, chosen: dict):
-    """The chosen branching's tree with level weights searched (:func:`mmopt.toeplitz.tree.weighted`, L-BFGS-B on
-    the exact error, a heuristic): 0.87–0.91× the unit-weight error on prefix sums of 1,024 to 10⁵ cells, 0.68–0.76×
-    on all ranges. "user_limit" when the search stopped at its evaluation limit."""
-    from mmopt._base.result import OptimizeResult, reconcile
-    from mmopt.toeplitz.bound import lower_bound
-    from mmopt.toeplitz.tree import weighted
-
-    b = chosen.get("b") or _tree(W, chosen).strategy.branching
-    S, objective, converged, calls = weighted(W.n, b, W.kind)
-    bound = lower_bound(W).value
-    how = "converged" if converged else "stopped at its evaluation limit"
-    status, message, bound = reconcile(
-        objective, bound, "optimal" if converged else "user_limit",
-        f"H_{b} with level weights searched by L-BFGS-B on the exact error ({calls} evaluations, {how}).")
-    m = W.n_queries
-    return OptimizeResult(S, "l1", objective, bound, status, status in ("optimal", "local_optimum"), message,
-                          "tree_weighted", "L-BFGS-B", calls, 0.0, objective / m, bound / m, (),
-                          {"scored_by": "tree", "level_weights": list(S.level_weights or ())})
+    return [Candidate("tree", costs.tree_stream(n) * len(branchings(n)), lambda: trees.tree(stream(), chosen)),
+            Candidate("tree_weighted", costs.tree_weights(n), lambda: trees.weighted_tree(stream(), chosen))]

@@ -10,7 +10,7 @@ The grammar (EBNF, tokens as in :mod:`mmopt.cli.spec`)::
 A leaf is sized from the workload: over its n cells for a 1-D workload, and as the product of one
 per-attribute strategy for any workload on a product domain, small (dense) or large (implicit) alike: ``H2``
 on ``kron(prefix:8,prefix:8)`` is H₂ ⊗ H₂, as it is on ``ranges_2d:128``, and ``identity`` on ``sf1`` is
-I ⊗ … ⊗ I. ``tree[:B]`` is H_B with each node measured once (:mod:`mmopt.toeplitz.tree`), held by
+I ⊗ … ⊗ I. ``tree[:B]`` is H_B with each node measured once (:mod:`mmopt.toeplitz.trees`), held by
 (n, B) on a 1-D workload, so prefix sums and ranges take it at any n (``hierarchical`` is built as a matrix).
 ``kron(S1, ..., Sd)`` chooses each attribute's strategy; it needs a workload built on a product
 domain (``kron``, ``marginals``, a census workload).
@@ -83,7 +83,7 @@ def _one(node: Node, n: int, text: str) -> st.Strategy:
 
 
 def _tree(node: Node, n: int, text: str):
-    from mmopt.toeplitz.tree import TreeStrategy
+    from mmopt.toeplitz.trees import TreeStrategy
     if len(node.args) > 1:
         raise _err(text, node.args[-1].pos, "too many arguments for strategy 'tree'")
     if not node.args:

@@ -57,7 +57,7 @@ class StrategyMismatch(TypeError, ValueError):
 
 def stream_native(strategy) -> bool:
     from mmopt.toeplitz.strategies import ToeplitzStrategy
-    from mmopt.toeplitz.tree import TreeStrategy
+    from mmopt.toeplitz.trees import TreeStrategy
     from mmopt.toeplitz.weighted import WeightedSqrtStrategy
     return isinstance(strategy, ToeplitzStrategy | WeightedSqrtStrategy | TreeStrategy)
 

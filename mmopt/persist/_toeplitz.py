@@ -29,7 +29,7 @@ F8 = np.dtype("<f8")
 def kind_of(strategy) -> str | None:
     """"toeplitz", "weighted_sqrt" or "tree" for the Toeplitz layer's strategies, else None."""
     from mmopt.toeplitz.strategies import ToeplitzStrategy
-    from mmopt.toeplitz.tree import TreeStrategy
+    from mmopt.toeplitz.trees import TreeStrategy
     from mmopt.toeplitz.weighted import WeightedSqrtStrategy
 
     if isinstance(strategy, ToeplitzStrategy):
@@ -66,7 +66,7 @@ def decode(desc: Mapping, arrays: Mapping[str, np.ndarray], n: int, name: str, *
     from mmopt.toeplitz.weighted import WeightedSqrtStrategy
 
     if desc["kind"] == "tree":
-        from mmopt.toeplitz.tree import TreeStrategy
+        from mmopt.toeplitz.trees import TreeStrategy
         weighted = "level_weights" in arrays
         same_names(arrays, {"level_weights"} if weighted else set(), fail)
         b = field(desc, "branching", int, "strategy", fail)

@@ -10,7 +10,7 @@ of W), :mod:`.weighted` (the weighted square root paired with that bound: within
 gradients), :mod:`.dual` (the certified optimum of Program 5.2 up to n = 16,384 in O(n²) per iteration, from
 the tridiagonal G⁻¹), :mod:`.maxvar` (the largest variance over per-query targets, certified, in prefix
 coordinates: all ranges on 1,024 cells with 524,800 targets in ~30 s), :mod:`.streaming` (BLT online, O(d)
-state), :mod:`.tree` (H_b, the ε-DP strategy at large n: O(n) release and exact error), :mod:`.auto`
+state), :mod:`.trees` (H_b, the ε-DP strategy at large n: O(n) release and exact error), :mod:`.auto`
 (``mmopt.optimize(..., method="auto")`` on these workloads: the dense search where it is
 fast, the closed forms beyond).
 Sources: Henzinger, Upadhyay & Upadhyay (SODA 2023) and Fichtenberger, Henzinger & Upadhyay (ICML 2023) for
@@ -43,7 +43,7 @@ from mmopt.toeplitz.error import StreamWorkload, ToeplitzErrorReport, all_range,
 from mmopt.toeplitz.solve import optimize
 from mmopt.toeplitz.strategies import ToeplitzStrategy, banded, blt, equalized, sqrt_strategy
 from mmopt.toeplitz.streaming import BLTDecoder, BLTEncoder, offline_decode
-from mmopt.toeplitz.tree import TreeStrategy, tree
+from mmopt.toeplitz.trees import TreeStrategy, tree
 from mmopt.toeplitz.weighted import WeightedSqrtStrategy, evaluate_weighted, weighted_sqrt
 
 __all__ = ["BLTDecoder", "BLTEncoder", "DualSolution", "PrefixBound", "StreamWorkload", "ToeplitzErrorReport",

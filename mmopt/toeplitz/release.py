@@ -9,7 +9,7 @@ allocation limit; x̂ is always returned). The noise is OpenDP's, at Δ = the ex
 to a relative rounding of about n·1e-16 of |c|·|x| (the caveat of :func:`mmopt.mechanism.release` on float64
 evaluation, larger by the FFT's log n).
 
-The tree strategy H_b (:mod:`mmopt.toeplitz.tree`, what ``optimize`` returns under Laplace noise at large n) is
+The tree strategy H_b (:mod:`mmopt.toeplitz.trees`, what ``optimize`` returns under Laplace noise at large n) is
 released in O(n): y = B x + z node by node, x̂ = M⁻¹Bᵀy by two passes over the tree (Δ₁ = the tree's depth).
 
 The weighted square root A = G^{1/4}E⁻¹ (:mod:`mmopt.toeplitz.weighted`, what ``optimize`` returns under
@@ -29,7 +29,7 @@ from mmopt.privacy import Privacy
 from mmopt.toeplitz import weighted as weighted_sqrt
 from mmopt.toeplitz.error import StreamWorkload, check_decodable
 from mmopt.toeplitz.strategies import ToeplitzStrategy
-from mmopt.toeplitz.tree import TreeStrategy
+from mmopt.toeplitz.trees import TreeStrategy
 
 __all__ = ["release"]
 

@@ -16,8 +16,8 @@ and the error rose 3.3× (prefix sums of 6,000 cells, H₈; 1.8× on all ranges)
 The branching matters more than its usual advice (b ≈ 16, Qardaji, Yang & Li): a tree whose levels end near the
 cells, b = ⌈n^{1/L}⌉, had 0.80× the error of H₈ on prefix sums of 6,000 cells (b = 9); see :func:`branchings`.
 So do the levels' weights (``level_weights``, one per depth, root first; each row of a level is scaled by it):
-searched on the exact error (:func:`weighted`) they gave 0.87–0.91× the unit-weight error on prefix sums and
-0.68–0.76× on all ranges, whose root's weight goes to zero.
+searched on the exact error (:func:`weighted`) they gave 0.87–0.92× the unit-weight error on prefix sums and
+0.68–0.80× on all ranges (1,024 to 10⁶ cells), whose root's weight goes to its lower bound.
 
 Sources: Hay, Rastogi, Miklau & Suciu (VLDB 2010) for hierarchical counts and their least-squares consistency;
 Qardaji, Yang & Li (VLDB 2013) for the branching under Laplace noise.
@@ -43,7 +43,10 @@ from mmopt._base import validation as v
 from mmopt.toeplitz import _tree_algebra as ta
 from mmopt.toeplitz.error import StreamWorkload, ToeplitzErrorReport, resolve_privacy
 
-__all__ = ["TreeStrategy", "branchings", "path_sensitivity", "tree", "weighted"]
+__all__ = ["MAX_WEIGHT_RATIO", "TreeStrategy", "branchings", "path_sensitivity", "tree", "weighted"]
+
+#: The largest ratio between two level weights: the total's relative round-off grows as its square (2·10⁻⁹ here).
+MAX_WEIGHT_RATIO = 1e4
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,13 @@ class TreeStrategy:
             if not np.all(w > 0):
                 raise ValueError(f"The 'level_weights' parameter of TreeStrategy must hold weights > 0. Got "
                                  f"{w.min():.6g}.")
+            # the passes subtract rank-one terms: the total lost half its digits at a 10⁸ ratio between levels
+            # (47.7 for 32.0 on 3 cells) and 8·10⁻⁶ of itself at 10⁶, 2·10⁻⁹ at 10⁴; and w⁴ must stay in float64
+            if w.max() > MAX_WEIGHT_RATIO * w.min() or not (1e-50 <= w.min() and w.max() <= 1e50):
+                raise ValueError(f"The 'level_weights' parameter of TreeStrategy must hold weights within a ratio of "
+                                 f"{MAX_WEIGHT_RATIO:.0e} of each other, between 1e-50 and 1e50 (the exact passes "
+                                 f"keep their digits there). Got {w.min():.3g} to {w.max():.3g}. A common factor "
+                                 "changes neither the error nor a release: scale them together.")
             object.__setattr__(self, "level_weights", tuple(float(x) for x in w))
 
     @property
@@ -206,11 +216,12 @@ def branchings(n: int) -> tuple[int, ...]:
 
 def weighted(n: int, branching: int, kind: str, *, max_evaluations: int | None = None):
     """H_b with level weights searched for ``kind``: L-BFGS-B (finite differences) on the exact log Δ₁(w)² +
-    log tr(G X(w)⁻¹) over log-weights in [−6, 6], the deepest level's fixed at 1, from unit weights. Returns
+    log tr(G X(w)⁻¹) over weights in [1/100, 100] (so within :data:`MAX_WEIGHT_RATIO` of each other), the deepest
+    level's fixed at 1, from unit weights. Returns
     (strategy, unit-ε objective, converged, evaluations). A heuristic: the error of what it returns is exact, its
     optimality is not claimed. Each evaluation is one O(n) pass (:func:`~mmopt.toeplitz._tree_algebra.unit_total`);
-    ``max_evaluations`` defaults to 100 per level. Measured: prefix sums 0.87–0.91× the unit-weight error (1,024 to
-    10⁵ cells), all ranges 0.68–0.76×, where the root's weight goes to the bound (it barely informs a range)."""
+    ``max_evaluations`` defaults to 100 per level. Measured: prefix sums 0.87–0.92× the unit-weight error (1,024 to
+    10⁶ cells), all ranges 0.68–0.80×, where the root's weight goes to the bound (it barely informs a range)."""
     from scipy.optimize import minimize
     T = TreeStrategy(n, branching).tree
     L = len(T.levels)
@@ -225,8 +236,11 @@ def weighted(n: int, branching: int, kind: str, *, max_evaluations: int | None =
         return 2.0 * math.log(path_sensitivity(T, w, "l1")) + math.log(ta.unit_total(T, kind, w))
 
     budget = max_evaluations if max_evaluations is not None else 100 * L
-    res = minimize(objective, np.zeros(L - 1), method="L-BFGS-B", bounds=[(-6.0, 6.0)] * (L - 1),
-                   options={"maxfun": budget, "ftol": 1e-9, "gtol": 1e-6})
+    edge = 0.5 * math.log(MAX_WEIGHT_RATIO)
+    res = minimize(objective, np.zeros(L - 1), method="L-BFGS-B", bounds=[(-edge, edge)] * (L - 1),
+                   # a 10⁻⁶ difference step: at 10⁻⁸ the round-off of a total over 10⁶ cells broke the line search
+                   # (all ranges of 10⁶ cells: stopped after 343 evaluations, 34 s; 126 and converged, 12 s)
+                   options={"maxfun": budget, "ftol": 1e-8, "gtol": 1e-6, "eps": 1e-6})
     x = res.x if res.fun < objective(np.zeros(L - 1)) else np.zeros(L - 1)
     S = TreeStrategy(n, branching, tuple(np.exp(np.append(x, 0.0))))
     return S, S.sensitivity("l1") ** 2 * S.unit_total(kind), bool(res.success), calls[0]

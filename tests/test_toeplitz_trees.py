@@ -1,4 +1,4 @@
-"""mmopt.toeplitz.tree: H_b on prefix sums and all ranges, released and evaluated in O(n) — against the dense
+"""mmopt.toeplitz.trees: H_b on prefix sums and all ranges, released and evaluated in O(n) — against the dense
 matrix, against the interval-tree error of mmopt.dense._interval_trees (O(n) per node) at 5,000 cells, and against
 Monte-Carlo draws of a release."""
 
@@ -211,16 +211,25 @@ def test_the_weight_search_lowers_the_exact_error_and_saves():
     from pathlib import Path
 
     import mmopt.persist as persist
-    from mmopt.toeplitz.tree import weighted
+    from mmopt.toeplitz.trees import weighted
     for kind, most in (("prefix", 0.95), ("all_range", 0.8)):
         S, objective, converged, calls = weighted(3000, 8, kind)
         unit = toeplitz.tree(3000, 8)
         assert converged and objective < most * unit.sensitivity() ** 2 * unit.unit_total(kind)
         assert objective == pytest.approx(S.sensitivity() ** 2 * S.unit_total(kind), rel=1e-12)
-    assert S.level_weights[0] < 0.01  # all ranges: the root
+    assert S.level_weights[0] == pytest.approx(0.01)  # all ranges: the root, at the search's bound
     path = persist.save(Path(tempfile.mkdtemp()) / "w", S)
     assert persist.load(path).strategy == S
     with pytest.raises(ValueError, match="'level_weights' parameter of TreeStrategy must have length"):
         toeplitz.TreeStrategy(3000, 8, (1.0, 1.0))
     with pytest.raises(ValueError, match="weights > 0"):
         toeplitz.TreeStrategy(10, 3, (1.0, -1.0, 1.0, 1.0))
+    # a helper's probe: weights 10⁸ apart lost the total's digits (47.7 for 32.0 on 3 cells, then negative), and
+    # 1e-200 raised ZeroDivisionError inside evaluate, and inside release after the noise was drawn
+    for bad in ((1e4, 1e-4, 1e4), (1.0, 1.0, 1e-200)):
+        with pytest.raises(ValueError, match="within a ratio of 1e\\+04"):
+            toeplitz.TreeStrategy(3, 2, bad)
+    edge = toeplitz.TreeStrategy(3, 2, (100.0, 0.01, 100.0))  # the largest ratio taken: exact to 1e-8
+    A = edge.to_dense()
+    P = np.tril(np.ones((3, 3)))
+    assert edge.unit_total("prefix") == pytest.approx(np.sum((P @ np.linalg.inv(A.T @ A)) * P), rel=1e-8)
