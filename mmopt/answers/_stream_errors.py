@@ -44,9 +44,9 @@ def stream_errors(strategy, Q, sd: float, caller: str) -> np.ndarray:
     v.check_same_domain(Qd.shape[-1], strategy.n, caller=caller, what=("the queries (and the estimate)",
                                                                        f"the strategy '{strategy.name}'"))
     v.check_allocation(2 * Qd.size, what=f"{Qd.shape[0]:,} queries' rows on {Qd.shape[1]:,} cells", caller=caller)
-    out = np.empty(Qd.shape[0])
     if callable(getattr(strategy, "query_norms", None)):  # the tree strategy
         return sd * strategy.query_norms(Qd)
+    out = np.empty(Qd.shape[0])
     if is_weighted(strategy):
         from mmopt.toeplitz import weighted
         kind, n = strategy.workload.kind, strategy.n

@@ -376,6 +376,6 @@ def _trees(n: int, stream: Callable) -> list[Candidate]:
     that branching (:func:`mmopt.auto.trees.weighted_tree`); ``stream()`` gives the stream workload."""
     from mmopt.auto import trees
     from mmopt.toeplitz.trees import branchings
-    chosen: dict = {}  # the branching the first picked, for the second
+    chosen: dict = {}  # the branching the first picked and the bound it computed, for the second
     return [Candidate("tree", costs.tree_stream(n) * len(branchings(n)), lambda: trees.tree(stream(), chosen)),
             Candidate("tree_weighted", costs.tree_weights(n), lambda: trees.weighted_tree(stream(), chosen))]

@@ -24,7 +24,6 @@ c = w²/(1 + w²σ) in K's rank-one terms and ρ = 1/(1 + w²σ) in aᵥ = ρa�
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,11 +50,6 @@ class Levels:
     b: int
     levels: tuple[Level, ...]
     depth: np.ndarray  # dᵢ: nodes on the path from the root to cell i (B's column sums)
-
-    @functools.cached_property
-    def gammas(self) -> tuple[np.ndarray, ...]:
-        """γᵥ of each level's internal nodes for unit weights (module docstring): c = ρ = γ."""
-        return tuple(c for c, _ in coefficients(self, None))
 
 
 def coefficients(T: Levels, w: np.ndarray | None) -> tuple[tuple[np.ndarray, np.ndarray], ...]:

@@ -213,27 +213,28 @@ def branchings(n: int) -> tuple[int, ...]:
     return tuple(sorted(b for b in out if b <= max(n, 2)))
 
 
-
 def weighted(n: int, branching: int, kind: str, *, max_evaluations: int | None = None):
     """H_b with level weights searched for ``kind``: L-BFGS-B (finite differences) on the exact log Δ₁(w)² +
     log tr(G X(w)⁻¹) over weights in [1/100, 100] (so within :data:`MAX_WEIGHT_RATIO` of each other), the deepest
-    level's fixed at 1, from unit weights. Returns
-    (strategy, unit-ε objective, converged, evaluations). A heuristic: the error of what it returns is exact, its
-    optimality is not claimed. Each evaluation is one O(n) pass (:func:`~mmopt.toeplitz._tree_algebra.unit_total`);
-    ``max_evaluations`` defaults to 100 per level. Measured: prefix sums 0.87–0.92× the unit-weight error (1,024 to
-    10⁶ cells), all ranges 0.68–0.80×, where the root's weight goes to the bound (it barely informs a range)."""
+    level's fixed at 1, from unit weights. Returns (strategy, unit-ε objective, converged, evaluations). A
+    heuristic: the error of what it returns is exact, its optimality is not claimed. Each evaluation is one O(n)
+    pass (:func:`~mmopt.toeplitz._tree_algebra.unit_total`); ``max_evaluations`` defaults to 100 per level.
+    Measured: prefix sums 0.87–0.92× the unit-weight error (1,024 to 10⁶ cells), all ranges 0.68–0.80×, where the
+    root's weight goes to the bound (it barely informs a range)."""
     from scipy.optimize import minimize
-    T = TreeStrategy(n, branching).tree
+    unit = TreeStrategy(n, branching)
+    T = unit.tree
     L = len(T.levels)
     if L < 2:
-        S = TreeStrategy(n, branching)
-        return S, S.sensitivity("l1") ** 2 * S.unit_total(kind), True, 1
-    calls = [0]
+        return unit, unit.sensitivity("l1") ** 2 * unit.unit_total(kind), True, 1
+    calls, values = [0], {}
 
     def objective(x):
         calls[0] += 1
         w = np.exp(np.append(x, 0.0))
-        return 2.0 * math.log(path_sensitivity(T, w, "l1")) + math.log(ta.unit_total(T, kind, w))
+        f = 2.0 * math.log(path_sensitivity(T, w, "l1")) + math.log(ta.unit_total(T, kind, w))
+        values.setdefault("start", f)  # L-BFGS-B evaluates its start first: unit weights
+        return f
 
     budget = max_evaluations if max_evaluations is not None else 100 * L
     edge = 0.5 * math.log(MAX_WEIGHT_RATIO)
@@ -241,6 +242,6 @@ def weighted(n: int, branching: int, kind: str, *, max_evaluations: int | None =
                    # a 10⁻⁶ difference step: at 10⁻⁸ the round-off of a total over 10⁶ cells broke the line search
                    # (all ranges of 10⁶ cells: stopped after 343 evaluations, 34 s; 126 and converged, 12 s)
                    options={"maxfun": budget, "ftol": 1e-8, "gtol": 1e-6, "eps": 1e-6})
-    x = res.x if res.fun < objective(np.zeros(L - 1)) else np.zeros(L - 1)
+    x = res.x if res.fun < values["start"] else np.zeros(L - 1)
     S = TreeStrategy(n, branching, tuple(np.exp(np.append(x, 0.0))))
     return S, S.sensitivity("l1") ** 2 * S.unit_total(kind), bool(res.success), calls[0]
