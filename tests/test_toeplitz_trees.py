@@ -87,13 +87,14 @@ def test_evaluate_matches_the_dense_report(kind):
     assert gauss.total_squared_error == pytest.approx(dense_g.total_squared_error, rel=1e-10)
 
 
-def test_a_laplace_release_has_the_evaluated_error_by_monte_carlo():
+@pytest.mark.parametrize("weights", [None, (0.4, 1.7, 0.9, 1.0)])
+def test_a_laplace_release_has_the_evaluated_error_by_monte_carlo(weights):
     """x̂ is unbiased and ‖W x̂ − W x‖² averages to evaluate's total: 250 releases of prefix(40) with H₄ at ε = 1
-    through OpenDP's sampler, compared within 4 standard errors of the sample mean (so a wrong scale, a wrong
-    estimate or a missed node fails it)."""
+    (unit and uneven level weights) through OpenDP's sampler, compared within 4 standard errors of the sample mean
+    (so a wrong scale, a wrong estimate or a missed node fails it)."""
     pytest.importorskip("opendp")
     n, eps = 40, mmopt.Privacy(1.0)
-    W, S = toeplitz.prefix(n), toeplitz.tree(n, 4)
+    W, S = toeplitz.prefix(n), toeplitz.TreeStrategy(n, 4, weights)
     x = np.random.default_rng(2).integers(0, 20, n).astype(float)
     truth = np.cumsum(x)
     errs, means = [], np.zeros(n)
@@ -216,6 +217,8 @@ def test_the_weight_search_lowers_the_exact_error_and_saves():
         S, objective, converged, calls = weighted(3000, 8, kind)
         unit = toeplitz.tree(3000, 8)
         assert converged and objective < most * unit.sensitivity() ** 2 * unit.unit_total(kind)
+        # never below the certified (L2, diagonal) bound, which holds under Laplace noise too
+        assert objective >= toeplitz.lower_bound(getattr(toeplitz, kind)(3000)).value
         assert objective == pytest.approx(S.sensitivity() ** 2 * S.unit_total(kind), rel=1e-12)
     assert S.level_weights[0] == pytest.approx(0.01)  # all ranges: the root, at the search's bound
     path = persist.save(Path(tempfile.mkdtemp()) / "w", S)
