@@ -119,6 +119,28 @@ def test_failed_release_is_not_recorded(monkeypatch, tmp_path):
     assert acc.spends == () and (tmp_path / "ledger.json").read_text() == before
 
 
+@pytest.mark.parametrize("error", [MemoryError, RuntimeError])
+def test_a_release_failing_after_the_draw_stays_counted(monkeypatch, tmp_path, error):
+    """A helper's probe: an error other than ValueError/ArithmeticError/SolverError in the reconstruction, after
+    OpenDP drew the noise, removed the pending entry (y stayed reachable from the traceback), so the same call could
+    be repeated for free: three draws at ε = 0.9 against a total of 1 left 0 spent."""
+    import mmopt.mechanism as mech
+    path = tmp_path / "ledger.json"
+    acc = Accountant(Privacy(1.0), path=path)
+
+    def fails(*args, **kwargs):
+        raise error("failure after the draw")
+
+    monkeypatch.setattr(mech._recon, "estimate", fails)
+    with pytest.raises(error, match="after the draw") as caught:
+        acc.release(W16, H16, X16, Privacy(0.9), label="lost")
+    assert any("counted in full" in note for note in caught.value.__notes__)
+    assert [(s.label, s.status, s.epsilon) for s in acc.spends] == [("lost", "pending", 0.9)]
+    assert [s["status"] for s in json.loads(path.read_text())["spends"]] == ["pending"]
+    with pytest.raises(ValueError, match="would exceed the total budget"):  # the repeat is refused before a draw
+        acc.release(W16, H16, X16, Privacy(0.9))
+
+
 def test_pending_entry_is_on_disk_before_the_noise(monkeypatch, tmp_path):
     path = tmp_path / "ledger.json"
     acc = Accountant(Privacy(1.0), path=path)

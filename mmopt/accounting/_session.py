@@ -191,8 +191,9 @@ class Accountant:
         then replaced by what OpenDP verified: ``out.verified_loss`` (ε, or (ε, δ)), and ρ = Δ₂²/(2σ²) of the
         noise actually drawn (Gaussian) or ε²/2 (Laplace). Under zCDP the check uses the largest ρ that any
         release verified at (ε, δ) can have (:func:`~mmopt.accounting.max_rho`); the ledger records the real one.
-        If :func:`mmopt.release` raises (it does so before drawing noise, or when the noisy values overflow and
-        nothing is returned) the pending entry is removed; an interrupted run leaves it, counted in full.
+        If :func:`mmopt.release` raises before any noise is drawn the pending entry is removed; raised after the
+        draw began (noisy values that overflow, a reconstruction that runs out of memory) or interrupted, the
+        run leaves it, counted in full.
 
         Parameters
         ----------
@@ -247,7 +248,8 @@ class Accountant:
         checked (refused before anything runs), written as *pending* before the block, then, if the block
         appended the release's output (anything with ``verified_loss``, ``noise``, ``sensitivity`` and
         ``noise_scale``) to the list it yields, replaced by what was verified; if the block raised with nothing
-        appended, nothing was released and the pending entry is removed. A crash leaves it counted in full."""
+        appended and no noise drawn (:data:`mmopt._base.opendp.DRAWS`), the pending entry is removed. A crash, or
+        an error once a draw began, leaves it counted in full."""
         with _pending.pending_release(self, privacy, label, what, caller=caller) as outcome:
             yield outcome
 
