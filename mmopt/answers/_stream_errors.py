@@ -11,6 +11,12 @@ Var(q x̂) = s²·‖B M⁻¹q‖², two O(n) passes over the tree a query.
 
 The norm of a vector, not the quadratic form q E G^{−1/2} E qᵀ, is taken: it cannot come out negative by
 cancellation.
+
+Every prefix at once (an answers table of ``prefix(n)`` past 4,096 cells, :func:`prefix_units`): the Toeplitz
+decoder's rows, Var(x̂₀ + … + x̂ₜ) = s²·Σ_{j ≤ t} b_{t−j}²/y_j (b = cumsum(1/c), one convolution,
+:func:`mmopt.toeplitz.error.decoder_rows`), and the tree's recurrence over prefixes
+(:func:`mmopt.toeplitz._tree_algebra.prefix_variances`), O(n log n) both; the weighted square root's tail sums
+(:func:`mmopt.toeplitz.weighted.prefix_variances`), O(n log² n).
 """
 
 from __future__ import annotations
@@ -60,3 +66,27 @@ def stream_errors(strategy, Q, sd: float, caller: str) -> np.ndarray:
         z = _series.convolve(g, q[::-1], n)[::-1]
         out[i] = np.linalg.norm(z if y is None else z / np.sqrt(y))
     return sd * out
+
+
+def prefix_units(strategy, caller: str) -> tuple[np.ndarray, int]:
+    """(u, e) with q (AᵀA)⁻¹ qᵀ = uₜ/4ᵉ for every prefix q = 1_[0, t] (module docstring): a TreeStrategy, a
+    ToeplitzStrategy (C = 2ᵉ·C′, u from C′, whose entries stay within float64 where C's overflow) or the weighted
+    square root of prefix(n) (:func:`mmopt.toeplitz.weighted.prefix_variances`); any other strategy is refused
+    with the remedy."""
+    from mmopt.toeplitz import _tree_algebra as ta
+    from mmopt.toeplitz.error import check_decodable, decoder_rows
+    from mmopt.toeplitz.strategies import ToeplitzStrategy
+    from mmopt.toeplitz.trees import TreeStrategy
+    if isinstance(strategy, TreeStrategy):
+        return ta.prefix_variances(strategy.tree, strategy._w), 0
+    if isinstance(strategy, ToeplitzStrategy):
+        unit, e = strategy.normalised()
+        return decoder_rows(check_decodable(unit, caller), unit.row_scale), e
+    if is_weighted(strategy) and strategy.workload.kind == "prefix":
+        from mmopt.toeplitz.weighted import prefix_variances
+        return prefix_variances(strategy.n), 0
+    raise ValueError(f"{caller}: per-query standard errors of every prefix past 4,096 cells are listed for the tree "
+                     "(mmopt.toeplitz.tree), Toeplitz strategies (sqrt_strategy, banded, blt) and the weighted square "
+                     "root of prefix(n); got "
+                     f"'{getattr(strategy, 'name', type(strategy).__name__)}'. Use mmopt.answers.answer(queries, "
+                     "output, strategy) for the queries you need, or pass strategy=None for the answers alone.")

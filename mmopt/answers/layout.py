@@ -65,14 +65,14 @@ class Layout:
     """A workload as terms of products, with names for its attributes and terms (see the module docstring).
 
     ``structure`` is the implicit workload with exactly these rows (the workload itself, or its product twin,
-    or the one-attribute workload as a one-factor product).
+    or the one-attribute workload as a one-factor product); None for a stream workload (:class:`StreamFactor`).
     """
 
     name: str
     shape: tuple[int, ...]
     attributes: tuple[str, ...]
     terms: tuple[TermLayout, ...]
-    structure: sw.ImplicitWorkload
+    structure: sw.ImplicitWorkload | None
 
     @property
     def n_queries(self) -> int:
@@ -103,6 +103,21 @@ class Layout:
                 return j, i - offset
             offset += t.n_queries
         raise IndexError(i)
+
+
+@dataclass(frozen=True, eq=False)
+class StreamFactor:
+    """``mmopt.toeplitz.prefix(n)`` as a layout's one factor, at any n: its rows known by family (labels, W x̂ by a
+    cumulative sum), where a :class:`~mmopt.Workload` would hold an n×n Gram."""
+
+    family: str
+    domain_size: int
+    name: str
+    matrix = None  # a class attribute, as a closed-form Workload's: the rows come from the family
+
+    @property
+    def n_queries(self) -> int:
+        return self.domain_size
 
 
 def term_chunks(grid: tuple[int, ...], chunk_rows: int, lo: int, hi: int):
@@ -144,6 +159,9 @@ def layout_of(workload, *, attributes=None, terms=None, caller: str = "layout_of
     >>> [t.name for t in L.terms], L.n_queries
     (['sex×age', 'sex×race', 'age×race'], 47)
     """
+    from mmopt.toeplitz.error import StreamWorkload  # lazy: the stream layer is needed for its workloads only
+    if isinstance(workload, StreamWorkload):
+        return _stream_layout(workload, attributes, terms, caller)
     structure = structure_of(workload)
     if structure is None:
         if not isinstance(workload, Workload):
@@ -163,6 +181,18 @@ def layout_of(workload, *, attributes=None, terms=None, caller: str = "layout_of
     layout_terms = tuple(TermLayout(t.factors, float(t.weight), nm) for t, nm in zip(structure.terms, names,
                                                                                      strict=True))
     return Layout(workload.name, structure.shape, attributes, layout_terms, structure)
+
+
+def _stream_layout(W, attributes, terms, caller: str) -> Layout:
+    """The one-term layout of a stream workload; prefixes only: all ranges past 4,096 cells are n(n+1)/2 rows."""
+    if W.kind != "prefix":
+        raise ValueError(f"The 'workload' parameter of {caller} is {W.name}, {W.n_queries:,} queries: its rows are "
+                         "listed through its dense twin up to 4,096 cells (mmopt.toeplitz.all_range(n).to_workload()"
+                         "). Past that, use mmopt.answers.answer(queries, output, strategy) for the ranges you need.")
+    attributes = _names(attributes, 1, "attributes", caller, ("a0",))
+    names = _names(terms, 1, "terms", caller, (W.name,))
+    factor = StreamFactor(W.kind, W.n, W.name)
+    return Layout(W.name, (W.n,), attributes, (TermLayout((factor,), 1.0, names[0]),), None)
 
 
 def _names(given, count: int, name: str, caller: str, default) -> tuple[str, ...]:

@@ -74,20 +74,20 @@ class TableSpec:
 
 def table_pair(workload, strategy, caller: str):
     """The (workload, strategy) a table is built from: a records release's marginal workload and strategy as their
-    implicit twins, a stream workload (mmopt.toeplitz) up to 4,096 cells as its dense twin; a larger stream is
-    refused with what to use instead."""
+    implicit twins, a stream workload (mmopt.toeplitz) up to 4,096 cells as its dense twin; past that prefix(n) as
+    itself (its layout and variances by :mod:`mmopt.answers._stream_errors`) and all ranges refused by its layout.
+    The dense prefix(n) and all_range(n) (mmopt.workload's, up to 10,000 cells) with a stream strategy past 4,096
+    cells are the stream workloads (the CLI's prefix:5000 with tree:8 was refused by evaluate's per-query route)."""
     from mmopt.dispatch import as_implicit
     from mmopt.structured._checks import DENSE_LIMIT
-    from mmopt.toeplitz.error import StreamWorkload
+    from mmopt.toeplitz.error import KINDS, StreamWorkload
     workload, strategy = as_implicit(workload), as_implicit(strategy)
     stream = isinstance(workload, StreamWorkload)
+    if (not stream and getattr(workload, "matrix", 0) is None and getattr(workload, "family", None) in KINDS
+            and callable(getattr(strategy, "to_dense", None)) and strategy.domain_size > DENSE_LIMIT):
+        workload, stream = StreamWorkload(workload.family, workload.domain_size), True
     if stream and workload.n > DENSE_LIMIT:
-        raise ValueError(f"{caller}: a labelled table of {workload.kind}({workload.n:,}) with per-query standard "
-                         f"errors is listed up to {DENSE_LIMIT:,} cells. At this size use mmopt.answers.answer("
-                         "queries, output, strategy) for the queries you need (labelled, with standard errors), the "
-                         "output's answers (W x̂ in query order, where it holds them: not for the "
-                         f"{workload.n_queries:,} queries of {workload.kind}({workload.n:,}) past its limit) and "
-                         "mmopt.evaluate(W, strategy, privacy) for their error.")
+        return workload, strategy
     # a Toeplitz / weighted square root strategy as its dense matrix, with a dense workload too (the CLI's
     # prefix:64 with a saved Toeplitz strategy wrote no table after the noise: it has no rows to count)
     if strategy is not None and callable(getattr(strategy, "to_dense", None)) and strategy.domain_size <= DENSE_LIMIT:

@@ -7,7 +7,9 @@ prefix (r₁, …, r_k), rows b₀ … b₁ − 1 of factor k + 1, every row of 
 
 formed as x̂ contracted with every trailing factor once per term (``tail``, of size n₁⋯n_{k+1}·∏_{i>k+1} mᵢ,
 checked before it is allocated), then with the prefix's rows (cached while the prefix lasts) and the block's
-rows. The closed-form families apply their fast products (:mod:`mmopt.dense._family_answers`) along each axis.
+rows. The closed-form families apply their fast products (:mod:`mmopt.dense._family_answers`) along each axis; a
+term of one closed-form factor is answered whole by its fast product, once (prefix(10⁶) is a cumulative sum, where
+its block rows were 10⁶ × 10⁶ dense), when its answers fit the tail's limit.
 """
 
 from __future__ import annotations
@@ -42,6 +44,13 @@ def iter_values(layout: Layout, estimate: np.ndarray, chunks) -> Iterator[tuple[
 def _chunk_values(layout: Layout, x: np.ndarray, c: Chunk, cache: dict) -> np.ndarray:
     t = layout.terms[c.term]
     k, grid = c.axis, t.grid
+    f = t.factors[0]
+    if len(grid) == 1 and f.matrix is None and f.family in family_answers.FAMILIES and grid[0] <= _TAIL_LIMIT:
+        if cache.get("whole_key") != c.term:
+            cache.clear()
+            cache.update(whole_key=c.term, whole=apply_factor(f, x, 0))
+        out = cache["whole"][c.local:c.local + c.stop - c.start]
+        return out * t.weight if t.weight != 1.0 else out
     key = (c.term, k)
     if cache.get("tail_key") != key:
         cache.clear()

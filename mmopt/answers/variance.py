@@ -10,7 +10,10 @@ unbiased with Var(q x̂) = s²·q (AᵀA)⁺ qᵀ (Li et al., PODS 2010, Prop. 4
   (Δ_d²·q M qᵀ, listed; Δ_d its sensitivity), in the workload's row order;
 * ``"orbit"`` — an :class:`~mmopt.structured.orbit_strategy.OrbitStrategy` (optimize's max-variance strategy for
   unions of products at any size, e.g. sf1): its exact per-query variances from the orbit blocks, listed as the
-  dense route's (:func:`mmopt.structured.orbit_release.evaluate`).
+  dense route's (:func:`mmopt.structured.orbit_release.evaluate`);
+* ``"stream"`` — ``mmopt.toeplitz.prefix(n)`` past 4,096 cells under a tree, Toeplitz or weighted square-root
+  strategy: every prefix's q (AᵀA)⁻¹ qᵀ, O(n log² n) at most, listed
+  (:func:`mmopt.answers._stream_errors.prefix_units`).
 
 A :class:`VarianceModel` holds either, with q X⁺ qᵀ = ``unit`` / (``divisor``·2^``exponent``)²; a standard
 deviation s of the noise then gives √Var = √unit · :meth:`~VarianceModel.sd_factor` (s), which never forms s²
@@ -42,9 +45,9 @@ class VarianceModel:
     """q X⁺ qᵀ of every query of ``layout`` = unit / (``divisor``·2^``exponent``)² (module docstring)."""
 
     layout: Layout
-    method: str                    # "product", "algebra", "dense" or "orbit"
+    method: str                    # "product", "algebra", "dense", "orbit" or "stream"
     kron: KronVariance | None
-    dense: np.ndarray | None       # the dense and orbit routes' listed units (Δ_d²·q M qᵀ)
+    dense: np.ndarray | None       # the dense, orbit and stream routes' listed units (Δ_d²·q M qᵀ; stream: q X⁻¹ qᵀ)
     divisor: float
     exponent: int
 
@@ -97,6 +100,13 @@ def variance_model(workload, strategy, *, norm: str = "l1", caller: str = "varia
     variances have neither a Kronecker form nor a dense path (a general union strategy on more than 4,096
     cells)."""
     layout = layout or layout_of(workload, caller=caller)
+    if layout.structure is None:  # a stream workload (mmopt.toeplitz.prefix(n), past 4,096 cells)
+        from mmopt.answers._stream_errors import prefix_units, refuse_laplace
+        refuse_laplace(strategy, "laplace" if norm == "l1" else "gaussian", caller)
+        units, e = prefix_units(strategy, caller)  # refuses other strategies first
+        v.check_same_domain(layout.shape[0], strategy.domain_size, caller=caller,
+                            what=(f"workload '{layout.name}'", "the 'strategy' parameter"))
+        return VarianceModel(layout, "stream", None, units, 1.0, e)
     if isinstance(strategy, OrbitStrategy):  # answers_table refused it as "a dense strategy" (sf1's max-variance plan)
         if norm != "l2":
             raise ValueError(f"{caller}: an OrbitStrategy is a Gaussian-noise strategy (L2 sensitivity); its answers "
@@ -188,6 +198,8 @@ def expected_error_model(workload, strategy, privacy, *, norm, caller: str) -> t
 
 def _strategy(strategy, caller: str):
     if isinstance(strategy, ImplicitStrategy | Strategy | OrbitStrategy):
+        return strategy
+    if callable(getattr(strategy, "stream_report", None)) or hasattr(strategy, "inverse_column"):  # mmopt.toeplitz's
         return strategy
     if strategy is None:
         raise TypeError(f"The 'strategy' parameter of {caller} must be a strategy (a Strategy, an implicit one or a "

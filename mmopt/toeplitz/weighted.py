@@ -31,8 +31,9 @@ from scipy.signal import fftconvolve as sfft_convolve
 from mmopt._base import validation as v
 from mmopt.toeplitz import _triangular, bound
 from mmopt.toeplitz.error import StreamWorkload, ToeplitzErrorReport, as_stream_workload
+from mmopt.toeplitz.strategies import check_n
 
-__all__ = ["WeightedSqrtStrategy", "evaluate_weighted", "weighted_sqrt"]
+__all__ = ["WeightedSqrtStrategy", "evaluate_weighted", "prefix_variances", "weighted_sqrt"]
 
 
 @dataclass(frozen=True)
@@ -171,14 +172,33 @@ def evaluate_weighted(workload) -> ToeplitzErrorReport:
     """
     W = as_stream_workload(workload, "evaluate_weighted")
     n = W.n
-    e, K_diag, r, alpha, beta = _terms(W.kind, n)
+    terms = _terms(W.kind, n)
+    e, K_diag, r, alpha, beta = terms
     diag_terms = alpha * beta * K_diag * e * e
     total = float(diag_terms.sum() + 2.0 * (alpha * e) @ r)
     if W.kind == "prefix":
-        # query t (cells 0..t) is the tail {n−t, …, n} of the reversed frame: Q_s = Σ_{i,j ≥ s} e_i e_j K_ij
-        Q = np.cumsum((K_diag * e * e + 2.0 * e * r)[::-1])[::-1]
-        s = int(np.argmax(Q))
-        worst, query, exact = float(Q[s]), (0, n - 1 - s), True
+        V = _prefix_variances(terms)
+        t = int(np.argmax(V))
+        worst, query, exact = float(V[t]), (0, t), True
     else:
         worst, query, exact = float("nan"), (-1, -1), False
     return ToeplitzErrorReport(W.name, "weighted_sqrt", n, W.n_queries, "l2", 1.0, 1.0, total, worst, query, exact)
+
+
+def prefix_variances(n: int) -> np.ndarray:
+    """q (AᵀA)⁻¹ qᵀ for every prefix q = 1_[0, t], t = 0..n−1, of the weighted square root of prefix(n) (Δ₂ = 1),
+    O(n log² n): the tail sums of :func:`evaluate_weighted`'s terms (module docstring).
+
+    >>> from mmopt.toeplitz import prefix
+    >>> A = weighted_sqrt(prefix(5)).to_dense()
+    >>> W = np.tril(np.ones((5, 5)))
+    >>> bool(np.allclose(prefix_variances(5), np.diag(W @ np.linalg.inv(A.T @ A) @ W.T)))
+    True
+    """
+    return _prefix_variances(_terms("prefix", check_n(n, "prefix_variances")))
+
+
+def _prefix_variances(terms) -> np.ndarray:
+    # query t (cells 0..t) is the tail {n−t, …, n} of the reversed frame: Q_s = Σ_{i,j ≥ s} e_i e_j K_ij
+    e, K_diag, r = terms[:3]
+    return np.cumsum((K_diag * e * e + 2.0 * e * r)[::-1])
