@@ -155,6 +155,20 @@ def test_records_are_labelled_by_the_domain():
         s.records(10**8)                       # 8·10⁸ entries: refused before allocating
 
 
+def test_rows_with_bin_values_count_again_under_the_domain():
+    """bins="values": the rows marginal_counts reads back are the rows drawn (the labels were dropped by the
+    domain's value rule: all-zero counts, a helper's probe)."""
+    s = _run(_records(), 1.0)
+    labelled, valued = s.records(2000, seed=5), s.records(2000, seed=5, bins="values")
+    assert list(valued["c"].cat.categories) == [0.0, 10.0, 20.0, 30.0]
+    counts = marginal_counts(valued, D, [("c",)])[(2,)]
+    expected = labelled["c"].cat.codes.value_counts().reindex(range(4), fill_value=0).to_numpy()
+    np.testing.assert_array_equal(np.ravel(counts), expected)
+    assert np.ravel(marginal_counts(labelled, D, [("c",)])[(2,)]).sum() == 0  # labels: outside the value rule
+    with pytest.raises(ValueError, match="'bins' parameter of Synthetic.records"):
+        s.records(5, bins="codes")
+
+
 def test_the_model_and_its_rows_have_the_papers_workload_error():
     df = _records()
     s = _run(df, 10.0)

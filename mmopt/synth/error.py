@@ -83,7 +83,7 @@ def _codes_frame(frame, domain: Domain):
     return out
 
 
-def _inside(lo: float, hi: float) -> float:
+def _inside(lo: float, hi: float) -> float:  # also Synthetic.records(bins="values")
     """A value of the bin [lo, hi): lo when finite, else the float just below hi (hi − 1 rounds to hi past 2⁵³:
     a bin (−inf, 1e20) was counted in the next one)."""
     if np.isfinite(lo):

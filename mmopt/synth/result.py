@@ -87,15 +87,21 @@ class Synthetic:
                            caller="Synthetic.marginal", remedy=" Ask for a marginal on fewer attributes.")
         return np.asarray(self.model.marginal(A), dtype=np.float64)
 
-    def records(self, n: int | None = None, *, seed=None):
+    def records(self, n: int | None = None, *, seed=None, bins: str = "labels"):
         """``n`` synthetic rows (default: the model's total, rounded) as a DataFrame labelled by the domain.
 
-        Column i holds a pandas Categorical whose categories are attribute i's categories (or bin labels "[a, b)"
-        for binned attributes). ``seed`` (default: the algorithm's seed) seeds the sampler: post-processing, so
-        a seeded numpy draw costs no privacy.
+        Column i holds a pandas Categorical whose categories are attribute i's categories, or for a binned
+        attribute its bin labels "[a, b)" (``bins="labels"``) or a number inside each bin, its left edge where
+        finite (``bins="values"``): rows the domain counts again (:func:`mmopt.records.marginal_counts` reads
+        numbers into bins and drops the labels, as it drops any value outside the domain — all-zero counts, a
+        helper's probe). ``seed`` (default: the algorithm's seed) seeds the sampler: post-processing, so a seeded
+        numpy draw costs no privacy.
         """
         import pandas as pd
+
+        from mmopt.synth.error import _inside
         caller = "Synthetic.records"
+        bins = v.check_choice(bins, name="bins", caller=caller, choices=("labels", "values"))
         if n is None:
             n = max(1, int(round(float(self.model.total))))
             if n > MAX_ROWS:  # the default, not the caller's n: say where it came from
@@ -111,7 +117,8 @@ class Synthetic:
         codes = self.model.sample(n, rng)
         cols = {}
         for i, a in enumerate(self.domain.attributes):
-            cats = a.categories if a.categories is not None else a.labels
+            cats = a.categories if a.categories is not None else a.labels if bins == "labels" else \
+                [_inside(a.edges[j], a.edges[j + 1]) for j in range(a.size)]
             cols[a.name] = pd.Categorical.from_codes(codes[:, i], categories=list(cats))
         return pd.DataFrame(cols)
 
