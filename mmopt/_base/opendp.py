@@ -125,20 +125,25 @@ def finite(a: np.ndarray, what: str, caller: str) -> np.ndarray:
 def post_process(caller: str, primary, fallback, what: str):
     """``primary()``, the release's post-processing after its noise was drawn; never loses a spent budget.
 
-    If it fails (a solver that does not converge, an estimate that overflows), the budget is already spent,
-    so raising would throw the measurements away: ``fallback()`` (least squares) runs instead, with a
-    warning naming the failure; if that fails too, None (the caller returns the measurements alone).
+    If it fails (a solver that does not converge or runs out of memory, an estimate that overflows), the budget
+    is already spent, so raising would throw the measurements away: ``fallback()`` (least squares) runs instead,
+    with a warning naming the failure; if that fails too, None (the caller returns the measurements alone).
+    A programming error (TypeError, AttributeError, …) still raises; the ledger keeps the spend
+    (:mod:`mmopt.accounting._pending`).
     """
     from mmopt.solvers import SolverError  # lazy: keeps this module free of the solver layer at import
 
+    # MemoryError and RuntimeError (a solver's, LAPACK's) lost a spent release (a helper's probe)
+    failures = (SolverError, ValueError, ArithmeticError, MemoryError, RuntimeError, np.linalg.LinAlgError)
     try:
         return primary()
-    except (SolverError, ValueError, ArithmeticError) as exc:
-        warnings.warn(f"{caller}: the noise was drawn (the budget is spent), but {what} failed: {exc} "
-                      "Returning the least-squares estimate instead.", RuntimeWarning, stacklevel=3)
+    except failures as exc:
+        warnings.warn(f"{caller}: the noise was drawn (the budget is spent), but {what} failed: "
+                      f"{type(exc).__name__}: {exc} Returning the least-squares estimate instead.", RuntimeWarning,
+                      stacklevel=3)
     try:
         return fallback()
-    except (SolverError, ValueError, ArithmeticError) as exc:
+    except failures as exc:
         warnings.warn(f"{caller}: the least-squares estimate failed too ({exc}); only the noisy measurements "
                       "are returned.", RuntimeWarning, stacklevel=3)
         return None

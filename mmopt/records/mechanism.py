@@ -173,7 +173,7 @@ def after_draw(caller: str, step, what: str):
     (the pattern of :func:`mmopt._base.opendp.post_process`; the measurements are returned either way)."""
     try:
         return step()
-    except (ValueError, ArithmeticError, MemoryError) as exc:
+    except (ValueError, ArithmeticError, MemoryError, RuntimeError, np.linalg.LinAlgError) as exc:
         warnings.warn(f"{caller}: the noise was drawn (the budget is spent), but {what} failed: {exc} The release "
                       "keeps the noisy measurements.", RuntimeWarning, stacklevel=3)
         return None
