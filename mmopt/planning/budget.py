@@ -23,9 +23,13 @@ class Plan:
     """The budget found, the strategy that meets every target with it, and the certified minimum budget.
 
     ``epsilon`` / ``lower_bound``: the ε found and the smallest ε any strategy could meet the targets with (at the
-    same δ); ``ratio`` = epsilon / lower_bound ≥ 1. ``rho`` / ``rho_lower_bound``: the same as zCDP ρ (Gaussian
-    noise only). ``per_query_variance``: each query's variance at ``privacy``, re-evaluated exactly; every one is
-    at most its entry of ``targets`` (variances). For a union of marginals under Gaussian noise both hold one entry
+    same δ); ``ratio`` = epsilon / lower_bound ≥ 1. ``rho`` (Gaussian noise only): the zCDP ρ the planned noise
+    spends, as an upper bound — under ``calibration="release"`` the largest ρ OpenDP's calibration at ``privacy``
+    may charge (:func:`mmopt.accounting.max_rho`, to within the ulps by which OpenDP's map and mmopt's differ), under
+    "analytic" Δ²/(2σ²) of the analytic mechanism; V/2 was reported, 1.4·10⁻⁶ below what the release charged (a
+    helper's probe). ``rho_lower_bound``: V₋/2, below the ρ of any Gaussian noise that meets the targets.
+    ``per_query_variance``: each query's variance at ``privacy``, re-evaluated exactly; every one is at most its
+    entry of ``targets`` (variances). For a union of marginals under Gaussian noise both hold one entry
     per marginal (every cell of a marginal has the same variance), in the workload's order of marginals.
     """
 
@@ -330,5 +334,8 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
                       f"{eps / eps_low:.4g}). Raise max_iterations, or loosen tol, and plan again.", RuntimeWarning,
                       stacklevel=2)
     gaussian = delta > 0
-    return Plan(privacy, A, eps, eps_low, V / 2 if gaussian else None, V_low / 2 if gaussian else None, tau, achieved,
-                res.status, res)
+    rho = None
+    if gaussian:
+        from mmopt.accounting._zcdp import max_rho
+        rho = max_rho(eps, delta) if calibration == "release" else 1.0 / (2.0 * c)
+    return Plan(privacy, A, eps, eps_low, rho, V_low / 2 if gaussian else None, tau, achieved, res.status, res)
