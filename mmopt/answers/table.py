@@ -80,12 +80,12 @@ def table_pair(workload, strategy, caller: str):
     cells are the stream workloads (the CLI's prefix:5000 with tree:8 was refused by evaluate's per-query route)."""
     from mmopt.dispatch import as_implicit
     from mmopt.structured._checks import DENSE_LIMIT
-    from mmopt.toeplitz.error import KINDS, StreamWorkload
+    from mmopt.toeplitz.error import StreamWorkload, stream_twin
     workload, strategy = as_implicit(workload), as_implicit(strategy)
     stream = isinstance(workload, StreamWorkload)
-    if (not stream and getattr(workload, "matrix", 0) is None and getattr(workload, "family", None) in KINDS
-            and callable(getattr(strategy, "to_dense", None)) and strategy.domain_size > DENSE_LIMIT):
-        workload, stream = StreamWorkload(workload.family, workload.domain_size), True
+    if not stream and callable(getattr(strategy, "to_dense", None)) and strategy.domain_size > DENSE_LIMIT:
+        twin = stream_twin(workload)
+        workload, stream = (twin, True) if twin is not None else (workload, False)
     if stream and workload.n > DENSE_LIMIT:
         return workload, strategy
     # a Toeplitz / weighted square root strategy as its dense matrix, with a dense workload too (the CLI's

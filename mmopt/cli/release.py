@@ -179,10 +179,8 @@ def _searched(W):
     dense optimum (1.0001× the bound), and then its evaluate, reconstruction and per-query variances took 66 s
     (O(n³)); the weighted square root is 1.003× the bound, and the whole release 3 s."""
     from mmopt.structured._checks import DENSE_LIMIT
-    from mmopt.toeplitz.error import KINDS, StreamWorkload
-    if getattr(W, "matrix", 0) is None and getattr(W, "family", None) in KINDS and W.domain_size > DENSE_LIMIT:
-        return StreamWorkload(W.family, W.domain_size)
-    return W
+    from mmopt.toeplitz.error import stream_twin
+    return stream_twin(W, DENSE_LIMIT) or W
 
 
 def plan(args) -> Plan:

@@ -70,7 +70,7 @@ def _codes_frame(frame, domain: Domain):
             continue
         col = out[a.name]
         if a.edges is not None and not np.issubdtype(np.asarray(col).dtype, np.number):
-            inside = {lb: _inside(a.edges[j], a.edges[j + 1]) for j, lb in enumerate(a.labels)}
+            inside = {lb: bin_value(a.edges[j], a.edges[j + 1]) for j, lb in enumerate(a.labels)}
             values = np.asarray(col, dtype=object)
             missing = pd.isna(values)  # dropped, as a missing value of the records is
             if unknown := sorted({str(v) for v, m in zip(values, missing, strict=True) if not m and v not in inside}):
@@ -83,7 +83,7 @@ def _codes_frame(frame, domain: Domain):
     return out
 
 
-def _inside(lo: float, hi: float) -> float:  # also Synthetic.records(bins="values")
+def bin_value(lo: float, hi: float) -> float:
     """A value of the bin [lo, hi): lo when finite, else the float just below hi (hi − 1 rounds to hi past 2⁵³:
     a bin (−inf, 1e20) was counted in the next one)."""
     if np.isfinite(lo):

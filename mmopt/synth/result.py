@@ -99,7 +99,7 @@ class Synthetic:
         """
         import pandas as pd
 
-        from mmopt.synth.error import _inside
+        from mmopt.synth.error import bin_value
         caller = "Synthetic.records"
         bins = v.check_choice(bins, name="bins", caller=caller, choices=("labels", "values"))
         if n is None:
@@ -118,7 +118,7 @@ class Synthetic:
         cols = {}
         for i, a in enumerate(self.domain.attributes):
             cats = a.categories if a.categories is not None else a.labels if bins == "labels" else \
-                [_inside(a.edges[j], a.edges[j + 1]) for j in range(a.size)]
+                [bin_value(a.edges[j], a.edges[j + 1]) for j in range(a.size)]
             cols[a.name] = pd.Categorical.from_codes(codes[:, i], categories=list(cats))
         return pd.DataFrame(cols)
 

@@ -27,7 +27,7 @@ from mmopt.toeplitz import _series
 from mmopt.toeplitz.strategies import ToeplitzStrategy, check_n
 
 __all__ = ["StreamWorkload", "ToeplitzErrorReport", "all_range", "as_stream_workload", "decoder_rows", "evaluate",
-           "prefix"]
+           "prefix", "stream_twin"]
 
 KINDS = ("prefix", "all_range")
 
@@ -105,6 +105,15 @@ def as_stream_workload(workload, caller: str) -> StreamWorkload:
     raise TypeError(f"The 'workload' parameter of {caller} must be mmopt.toeplitz.prefix(n) or all_range(n) "
                     f"(or the dense mmopt.workload.prefix(n) / all_range(n)). Got {type(workload).__name__} "
                     f"{getattr(workload, 'name', '')!r} instead.")
+
+
+def stream_twin(workload, above: int = 0) -> StreamWorkload | None:
+    """StreamWorkload(kind, n) for mmopt's closed-form dense ``prefix(n)`` / ``all_range(n)`` (rows known by family,
+    no matrix) of more than ``above`` cells; None for any other workload."""
+    if (getattr(workload, "matrix", 0) is None and getattr(workload, "family", None) in KINDS
+            and workload.domain_size > above):
+        return StreamWorkload(workload.family, workload.domain_size)
+    return None
 
 
 def _family_rows(workload, kind: str) -> bool:
