@@ -1,7 +1,7 @@
 """Issue 31: every workload family through every public entry point — optimize, evaluate, svd_bound, release,
-answers_table (with exact intervals) — either works or refuses naming what works. Families: dense prefix, the
-stream prefix / all ranges (small, and 2¹⁶ cells through mmopt.workload.prefix), a Kronecker product (2-D
-ranges), and a marginal workload from the residual layer (what a records release carries)."""
+answers_table (with exact intervals) — either works or refuses naming what works (every one works now).
+Families: dense prefix, the stream prefix / all ranges (small, and 2¹⁶ cells through mmopt.workload.prefix), a
+Kronecker product (2-D ranges), and a marginal workload from the residual layer (what a records release carries)."""
 
 import warnings
 
@@ -42,9 +42,7 @@ def test_every_entry_point_takes_the_family(name):
         warnings.simplefilter("ignore", RuntimeWarning)
         out = mmopt.release(W, res.strategy, np.ones(_cells(W)), GAUSS)
     assert np.all(np.isfinite(out.estimate))
-    if _cells(W) > 4096:
-        with pytest.raises(ValueError, match="use mmopt.answers.answer"):
-            answers_table(out, W, res.strategy, alpha=0.05)
-        return
+    if _cells(W) > 4096:  # prefix sums past 4,096 cells list every prefix (mmopt.answers._stream_errors)
+        assert isinstance(W, toeplitz.StreamWorkload) and W.kind == "prefix", "a family with no table past 4,096"
     t = answers_table(out, W, res.strategy, alpha=0.05)
     assert len(t) == W.n_queries and np.all(t.lower <= t.answer) and np.all(t.answer <= t.upper)
