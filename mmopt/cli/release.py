@@ -176,8 +176,9 @@ def _strategy(args, W, P):
 def _searched(W):
     """The workload auto searches: prefix:n and all_range:n past 4,096 cells as their stream twins, whose strategies
     (tree, weighted square root) release, evaluate and list in O(n log n). On the dense prefix:5000 auto found the
-    dense optimum (1.0001× the bound), and then its evaluate, reconstruction and per-query variances took 66 s
-    (O(n³)); the weighted square root is 1.003× the bound, and the whole release 3 s."""
+    dense optimum (1.0001× the bound), and then its evaluate, reconstruction and per-query variances took 59.5 CPU s
+    (O(n³)); the weighted square root is 1.003× the bound, and its evaluate, release and table 2.9 s after the search
+    (the whole command 5.3 CPU s)."""
     from mmopt.structured._checks import DENSE_LIMIT
     from mmopt.toeplitz.error import stream_twin
     return stream_twin(W, DENSE_LIMIT) or W
