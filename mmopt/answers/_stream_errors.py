@@ -15,7 +15,7 @@ cancellation.
 Every prefix at once (an answers table of ``prefix(n)`` past 4,096 cells, :func:`prefix_units`): the Toeplitz
 decoder's rows, Var(x̂₀ + … + x̂ₜ) = s²·Σ_{j ≤ t} b_{t−j}²/y_j (b = cumsum(1/c), one convolution,
 :func:`mmopt.toeplitz.error.decoder_rows`), and the tree's recurrence over prefixes
-(:func:`mmopt.toeplitz._tree_algebra.prefix_variances`), O(n log n) both; the weighted square root's tail sums
+(:meth:`mmopt.toeplitz.TreeStrategy.prefix_variances`), O(n log n) both; the weighted square root's tail sums
 (:func:`mmopt.toeplitz.weighted.prefix_variances`), O(n log² n).
 """
 
@@ -73,12 +73,11 @@ def prefix_units(strategy, caller: str) -> tuple[np.ndarray, int]:
     ToeplitzStrategy (C = 2ᵉ·C′, u from C′, whose entries stay within float64 where C's overflow) or the weighted
     square root of prefix(n) (:func:`mmopt.toeplitz.weighted.prefix_variances`); any other strategy is refused
     with the remedy."""
-    from mmopt.toeplitz import _tree_algebra as ta
     from mmopt.toeplitz.error import check_decodable, decoder_rows
     from mmopt.toeplitz.strategies import ToeplitzStrategy
     from mmopt.toeplitz.trees import TreeStrategy
     if isinstance(strategy, TreeStrategy):
-        return ta.prefix_variances(strategy.tree, strategy._w), 0
+        return strategy.prefix_variances(), 0
     if isinstance(strategy, ToeplitzStrategy):
         unit, e = strategy.normalised()
         return decoder_rows(check_decodable(unit, caller), unit.row_scale), e

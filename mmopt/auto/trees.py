@@ -43,14 +43,14 @@ def weighted_tree(W, chosen: dict):
     on all ranges. "user_limit" when the search stopped at its evaluation limit, "optimal_inaccurate" when it
     stopped short of it unconverged."""
     from mmopt._base.result import OptimizeResult, reconcile
-    from mmopt.toeplitz.trees import weighted
+    from mmopt.toeplitz.trees import EVALUATIONS_PER_LEVEL, weighted
 
     if "b" not in chosen:
         tree(W, chosen)
     b = chosen["b"]
     S, objective, converged, calls = weighted(W.n, b, W.kind)
     bound = chosen["bound"]
-    at_limit = calls >= 100 * len(S.tree.levels)  # weighted()'s default cap
+    at_limit = calls >= EVALUATIONS_PER_LEVEL * len(S.tree.levels)  # weighted()'s default cap
     how = "converged" if converged else "stopped at its evaluation limit" if at_limit else "stopped, not converged"
     status, message, bound = reconcile(
         objective, bound, "optimal" if converged else "user_limit" if at_limit else "optimal_inaccurate",

@@ -43,10 +43,14 @@ from mmopt._base import validation as v
 from mmopt.toeplitz import _tree_algebra as ta
 from mmopt.toeplitz.error import StreamWorkload, ToeplitzErrorReport, resolve_privacy
 
-__all__ = ["MAX_WEIGHT_RATIO", "TreeStrategy", "branchings", "path_sensitivity", "tree", "weighted"]
+__all__ = ["EVALUATIONS_PER_LEVEL", "MAX_WEIGHT_RATIO", "TreeStrategy", "branchings", "path_sensitivity", "tree",
+           "weighted"]
 
 #: The largest ratio between two level weights: the total's relative round-off grows as its square (2·10⁻⁹ here).
 MAX_WEIGHT_RATIO = 1e4
+
+#: :func:`weighted`'s default evaluation budget, per level of the tree.
+EVALUATIONS_PER_LEVEL = 100
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,11 @@ class TreeStrategy:
             out[i] = np.linalg.norm(rows * ta.node_sums(self.tree, ta.solve(self.tree, q, w)))
         return out
 
+    def prefix_variances(self) -> np.ndarray:
+        """q (AᵀA)⁻¹ qᵀ for every prefix q = 1_[0, t], t = 0..n−1 (at this strategy's scale), O(n log_b n)
+        (:func:`~mmopt.toeplitz._tree_algebra.prefix_variances`)."""
+        return ta.prefix_variances(self.tree, self._w)
+
     def stream_report(self, W: StreamWorkload, privacy, norm, caller: str) -> ToeplitzErrorReport:
         """Its exact report for :func:`mmopt.toeplitz.evaluate`: the total in one pass; the largest prefix
         variance exactly (all n of them, O(n log_b n)); on all ranges a proven upper bound on the largest variance,
@@ -144,7 +153,7 @@ class TreeStrategy:
         norm, factor = resolve_privacy(privacy, norm, caller)
         delta = self.sensitivity(norm)
         scale = factor * delta * delta
-        prefixes = ta.prefix_variances(self.tree, self._w)
+        prefixes = self.prefix_variances()
         t = int(np.argmax(prefixes))
         worst, query, exact = float(prefixes[t]), (0, t), True
         if W.kind == "all_range":
@@ -218,7 +227,8 @@ def weighted(n: int, branching: int, kind: str, *, max_evaluations: int | None =
     log tr(G X(w)⁻¹) over weights in [1/100, 100] (so within :data:`MAX_WEIGHT_RATIO` of each other), the deepest
     level's fixed at 1, from unit weights. Returns (strategy, unit-ε objective, converged, evaluations). A
     heuristic: the error of what it returns is exact, its optimality is not claimed. Each evaluation is one O(n)
-    pass (:func:`~mmopt.toeplitz._tree_algebra.unit_total`); ``max_evaluations`` defaults to 100 per level.
+    pass (:func:`~mmopt.toeplitz._tree_algebra.unit_total`); ``max_evaluations`` defaults to
+    :data:`EVALUATIONS_PER_LEVEL` per level.
     Measured: prefix sums 0.87–0.92× the unit-weight error (1,024 to 10⁶ cells), all ranges 0.68–0.80×, where the
     root's weight goes to the bound (it barely informs a range)."""
     from scipy.optimize import minimize
@@ -236,7 +246,7 @@ def weighted(n: int, branching: int, kind: str, *, max_evaluations: int | None =
         values.setdefault("start", f)  # L-BFGS-B evaluates its start first: unit weights
         return f
 
-    budget = max_evaluations if max_evaluations is not None else 100 * L
+    budget = max_evaluations if max_evaluations is not None else EVALUATIONS_PER_LEVEL * L
     edge = 0.5 * math.log(MAX_WEIGHT_RATIO)
     res = minimize(objective, np.zeros(L - 1), method="L-BFGS-B", bounds=[(-edge, edge)] * (L - 1),
                    # a 10⁻⁶ difference step: at 10⁻⁸ the round-off of a total over 10⁶ cells broke the line search
