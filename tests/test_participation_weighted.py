@@ -8,7 +8,7 @@ import pytest
 
 import mmopt
 from mmopt import toeplitz
-from mmopt.participation import fixed_epochs, sensitivity_squared
+from mmopt.participation import fixed_epochs, min_separation, sensitivity_squared
 from mmopt.participation.bound import diagonal_bound
 from mmopt.participation.toeplitz import schema_error
 from mmopt.participation.tridiagonal import solve_tridiagonal
@@ -58,6 +58,18 @@ def test_between_the_certified_bound_and_the_banded_strategy(k):
     # optimize's banded route returns the better of the two, with its exact error
     routed = mmopt.optimize(toeplitz.prefix(n), participation=fixed_epochs(k), method="banded")
     assert routed.objective == pytest.approx(error, rel=1e-6) and routed.status == "local_optimum"
+
+
+def test_the_routed_result_saves_and_loads(tmp_path):
+    # the row-weighted strategy wins here; its result had history None, and to_dict/save raised TypeError
+    res = mmopt.optimize(toeplitz.prefix(64), privacy=mmopt.Privacy(1.0, 1e-6),
+                         participation=min_separation(16, 4), method="banded")
+    assert res.strategy.name.startswith("weighted banded") and res.history == ()
+    assert res.to_dict()["history"] == []
+    mmopt.save(tmp_path / "res", res)
+    loaded = mmopt.load(tmp_path / "res.npz")
+    assert np.array_equal(np.asarray(loaded.strategy.to_dense()), np.asarray(res.strategy.to_dense()))
+    assert loaded.result["objective"] == pytest.approx(res.objective, rel=1e-12)
 
 
 @pytest.mark.parametrize("n,k", [(1024, 16), (512, 8)])

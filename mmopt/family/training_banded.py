@@ -37,7 +37,8 @@ def run_banded(W, schema, call: Call, bands, t0: float) -> OptimizeResult:
         C = weighted_banded(n, k, bands=bands)
         weighted_error, weighted_sens = schema_error(W, C, schema)
         if weighted_error < error:
-            strategy, error, sens, history = C, weighted_error, weighted_sens, None
+            # no iterates of its own to report: an empty history (None broke to_dict and save, a helper's probe)
+            strategy, error, sens, history = C, weighted_error, weighted_sens, ()
             raw, solver = "local_optimum", "L-BFGS-B (mmopt.participation.weighted)"
             kind = "row-weighted banded Toeplitz"
     lower = diagonal_bound(W, schema)  # proven, O(n log n): mmopt.participation.bound
