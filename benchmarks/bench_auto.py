@@ -37,7 +37,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 REFS = Path(__file__).resolve().parent / "results" / "bench_auto_refs.json"
 # (workload, noise): what each row is held to (issue 28's "done when" table)
 ROWS = [("prefix1024", "l1"), ("random_range512", "l1"), ("random_range1024", "l1"), ("width32_256", "l1"),
-        ("prefix4096", "l2"), ("stream_prefix4096", "l2"),
+        ("prefix4096", "l2"), ("stream_prefix4096", "l2"), ("stream_prefix4096", "l1"), ("all_range3000", "l1"),
         ("ranges_2d64", "l2"), ("prefix_3d16", "l2"), ("range_union64", "l2"),
         ("prefix_marginals16x10", "l2"), ("prefix_marginals32x4", "l2"),
         ("marginals2_8x30", "l2"), ("marginals3_8x100", "l2"),
@@ -87,7 +87,7 @@ def workload(name: str):
         "prefix_marginals16x10": lambda: _prefix_marginals((16,) * 10),
         "prefix_marginals32x4": lambda: _prefix_marginals((32,) * 4),
         "marginals2_8x30": lambda: sw.marginals((8,) * 30, 2), "marginals3_8x100": lambda: sw.marginals((8,) * 100, 3),
-        "ranges_2d32": lambda: census.ranges_2d(32),
+        "ranges_2d32": lambda: census.ranges_2d(32), "all_range3000": lambda: wl.all_range(3000),
     }
     return builders[name]() if name in builders else getattr(census, name)()
 

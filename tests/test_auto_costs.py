@@ -18,6 +18,20 @@ def test_min_error_fast_interpolates_its_table(n, quoted):
     assert costs.min_error_fast(n) == pytest.approx(quoted)
 
 
+@pytest.mark.parametrize("n", [512, 700, 1024, 2048, 3000, 4096, 5000, 8192, 20000])
+def test_a_capped_min_error_search_is_priced_below_the_default_and_grows_with_its_cap(n):
+    values = [costs.min_error_fast(n, m) for m in (10, 100, 200, 300, 700, 1000, 1500, 2000, 5000)]
+    assert all(a <= b for a, b in zip(values, values[1:], strict=False)) and values[-1] == costs.min_error_fast(n)
+    assert costs.min_error_fast(n, 10) == costs.min_error_fast(n, 100) > 0
+
+
+def test_a_capped_min_error_search_is_priced_at_or_above_what_it_measured():
+    # CPU s measured (one BLAS thread) with max_iterations = m on prefix sums and all ranges (CAPPED_SECONDS' notes)
+    for n, m, seconds in ((1024, 300, 3.02), (4096, 1000, 37.65), (5000, 300, 21.5), (5000, 1000, 52.3),
+                          (5000, 100, 8.85), (8192, 100, 55.4)):
+        assert seconds <= costs.min_error_fast(n, m) < 2 * seconds, (n, m)
+
+
 def test_measured_points_within_a_factor_of_two():
     # the figures the docstrings quote: dense MinError 19 s at 512, the dual ~1.35 s an iteration at 4,096,
     assert 19 / 2 < costs.min_error_dense(512) < 19 * 2

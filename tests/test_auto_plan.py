@@ -8,7 +8,8 @@ import pytest
 import mmopt
 from mmopt import toeplitz
 from mmopt import workload as wl
-from mmopt.auto.plan import FAR_RATIO, LOCAL_MIN_STEPS, PRODUCT_LOCAL_STEPS, Context, plan
+from mmopt.auto.line import LOCAL_MIN_STEPS
+from mmopt.auto.plan import FAR_RATIO, PRODUCT_LOCAL_STEPS, Context, plan
 from mmopt.workload import structure_of
 
 
@@ -59,6 +60,24 @@ def test_stream_workloads_past_1024_cells_are_structured():
     assert _names(toeplitz.prefix(5000), "l1", stream=True) == ["tree", "tree_weighted", "min_error"]
     big = {c.name: c for c in plan(_ctx(toeplitz.prefix(40000), "l2", stream=True), 60.0)}
     assert "past the tridiagonal dual" in big["l2_approx"].requires
+
+
+def test_the_o_n_search_is_cut_to_the_budget_left_up_to_4096_cells():
+    from mmopt.auto import costs
+    for W, stream in ((toeplitz.prefix(4096), True), (wl.prefix(2048), False), (wl.all_range(1024), False)):
+        (me,) = [c for c in plan(_ctx(W, "l1", stream), 60.0) if c.name == "min_error"]
+        n = W.n if stream else W.domain_size
+        assert me.estimate == costs.min_error_fast(n, 100) and me.fit is not None
+        for seconds in (3.0, 10.0, 45.0, 60.0, 1e4):
+            fitted = me.fit(seconds)
+            assert fitted is None or fitted.estimate <= seconds
+            assert (fitted is None) == (seconds < me.estimate)
+        assert me.fit(1e4).estimate == costs.min_error_fast(n)  # the default search where it fits
+    (me,) = [c for c in plan(_ctx(toeplitz.prefix(4096), "l1", True, max_iterations=50), 60.0) if c.name == "min_error"]
+    assert me.fit(1.0).estimate == costs.min_error_fast(4096, 50)  # the user's steps win (the runner says if too many)
+    # past 4,096 cells release does not take the p-Identity strategy on a stream workload: priced whole, not cut
+    (me,) = [c for c in plan(_ctx(toeplitz.prefix(5000), "l1", True), 60.0) if c.name == "min_error"]
+    assert me.fit is None and me.estimate == costs.min_error_fast(5000) > 60.0
 
 
 def _ranges(n1, n2):

@@ -120,11 +120,11 @@ def pidentity_step(n: int, p: int) -> float:
     return 3.5e-10 * n * n * p
 
 
-def min_error_fast(n: int) -> float:
-    """The O(n) p-Identity search on prefix sums or all ranges (:func:`mmopt.search.min_error_fast.expected_seconds`,
-    whose table of measured points it interpolates)."""
+def min_error_fast(n: int, max_iterations: int | None = None) -> float:
+    """The O(n) p-Identity search on prefix sums or all ranges, by default or capped at ``max_iterations`` steps a
+    size (:func:`mmopt.search.min_error_fast.expected_seconds`, whose tables of measured points it interpolates)."""
     from mmopt.search.min_error_fast import expected_seconds
-    return expected_seconds(n)
+    return expected_seconds(n, max_iterations)
 
 
 def _attribute_work(structure) -> float:

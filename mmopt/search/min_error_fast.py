@@ -37,7 +37,7 @@ from mmopt.search.pidentity import PIdentityStrategy, search, true_error
 from mmopt.search.pidentity_ladder import BASE_N
 from mmopt.search.pidentity_ladder import search as ladder_search
 
-__all__ = ["FAST_MIN_N", "default_iterations", "dense_twin", "from_optimize", "solve", "takes"]
+__all__ = ["CAPPED_SECONDS", "FAST_MIN_N", "default_iterations", "dense_twin", "from_optimize", "solve", "takes"]
 
 #: Smallest n that takes this path (below it the dense pipeline, with its SDP, restarts and polish, is unchanged).
 FAST_MIN_N = 512
@@ -52,23 +52,51 @@ MEASURED_SECONDS = {512: 4.0, 1024: 16.0, 2048: 55.0, 4096: 130.0, 8192: 520.0}
 WARN_SECONDS = 600.0
 
 
-def expected_seconds(n: int) -> float:
-    """CPU s of the default search at n cells: :data:`MEASURED_SECONDS` interpolated log-log, and past its last point
-    grown as n² (a step's work grows as n·p with p ∝ n; with ``max_iterations=10`` the search still took 59 CPU s
-    at 8,192 cells, the coarse sizes of the ladder and the H_b scores included).
+#: CPU s of the search with ``max_iterations`` = m, which caps the steps at every size of the ladder, by m: measured
+#: on prefix sums (one BLAS thread, 2026-12-02), rounded up by ~15 %; all ranges took 0.84–1.05× as long at 1,024
+#: and 5,000 cells. The error it reaches (× the certified bound; the default search's in brackets): 4,096 cells
+#: 7.13 / 6.49 / 6.40 (6.29) in 8.1 / 13.4 / 37.7 s at m = 100 / 300 / 1,000; 8,192 cells 8.23 / 7.62 / 6.90
+#: (6.80) in 55 / 97 / 231 s; all ranges of 5,000 cells 7.66 / 6.15 / 6.13 in 8.9 / 22.6 / 56.8 s.
+CAPPED_SECONDS = {100: {512: 0.6, 1024: 1.7, 2048: 4.2, 4096: 9.5, 8192: 64.0},
+                  300: {512: 0.7, 1024: 3.5, 2048: 5.6, 4096: 15.5, 8192: 112.0},
+                  1000: {512: 1.5, 1024: 8.1, 2048: 15.0, 4096: 44.0, 8192: 266.0}}
 
-    >>> round(expected_seconds(1024), 9), round(expected_seconds(16384))
-    (16.0, 2080)
+
+def expected_seconds(n: int, max_iterations: int | None = None) -> float:
+    """CPU s of the search at n cells: the default one by :data:`MEASURED_SECONDS`, one capped at ``max_iterations``
+    steps a size by :data:`CAPPED_SECONDS` (linear in the cap between its columns and the default's steps; below
+    its first column as that column, since the ladder's set-up dominates there). Each table is interpolated
+    log-log in n and grown as n² past its last point (a step's work grows as n·p with p ∝ n; with
+    ``max_iterations=10`` the search still took 59 CPU s at 8,192 cells, the coarse sizes of the ladder and the
+    H_b scores included).
+
+    >>> round(expected_seconds(1024), 9), round(expected_seconds(16384)), expected_seconds(1024, 300)
+    (16.0, 2080, 3.5)
+    >>> round(expected_seconds(4096, 2000), 1)       # halfway between 1,000 steps (44 s) and the default 3,000
+    87.0
     """
-    sizes = sorted(MEASURED_SECONDS)
+    full = _interpolate(MEASURED_SECONDS, n)
+    if max_iterations is None or max_iterations >= default_iterations(n):
+        return full
+    points = [(m, _interpolate(CAPPED_SECONDS[m], n)) for m in sorted(CAPPED_SECONDS)]
+    points.append((default_iterations(n), full))
+    if max_iterations <= points[0][0]:
+        return points[0][1]
+    (m0, t0), (m1, t1) = next((a, b) for a, b in zip(points, points[1:], strict=False) if max_iterations <= b[0])
+    return t0 + (t1 - t0) * (max_iterations - m0) / (m1 - m0)
+
+
+def _interpolate(table: dict, n: int) -> float:
+    """table[n], log-log between its sizes, its first value below them and grown as n² past them."""
+    sizes = sorted(table)
     if n <= sizes[0]:
-        return MEASURED_SECONDS[sizes[0]]
+        return table[sizes[0]]
     if n >= sizes[-1]:
-        return MEASURED_SECONDS[sizes[-1]] * (n / sizes[-1]) ** 2
+        return table[sizes[-1]] * (n / sizes[-1]) ** 2
     hi = next(s for s in sizes if s >= n)
     lo = sizes[sizes.index(hi) - 1]
     t = math.log(n / lo) / math.log(hi / lo)
-    return math.exp((1 - t) * math.log(MEASURED_SECONDS[lo]) + t * math.log(MEASURED_SECONDS[hi]))
+    return math.exp((1 - t) * math.log(table[lo]) + t * math.log(table[hi]))
 
 
 def default_iterations(n: int, start: str = "ladder") -> int:
@@ -229,8 +257,9 @@ def from_optimize(workload, opts: dict, *, solver, tol, max_iterations, seed, ve
         warnings.warn(f"optimize(method='min_error') on {kind_of(workload)}({workload.domain_size:,}): the p-Identity "
                       f"search is expected to take ~{fmt_seconds(seconds)} of CPU here (measured "
                       f"{MEASURED_SECONDS[8192]:g} s at 8,192 cells; its work grows as n²). method='auto' (the "
-                      "default) chooses within a budget (budget='fast' | 'thorough' | CPU seconds); max_iterations "
-                      "shortens the search at n but not the coarse sizes before it.", UserWarning, stacklevel=5)
+                      "default) chooses within a budget (budget='fast' | 'thorough' | CPU seconds) and shortens the "
+                      "search to fit it; max_iterations caps the steps at every size of the ladder (the set-up of "
+                      "the coarse sizes stays).", UserWarning, stacklevel=5)
     return solve(workload, opts, tol=tol, max_iterations=max_iterations, seed=seed, verbose=verbose, n_jobs=n_jobs,
                  threads=threads)
 
