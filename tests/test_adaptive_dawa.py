@@ -102,6 +102,9 @@ def test_seeded_reproducibility():
     (dict(selection="greedy"), ValueError, "'selection' parameter of dawa"),
     (dict(epsilon=float("nan")), ValueError, "'epsilon' parameter of dawa"),
     (dict(x=[[1.0, -1.0]]), ValueError, "'x' parameter of dawa must hold counts >= 0"),
+    (dict(bucket_penalty=-1.0), ValueError, "'bucket_penalty' parameter of dawa"),
+    (dict(max_bucket_length=0), ValueError, "'max_bucket_length' parameter of dawa"),
+    (dict(entropy_correction="no"), TypeError, "'entropy_correction' parameter of dawa"),
 ])
 def test_validation(kwargs, exc, words):
     args = dict(x=STEPS, epsilon=1.0, rng=0) | kwargs

@@ -32,8 +32,9 @@ noise is drawn**, and can keep the ledger in a JSON file across runs. Basic comp
 
 **Sharing a ledger, and what is covered.** Only :meth:`Accountant.release` draws noise through OpenDP's vetted
 samplers with an OpenDP-verified guarantee. Spends recorded with :meth:`Accountant.spend` are the caller's word:
-:mod:`mmopt.adaptive` uses numpy noise (**simulation only**, never for real data); :mod:`mmopt.sparse_vector` is
-release-grade only with ``rng=None`` (OpenDP's Laplace sampler). The accountant covers one data set under one
+:mod:`mmopt.adaptive` draws numpy noise by default (**simulation only**, never for real data) and OpenDP's vetted
+samplers with ``noise="opendp"`` (the release path); :mod:`mmopt.sparse_vector` is release-grade only with
+``rng=None`` (OpenDP's Laplace sampler). The accountant covers one data set under one
 neighbouring relation (add/remove one record). Any number of sessions, in threads or processes, may spend from one
 ledger file: each spend is checked and written under an exclusive OS lock on the file's folder, against the file as it
 is then (other sessions' spends included), so together they never go over the total; a save of a session that has not

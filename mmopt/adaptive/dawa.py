@@ -107,7 +107,12 @@ def dawa(x, epsilon: float, *, ratio: float = 0.25, strategy="hierarchical", bra
         raise ValueError(f"The 'epsilon' parameter of {caller} splits into ε₁ = {eps1:g} (partition) and ε₂ = "
                          f"{eps2:g} (measurement) at ratio={rho:g}; each must be between {lo:g} and {hi:g}, so that "
                          f"the noise variances are normal floats. Got epsilon={eps!r}.")
-    c = 1.0 / eps2 if bucket_penalty is None else bucket_penalty
+    # the partition step's own parameters, checked in dawa's name (private_partition was named, a helper's probe)
+    c = 1.0 / eps2 if bucket_penalty is None else v.check_real(bucket_penalty, name="bucket_penalty", caller=caller,
+                                                               low=0.0)
+    if max_bucket_length is not None:
+        max_bucket_length = v.check_int(max_bucket_length, name="max_bucket_length", caller=caller)
+    entropy_correction = v.check_bool(entropy_correction, name="entropy_correction", caller=caller)
 
     perm = hilbert_order(X.shape) if X.ndim == 2 and order == "hilbert" else None
     seq = X.ravel() if perm is None else X.ravel()[perm]
