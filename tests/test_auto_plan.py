@@ -75,8 +75,11 @@ def test_the_o_n_search_is_cut_to_the_budget_left_up_to_4096_cells():
         assert me.fit(1e4).estimate == costs.min_error_fast(n)  # the default search where it fits
     (me,) = [c for c in plan(_ctx(toeplitz.prefix(4096), "l1", True, max_iterations=50), 60.0) if c.name == "min_error"]
     assert me.fit(1.0).estimate == costs.min_error_fast(4096, 50)  # the user's steps win (the runner says if too many)
-    # past 4,096 cells release does not take the p-Identity strategy on a stream workload: priced whole, not cut
+    # past 4,096 cells release takes the p-Identity strategy on a stream workload (cut), a dense one only through
+    # its n×n matrix (priced whole)
     (me,) = [c for c in plan(_ctx(toeplitz.prefix(5000), "l1", True), 60.0) if c.name == "min_error"]
+    assert me.fit is not None and me.fit(60.0).estimate <= 60.0
+    (me,) = [c for c in plan(_ctx(wl.prefix(5000), "l1"), 60.0) if c.name == "min_error"]
     assert me.fit is None and me.estimate == costs.min_error_fast(5000) > 60.0
 
 

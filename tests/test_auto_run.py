@@ -271,10 +271,27 @@ def test_past_4096_steps_auto_returns_a_strategy_release_takes():
     assert r.lower_bound == pytest.approx(r.extra["candidates"]["l2_approx"]["lower_bound"], rel=1e-12)
     out = mmopt.release(W, r.strategy, np.ones(4200), P)  # refused before
     assert out.estimate.shape == (4200,)
-    r = mmopt.optimize(W, privacy=LAPLACE, seed=0)
+    r = mmopt.optimize(W, privacy=LAPLACE, seed=0, budget="fast")  # too little for the search
     assert r.method == "auto:tree_weighted" and r.extra["unreleasable"] == {}
     assert isinstance(r.strategy, toeplitz.TreeStrategy)
     assert mmopt.release(W, r.strategy, np.ones(4200), LAPLACE).estimate.shape == (4200,)
+
+
+def test_past_4096_steps_auto_returns_the_p_identity_search_release_takes():
+    """Laplace noise on a stream prefix of 4,200 steps: the p-Identity search ran (under 'thorough') and auto
+    returned the tree, the search's strategy unreleasable past 4,096 cells; the search priced whole did not fit the
+    default budget. Now it is cut to the budget and release takes its strategy (mmopt.search.pidentity_stream)."""
+    from mmopt import toeplitz
+    from mmopt.search.pidentity import PIdentityStrategy
+    W = toeplitz.prefix(4200)
+    r = mmopt.optimize(W, privacy=LAPLACE, seed=0, budget=12.0, verbose=False)  # 100 steps a size fit
+    assert r.method == "auto:min_error" and r.extra["unreleasable"] == {} and r.status == "user_limit"
+    assert isinstance(r.strategy, PIdentityStrategy)
+    assert r.objective < 0.85 * r.extra["candidates"]["tree_weighted"]["objective"]
+    report = mmopt.evaluate(W, r.strategy, LAPLACE)
+    assert report.total_squared_error == pytest.approx(LAPLACE.variance_factor * r.objective, rel=1e-9)
+    out = mmopt.release(W, r.strategy, np.full(4200, 3.0), LAPLACE)
+    assert out.estimate.shape == (4200,) and out.reconstruction.solver == "woodbury"
 
 
 def test_epsilon_dp_on_dense_prefix_sums_past_the_closed_forms_returns_the_tree():

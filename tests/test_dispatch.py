@@ -139,7 +139,12 @@ def test_stream_workloads_are_accepted_by_evaluate_and_svd_bound():
     from mmopt.search.pidentity import PIdentityStrategy
     with pytest.raises(ValueError, match=r"needs the dense path, up to 4,096 cells from a stream workload; "
                                          r"mmopt.workload.prefix\(5,000\) is the dense workload itself"):
-        mmopt.evaluate(toeplitz.prefix(5000), PIdentityStrategy(hierarchy_theta(5000, 8)))
+        mmopt.evaluate(toeplitz.prefix(5000), mmopt.strategy.kron(mmopt.strategy.identity(50),
+                                                                  mmopt.strategy.identity(100)))
+    # the p-Identity strategy past 4,096 cells: evaluated as itself (it was refused, mmopt.search.pidentity_stream)
+    S = PIdentityStrategy(hierarchy_theta(5000, 8))
+    total = S.sensitivity("l2") ** 2 * S.unit_total("prefix")  # unit privacy: Δ₂
+    assert mmopt.evaluate(toeplitz.prefix(5000), S).total_squared_error == pytest.approx(total, rel=1e-12)
     # what auto returns there under ε-DP now: the tree strategy, evaluated exactly at any n
     eps = mmopt.optimize(toeplitz.prefix(5000), privacy=mmopt.Privacy(1.0), budget="fast")
     report = mmopt.evaluate(toeplitz.prefix(5000), eps.strategy, mmopt.Privacy(1.0))

@@ -16,6 +16,8 @@ from mmopt import toeplitz  # noqa: F401  (mmopt.toeplitz is not imported by mmo
 from mmopt import workload as wl
 from mmopt.persist import SavedStrategy, load, save
 from mmopt.persist import _format as fmt
+from mmopt.search.min_error_fast import hierarchy_theta
+from mmopt.search.pidentity import PIdentityStrategy
 from mmopt.structured.strategies import ImplicitStrategy
 
 PRIVACIES = [mmopt.Privacy(1.0), mmopt.Privacy(0.5, 1e-6)]
@@ -438,6 +440,7 @@ TOEPLITZ = {
     "banded": lambda S: mmopt.optimize(S, method="banded", options={"bands": 8}),
     "blt": lambda S: mmopt.optimize(S, method="blt", options={"buffers": 3}),
     "weighted_sqrt": lambda S: mmopt.optimize(S, method="weighted_sqrt"),
+    "p_identity": lambda S: PIdentityStrategy(hierarchy_theta(S.n, 8), "H8 as p-Identity"),  # min_error's kind
 }
 
 
@@ -461,6 +464,8 @@ def test_toeplitz_round_trip(case, kind, tmp_path):
         assert (B.row_scale is None) == (C.row_scale is None)
         assert C.row_scale is None or np.array_equal(B.row_scale, C.row_scale)
         assert all(np.array_equal(B.params[k], C.params[k]) for k in C.params) and set(B.params) == set(C.params)
+    elif isinstance(C, PIdentityStrategy):
+        assert np.array_equal(B.theta, C.theta)
     else:
         assert B.workload == C.workload
     assert _toeplitz_total(S, B) == _toeplitz_total(S, C)  # identical figures
@@ -485,6 +490,8 @@ TOEPLITZ_EDITS = {  # consistency edits with a recomputed checksum
     "family": ("banded", _set(("strategy", "family"), "circulant"), "unknown family"),
     "workload": ("weighted_sqrt", _set(("strategy", "workload"), "marginals"), "unknown workload"),
     "zero_first": ("banded", _array_edit("coefficients", lambda c: c * 0), "non-zero first"),
+    "theta_rows": ("p_identity", _array_edit("theta", lambda t: t[:-1]), r"Θ of shape .*\(n \+ p\)×n"),
+    "theta_nan": ("p_identity", _array_edit("theta", lambda t: t * np.nan), "NaN or infinite"),
 }
 
 

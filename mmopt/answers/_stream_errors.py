@@ -76,8 +76,8 @@ def prefix_units(strategy, caller: str) -> tuple[np.ndarray, int]:
     from mmopt.toeplitz.error import check_decodable, decoder_rows
     from mmopt.toeplitz.strategies import ToeplitzStrategy
     from mmopt.toeplitz.trees import TreeStrategy
-    if isinstance(strategy, TreeStrategy):
-        return strategy.prefix_variances(), 0
+    if isinstance(strategy, TreeStrategy) or callable(getattr(strategy, "prefix_variances", None)):
+        return strategy.prefix_variances(), 0  # the tree, and the p-Identity strategy past the dense size
     if isinstance(strategy, ToeplitzStrategy):
         unit, e = strategy.normalised()
         return decoder_rows(check_decodable(unit, caller), unit.row_scale), e

@@ -157,10 +157,11 @@ def _fast(ctx: Context, workload) -> Candidate:
     cells under the default budget (past 512 under 'fast'), and auto returned the weighted tree: prefix(4,096) 9.19×
     the bound where 1,000 steps a size reach 6.40× in 41 CPU s, prefix(3,000) 9.06× (6.01×), all ranges of 3,000
     cells 7.90× (5.65×); under 'fast' prefix(1,024) 7.50× (5.31×, 300 steps) and prefix(2,048) 8.72× (6.46×, 100
-    steps); :data:`mmopt.search.min_error_fast.CAPPED_SECONDS`. Not past 4,096 cells: there
-    release does not take its p-Identity strategy on a stream workload (auto returns the best one it takes,
-    :func:`mmopt.auto.run._releasable_best`) and takes it on the dense twin only by O(n³) work, so it is priced
-    whole, as before, and runs only where the budget pays for the default search."""
+    steps); :data:`mmopt.search.min_error_fast.CAPPED_SECONDS`. On ``mmopt.toeplitz.prefix(n)`` / ``all_range(n)``
+    past 4,096 cells too, where release takes its p-Identity strategy as itself
+    (:mod:`mmopt.search.pidentity_stream`): prefix(5,000) 9.44× → 6.70× (300 steps, 22 s). Not on a dense workload
+    past 4,096 cells, which release takes only through its n×n matrix: there it is priced whole, as before, and runs
+    only where the budget pays for the default search."""
     from mmopt.structured._checks import DENSE_LIMIT
     n = ctx.n
 
@@ -168,7 +169,7 @@ def _fast(ctx: Context, workload) -> Candidate:
         return Candidate("min_error", costs.min_error_fast(n, steps),
                          lambda: ctx.optimize(workload, "min_error", max_iterations=steps))
 
-    if n > DENSE_LIMIT:
+    if n > DENSE_LIMIT and ctx.stream is None:
         return sized(ctx.max_iterations)
 
     def fitted(seconds: float) -> Candidate | None:

@@ -56,9 +56,15 @@ class StrategyMismatch(TypeError, ValueError):
 
 
 def stream_native(strategy) -> bool:
+    """A strategy the stream family takes as itself: Toeplitz, weighted square root, tree; and the p-Identity one
+    past the dense size (:mod:`mmopt.search.pidentity_stream`; up to it, its dense matrix, whose route reports the
+    exact largest variance on all ranges where the stream path bounds it)."""
+    from mmopt.search.pidentity import PIdentityStrategy
     from mmopt.toeplitz.strategies import ToeplitzStrategy
     from mmopt.toeplitz.trees import TreeStrategy
     from mmopt.toeplitz.weighted import WeightedSqrtStrategy
+    if isinstance(strategy, PIdentityStrategy):
+        return strategy.domain_size > ck.DENSE_LIMIT
     return isinstance(strategy, ToeplitzStrategy | WeightedSqrtStrategy | TreeStrategy)
 
 
@@ -90,10 +96,10 @@ def route(workload, strategy, caller: str):
                      else f"which no workload of more than {STREAM_FROM - 1:,} cells takes")
             raise StrategyMismatch(
                 f"The 'strategy' parameter of {caller} must be a ToeplitzStrategy for a workload of "
-                f"{workload.kind}({workload.n:,}) cells, or a weighted square root (mmopt.toeplitz; "
-                f"optimize(W, privacy=Privacy(ε, δ)) returns one): a {type(strategy).__name__} needs the dense "
-                f"path, {dense}. A p-Identity strategy's exact total is the objective optimize reported "
-                "(mmopt.search.pidentity.true_error).")
+                f"{workload.kind}({workload.n:,}) cells, a weighted square root or a tree (mmopt.toeplitz; "
+                f"optimize(W, privacy=Privacy(ε, δ)) returns one), or the p-Identity strategy "
+                f"optimize(W, method='min_error') returns: a {type(strategy).__name__} needs the dense path, "
+                f"{dense}.")
         workload = workload.to_workload()
         if isinstance(strategy, PIdentityStrategy):
             strategy = strategy.to_strategy()

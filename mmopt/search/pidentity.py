@@ -30,6 +30,7 @@ from mmopt._base.parallel import check_n_jobs, ordered_map, plan, seed_children
 from mmopt._base.solution import CONVERGED_MEANS, worst_status
 from mmopt.dense.gram_operator import GramOperator
 from mmopt.error import NumericalError
+from mmopt.search import pidentity_stream as ps
 from mmopt.search._local_objectives import _CANCELLATION_MAX, lbfgs
 
 __all__ = ["PIdentityStrategy", "SearchResult", "default_p", "objective", "search", "true_error"]
@@ -137,6 +138,45 @@ class PIdentityStrategy:
     def to_strategy(self):
         from mmopt.strategy import Strategy
         return Strategy(self.matrix, self.name)
+
+    # The stream protocol of mmopt.toeplitz's tree strategy (mmopt.search.pidentity_stream, O(p²n), nothing n×n):
+    # release, evaluate and the answers tables take the strategy so past the dense size (mmopt.dispatch).
+    n = domain_size
+
+    def to_dense(self) -> np.ndarray:
+        return self.matrix
+
+    @property
+    def n_rows(self) -> int:
+        return self.domain_size + self.p
+
+    def sensitivity(self, norm: str = "l1") -> float:
+        return ps.sensitivity(self.theta, norm)
+
+    def apply(self, x) -> np.ndarray:
+        return ps.apply(self.theta, x)
+
+    def estimate(self, y) -> np.ndarray:
+        return ps.estimate(self.theta, y)
+
+    def unit_total(self, kind: str) -> float:
+        """tr(G X⁻¹) on prefix sums or all ranges of n cells (Δ₁ = 1), :func:`true_error`."""
+        from mmopt.dense.gram_operator import all_range_gram, prefix_gram
+        return true_error(self.theta, (prefix_gram if kind == "prefix" else all_range_gram)(self.domain_size))
+
+    def prefix_variances(self) -> np.ndarray:
+        return ps.prefix_variances(self.theta, "PIdentityStrategy.prefix_variances")
+
+    def query_norms(self, Q) -> np.ndarray:
+        """‖A⁺ᵀq‖ = (q X⁻¹ qᵀ)^{1/2} per row q of ``Q`` (queries × n)."""
+        Q = v.check_matrix(Q, name="Q", caller="PIdentityStrategy.query_norms")
+        v.check_same_domain(Q.shape[1], self.domain_size, caller="PIdentityStrategy.query_norms",
+                            what=("the queries Q", "the strategy"))
+        return np.sqrt(ps.query_variances(self.theta, Q, "PIdentityStrategy.query_norms"))
+
+    def stream_report(self, W, privacy, norm, caller: str):
+        from mmopt.toeplitz.trees import prefix_report
+        return prefix_report(self, W, privacy, norm, caller)
 
     def json_summary(self) -> dict:
         """What :meth:`mmopt.OptimizeResult.to_dict` records of it (kind, name, shape [n + p, n], domain)."""

@@ -71,7 +71,10 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
                          f"computed). Got {privacy!r}; pass a δ > 0, or for ε-DP the tree strategy "
                          f"mmopt.toeplitz.tree({strategy.n}) (O(n), Δ₁ exact; what optimize(W, privacy=Privacy(ε)) "
                          "returns at large n).")
-    tree = isinstance(strategy, TreeStrategy)
+    # the tree and the p-Identity strategy past the dense size (mmopt.search.pidentity_stream) measure and
+    # estimate themselves: apply(x) and estimate(y), each O(n log n) or O(p²n)
+    tree = isinstance(strategy, TreeStrategy) or (callable(getattr(strategy, "estimate", None))
+                                                  and callable(getattr(strategy, "apply", None)))
     if not (weighted or tree or isinstance(strategy, ToeplitzStrategy)):
         got = getattr(strategy, "name", type(strategy).__name__)
         raise TypeError(f"The 'strategy' parameter of {caller} must be a ToeplitzStrategy, a TreeStrategy or the "
@@ -128,5 +131,6 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
 
     done = _opendp.post_process(caller, finish, finish, "the Toeplitz reconstruction")
     xhat, answers = done if done is not None else (None, None)
-    how = Reconstruction("least_squares", "sine-transform" if weighted else "tree" if tree else "toeplitz-fft")
+    how = Reconstruction("least_squares", "sine-transform" if weighted else "toeplitz-fft" if not tree else
+                         "tree" if isinstance(strategy, TreeStrategy) else "woodbury")
     return MechanismOutput(answers, xhat, y, float(scale), privacy.noise, privacy, "release", d_in, loss, how)

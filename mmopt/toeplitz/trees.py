@@ -43,8 +43,8 @@ from mmopt._base import validation as v
 from mmopt.toeplitz import _tree_algebra as ta
 from mmopt.toeplitz.error import StreamWorkload, ToeplitzErrorReport, resolve_privacy
 
-__all__ = ["EVALUATIONS_PER_LEVEL", "MAX_WEIGHT_RATIO", "TreeStrategy", "branchings", "path_sensitivity", "tree",
-           "weighted"]
+__all__ = ["EVALUATIONS_PER_LEVEL", "MAX_WEIGHT_RATIO", "TreeStrategy", "branchings", "path_sensitivity",
+           "prefix_report", "tree", "weighted"]
 
 #: The largest ratio between two level weights: the total's relative round-off grows as its square (2·10⁻⁹ here).
 MAX_WEIGHT_RATIO = 1e4
@@ -144,22 +144,10 @@ class TreeStrategy:
         return ta.prefix_variances(self.tree, self._w)
 
     def stream_report(self, W: StreamWorkload, privacy, norm, caller: str) -> ToeplitzErrorReport:
-        """Its exact report for :func:`mmopt.toeplitz.evaluate`: the total in one pass; the largest prefix
-        variance exactly (all n of them, O(n log_b n)); on all ranges a proven upper bound on the largest variance,
-        (2·max_t σₜ)² with σₜ² a prefix's variance (a range is a difference of two prefixes), ``max_variance_exact``
-        False and ``max_variance_query`` that worst prefix (on all ranges of 200 cells with H₄ the bound is 517.3,
-        the true maximum 209.0 and the prefix's own variance 129.3)."""
-        v.check_same_domain(W.n, self.n, caller=caller)
-        norm, factor = resolve_privacy(privacy, norm, caller)
-        delta = self.sensitivity(norm)
-        scale = factor * delta * delta
-        prefixes = self.prefix_variances()
-        t = int(np.argmax(prefixes))
-        worst, query, exact = float(prefixes[t]), (0, t), True
-        if W.kind == "all_range":
-            worst, exact = 4.0 * worst, False
-        return ToeplitzErrorReport(W.name, self.name, W.n, W.n_queries, norm, delta, factor,
-                                   scale * self.unit_total(W.kind), scale * worst, query, exact, privacy)
+        """Its exact report for :func:`mmopt.toeplitz.evaluate` (:func:`prefix_report`): the total in one pass, every
+        prefix's variance in O(n log_b n) (on all ranges of 200 cells with H₄ the bound on the largest variance is
+        517.3, the true maximum 209.0 and the prefix's own variance 129.3)."""
+        return prefix_report(self, W, privacy, norm, caller)
 
     def to_dense(self) -> np.ndarray:
         """A as an (n + p)×n array, rows as :meth:`apply` orders them (small n; refused past the allocation
@@ -255,3 +243,23 @@ def weighted(n: int, branching: int, kind: str, *, max_evaluations: int | None =
     x = res.x if res.fun < values["start"] else np.zeros(L - 1)
     S = TreeStrategy(n, branching, tuple(np.exp(np.append(x, 0.0))))
     return S, S.sensitivity("l1") ** 2 * S.unit_total(kind), bool(res.success), calls[0]
+
+
+def prefix_report(strategy, W: StreamWorkload, privacy, norm, caller: str) -> ToeplitzErrorReport:
+    """The report of a strategy that gives its Δ (``sensitivity(norm)``), its exact unit total on prefix sums or all
+    ranges (``unit_total(kind)``) and every prefix's variance (``prefix_variances()``, at Δ = 1's scale): the
+    largest prefix variance exactly; on all ranges a proven upper bound on the largest variance, (2·max_t σₜ)² with
+    σₜ² a prefix's variance (a range is a difference of two prefixes), ``max_variance_exact`` False and
+    ``max_variance_query`` that worst prefix. The tree strategy and the p-Identity one past the dense size
+    (:class:`mmopt.search.pidentity.PIdentityStrategy`) report this way."""
+    v.check_same_domain(W.n, strategy.n, caller=caller)
+    norm, factor = resolve_privacy(privacy, norm, caller)
+    delta = strategy.sensitivity(norm)
+    scale = factor * delta * delta
+    prefixes = strategy.prefix_variances()
+    t = int(np.argmax(prefixes))
+    worst, query, exact = float(prefixes[t]), (0, t), True
+    if W.kind == "all_range":
+        worst, exact = 4.0 * worst, False
+    return ToeplitzErrorReport(W.name, strategy.name, W.n, W.n_queries, norm, delta, factor,
+                               scale * strategy.unit_total(W.kind), scale * worst, query, exact, privacy)

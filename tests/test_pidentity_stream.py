@@ -1,0 +1,72 @@
+"""mmopt.search.pidentity_stream: the p-Identity strategy's Woodbury algebra against its dense matrix, and the
+strategy taken as itself by evaluate, release and the answers tables past the dense size."""
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt import toeplitz
+from mmopt.dispatch import stream_native
+from mmopt.error import NumericalError
+from mmopt.search import pidentity_stream as ps
+from mmopt.search.min_error_fast import hierarchy_theta
+from mmopt.search.pidentity import PIdentityStrategy
+
+LAPLACE = mmopt.Privacy(1.0)
+
+
+@pytest.fixture
+def small():
+    rng = np.random.default_rng(3)
+    n, p = 40, 5
+    theta = rng.random((p, n)) * (rng.random((p, n)) < 0.4)
+    return PIdentityStrategy(theta), rng
+
+
+@pytest.mark.parametrize("chunk", [7, 4096])
+def test_every_product_matches_the_dense_matrix(small, chunk, monkeypatch):
+    monkeypatch.setattr(ps, "CHUNK", chunk)  # the running sums carried across chunks
+    S, rng = small
+    n = S.n
+    A = S.to_dense()
+    Xi = np.linalg.inv(A.T @ A)  # X = AᵀA is well conditioned here: X ⪰ D⁻² with d ≤ 3
+    P = np.tril(np.ones((n, n)))
+    x, y, Q = rng.random(n), rng.normal(size=n + S.p), rng.random((6, n))
+    assert S.n_rows == A.shape[0] and np.allclose(S.apply(x), A @ x, rtol=1e-13, atol=0)
+    assert np.allclose(S.estimate(y), np.linalg.lstsq(A, y, rcond=None)[0], rtol=1e-11, atol=1e-12)
+    assert np.allclose(S.prefix_variances(), np.einsum("ij,jk,ik->i", P, Xi, P), rtol=1e-11, atol=0)
+    assert np.allclose(S.query_norms(Q) ** 2, np.einsum("ij,jk,ik->i", Q, Xi, Q), rtol=1e-11, atol=0)
+    assert S.sensitivity("l1") == 1.0 == pytest.approx(np.abs(A).sum(axis=0).max(), rel=1e-14)
+    assert S.sensitivity("l2") == pytest.approx(np.sqrt((A * A).sum(axis=0)).max(), rel=1e-14)
+    cells = np.arange(n)
+    R = np.array([(cells >= i) & (cells <= j) for i in range(n) for j in range(i, n)], dtype=float)  # all ranges
+    assert S.unit_total("prefix") == pytest.approx(np.trace(P @ Xi @ P.T), rel=1e-11)
+    assert S.unit_total("all_range") == pytest.approx(np.trace(R @ Xi @ R.T), rel=1e-11)
+
+
+def test_a_variance_float64_cannot_resolve_is_refused():
+    theta = np.full((2, 6), 1e6)  # q X⁻¹ qᵀ = ‖Dq‖² − ‖L⁻¹ΘDq‖²: both ~10¹³, their difference ~1
+    with pytest.raises(NumericalError, match=r"PIdentityStrategy\.prefix_variances: .* fewer than 8 digits"):
+        PIdentityStrategy(theta).prefix_variances()
+
+
+def test_past_the_dense_size_the_stream_family_takes_it_as_itself():
+    n = 5000
+    S = PIdentityStrategy(hierarchy_theta(n, 16))  # H₁₆ in p-Identity form
+    assert stream_native(S) and not stream_native(PIdentityStrategy(hierarchy_theta(4096, 16)))
+    W = toeplitz.prefix(n)
+    report = mmopt.evaluate(W, S, LAPLACE)
+    prefixes = S.prefix_variances()
+    assert report.total_squared_error == pytest.approx(2.0 * S.unit_total("prefix"), rel=1e-12)
+    assert report.max_variance == pytest.approx(2.0 * prefixes.max(), rel=1e-12) and report.max_variance_exact
+    ranges = mmopt.evaluate(toeplitz.all_range(n), S, LAPLACE)  # a proven upper bound there, said so
+    assert ranges.max_variance == pytest.approx(8.0 * prefixes.max(), rel=1e-12) and not ranges.max_variance_exact
+    x = np.arange(n) % 7.0
+    out = mmopt.release(W, S, x, LAPLACE)
+    assert out.reconstruction.solver == "woodbury" and out.sensitivity == pytest.approx(1.0, rel=1e-6)
+    # least squares is unbiased: x̂ − x is S.estimate of the noise alone, linear in it
+    noise = out.measurements - S.apply(x)
+    assert np.allclose(out.estimate - x, S.estimate(noise), atol=1e-8 * np.abs(noise).max() * n)
+    table = mmopt.answers_table(out, W, S)
+    assert np.allclose(table["standard_error"], np.sqrt(2.0 * prefixes) * out.noise_scale, rtol=1e-12)
+    assert np.allclose(table["answer"], np.cumsum(out.estimate), rtol=1e-12)
