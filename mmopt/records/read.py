@@ -1,7 +1,8 @@
 """Reading records: schema checks, batches of columns, and the cell code of every value.
 
 Notation: see README and :mod:`mmopt.records.domain`. A source of records is a pandas DataFrame, the path of a
-Parquet file, a folder of Parquet files (a partitioned data set) or a CSV file, a Dask DataFrame, a Polars
+Parquet file, a folder of Parquet files (the files' own columns: a Hive partition key that lives only in folder
+names is refused, with the remedy) or a CSV file, a Dask DataFrame, a Polars
 LazyFrame or DataFrame, or a DuckDB relation (the last two counted inside their engine:
 :mod:`mmopt.records.polars_counts`, :mod:`mmopt.records.duckdb_counts`). Only the
 domain's columns are read, in batches of ``batch_size`` rows, so memory is bounded by a batch (a partition for
@@ -158,9 +159,32 @@ def open_dataset(path, domain: Domain, *, caller: str, name: str = "records"):
         dataset = ds.dataset(p, format=fmt)
     except (pa.ArrowException, OSError) as exc:
         raise ValueError(f"{caller}: cannot read the records at {p!r}: {exc}") from None
+    if fmt == "parquet" and os.path.isdir(p):
+        _refuse_partition_keys(dataset, domain, p, caller, name)
     if fmt == "parquet" and len(dataset.files) > 1:
         _check_one_schema(dataset.files, domain, p, caller, name)
     return dataset
+
+
+def _refuse_partition_keys(dataset, domain: Domain, path: str, caller: str, name: str) -> None:
+    """Refuse a folder whose files lack a domain attribute that its sub-folders name (``state=CA/…``, a Hive-style
+    partitioned data set): the engines read the files' own columns only, and the attribute was reported missing
+    from the data (a helper's probe). Reading the key from folder names would type it by the engine's guess
+    ("007" read as the integer 7 by pyarrow), so the remedy is to read the folder with pandas or to keep the column
+    in the files."""
+    keys = set()
+    for f in dataset.files:
+        for part in os.path.relpath(f, path).split(os.sep)[:-1]:
+            key, eq, _ = part.partition("=")
+            if eq:
+                keys.add(key)
+    columns = set(dataset.schema.names)
+    missing = [a for a in domain.names if a in keys and a not in columns]
+    if missing:
+        raise ValueError(f"The '{name}' parameter of {caller} is a partitioned Parquet folder whose key column(s) "
+                         f"{missing} live only in its folder names ({missing[0]}=…/), which mmopt does not read. "
+                         f"Pass pandas.read_parquet({path!r}) instead (pandas reads the keys, as categories), or "
+                         "write the column into the files.")
 
 
 def _check_one_schema(files, domain: Domain, path: str, caller: str, name: str) -> None:
