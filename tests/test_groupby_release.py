@@ -113,6 +113,12 @@ class Untouchable:
     ("SELECT state, COUNT(*) FROM people WHERE sex = 'F' GROUP BY state", GAUSS, {}, ValueError, "refuses WHERE"),
     ("SELECT state, income, COUNT(*) FROM people GROUP BY state, income", GAUSS, {}, ValueError,
      "column 'income': it is not an attribute of the domain"),
+    # an unknown grouping column is named as such (it was refused as a selected column in no grouping set, or as
+    # one to select, whose SELECT then failed on the domain; a helper's probe)
+    ("SELECT state, COUNT(*) FROM people GROUP BY foo", GAUSS, {}, ValueError,
+     "column 'foo': it is not an attribute of the domain"),
+    ("SELECT state, COUNT(*) FROM people GROUP BY state, foo", GAUSS, {}, ValueError,
+     "column 'foo': it is not an attribute of the domain"),
     ("SELECT state, SUM(agegrp) FROM people GROUP BY state", GAUSS, {}, ValueError, "aggregate 'SUM"),
     ("SELECT state, COUNT(*) FROM a JOIN b ON a.x = b.x GROUP BY state", GAUSS, {}, ValueError, "refuses JOIN"),
     ("SELECT state, COUNT(*) FROM people GROUP BY state", "1.0", {}, TypeError, "'privacy' parameter of mmopt.sql"),

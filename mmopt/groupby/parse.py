@@ -195,8 +195,17 @@ def _from(select, exp) -> tuple[str, set, tuple]:
     return name, {n for n in (table.name, name, table.alias) if n}, parts
 
 
-def parse_query(query: str) -> GroupByQuery:
-    """Parse one read-only counting query into a :class:`GroupByQuery` (module docstring), or refuse it."""
+def unknown_column(column: str, names) -> str:
+    """The refusal of a column that is not an attribute of the domain (whose attribute ``names`` it lists)."""
+    return (f"{_CALLER} refuses the column {column!r}: it is not an attribute of the domain {list(names)}. Only "
+            "domain attributes (public sizes and categories) can be grouped; add it to the domain or drop it from "
+            "the query.")
+
+
+def parse_query(query: str, attributes=None, levels=()) -> GroupByQuery:
+    """Parse one read-only counting query into a :class:`GroupByQuery` (module docstring), or refuse it. With the
+    domain's ``attributes`` (names; and hierarchy ``levels``), a column that is neither is refused first, by name
+    (``GROUP BY foo`` was refused as a selected column in no grouping set, never saying foo is unknown)."""
     if not isinstance(query, str):
         raise TypeError(f"The 'query' parameter of {_CALLER} must be a SQL string. Got {type(query).__name__} "
                         "instead.")
@@ -258,6 +267,10 @@ def parse_query(query: str) -> GroupByQuery:
     else:
         sets = [()]
     grouped = {c for S in sets for c in S}
+    if attributes is not None:
+        unknown = [c for c in (*columns, *sorted(grouped)) if c not in attributes and c not in levels]
+        if unknown:
+            raise ValueError(unknown_column(unknown[0], attributes))
     missing = [c for c in columns if c not in grouped]
     if missing:
         _refuse(f"the selected column {missing[0]!r}, which is in no grouping set", "Group by every selected column "

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mmopt.groupby.parse import RESULT_COLUMNS, GroupByQuery, parse_query
+from mmopt.groupby.parse import RESULT_COLUMNS, GroupByQuery, parse_query, unknown_column
 from mmopt.privacy import Privacy
 from mmopt.records.domain import Domain, check_domain
 from mmopt.records.read import BATCH_ROWS
@@ -55,9 +55,7 @@ def check_columns(query: GroupByQuery, domain: Domain, levels=()) -> None:
     check_domain(domain, caller=_CALLER)
     unknown = [c for c in query.columns if c not in domain.names and c not in levels]
     if unknown:
-        raise ValueError(f"{_CALLER} refuses the column {unknown[0]!r}: it is not an attribute of the domain "
-                         f"{list(domain.names)}. Only domain attributes (public sizes and categories) can be grouped; "
-                         "add it to the domain or drop it from the query.")
+        raise ValueError(unknown_column(unknown[0], domain.names))
 
 
 def release_grouping_sets(grouping_sets, records, domain: Domain, privacy: Privacy, *, strategy=None, seed=None,
@@ -250,9 +248,10 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
     >>> out.table.grouping_set.tolist()[-3:], out.table.state.tolist()[-1]
     (['(state)', '(state)', '()'], None)
     """
-    q = parse_query(query)
     tree = _hierarchy(hierarchies, domain) if isinstance(domain, Domain) else None
-    check_columns(q, domain, () if tree is None else tuple(tree[1]))
+    levels = () if tree is None else tuple(tree[1])
+    q = parse_query(query, domain.names if isinstance(domain, Domain) else None, levels)
+    check_columns(q, domain, levels)
     if not isinstance(privacy, Privacy):
         raise TypeError(f"The 'privacy' parameter of {_CALLER} must be a Privacy, e.g. Privacy(epsilon=1.0). "
                         f"Got {type(privacy).__name__} instead.")
