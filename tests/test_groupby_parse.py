@@ -69,6 +69,8 @@ def test_qualified_names_and_quoted_identifiers():
     q = parse_query('SELECT p."State", p.sex, COUNT(*) FROM census.people AS p GROUP BY ROLLUP(p."State", sex)')
     assert q.table == "census.people" and q.columns == ("State", "sex")
     assert q.grouping_sets == (("State", "sex"), ("State",), ())
+    q = parse_query("SELECT db.t.a, t.b, COUNT(*) FROM db.t GROUP BY CUBE(a, db.t.b)")  # any suffix of its name
+    assert q.columns == ("a", "b") and len(q.grouping_sets) == 4
 
 
 REFUSED = [
@@ -99,6 +101,11 @@ REFUSED = [
     ("SELECT a, COUNT(*) FROM t GROUP BY a, b", "grouping by 'b' without selecting it"),
     ("SELECT a, a, COUNT(*) FROM t GROUP BY a", "a column selected twice"),
     ("SELECT u.a, COUNT(*) FROM t GROUP BY a", "Columns must belong to the FROM table"),
+    # the whole qualifier is the FROM table's (other.t.a counted db.t's column; a helper's probe), and an aliased
+    # table is named by its alias, as SQL engines require
+    ("SELECT a, COUNT(*) FROM db.t GROUP BY other.t.a", r"Columns must belong to the FROM table \(qualified by "
+                                                          r"db.t or t at most\)"),
+    ("SELECT t.a, COUNT(*) FROM t AS t2 GROUP BY a", r"qualified by t2 at most"),
     ("SELECT a, COUNT(*) FROM read_parquet('x.parquet') GROUP BY a", "pass the file as 'source'"),
     # table modifiers change which rows are counted: refused, not silently dropped (a sample was counted whole)
     ("SELECT a, COUNT(*) FROM t TABLESAMPLE (10 PERCENT) GROUP BY a", r"FROM item .*\(sample\).*sample, pivot"),

@@ -102,15 +102,20 @@ def _sqlglot():
     return sqlglot, exp
 
 
-def _name(node, exp, table_names: set, where: str) -> str:
-    """The column name of a bare column reference (qualified by the FROM table at most)."""
+def _name(node, exp, qualifiers: set, where: str) -> str:
+    """The column name of a bare column reference, qualified at most by the FROM table as ``qualifiers`` allows
+    (tuples of name parts): its alias if it has one, else a suffix of its own name — db.t.state or t.state for FROM
+    db.t, not other.t.state (only the table's last part was compared, and other.t.state counted db.t's column; a
+    helper's probe)."""
     if isinstance(node, exp.Paren):
-        return _name(node.this, exp, table_names, where)
+        return _name(node.this, exp, qualifiers, where)
     if not isinstance(node, exp.Column) or isinstance(node.this, exp.Star):
         _refuse(f"{node.sql()!r} in {where}", "Only plain column names of the domain may be grouped or selected "
                 "(no expressions, literals, ordinals or SELECT *).")
-    if node.table and node.table not in table_names:
-        _refuse(f"the column {node.sql()!r}", f"Columns must belong to the FROM table {sorted(table_names)}.")
+    qualifier = tuple(p.name for p in node.parts[:-1])
+    if qualifier and qualifier not in qualifiers:
+        _refuse(f"the column {node.sql()!r}", "Columns must belong to the FROM table (qualified by "
+                f"{' or '.join(sorted('.'.join(q) for q in qualifiers))} at most).")
     return node.name
 
 
@@ -192,7 +197,8 @@ def _from(select, exp) -> tuple[str, set, tuple]:
         _refuse(f"FROM ONLY {table.alias}", "Name the table alone (FROM people): ONLY is not read by mmopt.sql.")
     parts = tuple(p.name for p in table.parts)  # kept: ".".join lost the quoting, and "my.tab" read my.tab
     name = ".".join(parts)
-    return name, {n for n in (table.name, name, table.alias) if n}, parts
+    qualifiers = {(table.alias,)} if table.alias else {parts[i:] for i in range(len(parts))}
+    return name, qualifiers, parts
 
 
 def unknown_column(column: str, names) -> str:
