@@ -31,17 +31,15 @@ _DUCKDB = (".duckdb", ".ddb")
 def plan(args) -> tuple[rr.Plan, object]:
     """Phase 1: (the records plan, the parsed query); every check before the records are opened."""
     from mmopt.answers.table import require
-    from mmopt.groupby.parse import parse_query
-    from mmopt.groupby.release import check_columns
+    from mmopt.groupby.release import parse_checked
     from mmopt.records import Domain
     from mmopt.structured.residual import closure as cl
 
     if args.records is None or args.domain is None:
         raise ValueError("release --sql needs --records FILE (a .parquet/.csv file, a folder of Parquet files or a "
                          ".duckdb database) and --domain DOMAIN.json.")
-    query = parse_query(args.sql)
     domain = Domain.from_json(args.domain)
-    check_columns(query, domain)
+    query = parse_checked(args.sql, domain)  # an unknown column named as such (the CLI's twin of mmopt.sql)
     path, ext = rr._check_output(args)
     if not os.path.exists(args.records):
         raise ValueError(f"The --records file '{args.records}' does not exist.")

@@ -201,13 +201,6 @@ def _from(select, exp) -> tuple[str, set, tuple]:
     return name, qualifiers, parts
 
 
-def unknown_column(column: str, names) -> str:
-    """The refusal of a column that is not an attribute of the domain (whose attribute ``names`` it lists)."""
-    return (f"{_CALLER} refuses the column {column!r}: it is not an attribute of the domain {list(names)}. Only "
-            "domain attributes (public sizes and categories) can be grouped; add it to the domain or drop it from "
-            "the query.")
-
-
 def parse_query(query: str, attributes=None, levels=()) -> GroupByQuery:
     """Parse one read-only counting query into a :class:`GroupByQuery` (module docstring), or refuse it. With the
     domain's ``attributes`` (names; and hierarchy ``levels``), a column that is neither is refused first, by name
@@ -276,7 +269,9 @@ def parse_query(query: str, attributes=None, levels=()) -> GroupByQuery:
     if attributes is not None:
         unknown = [c for c in (*columns, *sorted(grouped)) if c not in attributes and c not in levels]
         if unknown:
-            raise ValueError(unknown_column(unknown[0], attributes))
+            raise ValueError(f"{_CALLER} refuses the column {unknown[0]!r}: it is not an attribute of the domain "
+                             f"{list(attributes)}. Only domain attributes (public sizes and categories) can be "
+                             "grouped; add it to the domain or drop it from the query.")
     missing = [c for c in columns if c not in grouped]
     if missing:
         _refuse(f"the selected column {missing[0]!r}, which is in no grouping set", "Group by every selected column "

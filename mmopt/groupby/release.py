@@ -17,14 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mmopt.groupby.parse import RESULT_COLUMNS, GroupByQuery, parse_query, unknown_column
+from mmopt.groupby.parse import RESULT_COLUMNS, GroupByQuery, parse_query
 from mmopt.privacy import Privacy
 from mmopt.records.domain import Domain, check_domain
 from mmopt.records.read import BATCH_ROWS
 from mmopt.records.release import RecordsRelease
 from mmopt.records.release import release as release_records
 
-__all__ = ["SqlRelease", "check_columns", "grouping_table", "release_grouping_sets", "resolve_source", "sql"]
+__all__ = ["SqlRelease", "grouping_table", "parse_checked", "release_grouping_sets", "resolve_source", "sql"]
 
 _CALLER = "mmopt.sql"
 
@@ -49,13 +49,11 @@ class SqlRelease:
     query: GroupByQuery
 
 
-def check_columns(query: GroupByQuery, domain: Domain, levels=()) -> None:
-    """Every selected column is an attribute of the public domain (or a declared hierarchy level); else ValueError
-    (nothing is read)."""
+def parse_checked(query: str, domain: Domain, levels=()) -> GroupByQuery:
+    """:func:`~mmopt.groupby.parse.parse_query` against the public domain (and a hierarchy's ``levels``): a column
+    that is neither an attribute nor a level is refused by name, before anything is read."""
     check_domain(domain, caller=_CALLER)
-    unknown = [c for c in query.columns if c not in domain.names and c not in levels]
-    if unknown:
-        raise ValueError(unknown_column(unknown[0], domain.names))
+    return parse_query(query, domain.names, levels)
 
 
 def release_grouping_sets(grouping_sets, records, domain: Domain, privacy: Privacy, *, strategy=None, seed=None,
@@ -249,9 +247,7 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
     (['(state)', '(state)', '()'], None)
     """
     tree = _hierarchy(hierarchies, domain) if isinstance(domain, Domain) else None
-    levels = () if tree is None else tuple(tree[1])
-    q = parse_query(query, domain.names if isinstance(domain, Domain) else None, levels)
-    check_columns(q, domain, levels)
+    q = parse_checked(query, domain, () if tree is None else tuple(tree[1]))
     if not isinstance(privacy, Privacy):
         raise TypeError(f"The 'privacy' parameter of {_CALLER} must be a Privacy, e.g. Privacy(epsilon=1.0). "
                         f"Got {type(privacy).__name__} instead.")
