@@ -69,14 +69,14 @@ def stream_errors(strategy, Q, sd: float, caller: str) -> np.ndarray:
 
 
 def prefix_units(strategy, caller: str) -> tuple[np.ndarray, int]:
-    """(u, e) with q (AᵀA)⁻¹ qᵀ = uₜ/4ᵉ for every prefix q = 1_[0, t] (module docstring): a TreeStrategy, a
+    """(u, e) with q (AᵀA)⁻¹ qᵀ = uₜ/4ᵉ for every prefix q = 1_[0, t] (module docstring): a TreeStrategy (or the
+    p-Identity strategy past the dense size, whose prefix_variances it calls alike), a
     ToeplitzStrategy (C = 2ᵉ·C′, u from C′, whose entries stay within float64 where C's overflow) or the weighted
     square root of prefix(n) (:func:`mmopt.toeplitz.weighted.prefix_variances`); any other strategy is refused
     with the remedy."""
     from mmopt.toeplitz.error import check_decodable, decoder_rows
     from mmopt.toeplitz.strategies import ToeplitzStrategy
-    from mmopt.toeplitz.trees import TreeStrategy
-    if isinstance(strategy, TreeStrategy) or callable(getattr(strategy, "prefix_variances", None)):
+    if callable(getattr(strategy, "prefix_variances", None)):
         return strategy.prefix_variances(), 0  # the tree, and the p-Identity strategy past the dense size
     if isinstance(strategy, ToeplitzStrategy):
         unit, e = strategy.normalised()
@@ -85,7 +85,7 @@ def prefix_units(strategy, caller: str) -> tuple[np.ndarray, int]:
         from mmopt.toeplitz.weighted import prefix_variances
         return prefix_variances(strategy.n), 0
     raise ValueError(f"{caller}: per-query standard errors of every prefix past 4,096 cells are listed for the tree "
-                     "(mmopt.toeplitz.tree), Toeplitz strategies (sqrt_strategy, banded, blt) and the weighted square "
-                     "root of prefix(n); got "
+                     "(mmopt.toeplitz.tree), the p-Identity strategy (method='min_error'), Toeplitz strategies "
+                     "(sqrt_strategy, banded, blt) and the weighted square root of prefix(n); got "
                      f"'{getattr(strategy, 'name', type(strategy).__name__)}'. Use mmopt.answers.answer(queries, "
                      "output, strategy) for the queries you need, or pass strategy=None for the answers alone.")

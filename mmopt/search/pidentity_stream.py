@@ -26,37 +26,41 @@ from mmopt._base import validation as v
 from mmopt.error import NumericalError
 from mmopt.search._local_objectives import _CANCELLATION_MAX
 
-__all__ = ["apply", "estimate", "factor", "prefix_variances", "query_variances", "sensitivity"]
+__all__ = ["apply", "column_scale", "estimate", "factor", "prefix_variances", "query_variances", "sensitivity"]
 
 #: Columns of ΘD summed at a time for the prefix variances (p × CHUNK floats in memory, not p × n).
 CHUNK = 4096
 
 
-def factor(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(d, L): the column scale d = 1 + 1ᵀ|Θ| and the Cholesky factor of K = I + ΘΘᵀ (lower)."""
+def column_scale(theta: np.ndarray) -> np.ndarray:
+    """d = 1 + 1ᵀ|Θ|, the column L1 norms of [I; Θ]."""
+    return 1.0 + np.abs(theta).sum(axis=0)
+
+
+def factor(theta: np.ndarray, *, check_finite: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(d, L): the column scale d and the Cholesky factor of K = I + ΘΘᵀ (lower). The search's objective passes
+    ``check_finite=False`` (it catches the LinAlgError of an overflowed K and steps back)."""
     K = theta @ theta.T
     K[np.diag_indices_from(K)] += 1.0
-    return 1.0 + np.abs(theta).sum(axis=0), scipy.linalg.cholesky(K, lower=True)
+    return column_scale(theta), scipy.linalg.cholesky(K, lower=True, check_finite=check_finite)
 
 
 def sensitivity(theta: np.ndarray, norm: str) -> float:
     """Δ₁ = 1 (each column of [I; Θ] divided by its own L1 norm); Δ₂ = max_j ‖(e_j; Θe_j)‖₂ / d_j."""
     if norm == "l1":
         return 1.0
-    d = 1.0 + np.abs(theta).sum(axis=0)
-    return float(np.max(np.sqrt(1.0 + np.einsum("ij,ij->j", theta, theta)) / d))
+    return float(np.max(np.sqrt(1.0 + np.einsum("ij,ij->j", theta, theta)) / column_scale(theta)))
 
 
 def apply(theta: np.ndarray, x) -> np.ndarray:
     """A x = (x/d, Θ(x/d)): the n + p answers the release measures."""
-    x = np.asarray(x, dtype=float)
-    scaled = x / (1.0 + np.abs(theta).sum(axis=0))
+    scaled = np.asarray(x, dtype=float) / column_scale(theta)
     return np.concatenate([scaled, theta @ scaled])
 
 
 def estimate(theta: np.ndarray, y) -> np.ndarray:
     """x̂ = (AᵀA)⁻¹Aᵀy = D(u − ΘᵀK⁻¹Θu), u = y₁ + Θᵀy₂ (module docstring)."""
-    p, n = theta.shape
+    n = theta.shape[1]
     y = np.asarray(y, dtype=float)
     d, L = factor(theta)
     u = y[:n] + theta.T @ y[n:]

@@ -73,8 +73,7 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
                          "returns at large n).")
     # the tree and the p-Identity strategy past the dense size (mmopt.search.pidentity_stream) measure and
     # estimate themselves: apply(x) and estimate(y), each O(n log n) or O(p²n)
-    tree = isinstance(strategy, TreeStrategy) or (callable(getattr(strategy, "estimate", None))
-                                                  and callable(getattr(strategy, "apply", None)))
+    tree = callable(getattr(strategy, "estimate", None)) and callable(getattr(strategy, "apply", None))
     if not (weighted or tree or isinstance(strategy, ToeplitzStrategy)):
         got = getattr(strategy, "name", type(strategy).__name__)
         raise TypeError(f"The 'strategy' parameter of {caller} must be a ToeplitzStrategy, a TreeStrategy or the "
