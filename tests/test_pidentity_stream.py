@@ -70,3 +70,25 @@ def test_past_the_dense_size_the_stream_family_takes_it_as_itself():
     table = mmopt.answers_table(out, W, S)
     assert np.allclose(table["standard_error"], np.sqrt(2.0 * prefixes) * out.noise_scale, rtol=1e-12)
     assert np.allclose(table["answer"], np.cumsum(out.estimate), rtol=1e-12)
+
+
+def test_evaluate_matches_a_monte_carlo_run_of_the_mechanism():
+    """y = A x + Laplace noise, x̂ by the Woodbury estimate, W x̂ the prefix answers: the empirical total and the
+    worst prefix's variance agree with evaluate within 4 standard errors of the simulation, and the total is above
+    the certified lower bound."""
+    n, draws = 600, 2000  # the stream report at any n (mmopt.evaluate takes it so past 4,096 cells, above)
+    S = PIdentityStrategy(hierarchy_theta(n, 16))
+    W = toeplitz.prefix(n)
+    report = toeplitz.evaluate(W, S, LAPLACE)  # Δ₁ = 1, ε = 1: Laplace scale 1, variance 2 per measurement
+    rng = np.random.default_rng(11)
+    x = rng.integers(0, 50, n).astype(float)
+    Ax = S.apply(x)
+    t = report.max_variance_query[1]
+    totals, worst = np.empty(draws), np.empty(draws)
+    for i in range(draws):
+        err = np.cumsum(S.estimate(Ax + rng.laplace(0.0, 1.0, Ax.size)) - x)
+        totals[i], worst[i] = err @ err, err[t]
+    assert abs(totals.mean() - report.total_squared_error) < 4 * totals.std(ddof=1) / np.sqrt(draws)
+    sq = worst ** 2
+    assert abs(sq.mean() - report.max_variance) < 4 * sq.std(ddof=1) / np.sqrt(draws)
+    assert report.total_squared_error >= 2.0 * toeplitz.lower_bound(W).value
