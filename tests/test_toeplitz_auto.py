@@ -13,12 +13,16 @@ from mmopt.error import diagonal_bound
 GAUSS = mmopt.Privacy(1.0, delta=1e-6)
 
 
-@pytest.fixture
-def no_dense_gram(monkeypatch):
-    """Any attempt to build a dense prefix / all-range Gram fails the test."""
+def _refuse_dense_gram(monkeypatch):
     def refuse(family, n, caller):
         raise AssertionError(f"auto built the dense {n}×{n} Gram of {family}")
     monkeypatch.setattr(_gram_forms, "family_mean_gram", refuse)
+
+
+@pytest.fixture
+def no_dense_gram(monkeypatch):
+    """Any attempt to build a dense prefix / all-range Gram fails the test."""
+    _refuse_dense_gram(monkeypatch)
 
 
 @pytest.mark.parametrize("kind", ["prefix", "all_range"])
@@ -93,6 +97,23 @@ def test_auto_under_laplace_noise_past_the_dense_limit_gives_h_b_within_a_fast_b
     assert "budget 'fast'" in res.extra["skipped"]["min_error"] and res.status == "local_optimum"  # weights searched
     assert res.lower_bound == pytest.approx(toeplitz.lower_bound(toeplitz.prefix(5000)).value, rel=1e-12)
     assert 1 < res.ratio < 40  # H_8 is 31.5× the (Gaussian, diagonal) bound here; min_error reaches ~6.8×
+
+
+def test_auto_under_laplace_noise_on_dense_prefix_past_the_dense_limit_searches_the_stream_twin(monkeypatch):
+    """wl.prefix(4,200) under ε-DP: the O(n) search runs on toeplitz.prefix(n) (100 steps beat the weighted tree)
+    and its p-Identity strategy is released and evaluated with the dense workload as itself (the dense search's n×n
+    strategy took 24 s to release at 5,000 cells; priced whole, auto skipped it and returned the weighted tree)."""
+    from mmopt.search.pidentity import PIdentityStrategy
+    n, eps = 4200, mmopt.Privacy(1.0)
+    W = wl.prefix(n)
+    _refuse_dense_gram(monkeypatch)  # W holds its Gram: none built after it
+    res = mmopt.optimize(W, privacy=eps, max_iterations=100)
+    assert res.method == "auto:min_error" and isinstance(res.strategy, PIdentityStrategy)
+    assert res.ratio < res.extra["candidates"]["tree_weighted"]["objective"] / res.lower_bound
+    report = mmopt.evaluate(W, res.strategy, eps)  # 2/ε² per unit of the objective
+    assert report.total_squared_error == pytest.approx(2 * res.objective, rel=1e-9)
+    out = mmopt.release(W, res.strategy, np.arange(n, dtype=float), eps)
+    assert out.answers.shape == (n,) and np.all(np.isfinite(out.answers))
 
 
 def test_other_multidim_methods_still_refuse_stream_workloads():
