@@ -63,7 +63,7 @@ def coefficients(T: Levels, w: np.ndarray | None) -> tuple[tuple[np.ndarray, np.
         w2 = 1.0 if w is None else float(w[k]) ** 2
         sigma = np.full(L.lo.size, 1.0 / w2)
         if L.inner.size:
-            s = _group_sum(L, sigma_below, T.b)
+            s = _group_sum(L, sigma_below)
             rho = 1.0 / (1.0 + w2 * s)
             out[k] = (w2 * rho, rho)
             sigma[L.inner] = rho * s
@@ -116,8 +116,11 @@ def _padded(L: Level, values: np.ndarray, b: int) -> np.ndarray:
     return out
 
 
-def _group_sum(L: Level, values: np.ndarray, b: int) -> np.ndarray:
-    return _padded(L, values, b).sum(axis=1)
+def _group_sum(L: Level, values: np.ndarray) -> np.ndarray:
+    """Each internal node's sum of its children's ``values`` (rows of the next level). A node's children are
+    consecutive rows (``parent`` is np.repeat over ``kids`` ≥ 1), so one segment sum each: a scatter into the padded
+    (internal × b) array cost 40 % of a pass on 100,000 cells."""
+    return np.add.reduceat(values, np.cumsum(L.kids) - L.kids, axis=0)
 
 
 def _generators(kind: str, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -177,7 +180,7 @@ def _upward(T: Levels, z: np.ndarray, damping: tuple[np.ndarray, ...] | None) ->
         L = T.levels[k]
         s = z[L.lo].astype(float)
         if L.inner.size:
-            s[L.inner] = _group_sum(L, below, T.b) * (1.0 if damping is None else damping[k])
+            s[L.inner] = _group_sum(L, below) * (1.0 if damping is None else damping[k])
         out[k] = below = s
     return out
 
