@@ -71,3 +71,11 @@ def test_all_range_bound_is_below_and_close_to_the_dense_optimum(n):
     assert opt.status == "optimal"
     # measured: the optimum is 1.0011× the diagonal bound at n = 16, 1.00044× at n = 128
     assert b.svd <= b.value < b.diagonal <= opt.objective < {16: 1.0012, 128: 1.0005}[n] * b.diagonal
+
+
+def test_the_bounds_are_computed_once_per_size_and_input_is_still_checked():
+    """auto and each candidate it scored recomputed the bound: three DFTs of length 2n + 1, 10 s each at n = 10⁷."""
+    assert T.prefix_bound(301) is T.prefix_bound(301) and T.all_range_bound(301) is T.all_range_bound(301)
+    assert T.prefix_bound(301).workload == "prefix" and T.all_range_bound(301).workload == "all_range"
+    with pytest.raises(TypeError, match="'n' parameter of prefix_bound"):
+        T.prefix_bound(301.0)  # equal to 301 as a key: refused before the cache

@@ -22,6 +22,7 @@ bounds, in closed form, for all n(n+1)/2 ranges.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,9 +135,7 @@ def prefix_bound(n: int) -> PrefixBound:
     >>> bool(b.svd < b.value < b.diagonal), float(round(b.diagonal / b.svd, 4))
     (True, 1.0291)
     """
-    n = check_n(n, "prefix_bound")
-    diagonal, svd = diagonal_bound(n), svd_bound(n)
-    return PrefixBound(diagonal * (1 - _ROUNDING * n), diagonal, svd, n)
+    return _bound(check_n(n, "prefix_bound"), "prefix")
 
 
 def all_range_bound(n: int) -> PrefixBound:
@@ -148,9 +147,16 @@ def all_range_bound(n: int) -> PrefixBound:
     >>> bool(b.svd < b.value < b.diagonal), b.workload
     (True, 'all_range')
     """
-    n = check_n(n, "all_range_bound")
-    diagonal, svd = diagonal_bound(n, "all_range"), svd_bound(n, "all_range")
-    return PrefixBound(diagonal * (1 - _ROUNDING * n), diagonal, svd, n, "all_range")
+    return _bound(check_n(n, "all_range_bound"), "all_range")
+
+
+@functools.lru_cache(maxsize=16)
+def _bound(n: int, kind: str) -> PrefixBound:
+    """The bounds of a checked n, once per (n, kind): auto and each candidate it scores ask for them, and the DFT of
+    length 2n + 1 behind the diagonal bound takes 10 s at n = 10⁷ (2n + 1 = 3·7·952,381: pocketfft's Bluestein),
+    three times in one optimize call there. PrefixBound is frozen, so sharing it is safe."""
+    diagonal, svd = diagonal_bound(n, kind), svd_bound(n, kind)
+    return PrefixBound(diagonal * (1 - _ROUNDING * n), diagonal, svd, n, kind)
 
 
 def lower_bound(workload) -> PrefixBound:
