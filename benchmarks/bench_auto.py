@@ -38,7 +38,7 @@ REFS = Path(__file__).resolve().parent / "results" / "bench_auto_refs.json"
 # (workload, noise): what each row is held to (issue 28's "done when" table)
 ROWS = [("prefix1024", "l1"), ("random_range512", "l1"), ("random_range1024", "l1"), ("width32_256", "l1"),
         ("prefix4096", "l2"), ("stream_prefix4096", "l2"), ("stream_prefix4096", "l1"), ("all_range3000", "l1"),
-        ("stream_prefix5000", "l1"), ("prefix5000", "l1"),
+        ("stream_prefix5000", "l1"), ("prefix5000", "l1"), ("stream_prefix1e7", "l1"),
         ("ranges_2d64", "l2"), ("prefix_3d16", "l2"), ("range_union64", "l2"),
         ("prefix_marginals16x10", "l2"), ("prefix_marginals32x4", "l2"),
         ("marginals2_8x30", "l2"), ("marginals3_8x100", "l2"),
@@ -82,7 +82,7 @@ def workload(name: str):
         "random_range1024": lambda: wl.random_range(1024, 2000, seed=0),
         "width32_256": lambda: _width_ranges(256, 32), "prefix4096": lambda: wl.prefix(4096),
         "stream_prefix4096": lambda: toeplitz.prefix(4096), "stream_prefix5000": lambda: toeplitz.prefix(5000),
-        "prefix5000": lambda: wl.prefix(5000),
+        "prefix5000": lambda: wl.prefix(5000), "stream_prefix1e7": lambda: toeplitz.prefix(10**7),
         "ranges_2d64": lambda: census.ranges_2d(64),
         "prefix_3d16": lambda: census.prefix_3d(16),
         "range_union64": lambda: sw.union([sw.kron(sw.all_range(64), np.eye(64)),

@@ -83,6 +83,31 @@ def test_the_o_n_search_is_cut_to_the_budget_left_up_to_4096_cells():
         assert me.fit is not None and me.fit(60.0).estimate <= 60.0
 
 
+def test_the_tree_level_weight_search_is_cut_to_the_budget_left():
+    """Priced whole (~176 CPU s at 10⁷ cells) it was skipped and auto returned the unit-weight tree (18.80× the
+    bound; 17.56× with the 24 evaluations the default budget left, 54 CPU s in all)."""
+    from mmopt.auto import costs
+    from mmopt.auto.line import TREE_MIN_EVALUATIONS
+    (tw,) = [c for c in plan(_ctx(toeplitz.prefix(10**7), "l1", True), 60.0) if c.name == "tree_weighted"]
+    assert tw.estimate == costs.tree_weights(10**7, TREE_MIN_EVALUATIONS) and tw.fit is not None
+    assert tw.fit(tw.estimate / 2) is None
+    for seconds in (tw.estimate, 30.0, 100.0):
+        assert tw.fit(seconds).estimate <= seconds
+    assert tw.fit(1e4).estimate == costs.tree_weights(10**7)  # the default search where it fits
+
+
+def test_a_capped_level_weight_search_says_so_and_is_scored_exactly():
+    from mmopt.auto.trees import tree, weighted_tree
+    W = toeplitz.prefix(20000)
+    chosen = {}
+    unit = tree(W, chosen)
+    cut, full = weighted_tree(W, chosen, 5), weighted_tree(W, chosen)
+    assert cut.status == "user_limit" and full.status != "user_limit"
+    assert full.objective <= cut.objective < unit.objective
+    assert mmopt.evaluate(W, cut.strategy, mmopt.Privacy(1.0)).total_squared_error == pytest.approx(
+        2 * cut.objective, rel=1e-10)
+
+
 def _ranges(n1, n2):
     return mmopt.structured.kron(wl.all_range(n1), wl.all_range(n2))
 

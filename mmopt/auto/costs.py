@@ -15,8 +15,8 @@ import numpy as np
 
 __all__ = ["closed_dense", "coupled", "dual_floor", "identity_product", "kron", "l2_dense",
            "l2_tridiagonal_step", "local_setup", "marginals", "marginals_iteration", "marginals_once",
-           "min_error_dense", "min_error_fast", "pidentity_step", "residual", "svd_strategy", "tree_stream",
-           "tree_weights", "union", "union_scoring"]
+           "min_error_dense", "min_error_fast", "pidentity_step", "residual", "svd_strategy", "tree_evaluation",
+           "tree_levels", "tree_stream", "tree_weights", "union", "union_scoring"]
 
 
 def closed_dense(n: int) -> float:
@@ -46,12 +46,25 @@ def tree_stream(n: int) -> float:
     return 0.02 + 3.5e-7 * n
 
 
-def tree_weights(n: int) -> float:
+def tree_levels(n: int) -> int:
+    """The levels of a b = 10 tree on n cells, the pricing's stand-in for the branching auto picks."""
+    return max(2, math.ceil(math.log(max(n, 2), 10)) + 1)
+
+
+def tree_evaluation(n: int) -> float:
+    """One evaluation of a level-weighted H_b's exact error (one O(n) pass)."""
+    return 0.002 + 1.1e-7 * n
+
+
+def tree_weights(n: int, evaluations: int | None = None) -> float:
     """H_b's level weights searched by L-BFGS-B on the exact error (:func:`mmopt.toeplitz.trees.weighted`), one O(n)
     pass an evaluation: all ranges (the longer search) took 114 evaluations and 1.5 CPU s at 10⁵ cells, 126 and
-    12.3 s at 10⁶ (b = 10); priced at 20 per level of a b = 10 tree and 0.002 + 1.1·10⁻⁷·n s each."""
-    levels = max(2, math.ceil(math.log(max(n, 2), 10)) + 1)
-    return 20 * levels * (0.002 + 1.1e-7 * n)
+    12.3 s at 10⁶ (b = 10); priced at 20 per level of a b = 10 tree, or ``evaluations`` plus one finite-difference
+    gradient (L-BFGS-B ends the gradient it started: 8 asked for took 14 at 10⁶ cells), at
+    :func:`tree_evaluation` each."""
+    levels = tree_levels(n)
+    count = 20 * levels if evaluations is None else evaluations + levels
+    return count * tree_evaluation(n)
 
 
 def identity_product(structure) -> float:

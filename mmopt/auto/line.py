@@ -10,7 +10,7 @@ from collections.abc import Callable
 from mmopt.auto import costs
 from mmopt.auto.candidate import LOW_PRIOR_SHARE, Candidate, Context
 
-__all__ = ["FAST_STEPS", "LOCAL_MIN_STEPS", "LOCAL_STEPS", "local_search", "plain", "stream"]
+__all__ = ["FAST_STEPS", "LOCAL_MIN_STEPS", "LOCAL_STEPS", "TREE_MIN_EVALUATIONS", "local_search", "plain", "stream"]
 
 #: L-BFGS-B steps of the dense p-Identity search "auto" runs in place of the full pipeline on a 1-D workload: at
 #: most LOCAL_STEPS (the pipeline's own budget at this size), and not at all when the budget leaves fewer than
@@ -21,6 +21,9 @@ LOCAL_STEPS, LOCAL_MIN_STEPS = 3000, 100
 #: budget left (:func:`_fast`): at 100 a size it still reaches 6.5× the bound on prefix sums of 1,024–2,048 cells
 #: and 7.1× at 4,096, below the weighted tree's 7.5× / 8.7× / 9.2×.
 FAST_STEPS = (2000, 1500, 1000, 700, 500, 300, 200, 100)
+#: The fewest evaluations the tree's level-weight search is run with (a few L-BFGS-B steps; :func:`_weighted_tree`):
+#: 8 on 10⁶ cells reached 0.958× the unit-weight error on prefix sums, 0.918× on all ranges.
+TREE_MIN_EVALUATIONS = 8
 #: The relative duality gap "auto" runs the tridiagonal dual to below a "thorough" budget: within 0.01 % of the
 #: optimum, certified, in 4 of the 9 iterations that 10⁻⁶ takes at n = 4,096.
 DUAL_GAP = 1e-4
@@ -191,5 +194,23 @@ def _trees(n: int, stream_workload: Callable) -> list[Candidate]:
     chosen: dict = {}  # the branching the first picked and the bound it computed, for the second
     return [Candidate("tree", costs.tree_stream(n) * len(branchings(n)),
                       lambda: trees.tree(stream_workload(), chosen)),
-            Candidate("tree_weighted", costs.tree_weights(n),
-                      lambda: trees.weighted_tree(stream_workload(), chosen))]
+            _weighted_tree(n, stream_workload, chosen)]
+
+
+def _weighted_tree(n: int, stream_workload: Callable, chosen: dict) -> Candidate:
+    """The level-weight search, fitted when it runs: its default search where the budget left pays for it, else the
+    evaluations it pays for, skipped below :data:`TREE_MIN_EVALUATIONS`. Priced whole it was skipped at 10⁷ cells
+    (~176 CPU s), and auto returned the unit-weight tree; on 10⁶ cells 25 evaluations reach 0.921× the unit-weight
+    error on prefix sums (0.919× converged, 77) and 0.828× on all ranges (0.797×, 126)."""
+    from mmopt.auto import trees
+
+    def sized(evaluations: int | None) -> Candidate:
+        return Candidate("tree_weighted", costs.tree_weights(n, evaluations),
+                         lambda: trees.weighted_tree(stream_workload(), chosen, evaluations))
+
+    def fitted(seconds: float) -> Candidate | None:
+        if costs.tree_weights(n) <= seconds:
+            return sized(None)
+        evaluations = int(seconds / costs.tree_evaluation(n)) - costs.tree_levels(n)
+        return sized(evaluations) if evaluations >= TREE_MIN_EVALUATIONS else None
+    return Candidate("tree_weighted", costs.tree_weights(n, TREE_MIN_EVALUATIONS), lambda: None, fit=fitted)

@@ -37,20 +37,20 @@ def tree(W, chosen: dict | None = None):
                           {"scored_by": "tree", "branchings": {f"H{k}": val for k, val in scores.items()}})
 
 
-def weighted_tree(W, chosen: dict):
+def weighted_tree(W, chosen: dict, max_evaluations: int | None = None):
     """The chosen branching's tree with level weights searched (:func:`mmopt.toeplitz.trees.weighted`, L-BFGS-B on
     the exact error, a heuristic): 0.87–0.92× the unit-weight error on prefix sums of 1,024 to 10⁶ cells, 0.68–0.80×
-    on all ranges. "user_limit" when the search stopped at its evaluation limit, "optimal_inaccurate" when it
-    stopped short of it unconverged."""
+    on all ranges. ``max_evaluations``: its evaluation limit (None: its default). "user_limit" when the search
+    stopped at its evaluation limit, "optimal_inaccurate" when it stopped short of it unconverged."""
     from mmopt._base.result import OptimizeResult, reconcile
     from mmopt.toeplitz.trees import EVALUATIONS_PER_LEVEL, weighted
 
     if "b" not in chosen:
         tree(W, chosen)
     b = chosen["b"]
-    S, objective, converged, calls = weighted(W.n, b, W.kind)
+    S, objective, converged, calls = weighted(W.n, b, W.kind, max_evaluations=max_evaluations)
     bound = chosen["bound"]
-    at_limit = calls >= EVALUATIONS_PER_LEVEL * len(S.tree.levels)  # weighted()'s default cap
+    at_limit = calls >= (max_evaluations or EVALUATIONS_PER_LEVEL * len(S.tree.levels))  # weighted()'s cap
     how = "converged" if converged else "stopped at its evaluation limit" if at_limit else "stopped, not converged"
     status, message, bound = reconcile(
         objective, bound, "optimal" if converged else "user_limit" if at_limit else "optimal_inaccurate",
