@@ -185,3 +185,11 @@ def test_h_b_and_svd_strategy_pass_through_their_measured_points():
         assert measured / 1.5 < costs.tree_weights(n) < measured * 1.5
     assert 1.30 / 2 < costs.svd_strategy(wl.random_range(1024, 1024, seed=0)) < 1.45 * 2
     assert 12.0 / 2 < costs.svd_strategy(wl.random_range(2048, 2048, seed=0)) < 12.0 * 2
+
+
+def test_the_stream_closed_forms_pass_through_their_measured_points():
+    # CPU s, one core, prefix sums and all ranges (the slower of the two): memory-bound past 10⁶ cells
+    for name, points in (("weighted_sqrt", ((10**5, 0.16), (10**6, 1.2), (10**7, 35.0))),
+                         ("sqrt", ((10**5, 0.04), (10**6, 0.38), (10**7, 14.2)))):
+        for n, measured in points:
+            assert measured / 1.5 < costs.stream_closed(n, name) < measured * 1.5, (name, n)

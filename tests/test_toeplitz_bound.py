@@ -79,3 +79,43 @@ def test_the_bounds_are_computed_once_per_size_and_input_is_still_checked():
     assert T.prefix_bound(301).workload == "prefix" and T.all_range_bound(301).workload == "all_range"
     with pytest.raises(TypeError, match="'n' parameter of prefix_bound"):
         T.prefix_bound(301.0)  # equal to 301 as a key: refused before the cache
+
+
+@pytest.mark.parametrize("kind", ["prefix", "all_range"])
+def test_the_diagonal_is_a_running_sum_accurate_to_its_last_digits(kind):
+    # h_i = c_n Σ_k σ_k (1 − cos(2θ_k i)) in 40-digit arithmetic, at the ends and the middle: the bound's allowance
+    # is 64·n·u; the running sum keeps (n + 4)·u (measured: below 10⁻² of it). The FFT it replaced lost h_1 to
+    # cancellation against Σσ (≈ n log n).
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 40
+    n = 3000
+    if kind == "prefix":
+        N = 2 * n + 1
+        h = bound.gram_sqrt_diagonal(n)[::-1]  # rows 1..n of (W Wᵀ)^{1/2}
+        theta = [(2 * k - 1) * mpmath.pi / N for k in range(1, n + 1)]
+        sigma = [1 / (2 * mpmath.sin(t / 2)) for t in theta]
+        c = mpmath.mpf(2) / N
+    else:
+        h = bound.gram_sqrt_diagonal(n, "all_range")
+        theta = [k * mpmath.pi / (n + 1) for k in range(1, n + 1)]
+        sigma = [mpmath.sqrt(n + 1) / (2 * mpmath.sin(t / 2)) for t in theta]
+        c = mpmath.mpf(1) / (n + 1)
+    for i in (1, 2, 1500, n):
+        exact = float(c * mpmath.fsum(s * (1 - mpmath.cos(2 * t * i)) for s, t in zip(sigma, theta, strict=True)))
+        assert abs(h[i - 1] - exact) <= (n + 4) * np.finfo(float).eps * exact
+
+
+@pytest.mark.parametrize("kind", ["prefix", "all_range"])
+@pytest.mark.parametrize("n", [1, 2, 3, 1000, 2003])  # 2n + 1 = 4007 is prime: the prefix DFT is a Bluestein one
+def test_closed_form_sequences_match_their_defining_transform(kind, n):
+    from mmopt.toeplitz import weighted
+    for power in (0.5, -0.5):
+        closed, fft = weighted.spectral_sequence(kind, n, power), weighted._fft_sequence(kind, n, power)
+        assert closed.shape == fft.shape == (2 * n + 2,)
+        # the transform's round-off is u·log n relative to Σ_k σ_k^{±1} (≤ n log n): the scale of the comparison
+        np.testing.assert_allclose(closed, fft, rtol=0, atol=1e-13 * np.abs(fft).max())
+    j = np.array([1, 3, -5, 4 * n + 1, 4 * n + 3, 8 * n + 9])  # past D/2 and past D: the reductions' branches
+    k = np.arange(1, n + 1)
+    angles = (2 * k - 1) * np.pi / (2 * (2 * n + 1)) if kind == "prefix" else k * np.pi / (2 * (n + 1))
+    direct = np.sin(np.outer(j, angles)).sum(axis=1)
+    np.testing.assert_allclose(bound.sine_sums(kind, n, j), direct, rtol=1e-10, atol=1e-12 * n)

@@ -15,8 +15,8 @@ import numpy as np
 
 __all__ = ["closed_dense", "coupled", "dual_floor", "identity_product", "kron", "l2_dense",
            "l2_tridiagonal_step", "local_setup", "marginals", "marginals_iteration", "marginals_once",
-           "min_error_dense", "min_error_fast", "pidentity_step", "residual", "svd_strategy", "tree_evaluation",
-           "tree_levels", "tree_stream", "tree_weights", "union", "union_scoring"]
+           "min_error_dense", "min_error_fast", "pidentity_step", "residual", "stream_closed", "svd_strategy",
+           "tree_evaluation", "tree_levels", "tree_stream", "tree_weights", "union", "union_scoring"]
 
 
 def closed_dense(n: int) -> float:
@@ -44,6 +44,16 @@ def tree_stream(n: int) -> float:
     (:mod:`mmopt.toeplitz.trees`); auto scores each of :func:`mmopt.toeplitz.trees.branchings`. Measured, all of them:
     0.20 CPU s at n = 10⁵ (8 branchings), 1.8 s at 10⁶ (7), 32 s at 10⁷ (8), prefix sums, one core."""
     return 0.02 + 3.5e-7 * n
+
+
+def stream_closed(n: int, name: str) -> float:
+    """The weighted square root (``name="weighted_sqrt"``) or the square root ("sqrt") of a stream workload, built
+    and scored exactly (:func:`mmopt.toeplitz.solve.optimize`): O(n log² n) and O(n log n) work, but past ~10⁶
+    cells bound by memory (arrays of 10⁷ doubles; a third of the CPU is the system's, page faults), so fitted as
+    a·n + b·n². Measured, CPU s at 10⁵ / 10⁶ / 10⁷ cells, prefix sums and all ranges, one core: weighted 0.11–0.16 /
+    1.2 / 30–35, sqrt 0.03–0.04 / 0.32–0.38 / 13–14 (0.05 + 10⁻⁶·n said 10 s at 10⁷)."""
+    a, b = (1.2e-6, 2.5e-13) if name == "weighted_sqrt" else (3.5e-7, 1.1e-13)
+    return 0.01 + a * n + b * n * n
 
 
 def tree_levels(n: int) -> int:

@@ -145,7 +145,7 @@ def stream(ctx: Context, budget_seconds: float) -> list[Candidate]:
     out = []
     if ctx.norm == "l2":
         for name in ("weighted_sqrt", "sqrt"):
-            out.append(Candidate(name, 0.05 + 1e-6 * n, lambda name=name: toeplitz_optimize(W, name)))
+            out.append(Candidate(name, costs.stream_closed(n, name), lambda name=name: toeplitz_optimize(W, name)))
         out.append(_dual(ctx, budget_seconds))
         return out
     out += _trees(n, lambda: W)
