@@ -210,7 +210,7 @@ def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: f
     >>> import mmopt
     >>> W, H = mmopt.workload.prefix(4), mmopt.strategy.hierarchical(4)
     >>> out = release(W, H, [3, 0, 2, 5], mmopt.Privacy(1.0))
-    >>> out.path, out.answers.shape, round(out.noise_scale, 12), out.verified_loss
+    >>> out.path, out.answers.shape, round(out.noise_scale, 9), out.verified_loss  # b = Δ₁/ε (+ OpenDP's lattice)
     ('release', (4,), 3.0, 1.0)
     """
     caller = "release"

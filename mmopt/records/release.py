@@ -126,8 +126,9 @@ def release(records, domain: Domain, workload, privacy: Privacy, *, strategy, se
         if seed is None:
             y, scale, loss = _opendp.measure(Ax, d_in, privacy, noise_scale=None, caller=caller)
             sampler = "opendp"
-        else:  # OpenDP calibrates and verifies the scale (its map does not depend on the data); nothing drawn
-            _, scale, loss = _opendp.calibrate(1, d_in, privacy, noise_scale=None, caller=caller)
+        else:  # OpenDP calibrates and verifies the scale (its map does not depend on the data); nothing drawn.
+            # Its Laplace lattice depends on the number of measurements: the same n as the unseeded draw
+            _, scale, loss = _opendp.calibrate(Ax.shape[0], d_in, privacy, noise_scale=None, caller=caller)
             warnings.warn(f"{caller}: seed={seed} draws the noise with numpy's seeded generator (at OpenDP's "
                           "verified scale): reproducible, but anyone who knows the seed can remove the noise. Use it "
                           "for tests and simulations; omit 'seed' for a real release.", UserWarning,

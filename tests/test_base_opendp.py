@@ -1,0 +1,48 @@
+"""mmopt._base.opendp: the release path's OpenDP noise, its calibration and its lattice, against OpenDP's own maps and
+a Monte-Carlo run of its sampler."""
+
+import math
+
+import numpy as np
+import pytest
+
+from mmopt import Privacy
+from mmopt._base import opendp as o
+
+pytest.importorskip("opendp")
+dp = o.prelude("tests")  # contrib on, as on the release path
+
+
+@pytest.mark.parametrize("n, sensitivity, epsilon", [(1, 1.0, 1.0), (10, 1e-6, 0.01), (1000, 37.5, 50.0),
+                                                     (10**6, 1.0, 1.0), (10**8, 1e6, 0.1)])
+def test_the_laplace_lattice_costs_at_most_a_billionth_of_the_budget(n, sensitivity, epsilon):
+    # OpenDP charges the rounding to its lattice as n·2^k more sensitivity: at most 2⁻³⁰·Δ, and 40 bits under the scale
+    b = sensitivity / epsilon
+    k = o.lattice_exponent(b, sensitivity, n)
+    assert n * 2.0**k <= 2.0**-30 * sensitivity and 2.0**k <= 2.0**-40 * b
+    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=n)
+    finest = dp.m.make_laplace(domain, dp.l1_distance(T=float), b).map(sensitivity)
+    coarse = dp.m.make_laplace(domain, dp.l1_distance(T=float), b, k=k).map(sensitivity)
+    assert finest <= coarse <= finest * (1 + 2.0**-30)
+    # calibrated to the budget with the charge included: verified within ε, the scale at most a billionth larger
+    _, scale, loss = o.calibrate(n, sensitivity, Privacy(epsilon), noise_scale=None, caller="test")
+    assert loss <= epsilon and b <= scale <= b * (1 + 1e-8)
+
+
+def test_laplace_noise_is_drawn_on_its_lattice_with_its_variance():
+    meas, b, _ = o.calibrate(20_000, 1.0, Privacy(0.5), noise_scale=None, caller="test")
+    k = o.lattice_exponent(b, 1.0, 20_000)
+    y = np.asarray(meas([0.0] * 20_000))
+    assert np.all(np.mod(y, 2.0**k) == 0)  # every draw a multiple of 2^k: the lattice is the one asked for
+    # Var = 2b², the sample variance's SE ≈ √((μ₄ − σ⁴)/N) = σ²√(5/N) for Laplace (excess kurtosis 3)
+    var, N = 2 * b * b, y.size
+    assert abs(y.mean()) < 4 * math.sqrt(var / N)
+    assert abs(y.var() - var) < 4 * var * math.sqrt(5 / N)
+
+
+def test_gaussian_noise_keeps_the_default_lattice_its_rho_is_recomputed_from():
+    # the ledger's ρ = gaussian_rho(Δ, σ) assumes OpenDP's default lattice (no rounding charge)
+    from mmopt.accounting import gaussian_rho
+    meas, sigma, loss = o.calibrate(1000, 2.0, Privacy(1.0, 1e-6), noise_scale=None, caller="test")
+    assert gaussian_rho(2.0, sigma) == pytest.approx(2.0**2 / (2 * sigma**2), rel=1e-12)
+    assert loss[0] <= 1.0 and loss[1] == 1e-6
