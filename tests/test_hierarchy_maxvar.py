@@ -161,3 +161,17 @@ def test_max_iterations_is_honoured_and_a_spent_budget_is_user_limit():
     assert short.status == "user_limit" and not short.success
     assert full.status in ("local_optimum", "optimal") and full.objective < short.objective
     assert full.lower_bound <= full.objective * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("sizes", [[1, 4], [1, 9], [2, 8, 8]])
+def test_disjoint_groups_of_unequal_counts_reach_the_optimum(sizes):
+    # the group totals are disjoint rows: W itself (Δ₂ = 1) has every variance 1, and the dense certified minimax is 1.
+    # The orbit route's ascent swapped its query and cell weights at every step (T = Σ√(λᵢμᵢ)) and stopped at
+    # √(n_max/n_min) times that, 'user_limit' (a helper's probe)
+    geo = Hierarchy.from_parents([np.repeat(np.arange(len(sizes)), sizes)], level_names=("total", "state", "county"))
+    W = grouping_sets([geo], [("state",)])
+    r = mmopt.optimize(W, privacy=mmopt.Privacy(1.0, 1e-6), objective="max_variance", verbose=False)
+    dense = mmopt.optimize(wl.Workload.from_matrix(W.dense()), objective="max_variance", verbose=False)
+    assert r.status == dense.status == "optimal"
+    assert r.lower_bound <= 1.0 + 1e-9 and dense.lower_bound <= 1.0 + 1e-9
+    assert 1.0 - 1e-9 <= r.objective <= 1.0 + 1e-6 and r.iterations < 20

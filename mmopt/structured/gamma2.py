@@ -5,9 +5,9 @@
 Notation: see README. min_X max_q v_q/τ_q s.t. diag X ≤ 1 is γ₂(diag(τ)^{-1/2}W)², whose dual is the maximum over
 query weights λ ∈ Δ and cell weights μ ∈ Δ of T(λ, μ)² (Lee, Shraibman & Špalek, CCC 2008). T is ½-homogeneous in
 each, with gradients v/(2τ) and diag X/2 at X(λ, μ), so at the saddle point v_q/τ_q = T on λ's support and
-X_tt = T on μ's. The weights move as λ ← λ (v/(τT))^η, μ ← μ (X_tt/T)^η, renormalised; a step that lowers T halves
-η and restarts from the best weights. Every step's T² is a lower bound and max v/τ · max X_tt (X scaled to
-diag ≤ 1) an upper bound, so the certificate holds whatever the iteration does.
+X_tt = T on μ's. The weights move as λ ← λ (v/(τT))^η, μ ← μ (X_tt/T)^η, renormalised; a step that does not
+raise T halves η and restarts from the best weights. Every step's T² is a lower bound and max v/τ · max X_tt
+(X scaled to diag ≤ 1) an upper bound, so the certificate holds whatever the iteration does.
 """
 
 from __future__ import annotations
@@ -56,8 +56,12 @@ def ascend(evaluate, lam: np.ndarray, mu: np.ndarray, *, eta: float, tol: float,
         if best[0] <= lower * (1 + 0.9 * tol):
             status = "optimal"
             break
-        if T < last_T * (1 - 1e-12) and eta > 0.25:  # overshoot: a smaller step from the best weights
-            eta, (lam, mu) = eta / 2, best_weights
+        # overshoot, or no progress: a smaller step from the best weights. A step that leaves T where it was is a
+        # cycle, not a plateau (the gap is still open): with T = Σᵢ√(λᵢμᵢ) (disjoint queries on cells of unequal
+        # counts) η = 2 swaps λ and μ exactly, log λ − log μ ↦ (1 − η)(log λ − log μ), and T never moved:
+        # grouping sets over groups of 1 and 4 cells stopped at twice the optimum (a helper's probe); η = 1 ends it
+        if T <= last_T * (1 + 1e-12) and eta > 0.25:
+            eta, (lam, mu), last_T = eta / 2, best_weights, 0.0  # the best weights' own T is no failed step
             continue
         last_T = T
         lam = lam * np.power(v / T, eta)
