@@ -99,7 +99,7 @@ def test_small_epsilon_gives_consistent_non_negative_marginals(mbi):
     state = np.random.get_state()[1].copy()  # noqa: NPY002 — synthetic must leave the global state alone
     again = est.synthetic(seed=0)
     assert syn.equals(again) and np.array_equal(np.random.get_state()[1], state)  # noqa: NPY002
-    assert list(syn.columns) == list(NAMES) and len(syn) == max(1, int(est.total))
+    assert list(syn.columns) == list(NAMES) and len(syn) == max(1, round(est.total))  # the docstring: rounded
     assert syn["c"].between(0, 3).all()
     with pytest.raises(ValueError, match="labels=True needs the records domain"):
         est.synthetic(labels=True)
@@ -149,3 +149,35 @@ def test_laplace_release_weighted_marginals_fit_to_least_squares(mbi):
     for A in r.workload.sets:
         assert np.allclose(est.marginals[A], r.marginals[A], rtol=1e-4, atol=0.05)
     assert est.total == pytest.approx(float(sum(r.marginals[(0, 1)].ravel())), rel=1e-9)
+
+
+def test_names_other_than_the_releases_are_refused():
+    # the model named its axes by 'names' while synthetic(labels=True) read them by the domain's: ("b", "a") put b's
+    # values under a's label (a helper's probe)
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("opendp")
+    from mmopt.records import Domain, release_marginals
+
+    D = Domain.from_json({"attributes": [{"name": "a", "categories": ["p", "q", "r"]},
+                                         {"name": "b", "categories": ["x", "y", "z"]}]})
+    df = pd.DataFrame({"a": ["p", "q", "r"] * 10, "b": ["x", "z", "z"] * 10})
+    with pytest.warns(UserWarning, match="seeded generator"):
+        r = release_marginals(df, D, [("a", "b")], mmopt.Privacy(10.0, 1e-6), seed=0)
+    for names in (("b", "a"), ("x", "y"), "ab"):
+        with pytest.raises(ValueError, match=r"'names' parameter of pgm_marginals must be the release's own"):
+            pgm.pgm_marginals(r, names=names)
+
+
+@pytest.mark.parametrize("rows, err", [(0, ValueError), (-3, ValueError), (2.7, TypeError), ("5", TypeError),
+                                       (True, TypeError)])
+def test_synthetic_rows_are_checked(rows, err):
+    # mbi read 0 as its default, -3 as one row, 2.7 as 2 and "5" as 5 (a helper's probe); checked before sampling
+    est = pgm.PGMEstimate({}, 1990.63, 1, 0.0, None, ("a",))
+    with pytest.raises(err, match="'rows' parameter of PGMEstimate.synthetic"):
+        est.synthetic(rows=rows)
+
+
+def test_synthetic_rows_default_to_the_rounded_total(mbi):
+    est = pgm.pgm_marginals(_measure(np.full(24, 83.0), mmopt.Privacy(1e4, 1e-6)), NAMES, iters=200)
+    assert est.total == pytest.approx(1992.0, abs=0.5)
+    assert len(est.synthetic(seed=0)) == round(est.total)

@@ -31,10 +31,11 @@ marginals). ``python -m experiments.records`` measures both on the same draws.
 Examples
 --------
 >>> import numpy as np
+>>> from mmopt import Privacy
 >>> from mmopt.structured import residual as rp
 >>> W = rp.marginal_workload((3, 2, 4), [(0, 1), (1, 2)])
 >>> x = np.random.default_rng(0).integers(0, 50, 24).astype(float)
->>> m = rp.measure(rp.plan(W).strategy, x)               # noiseless: PGM must recover the true marginals
+>>> m = rp.measure(rp.plan(W).strategy, x, Privacy(1e4, 1e-6), rng=0)  # nearly noiseless: PGM recovers the marginals
 >>> est = pgm_marginals(m, ("a", "b", "c"), iters=3000)  # doctest: +SKIP
 >>> bool(np.allclose(est.marginals[(0, 1)], rp.marginal_counts(x, (3, 2, 4), [(0, 1)])[(0, 1)], atol=0.5))
 ... # doctest: +SKIP
@@ -193,12 +194,19 @@ class PGMEstimate:
         """Synthetic records drawn from the model: a pandas DataFrame, one column per attribute.
 
         Values are cell indices (int), or with ``labels=True`` the domain's cell labels (a category, or a bin
-        such as "[250, 500)"; needs the estimate to come from a records release). ``rows`` defaults to the
-        rounded total. mbi samples with numpy's global generator: it is seeded with ``seed`` for the call and
+        such as "[250, 500)"; needs the estimate to come from a records release). ``rows`` (an int ≥ 1) defaults
+        to the rounded total. mbi samples with numpy's global generator: it is seeded with ``seed`` for the call and
         restored afterwards, so the caller's global random state is unchanged.
         """
         import pandas as pd
 
+        if rows is None:
+            rows = max(1, round(self.total))  # mbi's own default truncates (int(total)), and reads 0 as "default"
+        elif not isinstance(rows, int | np.integer) or isinstance(rows, bool):
+            raise TypeError(f"The 'rows' parameter of PGMEstimate.synthetic must be an int. Got {rows!r} "
+                            f"({type(rows).__name__}) instead.")
+        elif rows < 1:
+            raise ValueError(f"The 'rows' parameter of PGMEstimate.synthetic must be >= 1. Got {rows!r} instead.")
         if labels and self.domain is None:
             raise ValueError("PGMEstimate.synthetic: labels=True needs the records domain; this estimate was fitted "
                              "to bare measurements. Fit it from a RecordsRelease, or use cell indices.")
@@ -209,7 +217,7 @@ class PGMEstimate:
             if seed is not None:
                 np.random.seed(seed)  # noqa: NPY002
             with jax.enable_x64(True):  # the model was fitted in float64
-                data = self.model.synthetic_data(rows)
+                data = self.model.synthetic_data(int(rows))
         finally:
             np.random.set_state(state)  # noqa: NPY002
         cols = {n: np.asarray(data.data[n], dtype=np.int64) for n in self.names}
@@ -228,7 +236,8 @@ def pgm_marginals(source, names=None, sets=None, *, iters: int = 2000,
         A records release (its measurements, attribute names and workload are used), or residual
         :class:`~mmopt.structured.residual.Measurements` of one draw with ``names``.
     names : sequence of str, optional
-        Attribute names, one per axis (taken from the release's domain when ``source`` is a release).
+        Attribute names, one per axis: required with bare measurements; with a release, its domain's (omit
+        them, or give exactly those).
     sets : list of attribute tuples, optional
         The marginals to return (default: the release's workload, or every maximal measured subset).
     iters : int
@@ -242,7 +251,13 @@ def pgm_marginals(source, names=None, sets=None, *, iters: int = 2000,
     """
     caller = "pgm_marginals"
     measurements = getattr(source, "measurements", source)
-    if names is None and hasattr(source, "domain"):
+    if hasattr(source, "domain"):
+        if names is not None and (isinstance(names, str) or tuple(names) != tuple(source.domain.names)):
+            # the model would name the axes by ``names`` while synthetic(labels=True) reads them by the domain's:
+            # a reordered list put one attribute's values under another's label (a helper's probe)
+            raise ValueError(f"The 'names' parameter of {caller} must be the release's own attribute names in "
+                             f"order, {tuple(source.domain.names)}, when 'source' is a release. Got {names!r} "
+                             "instead; omit 'names'.")
         names = source.domain.names
     names = _check_inputs(measurements, names, caller, "source")
     shape = measurements.strategy.shape
