@@ -38,8 +38,9 @@ MAX_PATTERNS = 1_000_000
 class Schema:
     """Base of the participation schemas; use :func:`single`, :func:`fixed_epochs` or :func:`min_separation`."""
 
-    def check_n(self, n: int, caller: str) -> int:
-        return v.check_int(n, name="n", caller=caller, low=1)
+    def check_n(self, n: int, caller: str, name: str = "n") -> int:
+        """n, the run's steps, checked; ``name``: the caller's parameter it comes from (a strategy's size)."""
+        return v.check_int(n, name=name, caller=caller, low=1)
 
     def separation(self, n: int) -> int:
         """b: two steps of one pattern are at least b apart."""
@@ -95,11 +96,12 @@ class FixedEpochs(Schema):
     def __post_init__(self):
         v.check_int(self.epochs, name="epochs", caller="fixed_epochs")
 
-    def check_n(self, n: int, caller: str) -> int:
-        n = v.check_int(n, name="n", caller=caller, low=1)
+    def check_n(self, n: int, caller: str, name: str = "n") -> int:
+        n = v.check_int(n, name=name, caller=caller, low=1)
         if n % self.epochs:
-            raise ValueError(f"The 'n' parameter of {caller} must be a multiple of the {self.epochs} epochs of "
-                             f"fixed_epochs({self.epochs}) (n = k·b steps, b per epoch). Got n={n} instead.")
+            what = "be" if name == "n" else "have a number of steps n that is"
+            raise ValueError(f"The '{name}' parameter of {caller} must {what} a multiple of the {self.epochs} epochs "
+                             f"of fixed_epochs({self.epochs}) (n = k·b steps, b per epoch). Got n={n} instead.")
         return n
 
     def separation(self, n: int) -> int:

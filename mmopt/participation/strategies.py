@@ -39,12 +39,14 @@ def sensitivity_squared(strategy, participation) -> Sensitivity:
     caller = "sensitivity_squared"
     schema = as_schema(participation, caller)
     if isinstance(strategy, ToeplitzStrategy):
+        if not isinstance(schema, Single):
+            schema.check_n(strategy.n, caller, "strategy")
         unit, e = strategy.normalised()
         return _rescaled(toeplitz_sensitivity_squared(unit, schema), e, caller)
     C = getattr(strategy, "matrix", strategy)
     C = v.check_matrix(C, name="strategy", caller=caller)
     if not isinstance(schema, Single):
-        schema.check_n(C.shape[1], caller)
+        schema.check_n(C.shape[1], caller, "strategy")
     v.check_allocation(C.shape[1] ** 2, what=f"the {C.shape[1]:,}×{C.shape[1]:,} Gram CᵀC", caller=caller)
     e = power_of_two_scale(C)
     e = e if abs(e) > SAFE_EXPONENT else 0  # a usual C's Gram as it is (as mmopt.toeplitz.strategies)
