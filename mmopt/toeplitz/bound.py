@@ -196,9 +196,9 @@ def all_range_bound(n: int) -> PrefixBound:
 
 @functools.lru_cache(maxsize=16)
 def _bound(n: int, kind: str) -> PrefixBound:
-    """The bounds of a checked n, once per (n, kind): auto and each candidate it scores ask for them, and the DFT of
-    length 2n + 1 behind the diagonal bound takes 10 s at n = 10⁷ (2n + 1 = 3·7·952,381: pocketfft's Bluestein),
-    three times in one optimize call there. PrefixBound is frozen, so sharing it is safe."""
+    """The bounds of a checked n, once per (n, kind): auto and each candidate it scores ask for them, three times in
+    one optimize call, and they take 3 CPU s at n = 10⁷ (10 s when the diagonal bound was a DFT of length 2n + 1,
+    pocketfft's Bluestein there). PrefixBound is frozen, so sharing it is safe."""
     diagonal, svd = diagonal_bound(n, kind), svd_bound(n, kind)
     return PrefixBound(diagonal * (1 - _ROUNDING * n), diagonal, svd, n, kind)
 
