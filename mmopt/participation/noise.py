@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mmopt._base import validation as v
-from mmopt.participation.schemas import Single, as_schema
+from mmopt.participation.schemas import as_schema
 from mmopt.participation.sensitivity import Sensitivity
 
 __all__ = ["RunPrivacy", "correlate", "run_privacy", "stream_noise"]
@@ -231,17 +231,14 @@ def run_privacy(strategy, participation, noise_multiplier: float, *, delta: floa
     """
     from mmopt._base.opendp import prelude
     from mmopt.accounting._zcdp import epsilon_of_rho, gaussian_rho
-    from mmopt.participation.strategies import sensitivity_squared
+    from mmopt.participation.strategies import sensitivity_for
     caller = "run_privacy"
     schema = as_schema(participation, caller)
     sigma = v.check_real(noise_multiplier, name="noise_multiplier", caller=caller, low=0.0, low_open=True)
     if delta is not None:
         delta = v.check_real(delta, name="delta", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
     _check_causal(strategy, caller)
-    shape = (strategy.n,) if hasattr(strategy, "n") else np.shape(getattr(strategy, "matrix", strategy))
-    if len(shape) in (1, 2) and not isinstance(schema, Single):  # in run_privacy's name (a helper's probe)
-        schema.check_n(shape[-1], caller, "strategy")
-    sens = sensitivity_squared(strategy, schema)
+    sens = sensitivity_for(strategy, schema, caller)  # its refusals in run_privacy's name (a helper's probe)
     d_in = math.nextafter(math.sqrt(sens.squared), math.inf)  # Δ rounded upwards: the map stays an upper bound
     prelude(caller)  # OpenDP's maps give ρ and the (ε, δ) conversion: refused here, by name, when it is missing
     rho = gaussian_rho(d_in, sigma)

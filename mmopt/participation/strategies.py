@@ -16,7 +16,7 @@ from mmopt.dense.profile import SAFE_EXPONENT, power_of_two_scale
 from mmopt.participation.schemas import Single, as_schema
 from mmopt.participation.sensitivity import Sensitivity, gram_sensitivity_squared
 
-__all__ = ["sensitivity_squared"]
+__all__ = ["sensitivity_for", "sensitivity_squared"]
 
 _TINY = np.finfo(float).tiny
 
@@ -33,16 +33,19 @@ def sensitivity_squared(strategy, participation) -> Sensitivity:
     >>> sensitivity_squared(C, mmopt.participation.min_separation(2, 2)).squared   # steps 0 and 2
     10.0
     """
+    caller = "sensitivity_squared"
+    return sensitivity_for(strategy, as_schema(participation, caller), caller)
+
+
+def sensitivity_for(strategy, schema, caller: str) -> Sensitivity:
+    """:func:`sensitivity_squared` of a checked ``schema``, its refusals in the name of ``caller`` (whose parameter
+    ``strategy`` is)."""
     from mmopt.participation.toeplitz import toeplitz_sensitivity_squared
     from mmopt.toeplitz.strategies import ToeplitzStrategy  # lazy: the stream layer only for its strategies
 
-    caller = "sensitivity_squared"
-    schema = as_schema(participation, caller)
     if isinstance(strategy, ToeplitzStrategy):
-        if not isinstance(schema, Single):
-            schema.check_n(strategy.n, caller, "strategy")
         unit, e = strategy.normalised()
-        return _rescaled(toeplitz_sensitivity_squared(unit, schema), e, caller)
+        return _rescaled(toeplitz_sensitivity_squared(unit, schema, caller=caller), e, caller)
     C = getattr(strategy, "matrix", strategy)
     C = v.check_matrix(C, name="strategy", caller=caller)
     if not isinstance(schema, Single):

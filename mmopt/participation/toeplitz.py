@@ -48,8 +48,9 @@ def _column_norms(C) -> np.ndarray:
     return _offset_diagonal(C.column, C.row_scale, C.n, 0)
 
 
-def toeplitz_sensitivity_squared(C, schema: Schema) -> Sensitivity:
-    """Δ² of a :class:`~mmopt.toeplitz.ToeplitzStrategy` under ``schema`` (module docstring).
+def toeplitz_sensitivity_squared(C, schema: Schema, *, caller: str = "sensitivity_squared") -> Sensitivity:
+    """Δ² of a :class:`~mmopt.toeplitz.ToeplitzStrategy` under ``schema`` (module docstring); a run length the
+    schema does not divide is refused as ``caller``'s parameter 'strategy'.
 
     Examples
     --------
@@ -65,7 +66,7 @@ def toeplitz_sensitivity_squared(C, schema: Schema) -> Sensitivity:
     if isinstance(schema, Single):
         d = float(_column_norms(C).max())
         return _result(d, d, "single: largest column norm²", always_exact=True)
-    schema.check_n(n, "sensitivity_squared")
+    schema.check_n(n, caller, "strategy")
     b, k = schema.separation(n), schema.participations(n)
     if bands <= b:
         cols = _column_norms(C)
