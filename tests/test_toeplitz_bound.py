@@ -109,11 +109,15 @@ def test_the_diagonal_is_a_running_sum_accurate_to_its_last_digits(kind):
 @pytest.mark.parametrize("n", [1, 2, 3, 1000, 2003])  # 2n + 1 = 4007 is prime: the prefix DFT is a Bluestein one
 def test_closed_form_sequences_match_their_defining_transform(kind, n):
     from mmopt.toeplitz import weighted
-    for power in (0.5, -0.5):
-        closed, fft = weighted.spectral_sequence(kind, n, power), weighted._fft_sequence(kind, n, power)
-        assert closed.shape == fft.shape == (2 * n + 2,)
-        # the transform's round-off is u·log n relative to Σ_k σ_k^{±1} (≤ n log n): the scale of the comparison
-        np.testing.assert_allclose(closed, fft, rtol=0, atol=1e-13 * np.abs(fft).max())
+    closed, fft = weighted.spectral_sequence(kind, n, -0.5), weighted._fft_sequence(kind, n, -0.5)
+    assert closed.shape == fft.shape == (2 * n + 2,)
+    # the transform's round-off is u·log n relative to Σ_k σ_k^{±1} (≤ n log n): the scale of the comparison
+    np.testing.assert_allclose(closed, fft, rtol=0, atol=1e-13 * np.abs(fft).max())
+    # G^{1/2}'s diagonal (the weighted square root's column scale): a(0) − a(2i) of the defining transform at +1/2
+    a = weighted._fft_sequence(kind, n, 0.5)
+    frame = a[0] - a[2 * np.arange(1, n + 1)]
+    h = bound.gram_sqrt_diagonal(n, kind)
+    np.testing.assert_allclose(h[::-1] if kind == "prefix" else h, frame, rtol=0, atol=1e-13 * np.abs(a).max())
     j = np.array([1, 3, -5, 4 * n + 1, 4 * n + 3, 8 * n + 9])  # past D/2 and past D: the reductions' branches
     k = np.arange(1, n + 1)
     angles = (2 * k - 1) * np.pi / (2 * (2 * n + 1)) if kind == "prefix" else k * np.pi / (2 * (n + 1))

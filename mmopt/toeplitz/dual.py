@@ -20,7 +20,7 @@ LAPACK stemr) takes O(n²). Everything else is O(n²) too:
 
 The update log λ ← log λ + 2 log d is :func:`mmopt.search.l2_fast.solve_l2`'s fixed point (exact for diagonal G),
 accelerated by Anderson mixing of the last three steps (:func:`_anderson`); it starts from the weights of the
-diagonal bound (:func:`mmopt.toeplitz.weighted.spectral_sequence`), which is one
+diagonal bound (:func:`mmopt.toeplitz.bound.gram_sqrt_diagonal`), which is one
 fixed-point step from λ = 1. Every iterate yields a certified lower bound and a feasible strategy, so the gap
 between the best of each is a certificate whatever the steps do. The strategy A = diag(τ^{−1/4}) Qᵀ (ΛD)^{−1/2}
 (AᵀA = X̃) is dense: this is the certified optimum where n² numbers fit (n ≤ :data:`MAX_N`), the reference for
@@ -38,8 +38,8 @@ import scipy.linalg.lapack
 
 from mmopt._base import validation as v
 from mmopt.dense import gram_operator
+from mmopt.toeplitz import bound
 from mmopt.toeplitz.error import as_stream_workload
-from mmopt.toeplitz.weighted import spectral_sequence
 
 __all__ = ["MAX_N", "SOLVER_NAME", "DualSolution", "inverse_gram", "quadratic_forms", "solve_dual"]
 
@@ -117,10 +117,8 @@ def quadratic_forms(kind: str, V: np.ndarray) -> np.ndarray:
 
 
 def _start(kind: str, n: int) -> np.ndarray:
-    """λ ∝ h², h = diag(G^{1/2}) (the diagonal bound's weights), in this module's 0-indexed frame."""
-    a = spectral_sequence(kind, n, 0.5)
-    h = a[0] - a[2 * np.arange(1, n + 1)]  # 1-indexed frame of mmopt.toeplitz.weighted (prefix reversed)
-    return (h * h)[::-1] if kind == "prefix" else h * h
+    """λ ∝ h², h = diag(G^{1/2}) (the diagonal bound's weights), in this module's 0-indexed frame (cell order)."""
+    return bound.gram_sqrt_diagonal(n, kind) ** 2
 
 
 def _iterate(a, b, lam, kind):

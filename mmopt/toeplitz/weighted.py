@@ -109,21 +109,17 @@ def weighted_sqrt(workload) -> WeightedSqrtStrategy:
 
 def spectral_sequence(kind: str, n: int, power: float) -> np.ndarray:
     """a(m), m = 0..2n+1, with G^power = T(a) − H(a) in the frame of the module docstring (one FFT; at
-    power ±1/2, closed forms in O(n)).
+    power −1/2, a closed form in O(n)). G^{1/2}'s diagonal alone is :func:`mmopt.toeplitz.bound.gram_sqrt_diagonal`.
 
-    >>> all(np.allclose(spectral_sequence(kind, 6, p), _fft_sequence(kind, 6, p))
-    ...     for kind in ("prefix", "all_range") for p in (0.5, -0.5))
+    >>> all(np.allclose(spectral_sequence(kind, 6, -0.5), _fft_sequence(kind, 6, -0.5))
+    ...     for kind in ("prefix", "all_range"))
     True
     """
-    if power in (0.5, -0.5):
-        # f(σ_k²) = σ_k = c/(2 sin φ_k) or 1/σ_k = (2/c) sin φ_k: cos(2mφ) against them telescopes into the sine sums
-        # S of mmopt.toeplitz.bound (its module docstring). The DFT of length 2(2n+1) or 2(n+1) this replaces is a
-        # Bluestein transform when that length has a large prime factor (6 s at n = 2·10⁶).
+    if power == -0.5:
+        # 1/σ_k = (2/c) sin φ_k (σ_k = c/(2 sin φ_k)), and 2 sin φ cos(2mφ) = sin((2m+1)φ) − sin((2m−1)φ): the sine
+        # sums S of mmopt.toeplitz.bound (its module docstring). The DFT of length 2(2n+1) or 2(n+1) this replaces
+        # is a Bluestein transform when that length has a large prime factor (6 s at n = 2·10⁶).
         c, scale = (1.0, 2.0 / (2 * n + 1)) if kind == "prefix" else (np.sqrt(n + 1.0), 1.0 / (n + 1))
-        if power == 0.5:  # Σ_k σ_k cos(2mφ_k) = Σσ − c·T_m
-            s = bound.prefix_singular_values(n) if kind == "prefix" else bound.range_singular_values(n)
-            return scale * (s.sum() - c * bound.half_sums(kind, n, 2 * n + 1))
-        # 2 sin φ cos(2mφ) = sin((2m+1)φ) − sin((2m−1)φ)
         S = bound.sine_sums(kind, n, 2 * np.arange(-1, 2 * n + 2, dtype=np.int64) + 1)  # S(2m+1), m = −1..2n+1
         return (scale / c) * (S[1:] - S[:-1])
     return _fft_sequence(kind, n, power)
@@ -149,8 +145,7 @@ def _frame_diagonal(a: np.ndarray, n: int) -> np.ndarray:
 
 def column_scale(kind: str, n: int) -> np.ndarray:
     """e = √diag(G^{1/2}) in cell order (E = diag(e): A = G^{1/4}E⁻¹ has unit columns)."""
-    h = _frame_diagonal(spectral_sequence(kind, n, 0.5), n)
-    return np.sqrt(h[::-1] if kind == "prefix" else h)
+    return np.sqrt(bound.gram_sqrt_diagonal(n, kind))
 
 
 def apply_power(kind: str, n: int, power: float, x: np.ndarray) -> np.ndarray:
@@ -168,8 +163,9 @@ def apply_power(kind: str, n: int, power: float, x: np.ndarray) -> np.ndarray:
 def _terms(kind: str, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(e, K_ii, r, α, β) with r_i = Σ_{j>i} K_ij β_j e_j, 0-based arrays for 1-indexed i = 1..n."""
     i = np.arange(1, n + 1, dtype=float)
-    a_half, a_inv = spectral_sequence(kind, n, 0.5), spectral_sequence(kind, n, -0.5)
-    e = np.sqrt(_frame_diagonal(a_half, n))
+    a_inv = spectral_sequence(kind, n, -0.5)
+    e = column_scale(kind, n)
+    e = e[::-1] if kind == "prefix" else e  # the frame's order (prefix reversed)
     K_diag = _frame_diagonal(a_inv, n)
     alpha, beta = (i, np.ones(n)) if kind == "prefix" else (i, n + 1.0 - i)
     q = beta * e
