@@ -13,6 +13,7 @@ import pytest
 
 import mmopt
 from mmopt import Accountant, Privacy, strategy, workload
+from mmopt._base.opendp import charged_sensitivity
 from mmopt.accounting import Budget, epsilon_of_rho, gaussian_rho, max_rho, pure_rho
 
 dp = pytest.importorskip("opendp.prelude")
@@ -99,7 +100,10 @@ def test_release_records_opendp_verified_loss():
     assert (first.label, first.source, first.status) == ("prefixes", "release", "spent")
     assert first.epsilon == lap.verified_loss and first.delta == 0.0 and first.rho is None
     assert (second.epsilon, second.delta) == gau.verified_loss and second.label == "release 2"
-    assert second.rho == pytest.approx(gau.sensitivity**2 / (2 * gau.noise_scale**2), rel=1e-12)
+    # ρ at the sensitivity charged on OpenDP's lattice: at most 2⁻²⁹ above Δ²/(2σ²)
+    assert second.rho == gaussian_rho(charged_sensitivity(gau.sensitivity), gau.noise_scale)
+    naive = gau.sensitivity**2 / (2 * gau.noise_scale**2)
+    assert naive <= second.rho <= naive * (1 + 2.0**-28)
     assert "gaussian noise on strategy 'H2' for workload 'prefix(16)'" in second.what
     spent = acc.spent
     assert spent.epsilon == float(Fraction(repr(lap.verified_loss)) + Fraction(repr(gau.verified_loss[0])))
@@ -234,7 +238,8 @@ def test_zcdp_gaussian_release_records_rho_of_the_noise_drawn():
     acc = Accountant(Privacy(2.0, 1e-6), "zcdp")
     out = acc.release(W16, H16, X16, Privacy(1.0, 1e-6))
     spend = acc.spends[0]
-    assert spend.rho == pytest.approx(out.sensitivity**2 / (2 * out.noise_scale**2), rel=1e-12)
+    assert spend.rho == gaussian_rho(charged_sensitivity(out.sensitivity), out.noise_scale)
+    assert spend.rho == pytest.approx(out.sensitivity**2 / (2 * out.noise_scale**2), rel=2.0**-28)
     assert spend.rho <= max_rho(1.0, 1e-6) * (1 + 4e-16)     # the bound the check used, to an ulp
     assert spend.rho == pytest.approx(max_rho(1.0, 1e-6), rel=1e-9)  # OpenDP calibrated σ to the edge
     assert (spend.epsilon, spend.delta) == out.verified_loss

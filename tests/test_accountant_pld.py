@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import mmopt
+from mmopt._base.opendp import charged_sensitivity
 from mmopt.accounting import Accountant, max_rho
 
 pytest.importorskip("opendp")
@@ -21,9 +22,11 @@ X = np.arange(16.0)
 def test_ten_gaussian_releases_compose_as_dp_accounting_says(tmp_path):
     acc = Accountant(mmopt.Privacy(4.0, 1e-6), "pld", path=tmp_path / "l.json")
     outs = [acc.release(W, H, X, mmopt.Privacy(0.5, 1e-7)) for _ in range(10)]
-    multipliers = {o.noise_scale / o.sensitivity for o in outs}
+    # the multiplier at the sensitivity charged on OpenDP's lattice (at most 2⁻³⁰ above Δ), rounded down
+    multipliers = {math.nextafter(o.noise_scale / charged_sensitivity(o.sensitivity), 0.0) for o in outs}
     assert len(multipliers) == 1  # the same calibration every time
     (m,) = multipliers
+    assert m == pytest.approx(outs[0].noise_scale / outs[0].sensitivity, rel=2.0**-29) and m < outs[0].noise_scale
     # ten Gaussians at m are one Gaussian at m/√10, exactly: dp-accounting's PLD of that one (its ten-fold FFT
     # power of the PLD at m is within its own round-off, ~1e-7 here, and not always above the exact ε)
     one = pld.from_gaussian_mechanism(standard_deviation=m / math.sqrt(10), value_discretization_interval=1e-4)
@@ -90,7 +93,9 @@ def test_records_release_spends_through_a_pld_ledger():
     acc = Accountant(mmopt.Privacy(2.0, 1e-6), "pld")
     r = release_marginals(df, D, 2, mmopt.Privacy(0.5, 1e-7), accountant=acc)
     (s,) = acc.spends
-    assert s.noise == "gaussian" and s.noise_multiplier == pytest.approx(r.noise_scale / r.sensitivity, rel=1e-12)
+    assert s.noise == "gaussian" and s.noise_multiplier == math.nextafter(r.noise_scale / charged_sensitivity(
+        r.sensitivity), 0.0)
+    assert s.noise_multiplier == pytest.approx(r.noise_scale / r.sensitivity, rel=2.0**-29)
 
 
 def test_without_dp_accounting_the_error_names_the_extra(monkeypatch):

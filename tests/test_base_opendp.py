@@ -40,9 +40,31 @@ def test_laplace_noise_is_drawn_on_its_lattice_with_its_variance():
     assert abs(y.var() - var) < 4 * var * math.sqrt(5 / N)
 
 
-def test_gaussian_noise_keeps_the_default_lattice_its_rho_is_recomputed_from():
-    # the ledger's ρ = gaussian_rho(Δ, σ) assumes OpenDP's default lattice (no rounding charge)
+@pytest.mark.parametrize("sensitivity", [1.0, 3.0, 1e-6, 37.5, 1e6])
+@pytest.mark.parametrize("n", [1, 10, 1000, 10**6, 2**31 - 1])
+def test_the_gaussian_charge_covers_opendps_map_on_its_lattice_at_every_size(sensitivity, n):
+    # OpenDP charges the rounding to 2^k as more L2 sensitivity (2^k·√n); Δ' covers it for every size it accepts
+    # (its size is an i32), the ledger's ρ = Δ'²/(2σ²) is never below OpenDP's map, and at most 2⁻²⁹ above Δ²/(2σ²)
     from mmopt.accounting import gaussian_rho
-    meas, sigma, loss = o.calibrate(1000, 2.0, Privacy(1.0, 1e-6), noise_scale=None, caller="test")
-    assert gaussian_rho(2.0, sigma) == pytest.approx(2.0**2 / (2 * sigma**2), rel=1e-12)
+    k, charged = o.gaussian_lattice(sensitivity), o.charged_sensitivity(sensitivity)
+    assert sensitivity < charged <= sensitivity * (1 + 2.0**-30)
+    for sigma in (1e-3 * sensitivity, 3.7 * sensitivity, 1e3 * sensitivity):
+        domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=n)
+        coarse = dp.m.make_gaussian(domain, dp.l2_distance(T=float), sigma, k=k).map(sensitivity)
+        naive = sensitivity**2 / (2 * sigma**2)
+        assert naive <= coarse <= gaussian_rho(charged, sigma) <= naive * (1 + 2.0**-29)
+
+
+def test_gaussian_noise_is_drawn_on_its_lattice_calibrated_at_the_charged_sensitivity():
+    from mmopt.accounting import gaussian_rho, max_rho
+    meas, sigma, loss = o.calibrate(20_000, 2.0, Privacy(1.0, 1e-6), noise_scale=None, caller="test")
     assert loss[0] <= 1.0 and loss[1] == 1e-6
+    # the ledger's ρ (at Δ') is within the budget's largest ρ, and OpenDP's search left nothing on the table
+    rho = gaussian_rho(o.charged_sensitivity(2.0), sigma)
+    assert max_rho(1.0, 1e-6) * (1 - 1e-9) <= rho <= max_rho(1.0, 1e-6) * (1 + 4e-16)
+    y = np.asarray(meas([0.0] * 20_000))
+    assert np.all(np.mod(y, 2.0 ** o.gaussian_lattice(2.0)) == 0)  # the lattice asked for, not the default
+    # the sample variance's SE is σ²√(2/N) for a Gaussian
+    N = y.size
+    assert abs(y.mean()) < 4 * sigma / math.sqrt(N)
+    assert abs(y.var() - sigma**2) < 4 * sigma**2 * math.sqrt(2 / N)

@@ -56,14 +56,18 @@ def test_same_numbers_as_release_marginals(df, privacy, measure):
     np.testing.assert_array_equal(y, got)
     mine = post(y.tolist())
     assert mine.strategy.name == r.strategy.name and mine.message == r.message
-    assert (mine.noise_scale, mine.sensitivity, mine.noise, mine.rho) == (r.noise_scale, r.sensitivity, r.noise,
-                                                                          r.rho)
+    assert (mine.noise_scale, mine.sensitivity, mine.noise) == (r.noise_scale, r.sensitivity, r.noise)
+    # release_marginals draws on OpenDP's coarser lattice and reports ρ at the sensitivity charged there (≤ 2⁻²⁸
+    # more); this measurement's noise is OpenDP's default make_gaussian, its ρ Δ²/(2σ²)
+    assert (mine.rho is None) == (r.rho is None)
+    if r.rho is not None:
+        assert mine.rho <= r.rho <= mine.rho * (1 + 2.0**-28)
     assert mine.marginals.keys() == r.marginals.keys() and mine.cell_variance == r.cell_variance
     for S in r.marginals:
         np.testing.assert_array_equal(mine.marginals[S], r.marginals[S])
     pd.testing.assert_frame_equal(mine.table(alpha=0.1), r.table(alpha=0.1))
     assert noise.output_measure == measure  # OpenDP's own noise measurement, at the release's scale
-    assert noise.map(r.sensitivity) == pytest.approx(r.rho if privacy.noise == "gaussian"
+    assert noise.map(r.sensitivity) == pytest.approx(mine.rho if privacy.noise == "gaussian"
                                                      else r.sensitivity / r.noise_scale, rel=1e-12)
 
 

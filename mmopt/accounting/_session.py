@@ -188,9 +188,11 @@ class Accountant:
 
         The spend is checked before :func:`mmopt.release` is called, so a refused release draws no noise. It is
         written to the ledger (and its file) as *pending* at the requested budget before the noise is drawn,
-        then replaced by what OpenDP verified: ``out.verified_loss`` (ε, or (ε, δ)), and ρ = Δ₂²/(2σ²) of the
-        noise actually drawn (Gaussian) or ε²/2 (Laplace). Under zCDP the check uses the largest ρ that any
-        release verified at (ε, δ) can have (:func:`~mmopt.accounting.max_rho`); the ledger records the real one.
+        then replaced by what OpenDP verified: ``out.verified_loss`` (ε, or (ε, δ)), and ρ = Δ'²/(2σ²) of the
+        noise actually drawn (Gaussian; Δ' ≤ (1 + 2⁻³⁰)Δ₂ the sensitivity OpenDP charges on the lattice it draws
+        on, :func:`mmopt._base.opendp.charged_sensitivity`) or ε²/2 (Laplace). Under zCDP the check uses the
+        largest ρ that any release verified at (ε, δ) can have (:func:`~mmopt.accounting.max_rho`); the ledger
+        records the real one.
         If :func:`mmopt.release` raises before any noise is drawn the pending entry is removed; raised after the
         draw began (noisy values that overflow, a reconstruction that runs out of memory) or interrupted, the
         run leaves it, counted in full.

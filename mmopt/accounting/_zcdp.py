@@ -6,7 +6,9 @@ Differential Privacy*, NeurIPS 2020 (arXiv:2004.00010), §2.3.
 
 * The Gaussian mechanism N(0, σ²) at L2 sensitivity Δ₂ is ρ-zCDP with ρ = Δ₂²/(2σ²) (Bun & Steinke,
   Prop. 1.6). :func:`gaussian_rho` asks ``opendp.measurements.make_gaussian``'s privacy map, which rounds
-  upwards: the very map that verified the release.
+  upwards. A release draws on a lattice whose rounding OpenDP charges as a little more sensitivity; the ledger
+  evaluates the map at that charged Δ' (:func:`mmopt._base.opendp.charged_sensitivity`, ≤ (1 + 2⁻³⁰)Δ₂), the
+  sensitivity the release was calibrated at.
 * An ε-DP mechanism is (ε²/2)-zCDP (Bun & Steinke, Prop. 1.4); :func:`pure_rho` computes it exactly in rational
   arithmetic and rounds upwards (``opendp.combinators.make_pureDP_to_zCDP`` gives the same number).
 * ρ-zCDP implies (ε, δ)-DP for every δ > 0. Bun & Steinke's Prop. 1.3 gives ε = ρ + 2√(ρ log(1/δ)); OpenDP's

@@ -27,8 +27,11 @@ and two proven error terms (``laplace_sum_cdf`` returns their sum as ``error``):
 The quantile is the root of F_Δ (Brent) on a bracket from the Chernoff bound. Its error is at most
 ``error``/f(q) (f the density at q) plus the root tolerance; with the default τ = 1e-11 this is below 1e-8
 relative for α ≥ 1e-4 on every case tested against closed forms (tests/test_answers_intervals.py); α below
-:data:`LAPLACE_MIN_ALPHA` is refused. OpenDP's
-Laplace sampler on floats draws on a grid of 2⁻¹⁰⁷⁴, so the law above is the law of the noise drawn.
+:data:`LAPLACE_MIN_ALPHA` is refused. The release draws OpenDP's Laplace noise on a lattice h = 2^k ≤ 2⁻⁴⁰·b
+(:func:`mmopt._base.opendp.lattice_exponent`) and rounds A x to it: each measurement then differs from A x plus a
+continuous Laplace draw by at most h (the discrete Laplace on hℤ is the continuous one rounded to hℤ up to a total
+variation of order (h/b)²), which moves F by about 2⁻⁴⁰ of the scale, far below the quantile's 1e-8. Gaussian
+noise is drawn on h ≤ 2⁻⁴⁶·Δ₂ (:func:`mmopt._base.opendp.gaussian_lattice`), alike.
 """
 
 from __future__ import annotations

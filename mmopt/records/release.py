@@ -165,10 +165,11 @@ def _check_noise_scale(scale: float, privacy: Privacy, caller: str) -> None:
 
 
 def _rho(d_in: float, scale: float) -> float:
-    """ρ = Δ₂²/(2σ²) by OpenDP's make_gaussian map (rounded upwards); its errors become ValueError."""
+    """ρ = Δ'²/(2σ²) by OpenDP's make_gaussian map (rounded upwards), Δ' the sensitivity charged on the noise's
+    lattice (:func:`mmopt._base.opendp.charged_sensitivity`, as the ledger); its errors become ValueError."""
     from mmopt.accounting._zcdp import gaussian_rho, opendp
     dp = opendp("release_marginals")
     try:
-        return gaussian_rho(d_in, scale)
+        return gaussian_rho(_opendp.charged_sensitivity(d_in), scale)
     except dp.OpenDPException as exc:
         raise ValueError(str(exc)) from None
