@@ -25,6 +25,8 @@ import numpy as np
 from scipy import linalg, sparse
 from scipy.linalg import blas, lapack
 
+from mmopt.dense import sine_spectra
+
 # Above this condition number of A the QR path hands over to the SVD (relative error ≈ κ·2⁻⁵²).
 QR_MAX_CONDITION = 1e8
 # The Cholesky fast path is taken only when n·eps·κ₁(AᵀA) is below this: a first-order bound on the
@@ -194,7 +196,8 @@ _SPECTRA: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def workload_spectrum(workload) -> Spectrum:
-    """:func:`spectrum` of ``workload.mean_gram``, computed once per Workload object (O(n³)).
+    """:func:`spectrum` of ``workload.mean_gram``, computed once per Workload object (O(n³); prefix sums and all
+    ranges in closed form, :mod:`mmopt.dense.sine_spectra`).
 
     When the rank rule cuts some of G's eigenvalues and the rows W are stored, the spectrum is taken from W's SVD
     instead (:func:`row_spectrum`): G = WᵀW squares W's dynamic range, so a direction whose singular value is
@@ -202,6 +205,13 @@ def workload_spectrum(workload) -> Spectrum:
     identity lost n − 1 of its directions, and evaluate reported 1.0·10¹⁴ for a total of 8.0·10¹⁴.
     """
     cached = _SPECTRA.get(workload)
+    if cached is None and getattr(workload, "family", None) in sine_spectra.FAMILIES:
+        # prefix sums and all ranges: sine bases in closed form, every eigenvalue to a few ulps relative (eigh
+        # resolves eps·λ_max only) in O(n²) instead of O(n³)
+        lam, Q = sine_spectra.sine_spectrum(workload.family, workload.domain_size)
+        lam = lam / workload.n_queries
+        r = numerical_rank(lam, Q.shape)
+        cached = _SPECTRA[workload] = Spectrum(lam[:r], Q[:, :r], r)
     if cached is None:
         cached = spectrum(workload.mean_gram)
         W = getattr(workload, "matrix", None)
