@@ -78,7 +78,8 @@ def _variances_of(tau: np.ndarray, kind: str, alpha: float, delta: float, caller
 #: (OpenDP's calibration at d_in = Δ rounded upwards; under Gaussian noise through zCDP, σ 4–9 % above the
 #: analytic one), or "analytic", the exact analytic Gaussian mechanism's (Balle & Wang 2018) and b = Δ/ε
 CALIBRATIONS = ("release", "analytic")
-#: d_in / Δ in a release, at most: upper_sensitivity's (1 + 1e-7) and an ulp; and room for OpenDP's search of σ
+#: d_in / Δ in a release, at most: upper_sensitivity's (1 + 1e-7), an ulp and the noise lattice's charge (≤ 2⁻³⁰,
+#: mmopt._base.opendp); and room for OpenDP's search of σ
 _D_IN, _SEARCH = 1.0 + 2e-7, 1.0 + 1e-6
 
 
