@@ -143,3 +143,11 @@ def test_kept_sensitivity_refuses_zero_coefficients():
     from mmopt.adaptive.efpa import kept_sensitivity
     with pytest.raises(ValueError, match="'k' parameter of kept_sensitivity"):
         kept_sensitivity(0, 4)  # was −0.207, a negative sensitivity
+
+
+def test_one_cell_spends_all_of_epsilon_on_its_coefficient():
+    # k = 1 is the only choice: no exponential draw, the coefficient's noise at ε whole (Δ₁ = 1 on one cell)
+    rec = Recording("numpy", np.random.default_rng(0))
+    r = efpa([5.0], 2.0, noise=rec)
+    assert [c[0] for c in rec.calls] == ["laplace"] and r.details["noise_scale"] == pytest.approx(0.5)
+    assert r.budget == {"select_k": 0.0, "coefficients": 2.0} and r.details["k"] == 1

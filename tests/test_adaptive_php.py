@@ -105,6 +105,10 @@ def test_single_cell_spends_nothing_on_splits():
     rec = Recording("numpy", np.random.default_rng(0))
     r = php([5.0], 1e6, noise=rec)
     assert [c[0] for c in rec.calls] == ["laplace"] and r.estimate[0] == pytest.approx(5.0, abs=1e-4)
+    # nor charges them: the count takes ε whole (the partition's ρ·ε went unused, twice the noise scale)
+    rec = Recording("numpy", np.random.default_rng(0))
+    r = php([5.0], 2.0, ratio=0.5, noise=rec)
+    assert rec.calls == [("laplace", 0.5, (1,))] and r.budget == {"partition": 0.0, "counts": 2.0}
 
 
 def test_php_runs_on_opendp_samplers():
@@ -148,3 +152,4 @@ def test_a_depth_past_n_minus_one_is_cut_so_no_budget_goes_unused():
     choices = [c[1] for c in rec.calls if c[0] == "exponential"]
     assert choices and all(math.isclose(e, 0.5 / 7) for e in choices)
     assert php(np.arange(8.0), 1.0, depth=3, rng=0).details["depth"] == 3
+

@@ -118,7 +118,9 @@ def efpa(x, epsilon: float, *, ratio: float = 0.5, noise="numpy", rng=None) -> A
     rho = check_fraction(ratio, "ratio", caller)
     src = noise_source(noise, rng, caller)
     n = X.size
-    eps1, eps2 = rho * eps, eps - rho * eps
+    # one cell: k = 1 is the only choice, which reads no data, so the coefficient takes all of ε (ρ·ε went unused:
+    # twice the noise scale, a helper's probe)
+    eps1, eps2 = (0.0, eps) if n == 1 else (rho * eps, eps - rho * eps)
     laplace_scale(math.sqrt(n), eps2, "the Fourier coefficients", caller)  # Δ₁(k) ≤ √n: refuse overflow up front
     c = fourier_coefficients(X)
     # tail[k-1] = ‖c_{k:}‖₂ for k = 1..n, by a reversed cumulative sum of squares
@@ -127,7 +129,7 @@ def efpa(x, epsilon: float, *, ratio: float = 0.5, noise="numpy", rng=None) -> A
     ks = np.arange(1, n + 1)
     b_all = kept_sensitivity(ks, n) / eps2
     scores = -(tail + np.sqrt(2.0 * ks) * b_all)
-    k = int(ks[src.exponential(scores, eps1, 1.0)])
+    k = 1 if n == 1 else int(ks[src.exponential(scores, eps1, 1.0)])
     b = float(b_all[k - 1])
     kept = np.zeros(n)
     kept[:k] = src.add_laplace(c[:k], b)

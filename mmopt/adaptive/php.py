@@ -129,6 +129,11 @@ def php(x, epsilon: float, *, ratio: float = 0.5, depth: int | None = None, keep
     T = max(1, math.ceil(math.log2(n))) if depth is None else v.check_int(depth, name="depth", caller=caller)
     T = min(T, max(n - 1, 1))  # depth=50 on 8 cells spent 43/50 of ε₁ on levels that cannot run
     src = noise_source(noise, rng, caller)
+    if n == 1:  # one cell: nothing to split, so its count takes all of ε (ρ·ε went unused, a helper's probe)
+        b = laplace_scale(1.0, eps, "the bucket totals", caller)
+        details = {"buckets": [(0, 1)], "depth": 0, "noise_scale": b, "split_sensitivity": 2.0}
+        estimate = np.asarray(src.add_laplace(X.astype(float), b), dtype=float)
+        return finish("php", estimate, eps, {"partition": 0.0, "counts": eps}, details, src)
     eps1, eps2 = rho * eps, eps - rho * eps
     eps_level = eps1 / T
     laplace_scale(2.0, eps_level, "a split choice", caller)  # refuse an overflowing ε₁/T up front
