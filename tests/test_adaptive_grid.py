@@ -118,6 +118,8 @@ def test_input_checks(f):
         f(np.ones((2, 2)), 1.0, total=-1)
     with pytest.raises(ValueError, match=f"'total_share' parameter of {name}"):
         f(np.ones((2, 2)), 1.0, total_share=1.5)
+    with pytest.raises(ValueError, match=f"'total_share' parameter of {name}"):  # unused, still checked
+        f(np.ones((2, 2)), 1.0, total=4.0, total_share=5)
     with pytest.raises(ValueError, match=f"'rng' parameter of {name} must be None"):
         f(np.ones((2, 2)), 1.0, noise="opendp", rng=1)
     if f is agrid:

@@ -101,6 +101,7 @@ def test_workload_without_matrix_is_refused_with_a_remedy():
     (dict(rounds=0), ValueError, "'rounds' parameter of mwem"),
     (dict(rounds=2.5), TypeError, "'rounds' parameter of mwem"),
     (dict(total_fraction=1.0), ValueError, "'total_fraction' parameter of mwem"),
+    (dict(total=4.0, total_fraction=5), ValueError, "'total_fraction' parameter of mwem"),  # unused, still checked
     (dict(total=-3.0), ValueError, "'total' parameter of mwem"),
     (dict(output="mean"), ValueError, "'output' parameter of mwem"),
     (dict(replay_passes=-1), ValueError, "'replay_passes' parameter of mwem"),

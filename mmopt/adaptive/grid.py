@@ -66,10 +66,10 @@ def _check_2d(x, caller: str) -> np.ndarray:
 
 def _records(X, eps, total, total_share, src, caller):
     """(N used for the grid sizes, ε', budget entries so far, details so far)."""
+    share = check_fraction(total_share, "total_share", caller)  # checked even when a public total leaves it unused
     if total is not None:
         N = v.check_real(total, name="total", caller=caller, low=0.0)
         return N, eps, {}, {"total": N, "total_public": True}
-    share = check_fraction(total_share, "total_share", caller)
     eps_n = share * eps
     b = laplace_scale(1.0, eps_n, "the record count", caller)
     noisy = float(src.add_laplace(float(X.sum()), b))

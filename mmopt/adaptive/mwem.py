@@ -124,8 +124,10 @@ def mwem(x, workload, epsilon: float, *, rounds: int = 10, rng=None, total: floa
     if delta == 0.0:
         raise ValueError(f"The 'workload' parameter of {caller} must have a non-zero entry. Got all zeros.")
 
+    fraction = check_fraction(total_fraction, "total_fraction", caller)  # checked even when unused (total given):
+    # total_fraction=5 with a total passed silently, a helper's probe
     if total is None:
-        eps0 = eps * check_fraction(total_fraction, "total_fraction", caller)
+        eps0 = eps * fraction
         noisy_total = float(src.add_laplace(xf.sum(), laplace_scale(1.0, eps0, "the total", caller)))
         N = max(noisy_total, 1.0)
     else:
