@@ -68,3 +68,11 @@ def test_gaussian_noise_is_drawn_on_its_lattice_calibrated_at_the_charged_sensit
     N = y.size
     assert abs(y.mean()) < 4 * sigma / math.sqrt(N)
     assert abs(y.var() - sigma**2) < 4 * sigma**2 * math.sqrt(2 / N)
+
+
+def test_a_gaussian_budget_past_opendps_conversion_is_refused_with_the_limit_named():
+    # OpenDP's zCDP → (ε, δ) conversion overflows from ε ≈ 2·10⁴; its own message spoke of inf_exp (a helper's probe)
+    with pytest.raises(ValueError, match="pass epsilon ≤ 10000.*Nothing was drawn"):
+        o.calibrate(3, 1.0, Privacy(2e4, 1e-6), noise_scale=None, caller="test")
+    _, sigma, _ = o.calibrate(3, 1.0, Privacy(o.GAUSSIAN_MAX_EPSILON, 1e-6), noise_scale=None, caller="test")
+    assert 0 < sigma < 0.01

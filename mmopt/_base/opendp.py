@@ -25,6 +25,10 @@ from mmopt._base import guards
 from mmopt._base import validation as v
 from mmopt.privacy import Privacy
 
+#: The largest ε at which OpenDP's Gaussian calibration (zCDP → (ε, δ)) is known to work: it overflowed from
+#: ε = 2·10⁴ (δ = 10⁻⁶; ε = 26,171 in mmopt.plan), worked at 10⁴
+GAUSSIAN_MAX_EPSILON = 1e4
+
 #: Noise draws started in this process (OpenDP's, and numpy's on the seeded test path): the command line holds
 #: Ctrl-C only once one has started (:func:`mmopt.cli.output.signals_held`), so that an interrupted plan or count
 #: still stops at once and spends nothing.
@@ -77,7 +81,13 @@ def calibrate(n: int, d_in: float, privacy: Privacy, *, noise_scale: float | Non
         try:
             scale = dp.binary_search_param(search, d_in=charged, d_out=d_out, bounds=(floor / 2, 16 * floor))
         except (ValueError, dp.OpenDPException) as exc:
-            raise ValueError(f"{caller}: OpenDP found no noise scale satisfying {privacy}: {exc}") from None
+            # past ε ≈ 10⁴ OpenDP's zCDP → (ε, δ) conversion overflows (exp of ~766): its message spoke of Rust's
+            # inf_exp and "tightening your parameters" (a helper's probe)
+            hint = (f" Under Gaussian noise OpenDP's conversion from zCDP to (ε, δ) overflows past epsilon ≈ "
+                    f"{GAUSSIAN_MAX_EPSILON:g}: pass epsilon ≤ {GAUSSIAN_MAX_EPSILON:g} (σ is then under 1 % of "
+                    "the sensitivity). Nothing was drawn."
+                    if gaussian and privacy.epsilon > GAUSSIAN_MAX_EPSILON else "")
+            raise ValueError(f"{caller}: OpenDP found no noise scale satisfying {privacy}: {exc}{hint}") from None
     else:
         scale = noise_scale
     meas, charge = make(scale), search(scale)

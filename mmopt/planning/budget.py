@@ -10,6 +10,7 @@ import numpy as np
 from scipy import optimize as so
 
 from mmopt._base import validation as v
+from mmopt._base.opendp import GAUSSIAN_MAX_EPSILON
 from mmopt._base.result import SUCCESS
 from mmopt.privacy import Privacy
 
@@ -100,7 +101,7 @@ def variance_factor(epsilon: float, delta: float, calibration: str = "release") 
 
 
 #: the largest ε plan returns under Gaussian noise: OpenDP's calibration overflows past ~10⁴
-MAX_EPSILON = 1e4
+MAX_EPSILON = GAUSSIAN_MAX_EPSILON
 
 
 def _release_epsilon(c_max: float, delta: float, *, upper: bool) -> float:
