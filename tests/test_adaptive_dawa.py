@@ -50,6 +50,20 @@ def test_measurement_noise_scales():
     assert h["strategy"] == "H2" and h["noise_scale"] == h["sensitivity"] / 1.5
 
 
+@pytest.mark.parametrize("x, kwargs", [(np.array([7.0]), {}), (STEPS, {"max_bucket_length": 1}),
+                                       (STEPS[:5], {"max_bucket_length": 1, "candidates": "all"})])
+def test_a_forced_partition_charges_nothing(x, kwargs):
+    """Singleton buckets only (one cell, or max_bucket_length=1): the partition has one outcome and reads no data,
+    so all of ε goes to the counts (ρ·ε was charged to it and unused: (1 − ρ)⁻² = 1.78× the variance)."""
+    r = dawa(x, 2.0, strategy="identity", rng=4, **kwargs)
+    assert r.budget == {"partition": 0.0, "measure": 2.0} and r.details["partition"].epsilon == 0.0
+    assert r.details["buckets"].tolist() == [[j, j + 1] for j in range(x.size)]
+    assert r.details["measure"]["noise_scale"] == 0.5  # Δ = 1 over ε = 2
+    # one bucket length allowed beyond 1: the choice is real again and ρ·ε is spent on it
+    if x.size > 1:
+        assert dawa(x, 2.0, rng=4, max_bucket_length=2).budget == {"partition": 0.5, "measure": 1.5}
+
+
 @pytest.mark.parametrize("k,b", [(1, 2), (2, 2), (5, 2), (7, 3), (16, 2), (17, 4)])
 def test_tree_matches_mmopt_hierarchical_and_least_squares_is_exact(k, b):
     nodes, children = _tree(k, b)

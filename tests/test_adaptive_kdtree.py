@@ -206,3 +206,19 @@ def test_level_budgets_refuses_a_misspelt_allocation():
         level_budgets(1.0, 3, "geometrc")  # was the uniform split
     with pytest.raises(ValueError, match="'epsilon' parameter of level_budgets"):
         level_budgets(-1.0, 3)
+
+
+@pytest.mark.parametrize("shape", [(2, 2), (1, 2), (2, 1)])
+def test_sides_of_two_cells_charge_no_medians(shape):
+    """Every split of a side of two cells is forced (one outcome, no data read): the medians took median_share
+    (0.3) of ε for nothing, 2.1× the cell variance on 2×2 (an audit). The counts now carry all of ε; no
+    exponential draw is made, and the leaves are the cells."""
+    rec = Recording("numpy", np.random.default_rng(0))
+    x = np.arange(1.0, 1.0 + math.prod(shape)).reshape(shape)
+    r = kd_tree(x, 1.0, height=2, noise=rec)
+    assert r.budget["medians"] == 0.0 and r.details["median_levels"] == 0
+    assert math.isclose(sum(r.budget.values()), 1.0, rel_tol=1e-15)
+    assert all(c[0] == "laplace" for c in rec.calls)
+    assert sorted(r.details["leaves"]) == sorted((i, i + 1, j, j + 1) for i in range(shape[0])
+                                                 for j in range(shape[1]))
+    assert kd_tree(np.ones((3, 2)), 1.0, height=2, rng=0).budget["medians"] == 0.3  # a side of 3: a real choice

@@ -89,6 +89,7 @@ REFUSED = [
     ("DROP TABLE t", r"refuses the statement .*\(DROP\)"),
     ("SELECT a, SUM(b) FROM t GROUP BY a", "refuses the aggregate 'SUM"),
     ("SELECT a, AVG(b), COUNT(*) FROM t GROUP BY a", "refuses the aggregate 'AVG"),
+    ("SELECT a, b, GROUPING(b), COUNT(*) FROM t GROUP BY ROLLUP (a, b)", "refuses 'GROUPING\\(b\\)'.*grouping_set"),
     ("SELECT a, COUNT(b) FROM t GROUP BY a", r"refuses 'COUNT\(b\)'.*COUNT\(\*\)"),
     ("SELECT a, COUNT(DISTINCT b) FROM t GROUP BY a", "refuses 'COUNT"),
     ("SELECT a FROM t GROUP BY a", r"with 0 COUNT\(\*\)"),

@@ -36,7 +36,7 @@ from mmopt.adaptive._common import (
 from mmopt.adaptive._measure import MEASURES, measure
 from mmopt.adaptive._noise import resolve_noise
 from mmopt.adaptive.hilbert import hilbert_order
-from mmopt.adaptive.partition import CANDIDATES, SELECTIONS, private_partition
+from mmopt.adaptive.partition import CANDIDATES, SELECTIONS, Partition, candidate_lengths, private_partition
 
 __all__ = ["dawa"]
 
@@ -56,7 +56,8 @@ def dawa(x, epsilon: float, *, ratio: float = 0.25, strategy="hierarchical", bra
     epsilon : float
         Total ε > 0.
     ratio : float in (0, 1), default 0.25
-        ρ, the share of ε spent on the partition (the DAWA paper's 0.25).
+        ρ, the share of ε spent on the partition (the DAWA paper's 0.25); none where every bucket must be a
+        single cell (one cell, or ``max_bucket_length=1``): that partition has one outcome and reads no data.
     strategy : {"hierarchical", "identity"} or callable, default "hierarchical"
         The measurement of the k bucket totals: H_b (``branching``) with exact least squares, Laplace on each
         total, or ``f(k) -> Strategy`` (or p × k matrix) run through :func:`mmopt.matrix_mechanism`.
@@ -100,24 +101,32 @@ def dawa(x, epsilon: float, *, ratio: float = 0.25, strategy="hierarchical", bra
     order = v.check_choice(order, name="order", caller=caller, choices=ORDERS)
     nonnegative = v.check_bool(nonnegative, name="nonnegative", caller=caller)
     src = resolve_noise(noise, rng, caller=caller)
-    eps1 = rho * eps
+    if max_bucket_length is not None:
+        max_bucket_length = v.check_int(max_bucket_length, name="max_bucket_length", caller=caller)
+    # singleton buckets only (one cell, or max_bucket_length=1): the partition has one outcome and reads no data,
+    # so the measurement takes all of ε (ρ·ε went unused: (1 − ρ)⁻² the variance; a helper's audit)
+    forced = candidate_lengths(X.size, candidates, X.size if max_bucket_length is None else max_bucket_length)[-1] == 1
+    eps1 = 0.0 if forced else rho * eps
     eps2 = eps - eps1
     lo, hi = EPSILON_RANGE
-    if not (lo <= eps1 <= hi and lo <= eps2 <= hi):  # said in dawa's words, not its partition step's
+    if not ((forced or lo <= eps1 <= hi) and lo <= eps2 <= hi):  # said in dawa's words, not its partition step's
         raise ValueError(f"The 'epsilon' parameter of {caller} splits into ε₁ = {eps1:g} (partition) and ε₂ = "
                          f"{eps2:g} (measurement) at ratio={rho:g}; each must be between {lo:g} and {hi:g}, so that "
                          f"the noise variances are normal floats. Got epsilon={eps!r}.")
     # the partition step's own parameters, checked in dawa's name (private_partition was named, a helper's probe)
     c = 1.0 / eps2 if bucket_penalty is None else v.check_real(bucket_penalty, name="bucket_penalty", caller=caller,
                                                                low=0.0)
-    if max_bucket_length is not None:
-        max_bucket_length = v.check_int(max_bucket_length, name="max_bucket_length", caller=caller)
     entropy_correction = v.check_bool(entropy_correction, name="entropy_correction", caller=caller)
 
     perm = hilbert_order(X.shape) if X.ndim == 2 and order == "hilbert" else None
     seq = X.ravel() if perm is None else X.ravel()[perm]
-    part = private_partition(seq, eps1, bucket_penalty=c, candidates=candidates, selection=selection,
-                             max_bucket_length=max_bucket_length, entropy_correction=entropy_correction, noise=src)
+    if forced:  # the one partition, drawn from nothing and charged nothing
+        ends = np.arange(seq.size + 1)
+        part = Partition(np.stack([ends[:-1], ends[1:]], axis=1), 0.0, selection, candidates, c, 0.0, c, src.backend)
+    else:
+        part = private_partition(seq, eps1, bucket_penalty=c, candidates=candidates, selection=selection,
+                                 max_bucket_length=max_bucket_length, entropy_correction=entropy_correction,
+                                 noise=src)
     lo, hi = part.bounds[:, 0], part.bounds[:, 1]
     cs = np.concatenate([[0.0], np.cumsum(seq)])
     zhat, record = measure(cs[hi] - cs[lo], eps2, strategy, branching, src, caller)

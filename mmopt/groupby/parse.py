@@ -235,6 +235,10 @@ def parse_query(query: str, attributes=None, levels=()) -> GroupByQuery:
                 _refuse(f"{node.sql()!r}", "Count records with COUNT(*) (records with a missing or out-of-domain "
                         "value are dropped by the domain's public rule, so COUNT(col) would be the same).")
             counts.append(alias or "count")
+        elif isinstance(node, exp.Grouping):
+            # GROUPING(b) is an AggFunc to sqlglot: the SUM/AVG message below sent users looking for bounded values
+            _refuse(f"{node.sql()!r}", "Drop it: every row of the result names its grouping set in the column "
+                    "'grouping_set' (and a rolled-up column is NULL there), which is what GROUPING() tells apart.")
         elif isinstance(node, exp.AggFunc):
             _refuse(f"the aggregate {node.sql()!r}", "Only COUNT(*) is released (SUM, AVG, MIN, MAX need bounded "
                     "values and a different sensitivity).")

@@ -131,8 +131,7 @@ def grouping_table(release: RecordsRelease, grouping_sets, columns, *, alpha: fl
         frame[count_name] = est.ravel()
         frame["std_error"] = math.sqrt(release.cell_variance[key])
         if alpha is not None:
-            h = release.half_width(key, alpha)
-            frame["lower"], frame["upper"] = est.ravel() - h, est.ravel() + h
+            frame["lower"], frame["upper"] = release.interval(key, alpha)  # widened for round-off, as table's
         parts.append(pd.DataFrame(frame, index=range(cells.shape[1])))
     return pd.concat(parts, ignore_index=True)
 

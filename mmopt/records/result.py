@@ -173,6 +173,18 @@ class RecordsRelease:
         return iv.half_width("laplace", alpha, weights=rp.error_law(self.strategy, self.workload, key),
                              scale=self.noise_scale)
 
+    def interval(self, A, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper): the 1 − α interval of every cell of the released marginal on ``A`` (flattened, C order).
+
+        estimate ± :meth:`half_width`, the width first widened by the round-off of cells reaching Σ|x̂| and the
+        bounds rounded outwards (:mod:`mmopt.answers.widths`): at counts of 10¹⁵ the noise's h rounds to nothing.
+        A marginal released without noise (h = 0) keeps lower = upper = estimate.
+        """
+        from mmopt.answers.widths import allowance, bounds
+        h = self.half_width(A, alpha)
+        est = self.marginals[self._released(A, "A", "RecordsRelease.interval")].ravel()
+        return bounds(est, h + allowance(float(np.abs(est).sum())) if h > 0 else 0.0)
+
     def table(self, names: bool = True, *, alpha: float | None = None):
         """The released marginals as a tidy pandas DataFrame, one row per cell of each workload marginal.
 
@@ -185,8 +197,8 @@ class RecordsRelease:
         names = v.check_bool(names, name="names", caller="RecordsRelease.table")  # "no" would be truthy
         import pandas as pd
 
-        from mmopt.answers.widths import allowance, bounds
-        widths = {A: self.half_width(A, alpha) for A in self.marginals} if alpha is not None else None
+        if alpha is not None:  # checked (and every width computed) before the frame is built
+            intervals = {A: self.interval(A, alpha) for A in self.marginals}
         used = sorted({i for A in self.marginals for i in A})
         attrs = self.domain.attributes
         parts = []
@@ -202,9 +214,7 @@ class RecordsRelease:
                     frame[attrs[i].name] = None if names else pd.array([None] * cells.shape[1], dtype="Int64")
             frame["estimate"] = est.ravel()
             frame["std_error"] = math.sqrt(self.cell_variance[A])
-            if widths is not None:  # widened by the round-off of cells reaching Σ|x̂| and rounded outwards, as
-                # the answers tables are (mmopt.answers.widths): at counts of 10¹⁵ the noise's h rounded to nothing
-                h = widths[A] + allowance(float(np.abs(est).sum())) if widths[A] > 0 else 0.0
-                frame["lower"], frame["upper"] = bounds(est.ravel(), h)
+            if alpha is not None:
+                frame["lower"], frame["upper"] = intervals[A]
             parts.append(pd.DataFrame(frame, index=range(cells.shape[1])))
         return pd.concat(parts, ignore_index=True)
