@@ -7,7 +7,8 @@ into the source folder) with the repository as working directory (for ``import e
     python -m sphinx -W --keep-going -b doctest docs <out>/doctest
 
 The html build is in the slow suite (40 s, for the default run's ~10 minutes); the doctest build reads every page
-and docstring with -W too, so a warning from reading them still fails the default run.
+and docstring with -W too, so a warning from reading them still fails the default run. It runs the examples of
+every page but :data:`HEAVY`'s three in the default run (50 CPU s), and those three in the slow suite (60 s).
 """
 
 from __future__ import annotations
@@ -40,14 +41,15 @@ PAGES = ["index.md", "notation.md", "building.md", "tutorials/index.md", "sparse
          *(f"{page}.md" for page in TUTORIALS)]
 
 
-def _sphinx(builder: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess, Path]:
+def _sphinx(builder: str, tmp_path: Path, pages=None) -> tuple[subprocess.CompletedProcess, Path]:
     src = tmp_path / "src" / "docs"
     if not src.exists():
         shutil.copytree(DOCS, src, ignore=shutil.ignore_patterns("_build", "generated"))
         shutil.copy(ROOT / "README.md", src.parent / "README.md")   # notation.md includes ../README.md
     out = tmp_path / builder
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", builder, str(src), str(out)]
+    cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", builder, str(src), str(out),
+           *(str(src / f"{page}.md") for page in pages or ())]  # the pages built (all are read, with -W)
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     return proc, out
 
@@ -74,16 +76,25 @@ def test_html_builds_without_warnings(tmp_path):
     assert "Prop. 4.4" in evaluate
 
 
-def test_every_example_runs(tmp_path):
-    proc, out = _sphinx("doctest", tmp_path)
+#: The tutorials whose examples take 10–20 CPU s each (optimisations at scale): the slow suite runs them, for the
+#: default run's ~10 minutes (README); every other page's examples run by default.
+HEAVY = ["tutorials/training", "tutorials/multidim", "tutorials/optimize"]
+EXAMPLES = ["architecture", "getting_started", "sparse_vector", *TUTORIALS]
+
+
+@pytest.mark.parametrize("group", [pytest.param([p for p in EXAMPLES if p not in HEAVY], id="default"),
+                                   pytest.param(HEAVY, id="heavy", marks=pytest.mark.slow)])
+def test_every_example_runs(tmp_path, group):
+    proc, out = _sphinx("doctest", tmp_path, group)
     assert proc.returncode == 0, _report(proc)
     report = (out / "output.txt").read_text(encoding="utf-8")
     assert re.search(r"^\s*0 failures in tests$", report, re.M), report[-3000:]
     # every tutorial's examples were found and run (a page whose blocks silently stopped being doctests
     # would otherwise pass with nothing tested)
     counts = {doc: int(n) for doc, n in re.findall(r"^Document: (\S+)\n-+\n.*?^(\d+) tests in", report, re.M | re.S)}
-    for page in [*TUTORIALS, "sparse_vector"]:
+    for page in group:
         assert counts.get(page, 0) >= 5, f"{page}: {counts.get(page, 0)} examples run"
+    assert set(counts) <= set(group), sorted(set(counts) - set(group))  # the pages not asked for: the other group's
 
 
 def test_pages_run_their_examples():
