@@ -104,6 +104,10 @@ def test_pages_run_their_examples():
         assert not {"python", "py", "pycon", "ipython"} & set(fences), f"{name}: a Python example that is not run"
     for page in TUTORIALS:
         assert "```{doctest}" in (DOCS / f"{page}.md").read_text(encoding="utf-8"), page
+    # test_every_example_runs builds the pages of EXAMPLES only: a page with examples outside it would run none
+    for path in DOCS.rglob("*.md"):
+        if "_build" not in path.parts and re.search(r"^```\{doctest\}$", path.read_text(encoding="utf-8"), re.M):
+            assert path.relative_to(DOCS).with_suffix("").as_posix() in EXAMPLES, path
 
 
 def test_api_reference_lists_the_public_api():
