@@ -150,7 +150,7 @@ def test_nothing_fits_is_a_clear_error(monkeypatch):
     from mmopt.auto import costs
     monkeypatch.setattr(costs, "closed_dense", lambda n: 1e9)
     monkeypatch.setattr(costs, "l2_dense", lambda n, family=None: 1e9)
-    monkeypatch.setattr(costs, "min_error_dense", lambda n: 1e9)
+    monkeypatch.setattr(costs, "min_error_dense", lambda n, sdp=True: 1e9)
     monkeypatch.setattr(costs, "pidentity_step", lambda n, p: 1e9)
     with pytest.raises(ValueError, match="no method can run .* within the budget"):
         mmopt.optimize(wl.random_range(20, 10, seed=0), privacy=LAPLACE, budget="fast")

@@ -109,20 +109,20 @@ def l2_tridiagonal_step(n: int) -> float:
 _SDP_STAGE = {4: 1.5, 8: 3.5, 16: 15.0}
 
 
-def min_error_dense(n: int) -> float:
+def min_error_dense(n: int, *, sdp: bool = True) -> float:
     """The dense MinError pipeline (L2 start, closed-form starts, 8 or 3 p-Identity restarts): 3 s at n = 256,
     19 s at 512 on random ranges, 160–290 s at 1,024 (``benchmarks/results/bench_optimize_n1024.txt``); at
-    n ≤ 16 also its SDP stage (:data:`_SDP_STAGE`: 14 s at n = 12, where the rest takes 0.3 s). On a slower machine
-    (AMD EPYC, one BLAS thread), where every restart spent its 1,000 steps: 3.5 s at n = 192, 8.0 s at 256 (prefix
-    sums and random ranges), 17 s at 384; 1.4·10⁻⁷·n³ was 2.1–2.4× low there and 2.2·10⁻⁷ is within 1.7× of both
-    machines (a helper's probe).
+    n ≤ 16 with ``sdp`` also its SDP stage (:data:`_SDP_STAGE`: 14 s at n = 12, where the rest takes 0.3 s). On a
+    slower machine (AMD EPYC, one BLAS thread), where every restart spent its 1,000 steps: 3.5 s at n = 192, 8.0 s at
+    256 (prefix sums and random ranges), 17 s at 384; 1.4·10⁻⁷·n³ was 2.1–2.4× low there and 2.2·10⁻⁷ is within
+    1.7× of both machines (a helper's probe).
 
-    >>> min_error_dense(12) > 15 > min_error_dense(17)
-    True
+    >>> min_error_dense(12) > 15 > min_error_dense(17), min_error_dense(12, sdp=False) < 2
+    (True, True)
     """
     from mmopt.search.min_error import SDP_MAX_N
-    sdp = next((t for m, t in sorted(_SDP_STAGE.items()) if n <= m), 0.0) if n <= SDP_MAX_N else 0.0
-    return 1.0 + 2.2e-7 * n**3 + sdp
+    stage = next((t for m, t in sorted(_SDP_STAGE.items()) if n <= m), 0.0) if sdp and n <= SDP_MAX_N else 0.0
+    return 1.0 + 2.2e-7 * n**3 + stage
 
 
 def local_setup(n: int) -> float:

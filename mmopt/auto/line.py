@@ -10,7 +10,8 @@ from collections.abc import Callable
 from mmopt.auto import costs
 from mmopt.auto.candidate import LOW_PRIOR_SHARE, Candidate, Context
 
-__all__ = ["FAST_STEPS", "LOCAL_MIN_STEPS", "LOCAL_STEPS", "TREE_MIN_EVALUATIONS", "local_search", "plain", "stream"]
+__all__ = ["FAST_STEPS", "LOCAL_MIN_STEPS", "LOCAL_STEPS", "TREE_MIN_EVALUATIONS", "dense_min_error", "local_search",
+           "plain", "stream"]
 
 #: L-BFGS-B steps of the dense p-Identity search "auto" runs in place of the full pipeline on a 1-D workload: at
 #: most LOCAL_STEPS (the pipeline's own budget at this size), and not at all when the budget leaves fewer than
@@ -85,14 +86,29 @@ def _min_error(ctx: Context, budget_seconds: float, before: float = 0.0) -> list
     n = ctx.n
     if ctx.family in ("prefix", "all_range") and n >= FAST_MIN_N:
         return [_fast(ctx, ctx.workload)]
-    full = costs.min_error_dense(n)
-    out = [Candidate("min_error", full, lambda: ctx.optimize(ctx.dense, "min_error"))]
+    out = [dense_min_error(ctx, budget_seconds)]
+    full = out[0].estimate
     # the pipeline may not fit what the candidates before it leave (the runner's test): its p-Identity stage alone.
     # Tested against the whole budget, prefix(257) under 'fast' fell between the two (4.73 s of 5 fit alone, not
     # after the closed forms' 0.28) and returned H₂ at 4× the error of prefix(256) and prefix(263)
     if full > budget_seconds - before and n <= DENSE_LIMIT:
         out.append(local_search(ctx, LOCAL_STEPS))
     return out
+
+
+def dense_min_error(ctx: Context, budget_seconds: float) -> Candidate:
+    """The dense MinError pipeline, with its convex-iteration SDP stage (n ≤ 16) only from a "thorough" budget.
+
+    Why: at n ≤ 16 the stage costs 3–15 CPU s where the rest of the pipeline takes 0.1–1.5 s, and in 15 workloads
+    (prefix sums and all ranges at 4–16 cells, random 0/1 and Gaussian queries, [10·1ᵀ; I₄], [1ᵀ; I₈], a 4×3
+    product, 2-way marginals of 2×2×3; a development run, one core) it lowered the error once, prefix(8) by 0.65 %
+    (35.18 against 35.41): under the default budget a 12-cell workload spent 15 of its 17 CPU s there for nothing.
+    """
+    from mmopt.auto.budget import LEVELS
+    sdp = budget_seconds >= LEVELS["thorough"]
+    kw = {} if sdp else {"options": {"engine": "local"}}
+    return Candidate("min_error", costs.min_error_dense(ctx.n, sdp=sdp),
+                     lambda: ctx.optimize(ctx.dense, "min_error", **kw))
 
 
 def _dual(ctx: Context, budget_seconds: float) -> Candidate:

@@ -33,7 +33,7 @@ import numpy as np
 
 from mmopt.auto import costs
 from mmopt.auto.candidate import LOW_PRIOR_SHARE, Candidate, Context
-from mmopt.auto.line import local_search, plain, stream
+from mmopt.auto.line import dense_min_error, local_search, plain, stream
 from mmopt.multidim.scoring import DEFAULT_RESTARTS
 
 __all__ = ["Candidate", "Context", "plan"]
@@ -106,7 +106,7 @@ def _products(ctx: Context, budget_seconds: float) -> list[Candidate]:
                              unless=NEAR_L2))
         return out
     if n <= 256:  # the whole MinError pipeline costs seconds here (its own L2 start gives the dual bound)
-        out.append(Candidate("min_error", costs.min_error_dense(n), lambda: ctx.optimize(ctx.dense, "min_error")))
+        out.append(dense_min_error(ctx, budget_seconds))
         return out
     rank = sum(math.prod(_rank(f) for f in t.factors) for t in S.terms)
     # rank(W) ≤ Σ_j ∏ᵢ rank Wᵢ⁽ʲ⁾ < N: the full-rank p-Identity strategies do not fit a rank-deficient W
