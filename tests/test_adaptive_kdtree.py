@@ -222,3 +222,8 @@ def test_sides_of_two_cells_charge_no_medians(shape):
     assert sorted(r.details["leaves"]) == sorted((i, i + 1, j, j + 1) for i in range(shape[0])
                                                  for j in range(shape[1]))
     assert kd_tree(np.ones((3, 2)), 1.0, height=2, rng=0).budget["medians"] == 0.3  # a side of 3: a real choice
+    # shares that leave the counts nothing only if the medians are paid: on these sides they are not
+    r = kd_tree(x, 1.0, height=2, median_share=0.9, total_share=0.1, rng=0)
+    assert r.budget["medians"] == 0.0 and math.isclose(sum(r.budget.values()), 1.0, rel_tol=1e-15)
+    with pytest.raises(ValueError, match="'median_share' and 'total_share' parameters of kd_tree"):
+        kd_tree(np.ones((3, 2)), 1.0, median_share=0.9, total_share=0.1, rng=0)

@@ -148,7 +148,8 @@ def kd_tree(x, epsilon: float, *, kind: str = "kd", height: int | None = None, m
     share = check_fraction(median_share, "median_share", caller)
     c = v.check_real(c, name="c", caller=caller, low=0.0, low_open=True)
     root_share = check_fraction(total_share, "total_share", caller)
-    if root_share + share >= 1.0 and (kind == "kd" or median_levels != 0):  # checked before any draw
+    # checked before any draw; no median is charged where every side has at most two cells (below)
+    if root_share + share >= 1.0 and (kind == "kd" or median_levels != 0) and max(X.shape) > 2:
         raise ValueError(f"The 'median_share' and 'total_share' parameters of {caller} must add up to less than 1 "
                          f"(the rest pays for the node counts). Got {share!r} + {root_share!r} instead.")
     src = noise_source(noise, rng, caller)
