@@ -26,6 +26,24 @@ def test_factor_reproduces_the_pseudo_inverse(method):
                                rtol=1e-6, atol=1e-6 * np.abs(prof.matrix).max())
 
 
+def test_the_cholesky_path_is_certified_with_kappa_itself_not_lapack_s_estimate(monkeypatch):
+    """LAPACK's dpocon estimates ‖X⁻¹‖₁ from below: on [I₃₀₀; R] (R 50×300 uniform) it says κ₁ = 2.76·10⁴ where
+    κ₁ is 2.97·10⁴. With the limit between the two certificates the path must be QR (it was Cholesky)."""
+    from scipy.linalg import lapack
+    A = np.vstack([np.eye(300), np.random.default_rng(0).random((50, 300))])
+    X = A.T @ A
+    anorm = float(np.abs(X).sum(axis=0).max())
+    C = lapack.dpotrf(X, lower=0, clean=1)[0]
+    estimate = 1.0 / lapack.dpocon(C, anorm, uplo="U")[0]
+    exact = anorm * float(np.abs(np.linalg.inv(X)).sum(axis=0).max())
+    assert estimate < 0.97 * exact  # the estimator's shortfall on this A (7.6 %): what the test needs
+    n_eps = 300 * np.finfo(float).eps
+    monkeypatch.setattr(pf, "CHOLESKY_MAX_RELATIVE_ERROR", n_eps * (estimate * exact) ** 0.5)
+    assert pf.profile_of_matrix(A).method == "qr"
+    monkeypatch.setattr(pf, "CHOLESKY_MAX_RELATIVE_ERROR", n_eps * exact * 1.01)
+    assert pf.profile_of_matrix(A).method == "cholesky"
+
+
 @pytest.mark.parametrize("k", [-600, -170, 0, 170, 600])
 def test_rank_rule_is_relative_to_the_objects_own_scale(k):
     A = np.ldexp(np.random.default_rng(1).normal(size=(3, 6)), k // 2)
