@@ -128,7 +128,7 @@ def test_strategy_parameter_accepts_measurable_and_refuses_others(df):
     prefix = mmopt.structured.kron_strategy(np.tril(np.ones((3, 3))), *[np.eye(n) for n in D.shape[1:]])
     with pytest.raises(ValueError, match="neither the identity nor a constant row"):
         _release(df, 2, strategy=prefix)
-    with pytest.raises(ValueError, match="'alpha' parameter of RecordsRelease.half_width"):
+    with pytest.raises(ValueError, match="'alpha' parameter of RecordsRelease.table"):
         _release(df, 1, seed=0).table(alpha=0.0)
 
 
@@ -207,3 +207,12 @@ def test_a_records_release_plots_and_evaluates_as_it_is(df, privacy):
     np.testing.assert_allclose(ax.lines[0].get_ydata(), want, rtol=1e-9)
     assert mmopt.plot.strategy(r.strategy) is not None and mmopt.plot.error_profile(r.strategy) is not None
     plt.close("all")
+
+
+def test_interval_refusals_name_interval(df):
+    """RecordsRelease.interval checked its arguments through half_width, whose name its refusals carried."""
+    r = _release(df, 2, seed=0)
+    with pytest.raises(ValueError, match="RecordsRelease.interval"):
+        r.interval((0, 1, 2, 3, 4), 0.1)
+    with pytest.raises(ValueError, match="RecordsRelease.interval"):
+        r.interval(next(iter(r.marginals)), 1.5)

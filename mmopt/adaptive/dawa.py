@@ -36,7 +36,7 @@ from mmopt.adaptive._common import (
 from mmopt.adaptive._measure import MEASURES, measure
 from mmopt.adaptive._noise import resolve_noise
 from mmopt.adaptive.hilbert import hilbert_order
-from mmopt.adaptive.partition import CANDIDATES, SELECTIONS, Partition, candidate_lengths, private_partition
+from mmopt.adaptive.partition import CANDIDATES, SELECTIONS, candidate_lengths, private_partition, singletons
 
 __all__ = ["dawa"]
 
@@ -121,8 +121,7 @@ def dawa(x, epsilon: float, *, ratio: float = 0.25, strategy="hierarchical", bra
     perm = hilbert_order(X.shape) if X.ndim == 2 and order == "hilbert" else None
     seq = X.ravel() if perm is None else X.ravel()[perm]
     if forced:  # the one partition, drawn from nothing and charged nothing
-        ends = np.arange(seq.size + 1)
-        part = Partition(np.stack([ends[:-1], ends[1:]], axis=1), 0.0, selection, candidates, c, 0.0, c, src.backend)
+        part = singletons(seq.size, 0.0, selection, candidates, c, src.backend)
     else:
         part = private_partition(seq, eps1, bucket_penalty=c, candidates=candidates, selection=selection,
                                  max_bucket_length=max_bucket_length, entropy_correction=entropy_correction,

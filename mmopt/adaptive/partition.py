@@ -61,7 +61,7 @@ from mmopt._base import validation as v
 from mmopt.adaptive._common import check_epsilon, laplace_scale, log_sum_exp
 from mmopt.adaptive._noise import Noise, resolve_noise
 
-__all__ = ["CANDIDATES", "SELECTIONS", "Partition", "deviations", "private_partition"]
+__all__ = ["CANDIDATES", "SELECTIONS", "Partition", "deviations", "private_partition", "singletons"]
 
 CANDIDATES = ("dyadic", "all")
 SELECTIONS = ("exponential", "noisy_cost")
@@ -183,9 +183,7 @@ def private_partition(x, epsilon: float, *, bucket_penalty: float, candidates: s
     delta_L = 2.0 * (1.0 - 1.0 / lengths)
     delta = float(delta_L[-1])
     if lengths[-1] == 1:  # singletons only: a single possible partition, nothing to hide
-        ends = np.arange(x.size + 1)
-        return Partition(np.stack([ends[:-1], ends[1:]], axis=1), eps, selection, candidates, c, 0.0, c,
-                         src.backend)
+        return singletons(x.size, eps, selection, candidates, c, src.backend)
     penalty = c + (2.0 * delta / eps) * np.log(lengths.size) if entropy_correction else c
     if not np.isfinite(penalty):
         raise ValueError(f"{caller}: the entropy correction (2Δ/ε₁)·ln K overflows at epsilon={eps!r}. "
@@ -199,6 +197,14 @@ def private_partition(x, epsilon: float, *, bucket_penalty: float, candidates: s
     else:
         last = _sample_gibbs(-(src.draw_epsilon(eps) / (2.0 * delta)) * cost, lengths, src)
     return Partition(_bounds(last), eps, selection, candidates, c, delta, float(penalty), src.backend)
+
+
+def singletons(n: int, epsilon: float, selection: str, candidates: str, bucket_penalty: float,
+               noise: str) -> Partition:
+    """The partition of n cells into n one-cell buckets: the only one when no bucket may be longer (Δ = 0)."""
+    ends = np.arange(n + 1)
+    return Partition(np.stack([ends[:-1], ends[1:]], axis=1), epsilon, selection, candidates, bucket_penalty, 0.0,
+                     bucket_penalty, noise)
 
 
 def _add_cost_noise(cost: np.ndarray, valid: np.ndarray, scales: np.ndarray, noise: Noise) -> None:

@@ -180,9 +180,12 @@ class RecordsRelease:
         bounds rounded outwards (:mod:`mmopt.answers.widths`): at counts of 10¹⁵ the noise's h rounds to nothing.
         A marginal released without noise (h = 0) keeps lower = upper = estimate.
         """
+        from mmopt.answers import intervals as iv
         from mmopt.answers.widths import allowance, bounds
-        h = self.half_width(A, alpha)
-        est = self.marginals[self._released(A, "A", "RecordsRelease.interval")].ravel()
+        alpha = iv.check_alpha(alpha, "RecordsRelease.interval")  # refusals name interval, not half_width
+        key = self._released(A, "A", "RecordsRelease.interval")
+        h = self.half_width(key, alpha)
+        est = self.marginals[key].ravel()
         return bounds(est, h + allowance(float(np.abs(est).sum())) if h > 0 else 0.0)
 
     def table(self, names: bool = True, *, alpha: float | None = None):
@@ -198,6 +201,8 @@ class RecordsRelease:
         import pandas as pd
 
         if alpha is not None:  # checked (and every width computed) before the frame is built
+            from mmopt.answers.intervals import check_alpha
+            alpha = check_alpha(alpha, "RecordsRelease.table")
             intervals = {A: self.interval(A, alpha) for A in self.marginals}
         used = sorted({i for A in self.marginals for i in A})
         attrs = self.domain.attributes
