@@ -94,7 +94,8 @@ ROUTES = (
     Route("participation", None, "mmopt.family.training:run", "mmopt.family.training:takes",
           summary="participation=fixed_epochs(k) / min_separation(b, k): private training's prefix sums and "
                   "momentum / learning-rate workloads, the certified optimum under fixed epochs (≤ 4,096 steps) and "
-                  "under min_separation(n/k, k) by cutting planes (≤ 2,048 steps), "
+                  "under min_separation(n/k, k) by cutting planes (≤ 2,048 steps; prefix sums to 4,096 by "
+                  "the chain dual and free / 2b-band strategies), "
                   "banded strategies with exact sensitivity (any n); objective='max_variance' / 'last_iterate' "
                   "under a schema"),
     Route("objectives", None, "mmopt.family.objectives:run", "mmopt.family.objectives:takes",

@@ -9,8 +9,8 @@ method). Gaussian noise only (the L2 sensitivity). Methods:
   :func:`mmopt.participation.tridiagonal.solve_tridiagonal` (O(n·k²) per step; also Toeplitz workloads whose
   inverse is banded, momentum: :mod:`mmopt.participation.banded_inverse`), for any other Gram
   :func:`mmopt.participation.optimum.solve_fixed_epochs` (O(n³) per step);
-* "auto" / "l2_approx" under ``min_separation(n/k, k)`` on a dense workload (or prefix sums) of ≤ 2,048 steps
-  (:mod:`mmopt.family.training_separation`): :func:`mmopt.participation.cutting.solve_min_separation`, cutting
+* "auto" / "l2_approx" under ``min_separation(n/k, k)`` on a dense workload of ≤ 2,048 steps or prefix sums of
+  ≤ 4,096 (:mod:`mmopt.family.training_separation`): :func:`mmopt.participation.cutting.solve_min_separation`, cutting
   planes over patterns whose working-set dual is a certified lower bound for the whole schema (option
   ``seconds``: a CPU budget, default 70; on prefix sums 20 up to 512 steps and 0, not run, past them), then the
   chain dual of :mod:`mmopt.participation.chain_dual` (``chain_dual_seconds``, default 30; 0 skips it), the better
@@ -20,11 +20,12 @@ method). Gaussian noise only (the L2 sensitivity). Methods:
   from the chain dual's Lagrangian start (:func:`mmopt.participation.chain_dual.lagrangian_start`; else from the
   free band) (``chain_banded_seconds``, default what the others left of 110 CPU s and at least 45; 0 skips it;
   from 2,048 steps coarse to fine from the dual's start at n/2, :mod:`mmopt.participation.chain_levels`), and the
-  best one returned;
+  best one returned; past 2,048 steps on prefix sums the banded Toeplitz strategies and the free banded one, which
+  takes what they left of the 110 s (the chain dual and the 2b bands cost too much per step there: 0 s unless asked);
 * "banded": a banded Toeplitz strategy with at most b = min-separation bands (n/k for fixed epochs) on prefix
   sums at any n, optimised by :mod:`mmopt.toeplitz.solve`; with that many bands no pattern's cross terms survive,
   so its sensitivity is exact; when n = k·b, also the row-weighted one of :mod:`mmopt.participation.weighted`,
-  and the better returned; "auto" beyond 4,096 steps (2,048 under minimum separation).
+  and the better returned; "auto" beyond 4,096 steps (under minimum separation 2,048 on a dense workload).
 
 * a lower-triangular Toeplitz workload (momentum, :mod:`mmopt.participation.workloads`): "banded" runs
   :func:`mmopt.participation.banded.optimize_banded` (≤ b bands, exact sensitivity), bounded by the pinching bound
@@ -164,12 +165,14 @@ def run(workload, method, call: Call) -> OptimizeResult:
         how = f"method='auto' (which picked {method!r} at n = {n:,})" if picked else f"method={method!r}"
         raise ValueError(f"Unknown options {sorted(options)} for {CALLER}({how}, participation=...): "
                          + (f"it accepts only {sorted(allowed)}." if allowed else "it accepts none.")
-                         + (" The budgets of the minimum-separation route apply when n = k·b and n ≤ 2,048."
+                         + (" The budgets of the minimum-separation route apply when n = k·b and n ≤ 2,048 (4,096 "
+                            "on prefix sums)."
                             if picked and method == "banded" and not isinstance(schema, FixedEpochs) else ""))
     if method == "l2_approx":
         if not dense_ok:
             raise ValueError(f"{CALLER}(method='l2_approx', participation={schema!r}) runs under fixed epochs up to "
-                             f"4,096 steps, and under min_separation(n/k, k) up to 2,048 steps. Got n={n:,}; use "
+                             f"4,096 steps, and under min_separation(n/k, k) up to 2,048 steps (4,096 on prefix "
+                             f"sums). Got n={n:,}; use "
                              "method='banded' (any n, exact sensitivity).")
         if not isinstance(schema, FixedEpochs):
             return run_separation(workload, G, stream, schema, call, t0)

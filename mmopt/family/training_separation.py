@@ -1,5 +1,5 @@
-"""optimize's route for private training under ``min_separation(n/k, k)`` on a dense workload or prefix sums of
-≤ 2,048 steps, for :mod:`mmopt.family.training` (the budgets and what each part measured: its docstring)."""
+"""optimize's route for private training under ``min_separation(n/k, k)`` on a dense workload of ≤ 2,048 steps or
+prefix sums of ≤ 4,096, for :mod:`mmopt.family.training` (the budgets and what each part measured: its docstring)."""
 
 from __future__ import annotations
 
@@ -23,15 +23,23 @@ LEVELS_MIN_N = 2048  # from it the 2b-band strategy runs coarse to fine (mmopt.p
 # the free band, in the route at 2,048 steps: k = 8 211,478 against 216,498 from the free band at n; k = 4 90,962
 # against 92,403; at 1,024, k = 4 it was worse (39,397 against 39,110) and at k = 8 no better (92,016 against 92,066)
 ROUTE_SECONDS = 110.0  # by default the 2b-band strategy also takes what the others left of this much CPU
+FREE_BANDED_ONLY_FROM = 2049  # on prefix sums from here (to free_banded.MAX_N) the free band takes the route's budget:
+# an evaluation of the 2b bands costs ~6 CPU s at 4,096 steps (the chain dual's, O(k²b³), ~8× its 2.7 s at 2,048),
+# and the route's free band was 2.6–2.7 % below the banded strategies at k = 4, 8, 16 (docs/tutorials/training.md),
+# where chain_levels' 100 s were 0.3 % above them (k = 4)
 
 
 def takes_separation(schema, n: int, stream, G) -> bool:
-    """min_separation(n/k, k) on ≤ 2,048 steps, a dense Gram or prefix sums: the cutting planes."""
-    from mmopt.participation.cutting import MAX_N
+    """min_separation(n/k, k) on a dense Gram of ≤ 2,048 steps (the cutting planes) or prefix sums of ≤ 4,096 (the
+    banded strategies)."""
+    from mmopt.participation import cutting, free_banded
     from mmopt.participation.schemas import MinSeparation
-    if not isinstance(schema, MinSeparation) or n > MAX_N or n % schema.separation_steps:
+    prefix = stream is not None and stream.kind == "prefix"
+    if not isinstance(schema, MinSeparation) or n % schema.separation_steps:
         return False
-    return n // schema.separation_steps == schema.max_participations and (G is not None or stream.kind == "prefix")
+    if n > (free_banded.MAX_N if prefix else cutting.MAX_N):
+        return False
+    return n // schema.separation_steps == schema.max_participations and (G is not None or prefix)
 
 
 def run_separation(workload, G, stream, schema, call: Call, t0: float) -> OptimizeResult:
@@ -47,11 +55,13 @@ def run_separation(workload, G, stream, schema, call: Call, t0: float) -> Optimi
     k = schema.max_participations
     cpu0 = time.process_time()
     cutting_default = (SECONDS_PREFIX if n <= CUTTING_PREFIX_MAX_N else 0.0) if prefix else SECONDS
+    free_only = prefix and n >= FREE_BANDED_ONLY_FROM  # the free band takes the route's budget (set below)
     budget = {key: v.check_real((call.options or {}).get(key, default), name=f"options['{key}']", caller=CALLER,
                                 low=0.0)
-              for key, default in (("seconds", cutting_default), ("chain_dual_seconds", CHAIN_DUAL_SECONDS),
+              for key, default in (("seconds", cutting_default),
+                                   ("chain_dual_seconds", 0.0 if free_only else CHAIN_DUAL_SECONDS),
                                    ("free_banded_seconds", FREE_BANDED_SECONDS if n < LEVELS_MIN_N else 0.0),
-                                   ("chain_banded_seconds", CHAIN_BANDED_SECONDS))}
+                                   ("chain_banded_seconds", 0.0 if free_only else CHAIN_BANDED_SECONDS))}
     a = None if prefix else toeplitz_coefficients(workload)
     if not budget["seconds"] and not prefix and a is None:
         raise ValueError(f"{CALLER}: options['seconds'] = 0 skips the cutting planes, which give the only strategy "
@@ -91,7 +101,10 @@ def run_separation(workload, G, stream, schema, call: Call, t0: float) -> Optimi
                            {key: band.extra[key] for key in ("sensitivity_squared", "sensitivity_exact",
                                                              "sensitivity_method", "bands")}))
     if prefix:
-        if "chain_banded_seconds" not in (call.options or {}):  # the rest of the route's CPU budget, if more
+        if free_only and "free_banded_seconds" not in (call.options or {}):  # the rest of the route's budget
+            budget["free_banded_seconds"] = max(FREE_BANDED_SECONDS, ROUTE_SECONDS - (time.process_time() - cpu0)
+                                                - budget["chain_banded_seconds"])
+        elif "chain_banded_seconds" not in (call.options or {}):  # the rest of the route's CPU budget, if more
             spent = time.process_time() - cpu0 + budget["free_banded_seconds"]
             budget["chain_banded_seconds"] = max(CHAIN_BANDED_SECONDS, ROUTE_SECONDS - spent)
         candidates += _banded_strategies(n, k, budget, extra, chained if prefix else None)
