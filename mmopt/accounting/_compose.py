@@ -46,6 +46,14 @@ class Ledger:
     composition: str
     spends: tuple[Spend, ...] = ()
 
+    def __post_init__(self):  # an unknown rule (e.g. "PLD") fell through to zCDP's arithmetic
+        if not isinstance(self.total, Privacy):
+            raise TypeError(f"The 'total' parameter of Ledger must be a Privacy. Got {type(self.total).__name__} "
+                            "instead.")
+        if self.composition not in lg.COMPOSITIONS:
+            raise ValueError(f"The 'composition' parameter of Ledger must be one of "
+                             f"{', '.join(map(repr, lg.COMPOSITIONS))}. Got {self.composition!r} instead.")
+
     def add(self, spend: Spend) -> Ledger:
         return dataclasses.replace(self, spends=self.spends + (spend,))
 

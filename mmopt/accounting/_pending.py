@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Iterator
 
 from mmopt._base import opendp as _opendp
+from mmopt._base import validation as v
 from mmopt.accounting import _spends as entries
 from mmopt.accounting._ledger import Spend
 from mmopt.privacy import Privacy
@@ -25,6 +26,9 @@ from mmopt.privacy import Privacy
 @contextlib.contextmanager
 def pending_release(acc, privacy: Privacy, label: str | None, what: str, *, caller: str) -> Iterator[list]:
     """:meth:`mmopt.accounting.Accountant.pending_release` for the session ``acc`` (its docstring)."""
+    v.check_str(caller, name="caller", caller="Accountant.pending_release")
+    # checked before anything is written: a ledger with a non-string 'what' no longer loads
+    v.check_str(what, name="what", caller=caller)
     charge = acc.ledger.charge(privacy, None, caller, release=True)
     label = acc._label(label, "release", caller)
     acc.ledger.refuse_unless_fits(charge, caller)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from mmopt._base import validation as v
 from mmopt.accounting import _ledger as lg
 from mmopt.accounting._compose import Ledger
 from mmopt.accounting._file import LedgerFile, ledger_path, real_path
@@ -53,6 +54,7 @@ def open_or_create(cls, path, total: Privacy, composition: str):
 def save(acc, path, overwrite: bool) -> Path:
     """:meth:`mmopt.accounting.Accountant.save` (its docstring)."""
     caller = "Accountant.save"
+    overwrite = v.check_bool(overwrite, name="overwrite", caller=caller)  # "no" is truthy: it replaced a ledger
     if path is None and acc._file is None:
         raise ValueError(f"The 'path' parameter of {caller} is needed: this session has no ledger file yet. "
                          "Give one, e.g. acc.save('budget.json').")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -89,6 +90,9 @@ class Accountant:
             dp_accounting(caller)
         # calibration="analytic" always: it only sets a Gaussian σ, and a total draws no noise
         self._ledger = Ledger(Privacy(total.epsilon, total.delta), composition)
+        # threads of one process sharing a session: the check and the write of a spend in one step (a file's flock
+        # serialises processes; without this, two threads each checked the same ledger and one spend was lost)
+        self._lock = threading.RLock()
         self._file: LedgerFile | None = None  # where spends are written, and the text last seen there
         if path is not None:
             target = ledger_path(path, caller)
@@ -140,6 +144,7 @@ class Accountant:
 
     def can_spend(self, privacy: Privacy | None = None, *, rho: float | None = None, release: bool = False) -> bool:
         """Whether :meth:`spend` (or, with ``release=True``, :meth:`release`) would accept this budget now."""
+        release = v.check_bool(release, name="release", caller="Accountant.can_spend")
         return self._ledger.fits(self._ledger.charge(privacy, rho, "Accountant.can_spend", release=release))
 
     # -- spending ------------------------------------------------------------------------------------------
@@ -326,15 +331,23 @@ class Accountant:
         """Make ``update(ledger)`` the record. With a file: under its lock, the ledger *as on disk* (other sessions'
         spends included) is updated and written, so that a spend is checked against every spend recorded before
         it, in any process; memory follows the file. ``update`` may refuse (raise): nothing is then written."""
-        if self._file is None:
-            self._ledger = update(self._ledger)
-            return self._ledger
-        with lg.locked(self._file.path, caller):
-            self._ledger = self._file.current(self._ledger, caller)
-            new = update(self._ledger)
-            self._file.put(new)
-            self._ledger = new
-        return new
+        with self._lock:
+            if self._file is None:
+                self._ledger = update(self._ledger)
+                return self._ledger
+            with lg.locked(self._file.path, caller):
+                self._ledger = self._file.current(self._ledger, caller)
+                new = update(self._ledger)
+                self._file.put(new)
+                self._ledger = new
+            return new
+
+    def __getstate__(self) -> dict:  # a lock does not pickle: a copy gets its own
+        return {key: value for key, value in self.__dict__.items() if key != "_lock"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
 
     def _label(self, label, kind: str, caller: str) -> str:
         if label is None:
