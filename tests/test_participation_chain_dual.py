@@ -90,6 +90,19 @@ def test_coarse_to_fine_for_prefix_sums_and_the_dense_gram_agree():
     assert coarse.bound == pytest.approx(dense.bound, rel=2e-3)
 
 
+def test_the_lifted_bound_is_certified_at_n_from_the_coarser_levels():
+    """solve_steps: L-BFGS up to it, the iterate carried to n and certified there without steps."""
+    n, k = 256, 4
+    lifted = chain_dual(n, k, max_iterations=200, solve_steps=128)
+    assert [level["n"] for level in lifted.levels] == [64, 128, 256] and lifted.levels[-1]["iterations"] == 0
+    assert lifted.start_steps == (64, 128) and not lifted.converged
+    full = chain_dual(n, k, max_iterations=200)
+    upper = chain_banded(n, k, max_iterations=100).error  # feasible (Δ² = 1): above every bound
+    assert lifted.bound <= full.bound * (1 + 1e-9) and full.bound <= upper
+    assert lifted.bound >= 0.97 * full.bound  # the optimum's weights at n/2 carried to n lie near the optimum's at n
+    assert lifted.levels[-1]["bound"] == lifted.bound
+
+
 def test_a_budget_stops_it_and_the_bound_stays_certified():
     result = chain_dual(256, 8, seconds=1.0)
     assert not result.converged
@@ -144,6 +157,14 @@ def test_lagrangian_start_near_the_bound_and_at_every_prefix_level():
 def test_bad_input_is_refused(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         chain_dual(*args, **kwargs)
+
+
+def test_solve_steps_is_for_prefix_sums_only():
+    i = np.arange(16)
+    with pytest.raises(TypeError, match="'solve_steps' parameter of chain_dual applies to prefix sums"):
+        chain_dual((16 - np.maximum.outer(i, i)).astype(float), 2, solve_steps=8)
+    with pytest.raises(ValueError, match="'solve_steps' parameter of chain_dual"):
+        chain_dual(128, 4, solve_steps=0)
 
 
 def _optimize(n, schema, **budgets):

@@ -10,7 +10,8 @@ import pytest
 import mmopt
 from mmopt.family import training_separation
 from mmopt.participation import min_separation, sensitivity_squared
-from mmopt.participation.chain_levels import chain_levels, prolong
+from mmopt.participation.chain_levels import chain_levels, free_levels, prolong
+from mmopt.participation.free_banded import band_error, free_banded
 from mmopt.participation.patterns import pattern_upper_bound
 
 
@@ -122,10 +123,43 @@ def test_chain_levels_from_a_start_runs_its_levels():
     (lambda: chain_levels(128, 4, seconds=1.0, levels=0), "levels"),
     (lambda: chain_levels(96, 4, seconds=1.0, levels=5), "'levels' parameter of chain_levels must leave b"),
     (lambda: chain_levels(100, 3, seconds=1.0), "participations"),
+    (lambda: free_levels(128, 4, seconds=1.0, levels=0), "levels"),
+    (lambda: free_levels(96, 4, seconds=1.0, levels=5), "'levels' parameter of free_levels must leave b"),
+    (lambda: free_levels(128, 4, seconds=0.0), "seconds"),
 ])
 def test_bad_input_is_refused(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_free_levels_error_and_sensitivity_are_exact_and_it_keeps_b_bands():
+    n, k = 128, 4
+    b = n // k
+    r = free_levels(n, k, seconds=3.0, levels=2)
+    C = r.matrix
+    assert np.all(np.tril(C, -b) == 0) and np.all(np.triu(C, 1) == 0) and np.all(np.diag(C) > 0)
+    schema = min_separation(b, k)
+    s2 = sensitivity_squared(C, schema)  # pattern search, another code path than the dynamic programme
+    assert s2.exact and s2.squared == pytest.approx(1.0, rel=1e-9)
+    W = np.tril(np.ones((n, n)))
+    assert np.linalg.norm(W @ np.linalg.inv(C)) ** 2 == pytest.approx(r.error, rel=1e-9)  # cond(C) ≈ 10²
+    assert r.iterations > 0 and r.status in {"local_optimum", "user_limit"}
+
+
+def test_free_banded_from_a_start_is_never_worse_than_it_and_refuses_a_start_off_its_band():
+    n, k = 64, 4
+    b = n // k
+    coarse = free_banded(n // 2, k, max_iterations=30)
+    start = prolong(coarse.matrix, k, 0.8)
+    start = np.tril(start) - np.tril(start, -b)
+    before = band_error(start, b, k)[0]
+    r = free_banded(n, k, max_iterations=5, start=2.0 * start)  # any scale
+    assert r.error <= before
+    wide = start + np.diag(np.ones(n - b), -b)  # one band too many
+    with pytest.raises(ValueError, match="'start' parameter of free_banded must be lower-triangular with at most b"):
+        free_banded(n, k, max_iterations=1, start=wide)
+    with pytest.raises(ValueError, match="'start' parameter of free_banded must be 64×64"):
+        free_banded(n, k, max_iterations=1, start=np.eye(32))
 
 
 def test_seconds_none_is_a_type_error():

@@ -138,26 +138,33 @@ def test_error_against_a_monte_carlo_run_of_the_mechanism():
 
 
 def test_past_the_cutting_planes_prefix_sums_take_the_free_band_with_the_route_budget(monkeypatch):
-    """Past 2,048 steps (FREE_BANDED_ONLY_FROM, lowered here) prefix sums under minimum separation take the banded
-    strategies and the free band with what they left of the route's budget; no chain dual, no 2b bands (their steps
-    cost too much there); a dense workload of that size is still refused by the cutting planes' cap."""
+    """Past 2,048 steps (FREE_BANDED_ONLY_FROM, lowered here) prefix sums under minimum separation take the chain
+    dual's lifted bound (solved to LIFTED_SOLVE_STEPS, certified at n), the banded strategies and the free band
+    coarse to fine with what they left of the route's budget; no 2b bands (their steps cost too much there); a dense
+    workload of that size is still refused by the cutting planes' cap."""
     import mmopt
     from mmopt.family import training_separation as route
-    n, k = 64, 4
+    n, k = 128, 4
     schema = min_separation(n // k, k)
     assert route.takes_separation(schema, n, toeplitz.prefix(n), None)
     assert route.takes_separation(min_separation(1024, 4), 4096, toeplitz.prefix(4096), None)
     assert not route.takes_separation(min_separation(1024, 4), 4096, None, np.eye(4096))
     assert not route.takes_separation(min_separation(2048, 4), 8192, toeplitz.prefix(8192), None)
     monkeypatch.setattr(route, "FREE_BANDED_ONLY_FROM", n)
-    monkeypatch.setattr(route, "ROUTE_SECONDS", 2.0)
+    monkeypatch.setattr(route, "ROUTE_SECONDS", 3.0)
     monkeypatch.setattr(route, "FREE_BANDED_SECONDS", 1.0)
+    monkeypatch.setattr(route, "LIFTED_SECONDS", 1.0)
+    monkeypatch.setattr(route, "LIFTED_SOLVE_STEPS", n // 2)
     # the cutting planes run to 512 steps only (options seconds=0 here, as past them)
     res = mmopt.optimize(mmopt.workload.prefix(n), participation=schema, options={"seconds": 0})
-    assert "chain_dual" not in res.extra and "chain_banded_error" not in res.extra
+    assert "chain_banded_error" not in res.extra
     assert res.extra["free_banded_error"] == pytest.approx(res.objective, rel=1e-12)  # it beat the banded ones
+    assert "free_levels" in res.solver
     banded = mmopt.optimize(mmopt.workload.prefix(n), participation=schema, method="banded")
-    assert res.objective < banded.objective and res.lower_bound == pytest.approx(banded.lower_bound, rel=1e-12)
+    assert res.objective < banded.objective
+    # the lifted bound beats the banded route's (diagonal) bound and is what is reported
+    assert banded.lower_bound < res.extra["chain_dual"] == pytest.approx(res.lower_bound, rel=1e-12)
+    assert res.lower_bound < res.objective and "chain dual" in res.extra["lower_bound_method"]
     C = np.asarray(res.strategy.matrix, dtype=float)
     W = np.tril(np.ones((n, n)))
     exact = sensitivity_squared(C, schema).squared * np.linalg.norm(W @ np.linalg.inv(C)) ** 2

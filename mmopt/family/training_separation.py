@@ -27,6 +27,11 @@ FREE_BANDED_ONLY_FROM = 2049  # on prefix sums from here (to free_banded.MAX_N) 
 # an evaluation of the 2b bands costs ~6 CPU s at 4,096 steps (the chain dual's, O(k²b³), ~8× its 2.7 s at 2,048),
 # and the route's free band was 2.6–2.7 % below the banded strategies at k = 4, 8, 16 (docs/tutorials/training.md),
 # where chain_levels' 100 s were 0.3 % above them (k = 4)
+FREE_LEVELS = 3  # there the free band runs coarse to fine from n/4 (chain_levels.free_levels: 4,096 steps, k = 4,
+# 74 CPU s: 209,918 against 211,508 at n alone)
+LIFTED_SECONDS = 15.0  # there the chain dual is solved to LIFTED_SOLVE_STEPS and certified at n (its lifted bound,
+LIFTED_SOLVE_STEPS = 1024  # ~15 s more): 4,096 steps, k = 4 / 8 / 16: 201,814 / 461,466 / 1,142,057 against the
+# diagonal bound's 193,912 / 430,004 / 1,058,804
 
 
 def takes_separation(schema, n: int, stream, G) -> bool:
@@ -59,7 +64,7 @@ def run_separation(workload, G, stream, schema, call: Call, t0: float) -> Optimi
     budget = {key: v.check_real((call.options or {}).get(key, default), name=f"options['{key}']", caller=CALLER,
                                 low=0.0)
               for key, default in (("seconds", cutting_default),
-                                   ("chain_dual_seconds", 0.0 if free_only else CHAIN_DUAL_SECONDS),
+                                   ("chain_dual_seconds", LIFTED_SECONDS if free_only else CHAIN_DUAL_SECONDS),
                                    ("free_banded_seconds", FREE_BANDED_SECONDS if n < LEVELS_MIN_N else 0.0),
                                    ("chain_banded_seconds", 0.0 if free_only else CHAIN_BANDED_SECONDS))}
     a = None if prefix else toeplitz_coefficients(workload)
@@ -84,7 +89,8 @@ def run_separation(workload, G, stream, schema, call: Call, t0: float) -> Optimi
         # every pattern at once, weighted by a Markov chain: n = 1,024, k = 8, prefix sums: 91,406 in 33 CPU s
         # against the cutting planes' 90,311 in 50 s (mmopt.participation.chain_dual)
         from mmopt.participation.chain_dual import chain_dual
-        chained = chain_dual(n if prefix else G, k, seconds=budget["chain_dual_seconds"])
+        chained = chain_dual(n if prefix else G, k, seconds=budget["chain_dual_seconds"],
+                             solve_steps=LIFTED_SOLVE_STEPS if free_only else None)
         extra["chain_dual"] = chained.bound
         iterations += chained.iterations
         if chained.bound > lower:
@@ -134,13 +140,21 @@ def _banded_strategies(n: int, k: int, budget: dict, extra: dict, dual=None) -> 
     n = 2,048, k = 4: 90,649 (1.016) against 90,962 (1.021)."""
     from mmopt.dense._strategy_core import Strategy
     from mmopt.participation.chain_banded import chain_banded
-    from mmopt.participation.chain_levels import chain_levels
+    from mmopt.participation.chain_levels import MIN_SEPARATION, chain_levels, free_levels
     from mmopt.participation.free_banded import free_banded
     out = []
-    free = free_banded(n, k, seconds=budget["free_banded_seconds"]) if budget["free_banded_seconds"] else None
+    free, name = None, "L-BFGS-B (mmopt.participation.free_banded)"
+    if budget["free_banded_seconds"] and n >= FREE_BANDED_ONLY_FROM:  # coarse to fine, at most FREE_LEVELS levels
+        levels = 1
+        while levels < FREE_LEVELS and (n // k) % 2 ** levels == 0 and (n // k) >> levels >= MIN_SEPARATION:
+            levels += 1
+        free = free_levels(n, k, seconds=budget["free_banded_seconds"], levels=levels)
+        name = "L-BFGS-B coarse to fine (mmopt.participation.chain_levels.free_levels)"
+    elif budget["free_banded_seconds"]:
+        free = free_banded(n, k, seconds=budget["free_banded_seconds"])
     if free is not None:
         extra["free_banded_error"] = free.error
-        out.append((free.error, Strategy(free.matrix, "free-banded"), "L-BFGS-B (mmopt.participation.free_banded)",
+        out.append((free.error, Strategy(free.matrix, "free-banded"), name,
                     {"sensitivity_squared": 1.0, "sensitivity_exact": True,
                      "sensitivity_method": free.sensitivity.method, "bands": n // k}))
     if budget["chain_banded_seconds"]:

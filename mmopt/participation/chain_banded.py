@@ -40,7 +40,7 @@ import time
 import numpy as np
 
 from mmopt._base import validation as v
-from mmopt.participation.free_banded import FreeBanded, _check_arguments, _error, _lbfgs
+from mmopt.participation.free_banded import FreeBanded, _check_arguments, _error, _lbfgs, check_band
 from mmopt.participation.schemas import MinSeparation
 from mmopt.participation.sensitivity import Sensitivity, _pair_edges, gram_sensitivity_squared
 
@@ -174,12 +174,7 @@ def chain_banded(n: int, participations: int, *, start=None, max_iterations: int
 def check_start_band(C: np.ndarray, separation: int, caller: str) -> np.ndarray:
     """The mask of the 2b bands (lower-triangular, t − s < 2b) of C's shape, after checking that a ``start`` C lies
     on them with a positive diagonal (a ValueError naming ``caller`` else)."""
-    n, b = C.shape[0], separation
-    band = np.tril(np.ones((n, n), dtype=bool)) & ~np.tril(np.ones((n, n), dtype=bool), -2 * b)
-    if np.any(C[~band] != 0) or np.any(np.diag(C) <= 0):
-        raise ValueError(f"The 'start' parameter of {caller} must be lower-triangular with at most 2b = {2 * b} "
-                         "bands and a positive diagonal. Got another matrix instead.")
-    return band
+    return check_band(C, 2 * separation, caller, what="2b")
 
 
 def scaled_error(C: np.ndarray, separation: int, participations: int):

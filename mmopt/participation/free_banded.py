@@ -100,7 +100,7 @@ def soft_pattern_max(values, separation: int, participations: int, temperature: 
 
 
 def free_banded(n: int, participations: int, *, max_iterations: int = 250, seconds: float | None = None,
-                temperatures=TEMPERATURES) -> FreeBanded:
+                temperatures=TEMPERATURES, start=None) -> FreeBanded:
     """The free banded strategy for prefix sums of n steps under ``min_separation(n/k, k)`` (module docstring).
 
     Parameters
@@ -115,6 +115,10 @@ def free_banded(n: int, participations: int, *, max_iterations: int = 250, secon
         A CPU budget: L-BFGS stops once it is spent (status "user_limit").
     temperatures : tuple of float
         τ of the successive stages.
+    start : array_like (n, n), optional
+        The start instead of the row-weighted strategy: lower-triangular with at most b bands and a positive
+        diagonal (any scale); the result is never worse than it (:func:`mmopt.participation.chain_levels.free_levels`
+        passes the coarser level's strategy, carried to n).
 
     Examples
     --------
@@ -124,13 +128,20 @@ def free_banded(n: int, participations: int, *, max_iterations: int = 250, secon
     >>> bool(np.isclose(S.squared, 1.0)), S.exact, r.sensitivity.exact
     (True, True, True)
     """
-    n, k, max_iterations, seconds = _check_arguments(n, participations, max_iterations, seconds, "free_banded")
+    caller = "free_banded"
+    n, k, max_iterations, seconds = _check_arguments(n, participations, max_iterations, seconds, caller)
     from mmopt.participation.weighted import weighted_banded
     t0 = time.process_time()
     b = n // k
-    rows, cols = np.nonzero(np.tril(np.ones((n, n), dtype=bool)) & ~np.tril(np.ones((n, n), dtype=bool), -b))
+    if start is None:
+        C0 = np.asarray(weighted_banded(n, k).to_dense(), dtype=float)
+    else:
+        C0 = v.check_matrix(start, name="start", caller=caller, square=True)
+        if C0.shape[0] != n:
+            raise ValueError(f"The 'start' parameter of {caller} must be {n}×{n} (n steps). Got shape {C0.shape} "
+                             "instead.")
+    rows, cols = np.nonzero(check_band(C0, b, caller, what="b"))
     N = rows.size
-    C0 = np.asarray(weighted_banded(n, k).to_dense(), dtype=float)
     kappa0 = (C0 * C0).sum(axis=0)
     x = np.concatenate([(C0 / np.sqrt(kappa0))[rows, cols], np.log(kappa0)])
     deadline = None if seconds is None else t0 + seconds
@@ -142,10 +153,8 @@ def free_banded(n: int, participations: int, *, max_iterations: int = 250, secon
         kappa = np.exp(x[N:])
         return Ct, norms, kappa, Ct * (np.sqrt(kappa) / norms)
 
-    def exact(x):  # (Δ²·error, which is the error of C scaled to Δ = 1, and that C): no surrogate
-        C = strategy(x)[3]
-        s2 = best_pattern_sum((C * C).sum(axis=0), b, k)[0]
-        return _error(C)[0] * s2, C / math.sqrt(s2)
+    def exact(x):
+        return band_error(strategy(x)[3], b, k)
 
     best = exact(x)
     status, iterations = "local_optimum", 0
@@ -211,6 +220,24 @@ def _lbfgs(fun, x, max_iterations: int, deadline, *, ftol: float = 1e-15, gtol: 
         x = best[1]
     status = "user_limit" if iterations[0] >= max_iterations or out_of_time() else "local_optimum"
     return x, iterations[0], status, converged
+
+
+def band_error(C: np.ndarray, separation: int, participations: int):
+    """(Δ²·‖W C⁻¹‖²_F, C/Δ): the exact error of a C with at most b bands scaled to Δ = 1 under
+    ``min_separation(b, k)`` (Δ² by the dynamic programme over column norms, exact; no surrogate)."""
+    s2 = best_pattern_sum((C * C).sum(axis=0), separation, participations)[0]
+    return _error(C)[0] * s2, C / math.sqrt(s2)
+
+
+def check_band(C: np.ndarray, bands: int, caller: str, *, what: str) -> np.ndarray:
+    """The mask of ``bands`` bands (lower-triangular, s − t < bands) of C's shape, after checking that a ``start``
+    C lies on them with a positive diagonal (a ValueError naming ``caller`` and the count, ``what`` = ``bands``)."""
+    n = C.shape[0]
+    band = np.tril(np.ones((n, n), dtype=bool)) & ~np.tril(np.ones((n, n), dtype=bool), -bands)
+    if np.any(C[~band] != 0) or np.any(np.diag(C) <= 0):
+        raise ValueError(f"The 'start' parameter of {caller} must be lower-triangular with at most {what} = {bands} "
+                         "bands and a positive diagonal. Got another matrix instead.")
+    return band
 
 
 def _check_arguments(n, participations, max_iterations, seconds, caller: str):

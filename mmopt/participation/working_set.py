@@ -88,16 +88,19 @@ def _floored(omega: np.ndarray) -> np.ndarray:
     return np.maximum(omega, 1e-300 * max(float(omega[-1]), 1e-300))
 
 
-def certified_trace_sqrt(A: _Factor, M: np.ndarray, Mabs: np.ndarray, relative_error: float):
+def certified_trace_sqrt(A: _Factor, M: np.ndarray, Mabs: np.ndarray, relative_error: float, *,
+                         vectors: bool = True):
     """(S_low, ω, V): S_low ≤ tr (A M' Aᵀ)^{1/2} for the exact M' the computed ``M`` stands for, each entry within
-    ``relative_error`` of ``Mabs``'s (|M'_st − M_st| ≤ relative_error·Mabs_st); ω, V = eigh of the computed K.
+    ``relative_error`` of ``Mabs``'s (|M'_st − M_st| ≤ relative_error·Mabs_st); ω, V = eigh of the computed K
+    (V None when not ``vectors``: eigenvalues alone, a third of the time and no n×n eigenvectors).
 
     Weyl: each eigenvalue of the exact K moves by at most eigh's backward error (32·n·u·‖K‖) plus the round-off of
     forming K (γ_{2n}‖A|M|Aᵀ‖_F) plus M's own error pushed through A (relative_error·‖A Mabs Aᵀ‖_F).
     """
-    K = A.K(M)
-    omega, V = np.linalg.eigh((K + K.T) / 2)
     dK = A.K_error(Mabs) * (1 + relative_error) + relative_error * float(np.linalg.norm(A.K(Mabs)))
+    K = A.K(M)
+    K = (K + K.T) / 2
+    omega, V = np.linalg.eigh(K) if vectors else (np.linalg.eigvalsh(K), None)
     delta = 32 * A.n * _EPS * float(np.abs(omega).max()) + dK
     return float(np.sqrt(np.maximum(omega - delta, 0.0)).sum()), omega, V
 
