@@ -611,3 +611,18 @@ def test_a_plan_past_what_release_can_calibrate_is_refused(calibration):
     p = mmopt.plan(W, targets=1e-3, delta=1e-6, calibration=calibration)  # ε in the thousands: drawn
     assert 100 < p.privacy.epsilon <= 1e4
     mmopt.release(W, p.strategy, np.zeros(1), p.privacy)
+
+
+def test_a_marginal_asked_twice_with_two_weights_reports_each_copys_variance():
+    """stack(2*marginals, marginals): the per-set dict kept the last copy's variance, so plan's per_query_variance
+    and the CLI's largest_variance said 1.0 where the weighted copy's variance is 4.0 (the target)."""
+    W = wl.stack([wl.marginals((3, 3, 3), k=1), wl.marginals((3, 3, 3), k=1)], weights=[2.0, 1.0])
+    res = mmopt.optimize(W, privacy=mmopt.Privacy(1.0, 1e-6), objective="max_variance")
+    per = np.asarray(res.extra["per_marginal_variance"])
+    assert per.shape == (6,) and per[:3] == pytest.approx(4 * per[3:], rel=1e-9)  # weight 2: variance 4×
+    assert sorted(res.extra["marginal_variance"].values()) == pytest.approx(sorted(per[:3]))  # each set: its largest
+    p = mmopt.plan(W, targets=4.0, delta=1e-6)
+    assert np.max(p.per_query_variance) == pytest.approx(4.0, rel=1e-6)
+    exact = mmopt.evaluate(W, p.strategy, p.privacy, per_query=True).per_query_variance  # one per cell
+    ratio = np.repeat(p.per_query_variance, 3) / np.asarray(exact)  # plan's at the release's calibration: one factor
+    assert ratio == pytest.approx(np.full_like(ratio, ratio[0]), rel=1e-6)

@@ -106,10 +106,20 @@ def _run_marginals(W, call: Call, t0: float) -> OptimizeResult:
     status, message, bound = reconcile(ratio, bound, "optimal" if p.status == "optimal" else p.status, message,
                                        tol=call.tol or 1e-6)
     extra = {"objective": "max_variance", "targets": None if targets is None else dict(targets),
-             "marginal_weights": weights, "marginal_variance": dict(zip(W.sets, per.tolist(), strict=True)),
+             "marginal_weights": weights, "per_marginal_variance": tuple(per.tolist()),  # W's order, copies too
+             "marginal_variance": _largest_per_set(W.sets, per),
              "seed": seed_record(call.seed)}
     return OptimizeResult(A, "l2", ratio, bound, status, status in SUCCESS, message, "max_variance", p.solver, None,
                           time.perf_counter() - t0, ratio, bound, (), extra)
+
+
+def _largest_per_set(sets, per) -> dict:
+    """{set: its cell variance}; a set asked twice (stack(3*marginals, marginals)) keeps its largest: a dict of the
+    pairs kept the last copy's, so the weighted copy's 9× larger variance went unreported."""
+    out: dict = {}
+    for S, value in zip(sets, per.tolist(), strict=True):
+        out[S] = max(value, out.get(S, value))
+    return out
 
 
 def _single_product(workload) -> bool:

@@ -319,7 +319,7 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     if grouped:  # each set's largest variance at the budget found, exact
         achieved = c * np.asarray(res.extra["set_variance"])
     elif marginals is not None:
-        achieved = c * np.array([res.extra["marginal_variance"][S] for S in marginals.sets])
+        achieved = c * np.asarray(res.extra["per_marginal_variance"])  # one per marginal of W, copies too
     elif routed:  # each query's variance from the factors' (a product), the strategy's blocks
         # (orbit_maxvar.variances) or its Gram in prefix coordinates (mmopt.toeplitz.maxvar.variances), exact
         achieved = c * np.asarray(res.extra["per_query_variance"])
