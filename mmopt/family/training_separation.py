@@ -27,8 +27,8 @@ FREE_BANDED_ONLY_FROM = 2049  # on prefix sums from here (to free_banded.MAX_N) 
 # an evaluation of the 2b bands costs ~6 CPU s at 4,096 steps (the chain dual's, O(k²b³), ~8× its 2.7 s at 2,048),
 # and the route's free band was 2.6–2.7 % below the banded strategies at k = 4, 8, 16 (docs/tutorials/training.md),
 # where chain_levels' 100 s were 0.3 % above them (k = 4)
-FREE_LEVELS = 3  # there the free band runs coarse to fine from n/4 (chain_levels.free_levels: 4,096 steps, k = 4,
-# 74 CPU s: 209,918 against 211,508 at n alone)
+FREE_LEVELS = 5  # there the free band runs coarse to fine from n/16 (chain_levels.free_levels: 4,096 steps, k = 4,
+# 74 CPU s: 207,611 from 256 steps, 209,028 from 512, 209,918 from 1,024, against 211,508 at n alone)
 LIFTED_SECONDS = 15.0  # there the chain dual is solved to LIFTED_SOLVE_STEPS and certified at n (its lifted bound,
 LIFTED_SOLVE_STEPS = 1024  # ~15 s more): 4,096 steps, k = 4 / 8 / 16: 201,814 / 461,466 / 1,142,057 against the
 # diagonal bound's 193,912 / 430,004 / 1,058,804

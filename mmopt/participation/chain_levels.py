@@ -181,9 +181,10 @@ def free_levels(n: int, participations: int, *, seconds: float, levels: int = 3)
     n/2^(levels − 1) steps from the row-weighted start, each finer level from the coarser one carried by
     :func:`prolong` (the lowest exact error over :data:`FREE_SCALES`), the budgets doubling.
 
-    Measured (4,096 steps, k = 4, one core, 74 CPU s): levels 1,024 → 4,096 reached 209,918, where one level
-    reached 211,508 (209,066 with 107 s); the start carried to 4,096 was 212,287 against the row-weighted
-    215,144; two levels (2,048 → 4,096) 210,461.
+    Measured (4,096 steps, k = 4, one core, 74 CPU s): levels 256 → 4,096 reached 207,611, 512 → 4,096 209,028,
+    1,024 → 4,096 209,918 and 2,048 → 4,096 210,461, where one level reached 211,508 (209,066 with 107 s); the start
+    carried to 4,096 was 211,149–212,287 against the row-weighted 215,144. The finest level takes ~7 steps: the
+    differences among the first three are within a run's variation.
 
     >>> r = free_levels(128, 4, seconds=3.0)
     >>> r.matrix.shape, bool(np.all(np.tril(r.matrix, -32) == 0)), r.sensitivity.exact
