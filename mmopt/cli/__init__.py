@@ -170,7 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     _output_args(p, force=False)
 
     p = add("plan", "the smallest budget at which every query meets an accuracy target (mmopt.plan)", commands.plan)
-    p.add_argument("spec", metavar="SPEC", help="the workload (see 'mmopt workloads'; dense, up to 4,096 cells)")
+    p.add_argument("spec", metavar="SPEC", help="the workload (see 'mmopt workloads'; dense up to 4,096 cells, "
+                   "products, marginals, census workloads)")
     p.add_argument("--target", type=float, required=True, help="every query's target, in the unit --kind names")
     p.add_argument("--kind", choices=("variance", "se", "halfwidth"), default="variance",
                    help="the target is a variance (default), a standard error, or an interval half-width at --alpha")
@@ -183,6 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--calibration", choices=("release", "analytic"), default="release",
                    help="the noise the targets hold for: what 'mmopt release' draws (OpenDP; default) or the "
                         "analytic Gaussian mechanism")
+    p.add_argument("--save", metavar="FILE.npz",
+                   help="save the planned strategy (mmopt.save) with the workload and the planned budget, for "
+                        "'mmopt release --strategy FILE.npz': the targets hold for that strategy only")
     _output_args(p)
 
     p = add("release", "answer a workload on real data with OpenDP noise (mmopt.release)", release_sql.dispatch)

@@ -11,6 +11,7 @@ goes through OpenDP's vetted samplers (:func:`mmopt.release`), never the seeded 
 from __future__ import annotations
 
 import os
+import shlex
 
 import mmopt
 from mmopt.cli import output as out
@@ -194,6 +195,10 @@ def plan(args) -> int:
     if args.out:  # before the search, which can take minutes: a missing folder was found after it
         out.check_extension(args.out, (".json", ".csv"), "--out")
         out.check_writable(args.out, "--out", force=args.force)
+    if args.save:
+        out.check_extension(args.save, (".npz",), "--save")
+        out.check_writable(args.save, "--save", force=args.force)
+        save, _ = persistence()
     W = build_workload(args.spec)
     alpha = 0.05 if args.alpha is None else args.alpha  # plan's default, recorded
     p = mmopt.plan(W, targets=args.target, kind=args.kind, alpha=args.alpha, delta=args.delta, tol=args.tol,
@@ -204,7 +209,16 @@ def plan(args) -> int:
               "epsilon": p.epsilon, "epsilon_lower_bound": p.lower_bound, "ratio": p.ratio, "rho": p.rho,
               "rho_lower_bound": p.rho_lower_bound, "status": p.status, "strategy": p.strategy.name,
               "largest_variance": float(p.per_query_variance.max()), "variance_target": float(p.targets.max()),
-              "message": p.result.message}
+              "message": p.result.message, "saved": None}
+    if args.save:
+        save(args.save, p.result, workload=W, privacy=p.privacy, overwrite=bool(args.force))
+        record["saved"] = args.save
+    # the targets hold for the planned strategy at this ε, in full (a rounded-down ε missed them by ~1e-5): release
+    # with another strategy (release's default) missed them silently
+    delta = f" --delta {args.delta!r}" if args.delta else ""
+    record["release_with"] = (f"mmopt release {shlex.quote(args.spec)} --data FILE --strategy "
+                              f"{shlex.quote(args.save) if args.save else 'FILE.npz (plan --save FILE.npz)'} "
+                              f"--epsilon {p.epsilon!r}{delta}")
     text = out.table(list(record.items()), f"plan({W.name}, {args.kind} <= {args.target:g}):")
     _emit(args, record, text)
     return 0
