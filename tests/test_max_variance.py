@@ -535,6 +535,11 @@ def test_plan_routes_agree_however_the_product_is_built_and_refusals_name_the_re
         mmopt.plan(sw.kron(wl.prefix(4100), np.ones((1, 2))), 1e3, delta=1e-6)
     with pytest.raises(ValueError, match=r"plan: .*Under Laplace noise \(delta = 0\) only the dense search runs"):
         mmopt.plan(sw.kron(wl.prefix(80), wl.prefix(60)), 4.0)
+    # a dense (stream) workload past the limit: Gaussian noise would not route it either, so that is not the remedy
+    for delta in (0.0, 1e-6):
+        with pytest.raises(ValueError, match=r"plan: .*Coarsen the domain, or build the workload as a product") as e:
+            mmopt.plan(wl.prefix(4097), 100.0, delta=delta)
+        assert "delta > 0" not in str(e.value)
     with pytest.raises(ValueError, match=r"'targets' parameter of plan is a dict .* workload of marginals"):
         mmopt.plan(W, {(0,): 1.0}, delta=1e-6)
     # a product whose rows are too many to list (1.3·10⁸ entries) under Laplace noise: the remedy was only to build

@@ -61,12 +61,13 @@ def check_dense_size(workload, caller: str, gaussian: bool = True) -> None:
     L2 solve, and prefix(8,192) ran for minutes without a word (the prefix-coordinates route stops at 4,096 too).
     ``gaussian`` False (plan under Laplace noise, where no structured route runs) says so instead."""
     from mmopt.structured._checks import DENSE_LIMIT
+    from mmopt.structured.workloads import ImplicitWorkload
     n = getattr(workload, "domain_size", 0)
     if n > DENSE_LIMIT:
         # plan has no 'objective': its remedy is the domain (optimize's is also the total)
         if caller != "plan":
             remedy = "Optimise the total error instead (objective='total'), or coarsen the domain"
-        elif gaussian:
+        elif gaussian or not isinstance(workload, ImplicitWorkload):  # Gaussian noise would not route it either
             remedy = "Coarsen the domain, or build the workload as a product (mmopt.workload.kron/marginals)"
         else:
             remedy = ("Under Laplace noise (delta = 0) only the dense search runs: plan under Gaussian noise "
