@@ -13,7 +13,7 @@ that fails only when ε < 4.3e-308 and δ < 1e-310 (ε = 2.3e-308, δ = 5e-324 w
 and those inputs are refused with a ValueError; every δ works for ε ≥ 1e-307.
 
 How correctness is guaranteed: δ(σ, ε) is evaluated without cancellation by
-:func:`mmopt._base.gaussian_delta.log_delta`, whose error bound (below 5e-16·|log δ| + 1e-15 in log δ, measured
+:func:`mmopt._base.gaussian_delta.log_delta`, whose error bound (below 5e-16·|log δ| + 2e-15 in log δ, measured
 against mpmath) is derived in that module's docstring. :func:`analytic_gaussian_sigma` accepts σ only when the
 computed log δ(σ) ≤ log δ − 1e-10·|log δ|, a margin over 10⁴ times that error (its branches 3 and 4 have
 |log δ| ≥ −log Φ(1) = 0.17; branch 2's error is relative, below 7e-16·|log δ|). So the true δ(σ) ≤ δ, and
@@ -159,7 +159,7 @@ def gaussian_delta(sigma: float, epsilon: float) -> float:
 
     δ = Φ(1/(2σ) − εσ) − e^ε Φ(−1/(2σ) − εσ), evaluated as φ(a)(R(a) − R(b)) without cancellation
     (:mod:`mmopt._base.gaussian_delta`). Accurate for every σ > 0 and ε > 0: the relative error is below
-    5e-16·|log δ| + 1.3e-15 (3.5e-13 at δ = 1e-300); subnormal results are correct to their coarser grid.
+    5e-16·|log δ| + 2.3e-15 (3.5e-13 at δ = 1e-300); subnormal results are correct to their coarser grid.
 
     Examples
     --------

@@ -704,3 +704,13 @@ def test_a_ledger_with_an_unknown_composition_is_refused():
     from mmopt.accounting import Ledger
     with pytest.raises(ValueError, match="'composition' parameter of Ledger must be one of 'basic', 'zcdp', 'pld'"):
         Ledger(Privacy(1.0, 1e-6), "PLD")
+
+
+def test_pure_rho_takes_numpy_floats_and_a_tiny_pld_total_has_a_repr():
+    """pure_rho(np.float32(0.1)) raised Fraction's bare TypeError; repr of a PLD session whose total ε was below
+    2.2e-299 raised Privacy's subnormal-ε refusal (a share of 1e-9 of it was built)."""
+    assert pure_rho(np.float64(0.1)) == pure_rho(0.1)
+    assert pure_rho(np.float32(0.1)) == pure_rho(float(np.float32(0.1)))
+    assert pure_rho(Fraction(1, 10)) == 0.005  # a Fraction stays exact
+    acc = Accountant(Privacy(1e-300, 1e-6), "pld")
+    assert "remaining" in repr(acc) and acc.remaining.epsilon <= 1e-300

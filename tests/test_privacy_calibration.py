@@ -122,7 +122,7 @@ def test_sigma_that_would_overflow_is_refused(epsilon, delta):
 # --- gaussian_delta against the oracle -------------------------------------------------------------------
 
 def _log_error_bound(log_delta):
-    return 5e-16 * abs(log_delta) + 1e-15
+    return 5e-16 * abs(log_delta) + 2e-15  # the documented bound (1e-15 was passed 1.19× at the last point below)
 
 
 @pytest.mark.parametrize(("sigma", "epsilon"), [
@@ -132,6 +132,7 @@ def _log_error_bound(log_delta):
     (3.730631635074623, 1.0),
     (7.071067811866e-151, 1e300),  # a = 1/(2σ) − εσ is a difference of two 1e150s
     (0.01, 100.0), (0.5, 2.0), (1e-5, 1.0), (1e5, 1e-5), (2.0, 1e-300), (1e300, 1e-300),
+    (0.833142140142143, 0.6751452393279225),  # δ ≈ 0.27: the largest error of a denser search (0.74× the bound)
 ])
 def test_log_delta_matches_oracle_at_hard_points(sigma, epsilon):
     exact = oracle_log_delta(sigma, epsilon)
@@ -160,7 +161,7 @@ def test_gaussian_delta_relative_error_is_small():
         if exact < math.log(1e-300):
             continue
         value = gaussian_delta(sigma, epsilon)
-        assert abs(mp.mpf(value) / mp.exp(exact) - 1) <= 5e-16 * abs(float(exact)) + 1.3e-15  # documented
+        assert abs(mp.mpf(value) / mp.exp(exact) - 1) <= 5e-16 * abs(float(exact)) + 2.3e-15  # documented
 
 
 def test_gaussian_delta_is_decreasing_in_sigma():

@@ -85,9 +85,11 @@ class Ledger:
 
     def _pld_remaining(self) -> float:
         """The largest ε (6 significant digits, rounded down) of one more release at the total's δ that fits."""
-        if not self.fits(release_term(Privacy(self.total.epsilon * 1e-9, self.total.delta))):
+        # the smallest ε tried: 1e-9 of the total, kept a normal float (Privacy refuses a subnormal ε, and repr of a
+        # session whose total ε was below 2.2e-299 raised)
+        lo, hi = max(self.total.epsilon * 1e-9, sys.float_info.min), self.total.epsilon
+        if not self.fits(release_term(Privacy(lo, self.total.delta))):
             return 0.0
-        lo, hi = self.total.epsilon * 1e-9, self.total.epsilon
         if self.fits(release_term(Privacy(hi, self.total.delta))):
             return hi
         while hi - lo > 1e-7 * hi:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import sys
 from fractions import Fraction
 
@@ -208,8 +209,9 @@ def pure_rho(epsilon: float) -> float:
     >>> pure_rho(1.0), pure_rho(0.1)
     (0.5, 0.005000000000000001)
     """
-    v.check_real(epsilon, name="epsilon", caller="mmopt.accounting.pure_rho", low=0.0)  # a Fraction stays exact
-    return round_up(Fraction(epsilon) ** 2 / 2)
+    checked = v.check_real(epsilon, name="epsilon", caller="mmopt.accounting.pure_rho", low=0.0)
+    # a Fraction or an int stays exact; a numpy float (not Rational: Fraction() refused it) is taken as its float
+    return round_up(Fraction(epsilon if isinstance(epsilon, numbers.Rational) else checked) ** 2 / 2)
 
 
 def round_up(q: Fraction) -> float:
