@@ -247,3 +247,12 @@ def test_a_ledger_spend_without_delta_is_refused_when_loaded(tmp_path, compositi
     path.write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(ValueError, match="has spend #1 without delta, which a '(pld|basic)' ledger needs"):
         Accountant.load(path)
+
+
+def test_a_total_delta_too_small_for_the_round_off_allowance_is_refused_up_front():
+    """δ = 1e-17 refused every spend as 'the budget is used up'; δ = 1e-14 took 81 spends of ε = 0.01 from ε = 100
+    and then reported remaining ε = 0 (each term sets 2⁻⁵³ of δ aside)."""
+    with pytest.raises(ValueError, match="'total' parameter of Accountant must have delta ≥ 1e-13 with "
+                                         "composition='pld'.*Use composition='zcdp'"):
+        Accountant(mmopt.Privacy(1.0, 1e-17), "pld")
+    assert Accountant(mmopt.Privacy(1.0, 1e-13), "pld").remaining.epsilon > 0

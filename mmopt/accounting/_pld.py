@@ -51,6 +51,8 @@ DISCRETIZATION = 1e-4
 
 #: δ set aside per composed term for the FFT's undirected round-off (module docstring): u = 2⁻⁵³.
 FFT_DELTA_PER_TERM = 2.0**-53
+#: the smallest total δ a PLD session takes: room for ~900 composed terms (Gaussians merge into one)
+MIN_DELTA = 1e-13
 
 
 def grid(total_epsilon: float) -> float:

@@ -86,8 +86,14 @@ class Accountant:
                 raise ValueError(f"The 'total' parameter of {caller} is out of range for composition='zcdp': "
                                  f"{exc}") from None
         if composition == "pld":
-            from mmopt.accounting._pld import dp_accounting
+            from mmopt.accounting._pld import FFT_DELTA_PER_TERM, MIN_DELTA, dp_accounting
             dp_accounting(caller)
+            if total.delta < MIN_DELTA:  # each composed term sets 2⁻⁵³ of δ aside: δ = 1e-17 refused every spend
+                raise ValueError(f"The 'total' parameter of {caller} must have delta ≥ {MIN_DELTA:g} with "
+                                 f"composition='pld': each composed term sets {FFT_DELTA_PER_TERM:.2g} of δ aside "
+                                 f"for the FFT's round-off, so a smaller δ leaves room for fewer than "
+                                 f"{int(MIN_DELTA / FFT_DELTA_PER_TERM):,} spends (at δ = 1e-17, for none). Got "
+                                 f"{total!r} instead. Use composition='zcdp', which takes any δ > 0.")
         # calibration="analytic" always: it only sets a Gaussian σ, and a total draws no noise
         self._ledger = Ledger(Privacy(total.epsilon, total.delta), composition)
         # threads of one process sharing a session: the check and the write of a spend in one step (a file's flock
