@@ -162,6 +162,9 @@ def stream_noise(strategy, noise_multiplier: float, *, dimension: int = 1, steps
     sigma = v.check_real(noise_multiplier, name="noise_multiplier", caller=caller, low=0.0, low_open=True)
     clip = v.check_real(clip_norm, name="clip_norm", caller=caller, low=0.0, low_open=True)
     steps = C.n if steps is None else v.check_int(steps, name="steps", caller=caller, high=C.n)
+    if not np.isfinite(sigma * clip):  # the sampler named noise_multiplier and "Got inf": the user gave neither
+        raise ValueError(f"{caller}: the noise scale noise_multiplier × clip_norm = {sigma!r} × {clip!r} overflows "
+                         "float64. Give a smaller noise_multiplier or clip_norm.")
     draw = gaussian_sampler(dimension, sigma * clip, caller)
     return correlate(C, (draw() for _ in range(steps)), steps=steps)
 
