@@ -714,3 +714,13 @@ def test_pure_rho_takes_numpy_floats_and_a_tiny_pld_total_has_a_repr():
     assert pure_rho(Fraction(1, 10)) == 0.005  # a Fraction stays exact
     acc = Accountant(Privacy(1e-300, 1e-6), "pld")
     assert "remaining" in repr(acc) and acc.remaining.epsilon <= 1e-300
+
+
+def test_open_names_itself_and_an_empty_path_is_a_value_error(tmp_path):
+    with pytest.raises(TypeError, match="The 'total' parameter of Accountant.open must be a Privacy"):
+        Accountant.open(tmp_path / "b.json", 1.0)
+    with pytest.raises(ValueError, match="The 'composition' parameter of Accountant.open"):
+        Accountant.open(tmp_path / "b.json", Privacy(1.0), "zCDP")
+    assert not (tmp_path / "b.json").exists()
+    with pytest.raises(ValueError, match="The 'path' parameter of Accountant must be a non-empty str .* Got ''"):
+        Accountant(Privacy(1.0), path="")

@@ -35,7 +35,10 @@ def open_or_create(cls, path, total: Privacy, composition: str):
     """:meth:`mmopt.accounting.Accountant.open` (its docstring)."""
     caller = "Accountant.open"
     target = ledger_path(path, caller)
-    fresh = cls(total, composition)  # checks total and composition
+    try:  # checks total and composition, in open's name (they said Accountant's)
+        fresh = cls(total, composition)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(str(exc).replace(" of Accountant ", f" of {caller} ", 1)) from None
     if not target.exists():
         try:
             fresh._file = LedgerFile.create(target, fresh._ledger, caller)

@@ -41,9 +41,12 @@ def refuser(source: Path):
 
 def check_path(path, caller: str) -> Path:
     """A non-empty str or os.PathLike (not bytes) as a Path."""
-    if not isinstance(path, str | os.PathLike) or isinstance(os.fspath(path), bytes) or not os.fspath(path):
+    if not isinstance(path, str | os.PathLike) or isinstance(os.fspath(path), bytes):
         raise TypeError(f"The 'path' parameter of {caller} must be a non-empty str or os.PathLike. "
                         f"Got {type(path).__name__} {str(path)[:40]!r}.")
+    if not os.fspath(path):  # the right type, the wrong value
+        raise ValueError(f"The 'path' parameter of {caller} must be a non-empty str or os.PathLike (a file name). "
+                         "Got '' instead.")
     return Path(os.fspath(path))
 
 
