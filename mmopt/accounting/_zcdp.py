@@ -186,7 +186,8 @@ def _max_rho(epsilon: float, delta: float) -> float:
 
 
 def gaussian_rho(sensitivity: float, sigma: float) -> float:
-    """ρ = Δ₂²/(2σ²) of Gaussian noise σ at L2 sensitivity Δ₂, as OpenDP's ``make_gaussian`` map rounds it (up).
+    """ρ = Δ₂²/(2σ²) of Gaussian noise σ at L2 sensitivity Δ₂, as OpenDP's ``make_gaussian`` map rounds it (up):
+    inf when it overflows float64 (σ ≲ Δ₂·1e-154, e.g. a subnormal σ), which every budget refuses.
 
     Examples
     --------
