@@ -204,7 +204,7 @@ def test_optimize_help_lists_every_method_it_accepts(capsys):
 def test_evaluate_scores_a_saved_strategy_at_its_recorded_budget(tmp_path, monkeypatch, capsys):
     """optimize --save F under (ε, δ), then evaluate --strategy F: evaluate scored it at its defaults ε = 1, δ = 0,
     Laplace noise — another mechanism than the one optimize had reported (a helper's probe). With neither flag it
-    now reads the file's budget; either flag given keeps the defaults' meaning."""
+    now reads the file's budget, and a flag not given is the file's."""
     from mmopt.cli import main
     monkeypatch.chdir(tmp_path)
     assert main(["optimize", "prefix:32", "--method", "l2_approx", "-e", "0.5", "-d", "1e-6", "--save", "g.npz",
@@ -216,8 +216,12 @@ def test_evaluate_scores_a_saved_strategy_at_its_recorded_budget(tmp_path, monke
     want = mmopt.evaluate(wl.prefix(32), mmopt.load("g.npz").strategy, mmopt.Privacy(0.5, 1e-6))
     assert again["total_squared_error"] == pytest.approx(want.total_squared_error, rel=1e-12)
     assert made["evaluate"]["total_squared_error"] == pytest.approx(again["total_squared_error"], rel=1e-12)
+    # one flag given: the other from the file (--epsilon alone scored it under δ = 0, Laplace noise, silently)
     assert main(["evaluate", "prefix:32", "--strategy", "g.npz", "-e", "1", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["noise"] == "laplace"  # a flag given: δ's default, 0
+    one = json.loads(capsys.readouterr().out)
+    assert (one["epsilon"], one["delta"], one["noise"]) == (1.0, 1e-6, "gaussian")
+    assert main(["evaluate", "prefix:32", "--strategy", "g.npz", "-e", "1", "-d", "0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["noise"] == "laplace"  # asked for: δ = 0
 
 
 def test_a_failed_command_never_removes_a_ledger_another_run_spent_from(tmp_path, monkeypatch):

@@ -93,7 +93,7 @@ AIM (default; McKenna et al. 2022) or MST (McKenna, Miklau & Sheldon 2021) on mm
 def _privacy_args(p: argparse.ArgumentParser, required: bool = False, *, saved: bool = False) -> None:
     """--epsilon/--delta; ``saved``: when neither is given, a saved strategy's recorded budget (evaluate), so
     that 'optimize --save F' then 'evaluate --strategy F' score it under the budget it was made for."""
-    tail = "; with neither flag, a FILE.npz strategy's recorded budget" if saved else ""
+    tail = "; a flag not given is taken from a FILE.npz strategy's recorded budget" if saved else ""
     p.add_argument("--epsilon", "-e", type=float, required=required, default=None if required or saved else 1.0,
                    help="privacy budget ε > 0" + ("" if required else f" (default 1{tail})"))
     p.add_argument("--delta", "-d", type=float, default=None if saved else 0.0,

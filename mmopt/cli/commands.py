@@ -60,13 +60,13 @@ def _privacy(args) -> mmopt.Privacy:
 
 
 def _saved(args, W):
-    """The saved strategy file evaluate scores at its recorded budget, read once (with its check against W), when
-    --strategy is one and neither --epsilon nor --delta is given: optimize --save F under (ε, δ) then evaluate
-    --strategy F scored it under ε = 1, δ = 0 (Laplace) — another mechanism than the one it was made for — unless
-    the user repeated the flags. None otherwise (build_strategy reads the spec)."""
+    """The saved strategy file evaluate scores, read once (with its check against W), when --strategy is an
+    existing FILE.npz; None otherwise (build_strategy reads the spec). Its recorded budget fills --epsilon and
+    --delta where they are not given: optimize --save F under (ε, δ) then evaluate --strategy F scored it under
+    ε = 1, δ = 0 (Laplace) unless the user repeated the flags, and with --epsilon alone under δ = 0 — another
+    mechanism than the one it was made for."""
     path = args.strategy.strip()
-    if args.epsilon is not None or args.delta is not None or not path.lower().endswith(".npz") or \
-            not os.path.exists(path):
+    if not path.lower().endswith(".npz") or not os.path.exists(path):
         return None
     return persistence()[1](path, workload=W)  # a bad file or one for another domain is refused here
 
@@ -100,8 +100,13 @@ def evaluate(args) -> int:
     W = build_workload(args.spec)
     saved = _saved(args, W)
     A = build_strategy(args.strategy, W) if saved is None else saved.strategy
-    P = (saved is not None and saved.privacy) or mmopt.Privacy(1.0 if args.epsilon is None else args.epsilon,
-                                                                0.0 if args.delta is None else args.delta)
+    recorded = None if saved is None else saved.privacy
+    if recorded is not None and args.epsilon is None and args.delta is None:
+        P = recorded  # its calibration too
+    else:  # a flag not given: the recorded budget's, else ε = 1, δ = 0
+        P = mmopt.Privacy(args.epsilon if args.epsilon is not None else getattr(recorded, "epsilon", 1.0),
+                          args.delta if args.delta is not None else getattr(recorded, "delta", 0.0),
+                          calibration=getattr(recorded, "calibration", "analytic"))
     record = _evaluation(W, A, P)
     _emit(args, record, out.table(record.items(), f"Expected error of {record['strategy']} on {W.name}:"))
     return 0
