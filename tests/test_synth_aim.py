@@ -148,3 +148,22 @@ def test_a_seeded_junction_run_does_not_depend_on_the_machine_speed(monkeypatch)
     assert slow.details["selected"] == fast.details["selected"]
     assert slow.details["estimator"]["iterations"] == fast.details["estimator"]["iterations"] > 0
     assert slow.records(500).equals(fast.records(500))
+
+
+def test_a_weighted_or_repeated_workload_is_refused():
+    """A dict's weights were dropped (iterating it gives its keys), and (0, 1) with (1, 0) counted one marginal
+    twice, doubling its weight (a helper's probe)."""
+    df = _records(100)
+    with pytest.raises(TypeError, match="'workload' parameter of aim must be a list of attribute tuples.*Got a dict"):
+        aim(df, D, {(0, 1): 5.0}, mmopt.Privacy(1.0, 1e-9))
+    with pytest.raises(ValueError, match=r"'workload' parameter of aim names the marginal \(0, 1\) more than once"):
+        aim(df, D, [(0, 1), (1, 0)], mmopt.Privacy(1.0, 1e-9))
+
+
+def test_marginal_axes_follow_the_order_asked():
+    """("b", "a") gave the ("a", "b") table: a transpose unseen when the two sizes agree (a helper's probe)."""
+    s = _run(_records(300), 1.0)
+    ab, ba = s.marginal(("a", "b")), s.marginal(("b", "a"))
+    np.testing.assert_array_equal(ba, ab.T)
+    np.testing.assert_array_equal(s.marginal((1, 0)), ab.T)
+    np.testing.assert_array_equal(s.marginal("a"), s.marginal(("a",)))

@@ -1,7 +1,8 @@
 """AIM's estimator without Private-PGM: least squares in the residual basis, local maximum entropy, and a sampler.
 
-Notation: see README and :mod:`mmopt.synth.residuals`. This is the estimator :func:`mmopt.synth.aim` uses when the
-``mbi`` package (Private-PGM) is not importable, and it is a **heuristic** in two of its three parts:
+Notation: see README and :mod:`mmopt.synth.residuals`. This is :func:`mmopt.synth.aim`'s
+``estimator="residual"`` (asked for; "auto" takes the joint table or the junction tree, which are consistent), and it
+is a **heuristic** in two of its three parts:
 
 1. **Measured marginals** (every subset of the clique measured): the generalised least-squares marginal from all
    measurements (:meth:`ResidualEstimates.marginal`, unbiased, minimum variance among linear unbiased estimates),

@@ -81,11 +81,16 @@ class Synthetic:
         return tuple(S for s in self.steps if s.kind == "gaussian" for S in s.sets)
 
     def marginal(self, attrs) -> np.ndarray:
-        """The model's marginal on ``attrs`` (names or indices) in counts, attributes in the domain's order."""
+        """The model's marginal on ``attrs`` (names or indices) in counts, its axes in the order asked (they were
+        in the domain's order whatever the order asked: ("a1", "a0") gave the (a0, a1) table, a transpose that
+        went unseen when the two sizes agree)."""
         (A,) = rc.check_sets([attrs], self.domain, caller="Synthetic.marginal", name="attrs")
         v.check_allocation(2 * math.prod(self.domain.shape[i] for i in A), what=f"the marginal on {A}",
                            caller="Synthetic.marginal", remedy=" Ask for a marginal on fewer attributes.")
-        return np.asarray(self.model.marginal(A), dtype=np.float64)
+        asked = (attrs,) if isinstance(attrs, str) or not hasattr(attrs, "__iter__") else tuple(attrs)
+        order = [self.domain.index(a) if isinstance(a, str) else int(a) for a in asked]
+        table = np.asarray(self.model.marginal(A), dtype=np.float64)
+        return table.transpose([A.index(i) for i in order]) if sorted(order) == list(A) else table
 
     def records(self, n: int | None = None, *, seed=None, bins: str = "labels"):
         """``n`` synthetic rows (default: the model's total, rounded) as a DataFrame labelled by the domain.
