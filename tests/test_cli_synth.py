@@ -7,6 +7,7 @@ import pytest
 from test_synth_mst import D, _records
 
 from mmopt.cli import main
+from mmopt.records import marginal_counts
 
 pytest.importorskip("pyarrow")
 
@@ -29,7 +30,9 @@ def test_synth_writes_labelled_rows_and_reports_the_budget(files, method, capsys
     report = json.loads(capsys.readouterr().out)
     rows = pd.read_csv(out)
     assert rows.columns.tolist() == list(D.names) and len(rows) == report["rows"] == 300
-    assert set(rows["a"]) <= {"x", "y", "z"} and set(rows["c"]) <= set(D.attributes[2].labels)
+    assert set(rows["a"]) <= {"x", "y", "z"} and set(rows["c"]) <= {0.0, 10.0, 20.0, 30.0}  # bins by left edge
+    # the rows written count again under the domain (bin labels were dropped as outside it: zero rows)
+    assert int(marginal_counts(rows, D, [("c",)])[(2,)].sum()) == 300
     assert report["method"] == method and report["epsilon"] <= 1.0 and report["rho"] <= report["budget_rho"]
     assert ["a"] in report["measured"] and report["sampler"] == "numpy-seeded"
 

@@ -146,7 +146,8 @@ def test_records_are_labelled_by_the_domain():
     rows = s.records(123)
     assert rows.shape == (123, 4) and rows.columns.tolist() == list(D.names)
     assert list(rows["a"].cat.categories) == ["x", "y", "z"]
-    assert list(rows["c"].cat.categories) == list(D.attributes[2].labels)
+    assert list(rows["c"].cat.categories) == [0.0, 10.0, 20.0, 30.0]  # each bin's left edge: counted again
+    assert list(s.records(5, bins="labels")["c"].cat.categories) == list(D.attributes[2].labels)
     assert len(s.records()) == round(s.model.total)
     pd.testing.assert_frame_equal(s.records(50, seed=3), s.records(50, seed=3))
     with pytest.raises(ValueError, match="'n' parameter of Synthetic.records"):
@@ -159,7 +160,7 @@ def test_rows_with_bin_values_count_again_under_the_domain():
     """bins="values": the rows marginal_counts reads back are the rows drawn (the labels were dropped by the
     domain's value rule: all-zero counts, a helper's probe)."""
     s = _run(_records(), 1.0)
-    labelled, valued = s.records(2000, seed=5), s.records(2000, seed=5, bins="values")
+    labelled, valued = s.records(2000, seed=5, bins="labels"), s.records(2000, seed=5)  # values: the default
     assert list(valued["c"].cat.categories) == [0.0, 10.0, 20.0, 30.0]
     counts = marginal_counts(valued, D, [("c",)])[(2,)]
     expected = labelled["c"].cat.codes.value_counts().reindex(range(4), fill_value=0).to_numpy()

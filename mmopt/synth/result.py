@@ -92,14 +92,15 @@ class Synthetic:
         table = np.asarray(self.model.marginal(A), dtype=np.float64)
         return table.transpose([A.index(i) for i in order]) if sorted(order) == list(A) else table
 
-    def records(self, n: int | None = None, *, seed=None, bins: str = "labels"):
+    def records(self, n: int | None = None, *, seed=None, bins: str = "values"):
         """``n`` synthetic rows (default: the model's total, rounded) as a DataFrame labelled by the domain.
 
         Column i holds a pandas Categorical whose categories are attribute i's categories, or for a binned
-        attribute its bin labels "[a, b)" (``bins="labels"``) or a number inside each bin, its left edge where
-        finite (``bins="values"``): rows the domain counts again (:func:`mmopt.records.marginal_counts` reads
-        numbers into bins and drops the labels, as it drops any value outside the domain — all-zero counts, a
-        helper's probe). ``seed`` (default: the algorithm's seed) seeds the sampler: post-processing, so a seeded
+        attribute a number inside each bin, its left edge where finite (``bins="values"``, the default: rows the
+        domain counts again) or its bin labels "[a, b)" (``bins="labels"``, for reading only:
+        :func:`mmopt.records.marginal_counts` reads numbers into bins and drops the labels, as it drops any value
+        outside the domain — with labels by default, counting or fitting MST on the synthetic rows saw zero rows,
+        a helper's probe). ``seed`` (default: the algorithm's seed) seeds the sampler: post-processing, so a seeded
         numpy draw costs no privacy.
         """
         import pandas as pd
