@@ -50,7 +50,7 @@ leaf  = name { ":" arg } ;                    (* e.g. prefix:64, random_range:64
 arg   = word [ "=" word ] ;                   (* e.g. 4x4x4, k=2 *)
 file  = word ending in ".npy" | ".npz" ;      (* W as a matrix; or an .npz with W, or G and n_queries *)"""
 
-GRAMMAR = ("Grammar: spec = [weight*]item; item = name[:arg...] | kron(spec, ...) | stack([w*]spec, ...) | "
+GRAMMAR = ("Grammar: spec = item; item = name[:arg...] | kron(spec, ...) | stack([w*]spec, ...) | "
            "FILE.npy | FILE.npz. Run 'mmopt workloads' for every form with an example.")
 
 
