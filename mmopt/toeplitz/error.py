@@ -159,8 +159,10 @@ class ToeplitzErrorReport:
         (first, last) cell of a query attaining it (0-indexed, inclusive); when ``max_variance_exact`` is False,
         the query the bound is built from (its own variance is below the bound).
     max_variance_exact : bool
-        False only on all ranges for a row-scaled Toeplitz strategy or a tree strategy: then ``max_variance`` is a
-        proven upper bound.
+        False only on all ranges for a row-scaled Toeplitz strategy or a tree strategy, where ``max_variance`` is a
+        proven upper bound, and for the weighted square root, where it is NaN (not computed: a range's variance
+        needs the covariance of two prefix sums, O(n²); ``max_variance_query`` is then (−1, −1)). For that one,
+        evaluate the dense ``mmopt.workload.all_range(n)`` (n ≤ 4,096) or a Toeplitz strategy.
     privacy : Privacy or None
         The budget (None: unit privacy).
 
