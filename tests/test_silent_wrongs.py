@@ -503,3 +503,15 @@ def test_hierarchy_and_orbit_releases_refuse_negative_counts_before_any_noise():
     with pytest.raises(ValueError, match="'x' parameter of .* must hold counts >= 0"):
         mmopt.release(W, A, -np.ones(W.shape), privacy)
     assert _opendp.DRAWS == drawn
+
+
+def test_a_gram_only_workload_using_a_cell_the_strategy_never_measures_is_refused():
+    """A zero column of A with G_jj > 0 is exactly unsupported; beside a 10⁷-weighted query its share of tr G was
+    2·10⁻¹⁵, under round-off, and evaluate returned 5·10¹⁴ for the Gram-only workload (refused from the matrix)."""
+    Wm = np.vstack([1e7 * np.eye(6)[:5], np.eye(6)[5:]])
+    A = mmopt.Strategy(np.eye(6)[:5])
+    for W in (mmopt.Workload.from_gram(Wm.T @ Wm, n_queries=6), mmopt.Workload.from_matrix(Wm)):
+        with pytest.raises(ValueError, match="does not support workload"):
+            mmopt.evaluate(W, A, mmopt.Privacy(1.0))
+    ok = mmopt.evaluate(mmopt.Workload.from_gram(Wm.T @ Wm, n_queries=6), mmopt.Strategy(np.eye(6)), mmopt.Privacy(1.0))
+    assert ok.total_squared_error == pytest.approx(2.0 * np.trace(Wm.T @ Wm), rel=1e-12)  # identity: (2/ε²)·tr G
