@@ -33,8 +33,9 @@ class OptimizeResult:
         min_sensitivity and the product searches under ε-DP; the best of a restricted family). "closed_form": a
         construction
         (identity, H₂, wavelet, svd_strategy, residual under ε-DP). Then cvxpy's failures:
-        "optimal_inaccurate" (an inaccurate solve), "user_limit" (an iteration budget ended the run),
-        "solver_error", "infeasible", "unbounded".
+        "optimal_inaccurate" (an inaccurate solve; for min_error's L-BFGS, a line search that stalled before the
+        method's own test was met: never a certificate, ``success`` False), "user_limit" (an iteration budget
+        ended the run), "solver_error", "infeasible", "unbounded".
     success : bool
         ``status`` is one of "optimal", "local_optimum", "closed_form" (:data:`SUCCESS`).
     message : str
