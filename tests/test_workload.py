@@ -134,6 +134,10 @@ def test_stack_names_itself_when_a_weight_is_refused():
     """The refusal named 'union', a function the user never called."""
     with pytest.raises(ValueError, match="'weights' parameter of stack"):
         wl.stack([wl.kron(wl.prefix(2), wl.identity(2)), wl.kron(wl.identity(2), wl.total(2))], [1.0, -1.0])
+    for parts in ([wl.prefix(4), wl.identity(4)], [wl.kron(wl.prefix(2), wl.identity(2)),
+                                                   wl.kron(wl.identity(2), wl.total(2))]):  # dense and implicit alike
+        with pytest.raises(TypeError, match="'weights' parameter of stack"):
+            wl.stack(parts, weights=[True, True])
 
 
 def test_structure_of_a_residual_marginal_workload_is_its_implicit_twin():
