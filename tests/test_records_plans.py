@@ -216,3 +216,24 @@ def test_interval_refusals_name_interval(df):
         r.interval((0, 1, 2, 3, 4), 0.1)
     with pytest.raises(ValueError, match="RecordsRelease.interval"):
         r.interval(next(iter(r.marginals)), 1.5)
+
+
+def test_cells_marginals_and_flags_are_checked_not_coerced(df):
+    """covariance read cell (0.9, 1.5) as (0, 1) and True as 1; interval(True) gave marginal (1,)'s intervals;
+    measurements_table(names="no") gave names; a Laplace alpha below 1e-8 was refused in half_width's name."""
+    r = _release(df, 2, seed=0)
+    A = next(iter(r.marginals))
+    for cell in ((0.9, 1.5), (True, 1)):
+        with pytest.raises(TypeError, match="'cell_a' parameter of RecordsRelease.covariance must be an integer"):
+            r.covariance(A, cell, A, (0, 1))
+    for call in (lambda: r.interval(True), lambda: r.half_width(False), lambda: r.interval(1.0)):
+        with pytest.raises(TypeError, match="'A' parameter of RecordsRelease"):
+            call()
+    with pytest.raises(TypeError, match="'names' parameter of RecordsRelease.measurements_table"):
+        r.measurements_table(names="no")
+    if r.noise == "laplace":
+        with pytest.raises(ValueError, match="'alpha' parameter of RecordsRelease.interval must be ≥ 1e-08"):
+            r.interval(A, 1e-9)
+        with pytest.raises(ValueError, match="'alpha' parameter of RecordsRelease.table must be ≥ 1e-08"):
+            r.table(alpha=1e-9)
+    assert r.covariance(A, (0, 1), A, (0, 1)) == pytest.approx(r.cell_variance[A])  # a cell's own variance

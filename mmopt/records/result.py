@@ -121,6 +121,10 @@ class RecordsRelease:
         return self.noise_scale**2 * (2.0 if self.noise == "laplace" else 1.0)
 
     def _released(self, A, name: str, caller: str) -> tuple:
+        # a bool is an int to Python: interval(True) gave marginal (1,)'s intervals; a float raised a bare TypeError
+        if isinstance(A, bool | np.bool_) or not (isinstance(A, int | np.integer) or isinstance(A, tuple | list)):
+            raise TypeError(f"The '{name}' parameter of {caller} must be a released marginal: a tuple of attribute "
+                            f"indices (an int for one attribute). Got {A!r:.60} ({type(A).__name__}) instead.")
         key = tuple(A) if not isinstance(A, int | np.integer) else (int(A),)
         if key not in self.cell_variance:
             raise ValueError(f"The '{name}' parameter of {caller} must be a released marginal (a sorted tuple of "
@@ -128,8 +132,11 @@ class RecordsRelease:
         return key
 
     def _cell(self, A: tuple, cell, name: str, caller: str) -> tuple:
-        idx = tuple(int(c) for c in np.atleast_1d(cell)) if len(A) else ()
         sizes = tuple(self.domain.shape[i] for i in A)
+        # each index checked as an integer: int(0.9) rounded (0.9, 1.5) to cell (0, 1) and True was 1
+        given = tuple(cell) if hasattr(cell, "__iter__") and not isinstance(cell, str) else (cell,)  # (no numpy
+        # array of them: it turned (True, 1) into (1, 1))
+        idx = tuple(v.check_int(c, name=name, caller=caller, low=0) for c in given) if len(A) else ()
         if len(idx) != len(A) or any(not 0 <= c < n for c, n in zip(idx, sizes, strict=True)):
             raise ValueError(f"The '{name}' parameter of {caller} must be a cell of the marginal {A}: {len(A)} indices "
                              f"within {sizes}. Got {cell!r} instead.")
@@ -144,6 +151,7 @@ class RecordsRelease:
         ``set``) + noise. kind "residual": value = weight × ((⊗_{i∈set} Bᵢ) m_set)[entry] + noise, with
         Bᵢ = I − J/nᵢ for nᵢ > 2 and [1, −1]/√2 for nᵢ = 2 (:func:`mmopt.structured.residual.residual_basis`).
         """
+        names = v.check_bool(names, name="names", caller="RecordsRelease.measurements_table")  # "no" is truthy
         import pandas as pd
         A = self.strategy
         kind = "marginal" if isinstance(A, wm.WeightedMarginals) else "residual"
@@ -165,11 +173,16 @@ class RecordsRelease:
         the cell's error Σⱼ aⱼ zⱼ (:mod:`mmopt.answers.intervals`, proven numerical error far below 1e-8
         relative); every cell of a marginal has the same error law (:mod:`mmopt.records.plans`).
         """
+        return self._half_width(A, alpha, "RecordsRelease.half_width")
+
+    def _half_width(self, A, alpha, caller: str) -> float:
+        """:meth:`half_width`, its refusals naming ``caller`` (interval's and table's said half_width's)."""
         from mmopt.answers import intervals as iv
-        alpha = iv.check_alpha(alpha, "RecordsRelease.half_width")
-        key = self._released(A, "A", "RecordsRelease.half_width")  # an int is a one-attribute set, as covariance's
+        alpha = iv.check_alpha(alpha, caller)
+        key = self._released(A, "A", caller)  # an int is a one-attribute set, as covariance's
         if self.noise == "gaussian":
             return iv.half_width("gaussian", alpha, sd=math.sqrt(self.cell_variance[key]))
+        iv.check_laplace_alpha(alpha, caller)
         return iv.half_width("laplace", alpha, weights=rp.error_law(self.strategy, self.workload, key),
                              scale=self.noise_scale)
 
@@ -180,11 +193,12 @@ class RecordsRelease:
         bounds rounded outwards (:mod:`mmopt.answers.widths`): at counts of 10¹⁵ the noise's h rounds to nothing.
         A marginal released without noise (h = 0) keeps lower = upper = estimate.
         """
-        from mmopt.answers import intervals as iv
+        return self._interval(A, alpha, "RecordsRelease.interval")
+
+    def _interval(self, A, alpha, caller: str) -> tuple[np.ndarray, np.ndarray]:
         from mmopt.answers.widths import allowance, bounds
-        alpha = iv.check_alpha(alpha, "RecordsRelease.interval")  # refusals name interval, not half_width
-        key = self._released(A, "A", "RecordsRelease.interval")
-        h = self.half_width(key, alpha)
+        key = self._released(A, "A", caller)
+        h = self._half_width(key, alpha, caller)  # refusals name the caller, not half_width
         est = self.marginals[key].ravel()
         return bounds(est, h + allowance(float(np.abs(est).sum())) if h > 0 else 0.0)
 
@@ -203,7 +217,7 @@ class RecordsRelease:
         if alpha is not None:  # checked (and every width computed) before the frame is built
             from mmopt.answers.intervals import check_alpha
             alpha = check_alpha(alpha, "RecordsRelease.table")
-            intervals = {A: self.interval(A, alpha) for A in self.marginals}
+            intervals = {A: self._interval(A, alpha, "RecordsRelease.table") for A in self.marginals}
         used = sorted({i for A in self.marginals for i in A})
         attrs = self.domain.attributes
         parts = []
