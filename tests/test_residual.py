@@ -203,7 +203,7 @@ def test_max_variance_plan():
     (lambda: rp.residual_strategy((1, 3), {(0,): 1.0}), ValueError, "size 1"),
     (lambda: rp.residual_strategy((2, 3), {(0, 0): 1.0}), ValueError, "repeats an attribute"),
     (lambda: rp.marginal_workload((2, 3), [(0, 5)]), ValueError, "'marginals' parameter of marginal_workload"),
-    (lambda: rp.marginal_workload((2, 3), [(0,)], weights=[0.0]), ValueError, "'weights' parameter of Marginal"),
+    (lambda: rp.marginal_workload((2, 3), [(0,)], weights=[0.0]), ValueError, "'weights' parameter of marginal_w"),
     (lambda: rp.plan(rp.marginal_workload((2, 3), [(0,)]), objective="mean"), ValueError, "'objective' parameter"),
     (lambda: rp.plan(rp.marginal_workload((2, 3), [(0,)]), norm="l3"), ValueError, "'norm' parameter of residual.plan"),
     (lambda: rp.plan(rp.marginal_workload((2, 3), [(0,)]), targets={(0,): 1.0}), ValueError, "'targets' parameter"),
@@ -260,3 +260,14 @@ def test_an_svd_bound_past_float64_is_a_clear_error():
                  weights=[1e154, 1.0])
     with pytest.raises(ValueError, match="SVD bound of .* exceeds float64.*Rescale the queries"):
         mmopt.optimize(U, privacy=mmopt.Privacy(1.0, 1e-6), method="residual")
+
+
+def test_marginal_workload_checks_its_weights_in_its_own_name():
+    """A bool weight was taken as 1, and 1e-200 (its square underflows) was refused by ResidualStrategy."""
+    from mmopt.structured.residual.workload import marginal_workload
+    with pytest.raises(TypeError, match="'weights' parameter of marginal_workload must hold real numbers"):
+        marginal_workload((3, 4, 2), [(0, 1), (1, 2)], weights=[True, 1])
+    for bad in ([1e-200, 1.0], [0.0, 1.0], [-1.0, 1.0]):
+        with pytest.raises(ValueError, match="'weights' parameter of marginal_workload must be > 0"):
+            marginal_workload((3, 4, 2), [(0, 1), (1, 2)], weights=bad)
+    assert marginal_workload((3, 4, 2), {(0, 1): 2.0, (1, 2): 1.0}).weights.tolist() == [2.0, 1.0]

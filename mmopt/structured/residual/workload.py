@@ -128,10 +128,22 @@ def marginal_workload(shape, marginals, *, weights=None, name: str | None = None
         sets, weights = list(marginals), list(marginals.values())
     else:
         sets = list(cl.check_sets(marginals, shape, name="marginals", caller=caller))
-        weights = [1.0] * len(sets) if weights is None else list(np.asarray(weights, dtype=float).ravel())
+        weights = [1.0] * len(sets) if weights is None else list(np.asarray(weights, dtype=object).ravel())
     sets = cl.check_sets(sets, shape, name="marginals", caller=caller)
+    # checked here, in this function's name: a bool was taken as 1, and a weight whose square underflows (1e-200)
+    # was refused later by ResidualStrategy, a class the caller never named
+    if any(isinstance(w, bool | np.bool_) for w in weights):
+        raise TypeError(f"The 'weights' parameter of {caller} must hold real numbers. Got {list(weights)!r:.60} "
+                        "instead.")
+    w = v.check_vector(weights, name="weights", caller=caller, length=len(sets), meaning="one per marginal")
+    with np.errstate(over="ignore", under="ignore"):
+        ok = (w > 0) & (w * w >= np.finfo(float).tiny) & np.isfinite(w * w)
+    if not np.all(ok):
+        raise ValueError(f"The 'weights' parameter of {caller} must be > 0 with squares within float64 (w in "
+                         f"[1.5e-154, 1.3e154]). Got {w.tolist()!r:.80} instead. Drop a marginal rather than weight it "
+                         "0; rescale the others.")
     label = name or f"marginals({'x'.join(map(str, shape))},{len(sets)} sets)"
-    return MarginalWorkload(shape, sets, np.asarray(weights, dtype=float), label)
+    return MarginalWorkload(shape, sets, w, label)
 
 
 # -- conversion from mmopt's implicit workloads ----------------------------------------------------------
