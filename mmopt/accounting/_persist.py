@@ -15,6 +15,7 @@ from mmopt.accounting import _ledger as lg
 from mmopt.accounting._compose import Ledger
 from mmopt.accounting._file import LedgerFile, ledger_path, real_path
 from mmopt.accounting._ledger import fmt
+from mmopt.accounting._total import check_total
 from mmopt.privacy import Privacy
 
 
@@ -35,10 +36,8 @@ def open_or_create(cls, path, total: Privacy, composition: str):
     """:meth:`mmopt.accounting.Accountant.open` (its docstring)."""
     caller = "Accountant.open"
     target = ledger_path(path, caller)
-    try:  # checks total and composition, in open's name (they said Accountant's)
-        fresh = cls(total, composition)
-    except (TypeError, ValueError) as exc:
-        raise type(exc)(str(exc).replace(" of Accountant ", f" of {caller} ", 1)) from None
+    check_total(total, composition, caller)  # in open's name (the constructor's refusals said Accountant's)
+    fresh = cls(total, composition)
     if not target.exists():
         try:
             fresh._file = LedgerFile.create(target, fresh._ledger, caller)
