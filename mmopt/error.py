@@ -311,13 +311,7 @@ def _unit_error(workload: Workload, As: np.ndarray, norm: str, name: str, caller
                 ) -> tuple[Profile, Spectrum | None, float]:
     """(profile, spectrum, Δ²·tr(G M)/m) for the scaled strategy As, checked; G is the per-query Gram."""
     G = workload.mean_gram
-    refused, leak = unsupported(G, prof, workload.matrix)
-    if not refused and workload.matrix is None:
-        # exact, where G's share is only to round-off: a cell A never measures (a zero column) that some query uses
-        # (G_jj > 0) is off A's row space; a 10⁷-weighted query beside it hid the leak (evaluate gave 5·10¹⁴)
-        unmeasured = ~np.any(As != 0, axis=0) & (np.diag(G) > 0)
-        if np.any(unmeasured):
-            refused, leak = True, float(np.diag(G)[unmeasured].sum() / np.trace(G))
+    refused, leak = unsupported(G, prof, workload.matrix, As)
     if refused:
         raise ValueError(
             f"{caller}: strategy '{name}' (numerical rank {prof.rank} of n={As.shape[1]}) does "

@@ -513,5 +513,6 @@ def test_a_gram_only_workload_using_a_cell_the_strategy_never_measures_is_refuse
     for W in (mmopt.Workload.from_gram(Wm.T @ Wm, n_queries=6), mmopt.Workload.from_matrix(Wm)):
         with pytest.raises(ValueError, match="does not support workload"):
             mmopt.evaluate(W, A, mmopt.Privacy(1.0))
+        assert not mmopt.supports(W, A)  # the same rule: supports said True for the Gram-only workload
     ok = mmopt.evaluate(mmopt.Workload.from_gram(Wm.T @ Wm, n_queries=6), mmopt.Strategy(np.eye(6)), mmopt.Privacy(1.0))
     assert ok.total_squared_error == pytest.approx(2.0 * np.trace(Wm.T @ Wm), rel=1e-12)  # identity: (2/ε²)·tr G

@@ -48,13 +48,15 @@ def supports(workload: Workload, strategy) -> bool:
 
     Stored queries are judged one by one (:func:`mmopt.dense.support.unsupported`); a workload known only by its
     Gram (``Workload.from_gram``) by the Gram's share off the row space, so there a query carrying less than
-    100·n·eps of tr G outside it cannot be told from round-off: keep W (``Workload.from_matrix``) to check each.
+    100·n·eps of tr G outside it cannot be told from round-off (unless it uses a cell A never measures: a zero
+    column of A, refused exactly): keep W (``Workload.from_matrix``) to check each.
     """
     caller = "supports"
     check_workload(workload, caller)
     strategy = as_strategy(strategy, caller)
     v.check_same_domain(workload.domain_size, strategy.domain_size, caller=caller)
-    return not unsupported(workload.mean_gram, scaled_profile(strategy)[2], workload.matrix)[0]
+    _, As, prof = scaled_profile(strategy)
+    return not unsupported(workload.mean_gram, prof, workload.matrix, As)[0]
 
 
 def query_error(query, strategy, privacy: Privacy | None = None, *, norm: str | None = None) -> float:

@@ -38,7 +38,7 @@ def support_leak(G: np.ndarray, prof) -> float:
     return float(np.sum(N * (G @ N))) / max(float(np.trace(G)), 1e-300)
 
 
-def unsupported(G: np.ndarray, prof, rows=None) -> tuple[bool, float]:
+def unsupported(G: np.ndarray, prof, rows=None, matrix=None) -> tuple[bool, float]:
     """(whether A fails to support the workload, the largest share found): G's share on A's null space
     (:func:`support_leak`) and, with the workload's ``rows`` (W, when stored), each query's own share
     ‖w N‖²/‖w‖², both against :func:`support_tolerance`: G's share alone let a light query outside the row space
@@ -50,6 +50,10 @@ def unsupported(G: np.ndarray, prof, rows=None) -> tuple[bool, float]:
     random 6×8 W), and that rule refused them. A query with less than √(100·n·eps) of its norm off the row space
     is therefore taken as supported.
 
+    Without ``rows``, the strategy's ``matrix`` (A, any scale) settles one case exactly: a cell A never measures
+    (a zero column) that some query uses (G_jj > 0) is off A's row space, however small its share of tr G (beside
+    a 10⁷-weighted query it was below round-off, and evaluate returned 5·10¹⁴ for a Gram-only workload).
+
     >>> from mmopt.dense.profile import profile_of_matrix
     >>> A = np.eye(4)[:3]
     >>> W = np.array([[1e7, 0, 0, 0], [0, 0, 0, 1.0]])   # e₃ is never measured; its share of tr G is 10⁻¹⁴
@@ -58,8 +62,14 @@ def unsupported(G: np.ndarray, prof, rows=None) -> tuple[bool, float]:
     """
     n = G.shape[0]
     leak = support_leak(G, prof)
-    if leak > support_tolerance(n) or rows is None or prof.null_basis.shape[1] == 0:
+    if leak > support_tolerance(n) or prof.null_basis.shape[1] == 0:
         return bool(leak > support_tolerance(n)), leak
+    if rows is None:
+        if matrix is not None:
+            unmeasured = ~np.any(np.asarray(matrix) != 0, axis=0) & (np.diag(G) > 0)
+            if np.any(unmeasured):
+                return True, max(leak, float(np.diag(G)[unmeasured].sum() / np.trace(G)))
+        return False, leak
     share = row_leak(prof.null_basis, rows)
     return bool(share > support_tolerance(n)), max(leak, share)
 
