@@ -136,8 +136,9 @@ def test_stack_names_itself_when_a_weight_is_refused():
         wl.stack([wl.kron(wl.prefix(2), wl.identity(2)), wl.kron(wl.identity(2), wl.total(2))], [1.0, -1.0])
     for parts in ([wl.prefix(4), wl.identity(4)], [wl.kron(wl.prefix(2), wl.identity(2)),
                                                    wl.kron(wl.identity(2), wl.total(2))]):  # dense and implicit alike
-        with pytest.raises(TypeError, match="'weights' parameter of stack"):
-            wl.stack(parts, weights=[True, True])
+        for weights in ([True, True], [True, 1.0]):  # a bool array, and a bool among numbers
+            with pytest.raises(TypeError, match="'weights' parameter of stack"):
+                wl.stack(parts, weights=weights)
 
 
 def test_structure_of_a_residual_marginal_workload_is_its_implicit_twin():

@@ -147,12 +147,17 @@ def check_matrix(M, *, name: str, caller: str, square: bool = False) -> np.ndarr
 
 
 def check_vector(v, *, name: str, caller: str, length: int | None = None,
-                 meaning: str = "the domain size n") -> np.ndarray:
+                 meaning: str = "the domain size n", bools: bool = True) -> np.ndarray:
     """Return ``v`` as a finite 1-D float64 array of the given length, which is ``meaning`` (same accepted types as
-    check_matrix)."""
+    check_matrix). ``bools`` False refuses booleans (weights: [True, True] was read as 1, 1), in a bool array or
+    among other numbers."""
     if sparse.issparse(v):
         raise TypeError(f"{_param(name, caller)} must be a dense 1-D array. Got a scipy.sparse matrix of shape "
                         f"{v.shape}. Pass {name}.toarray().ravel().")
+    if not bools and (np.asarray(v).dtype == bool or any(isinstance(e, bool | np.bool_)
+                                                         for e in np.asarray(v, dtype=object).flat)):
+        raise TypeError(f"{_param(name, caller)} must hold real numbers, not booleans. Got "
+                        f"{np.asarray(v, dtype=object).tolist()!r:.60} instead.")
     v = _real_array(v, name=name, caller=caller, kind="1-D array")
     if v.ndim != 1:
         raise ValueError(f"{_param(name, caller)} must be a 1-D array. Got an array of shape {v.shape} instead.")

@@ -158,11 +158,9 @@ def stack(workloads, weights=None, *, name: str | None = None) -> Workload:
     n = workloads[0].domain_size
     for k, w in enumerate(workloads[1:], start=1):
         v.check_same_domain(n, w.domain_size, caller=caller, what=("the first workload", f"workload {k}"))
-    if weights is not None and np.asarray(weights).dtype == bool:  # as the implicit union refuses them
-        raise TypeError(f"The 'weights' parameter of {caller} must hold real numbers, one per workload. Got "
-                        f"booleans {np.asarray(weights).tolist()!r:.60} instead.")
     weights = np.ones(len(workloads)) if weights is None else v.check_vector(
-        weights, name="weights", caller=caller, length=len(workloads), meaning="one per workload")
+        weights, name="weights", caller=caller, length=len(workloads), meaning="one per workload",
+        bools=False)  # as the implicit union refuses them
     with np.errstate(over="ignore", under="ignore"):
         squares = weights * weights
     if not np.all((squares >= gf.TINY) & np.isfinite(squares)):

@@ -132,10 +132,8 @@ def marginal_workload(shape, marginals, *, weights=None, name: str | None = None
     sets = cl.check_sets(sets, shape, name="marginals", caller=caller)
     # checked here, in this function's name: a bool was taken as 1, and a weight whose square underflows (1e-200)
     # was refused later by ResidualStrategy, a class the caller never named
-    if any(isinstance(w, bool | np.bool_) for w in weights):
-        raise TypeError(f"The 'weights' parameter of {caller} must hold real numbers. Got {list(weights)!r:.60} "
-                        "instead.")
-    w = v.check_vector(weights, name="weights", caller=caller, length=len(sets), meaning="one per marginal")
+    w = v.check_vector(weights, name="weights", caller=caller, length=len(sets), meaning="one per marginal",
+                       bools=False)
     with np.errstate(over="ignore", under="ignore"):
         ok = (w > 0) & (w * w >= np.finfo(float).tiny) & np.isfinite(w * w)
     if not np.all(ok):
