@@ -27,8 +27,6 @@ FREE_BANDED_ONLY_FROM = 2049  # on prefix sums from here (to free_banded.MAX_N) 
 # an evaluation of the 2b bands costs ~6 CPU s at 4,096 steps (the chain dual's, O(k²b³), ~8× its 2.7 s at 2,048),
 # and the route's free band was 2.6–2.7 % below the banded strategies at k = 4, 8, 16 (docs/tutorials/training.md),
 # where chain_levels' 100 s were 0.3 % above them (k = 4)
-FREE_LEVELS = 5  # there the free band runs coarse to fine from n/16 (chain_levels.free_levels: 4,096 steps, k = 4,
-# 74 CPU s: 207,611 from 256 steps, 209,028 from 512, 209,918 from 1,024, against 211,508 at n alone)
 LIFTED_SECONDS = 15.0  # there the chain dual is solved to LIFTED_SOLVE_STEPS and certified at n (its lifted bound,
 LIFTED_SOLVE_STEPS = 1024  # ~15 s more): 4,096 steps, k = 4 / 8 / 16: 201,814 / 461,466 / 1,142,057 against the
 # diagonal bound's 193,912 / 430,004 / 1,058,804
@@ -140,15 +138,12 @@ def _banded_strategies(n: int, k: int, budget: dict, extra: dict, dual=None) -> 
     n = 2,048, k = 4: 90,649 (1.016) against 90,962 (1.021)."""
     from mmopt.dense._strategy_core import Strategy
     from mmopt.participation.chain_banded import chain_banded
-    from mmopt.participation.chain_levels import MIN_SEPARATION, chain_levels, free_levels
+    from mmopt.participation.chain_levels import chain_levels, free_levels
     from mmopt.participation.free_banded import free_banded
     out = []
     free, name = None, "L-BFGS-B (mmopt.participation.free_banded)"
-    if budget["free_banded_seconds"] and n >= FREE_BANDED_ONLY_FROM:  # coarse to fine, at most FREE_LEVELS levels
-        levels = 1
-        while levels < FREE_LEVELS and (n // k) % 2 ** levels == 0 and (n // k) >> levels >= MIN_SEPARATION:
-            levels += 1
-        free = free_levels(n, k, seconds=budget["free_banded_seconds"], levels=levels)
+    if budget["free_banded_seconds"] and n >= FREE_BANDED_ONLY_FROM:  # coarse to fine, from n/16 at 4,096 steps
+        free = free_levels(n, k, seconds=budget["free_banded_seconds"])
         name = "L-BFGS-B coarse to fine (mmopt.participation.chain_levels.free_levels)"
     elif budget["free_banded_seconds"]:
         free = free_banded(n, k, seconds=budget["free_banded_seconds"])

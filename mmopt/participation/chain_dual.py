@@ -144,6 +144,7 @@ def chain_dual(gram, participations: int, *, rank: int = 32, seconds: float | No
     while prefix and sizes[0] % 2 == 0 and k * sizes[0] // 2 >= _COARSEST:
         sizes.insert(0, sizes[0] // 2)
     solved = [bj for bj in sizes if solve_steps is None or k * bj <= solve_steps] or sizes[:1]
+    lifted = len(solved) < len(sizes)  # the finest levels carried without steps, certified at n
     m = k * solved[-1]  # L-BFGS's finest level: twelve m×m arrays; the certificate at n about six
     v.check_allocation(max(12 * m * m, 6 * n * n), what=f"twelve {m:,}×{m:,} arrays or six {n:,}×{n:,}",
                        caller=caller)
@@ -154,8 +155,7 @@ def chain_dual(gram, participations: int, *, rank: int = 32, seconds: float | No
     for j, bj in enumerate(sizes):
         if j:
             x = _prolong(x, sizes[j - 1], k, rank, rng)
-        if j >= len(solved):  # lifted: carried without steps, certified below at n
-            converged = False
+        if j >= len(solved):
             continue
         factor = _Factor(k * bj if prefix else G, prefix)
         deadline = None if seconds is None else t0 + seconds * sum(shares[:j + 1]) / sum(shares)
@@ -163,10 +163,10 @@ def chain_dual(gram, participations: int, *, rank: int = 32, seconds: float | No
         iterations += its
         level = {"n": k * bj, "bound": estimate, "iterations": its}
         levels.append(level | ({"x": x, "rank": rank, "participations": k} if prefix else {}))
-    if len(solved) < len(sizes):
-        factor = _Factor(n, prefix)
+    if lifted:  # L-BFGS did not run at n: not converged there
+        factor, converged = _Factor(n, prefix), False
     bound = _certify(factor, x, b, k, rank)
-    if len(solved) < len(sizes):
+    if lifted:
         levels.append({"n": n, "bound": bound, "iterations": 0})  # no iterate kept: not a start
     return ChainDual(bound, converged, iterations, time.process_time() - t0, tuple(levels))
 

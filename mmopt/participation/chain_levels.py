@@ -34,12 +34,14 @@ from mmopt._base import validation as v
 from mmopt.participation.chain_banded import chain_banded, check_start_band, scaled_error
 from mmopt.participation.free_banded import FreeBanded, _check_arguments, band_error, free_banded
 
-__all__ = ["FREE_SCALES", "SCALES", "chain_levels", "free_levels", "prolong"]
+__all__ = ["FREE_MAX_LEVELS", "FREE_SCALES", "SCALES", "chain_levels", "free_levels", "prolong"]
 
 SCALES = (0.7, 0.75, 0.8)  # c of the module docstring (0.55 … 1.0 tried at n = 512 … 2,048, k = 4 and 8)
 FREE_SCALES = (0.75, 0.8, 0.85)  # c for the free band (4,096 steps, k = 4: 0.6 … 1.0 tried, 0.8 best at each level)
 MIN_SEPARATION = 16  # the coarsest level keeps b ≥ this
 MAX_LEVELS = 4
+FREE_MAX_LEVELS = 5  # free_levels' default (4,096 steps, k = 4, 74 CPU s: 207,611 from 256 steps, 209,028 from
+# 512, 209,918 from 1,024, against 211,508 at n alone)
 GROWTH = 2.0  # each level's budget over the one before (a step costs 8× as much; 1, 1.5 and 3 no better at 2,048)
 
 
@@ -100,6 +102,15 @@ def prolong(C: np.ndarray, participations: int, scale: float) -> np.ndarray:
     return out
 
 
+def _default_sizes(n: int, k: int, max_levels: int) -> list[int]:
+    """n, n/2, … (coarse to fine): halved while b = n/k stays even and ≥ 2·:data:`MIN_SEPARATION`, at most
+    ``max_levels`` levels."""
+    sizes = [n]
+    while len(sizes) < max_levels and (sizes[0] // k) % 2 == 0 and sizes[0] // k >= 2 * MIN_SEPARATION:
+        sizes.insert(0, sizes[0] // 2)
+    return sizes
+
+
 def chain_levels(n: int, participations: int, *, seconds: float, levels: int | None = None,
                  start=None) -> FreeBanded:
     """The 2b-band strategy for prefix sums of n steps under ``min_separation(n/k, k)``, coarse to fine.
@@ -151,9 +162,7 @@ def chain_levels(n: int, participations: int, *, seconds: float, levels: int | N
         while sizes[-1] < n:
             sizes.append(2 * sizes[-1])
     elif levels is None:
-        sizes = [n]
-        while len(sizes) < MAX_LEVELS and (sizes[0] // k) % 2 == 0 and sizes[0] // k >= 2 * MIN_SEPARATION:
-            sizes.insert(0, sizes[0] // 2)
+        sizes = _default_sizes(n, k, MAX_LEVELS)
     else:
         levels = v.check_int(levels, name="levels", caller=caller, low=1)
         if (n // k) % 2 ** (levels - 1):
@@ -176,10 +185,11 @@ def chain_levels(n: int, participations: int, *, seconds: float, levels: int | N
 
 
 
-def free_levels(n: int, participations: int, *, seconds: float, levels: int = 3) -> FreeBanded:
+def free_levels(n: int, participations: int, *, seconds: float, levels: int | None = None) -> FreeBanded:
     """The free banded strategy (:func:`mmopt.participation.free_banded.free_banded`, b bands) coarse to fine: at
     n/2^(levels − 1) steps from the row-weighted start, each finer level from the coarser one carried by
-    :func:`prolong` (the lowest exact error over :data:`FREE_SCALES`), the budgets doubling.
+    :func:`prolong` (the lowest exact error over :data:`FREE_SCALES`), the budgets doubling. ``levels`` defaults
+    to halving n while b stays even and ≥ 2·:data:`MIN_SEPARATION`, at most :data:`FREE_MAX_LEVELS` levels.
 
     Measured (4,096 steps, k = 4, one core, 74 CPU s): levels 256 → 4,096 reached 207,611, 512 → 4,096 209,028,
     1,024 → 4,096 209,918 and 2,048 → 4,096 210,461, where one level reached 211,508 (209,066 with 107 s); the start
@@ -194,13 +204,16 @@ def free_levels(n: int, participations: int, *, seconds: float, levels: int = 3)
     n, k, _, seconds = _check_arguments(n, participations, 0, seconds, caller)
     if seconds is None:
         raise TypeError(f"The 'seconds' parameter of {caller} must be a positive number. Got None instead.")
-    levels = v.check_int(levels, name="levels", caller=caller, low=1)
-    if (n // k) % 2 ** (levels - 1):
-        raise ValueError(f"The 'levels' parameter of {caller} must leave b = n/k = {n // k} a whole number at the "
-                         f"coarsest level (b/2^(levels − 1)). Got {levels} instead.")
+    if levels is None:
+        sizes = _default_sizes(n, k, FREE_MAX_LEVELS)
+    else:
+        levels = v.check_int(levels, name="levels", caller=caller, low=1)
+        if (n // k) % 2 ** (levels - 1):
+            raise ValueError(f"The 'levels' parameter of {caller} must leave b = n/k = {n // k} a whole number at "
+                             f"the coarsest level (b/2^(levels − 1)). Got {levels} instead.")
+        sizes = [n >> (levels - 1 - j) for j in range(levels)]
     t0 = time.process_time()
-    sizes = [n >> (levels - 1 - j) for j in range(levels)]
-    shares = [GROWTH ** j for j in range(levels)]
+    shares = [GROWTH ** j for j in range(len(sizes))]
     iterations, coarse = 0, None
     for j, m in enumerate(sizes):
         deadline = t0 + seconds * sum(shares[:j + 1]) / sum(shares)
