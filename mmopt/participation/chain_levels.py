@@ -102,9 +102,15 @@ def prolong(C: np.ndarray, participations: int, scale: float) -> np.ndarray:
     return out
 
 
-def _default_sizes(n: int, k: int, max_levels: int) -> list[int]:
-    """n, n/2, … (coarse to fine): halved while b = n/k stays even and ≥ 2·:data:`MIN_SEPARATION`, at most
-    ``max_levels`` levels."""
+def _level_sizes(n: int, k: int, levels, max_levels: int, caller: str) -> list[int]:
+    """The levels' steps, coarse to fine: ``levels`` of them (checked: b = n/k must halve that often), or by default
+    n halved while b stays even and ≥ 2·:data:`MIN_SEPARATION`, at most ``max_levels`` levels."""
+    if levels is not None:
+        levels = v.check_int(levels, name="levels", caller=caller, low=1)
+        if (n // k) % 2 ** (levels - 1):
+            raise ValueError(f"The 'levels' parameter of {caller} must leave b = n/k = {n // k} a whole number "
+                             f"at the coarsest level (b/2^(levels − 1)). Got {levels} instead.")
+        return [n >> (levels - 1 - j) for j in range(levels)]
     sizes = [n]
     while len(sizes) < max_levels and (sizes[0] // k) % 2 == 0 and sizes[0] // k >= 2 * MIN_SEPARATION:
         sizes.insert(0, sizes[0] // 2)
@@ -161,14 +167,8 @@ def chain_levels(n: int, participations: int, *, seconds: float, levels: int | N
         sizes = [m]
         while sizes[-1] < n:
             sizes.append(2 * sizes[-1])
-    elif levels is None:
-        sizes = _default_sizes(n, k, MAX_LEVELS)
     else:
-        levels = v.check_int(levels, name="levels", caller=caller, low=1)
-        if (n // k) % 2 ** (levels - 1):
-            raise ValueError(f"The 'levels' parameter of {caller} must leave b = n/k = {n // k} a whole number "
-                             f"at the coarsest level (b/2^(levels − 1)). Got {levels} instead.")
-        sizes = [n >> (levels - 1 - j) for j in range(levels)]
+        sizes = _level_sizes(n, k, levels, MAX_LEVELS, caller)
     shares = [GROWTH ** j for j in range(len(sizes))]
     iterations, coarse = 0, None
     for j, m in enumerate(sizes):
@@ -204,14 +204,7 @@ def free_levels(n: int, participations: int, *, seconds: float, levels: int | No
     n, k, _, seconds = _check_arguments(n, participations, 0, seconds, caller)
     if seconds is None:
         raise TypeError(f"The 'seconds' parameter of {caller} must be a positive number. Got None instead.")
-    if levels is None:
-        sizes = _default_sizes(n, k, FREE_MAX_LEVELS)
-    else:
-        levels = v.check_int(levels, name="levels", caller=caller, low=1)
-        if (n // k) % 2 ** (levels - 1):
-            raise ValueError(f"The 'levels' parameter of {caller} must leave b = n/k = {n // k} a whole number at "
-                             f"the coarsest level (b/2^(levels − 1)). Got {levels} instead.")
-        sizes = [n >> (levels - 1 - j) for j in range(levels)]
+    sizes = _level_sizes(n, k, levels, FREE_MAX_LEVELS, caller)
     t0 = time.process_time()
     shares = [GROWTH ** j for j in range(len(sizes))]
     iterations, coarse = 0, None
