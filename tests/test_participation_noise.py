@@ -151,9 +151,12 @@ def test_correlate_names_bad_draws():
     C = toeplitz.banded([1.0, 0.5], 4)
     with pytest.raises(TypeError, match="'draws' parameter of correlate must be an iterable of arrays"):
         correlate(C, None)
-    for bad in (["a"] * 4, np.array([[1 + 5j], [0], [0], [0]])):
+    for bad in (["a"] * 4, np.array([[1 + 5j], [0], [0], [0]]), [True] * 4):
         with pytest.raises(TypeError, match="'draws' parameter of correlate must give real numbers"):
             list(correlate(C, bad))
+    # a NaN counted as non-zero above the diagonal: "must be lower-triangular" (a helper's probe)
+    with pytest.raises(ValueError, match="'strategy' parameter of run_privacy must be finite. Got 16 NaN"):
+        run_privacy(np.full((4, 4), np.nan), fixed_epochs(1), 1.0)
 
 
 def test_run_privacy_at_extreme_noise_multipliers():

@@ -132,6 +132,8 @@ def test_an_unknown_kind_or_bad_targets_are_refused():
         rm.solve("prefix", 4, np.array([1.0, 0.0, 1.0, 1.0]))
     with pytest.raises(ValueError, match=r"must have length 4 \(one per query of prefix\(4\)\)"):
         rm.solve("prefix", 4, np.ones(3))
+    with pytest.raises(TypeError, match="'targets' parameter of .* not booleans"):  # read as 1, 1 before
+        rm.solve("prefix", 2, np.array([True, True]))
     # before allocating: n = 4,097 (past MAX_N) built its (n+1)² arrays, n = 0 divided by zero, max_iterations=0
     # failed unpacking None, tol <= 0 spent every iteration
     for kw, name in (({"n": rm.MAX_N + 1}, "n"), ({"n": 0}, "n"), ({"max_iterations": 0}, "max_iterations"),

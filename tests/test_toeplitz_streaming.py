@@ -50,8 +50,17 @@ def test_refusals():
         dec.step(1.0)
     with pytest.raises(TypeError, match="BLT ToeplitzStrategy"):
         T.BLTEncoder(T.sqrt_strategy(3))
-    with pytest.raises(ValueError, match=r"shape \(3,\)"):
+    with pytest.raises(ValueError, match=r"length 3"):
         T.offline_decode(C, np.ones(4))
+    # strings and booleans were read as numbers, a tree strategy raised an AttributeError (a helper's probe)
+    for bad in (["1", "2", "3"], [True] * 3):
+        with pytest.raises(TypeError, match="'measurements' parameter of offline_decode"):
+            T.offline_decode(C, bad)
+    with pytest.raises(TypeError, match="'strategy' parameter of offline_decode must be a ToeplitzStrategy"):
+        T.offline_decode(T.tree(3), np.ones(3))
+    for bad in ("3", True):
+        with pytest.raises(TypeError, match="'value' parameter of BLTEncoder.step must be a real number"):
+            T.BLTEncoder(C).step(bad)
 
 
 def test_a_blt_whose_inverse_has_a_repeated_pole_is_refused_not_misdecoded():

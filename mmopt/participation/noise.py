@@ -83,7 +83,8 @@ def _next(it, t: int, caller: str, shape: list) -> np.ndarray:
         raw = np.asarray(next(it))
     except StopIteration:
         raise ValueError(f"{caller}: the draw at step {t:,} is missing: the draws ended before it.") from None
-    if raw.dtype.kind not in "biuf":  # text raised numpy's own message; complex lost its imaginary part
+    if raw.dtype.kind not in "iuf":  # text raised numpy's own message; complex lost its imaginary part; booleans
+        # are no noise draws
         raise TypeError(f"The 'draws' parameter of {caller} must give real numbers. The draw at step {t:,} has "
                         f"dtype {raw.dtype} instead.")
     z = raw.astype(float)
@@ -203,6 +204,9 @@ def _check_causal(strategy, caller: str) -> None:
     C = np.asarray(getattr(strategy, "matrix", strategy))
     if C.ndim != 2:
         return  # sensitivity_squared names the shape
+    if C.dtype.kind in "fc" and not np.all(np.isfinite(C)):  # a NaN is non-zero: it read as "not lower-triangular"
+        raise ValueError(f"The 'strategy' parameter of {caller} must be finite. Got {int(np.sum(~np.isfinite(C)))} "
+                         "NaN or infinite entries.")
     if C.shape[0] != C.shape[1]:  # rows are not steps: no causal order (an anti-causal C with a zero row passed)
         raise ValueError(f"The 'strategy' parameter of {caller} must be square (n×n, one row per step: its noise "
                          f"C⁻¹z is released step by step). Got shape {C.shape}. The strategies of "

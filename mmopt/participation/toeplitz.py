@@ -40,8 +40,8 @@ def _offset_diagonal(c: np.ndarray, y: np.ndarray | None, n: int, d: int) -> np.
     if y is None:  # Σ_{m ≤ n−1−t} q_m, t = s + d
         P = np.cumsum(q)
         return P[n - 1 - (np.arange(n - d) + d)]
-    # Σ_m y_{t+m} q_m = correlate_tail(q, y, n)[t]
-    return _series.correlate_tail(q, y, n)[d:]
+    # Σ_m y_{t+m} q_m = correlate_tail(q, y, n)[t], every entry accurate (a sensitivity reads it)
+    return _series.correlate_tail_accurate(q, y, n, caller="sensitivity_squared")[d:]
 
 
 def _column_norms(C) -> np.ndarray:

@@ -39,6 +39,10 @@ class StreamWorkload:
     kind: str
     n: int
 
+    def __post_init__(self):  # StreamWorkload("bogus", 4) was evaluated as all ranges (a helper's probe)
+        v.check_choice(self.kind, name="kind", caller="StreamWorkload", choices=KINDS)
+        check_n(self.n, "StreamWorkload")
+
     @property
     def name(self) -> str:
         return f"{self.kind}({self.n})"  # as the dense workloads' names (it was the kind alone)
@@ -148,7 +152,7 @@ class ToeplitzErrorReport:
     n_queries : int
     norm : {"l1", "l2"}
     sensitivity : float
-        Δ = the first column's norm (the largest of C's column norms).
+        Δ = the largest of C's column norms (the first column's when C has no row scales).
     variance_factor : float
         c of the budget (1 at unit privacy).
     total_squared_error : float

@@ -158,7 +158,7 @@ def solve(kind: str, n: int, targets: np.ndarray, *, tol: float = 1e-4, max_iter
     max_iterations = _v.check_int(max_iterations, name="max_iterations", caller=caller)
     a, b = edges(kind, n)
     tau = _v.check_vector(targets, name="targets", caller=caller, length=len(a),
-                         meaning=f"one per query of {kind}({n})")
+                         meaning=f"one per query of {kind}({n})", bools=False)
     if np.any(tau <= 0):  # a LinAlgError deep in the ascent before
         raise ValueError(f"The 'targets' parameter of {caller} must be > 0 (each query's variance "
                          f"target). Got {int(np.sum(tau <= 0))} entries <= 0.")

@@ -67,13 +67,22 @@ class ToeplitzStrategy:
 
     def __post_init__(self):
         # the factories check their own arguments; a direct construction reached sensitivity_squared with an
-        # all-zero column and failed there with an IndexError (a helper's probe)
+        # all-zero column and failed there with an IndexError, and n = 3.5, a negative or short row scale, kind
+        # "sqrt" over other coefficients or an unknown kind gave numbers, not errors (helpers' probes)
+        check_n(self.n, "ToeplitzStrategy")
         c = np.asarray(self.coefficients)
         if c.ndim != 1 or not 1 <= c.size <= self.n or not c[0] or not np.all(np.isfinite(c)):
             raise ValueError(f"The 'coefficients' parameter of ToeplitzStrategy must be a finite vector of 1 to n = "
                              f"{self.n} entries with a non-zero first entry (C invertible). Got shape {c.shape}"
                              f"{f' with first entry {float(c.flat[0]):g}' if c.size else ''}; "
                              "mmopt.toeplitz.banded builds one from a column and checks it.")
+        _check_kind(self.kind, c, self.n, self.params)
+        if self.row_scale is not None:
+            y = v.check_vector(self.row_scale, name="row_scale", caller="ToeplitzStrategy")
+            if y.size != self.n or not np.all(y > 0):
+                raise ValueError(f"The 'row_scale' parameter of ToeplitzStrategy must be n = {self.n} positive "
+                                 f"numbers (y = d², C = D·T(c)). Got {y.size} entries, smallest {y.min():g} instead; "
+                                 "mmopt.toeplitz.equalized computes the row scales that equalise the columns.")
 
     @property
     def domain_size(self) -> int:
@@ -114,7 +123,8 @@ class ToeplitzStrategy:
             value = float(np.abs(c).sum()) if norm == "l1" else float(np.sqrt(c @ c))
         else:  # column j of D·T(c) holds d_i c_{i−j}, i ≥ j: one correlation over all j
             weights, entries = (np.sqrt(unit.row_scale), np.abs(c)) if norm == "l1" else (unit.row_scale, c * c)
-            value = float(_series.correlate_tail(np.pad(entries, (0, self.n - len(c))), weights, self.n).max())
+            value = float(_series.correlate_tail_accurate(np.pad(entries, (0, self.n - len(c))), weights, self.n,
+                                                          caller="ToeplitzStrategy.sensitivity").max())
             value = value if norm == "l1" else math.sqrt(value)
         return float(np.ldexp(value, e))
 
@@ -144,6 +154,29 @@ class ToeplitzStrategy:
         from scipy.linalg import toeplitz
         C = toeplitz(self.column, np.zeros(self.n))
         return C if self.row_scale is None else np.sqrt(self.row_scale)[:, None] * C
+
+
+KINDS = ("sqrt", "banded", "toeplitz", "blt")
+
+
+def _check_kind(kind, c: np.ndarray, n: int, params) -> None:
+    """The closed-form kinds are read from their parameters (sqrt: B = C; BLT: its inverse from θ, ω): their
+    coefficients must be the ones those generate."""
+    caller = "ToeplitzStrategy"
+    kind = v.check_choice(kind, name="kind", caller=caller, choices=KINDS)
+    if kind == "sqrt" and not (c.size == n and np.allclose(c, sqrt_coefficients(n), rtol=1e-12, atol=0.0)):
+        raise ValueError(f"The 'coefficients' parameter of {caller} must be the square root's (binom(2k, k)/4^k, "
+                         "k < n) when kind = 'sqrt'. Got other coefficients instead; use kind = 'toeplitz', or "
+                         "mmopt.toeplitz.sqrt_strategy(n).")
+    if kind == "blt":
+        theta, omega = (params or {}).get("theta"), (params or {}).get("omega")
+        if theta is None or omega is None:
+            raise ValueError(f"The 'params' parameter of {caller} must hold 'theta' and 'omega' when kind = 'blt'. "
+                             f"Got keys {sorted(params or {})} instead; use mmopt.toeplitz.blt(theta, omega, n).")
+        reference = _series.first_order_sum(*_blt_parameters(theta, omega, caller), n)
+        if c.size != n or not np.allclose(c, reference, rtol=1e-9, atol=1e-12 * float(np.abs(reference).max())):
+            raise ValueError(f"The 'coefficients' parameter of {caller} must be the ones θ and ω generate when "
+                             "kind = 'blt'. Got other coefficients instead; use mmopt.toeplitz.blt(theta, omega, n).")
 
 
 def equalized_scale(coefficients: np.ndarray, n: int) -> np.ndarray:
@@ -243,6 +276,13 @@ def blt(theta, omega, n: int, *, name: str | None = None) -> ToeplitzStrategy:
     """
     caller = "blt"
     n = check_n(n, caller)
+    th, om = _blt_parameters(theta, omega, caller)
+    c = _series.first_order_sum(th, om, n)
+    d = len(th)
+    return ToeplitzStrategy(c, n, name or f"blt({d})", "blt", {"theta": th, "omega": om})
+
+
+def _blt_parameters(theta, omega, caller: str) -> tuple[np.ndarray, np.ndarray]:
     th = v.check_vector(theta, name="theta", caller=caller)
     om = v.check_vector(omega, name="omega", caller=caller)
     if len(om) != len(th):
@@ -253,7 +293,5 @@ def blt(theta, omega, n: int, *, name: str | None = None) -> ToeplitzStrategy:
     if np.any(np.abs(om) >= 1):
         raise ValueError(f"The 'omega' parameter of {caller} must have every |ω_i| < 1. Got max |ω| = "
                          f"{np.abs(om).max():.6g} instead.")
-    c = _series.first_order_sum(th, om, n)
-    d = len(th)
-    return ToeplitzStrategy(c, n, name or f"blt({d})", "blt", {"theta": th, "omega": om})
+    return th, om
 

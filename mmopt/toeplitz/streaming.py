@@ -11,8 +11,9 @@ each O(d) per step: a stream of measurements m_t = (C x)_t + z_t becomes the pre
 storing the past. With m = z alone the decoder outputs the mechanism's correlated noise B z.
 
 Privacy: these are linear maps (post-processing). The Gaussian draws z_t must come from a sampler calibrated
-to Δ₂(C) for the whole horizon n (``strategy.sensitivity("l2")`` is the exact column-norm maximum); no
-private online release path is provided here — mmopt's vetted release (:mod:`mmopt._base.opendp`) is offline.
+to Δ₂(C) for the whole horizon n (``strategy.sensitivity("l2")`` is the column-norm maximum, each sum within
+10⁻¹⁰ of its value); no private online release path is provided here — mmopt's vetted release
+(:mod:`mmopt._base.opendp`) is offline.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import math
 
 import numpy as np
 
+from mmopt._base import validation as v
 from mmopt.toeplitz import _series
 from mmopt.toeplitz.error import check_decodable
 from mmopt.toeplitz.strategies import ToeplitzStrategy
@@ -51,8 +53,11 @@ class _Stream:
 
 
 def _finite(value, name: str, caller: str, t: int) -> float:
-    """A stream value as a finite float, or a ValueError naming it (the state would carry a NaN forever)."""
+    """A stream value as a finite float, or a ValueError naming it (the state would carry a NaN forever); booleans
+    and strings are refused, not read as numbers (float("3") and float(True) were)."""
     try:
+        if isinstance(value, bool | np.bool_ | str | bytes):
+            raise TypeError
         out = float(value)
     except (TypeError, ValueError):
         raise TypeError(f"The '{name}' parameter of {caller}.step must be a real number. "
@@ -120,13 +125,11 @@ class BLTDecoder(_Stream):
 
 def offline_decode(strategy: ToeplitzStrategy, measurements) -> np.ndarray:
     """W C⁻¹ m for the whole stream at once, by FFT (O(n log n)); the online decoder's reference."""
-    m = np.asarray(measurements, dtype=float)
-    if m.shape != (strategy.n,):
-        raise ValueError(f"The 'measurements' parameter of offline_decode must have shape ({strategy.n},). "
-                         f"Got {m.shape} instead.")
-    if not np.all(np.isfinite(m)):
-        raise ValueError(f"The 'measurements' parameter of offline_decode must be finite. Got "
-                         f"{int(np.sum(~np.isfinite(m)))} NaN or infinite.")
+    if not isinstance(strategy, ToeplitzStrategy):
+        raise TypeError("The 'strategy' parameter of offline_decode must be a ToeplitzStrategy (mmopt.toeplitz."
+                        f"sqrt_strategy, banded, blt or equalized). Got {type(strategy).__name__} instead.")
+    m = v.check_vector(measurements, name="measurements", caller="offline_decode", length=strategy.n,
+                       meaning="the strategy's n", bools=False)
     y = strategy.row_scale
     u = m if y is None else m / np.sqrt(y)
     return _series.convolve(check_decodable(strategy, "offline_decode"), u, strategy.n)
