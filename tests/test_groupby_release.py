@@ -264,6 +264,11 @@ def test_a_bad_source_is_named_as_the_user_called_it(people, tmp_path):
     ([("foo",)], ValueError, r"'grouping_sets' parameter of release_grouping_sets names 'foo'"),
     (["state"], TypeError, r"'grouping_sets' parameter .* Got 'state' as a set; write \('state',\)"),
     ("state", TypeError, r"'grouping_sets' parameter of release_grouping_sets must be a list .* Got str"),
+    # named a 'workload' parameter, or (0,) was released as attribute 0 (helpers' probes)
+    ([(True,)], TypeError, r"'grouping_sets' parameter .* Got True \(bool\) in \(True,\)"),
+    ([(0,)], TypeError, r"'grouping_sets' parameter .* Got 0 \(int\)"),
+    ([("state", "state")], ValueError, r"'grouping_sets' parameter .* each attribute of a set once"),
+    ([], ValueError, r"'grouping_sets' parameter .* at least one grouping set"),
 ])
 def test_release_grouping_sets_names_its_own_parameter(people, sets, exc, match):
     # it said "The 'workload' parameter of release_grouping_sets names attribute 's'" (a parameter it does not
@@ -365,3 +370,16 @@ def test_grouping_table_intervals_are_the_release_s_widened_for_round_off(people
             est = release.marginals[key].ravel()
             h = release.half_width(key, 0.1)
             assert np.all(lo < est - 0.999 * h) and np.all(hi > est + 0.999 * h)  # not rounded to nothing
+
+
+def test_a_generator_of_sets_is_read_once_and_grouping_table_checks_what_it_lays_out(people):
+    # a generator was used up by the checks, then read as no sets; grouping_table raised a bare KeyError for a set
+    # never released and laid out a column of None for an unknown one (a helper's probe)
+    with pytest.warns(UserWarning, match="seed=0 draws the noise with numpy's seeded generator"):
+        r = gr.release_grouping_sets((S for S in [("state",), ()]), people, D, mmopt.Privacy(1e4), seed=0)
+    assert sorted(r.marginals) == [(), (D.index("state"),)]
+    with pytest.raises(ValueError, match=r"names \('sex',\), which the release did not measure"):
+        gr.grouping_table(r, [("sex",)], ["sex"])
+    with pytest.raises(ValueError, match="'columns' parameter of grouping_table names 'foo'"):
+        gr.grouping_table(r, [("state",)], ["foo"])
+    assert len(gr.grouping_table(r, [("state",), ()], ["state"])) == len(D.attributes[D.index("state")].labels) + 1

@@ -261,3 +261,17 @@ def test_optimize_checks_max_iterations_and_tol_on_grouping_sets():
         mmopt.optimize(_state_workload(), privacy=P, max_iterations=0)
     with pytest.raises(ValueError, match="'tol' parameter of optimize"):
         mmopt.optimize(_state_workload(), privacy=P, tol=-1.0)
+
+
+def test_a_string_branching_a_bare_int_or_boolean_levels_and_weights_are_refused():
+    # numpy's UFuncTypeError, "'int' object is not iterable", level(True) == 1 and weight True == 1 before
+    from mmopt.hierarchy import Hierarchy, grouping_sets
+    with pytest.raises(TypeError, match="'parents' parameter of Hierarchy.from_parents"):
+        Hierarchy.from_parents("001")
+    with pytest.raises(TypeError, match=r"'branching' parameter of Hierarchy.balanced .* write \(3,\)"):
+        Hierarchy.balanced(3)
+    with pytest.raises(TypeError, match="not a boolean"):
+        Hierarchy.flat(2).level(True)
+    assert Hierarchy.flat(2).level(1) == 1
+    with pytest.raises(TypeError, match="'weights' parameter .* not booleans"):
+        grouping_sets([Hierarchy.flat(2)], [()], weights=[True])

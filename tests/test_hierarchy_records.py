@@ -132,3 +132,19 @@ def test_an_attribute_or_level_named_like_a_table_column_is_refused_before_the_r
     with pytest.raises(ValueError, match=f"'levels' parameter of release_grouping_sets names '{name}'"):
         release_grouping_sets(object(), D, [(name,), ()], mmopt.Privacy(1.0, 1e-6), leaf="county",
                               levels={name: STATE_OF})
+
+
+def test_a_level_given_as_a_lookup_series_is_aligned_by_its_keys():
+    # its index was ignored: {"c5": "C", …} in another order put counties in the wrong states (a helper's probe)
+    df, D = _data()
+    shuffled = dict(reversed(list(zip(COUNTIES, STATE_OF))))
+    P = mmopt.Privacy(1e4, 1e-6)
+    by_list = release_grouping_sets(df, D, [("state",)], P, leaf="county", levels={"state": STATE_OF})
+    by_series = release_grouping_sets(df, D, [("state",)], P, leaf="county", levels={"state": pd.Series(shuffled)})
+    a, b = (r.table().set_index("state")["estimate"] for r in (by_list, by_series))
+    truth = pd.Series(STATE_OF, index=COUNTIES)[df["county"]].value_counts()
+    assert np.all(np.abs(b.loc[truth.index].to_numpy() - truth.to_numpy()) < 1.0)
+    assert np.all(np.abs(a.loc[truth.index].to_numpy() - truth.to_numpy()) < 1.0)
+    with pytest.raises(ValueError, match="is a Series whose index is neither the categories of 'county'"):
+        release_grouping_sets(df, D, [("state",)], P, leaf="county",
+                              levels={"state": pd.Series(STATE_OF, index=[f"x{i}" for i in range(6)])})

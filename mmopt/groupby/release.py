@@ -65,25 +65,40 @@ def release_grouping_sets(grouping_sets, records, domain: Domain, privacy: Priva
     """
     caller = "release_grouping_sets"
     check_domain(domain, caller=caller)
-    _check_sets(grouping_sets, domain, caller)
+    grouping_sets = _check_sets(grouping_sets, domain, caller)
     return _grouping_sets(grouping_sets, records, domain, privacy, strategy=strategy, seed=seed, accountant=accountant,
                           label=label, caller=caller, name="records")
 
 
-def _check_sets(grouping_sets, domain: Domain, caller: str) -> None:
-    """Refusals naming 'grouping_sets' (they named a 'workload' parameter the caller does not have, and a string
-    set was split into its letters: "names attribute 's'"; a helper's probe)."""
+def _check_sets(grouping_sets, domain: Domain, caller: str) -> list[tuple]:
+    """The grouping sets as a list of tuples of attribute names, or refusals naming 'grouping_sets' (they named a
+    'workload' parameter the caller does not have, a string set was split into its letters: "names attribute 's'",
+    a generator was used up by the checks and then read as no sets, and (0,) was released as attribute 0 which
+    grouping_table could not label; helpers' probes)."""
     example = "e.g. [('state', 'sex'), ('state',), ()]"
     if isinstance(grouping_sets, str) or not hasattr(grouping_sets, "__iter__"):
         raise TypeError(f"The 'grouping_sets' parameter of {caller} must be a list of grouping sets, each a tuple of "
                         f"attribute names ({example}). Got {type(grouping_sets).__name__} instead.")
+    sets = []
     for S in grouping_sets:
         if isinstance(S, str) or not hasattr(S, "__iter__"):
             raise TypeError(f"The 'grouping_sets' parameter of {caller} must hold tuples of attribute names "
                             f"({example}). Got {S!r} as a set; write ({S!r},) for a one-attribute set.")
-        if unknown := [c for c in S if isinstance(c, str) and c not in domain.names]:
+        S = tuple(S)
+        if other := [c for c in S if not isinstance(c, str)]:
+            raise TypeError(f"The 'grouping_sets' parameter of {caller} must hold tuples of attribute names "
+                            f"({example}). Got {other[0]!r} ({type(other[0]).__name__}) in {S!r}.")
+        if unknown := [c for c in S if c not in domain.names]:
             raise ValueError(f"The 'grouping_sets' parameter of {caller} names {unknown[0]!r}, which is not an "
                              f"attribute of the domain {list(domain.names)}.")
+        if len(set(S)) < len(S):
+            raise ValueError(f"The 'grouping_sets' parameter of {caller} must name each attribute of a set once. "
+                             f"Got {S!r}.")
+        sets.append(S)
+    if not sets:
+        raise ValueError(f"The 'grouping_sets' parameter of {caller} must hold at least one grouping set "
+                         f"({example}). Got none.")
+    return sets
 
 
 def _grouping_sets(grouping_sets, records, domain: Domain, privacy: Privacy, *, strategy, seed, accountant, label,
@@ -119,10 +134,17 @@ def grouping_table(release: RecordsRelease, grouping_sets, columns, *, alpha: fl
                          f"its own ({', '.join((*RESULT_COLUMNS, count_name))}), whose values would replace its "
                          f"labels. Rename the attribute (e.g. '{clash[0]}_group'), or pass another 'count_name'.")
     domain = release.domain
+    if unknown := [c for c in columns if c not in domain.names]:  # a column of None before (a helper's probe)
+        raise ValueError(f"The 'columns' parameter of grouping_table names {unknown[0]!r}, which is not an attribute "
+                         f"of the release's domain {list(domain.names)}.")
     labels = {a.name: np.asarray(a.labels, dtype=object) for a in domain.attributes}
     parts = []
-    for S in _distinct(grouping_sets):
+    for S in _distinct(_check_sets(grouping_sets, domain, "grouping_table")):
         key = tuple(sorted(domain.index(c) for c in S))
+        if key not in release.marginals:  # a bare KeyError before
+            held = [tuple(domain.names[i] for i in k) for k in release.marginals]
+            raise ValueError(f"The 'grouping_sets' parameter of grouping_table names {S!r}, which the release did "
+                             f"not measure (it holds {held!r:.120}).")
         est = release.marginals[key]  # axes in domain order
         cells = np.indices(est.shape).reshape(len(key), -1) if key else np.zeros((0, 1), dtype=np.int64)
         frame = {"grouping_set": "(" + ", ".join(S) + ")"}
@@ -211,7 +233,11 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
         {name: records} and a DuckDB connection are looked up by the FROM name (``con.table(name)``); any other
         source is passed to :func:`mmopt.records.release_marginals` as it is (e.g. a Polars LazyFrame).
     domain : Domain
-        The public domain; every selected column must be one of its attributes.
+        The public domain; every selected column must be one of its attributes. Unlike SQL, a record whose value
+        of *any* domain attribute is missing or outside the domain is set aside from every count, grouped by or
+        not (:mod:`mmopt.records.domain`'s out-of-domain rule; DuckDB would count a record with a NULL ``sex`` in
+        ``GROUP BY state``), and the source must hold every domain attribute: declare only the attributes the
+        query needs to count such records.
     privacy : Privacy
         δ > 0: Gaussian noise (the certified optimal strategy for the total squared error); δ = 0: Laplace noise.
     seed : int or None

@@ -138,6 +138,25 @@ def _check_nested(names: list, codes: list, labels: list, caller: str, levels_na
                                  f"{remedy}")
 
 
+def _by_category(lab, leaf_attr, name: str, caller: str, levels_name: str):
+    """A level's labels in the leaf's cell order: a pandas Series keyed by the leaf's categories (a lookup table) is
+    aligned by its keys, one with a default index read by position as a list; any other index is refused. Its
+    index was ignored: a Series {"d": "S", "c": "S", "b": "T", "a": "T"} put county a in state S (a helper's
+    probe)."""
+    index = getattr(lab, "index", None)
+    if index is None or not hasattr(lab, "reindex"):
+        return lab
+    keys = list(index)
+    cats = list(leaf_attr.categories) if leaf_attr.categories is not None else None
+    if cats is not None and len(keys) == len(cats) and set(keys) == set(cats):
+        return lab.reindex(cats).to_numpy()
+    if keys == list(range(len(keys))):
+        return lab.to_numpy()
+    raise ValueError(f"The '{levels_name}' parameter of {caller}: level {name!r} is a Series whose index is neither "
+                     f"the categories of {leaf_attr.name!r} ({cats!r:.80}) nor positions 0 … {len(keys) - 1}. Got "
+                     f"index {keys!r:.80}; reindex it to the categories, or pass a list in their order.")
+
+
 def _level_codes(lab: np.ndarray, name, caller: str, levels_name: str) -> tuple[np.ndarray, tuple]:
     """Each leaf category's group in one level, groups numbered by first appearance, and the groups' labels. Labels
     are compared as the values they are (1 and 1.0 are one group), never as their str(): 1 and "1" were merged, and
@@ -193,7 +212,7 @@ def plan_grouping_sets(domain, sets, privacy, *, leaf: str, levels: dict, strate
         if isinstance(lab, str | bytes | Mapping) or np.ndim(lab) != 1:  # "CA" was read as 0 labels (a 0-d array)
             raise ValueError(f"The '{levels_name}' parameter of {caller}: level {name!r} must be a sequence with one "
                              f"label per {leaf} category ({leaf_attr.size}). Got {type(lab).__name__} {lab!r:.60}.")
-        lab = np.asarray(lab, dtype=object)
+        lab = np.asarray(_by_category(lab, leaf_attr, name, caller, levels_name), dtype=object)
         if lab.shape != (leaf_attr.size,):
             raise ValueError(f"The '{levels_name}' parameter of {caller}: level {name!r} must give one label per "
                              f"{leaf} category ({leaf_attr.size}). Got {lab.shape[0]}.")

@@ -62,7 +62,7 @@ class Hierarchy:
         is a root with 2 children (states) over 3 leaves (counties: 2 in state 0, 1 in state 1).
         """
         caller = "Hierarchy.from_parents"
-        if isinstance(parents, np.ndarray) or not hasattr(parents, "__iter__"):
+        if isinstance(parents, np.ndarray | str | bytes) or not hasattr(parents, "__iter__"):
             raise TypeError(f"The 'parents' parameter of {caller} must be a list of integer arrays, one per level "
                             f"below the root's children. Got {type(parents).__name__} instead.")
         levels = [np.asarray(p) for p in parents]
@@ -107,6 +107,11 @@ class Hierarchy:
     @classmethod
     def balanced(cls, branching, *, level_names=None, name: str = "hierarchy") -> Hierarchy:
         """Every node at depth k has ``branching[k]`` children (e.g. (4, 4) gives 4 states of 4 counties)."""
+        if isinstance(branching, str | bytes) or not hasattr(branching, "__iter__"):  # 3 raised "'int' object
+            # is not iterable"
+            raise TypeError("The 'branching' parameter of Hierarchy.balanced must be a sequence of integers, one per "
+                            f"level (e.g. (4, 4): 4 states of 4 counties). Got {branching!r:.40} instead; write "
+                            f"({branching!r:.20},) for one level.")
         b = [v.check_int(x, name="branching", caller="Hierarchy.balanced") for x in branching]
         parents, width = [], 1
         for k in b:
@@ -156,6 +161,9 @@ class Hierarchy:
 
     def level(self, name_or_index) -> int:
         """The index of a level given by name or index; ValueError listing the names."""
+        if isinstance(name_or_index, bool | np.bool_):  # True was level 1
+            raise TypeError(f"Hierarchy '{self.name}': a level is a name or an integer index, not a boolean. Got "
+                            f"{name_or_index!r}; its levels are {list(self.level_names)}.")
         if isinstance(name_or_index, int | np.integer) and 0 <= name_or_index <= self.depth:
             return int(name_or_index)
         if name_or_index in self.level_names:

@@ -61,6 +61,10 @@ class HierarchyWorkload:
         if not sets:
             raise ValueError(f"The 'sets' parameter of {caller} must hold at least one grouping set. Got none.")
         object.__setattr__(self, "sets", sets)
+        w = np.asarray(self.weights, dtype=object).ravel()
+        if any(isinstance(e, bool | np.bool_) for e in w):  # [True] was weight 1 (a helper's probe)
+            raise TypeError(f"The 'weights' parameter of {caller} must hold real numbers, not booleans. Got "
+                            f"{w.tolist()!r:.80} instead.")
         w = np.asarray(self.weights, dtype=float).ravel()
         if w.size != len(sets) or not np.all(np.isfinite(w)) or np.any(w <= 0):
             raise ValueError(f"The 'weights' parameter of {caller} must hold {len(sets)} finite values > 0. "
