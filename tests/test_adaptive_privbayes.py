@@ -146,6 +146,7 @@ def test_records_equal_dense_counts():
     ({"noise": "torch"}, ValueError, "'noise' parameter of privbayes"),
     ({"domain": "abc"}, TypeError, "'domain' parameter of privbayes"),
     ({"data": "abc"}, TypeError, "'data' parameter of privbayes"),
+    ({"data": [["1", "2"], ["3", "4"]]}, TypeError, "dtype <U1"),  # read as counts before (a helper's probe)
 ])
 def test_bad_inputs_are_refused(kwargs, exc, match):
     args = {"data": np.ones((2, 2)), "epsilon": 1.0, **kwargs}

@@ -631,3 +631,9 @@ def test_a_marginal_asked_twice_with_two_weights_reports_each_copys_variance():
     exact = mmopt.evaluate(W, p.strategy, p.privacy, per_query=True).per_query_variance  # one per cell
     ratio = np.repeat(p.per_query_variance, 3) / np.asarray(exact)  # plan's at the release's calibration: one factor
     assert ratio == pytest.approx(np.full_like(ratio, ratio[0]), rel=1e-6)
+
+
+def test_a_plan_refused_at_any_budget_names_the_delta_given():
+    # δ = 0.9999999 was printed "δ = 1", a value plan itself refuses (a helper's probe)
+    with pytest.raises(ValueError, match=r"with δ = 0\.9999999 \(δ alone pays for it\)"):
+        mmopt.plan(mmopt.workload.prefix(8), 4.0, delta=0.9999999)

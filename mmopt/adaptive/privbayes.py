@@ -141,6 +141,10 @@ def _check_data(data, domain, caller: str):
                             "as well (the public schema).")
         if np.iscomplexobj(data):  # np.asarray(..., float64) dropped the imaginary part with a warning only
             raise TypeError(f"The 'data' parameter of {caller} must hold real counts. Got a complex array.")
+        kind = np.asarray(data).dtype.kind
+        if kind not in "biuf":  # text such as "1" was read as a count (the 1-D histograms refused it)
+            raise TypeError(f"The 'data' parameter of {caller} must be a dense array of counts (one axis per "
+                            f"attribute). Got an array of dtype {np.asarray(data).dtype} instead.")
         try:
             X = np.asarray(data, dtype=np.float64)
         except (TypeError, ValueError):

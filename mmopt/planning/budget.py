@@ -119,7 +119,7 @@ def _release_epsilon(c_max: float, delta: float, *, upper: bool) -> float:
     if not math.isfinite(eps) or eps > MAX_EPSILON:  # past 10⁴ OpenDP's calibration overflows: ε = 26,171 was
         # returned, and mmopt.release refused it (a helper's probe); the analytic route stops there too
         raise ValueError(f"plan: the targets need a noise variance {c_max:.3g} per unit Δ², smaller than the "
-                         f"Gaussian mechanism gives at ε = 10⁴ with δ = {delta:g} (where OpenDP's calibration "
+                         f"Gaussian mechanism gives at ε = 10⁴ with δ = {delta!r} (where OpenDP's calibration "
                          "stops). Loosen the targets or raise delta.")
     return eps if upper else eps * (1 - 1e-12)
 
@@ -128,7 +128,7 @@ def _any_epsilon(c_max: float, delta: float):
     """Under δ > 0 the Gaussian mechanism's variance stays finite as ε → 0: targets that loose are met by every
     ε > 0, so there is no smallest budget to return (ε = 0 is not a Privacy)."""
     raise ValueError(f"plan: the targets allow a noise variance {c_max:.3g} per unit Δ², which the Gaussian "
-                     f"mechanism meets at every ε > 0 with δ = {delta:g} (δ alone pays for it): there is no "
+                     f"mechanism meets at every ε > 0 with δ = {delta!r} (δ alone pays for it): there is no "
                      "smallest ε. Tighten the targets, or lower delta.")
 
 
@@ -163,7 +163,7 @@ def _smallest_epsilon(c_max: float, delta: float, *, upper: bool, calibration: s
     lo, hi = math.log(1e-8), math.log(MAX_EPSILON)
     if excess(hi) > 0:
         raise ValueError(f"plan: the targets need a variance factor {c_max:.3g}, smaller than the "
-                         f"{'Laplace' if delta == 0 else 'Gaussian'} mechanism gives at ε = 10⁴ with δ = {delta:g}. "
+                         f"{'Laplace' if delta == 0 else 'Gaussian'} mechanism gives at ε = 10⁴ with δ = {delta!r}. "
                          "Loosen the targets or raise delta.")
     if excess(lo) <= 0:
         _any_epsilon(c_max, delta)
