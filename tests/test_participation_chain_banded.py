@@ -129,6 +129,20 @@ def test_objective_gradient_matches_finite_differences():
     assert _objective(C - np.diag(np.diag(C)), b, k, 30.0) == (math.inf, None)
 
 
+def test_the_single_precision_search_objective_is_the_double_one_to_float32_round_off():
+    # the search's steps from SINGLE_FROM steps (every reported error is recomputed in float64): float32's unit
+    # round-off is 6e-8, the sums of n ≤ 96 products and one triangular inverse of a C with condition ~10 stay
+    # within ~n·u of the value; the log's difference is the relative one
+    n, k = 96, 4
+    b = n // k
+    C, _ = _band_gram(n, b, 7)
+    value, g = _objective(C, b, k, 300.0)
+    value32, g32 = _objective(C, b, k, 300.0, single=True)
+    mask = (np.tril(np.ones((n, n))) - np.tril(np.ones((n, n)), -2 * b)) > 0
+    assert abs(value32 - value) <= 1e-5 and g32.dtype == np.float64
+    assert np.linalg.norm(g32[mask] - g[mask]) <= 1e-4 * np.linalg.norm(g[mask])
+
+
 @pytest.mark.slow  # the default run's ~10 minutes (README): run with `pytest -m slow`
 def test_chain_banded_beats_its_start_and_stays_above_the_certified_bound():
     n, k = 64, 8

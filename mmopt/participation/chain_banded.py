@@ -40,7 +40,14 @@ import time
 import numpy as np
 
 from mmopt._base import validation as v
-from mmopt.participation.free_banded import FreeBanded, _check_arguments, _error, _lbfgs, check_band
+from mmopt.participation.free_banded import (
+    SINGLE_FROM,
+    FreeBanded,
+    _check_arguments,
+    _error,
+    _lbfgs,
+    check_band,
+)
 from mmopt.participation.schemas import MinSeparation
 from mmopt.participation.sensitivity import Sensitivity, _pair_edges, gram_sensitivity_squared
 
@@ -159,7 +166,7 @@ def chain_banded(n: int, participations: int, *, start=None, max_iterations: int
         deadline = None if seconds is None else t0 + seconds * (stage + 1) / len(temperatures)
 
         def fun(x, tau=tau):
-            value, g = _objective(build(x), b, k, tau)
+            value, g = _objective(build(x), b, k, tau, single=n >= SINGLE_FROM)
             return value, (g[rows, cols] if g is not None else np.zeros_like(x))
 
         x, nit, status, _ = _lbfgs(fun, x, max_iterations, deadline)
@@ -185,14 +192,18 @@ def scaled_error(C: np.ndarray, separation: int, participations: int):
     return _error(C)[0] * s.squared, C / math.sqrt(s.squared), scaled
 
 
-def _objective(C: np.ndarray, b: int, k: int, tau: float):
+def _objective(C: np.ndarray, b: int, k: int, tau: float, single: bool = False):
     """(log ‖W C⁻¹‖²_F + log of the smoothed Δ², its gradient in C on the 2b bands), or (inf, None) if C is
-    singular (so that the line search steps back)."""
+    singular (so that the line search steps back); ``single``: the products in float32 (free_banded._error), the
+    soft maximum and the sums in float64."""
     n = C.shape[0]
-    E, gC = _error(C, 2 * b, gradient=True)
+    E, gC = _error(C, 2 * b, gradient=True, single=single)
     if gC is None:
         return math.inf, None
+    if single:
+        C = C.astype(np.float32)
     dg, P = _gram_band(C, b, k)
+    dg, P = dg.astype(float), P.astype(float)
     m = k * dg.mean()
     h = np.sqrt((P / m) ** 2 + _ETA ** 2)  # the smoothed |P/m| is h − η, its derivative P/(m h)
     S, g_dg, g_P = chain_soft_max(dg / m, h - _ETA, b, k, tau)
@@ -200,15 +211,15 @@ def _objective(C: np.ndarray, b: int, k: int, tau: float):
     # S_m = m·S(X/m): ∂/∂X is ∇S, ∂/∂m is S − ⟨∇S, X/m⟩, and m = k·mean diag X
     g_m = S - float(g_dg @ dg) / m - float((g_abs * P).sum()) / m
     # Γ = ∂/∂X: the diagonal, and lags b … 2b − 1 where X_st and X_ts each carry half of ∂/∂X_st
-    CG = _times_gram_gradient(C, g_dg + g_m * k / n, g_abs / 2, b, k)
-    return math.log(E) + math.log(m * S), gC / E + 2.0 * CG / (m * S)
+    CG = _times_gram_gradient(C, (g_dg + g_m * k / n).astype(C.dtype), (g_abs / 2).astype(C.dtype), b, k)
+    return math.log(E) + math.log(m * S), gC.astype(float) / E + 2.0 * CG.astype(float) / (m * S)
 
 
 def _gram_band(C: np.ndarray, b: int, k: int):
     """diag X and P[s, d] = X[s, s + b + d] (d < b) of X = CᵀC, C with 2b bands, block by block (blocks of b
     columns; column block j has its rows in blocks j … j + 2): 3·n·b² multiply-adds where CᵀC takes n³."""
     n = C.shape[0]
-    P = np.zeros((n, b))
+    P = np.zeros((n, b), dtype=C.dtype)
     sigma, d = np.arange(b)[:, None], np.arange(b)[None, :]
     near = sigma + d < b  # t = s + b + d in block j + 1, else in block j + 2
     for j in range(k - 1):
@@ -216,7 +227,7 @@ def _gram_band(C: np.ndarray, b: int, k: int):
         near_rows, far_rows = slice((j + 1) * b, min((j + 3) * b, n)), slice((j + 2) * b, min((j + 3) * b, n))
         X1 = C[near_rows, j * b:(j + 1) * b].T @ C[near_rows, (j + 1) * b:(j + 2) * b]
         X2 = (C[far_rows, j * b:(j + 1) * b].T @ C[far_rows, (j + 2) * b:(j + 3) * b] if j + 2 < k
-              else np.zeros((b, b)))
+              else np.zeros((b, b), dtype=C.dtype))
         P[j * b:(j + 1) * b] = np.where(near, X1[sigma, np.minimum(sigma + d, b - 1)],
                                         X2[sigma, np.maximum(sigma + d - b, 0)])
     return np.einsum("ij,ij->j", C, C), P

@@ -146,9 +146,9 @@ def chain_levels(n: int, participations: int, *, seconds: float, levels: int | N
 
     Examples
     --------
-    >>> r = chain_levels(128, 4, seconds=6.0)
-    >>> r.matrix.shape, bool(r.error < free_banded(128, 4, max_iterations=200).error)
-    ((128, 128), True)
+    >>> r = chain_levels(128, 4, seconds=2.0)    # how far a budget goes is the benchmark's (it was asserted here)
+    >>> r.matrix.shape, bool(np.all(np.tril(r.matrix, -64) == 0)), r.sensitivity.squared
+    ((128, 128), True, 1.0)
     """
     caller = "chain_levels"
     n, k, _, seconds = _check_arguments(n, participations, 0, seconds, caller)
