@@ -137,7 +137,7 @@ def test_an_attribute_or_level_named_like_a_table_column_is_refused_before_the_r
 def test_a_level_given_as_a_lookup_series_is_aligned_by_its_keys():
     # its index was ignored: {"c5": "C", …} in another order put counties in the wrong states (a helper's probe)
     df, D = _data()
-    shuffled = dict(reversed(list(zip(COUNTIES, STATE_OF))))
+    shuffled = dict(reversed(list(zip(COUNTIES, STATE_OF, strict=True))))
     P = mmopt.Privacy(1e4, 1e-6)
     by_list = release_grouping_sets(df, D, [("state",)], P, leaf="county", levels={"state": STATE_OF})
     by_series = release_grouping_sets(df, D, [("state",)], P, leaf="county", levels={"state": pd.Series(shuffled)})
