@@ -300,8 +300,8 @@ def range_kind(workload) -> tuple[str, int] | None:
     their definition, or stream workloads) of n ≤ :data:`mmopt.toeplitz.maxvar.MAX_N`; else None. A workload merely
     sharing their Gram is not taken: per-query targets follow the row order."""
     from mmopt.dense._workload_type import Workload
-    from mmopt.toeplitz.error import KINDS, StreamWorkload
     from mmopt.toeplitz.maxvar import MAX_N
+    from mmopt.toeplitz.workloads import KINDS, StreamWorkload
     if isinstance(workload, StreamWorkload):
         kind, n = workload.kind, workload.n
     elif isinstance(workload, Workload) and workload.family in KINDS:
