@@ -288,3 +288,12 @@ def test_an_iteration_budget_bounds_the_runs_in_order():
     for bad in (0, 2.5, True):
         with pytest.raises((ValueError, TypeError), match="'iteration_budget' parameter of"):
             om.solve_marginals(W, norm="l1", restarts=2, seed=0, iteration_budget=bad)
+
+
+def test_negative_traces_are_refused_not_reported_as_a_smaller_error():
+    # c_T = tr(G Q_T) ≥ 0; a negative one gave 8.0 where the error is 16.0 (a helper's probe)
+    tr = om.projection_traces(sw.marginals((2, 3), 1))
+    assert om.marginals_objective(tr, (2, 3), [0, 1, 1, 0]) == pytest.approx(16.0)
+    tr[1] = -3.0
+    with pytest.raises(ValueError, match="'traces' parameter of marginals_objective must hold c_T"):
+        om.marginals_objective(tr, (2, 3), [0, 1, 1, 0])

@@ -193,3 +193,24 @@ def test_the_implicit_path_takes_the_seeds_the_dense_path_takes():
     runs = [mmopt.matrix_mechanism(Wi, K, np.ones(12), mmopt.Privacy(0.5), rng=r).answers
             for r in (3, np.int64(3), np.random.SeedSequence(3))]
     assert all(np.array_equal(runs[0], r) for r in runs[1:])
+
+
+@pytest.mark.parametrize("bad, exc", [(np.nan, TypeError), (-1, ValueError), (True, TypeError), (2.5, TypeError),
+                                      (None, TypeError)])
+def test_max_answers_and_scan_limit_are_checked_before_any_noise(bad, exc):
+    # each was accepted and gave answers None (in release after the draw), or a bare '<=' TypeError; a bad
+    # scan_limit silently turned the exact scan off (a helper's probe)
+    from mmopt.structured.release import release
+    W = sw.kron(sw.prefix(2), sw.identity(3))
+    A = ss.kron_strategy(np.eye(2), np.eye(3))
+    x = np.ones((2, 3))
+    with pytest.raises(exc, match="'max_answers' parameter of matrix_mechanism"):
+        mechanism.matrix_mechanism(W, A, x, mmopt.Privacy(1.0), rng=0, max_answers=bad)
+    with pytest.raises(exc, match="'max_answers' parameter of release"):
+        release(W, A, x, mmopt.Privacy(1.0), max_answers=bad)
+    if bad is not None:
+        with pytest.raises(exc, match="'scan_limit' parameter of sensitivity"):
+            ss.sensitivity(A, scan_limit=bad)
+    assert mechanism.matrix_mechanism(W, A, x, mmopt.Privacy(1.0), rng=0, max_answers=0).answers is None
+    with pytest.raises(TypeError, match="'theta' parameter of marginals_strategy must hold real numbers, not bool"):
+        ss.marginals_strategy((2, 3), [True, False, True, True])

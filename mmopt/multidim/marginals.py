@@ -126,6 +126,9 @@ def marginals_objective(traces, shape, theta, *, norm: str = "l1", gradient: boo
     d = _check_d(shape, caller)
     v.check_choice(norm, name="norm", caller=caller, choices=NORMS)
     c = v.check_vector(traces, name="traces", caller=caller, length=2**d, meaning="2^d, one per attribute subset")
+    if np.any(c < 0):  # c_T = tr(G Q_T) ≥ 0: a negative one reported an error below the true one (a helper's probe)
+        raise ValueError(f"The 'traces' parameter of {caller} must hold c_T = tr(G Q_T) >= 0 "
+                         f"(mmopt.multidim.projection_traces). Got {int(np.sum(c < 0))} negative entries.")
     th = v.check_vector(theta, name="theta", caller=caller, length=2**d, meaning="2^d, one per attribute subset")
     if np.any(th < 0):
         raise ValueError(f"The 'theta' parameter of {caller} must hold weights >= 0. "

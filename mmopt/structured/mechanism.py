@@ -192,6 +192,7 @@ def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, 
                                                               strategy.domain_size, caller, strategy.shape)
     x = check_counts(x, strategy, caller)
     runs = 1 if size is None else v.check_int(size, name="size", caller=caller)
+    max_answers = v.check_int(max_answers, name="max_answers", caller=caller, low=0)  # nan, -1 gave no answers
     ck.check_allocation(runs * (strategy.n_rows + strategy.domain_size), what=f"{runs} noisy runs",
                         caller=caller, limit=ck.MAX_VECTOR_ENTRIES)
     scale = privacy.noise_scale(report.sensitivity)

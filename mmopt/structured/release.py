@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from mmopt._base import validation as v
 from mmopt._base.opendp import finite, measure, post_process
 from mmopt.privacy import Privacy
 from mmopt.reconstruct import check_reconstruction
@@ -92,6 +93,8 @@ def release(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: 
     reconstruct, total, zeros, options = check_reconstruction(reconstruct, total, zeros, reconstruct_options,
                                                               strategy.domain_size, caller, strategy.shape)
     x = check_counts(x, strategy, caller)
+    # before the draw: nan, -1 or 2.5 gave no answers after the budget was spent (a helper's probe)
+    max_answers = v.check_int(max_answers, name="max_answers", caller=caller, low=0)
     d_in = upper_sensitivity(report.sensitivity, caller=caller)
     Ax = finite(strategy_apply(strategy, x), "the strategy answers A x", caller)  # refused before any noise
     y, scale, loss = measure(Ax, d_in, privacy, noise_scale=noise_scale, caller=caller)

@@ -153,7 +153,7 @@ def marginals_strategy(shape, theta, *, name: str = "marginals") -> ImplicitStra
             items.append((mask, v.check_real(w, name="theta", caller=caller, low=0.0)))
     else:
         th = v.check_vector(theta, name="theta", caller=caller, length=2**d,
-                            meaning="2^d, one weight per attribute subset by bitmask")
+                            meaning="2^d, one weight per attribute subset by bitmask", bools=False)
         if np.any(th < 0):
             raise ValueError(f"The 'theta' parameter of {caller} must hold weights >= 0. "
                              f"Got {int(np.sum(th < 0))} negative entries.")
@@ -216,6 +216,7 @@ def sensitivity_parts(strategy: ImplicitStrategy, norm: str = "l1", *, scan_limi
         raise TypeError(f"The 'strategy' parameter of {caller} must be an ImplicitStrategy. "
                         f"Got {type(strategy).__name__}.")
     v.check_choice(norm, name="norm", caller=caller, choices=NORMS)
+    scan_limit = v.check_int(scan_limit, name="scan_limit", caller=caller, low=0)  # True, nan, -5 turned the scan off
     power = 1 if norm == "l1" else 2
     memo: dict[int, tuple[np.ndarray, int]] = {}  # factors shared by terms (marginals) are read once
     cols, coef_m, coef_k, tops_m, tops_e = [], [], [], [], []
