@@ -152,7 +152,8 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
     -------
     OptimizeResult
         ``status`` is "optimal" only when the method's own convergence test passed (for a heuristic: a
-        local optimum), "user_limit" when ``max_iterations`` ended it; the message says which part did.
+        local optimum), "user_limit" when an iteration or CPU budget ended it — ``max_iterations`` or a stage's
+        own default (min_error's SDP stage: 50 solves) —; the message says which part did.
 
     Raises
     ------
@@ -184,6 +185,12 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         raise ValueError(f"The 'targets' parameter of {caller} sets per-query variance targets, which the total error "
                          "has none of (it implies objective='max_variance'). Got objective='total' with targets: "
                          "drop one of them.")
+    if isinstance(objective, str) and objective == "last_iterate" and participation is None:
+        # it ran the training route on any workload, returned its last row as an "optimal" strategy no release
+        # could use, and under Laplace noise in the L2 norm (a helper's probe)
+        raise ValueError(f"The 'objective' parameter of {caller}: 'last_iterate' is the final training step's error "
+                         "under a participation schema. Got no 'participation'; pass one (e.g. "
+                         "participation=mmopt.participation.single() for one participation per record).")
     if method is None and (objective != "total" or targets is not None):
         method = "max_variance"  # its own search; "auto" and the dense default minimise the total
     method, norm = _objective(privacy, method, norm, caller, warn_norm=given_norm is not None)

@@ -122,6 +122,9 @@ INVALID = {
     "max_iterations": (dict(max_iterations=0), ValueError, "'max_iterations' parameter of optimize"),
     "solver": (dict(solver="NOPE"), ValueError, "NOPE"),
     "min_sensitivity without initial": (dict(method="min_sensitivity"), ValueError, "needs initial="),
+    # named solve_min_sensitivity's 'profile_gram' (a helper's probe)
+    "min_sensitivity rank-deficient initial": (dict(method="min_sensitivity", initial=np.ones((1, 3))), ValueError,
+                                               "'initial' parameter of optimize must have full column rank"),
     "engine": (dict(method="min_error", options={"engine": "magic"}), ValueError,
                "'engine' option of optimize\\(method='min_error'\\) must be one of 'auto', 'sdp', 'local'"),
     # issue 12: values and names no method checked were silently accepted

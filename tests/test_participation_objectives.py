@@ -108,3 +108,13 @@ def test_max_variance_is_scale_free(scale):
     assert base["lower_bound"] <= sol["objective"] / scale**2 * (1 + 1e-9)
     assert sol["objective"] <= sol["lower_bound"] * (1 + 1e-4)
     np.testing.assert_allclose(sol["variances"].max(), sol["objective"], rtol=1e-12)
+
+
+def test_last_iterate_without_a_schema_is_refused():
+    # it returned any workload's last row as an "optimal" strategy that evaluate and release refused, in the L2
+    # norm under Laplace noise (a helper's probe)
+    M = mmopt.Workload.from_matrix(np.tril(np.ones((3, 3))))
+    for privacy in (mmopt.Privacy(1.0), None):
+        with pytest.raises(ValueError, match="'objective' parameter of optimize: 'last_iterate' .* participation"):
+            mmopt.optimize(M, privacy=privacy, objective="last_iterate")
+    assert mmopt.optimize(M, objective="last_iterate", participation=single()).status == "optimal"

@@ -106,6 +106,11 @@ def _min_sensitivity(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
     # (the strategy comes back at the initial's scale: its profile AᵀA is the one asked for)
     e = power_of_two_scale(A0)
     A0 = np.ldexp(A0, -e)
+    if np.linalg.matrix_rank(A0) < A0.shape[1]:  # refused as solve_min_sensitivity's 'profile_gram' (a probe)
+        raise ValueError(f"The 'initial' parameter of optimize must have full column rank ({A0.shape[1]}) with "
+                         f"method='min_sensitivity' (its profile AᵀA is kept, and must be positive definite). Got "
+                         f"rank {np.linalg.matrix_rank(A0)}; stack an identity under it, e.g. np.vstack([A, "
+                         "1e-3 * np.eye(n)]).")
     from mmopt.search.min_sensitivity import solve_min_sensitivity
     raw = solve_min_sensitivity(A0.T @ A0, initial=A0, solver=opts.get("solver"), tol=opts.get("tol") or 1e-6,
                                 max_iterations=opts.get("max_iterations") or 50, seed=opts.get("seed"),
