@@ -147,3 +147,16 @@ def test_half_width_names_itself_for_its_weights_and_scale():
         iv.half_width("laplace", 0.05, weights=[1.0, 2.0])
     with pytest.raises(ValueError, match="'weights' parameter of half_width must be finite"):
         iv.half_width("laplace", 0.05, weights=[1.0, np.nan], scale=1.0)
+
+
+def test_infinite_or_multidimensional_counts_and_text_p_are_refused():
+    # an infinite count passed (round(inf) == inf) and half_width looped for ever; 2-D weights were flattened;
+    # p = '0.9' met a bare '<=' TypeError (a helper's probe)
+    with pytest.raises(ValueError, match="non-negative finite integer count"):
+        iv.half_width("laplace", 0.1, weights=([1.0, 2.0], [1, np.inf]), scale=1.0)
+    with pytest.raises(ValueError, match="must be 1-D"):
+        iv.laplace_sum(np.ones((2, 2)))
+    with pytest.raises(ValueError, match="needs 1-D counts"):
+        iv.laplace_sum(([1.0, 2.0], np.ones((1, 2))))
+    with pytest.raises(TypeError, match="'p' parameter of laplace_sum_quantile must be a real number"):
+        iv.laplace_sum_quantile(iv.laplace_sum([1.0, 2.0]), "0.9")

@@ -272,3 +272,19 @@ def test_answer_refuses_laplace_noise_with_the_weighted_square_root():
         with pytest.raises(ValueError, match="'strategy' parameter of answer is the weighted square root, which is "
                                              "released with Gaussian noise only"):
             ans.answer([(0, 9)], *args)
+
+
+def test_a_zero_query_row_a_3d_array_and_a_mismatched_privacy():
+    # a zero row refused the whole call as "The 'matrix' parameter of Workload.from_matrix"; a (1, 1, 8) array was
+    # named (1, 1, 1, 8); privacy= beside a released output was ignored (a helper's probe)
+    W, H = wl.prefix(8), st.hierarchical(8)
+    out = mmopt.matrix_mechanism(W, H, [3, 0, 2, 5, 1, 1, 0, 4], mmopt.Privacy(1.0), rng=0)
+    Q = np.zeros((2, 8))
+    Q[1, 7] = 1.0
+    res = ans.answer(Q, out, H)
+    assert res.answers[0] == 0.0 and res.standard_error[0] == 0.0
+    assert res.standard_error[1] == pytest.approx(ans.answer([7], out, H).standard_error[0], rel=1e-12)
+    with pytest.raises(ValueError, match=r"must be a 2-D array. Got an array of shape \(1, 1, 8\)"):
+        ans.answer(np.ones((1, 1, 8)), out, H)
+    with pytest.raises(ValueError, match="'privacy' parameter of answer .* does not match the output's laplace"):
+        ans.answer([1], out, H, mmopt.Privacy(1.0, 1e-6))

@@ -93,12 +93,21 @@ def laplace_sum(weights, scale: float = 1.0, *, caller: str = "laplace_sum") -> 
                         "(a sequence, or (values, counts)). Got None.")
     if isinstance(weights, tuple) and len(weights) == 2 and np.ndim(weights[0]) == 1:
         values = np.abs(np.asarray(weights[0], dtype=np.float64)).ravel()
-        counts = np.asarray(weights[1], dtype=np.float64).ravel()
-        if values.shape != counts.shape or np.any(counts < 0) or np.any(counts != np.round(counts)):
+        counts = np.asarray(weights[1], dtype=np.float64)
+        if counts.ndim != 1:  # a 2-D one of the right size was flattened
+            raise ValueError(f"The 'weights' parameter of {caller} as (values, counts) needs 1-D counts. Got shape "
+                             f"{counts.shape}.")
+        # an infinite count passed (round(inf) == inf) and the quantile's bracket grew for ever (a helper's probe)
+        if (values.shape != counts.shape or not np.all(np.isfinite(counts)) or np.any(counts < 0)
+                or np.any(counts != np.round(counts))):
             raise ValueError(f"The 'weights' parameter of {caller} as (values, counts) needs one non-negative "
-                             f"integer count per value. Got {values.size} values and counts {counts[:5]}.")
+                             f"finite integer count per value. Got {values.size} values and counts {counts[:5]}.")
     else:
-        values = np.abs(np.asarray(weights, dtype=np.float64)).ravel()
+        values = np.asarray(weights, dtype=np.float64)
+        if values.ndim > 1:
+            raise ValueError(f"The 'weights' parameter of {caller} must be 1-D (the answer's weight on each Laplace "
+                             f"term). Got shape {values.shape}.")
+        values = np.abs(values).ravel()
         counts = np.ones_like(values)
     scale = v.check_real(scale, name="scale", caller=caller, low=0.0, low_open=True)
     if not np.all(np.isfinite(values)):
@@ -201,6 +210,7 @@ def laplace_sum_quantile(X: LaplaceSum, p: float, *, tol: float = DEFAULT_TOL) -
     True
     """
     tol = check_tol(tol, "laplace_sum_quantile")
+    p = v.check_real(p, name="p", caller="laplace_sum_quantile")  # '0.9' met a bare '<=' TypeError
     if not 0.5 <= p < 1.0:
         raise ValueError(f"The 'p' parameter of laplace_sum_quantile must be in [0.5, 1). Got {p!r} instead.")
     if p == 0.5:

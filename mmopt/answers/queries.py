@@ -93,6 +93,11 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
     released = hasattr(estimate, "estimate") and hasattr(estimate, "noise_scale")
     stream.refuse_laplace(strategy, estimate.noise if released else getattr(privacy, "noise", None), caller)
     if released:
+        if privacy is not None and (not isinstance(privacy, Privacy) or privacy.noise != estimate.noise):
+            # ignored without a word: the output's noise gives the errors (answers_table refused it; a probe)
+            raise ValueError(f"The 'privacy' parameter of {caller} ({privacy!r:.60}) does not match the output's "
+                             f"{estimate.noise} noise. Pass the privacy of the release, or None: the output's noise "
+                             "gives the standard errors.")
         if strategy is not None:
             check_released_with(estimate, strategy, caller)
         noise = noise_sd(estimate.noise, float(estimate.noise_scale))
@@ -118,7 +123,8 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
     x = x.reshape(shape)
     matrix = isinstance(queries, np.ndarray) or sp.issparse(queries)
     if matrix:
-        Q = v.check_matrix(queries if not isinstance(queries, np.ndarray) or queries.ndim == 2 else queries[None],
+        # one row given flat; any other shape is the user's, as given (a 3-D array was named with an axis added)
+        Q = v.check_matrix(queries[None] if isinstance(queries, np.ndarray) and queries.ndim == 1 else queries,
                            name="queries", caller=caller)
         if Q.shape[1] != N:
             raise ValueError(f"The 'queries' parameter of {caller} must have {N} columns (one per cell). "
@@ -283,8 +289,15 @@ def _standard_errors(strategy, shape, Q, rows, sd: float, caller: str) -> np.nda
     if Q is None:
         Q = np.array([_kron_row(r) for r in rows])
     A = strategy if isinstance(strategy, Strategy) else Strategy(np.asarray(strategy, dtype=float))
-    report = evaluate(Workload.from_matrix(Q, name="queries"), A, None, per_query=True)
-    return np.sqrt(np.asarray(report.per_query_variance)) * (sd / float(report.sensitivity))
+    # an all-zero query is answered 0 exactly (standard error 0, as on the product path); one refused the whole
+    # call as "The 'matrix' parameter of Workload.from_matrix" (a helper's probe)
+    Q = Q.toarray() if sp.issparse(Q) else np.asarray(Q, dtype=float)
+    live = np.any(Q != 0, axis=1)
+    out = np.zeros(Q.shape[0])
+    if live.any():
+        report = evaluate(Workload.from_matrix(Q[live], name="queries"), A, None, per_query=True)
+        out[live] = np.sqrt(np.asarray(report.per_query_variance)) * (sd / float(report.sensitivity))
+    return out
 
 
 def _kron_row(rows) -> np.ndarray:
