@@ -11,7 +11,14 @@ import pytest
 from _participation_brute import all_patterns
 from _participation_monte_carlo import assert_error_matches_the_mechanism
 
-from mmopt.participation.chain_banded import _gram_band, _objective, _times_gram_gradient, chain_banded, chain_soft_max
+from mmopt.participation.chain_banded import (
+    _gram_band,
+    _objective,
+    _times_gram_gradient,
+    chain_banded,
+    chain_sensitivity,
+    chain_soft_max,
+)
 from mmopt.participation.cutting import solve_min_separation
 from mmopt.participation.free_banded import free_banded
 from mmopt.participation.patterns import pattern_upper_bound
@@ -213,3 +220,19 @@ def test_optimize_takes_the_2b_band_strategy_when_it_is_better():
     assert "chain_banded_error" not in without.extra and res.objective < without.objective
     with pytest.raises(ValueError, match="chain_banded_seconds"):
         mmopt.optimize(mmopt.workload.prefix(n), participation=schema, options={"chain_banded_seconds": -1})
+
+
+@pytest.mark.parametrize("seed, signed", [(0, False), (1, True), (2, True)])
+def test_chain_sensitivity_from_the_band_is_the_dense_path_s(seed, signed):
+    # the fast path (X's diagonal and lags b … 2b − 1 from _gram_band, 20× faster at 4,096 steps) against
+    # gram_sensitivity_squared on CᵀC; n = 256, k = 4 has more patterns than are enumerated (signed: the chain on
+    # |X|), and n = 24 fewer (the dense path then brackets each signed pattern, and chain_sensitivity takes it)
+    for n, k in ((256, 4), (24, 4)):
+        b = n // k
+        rng = np.random.default_rng(seed)
+        R = rng.random((n, n)) - (0.5 if signed else 0.0)
+        C = np.tril(R) - np.tril(R, -2 * b) + np.diag(np.full(n, 2.0))  # 2b bands
+        fast = chain_sensitivity(C, b, k)
+        dense = gram_sensitivity_squared(C.T @ C, MinSeparation(b, k))
+        assert fast.squared == pytest.approx(dense.squared, rel=1e-12) and fast.exact == dense.exact
+        assert fast.lower == pytest.approx(dense.lower, rel=1e-12) and fast.method == dense.method

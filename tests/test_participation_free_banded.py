@@ -139,9 +139,10 @@ def test_error_against_a_monte_carlo_run_of_the_mechanism():
 
 def test_past_the_cutting_planes_prefix_sums_take_the_free_band_with_the_route_budget(monkeypatch):
     """Past 2,048 steps (FREE_BANDED_ONLY_FROM, lowered here) prefix sums under minimum separation take the chain
-    dual's lifted bound (solved to LIFTED_SOLVE_STEPS, certified at n), the banded strategies and the free band
-    coarse to fine with what they left of the route's budget; no 2b bands (their steps cost too much there); a dense
-    workload of that size is still refused by the cutting planes' cap."""
+    dual's lifted bound (solved to LIFTED_SOLVE_STEPS, certified at n), the banded strategies and, with more than
+    CHAIN_BANDS_MAX bands in the 2b-band strategy (lowered here), the free band coarse to fine with what they left of
+    the route's budget (2b bands' steps cost too much there); a dense workload of that size is still refused by the
+    cutting planes' cap."""
     import mmopt
     from mmopt.family import training_separation as route
     n, k = 128, 4
@@ -151,6 +152,7 @@ def test_past_the_cutting_planes_prefix_sums_take_the_free_band_with_the_route_b
     assert not route.takes_separation(min_separation(1024, 4), 4096, None, np.eye(4096))
     assert not route.takes_separation(min_separation(2048, 4), 8192, toeplitz.prefix(8192), None)
     monkeypatch.setattr(route, "FREE_BANDED_ONLY_FROM", n)
+    monkeypatch.setattr(route, "CHAIN_BANDS_MAX", n // k)  # 2b = 2n/k bands are more than it
     monkeypatch.setattr(route, "ROUTE_SECONDS", 3.0)
     monkeypatch.setattr(route, "FREE_BANDED_SECONDS", 1.0)
     monkeypatch.setattr(route, "LIFTED_SECONDS", 1.0)
@@ -169,3 +171,30 @@ def test_past_the_cutting_planes_prefix_sums_take_the_free_band_with_the_route_b
     W = np.tril(np.ones((n, n)))
     exact = sensitivity_squared(C, schema).squared * np.linalg.norm(W @ np.linalg.inv(C)) ** 2
     assert res.extra["sensitivity_exact"] and exact == pytest.approx(res.objective, rel=1e-8)
+
+
+def test_past_2048_steps_with_few_bands_the_2b_band_strategy_starts_from_the_lifted_dual(monkeypatch):
+    """With at most CHAIN_BANDS_MAX bands the 2b-band strategy runs coarse to fine from the chain dual's
+    Lagrangian start at its finest solved level (n/4 here, as 1,024 of 4,096 steps; the dual's coarsest is 64), not the
+    free band."""
+    import mmopt
+    from mmopt.family import training_separation as route
+    from mmopt.participation import chain_levels
+    n, k = 256, 4
+    schema = min_separation(n // k, k)
+    monkeypatch.setattr(route, "FREE_BANDED_ONLY_FROM", n)
+    monkeypatch.setattr(route, "LEVELS_MIN_N", n)
+    monkeypatch.setattr(route, "ROUTE_SECONDS", 3.0)
+    monkeypatch.setattr(route, "CHAIN_BANDED_SECONDS", 2.0)
+    monkeypatch.setattr(route, "LIFTED_SECONDS", 1.0)
+    monkeypatch.setattr(route, "LIFTED_SOLVE_STEPS", n // 4)
+    starts = []
+    real = chain_levels.chain_levels
+    monkeypatch.setattr(chain_levels, "chain_levels", lambda *a, **kw: starts.append(kw.get("start")) or real(*a, **kw))
+    res = mmopt.optimize(mmopt.workload.prefix(n), participation=schema, options={"seconds": 0})
+    assert "free_banded_error" not in res.extra and "chain_levels" in res.solver
+    assert len(starts) == 1 and starts[0].shape == (n // 4, n // 4)
+    C = np.asarray(res.strategy.matrix, dtype=float)
+    W = np.tril(np.ones((n, n)))
+    dense = sensitivity_squared(C, schema).squared * np.linalg.norm(W @ np.linalg.inv(C)) ** 2
+    assert dense <= res.objective * (1 + 1e-8) and res.lower_bound < res.objective  # Δ² is the chain's upper bound

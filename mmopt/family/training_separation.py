@@ -23,10 +23,11 @@ LEVELS_MIN_N = 2048  # from it the 2b-band strategy runs coarse to fine (mmopt.p
 # the free band, in the route at 2,048 steps: k = 8 211,478 against 216,498 from the free band at n; k = 4 90,962
 # against 92,403; at 1,024, k = 4 it was worse (39,397 against 39,110) and at k = 8 no better (92,016 against 92,066)
 ROUTE_SECONDS = 110.0  # by default the 2b-band strategy also takes what the others left of this much CPU
-FREE_BANDED_ONLY_FROM = 2049  # on prefix sums from here (to free_banded.MAX_N) the free band takes the route's budget:
-# an evaluation of the 2b bands costs ~6 CPU s at 4,096 steps (the chain dual's, O(k²b³), ~8× its 2.7 s at 2,048),
-# and the route's free band was 2.6–2.7 % below the banded strategies at k = 4, 8, 16 (docs/tutorials/training.md),
-# where chain_levels' 100 s were 0.3 % above them (k = 4)
+FREE_BANDED_ONLY_FROM = 2049  # on prefix sums from here (to free_banded.MAX_N) the chain dual is lifted (below) and,
+CHAIN_BANDS_MAX = 1024  # when the 2b-band strategy would have more bands than this, the free band takes the route's
+# budget: an evaluation of 2,048 bands (4,096 steps, k = 4) costs ~3 CPU s in float32, and in 85 s chain_levels from
+# the dual's start at 1,024 steps reached 212,468 against the free band's 207,663; with fewer bands it wins (k = 8:
+# 480,559 against 486,747; k = 16: 1,212,861 against 1,253,876)
 LIFTED_SECONDS = 15.0  # there the chain dual is solved to LIFTED_SOLVE_STEPS and certified at n (its lifted bound,
 LIFTED_SOLVE_STEPS = 1024  # ~15 s more): 4,096 steps, k = 4 / 8 / 16: 201,814 / 461,466 / 1,142,057 against the
 # diagonal bound's 193,912 / 430,004 / 1,058,804
@@ -58,11 +59,12 @@ def run_separation(workload, G, stream, schema, call: Call, t0: float) -> Optimi
     k = schema.max_participations
     cpu0 = time.process_time()
     cutting_default = (SECONDS_PREFIX if n <= CUTTING_PREFIX_MAX_N else 0.0) if prefix else SECONDS
-    free_only = prefix and n >= FREE_BANDED_ONLY_FROM  # the free band takes the route's budget (set below)
+    lifted = prefix and n >= FREE_BANDED_ONLY_FROM  # the chain dual solved at LIFTED_SOLVE_STEPS, certified at n
+    free_only = lifted and 2 * n // k > CHAIN_BANDS_MAX  # the free band takes the route's budget (set below)
     budget = {key: v.check_real((call.options or {}).get(key, default), name=f"options['{key}']", caller=CALLER,
                                 low=0.0)
               for key, default in (("seconds", cutting_default),
-                                   ("chain_dual_seconds", LIFTED_SECONDS if free_only else CHAIN_DUAL_SECONDS),
+                                   ("chain_dual_seconds", LIFTED_SECONDS if lifted else CHAIN_DUAL_SECONDS),
                                    ("free_banded_seconds", FREE_BANDED_SECONDS if n < LEVELS_MIN_N else 0.0),
                                    ("chain_banded_seconds", 0.0 if free_only else CHAIN_BANDED_SECONDS))}
     a = None if prefix else toeplitz_coefficients(workload)
@@ -88,7 +90,7 @@ def run_separation(workload, G, stream, schema, call: Call, t0: float) -> Optimi
         # against the cutting planes' 90,311 in 50 s (mmopt.participation.chain_dual)
         from mmopt.participation.chain_dual import chain_dual
         chained = chain_dual(n if prefix else G, k, seconds=budget["chain_dual_seconds"],
-                             solve_steps=LIFTED_SOLVE_STEPS if free_only else None)
+                             solve_steps=LIFTED_SOLVE_STEPS if lifted else None)
         extra["chain_dual"] = chained.bound
         iterations += chained.iterations
         if chained.bound > lower:
@@ -130,7 +132,8 @@ def _banded_strategies(n: int, k: int, budget: dict, extra: dict, dual=None) -> 
     """The primal side on prefix sums: 2b bands (chain_banded's docstring: the optimum under the whole schema is not
     banded; its Δ² is the chain's, exact when X ≥ 0 on the worst pattern, else an upper bound) from the chain
     dual's Lagrangian start when the dual ran (:func:`mmopt.participation.chain_dual.lagrangian_start`; from
-    ``LEVELS_MIN_N`` steps its start at n/2, then coarse to fine), else from the free banded strategy (every entry
+    ``LEVELS_MIN_N`` steps its start at its finest solved level below n — n/2, or 1,024 steps when it was lifted —,
+    then coarse to fine), else from the free banded strategy (every entry
     of the b bands and the column norms free, exact sensitivity; from ``LEVELS_MIN_N`` steps coarse to fine).
 
     Measured in the route (prefix sums, one core, default budgets; benchmarks/results/bench_participation_minsep.txt):
@@ -154,7 +157,10 @@ def _banded_strategies(n: int, k: int, budget: dict, extra: dict, dual=None) -> 
                      "sensitivity_method": free.sensitivity.method, "bands": n // k}))
     if budget["chain_banded_seconds"]:
         if n >= LEVELS_MIN_N:
-            chain = chain_levels(n, k, seconds=budget["chain_banded_seconds"], start=_dual_start(dual, n // 2, k))
+            # from the dual's finest solved level below n (n/2; n/4 when it was lifted from 1,024 steps)
+            levels = [m for m in (dual.start_steps if dual is not None else ()) if m <= n // 2]
+            chain = chain_levels(n, k, seconds=budget["chain_banded_seconds"],
+                                 start=_dual_start(dual, max(levels), k) if levels else None)
             name = "L-BFGS-B coarse to fine (mmopt.participation.chain_levels)"
         else:
             # the dual's start even where the free band's own error is lower (n = 64 … 256: 2.2–4.3 % above the

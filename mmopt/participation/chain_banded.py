@@ -49,7 +49,13 @@ from mmopt.participation.free_banded import (
     check_band,
 )
 from mmopt.participation.schemas import MinSeparation
-from mmopt.participation.sensitivity import Sensitivity, _pair_edges, gram_sensitivity_squared
+from mmopt.participation.sensitivity import (
+    MAX_ENUMERATED,
+    Sensitivity,
+    _pair_edges,
+    chain_result,
+    gram_sensitivity_squared,
+)
 
 __all__ = ["TEMPERATURES", "chain_banded", "chain_sensitivity", "chain_soft_max", "check_start_band",
            "scaled_error"]
@@ -107,9 +113,19 @@ def chain_soft_max(diagonal, pairs, separation: int, participations: int, temper
 
 
 def chain_sensitivity(C: np.ndarray, separation: int, participations: int) -> Sensitivity:
-    """Δ² of C (2b bands) under ``min_separation(b, k)``: the chain on |X| (upper) and on X (lower), by
-    :func:`mmopt.participation.sensitivity.gram_sensitivity_squared`."""
-    return gram_sensitivity_squared(C.T @ C, MinSeparation(separation, participations))
+    """Δ² of C (2b bands) under ``min_separation(b, k)``: the chain on |X| (upper) and on X (lower)
+    (:func:`mmopt.participation.sensitivity.chain_result`) from X's diagonal and lags b … 2b − 1 (:func:`_gram_band`:
+    0.14 CPU s at 4,096 steps, k = 8, where CᵀC and the dense path took 5.6 s). A C off its 2b bands, or with
+    negative pairs and few enough patterns to enumerate each one's bracket, takes
+    :func:`mmopt.participation.sensitivity.gram_sensitivity_squared` on CᵀC."""
+    b, k = separation, participations
+    schema = MinSeparation(b, k)
+    n = C.shape[0]
+    if n == b * k and not np.any(np.tril(C, -2 * b)):
+        dg, P = _gram_band(C, b, k)
+        if np.all(P >= 0) or schema.count(n) > MAX_ENUMERATED:
+            return chain_result(dg, P, b, k)
+    return gram_sensitivity_squared(C.T @ C, schema)
 
 
 def chain_banded(n: int, participations: int, *, start=None, max_iterations: int = 300, seconds: float | None = None,

@@ -154,6 +154,15 @@ def pair_band(X: np.ndarray, separation: int) -> np.ndarray:
     return P
 
 
+def chain_result(diagonal: np.ndarray, pairs: np.ndarray, separation: int, participations: int) -> Sensitivity:
+    """Δ² of an X with no entry 2b or more off its diagonal from its diagonal and ``pairs`` = :func:`pair_band`:
+    the chain on X (lower: Y = 11ᵀ) and on |X| (upper: ⟨X_π, Y⟩ ≤ Σ|X_π|), exact when they meet (X ≥ 0)."""
+    upper = chain_pattern_max(diagonal, np.abs(pairs), separation, participations)
+    lower = chain_pattern_max(diagonal, pairs, separation, participations)
+    return _result(lower, upper, "min separation: the chain over consecutive steps (no entry ≥ 2b off the "
+                   "diagonal), dynamic programme" + ("" if upper <= lower * (1 + 1e-12) else " on |X|"))
+
+
 def _result(lower: float, upper: float, method: str, always_exact: bool = False) -> Sensitivity:
     exact = always_exact or upper <= lower * (1 + 1e-12)
     return Sensitivity(float(upper), float(min(lower, upper)), bool(exact), method)
@@ -230,11 +239,7 @@ def _min_separation(X: np.ndarray, b: int, k: int) -> Sensitivity:
     if not np.any(X[offsets >= 2 * b]) and (nonnegative or not few):
         # only consecutive steps of a pattern meet in X_π: the chain (with negative entries and few patterns the
         # enumeration below brackets each pattern more tightly)
-        dg, P = np.diag(X).copy(), pair_band(X, b)
-        upper = chain_pattern_max(dg, np.abs(P), b, k)  # ⟨X_π, Y⟩ ≤ Σ|X_π|
-        lower = chain_pattern_max(dg, P, b, k)  # Y = 11ᵀ
-        return _result(lower, upper, "min separation: the chain over consecutive steps (no entry ≥ 2b off the "
-                       "diagonal), dynamic programme" + ("" if upper <= lower * (1 + 1e-12) else " on |X|"))
+        return chain_result(np.diag(X).copy(), pair_band(X, b), b, k)
     if few:
         if nonnegative:
             best = max(X[np.ix_(p, p)].sum() for p in schema.patterns(n))
