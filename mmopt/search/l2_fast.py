@@ -19,6 +19,7 @@ import scipy.linalg
 from mmopt._base.solution import RawSolution
 from mmopt._base.validation import _param, check_int, check_matrix, check_real, check_vector
 from mmopt.dense.profile import numerical_rank, power_of_two_scale
+from mmopt.search._l2_newton import eig_full, feasible_gram, newton_step, phi
 
 _LOG = logging.getLogger("mmopt")
 _CALLER = "solve_l2"
@@ -69,79 +70,6 @@ def _validated_gram(gram) -> np.ndarray:
         if message is not None:
             raise ValueError(message)
     return (G + G.T) / 2 if asym > 0 else G
-
-
-def _eig_full(G, lam):
-    """M = Λ^{1/2} G Λ^{1/2} = Q Ω Qᵀ. Returns ω (ascending) and N = Λ^{-1/2} Q: X(λ) = N Ω^{1/2} Nᵀ."""
-    root = np.sqrt(lam)
-    M = G * root[:, None]
-    M *= root
-    # M.T is a Fortran-ordered view of the symmetric M, so LAPACK overwrites it without a copy.
-    omega, Q = scipy.linalg.eigh(M.T, overwrite_a=True, check_finite=False, driver="evd")
-    Q /= root[:, None]
-    return omega, Q
-
-
-def _phi(sigma):
-    return np.outer(sigma, sigma) / np.add.outer(sigma, sigma)
-
-
-def _jacobian_product(N, Phi, v):
-    """J v for J = −∂²g/∂λ² = −∂d/∂λ: (J v)_i = [N ((Nᵀ diag(v) N) ∘ Φ) Nᵀ]_ii, Φ_kl = σ_k σ_l/(σ_k + σ_l).
-
-    This is the Daleckii–Krein formula for the derivative of K^{-1/2}. J is PSD, so CG applies. One
-    product costs two n×n×r matrix products.
-    """
-    H = N.T @ (v[:, None] * N)
-    H *= Phi
-    return np.einsum("ik,ik->i", N @ H, N)
-
-
-def _newton_step(N, Phi, lam, d, free, rho, eta, max_cg=50):
-    """Newton step δμ in μ = log λ for log d(μ) = 0 on the free coordinates, by preconditioned CG.
-
-    The system is (Λ J Λ + ρP) δμ = λ d log d. P = ½ diag(λ d) is the Jacobian that the fixed-point step
-    assumes, so it is the preconditioner, and P⁻¹(λ d log d) = 2 log d is that step. Solving for log d
-    rather than d − 1 keeps the step exact for diagonal G far from the optimum. ρP is a Levenberg–
-    Marquardt term for singular G, whose J has rank ≤ r(r+1)/2 and whose dual optimum need not be unique
-    (Yamashita & Fukushima, 2001).
-    """
-    # the system lives on the free coordinates (d ≥ ½ there); elsewhere d may underflow to 0 (a cell whose G_ii is
-    # 1e-24 of the largest: max variance's query weights), and 0/0 there made the whole step NaN and eigh fail
-    P = np.where(free, 0.5 * lam * d, 1.0)
-    rhs = np.where(free, lam * d * np.log(np.where(free, d, 1.0)), 0.0)
-    x, res = np.zeros_like(rhs), rhs.copy()
-    if not np.any(rhs):
-        return x, 0
-    z = res / ((1.0 + rho) * P)
-    # The residual is measured in log-d units (divided by P ∝ λ d), not in λ-weighted units: a tiny λ_i
-    # barely moves g, but its d_i still bounds the primal through max d.
-    p, rz, bnorm, k = z.copy(), res @ z, np.linalg.norm(rhs / P), 0
-    for k in range(1, max_cg + 1):  # noqa: B007 (k is returned: the CG iteration count)
-        Ap = np.where(free, lam * _jacobian_product(N, Phi, lam * p) + rho * P * p, 0.0)
-        alpha = rz / (p @ Ap)
-        x += alpha * p
-        res -= alpha * Ap
-        if np.linalg.norm(res / P) <= eta * bnorm:
-            break
-        z = res / ((1.0 + rho) * P)
-        rz, rz_old = res @ z, rz
-        p = z + (rz / rz_old) * p
-    return x, k
-
-
-def _feasible_gram(d, sigma, N, diagonal: bool) -> tuple[np.ndarray, float]:
-    """X̃ = D^{-1/2} X(λ) D^{-1/2} if ``diagonal``, else X(λ)/max d; and the factor m making diag X̃ ≤ 1."""
-    Y = N * np.sqrt(sigma)
-    X = Y @ Y.T  # NumPy uses syrk for Y @ Y.T and mirrors it, so X is exactly symmetric
-    del Y
-    t = 1.0 / np.sqrt(d) if diagonal else np.full(d.size, 1.0 / np.sqrt(d.max()))
-    X *= np.outer(t, t)  # t_i t_j = t_j t_i in floating point: X stays exactly symmetric
-    # IEEE division is monotone, so dividing by the largest computed diagonal entry makes every one
-    # ≤ 1 exactly; m is 1 up to round-off and the caller scales the bound by it.
-    m = float(np.max(np.diagonal(X)))
-    X /= m
-    return X, m
 
 
 def verdict(gap: float, tol: float, it: int, max_iterations: int) -> tuple[str, str]:
@@ -253,7 +181,7 @@ def solve_l2(gram, *, tol=1e-8, max_iterations=500, initial_dual=None, verbose=F
     for it in range(1, max_iterations + 1):
         full = B is None  # this iterate is from the n×n path (so is the first one of a singular G)
         if full:
-            omega, N = _eig_full(G, lam)
+            omega, N = eig_full(G, lam)
             if it == 1:  # check PSD on the spectrum already computed (signs survive the congruence)
                 if omega[0] < -_PSD_RTOL * n * max(omega[-1], 0.0) and (message := _not_psd_message(np.ldexp(G, e))):
                     raise ValueError(message)
@@ -273,7 +201,7 @@ def solve_l2(gram, *, tol=1e-8, max_iterations=500, initial_dual=None, verbose=F
             del Q
         d = np.einsum("ik,ik,k->i", N, N, sigma)  # diag X(λ)
         g = 2.0 * sigma_dual.sum() - lam.sum()
-        Phi = _phi(sigma) if newton or not full else None
+        Phi = phi(sigma) if newton or not full else None
         # Coordinates far from d = 1 take the fixed-point step and stay out of the Newton system. For
         # singular G some constraints are inactive (λ_i* = 0, d_i* < 1). Setting λ_i = 0 raises g by
         # λ_i(1 − d_i) and lowers it by ½ J_ii λ_i² = ¼ κ_i d_i λ_i, so λ_i is dropped (shrunk fast)
@@ -324,11 +252,11 @@ def solve_l2(gram, *, tol=1e-8, max_iterations=500, initial_dual=None, verbose=F
         # The fixed-point step is clipped only against overflow: the first one from λ = 1 can be large.
         fixed_point = np.clip(2.0 * np.log(np.maximum(d, 1e-300)), -30.0, 30.0)
         if not newton and last_eps is not None and eps > _FAST_CONTRACTION * last_eps:
-            newton, Phi = True, _phi(sigma) if Phi is None else Phi
+            newton, Phi = True, phi(sigma) if Phi is None else Phi
         last_eps = eps
         if newton:
             rho = min(1.0, eps) if B is not None else 0.0  # full-rank G: J is nonsingular
-            delta, n_cg = _newton_step(N, Phi, lam, d, free, rho=rho, eta=min(0.1, eps))
+            delta, n_cg = newton_step(N, Phi, lam, d, free, rho=rho, eta=min(0.1, eps))
             cg_total += n_cg
             delta *= min(1.0, _MAX_LOG_STEP / max(np.max(np.abs(delta)), 1e-300))  # keeps the direction
             delta[far] = fixed_point[far]
@@ -342,7 +270,7 @@ def solve_l2(gram, *, tol=1e-8, max_iterations=500, initial_dual=None, verbose=F
         del N, Phi
         prev = (lam, g, delta, noise, eps)
         lam = np.maximum(lam * np.exp(delta), 1e-30 * lam.max())  # the floor only guards against underflow
-    X_used, m = _feasible_gram(*best_primal)
+    X_used, m = feasible_gram(*best_primal)
     best_f *= m
     best_f, best_g, best_lam = np.ldexp(best_f, e), np.ldexp(best_g, e), np.ldexp(best_lam, e)
     history = [h | {"primal": float(np.ldexp(h["primal"], e)), "dual": float(np.ldexp(h["dual"], e))} for h in history]
