@@ -9,8 +9,9 @@ from _participation_brute import all_patterns
 
 import mmopt
 from mmopt.participation import cosine_decay, learning_rate_workload, min_separation
+from mmopt.participation._chain_weights import chain as _chain
 from mmopt.participation.chain_banded import chain_banded, scaled_error
-from mmopt.participation.chain_dual import _certify, _chain, _objective, _split, _start, chain_dual, lagrangian_start
+from mmopt.participation.chain_dual import _certify, _objective, _split, _start, chain_dual, lagrangian_start
 from mmopt.participation.cutting import solve_min_separation
 from mmopt.participation.working_set import _Factor
 

@@ -51,13 +51,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt.participation._chain_weights import FLOOR as _FLOOR
+from mmopt.participation._chain_weights import chain as chain_weights
+from mmopt.participation._chain_weights import chain_gradient
 from mmopt.participation.free_banded import _lbfgs
 from mmopt.participation.working_set import _Factor, certified_trace_sqrt, trace_sqrt
 
 __all__ = ["ChainDual", "chain_dual", "lagrangian_start"]
 
 _EPS = np.finfo(float).eps
-_FLOOR = 1e-4  # ε of the module docstring
 _COARSEST = 64
 
 
@@ -224,66 +226,9 @@ def _split(x, b: int, k: int, r: int):
     return x[:b], x[b:m].reshape(k - 1, b, b), x[m:].reshape(k * b, r)
 
 
-def _chain(a0, A, b: int, k: int):
-    """p_0, Q (floored softmaxes), the marginals p_i, the products F_ij = Q_i ⋯ Q_{j−1} and P."""
-    mask = np.triu(np.ones((b, b), dtype=bool))
-    share = mask / mask.sum(axis=1, keepdims=True)
-    e = np.exp(a0 - a0.max())
-    s0 = e / e.sum()
-    p0 = (1 - _FLOOR) * s0 + _FLOOR / b
-    Z = np.where(mask, A, -np.inf)
-    E = np.exp(Z - Z.max(axis=-1, keepdims=True))
-    Qs = E / E.sum(axis=-1, keepdims=True)
-    Q = (1 - _FLOOR) * Qs + _FLOOR * share
-    p = [p0]
-    for i in range(k - 1):
-        p.append(p[-1] @ Q[i])
-    F = {}
-    for i in range(k):
-        cur = None
-        for j in range(i + 1, k):
-            cur = Q[j - 1] if cur is None else cur @ Q[j - 1]
-            F[i, j] = cur
-    P = np.zeros((k * b, k * b))
-    for i in range(k):
-        rows = slice(i * b, (i + 1) * b)
-        P[rows, rows] = np.diag(p[i])
-        for j in range(i + 1, k):
-            B = p[i][:, None] * F[i, j]
-            P[rows, j * b:(j + 1) * b] = B
-            P[j * b:(j + 1) * b, rows] = B.T
-    return s0, Qs, Q, p, F, P, mask
-
-
-def _chain_gradient(Y, s0, Qs, Q, p, F, mask, b: int, k: int):
-    """The gradient of tr(Y P) in the logits (reverse mode through P's blocks, then the marginals)."""
-    def block(i, j):
-        return Y[i * b:(i + 1) * b, j * b:(j + 1) * b]
-    pbar = [np.diag(block(i, i)).copy() for i in range(k)]
-    Qbar = np.zeros_like(Q)
-    for i in range(k):
-        Fbar = {}
-        for j in range(i + 1, k):
-            Yij = block(i, j)
-            pbar[i] += 2 * (Yij * F[i, j]).sum(axis=1)
-            Fbar[j] = 2 * p[i][:, None] * Yij
-        for j in range(k - 1, i, -1):
-            if j - 1 > i:  # F_ij = F_{i,j−1} Q_{j−1}
-                Qbar[j - 1] += F[i, j - 1].T @ Fbar[j]
-                Fbar[j - 1] += Fbar[j] @ Q[j - 1].T
-            else:
-                Qbar[j - 1] += Fbar[j]
-    for i in range(k - 2, -1, -1):  # p_{i+1} = p_i Q_i
-        pbar[i] = pbar[i] + Q[i] @ pbar[i + 1]
-        Qbar[i] += np.outer(p[i], pbar[i + 1])
-    a0bar = (1 - _FLOOR) * s0 * (pbar[0] - s0 @ pbar[0])
-    Abar = (1 - _FLOOR) * Qs * (Qbar - (Qs * Qbar).sum(axis=-1, keepdims=True))
-    return a0bar, np.where(mask, Abar, 0.0)
-
-
 def _assemble(x, b: int, k: int, r: int):
     a0, A, L = _split(x, b, k, r)
-    chain = _chain(a0, A, b, k)
+    chain = chain_weights(a0, A, b, k)
     C = L @ L.T
     N = 1.0 / np.sqrt(np.diag(C))
     R = (1 - _FLOOR) * (C * N[:, None] * N[None, :])
@@ -299,7 +244,7 @@ def _objective(x, factor: _Factor, b: int, k: int, r: int, best: list):
     if S * S > best[0]:
         best[:] = [S * S, x.copy()]
     Y = (Z @ Z.T) / S  # d log S² = tr(Y dM)
-    a0bar, Abar = _chain_gradient(Y * R, s0, Qs, Q, p, F, mask, b, k)
+    a0bar, Abar = chain_gradient(Y * R, s0, Qs, Q, p, F, mask, b, k)
     Gam = (1 - _FLOOR) * Y * P  # R's gradient, then through R = N C N, C = L Lᵀ
     Psi = N[:, None] * Gam * N[None, :]
     Psi[np.diag_indices(k * b)] -= N ** 3 * np.einsum("ab,ab,b->a", Gam, C, N)
