@@ -31,21 +31,27 @@ from mmopt.participation.sensitivity import (
 __all__ = ["schema_error", "toeplitz_sensitivity_squared"]
 
 
-def _offset_diagonal(c: np.ndarray, y: np.ndarray | None, n: int, d: int) -> np.ndarray:
-    """X_{s,s+d} for s = 0 … n − 1 − d."""
+def _offset_diagonal(c: np.ndarray, y: np.ndarray | None, n: int, d: int,
+                     scale: float | None = None) -> tuple[np.ndarray, float]:
+    """(X_{s,s+d} for s = 0 … n − 1 − d, a bound on each entry's round-off): with row scales, at most 10⁻⁹ of
+    ``scale`` (default the largest entry; :func:`mmopt.toeplitz._series.correlate_tail_accurate`), else 0 (the
+    cumulative sums' own round-off, as everywhere)."""
     from mmopt.toeplitz import _series
 
     q = c[d:] * c[:len(c) - d] if d < len(c) else np.zeros(1)  # q_m = c_{m+d} c_m
     q = np.pad(q, (0, max(n - len(q), 0)))[:n]
     if y is None:  # Σ_{m ≤ n−1−t} q_m, t = s + d
         P = np.cumsum(q)
-        return P[n - 1 - (np.arange(n - d) + d)]
+        return P[n - 1 - (np.arange(n - d) + d)], 0.0
     # Σ_m y_{t+m} q_m = correlate_tail(q, y, n)[t], every entry accurate (a sensitivity reads it)
-    return _series.correlate_tail_accurate(q, y, n, caller="sensitivity_squared")[d:]
+    out, err = _series.correlate_tail_accurate(q, y, n, caller="sensitivity_squared", scale=scale)
+    return out[d:], err
 
 
 def _column_norms(C) -> np.ndarray:
-    return _offset_diagonal(C.column, C.row_scale, C.n, 0)
+    """Each column's norm², rounded up by its round-off bound (non-negative sums: an upper bound)."""
+    cols, err = _offset_diagonal(C.column, C.row_scale, C.n, 0)
+    return cols + err
 
 
 def toeplitz_sensitivity_squared(C, schema: Schema, *, caller: str = "sensitivity_squared") -> Sensitivity:
@@ -76,13 +82,18 @@ def toeplitz_sensitivity_squared(C, schema: Schema, *, caller: str = "sensitivit
             value = best_pattern_sum(cols, b, k)[0]
         return _result(value, value, f"at most b = {b} bands: the best pattern's column norms²", always_exact=True)
     if isinstance(schema, FixedEpochs):
-        diagonals = [_offset_diagonal(c, y, n, i * b) for i in range(k)]
+        diagonal, err = _offset_diagonal(c, y, n, 0)
+        top = float(diagonal.max()) + err  # every |X_st| ≤ max X_tt: the off-diagonals' round-off scale
+        pairs = [_offset_diagonal(c, y, n, i * b, scale=top) for i in range(1, k)]
+        diagonals = [diagonal] + [values for values, _ in pairs]
+        err = max([err] + [e for _, e in pairs])
         j = np.arange(b)
         blocks = np.empty((b, k, k))
         for i in range(k):
             for i2 in range(i, k):
                 blocks[:, i, i2] = blocks[:, i2, i] = diagonals[i2 - i][j + i * b]
         lo, hi = block_bounds(blocks)
+        lo, hi = lo - k * k * err, hi + k * k * err  # each of a block's k² entries within err
         return _result(lo.max(), hi.max(), "fixed epochs: the k×k blocks from k offset diagonals"
                        + ("" if np.all(blocks >= 0) else ", sign vectors ≤ Δ² ≤ min(Σ|X|, Weyl)"))
     if isinstance(schema, MinSeparation) and y is None and np.all(c >= 0) and np.all(np.diff(c) <= 0):
@@ -91,7 +102,7 @@ def toeplitz_sensitivity_squared(C, schema: Schema, *, caller: str = "sensitivit
         for i in range(k):
             for i2 in range(k):
                 d = abs(i - i2) * b
-                value += _offset_diagonal(c, None, n, d)[min(steps[i], steps[i2])]
+                value += _offset_diagonal(c, None, n, d)[0][min(steps[i], steps[i2])]
         return _result(value, value, "min separation, c ≥ 0 non-increasing: the pattern {0, b, …}",
                        always_exact=True)
     return gram_sensitivity_squared(_dense_gram(C), schema)

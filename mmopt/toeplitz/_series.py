@@ -34,35 +34,51 @@ def correlate_tail(s: np.ndarray, a: np.ndarray, k: int) -> np.ndarray:
     return full[::-1][:k]
 
 
-def correlate_tail_accurate(s: np.ndarray, a: np.ndarray, k: int, *, caller: str) -> np.ndarray:
-    """:func:`correlate_tail` with every entry within about 10⁻¹⁰ of its value, relative, for what a sensitivity
-    reads (column norms, entries of CᵀC): the FFT's round-off on each entry is at most u·log₂(2n)·‖s‖₂‖a‖₂ (Higham,
-    *Accuracy and Stability*, §24.1; taken with the constant 32, as :func:`mmopt.toeplitz.error.decoder_rows`), so
-    the entries below 10¹⁰ times that are summed directly (entry j costs n − j). Row scales spanning many orders
-    of magnitude made the FFT's largest column norm 2 % low at n = 33 (a helper's probe), and the noise with it.
+def correlate_tail_accurate(s: np.ndarray, a: np.ndarray, k: int, *, caller: str,
+                            scale: float | None = None) -> tuple[np.ndarray, float]:
+    """(:func:`correlate_tail`, err): the sums and a bound err on every entry's absolute error, at most 10⁻⁹ of
+    ``scale`` (default: the largest |sum|), for what a sensitivity reads (column norms, entries of CᵀC).
+
+    A short ``s`` (≤ 64 non-zero leading entries: a banded C) is summed directly, O(k·64). Otherwise by FFT, whose
+    round-off on each entry is at most u·log₂(2n)·‖s‖₂‖a‖₂ (Higham, *Accuracy and Stability*, §24.1; taken with the
+    constant 32, as :func:`mmopt.toeplitz.error.decoder_rows`); when that is above 10⁻⁹ of the scale the k sums are
+    taken directly instead (O(n·k); refused past 10⁹ operations). Row scales spanning 10⁸ made the FFT's largest
+    column norm 2 % low at n = 33 (a helper's probe), and the noise with it. A direct sum of w non-negative terms
+    carries at most w·u of its value (err then 2w·u·max).
 
     Raises ValueError naming ``caller`` when the direct sums would cost more than 10⁹ operations.
 
     >>> c2 = np.array([1e-8, 0.0, 1e8]) ** 2; y = np.array([1e16, 1.0, 1e-16])
     >>> s, a = np.pad(c2, (0, 30)), np.pad(y, (0, 30), constant_values=1.0)   # Σ_m s_m a_m = 1 + 0 + 1
-    >>> float(correlate_tail_accurate(s, a, 33, caller="f")[0]), bool(correlate_tail(s, a, 33)[0] < 0)
-    (2.0, True)
+    >>> out, err = correlate_tail_accurate(s, a, 33, caller="f")
+    >>> float(out[0]), float(out[1]), bool(err < 1e-14 * out.max()), bool(correlate_tail(s, a, 33)[0] < 0)
+    (2.0, 1e+16, True, True)
     """
     n = len(a)
-    out = correlate_tail(s, a, k)
-    if k <= 32:
-        return out
-    bound = 32 * _EPS * np.log2(2 * n) * np.linalg.norm(s) * np.linalg.norm(a)
-    low = np.flatnonzero(np.abs(out) < 1e10 * bound)
-    cost = float((n - low).sum())
-    if cost > 1e9:
-        raise ValueError(f"{caller}: {low.size:,} of the {k:,} sums behind this strategy's sensitivity lie too near "
-                         "the FFT's round-off to be trusted and would cost more than 10⁹ operations to sum "
-                         "directly; its coefficients or row scales span too many orders of magnitude. Use the "
-                         "strategy without row scales, or rescale its coefficients.")
-    for j in low:
-        out[j] = float(s[:n - j] @ a[j:])
-    return out
+    nonzero = np.flatnonzero(s)
+    width = int(nonzero[-1]) + 1 if nonzero.size else 1
+    if k > 32 and width > 64:
+        out = correlate_tail(s, a, k)
+        bound = 32 * _EPS * np.log2(2 * n) * float(np.linalg.norm(s)) * float(np.linalg.norm(a))
+        reference = float(np.max(np.abs(out))) if scale is None else scale
+        if bound <= 1e-9 * reference:
+            return out, bound
+        if float(k) * n > 1e9:
+            raise ValueError(f"{caller}: the FFT behind this strategy's sensitivity is not accurate enough to trust "
+                             f"(its round-off bound {bound:.3g} against sums of {reference:.3g}), and summing its "
+                             f"{k:,} entries directly would cost more than 10⁹ operations; its coefficients or row "
+                             "scales span too many orders of magnitude. Use the strategy without row scales, or "
+                             "rescale its coefficients.")
+        width = n
+    out = np.zeros(k)
+    for m in range(min(width, n)):  # out_j += s_m a_{j+m}: one pass per coefficient
+        length = min(k, n - m)
+        out[:length] += s[m] * a[m:m + length]
+    magnitude = np.zeros(k)
+    for m in range(min(width, n)):
+        length = min(k, n - m)
+        magnitude[:length] += abs(s[m]) * np.abs(a[m:m + length])
+    return out, 2 * width * _EPS * float(magnitude.max(initial=0.0))
 
 
 def reciprocal(c: np.ndarray, n: int) -> np.ndarray:

@@ -123,8 +123,9 @@ class ToeplitzStrategy:
             value = float(np.abs(c).sum()) if norm == "l1" else float(np.sqrt(c @ c))
         else:  # column j of D·T(c) holds d_i c_{i−j}, i ≥ j: one correlation over all j
             weights, entries = (np.sqrt(unit.row_scale), np.abs(c)) if norm == "l1" else (unit.row_scale, c * c)
-            value = float(_series.correlate_tail_accurate(np.pad(entries, (0, self.n - len(c))), weights, self.n,
-                                                          caller="ToeplitzStrategy.sensitivity").max())
+            sums, err = _series.correlate_tail_accurate(np.pad(entries, (0, self.n - len(c))), weights, self.n,
+                                                        caller="ToeplitzStrategy.sensitivity")
+            value = float(sums.max()) + err  # every sum is ≥ 0: the largest plus its round-off bounds Δ above
             value = value if norm == "l1" else math.sqrt(value)
         return float(np.ldexp(value, e))
 
