@@ -100,6 +100,8 @@ def test_more_participations_cost_more_privacy():
     (lambda: stream_noise(toeplitz.banded([1.0], 4), 1.0, steps=5), ValueError, "steps"),
     (lambda: stream_noise(toeplitz.banded([1.0], 4), 1e200, clip_norm=1e200), ValueError,
      r"noise_multiplier × clip_norm = 1e\+200 × 1e\+200 overflows"),
+    (lambda: stream_noise(toeplitz.banded([1.0], 4), 1e-200, clip_norm=1e-200), ValueError,
+     r"noise_multiplier × clip_norm = 1e-200 × 1e-200 underflows"),  # named noise_multiplier "Got 0.0" before
     (lambda: list(correlate(toeplitz.banded([1.0], 4), np.ones((2, 1)))), ValueError, "draws ended"),
     (lambda: list(correlate(toeplitz.banded([1.0], 4), [np.nan] * 4)), ValueError, "not finite"),
     (lambda: run_privacy(toeplitz.banded([1.0], 4), fixed_epochs(2), 1.0, delta=0.0), ValueError, "delta"),

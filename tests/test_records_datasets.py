@@ -81,3 +81,6 @@ def test_tree_network_is_reproducible_and_refuses_bad_sizes():
         tree_network(0, 10)
     with pytest.raises(TypeError, match="'records' parameter of tree_network"):
         tree_network(3, 10.5)
+    for flag in ("binary", "return_network"):  # "no" was read as True (a helper's probe)
+        with pytest.raises(TypeError, match=f"'{flag}' parameter of tree_network must be True or False"):
+            tree_network(3, 5, **{flag: "no"})

@@ -110,3 +110,10 @@ def test_a_weighted_union_says_its_weights_in_its_name():
     a, b = sw.kron(np.tril(np.ones((4, 4))), np.eye(8)), sw.kron(np.eye(4), np.tril(np.ones((8, 8))))
     assert sw.union([a, b]).name != sw.union([a, b], weights=[1.0, 2.0]).name
     assert sw.union([a, b], weights=[1.0, 2.0]).name.endswith("+2*" + b.name)
+
+
+@pytest.mark.parametrize("builder", ["sf1", "sf1_persons", "sf1_plus"])
+def test_census_weights_refusals_name_the_builder_called(builder):
+    # sf1_persons and sf1_plus were named "sf1" (a helper's probe)
+    with pytest.raises(ValueError, match=f"'weights' parameter of {builder} must be"):
+        getattr(census, builder)({"P1": -1})

@@ -236,7 +236,7 @@ def gaussian_sampler(dimension: int, scale: float, caller: str):
     """
     dp = prelude(caller)
     p = v.check_int(dimension, name="dimension", caller=caller)
-    scale = v.check_real(scale, name="noise_multiplier", caller=caller, low=0.0, low_open=True)
+    scale = v.check_real(scale, name="scale", caller=caller, low=0.0, low_open=True)
     if scale < np.finfo(float).tiny:
         raise ValueError(f"{caller}: the noise scale {scale!r} is below float64's normal range; no noise would be "
                          "added.")

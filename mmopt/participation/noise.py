@@ -166,6 +166,10 @@ def stream_noise(strategy, noise_multiplier: float, *, dimension: int = 1, steps
     if not np.isfinite(sigma * clip):  # the sampler named noise_multiplier and "Got inf": the user gave neither
         raise ValueError(f"{caller}: the noise scale noise_multiplier × clip_norm = {sigma!r} × {clip!r} overflows "
                          "float64. Give a smaller noise_multiplier or clip_norm.")
+    if sigma * clip < np.finfo(float).tiny:  # and "Got 0.0" when it underflowed (a helper's probe)
+        raise ValueError(f"{caller}: the noise scale noise_multiplier × clip_norm = {sigma!r} × {clip!r} underflows "
+                         "float64's normal range; no noise would be added. Give a larger noise_multiplier or "
+                         "clip_norm.")
     draw = gaussian_sampler(dimension, sigma * clip, caller)
     return correlate(C, (draw() for _ in range(steps)), steps=steps)
 

@@ -197,6 +197,8 @@ def tree_network(attributes: int, records: int, *, seed: int = 0, binary: bool =
     d = v.check_int(attributes, name="attributes", caller=caller, low=1)
     n = v.check_int(records, name="records", caller=caller, low=1)
     seed = v.check_int(seed, name="seed", caller=caller, low=0)
+    binary = v.check_bool(binary, name="binary", caller=caller)  # "no" was read as True (a helper's probe)
+    return_network = v.check_bool(return_network, name="return_network", caller=caller)
     pd = require("pandas", caller)
     g = np.random.default_rng(seed)
     sizes = [2] * d if binary else [int(s) for s in g.integers(2, 11, d)]

@@ -158,10 +158,10 @@ def sf1_term_tables() -> tuple[str, ...]:
     return tuple(t for t, terms in zip(SF1_TABLES, _TABLES, strict=True) for _ in terms)
 
 
-def _sf1_terms(relationship: bool, state: bool, weights) -> tuple[sw.Product, ...]:
+def _sf1_terms(relationship: bool, state: bool, weights, caller: str) -> tuple[sw.Product, ...]:
     b = _sf1_blocks()
     it_state = sw.identity_total(STATE)
-    w = _table_weights(weights)
+    w = _table_weights(weights, caller)
     terms = []
     for table, (sex, hisp, race, age) in zip(sf1_term_tables(), itertools.chain.from_iterable(_TABLES),
                                              strict=True):
@@ -170,18 +170,20 @@ def _sf1_terms(relationship: bool, state: bool, weights) -> tuple[sw.Product, ..
     return tuple(terms)
 
 
-def _table_weights(weights) -> dict[str, float]:
+def _table_weights(weights, caller: str) -> dict[str, float]:
     """Validate {table: weight > 0}: the tutorial's "tuning workload error" (weight c multiplies every
-    query of a table, so its share of the optimised error shrinks as c grows)."""
+    query of a table, so its share of the optimised error shrinks as c grows). Refusals name ``caller`` (sf1_persons
+    and sf1_plus were named sf1; a helper's probe)."""
     if weights is None:
         return {}
     if not isinstance(weights, dict):
-        raise TypeError("The 'weights' parameter of sf1 must be a dict {table: weight}. "
+        raise TypeError(f"The 'weights' parameter of {caller} must be a dict {{table: weight}}. "
                         f"Got {type(weights).__name__}.")
     unknown = sorted(set(weights) - set(SF1_TABLES))
     if unknown:
-        raise ValueError(f"The 'weights' parameter of sf1 names unknown tables {unknown}. Tables: {list(SF1_TABLES)}.")
-    return {t: v.check_real(c, name="weights", caller="sf1", low=0.0, low_open=True) for t, c in weights.items()}
+        raise ValueError(f"The 'weights' parameter of {caller} names unknown tables {unknown}. Tables: "
+                         f"{list(SF1_TABLES)}.")
+    return {t: v.check_real(c, name="weights", caller=caller, low=0.0, low_open=True) for t, c in weights.items()}
 
 
 def sf1_persons(weights: dict[str, float] | None = None) -> sw.ImplicitWorkload:
@@ -191,20 +193,20 @@ def sf1_persons(weights: dict[str, float] | None = None) -> sw.ImplicitWorkload:
     ones (the HDMM tutorial, "Tuning workload error"); the error an optimiser minimises is then
     Σ_tables c²·error(table).
     """
-    return _described(sw.ImplicitWorkload(_sf1_terms(True, False, weights), "sf1_persons"),
+    return _described(sw.ImplicitWorkload(_sf1_terms(True, False, weights, "sf1_persons"), "sf1_persons"),
                       ("sex", "hispanic", "race", "relationship", "age"))
 
 
 def sf1(weights: dict[str, float] | None = None) -> sw.ImplicitWorkload:
     """HDMM's "census": SF1 without relationship, 2·2·64·115 = 29,440 cells, 4,151 queries (``weights``:
     see :func:`sf1_persons`)."""
-    return _described(sw.ImplicitWorkload(_sf1_terms(False, False, weights), "sf1"), _SF1_ATTRIBUTES)
+    return _described(sw.ImplicitWorkload(_sf1_terms(False, False, weights, "sf1"), "sf1"), _SF1_ATTRIBUTES)
 
 
 def sf1_plus(weights: dict[str, float] | None = None) -> sw.ImplicitWorkload:
     """SF1+ (by state): every SF1 term times IT on 51 states; 1,501,440 cells, 215,852 queries (``weights``:
     see :func:`sf1_persons`)."""
-    return _described(sw.ImplicitWorkload(_sf1_terms(False, True, weights), "sf1_plus"),
+    return _described(sw.ImplicitWorkload(_sf1_terms(False, True, weights, "sf1_plus"), "sf1_plus"),
                       (*_SF1_ATTRIBUTES, "state"))
 
 
