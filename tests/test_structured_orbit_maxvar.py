@@ -192,3 +192,13 @@ def test_a_block_past_the_allocation_limit_is_refused_before_it_is_built():
     for delta in (0.0, 1e-6):
         with pytest.raises(ValueError, match="holds only its Gram"):
             mmopt.plan(U, 4.0, delta=delta)
+
+
+def test_twins_are_found_whatever_order_a_rows_entries_sum_in():
+    # the rows are the 6 orderings of (0.1, 0.2, 0.3): plain sums round differently by order, which split the orbit
+    # {0, 1, 2} into [2, 1] (a helper's probe); exactly rounded sums keep it
+    import itertools
+
+    from mmopt.structured.orbits import attribute_orbits
+    F = np.array([list(p) + [0.0] for p in itertools.permutations([0.1, 0.2, 0.3])])
+    assert sorted(attribute_orbits([F]).sizes.tolist()) == [1, 3]

@@ -19,6 +19,7 @@ to the matrix mechanism's Gram as in the ResidualPlanner's marginal algebra (Xia
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -96,7 +97,9 @@ def attribute_orbits(factors) -> Orbits:
     factors = [np.asarray(F, dtype=float) for F in factors]
     n = factors[0].shape[1]
     # a cheap necessary condition first (each factor's _key); the full check only within equal keys
-    sums = [F.sum(axis=1) for F in factors]
+    # exactly rounded row sums (fsum): a twin swap permutes a row's entries, and a plain sum of (0.1, 0.2, 0.3)
+    # in another order rounds differently, which split true orbits (a helper's probe)
+    sums = [np.array([math.fsum(row) for row in F]) for F in factors]
     keys = [tuple(_key(F, t, x) for F, t in zip(factors, sums, strict=True)) for x in range(n)]
     # twins are an equivalence, so a cell joins the orbit of the first representative it is a twin of, and
     # starts an orbit when it is a twin of none (it is then a twin of no member): n × orbits checks, not n²
