@@ -162,3 +162,22 @@ def test_a_block_left_unmeasured_is_refused_by_evaluate_as_by_release(planned):
                  lambda: mmopt.release(W, B, np.ones(W.shape), GAUSS)):
         with pytest.raises(ValueError, match=r"queries of .* are not estimable from the OrbitStrategy"):
             call()
+
+
+def test_a_block_that_is_not_a_strategy_gram_is_refused():
+    # an asymmetric block was read three ways (gram raw, matrix from one triangle, variances from (X + Xᵀ)/2), a
+    # NaN one gave sensitivity nan (a helper's probe)
+    age = Workload.from_matrix(np.array([[1, 1, 0, 0], [0, 0, 1, 1], [0, 0, 0, 1]], float), name="age")
+    W = sw.ImplicitWorkload((sw.Product((sw.total(3), age)), sw.Product((sw.identity(3), sw.identity(4)), 2.0)),
+                            "u")
+    red = om.reduce(W)
+    sol = om.solve(red, np.ones(red.n_classes))
+    assert OrbitStrategy(red.orbits, red.combinations, sol.blocks).sensitivity() > 0
+    k = next(i for i, b in enumerate(sol.blocks) if b is not None and b.shape[0] >= 2)
+    for change, match in ((lambda B: B.__setitem__((0, 1), B[0, 1] + 0.5), "symmetric positive semidefinite"),
+                          (lambda B: B.__setitem__((0, 0), np.nan), "finite"),
+                          (lambda B: B.__imul__(-1.0), "symmetric positive semidefinite")):
+        blocks = [None if b is None else b.copy() for b in sol.blocks]
+        change(blocks[k])
+        with pytest.raises(ValueError, match=f"'blocks' parameter of OrbitStrategy must hold .*{match}"):
+            OrbitStrategy(red.orbits, red.combinations, tuple(blocks))

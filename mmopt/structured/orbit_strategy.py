@@ -61,6 +61,27 @@ class OrbitStrategy:
     blocks: tuple = field(repr=False)
     name: str = "max_variance"
 
+    def __post_init__(self):
+        # optimize builds these; a block built by hand that is not symmetric PSD of its size was read three ways
+        # (its gram raw, its matrix from one triangle, its variances from (X + Xᵀ)/2; a helper's probe)
+        caller = "OrbitStrategy"
+        if len(self.blocks) != len(self.combinations):
+            raise ValueError(f"The 'blocks' parameter of {caller} must hold one block per combination "
+                             f"({len(self.combinations)}). Got {len(self.blocks)}.")
+        for c, X in zip(self.combinations, self.blocks, strict=True):
+            if X is None:
+                continue
+            p = math.prod(o.r for o, cj in zip(self.orbits, c, strict=True) if cj < 0)
+            X = np.asarray(X)
+            if X.shape != (p, p) or not np.all(np.isfinite(X)):
+                raise ValueError(f"The 'blocks' parameter of {caller} must hold finite {p}×{p} matrices for "
+                                 f"combination {c}. Got shape {X.shape}.")
+            scale = float(np.abs(X).max(initial=0.0))
+            if np.abs(X - X.T).max(initial=0.0) > 1e-12 * scale or (
+                    p and np.linalg.eigvalsh((X + X.T) / 2)[0] < -1e-9 * scale):
+                raise ValueError(f"The 'blocks' parameter of {caller} must hold symmetric positive semidefinite "
+                                 f"matrices (strategy Grams). Combination {c} holds one that is not.")
+
     @property
     def shape(self) -> tuple[int, ...]:
         return tuple(len(o.labels) for o in self.orbits)
