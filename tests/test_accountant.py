@@ -639,8 +639,10 @@ def test_a_directory_as_the_ledger_path_is_named_as_one(tmp_path):
 
 
 def test_threads_sharing_a_session_in_memory_never_overspend_nor_lose_a_spend():
-    """The check and the write of a spend are one step under the session's lock: two threads spending ε = 0.001 from
-    ε = 1 (a helper's probe without it: 1,650–1,754 spends accepted, 1,000 recorded, ε ≈ 1.7 spent)."""
+    """The check and the write of a spend are one step under the session's lock: two threads spending ε = 0.004 from
+    ε = 1 (without it, measured: 358–400 spends accepted, 231–250 recorded; a helper's probe at ε = 0.001: 1,650–1,754
+    accepted, 1,000 recorded, ε ≈ 1.7 spent). 400 attempts for 250 allowed (1,600 for 1,000 took 24 s: each spend
+    composes the whole ledger)."""
     import threading
     acc = Accountant(Privacy(1.0))
     accepted = [0, 0]
@@ -648,9 +650,9 @@ def test_threads_sharing_a_session_in_memory_never_overspend_nor_lose_a_spend():
     sys.setswitchinterval(1e-6)  # switch threads as often as possible: the race, if any, shows
     try:
         def go(i):
-            for _ in range(800):
+            for _ in range(200):
                 try:
-                    acc.spend(Privacy(0.001))
+                    acc.spend(Privacy(0.004))
                     accepted[i] += 1
                 except ValueError:
                     pass
@@ -661,7 +663,7 @@ def test_threads_sharing_a_session_in_memory_never_overspend_nor_lose_a_spend():
             t.join()
     finally:
         sys.setswitchinterval(old)
-    assert sum(accepted) == len(acc.spends) <= 1000
+    assert sum(accepted) == len(acc.spends) <= 250
     assert acc.spent.epsilon <= 1.0 + 1e-9
 
 
