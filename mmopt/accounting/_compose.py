@@ -55,7 +55,13 @@ class Ledger:
                              f"{', '.join(map(repr, lg.COMPOSITIONS))}. Got {self.composition!r} instead.")
 
     def add(self, spend: Spend) -> Ledger:
-        return dataclasses.replace(self, spends=self.spends + (spend,))
+        new = dataclasses.replace(self, spends=self.spends + (spend,))
+        # the exact sums carried forward (not fields: equality and the file ignore them): each spend re-read
+        # every earlier one, 1,000 spends took 2.9 CPU s and 2,000 13.6 s
+        cached = self.__dict__.get("_sums")
+        if cached:
+            new.__dict__["_sums"] = {key: total + lg.total_of([getattr(spend, key)]) for key, total in cached.items()}
+        return new
 
     def settle(self, pending: Spend, outcome: Spend | None) -> Ledger:
         """``pending`` replaced by ``outcome`` in place (None: removed); ``outcome`` appended if ``pending`` is not
@@ -74,7 +80,10 @@ class Ledger:
 
     # -- sums ----------------------------------------------------------------------------------------------
     def _sum(self, key: str) -> Fraction:
-        return lg.total_of(getattr(s, key) for s in self.spends)
+        cached = self.__dict__.setdefault("_sums", {})  # the ledger never changes: its sums are computed once
+        if key not in cached:
+            cached[key] = lg.total_of(getattr(s, key) for s in self.spends)
+        return cached[key]
 
     def rho_cap(self) -> float:
         """The largest total ρ whose ε at the total's δ is within the total's ε (zCDP)."""
