@@ -34,14 +34,20 @@ def correlate_tail(s: np.ndarray, a: np.ndarray, k: int) -> np.ndarray:
     return full[::-1][:k]
 
 
+def convolution_round_off(s: np.ndarray, a: np.ndarray) -> float:
+    """A bound on every entry's absolute round-off in an FFT convolution or correlation of ``s`` and ``a``:
+    u·log₂(2n)·‖s‖₂‖a‖₂ (Higham, *Accuracy and Stability*, §24.1), taken with the constant 32."""
+    return 32 * _EPS * float(np.log2(2 * len(a))) * float(np.linalg.norm(s)) * float(np.linalg.norm(a))
+
+
 def correlate_tail_accurate(s: np.ndarray, a: np.ndarray, k: int, *, caller: str,
                             scale: float | None = None) -> tuple[np.ndarray, float]:
     """(:func:`correlate_tail`, err): the sums and a bound err on every entry's absolute error, at most 10⁻⁹ of
     ``scale`` (default: the largest |sum|), for what a sensitivity reads (column norms, entries of CᵀC).
 
     A short ``s`` (≤ 64 non-zero leading entries: a banded C) is summed directly, O(k·64). Otherwise by FFT, whose
-    round-off on each entry is at most u·log₂(2n)·‖s‖₂‖a‖₂ (Higham, *Accuracy and Stability*, §24.1; taken with the
-    constant 32, as :func:`mmopt.toeplitz.error.decoder_rows`); when that is above 10⁻⁹ of the scale the k sums are
+    round-off on each entry is at most :func:`convolution_round_off` (as :func:`mmopt.toeplitz.error.decoder_rows`
+    allows for); when that is above 10⁻⁹ of the scale the k sums are
     taken directly instead (O(n·k); refused past 10⁹ operations). Row scales spanning 10⁸ made the FFT's largest
     column norm 2 % low at n = 33 (a helper's probe), and the noise with it. A direct sum of w non-negative terms
     carries at most w·u of its value (err then 2w·u·max).
@@ -59,7 +65,7 @@ def correlate_tail_accurate(s: np.ndarray, a: np.ndarray, k: int, *, caller: str
     width = int(nonzero[-1]) + 1 if nonzero.size else 1
     if k > 32 and width > 64:
         out = correlate_tail(s, a, k)
-        bound = 32 * _EPS * np.log2(2 * n) * float(np.linalg.norm(s)) * float(np.linalg.norm(a))
+        bound = convolution_round_off(s, a)
         reference = float(np.max(np.abs(out))) if scale is None else scale
         if bound <= 1e-9 * reference:
             return out, bound
@@ -70,13 +76,10 @@ def correlate_tail_accurate(s: np.ndarray, a: np.ndarray, k: int, *, caller: str
                              "scales span too many orders of magnitude. Use the strategy without row scales, or "
                              "rescale its coefficients.")
         width = n
-    out = np.zeros(k)
-    for m in range(min(width, n)):  # out_j += s_m a_{j+m}: one pass per coefficient
+    out, magnitude = np.zeros(k), np.zeros(k)
+    for m in range(min(width, n)):  # out_j += s_m a_{j+m}: one pass per coefficient, Σ|s_m a_{j+m}| beside it
         length = min(k, n - m)
         out[:length] += s[m] * a[m:m + length]
-    magnitude = np.zeros(k)
-    for m in range(min(width, n)):
-        length = min(k, n - m)
         magnitude[:length] += abs(s[m]) * np.abs(a[m:m + length])
     return out, 2 * width * _EPS * float(magnitude.max(initial=0.0))
 

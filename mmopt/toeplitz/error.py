@@ -155,7 +155,7 @@ def decoder_rows(b: np.ndarray, y: np.ndarray | None = None) -> np.ndarray:
         return np.cumsum(sq)
     n, inv = len(b), 1.0 / y
     rows = _series.convolve(sq, inv, n)
-    bound = 32 * np.finfo(float).eps * np.log2(2 * n) * np.linalg.norm(sq) * np.linalg.norm(inv)
+    bound = _series.convolution_round_off(sq, inv)
     low = np.flatnonzero(rows < 1e6 * bound)  # few or none: each summed directly
     if low.size and float(low.sum()) > 1e9:
         raise ValueError(f"decoder_rows: {low.size:,} of the {n:,} prefix variances of this row-scaled strategy lie "
