@@ -13,7 +13,9 @@ lower bound raises :class:`NumericalError` naming the strategy — it is never r
 
 :class:`ErrorReport` and the input checks live in :mod:`mmopt.dense._error_common`; the single-strategy tools
 (:func:`error_profile`, :func:`supports`, :func:`query_error`, :func:`profile_equivalent`,
-:func:`eigen_structure`) in :mod:`mmopt.dense._strategy_analysis`. All are re-exported here.
+:func:`eigen_structure`) in :mod:`mmopt.dense._strategy_analysis`; an optimiser's score against a Gram
+(:func:`unit_objective`) and the SVD bound from a Gram (:func:`gram_svd_bound`) in :mod:`mmopt.dense.objective`.
+All are re-exported here.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from mmopt.dense._error_common import resolve_norm as _resolve_norm
 from mmopt.dense._strategy_analysis import eigen_structure, error_profile, query_error, supports
 from mmopt.dense._strategy_core import column_norm_parts, norm_from_parts
 from mmopt.dense._workload_core import Workload
+from mmopt.dense.objective import bound_of, gram_svd_bound, unit_objective
 from mmopt.dense.profile import (
     QR_MAX_CONDITION as _QR_MAX_CONDITION,  # noqa: F401  (re-exported for mmopt.mechanism)
 )
@@ -44,14 +47,11 @@ from mmopt.dense.profile import (
     effective_factor,
     effective_profile,
     numerical_rank,
-    power_of_two_scale,
-    profile_of_matrix,
     scaled_profile,
-    spectrum,
     trace_with_profile,
     workload_spectrum,
 )
-from mmopt.dense.support import support_leak, support_tolerance, unsupported
+from mmopt.dense.support import unsupported
 from mmopt.privacy import Privacy
 
 __all__ = ["ErrorReport", "NumericalError", "diagonal_bound", "evaluate", "expected_error", "query_error", "svd_bound",
@@ -258,54 +258,6 @@ def profile_equivalent(first, second, *, rtol: float = 1e-9) -> bool:
     return _strategy_analysis.profile_equivalent(first, second, rtol=rtol)
 
 
-def gram_svd_bound(G: np.ndarray) -> float:
-    """(Σᵢ √λᵢ(G))² / n for a PSD Gram G: the SVD bound at unit privacy, in G's own scale.
-
-    G is checked (finite, square, symmetric, PSD within round-off): a NaN or infinite G and −I gave the "lower
-    bound" 0.0. :func:`trusted_gram_svd_bound` skips the check, for a G the caller built as WᵀW.
-
-    >>> gram_svd_bound(np.diag([4.0, 1.0]))  # (2 + 1)² / 2
-    4.5
-    """
-    return trusted_gram_svd_bound(v.check_gram(G, name="G", caller="gram_svd_bound"))
-
-
-def trusted_gram_svd_bound(G: np.ndarray) -> float:
-    """:func:`gram_svd_bound` without its O(n³) check of G, for a G = WᵀW the caller formed itself."""
-    return _bound_of(spectrum(G), G.shape[0])
-
-
-def unit_objective(A: np.ndarray, G: np.ndarray, norm: str = "l1") -> float:
-    """Δ_norm(A)² · tr(G (AᵀA)⁺) for a Gram G; inf when A does not support G (an optimiser's score).
-
-    Raises :class:`NumericalError` when the value cannot be right (see :func:`evaluate`).
-    """
-    caller = "unit_objective"
-    strategy = _as_strategy(A, caller)
-    norm = v.check_choice(norm, name="norm", caller=caller, choices=("l1", "l2"))
-    n = strategy.matrix.shape[1]
-    if not (isinstance(G, np.ndarray) and G.dtype == np.float64 and G.shape == (n, n)):  # the optimisers' own pass
-        G = v.check_matrix(G, name="G", caller=caller, square=True)
-        if G.shape[0] != n:
-            raise ValueError(f"The 'G' parameter of {caller} must be {n}×{n}, the Gram over A's {n} columns. Got "
-                             f"shape {G.shape} instead.")
-    # an asymmetric G has no meaning here (tr(G M) reads only its symmetric part): refused, O(n²) beside the O(n³)
-    with np.errstate(over="ignore", invalid="ignore"):
-        if not float(np.max(np.abs(G - G.T))) <= 1e-8 * float(np.max(np.abs(G))):
-            raise ValueError(f"The 'G' parameter of {caller} must be a symmetric (Gram) matrix WᵀW, finite. Got "
-                             f"max |G − Gᵀ| = {float(np.max(np.abs(G - G.T))):.3g} against max |G| = "
-                             f"{float(np.max(np.abs(G))):.3g}.")
-    As = np.ldexp(strategy.matrix, -power_of_two_scale(strategy.matrix))
-    prof = profile_of_matrix(As)
-    if support_leak(G, prof) > support_tolerance(G.shape[0]):
-        return np.inf
-    spec = None if prof.certified else _cached_spectrum(G)
-    value = scaled_sensitivity(As, norm) ** 2 * trace_with_profile(G, prof, spec)
-    bound = None if spec is None else _bound_of(spec, G.shape[0])
-    g.check_value(value, bound, strategy.name, "the given Gram", "unit_objective")
-    return value
-
-
 # -- the guarded computation ---------------------------------------------------------------------------
 def _unit_error(workload: Workload, As: np.ndarray, norm: str, name: str, caller: str, prof: Profile
                 ) -> tuple[Profile, Spectrum | None, float]:
@@ -327,27 +279,10 @@ def _unit_error(workload: Workload, As: np.ndarray, norm: str, name: str, caller
     return prof, spec, value
 
 
-def _bound_of(spec: Spectrum, n: int) -> float:
-    """(Σᵢ σᵢ)²/n from G's spectrum (Thm 5.26's bound at unit privacy); s·s is inf past float64 (s ** 2 raised a
-    bare OverflowError)."""
-    return spec.svd_sum * spec.svd_sum / n
-
-
 def _svd_bound_unit(workload: Workload) -> float:
-    out = _bound_of(workload_spectrum(workload), workload.domain_size)
+    out = bound_of(workload_spectrum(workload), workload.domain_size)
     if out == math.inf:
         warnings.warn(f"The SVD bound of workload '{workload.name}' exceeds float64; returning inf. Rescale the "
                       "queries: every error figure scales with the square of W's entries.", RuntimeWarning,
                       stacklevel=3)
     return out
-
-
-_LAST_SPECTRUM: list = []  # [(G, Spectrum)]: optimisers score many strategies against one G
-
-
-def _cached_spectrum(G: np.ndarray) -> Spectrum:
-    if _LAST_SPECTRUM and _LAST_SPECTRUM[0][0] is G:
-        return _LAST_SPECTRUM[0][1]
-    spec = spectrum(G)
-    _LAST_SPECTRUM[:] = [(G, spec)]
-    return spec

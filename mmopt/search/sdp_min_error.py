@@ -16,7 +16,7 @@ import numpy as np
 from mmopt import solvers
 from mmopt._base.solution import RawSolution
 from mmopt._base.validation import check_int, check_matrix, check_real
-from mmopt.error import trusted_gram_svd_bound
+from mmopt.dense.objective import trusted_gram_svd_bound
 from mmopt.search.sdp_l2 import _validate_gram, gram_root, solve_l2_sdp
 
 logger = logging.getLogger("mmopt")

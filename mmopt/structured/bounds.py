@@ -30,6 +30,7 @@ import numpy as np
 
 from mmopt import error as dense_error
 from mmopt._base import validation as v
+from mmopt.dense.objective import trusted_gram_svd_bound
 from mmopt.privacy import Privacy
 from mmopt.structured import _checks as ck
 from mmopt.structured import algebra as alg
@@ -97,7 +98,7 @@ def svd_bound(workload: ImplicitWorkload, privacy: Privacy | None = None, *, den
         # N×N eigh took 7.8 of a 'fast' auto call's 15.5 CPU s)
         if (root := _root_nuclear(workload, cache, min(limit, N - 1))) is not None:
             return Bound(c * _square(root) / N, True, "root_gram")
-        return Bound(c * dense_error.trusted_gram_svd_bound(workload.gram), True, "dense")
+        return Bound(c * trusted_gram_svd_bound(workload.gram), True, "dense")
     if (root := _root_nuclear(workload, cache, limit)) is not None:
         return Bound(c * _square(root) / N, True, "root_gram")
     candidates = [max(nuclear)]
