@@ -218,3 +218,43 @@ def test_a_number_under_string_categories_is_matched_by_its_text_on_every_engine
     only_ints = pd.DataFrame({"zip": [2, 2]}, dtype=object)  # raised ArrowTypeError (int64 vs string)
     with pytest.warns(UserWarning, match="not strings"):
         assert marginal_counts(only_ints, domain, [(0,)])[(0,)].tolist() == [0, 2, 0, 0]
+
+
+def _one(records, attribute):
+    return marginal_counts(records, Domain((attribute,)), [(0,)])[(0,)].tolist()
+
+
+@pytest.mark.parametrize("extra", [{"x": [None]}, {"x": [np.nan]}, {"x": ["text"]}],
+                         ids=["None (object)", "NaN (float64)", "text (object)"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_one_added_record_never_moves_the_other_records_cells(dtype, extra):
+    """An auditor's probe: a None added to a float32 column of 0.1 made pandas hold it as Python floats, and the
+    thousand values, matched by the float32 rule only in a float32 column, left the category 0.1 ([1000, 0] became
+    [0, 0]); a float16 column matched nothing. A value's cell is now the value's alone."""
+    attribute = Attribute("x", categories=(0.1, 0.2))
+    df = pd.DataFrame({"x": np.full(1000, 0.1, dtype)})
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*holds values that are not numbers", category=UserWarning)
+        assert _one(df, attribute) == [1000, 0]
+        assert _one(pd.concat([df, pd.DataFrame(extra)], ignore_index=True), attribute) == [1000, 0]
+        held = pd.DataFrame({"x": pd.Series([dtype(0.1), dtype(0.2), None], dtype=object)})  # the scalars themselves
+        assert _one(held, attribute) == [1, 1]
+
+
+def test_an_integer_category_matches_only_the_float_that_is_that_integer():
+    """An auditor's probe: 2⁵³ + 1 rounded to float64 is 2⁵³, so a float64 column of 2⁵³ (an int64 column with one
+    NaN added) was counted in the category 2⁵³ + 1 where the int64 column dropped it: one record moved 1,000."""
+    attribute = Attribute("id", categories=(BIG + 1, 7))
+    assert _one(pd.DataFrame({"id": [BIG] * 1000}), attribute) == [0, 0]
+    assert _one(pd.DataFrame({"id": [BIG] * 1000 + [np.nan]}), attribute) == [0, 0]
+    assert _one(pd.DataFrame({"id": np.array([2**24, 7], dtype=np.float32)}), Attribute("id", categories=(2**24 + 1, 7,
+                                                                                                    0.5))) == [0, 1, 0]
+    assert _one(pd.DataFrame({"id": [float(BIG + 2), 7.0]}), Attribute("id", categories=(BIG + 2, 7, 0.5))) == [1, 1, 0]
+
+
+def test_a_null_in_an_arrow_bool_column_is_dropped_not_raised():
+    """An auditor's probe: to_numpy(int64, na_value=0) raised ArrowInvalid on bool[pyarrow] holding a null."""
+    attribute = Attribute("x", categories=(0, 1))
+    df = pd.DataFrame({"x": pd.Series([True, None, False, True], dtype=pd.ArrowDtype(pa.bool_()))})
+    assert _one(df, attribute) == [1, 2]
+    assert _one(df.astype("boolean"), attribute) == [1, 2]

@@ -8,12 +8,12 @@ then m_A[ι] = Σ_{groups g with index ι on A} n_g, the same integers as one bi
 
 **The codes are mmopt's own.** A bin edge test is an IEEE comparison of float64(x) (the cast mmopt's
 :func:`numpy.searchsorted` makes), so an engine computes it exactly. A numeric category is not one comparison
-(integers compare exactly, float32 by the float32 rounding of the category, …: :mod:`mmopt.records.values`), so
-the engine first lists the distinct raw values that *could* be a category — float64(x) ∈ {float64(c),
-float64(float32(c))}, a superset of every value mmopt keeps, of at most a few values per category — and mmopt
-codes those with :func:`mmopt.records.values.codes`, as on an Arrow column of a Parquet file; the engine then
-maps raw values to codes by equality. A text column under a numeric attribute is coded per distinct value the
-same way (parsed as the Parquet/CSV path parses text).
+(integers compare exactly, a fraction in float32 by the float32 rounding of the category, …:
+:mod:`mmopt.records.values`), so the engine first lists the distinct raw values that *could* be a category —
+float64(x) ∈ {float64(c), float64(float32(c)), float64(float16(c))}, a superset of every value mmopt keeps, of
+at most a few values per category — and mmopt codes those with :func:`mmopt.records.values.codes`, as on an
+Arrow column of a Parquet file; the engine then maps raw values to codes by equality. A text column under a
+numeric attribute is coded per distinct value the same way (parsed as the Parquet/CSV path parses text).
 """
 
 from __future__ import annotations
@@ -59,16 +59,17 @@ def groups(top, shape: tuple[int, ...], limit: int = GROUP_CELLS) -> list[tuple[
 
 
 def candidates(attribute: Attribute) -> list[float]:
-    """The float64 values that a raw value of a numeric-category attribute can have when mmopt keeps it.
+    """The float64 values that a raw value of a numeric-category attribute can have when mmopt keeps it (a
+    superset: :func:`lookup` codes what the engine returns).
 
-    mmopt keeps x for category c when x = c exactly (integers), float64(x) = float64(c) (floats), or
-    float32(x) = float32(c) (float32 columns): in every case float64(x) is float64(c) or float64(float32(c)).
+    mmopt keeps x for category c when x = c exactly, or (x not a whole number) x = float32(c) or float16(c)
+    (:func:`mmopt.records.values._float_codes`): in every case float64(x) is c or one of its roundings.
     """
     out = set()
     for c in attribute.categories:
         out.add(float(c) + 0.0)
-        with np.errstate(over="ignore"):  # past float32's range: ±inf, which the float32 rule matches
-            out.add(float(np.float32(c)) + 0.0)
+        with np.errstate(over="ignore"):  # past a type's range: ±inf (matched by nothing but inf itself)
+            out.update(float(narrow(c)) + 0.0 for narrow in (np.float32, np.float16))
     return sorted(out)
 
 

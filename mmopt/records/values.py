@@ -7,8 +7,11 @@ single bad record never stops a release (whether a release happens must not depe
 * **Integers are compared as integers**: an integer column (NumPy, pandas nullable ``Int64`` with missing
   values, Arrow integers with nulls, whole-number decimals such as SQL's ``NUMERIC(38, 0)``, and whole
   ``Decimal`` objects) is never routed through float64, so 2⁵³ and 2⁵³ + 1 stay two values.
-* **float32 columns are matched by value**: category c matches a float32 value v when float32(c) = v (the
-  value 0.1 stored as float32 is the category 0.1); bins compare the stored value itself.
+* **A value's cell is the value's alone**, whatever its column's type (a None added to a float32 column makes
+  pandas hold its values as Python floats; a NaN added to an int64 column makes it float64): a number equals a
+  category exactly (integers as integers), and a value that is not a whole number and equals no category is
+  matched by value at float32 precision, then float16's — category c matches v when float32(c) = v (the value
+  0.1 stored as float32 is the category 0.1), never an integer by rounding. Bins compare the value itself.
 * **Mixed object columns** (pandas ``object``: numbers, None, strings): numbers are coded, missing values are
   dropped, and strings are parsed as CSV text is (below): Dask turns an object column of integers into strings
   and every file or engine parses text, so "3" is the number 3 here as it is in a CSV file (pandas alone had
@@ -61,15 +64,16 @@ def _pandas_codes(column, attribute: Attribute) -> np.ndarray:
     dtype = column.dtype
     if pt.is_bool_dtype(dtype):
         missing = column.isna().to_numpy()
-        return _masked(column.to_numpy(dtype=np.int64, na_value=0), missing, attribute)
+        # filled first: an Arrow bool column holding a null refused to_numpy(int64, na_value=0), and one record
+        # stopped the release
+        return _masked(column.fillna(False).to_numpy(dtype=bool).astype(np.int64), missing, attribute)
     if pt.is_integer_dtype(dtype):
         missing = column.isna().to_numpy()
         if _unsigned64(dtype):  # values past 2⁶³ would wrap in int64: compare as Python ints
             return _object_codes(column.astype(object).to_numpy(), attribute)
         return _masked(column.to_numpy(dtype=np.int64, na_value=0), missing, attribute)
-    if pt.is_float_dtype(dtype):
-        native = np.float32 if np.dtype(getattr(dtype, "numpy_dtype", dtype)) == np.float32 else np.float64
-        return _number_codes(column.to_numpy(dtype=native, na_value=np.nan), attribute)
+    if pt.is_float_dtype(dtype):  # float16 and float32 widen exactly: a value's cell is the value's alone
+        return _number_codes(column.to_numpy(dtype=np.float64, na_value=np.nan), attribute)
     return _object_codes(column.to_numpy(dtype=object), attribute)  # object / string: value by value
 
 
@@ -186,8 +190,6 @@ def _arrow_codes(column, attribute: Attribute) -> np.ndarray:
             return _object_codes(np.array(column.to_pylist(), dtype=object), attribute)
         filled = pc.cast(column.fill_null(0), pa.int64()).to_numpy(zero_copy_only=False)
         return _masked(filled, missing, attribute)
-    if pa.types.is_float32(column.type):
-        return _number_codes(column.to_numpy(zero_copy_only=False).astype(np.float32), attribute)
     if pa.types.is_decimal(column.type) and column.type.scale <= 0:
         # whole numbers (decimal(38, 0), SQL's NUMERIC ids and codes) are compared as integers: through float64,
         # 2⁵³ + 1 was counted in the cell of 2⁵³. A safe cast to int64 is exact, and refuses what does not fit.
@@ -314,10 +316,39 @@ def _number_codes(x: np.ndarray, attribute: Attribute) -> np.ndarray:
         ref, index = np.array([w for w, _ in whole], dtype=np.int64), np.array([j for _, j in whole])
         x = x.astype(np.int64, copy=False)
     else:
-        # float32 values match the float32 rounding of each category (the value as stored); others in float64
-        with np.errstate(over="ignore"):  # a category past float32's range becomes inf, equal to no finite value
-            ref = np.array(cats, dtype=np.float64).astype(x.dtype)
-        index = np.arange(len(cats))
+        return _float_codes(x.astype(np.float64, copy=False), cats)
+    return _lookup(ref, index, x)
+
+
+def _float_codes(x: np.ndarray, cats) -> np.ndarray:
+    """Float values (float64, which holds every float16 and float32 exactly) against numeric categories: equal to
+    a category (an integer one only when the float is that very integer: rounded to float64, 2⁵³ + 1 became 2⁵³
+    and the value 2⁵³ was counted in its cell), else, for a value that is not a whole number, equal to a
+    category's float32 rounding, else to its float16 one (a category and its rounding both not whole: an integer
+    never matches by rounding). The cell depends on the value alone, not on how its column was stored: a float32
+    column matched by its own rounding lost every match when one added None made pandas hold it as Python floats,
+    and one added record moved a thousand counts."""
+    index = np.arange(len(cats))
+    whole = np.array([_whole(c) is not None for c in cats], dtype=bool)
+    ref = np.array(cats, dtype=np.float64)
+    exact = np.array([not isinstance(c, int | np.integer) or (math.isfinite(r) and int(r) == int(c))
+                      for c, r in zip(cats, ref, strict=True)], dtype=bool)
+    j = _lookup(np.where(exact, ref, np.nan), index, x)
+    with np.errstate(invalid="ignore"):
+        fraction = np.isfinite(x) & (np.floor(x) != x)
+    for narrow in (np.float32, np.float16):
+        miss = (j < 0) & fraction
+        if not miss.any():
+            break
+        with np.errstate(over="ignore"):  # a category past the type's range becomes inf, equal to no finite value
+            rounded = ref.astype(narrow).astype(np.float64)
+        usable = ~whole & np.isfinite(rounded) & (np.floor(rounded) != rounded)
+        j[miss] = _lookup(np.where(usable, rounded, np.nan), index, x[miss])
+    return j
+
+
+def _lookup(ref: np.ndarray, index: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """index[i] of the first i (in index order) with ref[i] = x, else −1; NaN in ref matches nothing."""
     order = np.argsort(ref, kind="stable")
     srt = ref[order]
     j = np.minimum(np.searchsorted(srt, x), len(srt) - 1)
