@@ -410,3 +410,36 @@ def test_tree_spec_is_the_stream_tree_strategy_at_any_n():
     assert np.array_equal(K.terms[0].factors[0].matrix, toeplitz.tree(4, 2).to_dense())
     with pytest.raises(ValueError, match=r"branching '1' of 'tree' is not an integer ≥ 2 at position 5"):
         build_strategy("tree:1", sp.build_workload("prefix:64"))
+
+
+def _json_of(capsys, *argv) -> dict:
+    import json
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_evaluate_ratio_is_finite_at_any_epsilon_and_the_release_noise_is_said(capsys):
+    """An auditor's probe: the ratio read nan at ε = 1e-200 and inf at 1e308 (both totals past float64), though it
+    does not depend on ε; and evaluate's Gaussian figures are the analytic σ's while release draws OpenDP's larger
+    one (19 % more variance at ε = 0.5, δ = 1e-5), with nothing said."""
+    import mmopt
+    W = mmopt.workload.prefix(8)
+    want = mmopt.expected_error(W, mmopt.strategy.identity(8)) / mmopt.svd_bound(W)
+    for eps in ("1e-200", "1", "1e308"):
+        r = _json_of(capsys, "evaluate", "prefix:8", "-s", "identity", "-e", eps)
+        assert r["ratio"] == pytest.approx(want, rel=1e-9)
+        assert r["release_variance_ratio"] == pytest.approx(1.0, abs=1e-5) and r["calibration"] == "b = Δ/ε"
+    from mmopt.planning.budget import variance_factor
+    r = _json_of(capsys, "evaluate", "prefix:8", "-s", "identity", "-e", "0.5", "-d", "1e-5")
+    ratio = variance_factor(0.5, 1e-5, "release") / mmopt.Privacy(0.5, 1e-5).variance_factor
+    assert r["release_variance_ratio"] == pytest.approx(ratio, rel=1e-12) and 1.1 < ratio < 1.3
+    assert r["noise"] == "gaussian" and r["calibration"].startswith("analytic")
+
+
+def test_plan_prints_no_release_command_whose_noise_would_miss_the_targets(capsys):
+    """An auditor's probe: plan --calibration analytic printed a release command at the analytic ε, where
+    release's OpenDP σ gave variance 5.66 against the target 5."""
+    r = _json_of(capsys, "plan", "prefix:8", "--target", "5", "-d", "1e-6", "--calibration", "analytic")
+    assert r["release_with"] is None and "--calibration release" in r["release_note"]
+    r = _json_of(capsys, "plan", "prefix:8", "--target", "5", "-d", "1e-6")
+    assert r["release_with"].startswith("mmopt release prefix:8") and "release_note" not in r

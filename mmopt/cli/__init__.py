@@ -141,7 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", "-m", default="auto",
                    help=f"one of {methods}; for prefix sums and all ranges also {stream}; or auto (the default: "
                         "the best of every method that applies and takes seconds)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random restarts (default 0: reproducible)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the random restarts (default 0: reproducible); a method that draws nothing "
+                        "(identity, hierarchical, wavelet, the certified optima, …) reads none, as mmopt.optimize")
     p.add_argument("--budget", default=None, metavar="fast|default|thorough|SECONDS",
                    help="with --method auto: the CPU seconds its candidates may be expected to take (fast 5, default "
                         "60, thorough 600, or a number); what does not fit is skipped, and the report says why")
