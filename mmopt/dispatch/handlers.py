@@ -13,8 +13,9 @@ from mmopt.structured import _checks as ck
 from mmopt.structured import analysis, bounds
 from mmopt.structured import mechanism as smech
 from mmopt.structured import release as srelease
+from mmopt.structured._normalised import normalised
 from mmopt.structured.per_query import per_query_variance
-from mmopt.structured.strategies import normalised, sensitivity_parts
+from mmopt.structured.strategies import sensitivity_parts
 
 
 def _evaluate_dense(W, A, privacy, norm, per_query):

@@ -45,8 +45,9 @@ from mmopt.structured import _checks as ck
 from mmopt.structured import algebra as alg
 from mmopt.structured import bounds
 from mmopt.structured import factors as fc
+from mmopt.structured._normalised import normalised
 from mmopt.structured._report import ImplicitErrorReport
-from mmopt.structured.strategies import ImplicitStrategy, Sensitivity, normalised, sensitivity, sensitivity_parts
+from mmopt.structured.strategies import ImplicitStrategy, Sensitivity, sensitivity, sensitivity_parts
 from mmopt.structured.two_term import two_term
 from mmopt.structured.workloads import ImplicitWorkload
 
