@@ -637,3 +637,12 @@ def test_a_plan_refused_at_any_budget_names_the_delta_given():
     # δ = 0.9999999 was printed "δ = 1", a value plan itself refuses (a helper's probe)
     with pytest.raises(ValueError, match=r"with δ = 0\.9999999 \(δ alone pays for it\)"):
         mmopt.plan(mmopt.workload.prefix(8), 4.0, delta=0.9999999)
+
+
+@pytest.mark.parametrize("delta, target", [(0.05, 425.0), (0.05, 420.0), (0.2, 20.0)])
+def test_plan_keeps_its_budget_within_its_tolerance_where_epsilon_is_flat_in_the_variance(delta, target):
+    """An auditor's probe: at δ = 0.05 and a loose target the variance's gap of 5·10⁻⁴ became ε 1.0735× its
+    certified lower bound, with status 'optimal'; plan now searches once more at the gap ε's slope asks for."""
+    p = mmopt.plan(wl.prefix(16), target, delta=delta)
+    assert p.status == "optimal" and 1.0 <= p.ratio <= 1.0005
+    assert np.all(p.per_query_variance <= target)
