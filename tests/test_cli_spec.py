@@ -429,7 +429,7 @@ def test_evaluate_ratio_is_finite_at_any_epsilon_and_the_release_noise_is_said(c
         r = _json_of(capsys, "evaluate", "prefix:8", "-s", "identity", "-e", eps)
         assert r["ratio"] == pytest.approx(want, rel=1e-9)
         assert r["release_variance_ratio"] == pytest.approx(1.0, abs=1e-5) and r["calibration"] == "b = Δ/ε"
-    from mmopt.planning.budget import variance_factor
+    from mmopt.planning.calibration import variance_factor
     r = _json_of(capsys, "evaluate", "prefix:8", "-s", "identity", "-e", "0.5", "-d", "1e-5")
     ratio = variance_factor(0.5, 1e-5, "release") / mmopt.Privacy(0.5, 1e-5).variance_factor
     assert r["release_variance_ratio"] == pytest.approx(ratio, rel=1e-12) and 1.1 < ratio < 1.3

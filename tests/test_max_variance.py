@@ -91,7 +91,7 @@ def test_the_default_plan_holds_for_the_noise_mmopt_release_draws(delta):
     """calibration="release" (the default): OpenDP's σ (through zCDP, 4–9 % above the analytic one) or b at the
     budget found meets every target, a hair less budget does not, and the analytic plan's budget is smaller."""
     pytest.importorskip("opendp")
-    from mmopt.planning.budget import variance_factor
+    from mmopt.planning.calibration import variance_factor
     W, x = wl.prefix(16), np.arange(16.0)
     p = mmopt.plan(W, targets=4.0, kind="se", delta=delta)
     unit = mmopt.evaluate(W, p.strategy, None, norm="l2" if delta else "l1",
@@ -239,7 +239,7 @@ def test_plan_on_marginals_at_any_size():
     W = wl.marginals((8,) * 30, 2)  # 435 marginals over 8³⁰ cells: the residual algebra, never the cells
     p = mmopt.plan(W, targets=10.0, kind="se", delta=1e-9)
     assert p.per_query_variance.shape == (435,) and np.all(p.per_query_variance <= 100.0)
-    # exact up to the release's rounding: d_in = Δ(1 + 1e-7) and OpenDP's σ search (mmopt.planning.budget._D_IN)
+    # exact up to the release's rounding: d_in = Δ(1 + 1e-7) and OpenDP's σ search (mmopt.planning.calibration._D_IN)
     assert p.status == "optimal" and 1.0 <= p.ratio <= 1 + 2e-6
     sets = mmopt.structured.residual.as_marginal_workload(W, caller="test").sets
     tighter = mmopt.plan(W, targets={A: 5.0 if A == (0, 1) else 10.0 for A in sets}, kind="se", delta=1e-9)
@@ -297,7 +297,7 @@ def test_plan_takes_optimize_s_product_route_at_any_size():
     """plan re-derived optimize's routes without one Kronecker product: prefix(16) ⊗ prefix(16) ran the dense
     minimax (101 s) and a product past the dense limit was refused. Oracle: each query's variance re-evaluated by
     mmopt.evaluate at the planned budget, and optimize's certified bracket on the same product."""
-    from mmopt.planning.budget import variance_factor
+    from mmopt.planning.calibration import variance_factor
     from mmopt.structured import workloads as sw
     W = sw.kron(wl.prefix(16), wl.prefix(16))
     p = mmopt.plan(W, targets=4.0, kind="se", delta=1e-6)

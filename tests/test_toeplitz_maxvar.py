@@ -111,7 +111,7 @@ def test_plan_with_heterogeneous_targets_meets_every_one():
     assert p.status == "optimal" and 1.0 <= p.ratio <= 1.001
     report = mmopt.evaluate(wl.all_range(n), p.strategy, p.privacy, per_query=True)
     # evaluate's analytic Gaussian factor, rescaled to the release calibration the plan holds for
-    from mmopt.planning.budget import variance_factor
+    from mmopt.planning.calibration import variance_factor
     achieved = np.asarray(report.per_query_variance) * variance_factor(p.epsilon, 1e-9) / p.privacy.variance_factor
     np.testing.assert_allclose(achieved, p.per_query_variance, rtol=1e-9)
     assert np.all(achieved <= tau ** 2)

@@ -103,9 +103,9 @@ def _evaluation(W, A, P) -> dict:
 def _release_noise(P) -> dict:
     """The noise calibration of these figures, and the variance of the noise 'mmopt release' draws over theirs:
     evaluate's σ is the analytic Gaussian mechanism's (Privacy's), release's OpenDP's zCDP-calibrated one
-    (mmopt.planning.budget.variance_factor, an upper bound) — an auditor found evaluate's total 19 % below
+    (mmopt.planning.calibration.variance_factor, an upper bound) — an auditor found evaluate's total 19 % below
     release's own figure at ε = 0.5, δ = 1e-5, with nothing said. None past OpenDP's range (ε > 10⁴)."""
-    from mmopt.planning.budget import MAX_EPSILON, variance_factor
+    from mmopt.planning.calibration import MAX_EPSILON, variance_factor
     if P.delta == 0:  # release's b is d_in/ε, d_in at most Δ·(1 + 2·10⁻⁷): a ratio free of ε (taken at ε = 1)
         return {"calibration": "b = Δ/ε", "release_variance_ratio": variance_factor(1.0, 0.0, "release") / 2.0}
     ratio = (variance_factor(P.epsilon, P.delta, "release") / P.variance_factor

@@ -8,7 +8,8 @@ an L2 bound there) at unit
 privacy, V = max_i vᵢ/τᵢ, then solves c(ε, δ)·V ≤ 1 for the smallest ε (c = ``Privacy.variance_factor``: 2/ε²
 under Laplace noise, σ² of the analytic Gaussian mechanism under Gaussian noise). The certified lower bound V₋ ≤
 every strategy's V gives the smallest budget any strategy could use, in the same unit; under Gaussian noise the
-zCDP ρ = V/2 is reported too (σ² = 1/V at Δ₂ = 1, ρ = Δ₂²/(2σ²)).
+zCDP ρ = V/2 is reported too (σ² = 1/V at Δ₂ = 1, ρ = Δ₂²/(2σ²)). Modules: :mod:`.budget` (plan),
+:mod:`.calibration` (c(ε, δ) as the release draws it or as the analytic mechanism does, and its inverse).
 """
 
 from mmopt.planning.budget import Plan, plan
