@@ -33,6 +33,7 @@ import warnings
 
 import numpy as np
 
+from mmopt.records._text_values import arrow_text_codes, text_codes
 from mmopt.records.domain import Attribute
 
 _INT = r"^\s*[+-]?\d+\s*$"
@@ -60,7 +61,7 @@ def _pandas_codes(column, attribute: Attribute) -> np.ndarray:
         lut = np.append(codes(pd.Series(column.cat.categories), attribute), -1)
         return lut[column.cat.codes.to_numpy()]  # code −1 (missing) reads lut[−1] = −1
     if attribute.kind == "text":
-        return _text_codes(column, attribute)
+        return text_codes(column, attribute)
     dtype = column.dtype
     if pt.is_bool_dtype(dtype):
         missing = column.isna().to_numpy()
@@ -177,7 +178,7 @@ def _arrow_codes(column, attribute: Attribute) -> np.ndarray:
     import pyarrow as pa
     import pyarrow.compute as pc
     if attribute.kind == "text":
-        return _arrow_text_codes(column, attribute)
+        return arrow_text_codes(column, attribute)
     if pa.types.is_dictionary(column.type):
         column = column.dictionary_decode()
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
@@ -223,62 +224,6 @@ def _parsed_codes(arr, attribute: Attribute) -> np.ndarray:
     if (~(is_num | blank)).any():
         _warn_text(attribute)
     return out
-
-
-def _text_codes(column, attribute: Attribute) -> np.ndarray:
-    import pyarrow as pa
-    try:  # Arrow's hash lookup is fast for strings; a column of other objects is made text first
-        arr = pa.array(column, from_pandas=True)
-    except (pa.ArrowException, TypeError, ValueError, OverflowError):  # OverflowError: a first value of 2¹⁰⁰ made
-        arr = None  # the release raise, so whether it happened depended on one record
-    if arr is None or not any(f(arr.type) for f in (pa.types.is_string, pa.types.is_large_string,
-                                                    pa.types.is_binary, pa.types.is_null)):
-        import pandas as pd
-        # 2 under string categories: pandas dropped it, Dask and DuckDB read its text "2" (a probe); unhashable
-        # values (a list, a dict) are dropped, as any value outside the domain (one such record raised)
-        values = _utf8_decoded(column.to_numpy(dtype=object))
-        keep = ~pd.isna(values) & np.fromiter(map(_hashable, values), bool, values.shape[0])
-        text = [(x if isinstance(x, str) else str(x)) if k else None for x, k in zip(values, keep, strict=True)]
-        if any(k and not isinstance(x, str) for x, k in zip(values, keep, strict=True)):
-            warnings.warn(f"Column {attribute.name!r} holds values that are not strings, but the domain declares it "
-                          "with string categories: each is matched by its text (2 as '2', as Dask and DuckDB read "
-                          f"it). If the column holds numbers, declare {attribute.name!r} with numeric categories.",
-                          UserWarning, stacklevel=4)
-        arr = pa.array(text, type=pa.string())
-    return _arrow_text_codes(arr, attribute)
-
-
-def _utf8_decoded(values: np.ndarray) -> np.ndarray:
-    """bytes as the UTF-8 text they hold (not UTF-8: None, dropped), as Arrow's lookup matches them (a binary
-    column against the string categories): the fallback matched no bytes, so b"a" counted as "a" or was dropped by
-    whether another record (a number) made Arrow fail — one added record moved a thousand counts."""
-    is_bytes = np.fromiter((isinstance(x, bytes) for x in values), dtype=bool, count=len(values))
-    if not is_bytes.any():
-        return values
-    values = values.copy()
-    for i in np.flatnonzero(is_bytes):
-        try:
-            values[i] = values[i].decode("utf-8")
-        except UnicodeDecodeError:
-            values[i] = None
-    return values
-
-
-def _hashable(x) -> bool:
-    try:
-        hash(x)
-    except TypeError:
-        return False
-    return True
-
-
-def _arrow_text_codes(arr, attribute: Attribute) -> np.ndarray:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    if pa.types.is_null(arr.type):
-        return np.full(len(arr), -1, dtype=np.int64)
-    found = pc.index_in(arr, value_set=pa.array(attribute.categories, type=pa.string()))
-    return found.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
 
 def _number_codes(x: np.ndarray, attribute: Attribute) -> np.ndarray:

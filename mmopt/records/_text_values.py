@@ -1,0 +1,69 @@
+"""The cell code of every raw value under string categories (split from :mod:`mmopt.records.values`, whose
+rules these are: a value outside the domain is −1, never an error; a number is matched by its text, 2 as "2",
+as Dask and DuckDB read an object column)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from mmopt.records.domain import Attribute
+
+__all__ = ["arrow_text_codes", "text_codes"]
+
+
+def text_codes(column, attribute: Attribute) -> np.ndarray:
+    import pyarrow as pa
+    try:  # Arrow's hash lookup is fast for strings; a column of other objects is made text first
+        arr = pa.array(column, from_pandas=True)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):  # OverflowError: a first value of 2¹⁰⁰ made
+        arr = None  # the release raise, so whether it happened depended on one record
+    if arr is None or not any(f(arr.type) for f in (pa.types.is_string, pa.types.is_large_string,
+                                                    pa.types.is_binary, pa.types.is_null)):
+        import pandas as pd
+        # 2 under string categories: pandas dropped it, Dask and DuckDB read its text "2" (a probe); unhashable
+        # values (a list, a dict) are dropped, as any value outside the domain (one such record raised)
+        values = _utf8_decoded(column.to_numpy(dtype=object))
+        keep = ~pd.isna(values) & np.fromiter(map(_hashable, values), bool, values.shape[0])
+        text = [(x if isinstance(x, str) else str(x)) if k else None for x, k in zip(values, keep, strict=True)]
+        if any(k and not isinstance(x, str) for x, k in zip(values, keep, strict=True)):
+            warnings.warn(f"Column {attribute.name!r} holds values that are not strings, but the domain declares it "
+                          "with string categories: each is matched by its text (2 as '2', as Dask and DuckDB read "
+                          f"it). If the column holds numbers, declare {attribute.name!r} with numeric categories.",
+                          UserWarning, stacklevel=4)
+        arr = pa.array(text, type=pa.string())
+    return arrow_text_codes(arr, attribute)
+
+
+def _utf8_decoded(values: np.ndarray) -> np.ndarray:
+    """bytes as the UTF-8 text they hold (not UTF-8: None, dropped), as Arrow's lookup matches them (a binary
+    column against the string categories): the fallback matched no bytes, so b"a" counted as "a" or was dropped by
+    whether another record (a number) made Arrow fail — one added record moved a thousand counts."""
+    is_bytes = np.fromiter((isinstance(x, bytes) for x in values), dtype=bool, count=len(values))
+    if not is_bytes.any():
+        return values
+    values = values.copy()
+    for i in np.flatnonzero(is_bytes):
+        try:
+            values[i] = values[i].decode("utf-8")
+        except UnicodeDecodeError:
+            values[i] = None
+    return values
+
+
+def _hashable(x) -> bool:
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True
+
+
+def arrow_text_codes(arr, attribute: Attribute) -> np.ndarray:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    if pa.types.is_null(arr.type):
+        return np.full(len(arr), -1, dtype=np.int64)
+    found = pc.index_in(arr, value_set=pa.array(attribute.categories, type=pa.string()))
+    return found.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
