@@ -16,13 +16,13 @@ from __future__ import annotations
 import math
 import sys
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from mmopt import dispatch
 from mmopt._base import guards as g
 from mmopt._base import validation as v
+from mmopt._base.montecarlo_result import Interval, MonteCarloResult, mean_std, t_interval
 from mmopt._base.run_streams import PerRunStreams, seed_sequence
 from mmopt.dense._error_common import check_privacy
 from mmopt.privacy import Privacy
@@ -45,76 +45,6 @@ _PROGRESS_ENTRIES = 10**8   # progress=None shows a bar past runs × (p + n + m)
 # (400 MB at 10⁷ runs), and 10⁷ runs of even the smallest problem take half an hour.
 MAX_RUNS = 10**7
 _RUN_FACTOR_IMPLICIT = 20.0
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A two-sided confidence interval and how it was obtained."""
-
-    low: float
-    high: float
-    level: float = 0.95
-    method: str = "Student t (mean ± t_{0.975, runs−1}·s/√runs)"
-
-
-@dataclass(frozen=True, eq=False)
-class MonteCarloResult:
-    """Summary of ``runs`` seeded runs of the mechanism (see :func:`monte_carlo`).
-
-    Attributes
-    ----------
-    total_squared_error, total_std, total_ci : float, float, Interval
-        Mean over runs of ‖W x̂ − W x‖², its sample standard deviation (ddof = 1) and a 95% CI for the
-        expectation by Student's t (the central limit theorem; the per-run totals have finite variance for
-        Laplace and Gaussian noise; the level is approximate at small runs: Notes of :func:`monte_carlo`).
-    expected : float or None
-        :func:`mmopt.evaluate`'s exact expectation when ``reconstruct="least_squares"`` (x̂ is unbiased
-        there), None otherwise (NNLS and projection are biased; the exact figure does not apply).
-    expected_exact : bool
-        False when ``expected`` is a proven upper bound (an implicit union strategy past 4,096 cells).
-    rmse, rmse_ci : float, Interval
-        √(total / m) and the CI mapped through the same monotone map.
-    max_abs_error, max_abs_error_ci : float, Interval
-        Mean over runs of maxᵢ |(W x̂ − W x)ᵢ|, and its 95% normal CI.
-    scaled_error, scaled_squared_error, scaled_l2_error : float or None
-        DPBench's scaled per-query errors, averaged over runs: mean |error| / ‖x‖₁ (their "L1"),
-        mean error² / ‖x‖₁² (its squared analogue, = (rmse/‖x‖₁)²), and ‖error‖₂ / (m·‖x‖₁) (their "L2").
-        None when ‖x‖₁ = 0.
-    per_run_total : ndarray of shape (runs,)
-        ‖W x̂ − W x‖² of every run, in run order.
-    runs, n_queries, reconstruct, total, privacy, seed_entropy, batch, seconds
-        The setup; ``seed_entropy`` re-creates the runs (``seed=seed_entropy``) when ``seed`` was None.
-    """
-
-    total_squared_error: float
-    total_std: float
-    total_ci: Interval
-    expected: float | None
-    expected_exact: bool
-    rmse: float
-    rmse_ci: Interval
-    max_abs_error: float
-    max_abs_error_ci: Interval
-    scaled_error: float | None
-    scaled_squared_error: float | None
-    scaled_l2_error: float | None
-    runs: int
-    n_queries: int
-    reconstruct: str
-    total: float | None
-    privacy: Privacy
-    seed_entropy: int
-    batch: int
-    seconds: float
-    per_run_total: np.ndarray = field(repr=False)
-
-    @property
-    def z_score(self) -> float | None:
-        """(mean − expected)/(s/√runs): |z| ≤ t_{0.975, runs−1} (1.96 for many runs) means ``expected`` lies inside
-        the 95% CI."""
-        if self.expected is None or self.total_std == 0:
-            return None
-        return (self.total_squared_error - self.expected) / (self.total_std / math.sqrt(self.runs))
 
 
 def _mechanism_options(reconstruct: str, total, zeros, reconstruct_options, n: int, shape) -> tuple[dict, float]:
@@ -279,9 +209,9 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
     finally:
         if bar is not None:
             bar.close()
-    mean, std = _mean_std(T)
-    ci = _t_ci(mean, std, runs)
-    pk_mean, pk_std = _mean_std(peak)
+    mean, std = mean_std(T)
+    ci = t_interval(mean, std, runs)
+    pk_mean, pk_std = mean_std(peak)
     # divided twice, not by x_l1²: counts of 1e300 overflowed the square (OverflowError after every run was drawn)
     scaled = None if x_l1 == 0 else (float(l1.mean()) / x_l1, mean / m / x_l1 / x_l1, float(l2.mean()) / x_l1)
     exact = getattr(report, "total_exact", True)
@@ -289,18 +219,9 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
         mean, std, ci, float(report.total_squared_error) if reconstruct == "least_squares" else None,
         bool(exact), math.sqrt(mean / m),
         Interval(math.sqrt(max(ci.low, 0.0) / m), math.sqrt(ci.high / m), method=ci.method + ", mapped by √(·/m)"),
-        pk_mean, _t_ci(pk_mean, pk_std, runs),
+        pk_mean, t_interval(pk_mean, pk_std, runs),
         *(scaled or (None, None, None)), runs, m, reconstruct, total, privacy, int(ss.entropy), batch,
         time.perf_counter() - t0, T)
-
-
-def _mean_std(values: np.ndarray) -> tuple[float, float]:
-    """(mean, sample std) of finite values, computed on values / max|values|: at ε = 1e-80 every run's total was
-    finite (~1e161) but their squares overflowed, and the std and intervals read inf."""
-    top = float(np.max(np.abs(values), initial=0.0))
-    scale = top if 0.0 < top < math.inf else 1.0
-    u = values / scale
-    return scale * float(u.mean()), scale * float(u.std(ddof=1))
 
 
 def _check_resolvable(truth: np.ndarray, expected: float, m: int) -> None:
@@ -328,15 +249,6 @@ def _check_runs(runs: int, per_run: float) -> int:
                         remedy="Use fewer runs: the 95% interval's half-width shrinks like 1/√runs, so 10⁴ runs "
                                "already give the mean to about 2% of the spread; for more, split the study into "
                                "calls with different seeds, or raise mmopt._base.guards.MAX_WORK.")
-
-
-def _t_ci(mean: float, std: float, runs: int) -> Interval:
-    """mean ± t_{0.975, R−1}·s/√R: the normal quantile 1.96 at every R covered 64 % at R = 2 and 79 % at R = 5
-    (prefix(8), H₂; a helper's probe); t is exact for normal totals, and the skew of squared errors still costs
-    a few points at small R (measured in :func:`monte_carlo`'s notes)."""
-    from scipy import stats
-    half = float(stats.t.ppf(0.975, runs - 1)) * std / math.sqrt(runs)
-    return Interval(mean - half, mean + half)
 
 
 def _answers(workload, out, k: int) -> np.ndarray:
