@@ -24,18 +24,22 @@ unless ``--allow-large-output`` is given.
 
 from __future__ import annotations
 
-import math
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 
 import numpy as np
 
 import mmopt
-from mmopt._base.atomic import atomic_target
 from mmopt.cli import output as out
-from mmopt.cli._grammar import load_npy
+from mmopt.cli._release_files import (
+    atomic_save,
+    check_data,
+    expected_release_error,
+    fallback,
+    load_data,
+    measurement_table,
+)
 from mmopt.cli.ledger import ledger_scope, open_ledger
 from mmopt.cli.spec import build_workload
 from mmopt.cli.strategies import build_strategy
@@ -99,43 +103,6 @@ def _check_outputs(args) -> dict:
     return outputs
 
 
-def _load_data(path: str) -> np.ndarray:
-    ext = out.check_extension(path, (".npy", ".csv"), "--data")
-    if not os.path.isfile(path):  # said before anything is built or drawn, in the command's words
-        raise ValueError(f"The --data file '{path}' does not exist (or is not a file). Give the path of the true "
-                         "histogram x: a .npy array or a .csv of numbers.")
-    if ext == ".npy":
-        return load_npy(path, "--data file")
-    try:
-        return np.loadtxt(path, delimiter=",", ndmin=1)
-    except ValueError as exc:
-        raise ValueError(f"Could not read the --data file '{path}' as numbers separated by commas (no header): "
-                         f"{exc}") from None
-
-
-def _check_data(path: str, W, x: np.ndarray) -> np.ndarray:
-    """x as release reads it, its size and finiteness checked in the command's words (the library's own messages
-    name its parameter 'x', not --data)."""
-    if not isinstance(W, ImplicitWorkload):
-        from mmopt.workload import structure_of
-        twin = structure_of(W)
-        if x.ndim > 1 and (twin is None or tuple(x.shape) != tuple(twin.shape)):  # two columns (index, count)
-            # were read as one histogram of twice the cells before
-            raise ValueError(f"The --data file '{path}' must hold one count per cell of '{W.name}': one column "
-                             f"(or one row) of {W.domain_size:,} numbers"
-                             + ("" if twin is None else f", or an array of shape {tuple(twin.shape)}")
-                             + f". Got an array of shape {x.shape}.")
-        x = x.ravel()  # a dense workload reads a flat histogram (C order)
-    if x.size != W.domain_size:
-        raise ValueError(f"The --data file '{path}' must hold one count per cell of '{W.name}': {W.domain_size:,} "
-                         f"numbers. Got {x.size:,}.")
-    bad = np.flatnonzero(~np.isfinite(x.ravel())) if x.dtype.kind in "fc" else ()
-    if len(bad):
-        raise ValueError(f"The --data file '{path}' must hold finite counts. Got {bad.size:,} NaN or infinite "
-                         f"(the first at cell {bad[0]:,} of the flat histogram, 0-based); fill or drop them.")
-    return x
-
-
 def _check_answers_available(W) -> None:
     """A bare --out .npy vector is formed in memory: known queries, at most 10⁷ of them for an implicit W."""
     ok = W.n_queries <= MAX_ANSWERS if isinstance(W, ImplicitWorkload) else answers_available(W)
@@ -193,7 +160,7 @@ def plan(args) -> Plan:
     if args.total is not None and args.reconstruct == "least_squares":  # the library's message names its keywords
         raise ValueError(f"--total {args.total:g} is imposed by a constrained reconstruction: add --reconstruct nnls "
                          "or --reconstruct projection (least squares is unconstrained).")
-    x = _check_data(args.data, W, _load_data(args.data))  # before the strategy search, which can take minutes
+    x = check_data(args.data, W, load_data(args.data))  # before the strategy search, which can take minutes
     A = _strategy(args, W, P)
     ext = outputs["--out"][1] if "--out" in outputs else None
     if ext == ".npy":
@@ -208,65 +175,16 @@ def plan(args) -> Plan:
     return Plan(W, A, x, P, expected, outputs, spec, args.alpha)
 
 
-def _atomic_save(path: str, vector: np.ndarray, ext: str) -> None:
-    """Write ``vector`` to ``path`` whole or not at all (:func:`mmopt._base.atomic.atomic_target`)."""
-    with atomic_target(path, ext) as tmp, open(tmp, "wb") as fh:
-        if ext == ".npy":
-            np.save(fh, np.asarray(vector))
-        else:
-            np.savetxt(fh, np.ravel(vector), fmt="%.17g")
-
-
-def _log10(value) -> float | None:
-    return math.log10(value) if isinstance(value, float | int) and math.isfinite(value) and value > 0 else None
-
-
-def expected_release_error(expected, privacy: mmopt.Privacy, noise_scale: float) -> tuple[float | None, float | None]:
-    """(total, log10 total) of least squares' expected squared error at the noise scale actually drawn.
-
-    evaluate's total is c·Δ²·tr(G M) at the calibrated scale; the release drew variance v = 2b² (Laplace) or
-    σ² (Gaussian), so its total is v·tr(G M) = total·v/(c·Δ²). Formed in logarithms, so it never overflows,
-    underflows to a false 0 or divides by zero; None where evaluate itself has no finite figure.
-    """
-    log_total = getattr(expected, "log10_total", None)
-    if log_total is None:
-        log_total = _log10(expected.total_squared_error)
-    log_d, log_b = _log10(expected.sensitivity), _log10(noise_scale)
-    if log_total is None or log_d is None or log_b is None:
-        return None, None
-    log_v = 2 * log_b + (math.log10(2.0) if privacy.noise == "laplace" else 0.0)
-    log_release = log_total + log_v - privacy.log_variance_factor / math.log(10.0) - 2 * log_d
-    return (10.0**log_release if log_release < 308 else math.inf), log_release
-
-
-def _fallback(vector: np.ndarray) -> str:
-    fd, fallback = tempfile.mkstemp(prefix="mmopt-release-", suffix=".npy")
-    with os.fdopen(fd, "wb") as fh:
-        np.save(fh, np.asarray(vector))
-    return fallback
-
-
 def _write_table(p: Plan, res, path: str) -> None:
     """The labelled table, streamed; when no x̂ survived, the measurements as a two-column table."""
     from mmopt.answers import files, table
 
     fmt = files.table_format(path, "release")
     if res.estimate is None:
-        _measurement_table(np.ravel(res.measurements), path, fmt)
+        measurement_table(np.ravel(res.measurements), path, fmt)
         return
     plan_ = table.plan_table(res, p.workload, p.strategy, p.privacy, spec=p.table, caller="release", alpha=p.alpha)
     files.stream(plan_, path, fmt, files.DEFAULT_CHUNK_ROWS)
-
-
-def _measurement_table(y: np.ndarray, path: str, fmt: str) -> None:
-    """The noisy measurements y as a two-column table (row of A, measurement), when no x̂ survived."""
-    import pyarrow as pa
-
-    from mmopt.answers import files
-
-    batch = pa.RecordBatch.from_arrays([pa.array(np.arange(y.size, dtype=np.int64)), pa.array(y)],
-                                       names=["row", "measurement"])
-    files.stream_batches(path, fmt, batch.schema, [batch])
 
 
 def deliver(args, p: Plan, res) -> int:
@@ -288,9 +206,9 @@ def deliver(args, p: Plan, res) -> int:
             if option == "--out" and table:
                 _write_table(p, res, path)
             elif option == "--out":
-                _atomic_save(path, res.answers if kept else measurements, ext)
+                atomic_save(path, res.answers if kept else measurements, ext)
             else:
-                _atomic_save(path, estimate if estimate is not None else measurements, ext)
+                atomic_save(path, estimate if estimate is not None else measurements, ext)
             written[option] = path
         except Exception as exc:  # the budget is spent: never lose what was released
             if option == "--out" and res.answers is not None:
@@ -300,7 +218,7 @@ def deliver(args, p: Plan, res) -> int:
             else:
                 keep, note = measurements, " (the noisy measurements y = A x + z)"
             try:
-                written[option] = _fallback(keep)
+                written[option] = fallback(keep)
                 failed.append(f"{option} '{path}' could not be written ({exc}); it was saved to "
                               f"'{written[option]}'{note}")
             except Exception as again:  # nowhere to write: say so, the report below still prints
