@@ -1,7 +1,8 @@
 """The max-variance routes of structured workloads, which :mod:`mmopt.family.objectives` tries before its dense
 minimax: unions of marginals (ResidualPlanner+'s closed-form bound), one Kronecker product factor by factor,
 unions of Kronecker products in the commutant of their cell symmetries (and dense workloads that remember such a
-product), grouping sets, prefix sums and all ranges in prefix coordinates. Each is certified by its own dual.
+product), grouping sets, prefix sums and all ranges in prefix coordinates (:mod:`mmopt.family.maxvar_ranges`). Each is
+certified by its own dual.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 from mmopt._base.result import SUCCESS, OptimizeResult, reconcile
 from mmopt._base.solution import worst_status
 from mmopt.family.call import Call, seed_record
+from mmopt.family.maxvar_ranges import gamma2_result, range_kind, range_minimax, run_ranges
 from mmopt.family.targets import check_targets, dense_rows, marginal_targets
 
 CALLER = "optimize"
@@ -43,7 +45,7 @@ def structured(workload, call: Call, norm: str, t0: float) -> OptimizeResult | N
         return _run_orbits(workload, call, t0, *args)
     if kind == "product":
         return _run_product(workload, call, t0)
-    return _run_ranges(*args, workload.n_queries, call, t0)
+    return run_ranges(*args, workload.n_queries, call, t0)
 
 
 def product_route(workload, targets, caller: str = CALLER) -> tuple[str, tuple] | None:
@@ -167,7 +169,7 @@ def _run_product(W, call: Call, t0: float) -> OptimizeResult:
         F, share = term.factors[i], 1.0 - ((1.0 - tol) / kept) ** (1.0 / (d - j))
         share = share if share > 0 else tol / d  # (a factor before ran out: no certificate, the others as before)
         if ranges[i] is not None:  # in prefix coordinates (prefix(1024) ⊗ total(2): > 60 s dense)
-            A, v, sol = _range_minimax(*ranges[i], np.ones(F.n_queries), share, call.max_iterations)
+            A, v, sol = range_minimax(*ranges[i], np.ones(F.n_queries), share, call.max_iterations)
             solver = "mmopt-range-minimax"
         else:
             _, rows = dense_rows(F, CALLER)
@@ -277,60 +279,7 @@ def _run_orbits(W, call: Call, t0: float, red=None) -> OptimizeResult:
     variance = sol.class_variance[red.query_class] * A.sensitivity_squared()  # exact, from the blocks
     how = (f"Minimax in the commutant of the workload's cell symmetries ({red.n_classes:,} query classes, "
            f"{len(red.combinations):,} blocks)", "(γ₂ dual at symmetric weights) ")
-    return _gamma2_result(A, variance, tau, sol, how, "mmopt-orbit-minimax", call, t0)
-
-
-def _gamma2_result(A, variance, tau, sol, how: tuple[str, str], solver: str, call: Call, t0: float) -> OptimizeResult:
-    """The OptimizeResult of a γ₂-dual minimax (orbits, ranges): ``variance`` the returned strategy's exact
-    per-query variances at unit privacy, ``how`` (what ran, what certifies) for the message."""
-    ratio = float(np.max(variance / tau))
-    what = "largest variance" if call.targets is None else "largest variance / target"
-    message = (f"{how[0]}: {what} {ratio:.6g} at unit privacy, certified lower bound {sol.lower_bound:.6g} "
-               f"{how[1]}after {sol.iterations} steps.")
-    status, message, bound = reconcile(ratio, sol.lower_bound, sol.status, message, tol=call.tol or 1e-4)
-    extra = {"objective": "max_variance", "targets": "per-query" if np.ptp(tau) > 0 else float(tau[0]),
-             "query_weights": sol.query_weights, "cell_weights": sol.cell_weights, "per_query_variance": variance,
-             "total_squared_error": float(np.sum(variance)), "seed": seed_record(call.seed)}
-    return OptimizeResult(A, "l2", ratio, bound, status, status in SUCCESS, message, "max_variance", solver,
-                          sol.iterations, time.perf_counter() - t0, ratio, bound, sol.history, extra)
-
-
-def range_kind(workload) -> tuple[str, int] | None:
-    """("prefix" | "all_range", n) for mmopt's prefix sums and all ranges (dense families, whose row order is
-    their definition, or stream workloads) of n ≤ :data:`mmopt.toeplitz.maxvar.MAX_N`; else None. A workload merely
-    sharing their Gram is not taken: per-query targets follow the row order."""
-    from mmopt.dense._workload_type import Workload
-    from mmopt.toeplitz.maxvar import MAX_N
-    from mmopt.toeplitz.workloads import KINDS, StreamWorkload
-    if isinstance(workload, StreamWorkload):
-        kind, n = workload.kind, workload.n
-    elif isinstance(workload, Workload) and workload.family in KINDS:
-        kind, n = workload.family, workload.domain_size
-    else:
-        return None
-    return (kind, n) if n <= MAX_N else None
-
-
-def _run_ranges(kind: str, n: int, m: int, call: Call, t0: float) -> OptimizeResult:
-    """Prefix sums and all ranges of ≤ 4,096 cells under any per-query targets: the γ₂ minimax over edge weights
-    in prefix coordinates, O(n²) per step without the query rows (:mod:`mmopt.toeplitz.maxvar`), certified."""
-    tau = np.ones(m) if call.targets is None else check_targets(call.targets, m, CALLER)
-    A, variance, sol = _range_minimax(kind, n, tau, call.tol or 1e-4, call.max_iterations)
-    how = (f"Minimax over query and cell weights ({kind} of {n:,} cells in prefix coordinates)", "(γ₂ dual) ")
-    return _gamma2_result(A, variance, tau, sol, how, "mmopt-range-minimax", call, t0)
-
-
-def _range_minimax(kind: str, n: int, tau: np.ndarray, tol: float, max_iterations: int | None):
-    """(A, its per-query variances at unit privacy in row order, the RangeSolution) of the γ₂ minimax in prefix
-    coordinates (:mod:`mmopt.toeplitz.maxvar`); the variances are the returned strategy's own, not the search's."""
-    from mmopt.dense._strategy_core import Strategy
-    from mmopt.toeplitz import maxvar as rm
-
-    sol = rm.solve(kind, n, tau, tol=tol, max_iterations=max_iterations or 1_000)
-    A = Strategy.from_gram(sol.gram, name="max_variance")
-    a, b = rm.edges(kind, n)
-    X = A.matrix.T @ A.matrix
-    return A, rm.variances(X, a, b) * float(np.max(np.diag(X))), sol  # Δ₂² = the largest column norm²
+    return gamma2_result(A, variance, tau, sol, how, "mmopt-orbit-minimax", call, t0)
 
 
 def _run_grouping_orbits(W, call: Call, t0: float) -> OptimizeResult:
