@@ -96,7 +96,8 @@ def _evaluation(W, A, P) -> dict:
         unit = implicit_svd_bound(W, None).value if isinstance(W, ImplicitWorkload) else mmopt.svd_bound(W, None)
         ratio = (10.0 ** (report.log10_total - math.log10(unit) - log10_variance_factor(P)) if unit > 0
                  else float("inf"))
-    record.update(svd_bound=bound, svd_bound_exact=bound_exact, ratio=ratio, **_release_noise(P))
+    record.update(_release_noise(P))
+    record.update(svd_bound=bound, svd_bound_exact=bound_exact, ratio=ratio)
     return record
 
 

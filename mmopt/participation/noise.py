@@ -243,6 +243,7 @@ def run_privacy(strategy, participation, noise_multiplier: float, *, delta: floa
     from mmopt._base.opendp import prelude
     from mmopt.accounting._zcdp import epsilon_of_rho, gaussian_rho
     from mmopt.participation.strategies import sensitivity_for
+    from mmopt.structured.release import upper_sensitivity
     caller = "run_privacy"
     schema = as_schema(participation, caller)
     sigma = v.check_real(noise_multiplier, name="noise_multiplier", caller=caller, low=0.0, low_open=True)
@@ -250,7 +251,11 @@ def run_privacy(strategy, participation, noise_multiplier: float, *, delta: floa
         delta = v.check_real(delta, name="delta", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
     _check_causal(strategy, caller)
     sens = sensitivity_for(strategy, schema, caller)  # its refusals in run_privacy's name (a helper's probe)
-    d_in = math.nextafter(math.sqrt(sens.squared), math.inf)  # Δ rounded upwards: the map stays an upper bound
+    # Δ rounded upwards past the rounding of its sums (as every release path, structured.release's slack): one ulp
+    # left a BLT's Δ² 6–8·10⁻¹⁶ below its exact value from the stored coefficients, and a hand-built BLT's
+    # coefficients may differ from its (θ, ω), which the stream draws from, by the constructor's 10⁻⁹ (an
+    # auditor's probes)
+    d_in = upper_sensitivity(math.sqrt(sens.squared), caller=caller)
     prelude(caller)  # OpenDP's maps give ρ and the (ε, δ) conversion: refused here, by name, when it is missing
     rho = gaussian_rho(d_in, sigma)
     # ρ = inf (a noise multiplier so small that Δ²/(2σ²) overflows) proves no finite ε

@@ -10,7 +10,9 @@ mechanisms for private machine learning", ICML 2023, §2):
 * :func:`fixed_epochs` (k) — k epochs over a fixed batch order, n = k·b steps: record j (0 ≤ j < b) participates
   in steps j, j + b, …, j + (k − 1)b; the b patterns are disjoint.
 * :func:`min_separation` (b, k) — any pattern of at most k steps, consecutive steps at least b apart (federated
-  training, shuffled epochs; the "(k, b)-participation" of the paper above).
+  training with a minimum return time; the "(k, b)-participation" of the paper above). Not epochs reshuffled
+  every epoch: a record may then take the last step of one epoch and the first of the next, 1 step apart, so
+  only ``min_separation(1, k)`` covers them.
 
 A record may send any gradient with ‖g_t‖ ≤ 1, including 0, so a pattern's subsets are covered by the
 sensitivity (:mod:`mmopt.participation.sensitivity`); :meth:`Schema.patterns` lists fixed epochs' b

@@ -11,8 +11,10 @@ each O(d) per step: a stream of measurements m_t = (C x)_t + z_t becomes the pre
 storing the past. With m = z alone the decoder outputs the mechanism's correlated noise B z.
 
 Privacy: these are linear maps (post-processing). The Gaussian draws z_t must come from a sampler calibrated
-to Δ₂(C) for the whole horizon n (``strategy.sensitivity("l2")`` is the column-norm maximum, each sum within
-10⁻¹⁰ of its value); no private online release path is provided here — mmopt's vetted release
+to Δ₂(C) for the whole horizon n: under single participation ``strategy.sensitivity("l2")``, the column-norm
+maximum (each sum within 10⁻¹⁰ of its value); when a record takes part in several steps, the schema's Δ
+(:func:`mmopt.participation.noise.run_privacy`, which streams through OpenDP); no private online release path
+is provided here — mmopt's vetted release
 (:mod:`mmopt._base.opendp`) is offline.
 """
 
