@@ -646,3 +646,17 @@ def test_an_edited_residual_file_is_refused(edit, match, tmp_path):
     edit(meta, raw)
     write_raw(path, meta, raw, rehash=True)
     refused(path, match)
+
+
+@pytest.mark.parametrize("sizes", [5, None, "x", {"a": 1}, [20, 16, 16], [0, 5120], [2.5, 2048.0], [True, 5120]])
+def test_an_edited_workload_section_is_refused(sizes, built, tmp_path):
+    """An auditor's probe: the recorded workload was never checked, so domain_shape = 5 (checksum recomputed: it
+    is no signature) gave a bare TypeError naming neither load nor the file, and permuted sizes were accepted,
+    then refused with the right workload in misleading words."""
+    W, obj = built["product"]
+    path = save(tmp_path / "w", obj, workload=W)
+    assert tuple(load(path).metadata["workload"]["domain_shape"]) == strategy_of(obj).shape == (16, 16, 20)
+    meta, raw = read_raw(path)
+    meta["workload"]["domain_shape"] = sizes
+    write_raw(path, meta, raw, rehash=True)
+    refused(path, "records a workload over attribute sizes")

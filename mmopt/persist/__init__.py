@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -244,11 +245,33 @@ def load(path, *, workload=None) -> SavedStrategy:
             Privacy(to_float(p["epsilon"]), to_float(p["delta"]), p["calibration"])
         except (KeyError, TypeError, ValueError) as exc:
             fail(f"records an invalid privacy budget {p!r:.80} ({exc})")
+    if meta["workload"] is not None:
+        _check_workload_section(meta["workload"], strategy, fail)
     if workload is not None:
         from mmopt.dispatch import as_implicit  # RecordsRelease.workload, as save takes it
         given = _workload_metadata(as_implicit(workload), strategy, f"load('{source}')", "'workload' parameter")
         _check_recorded_attributes(given, meta["workload"], f"load('{source}')")
     return SavedStrategy(strategy, pf.frozen(meta), str(source))
+
+
+def _check_workload_section(recorded: dict, strategy, fail) -> None:
+    """The recorded workload's attribute sizes: whole numbers ≥ 1 whose product is the strategy's N (and its
+    sizes, for a strategy over attributes). Unchecked, a hand-edited file (its checksum recomputed: the checksum is
+    no signature) gave a bare TypeError naming neither load nor the file, or skipped the layout check (an
+    auditor's probe)."""
+    sizes = recorded.get("domain_shape")
+    whole = isinstance(sizes, list) and sizes and all(
+        isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in sizes)
+    from mmopt.structured.residual.strategy import ResidualStrategy
+    N = strategy.domain_size
+    shape = strategy.shape if isinstance(strategy, ImplicitStrategy | ResidualStrategy) else None  # attribute sizes
+    if not whole or math.prod(sizes) != N or (shape is not None and len(shape) > 1 and tuple(sizes) != tuple(shape)):
+        fail(f"records a workload over attribute sizes {sizes!r:.60}, which are not whole numbers ≥ 1 whose product "
+             f"is the strategy's {N:,} cells" + (f" over {tuple(shape)}" if shape is not None and len(shape) > 1
+                                                 else ""))
+    if recorded.get("domain_size", N) != N or not isinstance(recorded.get("name", ""), str):
+        fail(f"records a workload ({recorded.get('name')!r:.40}, N = {recorded.get('domain_size')!r:.20}) that is not "
+             f"over the strategy's {N:,} cells")
 
 
 def _check_recorded_attributes(given: dict, recorded: dict | None, caller: str) -> None:
