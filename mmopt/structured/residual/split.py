@@ -25,9 +25,9 @@ with each ‖Bᵢe_{xᵢ}‖, so the maximum over x is at the cell where each fa
 (Σ_S √(a_S b_S))² at c_S² ∝ √(a_S/b_S) (Cauchy–Schwarz), and min Δ₁²·Σ a_S/c_S² is (Σ_S (a_S b_S²)^⅓)³ at
 c_S ∝ (a_S/b_S)^⅓ (Hölder). √(a_S b_S) factorises over attributes when every term has the same residual
 Gram on an attribute, so the Xᵢ minimising tr(Π⊥G_iΠ⊥ Xᵢ⁺)·max diag Xᵢ — a small L2 program per attribute,
-solved with a duality certificate (:func:`_fitted_basis`) — is optimal among split strategies under Gaussian
-noise. It is not the optimum among all strategies: the exact SVD bound can be lower (1+2-way prefix
-marginals on (16,)⁵: 121,460.86 against a bound of 102,459.49).
+solved with a duality certificate (:mod:`mmopt.structured.residual._fitted_basis`) — is optimal among split
+strategies under Gaussian noise. It is not the optimum among all strategies: the exact SVD bound can be lower
+(1+2-way prefix marginals on (16,)⁵: 121,460.86 against a bound of 102,459.49).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ import numpy as np
 from mmopt.structured import factors as fc
 from mmopt.structured.residual import closure as cl
 from mmopt.structured.residual import strategy as rs
+from mmopt.structured.residual._fitted_basis import fitted_basis as _fitted_basis
 from mmopt.structured.strategies import ImplicitStrategy, kron_strategy, union_strategy
 from mmopt.structured.workloads import ImplicitWorkload
 
@@ -49,9 +50,6 @@ from mmopt.structured.workloads import ImplicitWorkload
 FIT_MAX_SIZE = 256
 # Relative size below which a Gram part counts as zero (Grams of 0/1 factors are exact to a few ulps).
 _ZERO = 1e-12
-# Mixing a little of the isotropic basis in keeps Xᵢ full rank on 1^⊥, so no tiny eigenvalue of an SDP
-# solution inflates Xᵢ⁺ (costs ≤ 1e-7 relative error).
-_MIX = 1e-7
 
 
 @dataclass(frozen=True)
@@ -216,50 +214,6 @@ class SplitPlan:
     objective: float
     bases: dict
     family_optimal: bool
-
-
-def _psd_sqrt(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(A^½, (A^½)⁺) of a symmetric PSD matrix."""
-    lam, V = np.linalg.eigh((A + A.T) / 2)
-    lam = np.clip(lam, 0.0, None)
-    root = np.sqrt(lam)
-    inv = np.divide(1.0, root, out=np.zeros_like(root), where=root > root[-1] * 1e-12)
-    return (V * root) @ V.T, (V * inv) @ V.T
-
-
-def _fitted_basis(H: np.ndarray, *, max_iterations: int = 2000, gap: float = 1e-9):
-    """(B, value, dual bound): B with rows in 1^⊥ minimising tr(H (BᵀB)⁺)·max diag BᵀB (module docstring).
-
-    In an orthonormal basis U of 1^⊥ (X = UYUᵀ, H̃ = UᵀHU, cell j's row uⱼ of U) this is the L2 program
-    min tr(H̃Y⁻¹) s.t. uⱼᵀYuⱼ ≤ 1. For weights μ ≥ 0 and M = Σⱼ μⱼuⱼuⱼᵀ its minimiser is
-    Y = M^{-½}(M^½H̃M^½)^½M^{-½}, and weak duality gives every strategy at least
-    (tr (M^½H̃M^½)^½)²/Σμⱼ — the certificate. μⱼ ← μⱼ·uⱼᵀYuⱼ moves the weight to the cells whose
-    column norm is largest, the fixed point of the optimality conditions (as the l2_fast solver's diagonal
-    scaling); it stops when value and certificate agree to ``gap``.
-    """
-    n = H.shape[0]
-    U = np.linalg.svd(np.eye(n) - 1.0 / n)[0][:, : n - 1]
-    Ht = U.T @ H @ U
-    mu = np.full(n, 1.0 / n)
-    best, bound, Y_best = np.inf, 0.0, None
-    for _ in range(max_iterations):
-        root, root_inv = _psd_sqrt((U.T * mu) @ U)
-        C = _psd_sqrt(root @ Ht @ root)[0]
-        bound = max(bound, float(np.trace(C)) ** 2 / float(mu.sum()))
-        Y = root_inv @ C @ root_inv
-        col = np.einsum("ij,jk,ik->i", U, Y, U)                      # diag(UYUᵀ): squared column norms
-        value = float(np.sum(Ht * np.linalg.pinv(Y, hermitian=True))) * float(col.max())
-        if value < best:
-            best, Y_best = value, Y / col.max()
-        if best <= bound * (1 + gap):
-            break
-        mu = mu * col
-        mu /= mu.sum()
-    Y = (1 - _MIX) * Y_best + _MIX * np.eye(n - 1)                    # full rank on 1^⊥ (see _MIX)
-    lam, V = np.linalg.eigh(Y)
-    B = (V * np.sqrt(np.clip(lam, 0.0, None))).T @ U.T                 # BᵀB = UYUᵀ, B1 = 0
-    B /= math.sqrt(float(np.max(np.sum(B * B, axis=0))))
-    return B, best, bound
 
 
 def _isotropic(n: int) -> np.ndarray:
