@@ -252,7 +252,7 @@ def plan(args) -> int:
     else:
         record["release_with"] = (f"mmopt release {shlex.quote(args.spec)} --data FILE --strategy "
                                   f"{shlex.quote(args.save) if args.save else 'FILE.npz (plan --save FILE.npz)'} "
-                                  f"--epsilon {p.epsilon!r}{delta}")
+                                  f"--epsilon {p.epsilon!r}{delta} --out answers.csv")
     text = out.table(list(record.items()), f"plan({W.name}, {args.kind} <= {args.target:g}):")
     _emit(args, record, text)
     return 0
