@@ -210,3 +210,20 @@ def test_opendp_exponential_map_is_within_epsilon_without_slack():
         for delta in (1.0, 0.5, 3.0):
             assert odp.exponential([0.0, 1e9], eps, delta) == 1
     assert Noise("opendp").draw_epsilon(0.3) < 0.3 == Noise("numpy", np.random.default_rng(0)).draw_epsilon(0.3)
+
+
+def test_unseeded_numpy_noise_says_it_is_a_simulation():
+    """An auditor's probe: mwem(x, W, ε) with the defaults drew unseeded floating-point numpy noise on the data and
+    said nothing (only result.path read 'simulation'); a seeded study and OpenDP's noise stay silent."""
+    import warnings
+
+    from mmopt import workload as wl
+    from mmopt.adaptive import mwem
+    x = np.arange(8.0)
+    with pytest.warns(UserWarning, match="mwem: noise='numpy' .* a simulation, not a release"):
+        r = mwem(x, wl.prefix(8), 1.0)
+    assert r.path == "simulation"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mwem(x, wl.prefix(8), 1.0, rng=0)
+        resolve_noise("opendp", None, caller="f")

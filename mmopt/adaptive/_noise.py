@@ -15,6 +15,7 @@ This module is the interface; the OpenDP back-end is in :mod:`mmopt.adaptive._op
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -157,6 +158,11 @@ def resolve_noise(noise, rng, *, caller: str) -> Noise:
                              f"samplers cannot be seeded). Got {rng!r} instead; drop it, or use noise='numpy' for a "
                              "reproducible simulation.")
         return Noise("opendp")
+    if rng is None:  # the default: it said nothing, and real data met unseeded floating-point noise (an auditor's
+        # probe); sparse_vector draws OpenDP's unless seeded, these algorithms keep numpy for the studies they serve
+        warnings.warn(f"{caller}: noise='numpy' (the default) draws numpy's floating-point noise, which leaks through "
+                      "its low bits (Mironov 2012): a simulation, not a release. Pass noise='opendp' to release real "
+                      "data, or rng=SEED for a reproducible study.", UserWarning, stacklevel=3)
     return Noise("numpy", check_rng(rng, name="rng", caller=caller))
 
 
