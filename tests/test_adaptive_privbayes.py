@@ -257,3 +257,18 @@ def test_public_helpers_refuse_bad_input_by_name(module, function, args, message
     helper = getattr(importlib.import_module(f"mmopt.adaptive.{module}"), function)
     with pytest.raises((ValueError, TypeError), match=message):
         helper(*args)
+
+
+def test_a_network_that_decides_nothing_costs_nothing():
+    """An auditor's probe: at degree ≥ d − 1 the first noisy joint holds every attribute, so the network step
+    (β(1 − γ)ε, 28.5 % by default) chose only the axes' order; its share now goes to the joint (scale 1.053
+    where it was 1.504 at ε = 1 on (2, 3, 2))."""
+    from mmopt.adaptive import privbayes
+    x = np.full((2, 3, 2), 5.0)
+    r = privbayes(x, 1.0, rng=0)
+    assert r.budget["network"] == 0.0 and r.details["conditionals"] == {}
+    assert sum(r.budget.values()) == pytest.approx(1.0, rel=1e-12)
+    assert r.details["noise_scale"] == pytest.approx(1.0 / r.budget["conditionals"], rel=1e-12)
+    assert r.details["noise_scale"] < 1.06
+    deeper = privbayes(np.full((2, 3, 2, 2), 5.0), 1.0, degree=1, rng=0)  # a network that matters: charged
+    assert deeper.budget["network"] > 0

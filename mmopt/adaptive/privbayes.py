@@ -254,15 +254,21 @@ def privbayes(data, epsilon: float, *, domain=None, degree: int = 2, beta: float
     src = noise_source(noise, rng, caller)
     d = len(shape)
     kk = min(k, d - 1)
-    eps_c, eps_n = g * eps, b * (1.0 - g) * eps
+    # degree ≥ d − 1: the first joint holds every attribute, so the network would choose only its axes' order
+    # (every order gives one joint); its share β(1 − γ)ε went to nothing (an auditor's probe) and now goes to the
+    # joint
+    full = kk == d - 1
+    eps_c, eps_n = g * eps, 0.0 if full else b * (1.0 - g) * eps
     eps_cond = eps - eps_c - eps_n
     scale = laplace_scale(float(d - kk), eps_cond, "the conditionals", caller)
     laplace_scale(1.0, eps_c, "the total", caller)
-    laplace_scale(mi_sensitivity(1.0), eps_n / (d - 1), "a network choice", caller)
+    if not full:
+        laplace_scale(mi_sensitivity(1.0), eps_n / (d - 1), "a network choice", caller)
 
     n_noisy = float(src.add_laplace(float(marg(()).sum()), 1.0 / eps_c))
     m = float(max(1, math.floor(n_noisy)))
-    order, parents = _network(marg, d, kk, m, eps_n / (d - 1), src)
+    order, parents = ((tuple(range(d)), {x: tuple(range(x)) for x in range(d)}) if full else
+                      _network(marg, d, kk, m, eps_n / (d - 1), src))
 
     marg.prefetch([tuple(sorted(order[:kk + 1]))] + [tuple(sorted((x, *parents[x]))) for x in order[kk + 1:]])
     head = (order[kk], *order[:kk])  # the first k' + 1 attributes, axes of their noisy joint
