@@ -175,3 +175,20 @@ def test_no_sdp_solver_is_recorded_when_no_sdp_ran():
     result recorded SCS/CLARABEL as its solver all the same."""
     r = mmopt.optimize(mmopt.workload.prefix(4), method="min_sensitivity", initial=st.identity(4), seed=0)
     assert r.iterations == 0 and r.solver is None and r.success
+
+
+def test_max_iterations_bounds_the_polishing_search_too(monkeypatch):
+    """An auditor's probe: optimize(prefix(32), method='min_sensitivity', max_iterations=1) ran the full polishing
+    search (64 rotations × 8 LP steps, 3 polishes of up to 400; an LP step ~3 s at n = 32), minutes after one
+    P1 solve. Now each polish takes ≤ 8·max_iterations LP steps, each race ≤ max_iterations, and ≤ 8·max_iterations
+    rotations race: here ≤ 8 × 1 + 3 × 8 LP solves."""
+    from mmopt.search import min_sensitivity as ms
+    calls = []
+    real = ms.linprog
+    monkeypatch.setattr(ms, "linprog", lambda *a, **k: calls.append(1) or real(*a, **k))
+    H = st.hierarchical(8).matrix
+    raw = solve_min_sensitivity(H.T @ H, initial=H, max_iterations=1, seed=0)
+    assert 0 < len(calls) <= 8 * 1 + 3 * 8
+    assert raw.status in ("user_limit", "optimal", "local_optimum")
+    assert np.abs(raw.matrix.T @ raw.matrix - H.T @ H).max() < 1e-9 * np.abs(H.T @ H).max()
+    assert np.abs(raw.matrix).sum(axis=0).max() <= np.abs(H).sum(axis=0).max() * (1 + 1e-12)  # never worse

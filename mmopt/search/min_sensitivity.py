@@ -85,9 +85,9 @@ def _polish(a: np.ndarray, max_steps: int = _POLISH_STEPS) -> tuple[np.ndarray, 
     return a, d, steps
 
 
-def _race(rotation: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, float]:
+def _race(rotation: np.ndarray, start: np.ndarray, steps: int = _RACE_STEPS) -> tuple[np.ndarray, float]:
     """``rotation @ start`` after a few LP steps of :func:`_polish`: (A, Δ)."""
-    return _polish(rotation @ start, max_steps=_RACE_STEPS)[:2]
+    return _polish(rotation @ start, max_steps=steps)[:2]
 
 
 def _build_p1(x0: np.ndarray):
@@ -119,7 +119,10 @@ def solve_min_sensitivity(
     tol : float
         Rank-gap tolerance of the convex iteration, relative to tr G.
     max_iterations : int
-        Budget of P1 solves (one SDP each).
+        Budget of P1 solves (one SDP each), and of the polishing search: each polish takes at most
+        min(400, 8·max_iterations) LP steps, each race min(8, max_iterations), and at most 8·max_iterations
+        rotations race (an LP step costs ~1 s at n = 32: max_iterations=1 ran the full search, minutes, an
+        auditor's probe).
     seed : int or numpy.random.Generator, optional
         Seeds the random rotations of the polishing search (deterministic for a given seed, whatever
         ``n_jobs``: the rotations are drawn in this process, in turn, before they are raced).
@@ -133,7 +136,7 @@ def solve_min_sensitivity(
     -------
     RawSolution
         ``status``: the least converged of the convex iteration ("user_limit" when it used all
-        ``max_iterations``) and the rotation polishes ("user_limit" when one used its 400 LP steps).
+        ``max_iterations``) and the rotation polishes ("user_limit" when one used all its LP steps).
         ``matrix`` = A with AᵀA = X₀ up to rounding; ``history`` = the convex iteration's P1 solves
         ({"iteration", "objective" = Δ of the re-orthogonalised iterate, "rank_gap", "weight", "target",
         "seconds"}); ``extra`` = {"seconds", "sensitivity", "start_sensitivity", "sdp_sensitivity",
@@ -218,22 +221,25 @@ def solve_min_sensitivity(
     # steps each, then a full polish of the leaders. At H₈ only ~8% of rotations lead to the best local
     # optimum, and the leaders after 8 steps include them.
     restarts = 16 if n <= 4 else 64 if n <= 8 else max(8, 512 // n)  # LP cost grows ~n⁴ per step
+    polish_steps, race_steps = min(_POLISH_STEPS, 8 * max_iterations), min(_RACE_STEPS, max_iterations)
+    restarts = min(restarts, 8 * max_iterations)
     if verbose:
         logger.info("%s: polishing the SDP's answer, then racing %d random rotations", func, restarts)
-    best_a, best_d, steps = _polish(sdp_a)
-    spent = [steps >= _POLISH_STEPS]  # per full polish: did it stop at its step budget?
+    best_a, best_d, steps = _polish(sdp_a, polish_steps)
+    spent = [steps >= polish_steps]  # per full polish: did it stop at its step budget?
     if deltas[k] < best_d:
         best_a, best_d = cands[k], deltas[k]
     # The rotations are drawn here, in turn from one Generator, exactly as a sequential loop would (a seed
     # keeps its answer); races and polishes come back in task order (a stable sort, strict improvements), so
     # the answer is the same whatever n_jobs.
     rotations = [np.linalg.qr(rng.standard_normal((n, n))) for _ in range(restarts)]
-    racers = list(ordered_map(_race, [(q * np.sign(np.diag(r)), cands[k]) for q, r in rotations], n_jobs=n_jobs,
+    racers = list(ordered_map(_race, [(q * np.sign(np.diag(r)), cands[k], race_steps) for q, r in rotations],
+                              n_jobs=n_jobs,
                               desc=f"{func} rotations", progress=verbose))
     racers.sort(key=lambda ad: ad[1])
-    leaders = [(a,) for a, _ in racers[: int(np.clip(restarts // 8, 2, 8))]]
+    leaders = [(a, polish_steps) for a, _ in racers[: int(np.clip(restarts // 8, 2, 8))]]
     for a, d, steps in ordered_map(_polish, leaders, n_jobs=n_jobs, desc=f"{func} polishes", progress=verbose):
-        spent.append(steps >= _POLISH_STEPS)
+        spent.append(steps >= polish_steps)
         if d < best_d:
             best_a, best_d = a, d
     if verbose:
@@ -259,7 +265,7 @@ def solve_min_sensitivity(
     # Both phases always run and refine each other's answers, so the result is only as converged as the
     # least converged of them: "optimal" needs the convex iteration's test and every polish's to pass.
     if any(spent):
-        note += (f"{sum(spent)} of {len(spent)} rotation polishes stopped at their {_POLISH_STEPS}-step budget "
+        note += (f"{sum(spent)} of {len(spent)} rotation polishes stopped at their {polish_steps}-step budget "
                  "before the trust region closed. ")
         status = worst_status([status, "user_limit"])
     message = (
