@@ -6,9 +6,9 @@ import pytest
 
 from mmopt import workload as wl
 from mmopt._base.solution import RawSolution
+from mmopt.search._convex_iteration import null_projector as _null_projector
 from mmopt.search.sdp_min_error import (
     STARTS,
-    _null_projector,
     _starts,
     _svd_bound,
     _true_error,

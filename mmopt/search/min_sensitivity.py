@@ -19,8 +19,9 @@ from mmopt import solvers
 from mmopt._base.parallel import check_n_jobs, ordered_map
 from mmopt._base.solution import RawSolution, worst_status
 from mmopt._base.validation import check_int, check_real
+from mmopt.search._convex_iteration import ConvexIteration as _ConvexIteration
 from mmopt.search.sdp_l2 import _validate_gram
-from mmopt.search.sdp_min_error import _HEURISTIC, _check_initial, _ConvexIteration, _true_error
+from mmopt.search.sdp_min_error import _HEURISTIC, _check_initial, _true_error
 
 logger = logging.getLogger("mmopt")
 
