@@ -108,7 +108,8 @@ def _release_noise(P) -> dict:
     release's own figure at ε = 0.5, δ = 1e-5, with nothing said. None past OpenDP's range (ε > 10⁴)."""
     from mmopt.planning.calibration import MAX_EPSILON, variance_factor
     if P.delta == 0:  # release's b is d_in/ε, d_in at most Δ·(1 + 2·10⁻⁷): a ratio free of ε (taken at ε = 1)
-        return {"calibration": "b = Δ/ε", "release_variance_ratio": variance_factor(1.0, 0.0, "release") / 2.0}
+        return {"calibration": "b = Δ/ε",
+                "release_variance_ratio": variance_factor(1.0, 0.0, "release") / mmopt.Privacy(1.0).variance_factor}
     ratio = (variance_factor(P.epsilon, P.delta, "release") / P.variance_factor
              if P.epsilon <= MAX_EPSILON and 0 < P.variance_factor < math.inf else None)
     return {"calibration": f"{P.calibration} ('mmopt release' draws OpenDP's zCDP-calibrated σ: variance × "

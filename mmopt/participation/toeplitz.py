@@ -98,11 +98,11 @@ def toeplitz_sensitivity_squared(C, schema: Schema, *, caller: str = "sensitivit
                        + ("" if np.all(blocks >= 0) else ", sign vectors ≤ Δ² ≤ min(Σ|X|, Weyl)"))
     if isinstance(schema, MinSeparation) and y is None and np.all(c >= 0) and np.all(np.diff(c) <= 0):
         steps = np.arange(k) * b
+        diagonals = [_offset_diagonal(c, None, n, i * b)[0] for i in range(k)]  # one per offset, not per pair
         value = 0.0
         for i in range(k):
             for i2 in range(k):
-                d = abs(i - i2) * b
-                value += _offset_diagonal(c, None, n, d)[0][min(steps[i], steps[i2])]
+                value += diagonals[abs(i - i2)][min(steps[i], steps[i2])]
         return _result(value, value, "min separation, c ≥ 0 non-increasing: the pattern {0, b, …}",
                        always_exact=True)
     return gram_sensitivity_squared(_dense_gram(C), schema)

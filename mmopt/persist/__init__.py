@@ -262,9 +262,7 @@ def _check_workload_section(recorded: dict, strategy, fail) -> None:
     sizes = recorded.get("domain_shape")
     whole = isinstance(sizes, list) and sizes and all(
         isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in sizes)
-    from mmopt.structured.residual.strategy import ResidualStrategy
-    N = strategy.domain_size
-    shape = strategy.shape if isinstance(strategy, ImplicitStrategy | ResidualStrategy) else None  # attribute sizes
+    N, shape = strategy.domain_size, _attribute_sizes(strategy)
     if not whole or math.prod(sizes) != N or (shape is not None and len(shape) > 1 and tuple(sizes) != tuple(shape)):
         fail(f"records a workload over attribute sizes {sizes!r:.60}, which are not whole numbers ≥ 1 whose product "
              f"is the strategy's {N:,} cells" + (f" over {tuple(shape)}" if shape is not None and len(shape) > 1
@@ -272,6 +270,13 @@ def _check_workload_section(recorded: dict, strategy, fail) -> None:
     if recorded.get("domain_size", N) != N or not isinstance(recorded.get("name", ""), str):
         fail(f"records a workload ({recorded.get('name')!r:.40}, N = {recorded.get('domain_size')!r:.20}) that is not "
              f"over the strategy's {N:,} cells")
+
+
+def _attribute_sizes(strategy) -> tuple[int, ...] | None:
+    """A strategy's own attribute sizes (implicit and residual strategies have them), else None (a dense or stream
+    strategy knows only its N cells)."""
+    from mmopt.structured.residual.strategy import ResidualStrategy
+    return tuple(strategy.shape) if isinstance(strategy, ImplicitStrategy | ResidualStrategy) else None
 
 
 def _check_recorded_attributes(given: dict, recorded: dict | None, caller: str) -> None:
@@ -298,10 +303,9 @@ def _workload_metadata(workload, strategy, caller: str, what: str) -> dict:
     N, n = workload.domain_size, strategy.domain_size
     structure = structure_of(workload)
     sizes = list(structure.shape) if structure is not None else [N]
-    from mmopt.structured.residual.strategy import ResidualStrategy
-    attributes = isinstance(strategy, ImplicitStrategy | ResidualStrategy)  # .shape: the attribute sizes
-    if N != n or (structure is not None and attributes and tuple(sizes) != strategy.shape):
-        shown = tuple(strategy.shape) if attributes else (n,)
+    own = _attribute_sizes(strategy)
+    if N != n or (structure is not None and own is not None and tuple(sizes) != own):
+        shown = own if own is not None else (n,)
         raise ValueError(f"{caller}: the {what} ('{workload.name}') is over attribute sizes {tuple(sizes)} "
                          f"(N = {N:,}) but the strategy '{strategy.name}' is over {shown} (N = {n:,}). Pass the "
                          "workload the strategy was made for.")
