@@ -15,10 +15,9 @@ import numpy as np
 from mmopt._base.result import SUCCESS, OptimizeResult, reconcile
 from mmopt._base.solution import worst_status
 from mmopt.family.call import Call, seed_record
-from mmopt.family.maxvar_ranges import gamma2_result, range_kind, range_minimax, run_ranges
+from mmopt.family.maxvar_ranges import CALLER, gamma2_result, range_kind, range_minimax, run_ranges
 from mmopt.family.targets import check_targets, dense_rows, marginal_targets
 
-CALLER = "optimize"
 PER_QUERY_LIMIT = 10**7  # the product route lists each query's variance (plan's check) up to this many queries
 
 
