@@ -121,7 +121,7 @@ def test_round_trip_gives_identical_reports(case, built, tmp_path):
 def test_metadata_of_a_result(built, tmp_path):
     W, res = built["opt_marginals"]
     before = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
-    saved = load(save(tmp_path / "r", res, workload=W, privacy=mmopt.Privacy(0.5, 1e-6)))
+    saved = load(save(tmp_path / "r", res, workload=W, privacy=mmopt.Privacy(0.5)))  # res is optimised under l1
     m = saved.metadata
     assert (m["format"], m["format_version"], m["mmopt_version"]) == ("mmopt.strategy", 1, mmopt.__version__)
     created = datetime.datetime.fromisoformat(m["created"])
@@ -137,7 +137,7 @@ def test_metadata_of_a_result(built, tmp_path):
     assert (r["objective"], r["lower_bound"], r["gap"], r["seconds"]) == (res.objective, res.lower_bound, res.gap,
                                                                           res.seconds)
     assert r["seed"] == res.extra["seed"] == 0  # optimize records the seed it was given
-    assert saved.privacy == mmopt.Privacy(0.5, 1e-6) and m["privacy"]["noise"] == "gaussian"
+    assert saved.privacy == mmopt.Privacy(0.5) and m["privacy"]["noise"] == "laplace"
     assert dict(m["workload"]) == {"name": W.name, "kind": "implicit", "domain_shape": (10, 10, 10, 10),
                                    "domain_size": 10**4, "n_queries": W.n_queries}
     assert set(m["checksum"]) == {"algorithm", "arrays", "metadata"}
@@ -660,3 +660,17 @@ def test_an_edited_workload_section_is_refused(sizes, built, tmp_path):
     meta["workload"]["domain_shape"] = sizes
     write_raw(path, meta, raw, rehash=True)
     refused(path, "records a workload over attribute sizes")
+
+
+def test_a_result_is_saved_only_with_a_budget_of_its_own_norm(tmp_path):
+    # an L2-optimised result beside a pure-ε budget would record an objective that is not that release's error
+    import mmopt
+    W = wl.prefix(8)
+    res = mmopt.optimize(W, privacy=mmopt.Privacy(1.0, 1e-6))
+    with pytest.raises(ValueError, match=r"'privacy' parameter of save \(laplace noise, Δ in l1\) disagrees with the "
+                                         r"result, optimised under l2.*result\.strategy"):
+        save(tmp_path / "x", res, privacy=mmopt.Privacy(1.0))
+    assert not list(tmp_path.iterdir())
+    save(tmp_path / "x", res.strategy, privacy=mmopt.Privacy(1.0))  # the strategy alone: no objective recorded
+    assert load(tmp_path / "x").privacy == mmopt.Privacy(1.0)
+    assert load(save(tmp_path / "y", res, privacy=mmopt.Privacy(1.0, 1e-6))).result["norm"] == "l2"

@@ -171,4 +171,7 @@ def test_on_a_workload_not_symmetric_in_its_attributes_the_split_plan_is_returne
     r = mmopt.optimize(W, privacy=mmopt.Privacy(1.0, 1e-6), method="coupled")
     plan = sp.split_plan(W, "l2")
     assert r.objective == pytest.approx(plan.objective, rel=1e-9) and "split plan" in r.message
+    # the status is the returned strategy's (a closed form, or certified by the bound), not the losing fit's
+    assert r.status in ("closed_form", "optimal") and r.solver is None
+    assert r.extra["fit_status"] in ("local_optimum", "user_limit")
     assert mmopt.evaluate(W, r.strategy, None, norm="l2").total_squared_error == pytest.approx(r.objective, rel=1e-9)

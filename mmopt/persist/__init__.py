@@ -105,7 +105,7 @@ def save(path, strategy_or_result, *, workload=None, privacy=None, overwrite: bo
     workload : Workload or ImplicitWorkload, optional
         Recorded by name, attribute sizes and query count; its domain must be the strategy's.
     privacy : Privacy, optional
-        Recorded (ε, δ, calibration).
+        Recorded (ε, δ, calibration). With a result, its noise must match the result's norm (ValueError).
     overwrite : bool, default=False
         Replace an existing file. Without it an existing file is never touched (FileExistsError).
 
@@ -159,6 +159,12 @@ def save(path, strategy_or_result, *, workload=None, privacy=None, overwrite: bo
     if privacy is not None and not isinstance(privacy, Privacy):
         raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy or None, e.g. Privacy(epsilon=1.0). "
                         f"Got {type(privacy).__name__}.")
+    if result is not None and privacy is not None and result["norm"] != privacy.sensitivity_norm:
+        # the file would record an objective in one norm beside a budget whose noise is set by the other
+        raise ValueError(f"The 'privacy' parameter of {caller} ({privacy.noise} noise, Δ in "
+                         f"{privacy.sensitivity_norm}) disagrees with the result, optimised under {result['norm']}: "
+                         "its objective would not be the error of a release under that budget. Optimise under this "
+                         "privacy, or save the strategy alone (result.strategy) with it.")
     wmeta = None if workload is None else _workload_metadata(workload, strategy, caller, "'workload' parameter")
     if target.exists() and not overwrite:
         raise FileExistsError(pf.exists_message(target))

@@ -204,14 +204,17 @@ def solve_coupled(workload, *, norm: str = "l2", restarts=None, seed=None, max_i
     # start is not the split plan and the fit ended above it (98.2 against 65.7 on (P,P,T) + (P,T,T); a helper's
     # probe), so the better of the two is returned
     fitted = evaluate(workload, A, None, norm="l2", caller=caller).total_squared_error
+    fit_status = "local_optimum" if converged else "user_limit"
+    status, solver = fit_status, "L-BFGS-B"
     if plan.objective < fitted:
-        A = plan.strategy
-        message = (f"The split plan ({plan.objective:.6g}) is below the coupled fit ({fitted:.6g}) on this "
-                   "workload (the coupled family shares one factor per order across the attributes): returned "
-                   "the split plan's strategy.")
+        # the status describes the strategy returned: the split plan's closed form, not the fit that lost to it
+        A, status, solver = plan.strategy, "closed_form", None
+        message = (f"The split plan ({plan.objective:.6g}) is below the coupled fit ({fitted:.6g}, "
+                   f"{fit_status}) on this workload (the coupled family shares one factor per order across the "
+                   "attributes): returned the split plan's strategy.")
     floor = optimum_floor(workload)
-    return ImplicitSolution(A, "local_optimum" if converged else "user_limit", message, None, "L-BFGS-B",
-                            lower_bound=floor if floor > 0 else None, extra={"split_objective": plan.objective})
+    return ImplicitSolution(A, status, message, None, solver, lower_bound=floor if floor > 0 else None,
+                            extra={"split_objective": plan.objective, "fit_status": fit_status})
 
 
 __all__ = ["applies", "fit", "objective", "solve_coupled", "start", "strategy"]
