@@ -26,6 +26,11 @@ def test_domain_shape_names_index():
     assert D.shape == (1, 2) and D.names == ("a", "b") and D.index("b") == 1
     with pytest.raises(ValueError, match=r"no attribute named 'c'.*\['a', 'b'\]"):
         D.index("c")
+    assert D["b"] is D.attributes[1]  # by name, to build another domain from its attributes
+    with pytest.raises(ValueError, match=r"no attribute named 'c'"):
+        D["c"]
+    with pytest.raises(TypeError, match=r"Domain\[\.\.\.\] takes an attribute's name.*Got int.*attributes\[i\]"):
+        D[0]
 
 
 @pytest.mark.parametrize("kwargs, err, match", [

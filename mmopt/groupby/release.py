@@ -237,7 +237,8 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
         of *any* domain attribute is missing or outside the domain is set aside from every count, grouped by or
         not (:mod:`mmopt.records.domain`'s out-of-domain rule; DuckDB would count a record with a NULL ``sex`` in
         ``GROUP BY state``), and the source must hold every domain attribute: declare only the attributes the
-        query needs to count such records.
+        query needs to count such records, and to count missing values as a group of their own fill them with a
+        declared category first (``df.fillna({"sex": "missing"})``, SQL's ``COALESCE``).
     privacy : Privacy
         δ > 0: Gaussian noise (the certified optimal strategy for the total squared error); δ = 0: Laplace noise.
     seed : int or None

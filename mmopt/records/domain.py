@@ -21,7 +21,8 @@ or outside the declared categories or edges is dropped from every count. The rul
 domain, so it is the same for every data set: the kept records form a data set whose histogram is x, and
 adding or removing one record changes x by at most one cell (by none when the record is dropped), so the
 add/remove-one-record sensitivity is unchanged. The number of dropped records is a function of the data:
-it is never reported, except through a noisy total.
+it is never reported, except through a noisy total. To count missing values, fill them with a declared
+category before the release (``df.fillna({"sex": "missing"})``, SQL's ``COALESCE(sex, 'missing')``).
 
 Examples
 --------
@@ -210,6 +211,13 @@ class Domain:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.attributes)
+
+    def __getitem__(self, name: str) -> Attribute:
+        """The attribute named ``name`` (``domain["sex"]``), to build a domain from another's attributes."""
+        if not isinstance(name, str):
+            raise TypeError(f"Domain[...] takes an attribute's name, one of {list(self.names)}. Got "
+                            f"{type(name).__name__} instead; use domain.attributes[i] for the i-th.")
+        return self.attributes[self.index(name)]
 
     def index(self, name: str) -> int:
         """The axis of attribute ``name``; ValueError listing the names when it is not in the domain."""
