@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.hints import missing_attribute
 from mmopt._base.opendp import calibrated_scale as _noise_scale
 from mmopt._base.opendp import finite as _finite
 from mmopt._base.opendp import measure, post_process
@@ -80,6 +81,9 @@ class MechanismOutput:
     sensitivity: float
     verified_loss: float | tuple | None = None
     reconstruction: Reconstruction | None = None
+
+    def __getattr__(self, name: str):  # only for names the class lacks: where the answers' table lives
+        raise missing_attribute(self, name)
 
 
 def matrix_mechanism(workload: Workload, strategy, x, privacy: Privacy, *, rng=None, size: int | None = None,

@@ -7,6 +7,8 @@ import mmopt
 from mmopt import Privacy
 from mmopt import strategy as st
 from mmopt import workload as wl
+from mmopt.structured import strategies as ss
+from mmopt.structured import workloads as sw
 
 
 def test_kron_is_dense_up_to_4096_cells_and_implicit_beyond():
@@ -242,3 +244,20 @@ def test_per_query_variances_of_a_union_strategy_on_few_cells_are_listed():
     delta = np.abs(Ad).sum(axis=0).max()
     want = 2.0 * delta**2 * np.einsum("ij,jk,ik->i", Wd, np.linalg.pinv(Ad.T @ Ad), Wd)
     np.testing.assert_allclose(got, want, rtol=1e-9)
+
+
+@pytest.mark.parametrize("call", ["evaluate", "release"])
+def test_a_result_for_its_strategy_and_swapped_arguments_are_named(call):
+    W, A = wl.prefix(4), st.hierarchical(4)
+    res = mmopt.optimize(W, privacy=Privacy(1.0), method="hierarchical")
+    f = getattr(mmopt, call)
+    rest = ([1, 2, 3, 4], Privacy(1.0)) if call == "release" else ()
+    with pytest.raises(TypeError, match=rf"'strategy' parameter of {call} is an OptimizeResult: .*res\.strategy"):
+        f(W, res, *rest)
+    with pytest.raises(TypeError, match=rf"{call} takes the workload first, then the strategy.*Got {call}\(Strategy, "
+                                        r"Workload"):
+        f(A, W, *rest)
+    with pytest.raises(TypeError, match=rf"{call} takes the workload first.*Got {call}\(ImplicitStrategy, "
+                                        r"ImplicitWorkload"):
+        f(ss.kron_strategy(A, A), sw.kron(W, W), *rest)
+    f(W, res.strategy, *rest)  # the strategy it holds is taken

@@ -234,3 +234,17 @@ def test_upper_sensitivity_is_a_tight_upper_bound(norm, k):
     else:
         exact = max(sum(Fraction(a) ** 2 for a in col) for col in A.T)
         assert exact <= Fraction(d) ** 2 <= exact * Fraction(1 + 1e-12)
+
+
+def test_an_output_points_at_the_table_for_intervals_and_standard_errors():
+    # out.intervals / out.table are where a newcomer looks first; they live in mmopt.answers_table
+    W, A = Wk.prefix(4), S.hierarchical(4)
+    out = mmopt.release(W, A, [1, 2, 3, 4], mmopt.Privacy(1.0))
+    with pytest.raises(AttributeError, match=r"'MechanismOutput' object has no attribute 'intervals'; .*"
+                                             r"mmopt\.answers_table\(out, W, A, alpha=0\.05\)"):
+        _ = out.intervals
+    with pytest.raises(AttributeError, match=r"no attribute 'nonsense'$"):
+        _ = out.nonsense
+    assert not hasattr(out, "table") and hasattr(out, "answers")
+    t = mmopt.answers_table(out, W, A, alpha=0.05)
+    assert list(t["lower"] <= t["answer"]) == [True] * 4

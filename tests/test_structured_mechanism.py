@@ -214,3 +214,12 @@ def test_max_answers_and_scan_limit_are_checked_before_any_noise(bad, exc):
     assert mechanism.matrix_mechanism(W, A, x, mmopt.Privacy(1.0), rng=0, max_answers=0).answers is None
     with pytest.raises(TypeError, match="'theta' parameter of marginals_strategy must hold real numbers, not bool"):
         ss.marginals_strategy((2, 3), [True, False, True, True])
+
+
+def test_a_structured_output_points_at_the_table_too():
+    W, A = sw.kron(wl.prefix(3), wl.prefix(3)), ss.kron_strategy(st.hierarchical(3), st.hierarchical(3))
+    out = mechanism.matrix_mechanism(W, A, np.ones(9), mmopt.Privacy(1.0, 1e-6), rng=0)
+    with pytest.raises(AttributeError, match=r"'StructuredOutput' object has no attribute 'std_error'; .*"
+                                             r"answers_table"):
+        _ = out.std_error
+    assert out.privacy == mmopt.Privacy(1.0, 1e-6)

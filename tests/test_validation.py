@@ -112,3 +112,11 @@ def test_a_closed_form_strategy_is_refused_at_its_peak_not_at_one_copy(monkeypat
     trees.matrix(trees.b_ary_tree(20, 2), 20, caller="t")  # 39×20 = 780 entries: one array, allowed
     with pytest.raises(ValueError, match="the 63×32 tree strategy"):  # 2,016
         trees.matrix(trees.b_ary_tree(32, 2), 32, caller="t")
+
+
+def test_a_misspelt_choice_is_answered_with_the_nearest_one():
+    with pytest.raises(ValueError, match=r"'method' parameter of optimize must be one of .*Got 'hierarchial' "
+                                         r"instead\. Did you mean 'hierarchical'\?$"):
+        mmopt.optimize(mmopt.workload.prefix(8), method="hierarchial")
+    with pytest.raises(ValueError, match=r"Got 'zzz' instead\.$"):  # nothing near: no guess
+        mmopt.optimize(mmopt.workload.prefix(8), method="zzz")

@@ -20,6 +20,7 @@ time; a computation that holds several at once checks their sum with
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import math
 import numbers
@@ -280,7 +281,9 @@ def check_choice(value, *, name: str, caller: str, choices: Iterable[str]) -> st
         ok = False
     if not ok or not isinstance(value, str):
         listed = ", ".join(repr(c) for c in choices)
-        raise ValueError(f"{_param(name, caller)} must be one of {listed}. Got {value!r:.60} instead.")
+        near = difflib.get_close_matches(value, choices, n=1) if isinstance(value, str) else []
+        hint = f" Did you mean {near[0]!r}?" if near else ""  # 'hierarchial' among twenty-odd methods
+        raise ValueError(f"{_param(name, caller)} must be one of {listed}. Got {value!r:.60} instead.{hint}")
     return value
 
 

@@ -68,6 +68,21 @@ def stream_native(strategy) -> bool:
     return isinstance(strategy, ToeplitzStrategy | WeightedSqrtStrategy | TreeStrategy)
 
 
+def _refuse_misplaced(workload, strategy, caller: str) -> None:
+    """The two slips a newcomer makes, named (they were refused as "must be a 2-D array of real numbers" and as
+    "must be a Workload … Got Strategy"): a result for its strategy, and the arguments swapped."""
+    from mmopt._base.result import OptimizeResult
+    from mmopt.dense._strategy_core import Strategy
+    from mmopt.dense._workload_type import Workload
+    for name, value in (("strategy", strategy), ("workload", workload)):
+        if isinstance(value, OptimizeResult):
+            raise TypeError(f"The '{name}' parameter of {caller} is an OptimizeResult: pass the strategy it holds, "
+                            f"{caller}(W, res.strategy, …).")
+    if isinstance(workload, Strategy | ImplicitStrategy) and isinstance(strategy, Workload | ImplicitWorkload):
+        raise TypeError(f"{caller} takes the workload first, then the strategy: {caller}(W, A, …). Got "
+                        f"{caller}({type(workload).__name__}, {type(strategy).__name__}, …).")
+
+
 def route(workload, strategy, caller: str):
     """(family, W, A) for a (workload, strategy) pair, with W and A as that family's layer takes them.
 
@@ -79,6 +94,7 @@ def route(workload, strategy, caller: str):
     from mmopt.family import family_of
     from mmopt.search.pidentity import PIdentityStrategy
 
+    _refuse_misplaced(workload, strategy, caller)
     if _orbit(strategy):  # a max-variance plan past the dense limit: held by its symmetry blocks
         return "orbit", workload, strategy
     workload, strategy = as_implicit(workload), as_implicit(strategy)

@@ -22,6 +22,7 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator, lsmr
 
 from mmopt._base import validation as v
+from mmopt._base.hints import missing_attribute
 from mmopt.dense import _family_answers as family_answers
 from mmopt.dense._error_common import check_privacy, check_type
 from mmopt.privacy import Privacy
@@ -169,6 +170,9 @@ class StructuredOutput:
         """The budget (the report's), as the dense MechanismOutput's ``privacy``: it was missing here, so code
         reading ``out.privacy`` raised AttributeError past 4,096 cells, where kron/marginals turn implicit."""
         return self.report.privacy
+
+    def __getattr__(self, name: str):  # only for names the class lacks: where the answers' table lives
+        raise missing_attribute(self, name)
 
 
 def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: Privacy, *,

@@ -1,0 +1,16 @@
+"""Pointers for the names a newcomer reaches for on an object that does not have them."""
+
+from __future__ import annotations
+
+__all__ = ["missing_attribute"]
+
+#: Names a newcomer reaches for on a release's output, pointed at the table that has them.
+_TABLE_NAMES = frozenset({"intervals", "interval", "confidence_intervals", "table", "to_frame", "to_pandas",
+                          "standard_error", "standard_errors", "std_error", "std_errors", "labels"})
+
+
+def missing_attribute(output, name: str) -> AttributeError:
+    """AttributeError for ``output.name``, saying where labelled answers, standard errors and intervals are."""
+    where = ("; the labelled answers with standard errors and exact 1 − α intervals are "
+             "mmopt.answers_table(out, W, A, alpha=0.05)") if name in _TABLE_NAMES else ""
+    return AttributeError(f"{type(output).__name__!r} object has no attribute {name!r}{where}")
