@@ -171,7 +171,10 @@ def stack(workloads, weights=None, *, name: str | None = None):
                          "e.g. kron(prefix(8), identity(4)) with kron(identity(8), prefix(4)).")
     out = core.stack(parts, weights, name=name)
     if twins and all(t is not None for t in twins):
-        _remember(out, sw.union(twins, weights, name=out.name, caller="stack"))
+        # |w|: the dense stack takes a negative weight (only w² enters G), the implicit twin's terms only w > 0,
+        # and stack([kron(…), kron(…)], weights=[-1, 1]) was refused where stack([prefix(4), …]) was not
+        magnitudes = None if weights is None else [abs(float(w)) for w in weights]  # (checked by core.stack)
+        _remember(out, sw.union(twins, magnitudes, name=out.name, caller="stack"))
     return out
 
 

@@ -87,3 +87,39 @@ def test_the_row_wise_leak_reads_sparse_rows_without_densifying_them():
     prof = pf.profile_of_matrix(np.array([[1.0, 1, 0, 0], [0, 0, 1, 1]]))
     assert sp.unsupported(W.T @ W, prof, sparse.csr_matrix(W)) == (True, pytest.approx(1.0))
     assert sp.unsupported(W.T @ W, prof, W) == (True, pytest.approx(1.0))
+
+
+def test_a_cell_the_strategy_never_measures_is_refused_in_every_representation():
+    # w = [1, 1e-8] leaks 1e-16 of its norm off A = [1, 0] (under the share test's tolerance) but uses a cell A's
+    # zero column never measures: its answer is off by 1e-8·x₁, unbounded; the Gram-only twin was refused already
+    import mmopt
+    W, A = np.array([[1.0, 1e-8]]), np.array([[1.0, 0.0]])
+    for workload in (mmopt.Workload.from_matrix(W), mmopt.Workload.from_gram(W.T @ W, n_queries=1)):
+        with pytest.raises(ValueError, match="does not support workload"):
+            mmopt.expected_error(workload, A, mmopt.Privacy(1.0))
+        assert not mmopt.supports(workload, A)
+    assert mmopt.supports(mmopt.Workload.from_matrix(W), np.eye(2))
+    # the same factor inside a Kronecker product (the implicit layer's own support test)
+    from mmopt.structured import strategies as ss
+    from mmopt.structured import workloads as sw
+    with pytest.raises(ValueError, match="does not support workload factor"):
+        mmopt.expected_error(sw.kron(mmopt.Workload.from_matrix(W), wl.identity(3)),
+                             ss.kron_strategy(st.Strategy(A), st.identity(3)), mmopt.Privacy(1.0))
+    # a zero column where no query looks is no obstacle (an eigen-root's round-off there is not a use)
+    assert np.isfinite(mmopt.expected_error(sw.kron(mmopt.Workload.from_matrix(A), wl.prefix(3)),
+                                            ss.kron_strategy(st.Strategy(A), st.identity(3)), mmopt.Privacy(1.0)))
+
+
+def test_a_bare_matrix_passed_to_evaluate_is_told_how_to_wrap_it():
+    # optimize said so; evaluate, expected_error and svd_bound named the four families only (an auditor's probe)
+    import scipy.sparse
+
+    import mmopt
+    for W, remedy in ((np.eye(3), r"Got ndarray\. Wrap a query matrix with mmopt\.Workload\.from_matrix\(W\)"),
+                      (scipy.sparse.eye(3), r"Got dia_matrix\. Wrap a sparse query matrix with "
+                                            r"mmopt\.Workload\.from_matrix\(W\)")):
+        with pytest.raises(TypeError, match=remedy):
+            mmopt.evaluate(W, st.identity(3))
+        with pytest.raises(TypeError, match=remedy):
+            mmopt.svd_bound(W)
+    mmopt.evaluate(mmopt.Workload.from_matrix(scipy.sparse.eye(3)), st.identity(3))  # the remedy works

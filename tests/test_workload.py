@@ -133,7 +133,7 @@ def test_stack_given_its_parts_one_by_one_says_it_takes_one_list():
 def test_stack_names_itself_when_a_weight_is_refused():
     """The refusal named 'union', a function the user never called."""
     with pytest.raises(ValueError, match="'weights' parameter of stack"):
-        wl.stack([wl.kron(wl.prefix(2), wl.identity(2)), wl.kron(wl.identity(2), wl.total(2))], [1.0, -1.0])
+        wl.stack([wl.kron(wl.prefix(2), wl.identity(2)), wl.kron(wl.identity(2), wl.total(2))], [1.0, 0.0])
     for parts in ([wl.prefix(4), wl.identity(4)], [wl.kron(wl.prefix(2), wl.identity(2)),
                                                    wl.kron(wl.identity(2), wl.total(2))]):  # dense and implicit alike
         for weights in ([True, True], [True, 1.0]):  # a bool array, and a bool among numbers
@@ -188,3 +188,16 @@ def test_a_product_too_large_to_list_says_why_w_is_unknown():
     W = wl.kron(wl.all_range(64), wl.all_range(64))  # m·n = 1.8·10¹⁰: kept as its Gram
     with pytest.raises(ValueError, match="entries exceed .* mmopt.evaluate and mmopt.optimize read the Gram"):
         W.explicit_matrix()
+
+
+def test_a_negative_weight_is_taken_by_every_dense_stack_as_its_square():
+    # only w² enters G: stack([prefix(4), identity(4)], [-2, 1]) was taken, but with Kronecker parts (whose
+    # implicit twin takes w > 0 only) the same call was refused (an auditor's probe)
+    import mmopt
+    parts = [wl.kron(wl.prefix(8), wl.total(8)), wl.kron(wl.total(8), wl.prefix(8))]
+    signed, plain = wl.stack(parts, weights=[-2.0, 1.0]), wl.stack(parts, weights=[2.0, 1.0])
+    np.testing.assert_array_equal(signed.gram, plain.gram)
+    eye = mmopt.strategy.identity(64)
+    assert mmopt.evaluate(signed, eye, mmopt.Privacy(1.0)).total_squared_error == pytest.approx(
+        mmopt.evaluate(plain, eye, mmopt.Privacy(1.0)).total_squared_error, rel=1e-12)
+    assert wl.stack([wl.prefix(4), wl.identity(4)], weights=[-2.0, 1.0]).n_queries == 8

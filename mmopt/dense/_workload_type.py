@@ -170,8 +170,8 @@ mmopt.Workload.from_matrix(W) (rows = queries, columns = cells).
     """
     remedy = ""
     if hasattr(value, "toarray"):  # scipy.sparse
-        remedy = (" Wrap a sparse query matrix with mmopt.Workload.from_matrix(W.toarray()), or use an implicit "
-                  "workload of mmopt.workload.")
+        remedy = (" Wrap a sparse query matrix with mmopt.Workload.from_matrix(W) (held dense), or, on a large "
+                  "domain, use an implicit workload of mmopt.workload.")
     elif isinstance(value, np.ndarray | list | tuple):
         remedy = " Wrap a query matrix with mmopt.Workload.from_matrix(W) (rows = queries, columns = cells)."
     return TypeError(f"The '{name}' parameter of {caller} must be {expected}. Got {type(value).__name__}.{remedy}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
-__all__ = ["row_leak", "support_leak", "support_tolerance", "unsupported"]
+__all__ = ["row_leak", "support_leak", "support_tolerance", "unmeasured_cells", "unsupported"]
 
 _EPS = np.finfo(float).eps
 
@@ -50,7 +50,7 @@ def unsupported(G: np.ndarray, prof, rows=None, matrix=None) -> tuple[bool, floa
     random 6×8 W), and that rule refused them. A query with less than √(100·n·eps) of its norm off the row space
     is therefore taken as supported.
 
-    Without ``rows``, the strategy's ``matrix`` (A, any scale) settles one case exactly: a cell A never measures
+    The strategy's ``matrix`` (A, any scale), when given, settles one case exactly: a cell A never measures
     (a zero column) that some query uses (G_jj > 0) is off A's row space, however small its share of tr G (beside
     a 10⁷-weighted query it was below round-off, and evaluate returned 5·10¹⁴ for a Gram-only workload).
 
@@ -64,14 +64,21 @@ def unsupported(G: np.ndarray, prof, rows=None, matrix=None) -> tuple[bool, floa
     leak = support_leak(G, prof)
     if leak > support_tolerance(n) or prof.null_basis.shape[1] == 0:
         return bool(leak > support_tolerance(n)), leak
+    if matrix is not None:  # with rows too: w = [1, 10⁻⁸] against A = [1, 0] passed the share test, error 2 (an
+        # auditor's probe) where the Gram-only twin was refused; its answer is off by 10⁻⁸·x₁, unbounded
+        unmeasured = unmeasured_cells(matrix, np.diag(G))
+        if np.any(unmeasured):
+            return True, max(leak, float(np.diag(G)[unmeasured].sum() / np.trace(G)))
     if rows is None:
-        if matrix is not None:
-            unmeasured = ~np.any(np.asarray(matrix) != 0, axis=0) & (np.diag(G) > 0)
-            if np.any(unmeasured):
-                return True, max(leak, float(np.diag(G)[unmeasured].sum() / np.trace(G)))
         return False, leak
     share = row_leak(prof.null_basis, rows)
     return bool(share > support_tolerance(n)), max(leak, share)
+
+
+def unmeasured_cells(matrix, gram_diagonal: np.ndarray) -> np.ndarray:
+    """Cells a query uses (G_jj > 0) that A never measures (an exactly zero column): off A's row space however
+    small their share, which round-off cannot make up (a strategy's zero column is exact)."""
+    return ~np.any(np.asarray(matrix) != 0, axis=0) & (np.asarray(gram_diagonal) > 0)
 
 
 def row_leak(N: np.ndarray, rows) -> float:

@@ -79,8 +79,9 @@ def release(workload, strategy, x, privacy, *, noise_scale: float | None = None,
     squares, then ``reconstruct`` as in :func:`matrix_mechanism`). Needs OpenDP (``pip install opendp``;
     from a checkout ``pip install -e '.[release]'``).
 
-    The output's ``estimate`` x̂ is flat (n,) for a dense workload and shaped like the domain (n₁, …, n_d) for
-    an implicit one — ``kron``, ``stack`` and ``marginals`` return implicit workloads past 4,096 cells, so
+    The output's ``estimate`` x̂ is flat (n,) for a dense pair (a dense workload, or an implicit workload with a
+    dense strategy, which goes the dense way) and shaped like the domain (n₁, …, n_d) for an implicit pair —
+    ``kron``, ``stack`` and ``marginals`` return implicit workloads past 4,096 cells, so
     ``out.estimate.ravel()`` (C order, as ``x`` flat) is the form that reads the same at every size.
     """
     family, W, A = route(workload, strategy, "release")

@@ -62,9 +62,11 @@ def family_of(workload, caller: str = "family_of") -> Family:
     for f in FAMILIES:
         if isinstance(workload, f.type):
             return f
+    from mmopt.dense._workload_type import not_a_workload  # its remedy for a bare matrix (optimize's already)
     others = ", ".join(f"{f.type.__name__} ({f.name})" for f in FAMILIES[1:])
-    raise TypeError(f"The 'workload' parameter of {caller} must be a Workload or another of mmopt's workload "
-                    f"families: {others}; build one with mmopt.workload. Got {type(workload).__name__}.")
+    raise not_a_workload(workload, name="workload", caller=caller,
+                         expected=f"a Workload or another of mmopt's workload families: {others}; build one with "
+                                  "mmopt.workload")
 
 
 @dataclass(frozen=True)

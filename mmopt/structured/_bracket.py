@@ -28,7 +28,7 @@ import math
 import numpy as np
 from scipy import linalg
 
-from mmopt.dense.support import support_tolerance
+from mmopt.dense.support import support_tolerance, unmeasured_cells
 from mmopt.structured import algebra as alg
 from mmopt.structured import factors as fc
 
@@ -66,6 +66,9 @@ def supports(Wf, Af, cache) -> bool:
     inv, F = cache.get(fc.strategy_inverse, Af), cache.get(fc.workload_root, Wf)
     if not inv.null.shape[1]:
         return True
+    if Af.matrix is not None and np.any(unmeasured_cells(Af.matrix, np.diag(Wf.mean_gram))):  # G's own diagonal:
+        # an eigen-root's F Fᵀ puts round-off on cells no query uses; a cell Aᵢ never measures that Wᵢ uses,
+        return False  # however lightly, is off Aᵢ's row space (the dense rule's exact case)
     n = F.shape[0]
     off = np.sum((inv.null.T @ F) ** 2, axis=0)  # each root column's squared norm off the row space
     norms = np.sum(F * F, axis=0)
