@@ -750,3 +750,11 @@ def test_a_ledgers_sums_carried_from_spend_to_spend_are_its_sums():
     fresh = Ledger(ledger.total, ledger.composition, ledger.spends)
     assert ledger._sum("epsilon") == fresh._sum("epsilon") and ledger._sum("delta") == fresh._sum("delta")
     assert isinstance(ledger._sum("epsilon"), Fraction)
+
+
+def test_a_misspelt_remaining_is_named_and_spends_nothing():
+    acc = Accountant(Privacy(1.0))
+    with pytest.raises(ValueError, match=r"must be a Privacy, or the string \"remaining\" to spend what is left\. "
+                                         r"Got 'remainder' instead"):
+        acc.release(workload.prefix(4), strategy.hierarchical(4), [1, 2, 3, 4], "remainder")
+    assert acc.spends == () and acc.remaining.epsilon == 1.0

@@ -160,3 +160,15 @@ def test_infinite_or_multidimensional_counts_and_text_p_are_refused():
         iv.laplace_sum(([1.0, 2.0], np.ones((1, 2))))
     with pytest.raises(TypeError, match="'p' parameter of laplace_sum_quantile must be a real number"):
         iv.laplace_sum_quantile(iv.laplace_sum([1.0, 2.0]), "0.9")
+
+
+def test_a_confidence_level_given_for_alpha_is_refused_with_the_alpha_it_meant():
+    # answers_table(..., alpha=0.95) returned 5 % intervals (an auditor's probe); α ≤ ½ is taken as it is
+    import mmopt
+    from mmopt.answers.intervals import check_alpha
+    W, A = mmopt.workload.prefix(4), mmopt.strategy.hierarchical(4)
+    out = mmopt.release(W, A, [1, 2, 3, 4], mmopt.Privacy(1.0))
+    with pytest.raises(ValueError, match=r"'alpha' parameter of answers_table is the probability that an interval "
+                                         r"misses .*Got 0\.95 instead: for 95% intervals pass alpha=0\.05\."):
+        mmopt.answers_table(out, W, A, alpha=0.95)
+    assert check_alpha(0.5, "f") == 0.5 and check_alpha(0.05, "f") == 0.05

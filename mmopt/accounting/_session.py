@@ -219,6 +219,9 @@ class Accountant:
         caller = "Accountant.release"
         if isinstance(privacy, str) and privacy == "remaining":
             privacy = self._ledger.rest(caller)
+        elif isinstance(privacy, str):  # "remainder", "rest": said "Got str" with no word of the spelling
+            raise ValueError(f"The 'privacy' parameter of {caller} must be a Privacy, or the string \"remaining\" to "
+                             f"spend what is left. Got {privacy!r:.40} instead.")
         elif not isinstance(privacy, Privacy):
             raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy, or \"remaining\" to spend "
                             f"what is left. Got {type(privacy).__name__} instead.")
