@@ -7,15 +7,15 @@ from mmopt import _moved, adaptive, participation, plot, solvers, sparse_vector,
 from mmopt.accounting import Accountant
 from mmopt.answers import answers_table
 from mmopt.augment import augment, strictly_improved
-from mmopt.dispatch import evaluate, expected_error, matrix_mechanism, release, svd_bound
+from mmopt.dispatch import evaluate, expected_error, matrix_mechanism, release, supports, svd_bound
 from mmopt.error import (
     ErrorReport,
     NumericalError,
+    Unsupported,
     eigen_structure,
     error_profile,
     profile_equivalent,
     query_error,
-    supports,
 )
 from mmopt.mechanism import MechanismOutput, factorize, laplace_mechanism
 from mmopt.montecarlo import MonteCarloResult, monte_carlo
@@ -33,7 +33,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Accountant", "answers_table",
     "ErrorReport", "FactorizationNorm", "MechanismOutput", "MonteCarloResult", "NumericalError", "OptimizeResult",
-    "Plan", "Privacy", "SavedStrategy", "SolverError", "Strategy", "Workload",
+    "Plan", "Privacy", "SavedStrategy", "SolverError", "Strategy", "Unsupported", "Workload",
     "adaptive", "augment", "eigen_structure", "error_profile", "evaluate", "expected_error", "factorization_norm",
     "factorize",
     "laplace_mechanism", "load", "matrix_mechanism", "monte_carlo", "optimize", "participation", "plan", "plot",

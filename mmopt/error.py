@@ -27,7 +27,7 @@ import numpy as np
 
 from mmopt._base import guards as g
 from mmopt._base import validation as v
-from mmopt._base.guards import NumericalError
+from mmopt._base.guards import NumericalError, Unsupported
 from mmopt.dense import _queries, _strategy_analysis
 from mmopt.dense._error_common import ErrorReport, check_per_query_flag, scaled_sensitivity
 from mmopt.dense._error_common import as_strategy as _as_strategy  # noqa: F401  (used by mechanism, augment)
@@ -54,9 +54,9 @@ from mmopt.dense.profile import (
 from mmopt.dense.support import unsupported
 from mmopt.privacy import Privacy
 
-__all__ = ["ErrorReport", "NumericalError", "diagonal_bound", "evaluate", "expected_error", "query_error", "svd_bound",
-           "error_profile", "supports", "unit_objective", "profile_equivalent", "eigen_structure",
-           "numerical_rank", "gram_svd_bound"]
+__all__ = ["ErrorReport", "NumericalError", "Unsupported", "diagonal_bound", "evaluate", "expected_error",
+           "query_error", "svd_bound", "error_profile", "supports", "unit_objective", "profile_equivalent",
+           "eigen_structure", "numerical_rank", "gram_svd_bound"]
 
 # Below this domain size the workload's spectrum is computed for the bound check even on the certified
 # path (an eigh at n = 512 takes ~0.03 s and is cached per workload).
@@ -265,7 +265,7 @@ def _unit_error(workload: Workload, As: np.ndarray, norm: str, name: str, caller
     G = workload.mean_gram
     refused, leak = unsupported(G, prof, workload.matrix, As)
     if refused:
-        raise ValueError(
+        raise Unsupported(
             f"{caller}: strategy '{name}' (numerical rank {prof.rank} of n={As.shape[1]}) does "
             f"not support workload '{workload.name}': {leak:.2g} of its Gram trace (or of one query's squared "
             "norm) lies outside the row space of A, so some queries have unbounded error. Add rows to A (e.g. a "

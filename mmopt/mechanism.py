@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.guards import Unsupported
 from mmopt._base.hints import missing_attribute
 from mmopt._base.opendp import calibrated_scale as _noise_scale
 from mmopt._base.opendp import finite as _finite
@@ -257,7 +258,7 @@ def _prepare(workload, strategy, x, privacy, caller: str):
     v.check_same_domain(workload.domain_size, strategy.domain_size, caller=caller)
     x = _check_x(x, strategy.domain_size, caller, workload)
     if not supports(workload, strategy):
-        raise ValueError(f"{caller}: strategy '{strategy.name}' does not support workload '{workload.name}' "
+        raise Unsupported(f"{caller}: strategy '{strategy.name}' does not support workload '{workload.name}' "
                          "(some queries lie outside the row space of A). Add rows to A, e.g. a scaled "
                          "identity (§3.3).")
     return strategy, x, _answer_plan(workload, caller)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import math
 import sys
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -39,7 +40,16 @@ CALIBRATIONS = ("analytic", "theorem_5_22")
 _INV_SQRT2 = 1 / math.sqrt(2)
 _LOG_SIGMA_MIN = math.log(sys.float_info.min)  # σ below the normal range would make 1/σ overflow
 _LOG_SIGMA_MAX = math.log(sys.float_info.max)
+#: δ from which Privacy warns: a guarantee that may fail with probability 1 % protects no one in a table of 100.
+LARGE_DELTA = 0.01
 _MARGIN = 1e-10  # relative safety margin on log δ; see the module docstring
+
+
+def _built_by_user() -> bool:
+    """Whether the Privacy being built was written by the user (its constructor's caller is outside mmopt and
+    dataclasses.replace): frame 0 is this function, 1 ``__post_init__``, 2 the generated ``__init__``, 3 its caller."""
+    caller = sys._getframe(3).f_globals.get("__name__", "")
+    return not (caller == "mmopt" or caller.startswith("mmopt.") or caller == "dataclasses")
 
 
 @dataclass(frozen=True)
@@ -86,6 +96,12 @@ class Privacy:
             )
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "delta", delta + 0.0)  # + 0.0 turns -0.0 into 0.0
+        if delta >= LARGE_DELTA and _built_by_user():  # Privacy(1, 0.5) was taken silently: a slip (a second
+            # positional argument meant as something else); mmopt's own budgets (plan's unit budget) are not slips
+            warnings.warn(f"Privacy: delta={delta:g} lets the guarantee fail outright with probability up to {delta:g} "
+                          "(a mechanism that publishes one record in full meets (0, 1/n)-DP); delta is usually far "
+                          "below 1/n for n records, e.g. 1e-6. Pass Privacy(epsilon) for pure ε-DP (Laplace).",
+                          UserWarning, stacklevel=3)
         if delta > 0:
             _ = self.unit_noise_scale  # calibrate now: unsupported (ε, δ) must fail at construction
 

@@ -89,7 +89,8 @@ def stack(strategies, weights=None, *, name: str | None = None):
 def marginals(shape, theta, *, name: str = "marginals") -> ImplicitStrategy:
     """HDMM's marginals strategy M(θ): θ_S·⊗ᵢ(I if i ∈ S else 1ᵀ) for each attribute subset S.
 
-    ``theta`` is a dict {attribute tuple: weight ≥ 0} or a length-2^d array indexed by the bitmask of S.
+    ``theta`` is a dict {attribute tuple: weight ≥ 0}, a list of attribute tuples (each at weight 1), or a
+    length-2^d array indexed by the bitmask of S.
     Δ₁ = Σ θ_S and Δ₂ = (Σ θ_S²)^{1/2}, exactly (McKenna et al., PVLDB 2018, §5).
     """
     return marginals_strategy(shape, theta, name=name)

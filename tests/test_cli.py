@@ -41,6 +41,16 @@ def test_help_and_bad_spec(tmp_path):
     assert "Grammar:" in r.stderr
 
 
+def test_a_misspelt_option_gets_its_commands_usage_and_the_nearest_option(tmp_path):
+    # it printed the top-level usage ("mmopt [-h] [--version] COMMAND ...") and no hint
+    r = run("optimize", "prefix:8", "--epsilom", "1", cwd=tmp_path)
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.startswith("usage: mmopt optimize")
+    assert r.stderr.rstrip().endswith("mmopt optimize: error: unrecognized arguments: --epsilom 1. Did you mean "
+                                      "--epsilon?")
+    r = run("evaluate", "prefix:8", "--strategy", "H2", "surplus", cwd=tmp_path)   # nothing near: no guess
+    assert r.returncode == 2 and r.stderr.rstrip().endswith("mmopt evaluate: error: unrecognized arguments: surplus")
+
+
 def test_evaluate_json_and_out_files(tmp_path):
     args = ("evaluate", "all_range:16", "--strategy", "H2", "--epsilon", "0.5")
     r = run(*args, "--json", "--out", "e.csv", cwd=tmp_path)
@@ -86,6 +96,17 @@ def test_optimize_matches_the_library_and_saves(tmp_path):
     assert r.returncode == 0 and json.loads(r.stdout)["total_squared_error"] == ref.total_squared_error
     r = run("optimize", "prefix:16", "--method", "identity", "--save", "best.npz", cwd=tmp_path)
     assert r.returncode == 2 and "--force" in r.stderr
+
+
+def test_optimize_says_how_its_unit_objective_relates_to_the_error_at_the_budget(tmp_path):
+    # objective 906 beside total_squared_error 1,813 (Laplace, ε = 1: c = 2/ε²) was printed without a word
+    import re
+    r = run("optimize", "prefix:16", "--method", "identity", "--epsilon", "0.5", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    head = re.search(r"unit noise; total_squared_error = c·objective with c = (\S+)\):", r.stdout)
+    objective = float(re.search(r"^  objective +(\S+)$", r.stdout, re.M).group(1).replace(",", ""))
+    total = float(re.search(r"^  total_squared_error +(\S+)$", r.stdout, re.M).group(1).replace(",", ""))
+    assert head and float(head.group(1)) == 8.0 and total == pytest.approx(8.0 * objective, rel=1e-5)
 
 
 @pytest.mark.skipif(not _HAS_PERSIST, reason="mmopt.save / mmopt.load not available")

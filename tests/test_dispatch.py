@@ -261,3 +261,22 @@ def test_a_result_for_its_strategy_and_swapped_arguments_are_named(call):
                                         r"ImplicitWorkload"):
         f(ss.kron_strategy(A, A), sw.kron(W, W), *rest)
     f(W, res.strategy, *rest)  # the strategy it holds is taken
+
+
+def test_a_keyword_release_does_not_take_says_why_or_names_the_nearest():
+    """release(..., seed=1) met Python's bare "unexpected keyword argument": it now says a release cannot be seeded
+    and how to reproduce a run; a misspelt keyword gets the nearest one; the lists name every real keyword."""
+    import inspect
+
+    from mmopt.dispatch import operations as ops
+    W, A, x, p = mmopt.workload.prefix(4), mmopt.strategy.identity(4), np.ones(4), mmopt.Privacy(1.0)
+    with pytest.raises(TypeError, match=r"'seed': a release draws its noise from OpenDP's vetted samplers, which "
+                                        r"cannot be seeded.*mmopt\.matrix_mechanism\(W, A, x, privacy, rng=seed\)"):
+        mmopt.release(W, A, x, p, seed=1)
+    with pytest.raises(TypeError, match=r"'noise_scal'\. Did you mean 'noise_scale'\?"):
+        mmopt.release(W, A, x, p, noise_scal=1.0)
+    with pytest.raises(TypeError, match=r"'seed': pass rng=seed"):
+        mmopt.matrix_mechanism(W, A, x, p, seed=1)
+    for f, known in ((ops.release, ops._RELEASE_KEYWORDS), (ops.matrix_mechanism, ops._SIMULATE_KEYWORDS)):
+        kw = [n for n, q in inspect.signature(f).parameters.items() if q.kind is q.KEYWORD_ONLY]
+        assert sorted(kw) == sorted(known)

@@ -271,6 +271,19 @@ def test_marginal_strategy_keys_repeat_no_attribute_and_may_be_numpy_ints():
     assert names == ["T2", "I3", "T4"]
 
 
+def test_marginal_strategy_takes_a_list_of_subsets_at_weight_one():
+    """st.marginals(shape, [(0, 1), (2,)]) met "must be a 1-D array. Got an array of shape (2, 2)" (a newcomer's
+    first guess): a list of subsets is each at weight 1, the same strategy as the dict; a repeat is refused."""
+    import numpy as np
+    import pytest
+
+    from mmopt import strategy as st
+    listed, given = st.marginals((2, 3, 4), [(0, 1), (2,)]), st.marginals((2, 3, 4), {(0, 1): 1.0, (2,): 1.0})
+    assert np.array_equal(listed.to_strategy().matrix, given.to_strategy().matrix)
+    with pytest.raises(ValueError, match=r"lists a subset twice"):
+        st.marginals((2, 3, 4), [(0, 1), (0, 1)])
+
+
 def test_an_iteration_budget_bounds_the_runs_in_order():
     """3-way marginals of (2,)¹⁰ under Laplace noise: ~230 iterations a run. A budget of 600 runs the first two
     runs as without it (the same seed children), cuts the third, and says so; a budget past the runs' need changes

@@ -148,3 +148,14 @@ def test_calibration_is_cached_across_instances():
     first = Privacy(1.0, 1e-5).unit_noise_scale
     for _ in range(1000):  # a cache hit per construction: this takes milliseconds
         assert Privacy(1.0, 1e-5).unit_noise_scale == first
+
+
+def test_a_delta_that_protects_no_one_is_warned_about():
+    """Privacy(1, 0.5) was taken silently (a second positional argument meant as something else reads as δ)."""
+    import warnings
+    with pytest.warns(UserWarning, match=r"delta=0\.5 lets the guarantee fail outright with probability up to 0\.5"):
+        p = Privacy(1, 0.5)
+    assert p.delta == 0.5 and p.noise == "gaussian"   # warned, still the budget asked for
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Privacy(1.0, 1e-3), Privacy(1.0), Privacy(1.0, 0.009)   # below 1 %: no warning

@@ -123,3 +123,25 @@ def test_a_bare_matrix_passed_to_evaluate_is_told_how_to_wrap_it():
         with pytest.raises(TypeError, match=remedy):
             mmopt.svd_bound(W)
     mmopt.evaluate(mmopt.Workload.from_matrix(scipy.sparse.eye(3)), st.identity(3))  # the remedy works
+
+
+def test_supports_answers_for_implicit_pairs_exactly_where_evaluate_refuses():
+    """mmopt.supports refused any implicit pair with a TypeError ("must be a 2-D array ... Got an entry
+    ImplicitStrategy"): now it answers for every family by the rule the evaluation applies, and the refusal is an
+    mmopt.Unsupported (a ValueError) callers can catch by type."""
+    import mmopt
+    W1, A1 = np.array([[1.0, 0, 0], [0, 1, 1e-6]]), np.array([[1.0, 0, 0], [0, 1, 0]])  # a light row, unmeasured cell
+    W = wl.kron(mmopt.Workload.from_matrix(W1), wl.identity(1400))
+    assert isinstance(W, wl.ImplicitWorkload)
+    bad, good = st.kron(st.Strategy(A1), st.identity(1400)), st.kron(st.identity(3), st.identity(1400))
+    assert not mmopt.supports(W, bad) and mmopt.supports(W, good)
+    for per_query in (False, True):   # the per-query variances judge each factor by the same rule
+        with pytest.raises(mmopt.Unsupported, match="does not support workload factor"):
+            mmopt.evaluate(W, bad, per_query=per_query)
+    M = wl.marginals((10, 10, 10, 10), 2)   # two-way marginals: the pairs (0, 1) and (2, 3) miss (0, 2), …
+    assert not mmopt.supports(M, st.marginals((10, 10, 10, 10), [(0, 1), (2, 3)]))
+    assert mmopt.supports(M, st.marginals((10, 10, 10, 10), {(0, 1, 2, 3): 1.0}))
+    with pytest.raises(mmopt.Unsupported):
+        mmopt.evaluate(M, st.marginals((10, 10, 10, 10), [(0, 1), (2, 3)]))
+    from mmopt.toeplitz.strategies import sqrt_strategy
+    assert mmopt.supports(wl.prefix(20_000), sqrt_strategy(20_000))   # a stream pair: Toeplitz, invertible

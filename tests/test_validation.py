@@ -120,3 +120,24 @@ def test_a_misspelt_choice_is_answered_with_the_nearest_one():
         mmopt.optimize(mmopt.workload.prefix(8), method="hierarchial")
     with pytest.raises(ValueError, match=r"Got 'zzz' instead\.$"):  # nothing near: no guess
         mmopt.optimize(mmopt.workload.prefix(8), method="zzz")
+
+
+def test_a_pandas_series_whose_labels_disagree_with_its_positions_is_refused():
+    """pd.Series([10, 0, 0, 0], index=[3, 2, 1, 0]) was read by position: the count labelled cell 3 went to cell 0,
+    silently (release answered prefix sums [10, 10, 10, 10] where the labels say [0, 0, 0, 10])."""
+    import pandas as pd
+    W, A, p = mmopt.workload.prefix(4), mmopt.strategy.identity(4), mmopt.Privacy(1.0)
+    shuffled = pd.Series([10.0, 0, 0, 0], index=[3, 2, 1, 0])
+    with pytest.raises(ValueError, match=r"'x' parameter of matrix_mechanism is a pandas Series whose integer index "
+                                         r"is not 0, 1, …, 3 in order \(it reads \[3, 2, 1, 0\]\).*x\.sort_index\(\)"):
+        mmopt.matrix_mechanism(W, A, shuffled, p, rng=0)
+    implicit = mmopt.workload.kron(mmopt.workload.prefix(70), mmopt.workload.prefix(70))   # the structured check
+    with pytest.raises(ValueError, match="labelled 4899 would stand for cell 0"):
+        mmopt.matrix_mechanism(implicit, mmopt.strategy.kron(mmopt.strategy.identity(70), mmopt.strategy.identity(70)),
+                               pd.Series(np.ones(4900), index=np.arange(4900)[::-1]), p, rng=0)
+    with pytest.raises(ValueError, match=r"one column \('count'\); pass that column: x\['count'\]"):
+        mmopt.matrix_mechanism(W, A, pd.DataFrame({"count": [1.0, 2, 3, 4]}), p, rng=0)
+    # by position where position and label agree, or the labels are not cell numbers
+    for x in (shuffled.sort_index(), pd.Series([0, 0, 0, 10.0], index=list("abcd"))):
+        out = mmopt.matrix_mechanism(W, A, x, mmopt.Privacy(1e12), rng=0)
+        assert np.allclose(out.answers, [0, 0, 0, 10], atol=1e-6)

@@ -61,6 +61,12 @@ class NumericalError(ValueError):
     """A computed error that cannot be right (negative, non-finite, below the lower bound): never returned."""
 
 
+class Unsupported(ValueError):
+    """The strategy does not support the workload: some query lies (numerically) outside A's row space, so its
+    least-squares answer is biased and its error unbounded (Def. 3.1). A ValueError, so ``except ValueError`` still
+    catches it; :func:`mmopt.supports` answers False exactly where an evaluation would raise this."""
+
+
 def check_value(value: float, bound: float | None, name: str, what: str, caller: str) -> None:
     if value == math.inf and bound is not None and bound == math.inf:
         raise NumericalError(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["missing_attribute"]
+import difflib
+
+__all__ = ["missing_attribute", "unexpected_keywords"]
 
 #: Names a newcomer reaches for on a release's output, pointed at the table that has them.
 _TABLE_NAMES = frozenset({"intervals", "interval", "confidence_intervals", "table", "to_frame", "to_pandas",
@@ -14,3 +16,14 @@ def missing_attribute(output, name: str) -> AttributeError:
     where = ("; the labelled answers with standard errors and exact 1 − α intervals are "
              "mmopt.answers_table(out, W, A, alpha=0.05)") if name in _TABLE_NAMES else ""
     return AttributeError(f"{type(output).__name__!r} object has no attribute {name!r}{where}")
+
+
+def unexpected_keywords(caller: str, given: dict, known, hints: dict[str, str]) -> TypeError:
+    """TypeError for keywords ``caller`` does not take: the reason for one a newcomer reaches for (``hints``), else
+    the nearest known keyword ("Did you mean …?"), where Python's own message said only "unexpected keyword"."""
+    name = sorted(given)[0]
+    if name in hints:
+        return TypeError(f"{caller}() got an unexpected keyword argument {name!r}: {hints[name]}")
+    near = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return TypeError(f"{caller}() got an unexpected keyword argument {name!r}."
+                     + (f" Did you mean {near[0]!r}?" if near else f" It takes {', '.join(sorted(known))}."))

@@ -29,6 +29,8 @@ from collections.abc import Iterable
 import numpy as np
 from scipy import sparse
 
+from mmopt._base.frames import check_positional
+
 # The largest array (in float64 entries) any mmopt function allocates: 2·10⁸ entries ≈ 1.6 GB.
 # Raise it (mmopt._base.validation.MAX_ALLOCATION_ENTRIES = ...) on a machine with more memory.
 MAX_ALLOCATION_ENTRIES = 2 * 10**8
@@ -152,6 +154,7 @@ def check_vector(v, *, name: str, caller: str, length: int | None = None,
     """Return ``v`` as a finite 1-D float64 array of the given length, which is ``meaning`` (same accepted types as
     check_matrix). ``bools`` False refuses booleans (weights: [True, True] was read as 1, 1), in a bool array or
     among other numbers."""
+    check_positional(v, name=name, caller=caller)  # a Series read by position must not disagree with its labels
     if sparse.issparse(v):
         raise TypeError(f"{_param(name, caller)} must be a dense 1-D array. Got a scipy.sparse matrix of shape "
                         f"{v.shape}. Pass {name}.toarray().ravel().")

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
+from mmopt._base.guards import Unsupported
 from mmopt.answers import _stream_errors as stream
 from mmopt.dense._strategy_core import Strategy
 from mmopt.dispatch import evaluate
@@ -80,7 +81,7 @@ def pinv_errors(strategy: ImplicitStrategy, shape, Q, sd: float, caller: str) ->
     for k, q in enumerate(Qd):
         qs = q.reshape(shape)
         if float(np.sum((kron_apply(proj, qs) - qs) ** 2)) > 1e-18 * float(np.sum(qs * qs)):
-            raise ValueError(f"{caller}: query {k} is not supported by strategy '{strategy.name}' (it lies partly "
+            raise Unsupported(f"{caller}: query {k} is not supported by strategy '{strategy.name}' (it lies partly "
                              "outside the row space of A): its least-squares answer is biased, with no standard error.")
         out[k] = math.sqrt(float(np.sum(kron_apply(pin_t, qs) ** 2))) / wm
     return out * math.ldexp(sd, -R)

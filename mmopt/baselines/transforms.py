@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.guards import Unsupported
 from mmopt.dense._classic import wavelet
 from mmopt.dense._error_common import check_privacy, resolve_norm
 from mmopt.dense._interval_trees import GramOperator
@@ -198,7 +199,7 @@ def haar_evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privac
         g = t.weight**2 * _outer(gs)
         pos = D > 1e-12 * float(np.max(D))
         if float(np.sum(g[~pos])) > support_tolerance(g.size) * float(np.sum(g)):
-            raise ValueError(f"{caller}: strategy '{strategy.name}' does not support workload '{workload.name}'.")
+            raise Unsupported(f"{caller}: strategy '{strategy.name}' does not support workload '{workload.name}'.")
         unit += float(np.sum(g[pos] / D[pos]))
     c = 1.0 if privacy is None else privacy.variance_factor
     return c * sensitivity(strategy, norm).value ** 2 * unit

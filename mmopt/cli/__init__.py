@@ -17,6 +17,7 @@ Examples
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import re
 import sys
@@ -252,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", "-o", metavar="FILE", help="the synthetic rows, .parquet or .csv")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.commands = sub.choices  # name → sub-command parser: an unknown option is refused by its own parser
     return parser
 
 
@@ -280,11 +282,21 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
+def _unrecognized(parser: argparse.ArgumentParser, extra: list[str]) -> None:
+    """Exit as argparse does (code 2), with the sub-command's usage and "did you mean" for a misspelt option."""
+    options = [o for o in parser._option_string_actions if o.startswith("--")]
+    flag = next((e.split("=", 1)[0] for e in extra if e.startswith("--")), None)
+    near = difflib.get_close_matches(flag, options, n=1, cutoff=0.6) if flag else []
+    parser.error(f"unrecognized arguments: {' '.join(extra)}" + (f". Did you mean {near[0]}?" if near else ""))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line on ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # argparse refused them with the top-level usage: the sub-command's, and the nearest option
+            _unrecognized(parser.commands.get(args.command, parser), extra)
     except SystemExit as exc:  # --help, --version, or argparse's own usage error (code 2)
         return exc.code if isinstance(exc.code, int) else 0
     if args.command is None:

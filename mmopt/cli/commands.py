@@ -211,7 +211,11 @@ def optimize(args) -> int:
         record["saved"] = args.save
     text = out.table([(k, v) for k, v in record.items() if k not in ("evaluate", "extra")],
                      f"optimize({W.name}, method={args.method!r}):")
-    text += "\n\n" + out.table(record["evaluate"].items(), f"Its expected error at ε={P.epsilon:g}, δ={P.delta:g}:")
+    # objective and lower_bound are unit-noise figures (c = 1), beside an error at the budget: say how they relate
+    figure = "max_variance" if res.extra.get("objective") == "max_variance" else "total_squared_error"
+    text += "\n\n" + out.table(record["evaluate"].items(), f"Its expected error at ε={P.epsilon:g}, δ={P.delta:g} "
+                                f"(objective and lower_bound above are at unit noise; {figure} = c·objective with "
+                                f"c = {P.variance_factor:.6g}):")
     _emit(args, record, text)
     return 0
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.guards import Unsupported
 from mmopt.dense import gram_operator
 from mmopt.dense._strategy_core import handed_over
 from mmopt.dense.support import support_tolerance
@@ -175,10 +176,10 @@ def constant_block(op: GramOperator, lo: int, hi: int, *, exhaustive: bool = Tru
 def _leaf(op: GramOperator, t: Node, caller: str) -> _Sub:
     s = t.hi - t.lo
     if t.weight <= 0:
-        raise ValueError(f"{caller}: cells {t.lo}..{t.hi - 1} are not measured by any node of the tree, so the "
+        raise Unsupported(f"{caller}: cells {t.lo}..{t.hi - 1} are not measured by any node of the tree, so the "
                          "strategy does not support the workload.")
     if s > 1 and not constant_block(op, t.lo, t.hi, exhaustive=False):
-        raise ValueError(f"{caller}: cells {t.lo}..{t.hi - 1} are measured only through their sum, but the "
+        raise Unsupported(f"{caller}: cells {t.lo}..{t.hi - 1} are measured only through their sum, but the "
                          f"workload '{op.name}' distinguishes them: the tree does not support it.")
     w2 = t.weight**2
     u = np.full(s, 1.0 / (w2 * s))

@@ -13,6 +13,7 @@ import numpy as np
 
 from mmopt._base import guards as g
 from mmopt._base import validation as v
+from mmopt._base.guards import Unsupported
 from mmopt.dense._error_common import as_strategy, check_workload, resolve_norm, scaled_sensitivity
 from mmopt.dense._workload_core import Workload
 from mmopt.dense.profile import Profile, scaled_profile
@@ -74,7 +75,7 @@ def query_error(query, strategy, privacy: Privacy | None = None, *, norm: str | 
     norm = resolve_norm(privacy, norm, caller)
     _, As, prof = scaled_profile(strategy)
     if np.any(w) and unsupported(np.outer(w, w), prof, w[None, :])[0]:
-        raise ValueError(f"{caller}: strategy '{strategy.name}' does not support this query (it is not in "
+        raise Unsupported(f"{caller}: strategy '{strategy.name}' does not support this query (it is not in "
                          "the row space of A). Add rows to A, e.g. augment it with a scaled identity.")
     if not np.any(w):
         return 0.0

@@ -11,8 +11,8 @@ public entry points (the structured layer uses the dense one as its reference, n
 """
 
 from mmopt.dispatch.handlers import OPS
-from mmopt.dispatch.operations import evaluate, expected_error, matrix_mechanism, release, svd_bound
+from mmopt.dispatch.operations import evaluate, expected_error, matrix_mechanism, release, supports, svd_bound
 from mmopt.dispatch.routing import StrategyMismatch, as_implicit, route, stream_native
 
 __all__ = ["OPS", "StrategyMismatch", "as_implicit", "evaluate", "expected_error", "matrix_mechanism", "release",
-           "route", "stream_native", "svd_bound"]
+           "route", "stream_native", "supports", "svd_bound"]

@@ -5,8 +5,19 @@ from __future__ import annotations
 
 from mmopt import error
 from mmopt._base import runtime as _runtime
+from mmopt._base.guards import Unsupported
+from mmopt._base.hints import unexpected_keywords
 from mmopt.dispatch.handlers import OPS
 from mmopt.dispatch.routing import route
+
+_SIMULATE_KEYWORDS = ("rng", "size", "reconstruct", "total", "zeros", "reconstruct_options")
+_SIMULATE_HINTS = dict.fromkeys(("seed", "random_state"), "pass rng=seed (an int or a numpy Generator).")
+_RELEASE_KEYWORDS = ("noise_scale", "reconstruct", "total", "zeros", "reconstruct_options")
+# a release's noise comes from OpenDP's samplers, seeded by the operating system: a seed would make it predictable
+_RELEASE_HINTS = dict.fromkeys(("seed", "rng", "random_state"), (
+    "a release draws its noise from OpenDP's vetted samplers, which cannot be seeded (a known seed would make the "
+    "noise predictable, and the release not private). To reproduce a run, simulate it: "
+    "mmopt.matrix_mechanism(W, A, x, privacy, rng=seed)."))
 
 
 def evaluate(workload, strategy, privacy=None, *, norm: str | None = None, per_query: bool | None = None):
@@ -38,6 +49,35 @@ def expected_error(workload, strategy, privacy=None, *, norm: str | None = None)
     return evaluate(W, A, privacy, norm=norm).total_squared_error
 
 
+def supports(workload, strategy) -> bool:
+    """Whether every query of the workload lies in the row space of the strategy (Def. 3.1), for a pair of any
+    family: False exactly where :func:`evaluate` would refuse the pair as unsupported (``mmopt.Unsupported``).
+
+    Dense pairs: :func:`mmopt.error.supports` (each stored query judged by its own norm). Implicit pairs are
+    judged by the rule their evaluation applies (per Kronecker factor, per residual subspace or per eigenspace of
+    the marginal algebra), so this costs one evaluation; any other refusal (a numerically singular strategy)
+    still raises.
+
+    Examples
+    --------
+    >>> import mmopt, numpy as np
+    >>> W = mmopt.workload.kron(mmopt.workload.prefix(100), mmopt.workload.prefix(100))   # 10,000 cells: implicit
+    >>> mmopt.supports(W, mmopt.strategy.kron(mmopt.strategy.identity(100), mmopt.strategy.identity(100)))
+    True
+    >>> half = mmopt.Strategy(np.eye(100)[:50], name="first half")            # never measures cells 50..99
+    >>> mmopt.supports(W, mmopt.strategy.kron(mmopt.strategy.identity(100), half))
+    False
+    """
+    family, W, A = route(workload, strategy, "supports")
+    if family == "dense":
+        return error.supports(W, A)
+    try:
+        OPS[family]["evaluate"](W, A, None, None, None)
+    except Unsupported:
+        return False
+    return True
+
+
 def svd_bound(workload, privacy=None, *, per_query: bool = False) -> float:
     """The SVD lower bound c·(Σσᵢ(W))²/n on every strategy's total error (Thm 5.26).
 
@@ -51,7 +91,7 @@ def svd_bound(workload, privacy=None, *, per_query: bool = False) -> float:
 
 def matrix_mechanism(workload, strategy, x, privacy, *, rng=None, size: int | None = None,
                      reconstruct: str = "least_squares", total: float | None = None, zeros=None,
-                     reconstruct_options: dict | None = None):
+                     reconstruct_options: dict | None = None, **unexpected):
     """Simulate M_A(W, x) = W A⁺(A x + z), dense or implicit (see :func:`mmopt.mechanism.matrix_mechanism`).
 
     Implicit pairs reconstruct x̂ factor-wise (product strategies) or by LSMR with a checked residual
@@ -63,6 +103,8 @@ def matrix_mechanism(workload, strategy, x, privacy, *, rng=None, size: int | No
     default 1e-7 dense / 1e-8 implicit; the iterative solvers' budget, implicit only).
     **Simulation only**: numpy noise.
     """
+    if unexpected:
+        raise unexpected_keywords("matrix_mechanism", unexpected, _SIMULATE_KEYWORDS, _SIMULATE_HINTS)
     family, W, A = route(workload, strategy, "matrix_mechanism")
     kw = dict(rng=rng, size=size, reconstruct=reconstruct, total=total, zeros=zeros,
               reconstruct_options=reconstruct_options)
@@ -71,7 +113,7 @@ def matrix_mechanism(workload, strategy, x, privacy, *, rng=None, size: int | No
 
 
 def release(workload, strategy, x, privacy, *, noise_scale: float | None = None, reconstruct: str = "least_squares",
-            total: float | None = None, zeros=None, reconstruct_options: dict | None = None):
+            total: float | None = None, zeros=None, reconstruct_options: dict | None = None, **unexpected):
     """Release W x̂ for real data with OpenDP noise and a verified (ε, δ) guarantee, dense or implicit.
 
     Dense pairs: :func:`mmopt.mechanism.release`. Implicit pairs: :func:`mmopt.structured.release.release`
@@ -84,6 +126,8 @@ def release(workload, strategy, x, privacy, *, noise_scale: float | None = None,
     ``kron``, ``stack`` and ``marginals`` return implicit workloads past 4,096 cells, so
     ``out.estimate.ravel()`` (C order, as ``x`` flat) is the form that reads the same at every size.
     """
+    if unexpected:
+        raise unexpected_keywords("release", unexpected, _RELEASE_KEYWORDS, _RELEASE_HINTS)
     family, W, A = route(workload, strategy, "release")
     kw = dict(noise_scale=noise_scale, reconstruct=reconstruct, total=total, zeros=zeros,
               reconstruct_options=reconstruct_options)

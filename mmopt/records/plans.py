@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mmopt._base.guards import Unsupported
 from mmopt.privacy import Privacy
 from mmopt.structured.residual import closure as cl
 from mmopt.structured.residual import error as er
@@ -151,8 +152,8 @@ def check_strategy(strategy, W: MarginalWorkload, privacy: Privacy, caller: str)
                          f"shape {W.shape}.")
     try:
         total = unit_total(strategy, W, privacy.sensitivity_norm)
-    except ValueError as exc:
+    except Unsupported as exc:  # only this: another ValueError (a numerical one) keeps its own message
         detail = str(exc).split(": ", 1)[-1]
-        raise ValueError(f"The 'strategy' parameter of {caller} does not support the workload, so some marginal is "
+        raise Unsupported(f"The 'strategy' parameter of {caller} does not support the workload, so some marginal is "
                          f"not estimable: {detail}") from None
     return RecordsPlan(strategy, total, er.unit_bound(W))

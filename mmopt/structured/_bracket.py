@@ -28,6 +28,7 @@ import math
 import numpy as np
 from scipy import linalg
 
+from mmopt._base.guards import Unsupported
 from mmopt.dense.support import support_tolerance, unmeasured_cells
 from mmopt.structured import algebra as alg
 from mmopt.structured import factors as fc
@@ -46,7 +47,7 @@ def factor_trace(Wf, Af, cache, caller: str) -> float:
     factor's SVD bound (Thm 5.26: a numerically singular factor, never an answer)."""
     inv, F = cache.get(fc.strategy_inverse, Af), cache.get(fc.workload_root, Wf)
     if not supports(Wf, Af, cache):
-        raise ValueError(f"{caller}: strategy factor '{Af.name}' (rank {inv.rank} of {Af.domain_size}) does not "
+        raise Unsupported(f"{caller}: strategy factor '{Af.name}' (rank {inv.rank} of {Af.domain_size}) does not "
                          f"support workload factor '{Wf.name}': part of its Gram lies outside the row space. "
                          "Add rows to that factor (e.g. a scaled identity).")
     t = float(np.sum((inv.B.T @ F) ** 2))

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.frames import check_positional
 from mmopt._base.validation import check_shape  # noqa: F401  (the structured layer's callers use ck.check_shape)
 
 # Refuse dense N×N / m×N requests above this many float64 entries (0.8 GB).
@@ -86,6 +87,7 @@ def check_data(x, shape: tuple[int, ...], *, caller: str, name: str = "x") -> np
     """Data on the domain ``shape``: flat (N,) or shaped; returned as a finite float64 array of ``shape``."""
     N = math.prod(shape)
     check_allocation(N, what=f"a data vector over {fmt_int(N)} cells", caller=caller, limit=MAX_VECTOR_ENTRIES)
+    check_positional(x, name=name, caller=caller)
     try:
         a = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError) as exc:

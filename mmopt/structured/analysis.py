@@ -35,6 +35,7 @@ import numpy as np
 from mmopt import error as dense_error
 from mmopt._base import guards as g
 from mmopt._base import validation as v
+from mmopt._base.guards import Unsupported
 from mmopt.dense._error_common import check_privacy, check_type, resolve_norm
 from mmopt.dense._queries import has_per_query
 from mmopt.dense._strategy_core import NORMS, Strategy, max_column_norm
@@ -129,7 +130,7 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
                                                                           for t in strategy.terms)])
             method, exact = "loewner_bound", False
     except ValueError as exc:
-        if scaled.dropped and "support" in str(exc):
+        if scaled.dropped and isinstance(exc, Unsupported):
             raise ValueError(f"{caller}: the weights of strategy '{strategy.name}' span more than float64 can resolve: "
                              f"term(s) {list(scaled.dropped)} are over 2^400 times smaller than the largest, so their "
                              "share of AᵀA is below round-off, and without them the strategy does not support the "
@@ -258,7 +259,7 @@ def _algebra(workload, terms, co, cache, caller):
     traces, inv, pos = br.algebra_terms(workload, terms, co, cache)
     traces = sum(traces)
     if float(np.sum(traces[~pos])) > support_tolerance(traces.size) * float(np.sum(traces)):
-        raise ValueError(f"{caller}: the strategy does not support workload '{workload.name}': its Gram has "
+        raise Unsupported(f"{caller}: the strategy does not support workload '{workload.name}': its Gram has "
                          "weight on eigenspaces where AᵀA is zero. Add marginals covering those attributes.")
     unit = float(traces[pos] @ inv[pos])
     rows = [br.algebra_row_upper(t, inv, workload.shape, cache) for t in workload.terms]

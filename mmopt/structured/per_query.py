@@ -23,7 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mmopt._base.guards import Unsupported
 from mmopt.dense import _queries
+from mmopt.structured import _bracket as br
 from mmopt.structured import _checks as ck
 from mmopt.structured import algebra as alg
 from mmopt.structured import factors as fc
@@ -171,7 +173,7 @@ def _product(workload, term, scaled, caller) -> KronVariance:
         vecs = []
         for Wf, (Af, _) in zip(t.factors, scaled, strict=True):
             inv = cache.get(fc.strategy_inverse, Af)
-            _check_support(Wf, Af, inv, caller)
+            _check_support(Wf, Af, cache, caller)
             # an ill-conditioned factor: sums of squares of B's rows, where M's huge entries would cancel
             wq = _queries.per_query_terms(Wf, inv.profile) if inv.certified else _queries.factor_terms(Wf, inv.B)
             vecs.append(np.clip(wq, 0.0, None))
@@ -208,7 +210,7 @@ def _algebra(workload, strategy, scaled, caller) -> KronVariance | None:
             if any(zero_a[i] if row[i] else zero_b[i] for i in range(len(shape))):
                 continue  # this subset carries none of the term's queries
             if not pos[T]:
-                raise ValueError(f"{caller}: the strategy does not support workload '{workload.name}': a term has "
+                raise Unsupported(f"{caller}: the strategy does not support workload '{workload.name}': a term has "
                                  "weight on an eigenspace where AᵀA is zero. Add marginals covering those attributes.")
             coefficients.append(t.weight**2 * float(inv[T]))
             vectors.append(tuple(a[i] if row[i] else b[i] for i in range(len(shape))))
@@ -217,15 +219,16 @@ def _algebra(workload, strategy, scaled, caller) -> KronVariance | None:
     return KronVariance(tuple(terms), top, "algebra")
 
 
-def _check_support(Wf, Af, inv, caller: str) -> None:
-    """Refuse a workload factor with rows outside the row space of the strategy factor (infinite variance)."""
-    if not inv.null.shape[1]:
-        return
-    G, N = Wf.mean_gram, inv.null  # tr(NᵀGN) against tr(G): the share of the queries' Gram on A's null space
-    if float(np.sum((G @ N) * N)) > 1e-9 * float(np.trace(G)):
-        raise ValueError(f"{caller}: strategy factor '{Af.name}' (rank {inv.rank} of {Af.domain_size}) does not "
-                         f"support workload factor '{Wf.name}': part of its queries lie outside the row space. "
-                         "Add rows to that factor (e.g. a scaled identity).")
+def _check_support(Wf, Af, cache, caller: str) -> None:
+    """Refuse a workload factor with queries outside the row space of the strategy factor (unbounded variance), by
+    the rule evaluate applies (:func:`mmopt.structured._bracket.supports`: each stored row judged by its own norm,
+    a cell the factor never measures refused exactly), so the per-query variances never list a query evaluate
+    refuses (this check judged the Gram's share alone, at 1e-9: a light unsupported row passed)."""
+    if not br.supports(Wf, Af, cache):
+        inv = cache.get(fc.strategy_inverse, Af)
+        raise Unsupported(f"{caller}: strategy factor '{Af.name}' (rank {inv.rank} of {Af.domain_size}) does not "
+                          f"support workload factor '{Wf.name}': part of its queries lie outside the row space. "
+                          "Add rows to that factor (e.g. a scaled identity).")
 
 
 def row_stats(W) -> tuple[np.ndarray, np.ndarray]:

@@ -134,13 +134,20 @@ def union_strategy(parts, weights=None, *, name: str | None = None, caller: str 
 def marginals_strategy(shape, theta, *, name: str = "marginals") -> ImplicitStrategy:
     """HDMM's M(θ): the weighted marginals θ_S·⊗ᵢ(I if i ∈ S else 1ᵀ), one weight per attribute subset S.
 
-    ``theta`` is a dict {attribute tuple: weight ≥ 0} or a length-2^d array indexed by the bitmask of S
-    (bit i set iff attribute i ∈ S). Zero weights are dropped. Every column has one 1 per marginal, so
-    Δ₁ = Σ θ_S and Δ₂ = (Σ θ_S²)^{1/2} exactly. Source: McKenna et al., PVLDB 2018, §5.
+    ``theta`` is a dict {attribute tuple: weight ≥ 0}, a list of attribute tuples (each at weight 1), or a length-2^d
+    array indexed by the bitmask of S (bit i set iff attribute i ∈ S). Zero weights are dropped. Every column has
+    one 1 per marginal, so Δ₁ = Σ θ_S and Δ₂ = (Σ θ_S²)^{1/2} exactly. Source: McKenna et al., PVLDB 2018, §5.
     """
     caller = "marginals_strategy"
     shape = ck.check_shape(shape, caller=caller)
     d = len(shape)
+    if isinstance(theta, list | tuple) and theta and all(isinstance(S, list | tuple) for S in theta):
+        # a list of subsets, [(0, 1), (2, 3)]: each at weight 1 (it met "must be a 1-D array" of a (2, 2) array)
+        keys = [tuple(S) for S in theta]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"The 'theta' parameter of {caller} lists a subset twice ({keys}). List each once, or "
+                             "give weights as a dict {subset: weight}.")
+        theta = dict.fromkeys(keys, 1.0)
     if isinstance(theta, dict):
         items = []
         for S, w in theta.items():

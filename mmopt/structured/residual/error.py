@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mmopt._base.guards import Unsupported
 from mmopt.dense._error_common import check_privacy, resolve_norm
 from mmopt.privacy import Privacy
 from mmopt.structured.residual import spectrum as sp
@@ -66,7 +67,7 @@ def unit_errors(W: MarginalWorkload, ell: np.ndarray, *, caller: str):
     missing = np.flatnonzero((ell <= 0) & (nu > 0))
     if missing.size:
         shown = [C.members[k] for k in missing[:5]]
-        raise ValueError(f"{caller}: the strategy does not support workload '{W.name}': it measures nothing on the "
+        raise Unsupported(f"{caller}: the strategy does not support workload '{W.name}': it measures nothing on the "
                          f"residual subspaces of {shown}{' …' if missing.size > 5 else ''} ({missing.size} in all). "
                          "Add those subsets (or marginals covering them) to the strategy.")
     inv = np.where(ell > 0, C.multiplicity / np.where(ell > 0, ell, 1.0), 0.0)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mmopt._base.guards import Unsupported
 from mmopt.search._local_objectives import lbfgs
 from mmopt.structured.residual import closure as cl
 from mmopt.structured.residual.workload import MarginalWorkload
@@ -258,7 +259,7 @@ def reconstruct_all(strategy: WeightedMarginals, y: dict, sets) -> dict:
     ell = spectrum(strategy, closure)
     unmeasured = [T for T in closure.members if ell[closure.index[T]] == 0 and all(shape[i] > 1 for i in T)]
     if unmeasured:  # no measured set contains T: its residual has no estimate (it raised a bare IndexError)
-        raise ValueError(f"reconstruct_all: strategy '{strategy.name}' does not support the marginals asked: no "
+        raise Unsupported(f"reconstruct_all: strategy '{strategy.name}' does not support the marginals asked: no "
                          f"measured set contains {unmeasured[0]}. Measure a superset of each marginal.")
     u = {}
     for T in closure.members:

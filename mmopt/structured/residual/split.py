@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mmopt._base.guards import Unsupported
 from mmopt.structured import factors as fc
 from mmopt.structured.residual import closure as cl
 from mmopt.structured.residual import strategy as rs
@@ -167,7 +168,7 @@ def unit_error(workload: ImplicitWorkload, strategy: ImplicitStrategy, *, caller
         term_total, term_max = 0.0, 0.0
         for S in need[k]:
             if S not in blocks:
-                raise ValueError(f"{caller}: strategy '{strategy.name}' does not support workload '{workload.name}': "
+                raise Unsupported(f"{caller}: strategy '{strategy.name}' does not support workload '{workload.name}': "
                                  f"term {k} has a component on the residual subspace of attributes {S}, which no "
                                  "block of the strategy measures.")
             block, alpha = blocks[S]
@@ -178,7 +179,7 @@ def unit_error(workload: ImplicitWorkload, strategy: ImplicitStrategy, *, caller
                     pairs[key] = _factor_pair(Wf, Af, alpha.get(i), memo, cache)
                 v, m = pairs[key]
                 if v is None:
-                    raise ValueError(f"{caller}: strategy '{strategy.name}' does not support workload "
+                    raise Unsupported(f"{caller}: strategy '{strategy.name}' does not support workload "
                                      f"'{workload.name}': attribute {i}'s residual factor misses part of term "
                                      f"{k}'s queries.")
                 val, mx = val * v, mx * m
