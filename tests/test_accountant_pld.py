@@ -256,3 +256,27 @@ def test_a_total_delta_too_small_for_the_round_off_allowance_is_refused_up_front
                                          "composition='pld'.*Use composition='zcdp'"):
         Accountant(mmopt.Privacy(1.0, 1e-17), "pld")
     assert Accountant(mmopt.Privacy(1.0, 1e-13), "pld").remaining.epsilon > 0
+
+
+@pytest.mark.parametrize("composition, index, edit, message", [
+    # a Gaussian release's multiplier edited 4.98 → 10⁶: the PLD read its spend ε = 0.84 as 0 (a helper's probe)
+    ("pld", 0, {"noise_multiplier": 1e6}, r"Gaussian noise_multiplier 1000000\.0 but rho .*, not its 1/\(2m²\)"),
+    ("pld", 0, {"noise_multiplier": 1e-320}, "too small for any noise drawn"),   # crashed later, in a division
+    ("pld", 0, {"epsilon": 0.01}, r"which does not give \(epsilon 0\.01, delta 1e-07\)"),
+    ("pld", 1, {"noise_multiplier": 30.0}, r"Laplace noise_multiplier 30\.0 but epsilon 0\.3, not its 1/b"),
+    # a pure spend's ρ edited 0.02 → 1e-9: zCDP read ε = 0.90 as 9·10⁻⁵
+    ("zcdp", 2, {"rho": 1e-9}, r"epsilon 0\.2, delta 0 and rho 1e-09: pure ε-DP is ρ = ε²/2"),
+])
+def test_a_ledger_entry_whose_fields_disagree_is_refused_when_loaded(tmp_path, composition, index, edit, message):
+    path = tmp_path / "budget.json"
+    acc = Accountant(mmopt.Privacy(5.0, 1e-6), composition, path=path)
+    W, H, x = mmopt.workload.prefix(8), mmopt.strategy.hierarchical(8), np.arange(8.0)
+    acc.release(W, H, x, mmopt.Privacy(0.7, 1e-7))
+    acc.release(W, H, x, mmopt.Privacy(0.3))
+    acc.spend(mmopt.Privacy(0.2))
+    Accountant.load(path)   # as written: every field agrees
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["spends"][index].update(edit)
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ValueError, match=f"has spend #{index + 1} with .*{message}"):
+        Accountant.load(path)

@@ -72,8 +72,11 @@ def test_grouping_and_refusals():
     assert iv.laplace_sum((1.0, 2.0)).count.tolist() == [1, 1]  # two numbers are two weights, not (value, count)
     with pytest.raises(ValueError, match="has no nonzero weight"):
         iv.laplace_sum([0.0, 0.0])
-    with pytest.raises(ValueError, match="'alpha' parameter of half_width must be a float in the range"):
+    with pytest.raises(ValueError, match=r"'alpha' parameter of half_width is a probability in \(0, 0\.5\], not a "
+                                         r"percentage\. Got 1\.5 instead: for 98\.5 % intervals pass alpha=0\.015"):
         iv.half_width("gaussian", 1.5, sd=1.0)
+    with pytest.raises(ValueError, match="'alpha' parameter of half_width must be a float in the range"):
+        iv.half_width("gaussian", 100.0, sd=1.0)   # past any percentage: the range
     with pytest.raises(ValueError, match="'scale' parameter of laplace_sum"):
         iv.laplace_sum([1.0], scale=-1.0)
     with pytest.raises(ValueError, match="'p' parameter of laplace_sum_quantile must be in"):

@@ -309,7 +309,9 @@ def test_alpha_writes_exact_intervals_and_is_checked_before_the_noise(folder, ca
     monkeypatch.setattr(mmopt.mechanism, "measure", never)  # the name mmopt.release draws through
     for extra, needle in [(["--out", "b.npy"], "pass --out FILE.csv or FILE.parquet"),
                           (["--out", "b.csv", "--reconstruct", "nnls"], "reconstructed by 'nnls'"),
-                          (["--out", "b.csv", "--alpha", "2"], "must be a float in the range")]:
+                          (["--out", "b.csv", "--alpha", "2"],
+                           "not a percentage. Got 2.0 instead: for 98 % intervals pass alpha=0.02"),
+                          (["--out", "b.csv", "--alpha", "-1"], "must be a float in the range")]:
         args = ["release", "prefix:16", "--data", "x.csv", "--epsilon", "1", "--strategy", "H2", *extra]
         if "--alpha" not in extra:
             args += ["--alpha", "0.05"]

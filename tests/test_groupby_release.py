@@ -383,3 +383,17 @@ def test_a_generator_of_sets_is_read_once_and_grouping_table_checks_what_it_lays
     with pytest.raises(ValueError, match="'columns' parameter of grouping_table names 'foo'"):
         gr.grouping_table(r, [("state",)], ["foo"])
     assert len(gr.grouping_table(r, [("state",), ()], ["state"])) == len(D.attributes[D.index("state")].labels) + 1
+
+
+def test_grouping_table_and_release_grouping_sets_refuse_what_they_misread(people):
+    """(a helper's probes) grouping_table(r, [("state", "sex")], ["sex"]) returned rows labelled by sex alone with
+    different counts and no state column; the records passed first (the hierarchy release's order) had their column
+    names read as grouping sets."""
+    r = _quiet(gr.release_grouping_sets, [("state", "sex"), ("sex",)], people, D, GAUSS, seed=1)
+    with pytest.raises(ValueError, match=r"'columns' parameter of grouping_table leaves out 'state', which the "
+                                         r"grouping set \('state', 'sex'\) groups by"):
+        gr.grouping_table(r, [("state", "sex")], ["sex"])
+    assert len(gr.grouping_table(r, [("sex",)], ["sex"])) == D.attributes[D.index("sex")].size   # a set it covers
+    with pytest.raises(TypeError, match=r"'grouping_sets' parameter of release_grouping_sets is a DataFrame: "
+                                        r"records\? .* takes \(grouping_sets, records, domain, privacy\)"):
+        gr.release_grouping_sets(people, [("state", "sex")], D, GAUSS)

@@ -148,3 +148,14 @@ def test_a_level_given_as_a_lookup_series_is_aligned_by_its_keys():
     with pytest.raises(ValueError, match="is a Series whose index is neither the categories of 'county'"):
         release_grouping_sets(df, D, [("state",)], P, leaf="county",
                               levels={"state": pd.Series(STATE_OF, index=[f"x{i}" for i in range(6)])})
+    # integer categories (2, 0, 1) and a default index 0, 1, 2: by key and by position disagree (it was read by
+    # key, where its docstring said by position; a helper's probe); in order, both readings agree and it is taken
+    ints = Domain((Attribute("county", categories=(2, 0, 1)),))
+    with pytest.raises(ValueError, match=r"index 0 … 2 is both the positions and the categories of 'county' "
+                                         r"\(\[2, 0, 1\]\), in another order"):
+        release_grouping_sets(pd.DataFrame({"county": [1, 1, 1, 2]}), ints, [("state",)], P, leaf="county",
+                              levels={"state": pd.Series(["S", "S", "T"])})
+    ordered = Domain((Attribute("county", categories=(0, 1, 2)),))
+    r = release_grouping_sets(pd.DataFrame({"county": [1, 1, 1, 2]}), ordered, [("state",)], P, leaf="county",
+                              levels={"state": pd.Series(["S", "T", "T"])})
+    assert r.table().set_index("state")["estimate"].round().to_dict() == {"S": 0.0, "T": 4.0}

@@ -189,7 +189,8 @@ def test_targets_met_at_every_epsilon_and_dict_targets_under_laplace_are_refused
     Gaussian residual route: under Laplace it was told the workload was not marginals."""
     W = wl.prefix(16)
     for calibration in ("analytic", "release"):
-        with pytest.raises(ValueError, match="plan: .* meets at every ε > 0 with δ = 0.001 .* no smallest ε"):
+        with pytest.raises(ValueError, match="plan: .* meets at every ε (> 0|≥ 1e-300) with δ = 0.001 .* no "
+                                             "smallest ε"):
             mmopt.plan(W, targets=1e4, kind="se", delta=1e-3, calibration=calibration)
     assert mmopt.plan(W, targets=10.0, kind="se", delta=1e-3).privacy.epsilon > 0  # a tighter one still plans
     M = wl.marginals((3, 4, 2), 2)
@@ -646,3 +647,43 @@ def test_plan_keeps_its_budget_within_its_tolerance_where_epsilon_is_flat_in_the
     p = mmopt.plan(wl.prefix(16), target, delta=delta)
     assert p.status == "optimal" and 1.0 <= p.ratio <= 1.0005
     assert np.all(p.per_query_variance <= target)
+
+
+def test_plans_targets_are_read_as_given_or_refused():
+    """An auditor's probes: a pandas Series of targets sorted by value (index [3, 2, 1, 0]) was matched by position,
+    so query 3's target 1 went to query 0 and query 3 got variance 16; np.array([True] * 4), np.array(["4"] * 4)
+    and complex arrays were read as numbers (their list twins refused); a masked array's mask was dropped."""
+    import pandas as pd
+    W = wl.prefix(4)
+    by_label = pd.Series({0: 100.0, 1: 50.0, 2: 10.0, 3: 1.0})
+    with pytest.raises(ValueError, match=r"integer index is not 0, 1, …, 3 in order \(it reads \[3, 2, 1, 0\]\).*"
+                                         r"labelled 3 would stand for query 0"):
+        mmopt.plan(W, by_label.sort_values(), delta=1e-6)
+    p = mmopt.plan(W, by_label, delta=1e-6)   # in order: read as given, each query's own target met
+    assert np.all(p.per_query_variance <= by_label.to_numpy() * (1 + 1e-9))
+    for bad in (np.array([True] * 4), np.array(["4"] * 4), np.array([4 + 1j] * 4)):
+        with pytest.raises(TypeError, match="must be one positive number"):
+            mmopt.plan(W, bad, delta=1e-6)
+    with pytest.raises(ValueError, match="masked array, whose mask mmopt would drop"):
+        mmopt.plan(W, np.ma.masked_array([1e-3, 4.0, 4.0, 4.0], mask=[1, 0, 0, 0]), delta=1e-6)
+
+
+def test_plans_alpha_is_checked_in_plans_name_and_a_percentage_is_named():
+    W = wl.prefix(4)
+    with pytest.raises(ValueError, match=r"'alpha' parameter of plan is the probability .* pass alpha=0\.1"):
+        mmopt.plan(W, 4.0, kind="halfwidth", alpha=0.9, delta=1e-6)
+    with pytest.raises(ValueError, match=r"'alpha' parameter of plan is a probability in \(0, 0\.5\], not a "
+                                         r"percentage\. Got 95\.0 instead: for 95 % intervals pass alpha=0\.05"):
+        mmopt.plan(W, 4.0, kind="halfwidth", alpha=95, delta=1e-6)
+
+
+def test_the_analytic_smallest_epsilon_is_found_below_1e_minus_8():
+    """The identity's variance σ²(ε, δ = 1e-6) falls to its ε → 0 limit 1.5915e11 only below ε ~ 1e-9: a target
+    of 1.58e11 is met from ε ≈ 7.3e-9 on, which plan reported as "met at every ε > 0" (its search began at 1e-8)."""
+    from mmopt.privacy import analytic_gaussian_sigma
+    p = mmopt.plan(mmopt.Workload.from_matrix(np.eye(2)), 1.58e11, delta=1e-6, calibration="analytic")
+    assert 5e-9 < p.epsilon < 1e-8
+    assert analytic_gaussian_sigma(p.epsilon, 1e-6) ** 2 <= 1.58e11 < analytic_gaussian_sigma(
+        p.epsilon * 0.999, 1e-6) ** 2   # the smallest: 0.1 % less ε misses the target
+    with pytest.raises(ValueError, match=r"meets at every ε ≥ 1e-300 with δ = 1e-06"):
+        mmopt.plan(mmopt.Workload.from_matrix(np.eye(2)), 1.6e11, delta=1e-6, calibration="analytic")

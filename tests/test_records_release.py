@@ -221,3 +221,15 @@ def test_nothing_raises_after_the_draw(df, monkeypatch):
     with pytest.warns(RuntimeWarning, match="budget is spent.*simulated failure"):
         r = _release(df, 1, seed=0)
     assert r.marginals == {} and len(r.measurements.values) == len(r.strategy.subsets)
+
+
+def test_an_attribute_named_like_a_table_column_is_refused_before_any_noise():
+    """Attributes named 'estimate', 'marginal' or 'lower' lost their labels to the table's own columns (a helper's
+    probe: the marginal column showed category labels, estimate's labels became numbers); refused, nothing spent."""
+    acc = mmopt.Accountant(mmopt.Privacy(2.0, 1e-6), "zcdp")
+    for name in ("marginal", "estimate", "std_error", "lower", "upper"):
+        domain = Domain((Attribute(name, categories=("a", "b")), Attribute("k", categories=(0, 1))))
+        with pytest.raises(ValueError, match=f"'domain' parameter of release_marginals names '{name}', a column"):
+            release_marginals(pd.DataFrame({name: ["a", "b"], "k": [0, 1]}), domain, 1, mmopt.Privacy(1.0, 1e-6),
+                              accountant=acc)
+    assert acc.spends == ()

@@ -169,6 +169,29 @@ def test_whole_number_decimals_are_compared_as_integers(tmp_path):
     assert marginal_counts(tmp_path / "s.parquet", one, [(0,)])[(0,)].tolist() == [1, 1, 1]
 
 
+def test_fractional_decimals_count_on_every_engine_as_their_written_value(tmp_path):
+    """Arrow's decimal → float64 cast is not correctly rounded: DECIMAL 0.3 became 0.30000000000000004, missing the
+    category 0.3 and counted above the edge 0.3, on every Arrow path (Parquet, DuckDB, Polars) while pandas counted
+    it right (a helper's probe: DuckDB's VALUES (0.3), (0.6), (0.7), (1.2) counted [0, 0, 0, 0])."""
+    import decimal
+
+    import pyarrow.parquet as pq
+    written = ["0.3", "0.6", "0.7", "1.2", "137.596853", None]
+    column = pa.array([None if v is None else decimal.Decimal(v) for v in written], type=pa.decimal128(12, 6))
+    pq.write_table(pa.table({"x": column}), tmp_path / "d.parquet")
+    cats = Domain((Attribute("x", categories=(0.3, 0.6, 0.7, 1.2, 137.596853)),))
+    bins = Domain((Attribute("x", edges=(0.3, 0.6, 0.7, 1.2, 137.596853, 200.0)),))   # each value on an edge
+    for engine in ("auto", "duckdb", "polars"):
+        if engine != "auto":
+            pytest.importorskip(engine)
+        assert marginal_counts(tmp_path / "d.parquet", cats, [(0,)], engine=engine)[(0,)].tolist() == [1] * 5, engine
+        assert marginal_counts(tmp_path / "d.parquet", bins, [(0,)], engine=engine)[(0,)].tolist() == [1] * 5, engine
+    duckdb = pytest.importorskip("duckdb")
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (0.3), (0.6), (0.7), (1.2)) v(x)")   # DECIMAL(2, 1)
+    assert marginal_counts(con.table("t"), cats, [(0,)])[(0,)].tolist() == [1, 1, 1, 1, 0]
+
+
 @pytest.mark.parametrize("bad", [{"s": [2**100], "c": [1]},                   # first value of a text column past int64
                                  {"s": [np.uint64(2**64 - 1)], "c": [1]},
                                  {"s": ["a"], "c": [__import__("decimal").Decimal("sNaN")]}])
@@ -258,3 +281,18 @@ def test_a_null_in_an_arrow_bool_column_is_dropped_not_raised():
     df = pd.DataFrame({"x": pd.Series([True, None, False, True], dtype=pd.ArrowDtype(pa.bool_()))})
     assert _one(df, attribute) == [1, 2]
     assert _one(df.astype("boolean"), attribute) == [1, 2]
+
+
+def test_arrow_backed_pandas_text_and_polars_128_bit_integers_are_counted():
+    """(a helper's probes) a pandas ArrowDtype(dictionary<int32, string>) column was refused as "not strings"; a
+    Polars Int128 column under numeric categories raised pyarrow's raw "unsupported format string '_pli128'"."""
+    states = pd.Series(pd.array(["CA", "NY", "CA"], dtype=pd.ArrowDtype(pa.dictionary(pa.int32(), pa.string()))))
+    domain = Domain((Attribute("state", categories=("CA", "NY")),))
+    assert marginal_counts(pd.DataFrame({"state": states}), domain, [(0,)])[(0,)].tolist() == [2, 1]
+    pl = pytest.importorskip("polars")
+    if not hasattr(pl, "Int128"):
+        pytest.skip("this Polars has no Int128")
+    frame = pl.DataFrame({"x": pl.Series([1, 2, 3, 2**70, None], dtype=pl.Int128)})
+    for source in (frame, frame.lazy()):
+        got = marginal_counts(source, Domain((Attribute("x", categories=(1, 2, 3, 2**70)),)), [(0,)])
+        assert got[(0,)].tolist() == [1, 1, 1, 1]

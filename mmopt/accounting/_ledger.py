@@ -205,8 +205,37 @@ def _spend(entry, k: int, fail, keys=_FIELDS) -> Spend:
     if noise not in (None, *NOISES) or (noise is None) != (multiplier is None) or multiplier == 0:
         fail(f"has spend #{k} with noise {noise!r} and noise_multiplier {multiplier!r} (both null, or a noise and a "
              "multiplier > 0)")
+    _check_agreement(k, eps, delta, rho, noise, multiplier, fail)
     return Spend(entry["label"], entry["what"], eps, delta, rho, entry["time"], entry["source"], entry["status"],
                  noise, multiplier)
+
+
+#: How far an entry's fields may disagree (relative): they are written from one another to the last bits.
+_AGREEMENT = 1e-9
+
+
+def _check_agreement(k: int, eps, delta, rho, noise, multiplier, fail) -> None:
+    """Refuse an entry whose fields contradict one another, each composition reading the one it needs: pure ε
+    is ρ = ε²/2, a Laplace release's ε is 1/b, a Gaussian release's ρ is 1/(2m²) and its (ε, δ) holds for m.
+    An edit of one field (m = 6.67 → 10⁶ made a PLD session's spend ε = 0.84 read as 0; ρ = 0.02 → 10⁻⁹ a zCDP
+    one's 0.90 read as 9·10⁻⁵; m = 10⁻³²⁰ crashed every later call in a division) is refused on load."""
+    def off(value: float) -> bool:
+        return not abs(value - 1.0) <= _AGREEMENT
+
+    if multiplier is not None and (multiplier * multiplier == 0 or not math.isfinite(1.0 / (multiplier * multiplier))):
+        fail(f"has spend #{k} with noise_multiplier {multiplier!r}, too small for any noise drawn")
+    pure = None if rho is None or eps is None or delta != 0 else eps * eps / 2  # 0 where ε² underflows: unchecked
+    if pure and off(rho / pure):
+        fail(f"has spend #{k} with epsilon {eps!r}, delta 0 and rho {rho!r}: pure ε-DP is ρ = ε²/2 = {eps * eps / 2!r}")
+    if noise == "laplace" and eps is not None and off(eps * multiplier):
+        fail(f"has spend #{k} with Laplace noise_multiplier {multiplier!r} but epsilon {eps!r}, not its 1/b")
+    if noise == "gaussian":
+        if rho is not None and off(2.0 * rho * multiplier * multiplier):
+            fail(f"has spend #{k} with Gaussian noise_multiplier {multiplier!r} but rho {rho!r}, not its 1/(2m²)")
+        from mmopt.privacy import gaussian_delta  # lazy: the ledger module stays free of scipy until needed
+        if eps is not None and delta is not None and gaussian_delta(multiplier, eps) > delta * (1 + _AGREEMENT):
+            fail(f"has spend #{k} with Gaussian noise_multiplier {multiplier!r}, which does not give "
+                 f"(epsilon {eps!r}, delta {delta!r})")
 
 
 def _number(value, what: str, fail, *, optional: bool = True) -> float | None:

@@ -279,7 +279,11 @@ def check_alpha(alpha, caller: str) -> float:
     Above ½ an interval misses more often than it covers: α = 0.95 is a confidence level given for a miss rate (it
     returned 5 % intervals, a newcomer's slip an auditor made), so it is refused with the reading it meant.
     """
-    a = v.check_real(alpha, name="alpha", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
+    a = v.check_real(alpha, name="alpha", caller=caller)
+    if 1.0 < a < 100.0:  # a percentage: alpha=95 (or 5) for 95 % intervals
+        raise ValueError(f"The 'alpha' parameter of {caller} is a probability in (0, 0.5], not a percentage. Got "
+                         f"{a!r} instead: for {max(a, 100 - a):g} % intervals pass alpha={min(a, 100 - a) / 100:g}.")
+    a = v.check_real(a, name="alpha", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
     if a > 0.5:
         raise ValueError(f"The 'alpha' parameter of {caller} is the probability that an interval misses (0.05 for "
                          f"95 % intervals) and must be at most 0.5. Got {a!r} instead: for {a:.0%} intervals pass "

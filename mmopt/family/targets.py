@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mmopt._base.frames import check_positional
+
 __all__ = ["TARGET_RANGE", "check_dense_size", "check_targets", "dense_rows", "marginal_targets"]
 
 
@@ -19,11 +21,15 @@ def check_targets(targets, m: int, caller: str, name: str = "targets", *, per: s
         raise ValueError(f"The '{name}' parameter of {caller} is a dict (one target per marginal), which needs a "
                          "workload of marginals (mmopt.workload.marginals, records workloads); this one is not. Give "
                          f"one positive number{many}.")
-    # None would become NaN, "4" 4.0 and True 1.0: none of them is a number given as one
+    # a relabelled Series or a masked array: refused, not misread
+    check_positional(targets, name=name, caller=caller, item=per or "query")
+    # None would become NaN, "4" 4.0 and True 1.0: none of them is a number given as one (nor in an array: a bool,
+    # text or complex dtype, which np.asarray(…, float) converted silently, dropping an imaginary part)
     text = isinstance(targets, str | bytes | bool | np.bool_) or (
         isinstance(targets, list | tuple) and any(isinstance(t, str | bytes | bool | np.bool_) for t in targets))
     try:
-        tau = None if targets is None or text else np.asarray(targets, dtype=float)
+        raw = None if targets is None or text else np.asarray(targets)
+        tau = None if raw is None or raw.dtype.kind not in "iufO" else np.asarray(raw, dtype=float)
     except (TypeError, ValueError):
         tau = None
     if tau is None:  # e.g. plan(W, Privacy(1.0)): the budget is what plan finds, not an input

@@ -64,6 +64,12 @@ def release_grouping_sets(grouping_sets, records, domain: Domain, privacy: Priva
     :func:`mmopt.records.release_marginals` (same arguments, same numbers). Repeated sets are measured once.
     """
     caller = "release_grouping_sets"
+    if type(grouping_sets).__module__.split(".", 1)[0] in ("pandas", "polars", "duckdb", "pyarrow"):
+        # the hierarchy release takes (records, domain, sets, …): in that order a DataFrame's column names were
+        # read as sets ("Got 'a' as a set") or a data value as an attribute (a helper's probe)
+        raise TypeError(f"The 'grouping_sets' parameter of {caller} is a {type(grouping_sets).__name__}: records? "
+                        "mmopt.groupby.release_grouping_sets takes (grouping_sets, records, domain, privacy), the sets "
+                        "first; mmopt.hierarchy.release_grouping_sets takes (records, domain, grouping_sets, privacy).")
     check_domain(domain, caller=caller)
     grouping_sets = _check_sets(grouping_sets, domain, caller)
     return _grouping_sets(grouping_sets, records, domain, privacy, strategy=strategy, seed=seed, accountant=accountant,
@@ -145,6 +151,9 @@ def grouping_table(release: RecordsRelease, grouping_sets, columns, *, alpha: fl
             held = [tuple(domain.names[i] for i in k) for k in release.marginals]
             raise ValueError(f"The 'grouping_sets' parameter of grouping_table names {S!r}, which the release did "
                              f"not measure (it holds {held!r:.120}).")
+        if hidden := [c for c in S if c not in columns]:  # its rows repeated labels, told apart by nothing (a probe)
+            raise ValueError(f"The 'columns' parameter of grouping_table leaves out {hidden[0]!r}, which the grouping "
+                             f"set {S!r} groups by: its rows could not be told apart. Add {hidden[0]!r} to 'columns'.")
         est = release.marginals[key]  # axes in domain order
         cells = np.indices(est.shape).reshape(len(key), -1) if key else np.zeros((0, 1), dtype=np.int64)
         frame = {"grouping_set": "(" + ", ".join(S) + ")"}

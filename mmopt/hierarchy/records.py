@@ -140,7 +140,8 @@ def _check_nested(names: list, codes: list, labels: list, caller: str, levels_na
 
 def _by_category(lab, leaf_attr, name: str, caller: str, levels_name: str):
     """A level's labels in the leaf's cell order: a pandas Series keyed by the leaf's categories (a lookup table) is
-    aligned by its keys, one with a default index read by position as a list; any other index is refused. Its
+    aligned by its keys, one with a default index read by position as a list (refused where the categories are
+    0 … k−1 in another order, so both readings apply and disagree); any other index is refused. Its
     index was ignored: a Series {"d": "S", "c": "S", "b": "T", "a": "T"} put county a in state S (a helper's
     probe)."""
     index = getattr(lab, "index", None)
@@ -149,6 +150,12 @@ def _by_category(lab, leaf_attr, name: str, caller: str, levels_name: str):
     keys = list(index)
     cats = list(leaf_attr.categories) if leaf_attr.categories is not None else None
     if cats is not None and len(keys) == len(cats) and set(keys) == set(cats):
+        if keys == list(range(len(keys))) and cats != keys:  # categories (2, 0, 1), index 0, 1, 2: by key or by
+            # position, the two readings disagree (it was read by key, its docstring said by position: a probe)
+            raise ValueError(f"The '{levels_name}' parameter of {caller}: level {name!r} is a Series whose index "
+                             f"0 … {len(keys) - 1} is both the positions and the categories of {leaf_attr.name!r} "
+                             f"({cats!r:.80}), in another order. Pass a list in the categories' order: "
+                             f"list(s.reindex({cats!r:.40})) if the index holds categories, list(s) if positions.")
         return lab.reindex(cats).to_numpy()
     if keys == list(range(len(keys))):
         return lab.to_numpy()

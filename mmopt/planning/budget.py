@@ -165,8 +165,10 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     if alpha is not None and kind != "halfwidth":
         raise ValueError(f"The 'alpha' parameter of {caller} is the level of kind='halfwidth' intervals; "
                          f"kind={kind!r} reads none. Got alpha={alpha!r}: drop it, or pass kind='halfwidth'.")
-    alpha = 0.05 if alpha is None else v.check_real(alpha, name="alpha", caller=caller, low=0.0, high=1.0,
-                                                    low_open=True, high_open=True)
+    if alpha is not None:  # at most ½, named plan's (0.9 was refused as half_width's); lazy as _variances_of's
+        from mmopt.answers.intervals import check_alpha
+        alpha = check_alpha(alpha, caller)
+    alpha = 0.05 if alpha is None else alpha
     calibration = v.check_choice(calibration, name="calibration", caller=caller, choices=CALIBRATIONS)
     unit = Privacy(1.0, delta) if delta > 0 else Privacy(1.0)
     from mmopt.hierarchy.workload import HierarchyWorkload

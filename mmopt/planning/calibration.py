@@ -61,11 +61,15 @@ def _release_epsilon(c_max: float, delta: float, *, upper: bool) -> float:
     return eps if upper else eps * (1 - 1e-12)
 
 
-def _any_epsilon(c_max: float, delta: float):
+_TINY_EPSILON = 1e-300  # where the analytic search starts; c(ε, δ) there equals its limit as ε → 0 to 1e-15
+
+
+def _any_epsilon(c_max: float, delta: float, below: float = 0.0):
     """Under δ > 0 the Gaussian mechanism's variance stays finite as ε → 0: targets that loose are met by every
-    ε > 0, so there is no smallest budget to return (ε = 0 is not a Privacy)."""
+    ε > 0 (every ε ≥ ``below``), so there is no smallest budget to return (ε = 0 is not a Privacy)."""
+    where = f"every ε ≥ {below:g}" if below else "every ε > 0"
     raise ValueError(f"plan: the targets allow a noise variance {c_max:.3g} per unit Δ², which the Gaussian "
-                     f"mechanism meets at every ε > 0 with δ = {delta!r} (δ alone pays for it): there is no "
+                     f"mechanism meets at {where} with δ = {delta!r} (δ alone pays for it): there is no "
                      "smallest ε. Tighten the targets, or lower delta.")
 
 
@@ -83,13 +87,15 @@ def smallest_epsilon(c_max: float, delta: float, *, upper: bool, calibration: st
     def excess(log_eps):
         return math.log(c(math.exp(log_eps))) - math.log(c_max)
 
-    lo, hi = math.log(1e-8), math.log(MAX_EPSILON)
+    # from ε = 1e-300, not 1e-8: c(ε, δ) keeps falling below 1e-8 (to 5e-9 for targets near its limit as ε → 0),
+    # and a root there was reported as "every ε meets the targets" (a helper's probe)
+    lo, hi = math.log(_TINY_EPSILON), math.log(MAX_EPSILON)
     if excess(hi) > 0:
         raise ValueError(f"plan: the targets need a variance factor {c_max:.3g}, smaller than the "
                          f"{'Laplace' if delta == 0 else 'Gaussian'} mechanism gives at ε = 10⁴ with δ = {delta!r}. "
                          "Loosen the targets or raise delta.")
     if excess(lo) <= 0:
-        _any_epsilon(c_max, delta)
+        _any_epsilon(c_max, delta, below=_TINY_EPSILON)
     root = so.brentq(excess, lo, hi, xtol=1e-13, rtol=1e-13)
     # brentq's root is within its tolerance: step to the side that is certainly feasible / certainly below
     eps = math.exp(root)

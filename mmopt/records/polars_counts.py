@@ -100,6 +100,19 @@ def _key(lf, attribute: Attribute, kind: str):
     return col, col.cast(pl.Float64).is_in(eg.candidates(attribute))
 
 
+def _to_arrow(values):
+    """A Polars Series of distinct values as an Arrow array; 128-bit integers (which pyarrow cannot import: a raw
+    ArrowInvalid "unsupported format string '_pli128'" escaped) as whole-number decimals, compared exactly."""
+    pl = _polars()
+    if values.dtype in (pl.Int128, pl.UInt128):
+        import decimal
+
+        import pyarrow as pa
+        whole = [None if x is None else decimal.Decimal(x) for x in values.to_list()]
+        return pa.array(whole, type=pa.decimal256(76, 0))
+    return values.to_arrow()
+
+
 #: Up to this many values a map is a chain of ``when(x == v)``: streamed at the speed of a comparison (10⁷
 #: strings: 0.7 s, 130 MB), where ``replace_strict`` took 8.6 s and 770 MB in Polars 2.1.
 _CHAIN = 256
@@ -143,7 +156,7 @@ def codes(lf, domain: Domain, *, caller: str) -> list:
     queries = [lf.filter(ok).select(key.alias("v")).unique() for key, ok in keyed.values()]
     found = _collect(queries, caller)
     for (i, (key, _)), frame in zip(keyed.items(), found, strict=True):
-        raw, code = eg.lookup(frame["v"].to_arrow(), domain.attributes[i])
+        raw, code = eg.lookup(_to_arrow(frame["v"]), domain.attributes[i])
         exprs[i] = _map(key, raw, code, frame["v"].dtype)
     return exprs
 

@@ -41,6 +41,8 @@ def pandas_kind(dtype) -> str:
     from pandas.api import types as pt
     if isinstance(dtype, pd.CategoricalDtype):
         return pandas_kind(dtype.categories.dtype)
+    if isinstance(dtype, pd.ArrowDtype):  # dictionary<int32, string> is text (it was refused as "not strings")
+        return arrow_kind(dtype.pyarrow_dtype)
     if pt.is_bool_dtype(dtype):
         return "bool"
     if pt.is_numeric_dtype(dtype) and not pt.is_complex_dtype(dtype):

@@ -37,7 +37,7 @@ from mmopt.records import mechanism as mc
 from mmopt.records import read as rd
 from mmopt.records.domain import Domain
 from mmopt.records.mechanism import up_to
-from mmopt.records.result import RecordsRelease
+from mmopt.records.result import TABLE_COLUMNS, RecordsRelease
 
 __all__ = ["RecordsRelease", "release_marginals", "up_to"]
 
@@ -99,6 +99,12 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
     >>> r.rho < 0.05, r.table().columns.tolist()
     (True, ['marginal', 'sex', 'age', 'region', 'estimate', 'std_error'])
     """
+    # every attribute is a column of RecordsRelease.table: one named like its own columns lost its labels to the
+    # set names, estimates or bounds (a helper's probe); refused before any noise, as the hierarchy release does
+    if isinstance(domain, Domain) and (clash := [a for a in domain.names if a in TABLE_COLUMNS]):
+        raise ValueError(f"The 'domain' parameter of release_marginals names {clash[0]!r}, a column the release's "
+                         f"table has of its own ({', '.join(TABLE_COLUMNS)}), whose values would replace its labels. "
+                         f"Rename the attribute and the records' column (e.g. '{clash[0]}_group').")
     return release(records, domain, workload, privacy, strategy=strategy, seed=seed, batch_size=batch_size,
                    accountant=accountant, label=label, caller="release_marginals", name="records", stacklevel=3)
 

@@ -21,6 +21,9 @@ from mmopt.structured.residual import strategy as rs
 from mmopt.structured.residual.reconstruct import Measurements
 from mmopt.structured.residual.workload import MarginalWorkload
 
+#: The columns RecordsRelease.table has of its own: an attribute named like one would lose its labels to them.
+TABLE_COLUMNS = ("marginal", "estimate", "std_error", "lower", "upper")
+
 __all__ = ["RecordsRelease"]
 
 
