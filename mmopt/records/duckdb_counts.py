@@ -141,6 +141,9 @@ def codes(rel, domain: Domain, *, caller: str) -> list[str]:
         if a.kind == "bins" and kind != "text":
             out.append(_bins(x, a))
             continue
+        if a.kind == "bins":
+            out.append(_text_bins(rel, x, a, caller))
+            continue
         wide = str(getattr(typ, "id", typ)).lower() in ("hugeint", "uhugeint")
         if kind == "text" or wide:  # 128-bit integers as their exact text (parsed as integers, as CSV cells):
             # through DOUBLE, 2⁵³ + 1 was counted as the category 2⁵³
@@ -152,6 +155,22 @@ def codes(rel, domain: Domain, *, caller: str) -> list[str]:
         raw, code = eg.lookup(found.column("v"), a)
         out.append(_map(f"CAST({key} AS {typ})", raw, code, typ, ordered=kind != "text"))
     return out
+
+
+def _text_bins(rel, x: str, attribute: Attribute, caller: str) -> str:
+    """Bins of a text column (a CSV's numbers): DuckDB's TRY_CAST to DOUBLE binned in SQL, checked against mmopt's
+    own parse of every distinct text (:func:`mmopt.records.values.codes`), the texts where the two differ mapped
+    explicitly. A CASE over every distinct text took 181 s for 200,000 of them (0.3 s in pandas; a helper's probe)."""
+    key = f"CAST({x} AS VARCHAR)"
+    guess = _bins(f"TRY_CAST({key} AS DOUBLE)", attribute)
+    found = _run(rel, f"SELECT DISTINCT {key} AS v, {guess} AS c FROM {_VIEW} WHERE {x} IS NOT NULL", caller,
+                 arrow=True)
+    raw, code = eg.all_codes(found.column("v"), attribute)
+    differ = np.flatnonzero(np.asarray(found.column("c").to_numpy(zero_copy_only=False)) != code)
+    if not differ.size:
+        return guess
+    whens = " ".join(f"WHEN {_literal(raw[j], 'VARCHAR')} THEN {code[j]}" for j in differ)
+    return f"CASE {key} {whens} ELSE {guess} END"
 
 
 def _run(rel, sql: str, caller: str, *, arrow: bool = False):

@@ -79,15 +79,30 @@ def lookup(distinct, attribute: Attribute) -> tuple[list, list[int]]:
     The codes are :func:`mmopt.records.values.codes` of the Arrow array, as for a Parquet or CSV column.
     """
     import pyarrow as pa
-    if pa.types.is_string_view(distinct.type):
-        distinct = distinct.cast(pa.large_string())
-    if isinstance(distinct, pa.ChunkedArray):
-        distinct = distinct.combine_chunks()
+    distinct = _plain(distinct)
     if len(distinct) == 0:
         return [], []
     codes = _values.codes(distinct, attribute)
     keep = np.flatnonzero(codes >= 0)
     return distinct.take(pa.array(keep)).to_pylist(), codes[keep].tolist()
+
+
+def all_codes(distinct, attribute: Attribute) -> tuple[list, np.ndarray]:
+    """(raw values, their codes, −1 for a value outside the domain) of ``distinct``, every value kept."""
+    distinct = _plain(distinct)
+    if len(distinct) == 0:
+        return [], np.zeros(0, dtype=np.int64)
+    return distinct.to_pylist(), _values.codes(distinct, attribute)
+
+
+def _plain(distinct):
+    """One Arrow array, string views as large strings (what :func:`mmopt.records.values.codes` reads)."""
+    import pyarrow as pa
+    if pa.types.is_string_view(distinct.type):
+        distinct = distinct.cast(pa.large_string())
+    if isinstance(distinct, pa.ChunkedArray):
+        distinct = distinct.combine_chunks()
+    return distinct
 
 
 def strides(U: tuple[int, ...], shape) -> list[int]:
