@@ -368,10 +368,10 @@ def test_processes_sharing_a_ledger_never_overspend(tmp_path):
 
 
 def test_unwritable_ledger_after_the_noise_keeps_the_spend(monkeypatch, tmp_path):
-    from mmopt.accounting import _ledger
+    from mmopt.accounting import _disk
 
     acc = Accountant(Privacy(1.0), path=tmp_path / "budget.json")
-    real, calls = _ledger.write_atomically, []
+    real, calls = _disk.write_atomically, []
 
     def second_write_fails(*args, **kwargs):
         calls.append(1)
@@ -379,7 +379,7 @@ def test_unwritable_ledger_after_the_noise_keeps_the_spend(monkeypatch, tmp_path
             raise OSError("disk full")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_ledger, "write_atomically", second_write_fails)
+    monkeypatch.setattr(_disk, "write_atomically", second_write_fails)
     with pytest.warns(RuntimeWarning, match="could not be updated .*disk full.*: the release is done, but the "
                                             "file still counts it at the requested budget as pending"):
         acc.release(W16, H16, X16, Privacy(0.5))

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from mmopt.accounting import _disk as dk
 from mmopt.accounting import _ledger as lg
 from mmopt.accounting._compose import Ledger
 from mmopt.accounting._ledger import Spend, fmt
@@ -89,7 +90,7 @@ class LedgerFile:
     def save(self, ledger: Ledger, caller: str) -> None:
         """Write ``ledger`` over this session's own file, only if the file is still the state it last saw."""
         _check_target(self.path, caller)
-        with lg.locked(self.path, caller):
+        with dk.locked(self.path, caller):
             _check_one_name(self.path, caller)
             try:
                 now = self.path.read_text(encoding="utf-8")
@@ -104,7 +105,7 @@ class LedgerFile:
     def put(self, ledger: Ledger, *, exclusive: bool = False) -> None:
         """Write ``ledger`` atomically; the caller holds the lock (or ``exclusive``: the file is new)."""
         text = lg.dumps(ledger.total.epsilon, ledger.total.delta, ledger.composition, ledger.spends)
-        lg.write_atomically(self.path, text, exclusive=exclusive)
+        dk.write_atomically(self.path, text, exclusive=exclusive)
         self.seen = text
 
 

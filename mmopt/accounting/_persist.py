@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from mmopt._base import validation as v
-from mmopt.accounting import _ledger as lg
+from mmopt.accounting import _disk as dk
 from mmopt.accounting._compose import Ledger
 from mmopt.accounting._file import LedgerFile, ledger_path, real_path
 from mmopt.accounting._ledger import fmt
@@ -78,7 +78,7 @@ def remove_unspent(path, caller: str) -> bool:
     between them was deleted with the file, and the next run was offered the whole budget again (a helper's probe:
     ε = 0.9 spent from a total of 1, then 1 offered)."""
     target = real_path(ledger_path(path, caller))
-    with lg.locked(target, caller):
+    with dk.locked(target, caller):
         try:
             _, _, _, _, spends = LedgerFile.read(target, caller)
         except FileNotFoundError:

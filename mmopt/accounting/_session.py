@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from mmopt._base import validation as v
+from mmopt.accounting import _disk as dk
 from mmopt.accounting import _ledger as lg
 from mmopt.accounting import _pending, _persist, _report
 from mmopt.accounting import _spends as entries
@@ -317,7 +318,7 @@ class Accountant:
             if self._file is None:
                 self._ledger = update(self._ledger)
                 return self._ledger
-            with lg.locked(self._file.path, caller):
+            with dk.locked(self._file.path, caller):
                 self._ledger = self._file.current(self._ledger, caller)
                 new = update(self._ledger)
                 self._file.put(new)
