@@ -141,3 +141,11 @@ def test_a_pandas_series_whose_labels_disagree_with_its_positions_is_refused():
     for x in (shuffled.sort_index(), pd.Series([0, 0, 0, 10.0], index=list("abcd"))):
         out = mmopt.matrix_mechanism(W, A, x, mmopt.Privacy(1e12), rng=0)
         assert np.allclose(out.answers, [0, 0, 0, 10], atol=1e-6)
+
+
+def test_a_long_entry_is_cut_visibly_in_the_message():
+    # "Got an entry ImplicitStrategy(name='strategy⊗identity of type …": cut mid-quote, as if that were all of it
+    A = mmopt.strategy.kron(mmopt.strategy.identity(70), mmopt.strategy.identity(70))
+    with pytest.raises(TypeError, match=r"Got an entry ImplicitStrategy\(name='identity⊗identit… of type "
+                                        r"ImplicitStrategy\.$"):
+        mmopt.Workload.from_matrix([[A]])

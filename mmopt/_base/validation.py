@@ -107,7 +107,8 @@ def _real_array(M, *, name: str, caller: str, kind: str) -> np.ndarray:
     if arr.dtype.kind == "O":
         bad = list(itertools.islice((e for e in arr.flat if not isinstance(e, numbers.Real | np.bool_)), 1))
         if bad:
-            raise TypeError(f"{what} Got an entry {bad[0]!r:.40} of type {type(bad[0]).__name__}.")
+            shown = repr(bad[0]) if len(repr(bad[0])) <= 40 else repr(bad[0])[:39] + "…"  # cut, and said to be
+            raise TypeError(f"{what} Got an entry {shown} of type {type(bad[0]).__name__}.")
     elif arr.dtype.kind not in "biuf":
         raise TypeError(f"{what} Got an array of dtype {arr.dtype} ({type(M).__name__}).")
     try:
