@@ -46,10 +46,7 @@ def factor_trace(Wf, Af, cache, caller: str) -> float:
     """tr(Gᵢ Xᵢ⁺) = ‖BᵀF‖², after the support check ‖NᵀF‖² ≤ tol·‖F‖², and refusing a value below the
     factor's SVD bound (Thm 5.26: a numerically singular factor, never an answer)."""
     inv, F = cache.get(fc.strategy_inverse, Af), cache.get(fc.workload_root, Wf)
-    if not supports(Wf, Af, cache):
-        raise Unsupported(f"{caller}: strategy factor '{Af.name}' (rank {inv.rank} of {Af.domain_size}) does not "
-                         f"support workload factor '{Wf.name}': part of its Gram lies outside the row space. "
-                         "Add rows to that factor (e.g. a scaled identity).")
+    check_supports(Wf, Af, cache, caller)
     t = float(np.sum((inv.B.T @ F) ** 2))
     s2 = float(np.sum(Af.matrix**2, axis=0).max())  # Δ₂(Aᵢ)²; Thm 5.26 holds for Δ₂, hence for Δ₁
     floor = float(np.sum(cache.get(fc.singular_values, Wf))) ** 2 / Wf.domain_size
@@ -58,6 +55,16 @@ def factor_trace(Wf, Af, cache, caller: str) -> float:
                          f"below its SVD bound {floor / s2:.6g} or not finite: the factor is numerically "
                          "singular. Use a better-conditioned factor.")
     return t
+
+
+def check_supports(Wf, Af, cache, caller: str) -> None:
+    """Refuse (:class:`mmopt.Unsupported`) a workload factor that factor Aᵢ does not support (:func:`supports`):
+    the one refusal of the error and of the per-query variances."""
+    if not supports(Wf, Af, cache):
+        inv = cache.get(fc.strategy_inverse, Af)
+        raise Unsupported(f"{caller}: strategy factor '{Af.name}' (rank {inv.rank} of {Af.domain_size}) does not "
+                          f"support workload factor '{Wf.name}': part of its Gram lies outside the row space. "
+                          "Add rows to that factor (e.g. a scaled identity).")
 
 
 def supports(Wf, Af, cache) -> bool:

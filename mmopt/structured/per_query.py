@@ -173,7 +173,7 @@ def _product(workload, term, scaled, caller) -> KronVariance:
         vecs = []
         for Wf, (Af, _) in zip(t.factors, scaled, strict=True):
             inv = cache.get(fc.strategy_inverse, Af)
-            _check_support(Wf, Af, cache, caller)
+            br.check_supports(Wf, Af, cache, caller)  # evaluate's rule: no variance for a query it refuses
             # an ill-conditioned factor: sums of squares of B's rows, where M's huge entries would cancel
             wq = _queries.per_query_terms(Wf, inv.profile) if inv.certified else _queries.factor_terms(Wf, inv.B)
             vecs.append(np.clip(wq, 0.0, None))
@@ -217,18 +217,6 @@ def _algebra(workload, strategy, scaled, caller) -> KronVariance | None:
         grid = tuple(f.n_queries for f in t.factors)
         terms.append(TermVariance(tuple(coefficients), tuple(vectors), grid))
     return KronVariance(tuple(terms), top, "algebra")
-
-
-def _check_support(Wf, Af, cache, caller: str) -> None:
-    """Refuse a workload factor with queries outside the row space of the strategy factor (unbounded variance), by
-    the rule evaluate applies (:func:`mmopt.structured._bracket.supports`: each stored row judged by its own norm,
-    a cell the factor never measures refused exactly), so the per-query variances never list a query evaluate
-    refuses (this check judged the Gram's share alone, at 1e-9: a light unsupported row passed)."""
-    if not br.supports(Wf, Af, cache):
-        inv = cache.get(fc.strategy_inverse, Af)
-        raise Unsupported(f"{caller}: strategy factor '{Af.name}' (rank {inv.rank} of {Af.domain_size}) does not "
-                          f"support workload factor '{Wf.name}': part of its queries lie outside the row space. "
-                          "Add rows to that factor (e.g. a scaled identity).")
 
 
 def row_stats(W) -> tuple[np.ndarray, np.ndarray]:
