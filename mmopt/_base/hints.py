@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 
-__all__ = ["missing_attribute", "unexpected_keywords"]
+__all__ = ["did_you_mean", "missing_attribute", "unexpected_keywords"]
 
 #: Names a newcomer reaches for on a release's output, pointed at the table that has them.
 _TABLE_NAMES = frozenset({"intervals", "interval", "confidence_intervals", "table", "to_frame", "to_pandas",
@@ -24,6 +24,15 @@ def unexpected_keywords(caller: str, given: dict, known, hints: dict[str, str]) 
     name = sorted(given)[0]
     if name in hints:
         return TypeError(f"{caller}() got an unexpected keyword argument {name!r}: {hints[name]}")
-    near = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
     return TypeError(f"{caller}() got an unexpected keyword argument {name!r}."
-                     + (f" Did you mean {near[0]!r}?" if near else f" It takes {', '.join(sorted(known))}."))
+                     + (did_you_mean(name, known) or f" It takes {', '.join(sorted(known))}."))
+
+
+def did_you_mean(value: str, choices, quote=repr) -> str:
+    """" Did you mean 'x'?" for the choice nearest ``value`` (difflib's ratio ≥ 0.6), or "" when none is near.
+
+    >>> did_you_mean("hierarchial", ["identity", "hierarchical"]), did_you_mean("zzz", ["identity"])
+    (" Did you mean 'hierarchical'?", '')
+    """
+    near = difflib.get_close_matches(value, list(choices), n=1)
+    return f" Did you mean {quote(near[0])}?" if near else ""

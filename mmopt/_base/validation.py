@@ -20,7 +20,6 @@ time; a computation that holds several at once checks their sum with
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import math
 import numbers
@@ -30,6 +29,7 @@ import numpy as np
 from scipy import sparse
 
 from mmopt._base.frames import check_positional
+from mmopt._base.hints import did_you_mean
 
 # The largest array (in float64 entries) any mmopt function allocates: 2·10⁸ entries ≈ 1.6 GB.
 # Raise it (mmopt._base.validation.MAX_ALLOCATION_ENTRIES = ...) on a machine with more memory.
@@ -285,8 +285,7 @@ def check_choice(value, *, name: str, caller: str, choices: Iterable[str]) -> st
         ok = False
     if not ok or not isinstance(value, str):
         listed = ", ".join(repr(c) for c in choices)
-        near = difflib.get_close_matches(value, choices, n=1) if isinstance(value, str) else []
-        hint = f" Did you mean {near[0]!r}?" if near else ""  # 'hierarchial' among twenty-odd methods
+        hint = did_you_mean(value, choices) if isinstance(value, str) else ""  # 'hierarchial' among twenty-odd
         raise ValueError(f"{_param(name, caller)} must be one of {listed}. Got {value!r:.60} instead.{hint}")
     return value
 

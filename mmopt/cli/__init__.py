@@ -17,7 +17,6 @@ Examples
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import re
 import sys
@@ -25,6 +24,7 @@ import traceback
 import warnings
 
 import mmopt
+from mmopt._base.hints import did_you_mean
 from mmopt.cli import commands, release_sql
 from mmopt.cli import synth as synth_cli
 from mmopt.error import NumericalError
@@ -286,8 +286,8 @@ def _unrecognized(parser: argparse.ArgumentParser, extra: list[str]) -> None:
     """Exit as argparse does (code 2), with the sub-command's usage and "did you mean" for a misspelt option."""
     options = [o for o in parser._option_string_actions if o.startswith("--")]
     flag = next((e.split("=", 1)[0] for e in extra if e.startswith("--")), None)
-    near = difflib.get_close_matches(flag, options, n=1, cutoff=0.6) if flag else []
-    parser.error(f"unrecognized arguments: {' '.join(extra)}" + (f". Did you mean {near[0]}?" if near else ""))
+    hint = did_you_mean(flag, options, quote=str) if flag else ""
+    parser.error(f"unrecognized arguments: {' '.join(extra)}" + (f".{hint}" if hint else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
