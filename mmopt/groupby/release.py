@@ -20,7 +20,7 @@ import numpy as np
 from mmopt.groupby.parse import RESULT_COLUMNS, GroupByQuery, parse_query
 from mmopt.privacy import Privacy
 from mmopt.records.domain import Domain, check_domain
-from mmopt.records.read import BATCH_ROWS
+from mmopt.records.read import BATCH_ROWS, is_records
 from mmopt.records.release import RecordsRelease
 from mmopt.records.release import release as release_records
 
@@ -64,7 +64,7 @@ def release_grouping_sets(grouping_sets, records, domain: Domain, privacy: Priva
     :func:`mmopt.records.release_marginals` (same arguments, same numbers). Repeated sets are measured once.
     """
     caller = "release_grouping_sets"
-    if type(grouping_sets).__module__.split(".", 1)[0] in ("pandas", "polars", "duckdb", "pyarrow"):
+    if not isinstance(grouping_sets, str) and is_records(grouping_sets):  # a Path too; a str may be a set
         # the hierarchy release takes (records, domain, sets, …): in that order a DataFrame's column names were
         # read as sets ("Got 'a' as a set") or a data value as an attribute (a helper's probe)
         raise TypeError(f"The 'grouping_sets' parameter of {caller} is a {type(grouping_sets).__name__}: records? "

@@ -37,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
-import os
 from fractions import Fraction
 
 import numpy as np
@@ -48,6 +47,7 @@ from mmopt.privacy import Privacy
 from mmopt.records import mechanism as mc
 from mmopt.records import read as rd
 from mmopt.records.domain import Domain, check_domain
+from mmopt.records.read import is_records
 
 __all__ = ["FEATURES", "make_matrix_mechanism", "records_domain", "records_space"]
 
@@ -73,26 +73,11 @@ def vouched(dp):
             dp.disable_features("honest-but-curious")
 
 
-def is_records(x) -> bool:
-    """A source of records by its type alone (no data read): a path, a pandas or Dask DataFrame, or a Polars or
-    DuckDB object (those engines' counting lives in :mod:`mmopt.records`; this test only lets them through)."""
-    if isinstance(x, str | os.PathLike) or rd.is_dask(x):
-        return True
-    root = type(x).__module__.split(".", 1)[0]
-    if root in ("polars", "duckdb", "_duckdb"):
-        return True
-    try:
-        import pandas as pd
-    except ImportError:  # pragma: no cover - pandas is in the 'tables' and 'test' extras
-        return False
-    return isinstance(x, pd.DataFrame)
-
-
 def records_domain(domain: Domain):
     """OpenDP's input domain of the measurement: tables of records over the public ``domain``.
 
     A ``user_domain`` whose identifier names the domain by its JSON's SHA-256 (two domains chain only if equal)
-    and whose member test is :func:`is_records`. Needs OpenDP.
+    and whose member test is :func:`mmopt.records.read.is_records`. Needs OpenDP.
     """
     check_domain(domain, caller="records_domain")
     dp = _dp("records_domain")

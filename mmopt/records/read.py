@@ -34,6 +34,21 @@ def is_dask(records) -> bool:
     return type(records).__module__.startswith("dask") and hasattr(records, "to_delayed")
 
 
+def is_records(x) -> bool:
+    """A source of records by its type alone (no data read): a path, a pandas or Dask DataFrame, or a Polars or
+    DuckDB object (a type test; the engines' own checks read the columns)."""
+    if isinstance(x, str | os.PathLike) or is_dask(x):
+        return True
+    root = type(x).__module__.split(".", 1)[0]
+    if root in ("polars", "duckdb", "_duckdb"):
+        return True
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - pandas is in the 'tables' and 'test' extras
+        return False
+    return isinstance(x, pd.DataFrame)
+
+
 # -- column kinds ------------------------------------------------------------------------------------------
 def pandas_kind(dtype) -> str:
     """"text", "number", "bool" or the dtype's name, for a pandas (or numpy) dtype."""
