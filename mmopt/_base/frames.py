@@ -48,11 +48,12 @@ the index numbers the cells, or x.to_numpy() if the entries are already in cell 
     if kind != "Series" or index is None or index.dtype.kind not in "iu":
         return
     labels = np.asarray(index)
-    if np.array_equal(labels, np.arange(labels.size)):
+    moved = np.flatnonzero(labels != np.arange(labels.size))  # entries whose label is not their position
+    if not moved.size:
         return
     shown = ", ".join(str(k) for k in labels[:4].tolist()) + (", …" if labels.size > 4 else "")
     items = item[:-1] + "ies" if item.endswith("y") else item + "s"
-    first = int(np.flatnonzero(labels != np.arange(labels.size))[0])
+    first = int(moved[0])
     raise ValueError(f"The '{name}' parameter of {caller} is a pandas Series whose integer index is not 0, 1, …, "
                      f"{labels.size - 1} in order (it reads [{shown}]); mmopt reads it by position, so its entry "
                      f"labelled {labels[first]} would stand for {item} {first}. Pass {name}.sort_index() if the index "
