@@ -136,6 +136,19 @@ def test_single_participation_returns_a_causal_factor_as_fixed_epochs_1_does(wor
     assert run_privacy(C, mmopt.participation.single(), 1.0).rho > 0
 
 
+def test_single_participation_banded_on_momentum_is_fixed_epochs_1s():
+    """single() sent method='banded' to the ordinary banded route, which takes prefix sums and all ranges only and
+    refused momentum naming mmopt.toeplitz.optimize; fixed_epochs(1), the same schema, ran the banded strategy."""
+    W = mmopt.participation.momentum(32, 0.9)
+    once = mmopt.optimize(W, participation=mmopt.participation.single(), method="banded")
+    epoch = mmopt.optimize(W, participation=fixed_epochs(1), method="banded")
+    assert once.objective == pytest.approx(epoch.objective, rel=1e-12)
+    assert once.extra["participation"] == "Single()" and once.lower_bound <= once.objective
+    # prefix sums keep the ordinary banded route (mmopt.toeplitz.optimize)
+    prefix = mmopt.optimize(mmopt.workload.prefix(32), participation=mmopt.participation.single(), method="banded")
+    assert "participation" not in prefix.extra
+
+
 def test_optimize_banded_under_min_separation_is_exact_and_above_the_bound():
     res = mmopt.optimize(toeplitz.prefix(256), participation=min_separation(32, 4), method="banded")
     assert res.extra["sensitivity_exact"] and res.lower_bound <= res.objective

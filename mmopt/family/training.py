@@ -62,11 +62,30 @@ OBJECTIVES = ("total", "max_variance", "last_iterate")
 
 
 def takes(workload, method, call: Call) -> bool:
-    """Every call with a schema other than single participation."""
+    """Every call with a schema other than single participation, and single participation's method="banded" on
+    a lower-triangular Toeplitz workload (momentum), which the ordinary banded route (prefix sums and all ranges
+    only) refused: it is fixed_epochs(1)'s banded strategy."""
     from mmopt.participation.schemas import Single, as_schema
     if call.objective == "last_iterate":
         return True
-    return call.participation is not None and not isinstance(as_schema(call.participation, CALLER), Single)
+    if call.participation is None:
+        return False
+    if not isinstance(as_schema(call.participation, CALLER), Single):
+        return True
+    return method == "banded" and _toeplitz_not_stream(workload)
+
+
+def _toeplitz_not_stream(workload) -> bool:
+    from mmopt.dense._workload_type import Workload
+    from mmopt.participation.workloads import toeplitz_coefficients
+    from mmopt.toeplitz.error import as_stream_workload
+    if not isinstance(workload, Workload) or toeplitz_coefficients(workload) is None:
+        return False
+    try:
+        as_stream_workload(workload, CALLER)
+    except TypeError:
+        return True
+    return False
 
 
 def _gram(workload):
