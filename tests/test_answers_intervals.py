@@ -132,7 +132,7 @@ def test_laplace_sum_cdf_far_in_the_tails_and_at_infinity():
 
 @pytest.mark.parametrize("tol", [-1.0, 0.0, float("nan"), 2.0, 0.5])
 def test_tol_is_checked_by_every_public_function(tol):
-    """A negative tol looped for ever in _chernoff_point (no tail bound falls below it); NaN and 2.0 ended in scipy's
+    """A negative tol looped for ever in the Chernoff point search (no tail bound falls below it); NaN and 2.0 ended in scipy's
     "f(a) and f(b) must have different signs"; 0.5 returned a width off by its tail (a helper's probe)."""
     X = iv.laplace_sum([1.0, 2.0])
     with pytest.raises(ValueError, match="'tol' parameter of half_width must be a float in the range"):
@@ -175,3 +175,32 @@ def test_a_confidence_level_given_for_alpha_is_refused_with_the_alpha_it_meant()
                                          r"misses .*Got 0\.95 instead: for 95% intervals pass alpha=0\.05\."):
         mmopt.answers_table(out, W, A, alpha=0.95)
     assert check_alpha(0.5, "f") == 0.5 and check_alpha(0.05, "f") == 0.05
+
+
+@pytest.mark.parametrize("tail", [0.4, 1e-3, 1e-8, 1e-12])
+def test_chernoff_point_is_a_proven_tail_and_no_larger_than_the_old_search(tail):
+    """The grid's span and the quantile's bracket come from u with a proven P(X ≥ u) ≤ tail: on two unit Laplace
+    terms (P(X ≥ u) = e⁻ᵘ(1 + u/2)/2 exactly) the bound holds, and u is at most what the former search over
+    u = sd·1.5ᵏ (a Chernoff optimisation at each k) found."""
+    X = iv.laplace_sum([1.0, 1.0])
+    u, bound = iv._chernoff(X, tail)
+    exact = math.exp(-u) * (1 + u / 2) / 2
+    assert exact <= bound <= tail
+    old = math.sqrt(X.variance)
+    while X.tail_bound(old) > tail:
+        old *= 1.5
+    assert u <= old
+
+
+def test_a_table_row_with_many_scales_lies_between_equal_scales():
+    """The characteristic function is summed over blocks of scales (a product strategy's row has thousands; the
+    block is 2²⁰/K scales, 16,384 at the K = 64 nodes used here, so 40,000 scales take three blocks). The
+    quantile grows with each scale (a sum of symmetric unimodal terms is less peaked when one is scaled up:
+    Birnbaum 1948), so 40,000 distinct scales in [1, 1 + 4·10⁻⁸] lie between 40,000 scales of 1 and of 1 + 4·10⁻⁸
+    (each computed with one scale and a count), up to the quantile's 1e-9."""
+    many = 1.0 + 1e-12 * np.arange(40_000)
+    assert np.unique(many).size == 40_000
+    low = iv.half_width("laplace", 0.05, weights=(np.ones(1), np.full(1, 40_000.0)), scale=1.0)
+    high = iv.half_width("laplace", 0.05, weights=(np.full(1, many[-1]), np.full(1, 40_000.0)), scale=1.0)
+    h = iv.half_width("laplace", 0.05, weights=many, scale=1.0)
+    assert low * (1 - 1e-9) <= h <= high * (1 + 1e-9)

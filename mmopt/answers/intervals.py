@@ -125,17 +125,25 @@ def _single(X: LaplaceSum) -> bool:
     return X.beta.size == 1 and X.count[0] == 1
 
 
-def _chernoff_point(X: LaplaceSum, tail: float) -> float:
-    """The first u = sd·1.5ᵏ (k ≥ 0) with the proven P(X ≥ u) ≤ ``tail``."""
-    u = math.sqrt(X.variance)
-    while X.tail_bound(u) > tail:
-        u *= 1.5
-    return u
+def _chernoff(X: LaplaceSum, tail: float) -> tuple[float, float]:
+    """(u, bound): a point u with the proven P(X ≥ u) ≤ bound ≤ ``tail`` (Chernoff at one s).
+
+    For each 0 < s < 1/maxβ, P(X ≥ u) ≤ e^{log M(s) − s·u} ≤ tail once u ≥ (log M(s) − log tail)/s, a
+    quasi-convex function of s (its numerator's derivative s·(log M)''(s) is ≥ 0): one bounded scalar search gives
+    the smallest such u. (It replaced a search over u = sd·1.5ᵏ with a Chernoff optimisation at each k: six
+    searches for a larger u, a fifth of a Laplace table's time.)"""
+    log_tail = math.log(tail)
+    top = 1.0 / float(X.beta.max())
+    res = optimize.minimize_scalar(lambda s: (X.log_mgf(s) - log_tail) / s, bounds=(top * 1e-9, top * (1 - 1e-12)),
+                                   method="bounded", options={"xatol": top * 1e-10})
+    s = float(res.x)
+    u = max(float(res.fun), 0.0) * (1 + 1e-12)  # the margin covers the round-off of log M(s) − s·u below
+    return u, min(tail, math.exp(min(0.0, X.log_mgf(s) - s * u)))
 
 
 def _grid(X: LaplaceSum, reach: float, tol: float):
     """(t_k, φ(t_k)/(π(k+½)), error bound) for the trapezoid valid for every |x| ≤ ``reach`` (module docstring)."""
-    u = _chernoff_point(X, tol / 4)  # 2·P(X ≥ L − |x|) ≤ τ/2
+    u, tail = _chernoff(X, tol / 4)  # 2·P(X ≥ L − |x|) ≤ τ/2
     L = u + reach
     step = 2.0 * math.pi / L
     logb = np.log(X.beta)
@@ -152,9 +160,12 @@ def _grid(X: LaplaceSum, reach: float, tol: float):
     k = np.arange(K, dtype=np.float64) + 0.5
     t = k * step
     logphi = np.zeros(K)
-    for b, m in zip(X.beta, X.count, strict=True):  # few distinct scales: a loop over them, vectorised over t
-        logphi -= m * np.log1p((b * t) ** 2)
-    return t, np.exp(logphi) / (math.pi * k), 2.0 * X.tail_bound(u) + bound
+    # log φ(t) = −Σⱼ mⱼ log(1 + βⱼ²t²) as a matrix–vector product over blocks of scales: a row of a product
+    # strategy's table has thousands of distinct scales, and a Python loop over them cost 25 ms a row
+    block = max(1, (1 << 20) // K)
+    for j in range(0, X.beta.size, block):
+        logphi -= X.count[j:j + block] @ np.log1p(np.multiply.outer(X.beta[j:j + block], t) ** 2)
+    return t, np.exp(logphi) / (math.pi * k), 2.0 * tail + bound
 
 
 #: The largest ``tol`` accepted: an absolute error on probabilities, so past it an interval at α = 0.05 would be off
@@ -192,7 +203,7 @@ def laplace_sum_cdf(X: LaplaceSum, x, *, tol: float = DEFAULT_TOL):
     # Past u with P(X ≥ u) ≤ τ/2 (Chernoff), F is 1 (or 0) within τ/2: the grid is built for the nearer points
     # only. Its span grew with |x| before, up to MAX_TERMS: x = 1e10 read F = 0.63 (error inf), ±inf raised
     # 'math domain error'.
-    u = _chernoff_point(X, tol / 2)
+    u, _ = _chernoff(X, tol / 2)
     far = ~(np.abs(x) < u)  # ±inf too
     near = np.where(far, 0.0, x)
     t, w, err = _grid(X, float(np.max(np.abs(near), initial=0.0)), tol)
@@ -221,7 +232,7 @@ def laplace_sum_quantile(X: LaplaceSum, p: float, *, tol: float = DEFAULT_TOL) -
     if top != 1.0:  # the law scales with β: computed at max β = 1 (at β ~ 1e-200 the variance underflowed to 0
         # and the bracket below, grown from it by factors 1.5, never left 0: a hang; at 1e200 it overflowed)
         return top * laplace_sum_quantile(LaplaceSum(X.beta / top, X.count), p, tol=tol)
-    hi = _chernoff_point(X, 1.0 - p)  # F(hi) ≥ 1 − tail ≥ p: the quantile lies in [0, hi]
+    hi, _ = _chernoff(X, 1.0 - p)  # F(hi) ≥ 1 − tail ≥ p: the quantile lies in [0, hi]
     t, w, _ = _grid(X, hi, tol)
 
     def gap(x: float) -> float:
