@@ -132,8 +132,9 @@ def test_laplace_sum_cdf_far_in_the_tails_and_at_infinity():
 
 @pytest.mark.parametrize("tol", [-1.0, 0.0, float("nan"), 2.0, 0.5])
 def test_tol_is_checked_by_every_public_function(tol):
-    """A negative tol looped for ever in the Chernoff point search (no tail bound falls below it); NaN and 2.0 ended in scipy's
-    "f(a) and f(b) must have different signs"; 0.5 returned a width off by its tail (a helper's probe)."""
+    """A negative tol looped for ever in the Chernoff point search (no tail bound falls below it); NaN and 2.0
+    ended in scipy's "f(a) and f(b) must have different signs"; 0.5 returned a width off by its tail (a helper's
+    probe)."""
     X = iv.laplace_sum([1.0, 2.0])
     with pytest.raises(ValueError, match="'tol' parameter of half_width must be a float in the range"):
         iv.half_width("laplace", 0.05, weights=[1.0, 2.0], scale=1.0, tol=tol)
