@@ -160,9 +160,10 @@ def test_release_writes_m_answers(tmp_path):
     with open(tmp_path / "a.csv", newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == 136 and "Released 136 answers" in r.stdout
-    assert list(rows[0]) == ["query", "term", "table", "a0", "answer", "standard_error"]
+    # (named for least squares: the projected answer's own error has no per-query formula)
+    assert list(rows[0]) == ["query", "term", "table", "a0", "answer", "least_squares_standard_error"]
     assert [row["a0"] for row in rows[:3]] == ["[0, 0]", "[0, 1]", "[0, 2]"] and rows[-1]["a0"] == "[15, 15]"
-    assert all(float(row["standard_error"]) > 0 for row in rows)
+    assert all(float(row["least_squares_standard_error"]) > 0 for row in rows)
     # refused before any noise is drawn: nothing is written
     r = run("release", "prefix:16", "--data", "x.npy", "--epsilon", "1", "--out", "a.txt", cwd=tmp_path)
     assert r.returncode == 2 and not (tmp_path / "a.txt").exists() and "--out" in r.stderr

@@ -37,22 +37,25 @@ from mmopt.structured.strategies import ImplicitStrategy
 
 @dataclass(frozen=True, eq=False)
 class QueryAnswers:
-    """``answers`` (k,), ``standard_error`` (k,) or None, and per query one description per attribute."""
+    """``answers`` (k,), ``standard_error`` (k,) or None, and per query one description per attribute;
+    ``reconstruction``: the output's (its standard errors are least squares' whatever it is)."""
 
     answers: np.ndarray
     standard_error: np.ndarray | None
     labels: tuple[tuple[str, ...], ...]
     attributes: tuple[str, ...]
+    reconstruction: str = "least_squares"
 
     def to_frame(self):
-        """A pandas DataFrame: one column per attribute, then answer and standard_error."""
-        from mmopt.answers.table import require
+        """A pandas DataFrame: one column per attribute, then answer and standard_error (named
+        least_squares_standard_error beside nnls or projection answers: :func:`mmopt.answers.table.se_column`)."""
+        from mmopt.answers.table import require, se_column
 
         pd = require("pandas", "QueryAnswers.to_frame")
         cols = {a: [lab[i] for lab in self.labels] for i, a in enumerate(self.attributes)}
         cols["answer"] = self.answers
         if self.standard_error is not None:
-            cols["standard_error"] = self.standard_error
+            cols[se_column(self.reconstruction)] = self.standard_error
         return pd.DataFrame(cols)
 
 
@@ -82,7 +85,7 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
     ((('[2, 5]',), ('7',), ('*',)), [5.0596, 4.4164, 4.1312])
     """
     caller = "answer"
-    noise, domain = None, None
+    noise, domain, method = None, None, "least_squares"
     released = hasattr(estimate, "estimate") and hasattr(estimate, "noise_scale")
     stream.refuse_laplace(strategy, estimate.noise if released else getattr(privacy, "noise", None), caller)
     if released:
@@ -95,6 +98,8 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
             check_released_with(estimate, strategy, caller)
         noise = noise_sd(estimate.noise, float(estimate.noise_scale))
         domain = _one_draw(estimate, caller)
+        rec = getattr(estimate, "reconstruction", None)
+        method = getattr(rec, "method", None) or "least_squares"
         estimate = estimate.estimate
     if estimate is None:
         raise ValueError(f"The 'estimate' parameter of {caller} holds no x̂ (a failed post-processing).")
@@ -134,7 +139,7 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
     if strategy is not None:
         sd = noise if noise is not None else _calibrated(strategy, privacy, caller)
         se = _standard_errors(strategy, shape, Q if matrix else None, rows, sd, caller)
-    return QueryAnswers(np.asarray(values, dtype=float), se, labels, names)
+    return QueryAnswers(np.asarray(values, dtype=float), se, labels, names, method)
 
 
 def _one_draw(output, caller: str) -> tuple | None:
