@@ -41,10 +41,14 @@ def test_release_matches_the_group_by_and_labels_it():
     worst = 8 * t[t["set"] == 0]["std_error"].max()
     assert np.all(np.abs(cells.loc[truth.index].to_numpy() - truth.to_numpy()) <= worst)
     assert r.result.lower_bound <= r.result.objective
-    # the half-width is z_{1−α/2}·std_error (mmopt.answers.intervals' Gaussian quantile), up to the rounding of
-    # upper = estimate + h: one ulp of the larger, which the subtraction below exposes (counts up to ~2,000)
+    # the half-width is z_{1−α/2}·std_error (mmopt.answers.intervals' Gaussian quantile) widened by the answers'
+    # round-off allowance 16u·Σ|estimate| of its set (as answers_table's and RecordsRelease's; it had none) and
+    # rounded outwards: never narrower, and wider by at most the allowance and the rounding of upper = estimate + h
     ulp = 2 * np.finfo(float).eps * np.maximum(np.abs(t["upper"]), np.abs(t["estimate"]))
-    assert np.all(np.abs((t["upper"] - t["estimate"]) - 1.959963984540054 * t["std_error"]) <= ulp)
+    extra = 16 * np.finfo(float).eps / 2 * t.groupby("set")["estimate"].transform(lambda e: e.abs().sum())
+    h = 1.959963984540054 * t["std_error"]
+    assert np.all(t["upper"] - t["estimate"] >= h) and np.all(t["estimate"] - t["lower"] >= h)
+    assert np.all(t["upper"] - t["estimate"] - h <= extra + 2 * ulp) and np.all(extra > 0)
     for bad in (0.0, 1.5):  # no interval of infinite or negative width: refused, naming the method
         with pytest.raises(ValueError, match="'alpha' parameter of GroupedRelease.table"):
             r.table(alpha=bad)
@@ -159,3 +163,17 @@ def test_a_level_given_as_a_lookup_series_is_aligned_by_its_keys():
     r = release_grouping_sets(pd.DataFrame({"county": [1, 1, 1, 2]}), ordered, [("state",)], P, leaf="county",
                               levels={"state": pd.Series(["S", "T", "T"])})
     assert r.table().set_index("state")["estimate"].round().to_dict() == {"S": 0.0, "T": 4.0}
+
+
+def test_intervals_at_counts_of_1e15_keep_a_width():
+    """At counts of 10¹⁵ (an ulp of 0.125) and a noise sd of 0.01 the Gaussian h rounded away: lower = estimate =
+    upper, an interval that misses whenever the answer is off by an ulp; widened and rounded outwards now."""
+    import dataclasses
+    from types import SimpleNamespace
+    df, D = _data()
+    r = release_grouping_sets(df, D, [("county",), ()], mmopt.Privacy(2000.0, 1e-3), leaf="county",
+                              levels={"state": STATE_OF})
+    big = SimpleNamespace(answers=[a + 1e15 for a in r.release.answers],
+                          variances=[np.full_like(v, 1e-4) for v in r.release.variances])
+    t = dataclasses.replace(r, release=big).table(alpha=0.05)
+    assert np.all(t["lower"] < t["estimate"]) and np.all(t["estimate"] < t["upper"])

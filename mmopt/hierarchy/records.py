@@ -49,10 +49,12 @@ class GroupedRelease:
     def table(self, alpha: float | None = 0.05):
         """A pandas DataFrame: ``set`` (the grouping set's index), one column per grouped level (None where
         rolled up, SQL's NULL), ``estimate``, ``std_error`` and, with ``alpha``, the exact Gaussian 1 − α interval
-        ``lower``/``upper`` (estimate ∓ z_{1−α/2}·std_error: the error is exactly normal with that variance)."""
+        ``lower``/``upper`` (estimate ∓ z_{1−α/2}·std_error: the error is exactly normal with that variance; widened by
+        the answers' float64 round-off and rounded outwards, :func:`mmopt.answers.widths.bounds`)."""
         import pandas as pd
 
         from mmopt.answers import intervals as iv
+        from mmopt.answers.widths import allowance, bounds
 
         z = None if alpha is None else iv.half_width("gaussian", iv.check_alpha(alpha, "GroupedRelease.table"),
                                                      sd=1.0)   # z_{1−α/2}
@@ -71,8 +73,11 @@ class GroupedRelease:
                             hc.ancestor_at(self.workload.attributes[i], a, lv)[idx[i]]]
             sd = np.sqrt(var.ravel())
             data["estimate"], data["std_error"] = ans.ravel(), sd
-            if z is not None:
-                data["lower"], data["upper"] = ans.ravel() - z * sd, ans.ravel() + z * sd
+            if z is not None:  # widened by round-off and rounded outwards, as answers_table's and RecordsRelease's
+                h = z * sd
+                est = ans.ravel()
+                data["lower"], data["upper"] = bounds(est, np.where(h > 0, h + allowance(float(np.abs(est).sum())),
+                                                                    0.0))
             frames.append(pd.DataFrame(data))
         out = pd.concat(frames, ignore_index=True)
         for c in cols:
