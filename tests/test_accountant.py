@@ -758,3 +758,26 @@ def test_a_misspelt_remaining_is_named_and_spends_nothing():
                                          r"Got 'remainder' instead"):
         acc.release(workload.prefix(4), strategy.hierarchical(4), [1, 2, 3, 4], "remainder")
     assert acc.spends == () and acc.remaining.epsilon == 1.0
+
+
+def test_the_ledger_file_is_the_spends_fields_one_spend_a_line(tmp_path):
+    """The file is rewritten at every spend: it is now written one spend a line by json's C encoder (asdict and an
+    indented pure-Python encoder cost 66 ms a spend at 850 spends). The same document as asdict's, bit for bit
+    floats, and a copy of a spend equal to it but holding −0.0 is written as −0.0 (the line cache is by object)."""
+    import dataclasses
+
+    from mmopt.accounting import _ledger
+    path = tmp_path / "ledger.json"
+    acc = Accountant.open(path, Privacy(10.0))
+    for eps in (0.1, 1 / 3, 2.0 ** -40):
+        acc.spend(Privacy(eps), label=f"ε = {eps!r} é")
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert doc["spends"] == [dataclasses.asdict(s) for s in acc.spends]
+    assert Accountant.load(path).spends == acc.spends
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert sum(line.lstrip().startswith('{"label"') for line in lines) == 3
+    zero = dataclasses.replace(acc.spends[0], delta=0.0)
+    negative = dataclasses.replace(acc.spends[0], delta=-0.0)
+    assert zero == negative
+    text = _ledger.dumps(10.0, 0.0, "basic", [zero, negative])
+    assert [math.copysign(1, s["delta"]) for s in json.loads(text)["spends"]] == [1.0, -1.0]
