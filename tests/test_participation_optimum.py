@@ -162,13 +162,9 @@ def test_optimize_banded_under_min_separation_is_exact_and_above_the_bound():
 @pytest.mark.parametrize("kwargs,error,match", [
     ({"privacy": mmopt.Privacy(1.0)}, ValueError, "Gaussian"),
     ({"method": "min_error"}, ValueError, "must be one of"),
-    ({"method": "l2_approx", "participation": min_separation(4, 2)}, ValueError, "fixed epochs"),
     ({"participation": "epochs"}, TypeError, "participation schema"),
     ({"solver": "SCS"}, ValueError, "do not apply"),
     ({"options": {"bands": 4}}, ValueError, "Unknown options"),
-    # auto picked 'banded' (n ≠ k·b) and the message named method='banded', which the caller never passed
-    ({"participation": min_separation(6, 3), "options": {"seconds": 20}}, ValueError,
-     r"optimize\(method='auto' \(which picked 'banded' at n = 16\), participation=.*apply when n = k·b"),
 ])
 def test_optimize_refuses_what_it_cannot_do(kwargs, error, match):
     kwargs = {"participation": fixed_epochs(2)} | kwargs
@@ -193,8 +189,18 @@ def test_optimize_refuses_a_workload_without_full_rank_and_says_how_to_mend_it()
     assert res.lower_bound <= res.objective * (1 + 1e-12) and res.objective <= 1.01 * res.lower_bound
     with pytest.raises(ValueError, match="too ill-conditioned for a certified bound.*Stack a small identity"):
         mmopt.optimize(rough, participation=min_separation(6, 2))
-    with pytest.raises(ValueError, match=r"has no method for this workload.*b·k = n"):  # auto, not 'banded'
-        mmopt.optimize(rough, participation=min_separation(3, 2))
+    with pytest.raises(ValueError, match="too ill-conditioned for a certified bound.*Stack a small identity"):
+        mmopt.optimize(rough, participation=min_separation(3, 2))  # k·b < n: the cutting planes too
+
+
+def test_what_no_route_takes_under_minimum_separation_is_refused_naming_what_runs():
+    """Past 2,048 steps with k·b < n only the banded strategies run: l2_approx is refused, and auto (which picks
+    'banded') names itself, not method='banded', when refusing the cutting planes' budget."""
+    with pytest.raises(ValueError, match="fixed epochs"):
+        mmopt.optimize(toeplitz.prefix(4096), participation=min_separation(4, 2), method="l2_approx")
+    with pytest.raises(ValueError, match=r"optimize\(method='auto' \(which picked 'banded' at n = 4,096\), "
+                                         r"participation=.*apply up to 2,048 steps"):
+        mmopt.optimize(toeplitz.prefix(4096), participation=min_separation(4, 2), options={"seconds": 20})
 
 
 def test_optimize_refuses_a_product_workload():

@@ -139,8 +139,9 @@ def test_dense_diagonal_bound(k):
     (lambda: toeplitz_workload([0.0, 1.0]), ValueError, "non-zero first entry"),
     (lambda: learning_rate_workload([1.0, -1.0]), ValueError, "positive"),
     (lambda: linear_decay(4, 0.0), ValueError, "final"),
-    # min_separation(n/k, k) takes the cutting planes (tests/test_participation_cutting.py); another b the banded
-    (lambda: mmopt.optimize(learning_rate_workload([1.0, 0.5, 0.2, 0.1]), participation=min_separation(1, 2)),
+    # min_separation(b, k) takes the cutting planes up to 2,048 steps (tests/test_participation_cutting.py); past
+    # them the banded strategies, which a learning-rate schedule (not Toeplitz) has not
+    (lambda: mmopt.optimize(learning_rate_workload(np.linspace(1.0, 0.1, 2050)), participation=min_separation(1, 2)),
      ValueError, "Toeplitz"),
 ])
 def test_bad_input_is_refused(call, error, match):

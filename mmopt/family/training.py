@@ -9,6 +9,9 @@ method). Gaussian noise only (the L2 sensitivity). Methods:
   :func:`mmopt.participation.tridiagonal.solve_tridiagonal` (O(n·k²) per step; also Toeplitz workloads whose
   inverse is banded, momentum: :mod:`mmopt.participation.banded_inverse`), for any other Gram
   :func:`mmopt.participation.optimum.solve_fixed_epochs` (O(n³) per step);
+* "auto" / "l2_approx" under ``min_separation(b, k)`` with k·b < n (reshuffled epochs: b = 1) on a dense workload or
+  prefix sums of ≤ 2,048 steps: the cutting planes alone from every run of k steps b apart (option ``seconds``,
+  default 60), beside the b-band strategy (:func:`mmopt.family.training_separation.run_general`);
 * "auto" / "l2_approx" under ``min_separation(n/k, k)`` on a dense workload of ≤ 2,048 steps or prefix sums of
   ≤ 4,096 (:mod:`mmopt.family.training_separation`): :func:`mmopt.participation.cutting.solve_min_separation`, cutting
   planes over patterns whose working-set dual is a certified lower bound for the whole schema (option
@@ -185,14 +188,14 @@ def run(workload, method, call: Call) -> OptimizeResult:
         how = f"method='auto' (which picked {method!r} at n = {n:,})" if picked else f"method={method!r}"
         raise ValueError(f"Unknown options {sorted(options)} for {CALLER}({how}, participation=...): "
                          + (f"it accepts only {sorted(allowed)}." if allowed else "it accepts none.")
-                         + (" The budgets of the minimum-separation route apply when n = k·b and n ≤ 2,048 (4,096 "
-                            "on prefix sums)."
+                         + (" The budgets of the minimum-separation route apply up to 2,048 steps (4,096 on "
+                            "prefix sums when n = k·b)."
                             if picked and method == "banded" and not isinstance(schema, FixedEpochs) else ""))
     if method == "l2_approx":
         if not dense_ok:
             raise ValueError(f"{CALLER}(method='l2_approx', participation={schema!r}) runs under fixed epochs up to "
-                             f"4,096 steps, and under min_separation(n/k, k) up to 2,048 steps (4,096 on prefix "
-                             f"sums). Got n={n:,}; use "
+                             f"4,096 steps, and under min_separation(b, k) up to 2,048 steps (4,096 on prefix "
+                             f"sums with b = n/k). Got n={n:,}; use "
                              "method='banded' (any n, exact sensitivity).")
         if not isinstance(schema, FixedEpochs):
             return run_separation(workload, G, stream, schema, call, t0)
@@ -202,7 +205,7 @@ def run(workload, method, call: Call) -> OptimizeResult:
         if (a := toeplitz_coefficients(workload)) is not None:
             return run_banded_toeplitz(workload, a, schema, call, options.get("bands"), t0)
         why = (f"{CALLER}(participation={schema!r}) has no method for this workload: the dense optimum runs "
-               f"under fixed_epochs(k) (≤ 4,096 steps) and min_separation(n/k, k) (b·k = n, ≤ 2,048 steps; here "
+               f"under fixed_epochs(k) (≤ 4,096 steps) and min_separation(b, k) (≤ 2,048 steps; here "
                f"n = {n:,}), and " if picked else f"{CALLER}(method='banded', participation=...) runs ")
         raise ValueError(f"{why}the banded strategies on prefix sums "
                          "(mmopt.workload.prefix(n) or mmopt.toeplitz.prefix(n)) and lower-triangular Toeplitz "

@@ -136,18 +136,25 @@ def solve_min_separation(gram, separation: int, participations: int, *, tol: flo
     if n > MAX_N:
         raise ValueError(f"{caller}: n = {n:,} is above {MAX_N:,}; each step decomposes an n×n matrix. Past it "
                          "use a banded strategy with at most b bands (mmopt.optimize(..., method='banded')).")
-    if n % b or n // b != k:
-        raise ValueError(f"The 'separation' parameter of {caller} must be n/k (the fixed-epoch patterns start the "
-                         f"working set). Got separation={b} with n={n}, participations={k} instead.")
+    if b < 1 or k < 1 or (k - 1) * b >= n:
+        raise ValueError(f"The 'separation' and 'participations' parameters of {caller} must leave room for a "
+                         f"pattern of k steps b apart ((k − 1)·b < n). Got separation={b}, participations={k} with "
+                         f"n={n} instead.")
+    epochs = n % b == 0 and n // b == k  # b = n/k: the fixed-epoch patterns and start, and the coarse levels
     v.check_allocation(6 * n * n, what=f"six {n:,}×{n:,} arrays", caller=caller)
     cuts = 8 * b if cuts is None else v.check_int(cuts, name="cuts", caller=caller)
     factor = _Factor(n if prefix else G, prefix)
     deadline = None if seconds is None else t0 + seconds
-    if prefix and n // 2 >= _COARSEST and b % 2 == 0:
+    if epochs and prefix and n // 2 >= _COARSEST and b % 2 == 0:
         # the coarse levels get 60% of the budget: the finest needs at least one round of its own
         patterns, x = _coarse(n // 2, k, tol, max_iterations, None if seconds is None else t0 + 0.6 * seconds)
-    else:
+    elif epochs:
         patterns, x = [tuple(range(j, n, b)) for j in range(b)], _start(n, k, prefix)
+    else:
+        # k·b < n (reshuffled epochs are min_separation(1, k)): every run of k steps exactly b apart, each a
+        # pattern of the schema, so the working set's dual is still a bound; λ = 1, R = I
+        patterns = [tuple(range(j, j + (k - 1) * b + 1, b)) for j in range(n - (k - 1) * b)]
+        x = np.concatenate([np.zeros(len(patterns)), np.tile(np.eye(k).ravel(), len(patterns))])
     dual = _PatternDual(factor, patterns)
     x = dual.pack(patterns, *x) if isinstance(x, tuple) else x
     x, best_dual, best, history = _rounds(dual, x, b, k, tol, max_rounds, max_iterations, cuts, deadline, t0)
