@@ -194,8 +194,7 @@ def _nodes(W, A):
             a = s[k]
             E = np.zeros((h.n_groups[a], int(np.prod(others_shape))))
             for u in range(len(A.weights)):
-                if a < len(est[u]):
-                    E[:, cols[u]] += est[u][a]
+                E[:, cols[u]] += _at_level(h, est[u], a)
             T = E.reshape((h.n_groups[a], *others_shape))
             for j, i in enumerate(others, start=1):
                 T = hb.along(hb.synthesis, attrs[i], T, j)
@@ -204,6 +203,19 @@ def _nodes(W, A):
         return out
 
     return answer, finish, sum(zl.size * cols[u].size for u, z in enumerate(A.weights) for zl in z)
+
+
+def _at_level(h, est: list, a: int):
+    """A component's estimates at level a of the tree. Below its deepest measured level T (a strategy planned for
+    coarser sets, passed for these) a level-a group that is its level-T ancestor's only descendant is answered by
+    that ancestor; the rows were left at exactly 0 there, with finite standard errors (a helper's probe). Where the
+    groups split their ancestors the component is not measured at level a: 0, which the query's variance allows
+    only when the component cancels in it (the other attributes' sums), else it was refused before the noise."""
+    from mmopt.hierarchy.components import ancestor_at
+    if a < len(est):
+        return est[a]
+    up = ancestor_at(h, a, len(est) - 1)
+    return est[-1][up] if np.unique(up).size == up.size else 0.0
 
 
 def _group_rows(parent: np.ndarray, S: np.ndarray, groups: int) -> np.ndarray:
