@@ -169,7 +169,7 @@ def test_a_planned_strategy_answers_a_deeper_level_that_repeats_a_measured_one()
     D = Domain((Attribute("county", categories=tuple(counties)), Attribute("sex", categories=("F", "M"))))
     rng = np.random.default_rng(0)
     df = pd.DataFrame({"county": rng.choice(counties, 200), "sex": rng.choice(["F", "M"], 200)})
-    truth = df.county.map(dict(zip(counties, levels["district"]))).value_counts()
+    truth = df.county.map(dict(zip(counties, levels["district"], strict=True))).value_counts()
     P = mmopt.Privacy(1e4, 1e-6)
     plan = plan_grouping_sets(D, [("state",), ("sex",)], P, leaf="county", levels=levels)
     t = release_grouping_sets(df, D, [("district",), ("sex",)], P, leaf="county", levels=levels,
