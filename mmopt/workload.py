@@ -36,6 +36,8 @@ from mmopt.structured.workloads import ImplicitWorkload, identity_total, lower_m
 # Dense workloads built from a product structure remember it (weakly), so that structure-aware optimisers
 # (mmopt.optimize(method="auto")) can still use it when the dense path was chosen for its size.
 _STRUCTURE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: a stack's signed weights where its twin holds |w| (the twin's terms take w > 0; only w² enters G)
+_SIGNED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 #: Past this many cells prefix(n) and all_range(n) are the O(n) stream workloads of mmopt.toeplitz: their dense
 #: Gram (n² floats, and one temporary) would pass the allocation limit (n = 10,000 is 0.8 GB).
@@ -96,6 +98,14 @@ def structure_of(workload) -> ImplicitWorkload | None:
     if type(workload).__name__ == "MarginalWorkload":  # by name: the residual layer imports this module
         return workload.to_implicit()
     return _STRUCTURE.get(workload) if isinstance(workload, Workload) else None
+
+
+def signed_weights(workload) -> tuple[float, ...] | None:
+    """The signed weight of each term of the product twin (:func:`structure_of`) of a dense :func:`stack` of
+    products with a negative weight, whose twin holds magnitudes: same Gram, same errors, but rows of the opposite
+    sign, which an answers table must not take from the twin (it refused the release as another workload's). Else
+    None."""
+    return _SIGNED.get(workload) if isinstance(workload, Workload) else None
 
 
 def _remember(dense: Workload, implicit: ImplicitWorkload) -> Workload:
@@ -174,7 +184,14 @@ def stack(workloads, weights=None, *, name: str | None = None):
         # |w|: the dense stack takes a negative weight (only w² enters G), the implicit twin's terms only w > 0,
         # and stack([kron(…), kron(…)], weights=[-1, 1]) was refused where stack([prefix(4), …]) was not
         magnitudes = None if weights is None else [abs(float(w)) for w in weights]  # (checked by core.stack)
-        _remember(out, sw.union(twins, magnitudes, name=out.name, caller="stack"))
+        twin = sw.union(twins, magnitudes, name=out.name, caller="stack")
+        if weights is not None and any(float(w) < 0 for w in weights):
+            # the sign of each term of the twin: part j's terms carry w_j's
+            signs = [-1.0 if float(w) < 0 else 1.0 for w, t in zip(weights, twins, strict=True) for _ in t.terms]
+            if len(signs) != len(twin.terms):  # (the union merged terms: no twin rather than one of wrong signs)
+                return out
+            _SIGNED[out] = tuple(sg * float(t.weight) for sg, t in zip(signs, twin.terms, strict=True))
+        _remember(out, twin)
     return out
 
 

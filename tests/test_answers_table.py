@@ -299,3 +299,20 @@ def test_a_constrained_answer_s_standard_error_column_is_named_for_least_squares
     frame = ans.answer([(2, 5)], out, A).to_frame()
     assert list(frame.columns) == ["a0", "answer", "least_squares_standard_error"]
     assert "standard_error" in ans.answer([(2, 5)], ls, A).to_frame().columns
+
+
+def test_a_stack_of_products_with_a_negative_weight_is_tabled_with_its_signs():
+    """stack([kron(…), kron(…)], weights=[-1, 2]) keeps a product twin with |w| (only w² enters G), and the table
+    read its rows from the twin: the release was refused as another workload's (its answers −W₁x̂ against the
+    twin's +W₁x̂; a helper's probe). The table now carries the signed weights: answers W x̂, weight column −1, 2."""
+    W = wl.stack([wl.kron(wl.prefix(4), wl.identity(4)), wl.kron(wl.identity(4), wl.prefix(4))], weights=[-1.0, 2.0])
+    A = st.kron(st.hierarchical(4), st.identity(4))
+    out = mmopt.matrix_mechanism(W, A, np.arange(16.0), mmopt.Privacy(1.0), rng=0)
+    table = ans.answers_table(out, W, A)
+    np.testing.assert_allclose(table["answer"], W.explicit_matrix() @ out.estimate, rtol=1e-12, atol=1e-9)
+    assert sorted(set(table["weight"])) == [-1.0, 2.0] and list(table["weight"][:16]) == [-1.0] * 16
+    assert [t.weight for t in wl.structure_of(W).terms] == [1.0, 2.0]  # the twin optimize reads: |w|
+    # the standard errors do not depend on the sign: those of the positively weighted stack
+    plus = wl.stack([wl.kron(wl.prefix(4), wl.identity(4)), wl.kron(wl.identity(4), wl.prefix(4))], weights=[1.0, 2.0])
+    twin = mmopt.matrix_mechanism(plus, A, np.arange(16.0), mmopt.Privacy(1.0), rng=0)
+    np.testing.assert_allclose(table["standard_error"], ans.answers_table(twin, plus, A)["standard_error"])

@@ -21,7 +21,7 @@ from mmopt._base import validation as v
 from mmopt.dense._workload_type import not_a_workload
 from mmopt.structured import census
 from mmopt.structured import workloads as sw
-from mmopt.workload import Workload, structure_of
+from mmopt.workload import Workload, signed_weights, structure_of
 
 DEFAULT_CHUNK_ROWS = 1_000_000
 
@@ -178,8 +178,10 @@ def layout_of(workload, *, attributes=None, terms=None, caller: str = "layout_of
     default = meta.terms if meta else tuple(_term_name(t, attributes, structure, j)
                                             for j, t in enumerate(structure.terms))
     names = _names(terms, len(structure.terms), "terms", caller, default)
-    layout_terms = tuple(TermLayout(t.factors, float(t.weight), nm) for t, nm in zip(structure.terms, names,
-                                                                                     strict=True))
+    # a stack with a negative weight: its twin holds |w|, its rows (and answers) the signed weights
+    weights = signed_weights(workload) or tuple(float(t.weight) for t in structure.terms)
+    layout_terms = tuple(TermLayout(t.factors, w, nm) for t, w, nm in zip(structure.terms, weights, names,
+                                                                          strict=True))
     return Layout(workload.name, structure.shape, attributes, layout_terms, structure)
 
 
