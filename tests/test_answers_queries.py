@@ -288,3 +288,18 @@ def test_a_zero_query_row_a_3d_array_and_a_mismatched_privacy():
         ans.answer(np.ones((1, 1, 8)), out, H)
     with pytest.raises(ValueError, match="'privacy' parameter of answer .* does not match the output's laplace"):
         ans.answer([1], out, H, mmopt.Privacy(1.0, 1e-6))
+
+
+def test_an_unsupported_query_under_a_dense_strategy_is_named_by_answer():
+    """answer() under a dense strategy passed on evaluate's refusal, naming evaluate, an internal workload 'queries'
+    and a Gram-trace share; it now names itself and the query, as the product route does (a helper's probe)."""
+    A = mmopt.Strategy(np.kron(np.eye(6), np.ones((1, 5))))     # the 6 row sums of a 6×5 table
+    W = wl.kron(wl.identity(6), wl.total(5))
+    out = mmopt.matrix_mechanism(W, A, np.arange(30.0), mmopt.Privacy(1.0), rng=0)
+    Q = np.zeros((3, 30))
+    Q[0, :5] = 1.0   # a row sum: supported
+    Q[2, 13] = 1.0   # one cell: not (row 1 is zero)
+    with pytest.raises(mmopt.Unsupported, match=r"^answer: query 2 is not supported by strategy"):
+        ans.answer(Q, out, A)
+    se = ans.answer(Q[:2], out, A).standard_error
+    assert se[1] == 0.0 and se[0] == pytest.approx(math.sqrt(2) * out.noise_scale)

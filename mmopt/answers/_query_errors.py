@@ -55,7 +55,19 @@ def standard_errors(strategy, shape, Q, rows, sd: float, caller: str) -> np.ndar
     live = np.any(Q != 0, axis=1)
     out = np.zeros(Q.shape[0])
     if live.any():
-        report = evaluate(Workload.from_matrix(Q[live], name="queries"), A, None, per_query=True)
+        try:
+            report = evaluate(Workload.from_matrix(Q[live], name="queries"), A, None, per_query=True)
+        except Unsupported:
+            # evaluate's refusal named itself, an internal workload 'queries' and a Gram-trace share (a helper's
+            # probe): name the caller and the query furthest outside A's row space, as the product route does
+            w, U = np.linalg.eigh(np.asarray(A.gram, dtype=float))  # A's row space is X = AᵀA's range
+            V = U[:, w > w.max() * w.size * np.finfo(float).eps]
+            rows = np.flatnonzero(live)
+            outside = np.linalg.norm(Q[rows] - (Q[rows] @ V) @ V.T, axis=1) / np.linalg.norm(Q[rows], axis=1)
+            k = int(rows[np.argmax(outside)])
+            raise Unsupported(f"{caller}: query {k} is not supported by strategy '{strategy.name}' "
+                              f"({outside.max():.2g} of its norm lies outside the row space of A): its least-squares "
+                              "answer is biased, with no standard error.") from None
         out[live] = np.sqrt(np.asarray(report.per_query_variance)) * (sd / float(report.sensitivity))
     return out
 
