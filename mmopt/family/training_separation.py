@@ -128,6 +128,13 @@ def run_separation(workload, G, stream, schema, call: Call, t0: float) -> Optimi
         if error < primal:
             primal, strategy, solver = error, candidate, name
             extra |= facts
+    return _result(workload, schema, strategy, primal, lower, bound_method, solver, iterations, history, extra,
+                   tol, t0)
+
+
+def _result(workload, schema, strategy, primal, lower, bound_method, solver, iterations, history, extra, tol,
+            t0) -> OptimizeResult:
+    """The route's OptimizeResult: "optimal" when primal ≤ (1 + tol)·lower (reconciled), the unit-σ totals."""
     extra["lower_bound_method"] = bound_method
     status = "optimal" if primal <= (1 + tol) * lower else "user_limit"
     status, message, lower = reconcile(primal, lower, status, f"minimum separation {schema!r}: {solver}, "
@@ -241,11 +248,5 @@ def run_general(workload, G, stream, schema, call: Call, t0: float, tol: float) 
             primal, strategy, solver = band.objective, band.strategy, f"{band.solver} (banded)"
             extra |= {key: band.extra[key] for key in ("sensitivity_squared", "sensitivity_exact",
                                                        "sensitivity_method", "bands")}
-    extra["lower_bound_method"] = bound_method
-    status = "optimal" if primal <= (1 + tol) * lower else "user_limit"
-    status, message, lower = reconcile(primal, lower, status, f"minimum separation {schema!r}: {solver}, "
-                                       f"{primal / lower:.6f}× the certified lower bound ({bound_method}).", tol=tol)
-    m = workload.n_queries
-    return OptimizeResult(strategy, "l2", primal, lower, status, status in SUCCESS, message, "l2_approx", solver,
-                          sol.iterations, time.perf_counter() - t0, primal / m, lower / m, history=sol.history,
-                          extra=extra)
+    return _result(workload, schema, strategy, primal, lower, bound_method, solver, sol.iterations, sol.history,
+                   extra, tol, t0)
