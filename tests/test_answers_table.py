@@ -316,3 +316,16 @@ def test_a_stack_of_products_with_a_negative_weight_is_tabled_with_its_signs():
     plus = wl.stack([wl.kron(wl.prefix(4), wl.identity(4)), wl.kron(wl.identity(4), wl.prefix(4))], weights=[1.0, 2.0])
     twin = mmopt.matrix_mechanism(plus, A, np.arange(16.0), mmopt.Privacy(1.0), rng=0)
     np.testing.assert_allclose(table["standard_error"], ans.answers_table(twin, plus, A)["standard_error"])
+
+
+def test_a_privacy_other_than_the_outputs_is_refused_not_ignored():
+    """Privacy(0.1) beside an ε = 1 output gave the ε = 1 standard errors without a word (answers_table and answer;
+    a helper's probe): the errors come from the noise drawn, so another budget is refused; the output's own passes."""
+    W, A = wl.prefix(8), st.hierarchical(8)
+    out = mmopt.matrix_mechanism(W, A, np.arange(8.0), mmopt.Privacy(1.0), rng=0)
+    for call in (lambda p: ans.answers_table(out, W, A, p), lambda p: ans.answer([(2, 5)], out, A, p)):
+        with pytest.raises(ValueError, match=r"'privacy' parameter of (answers_table|answer) \(Privacy\(epsilon=0\.1"
+                                             r".*is not the output's"):
+            call(mmopt.Privacy(0.1))
+        call(mmopt.Privacy(1.0))
+        call(None)

@@ -143,6 +143,22 @@ def test_a_pandas_series_whose_labels_disagree_with_its_positions_is_refused():
         assert np.allclose(out.answers, [0, 0, 0, 10], atol=1e-6)
 
 
+def test_a_series_whose_text_index_spells_cell_numbers_out_of_order_is_refused():
+    """value_counts() of string-coded buckets (index '7', '6', '4', …) was read by position, its cells permuted
+    without a word (a helper's probe); the remedy sorts the labels as integers ('10' sorts before '2' as text)."""
+    import pandas as pd
+    W, A, p = mmopt.workload.prefix(12), mmopt.strategy.identity(12), mmopt.Privacy(1e12)
+    x = pd.Series(np.arange(12.0), index=[str(k) for k in range(12)])[::-1]
+    with pytest.raises(ValueError, match=r"whose text index is not 0, 1, …, 11 in order \(it reads \['11', '10', "
+                                         r"'9', '8', …\]\).*x\.set_axis\(x\.index\.astype\(int\)\)\.sort_index\(\)"):
+        mmopt.matrix_mechanism(W, A, x, p, rng=0)
+    fixed = x.set_axis(x.index.astype(int)).sort_index()
+    out = mmopt.matrix_mechanism(W, A, fixed, p, rng=0)
+    assert np.allclose(out.estimate, np.arange(12.0), atol=1e-6)
+    in_order = pd.Series(np.arange(12.0), index=[str(k) for k in range(12)])  # labels = positions: by position
+    assert np.allclose(mmopt.matrix_mechanism(W, A, in_order, p, rng=0).estimate, np.arange(12.0), atol=1e-6)
+
+
 def test_a_long_entry_is_cut_visibly_in_the_message():
     # "Got an entry ImplicitStrategy(name='strategy⊗identity of type …": cut mid-quote, as if that were all of it
     A = mmopt.strategy.kron(mmopt.strategy.identity(70), mmopt.strategy.identity(70))

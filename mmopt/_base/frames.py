@@ -45,16 +45,36 @@ the index numbers the cells, or x.to_numpy() if the entries are already in cell 
         raise ValueError(f"The '{name}' parameter of {caller} is a pandas DataFrame with one column ({column!r}); "
                          f"pass that column: {name}[{column!r}].")
     index = getattr(value, "index", None)
-    if kind != "Series" or index is None or index.dtype.kind not in "iu":
+    if kind != "Series" or index is None:
         return
-    labels = np.asarray(index)
+    labels = np.asarray(index) if index.dtype.kind in "iu" else _integer_text(index)
+    if labels is None:
+        return
     moved = np.flatnonzero(labels != np.arange(labels.size))  # entries whose label is not their position
     if not moved.size:
         return
-    shown = ", ".join(str(k) for k in labels[:4].tolist()) + (", …" if labels.size > 4 else "")
+    text = index.dtype.kind not in "iu"
+    shown = ", ".join(repr(str(k)) if text else str(k) for k in labels[:4].tolist())
+    shown += ", …" if labels.size > 4 else ""
     items = item[:-1] + "ies" if item.endswith("y") else item + "s"
     first = int(moved[0])
-    raise ValueError(f"The '{name}' parameter of {caller} is a pandas Series whose integer index is not 0, 1, …, "
-                     f"{labels.size - 1} in order (it reads [{shown}]); mmopt reads it by position, so its entry "
-                     f"labelled {labels[first]} would stand for {item} {first}. Pass {name}.sort_index() if the index "
-                     f"numbers the {items}, or {name}.to_numpy() if the entries are already in {item} order.")
+    # text labels sort as text ("10" before "2"): sort them as the integers they spell
+    order = f"{name}.set_axis({name}.index.astype(int)).sort_index()" if text else f"{name}.sort_index()"
+    raise ValueError(f"The '{name}' parameter of {caller} is a pandas Series whose {'text' if text else 'integer'} "
+                     f"index is not 0, 1, …, {labels.size - 1} in order (it reads [{shown}]); mmopt reads it by "
+                     f"position, so its entry labelled {labels[first]} would stand for {item} {first}. Pass {order} if "
+                     f"the index numbers the {items}, or {name}.to_numpy() if the entries are already in {item} "
+                     "order.")
+
+
+def _integer_text(index) -> np.ndarray | None:
+    """The integers an index of text labels spells ("7", "6", … from value_counts() of string-coded buckets), else
+    None: such a Series was read by position without a word, its cells permuted (a helper's probe)."""
+    if index.dtype.kind not in "OUT" and str(index.dtype) not in ("string", "str"):
+        return None
+    out = np.empty(len(index), dtype=np.int64)
+    for k, label in enumerate(index):
+        if not isinstance(label, str) or not label.strip().lstrip("+-").isdigit():
+            return None
+        out[k] = int(label)
+    return out

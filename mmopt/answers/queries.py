@@ -29,7 +29,7 @@ from mmopt._base import validation as v
 from mmopt.answers import _stream_errors as stream
 from mmopt.answers._query_errors import standard_errors as _standard_errors
 from mmopt.answers.labels import _row, _set
-from mmopt.answers.variance import check_released_with, noise_sd
+from mmopt.answers.variance import check_output_privacy, check_released_with, noise_sd
 from mmopt.dense._strategy_core import Strategy
 from mmopt.privacy import Privacy
 from mmopt.structured.strategies import ImplicitStrategy
@@ -94,6 +94,7 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
             raise ValueError(f"The 'privacy' parameter of {caller} ({privacy!r:.60}) does not match the output's "
                              f"{estimate.noise} noise. Pass the privacy of the release, or None: the output's noise "
                              "gives the standard errors.")
+        check_output_privacy(privacy, estimate, caller)
         if strategy is not None:
             check_released_with(estimate, strategy, caller)
         noise = noise_sd(estimate.noise, float(estimate.noise_scale))

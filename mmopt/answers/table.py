@@ -31,7 +31,7 @@ import numpy as np
 from mmopt.answers.labels import Labeller, _check_rows
 from mmopt.answers.layout import DEFAULT_CHUNK_ROWS, Layout, layout_of
 from mmopt.answers.values import iter_values
-from mmopt.answers.variance import VarianceModel, check_released_with, noise_sd, variance_model
+from mmopt.answers.variance import VarianceModel, check_output_privacy, check_released_with, noise_sd, variance_model
 from mmopt.answers.widths import Widths, bounds, widths
 from mmopt.privacy import Privacy
 
@@ -125,6 +125,7 @@ def plan_table(output, workload, strategy=None, privacy=None, *, attributes=None
     if privacy is not None and privacy.noise != output.noise:
         raise ValueError(f"The 'privacy' parameter of {caller} ({privacy!r}) does not match the output's "
                          f"{output.noise} noise. Pass the privacy of the release (or None).")
+    check_output_privacy(privacy, output, caller)
     spec = spec or prepare_table(workload, strategy, noise=output.noise, attributes=attributes, terms=terms,
                                  caller=caller)
     layout = spec.layout

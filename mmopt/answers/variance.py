@@ -62,6 +62,19 @@ class VarianceModel:
         return math.ldexp(sd / self.divisor, -self.exponent)
 
 
+def check_output_privacy(privacy, output, caller: str) -> None:
+    """A ``privacy`` given beside an output must be the output's own (ε and δ): the standard errors come from the
+    noise drawn, so another budget was ignored without a word (Privacy(0.1) beside an ε = 1 release gave the ε = 1
+    errors; a helper's probe). Outputs that do not record their privacy are not checked."""
+    theirs = getattr(output, "privacy", None)
+    if privacy is None or not isinstance(theirs, Privacy):
+        return
+    if not (np.isclose(privacy.epsilon, theirs.epsilon, rtol=1e-12, atol=0.0)
+            and np.isclose(privacy.delta, theirs.delta, rtol=1e-12, atol=0.0)):
+        raise ValueError(f"The 'privacy' parameter of {caller} ({privacy!r}) is not the output's ({theirs!r}). The "
+                         "standard errors come from the noise actually drawn: pass None (or the release's privacy).")
+
+
 def check_released_with(output, strategy, caller: str) -> None:
     """The output's measurement count and Δ are ``strategy``'s: standard errors and intervals computed from
     another strategy than the one measured (identity for H₂: 5.66 where the truth is 4.42) are refused."""
