@@ -165,3 +165,17 @@ def test_a_long_entry_is_cut_visibly_in_the_message():
     with pytest.raises(TypeError, match=r"Got an entry ImplicitStrategy\(name='identity⊗identit… of type "
                                         r"ImplicitStrategy\.$"):
         mmopt.Workload.from_matrix([[A]])
+
+
+def test_x_shaped_unlike_the_product_domain_is_told_both_shapes_it_takes():
+    """On kron(prefix(4), identity(6)) x of shape (4, 6) is read in C order, but (6, 4) was told "must be a 1-D
+    array", contradicting the shape it accepts (a helper's probe): the message names both, and a transpose."""
+    W = wl.kron(wl.prefix(4), wl.identity(6))
+    A = st.kron(st.hierarchical(4), st.identity(6))
+    X = np.arange(24.0).reshape(4, 6)
+    assert mmopt.matrix_mechanism(W, A, X, Privacy(1.0), rng=0).estimate.shape == (24,)
+    with pytest.raises(ValueError, match=r"must be flat \(24,\) or shaped like the domain \(4, 6\)\. Got an array "
+                                         r"of shape \(6, 4\) \(transposed\?\) instead\."):
+        mmopt.matrix_mechanism(W, A, X.T, Privacy(1.0), rng=0)
+    with pytest.raises(ValueError, match=r"shaped like the domain \(4, 6\)\. Got an array of shape \(2, 12\) instead"):
+        mmopt.matrix_mechanism(W, A, X.reshape(2, 12), Privacy(1.0), rng=0)

@@ -64,8 +64,13 @@ def domain_shape(workload) -> tuple[int, ...] | None:
 
 def check_x(x, n: int, caller: str, workload=None) -> np.ndarray:
     if workload is not None and np.ndim(x) > 1:  # shaped like a product workload's domain: its cells in C order
-        if tuple(np.shape(x)) == domain_shape(workload):
+        shape = domain_shape(workload)
+        if tuple(np.shape(x)) == shape:
             x = np.asarray(x).reshape(-1)
+        elif shape is not None and len(shape) > 1:  # "must be a 1-D array" contradicted the shape it accepts
+            hint = " (transposed?)" if tuple(np.shape(x))[::-1] == shape else ""
+            raise ValueError(f"The 'x' parameter of {caller} must be flat ({n},) or shaped like the domain {shape}. "
+                             f"Got an array of shape {np.shape(x)}{hint} instead.")
     x = v.check_vector(x, name="x", caller=caller, length=n)
     if np.any(x < 0):
         raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. "
