@@ -170,7 +170,8 @@ def test_the_dense_mechanism_takes_x_shaped_like_a_product_workload_and_length_m
     x = np.arange(12.0).reshape(4, 3)
     shaped = mmopt.matrix_mechanism(W, A, x, Privacy(1.0), rng=0).answers
     assert np.array_equal(shaped, mmopt.matrix_mechanism(W, A, x.ravel(), Privacy(1.0), rng=0).answers)
-    with pytest.raises(ValueError, match=r"must be a 1-D array. Got an array of shape \(3, 4\)"):
+    with pytest.raises(ValueError, match=r"must be flat \(12,\) or shaped like the domain \(4, 3\)\. Got an "
+                                         r"array of shape \(3, 4\) \(transposed\?\)"):
         mmopt.matrix_mechanism(W, A, x.T, Privacy(1.0), rng=0)  # not the domain's shape: not guessed
     with pytest.raises(ValueError, match=r"must have length 8 \(2\^d, one weight per attribute subset"):
         st.marginals((2, 3, 4), [1.0, 1.0, 1.0])
