@@ -185,9 +185,11 @@ def stack(workloads, weights=None, *, name: str | None = None):
         # and stack([kron(…), kron(…)], weights=[-1, 1]) was refused where stack([prefix(4), …]) was not
         magnitudes = None if weights is None else [abs(float(w)) for w in weights]  # (checked by core.stack)
         twin = sw.union(twins, magnitudes, name=out.name, caller="stack")
-        if weights is not None and any(float(w) < 0 for w in weights):
-            # the sign of each term of the twin: part j's terms carry w_j's
-            signs = [-1.0 if float(w) < 0 else 1.0 for w, t in zip(weights, twins, strict=True) for _ in t.terms]
+        # the sign of each term of the twin: part j's terms carry w_j's times their own (a part may be such a stack)
+        outer = [1.0] * len(parts) if weights is None else [-1.0 if float(w) < 0 else 1.0 for w in weights]
+        signs = [sg * (-1.0 if w < 0 else 1.0) for sg, p, t in zip(outer, parts, twins, strict=True)
+                 for w in (signed_weights(p) or [1.0] * len(t.terms))]
+        if any(sg < 0 for sg in signs):
             if len(signs) != len(twin.terms):  # (the union merged terms: no twin rather than one of wrong signs)
                 return out
             _SIGNED[out] = tuple(sg * float(t.weight) for sg, t in zip(signs, twin.terms, strict=True))

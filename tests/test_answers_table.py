@@ -316,6 +316,10 @@ def test_a_stack_of_products_with_a_negative_weight_is_tabled_with_its_signs():
     plus = wl.stack([wl.kron(wl.prefix(4), wl.identity(4)), wl.kron(wl.identity(4), wl.prefix(4))], weights=[1.0, 2.0])
     twin = mmopt.matrix_mechanism(plus, A, np.arange(16.0), mmopt.Privacy(1.0), rng=0)
     np.testing.assert_allclose(table["standard_error"], ans.answers_table(twin, plus, A)["standard_error"])
+    # a stack of such a stack keeps the inner signs (its own weights are all positive)
+    outer = wl.stack([wl.kron(wl.identity(4), wl.identity(4)), W], weights=[3.0, 1.0])
+    nested = ans.answers_table(mmopt.matrix_mechanism(outer, A, np.arange(16.0), mmopt.Privacy(1.0), rng=0), outer, A)
+    assert list(dict.fromkeys(nested["weight"])) == [3.0, -1.0, 2.0]
 
 
 def test_a_privacy_other_than_the_outputs_is_refused_not_ignored():
