@@ -179,3 +179,21 @@ def test_x_shaped_unlike_the_product_domain_is_told_both_shapes_it_takes():
         mmopt.matrix_mechanism(W, A, X.T, Privacy(1.0), rng=0)
     with pytest.raises(ValueError, match=r"shaped like the domain \(4, 6\)\. Got an array of shape \(2, 12\) instead"):
         mmopt.matrix_mechanism(W, A, X.reshape(2, 12), Privacy(1.0), rng=0)
+
+
+def test_a_plan_or_saved_strategy_passed_for_what_it_holds_is_told_so(tmp_path):
+    """A Plan or a loaded SavedStrategy passed as the strategy met "must be a 2-D array … Got an entry Plan(…", and
+    a Plan passed as the privacy "Got Plan.", where an OptimizeResult is told to pass res.strategy (a helper's
+    probe): each now names what it holds."""
+    W, x = wl.prefix(16), np.arange(16.0)
+    p = mmopt.plan(W, targets=5, kind="se", delta=1e-9)
+    mmopt.save(tmp_path / "s.npz", st.hierarchical(16))
+    saved = mmopt.load(tmp_path / "s.npz")
+    with pytest.raises(TypeError, match=r"'strategy' parameter of matrix_mechanism is a Plan: pass the strategy it "
+                                        r"holds, matrix_mechanism\(W, plan\.strategy, …\)"):
+        mmopt.matrix_mechanism(W, p, x, p.privacy, rng=0)
+    with pytest.raises(TypeError, match=r"is a SavedStrategy: .*evaluate\(W, saved\.strategy, …\)"):
+        mmopt.evaluate(W, saved, Privacy(1.0))
+    with pytest.raises(TypeError, match=r"must be a Privacy.*Got Plan\. It holds one: pass plan\.privacy\.$"):
+        mmopt.matrix_mechanism(W, p.strategy, x, p, rng=0)
+    assert mmopt.evaluate(W, saved.strategy, Privacy(1.0)).total_squared_error > 0

@@ -64,7 +64,10 @@ def check_type(value, expected: type, *, name: str, caller: str, optional: bool 
     article = "an" if kind[0] in "AEIOU" else "a"
     allowed = f"{article} {kind}" + (" or None" if optional else "")
     hint = f", e.g. {example}" if example else ""
-    raise TypeError(f"The '{name}' parameter of {caller} must be {allowed}{hint}. Got {type(value).__name__}.")
+    # a Plan passed as the privacy holds one (its .privacy): say so, as for a result passed as a strategy
+    held = f" It holds one: pass {type(value).__name__.lower()}.{name}." \
+        if isinstance(getattr(value, name, None), expected) else ""
+    raise TypeError(f"The '{name}' parameter of {caller} must be {allowed}{hint}. Got {type(value).__name__}.{held}")
 
 
 def check_workload(workload, caller: str) -> None:
