@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 
-__all__ = ["did_you_mean", "missing_attribute", "unexpected_keywords"]
+__all__ = ["did_you_mean", "holder_name", "missing_attribute", "unexpected_keywords"]
 
 #: Names a newcomer reaches for on a release's output, pointed at the table that has them.
 _TABLE_NAMES = frozenset({"intervals", "interval", "confidence_intervals", "table", "to_frame", "to_pandas",
@@ -36,3 +36,14 @@ def did_you_mean(value: str, choices, quote=repr) -> str:
     """
     near = difflib.get_close_matches(value, list(choices), n=1)
     return f" Did you mean {quote(near[0])}?" if near else ""
+
+
+#: the names messages give objects that hold what a parameter wanted (a Plan's strategy and privacy, a loaded
+#: SavedStrategy's strategy); others are called by their type's name in lower case
+_HOLDERS = {"SavedStrategy": "saved"}
+
+
+def holder_name(value) -> str:
+    """The variable name a message uses for ``value`` in "pass plan.strategy" (saved, plan, …)."""
+    kind = type(value).__name__
+    return _HOLDERS.get(kind, kind.lower())

@@ -59,11 +59,12 @@ def standard_errors(strategy, shape, Q, rows, sd: float, caller: str) -> np.ndar
             report = evaluate(Workload.from_matrix(Q[live], name="queries"), A, None, per_query=True)
         except Unsupported:
             # evaluate's refusal named itself, an internal workload 'queries' and a Gram-trace share (a helper's
-            # probe): name the caller and the query furthest outside A's row space, as the product route does
-            w, U = np.linalg.eigh(np.asarray(A.gram, dtype=float))  # A's row space is X = AᵀA's range
-            V = U[:, w > w.max() * w.size * np.finfo(float).eps]
+            # probe): name the caller and the query furthest outside A's row space, as the product route does,
+            # on the null basis evaluate just used (cached per strategy)
+            from mmopt.dense.profile import scaled_profile
+            N = scaled_profile(A)[2].null_basis
             rows = np.flatnonzero(live)
-            outside = np.linalg.norm(Q[rows] - (Q[rows] @ V) @ V.T, axis=1) / np.linalg.norm(Q[rows], axis=1)
+            outside = np.linalg.norm(Q[rows] @ N, axis=1) / np.linalg.norm(Q[rows], axis=1)
             k = int(rows[np.argmax(outside)])
             raise Unsupported(f"{caller}: query {k} is not supported by strategy '{strategy.name}' "
                               f"({outside.max():.2g} of its norm lies outside the row space of A): its least-squares "

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.hints import holder_name
 from mmopt._base.report_row import error_row
 from mmopt.dense._strategy_core import NORMS, Strategy, column_norm_parts, norm_from_parts
 from mmopt.dense._workload_core import Workload
@@ -65,7 +66,7 @@ def check_type(value, expected: type, *, name: str, caller: str, optional: bool 
     allowed = f"{article} {kind}" + (" or None" if optional else "")
     hint = f", e.g. {example}" if example else ""
     # a Plan passed as the privacy holds one (its .privacy): say so, as for a result passed as a strategy
-    held = f" It holds one: pass {type(value).__name__.lower()}.{name}." \
+    held = f" It holds one: pass {holder_name(value)}.{name}." \
         if isinstance(getattr(value, name, None), expected) else ""
     raise TypeError(f"The '{name}' parameter of {caller} must be {allowed}{hint}. Got {type(value).__name__}.{held}")
 

@@ -4,6 +4,7 @@ residual-layer objects as the implicit ones they stand for (:func:`as_implicit`)
 
 from __future__ import annotations
 
+from mmopt._base.hints import holder_name
 from mmopt.structured import _checks as ck
 from mmopt.structured.strategies import ImplicitStrategy
 from mmopt.structured.workloads import ImplicitWorkload
@@ -68,9 +69,6 @@ def stream_native(strategy) -> bool:
     return isinstance(strategy, ToeplitzStrategy | WeightedSqrtStrategy | TreeStrategy)
 
 
-_VARIABLE = {"SavedStrategy": "saved"}  # the name a message gives a holder of a strategy, else its type's in lower case
-
-
 def _refuse_misplaced(workload, strategy, caller: str) -> None:
     """The two slips a newcomer makes, named (they were refused as "must be a 2-D array of real numbers" and as
     "must be a Workload … Got Strategy"): a result for its strategy, and the arguments swapped."""
@@ -84,9 +82,8 @@ def _refuse_misplaced(workload, strategy, caller: str) -> None:
         # a Plan or a loaded SavedStrategy holds one too (it met "must be a 2-D array … Got an entry Plan(…")
         held = getattr(value, "strategy", None) if not isinstance(value, Strategy | ImplicitStrategy) else None
         if isinstance(held, Strategy | ImplicitStrategy):
-            kind = type(value).__name__
-            raise TypeError(f"The '{name}' parameter of {caller} is a {kind}: pass the strategy it holds, "
-                            f"{caller}(W, {_VARIABLE.get(kind, kind.lower())}.strategy, …).")
+            raise TypeError(f"The '{name}' parameter of {caller} is a {type(value).__name__}: pass the strategy it "
+                            f"holds, {caller}(W, {holder_name(value)}.strategy, …).")
     if isinstance(workload, Strategy | ImplicitStrategy) and isinstance(strategy, Workload | ImplicitWorkload):
         raise TypeError(f"{caller} takes the workload first, then the strategy: {caller}(W, A, …). Got "
                         f"{caller}({type(workload).__name__}, {type(strategy).__name__}, …).")
