@@ -417,3 +417,26 @@ def test_duckdb_bins_a_text_column_by_sql_checked_against_mmopts_own_parse():
         assert marginal_counts(con.table("t"), domain, [(0,)])[(0,)].tolist() == want.tolist()
         sql = dc.codes(con.table("t"), domain, caller="t")[0]
     assert len(sql) < 20_000   # the odd texts' exceptions at most, not 3,000 branches
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".csv.gz"])
+def test_a_blank_line_is_no_record_when_every_attribute_declares_empty(tmp_path, suffix):
+    """Polars reads a blank line as a record of empty cells: a one-column file's two blank lines were counted as
+    two records of the declared category "" (pyarrow, DuckDB and pandas skip them). Polars refuses such a file
+    (it cannot tell a blank line from ",,"); a domain with an attribute not declaring "" drops the record anyway."""
+    import gzip
+    text = 'answer\nyes\n\n""\nno\r\n\r\n'
+    path = tmp_path / f"b{suffix}"
+    path.write_bytes(gzip.compress(text.encode()) if suffix.endswith(".gz") else text.encode())
+    declared = Domain((Attribute("answer", categories=("yes", "no", "")),))
+    assert marginal_counts(path, declared, [(0,)])[(0,)].tolist() == [1, 1, 1]  # the quoted "" is one record
+    with pytest.raises(ValueError, match="blank line.*engine='pyarrow'"):
+        marginal_counts(path, declared, [(0,)], engine="polars")
+    clean = tmp_path / "c.csv"
+    clean.write_text('answer\nyes\n""\nno\n')
+    assert marginal_counts(clean, declared, [(0,)], engine="polars")[(0,)].tolist() == [1, 1, 1]
+    two = tmp_path / "two.csv"
+    two.write_text('answer,k\nyes,1\n\n"",2\nno,1\n\n')
+    domain = Domain((Attribute("answer", categories=("yes", "no", "")), Attribute("k", categories=(1, 2))))
+    for engine in ("auto", "polars"):
+        assert marginal_counts(two, domain, [(0,)], engine=engine)[(0,)].tolist() == [1, 1, 1], engine
