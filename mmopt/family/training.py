@@ -107,6 +107,18 @@ def _gram(workload):
                     f"all_range(n). Got {type(workload).__name__} instead.")
 
 
+def _stream_gram(G, stream, schema):
+    """G, or all ranges' dense Gram (O(n²) memory) when the minimum-separation route's cutting planes need one:
+    mmopt.toeplitz.all_range(64) under min_separation(16, 4) took the banded strategy alone (1.086× the bound),
+    where the dense all_range(64) reached 1.010×. Prefix sums have routes of their own."""
+    from mmopt.participation import cutting
+    from mmopt.participation.schemas import MinSeparation
+    if G is None and stream.kind == "all_range" and isinstance(schema, MinSeparation) and stream.n <= cutting.MAX_N:
+        from mmopt.dense import gram_operator
+        return gram_operator.all_range_gram(stream.n).dense()
+    return G
+
+
 def causal_single(res: OptimizeResult, participation) -> OptimizeResult:
     """``participation=single()`` takes the ordinary routes, whose dense strategies need not be causal (the L2
     optimum's square root is symmetric: run_privacy refused it, and fixed_epochs(1), the same schema, returned a
@@ -166,6 +178,7 @@ def run(workload, method, call: Call) -> OptimizeResult:
                          f"{list(OBJECTIVES)}. Got {call.objective!r} instead.")
     G, n, stream = _gram(workload)
     schema.check_n(n, CALLER)
+    G = _stream_gram(G, stream, schema)
     if schema.participations(n) == 1 and not isinstance(schema, FixedEpochs):
         # k = 1, or b ≥ n: one step per record whatever the schema says, so its certified route (fixed_epochs(1));
         # min_separation(1, 1) took the banded heuristic capped at one band: 36 on prefix(8) against 17.87
@@ -200,15 +213,15 @@ def run(workload, method, call: Call) -> OptimizeResult:
         if not isinstance(schema, FixedEpochs):
             return run_separation(workload, G, stream, schema, call, t0)
         return _dense(G, stream, schema, call, t0, workload.n_queries, workload)
-    if stream is None or stream.kind != "prefix":
+    if stream is None:
         from mmopt.participation.workloads import toeplitz_coefficients
         if (a := toeplitz_coefficients(workload)) is not None:
             return run_banded_toeplitz(workload, a, schema, call, options.get("bands"), t0)
         why = (f"{CALLER}(participation={schema!r}) has no method for this workload: the dense optimum runs "
                f"under fixed_epochs(k) (≤ 4,096 steps) and min_separation(b, k) (≤ 2,048 steps; here "
                f"n = {n:,}), and " if picked else f"{CALLER}(method='banded', participation=...) runs ")
-        raise ValueError(f"{why}the banded strategies on prefix sums "
-                         "(mmopt.workload.prefix(n) or mmopt.toeplitz.prefix(n)) and lower-triangular Toeplitz "
+        raise ValueError(f"{why}the banded strategies on prefix sums and all ranges "
+                         "(mmopt.workload.prefix(n) / all_range(n), or mmopt.toeplitz's) and lower-triangular Toeplitz "
                          "workloads (mmopt.participation.momentum). Got a workload of another structure: use "
                          "fixed_epochs(k), or min_separation(n/k, k).")
     return run_banded(stream, schema, call, options.get("bands"), t0)

@@ -57,7 +57,7 @@ def epochs(schema, n: int) -> bool:
 def run_separation(workload, G, stream, schema, call: Call, t0: float) -> OptimizeResult:
     """min_separation(n/k, k): the cutting planes' certified optimum (on prefix sums up to
     ``CUTTING_PREFIX_MAX_N`` steps), the chain dual's bound, the banded Toeplitz strategy (exact sensitivity) for
-    prefix sums and Toeplitz workloads, and on prefix sums the free banded and 2b-band strategies; the best
+    prefix sums, all ranges and Toeplitz workloads, and on prefix sums the free banded and 2b-band strategies; the best
     strategy and the best bound."""
     from mmopt.dense._strategy_core import Strategy
     from mmopt.participation.workloads import toeplitz_coefficients
@@ -77,8 +77,7 @@ def run_separation(workload, G, stream, schema, call: Call, t0: float) -> Optimi
                                    ("chain_dual_seconds", LIFTED_SECONDS if lifted else CHAIN_DUAL_SECONDS),
                                    ("free_banded_seconds", FREE_BANDED_SECONDS if n < LEVELS_MIN_N else 0.0),
                                    ("chain_banded_seconds", 0.0 if free_only else CHAIN_BANDED_SECONDS))}
-    a = None if prefix else toeplitz_coefficients(workload)
-    if not budget["seconds"] and not prefix and a is None:
+    if not budget["seconds"] and stream is None and toeplitz_coefficients(workload) is None:
         raise ValueError(f"{CALLER}: options['seconds'] = 0 skips the cutting planes, which give the only strategy "
                          "for this workload under minimum separation. Pass a positive budget (default "
                          f"{SECONDS:g}).")
@@ -108,9 +107,7 @@ def run_separation(workload, G, stream, schema, call: Call, t0: float) -> Optimi
         if prefix and "free_banded_seconds" not in (call.options or {}):
             budget["free_banded_seconds"] = 0.0  # the dual's Lagrangian start replaces the free band's (below)
     candidates = []
-    if prefix or a is not None:
-        band = (run_banded(stream, schema, call, None, t0) if prefix else
-                run_banded_toeplitz(workload, a, schema, call, None, t0))
+    if (band := _banded(workload, stream, schema, call, t0)) is not None:
         if band.lower_bound > lower:
             lower, bound_method = band.lower_bound, band.extra["lower_bound_method"]
         candidates.append((band.objective, band.strategy, f"{band.solver} (banded)",
@@ -130,6 +127,18 @@ def run_separation(workload, G, stream, schema, call: Call, t0: float) -> Optimi
             extra |= facts
     return _result(workload, schema, strategy, primal, lower, bound_method, solver, iterations, history, extra,
                    tol, t0)
+
+
+def _banded(workload, stream, schema, call: Call, t0: float):
+    """The banded Toeplitz strategy's OptimizeResult (exact sensitivity) on prefix sums or all ranges (a stream
+    workload, or a dense one it equals) or a Toeplitz workload; None for other workloads. All ranges took the
+    cutting planes alone (their banded route was refused)."""
+    from mmopt.participation.workloads import toeplitz_coefficients
+    a = None if stream is not None else toeplitz_coefficients(workload)
+    if stream is None and a is None:
+        return None
+    return (run_banded(stream, schema, call, None, t0) if stream is not None else
+            run_banded_toeplitz(workload, a, schema, call, None, t0))
 
 
 def _result(workload, schema, strategy, primal, lower, bound_method, solver, iterations, history, extra, tol,
@@ -211,14 +220,13 @@ def _dual_start(dual, m: int, k: int):
 def run_general(workload, G, stream, schema, call: Call, t0: float, tol: float) -> OptimizeResult:
     """min_separation(b, k) with k·b < n (reshuffled epochs are min_separation(1, k)): the cutting planes from every
     run of k steps b apart (:func:`mmopt.participation.cutting.solve_min_separation`; option ``seconds``, default
-    ``GENERAL_SECONDS``), beside the banded Toeplitz strategy with b bands on prefix sums and Toeplitz workloads;
-    the better strategy and the better bound. The chain dual and the 2b-band strategies assume b = n/k.
+    ``GENERAL_SECONDS``), beside the banded Toeplitz strategy with b bands on prefix sums, all ranges and Toeplitz
+    workloads; the better strategy and the better bound. The chain dual and the 2b-band strategies assume b = n/k.
 
     Before, these schemas took the b-band strategy alone: on prefix(32) under min_separation(1, 2) the identity,
     1,056 against the certified optimum 362.6 (2.9×)."""
     from mmopt.dense._strategy_core import Strategy
     from mmopt.participation.cutting import solve_min_separation
-    from mmopt.participation.workloads import toeplitz_coefficients
     prefix = stream is not None and stream.kind == "prefix"
     n, b, k = (stream.n if prefix else G.shape[0]), schema.separation_steps, schema.max_participations
     options = dict(call.options or {})
@@ -238,10 +246,7 @@ def run_general(workload, G, stream, schema, call: Call, t0: float, tol: float) 
              "sensitivity_exact": sol.sensitivity.exact, "sensitivity_method": sol.sensitivity.method,
              "cutting_planes_primal": sol.primal, "cutting_planes_dual": sol.dual,
              "cutting_planes_status": sol.status}
-    a = None if prefix else toeplitz_coefficients(workload)
-    if prefix or a is not None:
-        band = (run_banded(stream, schema, call, None, t0) if prefix else
-                run_banded_toeplitz(workload, a, schema, call, None, t0))
+    if (band := _banded(workload, stream, schema, call, t0)) is not None:
         if band.lower_bound > lower:
             lower, bound_method = band.lower_bound, band.extra["lower_bound_method"]
         if band.objective < primal:
