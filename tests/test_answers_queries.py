@@ -152,6 +152,20 @@ def test_a_pair_that_is_also_a_vector_on_two_cells_is_refused_as_ambiguous():
     assert ans.answer([[0, 1]], np.arange(3.0)).answers.tolist() == [1.0]  # 3 cells: only a range
 
 
+def test_a_bare_pair_of_cells_on_one_attribute_is_refused_naming_both_readings():
+    """answer((0, 7), x) answered the cells 0 and 7 (the tuple is the list of queries) where the range 0 … 7 was
+    meant as often: refused, with the two spellings; a list of two cells and one range in a list still answer."""
+    x = np.arange(16.0)
+    with pytest.raises(ValueError, match=r"reads as two .*Pass \[\(0, 7\)\] for the one range.*\[0, 7\] for the two"):
+        ans.answer((0, 7), x)
+    assert ans.answer([(0, 7)], x).answers.tolist() == [28.0]
+    assert ans.answer(((0, 7),), x).answers.tolist() == [28.0]
+    assert ans.answer([0, 7], x).answers.tolist() == [0.0, 7.0]
+    assert ans.answer((3,), x).answers.tolist() == [3.0]
+    # on two attributes a tuple of specs is not ambiguous: two cells (0, 1) and (2, 3)
+    assert ans.answer(((0, 1), (2, 3)), x.reshape(4, 4)).answers.tolist() == [1.0, 11.0]
+
+
 def test_an_output_of_several_draws_is_refused_not_read_as_a_domain():
     """size=2 stacks x̂ as (2, 8): answer() read it as a 2 × 8 domain, and the range (1, 3) as draw 1's cell 3."""
     H = st.hierarchical(8)

@@ -130,6 +130,7 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
                              f"Got {Q.shape[1]}.")
         values, rows, labels = Q @ x.ravel(), None, tuple((f"row {i}",) for i in range(Q.shape[0]))
     else:
+        _refuse_bare_range(queries, len(shape), caller)
         specs = [_items(s, len(shape), caller) for s in _spec_list(queries, caller)]
         rows = [tuple(_item_row(item, n, caller) for item, n in zip(spec, shape, strict=True)) for spec in specs]
         values = np.array([_contract(x, r) for r in rows])
@@ -181,6 +182,17 @@ def _spec_list(queries, caller: str) -> list:
         raise TypeError(f"The 'queries' parameter of {caller} must be a non-empty list of range specs, a numpy array "
                         f"(k, N) or a scipy.sparse matrix. Got {type(queries).__name__}.")
     return list(queries)
+
+
+def _refuse_bare_range(queries, d: int, caller: str) -> None:
+    """A bare pair of ints on one attribute: answer((0, 7), out) answered the cells 0 and 7 (two queries: the tuple
+    is the list of specs), where the range 0 … 7 was meant as often; which one is not ours to guess."""
+    if d == 1 and isinstance(queries, tuple) and len(queries) == 2 and \
+            all(isinstance(e, int | np.integer) and not isinstance(e, bool) for e in queries):
+        a, b = (int(e) for e in queries)
+        raise ValueError(f"The 'queries' parameter of {caller} is a list of queries; {queries!r} reads as two (the "
+                         f"cells {a} and {b}) and is refused as ambiguous. Pass [({a}, {b})] for the one range "
+                         f"{a} … {b}, or [{a}, {b}] for the two cells.")
 
 
 def _items(spec, d: int, caller: str) -> tuple:
