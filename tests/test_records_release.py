@@ -200,6 +200,11 @@ def test_refusals_before_the_draw(df, monkeypatch):
         release_marginals(df, D, 5, GAUSS)
     with pytest.raises(ValueError, match="names attribute 'income', which is not in the domain"):
         release_marginals(df, D, [("income", "sex")], GAUSS)
+    # a bare tuple of names released the two 1-way marginals where the 2-way one was meant as often
+    with pytest.raises(ValueError, match=r"reads as 2 sets of one attribute.*\[\('sex', 'age'\)\] for the one 2-way "
+                                         r"marginal, or \['sex', 'age'\] for the 2 one-way"):
+        release_marginals(df, D, ("sex", "age"), GAUSS)
+    assert marginal_counts(df, D, ["sex", "age"]).keys() == {(0,), (2,)}  # a list: one set per name, as documented
     small = residual.plan(residual.marginal_workload(D.shape, [(0, 1)])).strategy
     with pytest.raises(ValueError, match=r"does not support the workload.*residual subspaces of \[\(2,\)"):
         release_marginals(df, D, [("sex", "age")], GAUSS, strategy=small)

@@ -30,10 +30,17 @@ from mmopt.structured.residual import closure as cl
 
 
 def check_sets(sets, domain: Domain, *, caller: str, name: str = "sets") -> tuple[tuple[int, ...], ...]:
-    """Attribute sets given by index or by name, as sorted index tuples (a bare name or int is one set)."""
+    """Attribute sets given by index or by name, as sorted index tuples (a bare name or int in a list is one set; a
+    bare tuple of names, ("sex", "age"), is refused as ambiguous)."""
     if isinstance(sets, str | bytes) or not hasattr(sets, "__iter__"):
         raise TypeError(f"The '{name}' parameter of {caller} must be a list of attribute tuples, e.g. "
                         f"[('age', 'sex'), (2,)]. Got {type(sets).__name__} instead.")
+    if isinstance(sets, tuple) and len(sets) > 1 and all(isinstance(S, str) or not hasattr(S, "__iter__")
+                                                         for S in sets):
+        # ("sex", "age") released the two 1-way marginals where the 2-way one was meant as often (a stumble)
+        raise ValueError(f"The '{name}' parameter of {caller} is a list of attribute sets; {sets!r:.80} reads as "
+                         f"{len(sets)} sets of one attribute and is refused as ambiguous. Pass [{sets!r:.70}] for the "
+                         f"one {len(sets)}-way marginal, or {list(sets)!r:.70} for the {len(sets)} one-way ones.")
     out = []
     for S in sets:
         S = (S,) if isinstance(S, str) or not hasattr(S, "__iter__") else tuple(S)
