@@ -70,6 +70,10 @@ class MechanismOutput:
         Release path only: OpenDP's privacy map at ``sensitivity`` (ε, or (ε, δ)).
     reconstruction : Reconstruction or None
         Which reconstruction produced ``estimate`` and its solver record (None for the Laplace mechanism).
+    shape : tuple of int or None
+        The product domain's shape of a dense workload built as a product (``mmopt.workload.kron`` under 4,096
+        cells), else None: :func:`mmopt.answers.answer` reads range specs on it, one item per attribute, as it
+        does above 4,096 cells (``estimate`` stays flat, cells in C order).
     """
 
     answers: np.ndarray | None = field(repr=False)
@@ -82,6 +86,7 @@ class MechanismOutput:
     sensitivity: float
     verified_loss: float | tuple | None = None
     reconstruction: Reconstruction | None = None
+    shape: tuple[int, ...] | None = None
 
     def __getattr__(self, name: str):  # only for names the class lacks: where the answers' table lives
         raise missing_attribute(self, name)
@@ -144,7 +149,7 @@ def matrix_mechanism(workload: Workload, strategy, x, privacy: Privacy, *, rng=N
     xhat, how = _recon.estimate(workload, strategy, y, reconstruct, total=total, zeros=zeros, **tol)
     answers = _answers(workload, answered, xhat, caller)
     return MechanismOutput(answers, _finite(xhat, "x̂", caller), y, scale, privacy.noise, privacy,
-                           "simulation", sens, reconstruction=how)
+                           "simulation", sens, reconstruction=how, shape=_domain_shape(workload))
 
 
 def laplace_mechanism(workload: Workload, x, privacy: Privacy, *, rng=None, size: int | None = None
@@ -242,7 +247,8 @@ def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: f
     done = post_process(caller, lambda: finish(reconstruct), lambda: finish("least_squares"),
                         f"reconstruct={reconstruct!r}")
     xhat, answers, how = done if done is not None else (None, None, None)
-    return MechanismOutput(answers, xhat, y, scale, privacy.noise, privacy, "release", d_in, loss, how)
+    return MechanismOutput(answers, xhat, y, scale, privacy.noise, privacy, "release", d_in, loss, how,
+                           _domain_shape(workload))
 
 
 # -- helpers ------------------------------------------------------------------------------------------

@@ -52,6 +52,28 @@ def test_own_range_specs_and_matrix_rows_answer_and_their_standard_errors(strate
     assert list(frame.columns) == ["a0", "a1", "answer", "standard_error"] and len(frame) == 4
 
 
+@pytest.mark.parametrize("run", ["simulation", "release"])
+def test_a_dense_strategy_on_a_product_workload_reads_range_specs_on_the_product_domain(run):
+    """A dense product workload (under 4,096 cells) measured with a dense strategy gave an output with a flat x̂ and
+    no domain: the spec (2, 3) answered cells 2 … 3 of the flat vector, where the same spec above 4,096 cells (and
+    under a product strategy) is the cell (2, 3). The output now carries the product domain's shape."""
+    W = wl.kron(wl.prefix(4), wl.prefix(5))
+    A = mmopt.optimize(W, method="l2_approx").strategy
+    assert isinstance(A, mmopt.Strategy)
+    x = np.arange(20.0)
+    out = (mmopt.matrix_mechanism(W, A, x, EPS, rng=1) if run == "simulation" else
+           mmopt.release(W, A, x, mmopt.Privacy(1.0, delta=1e-6)))
+    assert out.shape == (4, 5)
+    res = ans.answer([(2, 3), ((0, 1), None)], out, A)
+    rows = np.array([np.kron(np.eye(4)[2], np.eye(5)[3]), np.kron(np.r_[1.0, 1, 0, 0], np.ones(5))])
+    mat = ans.answer(rows, out, A)
+    np.testing.assert_allclose(res.answers, rows @ out.estimate, rtol=1e-12)
+    np.testing.assert_allclose(res.standard_error, mat.standard_error, rtol=1e-8)
+    assert res.labels == (("2", "3"), ("[0, 1]", "*"))
+    flat = mmopt.matrix_mechanism(wl.prefix(20), st.hierarchical(20), x, EPS, rng=1)
+    assert flat.shape is None and ans.answer([(2, 3)], flat).answers[0] == pytest.approx(flat.estimate[2:4].sum())
+
+
 def test_a_bare_estimate_takes_the_calibrated_noise_and_one_attribute_takes_bare_items():
     W, H = wl.prefix(8), st.hierarchical(8)
     out = mmopt.matrix_mechanism(W, H, [3, 0, 2, 5, 1, 1, 0, 4], EPS, rng=0)

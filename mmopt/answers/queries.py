@@ -152,8 +152,9 @@ def _one_draw(output, caller: str) -> tuple | None:
     if est is not None and report is not None and hasattr(report, "shape"):  # structured: x̂ shaped (…, n₁, …, n_d)
         draws = np.ndim(est) > len(report.shape)
         domain = tuple(report.shape)
-    else:  # dense: x̂ (n,) and y (p,), or (size, n) and (size, p)
-        draws, domain = np.ndim(getattr(output, "measurements", None)) == 2, None
+    else:  # dense: x̂ (n,) and y (p,), or (size, n) and (size, p); a dense product workload's domain shape: the
+        # range spec (2, 3) read as cells 2 … 3 of the flat x̂ at 16 cells, and as the cell (2, 3) from 4,097
+        draws, domain = np.ndim(getattr(output, "measurements", None)) == 2, getattr(output, "shape", None)
     if draws:
         raise ValueError(f"The 'estimate' parameter of {caller} holds {np.shape(est)[0]} draws (a mechanism run with "
                          "size=...); answers are for one. Pass one draw's x̂, output.estimate[i], with the 'privacy' "
