@@ -85,6 +85,20 @@ def test_bad_data_is_refused_in_the_commands_words_before_the_strategy_search(fo
         assert needle in err and "'x' parameter" not in err and not os.path.exists("a.csv")
 
 
+def test_a_spreadsheets_csv_is_read_and_an_empty_cell_is_named(folder, capsys):
+    """A byte-order mark (written first by spreadsheets saving "CSV UTF-8") was read as part of the first number,
+    and an empty cell was reported as numpy's "could not convert string ''"."""
+    with open("bom.csv", "w", encoding="utf-8-sig") as fh:
+        fh.write("\n".join(f"{v:g}" for v in X) + "\n")
+    assert main(["release", "prefix:16", "--data", "bom.csv", "--epsilon", "1", "--out", "a.csv"]) == 0
+    with open("a.csv") as fh:
+        assert len(fh.read().splitlines()) == 1 + 16  # the header and one answer per prefix sum
+    with open("hole.csv", "w") as fh:
+        fh.write(",".join(f"{v:g}" for v in X[:3]) + ",," + ",".join(f"{v:g}" for v in X[5:]) + "\n")
+    assert main(["release", "prefix:16", "--data", "hole.csv", "--epsilon", "1", "--out", "b.csv"]) == 2
+    assert "An empty cell (,,) is not a count: write 0 there" in capsys.readouterr().err
+
+
 def test_a_ledger_that_cannot_pay_is_said_before_the_search_with_options_that_fit(folder, capsys, monkeypatch):
     """Under zCDP the Accountant's refusal came at the draw, after the strategy search, and named
     privacy=Privacy(...) and privacy='remaining'; each rerun suggested now fits."""

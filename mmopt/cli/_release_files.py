@@ -27,10 +27,12 @@ def load_data(path: str) -> np.ndarray:
     if ext == ".npy":
         return load_npy(path, "--data file")
     try:
-        return np.loadtxt(path, delimiter=",", ndmin=1)
+        # utf-8-sig: the byte-order mark a spreadsheet writes first was read as part of the first number
+        return np.loadtxt(path, delimiter=",", ndmin=1, encoding="utf-8-sig")
     except ValueError as exc:
+        empty = " An empty cell (,,) is not a count: write 0 there, or fill it." if "string ''" in str(exc) else ""
         raise ValueError(f"Could not read the --data file '{path}' as numbers separated by commas (no header): "
-                         f"{exc}") from None
+                         f"{str(exc).rstrip('.')}.{empty}") from None
 
 
 def check_data(path: str, W, x: np.ndarray) -> np.ndarray:
