@@ -7,7 +7,7 @@ from mmopt import _moved, adaptive, participation, plot, solvers, sparse_vector,
 from mmopt.accounting import Accountant
 from mmopt.answers import answers_table
 from mmopt.augment import augment, strictly_improved
-from mmopt.dispatch import evaluate, expected_error, matrix_mechanism, release, supports, svd_bound
+from mmopt.dispatch import evaluate, expected_error, laplace_mechanism, matrix_mechanism, release, supports, svd_bound
 from mmopt.error import (
     ErrorReport,
     NumericalError,
@@ -17,7 +17,7 @@ from mmopt.error import (
     profile_equivalent,
     query_error,
 )
-from mmopt.mechanism import MechanismOutput, factorize, laplace_mechanism
+from mmopt.mechanism import MechanismOutput, factorize
 from mmopt.montecarlo import MonteCarloResult, monte_carlo
 from mmopt.optimize import OptimizeResult, optimize
 from mmopt.persist import SavedStrategy, load, save

@@ -157,7 +157,8 @@ def laplace_mechanism(workload: Workload, x, privacy: Privacy, *, rng=None, size
     """Simulate the Laplace mechanism L(W, x) = W x + (Δ_W/ε) b̃ (Prop. 2), or its Gaussian analogue.
 
     For δ > 0 the noise is N(0, σ²) at W's L2 sensitivity. Expected total squared error
-    (2/ε²) Δ_W² m for Laplace, σ² m for Gaussian. Needs explicit W. **Simulation only.**
+    (2/ε²) Δ_W² m for Laplace, σ² m for Gaussian. Needs explicit W; ``mmopt.laplace_mechanism`` also takes
+    product, marginal and stream workloads (:mod:`mmopt.dispatch.laplace`). **Simulation only.**
 
     Examples
     --------

@@ -8,6 +8,7 @@ from mmopt._base import runtime as _runtime
 from mmopt._base.guards import Unsupported
 from mmopt._base.hints import unexpected_keywords
 from mmopt.dispatch.handlers import OPS
+from mmopt.dispatch.routing import as_implicit as _as_implicit
 from mmopt.dispatch.routing import route
 
 _SIMULATE_KEYWORDS = ("rng", "size", "reconstruct", "total", "zeros", "reconstruct_options")
@@ -110,6 +111,38 @@ def matrix_mechanism(workload, strategy, x, privacy, *, rng=None, size: int | No
               reconstruct_options=reconstruct_options)
     with _runtime.heavy_call():  # one BLAS thread; the iterative reconstructions report once they pass 10 s
         return OPS[family]["matrix_mechanism"](W, A, x, privacy, **kw)
+
+
+def laplace_mechanism(workload, x, privacy, *, rng=None, size: int | None = None, **unexpected):
+    """Simulate the Laplace mechanism L(W, x) = W x + (Δ_W/ε)·b̃ (Prop. 2), or its Gaussian analogue, for a
+    workload of any family: the baseline a strategy's error is compared with.
+
+    Dense workloads: :func:`mmopt.mechanism.laplace_mechanism` (W explicit). Products, unions of products and
+    marginals, and stream workloads: :func:`mmopt.dispatch.laplace.laplace_mechanism` (W x by the factors or by
+    prefix sums, Δ_W from the factors' column norms; nothing N×N). **Simulation only**: numpy noise.
+
+    Examples
+    --------
+    >>> import mmopt, numpy as np
+    >>> W = mmopt.workload.kron(mmopt.workload.prefix(100), mmopt.workload.prefix(100))  # 10,000 cells: implicit
+    >>> out = mmopt.laplace_mechanism(W, np.ones(10_000), mmopt.Privacy(1.0), rng=0)
+    >>> out.sensitivity, out.answers.shape, out.shape                    # column (0, 0) is in every 2-D prefix sum
+    (10000.0, (10000,), (100, 100))
+    """
+    from mmopt import mechanism
+    from mmopt.dispatch import laplace
+    from mmopt.family import family_of
+    if unexpected:
+        raise unexpected_keywords("laplace_mechanism", unexpected, ("rng", "size"), _SIMULATE_HINTS)
+    workload = _as_implicit(workload)
+    family = family_of(workload, "laplace_mechanism").name
+    if family == "dense":
+        return mechanism.laplace_mechanism(workload, x, privacy, rng=rng, size=size)
+    if family in ("stream", "product"):
+        return laplace.laplace_mechanism(workload, x, privacy, rng=rng, size=size)
+    raise TypeError(f"laplace_mechanism takes a dense, product, marginal or stream workload. Got a {family} "
+                    f"workload ({type(workload).__name__}); answer it with a strategy through "
+                    "mmopt.matrix_mechanism instead.")
 
 
 def release(workload, strategy, x, privacy, *, noise_scale: float | None = None, reconstruct: str = "least_squares",
