@@ -4,8 +4,13 @@ Notation: see README and :mod:`mmopt.hierarchy.workload`. A factor is a *level m
 0/1 matrix whose every column has exactly one 1 (each cell in exactly one group) and every row at least one: a
 partition of the attribute's cells, and c > 0 moves into the term's weight. The partitions used for one attribute
 across the terms must be nested (each refines the next coarser one); the chain, topped by the total and closed
-by the cells, is the attribute's :class:`~mmopt.hierarchy.tree.Hierarchy`. Row order inside a factor does not
-change the Gram, so it does not change totals, bounds or strategies.
+by the cells, is the attribute's :class:`~mmopt.hierarchy.tree.Hierarchy`.
+
+A level's groups are numbered by the factor's rows (group g is row g), so that the family's per-query answers and
+variances come out in the workload's own row order. Numbered by first appearance over the cells instead, a factor
+listing state B (cell 3) before state A (cells 0–2) had its two answers and variances swapped without a word (an
+auditor's probe). Hence a partition used by two terms with its rows in two orders, or a finest level whose rows
+are not the cells in order, is not detected: the workload then goes through its union of Kronecker products.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from mmopt.hierarchy.workload import HierarchyWorkload
 
 
 def partition_of(M: np.ndarray) -> tuple[np.ndarray, float] | None:
-    """(labels, c) when M = c·(partition matrix), labels numbered by first appearance; else None."""
+    """(labels, c) when M = c·(partition matrix), labels[j] the row holding cell j; else None."""
     M = np.asarray(M, dtype=float)
     if M.ndim != 2 or M.size == 0:
         return None
@@ -29,8 +34,7 @@ def partition_of(M: np.ndarray) -> tuple[np.ndarray, float] | None:
     c = float(vals[0])
     if c <= 0 or not np.all(vals == c):
         return None
-    _, first, inv = np.unique(rows, return_index=True, return_inverse=True)
-    return np.argsort(np.argsort(first))[inv.ravel()], c
+    return rows.astype(np.int64), c
 
 
 def _refines(fine: np.ndarray, coarse: np.ndarray) -> bool:
@@ -78,13 +82,13 @@ def from_implicit(workload) -> HierarchyWorkload | None:
             levels.insert(0, np.zeros(n, dtype=np.int64))
         if int(levels[-1].max()) != n - 1:
             levels.append(np.arange(n))
+        elif not np.array_equal(levels[-1], np.arange(n)):
+            return None  # the cells in another order: leaf j must be cell j
         parents = []
         for coarse, fine in zip(levels, levels[1:], strict=False):
             par = np.zeros(int(fine.max()) + 1, dtype=np.int64)
             par[fine] = coarse
             parents.append(par)
-        # the finest level is the cells in their own order: labels number groups by first appearance over the
-        # columns, so the identity partition is labelled 0 … n−1 and leaf j is cell j
         names = ("total", *(f"level{k}" for k in range(1, len(levels) - 1)), f"a{i}")
         attributes.append(Hierarchy(tuple(parents), names, name=f"a{i}"))
         keys = [lab.tobytes() for lab in levels]

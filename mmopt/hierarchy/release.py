@@ -16,6 +16,7 @@ Answers and their variances (σ²/Δ₂² times the exact unit variances) are po
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -58,9 +59,11 @@ def release(W: HierarchyWorkload, A, x, privacy: Privacy, *, noise_scale: float 
         raise ValueError(f"The 'privacy' parameter of {caller} must be a Privacy with delta > 0 for a hierarchy "
                          f"strategy (Gaussian noise at its exact L2 sensitivity). Got {privacy!r}.")
     x = np.asarray(x, dtype=float)
+    if x.shape == (math.prod(W.shape),) and len(W.shape) > 1:  # flat, cells in C order, as every other family
+        x = x.reshape(W.shape)
     if x.shape != W.shape or not np.all(np.isfinite(x)):
         raise ValueError(f"The 'x' parameter of {caller} must be a finite histogram of shape {W.shape} (one count per "
-                         f"cell). Got shape {x.shape}.")
+                         f"cell), or flat ({math.prod(W.shape)},). Got shape {x.shape}.")
     if np.any(x < 0):  # as the dense, implicit and Toeplitz releases refuse them, before any noise
         raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative.")
     m = measurements(W, A, caller=caller)
