@@ -56,6 +56,21 @@ def test_last_iterate_is_the_dense_sdp(schema, beta):
     assert res.objective == pytest.approx(max(np.abs(w[list(p)]).sum() for p in schema.patterns(n)) ** 2, rel=1e-12)
 
 
+def test_last_iterate_reads_a_training_workloads_last_row_only():
+    """The last row was taken as the final iterate whatever W was: the full-rank refusal's advice (an identity
+    stacked on at weight 10⁻³) gave 'optimal' 10⁻⁶ for the sum's (k·1)² = 4 (an auditor's probe). The final
+    iterate's one row needs no full rank; a W that is not one row per step is refused."""
+    W = mmopt.workload.total(8)
+    res = mmopt.optimize(W, participation=fixed_epochs(2), objective="last_iterate")
+    assert res.status == "optimal" and res.objective == pytest.approx(4.0, rel=1e-12)
+    assert mmopt.optimize(mmopt.workload.prefix(8), participation=fixed_epochs(2),
+                          objective="last_iterate").objective == pytest.approx(4.0, rel=1e-12)
+    stacked = mmopt.workload.stack([W, mmopt.workload.identity(8)], weights=[1.0, 1e-3])
+    for bad in (stacked, mmopt.workload.all_range(8)):
+        with pytest.raises(ValueError, match=r"reads W's last row as the final iterate.*no identity stacked on"):
+            mmopt.optimize(bad, participation=fixed_epochs(2), objective="last_iterate")
+
+
 def test_last_iterate_error_of_strategies_is_above_the_optimum():
     n, schema = 16, fixed_epochs(4)
     W = mmopt.workload.prefix(n)

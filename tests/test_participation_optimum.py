@@ -181,6 +181,18 @@ def test_all_ranges_take_the_banded_strategy_under_every_schema(schema):
     assert stream.objective == pytest.approx(dense.objective, rel=0.02)
 
 
+def test_more_participations_than_fit_is_the_schema_that_fits():
+    """min_separation(8, 3) at 16 steps holds the patterns of min_separation(8, 2), but the routes chose by k: the
+    banded fallback on prefix sums (99.48, local_optimum, against the certified 93.54) and a refusal on a dense
+    workload whose message contradicted itself (an auditor's probe)."""
+    for W in (mmopt.workload.prefix(16), mmopt.participation.momentum(16, 0.9)):
+        fits = mmopt.optimize(W, participation=min_separation(8, 2))
+        more = mmopt.optimize(W, participation=min_separation(8, 3))
+        assert more.objective == pytest.approx(fits.objective, rel=1e-9) and more.status == fits.status
+        assert more.extra["participation"] == "MinSeparation(separation_steps=8, max_participations=3)"
+        assert more.lower_bound <= more.objective
+
+
 @pytest.mark.parametrize("kwargs,error,match", [
     ({"privacy": mmopt.Privacy(1.0)}, ValueError, "Gaussian"),
     ({"method": "min_error"}, ValueError, "must be one of"),

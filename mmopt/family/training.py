@@ -129,18 +129,27 @@ def causal_single(res: OptimizeResult, participation) -> OptimizeResult:
     from mmopt.dense._strategy_core import Strategy
     from mmopt.participation.optimum import MAX_N, causal_factor
     from mmopt.participation.schemas import Single, as_schema
+    if not isinstance(as_schema(participation, CALLER), Single):
+        return res
     A = getattr(res.strategy, "matrix", None)
-    if (not isinstance(as_schema(participation, CALLER), Single) or type(res.strategy) is not Strategy
-            or not isinstance(A, np.ndarray) or A.ndim != 2 or A.shape[1] > MAX_N):
-        return res
+    if type(res.strategy) is not Strategy or not isinstance(A, np.ndarray) or A.ndim != 2 or A.shape[1] > MAX_N:
+        return _not_causal(res, f"a {type(res.strategy).__name__}, not a dense matrix of at most {MAX_N:,} columns")
     if A.shape[0] == A.shape[1] and not np.any(np.triu(A, 1)):
-        return res
+        return dataclasses.replace(res, extra=dict(res.extra) | {"causal_factor": True})
     try:
         C = causal_factor(A.T @ A)
     except np.linalg.LinAlgError:
-        return res
+        return _not_causal(res, "X = AᵀA is singular (W lacks full column rank), so no invertible factor exists")
     return dataclasses.replace(res, strategy=Strategy(C, res.strategy.name),
                                extra=dict(res.extra) | {"causal_factor": True})
+
+
+def _not_causal(res: OptimizeResult, why: str) -> OptimizeResult:
+    """Kept as is, and said so: run_privacy refused it later with "the strategies of optimize(..., participation=...)
+    are lower-triangular", which this result contradicted without a word (an auditor's probe)."""
+    note = (f" Not a causal factor for training ({why}): run_privacy and the streamed noise need a square "
+            "lower-triangular C; use it to answer the workload, or stack a small identity onto W for a factor.")
+    return dataclasses.replace(res, message=res.message + note, extra=dict(res.extra) | {"causal_factor": False})
 
 
 def _check_full_rank(G, schema) -> None:
@@ -160,7 +169,7 @@ def _check_full_rank(G, schema) -> None:
 
 
 def run(workload, method, call: Call) -> OptimizeResult:
-    from mmopt.participation.schemas import FixedEpochs, as_schema
+    from mmopt.participation.schemas import FixedEpochs, MinSeparation, as_schema
     t0 = time.perf_counter()
     schema = as_schema(call.participation, CALLER)
     objective_methods = ("max_variance", "last_iterate") if call.objective != "total" else ()
@@ -178,6 +187,11 @@ def run(workload, method, call: Call) -> OptimizeResult:
                          f"{list(OBJECTIVES)}. Got {call.objective!r} instead.")
     G, n, stream = _gram(workload)
     schema.check_n(n, CALLER)
+    if isinstance(schema, MinSeparation) and (k := schema.participations(n)) < schema.max_participations:
+        # at most ⌈n/b⌉ steps b apart fit in n: min_separation(8, 3) at 16 steps is min_separation(8, 2), but the
+        # routes chose by k: the banded fallback (6 % worse, local_optimum) on prefix sums, a refusal elsewhere
+        res = run(workload, method, dataclasses.replace(call, participation=MinSeparation(schema.separation_steps, k)))
+        return dataclasses.replace(res, extra=dict(res.extra) | {"participation": repr(schema)})
     G = _stream_gram(G, stream, schema)
     if schema.participations(n) == 1 and not isinstance(schema, FixedEpochs):
         # k = 1, or b ≥ n: one step per record whatever the schema says, so its certified route (fixed_epochs(1));
@@ -186,8 +200,8 @@ def run(workload, method, call: Call) -> OptimizeResult:
         kept = {k: val for k, val in (call.options or {}).items() if k not in SEPARATION_BUDGETS} or None
         res = run(workload, method, dataclasses.replace(call, participation=FixedEpochs(1), options=kept))
         return dataclasses.replace(res, extra=dict(res.extra) | {"participation": repr(schema)})
-    if G is not None and stream is None:
-        _check_full_rank(G, schema)
+    if G is not None and stream is None and call.objective != "last_iterate":  # (its one-row strategy needs no
+        _check_full_rank(G, schema)  # inverse; the identity stacked on, as the refusal advised, became its last row)
     if call.objective != "total":
         from mmopt.family.training_objectives import run_objective
         return run_objective(workload, stream, schema, method, call, t0)

@@ -28,6 +28,15 @@ def run_objective(workload, stream, schema, method, call: Call, t0: float) -> Op
     W = (stream.to_workload() if workload is stream else workload).explicit_matrix()
     n = W.shape[1]
     if call.objective == "last_iterate":
+        m = W.shape[0]
+        if m > 1 and (m != n or np.any(np.triu(W, 1))):
+            # the last row was taken as the final iterate whatever it was: the 10⁻³-weighted identity row that
+            # the full-rank refusal advised stacking on gave "optimal" 10⁻⁶ for the sum's 4 (an auditor's probe)
+            raise ValueError(f"{CALLER}(objective='last_iterate') reads W's last row as the final iterate, so W must "
+                             "be a training workload, one row per step (square and lower-triangular: prefix sums, "
+                             "momentum, learning-rate decay), or the final iterate's one row (mmopt.workload."
+                             f"total(n) for plain SGD). Got a {m}×{n} W that is not; pass the training workload "
+                             "itself (no identity stacked on: the last iterate needs no full column rank).")
         value, pattern = last_iterate_bound(W[-1], schema)
         A = W[-1:] / np.sqrt(value)  # the final iterate, measured once at unit sensitivity
         sens = sensitivity_squared(A, schema)
