@@ -781,3 +781,14 @@ def test_the_ledger_file_is_the_spends_fields_one_spend_a_line(tmp_path):
     assert zero == negative
     text = _ledger.dumps(10.0, 0.0, "basic", [zero, negative])
     assert [math.copysign(1, s["delta"]) for s in json.loads(text)["spends"]] == [1.0, -1.0]
+
+
+def test_a_refusal_names_the_binding_part_to_every_digit():
+    """Three spends of (ε/3, δ/3) were refused on the third with the request and the remainder printed alike
+    (δ=3.33333e-08 both): the exact sum of three float(1e-7/3) is above 1e-7. The refusal says δ binds."""
+    acc = Accountant(Privacy(0.7, 1e-7))
+    acc.spend(Privacy(0.7 / 3, 1e-7 / 3))
+    acc.spend(Privacy(0.7 / 3, 1e-7 / 3))
+    with pytest.raises(ValueError, match=r"the δ asked, 3\.3333333333333334e-08, is above the δ left, 3\.33333333"):
+        acc.spend(Privacy(0.7 / 3, 1e-7 / 3))
+    acc.spend(Privacy(0.7 / 3, acc.remaining.delta))  # what it names fits

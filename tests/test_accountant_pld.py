@@ -64,8 +64,13 @@ def test_declared_spends_compose_as_worst_case_mechanisms_and_refusals():
     assert 0.099 <= acc.remaining.epsilon <= 0.12  # one Gaussian release at the total's δ (measured 0.113)
     with pytest.raises(ValueError, match="'rho' parameter of Accountant.spend needs composition='zcdp'"):
         acc.spend(rho=0.01)
-    with pytest.raises(ValueError, match=r"would exceed the total budget .*\(PLD composition\)"):
+    with pytest.raises(ValueError, match=r"would exceed the total budget .*\(PLD composition\)") as refused:
         acc.spend(mmopt.Privacy(0.2))
+    # the hint named one release's ε, which a declared spend (a worst-case mechanism) never fits: followed word
+    # for word it was refused again with the same hint. Now it names the declared spend that fits, too.
+    declared = float(str(refused.value).split("Spend at most ε=")[1].split(" ")[0])
+    assert 0.09 <= declared < 0.11 and acc.can_spend(mmopt.Privacy(declared))
+    assert not acc.can_spend(mmopt.Privacy(declared * 1.001))
     assert acc.summary().startswith("Accountant, PLD composition")  # it said "basic composition (ε and δ add)"
     last = acc.release(W, H, X, "remaining")  # the rest, as one Gaussian release at the total's δ
     assert last.noise == "gaussian" and acc.spent.epsilon <= 1.0

@@ -193,6 +193,12 @@ class Ledger:
             delta = "" if left.delta == 0 else f", {down6(left.delta)!r}"
             hint = (f"Spend at most the remaining ε={fmt(left.epsilon)}, δ={fmt(left.delta)} (e.g. privacy="
                     f"Privacy({down6(left.epsilon)!r}{delta}), or privacy='remaining' in release)")
+            # which part binds, to every digit: three spends of δ/3 were refused on the third with the request
+            # and the remainder printed alike, 3.33333e-08 (exact sums: 3 × float(1e-7/3) > 1e-7; a probe)
+            binding = [f"the {name} asked, {float(asked)!r}, is above the {name} left, {float(rest)!r}"
+                       for name, asked, rest in (("ε", charge[0], left.epsilon), ("δ", charge[1], left.delta))
+                       if asked > lg.exact(rest) and fmt(float(asked)) == fmt(rest)]  # (else the figures say it)
+            ask += f" ({'; '.join(binding)})" if binding else ""
         elif self.composition == "pld":
             kind, a, b = charge
             ask = (f"ε={fmt(a)}, δ={fmt(b)}" if kind == "generic" else
@@ -201,6 +207,11 @@ class Ledger:
             usable = left.epsilon > 0
             hint = (f"Spend at most one release at Privacy({left.epsilon!r}, {left.delta!r}) (or "
                     "privacy='remaining' in release)")
+            if kind == "generic" and usable:
+                # a declared spend composes as a worst-case (ε, δ) mechanism, looser than the release the hint
+                # names: following it word for word was refused again, with the same hint (an auditor's probe)
+                hint = (f"{self._declared_hint(a, b)}, or one release at Privacy({left.epsilon!r}, {left.delta!r}) "
+                        "(Gaussian noise, which composes more tightly; or privacy='remaining' in release)")
         else:
             ask, usable = f"ρ={fmt(charge)}", left.rho > 0
             rule, used = f"zCDP, ρ ≤ {fmt(self.rho_cap())}", f"ρ={fmt(spent.rho)}"
@@ -212,6 +223,17 @@ class Ledger:
                "(post-processing is free).")
         raise ValueError(f"{caller}: spending {ask} would exceed the total budget {total} ({rule}): {n} "
                          f"{'spend has' if n == 1 else 'spends have'} used {used}. {end}")
+
+    def _declared_hint(self, epsilon: float, delta: float) -> str:
+        """The largest declared spend at this δ that fits (bisection on ε, rounded down), as a sentence."""
+        lo, hi = 0.0, float(epsilon)
+        for _ in range(48):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if self.fits(("generic", mid, delta)) else (lo, mid)
+        if lo <= 0 or not self.fits(("generic", down6(lo), delta)):
+            return f"No declared spend at δ={fmt(delta)} fits (its δ alone is too much)"
+        return (f"Spend at most ε={down6(lo)!r} at δ={fmt(delta)} as a declared spend (composed as a worst-case "
+                "mechanism)")
 
     def rest(self, caller: str) -> Privacy:
         """privacy="remaining": everything that is left, as one release's Privacy; refused when nothing is left."""
