@@ -124,6 +124,31 @@ def test_a_strategy_of_the_wrong_type_and_a_bad_noise_scale_are_named():
                               noise_scale=-1.0)
 
 
+def test_the_strategy_planned_for_accuracy_targets_releases_the_records():
+    """mmopt.plan's OrbitStrategy for the sets was refused, with the advice to pass None, whose strategy at the
+    plan's budget missed the targets (largest standard error 7.0 against 5; an auditor's probe). It is released
+    by its blocks: every standard error within the target, the answers those of the default strategy."""
+    df, D = _data()
+    sets, levels = cross(rollup("state", "county"), [("sex",), ()]), {"state": STATE_OF}
+    W = plan_grouping_sets(D, sets, mmopt.Privacy(1.0, 1e-6), leaf="county", levels=levels).workload
+    p = mmopt.plan(W, targets=5.0, kind="se", delta=1e-6)
+    assert type(p.strategy).__name__ == "OrbitStrategy"
+    table = release_grouping_sets(df, D, sets, p.privacy, leaf="county", levels=levels, strategy=p.strategy).table()
+    assert table.std_error.max() <= 5.0 * (1 + 1e-9) and table.std_error.max() >= 4.5
+    sharp = mmopt.Privacy(5e3, 1e-6)  # noise ~10⁻², so the estimates are the counts
+    planned = release_grouping_sets(df, D, sets, sharp, leaf="county", levels=levels, strategy=p.strategy).table()
+    default = release_grouping_sets(df, D, sets, sharp, leaf="county", levels=levels).table()
+    labels = ["set", "state", "county", "sex"]
+    assert (planned[labels].values == default[labels].values).all()
+    np.testing.assert_allclose(planned.estimate, default.estimate, atol=0.5)
+    import opendp.prelude as dp
+
+    from mmopt.opendp import make_grouping_sets_mechanism, records_space
+    with pytest.raises(ValueError, match="An OrbitStrategy .* releases through mmopt.hierarchy.release_grouping_sets"):
+        make_grouping_sets_mechanism(*records_space(D), dp.zero_concentrated_divergence(), D, sets, 1.0,
+                                     leaf="county", levels=levels, strategy=p.strategy)
+
+
 @pytest.mark.parametrize("name", ["set", "estimate", "std_error", "lower", "upper"])
 def test_an_attribute_or_level_named_like_a_table_column_is_refused_before_the_records_are_read(name):
     """An attribute or level named estimate (std_error, lower, …) is a column of GroupedRelease.table, which its
@@ -145,10 +170,14 @@ def test_a_level_given_as_a_lookup_series_is_aligned_by_its_keys():
     P = mmopt.Privacy(1e4, 1e-6)
     by_list = release_grouping_sets(df, D, [("state",)], P, leaf="county", levels={"state": STATE_OF})
     by_series = release_grouping_sets(df, D, [("state",)], P, leaf="county", levels={"state": pd.Series(shuffled)})
-    a, b = (r.table().set_index("state")["estimate"] for r in (by_list, by_series))
+    by_dict = release_grouping_sets(df, D, [("state",)], P, leaf="county", levels={"state": shuffled})  # refused
+    # before ("must be a sequence"), though a Series keyed alike was taken
     truth = pd.Series(STATE_OF, index=COUNTIES)[df["county"]].value_counts()
-    assert np.all(np.abs(b.loc[truth.index].to_numpy() - truth.to_numpy()) < 1.0)
-    assert np.all(np.abs(a.loc[truth.index].to_numpy() - truth.to_numpy()) < 1.0)
+    for r in (by_list, by_series, by_dict):
+        got = r.table().set_index("state")["estimate"]
+        assert np.all(np.abs(got.loc[truth.index].to_numpy() - truth.to_numpy()) < 1.0)
+    with pytest.raises(ValueError, match=r"is a mapping whose keys must be the county categories. Missing \['c1'"):
+        release_grouping_sets(df, D, [("state",)], P, leaf="county", levels={"state": {"c0": "A"}})
     with pytest.raises(ValueError, match="is a Series whose index is neither the categories of 'county'"):
         release_grouping_sets(df, D, [("state",)], P, leaf="county",
                               levels={"state": pd.Series(STATE_OF, index=[f"x{i}" for i in range(6)])})

@@ -107,8 +107,9 @@ def measurements(W: HierarchyWorkload, A, *, caller: str = "measurements") -> Me
     """:class:`Measurements` of strategy ``A`` (a HierarchyStrategy or NodeStrategy) for ``W``."""
     if not isinstance(A, HierarchyStrategy | hn.NodeStrategy):  # before A.sensitivity(): a raw AttributeError
         raise TypeError(f"The 'strategy' parameter of {caller} must be a HierarchyStrategy or NodeStrategy (e.g. "
-                        "mmopt.optimize(workload).strategy for grouping sets), or None for the optimised one. Got "
-                        f"{type(A).__name__}.")
+                        "mmopt.optimize(workload).strategy for grouping sets), or None for the optimised one; the "
+                        "OrbitStrategy mmopt.plan returns releases through mmopt.release or release_grouping_sets. "
+                        f"Got {type(A).__name__}.")
     Delta = A.sensitivity()
     d_in = upper_sensitivity(Delta, caller=caller)
     if isinstance(A, HierarchyStrategy):
@@ -250,3 +251,26 @@ def _smooth(h, z: list, obs: list) -> list:
             Wv = 1.0 / (1.0 / d + z[ell])
             Wm = Wv[:, None] * (md / d[:, None] + z[ell][:, None] * obs[ell])
     return out
+
+
+def is_orbit(strategy) -> bool:
+    from mmopt.structured.orbit_strategy import OrbitStrategy
+    return isinstance(strategy, OrbitStrategy)
+
+
+def orbit_release(W: HierarchyWorkload, A, x: np.ndarray, privacy, noise_scale):
+    """An OrbitStrategy's release (:func:`mmopt.structured.orbit_release.release`, W x̂ flat in the union's row
+    order, each set's rows scaled by its weight) as a HierarchyRelease: per set, the counts over its groups and
+    their variances (the weight divided out)."""
+    from mmopt.structured.orbit_release import release as release_by_blocks
+    out = release_by_blocks(W, A, x, privacy, noise_scale=noise_scale)
+    answers, variances, at = [], [], 0
+    for levels, weight in zip(W.sets, W.weights, strict=True):
+        shape = tuple(int(h.n_groups[a]) for h, a in zip(W.attributes, levels, strict=True))
+        size, w = math.prod(shape), float(weight)
+        answers.append(out.answers[at:at + size].reshape(shape) / w)
+        variances.append(out.variances[at:at + size].reshape(shape) / (w * w))
+        at += size
+    return HierarchyRelease(answers, variances, out.noise_scale, out.sensitivity, out.verified_loss, "orbit",
+                            out.measurements)
+

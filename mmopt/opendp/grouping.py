@@ -89,6 +89,10 @@ def pieces(input_domain, input_metric, output_measure, domain, sets, scale=None,
     plan = plan_grouping_sets(domain, sets, privacy if privacy is not None else Privacy(1.0, 1e-9), leaf=leaf,
                               levels=levels, strategy=strategy, caller=caller)
     m = plan.measurements
+    if m is None:
+        raise ValueError(f"The 'strategy' parameter of {caller} must be a HierarchyStrategy or NodeStrategy (its "
+                         "measurements are the OpenDP transformation's output). An OrbitStrategy (mmopt.plan's, for "
+                         "accuracy targets) releases through mmopt.hierarchy.release_grouping_sets.")
     n = m.size  # public: the strategy's number of measurements
     if privacy is not None:  # the σ release_grouping_sets draws at for this budget (same search, same map)
         _, scale, loss = _opendp.calibrate(n, m.sensitivity, privacy, noise_scale=None, caller=caller)
