@@ -53,10 +53,12 @@ class ToeplitzErrorReport:
         (first, last) cell of a query attaining it (0-indexed, inclusive); when ``max_variance_exact`` is False,
         the query the bound is built from (its own variance is below the bound).
     max_variance_exact : bool
-        False only on all ranges for a row-scaled Toeplitz strategy or a tree strategy, where ``max_variance`` is a
-        proven upper bound, and for the weighted square root, where it is NaN (not computed: a range's variance
-        needs the covariance of two prefix sums, O(n²); ``max_variance_query`` is then (−1, −1)). For that one,
-        evaluate the dense ``mmopt.workload.all_range(n)`` (n ≤ 4,096) or a Toeplitz strategy.
+        False only on all ranges past 1,024 cells (up to it the value is exact:
+        :mod:`mmopt.toeplitz.range_variance`) for a row-scaled Toeplitz strategy or a tree strategy, where
+        ``max_variance`` is a proven upper bound, and for the weighted square root, where it is NaN (not computed:
+        a range's variance needs the covariance of two prefix sums, O(n²); ``max_variance_query`` is then
+        (−1, −1)); ``max_variance_upper`` is then inf. A NaN compares False both ways: test
+        ``max_variance_exact`` first.
     privacy : Privacy or None
         The budget (None: unit privacy).
 
@@ -84,8 +86,9 @@ class ToeplitzErrorReport:
 
     @property
     def max_variance_upper(self) -> float:
-        """A proven upper bound on the largest variance: ``max_variance`` itself (exact, or already a bound)."""
-        return self.max_variance
+        """A proven upper bound on the largest variance: ``max_variance`` itself (exact, or already a bound), and
+        inf where it was not computed (NaN: an upper bound that compared False both ways)."""
+        return math.inf if math.isnan(self.max_variance) else self.max_variance
 
     @property
     def per_query_variance(self) -> None:
@@ -238,8 +241,9 @@ def evaluate(workload, strategy: ToeplitzStrategy, privacy: Privacy | None = Non
     """
     caller = "mmopt.toeplitz.evaluate"
     W = as_stream_workload(workload, caller)
+    from mmopt.toeplitz.range_variance import exact_all_ranges
     if callable(getattr(strategy, "stream_report", None)):  # the weighted square root and the tree strategy report
-        return strategy.stream_report(W, privacy, norm, caller)  # themselves: their modules build on this one
+        return exact_all_ranges(strategy.stream_report(W, privacy, norm, caller), strategy, W.kind)  # themselves
     if not isinstance(strategy, ToeplitzStrategy):
         raise TypeError(f"The 'strategy' parameter of {caller} must be a ToeplitzStrategy (sqrt_strategy, banded, "
                         f"blt), a WeightedSqrtStrategy or a TreeStrategy. Got {type(strategy).__name__} instead.")
@@ -254,5 +258,5 @@ def evaluate(workload, strategy: ToeplitzStrategy, privacy: Privacy | None = Non
     y = unit.row_scale
     worst, query, exact = decoder_max(W.kind, b, y)
     total = decoder_total(W.kind, b, None if y is None else 1.0 / y[::-1])
-    return ToeplitzErrorReport(W.name, strategy.name, W.n, W.n_queries, norm, delta, factor, scale * total,
-                               scale * worst, query, exact, privacy)
+    return exact_all_ranges(ToeplitzErrorReport(W.name, strategy.name, W.n, W.n_queries, norm, delta, factor,
+                                                scale * total, scale * worst, query, exact, privacy), strategy, W.kind)
