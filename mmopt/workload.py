@@ -134,10 +134,11 @@ def kron(*factors, name: str | None = None):
             raise TypeError(f"The factors of kron must be one-attribute workloads; factor {i} ('{f.name}') is "
                             "already a product. Pass its factors instead: kron(*W.terms[0].factors, ...).")
         if type(f).__name__ == "StreamWorkload":  # prefix(n) / all_range(n) past the dense limit
+            remedy = (f"Coarsen that attribute below {STREAM_FROM:,} values." if f.n >= STREAM_FROM else
+                      f"Pass mmopt.workload.{f.kind}({f.n}) (dense below {STREAM_FROM:,} cells) instead.")
             raise TypeError(f"The factors of kron are dense one-attribute workloads; factor {i} ('{f.name}') is a "
-                            f"stream workload (prefix sums or all ranges from {STREAM_FROM:,} cells, held in O(n)), "
-                            "which has no Kronecker form here. Coarsen that attribute below "
-                            f"{STREAM_FROM:,} values.")
+                            f"stream workload (mmopt.toeplitz's prefix sums or all ranges, held in O(n) at any "
+                            f"size), which has no Kronecker form here. {remedy}")
     if len(factors) >= 2 and all(isinstance(f, Workload) for f in factors) and \
             math.prod(f.domain_size for f in factors) <= DENSE_LIMIT:
         out = factors[0]
@@ -166,8 +167,25 @@ def stack(workloads, weights=None, *, name: str | None = None):
         parts = list(workloads)
     except TypeError:  # not a list: the dense constructor says what it needs
         return core.stack(workloads, weights, name=name)
+    if streams := [p for p in parts if type(p).__name__ == "StreamWorkload"]:  # "must be a list of Workload"
+        f = streams[0]  # objects" was said of a list of mmopt workloads
+        remedy = (f"Pass mmopt.workload.{f.kind}({f.n}) (dense below {STREAM_FROM:,} cells)" if f.n < STREAM_FROM
+                  else "Stack them below that size, or evaluate each part on its own")
+        raise TypeError(f"The 'workloads' parameter of stack holds a stream workload ('{f.name}': mmopt.toeplitz's "
+                        f"prefix sums or all ranges, held in O(n)), which has no stacked form here. {remedy}.")
     implicit = [isinstance(p, ImplicitWorkload) for p in parts]
     if parts and all(implicit):
+        if weights is not None and not isinstance(weights, str | bytes):
+            try:
+                negative = [float(w) for w in weights if float(w) < 0]
+            except (TypeError, ValueError):  # not numbers: the union's own check says what it needs
+                negative = []
+            if negative:  # the dense stack (≤ 4,096 cells) takes it, its signs kept: same call, other sizes
+                raise ValueError(f"The 'weights' parameter of stack must be > 0 for an implicit workload (past "
+                                 f"{DENSE_LIMIT:,} cells), whose terms are scaled copies of their products. Got "
+                                 f"{negative[0]!r}. Only w² enters the error: pass |w| for the same errors, and "
+                                 "negate the answers of that part if you need its signs (a dense stack, up to "
+                                 f"{DENSE_LIMIT:,} cells, keeps them).")
         return sw.union(parts, weights, name=name, caller="stack")
     if any(implicit):
         raise TypeError("The 'workloads' parameter of stack mixes implicit (product) and dense workloads. Build "

@@ -201,3 +201,26 @@ def test_a_negative_weight_is_taken_by_every_dense_stack_as_its_square():
     assert mmopt.evaluate(signed, eye, mmopt.Privacy(1.0)).total_squared_error == pytest.approx(
         mmopt.evaluate(plain, eye, mmopt.Privacy(1.0)).total_squared_error, rel=1e-12)
     assert wl.stack([wl.prefix(4), wl.identity(4)], weights=[-2.0, 1.0]).n_queries == 8
+    # past 4,096 cells the implicit union takes w > 0 only: said so, with |w| as the remedy ("must be a float in
+    # the range (0, inf)" did not say that the same call passed at 12 cells; an auditor's probe)
+    big = [wl.kron(wl.prefix(64), wl.total(65)), wl.kron(wl.identity(64), wl.identity(65))]
+    with pytest.raises(ValueError, match=r"must be > 0 for an implicit workload \(past 4,096 cells\).*pass \|w\|"):
+        wl.stack(big, weights=[-2.0, 1.0])
+    assert wl.stack(big, weights=[2.0, 1.0]).n_queries == 64 + 64 * 65
+
+
+def test_a_stream_workload_in_kron_or_stack_is_named_with_the_dense_constructor():
+    """mmopt.toeplitz.prefix(4) in kron was told to "coarsen below 10,001 values" (it has 4), and in stack that the
+    list must hold "Workload objects"; both now name mmopt.workload.prefix(4). A Toeplitz strategy in
+    strategy.kron was "not a 2-D array"; it is told to pass .to_strategy() (an auditor's probe)."""
+    from mmopt import strategy as st
+    from mmopt import toeplitz
+    with pytest.raises(TypeError, match=r"factor 0 \('prefix\(4\)'\) is a stream workload.*Pass "
+                                        r"mmopt\.workload\.prefix\(4\)"):
+        wl.kron(toeplitz.prefix(4), wl.prefix(3))
+    with pytest.raises(TypeError, match=r"holds a stream workload.*Pass mmopt\.workload\.all_range\(5\)"):
+        wl.stack([toeplitz.all_range(5), wl.identity(5)])
+    with pytest.raises(TypeError, match=r"factor 0 is a ToeplitzStrategy\. Pass its dense form, "
+                                        r"factors\[0\]\.to_strategy\(\)"):
+        st.kron(toeplitz.sqrt_strategy(4), st.identity(4))
+    assert st.kron(toeplitz.sqrt_strategy(4).to_strategy(), st.identity(4)).shape == (4, 4)

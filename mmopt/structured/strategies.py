@@ -112,6 +112,10 @@ class ImplicitStrategy(ProductUnion):
 def _as_factor(f, caller: str, position: int) -> Strategy:
     if isinstance(f, Strategy):
         return f
+    if callable(getattr(f, "to_strategy", None)) and not isinstance(f, ImplicitStrategy):
+        # a Toeplitz, weighted square-root or tree strategy: "must be a 2-D array" gave no hint of the remedy
+        raise TypeError(f"The factors of {caller} are dense one-attribute strategies; factor {position} is a "
+                        f"{type(f).__name__}. Pass its dense form, factors[{position}].to_strategy() (small n).")
     return Strategy(v.check_matrix(f, name=f"factors[{position}]", caller=caller), f"A{position}")
 
 
