@@ -71,6 +71,15 @@ def test_total_query_reaches_its_optimum_one():
     assert np.linalg.matrix_rank(r.strategy.matrix) == 1  # a rank-deficient strategy that supports W
 
 
+def test_a_gram_only_workload_starts_from_its_eigen_root():
+    """The total query given as its Gram (no rows to start from) ended at 1.73 under auto, against the 1.0 its row
+    reaches (an auditor's probe): the Gram's eigen-root is a start, here the row itself."""
+    W = mmopt.Workload.from_gram(np.ones((8, 8)), n_queries=1)
+    r = mmopt.optimize(W, privacy=mmopt.Privacy(1.0), seed=0)
+    assert r.objective == pytest.approx(1.0, rel=1e-9) and r.lower_bound <= r.objective * (1 + 1e-12)
+    assert "gram_root" in r.extra["best_candidate"]
+
+
 def test_rank_deficient_user_initial_is_scored_and_polished():
     W = wl.Workload.from_matrix(np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]]))
     r = mmopt.optimize(W, method="min_error", initial=W.explicit_matrix(), seed=0)

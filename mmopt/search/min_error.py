@@ -88,6 +88,13 @@ def _starts(W: Workload, l2_start: Strategy, initial) -> list[tuple[str, np.ndar
     out += [("l2_approx", l2_start.matrix), ("svd_strategy", st.svd_strategy(W).matrix)]
     if W.n_queries <= _WORKLOAD_START_ROWS * n and (W.matrix is not None or W.family != "gram"):
         out.append(("workload", W.explicit_matrix()))
+    elif W.matrix is None and W.family == "gram":
+        # no rows to start from: the Gram's eigen-root (rows √λᵢ vᵢᵀ over its range), W's rows up to a rotation.
+        # total(8) given as its Gram ended at 1.73 against the 1.0 its row reaches (an auditor's probe)
+        lam, V = np.linalg.eigh(W.mean_gram)
+        keep = lam > W.domain_size * np.finfo(float).eps * max(float(lam[-1]), 0.0)
+        if keep.any():
+            out.append(("gram_root", np.sqrt(lam[keep])[:, None] * V[:, keep].T))
     if initial is not None:
         out.append(("initial", _initial_matrix(initial, W)))
     return [(name, _normalised(A)) for name, A in out]
