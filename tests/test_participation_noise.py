@@ -115,6 +115,9 @@ def test_more_participations_cost_more_privacy():
     (lambda: correlate(toeplitz.banded([1.0, 2.0], 2000), np.zeros((2000, 1))), ValueError, "correlate: .* overflow"),
     (lambda: run_privacy(np.triu(np.ones((6, 6))), fixed_epochs(2), 1.0), ValueError, "must be lower-triangular"),
     (lambda: run_privacy(np.zeros((6, 6)), fixed_epochs(2), 1.0), ValueError, "must be invertible"),
+    # a product strategy (what optimize(kron(…), participation=single()) returns) was "not a 2-D array"
+    (lambda: run_privacy(mmopt.strategy.kron(np.eye(3), np.eye(2)), fixed_epochs(2), 1.0), TypeError,
+     "is an implicit product strategy .* which has no step order"),
     # a run whose length the schema does not divide was refused as "the 'n' parameter of sensitivity_squared"
     (lambda: run_privacy(toeplitz.banded([1.0, 0.5], 8), fixed_epochs(3), 1.0), ValueError,
      r"'strategy' parameter of run_privacy must have a number of steps n that is a multiple of the 3 epochs"),

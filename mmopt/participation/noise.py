@@ -205,6 +205,12 @@ def _check_causal(strategy, caller: str) -> None:
     from mmopt.toeplitz.strategies import ToeplitzStrategy
     if isinstance(strategy, ToeplitzStrategy):
         return
+    if hasattr(strategy, "terms") and hasattr(strategy, "shape"):  # "must be a 2-D array … Got an entry
+        # ImplicitStrategy(…)" (what optimize(kron(…), participation=single()) returns; an auditor's probe)
+        raise TypeError(f"The 'strategy' parameter of {caller} is an implicit product strategy "
+                        f"({type(strategy).__name__}), which has no step order: training needs one square "
+                        "lower-triangular C over the steps (a dense Strategy or a ToeplitzStrategy), as "
+                        "optimize(workload.prefix(n) or a Toeplitz workload, participation=...) returns.")
     C = np.asarray(getattr(strategy, "matrix", strategy))
     if C.ndim != 2:
         return  # sensitivity_squared names the shape
