@@ -1,5 +1,5 @@
-"""The 2b-band strategy coarse to fine: the prolongation against its closed form on a banded Toeplitz matrix and
-its band, the result's error against dense computation and its sensitivity against branch and bound, the route's
+"""The 2b-band strategy coarse to fine: the carried start against closed forms (bilinear, the decay, lag b, the
+blocks), the result's error against dense computation and its sensitivity against branch and bound, the route's
 use of it, and bad input refused."""
 
 import math
@@ -10,7 +10,7 @@ import pytest
 import mmopt
 from mmopt.family import training_separation
 from mmopt.participation import min_separation, sensitivity_squared
-from mmopt.participation.chain_levels import chain_levels, free_levels, prolong
+from mmopt.participation.chain_levels import _decay, carry, chain_levels, free_levels
 from mmopt.participation.free_banded import band_error, free_banded
 from mmopt.participation.patterns import pattern_upper_bound
 
@@ -19,27 +19,56 @@ def _banded_toeplitz(n, bands, c):
     return sum(np.diag(np.full(n - d, c[d]), -d) for d in range(bands))
 
 
-def test_prolong_of_a_banded_toeplitz_matrix_interpolates_its_coefficients():
-    h, k = 32, 4  # coarse b = 8, 16 bands; fine b = 16, 32 bands
-    c = 1.0 / np.sqrt(1.0 + np.arange(16))
-    F = prolong(_banded_toeplitz(h, 16, c), k, 0.75)
-    assert F.shape == (64, 64) and np.all(np.triu(F, 1) == 0) and np.all(np.tril(F, -32) == 0)
-    # rows from 32 on read lags that exist in every coarse row: C_n(s, s − d) = 0.75·c(d/2), c linear between lags
-    fine = np.interp(np.arange(32) / 2.0, np.arange(16), c)
-    for s in (32, 41, 63):
-        expected = np.where(np.arange(32) > 0, 0.75 * fine, fine)
-        assert np.allclose(F[s, s - np.arange(32)], expected, rtol=0, atol=1e-15)
+def test_carry_with_no_decay_is_bilinear_where_every_corner_counts():
+    # coefficients linear in the lag (α = 0): bilinear interpolation in (row, column) reproduces them at (s/2, t/2)
+    # wherever no corner is dropped (diagonal, lag b, band) or clamped to its block
+    h, k = 32, 4
+    hb = h // k  # coarse b = 8, 16 bands; fine b = 16
+    c = 1.0 - np.arange(2 * hb) / 64.0
+    F = carry(_banded_toeplitz(h, 2 * hb, c), k, 0.0)
+    S, T = np.tril_indices(2 * h)
+    D = S - T
+    inner = ((S % 2 == 0) | (S // 2 % hb != hb - 1)) & ((T % 2 == 0) | (T // 2 % hb != hb - 1))
+    checked = inner & (D >= 3) & (D <= 2 * hb - 3)  # near lags only, no corner at lag 0 or hb
+    assert checked.sum() > 200
+    assert np.allclose(F[S[checked], T[checked]], 1.0 - (D[checked] / 2.0) / 64.0, rtol=0, atol=1e-14)
 
 
-def test_prolong_keeps_the_diagonal_positive_and_clamps_rows_to_their_block():
-    h, k = 16, 2  # coarse blocks of 8 rows
+def test_carry_keeps_a_decay_it_normalises_by_exactly():
+    # entries r_d^{2α} at every lag < b (coarse): each fine lag D < b gets scale·r_D^{2α}, whatever the corners
+    h, k, alpha = 32, 4, 0.42  # coarse b = 8, 16 bands; fine b = 16, 32 bands
+    d = np.arange(8)
+    C = _banded_toeplitz(h, 8, _decay(d, alpha))
+    F = carry(C, k, alpha, 0.9)
+    S, T = np.tril_indices(2 * h)
+    near = (S - T > 0) & (S - T < 16)
+    assert np.allclose(F[S[near], T[near]], 0.9 * _decay(S[near] - T[near], alpha), rtol=1e-12, atol=0)
+    assert np.allclose(np.diag(F), 1.0, rtol=0, atol=1e-15)
+    assert np.all(np.tril(F, -16) == 0)  # the coarse lags ≥ hb are 0: so are the fine lags ≥ b
+
+
+def test_carry_does_not_interpolate_across_lag_b():
+    # 0.5 at the coarse lags 1 … hb − 1, −1 at hb … 2hb − 1 (α = 0: plain values); every fine lag below b is 0.5
+    # and every one from b on is −1 (a bilinear interpolation in the lag would give −0.25 at lag b − 1)
+    h, k = 32, 4
+    hb = h // k
+    c = np.r_[1.0, np.full(hb - 1, 0.5), np.full(hb, -1.0)]
+    C = _banded_toeplitz(h, 2 * hb, c)
+    F = carry(C, k, 0.0)
+    S, T = np.tril_indices(2 * h)
+    D = S - T
+    assert np.all(F[S[(D > 0) & (D < 2 * hb)], T[(D > 0) & (D < 2 * hb)]] == 0.5)
+    far = (D >= 2 * hb) & (D < 4 * hb)
+    assert np.all(F[S[far], T[far]] == -1.0)
+
+
+def test_carry_clamps_rows_and_columns_to_their_block_and_keeps_the_diagonal_positive():
+    h, k = 16, 2  # coarse blocks of 8
     C = np.diag(np.arange(1.0, h + 1))
-    C[8, 8] = -5.0  # a negative coarse diagonal entry becomes the floor, never ≤ 0
-    F = prolong(C, k, 0.5)
+    C[8, 8] = -5.0
+    F = carry(C, k, 0.3)
     assert np.all(np.diag(F) > 0)
-    # fine row 15 = coarse row 7.5: the last of the first block, so row 7 alone (not halfway to row 8)
-    assert F[15, 15] == pytest.approx(8.0, abs=1e-15) and F[14, 14] == pytest.approx(8.0, abs=1e-15)
-    assert F[13, 13] == pytest.approx(7.5, abs=1e-15)
+    assert F[15, 15] == pytest.approx(8.0, abs=1e-15) and F[13, 13] == pytest.approx(7.5, abs=1e-15)
 
 
 def test_chain_levels_error_and_sensitivity_are_exact():
@@ -117,8 +146,10 @@ def test_chain_levels_from_a_start_runs_its_levels():
 
 
 @pytest.mark.parametrize(("call", "match"), [
-    (lambda: prolong(np.eye(6), 4, 0.7), "'participations' parameter of prolong must divide"),
-    (lambda: prolong(np.ones((4, 3)), 2, 0.7), "C"),
+    (lambda: carry(np.ones((4, 3)), 2, 0.4), "C"),
+    (lambda: carry(np.eye(6), 4, 0.4), "'participations' parameter of carry must divide"),
+    (lambda: carry(np.eye(8), 4, -0.1), "'decay' parameter of carry"),
+    (lambda: carry(np.eye(8), 4, 0.4, 0.0), "'scale' parameter of carry"),
     (lambda: chain_levels(128, 4, seconds=-1.0), "seconds"),
     (lambda: chain_levels(128, 4, seconds=1.0, levels=0), "levels"),
     (lambda: chain_levels(96, 4, seconds=1.0, levels=5), "'levels' parameter of chain_levels must leave b"),
@@ -150,7 +181,7 @@ def test_free_banded_from_a_start_is_never_worse_than_it_and_refuses_a_start_off
     n, k = 64, 4
     b = n // k
     coarse = free_banded(n // 2, k, max_iterations=30)
-    start = prolong(coarse.matrix, k, 0.8)
+    start = carry(coarse.matrix, k, 0.4, 0.985)
     start = np.tril(start) - np.tril(start, -b)
     before = band_error(start, b, k)[0]
     r = free_banded(n, k, max_iterations=5, start=2.0 * start)  # any scale

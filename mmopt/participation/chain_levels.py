@@ -5,12 +5,15 @@ Notation: see :mod:`mmopt.participation.chain_banded`. At 2,048 steps an evaluat
 these numbers were taken) and from the free banded start it is time-limited: in 100 CPU s it reached 216,498 at
 k = 8, and 211,000 only after 430 s. A step at n/2 costs an eighth as much, and the
 strategy's shape carries over. Block i of b steps at n holds the steps of block i of b/2 at n/2, at half the offsets;
-so C_n(s, t) is read from C_{n/2} at (s/2, t/2), bilinear in the row and the lag s − t, the rows clamped to their
-block (the optimum jumps at block boundaries: within a block its lags grow with the offset, a saw-tooth, so no
-smooth or per-block polynomial model of it comes within 1 %). Off the diagonal the entries are multiplied by a
-factor c: twice as many lags share the sensitivity (the banded Toeplitz optimum's coefficients decay like
-d^{−1/2}, which suggests c ≈ 2^{−1/2}). Measured, the best start lies at c = 0.75–0.8 at every level and both k,
-so the level tries :data:`SCALES` and keeps the lowest exact Δ²·error (one triangular inverse and one chain each).
+so C_n(s, t) is read from C_{n/2} at (s/2, t/2) (:func:`carry`). Interpolated bilinearly in the row and the
+lag s − t, the rows clamped to their block (the optimum jumps at block boundaries: within a block its lags grow
+with the offset, a saw-tooth, so no smooth or per-block polynomial model of it comes within 1 %), and the entries
+off the diagonal multiplied by c = 0.75–0.8 (measured best), the start lost 3 %: at 2,048 steps, k = 4, from the
+level at 1,024 (39,048), 91,911 where the route then reached 90,429 after its 53 s at 2,048. :func:`carry` also
+keeps what does not stretch with n: the entries near the diagonal follow the same lags at every n (the
+coefficients of (1 − z)^{−1/2}, nearly), so they are interpolated relative to that decay, and no entry is
+interpolated across lag b, where they jump (only lags ≥ b enter Δ²): 90,008 from the same level. The level tries
+:data:`DECAYS` and keeps the lowest exact Δ²·error (one triangular inverse and one chain each).
 
 The coarsest level starts from ``start`` when given (optimize passes the chain dual's Lagrangian start at n/2,
 :func:`mmopt.participation.chain_dual.lagrangian_start`: at 2,048 steps, k = 4, 90,637 in the route against 90,962
@@ -18,10 +21,14 @@ from the free band at 256 steps), else from the free banded strategy (a third of
 :func:`~.chain_banded` from the carried start, which keeps the start if it cannot improve on it. The budgets double
 with each level up to the finest, which takes the rest (about half).
 
-Measured (prefix sums, one core, ``seconds`` = 80): at n = 2,048, k = 8 levels 256 → 2,048 gave 211,724 (from the
-free band at n, 216,498 in 114 s of optimize's route; 209,465 with 300 s); at k = 4, 90,989 (92,403). At 1,024
-steps it does not pay: in the route (80 s) 92,016 against 92,066 at k = 8 and 39,397 against 39,110 at k = 4, so
-optimize uses it from 2,048 steps (:mod:`mmopt.family.training_separation`).
+Measured (prefix sums, one core, ``seconds`` = 80, before :func:`carry`): at n = 2,048, k = 8 levels 256 → 2,048
+gave 211,724 (from the free band at n, 216,498 in 114 s of optimize's route; 209,465 with 300 s); at k = 4, 90,989
+(92,403). At 1,024 steps it does not pay: in the route (80 s) 92,016 against 92,066 at k = 8 and 39,397 against
+39,110 at k = 4, so optimize uses it from 2,048 steps (:mod:`mmopt.family.training_separation`). With
+:func:`carry`, from the dual's start at 1,024 steps (the route's 80 s): 89,720 at k = 4 (90,429 before) and
+208,854 at k = 8 (209,075 … 210,624 before); 3 levels from 512 steps reached 208,799, the same within a run's
+variation. At k = 8 the 2b-band family itself stops near 1.004× the chain dual at 1,024 steps (91,842 after 87 s
+against 91,449), so its 2,048-step strategy cannot be expected much below 1.004× either.
 """
 
 from __future__ import annotations
@@ -29,15 +36,16 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from scipy.special import gammaln
 
 from mmopt._base import validation as v
 from mmopt.participation.chain_banded import chain_banded, check_start_band, scaled_error
 from mmopt.participation.free_banded import FreeBanded, _check_arguments, band_error, free_banded
 
-__all__ = ["FREE_MAX_LEVELS", "FREE_SCALES", "SCALES", "chain_levels", "free_levels", "prolong"]
+__all__ = ["DECAYS", "FREE_MAX_LEVELS", "carry", "chain_levels", "free_levels"]
 
-SCALES = (0.7, 0.75, 0.8)  # c of the module docstring (0.55 … 1.0 tried at n = 512 … 2,048, k = 4 and 8)
-FREE_SCALES = (0.75, 0.8, 0.85)  # c for the free band (4,096 steps, k = 4: 0.6 … 1.0 tried, 0.8 best at each level)
+DECAYS = ((0.38, 0.97), (0.4, 0.985), (0.42, 1.0))  # (α, scale) of carry, the lowest exact error kept (α 0.34 …
+# 0.45 and scales 0.9 … 1.05 tried at 2,048 steps, k = 4 and 8, and 4,096, k = 4, b bands)
 MIN_SEPARATION = 16  # the coarsest level keeps b ≥ this
 MAX_LEVELS = 4
 FREE_MAX_LEVELS = 5  # free_levels' default (4,096 steps, k = 4, 74 CPU s: 207,611 from 256 steps, 209,028 from
@@ -45,9 +53,27 @@ FREE_MAX_LEVELS = 5  # free_levels' default (4,096 steps, k = 4, 74 CPU s: 207,6
 GROWTH = 2.0  # each level's budget over the one before (a step costs 8× as much; 1, 1.5 and 3 no better at 2,048)
 
 
-def prolong(C: np.ndarray, participations: int, scale: float) -> np.ndarray:
-    """C_n from C_{n/2} (2·(n/2)/k bands): C_n(s, t) = c^{[s ≠ t]}·C_{n/2}(s/2, t/2), bilinear in the row and the
-    lag, rows clamped to their block of b/2 (module docstring).
+def carry(C: np.ndarray, participations: int, decay: float, scale: float = 1.0) -> np.ndarray:
+    """C_n from C_{n/2} (2·(n/2)/k bands), respecting the optimum's structure: blocks, lag b and the decay.
+
+    Three things a plain bilinear interpolation in (row, lag) smears, each measured on the 2b-band optimum
+    (n = 1,024, k = 4):
+
+    * near the diagonal the entries follow the same lags at every n (1, 0.5, 0.39, 0.29, 0.21, 0.16 at lags 0, 1,
+      2, 4, 8, 16: close to the coefficients r_d of (1 − z)^{−1/2}, the single-participation optimum), not lags
+      doubled with n. So the entries are divided by r_d^{2α} (α = ``decay``) before the interpolation and
+      multiplied by it after;
+    * at lag b the entries jump (steps b apart can share a pattern, so only lags ≥ b enter Δ²; the optimum's C is
+      positive at lag b − 1 and negative at b): an interpolation corner on the other side of lag b (or off the
+      band, or the diagonal for an entry off it and vice versa) is dropped and the weights of the others renormalised
+      (with none left, the coarse row's lag D/2 on D's side of b/2);
+    * rows are clamped to their block, and so are columns.
+
+    C_n(s, t) interpolates (s/2, t/2) bilinearly in C_{n/2}'s row and column; the entries off the diagonal are then
+    multiplied by ``scale``. Measured, 2,048 steps, k = 4, from the 2b-band strategy at 1,024 (39,048): the start's
+    exact error 90,008 (α = 0.4, scale 0.985) against 91,911 for the bilinear one in (row, lag) times 0.8 (the
+    best of 0.7, 0.75, 0.8); at k = 8, from 91,860: 209,774 against 213,872; the free band at 4,096 steps, k = 4,
+    from 2,048 (90,892), cut to b bands: 207,775 against 212,558.
 
     Parameters
     ----------
@@ -55,51 +81,73 @@ def prolong(C: np.ndarray, participations: int, scale: float) -> np.ndarray:
         Lower-triangular with at most 2h/k bands; h a multiple of k.
     participations : int
         k.
-    scale : float
-        c, the factor of the entries off the diagonal.
+    decay : float
+        α: the entries are interpolated relative to r_d^{2α} ≈ (π d)^{−α}.
+    scale : float, default 1.0
+        The factor of the entries off the diagonal.
 
     Returns
     -------
     ndarray (2h, 2h)
-        Lower-triangular with at most 4h/k bands and a positive diagonal.
+        Lower-triangular with at most 4h/k bands and the coarse diagonal's values on its diagonal.
 
     Examples
     --------
-    >>> C = np.tril(np.ones((8, 8))) - np.tril(np.ones((8, 8)), -4)   # h = 8, k = 4: 2·2 = 4 bands of ones
-    >>> F = prolong(C, 4, 0.5)
+    >>> C = np.tril(np.ones((8, 8))) - np.tril(np.ones((8, 8)), -4)   # h = 8, k = 4: b = 2, 4 bands of ones
+    >>> F = carry(C, 4, 0.0)        # α = 0: plain interpolation, no decay
     >>> F.shape, float(F[5, 5]), float(F[5, 4]), float(F[7, 0]), float(F[8, 0])
-    ((16, 16), 1.0, 0.5, 0.5, 0.0)
+    ((16, 16), 1.0, 1.0, 1.0, 0.0)
     """
-    caller = "prolong"
+    caller = "carry"
     C = v.check_matrix(C, name="C", caller=caller, square=True)
     k = v.check_int(participations, name="participations", caller=caller, low=1)
+    alpha = v.check_real(decay, name="decay", caller=caller, low=0.0)
+    scale = v.check_real(scale, name="scale", caller=caller, low=0.0, low_open=True)
     h = C.shape[0]
     if h % k:
         raise ValueError(f"The 'participations' parameter of {caller} must divide n = {h}. Got {k} instead.")
     n, hb = 2 * h, h // k  # hb: the coarse separation; the fine one is b = 2·hb
-    lag = np.zeros((h, 2 * hb))  # lag[s, d] = C[s, s − d]
-    s, t = np.tril_indices(h)
-    near = s - t < 2 * hb
-    lag[s[near], (s - t)[near]] = C[s[near], t[near]]
     S, T = np.tril_indices(n)
-    near = S - T < 4 * hb
-    S, T = S[near], T[near]
+    keep = S - T < 4 * hb
+    S, T = S[keep], T[keep]
     D = S - T
-    r = S / 2.0
-    r0 = np.floor(r).astype(int)
-    r1 = np.minimum(r0 + 1, (r0 // hb) * hb + hb - 1)  # the row's coarse block ends there
-    d = np.minimum(D / 2.0, 2 * hb - 1)
-    d0 = np.floor(d).astype(int)
-    d1 = np.minimum(d0 + 1, 2 * hb - 1)
-    wr, wd = r - r0, d - d0
-    values = ((1 - wr) * ((1 - wd) * lag[r0, d0] + wd * lag[r0, d1])
-              + wr * ((1 - wd) * lag[r1, d0] + wd * lag[r1, d1]))
+    r0, c0 = S // 2, T // 2
+    r1 = np.minimum(r0 + 1, (r0 // hb) * hb + hb - 1)  # the row's (and the column's) coarse block ends there
+    c1 = np.minimum(c0 + 1, (c0 // hb) * hb + hb - 1)
+    wr, wc = S / 2.0 - r0, T / 2.0 - c0
+    total, weight = np.zeros(len(S)), np.zeros(len(S))
+    plain, count = np.zeros(len(S)), np.zeros(len(S))  # for an entry whose valid corners all weigh 0
+    for R, w_row in ((r0, 1.0 - wr), (r1, wr)):
+        for Q, w_col in ((c0, 1.0 - wc), (c1, wc)):
+            L = R - Q
+            ok = (L >= 0) & (L < 2 * hb) & ((L > 0) == (D > 0)) & ((L >= hb) == (D >= 2 * hb))
+            value = np.where(ok, C[R, np.minimum(Q, R)] / _decay(np.maximum(L, 0), alpha), 0.0)
+            total += np.where(ok, w_row * w_col, 0.0) * value
+            weight += np.where(ok, w_row * w_col, 0.0)
+            plain += value
+            count += ok
+    lone = weight == 0
+    total[lone], weight[lone] = plain[lone], count[lone]
+    # no valid corner (a block's last row or column beside lag b or the diagonal): the coarse row's own lag D/2,
+    # moved onto D's side of lag hb
+    lone = weight == 0
+    R = r0[lone]
+    L = np.where(D[lone] >= 2 * hb, np.clip(D[lone] // 2, hb, 2 * hb - 1), np.clip(D[lone] // 2, 1, hb - 1))
+    L = np.minimum(L, R)
+    total[lone], weight[lone] = C[R, R - L] / _decay(L, alpha), 1.0
+    values = total / weight
     out = np.zeros((n, n))
-    out[S, T] = np.where(D > 0, scale * values, values)
+    out[S, T] = np.where(D > 0, scale * values * _decay(D, alpha), values)
     diagonal = np.diag(out).copy()
     floor = 1e-3 * float(np.abs(diagonal).max()) if np.any(diagonal > 0) else 1.0
     out[np.diag_indices(n)] = np.maximum(diagonal, floor)
     return out
+
+
+def _decay(d: np.ndarray, alpha: float) -> np.ndarray:
+    """r_d^{2α}, r_d = Γ(d + ½)/(Γ(½) Γ(d + 1)) the coefficients of (1 − z)^{−1/2} (r_0 = 1)."""
+    d = np.asarray(d, dtype=float)
+    return np.exp(2.0 * alpha * (gammaln(d + 0.5) - gammaln(0.5) - gammaln(d + 1.0)))
 
 
 def _level_sizes(n: int, k: int, levels, max_levels: int, caller: str) -> list[int]:
@@ -177,7 +225,8 @@ def chain_levels(n: int, participations: int, *, seconds: float, levels: int | N
             free = free_banded(m, k, seconds=max((deadline - time.process_time()) / 3, 1e-3))
             start, iterations = free.matrix, free.iterations
         elif j:
-            start = min((prolong(coarse.matrix, k, c) for c in SCALES), key=lambda C: scaled_error(C, m // k, k)[0])
+            start = min((carry(coarse.matrix, k, alpha, c) for alpha, c in DECAYS),
+                        key=lambda C: scaled_error(C, m // k, k)[0])
         coarse = chain_banded(m, k, start=start, seconds=max(deadline - time.process_time(), 1e-3))
         iterations += coarse.iterations
     return FreeBanded(coarse.matrix, coarse.error, coarse.sensitivity, coarse.status, iterations,
@@ -188,8 +237,9 @@ def chain_levels(n: int, participations: int, *, seconds: float, levels: int | N
 def free_levels(n: int, participations: int, *, seconds: float, levels: int | None = None) -> FreeBanded:
     """The free banded strategy (:func:`mmopt.participation.free_banded.free_banded`, b bands) coarse to fine: at
     n/2^(levels − 1) steps from the row-weighted start, each finer level from the coarser one carried by
-    :func:`prolong` (the lowest exact error over :data:`FREE_SCALES`), the budgets doubling. ``levels`` defaults
-    to halving n while b stays even and ≥ 2·:data:`MIN_SEPARATION`, at most :data:`FREE_MAX_LEVELS` levels.
+    :func:`carry` and cut to b bands (the lowest exact error over :data:`DECAYS`), the budgets doubling.
+    ``levels`` defaults to halving n while b stays even and ≥ 2·:data:`MIN_SEPARATION`, at most
+    :data:`FREE_MAX_LEVELS` levels.
 
     Measured (4,096 steps, k = 4, one core, 74 CPU s): levels 256 → 4,096 reached 207,611, 512 → 4,096 209,028,
     1,024 → 4,096 209,918 and 2,048 → 4,096 210,461, where one level reached 211,508 (209,066 with 107 s); the start
@@ -213,7 +263,7 @@ def free_levels(n: int, participations: int, *, seconds: float, levels: int | No
         start = None
         if j:
             b = m // k
-            carried = (np.tril(C) - np.tril(C, -b) for C in (prolong(coarse.matrix, k, c) for c in FREE_SCALES))
+            carried = (np.tril(C) - np.tril(C, -b) for C in (carry(coarse.matrix, k, a, c) for a, c in DECAYS))
             start = min((band_error(C, b, k) for C in carried), key=lambda pair: pair[0])[1]
         coarse = free_banded(m, k, seconds=max(deadline - time.process_time(), 1e-3), start=start)
         iterations += coarse.iterations
