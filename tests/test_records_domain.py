@@ -126,3 +126,20 @@ def test_every_public_entry_point_refuses_a_dict_of_sizes_with_the_remedy():
     for caller, call in calls.items():
         with pytest.raises(TypeError, match=f"'domain' parameter of {caller} must be a Domain.*Domain.from_json"):
             call()
+
+
+def test_a_set_of_categories_edges_or_attributes_is_refused_as_unordered():
+    # a set's iteration order depends on PYTHONHASHSEED: the cells (or axes) would change from process to process
+    import pytest as _pytest
+
+    from mmopt.records import Attribute, Domain
+    with _pytest.raises(TypeError, match="'categories' parameter of Attribute 'region' must be ordered"):
+        Attribute("region", categories={"north", "south"})
+    with _pytest.raises(TypeError, match="'edges' parameter of Attribute 'age' must be ordered"):
+        Attribute("age", edges=frozenset({0, 18, 65}))
+    with _pytest.raises(TypeError, match="Got a dict instead"):  # its keys would be taken silently
+        Attribute("region", categories={"north": 1, "south": 2})
+    sex = Attribute("sex", categories=("F", "M"))
+    with _pytest.raises(TypeError, match="'attributes' parameter of Domain must be ordered"):
+        Domain({sex, Attribute("age", categories=(0, 1))})
+    assert Domain([sex]).names == ("sex",)  # a list is ordered

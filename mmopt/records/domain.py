@@ -89,6 +89,12 @@ class Attribute:
         if (self.categories is None) == (self.edges is None):
             raise ValueError(f"{caller} '{self.name}' must have exactly one of 'categories' (a list of values) and "
                              f"'edges' (numeric bin edges). Got {'both' if self.edges is not None else 'neither'}.")
+        for key in ("categories", "edges"):
+            if isinstance(getattr(self, key), set | frozenset | dict):  # the cells' order: a set's varies by process
+                raise TypeError(f"The '{key}' parameter of {caller} '{self.name}' must be ordered (a tuple or list): "
+                                "its order is the cells' order, and a set's changes from one Python process to the "
+                                f"next. Got a {type(getattr(self, key)).__name__} instead; pass sorted(...) or a "
+                                "tuple.")
         if self.categories is not None:
             object.__setattr__(self, "categories", _check_categories(self.categories, self.name))
         else:
@@ -194,6 +200,10 @@ class Domain:
 
     def __post_init__(self) -> None:
         caller = "Domain"
+        if isinstance(self.attributes, set | frozenset | dict):  # the axes' order: a set's varies by process
+            raise TypeError(f"The 'attributes' parameter of {caller} must be ordered (a tuple or list of Attribute): "
+                            "its order is the axes' order, and a set's changes from one Python process to the next. "
+                            f"Got a {type(self.attributes).__name__} instead.")
         attrs = tuple(self.attributes) if hasattr(self.attributes, "__iter__") else None
         if not attrs or not all(isinstance(a, Attribute) for a in attrs):
             raise TypeError(f"The 'attributes' parameter of {caller} must be a non-empty tuple of Attribute. "
