@@ -122,8 +122,9 @@ def carry(C: np.ndarray, participations: int, decay: float, scale: float = 1.0) 
             L = R - Q
             ok = (L >= 0) & (L < 2 * hb) & ((L > 0) == (D > 0)) & ((L >= hb) == (D >= 2 * hb))
             value = np.where(ok, C[R, np.minimum(Q, R)] / _decay(np.maximum(L, 0), alpha), 0.0)
-            total += np.where(ok, w_row * w_col, 0.0) * value
-            weight += np.where(ok, w_row * w_col, 0.0)
+            w = np.where(ok, w_row * w_col, 0.0)
+            total += w * value
+            weight += w
             plain += value
             count += ok
     lone = weight == 0

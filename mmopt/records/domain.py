@@ -90,11 +90,10 @@ class Attribute:
             raise ValueError(f"{caller} '{self.name}' must have exactly one of 'categories' (a list of values) and "
                              f"'edges' (numeric bin edges). Got {'both' if self.edges is not None else 'neither'}.")
         for key in ("categories", "edges"):
-            if isinstance(getattr(self, key), set | frozenset | dict):  # the cells' order: a set's varies by process
+            if reason := _unordered(getattr(self, key)):
                 raise TypeError(f"The '{key}' parameter of {caller} '{self.name}' must be ordered (a tuple or list): "
-                                "its order is the cells' order, and a set's changes from one Python process to the "
-                                f"next. Got a {type(getattr(self, key)).__name__} instead; pass sorted(...) or a "
-                                "tuple.")
+                                f"its order is the cells' order, and {reason}. Got a "
+                                f"{type(getattr(self, key)).__name__} instead; pass sorted(...) or a tuple.")
         if self.categories is not None:
             object.__setattr__(self, "categories", _check_categories(self.categories, self.name))
         else:
@@ -125,6 +124,16 @@ class Attribute:
             return {"name": self.name, "categories": list(self.categories)}
         return {"name": self.name, "edges": [x if math.isfinite(x) else ("inf" if x > 0 else "-inf")
                                              for x in self.edges]}
+
+
+def _unordered(value) -> str | None:
+    """Why ``value`` cannot give an order of cells or axes (a set's iteration order follows PYTHONHASHSEED and
+    addresses; a dict would give its keys alone), or None."""
+    if isinstance(value, set | frozenset):
+        return "a set's order changes from one Python process to the next"
+    if isinstance(value, dict):
+        return "a dict would give its keys alone, silently"
+    return None
 
 
 def _check_categories(cats, name: str) -> tuple:
@@ -200,10 +209,10 @@ class Domain:
 
     def __post_init__(self) -> None:
         caller = "Domain"
-        if isinstance(self.attributes, set | frozenset | dict):  # the axes' order: a set's varies by process
+        if reason := _unordered(self.attributes):
             raise TypeError(f"The 'attributes' parameter of {caller} must be ordered (a tuple or list of Attribute): "
-                            "its order is the axes' order, and a set's changes from one Python process to the next. "
-                            f"Got a {type(self.attributes).__name__} instead.")
+                            f"its order is the axes' order, and {reason}. Got a {type(self.attributes).__name__} "
+                            "instead.")
         attrs = tuple(self.attributes) if hasattr(self.attributes, "__iter__") else None
         if not attrs or not all(isinstance(a, Attribute) for a in attrs):
             raise TypeError(f"The 'attributes' parameter of {caller} must be a non-empty tuple of Attribute. "
