@@ -238,3 +238,22 @@ def test_an_attribute_named_like_a_table_column_is_refused_before_any_noise():
             release_marginals(pd.DataFrame({name: ["a", "b"], "k": [0, 1]}), domain, 1, mmopt.Privacy(1.0, 1e-6),
                               accountant=acc)
     assert acc.spends == ()
+
+
+def test_a_weighted_dict_is_the_weighted_workload_and_a_repeated_marginal_is_refused(df):
+    """A dict's weights were dropped (iterating it gave its keys), and [("sex", "age"), ("age", "sex")] optimised
+    one marginal at double weight while releasing it once (an auditor's finding): the dict is now the weighted
+    workload, bit for bit, and the repeat is refused before any noise."""
+    weights = {("sex", "age"): 3.0, ("kids",): 1.0}
+    by_dict = _release(df, weights, seed=5)
+    by_workload = _release(df, residual.marginal_workload(D.shape, [(0, 2), (3,)], weights=[3.0, 1.0]), seed=5)
+    plain = _release(df, list(weights), seed=5)
+    for A in [(0, 2), (3,)]:
+        np.testing.assert_array_equal(by_dict.marginals[A], by_workload.marginals[A])
+    se = {A: by_dict.table().query("marginal == @A").std_error.max() for A in ["sex×age", "kids"]}
+    se_plain = {A: plain.table().query("marginal == @A").std_error.max() for A in ["sex×age", "kids"]}
+    # the weight moves accuracy to the heavier marginal, away from the lighter one
+    assert se["sex×age"] < se_plain["sex×age"] and se["kids"] > se_plain["kids"]
+    with pytest.raises(ValueError, match=r"'workload' parameter of release_marginals names the marginal "
+                                         r"\('sex', 'age'\) twice \(also as \('age', 'sex'\)\)"):
+        release_marginals(df, D, [("sex", "age"), ("age", "sex")], GAUSS)

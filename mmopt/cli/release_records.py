@@ -80,7 +80,7 @@ def parse_workload(text: str, domain, *, command: str = "mmopt release") -> int 
     sets = [tuple(a.strip() for a in part.split("*")) for part in body.split(",") if part.strip()]
     if not sets:
         raise ValueError(f"The --workload 'marginals:A*B,C' lists no attribute set. Got {text!r}.")
-    check_sets(sets, domain, caller=command, name="--workload")  # unknown names, repeats: ValueError
+    check_sets(sets, domain, caller=command, name="--workload", distinct=True)  # unknown names, repeats: ValueError
     return sets
 
 

@@ -29,9 +29,11 @@ from mmopt.records.domain import Domain
 from mmopt.structured.residual import closure as cl
 
 
-def check_sets(sets, domain: Domain, *, caller: str, name: str = "sets") -> tuple[tuple[int, ...], ...]:
+def check_sets(sets, domain: Domain, *, caller: str, name: str = "sets",
+               distinct: bool = False) -> tuple[tuple[int, ...], ...]:
     """Attribute sets given by index or by name, as sorted index tuples (a bare name or int in a list is one set; a
-    bare tuple of names, ("sex", "age"), is refused as ambiguous)."""
+    bare tuple of names, ("sex", "age"), is refused as ambiguous). ``distinct``: one set named twice, in any
+    order, is refused (where each set is one marginal of a workload, its weight would double unseen)."""
     if isinstance(sets, str | bytes) or not hasattr(sets, "__iter__"):
         raise TypeError(f"The '{name}' parameter of {caller} must be a list of attribute tuples, e.g. "
                         f"[('age', 'sex'), (2,)]. Got {type(sets).__name__} instead.")
@@ -41,9 +43,10 @@ def check_sets(sets, domain: Domain, *, caller: str, name: str = "sets") -> tupl
         raise ValueError(f"The '{name}' parameter of {caller} is a list of attribute sets; {sets!r:.80} reads as "
                          f"{len(sets)} sets of one attribute and is refused as ambiguous. Pass [{sets!r:.70}] for the "
                          f"one {len(sets)}-way marginal, or {list(sets)!r:.70} for the {len(sets)} one-way ones.")
-    out = []
+    out, given = [], []
     for S in sets:
         S = (S,) if isinstance(S, str) or not hasattr(S, "__iter__") else tuple(S)
+        given.append(S)
         idx = []
         for a in S:
             if isinstance(a, str):
@@ -55,7 +58,15 @@ def check_sets(sets, domain: Domain, *, caller: str, name: str = "sets") -> tupl
         out.append(tuple(idx))
     if not out:  # nothing to count (marginal_counts failed on max() of no sets)
         raise ValueError(f"The '{name}' parameter of {caller} must list at least one marginal. Got none.")
-    return cl.check_sets(out, domain.shape, name=name, caller=caller)
+    out = cl.check_sets(out, domain.shape, name=name, caller=caller)
+    if distinct and len(set(out)) != len(out):
+        first: dict = {}
+        for G, S in zip(given, out, strict=True):
+            if S in first:
+                raise ValueError(f"The '{name}' parameter of {caller} names the marginal {first[S]!r} twice (also as "
+                                 f"{G!r}); its weight in the optimised error would double. Give each marginal once.")
+            first[S] = G
+    return out
 
 
 #: Up to this many attributes per set, set containment is decided by listing each set's subsets (Σ 2^|B|) rather

@@ -114,8 +114,12 @@ def marginal_sets(workload, domain: Domain, caller: str) -> MarginalWorkload:
         k = up_to(workload, d, f"The 'workload' parameter of {caller}")
         sets = [S for j in range(1, k + 1) for S in itertools.combinations(range(d), j)]
         return marginal_workload(domain.shape, sets, name=f"all 1- to {k}-way marginals")
-    sets = rc.check_sets(workload, domain, caller=caller, name="workload")  # at least one
-    return marginal_workload(domain.shape, sets)
+    weights = None
+    if isinstance(workload, dict):  # {("sex", "age"): 2.0}: iterating it gave its keys, its weights dropped unseen
+        weights, workload = list(workload.values()), list(workload)
+    # (0, 1) and (1, 0) named one marginal twice: optimised at double weight, released once
+    sets = rc.check_sets(workload, domain, caller=caller, name="workload", distinct=True)  # at least one
+    return marginal_workload(domain.shape, sets, weights=weights)
 
 
 def prepare(domain: Domain, workload, privacy: Privacy, strategy, caller: str) -> Prepared:

@@ -52,11 +52,12 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
         As :func:`mmopt.records.marginal_counts` (records outside the domain are dropped, a public rule); Polars
         and DuckDB count inside their engine, with the same integers.
     domain : Domain
-    workload : int, str, list of tuple, or MarginalWorkload
+    workload : int, str, list of tuple, dict, or MarginalWorkload
         k for all k-way marginals, "k<=K" for every marginal on 1 to K attributes (the 1- and 2-way marginals:
         "k<=2"), a list of attribute tuples (names or indices; the 2-way marginal of sex and age is
-        ``[("sex", "age")]``, and a bare ``("sex", "age")`` is refused as ambiguous), or a marginal workload over
-        ``domain.shape``.
+        ``[("sex", "age")]``, and a bare ``("sex", "age")`` is refused as ambiguous; each marginal once), a dict
+        {attribute tuple: weight} (a marginal of weight w counts w² in the optimised error), or a marginal
+        workload over ``domain.shape``.
     privacy : Privacy
         δ = 0: Laplace noise (ε-DP); δ > 0: Gaussian noise ((ε, δ)-DP, also reported as ρ-zCDP).
     strategy : ResidualStrategy, Plan, WeightedMarginals, ImplicitStrategy of weighted marginals, or None

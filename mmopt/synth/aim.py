@@ -159,11 +159,7 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
         raise TypeError(f"The 'workload' parameter of {caller} must be a list of attribute tuples, each marginal "
                         f"of weight 1 (the paper's workload). Got a dict, whose weights aim does not take. Pass "
                         f"list(workload) to drop them.")
-    sets = rc.check_sets(workload, domain, caller=caller, name="workload")
-    if len(set(sets)) != len(sets):  # (0, 1) and (1, 0): one marginal counted twice, its weight doubled
-        twice = next(S for S in sets if sets.count(S) > 1)
-        raise ValueError(f"The 'workload' parameter of {caller} names the marginal {twice} more than once (in some "
-                         "order). Give each marginal once.")
+    sets = rc.check_sets(workload, domain, caller=caller, name="workload", distinct=True)
     if any(len(S) == 0 for S in sets):
         raise ValueError(f"The 'workload' parameter of {caller} must list at least one non-empty marginal. "
                          f"Got {list(sets)!r:.80}.")
