@@ -177,13 +177,18 @@ def _optimize(n, schema, **budgets):
 def test_optimize_keeps_the_better_bound_and_names_it():
     n, k = 64, 4
     schema = min_separation(n // k, k)
-    # cutting planes cut short (0.5 s) so that the chain dual runs and gives the bound
+    # cutting planes cut short (0.5 s) so that the chain dual runs. Which of the two bounds more depends on how
+    # far each got in its CPU budget (on an idle machine the chain dual, 5 s, under heavy load not always), so the
+    # property is asserted, not the race: the best bound kept and named, never above the objective
     res = _optimize(n, schema, seconds=0.5, chain_dual_seconds=5)
-    assert res.extra["chain_dual"] > res.extra["cutting_planes_dual"]
-    assert res.lower_bound == pytest.approx(res.extra["chain_dual"], rel=1e-9)
-    assert "chain dual" in res.extra["lower_bound_method"] and res.lower_bound <= res.objective
+    duals = {"chain dual": res.extra["chain_dual"], "working set": res.extra["cutting_planes_dual"]}
+    assert res.lower_bound >= max(duals.values()) * (1 - 1e-12) and res.lower_bound <= res.objective
+    best = max(duals, key=duals.get)
+    if res.lower_bound == pytest.approx(duals[best], rel=1e-12):  # (else the banded route's own bound was higher)
+        assert best in res.extra["lower_bound_method"]
     without = _optimize(n, schema, seconds=0.5, chain_dual_seconds=0)
-    assert "chain_dual" not in without.extra and without.lower_bound < res.lower_bound
+    assert "chain_dual" not in without.extra and "chain dual" not in without.extra["lower_bound_method"]
+    assert without.lower_bound <= without.objective
     with pytest.raises(ValueError, match="chain_dual_seconds"):
         _optimize(n, schema, chain_dual_seconds=-1)
 

@@ -156,7 +156,8 @@ def test_a_weighted_or_repeated_workload_is_refused():
     df = _records(100)
     with pytest.raises(TypeError, match="'workload' parameter of aim must be a list of attribute tuples.*Got a dict"):
         aim(df, D, {(0, 1): 5.0}, mmopt.Privacy(1.0, 1e-9))
-    with pytest.raises(ValueError, match=r"'workload' parameter of aim names the marginal \(0, 1\) twice \(also as \(1, 0\)\)"):
+    with pytest.raises(ValueError, match=r"'workload' parameter of aim names the marginal \(0, 1\) twice "
+                                         r"\(also as \(1, 0\)\)"):
         aim(df, D, [(0, 1), (1, 0)], mmopt.Privacy(1.0, 1e-9))
 
 
