@@ -25,3 +25,11 @@ def test_an_unknown_label_is_refused_by_name_and_a_missing_one_dropped():
         workload_error(true, pd.DataFrame({"x": ["[0, 10)", "oops"]}), D, [("x",)])  # was a bare KeyError
     a, b = D.attributes[0].labels
     assert workload_error(true, pd.DataFrame({"x": [a, None, b]}), D, [("x",)]) == 0.0  # as a missing record
+
+
+def test_a_repeated_marginal_is_refused_not_counted_twice_in_the_mean():
+    D = Domain((Attribute("x", edges=(0, 10, 20)), Attribute("y", categories=("a", "b"))))
+    true = pd.DataFrame({"x": [1.0, 15.0], "y": ["a", "b"]})
+    with pytest.raises(ValueError, match=r"'workload' parameter of workload_error names the marginal \('x', 'y'\) "
+                                         r"twice \(also as \('y', 'x'\)\)"):
+        workload_error(true, true, D, [("x", "y"), ("y", "x")])

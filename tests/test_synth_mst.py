@@ -204,6 +204,8 @@ def test_bad_input_is_refused_before_any_draw():
         mst(df, {"a": 3}, mmopt.Privacy(1.0, 1e-9))
     with pytest.raises(ValueError, match="'seed' parameter of mst"):
         mst(df, D, mmopt.Privacy(1.0, 1e-9), seed=-1)
+    with pytest.raises(ValueError, match=r"'workload' parameter of mst names the marginal \(0, 1\) twice"):
+        mst(df, D, mmopt.Privacy(1.0, 1e-9), workload=[(0, 1), (1, 0)])  # its edges' weight doubled
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the seeded generator's
         s = mst(df, D, mmopt.Privacy(1.0, 1e-9), seed=0)

@@ -37,7 +37,8 @@ def workload_error(records, synthetic, domain: Domain, workload) -> float:
     >>> workload_error(df, df.iloc[[0, 1]], D, [("a",), ("a", "b")])     # (0 + ½)/2
     0.25
     """
-    sets = rc.check_sets(workload, domain, caller="workload_error", name="workload")  # at least one
+    # at least one; a repeated marginal counted twice in the mean
+    sets = rc.check_sets(workload, domain, caller="workload_error", name="workload", distinct=True)
     true = rc.marginal_counts(records, domain, sets, caller="workload_error")
     if hasattr(synthetic, "model") and hasattr(synthetic, "marginal"):
         fake = {S: synthetic.marginal(S) for S in sets}

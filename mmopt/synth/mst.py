@@ -174,7 +174,8 @@ def mst(records, domain: Domain, privacy, seed=None, *, compress: bool = True, w
     rho = budget_rho(privacy, caller)
     seed = check_seed(seed, caller)
     compress = v.check_bool(compress, name="compress", caller=caller)
-    sets = None if workload is None else rc.check_sets(workload, domain, caller=caller, name="workload")
+    sets = None if workload is None else rc.check_sets(workload, domain, caller=caller, name="workload",
+                                                       distinct=True)  # a repeat weighted its edges twice
     if sets is not None:
         cells = sum(math.prod(domain.shape[i] for i in r) for r in sets if len(r) > 2)
         if cells > MAX_SCORED_CELLS:
