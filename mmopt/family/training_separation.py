@@ -165,8 +165,8 @@ def _banded_strategies(n: int, k: int, budget: dict, extra: dict, dual=None) -> 
     Measured in the route (prefix sums, one core, default budgets; benchmarks/results/bench_participation_minsep.txt):
     n = 1,024, k = 8: 91,846 (gap 1.0046) from the dual's start against 91,975 (1.0063) from the free band;
     n = 2,048, k = 4: 90,649 (1.016) against 90,962 (1.021); since the levels carry their strategy with
-    :func:`mmopt.participation.chain_levels.carry` (development runs, one BLAS thread, 110.5 CPU s): 89,733 (1.0063)
-    at k = 4 and 208,769 (1.0121, before 210,624: 1.0203) at k = 8."""
+    :func:`mmopt.participation.chain_levels.carry`, 89,618 (1.0046) at k = 4 and 208,575 (1.0093, before 210,624:
+    1.020) at k = 8 in 110 CPU s (a run beside the test suite, which does less per CPU second: 1.0121)."""
     from mmopt.dense._strategy_core import Strategy
     from mmopt.participation.chain_banded import chain_banded
     from mmopt.participation.chain_levels import chain_levels, free_levels
