@@ -59,13 +59,9 @@ def check_sets(sets, domain: Domain, *, caller: str, name: str = "sets",
     if not out:  # nothing to count (marginal_counts failed on max() of no sets)
         raise ValueError(f"The '{name}' parameter of {caller} must list at least one marginal. Got none.")
     out = cl.check_sets(out, domain.shape, name=name, caller=caller)
-    if distinct and len(set(out)) != len(out):
-        first: dict = {}
-        for G, S in zip(given, out, strict=True):
-            if S in first:
-                raise ValueError(f"The '{name}' parameter of {caller} names the marginal {first[S]!r} twice (also as "
-                                 f"{G!r}); its weight in the optimised error would double. Give each marginal once.")
-            first[S] = G
+    if distinct and (twice := cl.first_repeat(given, out)):
+        raise ValueError(f"The '{name}' parameter of {caller} names the marginal {twice[0]!r} twice (also as "
+                         f"{twice[1]!r}); its weight in the optimised error would double. Give each marginal once.")
     return out
 
 

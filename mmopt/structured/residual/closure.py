@@ -46,14 +46,22 @@ def check_sets(sets, shape: tuple[int, ...], *, name: str, caller: str,
     sets = list(sets) if distinct else sets
     out = _already_sorted_sets(sets, d)
     out = _sorted_sets(sets, d, name, caller) if out is None else out
-    if distinct and len(set(out)) != len(out):
-        first: dict = {}
-        for given, S in zip(sets, out, strict=True):
-            if S in first:
-                raise ValueError(f"The '{name}' parameter of {caller} names one attribute set twice, {first[S]!r} "
-                                 f"and {given!r} (one marginal under two keys). Give each set once.")
-            first[S] = given
+    if distinct and (twice := first_repeat(sets, out)):
+        raise ValueError(f"The '{name}' parameter of {caller} names one attribute set twice, {twice[0]!r} "
+                         f"and {twice[1]!r} (one marginal under two keys). Give each set once.")
     return out
+
+
+def first_repeat(given, sets) -> tuple | None:
+    """(the first, the second) of ``given`` whose sorted sets (``sets``, in the same order) are one, or None."""
+    if len(set(sets)) == len(sets):
+        return None
+    first: dict = {}
+    for G, S in zip(given, sets, strict=True):
+        if S in first:
+            return first[S], G
+        first[S] = G
+    return None
 
 
 def _sorted_sets(sets, d: int, name: str, caller: str) -> tuple[tuple[int, ...], ...]:
