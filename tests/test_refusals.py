@@ -48,7 +48,9 @@ def no_work(monkeypatch):
     monkeypatch.setattr(cm, "spawn", _started)
 
 
-def refused_quickly(call, exc, match, seconds=0.5):
+def refused_quickly(call, exc, match, seconds=5.0):
+    # the work refused would take hours to days; 5 s leaves room for a first import on a loaded machine (0.5 s did
+    # not always), and the no_work fixture fails a missing guard in the patched loops at once
     t0 = time.perf_counter()
     with pytest.raises(exc, match=match) as info:
         call()
