@@ -506,7 +506,7 @@ def test_huge_request_is_refused_before_allocating(call, pattern, monkeypatch):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert time.perf_counter() - t0 < 2.0
+    assert time.perf_counter() - t0 < 10.0  # allocating would take minutes; tracemalloc slows a loaded machine
     assert peak < 64e6  # refused before allocating: the requests range from 0.8 GB to 16 TB
     assert "MAX_ALLOCATION_ENTRIES" in str(info.value) or "more than the limit" in str(info.value)
 
