@@ -257,3 +257,5 @@ def test_a_weighted_dict_is_the_weighted_workload_and_a_repeated_marginal_is_ref
     with pytest.raises(ValueError, match=r"'workload' parameter of release_marginals names the marginal "
                                          r"\('sex', 'age'\) twice \(also as \('age', 'sex'\)\)"):
         release_marginals(df, D, [("sex", "age"), ("age", "sex")], GAUSS)
+    with pytest.raises(ValueError, match=r"'workload\[\('sex', 'age'\)\]' parameter of release_marginals .* Got -1\.0"):
+        release_marginals(df, D, {("sex", "age"): -1.0}, GAUSS)

@@ -61,7 +61,7 @@ def check_sets(sets, domain: Domain, *, caller: str, name: str = "sets",
     out = cl.check_sets(out, domain.shape, name=name, caller=caller)
     if distinct and (twice := cl.first_repeat(given, out)):
         raise ValueError(f"The '{name}' parameter of {caller} names the marginal {twice[0]!r} twice (also as "
-                         f"{twice[1]!r}); its weight in the optimised error would double. Give each marginal once.")
+                         f"{twice[1]!r}): it would count twice, its weight doubled. Give each marginal once.")
     return out
 
 

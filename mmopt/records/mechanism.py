@@ -116,7 +116,10 @@ def marginal_sets(workload, domain: Domain, caller: str) -> MarginalWorkload:
         return marginal_workload(domain.shape, sets, name=f"all 1- to {k}-way marginals")
     weights = None
     if isinstance(workload, dict):  # {("sex", "age"): 2.0}: iterating it gave its keys, its weights dropped unseen
-        weights, workload = list(workload.values()), list(workload)
+        # each weight checked in this function's name (marginal_workload's message named a function not called)
+        weights = [v.check_real(w, name=f"workload[{S!r}]", caller=caller, low=1e-150, high=1e150)
+                   for S, w in workload.items()]
+        workload = list(workload)
     # (0, 1) and (1, 0) named one marginal twice: optimised at double weight, released once
     sets = rc.check_sets(workload, domain, caller=caller, name="workload", distinct=True)  # at least one
     return marginal_workload(domain.shape, sets, weights=weights)
