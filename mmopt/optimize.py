@@ -254,9 +254,13 @@ def _objective(privacy, method, norm, caller: str, warn_norm: bool = True):
                       f"{wanted!r}: the strategy is optimised for the other noise than the one it will be released "
                       "with. Drop 'norm' to optimise for the budget.", UserWarning, stacklevel=3)
         return method, norm
-    native = DEFAULT_NORM.get(method, "l1") if isinstance(method, str) and method in METHODS else wanted
+    # a construction (identity, hierarchical, wavelet, the SVD strategy) optimises nothing, so there is no objective
+    # to mismatch: it had been said to "optimise the l1 objective" under Gaussian noise
+    searched = isinstance(method, str) and method in METHODS and bool(METHODS[method].reads)
+    native = DEFAULT_NORM.get(method, "l1") if searched else wanted
     if native != wanted:
+        other = "'l2_approx' for Gaussian noise" if wanted == "l2" else "'min_error' for Laplace noise"
         warnings.warn(f"{caller}: method={method!r} optimises the {native} objective, but {privacy} releases with "
                       f"{noise} noise: its strategy is scored in {wanted} and can be far from the best there. Use "
-                      "method='auto' (or 'min_error' under Laplace noise).", UserWarning, stacklevel=3)
+                      f"method='auto' (or {other}).", UserWarning, stacklevel=3)
     return method, wanted

@@ -47,8 +47,11 @@ _MARGIN = 1e-10  # relative safety margin on log δ; see the module docstring
 
 def _built_by_user() -> bool:
     """Whether the Privacy being built was written by the user (its constructor's caller is outside mmopt and
-    dataclasses.replace): frame 0 is this function, 1 ``__post_init__``, 2 the generated ``__init__``, 3 its caller."""
+    dataclasses.replace, or is the command line, which builds the user's flags): frame 0 is this function, 1
+    ``__post_init__``, 2 the generated ``__init__``, 3 its caller. (``--delta 0.5`` was taken without a word.)"""
     caller = sys._getframe(3).f_globals.get("__name__", "")
+    if caller.startswith("mmopt.cli."):
+        return True
     return not (caller == "mmopt" or caller.startswith("mmopt.") or caller == "dataclasses")
 
 
@@ -100,8 +103,8 @@ class Privacy:
             # positional argument meant as something else); mmopt's own budgets (plan's unit budget) are not slips
             warnings.warn(f"Privacy: delta={delta:g} lets the guarantee fail outright with probability up to {delta:g} "
                           "(a mechanism that publishes one record in full meets (0, 1/n)-DP); delta is usually far "
-                          "below 1/n for n records, e.g. 1e-6. Pass Privacy(epsilon) for pure ε-DP (Laplace).",
-                          UserWarning, stacklevel=3)
+                          "below 1/n for n records, e.g. 1e-6. Pass Privacy(epsilon) (on the command line, omit "
+                          "--delta) for pure ε-DP (Laplace).", UserWarning, stacklevel=3)
         if delta > 0:
             _ = self.unit_noise_scale  # calibrate now: unsupported (ε, δ) must fail at construction
 

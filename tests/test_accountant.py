@@ -792,3 +792,36 @@ def test_a_refusal_names_the_binding_part_to_every_digit():
     with pytest.raises(ValueError, match=r"the δ asked, 3\.3333333333333334e-08, is above the δ left, 3\.33333333"):
         acc.spend(Privacy(0.7 / 3, 1e-7 / 3))
     acc.spend(Privacy(0.7 / 3, acc.remaining.delta))  # what it names fits
+
+
+def test_what_a_session_reports_counts_other_sessions_spends(tmp_path):
+    """Two sessions on one file: the second's remaining, spent, can_spend, summary and repr include the first's
+    spend (they had read memory only, and said ε = 0.5 fitted when 0.7 of 1 was spent elsewhere)."""
+    path = tmp_path / "budget.json"
+    first, second = Accountant.open(path, Privacy(1.0)), Accountant.open(path, Privacy(1.0))
+    assert second.can_spend(Privacy(0.5))
+    first.spend(Privacy(0.7), "elsewhere")
+    assert not second.can_spend(Privacy(0.5)) and second.can_spend(Privacy(0.3))
+    assert second.spent.epsilon == 0.7 and second.remaining.epsilon == pytest.approx(0.3, abs=1e-12)
+    assert [s.label for s in second.spends] == ["elsewhere"]
+    assert "elsewhere" in second.summary() and "spent ε=0.7" in repr(second)
+    with pytest.raises(ValueError, match="would exceed"):     # and, as before, the spend itself is refused
+        second.spend(Privacy(0.5))
+    out = second.release(mmopt.workload.prefix(4), mmopt.strategy.hierarchical(4), [1, 2, 3, 4], "remaining")
+    assert out.verified_loss == pytest.approx(0.3, abs=1e-12)     # "remaining" is what the file leaves
+    assert Accountant.load(path).spent.epsilon == pytest.approx(1.0, abs=1e-12)
+    path.unlink()                                             # a repr never raises, and says why it is stale
+    assert "ledger file unreadable" in repr(second)
+    with pytest.raises(ValueError, match="is gone"):
+        _ = second.remaining
+
+
+def test_a_session_with_a_file_is_not_saved_to_a_second_one(tmp_path):
+    """save(other_path) forked a file-backed ledger: the file and the copy each allowed the rest of the budget."""
+    path = tmp_path / "budget.json"
+    acc = Accountant.open(path, Privacy(1.0))
+    acc.spend(Privacy(0.7))
+    with pytest.raises(ValueError, match=r"Accountant.save: this session's spends are recorded in .*two ledgers"):
+        acc.save(tmp_path / "fork.json")
+    assert not (tmp_path / "fork.json").exists()
+    assert acc.save() == path and acc.save(path) == path      # its own file, by any name, is still fine

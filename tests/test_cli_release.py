@@ -373,3 +373,28 @@ def test_plan_save_then_release_meets_the_targets(folder, capsys):
     assert pd.read_csv("answers.csv")["standard_error"].max() <= 5.0
     assert main(["plan", "prefix:64", "--target", "5", "--kind", "se", "--delta", "1e-9", "--save", "s.npz"]) == 2
     assert "Pass --force" in capsys.readouterr().err  # an existing --save is refused before the search
+
+
+def test_a_large_delta_typed_on_the_command_line_is_warned_about(folder, capsys):
+    """``--delta 0.5`` was taken without a word (the library's warning is for budgets the user wrote, and the CLI is
+    mmopt's own code); the release still runs, as Privacy(1, 0.5) does in Python."""
+    assert main(["release", "prefix:16", "--data", "x.csv", "--out", "a.csv", "--strategy", "H2",
+                 "--epsilon", "0.5", "--delta", "0.5"]) == 0
+    err = capsys.readouterr().err
+    assert "mmopt: warning: Privacy: delta=0.5 lets the guarantee fail outright" in err and "omit --delta" in err
+    assert main(["release", "prefix:16", "--data", "x.csv", "--out", "b.csv", "--strategy", "H2",
+                 "--epsilon", "0.5", "--delta", "1e-6"]) == 0
+    assert "delta=" not in capsys.readouterr().err
+
+
+def test_a_saved_strategy_made_for_other_noise_is_warned_about_at_release(folder, capsys):
+    """evaluate takes a saved file's δ; release (which spends) must be told, and said nothing when it was not."""
+    mmopt.save("g.npz", mmopt.strategy.hierarchical(16), privacy=mmopt.Privacy(1.0, 1e-9))
+    assert main(["release", "prefix:16", "--data", "x.csv", "--out", "a.csv", "--strategy", "g.npz",
+                 "--epsilon", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "optimised for gaussian noise (δ = 1e-09); this release draws laplace noise" in err
+    assert "pass --delta 1e-09" in err
+    assert main(["release", "prefix:16", "--data", "x.csv", "--out", "b.csv", "--strategy", "g.npz",
+                 "--epsilon", "1", "--delta", "1e-9"]) == 0
+    assert "optimised for" not in capsys.readouterr().err

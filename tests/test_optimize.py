@@ -483,3 +483,16 @@ def test_optimal_by_a_duality_gap_tolerance_says_which_tol():
     tight = mmopt.optimize(wl.all_range(16), privacy=G, objective="max_variance", tol=1e-7)
     assert tight.status != "optimal" or tight.gap <= CERTIFIED_GAP  # within 10⁻⁶: no tolerance to state
     assert "duality-gap tolerance" not in tight.message
+
+
+def test_a_noise_mismatch_names_a_method_for_the_noise_and_spares_constructions():
+    """Under Gaussian noise min_error's warning advised 'min_error' (for Laplace), and hierarchical, which
+    optimises nothing, was said to 'optimise the l1 objective'."""
+    W, gaussian = wl.prefix(8), Privacy(1.0, 1e-6)
+    with pytest.warns(UserWarning, match=r"min_error' optimises the l1 objective.*or 'l2_approx' for Gaussian noise"):
+        mmopt.optimize(W, method="min_error", privacy=gaussian, seed=0, verbose=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for method in ("identity", "hierarchical", "wavelet", "svd_strategy"):
+            for privacy in (gaussian, Privacy(1.0)):
+                mmopt.optimize(W, method=method, privacy=privacy, seed=0, verbose=False)

@@ -87,6 +87,11 @@ class LedgerFile:
         self.seen = text
         return Ledger(total, composition, spends)
 
+    def latest(self, ledger: Ledger, caller: str) -> Ledger:
+        """:meth:`current`, read under the file's lock (a read while another session writes)."""
+        with dk.locked(self.path, caller):
+            return self.current(ledger, caller)
+
     def save(self, ledger: Ledger, caller: str) -> None:
         """Write ``ledger`` over this session's own file, only if the file is still the state it last saw."""
         _check_target(self.path, caller)

@@ -64,6 +64,11 @@ def save(acc, path, overwrite: bool) -> Path:
     if target == acc.path:
         acc._file.save(acc._ledger, caller)
         return target
+    if acc.path is not None:  # a second file for one data set: each allowed the rest (0.7 + 0.2 + 0.3 of 1 spent)
+        raise ValueError(f"{caller}: this session's spends are recorded in '{acc.path}'; writing them to "
+                         f"'{target}' as well would leave two ledgers for one data set, each allowing what remains. "
+                         "To move the ledger, move its file and continue it with Accountant.load(new_path); "
+                         "acc.save() rewrites its own file.")
     if target.exists() and not overwrite:
         raise FileExistsError(f"{caller}: the file '{target}' already exists. Pass overwrite=True to replace "
                               "it, or choose another path.")

@@ -85,8 +85,15 @@ class Accountant:
     # -- state ---------------------------------------------------------------------------------------------
     @property
     def ledger(self) -> Ledger:
-        """The immutable record: ``total``, ``composition`` and ``spends``."""
-        return self._ledger
+        """The immutable record: ``total``, ``composition`` and ``spends``; with a file, as the file holds it now.
+
+        Re-read under the file's lock, so that what this session reports (:attr:`spent`, :attr:`remaining`,
+        :meth:`can_spend`, :meth:`summary`) counts every other session's spends: it had said ε = 0.5 could be spent
+        when another process had spent 0.7 of 1 (a helper's probe; :meth:`spend` itself was always checked)."""
+        with self._lock:
+            if self._file is not None:
+                self._ledger = self._file.latest(self._ledger, "Accountant")
+            return self._ledger
 
     @property
     def total(self) -> Privacy:
@@ -101,7 +108,7 @@ class Accountant:
     @property
     def spends(self) -> tuple[Spend, ...]:
         """Every recorded spend, oldest first."""
-        return self._ledger.spends
+        return self.ledger.spends
 
     @property
     def path(self) -> Path | None:
@@ -111,7 +118,7 @@ class Accountant:
     @property
     def spent(self) -> Budget:
         """The composed loss of all spends: (Σε, Σδ), or Σρ with its ε at the total's δ (zCDP)."""
-        return self._ledger.spent()
+        return self.ledger.spent()
 
     @property
     def remaining(self) -> Budget:
@@ -120,12 +127,13 @@ class Accountant:
         one more *Gaussian release* at the total's δ (``release(..., privacy="remaining")``). Rounded down, so
         spending it is accepted. Under PLD a declared spend of that ε, or a Laplace release, costs more than the
         Gaussian release and may not fit: ask :meth:`can_spend` for those."""
-        return self._ledger.remaining()
+        return self.ledger.remaining()
 
     def can_spend(self, privacy: Privacy | None = None, *, rho: float | None = None, release: bool = False) -> bool:
         """Whether :meth:`spend` (or, with ``release=True``, :meth:`release`) would accept this budget now."""
         release = v.check_bool(release, name="release", caller="Accountant.can_spend")
-        return self._ledger.fits(self._ledger.charge(privacy, rho, "Accountant.can_spend", release=release))
+        ledger = self.ledger
+        return ledger.fits(ledger.charge(privacy, rho, "Accountant.can_spend", release=release))
 
     # -- spending ------------------------------------------------------------------------------------------
     def spend(self, privacy: Privacy | None = None, label: str | None = None, *, rho: float | None = None,
@@ -159,10 +167,11 @@ class Accountant:
             If the composed loss would exceed ``total``; the message states what remains.
         """
         caller = "Accountant.spend"
-        charge = self._ledger.charge(privacy, rho, caller, release=False)
+        ledger = self.ledger
+        charge = ledger.charge(privacy, rho, caller, release=False)
         label = self._label(label, "spend", caller)
         what = "declared by the caller" if what is None else v.check_str(what, name="what", caller=caller)
-        self._ledger.refuse_unless_fits(charge, caller)
+        ledger.refuse_unless_fits(charge, caller)
         eps, delta = (None, None) if privacy is None else (privacy.epsilon, privacy.delta)
         entry = Spend(label, what, eps, delta, charge if self.composition == "zcdp" else None, entries.now())
         self._commit(lambda ledger: entries.checked(ledger, charge, caller).add(entry), caller)
@@ -219,7 +228,7 @@ class Accountant:
 
         caller = "Accountant.release"
         if isinstance(privacy, str) and privacy == "remaining":
-            privacy = self._ledger.rest(caller)
+            privacy = self.ledger.rest(caller)
         elif isinstance(privacy, str):  # "remainder", "rest": said "Got str" with no word of the spelling
             raise ValueError(f"The 'privacy' parameter of {caller} must be a Privacy, or the string \"remaining\" to "
                              f"spend what is left. Got {privacy!r:.40} instead.")
@@ -282,8 +291,10 @@ class Accountant:
     def save(self, path=None, *, overwrite: bool = False) -> Path:
         """Write the ledger as JSON, atomically (a temporary file, then ``os.replace``); later spends go there too.
 
-        ``path=None`` rewrites this session's own file. Another path must not exist unless ``overwrite=True``:
-        replacing another ledger would erase the budget it records. Returns the path written.
+        ``path=None`` rewrites this session's own file. A session kept in memory may be saved to a new path (one
+        that exists only with ``overwrite=True``: replacing another ledger would erase the budget it records); a
+        session with a file is refused another one, which would be a second ledger for the same data. Returns the
+        path written.
         """
         return _persist.save(self, path, overwrite)
 
@@ -304,10 +315,13 @@ class Accountant:
           #  label  ε    δ  ρ  source    status  what                              time (UTC)
           1  svt    0.5  0  —  declared  spent   sparse_vector, c=3, OpenDP noise  20...
         """
-        return _report.summary(self._ledger)
+        return _report.summary(self.ledger)
 
     def __repr__(self) -> str:
-        return _report.one_line(self._ledger)
+        try:
+            return _report.one_line(self.ledger)
+        except (OSError, ValueError, TimeoutError) as exc:  # a repr never raises: the last state seen, said so
+            return f"{_report.one_line(self._ledger)[:-1]}; ledger file unreadable: {exc})"
 
     # -- internals -----------------------------------------------------------------------------------------
     def _commit(self, update, caller: str) -> Ledger:

@@ -11,14 +11,13 @@ goes through OpenDP's vetted samplers (:func:`mmopt.release`), never the seeded 
 from __future__ import annotations
 
 import math
-import os
 import shlex
 
 import mmopt
 from mmopt._base.guards import log10_variance_factor
 from mmopt.cli import output as out
 from mmopt.cli.spec import COMPOSITES, EBNF, FORMS, build_workload
-from mmopt.cli.strategies import STRATEGY_FORMS, build_strategy, persistence
+from mmopt.cli.strategies import STRATEGY_FORMS, build_strategy, persistence, saved_file
 from mmopt.structured import svd_bound as implicit_svd_bound
 from mmopt.workload import ImplicitWorkload
 
@@ -67,10 +66,7 @@ def _saved(args, W):
     --delta where they are not given: optimize --save F under (ε, δ) then evaluate --strategy F scored it under
     ε = 1, δ = 0 (Laplace) unless the user repeated the flags, and with --epsilon alone under δ = 0 — another
     mechanism than the one it was made for."""
-    path = args.strategy.strip()
-    if not path.lower().endswith(".npz") or not os.path.exists(path):
-        return None
-    return persistence()[1](path, workload=W)  # a bad file or one for another domain is refused here
+    return saved_file(args.strategy, W)
 
 
 def _workload_info(W) -> dict:

@@ -42,7 +42,7 @@ from mmopt.cli._release_files import (
 )
 from mmopt.cli.ledger import ledger_scope, open_ledger
 from mmopt.cli.spec import build_workload
-from mmopt.cli.strategies import build_strategy
+from mmopt.cli.strategies import build_strategy, saved_file
 from mmopt.mechanism import answers_available
 from mmopt.structured.mechanism import MAX_ANSWERS
 from mmopt.workload import ImplicitWorkload
@@ -133,7 +133,17 @@ def _strategy(args, W, P):
         if getattr(args, "budget", None) is not None:  # it was ignored, silently
             raise ValueError(f"--budget sets the search's time with --strategy auto; --strategy {args.strategy} "
                              "is given, so nothing is searched. Drop --budget.")
-        return build_strategy(args.strategy, W)
+        saved = saved_file(args.strategy, W)
+        if saved is None:
+            return build_strategy(args.strategy, W)
+        made_for = saved.privacy
+        if made_for is not None and made_for.noise != P.noise:  # evaluate takes the file's δ; a release must be told
+            fix = f"pass --delta {made_for.delta:g}" if made_for.delta else "omit --delta"
+            print(f"mmopt: warning: the strategy in '{args.strategy.strip()}' was optimised for {made_for.noise} noise "
+                  f"(δ = {made_for.delta:g}); this release draws {P.noise} noise (δ = {P.delta:g}), for which it may "
+                  f"be far from the best. To release as planned, {fix}; or optimise for this noise.",
+                  file=sys.stderr, flush=True)
+        return saved.strategy
     res = mmopt.optimize(_searched(W), privacy=P, seed=0, verbose=False, budget=out.budget_arg(args.budget or "fast"))
     print(f"mmopt: strategy {res.method} ({res.ratio:.4g}× the lower bound, {res.seconds:.1f} s; --strategy to choose "
           "another)", file=sys.stderr, flush=True)

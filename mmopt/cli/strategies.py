@@ -120,6 +120,15 @@ def persistence():
     return save, load
 
 
+def saved_file(text: str, workload):
+    """The saved strategy file ``text`` names, read once and checked against ``workload`` (its ``.strategy`` and the
+    ``.privacy`` it was optimised for), when it is an existing FILE.npz; None otherwise (a spec to build)."""
+    path = text.strip()
+    if not path.lower().endswith(".npz") or not os.path.exists(path):
+        return None
+    return persistence()[1](path, workload=workload)  # a bad file or one for another domain is refused here
+
+
 def _load(path: str, text: str, pos: int, workload):
     if not os.path.exists(path):
         raise _err(text, pos, f"strategy file '{path}' does not exist")
