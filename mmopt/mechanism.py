@@ -25,7 +25,7 @@ from mmopt._base.guards import Unsupported
 from mmopt._base.hints import missing_attribute
 from mmopt._base.opendp import calibrated_scale as _noise_scale
 from mmopt._base.opendp import finite as _finite
-from mmopt._base.opendp import measure, post_process
+from mmopt._base.opendp import measure, post_process, simulation_scale
 from mmopt.dense._error_common import as_strategy as _as_strategy
 from mmopt.dense._mechanism_inputs import answer_plan as _answer_plan
 from mmopt.dense._mechanism_inputs import answers_available  # noqa: F401  (for the command line)
@@ -94,7 +94,7 @@ class MechanismOutput:
 
 def matrix_mechanism(workload: Workload, strategy, x, privacy: Privacy, *, rng=None, size: int | None = None,
                      reconstruct: str = "least_squares", total: float | None = None, zeros=None,
-                     reconstruct_options: dict | None = None) -> MechanismOutput:
+                     reconstruct_options: dict | None = None, noise_scale: float | None = None) -> MechanismOutput:
     """Simulate the matrix mechanism M_A(W, x) = W A⁺(A x + z) (Prop. 3; §4 Thm 5.22 for δ > 0).
 
     z has i.i.d. Laplace(b) entries, b = Δ₁(A)/ε, when δ = 0, or N(0, σ²) with σ = ``privacy``'s
@@ -124,6 +124,9 @@ def matrix_mechanism(workload: Workload, strategy, x, privacy: Privacy, *, rng=N
         {"tol": t} for "nnls"/"projection": the relative KKT residual their exact solvers must meet (default
         1e-7; a solve that misses it raises SolverError). "max_iterations" is accepted and unused here (the
         dense solvers have no iteration budget; implicit pairs use it).
+    noise_scale : float or None
+        b or σ to draw at instead of ``privacy``'s (never below it): a release's ``out.noise_scale`` simulates
+        that release, whose Gaussian σ (OpenDP's, through zCDP) is 4–9 % above the analytic σ used by default.
 
     Examples
     --------
@@ -144,7 +147,7 @@ def matrix_mechanism(workload: Workload, strategy, x, privacy: Privacy, *, rng=N
     A = strategy.matrix
     draws = _check_size(size, (A.shape[0], A.shape[1], workload.n_queries if answered else 0), caller)
     sens = strategy.sensitivity(privacy.sensitivity_norm)
-    scale = _noise_scale(privacy, sens, caller)
+    scale = simulation_scale(privacy, sens, noise_scale, caller)
     y = _noisy(_product(A, x, caller), privacy.noise, scale, gen, draws, caller)
     xhat, how = _recon.estimate(workload, strategy, y, reconstruct, total=total, zeros=zeros, **tol)
     answers = _answers(workload, answered, xhat, caller)

@@ -294,3 +294,28 @@ def test_the_hint_to_simulate_a_release_says_how_its_gaussian_noise_differs():
         released = mmopt.release(W, A, x, p).noise_scale
         simulated = mmopt.matrix_mechanism(W, A, x, p, rng=0).noise_scale
         assert low * (1 - 1e-9) <= released / simulated <= high * (1 + 1e-9)
+
+
+def test_a_simulation_at_a_releases_noise_scale_has_that_releases_error():
+    """noise_scale=out.noise_scale draws at the release's σ: over 4,000 seeded runs the squared error matches
+    evaluate's × (σ_release/σ_analytic)² (dense pair, Monte-Carlo, sd of the mean ≈ 2.2 %, allowance 10 %); an
+    implicit pair's expected_total follows the scale; a scale below the budget's is refused."""
+    pytest.importorskip("opendp")
+    p = Privacy(1.0, 1e-6)
+    W, A, x = mmopt.workload.prefix(8), mmopt.strategy.hierarchical(8), np.arange(8.0)
+    scale = mmopt.release(W, A, x, p).noise_scale
+    out = mmopt.matrix_mechanism(W, A, x, p, rng=3, size=4000, noise_scale=scale)
+    ratio = (scale / mmopt.matrix_mechanism(W, A, x, p, rng=0).noise_scale) ** 2
+    assert out.noise_scale == scale and 1.08 <= ratio <= 1.19
+    empirical = np.mean(np.sum((out.answers - W.explicit_matrix() @ x) ** 2, axis=1))
+    assert empirical / (mmopt.evaluate(W, A, p).total_squared_error * ratio) == pytest.approx(1.0, abs=0.1)
+    Wi = mmopt.structured.workloads.kron(mmopt.structured.workloads.prefix(4), mmopt.structured.workloads.identity(3))
+    Ai = mmopt.strategy.kron(mmopt.strategy.hierarchical(4), mmopt.strategy.identity(3))
+    base = mmopt.matrix_mechanism(Wi, Ai, np.ones(12), p, rng=0)
+    wider = mmopt.matrix_mechanism(Wi, Ai, np.ones(12), p, rng=0, noise_scale=2 * base.noise_scale)
+    assert wider.expected_total == pytest.approx(4 * base.expected_total, rel=1e-12)
+    assert wider.report.total_squared_error == base.report.total_squared_error   # evaluate's, at privacy's σ
+    for pair in ((W, A, x), (Wi, Ai, np.ones(12))):
+        floor = mmopt.matrix_mechanism(*pair, p, rng=0).noise_scale
+        with pytest.raises(ValueError, match=r"'noise_scale' parameter of matrix_mechanism must be >= "):
+            mmopt.matrix_mechanism(*pair, p, rng=0, noise_scale=0.9 * floor)

@@ -189,6 +189,21 @@ def calibrated_scale(privacy: Privacy, sensitivity: float, caller: str) -> float
     return scale
 
 
+def simulation_scale(privacy: Privacy, sensitivity: float, noise_scale, caller: str) -> float:
+    """A simulation's b or σ: :func:`calibrated_scale`, or ``noise_scale`` (e.g. a release's ``out.noise_scale``,
+    to simulate at the σ OpenDP drew), which must not be below it: noise that small is not the mechanism
+    ``privacy`` names, and the output would carry that budget's label."""
+    floor = calibrated_scale(privacy, sensitivity, caller)
+    if noise_scale is None:
+        return floor
+    scale = v.check_real(noise_scale, name="noise_scale", caller=caller, low=0.0, low_open=True)
+    if scale < floor * (1 - 1e-9):
+        raise ValueError(f"The 'noise_scale' parameter of {caller} must be >= {floor:.6g}, the scale {privacy} "
+                         f"sets at sensitivity {sensitivity:.6g}. Got {scale:.6g} instead. Omit it to simulate "
+                         "at that scale, or pass a release's out.noise_scale.")
+    return scale
+
+
 def finite(a: np.ndarray, what: str, caller: str) -> np.ndarray:
     if not np.all(np.isfinite(a)):
         raise ValueError(f"{caller}: {what} overflowed float64 (noise or counts too large). Use smaller counts "

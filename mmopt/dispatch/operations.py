@@ -11,7 +11,7 @@ from mmopt.dispatch.handlers import OPS
 from mmopt.dispatch.routing import as_implicit as _as_implicit
 from mmopt.dispatch.routing import route
 
-_SIMULATE_KEYWORDS = ("rng", "size", "reconstruct", "total", "zeros", "reconstruct_options")
+_SIMULATE_KEYWORDS = ("rng", "size", "reconstruct", "total", "zeros", "reconstruct_options", "noise_scale")
 _SIMULATE_HINTS = dict.fromkeys(("seed", "random_state"), "pass rng=seed (an int or a numpy Generator).")
 _RELEASE_KEYWORDS = ("noise_scale", "reconstruct", "total", "zeros", "reconstruct_options")
 # a release's noise comes from OpenDP's samplers, seeded by the operating system: a seed would make it predictable
@@ -19,7 +19,8 @@ _RELEASE_HINTS = dict.fromkeys(("seed", "rng", "random_state"), (
     "a release draws its noise from OpenDP's vetted samplers, which cannot be seeded (a known seed would make the "
     "noise predictable, and the release not private). To simulate a run, seeded: "
     "mmopt.matrix_mechanism(W, A, x, privacy, rng=seed) (numpy noise at the analytic Gaussian σ, which under "
-    "δ > 0 is 4–9 % below the σ OpenDP draws for a release; Laplace noise at the same b)."))
+    "δ > 0 is 4–9 % below the σ OpenDP draws for a release; Laplace noise at the same b). Add "
+    "noise_scale=out.noise_scale to simulate at a release's own scale."))
 
 
 def evaluate(workload, strategy, privacy=None, *, norm: str | None = None, per_query: bool | None = None):
@@ -93,7 +94,7 @@ def svd_bound(workload, privacy=None, *, per_query: bool = False) -> float:
 
 def matrix_mechanism(workload, strategy, x, privacy, *, rng=None, size: int | None = None,
                      reconstruct: str = "least_squares", total: float | None = None, zeros=None,
-                     reconstruct_options: dict | None = None, **unexpected):
+                     reconstruct_options: dict | None = None, noise_scale: float | None = None, **unexpected):
     """Simulate M_A(W, x) = W A⁺(A x + z), dense or implicit (see :func:`mmopt.mechanism.matrix_mechanism`).
 
     Implicit pairs reconstruct x̂ factor-wise (product strategies) or by LSMR with a checked residual
@@ -105,13 +106,16 @@ def matrix_mechanism(workload, strategy, x, privacy, *, rng=None, size: int | No
     default 1e-7 dense / 1e-8 implicit; the iterative solvers' budget, implicit only).
     **Simulation only**: numpy noise, at the scale :func:`evaluate` assumes: Laplace's b as :func:`release`
     draws it, and the analytic Gaussian σ, which under δ > 0 is 4–9 % below the σ OpenDP draws for a release
-    (its output's ``noise_scale``), so a simulation's Gaussian error is 8–19 % below a release's.
+    (its output's ``noise_scale``), so a simulation's Gaussian error is 8–19 % below a release's; pass that
+    ``noise_scale=out.noise_scale`` (never below ``privacy``'s) to simulate at the release's own scale.
     """
     if unexpected:
         raise unexpected_keywords("matrix_mechanism", unexpected, _SIMULATE_KEYWORDS, _SIMULATE_HINTS)
     family, W, A = route(workload, strategy, "matrix_mechanism")
     kw = dict(rng=rng, size=size, reconstruct=reconstruct, total=total, zeros=zeros,
               reconstruct_options=reconstruct_options)
+    if noise_scale is not None:  # only when given: the hierarchy's refusal and older family functions take no such word
+        kw["noise_scale"] = noise_scale
     with _runtime.heavy_call():  # one BLAS thread; the iterative reconstructions report once they pass 10 s
         return OPS[family]["matrix_mechanism"](W, A, x, privacy, **kw)
 

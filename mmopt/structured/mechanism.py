@@ -23,6 +23,7 @@ from scipy.sparse.linalg import LinearOperator, lsmr
 
 from mmopt._base import validation as v
 from mmopt._base.hints import missing_attribute
+from mmopt._base.opendp import simulation_scale
 from mmopt.dense import _family_answers as family_answers
 from mmopt.dense._error_common import check_privacy, check_type
 from mmopt.privacy import Privacy
@@ -178,7 +179,8 @@ class StructuredOutput:
 def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: Privacy, *,
                      rng=None, size: int | None = None, tol: float = DEFAULT_TOL,
                      max_answers: int = MAX_ANSWERS, reconstruct: str = "least_squares", total: float | None = None,
-                     zeros=None, reconstruct_options: dict | None = None) -> StructuredOutput:
+                     zeros=None, reconstruct_options: dict | None = None,
+                     noise_scale: float | None = None) -> StructuredOutput:
     """Simulate M_A(W, x) = W A⁺(A x + z) on a product domain (Li et al., PODS 2010, Prop. 3).
 
     z is i.i.d. Laplace(Δ₁/ε) (δ = 0) or Gaussian at Δ₂ (δ > 0), Δ from
@@ -186,7 +188,8 @@ def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, 
     by :func:`~mmopt.structured.analysis.evaluate`, whose total is the expected ‖W x̂ − W x‖².
     ``reconstruct`` ("least_squares", "nnls", "projection"), ``total`` and ``zeros`` (a boolean mask, flat or
     shaped like the domain) are those of :func:`mmopt.matrix_mechanism`: post-processing with public facts,
-    by :func:`reconstruct_estimate`. **Simulation only** (numpy noise).
+    by :func:`reconstruct_estimate`. ``noise_scale`` (never below ``privacy``'s) draws at another b or σ, e.g. a
+    release's. **Simulation only** (numpy noise).
     """
     caller = "matrix_mechanism"
     check_type(workload, ImplicitWorkload, name="workload", caller=caller)
@@ -199,7 +202,8 @@ def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, 
     max_answers = v.check_int(max_answers, name="max_answers", caller=caller, low=0)  # nan, -1 gave no answers
     ck.check_allocation(runs * (strategy.n_rows + strategy.domain_size), what=f"{runs} noisy runs",
                         caller=caller, limit=ck.MAX_VECTOR_ENTRIES)
-    scale = privacy.noise_scale(report.sensitivity)
+    calibrated = privacy.noise_scale(report.sensitivity)
+    scale = calibrated if noise_scale is None else simulation_scale(privacy, report.sensitivity, noise_scale, caller)
     clean = strategy_apply(strategy, x)
     gen = v.check_rng(rng, name="rng", caller=caller)  # the dense path's rule (np.int64, SeedSequence too)
     draw = gen.laplace if privacy.noise == "laplace" else gen.normal
@@ -213,8 +217,10 @@ def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, 
             answers.append(answer(workload, xhat))
     est = estimates[0] if size is None else np.stack(estimates)
     ans = None if not answers else (answers[0] if size is None else np.stack(answers))
+    # expected_total is at the noise drawn (as a release's); evaluate's report stays at privacy's σ
+    expected = report.total_squared_error * (scale / calibrated) ** 2 if calibrated > 0 else report.total_squared_error
     return StructuredOutput(ans, est, scale, privacy.noise, report.sensitivity, report.sensitivity_exact,
-                            report.total_squared_error, report, info, reconstruction=combine(hows),
+                            expected, report, info, reconstruction=combine(hows),
                             n_measurements=int(strategy.n_rows))
 
 
