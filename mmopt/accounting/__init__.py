@@ -37,8 +37,10 @@ samplers with ``noise="opendp"`` (the release path); :mod:`mmopt.sparse_vector` 
 ``rng=None`` (OpenDP's Laplace sampler). The accountant covers one data set under one
 neighbouring relation (add/remove one record). Any number of sessions, in threads or processes, may spend from one
 ledger file: each spend is checked and written under an exclusive OS lock on the file's folder, against the file as it
-is then (other sessions' spends included), so together they never go over the total; a save of a session that has not
-seen the file's latest spends (:meth:`Accountant.save`) is refused.
+is then (other sessions' spends included), so together they never go over the total. What a session reports
+(``spent``, ``remaining``, ``can_spend``, ``summary``) is read from the file too. A save of a session that has not
+seen the file's latest spends (:meth:`Accountant.save`) is refused, and so is saving a session with a file to a
+second one (two ledgers for one data set).
 
 OpenDP's own interactive compositors (``make_adaptive_composition``, ``make_privacy_filter``) are not used:
 they hold the data inside an in-process queryable and accept only OpenDP measurements, whereas a release here
