@@ -319,3 +319,11 @@ def test_a_simulation_at_a_releases_noise_scale_has_that_releases_error():
         floor = mmopt.matrix_mechanism(*pair, p, rng=0).noise_scale
         with pytest.raises(ValueError, match=r"'noise_scale' parameter of matrix_mechanism must be >= "):
             mmopt.matrix_mechanism(*pair, p, rng=0, noise_scale=0.9 * floor)
+
+
+def test_supports_refuses_a_mismatched_pair_in_its_own_name():
+    """A domain mismatch in supports was said as "evaluate: …" (a helper's probe)."""
+    from mmopt.structured import workloads as sw
+    W = sw.kron(mmopt.workload.prefix(8), mmopt.workload.identity(4))
+    with pytest.raises(ValueError, match=r"^supports \(checking the pair as evaluate does\): .*different domains"):
+        mmopt.supports(W, mmopt.strategy.kron(mmopt.strategy.identity(4), mmopt.strategy.hierarchical(8)))

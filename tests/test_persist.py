@@ -674,3 +674,11 @@ def test_a_result_is_saved_only_with_a_budget_of_its_own_norm(tmp_path):
     save(tmp_path / "x", res.strategy, privacy=mmopt.Privacy(1.0))  # the strategy alone: no objective recorded
     assert load(tmp_path / "x").privacy == mmopt.Privacy(1.0)
     assert load(save(tmp_path / "y", res, privacy=mmopt.Privacy(1.0, 1e-6))).result["norm"] == "l2"
+
+
+def test_a_bare_matrix_workload_is_refused_with_the_remedy(tmp_path):
+    """save(..., workload=ndarray) said only "must be a Workload"; its siblings name Workload.from_matrix."""
+    with pytest.raises(TypeError, match=r"'workload' parameter of save .* Got ndarray\. Wrap a query matrix with "
+                                        r"mmopt\.Workload\.from_matrix"):
+        mmopt.save(tmp_path / "s.npz", mmopt.strategy.hierarchical(16), workload=np.eye(16))
+    assert not (tmp_path / "s.npz").exists()

@@ -161,7 +161,12 @@ def layout_of(workload, *, attributes=None, terms=None, caller: str = "layout_of
     """
     from mmopt.toeplitz.error import StreamWorkload  # lazy: the stream layer is needed for its workloads only
     if isinstance(workload, StreamWorkload):
-        return _stream_layout(workload, attributes, terms, caller)
+        from mmopt.structured._checks import DENSE_LIMIT
+        if workload.kind == "prefix" or workload.n > DENSE_LIMIT:
+            return _stream_layout(workload, attributes, terms, caller)
+        # all ranges of ≤ 4,096 cells: listed through the dense twin, as evaluate lists them (they were refused
+        # at every size, 64 cells included, with a message about 4,096; a helper's probe)
+        workload = workload.to_workload()
     structure = structure_of(workload)
     if structure is None:
         if not isinstance(workload, Workload):
@@ -189,8 +194,8 @@ def _stream_layout(W, attributes, terms, caller: str) -> Layout:
     """The one-term layout of a stream workload; prefixes only: all ranges past 4,096 cells are n(n+1)/2 rows."""
     if W.kind != "prefix":
         raise ValueError(f"The 'workload' parameter of {caller} is {W.name}, {W.n_queries:,} queries: its rows are "
-                         "listed through its dense twin up to 4,096 cells (mmopt.toeplitz.all_range(n).to_workload()"
-                         "). Past that, use mmopt.answers.answer(queries, output, strategy) for the ranges you need.")
+                         "listed up to 4,096 cells. Past that, use mmopt.answers.answer(queries, output, strategy) "
+                         "for the ranges you need.")
     attributes = _names(attributes, 1, "attributes", caller, ("a0",))
     names = _names(terms, 1, "terms", caller, (W.name,))
     factor = StreamFactor(W.kind, W.n, W.name)

@@ -116,6 +116,14 @@ def variance_model(workload, strategy, *, norm: str = "l1", caller: str = "varia
     if layout.structure is None:  # a stream workload (mmopt.toeplitz.prefix(n), past 4,096 cells)
         from mmopt.answers._stream_errors import prefix_units, refuse_laplace
         refuse_laplace(strategy, "laplace" if norm == "l1" else "gaussian", caller)
+        if isinstance(strategy, Strategy) and layout.shape[0] <= ck.DENSE_LIMIT:
+            # a dense strategy (H2, a matrix) on prefix(n) of ≤ 4,096 cells: the prefixes' q X⁺ qᵀ from the dense
+            # twin, as evaluate lists them (refused before as "past 4,096 cells" at 128; a helper's probe)
+            from mmopt.toeplitz.error import StreamWorkload
+            twin = StreamWorkload("prefix", layout.shape[0]).to_workload()
+            report = evaluate(twin, strategy, None, norm=norm, per_query=True)  # support checked here
+            units = np.asarray(report.per_query_variance, dtype=float) / float(report.sensitivity) ** 2
+            return VarianceModel(layout, "stream", None, units, 1.0, 0)
         units, e = prefix_units(strategy, caller)  # refuses other strategies first
         v.check_same_domain(layout.shape[0], strategy.domain_size, caller=caller,
                             what=(f"workload '{layout.name}'", "the 'strategy' parameter"))

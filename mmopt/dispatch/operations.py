@@ -78,6 +78,10 @@ def supports(workload, strategy) -> bool:
         OPS[family]["evaluate"](W, A, None, None, None)
     except Unsupported:
         return False
+    except (ValueError, TypeError) as exc:  # a refusal of the pair, in evaluate's words: said in supports' name
+        if type(exc) not in (ValueError, TypeError):
+            raise
+        raise type(exc)(f"supports (checking the pair as evaluate does): {exc}") from None
     return True
 
 

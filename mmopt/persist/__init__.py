@@ -33,6 +33,7 @@ import numpy as np
 from mmopt._base.jsonable import jsonable, to_float
 from mmopt._base.result import OptimizeResult
 from mmopt.dense._strategy_core import Strategy
+from mmopt.dense._workload_type import not_a_workload
 from mmopt.persist import _files as pf
 from mmopt.persist import _format as fmt
 from mmopt.privacy import Privacy
@@ -303,9 +304,9 @@ def _workload_metadata(workload, strategy, caller: str, what: str) -> dict:
     """The workload's description, after checking that its domain is the strategy's."""
     from mmopt.toeplitz.error import StreamWorkload  # lazy: mmopt.toeplitz.prefix(n) / all_range(n)
 
-    if not isinstance(workload, Workload | ImplicitWorkload | StreamWorkload):
-        raise TypeError(f"The {what} of {caller} must be a Workload, an implicit workload or a "
-                        f"mmopt.toeplitz workload. Got {type(workload).__name__}.")
+    if not isinstance(workload, Workload | ImplicitWorkload | StreamWorkload):  # with the remedy for a bare matrix
+        raise not_a_workload(workload, name=what.split("'")[1], caller=caller,
+                             expected="a Workload, an implicit workload or a mmopt.toeplitz workload")
     N, n = workload.domain_size, strategy.domain_size
     structure = structure_of(workload)
     sizes = list(structure.shape) if structure is not None else [N]
