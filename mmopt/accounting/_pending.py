@@ -29,9 +29,10 @@ def pending_release(acc, privacy: Privacy, label: str | None, what: str, *, call
     v.check_str(caller, name="caller", caller="Accountant.pending_release")
     # checked before anything is written: a ledger with a non-string 'what' no longer loads
     v.check_str(what, name="what", caller=caller)
-    charge = acc.ledger.charge(privacy, None, caller, release=True)
+    ledger = acc.ledger  # with a file, read once (under its lock) for the check; the commit reads it again
+    charge = ledger.charge(privacy, None, caller, release=True)
     label = acc._label(label, "release", caller)
-    acc.ledger.refuse_unless_fits(charge, caller)
+    ledger.refuse_unless_fits(charge, caller)
     pending = Spend(label, what, privacy.epsilon, privacy.delta,
                     charge if acc.composition == "zcdp" else None, entries.now(), "release", "pending")
     # on disk before the noise (checked again against the file, under its lock): a crash leaves it counted

@@ -117,9 +117,7 @@ def matrix_mechanism(workload, strategy, x, privacy, *, rng=None, size: int | No
         raise unexpected_keywords("matrix_mechanism", unexpected, _SIMULATE_KEYWORDS, _SIMULATE_HINTS)
     family, W, A = route(workload, strategy, "matrix_mechanism")
     kw = dict(rng=rng, size=size, reconstruct=reconstruct, total=total, zeros=zeros,
-              reconstruct_options=reconstruct_options)
-    if noise_scale is not None:  # only when given: the hierarchy's refusal and older family functions take no such word
-        kw["noise_scale"] = noise_scale
+              reconstruct_options=reconstruct_options, noise_scale=noise_scale)
     with _runtime.heavy_call():  # one BLAS thread; the iterative reconstructions report once they pass 10 s
         return OPS[family]["matrix_mechanism"](W, A, x, privacy, **kw)
 

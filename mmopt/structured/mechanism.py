@@ -176,6 +176,13 @@ class StructuredOutput:
         raise missing_attribute(self, name)
 
 
+def expected_at(report: analysis.ImplicitErrorReport, privacy: Privacy, scale: float) -> float:
+    """E‖W x̂ − W x‖² at the noise scale drawn: evaluate's total is at ``privacy``'s own σ (or b); a release draws
+    OpenDP's (a few per cent larger under zCDP) or the caller's ``noise_scale``, whose variance it scales by."""
+    calibrated = privacy.noise_scale(report.sensitivity)
+    return report.total_squared_error * (scale / calibrated) ** 2 if calibrated > 0 else report.total_squared_error
+
+
 def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: Privacy, *,
                      rng=None, size: int | None = None, tol: float = DEFAULT_TOL,
                      max_answers: int = MAX_ANSWERS, reconstruct: str = "least_squares", total: float | None = None,
@@ -202,8 +209,8 @@ def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, 
     max_answers = v.check_int(max_answers, name="max_answers", caller=caller, low=0)  # nan, -1 gave no answers
     ck.check_allocation(runs * (strategy.n_rows + strategy.domain_size), what=f"{runs} noisy runs",
                         caller=caller, limit=ck.MAX_VECTOR_ENTRIES)
-    calibrated = privacy.noise_scale(report.sensitivity)
-    scale = calibrated if noise_scale is None else simulation_scale(privacy, report.sensitivity, noise_scale, caller)
+    scale = (privacy.noise_scale(report.sensitivity) if noise_scale is None
+             else simulation_scale(privacy, report.sensitivity, noise_scale, caller))
     clean = strategy_apply(strategy, x)
     gen = v.check_rng(rng, name="rng", caller=caller)  # the dense path's rule (np.int64, SeedSequence too)
     draw = gen.laplace if privacy.noise == "laplace" else gen.normal
@@ -217,10 +224,8 @@ def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, 
             answers.append(answer(workload, xhat))
     est = estimates[0] if size is None else np.stack(estimates)
     ans = None if not answers else (answers[0] if size is None else np.stack(answers))
-    # expected_total is at the noise drawn (as a release's); evaluate's report stays at privacy's σ
-    expected = report.total_squared_error * (scale / calibrated) ** 2 if calibrated > 0 else report.total_squared_error
     return StructuredOutput(ans, est, scale, privacy.noise, report.sensitivity, report.sensitivity_exact,
-                            expected, report, info, reconstruction=combine(hows),
+                            expected_at(report, privacy, scale), report, info, reconstruction=combine(hows),
                             n_measurements=int(strategy.n_rows))
 
 

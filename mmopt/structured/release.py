@@ -24,6 +24,7 @@ from mmopt.structured.mechanism import (
     StructuredOutput,
     answer,
     check_counts,
+    expected_at,
     reconstruct_estimate,
     strategy_apply,
 )
@@ -108,10 +109,6 @@ def release(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: 
     done = post_process(caller, lambda: finish(reconstruct), lambda: finish("least_squares"),
                         f"reconstruct={reconstruct!r}")
     xhat, ans, info, how = done if done is not None else (None, None, None, None)
-    # evaluate's total is at its own σ (Privacy's exact calibration at Δ); the noise drawn has OpenDP's σ (a few
-    # per cent larger under zCDP) or the caller's noise_scale: the expected error is the drawn variance's
-    calibrated = privacy.noise_scale(report.sensitivity)
-    expected = report.total_squared_error * (scale / calibrated) ** 2 if calibrated > 0 else report.total_squared_error
     return StructuredOutput(ans, xhat, scale, privacy.noise, d_in, report.sensitivity_exact,
-                            expected, report, info, path="release", reconstruction=how,
+                            expected_at(report, privacy, scale), report, info, path="release", reconstruction=how,
                             verified_loss=loss, measurements=y)
