@@ -64,3 +64,16 @@ def settle(acc, pending: Spend, outcome: Spend | None, caller: str, consequence:
         warnings.warn(f"{caller}: the ledger file '{acc.path}' could not be updated ({exc}): {consequence} "
                       "as pending, in full. Call acc.save() once the file is writable.", RuntimeWarning,
                       stacklevel=4)
+
+
+def requested(acc, privacy, caller: str) -> Privacy:
+    """The budget a release asks for: a :class:`Privacy`, or ``"remaining"`` (:meth:`Ledger.rest`), said outright."""
+    if isinstance(privacy, str) and privacy == "remaining":
+        return acc.ledger.rest(caller)
+    if isinstance(privacy, str):  # "remainder", "rest": said "Got str" with no word of the spelling
+        raise ValueError(f"The 'privacy' parameter of {caller} must be a Privacy, or the string \"remaining\" to "
+                         f"spend what is left. Got {privacy!r:.40} instead.")
+    if not isinstance(privacy, Privacy):
+        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy, or \"remaining\" to spend "
+                        f"what is left. Got {type(privacy).__name__} instead.")
+    return privacy

@@ -227,14 +227,7 @@ class Accountant:
         from mmopt import dispatch  # looked up at call time, so that a test can prove no noise is drawn
 
         caller = "Accountant.release"
-        if isinstance(privacy, str) and privacy == "remaining":
-            privacy = self.ledger.rest(caller)
-        elif isinstance(privacy, str):  # "remainder", "rest": said "Got str" with no word of the spelling
-            raise ValueError(f"The 'privacy' parameter of {caller} must be a Privacy, or the string \"remaining\" to "
-                             f"spend what is left. Got {privacy!r:.40} instead.")
-        elif not isinstance(privacy, Privacy):
-            raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy, or \"remaining\" to spend "
-                            f"what is left. Got {type(privacy).__name__} instead.")
+        privacy = _pending.requested(self, privacy, caller)
         what = (f"{privacy.noise} noise on strategy {entries.name_of(strategy)!r} "
                 f"for workload {entries.name_of(workload)!r}")
         with self.pending_release(privacy, label, what, caller=caller) as outcome:
