@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mmopt.answers.grouping import grouping_plan, hierarchy_union, is_grouping_release
 from mmopt.answers.labels import Labeller, _check_rows
 from mmopt.answers.layout import DEFAULT_CHUNK_ROWS, Layout, layout_of
 from mmopt.answers.values import iter_values
@@ -100,6 +101,7 @@ def prepare_table(workload, strategy=None, *, noise: str, attributes=None, terms
                   caller: str = "answers_table") -> TableSpec:
     """Labels and variances of a table, checked without the data: refuses a workload whose queries are unknown
     and a pair without per-query variances (``noise``: "laplace" or "gaussian", for the sensitivity's norm)."""
+    workload, attributes, terms = hierarchy_union(workload, attributes, terms, caller)
     workload, strategy = table_pair(workload, strategy, caller)
     layout = layout_of(workload, attributes=attributes, terms=terms, caller=caller)
     model = None
@@ -116,6 +118,10 @@ def plan_table(output, workload, strategy=None, privacy=None, *, attributes=None
     ``spec`` is :func:`prepare_table`'s, when it was prepared before the noise was drawn; ``alpha`` asks for
     exact 1 − α intervals (:mod:`mmopt.answers.widths`)."""
     workload, strategy = table_pair(workload, strategy, caller)
+    if is_grouping_release(output):  # mmopt.release's HierarchyRelease: per-set counts and variances, no x̂
+        spec = spec or prepare_table(workload, None, noise="gaussian", attributes=attributes, terms=terms,
+                                     caller=caller)
+        return grouping_plan(output, spec, strategy, privacy, caller, alpha, TablePlan)
     for attr in ("estimate", "noise_scale", "noise"):
         if not hasattr(output, attr):
             raise TypeError(f"The 'output' parameter of {caller} must be what mmopt.release or mmopt.matrix_mechanism "
@@ -270,8 +276,9 @@ def answers_table(output, workload, strategy=None, privacy=None, *, attributes=N
 
     Parameters
     ----------
-    output : MechanismOutput or StructuredOutput
-        One draw of :func:`mmopt.release` (or :func:`mmopt.matrix_mechanism`) on ``workload``.
+    output : MechanismOutput, StructuredOutput or HierarchyRelease
+        One draw of :func:`mmopt.release` (or :func:`mmopt.matrix_mechanism`) on ``workload`` (a grouping-set
+        release: :mod:`mmopt.answers.grouping`).
     workload : Workload or ImplicitWorkload
         The workload released; its rows give the table's rows (terms in order, each in C order).
     strategy : Strategy, ImplicitStrategy or None, default=None

@@ -232,17 +232,22 @@ def allowance(scale: float) -> float:
     return 16 * np.finfo(float).eps / 2 * scale
 
 
+def warn_roundoff(extra: float, scale: float, caller: str) -> None:
+    """A RuntimeWarning when the round-off allowance ``extra`` reaches 10⁻³ of the noise scale."""
+    if extra >= 1e-3 * scale:
+        warnings.warn(f"{caller}: the answers reach {extra / (8 * np.finfo(float).eps):.3g}, where float64's round-off "
+                      f"(~{extra:.3g}) is {extra / scale:.3g} of the noise scale {scale:.3g}: each interval is widened "
+                      "by it, and is no longer exact. Release counts in larger units, or at a smaller ε.",
+                      RuntimeWarning, stacklevel=4)
+
+
 def widths(alpha, model, workload, strategy, output, meta: dict, caller: str) -> Widths:
     """The :class:`Widths` of a planned table (refusals: :func:`preflight`)."""
     alpha = preflight(alpha, model, output.noise, meta["reconstruction"], meta["workload"], caller, strategy)
     scale = float(output.noise_scale)
     extra = roundoff_allowance(model.layout, output.estimate)
     meta["roundoff_allowance"] = extra
-    if extra >= 1e-3 * scale:
-        warnings.warn(f"{caller}: the answers reach {extra / (8 * np.finfo(float).eps):.3g}, where float64's round-off "
-                      f"(~{extra:.3g}) is {extra / scale:.3g} of the noise scale {scale:.3g}: each interval is widened "
-                      "by it, and is no longer exact. Release counts in larger units, or at a smaller ε.",
-                      RuntimeWarning, stacklevel=3)
+    warn_roundoff(extra, scale, caller)
     if output.noise == "gaussian":
         return Widths(alpha, "gaussian", scale, allowance=extra)
     if model.method == "algebra":
