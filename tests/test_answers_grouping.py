@@ -110,3 +110,10 @@ def test_refusals(released):
         mmopt.answers_table(out, W, A, mmopt.Privacy(0.5, 1e-6))
     with pytest.raises(ValueError, match="is not the release's"):
         mmopt.answers_table(out, W, A, mmopt.Privacy(1.0))
+
+
+def test_answer_refuses_a_grouping_release_by_name(released):
+    """It has no x̂ to answer other queries from (float() of it raised a bare TypeError)."""
+    W, A, _, out = released
+    with pytest.raises(TypeError, match="grouping-set release .*answers_table"):
+        mmopt.answers.answer([(0, None)], out, A)

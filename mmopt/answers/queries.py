@@ -28,6 +28,7 @@ import scipy.sparse as sp
 from mmopt._base import validation as v
 from mmopt.answers import _stream_errors as stream
 from mmopt.answers._query_errors import standard_errors as _standard_errors
+from mmopt.answers.grouping import is_grouping_release
 from mmopt.answers.labels import _row, _set
 from mmopt.answers.variance import check_output_privacy, check_released_with, noise_sd
 from mmopt.dense._strategy_core import Strategy
@@ -86,6 +87,10 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
     """
     caller = "answer"
     noise, domain, method = None, None, "least_squares"
+    if is_grouping_release(estimate):  # float() of it raised a bare TypeError
+        raise TypeError(f"The 'estimate' parameter of {caller} is a grouping-set release (mmopt.release's hierarchy "
+                        "route), which holds the counts of its grouping sets, not x̂ over the cells. List them with "
+                        "mmopt.answers_table(out, W, strategy); to answer other groups, put their grouping sets in W.")
     released = hasattr(estimate, "estimate") and hasattr(estimate, "noise_scale")
     stream.refuse_laplace(strategy, estimate.noise if released else getattr(privacy, "noise", None), caller)
     if released:
