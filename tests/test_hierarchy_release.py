@@ -178,3 +178,21 @@ def test_a_planned_strategy_answers_a_deeper_level_that_repeats_a_measured_one()
     sd = t[t.set == 0]["std_error"].max()
     assert 0 < sd < 0.01
     np.testing.assert_allclose(got.loc[truth.index].to_numpy(), truth.to_numpy(), atol=6 * sd)
+
+
+@pytest.mark.parametrize("composition", ["basic", "zcdp", "pld"])
+def test_an_accountant_release_of_grouping_sets_returns_it_and_records_its_rho(composition):
+    """Accountant.release settled the ledger from the output's noise, which a HierarchyRelease lacked: it raised
+    AttributeError after the draw, so the noisy answers were lost (the spend stayed counted, as it must)."""
+    W = grouping_sets([Hierarchy.balanced((2, 3), level_names=("nation", "state", "county")), 2],
+                      [("state", "a1"), ("county",), ()])
+    P = mmopt.Privacy(0.5, 1e-6)
+    A = mmopt.optimize(W, privacy=P).strategy
+    acc = mmopt.Accountant(mmopt.Privacy(1.0, 1e-5), composition)
+    out = acc.release(W, A, np.arange(12.0), P)
+    assert out.noise == "gaussian" and len(out.answers) == 3
+    (spend,) = acc.spends
+    assert spend.status == "spent" and spend.noise == "gaussian"
+    # ρ = Δ'²/(2σ²) at the σ drawn, Δ' the sensitivity OpenDP charged (Δ rounded up: ≤ 10⁻⁶ relative)
+    want = A.sensitivity("l2") ** 2 / (2 * out.noise_scale**2)
+    assert want <= spend.rho <= want * (1 + 3e-6)

@@ -42,6 +42,12 @@ class HierarchyRelease:
     family: str
     measurements: np.ndarray = field(repr=False)
 
+    @property
+    def noise(self) -> str:
+        """Always "gaussian" (the family's exact L2 sensitivity). Read by :meth:`mmopt.Accountant.release` to settle
+        the ledger: without it that release raised AttributeError after the draw, and the noisy answers were lost."""
+        return "gaussian"
+
 
 def level_sums(h, T: np.ndarray, axis: int, level: int) -> np.ndarray:
     """Sums of T over the level-``level`` groups along ``axis``."""
