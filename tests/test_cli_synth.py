@@ -37,6 +37,16 @@ def test_synth_writes_labelled_rows_and_reports_the_budget(files, method, capsys
     assert ["a"] in report["measured"] and report["sampler"] == "numpy-seeded"
 
 
+def test_synth_bins_labels_writes_each_bins_label(files):
+    """The help said binned columns were labelled '[a, b)' while they held left edges: --bins chooses."""
+    out = files / "labels.csv"
+    assert main(["synth", "--records", str(files / "people.parquet"), "--domain", str(files / "domain.json"),
+                 "--method", "mst", "--epsilon", "1", "--rows", "200", "--seed", "0", "--bins", "labels",
+                 "--out", str(out)]) == 0
+    rows = pd.read_csv(out)
+    assert len(rows) == 200 and set(rows["c"]) <= {"[0, 10)", "[10, 20)", "[20, 30)", "[30, 40]"}  # the last bin closed
+
+
 def test_synth_refuses_before_any_noise(files, capsys):
     base = ["synth", "--records", str(files / "people.parquet"), "--domain", str(files / "domain.json"),
             "--epsilon", "1"]

@@ -27,6 +27,7 @@ import mmopt
 from mmopt._base.hints import did_you_mean
 from mmopt.cli import commands, release_sql
 from mmopt.cli import synth as synth_cli
+from mmopt.cli._numbers import number
 from mmopt.error import NumericalError
 from mmopt.optimize import METHODS, MULTIDIM_METHODS, TOEPLITZ_METHODS
 from mmopt.solvers import SolverError
@@ -87,7 +88,9 @@ estimate, std_error). --alpha 0.05 adds exact 95% intervals (lower, upper) to ei
   mmopt synth --records people.csv --domain domain.json --method mst --epsilon 1 --delta 1e-9 --out synth.csv
 AIM (default; McKenna et al. 2022) or MST (McKenna, Miklau & Sheldon 2021) on mmopt's residual measurements
 (mmopt.synth), spending the budget as ρ-zCDP with OpenDP's samplers. --out gets one synthetic row per record
-(--rows N for another number), each column labelled by the domain (categories, or bin labels '[a, b)').""",
+(--rows N for another number), each column labelled by the domain: categories, and for binned attributes each
+bin's left edge (a number the domain bins again: the file can be read back as records), or with --bins labels its
+label '[a, b)' (for reading only).""",
 }
 
 
@@ -95,9 +98,9 @@ def _privacy_args(p: argparse.ArgumentParser, required: bool = False, *, saved: 
     """--epsilon/--delta; ``saved``: when neither is given, a saved strategy's recorded budget (evaluate), so
     that 'optimize --save F' then 'evaluate --strategy F' score it under the budget it was made for."""
     tail = "; a flag not given is taken from a FILE.npz strategy's recorded budget" if saved else ""
-    p.add_argument("--epsilon", "-e", type=float, required=required, default=None if required or saved else 1.0,
+    p.add_argument("--epsilon", "-e", type=number, required=required, default=None if required or saved else 1.0,
                    help="privacy budget ε > 0" + ("" if required else f" (default 1{tail})"))
-    p.add_argument("--delta", "-d", type=float, default=None if saved else 0.0,
+    p.add_argument("--delta", "-d", type=number, default=None if saved else 0.0,
                    help=f"δ in [0, 1): 0 = Laplace noise (ε-DP), > 0 = Gaussian noise ((ε,δ)-DP) (default 0{tail})")
 
 
@@ -153,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="expert override of the objective's sensitivity norm (default: the budget's: l1 for Laplace "
                         "noise, --delta 0; l2 for Gaussian noise, --delta > 0)")
     p.add_argument("--max-iterations", type=int, default=None, help="the method's iteration budget")
-    p.add_argument("--tol", type=float, default=None, help="the method's convergence tolerance, in (0, 1)")
+    p.add_argument("--tol", type=number, default=None, help="the method's convergence tolerance, in (0, 1)")
     p.add_argument("--initial", metavar="STRATEGY",
                    help="a strategy spec (as for evaluate --strategy): min_error's warm start, min_sensitivity's input")
     p.add_argument("--option", action="append", metavar="KEY=VALUE",
@@ -168,22 +171,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--objective", choices=("total", "max_variance"), default=None,
                    help="what is minimised: the total squared error (default) or the largest single-query variance "
                         "(a certified minimax search on dense workloads up to 4,096 cells)")
-    p.add_argument("--target", type=float, default=None,
+    p.add_argument("--target", type=number, default=None,
                    help="with --objective max_variance: minimise the largest variance / TARGET (one for every query)")
     _output_args(p, force=False)
 
     p = add("plan", "the smallest budget at which every query meets an accuracy target (mmopt.plan)", commands.plan)
     p.add_argument("spec", metavar="SPEC", help="the workload (see 'mmopt workloads'; dense up to 4,096 cells, "
                    "products, marginals, census workloads)")
-    p.add_argument("--target", type=float, required=True, help="every query's target, in the unit --kind names")
+    p.add_argument("--target", type=number, required=True, help="every query's target, in the unit --kind names")
     p.add_argument("--kind", choices=("variance", "se", "halfwidth"), default="variance",
                    help="the target is a variance (default), a standard error, or an interval half-width at --alpha")
-    p.add_argument("--alpha", type=float, default=None,
+    p.add_argument("--alpha", type=number, default=None,
                    help="with --kind halfwidth: 1 − the interval's level (default 0.05)")
-    p.add_argument("--delta", "-d", type=float, default=0.0,
+    p.add_argument("--delta", "-d", type=number, default=0.0,
                    help="δ in [0, 1): 0 = Laplace noise (ε-DP), > 0 = Gaussian noise ((ε,δ)-DP) (default 0)")
     p.add_argument("--max-iterations", type=int, default=None, help="the max-variance search's L2 solves at most")
-    p.add_argument("--tol", type=float, default=None, help="the max-variance search's relative gap, in (0, 1)")
+    p.add_argument("--tol", type=number, default=None, help="the max-variance search's relative gap, in (0, 1)")
     p.add_argument("--calibration", choices=("release", "analytic"), default="release",
                    help="the noise the targets hold for: what 'mmopt release' draws (OpenDP; default) or the "
                         "analytic Gaussian mechanism")
@@ -212,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --strategy auto: the CPU seconds the search may plan to spend (default fast, 5 s)")
     p.add_argument("--reconstruct", choices=("least_squares", "nnls", "projection"), default="least_squares",
                    help="how x̂ is estimated from the noisy measurements (post-processing; default least_squares)")
-    p.add_argument("--total", type=float, default=None, help="a public total Σx to impose (nnls, projection)")
+    p.add_argument("--total", type=number, default=None, help="a public total Σx to impose (nnls, projection)")
     p.add_argument("--out", "-o", metavar="FILE",
                    help="the answers: .csv or .parquet, a table with each query's labels, answer and standard error; "
                         ".npy, the bare vector W x̂")
@@ -220,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the estimate x̂ (.npy or .csv); without --out, only x̂ is written (any workload size)")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out or --estimate file (else "
                    "refused before any noise: a release's answers are not replaced by accident)")
-    p.add_argument("--alpha", type=float, default=None, metavar="ALPHA",
+    p.add_argument("--alpha", type=number, default=None, metavar="ALPHA",
                    help="with --out FILE.csv/.parquet: add columns lower and upper, each answer's exact 1 - ALPHA "
                         "interval (e.g. 0.05; under Laplace noise the exact quantile, not ± z·standard error)")
     p.add_argument("--allow-large-output", action="store_true",
@@ -245,9 +248,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="AIM's workload: 'marginals:k=3' (default; k = d below 3 attributes), 'marginals:k<=2' or "
                         "'marginals:A*B,C'; with --method mst, MST scores its tree's edges by their gain on it "
                         "(default: the paper's score)")
-    p.add_argument("--epsilon", "-e", type=float, required=True, help="privacy budget ε > 0")
-    p.add_argument("--delta", "-d", type=float, default=1e-9, help="δ in (0, 1) (default 1e-9)")
+    p.add_argument("--epsilon", "-e", type=number, required=True, help="privacy budget ε > 0")
+    p.add_argument("--delta", "-d", type=number, default=1e-9, help="δ in (0, 1) (default 1e-9)")
     p.add_argument("--rows", type=int, default=None, help="synthetic rows (default: the noisy number of records)")
+    p.add_argument("--bins", choices=("values", "labels"), default="values",
+                   help="binned attributes as each bin's left edge (values, default) or its label '[a, b)'")
     p.add_argument("--seed", type=int, default=None,
                    help="numpy's seeded noise instead of OpenDP's (a reproducible simulation, not a release)")
     p.add_argument("--out", "-o", metavar="FILE", help="the synthetic rows, .parquet or .csv")

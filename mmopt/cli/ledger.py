@@ -4,6 +4,7 @@ spending (:func:`ledger_scope`)."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import math
 import os
@@ -12,6 +13,7 @@ import mmopt
 from mmopt.accounting._compose import down6
 from mmopt.accounting._persist import remove_unspent
 from mmopt.cli import output as out
+from mmopt.cli._numbers import number
 
 __all__ = ["ledger_scope", "no_room", "open_ledger"]
 
@@ -44,9 +46,9 @@ def open_ledger(args, privacy=None, *, create: bool = True):
     if args.ledger_total is None:
         raise ValueError(f"The --ledger file '{args.ledger}' does not exist. Give --ledger-total EPS[,DELTA] to "
                          "start it, or the path of an existing ledger.")
-    try:
-        parts = [float(t) for t in args.ledger_total.split(",")]
-    except ValueError:
+    try:  # as every number of the command line (1_0 was read as 10, a δ of 1e-400 as 0)
+        parts = [number(t) for t in args.ledger_total.split(",")]
+    except argparse.ArgumentTypeError:
         parts = []
     if len(parts) not in (1, 2):
         raise ValueError(f"--ledger-total must be EPS or EPS,DELTA (numbers). Got {args.ledger_total!r}.")

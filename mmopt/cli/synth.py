@@ -73,7 +73,7 @@ def synth(args) -> int:
         s = mst(args.records, domain, privacy, seed=args.seed, workload=workload)
     else:
         s = aim(args.records, domain, workload, privacy, seed=args.seed)
-    rows = s.records(args.rows)
+    rows = s.records(args.rows, bins=args.bins)
     report = {"method": s.method, "rows": len(rows), "epsilon": s.epsilon, "delta": s.delta, "rho": s.rho,
               "budget_rho": s.budget, "sampler": s.sampler, "out": args.out,
               "measured": [[domain.names[i] for i in S] for S in s.measured]}
