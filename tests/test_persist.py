@@ -138,8 +138,9 @@ def test_metadata_of_a_result(built, tmp_path):
                                                                           res.seconds)
     assert r["seed"] == res.extra["seed"] == 0  # optimize records the seed it was given
     assert saved.privacy == mmopt.Privacy(0.5) and m["privacy"]["noise"] == "laplace"
+    # no Gram sketch past 4,096 cells (mmopt.persist._workload)
     assert dict(m["workload"]) == {"name": W.name, "kind": "implicit", "domain_shape": (10, 10, 10, 10),
-                                   "domain_size": 10**4, "n_queries": W.n_queries}
+                                   "domain_size": 10**4, "n_queries": W.n_queries, "gram_sketch": None}
     assert set(m["checksum"]) == {"algorithm", "arrays", "metadata"}
     assert json.loads(json.dumps(saved.to_dict())) == saved.to_dict()
 

@@ -8,7 +8,8 @@ name, shape [p, N] of A, attribute sizes, and per kind the factor names, term st
 attributes; see :mod:`mmopt.persist._format`), ``arrays`` (each array's dtype and shape), ``result`` (for an
 :class:`~mmopt.OptimizeResult`: :meth:`~mmopt.OptimizeResult.to_dict` without its strategy summary — method,
 solver, status, objective, lower bound, gap, iterations, seconds, seed, history, extra), ``privacy`` (ε, δ,
-calibration, noise), ``workload`` (name, attribute sizes, N, m) and ``checksum`` (SHA-256 of the arrays and
+calibration, noise), ``workload`` (name, attribute sizes, N, m, and up to 4,096 cells a sketch of its Gram,
+:mod:`mmopt.persist._workload`: loading with other queries warns) and ``checksum`` (SHA-256 of the arrays and
 of the rest of the metadata). Other languages can read it with any zip and .npy reader.
 
 :func:`load` returns a :class:`SavedStrategy` (the rebuilt strategy plus the metadata), not an
@@ -23,6 +24,7 @@ import datetime
 import json
 import math
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,12 +35,14 @@ import numpy as np
 from mmopt._base.jsonable import jsonable, to_float
 from mmopt._base.result import OptimizeResult
 from mmopt.dense._strategy_core import Strategy
-from mmopt.dense._workload_type import not_a_workload
 from mmopt.persist import _files as pf
 from mmopt.persist import _format as fmt
+from mmopt.persist._workload import attribute_sizes as _attribute_sizes
+from mmopt.persist._workload import check_recorded_attributes as _check_recorded_attributes
+from mmopt.persist._workload import differs
+from mmopt.persist._workload import workload_metadata as _workload_metadata
 from mmopt.privacy import Privacy
 from mmopt.structured.strategies import ImplicitStrategy
-from mmopt.workload import ImplicitWorkload, Workload, structure_of
 
 __all__ = ["SavedStrategy", "load", "save"]
 
@@ -258,6 +262,11 @@ def load(path, *, workload=None) -> SavedStrategy:
         from mmopt.dispatch import as_implicit  # RecordsRelease.workload, as save takes it
         given = _workload_metadata(as_implicit(workload), strategy, f"load('{source}')", "'workload' parameter")
         _check_recorded_attributes(given, meta["workload"], f"load('{source}')")
+        if differs(given["gram_sketch"], (meta["workload"] or {}).get("gram_sketch")):
+            warnings.warn(f"load('{source}'): the strategy was saved with workload '{meta['workload']['name']}', "
+                          f"whose queries differ from those of the 'workload' given ('{given['name']}'): it may be "
+                          "far from the best strategy for these. Optimise for this workload, or pass the one it was "
+                          "saved with.", UserWarning, stacklevel=2)
     return SavedStrategy(strategy, pf.frozen(meta), str(source))
 
 
@@ -277,46 +286,3 @@ def _check_workload_section(recorded: dict, strategy, fail) -> None:
     if recorded.get("domain_size", N) != N or not isinstance(recorded.get("name", ""), str):
         fail(f"records a workload ({recorded.get('name')!r:.40}, N = {recorded.get('domain_size')!r:.20}) that is not "
              f"over the strategy's {N:,} cells")
-
-
-def _attribute_sizes(strategy) -> tuple[int, ...] | None:
-    """A strategy's own attribute sizes (implicit and residual strategies have them), else None (a dense or stream
-    strategy knows only its N cells)."""
-    from mmopt.structured.residual.strategy import ResidualStrategy
-    return tuple(strategy.shape) if isinstance(strategy, ImplicitStrategy | ResidualStrategy) else None
-
-
-def _check_recorded_attributes(given: dict, recorded: dict | None, caller: str) -> None:
-    """A workload over several attributes whose sizes differ from those of the workload the file records (a dense
-    strategy carries no attribute sizes of its own, so the cell count alone matched): the same N cells in another
-    attribute order, or other attributes, are other cells. A flat workload (one attribute) is not compared."""
-    if recorded is None:
-        return
-    sizes, saved = list(given["domain_shape"]), list(recorded.get("domain_shape") or [])
-    if len(sizes) > 1 and len(saved) > 1 and sizes != saved:
-        raise ValueError(f"{caller}: the 'workload' parameter ('{given['name']}') is over attribute sizes "
-                         f"{tuple(sizes)}, but the strategy was saved with a workload ('{recorded.get('name')}') over "
-                         f"{tuple(saved)}: the same {given['domain_size']:,} cells in another layout are other cells. "
-                         "Build the workload in the saved attribute order.")
-
-
-def _workload_metadata(workload, strategy, caller: str, what: str) -> dict:
-    """The workload's description, after checking that its domain is the strategy's."""
-    from mmopt.toeplitz.error import StreamWorkload  # lazy: mmopt.toeplitz.prefix(n) / all_range(n)
-
-    if not isinstance(workload, Workload | ImplicitWorkload | StreamWorkload):  # with the remedy for a bare matrix
-        raise not_a_workload(workload, name=what.split("'")[1], caller=caller,
-                             expected="a Workload, an implicit workload or a mmopt.toeplitz workload")
-    N, n = workload.domain_size, strategy.domain_size
-    structure = structure_of(workload)
-    sizes = list(structure.shape) if structure is not None else [N]
-    own = _attribute_sizes(strategy)
-    if N != n or (structure is not None and own is not None and tuple(sizes) != own):
-        shown = own if own is not None else (n,)
-        raise ValueError(f"{caller}: the {what} ('{workload.name}') is over attribute sizes {tuple(sizes)} "
-                         f"(N = {N:,}) but the strategy '{strategy.name}' is over {shown} (N = {n:,}). Pass the "
-                         "workload the strategy was made for.")
-    kind = "implicit" if isinstance(workload, ImplicitWorkload) else "stream" if isinstance(
-        workload, StreamWorkload) else "dense"
-    return jsonable({"name": workload.name, "kind": kind,
-                     "domain_shape": sizes, "domain_size": N, "n_queries": workload.n_queries})

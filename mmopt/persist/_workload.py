@@ -1,0 +1,102 @@
+"""The workload a strategy file records: its description, checked against the strategy's domain, and a sketch of
+its Gram, so that a file loaded with other queries over the same cells is said, not silently used (a helper's
+probe: a plan for all_range:8 released on prefix:8; random_range:16:10:0 and :1 share the name
+'random_range(16,10)').
+
+    sketch(G) = (tr G,  rᵀ G r,  Σ|G_ij|),   r_c = cos(1 + c·γ), γ the golden angle (a fixed vector, no RNG stream)
+
+The same queries in any representation (rows, Gram only, Kronecker or union form, a stream workload's dense twin)
+have the same G over the same cells in the same order, so the same sketch up to round-off; other queries differ
+in it except on a measure-zero set. Computed for workloads of at most :data:`MAX_CELLS` cells (a dense Gram);
+larger ones, and files written before it, are not compared.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mmopt._base.jsonable import jsonable
+from mmopt.dense._workload_type import not_a_workload
+from mmopt.structured.strategies import ImplicitStrategy
+from mmopt.workload import ImplicitWorkload, Workload, structure_of
+
+__all__ = ["MAX_CELLS", "attribute_sizes", "check_recorded_attributes", "differs", "sketch", "workload_metadata"]
+
+MAX_CELLS = 4096
+_GOLDEN_ANGLE = math.pi * (3.0 - math.sqrt(5.0))
+
+
+def _gram(workload) -> np.ndarray | None:
+    from mmopt.toeplitz.error import StreamWorkload  # lazy, as persist's other uses of the stream layer
+    if isinstance(workload, StreamWorkload):
+        workload = workload.to_workload()
+    if callable(getattr(workload, "gram", None)):  # implicit: its dense Gram (N ≤ MAX_CELLS)
+        return np.asarray(workload.gram(), dtype=float)
+    mean = getattr(workload, "mean_gram", None)
+    return None if mean is None else np.asarray(mean, dtype=float) * float(workload.n_queries)
+
+
+def sketch(workload) -> list[float] | None:
+    """(tr G, rᵀGr, Σ|G|) of ``workload`` (module docstring), or None past :data:`MAX_CELLS` cells."""
+    if workload.domain_size > MAX_CELLS:
+        return None
+    G = _gram(workload)
+    if G is None:
+        return None
+    r = np.cos(1.0 + _GOLDEN_ANGLE * np.arange(G.shape[0]))
+    return [float(np.trace(G)), float(r @ G @ r), float(np.abs(G).sum())]
+
+
+def differs(given, recorded) -> bool:
+    """Whether two sketches are of different Grams, beyond round-off: the trace to 10⁻⁹ relative, rᵀGr to 10⁻⁹ of
+    Σ|G| (|r_c| ≤ 1, so entries perturbed by δ move it by at most Σ|δ|). Either missing: not compared."""
+    if not given or not recorded or len(recorded) != 3:
+        return False
+    (t1, q1, s1), (t2, q2, s2) = given, [float(v) for v in recorded]
+    scale = max(s1, s2, np.finfo(float).tiny)
+    return abs(t1 - t2) > 1e-9 * max(abs(t1), abs(t2)) or abs(q1 - q2) > 1e-9 * scale
+
+
+def attribute_sizes(strategy) -> tuple[int, ...] | None:
+    """A strategy's own attribute sizes (implicit and residual strategies have them), else None (a dense or stream
+    strategy knows only its N cells)."""
+    from mmopt.structured.residual.strategy import ResidualStrategy
+    return tuple(strategy.shape) if isinstance(strategy, ImplicitStrategy | ResidualStrategy) else None
+
+
+def check_recorded_attributes(given: dict, recorded: dict | None, caller: str) -> None:
+    """A workload over several attributes whose sizes differ from those of the workload the file records (a dense
+    strategy carries no attribute sizes of its own, so the cell count alone matched): the same N cells in another
+    attribute order, or other attributes, are other cells. A flat workload (one attribute) is not compared."""
+    if recorded is None:
+        return
+    sizes, saved = list(given["domain_shape"]), list(recorded.get("domain_shape") or [])
+    if len(sizes) > 1 and len(saved) > 1 and sizes != saved:
+        raise ValueError(f"{caller}: the 'workload' parameter ('{given['name']}') is over attribute sizes "
+                         f"{tuple(sizes)}, but the strategy was saved with a workload ('{recorded.get('name')}') over "
+                         f"{tuple(saved)}: the same {given['domain_size']:,} cells in another layout are other cells. "
+                         "Build the workload in the saved attribute order.")
+
+
+def workload_metadata(workload, strategy, caller: str, what: str) -> dict:
+    """The workload's description, after checking that its domain is the strategy's."""
+    from mmopt.toeplitz.error import StreamWorkload  # lazy: mmopt.toeplitz.prefix(n) / all_range(n)
+
+    if not isinstance(workload, Workload | ImplicitWorkload | StreamWorkload):  # with the remedy for a bare matrix
+        raise not_a_workload(workload, name=what.split("'")[1], caller=caller,
+                             expected="a Workload, an implicit workload or a mmopt.toeplitz workload")
+    N, n = workload.domain_size, strategy.domain_size
+    structure = structure_of(workload)
+    sizes = list(structure.shape) if structure is not None else [N]
+    own = attribute_sizes(strategy)
+    if N != n or (structure is not None and own is not None and tuple(sizes) != own):
+        shown = own if own is not None else (n,)
+        raise ValueError(f"{caller}: the {what} ('{workload.name}') is over attribute sizes {tuple(sizes)} "
+                         f"(N = {N:,}) but the strategy '{strategy.name}' is over {shown} (N = {n:,}). Pass the "
+                         "workload the strategy was made for.")
+    kind = "implicit" if isinstance(workload, ImplicitWorkload) else "stream" if isinstance(
+        workload, StreamWorkload) else "dense"
+    return jsonable({"name": workload.name, "kind": kind, "domain_shape": sizes, "domain_size": N,
+                     "n_queries": workload.n_queries, "gram_sketch": sketch(workload)})

@@ -1,0 +1,50 @@
+"""mmopt.persist._workload: a strategy file loaded with other queries over the same cells is said (a UserWarning
+naming both workloads); the same queries in any representation are not; files without a sketch are not compared."""
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt import strategy as st
+from mmopt import toeplitz
+from mmopt import workload as wl
+from mmopt.persist._workload import differs, sketch
+from mmopt.structured import workloads as sw
+
+
+def _load_quietly(path, W):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return mmopt.load(path, workload=W)
+
+
+@pytest.mark.parametrize(("saved", "same", "other"), [
+    (wl.all_range(8), [wl.all_range(8), mmopt.Workload.from_matrix(wl.all_range(8).explicit_matrix())],
+     [wl.prefix(8), wl.random_range(8, 10, seed=0)]),
+    (wl.random_range(16, 10, seed=0), [wl.random_range(16, 10, seed=0)], [wl.random_range(16, 10, seed=1)]),
+    (wl.kron(wl.prefix(4), wl.identity(4)), [sw.kron(wl.prefix(4), wl.identity(4))],
+     [wl.kron(wl.all_range(4), wl.identity(4))]),
+    (toeplitz.prefix(64), [wl.prefix(64)], [toeplitz.all_range(64)]),
+])
+def test_other_queries_are_said_the_same_in_another_form_are_not(tmp_path, saved, same, other):
+    path = tmp_path / "s.npz"
+    mmopt.save(path, st.identity(saved.domain_size), workload=saved)
+    for W in same:
+        _load_quietly(path, W)
+    for W in other:
+        said = f"saved with workload '{re.escape(saved.name)}'.*differ.*'{re.escape(W.name)}'"
+        with pytest.warns(UserWarning, match=said):
+            mmopt.load(path, workload=W)
+
+
+def test_sketch_is_of_the_gram_and_tolerates_round_off():
+    W = wl.prefix(12)
+    G = W.explicit_matrix().T @ W.explicit_matrix()
+    t, q, s = sketch(W)
+    r = np.cos(1.0 + np.pi * (3 - np.sqrt(5)) * np.arange(12))
+    assert (t, s) == (np.trace(G), np.abs(G).sum()) and q == pytest.approx(r @ G @ r, rel=1e-12)
+    assert not differs([t * (1 + 1e-13), q + 1e-12, s], [t, q, s]) and differs([t, q + 1e-3, s], [t, q, s])
+    assert not differs(sketch(W), None) and sketch(wl.prefix(5000)) is None  # not compared past 4,096 cells
