@@ -45,6 +45,7 @@ def _cases():
         ("all ranges on 256, targets U(2, 20)", lambda: wl.all_range(256), heterogeneous, "se", 1e-9),
         ("all ranges on 1,024, targets U(2, 20)", lambda: wl.all_range(1024), wide, "se", 1e-9),
         ("all ranges on 64 cells", lambda: wl.all_range(64), 10.0, "se", 0.0),
+        ("prefix(256)", lambda: wl.prefix(256), 4.0, "se", 0.0),
         ("2-way marginals (8,)^30", lambda: wl.marginals((8,) * 30, 2), 10.0, "se", 1e-9),
         ("3-way marginals (2,)^20", lambda: wl.marginals((2,) * 20, 3), 10.0, "se", 1e-9),
         ("1- and 2-way marginals (10,)^8", lambda: wl.stack([wl.marginals((10,) * 8, 1), wl.marginals((10,) * 8, 2)]),

@@ -131,8 +131,25 @@ def test_laplace_plan_scores_every_hierarchical_branching():
     rootless = [mmopt.Strategy(H.matrix[1:]) for H in trees]
     closed = [st.identity(64), st.wavelet(64), *trees, *rootless, st.greedy_h(W)]
     best = min(mmopt.evaluate(W, A, one).max_variance for A in closed)
-    assert p.epsilon == pytest.approx(np.sqrt(best), rel=1e-6)
+    assert p.epsilon <= np.sqrt(best) * (1 + 1e-6)  # every closed form scored (min_error may do better: below)
     assert p.epsilon < 0.75 * np.sqrt(mmopt.evaluate(W, st.identity(64), one).max_variance)
+
+
+def test_laplace_plan_takes_the_l1_search_where_it_needs_less_budget():
+    """The closed forms' best needed ε 25 % above min_error's strategy on prefix sums of 128 cells (2.5062 against
+    1.8726 for s.e. ≤ 4; a helper's probe: 8 % at 16 cells). The plan meets every target by the dense formula
+    (variance 2Δ₁²·w (AᵀA)⁺ wᵀ/ε²), its ε is at most 0.8× the closed forms' best, and two plans are the same."""
+    from mmopt import strategy as st
+    W = wl.prefix(128)
+    p = mmopt.plan(W, targets=4.0, kind="se")
+    Wd, A = W.explicit_matrix(), p.strategy.matrix
+    v = 2 * np.abs(A).sum(axis=0).max() ** 2 * np.einsum("ij,jk,ik->i", Wd, np.linalg.pinv(A.T @ A), Wd)
+    assert np.all(v / p.epsilon**2 <= 16.0 * (1 + 1e-9))
+    trees = [st.hierarchical(128, b) for b in (2, 4, 8, 16)]
+    closed = [st.identity(128), st.wavelet(128), *trees, *(mmopt.Strategy(H.matrix[1:]) for H in trees)]
+    best = min(mmopt.evaluate(W, B, mmopt.Privacy(1.0)).max_variance for B in closed)
+    assert p.strategy.name == "min_error" and p.epsilon <= 0.8 * np.sqrt(best / 16.0)
+    assert mmopt.plan(W, targets=4.0, kind="se").epsilon == p.epsilon
 
 
 def test_laplace_plan_scores_trees_without_their_root():
