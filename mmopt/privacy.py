@@ -222,6 +222,18 @@ def analytic_gaussian_sigma(epsilon: float, delta: float) -> float:
     return _analytic_sigma(eps, dlt)
 
 
+def pure_epsilon(budget, caller: str):
+    """ε of a pure-ε :class:`Privacy` (δ = 0) for an ε-DP algorithm that takes a float; anything else as given (the
+    caller checks it). A Privacy with δ > 0 is refused: the algorithm's noise is Laplace."""
+    if not isinstance(budget, Privacy):
+        return budget
+    if budget.delta != 0:
+        raise ValueError(f"The 'epsilon' parameter of {caller} is an ε-DP budget (Laplace noise), so a Privacy "
+                         f"must have delta=0. Got {budget!r}; pass Privacy({budget.epsilon!r}) or the float "
+                         f"{budget.epsilon!r}.")
+    return budget.epsilon
+
+
 def _check_epsilon(epsilon, *, caller: str) -> float:
     """ε as a finite, positive, *normal* float: below 2.2e-308 it has lost precision, and 1/ε overflows."""
     eps = v.check_real(epsilon, name="epsilon", caller=caller, low=0.0, low_open=True)

@@ -7,11 +7,13 @@ against the real functions in distribution. Neighbours: query vectors differing 
 
 import itertools
 import math
+import warnings
 
 import numpy as np
 import pytest
 from scipy import integrate, stats
 
+import mmopt
 import mmopt.sparse_vector as svt_module
 from mmopt.sparse_vector import above_threshold, numeric_sparse, sparse_vector
 from mmopt.sparse_vector._core import MAX_C, _lecture_numeric_variant
@@ -322,10 +324,26 @@ def test_per_query_thresholds():
     assert r.answers == (False, True)
     with pytest.raises(ValueError, match=r"'threshold' parameter of sparse_vector .* one entry per query \(3\)"):
         sparse_vector([1, 2, 3], [0, 0], 1.0, c=1, rng=0)
-    with pytest.raises(ValueError, match="'threshold' parameter of numeric_sparse .*yielded more"):
-        numeric_sparse(iter([-1e4] * 3), [0, 0], 1.0, c=1, rng=0)
-    with pytest.raises(ValueError, match=r"'threshold' parameter of above_threshold .*3 thresholds for 2 queries"):
-        above_threshold(iter([-1e4] * 2), [0, 0, 0], 1.0, rng=0)
+    # an iterator's mismatch shows only as it runs, after noise: the run is returned with a warning (a ValueError
+    # then spent the budget on a result nobody saw, and only when the run had not halted first; a helper's probe)
+    with pytest.warns(UserWarning, match="'threshold' parameter of numeric_sparse .*yielded more.*before query 2"):
+        r = numeric_sparse(iter([-1e4] * 3), [0, 0], 1.0, c=1, rng=0)
+    assert r.n_read == 2 and r.answers == (None, None) and not r.halted
+    with pytest.warns(UserWarning, match=r"'threshold' parameter of above_threshold .*3 thresholds for 2 queries"):
+        r = above_threshold(iter([-1e4] * 2), [0, 0, 0], 1.0, rng=0)
+    assert r.n_read == 2 and r.answers == (False, False)
+    with warnings.catch_warnings():  # a run that halts before the thresholds run out: nothing to say
+        warnings.simplefilter("error")
+        assert sparse_vector(iter([1e6, 2, 3]), [0] * 4, 1.0, c=1, rng=0).halted
+
+
+def test_a_pure_epsilon_privacy_is_taken_as_mmopt_adaptive_takes_it():
+    """Privacy(1.0) was refused as 'must be a real number'; δ > 0 is refused by name (the noise is Laplace)."""
+    a = sparse_vector([1, 90, 2], 40, mmopt.Privacy(2.0), c=1, rng=1)
+    b = sparse_vector([1, 90, 2], 40, 2.0, c=1, rng=1)
+    assert a.answers == b.answers and a.epsilon == 2.0
+    with pytest.raises(ValueError, match="must have delta=0"):
+        above_threshold([1, 2], 1, mmopt.Privacy(1.0, 1e-6), rng=0)
 
 
 BAD = [

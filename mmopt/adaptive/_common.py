@@ -123,14 +123,8 @@ def check_histogram(x, caller: str) -> np.ndarray:
 def check_epsilon(epsilon, caller: str) -> float:
     """ε within :data:`EPSILON_RANGE` (so that 1/ε, 2/ε² and 1/(2/ε²) are normal floats); a float, or a pure-ε
     :class:`~mmopt.Privacy` as the rest of mmopt takes budgets (these algorithms are ε-DP: δ must be 0)."""
-    from mmopt.privacy import Privacy
-    if isinstance(epsilon, Privacy):
-        if epsilon.delta != 0:
-            raise ValueError(f"The 'epsilon' parameter of {caller} is an ε-DP budget (Laplace noise), so a Privacy "
-                             f"must have delta=0. Got {epsilon!r}; pass Privacy({epsilon.epsilon!r}) or the float "
-                             f"{epsilon.epsilon!r}.")
-        epsilon = epsilon.epsilon
-    eps = v.check_real(epsilon, name="epsilon", caller=caller, low=0.0, low_open=True)
+    from mmopt.privacy import pure_epsilon
+    eps = v.check_real(pure_epsilon(epsilon, caller), name="epsilon", caller=caller, low=0.0, low_open=True)
     lo, hi = EPSILON_RANGE
     if eps < _TINY:
         raise ValueError(f"The 'epsilon' parameter of {caller} must be a normal float (>= {_TINY:.3g}). "

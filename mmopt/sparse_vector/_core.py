@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -17,6 +18,7 @@ import numpy as np
 
 from mmopt._base import validation as v
 from mmopt.accounting._zcdp import round_down
+from mmopt.privacy import pure_epsilon
 from mmopt.sparse_vector._noise import Sampler, laplace_sampler
 
 
@@ -125,8 +127,9 @@ def svt_split(epsilon: float, c: int, monotone: bool, threshold_fraction: float 
 
 
 def check_common(caller: str, epsilon, c, sensitivity, monotone, threshold_fraction, rng):
-    """Validated (ε, c, Δ, monotone, threshold_fraction, rng Generator or None)."""
-    epsilon = v.check_real(epsilon, name="epsilon", caller=caller, low=0.0, low_open=True)
+    """Validated (ε, c, Δ, monotone, threshold_fraction, rng Generator or None); ε a float or a pure-ε Privacy, as
+    mmopt.adaptive takes it (Privacy(1.0) was refused as "must be a real number")."""
+    epsilon = v.check_real(pure_epsilon(epsilon, caller), name="epsilon", caller=caller, low=0.0, low_open=True)
     c = v.check_int(c, name="c", caller=caller, low=1)
     if c > MAX_C:  # the default split computes (2c)^(2/3) in float64: c = 10**400 raised a bare OverflowError
         raise ValueError(f"The 'c' parameter of {caller} must be an integer in [1, {v.scientific(MAX_C)}] (2c must "
@@ -196,10 +199,14 @@ def loop(queries, threshold, *, c: int, noisy_threshold: Sampler, noisy_query: S
     rho = noisy_threshold(0.0)
     answers: list = []
     above: list[int] = []
+    # An iterator's length is known only as it runs. A mismatch found then was a ValueError, after the noise was
+    # drawn: the budget was spent on a result nobody saw, and a retry spent it again (a helper's probe). The run
+    # read so far is a whole SVT run, as if the queries had ended there: it is returned, with a warning.
     for i, x in enumerate(queries):
         if Ts is not None and i >= Ts.shape[0]:
-            raise ValueError(f"The 'threshold' parameter of {caller} must have one entry per query. Got "
-                             f"{Ts.shape[0]} thresholds, but the queries yielded more.")
+            _mismatch(caller, f"the queries yielded more than its {Ts.shape[0]} thresholds; the run stopped before "
+                              f"query {i}, as if the queries had ended there")
+            break
         q = _finite(x, i, caller)
         noisy = noisy_query(q)
         if noisy >= (T if Ts is None else float(Ts[i])) + rho:
@@ -209,10 +216,14 @@ def loop(queries, threshold, *, c: int, noisy_threshold: Sampler, noisy_query: S
                 return answers, above, True
         else:
             answers.append(False if release is None else None)
-    if Ts is not None and len(answers) != Ts.shape[0]:
-        raise ValueError(f"The 'threshold' parameter of {caller} must have one entry per query. Got "
-                         f"{Ts.shape[0]} thresholds for {len(answers)} queries.")
+    if Ts is not None and len(answers) < Ts.shape[0]:
+        _mismatch(caller, f"it has {Ts.shape[0]} thresholds for {len(answers)} queries; the last were not used")
     return answers, above, False
+
+
+def _mismatch(caller: str, what: str) -> None:
+    warnings.warn(f"The 'threshold' parameter of {caller} must have one entry per query: {what}. The budget is "
+                  "spent on this run: use its result rather than running again.", UserWarning, stacklevel=5)
 
 
 def run(method: str, queries, threshold, epsilon, *, c, sensitivity, monotone, threshold_fraction,
