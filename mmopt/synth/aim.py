@@ -212,11 +212,16 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
         free = {S for C in measured for j in range(1, len(C) + 1) for S in itertools.combinations(C, j)}
         pool = [C for C in weights if C in free or tree.bound_mb(C, limit) <= limit]
         bias = {C: math.sqrt(2 / math.pi) * sigma * cl.cells(shape, C) for C in pool}
-        j = cur.select(pool, _marginals(model, pool), min(eps**2 / 8, left * (1 - MEASURE_SHARE))
-                       if last else eps**2 / 8, f"round {k}: select", weights=weights, bias=bias)
+        share = 1 / (2 * sigma**2)
+        if len(pool) == 1:  # a choice of one reads no data: its budget goes to the measurement (it was spent on an
+            j = 0           # exponential mechanism over one candidate, 9.4 % of ρ in a helper's probe)
+            share += eps**2 / 8
+        else:
+            j = cur.select(pool, _marginals(model, pool), min(eps**2 / 8, left * (1 - MEASURE_SHARE))
+                           if last else eps**2 / 8, f"round {k}: select", weights=weights, bias=bias)
         C = pool[j]
         before = model.marginal(C)
-        est = est.combine(cur.measure([C], cur.remaining if last else min(1 / (2 * sigma**2), cur.remaining),
+        est = est.combine(cur.measure([C], cur.remaining if last else min(share, cur.remaining),
                                       f"round {k}: measure {C}"))
         measured.append(C)
         selected.append(C)
