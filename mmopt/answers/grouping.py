@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from mmopt.answers.variance import check_released_delta
 from mmopt.answers.widths import Widths, allowance, warn_roundoff
 from mmopt.answers.widths import preflight as check_alpha
 from mmopt.privacy import Privacy
@@ -80,12 +81,8 @@ def grouping_plan(output, spec, strategy, privacy, caller: str, alpha, plan_type
         raise ValueError(f"The 'output' parameter of {caller} holds grouping sets of {got} groups; workload "
                          f"'{layout.name}' has terms of {sizes} queries. Pass the workload the output was released "
                          "for.")
-    delta = float(output.sensitivity)
-    if strategy is not None and callable(getattr(strategy, "sensitivity", None)):
-        mine = float(strategy.sensitivity("l2"))
-        if not mine * (1 - 1e-9) <= delta <= mine * (1 + 1e-6):  # a release rounds Δ upwards (10⁻⁷ and an ulp)
-            raise ValueError(f"The 'strategy' parameter of {caller} has sensitivity {mine:.6g}, but the output was "
-                             f"released at Δ = {delta:.6g}. Pass the strategy the output was released with.")
+    if strategy is not None:  # its Δ only: the release's own variances give the standard errors, not the strategy
+        check_released_delta(output, strategy, caller)
     if privacy is not None:
         if not isinstance(privacy, Privacy):
             raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy or None. Got "

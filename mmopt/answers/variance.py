@@ -88,10 +88,15 @@ def check_released_with(output, strategy, caller: str) -> None:
     if count is not None and count != rows:
         raise ValueError(f"The 'strategy' parameter of {caller} has {rows:,} rows, but the output holds "
                          f"{count:,} measurements. Pass the strategy the output was released with.")
+    check_released_delta(output, strategy, caller)
+
+
+def check_released_delta(output, strategy, caller: str) -> None:
+    """The output's Δ (``sensitivity``, in the norm of its ``noise``) is ``strategy``'s, rounded up as a release
+    rounds it (:func:`mmopt.structured.release.upper_sensitivity`: 10⁻⁷ and an ulp)."""
     delta = getattr(output, "sensitivity", None)
     if delta is not None and callable(getattr(strategy, "sensitivity", None)):
         mine = float(strategy.sensitivity("l1" if output.noise == "laplace" else "l2"))
-        # a release calibrates to Δ rounded upwards (mmopt.structured.release.upper_sensitivity: 10⁻⁷ and an ulp)
         if not mine * (1 - 1e-9) <= float(delta) <= mine * (1 + 1e-6):
             raise ValueError(f"The 'strategy' parameter of {caller} has sensitivity {mine:.6g}, but the output was "
                              f"released at Δ = {float(delta):.6g}. Pass the strategy the output was released with.")
