@@ -136,6 +136,16 @@ def test_single_participation_returns_a_causal_factor_as_fixed_epochs_1_does(wor
     assert run_privacy(C, mmopt.participation.single(), 1.0).rho > 0
 
 
+@pytest.mark.parametrize("method", ["banded", "toeplitz", "blt"])
+def test_single_participation_toeplitz_strategy_is_a_causal_factor(method):
+    """A ToeplitzStrategy C = D·T(c) is lower-triangular with c₀ ≠ 0, and run_privacy takes it; the result had said
+    causal_factor=False, "not a causal factor for training" (a helper's audit)."""
+    from mmopt.participation.noise import run_privacy
+    res = mmopt.optimize(mmopt.workload.prefix(64), participation=mmopt.participation.single(), method=method)
+    assert res.extra["causal_factor"] and "Not a causal factor" not in res.message
+    assert run_privacy(res.strategy, mmopt.participation.single(), 1.0).rho > 0
+
+
 def test_single_participation_banded_on_momentum_is_fixed_epochs_1s():
     """single() sent method='banded' to the ordinary banded route, which takes prefix sums and all ranges only and
     refused momentum naming mmopt.toeplitz.optimize; fixed_epochs(1), the same schema, ran the banded strategy."""

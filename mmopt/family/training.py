@@ -131,6 +131,9 @@ def causal_single(res: OptimizeResult, participation) -> OptimizeResult:
     from mmopt.participation.schemas import Single, as_schema
     if not isinstance(as_schema(participation, CALLER), Single):
         return res
+    from mmopt.toeplitz.strategies import ToeplitzStrategy
+    if isinstance(res.strategy, ToeplitzStrategy):  # C = D·T(c), c₀ ≠ 0: lower-triangular and invertible as built
+        return dataclasses.replace(res, extra=dict(res.extra) | {"causal_factor": True})
     A = getattr(res.strategy, "matrix", None)
     if type(res.strategy) is not Strategy or not isinstance(A, np.ndarray) or A.ndim != 2 or A.shape[1] > MAX_N:
         return _not_causal(res, f"a {type(res.strategy).__name__}, not a dense matrix of at most {MAX_N:,} columns")
