@@ -155,6 +155,14 @@ def test_optimize_under_k_b_below_n_beats_the_banded_strategy_and_brackets_the_s
         mmopt.optimize(mmopt.workload.prefix(16), participation=schema, options={"chain_dual_seconds": 1})
 
 
+@pytest.mark.parametrize("key", ["free_banded_seconds", "chain_banded_seconds"])
+def test_prefix_only_budgets_are_refused_on_other_workloads(key):
+    """On momentum the free banded and 2b-band strategies never run: their budgets were taken and ignored."""
+    with pytest.raises(ValueError, match=rf"\['{key}'\] budget the free banded .* prefix sums only"):
+        mmopt.optimize(mmopt.participation.momentum(16, 0.9), participation=min_separation(8, 2),
+                       options={key: 1.0})
+
+
 def test_a_spent_budget_runs_one_certified_round_and_no_coarse_one(monkeypatch):
     import mmopt.participation.cutting as cutting
     calls = []

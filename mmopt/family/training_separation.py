@@ -67,6 +67,11 @@ def run_separation(workload, G, stream, schema, call: Call, t0: float) -> Optimi
     k = schema.max_participations
     if not epochs(schema, n):
         return run_general(workload, G, stream, schema, call, t0, tol)
+    if not prefix and (unused := sorted({"free_banded_seconds", "chain_banded_seconds"} & set(call.options or {}))):
+        # those strategies are built for prefix sums only: the options were taken and nothing ran (a helper's audit)
+        raise ValueError(f"{CALLER}: options {unused} budget the free banded and 2b-band strategies, which run on "
+                         "prefix sums only; this workload is not prefix sums. Drop them (options['seconds'] and "
+                         "options['chain_dual_seconds'] budget the cutting planes and the chain dual here).")
     cpu0 = time.process_time()
     cutting_default = (SECONDS_PREFIX if n <= CUTTING_PREFIX_MAX_N else 0.0) if prefix else SECONDS
     lifted = prefix and n >= FREE_BANDED_ONLY_FROM  # the chain dual solved at LIFTED_SOLVE_STEPS, certified at n
