@@ -94,6 +94,24 @@ def test_refusals(kwargs, match):
         mmopt.optimize(mmopt.workload.prefix(8), **kwargs)
 
 
+def test_last_iterate_error_takes_what_optimize_returns():
+    """A Strategy and a ToeplitzStrategy (row-scaled too) from optimize were refused ("must be a 2-D array"); the
+    implicit route's error equals the dense one's to round-off (O(n) correlations against an n×n solve)."""
+    from mmopt import toeplitz
+    W, schema = mmopt.workload.prefix(16), mmopt.participation.fixed_epochs(2)
+    dense = mmopt.optimize(W, participation=schema, method="l2_approx", seed=0).strategy
+    band = mmopt.optimize(W, participation=schema, method="banded").strategy
+    for strategy in (dense, band, toeplitz.equalized(band)):
+        C = strategy.matrix if hasattr(strategy, "matrix") else strategy.to_dense()
+        err, sens = last_iterate_error(W.explicit_matrix(), strategy, schema)
+        ref, ref_sens = last_iterate_error(W.explicit_matrix(), C, schema)
+        assert err == pytest.approx(ref, rel=1e-12) and sens.squared == pytest.approx(ref_sens.squared, rel=1e-12)
+        assert err >= last_iterate_bound(W.explicit_matrix()[-1], schema)[0] * (1 - 1e-12)
+    with pytest.raises(TypeError, match="must be an array C, a Strategy or a ToeplitzStrategy .*"
+                                        "Got WeightedSqrtStrategy"):
+        last_iterate_error(W.explicit_matrix(), toeplitz.weighted_sqrt(toeplitz.prefix(16)), schema)
+
+
 def test_bad_rows_strategies_and_schemas_are_refused_by_name():
     """Found by probing: a 2-D row was read as n = 2 steps, a singular C raised numpy's LinAlgError, a schema of
     None an AttributeError; toeplitz.lower_bound of the dense prefix workload an AttributeError (it works now)."""

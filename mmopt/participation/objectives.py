@@ -161,8 +161,12 @@ def last_iterate_bound(row: np.ndarray, schema: Schema) -> tuple[float, tuple[in
     raise TypeError(f"last_iterate_bound: no bound for the schema {schema!r}")
 
 
-def last_iterate_error(workload_matrix: np.ndarray, strategy: np.ndarray, schema: Schema) -> tuple[float, object]:
+def last_iterate_error(workload_matrix: np.ndarray, strategy, schema: Schema) -> tuple[float, object]:
     """(Δ²·‖w C⁻¹‖², Δ²): the last iterate's error at unit σ of the invertible strategy C, w = W's last row.
+
+    ``strategy`` is an array C, a :class:`~mmopt.Strategy` or a :class:`~mmopt.toeplitz.ToeplitzStrategy` (what
+    ``optimize(..., participation=...)`` returns; the latter held in O(n): w C⁻¹ is one correlation with C⁻¹'s
+    first column).
 
     >>> import mmopt
     >>> W = np.tril(np.ones((4, 4)))
@@ -170,15 +174,26 @@ def last_iterate_error(workload_matrix: np.ndarray, strategy: np.ndarray, schema
     >>> err, sens.squared            # n = 4 independent draws in the last sum, Δ² = 2
     (8.0, 2.0)
     """
-    from mmopt.participation.strategies import sensitivity_squared
+    from mmopt.participation.strategies import sensitivity_for
+    from mmopt.toeplitz.strategies import ToeplitzStrategy
     caller = "last_iterate_error"
-    C = v.check_matrix(strategy, name="strategy", caller=caller, square=True)
-    sens = sensitivity_squared(C, schema)
+    schema = as_schema(schema, caller)
+    toeplitz = isinstance(strategy, ToeplitzStrategy)
+    sens = sensitivity_for(strategy, schema, caller)  # first: it names the strategies it takes
+    C = None if toeplitz else v.check_matrix(getattr(strategy, "matrix", strategy), name="strategy", caller=caller,
+                                             square=True)
+    n = strategy.n if toeplitz else C.shape[0]
     W = v.check_matrix(workload_matrix, name="workload_matrix", caller=caller)
-    if W.shape[1] != C.shape[0]:
-        raise ValueError(f"The 'workload_matrix' parameter of {caller} must have {C.shape[0]} columns (the "
+    if W.shape[1] != n:
+        raise ValueError(f"The 'workload_matrix' parameter of {caller} must have {n} columns (the "
                          f"strategy's steps). Got shape {W.shape}.")
     w = W[-1]
+    if toeplitz:  # C = 2ᵉ·D·T(c): w C⁻¹ = 2⁻ᵉ (T(g)ᵀ wᵀ)ᵀ D⁻¹, g = C′⁻¹'s first column
+        from mmopt.toeplitz._series import correlate_tail
+        unit, e = strategy.normalised()
+        z = correlate_tail(unit.inverse_column(), w, n)
+        z = z if unit.row_scale is None else z / np.sqrt(unit.row_scale)
+        return float(np.ldexp(z @ z, -2 * e)) * sens.squared, sens
     try:
         z = np.linalg.solve(C.T, w)  # w C⁻¹ = (C⁻ᵀ wᵀ)ᵀ
     except np.linalg.LinAlgError:

@@ -47,6 +47,11 @@ def sensitivity_for(strategy, schema, caller: str) -> Sensitivity:
         unit, e = strategy.normalised()
         return _rescaled(toeplitz_sensitivity_squared(unit, schema, caller=caller), e, caller)
     C = getattr(strategy, "matrix", strategy)
+    if not isinstance(C, (np.ndarray, list, tuple)) and not hasattr(C, "__array__"):
+        # a WeightedSqrtStrategy or a tree: "must be a 2-D array" named neither what it got nor what it takes
+        raise TypeError(f"The 'strategy' parameter of {caller} must be an array C, a Strategy or a "
+                        f"ToeplitzStrategy (a square lower-triangular C over the steps). Got "
+                        f"{type(strategy).__name__} instead; optimize(..., participation=...) returns one.")
     C = v.check_matrix(C, name="strategy", caller=caller)
     if not isinstance(schema, Single):
         schema.check_n(C.shape[1], caller, "strategy")
