@@ -62,6 +62,23 @@ def test_signed_strategies_bracket_the_sdp(schema, seed):
         assert s.squared == pytest.approx(sdp, rel=1e-6)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_the_dual_point_of_the_best_sign_vector_bounds_and_certifies(seed):
+    """Σ|A| and Weyl were 2 % above Δ² on momentum's signed blocks; the dual point of the best sign vector is an
+    upper bound on every block (against Clarabel's SDP) and meets the lower bound whenever the SDP's optimum is
+    rank one, as on momentum's."""
+    rng = np.random.default_rng(seed)
+    B = rng.standard_normal((5, 4, 4))
+    blocks = B @ np.transpose(B, (0, 2, 1))
+    lo, hi = block_bounds(blocks)
+    for A, low, high in zip(blocks, lo, hi, strict=True):
+        sdp = _sdp_max(A, [tuple(range(4))])
+        # Clarabel's accuracy (~1e-8 relative) is the tolerance, as above
+        assert low <= sdp * (1 + 1e-7) and high >= sdp * (1 - 1e-7)
+        if sdp <= low * (1 + 1e-7):  # a sign vector attains the SDP: complementary slackness makes μ = 0
+            assert high <= sdp * (1 + 1e-7)
+
+
 def test_signed_block_bounds_are_exact_when_a_sign_vector_attains_them():
     # A = s sᵀ-signed: A_st s_s s_t ≥ 0, so sᵀAs = Σ|A|
     s = np.array([1.0, -1.0, 1.0])

@@ -95,7 +95,7 @@ def toeplitz_sensitivity_squared(C, schema: Schema, *, caller: str = "sensitivit
         lo, hi = block_bounds(blocks)
         lo, hi = lo - k * k * err, hi + k * k * err  # each of a block's k² entries within err
         return _result(lo.max(), hi.max(), "fixed epochs: the k×k blocks from k offset diagonals"
-                       + ("" if np.all(blocks >= 0) else ", sign vectors ≤ Δ² ≤ min(Σ|X|, Weyl)"))
+                       + ("" if np.all(blocks >= 0) else ", sign vectors ≤ Δ² ≤ min(Σ|X|, Weyl, dual point)"))
     if isinstance(schema, MinSeparation) and y is None and np.all(c >= 0) and np.all(np.diff(c) <= 0):
         steps = np.arange(k) * b
         diagonals = [_offset_diagonal(c, None, n, i * b)[0] for i in range(k)]  # one per offset, not per pair
