@@ -222,6 +222,38 @@ def analytic_gaussian_sigma(epsilon: float, delta: float) -> float:
     return _analytic_sigma(eps, dlt)
 
 
+def gaussian_epsilon(sigma: float, delta: float) -> float:
+    """The smallest ε with δ(σ, ε) ≤ δ for the Gaussian mechanism with noise σ at L2 sensitivity 1: the exact
+    (ε, δ) of one Gaussian release (Balle & Wang 2018, Thm 8), rounded up. 0.0 when every ε > 0 is (δ alone pays).
+
+    The zCDP conversion of ρ = 1/(2σ²) is looser: 1.0779 against 1.0 at the analytic σ of ε = 1, δ = 10⁻⁶.
+
+    Examples
+    --------
+    >>> e = gaussian_epsilon(analytic_gaussian_sigma(1.0, 1e-6), 1e-6)
+    >>> round(e, 6), gaussian_delta(analytic_gaussian_sigma(1.0, 1e-6), e) <= 1e-6
+    (1.0, True)
+    """
+    caller = "gaussian_epsilon"
+    s = v.check_real(sigma, name="sigma", caller=caller, low=0.0, low_open=True)
+    bound = _private_log_bound(v.check_real(delta, name="delta", caller=caller, low=0.0, high=1.0,
+                                            low_open=True, high_open=True))
+
+    def excess(log_eps: float) -> float:  # decreasing in ε: a larger ε allows a smaller δ
+        return log_delta(s, min(math.exp(log_eps), sys.float_info.max)) - bound
+
+    lo, hi = math.log(sys.float_info.min), 0.0
+    if excess(lo) <= 0:
+        return 0.0
+    while excess(hi) > 0:  # δ(σ, ε) falls like e^{−ε²σ²/2}: a few doublings reach any δ
+        lo, hi = hi, hi + 1.0 if hi < 1 else 2 * hi
+    root = optimize.brentq(excess, lo, hi, xtol=1e-15, rtol=4 * sys.float_info.epsilon, maxiter=500)
+    eps = math.exp(root)
+    while excess(math.log(eps)) > 0:  # round-off may land the root a hair on the wrong side
+        eps = math.nextafter(eps, math.inf) * (1 + 4 * sys.float_info.epsilon)
+    return eps
+
+
 def pure_epsilon(budget, caller: str):
     """ε of a pure-ε :class:`Privacy` (δ = 0) for an ε-DP algorithm that takes a float; anything else as given (the
     caller checks it). A Privacy with δ > 0 is refused: the algorithm's noise is Laplace."""

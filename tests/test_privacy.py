@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mmopt import Privacy
-from mmopt.privacy import analytic_gaussian_sigma, gaussian_delta
+from mmopt.privacy import analytic_gaussian_sigma, gaussian_delta, gaussian_epsilon
 
 
 def test_laplace_constants():
@@ -159,3 +159,25 @@ def test_a_delta_that_protects_no_one_is_warned_about():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Privacy(1.0, 1e-3), Privacy(1.0), Privacy(1.0, 0.009)   # below 1 %: no warning
+
+
+@pytest.mark.parametrize("sigma", [0.05, 0.7, 4.2, 300.0])
+@pytest.mark.parametrize("delta", [1e-12, 1e-6, 0.01])
+def test_gaussian_epsilon_is_the_smallest_private_epsilon(sigma, delta):
+    """The inverse of gaussian_delta in ε: private at it, not private 10⁻⁹ below it (δ(ε) is strictly decreasing),
+    or 0.0 when δ(σ, ε → 0) = 2Φ(1/(2σ)) − 1 is already ≤ δ."""
+    eps = gaussian_epsilon(sigma, delta)
+    at_zero = math.erf(1 / (2 * sigma * math.sqrt(2)))  # 2Φ(x) − 1 = erf(x/√2)
+    if at_zero <= delta * (1 - 1e-6):
+        assert eps == 0.0
+    else:
+        assert gaussian_delta(sigma, eps) <= delta < gaussian_delta(sigma, eps * (1 - 1e-9))
+
+
+def test_gaussian_epsilon_inverts_the_analytic_calibration():
+    for epsilon, delta in ((1.0, 1e-6), (0.1, 1e-5), (10.0, 1e-9)):
+        assert gaussian_epsilon(analytic_gaussian_sigma(epsilon, delta), delta) == pytest.approx(epsilon, rel=1e-9)
+    with pytest.raises(ValueError, match="'delta' parameter of gaussian_epsilon"):
+        gaussian_epsilon(1.0, 0.0)
+    with pytest.raises(ValueError, match="'sigma' parameter of gaussian_epsilon"):
+        gaussian_epsilon(-1.0, 1e-6)

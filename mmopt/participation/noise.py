@@ -15,7 +15,9 @@ S_i ← ω̂_i S_i + u_t (u_t = z_t/d_t), a state of d buffers. Memory O(B·p) o
 :func:`stream_noise` feeds it OpenDP's Gaussian draws (:func:`mmopt._base.opendp.gaussian_sampler`), and
 :func:`run_privacy` reports the privacy of the whole run under a schema: one Gaussian mechanism on C G with L2
 sensitivity Δ (exact, or a proven upper bound, :mod:`mmopt.participation.toeplitz`), so ρ = Δ²/(2σ²)-zCDP, and
-(ε, δ) by OpenDP's conversion. σ is the *noise multiplier* (noise standard deviation over the clip norm).
+(ε, δ) exactly, as one Gaussian mechanism at noise σ/Δ (:func:`mmopt.privacy.gaussian_epsilon`; Denisov et al.
+2022, Thm 2.1, give the adaptive stream the guarantee of the non-adaptive mechanism). OpenDP's conversion of ρ is
+looser: at the analytic σ of Privacy(1, 10⁻⁶) it says ε = 1.0779 where the mechanism is (1, 10⁻⁶)-DP. σ is the *noise multiplier* (noise standard deviation over the clip norm).
 
 Amplification by subsampling (Poisson or shuffled batches) is out of scope: the accounting here assumes every
 record's participation pattern is one the schema allows, and gives no credit for the randomness of batches.
@@ -183,7 +185,8 @@ class RunPrivacy:
     rho : float
         ρ of ρ-zCDP, Δ²/(2σ²), by OpenDP's Gaussian map.
     epsilon, delta : float or None
-        (ε, δ)-DP at the given δ (OpenDP's zCDP conversion); None without a δ.
+        (ε, δ)-DP at the given δ, exact for the Gaussian mechanism at noise σ/Δ (module docstring; tighter than
+        the zCDP conversion of ρ); None without a δ.
     noise_multiplier : float
         σ.
     sensitivity : Sensitivity
@@ -243,11 +246,12 @@ def run_privacy(strategy, participation, noise_multiplier: float, *, delta: floa
     >>> p = run_privacy(C, mmopt.participation.fixed_epochs(4), 2.0, delta=1e-6)
     >>> round(p.rho, 6), p.sensitivity.exact     # 5 / (2 · 2²)
     (0.625, True)
-    >>> round(p.epsilon, 2)                       # OpenDP's conversion; ρ + 2√(ρ log(1/δ)) would say 6.50
-    5.93
+    >>> round(p.epsilon, 2)                       # exact; OpenDP's zCDP conversion of ρ says 5.93
+    5.55
     """
     from mmopt._base.opendp import prelude
-    from mmopt.accounting._zcdp import epsilon_of_rho, gaussian_rho
+    from mmopt.accounting._zcdp import gaussian_rho
+    from mmopt.privacy import gaussian_epsilon
     from mmopt.participation.strategies import sensitivity_for
     from mmopt.structured.release import upper_sensitivity
     caller = "run_privacy"
@@ -265,5 +269,6 @@ def run_privacy(strategy, participation, noise_multiplier: float, *, delta: floa
     prelude(caller)  # OpenDP's maps give ρ and the (ε, δ) conversion: refused here, by name, when it is missing
     rho = gaussian_rho(d_in, sigma)
     # ρ = inf (a noise multiplier so small that Δ²/(2σ²) overflows) proves no finite ε
-    epsilon = None if delta is None else math.inf if rho == math.inf else epsilon_of_rho(rho, delta)
+    scale = sigma / d_in  # the noise at unit sensitivity; 0 (underflow) where ρ overflowed: no finite ε
+    epsilon = None if delta is None else math.inf if rho == math.inf or scale == 0 else gaussian_epsilon(scale, delta)
     return RunPrivacy(rho, epsilon, delta, sigma, sens, repr(schema))
