@@ -17,7 +17,8 @@ S_i ← ω̂_i S_i + u_t (u_t = z_t/d_t), a state of d buffers. Memory O(B·p) o
 sensitivity Δ (exact, or a proven upper bound, :mod:`mmopt.participation.toeplitz`), so ρ = Δ²/(2σ²)-zCDP, and
 (ε, δ) exactly, as one Gaussian mechanism at noise σ/Δ (:func:`mmopt.privacy.gaussian_epsilon`; Denisov et al.
 2022, Thm 2.1, give the adaptive stream the guarantee of the non-adaptive mechanism). OpenDP's conversion of ρ is
-looser: at the analytic σ of Privacy(1, 10⁻⁶) it says ε = 1.0779 where the mechanism is (1, 10⁻⁶)-DP. σ is the *noise multiplier* (noise standard deviation over the clip norm).
+looser: at the analytic σ of Privacy(1, 10⁻⁶) it says ε = 1.0779 where the mechanism is (1, 10⁻⁶)-DP. σ is the
+*noise multiplier* (noise standard deviation over the clip norm).
 
 Amplification by subsampling (Poisson or shuffled batches) is out of scope: the accounting here assumes every
 record's participation pattern is one the schema allows, and gives no credit for the randomness of batches.
@@ -251,8 +252,8 @@ def run_privacy(strategy, participation, noise_multiplier: float, *, delta: floa
     """
     from mmopt._base.opendp import prelude
     from mmopt.accounting._zcdp import gaussian_rho
-    from mmopt.privacy import gaussian_epsilon
     from mmopt.participation.strategies import sensitivity_for
+    from mmopt.privacy import gaussian_epsilon
     from mmopt.structured.release import upper_sensitivity
     caller = "run_privacy"
     schema = as_schema(participation, caller)
