@@ -17,6 +17,8 @@ import math
 
 import numpy as np
 
+from mmopt._base.probe import matches, probe_histogram
+from mmopt.answers.values import iter_values
 from mmopt.answers.variance import check_released_delta
 from mmopt.answers.widths import Widths, allowance, warn_roundoff
 from mmopt.answers.widths import preflight as check_alpha
@@ -70,6 +72,23 @@ class GivenVariances:
         return 1.0
 
 
+def _check_probe(output, layout, caller: str) -> None:
+    """The release's queries are the workload's, rows in the same order: their answers on the probe histogram agree
+    (:mod:`mmopt._base.probe`). Sizes alone let reordered groups, or another tree of the same sizes, label the
+    answers."""
+    probe = getattr(output, "probe", None)
+    if probe is None:
+        return
+    weights = [t.weight for t in layout.terms]
+    theirs = np.concatenate([w * np.ravel(p) for w, p in zip(weights, probe, strict=True)])
+    x = probe_histogram(math.prod(layout.shape))
+    mine = np.concatenate([values for _, values in iter_values(layout, x, layout.chunks(4096))])
+    if not matches(mine, theirs):
+        raise ValueError(f"The 'output' parameter of {caller} was released for other queries than workload "
+                         f"'{layout.name}' asks (the same numbers of groups, but other groups or in another "
+                         "order). Pass the workload the output was released for.")
+
+
 def grouping_plan(output, spec, strategy, privacy, caller: str, alpha, plan_type):
     """The :class:`~mmopt.answers.table.TablePlan` of a grouping-set release (module docstring) on the layout of
     ``spec`` (:func:`~mmopt.answers.table.prepare_table` of the workload without the strategy), refused when the
@@ -81,6 +100,7 @@ def grouping_plan(output, spec, strategy, privacy, caller: str, alpha, plan_type
         raise ValueError(f"The 'output' parameter of {caller} holds grouping sets of {got} groups; workload "
                          f"'{layout.name}' has terms of {sizes} queries. Pass the workload the output was released "
                          "for.")
+    _check_probe(output, layout, caller)
     if strategy is not None:  # its Δ only: the release's own variances give the standard errors, not the strategy
         check_released_delta(output, strategy, caller)
     if privacy is not None:

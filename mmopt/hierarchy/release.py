@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from mmopt._base.opendp import finite, measure
+from mmopt._base.probe import probe_histogram
 from mmopt.hierarchy import basis as hb
 from mmopt.hierarchy import nodes as hn
 from mmopt.hierarchy.strategy import HierarchyStrategy, _check_pair, unit_variances
@@ -41,6 +42,9 @@ class HierarchyRelease:
     verified_loss: object
     family: str
     measurements: np.ndarray = field(repr=False)
+    #: per set, the exact counts of :func:`mmopt._base.probe.probe_histogram` over its groups (what a table checks
+    #: its workload against); None for a release built by hand
+    probe: list | None = field(default=None, repr=False)
 
     @property
     def noise(self) -> str:
@@ -76,7 +80,19 @@ def release(W: HierarchyWorkload, A, x, privacy: Privacy, *, noise_scale: float 
     refuse_unmeasured(m, caller)
     Ax = finite(m.answer(x), "the strategy answers A x", caller)  # refused before any noise is drawn
     y, scale, loss = measure(Ax, m.sensitivity, privacy, noise_scale=noise_scale, caller=caller)
-    return m.released(y, scale, loss)
+    return replace(m.released(y, scale, loss), probe=probe_counts(W))
+
+
+def probe_counts(W: HierarchyWorkload) -> list:
+    """Per grouping set, the counts of the probe histogram over its groups (unweighted, as the answers)."""
+    x = probe_histogram(math.prod(W.shape)).reshape(W.shape)
+    out = []
+    for s in W.sets:
+        T = x
+        for i, (h, a) in enumerate(zip(W.attributes, s, strict=True)):
+            T = level_sums(h, T, i, a)
+        out.append(T)
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -278,5 +294,5 @@ def orbit_release(W: HierarchyWorkload, A, x: np.ndarray, privacy, noise_scale):
         variances.append(out.variances[at:at + size].reshape(shape) / (w * w))
         at += size
     return HierarchyRelease(answers, variances, out.noise_scale, out.sensitivity, out.verified_loss, "orbit",
-                            out.measurements)
+                            out.measurements, probe_counts(W))
 
