@@ -28,6 +28,12 @@ def _load_quietly(path, W):
     (wl.kron(wl.prefix(4), wl.identity(4)), [sw.kron(wl.prefix(4), wl.identity(4))],
      [wl.kron(wl.all_range(4), wl.identity(4))]),
     (toeplitz.prefix(64), [wl.prefix(64)], [toeplitz.all_range(64)]),
+    # the same best strategy: a scaled workload, a stack with every weight doubled (they were said)
+    (wl.stack([wl.prefix(8), wl.identity(8)], weights=[2.0, 1.0]),
+     [wl.stack([wl.prefix(8), wl.identity(8)], weights=[4.0, 2.0])],
+     [wl.stack([wl.prefix(8), wl.identity(8)], weights=[1.0, 1.0])]),
+    # ranges over one attribute or the other: rᵀGr alone was within round-off's allowance of Σ|G| (not said)
+    (wl.kron([wl.all_range(64), wl.total(64)]), [], [wl.kron([wl.total(64), wl.all_range(64)])]),
 ])
 def test_other_queries_are_said_the_same_in_another_form_are_not(tmp_path, saved, same, other):
     path = tmp_path / "s.npz"
@@ -43,8 +49,14 @@ def test_other_queries_are_said_the_same_in_another_form_are_not(tmp_path, saved
 def test_sketch_is_of_the_gram_and_tolerates_round_off():
     W = wl.prefix(12)
     G = W.explicit_matrix().T @ W.explicit_matrix()
-    t, q, s = sketch(W)
+    t, q, s, qu, qv = sketch(W)
     r = np.cos(1.0 + np.pi * (3 - np.sqrt(5)) * np.arange(12))
     assert (t, s) == (np.trace(G), np.abs(G).sum()) and q == pytest.approx(r @ G @ r, rel=1e-12)
-    assert not differs([t * (1 + 1e-13), q + 1e-12, s], [t, q, s]) and differs([t, q + 1e-3, s], [t, q, s])
+    assert 0 < qu <= s and abs(qv) <= s  # probes in [0, 1) and [−1, 1)
+    assert not differs([t * (1 + 1e-13), q + 1e-12, s, qu, qv], [t, q, s, qu, qv])
+    assert differs([t, q, s, qu + 1e-3, qv], [t, q, s, qu, qv]) and differs([t, q, s, qu, qv + 1e-3], [t, q, s, qu, qv])
+    assert not differs([2 * t, 2 * q, 2 * s, 2 * qu, 2 * qv], [t, q, s, qu, qv])  # 2·G: the same best strategy
+    # a file written with three numbers is compared on them, unnormalised, as then
+    assert not differs(sketch(W), [t, q, s]) and differs(sketch(W), [t, q + 1e-3, s])
+    assert differs(sketch(W), [2 * t, q, s])
     assert not differs(sketch(W), None) and sketch(wl.prefix(5000)) is None  # not compared past 4,096 cells

@@ -3,12 +3,17 @@ its Gram, so that a file loaded with other queries over the same cells is said, 
 probe: a plan for all_range:8 released on prefix:8; random_range:16:10:0 and :1 share the name
 'random_range(16,10)').
 
-    sketch(G) = (tr G,  rᵀ G r,  Σ|G_ij|),   r_c = cos(1 + c·γ), γ the golden angle (a fixed vector, no RNG stream)
+    sketch(G) = (tr G,  rᵀ G r,  Σ|G_ij|,  uᵀ G u,  vᵀ G v),   r_c = cos(1 + c·γ), γ the golden angle,
+                                                              u the fixed probe of :mod:`mmopt._base.probe`, v = 2u − 1
 
 The same queries in any representation (rows, Gram only, Kronecker or union form, a stream workload's dense twin)
 have the same G over the same cells in the same order, so the same sketch up to round-off; other queries differ
-in it except on a measure-zero set. Computed for workloads of at most :data:`MAX_CELLS` cells (a dense Gram);
-larger ones, and files written before it, are not compared.
+in it except on a measure-zero set. The quadratic forms are compared on G/tr G, to 10⁻⁹ of Σ|G|/tr G: a scaled
+workload (2·W, a stack with every weight doubled) has the same best strategy and is not said. The oscillating r
+alone missed kron(all_range(64), total(64)) against kron(total(64), all_range(64)) (rᵀGr is O(m) where Σ|G| grows
+with the squared range length, so round-off's allowance swamped it; a helper's audit): u, non-negative, weighs
+every entry. Files with the first three numbers only (written before) are compared on them, as then. Computed
+for workloads of at most :data:`MAX_CELLS` cells (a dense Gram); larger ones are not compared.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import math
 import numpy as np
 
 from mmopt._base.jsonable import jsonable
+from mmopt._base.probe import probe_histogram
 from mmopt.dense._workload_type import not_a_workload
 from mmopt.structured.strategies import ImplicitStrategy
 from mmopt.workload import ImplicitWorkload, Workload, structure_of
@@ -39,24 +45,35 @@ def _gram(workload) -> np.ndarray | None:
 
 
 def sketch(workload) -> list[float] | None:
-    """(tr G, rᵀGr, Σ|G|) of ``workload`` (module docstring), or None past :data:`MAX_CELLS` cells."""
+    """(tr G, rᵀGr, Σ|G|, uᵀGu, vᵀGv) of ``workload`` (module docstring), or None past :data:`MAX_CELLS` cells."""
     if workload.domain_size > MAX_CELLS:
         return None
     G = _gram(workload)
     if G is None:
         return None
     r = np.cos(1.0 + _GOLDEN_ANGLE * np.arange(G.shape[0]))
-    return [float(np.trace(G)), float(r @ G @ r), float(np.abs(G).sum())]
+    u = probe_histogram(G.shape[0])
+    v = 2.0 * u - 1.0
+    return [float(np.trace(G)), float(r @ G @ r), float(np.abs(G).sum()), float(u @ G @ u), float(v @ G @ v)]
 
 
 def differs(given, recorded) -> bool:
-    """Whether two sketches are of different Grams, beyond round-off: the trace to 10⁻⁹ relative, rᵀGr to 10⁻⁹ of
-    Σ|G| (|r_c| ≤ 1, so entries perturbed by δ move it by at most Σ|δ|). Either missing: not compared."""
-    if not given or not recorded or len(recorded) != 3:
+    """Whether two sketches are of different Grams up to scale, beyond round-off (module docstring): Σ|G|/tr G to
+    10⁻⁹ relative, each quadratic form over tr G to 10⁻⁹ of Σ|G|/tr G (|probe| ≤ 1, so entries perturbed by δ move
+    it by at most Σ|δ|). A three-number sketch (an older file): the trace to 10⁻⁹ and rᵀGr to 10⁻⁹ of Σ|G|, as
+    written then. Either missing: not compared."""
+    if not given or not recorded or len(recorded) not in (3, 5):
         return False
-    (t1, q1, s1), (t2, q2, s2) = given, [float(v) for v in recorded]
-    scale = max(s1, s2, np.finfo(float).tiny)
-    return abs(t1 - t2) > 1e-9 * max(abs(t1), abs(t2)) or abs(q1 - q2) > 1e-9 * scale
+    mine, theirs = [float(x) for x in given], [float(x) for x in recorded]
+    if len(theirs) == 3:
+        (t1, q1, s1), (t2, q2, s2) = mine[:3], theirs
+        scale = max(s1, s2, np.finfo(float).tiny)
+        return abs(t1 - t2) > 1e-9 * max(abs(t1), abs(t2)) or abs(q1 - q2) > 1e-9 * scale
+    t1, t2 = (max(x[0], np.finfo(float).tiny) for x in (mine, theirs))
+    a, b = np.array(mine[1:]) / t1, np.array(theirs[1:]) / t2  # rᵀGr, Σ|G|, uᵀGu, vᵀGv over tr G
+    if abs(a[1] - b[1]) > 1e-9 * max(a[1], b[1]):
+        return True
+    return bool(np.any(np.abs(a[[0, 2, 3]] - b[[0, 2, 3]]) > 1e-9 * max(a[1], b[1])))
 
 
 def attribute_sizes(strategy) -> tuple[int, ...] | None:
