@@ -74,6 +74,15 @@ def test_laplace_noise_is_scored_in_l1_with_the_l2_bound():
     assert res.lower_bound <= res.objective and res.status != "optimal"
 
 
+def test_laplace_status_is_a_heuristics_whatever_the_gaussian_search_ended():
+    """The Gaussian search's 'user_limit' was passed on as the L1 heuristic's status (and plan advised raising
+    max_iterations for a gap no iteration closes): a local optimum, not certified, the search's end said."""
+    res = mmopt.optimize(wl.prefix(128), privacy=mmopt.Privacy(1.0), objective="max_variance", max_iterations=2)
+    assert res.status in ("local_optimum", "closed_form") and res.success
+    assert "ended 'user_limit'" in res.message and "Not certified optimal" in res.message
+    assert res.lower_bound <= res.objective
+
+
 def test_plan_finds_the_smallest_budget_for_its_strategy_and_a_certified_minimum():
     W = wl.prefix(16)
     p = mmopt.plan(W, targets=4.0, kind="se", delta=1e-6, calibration="analytic")
