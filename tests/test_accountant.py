@@ -332,7 +332,11 @@ def test_a_ledger_changed_by_another_run_is_read_before_spending(tmp_path):
     with pytest.raises(ValueError, match="changed since this session read it"):
         one.save()                                          # one has not seen two's spend: never written over
     assert Accountant.load(path).spent.epsilon == 0.9
-    Accountant(Privacy(5.0)).save(path, overwrite=True)     # replaced by another ledger altogether
+    with pytest.raises(ValueError, match="records 2 spend.*overwrite=True does not replace it"):
+        Accountant(Privacy(5.0)).save(path, overwrite=True)  # its spends are final (it reset the budget: an audit)
+    assert Accountant.load(path).spent.epsilon == 0.9
+    path.unlink()
+    Accountant(Privacy(5.0), path=path)                     # replaced by another ledger altogether
     with pytest.raises(ValueError, match="now records total ε=5"):
         two.spend(Privacy(0.01))
 
@@ -667,14 +671,23 @@ def test_threads_sharing_a_session_in_memory_never_overspend_nor_lose_a_spend():
     assert acc.spent.epsilon <= 1.0 + 1e-9
 
 
-def test_a_session_pickles_with_its_own_lock():
+def test_a_session_pickles_with_its_own_lock_and_spends_one_file(tmp_path):
+    """A copy of a session with a file spends that file (the original sees it); a session held in memory is
+    refused: its copy held the whole budget again (deepcopy and a pool's workers spent 0.9 each of 1; an audit)."""
+    import copy
     import pickle
-    acc = Accountant(Privacy(1.0))
+    acc = Accountant(Privacy(1.0), path=tmp_path / "budget.json")
     acc.spend(Privacy(0.25))
-    copy = pickle.loads(pickle.dumps(acc))
-    assert copy.spends == acc.spends
-    copy.spend(Privacy(0.25))
-    assert len(copy.spends) == 2 and len(acc.spends) == 1
+    twin = pickle.loads(pickle.dumps(acc))
+    assert twin.spends == acc.spends
+    twin.spend(Privacy(0.25))
+    assert len(twin.spends) == 2 and acc.spent.epsilon == pytest.approx(0.5)
+    with pytest.raises(ValueError):
+        acc.spend(Privacy(0.6))  # the twin's spend counts here too
+    memory = Accountant(Privacy(1.0))
+    for make in (pickle.dumps, copy.deepcopy, copy.copy):
+        with pytest.raises(TypeError, match="without a ledger file cannot be copied or pickled"):
+            make(memory)
 
 
 def test_flags_that_are_not_bools_are_refused(tmp_path):

@@ -72,8 +72,27 @@ def save(acc, path, overwrite: bool) -> Path:
     if target.exists() and not overwrite:
         raise FileExistsError(f"{caller}: the file '{target}' already exists. Pass overwrite=True to replace "
                               "it, or choose another path.")
-    acc._file = LedgerFile.create(target, acc._ledger, caller, replace=overwrite)
+    if not overwrite:
+        acc._file = LedgerFile.create(target, acc._ledger, caller)
+        return target
+    with dk.locked(target, caller):  # the check and the write as one, as every spend
+        _refuse_spent(target, caller)
+        acc._file = LedgerFile.create(target, acc._ledger, caller, replace=True)
     return target
+
+
+def _refuse_spent(target: Path, caller: str) -> None:
+    """overwrite=True replaced a ledger that recorded ε = 0.9 spent of 1, and the next run was offered the whole
+    budget (an audit): a ledger's spends are final, so one that records any is never replaced. A file that is not a
+    ledger (or records none) may be."""
+    try:
+        _, _, _, _, spends = LedgerFile.read(target, caller)
+    except (FileNotFoundError, ValueError):
+        return
+    if spends:
+        raise ValueError(f"{caller}: '{target}' is a ledger that records {len(spends)} spend(s); its spends are "
+                         "final, so overwrite=True does not replace it (the next run would be offered the whole "
+                         "budget again). Continue it with Accountant.load(path), or save to another path.")
 
 
 def remove_unspent(path, caller: str) -> bool:

@@ -285,9 +285,9 @@ class Accountant:
         """Write the ledger as JSON, atomically (a temporary file, then ``os.replace``); later spends go there too.
 
         ``path=None`` rewrites this session's own file. A session kept in memory may be saved to a new path (one
-        that exists only with ``overwrite=True``: replacing another ledger would erase the budget it records); a
-        session with a file is refused another one, which would be a second ledger for the same data. Returns the
-        path written.
+        that exists only with ``overwrite=True``, and never over a ledger that records a spend: replacing it would
+        erase the budget it records); a session with a file is refused another one, which would be a second ledger
+        for the same data. Returns the path written.
         """
         return _persist.save(self, path, overwrite)
 
@@ -333,6 +333,11 @@ class Accountant:
             return new
 
     def __getstate__(self) -> dict:  # a lock does not pickle: a copy gets its own
+        if self._file is None:  # copy.deepcopy, or a worker process's copy, spent the whole budget again (1.8 of 1)
+            raise TypeError("Accountant: a session without a ledger file cannot be copied or pickled: each copy "
+                            "would hold the whole budget and spend it on its own. Pass path=... so that every copy "
+                            "spends one locked file (any number of threads or processes), or Accountant.save a "
+                            "snapshot.")
         return {key: value for key, value in self.__dict__.items() if key != "_lock"}
 
     def __setstate__(self, state: dict) -> None:
