@@ -41,7 +41,7 @@ def pending_release(acc, privacy: Privacy, label: str | None, what: str, *, call
     draws = _opendp.DRAWS  # another thread's draw meanwhile keeps the entry too: an overcount, never an undercount
     try:
         yield outcome
-    except Exception as exc:
+    except BaseException as exc:  # Ctrl-C in the calibration too: it left a release that drew nothing charged
         if not outcome and _opendp.DRAWS == draws:  # nothing was drawn; the original error is what matters
             settle(acc, pending, None, caller, "the release failed and spent nothing, but the file still counts it")
         elif not outcome:
