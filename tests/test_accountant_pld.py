@@ -285,3 +285,20 @@ def test_a_ledger_entry_whose_fields_disagree_is_refused_when_loaded(tmp_path, c
     path.write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(ValueError, match=f"has spend #{index + 1} with .*{message}"):
         Accountant.load(path)
+
+
+@pytest.mark.parametrize("composition", ["pld", "zcdp"])
+def test_more_noise_edited_in_with_its_rho_is_refused_when_loaded(tmp_path, composition):
+    """m ×1000 and ρ /10⁶ agree with each other and with δ(ε) ≤ δ, and hid half the spend (PLD ε 0.617 → 0.300,
+    zCDP ρ 0.0086 → 0.005; an audit): the release's ε is also at most Bun & Steinke's conversion of ρ(m)."""
+    path = tmp_path / "budget.json"
+    acc = Accountant(mmopt.Privacy(5.0, 1e-6), composition, path=path)
+    acc.release(mmopt.workload.prefix(8), mmopt.strategy.hierarchical(8), np.arange(8.0), mmopt.Privacy(0.7, 1e-7))
+    data = json.loads(path.read_text(encoding="utf-8"))
+    entry = data["spends"][0]
+    entry["noise_multiplier"] *= 1000.0
+    if entry.get("rho") is not None:
+        entry["rho"] /= 1e6
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"has spend #1 with Gaussian noise_multiplier .*far more noise than its"):
+        Accountant.load(path)

@@ -250,6 +250,12 @@ def _check_agreement(k: int, eps, delta, rho, noise, multiplier, fail) -> None:
         if eps is not None and delta is not None and gaussian_delta(multiplier, eps) > delta * (1 + _AGREEMENT):
             fail(f"has spend #{k} with Gaussian noise_multiplier {multiplier!r}, which does not give "
                  f"(epsilon {eps!r}, delta {delta!r})")
+        # and the other way: a release's ε is OpenDP's conversion of ρ = 1/(2m²), at most Bun & Steinke's
+        # ρ + 2√(ρ log(1/δ)); m ×1000 with ρ /10⁶ (both edited, so they agree) had hidden half a PLD ledger's spend
+        rho_m = 1.0 / (2.0 * multiplier * multiplier)
+        if eps is not None and delta and eps > (rho_m + 2 * math.sqrt(rho_m * math.log(1 / delta))) * (1 + _AGREEMENT):
+            fail(f"has spend #{k} with Gaussian noise_multiplier {multiplier!r}, far more noise than its "
+                 f"(epsilon {eps!r}, delta {delta!r}) needs: the noise or rho was edited")
 
 
 def _number(value, what: str, fail, *, optional: bool = True) -> float | None:
