@@ -209,6 +209,9 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         res = causal_single(res, participation)
     if "seed" not in res.extra:  # the routes that draw nothing record it too: every result says how to repeat it
         res = dataclasses.replace(res, extra=dict(res.extra) | {"seed": seed_record(seed)})
+    if privacy is None and given_norm is None and participation is None and res.norm in ("l1", "l2"):
+        from mmopt._base.intent import marked  # the noise no budget stated: evaluate and release say a mismatch
+        res = dataclasses.replace(res, strategy=marked(res.strategy, res.norm))
     return res
 
 

@@ -7,6 +7,7 @@ from mmopt import error
 from mmopt._base import runtime as _runtime
 from mmopt._base.guards import Unsupported
 from mmopt._base.hints import unexpected_keywords
+from mmopt._base.intent import warn_mismatch
 from mmopt.dispatch.handlers import OPS
 from mmopt.dispatch.routing import as_implicit as _as_implicit
 from mmopt.dispatch.routing import route
@@ -40,6 +41,7 @@ def evaluate(workload, strategy, privacy=None, *, norm: str | None = None, per_q
     (2235124, 4151, True)
     """
     family, W, A = route(workload, strategy, "evaluate")
+    warn_mismatch(strategy, privacy, norm, "evaluate")
     with _runtime.blas_threads(_runtime.default_blas_threads()):
         return OPS[family]["evaluate"](W, A, privacy, norm, per_query)
 
@@ -47,6 +49,7 @@ def evaluate(workload, strategy, privacy=None, *, norm: str | None = None, per_q
 def expected_error(workload, strategy, privacy=None, *, norm: str | None = None) -> float:
     """Total expected squared error; shorthand for ``evaluate(...).total_squared_error``."""
     family, W, A = route(workload, strategy, "expected_error")
+    warn_mismatch(strategy, privacy, norm, "expected_error")
     if family == "dense":  # the dense path's own shorthand skips the per-query report
         return error.expected_error(W, A, privacy, norm=norm)
     return evaluate(W, A, privacy, norm=norm).total_squared_error
@@ -171,6 +174,7 @@ def release(workload, strategy, x, privacy, *, noise_scale: float | None = None,
     if unexpected:
         raise unexpected_keywords("release", unexpected, _RELEASE_KEYWORDS, _RELEASE_HINTS)
     family, W, A = route(workload, strategy, "release")
+    warn_mismatch(strategy, privacy, None, "release")
     kw = dict(noise_scale=noise_scale, reconstruct=reconstruct, total=total, zeros=zeros,
               reconstruct_options=reconstruct_options)
     with _runtime.heavy_call():
