@@ -388,10 +388,16 @@ def test_a_large_delta_typed_on_the_command_line_is_warned_about(folder, capsys)
 
 
 def test_a_saved_strategy_made_for_other_noise_is_warned_about_at_release(folder, capsys):
-    """evaluate takes a saved file's δ; release (which spends) must be told, and said nothing when it was not."""
+    """evaluate takes a saved file's δ; release (which spends) must be told: --delta omitted is refused before any
+    noise (it drew Laplace noise with a warning beside the answers; a newcomer's audit), --delta 0 said."""
     mmopt.save("g.npz", mmopt.strategy.hierarchical(16), privacy=mmopt.Privacy(1.0, 1e-9))
     assert main(["release", "prefix:16", "--data", "x.csv", "--out", "a.csv", "--strategy", "g.npz",
-                 "--epsilon", "1"]) == 0
+                 "--epsilon", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "planned for Gaussian noise at δ = 1e-09, and --delta is not given" in err and "Pass --delta 1e-09" in err
+    assert not os.path.exists("a.csv")
+    assert main(["release", "prefix:16", "--data", "x.csv", "--out", "a.csv", "--strategy", "g.npz",
+                 "--epsilon", "1", "--delta", "0"]) == 0
     err = capsys.readouterr().err
     assert "optimised for gaussian noise (δ = 1e-09); this release draws laplace noise" in err
     assert "pass --delta 1e-09" in err

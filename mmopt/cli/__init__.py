@@ -100,7 +100,8 @@ def _privacy_args(p: argparse.ArgumentParser, required: bool = False, *, saved: 
     tail = "; a flag not given is taken from a FILE.npz strategy's recorded budget" if saved else ""
     p.add_argument("--epsilon", "-e", type=number, required=required, default=None if required or saved else 1.0,
                    help="privacy budget ε > 0" + ("" if required else f" (default 1{tail})"))
-    p.add_argument("--delta", "-d", type=number, default=None if saved else 0.0,
+    # release (required): None until read, so that a plan file's δ > 0 is not released as Laplace noise unasked
+    p.add_argument("--delta", "-d", type=number, default=None if saved or required else 0.0,
                    help=f"δ in [0, 1): 0 = Laplace noise (ε-DP), > 0 = Gaussian noise ((ε,δ)-DP) (default 0{tail})")
 
 

@@ -137,6 +137,13 @@ def _strategy(args, W, P):
         if saved is None:
             return build_strategy(args.strategy, W)
         made_for = saved.privacy
+        if made_for is not None and made_for.delta > 0 and not getattr(args, "delta_given", True):
+            # evaluate takes the file's δ when --delta is omitted; a release drew Laplace noise instead, and said so
+            # on stderr beside the answers (a newcomer's audit): refused before anything is drawn
+            raise ValueError(f"The strategy in '{args.strategy.strip()}' was planned for Gaussian noise at δ = "
+                             f"{made_for.delta!r}, and --delta is not given, so this release would draw Laplace noise "
+                             f"(δ = 0), for which it may be far from the best. Pass --delta {made_for.delta!r} to "
+                             "release as planned, or --delta 0 to release under ε-DP anyway.")
         if made_for is not None and made_for.noise != P.noise:  # evaluate takes the file's δ; a release must be told
             fix = f"pass --delta {made_for.delta:g}" if made_for.delta else "omit --delta"
             print(f"mmopt: warning: the strategy in '{args.strategy.strip()}' was optimised for {made_for.noise} noise "

@@ -86,6 +86,8 @@ def release_sql(args) -> int:
 def dispatch(args) -> int:
     """``mmopt release``: a SQL release with --sql, else :func:`mmopt.cli.release_records.dispatch` (records or
     histogram)."""
+    args.delta_given = args.delta is not None  # --delta omitted is 0 (Laplace noise), said against a plan's δ
+    args.delta = 0.0 if args.delta is None else args.delta
     if getattr(args, "sql", None) is None:
         return rr.dispatch(args)
     stray = [("SPEC" if k == "spec" else f"--{k}") for k, default in {**rr.HISTOGRAM_ONLY, "workload": None}.items()
