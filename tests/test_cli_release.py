@@ -301,7 +301,7 @@ def test_ranges_2d_128_releases_its_estimate_alone_and_refuses_what_cannot_be_wr
 def test_a_table_without_pyarrow_is_refused_before_the_noise(folder, capsys, monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "pyarrow", None)
     assert main(["release", "prefix:16", "--data", "x.npy", "--epsilon", "1", "--out", "a.csv"]) == 1
-    assert "mmopt[tables]" in capsys.readouterr().err and _files(folder) == {"x.csv", "x.npy"}
+    assert "pip install pyarrow" in capsys.readouterr().err and _files(folder) == {"x.csv", "x.npy"}
 
 
 def test_alpha_writes_exact_intervals_and_is_checked_before_the_noise(folder, capsys, monkeypatch):
@@ -424,3 +424,16 @@ def test_a_plan_released_at_a_smaller_budget_is_said(folder, capsys):
             se = pd.read_csv("a0.csv")["standard_error"].max()
             factor = float(err.split("standard errors are up to ")[1].split("×")[0])
             assert se > 2.5 and se <= 2.5 * factor * (1 + 1e-3)  # the bound said holds (4 significant digits)
+
+
+def test_missing_packages_are_said_together_before_any_work(folder, capsys, monkeypatch):
+    """A bare install met pyarrow's error after the strategy search, then OpenDP's, each with a suffix that named
+    opendp even when it was installed (a newcomer's audit): both now, before the data is read."""
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("opendp", "pyarrow") else real(name, *a))
+    assert main(["release", "prefix:16", "--data", "missing.csv", "--epsilon", "1", "--out", "a.csv"]) == 1
+    err = capsys.readouterr().err
+    assert "release needs opendp and pyarrow, not installed" in err and ".[release,tables]" in err
+    assert "missing.csv" not in err and err.count("pip install") == 2  # its own remedy, no second suffix

@@ -318,7 +318,10 @@ def main(argv: list[str] | None = None) -> int:
     except (NumericalError, SolverError) as exc:  # NumericalError is a ValueError: caught first
         return _fail(str(exc), 1)
     except ImportError as exc:
-        return _fail(f"{exc} (an optional package is missing; for 'release': pip install opendp)", 1)
+        # the message names its remedy where mmopt raised it; else the module numpy or a library could not import
+        said = "pip install" in str(exc)
+        return _fail(str(exc) if said else f"{exc} (an optional package is missing: pip install "
+                     f"{(getattr(exc, 'name', None) or 'it').split('.')[0]})", 1)
     except (ValueError, TypeError, OSError) as exc:
         return _fail(_in_command_words(str(exc), args), 2)
     except KeyboardInterrupt:

@@ -187,9 +187,22 @@ def _searched(W):
     return stream_twin(W, DENSE_LIMIT) or W
 
 
+def _check_packages(outputs: dict) -> None:
+    """OpenDP (the noise) and, for a --out table, pyarrow: both said at once, before any work. One at a time, and
+    pyarrow's after the strategy search, a bare install met two errors in a row (a newcomer's audit)."""
+    import importlib.util
+    needed = ["opendp"] + (["pyarrow"] if "--out" in outputs and outputs["--out"][1] in _TABLES else [])
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
+    if missing:
+        extras = ",".join(dict.fromkeys("release" if name == "opendp" else "tables" for name in missing))
+        raise ImportError(f"release needs {' and '.join(missing)}, not installed. Install: pip install "
+                          f"{' '.join(missing)} (from a checkout: pip install -e '.[{extras}]')")
+
+
 def plan(args) -> Plan:
     """Phase 1: every check of :func:`release`, before the data is touched or any noise drawn."""
     outputs = _check_outputs(args)
+    _check_packages(outputs)
     W = build_workload(args.spec)
     P = mmopt.Privacy(args.epsilon, args.delta)
     open_ledger(args, P, create=False)  # a ledger that cannot pay: said before any work
