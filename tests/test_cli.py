@@ -285,3 +285,16 @@ def test_a_failed_command_never_removes_a_ledger_another_run_spent_from(tmp_path
         assert path.exists() and mmopt.Accountant.load(path).spent.epsilon == pytest.approx(0.9)
     else:
         assert "gone" in outcome["refused"] and not path.exists()
+
+
+def test_force_without_a_file_and_a_repeated_option_are_refused(capsys):
+    """--force with nothing to write ran unsaid, and --option restarts=2 --option restarts=3 kept the last (a
+    newcomer's audit); the same key twice with one value is the same request."""
+    from mmopt.cli import main
+    assert main(["evaluate", "prefix:16", "--force"]) == 2
+    assert "no --out, --save or --estimate is given" in capsys.readouterr().err
+    assert main(["optimize", "prefix:16", "--method", "min_error", "--option", "restarts=2",
+                 "--option", "restarts=3"]) == 2
+    assert "--option restarts is given twice (2 and 3)" in capsys.readouterr().err
+    assert main(["optimize", "prefix:8", "--method", "min_error", "--option", "restarts=1",
+                 "--option", "restarts=1"]) == 0

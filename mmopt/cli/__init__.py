@@ -112,6 +112,14 @@ def _output_args(p: argparse.ArgumentParser, *, force: bool = True) -> None:
         p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
 
 
+def _check_force(args) -> None:
+    """--force with no file to write: every other option that does not apply is refused; this one ran unsaid."""
+    files = [name for name in ("out", "save", "estimate") if getattr(args, name, None)]
+    if getattr(args, "force", False) and not files:
+        raise ValueError("--force overwrites an existing output file, and no --out, --save or --estimate is given. "
+                         "Drop --force.")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mmopt", formatter_class=_RAW, epilog=_EXAMPLES[None],
@@ -173,7 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what is minimised: the total squared error (default) or the largest single-query variance "
                         "(a certified minimax search on dense workloads up to 4,096 cells)")
     p.add_argument("--target", type=number, default=None,
-                   help="with --objective max_variance: minimise the largest variance / TARGET (one for every query)")
+                   help="minimise the largest variance / TARGET (one for every query); implies --objective "
+                        "max_variance, as mmopt.optimize(targets=...)")
     _output_args(p, force=False)
 
     p = add("plan", "the smallest budget at which every query meets an accuracy target (mmopt.plan)", commands.plan)
@@ -309,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
+        _check_force(args)
         with warnings.catch_warnings():  # the library's warnings (e.g. a total beyond float64), without source lines
             warnings.showwarning = _warn
             return args.func(args)

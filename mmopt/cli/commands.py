@@ -185,7 +185,11 @@ def optimize(args) -> int:
                          "--objective total. Drop one of them.")
     W = build_workload(args.spec)
     P = _privacy(args)
-    options = dict(parse_option(o) for o in args.option or ())
+    options = {}
+    for key, value in (parse_option(o) for o in args.option or ()):
+        if key in options and options[key] != value:  # the last had won without a word (a newcomer's audit)
+            raise ValueError(f"--option {key} is given twice ({options[key]!r} and {value!r}). Give it once.")
+        options[key] = value
     initial = None if args.initial is None else build_strategy(args.initial, W)
     res = mmopt.optimize(W, privacy=P, method=args.method, seed=args.seed, norm=args.norm, tol=args.tol,
                          initial=initial, max_iterations=args.max_iterations, verbose=args.verbose,
