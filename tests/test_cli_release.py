@@ -85,6 +85,24 @@ def test_bad_data_is_refused_in_the_commands_words_before_the_strategy_search(fo
         assert needle in err and "'x' parameter" not in err and not os.path.exists("a.csv")
 
 
+def test_a_header_row_is_read_as_one_and_an_empty_file_said_once(folder, capsys):
+    """A spreadsheet's one-column export with a header ('count') was refused ("could not convert string 'count'"),
+    and an empty file printed numpy's own warning before the error (a newcomer's audit)."""
+    with open("head.csv", "w") as fh:
+        fh.write("count\n" + "\n".join(f"{v:g}" for v in X) + "\n")
+    assert main(["release", "prefix:16", "--data", "head.csv", "--epsilon", "1", "--strategy", "H2",
+                 "--out", "a.csv"]) == 0
+    assert "the first row ('count') is read as a header" in capsys.readouterr().err
+    with open("bad.csv", "w") as fh:  # a name inside the numbers is still refused
+        fh.write("\n".join(f"{v:g}" for v in X[:3]) + "\nseven\n" + "\n".join(f"{v:g}" for v in X[4:]) + "\n")
+    assert main(["release", "prefix:16", "--data", "bad.csv", "--epsilon", "1", "--out", "b.csv"]) == 2
+    assert "could not convert string 'seven'" in capsys.readouterr().err
+    open("empty.csv", "w").close()
+    assert main(["release", "prefix:16", "--data", "empty.csv", "--epsilon", "1", "--out", "c.csv"]) == 2
+    err = capsys.readouterr().err
+    assert "loadtxt" not in err and err.count("mmopt: error") == 1
+
+
 def test_a_spreadsheets_csv_is_read_and_an_empty_cell_is_named(folder, capsys):
     """A byte-order mark (written first by spreadsheets saving "CSV UTF-8") was read as part of the first number,
     and an empty cell was reported as numpy's "could not convert string ''"."""

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import tempfile
+import warnings
 
 import numpy as np
 
@@ -26,13 +28,44 @@ def load_data(path: str) -> np.ndarray:
                          "histogram x: a .npy array or a .csv of numbers.")
     if ext == ".npy":
         return load_npy(path, "--data file")
+    with warnings.catch_warnings():  # an empty file: numpy's own warning came before the clean error below
+        warnings.simplefilter("ignore", UserWarning)
+        try:
+            # utf-8-sig: the byte-order mark a spreadsheet writes first was read as part of the first number
+            return np.loadtxt(path, delimiter=",", ndmin=1, encoding="utf-8-sig")
+        except ValueError as exc:
+            if (x := _after_header(path)) is not None:
+                return x
+            empty = " An empty cell (,,) is not a count: write 0 there, or fill it." if "string ''" in str(exc) else ""
+            raise ValueError(f"Could not read the --data file '{path}' as numbers separated by commas: "
+                             f"{str(exc).rstrip('.')}.{empty}") from None
+
+
+def _after_header(path: str) -> np.ndarray | None:
+    """The numbers after a first row of names only (a spreadsheet's header, e.g. 'count': refused before, a
+    newcomer's stumble), said on stderr; None when the first row holds a number or the rest is not numbers."""
+    with open(path, encoding="utf-8-sig") as f:
+        first = f.readline().strip()
+    cells = [c.strip() for c in first.split(",")]
+    if not first or any(_is_number(c) for c in cells):
+        return None
     try:
-        # utf-8-sig: the byte-order mark a spreadsheet writes first was read as part of the first number
-        return np.loadtxt(path, delimiter=",", ndmin=1, encoding="utf-8-sig")
-    except ValueError as exc:
-        empty = " An empty cell (,,) is not a count: write 0 there, or fill it." if "string ''" in str(exc) else ""
-        raise ValueError(f"Could not read the --data file '{path}' as numbers separated by commas (no header): "
-                         f"{str(exc).rstrip('.')}.{empty}") from None
+        x = np.loadtxt(path, delimiter=",", ndmin=1, encoding="utf-8-sig", skiprows=1)
+    except ValueError:
+        return None
+    if x.size:
+        print(f"mmopt: --data '{path}': the first row ({first[:40]!r}) is read as a header.", file=sys.stderr,
+              flush=True)
+        return x
+    return None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def check_data(path: str, W, x: np.ndarray) -> np.ndarray:
