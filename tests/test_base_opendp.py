@@ -2,6 +2,7 @@
 a Monte-Carlo run of its sampler."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -76,3 +77,16 @@ def test_a_gaussian_budget_past_opendps_conversion_is_refused_with_the_limit_nam
         o.calibrate(3, 1.0, Privacy(2e4, 1e-6), noise_scale=None, caller="test")
     _, sigma, _ = o.calibrate(3, 1.0, Privacy(o.GAUSSIAN_MAX_EPSILON, 1e-6), noise_scale=None, caller="test")
     assert 0 < sigma < 0.01
+
+
+def test_a_release_past_epsilon_20_is_warned_about_and_drawn():
+    """ε = 1e300 released the true counts to 14 digits without a word (a newcomer's audit): said, not refused."""
+    pytest.importorskip("opendp")
+    import mmopt
+    W, H, x = mmopt.workload.prefix(8), mmopt.strategy.hierarchical(8), np.arange(8.0)
+    with pytest.warns(UserWarning, match=r"release: ε = 1e\+06 bounds how much one record"):
+        out = mmopt.release(W, H, x, mmopt.Privacy(1e6))
+    assert np.allclose(out.answers, W.explicit_matrix() @ x, atol=1e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mmopt.release(W, H, x, mmopt.Privacy(20.0))

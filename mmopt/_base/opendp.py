@@ -28,6 +28,9 @@ from mmopt.privacy import Privacy
 #: The largest ε at which OpenDP's Gaussian calibration (zCDP → (ε, δ)) is known to work: it overflowed from
 #: ε = 2·10⁴ (δ = 10⁻⁶; ε = 26,171 in mmopt.plan), worked at 10⁴
 GAUSSIAN_MAX_EPSILON = 1e4
+#: the ε past which a release is warned about: e^ε is then above 10⁸ (the US Census Bureau's 2020 redistricting
+#: data spent ε ≈ 17.1 in all)
+LARGE_EPSILON = 20.0
 
 #: Noise draws started in this process (OpenDP's, and numpy's on the seeded test path): the command line holds
 #: Ctrl-C only once one has started (:func:`mmopt.cli.output.signals_held`), so that an interrupted plan or count
@@ -157,6 +160,13 @@ def measure(Ax: np.ndarray, d_in: float, privacy: Privacy, *, noise_scale: float
     ``d_in`` must be an exact sensitivity or a proven upper bound of it (rounded upwards).
     """
     check_sampler_memory(Ax.shape[0], caller)
+    if privacy.epsilon > LARGE_EPSILON:
+        # ε = 1e300 released the true counts to 14 digits without a word, where δ = 0.5 is warned about (a
+        # newcomer's audit); a deliberate choice stays possible
+        warnings.warn(f"{caller}: ε = {privacy.epsilon:g} bounds how much one record may change the output's "
+                      f"probabilities by a factor e^ε (above 10⁸ past ε = {LARGE_EPSILON:g}): no protection in "
+                      "practice, and the answers are close to the true counts. Release at this budget only if "
+                      "that is intended.", UserWarning, stacklevel=3)
     meas, scale, loss = calibrate(Ax.shape[0], d_in, privacy, noise_scale=noise_scale, caller=caller)
     note_draw()
     y = finite(np.asarray(meas(Ax.tolist()), dtype=np.float64), "the noisy measurements y", caller)
