@@ -227,3 +227,25 @@ def test_unseeded_numpy_noise_says_it_is_a_simulation():
         warnings.simplefilter("error")
         mwem(x, wl.prefix(8), 1.0, rng=0)
         resolve_noise("opendp", None, caller="f")
+
+
+@pytest.mark.parametrize("name", ["efpa", "php", "ugrid", "agrid", "kd_tree", "noise_first", "structure_first",
+                                  "privbayes", "dual_query", "ireduct"])
+def test_every_algorithm_says_unseeded_numpy_noise_is_a_simulation(name):
+    """Ten algorithms validated rng=None into a fresh Generator before resolve_noise saw it, and said nothing (a
+    helper's audit); the same call seeded stays silent."""
+    import warnings
+
+    import mmopt.adaptive as adaptive
+    f = getattr(adaptive, name)
+    if name in ("privbayes", "dual_query", "ireduct"):  # records over a small domain
+        args, kw = (np.random.default_rng(0).integers(0, 2, (40, 3)), 1.0), {}
+    elif name in ("ugrid", "agrid", "kd_tree"):
+        args, kw = (np.arange(16.0).reshape(4, 4), 1.0), {}
+    else:
+        args, kw = (np.arange(16.0), 1.0), {"count_bound": 20.0} if name == "structure_first" else {}
+    with pytest.warns(UserWarning, match=f"{name}: noise='numpy' .* a simulation, not a release"):
+        f(*args, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f(*args, **kw, rng=0)

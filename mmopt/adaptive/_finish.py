@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from mmopt._base import validation as v
 from mmopt.adaptive._common import AdaptiveResult, make_result
 from mmopt.adaptive._noise import Noise, resolve_noise
 
@@ -17,9 +16,9 @@ __all__ = ["block_edges", "finish", "noise_source"]
 
 
 def noise_source(noise, rng, caller: str) -> Noise:
-    """The :class:`Noise` of an algorithm call; a numpy ``rng`` is validated like :func:`mmopt.adaptive.uniform`'s."""
-    if noise == "numpy" and not isinstance(noise, Noise):
-        rng = v.check_rng(rng, name="rng", caller=caller)
+    """The :class:`Noise` of an algorithm call, as :func:`mmopt.adaptive.uniform`'s: ``rng`` None reaches
+    :func:`resolve_noise` as None, which warns that numpy's noise is a simulation (validated into a fresh Generator
+    here first, ten algorithms had said nothing; a helper's audit)."""
     return resolve_noise(noise, rng, caller=caller)
 
 

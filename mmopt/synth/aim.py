@@ -140,7 +140,8 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
         ``details``: "selected" (the cliques measured after the 1-way marginals), "sigma" (the noise of each
         measurement), "annealed" (rounds whose σ was halved), "estimates", "estimator" (which: "residual", a
         heuristic whose marginals and records agree only approximately, flagged ``heuristic`` and not
-        ``consistent``; or the joint or junction fit's status, iterations and loss), "seconds" (CPU).
+        ``consistent``; or the joint or junction fit's status, iterations and loss), "seconds" (CPU; it grows
+        with the number of records and is not covered by the DP guarantee: a diagnostic, not for publication).
 
     Examples
     --------

@@ -154,7 +154,8 @@ def mst(records, domain: Domain, privacy, seed=None, *, compress: bool = True, w
     Synthetic
         ``details``: "edges" (the tree), "compression" (:class:`~mmopt.synth.compress.Compression`), "sigma"
         (the two noise scales), "estimates" (the least-squares :class:`~mmopt.synth.residuals.ResidualEstimates`,
-        with their variances), "seconds" (CPU).
+        with their variances), "seconds" (CPU; it grows with the number of records and is not covered by the DP
+        guarantee: a diagnostic, not for publication).
 
     Examples
     --------
