@@ -196,7 +196,7 @@ def test_refusals_before_the_draw(df, monkeypatch):
         release_marginals(df.drop(columns="age"), D, 2, GAUSS)
     with pytest.raises(ValueError, match="column 'sex' of dtype number"):
         release_marginals(df.assign(sex=1.0), D, 2, GAUSS)
-    with pytest.raises(ValueError, match=r"'workload' parameter of release_marginals must be an integer \[1, 4\]"):
+    with pytest.raises(ValueError, match=r"'workload' parameter of release_marginals must be an integer in \[1, 4\]"):
         release_marginals(df, D, 5, GAUSS)
     with pytest.raises(ValueError, match="names attribute 'income', which is not in the domain"):
         release_marginals(df, D, [("income", "sex")], GAUSS)

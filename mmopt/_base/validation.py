@@ -218,7 +218,7 @@ def check_gram(G, *, name: str = "gram", caller: str, tol: float = 1e-9, remedy:
     if eig[0] < -tol * G.shape[0] * max(eig[-1], 0.0) - 1e-300:
         raise ValueError(
             f"{_param(name, caller)} must be positive semidefinite; its smallest eigenvalue is "
-            f"{eig[0]:.3g} ({100 * eig[0] / max(abs(eig[-1]), 1e-300):.2g}% of the largest).{remedy}"
+            f"{eig[0]:.3g} ({100 * eig[0] / max(abs(eig[-1]), 1e-300):.3g} % of the largest).{remedy}"
         )
     rank = int(np.count_nonzero(eig > tol * G.shape[0] * eig[-1]))
     if queries is not None and rank > queries:
@@ -234,7 +234,7 @@ def check_int(x, *, name: str, caller: str, low: int = 1, high: int | None = Non
         raise TypeError(f"{_param(name, caller)} must be an integer. Got {x!r:.60} ({type(x).__name__}) instead.")
     x = int(x)
     if x < low or (high is not None and x > high):
-        rng = f"[{low}, {high}]" if high is not None else f">= {low}"
+        rng = f"in [{low}, {high}]" if high is not None else f">= {low}"
         raise ValueError(f"{_param(name, caller)} must be an integer {rng}. Got {x} instead.")
     return x
 

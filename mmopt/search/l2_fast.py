@@ -48,7 +48,7 @@ def _not_psd_message(G: np.ndarray) -> str | None:
     if eig[0] >= -_PSD_RTOL * G.shape[0] * max(eig[-1], 0.0):
         return None
     return (f"{_param('gram', _CALLER)} must be positive semidefinite; its smallest eigenvalue is "
-            f"{eig[0]:.3g} ({100 * eig[0] / max(abs(eig[-1]), 1e-300):.2g}% of the largest). Pass WᵀW for a "
+            f"{eig[0]:.3g} ({100 * eig[0] / max(abs(eig[-1]), 1e-300):.3g} % of the largest). Pass WᵀW for a "
             "workload W.")
 
 
