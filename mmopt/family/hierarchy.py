@@ -4,10 +4,13 @@ Notation: see README and :mod:`mmopt.hierarchy`. It takes a :class:`~mmopt.hiera
 "auto" and "hierarchy" (other methods get its union of Kronecker products), and a union of Kronecker products of
 level matrices (:mod:`mmopt.hierarchy.detect`) for "hierarchy", and for "auto" under Gaussian noise when one of
 its attributes has more than two levels (plain marginals stay with ResidualPlanner's route, certified optimal).
+Where "auto"'s result is not certified and the cells are few (:data:`DENSE_CELLS`), l2_approx on the dense twin
+supplies the certified bound, and the message says when its dense optimum is better.
 """
 
 from __future__ import annotations
 
+import math
 import time
 
 from mmopt._base.result import SUCCESS, OptimizeResult
@@ -54,7 +57,41 @@ def run(workload, method, call: Call) -> OptimizeResult:
         raise ValueError(f"{CALLER}(method={method!r}) on grouping sets over hierarchies runs under Gaussian noise "
                          "(L2 sensitivity) only. Use privacy=Privacy(epsilon, delta) with delta > 0, or, for ε-DP, "
                          "the union of Kronecker products (workload.to_implicit()) with method='union' or 'kron'.")
-    return solve_result(W, call)
+    res = solve_result(W, call)
+    if method == "auto" and res.status != "optimal" and W.level_entries() <= LEVEL_ENTRIES \
+            and math.prod(W.shape) <= DENSE_CELLS:
+        res = _with_dense_optimum(W, res, call)
+    return res
+
+
+#: cells up to which "auto" also runs the dense (ε,δ)-optimum when the families here are not certified, for its
+#: bound and its objective: on two irregular trees × a flat attribute (264 cells) the node family gave 1.606× the
+#: optimum l2_approx certifies in 0.1 s, with no bound at all and nothing said (a helper's oracle audit)
+DENSE_CELLS = 1024
+
+
+def _with_dense_optimum(W, res: OptimizeResult, call: Call) -> OptimizeResult:
+    """The family's result with l2_approx's certified bound from the dense twin, and its objective said."""
+    import dataclasses
+    dense = call.optimize(W.to_implicit(), method="l2_approx", norm="l2", seed=call.seed, tol=call.tol,
+                          max_iterations=call.max_iterations, verbose=call.verbose)
+    bound = max(res.lower_bound, dense.lower_bound)
+    best = res  # the family's strategy stays: the records and SQL releases measure it per set, a dense one they cannot
+    tol = call.tol if call.tol is not None else 1e-6
+    certified = best.status in SUCCESS and bound > 0 and best.objective <= bound * (1 + max(tol, 1e-6))
+    status = "optimal" if certified else best.status
+    families = dict(res.extra.get("families", {})) | {"l2_approx": {"objective": dense.objective,
+                                                                    "lower_bound": dense.lower_bound,
+                                                                    "status": dense.status}}
+    better = dense.objective < res.objective * (1 - 1e-6)
+    verdict = ("better: method='l2_approx' returns it (a dense strategy, released through the dense path)"
+               if better else "no better")
+    note = (f" l2_approx on the dense twin ({math.prod(W.shape):,} cells) reaches {dense.objective:.6g} "
+            f"({dense.status}), {verdict}; the bound is the best certified one.")
+    m = W.n_queries
+    return dataclasses.replace(best, lower_bound=bound, status=status, success=status in SUCCESS,
+                               message=res.message + note, lower_bound_per_query=bound / m,
+                               seconds=res.seconds + dense.seconds, extra=dict(best.extra) | {"families": families})
 
 
 def solve_result(W, call: Call) -> OptimizeResult:
