@@ -212,7 +212,7 @@ def test_verbose_logs_each_iteration(caplog):
         ({"gram": np.ones((3, 4))}, r"'gram' parameter of solve_l2 must be a square matrix.*\(3, 4\)"),
         ({"gram": [[1.0, np.nan], [np.nan, 1.0]]}, r"'gram' parameter of solve_l2 must be finite"),
         ({"gram": [[1.0, 0.5], [0.0, 1.0]]}, r"'gram' parameter of solve_l2 must be a square symmetric"),
-        ({"gram": [[1.0, 2.0], [2.0, 1.0]]}, r"semidefinite; its smallest eigenvalue is -1 \(-33% of"),
+        ({"gram": [[1.0, 2.0], [2.0, 1.0]]}, r"semidefinite; its smallest eigenvalue is -1 \(-33.3 % of"),
         ({"gram": [[0.0, 1.0], [1.0, 1.0]]}, r"must be positive semidefinite"),
         ({"gram": np.zeros((3, 3))}, r"'gram' parameter of solve_l2 must not be all zeros"),
         ({"gram": np.eye(2), "tol": 0.0}, r"'tol' parameter of solve_l2"),
