@@ -75,11 +75,11 @@ def _with_dense_optimum(W, res: OptimizeResult, call: Call) -> OptimizeResult:
     import dataclasses
     dense = call.optimize(W.to_implicit(), method="l2_approx", norm="l2", seed=call.seed, tol=call.tol,
                           max_iterations=call.max_iterations, verbose=call.verbose)
+    # the family's strategy stays: the records and SQL releases measure it per set, a dense one they cannot
     bound = max(res.lower_bound, dense.lower_bound)
-    best = res  # the family's strategy stays: the records and SQL releases measure it per set, a dense one they cannot
     tol = call.tol if call.tol is not None else 1e-6
-    certified = best.status in SUCCESS and bound > 0 and best.objective <= bound * (1 + max(tol, 1e-6))
-    status = "optimal" if certified else best.status
+    certified = res.status in SUCCESS and bound > 0 and res.objective <= bound * (1 + max(tol, 1e-6))
+    status = "optimal" if certified else res.status
     families = dict(res.extra.get("families", {})) | {"l2_approx": {"objective": dense.objective,
                                                                     "lower_bound": dense.lower_bound,
                                                                     "status": dense.status}}
@@ -89,9 +89,9 @@ def _with_dense_optimum(W, res: OptimizeResult, call: Call) -> OptimizeResult:
     note = (f" l2_approx on the dense twin ({math.prod(W.shape):,} cells) reaches {dense.objective:.6g} "
             f"({dense.status}), {verdict}; the bound is the best certified one.")
     m = W.n_queries
-    return dataclasses.replace(best, lower_bound=bound, status=status, success=status in SUCCESS,
+    return dataclasses.replace(res, lower_bound=bound, status=status, success=status in SUCCESS,
                                message=res.message + note, lower_bound_per_query=bound / m,
-                               seconds=res.seconds + dense.seconds, extra=dict(best.extra) | {"families": families})
+                               seconds=res.seconds + dense.seconds, extra=dict(res.extra) | {"families": families})
 
 
 def solve_result(W, call: Call) -> OptimizeResult:

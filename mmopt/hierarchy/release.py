@@ -85,13 +85,17 @@ def release(W: HierarchyWorkload, A, x, privacy: Privacy, *, noise_scale: float 
 
 def probe_counts(W: HierarchyWorkload) -> list:
     """Per grouping set, the counts of the probe histogram over its groups (unweighted, as the answers)."""
-    x = probe_histogram(math.prod(W.shape)).reshape(W.shape)
+    return set_sums(W, probe_histogram(math.prod(W.shape)).reshape(W.shape))
+
+
+def set_sums(W: HierarchyWorkload, T: np.ndarray) -> list:
+    """Per grouping set of ``W``, the sums of the cell tensor ``T`` over its groups (a tensor per set)."""
     out = []
     for s in W.sets:
-        T = x
+        S = T
         for i, (h, a) in enumerate(zip(W.attributes, s, strict=True)):
-            T = level_sums(h, T, i, a)
-        out.append(T)
+            S = level_sums(h, S, i, a)
+        out.append(S)
     return out
 
 
@@ -167,13 +171,7 @@ def _residual(W, A):
         xhat = C
         for i, h in enumerate(attrs):
             xhat = hb.along(hb.synthesis, h, xhat, i)
-        out = []
-        for s in W.sets:
-            T = xhat
-            for i, (h, a) in enumerate(zip(attrs, s, strict=True)):
-                T = level_sums(h, T, i, a)
-            out.append(T)
-        return out
+        return set_sums(W, xhat)
 
     return answer, finish, int(on.sum())
 
