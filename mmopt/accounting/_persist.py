@@ -86,8 +86,8 @@ def _refuse_spent(target: Path, caller: str) -> None:
     budget (an audit): a ledger's spends are final, so one that records any is never replaced. A file that is not a
     ledger (or records none) may be."""
     try:
-        _, _, _, _, spends = LedgerFile.read(target, caller)
-    except (FileNotFoundError, ValueError):
+        spends = _spends(target, caller)
+    except ValueError:  # not a ledger
         return
     if spends:
         raise ValueError(f"{caller}: '{target}' is a ledger that records {len(spends)} spend(s); its spends are "
@@ -103,11 +103,16 @@ def remove_unspent(path, caller: str) -> bool:
     ε = 0.9 spent from a total of 1, then 1 offered)."""
     target = real_path(ledger_path(path, caller))
     with dk.locked(target, caller):
-        try:
-            _, _, _, _, spends = LedgerFile.read(target, caller)
-        except FileNotFoundError:
-            return False
-        if spends:
+        spends = _spends(target, caller)
+        if spends is None or spends:
             return False
         os.remove(target)
         return True
+
+
+def _spends(target: Path, caller: str):
+    """The spends the ledger at ``target`` records, or None where there is no file (the caller holds its lock)."""
+    try:
+        return LedgerFile.read(target, caller)[4]
+    except FileNotFoundError:
+        return None
