@@ -131,7 +131,8 @@ def _run(workload, method, call: Call) -> OptimizeResult:
     dense, W = dense_rows(workload, CALLER)
     tau = np.ones(W.shape[0]) if call.targets is None else check_targets(call.targets, W.shape[0], CALLER)
     # under Laplace noise the Gaussian search gives the bound and one candidate of a heuristic whose gap is 1.3–5×:
-    # 10⁻² there (all_range(256): bound 0.009 % lower, 9.7 CPU s against 50 at 10⁻⁴); a tol given is kept
+    # 10⁻² there (all_range(256), the search alone at load 2: the bound 0.009 % lower, 9.7 CPU s against 50 at 10⁻⁴);
+    # a tol given is kept
     default_tol = 1e-4 if norm == "l2" else 1e-2
     sol = solve_max_variance(W, tau, tol=call.tol or default_tol, max_iterations=call.max_iterations or 500)
     A = Strategy.from_gram(sol.gram, name="max_variance")
