@@ -44,3 +44,16 @@ def test_release_says_it_before_the_noise():
     l2 = mmopt.optimize(W).strategy
     with pytest.warns(UserWarning, match="release: strategy 'l2_approx' was optimised with no privacy given"):
         mmopt.release(W, l2, np.arange(16.0), LAPLACE)
+
+
+def test_expected_error_on_an_implicit_pair_says_it_once():
+    """Its implicit path went through evaluate, which said it a second time under evaluate's name."""
+    W = mmopt.workload.kron([mmopt.workload.prefix(80), mmopt.workload.identity(80)])  # 6,400 cells: implicit
+    A = mmopt.optimize(W, method="kron").strategy   # the L1 objective
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        total = mmopt.expected_error(W, A, GAUSSIAN)
+    assert [str(w.message).split(":")[0] for w in said] == ["expected_error"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert total == mmopt.evaluate(W, A, GAUSSIAN).total_squared_error
