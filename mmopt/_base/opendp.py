@@ -21,7 +21,7 @@ import warnings
 
 import numpy as np
 
-from mmopt._base import guards
+from mmopt._base import guards, kept
 from mmopt._base import validation as v
 from mmopt.privacy import Privacy
 
@@ -169,8 +169,9 @@ def measure(Ax: np.ndarray, d_in: float, privacy: Privacy, *, noise_scale: float
                       "that is intended.", UserWarning, stacklevel=3)
     meas, scale, loss = calibrate(Ax.shape[0], d_in, privacy, noise_scale=noise_scale, caller=caller)
     note_draw()
-    y = finite(np.asarray(meas(Ax.tolist()), dtype=np.float64), "the noisy measurements y", caller)
-    return y, scale, loss
+    y = np.asarray(meas(Ax.tolist()), dtype=np.float64)
+    kept.keep(y, scale, loss, caller, privacy.noise)  # before any check that may raise: the budget is spent
+    return finite(y, "the noisy measurements y", caller), scale, loss
 
 
 #: Bytes OpenDP's vector samplers hold per measurement while they draw (a Python list in, Rust vectors, a list

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from mmopt._base import validation as v
+from mmopt._base.kept import keeping_draws
 from mmopt.accounting import _disk as dk
 from mmopt.accounting import _ledger as lg
 from mmopt.accounting import _pending, _persist, _report
@@ -230,7 +231,7 @@ class Accountant:
         privacy = _pending.requested(self, privacy, caller)
         what = (f"{privacy.noise} noise on strategy {entries.name_of(strategy)!r} "
                 f"for workload {entries.name_of(workload)!r}")
-        with self.pending_release(privacy, label, what, caller=caller) as outcome:
+        with keeping_draws(caller), self.pending_release(privacy, label, what, caller=caller) as outcome:
             outcome.append(dispatch.release(workload, strategy, x, privacy, **kwargs))
         return outcome[0]
 

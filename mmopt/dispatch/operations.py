@@ -8,6 +8,7 @@ from mmopt._base import runtime as _runtime
 from mmopt._base.guards import Unsupported
 from mmopt._base.hints import unexpected_keywords
 from mmopt._base.intent import warn_mismatch
+from mmopt._base.kept import keeping_draws
 from mmopt.dispatch.handlers import OPS
 from mmopt.dispatch.routing import as_implicit as _as_implicit
 from mmopt.dispatch.routing import route
@@ -178,5 +179,5 @@ def release(workload, strategy, x, privacy, *, noise_scale: float | None = None,
     warn_mismatch(strategy, privacy, None, "release")
     kw = dict(noise_scale=noise_scale, reconstruct=reconstruct, total=total, zeros=zeros,
               reconstruct_options=reconstruct_options)
-    with _runtime.heavy_call():
+    with _runtime.heavy_call(), keeping_draws("release"):  # a Ctrl-C after the draw keeps y on the exception
         return OPS[family]["release"](W, A, x, privacy, **kw)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mmopt._base.kept import keeping_draws
 from mmopt.hierarchy import components as hc
 from mmopt.hierarchy.tree import Hierarchy
 from mmopt.hierarchy.workload import HierarchyWorkload, grouping_sets
@@ -124,9 +125,11 @@ class GroupingPlan:
         'source'), which refusals name."""
         from mmopt.hierarchy.release import orbit_release, release
         x = self.counts(records, caller=caller, name=name)
-        if self.measurements is None:
-            return self.grouped(orbit_release(self.workload, self.strategy, x, privacy, noise_scale))
-        return self.grouped(release(self.workload, self.strategy, x, privacy, noise_scale=noise_scale, caller=caller))
+        with keeping_draws(caller):  # a Ctrl-C after the draw leaves the noisy values on the exception
+            if self.measurements is None:
+                return self.grouped(orbit_release(self.workload, self.strategy, x, privacy, noise_scale))
+            return self.grouped(release(self.workload, self.strategy, x, privacy, noise_scale=noise_scale,
+                                        caller=caller))
 
 
 def _check_nested(names: list, codes: list, labels: list, caller: str, levels_name: str) -> None:

@@ -32,6 +32,7 @@ import numpy as np
 
 from mmopt._base import opendp as _opendp
 from mmopt._base import validation as v
+from mmopt._base.kept import keep, keeping_draws
 from mmopt.privacy import Privacy
 from mmopt.records import mechanism as mc
 from mmopt.records import read as rd
@@ -130,27 +131,29 @@ def release(records, domain: Domain, workload, privacy: Privacy, *, strategy, se
     # a finite float is refused before any draw
     _check_noise_scale(_opendp.calibrated_scale(privacy, d_in, caller), privacy, caller)
     what = f"records release of {len(prep.sets)} marginal(s), {privacy.noise} noise on '{prep.strategy.name}'"
-    with (accountant.pending_release(privacy, label, what, caller=caller) if accountant is not None
-          else contextlib.nullcontext([])) as outcome:  # the ledger: checked, then pending before the draw
-        if seed is None:
-            y, scale, loss = _opendp.measure(Ax, d_in, privacy, noise_scale=None, caller=caller)
-            sampler = "opendp"
-        else:  # OpenDP calibrates and verifies the scale (its map does not depend on the data); nothing drawn.
-            # Its Laplace lattice depends on the number of measurements: the same n as the unseeded draw
-            _, scale, loss = _opendp.calibrate(Ax.shape[0], d_in, privacy, noise_scale=None, caller=caller)
-            warnings.warn(f"{caller}: seed={seed} draws the noise with numpy's seeded generator (at OpenDP's "
-                          "verified scale): reproducible, but anyone who knows the seed can remove the noise. Use it "
-                          "for tests and simulations; omit 'seed' for a real release.", UserWarning,
-                          stacklevel=stacklevel)
-            y = seeded_noise(Ax, scale, privacy.noise, seed)
-            sampler = "numpy-seeded"
-        outcome.append(types.SimpleNamespace(verified_loss=loss, noise=privacy.noise, sensitivity=d_in,
-                                             noise_scale=float(scale)))
-    # -- the noise is drawn: from here on nothing may raise (the budget is spent) --
-    rho = (mc.after_draw(caller, lambda: _rho(d_in, scale), "the zCDP conversion") if privacy.noise == "gaussian"
-           else None)
-    return mc.assemble(prep, y, noise=privacy.noise, scale=float(scale), epsilon=privacy.epsilon,
-                       delta=privacy.delta, rho=rho, sampler=sampler, caller=caller)
+    with keeping_draws(caller):  # a Ctrl-C after the draw leaves the noisy values on the exception
+        with (accountant.pending_release(privacy, label, what, caller=caller) if accountant is not None
+              else contextlib.nullcontext([])) as outcome:  # the ledger: checked, then pending before the draw
+            if seed is None:
+                y, scale, loss = _opendp.measure(Ax, d_in, privacy, noise_scale=None, caller=caller)
+                sampler = "opendp"
+            else:  # OpenDP calibrates and verifies the scale (its map does not depend on the data); nothing drawn.
+                # Its Laplace lattice depends on the number of measurements: the same n as the unseeded draw
+                _, scale, loss = _opendp.calibrate(Ax.shape[0], d_in, privacy, noise_scale=None, caller=caller)
+                warnings.warn(f"{caller}: seed={seed} draws the noise with numpy's seeded generator (at OpenDP's "
+                              "verified scale): reproducible, but anyone who knows the seed can remove the noise. "
+                              "Use it for tests and simulations; omit 'seed' for a real release.", UserWarning,
+                              stacklevel=stacklevel)
+                y = seeded_noise(Ax, scale, privacy.noise, seed)
+                keep(y, scale, loss, caller, privacy.noise)
+                sampler = "numpy-seeded"
+            outcome.append(types.SimpleNamespace(verified_loss=loss, noise=privacy.noise, sensitivity=d_in,
+                                                 noise_scale=float(scale)))
+        # -- the noise is drawn: from here on nothing may raise (the budget is spent) --
+        rho = (mc.after_draw(caller, lambda: _rho(d_in, scale), "the zCDP conversion") if privacy.noise == "gaussian"
+               else None)
+        return mc.assemble(prep, y, noise=privacy.noise, scale=float(scale), epsilon=privacy.epsilon,
+                           delta=privacy.delta, rho=rho, sampler=sampler, caller=caller)
 
 
 def seeded_noise(Ax: np.ndarray, scale: float, noise: str, seed: int) -> np.ndarray:
