@@ -327,3 +327,28 @@ def test_supports_refuses_a_mismatched_pair_in_its_own_name():
     W = sw.kron(mmopt.workload.prefix(8), mmopt.workload.identity(4))
     with pytest.raises(ValueError, match=r"^supports \(checking the pair as evaluate does\): .*different domains"):
         mmopt.supports(W, mmopt.strategy.kron(mmopt.strategy.identity(4), mmopt.strategy.hierarchical(8)))
+
+
+def test_gram_only_product_workload_with_implicit_strategy_takes_its_twin():
+    """kron(all_range(64), all_range(64)) is dense (4,096 cells) but built from its Gram (4.3 million queries): with
+    an implicit strategy the dense path formed the 4,096² strategy (53 s) and reported no largest variance, which
+    the twin gives exactly (a product's queries' variances are products of the factors'). Oracles: the factors'
+    dense reports, and the dense path itself where it runs."""
+    W = wl.kron(wl.all_range(64), wl.all_range(64))
+    A = st.kron(st.hierarchical(64), st.hierarchical(64))
+    assert W.matrix is None
+    r = mmopt.evaluate(W, A)
+    f = mmopt.error.evaluate(wl.all_range(64), st.hierarchical(64))
+    assert type(r).__name__ == "ErrorReport" and r.n_queries == 2080**2 and r.sensitivity == f.sensitivity**2
+    assert r.total_squared_error == pytest.approx(f.total_squared_error**2, rel=1e-10)
+    assert r.max_variance_exact and r.max_variance == pytest.approx(f.max_variance**2, rel=1e-10)
+    assert mmopt.expected_error(W, A) == r.total_squared_error
+    with pytest.raises(TypeError, match="'privacy' parameter of expected_error"):
+        mmopt.expected_error(W, A, privacy=1.0)
+    # small: the same report as the dense path (whose largest variance needs W's rows; the twin bounds it)
+    g8 = mmopt.Workload.from_gram(wl.all_range(8).gram, n_queries=36, name="g8")
+    W2, A2 = wl.kron(g8, wl.prefix(6)), st.kron(st.hierarchical(8), st.identity(6))
+    twin, dense = mmopt.evaluate(W2, A2, Privacy(1.0)), mmopt.error.evaluate(W2, A2.to_strategy(), Privacy(1.0))
+    assert twin.total_squared_error == pytest.approx(dense.total_squared_error, rel=1e-12)
+    assert twin.sensitivity == dense.sensitivity and twin.n_queries == dense.n_queries
+    assert twin.max_variance is None and twin.max_variance_upper >= twin.total_squared_error / twin.n_queries

@@ -9,7 +9,7 @@ from mmopt._base.guards import Unsupported
 from mmopt._base.hints import unexpected_keywords
 from mmopt._base.intent import warn_mismatch
 from mmopt._base.kept import keeping_draws
-from mmopt.dispatch.handlers import OPS
+from mmopt.dispatch.handlers import OPS, product_twin_report
 from mmopt.dispatch.routing import as_implicit as _as_implicit
 from mmopt.dispatch.routing import route
 
@@ -41,14 +41,21 @@ def evaluate(workload, strategy, privacy=None, *, norm: str | None = None, per_q
     >>> round(r.total_squared_error), r.n_queries, r.total_exact   # 2 · (query, cell) incidences
     (2235124, 4151, True)
     """
-    family, W, A = route(workload, strategy, "evaluate")
-    warn_mismatch(strategy, privacy, norm, "evaluate")
     with _runtime.blas_threads(_runtime.default_blas_threads()):
+        # before route(), which would form the N×N strategy the twin does without
+        if not per_query and (report := product_twin_report(workload, strategy, privacy, norm, "evaluate")) is not None:
+            warn_mismatch(strategy, privacy, norm, "evaluate")
+            return report
+        family, W, A = route(workload, strategy, "evaluate")
+        warn_mismatch(strategy, privacy, norm, "evaluate")
         return OPS[family]["evaluate"](W, A, privacy, norm, per_query)
 
 
 def expected_error(workload, strategy, privacy=None, *, norm: str | None = None) -> float:
     """Total expected squared error; shorthand for ``evaluate(...).total_squared_error``."""
+    if (report := product_twin_report(workload, strategy, privacy, norm, "expected_error")) is not None:  # as evaluate
+        warn_mismatch(strategy, privacy, norm, "expected_error")
+        return report.total_squared_error
     family, W, A = route(workload, strategy, "expected_error")
     warn_mismatch(strategy, privacy, norm, "expected_error")
     if family == "dense":  # the dense path's own shorthand skips the per-query report
