@@ -87,10 +87,10 @@ estimate, std_error). --alpha 0.05 adds exact 95% intervals (lower, upper) to ei
       --out synth.parquet
   mmopt synth --records people.csv --domain domain.json --method mst --epsilon 1 --delta 1e-9 --out synth.csv
 AIM (default; McKenna et al. 2022) or MST (McKenna, Miklau & Sheldon 2021) on mmopt's residual measurements
-(mmopt.synth), spending the budget as ρ-zCDP with OpenDP's samplers. --out gets one synthetic row per record
-(--rows N for another number), each column labelled by the domain: categories, and for binned attributes each
-bin's left edge (a number the domain bins again: the file can be read back as records), or with --bins labels its
-label '[a, b)' (for reading only).""",
+(mmopt.synth), spending the budget as ρ-zCDP with OpenDP's samplers. --out gets as many synthetic rows as the
+noisy number of records (--rows N for another number), each column labelled by the domain: categories, and for
+binned attributes a number in each bin, its left edge where finite (a number the domain bins again: the file can
+be read back as records), or with --bins labels its label '[a, b)' (for reading only).""",
 }
 
 

@@ -84,12 +84,14 @@ class Synthetic:
         """The model's marginal on ``attrs`` (names or indices) in counts, its axes in the order asked (they were
         in the domain's order whatever the order asked: ("a1", "a0") gave the (a0, a1) table, a transpose that
         went unseen when the two sizes agree)."""
-        (A,) = rc.check_sets([attrs], self.domain, caller="Synthetic.marginal", name="attrs")
+        # once, before the check reads it: an iterator was used up there, and the table came back in domain order
+        asked = (attrs,) if isinstance(attrs, str) or not hasattr(attrs, "__iter__") else tuple(attrs)
+        (A,) = rc.check_sets([asked], self.domain, caller="Synthetic.marginal", name="attrs")
         v.check_allocation(2 * math.prod(self.domain.shape[i] for i in A), what=f"the marginal on {A}",
                            caller="Synthetic.marginal", remedy=" Ask for a marginal on fewer attributes.")
-        asked = (attrs,) if isinstance(attrs, str) or not hasattr(attrs, "__iter__") else tuple(attrs)
         order = [self.domain.index(a) if isinstance(a, str) else int(a) for a in asked]
-        table = np.asarray(self.model.marginal(A), dtype=np.float64)
+        # a copy: the residual model hands out its cached table, and editing the returned one changed the model
+        table = np.array(self.model.marginal(A), dtype=np.float64, copy=True)
         return table.transpose([A.index(i) for i in order]) if sorted(order) == list(A) else table
 
     def records(self, n: int | None = None, *, seed=None, bins: str = "values"):
