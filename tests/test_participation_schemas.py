@@ -46,3 +46,40 @@ def test_public_names():
 def test_bad_input_is_refused(call, error):
     with pytest.raises(error):
         call()
+
+
+def test_low_level_solvers_refuse_what_they_would_solve_wrongly():
+    """A helper's probe: W passed where WᵀW belongs (lower-triangular, not symmetric) was solved as another problem
+    and marked optimal or certified; budgets of -5 or nan seconds, a bad options type under participation, and the
+    inputs of solve_max_variance, schema_error and toeplitz_sensitivity_squared failed deep or not at all."""
+    from mmopt.participation.chain_dual import chain_dual
+    from mmopt.participation.cutting import solve_min_separation
+    from mmopt.participation.objectives import solve_max_variance
+    from mmopt.participation.optimum import solve_fixed_epochs
+    from mmopt.participation.toeplitz import schema_error, toeplitz_sensitivity_squared
+    W = np.tril(np.ones((8, 8)))
+    for call, caller in ((lambda: solve_fixed_epochs(W, 2), "solve_fixed_epochs"),
+                         (lambda: solve_min_separation(W.T.copy(), 2, 2), "solve_min_separation"),
+                         (lambda: chain_dual(W.T.copy(), 4), "chain_dual")):
+        with pytest.raises(ValueError, match=f"'gram' parameter of {caller} must be symmetric.*W.T @ W"):
+            call()
+    with pytest.raises(ValueError, match="'seconds' parameter of solve_min_separation"):
+        solve_min_separation(16, 4, 4, seconds=-5)
+    with pytest.raises(ValueError, match="'seconds' parameter of chain_dual"):
+        chain_dual(16, 2, seconds=float("nan"))
+    with pytest.raises(ValueError, match="'W' parameter of solve_max_variance must be a 2-D array"):
+        solve_max_variance(np.ones(8), 2)
+    with pytest.raises(ValueError, match="'max_iterations' parameter of solve_max_variance"):
+        solve_max_variance(W, 2, max_iterations=0)
+    with pytest.raises(ValueError, match="'tol' parameter of solve_max_variance"):
+        solve_max_variance(W, 2, tol=float("nan"))
+    C = mmopt.toeplitz.sqrt_strategy(8)
+    with pytest.raises(TypeError, match="'schema' parameter of schema_error must be a participation schema"):
+        schema_error(mmopt.toeplitz.prefix(8), C, "x")
+    with pytest.raises(TypeError, match="'strategy' parameter of sensitivity_squared must be a ToeplitzStrategy"):
+        toeplitz_sensitivity_squared(np.eye(8), mmopt.participation.fixed_epochs(2))
+    with pytest.raises(TypeError, match="'options' parameter of optimize must be a dict or None. Got str"):
+        mmopt.optimize(mmopt.workload.prefix(8), privacy=mmopt.Privacy(1, 1e-6),
+                       participation=mmopt.participation.fixed_epochs(2), options="x")
+    # what they take still works: the Gram of W, symmetric to round-off
+    assert solve_fixed_epochs(W.T @ W, 2).status == "optimal"

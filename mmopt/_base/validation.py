@@ -193,15 +193,10 @@ def check_gram_magnitude(G: np.ndarray, *, name: str = "gram", caller: str) -> N
                          f"G / np.mean(np.diag(G)), or call mmopt.optimize, which rescales for you.")
 
 
-def check_gram(G, *, name: str = "gram", caller: str, tol: float = 1e-9, remedy: str = "",
-               queries: int | None = None) -> np.ndarray:
-    """Return ``G`` as a symmetric PSD float64 matrix (exactly symmetrised), or raise ValueError.
-
-    The PSD test allows eigenvalues down to ``-tol * n * max|eig|`` (round-off of ``W.T @ W``).
-    Symmetrisation is G + (Gᵀ − G)/2, which cannot overflow for entries near the float64 limit.
-    With ``queries`` = m, G = WᵀW of m queries has rank ≤ m: more eigenvalues above the same round-off
-    threshold contradict m (its per-query figures, total/m, would be wrong), and G is refused.
-    """
+def check_symmetric(G, *, name: str = "gram", caller: str, tol: float = 1e-9, remedy: str = "") -> np.ndarray:
+    """``G`` square, finite and symmetric to ``tol`` of its largest entry, exactly symmetrised (G + (Gᵀ − G)/2,
+    which cannot overflow), in O(n²): :func:`check_gram` without its eigendecomposition, for solvers that meet
+    n = 4,096 (W passed for WᵀW, lower-triangular, was solved as another problem: a helper's probe)."""
     G = check_matrix(G, name=name, caller=caller, square=True)
     scale = float(max(G.max(), -G.min()))
     with np.errstate(over="ignore"):  # an overflowing difference is an infinite asymmetry: refused below
@@ -211,8 +206,20 @@ def check_gram(G, *, name: str = "gram", caller: str, tol: float = 1e-9, remedy:
             f"{_param(name, caller)} must be symmetric; max |G - G.T| is {asym:.3g} "
             f"({asym / max(scale, 1e-300):.2g} of max |G|).{remedy}"
         )
-    G = G + (G.T - G) * 0.5
-    if scale == 0.0:
+    return G + (G.T - G) * 0.5
+
+
+def check_gram(G, *, name: str = "gram", caller: str, tol: float = 1e-9, remedy: str = "",
+               queries: int | None = None) -> np.ndarray:
+    """Return ``G`` as a symmetric PSD float64 matrix (exactly symmetrised), or raise ValueError.
+
+    The PSD test allows eigenvalues down to ``-tol * n * max|eig|`` (round-off of ``W.T @ W``).
+    Symmetrisation is G + (Gᵀ − G)/2, which cannot overflow for entries near the float64 limit.
+    With ``queries`` = m, G = WᵀW of m queries has rank ≤ m: more eigenvalues above the same round-off
+    threshold contradict m (its per-query figures, total/m, would be wrong), and G is refused.
+    """
+    G = check_symmetric(G, name=name, caller=caller, tol=tol, remedy=remedy)
+    if not G.any():
         return G
     eig = np.linalg.eigvalsh(G)
     if eig[0] < -tol * G.shape[0] * max(eig[-1], 0.0) - 1e-300:

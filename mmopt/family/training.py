@@ -180,6 +180,9 @@ def run(workload, method, call: Call) -> OptimizeResult:
         raise ValueError(f"The 'method' parameter of {CALLER} with participation={schema!r} must be one of "
                          f"{list(METHODS + objective_methods)}. Got {method!r} instead.")
     check_common(call, CALLER)
+    if call.options is not None and not isinstance(call.options, dict):  # 'x', 5 and a list of pairs failed deep
+        raise TypeError(f"The 'options' parameter of {CALLER} must be a dict or None. Got "
+                        f"{type(call.options).__name__} instead, e.g. options={{'seconds': 30}}.")
     unread = [k for k, val in {"solver": call.solver, "initial": call.initial, "budget": call.budget,
                                "targets": call.targets}.items() if val is not None]
     if unread:

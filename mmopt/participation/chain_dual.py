@@ -127,11 +127,14 @@ def chain_dual(gram, participations: int, *, rank: int = 32, seconds: float | No
     if prefix:
         n = v.check_int(gram, name="gram", caller=caller, low=2)
     else:
-        G = v.check_matrix(gram, name="gram", caller=caller, square=True)
+        G = v.check_symmetric(gram, name="gram", caller=caller, remedy=" Pass the workload's Gram W.T @ W, not W, "
+                              "or the number of steps n for prefix sums.")
         n = G.shape[0]
     k = v.check_int(participations, name="participations", caller=caller, low=2)
     rank = v.check_int(rank, name="rank", caller=caller)
     max_iterations = v.check_int(max_iterations, name="max_iterations", caller=caller)
+    if seconds is not None:  # -5, nan and "3" were taken (a helper's probe)
+        seconds = v.check_real(seconds, name="seconds", caller=caller, low=0.0, low_open=True)
     if n % k:
         raise ValueError(f"The 'participations' parameter of {caller} must divide n (b = n/k). Got "
                          f"participations={k} with n={n} instead.")

@@ -126,13 +126,16 @@ def solve_min_separation(gram, separation: int, participations: int, *, tol: flo
         n = v.check_int(gram, name="gram", caller=caller, low=2)
         G = None
     else:
-        G = v.check_matrix(gram, name="gram", caller=caller, square=True)
+        G = v.check_symmetric(gram, name="gram", caller=caller, remedy=" Pass the workload's Gram W.T @ W, not W, "
+                              "or the number of steps n for prefix sums.")
         n = G.shape[0]
     b = v.check_int(separation, name="separation", caller=caller)
     k = v.check_int(participations, name="participations", caller=caller)
     tol = v.check_real(tol, name="tol", caller=caller, low=0.0, low_open=True)
     max_rounds = v.check_int(max_rounds, name="max_rounds", caller=caller)
     max_iterations = v.check_int(max_iterations, name="max_iterations", caller=caller)
+    if seconds is not None:  # -5, nan and "3" were taken (a helper's probe)
+        seconds = v.check_real(seconds, name="seconds", caller=caller, low=0.0, low_open=True)
     if n > MAX_N:
         raise ValueError(f"{caller}: n = {n:,} is above {MAX_N:,}; each step decomposes an n×n matrix. Past it "
                          "use a banded strategy with at most b bands (mmopt.optimize(..., method='banded')).")

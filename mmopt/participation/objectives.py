@@ -70,8 +70,12 @@ def solve_max_variance(W: np.ndarray, epochs: int, *, tol: float = 1e-4, max_ite
     """
     from mmopt.participation.optimum import causal_factor
 
-    W = np.asarray(W, dtype=float)
+    caller = "solve_max_variance"  # its inputs were unchecked: a 1-D W, tol=nan or max_iterations=0 failed deep
+    W = v.check_matrix(W, name="W", caller=caller)
     m, n = W.shape
+    FixedEpochs(v.check_int(epochs, name="epochs", caller=caller)).check_n(n, caller, "W")
+    tol = v.check_real(tol, name="tol", caller=caller, low=0.0, low_open=True)
+    max_iterations = v.check_int(max_iterations, name="max_iterations", caller=caller)
     # solved at a power-of-two scale (exact), as mmopt.search.max_variance is: the weights' floor below is absolute,
     # and W·0.01 (a constant learning rate of 0.01) pinned every weight to it, stopping after 2 solves 26 % above
     # the optimum it certifies at W (a helper's probe); variances scale back by 2ᵉ

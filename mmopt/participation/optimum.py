@@ -212,7 +212,8 @@ def solve_fixed_epochs(gram, epochs: int, *, tol: float = 1e-3, max_iterations: 
     ('optimal', True, True)
     """
     caller = "solve_fixed_epochs"
-    G = v.check_matrix(gram, name="gram", caller=caller, square=True)
+    G = v.check_symmetric(gram, name="gram", caller=caller,
+                          remedy=" Pass the workload's Gram W.T @ W (mmopt.workload.prefix(n).gram), not W.")
     n = G.shape[0]
     schema = FixedEpochs(v.check_int(epochs, name="epochs", caller=caller))
     schema.check_n(n, caller)

@@ -67,6 +67,7 @@ def toeplitz_sensitivity_squared(C, schema: Schema, *, caller: str = "sensitivit
     >>> bool(np.isclose(s.squared, max(X[[j, j + 4]][:, [j, j + 4]].sum() for j in range(4)))), s.exact
     (True, True)
     """
+    _check_inputs(C, schema, caller)
     n, c, y = C.n, C.column, C.row_scale
     bands = int(np.flatnonzero(c)[-1]) + 1
     if isinstance(schema, Single):
@@ -108,6 +109,20 @@ def toeplitz_sensitivity_squared(C, schema: Schema, *, caller: str = "sensitivit
     return gram_sensitivity_squared(_dense_gram(C), schema)
 
 
+def _check_inputs(C, schema, caller: str) -> None:
+    """A ToeplitzStrategy and a schema, or a TypeError naming them (both failed as AttributeError: a helper's
+    probe)."""
+    from mmopt.toeplitz.strategies import ToeplitzStrategy
+    if not isinstance(C, ToeplitzStrategy):
+        raise TypeError(f"The 'strategy' parameter of {caller} must be a ToeplitzStrategy (mmopt.toeplitz). Got "
+                        f"{type(C).__name__} instead. For a matrix C use "
+                        "mmopt.participation.sensitivity_squared(C, schema).")
+    if not isinstance(schema, Schema):
+        raise TypeError(f"The 'schema' parameter of {caller} must be a participation schema: "
+                        "mmopt.participation.single(), fixed_epochs(k) or min_separation(b, k). Got "
+                        f"{type(schema).__name__} instead.")
+
+
 def _dense_gram(C) -> np.ndarray:
     from mmopt._base import validation as v
     v.check_allocation(C.n * C.n, what=f"the {C.n:,}×{C.n:,} Gram CᵀC", caller="sensitivity_squared",
@@ -121,6 +136,7 @@ def schema_error(workload, C, schema: Schema) -> tuple[float, Sensitivity]:
     """(Δ²·‖W C⁻¹‖²_F, Δ²) at unit σ: the exact total error of the Toeplitz strategy C under ``schema``."""
     from mmopt.toeplitz.error import evaluate
 
+    _check_inputs(C, schema, "schema_error")
     report = evaluate(workload, C)
-    sens = toeplitz_sensitivity_squared(C, schema)
+    sens = toeplitz_sensitivity_squared(C, schema, caller="schema_error")
     return report.total_squared_error / report.sensitivity ** 2 * sens.squared, sens
