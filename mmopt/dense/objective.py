@@ -7,6 +7,8 @@ score's guard needs when A's profile is not certified, is cached for the last G 
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 from mmopt._base import guards as g
@@ -73,12 +75,15 @@ def bound_of(spec: Spectrum, n: int) -> float:
 
 
 
-_LAST_SPECTRUM: list = []  # [(G, Spectrum)]: optimisers score many strategies against one G
+_LAST_SPECTRUM: list = []  # [(G, its digest, Spectrum)]: optimisers score many strategies against one G
 
 
 def _cached_spectrum(G: np.ndarray) -> Spectrum:
-    if _LAST_SPECTRUM and _LAST_SPECTRUM[0][0] is G:
-        return _LAST_SPECTRUM[0][1]
+    # the same object with the same bytes: G *= 4 between two calls returned the old spectrum (8.0 for 32.0; a
+    # helper's probe). The digest is O(n²), against the spectrum's O(n³)
+    digest = hashlib.blake2b(np.ascontiguousarray(G).tobytes(), digest_size=16).digest()
+    if _LAST_SPECTRUM and _LAST_SPECTRUM[0][0] is G and _LAST_SPECTRUM[0][1] == digest:
+        return _LAST_SPECTRUM[0][2]
     spec = spectrum(G)
-    _LAST_SPECTRUM[:] = [(G, spec)]
+    _LAST_SPECTRUM[:] = [(G, digest, spec)]
     return spec

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mmopt._base.readonly import read_only
 from mmopt._base.validation import check_int
 from mmopt.hierarchy import components as hc
 from mmopt.hierarchy.strategy import _check_pair
@@ -223,6 +224,9 @@ class NodeStrategy:
                 if not np.all(np.isfinite(zl)) or np.any(zl < 0):
                     raise ValueError(f"The 'weights' parameter of NodeStrategy must hold finite node weights z >= 0. "
                                      f"Got {zl.tolist()!r:.80} in component {u}, level {level}.")
+        # read-only copies: a release's strategy is shared, and Δ is charged from z (an edit in place changed the
+        # answers 10–15× at the same σ and privacy map; a helper's probe)
+        object.__setattr__(self, "weights", tuple(tuple(read_only(zl) for zl in z) for z in self.weights))
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mmopt._base.readonly import read_only
 from mmopt.hierarchy import components as hc
 from mmopt.hierarchy.tree import Hierarchy
 from mmopt.hierarchy.workload import HierarchyWorkload
@@ -48,7 +49,7 @@ class HierarchyStrategy:
             raise ValueError(f"The 'weights' parameter of HierarchyStrategy must be a tensor of shape {want} of "
                              f"finite values ≥ 0, not all 0. Got shape {x.shape}.")
         object.__setattr__(self, "attributes", tuple(self.attributes))
-        object.__setattr__(self, "weights", x)
+        object.__setattr__(self, "weights", read_only(x))  # its Δ is charged from them: no edit in place
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -26,6 +26,7 @@ from functools import cached_property
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.readonly import read_only
 
 
 @dataclass(frozen=True, eq=False)
@@ -134,7 +135,8 @@ class Hierarchy:
                                  f"every one of level {k}'s {width} groups, each code in [0, {width}). Got codes "
                                  f"in [{p.min()}, {p.max()}] covering {np.unique(p).size} groups.")
             width = p.size
-        object.__setattr__(self, "parents", tuple(p.astype(np.int64) for p in ps))
+        # read-only (as groups and sizes): an edit in place changed the errors, and sizes, cached, matched no tree
+        object.__setattr__(self, "parents", tuple(read_only(p, np.int64) for p in ps))
         if len(self.level_names) != len(ps) + 1:
             raise ValueError(f"The 'level_names' parameter of {caller} must have {len(ps) + 1} names (one per "
                              f"level, the root's first). Got {len(self.level_names)}.")
@@ -177,13 +179,12 @@ class Hierarchy:
         out = [np.arange(self.n)]
         for p in reversed(self.parents):
             out.append(p[out[-1]])
-        return tuple(reversed(out))
+        return tuple(read_only(g, None) for g in reversed(out))
 
     @cached_property
     def sizes(self) -> tuple[np.ndarray, ...]:
         """``sizes[ℓ][h]``: n_h, the number of leaves under level-ℓ group h."""
-        return tuple(np.bincount(g, minlength=k).astype(float) for g, k in zip(self.groups, self.n_groups,
-                                                                                 strict=True))
+        return tuple(read_only(np.bincount(g, minlength=k)) for g, k in zip(self.groups, self.n_groups, strict=True))
 
     @cached_property
     def regular(self) -> bool:

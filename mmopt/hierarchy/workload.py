@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mmopt._base.readonly import read_only
 from mmopt.hierarchy import components as hc
 from mmopt.hierarchy.tree import Hierarchy
 
@@ -69,7 +70,7 @@ class HierarchyWorkload:
         if w.size != len(sets) or not np.all(np.isfinite(w)) or np.any(w <= 0):
             raise ValueError(f"The 'weights' parameter of {caller} must hold {len(sets)} finite values > 0. "
                              f"Got {w.tolist()!r:.80} instead.")
-        object.__setattr__(self, "weights", w)
+        object.__setattr__(self, "weights", read_only(w))  # the caller's array stays the caller's
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -32,6 +32,7 @@ import math
 
 import numpy as np
 
+from mmopt._base.readonly import read_only
 from mmopt.structured.residual import closure as cl
 from mmopt.synth import projection as pj
 from mmopt.synth.residuals import ResidualEstimates
@@ -58,11 +59,11 @@ class ResidualModel:
     def marginal(self, attributes) -> np.ndarray:
         """The non-negative estimate on the sorted tuple ``attributes`` summing to the total (steps 1–2)."""
         A = tuple(attributes)
-        if A not in self._cache:
+        if A not in self._cache:  # read-only: handed out as is, and an edit in place changed the model (a probe)
             if self.estimates.covers(A):
-                self._cache[A] = pj.simplex(self.estimates.marginal(A), self.total)
+                self._cache[A] = read_only(pj.simplex(self.estimates.marginal(A), self.total))
             else:
-                self._cache[A] = self._max_entropy(A)
+                self._cache[A] = read_only(self._max_entropy(A))
         return self._cache[A]
 
     def _max_entropy(self, A: tuple) -> np.ndarray:

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mmopt._base.readonly import read_only
+
 __all__ = ["Levels", "levels", "node_sums", "prefix_variances", "solve", "transpose_apply", "unit_total"]
 
 
@@ -104,9 +106,10 @@ def levels(n: int, b: int) -> Levels:
         # each child starts where its earlier siblings end (within-group exclusive sums of sizes: at most b terms)
         before = np.cumsum(child_size) - child_size
         child_lo = start[parent] + before - np.repeat(before[np.cumsum(kids) - kids], kids)
-        out.append(Level(lo, size, inner, kids, parent, slot))
+        # read-only: a strategy caches its tree, and an edit in place changed its evaluation (a helper's probe)
+        out.append(Level(*(read_only(a, None) for a in (lo, size, inner, kids, parent, slot))))
         lo, size, k = child_lo, child_size, k + 1
-    return Levels(n, b, tuple(out), depth)
+    return Levels(n, b, tuple(out), read_only(depth, None))
 
 
 def _padded(L: Level, values: np.ndarray, b: int) -> np.ndarray:

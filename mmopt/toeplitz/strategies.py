@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.readonly import read_only
 from mmopt.dense.profile import SAFE_EXPONENT, power_of_two_scale
 from mmopt.toeplitz import _series
 
@@ -83,6 +84,14 @@ class ToeplitzStrategy:
                 raise ValueError(f"The 'row_scale' parameter of ToeplitzStrategy must be n = {self.n} positive "
                                  f"numbers (y = d², C = D·T(c)). Got {y.size} entries, smallest {y.min():g} instead; "
                                  "mmopt.toeplitz.equalized computes the row scales that equalise the columns.")
+        # read-only copies (and a dict of its own): Δ² and the error are read from them, and factories share arrays
+        # (equalized(S) edited in place changed S's error 318 → 497; a helper's probe)
+        object.__setattr__(self, "coefficients", read_only(c))
+        if isinstance(self.params, dict):
+            object.__setattr__(self, "params", {k: read_only(val) if isinstance(val, np.ndarray) else val
+                                                for k, val in self.params.items()})
+        if self.row_scale is not None:
+            object.__setattr__(self, "row_scale", read_only(y))
 
     @property
     def domain_size(self) -> int:

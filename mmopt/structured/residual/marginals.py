@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mmopt._base.guards import Unsupported
+from mmopt._base.readonly import read_only
 from mmopt.search._local_objectives import lbfgs
 from mmopt.structured.residual import closure as cl
 from mmopt.structured.residual.workload import MarginalWorkload
@@ -72,6 +73,7 @@ class WeightedMarginals:
             raise ValueError(f"The 'weights' parameter of WeightedMarginals must hold one finite θ > 0 per subset "
                              f"({len(self.subsets)}). Got {np.asarray(self.weights).tolist()!r:.80}. Drop a subset "
                              "rather than weighting it 0 or less.")
+        object.__setattr__(self, "weights", read_only(w))  # Δ = Σθ or ‖θ‖ is charged from them: no edit in place
 
     def sensitivity(self, norm: str) -> float:
         """Δ₁ = Σθ or Δ₂ = ‖θ‖₂: every record adds 1 to one cell of each measured marginal (exact; θ > 0)."""

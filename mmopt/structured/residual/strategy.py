@@ -30,6 +30,7 @@ from functools import cached_property
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.readonly import read_only
 from mmopt.dense._strategy_core import NORMS, Strategy
 from mmopt.structured import _checks as ck
 from mmopt.structured.residual import closure as cl
@@ -103,7 +104,7 @@ class ResidualStrategy:
                              f"per subset). Got {np.asarray(self.weights).ravel().tolist()!r:.80} instead.")
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "subsets", subsets)
-        object.__setattr__(self, "weights", w)
+        object.__setattr__(self, "weights", read_only(w))  # its Δ is charged from them: no edit in place
 
     @property
     def domain_size(self) -> int:

@@ -21,6 +21,7 @@ from functools import cached_property
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.readonly import read_only
 from mmopt.structured import algebra as alg
 from mmopt.structured.residual import closure as cl
 
@@ -73,7 +74,7 @@ class MarginalWorkload:
         cl.check_size(sets, caller=caller)
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "sets", sets)
-        object.__setattr__(self, "weights", w)
+        object.__setattr__(self, "weights", read_only(w))  # cached conversions share it: no edit in place
         if self.n_queries is None:
             object.__setattr__(self, "n_queries", sum(cl.cells(shape, A) for A in sets))
 
