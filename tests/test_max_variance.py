@@ -713,3 +713,25 @@ def test_the_analytic_smallest_epsilon_is_found_below_1e_minus_8():
         p.epsilon * 0.999, 1e-6) ** 2   # the smallest: 0.1 % less ε misses the target
     with pytest.raises(ValueError, match=r"meets at every ε ≥ 1e-300 with δ = 1e-06"):
         mmopt.plan(mmopt.Workload.from_matrix(np.eye(2)), 1.6e11, delta=1e-6, calibration="analytic")
+
+
+def test_objective_is_evaluate_figure_on_rows_scaled_over_six_decades():
+    """A helper's probe: the candidates were scored from AᵀA (Cholesky, κ(A)²·eps), so on prefix rows scaled by
+    10^±3 the reported objective was 6.6·10⁻⁴ above evaluate's, plan's ε 3.3·10⁻⁴ above the smallest that meets
+    the target, and at 10^±3.5 the workload-rows candidate was scored inf (ε 4.3 % too large)."""
+    M = wl.prefix(8).explicit_matrix() * np.logspace(-3, 3, 8)[:, None]
+    W = mmopt.Workload.from_matrix(M)
+    res = mmopt.optimize(W, privacy=mmopt.Privacy(1.0), objective="max_variance")
+    exact = mmopt.evaluate(W, res.strategy, per_query=True).per_query_variance.max()
+    assert res.objective == pytest.approx(exact, rel=1e-9)
+    with pytest.warns(UserWarning, match="these targets need ε"):  # ε in the hundreds: no protection (warned)
+        p = mmopt.plan(W, 4.0)
+    at = mmopt.evaluate(W, p.strategy, p.privacy, per_query=True).per_query_variance.max()
+    below = mmopt.evaluate(W, p.strategy, mmopt.Privacy(p.privacy.epsilon * (1 - 1e-5)), per_query=True)
+    assert at <= 4.0 * (1 + 1e-9) < below.per_query_variance.max()  # met, and ε not inflated by 10⁻⁵
+    M2 = wl.prefix(8).explicit_matrix() * np.logspace(-3.5, 3.5, 8)[:, None]
+    with pytest.warns(UserWarning, match="these targets need ε"):
+        p2 = mmopt.plan(mmopt.Workload.from_matrix(M2), 4.0)
+    rows = mmopt.evaluate(mmopt.Workload.from_matrix(M2), mmopt.Strategy(M2), per_query=True)
+    # the workload's own rows meet the target at ε = √(2·max variance at ε = 1 / 4): the plan is no worse
+    assert p2.privacy.epsilon <= np.sqrt(2 * rows.per_query_variance.max() / 4.0) * (1 + 1e-5)  # its ε search

@@ -68,9 +68,19 @@ def product_route(workload, targets, caller: str = CALLER) -> tuple[str, tuple] 
 
 
 def max_ratio(W, A, tau, norm: str) -> tuple[float, np.ndarray]:
-    """(max_i vᵢ/τᵢ, v) of strategy A at unit privacy: vᵢ = Δ² wᵢ (AᵀA)⁺ wᵢᵀ, exactly from A."""
-    from mmopt.search.max_variance import _variances
-    variance = _variances(W, A.matrix.T @ A.matrix) * A.sensitivity(norm) ** 2
+    """(max_i vᵢ/τᵢ, v) of strategy A at unit privacy: vᵢ = Δ² wᵢ (AᵀA)⁺ wᵢᵀ, exactly from A (evaluate's
+    per-query variances); a strategy that does not support every query scores inf.
+
+    From A, not AᵀA: the Gram's Cholesky carried κ(A)²·eps, so on rows scaled over 10^±3 the objective came out
+    6.6·10⁻⁴ above evaluate's (and with targets below it, so plan found its own check inconsistent), and its
+    eigendecomposition scored an invertible strategy inf (a helper's probe)."""
+    from mmopt._base.guards import NumericalError, Unsupported
+    from mmopt.dense._workload_type import Workload
+    from mmopt.error import evaluate
+    try:
+        variance = evaluate(Workload.from_matrix(W), A, None, norm=norm, per_query=True).per_query_variance
+    except (Unsupported, NumericalError):  # a query outside A's row space, or an error float64 cannot hold
+        variance = np.full(W.shape[0], np.inf)
     return float(np.max(variance / tau)), variance
 
 

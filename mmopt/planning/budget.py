@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.readonly import read_only
 from mmopt._base.result import SUCCESS
 from mmopt.planning.calibration import CALIBRATIONS, smallest_epsilon, variance_factor
 from mmopt.privacy import Privacy
@@ -261,9 +262,17 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
                       f"may be above the smallest budget (certified lower bound {eps_low:.6g}, ratio "
                       f"{eps / eps_low:.4g}). Raise max_iterations, or loosen tol, and plan again.", RuntimeWarning,
                       stacklevel=2)
+    from mmopt._base.opendp import LARGE_EPSILON  # release warns at the same ε; plan returned 3.5e15 without a word
+    if eps > LARGE_EPSILON:
+        warnings.warn(f"{caller}: these targets need ε = {eps:.4g}, above {LARGE_EPSILON:g}: e^ε bounds how much one "
+                      "record may change the output's probabilities, so at this budget the release protects no one "
+                      "in practice. Loosen the targets (larger standard errors), or coarsen the workload.",
+                      UserWarning, stacklevel=2)
     gaussian = delta > 0
     rho = None
     if gaussian:
         from mmopt.accounting._zcdp import max_rho
         rho = max_rho(eps, delta) if calibration == "release" else 1.0 / (2.0 * c)
-    return Plan(privacy, A, eps, eps_low, rho, V_low / 2 if gaussian else None, tau, achieved, res.status, res)
+    # tau read-only and the plan's own (kind='variance' kept the caller's array: editing it changed the plan)
+    return Plan(privacy, A, eps, eps_low, rho, V_low / 2 if gaussian else None, read_only(tau), achieved, res.status,
+                res)

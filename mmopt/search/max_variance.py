@@ -142,7 +142,7 @@ def solve_max_variance(W: np.ndarray, targets: np.ndarray | None = None, *, tol:
     cap = max_iterations - 1 if sdp and max_iterations > 1 else max_iterations
     st = {"dual": None, "lower": 0.0, "solver": MaxVarianceSolution.solver, "p": np.full(m, 1.0 / m), "cap": cap,
           "best": (float(np.max(vi)), ident, vi), "k": 0,
-          "mean": np.zeros((n, n)), "mean_best": False}
+          "mean": np.zeros((n, n)), "mean_best": False, "e": e}
     history: list[dict] = []
 
     def negative_F(p):
@@ -243,7 +243,8 @@ def _sdp_weights(Wt: np.ndarray, st: dict) -> np.ndarray | None:
     if (worst := float(np.max(vx))) < st["best"][0]:
         st["best"] = (worst, Xv, vx)
     st["solver"] += f"+{solver}"
-    _LOG.info("max_variance: the SDP (%s, %.2f s): largest variance/target %.6g", solver, outcome.seconds, worst)
+    _LOG.info("max_variance: the SDP (%s, %.2f s): largest variance/target %.6g", solver, outcome.seconds,
+              np.ldexp(worst, st["e"]))  # at the caller's scale, as the other progress lines (it printed 0.91 for 3.7)
     return q / q.sum()
 
 
