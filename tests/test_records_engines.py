@@ -440,3 +440,30 @@ def test_a_blank_line_is_no_record_when_every_attribute_declares_empty(tmp_path,
     domain = Domain((Attribute("answer", categories=("yes", "no", "")), Attribute("k", categories=(1, 2))))
     for engine in ("auto", "polars"):
         assert marginal_counts(two, domain, [(0,)], engine=engine)[(0,)].tolist() == [1, 1, 1], engine
+
+
+@pytest.mark.parametrize("setup", ["CREATE TABLE people (state VARCHAR COLLATE NOCASE, n VARCHAR)",
+                                   "SET default_collation='nocase.noaccent'; CREATE TABLE people (state VARCHAR, "
+                                   "n VARCHAR)"])
+def test_duckdb_compares_text_byte_for_byte_whatever_the_collation(setup):
+    """A helper's probe: a NOCASE column (or connection default) merged 'CA' and 'ca' in DuckDB's = and DISTINCT,
+    1,000 counted where pandas counts 500; NOACCENT merged 'É' into 'é'. Text bins (n) go the same way."""
+    D = Domain((Attribute("state", categories=("CA", "ca", "é")), Attribute("n", edges=(0, 10, 20))))
+    con = duckdb.connect()
+    for statement in setup.split(";"):
+        con.execute(statement)
+    con.execute("INSERT INTO people VALUES ('CA', '5'), ('CA', '15'), ('ca', '5'), ('É', '5'), ('é', '15')")
+    got = marginal_counts(con.table("people"), D, [(0, 1)])[(0, 1)]
+    want = marginal_counts(con.table("people").df(), D, [(0, 1)])[(0, 1)]
+    assert got.tolist() == want.tolist() == [[1, 1], [1, 0], [0, 1]]
+
+
+def test_a_string_view_column_is_refused_with_a_cast_that_works():
+    """A helper's probe: the refusal said the column 'needs strings' of a column of strings, with no way out."""
+    D = Domain((Attribute("s", categories=("a", "b")),))
+    df = pd.DataFrame({"s": pd.Series(["a", "b", "a", None], dtype=pd.ArrowDtype(pa.string_view()))})
+    with pytest.raises(ValueError, match=r"string_view.*cast it to plain strings in Arrow") as caught:
+        marginal_counts(df, D, [(0,)])
+    remedy = str(caught.value).split("first: ")[1].rstrip(".")
+    exec(remedy, {"pd": pd, "pa": pa, "df": df})  # the remedy as printed
+    assert marginal_counts(df, D, [(0,)])[(0,)].tolist() == [2, 1]

@@ -101,9 +101,13 @@ def check_schema(kinds: dict, domain: Domain, *, caller: str, name: str = "recor
     for a in domain.attributes:
         got = kinds[a.name]
         if got not in _ACCEPTS[a.kind]:
+            # string_view holds strings, but pandas cannot read it out (pyarrow has no filter for it): say how
+            remedy = (" pandas cannot read string_view values out (pyarrow has no filter for it; astype fails too): "
+                      f"cast it to plain strings in Arrow first: df[{a.name!r}] = pd.Series(pa.array(df[{a.name!r}])"
+                      ".cast(pa.string()), dtype=pd.ArrowDtype(pa.string()), index=df.index)."
+                      if "string_view" in str(got) else " Convert the column or fix the domain.")
             raise ValueError(f"The '{name}' parameter of {caller} has column {a.name!r} of dtype {got}, but the "
-                             f"domain's attribute {a.name!r} needs {_WANTS[a.kind]}. Convert the column or fix the "
-                             "domain.")
+                             f"domain's attribute {a.name!r} needs {_WANTS[a.kind]}.{remedy}")
 
 
 # -- sources as batches of columns ---------------------------------------------------------------------------
