@@ -442,6 +442,11 @@ def test_a_plan_released_at_a_smaller_budget_is_said(folder, capsys):
             se = pd.read_csv("a0.csv")["standard_error"].max()
             factor = float(err.split("standard errors are up to ")[1].split("×")[0])
             assert se > 2.5 and se <= 2.5 * factor * (1 + 1e-3)  # the bound said holds (4 significant digits)
+    # released under the other noise (Laplace here): the targets were not said before (s.e. 9.80 against 3)
+    assert main(["release", spec, "--data", "x12.npy", "--strategy", "pl.npz", "--epsilon", repr(eps), "--delta",
+                 "0", "--out", "lap.csv"]) == 0
+    err = capsys.readouterr().err
+    assert "accuracy targets were planned for that noise only" in err and "this release draws laplace" in err
 
 
 def test_missing_packages_are_said_together_before_any_work(folder, capsys, monkeypatch):
