@@ -91,7 +91,7 @@ def test_node_family_closes_the_gap_on_a_skewed_tree():
     assert nodes.objective >= dense.lower_bound * (1 - 1e-9)  # never below the optimum
     assert nodes.objective < residual.objective  # per-node weights matter on skewed trees
     assert bound <= dense.objective * (1 + 1e-9)
-    res = mmopt.optimize(W, privacy=Privacy(1.0, 1e-6))
+    res = mmopt.optimize(W, privacy=Privacy(1.0, 1e-6), method="hierarchy")  # (auto: the dense optimum)
     assert res.extra["family"] == "nodes" and np.isclose(res.objective, nodes.objective, rtol=1e-9)
     rep = mmopt.evaluate(W, res.strategy, Privacy(1.0, 1e-6))
     assert np.isclose(rep.total_squared_error, Privacy(1.0, 1e-6).variance_factor * res.objective, rtol=1e-9)
@@ -107,7 +107,7 @@ def test_the_node_search_does_not_depend_on_the_workloads_scale():
     out = {}
     for s in (1.0, 1e-4, 1e-8, 1e4):
         W = grouping_sets([geo, Hierarchy.flat(2, name="sex")], sets, weights=[s] * len(sets))
-        res = mmopt.optimize(W, privacy=Privacy(1.0, 1e-6), verbose=False)
+        res = mmopt.optimize(W, privacy=Privacy(1.0, 1e-6), method="hierarchy", verbose=False)
         assert res.lower_bound <= res.objective * (1 + 1e-9)
         out[s] = (res.objective / s**2, res.extra["family"], solve_nodes(W).objective / s**2)
     for s in (1e-4, 1e-8, 1e4):  # the same problem after scaling, up to round-off in the local search's path:
@@ -173,7 +173,9 @@ def test_a_node_strategy_refuses_negative_or_nan_weights():
     D = Domain((Attribute("county", categories=tuple("abcdefg")), Attribute("sex", categories=("F", "M"))))
     levels = {"state": ["S1", "S1", "S2", "S3", "S4", "S4", "S4"]}
     sets = cross(rollup("state", "county"), cube("sex"))
-    S0 = plan_grouping_sets(D, sets, Privacy(1.0, 1e-6), leaf="county", levels=levels).strategy
+    W = plan_grouping_sets(D, sets, Privacy(1.0, 1e-6), leaf="county", levels=levels).workload
+    S0 = mmopt.optimize(W, privacy=Privacy(1.0, 1e-6), method="hierarchy").strategy  # (auto: a dense one, 14 cells)
+    assert type(S0).__name__ == "NodeStrategy"
     for bad in (-1.0, np.nan):
         weights = tuple(tuple(z * bad if i == 0 else z for i, z in enumerate(u)) for u in S0.weights)
         with pytest.raises(ValueError, match="'weights' parameter of NodeStrategy must hold finite node weights"):

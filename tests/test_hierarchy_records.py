@@ -116,7 +116,7 @@ def test_a_strategy_of_the_wrong_type_and_a_bad_noise_scale_are_named():
     privacy = mmopt.Privacy(1.0, 1e-6)
     for junk in ("junk", np.eye(3)):
         with pytest.raises(TypeError, match="'strategy' parameter of release_grouping_sets must be a "
-                                            "HierarchyStrategy or NodeStrategy"):
+                                            "HierarchyStrategy, NodeStrategy or dense Strategy"):
             release_grouping_sets(df, D, [("state",)], privacy, leaf="county", levels={"state": STATE_OF},
                                   strategy=junk)
     with pytest.raises(ValueError, match="release_grouping_sets"):

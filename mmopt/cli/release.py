@@ -148,9 +148,9 @@ def _strategy(args, W, P):
             fix = f"pass --delta {made_for.delta:g}" if made_for.delta else "omit --delta"
             # a plan's targets were checked for its own noise only (Laplace plan for s.e. 3 released at δ = 1e-6 gave
             # 9.80 with no word of the targets; a helper's probe)
+            planned = ((saved.result or {}).get("extra") or {}).get("targets") is not None
             targets = (" Its accuracy targets were planned for that noise only: this release's standard errors may "
-                       "miss them (compare the table's std_error)." if ((saved.result or {}).get("extra") or {}).get("targets")
-                       is not None else "")
+                       "miss them (compare the table's std_error)." if planned else "")
             print(f"mmopt: warning: the strategy in '{args.strategy.strip()}' was optimised for {made_for.noise} noise "
                   f"(δ = {made_for.delta:g}); this release draws {P.noise} noise (δ = {P.delta:g}), for which it may "
                   f"be far from the best.{targets} To release as planned, {fix}; or optimise for this noise.",

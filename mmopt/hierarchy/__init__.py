@@ -14,7 +14,7 @@ Examples
 >>> from mmopt.hierarchy import Hierarchy, cross, cube, grouping_sets, rollup
 >>> geo = Hierarchy.from_parents([[0, 0, 0, 1, 2, 2]], level_names=("nation", "state", "county"), name="geo")
 >>> W = grouping_sets([geo, Hierarchy.flat(2, name="sex")], cross(rollup("state", "county"), cube("sex")))
->>> res = mmopt.optimize(W, privacy=mmopt.Privacy(1.0, 1e-6))
+>>> res = mmopt.optimize(W, privacy=mmopt.Privacy(1.0, 1e-6), method="hierarchy")
 >>> res.method, bool(res.lower_bound <= res.objective <= 1.01 * res.lower_bound)
 ('hierarchy', True)
 """

@@ -130,12 +130,17 @@ def refuse_unmeasured(m: Measurements, caller: str) -> None:
 
 
 def measurements(W: HierarchyWorkload, A, *, caller: str = "measurements") -> Measurements:
-    """:class:`Measurements` of strategy ``A`` (a HierarchyStrategy or NodeStrategy) for ``W``."""
+    """:class:`Measurements` of strategy ``A`` (a HierarchyStrategy, NodeStrategy or dense Strategy) for ``W``."""
+    from mmopt.dense._strategy_core import Strategy
+    if isinstance(A, Strategy):  # optimize's "auto" on small irregular grouping sets (mmopt.hierarchy.dense_release)
+        from mmopt.hierarchy.dense_release import dense_measurements
+        answer, finish, unit, Delta, size = dense_measurements(W, A, caller=caller)
+        return Measurements(answer, finish, unit, Delta, upper_sensitivity(Delta, caller=caller), "dense", size)
     if not isinstance(A, HierarchyStrategy | hn.NodeStrategy):  # before A.sensitivity(): a raw AttributeError
-        raise TypeError(f"The 'strategy' parameter of {caller} must be a HierarchyStrategy or NodeStrategy (e.g. "
-                        "mmopt.optimize(workload).strategy for grouping sets), or None for the optimised one; the "
-                        "OrbitStrategy mmopt.plan returns releases through mmopt.release or release_grouping_sets. "
-                        f"Got {type(A).__name__}.")
+        raise TypeError(f"The 'strategy' parameter of {caller} must be a HierarchyStrategy, NodeStrategy or dense "
+                        "Strategy (e.g. mmopt.optimize(workload).strategy for grouping sets), or None for the "
+                        "optimised one; the OrbitStrategy mmopt.plan returns releases through mmopt.release or "
+                        f"release_grouping_sets. Got {type(A).__name__}.")
     Delta = A.sensitivity()
     d_in = upper_sensitivity(Delta, caller=caller)
     if isinstance(A, HierarchyStrategy):
