@@ -36,3 +36,38 @@ def test_ledger_total_is_read_the_same_way(tmp_path, capsys, monkeypatch):
                  "--out", "a.csv", "--ledger", "l.json", "--ledger-total", "1_0"]) == 2
     assert "--ledger-total must be EPS or EPS,DELTA" in capsys.readouterr().err
     assert not (tmp_path / "l.json").exists() and not (tmp_path / "a.csv").exists()
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["evaluate", "stack(0_5*prefix:8,all_range:8)", "--strategy", "identity"], "weight '0_5' is not a number"),
+    (["evaluate", "prefix:1_6", "--strategy", "identity"], "'1_6' is not an integer"),
+    (["evaluate", "random_range:16:1_0:0", "--strategy", "identity"], "'1_0' is not an integer"),
+    (["evaluate", "prefix:16", "--strategy", "hierarchical:1_6"], "is not an integer"),
+    (["optimize", "prefix:8", "--seed", "1_0"], "'1_0' is not an integer written in digits"),
+    (["optimize", "prefix:8", "--option", "restarts=1_0"], "digit separator"),
+    (["optimize", "prefix:8", "--budget", "1_0"], "written plainly"),
+])
+def test_digit_separators_are_refused_everywhere(args, said, capsys):
+    """A newcomer's audit: int() and float() read 1_0 as 10, so a weight 0_5 became 5, prefix:1_6 prefix(16), and
+    --seed / --option / --budget took 10, silently, where --epsilon refused it."""
+    assert main(args) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_a_folder_or_a_binary_domain_is_named(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "w.npy").mkdir()
+    assert main(["evaluate", "w.npy", "--strategy", "identity"]) == 2
+    assert "workload file 'w.npy' is a folder" in capsys.readouterr().err
+    from mmopt.records import Domain
+    np.save(tmp_path / "d.npy", np.arange(3))
+    with pytest.raises(ValueError, match="'.*d.npy' is not UTF-8 text: a domain is a JSON file"):
+        Domain.from_json(tmp_path / "d.npy")
+
+
+def test_optimize_extra_figures_are_on_the_workloads_scale():
+    """extra['dual_bound'] and extra['objective'] were the normalised Gram's: 8.5× below lower_bound on prefix(16)."""
+    import mmopt
+    r = mmopt.optimize(mmopt.workload.prefix(16), method="l2_approx")
+    assert r.extra["dual_bound"] == pytest.approx(r.lower_bound, rel=1e-12)
+    assert r.extra["objective"] == pytest.approx(r.objective, rel=1e-6)

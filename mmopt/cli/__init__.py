@@ -27,7 +27,7 @@ import mmopt
 from mmopt._base.hints import did_you_mean
 from mmopt.cli import commands, release_sql
 from mmopt.cli import synth as synth_cli
-from mmopt.cli._numbers import number
+from mmopt.cli._numbers import integer, number
 from mmopt.error import NumericalError
 from mmopt.optimize import METHODS, MULTIDIM_METHODS, TOEPLITZ_METHODS
 from mmopt.solvers import SolverError
@@ -154,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", "-m", default="auto",
                    help=f"one of {methods}; for prefix sums and all ranges also {stream}; or auto (the default: "
                         "the best of every method that applies and takes seconds)")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=integer, default=0,
                    help="seed of the random restarts (default 0: reproducible); a method that draws nothing "
                         "(identity, hierarchical, wavelet, the certified optima, …) reads none, as mmopt.optimize")
     p.add_argument("--budget", default=None, metavar="fast|default|thorough|SECONDS",
@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--norm", choices=("l1", "l2"), default=None,
                    help="expert override of the objective's sensitivity norm (default: the budget's: l1 for Laplace "
                         "noise, --delta 0; l2 for Gaussian noise, --delta > 0)")
-    p.add_argument("--max-iterations", type=int, default=None, help="the method's iteration budget")
+    p.add_argument("--max-iterations", type=integer, default=None, help="the method's iteration budget")
     p.add_argument("--tol", type=number, default=None, help="the method's convergence tolerance, in (0, 1)")
     p.add_argument("--initial", metavar="STRATEGY",
                    help="a strategy spec (as for evaluate --strategy): min_error's warm start, min_sensitivity's input")
@@ -195,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --kind halfwidth: 1 − the interval's level (default 0.05)")
     p.add_argument("--delta", "-d", type=number, default=0.0,
                    help="δ in [0, 1): 0 = Laplace noise (ε-DP), > 0 = Gaussian noise ((ε,δ)-DP) (default 0)")
-    p.add_argument("--max-iterations", type=int, default=None, help="the max-variance search's L2 solves at most")
+    p.add_argument("--max-iterations", type=integer, default=None, help="the max-variance search's L2 solves at most")
     p.add_argument("--tol", type=number, default=None, help="the max-variance search's relative gap, in (0, 1)")
     p.add_argument("--calibration", choices=("release", "analytic"), default="release",
                    help="the noise the targets hold for: what 'mmopt release' draws (OpenDP; default) or the "
@@ -260,10 +260,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: the paper's score)")
     p.add_argument("--epsilon", "-e", type=number, required=True, help="privacy budget ε > 0")
     p.add_argument("--delta", "-d", type=number, default=1e-9, help="δ in (0, 1) (default 1e-9)")
-    p.add_argument("--rows", type=int, default=None, help="synthetic rows (default: the noisy number of records)")
+    p.add_argument("--rows", type=integer, default=None, help="synthetic rows (default: the noisy number of records)")
     p.add_argument("--bins", choices=("values", "labels"), default="values",
                    help="binned attributes as each bin's left edge (values, default) or its label '[a, b)'")
-    p.add_argument("--seed", type=int, default=None,
+    p.add_argument("--seed", type=integer, default=None,
                    help="numpy's seeded noise instead of OpenDP's (a reproducible simulation, not a release)")
     p.add_argument("--out", "-o", metavar="FILE", help="the synthetic rows, .parquet or .csv")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file")

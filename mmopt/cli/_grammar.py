@@ -7,12 +7,14 @@ of which spec, and the grammar. Nothing is evaluated.
 
 from __future__ import annotations
 
+import argparse
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from mmopt.cli._numbers import number
 from mmopt.persist._files import CORRUPT_FILE_ERRORS
 
 __all__ = ["Arg", "Node", "Parser", "is_file", "spec_error"]
@@ -105,8 +107,8 @@ class Parser:
         weight = None
         if kind == "word" and self.peek("*"):
             try:
-                weight = float(value)
-            except ValueError:
+                weight = number(value)  # not float(): it read 0_5 as 5
+            except argparse.ArgumentTypeError:
                 raise self.error(pos, f"weight '{value}' is not a number") from None
             if not in_stack:
                 raise self.error(pos, f"weight '{value}*' is only allowed on a part of stack(...)")

@@ -139,12 +139,23 @@ def parse_option(text: str) -> tuple[str, object]:
     low = raw.strip().lower()
     if low in ("true", "false"):
         return key.strip(), low == "true"
+    if "_" in raw and _looks_numeric(raw):  # int() and float() read 1_0 as 10: a typo is as likely
+        raise ValueError(f"The --option value '{text}' has a digit separator '_': write the number plainly "
+                         "(e.g. restarts=10).")
     for kind in (int, float):
         try:
             return key.strip(), kind(raw)
         except ValueError:
             pass
     return key.strip(), raw
+
+
+def _looks_numeric(raw: str) -> bool:
+    try:
+        float(raw)
+    except ValueError:
+        return False
+    return True
 
 
 def _extra(extra) -> dict:

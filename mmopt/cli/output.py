@@ -103,6 +103,9 @@ def budget_arg(text: str | None):
     """--budget as optimize's ``budget``: a name stays a name, a number is CPU seconds (checked by optimize)."""
     if text is None:
         return None
+    if "_" in text:  # float() read 1_0 as 10 seconds; a budget name has no '_' either
+        raise ValueError(f"The --budget value must be fast, default, thorough or CPU seconds written plainly "
+                         f"(e.g. 30). Got '{text}'.")
     try:
         return float(text)
     except ValueError:

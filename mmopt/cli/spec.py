@@ -30,6 +30,7 @@ ValueError: unknown workload 'prefx' at position 0 in 'prefx:8'. Known: ...
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 from collections.abc import Callable
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 
 from mmopt import workload as wl
 from mmopt.cli._grammar import Arg, Node, Parser, is_file, load_npy, load_npz, spec_error
+from mmopt.cli._numbers import integer
 from mmopt.error import NumericalError
 
 __all__ = ["COMPOSITES", "EBNF", "FORMS", "GRAMMAR", "Form", "build_workload", "parse"]
@@ -94,8 +96,8 @@ def _int(arg: Arg, text: str, what: str) -> int:
     if arg.key is not None:
         raise _err(text, arg.pos, f"'{arg.key}={arg.value}' is not expected here; {what} is a plain integer")
     try:
-        return int(arg.value)
-    except ValueError:
+        return integer(arg.value)  # not int(): it read 1_6 as 16
+    except argparse.ArgumentTypeError:
         raise _err(text, arg.pos, f"'{arg.value}' is not an integer ({what})") from None
 
 
@@ -123,7 +125,7 @@ def _random_range(node: Node, text: str):
 def _shape(arg: Arg, text: str) -> tuple[int, ...]:
     if arg.key is not None or not re.fullmatch(r"\d+(x\d+)*", arg.value):
         raise _err(text, arg.pos, f"'{arg.value}' is not a shape like 4x4x4 (sizes joined by 'x')")
-    return tuple(int(s) for s in arg.value.split("x"))
+    return tuple(integer(s) for s in arg.value.split("x"))
 
 
 def _marginals(node: Node, text: str):
@@ -178,8 +180,8 @@ COMPOSITES = (
 # -- builder --------------------------------------------------------------------------------------------
 def _load_file(path: str, text: str, pos: int):
     name = os.path.basename(path)
-    if not os.path.exists(path):
-        raise _err(text, pos, f"workload file '{path}' does not exist")
+    if not os.path.isfile(path):  # a folder said "[Errno 21] Is a directory"
+        raise _err(text, pos, f"workload file '{path}' " + ("is a folder" if os.path.isdir(path) else "does not exist"))
     if path.lower().endswith(".npy"):
         return wl.Workload.from_matrix(load_npy(path, "workload file"), name=name)
     z = load_npz(path, "workload file")  # every member read: a damaged one is refused there

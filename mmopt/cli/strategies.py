@@ -26,6 +26,7 @@ Examples
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import os
 import re
@@ -33,6 +34,7 @@ import re
 from mmopt import strategy as st
 from mmopt import workload as wl
 from mmopt.cli._grammar import Node, Parser, is_file, load_npy, spec_error
+from mmopt.cli._numbers import integer
 
 __all__ = ["STRATEGY_FORMS", "STRATEGY_GRAMMAR", "build_strategy", "persistence"]
 
@@ -76,8 +78,8 @@ def _one(node: Node, n: int, text: str) -> st.Strategy:
         return st.hierarchical(n)
     raw, pos = (name[1:], node.pos) if name != "hierarchical" else (args[0].value, args[0].pos)
     try:
-        b = int(raw)
-    except ValueError:
+        b = integer(raw)  # not int(): it read 1_6 as 16
+    except argparse.ArgumentTypeError:
         raise _err(text, pos, f"branching '{raw}' of '{name}' is not an integer") from None
     return st.hierarchical(n, b)
 
@@ -130,8 +132,8 @@ def saved_file(text: str, workload):
 
 
 def _load(path: str, text: str, pos: int, workload):
-    if not os.path.exists(path):
-        raise _err(text, pos, f"strategy file '{path}' does not exist")
+    if not os.path.isfile(path):  # a folder said "[Errno 21] Is a directory"
+        raise _err(text, pos, f"strategy file '{path}' " + ("is a folder" if os.path.isdir(path) else "does not exist"))
     if path.lower().endswith(".npy"):
         return st.Strategy(load_npy(path, "strategy file"), os.path.basename(path))
     _, load = persistence()

@@ -262,6 +262,9 @@ class Domain:
                     source = json.load(fh)
             except OSError as exc:
                 raise ValueError(f"{caller}: cannot read the domain file {os.fspath(source)!r}: {exc}") from None
+            except UnicodeDecodeError:  # a .npy passed as --domain said only "'utf-8' codec can't decode byte 0x93"
+                raise ValueError(f"{caller}: the domain file {os.fspath(source)!r} is not UTF-8 text: a domain is a "
+                                 "JSON file (see mmopt.records.Domain.to_json).") from None
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{caller}: the domain file is not valid JSON: {exc}") from None
         if not isinstance(source, dict) or not isinstance(source.get("attributes"), list):
