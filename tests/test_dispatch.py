@@ -352,3 +352,14 @@ def test_gram_only_product_workload_with_implicit_strategy_takes_its_twin():
     assert twin.total_squared_error == pytest.approx(dense.total_squared_error, rel=1e-12)
     assert twin.sensitivity == dense.sensitivity and twin.n_queries == dense.n_queries
     assert twin.max_variance is None and twin.max_variance_upper >= twin.total_squared_error / twin.n_queries
+
+
+def test_a_p_identity_strategy_meets_the_dense_prefix_workload_as_its_matrix():
+    """min_error on toeplitz.prefix(n) returns a PIdentityStrategy (n ≥ 512); saved and used on workload.prefix(n)
+    it was refused as "must be a 2-D array ... Got an entry PIdentityStrategy" (a helper's probe)."""
+    from mmopt.search.pidentity import PIdentityStrategy
+    theta = np.abs(np.random.default_rng(0).standard_normal((3, 64)))
+    A = PIdentityStrategy(theta)
+    dense = mmopt.evaluate(wl.prefix(64), A, Privacy(1.0)).total_squared_error
+    assert dense == pytest.approx(mmopt.evaluate(wl.prefix(64), A.to_strategy(), Privacy(1.0)).total_squared_error,
+                                  rel=1e-12)

@@ -6,6 +6,7 @@ import dataclasses
 import datetime
 import json
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -684,3 +685,15 @@ def test_a_bare_matrix_workload_is_refused_with_the_remedy(tmp_path):
                                         r"mmopt\.Workload\.from_matrix"):
         mmopt.save(tmp_path / "s.npz", mmopt.strategy.hierarchical(16), workload=np.eye(16))
     assert not (tmp_path / "s.npz").exists()
+
+
+def test_a_strategy_optimised_with_no_budget_keeps_its_warning_through_a_file(tmp_path):
+    """The in-memory strategy warned when it met the other noise; the loaded one was silent (a helper's probe)."""
+    W = mmopt.workload.all_range(16)
+    save(tmp_path / "unstated", mmopt.optimize(W))
+    with pytest.warns(UserWarning, match="optimised with no privacy given, for Gaussian"):
+        mmopt.evaluate(W, mmopt.load(tmp_path / "unstated.npz").strategy, mmopt.Privacy(1.0))
+    save(tmp_path / "stated", mmopt.optimize(W, privacy=mmopt.Privacy(1.0)))  # a budget given: nothing to say
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mmopt.evaluate(W, mmopt.load(tmp_path / "stated.npz").strategy, mmopt.Privacy(1.0, 1e-6))

@@ -29,9 +29,14 @@ def marked(strategy, norm: str):
     return twin
 
 
+def unstated_norm(strategy) -> str | None:
+    """The norm ``strategy`` was marked with by :func:`marked`, or None (saved and restored by mmopt.persist)."""
+    return getattr(strategy, "__dict__", {}).get(_ATTRIBUTE)
+
+
 def warn_mismatch(strategy, privacy, norm, caller: str) -> None:
     """Warn when ``privacy``'s noise (``norm`` absent) is not the one ``strategy`` was optimised for unasked."""
-    own = getattr(strategy, "__dict__", {}).get(_ATTRIBUTE)
+    own = unstated_norm(strategy)
     wanted = getattr(privacy, "sensitivity_norm", None)
     if own is None or wanted is None or norm is not None or own == wanted:
         return

@@ -172,13 +172,19 @@ def _warn_plan_budget(saved, made_for, P, path: str) -> None:
     extra = (saved.result or {}).get("extra") or {}
     if extra.get("targets") is None:
         return
-    ratio = variance_factor(P.epsilon, P.delta) / variance_factor(made_for.epsilon, made_for.delta)
+    # this release draws OpenDP's noise ("release"); the plan met its targets at its own calibration (files before it
+    # was recorded: "release", plan's default)
+    planned = extra.get("plan_calibration", "release")
+    ratio = variance_factor(P.epsilon, P.delta) / variance_factor(made_for.epsilon, made_for.delta, planned)
     if ratio > 1.0 + 1e-9:
         delta = f" --delta {made_for.delta!r}" if made_for.delta else ""
+        how = (f"release with --epsilon {made_for.epsilon!r}{delta}" if planned == "release" else
+               "plan again without --calibration analytic (that calibration is for noise drawn elsewhere; this "
+               "release draws OpenDP's, whose σ is larger at the same ε)")
         print(f"mmopt: warning: '{path}' was planned to meet its targets at ε = {made_for.epsilon!r}, δ = "
-              f"{made_for.delta:g}; this release's noise variance is {ratio:.4g}× that, so its standard errors are "
-              f"up to {ratio ** 0.5:.4g}× the targets. To meet them, release with --epsilon {made_for.epsilon!r}"
-              f"{delta}.", file=sys.stderr, flush=True)
+              f"{made_for.delta:g} ({planned} calibration); this release's noise variance is {ratio:.4g}× that, so "
+              f"its standard errors are up to {ratio ** 0.5:.4g}× the targets. To meet them, {how}.",
+              file=sys.stderr, flush=True)
 
 
 def _searched(W):

@@ -127,6 +127,10 @@ def route(workload, strategy, caller: str):
             strategy = strategy.to_strategy()
     if strategy is None:
         return ("product" if isinstance(workload, ImplicitWorkload) else "dense"), workload, None
+    if family == "dense" and isinstance(strategy, PIdentityStrategy) and not stream_native(strategy):
+        # the p-Identity strategy min_error returns on toeplitz.prefix(n), saved and used on workload.prefix(n): it
+        # was refused as "must be a 2-D array ... Got an entry PIdentityStrategy" (a helper's probe)
+        strategy = strategy.to_strategy()
     if family == "dense" and stream_native(strategy):
         # what optimize(workload.prefix(n), method="toeplitz" | "weighted_sqrt") returns: with its dense workload it
         # was refused as "must be a 2-D array". Prefix sums or all ranges (rows checked) take the stream path, any

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from mmopt._base.intent import marked, unstated_norm
 from mmopt._base.jsonable import jsonable, to_float
 from mmopt._base.result import OptimizeResult
 from mmopt.dense._strategy_core import Strategy
@@ -183,6 +184,11 @@ def save(path, strategy_or_result, *, workload=None, privacy=None, overwrite: bo
                                                               "calibration": privacy.calibration,
                                                               "noise": privacy.noise}),
             "workload": wmeta}
+    if privacy is None and (unstated := unstated_norm(strategy)) is not None:
+        # optimised, and saved, with no budget given: the mark that warns when it meets the other noise travels
+        # with the file (a loaded strategy was silent where the one in memory warned; a helper's probe). With a
+        # budget the file records its noise itself; absent otherwise, so such files are as before
+        meta["unstated_norm"] = unstated
     meta["checksum"] = fmt.checksum(meta, arrays)
     text = np.frombuffer(fmt.canonical(meta).encode("utf-8"), dtype=np.uint8)
     pf.write_atomically(target, {fmt.METADATA: text, **arrays}, overwrite)
@@ -248,6 +254,10 @@ def load(path, *, workload=None) -> SavedStrategy:
     if cs.get("arrays") != fmt.arrays_digest(raw):
         fail("was corrupted or edited: its arrays do not match the SHA-256 checksum in its metadata")
     strategy = fmt.decode(meta.get("strategy"), raw, fail)
+    if (unstated := meta.get("unstated_norm")) is not None:
+        if unstated not in ("l1", "l2"):
+            fail(f"records an unknown 'unstated_norm' {unstated!r:.40}")
+        strategy = marked(strategy, unstated)
     for section in ("result", "privacy", "workload"):
         fmt.field(meta, section, (dict, type(None)), "metadata", fail)
     if meta["privacy"] is not None:
