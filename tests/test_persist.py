@@ -697,3 +697,29 @@ def test_a_strategy_optimised_with_no_budget_keeps_its_warning_through_a_file(tm
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         mmopt.evaluate(W, mmopt.load(tmp_path / "stated.npz").strategy, mmopt.Privacy(1.0, 1e-6))
+
+
+def test_paths_and_unsaveable_objects_are_said_with_a_remedy(tmp_path, monkeypatch):
+    """A helper's probe: save('results/') wrote ./results.npz, '~' was read as a folder named '~' ('Create it
+    first'), and a Plan, a SavedStrategy or a grouping-set strategy were refused with no way out."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    A = st.identity(4)
+    with pytest.raises(ValueError, match="ends in a separator, so it names a directory"):
+        save("results/", A)
+    assert save("~/a.npz", A) == tmp_path / "a.npz" and mmopt.load("~/a.npz").strategy.name == "identity"
+    p = mmopt.plan(mmopt.workload.prefix(4), targets=5.0, delta=1e-6)
+    with pytest.raises(TypeError, match=r"Got Plan\. Save plan.result, with privacy=plan.privacy"):
+        save("p", p)
+    save("p", p.result, privacy=p.privacy)
+    with pytest.raises(TypeError, match=r"Got SavedStrategy\. Save its \.strategy"):
+        save("q", mmopt.load("p.npz"))
+    from mmopt.hierarchy import Hierarchy, grouping_sets
+    geo = Hierarchy.from_parents([[0, 0, 1, 1]], level_names=("nation", "state", "county"))
+    W = grouping_sets([geo], [("state",), ("county",)])
+    H = mmopt.optimize(W, privacy=mmopt.Privacy(1.0, 1e-6), method="hierarchy").strategy
+    with pytest.raises(TypeError, match=r"Strategy.from_gram\(A.dense_gram\(\)\)"):
+        save("h", H)
+    twin = mmopt.Strategy.from_gram(H.dense_gram())  # the remedy, as said: the same errors
+    assert mmopt.evaluate(W, twin, mmopt.Privacy(1.0, 1e-6)).total_squared_error == pytest.approx(
+        mmopt.evaluate(W, H, mmopt.Privacy(1.0, 1e-6)).total_squared_error, rel=1e-9)

@@ -44,10 +44,15 @@ def check_path(path, caller: str) -> Path:
     if not isinstance(path, str | os.PathLike) or isinstance(os.fspath(path), bytes):
         raise TypeError(f"The 'path' parameter of {caller} must be a non-empty str or os.PathLike. "
                         f"Got {type(path).__name__} {str(path)[:40]!r}.")
-    if not os.fspath(path):  # the right type, the wrong value
+    text = os.fspath(path)
+    if not text:  # the right type, the wrong value
         raise ValueError(f"The 'path' parameter of {caller} must be a non-empty str or os.PathLike (a file name). "
                          "Got '' instead.")
-    return Path(os.fspath(path))
+    if text.endswith(("/", os.sep)):  # Path() drops the slash: save("results/") wrote ./results.npz
+        raise ValueError(f"The 'path' parameter of {caller} ends in a separator, so it names a directory: "
+                         f"'{text}'. Give a file name, e.g. '{text}strategy.npz'.")
+    # ~ as the shell reads it: "the directory '~' does not exist. Create it first." invited a folder named '~'
+    return Path(os.path.expanduser(text))
 
 
 def npz_name(path, caller: str) -> Path:

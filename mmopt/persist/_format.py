@@ -47,10 +47,18 @@ def kind_of(strategy, caller: str = "save") -> str:
     if not isinstance(strategy, ImplicitStrategy):
         if (kind := pt.kind_of(strategy) or pr.kind_of(strategy)) is not None:
             return kind
+        kind = type(strategy).__name__
+        # what to save instead, per object met in the wild (each was refused with no remedy; a helper's probe)
+        remedy = {"Plan": " Save plan.result, with privacy=plan.privacy (the plan's strategy and budget).",
+                  "SavedStrategy": " Save its .strategy (load returned it wrapped with the file's metadata).",
+                  "HierarchyStrategy": " A grouping-set strategy has no file kind yet; at ≤ 4,096 cells save "
+                                       "mmopt.Strategy.from_gram(A.dense_gram()) (evaluate and release take it).",
+                  "NodeStrategy": " A grouping-set strategy has no file kind yet; at ≤ 1,024 cells "
+                                  "optimize(W, privacy=...) returns a dense strategy where it is better, which "
+                                  "saves; or keep the workload and optimise again (deterministic)."}
         raise TypeError(f"The 'strategy_or_result' parameter of {caller} must be a Strategy, an implicit strategy "
-                        "(mmopt.strategy.kron/stack/marginals), a mmopt.toeplitz or residual strategy or an "
-                        "OptimizeResult. "
-                        f"Got {type(strategy).__name__}.")
+                        "(mmopt.strategy.kron/stack/marginals), a mmopt.toeplitz, tree, p-Identity or residual "
+                        f"strategy or an OptimizeResult. Got {kind}.{remedy.get(kind, '')}")
     if _marginal_masks(strategy) is not None:
         return "marginals"
     return "product" if strategy.is_product else "union"
