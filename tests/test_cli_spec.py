@@ -442,4 +442,6 @@ def test_plan_prints_no_release_command_whose_noise_would_miss_the_targets(capsy
     r = _json_of(capsys, "plan", "prefix:8", "--target", "5", "-d", "1e-6", "--calibration", "analytic")
     assert r["release_with"] is None and "--calibration release" in r["release_note"]
     r = _json_of(capsys, "plan", "prefix:8", "--target", "5", "-d", "1e-6")
-    assert r["release_with"].startswith("mmopt release prefix:8") and "release_note" not in r
+    assert r["release_with"].startswith("mmopt release prefix:8") and "--save FILE.npz" in r["release_note"]
+    import shlex  # the command pastes into a shell: "(plan --save FILE.npz)" inside it did not (a newcomer's audit)
+    assert "(" not in r["release_with"] and shlex.split(r["release_with"])[5:7] == ["--strategy", "FILE.npz"]

@@ -266,9 +266,13 @@ def plan(args) -> int:
                                   "draws OpenDP's larger σ and would miss them: plan with --calibration release "
                                   "(the default) for a release command")
     else:
+        # a command that pastes into a shell: "(plan --save FILE.npz)" inside it was a syntax error (a newcomer's
+        # audit), so without --save the note says how to get the file
         record["release_with"] = (f"mmopt release {shlex.quote(args.spec)} --data FILE --strategy "
-                                  f"{shlex.quote(args.save) if args.save else 'FILE.npz (plan --save FILE.npz)'} "
+                                  f"{shlex.quote(args.save) if args.save else 'FILE.npz'} "
                                   f"--epsilon {p.epsilon!r}{delta} --out answers.csv")
+        if not args.save:
+            record["release_note"] = "FILE.npz: plan again with --save FILE.npz (the planned strategy meets them)"
     text = out.table(list(record.items()), f"plan({W.name}, {args.kind} <= {args.target:g}):")
     _emit(args, record, text)
     return 0
