@@ -10,7 +10,8 @@ set's group totals are Q x̂ = (Q F) y for its group indicators Q (the unweighte
 release answers), so at unit noise per Δ₂ = 1 their variances are Δ₂²·‖(Q F)_g‖² (Li et al., PODS 2010, Prop.
 4.4, per query). A group total outside A's row space (Q (I − F A) ≠ 0) gets variance inf, which
 :func:`mmopt.hierarchy.release.refuse_unmeasured` refuses before any data is read. Both products are formed by
-:func:`mmopt.hierarchy.release.set_sums` on F (and on I − F A) with the extra axis trailing: O(N·m) memory.
+:func:`mmopt.hierarchy.release.set_sums` on F (and on I − F A) with the extra axis trailing: O(N·(m + N)) memory,
+checked before it is allocated.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import math
 
 import numpy as np
 
+from mmopt._base import validation as v
 from mmopt.hierarchy.workload import HierarchyWorkload
 
 __all__ = ["dense_measurements"]
@@ -36,6 +38,8 @@ def dense_measurements(W: HierarchyWorkload, A, *, caller: str):
         raise ValueError(f"The 'strategy' parameter of {caller} is a dense strategy over {M.shape[1]:,} cells, but the "
                          f"grouping sets' domain {tuple(W.shape)} has {N:,}. Optimise a strategy for this workload "
                          "(omit 'strategy').")
+    v.check_allocation(4 * N * (M.shape[0] + N), what=f"the least-squares operator of a dense strategy on {N:,} cells",
+                       caller=caller, remedy=" Use the hierarchy families' strategy (omit 'strategy').")
     F = np.linalg.pinv(M)  # N×m; an SVD: κ(A)·eps, where (AᵀA)⁺ would square it
     outside = np.eye(N) - F @ M  # projector onto the complement of A's row space
     Delta = float(A.sensitivity("l2"))
