@@ -197,3 +197,20 @@ def test_an_accountant_release_of_grouping_sets_returns_it_and_records_its_rho(c
     # ρ = Δ'²/(2σ²) at the σ drawn, Δ' the sensitivity OpenDP charged (Δ rounded up: ≤ 10⁻⁶ relative)
     want = A.sensitivity("l2") ** 2 / (2 * out.noise_scale**2)
     assert want <= spend.rho <= want * (1 + 3e-6)
+
+
+def test_autos_dense_strategy_releases_as_the_families_do():
+    """On small grouping sets auto may return a dense strategy: mmopt.release takes it as the families' strategies
+    (x shaped or flat, answers per grouping set, the same variances as evaluate's), not through the dense path,
+    which refused a shaped x."""
+    geo = Hierarchy.from_parents([[0, 0, 0, 1, 2, 2]], level_names=("nation", "state", "county"), name="geo")
+    W = grouping_sets([geo, Hierarchy.flat(2, name="sex")], cross(rollup("state", "county"), [("sex",), ()]))
+    P = mmopt.Privacy(1.0, 1e-6)
+    A = mmopt.optimize(W, privacy=P).strategy
+    assert type(A).__name__ == "Strategy"  # the dense optimum (12 cells)
+    x = np.arange(12.0).reshape(W.shape)
+    out = mmopt.release(W, A, x, mmopt.Privacy(1e4, 1e-6))
+    flat = mmopt.release(W, A, x.ravel(), mmopt.Privacy(1e4, 1e-6))
+    assert type(out).__name__ == type(flat).__name__ == "HierarchyRelease" and len(out.answers) == len(W.sets)
+    total = sum(float(np.sum(v)) for v in out.variances) / out.noise_scale**2 * A.sensitivity("l2") ** 2
+    assert total == pytest.approx(mmopt.evaluate(W, A, norm="l2").total_squared_error, rel=1e-8)

@@ -183,8 +183,20 @@ def release(workload, strategy, x, privacy, *, noise_scale: float | None = None,
     if unexpected:
         raise unexpected_keywords("release", unexpected, _RELEASE_KEYWORDS, _RELEASE_HINTS)
     family, W, A = route(workload, strategy, "release")
+    if _dense_on_grouping_sets(workload, strategy, reconstruct, total, zeros, reconstruct_options):
+        # auto's dense optimum on small grouping sets releases as the families' strategies do (x shaped or flat,
+        # answers per grouping set): through the dense path a shaped x was refused (a test of the change)
+        family, W, A = "hierarchy", workload, strategy
     warn_mismatch(strategy, privacy, None, "release")
     kw = dict(noise_scale=noise_scale, reconstruct=reconstruct, total=total, zeros=zeros,
               reconstruct_options=reconstruct_options)
     with _runtime.heavy_call(), keeping_draws("release"):  # a Ctrl-C after the draw keeps y on the exception
         return OPS[family]["release"](W, A, x, privacy, **kw)
+
+
+def _dense_on_grouping_sets(workload, strategy, reconstruct, total, zeros, options) -> bool:
+    """A HierarchyWorkload with a dense Strategy, released by least squares (the hierarchy release's one)."""
+    from mmopt.dense._strategy_core import Strategy
+    from mmopt.hierarchy.workload import HierarchyWorkload
+    return (isinstance(workload, HierarchyWorkload) and isinstance(strategy, Strategy)
+            and reconstruct == "least_squares" and total is None and zeros is None and not options)

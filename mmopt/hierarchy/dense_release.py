@@ -29,9 +29,9 @@ __all__ = ["dense_measurements"]
 SUPPORT_TOL = 1e-9
 
 
-def dense_measurements(W: HierarchyWorkload, A, *, caller: str):
-    """(answer, finish, unit variances per set, exact Δ₂, size) of the dense :class:`~mmopt.Strategy` ``A``."""
-    from mmopt.hierarchy.release import set_sums
+def dense_measurements(W: HierarchyWorkload, A, set_sums, *, caller: str):
+    """(answer, finish, unit variances per set, exact Δ₂, size) of the dense :class:`~mmopt.Strategy` ``A``;
+    ``set_sums`` is :func:`mmopt.hierarchy.release.set_sums` (passed in: that module imports this one)."""
     N = math.prod(W.shape)
     M = A.matrix
     if M.shape[1] != N:

@@ -134,7 +134,7 @@ def measurements(W: HierarchyWorkload, A, *, caller: str = "measurements") -> Me
     from mmopt.dense._strategy_core import Strategy
     if isinstance(A, Strategy):  # optimize's "auto" on small irregular grouping sets (mmopt.hierarchy.dense_release)
         from mmopt.hierarchy.dense_release import dense_measurements
-        answer, finish, unit, Delta, size = dense_measurements(W, A, caller=caller)
+        answer, finish, unit, Delta, size = dense_measurements(W, A, set_sums, caller=caller)
         return Measurements(answer, finish, unit, Delta, upper_sensitivity(Delta, caller=caller), "dense", size)
     if not isinstance(A, HierarchyStrategy | hn.NodeStrategy):  # before A.sensitivity(): a raw AttributeError
         raise TypeError(f"The 'strategy' parameter of {caller} must be a HierarchyStrategy, NodeStrategy or dense "
