@@ -7,7 +7,7 @@ import argparse
 import math
 import re
 
-__all__ = ["integer", "number"]
+__all__ = ["integer", "is_number", "number"]
 
 _INTEGER = re.compile(r"[+-]?\d+")
 
@@ -56,3 +56,12 @@ def integer(text: str) -> int:
     if not _INTEGER.fullmatch(s) or not s.lstrip("+-").isascii():
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer written in digits (e.g. 16)")
     return int(s)
+
+
+def is_number(text: str) -> bool:
+    """Whether Python's ``float`` reads ``text`` (a CSV cell, an --option value): a looser test than :func:`number`."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -16,6 +16,7 @@ import mmopt
 from mmopt._base.atomic import atomic_target
 from mmopt.cli import output as out
 from mmopt.cli._grammar import load_npy
+from mmopt.cli._numbers import is_number
 from mmopt.workload import ImplicitWorkload
 
 __all__ = ["atomic_save", "check_data", "expected_release_error", "fallback", "load_data", "measurement_table"]
@@ -47,7 +48,7 @@ def _after_header(path: str) -> np.ndarray | None:
     with open(path, encoding="utf-8-sig") as f:
         first = f.readline().strip()
     cells = [c.strip() for c in first.split(",")]
-    if not first or any(_is_number(c) for c in cells):
+    if not first or any(is_number(c) for c in cells):
         return None
     try:
         x = np.loadtxt(path, delimiter=",", ndmin=1, encoding="utf-8-sig", skiprows=1)
@@ -59,13 +60,6 @@ def _after_header(path: str) -> np.ndarray | None:
         return x
     return None
 
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def check_data(path: str, W, x: np.ndarray) -> np.ndarray:

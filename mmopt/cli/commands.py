@@ -16,6 +16,7 @@ import shlex
 import mmopt
 from mmopt._base.guards import log10_variance_factor
 from mmopt.cli import output as out
+from mmopt.cli._numbers import is_number
 from mmopt.cli.spec import COMPOSITES, EBNF, FORMS, build_workload
 from mmopt.cli.strategies import STRATEGY_FORMS, build_strategy, persistence, saved_file
 from mmopt.structured import svd_bound as implicit_svd_bound
@@ -139,7 +140,7 @@ def parse_option(text: str) -> tuple[str, object]:
     low = raw.strip().lower()
     if low in ("true", "false"):
         return key.strip(), low == "true"
-    if "_" in raw and _looks_numeric(raw):  # int() and float() read 1_0 as 10: a typo is as likely
+    if "_" in raw and is_number(raw):  # int() and float() read 1_0 as 10: a typo is as likely
         raise ValueError(f"The --option value '{text}' has a digit separator '_': write the number plainly "
                          "(e.g. restarts=10).")
     for kind in (int, float):
@@ -149,13 +150,6 @@ def parse_option(text: str) -> tuple[str, object]:
             pass
     return key.strip(), raw
 
-
-def _looks_numeric(raw: str) -> bool:
-    try:
-        float(raw)
-    except ValueError:
-        return False
-    return True
 
 
 def _extra(extra) -> dict:
