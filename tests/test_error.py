@@ -1,5 +1,7 @@
 """Error analysis: paper values (Fig. 3, Ex. 4.7, Thms 6.29/6.30), oracles and properties."""
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -355,3 +357,15 @@ def test_per_query_variances_of_an_ill_conditioned_strategy_match_the_stored_row
     assert np.allclose(got, want, rtol=1e-9, atol=0)
     orthogonal = np.abs(rows @ np.array([1.0, 0.0, -1.0, 0.0])) < 0.5  # w₀ = w₂: no weight on the weak direction
     assert np.allclose(got[orthogonal], np.sum(rows[orthogonal] ** 2, axis=1), rtol=1e-9)
+
+
+def test_rmse_is_reported_where_only_its_square_overflows():
+    """ε = 1e-300: the mean squared error (~1.7·10⁶⁰¹) leaves float64, its root (~4·10³⁰⁰) does not, and was reported
+    inf (a newcomer's audit). Oracle: the RMSE at ε = 1 scaled by 10³⁰⁰ (Laplace: RMSE ∝ 1/ε)."""
+    import warnings
+    W, A = mmopt.workload.prefix(16), mmopt.strategy.identity(16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the total's own overflow warning
+        far = mmopt.evaluate(W, A, mmopt.Privacy(1e-300))
+    assert math.isinf(far.mean_squared_error)
+    assert far.rmse == pytest.approx(mmopt.evaluate(W, A, mmopt.Privacy(1.0)).rmse * 1e300, rel=1e-10)
