@@ -182,11 +182,13 @@ def release(workload, strategy, x, privacy, *, noise_scale: float | None = None,
     """
     if unexpected:
         raise unexpected_keywords("release", unexpected, _RELEASE_KEYWORDS, _RELEASE_HINTS)
-    family, W, A = route(workload, strategy, "release")
     if _dense_on_grouping_sets(workload, strategy, reconstruct, total, zeros, reconstruct_options):
         # auto's dense optimum on small grouping sets releases as the families' strategies do (x shaped or flat,
-        # answers per grouping set): through the dense path a shaped x was refused (a test of the change)
+        # answers per grouping set): through the dense path a shaped x was refused (a test of the change). Decided
+        # before route(), which would densify the workload for the dense path only to be set aside
         family, W, A = "hierarchy", workload, strategy
+    else:
+        family, W, A = route(workload, strategy, "release")
     warn_mismatch(strategy, privacy, None, "release")
     kw = dict(noise_scale=noise_scale, reconstruct=reconstruct, total=total, zeros=zeros,
               reconstruct_options=reconstruct_options)

@@ -69,7 +69,8 @@ def product_route(workload, targets, caller: str = CALLER) -> tuple[str, tuple] 
 
 def max_ratio(W, A, tau, norm: str) -> tuple[float, np.ndarray]:
     """(max_i vᵢ/τᵢ, v) of strategy A at unit privacy: vᵢ = Δ² wᵢ (AᵀA)⁺ wᵢᵀ, exactly from A (evaluate's
-    per-query variances); a strategy that does not support every query scores inf.
+    per-query variances); a strategy that does not support every query scores inf. ``W``: the rows, as an array
+    or as the dense Workload of them (built once by a caller that scores several strategies: from_matrix copies).
 
     From A, not AᵀA: the Gram's Cholesky carried κ(A)²·eps, so on rows scaled over 10^±3 the objective came out
     6.6·10⁻⁴ above evaluate's (and with targets below it, so plan found its own check inconsistent), and its
@@ -77,10 +78,11 @@ def max_ratio(W, A, tau, norm: str) -> tuple[float, np.ndarray]:
     from mmopt._base.guards import NumericalError, Unsupported
     from mmopt.dense._workload_type import Workload
     from mmopt.error import evaluate
+    rows = W if isinstance(W, Workload) else Workload.from_matrix(W)
     try:
-        variance = evaluate(Workload.from_matrix(W), A, None, norm=norm, per_query=True).per_query_variance
+        variance = evaluate(rows, A, None, norm=norm, per_query=True).per_query_variance
     except (Unsupported, NumericalError):  # a query outside A's row space, or an error float64 cannot hold
-        variance = np.full(W.shape[0], np.inf)
+        variance = np.full(rows.n_queries, np.inf)
     return float(np.max(variance / tau)), variance
 
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from mmopt._base import validation as v
 from mmopt._base.result import SUCCESS, OptimizeResult, reconcile
+from mmopt.dense._workload_type import Workload
 from mmopt.family.call import Call, check_common
 from mmopt.family.maxvar_routes import marginals_of, max_ratio, structured
 from mmopt.family.targets import check_dense_size, check_targets, dense_rows
@@ -70,7 +71,6 @@ def _min_error(W: np.ndarray, tau: np.ndarray) -> list:
     """The min_error strategy of the target-weighted rows W/√τ (total Σ vᵢ/τᵢ, a proxy for the largest vᵢ/τᵢ),
     a Laplace candidate up to :data:`MIN_ERROR_LIMIT` cells; none when the search fails to give one. Seeded with 0,
     so that a plan is the same on every run (the call's own seed is fresh entropy unless the user gave one)."""
-    from mmopt.dense._workload_type import Workload
     from mmopt.optimize import optimize
     if not 2 <= W.shape[1] <= MIN_ERROR_LIMIT:
         return []
@@ -138,7 +138,8 @@ def _run(workload, method, call: Call) -> OptimizeResult:
     A = Strategy.from_gram(sol.gram, name="max_variance")
     candidates = [A] if norm == "l2" else [A, *_closed_forms(dense.domain_size), *_greedy_h(dense), *_workload_rows(W),
                                            *_min_error(W, tau)]
-    (ratio, variance), A = min(((max_ratio(W, B, tau, norm), B) for B in candidates), key=lambda t: t[0][0])
+    rows = Workload.from_matrix(W)  # once for every candidate (a copy of W: 537 MB on all ranges of 512 cells)
+    (ratio, variance), A = min(((max_ratio(rows, B, tau, norm), B) for B in candidates), key=lambda t: t[0][0])
     bound = sol.lower_bound  # the L2 minimax value bounds the L1 objective too (‖a‖₁ ≥ ‖a‖₂ per column)
     what = "largest variance" if call.targets is None else "largest variance / target"
     message = (f"Minimax over query weights (L2 dual): {what} {ratio:.6g} at unit privacy, certified lower bound "
