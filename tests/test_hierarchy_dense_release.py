@@ -1,0 +1,54 @@
+"""mmopt.hierarchy.dense_release: a dense strategy's grouping-set measurements, against Monte-Carlo runs of the
+mechanism (y = A x + N(0, σ²), least squares, group totals) — full-rank and rank-deficient strategies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt.hierarchy import Hierarchy, cross, grouping_sets, rollup
+from mmopt.hierarchy.release import measurements, set_sums
+
+GEO = Hierarchy.from_parents([[0, 0, 0, 1, 2, 2]], level_names=("nation", "state", "county"), name="geo")
+W = grouping_sets([GEO, Hierarchy.flat(2, name="sex")], cross(rollup("state", "county"), [("sex",), ()]))
+
+
+def _monte_carlo(A, runs: int = 20000, sigma: float = 1.0, seed: int = 0):
+    m = measurements(W, A)
+    x = np.arange(12.0).reshape(W.shape)
+    noise = np.random.default_rng(seed).normal(0.0, sigma, (runs, A.matrix.shape[0]))
+    answers = [np.stack(s) for s in zip(*(m.finish(m.answer(x) + z) for z in noise), strict=True)]
+    return m, x, answers
+
+
+@pytest.mark.parametrize("kind", ["auto", "rank_deficient"])
+def test_variances_and_answers_match_the_mechanism(kind):
+    if kind == "auto":
+        A = mmopt.optimize(W, privacy=mmopt.Privacy(1.0, 1e-6)).strategy
+        assert type(A).__name__ == "Strategy"
+    else:  # the state totals per sex and the cells of state 0: counties 4 and 5 (state 2) are not estimable
+        state_of = np.repeat([0, 0, 0, 1, 2, 2], 2)  # cell (county c, sex s) is c·2 + s
+        sex_of = np.tile([0, 1], 6)
+        states = [((state_of == st) & (sex_of == sx)).astype(float) for st in range(3) for sx in range(2)]
+        A = mmopt.Strategy(np.vstack([*states, np.eye(12)[:6]]))
+    m, x, answers = _monte_carlo(A)
+    exact = set_sums(W, x)
+    Delta = A.sensitivity("l2")
+    measured = 0
+    for unit, got, want in zip(m.unit, answers, exact, strict=True):
+        finite = np.isfinite(unit)
+        if kind == "auto":
+            assert finite.all()
+        var = unit / Delta**2  # σ = 1
+        emp = got.var(axis=0)
+        # 20,000 runs: the sample variance's relative sd is √(2/19,999) = 1 %; 5 sd
+        np.testing.assert_allclose(emp[finite], var[finite], rtol=0.05, atol=1e-12)
+        np.testing.assert_allclose(got.mean(axis=0)[finite], want[finite], atol=5 * np.sqrt(var[finite].max() / 2e4))
+        measured += int(finite.sum())
+    assert measured > 0
+    if kind == "rank_deficient":
+        assert not all(np.isfinite(u).all() for u in m.unit)  # the unmeasured county groups: inf, refused
+        from mmopt.hierarchy.release import refuse_unmeasured
+        with pytest.raises(ValueError, match="does not measure"):
+            refuse_unmeasured(m, "test")
