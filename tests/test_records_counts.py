@@ -165,6 +165,12 @@ def test_refusals(df, tmp_path):
     numbered = Domain((Attribute("0", categories=(1, 2)),))  # an int column 0 is not the attribute '0': said so
     with pytest.raises(ValueError, match=r"has no column '0' .*Its columns are \[0\]\. .*astype\(str\)"):
         marginal_counts(pd.DataFrame({0: [1, 2]}), numbered, [(0,)])
+    # a column equal up to case or spaces (SQL engines fold case, CSV headers keep spaces) is named, not used
+    for column in ("Age", " age "):
+        with pytest.raises(ValueError, match=rf"has no column 'age' .*Did you mean '{column}'\? .*case and spaces"):
+            marginal_counts(df.rename(columns={"age": column}), D, [(0,)])
+    with pytest.raises(ValueError, match=r"has no column 'age' .*\]\.$"):  # nothing near: no guess
+        marginal_counts(df.rename(columns={"age": "zzz"}), D, [(0,)])
     # text under a numeric attribute is parsed as a CSV cell, from a DataFrame too (Dask turns object columns into
     # text, and the files, Polars and DuckDB parse it: one table, one count); what is not a number is dropped, said
     typed = marginal_counts(df.assign(age=df["age"].astype(str)), D, [(0,)])

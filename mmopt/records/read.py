@@ -88,6 +88,17 @@ _WANTS = {"text": "strings (string categories)", "number": "numbers (numeric cat
           "bins": "numbers (numeric bin edges)"}
 
 
+def _near(missing: str, columns) -> str:
+    """" Did you mean …?" for a column equal up to case and surrounding spaces (SQL engines fold case; a CSV
+    header keeps its spaces), else the closest by difflib; names are matched exactly, so say so."""
+    import difflib
+    text = [c for c in columns if isinstance(c, str)]
+    key = str(missing).strip().casefold()
+    near = [c for c in text if c.strip().casefold() == key] or difflib.get_close_matches(str(missing), text, n=1)
+    return (f" Did you mean {near[0]!r}? Names are matched exactly (case and spaces count): rename the column or the "
+            "attribute." if near else "")
+
+
 def check_schema(kinds: dict, domain: Domain, *, caller: str, name: str = "records") -> None:
     """Every domain attribute has a column ({name: kind}) whose kind can hold its values; else ValueError naming
     ``caller``'s parameter ``name`` (mmopt.sql's is 'source', privbayes' 'data')."""
@@ -95,7 +106,7 @@ def check_schema(kinds: dict, domain: Domain, *, caller: str, name: str = "recor
     if missing:
         shown = sorted(kinds, key=str)[:20]  # as they are: a column 0 (an int) is not the attribute '0'
         hint = (" Column names are matched as given: make them strings (df.columns = df.columns.astype(str))."
-                if any(not isinstance(c, str) and str(c) in missing for c in kinds) else "")
+                if any(not isinstance(c, str) and str(c) in missing for c in kinds) else _near(missing[0], kinds))
         raise ValueError(f"The '{name}' parameter of {caller} has no column {missing[0]!r} (domain attributes "
                          f"{missing} are missing). Its columns are {shown}{' …' if len(kinds) > 20 else ''}.{hint}")
     for a in domain.attributes:
