@@ -105,6 +105,13 @@ def test_bad_spec_names_token_position_and_grammar(text, token, pos):
 def test_unknown_name_lists_the_known_ones():
     msg = str(pytest.raises(ValueError, sp.parse, "prefx:8").value)
     assert msg.startswith("unknown workload 'prefx' at position 0 in 'prefx:8'. Known: identity, total, prefix")
+    assert msg.split("\n")[0].endswith("FILE.npz. Did you mean 'prefix'?")  # up to case too, and kron/stack:
+    for typo, meant in (("Prefix:8", "prefix"), ("allrange:8", "all_range"), ("krn(prefix:4)", "kron")):
+        assert f"Did you mean '{meant}'?" in str(pytest.raises(ValueError, sp.parse, typo).value)
+    assert "Did you mean" not in str(pytest.raises(ValueError, sp.parse, "zzzz:3").value)  # nothing near: no guess
+    msg = str(pytest.raises(ValueError, sp.parse, "prefix(64)").value)  # only kron and stack take parentheses
+    assert msg.startswith("unexpected '(' after a complete workload (arguments follow colons: 'prefix:…') at "
+                          "position 6")
 
 
 @pytest.mark.parametrize("text, library, pos", [

@@ -41,10 +41,11 @@ class Node:
     weight: float | None = None
 
 
-def spec_error(text: str, pos: int, what: str, *, known: str = "", grammar: str) -> ValueError:
-    """The one message format: what went wrong, at which position of which spec, and the grammar."""
+def spec_error(text: str, pos: int, what: str, *, known: str = "", hint: str = "", grammar: str) -> ValueError:
+    """The one message format: what went wrong, at which position of which spec, the known names, a hint, and the
+    grammar."""
     tail = f" Known: {known}." if known else ""
-    return ValueError(f"{what} at position {pos} in '{text}'.{tail}\n{grammar}")
+    return ValueError(f"{what} at position {pos} in '{text}'.{tail}{hint}\n{grammar}")
 
 
 # -- tokens and parser -------------------------------------------------------------------------------
@@ -83,6 +84,13 @@ class Parser:
     def error(self, pos: int, what: str, **kw) -> ValueError:
         return spec_error(self.text, pos, what, grammar=self.grammar, **kw)
 
+    def suggest(self, word: str) -> str:
+        """" Did you mean 'prefix'?" for a known name equal up to case or close by difflib, else ""."""
+        import difflib
+        names = [w for w in re.findall(r"[A-Za-z_]\w*", self.known) if self.is_known(w) or w in self.calls]
+        near = [w for w in names if w.casefold() == word.casefold()] or difflib.get_close_matches(word, names, n=1)
+        return f" Did you mean '{near[0]}'?" if near else ""
+
     def peek(self, value: str | None = None):
         tok = self.toks[self.i] if self.i < len(self.toks) else None
         return tok if value is None or (tok is not None and tok[1] == value) else None
@@ -99,7 +107,10 @@ class Parser:
         node = self.part(in_stack=False)
         extra = self.peek()
         if extra is not None:
-            raise self.error(extra[2], f"unexpected '{extra[1]}' after a complete {self.noun}")
+            # prefix(64): arguments follow colons, only kron and stack take parentheses
+            hint = (f" (arguments follow colons: '{node.name}:…')" if extra[1] == "(" and node.kind == "leaf"
+                    else "")
+            raise self.error(extra[2], f"unexpected '{extra[1]}' after a complete {self.noun}{hint}")
         return node
 
     def part(self, in_stack: bool) -> Node:
@@ -125,7 +136,7 @@ class Parser:
         if is_file(word):
             return Node("file", word, pos)
         if not self.is_known(word):
-            raise self.error(pos, f"unknown {self.noun} '{word}'", known=self.known)
+            raise self.error(pos, f"unknown {self.noun} '{word}'", known=self.known, hint=self.suggest(word))
         args = []
         while self.peek(":"):
             self.i += 1
