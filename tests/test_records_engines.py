@@ -212,6 +212,26 @@ def test_text_under_a_numeric_attribute_is_parsed_as_in_a_csv(tmp_path):
             _same(got, want, name)
 
 
+def test_true_and_false_in_a_csv_count_as_the_bool_column_does(tmp_path):
+    """pd.read_csv reads True/False as bools, which count as 1/0 under numeric categories; the CSV paths (pyarrow,
+    DuckDB, Polars) read them as text and dropped them: the same file gave [1, 2] and [0, 0]."""
+    df = pd.DataFrame({"flag": [True, False, True, None], "x": [1, 2, 1, 1]})
+    path = tmp_path / "r.csv"
+    df.to_csv(path, index=False)  # True, False, True, "" (missing)
+    path2 = tmp_path / "lower.csv"
+    path2.write_text("flag,x\ntrue,1\nFALSE,2\nTRUE,1\n,1\n")  # as DuckDB and Polars write them, and upper case
+    domain = Domain((Attribute("flag", categories=(0, 1)), Attribute("x", edges=(0, 1.5, 3))))
+    want = marginal_counts(pd.read_csv(path), domain, [(0, 1)])
+    assert want[(0, 1)].tolist() == [[0, 1], [2, 0]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing dropped, so nothing said
+        for engine in ("auto", "duckdb", "polars"):
+            for p in (path, path2):
+                _same(marginal_counts(p, domain, [(0, 1)], engine=engine), want, f"{engine} {p.name}")
+        _same(marginal_counts(pd.DataFrame({"flag": ["True", "false", "TRUE", None], "x": [1, 2, 1, 1]}), domain,
+                              [(0, 1)]), want, "object column of text")
+
+
 def test_csv_through_every_engine(tmp_path):
     path = tmp_path / "r.csv"
     path.write_text('zip,n,w\n007,1,0.5\n7,2,x\n010,3,\n"NA",1,0.5\n"0""1",2,0.50\n\n010,5,1e-1\nnull,1,0.1\n')

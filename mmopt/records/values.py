@@ -18,7 +18,8 @@ single bad record never stops a release (whether a release happens must not depe
   dropped it, and one table gave two different counts). Conversely, under string categories a number is matched
   by its text (2 as "2"), as Dask and DuckDB read an object column.
 * **CSV text** (every CSV value is text): read as strings and parsed here — integers exactly (as int64 when
-  they fit), decimals as float64; an empty or unparseable cell is dropped.
+  they fit), decimals as float64, true and false (any case) as 1 and 0, as a bool column counts under numeric
+  categories (pd.read_csv reads them as bools); an empty or unparseable cell is dropped.
 
 Text dropped from a numeric column is said in a warning to whoever runs the count (the data holder): it names
 the column, never a value or a count, and changes nothing that is released.
@@ -222,6 +223,14 @@ def _parsed_codes(arr, attribute: Attribute) -> np.ndarray:
     if decimals.any():
         out[decimals] = _number_codes(pc.cast(text.filter(pa.array(decimals)), pa.float64())
                                       .to_numpy(zero_copy_only=False), attribute)
+    # true/false in any case are 1/0, as a bool column is under numeric categories: pd.read_csv reads True/False
+    # as bools, so the CSV paths dropped what the same file through pandas counted (a helper's audit)
+    folded = pc.utf8_lower(text)
+    for word, value in (("true", 1), ("false", 0)):
+        is_word = pc.fill_null(pc.equal(folded, word), False).to_numpy(zero_copy_only=False)
+        if is_word.any():
+            out[is_word] = _number_codes(np.full(int(is_word.sum()), value, dtype=np.int64), attribute)
+            is_num = is_num | is_word
     # a null string read as text (another column declares it a category: mmopt.records.read.csv_nulls) is missing
     nulls = pa.array(["", *default_csv_nulls()])
     blank = pc.or_(pc.is_null(text), pc.fill_null(pc.is_in(text, value_set=nulls), False)).to_numpy(
