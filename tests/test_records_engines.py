@@ -232,6 +232,27 @@ def test_true_and_false_in_a_csv_count_as_the_bool_column_does(tmp_path):
                               [(0, 1)]), want, "object column of text")
 
 
+def test_records_that_change_between_the_two_reads_are_refused_not_undercounted():
+    """Numeric categories read the records twice (candidates, then counts): a sample drawn anew on each read had
+    100 records counted as 8–12, and one record's value decided whether others counted (a helper's probe). Now a
+    value the first read did not list is refused with the remedy; materialised once, the same sample counts 100."""
+    domain = Domain((Attribute("x", categories=tuple(range(1000))),))
+    con = duckdb.connect()
+    con.sql("create table t as select i::INTEGER as x from range(1000) r(i)")
+    # 1,000 distinct values, ~100 drawn per read: the two reads list the same values with probability ~10⁻¹⁴⁰
+    with pytest.raises(ValueError, match=r"DuckDB relation gave different records on two reads.*create\('t'\)"):
+        marginal_counts(con.sql("select * from t where random() < 0.1"), domain, [()])
+    con.sql("select * from t using sample 100 rows").create("drawn")
+    assert int(marginal_counts(con.table("drawn"), domain, [()])[()]) == 100
+    lf = pl.LazyFrame({"x": list(range(1000))}).select(pl.col("x").sample(n=100))
+    with pytest.raises(ValueError, match=r"Polars frame gave different records on two reads.*lf\.collect\(\)"):
+        marginal_counts(lf, domain, [()])
+    assert int(marginal_counts(lf.collect(), domain, [()])[()]) == 100
+    # bins and string categories are one read: a fresh sample counts whole (nothing to refuse)
+    bins = Domain((Attribute("x", edges=(0, 500, 1000)),))
+    assert int(marginal_counts(con.sql("select * from t using sample 100 rows"), bins, [()])[()]) == 100
+
+
 def test_csv_through_every_engine(tmp_path):
     path = tmp_path / "r.csv"
     path.write_text('zip,n,w\n007,1,0.5\n7,2,x\n010,3,\n"NA",1,0.5\n"0""1",2,0.50\n\n010,5,1e-1\nnull,1,0.1\n')

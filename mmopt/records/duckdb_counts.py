@@ -116,16 +116,18 @@ def _bins(x: str, attribute: Attribute) -> str:
     return f"CASE WHEN {xf} IS NULL OR {nan} OR {xf} < {e[0]} OR {xf} > {e[-1]} THEN -1 ELSE {inside} END"
 
 
-def _map(key: str, raw: list, code: list[int], typ, *, ordered: bool) -> str:
-    """code[j] where key = raw[j], else −1: a binary search over the sorted values when they are numbers."""
+def _map(key: str, raw: list, code: list[int], typ, *, ordered: bool, otherwise: int = -1) -> str:
+    """code[j] where key = raw[j], else ``otherwise``: a binary search over the sorted values when they are
+    numbers."""
     if not raw:
-        return "-1"
+        return str(otherwise)
     if not ordered:
         whens = " ".join(f"WHEN {_literal(v, typ)} THEN {c}" for v, c in zip(raw, code, strict=True))
-        return f"CASE {key} {whens} ELSE -1 END"
+        return f"CASE {key} {whens} ELSE {otherwise} END"
     pairs = sorted(zip(raw, code, strict=True), key=lambda p: p[0])
     lits = [_literal(v, typ) for v, _ in pairs]
-    return _search(key, lits, 0, len(lits) - 1, lambda j: f"CASE WHEN {key} = {lits[j]} THEN {pairs[j][1]} ELSE -1 END")
+    return _search(key, lits, 0, len(lits) - 1,
+                   lambda j: f"CASE WHEN {key} = {lits[j]} THEN {pairs[j][1]} ELSE {otherwise} END")
 
 
 def _text_key(x: str) -> str:
@@ -135,7 +137,9 @@ def _text_key(x: str) -> str:
 
 
 def codes(rel, domain: Domain, *, caller: str) -> list[str]:
-    """One INTEGER code expression (SQL) per attribute; the candidate values are read first."""
+    """One INTEGER code expression (SQL) per attribute; the candidate values are read first. A candidate value
+    the first read did not list is coded ``eg.UNSEEN`` (the relation changed between reads: :func:`counts`
+    refuses it)."""
     out = []
     types = dict(zip(rel.columns, rel.types, strict=True))
     for a in domain.attributes:
@@ -158,8 +162,9 @@ def codes(rel, domain: Domain, *, caller: str) -> list[str]:
             key = x  # DuckDB's DISTINCT and = both take -0.0 for 0.0, as every mmopt rule does
             ok = f"CAST({x} AS DOUBLE) IN ({', '.join(_literal(v, 'DOUBLE') for v in eg.candidates(a))})"
         found = _run(rel, f"SELECT DISTINCT CAST({key} AS {typ}) AS v FROM {_VIEW} WHERE {ok}", caller, arrow=True)
-        raw, code = eg.lookup(found.column("v"), a)
-        out.append(_map(f"CAST({key} AS {typ})", raw, code, typ, ordered=kind != "text"))
+        raw, code = eg.all_codes(found.column("v"), a)  # out of domain too: −1, listed (not UNSEEN)
+        mapped = _map(f"CAST({key} AS {typ})", raw, code, typ, ordered=kind != "text", otherwise=eg.UNSEEN)
+        out.append(f"CASE WHEN ({ok}) IS NOT TRUE THEN -1 ELSE {mapped} END")
     return out
 
 
@@ -209,13 +214,18 @@ def counts(rel, domain: Domain, top, *, caller: str) -> dict:
     # a row is its first non-NULL key — not GROUPING(k0, …), which DuckDB refuses past 63 arguments (66 pairs of 12
     # attributes of 170 categories, each pair its own group, failed; a helper's probe)
     which = " ".join(f"WHEN {k} IS NOT NULL THEN {g}" for g, k in enumerate(ks))
+    # a record whose value the candidates' read did not list keeps the key −1 in every set, so the one query that
+    # counts is the one that says so (eg.refuse_unseen)
+    unseen = " OR ".join(f"{n} = {eg.UNSEEN}" for n in names)
+    keys = [f"CASE WHEN {unseen} THEN CAST(-1 AS BIGINT) ELSE {e} END" for e in keys]
     sql = (f"SELECT CASE {which} END AS g, COALESCE({', '.join(ks)}) AS k, n FROM "
            f"(SELECT {', '.join(ks)}, count(*) AS n FROM "
            f"(SELECT {', '.join(f'{e} AS {k}' for e, k in zip(keys, ks, strict=True))} FROM "
-           f"(SELECT {coded} FROM {_VIEW}) WHERE {' AND '.join(f'{n} >= 0' for n in names)}) "
+           f"(SELECT {coded} FROM {_VIEW}) WHERE ({' AND '.join(f'{n} >= 0' for n in names)}) OR {unseen}) "
            f"GROUP BY GROUPING SETS ({', '.join(f'({k})' for k in ks)}))")
     got = _run(rel, sql, caller)
     g, key, n = (np.asarray(got[c]) for c in ("g", "k", "n"))
+    eg.refuse_unseen(key, caller, "DuckDB relation", "con.sql(...).create('t'), then count con.table('t')")
     flat = {A: np.zeros(cl.cells(shape, A), dtype=np.int64) for A in top}
     for j, (U, members) in enumerate(plan):
         rows = g == j

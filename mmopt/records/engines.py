@@ -14,6 +14,13 @@ float64(x) ∈ {float64(c), float64(float32(c)), float64(float16(c))}, a superse
 at most a few values per category — and mmopt codes those with :func:`mmopt.records.values.codes`, as on an
 Arrow column of a Parquet file; the engine then maps raw values to codes by equality. A text column under a
 numeric attribute is coded per distinct value the same way (parsed as the Parquet/CSV path parses text).
+
+**The records are read twice** there (the candidates, then the counts), so they must be the same records both
+times. A relation that draws anew on each read (DuckDB's ``USING SAMPLE``, ``random()``; Polars' ``sample``,
+``shuffle``) lists some values in the first read that the second does not see and misses values the second has:
+those records were dropped as out of domain — 100 sampled records counted as 8 — and whether one record's value
+was listed decided how many others counted. A candidate value the first read did not list is coded ``UNSEEN``,
+and the count refuses the records (:func:`refuse_unseen`) with the remedy: materialise them once, then count.
 """
 
 from __future__ import annotations
@@ -27,6 +34,20 @@ from mmopt.structured.residual import closure as cl
 #: The union U of a group of sets is grouped in one query when it has at most this many cells: the result has
 #: at most min(∏_{i∈U} nᵢ, records) rows, 16 bytes each in the engine's hash table.
 GROUP_CELLS = 1 << 22
+
+
+#: The code of a candidate value (one that could be a category) that the candidates' read did not list.
+UNSEEN = -2
+
+
+def refuse_unseen(keys, caller: str, what: str, remedy: str) -> None:
+    """ValueError when a group's key is −1: records whose value the candidates' read did not list (module
+    docstring), so the records changed between the two reads."""
+    if np.any(np.asarray(keys) == -1):
+        raise ValueError(f"{caller}: the {what} gave different records on two reads (a value the first read did not "
+                         "list was counted by the second): it draws anew on each read (a sample, random(), "
+                         "shuffle), and mmopt reads numeric categories twice. Materialise the records once and count "
+                         f"those: {remedy}. Nothing was counted or released.")
 
 
 def is_polars(records) -> bool:
@@ -60,7 +81,7 @@ def groups(top, shape: tuple[int, ...], limit: int = GROUP_CELLS) -> list[tuple[
 
 def candidates(attribute: Attribute) -> list[float]:
     """The float64 values that a raw value of a numeric-category attribute can have when mmopt keeps it (a
-    superset: :func:`lookup` codes what the engine returns).
+    superset: :func:`all_codes` codes what the engine returns).
 
     mmopt keeps x for category c when x = c exactly, or (x not a whole number) x = float32(c) or float16(c)
     (:func:`mmopt.records.values._float_codes`): in every case float64(x) is c or one of its roundings.
@@ -71,20 +92,6 @@ def candidates(attribute: Attribute) -> list[float]:
         with np.errstate(over="ignore"):  # past a type's range: ±inf (matched by nothing but inf itself)
             out.update(float(narrow(c)) + 0.0 for narrow in (np.float32, np.float16))
     return sorted(out)
-
-
-def lookup(distinct, attribute: Attribute) -> tuple[list, list[int]]:
-    """(raw values, their codes ≥ 0) of ``distinct`` (an Arrow array of a column's distinct raw values).
-
-    The codes are :func:`mmopt.records.values.codes` of the Arrow array, as for a Parquet or CSV column.
-    """
-    import pyarrow as pa
-    distinct = _plain(distinct)
-    if len(distinct) == 0:
-        return [], []
-    codes = _values.codes(distinct, attribute)
-    keep = np.flatnonzero(codes >= 0)
-    return distinct.take(pa.array(keep)).to_pylist(), codes[keep].tolist()
 
 
 def all_codes(distinct, attribute: Attribute) -> tuple[list, np.ndarray]:

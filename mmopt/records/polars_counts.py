@@ -144,22 +144,25 @@ def _to_arrow(values):
 _CHAIN = 256
 
 
-def _map(key, raw: list, code: list[int], dtype):
-    """The Int32 code of the raw value ``key``: code[j] where key = raw[j] (Polars' ==: -0.0 = 0.0), else −1."""
+def _map(key, raw: list, code: list[int], dtype, otherwise: int = -1):
+    """The Int32 code of the raw value ``key``: code[j] where key = raw[j] (Polars' ==: -0.0 = 0.0), else
+    ``otherwise``."""
     pl = _polars()
     if not raw:
-        return pl.lit(-1, dtype=pl.Int32)
+        return pl.lit(otherwise, dtype=pl.Int32)
     if len(raw) > _CHAIN:
-        return key.replace_strict(pl.Series(raw, dtype=dtype), pl.Series(code, dtype=pl.Int32), default=-1,
+        return key.replace_strict(pl.Series(raw, dtype=dtype), pl.Series(code, dtype=pl.Int32), default=otherwise,
                                   return_dtype=pl.Int32)
     chain = pl
     for v, c in zip(raw, code, strict=True):
         chain = chain.when(key == pl.lit(v, dtype=dtype)).then(pl.lit(c, dtype=pl.Int32))
-    return chain.otherwise(pl.lit(-1, dtype=pl.Int32))
+    return chain.otherwise(pl.lit(otherwise, dtype=pl.Int32))
 
 
 def codes(lf, domain: Domain, *, caller: str) -> list:
-    """One Int32 code expression per attribute; the candidate lists are read first, in one streaming pass."""
+    """One Int32 code expression per attribute; the candidate lists are read first, in one streaming pass. A
+    candidate value that read did not list is coded ``eg.UNSEEN`` (the frame changed between reads: :func:`counts`
+    refuses it)."""
     pl = _polars()
     schema = lf.collect_schema()
     exprs: list = [None] * len(domain.attributes)
@@ -181,9 +184,10 @@ def codes(lf, domain: Domain, *, caller: str) -> list:
             keyed[i] = _key(lf, a, kind)
     queries = [lf.filter(ok).select(key.alias("v")).unique() for key, ok in keyed.values()]
     found = _collect(queries, caller)
-    for (i, (key, _)), frame in zip(keyed.items(), found, strict=True):
-        raw, code = eg.lookup(_to_arrow(frame["v"]), domain.attributes[i])
-        exprs[i] = _map(key, raw, code, frame["v"].dtype)
+    for (i, (key, ok)), frame in zip(keyed.items(), found, strict=True):
+        raw, code = eg.all_codes(_to_arrow(frame["v"]), domain.attributes[i])  # out of domain too: −1, listed
+        exprs[i] = pl.when(ok.fill_null(False)).then(_map(key, raw, code, frame["v"].dtype, eg.UNSEEN)) \
+            .otherwise(pl.lit(-1, dtype=pl.Int32))
     return exprs
 
 
@@ -203,15 +207,22 @@ def counts(lf, domain: Domain, top, *, caller: str) -> dict:
     shape = domain.shape
     names = [f"c{i}" for i in range(len(shape))]
     coded = lf.select([e.alias(n) for e, n in zip(codes(lf, domain, caller=caller), names, strict=True)])
-    coded = coded.filter(pl.all_horizontal([pl.col(n) >= 0 for n in names]))
+    # a record whose value the candidates' read did not list keeps the key −1: each query (each reads the frame
+    # anew) says whether its own read saw one (eg.refuse_unseen)
+    unseen = pl.any_horizontal([pl.col(n) == eg.UNSEEN for n in names])
+    coded = coded.filter(pl.all_horizontal([pl.col(n) >= 0 for n in names]) | unseen)
     plan = eg.groups(top, shape)
     queries = []
     for U, _ in plan:  # one int64 key per group: hashing one column beats hashing |U|
         key = sum((pl.col(names[i]).cast(pl.Int64) * st for i, st in zip(U, eg.strides(U, shape), strict=True)),
                   pl.lit(0, dtype=pl.Int64))
-        queries.append(coded.group_by(key.alias("k")).agg(pl.len().alias("n")) if U else  # Polars 1.30 grouped
-                       coded.select(pl.lit(0, dtype=pl.Int64).alias("k"), pl.len().alias("n")))  # by lit(0) wrong
+        # (not grouped by a bare lit(0) when U is empty: Polars 1.30 grouped by lit(0) wrong)
+        key = pl.when(unseen).then(pl.lit(-1, dtype=pl.Int64)).otherwise(key)
+        queries.append(coded.group_by(key.alias("k")).agg(pl.len().alias("n")))
     flat = {A: np.zeros(cl.cells(shape, A), dtype=np.int64) for A in top}
-    for (U, members), frame in zip(plan, _collect(queries, caller), strict=True):
+    frames = _collect(queries, caller)
+    for frame in frames:
+        eg.refuse_unseen(frame["k"].to_numpy(), caller, "Polars frame", "df = lf.collect(), then count df")
+    for (U, members), frame in zip(plan, frames, strict=True):
         eg.add_groups(flat, U, members, frame["k"].to_numpy(), frame["n"].to_numpy(), shape)
     return flat
