@@ -75,9 +75,24 @@ def open_path(dataset, path, domain: Domain, *, caller: str):
         if p.endswith(rd._CSV):
             return con, con.read_csv(os.fspath(path), header=True, all_varchar=True, na_values=rd.csv_nulls(domain),
                                      sep="\t" if p.endswith(".tsv") else ",", quotechar='"', escapechar='"')
+        _refuse_wide_decimals(dataset, path, domain, caller)
         return con, con.read_parquet(list(dataset.files))
     except duckdb.Error as exc:
         raise ValueError(f"{caller}: cannot read the records at {os.fspath(path)!r}: {exc}") from None
+
+
+def _refuse_wide_decimals(dataset, path, domain: Domain, caller: str) -> None:
+    """A Parquet decimal of more than 38 digits (decimal256, BigQuery's BIGNUMERIC) DuckDB reads as a DOUBLE that
+    is not the nearest: decimal(76, 38) 0.1 became 0.09999999999999999, and the category 0.1 counted 0 where
+    pyarrow counts 1 (a helper's probe). Refused for the domain's columns, with the engine that reads them."""
+    import pyarrow as pa
+    wide = [f.name for f in dataset.schema if f.name in domain.names and pa.types.is_decimal(f.type)
+            and f.type.precision > 38]
+    if wide:
+        raise ValueError(f"{caller}: column {wide[0]!r} of {os.fspath(path)!r} is a decimal of more than 38 digits "
+                         f"({dataset.schema.field(wide[0]).type}), which DuckDB reads as an inexact float (0.1 as "
+                         "0.09999999999999999), so its counts would differ from pandas'. Use engine='pyarrow' (the "
+                         "default), which reads it exactly.")
 
 
 def _literal(value, typ) -> str:
