@@ -266,6 +266,16 @@ def test_a_decimal_wider_than_38_digits_is_refused_by_duckdb_and_read_exactly_by
         marginal_counts(path, domain, [(0,)], engine="duckdb")
 
 
+def test_column_names_that_polars_reads_as_patterns_are_taken_literally(tmp_path):
+    """pl.col('^a$') is a regex (it counted column 'a') and pl.col('*') every column (a helper's probe)."""
+    df = pd.DataFrame({"^a$": [1, 2, 2], "a": [2, 2, 2], "*": [1, 1, 2]})
+    domain = Domain((Attribute("^a$", categories=(1, 2)), Attribute("*", edges=(0, 1.5, 3))))
+    want = marginal_counts(df, domain, [(0,), (1,)])
+    assert want[(0,)].tolist() == [1, 2] and want[(1,)].tolist() == [2, 1]
+    for name, got in _all_engines(df, domain, [(0,), (1,)], tmp_path, with_pandas=False).items():
+        _same(got, want, name)
+
+
 def test_csv_through_every_engine(tmp_path):
     path = tmp_path / "r.csv"
     path.write_text('zip,n,w\n007,1,0.5\n7,2,x\n010,3,\n"NA",1,0.5\n"0""1",2,0.50\n\n010,5,1e-1\nnull,1,0.1\n')

@@ -114,13 +114,20 @@ def _bins(x, attribute: Attribute):
         .otherwise(inside)
 
 
+def _col(schema, name: str):
+    """The column ``name`` by its position: pl.col reads '^a$' as a regex (it counted column 'a') and '*' as every
+    column (a helper's probe)."""
+    return _polars().nth(list(schema.names()).index(name))
+
+
 def _key(lf, attribute: Attribute, kind: str):
     """(the raw-value expression a map is keyed on, the candidate filter)."""
     pl = _polars()
-    col = pl.col(attribute.name)
+    schema = lf.collect_schema()
+    col = _col(schema, attribute.name)
     if kind == "text":
         return col.cast(pl.String), col.is_not_null()
-    dtype = lf.collect_schema()[attribute.name]
+    dtype = schema[attribute.name]
     if dtype.is_float():  # −0.0 + 0.0 = 0.0: one key, one map entry, for the two zeros every mmopt rule codes alike
         col = (col + 0.0).cast(dtype)
     return col, col.cast(pl.Float64).is_in(eg.candidates(attribute))
@@ -175,11 +182,11 @@ def codes(lf, domain: Domain, *, caller: str) -> list:
             # refuses to compare it with any other string, and no such value can be in the column)
             cats = [(c, j) for j, c in enumerate(a.categories)
                     if not isinstance(dtype, pl.Enum) or c in dtype.categories.to_list()]
-            key = pl.col(a.name) if isinstance(dtype, pl.String | pl.Categorical | pl.Enum) \
-                else pl.col(a.name).cast(pl.String)
+            key = _col(schema, a.name) if isinstance(dtype, pl.String | pl.Categorical | pl.Enum) \
+                else _col(schema, a.name).cast(pl.String)
             exprs[i] = _map(key, [c for c, _ in cats], [j for _, j in cats], None)
         elif a.kind == "bins" and kind != "text":
-            exprs[i] = _bins(pl.col(a.name), a)
+            exprs[i] = _bins(_col(schema, a.name), a)
         else:
             keyed[i] = _key(lf, a, kind)
     queries = [lf.filter(ok).select(key.alias("v")).unique() for key, ok in keyed.values()]
