@@ -276,6 +276,23 @@ def test_column_names_that_polars_reads_as_patterns_are_taken_literally(tmp_path
         _same(got, want, name)
 
 
+@pytest.mark.parametrize("text", ['age,sex\n30, "F"\n50,"M"\n', 'age,sex\n30,"F" \n50,"M"\n',
+                                  'sex,age\n "F",30\n"M",50\n'])
+def test_duckdb_refuses_spaces_outside_quotes_that_it_alone_strips(tmp_path, text):
+    """30, "F": DuckDB read F, pyarrow, Polars and pandas ' "F"' (RFC 4180), so the counts differed silently."""
+    path = tmp_path / "r.csv"
+    path.write_text(text)
+    domain = Domain((Attribute("age", edges=(0, 100)), Attribute("sex", categories=("F", "M"))))
+    want = marginal_counts(pd.read_csv(path), domain, [(1,)])
+    assert want[(1,)].tolist() == [0, 1]  # the spaced cell is not "F"
+    for engine in ("auto", "polars") if text.count('" \n') == 0 else ("auto",):  # Polars refuses '"F" ' itself
+        _same(marginal_counts(path, domain, [(1,)], engine=engine), want, engine)
+    with pytest.raises(ValueError, match=r"quoted cell with spaces outside its quotes .*engine='pyarrow'"):
+        marginal_counts(path, domain, [(1,)], engine="duckdb")
+    path.write_text('age,sex\n30,"F, ok"\n50,"M"\n')  # spaces inside the quotes are text: read
+    assert marginal_counts(path, domain, [(1,)], engine="duckdb")[(1,)].tolist() == [0, 1]
+
+
 def test_csv_through_every_engine(tmp_path):
     path = tmp_path / "r.csv"
     path.write_text('zip,n,w\n007,1,0.5\n7,2,x\n010,3,\n"NA",1,0.5\n"0""1",2,0.50\n\n010,5,1e-1\nnull,1,0.1\n')

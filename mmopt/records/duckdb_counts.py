@@ -73,12 +73,28 @@ def open_path(dataset, path, domain: Domain, *, caller: str):
     p = os.fspath(path).lower()
     try:
         if p.endswith(rd._CSV):
+            _refuse_spaced_quotes(path, p.endswith(".tsv"), caller)
             return con, con.read_csv(os.fspath(path), header=True, all_varchar=True, na_values=rd.csv_nulls(domain),
                                      sep="\t" if p.endswith(".tsv") else ",", quotechar='"', escapechar='"')
         _refuse_wide_decimals(dataset, path, domain, caller)
         return con, con.read_parquet(list(dataset.files))
     except duckdb.Error as exc:
         raise ValueError(f"{caller}: cannot read the records at {os.fspath(path)!r}: {exc}") from None
+
+
+def _refuse_spaced_quotes(path, tsv: bool, caller: str) -> None:
+    """A quoted cell with spaces outside its quotes (``30, "F"``): DuckDB strips them and reads F, where pyarrow,
+    Polars and pandas keep the cell ' "F"' (RFC 4180: the quotes are then text), so the engines counted the same
+    file differently, without a word (a helper's probe). Refused; a quoted cell holding ``, ""`` is refused too,
+    which errs on the safe side."""
+    sep = rb"\t" if tsv else rb","
+    spaces = rb" +" if tsv else rb"[ \t]+"
+    if rd.csv_search(path, rb"(?:" + sep + rb"|\n)" + spaces + rb'"|"' + spaces + rb"(?:" + sep + rb"|\r?\n)",
+                     before=b"\n"):
+        raise ValueError(f"{caller}: the CSV {os.fspath(path)!r} has a quoted cell with spaces outside its quotes "
+                         "(e.g. 30, \"F\"), which DuckDB reads as F and the other engines as ' \"F\"' (the quotes "
+                         "are then part of the text). Remove the spaces next to the quotes, or read the file with "
+                         "engine='pyarrow' (the default), which reads the spaces and quotes as text.")
 
 
 def _refuse_wide_decimals(dataset, path, domain: Domain, caller: str) -> None:

@@ -73,23 +73,14 @@ def _refuse_blank_lines(path, domain: Domain, caller: str) -> None:
     be counted in the cell ("", …, ""), where pyarrow, DuckDB and pandas skip the line (a helper's probe: a
     one-column file's two blank lines were two records). With any other attribute the record is dropped anyway. The
     scan is of bytes, in blocks; a blank line inside a quoted value is refused too, which errs on the safe side."""
-    import bz2
-    import gzip
     import os
     if not all(a.kind == "text" and "" in a.categories for a in domain.attributes):
         return
-    name = os.fspath(path)
-    opener = gzip.open if name.lower().endswith(".gz") else bz2.open if name.lower().endswith(".bz2") else open
-    tail = b"\n"  # a blank first line counts as well
-    with opener(name, "rb") as f:
-        while block := f.read(1 << 20):
-            text = tail + block
-            if b"\n\n" in text or b"\n\r\n" in text:
-                raise ValueError(f"{caller}: the CSV {name!r} has a blank line, which Polars reads as a "
-                                 "record of empty cells, and every attribute of the domain declares the category "
-                                 "\"\", so it would be counted. Read the file with engine='pyarrow' (the default), "
-                                 "which skips blank lines, or remove them.")
-            tail = text[-2:]
+    if rd.csv_search(path, rb"\n\r?\n", before=b"\n"):  # a blank first line counts as well
+        raise ValueError(f"{caller}: the CSV {os.fspath(path)!r} has a blank line, which Polars reads as a "
+                         "record of empty cells, and every attribute of the domain declares the category "
+                         "\"\", so it would be counted. Read the file with engine='pyarrow' (the default), "
+                         "which skips blank lines, or remove them.")
 
 
 def _empty_cells(pl, missing: bool) -> dict:

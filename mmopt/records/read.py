@@ -251,6 +251,24 @@ def csv_nulls(domain: Domain | None = None) -> list[str]:
     return [s for s in _values.default_csv_nulls() if s not in declared]
 
 
+def csv_search(path, pattern: bytes, *, before: bytes = b"") -> bool:
+    """Whether the regex ``pattern`` matches the bytes of the CSV at ``path`` (decompressed; ``before`` put in
+    front), read in 1 MiB blocks, each searched with the last 256 bytes of the one before."""
+    import bz2
+    import gzip
+    import re
+    name = os.fspath(path)
+    opener = gzip.open if name.lower().endswith(".gz") else bz2.open if name.lower().endswith(".bz2") else open
+    regex, tail = re.compile(pattern), before
+    with opener(name, "rb") as f:
+        while block := f.read(1 << 20):
+            text = tail + block
+            if regex.search(text):
+                return True
+            tail = text[-256:]
+    return False
+
+
 def pandas_batches(df, domain: Domain, batch_size: int) -> Iterator[list]:
     """Lists of columns (pandas Series, domain order) of at most ``batch_size`` rows."""
     cols = [df[name] for name in domain.names]
