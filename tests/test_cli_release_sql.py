@@ -68,7 +68,7 @@ def test_refusals_exit_2_before_the_records_are_opened(folder, draws, capsys, qu
 
 def test_workload_does_not_go_with_sql(folder, capsys):
     assert main(_args("--workload", "marginals:k=2")) == 2
-    assert "--workload do not go with --sql" in capsys.readouterr().err
+    assert "--workload does not go with --sql (the query says what is counted). Drop it." in capsys.readouterr().err
 
 
 def test_duckdb_file_is_opened_read_only_and_the_table_looked_up(folder, capsys):

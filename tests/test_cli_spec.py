@@ -232,8 +232,11 @@ def test_main_usage_errors_exit_2_without_traceback(capsys):
     err = capsys.readouterr().err
     assert err.startswith("mmopt: error: unknown workload 'prefx' at position 0 in 'prefx:8'")
     assert "Traceback" not in err
-    assert main(["evaluate", "prefix:8", "--epsilon", "-1"]) == 2
-    assert "error: --epsilon (the 'epsilon' parameter of Privacy) must be" in capsys.readouterr().err
+    assert main(["plan", "prefix:8", "--target", "5", "--epsilon", "1"]) == 2  # plan's answer is ε
+    assert "plan finds ε itself (the smallest budget whose strategy meets --target)" in capsys.readouterr().err
+    for value in ("-1", "-1e-3", "-.5"):  # -1e-3 too: argparse 3.11 took it for an option ("expected one argument")
+        assert main(["evaluate", "prefix:8", "--epsilon", value]) == 2
+        assert "error: --epsilon (the 'epsilon' parameter of Privacy) must be" in capsys.readouterr().err
     assert main(["optimize", "prefix:8", "--method", "nonsense"]) == 2
     assert "'method' parameter of optimize" in capsys.readouterr().err
     assert main(["optimize", "prefix:8", "--option", "warp=9"]) == 2

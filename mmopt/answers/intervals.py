@@ -294,7 +294,9 @@ def check_alpha(alpha, caller: str) -> float:
     if 1.0 < a < 100.0:  # a percentage: alpha=95 (or 5) for 95 % intervals
         raise ValueError(f"The 'alpha' parameter of {caller} is a probability in (0, 0.5], not a percentage. Got "
                          f"{a!r} instead: for {max(a, 100 - a):g} % intervals pass alpha={min(a, 100 - a) / 100:g}.")
-    a = v.check_real(a, name="alpha", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)
+    if not 0.0 < a < 1.0:  # 0, 1, NaN and negatives: say the range that holds, (0, 0.5], not (0, 1)
+        raise ValueError(f"The 'alpha' parameter of {caller} must be a float in the range (0, 0.5] (0.05 for 95 % "
+                         f"intervals). Got {a!r} instead.")
     if a > 0.5:
         raise ValueError(f"The 'alpha' parameter of {caller} is the probability that an interval misses (0.05 for "
                          f"95 % intervals) and must be at most 0.5. Got {a!r} instead: for {a:.0%} intervals pass "

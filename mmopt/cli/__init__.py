@@ -269,6 +269,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.commands = sub.choices  # name → sub-command parser: an unknown option is refused by its own parser
+    for each in (parser, *sub.choices.values()):
+        # "--epsilon -1e-3" is a (bad) value, not an option: Python 3.11's argparse knows -1 and -0.5 but not
+        # -1e-3, and said "expected one argument" (a helper's audit); 3.13 takes any "-" before a digit
+        each._negative_number_matcher = re.compile(r"^-\.?\d")
     return parser
 
 
@@ -302,6 +306,10 @@ def _unrecognized(parser: argparse.ArgumentParser, extra: list[str]) -> None:
     options = [o for o in parser._option_string_actions if o.startswith("--")]
     flag = next((e.split("=", 1)[0] for e in extra if e.startswith("--")), None)
     hint = did_you_mean(flag, options, quote=str) if flag else ""
+    if parser.prog.endswith(" plan") and flag is not None and "--epsilon".startswith(flag) and len(flag) > 3:
+        # plan's answer is ε: "Did you mean --json?" sent a newcomer the wrong way (a helper's audit)
+        hint = (" plan finds ε itself (the smallest budget whose strategy meets --target) and takes none; drop it "
+                "(--delta fixes δ)")
     parser.error(f"unrecognized arguments: {' '.join(extra)}" + (f".{hint}" if hint else ""))
 
 

@@ -217,6 +217,7 @@ def dispatch(args) -> int:
         raise ValueError(f"{', '.join(stray)} {verb} to a histogram release, not to --records. Drop {them}.")
     missing = [f"--{k}" for k in ("domain", "workload") if getattr(args, k) is None]
     if missing:
-        raise ValueError(f"release --records needs {' and '.join(missing)}: the public domain file and e.g. "
-                         "--workload 'marginals:k=2'.")
+        what = {"--domain": "--domain DOMAIN.json (the public domain file)",
+                "--workload": "--workload (the queries, e.g. 'marginals:k=2')"}
+        raise ValueError(f"release --records needs {' and '.join(what[m] for m in missing)}.")
     return release_records(args)

@@ -93,5 +93,6 @@ def dispatch(args) -> int:
     stray = [("SPEC" if k == "spec" else f"--{k}") for k, default in {**rr.HISTOGRAM_ONLY, "workload": None}.items()
              if getattr(args, k) != default]
     if stray:
-        raise ValueError(f"{', '.join(stray)} do not go with --sql (the query says what is counted). Drop them.")
+        verb, them = ("does", "it") if len(stray) == 1 else ("do", "them")
+        raise ValueError(f"{', '.join(stray)} {verb} not go with --sql (the query says what is counted). Drop {them}.")
     return release_sql(args)

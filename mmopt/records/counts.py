@@ -51,8 +51,10 @@ def check_sets(sets, domain: Domain, *, caller: str, name: str = "sets",
         for a in S:
             if isinstance(a, str):
                 if a not in domain.names:
+                    hint = (f" For every {a}-way marginal write 'marginals:k={a}' (the command line) or list "
+                            f"the sets of {a} names." if a.strip().isdigit() else "")
                     raise ValueError(f"The '{name}' parameter of {caller} names attribute {a!r}, which is not in "
-                                     f"the domain. The domain has {list(domain.names)}.")
+                                     f"the domain. The domain has {list(domain.names)}.{hint}")
                 a = domain.index(a)
             idx.append(a)
         out.append(tuple(idx))
