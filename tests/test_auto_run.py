@@ -205,6 +205,9 @@ def test_a_long_candidate_ticks(caplog, monkeypatch):
 def test_the_message_states_the_bound_verdict_once():
     r = mmopt.optimize(wl.prefix(64), privacy=LAPLACE, seed=0, budget="fast")
     assert r.message.count("Not certified optimal") == 1 and r.message.startswith("Best of ")
+    # the winner's own words come under its name, not run on as a second count
+    method = r.message.split("'")[1]
+    assert f" candidates is '{method}'. {method}: " in r.message
 
 
 def test_the_message_names_a_candidate_that_failed():

@@ -455,3 +455,12 @@ def test_plan_prints_no_release_command_whose_noise_would_miss_the_targets(capsy
     assert r["release_with"].startswith("mmopt release prefix:8") and "--save FILE.npz" in r["release_note"]
     import shlex  # the command pastes into a shell: "(plan --save FILE.npz)" inside it did not (a newcomer's audit)
     assert "(" not in r["release_with"] and shlex.split(r["release_with"])[5:7] == ["--strategy", "FILE.npz"]
+
+
+def test_plan_says_which_unit_each_ratio_is_in(capsys):
+    """'ratio' 1.978 (ε over its bound) beside "the objective is 3.913× the proven lower bound" (variances): two
+    ratios of one plan, unexplained (a helper's audit)."""
+    r = _json_of(capsys, "plan", "all_range:32", "--target", "25")
+    shown = float(r["message"].split("× the proven lower bound")[0].rsplit(" ", 1)[1])
+    assert r["ratio"] == pytest.approx(r["epsilon"] / r["epsilon_lower_bound"], rel=1e-12)
+    assert f"'ratio' {r['ratio']:.6g} is ε over epsilon_lower_bound" in r["message"] and shown > r["ratio"] > 1

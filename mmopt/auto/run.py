@@ -231,7 +231,9 @@ def _result(ctx, candidates, failures, skipped, svd, bound_exact, budget, spent,
     m = ctx.workload.n_queries
     # the candidate's own verdict on the bound is restated by reconcile below, against the best bound of all
     own = best["message"].split(" Not certified optimal:")[0]
-    message = f"Best of {len(candidates)} candidates is '{best['method']}'. " + own
+    # the candidate's own words under its name: min_error's "Best of 9 candidates is …" followed auto's "Best of 8
+    # candidates is 'min_error'." as if one count contradicted the other (a helper's audit)
+    message = f"Best of {len(candidates)} candidates is '{best['method']}'. {best['method']}: " + own
     if skipped:
         message += f" Skipped: {', '.join(skipped)} (reasons in extra['skipped'])."
     if failures:  # said where it is read: a failed l2_approx left H₂ at 3.5× the bound without a word here

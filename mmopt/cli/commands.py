@@ -247,6 +247,9 @@ def plan(args) -> int:
               "rho_lower_bound": p.rho_lower_bound, "status": p.status, "strategy": p.strategy.name,
               "largest_variance": float(p.per_query_variance.max()), "variance_target": float(p.targets.max()),
               "message": p.result.message, "saved": None}
+    if "× the proven lower bound" in p.result.message:  # two ratios, two units (a helper's audit): say which
+        record["message"] += (f" (That ratio is of variances at unit privacy; 'ratio' {p.ratio:.6g} is ε over "
+                              "epsilon_lower_bound.)")
     if args.save:
         save(args.save, p.result, workload=W, privacy=p.privacy, overwrite=bool(args.force))
         record["saved"] = args.save
