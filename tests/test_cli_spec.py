@@ -184,6 +184,9 @@ def test_strategies_on_product_domains():
     ("identity:3", "prefix:8", "too many arguments"),
     ("hierarchical:b", "prefix:8", "branching 'b'"),
     ("wavelet", "prefix:12", "power of 2"),
+    ("wavelet", "prefix:12", "On the command line --strategy tree:2 (H2, implicit) takes any n."),
+    ("H2", "prefix:20000", "On the command line --strategy tree:2 is the same H_B held implicitly, at any n."),
+    ("hierarchical:4", "prefix:20000", "--strategy tree:4 is the same H_B"),
     ("2*identity", "prefix:8", "only allowed on a part of stack"),
 ])
 def test_bad_strategy_specs(text, workload, needle):

@@ -177,4 +177,16 @@ def build_strategy(text: str, workload):
         if f" in '{text}'" in str(exc):
             raise
         kind = TypeError if isinstance(exc, TypeError) else ValueError
-        raise kind(f"{exc} (building strategy '{text}')") from None
+        raise kind(f"{exc} (building strategy '{text}'){_cli_remedy(node, str(exc))}") from None
+
+
+def _cli_remedy(node, message: str) -> str:
+    """The command line's way past a dense H_B or wavelet too large or of the wrong size: tree:B holds H_B by
+    (n, B) at any n (the library's remedy named hierarchical(n), a Python call that then hit the same limit)."""
+    dense_tree = node.kind == "leaf" and (node.name == "hierarchical" or re.fullmatch(r"H\d+", node.name))
+    if dense_tree and "MAX_ALLOCATION_ENTRIES" in message:
+        b = node.name[1:] if node.name.startswith("H") else (node.args[0].value if node.args else "2")
+        return f". On the command line --strategy tree:{b} is the same H_B held implicitly, at any n."
+    if node.kind == "leaf" and node.name == "wavelet" and "power of 2" in message:
+        return ". On the command line --strategy tree:2 (H2, implicit) takes any n."
+    return ""
