@@ -193,11 +193,10 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
                          "participation=mmopt.participation.single() for one participation per record).")
     if method is None and (objective != "total" or targets is not None):
         method = "max_variance"  # its own search; "auto" and the dense default minimise the total
+    if method is not None:  # refused before _objective's warnings, which then read as the answer's preamble
+        _check_budget(budget, method, caller)
     method, norm = _objective(privacy, method, norm, caller, warn_norm=given_norm is not None)
-    if budget is not None and not (isinstance(method, str) and method == "auto"):
-        raise ValueError(f"The 'budget' parameter of {caller} applies to method='auto' only (it chooses which "
-                         f"candidates run). Got budget={budget!r} with method={method!r}; drop it, or use "
-                         "method='auto'.")
+    _check_budget(budget, method, caller)
     if seed is None:  # fresh entropy, as numpy draws it, but recorded: seed=res.extra["seed"] repeats the run
         seed = int(np.random.SeedSequence().entropy)
     call = Call(norm, solver, initial, tol, max_iterations, seed, verbose, blas_threads, options, n_jobs, budget,
@@ -213,6 +212,13 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         from mmopt._base.intent import marked  # the noise no budget stated: evaluate and release say a mismatch
         res = dataclasses.replace(res, strategy=marked(res.strategy, res.norm))
     return res
+
+
+def _check_budget(budget, method, caller: str) -> None:
+    if budget is not None and not (isinstance(method, str) and method == "auto"):
+        raise ValueError(f"The 'budget' parameter of {caller} applies to method='auto' only (it chooses which "
+                         f"candidates run). Got budget={budget!r} with method={method!r}; drop it, or use "
+                         "method='auto'.")
 
 
 def _training_norm(participation, privacy, norm, caller: str) -> str:

@@ -32,6 +32,11 @@ def test_bad_budgets_are_refused_by_name(bad, err, match):
 def test_optimize_refuses_a_budget_for_a_method_that_does_not_read_it():
     with pytest.raises(ValueError, match="applies to method='auto' only"):
         mmopt.optimize(wl.prefix(8), method="l2_approx", budget="fast")
+    import warnings
+    with warnings.catch_warnings():  # refused before l2_approx's Laplace warning, not after it (a helper's audit)
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="applies to method='auto' only"):
+            mmopt.optimize(wl.prefix(8), privacy=mmopt.Privacy(1.0), method="l2_approx", budget="fast")
     with pytest.raises(ValueError, match="must be one of"):
         mmopt.optimize(wl.prefix(8), privacy=mmopt.Privacy(1.0), budget="forever")
 
