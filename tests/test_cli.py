@@ -240,10 +240,14 @@ def test_evaluate_scores_a_saved_strategy_at_its_recorded_budget(tmp_path, monke
     assert made["evaluate"]["total_squared_error"] == pytest.approx(again["total_squared_error"], rel=1e-12)
     # one flag given: the other from the file (--epsilon alone scored it under δ = 0, Laplace noise, silently)
     assert main(["evaluate", "prefix:32", "--strategy", "g.npz", "-e", "1", "--json"]) == 0
-    one = json.loads(capsys.readouterr().out)
+    got = capsys.readouterr()
+    one = json.loads(got.out)
     assert (one["epsilon"], one["delta"], one["noise"]) == (1.0, 1e-6, "gaussian")
+    assert "warning" not in got.err  # the file's own noise: nothing to say
     assert main(["evaluate", "prefix:32", "--strategy", "g.npz", "-e", "1", "-d", "0", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["noise"] == "laplace"  # asked for: δ = 0
+    got = capsys.readouterr()
+    assert json.loads(got.out)["noise"] == "laplace"  # asked for: δ = 0, and said to differ, as release says
+    assert "'g.npz' was optimised for gaussian noise (δ = 1e-06); this evaluation is of laplace noise" in got.err
 
 
 def test_a_failed_command_never_removes_a_ledger_another_run_spent_from(tmp_path, monkeypatch):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import shlex
+import sys
 
 import mmopt
 from mmopt._base.guards import log10_variance_factor
@@ -127,6 +128,10 @@ def evaluate(args) -> int:
         P = mmopt.Privacy(args.epsilon if args.epsilon is not None else getattr(recorded, "epsilon", 1.0),
                           args.delta if args.delta is not None else getattr(recorded, "delta", 0.0),
                           calibration=getattr(recorded, "calibration", "analytic"))
+    if recorded is not None and recorded.noise != P.noise:  # release says so; evaluate was silent (a helper's audit)
+        print(f"mmopt: warning: the strategy in '{args.strategy.strip()}' was optimised for {recorded.noise} noise "
+              f"(δ = {recorded.delta:g}); this evaluation is of {P.noise} noise (δ = {P.delta:g}), for which it may be "
+              "far from the best.", file=sys.stderr, flush=True)
     record = _evaluation(W, A, P)
     _emit(args, record, out.table(record.items(), f"Expected error of {record['strategy']} on {W.name}:"))
     return 0
