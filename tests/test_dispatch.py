@@ -363,3 +363,41 @@ def test_a_p_identity_strategy_meets_the_dense_prefix_workload_as_its_matrix():
     dense = mmopt.evaluate(wl.prefix(64), A, Privacy(1.0)).total_squared_error
     assert dense == pytest.approx(mmopt.evaluate(wl.prefix(64), A.to_strategy(), Privacy(1.0)).total_squared_error,
                                   rel=1e-12)
+
+
+def test_a_missing_strategy_is_one_type_error_whatever_the_workload():
+    """evaluate(toeplitz.prefix(16), None, per_query=True) raised AttributeError; each family's check worded None
+    differently, naming internal functions (a helper's audit)."""
+    import numpy as np
+
+    import mmopt
+    from mmopt import toeplitz
+    from mmopt.structured import workloads as sw
+    P = mmopt.Privacy(1.0, 1e-6)
+    for W in (mmopt.workload.prefix(16), toeplitz.prefix(16), sw.kron(mmopt.workload.prefix(16))):
+        calls = {"evaluate": lambda: mmopt.evaluate(W, None, P, per_query=True),
+                 "expected_error": lambda: mmopt.expected_error(W, None, P),
+                 "matrix_mechanism": lambda: mmopt.matrix_mechanism(W, None, np.ones(16), P, rng=0),
+                 "release": lambda: mmopt.release(W, None, np.ones(16), P)}
+        for caller, call in calls.items():
+            with pytest.raises(TypeError, match=rf"'strategy' parameter of {caller} must be a strategy.*Got None.*"
+                                                r"mmopt\.svd_bound\(W\)"):
+                call()
+
+
+def test_a_matrix_on_grouping_sets_releases_as_the_same_strategy_does():
+    """np.eye(12) on a HierarchyWorkload went the dense way, another output type and layout than Strategy(np.eye(12))
+    (a helper's audit)."""
+    import numpy as np
+
+    import mmopt
+    from mmopt.hierarchy import Hierarchy, grouping_sets
+    geo = Hierarchy.balanced((2, 3), level_names=("nation", "state", "county"), name="geo")
+    H = grouping_sets([geo, Hierarchy.flat(2, name="sex")], [("state", "sex"), ("county",), ()])
+    P = mmopt.Privacy(1.0, 1e-6)
+    as_strategy = mmopt.release(H, mmopt.strategy.identity(12), np.arange(12.0), P)
+    as_array = mmopt.release(H, np.eye(12), np.arange(12.0), P)
+    assert type(as_array) is type(as_strategy) and as_array.noise_scale == as_strategy.noise_scale
+    se = [mmopt.answers_table(o, H, A, P)["standard_error"].to_numpy() for o, A in
+          ((as_strategy, mmopt.strategy.identity(12)), (as_array, np.eye(12)))]
+    np.testing.assert_array_equal(se[0], se[1])

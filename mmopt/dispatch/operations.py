@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from mmopt import error
 from mmopt._base import runtime as _runtime
 from mmopt._base.guards import Unsupported
@@ -41,6 +43,7 @@ def evaluate(workload, strategy, privacy=None, *, norm: str | None = None, per_q
     >>> round(r.total_squared_error), r.n_queries, r.total_exact   # 2 · (query, cell) incidences
     (2235124, 4151, True)
     """
+    _given(strategy, "evaluate")
     with _runtime.blas_threads(_runtime.default_blas_threads()):
         # before route(), which would form the N×N strategy the twin does without
         if not per_query and (report := product_twin_report(workload, strategy, privacy, norm, "evaluate")) is not None:
@@ -53,6 +56,7 @@ def evaluate(workload, strategy, privacy=None, *, norm: str | None = None, per_q
 
 def expected_error(workload, strategy, privacy=None, *, norm: str | None = None) -> float:
     """Total expected squared error; shorthand for ``evaluate(...).total_squared_error``."""
+    _given(strategy, "expected_error")
     if (report := product_twin_report(workload, strategy, privacy, norm, "expected_error")) is not None:  # as evaluate
         warn_mismatch(strategy, privacy, norm, "expected_error")
         return report.total_squared_error
@@ -127,6 +131,7 @@ def matrix_mechanism(workload, strategy, x, privacy, *, rng=None, size: int | No
     """
     if unexpected:
         raise unexpected_keywords("matrix_mechanism", unexpected, _SIMULATE_KEYWORDS, _SIMULATE_HINTS)
+    _given(strategy, "matrix_mechanism")
     family, W, A = route(workload, strategy, "matrix_mechanism")
     kw = dict(rng=rng, size=size, reconstruct=reconstruct, total=total, zeros=zeros,
               reconstruct_options=reconstruct_options, noise_scale=noise_scale)
@@ -182,6 +187,8 @@ def release(workload, strategy, x, privacy, *, noise_scale: float | None = None,
     """
     if unexpected:
         raise unexpected_keywords("release", unexpected, _RELEASE_KEYWORDS, _RELEASE_HINTS)
+    _given(strategy, "release")
+    strategy = _matrix_on_grouping_sets(workload, strategy)
     if _dense_on_grouping_sets(workload, strategy, reconstruct, total, zeros, reconstruct_options):
         # auto's dense optimum on small grouping sets releases as the families' strategies do (x shaped or flat,
         # answers per grouping set): through the dense path a shaped x was refused (a test of the change). Decided
@@ -194,6 +201,27 @@ def release(workload, strategy, x, privacy, *, noise_scale: float | None = None,
               reconstruct_options=reconstruct_options)
     with _runtime.heavy_call(), keeping_draws("release"):  # a Ctrl-C after the draw keeps y on the exception
         return OPS[family]["release"](W, A, x, privacy, **kw)
+
+
+def _given(strategy, caller: str) -> None:
+    """A TypeError for a missing strategy, one message for every workload: each family's own check said it
+    differently, naming internal functions, and a stream workload's per-query evaluate raised AttributeError (a
+    helper's audit)."""
+    if strategy is None:
+        raise TypeError(f"The 'strategy' parameter of {caller} must be a strategy: a Strategy or a 2-D array, an "
+                        "implicit, Toeplitz or grouping-set strategy, or the .strategy of an OptimizeResult "
+                        "(optimize(W, privacy=...) returns one). Got None instead. The lower bound alone, with no "
+                        "strategy, is mmopt.svd_bound(W).")
+
+
+def _matrix_on_grouping_sets(workload, strategy):
+    """A 2-D array on a HierarchyWorkload as the Strategy it is: as an array it went the dense way (another output
+    type and layout than the same matrix as a Strategy; a helper's audit)."""
+    from mmopt.dense._strategy_core import Strategy
+    from mmopt.hierarchy.workload import HierarchyWorkload
+    if isinstance(workload, HierarchyWorkload) and isinstance(strategy, np.ndarray) and strategy.ndim == 2:
+        return Strategy(strategy)
+    return strategy
 
 
 def _dense_on_grouping_sets(workload, strategy, reconstruct, total, zeros, options) -> bool:
