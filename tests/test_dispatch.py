@@ -375,10 +375,10 @@ def test_a_missing_strategy_is_one_type_error_whatever_the_workload():
     from mmopt.structured import workloads as sw
     P = mmopt.Privacy(1.0, 1e-6)
     for W in (mmopt.workload.prefix(16), toeplitz.prefix(16), sw.kron(mmopt.workload.prefix(16))):
-        calls = {"evaluate": lambda: mmopt.evaluate(W, None, P, per_query=True),
-                 "expected_error": lambda: mmopt.expected_error(W, None, P),
-                 "matrix_mechanism": lambda: mmopt.matrix_mechanism(W, None, np.ones(16), P, rng=0),
-                 "release": lambda: mmopt.release(W, None, np.ones(16), P)}
+        calls = {"evaluate": lambda W=W: mmopt.evaluate(W, None, P, per_query=True),
+                 "expected_error": lambda W=W: mmopt.expected_error(W, None, P),
+                 "matrix_mechanism": lambda W=W: mmopt.matrix_mechanism(W, None, np.ones(16), P, rng=0),
+                 "release": lambda W=W: mmopt.release(W, None, np.ones(16), P)}
         for caller, call in calls.items():
             with pytest.raises(TypeError, match=rf"'strategy' parameter of {caller} must be a strategy.*Got None.*"
                                                 r"mmopt\.svd_bound\(W\)"):

@@ -60,3 +60,31 @@ def test_sketch_is_of_the_gram_and_tolerates_round_off():
     assert not differs(sketch(W), [t, q, s]) and differs(sketch(W), [t, q + 1e-3, s])
     assert differs(sketch(W), [2 * t, q, s])
     assert not differs(sketch(W), None) and sketch(wl.prefix(5000)) is None  # not compared past 4,096 cells
+
+
+def test_grouping_sets_are_recorded_and_checked_as_the_queries_they_are(tmp_path):
+    """save(..., workload=H) and load(..., workload=H) refused a HierarchyWorkload (the remedy save itself names for
+    its strategy then failed), and an OptimizeResult holding a grouping-set strategy got no remedy (a helper's
+    audit); a bare matrix is told to be wrapped."""
+    import numpy as np
+
+    import mmopt
+    from mmopt.hierarchy import Hierarchy, grouping_sets
+    geo = Hierarchy.balanced((2, 3), level_names=("nation", "state", "county"), name="geo")
+    H = grouping_sets([geo, Hierarchy.flat(2, name="sex")], [("state", "sex"), ("county",), ()])
+    P = mmopt.Privacy(1.0, 1e-6)
+    res = mmopt.optimize(H, privacy=P)
+    with pytest.raises(TypeError, match=r"OptimizeResult whose strategy is a HierarchyStrategy .*Strategy\.from_gram"):
+        mmopt.save(tmp_path / "r", res)
+    A = mmopt.Strategy.from_gram(res.strategy.dense_gram())
+    path = mmopt.save(tmp_path / "a", A, workload=H, privacy=P)
+    loaded = mmopt.load(path, workload=H)  # the same queries: no warning, and the same error
+    recorded = loaded.metadata["workload"]
+    assert recorded["kind"] == "implicit" and recorded["n_queries"] == H.n_queries
+    want = mmopt.evaluate(H, res.strategy, P).total_squared_error
+    assert mmopt.evaluate(H, loaded.strategy, P).total_squared_error == pytest.approx(want, rel=1e-9)
+    other = grouping_sets([geo, Hierarchy.flat(2, name="sex")], [("county", "sex")])
+    with pytest.warns(UserWarning):  # other queries over the same cells are said
+        mmopt.load(path, workload=other)
+    with pytest.raises(TypeError, match=r"Got ndarray\. Wrap the matrix: mmopt\.Strategy\(A\)"):
+        mmopt.save(tmp_path / "m", np.eye(12))

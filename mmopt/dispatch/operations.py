@@ -166,9 +166,11 @@ def laplace_mechanism(workload, x, privacy, *, rng=None, size: int | None = None
         return mechanism.laplace_mechanism(workload, x, privacy, rng=rng, size=size)
     if family in ("stream", "product"):
         return laplace.laplace_mechanism(workload, x, privacy, rng=rng, size=size)
+    also = (", or pass its queries as a union of products, W.to_implicit(), which laplace_mechanism takes"
+            if callable(getattr(workload, "to_implicit", None)) else "")
     raise TypeError(f"laplace_mechanism takes a dense, product, marginal or stream workload. Got a {family} "
                     f"workload ({type(workload).__name__}); answer it with a strategy through "
-                    "mmopt.matrix_mechanism instead.")
+                    f"mmopt.matrix_mechanism instead{also}.")
 
 
 def release(workload, strategy, x, privacy, *, noise_scale: float | None = None, reconstruct: str = "least_squares",

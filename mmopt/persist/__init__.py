@@ -156,7 +156,7 @@ def save(path, strategy_or_result, *, workload=None, privacy=None, overwrite: bo
             raise TypeError(f"The 'strategy_or_result' parameter of {caller} is an OptimizeResult whose strategy is a "
                             f"{type(strategy).__name__} (method={strategy_or_result.method!r}), which the file format "
                             "does not hold: save stores dense, Kronecker/union/marginal, residual, p-Identity and "
-                            "mmopt.toeplitz strategies.") from None
+                            f"mmopt.toeplitz strategies.{fmt.REMEDIES.get(type(strategy).__name__, '')}") from None
         result = strategy_or_result.to_dict()
         del result["strategy"]  # the strategy has its own, fuller, section
     else:

@@ -40,6 +40,17 @@ METADATA = "metadata"  # the npz entry holding the JSON (UTF-8 bytes as a uint8 
 F8, I8 = np.dtype("<f8"), np.dtype("<i8")  # little-endian on every machine: the file is portable
 
 
+#: What to save instead, per object met in the wild (each was refused with no remedy; helpers' probes).
+REMEDIES = {"Plan": " Save plan.result, with privacy=plan.privacy (the plan's strategy and budget).",
+            "SavedStrategy": " Save its .strategy (load returned it wrapped with the file's metadata).",
+            "ndarray": " Wrap the matrix: mmopt.Strategy(A) (evaluate and release take the array as it is).",
+            "HierarchyStrategy": " A grouping-set strategy has no file kind yet; at ≤ 4,096 cells save "
+                                 "mmopt.Strategy.from_gram(A.dense_gram()) (evaluate and release take it).",
+            "NodeStrategy": " A grouping-set strategy has no file kind yet; at ≤ 1,024 cells optimize(W, "
+                            "privacy=...) returns a dense strategy where it is better, which saves; or keep the "
+                            "workload and optimise again (deterministic)."}
+
+
 def kind_of(strategy, caller: str = "save") -> str:
     """"dense", "product", "union" or "marginals" (an implicit strategy whose every factor is I or 1ᵀ)."""
     if isinstance(strategy, Strategy):
@@ -48,17 +59,9 @@ def kind_of(strategy, caller: str = "save") -> str:
         if (kind := pt.kind_of(strategy) or pr.kind_of(strategy)) is not None:
             return kind
         kind = type(strategy).__name__
-        # what to save instead, per object met in the wild (each was refused with no remedy; a helper's probe)
-        remedy = {"Plan": " Save plan.result, with privacy=plan.privacy (the plan's strategy and budget).",
-                  "SavedStrategy": " Save its .strategy (load returned it wrapped with the file's metadata).",
-                  "HierarchyStrategy": " A grouping-set strategy has no file kind yet; at ≤ 4,096 cells save "
-                                       "mmopt.Strategy.from_gram(A.dense_gram()) (evaluate and release take it).",
-                  "NodeStrategy": " A grouping-set strategy has no file kind yet; at ≤ 1,024 cells "
-                                  "optimize(W, privacy=...) returns a dense strategy where it is better, which "
-                                  "saves; or keep the workload and optimise again (deterministic)."}
         raise TypeError(f"The 'strategy_or_result' parameter of {caller} must be a Strategy, an implicit strategy "
                         "(mmopt.strategy.kron/stack/marginals), a mmopt.toeplitz, tree, p-Identity or residual "
-                        f"strategy or an OptimizeResult. Got {kind}.{remedy.get(kind, '')}")
+                        f"strategy or an OptimizeResult. Got {kind}.{REMEDIES.get(kind, '')}")
     if _marginal_masks(strategy) is not None:
         return "marginals"
     return "product" if strategy.is_product else "union"

@@ -99,8 +99,11 @@ def check_recorded_attributes(given: dict, recorded: dict | None, caller: str) -
 
 def workload_metadata(workload, strategy, caller: str, what: str) -> dict:
     """The workload's description, after checking that its domain is the strategy's."""
+    from mmopt.hierarchy.workload import HierarchyWorkload  # lazy, as StreamWorkload
     from mmopt.toeplitz.error import StreamWorkload  # lazy: mmopt.toeplitz.prefix(n) / all_range(n)
 
+    if isinstance(workload, HierarchyWorkload):  # recorded as the queries they are (it was refused; a helper's audit)
+        workload = workload.to_implicit()
     if not isinstance(workload, Workload | ImplicitWorkload | StreamWorkload):  # with the remedy for a bare matrix
         raise not_a_workload(workload, name=what.split("'")[1], caller=caller,
                              expected="a Workload, an implicit workload or a mmopt.toeplitz workload")

@@ -176,7 +176,9 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     from mmopt.hierarchy.workload import HierarchyWorkload
     grouped = isinstance(workload, HierarchyWorkload)
     if grouped and delta == 0:
-        raise ValueError(f"{caller}: grouping sets over hierarchies are planned under Gaussian noise; give delta > 0.")
+        raise ValueError(f"{caller}: grouping sets over hierarchies are planned under Gaussian noise; give delta > 0 "
+                         "(or plan their queries as a union of products, W.to_implicit(), under Laplace noise: a "
+                         "heuristic there).")
     # the per-marginal route is the residual (Gaussian) optimum; on a workload of other queries the dict's own
     # refusal (check_targets: it needs marginals) is the one to give, not 'give delta > 0', which led to it
     if isinstance(targets, dict) and delta == 0 and not grouped and marginals_of(workload) is not None:

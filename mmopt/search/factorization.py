@@ -167,6 +167,9 @@ def factorization_norm(workload, *, tol: float = 1e-8, max_iterations: int | Non
     if isinstance(workload, Strategy):
         raise TypeError(f"The 'workload' parameter of {_CALLER} must be a Workload, an implicit workload or a "
                         "query matrix F. Got a Strategy; pass its matrix (strategy.matrix) to factorize it.")
+    from mmopt.hierarchy.workload import HierarchyWorkload  # lazy: the hierarchy layer imports the search layer
+    if isinstance(workload, HierarchyWorkload):  # grouping sets as the union of products they are (a helper's audit:
+        workload = workload.to_implicit()       # "must be a 2-D array … Got an entry HierarchyWorkload")
     workload = _as_listed(workload)
     if isinstance(workload, ImplicitWorkload):
         if workload.is_product:
