@@ -56,8 +56,7 @@ def augment(strategy: Strategy, *, rows=None, norm: str = "l1") -> Strategy:
     [[1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 2.0]]
     """
     caller = "augment"
-    if not isinstance(strategy, Strategy):
-        raise TypeError(f"The 'strategy' parameter of {caller} must be a Strategy. Got {type(strategy).__name__}.")
+    strategy = _as_strategy(strategy, caller)  # a matrix, an implicit or Toeplitz strategy (≤ 4,096 cells) too
     v.check_choice(norm, name="norm", caller=caller, choices=("l1", "l2"))
     A = strategy.matrix
     p, n = A.shape

@@ -369,3 +369,24 @@ def test_rmse_is_reported_where_only_its_square_overflows():
         far = mmopt.evaluate(W, A, mmopt.Privacy(1e-300))
     assert math.isinf(far.mean_squared_error)
     assert far.rmse == pytest.approx(mmopt.evaluate(W, A, mmopt.Privacy(1.0)).rmse * 1e300, rel=1e-10)
+
+
+def test_implicit_and_toeplitz_strategies_are_analysed_as_their_matrices():
+    """error_profile, eigen_structure, query_error and augment said "must be a 2-D array … Got an entry
+    ImplicitStrategy" (augment: "must be a Strategy") where evaluate takes them (a helper's audit): up to the dense
+    limit they are their matrices; past it the refusal names the size and evaluate."""
+    import mmopt
+    from mmopt import strategy as st
+    from mmopt import toeplitz
+    from mmopt.augment import augment
+    implicit = st.kron(st.identity(3), st.hierarchical(4))
+    for A in (implicit, toeplitz.sqrt_strategy(16)):
+        D = A.to_strategy()
+        np.testing.assert_array_equal(mmopt.error_profile(A).matrix, mmopt.error_profile(D).matrix)
+        np.testing.assert_array_equal(mmopt.eigen_structure(A)[0], mmopt.eigen_structure(D)[0])
+        q = np.arange(D.domain_size, dtype=float)
+        assert mmopt.query_error(q, A) == mmopt.query_error(q, D)
+        np.testing.assert_array_equal(augment(A).matrix, augment(D).matrix)
+    with pytest.raises(ValueError, match=r"ToeplitzStrategy over 10,000 cells; error_profile works on the dense "
+                                         r"matrix, up to 4,096 cells\. mmopt\.evaluate takes it at any size\."):
+        mmopt.error_profile(toeplitz.sqrt_strategy(10_000))

@@ -88,6 +88,15 @@ def as_strategy(strategy, caller: str) -> Strategy:
     if isinstance(strategy, Workload):
         raise TypeError(f"The 'strategy' parameter of {caller} must be a Strategy or a matrix. Got a Workload; "
                         "use mmopt.strategy.from_workload(W) to use the workload as strategy.")
+    if callable(getattr(strategy, "to_strategy", None)) and isinstance(getattr(strategy, "domain_size", None), int):
+        # an implicit or Toeplitz strategy: its matrix up to the dense limit (it was "must be a 2-D array … Got an
+        # entry ImplicitStrategy", where evaluate takes it; a helper's audit)
+        from mmopt.structured._checks import DENSE_LIMIT  # lazy: the structured layer imports this one
+        if strategy.domain_size > DENSE_LIMIT:
+            raise ValueError(f"The 'strategy' parameter of {caller} is a {type(strategy).__name__} over "
+                             f"{strategy.domain_size:,} cells; {caller} works on the dense matrix, up to "
+                             f"{DENSE_LIMIT:,} cells. mmopt.evaluate takes it at any size.")
+        return strategy.to_strategy()
     return Strategy(v.check_matrix(strategy, name="strategy", caller=caller), "strategy")
 
 
