@@ -401,3 +401,16 @@ def test_a_matrix_on_grouping_sets_releases_as_the_same_strategy_does():
     se = [mmopt.answers_table(o, H, A, P)["standard_error"].to_numpy() for o, A in
           ((as_strategy, mmopt.strategy.identity(12)), (as_array, np.eye(12)))]
     np.testing.assert_array_equal(se[0], se[1])
+
+
+def test_a_dense_twin_too_large_is_refused_in_the_words_of_the_method_called():
+    """W.to_workload() was refused as "ImplicitWorkload.gram" and a stream workload's as "prefix: the … Gram
+    matrix", with no way on (a helper's audit)."""
+    import mmopt
+    from mmopt import toeplitz
+    W = mmopt.workload.kron(mmopt.workload.prefix(1000), mmopt.workload.prefix(1000))
+    with pytest.raises(ValueError, match=r"^ImplicitWorkload\.to_workload: .*take the implicit workload as it is"):
+        W.to_workload()
+    with pytest.raises(ValueError, match=r"^StreamWorkload\.to_workload: the dense twin of prefix\(1,000,000\) .*"
+                                         r"take the stream workload as it is, in O\(n\)\."):
+        toeplitz.prefix(10**6).explicit_matrix()

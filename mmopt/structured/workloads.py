@@ -116,10 +116,11 @@ class ImplicitWorkload(ProductUnion):
         """G/m (N×N), as :attr:`gram`."""
         return self.gram / self.n_queries
 
-    def _gram(self, max_entries: int) -> np.ndarray:
+    def _gram(self, max_entries: int, caller: str = "ImplicitWorkload.gram") -> np.ndarray:
         N = self.domain_size
-        ck.check_allocation(N * N, what=f"the N×N Gram of '{self.name}'", caller="ImplicitWorkload.gram",
-                            limit=max_entries, remedy=" Use mmopt.structured.evaluate, which never forms G.")
+        ck.check_allocation(N * N, what=f"the N×N Gram of '{self.name}'", caller=caller, limit=max_entries,
+                            remedy=" mmopt.evaluate, optimize and release take the implicit workload as it is; "
+                                   "they never form G.")
         return self._gram_sum(lambda f: f.mean_gram * f.n_queries)
 
     def to_workload(self, *, max_entries: int = ck.MAX_DENSE_ENTRIES) -> Workload:
@@ -131,7 +132,8 @@ class ImplicitWorkload(ProductUnion):
         rows = all(f.matrix is not None or f.family != "gram" for t in self.terms for f in t.factors)
         if rows and self.n_queries * self.domain_size <= max_entries:  # (a Gram-only factor has no rows to list)
             return Workload.from_matrix(self.dense(max_entries=max_entries), name=self.name)
-        return Workload.from_gram(self._gram(max_entries), n_queries=self.n_queries, name=self.name)
+        return Workload.from_gram(self._gram(max_entries, "ImplicitWorkload.to_workload"), n_queries=self.n_queries,
+                                  name=self.name)
 
     def __repr__(self) -> str:
         return (f"ImplicitWorkload(name={self.name!r}, shape={self.shape}, N={ck.fmt_int(self.domain_size)}, "

@@ -58,7 +58,13 @@ class StreamWorkload:
     def to_workload(self):
         """The dense twin (:func:`mmopt.workload.prefix` / ``all_range`` as an n×n Gram); refused past the
         allocation limit before allocating."""
+        from mmopt._base import validation as v
         from mmopt.dense import _workload_core as core  # lazy: the dense layer is the reference, never the reverse
+        # in this method's words (the dense constructor's named 'prefix: the … Gram matrix', and no way on)
+        v.check_allocation(2 * self.n * self.n, what=f"the dense twin of {self.kind}({self.n:,}) (its n×n Gram and "
+                           "one temporary)", caller=f"{type(self).__name__}.to_workload",
+                           remedy=" mmopt.evaluate, optimize and release take the stream workload as it is, in "
+                                  "O(n).")
         return getattr(core, self.kind)(self.n)
 
 
