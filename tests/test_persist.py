@@ -584,17 +584,35 @@ def test_bytes_before_the_archive_read_as_corruption_not_as_a_pickle(dense_file)
 
 
 @pytest.mark.parametrize("parents", [[[0, 0, 0, 1, 2, 2]], [[0, 0, 1, 1]]])  # irregular (nodes), regular (residual)
-def test_hierarchy_results_have_a_dict_and_save_says_why_it_cannot_store_them(parents, tmp_path):
-    # to_dict raised save's refusal (the strategy summary went through the file format's kinds), and that
-    # refusal listed "or an OptimizeResult" to a caller who had passed one
+def test_grouping_set_strategies_round_trip_by_their_trees_and_weights(parents, tmp_path):
+    """A grouping-set strategy had no file kind (the remedy was its N×N Gram, ≤ 4,096 cells); it is stored as its
+    trees and weights, loaded bit for bit, and an edit that would lower Δ₂ is refused."""
     from mmopt.hierarchy import Hierarchy, grouping_sets
     geo = Hierarchy.from_parents(parents, level_names=("nation", "state", "county"))
-    r = mmopt.optimize(grouping_sets([geo], [("state",), ("county",)]), privacy=mmopt.Privacy(1.0, 1e-6),
-                       method="hierarchy")  # (auto may return the dense optimum here, which save stores)
+    H = grouping_sets([geo, Hierarchy.flat(2, name="sex")], [("state", "sex"), ("county",), ()])
+    P = mmopt.Privacy(1.0, 1e-6)
+    r = mmopt.optimize(H, privacy=P, method="hierarchy")  # (auto may return the dense optimum here)
     summary = json.loads(json.dumps(r.to_dict()))["strategy"]
-    assert summary["kind"] == type(r.strategy).__name__ and summary["domain_size"] == geo.n
-    with pytest.raises(TypeError, match="is an OptimizeResult whose strategy is a .*Strategy \\(method="):
-        save(tmp_path / "h", r)
+    assert summary["kind"].startswith("hierarchy_") and summary["domain_size"] == 2 * geo.n
+    path = save(tmp_path / "h", r, workload=H, privacy=P)
+    got = load(path, workload=H)
+    assert type(got.strategy) is type(r.strategy) and got.strategy.sensitivity() == r.strategy.sensitivity()
+    assert got.result["objective"] == r.objective and got.privacy == P
+    x = np.arange(H.domain_size, dtype=float)
+    want = mmopt.evaluate(H, r.strategy, P)
+    assert mmopt.evaluate(H, got.strategy, P).total_squared_error == want.total_squared_error
+    assert mmopt.release(H, got.strategy, x, P).noise_scale == mmopt.release(H, r.strategy, x, P).noise_scale
+    # an edit (checksum recomputed, as anyone can) that lowers the coefficients Δ₂ is charged from is refused
+    meta, raw = read_raw(path)
+    edits = {"coef": (lambda a: a * 0.5, "node coefficients that are not those of its trees"),
+             "weights": (lambda a: -a, "cannot be rebuilt|weights"),
+             "parents_0_1": (lambda a: a[::-1].copy(), "not the workload.s")}  # another tree: refused at use
+    for name, (edit, needle) in edits.items():
+        if name in raw:
+            write_raw(tmp_path / "edited.npz", json.loads(json.dumps(meta)), dict(raw) | {name: edit(raw[name])},
+                      rehash=True)
+            with pytest.raises(ValueError, match=needle):
+                mmopt.release(H, load(tmp_path / "edited.npz", workload=H).strategy, x, P)
 
 
 def test_save_under_a_file_says_it_is_not_a_directory(tmp_path):
@@ -714,12 +732,5 @@ def test_paths_and_unsaveable_objects_are_said_with_a_remedy(tmp_path, monkeypat
     save("p", p.result, privacy=p.privacy)
     with pytest.raises(TypeError, match=r"Got SavedStrategy\. Save its \.strategy"):
         save("q", mmopt.load("p.npz"))
-    from mmopt.hierarchy import Hierarchy, grouping_sets
-    geo = Hierarchy.from_parents([[0, 0, 1, 1]], level_names=("nation", "state", "county"))
-    W = grouping_sets([geo], [("state",), ("county",)])
-    H = mmopt.optimize(W, privacy=mmopt.Privacy(1.0, 1e-6), method="hierarchy").strategy
-    with pytest.raises(TypeError, match=r"Strategy.from_gram\(A.dense_gram\(\)\)"):
-        save("h", H)
-    twin = mmopt.Strategy.from_gram(H.dense_gram())  # the remedy, as said: the same errors
-    assert mmopt.evaluate(W, twin, mmopt.Privacy(1.0, 1e-6)).total_squared_error == pytest.approx(
-        mmopt.evaluate(W, H, mmopt.Privacy(1.0, 1e-6)).total_squared_error, rel=1e-9)
+    with pytest.raises(TypeError, match=r"Got ndarray\. Wrap the matrix: mmopt\.Strategy\(A\)"):
+        save("m", np.eye(4))

@@ -81,12 +81,19 @@ def layout(W: HierarchyWorkload, tree: int) -> Layout:
     for s, w in zip(W.sets, W.weights, strict=True):
         beta[s[tree]] += w * w * hc.outer([np.ones(1)] + [tabs[i].tau[s[i]] for i in others]).ravel()
     active = np.flatnonzero(beta.max(axis=0) > 0)
-    coef = np.ones((1, 1))
-    for i in others:
-        coef = np.kron(coef, tabs[i].diag.T.toarray())  # (components × types), C order as the tensors
     beta = beta[:, active]
     depth = np.array([np.flatnonzero(beta[:, u] > 0).max() for u in range(active.size)])
-    return Layout(tree, beta, depth, coef[active], active)
+    return Layout(tree, beta, depth, component_coefficients(W.attributes, tree)[active], active)
+
+
+def component_coefficients(attributes, tree: int) -> np.ndarray:
+    """∏ᵢ diagᵢ[rᵢ, Uᵢ] over the attributes other than ``tree``: (components × types), C order as the tensors. A
+    function of the trees alone, so a saved layout's is recomputed, never read (Δ₂ is charged from it)."""
+    coef = np.ones((1, 1))
+    for i, h in enumerate(attributes):
+        if i != tree:
+            coef = np.kron(coef, hc.tables(h).diag.T.toarray())
+    return coef
 
 
 def passes(h: Hierarchy, z: list[np.ndarray], beta: np.ndarray, want_grad: bool = True):
@@ -231,6 +238,10 @@ class NodeStrategy:
     @property
     def shape(self) -> tuple[int, ...]:
         return tuple(h.n for h in self.attributes)
+
+    @property
+    def domain_size(self) -> int:
+        return int(np.prod(self.shape, dtype=object))
 
     def diagonal(self) -> np.ndarray:
         """diag(X) over (the tree's level-max(T_U) groups × the other attributes' types)."""

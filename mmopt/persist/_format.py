@@ -1,6 +1,6 @@
 """The saved-strategy format: a strategy as named arrays plus a JSON description, and back, with every check.
 
-Notation: see README. Seven kinds, each stored faithfully (the rebuilt strategy has bit-identical matrices,
+Notation: see README. The kinds, each stored faithfully (the rebuilt strategy has bit-identical matrices,
 weights, names and term order, so every error figure computed from it is identical):
 
 - ``dense``: a :class:`~mmopt.strategy.Strategy`; array ``matrix`` (p×n).
@@ -13,6 +13,8 @@ weights, names and term order, so every error figure computed from it is identic
   O(n) (:mod:`mmopt.persist._toeplitz`).
 - ``residual``: a residual strategy (what a Gaussian records release measures), by its subsets and weights
   (:mod:`mmopt.persist._residual`).
+- ``hierarchy_residual`` / ``hierarchy_nodes``: the grouping-set strategies over hierarchies, by their trees and
+  weights (:mod:`mmopt.persist._hierarchy`).
 
 Integrity: ``checksum`` holds two SHA-256 digests: of the arrays (for each name in sorted order, the line
 "name\\ndtype\\nshape\\n" then the C-order bytes) and of the rest of the metadata (canonical JSON: sorted
@@ -29,13 +31,14 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from mmopt.dense._strategy_core import Strategy
+from mmopt.persist import _hierarchy as ph
 from mmopt.persist import _residual as pr
 from mmopt.persist import _toeplitz as pt
 from mmopt.structured.strategies import ImplicitStrategy, StrategyProduct, marginals_strategy
 
 FORMAT = "mmopt.strategy"
 FORMAT_VERSION = 1
-KINDS = ("dense", "product", "union", "marginals", *pt.KINDS, *pr.KINDS)
+KINDS = ("dense", "product", "union", "marginals", *pt.KINDS, *pr.KINDS, *ph.KINDS)
 METADATA = "metadata"  # the npz entry holding the JSON (UTF-8 bytes as a uint8 vector)
 F8, I8 = np.dtype("<f8"), np.dtype("<i8")  # little-endian on every machine: the file is portable
 
@@ -43,12 +46,7 @@ F8, I8 = np.dtype("<f8"), np.dtype("<i8")  # little-endian on every machine: the
 #: What to save instead, per object met in the wild (each was refused with no remedy; helpers' probes).
 REMEDIES = {"Plan": " Save plan.result, with privacy=plan.privacy (the plan's strategy and budget).",
             "SavedStrategy": " Save its .strategy (load returned it wrapped with the file's metadata).",
-            "ndarray": " Wrap the matrix: mmopt.Strategy(A) (evaluate and release take the array as it is).",
-            "HierarchyStrategy": " A grouping-set strategy has no file kind yet; at ≤ 4,096 cells save "
-                                 "mmopt.Strategy.from_gram(A.dense_gram()) (evaluate and release take it).",
-            "NodeStrategy": " A grouping-set strategy has no file kind yet; at ≤ 1,024 cells optimize(W, "
-                            "privacy=...) returns a dense strategy where it is better, which saves; or keep the "
-                            "workload and optimise again (deterministic)."}
+            "ndarray": " Wrap the matrix: mmopt.Strategy(A) (evaluate and release take the array as it is)."}
 
 
 def kind_of(strategy, caller: str = "save") -> str:
@@ -56,7 +54,7 @@ def kind_of(strategy, caller: str = "save") -> str:
     if isinstance(strategy, Strategy):
         return "dense"
     if not isinstance(strategy, ImplicitStrategy):
-        if (kind := pt.kind_of(strategy) or pr.kind_of(strategy)) is not None:
+        if (kind := pt.kind_of(strategy) or pr.kind_of(strategy) or ph.kind_of(strategy)) is not None:
             return kind
         kind = type(strategy).__name__
         raise TypeError(f"The 'strategy_or_result' parameter of {caller} must be a Strategy, an implicit strategy "
@@ -87,6 +85,8 @@ def strategy_summary(strategy) -> dict:
     """kind, name, shape [p, N] of A, domain_shape (attribute sizes; [n] for a dense A), domain_size, n_rows."""
     if callable(getattr(strategy, "json_summary", None)):  # other layers' strategies (mmopt.toeplitz) say it
         return strategy.json_summary()
+    if ph.kind_of(strategy) is not None:
+        return ph.summary(strategy)
     if not isinstance(strategy, Strategy | ImplicitStrategy) and pt.kind_of(strategy) is None:
         # a strategy no file holds (the hierarchy family's): OptimizeResult.to_dict raised save's refusal for it
         shape = [int(s) for s in getattr(strategy, "shape", ())]
@@ -110,6 +110,8 @@ def encode(strategy, caller: str = "save") -> tuple[dict, dict[str, np.ndarray]]
         return pt.encode(strategy, desc)
     if kind in pr.KINDS:
         return pr.encode(strategy, desc)
+    if kind in ph.KINDS:
+        return ph.encode(strategy, desc)
     if kind == "dense":
         return desc, {"matrix": strategy.matrix.astype(F8)}
     weights = np.array([t.weight for t in strategy.terms], dtype=F8)
@@ -211,6 +213,9 @@ def decode(desc, arrays: Mapping[str, np.ndarray], fail: Callable):
         return pt.decode(desc, arrays, N, name, field=field, array=_array, same_names=_same_names, fail=fail)
     if kind in pr.KINDS:
         return pr.decode(desc, arrays, dshape, name, field=field, array=_array, same_names=_same_names,
+                         build=_build, fail=fail)
+    if kind in ph.KINDS:
+        return ph.decode(desc, arrays, dshape, name, field=field, array=_array, same_names=_same_names,
                          build=_build, fail=fail)
     expected = {"dense": {"matrix"}, "marginals": {"masks", "weights"}}.get(kind)
     if kind == "dense":

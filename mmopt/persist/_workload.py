@@ -79,8 +79,11 @@ def differs(given, recorded) -> bool:
 def attribute_sizes(strategy) -> tuple[int, ...] | None:
     """A strategy's own attribute sizes (implicit and residual strategies have them), else None (a dense or stream
     strategy knows only its N cells)."""
+    from mmopt.hierarchy.nodes import NodeStrategy
+    from mmopt.hierarchy.strategy import HierarchyStrategy
     from mmopt.structured.residual.strategy import ResidualStrategy
-    return tuple(strategy.shape) if isinstance(strategy, ImplicitStrategy | ResidualStrategy) else None
+    kinds = ImplicitStrategy | ResidualStrategy | HierarchyStrategy | NodeStrategy
+    return tuple(strategy.shape) if isinstance(strategy, kinds) else None
 
 
 def check_recorded_attributes(given: dict, recorded: dict | None, caller: str) -> None:
