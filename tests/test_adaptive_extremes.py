@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mmopt import adaptive as ad
-from mmopt.adaptive._common import EPSILON_RANGE, MAX_COUNT
+from mmopt.adaptive._common import EPSILON_RANGE, MAX_COUNT, MAX_TOTAL
 
 ONE_D = ["uniform", "ahp", "efpa", "php", "noise_first"]
 TWO_D = ["agrid", "ugrid", "kd_tree"]
@@ -37,8 +37,17 @@ def test_budgets_outside_the_range_are_refused_by_name(name, epsilon):
 def test_counts_past_the_limit_are_refused_and_at_it_are_finite(name):
     with pytest.raises(ValueError, match=f"'x' parameter of {name} must hold counts <="):
         getattr(ad, name)(np.full(8, 1e308), 1.0, rng=0)
-    r = getattr(ad, name)(np.full(16, MAX_COUNT), 1.0, rng=0)
-    assert np.isfinite(r.estimate).all()
+    # a total past 2^52: float64 sums of whole counts stop being exact, and at x = [2^53, 1, …] one record moved a
+    # released sum by 2 where Δ = 1 (a loss of 2ε; a helper's audit)
+    with pytest.raises(ValueError, match=f"'x' parameter of {name} must hold counts totalling at most 2\\^52"):
+        getattr(ad, name)(np.array([2.0**53, 1.0, 0.0, 0.0] * 4), 1.0, rng=0)
+    r = getattr(ad, name)(np.full(16, MAX_TOTAL / 16), 1.0, rng=0)
+    assert np.isfinite(r.estimate).all() and MAX_COUNT > MAX_TOTAL
+
+
+def test_privbayes_refuses_a_total_whose_sums_are_not_exact():
+    with pytest.raises(ValueError, match=r"'data' parameter of privbayes must hold counts totalling at most 2\^52"):
+        ad.privbayes(np.full((2, 2), 2.0**51 + 2.0**50), 1.0, rng=0)
 
 
 @pytest.mark.parametrize("call,match", [

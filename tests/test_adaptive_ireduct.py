@@ -204,10 +204,14 @@ def test_bad_inputs_are_refused(kwargs, exc, match):
     assert rec.calls == []  # refused before any noise
 
 
-@pytest.mark.parametrize("count, epsilon", [(1e120, 1e40), (1e130, 1e25), (1e140, 1e15)])
+@pytest.mark.parametrize("count, epsilon", [(2.0**52, 1e40), (2.0**52, 1e25), (2.0**52, 1e15), (1e3, 1e40)])
 def test_the_marginal_fit_ends_on_counts_and_budgets_inside_the_accepted_ranges(count, epsilon):
     """L₁ = 2t²·max precision overflowed (t = 1e120, precisions 1e79 at ε = 1e40): the first step was 1/inf = 0 and
-    the line search never ended. The fit is solved on y/t and the precisions over their largest sum (L₁ = 2)."""
+    the line search never ended. The fit is solved on y/t and the precisions over their largest sum (L₁ = 2).
+    Totals past 2^52 are refused now (their float sums are not exact: mmopt.adaptive._common.MAX_TOTAL), so the
+    extremes are the largest total accepted at the largest budgets."""
+    with pytest.raises(ValueError, match=r"totalling at most 2\^52"):
+        ireduct(np.array([[1e120, 0.0], [0.0, 0.0]]), epsilon, rng=0)
     x = np.array([[count, 0.0], [0.0, 0.0]])
     r = ireduct(x, epsilon, rng=0)
     assert r.estimate.sum() == pytest.approx(count, rel=1e-6) and r.estimate[0, 0] == pytest.approx(count, rel=1e-6)

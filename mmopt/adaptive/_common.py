@@ -109,14 +109,28 @@ EPSILON_RANGE = (1e-50, 1e50)
 #: The largest count accepted: sums of squared counts (AHP's cluster costs, the estimates' variances) stay finite
 #: over 10⁸ cells (ahp and uniform returned inf on counts of 1e308).
 MAX_COUNT = 1e140
+#: The largest total accepted: past 2⁵³ float64 sums of whole counts stop being exact, and one record moved a
+#: released sum by 2 where Δ = 1 (uniform, mwem: a loss of 2ε at x = [2⁵³, 1, …]; a helper's audit). 2⁵² leaves
+#: every partial sum of whole counts exact, and no table of records comes near it (4.5·10¹⁵).
+MAX_TOTAL = 2.0**52
+
+
+def check_total(total: float, name: str, caller: str) -> None:
+    """Refuse a histogram whose counts sum past :data:`MAX_TOTAL` (whose sums the proofs' Δ no longer bounds)."""
+    if total > MAX_TOTAL:
+        raise ValueError(f"The '{name}' parameter of {caller} must hold counts totalling at most 2^52 "
+                         f"(≈4.5e15), where float64 sums of whole counts are exact (past 2^53 one record can move a "
+                         f"sum by 2, twice the sensitivity the privacy proof charges). Got a total of {total:.4g}.")
 
 
 def check_histogram(x, caller: str) -> np.ndarray:
-    """x as a finite, non-negative float64 array of ndim 1 or 2 with at least one cell, counts ≤ MAX_COUNT."""
+    """x as a finite, non-negative float64 array of ndim 1 or 2 with at least one cell, counts ≤ MAX_COUNT,
+    total ≤ MAX_TOTAL."""
     arr = _check_histogram(x, caller)
     if arr.max() > MAX_COUNT:
         raise ValueError(f"The 'x' parameter of {caller} must hold counts <= {MAX_COUNT:g} (their squares must "
                          f"stay finite). Got a largest count of {float(arr.max()):g}; rescale the data.")
+    check_total(float(arr.sum()), "x", caller)
     return arr
 
 

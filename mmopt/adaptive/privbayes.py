@@ -54,7 +54,8 @@ import math
 import numpy as np
 
 from mmopt._base import validation as v
-from mmopt.adaptive._common import MAX_COUNT, AdaptiveResult, check_epsilon, check_fraction, laplace_scale
+from mmopt.adaptive._common import (MAX_COUNT, AdaptiveResult, check_epsilon, check_fraction, check_total,
+                                    laplace_scale)
 from mmopt.adaptive._finish import finish, noise_source
 
 __all__ = ["lemma1_sensitivity", "mi_sensitivity", "mi_score", "privbayes"]
@@ -159,6 +160,7 @@ def _check_data(data, domain, caller: str):
         if X.max() > MAX_COUNT:  # the marginal fit's step size overflowed and its line search never ended
             raise ValueError(f"The 'data' parameter of {caller} must hold counts <= {MAX_COUNT:g} (their squares "
                              f"must stay finite). Got a largest count of {float(X.max()):g}; rescale the data.")
+        check_total(float(X.sum()), "data", caller)
         shape = X.shape
         marg = _Marginals(X=X)
     if len(shape) < 2:
