@@ -54,8 +54,7 @@ import math
 import numpy as np
 
 from mmopt._base import validation as v
-from mmopt.adaptive._common import (MAX_COUNT, AdaptiveResult, check_epsilon, check_fraction, check_total,
-                                    laplace_scale)
+from mmopt.adaptive._common import MAX_COUNT, AdaptiveResult, check_epsilon, check_fraction, check_total, laplace_scale
 from mmopt.adaptive._finish import finish, noise_source
 
 __all__ = ["lemma1_sensitivity", "mi_sensitivity", "mi_score", "privbayes"]
