@@ -151,8 +151,21 @@ def test_mapping_and_duckdb_lookups_refuse_an_unknown_table(people):
     con.execute("CREATE TABLE people AS SELECT * FROM people_view")
     rel = gr.resolve_source(con, "people")
     assert type(rel).__name__ == "DuckDBPyRelation" and rel.columns == list(people.columns)
-    with pytest.raises(ValueError, match="DuckDB connection without the table 'nope'"):
+    with pytest.raises(ValueError, match="DuckDB connection with no table or view 'nope' .* in its catalog"):
         mmopt.sql("SELECT COUNT(*) FROM nope", con, D, GAUSS)
+    # a registered frame (a view), a table by another case, are the catalog's; a file path or a system view is not:
+    # con.table() read the file from disk with DuckDB's CSV sniffer, not mmopt's reading (a helper's audit)
+    q = "SELECT state, COUNT(*) FROM {} GROUP BY state"
+    for name in ("people_view", "PEOPLE"):
+        assert mmopt.sql(q.format(name), con, D, GAUSS, seed=0) is not None
+    import os
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "people.csv")
+        people.to_csv(path, index=False)
+        for name in (f'"{path}"', "duckdb_tables"):
+            with pytest.raises(ValueError, match="with no table or view .* would read a file or a system view"):
+                mmopt.sql(q.format(name), con, D, GAUSS)
 
 
 def test_duckdb_release_matches_pandas(people):
