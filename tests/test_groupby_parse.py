@@ -138,7 +138,7 @@ def test_a_query_must_be_text():
         parse_query(b"SELECT COUNT(*) FROM t")
 
 
-@pytest.mark.parametrize("alias", ["std_error", "county", "lower", "upper", "grouping_set"])
+@pytest.mark.parametrize("alias", ["std_error", "county", "lower", "upper", "grouping_set", "STD_ERROR", "County"])
 def test_a_count_alias_never_takes_the_name_of_a_result_column(alias):
     """COUNT(*) AS std_error replaced the counts by their standard errors, AS county the labels by the counts, in
     mmopt.sql's table, without a word (a helper's probe)."""
@@ -161,3 +161,19 @@ def test_a_quoted_table_name_keeps_its_parts():
     assert parse_query('SELECT COUNT(*) FROM "my.tab"').table_parts == ("my.tab",)
     assert parse_query("SELECT COUNT(*) FROM my.tab").table_parts == ("my", "tab")
     assert parse_query('SELECT COUNT(*) FROM "my.tab"').table == "my.tab"  # the name, as before
+
+
+@pytest.mark.parametrize("query, needle", [
+    ("SELECT state, COUNT(* EXCLUDE (sex)) FROM t GROUP BY state", r"COUNT\(\*\) takes no column modifier \(EXCEPT\)"),
+    ("SELECT state, COUNT(* ILIKE 'inc%') FROM t GROUP BY state", r"no column modifier \(ILIKE\)"),
+    ("SELECT state, COUNT(* REPLACE (NULL AS sex)) FROM t GROUP BY state", r"no column modifier \(REPLACE\)"),
+    ("SELECT state, COUNT(DISTINCT sex) FROM t GROUP BY state", r"counts distinct values, not records"),
+    ("SELECT state, COUNT(*) FROM t /*! WHERE sex = 'M' */ GROUP BY state", r"comment /\*! WHERE .*MySQL runs"),
+    ("SELECT state, COUNT(*) FROM t GROUP BY state /*!50000 HAVING COUNT(*) > 50 */", r"comment /\*!50000"),
+])
+def test_what_the_sql_says_beyond_count_star_is_refused_not_dropped(query, needle):
+    """COUNT(* EXCLUDE …) and COUNT(* ILIKE …) were released as COUNT(*), and a MySQL /*! WHERE … */ was ignored:
+    the whole table counted where the SQL asks for less (a helper's audit). Plain comments stay harmless."""
+    with pytest.raises(ValueError, match=needle):
+        parse_query(query)
+    assert parse_query("SELECT state, COUNT(ALL *) FROM t /* a note */ GROUP BY state -- and one more").count_name

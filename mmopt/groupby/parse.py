@@ -218,6 +218,12 @@ def parse_query(query: str, attributes=None, levels=()) -> GroupByQuery:
     if len(statements) != 1:
         _refuse(f"{len(statements)} statements", "Pass exactly one SELECT statement.")
     select = statements[0]
+    # MySQL / MariaDB run what /*! … */ holds: sqlglot keeps it as a comment, so a WHERE or HAVING in one was
+    # ignored here and the whole table's counts released (a helper's audit)
+    if hidden := next((c for node in select.walk() for c in (node.comments or ()) if c.lstrip().startswith("!")),
+                      None):
+        _refuse(f"the comment /*{hidden.strip()[:40]} */", "MySQL runs a /*! … */ comment as SQL, which mmopt.sql "
+                "would ignore. Remove it (or write what it holds in the query, where it is checked).")
     if not isinstance(select, exp.Select):
         _refuse(f"the statement {select.sql()[:60]!r} ({type(select).__name__.upper()})", "Only a read-only "
                 "SELECT … COUNT(*) … GROUP BY … query is accepted (no UNION, INSERT, UPDATE, DELETE, DDL).")
@@ -231,9 +237,17 @@ def parse_query(query: str, attributes=None, levels=()) -> GroupByQuery:
         node, alias = (item.this, item.alias) if isinstance(item, exp.Alias) else (item, None)
         if isinstance(node, exp.Count):
             inner = node.this
+            if isinstance(inner, exp.Distinct):
+                _refuse(f"{node.sql()!r}", "COUNT(DISTINCT …) counts distinct values, not records; mmopt.sql releases "
+                        "record counts: COUNT(*).")
             if not isinstance(inner, exp.Star):
                 _refuse(f"{node.sql()!r}", "Count records with COUNT(*) (records with a missing or out-of-domain "
                         "value are dropped by the domain's public rule, so COUNT(col) would be the same).")
+            if modifiers := [k.rstrip("_").upper() for k, v in inner.args.items() if v]:
+                # COUNT(* EXCLUDE …), COUNT(* ILIKE …): Snowflake leaves out rows with a NULL in the kept columns;
+                # the modifier was dropped and a plain COUNT(*) released (a helper's audit)
+                _refuse(f"{node.sql()!r}", f"COUNT(*) takes no column modifier ({', '.join(modifiers)}); write "
+                        "COUNT(*).")
             counts.append(alias or "count")
         elif isinstance(node, exp.Grouping):
             # GROUPING(b) is an AggFunc to sqlglot: the SUM/AVG message below sent users looking for bounded values
@@ -255,13 +269,14 @@ def parse_query(query: str, attributes=None, levels=()) -> GroupByQuery:
     # the result's own columns: an alias among them replaced one silently (COUNT(*) AS std_error lost the counts,
     # AS county the labels; a helper's probe), and so did a grouping column named like one (std_error's labels
     # became standard errors; a probe)
-    if clash := [c for c in columns if c in RESULT_COLUMNS]:
+    # SQL names match up to case: COUNT(*) AS STD_ERROR beside std_error read back as the counts (a helper's audit)
+    if clash := [c for c in columns if c.casefold() in RESULT_COLUMNS]:
         _refuse(f"the grouping column {clash[0]!r}", f"The result already has a column {clash[0]!r} (grouping_set, "
                 "std_error, and with alpha lower and upper), which would replace its labels; a grouping column takes "
                 f"no alias here. Rename it in the records and the domain (e.g. pandas' df.rename(columns={{"
                 f"{clash[0]!r}: '{clash[0]}_group'}}) and Attribute('{clash[0]}_group', …), or a DuckDB view selecting "
                 f"\"{clash[0]}\" AS {clash[0]}_group) and group by the new name.")
-    if counts[0] in {*columns, *RESULT_COLUMNS}:
+    if counts[0].casefold() in {c.casefold() for c in (*columns, *RESULT_COLUMNS)}:
         _refuse(f"COUNT(*) AS {counts[0]}", "Name the count otherwise: the result already has a column "
                 f"{counts[0]!r} (the grouping columns, grouping_set, std_error, and with alpha lower and upper).")
     group = select.args.get("group")
