@@ -151,6 +151,14 @@ def test_mapping_and_duckdb_lookups_refuse_an_unknown_table(people):
     con.execute("CREATE TABLE people AS SELECT * FROM people_view")
     rel = gr.resolve_source(con, "people")
     assert type(rel).__name__ == "DuckDBPyRelation" and rel.columns == list(people.columns)
+    import os
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:  # a .duckdb path: the connection is the way (the CLI takes the file)
+        db = os.path.join(d, "people.duckdb")
+        duckdb.connect(db).close()
+        with pytest.raises(ValueError, match=r"A DuckDB database is read through a connection: mmopt\.sql\(\.\.\., "
+                                             r"duckdb\.connect\(.*people\.duckdb', read_only=True\)"):
+            mmopt.sql("SELECT COUNT(*) FROM people", db, D, GAUSS)
     with pytest.raises(ValueError, match="DuckDB connection with no table or view 'nope' .* in its catalog"):
         mmopt.sql("SELECT COUNT(*) FROM nope", con, D, GAUSS)
     # a registered frame (a view), a table by another case, are the catalog's; a file path or a system view is not:

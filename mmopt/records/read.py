@@ -185,8 +185,11 @@ def open_dataset(path, domain: Domain, *, caller: str, name: str = "records"):
                                                                    null_values=csv_nulls(domain)),
                                parse_options=pcsv.ParseOptions(delimiter="\t" if lower.endswith(".tsv") else ","))
     else:
+        hint = (f" A DuckDB database is read through a connection: {caller}(..., duckdb.connect({p!r}, "
+                "read_only=True), ...) (the command line takes the .duckdb file itself)."
+                if lower.endswith((".duckdb", ".db")) else "")
         raise ValueError(f"The '{name}' parameter of {caller} must be a .parquet or .csv file or a folder of "
-                         f"Parquet files. Got {p!r} instead.")
+                         f"Parquet files. Got {p!r} instead.{hint}")
     try:
         dataset = ds.dataset(p, format=fmt)
     except (pa.ArrowException, OSError) as exc:
