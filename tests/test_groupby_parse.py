@@ -177,3 +177,11 @@ def test_what_the_sql_says_beyond_count_star_is_refused_not_dropped(query, needl
     with pytest.raises(ValueError, match=needle):
         parse_query(query)
     assert parse_query("SELECT state, COUNT(ALL *) FROM t /* a note */ GROUP BY state -- and one more").count_name
+
+
+def test_a_column_in_another_case_names_the_attribute_meant():
+    """SELECT STATE … GROUP BY STATE (valid SQL for a column state) was refused as 'not an attribute', no hint."""
+    with pytest.raises(ValueError, match=r"refuses the column 'STATE'.*Did you mean 'state'\?"):
+        parse_query("SELECT STATE, COUNT(*) FROM t GROUP BY STATE", attributes=("state", "sex"))
+    with pytest.raises(ValueError, match=r"refuses the column 'zip'.*the query\.$"):
+        parse_query("SELECT zip, COUNT(*) FROM t GROUP BY zip", attributes=("state", "sex"))

@@ -288,9 +288,12 @@ def parse_query(query: str, attributes=None, levels=()) -> GroupByQuery:
     if attributes is not None:
         unknown = [c for c in (*columns, *sorted(grouped)) if c not in attributes and c not in levels]
         if unknown:
+            # SQL folds an unquoted name's case; the domain's names are matched as written, so say which was meant
+            near = [a for a in (*attributes, *levels) if str(a).casefold() == unknown[0].casefold()]
+            hint = f" Did you mean {near[0]!r}? Names match as the domain writes them." if near else ""
             raise ValueError(f"{_CALLER} refuses the column {unknown[0]!r}: it is not an attribute of the domain "
                              f"{list(attributes)}. Only domain attributes (public sizes and categories) can be "
-                             "grouped; add it to the domain or drop it from the query.")
+                             f"grouped; add it to the domain or drop it from the query.{hint}")
     missing = [c for c in columns if c not in grouped]
     if missing:
         _refuse(f"the selected column {missing[0]!r}, which is in no grouping set", "Group by every selected column "
