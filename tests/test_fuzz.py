@@ -333,8 +333,9 @@ OPTIMIZE_CASES = [
 ]
 
 AUGMENT_CASES = [
-    case("augment-matrix", lambda: augment(np.eye(2)),
-         raises(TypeError, "'strategy' parameter of augment must be a Strategy")),
+    case("augment-matrix", lambda: augment(np.eye(2)),  # a matrix is the Strategy it is, as everywhere
+         returns(lambda A: isinstance(A, Strategy) and close(A.matrix, np.eye(2)))),
+    case("augment-list", lambda: augment("abc"), raises(TypeError, "'strategy' parameter of augment")),
     case("augment-norm", lambda: augment(st.identity(2), norm="l3"), raises(ValueError, "'norm' parameter of augment")),
     case("augment-rows-complex", lambda: augment(st.identity(2), rows=[[1j, 0]]),
          raises(TypeError, "'rows' parameter of augment .*complex")),
