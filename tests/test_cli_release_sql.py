@@ -77,7 +77,9 @@ def test_duckdb_file_is_opened_read_only_and_the_table_looked_up(folder, capsys)
     con.execute("CREATE TABLE people AS SELECT * FROM 'people.parquet'")
     con.close()
     assert main(_args(query="SELECT state, COUNT(*) FROM nobody GROUP BY state", records="people.duckdb")) == 2
-    assert "DuckDB connection with no table or view 'nobody'" in capsys.readouterr().err
+    err = capsys.readouterr().err  # in the command's words: --records, which the Python parameter 'source' is
+    assert err.startswith("mmopt: error: --records (the 'source' parameter of mmopt.sql) is a DuckDB connection with "
+                          "no table or view 'nobody'")
 
 
 def test_a_quoted_table_name_with_a_dot_is_read_from_the_duckdb_file_as_written(folder):
