@@ -281,7 +281,7 @@ def _warn(message, category, filename, lineno, file=None, line=None) -> None:
 
 
 # The library's parameter → the option that sets it, where the two names differ or the option is the only way in
-_OPTIONS = {"targets": "target", "x": "data", "source": "records", **{k: k for k in (
+_OPTIONS = {"targets": "target", "x": "data", "source": "records", "records": "records", **{k: k for k in (
     "max_iterations", "epsilon", "delta", "alpha", "tol", "seed", "total", "rows", "method", "budget", "norm",
     "objective", "kind", "reconstruct", "calibration")}}
 
