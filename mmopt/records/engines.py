@@ -21,6 +21,8 @@ times. A relation that draws anew on each read (DuckDB's ``USING SAMPLE``, ``ran
 those records were dropped as out of domain — 100 sampled records counted as 8 — and whether one record's value
 was listed decided how many others counted. A candidate value the first read did not list is coded ``UNSEEN``,
 and the count refuses the records (:func:`refuse_unseen`) with the remedy: materialise them once, then count.
+Not checked: a text column under numeric categories in DuckDB (every distinct text is a candidate there, and a
+CASE over all of them was 200× slower; its map keeps the in-domain texts), so such a relation must be deterministic.
 """
 
 from __future__ import annotations
