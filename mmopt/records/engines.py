@@ -83,7 +83,7 @@ def groups(top, shape: tuple[int, ...], limit: int = GROUP_CELLS) -> list[tuple[
 
 def candidates(attribute: Attribute) -> list[float]:
     """The float64 values that a raw value of a numeric-category attribute can have when mmopt keeps it (a
-    superset: :func:`all_codes` codes what the engine returns).
+    superset: :func:`lookup` and :func:`all_codes` code what the engine returns).
 
     mmopt keeps x for category c when x = c exactly, or (x not a whole number) x = float32(c) or float16(c)
     (:func:`mmopt.records.values._float_codes`): in every case float64(x) is c or one of its roundings.
@@ -94,6 +94,20 @@ def candidates(attribute: Attribute) -> list[float]:
         with np.errstate(over="ignore"):  # past a type's range: ±inf (matched by nothing but inf itself)
             out.update(float(narrow(c)) + 0.0 for narrow in (np.float32, np.float16))
     return sorted(out)
+
+
+def lookup(distinct, attribute: Attribute) -> tuple[list, list[int]]:
+    """(raw values, their codes ≥ 0) of ``distinct`` (an Arrow array of a column's distinct raw values).
+
+    The codes are :func:`mmopt.records.values.codes` of the Arrow array, as for a Parquet or CSV column.
+    """
+    import pyarrow as pa
+    distinct = _plain(distinct)
+    if len(distinct) == 0:
+        return [], []
+    codes = _values.codes(distinct, attribute)
+    keep = np.flatnonzero(codes >= 0)
+    return distinct.take(pa.array(keep)).to_pylist(), codes[keep].tolist()
 
 
 def all_codes(distinct, attribute: Attribute) -> tuple[list, np.ndarray]:

@@ -111,10 +111,9 @@ def _col(schema, name: str):
     return _polars().nth(list(schema.names()).index(name))
 
 
-def _key(lf, attribute: Attribute, kind: str):
-    """(the raw-value expression a map is keyed on, the candidate filter)."""
+def _key(schema, attribute: Attribute, kind: str):
+    """(the raw-value expression a map is keyed on, the candidate filter), ``schema`` the frame's."""
     pl = _polars()
-    schema = lf.collect_schema()
     col = _col(schema, attribute.name)
     if kind == "text":
         return col.cast(pl.String), col.is_not_null()
@@ -179,7 +178,7 @@ def codes(lf, domain: Domain, *, caller: str) -> list:
         elif a.kind == "bins" and kind != "text":
             exprs[i] = _bins(_col(schema, a.name), a)
         else:
-            keyed[i] = _key(lf, a, kind)
+            keyed[i] = _key(schema, a, kind)
     queries = [lf.filter(ok).select(key.alias("v")).unique() for key, ok in keyed.values()]
     found = _collect(queries, caller)
     for (i, (key, ok)), frame in zip(keyed.items(), found, strict=True):
