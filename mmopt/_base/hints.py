@@ -28,13 +28,20 @@ def unexpected_keywords(caller: str, given: dict, known, hints: dict[str, str]) 
                      + (did_you_mean(name, known) or f" It takes {', '.join(sorted(known))}."))
 
 
-def did_you_mean(value: str, choices, quote=repr) -> str:
+def did_you_mean(value: str, choices, quote=repr, *, fold: bool = False) -> str:
     """" Did you mean 'x'?" for the choice nearest ``value`` (difflib's ratio ≥ 0.6), or "" when none is near.
+    With ``fold``, a choice equal to ``value`` up to case and surrounding spaces comes first (names a SQL engine
+    folds, a CSV header that keeps its spaces).
 
     >>> did_you_mean("hierarchial", ["identity", "hierarchical"]), did_you_mean("zzz", ["identity"])
     (" Did you mean 'hierarchical'?", '')
+    >>> did_you_mean(" AGE", ["sex", "age"], fold=True)
+    " Did you mean 'age'?"
     """
-    near = difflib.get_close_matches(value, list(choices), n=1)
+    choices = list(choices)
+    key = value.strip().casefold()
+    near = [c for c in choices if fold and c.strip().casefold() == key] or difflib.get_close_matches(value, choices,
+                                                                                                    n=1)
     return f" Did you mean {quote(near[0])}?" if near else ""
 
 

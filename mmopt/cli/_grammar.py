@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mmopt._base.hints import did_you_mean
 from mmopt.cli._numbers import number
 from mmopt.persist._files import CORRUPT_FILE_ERRORS
 
@@ -86,10 +87,8 @@ class Parser:
 
     def suggest(self, word: str) -> str:
         """" Did you mean 'prefix'?" for a known name equal up to case or close by difflib, else ""."""
-        import difflib
         names = [w for w in re.findall(r"[A-Za-z_]\w*", self.known) if self.is_known(w) or w in self.calls]
-        near = [w for w in names if w.casefold() == word.casefold()] or difflib.get_close_matches(word, names, n=1)
-        return f" Did you mean '{near[0]}'?" if near else ""
+        return did_you_mean(word, names, fold=True)
 
     def peek(self, value: str | None = None):
         tok = self.toks[self.i] if self.i < len(self.toks) else None

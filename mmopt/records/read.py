@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
+from mmopt._base.hints import did_you_mean
 from mmopt.records import values as _values
 from mmopt.records.domain import Domain, check_domain
 
@@ -91,12 +92,9 @@ _WANTS = {"text": "strings (string categories)", "number": "numbers (numeric cat
 def _near(missing: str, columns) -> str:
     """" Did you mean …?" for a column equal up to case and surrounding spaces (SQL engines fold case; a CSV
     header keeps its spaces), else the closest by difflib; names are matched exactly, so say so."""
-    import difflib
-    text = [c for c in columns if isinstance(c, str)]
-    key = str(missing).strip().casefold()
-    near = [c for c in text if c.strip().casefold() == key] or difflib.get_close_matches(str(missing), text, n=1)
-    return (f" Did you mean {near[0]!r}? Names are matched exactly (case and spaces count): rename the column or the "
-            "attribute." if near else "")
+    hint = did_you_mean(str(missing), [c for c in columns if isinstance(c, str)], fold=True)
+    return f"{hint} Names are matched exactly (case and spaces count): rename the column or the attribute." \
+        if hint else ""
 
 
 def check_schema(kinds: dict, domain: Domain, *, caller: str, name: str = "records") -> None:
