@@ -7,7 +7,8 @@ For that path, the privacy loss ln p_x(path)/p_x'(path) is at most
 
     Σ_Laplace ‖v − v'‖₁ / b  +  Σ_choices ε_call · max_r |s_r − s'_r| / Δ_call
 
-(Laplace: density ratio; exponential mechanism: numerator and normaliser each move by ε·d/(2Δ)). The check
+(Laplace: density ratio; exponential mechanism: numerator and normaliser each move by ε·d/(2Δ); the monotone one,
+logits ε·s/Δ, is checked to move every score the same way, so numerator and normaliser move together). The check
 asserts each choice's score change is within its stated Δ, the scales and ε per call match, and the bound is ≤ ε:
 sensitivities and composition (parallel and sequential) for every neighbour, on tiny inputs.
 """
@@ -53,6 +54,17 @@ class Replay(Noise):
             assert step[1:3] == (epsilon, sensitivity) and step[3].shape == s.shape
             r = step[4]
         self.tape.append(("exponential", epsilon, sensitivity, s, r))
+        return r
+
+    def exponential_monotone(self, scores, epsilon, sensitivity):
+        # logits ε·s/Δ: the same replayed path, charged ε·d/Δ only when every score moved one way (checked below)
+        return self.exponential(scores, epsilon, sensitivity) if self.replay is None else self._monotone(
+            scores, epsilon, sensitivity)
+
+    def _monotone(self, scores, epsilon, sensitivity):
+        r = self.exponential(scores, epsilon, sensitivity)
+        moved = self.tape[-1][3] - self.replay[len(self.tape) - 1][3]
+        assert np.all(moved >= -1e-12) or np.all(moved <= 1e-12), "monotone scores moved both ways"
         return r
 
 

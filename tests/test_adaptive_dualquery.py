@@ -44,6 +44,11 @@ class _Log(Noise):
         self.calls.append(("exponential", np.array(scores, dtype=float), epsilon, sensitivity, r))
         return r
 
+    def exponential_monotone(self, scores, epsilon, sensitivity):
+        r = super().exponential_monotone(scores, epsilon, sensitivity)
+        self.calls.append(("monotone", np.array(scores, dtype=float), epsilon, sensitivity, r))
+        return r
+
     def gumbel_max(self, logits):
         self.calls.append(("gumbel", len(logits)))
         return super().gumbel_max(logits)
@@ -65,8 +70,8 @@ def test_budget_and_eta_inversion():
     assert math.fsum(r.budget.values()) == pytest.approx(2.0, rel=1e-15)
     d = r.details
     assert d["m"] == max(1, math.floor(d["noisy_total"]))
-    # the paper's pure bound ε_q = η s T (T − 1)/m, inverted
-    assert d["eta"] * 3 * 6 * 5 / d["m"] == pytest.approx(1.8, rel=1e-12)
+    # half the paper's pure bound (monotone scores): ε_q = η s T (T − 1)/(2m), inverted
+    assert d["eta"] * 3 * 6 * 5 / (2 * d["m"]) == pytest.approx(1.8, rel=1e-12)
     assert len(d["records"]) == 6 and d["sampled"].shape == (6, 3)
     assert r.method == "dual_query" and r.path == "simulation"
 
@@ -77,21 +82,22 @@ def test_every_draw_goes_through_the_noise_at_the_stated_epsilon():
     r = dual_query(x, 1.5, samples=4, rounds=5, noise=log)
     d = r.details
     lap = [c for c in log.calls if c[0] == "laplace"]
-    exp = [c for c in log.calls if c[0] == "exponential"]
+    exp = [c for c in log.calls if c[0] in ("exponential", "monotone")]
     assert lap == [("laplace", 1.0 / r.budget["count"])]
     assert len(exp) == 4 * 5
     spent = 0.0
-    for k, (_, scores, eps_k, delta_k, pick) in enumerate(exp):
+    for k, (kind, scores, eps_k, delta_k, pick) in enumerate(exp):
         t = k // 4
         if t == 0:  # uniform: zero scores, no privacy cost
-            assert np.all(scores == 0) and (eps_k, delta_k) == (1.0, 1.0)
-        else:
-            assert eps_k == pytest.approx(2 * d["eta"] * t / d["m"]) and delta_k == pytest.approx(t / d["m"])
+            assert kind == "exponential" and np.all(scores == 0) and (eps_k, delta_k) == (1.0, 1.0)
+        else:  # the monotone exponential mechanism: logits ε_t·u/Δ_t = η·u
+            assert kind == "monotone"
+            assert eps_k == pytest.approx(d["eta"] * t / d["m"]) and delta_k == pytest.approx(t / d["m"])
             spent += eps_k
         assert pick == d["sampled"][t, k % 4]
     assert spent == pytest.approx(r.budget["queries"], rel=1e-12)
     # nothing else but the data-independent tie-breaks
-    assert all(c[0] in ("laplace", "exponential", "gumbel") for c in log.calls)
+    assert all(c[0] in ("laplace", "exponential", "monotone", "gumbel") for c in log.calls)
 
 
 def test_query_distribution_is_the_multiplicative_weights_update():
@@ -103,14 +109,14 @@ def test_query_distribution_is_the_multiplicative_weights_update():
     d = r.details
     W, cells = _queries(x.shape, Ms)
     answers = W @ np.array([x[c] for c in cells])
-    exp = [c for c in log.calls if c[0] == "exponential"]
+    exp = [c for c in log.calls if c[0] in ("exponential", "monotone")]
     u = np.zeros(W.shape[0])
     for t in range(4):
         for k in range(2):
             _, scores, eps_k, delta_k, _ = exp[2 * t + k]
             np.testing.assert_allclose(scores, u, atol=1e-12)
-            if t:
-                p = exponential_probabilities(scores, eps_k, delta_k)
+            if t:  # monotone: p ∝ exp(ε·s/Δ), the general mechanism's at 2ε
+                p = exponential_probabilities(scores, 2 * eps_k, delta_k)
                 soft = np.exp(d["eta"] * (u - u.max()))
                 np.testing.assert_allclose(p, soft / soft.sum(), rtol=1e-9)
         u = u + answers / d["m"] - W[:, cells.index(d["records"][t])]
@@ -131,7 +137,7 @@ def test_huge_epsilon_samples_only_the_most_undercounted_queries():
     x = _data()
     log = _Log("numpy", np.random.default_rng(6))
     dual_query(x, 1e6, samples=3, rounds=5, noise=log)
-    for _, scores, _, _, pick in [c for c in log.calls if c[0] == "exponential"][3:]:
+    for _, scores, _, _, pick in [c for c in log.calls if c[0] == "monotone"]:
         assert scores[pick] == scores.max()
 
 
@@ -149,8 +155,8 @@ def test_estimate_is_the_scaled_histogram_of_the_records():
 
 
 def test_default_rounds_balance_the_regret_terms():
-    # C = ε m/s = 2000, |Q| = e: T = (2·4·10⁶)^(1/3) = 200
-    assert default_rounds(1.0, 10_000.0, 5, math.e) == 200
+    # C = ε m/s = 2000, |Q| = e: T = (8·4·10⁶)^(1/3) = 317.5
+    assert default_rounds(1.0, 10_000.0, 5, math.e) == 317
     assert default_rounds(1e-6, 10.0, 5, 100) == 2
     assert default_rounds(1e6, 1e9, 1, 100) == 1000
 

@@ -249,3 +249,30 @@ def test_every_algorithm_says_unseeded_numpy_noise_is_a_simulation(name):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         f(*args, **kw, rng=0)
+
+
+@pytest.mark.parametrize("eps, delta", [(1.0, 1.0), (0.7, 2.0)])
+def test_monotone_exponential_is_the_softmax_at_epsilon_over_delta(eps, delta):
+    """p ∝ exp(ε·s/Δ) on both back-ends: twice the general mechanism's sharpness (monotone scores only)."""
+    s = np.array([0.0, 1.0, 2.5, -1.0])
+    p = np.exp(eps * s / delta) / np.exp(eps * s / delta).sum()
+    np.testing.assert_allclose(exponential_probabilities(s, 2 * eps, delta), p, rtol=1e-12)
+    n = 4000
+    g = Noise("numpy", np.random.default_rng(4))
+    for draw in (lambda: g.exponential_monotone(s, eps, delta), lambda: odp.exponential_monotone(s, eps, delta)):
+        freq = np.bincount([draw() for _ in range(n)], minlength=s.size) / n
+        assert np.all(np.abs(freq - p) <= 5 * np.sqrt(p * (1 - p) / n))
+
+
+def test_opendp_monotone_map_is_half_the_general_one():
+    """OpenDP's own map on a monotonic L∞ metric: the same ε at half the scale (checked before every draw)."""
+    for eps in (1e-3, 0.3, 1.0, 7.0):
+        for delta in (1.0, 0.5, 3.0):
+            assert odp.exponential_monotone([0.0, 1e9], eps, delta) == 1
+    beta = 2.0
+    general, kind = odp._gumbel_measurement(beta)
+    monotone, _ = odp._gumbel_measurement(beta, True)
+    ratio = 4.0 if kind == "zCDP" else 2.0  # zCDP maps (Δ/β)²/8: a factor 2 in ε is 4 in ρ
+    assert float(general.map(1.0)) == pytest.approx(ratio * float(monotone.map(1.0)), rel=1e-9)
+    with pytest.raises(ValueError, match="epsilon"):
+        odp.exponential_monotone([1.0, 2.0], 0.0, 1.0)

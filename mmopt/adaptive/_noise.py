@@ -2,8 +2,9 @@
 
 Every private step of an algorithm in :mod:`mmopt.adaptive` draws through one :class:`Noise` object:
 ``laplace(scale, size)``, ``gaussian(scale, size)`` and ``exponential(scores, epsilon, sensitivity)``
-(the exponential mechanism's choice), plus ``add_laplace(values, scale)`` / ``add_gaussian`` (the mechanism
-itself: with OpenDP the data value goes into the vetted measurement, which rounds the noisy value once) and
+(the exponential mechanism's choice; ``exponential_monotone`` for scores that move one way only), plus
+``add_laplace(values, scale)`` / ``add_gaussian`` (the mechanism itself: with OpenDP the data value goes into the
+vetted measurement, which rounds the noisy value once) and
 ``gumbel_max(logits)`` (an exact Gibbs draw, for samplers whose privacy is proven for the whole distribution,
 e.g. DAWA's partition). :func:`resolve_noise` builds it from the public ``noise=`` and ``rng=``
 parameters: ``noise="numpy"`` with a seed/Generator is reproducible and for simulation only (floating-point
@@ -128,6 +129,17 @@ class Noise:
             return exponential_mechanism(scores, epsilon, sensitivity, rng=self.rng)
         from mmopt.adaptive._opendp_noise import exponential
         return exponential(scores, epsilon, sensitivity)
+
+    def exponential_monotone(self, scores, epsilon: float, sensitivity: float) -> int:
+        """The monotone exponential mechanism's choice: r with probability ∝ exp(ε·score_r/Δ).
+
+        ε-DP only when every score moves the same way between neighbours (the caller's proof; see
+        :func:`mmopt.adaptive._opendp_noise.exponential_monotone`): twice the sharpness of :meth:`exponential`.
+        """
+        if self.backend == "numpy":  # exp(2ε·s/(2Δ)) = exp(ε·s/Δ)
+            return exponential_mechanism(scores, 2.0 * epsilon, sensitivity, rng=self.rng)
+        from mmopt.adaptive._opendp_noise import exponential_monotone
+        return exponential_monotone(scores, epsilon, sensitivity)
 
 
 def _plus(values, draw):

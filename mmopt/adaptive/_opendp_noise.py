@@ -9,7 +9,8 @@ measurement (cached by scale) and runs it:
   value v goes *into* the measurement), so a release that adds noise to data should call :func:`add_laplace`;
   :func:`laplace` returns the noise alone (OpenDP run on zeros).
 * :func:`add_gaussian` / :func:`gaussian`: ``make_gaussian`` with ``l2_distance`` at standard deviation σ.
-* :func:`gumbel_max` / :func:`exponential`: OpenDP's noisy-max with Gumbel noise (see below).
+* :func:`gumbel_max` / :func:`exponential` / :func:`exponential_monotone`: OpenDP's noisy-max with Gumbel noise
+  (see below).
 
 **The exponential mechanism.** OpenDP ≥ 0.14 offers ``make_noisy_max(domain, linf_distance, measure, scale)``:
 with ``max_divergence()`` it adds *exponential* noise (report-noisy-max with exponential noise, i.e.
@@ -42,7 +43,8 @@ import warnings
 
 import numpy as np
 
-__all__ = ["RELEASE_MARGIN", "add_gaussian", "add_laplace", "exponential", "gaussian", "gumbel_max", "laplace"]
+__all__ = ["RELEASE_MARGIN", "add_gaussian", "add_laplace", "exponential", "exponential_monotone", "gaussian",
+           "gumbel_max", "laplace"]
 
 #: Every scale this back-end draws at is the one asked for widened by the factor 1 + 2⁻³⁰, and every ε of its
 #: exponential mechanism narrowed by it (a caller building its own Gibbs logits from ε narrows them with
@@ -121,9 +123,10 @@ def gaussian(scale: float, size=None):
 
 
 @functools.lru_cache(maxsize=256)
-def _gumbel_measurement(scale: float):
+def _gumbel_measurement(scale: float, monotone: bool = False):
     dp = _dp()
-    space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.linf_distance(T=float)
+    # monotonic: OpenDP's map then takes scores that move one way only (d_in = Δ, not 2Δ: see exponential_monotone)
+    space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.linf_distance(T=float, monotonic=monotone)
     if hasattr(dp.m, "make_noisy_max"):  # OpenDP >= 0.14: Gumbel noise is the zCDP variant
         return dp.m.make_noisy_max(*space, dp.zero_concentrated_divergence(), scale), "zCDP"
     with warnings.catch_warnings():  # 0.13: Gumbel noise, pure-DP map
@@ -171,4 +174,30 @@ def exponential(scores, epsilon: float, sensitivity: float) -> int:
     if not float(meas.map(delta)) <= bound:
         raise ValueError(f"exponential: OpenDP's privacy map gives {meas.map(delta)!r} at Δ = {delta!r}, more than "
                          f"the {bound!r} ({kind}) of an ε = {eps!r} exponential mechanism.")
+    return int(meas(s.tolist()))
+
+
+def exponential_monotone(scores, epsilon: float, sensitivity: float) -> int:
+    """The monotone exponential mechanism at ε/(1 + 2⁻³⁰): r with probability ∝ exp(ε' s_r/Δ).
+
+    ε-DP when, between any two neighbours x, x', every score moves the same way (all s_r(x') − s_r(x) in [0, Δ],
+    or all in [−Δ, 0]): then the numerator exp(ε s_r/Δ) and the normaliser move by factors in [1, e^ε] together
+    (or in [e^−ε, 1] together), so their ratio moves by at most e^ε (McSherry & Talwar 2007, the monotone case).
+    The caller proves monotonicity. OpenDP states the same claim for a ``monotonic`` L∞ input metric: its map is
+    checked at d_in = Δ before sampling (Gumbel noise at β = Δ/ε': ε, or ε²/8 under zCDP).
+
+    Examples
+    --------
+    >>> exponential_monotone([0.0, 5.0, 1e6], epsilon=1.0, sensitivity=1.0)
+    2
+    """
+    s = _scores(scores, "exponential_monotone")
+    eps = _check_scale(epsilon, "epsilon")
+    delta = _check_scale(sensitivity, "sensitivity")
+    beta = _check_scale(_widened(delta / eps), "scale Δ/ε")
+    meas, kind = _gumbel_measurement(beta, True)
+    bound = eps if kind == "pure" else eps * eps / 8.0
+    if not float(meas.map(delta)) <= bound:
+        raise ValueError(f"exponential_monotone: OpenDP's privacy map gives {meas.map(delta)!r} at Δ = {delta!r}, "
+                         f"more than the {bound!r} ({kind}) of an ε = {eps!r} monotone exponential mechanism.")
     return int(meas(s.tolist()))

@@ -16,26 +16,29 @@ Algorithm (budget ε; every draw through ``resolve_noise``):
 
    over Q, where q(x) is the count of records satisfying q and q(r_j) ∈ {0, 1} its value on the synthetic
    record r_j: queries that the synthetic records under-count gain weight (Q₁ is uniform). It draws s queries
-   from Q_t, each through ``Noise.exponential`` (``noise="opendp"``: OpenDP's Gumbel noisy max, exactly this
-   softmax). The data player best-responds with the record r_t maximising Σ_i q_i(r) over the sampled queries,
-   by enumerating the domain (the paper uses an integer program; here N ≤ ``MAX_CELLS`` = 10⁶ cells, refused
-   above); ties are broken uniformly at random (``Noise.gumbel_max``, data-independent given the sample).
+   from Q_t, each through ``Noise.exponential_monotone`` (``noise="opendp"``: OpenDP's Gumbel noisy max on a
+   monotonic L∞ metric, exactly this softmax). The data player best-responds with the record r_t maximising
+   Σ_i q_i(r) over the sampled queries, by enumerating the domain (the paper uses an integer program; here
+   N ≤ ``MAX_CELLS`` = 10⁶ cells, refused above); ties are broken uniformly at random (``Noise.gumbel_max``, data-independent given the sample).
 2. Output: the T records r_1..r_T; the estimate is their histogram scaled to max(ñ, 0)/T.
 
-Privacy (the pure-ε bound ε = ηsT(T − 1)/n that Private-PGM's reimplementation reports for the paper's
-algorithm, with n → m; the paper also gives an (ε, δ) form by advanced composition as we recall it, not checked
-against its text here and not used). Adding or removing a record moves each count q(x) by at most 1 (a
-negation's count n − q(x) too), so u_t moves by at most Δ_t = t/m (0-based round t) for every q, with
-the synthetic records r_j held fixed. A draw from Q_t is the exponential mechanism with score u_t, sensitivity
-Δ_t and ε_t = 2ηΔ_t = 2ηt/m (its logits ε_t u_t/(2Δ_t) = η u_t); r_t is post-processing of the draws. By
-adaptive sequential composition the s draws of T rounds cost Σ_t s·2ηt/m = ηsT(T − 1)/m. Setting this to
-ε_q = ε − ε_c gives
+Privacy (half the pure-ε bound ε = ηsT(T − 1)/n that Private-PGM's reimplementation reports for the paper's
+algorithm, with n → m, because the scores are monotone; the paper also gives an (ε, δ) form by advanced
+composition as we recall it, not checked against its text here and not used). With the synthetic records r_j
+held fixed, u_t(q) depends on x only through t·q(x)/m. Adding a record raises each count q(x) by 0 or 1 (a cell's
+count when the record is in it, its negation's n − q(x) when it is not) and removing one lowers each by 0 or 1,
+so between neighbours every u_t(q) moves by at most Δ_t = t/m (0-based round t) **and all of them the same way**.
+A draw from Q_t is then the *monotone* exponential mechanism with score u_t, sensitivity Δ_t and ε_t = ηΔ_t =
+ηt/m (logits ε_t u_t/Δ_t = η u_t): numerator and normaliser move together, so the choice is ε_t-DP, not only
+2ε_t-DP as the general exponential mechanism's bound (McSherry & Talwar 2007) would charge it (as this module
+did until 2026-12: its η was half this one). r_t is post-processing of the draws. By adaptive sequential composition
+the s draws of T rounds cost Σ_t s·ηt/m = ηsT(T − 1)/(2m). Setting this to ε_q = ε − ε_c gives
 
-    η = ε_q·m / (s·T·(T − 1)),   T ≥ 2   (times 1 − 4·2⁻⁵², so float sums never overspend),
+    η = 2·ε_q·m / (s·T·(T − 1)),   T ≥ 2   (times 1 − 4·2⁻⁵², so float sums never overspend),
 
 and the whole output is ε-DP. When ``rounds`` is None, T balances the two terms of the multiplicative-weights
-regret bound η + ln|Q|/(ηT) under this η (C = ε_q m/s): T = round((2C²/ln|Q|)^(1/3)), clipped to [2, 1000] —
-a heuristic of this module, not the paper's parameter choice. Counts must be whole numbers; for records,
+regret bound η + ln|Q|/(ηT) under this η (C = ε_q m/s, η ≈ 2C/T²): T = round((8C²/ln|Q|)^(1/3)), clipped to
+[2, 1000] — a heuristic of this module, not the paper's parameter choice. Counts must be whole numbers; for records,
 out-of-domain rows are dropped (:mod:`mmopt.records.domain`), so neighbours still differ by at most one record.
 """
 
@@ -107,9 +110,9 @@ def best_response(layout: _Layout, picks, src) -> tuple[int, ...]:
 
 
 def default_rounds(eps_q: float, m: float, samples: int, queries: int) -> int:
-    """T = round((2C²/ln|Q|)^(1/3)), C = ε_q m/s, clipped to [2, 1000] (module docstring; a heuristic)."""
+    """T = round((8C²/ln|Q|)^(1/3)), C = ε_q m/s, clipped to [2, 1000] (module docstring; a heuristic)."""
     C = eps_q * m / samples
-    T = round((2.0 * C * C / math.log(queries)) ** (1.0 / 3.0))
+    T = round((8.0 * C * C / math.log(queries)) ** (1.0 / 3.0))
     return int(min(max(T, 2), MAX_DEFAULT_ROUNDS))
 
 
@@ -186,7 +189,7 @@ def dual_query(data, epsilon: float, *, domain=None, marginals=None, samples: in
     n_noisy = float(src.add_laplace(n, 1.0 / eps_c))
     m = float(max(1, math.floor(n_noisy)))
     T = default_rounds(eps_q, m, s, Q) if rounds is None else rounds
-    eta = eps_q * m / (s * T * (T - 1)) * _SAFE
+    eta = 2.0 * eps_q * m / (s * T * (T - 1)) * _SAFE  # the monotone charge (module docstring)
     a = np.concatenate([counts, n - counts]) / m  # q(x)/m: the score's data term (sensitivity 1/m each)
     u = np.zeros(Q)
     records = []
@@ -195,7 +198,7 @@ def dual_query(data, epsilon: float, *, domain=None, marginals=None, samples: in
         if t == 0:  # Q₁ is uniform: data-independent, free
             picks = [src.exponential(u, 1.0, 1.0) for _ in range(s)]
         else:
-            picks = [src.exponential(u, 2.0 * eta * t / m, t / m) for _ in range(s)]
+            picks = [src.exponential_monotone(u, eta * t / m, t / m) for _ in range(s)]
         sampled[t] = picks
         r = best_response(layout, picks, src)
         records.append(r)
