@@ -19,7 +19,8 @@ Algorithm (budget ε; every draw through ``resolve_noise``):
    from Q_t, each through ``Noise.exponential_monotone`` (``noise="opendp"``: OpenDP's Gumbel noisy max on a
    monotonic L∞ metric, exactly this softmax). The data player best-responds with the record r_t maximising
    Σ_i q_i(r) over the sampled queries, by enumerating the domain (the paper uses an integer program; here
-   N ≤ ``MAX_CELLS`` = 10⁶ cells, refused above); ties are broken uniformly at random (``Noise.gumbel_max``, data-independent given the sample).
+   N ≤ ``MAX_CELLS`` = 10⁶ cells, refused above); ties are broken uniformly at random (``Noise.gumbel_max``,
+   data-independent given the sample).
 2. Output: the T records r_1..r_T; the estimate is their histogram scaled to max(ñ, 0)/T.
 
 Privacy (half the pure-ε bound ε = ηsT(T − 1)/n that Private-PGM's reimplementation reports for the paper's
