@@ -3,9 +3,9 @@
 Notation: see README. A file is a numpy ``.npz`` archive (``numpy.savez_compressed``, never pickled:
 ``allow_pickle=False`` both ways, so loading cannot run code) with the strategy's arrays and one JSON entry,
 ``metadata`` (UTF-8 bytes in a uint8 vector), holding: ``format`` ("mmopt.strategy"), ``format_version``,
-``mmopt_version``, ``created`` (UTC, ISO 8601), ``strategy`` (kind — dense, product, union or marginals —
-name, shape [p, N] of A, attribute sizes, and per kind the factor names, term structure, marginal
-attributes; see :mod:`mmopt.persist._format`), ``arrays`` (each array's dtype and shape), ``result`` (for an
+``mmopt_version``, ``created`` (UTC, ISO 8601), ``strategy`` (kind — one of
+:data:`mmopt.persist._format.KINDS` — name, shape [p, N] of A, attribute sizes, and per kind the factor names,
+term structure, marginal attributes, …; see :mod:`mmopt.persist._format`), ``arrays`` (each array's dtype and shape), ``result`` (for an
 :class:`~mmopt.OptimizeResult`: :meth:`~mmopt.OptimizeResult.to_dict` without its strategy summary — method,
 solver, status, objective, lower bound, gap, iterations, seconds, seed, history, extra), ``privacy`` (ε, δ,
 calibration, noise), ``workload`` (name, attribute sizes, N, m, and up to 4,096 cells a sketch of its Gram,
@@ -68,7 +68,8 @@ class SavedStrategy:
 
     @property
     def kind(self) -> str:
-        """"dense", "product", "union", "marginals", "toeplitz" or "weighted_sqrt"."""
+        """One of :data:`mmopt.persist._format.KINDS`: "dense", "product", "union", "marginals", "toeplitz",
+        "weighted_sqrt", "tree", "p_identity", "residual", "hierarchy_residual", "hierarchy_nodes" or "orbit"."""
         return self.metadata["strategy"]["kind"]
 
     @property

@@ -15,6 +15,8 @@ weights, names and term order, so every error figure computed from it is identic
   (:mod:`mmopt.persist._residual`).
 - ``hierarchy_residual`` / ``hierarchy_nodes``: the grouping-set strategies over hierarchies, by their trees and
   weights (:mod:`mmopt.persist._hierarchy`).
+- ``orbit``: a symmetric strategy (what ``plan`` and max-variance ``optimize`` return for grouping sets and sf1),
+  by its orbits and Gram blocks (:mod:`mmopt.persist._orbit`).
 
 Integrity: ``checksum`` holds two SHA-256 digests: of the arrays (for each name in sorted order, the line
 "name\\ndtype\\nshape\\n" then the C-order bytes) and of the rest of the metadata (canonical JSON: sorted
@@ -32,13 +34,15 @@ import numpy as np
 
 from mmopt.dense._strategy_core import Strategy
 from mmopt.persist import _hierarchy as ph
+from mmopt.persist import _orbit as po
 from mmopt.persist import _residual as pr
 from mmopt.persist import _toeplitz as pt
 from mmopt.structured.strategies import ImplicitStrategy, StrategyProduct, marginals_strategy
 
 FORMAT = "mmopt.strategy"
 FORMAT_VERSION = 1
-KINDS = ("dense", "product", "union", "marginals", *pt.KINDS, *pr.KINDS, *ph.KINDS)
+KINDS = ("dense", "product", "union", "marginals", *pt.KINDS, *pr.KINDS, *ph.KINDS, *po.KINDS)
+_FAMILIES = (pr, ph, po)  # the modules whose kinds are decoded over attribute sizes with the checked readers
 METADATA = "metadata"  # the npz entry holding the JSON (UTF-8 bytes as a uint8 vector)
 F8, I8 = np.dtype("<f8"), np.dtype("<i8")  # little-endian on every machine: the file is portable
 
@@ -54,12 +58,13 @@ def kind_of(strategy, caller: str = "save") -> str:
     if isinstance(strategy, Strategy):
         return "dense"
     if not isinstance(strategy, ImplicitStrategy):
-        if (kind := pt.kind_of(strategy) or pr.kind_of(strategy) or ph.kind_of(strategy)) is not None:
-            return kind
+        for module in (pt, *_FAMILIES):
+            if (kind := module.kind_of(strategy)) is not None:
+                return kind
         kind = type(strategy).__name__
         raise TypeError(f"The 'strategy_or_result' parameter of {caller} must be a Strategy, an implicit strategy "
-                        "(mmopt.strategy.kron/stack/marginals), a mmopt.toeplitz, tree, p-Identity or residual "
-                        f"strategy or an OptimizeResult. Got {kind}.{REMEDIES.get(kind, '')}")
+                        "(mmopt.strategy.kron/stack/marginals), a mmopt.toeplitz, tree, p-Identity, residual, "
+                        f"hierarchy or orbit strategy or an OptimizeResult. Got {kind}.{REMEDIES.get(kind, '')}")
     if _marginal_masks(strategy) is not None:
         return "marginals"
     return "product" if strategy.is_product else "union"
@@ -85,8 +90,9 @@ def strategy_summary(strategy) -> dict:
     """kind, name, shape [p, N] of A, domain_shape (attribute sizes; [n] for a dense A), domain_size, n_rows."""
     if callable(getattr(strategy, "json_summary", None)):  # other layers' strategies (mmopt.toeplitz) say it
         return strategy.json_summary()
-    if ph.kind_of(strategy) is not None:
-        return ph.summary(strategy)
+    for module in (ph, po):
+        if module.kind_of(strategy) is not None:
+            return module.summary(strategy)
     if not isinstance(strategy, Strategy | ImplicitStrategy) and pt.kind_of(strategy) is None:
         # a strategy no file holds (the hierarchy family's): OptimizeResult.to_dict raised save's refusal for it
         shape = [int(s) for s in getattr(strategy, "shape", ())]
@@ -108,10 +114,9 @@ def encode(strategy, caller: str = "save") -> tuple[dict, dict[str, np.ndarray]]
     desc = strategy_summary(strategy)
     if kind in pt.KINDS:
         return pt.encode(strategy, desc)
-    if kind in pr.KINDS:
-        return pr.encode(strategy, desc)
-    if kind in ph.KINDS:
-        return ph.encode(strategy, desc)
+    for module in _FAMILIES:
+        if kind in module.KINDS:
+            return module.encode(strategy, desc)
     if kind == "dense":
         return desc, {"matrix": strategy.matrix.astype(F8)}
     weights = np.array([t.weight for t in strategy.terms], dtype=F8)
@@ -211,12 +216,10 @@ def decode(desc, arrays: Mapping[str, np.ndarray], fail: Callable):
         if len(dshape) != 1:
             fail(f"describes a {kind} strategy over attribute sizes {dshape}; expected one attribute")
         return pt.decode(desc, arrays, N, name, field=field, array=_array, same_names=_same_names, fail=fail)
-    if kind in pr.KINDS:
-        return pr.decode(desc, arrays, dshape, name, field=field, array=_array, same_names=_same_names,
-                         build=_build, fail=fail)
-    if kind in ph.KINDS:
-        return ph.decode(desc, arrays, dshape, name, field=field, array=_array, same_names=_same_names,
-                         build=_build, fail=fail)
+    for module in _FAMILIES:
+        if kind in module.KINDS:
+            return module.decode(desc, arrays, dshape, name, field=field, array=_array, same_names=_same_names,
+                                 build=_build, fail=fail)
     expected = {"dense": {"matrix"}, "marginals": {"masks", "weights"}}.get(kind)
     if kind == "dense":
         _same_names(arrays, expected, fail)
