@@ -170,6 +170,10 @@ def test_marginal_axes_follow_the_order_asked():
     np.testing.assert_array_equal(s.marginal("a"), s.marginal(("a",)))
     # an iterator: the check used it up, and the table came back in the domain's order (a helper's probe)
     np.testing.assert_array_equal(s.marginal(iter(("b", "a"))), ab.T)
+    # a set's order follows PYTHONHASHSEED: {"b", "d"} came back transposed in some processes (a helper's audit)
+    for unordered in ({"a", "b"}, frozenset({"a", "b"}), {"a": 1, "b": 2}):
+        with pytest.raises(TypeError, match="'attrs' parameter of Synthetic.marginal must be a tuple"):
+            s.marginal(unordered)
 
 
 @pytest.mark.parametrize("estimator", ["residual", "joint"])

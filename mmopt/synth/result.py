@@ -84,6 +84,11 @@ class Synthetic:
         """The model's marginal on ``attrs`` (names or indices) in counts, its axes in the order asked (they were
         in the domain's order whatever the order asked: ("a1", "a0") gave the (a0, a1) table, a transpose that
         went unseen when the two sizes agree)."""
+        from mmopt.records.domain import _unordered
+        if (why := _unordered(attrs)) is not None:  # the axes follow the order asked: a set's was a silent transpose
+            raise TypeError(f"The 'attrs' parameter of Synthetic.marginal must be a tuple or list of attribute names "
+                            f"or indices (the table's axes follow its order). Got a {type(attrs).__name__}: {why}. "
+                            f"Pass a tuple, e.g. {tuple(sorted(map(str, attrs)))!r}.")
         # once, before the check reads it: an iterator was used up there, and the table came back in domain order
         asked = (attrs,) if isinstance(attrs, str) or not hasattr(attrs, "__iter__") else tuple(attrs)
         (A,) = rc.check_sets([asked], self.domain, caller="Synthetic.marginal", name="attrs")
