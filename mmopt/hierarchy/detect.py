@@ -80,7 +80,7 @@ def from_implicit(workload) -> HierarchyWorkload | None:
         levels = list(chain)
         if int(levels[0].max()) != 0:
             levels.insert(0, np.zeros(n, dtype=np.int64))
-        if int(levels[-1].max()) != n - 1:
+        if int(levels[-1].max()) != n - 1 or len(levels) == 1:  # one cell: its total is its cells, one level each
             levels.append(np.arange(n))
         elif not np.array_equal(levels[-1], np.arange(n)):
             return None  # the cells in another order: leaf j must be cell j
