@@ -93,3 +93,21 @@ def test_effective_profile_agrees_with_the_profile_on_the_workloads_queries():
     exact = np.einsum("ij,ij->i", Wm @ prof.matrix, Wm)
     np.testing.assert_allclose(np.einsum("ij,ij->i", Wm @ Me, Wm), exact, rtol=1e-6)
     assert pf.effective_profile(pf.profile_of_matrix(np.eye(24)), spec) is not None
+
+
+def test_spectrum_of_a_gram_with_large_eigenvalue_clusters():
+    """(I + J)⊗I has eigenvalues of multiplicity 31 and more: LAPACK's dsyevr (scipy's default driver) raised a bare
+    "LinAlgError: Internal Error." in l2_approx, svd_strategy, factorization_norm and svd_bound (a helper's audit;
+    13 of 42 such Grams with sizes in [20, 40])."""
+    import mmopt
+    from mmopt import workload as wk
+    from mmopt.dense.profile import spectrum
+    IT = np.vstack([np.eye(35), np.ones((1, 35))])
+    W = np.kron(IT, np.eye(31))
+    G = W.T @ W
+    s = spectrum(G)
+    np.testing.assert_allclose((s.basis * s.eigenvalues) @ s.basis.T, G, atol=1e-11 * np.abs(G).max())
+    # the closed form: G = (I + J)⊗I, eigenvalues 1 + 35 (once per column of I) and 1 (34 times each)
+    assert s.svd_sum == pytest.approx(31 * (6.0 + 34.0), rel=1e-12)
+    assert mmopt.svd_bound(wk.kron(wk.identity_total(35), wk.identity(31))) == pytest.approx(
+        (31 * 40.0) ** 2 / (35 * 31), rel=1e-12)

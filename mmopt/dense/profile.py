@@ -192,7 +192,9 @@ class Spectrum:
 
 def spectrum(G: np.ndarray) -> Spectrum:
     """Eigen-decomposition of the PSD matrix G with the rank rule (eigenvalues ≤ n·eps·λ_max are zero)."""
-    lam, Q = linalg.eigh(G, check_finite=False)
+    # divide and conquer (dsyevd): the default dsyevr raised "LinAlgError: Internal Error." on Grams with large
+    # clusters of equal eigenvalues, e.g. kron(identity_total(35), identity(31)) (scipy#17880; a helper's audit)
+    lam, Q = linalg.eigh(G, check_finite=False, driver="evd")
     lam, Q = lam[::-1], Q[:, ::-1]
     r = numerical_rank(np.clip(lam, 0.0, None), G.shape)
     return Spectrum(lam[:r].copy(), Q[:, :r].copy(), r)
