@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 from dataclasses import dataclass, field
 
@@ -24,7 +25,7 @@ class Plan:
     """The budget found, the strategy that meets every target with it, and the certified minimum budget.
 
     ``epsilon`` / ``lower_bound``: the ε found and the smallest ε any strategy could meet the targets with (at the
-    same δ); ``ratio`` = epsilon / lower_bound ≥ 1. ``rho`` (Gaussian noise only): the zCDP ρ the planned noise
+    same δ; 0, with a warning, where the route certifies no bound); ``ratio`` = epsilon / lower_bound ≥ 1 (inf then). ``rho`` (Gaussian noise only): the zCDP ρ the planned noise
     spends, as an upper bound — under ``calibration="release"`` the largest ρ OpenDP's calibration at ``privacy``
     may charge (:func:`mmopt.accounting.max_rho`, to within the ulps by which OpenDP's map and mmopt's differ), under
     "analytic" Δ²/(2σ²) of the analytic mechanism; V/2 was reported, 1.4·10⁻⁶ below what the release charged (a
@@ -47,7 +48,7 @@ class Plan:
 
     @property
     def ratio(self) -> float:
-        return self.epsilon / self.lower_bound
+        return self.epsilon / self.lower_bound if self.lower_bound > 0 else math.inf
 
 
 def _to_variance(tau: np.ndarray, kind: str, alpha: float, delta: float, caller: str) -> np.ndarray:
@@ -233,7 +234,14 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     V, V_low = res.objective, res.lower_bound  # max vᵢ/τᵢ at unit variance factor (c = 1)
     eps = smallest_epsilon((1 - 1e-9) / V, delta, upper=True,  # a hair inside, so re-evaluation stays within
                             calibration=calibration)
-    eps_low = smallest_epsilon(1.0 / V_low, delta, upper=False, calibration=calibration)
+    if V_low > 0:
+        eps_low = smallest_epsilon(1.0 / V_low, delta, upper=False, calibration=calibration)
+    else:  # no bound from this route (two irregular hierarchies): 0, the trivial one (was a ZeroDivisionError
+        # after the whole search; a helper's audit)
+        eps_low, V_low = 0.0, 0.0
+        warnings.warn(f"{caller}: no lower bound on the budget for this workload (its route certifies none), so "
+                      "lower_bound is 0 and ratio infinite: ε meets every target, how far it is from the smallest "
+                      "budget is unknown.", RuntimeWarning, stacklevel=2)
     privacy = Privacy(eps, delta) if delta > 0 else Privacy(eps)
     c = variance_factor(eps, delta, calibration)  # the noise variance per unit Δ² the targets are checked at
     A = res.strategy
@@ -253,14 +261,14 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     if np.any(achieved > tau):
         raise ArithmeticError(f"{caller}: internal inconsistency — the planned strategy misses a target by "
                               f"{float(np.max(achieved / tau)) - 1:.2e} (relative). Please report this workload.")
-    if default_tol and delta > 0 and res.status in SUCCESS and eps > (1 + PLAN_TOL) * eps_low:  # (under Laplace
+    if default_tol and delta > 0 and res.status in SUCCESS and 0 < eps_low and eps > (1 + PLAN_TOL) * eps_low:  # (under Laplace
         # noise the bound is an L2 one, loose in L1: no tolerance closes that gap)
         # ε flat in the variance (δ ≥ 0.01, loose targets): V's gap of 5·10⁻⁴ gave ε 1.0735× its bound (an auditor's
         # probe, prefix(16), target 425, δ = 0.05); once more with the gap that ε's own slope asks for
         tighter = max(1e-9, tol * PLAN_TOL / (8 * (eps / eps_low - 1)))  # (1/2, 1/4: 1.0006, 1.00046)
         return plan(workload, targets, delta=delta, kind=kind, alpha=None if kind != "halfwidth" else alpha,
                     tol=tighter, max_iterations=max_iterations, calibration=calibration)
-    if res.status not in SUCCESS:  # feasible (checked above), but the search did not finish: say so
+    if res.status not in SUCCESS and eps_low > 0:  # feasible (checked above), but the search did not finish
         warnings.warn(f"{caller}: the strategy search ended '{res.status}', so ε = {eps:.6g} meets every target but "
                       f"may be above the smallest budget (certified lower bound {eps_low:.6g}, ratio "
                       f"{eps / eps_low:.4g}). Raise max_iterations, or loosen tol, and plan again.", RuntimeWarning,
