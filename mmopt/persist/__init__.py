@@ -5,7 +5,8 @@ Notation: see README. A file is a numpy ``.npz`` archive (``numpy.savez_compress
 ``metadata`` (UTF-8 bytes in a uint8 vector), holding: ``format`` ("mmopt.strategy"), ``format_version``,
 ``mmopt_version``, ``created`` (UTC, ISO 8601), ``strategy`` (kind — one of
 :data:`mmopt.persist._format.KINDS` — name, shape [p, N] of A, attribute sizes, and per kind the factor names,
-term structure, marginal attributes, …; see :mod:`mmopt.persist._format`), ``arrays`` (each array's dtype and shape), ``result`` (for an
+term structure, marginal attributes, …; see :mod:`mmopt.persist._format`), ``arrays`` (each array's dtype and
+shape), ``result`` (for an
 :class:`~mmopt.OptimizeResult`: :meth:`~mmopt.OptimizeResult.to_dict` without its strategy summary — method,
 solver, status, objective, lower bound, gap, iterations, seconds, seed, history, extra), ``privacy`` (ε, δ,
 calibration, noise), ``workload`` (name, attribute sizes, N, m, and up to 4,096 cells a sketch of its Gram,

@@ -25,8 +25,8 @@ class Plan:
     """The budget found, the strategy that meets every target with it, and the certified minimum budget.
 
     ``epsilon`` / ``lower_bound``: the ε found and the smallest ε any strategy could meet the targets with (at the
-    same δ; 0, with a warning, where the route certifies no bound); ``ratio`` = epsilon / lower_bound ≥ 1 (inf then). ``rho`` (Gaussian noise only): the zCDP ρ the planned noise
-    spends, as an upper bound — under ``calibration="release"`` the largest ρ OpenDP's calibration at ``privacy``
+    same δ; 0, with a warning, where the route certifies no bound); ``ratio`` = epsilon / lower_bound ≥ 1 (inf
+    then). ``rho`` (Gaussian noise only): the zCDP ρ the planned noise spends, as an upper bound — under ``calibration="release"`` the largest ρ OpenDP's calibration at ``privacy``
     may charge (:func:`mmopt.accounting.max_rho`, to within the ulps by which OpenDP's map and mmopt's differ), under
     "analytic" Δ²/(2σ²) of the analytic mechanism; V/2 was reported, 1.4·10⁻⁶ below what the release charged (a
     helper's probe). ``rho_lower_bound``: V₋/2, below the ρ of any Gaussian noise that meets the targets.
@@ -261,8 +261,8 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     if np.any(achieved > tau):
         raise ArithmeticError(f"{caller}: internal inconsistency — the planned strategy misses a target by "
                               f"{float(np.max(achieved / tau)) - 1:.2e} (relative). Please report this workload.")
-    if default_tol and delta > 0 and res.status in SUCCESS and 0 < eps_low and eps > (1 + PLAN_TOL) * eps_low:  # (under Laplace
-        # noise the bound is an L2 one, loose in L1: no tolerance closes that gap)
+    if default_tol and delta > 0 and res.status in SUCCESS and 0 < eps_low < eps / (1 + PLAN_TOL):  # (under
+        # Laplace noise the bound is an L2 one, loose in L1: no tolerance closes that gap)
         # ε flat in the variance (δ ≥ 0.01, loose targets): V's gap of 5·10⁻⁴ gave ε 1.0735× its bound (an auditor's
         # probe, prefix(16), target 425, δ = 0.05); once more with the gap that ε's own slope asks for
         tighter = max(1e-9, tol * PLAN_TOL / (8 * (eps / eps_low - 1)))  # (1/2, 1/4: 1.0006, 1.00046)
