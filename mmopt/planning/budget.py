@@ -27,7 +27,8 @@ class Plan:
     ``epsilon`` / ``lower_bound``: the ε found and the smallest ε any strategy could meet the targets with (at the
     same δ; 0, with a warning, where the route certifies no bound); ``ratio`` = epsilon / lower_bound ≥ 1 (inf
     then). ``rho`` (Gaussian noise only): the zCDP ρ the planned noise spends, as an upper bound — under
-    ``calibration="release"`` the largest ρ OpenDP's calibration at ``privacy`` may charge (:func:`mmopt.accounting.max_rho`, to within the ulps by which OpenDP's map and mmopt's differ), under
+    ``calibration="release"`` the largest ρ OpenDP's calibration at ``privacy`` may charge
+    (:func:`mmopt.accounting.max_rho`, to within the ulps by which OpenDP's map and mmopt's differ), under
     "analytic" Δ²/(2σ²) of the analytic mechanism; V/2 was reported, 1.4·10⁻⁶ below what the release charged (a
     helper's probe). ``rho_lower_bound``: V₋/2, below the ρ of any Gaussian noise that meets the targets.
     ``per_query_variance``: each query's variance at ``privacy``, re-evaluated exactly; every one is at most its
