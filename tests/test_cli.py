@@ -107,6 +107,15 @@ def test_optimize_says_how_its_unit_objective_relates_to_the_error_at_the_budget
     objective = float(re.search(r"^  objective +(\S+)$", r.stdout, re.M).group(1).replace(",", ""))
     total = float(re.search(r"^  total_squared_error +(\S+)$", r.stdout, re.M).group(1).replace(",", ""))
     assert head and float(head.group(1)) == 8.0 and total == pytest.approx(8.0 * objective, rel=1e-5)
+    # with --target the objective is the largest variance over the target: "max_variance = c·objective" was off
+    # by the target (4.99 against 19.97; a helper's audit)
+    r = run("optimize", "prefix:16", "--target", "4", "--epsilon", "1", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    head = re.search(r"max_variance = c·objective·target with c = (\S+), target = (\S+)\):", r.stdout)
+    objective = float(re.search(r"^  objective +(\S+)$", r.stdout, re.M).group(1).replace(",", ""))
+    largest = float(re.search(r"^  max_variance +(\S+)$", r.stdout, re.M).group(1).replace(",", ""))
+    assert head and (float(head.group(1)), float(head.group(2))) == (2.0, 4.0)
+    assert largest == pytest.approx(2.0 * 4.0 * objective, rel=1e-5)
 
 
 @pytest.mark.skipif(not _HAS_PERSIST, reason="mmopt.save / mmopt.load not available")

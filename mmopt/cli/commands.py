@@ -223,9 +223,11 @@ def optimize(args) -> int:
                      f"optimize({W.name}, method={args.method!r}):")
     # objective and lower_bound are unit-noise figures (c = 1), beside an error at the budget: say how they relate
     figure = "max_variance" if res.extra.get("objective") == "max_variance" else "total_squared_error"
+    # with --target the objective is the largest variance over the target (it said c·objective: 4.99 for 19.97)
+    relation = (f"{figure} = c·objective·target with c = {P.variance_factor:.6g}, target = {args.target:g}"
+                if args.target is not None else f"{figure} = c·objective with c = {P.variance_factor:.6g}")
     text += "\n\n" + out.table(record["evaluate"].items(), f"Its expected error at ε={P.epsilon:g}, δ={P.delta:g} "
-                                f"(objective and lower_bound above are at unit noise; {figure} = c·objective with "
-                                f"c = {P.variance_factor:.6g}):")
+                                f"(objective and lower_bound above are at unit noise; {relation}):")
     _emit(args, record, text)
     return 0
 
