@@ -114,9 +114,11 @@ def matrix_mechanism(workload: Workload, strategy, x, privacy: Privacy, *, rng=N
     size : int or None
         Number of independent draws, stacked along axis 0; one :func:`factorize` serves all of them.
     reconstruct : {"least_squares", "nnls", "projection"}
-        How x is estimated from y (:mod:`mmopt.reconstruct`): the unbiased x̂ = A⁺y (default); non-negative
-        least squares in A's metric; or the projection mechanism in W's metric, min (h − x̂)ᵀG(h − x̂) over
-        h ≥ 0, which never increases ‖W(h − x)‖. All are post-processing of y: the privacy guarantee holds.
+        How x is estimated from y (:mod:`mmopt.reconstruct`): x̂ = A⁺y (default; W x̂ is unbiased for Wx whenever
+        A supports W, x̂ itself only when A has full column rank — else E[x̂] = A⁺Ax, the projection of x on A's
+        row space); non-negative least squares in A's metric; or the projection mechanism in W's metric,
+        min (h − x̂)ᵀG(h − x̂) over h ≥ 0, which never increases ‖W(h − x)‖. All are post-processing of y: the
+        privacy guarantee holds.
     total, zeros : float or None, boolean mask of shape (n,) or None
         Public facts imposed by "nnls"/"projection": Σh = total, h = 0 where ``zeros``. They must not be
         computed from the private data (post-processing keeps privacy only for public inputs).

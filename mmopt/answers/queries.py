@@ -70,7 +70,9 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
         An output of :func:`mmopt.release` / :func:`mmopt.matrix_mechanism` (its x̂ and its noise), or x̂ itself
         (flat, or shaped like the domain for range specs on several attributes).
     strategy : Strategy, ImplicitStrategy or None
-        The strategy measured; None gives answers only.
+        The strategy measured; None gives answers only, unchecked: a query off a rank-deficient A's row space (a
+        cell it never measures) is then answered from x̂ = A⁺y, x projected on that row space, which is biased
+        (0 for an unmeasured cell). Pass it to have every query checked and its standard error computed.
     privacy : Privacy or None
         Needed with a bare x̂ and a strategy: the noise is then the calibrated one.
     attributes : sequence of str or None

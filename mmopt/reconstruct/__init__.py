@@ -2,7 +2,8 @@
 
 Notation: see README. After y = A x + z is drawn, the matrix mechanism estimates x by post-processing y:
 
-* ``"least_squares"`` (default): the unbiased x̂ = A⁺y (Def. 3.2).
+* ``"least_squares"`` (default): x̂ = A⁺y (Def. 3.2): W x̂ is unbiased for every query W in A's row space;
+  x̂ itself only when A has full column rank (else E[x̂] = A⁺Ax, x projected on A's row space).
 * ``"nnls"``: argmin ‖A h − y‖₂ over h ≥ 0 — the projection of x̂ onto the non-negative data vectors in the
   metric of A. It never increases ‖A(h − x)‖ (x lies in that convex set), but it can increase the workload's
   error ‖W(h − x)‖, because A's metric is not W's.
