@@ -62,6 +62,19 @@ def test_the_ledger_adds_up_exactly_to_the_budget(epsilon):
         assert 1.0 <= st.sensitivity <= 1.0 + 1e-6 and st.rho == gaussian_rho(st.sensitivity, st.scale)
 
 
+def test_two_attributes_draw_no_choice_and_the_tree_takes_its_share():
+    """The one edge of two attributes was chosen by an exponential mechanism over one candidate: 1/10 of ρ spent
+    reading nothing (a helper's audit; AIM had the same waste, fixed earlier)."""
+    df = _records()[["a", "b"]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        s = mst(df, Domain(D.attributes[:2]), mmopt.Privacy(1.0, 1e-9), seed=0)
+    budget = Fraction(max_rho(1.0, 1e-9))
+    assert [st.kind for st in s.steps] == ["gaussian", "gaussian"]
+    assert Fraction(s.steps[1].rho) >= budget * 4 / 5 * (1 - Fraction(1, 10**9))
+    assert s.marginal(("a", "b")).shape == (3, 2)
+
+
 class _Recording(Noise):
     """numpy noise that records, at every draw, how many steps the curator's ledger held."""
 

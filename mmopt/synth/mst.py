@@ -22,6 +22,8 @@ Algorithm, with the zCDP budget ρ of ``privacy`` (the largest ρ OpenDP convert
    (:meth:`mmopt.synth.curator.Curator.select`). With a ``workload`` (an option; default none), an edge is scored
    instead by its mean L1 gain on the workload marginals containing it (:mod:`mmopt.synth.gain`, which is the
    paper's score when the workload is the edge itself), sensitivity ≤ 3 (stated and checked in that module).
+   With two attributes the one edge is taken without a draw (a choice among one reads no data; its share goes to
+   step 3).
 3. **Measure** the d − 1 selected 2-way marginals with mmopt's residual strategy for them, at the rest of ρ.
 4. **Estimate** (post-processing): least squares over both measurements in the residual basis
    (:mod:`mmopt.synth.residuals`; the 1-way subspaces are measured twice and averaged by inverse variance, except
@@ -204,8 +206,11 @@ def mst(records, domain: Domain, privacy, seed=None, *, compress: bool = True, w
                                             for e in pairs}
         for k in range(d - 1):
             cand = [e for e in pairs if comps.find(e[0]) != comps.find(e[1])]
-            j = (cur.select(cand, independent, per, f"edge {k + 1}") if covers is None
-                 else cur.select_gain(cand, covers, p, t, per, f"edge {k + 1}"))
+            if len(cand) == 1:  # two attributes: a choice among one edge reads no data, so it draws none and its
+                j = 0           # share goes to the tree measurement (it spent 10 % of ρ; a helper's audit)
+            else:
+                j = (cur.select(cand, independent, per, f"edge {k + 1}") if covers is None
+                     else cur.select_gain(cand, covers, p, t, per, f"edge {k + 1}"))
             edges.append(cand[j])
             comps.join(*cand[j])
         # the first measurement's one-way residuals of merged attributes live on the original cells: they are not
