@@ -735,3 +735,24 @@ def test_objective_is_evaluate_figure_on_rows_scaled_over_six_decades():
     rows = mmopt.evaluate(mmopt.Workload.from_matrix(M2), mmopt.Strategy(M2), per_query=True)
     # the workload's own rows meet the target at ε = √(2·max variance at ε = 1 / 4): the plan is no worse
     assert p2.privacy.epsilon <= np.sqrt(2 * rows.per_query_variance.max() / 4.0) * (1 + 1e-5)  # its ε search
+
+
+def test_a_stalled_symmetry_route_on_a_small_union_is_beaten_by_the_dense_minimax():
+    """The orbit ascent stalls when the optimal weights lie on a face of the simplex: these ended user_limit at 7.389
+    and ε 7.0806 (a helper's audit) where the dense minimax certifies 6.667 (a CVXPY SDP's value) and ε 6.7547."""
+    import warnings
+
+    import mmopt
+    from mmopt import workload as wl
+    W = wl.stack([wl.kron(wl.prefix(4), wl.identity(3)), wl.kron(wl.identity(4), wl.all_range(3))], weights=[1, 2])
+    r = mmopt.optimize(W, privacy=mmopt.Privacy(1, 1e-6), objective="max_variance")
+    assert r.status == "optimal" and r.lower_bound <= r.objective <= 6.6667 * (1 + 1e-4)
+    M, A = np.asarray(W.matrix), np.asarray(r.strategy.matrix)  # the dense max variance at unit σ, Δ₂ = max ‖a_j‖
+    largest = np.max(np.einsum("ij,jk,ik->i", M, np.linalg.pinv(A.T @ A), M)) * np.max(np.sum(A * A, axis=0))
+    assert largest == pytest.approx(r.objective, rel=1e-7)
+    S = wl.stack([wl.kron(wl.prefix(3), wl.identity(3)), wl.kron(wl.total(3), wl.prefix(3))])
+    tau = np.r_[np.full(9, 1.0), np.full(3, 8.0)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no "search ended user_limit" warning
+        p = mmopt.plan(S, tau, delta=1e-6)
+    assert p.status == "optimal" and p.epsilon <= 6.7547 * (1 + 1e-4) and p.ratio <= 1.001
