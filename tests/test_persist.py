@@ -734,3 +734,16 @@ def test_paths_and_unsaveable_objects_are_said_with_a_remedy(tmp_path, monkeypat
         save("q", mmopt.load("p.npz"))
     with pytest.raises(TypeError, match=r"Got ndarray\. Wrap the matrix: mmopt\.Strategy\(A\)"):
         save("m", np.eye(4))
+
+
+def test_what_save_writes_load_reads_at_the_allocation_limit(tmp_path, monkeypatch):
+    """load held twice the file's total against the per-array limit: a dense strategy past half of it could be
+    built, evaluated and saved, but not loaded (a helper's audit); a file past the limit is still refused."""
+    from mmopt._base import validation as v
+    monkeypatch.setattr(v, "MAX_ALLOCATION_ENTRIES", 10_000)
+    A = mmopt.Strategy(np.vstack([np.eye(60), np.ones((100, 60))]))  # 9,600 entries
+    mmopt.evaluate(wl.prefix(60), A)
+    assert np.array_equal(load(save(tmp_path / "big", A)).strategy.matrix, A.matrix)
+    monkeypatch.setattr(v, "MAX_ALLOCATION_ENTRIES", 4_000)
+    with pytest.raises(ValueError, match="allocation limit"):
+        load(tmp_path / "big.npz")
