@@ -711,6 +711,10 @@ def test_a_strategy_optimised_with_no_budget_keeps_its_warning_through_a_file(tm
     save(tmp_path / "unstated", mmopt.optimize(W))
     with pytest.warns(UserWarning, match="optimised with no privacy given, for Gaussian"):
         mmopt.evaluate(W, mmopt.load(tmp_path / "unstated.npz").strategy, mmopt.Privacy(1.0))
+    # saved with a budget beside it: the mark was dropped, and the loaded strategy went silent (a helper's audit)
+    save(tmp_path / "beside", mmopt.optimize(W), privacy=mmopt.Privacy(1.0, 1e-6))
+    with pytest.warns(UserWarning, match="optimised with no privacy given, for Gaussian"):
+        mmopt.evaluate(W, mmopt.load(tmp_path / "beside.npz").strategy, mmopt.Privacy(1.0))
     save(tmp_path / "stated", mmopt.optimize(W, privacy=mmopt.Privacy(1.0)))  # a budget given: nothing to say
     with warnings.catch_warnings():
         warnings.simplefilter("error")

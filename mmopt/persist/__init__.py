@@ -186,10 +186,11 @@ def save(path, strategy_or_result, *, workload=None, privacy=None, overwrite: bo
                                                               "calibration": privacy.calibration,
                                                               "noise": privacy.noise}),
             "workload": wmeta}
-    if privacy is None and (unstated := unstated_norm(strategy)) is not None:
-        # optimised, and saved, with no budget given: the mark that warns when it meets the other noise travels
-        # with the file (a loaded strategy was silent where the one in memory warned; a helper's probe). With a
-        # budget the file records its noise itself; absent otherwise, so such files are as before
+    if (unstated := unstated_norm(strategy)) is not None:
+        # optimised with no budget given: the mark that warns when it meets the other noise travels with the file
+        # (a loaded strategy was silent where the one in memory warned; a helper's probe), with a budget saved
+        # beside it too (the budget need not be the noise it was optimised for; a helper's audit); absent
+        # otherwise, so such files are as before
         meta["unstated_norm"] = unstated
     meta["checksum"] = fmt.checksum(meta, arrays)
     text = np.frombuffer(fmt.canonical(meta).encode("utf-8"), dtype=np.uint8)
