@@ -232,6 +232,16 @@ def test_a_non_finite_estimate_is_refused_not_spread_over_other_rows(tmp_path):
         ans.answers_table(out, W, A, privacy="eps")
     with pytest.raises(FileNotFoundError, match="no_such_folder.*does not exist"):
         ans.write_answers(tmp_path / "no_such_folder" / "t.csv", out, W, A)
+    # an existing file was replaced without a word, '~' read as a folder, a folder named by its temporary file's
+    # IsADirectoryError (a helper's audit)
+    (tmp_path / "keep.csv").write_text("precious\n")
+    with pytest.raises(FileExistsError, match="'path' parameter of write_answers names a file that exists"):
+        ans.write_answers(tmp_path / "keep.csv", out, W, A)
+    assert (tmp_path / "keep.csv").read_text() == "precious\n"
+    assert ans.write_answers(tmp_path / "keep.csv", out, W, A, overwrite=True).rows > 0
+    (tmp_path / "dir.csv").mkdir()
+    with pytest.raises(ValueError, match="names a folder"):
+        ans.write_answers(tmp_path / "dir.csv", out, W, A)
 
 
 def test_a_strategy_on_another_domain_or_none_is_refused_by_the_callers_name():

@@ -31,16 +31,25 @@ class WrittenTable:
 
 
 def write_answers(path, output, workload, strategy=None, privacy=None, *, attributes=None, terms=None,
-                  chunk_rows: int = DEFAULT_CHUNK_ROWS, alpha: float | None = None) -> WrittenTable:
+                  chunk_rows: int = DEFAULT_CHUNK_ROWS, alpha: float | None = None,
+                  overwrite: bool = False) -> WrittenTable:
     """Stream the table of :func:`~mmopt.answers.answers_table` to ``path`` (.csv or .parquet), block by block.
 
     The file is written beside ``path`` under a temporary name and renamed when complete, so ``path`` is either
-    the whole table or untouched. CSV: one header line, strings quoted where needed, floats in their shortest
+    the whole table or untouched. An existing file is replaced only with ``overwrite=True`` (as
+    :func:`mmopt.save`); ``~`` is expanded. CSV: one header line, strings quoted where needed, floats in their shortest
     exact form. Parquet: one row group per block, the metadata of ``DataFrame.attrs`` under the key "mmopt".
     ``alpha`` adds exact 1 − α intervals (``lower``, ``upper``), as :func:`~mmopt.answers.answers_table`.
     """
     caller = "write_answers"
     fmt = table_format(path, caller)
+    path = os.path.expanduser(os.fspath(path))  # '~/d/x.csv' was read as a folder named '~'
+    if os.path.isdir(path):
+        raise ValueError(f"The 'path' parameter of {caller} names a folder ('{path}'). Give a file name ending in "
+                         ".csv or .parquet.")
+    if os.path.exists(path) and not overwrite:  # it was replaced without a word (a helper's audit)
+        raise FileExistsError(f"The 'path' parameter of {caller} names a file that exists ('{path}'). Pass "
+                              "overwrite=True to replace it, or another path.")
     plan = plan_table(output, workload, strategy, privacy, attributes=attributes, terms=terms, caller=caller,
                       alpha=alpha)
     return stream(plan, str(path), fmt, _check_rows(chunk_rows, caller))
