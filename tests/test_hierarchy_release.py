@@ -214,3 +214,17 @@ def test_autos_dense_strategy_releases_as_the_families_do():
     assert type(out).__name__ == type(flat).__name__ == "HierarchyRelease" and len(out.answers) == len(W.sets)
     total = sum(float(np.sum(v)) for v in out.variances) / out.noise_scale**2 * A.sensitivity("l2") ** 2
     assert total == pytest.approx(mmopt.evaluate(W, A, norm="l2").total_squared_error, rel=1e-8)
+
+
+def test_laplace_refusals_name_the_strategy_given():
+    """A NodeStrategy under Laplace noise was called 'a HierarchyStrategy'; a dense Strategy on grouping sets was
+    refused 'for a hierarchy strategy' with no way to release it (a helper's audit)."""
+    import mmopt
+    from mmopt.hierarchy import Hierarchy, grouping_sets
+    geo = Hierarchy.balanced((2, 3), level_names=("nation", "state", "county"), name="geo")
+    W = grouping_sets([geo, Hierarchy.flat(2, name="sex")], [("state", "sex"), ("county",), ()])
+    A = mmopt.Strategy(np.eye(12))
+    with pytest.raises(ValueError, match=r"The strategy is a Strategy: release it .*W\.to_implicit\(\)"):
+        mmopt.release(W, A, np.arange(12.0), mmopt.Privacy(1.0))
+    out = mmopt.release(W.to_implicit(), A, np.arange(12.0), mmopt.Privacy(1.0))  # the remedy works
+    assert out.noise_scale == pytest.approx(1.0)

@@ -66,8 +66,15 @@ def release(W: HierarchyWorkload, A, x, privacy: Privacy, *, noise_scale: float 
     """Release every grouping set of ``W`` from the histogram ``x`` (shape ``W.shape``) with strategy ``A``;
     refusals name ``caller`` (release_grouping_sets and mmopt.sql come through here)."""
     if not isinstance(privacy, Privacy) or privacy.noise != "gaussian":
-        raise ValueError(f"The 'privacy' parameter of {caller} must be a Privacy with delta > 0 for a hierarchy "
-                         f"strategy (Gaussian noise at its exact L2 sensitivity). Got {privacy!r}.")
+        from mmopt.hierarchy.nodes import NodeStrategy
+        from mmopt.hierarchy.strategy import HierarchyStrategy
+        # a dense Strategy (auto's, on small grouping sets) was told "for a hierarchy strategy" (a helper's audit)
+        other = "" if isinstance(A, HierarchyStrategy | NodeStrategy) else (
+            f" The strategy is a {type(A).__name__}: release it on the grouping sets' union of Kronecker products, "
+            f"{caller}(W.to_implicit(), A, x, privacy), which takes Laplace noise.")
+        raise ValueError(f"The 'privacy' parameter of {caller} must be a Privacy with delta > 0 for grouping sets "
+                         f"over hierarchies (Gaussian noise at the strategy's exact L2 sensitivity). Got "
+                         f"{privacy!r}.{other}")
     x = np.asarray(x, dtype=float)
     if x.shape == (math.prod(W.shape),) and len(W.shape) > 1:  # flat, cells in C order, as every other family
         x = x.reshape(W.shape)

@@ -21,7 +21,7 @@ def evaluate(W: HierarchyWorkload, A: HierarchyStrategy, privacy, norm, per_quer
     """Exact total, sensitivity and largest variance of a hierarchical residual strategy (Gaussian noise)."""
     want = norm or (privacy.sensitivity_norm if privacy is not None else "l2")
     if want != "l2":
-        raise ValueError("evaluate: a HierarchyStrategy is a Gaussian-noise strategy whose L1 sensitivity has no "
+        raise ValueError(f"evaluate: a {type(A).__name__} is a Gaussian-noise strategy whose L1 sensitivity has no "
                          "closed form here. Use privacy=Privacy(epsilon, delta) with delta > 0, or norm='l2'.")
     if isinstance(A, hn.NodeStrategy):
         _check_node_pair(A, W)
