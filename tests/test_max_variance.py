@@ -756,3 +756,13 @@ def test_a_stalled_symmetry_route_on_a_small_union_is_beaten_by_the_dense_minima
         warnings.simplefilter("error", RuntimeWarning)  # no "search ended user_limit" warning
         p = mmopt.plan(S, tau, delta=1e-6)
     assert p.status == "optimal" and p.epsilon <= 6.7547 * (1 + 1e-4) and p.ratio <= 1.001
+
+
+def test_plans_refusal_past_its_query_limit_offers_only_a_remedy_that_works():
+    """all_range(5000) (12.5 M ranges) was told to use optimize(objective='max_variance'), which refuses it too."""
+    import mmopt
+    from mmopt import workload as wl
+    with pytest.raises(ValueError, match=r"up to 10,000,000 queries\. Plan a coarser workload\.$"):
+        mmopt.plan(wl.all_range(5000), 10.0, delta=1e-6)
+    with pytest.raises(ValueError, match="4,096"):
+        mmopt.optimize(wl.all_range(5000), privacy=mmopt.Privacy(1, 1e-6), objective="max_variance")
