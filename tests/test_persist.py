@@ -752,3 +752,13 @@ def test_what_save_writes_load_reads_at_the_allocation_limit(tmp_path, monkeypat
     monkeypatch.setattr(v, "MAX_ALLOCATION_ENTRIES", 4_000)
     with pytest.raises(ValueError, match="allocation limit"):
         load(tmp_path / "big.npz")
+
+
+def test_a_directory_and_an_upper_case_suffix_are_said_and_found(tmp_path):
+    """save onto a directory 'h.npz' said 'already exists, pass overwrite=True', which then failed; save('c.NPZ')
+    wrote c.NPZ, which load('c') did not find (a helper's audit)."""
+    (tmp_path / "h.npz").mkdir()
+    with pytest.raises(ValueError, match="names a directory"):
+        save(tmp_path / "h", st.identity(4))
+    written = save(tmp_path / "c.NPZ", st.identity(4))
+    assert str(written).endswith("c.NPZ") and load(tmp_path / "c").strategy.domain_size == 4

@@ -174,6 +174,8 @@ def save(path, strategy_or_result, *, workload=None, privacy=None, overwrite: bo
                          "its objective would not be the error of a release under that budget. Optimise under this "
                          "privacy, or save the strategy alone (result.strategy) with it.")
     wmeta = None if workload is None else _workload_metadata(workload, strategy, caller, "'workload' parameter")
+    if target.is_dir():  # "already exists, pass overwrite=True" led to a second refusal (a helper's audit)
+        raise ValueError(f"The 'path' parameter of {caller} names a directory, '{target}'. Give a file name.")
     if target.exists() and not overwrite:
         raise FileExistsError(pf.exists_message(target))
     from mmopt import __version__

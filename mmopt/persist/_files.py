@@ -73,6 +73,10 @@ def existing_file(path) -> Path:
     alt = npz_name(p, "load")
     if alt.is_file():
         return alt
+    # save("c.NPZ") wrote c.NPZ, which load("c") looked for as c.npz only (a helper's audit)
+    upper = alt.with_name(alt.name[:-4] + ".NPZ")
+    if upper.is_file() and not p.name.lower().endswith(".npz"):
+        return upper
     tried = f"'{p}'" + ("" if alt == p else f" or '{alt}'")
     raise FileNotFoundError(f"load: there is no file {tried}. Check the path (save returns the name it wrote).")
 
