@@ -257,6 +257,13 @@ def test_evaluate_scores_a_saved_strategy_at_its_recorded_budget(tmp_path, monke
     got = capsys.readouterr()
     assert json.loads(got.out)["noise"] == "laplace"  # asked for: δ = 0, and said to differ, as release says
     assert "'g.npz' was optimised for gaussian noise (δ = 1e-06); this evaluation is of laplace noise" in got.err
+    # a file saved under theorem_5_22 (ε ≤ 1 only) with --epsilon 2: "Use calibration='analytic'", no such flag
+    mmopt.save("t", mmopt.strategy.hierarchical(32), privacy=mmopt.Privacy(0.5, 1e-6, calibration="theorem_5_22"))
+    assert main(["evaluate", "prefix:32", "--strategy", "t.npz", "-e", "2", "--json"]) == 0
+    got = capsys.readouterr()
+    assert "calibration 'theorem_5_22' does not hold at ε = 2" in got.err
+    assert json.loads(got.out)["total_squared_error"] == pytest.approx(mmopt.evaluate(
+        wl.prefix(32), mmopt.strategy.hierarchical(32), mmopt.Privacy(2.0, 1e-6)).total_squared_error, rel=1e-12)
 
 
 def test_a_failed_command_never_removes_a_ledger_another_run_spent_from(tmp_path, monkeypatch):
