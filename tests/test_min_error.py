@@ -116,3 +116,14 @@ def test_an_all_zero_initial_is_refused_by_its_own_name():
     with pytest.raises(ValueError, match="'initial' parameter of optimize must have a nonzero entry"):
         mmopt.optimize(mmopt.Workload.from_matrix(np.tril(np.ones((6, 6)))), method="min_error",
                        initial=np.zeros((6, 6)), seed=0)
+
+
+def test_a_losing_restart_stationary_to_rounding_does_not_fail_the_search():
+    """One of 8 restarts stopped in a line search with no decrease (stationary to rounding): the whole search said
+    'optimal_inaccurate', success False, at gap 0.54 though the winning polish converged (a helper's audit). Only a
+    stage the budget cut short lowers the status now."""
+    import mmopt
+    from mmopt import workload as wl
+    r = mmopt.optimize(wl.all_range(20), privacy=mmopt.Privacy(1.0), seed=0, budget="fast")
+    stages = r.extra.get("stage_status") or {}
+    assert r.success and r.status in ("local_optimum", "optimal"), (r.status, stages)

@@ -187,7 +187,8 @@ def solve(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
     say("min_error: best of %d candidates is '%s' (objective %.6g, %s), %.1f s", len(candidates), label, err,
         status, time.perf_counter() - t0)
     message = (f"Best of {len(candidates)} candidates is '{label}', from stage {stage}; the stages' own tests, the "
-               f"least converged (a losing stage stationary to rounding counts as converged): {status}. {_stage_summary(stages)} MinError is not convex: this is a heuristic "
+               "least converged (a losing stage stationary to rounding counts as converged): "
+               f"{status}. {_stage_summary(stages)} MinError is not convex: this is a heuristic "
                "local optimum with no optimality certificate; lower_bound is the L2 optimum's dual bound.")
     extra = {"best_candidate": label, "winning_stage": stage, "seconds": time.perf_counter() - t0,
              "stage_status": {k: s.status for k, s in stages.items()}, "l2_status": l2.status,
