@@ -78,9 +78,12 @@ def check_output_privacy(privacy, output, caller: str) -> None:
 def check_released_with(output, strategy, caller: str) -> None:
     """The output's measurement count and Δ are ``strategy``'s: standard errors and intervals computed from
     another strategy than the one measured (identity for H₂: 5.66 where the truth is 4.42) are refused."""
-    shape = np.shape(getattr(strategy, "matrix", strategy))
-    # a Toeplitz strategy (mmopt.toeplitz) is n×n and has no matrix: np.shape(it) is () and [0] raised IndexError
-    rows = getattr(strategy, "n_rows", None) or (shape[0] if shape else getattr(strategy, "domain_size", None))
+    # n_rows first: an OrbitStrategy's matrix is built only up to 4,096 cells (sf1's planned strategy, 29,440 cells,
+    # failed here, after a CLI release's draw); a Toeplitz strategy (mmopt.toeplitz) is n×n and has no matrix
+    rows = getattr(strategy, "n_rows", None)
+    if not rows:
+        shape = np.shape(getattr(strategy, "matrix", strategy))
+        rows = shape[0] if shape else getattr(strategy, "domain_size", None)
     measured = getattr(output, "measurements", None)
     # a simulation of a product or union pair keeps no y: its count of measurements (it had none, and a strategy
     # of the same Δ passed: identity·7 for identity ⊗ H₂ gave standard errors 2.2× too small; a helper's probe)

@@ -45,6 +45,10 @@ class OrbitRelease:
     verified_loss: object
     measurements: np.ndarray = field(repr=False)
     noise: str = "gaussian"
+    # what every release output says (mmopt release's report read them, and failed with AttributeError after the
+    # draw once a planned sf1 strategy could be saved and released from the CLI): OpenDP's noise, least squares
+    path: str = "release"
+    reconstruction: object = None
 
 
 def _implicit(workload, caller: str):
