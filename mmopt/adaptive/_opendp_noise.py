@@ -164,16 +164,23 @@ def exponential(scores, epsilon: float, sensitivity: float) -> int:
     >>> exponential([0.0, 5.0, 1e6], epsilon=1.0, sensitivity=1.0)
     2
     """
-    s = _scores(scores, "exponential")
+    return _noisy_max(scores, epsilon, sensitivity, monotone=False)
+
+
+def _noisy_max(scores, epsilon: float, sensitivity: float, *, monotone: bool) -> int:
+    """OpenDP's Gumbel noisy max at β = Δ/ε' (monotone) or 2Δ/ε', after checking its own map at d_in = Δ."""
+    caller = "exponential_monotone" if monotone else "exponential"
+    s = _scores(scores, caller)
     eps = _check_scale(epsilon, "epsilon")
     delta = _check_scale(sensitivity, "sensitivity")
-    beta = _check_scale(_widened(2.0 * delta / eps), "scale 2Δ/ε")
-    meas, kind = _gumbel_measurement(beta)
+    beta = _check_scale(_widened((1.0 if monotone else 2.0) * delta / eps), "scale Δ/ε" if monotone else "scale 2Δ/ε")
+    meas, kind = _gumbel_measurement(beta, monotone)
     bound = eps if kind == "pure" else eps * eps / 8.0
     # OpenDP's maps round upwards by a few ulps; the margin covers them, so the check has no slack
     if not float(meas.map(delta)) <= bound:
-        raise ValueError(f"exponential: OpenDP's privacy map gives {meas.map(delta)!r} at Δ = {delta!r}, more than "
-                         f"the {bound!r} ({kind}) of an ε = {eps!r} exponential mechanism.")
+        raise ValueError(f"{caller}: OpenDP's privacy map gives {meas.map(delta)!r} at Δ = {delta!r}, more than the "
+                         f"{bound!r} ({kind}) of an ε = {eps!r} {'monotone ' if monotone else ''}exponential "
+                         "mechanism.")
     return int(meas(s.tolist()))
 
 
@@ -191,13 +198,4 @@ def exponential_monotone(scores, epsilon: float, sensitivity: float) -> int:
     >>> exponential_monotone([0.0, 5.0, 1e6], epsilon=1.0, sensitivity=1.0)
     2
     """
-    s = _scores(scores, "exponential_monotone")
-    eps = _check_scale(epsilon, "epsilon")
-    delta = _check_scale(sensitivity, "sensitivity")
-    beta = _check_scale(_widened(delta / eps), "scale Δ/ε")
-    meas, kind = _gumbel_measurement(beta, True)
-    bound = eps if kind == "pure" else eps * eps / 8.0
-    if not float(meas.map(delta)) <= bound:
-        raise ValueError(f"exponential_monotone: OpenDP's privacy map gives {meas.map(delta)!r} at Δ = {delta!r}, "
-                         f"more than the {bound!r} ({kind}) of an ε = {eps!r} monotone exponential mechanism.")
-    return int(meas(s.tolist()))
+    return _noisy_max(scores, epsilon, sensitivity, monotone=True)
