@@ -207,3 +207,22 @@ def test_bad_inputs_are_refused(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         dual_query(data, eps, **({"noise": log} | args))
     assert log.calls == []
+
+
+@pytest.mark.parametrize("fn", ["dual_query", "ireduct"])
+def test_marginals_by_name_with_a_domain(fn):
+    """With records and their Domain, attribute names were refused ("must hold integer attribute indices") where
+    mst, aim and marginal_counts take them (a helper's audit)."""
+    import pandas as pd
+
+    import mmopt.adaptive as A
+    from mmopt.records import Attribute, Domain
+    D = Domain((Attribute("a", categories=("x", "y")), Attribute("b", categories=("u", "v")),
+                Attribute("c", categories=(0, 1))))
+    df = pd.DataFrame({"a": ["x", "y", "y", "x"] * 5, "b": ["u", "v", "u", "u"] * 5, "c": [0, 1, 1, 0] * 5})
+    f = getattr(A, fn)
+    by_name = f(df, 1.0, domain=D, marginals=[("b", "a"), ("c",)] if fn == "ireduct" else [("b", "a")], rng=3)
+    by_index = f(df, 1.0, domain=D, marginals=[(0, 1), (2,)] if fn == "ireduct" else [(0, 1)], rng=3)
+    np.testing.assert_array_equal(by_name.estimate, by_index.estimate)
+    with pytest.raises(ValueError, match=rf"'marginals' parameter of {fn} names attribute 'z', which the domain"):
+        f(df, 1.0, domain=D, marginals=[("a", "z")], rng=3)

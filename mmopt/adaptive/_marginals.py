@@ -31,8 +31,14 @@ import numpy as np
 __all__ = ["check_marginals", "domain_max", "domain_sum", "expand", "fit_marginals", "project"]
 
 
-def check_marginals(marginals, d: int, ways: Sequence[int], caller: str) -> tuple[tuple[int, ...], ...]:
-    """The attribute sets as sorted tuples, without duplicates; default: every set of size in ``ways``."""
+def check_marginals(marginals, d: int, ways: Sequence[int], caller: str,
+                    names: Sequence[str] | None = None) -> tuple[tuple[int, ...], ...]:
+    """The attribute sets as sorted tuples, without duplicates; default: every set of size in ``ways``. With
+    ``names`` (a Domain's, for records) an attribute may be given by its name, as mst, aim and marginal_counts take
+    it (dual_query and ireduct refused names with a domain given; a helper's audit)."""
+    if names is not None and isinstance(marginals, Sequence) and not isinstance(marginals, str | bytes):
+        marginals = [tuple(_index(a, names, caller) for a in M)
+                     if isinstance(M, Sequence) and not isinstance(M, str | bytes) else M for M in marginals]
     if marginals is None:
         return tuple(M for k in ways for M in itertools.combinations(range(d), k))
     if isinstance(marginals, str | bytes) or not isinstance(marginals, Sequence) or len(marginals) == 0:
@@ -53,6 +59,16 @@ def check_marginals(marginals, d: int, ways: Sequence[int], caller: str) -> tupl
         if A not in out:
             out.append(A)
     return tuple(out)
+
+
+def _index(a, names: Sequence[str], caller: str):
+    """An attribute name's index in ``names``; anything else as given (checked as an index after)."""
+    if not isinstance(a, str):
+        return a
+    if a not in names:
+        raise ValueError(f"The 'marginals' parameter of {caller} names attribute {a!r}, which the domain does not "
+                         f"have; its attributes are {list(names)}.")
+    return list(names).index(a)
 
 
 def project(X: np.ndarray, M: tuple) -> np.ndarray:

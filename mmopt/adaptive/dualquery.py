@@ -129,7 +129,7 @@ def dual_query(data, epsilon: float, *, domain=None, marginals=None, samples: in
         Total ε > 0 (add/remove one record).
     domain : mmopt.records.Domain or None
         The public schema of ``data`` when it is a table of records.
-    marginals : tuple of tuples of int, or None
+    marginals : tuple of tuples of int (or of attribute names, with ``domain``), or None
         The attribute sets of the workload's counting queries (each sorted; duplicates dropped); default every
         2-way set.
     samples : int >= 1, default 50
@@ -172,7 +172,7 @@ def dual_query(data, epsilon: float, *, domain=None, marginals=None, samples: in
         raise ValueError(f"{caller}: the domain has {N:,} cells, more than {MAX_CELLS:,}; the data player "
                          "enumerates the domain every round (the paper solves an integer program instead). Use "
                          "fewer or coarser attributes.")
-    Ms = check_marginals(marginals, len(shape), (2,), caller)
+    Ms = check_marginals(marginals, len(shape), (2,), caller, names=None if domain is None else domain.names)
     layout = _Layout(Ms, shape)
     Q = 2 * layout.positive
     round_ops = g.ITERATION_OPS + (len(Ms) + 2) * N + 4 * s * Q

@@ -90,7 +90,7 @@ def ireduct(data, epsilon: float, *, domain=None, marginals=None, rounds: int = 
         Total ε > 0 (add/remove one record).
     domain : mmopt.records.Domain or None
         The public schema of ``data`` when it is a table of records.
-    marginals : tuple of tuples of int, or None
+    marginals : tuple of tuples of int (or of attribute names, with ``domain``), or None
         The attribute sets whose marginals are released (each sorted; duplicates dropped). Default: every 1-way
         and 2-way set.
     rounds : int >= 1, default 2
@@ -127,7 +127,7 @@ def ireduct(data, epsilon: float, *, domain=None, marginals=None, rounds: int = 
     gamma = check_fraction(first_share, "first_share", caller)
     frac = check_fraction(sanity, "sanity", caller)
     shape, marg = _check_data(data, domain, caller)
-    Ms = check_marginals(marginals, len(shape), (1, 2), caller)
+    Ms = check_marginals(marginals, len(shape), (1, 2), caller, names=None if domain is None else domain.names)
     src = noise_source(noise, rng, caller)
     shares = [] if R == 1 else [gamma * eps] + [(1.0 - gamma) * eps / (R - 1)] * (R - 2)
     shares.append(eps - math.fsum(shares))  # the last round takes the remainder: the shares sum to ε
