@@ -228,3 +228,25 @@ def test_intervals_at_the_edge_of_float64_are_widened_not_collapsed(privacy):
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         answers_table(out, W, H, alpha=0.05)
+
+
+def test_laplace_intervals_of_a_residual_basis_on_a_small_domain_use_the_dense_laws():
+    """answers_table(alpha=...) under Laplace refused optimize's residual strategy on 6 cells, citing a 4,096-cell
+    limit (a helper's audit): the dense laws serve any pair that small; the half-widths are those of the same
+    strategy as a dense matrix."""
+    import warnings
+
+    import mmopt
+    from mmopt import workload as wk
+    W = wk.marginals((2, 3), attributes=[(0, 1)])
+    P = mmopt.Privacy(1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        A = mmopt.optimize(W, method="residual", privacy=P).strategy
+        out = mmopt.release(W, A, np.arange(6.0), P)
+        t = answers_table(out, W, A, alpha=0.1)
+        D = A.to_strategy()
+        ref = answers_table(mmopt.release(W, D, np.arange(6.0), P), W, D, alpha=0.1)
+    np.testing.assert_allclose((t["upper"] - t["lower"]).to_numpy(), (ref["upper"] - ref["lower"]).to_numpy(),
+                               rtol=1e-9)
+    assert np.all(t["lower"] < t["answer"]) and np.all(t["answer"] < t["upper"])
