@@ -258,14 +258,7 @@ def load(path, *, workload=None) -> SavedStrategy:
         fail(f"holds arrays {sorted(raw)} whose names, dtypes or shapes differ from those its metadata lists")
     if cs.get("arrays") != fmt.arrays_digest(raw):
         fail("was corrupted or edited: its arrays do not match the SHA-256 checksum in its metadata")
-    kind = meta.get("strategy", {}).get("kind") if isinstance(meta.get("strategy"), dict) else None
-    if isinstance(kind, str) and kind not in fmt.KINDS:  # intact (checksums above): a newer mmopt's kind
-        from mmopt import __version__
-        fail(f"holds a strategy of unknown kind {kind!r:.40}, which this mmopt ({__version__}) cannot read (it "
-             f"knows {list(fmt.KINDS)}; the file says it was written by mmopt {meta.get('mmopt_version')!r:.20})",
-             remedy="Upgrade mmopt to the version that wrote the file (or newer); its checksums match, so it is "
-                    "not damaged.")
-    strategy = fmt.decode(meta.get("strategy"), raw, fail)
+    strategy = fmt.decode(meta.get("strategy"), raw, fail, written_by=meta.get("mmopt_version"))
     if (unstated := meta.get("unstated_norm")) is not None:
         if unstated not in ("l1", "l2"):
             fail(f"records an unknown 'unstated_norm' {unstated!r:.40}")

@@ -196,14 +196,20 @@ def _array(arrays, name: str, dtype: np.dtype, ndim: int, fail: Callable, *, fin
     return a
 
 
-def decode(desc, arrays: Mapping[str, np.ndarray], fail: Callable):
+def decode(desc, arrays: Mapping[str, np.ndarray], fail: Callable, written_by=None):
     """The strategy described by ``desc`` with ``arrays``, after checking that kind, shapes and values agree.
 
-    ``fail(what)`` raises; it is called with a phrase completing "the file ...".
+    ``fail(what, remedy=...)`` raises; it is called with a phrase completing "the file ...". ``written_by``: the
+    file's ``mmopt_version``, named when the kind is unknown (load calls this after the checksums match, so such a
+    file is intact: a newer mmopt's kind; the refusal blamed damage and said to restore a copy, a helper's audit).
     """
     kind = field(desc, "kind", str, "strategy", fail)
     if kind not in KINDS:
-        fail(f"holds a strategy of unknown kind {kind!r:.40} (known: {list(KINDS)})")
+        from mmopt import __version__
+        fail(f"holds a strategy of unknown kind {kind!r:.40}, which this mmopt ({__version__}) cannot read (it knows "
+             f"{list(KINDS)}; the file says it was written by mmopt {written_by!r:.20})",
+             remedy="Upgrade mmopt to the version that wrote the file (or newer); its checksums match, so it is not "
+                    "damaged.")
     name = field(desc, "name", str, "strategy", fail)
     shape = _ints(field(desc, "shape", list, "strategy", fail), "strategy.shape", fail)
     dshape = _ints(field(desc, "domain_shape", list, "strategy", fail), "strategy.domain_shape", fail)

@@ -68,10 +68,9 @@ def decode(desc: Mapping, arrays: Mapping[str, np.ndarray], shape: list[int], na
     orbits = []
     for j in range(d):
         labels = array(arrays, f"labels_{j}", I8, 1, fail)
-        first = np.unique(labels, return_index=True)[1] if labels.size else np.zeros(0, dtype=np.int64)
-        # orbits numbered 0, 1, … by their first cell: labels[x] ≤ (the number of orbits opened before x)
-        if labels.size != shape[j] or first.size == 0 or not np.array_equal(labels[np.sort(first)],
-                                                                             np.arange(first.size)):
+        # orbits numbered 0, 1, … by their first cell: read at each label's first cell, in cell order, 0, 1, …
+        first = np.sort(np.unique(labels, return_index=True)[1])
+        if labels.size != shape[j] or not np.array_equal(labels[first], np.arange(first.size)):
             fail(f"has orbit labels for attribute {j} that are not orbits 0, 1, … of its {shape[j]} cells numbered "
                  "by their first cell")
         orbits.append(Orbits(labels, np.bincount(labels).astype(np.int64)))
