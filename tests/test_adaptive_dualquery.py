@@ -224,5 +224,6 @@ def test_marginals_by_name_with_a_domain(fn):
     by_name = f(df, 1.0, domain=D, marginals=[("b", "a"), ("c",)] if fn == "ireduct" else [("b", "a")], rng=3)
     by_index = f(df, 1.0, domain=D, marginals=[(0, 1), (2,)] if fn == "ireduct" else [(0, 1)], rng=3)
     np.testing.assert_array_equal(by_name.estimate, by_index.estimate)
-    with pytest.raises(ValueError, match=rf"'marginals' parameter of {fn} names attribute 'z', which the domain"):
+    unknown = rf"'marginals' parameter of {fn} names attribute 'z', which is not in the domain\. The domain has"
+    with pytest.raises(ValueError, match=unknown):
         f(df, 1.0, domain=D, marginals=[("a", "z")], rng=3)

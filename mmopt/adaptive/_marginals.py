@@ -28,17 +28,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["check_marginals", "domain_max", "domain_sum", "expand", "fit_marginals", "project"]
+__all__ = ["by_index", "check_marginals", "domain_max", "domain_sum", "expand", "fit_marginals", "project"]
 
 
-def check_marginals(marginals, d: int, ways: Sequence[int], caller: str,
-                    names: Sequence[str] | None = None) -> tuple[tuple[int, ...], ...]:
-    """The attribute sets as sorted tuples, without duplicates; default: every set of size in ``ways``. With
-    ``names`` (a Domain's, for records) an attribute may be given by its name, as mst, aim and marginal_counts take
-    it (dual_query and ireduct refused names with a domain given; a helper's audit)."""
-    if names is not None and isinstance(marginals, Sequence) and not isinstance(marginals, str | bytes):
-        marginals = [tuple(_index(a, names, caller) for a in M)
-                     if isinstance(M, Sequence) and not isinstance(M, str | bytes) else M for M in marginals]
+def check_marginals(marginals, d: int, ways: Sequence[int], caller: str) -> tuple[tuple[int, ...], ...]:
+    """The attribute sets as sorted tuples, without duplicates; default: every set of size in ``ways``."""
     if marginals is None:
         return tuple(M for k in ways for M in itertools.combinations(range(d), k))
     if isinstance(marginals, str | bytes) or not isinstance(marginals, Sequence) or len(marginals) == 0:
@@ -61,14 +55,15 @@ def check_marginals(marginals, d: int, ways: Sequence[int], caller: str,
     return tuple(out)
 
 
-def _index(a, names: Sequence[str], caller: str):
-    """An attribute name's index in ``names``; anything else as given (checked as an index after)."""
-    if not isinstance(a, str):
-        return a
-    if a not in names:
-        raise ValueError(f"The 'marginals' parameter of {caller} names attribute {a!r}, which the domain does not "
-                         f"have; its attributes are {list(names)}.")
-    return list(names).index(a)
+def by_index(marginals, domain, caller: str):
+    """``marginals`` with attribute names read as the ``domain``'s indices (records), as mst, aim and marginal_counts
+    read them (:func:`mmopt.records.counts.check_sets`); unchanged without a domain or a list (dual_query and
+    ireduct refused names with a domain given; a helper's audit)."""
+    if domain is None or marginals is None or isinstance(marginals, str | bytes) or not isinstance(marginals,
+                                                                                                   Sequence):
+        return marginals
+    from mmopt.records.counts import check_sets
+    return check_sets(marginals, domain, caller=caller, name="marginals")
 
 
 def project(X: np.ndarray, M: tuple) -> np.ndarray:

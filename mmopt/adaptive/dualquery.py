@@ -53,7 +53,7 @@ from mmopt._base import guards as g
 from mmopt._base import validation as v
 from mmopt.adaptive._common import AdaptiveResult, check_epsilon, check_fraction, laplace_scale
 from mmopt.adaptive._finish import finish, noise_source
-from mmopt.adaptive._marginals import check_marginals, domain_sum
+from mmopt.adaptive._marginals import by_index, check_marginals, domain_sum
 from mmopt.adaptive.privbayes import _check_data
 
 __all__ = ["MAX_CELLS", "dual_query"]
@@ -172,7 +172,7 @@ def dual_query(data, epsilon: float, *, domain=None, marginals=None, samples: in
         raise ValueError(f"{caller}: the domain has {N:,} cells, more than {MAX_CELLS:,}; the data player "
                          "enumerates the domain every round (the paper solves an integer program instead). Use "
                          "fewer or coarser attributes.")
-    Ms = check_marginals(marginals, len(shape), (2,), caller, names=None if domain is None else domain.names)
+    Ms = check_marginals(by_index(marginals, domain, caller), len(shape), (2,), caller)
     layout = _Layout(Ms, shape)
     Q = 2 * layout.positive
     round_ops = g.ITERATION_OPS + (len(Ms) + 2) * N + 4 * s * Q

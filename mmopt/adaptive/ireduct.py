@@ -63,7 +63,7 @@ import numpy as np
 from mmopt._base import guards as g
 from mmopt.adaptive._common import AdaptiveResult, check_epsilon, check_fraction, laplace_scale
 from mmopt.adaptive._finish import finish, noise_source
-from mmopt.adaptive._marginals import check_marginals, fit_marginals
+from mmopt.adaptive._marginals import by_index, check_marginals, fit_marginals
 from mmopt.adaptive.privbayes import _check_data
 
 __all__ = ["ireduct"]
@@ -127,7 +127,7 @@ def ireduct(data, epsilon: float, *, domain=None, marginals=None, rounds: int = 
     gamma = check_fraction(first_share, "first_share", caller)
     frac = check_fraction(sanity, "sanity", caller)
     shape, marg = _check_data(data, domain, caller)
-    Ms = check_marginals(marginals, len(shape), (1, 2), caller, names=None if domain is None else domain.names)
+    Ms = check_marginals(by_index(marginals, domain, caller), len(shape), (1, 2), caller)
     src = noise_source(noise, rng, caller)
     shares = [] if R == 1 else [gamma * eps] + [(1.0 - gamma) * eps / (R - 1)] * (R - 2)
     shares.append(eps - math.fsum(shares))  # the last round takes the remainder: the shares sum to ε
