@@ -278,9 +278,9 @@ def _unit_error(workload: Workload, As: np.ndarray, norm: str, name: str, caller
     if refused:
         raise Unsupported(
             f"{caller}: strategy '{name}' (numerical rank {prof.rank} of n={As.shape[1]}) does "
-            f"not support workload '{workload.name}': {leak:.2g} of its Gram trace (or of one query's squared "
-            "norm) lies outside the row space of A, so some queries have unbounded error. Add rows to A (e.g. a "
-            "scaled identity, §3.3)."
+            f"not support workload '{workload.name}': {leak:.2g} of its Gram trace (or of one query's or one Gram "
+            "eigendirection's squared norm) lies outside the row space of A, so some queries have unbounded error. "
+            "Add rows to A (e.g. a scaled identity, §3.3)."
         )
     need_spec = not prof.certified or workload.domain_size <= _ALWAYS_CHECK_N
     spec = workload_spectrum(workload) if need_spec else None

@@ -81,6 +81,32 @@ def test_queries_in_an_ill_conditioned_row_space_stay_supported(seed):
     assert mmopt.supports(mmopt.Workload.from_matrix(W), A)
 
 
+def test_a_light_direction_of_a_gram_only_workload_is_judged_by_itself():
+    """W = diag(10⁷, 10⁷, 1)·Qᵀ given by its Gram alone, against A = Q[:, :2]ᵀ: the light direction (share 5·10⁻¹⁵
+    of tr G, under the round-off tolerance) was passed and evaluate returned 2.4·10¹⁴ where the error is unbounded.
+    G's eigendirections above its round-off are now tested as rows would be."""
+    import mmopt
+    Q, _ = np.linalg.qr(np.random.default_rng(0).normal(size=(3, 3)))
+    W = np.diag([1e7, 1e7, 1.0]) @ Q.T
+    gram_only = wl.Workload.from_gram(W.T @ W, n_queries=3)
+    assert not mmopt.supports(gram_only, Q[:, :2].T)
+    with pytest.raises(ValueError, match="does not support workload"):
+        mmopt.evaluate(gram_only, Q[:, :2].T)
+    assert mmopt.supports(gram_only, Q.T)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_gram_only_workload_stays_supported_by_its_own_rows(seed):
+    """The round-off eigendirections of fl(WᵀW) for a rank-deficient W point anywhere, A's null space included:
+    A = W (and A = W rescaled, ill-conditioned rows) must still support the Gram alone."""
+    import mmopt
+    rng = np.random.default_rng(seed)
+    W = rng.normal(size=(5, 12)) * np.logspace(0, 4, 5)[:, None]
+    gram_only = wl.Workload.from_gram(W.T @ W, n_queries=5)
+    assert mmopt.supports(gram_only, W)
+    assert mmopt.supports(gram_only, rng.normal(size=(5, 5)) @ W)
+
+
 def test_the_row_wise_leak_reads_sparse_rows_without_densifying_them():
     from scipy import sparse
     W = np.array([[1e7, 1e7, 0, 0], [0, 0, 1.0, -1.0]])

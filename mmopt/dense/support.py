@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
-__all__ = ["row_leak", "support_leak", "support_tolerance", "unmeasured_cells", "unsupported"]
+__all__ = ["gram_direction_leak", "row_leak", "support_leak", "support_tolerance", "unmeasured_cells", "unsupported"]
 
 _EPS = np.finfo(float).eps
 
@@ -42,7 +42,8 @@ def unsupported(G: np.ndarray, prof, rows=None, matrix=None) -> tuple[bool, floa
     """(whether A fails to support the workload, the largest share found): G's share on A's null space
     (:func:`support_leak`) and, with the workload's ``rows`` (W, when stored), each query's own share
     ‖w N‖²/‖w‖², both against :func:`support_tolerance`: G's share alone let a light query outside the row space
-    through beside a heavy one (weights 10⁷ : 1 leak 10⁻¹⁴ of tr G).
+    through beside a heavy one (weights 10⁷ : 1 leak 10⁻¹⁴ of tr G). Without rows, G's eigendirections above its
+    round-off are tested in their place (:func:`gram_direction_leak`).
 
     The tolerance is G's round-off, not the null space's: an exact row could be held to the computed null space's
     angle (~eps·σ₁/σ_r, which would refuse w = e₀ + 10⁻⁷·e₃ against A = I[:3]), but strategies built from an
@@ -58,7 +59,7 @@ def unsupported(G: np.ndarray, prof, rows=None, matrix=None) -> tuple[bool, floa
     >>> A = np.eye(4)[:3]
     >>> W = np.array([[1e7, 0, 0, 0], [0, 0, 0, 1.0]])   # e₃ is never measured; its share of tr G is 10⁻¹⁴
     >>> unsupported(W.T @ W, profile_of_matrix(A), W)[0], unsupported(W.T @ W, profile_of_matrix(A))[0]
-    (True, False)
+    (True, True)
     """
     n = G.shape[0]
     leak = support_leak(G, prof)
@@ -69,10 +70,33 @@ def unsupported(G: np.ndarray, prof, rows=None, matrix=None) -> tuple[bool, floa
         unmeasured = unmeasured_cells(matrix, np.diag(G))
         if np.any(unmeasured):
             return True, max(leak, float(np.diag(G)[unmeasured].sum() / np.trace(G)))
-    if rows is None:
-        return False, leak
+    if rows is None:  # a Gram alone: its eigendirections stand in for the rows it was built from
+        share = gram_direction_leak(G, prof.null_basis)
+        return bool(share > support_tolerance(n)), max(leak, share)
     share = row_leak(prof.null_basis, rows)
     return bool(share > support_tolerance(n)), max(leak, share)
+
+
+def gram_direction_leak(G: np.ndarray, N: np.ndarray) -> float:
+    """max over G's eigendirections v above its round-off of ‖Nᵀv‖²: the row test of a Gram-only workload.
+
+    G's share alone let a light direction through beside heavy ones (W = diag(10⁷, 10⁷, 1)·Qᵀ, a rotation, against
+    A = Q[:, :2]ᵀ: share 5·10⁻¹⁵, evaluate 2.4·10¹⁴ where the error is unbounded). A direction counts when its
+    eigenvalue exceeds 10·n·eps·λ_max: the round-off eigenvalues of fl(WᵀW) for a rank-deficient W stay below
+    0.2·n·eps·λ_max (200 random W, 1–30 queries, 2–60 cells, row scales e^±5), and their directions lie anywhere,
+    A's null space included, so a lower cut-off would refuse A = W. Its eigenvector is accurate to
+    ~eps·λ_max/gap, far inside the tolerance, for any direction the cut-off keeps that is separated from the rest.
+
+    >>> Q = np.linalg.qr(np.arange(9.0).reshape(3, 3) ** 2 + np.eye(3))[0]
+    >>> W = np.diag([1e7, 1e7, 1.0]) @ Q.T
+    >>> gram_direction_leak(W.T @ W, Q[:, 2:]) > 0.99
+    True
+    """
+    lam, V = np.linalg.eigh(G)
+    keep = lam > 10 * G.shape[0] * _EPS * max(lam[-1], 0.0)
+    if not np.any(keep):
+        return 0.0
+    return float(np.max(np.sum((N.T @ V[:, keep]) ** 2, axis=0)))
 
 
 def unmeasured_cells(matrix, gram_diagonal: np.ndarray) -> np.ndarray:
