@@ -25,7 +25,7 @@ from mmopt._base.solution import RawSolution
 from mmopt.adaptive import mwem
 from mmopt.multidim.kron import solve_kron
 from mmopt.multidim.union import solve_union
-from mmopt.structured import analysis as sa
+from mmopt.structured import _checks as ck_mod
 from mmopt.structured import workloads as sw
 
 EPS1 = Privacy(1.0)
@@ -184,7 +184,7 @@ def test_reported_marginals_working_set_is_refused(monkeypatch):
     with pytest.raises(ValueError, match=r"would hold about 7,5\d\d,\d{3},\d{3} float64 entries \(60 GB\) in memory "
                                          r"at once \(Gram roots and Grams of 50 distinct workload factor\(s\): 56 GB;"
                                          r".* more than the limit of mmopt._base.guards.MAX_WORKING_SET_BYTES"):
-        sa._check_memory(W, A, "evaluate", inverses=False, grams=True)
+        ck_mod.check_evaluation_memory(W, A, "evaluate", inverses=False, grams=True)
 
 
 def test_working_set_limit_follows_available_memory(monkeypatch):

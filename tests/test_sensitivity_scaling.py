@@ -184,7 +184,7 @@ def test_implicit_sensitivity_outside_float64_raises(case, side, path):
 # -- evaluate and the mechanisms at extreme scales -----------------------------------------------------
 @settings(max_examples=20, deadline=None)
 @given(e1=exponents, e2=exponents, ew=exponents,
-       path=hs.sampled_from(["product", "dense", "loewner_bound", "coupled"]))
+       path=hs.sampled_from(["product", "dense", "loewner_bound", "coupled", "eigenbasis"]))
 def test_implicit_evaluate_is_scale_invariant(e1, e2, ew, path):
     c1, c2, w = 10.0**e1, 10.0**e2, 10.0**ew
     true_log10 = math.log10(2.0) + e1 + e2 + ew  # Δ ≈ 2·c1·c2·w (Δ₂ of H6 ⊗ I5 is 2)
@@ -196,11 +196,13 @@ def test_implicit_evaluate_is_scale_invariant(e1, e2, ew, path):
         A = ss.kron_strategy(a * (Q6 if path == "coupled" else H6), b * I5, weight=weight)
         if path == "product":
             return A
-        # I6 ⊗ I5 measures the pair a second time: no coupled path, the bracket scores it
-        second = b * I5 if path == "loewner_bound" else b * np.ones((1, 5))
-        return ss.union_strategy([A, ss.kron_strategy(a * np.eye(6), second, weight=weight)])
+        # I6 ⊗ I5 measures the pair a second time: no coupled path, and its factor Grams commute with H6 ⊗ I5's
+        # (the shared eigenbasis scores it); Q6 ⊗ I5 does not commute, so the bracket scores that union
+        second = {"loewner_bound": (a * Q6, b * I5), "eigenbasis": (a * np.eye(6), b * I5)}.get(
+            path, (a * np.eye(6), b * np.ones((1, 5))))
+        return ss.union_strategy([A, ss.kron_strategy(*second, weight=weight)])
 
-    kw = {"dense_limit": 0} if path in ("loewner_bound", "coupled") else {}
+    kw = {"dense_limit": 0} if path in ("loewner_bound", "coupled", "eigenbasis") else {}
     ref = sa.evaluate(W65, strategy(1.0, 1.0, 1.0), GAUSS, **kw)
     r = sa.evaluate(W65, strategy(c1, c2, w), GAUSS, **kw)
     assert r.method == ref.method == path

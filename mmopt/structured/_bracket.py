@@ -95,9 +95,10 @@ def block_term(t, block, cache, caller) -> tuple[float, float, float]:
                                    for Wf, Af in zip(t.factors, block.factors, strict=True))
     found = [fc.query_terms_max(Wf, cache.get(fc.strategy_inverse, Af).profile)
              for Wf, Af in zip(t.factors, block.factors, strict=True)]
-    mx, up = t.weight**2 * math.prod(f[0] for f in found), t.weight**2 * math.prod(f[1] for f in found)
+    mx = None if any(f[0] is None for f in found) else t.weight**2 * math.prod(f[0] for f in found)
+    up = t.weight**2 * math.prod(f[1] for f in found)
     with np.errstate(over="ignore"):  # θ² ≥ 2⁻¹⁰⁰² after normalised(); a ratio past float64 is inf, never ranked
-        return tuple(float(np.divide(x, theta2)) for x in (unit, mx, up))
+        return tuple(None if x is None else float(np.divide(x, theta2)) for x in (unit, mx, up))
 
 
 def algebra_terms(workload, terms, co, cache):
@@ -111,8 +112,11 @@ def algebra_terms(workload, terms, co, cache):
     return traces, inv, pos
 
 
-def algebra_row_upper(t, inv, shape, cache) -> tuple[float, float]:
-    """(max variance found, proven upper) of term t's queries under spectrum⁻¹ ``inv`` (algebra path)."""
+def algebra_row_upper(t, inv, shape, cache, total: float) -> tuple[float | None, float]:
+    """(max variance found, proven upper) of term t's queries under spectrum⁻¹ ``inv`` (algebra path); with a
+    Gram-only factor (no rows to rank) (None, ``total``): no query's variance exceeds its term's total."""
+    if any(f.matrix is None and f.family == "gram" for f in t.factors):
+        return None, total
     stats = [cache.get(fc.row_stats, f) for f in t.factors]
     a = [np.clip(q - s**2 / n, 0.0, None) for (q, s), n in zip(stats, shape, strict=True)]
     b = [s**2 / n for (q, s), n in zip(stats, shape, strict=True)]
@@ -279,7 +283,7 @@ def bracket(workload, strategy, cache, caller, *, algebra_co):
             if float(np.sum(tr[~pos])) <= support_tolerance(tr.size) * float(np.sum(tr)):
                 u = float(tr[pos] @ inv[pos])
                 if best is None or u < best[0]:
-                    best = (u, None, algebra_row_upper(t, inv, workload.shape, cache)[1], None)
+                    best = (u, None, algebra_row_upper(t, inv, workload.shape, cache, u)[1], None)
         mixed = mixed_upper(t, strategy, cache, memo) if len(blocks) > 1 else None
         if mixed is not None and (best is None or mixed < best[0]):
             best = (mixed, best[1] if best else None, best[2] if best else math.inf, best[3] if best else None)

@@ -13,6 +13,7 @@ import numpy as np
 
 from mmopt._base import validation as v
 from mmopt._base.frames import check_positional
+from mmopt._base.guards import check_working_set
 from mmopt._base.validation import check_shape  # noqa: F401  (the structured layer's callers use ck.check_shape)
 
 # Refuse dense N×N / m×N requests above this many float64 entries (0.8 GB).
@@ -105,3 +106,52 @@ def same_shape(first: tuple[int, ...], second: tuple[int, ...], *, caller: str, 
     if tuple(first) != tuple(second):
         raise ValueError(f"{caller}: {what} have different domains: {tuple(first)} and {tuple(second)}. "
                          "Build them over the same attribute sizes, in the same order.")
+
+
+def check_evaluation_memory(workload, strategy, caller: str, *, inverses: bool, grams: bool,
+                            dense: bool = False) -> None:
+    """Refuse, before the factor tables are built, a working set beyond :func:`mmopt._base.guards.working_set_limit`.
+
+    The per-factor tables are cached for the whole call (:class:`~mmopt.structured.factors.Cache`), so they
+    add up over the *distinct* factors: per workload factor (m×n) its Gram root F (n·min(m, n); m·n when W is
+    used) and Gram (n²); per strategy factor (p×n) its pseudo-inverse data (n² + n·p) on the product and
+    Löwner paths, and its Gram (n²) where the marginals algebra is tried. On top, the largest transient of
+    one factor (an SVD: p·n + p·min(p, n) + 3n², or p² + … for a wide factor; an eigh: 3n²), or, on the
+    dense path, about 13 N² (X, its square root and the dense evaluation). Each part alone may be under the
+    per-array limit of :func:`mmopt._base.validation.check_allocation` while their sum exhausts memory, which is
+    what this refuses (e.g. all 2-way marginals of (10⁴,)*5: 50 factor Grams of 10⁴×10⁴ is 80 GB).
+    """
+    held, transient = {}, 0
+    seen = set()
+    for t in workload.terms:
+        for f in t.factors:
+            if id(f) in seen:
+                continue
+            seen.add(id(f))
+            n, m = f.domain_size, min(f.n_queries, 2**62)
+            explicit = m * n <= 10**6
+            held[id(f)] = (n * min(m, n) if not explicit else m * n) + n * n
+            transient = max(transient, 3 * n * n if not explicit else m * n + n * n)
+    w_held = sum(held.values())
+    s_held, seen = 0, set()
+    for t in strategy.terms:
+        for f in t.factors:
+            if id(f) in seen:
+                continue
+            seen.add(id(f))
+            p, n = f.matrix.shape
+            if inverses:
+                s_held += n * n + n * p
+                transient = max(transient, p * n + (p * p if p < n else p * n) + 3 * n * n)
+            if grams:
+                s_held += n * n
+                transient = max(transient, n * n)
+    parts = {f"Gram roots and Grams of {len(held)} distinct workload factor(s)": w_held,
+             "pseudo-inverses and Grams of the distinct strategy factors": s_held,
+             "the largest single factorisation's temporaries": transient}
+    if dense:
+        N = strategy.domain_size
+        parts[f"the dense path on N = {N:,} cells (X = AᵀA, its square root, the dense evaluation)"] = 13 * N * N
+    check_working_set(parts, caller=caller, what=f"evaluating strategy '{strategy.name}' on workload "
+                        f"'{workload.name}'", remedy=" Share factor objects between terms (the tables are kept "
+                        "per distinct factor), use smaller attributes, or raise the limit on a larger machine.")

@@ -15,6 +15,10 @@ Notation: see README; c = Privacy.variance_factor, Δ the strategy's sensitivity
   sensitivity, a union whose terms have at most two non-total factors (workload and strategy), one strategy term
   per pair and equal column norms: tr(G X⁺) by a Schur complement on the ∅ and 1-way blocks
   (:mod:`~mmopt.structured.residual.coupled`). Exact.
+* ``"eigenbasis"`` — past the dense limit, or past :data:`TWO_TERM_MIN_N` cells where the dense path would not
+  list the queries: the strategy's factor Grams commute per attribute (quad-tree, trees, Privelet): tr(G X⁺) in
+  their shared eigenbasis (:mod:`~mmopt.structured.eigenbasis`), the largest variance's ends from the bracket
+  below. Exact.
 * ``"loewner_bound"`` — otherwise a certified two-sided bracket, term by term of W
   (:mod:`~mmopt.structured._bracket`): for X ⪰ Y ⪰ 0 and v ∈ range(Y), vᵀX⁺v = sup_z (2zᵀv − zᵀXz) ≤
   sup_z (2zᵀv − zᵀYz) = vᵀY⁺v, and X ⪰ θₗ²X⁽ˡ⁾ for every block l (and ⪰ the sum of its algebra blocks), so
@@ -44,7 +48,7 @@ from mmopt.privacy import Privacy
 from mmopt.structured import _bracket as br
 from mmopt.structured import _checks as ck
 from mmopt.structured import algebra as alg
-from mmopt.structured import bounds
+from mmopt.structured import bounds, eigenbasis
 from mmopt.structured import factors as fc
 from mmopt.structured._normalised import normalised
 from mmopt.structured._report import ImplicitErrorReport
@@ -106,8 +110,9 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
     scaled = normalised(strategy)
     original, strategy = strategy, scaled.strategy
     sens = Sensitivity(parts.rescaled(scaled.shift), parts.exact, parts.method)  # Δ of Â
-    _check_memory(workload, strategy, caller, inverses=strategy.is_product, grams=not strategy.is_product)
+    ck.check_evaluation_memory(workload, strategy, caller, inverses=strategy.is_product, grams=not strategy.is_product)
     low = None  # the bracket's lower unit value (only where the total is a bound)
+    shared = None  # tr(G X⁺) through a shared eigenbasis of the factor Grams (mmopt.structured.eigenbasis)
     try:
         if strategy.is_product:
             unit, mx, up, method, exact = (*_product(workload, strategy.terms[0], cache, caller), "product", True)
@@ -120,15 +125,23 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
                 (coupled := _coupled(workload, strategy, privacy, norm)) is not None:
             # exact without N×N work, as two_term: scoring auto's coupled candidate densely took 40 CPU s at 4,096
             return dataclasses.replace(coupled, strategy=original.name, sensitivity=reported)  # Δ as given
-        elif strategy.domain_size <= dense_limit:
-            _check_memory(workload, strategy, caller, inverses=False, grams=True, dense=True)
+        elif strategy.domain_size <= dense_limit and (strategy.domain_size <= TWO_TERM_MIN_N or
+                                                      _lists_queries(workload) or
+                                                      (shared := eigenbasis.unit(workload, strategy, caller)) is None):
+            ck.check_evaluation_memory(workload, strategy, caller, inverses=False, grams=True, dense=True)
             return _dense(workload, strategy, privacy, norm, sens, reported, _delta_lower(strategy, norm, sens))
         else:
-            _check_memory(workload, strategy, caller, inverses=True, grams=True)
+            ck.check_evaluation_memory(workload, strategy, caller, inverses=True, grams=True)
             unit, mx, up, low = br.bracket(workload, strategy, cache, caller,
                                            algebra_co=[(c or [None])[0] for c in (_algebra_coefficients([t], cache)
                                                                           for t in strategy.terms)])
             method, exact = "loewner_bound", False
+            # commuting factor Grams: the total exact at any N (the bracket keeps the largest variance's ends);
+            # 2-D ranges on 128² against the quad-tree had a bracket 29× wide, and 64² took 10 CPU s densely
+            if shared is None and strategy.domain_size > dense_limit:
+                shared = eigenbasis.unit(workload, strategy, caller)
+            if shared is not None:
+                unit, low, method, exact = shared, None, "eigenbasis", True
     except ValueError as exc:
         if scaled.dropped and isinstance(exc, Unsupported):
             raise ValueError(f"{caller}: the weights of strategy '{strategy.name}' span more than float64 can resolve: "
@@ -178,52 +191,11 @@ def _figure(d2: float, x: float, privacy: Privacy | None, name: str) -> float:
     return g.scaled(d2 * x, privacy, name)
 
 
-def _check_memory(workload, strategy, caller: str, *, inverses: bool, grams: bool, dense: bool = False) -> None:
-    """Refuse, before the factor tables are built, a working set beyond :func:`mmopt._base.guards.working_set_limit`.
-
-    The per-factor tables are cached for the whole call (:class:`~mmopt.structured.factors.Cache`), so they
-    add up over the *distinct* factors: per workload factor (m×n) its Gram root F (n·min(m, n); m·n when W is
-    used) and Gram (n²); per strategy factor (p×n) its pseudo-inverse data (n² + n·p) on the product and
-    Löwner paths, and its Gram (n²) where the marginals algebra is tried. On top, the largest transient of
-    one factor (an SVD: p·n + p·min(p, n) + 3n², or p² + … for a wide factor; an eigh: 3n²), or, on the
-    dense path, about 13 N² (X, its square root and the dense evaluation). Each part alone may be under the
-    per-array limit of :func:`mmopt._base.validation.check_allocation` while their sum exhausts memory, which is
-    what this refuses (e.g. all 2-way marginals of (10⁴,)*5: 50 factor Grams of 10⁴×10⁴ is 80 GB).
-    """
-    held, transient = {}, 0
-    seen = set()
-    for t in workload.terms:
-        for f in t.factors:
-            if id(f) in seen:
-                continue
-            seen.add(id(f))
-            n, m = f.domain_size, min(f.n_queries, 2**62)
-            explicit = m * n <= 10**6
-            held[id(f)] = (n * min(m, n) if not explicit else m * n) + n * n
-            transient = max(transient, 3 * n * n if not explicit else m * n + n * n)
-    w_held = sum(held.values())
-    s_held, seen = 0, set()
-    for t in strategy.terms:
-        for f in t.factors:
-            if id(f) in seen:
-                continue
-            seen.add(id(f))
-            p, n = f.matrix.shape
-            if inverses:
-                s_held += n * n + n * p
-                transient = max(transient, p * n + (p * p if p < n else p * n) + 3 * n * n)
-            if grams:
-                s_held += n * n
-                transient = max(transient, n * n)
-    parts = {f"Gram roots and Grams of {len(held)} distinct workload factor(s)": w_held,
-             "pseudo-inverses and Grams of the distinct strategy factors": s_held,
-             "the largest single factorisation's temporaries": transient}
-    if dense:
-        N = strategy.domain_size
-        parts[f"the dense path on N = {N:,} cells (X = AᵀA, its square root, the dense evaluation)"] = 13 * N * N
-    g.check_working_set(parts, caller=caller, what=f"evaluating strategy '{strategy.name}' on workload "
-                        f"'{workload.name}'", remedy=" Share factor objects between terms (the tables are kept "
-                        "per distinct factor), use smaller attributes, or raise the limit on a larger machine.")
+def _lists_queries(workload) -> bool:
+    """Whether the dense path would list W's queries (so give the exact largest variance): rows within its
+    limits (:meth:`~mmopt.structured.workloads.ImplicitWorkload.to_workload`, :func:`mmopt.error.evaluate`)."""
+    rows = all(f.matrix is not None or f.family != "gram" for t in workload.terms for f in t.factors)
+    return rows and workload.n_queries <= 10**6 and workload.n_queries * workload.domain_size <= ck.MAX_DENSE_ENTRIES
 
 
 def _product(workload, term, cache, caller):
@@ -256,14 +228,16 @@ def _algebra_coefficients(terms, cache):
 
 
 def _algebra(workload, terms, co, cache, caller):
-    traces, inv, pos = br.algebra_terms(workload, terms, co, cache)
-    traces = sum(traces)
+    per_term, inv, pos = br.algebra_terms(workload, terms, co, cache)
+    traces = sum(per_term)
     if float(np.sum(traces[~pos])) > support_tolerance(traces.size) * float(np.sum(traces)):
         raise Unsupported(f"{caller}: the strategy does not support workload '{workload.name}': its Gram has "
                          "weight on eigenspaces where AᵀA is zero. Add marginals covering those attributes.")
     unit = float(traces[pos] @ inv[pos])
-    rows = [br.algebra_row_upper(t, inv, workload.shape, cache) for t in workload.terms]
-    return unit, max(r[0] for r in rows), max(r[1] for r in rows)
+    rows = [br.algebra_row_upper(t, inv, workload.shape, cache, float(tr[pos] @ inv[pos]))
+            for t, tr in zip(workload.terms, per_term, strict=True)]
+    mx = None if any(r[0] is None for r in rows) else max(r[0] for r in rows)  # a Gram-only factor: None
+    return unit, mx, max(r[1] for r in rows)
 
 
 def _dense(workload, strategy, privacy, norm, sens, reported, delta_lower) -> ImplicitErrorReport:

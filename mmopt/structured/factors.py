@@ -115,7 +115,8 @@ def row_stats(W: Workload) -> tuple[np.ndarray, np.ndarray]:
 
 
 def query_terms_max(W: Workload, M: np.ndarray) -> tuple[float, float, int | None]:
-    """(max found, proven upper, argmax row or None) of w M wᵀ over W's rows (families: from M alone)."""
+    """(max found, proven upper, argmax row or None) of w M wᵀ over W's rows (families: from M alone); for a
+    Gram-only factor (None, tr(G M), None)."""
     if W.matrix is not None or W.family in ("identity", "total", "prefix", "all_range"):
         terms = _queries.per_query_terms(W, M) if not (W.matrix is None and W.family == "all_range") else None
         if terms is None:
@@ -125,9 +126,10 @@ def query_terms_max(W: Workload, M: np.ndarray) -> tuple[float, float, int | Non
         r = int(np.argmax(terms))
         return float(terms[r]), float(terms[r]), r
     found = _queries.max_term(W, M, None)
-    if found is None:
-        raise ValueError(f"Workload factor '{W.name}' is Gram-only: its per-query errors are unknown. "
-                         "Build the factor with Workload.from_matrix(W).")
+    if found is None:  # Gram-only: no row to rank, but each row's term is at most their sum tr(G M) (M ⪰ 0); it
+        # raised here, and optimize(kron(from_gram(…), prefix(3)), method='residual') failed, needing no row at all
+        G = W.mean_gram * float(W.n_queries)
+        return None, max(float(np.sum(G * M)), 0.0), None
     return found[0], found[1], None
 
 
