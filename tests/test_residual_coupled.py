@@ -133,9 +133,15 @@ def test_optimize_method_coupled_and_its_input_checks():
     r = mmopt.optimize(W, privacy=privacy, method="coupled", verbose=False)
     split = mmopt.optimize(W, privacy=privacy, method="residual", verbose=False)
     assert r.lower_bound <= r.objective < split.objective
-    with pytest.raises(ValueError, match="Gaussian noise"):
+    with pytest.raises(ValueError, match="Gaussian noise.*got norm 'l1'"):
         mmopt.optimize(W, privacy=mmopt.Privacy(1.0), method="coupled", verbose=False)
     assert not cf.applies(sw.union([sw.kron(np.eye(3), np.eye(4))]))  # attributes of two sizes
+    # the refusal names the condition that failed (it listed them all, so a Gaussian run read as wrong noise)
+    with pytest.raises(ValueError, match=r"must share one size; got the sizes \(4, 3\)\.$"):
+        mmopt.optimize(sw.union([sw.kron(mmopt.workload.prefix(4), mmopt.workload.all_range(3))]), privacy=privacy,
+                       method="coupled")
+    three_way = sw.union([sw.kron(*[np.tril(np.ones((3, 3)))] * 3)])
+    assert "more than two non-total" in cf.why_not(three_way)
 
 
 def test_auto_runs_coupled_on_prefix_marginals_not_on_marginals():

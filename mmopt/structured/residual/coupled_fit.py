@@ -167,11 +167,27 @@ def fit(workload, plan, *, max_iterations: int = 300, orders=ORDERS):
 def applies(workload, norm: str = "l2") -> bool:
     """True for a workload :func:`fit` takes: Gaussian noise, d ≥ 2 attributes of one size 3 ≤ n ≤ MAX_SIZE, every
     term with at most two non-total factors and at least one with two."""
+    return why_not(workload, norm) is None
+
+
+def why_not(workload, norm: str = "l2") -> str | None:
+    """The first condition of :func:`applies` that ``workload`` fails, in words (None when it applies): the
+    refusal named every condition, so a Gaussian run on sizes (4, 3) read as if the noise were wrong."""
     shape = tuple(getattr(workload, "shape", ()))
-    if norm != "l2" or len(shape) < 2 or len(set(shape)) != 1 or not 2 < shape[0] <= cp.MAX_SIZE:
-        return False
+    if norm != "l2":
+        return f"it fits Δ₂ (Gaussian noise, norm 'l2'); got norm {norm!r}"
+    if len(shape) < 2:
+        return f"it needs d ≥ 2 attributes; got the domain {shape}"
+    if len(set(shape)) != 1:
+        return f"its attributes must share one size; got the sizes {shape}"
+    if not 2 < shape[0] <= cp.MAX_SIZE:
+        return f"the attribute size must lie in [3, {cp.MAX_SIZE}]; got {shape[0]}"
     terms = cp._workload_terms(workload, {})
-    return terms is not None and any(len(t.active) == 2 for t in terms)
+    if terms is None:
+        return "some term has more than two non-total factors"
+    if not any(len(t.active) == 2 for t in terms):
+        return "no term has two non-total factors (a 2-way query)"
+    return None
 
 
 def solve_coupled(workload, *, norm: str = "l2", restarts=None, seed=None, max_iterations=None, tol=None,
@@ -186,10 +202,10 @@ def solve_coupled(workload, *, norm: str = "l2", restarts=None, seed=None, max_i
     from mmopt._base.solution import ImplicitSolution
     from mmopt.structured.residual import split as sp
     caller = "optimize(method='coupled')"
-    if not applies(workload, norm):
+    if (reason := why_not(workload, norm)) is not None:
         raise ValueError(f"{caller} needs Gaussian noise (norm 'l2') and a union of products on d ≥ 2 attributes of "
                          f"one size in [3, {cp.MAX_SIZE}] whose terms have at most two non-total factors (1- and "
-                         f"2-way prefix, range or marginal queries). Got '{workload.name}' with norm {norm!r}.")
+                         f"2-way prefix, range or marginal queries); for '{workload.name}' {reason}.")
     plan = sp.split_plan(workload, "l2")
     found = None if plan is None else fit(workload, plan, max_iterations=max_iterations or 300)
     if found is None:
