@@ -11,11 +11,13 @@ support W), and the best is kept. None of this is a global optimum (the problem 
 optimum's dual bound (Program 5.2, solved to a certified gap) is a valid lower bound, because
 ‖A‖₁ ≥ ‖A‖₂ column by column.
 
-Status of the pipeline: that of the stage which produced the winning candidate (the SDP's convex
-iteration, the p-Identity local search, or a polish), so "optimal" means that stage's own convergence
-test passed, and "user_limit" that its budget ran out. A warm start that no stage improved on is charged
-to the stage that last tried to: its polish if it was polished (ties go to the later candidate), else
-the p-Identity local search, whose restarts it beat.
+Status of the pipeline: the least converged of its stages (the SDP's convex iteration, the p-Identity local
+search, the polishes), so "optimal" means every stage's own convergence test passed, and "user_limit" that some
+stage's budget ran out — a stage cut short might have found a lower point, even when the winner came from one that
+converged. A *losing* stage that stalled in a line search ("optimal_inaccurate": stationary to rounding) was not cut
+short and does not lower the status. The message names the stage that produced the winner; a warm start that no
+stage improved on is charged to the stage that last tried to: its polish if it was polished (ties go to the later
+candidate), else the p-Identity local search, whose restarts it beat.
 """
 
 from __future__ import annotations
