@@ -95,3 +95,21 @@ def test_aim_s_default_workload_fits_a_domain_of_two_attributes(tmp_path, capsys
     assert main(["synth", "--records", str(tmp_path / "r.parquet"), "--domain", str(tmp_path / "d.json"),
                  "--epsilon", "1", "--rows", "10", "--seed", "0", "--out", str(tmp_path / "s.csv"), "--json"]) == 0
     assert ["a", "b"] in json.loads(capsys.readouterr().out)["measured"]
+
+
+def test_synth_draws_more_rows_than_one_call_takes_in_batches(files, monkeypatch, capsys):
+    """30 million rows on three attributes passed the --rows check, then Synthetic.records refused them after the
+    budget was spent (exit 2, the usage code, and no word of the spend). The CLI now draws in calls of at most
+    rows_per_call rows: here the allocation limit is lowered so that 250 rows take three calls."""
+    from mmopt._base import validation as v
+    from mmopt.synth.result import rows_per_call
+    monkeypatch.setattr(v, "MAX_ALLOCATION_ENTRIES", 100 * (len(D.names) + 4))
+    assert rows_per_call(len(D.names)) == 100
+    outs = [files / f"batched{i}.csv" for i in range(2)]
+    for out in outs:
+        assert main(["synth", "--records", str(files / "people.parquet"), "--domain", str(files / "domain.json"),
+                     "--method", "mst", "--epsilon", "1", "--rows", "250", "--seed", "3", "--out", str(out)]) == 0
+    rows = [pd.read_csv(out) for out in outs]
+    assert len(rows[0]) == 250 and rows[0].equals(rows[1])  # seeded batches repeat
+    assert set(rows[0]["a"]) <= {"x", "y", "z"}
+    assert int(marginal_counts(rows[0], D, [("c",)])[(2,)].sum()) == 250

@@ -64,6 +64,19 @@ def _check(args):
     return domain, workload, privacy, ext
 
 
+def _draw(s, n: int, bins: str, seed, d: int):
+    """n synthetic rows in calls of at most :func:`mmopt.synth.result.rows_per_call` rows (30 million rows on three
+    attributes passed the --rows check, then Synthetic.records refused them after the budget was spent); the first
+    call keeps the run's seed, the others seed + i (None: fresh entropy each)."""
+    import pandas as pd
+
+    from mmopt.synth.result import rows_per_call
+    step = rows_per_call(d)
+    parts = [s.records(min(step, n - start), bins=bins, seed=None if seed is None or i == 0 else seed + i)
+             for i, start in enumerate(range(0, n, step))]
+    return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+
+
 def synth(args) -> int:
     """Run ``mmopt synth`` (module docstring); the exit code."""
     from mmopt.synth import aim, mst
@@ -73,15 +86,21 @@ def synth(args) -> int:
         s = mst(args.records, domain, privacy, seed=args.seed, workload=workload)
     else:
         s = aim(args.records, domain, workload, privacy, seed=args.seed)
-    rows = s.records(args.rows, bins=args.bins)
+    n = args.rows if args.rows is not None else s.default_rows
+    if n > MAX_ROWS:  # the noisy record count (a post-processed figure: capping it costs no privacy)
+        print(f"mmopt: warning: the model's noisy record count is {n:,}; writing {MAX_ROWS:,} rows (pass --rows "
+              "for another number).", file=sys.stderr)
+        n = MAX_ROWS
+    try:  # the budget is spent from here on: any failure must say so (exit 1, never the usage code 2)
+        rows = _draw(s, n, args.bins, args.seed, len(domain.shape))
+        _write(rows, args.out, ext)
+    except (OSError, ValueError, MemoryError) as exc:
+        print(f"mmopt: error: the budget was spent, but drawing or writing the {n:,} rows to '{args.out}' failed: "
+              f"{exc}", file=sys.stderr)
+        return 1
     report = {"method": s.method, "rows": len(rows), "epsilon": s.epsilon, "delta": s.delta, "rho": s.rho,
               "budget_rho": s.budget, "sampler": s.sampler, "out": args.out,
               "measured": [[domain.names[i] for i in S] for S in s.measured]}
-    try:
-        _write(rows, args.out, ext)
-    except (OSError, ValueError) as exc:
-        print(f"mmopt: error: the budget was spent, but writing '{args.out}' failed: {exc}", file=sys.stderr)
-        return 1
     if args.json:
         print(json.dumps(report, indent=2))
     else:

@@ -18,10 +18,16 @@ from mmopt.privacy import Privacy
 from mmopt.records import counts as rc
 from mmopt.records.domain import Domain
 
-__all__ = ["Synthetic", "budget_rho"]
+__all__ = ["Synthetic", "budget_rho", "rows_per_call"]
 
 #: Rows drawn per call of :meth:`Synthetic.records` at most (8 bytes per attribute each while sampling).
 MAX_ROWS = 10**8
+
+
+def rows_per_call(n_attributes: int) -> int:
+    """The most rows one :meth:`Synthetic.records` call draws for ``n_attributes``: :data:`MAX_ROWS`, or fewer where
+    the codes and the sampler's temporaries (n·(d + 4) entries) would pass the allocation limit."""
+    return max(1, min(MAX_ROWS, v.MAX_ALLOCATION_ENTRIES // (int(n_attributes) + 4)))
 
 
 def budget_rho(privacy, caller: str) -> float:
@@ -76,6 +82,11 @@ class Synthetic:
     details: dict = field(default_factory=dict, repr=False)
 
     @property
+    def default_rows(self) -> int:
+        """The rows :meth:`records` draws by default: the model's total (its noisy record count), at least 1."""
+        return max(1, int(round(float(self.model.total))))
+
+    @property
     def measured(self) -> tuple:
         """The attribute sets of every Gaussian measurement, in order."""
         return tuple(S for s in self.steps if s.kind == "gaussian" for S in s.sets)
@@ -116,7 +127,7 @@ class Synthetic:
         caller = "Synthetic.records"
         bins = v.check_choice(bins, name="bins", caller=caller, choices=("labels", "values"))
         if n is None:
-            n = max(1, int(round(float(self.model.total))))
+            n = self.default_rows
             if n > MAX_ROWS:  # the default, not the caller's n: say where it came from
                 raise ValueError(f"{caller}: the model's total (its noisy record count) is {n:,}, more rows than one "
                                  f"call draws ({MAX_ROWS:,}). Pass n= (at most {MAX_ROWS:,}) and draw in batches, "
@@ -124,7 +135,8 @@ class Synthetic:
         n = v.check_int(n, name="n", caller=caller, low=0, high=MAX_ROWS)
         # the codes (n × d int64) and the sampler's temporaries (a few n-vectors), before any is allocated
         v.check_allocation(n * (len(self.domain.shape) + 4), what=f"{n:,} synthetic rows", caller=caller,
-                           remedy=" Draw fewer rows per call and concatenate.")
+                           remedy=f" Draw at most {rows_per_call(len(self.domain.shape)):,} rows per call "
+                           "(rows_per_call) and concatenate, with a different seed per call.")
         rng = np.random.default_rng(self.seed if seed is None else check_seed(seed, caller))  # (numpy's bare
         # "expected non-negative integer" for seed=-1 before)
         codes = self.model.sample(n, rng)
