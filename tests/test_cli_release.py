@@ -140,6 +140,17 @@ def test_a_ledger_that_cannot_pay_is_said_before_the_search_with_options_that_fi
                  "--ledger", "z.json", "--out", "a.csv", "--strategy", "identity"]) == 0
 
 
+def test_a_new_ledger_in_a_missing_folder_is_refused_before_the_search(folder, capsys, monkeypatch):
+    """The folder was first touched when the release opened the ledger, after the strategy search (up to 600 s
+    with --budget thorough) and the data read."""
+    monkeypatch.setattr(cli_release, "_strategy", lambda *a, **k: pytest.fail("the search ran first"))
+    assert main(["release", "prefix:16", "--data", "x.csv", "--epsilon", "1", "--out", "nd.csv", "--ledger",
+                 "nodir/l.json", "--ledger-total", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "The --ledger file 'nodir/l.json' cannot be written: its folder" in err and "does not exist" in err
+    assert not os.path.exists("nd.csv") and not os.path.exists("nodir")
+
+
 def test_total_needs_a_constrained_reconstruction_said_in_options(folder, capsys, monkeypatch):
     """--total without --reconstruct was refused, after the strategy search, as "The 'total' and 'zeros'
     parameters of release need reconstruct='nnls' …"."""

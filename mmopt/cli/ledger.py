@@ -46,6 +46,9 @@ def open_ledger(args, privacy=None, *, create: bool = True):
     if args.ledger_total is None:
         raise ValueError(f"The --ledger file '{args.ledger}' does not exist. Give --ledger-total EPS[,DELTA] to "
                          "start it, or the path of an existing ledger.")
+    # its folder must take the new file now: a missing folder was found only when the release opened the ledger,
+    # after the strategy search (up to 600 s with --budget thorough) and the data read
+    out.check_writable(args.ledger, "--ledger", force=False)
     try:  # as every number of the command line (1_0 was read as 10, a δ of 1e-400 as 0)
         parts = [number(t) for t in args.ledger_total.split(",")]
     except argparse.ArgumentTypeError:
