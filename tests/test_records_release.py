@@ -240,6 +240,15 @@ def test_an_attribute_named_like_a_table_column_is_refused_before_any_noise():
     assert acc.spends == ()
 
 
+def test_a_seeded_simulation_is_not_recorded_as_a_release(df):
+    """seed= with accountant= was charged and recorded as source "release" ("OpenDP drew the noise") though numpy's
+    seeded generator drew it (a helper's finding): refused before anything is read or spent."""
+    acc = mmopt.Accountant(mmopt.Privacy(2.0, 1e-6), "zcdp")
+    with pytest.raises(ValueError, match="seed=0 draws numpy's seeded noise.*Drop 'accountant' to simulate"):
+        release_marginals(df, D, 1, mmopt.Privacy(1.0, 1e-6), seed=0, accountant=acc)
+    assert acc.spends == ()
+
+
 def test_a_weighted_dict_is_the_weighted_workload_and_a_repeated_marginal_is_refused(df):
     """A dict's weights were dropped (iterating it gave its keys), and [("sex", "age"), ("age", "sex")] optimised
     one marginal at double weight while releasing it once (an auditor's finding): the dict is now the weighted

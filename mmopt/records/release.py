@@ -70,7 +70,8 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
     seed : int or None
         None (a real release): OpenDP's sampler. An int: numpy's generator seeded with it, at the same
         OpenDP-verified noise scale — reproducible bit for bit, for tests and simulations only (anyone who knows
-        the seed can subtract the noise); a warning says so.
+        the seed can subtract the noise); a warning says so. Refused with ``accountant`` (a ledger records
+        releases).
     batch_size : int
         Rows per batch when counting.
     accountant : mmopt.Accountant or None
@@ -124,6 +125,10 @@ def release(records, domain: Domain, workload, privacy: Privacy, *, strategy, se
                             f"Got {type(accountant).__name__} instead.")
     if seed is not None:
         seed = v.check_int(seed, name="seed", caller=caller, low=0)
+        if accountant is not None:  # it was charged and recorded as source "release" ("OpenDP drew the noise")
+            raise ValueError(f"{caller}: seed={seed} draws numpy's seeded noise, which anyone who knows the seed can "
+                             "remove: a simulation, not a release, and the accountant's ledger records releases. "
+                             "Drop 'accountant' to simulate, or drop 'seed' to release through OpenDP's sampler.")
     prep = mc.prepare(domain, workload, privacy, strategy, caller)
     d_in = prep.sensitivity
     exact, Ax = mc.strategy_answers(prep, records, batch_size=batch_size, caller=caller, name=name)  # schema checks
