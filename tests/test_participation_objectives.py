@@ -151,3 +151,9 @@ def test_last_iterate_without_a_schema_is_refused():
         with pytest.raises(ValueError, match="'objective' parameter of optimize: 'last_iterate' .* participation"):
             mmopt.optimize(M, privacy=privacy, objective="last_iterate")
     assert mmopt.optimize(M, objective="last_iterate", participation=single()).status == "optimal"
+
+
+def test_last_iterate_bound_names_its_own_parameter():
+    """A row of 5 steps under fixed_epochs(2) was refused as "The 'n' parameter of FixedEpochs.separation …"."""
+    with pytest.raises(ValueError, match="The 'row' parameter of last_iterate_bound"):
+        last_iterate_bound(np.ones(5), mmopt.participation.fixed_epochs(2))

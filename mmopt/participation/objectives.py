@@ -150,7 +150,7 @@ def last_iterate_bound(row: np.ndarray, schema: Schema) -> tuple[float, tuple[in
     """
     w = np.abs(v.check_vector(row, name="row", caller="last_iterate_bound", meaning="one weight per step"))
     schema = as_schema(schema, "last_iterate_bound")
-    n = len(w)
+    n = schema.check_n(len(w), "last_iterate_bound", "row")  # in the caller's words (it named FixedEpochs.separation)
     if isinstance(schema, Single):
         t = int(np.argmax(w))
         return float(w[t] ** 2), (t,)
