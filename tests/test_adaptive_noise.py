@@ -276,3 +276,15 @@ def test_opendp_monotone_map_is_half_the_general_one():
     assert float(general.map(1.0)) == pytest.approx(ratio * float(monotone.map(1.0)), rel=1e-9)
     with pytest.raises(ValueError, match="epsilon"):
         odp.exponential_monotone([1.0, 2.0], 0.0, 1.0)
+
+
+@pytest.mark.parametrize("epsilon", [1e-160, 1e155])
+def test_an_exponential_mechanism_outside_its_epsilon_range_is_refused_by_name(epsilon):
+    """ε = 10⁻¹⁶⁰ read as a privacy failure (ε²/8 is subnormal, OpenDP's map one rounding step above it) and
+    ε = 10¹⁵⁵ escaped as a raw OpenDPException (the map overflowed); both ends of the range work."""
+    pytest.importorskip("opendp")
+    from mmopt.adaptive._opendp_noise import exponential, exponential_monotone
+    for draw in (exponential, exponential_monotone):
+        with pytest.raises(ValueError, match=f"'epsilon' parameter of {draw.__name__} must be in"):
+            draw([0.0, 1.0], epsilon, 1.0)
+        assert draw([0.0, 1.0], 1e-150, 1.0) in (0, 1) and draw([0.0, 1.0], 1e150, 1.0) == 1

@@ -71,6 +71,10 @@ def _dp():
     return dp
 
 
+#: The ε the exponential mechanisms take (see :func:`_noisy_max`).
+_EPS_RANGE = (1e-150, 1e150)
+
+
 def _check_scale(scale, what: str) -> float:
     s = float(scale)
     if not math.isfinite(s) or s < np.finfo(float).tiny:
@@ -172,6 +176,11 @@ def _noisy_max(scores, epsilon: float, sensitivity: float, *, monotone: bool) ->
     caller = "exponential_monotone" if monotone else "exponential"
     s = _scores(scores, caller)
     eps = _check_scale(epsilon, "epsilon")
+    if not _EPS_RANGE[0] <= eps <= _EPS_RANGE[1]:
+        # ε²/8 (OpenDP 0.16's zCDP charge) is subnormal below ~4·10⁻¹⁵⁴, where the map's upward rounding exceeded it
+        # by one step and read as a privacy failure; past ~10¹⁵⁴ the map overflowed with a raw OpenDPException
+        raise ValueError(f"The 'epsilon' parameter of {caller} must be in [{_EPS_RANGE[0]:g}, {_EPS_RANGE[1]:g}] (its "
+                         f"zCDP charge ε²/8 a normal float, OpenDP's map finite). Got {epsilon!r} instead.")
     delta = _check_scale(sensitivity, "sensitivity")
     beta = _check_scale(_widened((1.0 if monotone else 2.0) * delta / eps), "scale Δ/ε" if monotone else "scale 2Δ/ε")
     meas, kind = _gumbel_measurement(beta, monotone)
