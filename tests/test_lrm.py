@@ -91,3 +91,11 @@ def test_lrm_refuses_a_gram_past_the_magnitudes_it_can_square(scale):
     """LAPACK's 'SVD did not converge' before; the strategy does not depend on G's scale, the message says so."""
     with pytest.raises(ValueError, match="does not depend on the Gram's scale"):
         solve_lrm(wl.prefix(6).mean_gram * 6 * scale)
+
+
+def test_a_full_rank_workload_the_alternation_does_not_span_is_refused_in_lrms_words():
+    """identity(4) at 0.01 beside the total (full rank): the run ended at user_limit with L of rank 1, and evaluate
+    then refused "strategy 'lrm'" telling the user to add rows to A; the span check ran only for k < n."""
+    W = wl.stack([wl.identity(4), wl.total(4)], weights=[0.01, 1.0])
+    with pytest.raises(ValueError, match=r"before L spanned the workload's row space \(rank 4\).*'l2_approx'"):
+        mmopt.optimize(W, method="lrm", seed=0)
