@@ -128,7 +128,8 @@ def test_stream_workloads_are_accepted_by_evaluate_and_svd_bound():
     from mmopt import toeplitz
     big = toeplitz.prefix(65536)
     ws = mmopt.optimize(big, method="weighted_sqrt")
-    assert mmopt.evaluate(big, ws.strategy).total_squared_error == pytest.approx(ws.objective, rel=1e-12)
+    # the objective is at unit privacy in the method's norm (Δ₂); evaluate's unit privacy is Δ₁ unless told
+    assert mmopt.evaluate(big, ws.strategy, norm="l2").total_squared_error == pytest.approx(ws.objective, rel=1e-12)
     gauss = mmopt.Privacy(1.0, 1e-6)
     assert mmopt.svd_bound(big, gauss) == pytest.approx(gauss.variance_factor * mmopt.svd_bound(big), rel=1e-12)
     for n in (64, 600):  # the closed-form SVD bound equals the dense one
@@ -145,7 +146,7 @@ def test_stream_workloads_are_accepted_by_evaluate_and_svd_bound():
                                                                   mmopt.strategy.identity(100)))
     # the p-Identity strategy past 4,096 cells: evaluated as itself (it was refused, mmopt.search.pidentity_stream)
     S = PIdentityStrategy(hierarchy_theta(5000, 8))
-    total = S.sensitivity("l2") ** 2 * S.unit_total("prefix")  # unit privacy: Δ₂
+    total = S.sensitivity("l1") ** 2 * S.unit_total("prefix")  # unit privacy: Δ₁, as for every family
     assert mmopt.evaluate(toeplitz.prefix(5000), S).total_squared_error == pytest.approx(total, rel=1e-12)
     # what auto returns there under ε-DP now: the tree strategy, evaluated exactly at any n
     eps = mmopt.optimize(toeplitz.prefix(5000), privacy=mmopt.Privacy(1.0), budget="fast")
@@ -414,3 +415,25 @@ def test_a_dense_twin_too_large_is_refused_in_the_words_of_the_method_called():
     with pytest.raises(ValueError, match=r"^StreamWorkload\.to_workload: the dense twin of prefix\(1,000,000\) .*"
                                          r"take the stream workload as it is, in O\(n\)\."):
         toeplitz.prefix(10**6).explicit_matrix()
+
+
+def test_a_domain_split_into_other_attributes_is_not_called_a_reordering():
+    """(1, 4) against the quad-tree's (2, 2) was refused as "the same 4 cells in another attribute order"."""
+    W = mmopt.workload.kron(mmopt.workload.total(1), mmopt.workload.identity(4))
+    with pytest.raises(ValueError, match=r"over \(2, 2\): the same 4 cells split into other attributes"):
+        mmopt.evaluate(W, mmopt.strategy.quadtree(2))
+    swapped = mmopt.strategy.kron(mmopt.strategy.identity(3), mmopt.strategy.identity(2))
+    with pytest.raises(ValueError, match="in another attribute order"):
+        mmopt.evaluate(mmopt.workload.kron(mmopt.workload.identity(2), mmopt.workload.identity(3)), swapped)
+
+
+def test_unit_privacy_is_delta_one_for_a_toeplitz_strategy_as_for_its_matrix():
+    """tree(8, 2) on prefix(8) at privacy=None: 21.9 (Δ₂, mmopt.toeplitz.evaluate's own default) as a Toeplitz
+    strategy, 87.8 (Δ₁) as the same matrix and with per_query=True in the same call."""
+    from mmopt import toeplitz
+    S, W = toeplitz.tree(8, 2), mmopt.workload.prefix(8)
+    dense = mmopt.evaluate(W, S.to_strategy()).total_squared_error
+    assert mmopt.evaluate(W, S).total_squared_error == pytest.approx(dense, rel=1e-12)
+    assert mmopt.evaluate(W, S, per_query=True).total_squared_error == pytest.approx(dense, rel=1e-12)
+    assert mmopt.expected_error(W, S) == pytest.approx(dense, rel=1e-12)
+    assert mmopt.evaluate(W, S, norm="l2").total_squared_error < dense

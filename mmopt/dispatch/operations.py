@@ -32,7 +32,9 @@ def evaluate(workload, strategy, privacy=None, *, norm: str | None = None, per_q
 
     Dense pairs return :class:`mmopt.error.ErrorReport` (see :func:`mmopt.error.evaluate`); implicit pairs
     return :class:`mmopt.structured.ImplicitErrorReport`, whose ``total_exact`` and ``sensitivity_exact``
-    say whether a figure is exact or a proven upper bound (never an underestimate).
+    say whether a figure is exact or a proven upper bound (never an underestimate). With ``privacy=None`` and
+    ``norm=None`` the figures are at unit privacy (c = 1) with Δ₁, whatever the family; a Gaussian-only strategy
+    (a hierarchy's or an orbit's, whose Δ₁ has no closed form here) uses Δ₂.
 
     Examples
     --------

@@ -43,10 +43,13 @@ def _kinds(workload, strategy, caller: str):
         # a dense product workload remembers its attributes: cell i must mean the same values in both
         twin = structure_of(workload)
         if twin is not None and len(strategy.shape) > 1 and tuple(twin.shape) != tuple(strategy.shape):
+            # (1, 4) against (2, 2) is not a reordering: say which it is
+            same = sorted(n for n in twin.shape if n > 1) == sorted(n for n in strategy.shape if n > 1)
+            how = ("in another attribute order. Build the strategy's factors in the workload's attribute order."
+                   if same else "split into other attributes. Build the strategy over the workload's attributes.")
             raise ValueError(
                 f"{caller}: workload '{workload.name}' is over the domain {tuple(twin.shape)} and strategy "
-                f"'{strategy.name}' over {tuple(strategy.shape)}: the same {strategy.domain_size:,} cells in another "
-                "attribute order. Build the strategy's factors in the workload's attribute order.")
+                f"'{strategy.name}' over {tuple(strategy.shape)}: the same {strategy.domain_size:,} cells {how}")
         return workload, strategy.to_strategy(), False
     return workload, strategy, False
 
