@@ -61,3 +61,8 @@ def test_evaluate_is_exact_on_the_quadtree_past_the_dense_limit():
     assert (r.method, r.total_exact) == ("eigenbasis", True)
     assert r.total_squared_error == pytest.approx(haar_evaluate(W, A, P), rel=1e-10)
     assert r.max_variance_upper is not None and r.max_variance_upper >= r.total_squared_error / r.n_queries
+
+
+def test_a_basis_too_costly_to_find_is_left_to_the_other_routes(monkeypatch):
+    monkeypatch.setattr(eb, "MAX_FLOPS", 10.0)
+    assert eb.unit(wl.ranges_2d(8), st.quadtree(8)) is None

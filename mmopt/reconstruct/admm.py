@@ -61,7 +61,7 @@ def solve(factors: list[np.ndarray], Q: Callable[[np.ndarray], np.ndarray], c: n
     """
     z = project_feasible(np.asarray(start, float).ravel(), total, zeros)
     shape = tuple(F.shape[0] for F in factors)
-    eig = [linalg.eigh(F, check_finite=False) for F in factors]
+    eig = [linalg.eigh(F, check_finite=False, driver="evd") for F in factors]
     lams = [np.clip(lam, 0.0, None) for lam, _ in eig]
     U = [Ui for _, Ui in eig]
     spectrum = lams[0]

@@ -52,7 +52,7 @@ def isotonic_prefix(xhat: np.ndarray, total: float | None) -> np.ndarray:
 
 def _root(mean_gram: np.ndarray) -> np.ndarray:
     """F (r×n) with FᵀF = G/m, from the eigenvalues above mmopt's rank threshold."""
-    lam, V = linalg.eigh(mean_gram, check_finite=False)
+    lam, V = linalg.eigh(mean_gram, check_finite=False, driver="evd")
     keep = lam > mean_gram.shape[0] * np.finfo(float).eps * max(lam[-1], 0.0)
     return (V[:, keep] * np.sqrt(lam[keep])).T
 

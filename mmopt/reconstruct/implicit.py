@@ -113,7 +113,8 @@ def projection(workload, xhat: np.ndarray, *, total=None, zeros=None, tol: float
     if len(terms) == 1 and admm.usable(shape):
         w, Gs = terms[0]
         grams = [Gs[0] * w, *Gs[1:]]
-    L = sum(w * math.prod(float(linalg.eigvalsh(G, check_finite=False)[-1]) for G in Gs) for w, Gs in terms)
+    L = sum(w * math.prod(float(linalg.eigvalsh(G, check_finite=False, driver="evd")[-1]) for G in Gs)
+            for w, Gs in terms)
     h, solver, it, res = _solve(Q, Q(x0), L, x0, grams, "fista", total, zeros, tol, max_iterations, "projection")
     return h.reshape(shape), Reconstruction("projection", solver, it, res, tol, total, _count(zeros))
 

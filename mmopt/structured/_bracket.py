@@ -185,7 +185,7 @@ def term_lower(t, strategy, start, cache, *, sweeps: int = SWEEPS) -> float:
             c = np.bincount(where[:, i], weights=theta2 * others, minlength=len(distinct[i]))
             H = sum(ck * (A.T @ A) for ck, A in zip(c / max(c.max(), np.finfo(float).tiny), distinct[i],
                                                        strict=True) if ck > 0)
-            lam, V = linalg.eigh(H, check_finite=False)
+            lam, V = linalg.eigh(H, check_finite=False, driver="evd")
             keep = lam > H.shape[0] * np.finfo(float).eps * max(float(lam[-1]), 0.0)
             N[i] = (V[:, keep] / lam[keep]) @ (V[:, keep].T @ roots[i])
             table[i] = parts(i)

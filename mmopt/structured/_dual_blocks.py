@@ -114,7 +114,7 @@ def _blocks(form: _Form, u: np.ndarray, *, certified: bool = False):
     H = _householder(v / math.sqrt(nu))
     B = H @ (v[:, None] * form.gram * v[None, :]) @ H
     a = float(B[0, 0])
-    gam, U = linalg.eigh((B[1:, 1:] + B[1:, 1:].T) / 2, check_finite=False)
+    gam, U = linalg.eigh((B[1:, 1:] + B[1:, 1:].T) / 2, check_finite=False, driver="evd")
     gam = np.clip(gam, 0.0, None)
     bt = U.T @ B[1:, 0]
     k0 = c0 * nu**2 + d * c1 * a * nu + math.comb(d, 2) * c2 * a * a  # ÷ ν^{d-2}
@@ -172,7 +172,7 @@ def _blocks(form: _Form, u: np.ndarray, *, certified: bool = False):
 def _root_sum(A: np.ndarray, *, certified: bool) -> float:
     if A is None or A.size == 0:
         return 0.0
-    lam = linalg.eigvalsh(A, check_finite=False)
+    lam = linalg.eigvalsh(A, check_finite=False, driver="evd")
     if certified:
         lam = lam - _MARGIN * A.shape[0] * float(np.linalg.norm(A))
     return float(np.sum(np.sqrt(np.clip(lam, 0.0, None))))
@@ -196,7 +196,7 @@ def _one_dim_weights(G: np.ndarray) -> np.ndarray:
     def neg(x):
         w = np.exp(x - x.max())
         s = np.sqrt(w)
-        lam, V = linalg.eigh(s[:, None] * G * s[None, :], check_finite=False)
+        lam, V = linalg.eigh(s[:, None] * G * s[None, :], check_finite=False, driver="evd")
         r = np.sqrt(np.clip(lam, 0.0, None))
         nu, tot = float(r.sum()), float(w.sum())
         diag = (V * V) @ r  # (M^{1/2})ₓₓ

@@ -29,12 +29,15 @@ import numpy as np
 from mmopt._base.guards import Unsupported
 from mmopt.dense.support import support_tolerance
 
-__all__ = ["ACCURACY", "unit"]
+__all__ = ["ACCURACY", "MAX_FLOPS", "unit"]
 
 ACCURACY = 1e-6  # the first-order bound on the relative error accepted as exact. The neglected part is mostly the
 # round-off of Qᵀ X Q (its Frobenius norm ~n·eps·‖X‖, itself a loose bound on the spectral norm), so the bound is
 # far from attained: 2.2·10⁻⁹ for the quad-tree on 2-D ranges at 128² and 10⁻⁸ at 256², while at 64² the total
 # agrees with the dense path's to all 16 digits (bound 4.7·10⁻¹⁰).
+#: The flops the route may spend (an eigh ~10n³ and two products ~4n³ per distinct factor, per attribute): about
+#: 10 CPU s; past it the caller's other routes run.
+MAX_FLOPS = 4e10
 _EPS = np.finfo(float).eps
 
 
@@ -51,6 +54,9 @@ def unit(workload, strategy, caller: str = "evaluate") -> float | None:
     >>> bool(np.isclose(exact, np.trace(np.kron(G1, G1) @ np.linalg.pinv(st.quadtree(16).gram)), rtol=1e-10))
     True
     """
+    distinct = [len({id(t.factors[i]) for t in strategy.terms}) for i in range(len(strategy.shape))]
+    if sum(n**3 * (10 + 4 * T) for n, T in zip(strategy.shape, distinct, strict=True)) > MAX_FLOPS:
+        return None  # the other routes (the bracket's per-factor work is of the same order, once per factor)
     bases, diagonals, slack = {}, {}, []
     for i, n in enumerate(strategy.shape):
         grams = {id(t.factors[i]): t.factors[i].gram for t in strategy.terms}

@@ -75,7 +75,7 @@ def workload_root(W: Workload) -> np.ndarray:
     # W's own rows are a root when small enough, and always for I and 1ᵀ (no n×n eigh: minutes at 10⁴ values)
     if root_is_rows(W):
         return W.explicit_matrix().T
-    lam, V = linalg.eigh(W.mean_gram * float(m), check_finite=False)
+    lam, V = linalg.eigh(W.mean_gram * float(m), check_finite=False, driver="evd")
     keep = lam > n * np.finfo(float).eps * max(lam[-1], 0.0)
     return V[:, keep] * np.sqrt(lam[keep])
 
@@ -94,7 +94,7 @@ def singular_values(W: Workload) -> np.ndarray:
     if W.matrix is None and W.family in ("identity", "total"):  # closed forms: I has n ones, 1ᵀ one √n
         n = W.domain_size
         return np.ones(n) if W.family == "identity" else np.concatenate([[math.sqrt(n)], np.zeros(n - 1)])
-    lam = linalg.eigvalsh(workload_gram(W), check_finite=False)[::-1]
+    lam = linalg.eigvalsh(workload_gram(W), check_finite=False, driver="evd")[::-1]
     lam = np.clip(lam, 0.0, None)
     lam[numerical_rank(lam, (len(lam), len(lam))):] = 0.0
     return np.sqrt(lam)

@@ -211,7 +211,7 @@ def unit_error_terms(shape, a_terms: list[_Term], w_terms: list[_Term]) -> Piece
         pairs[(i, j)] = (ix, Y, GpL, GY, inv, a.scale)
     # S singular to round-off means X does not (provably) support 𝒱: a Cholesky factor of it exists all the same,
     # and scored strategies that cannot answer the workload at 10¹⁶–10⁶⁴. mmopt's one rank rule decides.
-    if numerical_rank(linalg.eigvalsh(S)[::-1], S.shape) < L:
+    if numerical_rank(linalg.eigvalsh(S, driver="evd")[::-1], S.shape) < L:
         return None
     unit = float(np.trace(linalg.cho_solve(linalg.cho_factor(S), Q))) + extra
     return Pieces(unit, S, Q, pairs)
@@ -223,7 +223,7 @@ def _pair(ni, nj, Xi, Xj, scale, ws):
     low, pc = _cells(ni, nj)
     inv = []
     for M in (Xi, Xj):
-        lam, V = linalg.eigh(M[1:, 1:])
+        lam, V = linalg.eigh(M[1:, 1:], driver="evd")
         if lam[0] <= 1e-12 * lam[-1]:
             return None
         inv.append((V / lam) @ V.T)
