@@ -102,8 +102,8 @@ def optimise(method: str, wname: str, n: int, engine: str | None = None, initial
     """mmopt.optimize on a named workload, cached; failures become a Run with status and message.
 
     ``initial="l2_approx"`` re-profiles the cached l2_approx strategy (for min_sensitivity).
-    When optimize overflows on 2ⁿ queries (all predicates at n = 1024) the same Gram with one
-    query is optimised instead (argmins ignore the scale) and the message says so.
+    On 2ⁿ − 1 queries (all predicates at n = 1,024) optimize's totals are inf; the rows read the per-query
+    figures (mean squared error against the per-query SVD bound), which stay finite.
     """
     W = workload(wname, n)
     kw: dict = {"seed": 0, "verbose": False}  # the experiments say what runs themselves (experiments._progress)

@@ -104,7 +104,7 @@ def run(workload, method, call: Call) -> OptimizeResult:
     return OptimizeResult(A, norm, report.total_squared_error, _times(bound, m), status, status in SUCCESS,
                           message, name, raw.solver, raw.iterations, time.perf_counter() - t0,
                           float(objective), float(bound), tuple(raw.history),
-                          _extra(raw, unscale * m) | {"seed": seed_record(call.seed)})
+                          _extra(raw, _times(unscale, m)) | {"seed": seed_record(call.seed)})
 
 
 def _extra(raw, scale: float) -> dict:
@@ -119,6 +119,7 @@ def _extra(raw, scale: float) -> dict:
 
 
 def _times(x: float, m: int) -> float:
+    """x·m as a float, inf past float64 (m = 2¹⁰²⁴ − 1 all-predicate queries at n = 1,024 raised OverflowError)."""
     try:
         return float(x * m)
     except OverflowError:
