@@ -66,3 +66,19 @@ def test_evaluate_is_exact_on_the_quadtree_past_the_dense_limit():
 def test_a_basis_too_costly_to_find_is_left_to_the_other_routes(monkeypatch):
     monkeypatch.setattr(eb, "MAX_FLOPS", 10.0)
     assert eb.unit(wl.ranges_2d(8), st.quadtree(8)) is None
+
+
+@pytest.mark.parametrize("n1,n2", [(64, 32), (128, 64)])
+def test_a_union_no_block_of_which_supports_the_workload_alone_is_exact(n1, n2):
+    """The two halves of attribute 0's cells in two blocks: together the identity, apart neither supports a query.
+    At 2,048 cells the dense path scored it; routed to the shared basis, the bracket's refusal ("no block supports
+    term 0") must not stop the exact total (past the dense limit it was refused outright)."""
+    eye = np.eye(n1)
+    A = ss.union_strategy([ss.kron_strategy(eye[: n1 // 2], np.eye(n2)), ss.kron_strategy(eye[n1 // 2:], np.eye(n2))])
+    r = mmopt.evaluate(sw.kron(wl.all_range(n1), wl.all_range(n2)), A, mmopt.Privacy(1.0))
+
+    def trace(n):  # tr of all_range(n)'s Gram: Σᵢ i(n − i + 1)
+        return n * (n + 1) * (n + 2) // 6
+    assert (r.method, r.total_exact) == ("eigenbasis", True)  # the identity's error: 2·tr G at ε = 1, Δ₁ = 1
+    assert r.total_squared_error == pytest.approx(2.0 * trace(n1) * trace(n2), rel=1e-12)
+    assert r.max_variance_upper >= r.total_squared_error / r.n_queries

@@ -132,14 +132,20 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
             return _dense(workload, strategy, privacy, norm, sens, reported, _delta_lower(strategy, norm, sens))
         else:
             ck.check_evaluation_memory(workload, strategy, caller, inverses=True, grams=True)
-            unit, mx, up, low = br.bracket(workload, strategy, cache, caller,
-                                           algebra_co=[(c or [None])[0] for c in (_algebra_coefficients([t], cache)
-                                                                          for t in strategy.terms)])
-            method, exact = "loewner_bound", False
             # commuting factor Grams: the total exact at any N (the bracket keeps the largest variance's ends);
             # 2-D ranges on 128² against the quad-tree had a bracket 29× wide, and 64² took 10 CPU s densely
             if shared is None and strategy.domain_size > dense_limit:
                 shared = eigenbasis.unit(workload, strategy, caller)
+            try:
+                unit, mx, up, low = br.bracket(workload, strategy, cache, caller, algebra_co=[
+                    (c or [None])[0] for c in (_algebra_coefficients([t], cache) for t in strategy.terms)])
+                method, exact = "loewner_bound", False
+            except ValueError:
+                if shared is None:
+                    raise
+                # no block supports a term alone (halves of an attribute's cells, each in its own block): the
+                # exact total stands, and no query's variance exceeds the total
+                mx, up = None, shared
             if shared is not None:
                 unit, low, method, exact = shared, None, "eigenbasis", True
     except ValueError as exc:
