@@ -79,7 +79,8 @@ def build(out: Path) -> tuple[Path, Path]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m experiments.data_cps1988", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m experiments.data_cps1988",
+                                description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--check", action="store_true", help="build into a temporary folder and compare with the "
                    "shipped files (exit 1 when they differ)")
     args = p.parse_args(argv)

@@ -237,7 +237,8 @@ def _notes(cfg: Config, info: dict) -> list[str]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m experiments.dpbench", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m experiments.dpbench",
+                                description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--full", action="store_true", help="every dataset, scales 1e3/1e5/1e7, 10 trials")
     _common.add_output_args(p, "dpbench")
     p.add_argument("--data", default=str(DATA), help="the DPBench folder (default: $MMOPT_DPBENCH or "

@@ -104,11 +104,13 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog=CMD, description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog=CMD, description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--full", action="store_true", help="add ROLLUP(state, county, tract) on 73,000 tracts (~1 min)")
     ap.add_argument("--out", type=Path, default=Path("results/groupby"), help="output folder")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
+    if args.out.exists() and not args.out.is_dir():  # it ended in a FileExistsError traceback
+        ap.error(f"--out must be a folder. Got {str(args.out)!r}, which is a file.")
     args.out.mkdir(parents=True, exist_ok=True)
     say = (lambda *_: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
     rows = run(args.full, say)

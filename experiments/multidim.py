@@ -226,7 +226,8 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m experiments.multidim", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m experiments.multidim",
+                                description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--full", action="store_true", help="add 2-D ranges 256² and 3-D prefix 64³")
     _common.add_output_args(p, "multidim")
     p.add_argument("--seed", type=int, default=0, help="seed of the searches' restarts (default 0)")

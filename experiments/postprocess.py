@@ -342,7 +342,8 @@ def dpbench_inputs(parser: argparse.ArgumentParser, data, out, datasets_1d, data
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m experiments.postprocess", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m experiments.postprocess",
+                                description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--full", action="store_true",
                    help="every dataset, all strategies (1-D at 4,096 cells, 100 runs; 2-D with OPT_⊗, 50 runs)")
     p.add_argument("--part", choices=("all", "1d", "2d"), default="all", help="which data (default: both)")

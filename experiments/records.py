@@ -243,7 +243,8 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m experiments.records", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m experiments.records",
+                                description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--full", action="store_true", help="2,000 draws and 10 PGM fits per ε (quick: 200 and 2)")
     _common.add_output_args(p, "records")
     p.add_argument("--seed", type=int, default=0, help="seed of every draw (default 0)")

@@ -172,7 +172,8 @@ def write(out, rows, checks, params: dict) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m experiments.report", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     _common.add_output_args(p, "range_queries", quiet=False)
     args = p.parse_args(argv)
     try:

@@ -283,7 +283,8 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m experiments.synth", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m experiments.synth",
+                                description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--full", action="store_true", help="20 trials of mmopt's methods per ε (quick: 3)")
     p.add_argument("--trials", type=int, default=None, metavar="K", help="K trials of mmopt's methods per ε "
                    "(overrides --full)")
@@ -318,6 +319,13 @@ def main(argv=None) -> int:
         eps = QUICK.epsilons if args.epsilons is None else tuple(float(e) for e in args.epsilons.split(","))
     except ValueError:
         p.error(f"--epsilons must be numbers separated by commas. Got {args.epsilons!r}.")
+    if not all(math.isfinite(e) and e > 0 for e in eps):  # 0, -1, nan, 1e400 crashed (after the first ε's trials)
+        p.error(f"--epsilons must be finite numbers > 0. Got {args.epsilons!r}.")
+    for f in args.from_csv or ():  # a missing file ended in a FileNotFoundError traceback
+        if not Path(f).is_file():
+            p.error(f"--from-csv must name existing CSV files. Got {f!r}, which is not a file.")
+    if args.cache and not Path(args.cache).parent.is_dir():  # a new cache file is fine; its folder must exist
+        p.error(f"--cache's folder must exist. Got {args.cache!r}.")
     cfg = Config(**{**asdict(FULL if args.full else QUICK), "seed": args.seed, "peer_trials": args.peer_trials,
                     "epsilons": eps, **({} if args.trials is None else {"trials": args.trials})})
     try:

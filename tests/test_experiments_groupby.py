@@ -25,3 +25,12 @@ def test_main_writes_table_and_figure(tmp_path, monkeypatch):
     text = (tmp_path / "groupby.csv").read_text()
     assert text.splitlines()[0].split(",") == list(groupby.COLUMNS) and "toy ROLLUP" in text
     assert (tmp_path / "groupby.png").stat().st_size > 1000
+
+
+def test_an_out_that_is_a_file_is_a_usage_error(tmp_path, capsys):
+    """It ended in a FileExistsError traceback."""
+    f = tmp_path / "f.txt"
+    f.write_text("x")
+    with pytest.raises(SystemExit) as exc:
+        groupby.main(["--out", str(f)])
+    assert exc.value.code == 2 and "--out must be a folder" in capsys.readouterr().err

@@ -121,3 +121,14 @@ def test_each_method_keeps_its_colour_on_every_panel(rows, tmp_path, monkeypatch
     synth.plot(rows + only_aim, tmp_path)
     assert set(colours) == {"mmopt MST", "mmopt AIM"} and all(len(c) == 1 for c in colours.values())
     assert colours["mmopt MST"] != colours["mmopt AIM"]
+
+
+@pytest.mark.parametrize("args", [["--epsilons", "0.1,0"], ["--epsilons", "nan"], ["--from-csv", "missing.csv"],
+                                  ["--cache", "no/such/folder/x.csv"]])
+def test_bad_arguments_are_usage_errors_before_any_trial(args, tmp_path, capsys):
+    """ε = 0 ran the ε = 0.1 trials, then crashed with a traceback (a partial CSV left behind); a missing
+    --from-csv or --cache folder ended in FileNotFoundError. Each is now argparse's exit 2."""
+    with pytest.raises(SystemExit) as exc:
+        synth.main([*args, "--out", str(tmp_path / "out")])
+    assert exc.value.code == 2 and "error:" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
