@@ -296,3 +296,13 @@ def test_arrow_backed_pandas_text_and_polars_128_bit_integers_are_counted():
     for source in (frame, frame.lazy()):
         got = marginal_counts(source, Domain((Attribute("x", categories=(1, 2, 3, 2**70)),)), [(0,)])
         assert got[(0,)].tolist() == [1, 1, 1, 1]
+
+
+def test_a_pandas_sparse_column_is_counted_as_its_dense_values():
+    """Sparse[int64, 0] under numeric categories raised a bare TypeError ("Cannot interpret … as a data type")."""
+    import pandas as pd
+    D = Domain((Attribute("a", categories=(0, 3, 7)), Attribute("b", categories=("x", "y"))))
+    frame = pd.DataFrame({"a": pd.arrays.SparseArray([3, 7, 0, 3]),
+                          "b": pd.arrays.SparseArray(["x", "y", "x", "x"], fill_value="x")})
+    got = marginal_counts(frame, D, [(0,), (1,)])
+    assert got[(0,)].tolist() == [1, 2, 1] and got[(1,)].tolist() == [3, 1]

@@ -9,8 +9,8 @@ cell; nothing here ever forms it (N is 10¹⁵ for 15 attributes of size 10).
 * categorical: ``categories`` lists the values (all strings, or all numbers); cell j is the value
   ``categories[j]``, matched by equality (the number 3 matches 3.0; a fraction stored in float32 or float16
   matches the category it rounds from, 0.1 as float32 the category 0.1; in a numeric attribute text is read as a CSV
-  cell is, on every engine, so the string "3" matches 3 too and "x" is dropped; numbers never match string
-  categories); or
+  cell is, on every engine, so the string "3" matches 3 too and "x" is dropped; under string categories a
+  non-string value is matched by its text, with a warning — 1 as "1", 1.0 as "1.0" — as Dask and DuckDB read it); or
 * binned: ``edges`` e₀ < e₁ < … < e_k (±inf allowed) give k cells, cell j = [e_j, e_{j+1}) closed on the left
   and open on the right, except the last, [e_{k−1}, e_k], closed on both sides (numpy.histogram's rule). The
   value compared is float64(x), on every engine: an integer past 2⁵³ is first rounded to the nearest float64,

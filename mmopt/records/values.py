@@ -58,6 +58,8 @@ def codes(column, attribute: Attribute) -> np.ndarray:
 def _pandas_codes(column, attribute: Attribute) -> np.ndarray:
     import pandas as pd
     from pandas.api import types as pt
+    if isinstance(column.dtype, pd.SparseDtype):  # its dtype named no numpy type: Sparse[int64, 0] raised a bare
+        column = column.sparse.to_dense()  # TypeError (a helper's probe); the values are the dense column's
     if isinstance(column.dtype, pd.CategoricalDtype):  # map the column's few categories, then look up
         lut = np.append(codes(pd.Series(column.cat.categories), attribute), -1)
         return lut[column.cat.codes.to_numpy()]  # code −1 (missing) reads lut[−1] = −1
