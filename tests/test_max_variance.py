@@ -780,3 +780,17 @@ def test_laplace_plans_weight_the_rows_by_their_targets():
     W = M.matrix
     variance = 2 * np.abs(A).sum(axis=0).max() ** 2 * np.einsum("ij,jk,ik->i", W, np.linalg.pinv(A.T @ A), W)
     assert np.all(variance <= p.epsilon**2 * targets * (1 + 1e-9))
+
+
+def test_laplace_plans_weight_marginals_that_share_a_target():
+    """One target per marginal (1, 3, 5 on the 1-way marginals of (2, 3, 2)): the rows weighted by 1/√target need
+    ε 2.6421; weighted marginals, whose cells share one weight (so Δ₁ pays once per marginal), 2.4866. Targets that
+    differ inside a marginal keep the weighted rows (the search is not run)."""
+    M = mmopt.workload.marginals((2, 3, 2), 1)
+    targets = np.repeat([1.0, 3.0, 5.0], [2, 3, 2])
+    p = mmopt.plan(M, list(targets), delta=0.0)
+    assert p.strategy.name == "weighted marginals" and p.epsilon < 2.5
+    A, W = p.strategy.matrix, M.matrix
+    variance = 2 * np.abs(A).sum(axis=0).max() ** 2 * np.einsum("ij,jk,ik->i", W, np.linalg.pinv(A.T @ A), W)
+    assert np.all(variance <= p.epsilon**2 * targets * (1 + 1e-9))
+    assert mmopt.plan(M, list(np.linspace(1.0, 5.0, 7)), delta=0.0).strategy.name != "weighted marginals"

@@ -4,7 +4,7 @@ Notation: see README. ``plan(W, targets, delta=...)`` minimises the largest vari
 (:func:`mmopt.optimize` with ``targets``: a certified minimax search under Gaussian noise,
 :mod:`mmopt.search.max_variance`; under Laplace noise a heuristic, the best in L1 of that strategy and closed forms —
 identity, H_b with and without the root, wavelet, GreedyH up to 512 cells, the workload's rows (also weighted by
-target^−p for per-query targets), and ``min_error`` on
+target^−p for per-query targets; weighted marginals for one target per marginal), and ``min_error`` on
 the rows weighted by 1/√target up to 512 cells — so ``lower_bound`` is
 an L2 bound there) at unit
 privacy, V = max_i vᵢ/τᵢ, then solves c(ε, δ)·V ≤ 1 for the smallest ε (c = ``Privacy.variance_factor``: 2/ε²
