@@ -25,7 +25,7 @@ from mmopt.dense._interval_trees import GramOperator
 from mmopt.dense._strategy_core import Strategy
 from mmopt.dense.support import support_tolerance
 from mmopt.structured import _checks as ck
-from mmopt.structured.strategies import ImplicitStrategy, StrategyProduct, kron_strategy, sensitivity
+from mmopt.structured.strategies import ImplicitStrategy, StrategyProduct, _kron_vectors, kron_strategy, sensitivity
 from mmopt.structured.workloads import ImplicitWorkload, _check_attributes
 
 __all__ = ["downward_closure", "fourier", "fourier_factor", "haar_basis", "haar_evaluate", "haar_factor",
@@ -191,23 +191,15 @@ def haar_evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privac
             if float(np.abs(Y - np.diag(d)).max()) > 1e-9 * max(float(d.max()), 1e-300):
                 raise ValueError(f"{caller}: strategy factor '{f.name}' is not diagonal in the Haar basis.")
             ds.append(d)
-        D = D + t.weight**2 * _outer(ds)
+        D = D + t.weight**2 * _kron_vectors(ds)
     unit = 0.0
     for t in workload.terms:
         gs = [np.einsum("ij,jk,ik->i", Q[f.domain_size], f.mean_gram * float(f.n_queries), Q[f.domain_size])
               for f in t.factors]
-        g = t.weight**2 * _outer(gs)
+        g = t.weight**2 * _kron_vectors(gs)
         pos = D > 1e-12 * float(np.max(D))
         if float(np.sum(g[~pos])) > support_tolerance(g.size) * float(np.sum(g)):
             raise Unsupported(f"{caller}: strategy '{strategy.name}' does not support workload '{workload.name}'.")
         unit += float(np.sum(g[pos] / D[pos]))
     c = 1.0 if privacy is None else privacy.variance_factor
     return c * sensitivity(strategy, norm).value ** 2 * unit
-
-
-def _outer(vectors) -> np.ndarray:
-    out = np.ones(1)
-    for x in vectors:
-        out = np.multiply.outer(out, x).ravel()
-    return out
-

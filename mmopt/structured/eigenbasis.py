@@ -28,6 +28,7 @@ import numpy as np
 
 from mmopt._base.guards import Unsupported
 from mmopt.dense.support import support_tolerance
+from mmopt.structured.strategies import _kron_vectors
 
 __all__ = ["ACCURACY", "MAX_FLOPS", "unit"]
 
@@ -57,23 +58,20 @@ def unit(workload, strategy, caller: str = "evaluate") -> float | None:
     distinct = [len({id(t.factors[i]) for t in strategy.terms}) for i in range(len(strategy.shape))]
     if sum(n**3 * (10 + 4 * T) for n, T in zip(strategy.shape, distinct, strict=True)) > MAX_FLOPS:
         return None  # the other routes (the bracket's per-factor work is of the same order, once per factor)
-    bases, diagonals, slack = {}, {}, []
+    bases, spectra = {}, {}  # spectra[(i, id(factor))]: (its diagonal in Qᵢ, the bound on what that neglects)
     for i, n in enumerate(strategy.shape):
         grams = {id(t.factors[i]): t.factors[i].gram for t in strategy.terms}
         found = _joint_basis(list(grams.values()), n)
         if found is None:
             return None
         bases[i] = found[0]
-        for (key, _), d in zip(grams.items(), found[1], strict=True):
-            diagonals[(i, key)] = d
-        slack.append(dict(zip(grams, found[2], strict=True)))
+        spectra.update({(i, key): part for key, part in zip(grams, zip(*found[1:], strict=True), strict=True)})
     D, perturbation = 0.0, 0.0
     for t in strategy.terms:
-        ds = [diagonals[(i, id(f))] for i, f in enumerate(t.factors)]
-        D = D + t.weight**2 * _outer(ds)
+        ds, slack = zip(*(spectra[(i, id(f))] for i, f in enumerate(t.factors)), strict=True)
+        D = D + t.weight**2 * _kron_vectors(ds)
         norms = [float(np.max(d)) for d in ds]  # ‖Xᵢ‖ (the diagonal is its spectrum up to E)
-        perturbation += t.weight**2 * sum(slack[i][id(f)] * math.prod(norms[:i] + norms[i + 1:])
-                                          for i, f in enumerate(t.factors))
+        perturbation += t.weight**2 * sum(s * math.prod(norms[:i] + norms[i + 1:]) for i, s in enumerate(slack))
     pos = D > 0
     if not np.any(pos):
         return None
@@ -81,7 +79,7 @@ def unit(workload, strategy, caller: str = "evaluate") -> float | None:
     for t in workload.terms:
         gs = [np.einsum("ji,jk,ki->i", bases[i], f.mean_gram * float(f.n_queries), bases[i])
               for i, f in enumerate(t.factors)]
-        g = t.weight**2 * _outer(gs)
+        g = t.weight**2 * _kron_vectors(gs)
         if float(np.sum(g[~pos])) > support_tolerance(g.size) * float(np.sum(g)):
             raise Unsupported(f"{caller}: strategy '{strategy.name}' does not support workload '{workload.name}': "
                               "its Gram has weight on eigendirections where AᵀA is zero. Add rows covering them.")
@@ -114,10 +112,3 @@ def _joint_basis(grams: list, n: int):
         diagonals.append(d)
         slack.append(bound + round_off)
     return Q, diagonals, slack
-
-
-def _outer(vectors) -> np.ndarray:
-    out = np.ones(1)
-    for x in vectors:
-        out = np.multiply.outer(out, x).ravel()
-    return out
