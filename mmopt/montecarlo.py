@@ -68,7 +68,7 @@ def _truth(workload, strategy, x, caller: str) -> tuple[np.ndarray, float, int]:
         truth = answer(workload, x)
     else:
         x = v.check_vector(x, name="x", caller=caller, length=workload.domain_size)
-        if workload.matrix is None and workload.family == "gram":
+        if not workload.knows_rows:
             raise ValueError(f"The 'workload' parameter of {caller} must list its queries (a query matrix W or "
                              f"a named family): '{workload.name}' holds only its Gram, so per-query errors cannot "
                              "be measured. Build it with mmopt.workload.Workload.from_matrix(W).")

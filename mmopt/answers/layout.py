@@ -172,7 +172,7 @@ def layout_of(workload, *, attributes=None, terms=None, caller: str = "layout_of
         if not isinstance(workload, Workload):
             raise not_a_workload(workload, name="workload", caller=caller,
                                  expected="a Workload or an ImplicitWorkload")
-        if workload.matrix is None and workload.family == "gram":
+        if not workload.knows_rows:
             raise ValueError(f"The 'workload' parameter of {caller} was built from its Gram matrix only "
                              f"('{workload.name}'), so its queries are unknown. Use Workload.from_matrix(W).")
         structure = sw.ImplicitWorkload((sw.Product((workload,), 1.0),), workload.name)

@@ -133,7 +133,7 @@ def kron(first: Workload, second: Workload, *, name: str | None = None) -> Workl
                               "factors.")
     m = first.n_queries * second.n_queries
     W = None
-    if m * n <= MAX_EXPLICIT_ENTRIES and _knows_matrix(first) and _knows_matrix(second):
+    if m * n <= MAX_EXPLICIT_ENTRIES and first.knows_rows and second.knows_rows:
         W = np.kron(first.explicit_matrix(), second.explicit_matrix())
     G = np.kron(first.mean_gram, second.mean_gram)
     gf.check_range(G, "the product of the factors' G/m", caller)
@@ -179,10 +179,7 @@ def stack(workloads, weights=None, *, name: str | None = None) -> Workload:
             G += (float(Fraction(w.n_queries, m)) * c2) * w.mean_gram
     gf.check_range(G, "the weighted sum of G/m", caller)
     W = None
-    if m * n <= MAX_EXPLICIT_ENTRIES and all(_knows_matrix(w) for w in workloads):
+    if m * n <= MAX_EXPLICIT_ENTRIES and all(w.knows_rows for w in workloads):
         W = np.vstack([c * w.explicit_matrix() for w, c in zip(workloads, weights, strict=True)])
     return Workload._make(G, m, label, W, "matrix" if W is not None else "gram")
 
-
-def _knows_matrix(w: Workload) -> bool:
-    return w.matrix is not None or w.family != "gram"

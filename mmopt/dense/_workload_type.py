@@ -114,6 +114,12 @@ class Workload:
         return self.mean_gram.shape[0]
 
     @property
+    def knows_rows(self) -> bool:
+        """Whether W's queries are known: stored, or built from a named family by :meth:`explicit_matrix`; False for
+        a workload given by its Gram alone (:meth:`from_gram`)."""
+        return self.matrix is not None or self.family != "gram"
+
+    @property
     def gram(self) -> np.ndarray:
         """G = WᵀW. Raises OverflowError when it exceeds float64 (use ``mean_gram``)."""
         with np.errstate(over="ignore"):

@@ -223,7 +223,7 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
             check_targets(targets, workload.n_queries, caller)
         check_dense_size(workload, caller, gaussian=delta > 0)
         dense = _dense(workload, "max_variance")  # its rows are built once, by the search
-        if dense.matrix is None and dense.family == "gram":  # was refused as optimize's objective='max_variance'
+        if not dense.knows_rows:  # was refused as optimize's objective='max_variance'
             remedy = "Build it with mmopt.Workload.from_matrix(W)."
             if delta == 0 and _gaussian_route(workload, targets, caller):  # (the rows were the wrong remedy)
                 remedy = ("Plan it under Gaussian noise (delta > 0), whose route takes this workload without its "

@@ -88,9 +88,9 @@ def _starts(W: Workload, l2_start: Strategy, initial) -> list[tuple[str, np.ndar
     if n & (n - 1) == 0:
         out.append(("wavelet", st.wavelet(n).matrix))
     out += [("l2_approx", l2_start.matrix), ("svd_strategy", st.svd_strategy(W).matrix)]
-    if W.n_queries <= _WORKLOAD_START_ROWS * n and (W.matrix is not None or W.family != "gram"):
+    if W.n_queries <= _WORKLOAD_START_ROWS * n and W.knows_rows:
         out.append(("workload", W.explicit_matrix()))
-    elif W.matrix is None and W.family == "gram":
+    elif not W.knows_rows:
         # no rows to start from: the Gram's eigen-root (rows √λᵢ vᵢᵀ over its range), W's rows up to a rotation.
         # total(8) given as its Gram ended at 1.73 against the 1.0 its row reaches (an auditor's probe)
         lam, V = np.linalg.eigh(W.mean_gram)

@@ -115,7 +115,7 @@ def algebra_terms(workload, terms, co, cache):
 def algebra_row_upper(t, inv, shape, cache, total: float) -> tuple[float | None, float]:
     """(max variance found, proven upper) of term t's queries under spectrum⁻¹ ``inv`` (algebra path); with a
     Gram-only factor (no rows to rank) (None, ``total``): no query's variance exceeds its term's total."""
-    if any(f.matrix is None and f.family == "gram" for f in t.factors):
+    if not all(f.knows_rows for f in t.factors):
         return None, total
     stats = [cache.get(fc.row_stats, f) for f in t.factors]
     a = [np.clip(q - s**2 / n, 0.0, None) for (q, s), n in zip(stats, shape, strict=True)]

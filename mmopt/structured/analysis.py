@@ -200,7 +200,7 @@ def _figure(d2: float, x: float, privacy: Privacy | None, name: str) -> float:
 def _lists_queries(workload) -> bool:
     """Whether the dense path would list W's queries (so give the exact largest variance): rows within its
     limits (:meth:`~mmopt.structured.workloads.ImplicitWorkload.to_workload`, :func:`mmopt.error.evaluate`)."""
-    rows = all(f.matrix is not None or f.family != "gram" for t in workload.terms for f in t.factors)
+    rows = all(f.knows_rows for t in workload.terms for f in t.factors)
     return rows and workload.n_queries <= 10**6 and workload.n_queries * workload.domain_size <= ck.MAX_DENSE_ENTRIES
 
 

@@ -65,8 +65,7 @@ def strategy_inverse(A: Strategy) -> FactorInverse:
 def root_is_rows(W: Workload) -> bool:
     """Whether :func:`workload_root` returns W's own rows (exact), not an eigen-root of its Gram."""
     closed = W.matrix is None and W.family in ("identity", "total")
-    return closed or (W.domain_size * W.n_queries <= _EXPLICIT_ROOT_ENTRIES
-                      and (W.matrix is not None or W.family != "gram"))
+    return closed or (W.domain_size * W.n_queries <= _EXPLICIT_ROOT_ENTRIES and W.knows_rows)
 
 
 def workload_root(W: Workload) -> np.ndarray:

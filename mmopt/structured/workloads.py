@@ -129,7 +129,7 @@ class ImplicitWorkload(ProductUnion):
         With W itself when m·N fits ``max_entries``; otherwise from the N×N Gram (per-query figures are then
         not listed: 2-D ranges on 64² have 4.3 million queries but a 4,096² Gram).
         """
-        rows = all(f.matrix is not None or f.family != "gram" for t in self.terms for f in t.factors)
+        rows = all(f.knows_rows for t in self.terms for f in t.factors)
         if rows and self.n_queries * self.domain_size <= max_entries:  # (a Gram-only factor has no rows to list)
             return Workload.from_matrix(self.dense(max_entries=max_entries), name=self.name)
         return Workload.from_gram(self._gram(max_entries, "ImplicitWorkload.to_workload"), n_queries=self.n_queries,
