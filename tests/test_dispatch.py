@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import mmopt
-from mmopt import Privacy
+from mmopt import Privacy, toeplitz
 from mmopt import strategy as st
 from mmopt import workload as wl
 from mmopt.structured import strategies as ss
@@ -437,3 +437,42 @@ def test_unit_privacy_is_delta_one_for_a_toeplitz_strategy_as_for_its_matrix():
     assert mmopt.evaluate(W, S, per_query=True).total_squared_error == pytest.approx(dense, rel=1e-12)
     assert mmopt.expected_error(W, S) == pytest.approx(dense, rel=1e-12)
     assert mmopt.evaluate(W, S, norm="l2").total_squared_error < dense
+
+
+
+def _norm_pair(family):
+    """A (workload, strategy) pair of ``family``."""
+    from mmopt.hierarchy import Hierarchy, grouping_sets
+    from mmopt.toeplitz.strategies import sqrt_strategy
+    g = Privacy(1.0, 1e-6)
+    if family == "dense":
+        return wl.prefix(8), st.hierarchical(8, 2)
+    if family == "stream":
+        return toeplitz.prefix(16), sqrt_strategy(16)
+    if family == "product":
+        return sw.kron(wl.prefix(5), wl.all_range(4)), mmopt.strategy.kron(st.hierarchical(5, 2), st.identity(4))
+    W = sw.marginals((3, 4, 2), 2) if family == "residual" else grouping_sets(
+        [Hierarchy.flat(3, name="a"), Hierarchy.flat(4, name="b")], [("a",), ("b",), ()])
+    return W, mmopt.optimize(W, privacy=g).strategy
+
+
+@pytest.mark.parametrize("family", ["dense", "stream", "product", "residual", "hierarchy"])
+def test_every_report_says_which_sensitivity_norm_it_scaled_by(family):
+    """The report names the norm of its Δ, and its Δ is that norm's largest column of A (dense oracle): a report
+    at unit privacy could not say which Δ it used (the dense default is Δ₁, the hierarchy's Δ₂)."""
+    W, A = _norm_pair(family)
+    gauss = Privacy(1.0, 1e-6)
+    cases = [(Privacy(1.0), None, "l1"), (gauss, None, "l2"), (None, "l1", "l1"), (None, "l2", "l2")]
+    if family == "hierarchy":  # a hierarchical residual strategy is a Gaussian-noise strategy (no closed-form Δ₁)
+        cases = [(gauss, None, "l2"), (None, "l2", "l2"), (None, None, "l2")]
+    for privacy, norm, want in cases:
+        rep = mmopt.evaluate(W, A, privacy, norm=norm)
+        assert rep.sensitivity_norm == want
+        if hasattr(rep, "to_row"):
+            assert rep.to_row()["sensitivity_norm"] == want
+        if family == "hierarchy":  # only its Gram is formed: Δ₂ = √max diag(AᵀA)
+            delta = np.sqrt(np.max(np.diag(A.dense_gram())))
+        else:
+            matrix = A.matrix if family == "dense" else A.to_dense() if family == "stream" else A.dense()
+            delta = st.max_column_norm(matrix, want)
+        assert rep.sensitivity == pytest.approx(delta, rel=1e-9)

@@ -51,6 +51,11 @@ def record_of(report) -> dict:
             out.update(privacy_fields(value))
         elif not isinstance(value, np.ndarray) and f.name != "per_query_variance":
             out[f.name] = jsonable(value)
+    if hasattr(report, "sensitivity_norm") and "sensitivity" in out:  # beside Δ (the stream report's is a property)
+        norm = out.pop("sensitivity_norm", None) or report.sensitivity_norm
+        items = list(out.items())
+        at = [key for key, _ in items].index("sensitivity") + 1
+        out = dict(items[:at] + [("sensitivity_norm", norm)] + items[at:])
     return out
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from mmopt._base import validation as v
 from mmopt._base.hints import holder_name
-from mmopt._base.report_row import error_row
+from mmopt._base.report_row import error_row, settle_norm
 from mmopt.dense._strategy_core import NORMS, Strategy, column_norm_parts, norm_from_parts
 from mmopt.dense._workload_core import Workload
 from mmopt.privacy import Privacy
@@ -30,7 +30,8 @@ class ErrorReport:
     bound on it, equal to ``max_variance`` when ``max_variance_exact`` (it is not exact only for
     all-predicate workloads beyond n = 22, where the maximum is an NP-hard binary quadratic program).
     ``total_squared_error`` is ``inf`` (with a warning) when it exceeds float64; ``log10_total`` is
-    always finite.
+    always finite. ``sensitivity_norm`` says which column norm ``sensitivity`` is ("l1" for Laplace noise, "l2"
+    for Gaussian; at unit privacy the one asked for): the figures scale with its square.
     """
 
     workload: str
@@ -47,6 +48,10 @@ class ErrorReport:
     max_variance_upper: float | None
     max_variance_exact: bool
     per_query_variance: np.ndarray | None = field(default=None, repr=False)
+    sensitivity_norm: str | None = None
+
+    def __post_init__(self) -> None:
+        settle_norm(self)
 
     def to_row(self) -> dict:
         """A flat dict for one CSV row (no arrays)."""

@@ -44,7 +44,8 @@ def product_twin_report(workload, strategy, privacy, norm, caller: str):
         return None
     return error.ErrorReport(workload.name, r.strategy, privacy, r.domain_size, r.n_queries, r.sensitivity,
                              r.total_squared_error, math.log10(r.total_squared_error), r.mean_squared_error, r.rmse,
-                             r.max_variance, r.max_variance_upper, bool(r.max_variance_exact))
+                             r.max_variance, r.max_variance_upper, bool(r.max_variance_exact),
+                             sensitivity_norm=r.sensitivity_norm)
 
 
 def _evaluate_product(W, A, privacy, norm, per_query):

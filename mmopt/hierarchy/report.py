@@ -42,7 +42,7 @@ def evaluate(W: HierarchyWorkload, A: HierarchyStrategy, privacy, norm, per_quer
     mx = guards.scaled(top, privacy, W.name)
     return ImplicitErrorReport(W.name, A.name, privacy, W.shape, W.domain_size, m, A.sensitivity("l2"), True,
                                total, True, total / m, math.sqrt(total / m), mx, mx, True, "hierarchy (exact)",
-                               per_query_variance=pq)
+                               per_query_variance=pq, sensitivity_norm="l2")
 
 
 def _check_node_pair(A: hn.NodeStrategy, W: HierarchyWorkload) -> None:

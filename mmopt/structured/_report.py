@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mmopt._base.report_row import settle_norm
 from mmopt.privacy import Privacy
 
 __all__ = ["ImplicitErrorReport"]
@@ -20,7 +21,8 @@ class ImplicitErrorReport:
     (equal when ``max_variance_exact``). ``sensitivity_exact`` False means Δ is an upper bound.
     The true total lies in [``total_lower``, ``total_squared_error``]: both ends are certified, the lower
     one is the total itself when ``total_exact``; ``total_width`` is the bracket's relative width
-    (upper − lower)/upper, 0 when exact.
+    (upper − lower)/upper, 0 when exact. ``sensitivity_norm`` says which column norm ``sensitivity`` is ("l1"
+    for Laplace noise, "l2" for Gaussian; at unit privacy the one asked for): the figures scale with its square.
     """
 
     workload: str
@@ -42,8 +44,10 @@ class ImplicitErrorReport:
     per_query_variance: np.ndarray | None = field(default=None, repr=False, compare=False)
     total_lower: float | None = None
     total_width: float | None = None
+    sensitivity_norm: str | None = None
 
     def __post_init__(self) -> None:
+        settle_norm(self)
         # an exact report is its own bracket; a bounded one must state its lower end
         if self.total_lower is None and self.total_exact:
             object.__setattr__(self, "total_lower", self.total_squared_error)

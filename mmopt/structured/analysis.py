@@ -167,7 +167,7 @@ def evaluate(workload: ImplicitWorkload, strategy: ImplicitStrategy, privacy: Pr
         workload.name, strategy.name, privacy, workload.shape, workload.domain_size, m, reported, sens.exact,
         total, exact and sens.exact, total / m, math.sqrt(total / m),
         None if mx is None else _figure(d2, mx, privacy, workload.name), _figure(d2, up, privacy, workload.name),
-        mx is not None and mx == up and sens.exact, method, total_lower=lower)
+        mx is not None and mx == up and sens.exact, method, total_lower=lower, sensitivity_norm=norm)
 
 
 def _coupled(workload, strategy, privacy, norm: str):
@@ -272,7 +272,7 @@ def _dense(workload, strategy, privacy, norm, sens, reported, delta_lower) -> Im
         None if r.max_variance_upper is None else _figure(k2, r.max_variance_upper, privacy, workload.name),
         r.max_variance_exact and sens.exact, "dense",
         total_lower=None if sens.exact else _figure((delta_lower / r.sensitivity) ** 2, r.total_squared_error,
-                                                    privacy, workload.name))
+                                                    privacy, workload.name), sensitivity_norm=norm)
 
 
 def _check_against_bound(workload, strategy, unit, cache, caller) -> float:

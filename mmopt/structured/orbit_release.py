@@ -139,7 +139,7 @@ def evaluate(workload, A: OrbitStrategy, privacy: Privacy | None = None, *, call
     total, top, m = float(per_query.sum()), float(per_query.max()), W.n_queries
     return ImplicitErrorReport(W.name, A.name, privacy, W.shape, W.domain_size, m, math.sqrt(delta2), True, total,
                                True, total / m, math.sqrt(total / m), top, top, True, "orbit blocks (exact)",
-                               per_query_variance=per_query)
+                               per_query_variance=per_query, sensitivity_norm="l2")
 
 
 def release(workload, A: OrbitStrategy, x, privacy: Privacy, *, noise_scale: float | None = None) -> OrbitRelease:

@@ -104,6 +104,11 @@ class ToeplitzErrorReport:
         return self.n
 
     @property
+    def sensitivity_norm(self) -> str:
+        """``norm``, as the dense and implicit reports name it."""
+        return self.norm
+
+    @property
     def mean_squared_error(self) -> float:
         return self.total_squared_error / self.n_queries
 

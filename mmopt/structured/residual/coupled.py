@@ -299,7 +299,8 @@ def report(workload, strategy, privacy, norm: str, *, floor):
         workload=workload.name, strategy=strategy.name, privacy=privacy, shape=workload.shape,
         domain_size=workload.domain_size, n_queries=m, sensitivity=math.sqrt(up), sensitivity_exact=True,
         total_squared_error=total, total_exact=True, mean_squared_error=total / m, rmse=math.sqrt(total / m),
-        max_variance=None, max_variance_upper=total, max_variance_exact=False, method="coupled")
+        max_variance=None, max_variance_upper=total, max_variance_exact=False, method="coupled",
+        sensitivity_norm="l2")
 
 
 def pair_list(d: int):

@@ -103,7 +103,7 @@ def split_report(workload, strategy, privacy, norm: str, *, floor, caller: str =
         workload=workload.name, strategy=strategy.name, privacy=privacy, shape=workload.shape,
         domain_size=workload.domain_size, n_queries=m, sensitivity=sens.value, sensitivity_exact=sens.exact,
         total_squared_error=total, total_exact=sens.exact, mean_squared_error=total / m, rmse=math.sqrt(total / m),
-        max_variance=None, max_variance_upper=up, max_variance_exact=False, method="split")
+        max_variance=None, max_variance_upper=up, max_variance_exact=False, method="split", sensitivity_norm=norm)
 
 
 def closure_bound(workload) -> float | None:
@@ -140,4 +140,4 @@ def closure_report(workload, strategy, privacy, norm: str, *, caller: str = "eva
         workload=workload.name, strategy=strategy.name, privacy=privacy, shape=W.shape, domain_size=W.domain_size,
         n_queries=m, sensitivity=delta, sensitivity_exact=True, total_squared_error=total, total_exact=True,
         mean_squared_error=total / m, rmse=math.sqrt(total / m), max_variance=mx, max_variance_upper=mx,
-        max_variance_exact=True, method="closure")
+        max_variance_exact=True, method="closure", sensitivity_norm=norm)
