@@ -165,6 +165,10 @@ def write(out, rows, checks, params: dict) -> str:
         "- Synthetic records: AIM and MST on mmopt's optimal measurements against OpenDP's and mbi's, on CPS 1988, "
         f"RAND HIE and generated Bayesian networks: [`synth.md`]({_common.link(out, 'synth', 'synth.md')}), "
         "`synth.csv`, `synth.png` (`python -m experiments.synth`).",
+        "- Overlapping group-bys (ROLLUP × CUBE on a census-like geography, CPS 1988's grouping sets): independent "
+        "noise per grouping set, least squares on it, and mmopt's strategy, each against the lower bound: "
+        f"[`groupby.md`]({_common.link(out, 'groupby', 'groupby.md')}), `groupby.csv`, `groupby.png` "
+        "(`python -m experiments.groupby`).",
     ]
     path = out / "README.md"
     _run.write_text(path, "\n".join(L) + "\n")

@@ -25,6 +25,25 @@ def test_main_writes_table_and_figure(tmp_path, monkeypatch):
     text = (tmp_path / "groupby.csv").read_text()
     assert text.splitlines()[0].split(",") == list(groupby.COLUMNS) and "toy ROLLUP" in text
     assert (tmp_path / "groupby.png").stat().st_size > 1000
+    table = (tmp_path / "groupby.md").read_text()
+    row = next(r for r in groupby._common.read_csv(tmp_path / "groupby.csv"))
+    assert f"| {row['mmopt'] / row['lower_bound']:.5g} |" in table and "| toy ROLLUP | 80 | 126 | 6 |" in table
+    assert "cpu_seconds" in (tmp_path / "groupby.run_info.json").read_text()
+
+
+def test_the_default_folder_is_the_repositorys_not_the_current_ones(tmp_path, monkeypatch):
+    """It wrote results/groupby/ under whatever folder it was started in; --paper-figures was missing."""
+    original = groupby.workloads
+    monkeypatch.setattr(groupby, "workloads", lambda full=False: original(full)[:1])
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    monkeypatch.setattr(groupby._common, "RESULTS", tmp_path / "repo" / "results")
+    assert groupby.main(["--quiet"]) == 0
+    assert (tmp_path / "repo" / "results" / "groupby" / "groupby.md").is_file()
+    assert not any((tmp_path / "cwd").iterdir())
+    with pytest.raises(SystemExit) as exc:
+        groupby.main(["--out", str(tmp_path), "--paper-figures"])
+    assert exc.value.code == 2
 
 
 def test_an_out_that_is_a_file_is_a_usage_error(tmp_path, capsys):
