@@ -262,6 +262,21 @@ def test_compare_callables_labels_totals_and_the_given_axes():
     assert ax2.lines[0].get_label() == "H4" and ax2.get_legend() is None
 
 
+def test_compare_numbers_repeated_labels_and_takes_a_matrix_from_a_callable():
+    """Two unnamed strategies (both 'strategy') were refused as 'two rows for strategy ...' in the rows the
+    caller never passed, and a callable returning a matrix raised an AttributeError (a helper's audit)."""
+    P = mmopt.Privacy(1.0)
+    ax = plot.compare(wl.prefix, [lambda n: mmopt.Strategy(np.eye(n)), lambda n: np.tril(np.ones((n, n))),
+                                  "H2", "H2"], [4, 8], P, metric="total_squared_error", lower_bound=False)
+    assert [line.get_label() for line in ax.lines] == ["strategy", "strategy (2)", "H2", "H2 (2)"]
+    lower = np.tril(np.ones((8, 8)))
+    assert ax.lines[1].get_ydata()[1] == pytest.approx(mmopt.evaluate(wl.prefix(8), lower, P).total_squared_error,
+                                                       rel=1e-12)
+    with pytest.raises(TypeError, match=r"'strategies' parameter of compare holds a callable that returned str"):
+        plot.compare(wl.prefix, [lambda n: "H2"], [4], P)
+    plt.close("all")
+
+
 def test_compare_from_rows():
     rows = [{"n": n, "strategy": s, "rmse": v, "lower_bound": n / 2} for n in (4, 8) for s, v in
             (("a", 3.0 * n), ("b", 2.0 * n))]

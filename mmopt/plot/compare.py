@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from mmopt._base import validation as v
 from mmopt.dense._classic import hierarchical, identity, wavelet
+from mmopt.dense._error_common import as_strategy
 from mmopt.dense._strategy_core import Strategy
 from mmopt.dispatch import evaluate, svd_bound
 from mmopt.plot import _mpl
@@ -71,18 +72,42 @@ def _computed_rows(workload_fn, strategies, ns, privacy, metric: str, caller: st
     if len(set(sizes)) != len(sizes):
         raise ValueError(f"The 'ns' parameter of {caller} must not repeat a size. Got {sizes}.")
     specs, rows = _strategy_list(strategies, caller), []
-    for n in sorted(sizes):
+    sizes.sort()
+    first = {k: _built(build, sizes[0], caller) for k, (label, build) in enumerate(specs) if label is None}
+    # a callable's label is its strategy's name at the first n; two unnamed strategies are both "strategy", and
+    # the rows of the second were refused as "two rows for strategy 'strategy'" (a helper's audit)
+    labels = _unique([first[k].name if label is None else label for k, (label, _) in enumerate(specs)])
+    for n in sizes:
         W = workload_fn(n)
         bound = svd_bound(W, privacy, per_query=metric != "total_squared_error")
         bound = math.sqrt(bound) if metric == "rmse" else bound
-        for k, (label, build) in enumerate(specs):
-            A = build(n)
-            if label is None:  # a callable's label: its strategy's name at the first n
-                label = A.name
-                specs[k] = (label, build)
-            rows.append({"n": n, "strategy": label, metric: getattr(evaluate(W, A, privacy), metric),
+        for k, (_, build) in enumerate(specs):
+            A = first.pop(k) if k in first else _built(build, n, caller)
+            rows.append({"n": n, "strategy": labels[k], metric: getattr(evaluate(W, A, privacy), metric),
                          "lower_bound": bound})
     return rows
+
+
+def _built(build, n: int, caller: str):
+    """``build(n)``; a matrix is made a Strategy (it had no name to label its line with: an AttributeError)."""
+    A = build(n)
+    if isinstance(getattr(A, "name", None), str):
+        return A
+    try:
+        return as_strategy(A, caller)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"The 'strategies' parameter of {caller} holds a callable that returned "
+                        f"{type(A).__name__} at n = {n}; it must return a Strategy or a matrix ({exc})") from exc
+
+
+def _unique(labels: list[str]) -> list[str]:
+    """The labels, a repeated one numbered from its second use: ["H2", "H2"] → ["H2", "H2 (2)"]."""
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
+    return out
 
 
 def _positive(x, *, name: str, caller: str, n) -> float:
