@@ -343,3 +343,20 @@ def test_a_privacy_other_than_the_outputs_is_refused_not_ignored():
             call(mmopt.Privacy(0.1))
         call(mmopt.Privacy(1.0))
         call(None)
+
+
+def test_an_attribute_named_like_an_optional_column_keeps_its_labels_as_text():
+    """Typed by name, an attribute called 'standard_error' took float64 when the table had no standard errors
+    (its labels read as numbers), and one called 'weight' beside a '*' label made pyarrow fail (a helper's
+    audit); every attribute column is text."""
+    from mmopt.hierarchy import Hierarchy, grouping_sets
+    P = mmopt.Privacy(1.0, 1e-6)
+    W = mmopt.workload.marginals((2, 3), 2)
+    out = mmopt.release(W, mmopt.strategy.identity(6), np.arange(1.0, 7.0), P)
+    t = mmopt.answers_table(out, W, attributes=("standard_error", "b"))
+    assert t["standard_error"].tolist() == ["0", "0", "0", "1", "1", "1"] and t["b"].tolist()[:3] == ["0", "1", "2"]
+    geo = Hierarchy.from_parents([[0, 0, 1]], level_names=("nation", "state", "county"), name="geo")
+    Wh = grouping_sets([geo, Hierarchy.flat(2, name="weight")], [("county", "weight"), ("state",)])
+    Ah = mmopt.optimize(Wh, privacy=P).strategy
+    t = mmopt.answers_table(mmopt.release(Wh, Ah, np.arange(1.0, 7.0), P), Wh, Ah)
+    assert t["weight"].tolist() == ["0", "1"] * 3 + ["*", "*"] and t["standard_error"].dtype == np.float64

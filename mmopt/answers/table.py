@@ -255,7 +255,12 @@ def table_schema(plan: TablePlan):
              "upper": pa.float64()}
     names = table_schema_fields(plan.layout, plan.model is not None, "answers_table", plan.widths is not None,
                                 plan.metadata["reconstruction"])
-    return pa.schema([(nm, types.get(nm, pa.string())) for nm in names], metadata={"mmopt": json.dumps(plan.metadata)})
+    # an attribute column is text wherever it stands: typed by name, an attribute called "weight" or "lower" took
+    # float64 when the table had no column of that name of its own (labels parsed as numbers, or pyarrow failed
+    # on '*'; a helper's audit)
+    labels = range(3, 3 + len(plan.layout.attributes))  # after query, term, table (table_schema_fields)
+    return pa.schema([(nm, pa.string() if i in labels else types.get(nm, pa.string())) for i, nm in enumerate(names)],
+                     metadata={"mmopt": json.dumps(plan.metadata)})
 
 
 def iter_tables(output, workload, strategy=None, privacy=None, *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
