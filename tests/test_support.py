@@ -171,3 +171,21 @@ def test_supports_answers_for_implicit_pairs_exactly_where_evaluate_refuses():
         mmopt.evaluate(M, st.marginals((10, 10, 10, 10), [(0, 1), (2, 3)]))
     from mmopt.toeplitz.strategies import sqrt_strategy
     assert mmopt.supports(wl.prefix(20_000), sqrt_strategy(20_000))   # a stream pair: Toeplitz, invertible
+
+
+def test_a_gram_only_workload_with_light_but_supported_directions_is_not_refused():
+    """Moment queries (rank 10 on 32 cells) given by their Gram: eigendirections just above the round-off cut-off are
+    accurate only to ~eps·λ_max/λ, and testing them refused the workload even against A = W (a helper's audit);
+    its weight on A's null space is ~10⁻²⁰·λ_max. The rows give the oracle."""
+    import mmopt
+    x = np.linspace(0, 1, 32)
+    W = np.vstack([x**j for j in range(10)])
+    P = mmopt.Privacy(1.0)
+    want = mmopt.evaluate(mmopt.Workload.from_matrix(W), W, P).total_squared_error
+    got = mmopt.evaluate(wl.Workload.from_gram(W.T @ W, n_queries=10), W, P).total_squared_error
+    # G's condition number is κ(W)² = 1.2·10¹³, so G alone fixes the total to ~eps·κ(W)² = 3·10⁻³ (3.5·10⁻⁵ seen)
+    assert got == pytest.approx(want, rel=3e-3)
+    Q, _ = np.linalg.qr(np.random.default_rng(1).normal(size=(10, 10)))
+    for s in (1e-4, 1e-5, 1e-6, 1e-7):
+        W2 = np.diag([1.0, s]) @ Q[:, :2].T
+        assert mmopt.supports(wl.Workload.from_gram(W2.T @ W2, n_queries=2), W2), s

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
-__all__ = ["gram_direction_leak", "row_leak", "support_leak", "support_tolerance", "unmeasured_cells", "unsupported"]
+__all__ = ["gram_direction_leak", "gram_tolerance", "row_leak", "support_leak", "support_tolerance", "unmeasured_cells",
+           "unsupported"]
 
 _EPS = np.finfo(float).eps
 
@@ -70,33 +71,41 @@ def unsupported(G: np.ndarray, prof, rows=None, matrix=None) -> tuple[bool, floa
         unmeasured = unmeasured_cells(matrix, np.diag(G))
         if np.any(unmeasured):
             return True, max(leak, float(np.diag(G)[unmeasured].sum() / np.trace(G)))
-    if rows is None:  # a Gram alone: its eigendirections stand in for the rows it was built from
+    if rows is None:  # a Gram alone: G's largest weight on A's null space, against its largest eigenvalue
         share = gram_direction_leak(G, prof.null_basis)
-        return bool(share > support_tolerance(n)), max(leak, share)
+        return bool(share > gram_tolerance(n)), max(leak, share)
     share = row_leak(prof.null_basis, rows)
     return bool(share > support_tolerance(n)), max(leak, share)
 
 
-def gram_direction_leak(G: np.ndarray, N: np.ndarray) -> float:
-    """max over G's eigendirections v above its round-off of ‖Nᵀv‖²: the row test of a Gram-only workload.
+def gram_tolerance(n: int) -> float:
+    """10·n·eps: the largest ‖NᵀGN‖₂/λ_max(G) of a supported Gram-only workload (:func:`gram_direction_leak`).
+    fl(WᵀW)'s round-off eigenvalues stay below 0.2·n·eps·λ_max (200 random rank-deficient W, 1–30 queries, 2–60 cells,
+    row scales e^±5); the weight a supported G puts on N is of that size."""
+    return float(10 * n * _EPS)
 
-    G's share alone let a light direction through beside heavy ones (W = diag(10⁷, 10⁷, 1)·Qᵀ, a rotation, against
-    A = Q[:, :2]ᵀ: share 5·10⁻¹⁵, evaluate 2.4·10¹⁴ where the error is unbounded). A direction counts when its
-    eigenvalue exceeds 10·n·eps·λ_max: the round-off eigenvalues of fl(WᵀW) for a rank-deficient W stay below
-    0.2·n·eps·λ_max (200 random W, 1–30 queries, 2–60 cells, row scales e^±5), and their directions lie anywhere,
-    A's null space included, so a lower cut-off would refuse A = W. Its eigenvector is accurate to
-    ~eps·λ_max/gap, far inside the tolerance, for any direction the cut-off keeps that is separated from the rest.
+
+def gram_direction_leak(G: np.ndarray, N: np.ndarray) -> float:
+    """‖NᵀGN‖₂ / λ_max(G): G's largest weight on a direction of A's null space, against G's scale — the row test
+    of a Gram-only workload (compare with :func:`gram_tolerance`).
+
+    G's share of its trace alone let a light direction through beside heavy ones (W = diag(10⁷, 10⁷, 1)·Qᵀ, a
+    rotation, against A = Q[:, :2]ᵀ: share 5·10⁻¹⁵, evaluate 2.4·10¹⁴ where the error is unbounded): here it weighs
+    10⁻¹⁴ of λ_max, over 10·n·eps. Testing G's eigendirections above the cut-off instead (as this function first
+    did) relied on eigenvectors that are accurate only to ~eps·λ_max/λ just above it: a supported moment workload
+    (rank 10 on 32 cells) leaked 2.7·10⁻⁷ through them and was refused even against A = W (a helper's audit); its
+    weight on N is 2·10⁻²⁰·λ_max. This test needs no eigenvector of G.
 
     >>> Q = np.linalg.qr(np.arange(9.0).reshape(3, 3) ** 2 + np.eye(3))[0]
     >>> W = np.diag([1e7, 1e7, 1.0]) @ Q.T
-    >>> gram_direction_leak(W.T @ W, Q[:, 2:]) > 0.99
+    >>> gram_direction_leak(W.T @ W, Q[:, 2:]) > gram_tolerance(3)
     True
     """
-    lam, V = np.linalg.eigh(G)
-    keep = lam > 10 * G.shape[0] * _EPS * max(lam[-1], 0.0)
-    if not np.any(keep):
+    top = float(np.linalg.eigvalsh(G)[-1])
+    if N.shape[1] == 0 or not top > 0:
         return 0.0
-    return float(np.max(np.sum((N.T @ V[:, keep]) ** 2, axis=0)))
+    M = N.T @ G @ N
+    return float(np.linalg.eigvalsh((M + M.T) / 2)[-1]) / top
 
 
 def unmeasured_cells(matrix, gram_diagonal: np.ndarray) -> np.ndarray:
