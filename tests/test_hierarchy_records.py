@@ -206,3 +206,23 @@ def test_intervals_at_counts_of_1e15_keep_a_width():
                           variances=[np.full_like(v, 1e-4) for v in r.release.variances])
     t = dataclasses.replace(r, release=big).table(alpha=0.05)
     assert np.all(t["lower"] < t["estimate"]) and np.all(t["estimate"] < t["upper"])
+
+
+def test_an_attribute_or_level_named_total_is_not_taken_for_the_root():
+    """The root level was named "total" whatever the attributes were called: an attribute (or a level) named so was
+    refused as a repeated level name the caller never gave (a helper's audit)."""
+    from mmopt.hierarchy import Hierarchy, grouping_sets
+    W = grouping_sets([Hierarchy.flat(3, name="total"), Hierarchy.flat(2, name="sex")], [("total",), ("sex",), ()])
+    assert W.n_queries == 6 and W.attributes[0].level_names == ("(total)", "total")
+    df = pd.DataFrame({"county": ["k0", "k1", "k1"] * 4, "total": ["F", "M", "M"] * 4})
+    D = Domain((Attribute("county", categories=("k0", "k1")), Attribute("total", categories=("F", "M"))))
+    with pytest.warns(UserWarning, match="no protection in practice"):
+        out = mmopt.sql("SELECT total, COUNT(*) FROM t GROUP BY total", df, D, mmopt.Privacy(1e4, 1e-6),
+                        hierarchies={"county": {"state": ["A", "B"]}})
+    assert out.table["total"].tolist() == ["F", "M"]
+    np.testing.assert_allclose(out.table["count"], [4.0, 8.0], atol=0.5)  # σ ≈ 0.007 at ε = 10⁴
+    D2 = Domain((Attribute("county", categories=("k0", "k1")), Attribute("sex", categories=("F", "M"))))
+    with pytest.warns(UserWarning, match="no protection in practice"):
+        r = release_grouping_sets(df.rename(columns={"total": "sex"}), D2, [("total",), ("county",)],
+                                  mmopt.Privacy(1e4, 1e-6), leaf="county", levels={"total": ["A", "A"]})
+    assert r.workload.n_queries == 1 + 2  # one group above both counties, then each county

@@ -18,7 +18,7 @@ import numpy as np
 
 from mmopt._base.kept import keeping_draws
 from mmopt.hierarchy import components as hc
-from mmopt.hierarchy.tree import Hierarchy
+from mmopt.hierarchy.tree import Hierarchy, root_name
 from mmopt.hierarchy.workload import HierarchyWorkload, grouping_sets
 
 #: :meth:`GroupedRelease.table`'s own columns: no attribute or level may be named like one.
@@ -249,7 +249,8 @@ def plan_grouping_sets(domain, sets, privacy, *, leaf: str, levels: dict, strate
         codes.append(code)
         labels.append(labels_of)
     _check_nested(list(levels), codes, labels, caller, levels_name)
-    geo = Hierarchy.from_codes(np.stack(codes, axis=1), level_names=("total", *levels, leaf), name=leaf)
+    names = (root_name(*levels, leaf), *levels, leaf)
+    geo = Hierarchy.from_codes(np.stack(codes, axis=1), level_names=names, name=leaf)
     attrs = [a for a in domain.attributes if a.name not in levels]  # levels are derived, never read
     hier = [geo if a.name == leaf else Hierarchy.flat(a.size, name=a.name) for a in attrs]
     W = grouping_sets(hier, sets, name="grouping sets", caller=caller)

@@ -103,7 +103,7 @@ class Hierarchy:
     def flat(cls, n: int, *, name: str = "attribute") -> Hierarchy:
         """A plain attribute of n cells: levels total and cells (a marginal's two factors, 1ᵀ and I)."""
         n = v.check_int(n, name="n", caller="Hierarchy.flat")
-        return cls((np.zeros(n, dtype=np.int64),), ("total", name), name)
+        return cls((np.zeros(n, dtype=np.int64),), (root_name(name), name), name)
 
     @classmethod
     def balanced(cls, branching, *, level_names=None, name: str = "hierarchy") -> Hierarchy:
@@ -197,6 +197,13 @@ class Hierarchy:
         M = np.zeros((self.n_groups[lv], self.n))
         M[self.groups[lv], np.arange(self.n)] = 1.0
         return M
+
+
+def root_name(*levels: str) -> str:
+    """The root level's name, "total", or "(total)" when a level below is called that: the root is never looked up
+    by name (a grouping set's () is the grand total), and an attribute named "total" was refused as a repeated level
+    name the caller never gave (a helper's audit)."""
+    return "(total)" if "total" in levels else "total"
 
 
 def _names(level_names, k: int, caller: str) -> tuple:
