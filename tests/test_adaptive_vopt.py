@@ -181,3 +181,15 @@ def test_noise_first_privacy_loss_bound_over_all_neighbours():
 def test_structure_first_single_bucket_spends_all_of_epsilon_on_its_total():
     r = structure_first(np.arange(6.0), 2.0, count_bound=5, buckets=1, ratio=0.3, rng=0)
     assert dict(r.budget) == {"structure": 0.0, "counts": 2.0} and r.details["noise_scale"] == 0.5
+
+
+def test_structure_first_with_a_bucket_per_cell_spends_all_of_epsilon_on_the_counts():
+    """k = n leaves every boundary choice one candidate: ε₁ read nothing, and each cell's variance was 4× what ε
+    allows at ratio ½ (a helper's audit). Now no choice is drawn and the counts get ε: Laplace scale 1/ε per cell."""
+    x = np.random.default_rng(9).integers(0, 20, 12).astype(float)
+    rec = Recording("numpy", np.random.default_rng(3))
+    r = structure_first(x, 2.0, count_bound=25, buckets=12, noise=rec)
+    assert dict(r.budget) == {"structure": 0.0, "counts": 2.0} and r.details["noise_scale"] == 0.5
+    assert not [c for c in rec.calls if c[0] == "exponential"] and r.details["buckets"] == list(range(12))
+    assert rec.calls[-1][0] == "laplace" and rec.calls[-1][2] == (12,)  # one noisy count per cell
+    assert np.all(np.abs(r.estimate - x) < 0.5 * 40)  # scale 0.5: |noise| < 20 with probability 1 − 12·e⁻⁴⁰

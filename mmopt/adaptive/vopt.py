@@ -171,7 +171,7 @@ def structure_first(x, epsilon: float, *, count_bound: float, buckets: int | Non
     Returns
     -------
     AdaptiveResult
-        ``budget = {"structure": ε₁, "counts": ε₂}`` (ε₁ = 0, ε₂ = ε when k = 1); ``details``: "k", "buckets"
+        ``budget = {"structure": ε₁, "counts": ε₂}`` (ε₁ = 0, ε₂ = ε when k = 1 or k = n); ``details``: "k", "buckets"
         (start indices), "score_sensitivity" (2F + 1), "noise_scale".
 
     Examples
@@ -191,13 +191,17 @@ def structure_first(x, epsilon: float, *, count_bound: float, buckets: int | Non
                                                                               caller=caller))
     src = noise_source(noise, rng, caller)
     _check_table(n, k - 1, caller)
-    # one bucket has no boundary to choose: all of ε goes to its total (else ε₁ would be reported but unspent)
-    eps1, eps2 = (rho * eps, eps - rho * eps) if k > 1 else (0.0, eps)
+    # one bucket, or one per cell, has no boundary to choose: all of ε goes to the totals (else ε₁ would be reported
+    # but read nothing: every choice had one candidate, and each cell's variance was 4× what ε allows)
+    forced = k in (1, n)
+    eps1, eps2 = (0.0, eps) if forced else (rho * eps, eps - rho * eps)
     delta = 2.0 * F + 1.0
     b = laplace_scale(1.0, eps2, "the bucket totals", caller)
     z = np.minimum(X, F)
     starts, j = [], n
-    if k > 1:
+    if forced:
+        starts = list(range(n - 1, 0, -1))[: k - 1]  # k = n: every cell starts a bucket (reversed below)
+    else:
         laplace_scale(delta, eps1 / (k - 1), "a boundary choice", caller)
         E, _ = vopt_table(z, k - 1)
         P, PP = np.concatenate([[0.0], np.cumsum(z)]), np.concatenate([[0.0], np.cumsum(z * z)])
