@@ -122,3 +122,20 @@ def test_a_light_query_on_a_cell_never_measured_is_not_hidden_by_a_heavy_one():
     assert eb.unit(W, A) is None
     with pytest.raises(ValueError, match="does not support|no block"):
         mmopt.structured.evaluate(W, A, mmopt.Privacy(1.0), dense_limit=0)
+
+
+def test_equal_factors_built_apart_are_one_factor(monkeypatch):
+    """Factors were told apart by object: H⊗I, I⊗H, H⊗H with st.hierarchical(n) called per term counted three
+    factors per attribute against MAX_FLOPS where mmopt.save stores two, so the strategy got the bracket and its
+    saved-and-loaded copy the exact total (2-D ranges on 1,000²; a helper's audit). Here the budget admits two."""
+    n = 16
+    W = wl.ranges_2d(n)
+
+    def strategy(H):
+        return st.stack([st.kron(H(), st.identity(n)), st.kron(st.identity(n), H()), st.kron(H(), H())])
+    shared = st.hierarchical(n)
+    monkeypatch.setattr(eb, "MAX_FLOPS", 2 * n**3 * (10 + 4 * 2) + 1.0)
+    apart, one = eb.unit(W, strategy(lambda: st.hierarchical(n))), eb.unit(W, strategy(lambda: shared))
+    assert apart is not None and apart == one
+    G1 = wl.all_range(n).gram
+    assert apart == pytest.approx(_dense_unit(np.kron(G1, G1), strategy(lambda: shared).gram), rel=1e-10)

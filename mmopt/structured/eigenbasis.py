@@ -35,6 +35,7 @@ import math
 import numpy as np
 
 from mmopt._base.guards import Unsupported
+from mmopt.structured.factors import content_key
 from mmopt.structured.strategies import _kron_vectors
 
 __all__ = ["ACCURACY", "CLEAR_LEAK", "MAX_FLOPS", "unit"]
@@ -66,12 +67,16 @@ def unit(workload, strategy, caller: str = "evaluate") -> float | None:
     >>> bool(np.isclose(exact, np.trace(np.kron(G1, G1) @ np.linalg.pinv(st.quadtree(16).gram)), rtol=1e-10))
     True
     """
-    distinct = [len({id(t.factors[i]) for t in strategy.terms}) for i in range(len(strategy.shape))]
+    # factors by content, not by object: equal factors built apart counted twice against MAX_FLOPS (2-D ranges on
+    # 1,000² under three H⊗I-style terms got the bracket, 1.44× wide, and the saved-and-loaded strategy, whose
+    # equal factors are one object, the exact total; a helper's audit)
+    keys = {id(f): content_key(f) for t in strategy.terms for f in t.factors}
+    distinct = [len({keys[id(t.factors[i])] for t in strategy.terms}) for i in range(len(strategy.shape))]
     if sum(n**3 * (10 + 4 * T) for n, T in zip(strategy.shape, distinct, strict=True)) > MAX_FLOPS:
         return None  # the other routes (the bracket's per-factor work is of the same order, once per factor)
-    bases, spectra = {}, {}  # spectra[(i, id(factor))]: (its diagonal in Qᵢ, the bound on what that neglects)
+    bases, spectra = {}, {}  # spectra[(i, content key)]: (its diagonal in Qᵢ, the bound on what that neglects)
     for i, n in enumerate(strategy.shape):
-        factors = {id(t.factors[i]): t.factors[i] for t in strategy.terms}
+        factors = {keys[id(t.factors[i])]: t.factors[i] for t in strategy.terms}
         found = _joint_basis(list(factors.values()), n)
         if found is None:
             return None
@@ -79,7 +84,7 @@ def unit(workload, strategy, caller: str = "evaluate") -> float | None:
         spectra.update({(i, key): part for key, part in zip(factors, zip(*found[1:], strict=True), strict=True)})
     D, perturbation = 0.0, 0.0
     for t in strategy.terms:
-        ds, slack = zip(*(spectra[(i, id(f))] for i, f in enumerate(t.factors)), strict=True)
+        ds, slack = zip(*(spectra[(i, keys[id(f)])] for i, f in enumerate(t.factors)), strict=True)
         D = D + t.weight**2 * _kron_vectors(ds)
         norms = [float(np.max(d)) for d in ds]  # ‖Xᵢ‖ (the diagonal is its spectrum up to E)
         perturbation += t.weight**2 * sum(s * math.prod(norms[:i] + norms[i + 1:]) for i, s in enumerate(slack))

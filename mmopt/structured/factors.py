@@ -152,6 +152,13 @@ def factor_row(W: Workload, r: int) -> np.ndarray | None:
     return None
 
 
+def content_key(A: Strategy) -> tuple:
+    """A strategy factor's identity by content (shape and a digest of its read-only matrix): two equal factors built
+    apart (``st.hierarchical(n)`` called twice) are one factor, as :func:`mmopt.save` stores them."""
+    M = A.matrix
+    return M.shape, hashlib.sha1(np.ascontiguousarray(M).tobytes()).digest()
+
+
 class Cache:
     """Per-call memo of factor computations: strategy factors by content (their matrix is read-only),
     workload factors by identity (terms share factor objects)."""
@@ -164,8 +171,7 @@ class Cache:
         if same in self._store:
             return self._store[same][1]
         if isinstance(obj, Strategy):
-            A = obj.matrix
-            key = (fn.__name__, A.shape, hashlib.sha1(np.ascontiguousarray(A).tobytes()).digest())
+            key = (fn.__name__, *content_key(obj))
         else:
             key = same
         if key not in self._store:
