@@ -13,9 +13,10 @@ quantile per marginal gives exact intervals.
 **The default** (``choose``): under Gaussian noise the residual plan, whose total equals the SVD lower bound
 (optimal among all matrix mechanisms). Under Laplace noise no closed form is optimal; the candidates — the
 best weighted marginals found by :func:`mmopt.structured.residual.marginals.solve` (a seeded heuristic
-search), every maximal marginal measured once, and the Hölder-allocated residual strategy — are compared by
-their exact expected total squared error and the smallest is measured. On CPS 1988's 2-way marginals at ε = 1
-these are 81,751, 206,388 and 820,611 (optimize's strategy: 83,084; benchmarks/bench_intervals.py).
+search), every maximal marginal measured once, the Hölder-allocated residual strategy and optimize's OPT_M
+strategy (HDMM's weighted marginals over every subset, when priced under 10 s) — are compared by their exact
+expected total squared error and the smallest is measured. On CPS 1988's 2-way marginals at ε = 1 these are
+81,751, 206,388, 820,611 and 83,084 (benchmarks/bench_intervals.py).
 """
 
 from __future__ import annotations
@@ -120,10 +121,36 @@ def choose(W: MarginalWorkload, privacy: Privacy) -> RecordsPlan:
         return RecordsPlan(A, unit_total(A, W, norm), bound)
     found = {}
     best, _ = wm.solve(W, restarts=RESTARTS, seed=0)
-    for A in (best, wm.each_once(W), plan(W, norm=norm).strategy):
+    for A in (best, wm.each_once(W), plan(W, norm=norm).strategy, *_opt_m(W)):
         found[A.name] = (unit_total(A, W, norm), A)
     name = min(found, key=lambda k: found[k][0])
     return RecordsPlan(found[name][1], found[name][0], bound, {k: t for k, (t, _) in found.items()})
+
+
+#: OPT_M's restarts as a records candidate (optimize's own: the same strategy as mmopt.optimize's marginals
+#: search at seed 0), and the most seconds its price (mmopt.auto.costs.marginals) may reach to be run.
+OPT_M_RESTARTS = 8
+OPT_M_SECONDS = 10.0
+
+
+def _opt_m(W: MarginalWorkload) -> list:
+    """[optimize's OPT_M strategy (HDMM's weighted marginals over all 2^d subsets) as weighted marginals], or [] when
+    priced over :data:`OPT_M_SECONDS`. The closure search alone depended on the BLAS kernel: on CPS 1988's 1- to
+    3-way marginals 949,209 under OpenBLAS's Haswell kernel, 989,505 under SkylakeX, where OPT_M gives 949,737 under
+    both (a helper's audit): with it the release is never above optimize's strategy."""
+    from mmopt.auto.costs import marginals as price  # lazy: the optimiser layers stay out of a records import
+    from mmopt.multidim.marginals import solve_marginals
+    from mmopt.multidim.marginals_objective import MAX_ATTRIBUTES
+    implicit = W.to_implicit()
+    if len(W.shape) > MAX_ATTRIBUTES or price(implicit, OPT_M_RESTARTS) > OPT_M_SECONDS:
+        return []
+    sol = solve_marginals(implicit, norm="l1", restarts=OPT_M_RESTARTS, seed=0)
+    try:
+        A = wm.from_implicit(sol.strategy)
+        unit_total(A, W, "l1")  # supports W (Unsupported is a ValueError)
+    except ValueError:  # not weighted marginals after all, or a weight pruned to zero: the other candidates stand
+        return []
+    return [A]
 
 
 def check_strategy(strategy, W: MarginalWorkload, privacy: Privacy, caller: str) -> RecordsPlan:
