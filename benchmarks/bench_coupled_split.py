@@ -26,18 +26,23 @@ Run: ``python -m benchmarks.bench_coupled_split`` (about a minute, one thread).
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import math
 import os
 import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 from scipy import optimize  # noqa: E402
 
-RESULTS = os.path.join(os.path.dirname(__file__), "results", "bench_coupled_split.txt")
+from benchmarks import _results  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results" / "bench_coupled_split.txt"
 CASES = [(8, 3), (6, 4)]
 ORDERS = (50, 300, 2000)  # soft-maximum orders, increasing: an early large order stalls L-BFGS
 
@@ -156,6 +161,9 @@ def run_case(n: int, d: int) -> dict:
 
 
 def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    _results.add_args(p)
+    args = p.parse_args(argv)
     rows = [run_case(n, d) for n, d in CASES]
     head = (f"{'workload':<28}{'N':>6}{'split':>12}{'dense fit':>12}{'production':>12}{'dual bound':>12}"
             f"{'split/b':>9}{'dense/b':>9}{'prod/b':>9}  exact  path   CPU s (dense, production)")
@@ -171,9 +179,7 @@ def main(argv=None) -> int:
                  "mmopt.structured.dual_bound")
     text = "\n".join(lines)
     print(text)
-    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
-    with open(RESULTS, "w", encoding="utf-8") as fh:
-        fh.write(text + "\n")
+    _results.write(RESULTS, text + "\n", no_write=args.no_write, full=True)
     return 0
 
 

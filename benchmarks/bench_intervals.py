@@ -36,6 +36,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
 
+from benchmarks import _results  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_intervals.txt"
 LEVELS = (0.90, 0.95, 0.99)
 LAP, GAUSS = (1.0, 0.0), (1.0, 1e-9)
@@ -258,15 +260,16 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=100_000)
     ap.add_argument("--releases", type=int, default=200)
     ap.add_argument("--sf1-runs", type=int, default=2000, help="whole sf1 mechanism runs for its coverage rows")
+    _results.add_args(ap)
     args = ap.parse_args(argv)
     strategies = strategy_rows()
     check = release_check(args.releases) if args.releases else None
     coverage = coverage_rows(args.runs) + (sf1_rows(args.sf1_runs) if args.sf1_runs else [])
     text = report(strategies, check, coverage)
     print(text)
-    RESULTS.write_text(f"# python benchmarks/bench_intervals.py --runs {args.runs} --releases {args.releases} "
-                       f"--sf1-runs {args.sf1_runs}\n\n"
-                       + text + "\n")
+    full = all(getattr(args, k) == ap.get_default(k) for k in ("runs", "releases", "sf1_runs"))
+    _results.write(RESULTS, f"# python benchmarks/bench_intervals.py --runs {args.runs} --releases {args.releases} "
+                            f"--sf1-runs {args.sf1_runs}\n\n" + text + "\n", no_write=args.no_write, full=full)
     return 0
 
 

@@ -27,6 +27,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
+from benchmarks import _results  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_laplace_tables.txt"
 LEVELS = (0.90, 0.95, 0.99)
 
@@ -110,12 +112,14 @@ def report(speed: list[dict], cover: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=2_000)
+    _results.add_args(ap)
     args = ap.parse_args(argv)
     text = report(speed_rows(), coverage_row(args.runs))
     print(text)
     load = os.getloadavg()[0]
-    RESULTS.write_text(f"# python benchmarks/bench_laplace_tables.py --runs {args.runs}  (OPENBLAS_NUM_THREADS="
-                       f"{os.environ.get('OPENBLAS_NUM_THREADS')}, load average {load:.2f})\n\n{text}\n")
+    _results.write(RESULTS, f"# python benchmarks/bench_laplace_tables.py --runs {args.runs}  (OPENBLAS_NUM_THREADS="
+                            f"{os.environ.get('OPENBLAS_NUM_THREADS')}, load average {load:.2f})\n\n{text}\n",
+                   no_write=args.no_write, full=args.runs == ap.get_default("runs"))
     return 0
 
 

@@ -29,6 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
+from benchmarks import _results  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_sql.txt"
 QUERY = ("SELECT state, county, sex, agegrp, COUNT(*) FROM people "
          "GROUP BY ROLLUP(state, county), CUBE(sex, agegrp)")
@@ -102,13 +104,12 @@ def run(rows: int) -> list[str]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rows", type=int, default=1_000_000)
+    _results.add_args(p)
     args = p.parse_args()
     lines = run(args.rows)
     text = "\n".join([f"bench_sql: {QUERY}", "(ε, δ) = (1, 1e-9); CPU seconds; errors are expected totals over all "
                       "released cells", *lines]) + "\n"
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(text, encoding="utf-8")
-    print(f"wrote {RESULTS}")
+    _results.write(RESULTS, text, no_write=args.no_write, full=args.rows == p.get_default("rows"))
 
 
 if __name__ == "__main__":

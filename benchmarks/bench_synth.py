@@ -34,6 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
+from benchmarks import _results  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_synth.txt"
 
 
@@ -143,6 +145,7 @@ def main(argv=None) -> int:
     p.add_argument("--case", default=None, help=argparse.SUPPRESS)  # internal: run one case, print JSON
     p.add_argument("--cases", default=None, metavar="C;C", help="run only these cases (separated by ';')")
     p.add_argument("--peers", default=None, metavar="PYTHON", help="add OpenDP's MST and AIM at d = 50, 100")
+    _results.add_args(p)
     args = p.parse_args(argv)
     if args.case:
         print(json.dumps(_peer(args.case, args.rows, args.peers) if args.case.startswith("opendp")
@@ -159,8 +162,8 @@ def main(argv=None) -> int:
                      + (f"  {r['status']}" if "status" in r else ""))
         print(lines[-1], flush=True)
     text = "\n".join([lines[0], *lines[1:]]) + "\n"
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(f"# python benchmarks/bench_synth.py --rows {args.rows}\n" + text, encoding="utf-8")
+    _results.write(RESULTS, f"# python benchmarks/bench_synth.py --rows {args.rows}\n" + text,
+                   no_write=args.no_write, full=args.cases is None and args.rows == p.get_default("rows"))
     return 0
 
 
