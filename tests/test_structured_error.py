@@ -419,3 +419,16 @@ def test_a_gram_only_factor_is_evaluated_and_optimised_from_its_gram():
         got, ref = (mmopt.optimize(wl.kron(F, wl.prefix(3)), privacy=privacy, method=method).objective
                     for F in (gram_only, explicit))
         assert got == pytest.approx(ref, rel=1e-6)
+
+
+def test_a_light_term_off_the_row_space_is_refused_by_the_algebra_route():
+    """The algebra route summed the terms' traces before its support test: a 10⁻³-weighted term wholly off A's row
+    space (unit cells, against total + attribute-1 marginal) beside a 10⁴-weighted supported one passed as
+    round-off and got an 'exact' total of 8·10⁹ (a helper's audit); the dense path refuses the pair."""
+    from mmopt._base.guards import Unsupported
+    A = ss.marginals_strategy((4, 3), {(1,): 1.0, (): 1.0})
+    W = sw.union([sw.marginals((4, 3), attributes=[(1,)]), sw.kron(sw.identity(4), sw.identity(3))], [1e4, 1e-3])
+    with pytest.raises(Unsupported, match="does not support"):
+        analysis.evaluate(W, A, mmopt.Privacy(1.0, 1e-6))
+    with pytest.raises(ValueError, match="does not support"):
+        mmopt.evaluate(W.to_workload(), A.to_strategy(), mmopt.Privacy(1.0, 1e-6))

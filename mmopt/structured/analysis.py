@@ -236,7 +236,9 @@ def _algebra_coefficients(terms, cache):
 def _algebra(workload, terms, co, cache, caller):
     per_term, inv, pos = br.algebra_terms(workload, terms, co, cache)
     traces = sum(per_term)
-    if float(np.sum(traces[~pos])) > support_tolerance(traces.size) * float(np.sum(traces)):
+    # each term by itself, as the bracket judges them: summed first, a 10⁻³-weighted term wholly off A's row space
+    # beside a 10⁴-weighted one passed as round-off and got an "exact" total (a helper's audit)
+    if any(float(np.sum(tr[~pos])) > support_tolerance(tr.size) * float(np.sum(tr)) for tr in per_term):
         raise Unsupported(f"{caller}: the strategy does not support workload '{workload.name}': its Gram has "
                          "weight on eigenspaces where AᵀA is zero. Add marginals covering those attributes.")
     unit = float(traces[pos] @ inv[pos])
