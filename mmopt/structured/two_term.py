@@ -22,6 +22,7 @@ import math
 import numpy as np
 import scipy.linalg
 
+from mmopt.dense.profile import numerical_rank
 from mmopt.structured import factors as fc
 from mmopt.structured.strategies import _kron_vectors
 
@@ -120,4 +121,9 @@ def commuting_nuclear(workload, cache: fc.Cache | None = None, max_entries: int 
         bases.append(V)
     lam = sum(t.weight ** 2 * _kron_vectors([np.einsum("ij,ij->j", V, G @ V) for V, G in zip(bases, g, strict=True)])
               for t, g in zip(workload.terms, grams, strict=True))
-    return float(np.sum(np.sqrt(np.clip(lam, 0.0, None))))
+    # the one rank rule (mmopt.dense.profile.numerical_rank) on G's spectrum, as the root Gram route applies it: G's
+    # zero eigenvalues come back as ~eps·λ_max, and the sum of their square roots lifted an "exact" bound above the
+    # true one (+2.3·10⁻⁷ relative at 256 cells; a helper's audit), the unsafe side of a lower bound
+    lam = np.sort(np.clip(lam, 0.0, None))[::-1]
+    lam[numerical_rank(lam, (lam.size, lam.size)):] = 0.0
+    return float(np.sum(np.sqrt(lam)))
