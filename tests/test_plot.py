@@ -272,6 +272,9 @@ def test_compare_numbers_repeated_labels_and_takes_a_matrix_from_a_callable():
     lower = np.tril(np.ones((8, 8)))
     assert ax.lines[1].get_ydata()[1] == pytest.approx(mmopt.evaluate(wl.prefix(8), lower, P).total_squared_error,
                                                        rel=1e-12)
+    named = plot.compare(wl.prefix, ["H2", "H2", lambda n: mmopt.Strategy(st.hierarchical(n, 2).matrix, name="H2 (2)")],
+                         [4], P, lower_bound=False)
+    assert [line.get_label() for line in named.lines] == ["H2", "H2 (3)", "H2 (2)"]  # a number already taken
     with pytest.raises(TypeError, match=r"'strategies' parameter of compare holds a callable that returned str"):
         plot.compare(wl.prefix, [lambda n: "H2"], [4], P)
     plt.close("all")

@@ -101,12 +101,17 @@ def _built(build, n: int, caller: str):
 
 
 def _unique(labels: list[str]) -> list[str]:
-    """The labels, a repeated one numbered from its second use: ["H2", "H2"] → ["H2", "H2 (2)"]."""
-    seen: dict[str, int] = {}
-    out = []
+    """The labels, a repeated one numbered from its second use: ["H2", "H2"] → ["H2", "H2 (2)"]; a number is
+    skipped when that label is taken too (["H2", "H2", "H2 (2)"] → ["H2", "H2 (3)", "H2 (2)"])."""
+    taken, out = set(labels), []
     for label in labels:
-        seen[label] = seen.get(label, 0) + 1
-        out.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
+        if label in out:
+            k = 2
+            while f"{label} ({k})" in taken:
+                k += 1
+            label = f"{label} ({k})"
+            taken.add(label)
+        out.append(label)
     return out
 
 
