@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mmopt._base.guards import Unsupported
+from mmopt.dense.support import support_tolerance
 from mmopt.structured import factors as fc
 from mmopt.structured.residual import closure as cl
 from mmopt.structured.residual import strategy as rs
@@ -83,8 +84,10 @@ def _active(term, memo) -> tuple[frozenset, frozenset] | None:
     must, may = set(), set()
     for i, f in enumerate(term.factors):
         p = _parts(f, memo)
-        scale = float(np.trace(p.gram))
-        res, tot = p.residual_trace > _ZERO * scale, p.total * f.domain_size > _ZERO * scale
+        # the dense path's round-off share where it is stricter (a light query's residual part, 1.9·10⁻¹³ of the
+        # trace beside a 10⁶-weighted total, was dropped as zero and the pair answered; a helper's audit)
+        scale = float(np.trace(p.gram)) * min(_ZERO, support_tolerance(f.domain_size))
+        res, tot = p.residual_trace > scale, p.total * f.domain_size > scale
         if not tot:
             if not res:
                 return None
@@ -201,8 +204,16 @@ def _factor_pair(Wf, Af, alpha: float | None, memo: dict, cache):
     F = cache.get(fc.workload_root, Wf)
     outside = F - inv.pinv @ (Af.matrix @ F)   # the part of G's root outside X's range …
     outside -= np.outer(np.ones(n), np.ones(n) @ outside) / n   # … within 1^⊥
-    if float(np.sum(outside**2)) > 1e-9 * max(p.residual_trace, 1e-300):
+    if float(np.sum(outside**2)) > min(1e-9, support_tolerance(n)) * max(p.residual_trace, 1e-300):
         return None, None
+    if fc.root_is_rows(Wf):  # F's columns are W's queries: each judged by its own norm, as the dense path does —
+        # G's share let a 10⁻⁵-light query's part outside X's range through beside a heavy one (a helper's audit)
+        R = np.asarray(F.T, dtype=float)
+        norms = np.sum(R**2, axis=1)
+        R = R - np.outer(R @ np.ones(n) / n, np.ones(n))  # within 1^⊥ (the total part is judged by α)
+        out = R - (R @ Af.matrix.T) @ inv.pinv.T
+        if np.any(np.sum(out**2, axis=1) > support_tolerance(n) * norms):
+            return None, None
     # tr(G X⁺) as a sum of squares, never negative
     return float(np.sum((inv.B.T @ F) ** 2)), fc.query_terms_max(Wf, inv.profile)[1]
 
