@@ -432,3 +432,12 @@ def test_a_light_term_off_the_row_space_is_refused_by_the_algebra_route():
         analysis.evaluate(W, A, mmopt.Privacy(1.0, 1e-6))
     with pytest.raises(ValueError, match="does not support"):
         mmopt.evaluate(W.to_workload(), A.to_strategy(), mmopt.Privacy(1.0, 1e-6))
+    # a light row inside one factor (e₀ beside 10⁷·1ᵀ): each query by its own norm; the supported twin is kept
+    light = sw.kron(sw.predicates(np.array([[1e7] * 4, [1.0, 0, 0, 0]])), sw.identity(3))
+    with pytest.raises(Unsupported, match="does not support"):
+        analysis.evaluate(light, A, mmopt.Privacy(1.0, 1e-6))
+    twin = sw.kron(sw.predicates(np.array([[1e7] * 4, [1.0, 1, 1, 1]])), sw.identity(3))
+    r = analysis.evaluate(twin, A, mmopt.Privacy(1.0, 1e-6))
+    dense = mmopt.evaluate(twin.to_workload(), A.to_strategy(), mmopt.Privacy(1.0, 1e-6))
+    assert (r.method, r.total_exact) == ("algebra", True)
+    assert r.total_squared_error == pytest.approx(dense.total_squared_error, rel=1e-9)

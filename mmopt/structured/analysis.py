@@ -233,12 +233,27 @@ def _algebra_coefficients(terms, cache):
     return None if any(c is None for cs in co for c in cs) else co
 
 
+def _row_off_range(t, pos, shape, cache) -> bool:
+    """Whether some query of term t surely has weight where λ_T = 0: per attribute, a row's residual and total
+    shares of its own ‖r‖² (``row_stats``), their largest over the factor's rows, multiplied over T's attributes —
+    attained by one product query. G's share let a light row beside a 10⁷-weighted one through (a helper's audit)."""
+    if all(pos) or not all(f.knows_rows for f in t.factors):
+        return False
+    stats = [cache.get(fc.row_stats, f) for f in t.factors]
+    res = [float(np.max(np.clip(q - s**2 / n, 0.0, None) / np.where(q > 0, q, 1.0))) for (q, s), n in
+           zip(stats, shape, strict=True)]
+    tot = [float(np.max(s**2 / n / np.where(q > 0, q, 1.0))) for (q, s), n in zip(stats, shape, strict=True)]
+    share = np.where(alg.subset_bits(len(shape)), np.array(res), np.array(tot)).prod(axis=1)
+    return bool(np.max(share[~pos], initial=0.0) > support_tolerance(math.prod(shape)))  # the dense row rule
+
+
 def _algebra(workload, terms, co, cache, caller):
     per_term, inv, pos = br.algebra_terms(workload, terms, co, cache)
     traces = sum(per_term)
     # each term by itself, as the bracket judges them: summed first, a 10⁻³-weighted term wholly off A's row space
     # beside a 10⁴-weighted one passed as round-off and got an "exact" total (a helper's audit)
-    if any(float(np.sum(tr[~pos])) > support_tolerance(tr.size) * float(np.sum(tr)) for tr in per_term):
+    if any(float(np.sum(tr[~pos])) > support_tolerance(tr.size) * float(np.sum(tr)) for tr in per_term) or \
+            any(_row_off_range(t, pos, workload.shape, cache) for t in workload.terms):
         raise Unsupported(f"{caller}: the strategy does not support workload '{workload.name}': its Gram has "
                          "weight on eigenspaces where AᵀA is zero. Add marginals covering those attributes.")
     unit = float(traces[pos] @ inv[pos])
