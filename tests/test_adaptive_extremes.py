@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _recording_noise import Recording
 
 from mmopt import adaptive as ad
 from mmopt.adaptive._common import EPSILON_RANGE, MAX_COUNT, MAX_TOTAL
@@ -82,3 +83,22 @@ def test_a_pure_epsilon_privacy_is_accepted_as_epsilon():
     np.testing.assert_array_equal(getattr(a, "estimate", a), getattr(b, "estimate", b))
     with pytest.raises(ValueError, match="must have delta=0"):
         adaptive.dawa(x, mmopt.Privacy(1.0, 1e-6), rng=0)
+
+
+def test_steps_with_one_possible_outcome_spend_nothing():
+    """AHP on one cell, PHP on two cells without the keep option, MWEM with one query: the clustering, the split
+    and every selection have one outcome and read nothing, yet took 15 %, ρ and half of each round's ε (a helper's
+    audit). The counts (measurements) now take that ε: Laplace scale 1/ε per cell."""
+    rec = Recording("numpy", np.random.default_rng(1))
+    r = ad.ahp(np.array([7.0]), 2.0, noise=rec)
+    assert dict(r.budget) == {"counts": 0.0, "clusters": 2.0}
+    assert [c[:2] for c in rec.calls] == [("laplace", 0.5)]
+    rec = Recording("numpy", np.random.default_rng(2))
+    r = ad.php(np.array([3.0, 9.0]), 2.0, keep_option=False, noise=rec)
+    assert dict(r.budget) == {"partition": 0.0, "counts": 2.0} and r.details["buckets"] == [(0, 1), (1, 2)]
+    assert [c[:2] for c in rec.calls] == [("laplace", 0.5)] and rec.calls[0][2] == (2,)
+    rec = Recording("numpy", np.random.default_rng(3))
+    r = ad.mwem(np.arange(6.0), np.ones((1, 6)), 2.0, rounds=4, total=15.0, noise=rec)
+    assert r.budget["select"] == 0.0 and r.budget["measure"] == pytest.approx(2.0)
+    assert not [c for c in rec.calls if c[0] == "exponential"]
+    assert all(c[1] == pytest.approx(1.0 / 0.5) for c in rec.calls if c[0] == "laplace")  # Δ/ε_round, ε_round = ½

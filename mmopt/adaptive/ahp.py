@@ -74,6 +74,12 @@ def ahp(x, epsilon: float, *, ratio: float = 0.85, eta: float = 0.35, rng=None, 
     src = resolve_noise(noise, rng, caller=caller)
     xf = X.ravel()
     n = xf.size
+    if n == 1:  # one cell is one cluster whatever the counts say: its total takes all of ε (15 % went to noisy
+        # counts that chose nothing, a helper's audit)
+        b = laplace_scale(1.0, eps, "the cluster totals", caller)
+        est = np.asarray(src.add_laplace(xf.astype(float), b), dtype=float)
+        details = {"clusters": [np.array([0])], "threshold": 0.0, "noise_scales": (math.inf, b), "eta": eta}
+        return make_result("ahp", est.reshape(X.shape), eps, {"counts": 0.0, "clusters": eps}, details, src)
     eps1 = rho * eps
     eps2 = eps - eps1
     noisy = src.add_laplace(xf, laplace_scale(1.0, eps1, "the cell counts", caller))

@@ -134,7 +134,10 @@ def mwem(x, workload, epsilon: float, *, rounds: int = 10, rng=None, total: floa
         eps0, noisy_total = 0.0, None
         N = v.check_real(total, name="total", caller=caller, low=0.0, low_open=True)
     eps_round = (eps - eps0) / T
-    eps_sel = eps_meas = eps_round / 2.0
+    # one query: every selection has one candidate and reads nothing, so the measurements take the round's ε
+    forced = W.shape[0] == 1
+    eps_sel = 0.0 if forced else eps_round / 2.0
+    eps_meas = eps_round - eps_sel
     b_meas = laplace_scale(delta, eps_meas, "each measurement", caller)
 
     Wx = W @ xf  # true answers: used only inside the exponential mechanism and the Laplace measurements
@@ -143,7 +146,7 @@ def mwem(x, workload, epsilon: float, *, rounds: int = 10, rng=None, total: floa
     avg = np.zeros(n)
     selected, measured = [], []
     for _ in range(T):
-        i = src.exponential(np.abs(Wx - W @ h), eps_sel, delta)
+        i = 0 if forced else src.exponential(np.abs(Wx - W @ h), eps_sel, delta)
         selected.append(i)
         measured.append(float(src.add_laplace(Wx[i], b_meas)))
         updates = [(i, measured[-1])] if passes == 0 else list(zip(selected, measured, strict=True)) * passes

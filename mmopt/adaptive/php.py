@@ -129,9 +129,10 @@ def php(x, epsilon: float, *, ratio: float = 0.5, depth: int | None = None, keep
     T = max(1, math.ceil(math.log2(n))) if depth is None else v.check_int(depth, name="depth", caller=caller)
     T = min(T, max(n - 1, 1))  # depth=50 on 8 cells spent 43/50 of ε₁ on levels that cannot run
     src = noise_source(noise, rng, caller)
-    if n == 1:  # one cell: nothing to split, so its count takes all of ε (ρ·ε went unused, a helper's probe)
+    if n == 1 or (n == 2 and not keep_option):  # nothing to choose (one cell, or two that must be split): the
+        # counts take all of ε (ρ·ε went unused, or was spent on a choice with one candidate; helpers' probes)
         b = laplace_scale(1.0, eps, "the bucket totals", caller)
-        details = {"buckets": [(0, 1)], "depth": 0, "noise_scale": b, "split_sensitivity": 2.0}
+        details = {"buckets": [(i, i + 1) for i in range(n)], "depth": 0, "noise_scale": b, "split_sensitivity": 2.0}
         estimate = np.asarray(src.add_laplace(X.astype(float), b), dtype=float)
         return finish("php", estimate, eps, {"partition": 0.0, "counts": eps}, details, src)
     eps1, eps2 = rho * eps, eps - rho * eps
