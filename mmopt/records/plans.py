@@ -121,8 +121,9 @@ def choose(W: MarginalWorkload, privacy: Privacy) -> RecordsPlan:
         return RecordsPlan(A, unit_total(A, W, norm), bound)
     found = {}
     best, _ = wm.solve(W, restarts=RESTARTS, seed=0)
-    for A in (best, wm.each_once(W), plan(W, norm=norm).strategy, *_opt_m(W)):
+    for A in (best, wm.each_once(W), plan(W, norm=norm).strategy):
         found[A.name] = (unit_total(A, W, norm), A)
+    found.update({A.name: (total, A) for A, total in _opt_m(W, norm)})
     name = min(found, key=lambda k: found[k][0])
     return RecordsPlan(found[name][1], found[name][0], bound, {k: t for k, (t, _) in found.items()})
 
@@ -133,24 +134,23 @@ OPT_M_RESTARTS = 8
 OPT_M_SECONDS = 10.0
 
 
-def _opt_m(W: MarginalWorkload) -> list:
-    """[optimize's OPT_M strategy (HDMM's weighted marginals over all 2^d subsets) as weighted marginals], or [] when
-    priced over :data:`OPT_M_SECONDS`. The closure search alone depended on the BLAS kernel: on CPS 1988's 1- to
-    3-way marginals 949,209 under OpenBLAS's Haswell kernel, 989,505 under SkylakeX, where OPT_M gives 949,737 under
-    both (a helper's audit): with it the release is never above optimize's strategy."""
+def _opt_m(W: MarginalWorkload, norm: str) -> list:
+    """[(optimize's OPT_M strategy (HDMM's weighted marginals over all 2^d subsets) as weighted marginals, its unit
+    total)], or [] when priced over :data:`OPT_M_SECONDS`. The closure search alone depended on the BLAS kernel: on
+    CPS 1988's 1- to 3-way marginals 949,209 under OpenBLAS's Haswell kernel, 989,505 under SkylakeX, where OPT_M
+    gives 949,737 under both (a helper's audit): with it the release is never above optimize's strategy."""
     from mmopt.auto.costs import marginals as price  # lazy: the optimiser layers stay out of a records import
     from mmopt.multidim.marginals import solve_marginals
     from mmopt.multidim.marginals_objective import MAX_ATTRIBUTES
     implicit = W.to_implicit()
     if len(W.shape) > MAX_ATTRIBUTES or price(implicit, OPT_M_RESTARTS) > OPT_M_SECONDS:
         return []
-    sol = solve_marginals(implicit, norm="l1", restarts=OPT_M_RESTARTS, seed=0)
+    sol = solve_marginals(implicit, norm=norm, restarts=OPT_M_RESTARTS, seed=0)
     try:
         A = wm.from_implicit(sol.strategy)
-        unit_total(A, W, "l1")  # supports W (Unsupported is a ValueError)
+        return [(A, unit_total(A, W, norm))]  # Unsupported is a ValueError
     except ValueError:  # not weighted marginals after all, or a weight pruned to zero: the other candidates stand
         return []
-    return [A]
 
 
 def check_strategy(strategy, W: MarginalWorkload, privacy: Privacy, caller: str) -> RecordsPlan:

@@ -112,14 +112,20 @@ def algebra_terms(workload, terms, co, cache):
     return traces, inv, pos
 
 
+def row_parts(stats: tuple[np.ndarray, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(a, b): each distinct row's residual part ‖r‖² − (1ᵀr)²/n (clipped at 0) and total part (1ᵀr)²/n, from its
+    ``row_stats`` (‖r‖², 1ᵀr) on n cells."""
+    q, s = stats
+    return np.clip(q - s**2 / n, 0.0, None), s**2 / n
+
+
 def algebra_row_upper(t, inv, shape, cache, total: float) -> tuple[float | None, float]:
     """(max variance found, proven upper) of term t's queries under spectrum⁻¹ ``inv`` (algebra path); with a
     Gram-only factor (no rows to rank) (None, ``total``): no query's variance exceeds its term's total."""
     if not all(f.knows_rows for f in t.factors):
         return None, total
     stats = [cache.get(fc.row_stats, f) for f in t.factors]
-    a = [np.clip(q - s**2 / n, 0.0, None) for (q, s), n in zip(stats, shape, strict=True)]
-    b = [s**2 / n for (q, s), n in zip(stats, shape, strict=True)]
+    a, b = zip(*(row_parts(st, n) for st, n in zip(stats, shape, strict=True)), strict=True)
     amax, bmax = np.array([x.max() for x in a]), np.array([x.max() for x in b])
     up = t.weight**2 * float(np.where(alg.subset_bits(len(shape)), amax, bmax).prod(axis=1) @ inv)
     if math.prod(len(q) for q, _ in stats) <= 4096:  # every distinct row kind: exact

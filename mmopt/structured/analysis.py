@@ -239,10 +239,13 @@ def _row_off_range(t, pos, shape, cache) -> bool:
     attained by one product query. G's share let a light row beside a 10⁷-weighted one through (a helper's audit)."""
     if all(pos) or not all(f.knows_rows for f in t.factors):
         return False
-    stats = [cache.get(fc.row_stats, f) for f in t.factors]
-    res = [float(np.max(np.clip(q - s**2 / n, 0.0, None) / np.where(q > 0, q, 1.0))) for (q, s), n in
-           zip(stats, shape, strict=True)]
-    tot = [float(np.max(s**2 / n / np.where(q > 0, q, 1.0))) for (q, s), n in zip(stats, shape, strict=True)]
+    res, tot = [], []  # per attribute, the largest residual and total share of a row's own ‖r‖²
+    for f, n in zip(t.factors, shape, strict=True):
+        stats = cache.get(fc.row_stats, f)
+        q = np.where(stats[0] > 0, stats[0], 1.0)
+        a, b = br.row_parts(stats, n)
+        res.append(float(np.max(a / q)))
+        tot.append(float(np.max(b / q)))
     share = np.where(alg.subset_bits(len(shape)), np.array(res), np.array(tot)).prod(axis=1)
     return bool(np.max(share[~pos], initial=0.0) > support_tolerance(math.prod(shape)))  # the dense row rule
 

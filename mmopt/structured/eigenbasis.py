@@ -23,9 +23,9 @@ Which eigenvalues are zero is read from A's rows, not from X: a diagonal entry o
 (~n·eps·‖X‖) is recomputed as ‖A q‖², accurate to ~(n·eps)²·‖X‖, and is zero when σ = ‖A q‖ is within the dense rank
 rule's n·eps·σ_max. Clearing every entry under 64·n·eps·‖X‖ as round-off (as this module first did) dropped real
 singular values under ~4·10⁻⁶·σ_max at n = 1,024 and reported half the total as exact (a helper's audit).
-Cells where D = 0 (a rank-deficient union) are left to the other routes unless the workload clearly has weight
-there (then refused): G's share on them cannot tell a light query outside A's row space from round-off beside a
-heavy one (10⁷ : 1 weights leak 10⁻¹⁴ of the trace), which the per-row and per-block tests of the other routes can.
+Where D = 0 (a rank-deficient union), a share of G over :data:`CLEAR_LEAK` is refused; a smaller one cannot tell
+a light query outside A's row space from round-off beside a heavy one (10⁷ : 1 weights leak 10⁻¹⁴ of the trace),
+so the workload's own queries settle it (:func:`_row_leak`), and what they cannot settle goes to the other routes.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def unit(workload, strategy, caller: str = "evaluate") -> float | None:
     pos = D > 0
     if not np.any(pos) or perturbation >= 0.5 * float(np.min(D[pos])):
         return None  # first order does not hold: eigenvalues within the neglected part's size
-    total, slope, leak, noise = 0.0, 0.0, 0.0, 0.0
+    total, slope, noise, undecided = 0.0, 0.0, 0.0, False
     inverse_sum = float(np.sum(1.0 / D[pos]))
     for t in workload.terms:
         grams = [f.mean_gram * float(f.n_queries) for f in t.factors]
@@ -113,10 +113,10 @@ def unit(workload, strategy, caller: str = "evaluate") -> float | None:
                 raise Unsupported(f"{caller}: strategy '{strategy.name}' does not support workload "
                                   f"'{workload.name}': a query has weight on eigendirections where AᵀA is zero. Add "
                                   "rows covering them.")
-            leak = max(leak, 1.0 if verdict == "undecided" else 0.0)
+            undecided = undecided or verdict == "undecided"
         total += float(np.sum(g[pos] / D[pos]))
         slope += float(np.sum(np.abs(g[pos]) / D[pos] ** 2))  # |g|: a round-off negative g made the slope negative
-    if leak > 0.0:
+    if undecided:
         return None  # a share the rows could not settle: the other routes decide
     # |tr(G (X + E)⁻¹) − tr(G X⁻¹)| ≤ ‖E‖·tr(X⁻¹ G X⁻¹) to first order, and tr(X⁻¹ G X⁻¹) = Σ g/D² in the basis
     return total if perturbation * slope + noise <= ACCURACY * total else None

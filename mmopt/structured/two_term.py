@@ -24,15 +24,13 @@ import scipy.linalg
 
 from mmopt.dense.profile import numerical_rank
 from mmopt.structured import factors as fc
+from mmopt.structured.eigenbasis import ACCURACY  # the first-order relative error accepted as exact, one for both
 from mmopt.structured.strategies import _kron_vectors
 
 __all__ = ["ACCURACY", "MAX_CONDITION", "commuting_nuclear", "two_term"]
 
 #: The congruence by Lᵢ amplifies round-off by cond(Pᵢ); past this it is not trusted (the dense path runs).
 MAX_CONDITION = 1e8
-#: The first-order bound on the total's relative error (from the μ's round-off) accepted as exact, as the shared
-#: eigenbasis route's (:data:`mmopt.structured.eigenbasis.ACCURACY`).
-ACCURACY = 1e-6
 _EPS = np.finfo(float).eps
 
 

@@ -206,14 +206,10 @@ def _factor_pair(Wf, Af, alpha: float | None, memo: dict, cache):
     outside -= np.outer(np.ones(n), np.ones(n) @ outside) / n   # … within 1^⊥
     if float(np.sum(outside**2)) > min(1e-9, support_tolerance(n)) * max(p.residual_trace, 1e-300):
         return None, None
-    if fc.root_is_rows(Wf):  # F's columns are W's queries: each judged by its own norm, as the dense path does —
-        # G's share let a 10⁻⁵-light query's part outside X's range through beside a heavy one (a helper's audit)
-        R = np.asarray(F.T, dtype=float)
-        norms = np.sum(R**2, axis=1)
-        R = R - np.outer(R @ np.ones(n) / n, np.ones(n))  # within 1^⊥ (the total part is judged by α)
-        out = R - (R @ Af.matrix.T) @ inv.pinv.T
-        if np.any(np.sum(out**2, axis=1) > support_tolerance(n) * norms):
-            return None, None
+    # where F's columns are W's queries, each is judged by its own norm too, as the dense path does: G's share let a
+    # 10⁻⁵-light query's part outside X's range through beside a heavy one (a helper's audit)
+    if fc.root_is_rows(Wf) and np.any(np.sum(outside**2, axis=0) > support_tolerance(n) * np.sum(F**2, axis=0)):
+        return None, None
     # tr(G X⁺) as a sum of squares, never negative
     return float(np.sum((inv.B.T @ F) ** 2)), fc.query_terms_max(Wf, inv.profile)[1]
 
