@@ -172,3 +172,21 @@ def test_grid_size_refuses_a_negative_epsilon_by_name():
     from mmopt.adaptive.grid import grid_size
     with pytest.raises(ValueError, match="'epsilon' parameter of grid_size"):
         grid_size(100, -1.0, 10)  # was 'math domain error'
+
+
+@pytest.mark.parametrize(("f", "shape"), [(ugrid, (1, 1)), (agrid, (1, 1)), (agrid, (10, 7)), (agrid, (3, 10))])
+def test_private_total_is_not_measured_when_the_domain_fixes_the_grid(f, shape):
+    # UGrid on one cell, AGrid with no side past its floor of 10: the grid is the same whatever N is, so a
+    # noisy N would spend 5% of ε on nothing
+    z = Zero("numpy", np.random.default_rng(0))
+    r = f(np.ones(shape), 0.5, noise=z)
+    assert "total" not in r.budget and r.details["total"] is None and not r.details["total_public"]
+    assert math.isclose(sum(r.budget.values()), 0.5, rel_tol=1e-15)
+    assert all(shp != () for _, shp in z.calls)  # no scalar draw for N
+
+
+@pytest.mark.parametrize(("f", "shape"), [(ugrid, (1, 2)), (agrid, (11, 2))])
+def test_private_total_is_measured_when_it_can_move_the_grid(f, shape):
+    z = Zero("numpy", np.random.default_rng(0))
+    r = f(np.ones(shape), 0.5, noise=z)
+    assert r.budget["total"] == pytest.approx(0.025) and r.details["total"] == np.ones(shape).sum()

@@ -15,7 +15,9 @@ Laplace noise and spread it evenly over the block's cells.
 N, the number of records, is private. By default (``total=None``) a share ``total_share`` (5%) of ε buys a
 noisy N̂ = N + Lap(1/ε_N) (clipped at 0 for the grid sizes only); ε' = ε − ε_N. Passing ``total=N`` treats N as
 public knowledge (the papers' assumption): nothing is spent on it, and that is only private if N really is
-public.
+public. N only sets grid sides, so where the domain fixes them whatever N is (UGrid on one cell; AGrid when
+neither side passes the first level's floor of 10, so its first level is the cells) nothing is spent on N either
+and ε' = ε (``details["total"]`` is then None).
 
 Privacy (neighbours x' = x ± e_i). N has sensitivity 1 (ε_N-DP). Given N̂, the grid is fixed and its blocks are
 disjoint, so the block totals have L1 sensitivity 1: UGrid's counts are ε'-DP. In AGrid, the first level is
@@ -64,12 +66,15 @@ def _check_2d(x, caller: str) -> np.ndarray:
     return X
 
 
-def _records(X, eps, total, total_share, src, caller):
-    """(N used for the grid sizes, ε', budget entries so far, details so far)."""
+def _records(X, eps, total, total_share, src, caller, *, needed=True):
+    """(N used for the grid sizes, ε', budget entries so far, details so far); ``needed`` False when the grid
+    sides do not depend on N, so measuring it would spend ε_N on nothing."""
     share = check_fraction(total_share, "total_share", caller)  # checked even when a public total leaves it unused
     if total is not None:
         N = v.check_real(total, name="total", caller=caller, low=0.0)
         return N, eps, {}, {"total": N, "total_public": True}
+    if not needed:
+        return 0.0, eps, {}, {"total": None, "total_public": False}
     eps_n = share * eps
     b = laplace_scale(1.0, eps_n, "the record count", caller)
     noisy = float(src.add_laplace(float(X.sum()), b))
@@ -106,8 +111,9 @@ def ugrid(x, epsilon: float, *, c: float = 10.0, total=None, total_share: float 
     Returns
     -------
     AdaptiveResult
-        ``budget = {"total": ε_N, "counts": ε'}`` ("total" absent when N is public); ``details``: "m"
-        (rows, columns of the grid), "total", "total_public", "noise_scale".
+        ``budget = {"total": ε_N, "counts": ε'}`` ("total" absent when N is public or unneeded); ``details``:
+        "m" (rows, columns of the grid), "total" (N̂, N when public, None when unneeded), "total_public",
+        "noise_scale".
 
     Examples
     --------
@@ -121,7 +127,8 @@ def ugrid(x, epsilon: float, *, c: float = 10.0, total=None, total_share: float 
     eps = check_epsilon(epsilon, caller)
     c = v.check_real(c, name="c", caller=caller, low=0.0, low_open=True)
     src = noise_source(noise, rng, caller)
-    N, eps_c, budget, details = _records(X, eps, total, total_share, src, caller)
+    # m1 = min(m, n1) and m2 = min(m, n2) are 1 whatever N is only on a single cell
+    N, eps_c, budget, details = _records(X, eps, total, total_share, src, caller, needed=max(X.shape) > 1)
     m = grid_size(N, eps_c, c)
     m1, m2 = min(m, X.shape[0]), min(m, X.shape[1])
     re, ce = block_edges(X.shape[0], m1), block_edges(X.shape[1], m2)
@@ -167,7 +174,8 @@ def agrid(x, epsilon: float, *, c: float = 10.0, alpha: float = 0.5, total=None,
     c = v.check_real(c, name="c", caller=caller, low=0.0, low_open=True)
     a = check_fraction(alpha, "alpha", caller)
     src = noise_source(noise, rng, caller)
-    N, eps_c, budget, details = _records(X, eps, total, total_share, src, caller)
+    # the first level has at least 10 blocks a side, capped at the cells: N moves it only past 10 cells a side
+    N, eps_c, budget, details = _records(X, eps, total, total_share, src, caller, needed=max(X.shape) > 10)
     e1, e2 = a * eps_c, eps_c - a * eps_c
     b1 = laplace_scale(1.0, e1, "the first-level counts", caller)
     b2 = laplace_scale(1.0, e2, "the second-level counts", caller)
