@@ -360,3 +360,25 @@ def test_an_attribute_named_like_an_optional_column_keeps_its_labels_as_text():
     Ah = mmopt.optimize(Wh, privacy=P).strategy
     t = mmopt.answers_table(mmopt.release(Wh, Ah, np.arange(1.0, 7.0), P), Wh, Ah)
     assert t["weight"].tolist() == ["0", "1"] * 3 + ["*", "*"] and t["standard_error"].dtype == np.float64
+
+
+def test_another_workload_sharing_the_first_term_is_refused():
+    """The answers were checked on the first term's rows only: marginals listed in another order after a shared
+    total were labelled with the wrong groups ('a1 = 3' showed 100, the true 7), and sf1 with one table weighted 3×
+    showed the weight beside unweighted answers (a helper's audit). Every term's first and last rows are checked."""
+    W1 = wl.marginals((3, 4), attributes=[(), (0,), (1,)])
+    W2 = wl.marginals((3, 4), attributes=[(), (1,), (0,)])
+    x = np.zeros(12)
+    x[[0, 5, 11]] = [100.0, 50.0, 7.0]
+    out = mmopt.matrix_mechanism(W1, st.identity(12), x, mmopt.Privacy(1e6), rng=0)
+    with pytest.raises(ValueError, match="answers that are not W x̂ .* in its term"):
+        ans.answers_table(out, W2, st.identity(12))
+    t = ans.answers_table(out, W1, st.identity(12))
+    np.testing.assert_allclose(t["answer"], W1.matrix @ x, atol=1e-3)  # the right workload still passes
+    # the rows checked: the first and last of every term, however long the term
+    from mmopt.answers.layout import layout_of
+    from mmopt.answers.values import probe_chunks
+    lay = layout_of(sw.union([sw.kron(wl.identity(100), wl.identity(60)), sw.kron(wl.total(100), wl.identity(60)),
+                              sw.kron(wl.identity(100), wl.total(60))]))
+    rows = np.concatenate([np.arange(c.start, c.stop) for c in probe_chunks(lay, rows=120)])
+    assert np.array_equal(rows, [*range(20), *range(5980, 6020), *range(6040, 6080), *range(6140, 6160)])

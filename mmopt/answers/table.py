@@ -31,7 +31,7 @@ import numpy as np
 from mmopt.answers.grouping import grouping_plan, hierarchy_union, is_grouping_release
 from mmopt.answers.labels import Labeller, _check_rows
 from mmopt.answers.layout import DEFAULT_CHUNK_ROWS, Layout, layout_of
-from mmopt.answers.values import iter_values
+from mmopt.answers.values import check_answers, iter_values
 from mmopt.answers.variance import VarianceModel, check_output_privacy, check_released_with, noise_sd, variance_model
 from mmopt.answers.widths import Widths, bounds, widths
 from mmopt.privacy import Privacy
@@ -175,20 +175,11 @@ def plan_table(output, workload, strategy=None, privacy=None, *, attributes=None
 
 def _check_provenance(output, layout, strategy, estimate, answers, caller: str) -> None:
     """The output came from this workload and strategy, as far as it shows: its answers are W x̂ (checked on the
-    first rows), and its Δ and measurement count are the strategy's. Another workload with as many queries had its
-    answers labelled as this one's; another strategy had its standard errors and intervals computed from the wrong
-    A (identity for H₂: 5.66 where the truth is 4.42)."""
-    if answers is not None and layout.n_queries:
-        chunk = next(iter(layout.chunks(min(layout.n_queries, 4096))))
-        _, mine = next(iter_values(layout, estimate, [chunk]))
-        theirs = np.asarray(answers, dtype=float)[chunk.start:chunk.stop]
-        # relative to the data's own scale (an absolute floor of 10⁻⁸ let any workload's answers pass on data held
-        # as fractions): a 0/1 query's round-off is at most ~n·eps·‖x̂‖₁ however the family computes it
-        scale = max(float(np.abs(theirs).max(initial=0.0)), float(np.abs(estimate).sum()))
-        if not np.allclose(mine, theirs, rtol=1e-8, atol=1e-8 * max(scale, np.finfo(float).tiny)):
-            raise ValueError(f"The 'output' parameter of {caller} holds answers that are not W x̂ for workload "
-                             f"'{layout.name}' (they differ from its first {chunk.stop - chunk.start:,} queries of "
-                             "the estimate). Pass the workload the output was released for.")
+    first and last rows of every term), and its Δ and measurement count are the strategy's. Another workload with
+    as many queries had its answers labelled as this one's; another strategy had its standard errors and intervals
+    computed from the wrong A (identity for H₂: 5.66 where the truth is 4.42)."""
+    if answers is not None:
+        check_answers(layout, estimate, answers, caller)
     if strategy is not None:
         check_released_with(output, strategy, caller)
 

@@ -76,3 +76,36 @@ def _chunk_values(layout: Layout, x: np.ndarray, c: Chunk, cache: dict) -> np.nd
     lo = c.local - base
     out = out[lo:lo + c.stop - c.start]
     return out * t.weight if t.weight != 1.0 else out
+
+
+def check_answers(layout: Layout, estimate: np.ndarray, answers, caller: str) -> None:
+    """ValueError unless the released ``answers`` are W x̂ for ``layout``'s workload, on the rows of
+    :func:`probe_chunks`: another workload with as many queries had its answers labelled as this one's."""
+    if not layout.n_queries:
+        return
+    answers = np.asarray(answers, dtype=float)
+    # relative to the data's own scale (an absolute floor of 10⁻⁸ let any workload's answers pass on data held
+    # as fractions): a 0/1 query's round-off is at most ~n·eps·‖x̂‖₁ however the family computes it
+    scale = max(float(np.abs(answers).max(initial=0.0)), float(np.abs(estimate).sum()))
+    for chunk, mine in iter_values(layout, estimate, probe_chunks(layout)):  # one pass: each term's tail once
+        if not np.allclose(mine, answers[chunk.start:chunk.stop], rtol=1e-8,
+                           atol=1e-8 * max(scale, np.finfo(float).tiny)):
+            raise ValueError(f"The 'output' parameter of {caller} holds answers that are not W x̂ for workload "
+                             f"'{layout.name}' (some of queries {chunk.start:,} to {chunk.stop - 1:,}, in its term "
+                             f"'{layout.terms[chunk.term].name}', differ from the estimate's). Pass the workload "
+                             "the output was released for.")
+
+
+def probe_chunks(layout: Layout, rows: int = 4096) -> Iterator[Chunk]:
+    """The rows :func:`check_answers` recomputes: the first and last few of every term, about ``rows`` in all
+    (at least 8 a term). The first rows alone passed another workload whose first term was the same: marginals
+    listed in another order after a shared total had every later answer labelled with the wrong group, and sf1 with
+    one table weighted 3× showed the weight beside unweighted answers (a helper's audit)."""
+    k = max(8, rows // (2 * len(layout.terms)))
+    offset = 0
+    for t in layout.terms:
+        m = t.n_queries
+        spans = [(0, m)] if m <= 2 * k else [(0, k), (m - k, m)]
+        for lo, hi in spans:
+            yield from layout.chunks(hi - lo, offset + lo, offset + hi)
+        offset += m
