@@ -83,3 +83,18 @@ def test_low_level_solvers_refuse_what_they_would_solve_wrongly():
                        participation=mmopt.participation.fixed_epochs(2), options="x")
     # what they take still works: the Gram of W, symmetric to round-off
     assert solve_fixed_epochs(W.T @ W, 2).status == "optimal"
+
+
+def test_size_errors_name_the_callers_parameter():
+    """optimize has no 'n' and gram_sensitivity_squared's size is its 'gram', and MinSeparation.count/.patterns
+    named MinSeparation.participations (a helper's audit)."""
+    from mmopt import workload as wl
+    from mmopt.participation import gram_sensitivity_squared
+    with pytest.raises(ValueError, match="'workload' parameter of optimize must have a number of steps n that is a "
+                                         "multiple of the 3 epochs"):
+        mmopt.optimize(wl.prefix(8), privacy=mmopt.Privacy(1.0, 1e-6), participation=fixed_epochs(3))
+    with pytest.raises(ValueError, match="'gram' parameter of gram_sensitivity_squared"):
+        gram_sensitivity_squared(np.eye(8), fixed_epochs(3))
+    for method in ("count", "patterns"):
+        with pytest.raises(ValueError, match=f"'n' parameter of MinSeparation.{method}"):
+            getattr(min_separation(2, 2), method)(0)

@@ -123,3 +123,16 @@ def test_closed_form_sequences_match_their_defining_transform(kind, n):
     angles = (2 * k - 1) * np.pi / (2 * (2 * n + 1)) if kind == "prefix" else k * np.pi / (2 * (n + 1))
     direct = np.sin(np.outer(j, angles)).sum(axis=1)
     np.testing.assert_allclose(bound.sine_sums(kind, n, j), direct, rtol=1e-10, atol=1e-12 * n)
+
+
+def test_svd_bound_names_itself_and_its_parameter():
+    """n was checked only in the singular values' helpers, which named themselves (prefix_singular_values), and a
+    workload (mmopt.svd_bound's argument) got their TypeError (a helper's audit)."""
+    from mmopt import toeplitz
+    with pytest.raises(ValueError, match="'n' parameter of toeplitz.svd_bound"):
+        toeplitz.svd_bound(0)
+    with pytest.raises(ValueError, match="'n' parameter of toeplitz.svd_bound"):
+        toeplitz.svd_bound(-1, "all_range")
+    with pytest.raises(TypeError, match=r"toeplitz.svd_bound must be an integer.*svd_bound\(5, 'prefix'\)"):
+        toeplitz.svd_bound(toeplitz.prefix(5))
+    assert toeplitz.svd_bound(5) == pytest.approx(mmopt.svd_bound(toeplitz.prefix(5)), rel=1e-12)

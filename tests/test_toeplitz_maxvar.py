@@ -126,7 +126,7 @@ def test_an_unknown_kind_or_bad_targets_are_refused():
     a broadcasting error."""
     with pytest.raises(ValueError, match="'kind' parameter of mmopt.toeplitz.maxvar must be 'prefix' or"):
         rm.solve("bogus", 4, np.ones(10))
-    with pytest.raises(ValueError, match="'kind' parameter of svd_bound"):
+    with pytest.raises(ValueError, match="'kind' parameter of toeplitz.svd_bound"):
         toeplitz.svd_bound(5, "bogus")
     with pytest.raises(ValueError, match="must be > 0 .* Got 1 entries <= 0"):
         rm.solve("prefix", 4, np.array([1.0, 0.0, 1.0, 1.0]))

@@ -192,7 +192,7 @@ def run(workload, method, call: Call) -> OptimizeResult:
         raise ValueError(f"The 'objective' parameter of {CALLER} with participation={schema!r} must be one of "
                          f"{list(OBJECTIVES)}. Got {call.objective!r} instead.")
     G, n, stream = _gram(workload)
-    schema.check_n(n, CALLER)
+    schema.check_n(n, CALLER, name="workload")  # optimize has no 'n': the steps are the workload's columns
     if isinstance(schema, MinSeparation) and (k := schema.participations(n)) < schema.max_participations:
         # at most ⌈n/b⌉ steps b apart fit in n: min_separation(8, 3) at 16 steps is min_separation(8, 2), but the
         # routes chose by k: the banded fallback (6 % worse, local_optimum) on prefix sums, a refusal elsewhere

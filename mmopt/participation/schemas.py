@@ -149,13 +149,13 @@ class MinSeparation(Schema):
     def count(self, n: int) -> int:
         """The number of patterns: Σ_{m=1}^{k} C(n − (m − 1)(b − 1), m) (m steps among the slots left once each
         gap's b − 1 forced empty steps are removed)."""
-        k, b = self.participations(n), self.separation_steps
+        k, b = self.participations(self.check_n(n, "MinSeparation.count")), self.separation_steps
         return sum(math.comb(n - (m - 1) * (b - 1), m) for m in range(1, k + 1))
 
     def patterns(self, n: int) -> list[tuple[int, ...]]:
         """Every pattern of 1 to k steps. Not only the longest: a short one need not fit inside a longer one
         (n = 4, b = 3: {1} extends to none)."""
-        k, b = self.participations(n), self.separation_steps
+        k, b = self.participations(self.check_n(n, "MinSeparation.patterns")), self.separation_steps
         count = self.count(n)
         if count > MAX_PATTERNS:
             raise ValueError(f"MinSeparation.patterns: {count:,} patterns at n={n:,} (b={b}, k={k}) is above "

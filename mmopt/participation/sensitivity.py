@@ -305,7 +305,7 @@ def gram_sensitivity_squared(gram, participation) -> Sensitivity:
         d = float(np.diag(X).max())
         return _result(d, d, "single: max X_tt", always_exact=True)
     if isinstance(schema, FixedEpochs):
-        schema.check_n(n, caller)
+        schema.check_n(n, caller, name="gram")  # the steps are X's size: the function has no 'n'
         return _fixed_epochs(X, schema.epochs)
     if isinstance(schema, MinSeparation):
         return _min_separation(X, schema.separation_steps, schema.participations(n))

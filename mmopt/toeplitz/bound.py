@@ -118,7 +118,13 @@ def half_sums(kind: str, n: int, m: int) -> np.ndarray:
 
 def svd_bound(n: int, kind: str = "prefix") -> float:
     """(Σ_k σ_k)²/n: the SVD bound (Thm 5.26) for the prefix (or all-range) workload at unit privacy (total)."""
-    kind = v.check_choice(kind, name="kind", caller="svd_bound", choices=("prefix", "all_range"))
+    caller = "toeplitz.svd_bound"
+    if hasattr(n, "kind") and hasattr(n, "domain_size"):  # a StreamWorkload: mmopt.svd_bound takes those
+        raise TypeError(f"The 'n' parameter of {caller} must be an integer, the number of cells (with 'kind'). Got "
+                        f"a {type(n).__name__}: pass svd_bound({n.domain_size}, {n.kind!r}), or "
+                        "mmopt.svd_bound(workload) for the workload itself.")
+    n = check_n(n, caller)  # here, not in the singular values' helpers, which named themselves
+    kind = v.check_choice(kind, name="kind", caller=caller, choices=("prefix", "all_range"))
     s = prefix_singular_values(n) if kind == "prefix" else range_singular_values(n)
     return float(s.sum() ** 2 / n)
 
