@@ -26,6 +26,7 @@ from mmopt._base.hints import missing_attribute
 from mmopt._base.opendp import calibrated_scale as _noise_scale
 from mmopt._base.opendp import finite as _finite
 from mmopt._base.opendp import measure, post_process, simulation_scale
+from mmopt._base.probe import gram_probe
 from mmopt.dense._error_common import as_strategy as _as_strategy
 from mmopt.dense._mechanism_inputs import answer_plan as _answer_plan
 from mmopt.dense._mechanism_inputs import answers_available  # noqa: F401  (for the command line)
@@ -74,6 +75,9 @@ class MechanismOutput:
         The product domain's shape of a dense workload built as a product (``mmopt.workload.kron`` under 4,096
         cells), else None: :func:`mmopt.answers.answer` reads range specs on it, one item per attribute, as it
         does above 4,096 cells (``estimate`` stays flat, cells in C order).
+    strategy_probe : tuple of float or None
+        The strategy's :func:`mmopt._base.probe.gram_probe`, by which :mod:`mmopt.answers` refuses standard errors
+        asked with another strategy (None: not recorded, not checked).
     """
 
     answers: np.ndarray | None = field(repr=False)
@@ -87,6 +91,7 @@ class MechanismOutput:
     verified_loss: float | tuple | None = None
     reconstruction: Reconstruction | None = None
     shape: tuple[int, ...] | None = None
+    strategy_probe: tuple[float, float] | None = None
 
     def __getattr__(self, name: str):  # only for names the class lacks: where the answers' table lives
         raise missing_attribute(self, name)
@@ -154,7 +159,8 @@ def matrix_mechanism(workload: Workload, strategy, x, privacy: Privacy, *, rng=N
     xhat, how = _recon.estimate(workload, strategy, y, reconstruct, total=total, zeros=zeros, **tol)
     answers = _answers(workload, answered, xhat, caller)
     return MechanismOutput(answers, _finite(xhat, "x̂", caller), y, scale, privacy.noise, privacy,
-                           "simulation", sens, reconstruction=how, shape=_domain_shape(workload))
+                           "simulation", sens, reconstruction=how, shape=_domain_shape(workload),
+                           strategy_probe=gram_probe(lambda u: A @ u, A.shape[1]))
 
 
 def laplace_mechanism(workload: Workload, x, privacy: Privacy, *, rng=None, size: int | None = None
@@ -254,7 +260,7 @@ def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: f
                         f"reconstruct={reconstruct!r}")
     xhat, answers, how = done if done is not None else (None, None, None)
     return MechanismOutput(answers, xhat, y, scale, privacy.noise, privacy, "release", d_in, loss, how,
-                           _domain_shape(workload))
+                           _domain_shape(workload), gram_probe(lambda u: A @ u, A.shape[1]))
 
 
 # -- helpers ------------------------------------------------------------------------------------------

@@ -382,3 +382,36 @@ def test_another_workload_sharing_the_first_term_is_refused():
                               sw.kron(wl.identity(100), wl.total(60))]))
     rows = np.concatenate([np.arange(c.start, c.stop) for c in probe_chunks(lay, rows=120)])
     assert np.array_equal(rows, [*range(20), *range(5980, 6020), *range(6040, 6080), *range(6140, 6160)])
+
+
+def test_a_strategy_of_the_same_size_and_sensitivity_is_refused():
+    """Only A's row count and Δ were compared: l2_approx for all_range(32) passed for l2_approx for prefix(32) (both
+    32×32, Δ₂ = 1), and its standard errors were 0.63–1.22× the truth (intervals covering 79.5% at 95%); the
+    product route passed another product of as many rows (a helper's audit). Reordering or negating A's rows is the
+    same strategy (the same AᵀA and Δ) and passes."""
+    W = wl.prefix(32)
+    A1 = mmopt.optimize(W, method="l2_approx").strategy
+    A2 = mmopt.optimize(wl.all_range(32), method="l2_approx").strategy
+    assert A1.matrix.shape == A2.matrix.shape and A1.sensitivity("l2") == pytest.approx(A2.sensitivity("l2"))
+    x = np.arange(32.0)
+    for out in (mmopt.release(W, A1, x, GAUSS), mmopt.matrix_mechanism(W, A1, x, GAUSS, rng=0)):
+        with pytest.raises(ValueError, match="not the strategy the output was released with"):
+            ans.answers_table(out, W, A2, alpha=0.05)
+        with pytest.raises(ValueError, match="not the strategy the output was released with"):
+            ans.answer([(0, 3)], out, A2)
+        flipped = mmopt.Strategy(-A1.matrix[::-1])
+        t = ans.answers_table(out, W, flipped)
+        np.testing.assert_allclose(t["standard_error"], _dense_se(W, A1, out.noise_scale, out.noise), rtol=1e-9)
+    # the implicit route: H₂ ⊗ I released, I ⊗ H₂ (as many rows, the same Δ) given
+    from mmopt.structured import release as srelease
+    from mmopt.structured import strategies as ss
+    Wk = sw.kron(wl.prefix(8), wl.prefix(8))
+    B1 = ss.kron_strategy(st.hierarchical(8).matrix, np.eye(8))
+    B2 = ss.kron_strategy(np.eye(8), st.hierarchical(8).matrix)
+    assert B1.n_rows == B2.n_rows and B1.sensitivity("l1") == B2.sensitivity("l1")
+    for out in (smech.matrix_mechanism(Wk, B1, np.ones((8, 8)), EPS, rng=0),
+                srelease.release(Wk, B1, np.ones((8, 8)), EPS)):
+        t = ans.answers_table(out, Wk, B1)
+        np.testing.assert_allclose(t["standard_error"], _dense_se(Wk, B1, out.noise_scale, out.noise), rtol=1e-9)
+        with pytest.raises(ValueError, match="not the strategy the output was released with"):
+            ans.answers_table(out, Wk, B2)

@@ -31,3 +31,24 @@ def matches(mine: np.ndarray, theirs: np.ndarray) -> bool:
         return False
     scale = max(float(np.abs(theirs).max(initial=0.0)), float(np.finfo(float).tiny))
     return bool(np.allclose(mine, theirs, rtol=1e-8, atol=1e-8 * scale))
+
+
+def gram_probe(apply, n_cells: int) -> tuple[float, float]:
+    """(‖A u₁‖², ‖A u₂‖²) = u_kᵀ(AᵀA)u_k for two fixed probes u_k in [−1, 1)ⁿ, ``apply(u)`` = A u: the fingerprint
+    by which a release is matched to the strategy its standard errors are asked for. The variances depend on A
+    only through AᵀA and Δ (checked beside it), and these values do not change when A's rows are reordered or
+    negated; two strategies with as many rows and the same Δ passed before, with standard errors 0.5–2× the truth
+    (a helper's audit: l2_approx for prefix(32) given for l2_approx for all_range(32))."""
+    out = []
+    for k in (1, 2):
+        u = 2.0 * np.random.Generator(np.random.PCG64([_SEED, k])).random(n_cells) - 1.0
+        r = np.ravel(np.asarray(apply(u), dtype=float))
+        out.append(float(r @ r))
+    return out[0], out[1]
+
+
+def same_gram(mine, theirs) -> bool:
+    """Whether two :func:`gram_probe` values are one strategy's: 10⁻⁶ relative leaves room for round-off in A u
+    (a sum of n terms, computed by another route: dense product or Kronecker factors) where a different AᵀA moves
+    them at order 1."""
+    return all(abs(a - b) <= 1e-6 * max(abs(a), abs(b)) for a, b in zip(mine, theirs, strict=True))

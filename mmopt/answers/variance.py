@@ -29,11 +29,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.probe import gram_probe, same_gram
 from mmopt.answers.layout import DEFAULT_CHUNK_ROWS, Chunk, Layout, layout_of
 from mmopt.dense._strategy_core import Strategy
 from mmopt.dispatch import evaluate
 from mmopt.privacy import Privacy
 from mmopt.structured import _checks as ck
+from mmopt.structured.mechanism import implicit_probe
 from mmopt.structured.orbit_strategy import OrbitStrategy
 from mmopt.structured.per_query import KronVariance, kron_variance
 from mmopt.structured.strategies import ImplicitStrategy
@@ -92,6 +94,22 @@ def check_released_with(output, strategy, caller: str) -> None:
         raise ValueError(f"The 'strategy' parameter of {caller} has {rows:,} rows, but the output holds "
                          f"{count:,} measurements. Pass the strategy the output was released with.")
     check_released_delta(output, strategy, caller)
+    recorded, given = getattr(output, "strategy_probe", None), _probe(strategy)
+    if recorded is not None and given is not None and not same_gram(given, recorded):
+        raise ValueError(f"The 'strategy' parameter of {caller} is not the strategy the output was released with: "
+                         "it has as many rows and the same sensitivity, but another AᵀA (its probe "
+                         f"uᵀAᵀAu = {given[0]:.9g}, the release's {recorded[0]:.9g}), so its standard errors would "
+                         "not be the answers'. Pass the strategy the output was released with.")
+
+
+def _probe(strategy):
+    """:func:`gram_probe` of a dense or implicit strategy (None for other kinds: not checked)."""
+    if isinstance(strategy, ImplicitStrategy):
+        return implicit_probe(strategy)
+    A = strategy.matrix if isinstance(strategy, Strategy) else strategy if isinstance(strategy, np.ndarray) else None
+    if A is None or A.ndim != 2:
+        return None
+    return gram_probe(lambda u: A @ u, A.shape[1])
 
 
 def check_released_delta(output, strategy, caller: str) -> None:

@@ -24,6 +24,7 @@ from scipy.sparse.linalg import LinearOperator, lsmr
 from mmopt._base import validation as v
 from mmopt._base.hints import missing_attribute
 from mmopt._base.opendp import simulation_scale
+from mmopt._base.probe import gram_probe
 from mmopt.dense import _family_answers as family_answers
 from mmopt.dense._error_common import check_privacy, check_type
 from mmopt.privacy import Privacy
@@ -51,6 +52,11 @@ def kron_apply(matrices, x: np.ndarray) -> np.ndarray:
 def strategy_apply(strategy: ImplicitStrategy, x: np.ndarray) -> np.ndarray:
     """A x (flat, length p) for x shaped like the domain."""
     return np.concatenate([t.weight * kron_apply([f.matrix for f in t.factors], x).ravel() for t in strategy.terms])
+
+
+def implicit_probe(strategy: ImplicitStrategy) -> tuple[float, float]:
+    """:func:`mmopt._base.probe.gram_probe` of an implicit strategy, by its Kronecker factors."""
+    return gram_probe(lambda u: strategy_apply(strategy, u.reshape(strategy.shape)), strategy.domain_size)
 
 
 def strategy_apply_transpose(strategy: ImplicitStrategy, y: np.ndarray) -> np.ndarray:
@@ -165,6 +171,7 @@ class StructuredOutput:
     verified_loss: float | tuple | None = None    # release: OpenDP's privacy map at Δ (ε, or (ε, δ)); else None
     measurements: np.ndarray | None = field(default=None, repr=False)  # release: the noisy y = A x + z
     n_measurements: int | None = None  # simulation: A's rows, for mmopt.answers to check the strategy it is given
+    strategy_probe: tuple[float, float] | None = None  # A's gram_probe: mmopt.answers checks the strategy given
 
     @property
     def privacy(self):
@@ -226,7 +233,7 @@ def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, 
     ans = None if not answers else (answers[0] if size is None else np.stack(answers))
     return StructuredOutput(ans, est, scale, privacy.noise, report.sensitivity, report.sensitivity_exact,
                             expected_at(report, privacy, scale), report, info, reconstruction=combine(hows),
-                            n_measurements=int(strategy.n_rows))
+                            n_measurements=int(strategy.n_rows), strategy_probe=implicit_probe(strategy))
 
 
 def check_counts(x, strategy: ImplicitStrategy, caller: str) -> np.ndarray:

@@ -25,6 +25,7 @@ from mmopt.structured.mechanism import (
     answer,
     check_counts,
     expected_at,
+    implicit_probe,
     reconstruct_estimate,
     strategy_apply,
 )
@@ -111,4 +112,4 @@ def release(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: 
     xhat, ans, info, how = done if done is not None else (None, None, None, None)
     return StructuredOutput(ans, xhat, scale, privacy.noise, d_in, report.sensitivity_exact,
                             expected_at(report, privacy, scale), report, info, path="release", reconstruction=how,
-                            verified_loss=loss, measurements=y)
+                            verified_loss=loss, measurements=y, strategy_probe=implicit_probe(strategy))
