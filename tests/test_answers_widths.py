@@ -250,3 +250,23 @@ def test_laplace_intervals_of_a_residual_basis_on_a_small_domain_use_the_dense_l
     np.testing.assert_allclose((t["upper"] - t["lower"]).to_numpy(), (ref["upper"] - ref["lower"]).to_numpy(),
                                rtol=1e-9)
     assert np.all(t["lower"] < t["answer"]) and np.all(t["answer"] < t["upper"])
+
+
+def test_dense_laws_are_formed_block_by_block_with_the_same_widths(monkeypatch):
+    """The dense route formed q A⁺ for the whole chunk at once (up to 50,000 rows × p: 1.93 GB for
+    kron(prefix(32), all_range(32)), 0.86 GB now; a helper's audit); blocks smaller than the chunk give the same
+    half-widths."""
+    W, A = wl.all_range(12), st.hierarchical(12)
+    out = mmopt.matrix_mechanism(W, A, np.arange(12.0), mmopt.Privacy(1.0), rng=0)
+    whole = answers_table(out, W, A, alpha=0.1)
+    monkeypatch.setattr(wd, "DENSE_LAW_BLOCK", 5)  # 78 rows: 16 blocks, the last of 3 rows
+    blocks = answers_table(out, W, A, alpha=0.1)
+    # equal to round-off: the BLAS kernel may sum a 5-row block's products in another order (OpenBLAS's Haswell
+    # kernel did), and a law's quantile moves with its weights at ~10⁻¹⁵
+    np.testing.assert_allclose(blocks["upper"].to_numpy(), whole["upper"].to_numpy(), rtol=1e-12)
+    M = W.explicit_matrix()
+    laws = wd._dense_laws(lambda lo, hi: M[lo:hi], np.linalg.pinv(A.matrix))
+    from mmopt.answers.layout import Chunk
+    got = list(laws(Chunk(0, 3, 15, 3, 0, (), (3, 15))))
+    assert len(got) == 12 and all(c is got[0][1] for _, c in got)  # one counts array shared by every row
+    np.testing.assert_allclose(np.array([r for r, _ in got]), M[3:15] @ np.linalg.pinv(A.matrix), atol=1e-12)
