@@ -195,3 +195,30 @@ def test_import_mmopt_needs_neither_pandas_nor_pyarrow_and_tables_name_their_ext
     with pytest.raises(ImportError, match=r"mmopt\[tables\]"):
         ans.answers_table(res, W, A)
     assert ans.answer([(0, 2)], res, A).standard_error.shape == (1,)  # own queries need neither
+
+
+def test_grouping_sets_are_labelled_as_answers_table_lists_them():
+    """query_label and iter_labels refused a HierarchyWorkload that answers_table takes (a helper's audit): they
+    list the same union of level products, in answers_table's row order."""
+    import mmopt
+    from mmopt.hierarchy import Hierarchy, grouping_sets
+    h = Hierarchy.from_parents([[0, 0, 1]], level_names=("nation", "state", "county"), name="geo")
+    W = grouping_sets([h, 2], [("state", "a1"), ()])
+    geo = [g for c in ans.iter_labels(W) for g in c.columns["geo"].tolist()]
+    assert geo == ["[0, 1]", "[0, 1]", "2", "2", "*"]
+    assert ans.query_label(W, 4) == {"query": 4, "term": 1, "table": "total", "geo": "*", "a1": "*", "weight": 1.0}
+    P = mmopt.Privacy(1.0, 1e-6)
+    A = mmopt.optimize(W, privacy=P, method="hierarchy").strategy
+    out = mmopt.release(W, A, np.arange(6.0).reshape(3, 2), P)
+    t = ans.answers_table(out, W, A)
+    assert t["geo"].tolist() == geo and t["table"].tolist()[-1] == "total"
+    with pytest.raises(TypeError, match="'strategy' parameter of per_query_variances must be .* Got NodeStrategy. "
+                                        "For grouping sets, mmopt.evaluate"):
+        list(ans.per_query_variances(W, A))
+
+
+def test_all_predicate_past_62_cells_is_refused_by_name():
+    """2ⁿ − 1 rows past int64 indices: numpy's 'Maximum allowed dimension exceeded' (a helper's audit)."""
+    assert ans.query_label(wl.all_predicate(62), 2**62 - 2)["a0"] == "*"
+    with pytest.raises(ValueError, match=r"'workload' parameter of query_label has all_predicate\(64\), 2\^64 − 1"):
+        ans.query_label(wl.all_predicate(64), 5)

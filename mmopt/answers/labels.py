@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mmopt.answers.grouping import hierarchy_union
 from mmopt.answers.layout import DEFAULT_CHUNK_ROWS, Chunk, Layout, layout_of, range_ends
 from mmopt.structured import census
 
@@ -81,6 +82,8 @@ def iter_labels(workload, *, chunk_rows: int = DEFAULT_CHUNK_ROWS, attributes=No
     >>> [c.columns["a0"].tolist() for c in iter_labels(wl.all_range(3), chunk_rows=4)]
     [['[0, 0]', '[0, 1]', '[0, 2]', '[1, 1]'], ['[1, 2]', '[2, 2]']]
     """
+    if not isinstance(workload, Layout):  # grouping sets (answers_table's rows) as their union, as answers_table does
+        workload, attributes, terms = hierarchy_union(workload, attributes, terms, "iter_labels")
     layout = workload if isinstance(workload, Layout) else layout_of(workload, attributes=attributes, terms=terms,
                                                                      caller="iter_labels")
     labeller = Labeller()
@@ -98,6 +101,7 @@ def query_label(workload, i: int, *, attributes=None, terms=None) -> dict:
     {'query': 4150, 'term': 32, 'table': 'PCT12A-O', 'sex': '*', 'hispanic': 'not hispanic (1)', \
 'race': 'two or more race flags, or none', 'age': '*', 'weight': 1.0}
     """
+    workload, attributes, terms = hierarchy_union(workload, attributes, terms, "query_label")
     layout = layout_of(workload, attributes=attributes, terms=terms, caller="query_label")
     m = layout.n_queries
     if isinstance(i, bool) or not isinstance(i, int | np.integer) or not 0 <= i < m:

@@ -251,6 +251,12 @@ def _strategy(strategy, caller: str):
     if strategy is None:
         raise TypeError(f"The 'strategy' parameter of {caller} must be a strategy (a Strategy, an implicit one or a "
                         "matrix). Got None: the expected errors need the strategy measured.")
+    if not isinstance(strategy, np.ndarray | list | tuple) and not hasattr(strategy, "__array__"):
+        # a grouping-sets strategy (HierarchyStrategy, NodeStrategy) reached float() in np.asarray: a raw TypeError
+        other = (" For grouping sets, mmopt.evaluate(workload, strategy, privacy, per_query=True) lists every "
+                 "query's variance." if hasattr(strategy, "layout") or hasattr(strategy, "weights") else "")
+        raise TypeError(f"The 'strategy' parameter of {caller} must be a Strategy, an implicit strategy, a "
+                        f"Toeplitz strategy or a matrix. Got {type(strategy).__name__}.{other}")
     return Strategy(np.asarray(strategy, dtype=float))
 
 
