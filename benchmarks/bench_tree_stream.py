@@ -9,8 +9,11 @@ p-Identity form (columns scaled to Δ₁ = 1) scored by Woodbury, O(p·n²) (CPU
 exact total at ε = 1 and its ratio to the certified
 lower bound (mmopt.toeplitz's, valid under Laplace noise), the Toeplitz square root with unit column norms (what
 release's ε-DP refusals named before) as a ratio to H_b, ``optimize`` under Privacy(1) (CPU s, the strategy it
-returns: auto scores :func:`mmopt.toeplitz.trees.branchings`, whose best is listed too), and one
-release (CPU s, OpenDP's Laplace sampler for every node) up to ``--release-max`` cells. BLAS on one thread.
+returns: auto scores :func:`mmopt.toeplitz.trees.branchings`, whose best is listed too; where auto's ε-DP search
+runs, below 8,192 cells, it returns a p-Identity strategy instead, and the tree candidate it beat is listed) and its
+error over the tree's, and one
+release (CPU s, OpenDP's Laplace sampler for every node) up to ``--release-max`` cells. BLAS on one thread;
+``optimize`` with seed 0 (its search is seeded).
 """
 
 from __future__ import annotations
@@ -29,11 +32,12 @@ import numpy as np  # noqa: E402
 
 import mmopt  # noqa: E402
 from mmopt import toeplitz  # noqa: E402
+from mmopt.auto import trees as auto_trees  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "bench_tree_stream.txt"
 HEAD = (f"{'workload':<10} {'n':>9} {'H':>4} {'tree s':>7} {'vs oracle':>9} {'p-Id s':>7} {'p-Id/tree':>9} "
         f"{'error (ε=1)':>13} "
-        f"{'/bound':>7} {'sqrt/tree':>9} {'auto s':>7} {'auto':>8} {'release s':>9}")
+        f"{'/bound':>7} {'sqrt/tree':>9} {'auto s':>7} {'auto':>9} {'auto/tree':>9} {'release s':>9}")
 EPS = mmopt.Privacy(1.0)
 
 
@@ -43,7 +47,7 @@ def _cpu(f):
     return out, time.process_time() - c0
 
 
-def row(kind: str, n: int, S, release_max: int, auto: tuple[float, str]) -> str:
+def row(kind: str, n: int, S, release_max: int, auto: tuple[float, str, float]) -> str:
     """One tree ``S`` (unit or searched level weights) on ``kind``: see the module docstring."""
     W = getattr(toeplitz, kind)(n)
     b = S.branching
@@ -69,7 +73,7 @@ def row(kind: str, n: int, S, release_max: int, auto: tuple[float, str]) -> str:
         rel = f"{s:.2f}"
     return (f"{kind:<10} {n:>9,} {S.name:>4} {tree_s:>7.3f} {same:>9} {wood_s:>7} {old_ratio:>9} {error:>13.6e} "
             f"{delta2 * total / bound:>7.2f} "
-            f"{root / error:>9.1f} {auto[0]:>7.2f} {auto[1]:>8} {rel:>9}")
+            f"{root / error:>9.1f} {auto[0]:>7.2f} {auto[1]:>9} {auto[2] / error:>9.3f} {rel:>9}")
 
 
 def main(argv=None) -> None:
@@ -83,12 +87,15 @@ def main(argv=None) -> None:
     for kind in ("prefix", "all_range"):
         for n in args.sizes:
             W = getattr(toeplitz, kind)(n)
-            r, s = _cpu(lambda W=W: mmopt.optimize(W, privacy=EPS, verbose=False))
+            r, s = _cpu(lambda W=W: mmopt.optimize(W, privacy=EPS, seed=0, verbose=False))
             trees = [toeplitz.tree(n, b) for b in (8, 16)]
             if isinstance(r.strategy, toeplitz.TreeStrategy):
                 trees += [toeplitz.tree(n, r.strategy.branching), r.strategy]
+            else:  # auto's search won: list the tree candidate it beat (the best branching, unit and searched weights)
+                chosen: dict = {}
+                trees += [auto_trees.tree(W, chosen).strategy, auto_trees.weighted_tree(W, chosen).strategy]
             for S in sorted(set(trees), key=lambda S: (S.branching, S.level_weights is not None)):
-                line = row(kind, n, S, args.release_max, (s, r.strategy.name))
+                line = row(kind, n, S, args.release_max, (s, r.strategy.name, EPS.variance_factor * r.objective))
                 print(line, flush=True)
                 lines.append(line)
     args.out.write_text("\n".join(lines) + "\n")
