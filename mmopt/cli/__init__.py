@@ -293,6 +293,8 @@ def _in_command_words(message: str, args) -> str:
     dest = _OPTIONS.get(m.group(1)) if m else None
     if dest is None or not hasattr(args, dest) or message[m.end():].startswith(" --"):  # "of release --alpha"
         return message
+    if "(building '" in message:  # a workload spec's own field (random_range:8:5:-1's seed), not the option
+        return message
     return f"--{dest.replace('_', '-')} (the '{m.group(1)}' parameter of {m.group(2)})" + message[m.end():]
 
 

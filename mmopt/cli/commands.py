@@ -201,6 +201,12 @@ def optimize(args) -> int:
                          "--objective total. Drop one of them.")
     W = build_workload(args.spec)
     P = _privacy(args)
+    if args.save and args.norm is not None and args.norm != P.sensitivity_norm:
+        # mmopt.save refuses a strategy optimised in another norm than its budget's noise, and the command line
+        # saves with its budget: this failed after the whole run (14 CPU s for all_range:16; a helper's audit)
+        raise ValueError(f"--save stores the strategy with its budget ({P.noise} noise, Δ in {P.sensitivity_norm}), "
+                         f"which --norm {args.norm} contradicts. Drop --norm (the budget picks the norm), or pass "
+                         f"{'--delta' if args.norm == 'l2' else 'no --delta'} to match it.")
     options = {}
     for key, value in (parse_option(o) for o in args.option or ()):
         if key in options and options[key] != value:  # the last had won without a word (a newcomer's audit)
@@ -232,6 +238,9 @@ def optimize(args) -> int:
     # with --target the objective is the largest variance over the target (it said c·objective: 4.99 for 19.97)
     relation = (f"{figure} = c·objective·target with c = {P.variance_factor:.6g}, target = {args.target:g}"
                 if args.target is not None else f"{figure} = c·objective with c = {P.variance_factor:.6g}")
+    if res.norm != P.sensitivity_norm:  # --norm: the objective is in the other norm, the error in the budget's
+        relation = (f"the objective is in {res.norm}, the error below in {P.sensitivity_norm} ({P.noise} noise), "
+                    "so they are not c·objective apart")
     text += "\n\n" + out.table(record["evaluate"].items(), f"Its expected error at ε={P.epsilon:g}, δ={P.delta:g} "
                                 f"(objective and lower_bound above are at unit noise; {relation}):")
     _emit(args, record, text)
@@ -283,6 +292,7 @@ def plan(args) -> int:
                                   f"--epsilon {p.epsilon!r}{delta} --out answers.csv")
         if not args.save:
             record["release_note"] = "FILE.npz: plan again with --save FILE.npz (the planned strategy meets them)"
-    text = out.table(list(record.items()), f"plan({W.name}, {args.kind} <= {args.target:g}):")
+    shown = dict(record, epsilon=out.upward(p.epsilon), rho=None if p.rho is None else out.upward(p.rho))
+    text = out.table(list(shown.items()), f"plan({W.name}, {args.kind} <= {args.target:g}):")
     _emit(args, record, text)
     return 0
