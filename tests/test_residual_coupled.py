@@ -204,3 +204,31 @@ def test_an_ill_conditioned_coupled_pair_is_exact_or_not_scored(theta):
         assert r.total_squared_error == pytest.approx(want, rel=1e-8)
     else:
         assert r.total_lower <= want * (1 + 1e-9) and r.total_squared_error >= want * (1 - 1e-9)
+
+
+def test_a_light_non_constant_row_keeps_its_factor_active():
+    """A workload factor whose Gram is within 10⁻¹² of βJ was classified a total: [10⁷·1ᵀ; e₀ − e₁] is, and the
+    pair (0, 1) its light row needs, which no block measures, was never checked — an 'exact' total of 4.6·10¹⁶ (a
+    helper's audit; the dense oracle refuses). Its rows decide now: a factor is a total only if each row is."""
+    rng = np.random.default_rng(5)
+
+    def eqcol(p, n):  # equal column norms (Δ₂ exact)
+        M = rng.normal(size=(p, n))
+        return M / np.linalg.norm(M, axis=0)
+
+    T = np.ones((1, 4))
+    A = ss.union_strategy([ss.kron_strategy(eqcol(5, 4), T, T), ss.kron_strategy(T, eqcol(5, 4), T),
+                           ss.kron_strategy(T, T, eqcol(5, 4)), ss.kron_strategy(T, T, T)])
+    P = mmopt.Privacy(1.0, 1e-6)
+    W = sw.kron(sw.predicates(np.array([[1e7] * 4, [1.0, -1.0, 0, 0]])), sw.identity(4), sw.total(4))
+    assert cp.unit_error(W, A) is None
+    with pytest.raises(ValueError, match="does not support|no block"):
+        mmopt.structured.evaluate(W, A, P, dense_limit=0)
+    with pytest.raises(ValueError, match="does not support"):
+        mmopt.evaluate(W.to_workload(), A.to_strategy(), P)
+    # the supported twin (a constant light row) is still a total, and coupled scores it exactly
+    twin = sw.kron(sw.predicates(np.array([[1e7] * 4, [0.3] * 4])), sw.identity(4), sw.total(4))
+    r = mmopt.structured.evaluate(twin, A, P, dense_limit=0)
+    dense = mmopt.evaluate(twin.to_workload(), A.to_strategy(), P)
+    assert (r.method, r.total_exact) == ("coupled", True)
+    assert r.total_squared_error == pytest.approx(dense.total_squared_error, rel=1e-8)

@@ -171,3 +171,20 @@ def test_the_accuracy_check_counts_the_workloads_own_round_off():
     r = mmopt.evaluate(W, A)
     delta2 = r.sensitivity**2
     assert r.total_lower <= delta2 * exact * (1 + 1e-9) and r.total_squared_error >= delta2 * exact * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("heavy", [1e8, 1e9, 1e10])
+def test_a_light_query_is_judged_by_its_rows_whatever_the_sign_of_the_grams_share(heavy):
+    """Past 10⁸ : 1 weights G = WᵀW loses the light query (1, −2, 1) altogether, and its share where D = 0 was
+    round-off ≤ 0, so the per-row test was skipped: an 'exact' total of 8.6·10²⁰ (a helper's audit). The rows are
+    read wherever D has zeros; the dense oracle refuses the pair."""
+    A0 = np.array([[1.0, 1, 1], [1, 0, -1]])  # its row space misses (1, −2, 1)
+    A = ss.union_strategy([ss.kron_strategy(A0, np.eye(4), np.eye(4)),
+                           ss.kron_strategy(np.ones((1, 3)), np.ones((1, 4)), np.ones((1, 4)))])
+    W = sw.kron(sw.predicates(np.array([[heavy, 0, -heavy], [1.0, -2, 1]])), wl.identity(4), wl.identity(4))
+    with pytest.raises(Unsupported, match="a query has weight"):
+        eb.unit(W, A)
+    with pytest.raises(ValueError, match="does not support|no block"):
+        mmopt.structured.evaluate(W, A, mmopt.Privacy(1.0), dense_limit=0)
+    with pytest.raises(ValueError, match="does not support"):
+        mmopt.evaluate(W.to_workload(), A.to_strategy(), mmopt.Privacy(1.0))

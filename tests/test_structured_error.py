@@ -441,3 +441,38 @@ def test_a_light_term_off_the_row_space_is_refused_by_the_algebra_route():
     dense = mmopt.evaluate(twin.to_workload(), A.to_strategy(), mmopt.Privacy(1.0, 1e-6))
     assert (r.method, r.total_exact) == ("algebra", True)
     assert r.total_squared_error == pytest.approx(dense.total_squared_error, rel=1e-9)
+
+
+def test_the_bracket_judges_each_query_by_its_own_norm():
+    """mixed_upper accepted a piece of a factor's root, and the bracket's algebra sub-union a term, on the Gram's
+    share alone: (1, −2, 1) beside 10⁷·(1, 0, −1) is 10⁻¹⁴ of it, and a workload whose light queries no block
+    measures got a finite bracket (and a finite max_variance_upper for a query of infinite variance; a helper's
+    audit). The dense oracle refuses each pair; forced past the dense path, so does the bracket (the second pair's
+    total and attribute-1 marginal blocks are its algebra sub-union)."""
+    A0 = np.array([[1.0, 1, 1], [1, 0, -1]])  # its row space misses (1, −2, 1) and (1, −1, 0)
+    rng = np.random.default_rng(1)
+    P = mmopt.Privacy(1.0)  # Laplace: the coupled route (L2 only) does not take the last pair first
+    mixed = ss.union_strategy([ss.kron_strategy(A0, rng.normal(size=(6, 4)), np.eye(4)),
+                               ss.kron_strategy(A0, rng.normal(size=(6, 4)), np.eye(4))])
+    W1 = sw.kron(sw.predicates(np.array([[1e7, 0, -1e7], [1.0, -2, 1]])), wl.identity(4), wl.identity(4))
+    blocks = ss.union_strategy([ss.kron_strategy(np.ones((1, 3)), np.eye(4)), ss.kron_strategy(np.ones((1, 3)),
+                                np.ones((1, 4))), ss.kron_strategy(A0, rng.normal(size=(5, 4)))])
+    W2 = sw.kron(sw.predicates(np.array([[1e7] * 3, [1.0, -1, 0]])), wl.identity(4))
+    for W, A in ((W1, mixed), (W2, blocks)):
+        with pytest.raises(ValueError, match="does not support|no block"):
+            analysis.evaluate(W, A, P, dense_limit=0)
+        with pytest.raises(ValueError, match="does not support"):
+            mmopt.evaluate(W.to_workload(), A.to_strategy(), P)
+    # supported, but its light query e₂ = 1 − e₀ − e₁ only the union answers: the sub-union's 'certified' upper end
+    # 2.6740734556852564e16 left its error out, below the dense total 2.6740734556853348e16. No block, piece or
+    # sub-union certifies it now, so the bracket declines, as it does the same pair without the heavy row
+    alg = ss.union_strategy([ss.kron_strategy(np.ones((1, 3)), np.eye(4)), ss.kron_strategy(np.ones((1, 3)),
+                            np.ones((1, 4))), ss.kron_strategy(np.eye(3)[:2], rng.normal(size=(5, 4)))])
+    W3 = sw.kron(sw.predicates(np.array([[1e7] * 3, [0, 0, 1.0]])), wl.identity(4))
+    truth = mmopt.evaluate(W3.to_workload(), alg.to_strategy(), P).total_squared_error
+    try:
+        r = analysis.evaluate(W3, alg, P, dense_limit=0)
+    except ValueError as exc:
+        assert "no exact method" in str(exc)  # no claim that A misses a query
+    else:
+        assert r.total_lower <= truth * (1 + 1e-15) and truth * (1 - 1e-15) <= r.total_squared_error

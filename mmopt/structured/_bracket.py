@@ -30,6 +30,7 @@ from scipy import linalg
 
 from mmopt._base.guards import Unsupported
 from mmopt.dense.support import support_tolerance, unmeasured_cells
+from mmopt.structured import _rows as rw
 from mmopt.structured import algebra as alg
 from mmopt.structured import factors as fc
 
@@ -77,15 +78,21 @@ def supports(Wf, Af, cache) -> bool:
     if Af.matrix is not None and np.any(unmeasured_cells(Af.matrix, np.diag(Wf.mean_gram))):  # G's own diagonal:
         # an eigen-root's F Fᵀ puts round-off on cells no query uses; a cell Aᵢ never measures that Wᵢ uses,
         return False  # however lightly, is off Aᵢ's row space (the dense rule's exact case)
-    n = F.shape[0]
-    off = np.sum((inv.null.T @ F) ** 2, axis=0)  # each root column's squared norm off the row space
-    norms = np.sum(F * F, axis=0)
-    if float(off.sum()) > support_tolerance(n) * float(norms.sum()):
-        return False
-    if not fc.root_is_rows(Wf):
+    return _piece_supported(F, inv, Wf, cache)  # the whole root: its share, and each row's
+
+
+def _piece_supported(F, inv, Wf, cache) -> bool:
+    """Whether F (Wf's root, or a piece of it in :func:`mixed_upper`) lies in a strategy factor's row space
+    (``inv``): its Gram's share and, where the root's columns are Wf's rows, each column's part off it over that
+    row's own ‖r‖². mixed_upper took a piece on the share alone: (1, −2, 1) beside 10⁷·(1, 0, −1) passed, and a
+    finite bracket stood for a workload with queries of infinite variance (a helper's audit)."""
+    if not inv.null.shape[1]:
         return True
-    keep = norms > 0  # the root's columns are Wᵢ's rows: each judged by its own norm (all-zero rows skipped)
-    return float(np.max(off[keep] / norms[keep], initial=0.0)) <= support_tolerance(n)
+    off = np.sum((inv.null.T @ F) ** 2, axis=0)
+    if float(off.sum()) > support_tolerance(F.shape[0]) * float(np.sum(F * F)):
+        return False
+    root = cache.get(fc.workload_root, Wf)
+    return not (fc.root_is_rows(Wf) and rw.columns_off(off, np.sum(root * root, axis=0), F.shape[0]))
 
 
 def block_term(t, block, cache, caller) -> tuple[float, float, float]:
@@ -110,33 +117,6 @@ def algebra_terms(workload, terms, co, cache):
     traces = [alg.projection_traces([cache.get(fc.workload_gram, f) for f in t.factors], shape, t.weight**2)
               for t in workload.terms]
     return traces, inv, pos
-
-
-def row_parts(stats: tuple[np.ndarray, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(a, b): each distinct row's residual part ‖r‖² − (1ᵀr)²/n (clipped at 0) and total part (1ᵀr)²/n, from its
-    ``row_stats`` (‖r‖², 1ᵀr) on n cells."""
-    q, s = stats
-    return np.clip(q - s**2 / n, 0.0, None), s**2 / n
-
-
-def algebra_row_upper(t, inv, shape, cache, total: float) -> tuple[float | None, float]:
-    """(max variance found, proven upper) of term t's queries under spectrum⁻¹ ``inv`` (algebra path); with a
-    Gram-only factor (no rows to rank) (None, ``total``): no query's variance exceeds its term's total."""
-    if not all(f.knows_rows for f in t.factors):
-        return None, total
-    stats = [cache.get(fc.row_stats, f) for f in t.factors]
-    a, b = zip(*(row_parts(st, n) for st, n in zip(stats, shape, strict=True)), strict=True)
-    amax, bmax = np.array([x.max() for x in a]), np.array([x.max() for x in b])
-    up = t.weight**2 * float(np.where(alg.subset_bits(len(shape)), amax, bmax).prod(axis=1) @ inv)
-    if math.prod(len(q) for q, _ in stats) <= 4096:  # every distinct row kind: exact
-        grids = np.meshgrid(*[np.arange(len(q)) for q, _ in stats], indexing="ij")
-        idx = [g.ravel() for g in grids]
-    else:  # the rows maximising each per-factor quantity: attained, maybe not the max
-        idx = [np.array([np.argmax(x), np.argmax(y), np.argmax(x + y)]) for x, y in zip(a, b, strict=True)]
-    sq = [stats[i][0][ix] for i, ix in enumerate(idx)]
-    sm = [stats[i][1][ix] for i, ix in enumerate(idx)]
-    mx = t.weight**2 * float(np.max(alg.row_variances(inv, sq, sm, shape)))
-    return mx, max(up, mx)
 
 
 def term_lower(t, strategy, start, cache, *, sweeps: int = SWEEPS) -> float:
@@ -235,9 +215,8 @@ def mixed_upper(t, strategy, cache, memo: dict | None = None, *, max_pieces: int
             if key not in memo:
                 inv = cache.get(fc.strategy_inverse, Af)
                 Y = [inv.B.T @ F for F in splits[i]]
-                ok = [not (inv.null.shape[1] and float(np.sum((inv.null.T @ F) ** 2))
-                           > support_tolerance(F.shape[0]) * float(np.sum(F * F))) for F in splits[i]]
-                memo[key] = (np.array([[float(np.sum(y * z)) for z in Y] for y in Y]), ok, Af, t.factors[i])
+                memo[key] = (np.array([[float(np.sum(y * z)) for z in Y] for y in Y]),
+                             [_piece_supported(F, inv, t.factors[i], cache) for F in splits[i]], Af, t.factors[i])
             per.append(memo[key][:2])
         mask = np.array([all(per[i][1][p[i]] for i in range(d)) for p in pieces])
         C = np.ones((P, P)) / b.weight**2
@@ -286,10 +265,11 @@ def bracket(workload, strategy, cache, caller, *, algebra_co):
         if alg_parts is not None:
             traces, inv, pos = alg_parts
             tr = traces[k]
-            if float(np.sum(tr[~pos])) <= support_tolerance(tr.size) * float(np.sum(tr)):
+            # the algebra path's own rule, each query too: G's share alone let a light query through (as above)
+            if not rw.term_off_range(t, tr, pos, workload.shape, cache):
                 u = float(tr[pos] @ inv[pos])
                 if best is None or u < best[0]:
-                    best = (u, None, algebra_row_upper(t, inv, workload.shape, cache, u)[1], None)
+                    best = (u, None, rw.algebra_row_upper(t, inv, workload.shape, cache, u)[1], None)
         mixed = mixed_upper(t, strategy, cache, memo) if len(blocks) > 1 else None
         if mixed is not None and (best is None or mixed < best[0]):
             best = (mixed, best[1] if best else None, best[2] if best else math.inf, best[3] if best else None)

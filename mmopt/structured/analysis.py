@@ -43,10 +43,10 @@ from mmopt._base.guards import Unsupported
 from mmopt.dense._error_common import check_privacy, check_type, resolve_norm
 from mmopt.dense._queries import has_per_query
 from mmopt.dense._strategy_core import NORMS, Strategy, max_column_norm
-from mmopt.dense.support import support_tolerance
 from mmopt.privacy import Privacy
 from mmopt.structured import _bracket as br
 from mmopt.structured import _checks as ck
+from mmopt.structured import _rows as rw
 from mmopt.structured import algebra as alg
 from mmopt.structured import bounds, eigenbasis
 from mmopt.structured import factors as fc
@@ -233,34 +233,17 @@ def _algebra_coefficients(terms, cache):
     return None if any(c is None for cs in co for c in cs) else co
 
 
-def _row_off_range(t, pos, shape, cache) -> bool:
-    """Whether some query of term t surely has weight where λ_T = 0: per attribute, a row's residual and total
-    shares of its own ‖r‖² (``row_stats``), their largest over the factor's rows, multiplied over T's attributes —
-    attained by one product query. G's share let a light row beside a 10⁷-weighted one through (a helper's audit)."""
-    if all(pos) or not all(f.knows_rows for f in t.factors):
-        return False
-    res, tot = [], []  # per attribute, the largest residual and total share of a row's own ‖r‖²
-    for f, n in zip(t.factors, shape, strict=True):
-        stats = cache.get(fc.row_stats, f)
-        q = np.where(stats[0] > 0, stats[0], 1.0)
-        a, b = br.row_parts(stats, n)
-        res.append(float(np.max(a / q)))
-        tot.append(float(np.max(b / q)))
-    share = np.where(alg.subset_bits(len(shape)), np.array(res), np.array(tot)).prod(axis=1)
-    return bool(np.max(share[~pos], initial=0.0) > support_tolerance(math.prod(shape)))  # the dense row rule
-
-
 def _algebra(workload, terms, co, cache, caller):
     per_term, inv, pos = br.algebra_terms(workload, terms, co, cache)
     traces = sum(per_term)
     # each term by itself, as the bracket judges them: summed first, a 10⁻³-weighted term wholly off A's row space
     # beside a 10⁴-weighted one passed as round-off and got an "exact" total (a helper's audit)
-    if any(float(np.sum(tr[~pos])) > support_tolerance(tr.size) * float(np.sum(tr)) for tr in per_term) or \
-            any(_row_off_range(t, pos, workload.shape, cache) for t in workload.terms):
+    if any(rw.term_off_range(t, tr, pos, workload.shape, cache) for t, tr in zip(workload.terms, per_term,
+                                                                                  strict=True)):
         raise Unsupported(f"{caller}: the strategy does not support workload '{workload.name}': its Gram has "
                          "weight on eigenspaces where AᵀA is zero. Add marginals covering those attributes.")
     unit = float(traces[pos] @ inv[pos])
-    rows = [br.algebra_row_upper(t, inv, workload.shape, cache, float(tr[pos] @ inv[pos]))
+    rows = [rw.algebra_row_upper(t, inv, workload.shape, cache, float(tr[pos] @ inv[pos]))
             for t, tr in zip(workload.terms, per_term, strict=True)]
     mx = None if any(r[0] is None for r in rows) else max(r[0] for r in rows)  # a Gram-only factor: None
     return unit, mx, max(r[1] for r in rows)

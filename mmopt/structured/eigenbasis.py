@@ -107,13 +107,16 @@ def unit(workload, strategy, caller: str = "evaluate") -> float | None:
         if share > CLEAR_LEAK:
             raise Unsupported(f"{caller}: strategy '{strategy.name}' does not support workload '{workload.name}': "
                               "its Gram has weight on eigendirections where AᵀA is zero. Add rows covering them.")
-        if share > 0.0 and not np.all(pos):
+        # the rows are read whatever the share's sign: past 10⁸ : 1 weights G = WᵀW loses a light query outright, its
+        # share where D = 0 was round-off ≤ 0, and the pair got an "exact" total (a helper's audit); a share ≤ 0 the
+        # rows cannot settle stays accepted, as the Gram-only rule accepts it
+        if not np.all(pos):
             verdict = _row_leak(t, bases, pos, support_tolerance(D.size))
             if verdict == "refuse":
                 raise Unsupported(f"{caller}: strategy '{strategy.name}' does not support workload "
                                   f"'{workload.name}': a query has weight on eigendirections where AᵀA is zero. Add "
                                   "rows covering them.")
-            undecided = undecided or verdict == "undecided"
+            undecided = undecided or (verdict == "undecided" and share > 0.0)
         total += float(np.sum(g[pos] / D[pos]))
         slope += float(np.sum(np.abs(g[pos]) / D[pos] ** 2))  # |g|: a round-off negative g made the slope negative
     if undecided:

@@ -36,6 +36,8 @@ import numpy as np
 from scipy import linalg
 
 from mmopt.dense.profile import numerical_rank
+from mmopt.dense.support import support_tolerance
+from mmopt.structured import _rows as rw
 from mmopt.structured import factors as fc
 from mmopt.structured._dual_blocks import _householder
 
@@ -114,7 +116,11 @@ def _workload_terms(workload, memo: dict) -> list[_Term] | None:
         G = np.asarray(fc.workload_gram(f), dtype=float)
         n = G.shape[0]
         beta = float(G.mean())
-        if beta > 0 and float(np.max(np.abs(G - beta))) <= 1e-12 * beta:
+        # a total only if each row is constant (to its own norm) where the rows are known: [10⁷·1ᵀ; e₀ − e₁] has a
+        # Gram within 10⁻¹² of βJ, and the pair its light row needs, measured by no block, went unchecked (an
+        # 'exact' 4.6·10¹⁶; a helper's audit)
+        if beta > 0 and float(np.max(np.abs(G - beta))) <= 1e-12 * beta and not (
+                fc.root_is_rows(f) and rw.row_shares(fc.row_stats(f), n)[0] > support_tolerance(n)):
             return "T", beta * n
         # equal Grams share one object, so that pairs with equal factors share their pieces
         same = ("gram", G.shape, G.tobytes())

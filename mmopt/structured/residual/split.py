@@ -40,6 +40,7 @@ import numpy as np
 
 from mmopt._base.guards import Unsupported
 from mmopt.dense.support import support_tolerance
+from mmopt.structured import _rows as rw
 from mmopt.structured import factors as fc
 from mmopt.structured.residual import closure as cl
 from mmopt.structured.residual import strategy as rs
@@ -56,11 +57,13 @@ _ZERO = 1e-12
 
 @dataclass(frozen=True)
 class _Parts:
-    """One workload factor split: t = 1ᵀG1/n² (its share on span(1)), its Gram G and Π⊥GΠ⊥ (its residual part)."""
+    """One workload factor split: t = 1ᵀG1/n² (its share on span(1)), its Gram G, Π⊥GΠ⊥ (its residual part) and,
+    when its root is its rows, a row's largest residual and total shares of its own ‖r‖² (else None)."""
 
     total: float
     gram: np.ndarray
     residual: np.ndarray
+    shares: tuple[float, float] | None
 
     @property
     def residual_trace(self) -> float:
@@ -75,7 +78,15 @@ def _parts(f, memo: dict) -> _Parts:
         one = np.ones(n)
         tot = float(one @ G @ one) / n**2
         Gp = G - np.outer(G @ one, one) / n - np.outer(one, one @ G) / n + tot * np.outer(one, one)
-        memo[key] = (f, _Parts(tot, G, Gp))  # f kept alive: its id stays unique while the memo lives
+        shares = None
+        if fc.root_is_rows(f):
+            shares = rw.row_shares(fc.row_stats(f), n)
+            if f.matrix is not None:  # stored rows (≤ 10⁶ entries): Π⊥GΠ⊥ from them, centred, where G beside
+                # 10⁹·1ᵀ loses e₀ − e₁ outright (a residual trace of 0.0 that the plan divided by)
+                R = fc.workload_root(f)
+                R = R - R.mean(axis=0)
+                Gp = R @ R.T
+        memo[key] = (f, _Parts(tot, G, Gp, shares))  # f kept alive: its id stays unique while the memo lives
     return memo[key][1]
 
 
@@ -88,6 +99,10 @@ def _active(term, memo) -> tuple[frozenset, frozenset] | None:
         # trace beside a 10⁶-weighted total, was dropped as zero and the pair answered; a helper's audit)
         scale = float(np.trace(p.gram)) * min(_ZERO, support_tolerance(f.domain_size))
         res, tot = p.residual_trace > scale, p.total * f.domain_size > scale
+        if p.shares is not None:  # and each query by its own norm: [10⁷·1ᵀ; e₀ − e₁]'s residual, 10⁻¹⁴ of the trace,
+            # was dropped, and a residual no block measures went unchecked: an 'exact' 3·10¹⁶ (a helper's audit)
+            res = res or p.shares[0] > support_tolerance(f.domain_size)
+            tot = tot or p.shares[1] > support_tolerance(f.domain_size)
         if not tot:
             if not res:
                 return None
@@ -204,11 +219,14 @@ def _factor_pair(Wf, Af, alpha: float | None, memo: dict, cache):
     F = cache.get(fc.workload_root, Wf)
     outside = F - inv.pinv @ (Af.matrix @ F)   # the part of G's root outside X's range …
     outside -= np.outer(np.ones(n), np.ones(n) @ outside) / n   # … within 1^⊥
-    if float(np.sum(outside**2)) > min(1e-9, support_tolerance(n)) * max(p.residual_trace, 1e-300):
-        return None, None
-    # where F's columns are W's queries, each is judged by its own norm too, as the dense path does: G's share let a
-    # 10⁻⁵-light query's part outside X's range through beside a heavy one (a helper's audit)
-    if fc.root_is_rows(Wf) and np.any(np.sum(outside**2, axis=0) > support_tolerance(n) * np.sum(F**2, axis=0)):
+    # where F's columns are W's queries, each is judged by its own norm, as the dense path does: G's share let a
+    # 10⁻⁵-light query's part outside X's range through beside a heavy one (a helper's audit); and G's residual
+    # part is no scale there: beside 10⁹·1ᵀ it loses e₀ − e₁ outright (0.0), and the heavy query's round-off
+    # outside (3.7·10⁻¹³) refused a supported pair once _active kept that residual
+    if fc.root_is_rows(Wf):
+        if rw.columns_off(np.sum(outside**2, axis=0), np.sum(F**2, axis=0), n):
+            return None, None
+    elif float(np.sum(outside**2)) > min(1e-9, support_tolerance(n)) * max(p.residual_trace, 1e-300):
         return None, None
     # tr(G X⁺) as a sum of squares, never negative
     return float(np.sum((inv.B.T @ F) ** 2)), fc.query_terms_max(Wf, inv.profile)[1]
@@ -275,7 +293,8 @@ def split_plan(workload: ImplicitWorkload, norm: str = "l2") -> SplitPlan | None
             v = t.weight**2
             for i, f in enumerate(t.factors):
                 p = _parts(f, memo)
-                v *= float(np.sum(p.gram * pinvs[i])) if i in S else p.total
+                v *= float(np.sum(p.residual * pinvs[i])) if i in S else p.total  # = tr(G X⁺), X⁺1 = 0: the
+                # residual alone, as G's constant part (10¹⁴ beside e₀ − e₁) put its round-off into the plan
             a[S] = a.get(S, 0.0) + v
     subsets = sorted(a, key=lambda S: (len(S), S))
     av = np.array([a[S] for S in subsets])
