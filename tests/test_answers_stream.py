@@ -109,3 +109,23 @@ def test_small_stream_workloads_list_their_variances_under_any_strategy(kind, n)
     listed = np.concatenate([c for (_, _, c) in per_query_variances(W, mmopt.strategy.hierarchical(n), laplace)])
     assert np.allclose(listed, mmopt.evaluate(W, mmopt.strategy.hierarchical(n), laplace, per_query=True)
                        .per_query_variance, rtol=1e-10)
+
+
+def test_a_stream_strategy_of_the_same_size_and_sensitivity_is_refused():
+    """The stream releases (Toeplitz, trees, weighted square root) recorded no fingerprint: a Toeplitz strategy
+    with the square root's coefficients in another sign pattern (the same n rows, the same column norms and Δ₂)
+    passed, and its standard errors were another strategy's."""
+    from mmopt import answers as ans
+    from mmopt import toeplitz as T
+    n = 5000
+    W, A = T.prefix(n), T.sqrt_strategy(n)
+    c = np.asarray(A.coefficients, dtype=float)
+    B = T.banded(c * (-1.0) ** np.arange(c.size), n)
+    assert B.sensitivity("l2") == pytest.approx(A.sensitivity("l2"), rel=1e-12)
+    out = mmopt.release(W, A, np.ones(n), mmopt.Privacy(1.0, 1e-6))
+    assert out.strategy_probe is not None and len(ans.answers_table(out, W, A)) == n
+    with pytest.raises(ValueError, match="not the strategy the output was released with"):
+        ans.answers_table(out, W, B)
+    tree = T.tree(n, 8)
+    out = mmopt.release(W, tree, np.ones(n), mmopt.Privacy(1.0))
+    assert len(ans.answers_table(out, W, T.tree(n, 8))) == n  # an equal tree built again passes

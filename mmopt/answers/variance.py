@@ -103,9 +103,12 @@ def check_released_with(output, strategy, caller: str) -> None:
 
 
 def _probe(strategy):
-    """:func:`gram_probe` of a dense or implicit strategy (None for other kinds: not checked)."""
+    """:func:`gram_probe` of a dense, implicit or stream strategy (None for other kinds: not checked)."""
     if isinstance(strategy, ImplicitStrategy):
         return implicit_probe(strategy)
+    from mmopt.toeplitz.release import stream_apply  # lazy: the stream layer only for its strategies
+    if not isinstance(strategy, Strategy) and (apply := stream_apply(strategy)) is not None:
+        return gram_probe(apply, int(strategy.n))
     A = strategy.matrix if isinstance(strategy, Strategy) else strategy if isinstance(strategy, np.ndarray) else None
     if A is None or A.ndim != 2:
         return None

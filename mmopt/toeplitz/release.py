@@ -25,6 +25,7 @@ from scipy import signal
 
 from mmopt._base import opendp as _opendp
 from mmopt._base import validation as v
+from mmopt._base.probe import gram_probe
 from mmopt.privacy import Privacy
 from mmopt.toeplitz import weighted as weighted_sqrt
 from mmopt.toeplitz.error import StreamWorkload, check_decodable
@@ -96,15 +97,11 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
     d = None
     if weighted:
         e = weighted_sqrt.column_scale(workload.kind, n)
-        Cx = weighted_sqrt.apply_power(workload.kind, n, 0.25, x / e)
-    elif tree:
-        Cx = strategy.apply(x)
-    else:
+    elif not tree:
         check_decodable(strategy, caller)  # before any noise: C⁻¹y would be NaN, the budget spent for nothing
         d = None if strategy.row_scale is None else np.sqrt(strategy.row_scale)
-        Cx = _causal(strategy.column, x)
-        if d is not None:
-            Cx = d * Cx
+    measure_with = stream_apply(strategy)
+    Cx = measure_with(x)
     d_in = upper_sensitivity(strategy.sensitivity(privacy.sensitivity_norm), caller=caller)
     Cx = _opendp.finite(Cx, "the strategy answers", caller)
     y, scale, loss = _opendp.measure(Cx, d_in, privacy, noise_scale=noise_scale, caller=caller)
@@ -132,4 +129,21 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
     xhat, answers = done if done is not None else (None, None)
     how = Reconstruction("least_squares", "sine-transform" if weighted else "toeplitz-fft" if not tree else
                          "tree" if isinstance(strategy, TreeStrategy) else "woodbury")
-    return MechanismOutput(answers, xhat, y, float(scale), privacy.noise, privacy, "release", d_in, loss, how)
+    return MechanismOutput(answers, xhat, y, float(scale), privacy.noise, privacy, "release", d_in, loss, how,
+                           strategy_probe=gram_probe(measure_with, n))
+
+
+def stream_apply(strategy):
+    """x ↦ C x for a strategy :func:`release` takes (a ToeplitzStrategy, with its row scale; the weighted square
+    root; a tree or p-Identity strategy that applies itself), else None: what a release measures, and what
+    :mod:`mmopt.answers` fingerprints (:func:`mmopt._base.probe.gram_probe`) to match a release to its strategy."""
+    if isinstance(strategy, weighted_sqrt.WeightedSqrtStrategy):
+        kind, n = strategy.workload.kind, strategy.n
+        e = weighted_sqrt.column_scale(kind, n)
+        return lambda x: weighted_sqrt.apply_power(kind, n, 0.25, x / e)
+    if callable(getattr(strategy, "estimate", None)) and callable(getattr(strategy, "apply", None)):
+        return strategy.apply
+    if isinstance(strategy, ToeplitzStrategy):
+        d = None if strategy.row_scale is None else np.sqrt(strategy.row_scale)
+        return lambda x: _causal(strategy.column, x) if d is None else d * _causal(strategy.column, x)
+    return None
