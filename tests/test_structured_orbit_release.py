@@ -181,3 +181,68 @@ def test_a_block_that_is_not_a_strategy_gram_is_refused():
         change(blocks[k])
         with pytest.raises(ValueError, match=f"'blocks' parameter of OrbitStrategy must hold .*{match}"):
             OrbitStrategy(red.orbits, red.combinations, tuple(blocks))
+
+
+def test_answers_refuse_another_orbit_plan_and_evaluate_names_a_bad_privacy():
+    """Orbit releases recorded no fingerprint: a plan of the same workload for other targets (the same rows, Δ₂ = 1)
+    passed answers_table, its standard errors 0.79–1.77× the truth; evaluate(W, A, 1.0) raised a raw
+    AttributeError; per_query_variances(W, A) without privacy defaulted to l1 and refused the pair evaluate answers
+    (a helper's audit)."""
+    from mmopt import answers as ans
+    pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    W = _union()
+    red = om.reduce(W)
+    A1 = OrbitStrategy(red.orbits, red.combinations, om.solve(red, np.ones(red.n_classes)).blocks)
+    A2 = OrbitStrategy(red.orbits, red.combinations, om.solve(red, np.linspace(1, 5, red.n_classes)).blocks)
+    assert A1.n_rows == A2.n_rows and A1.sensitivity() == pytest.approx(A2.sensitivity(), rel=1e-9)
+    out = mmopt.release(W, A1, np.ones(W.shape), GAUSS)
+    np.testing.assert_allclose(orl.orbit_apply(A1)(np.arange(18.0)), _measurement_matrix(W, A1) @ np.arange(18.0),
+                               rtol=1e-12, atol=1e-12)
+    t = ans.answers_table(out, W, A1, GAUSS)
+    np.testing.assert_allclose(t["standard_error"] ** 2, out.variances, rtol=1e-9)
+    with pytest.raises(ValueError, match="not the strategy the output was released with"):
+        ans.answers_table(out, W, A2, GAUSS)
+    for bad in (1.0, "gaussian"):
+        with pytest.raises(TypeError, match="'privacy' parameter of evaluate must be a Privacy or None"):
+            mmopt.evaluate(W, A1, bad)
+    unit = np.concatenate([v for _, _, v in ans.per_query_variances(W, A1)])
+    np.testing.assert_allclose(unit, mmopt.evaluate(W, A1).per_query_variance, rtol=1e-12)
+
+
+def test_a_hand_built_orbit_strategy_is_checked_as_a_saved_one():
+    W = _union()
+    red = om.reduce(W)
+    A = OrbitStrategy(red.orbits, red.combinations, om.solve(red, np.ones(red.n_classes)).blocks)
+    k = next(i for i, X in enumerate(A.blocks) if X is not None)
+    c = list(A.combinations[k])
+    j = next(i for i, cj in enumerate(c) if cj >= 0) if any(cj >= 0 for cj in c) else None
+    bad_combos = []
+    if j is not None:
+        for wrong in (99, next((q for q in range(red.orbits[j].r) if red.orbits[j].sizes[q] < 2), 99)):
+            bad_combos.append(tuple(wrong if i == j else cj for i, cj in enumerate(c)))
+    bad_combos.append(tuple(c[:-1]))  # too few attributes
+    for bad in bad_combos:
+        combos = tuple(bad if i == k else cc for i, cc in enumerate(A.combinations))
+        with pytest.raises(ValueError, match="'combinations' parameter of OrbitStrategy must hold, per attribute"):
+            OrbitStrategy(A.orbits, combos, A.blocks)
+    with pytest.raises(TypeError, match="'blocks' parameter of OrbitStrategy must be a tuple"):
+        OrbitStrategy(A.orbits, A.combinations, None)
+    complex_blocks = tuple(None if X is None else X.astype(complex) for X in A.blocks)
+    with pytest.raises(TypeError, match="'blocks' parameter of OrbitStrategy must hold real matrices"):
+        OrbitStrategy(A.orbits, A.combinations, complex_blocks)
+    assert OrbitStrategy(A.orbits, A.combinations, list(A.blocks)).n_rows == A.n_rows  # a list is a sequence too
+
+
+@pytest.mark.parametrize("v", [0.1, 0.3, 0.7])
+def test_a_row_constant_on_an_orbit_asks_no_standard_block(v):
+    """Its computed energy ‖Pᵢf‖² was cancellation (2.2e-16 for 0.7 on three cells), which made blocks no query
+    needs: 12 rows for 0.7 where 4 serve 0.1 (a helper's audit)."""
+    f = Workload.from_matrix(np.array([[v, v, v]]), name="f")
+    W = sw.ImplicitWorkload((sw.Product((f, sw.identity(4))), sw.Product((f, sw.total(4)), 2.0)), "u")
+    red = om.reduce(W)
+    assert not np.any(red.orbits[0].energies(np.array([[v, v, v]])))
+    A = OrbitStrategy(red.orbits, red.combinations, om.solve(red, np.ones(red.n_classes)).blocks)
+    assert A.n_rows == 4
+    dense = mmopt.evaluate(Workload.from_matrix(W.dense()), mmopt.Strategy(A.matrix), norm="l2")  # the oracle
+    np.testing.assert_allclose(mmopt.evaluate(W, A).max_variance, dense.max_variance, rtol=1e-9)

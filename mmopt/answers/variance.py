@@ -103,9 +103,12 @@ def check_released_with(output, strategy, caller: str) -> None:
 
 
 def _probe(strategy):
-    """:func:`gram_probe` of a dense, implicit or stream strategy (None for other kinds: not checked)."""
+    """:func:`gram_probe` of a dense, implicit, orbit or stream strategy (None for other kinds: not checked)."""
     if isinstance(strategy, ImplicitStrategy):
         return implicit_probe(strategy)
+    if isinstance(strategy, OrbitStrategy):
+        from mmopt.structured.orbit_release import orbit_apply
+        return gram_probe(orbit_apply(strategy), strategy.domain_size)
     from mmopt.toeplitz.release import stream_apply  # lazy: the stream layer only for its strategies
     if not isinstance(strategy, Strategy) and (apply := stream_apply(strategy)) is not None:
         return gram_probe(apply, int(strategy.n))
@@ -238,7 +241,9 @@ def expected_error_model(workload, strategy, privacy, *, norm, caller: str) -> t
     if privacy is not None and norm is not None and norm != privacy.sensitivity_norm:
         raise ValueError(f"The 'norm' parameter of {caller} ({norm!r}) contradicts the privacy's noise "
                          f"({privacy.noise}: {privacy.sensitivity_norm}). Leave norm=None.")
-    used = norm or ("l1" if privacy is None else privacy.sensitivity_norm)
+    # unit privacy: a Gaussian-only strategy (OrbitStrategy) at Δ₂, as evaluate takes it (l1 refused the pair)
+    used = norm or (privacy.sensitivity_norm if privacy is not None else
+                    "l2" if isinstance(strategy, OrbitStrategy) else "l1")
     strategy = _strategy(strategy, caller)
     model = variance_model(workload, strategy, norm=used, caller=caller)
     c = 1.0 if privacy is None else privacy.variance_factor

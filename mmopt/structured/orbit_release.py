@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mmopt._base.opendp import finite, measure
+from mmopt._base.probe import gram_probe
 from mmopt.privacy import Privacy
 from mmopt.structured import orbit_maxvar as om
 from mmopt.structured.mechanism import answer, check_counts, kron_apply
 from mmopt.structured.orbit_strategy import OrbitStrategy
 from mmopt.structured.release import upper_sensitivity
 
-__all__ = ["OrbitRelease", "evaluate", "release"]
+__all__ = ["OrbitRelease", "evaluate", "orbit_apply", "release"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,6 +46,7 @@ class OrbitRelease:
     verified_loss: object
     measurements: np.ndarray = field(repr=False)
     noise: str = "gaussian"
+    strategy_probe: tuple[float, float] | None = None  # A's gram_probe: mmopt.answers checks the strategy given
     # what every release output says (mmopt release's report read them, and failed with AttributeError after the
     # draw once a planned sf1 strategy could be saved and released from the CLI): OpenDP's noise, least squares
     path: str = "release"
@@ -127,6 +129,10 @@ def evaluate(workload, A: OrbitStrategy, privacy: Privacy | None = None, *, call
     noise at Δ₂ = 1), as an :class:`~mmopt.structured.ImplicitErrorReport`."""
     from mmopt._base import guards
     from mmopt.structured._report import ImplicitErrorReport
+    if privacy is not None and not isinstance(privacy, Privacy):  # routed here before any check: a raw
+        # AttributeError on privacy.noise (a helper's audit)
+        raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy or None. Got "
+                        f"{type(privacy).__name__}: use Privacy(epsilon, delta) with delta > 0.")
     if privacy is not None and privacy.noise != "gaussian":
         raise ValueError(f"{caller}: an OrbitStrategy is a Gaussian-noise strategy (its L1 sensitivity has no closed "
                          f"form here). Use privacy=Privacy(epsilon, delta) with delta > 0. Got {privacy!r}.")
@@ -159,7 +165,7 @@ def release(workload, A: OrbitStrategy, x, privacy: Privacy, *, noise_scale: flo
     roots, blocks = _roots(A), _Blocks(A)
     exact = _sensitivity(A, roots)
     d_in = upper_sensitivity(exact, caller=caller)
-    parts = [(k, r[0] @ blocks.coefficients(k, x)) for k, r in enumerate(roots) if r is not None]
+    parts = _parts(roots, blocks, x)
     Ax = finite(np.concatenate([P.ravel() for _, P in parts]), "the strategy answers A x", caller)
     y, scale, loss = measure(Ax, d_in, privacy, noise_scale=noise_scale, caller=caller)
     xhat, at = np.zeros(W.shape), 0
@@ -168,4 +174,18 @@ def release(workload, A: OrbitStrategy, x, privacy: Privacy, *, noise_scale: flo
         at += P.size
         xhat += blocks.synthesis(k, roots[k][1] @ Y)
     variances = (scale * scale) * unit  # σ² w X⁺ wᵀ: the noise is σ on every row of A, AᵀA = X
-    return OrbitRelease(answer(W, xhat), variances, xhat, scale, d_in, loss, y)
+    return OrbitRelease(answer(W, xhat), variances, xhat, scale, d_in, loss, y,
+                        strategy_probe=gram_probe(orbit_apply(A, roots, blocks), A.domain_size))
+
+
+def _parts(roots, blocks, x) -> list:
+    """(block, S_c·C_c(x)) of every measured block: A x, block by block."""
+    return [(k, r[0] @ blocks.coefficients(k, x)) for k, r in enumerate(roots) if r is not None]
+
+
+def orbit_apply(A: OrbitStrategy, roots=None, blocks=None):
+    """x ↦ A x (flat, the release's row order) for x flat or shaped like the domain: what :func:`release`
+    measures, and what :mod:`mmopt.answers` fingerprints to match a release to its strategy."""
+    roots = _roots(A) if roots is None else roots
+    blocks = _Blocks(A) if blocks is None else blocks
+    return lambda x: np.concatenate([P.ravel() for _, P in _parts(roots, blocks, np.reshape(x, A.shape))])

@@ -66,6 +66,21 @@ class OrbitStrategy:
         # optimize builds these; a block built by hand that is not symmetric PSD of its size was read three ways
         # (its gram raw, its matrix from one triangle, its variances from (X + Xᵀ)/2; a helper's probe)
         caller = "OrbitStrategy"
+        # the structure first, as a saved file's is checked (mmopt.persist._orbit): an orbit index past the orbits
+        # raised IndexError at sensitivity(), a one-cell orbit built a block of no rows, blocks=None a len() error
+        # (a helper's audit)
+        for what, value in (("blocks", self.blocks), ("combinations", self.combinations)):
+            if not isinstance(value, tuple | list):
+                raise TypeError(f"The '{what}' parameter of {caller} must be a tuple (one entry per combination). "
+                                f"Got {type(value).__name__}.")
+        for c in self.combinations:
+            if not (isinstance(c, tuple | list) and len(c) == len(self.orbits)
+                    and all(isinstance(k, int | np.integer) and not isinstance(k, bool) for k in c)
+                    and all(k == -1 or (0 <= k < o.r and o.sizes[k] >= 2) for k, o in zip(c, self.orbits,
+                                                                                       strict=True))):
+                raise ValueError(f"The 'combinations' parameter of {caller} must hold, per attribute, −1 or the "
+                                 f"index of an orbit of two or more cells ({len(self.orbits)} entries). Got "
+                                 f"{c!r:.60}.")
         if len(self.blocks) != len(self.combinations):
             raise ValueError(f"The 'blocks' parameter of {caller} must hold one block per combination "
                              f"({len(self.combinations)}). Got {len(self.blocks)}.")
@@ -74,6 +89,9 @@ class OrbitStrategy:
                 continue
             p = math.prod(o.r for o, cj in zip(self.orbits, c, strict=True) if cj < 0)
             X = np.asarray(X)
+            if np.iscomplexobj(X) or X.dtype == object:  # a complex block lost its imaginary part silently
+                raise TypeError(f"The 'blocks' parameter of {caller} must hold real matrices. Got {X.dtype} for "
+                                f"combination {c}.")
             if X.shape != (p, p) or not np.all(np.isfinite(X)):
                 raise ValueError(f"The 'blocks' parameter of {caller} must hold finite {p}×{p} matrices for "
                                  f"combination {c}. Got shape {X.shape}.")

@@ -63,7 +63,15 @@ class Orbits:
         sums, squares = np.zeros((F.shape[0], self.r)), np.zeros((F.shape[0], self.r))
         np.add.at(sums.T, self.labels, F.T)
         np.add.at(squares.T, self.labels, (F * F).T)
-        return np.maximum(squares - sums**2 / self.sizes, 0.0)  # ≥ 0 exactly; rounding could dip below
+        E = np.maximum(squares - sums**2 / self.sizes, 0.0)  # ≥ 0 exactly; rounding could dip below
+        # a row constant on an orbit has no standard part: its computed energy is cancellation (2.2e-16 for 0.7 on
+        # three cells), which made blocks no query needs (12 rows where 4 serve; a helper's audit). Exact zero
+        # where the row is constant on the orbit, read from its entries, not from a tolerance
+        lo, hi = np.full_like(sums, np.inf), np.full_like(sums, -np.inf)
+        np.minimum.at(lo.T, self.labels, F.T)
+        np.maximum.at(hi.T, self.labels, F.T)
+        E[lo == hi] = 0.0
+        return E
 
 
 def _permutes_rows(F: np.ndarray, a: int, b: int) -> bool:
