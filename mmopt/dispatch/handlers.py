@@ -142,8 +142,14 @@ def _release_hierarchy(W, A, x, privacy, *, noise_scale=None, reconstruct="least
 
 def _release_orbit(W, A, x, privacy, *, noise_scale=None, reconstruct="least_squares", total=None, zeros=None,
                    reconstruct_options=None):
+    from mmopt.hierarchy.workload import HierarchyWorkload
     from mmopt.structured.orbit_release import release as orbit_release
     _least_squares_only("an OrbitStrategy", reconstruct, total, zeros, reconstruct_options)
+    if isinstance(W, HierarchyWorkload):
+        # grouping sets answer per set, unweighted, whatever the strategy (a HierarchyRelease): an orbit plan gave
+        # the union's flat answers with each set scaled by its weight (3× the counts at weight 3; a helper's audit)
+        from mmopt.hierarchy.release import orbit_release as grouping_orbit_release
+        return grouping_orbit_release(W, A, x, privacy, noise_scale)
     return orbit_release(W, A, x, privacy, noise_scale=noise_scale)
 
 

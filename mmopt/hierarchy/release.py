@@ -45,6 +45,10 @@ class HierarchyRelease:
     #: per set, the exact counts of :func:`mmopt._base.probe.probe_histogram` over its groups (what a table checks
     #: its workload against); None for a release built by hand
     probe: list | None = field(default=None, repr=False)
+    # what every release output says (OpenDP's noise, least squares), as an OrbitRelease's: the command line's report
+    # reads them, and an orbit plan of grouping sets is now released as this class
+    path: str = "release"
+    reconstruction: object = None
 
     @property
     def noise(self) -> str:
