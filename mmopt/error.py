@@ -148,7 +148,9 @@ def evaluate(workload: Workload, strategy, privacy: Privacy | None = None, *,
     return ErrorReport(
         workload.name, strategy.name, privacy, workload.domain_size, m, sens,
         total, log10_total, mse, _rmse(mse, log10_total, m),
-        None if mx is None else c_d2 * max(mx[0], 0.0), None if mx is None else c_d2 * max(mx[1], 0.0),
+        # a Gram-only workload (its queries unknown): no query's variance exceeds the total (all are ≥ 0), the
+        # bound the implicit routes give; None here had the two layers disagree on the same pair
+        None if mx is None else c_d2 * max(mx[0], 0.0), total if mx is None else c_d2 * max(mx[1], 0.0),
         mx is not None and mx[0] == mx[1], None if terms is None else c_d2 * terms, sensitivity_norm=norm,
     )
 

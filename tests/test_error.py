@@ -390,3 +390,17 @@ def test_implicit_and_toeplitz_strategies_are_analysed_as_their_matrices():
     with pytest.raises(ValueError, match=r"ToeplitzStrategy over 10,000 cells; error_profile works on the dense "
                                          r"matrix, up to 4,096 cells\. mmopt\.evaluate takes it at any size\."):
         mmopt.error_profile(toeplitz.sqrt_strategy(10_000))
+
+
+def test_a_gram_only_workload_bounds_its_largest_variance_by_the_total():
+    """The dense path gave max_variance_upper None where the implicit routes give the total (no query's variance
+    exceeds it): the two layers disagreed on the same pair."""
+    from mmopt.structured import workloads as sw
+    G = np.eye(6) + 1.0
+    W = mmopt.Workload.from_gram(G, n_queries=6, name="g")
+    r = mmopt.evaluate(W, mmopt.strategy.identity(6), mmopt.Privacy(1.0))
+    assert r.max_variance is None and not r.max_variance_exact
+    assert r.max_variance_upper == r.total_squared_error == pytest.approx(2.0 * np.trace(G))
+    implicit = mmopt.structured.evaluate(sw.kron(W, sw.total(1)), mmopt.structured.strategies.kron_strategy(
+        np.eye(6), np.ones((1, 1))), mmopt.Privacy(1.0))
+    assert implicit.max_variance_upper == pytest.approx(r.max_variance_upper, rel=1e-12)

@@ -28,7 +28,8 @@ class ErrorReport:
     ``privacy=None`` means unit privacy: variance factor 1 (the paper's Δ²·tr(G M) units).
     ``max_variance`` is the largest error of a single query; ``max_variance_upper`` a proven upper
     bound on it, equal to ``max_variance`` when ``max_variance_exact`` (it is not exact only for
-    all-predicate workloads beyond n = 22, where the maximum is an NP-hard binary quadratic program).
+    all-predicate workloads beyond n = 22, where the maximum is an NP-hard binary quadratic program). A workload
+    built from its Gram alone has no known queries: ``max_variance`` None, ``max_variance_upper`` the total.
     ``total_squared_error`` is ``inf`` (with a warning) when it exceeds float64; ``log10_total`` is
     always finite. ``sensitivity_norm`` says which column norm ``sensitivity`` is ("l1" for Laplace noise, "l2"
     for Gaussian; at unit privacy the one asked for): the figures scale with its square.
