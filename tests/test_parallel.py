@@ -156,7 +156,11 @@ def test_ordered_map_keeps_task_order_and_plan():
 
 
 def test_progress_bar_and_fallback_without_tqdm(capsys, monkeypatch):
+    import sys
     G = wl.prefix(8).gram
+    minimize_l1(G, restarts=2, seed=0, verbose=True, n_jobs=2)  # stderr is not a terminal here: no bar (its
+    assert "minimize_l1 p-identity restarts" not in capsys.readouterr().err  # redraws went into piped logs)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
     minimize_l1(G, restarts=2, seed=0, verbose=True, n_jobs=2)
     assert "minimize_l1 p-identity restarts" in capsys.readouterr().err
     monkeypatch.setitem(__import__("sys").modules, "tqdm.auto", None)  # import tqdm.auto now raises ImportError

@@ -127,7 +127,9 @@ def _bar(total: int, desc: str, enabled: bool):
         from tqdm.auto import tqdm
     except ImportError:
         return None
-    return tqdm(total=total, desc=desc, unit="task", file=sys.stderr, leave=False, delay=bar_delay())
+    # disable=None: off when stderr is not a terminal, as tqdm documents it; a bar piped to a log file wrote a
+    # carriage-return redraw per update into it (the verbose run's logger lines say the same)
+    return tqdm(total=total, desc=desc, unit="task", file=sys.stderr, leave=False, delay=bar_delay(), disable=None)
 
 
 def ordered_map(fn: Callable, tasks: Iterable[tuple], *, n_jobs: int | None = None, desc: str = "",
