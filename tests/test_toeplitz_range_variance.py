@@ -37,15 +37,20 @@ def test_the_largest_range_variance_is_the_dense_one(n, name):
         assert got.total_squared_error == pytest.approx(dense.total_squared_error, rel=1e-8)
 
 
-def test_past_the_limit_the_bound_stays_flagged_and_nan_has_an_infinite_upper_bound():
+def test_past_the_limit_the_bound_stays_flagged_and_holds():
     n = EXACT_MAX_N + 1
     S = toeplitz.tree(n, 4)
     tree = mmopt.evaluate(toeplitz.all_range(n), S, GAUSS)
     assert not tree.max_variance_exact and np.isfinite(tree.max_variance_upper)
     exact = tree.variance_factor * tree.sensitivity**2 * np.max(unit_range_variances(S.to_dense()))
     assert exact <= tree.max_variance <= 4 * exact  # a proven bound, (2·the largest prefix's deviation)²
-    ws = mmopt.evaluate(toeplitz.all_range(n), toeplitz.weighted_sqrt(toeplitz.all_range(n)), GAUSS)
-    assert not ws.max_variance_exact and np.isnan(ws.max_variance) and ws.max_variance_upper == np.inf
+    # the weighted square root: NaN before (not computed, its upper bound inf); now the tree's bound, 4·the
+    # largest prefix's variance, read from the frame's tail sums by the reversal symmetry of all ranges
+    R = toeplitz.weighted_sqrt(toeplitz.all_range(n))
+    ws = mmopt.evaluate(toeplitz.all_range(n), R, GAUSS)
+    exact = ws.variance_factor * np.max(unit_range_variances(R.to_dense()))
+    assert not ws.max_variance_exact and ws.max_variance_upper == ws.max_variance
+    assert exact * (1 - 1e-9) <= ws.max_variance <= 4 * exact * (1 + 1e-9)
 
 
 def test_unit_range_variances_of_a_small_strategy():
@@ -57,3 +62,15 @@ def test_unit_range_variances_of_a_small_strategy():
             q = np.zeros(3)
             q[i:j + 1] = 1.0
             assert V[i, j] == (pytest.approx(q @ M @ q, rel=1e-12) if i <= j else -np.inf)
+
+
+def test_the_weighted_square_root_is_evaluated_at_unit_privacy_with_its_l2_sensitivity():
+    """evaluate(W, A) without a privacy took Δ₁ and refused the weighted square root (a Gaussian-only strategy,
+    its Δ₁ not computed), where the hierarchy's and the orbit's strategies use Δ₂."""
+    W = toeplitz.prefix(100)
+    R = toeplitz.weighted_sqrt(W)
+    r = mmopt.evaluate(W, R)
+    assert r.sensitivity_norm == "l2"
+    A = R.to_dense()
+    dense = np.trace(np.linalg.inv(A.T @ A) @ W.to_workload().gram) * np.max(np.sum(A * A, axis=0))
+    assert r.total_squared_error == pytest.approx(dense, rel=1e-9)

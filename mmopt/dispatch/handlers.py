@@ -68,9 +68,13 @@ def _evaluate_product(W, A, privacy, norm, per_query):
 
 def _evaluate_stream(W, A, privacy, norm, per_query):
     from mmopt.toeplitz import evaluate as toeplitz_evaluate
+
     # mmopt.evaluate's unit privacy is Δ₁'s, as for the same strategy as a matrix (and per_query=True below);
     # mmopt.toeplitz.evaluate's own default, Δ₂, gave tree(8, 2) on prefix(8) 21.9 here and 87.8 as a matrix
-    norm = "l1" if privacy is None and norm is None else norm
+    from mmopt.toeplitz.weighted import WeightedSqrtStrategy
+    if privacy is None and norm is None:  # a Gaussian-only strategy (the weighted square root) at Δ₂, as the
+        # hierarchy's and the orbit's: its Δ₁ is not computed, and evaluate(W, A) refused it under l1
+        norm = "l2" if isinstance(A, WeightedSqrtStrategy) else "l1"
     if per_query and W.n <= ck.DENSE_LIMIT:  # each query's error: on the dense twin, the same strategy as a matrix
         return error.evaluate(W.to_workload(), A.to_strategy(), privacy, norm=norm, per_query=True)
     if per_query:

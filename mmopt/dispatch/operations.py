@@ -34,7 +34,7 @@ def evaluate(workload, strategy, privacy=None, *, norm: str | None = None, per_q
     return :class:`mmopt.structured.ImplicitErrorReport`, whose ``total_exact`` and ``sensitivity_exact``
     say whether a figure is exact or a proven upper bound (never an underestimate). With ``privacy=None`` and
     ``norm=None`` the figures are at unit privacy (c = 1) with Δ₁, whatever the family; a Gaussian-only strategy
-    (a hierarchy's or an orbit's, whose Δ₁ has no closed form here) uses Δ₂.
+    (a hierarchy's, an orbit's or the weighted square root's, whose Δ₁ is not computed here) uses Δ₂.
 
     Examples
     --------

@@ -55,10 +55,10 @@ class ToeplitzErrorReport:
     max_variance_exact : bool
         False only on all ranges past 1,024 cells (up to it the value is exact:
         :mod:`mmopt.toeplitz.range_variance`) for a row-scaled Toeplitz strategy or a tree strategy, where
-        ``max_variance`` is a proven upper bound, and for the weighted square root, where it is NaN (not computed:
-        a range's variance needs the covariance of two prefix sums, O(n²); ``max_variance_query`` is then
-        (−1, −1)); ``max_variance_upper`` is then inf. A NaN compares False both ways: test
-        ``max_variance_exact`` first.
+        ``max_variance`` is a proven upper bound (the weighted square root's too: four times its largest prefix
+        variance, a range's exact variance needing the covariance of two prefix sums, O(n²)). Where a report
+        holds NaN (not computed; ``max_variance_query`` (−1, −1)) ``max_variance_upper`` is the total. A NaN
+        compares False both ways: test ``max_variance_exact`` first.
     privacy : Privacy or None
         The budget (None: unit privacy).
 
@@ -87,8 +87,9 @@ class ToeplitzErrorReport:
     @property
     def max_variance_upper(self) -> float:
         """A proven upper bound on the largest variance: ``max_variance`` itself (exact, or already a bound), and
-        inf where it was not computed (NaN: an upper bound that compared False both ways)."""
-        return math.inf if math.isnan(self.max_variance) else self.max_variance
+        where it was not computed (NaN: an upper bound that compared False both ways) the total, which no query's
+        variance exceeds (they are ≥ 0 and sum to it; inf said nothing, as the dense path's None did)."""
+        return self.total_squared_error if math.isnan(self.max_variance) else self.max_variance
 
     @property
     def per_query_variance(self) -> None:

@@ -169,17 +169,25 @@ def _terms(kind: str, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     K_diag = _frame_diagonal(a_inv, n)
     alpha, beta = (i, np.ones(n)) if kind == "prefix" else (i, n + 1.0 - i)
     q = beta * e
-    # K_{t+1, j+1} = a(j − t) − a(t + j + 2) for 0-based t < j
-    r = _triangular.upper_toeplitz(a_inv, q) - _triangular.upper_hankel(a_inv[2:], q)
-    return e, K_diag, r, alpha, beta
+    return e, K_diag, _row_sums(a_inv, q), alpha, beta
+
+
+def kind_inverse(kind: str, n: int) -> np.ndarray:
+    """The spectral sequence of G^{-1/2} (:func:`spectral_sequence` at −½), K's entries in the frame."""
+    return spectral_sequence(kind, n, -0.5)
+
+
+def _row_sums(a_inv: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """r_i = Σ_{j>i} K_ij q_j, K_{t+1, j+1} = a(j − t) − a(t + j + 2) for 0-based t < j."""
+    return _triangular.upper_toeplitz(a_inv, q) - _triangular.upper_hankel(a_inv[2:], q)
 
 
 def evaluate_weighted(workload) -> ToeplitzErrorReport:
     """Exact total error of the weighted square root on its workload (unit privacy, Δ₂ = 1), and for the
     prefix workload the largest query variance; O(n log² n) time and O(n) memory.
 
-    For all ranges the largest variance is not computed (``max_variance`` is NaN, ``max_variance_exact``
-    False).
+    For all ranges ``max_variance`` is a proven upper bound (``max_variance_exact`` False), four times the largest
+    prefix's variance, as the tree strategy's.
 
     Examples
     --------
@@ -199,7 +207,13 @@ def evaluate_weighted(workload) -> ToeplitzErrorReport:
         t = int(np.argmax(V))
         worst, query, exact = float(V[t]), (0, t), True
     else:
-        worst, query, exact = float("nan"), (-1, -1), False
+        # a proven upper bound, the tree's: a range is the difference of two prefixes, so its variance is at most
+        # (√V_b + √V_{a−1})² ≤ 4·max V. All ranges are symmetric under reversing the cells (G and so e commute
+        # with it), so the prefix of t + 1 cells has the variance of the frame's tail of t + 1: the prefix sums'
+        # tail sums with β = 1. NaN before (not computed), its upper bound inf
+        V = _prefix_variances((e, K_diag, _row_sums(kind_inverse(W.kind, n), e)))
+        t = int(np.argmax(V))
+        worst, query, exact = 4.0 * float(V[t]), (0, t), False
     return ToeplitzErrorReport(W.name, "weighted_sqrt", n, W.n_queries, "l2", 1.0, 1.0, total, worst, query, exact)
 
 
