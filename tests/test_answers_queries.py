@@ -339,3 +339,40 @@ def test_an_unsupported_query_under_a_dense_strategy_is_named_by_answer():
         ans.answer(Q, out, A)
     se = ans.answer(Q[:2], out, A).standard_error
     assert se[1] == 0.0 and se[0] == pytest.approx(math.sqrt(2) * out.noise_scale)
+
+
+def test_answer_takes_the_strategies_answers_table_takes():
+    """optimize's max-variance marginals strategy (a ResidualStrategy), a records release's WeightedMarginals and an
+    OrbitStrategy raised a bare float() TypeError (or a wrong row count) in answer, which answers_table takes; the
+    orbit's domain shape reads a dense release's flat estimate (a helper's audit). Standard errors: the table's."""
+    import warnings
+
+    from mmopt.dense._workload_core import Workload as DenseWorkload
+    from mmopt.structured import orbit_maxvar as om
+    from mmopt.structured import workloads as sw
+    from mmopt.structured.orbit_strategy import OrbitStrategy
+    pytest.importorskip("pandas")
+    G = mmopt.Privacy(1.0, 1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        W = mmopt.workload.marginals((4, 4, 4), 2)
+        A = mmopt.optimize(W, privacy=G, objective="max_variance").strategy
+        out = mmopt.release(W, A, np.ones(64), G)
+        t = ans.answers_table(out, W, A)
+        got = ans.answer([(0, None, None)], out, A)
+        row = t[(t["table"] == "a0×a1") & (t["a0"] == "0") & (t["a1"] == "0")]
+        # the query (a0 = 0) sums 4 cells of the a0×a1 marginal's first row: its variance is at most 4× theirs
+        assert 0 < got.standard_error[0] <= 2 * float(row["standard_error"].iloc[0]) * (1 + 1e-9)
+        age = DenseWorkload.from_matrix(np.array([[1, 1, 0, 0, 0, 0], [0, 0, 1, 1, 1, 1], [0, 0, 0, 0, 1, 0]], float),
+                                        name="age")
+        Wo = sw.ImplicitWorkload((sw.Product((sw.total(3), sw.total(6))), sw.Product((sw.identity(3), age), 2.0)),
+                                 "u")
+        red = om.reduce(Wo)
+        Ao = OrbitStrategy(red.orbits, red.combinations, om.solve(red, np.ones(red.n_classes)).blocks)
+        x = np.arange(18.0).reshape(3, 6)
+        D = mmopt.Strategy(Ao.matrix)
+        for release_with in (Ao, D):
+            o = mmopt.release(Wo, release_with, x if release_with is Ao else x.ravel(), G)
+            q = np.r_[np.ones(6), np.zeros(12)]  # attribute 0 at 0, all of attribute 1: cells in C order
+            a, b = ans.answer([(0, None)], o, Ao), ans.answer(q[None, :], o, D)
+            np.testing.assert_allclose(a.standard_error, b.standard_error, rtol=1e-9)

@@ -6,6 +6,8 @@ audit: answers off by 4,800 on counts of 100 per cell)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 _SEED = 20_261_205  # fixed: the release and its table draw the same probe
@@ -34,21 +36,29 @@ def matches(mine: np.ndarray, theirs: np.ndarray) -> bool:
 
 
 def gram_probe(apply, n_cells: int) -> tuple[float, float]:
-    """(‖A u₁‖², ‖A u₂‖²) = u_kᵀ(AᵀA)u_k for two fixed probes u_k in [−1, 1)ⁿ, ``apply(u)`` = A u: the fingerprint
-    by which a release is matched to the strategy its standard errors are asked for. The variances depend on A
-    only through AᵀA and Δ (checked beside it), and these values do not change when A's rows are reordered or
-    negated; two strategies with as many rows and the same Δ passed before, with standard errors 0.5–2× the truth
-    (a helper's audit: l2_approx for prefix(32) given for l2_approx for all_range(32))."""
+    """(ln ‖A u₁‖², ln ‖A u₂‖²), u_kᵀ(AᵀA)u_k for two fixed probes u_k in [−1, 1)ⁿ, ``apply(u)`` = A u: the
+    fingerprint by which a release is matched to the strategy its standard errors are asked for. The variances
+    depend on A only through AᵀA and Δ (checked beside it), and these values do not change when A's rows are
+    reordered or negated; two strategies with as many rows and the same Δ passed before, with standard errors
+    0.5–2× the truth (a helper's audit: l2_approx for prefix(32) given for l2_approx for all_range(32)). In
+    logarithms, scaled by a power of two first: ‖A u‖² underflowed to 0 for entries near 10⁻¹⁶² (two different
+    strategies matched) and overflowed to inf near 10¹⁵³ (the strategy itself was refused; a helper's audit)."""
     out = []
     for k in (1, 2):
         u = 2.0 * np.random.Generator(np.random.PCG64([_SEED, k])).random(n_cells) - 1.0
         r = np.ravel(np.asarray(apply(u), dtype=float))
-        out.append(float(r @ r))
+        top = float(np.max(np.abs(r), initial=0.0))
+        if top == 0.0 or not math.isfinite(top):
+            out.append(-math.inf if top == 0.0 else math.nan)
+            continue
+        e = math.frexp(top)[1]
+        s = np.ldexp(r, -e)  # entries in [½, 1) at the largest: the sum of squares neither under- nor overflows
+        out.append(math.log(float(s @ s)) + 2 * e * math.log(2.0))
     return out[0], out[1]
 
 
 def same_gram(mine, theirs) -> bool:
-    """Whether two :func:`gram_probe` values are one strategy's: 10⁻⁶ relative leaves room for round-off in A u
-    (a sum of n terms, computed by another route: dense product or Kronecker factors) where a different AᵀA moves
-    them at order 1."""
-    return all(abs(a - b) <= 1e-6 * max(abs(a), abs(b)) for a, b in zip(mine, theirs, strict=True))
+    """Whether two :func:`gram_probe` values are one strategy's: 10⁻⁶ relative (in the logarithm) leaves room for
+    round-off in A u (a sum of n terms, computed by another route: dense product or Kronecker factors) where a
+    different AᵀA moves them at order 1."""
+    return all(a == b or abs(a - b) <= 1e-6 for a, b in zip(mine, theirs, strict=True))

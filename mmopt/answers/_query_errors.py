@@ -17,6 +17,7 @@ from mmopt.dispatch.routing import stream_native
 from mmopt.structured import _checks as ck
 from mmopt.structured import factors as fc
 from mmopt.structured.mechanism import kron_apply
+from mmopt.structured.orbit_strategy import OrbitStrategy
 from mmopt.structured.per_query import kron_variance, scaled_factor
 from mmopt.structured.strategies import ImplicitStrategy
 from mmopt.structured.workloads import ImplicitWorkload, Product
@@ -48,6 +49,12 @@ def standard_errors(strategy, shape, Q, rows, sd: float, caller: str) -> np.ndar
         strategy = strategy.to_strategy()
     if Q is None:
         Q = np.array([kron_row(r) for r in rows])
+    if isinstance(strategy, OrbitStrategy):  # held by its symmetry blocks: its matrix up to the dense size
+        if N > ck.DENSE_LIMIT:
+            raise ValueError(f"{caller}: standard errors of chosen queries under an OrbitStrategy are computed up to "
+                             f"{ck.DENSE_LIMIT:,} cells (its matrix); past that, list the workload's own queries "
+                             "with mmopt.answers_table(out, W, strategy).")
+        strategy = Strategy(strategy.matrix, strategy.name)
     A = strategy if isinstance(strategy, Strategy) else Strategy(np.asarray(strategy, dtype=float))
     # an all-zero query is answered 0 exactly (standard error 0, as on the product path); one refused the whole
     # call as "The 'matrix' parameter of Workload.from_matrix" (a helper's probe)

@@ -30,9 +30,11 @@ from mmopt.answers import _stream_errors as stream
 from mmopt.answers._query_errors import standard_errors as _standard_errors
 from mmopt.answers.grouping import is_grouping_release
 from mmopt.answers.labels import _row, _set
-from mmopt.answers.variance import check_output_privacy, check_released_with, noise_sd
+from mmopt.answers.variance import as_checked_strategy, check_output_privacy, check_released_with, noise_sd
 from mmopt.dense._strategy_core import Strategy
+from mmopt.dispatch.routing import as_implicit
 from mmopt.privacy import Privacy
+from mmopt.structured.orbit_strategy import OrbitStrategy
 from mmopt.structured.strategies import ImplicitStrategy
 
 
@@ -88,6 +90,9 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
     ((('[2, 5]',), ('7',), ('*',)), [5.0596, 4.4164, 4.1312])
     """
     caller = "answer"
+    # a residual-layer strategy (optimize's max-variance marginals, a records release's WeightedMarginals) as the
+    # implicit strategy it stands for, as answers_table takes it (float() of it raised a bare TypeError here)
+    strategy = as_checked_strategy(as_implicit(strategy))
     noise, domain, method = None, None, "least_squares"
     if is_grouping_release(estimate):  # float() of it raised a bare TypeError
         raise TypeError(f"The 'estimate' parameter of {caller} is a grouping-set release (mmopt.release's hierarchy "
@@ -118,7 +123,7 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
                          "entries: a failed reconstruction, or an estimate that was never computed.")
     if x.ndim == 2 and x.shape[0] == 1 and isinstance(strategy, Strategy):
         x = x[0]
-    shape = tuple(strategy.shape) if isinstance(strategy, ImplicitStrategy) else domain or x.shape
+    shape = tuple(strategy.shape) if isinstance(strategy, ImplicitStrategy | OrbitStrategy) else domain or x.shape
     N = math.prod(shape)
     if x.size != N:
         raise ValueError(f"The 'estimate' parameter of {caller} has {x.size} entries; the strategy's domain has {N}.")

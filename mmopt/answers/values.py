@@ -83,7 +83,7 @@ def check_answers(layout: Layout, estimate: np.ndarray, answers, caller: str) ->
     :func:`probe_chunks`: another workload with as many queries had its answers labelled as this one's."""
     if not layout.n_queries:
         return
-    answers = np.asarray(answers, dtype=float)
+    answers = np.ravel(np.asarray(answers, dtype=float))  # one draw of size=1 is (1, m): rows, not draws
     # relative to the data's own scale (an absolute floor of 10⁻⁸ let any workload's answers pass on data held
     # as fractions): a 0/1 query's round-off is at most ~n·eps·‖x̂‖₁ however the family computes it
     scale = max(float(np.abs(answers).max(initial=0.0)), float(np.abs(estimate).sum()))
@@ -98,14 +98,20 @@ def check_answers(layout: Layout, estimate: np.ndarray, answers, caller: str) ->
 
 def probe_chunks(layout: Layout, rows: int = 4096) -> Iterator[Chunk]:
     """The rows :func:`check_answers` recomputes: the first and last few of every term, about ``rows`` in all
-    (at least 8 a term). The first rows alone passed another workload whose first term was the same: marginals
-    listed in another order after a shared total had every later answer labelled with the wrong group, and sf1 with
-    one table weighted 3× showed the weight beside unweighted answers (a helper's audit)."""
+    (at least 8 a term), and 8 rows at random between them. The first rows alone passed another workload whose
+    first term was the same: marginals listed in another order after a shared total had every later answer labelled
+    with the wrong group, and sf1 with one table weighted 3× showed the weight beside unweighted answers (a helper's
+    audit)."""
     k = max(8, rows // (2 * len(layout.terms)))
+    gen = np.random.default_rng(20_261_206)  # fixed: the same rows every time
     offset = 0
     for t in layout.terms:
         m = t.n_queries
-        spans = [(0, m)] if m <= 2 * k else [(0, k), (m - k, m)]
+        if m <= 2 * k:
+            spans = [(0, m)]
+        else:  # and 8 rows between, at random: a row moved inside a long term passed (a helper's audit)
+            middle = np.unique(gen.integers(k, m - k, size=8))
+            spans = [(0, k), *((int(i), int(i) + 1) for i in middle), (m - k, m)]
         for lo, hi in spans:
             yield from layout.chunks(hi - lo, offset + lo, offset + hi)
         offset += m

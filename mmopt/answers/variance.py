@@ -80,6 +80,7 @@ def check_output_privacy(privacy, output, caller: str) -> None:
 def check_released_with(output, strategy, caller: str) -> None:
     """The output's measurement count and Δ are ``strategy``'s: standard errors and intervals computed from
     another strategy than the one measured (identity for H₂: 5.66 where the truth is 4.42) are refused."""
+    strategy = as_checked_strategy(strategy)
     # n_rows first: an OrbitStrategy's matrix is built only up to 4,096 cells (sf1's planned strategy, 29,440 cells,
     # failed here, after a CLI release's draw); a Toeplitz strategy (mmopt.toeplitz) is n×n and has no matrix
     rows = getattr(strategy, "n_rows", None)
@@ -98,8 +99,19 @@ def check_released_with(output, strategy, caller: str) -> None:
     if recorded is not None and given is not None and not same_gram(given, recorded):
         raise ValueError(f"The 'strategy' parameter of {caller} is not the strategy the output was released with: "
                          "it has as many rows and the same sensitivity, but another AᵀA (its probe "
-                         f"uᵀAᵀAu = {given[0]:.9g}, the release's {recorded[0]:.9g}), so its standard errors would "
-                         "not be the answers'. Pass the strategy the output was released with.")
+                         f"ln uᵀAᵀAu = {given[0]:.9g}, the release's {recorded[0]:.9g}), so its standard errors "
+                         "would not be the answers'. Pass the strategy the output was released with.")
+
+
+def as_checked_strategy(strategy):
+    """A matrix given as a list, tuple, numpy matrix or scipy sparse matrix, as the :class:`Strategy` the standard
+    errors are computed from: those skipped the Δ and fingerprint checks and gave another strategy's standard
+    errors (a helper's audit); anything else unchanged."""
+    if hasattr(strategy, "toarray") and callable(strategy.toarray):  # scipy.sparse
+        return Strategy(np.asarray(strategy.toarray(), dtype=float))
+    if isinstance(strategy, list | tuple | np.matrix):
+        return Strategy(np.asarray(strategy, dtype=float))
+    return strategy
 
 
 def _probe(strategy):
