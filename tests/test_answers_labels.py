@@ -217,8 +217,10 @@ def test_grouping_sets_are_labelled_as_answers_table_lists_them():
         list(ans.per_query_variances(W, A))
 
 
-def test_all_predicate_past_62_cells_is_refused_by_name():
+def test_all_predicate_past_63_cells_is_refused_by_name():
     """2ⁿ − 1 rows past int64 indices: numpy's 'Maximum allowed dimension exceeded' (a helper's audit)."""
     assert ans.query_label(wl.all_predicate(62), 2**62 - 2)["a0"] == "*"
+    assert ans.query_label(wl.all_predicate(63), 2**63 - 2)["a0"] == "*"  # every row index fits int64 at 63
+    assert ans.query_label(wl.all_predicate(63), 2**62)["a0"] == "{0, 62}"  # the bits of r + 1
     with pytest.raises(ValueError, match=r"'workload' parameter of query_label has all_predicate\(64\), 2\^64 − 1"):
         ans.query_label(wl.all_predicate(64), 5)

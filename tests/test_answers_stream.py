@@ -129,3 +129,24 @@ def test_a_stream_strategy_of_the_same_size_and_sensitivity_is_refused():
     tree = T.tree(n, 8)
     out = mmopt.release(W, tree, np.ones(n), mmopt.Privacy(1.0))
     assert len(ans.answers_table(out, W, T.tree(n, 8))) == n  # an equal tree built again passes
+
+
+def test_per_query_variances_of_the_weighted_square_root_at_unit_privacy():
+    """evaluate took the weighted square root's Δ₂ at unit privacy; per_query_variances (and error_by_term /
+    error_by_shape) still defaulted to Δ₁ and refused it as 'Laplace noise' (the review of this change)."""
+    from mmopt import answers as ans
+    W = tz.prefix(64)
+    A = tz.weighted_sqrt(W)
+    got = np.concatenate([b[2] for b in ans.per_query_variances(W, A)])
+    np.testing.assert_allclose(got, mmopt.evaluate(W, A, per_query=True).per_query_variance, rtol=1e-9)
+
+
+def test_a_sparse_strategy_reads_as_its_matrix_in_per_query_variances():
+    import scipy.sparse
+
+    from mmopt import answers as ans
+    from mmopt import strategy as st
+    from mmopt import workload as wl
+    W, H = wl.prefix(16), st.hierarchical(16)
+    got = np.concatenate([b[2] for b in ans.per_query_variances(W, scipy.sparse.csr_matrix(H.matrix))])
+    np.testing.assert_allclose(got, np.concatenate([b[2] for b in ans.per_query_variances(W, H)]), rtol=1e-12)

@@ -176,12 +176,12 @@ def layout_of(workload, *, attributes=None, terms=None, caller: str = "layout_of
             raise ValueError(f"The 'workload' parameter of {caller} was built from its Gram matrix only "
                              f"('{workload.name}'), so its queries are unknown. Use Workload.from_matrix(W).")
         structure = sw.ImplicitWorkload((sw.Product((workload,), 1.0),), workload.name)
-    for t in structure.terms:  # row indices are int64: 2ⁿ − 1 predicates past 62 cells overflowed them, and the
+    for t in structure.terms:  # row indices are int64: 2ⁿ − 1 predicates past 63 cells overflowed them, and the
         # labels shifted by ≥ 64 bits (numpy's "Maximum allowed dimension exceeded"; a helper's audit)
         for f in t.factors:
-            if getattr(f, "family", None) == "all_predicate" and f.matrix is None and f.domain_size > 62:
+            if getattr(f, "family", None) == "all_predicate" and f.matrix is None and f.domain_size > 63:
                 raise ValueError(f"The 'workload' parameter of {caller} has all_predicate({f.domain_size}), "
-                                 f"2^{f.domain_size} − 1 queries: its rows are listed up to 62 cells (int64 row "
+                                 f"2^{f.domain_size} − 1 queries: its rows are listed up to 63 cells (int64 row "
                                  "indices). Ask the predicates you need as a Workload.from_matrix, or use "
                                  "mmopt.answers.answer on the released estimate.")
     meta = census.metadata(structure)

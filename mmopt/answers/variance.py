@@ -253,10 +253,12 @@ def expected_error_model(workload, strategy, privacy, *, norm, caller: str) -> t
     if privacy is not None and norm is not None and norm != privacy.sensitivity_norm:
         raise ValueError(f"The 'norm' parameter of {caller} ({norm!r}) contradicts the privacy's noise "
                          f"({privacy.noise}: {privacy.sensitivity_norm}). Leave norm=None.")
-    # unit privacy: a Gaussian-only strategy (OrbitStrategy) at Δ₂, as evaluate takes it (l1 refused the pair)
+    # unit privacy: a Gaussian-only strategy (an orbit's, the weighted square root) at Δ₂, as evaluate takes it (l1
+    # refused the pair)
+    from mmopt.toeplitz.weighted import WeightedSqrtStrategy  # lazy: the stream layer only for its strategies
     used = norm or (privacy.sensitivity_norm if privacy is not None else
-                    "l2" if isinstance(strategy, OrbitStrategy) else "l1")
-    strategy = _strategy(strategy, caller)
+                    "l2" if isinstance(strategy, OrbitStrategy | WeightedSqrtStrategy) else "l1")
+    strategy = _strategy(as_checked_strategy(strategy), caller)
     model = variance_model(workload, strategy, norm=used, caller=caller)
     c = 1.0 if privacy is None else privacy.variance_factor
     delta = model.divisor if model.method in ("dense", "orbit") else float(strategy.sensitivity(used))

@@ -146,12 +146,13 @@ def solve_marginals(workload: ImplicitWorkload, *, norm: str = "l1", restarts: i
         Sensitivity norm: Δ = Σθ (ε-DP, Laplace) or ‖θ‖₂ ((ε,δ)-DP, Gaussian; convex in θ², so the local
         optimum found is the global one within M(θ) up to ``tol``).
     restarts : int, default=3
-        L-BFGS-B runs from θ uniform on [0, 1] (HDMM's start), scaled to Δ = 1; run k draws from
+        L-BFGS-B runs from θ uniform on [0, 1] (HDMM's start), scaled to Δ = 1; random run k draws from
         ``numpy.random.SeedSequence(seed).spawn(restarts)[k]``, so a seed reproduces the result. Under L1 on a
         union of marginals of at most 12 attributes one run more comes first, from the θ of Ding et al.'s data
         cubes (:func:`mmopt.multidim.datacube.solve_datacube`, deterministic): random starts end in local optima
         that measure many small marginals (2-way marginals of (2,)¹⁰: 35,298 against 23,088 from the data
-        cubes' three large cuboids). ``history[k]["start_from"]`` says which start each run had.
+        cubes' three large cuboids). ``history[k]["start_from"]`` says which start each run had (then random run
+        k is ``history[k + 1]``, and ``extra["restart"]`` indexes ``history``).
     seed : None, int >= 0 or numpy.random.SeedSequence, default=None
     max_iterations : int or None, default=None
         L-BFGS-B iterations per run (None: 2000).
