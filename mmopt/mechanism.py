@@ -26,7 +26,7 @@ from mmopt._base.hints import missing_attribute
 from mmopt._base.opendp import calibrated_scale as _noise_scale
 from mmopt._base.opendp import finite as _finite
 from mmopt._base.opendp import measure, post_process, simulation_scale
-from mmopt._base.probe import gram_probe
+from mmopt._base.probe import matrix_probe
 from mmopt.dense._error_common import as_strategy as _as_strategy
 from mmopt.dense._mechanism_inputs import answer_plan as _answer_plan
 from mmopt.dense._mechanism_inputs import answers_available  # noqa: F401  (for the command line)
@@ -160,7 +160,7 @@ def matrix_mechanism(workload: Workload, strategy, x, privacy: Privacy, *, rng=N
     answers = _answers(workload, answered, xhat, caller)
     return MechanismOutput(answers, _finite(xhat, "x̂", caller), y, scale, privacy.noise, privacy,
                            "simulation", sens, reconstruction=how, shape=_domain_shape(workload),
-                           strategy_probe=gram_probe(lambda u: A @ u, A.shape[1]))
+                           strategy_probe=matrix_probe(A))
 
 
 def laplace_mechanism(workload: Workload, x, privacy: Privacy, *, rng=None, size: int | None = None
@@ -260,7 +260,7 @@ def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: f
                         f"reconstruct={reconstruct!r}")
     xhat, answers, how = done if done is not None else (None, None, None)
     return MechanismOutput(answers, xhat, y, scale, privacy.noise, privacy, "release", d_in, loss, how,
-                           _domain_shape(workload), gram_probe(lambda u: A @ u, A.shape[1]))
+                           _domain_shape(workload), matrix_probe(A))
 
 
 # -- helpers ------------------------------------------------------------------------------------------

@@ -57,6 +57,11 @@ def gram_probe(apply, n_cells: int) -> tuple[float, float]:
     return out[0], out[1]
 
 
+def matrix_probe(A: np.ndarray) -> tuple[float, float]:
+    """:func:`gram_probe` of a dense strategy matrix A (p × n)."""
+    return gram_probe(lambda u: A @ u, A.shape[1])
+
+
 def same_gram(mine, theirs) -> bool:
     """Whether two :func:`gram_probe` values are one strategy's: 10⁻⁶ relative (in the logarithm) leaves room for
     round-off in A u (a sum of n terms, computed by another route: dense product or Kronecker factors) where a

@@ -82,10 +82,10 @@ def iter_labels(workload, *, chunk_rows: int = DEFAULT_CHUNK_ROWS, attributes=No
     >>> [c.columns["a0"].tolist() for c in iter_labels(wl.all_range(3), chunk_rows=4)]
     [['[0, 0]', '[0, 1]', '[0, 2]', '[1, 1]'], ['[1, 2]', '[2, 2]']]
     """
+    layout = workload
     if not isinstance(workload, Layout):  # grouping sets (answers_table's rows) as their union, as answers_table does
         workload, attributes, terms = hierarchy_union(workload, attributes, terms, "iter_labels")
-    layout = workload if isinstance(workload, Layout) else layout_of(workload, attributes=attributes, terms=terms,
-                                                                     caller="iter_labels")
+        layout = layout_of(workload, attributes=attributes, terms=terms, caller="iter_labels")
     labeller = Labeller()
     for c in layout.chunks(_check_rows(chunk_rows, "iter_labels")):
         yield labeller.chunk(layout, c)

@@ -175,9 +175,10 @@ def plan_table(output, workload, strategy=None, privacy=None, *, attributes=None
 
 def _check_provenance(output, layout, strategy, estimate, answers, caller: str) -> None:
     """The output came from this workload and strategy, as far as it shows: its answers are W x̂ (checked on the
-    first and last rows of every term), and its Δ and measurement count are the strategy's. Another workload with
-    as many queries had its answers labelled as this one's; another strategy had its standard errors and intervals
-    computed from the wrong A (identity for H₂: 5.66 where the truth is 4.42)."""
+    first rows of every term: :func:`~mmopt.answers.values.probe_chunks`), and its Δ, measurement count and
+    fingerprint are the strategy's. Another workload with as many queries had its answers labelled as this one's;
+    another strategy had its standard errors and intervals computed from the wrong A (identity for H₂: 5.66 where
+    the truth is 4.42)."""
     if answers is not None:
         check_answers(layout, estimate, answers, caller)
     if strategy is not None:

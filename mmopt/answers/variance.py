@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mmopt._base import validation as v
-from mmopt._base.probe import gram_probe, same_gram
+from mmopt._base.probe import gram_probe, matrix_probe, same_gram
 from mmopt.answers.layout import DEFAULT_CHUNK_ROWS, Chunk, Layout, layout_of
 from mmopt.dense._strategy_core import Strategy
 from mmopt.dispatch import evaluate
@@ -127,7 +127,7 @@ def _probe(strategy):
     A = strategy.matrix if isinstance(strategy, Strategy) else strategy if isinstance(strategy, np.ndarray) else None
     if A is None or A.ndim != 2:
         return None
-    return gram_probe(lambda u: A @ u, A.shape[1])
+    return matrix_probe(A)
 
 
 def check_released_delta(output, strategy, caller: str) -> None:

@@ -94,13 +94,10 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
     x = v.check_vector(x, name="x", caller=caller, length=n)
     if np.any(x < 0):
         raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative.")
-    d = None
-    if weighted:
-        e = weighted_sqrt.column_scale(workload.kind, n)
-    elif not tree:
+    if not (weighted or tree):
         check_decodable(strategy, caller)  # before any noise: C⁻¹y would be NaN, the budget spent for nothing
-        d = None if strategy.row_scale is None else np.sqrt(strategy.row_scale)
-    measure_with = stream_apply(strategy)
+    e, d = _scales(strategy)  # once: the measurement, the fingerprint and the estimate read them
+    measure_with = _apply(strategy, e, d)
     Cx = measure_with(x)
     d_in = upper_sensitivity(strategy.sensitivity(privacy.sensitivity_norm), caller=caller)
     Cx = _opendp.finite(Cx, "the strategy answers", caller)
@@ -137,13 +134,26 @@ def stream_apply(strategy):
     """x ↦ C x for a strategy :func:`release` takes (a ToeplitzStrategy, with its row scale; the weighted square
     root; a tree or p-Identity strategy that applies itself), else None: what a release measures, and what
     :mod:`mmopt.answers` fingerprints (:func:`mmopt._base.probe.gram_probe`) to match a release to its strategy."""
+    return _apply(strategy, *_scales(strategy))
+
+
+def _scales(strategy) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(e, d): the weighted square root's column scale e (A = G^{1/4}E⁻¹), a Toeplitz strategy's row scale
+    d = √row_scale; None where the strategy has none."""
+    if isinstance(strategy, weighted_sqrt.WeightedSqrtStrategy):
+        return weighted_sqrt.column_scale(strategy.workload.kind, strategy.n), None
+    if isinstance(strategy, ToeplitzStrategy) and strategy.row_scale is not None:
+        return None, np.sqrt(strategy.row_scale)
+    return None, None
+
+
+def _apply(strategy, e, d):
+    """:func:`stream_apply` from the scales of :func:`_scales`."""
     if isinstance(strategy, weighted_sqrt.WeightedSqrtStrategy):
         kind, n = strategy.workload.kind, strategy.n
-        e = weighted_sqrt.column_scale(kind, n)
         return lambda x: weighted_sqrt.apply_power(kind, n, 0.25, x / e)
     if callable(getattr(strategy, "estimate", None)) and callable(getattr(strategy, "apply", None)):
         return strategy.apply
     if isinstance(strategy, ToeplitzStrategy):
-        d = None if strategy.row_scale is None else np.sqrt(strategy.row_scale)
         return lambda x: _causal(strategy.column, x) if d is None else d * _causal(strategy.column, x)
     return None

@@ -160,8 +160,9 @@ def apply_power(kind: str, n: int, power: float, x: np.ndarray) -> np.ndarray:
     return out[::-1] if kind == "prefix" else out
 
 
-def _terms(kind: str, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(e, K_ii, r, α, β) with r_i = Σ_{j>i} K_ij β_j e_j, 0-based arrays for 1-indexed i = 1..n."""
+def _terms(kind: str, n: int) -> tuple[np.ndarray, ...]:
+    """(e, K_ii, r, α, β, a) with r_i = Σ_{j>i} K_ij β_j e_j, 0-based arrays for 1-indexed i = 1..n, and a the
+    spectral sequence of G^{-1/2} (K's entries in the frame)."""
     i = np.arange(1, n + 1, dtype=float)
     a_inv = spectral_sequence(kind, n, -0.5)
     e = column_scale(kind, n)
@@ -169,12 +170,7 @@ def _terms(kind: str, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     K_diag = _frame_diagonal(a_inv, n)
     alpha, beta = (i, np.ones(n)) if kind == "prefix" else (i, n + 1.0 - i)
     q = beta * e
-    return e, K_diag, _row_sums(a_inv, q), alpha, beta
-
-
-def kind_inverse(kind: str, n: int) -> np.ndarray:
-    """The spectral sequence of G^{-1/2} (:func:`spectral_sequence` at −½), K's entries in the frame."""
-    return spectral_sequence(kind, n, -0.5)
+    return e, K_diag, _row_sums(a_inv, q), alpha, beta, a_inv
 
 
 def _row_sums(a_inv: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -199,21 +195,19 @@ def evaluate_weighted(workload) -> ToeplitzErrorReport:
     W = as_stream_workload(workload, "evaluate_weighted")
     n = W.n
     terms = _terms(W.kind, n)
-    e, K_diag, r, alpha, beta = terms
+    e, K_diag, r, alpha, beta, a_inv = terms
     diag_terms = alpha * beta * K_diag * e * e
     total = float(diag_terms.sum() + 2.0 * (alpha * e) @ r)
-    if W.kind == "prefix":
-        V = _prefix_variances(terms)
-        t = int(np.argmax(V))
-        worst, query, exact = float(V[t]), (0, t), True
+    if W.kind == "prefix":  # the prefixes themselves: exact
+        V, factor, exact = _prefix_variances(terms), 1.0, True
     else:
         # a proven upper bound, the tree's: a range is the difference of two prefixes, so its variance is at most
         # (√V_b + √V_{a−1})² ≤ 4·max V. All ranges are symmetric under reversing the cells (G and so e commute
         # with it), so the prefix of t + 1 cells has the variance of the frame's tail of t + 1: the prefix sums'
         # tail sums with β = 1. NaN before (not computed), its upper bound inf
-        V = _prefix_variances((e, K_diag, _row_sums(kind_inverse(W.kind, n), e)))
-        t = int(np.argmax(V))
-        worst, query, exact = 4.0 * float(V[t]), (0, t), False
+        V, factor, exact = _prefix_variances((e, K_diag, _row_sums(a_inv, e))), 4.0, False
+    t = int(np.argmax(V))
+    worst, query = factor * float(V[t]), (0, t)
     return ToeplitzErrorReport(W.name, "weighted_sqrt", n, W.n_queries, "l2", 1.0, 1.0, total, worst, query, exact)
 
 
