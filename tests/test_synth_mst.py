@@ -246,3 +246,30 @@ def test_a_default_row_count_past_the_cap_says_where_it_came_from():
         with pytest.raises(ValueError, match="the model's total .* Pass n="):
             s.records()
     assert len(s.records(5)) == 5
+
+
+def test_batches_draw_past_one_call_with_distinct_seeded_batches(monkeypatch):
+    """records(n) refuses more rows than one call draws (rows_per_call); batches() yields them in parts, the first
+    records(m, seed)'s rows, the others seeded by (seed, i): repeatable, and no batch repeats another."""
+    from mmopt._base import validation as v
+    from mmopt.synth.result import rows_per_call
+    s = _run(_records(), 1.0)
+    monkeypatch.setattr(v, "MAX_ALLOCATION_ENTRIES", 100 * (len(D.names) + 4))
+    assert rows_per_call(len(D.names)) == 100
+    with pytest.raises(ValueError, match="rows_per_call"):
+        s.records(250)
+    parts = list(s.batches(250, seed=3))
+    assert [len(p) for p in parts] == [100, 100, 50]
+    pd.testing.assert_frame_equal(parts[0], s.records(100, seed=3))
+    again = pd.concat(s.batches(250, seed=3), ignore_index=True)
+    pd.testing.assert_frame_equal(again, pd.concat(parts, ignore_index=True))
+    assert not parts[0].equals(parts[1]) and not parts[1].equals(parts[2].iloc[:0]) and \
+        not parts[1].iloc[:50].reset_index(drop=True).equals(parts[2])
+    # seed + i would make batch 1 of seed 3 batch 0 of seed 4: the pair (seed, i) does not
+    assert not parts[1].equals(s.records(100, seed=4))
+    assert [len(p) for p in s.batches(7, rows_per_batch=3, bins="labels")] == [3, 3, 1]
+    assert sum(map(len, s.batches())) == s.default_rows
+    with pytest.raises(ValueError, match="'rows_per_batch' parameter of Synthetic.batches"):
+        next(s.batches(10, rows_per_batch=101))
+    with pytest.raises(ValueError, match="'n' parameter of Synthetic.batches"):
+        next(s.batches(-1))

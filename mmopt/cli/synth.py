@@ -64,16 +64,11 @@ def _check(args):
     return domain, workload, privacy, ext
 
 
-def _draw(s, n: int, bins: str, seed, d: int):
-    """n synthetic rows in calls of at most :func:`mmopt.synth.result.rows_per_call` rows (30 million rows on three
-    attributes passed the --rows check, then Synthetic.records refused them after the budget was spent); the first
-    call keeps the run's seed, the others seed + i (None: fresh entropy each)."""
+def _draw(s, n: int, bins: str, seed):
+    """n synthetic rows through :meth:`mmopt.synth.result.Synthetic.batches` (30 million rows on three attributes
+    passed the --rows check, then one Synthetic.records call refused them after the budget was spent)."""
     import pandas as pd
-
-    from mmopt.synth.result import rows_per_call
-    step = rows_per_call(d)
-    parts = [s.records(min(step, n - start), bins=bins, seed=None if seed is None or i == 0 else seed + i)
-             for i, start in enumerate(range(0, n, step))]
+    parts = list(s.batches(n, bins=bins, seed=seed))
     return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
 
 
@@ -92,7 +87,7 @@ def synth(args) -> int:
               "for another number).", file=sys.stderr)
         n = MAX_ROWS
     try:  # the budget is spent from here on: any failure must say so (exit 1, never the usage code 2)
-        rows = _draw(s, n, args.bins, args.seed, len(domain.shape))
+        rows = _draw(s, n, args.bins, args.seed)
         _write(rows, args.out, ext)
     except (OSError, ValueError, MemoryError) as exc:
         print(f"mmopt: error: the budget was spent, but drawing or writing the {n:,} rows to '{args.out}' failed: "

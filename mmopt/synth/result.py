@@ -121,9 +121,6 @@ class Synthetic:
         a helper's probe). ``seed`` (default: the algorithm's seed) seeds the sampler: post-processing, so a seeded
         numpy draw costs no privacy.
         """
-        import pandas as pd
-
-        from mmopt.synth.error import bin_value
         caller = "Synthetic.records"
         bins = v.check_choice(bins, name="bins", caller=caller, choices=("labels", "values"))
         if n is None:
@@ -139,7 +136,47 @@ class Synthetic:
                            "(rows_per_call) and concatenate, with a different seed per call.")
         rng = np.random.default_rng(self.seed if seed is None else check_seed(seed, caller))  # (numpy's bare
         # "expected non-negative integer" for seed=-1 before)
-        codes = self.model.sample(n, rng)
+        return self._frame(self.model.sample(n, rng), bins)
+
+    def batches(self, n: int | None = None, *, rows_per_batch: int | None = None, seed=None, bins: str = "values"):
+        """``n`` synthetic rows (default: the model's total) as DataFrames of at most ``rows_per_batch`` rows each.
+
+        For more rows than one :meth:`records` call draws (:func:`rows_per_call`), e.g. to stream them into a
+        Parquet file with ``pyarrow.parquet.ParquetWriter``. The first batch is ``records(m, seed=seed)``'s rows; batch
+        i ≥ 1 is seeded by the pair (seed, i) (numpy's SeedSequence of both: no batch repeats another's, nor a batch
+        of a run with another seed, as seed + i would), fresh entropy when there is no seed. Post-processing: any
+        number of batches costs no privacy.
+
+        >>> import warnings, mmopt
+        >>> from mmopt.records.datasets import cps1988
+        >>> from mmopt.synth import mst
+        >>> df, D = cps1988()
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")  # seed=0: numpy's sampler, a simulation
+        ...     s = mst(df, D, mmopt.Privacy(1.0, 1e-9), seed=0)
+        >>> [len(b) for b in s.batches(1_000, rows_per_batch=400)]
+        [400, 400, 200]
+        """
+        caller = "Synthetic.batches"
+        bins = v.check_choice(bins, name="bins", caller=caller, choices=("labels", "values"))
+        total = self.default_rows if n is None else v.check_int(n, name="n", caller=caller, low=0)
+        most = rows_per_call(len(self.domain.shape))
+        step = most if rows_per_batch is None else v.check_int(rows_per_batch, name="rows_per_batch",
+                                                               caller=caller, low=1, high=most)
+        base = self.seed if seed is None else check_seed(seed, caller)
+        for i, start in enumerate(range(0, total, step)):
+            size = min(step, total - start)
+            if i == 0:
+                yield self.records(size, seed=base, bins=bins)
+            else:
+                rng = np.random.default_rng(None if base is None else [base, i])
+                yield self._frame(self.model.sample(size, rng), bins)
+
+    def _frame(self, codes: np.ndarray, bins: str):
+        """The rows of cell ``codes`` (n × d) as the DataFrame :meth:`records` describes."""
+        import pandas as pd
+
+        from mmopt.synth.error import bin_value
         cols = {}
         for i, a in enumerate(self.domain.attributes):
             cats = a.categories if a.categories is not None else a.labels if bins == "labels" else \
