@@ -114,7 +114,7 @@ def test_model_size_is_refused_before_fitting(mbi):
 def test_from_a_records_release_with_labels(mbi):
     pd = pytest.importorskip("pandas")
     pytest.importorskip("opendp")
-    from mmopt.records import Domain, release_marginals
+    from mmopt.records import Domain, marginal_counts, release_marginals
 
     D = Domain.from_json({"attributes": [{"name": "sex", "categories": ["F", "M"]},
                                          {"name": "age", "edges": [0, 18, 65, "inf"]}]})
@@ -122,8 +122,19 @@ def test_from_a_records_release_with_labels(mbi):
     r = release_marginals(df, D, 2, mmopt.Privacy(1.0, 1e-6))
     est = pgm.pgm_marginals(r, iters=300)
     assert list(est.marginals) == [(0, 1)] and est.marginals[(0, 1)].shape == (2, 3)
-    syn = est.synthetic(rows=10, seed=1, labels=True)
+    syn = est.synthetic(rows=10, seed=1, labels=True, bins="labels")
     assert set(syn["sex"]) <= {"F", "M"} and set(syn["age"]) <= {"[0, 18)", "[18, 65)", "[65, inf]"}
+    # labels=True wrote bin labels only, which counting drops as values outside the domain: the synthetic rows
+    # counted again were 0 in every binned attribute. By default they now hold each bin's left edge and count again
+    syn = est.synthetic(rows=200, seed=1, labels=True)
+    assert set(syn["age"]) <= {0.0, 18.0, 65.0}
+    again = marginal_counts(syn, D, [("sex", "age")])[(0, 1)]
+    codes = est.synthetic(rows=200, seed=1)  # the same draw as cell indices
+    cells = np.zeros((2, 3))
+    np.add.at(cells, (codes["sex"].to_numpy(), codes["age"].to_numpy()), 1)
+    assert again.sum() == 200 and np.array_equal(again, cells)
+    with pytest.raises(ValueError, match="'bins' parameter of PGMEstimate.synthetic"):
+        est.synthetic(rows=5, labels=True, bins="edges")
 
 
 def test_laplace_release_weighted_marginals_fit_to_least_squares(mbi):

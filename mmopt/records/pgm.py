@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mmopt._base import validation as v
 from mmopt.structured.residual import closure as cl
 from mmopt.structured.residual import marginals as wm
 from mmopt.structured.residual import strategy as rs
@@ -190,11 +191,15 @@ class PGMEstimate:
     names: tuple = ()
     domain: object = field(default=None, repr=False)
 
-    def synthetic(self, rows: int | None = None, *, seed: int | None = None, labels: bool = False):
+    def synthetic(self, rows: int | None = None, *, seed: int | None = None, labels: bool = False,
+                  bins: str = "values"):
         """Synthetic records drawn from the model: a pandas DataFrame, one column per attribute.
 
-        Values are cell indices (int), or with ``labels=True`` the domain's cell labels (a category, or a bin
-        such as "[250, 500)"; needs the estimate to come from a records release). ``rows`` (an int ≥ 1) defaults
+        Values are cell indices (int), or with ``labels=True`` labelled by the domain (needs the estimate to come
+        from a records release) as :meth:`mmopt.synth.result.Synthetic.records` labels its rows: a category, or for
+        a binned attribute a number inside its bin (``bins="values"``, rows that count again) or the bin's label such
+        as "[250, 500)" (``bins="labels"``, for reading: counting drops labels, so labelled rows counted again saw
+        zero rows in binned attributes before, the only kind there was). ``rows`` (an int ≥ 1) defaults
         to the rounded total. mbi samples with numpy's global generator: it is seeded with ``seed`` for the call and
         restored afterwards, so the caller's global random state is unchanged.
         """
@@ -207,6 +212,7 @@ class PGMEstimate:
                             f"({type(rows).__name__}) instead.")
         elif rows < 1:
             raise ValueError(f"The 'rows' parameter of PGMEstimate.synthetic must be >= 1. Got {rows!r} instead.")
+        bins = v.check_choice(bins, name="bins", caller="PGMEstimate.synthetic", choices=("labels", "values"))
         if labels and self.domain is None:
             raise ValueError("PGMEstimate.synthetic: labels=True needs the records domain; this estimate was fitted "
                              "to bare measurements. Fit it from a RecordsRelease, or use cell indices.")
@@ -222,7 +228,8 @@ class PGMEstimate:
             np.random.set_state(state)  # noqa: NPY002
         cols = {n: np.asarray(data.data[n], dtype=np.int64) for n in self.names}
         if labels:
-            cols = {a.name: np.asarray(a.labels, dtype=object)[cols[a.name]] for a in self.domain.attributes}
+            from mmopt.records.rows import labelled_rows
+            return labelled_rows(self.domain, np.column_stack([cols[a.name] for a in self.domain.attributes]), bins)
         return pd.DataFrame(cols)
 
 

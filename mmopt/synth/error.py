@@ -8,12 +8,11 @@ of any mechanism, and not private itself.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from mmopt.records import counts as rc
 from mmopt.records.domain import Domain
+from mmopt.records.rows import bin_value
 
 __all__ = ["workload_error"]
 
@@ -82,11 +81,3 @@ def _codes_frame(frame, domain: Domain):
         elif hasattr(col, "cat"):
             out[a.name] = np.asarray(col.astype(object))
     return out
-
-
-def bin_value(lo: float, hi: float) -> float:
-    """A value of the bin [lo, hi): lo when finite, else the float just below hi (hi − 1 rounds to hi past 2⁵³:
-    a bin (−inf, 1e20) was counted in the next one)."""
-    if np.isfinite(lo):
-        return float(lo)
-    return math.nextafter(float(hi), -math.inf) if np.isfinite(hi) else 0.0

@@ -174,15 +174,8 @@ class Synthetic:
 
     def _frame(self, codes: np.ndarray, bins: str):
         """The rows of cell ``codes`` (n × d) as the DataFrame :meth:`records` describes."""
-        import pandas as pd
-
-        from mmopt.synth.error import bin_value
-        cols = {}
-        for i, a in enumerate(self.domain.attributes):
-            cats = a.categories if a.categories is not None else a.labels if bins == "labels" else \
-                [bin_value(a.edges[j], a.edges[j + 1]) for j in range(a.size)]
-            cols[a.name] = pd.Categorical.from_codes(codes[:, i], categories=list(cats))
-        return pd.DataFrame(cols)
+        from mmopt.records.rows import labelled_rows
+        return labelled_rows(self.domain, codes, bins)
 
 
 def spent(steps, budget: float, delta: float) -> tuple[float, float]:
