@@ -44,13 +44,12 @@ def test_past_the_limit_the_bound_stays_flagged_and_holds():
     assert not tree.max_variance_exact and np.isfinite(tree.max_variance_upper)
     exact = tree.variance_factor * tree.sensitivity**2 * np.max(unit_range_variances(S.to_dense()))
     assert exact <= tree.max_variance <= 4 * exact  # a proven bound, (2·the largest prefix's deviation)²
-    # the weighted square root: NaN before (not computed, its upper bound inf); now the tree's bound, 4·the
-    # largest prefix's variance, read from the frame's tail sums by the reversal symmetry of all ranges
+    # the weighted square root: NaN before (not computed, its upper bound inf), then the tree's bound (4·the
+    # largest prefix's variance, four times the truth); now exact past the dense limit (range_maximum's O(n²) pass)
     R = toeplitz.weighted_sqrt(toeplitz.all_range(n))
     ws = mmopt.evaluate(toeplitz.all_range(n), R, GAUSS)
     exact = ws.variance_factor * np.max(unit_range_variances(R.to_dense()))
-    assert not ws.max_variance_exact and ws.max_variance_upper == ws.max_variance
-    assert exact * (1 - 1e-9) <= ws.max_variance <= 4 * exact * (1 + 1e-9)
+    assert ws.max_variance_exact and ws.max_variance == pytest.approx(exact, rel=1e-9)
 
 
 def test_unit_range_variances_of_a_small_strategy():

@@ -78,3 +78,22 @@ def test_budget_scaling_and_refusals():
         T.evaluate(T.all_range(20), T.weighted_sqrt(W))
     with pytest.raises(ValueError, match="GB"):
         T.weighted_sqrt(T.prefix(2**20)).to_dense()
+
+
+def test_all_ranges_largest_variance_is_exact_past_the_dense_limit():
+    """Past 1,024 cells (range_variance.EXACT_MAX_N) the report gave the proven bound 4·max prefix variance, four
+    times the truth; now range_maximum's O(n²) pass is exact to RANGE_EXACT_MAX_N cells (dense oracle at 1,100)."""
+    from mmopt.toeplitz.range_variance import EXACT_MAX_N, unit_range_variances
+    from mmopt.toeplitz.weighted import RANGE_EXACT_MAX_N
+    n = 1100
+    assert n > EXACT_MAX_N
+    r = T.evaluate(T.all_range(n), T.weighted_sqrt(T.all_range(n)))
+    V = unit_range_variances(T.weighted_sqrt(T.all_range(n)).to_dense())
+    assert r.max_variance_exact
+    assert r.max_variance == pytest.approx(V.max(), rel=1e-10)  # κ(AᵀA) ~ 10³: round-off of the dense inverse
+    assert V[r.max_variance_query] == pytest.approx(V.max(), rel=1e-10)
+    eps = mmopt.Privacy(0.5, 1e-6)
+    scaled = T.evaluate(T.all_range(n), T.weighted_sqrt(T.all_range(n)), eps)
+    assert scaled.max_variance == pytest.approx(V.max() * scaled.variance_factor, rel=1e-10)
+    past = T.evaluate(T.all_range(RANGE_EXACT_MAX_N + 1), T.weighted_sqrt(T.all_range(RANGE_EXACT_MAX_N + 1)))
+    assert not past.max_variance_exact and past.max_variance > 0
