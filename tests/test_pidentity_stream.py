@@ -59,8 +59,9 @@ def test_past_the_dense_size_the_stream_family_takes_it_as_itself():
     prefixes = S.prefix_variances()
     assert report.total_squared_error == pytest.approx(2.0 * S.unit_total("prefix"), rel=1e-12)
     assert report.max_variance == pytest.approx(2.0 * prefixes.max(), rel=1e-12) and report.max_variance_exact
-    ranges = mmopt.evaluate(toeplitz.all_range(n), S, LAPLACE)  # a proven upper bound there, said so
-    assert ranges.max_variance == pytest.approx(8.0 * prefixes.max(), rel=1e-12) and not ranges.max_variance_exact
+    ranges = mmopt.evaluate(toeplitz.all_range(n), S, LAPLACE)  # the largest prefix's and a proven bound, said so
+    assert ranges.max_variance == pytest.approx(2.0 * prefixes.max(), rel=1e-12) and not ranges.max_variance_exact
+    assert ranges.max_variance_upper == pytest.approx(8.0 * prefixes.max(), rel=1e-12)
     x = np.arange(n) % 7.0
     out = mmopt.release(W, S, x, LAPLACE)
     assert out.reconstruction.solver == "woodbury" and out.sensitivity == pytest.approx(1.0, rel=1e-6)

@@ -41,9 +41,17 @@ def test_past_the_limit_the_bound_stays_flagged_and_holds():
     n = EXACT_MAX_N + 1
     S = toeplitz.tree(n, 4)
     tree = mmopt.evaluate(toeplitz.all_range(n), S, GAUSS)
-    assert not tree.max_variance_exact and np.isfinite(tree.max_variance_upper)
     exact = tree.variance_factor * tree.sensitivity**2 * np.max(unit_range_variances(S.to_dense()))
-    assert exact <= tree.max_variance <= 4 * exact  # a proven bound, (2·the largest prefix's deviation)²
+    # a tree is exact past the dense limit too (one O(n) solve a column, range_maximum's O(n²) pass)
+    assert tree.max_variance_exact and tree.max_variance == pytest.approx(exact, rel=1e-9)
+    # a row-scaled Toeplitz strategy: the largest prefix's variance (attained) and a proven bound beside it, as the
+    # dense reports give them (the bound stood in max_variance itself before)
+    C = toeplitz.equalized(toeplitz.sqrt_strategy(n))
+    rs = mmopt.evaluate(toeplitz.all_range(n), C, GAUSS)
+    truth = rs.variance_factor * rs.sensitivity**2 * np.max(unit_range_variances(C.to_dense()))
+    assert not rs.max_variance_exact and rs.max_variance <= truth * (1 + 1e-9) <= rs.max_variance_upper * (1 + 2e-9)
+    prefix = mmopt.evaluate(toeplitz.prefix(n), C, GAUSS)
+    assert rs.max_variance == pytest.approx(prefix.max_variance, rel=1e-12)  # attained: the largest prefix
     # the weighted square root: NaN before (not computed, its upper bound inf), then the tree's bound (4·the
     # largest prefix's variance, four times the truth); now exact past the dense limit (range_maximum's O(n²) pass)
     R = toeplitz.weighted_sqrt(toeplitz.all_range(n))

@@ -48,19 +48,22 @@ class ToeplitzErrorReport:
     total_squared_error : float
         c·Δ²·‖W C⁻¹‖_F², the expected ‖W x̂ − W x‖².
     max_variance : float
-        The largest single-query error.
+        The largest single-query error; when ``max_variance_exact`` is False an attained one (the largest prefix's,
+        a prefix being a range), as the dense reports give it, with ``max_variance_upper`` a proven upper bound.
     max_variance_query : tuple of int
-        (first, last) cell of a query attaining it (0-indexed, inclusive); when ``max_variance_exact`` is False,
-        the query the bound is built from (its own variance is below the bound).
+        (first, last) cell of a query attaining ``max_variance`` (0-indexed, inclusive).
     max_variance_exact : bool
-        False only on all ranges past 1,024 cells (up to it the value is exact:
-        :mod:`mmopt.toeplitz.range_variance`) for a row-scaled Toeplitz strategy or a tree strategy, where
-        ``max_variance`` is a proven upper bound (the weighted square root's too: four times its largest prefix
-        variance, a range's exact variance needing the covariance of two prefix sums, O(n²)). Where a report
-        holds NaN (not computed; ``max_variance_query`` (−1, −1)) ``max_variance_upper`` is the total. A NaN
+        False only on all ranges past the exact passes (:mod:`mmopt.toeplitz.range_variance`: every strategy to
+        1,024 cells, a tree to 4,096, the weighted square root to 16,384) for a row-scaled Toeplitz strategy, a tree
+        or the weighted square root, whose largest range variance needs the covariance of two prefix sums. Where a
+        report holds NaN (not computed; ``max_variance_query`` (−1, −1)) ``max_variance_upper`` is the total. A NaN
         compares False both ways: test ``max_variance_exact`` first.
     privacy : Privacy or None
         The budget (None: unit privacy).
+    max_variance_bound : float or None
+        The proven upper bound ``max_variance_upper`` reads when ``max_variance_exact`` is False (None where exact).
+        Before, such a report held the bound in ``max_variance`` itself, 2.3–4× the largest variance, unlike the
+        dense reports (a helper's read of the evaluate tutorial).
 
     The dense and implicit reports' other fields are here too (``privacy``, ``log10_total``,
     ``max_variance_upper``, ``per_query_variance`` — None: n queries are not listed — and :meth:`to_row`), so
@@ -79,6 +82,7 @@ class ToeplitzErrorReport:
     max_variance_query: tuple[int, int]
     max_variance_exact: bool = True
     privacy: Privacy | None = None
+    max_variance_bound: float | None = None
 
     @property
     def log10_total(self) -> float:
@@ -86,9 +90,12 @@ class ToeplitzErrorReport:
 
     @property
     def max_variance_upper(self) -> float:
-        """A proven upper bound on the largest variance: ``max_variance`` itself (exact, or already a bound), and
-        where it was not computed (NaN: an upper bound that compared False both ways) the total, which no query's
-        variance exceeds (they are ≥ 0 and sum to it; inf said nothing, as the dense path's None did)."""
+        """A proven upper bound on the largest variance: ``max_variance`` itself where exact, ``max_variance_bound``
+        where not, and where it was not computed (NaN: an upper bound that compared False both ways) the total,
+        which no query's variance exceeds (they are ≥ 0 and sum to it; inf said nothing, as the dense path's None
+        did)."""
+        if self.max_variance_bound is not None:
+            return self.max_variance_bound
         return self.total_squared_error if math.isnan(self.max_variance) else self.max_variance
 
     @property
@@ -176,19 +183,20 @@ def decoder_rows(b: np.ndarray, y: np.ndarray | None = None) -> np.ndarray:
 
 
 def decoder_max(kind: str, b: np.ndarray, y: np.ndarray | None = None) -> tuple[float, tuple[int, int], bool]:
-    """(largest per-query ‖row of W C⁻¹‖², a query attaining it, exact?), unit sensitivity.
+    """(largest per-query ‖row of W C⁻¹‖², a query attaining it, exact?, a proven upper bound or None), unit
+    sensitivity.
 
-    For a row-scaled strategy on all ranges the value is the proven upper bound max_j(1/y_j)·max_L V(L)
-    (the query is the one attaining max_L V(L)), and exact is False.
+    For a row-scaled strategy on all ranges the value is the largest prefix's (attained: a prefix is a range), the
+    bound max_j(1/y_j)·max_L V(L), and exact is False.
     """
     n = len(b)
     sq = b * b
     if kind == "prefix":
         if y is None:
-            return float(sq.sum()), (0, n - 1), True
+            return float(sq.sum()), (0, n - 1), True, None
         rows = decoder_rows(b, y)
         t = int(np.argmax(rows))
-        return float(rows[t]), (0, t), True
+        return float(rows[t]), (0, t), True, None
     total = float(sq.sum())
     head = np.concatenate([[0.0], np.cumsum(sq)])  # head[m] = Σ_{u < m} b_u²
     L = np.arange(1, n + 1)
@@ -198,8 +206,10 @@ def decoder_max(kind: str, b: np.ndarray, y: np.ndarray | None = None) -> tuple[
     best = int(np.argmax(V))
     query = (n - int(L[best]), n - 1)
     if y is None:
-        return float(V[best]), query, True
-    return float(V[best] / y.min()), query, False
+        return float(V[best]), query, True, None
+    rows = decoder_rows(b, y)
+    t = int(np.argmax(rows))
+    return float(rows[t]), (0, t), False, float(V[best] / y.min())
 
 
 def resolve_privacy(privacy, norm: str | None, caller: str) -> tuple[str, float]:
@@ -262,7 +272,8 @@ def evaluate(workload, strategy: ToeplitzStrategy, privacy: Privacy | None = Non
     delta = float(np.ldexp(delta_unit, e))
     scale = factor * delta_unit * delta_unit
     y = unit.row_scale
-    worst, query, exact = decoder_max(W.kind, b, y)
+    worst, query, exact, bound = decoder_max(W.kind, b, y)
     total = decoder_total(W.kind, b, None if y is None else 1.0 / y[::-1])
     return exact_all_ranges(ToeplitzErrorReport(W.name, strategy.name, W.n, W.n_queries, norm, delta, factor,
-                                                scale * total, scale * worst, query, exact, privacy), strategy, W.kind)
+                                                scale * total, scale * worst, query, exact, privacy,
+                                                None if bound is None else scale * bound), strategy, W.kind)

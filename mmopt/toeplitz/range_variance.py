@@ -41,6 +41,31 @@ def unit_range_variances(A: np.ndarray) -> np.ndarray:
     return V
 
 
+def range_maximum(columns, n: int, block: int = 512) -> tuple[float, tuple[int, int]]:
+    """The largest q M qᵀ over the ranges q = 1_[l, u] and its range (l, u), 0-based and inclusive, from the
+    columns of M = (AᵀA)⁻¹ (``columns(lo, hi)``: M[:, lo:hi]), in O(n²) time and O(n·block) memory, no n×n matrix:
+    V(l, u) = V(l, u − 1) + 2 Σ_{l ≤ i < u} M_iu + M_uu, one suffix sum per u. For strategies whose columns cost
+    O(n) each (the weighted square root's closed form, a tree's solve), where the dense path stops at
+    :data:`EXACT_MAX_N` cells.
+
+    >>> V = unit_range_variances(np.eye(3))
+    >>> range_maximum(lambda lo, hi: np.eye(3)[:, lo:hi], 3)   # the identity: the longest range, all 3 cells
+    (3.0, (0, 2))
+    """
+    V = np.empty(n)
+    worst, query = -np.inf, (0, 0)
+    for lo in range(0, n, block):
+        C = columns(lo, min(n, lo + block))
+        for u in range(lo, lo + C.shape[1]):
+            col = C[:u + 1, u - lo]
+            V[:u] += 2.0 * np.cumsum(col[-2::-1])[::-1] + col[-1]
+            V[u] = col[-1]
+            first = int(np.argmax(V[:u + 1]))
+            if V[first] > worst:
+                worst, query = float(V[first]), (first, u)
+    return worst, query
+
+
 def exact_all_ranges(report, strategy, kind: str):
     """``report`` with the exact largest variance over all ranges when it held a bound or NaN and n ≤
     :data:`EXACT_MAX_N`; else ``report`` unchanged. The strategy's dense A must be that of ``report``'s Δ."""
@@ -53,4 +78,4 @@ def exact_all_ranges(report, strategy, kind: str):
     i, j = np.unravel_index(int(np.argmax(V)), V.shape)
     scale = report.variance_factor * report.sensitivity ** 2
     return dataclasses.replace(report, max_variance=float(scale * V[i, j]), max_variance_query=(int(i), int(j)),
-                               max_variance_exact=True)
+                               max_variance_exact=True, max_variance_bound=None)

@@ -248,10 +248,12 @@ def optimize(workload, method: str = "blt", *, bands: int | None = None, buffers
     if status == "optimal" and raw_status == "optimal" and report.total_squared_error > lb.value * (1 + 1e-6):
         status = "local_optimum"  # L-BFGS's own test is no certificate
     m = W.n_queries
-    # all ranges under a row-scaled strategy: max_variance is evaluate's proven upper bound, which it flags (the flag
-    # was dropped here, and a bound 4–10 % above the largest variance read as that variance)
+    # all ranges under a row-scaled strategy past the exact passes: max_variance is the largest prefix's (attained),
+    # max_variance_upper a proven bound, and the flag says so (it was dropped here, and a bound 4–10 % above the
+    # largest variance read as that variance)
     extra |= {"svd_bound": lb.svd, "diagonal_bound": lb.diagonal, "max_variance": report.max_variance,
-              "max_variance_exact": bool(report.max_variance_exact), "workload": W.kind, "n": n}
+              "max_variance_upper": report.max_variance_upper, "max_variance_exact": bool(report.max_variance_exact),
+              "workload": W.kind, "n": n}
     return OptimizeResult(C, "l2", report.total_squared_error, lower, status, status in SUCCESS, message, method,
                           solver, nit, time.perf_counter() - t0, report.total_squared_error / m, lower / m,
                           tuple(history), extra)

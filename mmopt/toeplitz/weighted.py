@@ -79,8 +79,9 @@ class WeightedSqrtStrategy:
                              f"only. Got norm {wanted!r}; pass Privacy(epsilon, delta > 0).")
         r = evaluate_weighted(W)
         factor = 1.0 if privacy is None else privacy.variance_factor
+        bound = None if r.max_variance_bound is None else factor * r.max_variance_bound
         return dataclasses.replace(r, variance_factor=factor, total_squared_error=factor * r.total_squared_error,
-                                   max_variance=factor * r.max_variance, privacy=privacy)
+                                   max_variance=factor * r.max_variance, max_variance_bound=bound, privacy=privacy)
 
     def sensitivity(self, norm: str = "l2") -> float:
         """Δ₂ = 1: diag(AᵀA) = h/h (Δ₁ would need the dense A; it is not offered)."""
@@ -187,8 +188,8 @@ def evaluate_weighted(workload) -> ToeplitzErrorReport:
     prefix workload the largest query variance; O(n log² n) time and O(n) memory.
 
     For all ranges ``max_variance`` is exact up to :data:`RANGE_EXACT_MAX_N` cells (:func:`range_maximum`, O(n²)
-    time, O(n) memory), past them a proven upper bound (``max_variance_exact`` False), four times the largest
-    prefix's variance, as the tree strategy's.
+    time), past them the largest prefix's variance (attained: a prefix is a range; ``max_variance_exact`` False)
+    and ``max_variance_upper`` a proven upper bound, four times it, as the tree strategy's.
 
     Examples
     --------
@@ -204,31 +205,30 @@ def evaluate_weighted(workload) -> ToeplitzErrorReport:
     diag_terms = alpha * beta * K_diag * e * e
     total = float(diag_terms.sum() + 2.0 * (alpha * e) @ r)
     if W.kind == "prefix":  # the prefixes themselves: exact
-        V, factor, exact = _prefix_variances(terms), 1.0, True
-    elif n <= RANGE_EXACT_MAX_N:
+        V = _prefix_variances(terms)
+        t = int(np.argmax(V))
+        return ToeplitzErrorReport(W.name, "weighted_sqrt", n, W.n_queries, "l2", 1.0, 1.0, total, float(V[t]), (0, t))
+    if n <= RANGE_EXACT_MAX_N:
         worst, query = range_maximum(a_inv, e)
-        return ToeplitzErrorReport(W.name, "weighted_sqrt", n, W.n_queries, "l2", 1.0, 1.0, total, worst, query,
-                                   True)
-    else:
-        # a proven upper bound, the tree's: a range is the difference of two prefixes, so its variance is at most
-        # (√V_b + √V_{a−1})² ≤ 4·max V. All ranges are symmetric under reversing the cells (G and so e commute
-        # with it), so the prefix of t + 1 cells has the variance of the frame's tail of t + 1: the prefix sums'
-        # tail sums with β = 1. NaN before (not computed), its upper bound inf
-        V, factor, exact = _prefix_variances((e, K_diag, _row_sums(a_inv, e))), 4.0, False
+        return ToeplitzErrorReport(W.name, "weighted_sqrt", n, W.n_queries, "l2", 1.0, 1.0, total, worst, query)
+    # past it the largest prefix (a range: attained) and a proven upper bound, the tree's: a range is the difference
+    # of two prefixes, so its variance is at most (√V_b + √V_{a−1})² ≤ 4·max V. All ranges are symmetric under
+    # reversing the cells (G and so e commute with it), so the prefix of t + 1 cells has the variance of the frame's
+    # tail of t + 1: the prefix sums' tail sums with β = 1. NaN before (not computed), its upper bound inf
+    V = _prefix_variances((e, K_diag, _row_sums(a_inv, e)))
     t = int(np.argmax(V))
-    worst, query = factor * float(V[t]), (0, t)
-    return ToeplitzErrorReport(W.name, "weighted_sqrt", n, W.n_queries, "l2", 1.0, 1.0, total, worst, query, exact)
+    return ToeplitzErrorReport(W.name, "weighted_sqrt", n, W.n_queries, "l2", 1.0, 1.0, total, float(V[t]), (0, t),
+                               False, max_variance_bound=4.0 * float(V[t]))
 
 
 def range_maximum(a_inv: np.ndarray, e: np.ndarray) -> tuple[float, tuple[int, int]]:
     """The largest variance q (AᵀA)⁻¹ qᵀ over the ranges q = 1_[l, u] of the weighted square root of all_range(n)
-    (Δ₂ = 1) and its range (l, u), 0-based and inclusive: O(n²) time, O(n) memory, no n×n matrix.
-
-    (AᵀA)⁻¹ = E G^{−1/2} E with 1-indexed entries e_i e_j (a(|i − j|) − a(i + j)) (module docstring; the frame is the
-    cells' order), so V(l, u) = V(l, u − 1) + 2 Σ_{l ≤ i < u} M_iu + M_uu: one column of M and one suffix sum per u.
-    Past 1,024 cells the report gave the proven bound 4·max_t V(0, t), four times the truth on every n measured
-    (1,024 … 16,384; the largest range was all the cells), so an ε chosen to meet a variance target by that bound
-    was twice the ε needed. Measured (one core): 0.10 s at 4,096 cells, 1.1 s at 16,384.
+    (Δ₂ = 1) and its range (l, u), 0-based and inclusive: O(n²) time, no n×n matrix
+    (:func:`mmopt.toeplitz.range_variance.range_maximum`), each column of (AᵀA)⁻¹ = E G^{−1/2} E in closed form,
+    1-indexed e_i e_j (a(|i − j|) − a(i + j)) (module docstring; the frame is the cells' order). Past 1,024 cells
+    the report gave the proven bound 4·max_t V(0, t), four times the truth on every n measured (1,024 … 16,384; the
+    largest range was all the cells), so an ε chosen to meet a variance target by that bound was twice the ε
+    needed. Measured (one core): 0.10 s at 4,096 cells, 1.1 s at 16,384.
 
     >>> from mmopt.toeplitz import all_range
     >>> from mmopt.toeplitz.range_variance import unit_range_variances
@@ -238,18 +238,14 @@ def range_maximum(a_inv: np.ndarray, e: np.ndarray) -> tuple[float, tuple[int, i
     >>> bool(np.isclose(worst, V.max(), rtol=1e-12)), bool(V[l, u] == V.max())
     (True, True)
     """
-    n = e.size
-    i = np.arange(1, n + 1)
-    V = np.empty(n)
-    worst, query = -np.inf, (0, 0)
-    for u in range(1, n + 1):
-        col = e[:u] * e[u - 1] * (a_inv[u - i[:u]] - a_inv[i[:u] + u])  # M[1..u, u]
-        V[:u - 1] += 2.0 * np.cumsum(col[-2::-1])[::-1] + col[-1]
-        V[u - 1] = col[-1]
-        lo = int(np.argmax(V[:u]))
-        if V[lo] > worst:
-            worst, query = float(V[lo]), (lo, u - 1)
-    return worst, query
+    from mmopt.toeplitz.range_variance import range_maximum as maximum
+    i = np.arange(1, e.size + 1)
+
+    def columns(lo: int, hi: int) -> np.ndarray:
+        u = i[lo:hi]
+        return e[:, None] * e[None, lo:hi] * (a_inv[np.abs(i[:, None] - u[None, :])] - a_inv[i[:, None] + u[None, :]])
+
+    return maximum(columns, e.size)
 
 
 def prefix_variances(n: int) -> np.ndarray:
