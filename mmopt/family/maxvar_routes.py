@@ -27,6 +27,11 @@ def structured(workload, call: Call, norm: str, t0: float) -> OptimizeResult | N
     from mmopt.hierarchy.workload import HierarchyWorkload
     if isinstance(workload, HierarchyWorkload):
         from mmopt.family.hierarchy import exchangeable, max_variance_result
+        from mmopt.hierarchy.release import _unweighted
+        # the targets are on what a release gives, each group's total, unweighted (a set's weight scales its rows
+        # in the total objective only): on the weighted rows a set of weight ½ was released at 4× its target, and a
+        # set of weight 4 planned at 3.3× the ε it needed (a helper's audit)
+        workload = _unweighted(workload)
         if norm == "l2" and exchangeable(workload):
             return _run_grouping_orbits(workload, call, t0)
         return max_variance_result(workload, call, norm, t0)
