@@ -338,6 +338,18 @@ def test_a_ledger_changed_by_another_run_is_read_before_spending(tmp_path):
     with pytest.raises(ValueError, match="records 2 spend.*overwrite=True does not replace it"):
         Accountant(Privacy(5.0)).save(path, overwrite=True)  # its spends are final (it reset the budget: an audit)
     assert Accountant.load(path).spent.epsilon == 0.9
+    text = path.read_bytes()
+    # a ledger that cannot be read may record spends: it was taken for "not a ledger" and replaced (a helper's audit)
+    for damaged in (text[:-5], text.replace(b'"version": 2', b'"version": 3'), text.replace(b"0.6", b"nan"),
+                    b"\xff" + text):
+        path.write_bytes(damaged)
+        with pytest.raises(ValueError, match="budget.json"):   # load refuses it too
+            Accountant.load(path)
+        with pytest.raises(ValueError, match="ledger that cannot be read .* overwrite=True does not replace it"):
+            Accountant(Privacy(5.0)).save(path, overwrite=True)
+        assert path.read_bytes() == damaged
+    path.write_bytes(b'{"not": "a ledger"}')
+    Accountant(Privacy(5.0)).save(path, overwrite=True)     # a file that is no ledger is still replaced
     path.unlink()
     Accountant(Privacy(5.0), path=path)                     # replaced by another ledger altogether
     with pytest.raises(ValueError, match="now records total ε=5"):

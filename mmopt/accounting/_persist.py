@@ -14,7 +14,7 @@ from mmopt._base import validation as v
 from mmopt.accounting import _disk as dk
 from mmopt.accounting._compose import Ledger
 from mmopt.accounting._file import LedgerFile, ledger_path, real_path
-from mmopt.accounting._ledger import fmt
+from mmopt.accounting._ledger import FORMAT, fmt
 from mmopt.accounting._total import check_total
 from mmopt.privacy import Privacy
 
@@ -84,11 +84,18 @@ def save(acc, path, overwrite: bool) -> Path:
 def _refuse_spent(target: Path, caller: str) -> None:
     """overwrite=True replaced a ledger that recorded ε = 0.9 spent of 1, and the next run was offered the whole
     budget (an audit): a ledger's spends are final, so one that records any is never replaced. A file that is not a
-    ledger (or records none) may be."""
+    ledger (or records none) may be. A ledger that cannot be read (truncated, hand-edited, not UTF-8, or written by
+    a newer mmopt) may record spends: it was taken for "not a ledger" and replaced, and the whole budget offered
+    again (a helper's audit), so a file that names the ledger format anywhere in its bytes is kept."""
     try:
         spends = _spends(target, caller)
-    except ValueError:  # not a ledger
-        return
+    except ValueError as exc:  # not a ledger, or one that cannot be read
+        with open(target, "rb") as f:
+            if FORMAT.encode() not in f.read():
+                return
+        raise ValueError(f"{caller}: '{target}' is an mmopt privacy ledger that cannot be read ({exc}); it may record "
+                         "spends, which are final, so overwrite=True does not replace it. Restore it from a backup "
+                         "(or repair it), or save to another path.") from None
     if spends:
         raise ValueError(f"{caller}: '{target}' is a ledger that records {len(spends)} spend(s); its spends are "
                          "final, so overwrite=True does not replace it (the next run would be offered the whole "
