@@ -302,3 +302,20 @@ def test_more_noise_edited_in_with_its_rho_is_refused_when_loaded(tmp_path, comp
     path.write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(ValueError, match=r"has spend #1 with Gaussian noise_multiplier .*far more noise than its"):
         Accountant.load(path)
+
+
+def test_the_remaining_budget_offered_is_spendable():
+    """The bisection for PLD's remaining ε assumes one flip; the pessimistic discretisation can make a little more
+    noise compose to a little more ε, so the value offered (0.000436691 of 10⁻³) was refused, and so was the
+    refusal's own hint (a helper's audit). Oracle: the ledger's own fits() and a release at privacy='remaining'."""
+    from mmopt import strategy, workload
+    from mmopt.accounting._compose import release_term
+    W, H, x = workload.prefix(8), strategy.identity(8), np.arange(8.0)
+    acc = Accountant(mmopt.Privacy(1e-3, 1e-13), "pld")
+    acc.release(W, H, x, mmopt.Privacy(3e-4))
+    acc.release(W, H, x, mmopt.Privacy(3e-4, 2e-14))
+    acc.spend(mmopt.Privacy(2e-4, 1e-14))
+    left = acc.remaining
+    assert 0 < left.epsilon < 1e-3
+    assert acc.ledger.fits(release_term(mmopt.Privacy(left.epsilon, left.delta)))
+    acc.release(W, H, x, "remaining")

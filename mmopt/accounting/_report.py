@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from mmopt.accounting._compose import Ledger
+from mmopt.accounting._compose import Ledger, down6
 from mmopt.accounting._ledger import fmt
 
 
@@ -25,7 +25,8 @@ def summary(ledger: Ledger) -> str:
              f"  spent      {spent} in {n} spend{'' if n == 1 else 's'}"]
     if zcdp:
         lines.append(f"  remaining  ρ={fmt(left.rho)}: one Gaussian release at ε={fmt(left.epsilon)}, "
-                     f"δ={fmt(left.delta)}, or Laplace at ε={fmt(math.sqrt(2 * left.rho))}")
+                     f"δ={fmt(left.delta)}, or Laplace at ε={fmt(down6(math.sqrt(2 * left.rho)))}")  # rounded down: the
+        # nearest was refused when spent (5 of 152 random ledgers, a helper's audit)
     else:
         lines.append(f"  remaining  {left}")
     if ledger.over():
