@@ -829,3 +829,10 @@ def test_the_per_marginal_weight_search_spends_at_most_its_work(monkeypatch):
     calls.clear()
     start = ob._marginal_weights(M, rows, tau)[0]
     assert not calls and np.allclose(np.abs(start.matrix).max(axis=1), np.repeat([1.0, 3**-0.5, 5**-0.5], [2, 3, 2]))
+
+
+def test_plan_warns_of_a_large_delta_as_privacy_does():
+    """plan builds its own Privacy, so Privacy's warning (δ ≥ 0.01) stayed silent: delta=0.5 planned ε 2.83 without
+    a word, where evaluate --delta 0.5 warned (a helper's audit)."""
+    with pytest.warns(UserWarning, match=r"plan: delta=0.5 lets the guarantee fail"):
+        mmopt.plan(wl.prefix(8), 0.5, delta=0.5)

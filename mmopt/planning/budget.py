@@ -167,6 +167,12 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     if max_iterations is not None:  # named here: optimize's own check named optimize
         max_iterations = v.check_int(max_iterations, name="max_iterations", caller=caller, low=1)
     delta = v.check_real(delta, name="delta", caller=caller, low=0.0, high=1.0, high_open=True)
+    from mmopt.privacy import LARGE_DELTA
+    if delta >= LARGE_DELTA:  # plan builds its Privacy itself, so Privacy's own warning stayed silent (a helper's
+        # audit: delta=0.5 planned ε 2.83 without a word, where evaluate --delta 0.5 warned)
+        warnings.warn(f"{caller}: delta={delta:g} lets the guarantee fail outright with probability up to {delta:g} "
+                      "(a mechanism that publishes one record in full meets (0, 1/n)-DP); delta is usually far below "
+                      "1/n for n records, e.g. 1e-6. Omit delta for pure ε-DP (Laplace).", UserWarning, stacklevel=2)
     kind = v.check_choice(kind, name="kind", caller=caller, choices=KINDS)
     if alpha is not None and kind != "halfwidth":
         raise ValueError(f"The 'alpha' parameter of {caller} is the level of kind='halfwidth' intervals; "
@@ -282,8 +288,10 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     if res.status not in SUCCESS and eps_low > 0:  # feasible (checked above), but the search did not finish
         warnings.warn(f"{caller}: the strategy search ended '{res.status}', so ε = {eps:.6g} meets every target but "
                       f"may be above the smallest budget (certified lower bound {eps_low:.6g}, ratio "
-                      f"{eps / eps_low:.4g}). Raise max_iterations, or loosen tol, and plan again.", RuntimeWarning,
-                      stacklevel=2)
+                      f"{eps / eps_low:.4g}). Raise max_iterations, or loosen tol, and plan again"
+                      + (" (the symmetry route can stall short of the optimum whatever the iterations: planning "
+                         "W.to_implicit() with each set's target repeated over its groups runs the dense minimax up "
+                         "to 4,096 cells)" if grouped else "") + ".", RuntimeWarning, stacklevel=2)
     from mmopt._base.opendp import LARGE_EPSILON  # release warns at the same ε; plan returned 3.5e15 without a word
     if eps > LARGE_EPSILON:
         warnings.warn(f"{caller}: these targets need ε = {eps:.4g}, above {LARGE_EPSILON:g}: e^ε bounds how much one "
