@@ -128,9 +128,11 @@ def choose(W: MarginalWorkload, privacy: Privacy) -> RecordsPlan:
     return RecordsPlan(found[name][1], found[name][0], bound, {k: t for k, (t, _) in found.items()})
 
 
-#: OPT_M's restarts as a records candidate (optimize's own: the same strategy as mmopt.optimize's marginals
-#: search at seed 0), and the most seconds its price (mmopt.auto.costs.marginals) may reach to be run.
-OPT_M_RESTARTS = 8
+#: OPT_M's restarts as a records candidate: optimize's own (mmopt.multidim.scoring.DEFAULT_RESTARTS, the same
+#: strategy as mmopt.optimize's marginals search at seed 0; with 8 the candidate was another, worse one: CPS 1988's
+#: 2-way marginals 86,397 where optimize reached 83,084, a helper's read of the records tutorial), and the most
+#: seconds its price (mmopt.auto.costs.marginals) may reach to be run.
+OPT_M_RESTARTS = 50
 OPT_M_SECONDS = 10.0
 
 
