@@ -1,6 +1,8 @@
 """The command line's numbers (mmopt.cli._numbers): decimal literals as typed, refused where float() would change
 them — digit separators and literals that round to 0 or inf — in every option that takes one."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -71,3 +73,32 @@ def test_optimize_extra_figures_are_on_the_workloads_scale():
     r = mmopt.optimize(mmopt.workload.prefix(16), method="l2_approx")
     assert r.extra["dual_bound"] == pytest.approx(r.lower_bound, rel=1e-12)
     assert r.extra["objective"] == pytest.approx(r.objective, rel=1e-6)
+
+
+def test_printed_figures_round_to_their_safe_side(tmp_path, capsys, monkeypatch):
+    """Each figure printed to the nearest landed on the unsafe side somewhere (a helper's audit): the remaining ε
+    after a ledger release was printed 0.666667 (exact 0.6666667) and the next release at it was refused; a plan's
+    certified minimum ε printed above itself (3.19547 for 3.1954662), a noise scale and a sensitivity below the
+    ones drawn. Oracle: the exact figures in --json / the API."""
+    monkeypatch.chdir(tmp_path)
+    np.savetxt("x.csv", np.arange(8.0)[None], delimiter=",")
+    assert main(["release", "prefix:8", "--strategy", "H2", "--data", "x.csv", "--epsilon", "0.3333333",
+                 "--out", "a.csv", "--ledger", "l.json", "--ledger-total", "1"]) == 0
+    left = capsys.readouterr().err.split("ε=")[1].split(",")[0]
+    assert float(left) <= 1 - 0.3333333
+    assert main(["release", "prefix:8", "--strategy", "H2", "--data", "x.csv", "--epsilon", left,
+                 "--out", "b.csv", "--ledger", "l.json"]) == 0
+    capsys.readouterr()
+    assert main(["plan", "prefix:16", "--target", "7", "--delta", "1e-6"]) == 0
+    text = capsys.readouterr().out
+    assert main(["plan", "prefix:16", "--target", "7", "--delta", "1e-6", "--json"]) == 0
+    exact = json.loads(capsys.readouterr().out)
+    shown = {line.split()[0]: line.split()[1] for line in text.splitlines() if len(line.split()) == 2}
+    assert float(shown["epsilon_lower_bound"]) <= exact["epsilon_lower_bound"] <= exact["epsilon"] <= \
+        float(shown["epsilon"])
+    np.savetxt("x4.csv", np.arange(4.0)[None], delimiter=",")
+    assert main(["release", "prefix:4", "--strategy", "H2", "--data", "x4.csv", "--epsilon", "0.9", "--delta",
+                 "1e-6", "--out", "c.csv"]) == 0
+    rows = {line.split()[0]: line.split()[1] for line in capsys.readouterr().out.splitlines()
+            if len(line.split()) == 2}
+    assert float(rows["sensitivity"]) >= 3 ** 0.5 and float(rows["noise_scale"]) >= 8.6596716

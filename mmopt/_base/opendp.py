@@ -209,8 +209,9 @@ def simulation_scale(privacy: Privacy, sensitivity: float, noise_scale, caller: 
         return floor
     scale = v.check_real(noise_scale, name="noise_scale", caller=caller, low=0.0, low_open=True)
     if scale < floor * (1 - 1e-9):
-        raise ValueError(f"The 'noise_scale' parameter of {caller} must be >= {floor:.6g}, the scale {privacy} "
-                         f"sets at sensitivity {sensitivity:.6g}. Got {scale:.6g} instead. Omit it to simulate "
+        from mmopt._base.rounding import up  # rounded up: the floor to the nearest was refused when passed
+        raise ValueError(f"The 'noise_scale' parameter of {caller} must be >= {up(floor)}, the scale {privacy} "
+                         f"sets at sensitivity {up(sensitivity)}. Got {scale:.6g} instead. Omit it to simulate "
                          "at that scale, or pass a release's out.noise_scale.")
     return scale
 

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mmopt._base.rounding import down, up
+
 
 @dataclass(frozen=True, eq=False)
 class OptimizeResult:
@@ -102,7 +104,7 @@ class OptimizeResult:
 
     def __str__(self) -> str:
         lines = [("status", self.status), ("method", self.method), ("solver", self.solver), ("norm", self.norm),
-                 ("objective", f"{self.objective:.6g}"), ("lower_bound", f"{self.lower_bound:.6g}"),
+                 ("objective", up(self.objective)), ("lower_bound", down(self.lower_bound)),  # safe sides
                  ("gap", f"{self.gap:.3g}"), ("ratio", f"{self.ratio:.6g}"), ("iterations", self.iterations),
                  ("seconds", f"{self.seconds:.3g}"), ("message", self.message)]
         return "\n".join(f"{k:>11}: {val}" for k, val in lines)

@@ -197,10 +197,12 @@ class Ledger:
         total = f"ε={fmt(self.total.epsilon)}, δ={fmt(self.total.delta)}"
         if self.composition == "basic":
             ask = f"ε={fmt(float(charge[0]))}, δ={fmt(float(charge[1]))}"
-            rule, used, usable = "basic composition", f"ε={fmt(spent.epsilon)}, δ={fmt(spent.delta)}", left.epsilon > 0
+            # spent rounded up, what remains down (to the nearest the remainder printed was refused: an audit)
+            rule, usable = "basic composition", left.epsilon > 0
+            used = f"ε={lg.fmt_up(spent.epsilon)}, δ={lg.fmt_up(spent.delta)}"
             delta = "" if left.delta == 0 else f", {down6(left.delta)!r}"
-            hint = (f"Spend at most the remaining ε={fmt(left.epsilon)}, δ={fmt(left.delta)} (e.g. privacy="
-                    f"Privacy({down6(left.epsilon)!r}{delta}), or privacy='remaining' in release)")
+            hint = (f"Spend at most the remaining ε={lg.fmt_down(left.epsilon)}, δ={lg.fmt_down(left.delta)} (e.g. "
+                    f"privacy=Privacy({down6(left.epsilon)!r}{delta}), or privacy='remaining' in release)")
             # which part binds, to every digit: three spends of δ/3 were refused on the third with the request
             # and the remainder printed alike, 3.33333e-08 (exact sums: 3 × float(1e-7/3) > 1e-7; a probe)
             binding = [f"the {name} asked, {float(asked)!r}, is above the {name} left, {float(rest)!r}"
@@ -211,7 +213,7 @@ class Ledger:
             kind, a, b = charge
             ask = (f"ε={fmt(a)}, δ={fmt(b)}" if kind == "generic" else
                    f"a {kind} release at noise multiplier {fmt(a)}")
-            rule, used = "PLD composition", f"ε={fmt(spent.epsilon)} at δ={fmt(self.total.delta)}"
+            rule, used = "PLD composition", f"ε={lg.fmt_up(spent.epsilon)} at δ={fmt(self.total.delta)}"
             usable = left.epsilon > 0
             hint = (f"Spend at most one release at Privacy({left.epsilon!r}, {left.delta!r}) (or "
                     "privacy='remaining' in release)")
@@ -222,8 +224,8 @@ class Ledger:
                         "(Gaussian noise, which composes more tightly; or privacy='remaining' in release)")
         else:
             ask, usable = f"ρ={fmt(charge)}", left.rho > 0
-            rule, used = f"zCDP, ρ ≤ {fmt(self.rho_cap())}", f"ρ={fmt(spent.rho)}"
-            hint = (f"Spend at most the remaining ρ={fmt(left.rho)}: one Gaussian release at Privacy("
+            rule, used = f"zCDP, ρ ≤ {lg.fmt_down(self.rho_cap())}", f"ρ={lg.fmt_up(spent.rho)}"
+            hint = (f"Spend at most the remaining ρ={lg.fmt_down(left.rho)}: one Gaussian release at Privacy("
                     f"{down6(left.epsilon)!r}, {left.delta!r}) (or privacy='remaining' in release), or Laplace at "
                     f"ε={down6(math.sqrt(2 * left.rho))!r}")
         end = (f"{hint}, or answer from what was released already." if usable else

@@ -30,6 +30,8 @@ from dataclasses import dataclass, fields
 from fractions import Fraction
 from pathlib import Path
 
+from mmopt._base.rounding import down, up
+
 FORMAT = "mmopt-privacy-ledger"
 VERSION = 2
 SOURCES = ("release", "declared")
@@ -96,13 +98,30 @@ class Budget:
     rho: float | None = None
 
     def __str__(self) -> str:
-        text = f"ε={fmt(self.epsilon)}, δ={fmt(self.delta)}"
-        return text if self.rho is None else f"ρ={fmt(self.rho)} (ε={fmt(self.epsilon)} at δ={fmt(self.delta)})"
+        return budget_text(self)
 
 
 def fmt(x: float | None) -> str:
-    """A budget number for people: six significant digits ("—" for None)."""
+    """A budget number for people: six significant digits ("—" for None), to the nearest (a total as declared;
+    spent and remaining figures take :func:`fmt_up` and :func:`fmt_down`)."""
     return "—" if x is None else f"{x:.6g}"
+
+
+def fmt_up(x: float | None) -> str:
+    """:func:`fmt` rounded up (what was spent: copied into another ledger, it must not record less)."""
+    return "—" if x is None else up(x)
+
+
+def fmt_down(x: float | None) -> str:
+    """:func:`fmt` rounded down (what remains, a cap: the nearest was refused when spent; a helper's audit)."""
+    return "—" if x is None else down(x)
+
+
+def budget_text(b: Budget, rounding=fmt) -> str:
+    """:class:`Budget`'s text with its figures rounded by ``rounding`` (:func:`fmt_up` for spent,
+    :func:`fmt_down` for remaining)."""
+    text = f"ε={rounding(b.epsilon)}, δ={rounding(b.delta)}"
+    return text if b.rho is None else f"ρ={rounding(b.rho)} (ε={rounding(b.epsilon)} at δ={rounding(b.delta)})"
 
 
 def exact(x: float) -> Fraction:

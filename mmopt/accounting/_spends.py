@@ -6,6 +6,7 @@ import math
 from datetime import UTC, datetime
 
 from mmopt._base import opendp as _opendp
+from mmopt._base.rounding import up
 from mmopt.accounting import _zcdp as z
 from mmopt.accounting._compose import Ledger
 from mmopt.accounting._ledger import Spend
@@ -34,7 +35,8 @@ def verified(pending: Spend, privacy: Privacy, out, composition: str) -> Spend:
         # b/Δ₁ with Δ₁ as charged on the Laplace lattice (n·2^k more): 1/ε of the ε OpenDP verified, where it did
         if out.sensitivity > 0:
             multiplier = _down(1.0 / eps) if loss is not None and eps > 0 else _down(out.noise_scale / out.sensitivity)
-    what = f"{pending.what}, Δ={out.sensitivity:.6g}, {'σ' if gaussian else 'b'}={out.noise_scale:.6g}"
+    what = f"{pending.what}, Δ={up(out.sensitivity)}, {'σ' if gaussian else 'b'}={up(out.noise_scale)}"  # (up: a
+    # figure copied into another tool must not calibrate less noise than was drawn)
     noise = out.noise if multiplier and out.noise in ("gaussian", "laplace") else None
     return Spend(pending.label, what, eps, delta, rho, pending.time, "release", "spent", noise,
                  multiplier if noise else None)

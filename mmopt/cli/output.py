@@ -12,7 +12,6 @@ import contextlib
 import csv
 import dataclasses
 import json
-import math
 import os
 import signal
 import sys
@@ -23,6 +22,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from mmopt._base import jsonable as _json
+from mmopt._base.rounding import down, up
 from mmopt._base.validation import scientific
 
 __all__ = ["check_extension", "jsonable", "privacy_fields", "record_of", "table", "write_json", "write_record"]
@@ -60,30 +60,32 @@ def record_of(report) -> dict:
     return out
 
 
-def _show(value) -> str:
+def _show(value, key: str = "") -> str:
     if isinstance(value, bool) or value is None:
         return str(value)
     if isinstance(value, int):
         return f"{value:,}" if abs(value) < 10**15 else ("-" if value < 0 else "") + scientific(abs(value))
     if isinstance(value, float):
-        return f"{value:.6g}"
+        # the safe direction by the figure's meaning (mmopt._base.rounding): bounds from below and what remains,
+        # down; everything else a table shows (ε, ρ, Δ, σ, variances, errors, upper bounds, ratios), up
+        return (down if any(word in key for word in LOWER_WORDS) else up)(value)
     if isinstance(value, list):
-        return "(" + ", ".join(_show(v) for v in value) + ")"
+        return "(" + ", ".join(_show(v, key) for v in value) + ")"
     return str(value)
+
+
+#: Table keys whose figure is a lower bound or an allowance, printed rounded down (:func:`_show`).
+LOWER_WORDS = ("lower", "remain", "svd_bound", "diagonal_bound", "floor", "cap")
 
 
 def upward(value: float, digits: int = 6) -> str:
     """``value`` to ``digits`` significant digits, rounded up: a budget printed rounded down misses the targets it
-    was planned for (plan's ε 1.0000007 showed as 1; a helper's audit).
+    was planned for (plan's ε 1.0000007 showed as 1; a helper's audit). :func:`mmopt._base.rounding.up`.
 
     >>> upward(1.0000007005), upward(2.5), upward(0.1234561)
     ('1.00001', '2.5', '0.123457')
     """
-    shown = float(f"{value:.{digits}g}")
-    if shown < value and value > 0 and math.isfinite(value):  # budgets are > 0; anything else as it is
-        step = 10.0 ** (math.floor(math.log10(value)) - digits + 1)
-        shown = float(f"{shown + step:.{digits}g}")
-    return f"{shown:.{digits}g}"
+    return up(value, digits)
 
 
 def table(rows, title: str | None = None) -> str:
@@ -91,7 +93,7 @@ def table(rows, title: str | None = None) -> str:
     flat = list(_flatten(dict(rows)).items())
     width = max((len(k) for k, _ in flat), default=0)
     lines = [title] if title else []
-    lines += [f"  {k:<{width}}  {_show(v)}" for k, v in flat]
+    lines += [f"  {k:<{width}}  {_show(v, k)}" for k, v in flat]
     return "\n".join(lines)
 
 
@@ -195,8 +197,8 @@ def interrupted_after_draw(got: list, code: int, accountant=None) -> int:
     ledger, what remains in it is said on stderr."""
     if accountant is not None:
         left = accountant.remaining
-        print(f"mmopt: ledger '{accountant.path}': ε={left.epsilon:.6g}, δ={left.delta:.6g} remain after this "
-              "release.", file=sys.stderr, flush=True)
+        print(f"mmopt: ledger '{accountant.path}': ε={down(left.epsilon)}, δ={down(left.delta)} remain after this "
+              "release.", file=sys.stderr, flush=True)  # rounded down: the nearest was refused when spent
     if not got:
         return code
     print("mmopt: interrupted after the noise was drawn: what was released is where the report above says; the "

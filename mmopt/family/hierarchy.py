@@ -14,6 +14,7 @@ import math
 import time
 
 from mmopt._base.result import SUCCESS, OptimizeResult, reconcile
+from mmopt._base.rounding import up
 from mmopt.family.call import Call, check_common, seed_record
 
 CALLER = "optimize"
@@ -187,7 +188,7 @@ def max_variance_result(W, call: Call, norm: str, t0: float) -> OptimizeResult:
     certified = bound is not None and ratio <= bound * (1 + (call.tol or 1e-6))
     status = "optimal" if certified else ("local_optimum" if converged else "user_limit")
     what = "largest variance" if call.targets is None else "largest variance / target"
-    message = (f"The {family} family's search (a heuristic): {what} {ratio:.6g} at unit privacy"
+    message = (f"The {family} family's search (a heuristic): {what} {up(ratio)} at unit privacy"
                + (f", {ratio / bound:.4f}× the certified lower bound." if bound else "; no bound for two irregular "
                   "hierarchies."))
     from mmopt.hierarchy import nodes as hn

@@ -8,6 +8,7 @@ import time
 import numpy as np
 
 from mmopt._base.result import SUCCESS, OptimizeResult, reconcile
+from mmopt._base.rounding import down, up
 from mmopt.family.call import Call, seed_record
 from mmopt.family.targets import check_targets
 
@@ -21,7 +22,7 @@ def gamma2_result(A, variance, tau, sol, how: tuple[str, str], solver: str, call
     per-query variances at unit privacy, ``how`` (what ran, what certifies) for the message."""
     ratio = float(np.max(variance / tau))
     what = "largest variance" if call.targets is None else "largest variance / target"
-    message = (f"{how[0]}: {what} {ratio:.6g} at unit privacy, certified lower bound {sol.lower_bound:.6g} "
+    message = (f"{how[0]}: {what} {up(ratio)} at unit privacy, certified lower bound {down(sol.lower_bound)} "
                f"{how[1]}after {sol.iterations} steps.")
     status, message, bound = reconcile(ratio, sol.lower_bound, sol.status, message, tol=call.tol or 1e-4)
     extra = {"objective": "max_variance", "targets": "per-query" if np.ptp(tau) > 0 else float(tau[0]),

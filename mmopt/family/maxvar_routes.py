@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 from mmopt._base.result import SUCCESS, OptimizeResult, reconcile
+from mmopt._base.rounding import down, up
 from mmopt._base.solution import worst_status
 from mmopt.family.call import Call, seed_record
 from mmopt.family.maxvar_ranges import CALLER, gamma2_result, range_kind, range_minimax, run_ranges
@@ -120,7 +121,7 @@ def _run_marginals(W, call: Call, t0: float) -> OptimizeResult:
     per = per * sensitivity(A, "l2").value ** 2  # each marginal's cell variance at unit privacy
     ratio = float(np.max(per / tau))
     message = (f"Max-variance residual strategy (ResidualPlanner+'s ResPlanMax; {p.message}) against the closed-form "
-               f"minimax bound over marginal weights: {ratio:.6g} vs {bound:.6g}.")
+               f"minimax bound over marginal weights: {up(ratio)} vs {down(bound)}.")
     status, message, bound = reconcile(ratio, bound, "optimal" if p.status == "optimal" else p.status, message,
                                        tol=call.tol or 1e-6)
     extra = {"objective": "max_variance", "targets": None if targets is None else dict(targets),
@@ -202,7 +203,7 @@ def _run_product(W, call: Call, t0: float) -> OptimizeResult:
     strategy = kron_strategy(*factors, name="max_variance")
     status = worst_status(statuses)  # a factor that ran out of iterations is "user_limit", not "optimal_inaccurate"
     message = (f"Product of the factors' minimax strategies: largest variance{'' if tau == 1 else ' / target'} "
-               f"{upper:.6g} at unit privacy, certified lower bound {lower:.6g} (product of the factors' L2 duals).")
+               f"{up(upper)} at unit privacy, certified lower bound {down(lower)} (product of the factors' L2 duals).")
     status, message, bound = reconcile(upper, lower, status, message, tol=call.tol or 1e-4)
     extra = {"objective": "max_variance", "targets": tau, "seed": seed_record(call.seed)}
     if W.n_queries <= PER_QUERY_LIMIT:  # each query's variance, w²∏ᵢ of its factors' (Δ₂ multiplies), row order

@@ -19,6 +19,7 @@ import numpy as np
 
 from mmopt._base import validation as v
 from mmopt._base.result import SUCCESS, OptimizeResult, reconcile
+from mmopt._base.rounding import down, up
 from mmopt.dense._workload_type import Workload
 from mmopt.family.call import Call, check_common
 from mmopt.family.maxvar_routes import marginals_of, max_ratio, structured
@@ -228,8 +229,8 @@ def _dense(workload, call: Call, norm: str, t0: float) -> OptimizeResult:
     (ratio, variance), A = min(((max_ratio(rows, B, tau, norm), B) for B in candidates), key=lambda t: t[0][0])
     bound = sol.lower_bound  # the L2 minimax value bounds the L1 objective too (‖a‖₁ ≥ ‖a‖₂ per column)
     what = "largest variance" if call.targets is None else "largest variance / target"
-    message = (f"Minimax over query weights (L2 dual): {what} {ratio:.6g} at unit privacy, certified lower bound "
-               f"{bound:.6g} after {sol.iterations} L2 solves.")
+    message = (f"Minimax over query weights (L2 dual): {what} {up(ratio)} at unit privacy, certified lower bound "
+               f"{down(bound)} after {sol.iterations} L2 solves.")
     if norm == "l1":
         message += (f" Under Laplace noise a heuristic: the best in L1 of the Gaussian minimax strategy, the "
                     f"closed forms (identity, H_b for b in {BRANCHINGS} with and without the root, wavelet), GreedyH "

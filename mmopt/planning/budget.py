@@ -12,6 +12,7 @@ import numpy as np
 from mmopt._base import validation as v
 from mmopt._base.readonly import read_only
 from mmopt._base.result import SUCCESS
+from mmopt._base.rounding import down, up
 from mmopt.planning.calibration import CALIBRATIONS, smallest_epsilon, variance_factor
 from mmopt.privacy import Privacy
 
@@ -286,16 +287,16 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
         return plan(workload, targets, delta=delta, kind=kind, alpha=None if kind != "halfwidth" else alpha,
                     tol=tighter, max_iterations=max_iterations, calibration=calibration)
     if res.status not in SUCCESS and eps_low > 0:  # feasible (checked above), but the search did not finish
-        warnings.warn(f"{caller}: the strategy search ended '{res.status}', so ε = {eps:.6g} meets every target but "
-                      f"may be above the smallest budget (certified lower bound {eps_low:.6g}, ratio "
+        warnings.warn(f"{caller}: the strategy search ended '{res.status}', so ε = {up(eps)} meets every target but "
+                      f"may be above the smallest budget (certified lower bound {down(eps_low)}, ratio "
                       f"{eps / eps_low:.4g}). Raise max_iterations, or loosen tol, and plan again"
                       + (" (the symmetry route can stall short of the optimum whatever the iterations: planning "
                          "W.to_implicit() with each set's target repeated over its groups runs the dense minimax up "
                          "to 4,096 cells)" if grouped else "") + ".", RuntimeWarning, stacklevel=2)
     from mmopt._base.opendp import LARGE_EPSILON  # release warns at the same ε; plan returned 3.5e15 without a word
     if eps > LARGE_EPSILON:
-        warnings.warn(f"{caller}: these targets need ε = {eps:.4g}, above {LARGE_EPSILON:g}: e^ε bounds how much one "
-                      "record may change the output's probabilities, so at this budget the release protects no one "
+        warnings.warn(f"{caller}: these targets need ε = {up(eps, 4)}, above {LARGE_EPSILON:g}: e^ε bounds how much "
+                      "one record may change the output's probabilities, so at this budget the release protects no one "
                       "in practice. Loosen the targets (larger standard errors), or coarsen the workload.",
                       UserWarning, stacklevel=2)
     gaussian = delta > 0
