@@ -171,6 +171,13 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
     True
     """
     caller = "optimize"
+    # a number was a ValueError naming choose(), the solver's internal helper (a helper's audit)
+    if method is not None and not isinstance(method, str) and not callable(method):
+        raise TypeError(f"The 'method' parameter of {caller} must be a str, a callable or None. Got {method!r} "
+                        f"({type(method).__name__}) instead.")
+    if solver is not None and not isinstance(solver, str):
+        raise TypeError(f"The 'solver' parameter of {caller} must be a str or None. Got {solver!r} "
+                        f"({type(solver).__name__}) instead.")
     from mmopt.dispatch import as_implicit  # a marginal workload from the residual layer (RecordsRelease.workload)
     workload = as_implicit(workload)
     given_norm = norm

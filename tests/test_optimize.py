@@ -517,3 +517,11 @@ def test_a_convex_solve_that_misses_its_gap_is_inaccurate_not_a_local_optimum(to
     r = mmopt.optimize(mmopt.workload.prefix(48), method="l2_approx", solver="SCS", tol=tol)
     within = r.objective - r.lower_bound <= r.objective * tol
     assert (r.status, r.success) == (("optimal", True) if within else ("optimal_inaccurate", False))
+
+
+@pytest.mark.parametrize("param", ["method", "solver"])
+def test_a_method_or_solver_that_is_not_a_str_is_a_type_error_naming_optimize(param):
+    # solver=1 was a ValueError naming choose(), the solver's internal helper; method=3 a ValueError (an audit)
+    with pytest.raises(TypeError, match=rf"The '{param}' parameter of optimize must be a str(, a callable)? or None\. "
+                                        r"Got 3 "):
+        mmopt.optimize(mmopt.workload.prefix(4), **{param: 3})
