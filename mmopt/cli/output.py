@@ -50,6 +50,9 @@ def record_of(report) -> dict:
         value = getattr(report, f.name)
         if f.name == "privacy":
             out.update(privacy_fields(value))
+        elif f.name == "max_variance_bound":  # a stream report's field behind max_variance_upper: the dense
+            # reports' name, so that scripts read one key on both sides (the review of that change)
+            out["max_variance_upper"] = jsonable(report.max_variance_upper)
         elif not isinstance(value, np.ndarray) and f.name != "per_query_variance":
             out[f.name] = jsonable(value)
     if hasattr(report, "sensitivity_norm") and "sensitivity" in out:  # beside Δ (the stream report's is a property)

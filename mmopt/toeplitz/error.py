@@ -54,7 +54,7 @@ class ToeplitzErrorReport:
         (first, last) cell of a query attaining ``max_variance`` (0-indexed, inclusive).
     max_variance_exact : bool
         False only on all ranges past the exact passes (:mod:`mmopt.toeplitz.range_variance`: every strategy to
-        1,024 cells, a tree to 4,096, the weighted square root to 16,384) for a row-scaled Toeplitz strategy, a tree
+        1,024 cells, a tree to 2,048, the weighted square root to 4,096) for a row-scaled Toeplitz strategy, a tree
         or the weighted square root, whose largest range variance needs the covariance of two prefix sums. Where a
         report holds NaN (not computed; ``max_variance_query`` (−1, −1)) ``max_variance_upper`` is the total. A NaN
         compares False both ways: test ``max_variance_exact`` first.

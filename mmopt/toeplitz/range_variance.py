@@ -3,7 +3,7 @@
 Notation: see README. On all ranges the O(n log n) reports cannot give the largest variance of every strategy: a
 range [i, j] is the difference of two prefix sums, whose variance needs their covariance. So a row-scaled Toeplitz
 strategy and a tree report the proven bound (2·max_t σₜ)², 2.3–2.7× the truth on trees, and the weighted square
-root reported NaN (now exact to 16,384 cells by its own O(n²) pass, :func:`mmopt.toeplitz.weighted.range_maximum`,
+root reported NaN (now exact to 4,096 cells by its own O(n²) pass, :func:`mmopt.toeplitz.weighted.range_maximum`,
 then that bound). A NaN compares False both ways, so a check like ``max_variance > target`` passed without a word;
 the dense workload, which the report's docstring named as the remedy, took the same stream path (an auditor's
 probe). Up to :data:`EXACT_MAX_N` cells the value is now exact, from the dense M = (AᵀA)⁻¹: with P = L M Lᵀ the

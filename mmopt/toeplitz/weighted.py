@@ -36,8 +36,10 @@ from mmopt.toeplitz.strategies import check_n
 __all__ = ["RANGE_EXACT_MAX_N", "WeightedSqrtStrategy", "evaluate_weighted", "prefix_variances", "range_maximum",
            "weighted_sqrt"]
 
-#: Up to this many cells the all-ranges report's largest variance is exact (:func:`range_maximum`, 1.1 s here).
-RANGE_EXACT_MAX_N = 16_384
+#: Up to this many cells the all-ranges report's largest variance is exact (:func:`range_maximum`: 0.10 CPU s at
+#: 4,096 cells on one free core, 0.35 s on a busy one; O(n²), so 16,384 took 1.1–6.6 s, paid by every evaluation,
+#: auto's candidates too, which price the strategy at O(n): the review of that change)
+RANGE_EXACT_MAX_N = 4_096
 
 
 @dataclass(frozen=True)
@@ -228,7 +230,7 @@ def range_maximum(a_inv: np.ndarray, e: np.ndarray) -> tuple[float, tuple[int, i
     1-indexed e_i e_j (a(|i − j|) − a(i + j)) (module docstring; the frame is the cells' order). Past 1,024 cells
     the report gave the proven bound 4·max_t V(0, t), four times the truth on every n measured (1,024 … 16,384; the
     largest range was all the cells), so an ε chosen to meet a variance target by that bound was twice the ε
-    needed. Measured (one core): 0.10 s at 4,096 cells, 1.1 s at 16,384.
+    needed. Measured (one free core): 0.10 s at 4,096 cells, 1.1 s at 16,384.
 
     >>> from mmopt.toeplitz import all_range
     >>> from mmopt.toeplitz.range_variance import unit_range_variances
