@@ -291,8 +291,10 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
                       f"may be above the smallest budget (certified lower bound {down(eps_low)}, ratio "
                       f"{eps / eps_low:.4g}). Raise max_iterations, or loosen tol, and plan again"
                       + (" (the symmetry route can stall short of the optimum whatever the iterations: planning "
-                         "W.to_implicit() with each set's target repeated over its groups runs the dense minimax up "
-                         "to 4,096 cells)" if grouped else "") + ".", RuntimeWarning, stacklevel=2)
+                         "the sets' queries unweighted, dataclasses.replace(W, weights=np.ones(len(W.sets)))"
+                         ".to_implicit(), with each set's target repeated over its groups, runs the dense minimax "
+                         "up to 4,096 cells; the weighted rows are not what a release of the sets gives)" if grouped
+                         else "") + ".", RuntimeWarning, stacklevel=2)
     from mmopt._base.opendp import LARGE_EPSILON  # release warns at the same ε; plan returned 3.5e15 without a word
     if eps > LARGE_EPSILON:
         warnings.warn(f"{caller}: these targets need ε = {up(eps, 4)}, above {LARGE_EPSILON:g}: e^ε bounds how much "
