@@ -341,11 +341,12 @@ def test_a_ledger_changed_by_another_run_is_read_before_spending(tmp_path):
     text = path.read_bytes()
     # a ledger that cannot be read may record spends: it was taken for "not a ledger" and replaced (a helper's audit)
     for damaged in (text[:-5], text.replace(b'"version": 2', b'"version": 3'), text.replace(b"0.6", b"nan"),
-                    b"\xff" + text):
+                    b"\xff" + text, text.decode().encode("utf-16"), text[:10], b""):  # (the last three: the review)
         path.write_bytes(damaged)
         with pytest.raises(ValueError, match="budget.json"):   # load refuses it too
             Accountant.load(path)
-        with pytest.raises(ValueError, match="ledger that cannot be read .* overwrite=True does not replace it"):
+        with pytest.raises(ValueError, match="cannot be read as an mmopt privacy ledger .* overwrite=True does not "
+                                             "replace it"):
             Accountant(Privacy(5.0)).save(path, overwrite=True)
         assert path.read_bytes() == damaged
     path.write_bytes(b'{"not": "a ledger"}')

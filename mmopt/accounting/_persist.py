@@ -84,22 +84,35 @@ def save(acc, path, overwrite: bool) -> Path:
 def _refuse_spent(target: Path, caller: str) -> None:
     """overwrite=True replaced a ledger that recorded ε = 0.9 spent of 1, and the next run was offered the whole
     budget (an audit): a ledger's spends are final, so one that records any is never replaced. A file that is not a
-    ledger (or records none) may be. A ledger that cannot be read (truncated, hand-edited, not UTF-8, or written by
+    ledger (or records none) may be. A ledger that cannot be read (truncated, hand-edited, re-encoded, or written by
     a newer mmopt) may record spends: it was taken for "not a ledger" and replaced, and the whole budget offered
-    again (a helper's audit), so a file that names the ledger format anywhere in its bytes is kept."""
+    again (a helper's audit; then, with a byte search for the format's name, a UTF-16 copy, an empty file and one cut
+    to 10 bytes still were: the review). So only a file that reads as UTF-8 JSON without the ledger format is
+    replaced; anything else unreadable is kept."""
     try:
         spends = _spends(target, caller)
     except ValueError as exc:  # not a ledger, or one that cannot be read
-        with open(target, "rb") as f:
-            if FORMAT.encode() not in f.read():
-                return
-        raise ValueError(f"{caller}: '{target}' is an mmopt privacy ledger that cannot be read ({exc}); it may record "
-                         "spends, which are final, so overwrite=True does not replace it. Restore it from a backup "
-                         "(or repair it), or save to another path.") from None
+        if _plainly_not_a_ledger(target):
+            return
+        raise ValueError(f"{caller}: '{target}' cannot be read as an mmopt privacy ledger ({exc}), and may be a "
+                         "damaged one recording spends, which are final, so overwrite=True does not replace it. "
+                         "Restore it from a backup (or repair it), remove it yourself if it is not a ledger, or save "
+                         "to another path.") from None
     if spends:
         raise ValueError(f"{caller}: '{target}' is a ledger that records {len(spends)} spend(s); its spends are "
                          "final, so overwrite=True does not replace it (the next run would be offered the whole "
                          "budget again). Continue it with Accountant.load(path), or save to another path.")
+
+
+def _plainly_not_a_ledger(target: Path) -> bool:
+    """Whether ``target`` reads as UTF-8 JSON that does not name the ledger format (so replacing it loses no spend)."""
+    import json
+    try:
+        with open(target, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return not (isinstance(doc, dict) and FORMAT in json.dumps(doc))
 
 
 def remove_unspent(path, caller: str) -> bool:
