@@ -266,7 +266,7 @@ def test_batches_draw_past_one_call_with_distinct_seeded_batches(monkeypatch):
     assert not parts[0].equals(parts[1]) and not parts[1].equals(parts[2].iloc[:0]) and \
         not parts[1].iloc[:50].reset_index(drop=True).equals(parts[2])
     # seed + i would make batch 1 of seed 3 batch 0 of seed 4: the pair (seed, i) does not
-    assert not parts[1].equals(s.records(100, seed=4))
+    assert not parts[1].equals(s.records(100, seed=4)) and not parts[1].equals(s.records(100, seed=3 + 2**32))
     assert [len(p) for p in s.batches(7, rows_per_batch=3, bins="labels")] == [3, 3, 1]
     assert sum(map(len, s.batches())) == s.default_rows
     with pytest.raises(ValueError, match="'rows_per_batch' parameter of Synthetic.batches"):

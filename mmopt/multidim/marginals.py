@@ -165,10 +165,12 @@ def solve_marginals(workload: ImplicitWorkload, *, norm: str = "l1", restarts: i
         Runs at once, joblib's convention (see :func:`mmopt.optimize`); the result does not depend on it.
         A run takes ~10 ms here, so workers pay off only for many restarts or large d.
     iteration_budget : int or None, default=None
-        L-BFGS-B iterations over all runs together: runs start in order while it lasts, the last one cut to what
-        is left (its status then "user_limit"), so the work is bounded whatever the workload's conditioning
-        (3-way marginals on (2,)¹³ under Laplace noise take ~1,500 iterations a run where 2-way ones take ~80).
-        The runs are then sequential (``n_jobs`` unused), so the result does not depend on it. None: no limit.
+        L-BFGS-B iterations over the random runs together (the data cubes' warm run under L1 takes at most as many
+        again, uncharged, so the random runs are those without it): runs start in order while it lasts, the last
+        one cut to what is left (its status then "user_limit"), so the work is bounded whatever the workload's
+        conditioning (3-way marginals on (2,)¹³ under Laplace noise take ~1,500 iterations a run where 2-way ones
+        take ~80). The runs are then sequential (``n_jobs`` unused), so the result does not depend on it. None: no
+        limit.
 
     Returns
     -------

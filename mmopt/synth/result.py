@@ -143,8 +143,9 @@ class Synthetic:
 
         For more rows than one :meth:`records` call draws (:func:`rows_per_call`), e.g. to stream them into a
         Parquet file with ``pyarrow.parquet.ParquetWriter``. The first batch is ``records(m, seed=seed)``'s rows; batch
-        i ≥ 1 is seeded by the pair (seed, i) (numpy's SeedSequence of both: no batch repeats another's, nor a batch
-        of a run with another seed, as seed + i would), fresh entropy when there is no seed. Post-processing: any
+        i ≥ 1 is seeded by numpy's SeedSequence(seed, spawn_key=(i,)) (no batch repeats another's, nor a batch of a
+        run with another seed, as seed + i would, and as the entropy [seed, i] did that of seed + i·2³²: the review),
+        fresh entropy when there is no seed. Post-processing: any
         number of batches costs no privacy.
 
         >>> import warnings, mmopt
@@ -169,7 +170,7 @@ class Synthetic:
             if i == 0:
                 yield self.records(size, seed=base, bins=bins)
             else:
-                rng = np.random.default_rng(None if base is None else [base, i])
+                rng = np.random.default_rng(None if base is None else np.random.SeedSequence(base, spawn_key=(i,)))
                 yield self._frame(self.model.sample(size, rng), bins)
 
     def _frame(self, codes: np.ndarray, bins: str):
