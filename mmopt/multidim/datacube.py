@@ -129,7 +129,8 @@ def _thresholds(ratio):
 
 
 def solve_datacube(workload, *, norm: str = "l1", objective: str = "total", restarts=None, seed=None,
-                   max_iterations=None, tol=None, verbose: bool = False, n_jobs=None) -> ImplicitSolution:
+                   max_iterations=None, tol=None, verbose: bool = False, n_jobs=None,
+                   max_attributes: int = MAX_ATTRIBUTES) -> ImplicitSolution:
     """Ding et al.'s choice of cuboids and budget for a union of marginals (module docstring).
 
     Parameters
@@ -146,6 +147,10 @@ def solve_datacube(workload, *, norm: str = "l1", objective: str = "total", rest
         deterministic and ends by itself.
     verbose : bool
         Unused; the search takes well under a second on d ≤ 8 attributes.
+
+    max_attributes : int, default=MAX_ATTRIBUTES
+        The largest d searched (the lattice has 2^d cuboids, each scanned against every marginal); OPT_M's warm
+        start (:func:`mmopt.multidim.marginals._datacube_start`) raises it to 14.
 
     Returns
     -------
@@ -172,9 +177,9 @@ def solve_datacube(workload, *, norm: str = "l1", objective: str = "total", rest
         raise ValueError(f"{_FUNC} needs a weighted union of marginals (mmopt.workload.marginals, lower_marginals, "
                          f"or a stack of them). '{getattr(workload, 'name', workload)}' is not one.")
     shape, d = M.shape, len(M.shape)
-    if d > MAX_ATTRIBUTES:
+    if d > max_attributes:
         raise ValueError(f"{_FUNC} searches the lattice of all 2^d cuboids; it supports at most d = "
-                         f"{MAX_ATTRIBUTES} attributes. Got d = {d}. Use method='marginals' or 'residual'.")
+                         f"{max_attributes} attributes. Got d = {d}. Use method='marginals' or 'residual'.")
     masks = np.array([sum(1 << i for i in A) for A in M.sets], dtype=np.int64)
     w2 = np.asarray(M.weights, dtype=float) ** 2
     lattice = np.arange(2 ** d, dtype=np.int64)

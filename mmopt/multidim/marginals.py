@@ -102,15 +102,24 @@ def _restart(child: np.random.SeedSequence, job: tuple):
     return _run(np.random.default_rng(child).uniform(size=job[0].size), job, "uniform")
 
 
+#: The most attributes :func:`_datacube_start` searches the data cubes' lattice for.
+WARM_MAX_ATTRIBUTES = 14
+
+
 def _datacube_start(workload, d: int):
     """θ of Ding et al.'s data cubes (:func:`mmopt.multidim.datacube.solve_datacube`, deterministic, L1) as a
     length-2^d start, or None where it does not apply (not a union of marginals, or past its d). Random starts
     end in local optima that measure many small marginals: on 2-way marginals of (2,)¹⁰ three runs gave 35,298
-    (HDMM's start), the data cubes' three 6–7-way cuboids 23,159, and L-BFGS-B from them 23,088."""
-    from mmopt.multidim.datacube import MAX_ATTRIBUTES, solve_datacube
-    if d > MAX_ATTRIBUTES or as_marginal_workload(workload, caller=_FUNC) is None:
+    (HDMM's start), the data cubes' three 6–7-way cuboids 23,159, and L-BFGS-B from them 23,088. Up to
+    :data:`WARM_MAX_ATTRIBUTES`, past the data cubes' own 12 (a helper's audit saw the cliff at 13: 2-way marginals of
+    (2,)¹² 64,327, of (2,)¹³ 437,355 from random starts). Measured (3 restarts, one core): 2-way marginals of
+    (2,)¹³ 437,355 → 93,639 (the start 0.07 s), of (2,)¹⁴ 932,769 → 157,794 (0.27 s); 3-way of (2,)¹³
+    4,795,288 → 2,342,912 (0.61 s); at 16 attributes 3,912,877 → 329,463 for 3.9 s of start on 2-way marginals,
+    its lattice (2^d × the marginals) 290 MB on 3-way ones: not taken."""
+    from mmopt.multidim.datacube import solve_datacube
+    if d > WARM_MAX_ATTRIBUTES or as_marginal_workload(workload, caller=_FUNC) is None:
         return None
-    sol = solve_datacube(workload, norm="l1")
+    sol = solve_datacube(workload, norm="l1", max_attributes=WARM_MAX_ATTRIBUTES)
     theta = np.zeros(2**d)
     for cuboid, share in zip(sol.extra["cuboids"], sol.extra["theta"], strict=True):
         theta[sum(1 << a for a in cuboid)] = share  # bit i set iff attribute i ∈ S, as marginals_strategy's
