@@ -145,8 +145,7 @@ class Synthetic:
         Parquet file with ``pyarrow.parquet.ParquetWriter``. The first batch is ``records(m, seed=seed)``'s rows; batch
         i ≥ 1 is seeded by numpy's SeedSequence(seed, spawn_key=(i,)) (no batch repeats another's, nor a batch of a
         run with another seed, as seed + i would, and as the entropy [seed, i] did that of seed + i·2³²: the review),
-        fresh entropy when there is no seed. Post-processing: any
-        number of batches costs no privacy.
+        fresh entropy when there is no seed. Post-processing: any number of batches costs no privacy.
 
         >>> import warnings, mmopt
         >>> from mmopt.records.datasets import cps1988

@@ -3,7 +3,7 @@
 Notation: see README. On all ranges the O(n log n) reports cannot give the largest variance of every strategy: a
 range [i, j] is the difference of two prefix sums, whose variance needs their covariance. So a row-scaled Toeplitz
 strategy and a tree report the proven bound (2·max_t σₜ)², 2.3–2.7× the truth on trees, and the weighted square
-root reported NaN (now exact to 4,096 cells by its own O(n²) pass, :func:`mmopt.toeplitz.weighted.range_maximum`,
+root reported NaN (now exact to 4,096 cells by its own O(n²) pass, :func:`mmopt.toeplitz.weighted.inverse_gram_columns`,
 then that bound). A NaN compares False both ways, so a check like ``max_variance > target`` passed without a word;
 the dense workload, which the report's docstring named as the remedy, took the same stream path (an auditor's
 probe). Up to :data:`EXACT_MAX_N` cells the value is now exact, from the dense M = (AᵀA)⁻¹: with P = L M Lᵀ the
@@ -48,7 +48,6 @@ def range_maximum(columns, n: int, block: int = 512) -> tuple[float, tuple[int, 
     O(n) each (the weighted square root's closed form, a tree's solve), where the dense path stops at
     :data:`EXACT_MAX_N` cells.
 
-    >>> V = unit_range_variances(np.eye(3))
     >>> range_maximum(lambda lo, hi: np.eye(3)[:, lo:hi], 3)   # the identity: the longest range, all 3 cells
     (3.0, (0, 2))
     """
@@ -64,6 +63,24 @@ def range_maximum(columns, n: int, block: int = 512) -> tuple[float, tuple[int, 
             if V[first] > worst:
                 worst, query = float(V[first]), (first, u)
     return worst, query
+
+
+def all_ranges(prefixes: np.ndarray, columns, n: int, limit: int) -> tuple[float, tuple[int, int], bool, float | None]:
+    """(largest variance, its range, exact?, proven upper bound or None) over all ranges at unit scale, for a
+    stream report: :func:`range_maximum` from ``columns`` up to ``limit`` cells; past it (or without ``columns``)
+    the largest of the ``prefixes``' variances (a prefix is a range: attained) and the bound 4·max_t σₜ², a range
+    being the difference of two prefixes ((σ_b + σ_{a−1})² ≤ 4·max σ²). The tree's and the weighted square root's.
+
+    >>> all_ranges(np.array([1.0, 2.0, 3.0]), lambda lo, hi: np.eye(3)[:, lo:hi], 3, limit=3)
+    (3.0, (0, 2), True, None)
+    >>> all_ranges(np.array([1.0, 2.0, 3.0]), None, 3, limit=3)
+    (3.0, (0, 2), False, 12.0)
+    """
+    if columns is not None and n <= limit:
+        worst, query = range_maximum(columns, n)
+        return worst, query, True, None
+    t = int(np.argmax(prefixes))
+    return float(prefixes[t]), (0, t), False, 4.0 * float(prefixes[t])
 
 
 def exact_all_ranges(report, strategy, kind: str):

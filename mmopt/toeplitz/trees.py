@@ -276,15 +276,13 @@ def prefix_report(strategy, W: StreamWorkload, privacy, norm, caller: str) -> To
     delta = strategy.sensitivity(norm)
     scale = factor * delta * delta
     prefixes = strategy.prefix_variances()
-    t = int(np.argmax(prefixes))
-    worst, query, exact, bound = float(prefixes[t]), (0, t), True, None
     if W.kind == "all_range":
-        columns = getattr(strategy, "inverse_gram_columns", None)
-        if columns is not None and W.n <= RANGE_EXACT_MAX_N:
-            from mmopt.toeplitz.range_variance import range_maximum
-            worst, query = range_maximum(columns, W.n)
-        else:
-            exact, bound = False, 4.0 * worst
+        from mmopt.toeplitz.range_variance import all_ranges
+        worst, query, exact, bound = all_ranges(prefixes, getattr(strategy, "inverse_gram_columns", None), W.n,
+                                                RANGE_EXACT_MAX_N)
+    else:
+        t = int(np.argmax(prefixes))
+        worst, query, exact, bound = float(prefixes[t]), (0, t), True, None
     return ToeplitzErrorReport(W.name, strategy.name, W.n, W.n_queries, norm, delta, factor,
                                scale * strategy.unit_total(W.kind), scale * worst, query, exact, privacy,
                                None if bound is None else scale * bound)

@@ -22,6 +22,7 @@ same terms. The strategy is not causal (not lower triangular): it is for offline
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,12 +32,13 @@ from scipy.signal import fftconvolve as sfft_convolve
 from mmopt._base import validation as v
 from mmopt.toeplitz import _triangular, bound
 from mmopt.toeplitz.error import StreamWorkload, ToeplitzErrorReport, as_stream_workload
+from mmopt.toeplitz.range_variance import all_ranges
 from mmopt.toeplitz.strategies import check_n
 
-__all__ = ["RANGE_EXACT_MAX_N", "WeightedSqrtStrategy", "evaluate_weighted", "prefix_variances", "range_maximum",
-           "weighted_sqrt"]
+__all__ = ["RANGE_EXACT_MAX_N", "WeightedSqrtStrategy", "evaluate_weighted", "inverse_gram_columns",
+           "prefix_variances", "weighted_sqrt"]
 
-#: Up to this many cells the all-ranges report's largest variance is exact (:func:`range_maximum`: 0.10 CPU s at
+#: Up to this many cells the all-ranges report's largest variance is exact (:func:`inverse_gram_columns`: 0.10 CPU s at
 #: 4,096 cells on one free core, 0.35 s on a busy one; O(n²), so 16,384 took 1.1–6.6 s, paid by every evaluation,
 #: auto's candidates too, which price the strategy at O(n): the review of that change)
 RANGE_EXACT_MAX_N = 4_096
@@ -189,8 +191,8 @@ def evaluate_weighted(workload) -> ToeplitzErrorReport:
     """Exact total error of the weighted square root on its workload (unit privacy, Δ₂ = 1), and for the
     prefix workload the largest query variance; O(n log² n) time and O(n) memory.
 
-    For all ranges ``max_variance`` is exact up to :data:`RANGE_EXACT_MAX_N` cells (:func:`range_maximum`, O(n²)
-    time), past them the largest prefix's variance (attained: a prefix is a range; ``max_variance_exact`` False)
+    For all ranges ``max_variance`` is exact up to :data:`RANGE_EXACT_MAX_N` cells (:func:`inverse_gram_columns`,
+    O(n²) time), past them the largest prefix's variance (attained: a prefix is a range; ``max_variance_exact`` False)
     and ``max_variance_upper`` a proven upper bound, four times it, as the tree strategy's.
 
     Examples
@@ -210,44 +212,32 @@ def evaluate_weighted(workload) -> ToeplitzErrorReport:
         V = _prefix_variances(terms)
         t = int(np.argmax(V))
         return ToeplitzErrorReport(W.name, "weighted_sqrt", n, W.n_queries, "l2", 1.0, 1.0, total, float(V[t]), (0, t))
-    if n <= RANGE_EXACT_MAX_N:
-        worst, query = range_maximum(a_inv, e)
-        return ToeplitzErrorReport(W.name, "weighted_sqrt", n, W.n_queries, "l2", 1.0, 1.0, total, worst, query)
-    # past it the largest prefix (a range: attained) and a proven upper bound, the tree's: a range is the difference
-    # of two prefixes, so its variance is at most (√V_b + √V_{a−1})² ≤ 4·max V. All ranges are symmetric under
-    # reversing the cells (G and so e commute with it), so the prefix of t + 1 cells has the variance of the frame's
-    # tail of t + 1: the prefix sums' tail sums with β = 1. NaN before (not computed), its upper bound inf
-    V = _prefix_variances((e, K_diag, _row_sums(a_inv, e)))
-    t = int(np.argmax(V))
-    return ToeplitzErrorReport(W.name, "weighted_sqrt", n, W.n_queries, "l2", 1.0, 1.0, total, float(V[t]), (0, t),
-                               False, max_variance_bound=4.0 * float(V[t]))
+    # All ranges are symmetric under reversing the cells (G and so e commute with it), so the prefix of t + 1 cells
+    # has the variance of the frame's tail of t + 1: the prefix sums' tail sums with β = 1 (NaN before: not computed)
+    worst, query, exact, bound = all_ranges(_prefix_variances((e, K_diag, _row_sums(a_inv, e))),
+                                            functools.partial(inverse_gram_columns, a_inv, e), n, RANGE_EXACT_MAX_N)
+    return ToeplitzErrorReport(W.name, "weighted_sqrt", n, W.n_queries, "l2", 1.0, 1.0, total, worst, query, exact,
+                               max_variance_bound=bound)
 
 
-def range_maximum(a_inv: np.ndarray, e: np.ndarray) -> tuple[float, tuple[int, int]]:
-    """The largest variance q (AᵀA)⁻¹ qᵀ over the ranges q = 1_[l, u] of the weighted square root of all_range(n)
-    (Δ₂ = 1) and its range (l, u), 0-based and inclusive: O(n²) time, no n×n matrix
-    (:func:`mmopt.toeplitz.range_variance.range_maximum`), each column of (AᵀA)⁻¹ = E G^{−1/2} E in closed form,
-    1-indexed e_i e_j (a(|i − j|) − a(i + j)) (module docstring; the frame is the cells' order). Past 1,024 cells
-    the report gave the proven bound 4·max_t V(0, t), four times the truth on every n measured (1,024 … 16,384; the
-    largest range was all the cells), so an ε chosen to meet a variance target by that bound was twice the ε
-    needed. Measured (one free core): 0.10 s at 4,096 cells, 1.1 s at 16,384.
+def inverse_gram_columns(a_inv: np.ndarray, e: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """(AᵀA)⁻¹[:, lo:hi] of the weighted square root of all_range(n) (Δ₂ = 1), in closed form: (AᵀA)⁻¹ = E G^{−1/2} E,
+    1-indexed entries e_i e_j (a(|i − j|) − a(i + j)) (module docstring; the frame is the cells' order), for the
+    exact largest range variance (:func:`mmopt.toeplitz.range_variance.range_maximum`). Past 1,024 cells the report
+    gave the proven bound 4·max_t V(0, t), four times the truth on every n measured (1,024 … 16,384; the largest
+    range was all the cells), so an ε chosen to meet a variance target by that bound was twice the ε needed.
+    Measured (one free core): the pass 0.10 s at 4,096 cells, 1.1 s at 16,384.
 
     >>> from mmopt.toeplitz import all_range
-    >>> from mmopt.toeplitz.range_variance import unit_range_variances
     >>> n = 40
-    >>> worst, (l, u) = range_maximum(spectral_sequence("all_range", n, -0.5), column_scale("all_range", n))
-    >>> V = unit_range_variances(weighted_sqrt(all_range(n)).to_dense())
-    >>> bool(np.isclose(worst, V.max(), rtol=1e-12)), bool(V[l, u] == V.max())
-    (True, True)
+    >>> A = weighted_sqrt(all_range(n)).to_dense()
+    >>> M = inverse_gram_columns(spectral_sequence("all_range", n, -0.5), column_scale("all_range", n), 0, n)
+    >>> bool(np.allclose(M, np.linalg.inv(A.T @ A), rtol=0, atol=1e-12))
+    True
     """
-    from mmopt.toeplitz.range_variance import range_maximum as maximum
     i = np.arange(1, e.size + 1)
-
-    def columns(lo: int, hi: int) -> np.ndarray:
-        u = i[lo:hi]
-        return e[:, None] * e[None, lo:hi] * (a_inv[np.abs(i[:, None] - u[None, :])] - a_inv[i[:, None] + u[None, :]])
-
-    return maximum(columns, e.size)
+    u = i[lo:hi]
+    return e[:, None] * e[None, lo:hi] * (a_inv[np.abs(i[:, None] - u[None, :])] - a_inv[i[:, None] + u[None, :]])
 
 
 def prefix_variances(n: int) -> np.ndarray:
