@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["down", "up"]
+__all__ = ["down", "down_float", "up"]
 
 
 def up(value: float, digits: int = 6) -> str:
@@ -30,6 +30,15 @@ def down(value: float, digits: int = 6) -> str:
     ('0.666666', '3.19546', '2.5', '0.1')
     """
     return _toward(value, digits, -1)
+
+
+def down_float(value: float, digits: int = 6) -> float:
+    """:func:`down` as a float, for a number pasted into code (``Privacy(0.436691)``) that must still fit a budget.
+
+    >>> down_float(0.6666667), down_float(0.000436691999)
+    (0.666666, 0.000436691)
+    """
+    return float(down(value, digits))
 
 
 #: Up rounds past the nearest only when the nearest is further below than this (relative): ρ = 0.1²/2 is the float

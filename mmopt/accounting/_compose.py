@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from mmopt._base import validation as v
+from mmopt._base.rounding import down_float
 from mmopt.accounting import _ledger as lg
 from mmopt.accounting import _pld as pl
 from mmopt.accounting import _zcdp as z
@@ -105,13 +106,13 @@ class Ledger:
             mid = 0.5 * (lo + hi)
             lo, hi = (mid, hi) if self.fits(release_term(Privacy(mid, self.total.delta))) else (lo, mid)
         # the bisection assumes fits() flips once as ε grows; the pessimistic discretisation can make a little more
-        # noise compose to a little more ε, so down6(lo) itself was refused (remaining ε 0.000436691 of 10⁻³, whose
+        # noise compose to a little more ε, so down_float(lo) itself was refused (remaining ε 0.000436691 of 10⁻³, whose
         # own hint then failed; a helper's audit): step down until the value offered fits
-        left = down6(lo)
+        left = down_float(lo)
         for _ in range(64):
             if left <= 0 or self.fits(release_term(Privacy(left, self.total.delta))):
                 return max(left, 0.0)
-            left = down6(left * (1 - 2e-6))
+            left = down_float(left * (1 - 2e-6))
         return 0.0
 
     def spent(self) -> Budget:
@@ -200,9 +201,9 @@ class Ledger:
             # spent rounded up, what remains down (to the nearest the remainder printed was refused: an audit)
             rule, usable = "basic composition", left.epsilon > 0
             used = f"ε={lg.fmt_up(spent.epsilon)}, δ={lg.fmt_up(spent.delta)}"
-            delta = "" if left.delta == 0 else f", {down6(left.delta)!r}"
+            delta = "" if left.delta == 0 else f", {down_float(left.delta)!r}"
             hint = (f"Spend at most the remaining ε={lg.fmt_down(left.epsilon)}, δ={lg.fmt_down(left.delta)} (e.g. "
-                    f"privacy=Privacy({down6(left.epsilon)!r}{delta}), or privacy='remaining' in release)")
+                    f"privacy=Privacy({down_float(left.epsilon)!r}{delta}), or privacy='remaining' in release)")
             # which part binds, to every digit: three spends of δ/3 were refused on the third with the request
             # and the remainder printed alike, 3.33333e-08 (exact sums: 3 × float(1e-7/3) > 1e-7; a probe)
             binding = [f"the {name} asked, {float(asked)!r}, is above the {name} left, {float(rest)!r}"
@@ -226,8 +227,8 @@ class Ledger:
             ask, usable = f"ρ={fmt(charge)}", left.rho > 0
             rule, used = f"zCDP, ρ ≤ {lg.fmt_down(self.rho_cap())}", f"ρ={lg.fmt_up(spent.rho)}"
             hint = (f"Spend at most the remaining ρ={lg.fmt_down(left.rho)}: one Gaussian release at Privacy("
-                    f"{down6(left.epsilon)!r}, {left.delta!r}) (or privacy='remaining' in release), or Laplace at "
-                    f"ε={down6(math.sqrt(2 * left.rho))!r}")
+                    f"{down_float(left.epsilon)!r}, {left.delta!r}) (or privacy='remaining' in release), or Laplace at "
+                    f"ε={down_float(math.sqrt(2 * left.rho))!r}")
         end = (f"{hint}, or answer from what was released already." if usable else
                "The budget is used up: these data can answer nothing more. Work from what was released already "
                "(post-processing is free).")
@@ -240,9 +241,9 @@ class Ledger:
         for _ in range(48):
             mid = (lo + hi) / 2
             lo, hi = (mid, hi) if self.fits(("generic", mid, delta)) else (lo, mid)
-        if lo <= 0 or not self.fits(("generic", down6(lo), delta)):
+        if lo <= 0 or not self.fits(("generic", down_float(lo), delta)):
             return f"No declared spend at δ={fmt(delta)} fits (its δ alone is too much)"
-        return (f"Spend at most ε={down6(lo)!r} at δ={fmt(delta)} as a declared spend (composed as a worst-case "
+        return (f"Spend at most ε={down_float(lo)!r} at δ={fmt(delta)} as a declared spend (composed as a worst-case "
                 "mechanism)")
 
     def rest(self, caller: str) -> Privacy:
@@ -266,9 +267,3 @@ def release_term(privacy: Privacy) -> tuple[str, float, float]:
     return "laplace", 1.0 / privacy.epsilon, 0.0
 
 
-def down6(x: float) -> float:
-    """x rounded *down* to six significant digits: a short number for messages that is still within budget."""
-    if x <= 0 or not math.isfinite(x):
-        return x
-    unit = Fraction(10) ** (math.floor(math.log10(x)) - 5)
-    return float(math.floor(lg.exact(x) / unit) * unit)

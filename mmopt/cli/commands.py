@@ -292,7 +292,7 @@ def plan(args) -> int:
                                   f"--epsilon {p.epsilon!r}{delta} --out answers.csv")
         if not args.save:
             record["release_note"] = "FILE.npz: plan again with --save FILE.npz (the planned strategy meets them)"
-    shown = dict(record, epsilon=out.upward(p.epsilon), rho=None if p.rho is None else out.upward(p.rho))
+    shown = dict(record, epsilon=out.up(p.epsilon), rho=None if p.rho is None else out.up(p.rho))
     text = out.table(list(shown.items()), f"plan({W.name}, {args.kind} <= {args.target:g}):")
     _emit(args, record, text)
     return 0

@@ -10,7 +10,7 @@ import math
 import os
 
 import mmopt
-from mmopt.accounting._compose import down6
+from mmopt._base.rounding import down_float
 from mmopt.accounting._persist import remove_unspent
 from mmopt.cli import output as out
 from mmopt.cli._numbers import number
@@ -103,9 +103,9 @@ def no_room(path: str, acc, privacy) -> str:
     if not left.epsilon > 0:
         return head + ": its budget is used up. These data can answer nothing more; work from what was released."
     if acc.composition == "basic":
-        fits = f"--epsilon {down6(left.epsilon)!r} --delta {down6(left.delta) or 0!r} or less"
+        fits = f"--epsilon {down_float(left.epsilon)!r} --delta {down_float(left.delta) or 0!r} or less"
     else:  # what remains is one more Gaussian release at the total's δ (zCDP also allows a Laplace one)
-        fits = f"--epsilon {down6(left.epsilon)!r} --delta {total.delta!r} (Gaussian noise)"
+        fits = f"--epsilon {down_float(left.epsilon)!r} --delta {total.delta!r} (Gaussian noise)"
         if acc.composition == "zcdp":
-            fits += f", or --epsilon {down6(math.sqrt(2 * left.rho))!r} --delta 0 (Laplace)"
+            fits += f", or --epsilon {down_float(math.sqrt(2 * left.rho))!r} --delta 0 (Laplace)"
     return f"{head}. Rerun with {fits}, or answer from what was released already."

@@ -81,16 +81,6 @@ def _show(value, key: str = "") -> str:
 LOWER_WORDS = ("lower", "remain", "svd_bound", "diagonal_bound", "floor", "cap")
 
 
-def upward(value: float, digits: int = 6) -> str:
-    """``value`` to ``digits`` significant digits, rounded up: a budget printed rounded down misses the targets it
-    was planned for (plan's ε 1.0000007 showed as 1; a helper's audit). :func:`mmopt._base.rounding.up`.
-
-    >>> upward(1.0000007005), upward(2.5), upward(0.1234561)
-    ('1.00001', '2.5', '0.123457')
-    """
-    return up(value, digits)
-
-
 def table(rows, title: str | None = None) -> str:
     """Aligned 'key: value' lines (nested dicts flattened with dots), under an optional title."""
     flat = list(_flatten(dict(rows)).items())

@@ -183,7 +183,7 @@ def _warn_plan_budget(saved, made_for, P, path: str) -> None:
                "release draws OpenDP's, whose σ is larger at the same ε)")
         print(f"mmopt: warning: '{path}' was planned to meet its targets at ε = {made_for.epsilon!r}, δ = "
               f"{made_for.delta:g} ({planned} calibration); this release's noise variance is {ratio:.4g}× that, so "
-              f"its standard errors are up to {out.upward(ratio ** 0.5, 4)}× the targets. To meet them, {how}.",
+              f"its standard errors are up to {out.up(ratio ** 0.5, 4)}× the targets. To meet them, {how}.",
               file=sys.stderr, flush=True)
 
 

@@ -100,7 +100,7 @@ def synth(args) -> int:
         print(json.dumps(report, indent=2))
     else:
         print(f"{s.method}: {len(rows):,} rows → {args.out}\n"
-              f"privacy: ε = {out.upward(s.epsilon)}, δ = {s.delta:g}, ρ = {out.upward(s.rho)} (budget ρ = "
+              f"privacy: ε = {out.up(s.epsilon)}, δ = {s.delta:g}, ρ = {out.up(s.rho)} (budget ρ = "
               f"{s.budget:.6g}), "
               f"noise from {s.sampler}\nmeasured: {len(s.measured)} marginal(s)")
     return 0
