@@ -85,7 +85,7 @@ def test_opt_m_runs_only_the_iterations_the_budget_pays_for(monkeypatch):
     W = mmopt.structured.marginals((2,) * 12, 3)
     r = mmopt.optimize(W, privacy=LAPLACE, seed=0, budget="fast")
     assert "marginals" in r.extra["candidates"] and len(ran) == 1
-    work = costs.marginals_once(W) + ran[0].iterations * costs.marginals_iteration(W)
+    work = costs.marginals_once(W, "l1") + ran[0].iterations * costs.marginals_iteration(W)
     assert ran[0].iterations > 0 and work <= 5.0
     # charged what it ran (at that price), not the smaller estimate it was logged with
     assert r.extra["candidates"]["marginals"]["estimate"] == pytest.approx(work)

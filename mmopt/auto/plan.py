@@ -97,7 +97,7 @@ def _products(ctx: Context, budget_seconds: float) -> list[Candidate]:
     if len(S.terms) > 1:
         out.append(Candidate("union", costs.union(S, norm, restarts["union"]), structured("union"), unless=near))
     if len(S.shape) <= 15:
-        out.append(_marginals(S, restarts["marginals"], kw, share=LOW_PRIOR_SHARE if norm == "l2" else 1.0))
+        out.append(_marginals(S, restarts["marginals"], kw, norm, share=LOW_PRIOR_SHARE if norm == "l2" else 1.0))
     n = ctx.n
     if n > DENSE_LIMIT:
         return out
@@ -117,24 +117,24 @@ def _products(ctx: Context, budget_seconds: float) -> list[Candidate]:
     return out
 
 
-def _marginals(S, restarts: int, kw: dict, share: float) -> Candidate:
+def _marginals(S, restarts: int, kw: dict, norm: str, share: float) -> Candidate:
     """OPT_M, fitted when it runs: its runs' L-BFGS-B iterations bounded by what the budget left pays for
     (:func:`mmopt.auto.costs.marginals_iteration`), since their number is not known before they run; charged the
     iterations it ran at that price (logged "expected" is :func:`mmopt.auto.costs.marginals` or that room, the
     smaller: charged that, a 'fast' run took 3.8 CPU s against 0.76 charged; a helper's probe). Skipped when fewer
     than MARGINALS_MIN_ITERATIONS fit."""
     from mmopt.multidim.search import SOLVERS
-    estimate = costs.marginals(S, restarts)
+    estimate, once = costs.marginals(S, restarts, norm), costs.marginals_once(S, norm)
 
     def fitted(seconds: float) -> Candidate | None:
         # room kept for the certified dual bound after it (the last product candidate took all of the default
         # budget on 3-way marginals of (2,)¹³, and the 0.05-s certificate was skipped)
         seconds -= min(costs.dual_floor(S), 0.2 * seconds)
-        iterations = int((seconds - costs.marginals_once(S)) / costs.marginals_iteration(S))
+        iterations = int((seconds - once) / costs.marginals_iteration(S))
         if iterations < MARGINALS_MIN_ITERATIONS:
             return None
         run = lambda: SOLVERS["marginals"](S, restarts=restarts, iteration_budget=iterations, **kw)  # noqa: E731
-        charge = lambda found: costs.marginals_once(S) + found.iterations * costs.marginals_iteration(S)  # noqa: E731
+        charge = lambda found: once + found.iterations * costs.marginals_iteration(S)  # noqa: E731
         return Candidate("marginals", min(estimate, seconds), run, share=share, charge=charge)
     return Candidate("marginals", estimate, lambda: None, share=share, fit=fitted)
 
