@@ -81,3 +81,43 @@ def test_the_weighted_square_root_is_evaluated_at_unit_privacy_with_its_l2_sensi
     A = R.to_dense()
     dense = np.trace(np.linalg.inv(A.T @ A) @ W.to_workload().gram) * np.max(np.sum(A * A, axis=0))
     assert r.total_squared_error == pytest.approx(dense, rel=1e-9)
+
+
+@pytest.mark.parametrize("scale", [1e-160, 1e-155, 10**153.75, 1e154])
+def test_the_exact_pass_is_scale_free(scale):
+    """Coefficients near 1e±154 made AᵀA or Δ² under- or overflow in the dense pass: NaN or inf went out labelled
+    exact (a helper's audit). The error is scale-free: the value is the unscaled strategy's."""
+    n = 20
+    base = toeplitz.equalized(toeplitz.sqrt_strategy(n))
+    want = mmopt.evaluate(toeplitz.all_range(n), base, GAUSS)
+    S = toeplitz.ToeplitzStrategy(base.coefficients * scale, n, "x", "toeplitz", row_scale=base.row_scale)
+    got = mmopt.evaluate(toeplitz.all_range(n), S, GAUSS)
+    assert got.max_variance_exact and got.max_variance == pytest.approx(want.max_variance, rel=1e-9)
+    assert got.max_variance_query == want.max_variance_query
+
+
+def test_an_ill_conditioned_strategy_keeps_its_attained_value_and_bound():
+    """A Cholesky of AᵀA squared cond(A) ≈ 4·10⁷: the 'exact' figure was 3 % below the variance of the range
+    (0, 39), which the prefix report attains (an upper bound below an attained value). Now the dense pass works
+    from QR and refuses past MAX_CONDITION, and the report keeps the attained value and its proven bound."""
+    n = 40
+    B = toeplitz.banded([1.0, -1.5], n)
+    y = np.random.default_rng(2).uniform(0.5, 2.0, n)
+    S = toeplitz.ToeplitzStrategy(B.coefficients, n, "rs", B.kind, row_scale=y)
+    r = toeplitz.evaluate(toeplitz.all_range(n), S)
+    p = toeplitz.evaluate(toeplitz.prefix(n), S)
+    assert r.max_variance >= p.max_variance * (1 - 1e-9) and r.max_variance_upper >= p.max_variance * (1 - 1e-9)
+    assert not r.max_variance_exact
+    assert unit_range_variances(S.to_dense()) is None
+
+
+def test_a_well_conditioned_row_scaled_strategy_is_exact_against_every_range():
+    n = 50
+    S = toeplitz.ToeplitzStrategy(toeplitz.sqrt_strategy(n).coefficients, n, "rs", "toeplitz",
+                                  row_scale=np.linspace(1.0, 3.0, n))
+    r = toeplitz.evaluate(toeplitz.all_range(n), S)
+    A = S.to_dense()
+    M = np.linalg.inv(A.T @ A)  # cond(A) ~ 10: the oracle's own round-off is far below the tolerance
+    best = max((M[i:j + 1, i:j + 1].sum(), (i, j)) for i in range(n) for j in range(i, n))
+    assert r.max_variance_exact and r.max_variance_query == best[1]
+    assert r.max_variance == pytest.approx(r.variance_factor * r.sensitivity**2 * best[0], rel=1e-10)

@@ -235,3 +235,10 @@ def test_the_weight_search_lowers_the_exact_error_and_saves():
     A = edge.to_dense()
     P = np.tril(np.ones((3, 3)))
     assert edge.unit_total("prefix") == pytest.approx(np.sum((P @ np.linalg.inv(A.T @ A)) * P), rel=1e-8)
+
+
+@pytest.mark.parametrize("lo,hi", [(-1, 1), (0, 7), (4, 2), (0.0, 2)])
+def test_inverse_gram_columns_refuses_columns_outside_the_tree(lo, hi):
+    """(-1, 1) returned columns 5 and 0 (a wrap-round where a slice gives none), (0, 7) a bare IndexError."""
+    with pytest.raises((ValueError, TypeError), match="inverse_gram_columns"):
+        toeplitz.tree(6, 2).inverse_gram_columns(lo, hi)

@@ -241,7 +241,7 @@ def optimize(workload, method: str = "blt", *, bands: int | None = None, buffers
             C = banded(np.concatenate([[1.0], c0 + _COEFFICIENT_STEP * res.x]), n,
                        name=method if method == "toeplitz" else None)
             C = equalized(C) if equalize else C
-    report = evaluate(W, C)  # (the weighted square root reports through evaluate_weighted, exact to 1,024 cells)
+    report = evaluate(W, C)  # (the weighted square root reports through evaluate_weighted, exact to 4,096 cells)
     lb = bound.lower_bound(W)
     # tol is L-BFGS's ftol, not a duality gap: it never widens the certificate (mmopt._base.result.gap_tol)
     status, message, lower = reconcile(report.total_squared_error, lb.value, raw_status, message, closed=closed)
