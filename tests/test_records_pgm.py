@@ -180,7 +180,7 @@ def test_names_other_than_the_releases_are_refused():
 
 
 @pytest.mark.parametrize("rows, err", [(0, ValueError), (-3, ValueError), (2.7, TypeError), ("5", TypeError),
-                                       (True, TypeError)])
+                                       (True, TypeError), (10**11, ValueError)])
 def test_synthetic_rows_are_checked(rows, err):
     # mbi read 0 as its default, -3 as one row, 2.7 as 2 and "5" as 5 (a helper's probe); checked before sampling
     est = pgm.PGMEstimate({}, 1990.63, 1, 0.0, None, ("a",))
@@ -192,3 +192,24 @@ def test_synthetic_rows_default_to_the_rounded_total(mbi):
     est = pgm.pgm_marginals(_measure(np.full(24, 83.0), mmopt.Privacy(1e4, 1e-6)), NAMES, iters=200)
     assert est.total == pytest.approx(1992.0, abs=0.5)
     assert len(est.synthetic(seed=0)) == round(est.total)
+
+
+@pytest.mark.parametrize("kw, err", [({"seed": -1}, ValueError), ({"seed": 1.5}, TypeError),
+                                     ({"seed": 2**128}, ValueError), ({"labels": "no"}, TypeError)])
+def test_synthetic_seed_and_labels_are_checked(kw, err):
+    # numpy's bare "Seed must be between 0 and 2**32 - 1" before, and labels="no" was read as True
+    est = pgm.PGMEstimate({}, 10.0, 1, 0.0, None, ("a",))
+    with pytest.raises(err, match=f"'{next(iter(kw))}' parameter of PGMEstimate.synthetic"):
+        est.synthetic(rows=5, **kw)
+
+
+def test_unseeded_synthetic_draws_differ_and_large_seeds_repeat(mbi):
+    """The global state was restored after every call, so each unseeded call drew the same rows (a helper's audit);
+    seeds past 2³² were numpy's error."""
+    est = pgm.pgm_marginals(_measure(np.full(24, 83.0), mmopt.Privacy(1.0, 1e-6)), NAMES, iters=50)
+    state = np.random.get_state()[1].copy()  # noqa: NPY002
+    a, b = est.synthetic(200), est.synthetic(200)
+    assert not a.equals(b) and np.array_equal(np.random.get_state()[1], state)  # noqa: NPY002
+    big = est.synthetic(200, seed=2**40)
+    assert big.equals(est.synthetic(200, seed=2**40)) and not big.equals(est.synthetic(200, seed=2**41))
+    assert est.synthetic(200, seed=3).equals(est.synthetic(200, seed=3))

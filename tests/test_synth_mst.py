@@ -273,3 +273,14 @@ def test_batches_draw_past_one_call_with_distinct_seeded_batches(monkeypatch):
         next(s.batches(10, rows_per_batch=101))
     with pytest.raises(ValueError, match="'n' parameter of Synthetic.batches"):
         next(s.batches(-1))
+
+
+def test_seeds_stop_below_two_to_the_128():
+    """numpy pads a seed's entropy to four words before the spawn key: SeedSequence(s, spawn_key=(i,)) is
+    SeedSequence(s + i·2¹²⁸), so batch 1 of seed 7 was batch 0 of seed 7 + 2¹²⁸ (a helper's audit)."""
+    s = _run(_records(), 1.0)
+    with pytest.raises(ValueError, match="'seed' parameter of Synthetic.batches"):
+        next(s.batches(20, rows_per_batch=10, seed=7 + 2**128))
+    with pytest.raises(ValueError, match="'seed' parameter of Synthetic.records"):
+        s.records(5, seed=2**128)
+    assert len(s.records(5, seed=2**128 - 1)) == 5

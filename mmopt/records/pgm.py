@@ -63,6 +63,9 @@ EXTRA_HINT = "pip install 'mmopt[pgm]' (the mbi package, with JAX)"
 # (all 2-way marginals of d attributes give one clique over all d when the graph is complete).
 MAX_MODEL_MB = 512.0
 
+#: The most rows one :meth:`PGMEstimate.synthetic` call draws (:data:`mmopt.synth.result.MAX_ROWS`'s figure).
+MAX_SYNTHETIC_ROWS = 10**8
+
 
 def _require_mbi(caller: str):
     try:
@@ -199,29 +202,35 @@ class PGMEstimate:
         from a records release) as :meth:`mmopt.synth.result.Synthetic.records` labels its rows: a category, or for
         a binned attribute a number inside its bin (``bins="values"``, rows that count again) or the bin's label such
         as "[250, 500)" (``bins="labels"``, for reading: counting drops labels, so labelled rows counted again saw
-        zero rows in binned attributes before, the only kind there was). ``rows`` (an int ≥ 1) defaults
-        to the rounded total. mbi samples with numpy's global generator: it is seeded with ``seed`` for the call and
-        restored afterwards, so the caller's global random state is unchanged.
+        zero rows in binned attributes before, the only kind there was). ``rows`` (an int in [1, 10⁸]) defaults
+        to the rounded total. mbi samples with numpy's global generator: it is seeded for the call — with ``seed``
+        (an int in [0, 2¹²⁸)), or without one from fresh entropy — and restored afterwards, so the caller's global
+        random state is unchanged (unseeded calls drew the same rows each time, the state restored before the next;
+        a helper's audit).
         """
         import pandas as pd
 
+        caller = "PGMEstimate.synthetic"
         if rows is None:
             rows = max(1, round(self.total))  # mbi's own default truncates (int(total)), and reads 0 as "default"
-        elif not isinstance(rows, int | np.integer) or isinstance(rows, bool):
-            raise TypeError(f"The 'rows' parameter of PGMEstimate.synthetic must be an int. Got {rows!r} "
-                            f"({type(rows).__name__}) instead.")
-        elif rows < 1:
-            raise ValueError(f"The 'rows' parameter of PGMEstimate.synthetic must be >= 1. Got {rows!r} instead.")
-        bins = v.check_choice(bins, name="bins", caller="PGMEstimate.synthetic", choices=("labels", "values"))
+        # mbi read 0 as its default, -3 as one row, 2.7 as 2; 10¹¹ rows was numpy's MemoryError (93 GiB)
+        rows = v.check_int(rows, name="rows", caller=caller, low=1, high=MAX_SYNTHETIC_ROWS)
+        v.check_allocation(rows * (len(self.names) + 4), what=f"{rows:,} synthetic rows", caller=caller,
+                           remedy=" Draw fewer rows per call and concatenate, with a different seed per call.")
+        if seed is not None:  # numpy's bare "Seed must be between 0 and 2**32 - 1" for -1 or 2**33 before
+            seed = v.check_int(seed, name="seed", caller=caller, low=0, high=2**128 - 1)
+        labels = v.check_bool(labels, name="labels", caller=caller)  # "no" was read as True
+        bins = v.check_choice(bins, name="bins", caller=caller, choices=("labels", "values"))
         if labels and self.domain is None:
             raise ValueError("PGMEstimate.synthetic: labels=True needs the records domain; this estimate was fitted "
                              "to bare measurements. Fit it from a RecordsRelease, or use cell indices.")
         import jax
 
         state = np.random.get_state()  # noqa: NPY002 — mbi samples with the legacy global generator
+        # a seed below 2³² seeds the legacy generator as it always did; a larger one, or none, through SeedSequence
+        entropy = seed if seed is not None and seed < 2**32 else np.random.SeedSequence(seed).generate_state(4)
         try:
-            if seed is not None:
-                np.random.seed(seed)  # noqa: NPY002
+            np.random.seed(entropy)  # noqa: NPY002
             with jax.enable_x64(True):  # the model was fitted in float64
                 data = self.model.synthetic_data(int(rows))
         finally:

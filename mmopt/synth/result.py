@@ -188,8 +188,10 @@ def spent(steps, budget: float, delta: float) -> tuple[float, float]:
 
 
 def check_seed(seed, caller: str):
-    """None or an int ≥ 0."""
-    return None if seed is None else v.check_int(seed, name="seed", caller=caller, low=0)
+    """None or an int in [0, 2¹²⁸): numpy pads a seed's entropy to four 32-bit words before a spawn key, so
+    SeedSequence(s, spawn_key=(i,)) was SeedSequence(s + i·2¹²⁸), and :meth:`Synthetic.batches` of seeds past 2¹²⁸
+    repeated another seed's batches (a helper's audit)."""
+    return None if seed is None else v.check_int(seed, name="seed", caller=caller, low=0, high=2**128 - 1)
 
 
 def finite_total(total: float) -> float:
