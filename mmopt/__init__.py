@@ -4,6 +4,7 @@ Notation: see README. The public API is re-exported here; modules are named afte
 """
 
 from mmopt import _moved, adaptive, participation, plot, solvers, sparse_vector, strategy, structured, workload
+from mmopt._base.guards import DataWarning
 from mmopt.accounting import Accountant
 from mmopt.answers import answers_table
 from mmopt.augment import augment, strictly_improved
@@ -32,7 +33,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Accountant", "answers_table",
-    "ErrorReport", "FactorizationNorm", "MechanismOutput", "MonteCarloResult", "NumericalError", "OptimizeResult",
+    "DataWarning", "ErrorReport", "FactorizationNorm", "MechanismOutput", "MonteCarloResult", "NumericalError",
+    "OptimizeResult",
     "Plan", "Privacy", "SavedStrategy", "SolverError", "Strategy", "Unsupported", "Workload",
     "adaptive", "augment", "eigen_structure", "error_profile", "evaluate", "expected_error", "factorization_norm",
     "factorize",

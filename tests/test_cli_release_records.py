@@ -167,3 +167,28 @@ def test_laplace_records_release_names_its_strategy_and_writes_intervals(folder,
     capsys.readouterr()
     assert main(args[:-3] + ["--alpha", "0", "--json", "--force"]) == 2 and len(draws) == 1  # before the draw
     assert "'alpha' parameter of release --alpha" in capsys.readouterr().err
+
+
+def test_a_warning_about_the_records_is_marked_for_the_data_holder(folder, capsys):
+    """Text in a numeric column is dropped with a warning; whether it is raised depends on the records (one added
+    record raises it), so the command line marks it as outside the privacy guarantee (a helper's audit)."""
+    with open("people.csv", "a") as fh:
+        fh.write("F,unknown,N\n")
+    assert main(_records(records="people.csv")) == 0
+    err = capsys.readouterr().err
+    assert "mmopt: data warning (for the data holder" in err and "do not publish it" in err
+    assert "'age' holds values that are not numbers" in err
+
+
+def test_data_warnings_are_their_own_category():
+    import warnings
+
+    import mmopt
+    from mmopt.records import marginal_counts
+    df = pd.DataFrame({"sex": ["F", "M"], "age": pd.Series([30, "unknown"], dtype=object), "region": ["N", "S"]})
+    D = mmopt.records.Domain.from_json(DOMAIN)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        marginal_counts(df, D, [(1,)])
+    assert [w.category for w in caught] == [mmopt.DataWarning]
+    assert issubclass(mmopt.DataWarning, UserWarning)  # code filtering UserWarning still catches it

@@ -61,6 +61,13 @@ class NumericalError(ValueError):
     """A computed error that cannot be right (negative, non-finite, below the lower bound): never returned."""
 
 
+class DataWarning(UserWarning):
+    """A diagnostic about the records themselves (a column's values that the domain drops), for the data holder who
+    runs a release. Whether it is raised depends on the records — one added record can raise it — so it is outside
+    the privacy guarantee: read it, never publish it beside the release (the command line marks it so). Filter it
+    with ``warnings.filterwarnings("ignore", category=mmopt.DataWarning)``."""
+
+
 class Unsupported(ValueError):
     """The strategy does not support the workload: some query lies (numerically) outside A's row space, so its
     least-squares answer is biased and its error unbounded (Def. 3.1). A ValueError, so ``except ValueError`` still

@@ -24,6 +24,7 @@ import traceback
 import warnings
 
 import mmopt
+from mmopt._base.guards import DataWarning
 from mmopt._base.hints import did_you_mean
 from mmopt.cli import commands, release_sql
 from mmopt.cli import synth as synth_cli
@@ -277,6 +278,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _warn(message, category, filename, lineno, file=None, line=None) -> None:
+    if issubclass(category, DataWarning):  # raised or not by the records themselves: for the holder's eyes only
+        print(f"mmopt: data warning (for the data holder: it depends on the records, outside the privacy guarantee; "
+              f"do not publish it): {message}", file=sys.stderr)
+        return
     print(f"mmopt: warning: {message}", file=sys.stderr)
 
 

@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 
+from mmopt._base.guards import DataWarning
 from mmopt.records.domain import Attribute
 
 __all__ = ["arrow_text_codes", "text_codes"]
@@ -31,7 +32,7 @@ def text_codes(column, attribute: Attribute) -> np.ndarray:
             warnings.warn(f"Column {attribute.name!r} holds values that are not strings, but the domain declares it "
                           "with string categories: each is matched by its text (2 as '2', as Dask and DuckDB read "
                           f"it). If the column holds numbers, declare {attribute.name!r} with numeric categories.",
-                          UserWarning, stacklevel=4)
+                          DataWarning, stacklevel=4)
         arr = pa.array(text, type=pa.string())
     return arrow_text_codes(arr, attribute)
 

@@ -21,8 +21,10 @@ single bad record never stops a release (whether a release happens must not depe
   they fit), decimals as float64, true and false (any case) as 1 and 0, as a bool column counts under numeric
   categories (pd.read_csv reads them as bools); an empty or unparseable cell is dropped.
 
-Text dropped from a numeric column is said in a warning to whoever runs the count (the data holder): it names
-the column, never a value or a count, and changes nothing that is released.
+Text dropped from a numeric column is said in a :class:`mmopt.DataWarning` to whoever runs the count (the data
+holder): it names the column, never a value or a count, and changes nothing that is released — but whether it is
+raised depends on the records (one added record can raise it), so it is outside the privacy guarantee and must not
+be published with the release; the command line marks it so (a helper's audit).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import warnings
 
 import numpy as np
 
+from mmopt._base.guards import DataWarning
 from mmopt.records._text_values import arrow_text_codes, text_codes
 from mmopt.records.domain import Attribute
 
@@ -44,7 +47,7 @@ _FLOAT = r"(?i)^\s*[+-]?((\d+\.?\d*|\.\d+)(e[+-]?\d+)?|inf|infinity|nan)\s*$"
 def _warn_text(attribute: Attribute) -> None:
     warnings.warn(f"Column {attribute.name!r} holds values that are not numbers, but the domain declares it numeric: "
                   "those records are dropped by the domain's out-of-domain rule. If the column holds labels, declare "
-                  f"{attribute.name!r} with string categories.", UserWarning, stacklevel=4)
+                  f"{attribute.name!r} with string categories.", DataWarning, stacklevel=4)
 
 
 def codes(column, attribute: Attribute) -> np.ndarray:

@@ -24,7 +24,9 @@ every marginal, so both sensitivities above are unchanged.
 Adaptive composition of zCDP adds the ρ's (Bun & Steinke, Lemma 2.3), whatever the analyst did with earlier
 outputs; the ledger sums them in exact rationals and refuses a step that would exceed the budget, before any noise
 is drawn. Noise comes from a :class:`mmopt.adaptive._noise.Noise`: OpenDP's vetted samplers (the release path)
-or, with a seed, numpy (simulation only).
+or, with a seed, numpy (simulation only). The one thing besides these that depends on the records is a
+:class:`mmopt.DataWarning` from reading them (a column's text dropped under numeric categories): a diagnostic for
+the data holder, outside the guarantee, never to be published with the release.
 """
 
 from __future__ import annotations
