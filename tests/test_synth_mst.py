@@ -284,3 +284,8 @@ def test_seeds_stop_below_two_to_the_128():
     with pytest.raises(ValueError, match="'seed' parameter of Synthetic.records"):
         s.records(5, seed=2**128)
     assert len(s.records(5, seed=2**128 - 1)) == 5
+
+
+def test_an_epsilon_past_opendps_conversion_names_the_parameter():
+    with pytest.raises(ValueError, match=r"The 'privacy' parameter of mst: .*Give ε ≤ 10⁴"):
+        mmopt.synth.mst(_records(), D, mmopt.Privacy(1e6, 1e-9), seed=0)

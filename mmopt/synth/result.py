@@ -38,7 +38,10 @@ def budget_rho(privacy, caller: str) -> float:
     if privacy.delta == 0:
         raise ValueError(f"The 'privacy' parameter of {caller} must have delta > 0: the algorithm is ρ-zCDP "
                          f"(Gaussian noise), converted to (ε, δ). Got {privacy} instead.")
-    return max_rho(privacy.epsilon, privacy.delta)
+    try:
+        return max_rho(privacy.epsilon, privacy.delta)
+    except ValueError as exc:  # ε past what OpenDP's conversion evaluates: say whose parameter it was
+        raise ValueError(f"The 'privacy' parameter of {caller}: {exc}") from None
 
 
 @dataclass(frozen=True, eq=False)
