@@ -34,7 +34,8 @@ class Plan:
     helper's probe). ``rho_lower_bound``: V₋/2, below the ρ of any Gaussian noise that meets the targets.
     ``per_query_variance``: each query's variance at ``privacy``, re-evaluated exactly; every one is at most its
     entry of ``targets`` (variances). For a union of marginals under Gaussian noise both hold one entry
-    per marginal (every cell of a marginal has the same variance), in the workload's order of marginals.
+    per marginal (every cell of a marginal has the same variance), in the workload's order of marginals; for
+    grouping sets (:mod:`mmopt.hierarchy`) one entry per set, its largest group variance, in the sets' order.
     """
 
     privacy: Privacy
@@ -279,8 +280,9 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
     if np.any(achieved > tau):
         raise ArithmeticError(f"{caller}: internal inconsistency — the planned strategy misses a target by "
                               f"{float(np.max(achieved / tau)) - 1:.2e} (relative). Please report this workload.")
-    if default_tol and delta > 0 and res.status in SUCCESS and 0 < eps_low < eps / (1 + PLAN_TOL):  # (under
-        # Laplace noise the bound is an L2 one, loose in L1: no tolerance closes that gap)
+    if default_tol and delta > 0 and res.status == "optimal" and 0 < eps_low < eps / (1 + PLAN_TOL):  # (under
+        # Laplace noise the bound is an L2 one, loose in L1: no tolerance closes that gap; nor does tol close a
+        # heuristic's, "local_optimum": the large-tree route ran its search and bound twice for the same figures)
         # ε flat in the variance (δ ≥ 0.01, loose targets): V's gap of 5·10⁻⁴ gave ε 1.0735× its bound (an auditor's
         # probe, prefix(16), target 425, δ = 0.05); once more with the gap that ε's own slope asks for
         tighter = max(1e-9, tol * PLAN_TOL / (8 * (eps / eps_low - 1)))  # (1/2, 1/4: 1.0006, 1.00046)
@@ -290,7 +292,7 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
         warnings.warn(f"{caller}: the strategy search ended '{res.status}', so ε = {up(eps)} meets every target but "
                       f"may be above the smallest budget (certified lower bound {down(eps_low)}, ratio "
                       f"{eps / eps_low:.4g}). Raise max_iterations, or loosen tol, and plan again"
-                      + (" (the symmetry route can stall short of the optimum whatever the iterations: planning "
+                      + (" (should the symmetry route stall short of the optimum whatever the iterations, planning "
                          "the sets' queries unweighted, dataclasses.replace(W, weights=np.ones(len(W.sets)))"
                          ".to_implicit(), with each set's target repeated over its groups, runs the dense minimax "
                          "up to 4,096 cells; the weighted rows are not what a release of the sets gives)" if grouped
