@@ -27,7 +27,7 @@ def text_codes(column, attribute: Attribute) -> np.ndarray:
         # values (a list, a dict) are dropped, as any value outside the domain (one such record raised)
         values = _utf8_decoded(column.to_numpy(dtype=object))
         keep = ~pd.isna(values) & np.fromiter(map(_hashable, values), bool, values.shape[0])
-        text = [(x if isinstance(x, str) else str(x)) if k else None for x, k in zip(values, keep, strict=True)]
+        text = [(x if isinstance(x, str) else _text(x)) if k else None for x, k in zip(values, keep, strict=True)]
         if any(k and not isinstance(x, str) for x, k in zip(values, keep, strict=True)):
             warnings.warn(f"Column {attribute.name!r} holds values that are not strings, but the domain declares it "
                           "with string categories: each is matched by its text (2 as '2', as Dask and DuckDB read "
@@ -35,6 +35,15 @@ def text_codes(column, attribute: Attribute) -> np.ndarray:
                           DataWarning, stacklevel=4)
         arr = pa.array(text, type=pa.string())
     return arrow_text_codes(arr, attribute)
+
+
+def _text(x) -> str | None:
+    """str(x), or None (dropped) where Python refuses it: an int past 4,300 digits raised ValueError, and one such
+    record stopped the release (a helper's audit)."""
+    try:
+        return str(x)
+    except ValueError:
+        return None
 
 
 def _utf8_decoded(values: np.ndarray) -> np.ndarray:

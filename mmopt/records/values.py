@@ -37,7 +37,7 @@ import warnings
 import numpy as np
 
 from mmopt._base.guards import DataWarning
-from mmopt.records._text_values import arrow_text_codes, text_codes
+from mmopt.records._text_values import _utf8_decoded, arrow_text_codes, text_codes
 from mmopt.records.domain import Attribute
 
 _INT = r"^\s*[+-]?\d+\s*$"
@@ -80,7 +80,9 @@ def _pandas_codes(column, attribute: Attribute) -> np.ndarray:
             return _object_codes(column.astype(object).to_numpy(), attribute)
         return _masked(column.to_numpy(dtype=np.int64, na_value=0), missing, attribute)
     if pt.is_float_dtype(dtype):  # float16 and float32 widen exactly: a value's cell is the value's alone
-        return _number_codes(column.to_numpy(dtype=np.float64, na_value=np.nan), attribute)
+        with np.errstate(over="ignore"):  # a long double past float64 is ±inf, without a warning one record raised
+            floats = column.to_numpy(dtype=np.float64, na_value=np.nan)
+        return _number_codes(floats, attribute)
     return _object_codes(column.to_numpy(dtype=object), attribute)  # object / string: value by value
 
 
@@ -100,8 +102,14 @@ def _object_codes(values: np.ndarray, attribute: Attribute) -> np.ndarray:
     """Numbers by value (ints and whole Decimals exactly; other Decimals and Fractions as float64), text parsed as a CSV
     cell (:func:`_parsed_codes`), everything else (None, NaN, other objects) dropped."""
     out = np.full(values.shape[0], -1, dtype=np.int64)
-    if any(isinstance(v, decimal.Decimal) for v in values):  # whole Decimals are integers, compared exactly
-        values = np.array([_decimal(v) if isinstance(v, decimal.Decimal) else v for v in values], dtype=object)
+    # bytes are the UTF-8 text they hold, as under string categories: pandas dropped b"1" where Dask (which turns
+    # an object column into strings) counted it as 1 (a helper's audit)
+    values = _utf8_decoded(values)
+    if any(isinstance(v, decimal.Decimal | fractions.Fraction) for v in values):  # whole ones are integers,
+        # compared exactly (Fraction(2⁵³ + 1) was counted as 2⁵³ through float64, where Dask's text kept it apart)
+        values = np.array([_decimal(v) if isinstance(v, decimal.Decimal) else
+                           int(v) if isinstance(v, fractions.Fraction) and v.denominator == 1 else v
+                           for v in values], dtype=object)
     is_int = np.fromiter((isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_) for v in values),
                          bool, values.shape[0])
     # pd.read_parquet turns a decimal128 column into Decimal objects: the file itself is read as float64
@@ -121,7 +129,12 @@ def _object_codes(values: np.ndarray, attribute: Attribute) -> np.ndarray:
             sub[~fits] = _big_int_codes(ints[~fits], attribute)
         out[is_int] = sub
     if np.any(is_float):
-        out[is_float] = _number_codes(values[is_float].astype(np.float64), attribute)
+        try:  # numpy's overflow on a long double past float64 is inf, silently: a warning said one record was there
+            with np.errstate(over="ignore"):
+                floats = values[is_float].astype(np.float64)
+        except OverflowError:  # a Fraction past float64 (10⁴⁰⁰) raised, and one record stopped the release
+            floats = np.array([_as_float(v) for v in values[is_float]], dtype=np.float64)
+        out[is_float] = _number_codes(floats, attribute)
     if np.any(is_bool):
         out[is_bool] = _number_codes(values[is_bool].astype(np.int64), attribute)
     if np.any(is_str):
@@ -171,6 +184,20 @@ def _whole(c) -> int | None:
         return int(c)
     f = float(c)
     return int(f) if math.isfinite(f) and f.is_integer() else None
+
+
+#: Integer text longer than this (significant digits) is past every category and finite bin edge (all below
+#: 1.8·10³⁰⁸): it is read as ±10⁴⁰⁰, since Python refuses int() of text past 4,300 digits (ValueError), and one
+#: such cell stopped every release of its table (a helper's audit).
+_LONGEST_INT_TEXT = 400
+
+
+def _int_of_text(s: str) -> int:
+    """The integer of integer text (:data:`_INT`), or ±10⁴⁰⁰ past :data:`_LONGEST_INT_TEXT` digits."""
+    body = s.lstrip("+-").lstrip("0")
+    if len(body) > _LONGEST_INT_TEXT:
+        return -(10**400) if s.startswith("-") else 10**400
+    return int(s)
 
 
 def _as_float(v) -> float:
@@ -223,7 +250,7 @@ def _parsed_codes(arr, attribute: Attribute) -> np.ndarray:
     is_num = pc.fill_null(pc.match_substring_regex(text, _FLOAT), False).to_numpy(zero_copy_only=False)
     if is_int.any():
         digits = text.filter(pa.array(is_int)).to_pylist()
-        out[is_int] = _object_codes(np.array([int(s) for s in digits], dtype=object), attribute)
+        out[is_int] = _object_codes(np.array([_int_of_text(s) for s in digits], dtype=object), attribute)
     decimals = is_num & ~is_int
     if decimals.any():
         out[decimals] = _number_codes(pc.cast(text.filter(pa.array(decimals)), pa.float64())
