@@ -374,3 +374,21 @@ def test_bytes_under_a_numeric_attribute_are_their_text_as_dask_reads_them():
         got = marginal_counts(df, Dn, [(0,)])[(0,)].tolist()
     assert got == [0, 2, 1]
     assert marginal_counts(dd.from_pandas(df.iloc[:3], npartitions=1), Dn, [(0,)])[(0,)].tolist() == got
+
+
+def test_a_malformed_csv_row_or_a_cell_that_is_not_utf8_is_one_dropped_record(tmp_path):
+    """A row of the wrong number of fields, or a Latin-1 "é", made pyarrow's read raise: one record refused the
+    table, and the message quoted the row (a helper's audit). Both are dropped now, as records outside the domain."""
+    Dt = Domain((Attribute("a", categories=("x", "y", "z", "é")), Attribute("b", categories=(1, 2, 3, 4))))
+    path = tmp_path / "r.csv"
+    path.write_bytes(b"a,b\nx,1\ny,2,Jane Doe 555-1234\nz,3\n\xe9,4\n\xc3\xa9,4\nx\n")
+    got = {A: c.tolist() for A, c in marginal_counts(path, Dt, [(0,), (1,)]).items()}
+    assert got == {(0,): [1, 0, 1, 1], (1,): [1, 0, 1, 1]}  # x, z and the UTF-8 é; the rest dropped
+
+
+def test_a_parse_error_does_not_quote_the_records(tmp_path):
+    from mmopt.records import read as rd
+    pa_ = pytest.importorskip("pyarrow")
+    said = rd._said(pa_.ArrowInvalid("CSV parse error: Row #102: Expected 3 columns, got 4: F,30,1,Jane Doe"))
+    assert "Jane" not in said and "withheld" in said
+    assert rd._said(OSError("disk full")) == "disk full"

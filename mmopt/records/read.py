@@ -128,7 +128,9 @@ def check_source(records, domain: Domain, *, caller: str, name: str = "records")
     check_domain(domain, caller=caller)
     if isinstance(records, str | os.PathLike):
         dataset = open_dataset(records, domain, caller=caller, name=name)
-        check_schema({f.name: arrow_kind(f.type) for f in dataset.schema}, domain, caller=caller, name=name)
+        csv = isinstance(dataset.format, _csv_format())  # its domain columns are read as bytes: text
+        check_schema({f.name: "text" if csv and f.name in domain.names else arrow_kind(f.type)
+                      for f in dataset.schema}, domain, caller=caller, name=name)
         return "arrow", dataset
     if is_dask(records):  # its columns are a pandas Index too: the same duplicate check (an AttributeError before)
         check_unique_columns(records.columns, domain, caller, name)
@@ -162,7 +164,9 @@ def open_dataset(path, domain: Domain, *, caller: str, name: str = "records"):
     """A pyarrow Dataset over the Parquet file or folder, or the CSV file, at ``path`` (nothing read yet).
 
     CSV columns are read as strings and coded by :mod:`mmopt.records.values`: "007" stays a string category, and
-    a numeric attribute's text is parsed there (integers exactly; an unparseable cell is dropped, not an error).
+    a numeric attribute's text is parsed there (integers exactly; an unparseable cell is dropped, not an error). A
+    cell that is not UTF-8 is missing and a row of the wrong number of fields is dropped, so one record never
+    refuses the table (the engines 'polars' and 'duckdb' still refuse such a file: pyarrow, the default, reads it).
     """
     try:
         import pyarrow as pa
@@ -178,10 +182,14 @@ def open_dataset(path, domain: Domain, *, caller: str, name: str = "records"):
         fmt = "parquet"
     elif lower.endswith(_CSV):
         import pyarrow.csv as pcsv
-        types = {a.name: pa.string() for a in domain.attributes}
+        # bytes, decoded per batch (arrow_batches): a cell that is not UTF-8 (a Latin-1 "é") made the read raise,
+        # and a row of the wrong number of fields too — one record refused the table, and pyarrow's message quoted
+        # it (a helper's audit). Such a cell is missing now and such a row dropped, as a record outside the domain.
+        types = {a.name: pa.binary() for a in domain.attributes}
         fmt = ds.CsvFileFormat(convert_options=pcsv.ConvertOptions(column_types=types, strings_can_be_null=True,
                                                                    null_values=csv_nulls(domain)),
-                               parse_options=pcsv.ParseOptions(delimiter="\t" if lower.endswith(".tsv") else ","))
+                               parse_options=pcsv.ParseOptions(delimiter="\t" if lower.endswith(".tsv") else ",",
+                                                               invalid_row_handler=_skip_row))
     else:
         hint = (f" A DuckDB database is read through a connection: {caller}(..., duckdb.connect({p!r}, "
                 "read_only=True), ...) (the command line takes the .duckdb file itself)."
@@ -191,12 +199,17 @@ def open_dataset(path, domain: Domain, *, caller: str, name: str = "records"):
     try:
         dataset = ds.dataset(p, format=fmt)
     except (pa.ArrowException, OSError) as exc:
-        raise ValueError(f"{caller}: cannot read the records at {p!r}: {exc}") from None
+        raise ValueError(f"{caller}: cannot read the records at {p!r}: {_said(exc)}") from None
     if fmt == "parquet" and os.path.isdir(p):
         _refuse_partition_keys(dataset, domain, p, caller, name)
     if fmt == "parquet" and len(dataset.files) > 1:
         _check_one_schema(dataset.files, domain, p, caller, name)
     return dataset
+
+
+def _csv_format():
+    import pyarrow.dataset as ds
+    return ds.CsvFileFormat
 
 
 def _refuse_partition_keys(dataset, domain: Domain, path: str, caller: str, name: str) -> None:
@@ -278,13 +291,50 @@ def pandas_batches(df, domain: Domain, batch_size: int) -> Iterator[list]:
 
 
 def arrow_batches(dataset, domain: Domain, batch_size: int, *, caller: str) -> Iterator[list]:
-    """Lists of Arrow arrays (domain order) per record batch; reading errors become ValueError."""
+    """Lists of Arrow arrays (domain order) per record batch, a CSV's bytes as UTF-8 text; reading errors become
+    ValueError."""
     import pyarrow as pa
     try:
         for batch in dataset.to_batches(columns=list(domain.names), batch_size=batch_size):
-            yield [batch.column(name) for name in domain.names]
+            yield [_utf8(batch.column(name)) for name in domain.names]
     except (pa.ArrowException, OSError) as exc:
-        raise ValueError(f"{caller}: reading the records failed (before any noise was drawn): {exc}") from None
+        raise ValueError(f"{caller}: reading the records failed (before any noise was drawn): {_said(exc)}") from None
+
+
+def _skip_row(row) -> str:
+    """pyarrow's handler of a CSV row with the wrong number of fields: dropped, as a record outside the domain."""
+    return "skip"
+
+
+def _said(exc) -> str:
+    """pyarrow's message, unless it is a parse error, whose message quotes a record ("Row #102: Expected 3 columns,
+    got 4: F,30,1,Jane Doe 555-1234"): an error someone pastes into a bug report must not carry the data."""
+    import pyarrow as pa
+    if isinstance(exc, pa.ArrowInvalid):
+        return (f"{type(exc).__name__}: the file's content could not be parsed (pyarrow's message is withheld: it "
+                "quotes the records). Read it with pyarrow.csv.read_csv or pyarrow.parquet.read_table to see where.")
+    return str(exc)
+
+
+def _utf8(column):
+    """A CSV column read as bytes as UTF-8 text: one cast, or value by value (a cell that is not UTF-8 missing)
+    where the cast refuses the batch; any other column as it is."""
+    import pyarrow as pa
+    if not (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)):
+        return column
+    try:
+        return column.cast(pa.string())
+    except pa.ArrowInvalid:
+        return pa.array([_decoded(b) for b in column.to_pylist()], type=pa.string())
+
+
+def _decoded(b: bytes | None) -> str | None:
+    if b is None:
+        return None
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 # -- value -> cell codes: mmopt.records.values ----------------------------------------------------------------
