@@ -289,3 +289,8 @@ def test_seeds_stop_below_two_to_the_128():
 def test_an_epsilon_past_opendps_conversion_names_the_parameter():
     with pytest.raises(ValueError, match=r"The 'privacy' parameter of mst: .*Give ε ≤ 10⁴"):
         mmopt.synth.mst(_records(), D, mmopt.Privacy(1e6, 1e-9), seed=0)
+
+
+def test_details_hold_no_timing():
+    """details["seconds"] (CPU) grew with the number of records: a timing channel in a saved result."""
+    assert "seconds" not in _run(_records(), 1.0).details

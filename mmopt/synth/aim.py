@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 import warnings
 
 import numpy as np
@@ -140,8 +139,9 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
         ``details``: "selected" (the cliques measured after the 1-way marginals), "sigma" (the noise of each
         measurement), "annealed" (rounds whose σ was halved), "estimates", "estimator" (which: "residual", a
         heuristic whose marginals and records agree only approximately, flagged ``heuristic`` and not
-        ``consistent``; or the joint or junction fit's status, iterations and loss), "seconds" (CPU; it grows
-        with the number of records and is not covered by the DP guarantee: a diagnostic, not for publication).
+        ``consistent``; or the joint or junction fit's status, iterations and loss). Every field is public or
+        post-processing of the measurements: the CPU seconds it once held grew with the number of records, a
+        timing channel in an object one saves with the release (a helper's audit); time the call instead.
 
     Examples
     --------
@@ -177,7 +177,6 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
     use_junction = estimator == "junction" or (estimator == "auto" and not joint_fits)
     first = None if initial_share is None else v.check_real(initial_share, name="initial_share", caller=caller,
                                                             low=0.0, high=1.0, low_open=True, high_open=True)
-    start = time.process_time()
     shape = tuple(domain.shape)
     weights = candidates(sets)
     cur = Curator(records, domain, rho, noise_for(seed, caller), caller)
@@ -250,8 +249,7 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
                   "loss": model.loss}
     r, e = spent(cur.steps, rho, privacy.delta)
     details = {"selected": tuple(selected), "sigma": tuple(s.scale for s in cur.steps if s.kind == "gaussian"),
-               "annealed": tuple(annealed), "estimates": est, "estimator": fitted,
-               "seconds": time.process_time() - start}
+               "annealed": tuple(annealed), "estimates": est, "estimator": fitted}
     return Synthetic("aim", domain, model, tuple(cur.steps), r, privacy.delta, e, rho,
                      "opendp" if seed is None else "numpy-seeded", seed, details)
 
