@@ -120,7 +120,8 @@ def check_total(total: float, name: str, caller: str) -> None:
     if total > MAX_TOTAL:
         raise ValueError(f"The '{name}' parameter of {caller} must hold counts totalling at most 2^52 "
                          f"(≈4.5e15), where float64 sums of whole counts are exact (past 2^53 one record can move a "
-                         f"sum by 2, twice the sensitivity the privacy proof charges). Got a total of {total:.4g}.")
+                         f"sum by 2, twice the sensitivity the privacy proof charges). Got a larger total (not "
+                         "printed: a figure of the data).")
 
 
 def check_histogram(x, caller: str) -> np.ndarray:
@@ -129,7 +130,7 @@ def check_histogram(x, caller: str) -> np.ndarray:
     arr = _check_histogram(x, caller)
     if arr.max() > MAX_COUNT:
         raise ValueError(f"The 'x' parameter of {caller} must hold counts <= {MAX_COUNT:g} (their squares must "
-                         f"stay finite). Got a largest count of {float(arr.max()):g}; rescale the data.")
+                         f"stay finite). Got a larger count (not printed: a figure of the data); rescale the data.")
     check_total(float(arr.sum()), "x", caller)
     return arr
 
