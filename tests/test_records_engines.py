@@ -548,3 +548,18 @@ def test_a_string_view_column_is_refused_with_a_cast_that_works():
     remedy = str(caught.value).split("first: ")[1].rstrip(".")
     exec(remedy, {"pd": pd, "pa": pa, "df": df})  # the remedy as printed
     assert marginal_counts(df, D, [(0,)])[(0,)].tolist() == [2, 1]
+
+
+def test_duckdb_maps_many_string_categories_by_exact_bytes():
+    """String categories are an ENUM cast (a hash lookup) where a CASE of one WHEN per category cost rows ×
+    categories (13 CPU s on 20,000 × 100,000); the map is the categories' exact bytes, even under NOCASE."""
+    rng = np.random.default_rng(0)
+    cats = tuple(f"tract{i:05d}" for i in range(3000)) + ("é", "it's", "", "CA", "ca", "日本", "a b")
+    D1 = Domain((Attribute("a", categories=cats),))
+    values = list(cats) + ["nope", "Ca", "TRACT00001", None]
+    df = pd.DataFrame({"a": [values[i] for i in rng.integers(0, len(values), 20_000)]})
+    want = marginal_counts(df, D1, [(0,)])[(0,)]
+    con = duckdb.connect()
+    con.sql("SET default_collation='nocase'")
+    got = marginal_counts(con.from_df(df), D1, [(0,)])[(0,)]
+    assert np.array_equal(got, want) and want.sum() < len(df) and want[cats.index("ca")] > 0
