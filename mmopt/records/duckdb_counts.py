@@ -161,14 +161,6 @@ def _map(key: str, raw: list, code: list[int], typ, *, ordered: bool, otherwise:
                    lambda j: f"CASE WHEN {key} = {lits[j]} THEN {pairs[j][1]} ELSE {otherwise} END")
 
 
-def _enum_code(x: str, categories) -> str:
-    """The index of the text of ``x`` among ``categories`` (exact bytes), else −1: a cast to an ENUM of them, a
-    hash lookup. A CASE with one WHEN per category cost rows × categories (13 CPU s on 20,000 categories × 100,000
-    rows, a binary search of CASEs 34 s; US counties on 10⁸ rows ~20 min; a helper's audit), the cast 0.1 s."""
-    enum = ", ".join(_text(c) for c in categories)
-    return f"COALESCE(CAST(enum_code(TRY_CAST(CAST({x} AS VARCHAR) AS ENUM({enum}))) AS INTEGER), -1)"
-
-
 def _text_key(x: str) -> str:
     """A column as text compared byte for byte: a column (or the connection's default) collated NOCASE merged 'CA'
     and 'ca' in DuckDB's = and DISTINCT, 1,000 counted where pandas counts 500 (a helper's probe)."""
@@ -184,7 +176,8 @@ def codes(rel, domain: Domain, *, caller: str) -> list[str]:
     for a in domain.attributes:
         x, typ, kind = _quote(a.name), types[a.name], duckdb_kind(types[a.name])
         if a.kind == "text":
-            out.append(_enum_code(x, a.categories))
+            out.append(_map(_text_key(x), list(a.categories), list(range(a.size)), "VARCHAR",
+                            ordered=False))
             continue
         if a.kind == "bins" and kind != "text":
             out.append(_bins(x, a))
