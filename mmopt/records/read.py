@@ -165,8 +165,8 @@ def open_dataset(path, domain: Domain, *, caller: str, name: str = "records"):
 
     CSV columns are read as strings and coded by :mod:`mmopt.records.values`: "007" stays a string category, and
     a numeric attribute's text is parsed there (integers exactly; an unparseable cell is dropped, not an error). A
-    cell that is not UTF-8 is missing and a row of the wrong number of fields is dropped, so one record never
-    refuses the table (the engines 'polars' and 'duckdb' still refuse such a file: pyarrow, the default, reads it).
+    cell that is not UTF-8 is missing (the engines 'polars' and 'duckdb' refuse such a file). A row of the wrong
+    number of fields refuses the file, pyarrow's message (which quotes the row) withheld.
     """
     try:
         import pyarrow as pa
@@ -183,13 +183,13 @@ def open_dataset(path, domain: Domain, *, caller: str, name: str = "records"):
     elif lower.endswith(_CSV):
         import pyarrow.csv as pcsv
         # bytes, decoded per batch (arrow_batches): a cell that is not UTF-8 (a Latin-1 "é") made the read raise,
-        # and a row of the wrong number of fields too — one record refused the table, and pyarrow's message quoted
-        # it (a helper's audit). Such a cell is missing now and such a row dropped, as a record outside the domain.
+        # one record refused the table, and pyarrow's message quoted it (a helper's audit); such a cell is missing.
+        # A row of the wrong number of fields still refuses the file (message withheld): skipped, a whole file of
+        # rows with a trailing comma released zero counts without a word (a helper's review)
         types = {a.name: pa.binary() for a in domain.attributes}
         fmt = ds.CsvFileFormat(convert_options=pcsv.ConvertOptions(column_types=types, strings_can_be_null=True,
                                                                    null_values=csv_nulls(domain)),
-                               parse_options=pcsv.ParseOptions(delimiter="\t" if lower.endswith(".tsv") else ",",
-                                                               invalid_row_handler=_skip_row))
+                               parse_options=pcsv.ParseOptions(delimiter="\t" if lower.endswith(".tsv") else ","))
     else:
         hint = (f" A DuckDB database is read through a connection: {caller}(..., duckdb.connect({p!r}, "
                 "read_only=True), ...) (the command line takes the .duckdb file itself)."
@@ -301,19 +301,19 @@ def arrow_batches(dataset, domain: Domain, batch_size: int, *, caller: str) -> I
         raise ValueError(f"{caller}: reading the records failed (before any noise was drawn): {_said(exc)}") from None
 
 
-def _skip_row(row) -> str:
-    """pyarrow's handler of a CSV row with the wrong number of fields: dropped, as a record outside the domain."""
-    return "skip"
-
-
 def _said(exc) -> str:
     """pyarrow's message, unless it is a parse error, whose message quotes a record ("Row #102: Expected 3 columns,
     got 4: F,30,1,Jane Doe 555-1234"): an error someone pastes into a bug report must not carry the data."""
     import pyarrow as pa
-    if isinstance(exc, pa.ArrowInvalid):
+    text = str(exc)
+    if isinstance(exc, pa.ArrowInvalid) and not any(said in text for said in _RECORD_FREE):
         return (f"{type(exc).__name__}: the file's content could not be parsed (pyarrow's message is withheld: it "
                 "quotes the records). Read it with pyarrow.csv.read_csv or pyarrow.parquet.read_table to see where.")
-    return str(exc)
+    return text
+
+
+#: pyarrow messages that quote no record, passed on as they are (an empty CSV said "Empty CSV file" before)
+_RECORD_FREE = ("Empty CSV file", "Parquet magic bytes not found", "Could not open Parquet input source")
 
 
 def _utf8(column):

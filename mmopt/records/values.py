@@ -151,6 +151,8 @@ def _decimal(v: decimal.Decimal):
     record stopped the release), any other as itself (coded as a float)."""
     if v.is_nan():
         return None
+    if v.is_finite() and v.adjusted() > _LONGEST_INT_TEXT:  # int(Decimal("1e1000000")) took 26 CPU s (a review)
+        return -(10**400) if v < 0 else 10**400
     return int(v) if v.is_finite() and v == v.to_integral_value() else v
 
 
@@ -194,10 +196,9 @@ _LONGEST_INT_TEXT = 400
 
 def _int_of_text(s: str) -> int:
     """The integer of integer text (:data:`_INT`), or ±10⁴⁰⁰ past :data:`_LONGEST_INT_TEXT` digits."""
-    body = s.lstrip("+-").lstrip("0")
-    if len(body) > _LONGEST_INT_TEXT:
-        return -(10**400) if s.startswith("-") else 10**400
-    return int(s)
+    body = s.lstrip("+-").lstrip("0")  # leading zeros count towards Python's limit too: "0"·4,300 + "1" raised
+    value = 10**400 if len(body) > _LONGEST_INT_TEXT else int(body or "0")
+    return -value if s.startswith("-") else value
 
 
 def _as_float(v) -> float:
