@@ -260,10 +260,13 @@ def marginals_once(structure, norm: str = "l2") -> float:
 def datacube_start(structure) -> float:
     """The data cubes' greedy search that starts OPT_M under Laplace noise (:func:`mmopt.multidim.marginals.
     _datacube_start`, a union of marginals on at most WARM_MAX_ATTRIBUTES attributes, else none): a cover per
-    threshold, each scanning the 2^d cuboids against the |L| marginals, the thresholds growing with the marginals'
-    order. Measured, one BLAS thread: 2-way marginals of (2,)¹² 0.029 s, (2,)¹³ 0.065, (2,)¹⁴ 0.19; 3-way of (2,)¹²
-    0.20, (2,)¹³ 0.60, (2,)¹⁴ 1.9; 1- to 4-way of (2,)¹² 1.8 s (priced 0.054, 0.13, 0.30, 0.27, 0.70, 1.8, 1.3;
-    unpriced, a 'fast' run of the last spent its 1.8 s beyond the budget)."""
+    threshold, each scanning the 2^d cuboids against the |L| marginals, the thresholds and covers growing with the
+    marginals' largest order k and with d. Measured, one BLAS thread: 2-way marginals of (2,)¹² 0.029 s, (2,)¹³
+    0.065, (2,)¹⁴ 0.19; 3-way of (2,)¹² 0.20, (2,)¹³ 0.60, (2,)¹⁴ 1.9; 1- to 4-way of (2,)¹² 1.8; and (the review)
+    4-way of (2,)¹⁴ 23.4, 1- to 5-way of (2,)¹² 7.35, 2- and 3-way of (2,)¹⁴ 3.54, 1- to 5-way of (2,)¹³ > 60.
+    Priced 10⁻⁷·2.4^(k−2)·1.2^(d−12) per cuboid-marginal pair: 0.032, 0.082, 0.22, 0.22, 0.68, 2.1, 1.9, 13.6, 9.0,
+    2.6, 32 (unpriced before, a 'fast' run of 1–4-way marginals of (2,)¹² spent its 1.8 s beyond the budget; a
+    price without the k and d factors was 3.6× low at order 4)."""
     from mmopt.multidim.marginals import WARM_MAX_ATTRIBUTES
     from mmopt.structured.residual.workload import as_marginal_workload
     d = len(structure.shape)
@@ -272,7 +275,8 @@ def datacube_start(structure) -> float:
     L = as_marginal_workload(structure, caller="datacube_start")
     if L is None or not L.sets:
         return 0.0
-    return 0.005 + 1e-7 * 2**d * len(L.sets) * max(len(A) for A in L.sets)
+    k = max(len(A) for A in L.sets)
+    return 0.005 + 1e-7 * 2.4 ** (k - 2) * 1.2 ** (d - 12) * 2**d * len(L.sets)
 
 
 def marginals_iteration(structure) -> float:
