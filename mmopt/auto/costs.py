@@ -267,14 +267,11 @@ def datacube_start(structure) -> float:
     Priced 10⁻⁷·2.4^(k−2)·1.2^(d−12) per cuboid-marginal pair: 0.032, 0.082, 0.22, 0.22, 0.68, 2.1, 1.9, 13.6, 9.0,
     2.6, 32 (unpriced before, a 'fast' run of 1–4-way marginals of (2,)¹² spent its 1.8 s beyond the budget; a
     price without the k and d factors was 3.6× low at order 4)."""
-    from mmopt.multidim.marginals import WARM_MAX_ATTRIBUTES
-    from mmopt.structured.residual.workload import as_marginal_workload
-    d = len(structure.shape)
-    if d > WARM_MAX_ATTRIBUTES:
-        return 0.0
-    L = as_marginal_workload(structure, caller="datacube_start")
+    from mmopt.multidim.marginals import datacube_start_marginals
+    L = datacube_start_marginals(structure)
     if L is None or not L.sets:
         return 0.0
+    d = len(structure.shape)
     k = max(len(A) for A in L.sets)
     return 0.005 + 1e-7 * 2.4 ** (k - 2) * 1.2 ** (d - 12) * 2**d * len(L.sets)
 

@@ -50,7 +50,8 @@ from mmopt.structured.residual.workload import as_marginal_workload
 from mmopt.structured.strategies import marginals_strategy
 from mmopt.structured.workloads import ImplicitWorkload
 
-__all__ = ["MAX_ATTRIBUTES", "marginals_objective", "projection_traces", "solve_marginals", "subset_weights"]
+__all__ = ["MAX_ATTRIBUTES", "WARM_MAX_ATTRIBUTES", "datacube_start_marginals", "marginals_objective",
+           "projection_traces", "solve_marginals", "subset_weights"]
 
 _LOG = logging.getLogger("mmopt")
 _FUNC = "solve_marginals"
@@ -106,6 +107,15 @@ def _restart(child: np.random.SeedSequence, job: tuple):
 WARM_MAX_ATTRIBUTES = 14
 
 
+def datacube_start_marginals(workload):
+    """The union of marginals the data cubes' warm start searches (:func:`_datacube_start`), or None where it does
+    not apply: not a union of marginals, or past :data:`WARM_MAX_ATTRIBUTES` attributes. Its price in auto
+    (:func:`mmopt.auto.costs.datacube_start`) follows the same rule."""
+    if len(workload.shape) > WARM_MAX_ATTRIBUTES:
+        return None
+    return as_marginal_workload(workload, caller=_FUNC)
+
+
 def _datacube_start(workload, d: int):
     """θ of Ding et al.'s data cubes (:func:`mmopt.multidim.datacube.solve_datacube`, deterministic, L1) as a
     length-2^d start, or None where it does not apply (not a union of marginals, or past its d). Random starts
@@ -117,7 +127,7 @@ def _datacube_start(workload, d: int):
     4,795,288 → 2,342,912 (0.61 s); at 16 attributes 3,912,877 → 329,463 for 3.9 s of start on 2-way marginals,
     its lattice (2^d × the marginals) 290 MB on 3-way ones: not taken."""
     from mmopt.multidim.datacube import solve_datacube
-    if d > WARM_MAX_ATTRIBUTES or as_marginal_workload(workload, caller=_FUNC) is None:
+    if datacube_start_marginals(workload) is None:
         return None
     sol = solve_datacube(workload, norm="l1", max_attributes=WARM_MAX_ATTRIBUTES)
     theta = np.zeros(2**d)

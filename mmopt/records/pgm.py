@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt.records.rows import MAX_ROWS, check_seed, labelled_rows
 from mmopt.structured.residual import closure as cl
 from mmopt.structured.residual import marginals as wm
 from mmopt.structured.residual import strategy as rs
@@ -62,9 +63,6 @@ EXTRA_HINT = "pip install 'mmopt[pgm]' (the mbi package, with JAX)"
 # PGM's junction tree holds every maximal clique's table in float64; past this many MB we refuse before fitting
 # (all 2-way marginals of d attributes give one clique over all d when the graph is complete).
 MAX_MODEL_MB = 512.0
-
-#: The most rows one :meth:`PGMEstimate.synthetic` call draws (:data:`mmopt.synth.result.MAX_ROWS`'s figure).
-MAX_SYNTHETIC_ROWS = 10**8
 
 
 def _require_mbi(caller: str):
@@ -214,11 +212,10 @@ class PGMEstimate:
         if rows is None:
             rows = max(1, round(self.total))  # mbi's own default truncates (int(total)), and reads 0 as "default"
         # mbi read 0 as its default, -3 as one row, 2.7 as 2; 10¹¹ rows was numpy's MemoryError (93 GiB)
-        rows = v.check_int(rows, name="rows", caller=caller, low=1, high=MAX_SYNTHETIC_ROWS)
+        rows = v.check_int(rows, name="rows", caller=caller, low=1, high=MAX_ROWS)
         v.check_allocation(rows * (len(self.names) + 4), what=f"{rows:,} synthetic rows", caller=caller,
                            remedy=" Draw fewer rows per call and concatenate, with a different seed per call.")
-        if seed is not None:  # numpy's bare "Seed must be between 0 and 2**32 - 1" for -1 or 2**33 before
-            seed = v.check_int(seed, name="seed", caller=caller, low=0, high=2**128 - 1)
+        seed = check_seed(seed, caller)  # numpy's bare "Seed must be between 0 and 2**32 - 1" for -1 or 2**33 before
         labels = v.check_bool(labels, name="labels", caller=caller)  # "no" was read as True
         bins = v.check_choice(bins, name="bins", caller=caller, choices=("labels", "values"))
         if labels and self.domain is None:
@@ -237,7 +234,6 @@ class PGMEstimate:
             np.random.set_state(state)  # noqa: NPY002
         cols = {n: np.asarray(data.data[n], dtype=np.int64) for n in self.names}
         if labels:
-            from mmopt.records.rows import labelled_rows
             return labelled_rows(self.domain, np.column_stack([cols[a.name] for a in self.domain.attributes]), bins)
         return pd.DataFrame(cols)
 

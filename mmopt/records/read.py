@@ -20,8 +20,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
+import numpy as np
+
 from mmopt._base.hints import did_you_mean
 from mmopt.records import values as _values
+from mmopt.records._text_values import _utf8_decoded
 from mmopt.records.domain import Domain, check_domain
 
 BATCH_ROWS = 1 << 20  # rows per batch: ~8 MB per int64 column, large enough to amortise per-batch overheads
@@ -128,7 +131,8 @@ def check_source(records, domain: Domain, *, caller: str, name: str = "records")
     check_domain(domain, caller=caller)
     if isinstance(records, str | os.PathLike):
         dataset = open_dataset(records, domain, caller=caller, name=name)
-        csv = isinstance(dataset.format, _csv_format())  # its domain columns are read as bytes: text
+        import pyarrow.dataset as ds
+        csv = isinstance(dataset.format, ds.CsvFileFormat)  # its domain columns are read as bytes: text
         check_schema({f.name: "text" if csv and f.name in domain.names else arrow_kind(f.type)
                       for f in dataset.schema}, domain, caller=caller, name=name)
         return "arrow", dataset
@@ -205,11 +209,6 @@ def open_dataset(path, domain: Domain, *, caller: str, name: str = "records"):
     if fmt == "parquet" and len(dataset.files) > 1:
         _check_one_schema(dataset.files, domain, p, caller, name)
     return dataset
-
-
-def _csv_format():
-    import pyarrow.dataset as ds
-    return ds.CsvFileFormat
 
 
 def _refuse_partition_keys(dataset, domain: Domain, path: str, caller: str, name: str) -> None:
@@ -324,17 +323,8 @@ def _utf8(column):
         return column
     try:
         return column.cast(pa.string())
-    except pa.ArrowInvalid:
-        return pa.array([_decoded(b) for b in column.to_pylist()], type=pa.string())
-
-
-def _decoded(b: bytes | None) -> str | None:
-    if b is None:
-        return None
-    try:
-        return b.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    except pa.ArrowInvalid:  # the rule of a pandas object column's bytes (mmopt.records._text_values)
+        return pa.array(_utf8_decoded(np.array(column.to_pylist(), dtype=object)), type=pa.string())
 
 
 # -- value -> cell codes: mmopt.records.values ----------------------------------------------------------------

@@ -12,7 +12,21 @@ import math
 
 import numpy as np
 
-__all__ = ["bin_value", "labelled_rows"]
+from mmopt._base import validation as v
+
+__all__ = ["MAX_ROWS", "bin_value", "check_seed", "labelled_rows"]
+
+#: Rows drawn per call at most, of :meth:`mmopt.synth.result.Synthetic.records` and
+#: :meth:`mmopt.records.pgm.PGMEstimate.synthetic` (8 bytes per attribute each while sampling).
+MAX_ROWS = 10**8
+
+
+def check_seed(seed, caller: str):
+    """None or an int in [0, 2¹²⁸), the seed of a synthetic draw: numpy pads a seed's entropy to four 32-bit words
+    before a spawn key, so SeedSequence(s, spawn_key=(i,)) was SeedSequence(s + i·2¹²⁸), and
+    :meth:`mmopt.synth.result.Synthetic.batches` of seeds past 2¹²⁸ repeated another seed's batches (a helper's
+    audit)."""
+    return None if seed is None else v.check_int(seed, name="seed", caller=caller, low=0, high=2**128 - 1)
 
 
 def bin_value(lo: float, hi: float) -> float:

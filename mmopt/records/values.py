@@ -152,7 +152,7 @@ def _decimal(v: decimal.Decimal):
     if v.is_nan():
         return None
     if v.is_finite() and v.adjusted() > _LONGEST_INT_TEXT:  # int(Decimal("1e1000000")) took 26 CPU s (a review)
-        return -(10**400) if v < 0 else 10**400
+        return -_PAST_FLOAT if v < 0 else _PAST_FLOAT
     return int(v) if v.is_finite() and v == v.to_integral_value() else v
 
 
@@ -189,15 +189,17 @@ def _whole(c) -> int | None:
 
 
 #: Integer text longer than this (significant digits) is past every category and finite bin edge (all below
-#: 1.8·10³⁰⁸): it is read as ±10⁴⁰⁰, since Python refuses int() of text past 4,300 digits (ValueError), and one
-#: such cell stopped every release of its table (a helper's audit).
+#: 1.8·10³⁰⁸): it is read as ±:data:`_PAST_FLOAT`, since Python refuses int() of text past 4,300 digits
+#: (ValueError), and one such cell stopped every release of its table (a helper's audit).
 _LONGEST_INT_TEXT = 400
+#: The integer standing for one past float64's range, placed as the bins and categories place the value itself.
+_PAST_FLOAT = 10**400
 
 
 def _int_of_text(s: str) -> int:
-    """The integer of integer text (:data:`_INT`), or ±10⁴⁰⁰ past :data:`_LONGEST_INT_TEXT` digits."""
+    """The integer of integer text (:data:`_INT`), or ±:data:`_PAST_FLOAT` past :data:`_LONGEST_INT_TEXT` digits."""
     body = s.lstrip("+-").lstrip("0")  # leading zeros count towards Python's limit too: "0"·4,300 + "1" raised
-    value = 10**400 if len(body) > _LONGEST_INT_TEXT else int(body or "0")
+    value = _PAST_FLOAT if len(body) > _LONGEST_INT_TEXT else int(body or "0")
     return -value if s.startswith("-") else value
 
 

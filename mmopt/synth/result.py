@@ -17,11 +17,10 @@ from mmopt.accounting._zcdp import epsilon_of_rho, max_rho, round_up
 from mmopt.privacy import Privacy
 from mmopt.records import counts as rc
 from mmopt.records.domain import Domain
+from mmopt.records.rows import MAX_ROWS, check_seed
 
 __all__ = ["Synthetic", "budget_rho", "rows_per_call"]
 
-#: Rows drawn per call of :meth:`Synthetic.records` at most (8 bytes per attribute each while sampling).
-MAX_ROWS = 10**8
 
 
 def rows_per_call(n_attributes: int) -> int:
@@ -188,13 +187,6 @@ def spent(steps, budget: float, delta: float) -> tuple[float, float]:
         raise ValueError(f"The steps spent ρ = {float(total)!r} > the budget {budget!r}.")
     rho = round_up(total)
     return rho, (epsilon_of_rho(rho, delta) if rho > 0 else 0.0)
-
-
-def check_seed(seed, caller: str):
-    """None or an int in [0, 2¹²⁸): numpy pads a seed's entropy to four 32-bit words before a spawn key, so
-    SeedSequence(s, spawn_key=(i,)) was SeedSequence(s + i·2¹²⁸), and :meth:`Synthetic.batches` of seeds past 2¹²⁸
-    repeated another seed's batches (a helper's audit)."""
-    return None if seed is None else v.check_int(seed, name="seed", caller=caller, low=0, high=2**128 - 1)
 
 
 def finite_total(total: float) -> float:

@@ -41,6 +41,8 @@ def unit_range_variances(A: np.ndarray) -> np.ndarray | None:
     (np.float64(3.0), np.float64(1.0), np.float64(-inf))
     """
     n = A.shape[1]
+    if A.shape[0] < n:  # fewer rows than cells: not of full column rank
+        return None
     R = sla.qr(A, mode="r", check_finite=False)[0][:n]
     rcond = sla.lapack.dtrcon(R, norm="1", uplo="U")[0] if n else 1.0
     if not rcond > 1.0 / MAX_CONDITION:  # NaN too
@@ -111,11 +113,8 @@ def exact_all_ranges(report, strategy, kind: str):
     if not (np.isfinite(top) and top > 0):
         return report
     e = int(np.frexp(top)[1])
-    try:
-        V = unit_range_variances(np.ldexp(A, -e))
-    except (np.linalg.LinAlgError, ValueError):  # not of full column rank to working precision: keep the bound
-        return report
-    if V is None:
+    V = unit_range_variances(np.ldexp(A, -e))
+    if V is None:  # not of full column rank to working precision, or too ill-conditioned: keep the bound
         return report
     i, j = np.unravel_index(int(np.argmax(V)), V.shape)
     worst = float(report.variance_factor * float(np.ldexp(report.sensitivity, -e)) ** 2 * V[i, j])
