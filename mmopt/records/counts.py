@@ -255,6 +255,8 @@ def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH
         flat = _dask_counts(handle, domain, top, batch_size)
     elif kind in ("polars", "duckdb"):
         flat = (pc if kind == "polars" else dc).counts(handle, domain, top, caller=caller)
+        if kind == "duckdb":
+            dc.check_rejects(handle, records, caller=caller)
     else:
         flat = {A: np.zeros(cl.cells(shape, A), dtype=np.int64) for A in top}
         for cols in rd.arrow_batches(handle, domain, batch_size, caller=caller):

@@ -74,12 +74,36 @@ def open_path(dataset, path, domain: Domain, *, caller: str):
     try:
         if p.endswith(rd._CSV):
             _refuse_spaced_quotes(path, p.endswith(".tsv"), caller)
+            # a row of the wrong number of fields is refused by pyarrow's pass (DuckDB reads "2,y," under a header
+            # a,b as the row 2,y, where pyarrow skips it); a row with a cell that is not UTF-8 is skipped (only the
+            # domain's columns are read), where pyarrow reads the cell as missing, which drops the record: the same
+            # counts (the file was refused before). check_rejects refuses any other row DuckDB skipped.
+            rd.refuse_ragged_rows(dataset, path, "duckdb", caller)
             return con, con.read_csv(os.fspath(path), header=True, all_varchar=True, na_values=rd.csv_nulls(domain),
-                                     sep="\t" if p.endswith(".tsv") else ",", quotechar='"', escapechar='"')
+                                     sep="\t" if p.endswith(".tsv") else ",", quotechar='"', escapechar='"',
+                                     ignore_errors=True, store_rejects=True)
         _refuse_wide_decimals(dataset, path, domain, caller)
         return con, con.read_parquet(list(dataset.files))
     except duckdb.Error as exc:
         raise ValueError(f"{caller}: cannot read the records at {os.fspath(path)!r}: {exc}") from None
+
+
+#: DuckDB's error type of a row it skipped for a cell that is not UTF-8 (INVALID UNICODE before DuckDB 1.2)
+_ENCODING = {"INVALID ENCODING", "INVALID UNICODE"}
+
+
+def check_rejects(handle, path, *, caller: str) -> None:
+    """After counting a CSV path (:func:`open_path`'s store_rejects): ValueError for any row DuckDB skipped but for a
+    cell that is not UTF-8 (which pyarrow's read drops too), its message (which quotes the row) withheld — before
+    any noise is drawn."""
+    con = handle[0] if isinstance(handle, tuple) else None
+    if con is None or not con.sql("SELECT 1 FROM duckdb_tables() WHERE table_name = 'reject_errors'").fetchall():
+        return
+    kinds = {str(k) for (k,) in con.sql("SELECT DISTINCT CAST(error_type AS VARCHAR) FROM reject_errors").fetchall()}
+    if kinds - _ENCODING:
+        raise ValueError(f"{caller}: DuckDB could not parse some rows of the CSV {os.fspath(path)!r} "
+                         f"({', '.join(sorted(kinds - _ENCODING)).lower()}; its message is withheld: it quotes the "
+                         "records), before any noise was drawn. Read it with engine='pyarrow' (the default).")
 
 
 def _refuse_spaced_quotes(path, tsv: bool, caller: str) -> None:

@@ -59,6 +59,7 @@ def open_path(dataset, path, domain: Domain, *, caller: str):
     try:
         if p.endswith(rd._CSV):
             _refuse_blank_lines(path, domain, caller)
+            rd.refuse_ragged_rows(dataset, path, "polars", caller)  # Polars pads a short row with missing values
             nulls = rd.csv_nulls(domain)
             return pl.scan_csv(os.fspath(path), infer_schema=False, null_values=nulls, quote_char='"',
                                separator="\t" if p.endswith(".tsv") else ",", **_empty_cells(pl, "" in nulls))

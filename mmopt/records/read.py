@@ -18,10 +18,13 @@ records are dropped: :mod:`mmopt.records.domain`; exact integers, float32 and te
 from __future__ import annotations
 
 import os
+import warnings
+import weakref
 from collections.abc import Iterator
 
 import numpy as np
 
+from mmopt._base.guards import DataWarning
 from mmopt._base.hints import did_you_mean
 from mmopt.records import values as _values
 from mmopt.records._text_values import _utf8_decoded
@@ -169,8 +172,8 @@ def open_dataset(path, domain: Domain, *, caller: str, name: str = "records"):
 
     CSV columns are read as strings and coded by :mod:`mmopt.records.values`: "007" stays a string category, and
     a numeric attribute's text is parsed there (integers exactly; an unparseable cell is dropped, not an error). A
-    cell that is not UTF-8 is missing (the engines 'polars' and 'duckdb' refuse such a file). A row of the wrong
-    number of fields refuses the file, pyarrow's message (which quotes the row) withheld.
+    cell that is not UTF-8 is missing. A row of the wrong number of fields is skipped, not counted, and said in one
+    :class:`mmopt.DataWarning` when the read ends (:func:`arrow_batches`; never its text or how many).
     """
     try:
         import pyarrow as pa
@@ -188,12 +191,14 @@ def open_dataset(path, domain: Domain, *, caller: str, name: str = "records"):
         import pyarrow.csv as pcsv
         # bytes, decoded per batch (arrow_batches): a cell that is not UTF-8 (a Latin-1 "é") made the read raise,
         # one record refused the table, and pyarrow's message quoted it (a helper's audit); such a cell is missing.
-        # A row of the wrong number of fields still refuses the file (message withheld): skipped, a whole file of
-        # rows with a trailing comma released zero counts without a word (a helper's review)
+        # A row of the wrong number of fields refused the file, so one record decided whether a release happened:
+        # skipped now, and said (a whole file of rows with a trailing comma would otherwise count zero unsaid)
         types = {a.name: pa.binary() for a in domain.attributes}
+        skipped = _SkippedRows()
         fmt = ds.CsvFileFormat(convert_options=pcsv.ConvertOptions(column_types=types, strings_can_be_null=True,
                                                                    null_values=csv_nulls(domain)),
-                               parse_options=pcsv.ParseOptions(delimiter="\t" if lower.endswith(".tsv") else ","))
+                               parse_options=pcsv.ParseOptions(delimiter="\t" if lower.endswith(".tsv") else ",",
+                                                               invalid_row_handler=skipped))
     else:
         hint = (f" A DuckDB database is read through a connection: {caller}(..., duckdb.connect({p!r}, "
                 "read_only=True), ...) (the command line takes the .duckdb file itself)."
@@ -204,11 +209,63 @@ def open_dataset(path, domain: Domain, *, caller: str, name: str = "records"):
         dataset = ds.dataset(p, format=fmt)
     except (pa.ArrowException, OSError) as exc:
         raise ValueError(f"{caller}: cannot read the records at {p!r}: {_said(exc)}") from None
+    if fmt != "parquet":
+        _SKIPPED[dataset] = skipped  # pyarrow does not give the handler back (parse_options' is None)
     if fmt == "parquet" and os.path.isdir(p):
         _refuse_partition_keys(dataset, domain, p, caller, name)
     if fmt == "parquet" and len(dataset.files) > 1:
         _check_one_schema(dataset.files, domain, p, caller, name)
     return dataset
+
+
+class _SkippedRows:
+    """pyarrow's invalid-row handler: skips a row whose number of fields differs from the header's, remembering
+    only that one was (the row it is given holds the record's text)."""
+
+    def __init__(self):
+        self.any = False
+
+    def __call__(self, row) -> str:
+        self.any = True
+        return "skip"
+
+
+_SKIPPED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # CSV dataset → its _SkippedRows
+
+#: The :class:`mmopt.DataWarning` after a CSV read that skipped rows (every engine says the same).
+SKIPPED_ROWS = ("The CSV {path!r} has rows whose number of fields differs from its header's: they are skipped, not "
+                "counted. If every row ends in a separator, the header lacks a column (or the rows have a trailing "
+                "one).")
+
+
+def warn_skipped_rows(path) -> None:
+    """Say that a CSV read skipped rows of the wrong number of fields (to the data holder: one record can raise it)."""
+    warnings.warn(SKIPPED_ROWS.format(path=os.fspath(path)), DataWarning, stacklevel=3)
+
+
+def refuse_ragged_rows(dataset, path, engine: str, caller: str) -> None:
+    """Refuse a CSV with a row of the wrong number of fields under ``engine`` 'polars' or 'duckdb' (one pass of
+    pyarrow's parser): Polars padded a short row with missing values, so a record missing a column outside the
+    domain was counted, and refused a long one; DuckDB reads a trailing separator as no field. pyarrow's read (the
+    default) skips such rows, with a :class:`mmopt.DataWarning`."""
+    import pyarrow as pa
+    skipped = _SKIPPED.get(dataset)
+    if skipped is None:
+        return
+    try:
+        for _ in dataset.to_batches(columns=dataset.schema.names[:1]):
+            pass
+    except (pa.ArrowException, OSError) as exc:
+        raise ValueError(f"{caller}: reading the records failed (before any noise was drawn): {_said(exc)}") from None
+    if skipped.any:
+        raise ValueError(f"{caller}: the CSV {os.fspath(path)!r} has rows whose number of fields differs from its "
+                         f"header's, which engine={engine!r} would count otherwise than the default engine "
+                         f"({_RAGGED_READ[engine]}). Read it with engine='pyarrow' (the default), which skips them "
+                         "with a DataWarning, or fix the rows.")
+
+
+_RAGGED_READ = {"polars": "Polars pads a short row with missing values", "duckdb": "DuckDB reads a row with one "
+                "field too many, the last empty, as a row of the header's fields"}
 
 
 def _refuse_partition_keys(dataset, domain: Domain, path: str, caller: str, name: str) -> None:
@@ -298,6 +355,9 @@ def arrow_batches(dataset, domain: Domain, batch_size: int, *, caller: str) -> I
             yield [_utf8(batch.column(name)) for name in domain.names]
     except (pa.ArrowException, OSError) as exc:
         raise ValueError(f"{caller}: reading the records failed (before any noise was drawn): {_said(exc)}") from None
+    skipped = _SKIPPED.get(dataset)
+    if skipped is not None and skipped.any:
+        warn_skipped_rows(dataset.files[0])
 
 
 def _said(exc) -> str:

@@ -252,8 +252,7 @@ def _parsed_codes(arr, attribute: Attribute) -> np.ndarray:
     is_int = pc.fill_null(pc.match_substring_regex(text, _INT), False).to_numpy(zero_copy_only=False)
     is_num = pc.fill_null(pc.match_substring_regex(text, _FLOAT), False).to_numpy(zero_copy_only=False)
     if is_int.any():
-        digits = text.filter(pa.array(is_int)).to_pylist()
-        out[is_int] = _object_codes(np.array([_int_of_text(s) for s in digits], dtype=object), attribute)
+        out[is_int] = _integer_text_codes(text.filter(pa.array(is_int)), attribute)
     decimals = is_num & ~is_int
     if decimals.any():
         out[decimals] = _number_codes(pc.cast(text.filter(pa.array(decimals)), pa.float64())
@@ -272,6 +271,31 @@ def _parsed_codes(arr, attribute: Attribute) -> np.ndarray:
         zero_copy_only=False)  # is_in says False, not null, for a null cell
     if (~(is_num | blank)).any():
         _warn_text(attribute)
+    return out
+
+
+#: Integer text of at most this many characters (sign and leading zeros included) is below 10¹⁸ < 2⁶³ in size
+_INT64_TEXT = 18
+
+
+def _integer_text_codes(digits, attribute: Attribute) -> np.ndarray:
+    """Codes of integer text (each value matches :data:`_INT`, trimmed): Arrow's cast for text of at most
+    :data:`_INT64_TEXT` characters, exact in int64; Python ints (:func:`_int_of_text`) for longer text. Value by value
+    in Python, a CSV of 2·10⁶ rows and 3 integer columns took 10.7 CPU s to count, 1.0 s under engine='polars'."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    out = np.empty(len(digits), dtype=np.int64)
+    short = pc.less_equal(pc.utf8_length(digits), _INT64_TEXT).to_numpy(zero_copy_only=False)
+    if short.any():
+        try:  # Arrow refuses a leading "+" ("+5"): trimmed (one sign at most, by _INT)
+            ints = pc.cast(pc.utf8_ltrim(digits.filter(pa.array(short)), characters="+"), pa.int64())
+        except pa.ArrowInvalid:  # text Arrow's trim left whitespace in: value by value, as longer text
+            short[:] = False
+        else:
+            out[short] = _number_codes(ints.to_numpy(zero_copy_only=False), attribute)
+    if not short.all():
+        rest = digits.filter(pa.array(~short)).to_pylist()
+        out[~short] = _object_codes(np.array([_int_of_text(s) for s in rest], dtype=object), attribute)
     return out
 
 
