@@ -247,6 +247,14 @@ def _hierarchy_table(grouped, query: GroupByQuery, alpha):
     return t[keep].rename(columns={"estimate": query.count_name})
 
 
+def _read_domain(domain: Domain, grouping_sets, tree) -> Domain:
+    """The domain's attributes a query groups by (a hierarchy's leaf for its levels): the hierarchy family counts
+    the histogram of its domain, so a record missing a column the query never groups by was set aside, where
+    SQL counts it (as :func:`mmopt.records.mechanism.read_counts` reads only the measured attributes)."""
+    used = {tree[0] if c in tree[1] else c for S in grouping_sets for c in S} | {tree[0]}
+    return Domain(tuple(a for a in domain.attributes if a.name in used))
+
+
 def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alpha: float | None = 0.05,
         strategy=None, accountant=None, label: str | None = None, hierarchies=None) -> SqlRelease:
     """Answer a read-only ``SELECT cols, COUNT(*) FROM t GROUP BY …`` query privately, by the matrix mechanism.
@@ -261,12 +269,13 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
         {name: records} and a DuckDB connection are looked up by the FROM name (``con.table(name)``); any other
         source is passed to :func:`mmopt.records.release_marginals` as it is (e.g. a Polars LazyFrame).
     domain : Domain
-        The public domain; every selected column must be one of its attributes. Unlike SQL, a record whose value
-        of *any* domain attribute is missing or outside the domain is set aside from every count, grouped by or
-        not (:mod:`mmopt.records.domain`'s out-of-domain rule; DuckDB would count a record with a NULL ``sex`` in
-        ``GROUP BY state``), and the source must hold every domain attribute: declare only the attributes the
-        query needs to count such records, and to count missing values as a group of their own fill them with a
-        declared category first (``df.fillna({"sex": "missing"})``, SQL's ``COALESCE``).
+        The public domain; every selected column must be one of its attributes. Only the columns the query groups
+        by are read: as in SQL, a record with a gap in another column is counted. Unlike SQL, a record whose value
+        of a grouped attribute is missing or outside the domain is set aside from every count, in every grouping
+        set (:mod:`mmopt.records.domain`'s out-of-domain rule; DuckDB would count a record with a NULL ``sex`` in
+        ``GROUP BY GROUPING SETS ((state), (sex))``'s state groups, and as a NULL group of sex): to count missing
+        values as a group of their own fill them with a declared category first (``df.fillna({"sex":
+        "missing"})``, SQL's ``COALESCE``). A query grouping by nothing reads every domain attribute.
     privacy : Privacy
         δ > 0: Gaussian noise (the certified optimal strategy for the total squared error); δ = 0: Laplace noise.
     seed : int or None
@@ -319,8 +328,9 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
                              f"hierarchy family adds Gaussian noise). Got {privacy!r}. Give a delta, e.g. "
                              f"Privacy({privacy.epsilon}, 1e-6).")
         from mmopt.hierarchy.records import plan_grouping_sets
-        plan = plan_grouping_sets(domain, list(q.grouping_sets), privacy, leaf=tree[0], levels=tree[1],
-                                  caller=_CALLER, levels_name="hierarchies")  # before any data is read
+        plan = plan_grouping_sets(_read_domain(domain, q.grouping_sets, tree), list(q.grouping_sets), privacy,
+                                  leaf=tree[0], levels=tree[1], caller=_CALLER,
+                                  levels_name="hierarchies")  # before any data is read
         grouped = plan.release_for(resolve_source(source, q.table_parts), privacy, caller=_CALLER, name="source")
         return SqlRelease(_hierarchy_table(grouped, q, alpha), grouped, q)
     records = resolve_source(source, q.table_parts)
