@@ -58,6 +58,10 @@ def check(records, domain: Domain, *, caller: str, name: str = "records"):
     """The relation, after the schema checks (missing or duplicate column, a type that cannot hold values)."""
     cols = list(records.columns)
     rd.check_unique_columns(cols, domain, caller, name)
+    for a in domain.names:  # DuckDB matches "sex" to Sex too: of columns Sex and sex it counted Sex (a helper's audit)
+        if a in cols and (twins := [c for c in cols if c != a and str(c).lower() == a.lower()]):
+            raise ValueError(f"The '{name}' parameter of {caller} has columns {a!r} and {twins[0]!r}, which DuckDB "
+                             "cannot tell apart (it matches names ignoring case). Rename or drop one.")
     rd.check_schema({c: duckdb_kind(t) for c, t in zip(cols, records.types, strict=True)}, domain, caller=caller,
                     name=name)
     return records
@@ -85,7 +89,8 @@ def open_path(dataset, path, domain: Domain, *, caller: str):
         _refuse_wide_decimals(dataset, path, domain, caller)
         return con, con.read_parquet(list(dataset.files))
     except duckdb.Error as exc:
-        raise ValueError(f"{caller}: cannot read the records at {os.fspath(path)!r}: {exc}") from None
+        raise ValueError(f"{caller}: cannot read the records at {os.fspath(path)!r}: "
+                         f"{eg.said(exc, 'DuckDB', _PATH_REMEDY)}") from None
 
 
 #: DuckDB's error type of a row it skipped for a cell that is not UTF-8 (INVALID UNICODE before DuckDB 1.2)
@@ -255,7 +260,13 @@ def _run(rel, sql: str, caller: str, *, arrow: bool = False):
             return got.fetchnumpy()
         return got.to_arrow_table() if hasattr(got, "to_arrow_table") else got.fetch_arrow_table()
     except duckdb.Error as exc:
-        raise ValueError(f"{caller}: reading the records failed (before any noise was drawn): {exc}") from None
+        raise ValueError(f"{caller}: reading the records failed (before any noise was drawn): "
+                         f"{eg.said(exc, 'DuckDB', _REMEDY)}") from None
+
+
+_REMEDY = ("Fetch the relation yourself (rel.fetchall()) to see it; a path is read by the default engine with "
+           "engine='pyarrow'.")
+_PATH_REMEDY = "Read it with engine='pyarrow' (the default), or read it with DuckDB yourself to see where."
 
 
 def counts(rel, domain: Domain, top, *, caller: str) -> dict:

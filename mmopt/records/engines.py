@@ -52,6 +52,21 @@ def refuse_unseen(keys, caller: str, what: str, remedy: str) -> None:
                          f"those: {remedy}. Nothing was counted or released.")
 
 
+#: Engine exceptions whose messages quote no record (names of columns and tables, memory, an interrupt): passed on.
+#: Any other is withheld: DuckDB's "Could not convert string 'Jane Doe' to INT32", a CSV error's "Original Line",
+#: Polars' "failed … for 1 out of 23299 values: ["Jane Doe"]" reached the user, and one record decided it (a
+#: helper's audit; the pyarrow path withholds its parse errors alike, mmopt.records.read._said).
+RECORD_FREE = ("OutOfMemoryException", "InterruptException", "CatalogException", "BinderException",
+               "ColumnNotFoundError", "OutOfMemoryError")
+
+
+def said(exc, engine: str, remedy: str) -> str:
+    """The engine's message if its class is :data:`RECORD_FREE`, else its class and ``remedy``."""
+    if type(exc).__name__ in RECORD_FREE:
+        return str(exc)
+    return f"{type(exc).__name__} ({engine}'s message is withheld: it can quote a record). {remedy}"
+
+
 def is_polars(records) -> bool:
     """A polars LazyFrame or DataFrame (checked without importing Polars)."""
     return type(records).__module__.startswith("polars") and type(records).__name__ in ("LazyFrame", "DataFrame")

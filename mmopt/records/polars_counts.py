@@ -61,11 +61,15 @@ def open_path(dataset, path, domain: Domain, *, caller: str):
             _refuse_blank_lines(path, domain, caller)
             rd.refuse_ragged_rows(dataset, path, "polars", caller)  # Polars pads a short row with missing values
             nulls = rd.csv_nulls(domain)
+            # a cell that is not UTF-8 reads as text that is no category (pyarrow's read: missing; the record is
+            # dropped alike), where Polars refused the file: one record decided whether it was counted (an audit)
             return pl.scan_csv(os.fspath(path), infer_schema=False, null_values=nulls, quote_char='"',
+                               encoding="utf8-lossy",
                                separator="\t" if p.endswith(".tsv") else ",", **_empty_cells(pl, "" in nulls))
         return pl.scan_parquet(list(dataset.files))
     except (pl.exceptions.PolarsError, OSError) as exc:
-        raise ValueError(f"{caller}: cannot read the records at {os.fspath(path)!r}: {exc}") from None
+        raise ValueError(f"{caller}: cannot read the records at {os.fspath(path)!r}: "
+                         f"{eg.said(exc, 'Polars', _PATH_REMEDY)}") from None
 
 
 def _refuse_blank_lines(path, domain: Domain, caller: str) -> None:
@@ -196,7 +200,13 @@ def _collect(queries: list, caller: str) -> list:
     try:
         return pl.collect_all(queries, engine="streaming")
     except (pl.exceptions.PolarsError, OSError) as exc:
-        raise ValueError(f"{caller}: reading the records failed (before any noise was drawn): {exc}") from None
+        raise ValueError(f"{caller}: reading the records failed (before any noise was drawn): "
+                         f"{eg.said(exc, 'Polars', _REMEDY)}") from None
+
+
+_REMEDY = ("Collect the LazyFrame yourself (lf.collect()) to see it; a path is read by the default engine with "
+           "engine='pyarrow'.")
+_PATH_REMEDY = "Read it with engine='pyarrow' (the default), or scan it with Polars yourself to see where."
 
 
 def counts(lf, domain: Domain, top, *, caller: str) -> dict:
