@@ -1,6 +1,7 @@
 """mmopt.records.values (issue 30): one bad record never refuses a table; integers exact beyond 2⁵³; float32
 matched by value; CSV text parsed; the empty table released like any other. A fuzz-style table of cases."""
 
+import importlib.util
 import warnings
 
 import numpy as np
@@ -470,3 +471,22 @@ def test_integer_text_is_coded_as_python_reads_it_at_every_length():
             else:
                 want = attribute.categories.index(x) if x in attribute.categories else -1
             assert code == want, (text, attribute.kind)
+
+
+def test_a_column_whose_every_value_misses_the_domain_is_said_on_every_engine(tmp_path):
+    """"SOUTH" under the category "south" dropped every record: the release was pure noise, without a word (a
+    newcomer's audit). A DataWarning says so (naming the attributes read, never a value), on every engine."""
+    Dr = Domain((Attribute("region", categories=("north", "south")), Attribute("n", categories=(1, 2))))
+    df = pd.DataFrame({"region": ["SOUTH", "NORTH", "SOUTH"], "n": [1, 2, 1]})
+    path = tmp_path / "upper.parquet"
+    df.to_parquet(path)
+    sources = {"pandas": (df, "auto"), "pyarrow": (path, "auto")}
+    if all(importlib.util.find_spec(m) for m in ("polars", "duckdb")):
+        sources.update({"polars": (path, "polars"), "duckdb": (path, "duckdb")})
+    for where, (src, engine) in sources.items():
+        with pytest.warns(mmopt.DataWarning, match=r"No record was counted.*\['region', 'n'\].*spelling, case") as w:
+            got = marginal_counts(src, Dr, [(0, 1)], engine=engine)[(0, 1)]
+        assert got.sum() == 0 and not any("SOUTH" in str(x.message) for x in w), where
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert marginal_counts(df.assign(region=df["region"].str.lower()), Dr, [(0, 1)])[(0, 1)].sum() == 3

@@ -11,9 +11,9 @@ import copy
 import warnings
 
 _ATTRIBUTE = "_mmopt_unstated_norm"
-_EXAMPLE = {"l2": "all ranges on 64 cells: optimize(W)'s strategy has RMSE 12.16 under Laplace noise, "
+_EXAMPLE = {"l2": "all ranges on 64 cells, optimize(W)'s strategy has RMSE 12.16 under Laplace noise, "
                   "optimize(W, privacy=Privacy(1))'s 5.55",
-            "l1": "all ranges on 64 cells: optimize(W, method='auto')'s strategy has RMSE 16.29 under Gaussian noise "
+            "l1": "all ranges on 64 cells, optimize(W, method='auto')'s strategy has RMSE 16.29 under Gaussian noise "
                   "at (1, 10⁻⁶), optimize(W)'s 9.73"}
 _NOISE = {"l1": "Laplace noise (ε-DP, L1 sensitivity)", "l2": "Gaussian noise ((ε, δ)-DP, L2 sensitivity)"}
 
@@ -42,4 +42,5 @@ def warn_mismatch(strategy, privacy, norm, caller: str) -> None:
         return
     warnings.warn(f"{caller}: strategy '{getattr(strategy, 'name', 'strategy')}' was optimised with no privacy "
                   f"given, for {_NOISE[own]}; here it meets {_NOISE[wanted]}, where it can be far from the best "
-                  f"({_EXAMPLE[own]}). Optimise it with privacy={privacy!r}.", UserWarning, stacklevel=3)
+                  f"(for example, on another workload: {_EXAMPLE[own]}). Optimise it with privacy={privacy!r}.",
+                  UserWarning, stacklevel=3)

@@ -17,10 +17,12 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import warnings
 
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.guards import DataWarning
 from mmopt.records import duckdb_counts as dc
 from mmopt.records import engines as eg
 from mmopt.records import polars_counts as pc
@@ -185,6 +187,14 @@ def _source(records, domain: Domain, *, caller: str, engine: str, name: str):
     return kind, handle
 
 
+def _warn_none_kept(domain: Domain) -> None:
+    """A :class:`mmopt.DataWarning` when no record was kept: a column whose every value misses the domain ("SOUTH"
+    for "south", a value on another scale) made the release pure noise without a word (a newcomer's audit)."""
+    warnings.warn(f"No record was counted: the records are empty, or each has a missing or out-of-domain value in one "
+                  f"of the attributes read {list(domain.names)}. Check the categories' spelling, case and spaces, and "
+                  "the bins' scale, against the data.", DataWarning, stacklevel=3)
+
+
 def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH_ROWS, engine: str = "auto",
                     caller: str = "marginal_counts", name: str = "records") -> dict:
     """Exact counts of the records in the marginal on every attribute set of ``sets``.
@@ -262,6 +272,8 @@ def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH
         for cols in rd.arrow_batches(handle, domain, batch_size, caller=caller):
             for A, c in _batch_counts(cols, domain, top).items():
                 flat[A] += c
+    if not any(int(c.sum()) for c in flat.values()):
+        _warn_none_kept(domain)
     full = {A: flat[A].reshape(tuple(shape[i] for i in A)) for A in top}
     out = {}
     sources = smallest_supersets(sets, top, shape)
