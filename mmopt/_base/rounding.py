@@ -17,10 +17,25 @@ __all__ = ["down", "down_float", "up"]
 def up(value: float, digits: int = 6) -> str:
     """``value`` to ``digits`` significant digits, never below it.
 
-    >>> up(1.0000007005), up(2.5), up(0.1234561), up(0.1), up(0.1 ** 2 / 2)
-    ('1.00001', '2.5', '0.123457', '0.1', '0.005')
+    A value just above a ``digits``-digit number (by at most :data:`NEAR` of its last digit's unit) is shown to
+    :data:`NEAR_DIGITS` digits: a sensitivity of 1 + 10⁻⁷ (an upper bound's margin) printed as 1.00001 read as
+    10⁻⁵ over (a newcomer's audit).
+
+    >>> up(1.0000007005), up(2.5), up(0.1234561), up(0.1), up(0.1 ** 2 / 2), up(1.0000001000000003)
+    ('1.00001', '2.5', '0.123457', '0.1', '0.005', '1.0000001')
     """
+    value = float(value)
+    if math.isfinite(value) and value != 0:
+        step = 10.0 ** (math.floor(math.log10(abs(value))) - digits + 1)
+        if 0 < abs(value) - abs(float(f"{value:.{digits}g}")) <= NEAR * step:
+            digits = max(digits, NEAR_DIGITS)
     return _toward(value, digits, +1)
+
+
+#: :func:`up` shows a value within this fraction of a unit in its last digit above a shorter number to
+#: :data:`NEAR_DIGITS` digits.
+NEAR = 0.02
+NEAR_DIGITS = 10
 
 
 def down(value: float, digits: int = 6) -> str:
