@@ -447,3 +447,34 @@ def test_a_gap_in_a_column_the_query_never_groups_by_is_counted_as_sql_counts_it
     both = _quiet(mmopt.sql, "SELECT state, sex, COUNT(*) AS n FROM people GROUP BY state, sex", holes, D, big,
                   seed=1)
     assert abs(both.table["n"].sum() - holes["sex"].notna().sum()) < 3  # a gap in sex: set aside
+
+
+def test_an_attribute_of_one_category_is_read_though_no_strategy_measures_it():
+    """A residual strategy never measures an attribute of one category (its residual is empty), so reading only the
+    measured attributes counted FR and missing countries as US (a review): the workload's attributes are read."""
+    Dc = Domain((Attribute("country", categories=("US",)), Attribute("sex", categories=("F", "M"))))
+    df = pd.DataFrame({"country": ["US", "US", "FR", "FR", "FR", None], "sex": ["F", "M", "F", "F", "M", "F"]})
+    big = mmopt.Privacy(1e4, 1e-6)
+    for privacy in (big, mmopt.Privacy(1e6)):
+        out = _quiet(mmopt.sql, "SELECT country, sex, COUNT(*) AS n FROM t GROUP BY country, sex", df, Dc, privacy,
+                     seed=0, alpha=None)
+        np.testing.assert_allclose(out.table["n"].to_numpy(), [1, 1], atol=0.5)
+        rel = _quiet(release_marginals, df, Dc, [("country", "sex")], privacy, seed=0)
+        np.testing.assert_allclose(rel.marginals[(0, 1)], [[1, 1]], atol=0.5)
+
+
+def test_a_query_that_does_not_group_by_the_hierarchy_reads_as_a_plain_one(people):
+    """With hierarchies on county, GROUP BY state read county too (the hierarchy family's histogram) and set aside
+    the records missing it, where the plain route and SQL count them (a review): such a query is a plain one."""
+    rng = np.random.default_rng(5)
+    holes = people.assign(county=people["county"].where(rng.random(len(people)) > 0.3, None))
+    levels = {"county": {"region": ["N", "N", "S", "S"]}}
+    q = "SELECT state, COUNT(*) AS n FROM people GROUP BY state"
+    got = mmopt.sql(q, holes, D, mmopt.Privacy(1e4, 1e-6), hierarchies=levels, alpha=None)
+    truth = holes["state"].value_counts().reindex(["CA", "NY", "TX"]).to_numpy()
+    np.testing.assert_allclose(got.table["n"].to_numpy(), truth, atol=0.5)
+    by_region = mmopt.sql("SELECT region, COUNT(*) AS n FROM people GROUP BY region", holes, D,
+                          mmopt.Privacy(1e4, 1e-6), hierarchies=levels, alpha=None)
+    assert abs(by_region.table["n"].sum() - holes["county"].notna().sum()) < 2  # a gap in the leaf: set aside
+    with pytest.raises(ValueError, match="do not apply with 'hierarchies'"):
+        mmopt.sql(q, holes, D, mmopt.Privacy(1.0, 1e-6), hierarchies=levels, seed=1)

@@ -604,3 +604,14 @@ def test_a_csv_cell_that_is_not_utf8_is_counted_alike_by_polars(tmp_path):
     want = marginal_counts(path, domain, [(0, 1)])[(0, 1)].tolist()
     assert want == [[1, 1, 0], [0, 0, 1]]
     assert marginal_counts(path, domain, [(0, 1)], engine="polars")[(0, 1)].tolist() == want
+
+
+def test_polars_refuses_a_csv_when_a_category_holds_the_replacement_character(tmp_path):
+    """Polars reads a non-UTF-8 cell lossily, as U+FFFD: under a category holding it the cell counted, where
+    pyarrow and DuckDB drop it (a review)."""
+    domain = Domain((Attribute("name", categories=("x", "caf\ufffd")),))
+    path = tmp_path / "latin.csv"
+    path.write_bytes(b"name\nx\ncaf\xe9\n")
+    assert marginal_counts(path, domain, [(0,)])[(0,)].tolist() == [1, 0]
+    with pytest.raises(ValueError, match="U\\+FFFD.*engine='pyarrow'"):
+        marginal_counts(path, domain, [(0,)], engine="polars")

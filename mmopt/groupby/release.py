@@ -250,9 +250,16 @@ def _hierarchy_table(grouped, query: GroupByQuery, alpha):
 def _read_domain(domain: Domain, grouping_sets, tree) -> Domain:
     """The domain's attributes a query groups by (a hierarchy's leaf for its levels): the hierarchy family counts
     the histogram of its domain, so a record missing a column the query never groups by was set aside, where
-    SQL counts it (as :func:`mmopt.records.mechanism.read_counts` reads only the measured attributes)."""
-    used = {tree[0] if c in tree[1] else c for S in grouping_sets for c in S} | {tree[0]}
+    SQL counts it (as :func:`mmopt.records.mechanism.read_counts` reads only the measured attributes). Called
+    only when the query groups by the leaf or a level (:func:`_groups_by_tree`)."""
+    used = {tree[0] if c in tree[1] else c for S in grouping_sets for c in S}
     return Domain(tuple(a for a in domain.attributes if a.name in used))
+
+
+def _groups_by_tree(grouping_sets, tree) -> bool:
+    """Whether a grouping set names the hierarchy's leaf or one of its levels: else the query is a plain one (the
+    hierarchy family read the leaf's column anyway, and set aside the records missing it; a review)."""
+    return any(c == tree[0] or c in tree[1] for S in grouping_sets for c in S)
 
 
 def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alpha: float | None = 0.05,
@@ -287,7 +294,8 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
     hierarchies : dict, optional
         ``{leaf: {level: label of each leaf category, …}}`` (coarse to fine), e.g. ``{"county": {"state":
         state_of_county}}``: the levels are public functions of the leaf, never read from the records, and the
-        query may group by them (``ROLLUP(state, county)``). The release then runs in the hierarchy family
+        query may group by them (``ROLLUP(state, county)``). A query that groups by the leaf or a level runs in
+        the hierarchy family (any other is a plain one)
         (:func:`mmopt.hierarchy.release_grouping_sets`: Gaussian noise, OpenDP's sampler; no ``seed``,
         ``strategy`` or ``accountant``) and ``.release`` is its :class:`~mmopt.hierarchy.GroupedRelease`.
 
@@ -327,6 +335,9 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
             raise ValueError(f"The 'privacy' parameter of {_CALLER} must have delta > 0 with 'hierarchies' (the "
                              f"hierarchy family adds Gaussian noise). Got {privacy!r}. Give a delta, e.g. "
                              f"Privacy({privacy.epsilon}, 1e-6).")
+    if tree is not None and not _groups_by_tree(q.grouping_sets, tree):
+        tree = None  # the hierarchy is not grouped by: a plain query (its parameters' checks above still hold)
+    if tree is not None:
         from mmopt.hierarchy.records import plan_grouping_sets
         plan = plan_grouping_sets(_read_domain(domain, q.grouping_sets, tree), list(q.grouping_sets), privacy,
                                   leaf=tree[0], levels=tree[1], caller=_CALLER,

@@ -152,15 +152,17 @@ def strategy_answers(prep: Prepared, records, *, batch_size: int = rd.BATCH_ROWS
     alone (:func:`read_counts`)."""
     A = prep.strategy
     counts = read_counts(records, prep.domain, rc.maximal(A.subsets), batch_size=batch_size, caller=caller,
-                         name=name)
+                         name=name, also=prep.sets)
     exact = measure(A, counts).values if prep.residual else wm.measure(A, counts)
     Ax = _opendp.finite(np.concatenate([exact[S].ravel() for S in A.subsets]), "the strategy answers", caller)
     return exact, Ax
 
 
-def read_counts(records, domain: Domain, sets, *, batch_size: int, caller: str, name: str) -> dict:
-    """:func:`mmopt.records.marginal_counts` of ``sets`` on the domain's attributes that they hold (all of them when
-    they hold none: the total alone).
+def read_counts(records, domain: Domain, sets, *, batch_size: int, caller: str, name: str, also=()) -> dict:
+    """:func:`mmopt.records.marginal_counts` of ``sets`` on the domain's attributes that they or the sets ``also``
+    (the workload's) hold (all of them when they hold none: the total alone). The workload's attributes are read
+    even where no measured set holds them: a residual strategy never measures an attribute of one category (its
+    residual is empty), and records outside it or missing it were counted as its category (a review).
 
     The out-of-domain rule then sets a record aside for a value that one of the measured marginals reads, as SQL's
     ``GROUP BY state`` counts a record whose ``sex`` is NULL: over the whole domain, a gap in a column the release
@@ -168,7 +170,7 @@ def read_counts(records, domain: Domain, sets, *, batch_size: int, caller: str, 
     a query on two of them undercounted by 30 %; a helper's audit). The rule still depends on the strategy alone,
     fixed before the data are read, and every measured marginal counts the same records, so Δ is unchanged.
     """
-    read = sorted({i for S in sets for i in S})
+    read = sorted({i for S in (*sets, *also) for i in S})
     if not read or len(read) == len(domain.attributes):
         return rc.marginal_counts(records, domain, sets, batch_size=batch_size, caller=caller, name=name)
     at = {i: j for j, i in enumerate(read)}

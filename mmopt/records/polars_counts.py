@@ -59,6 +59,10 @@ def open_path(dataset, path, domain: Domain, *, caller: str):
     try:
         if p.endswith(rd._CSV):
             _refuse_blank_lines(path, domain, caller)
+            if any(a.kind == "text" and any("\ufffd" in c for c in a.categories) for a in domain.attributes):
+                raise ValueError(f"{caller}: engine='polars' reads the bytes of a CSV cell that is not UTF-8 as "
+                                 "U+FFFD ('\ufffd'), which a category of the domain holds, so such a cell would count "
+                                 "there (pyarrow's read drops it). Read the file with engine='pyarrow' (the default).")
             rd.refuse_ragged_rows(dataset, path, "polars", caller)  # Polars pads a short row with missing values
             nulls = rd.csv_nulls(domain)
             # a cell that is not UTF-8 reads as text that is no category (pyarrow's read: missing; the record is
