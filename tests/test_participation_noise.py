@@ -106,7 +106,8 @@ def test_more_participations_cost_more_privacy():
      r"noise_multiplier × clip_norm = 1e\+200 × 1e\+200 overflows"),
     (lambda: stream_noise(toeplitz.banded([1.0], 4), 1e-200, clip_norm=1e-200), ValueError,
      r"noise_multiplier × clip_norm = 1e-200 × 1e-200 underflows"),  # named noise_multiplier "Got 0.0" before
-    (lambda: list(correlate(toeplitz.banded([1.0], 4), np.ones((2, 1)))), ValueError, "draws ended"),
+    (lambda: list(correlate(toeplitz.banded([1.0], 4), iter(np.ones((2, 1))))), ValueError, "draws ended"),
+    (lambda: correlate(toeplitz.banded([1.0], 4), np.ones((2, 1))), ValueError, "array of 2 rows"),
     (lambda: list(correlate(toeplitz.banded([1.0], 4), [np.nan] * 4)), ValueError, "not finite"),
     (lambda: run_privacy(toeplitz.banded([1.0], 4), fixed_epochs(2), 1.0, delta=0.0), ValueError, "delta"),
     (lambda: run_privacy(toeplitz.banded([1.0], 4), "epochs", 1.0), TypeError, "participation"),
@@ -163,6 +164,11 @@ def test_correlate_names_bad_draws():
     for bad in (["a"] * 4, np.array([[1 + 5j], [0], [0], [0]]), [True] * 4):
         with pytest.raises(TypeError, match="'draws' parameter of correlate must give real numbers"):
             list(correlate(C, bad))
+    # an array of more rows than steps was read up to the steps, silently: a (p, n) array passed for (n, p) was used
+    # with its first rows as steps (an auditor's probe)
+    with pytest.raises(ValueError, match="array of 20 rows .* for 4 steps. Pass 4 rows"):
+        correlate(C, np.ones((20, 2)))
+    assert len(list(correlate(C, np.ones((20, 2))[:4]))) == 4
     # a NaN counted as non-zero above the diagonal: "must be lower-triangular" (a helper's probe)
     with pytest.raises(ValueError, match="'strategy' parameter of run_privacy must be finite. Got 16 NaN"):
         run_privacy(np.full((4, 4), np.nan), fixed_epochs(1), 1.0)
@@ -210,3 +216,13 @@ def test_run_privacy_rho_is_at_least_the_exact_rational_one():
     priv = run_privacy(C, fixed_epochs(k), sigma)
     assert Fraction(priv.rho) * 2 * Fraction(sigma) ** 2 >= exact
     assert priv.rho <= float(exact) / (2 * sigma**2) * (1 + 3e-7)
+
+
+def test_a_stopped_solve_is_not_called_a_certified_optimum():
+    """A fixed-epochs run stopped by its iteration budget said "certified optimum under …" beside user_limit (an
+    auditor's probe)."""
+    import mmopt
+    r = mmopt.optimize(mmopt.workload.prefix(16), participation=fixed_epochs(2), max_iterations=1)
+    assert r.status == "user_limit" and "certified optimum" not in r.message and "stopped" in r.message
+    done = mmopt.optimize(mmopt.workload.prefix(16), participation=fixed_epochs(2))
+    assert done.status == "optimal" and done.message.startswith("certified optimum")

@@ -11,7 +11,8 @@ coordinate is σ²(CᵀC)⁻¹.
 :func:`correlate` is that linear map, one step at a time: for C = D·T(c) with B bands, C x = z is the recursion
 x_t = (z_t/d_t − Σ_{m=1}^{B−1} c_m x_{t−m}) / c_0, a state of B − 1 past vectors; for a BLT, C⁻¹ = T(1/c) is a
 BLT again (1/c = 1 − Σ θ̂_i x/(1 − ω̂_i x), :mod:`mmopt.toeplitz.streaming`), so x_t = u_t − Σ_i θ̂_i S_i,
-S_i ← ω̂_i S_i + u_t (u_t = z_t/d_t), a state of d buffers. Memory O(B·p) or O(d·p), never O(n·p).
+S_i ← ω̂_i S_i + u_t (u_t = z_t/d_t), a state of d buffers. Memory O(B·p) or O(d·p): O(n·p) only for a full
+Toeplitz strategy (B = n: the square root's, a dense one's), for which a BLT approximation streams in O(d·p).
 :func:`stream_noise` feeds it OpenDP's Gaussian draws (:func:`mmopt._base.opendp.gaussian_sampler`), and
 :func:`run_privacy` reports the privacy of the whole run under a schema: one Gaussian mechanism on C G with L2
 sensitivity Δ (exact, or a proven upper bound, :mod:`mmopt.participation.toeplitz`), so ρ = Δ²/(2σ²)-zCDP, and
@@ -50,7 +51,8 @@ def _check_strategy(strategy, caller: str):
 
 
 def correlate(strategy, draws: Iterable, *, steps: int | None = None) -> Iterator[np.ndarray]:
-    """x_t = (C⁻¹z)_t for t < ``steps`` from the stream of z_t (arrays of one shape), O(bands) state.
+    """x_t = (C⁻¹z)_t for t < ``steps`` from the stream of z_t (arrays of one shape), O(bands) state. An array of
+    draws is one step per row: it must hold ``steps`` rows (more were ignored, which hid a transposed (p, n) array).
 
     Post-processing only: the privacy is that of the draws (:func:`stream_noise` takes them from OpenDP).
 
@@ -71,6 +73,10 @@ def correlate(strategy, draws: Iterable, *, steps: int | None = None) -> Iterato
     check_decodable(C, caller)  # else C⁻¹z overflows part-way through the stream (NaN and inf noise, no error)
     n = C.n
     steps = n if steps is None else v.check_int(steps, name="steps", caller=caller, high=n)
+    if isinstance(draws, np.ndarray) and draws.ndim >= 1 and draws.shape[0] != steps:
+        raise ValueError(f"The 'draws' parameter of {caller} is an array of {draws.shape[0]} rows (one per step) for "
+                         f"{steps} steps. Pass {steps} rows (draws[:{steps}] for its first ones), or its transpose "
+                         "if its columns are the steps.")
     d = None if C.row_scale is None else np.sqrt(C.row_scale)
     if C.kind == "blt":
         from mmopt.toeplitz import _series
