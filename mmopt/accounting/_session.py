@@ -223,7 +223,7 @@ class Accountant:
         >>> out.verified_loss, acc.remaining
         (0.25, Budget(epsilon=0.75, delta=0.0, rho=None))
         >>> acc.spends[0].label, acc.spends[0].source, acc.spends[0].what  # b rounded up: OpenDP's is a hair above Δ/ε
-        ('prefixes', 'release', "laplace noise on strategy 'H2' for workload 'prefix(4)', Δ=3, b=12.0001")
+        ('prefixes', 'release', "laplace noise on strategy 'H2' for workload 'prefix(4)', Δ=3, b=12.00000001")
         """
         from mmopt import dispatch  # looked up at call time, so that a test can prove no noise is drawn
 
