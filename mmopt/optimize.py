@@ -213,8 +213,12 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
     # which family's code runs this method: one table (mmopt.family.routes.ROUTES), no branch here
     res = routes.find(workload, method, call).run(workload, method, call)
     if participation is not None:  # single(): the ordinary routes' strategy as its causal factor
+        from mmopt._base.intent import PARTICIPATION, marked
         from mmopt.family.training import causal_single
+        from mmopt.participation.schemas import Single, as_schema
         res = causal_single(res, participation)
+        if not isinstance(schema := as_schema(participation, caller), Single):  # evaluate and release say so
+            res = dataclasses.replace(res, strategy=marked(res.strategy, repr(schema), attribute=PARTICIPATION))
     if "seed" not in res.extra:  # the routes that draw nothing record it too: every result says how to repeat it
         res = dataclasses.replace(res, extra=dict(res.extra) | {"seed": seed_record(seed)})
     if privacy is None and given_norm is None and participation is None and res.norm in ("l1", "l2"):

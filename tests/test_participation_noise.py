@@ -226,3 +226,22 @@ def test_a_stopped_solve_is_not_called_a_certified_optimum():
     assert r.status == "user_limit" and "certified optimum" not in r.message and "stopped" in r.message
     done = mmopt.optimize(mmopt.workload.prefix(16), participation=fixed_epochs(2))
     assert done.status == "optimal" and done.message.startswith("certified optimum")
+
+
+def test_evaluate_and_release_say_a_training_strategy_is_taken_once_per_record():
+    """evaluate took each record once: its error for optimize(..., participation=fixed_epochs(4))'s strategy was
+    ~3× below the run's (the result's objective), without a word (an auditor's trap)."""
+    import warnings
+
+    import mmopt
+    W, P = mmopt.workload.prefix(16), mmopt.Privacy(1.0, 1e-6)
+    r = mmopt.optimize(W, participation=fixed_epochs(4))
+    with pytest.warns(UserWarning, match=r"optimised for private training under FixedEpochs\(epochs=4\).*run_privacy"):
+        e = mmopt.evaluate(W, r.strategy, P)
+    assert e.total_squared_error < r.objective * P.variance_factor  # the single-participation figure: lower
+    with pytest.warns(UserWarning, match="private training"):
+        mmopt.release(W, r.strategy, np.arange(16.0), P)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        one = mmopt.optimize(W, participation=mmopt.participation.single())
+        mmopt.evaluate(W, one.strategy, P)

@@ -18,15 +18,21 @@ _EXAMPLE = {"l2": "all ranges on 64 cells, optimize(W)'s strategy has RMSE 12.16
 _NOISE = {"l1": "Laplace noise (ε-DP, L1 sensitivity)", "l2": "Gaussian noise ((ε, δ)-DP, L2 sensitivity)"}
 
 
-def marked(strategy, norm: str):
-    """A shallow copy of ``strategy`` that records ``norm`` as optimised for without a stated budget; the strategy
-    itself where it cannot carry it (a type with slots)."""
+def marked(strategy, norm: str, *, attribute: str = _ATTRIBUTE):
+    """A shallow copy of ``strategy`` that records ``norm`` as optimised for without a stated budget (or, with
+    ``attribute``, another fact of its optimisation); the strategy itself where it cannot carry it (a type with
+    slots)."""
     twin = copy.copy(strategy)
     try:
-        object.__setattr__(twin, _ATTRIBUTE, norm)
+        object.__setattr__(twin, attribute, norm)
     except (AttributeError, TypeError):
         return strategy
     return twin
+
+
+#: The participation schema a strategy was optimised under (optimize(..., participation=...), not single()):
+#: evaluate and release, which take each record once, gave its error ~3× below the run's without a word (an audit).
+PARTICIPATION = "_mmopt_participation"
 
 
 def unstated_norm(strategy) -> str | None:
@@ -35,7 +41,14 @@ def unstated_norm(strategy) -> str | None:
 
 
 def warn_mismatch(strategy, privacy, norm, caller: str) -> None:
-    """Warn when ``privacy``'s noise (``norm`` absent) is not the one ``strategy`` was optimised for unasked."""
+    """Warn when ``privacy``'s noise (``norm`` absent) is not the one ``strategy`` was optimised for unasked, or
+    when it was optimised for training under a participation schema."""
+    if (schema := getattr(strategy, "__dict__", {}).get(PARTICIPATION)) is not None:
+        warnings.warn(f"{caller}: strategy '{getattr(strategy, 'name', 'strategy')}' was optimised for private "
+                      f"training under {schema} (a record in several steps); {caller} takes each record once, so its "
+                      "error and privacy are not the run's. For those use the optimize result's objective and "
+                      "mmopt.participation.noise.run_privacy(strategy, schema, noise_multiplier).", UserWarning,
+                      stacklevel=3)
     own = unstated_norm(strategy)
     wanted = getattr(privacy, "sensitivity_norm", None)
     if own is None or wanted is None or norm is not None or own == wanted:
