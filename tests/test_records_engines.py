@@ -583,7 +583,7 @@ def test_an_engine_s_message_that_can_quote_a_record_is_withheld(tmp_path):
     assert said(duckdb.BinderException("column nope"), "DuckDB", "") == "column nope"  # names a column: passed on
 
 
-def test_duckdb_columns_equal_but_for_case_are_refused_not_mixed_up():
+def test_duckdb_columns_equal_but_for_case_are_refused_not_mixed_up(tmp_path):
     """DuckDB matches names ignoring case: of columns Sex and sex the count read Sex ([0, 3] for [2, 1]), where
     pandas, Polars and Parquet read sex (a helper's audit)."""
     con = duckdb.connect()
@@ -593,6 +593,11 @@ def test_duckdb_columns_equal_but_for_case_are_refused_not_mixed_up():
     with pytest.raises(ValueError, match="columns 'sex' and 'Sex', which DuckDB cannot tell apart"):
         marginal_counts(con.sql('SELECT a AS "Sex", b AS "sex" FROM t'), domain, [(0,)])
     assert marginal_counts(con.sql('SELECT b AS "sex" FROM t'), domain, [(0,)])[(0,)].tolist() == [2, 1]
+    path = tmp_path / "twins.parquet"
+    pd.DataFrame({"Sex": ["M", "M", "M"], "sex": ["F", "F", "M"]}).to_parquet(path)
+    assert marginal_counts(path, domain, [(0,)])[(0,)].tolist() == [2, 1]
+    with pytest.raises(ValueError, match="columns 'sex' and 'Sex', which DuckDB cannot tell apart"):
+        marginal_counts(path, domain, [(0,)], engine="duckdb")  # DuckDB renamed it sex_1: 'no column sex' before
 
 
 def test_a_csv_cell_that_is_not_utf8_is_counted_alike_by_polars(tmp_path):

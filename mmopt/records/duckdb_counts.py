@@ -58,13 +58,19 @@ def check(records, domain: Domain, *, caller: str, name: str = "records"):
     """The relation, after the schema checks (missing or duplicate column, a type that cannot hold values)."""
     cols = list(records.columns)
     rd.check_unique_columns(cols, domain, caller, name)
-    for a in domain.names:  # DuckDB matches "sex" to Sex too: of columns Sex and sex it counted Sex (a helper's audit)
-        if a in cols and (twins := [c for c in cols if c != a and str(c).lower() == a.lower()]):
-            raise ValueError(f"The '{name}' parameter of {caller} has columns {a!r} and {twins[0]!r}, which DuckDB "
-                             "cannot tell apart (it matches names ignoring case). Rename or drop one.")
+    _refuse_case_twins(cols, domain, caller, name)
     rd.check_schema({c: duckdb_kind(t) for c, t in zip(cols, records.types, strict=True)}, domain, caller=caller,
                     name=name)
     return records
+
+
+def _refuse_case_twins(cols, domain: Domain, caller: str, name: str = "records") -> None:
+    """DuckDB matches "sex" to Sex too: of columns Sex and sex it counted Sex (a helper's audit); a file's second
+    one it renames sex_1, and the refusal said 'no column sex' (a review). Refused, naming both."""
+    for a in domain.names:
+        if a in cols and (twins := [c for c in cols if c != a and str(c).lower() == a.lower()]):
+            raise ValueError(f"The '{name}' parameter of {caller} has columns {a!r} and {twins[0]!r}, which DuckDB "
+                             "cannot tell apart (it matches names ignoring case). Rename or drop one.")
 
 
 def open_path(dataset, path, domain: Domain, *, caller: str):
@@ -73,6 +79,7 @@ def open_path(dataset, path, domain: Domain, *, caller: str):
     The caller keeps the connection: DuckDB 1.x closes it, under the relation, when it is garbage-collected.
     """
     duckdb = _duckdb()
+    _refuse_case_twins(dataset.schema.names, domain, caller)  # the file's own names (DuckDB renames a twin)
     con = duckdb.connect()
     p = os.fspath(path).lower()
     try:
