@@ -14,7 +14,11 @@ Per pattern, with A = X_π (k×k):
   ⟨A, Y⟩ ≤ Σ d_i for any d with Diag(d) ⪰ A gives the upper bounds Σ|A_st| (d_i = Σ_t |A_it|, Gershgorin; the
   absolute-value bound of Choquette-Choo et al., "(Amplified) banded matrix factorization", NeurIPS 2023,
   Eq. 5), tr A + k·λ_max(A − Diag A) (Weyl) and sᵀAs + k·max(0, −λ_min(Diag(s∘As) − A)) at the best sign
-  vector s (its dual point, exact when s solves the SDP). Exact when the best lower and upper bounds meet.
+  vector s (its dual point, exact when s solves the SDP). Signed blocks of k ≤ 64 steps whose bounds do not meet
+  are refined: the generalised power method on Y = VVᵀ (unit rows, r(r+1)/2 > k) gives the lower bound ⟨A, VVᵀ⟩
+  (attained by g_t = v_t) and the dual point d_i = (AVVᵀ)_ii, shifted to feasibility and certified by a floating-
+  point Cholesky factor of Diag(d) − A with its backward error bounded. Exact when the best lower and upper
+  bounds meet.
 
 Schemas:
 
@@ -37,6 +41,7 @@ from itertools import product
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt.participation._sdp_bounds import REFINED_UP_TO, flip_search, refine_blocks
 from mmopt.participation.schemas import FixedEpochs, MinSeparation, Single, as_schema
 
 __all__ = ["Sensitivity", "best_pattern_sum", "block_bounds", "chain_pattern_max", "gram_sensitivity_squared",
@@ -82,8 +87,15 @@ def _signs(k: int) -> np.ndarray:
     return np.array([(1.0, *s) for s in product((1.0, -1.0), repeat=k - 1)])
 
 
-def block_bounds(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def block_bounds(blocks: np.ndarray, *, top: bool = False, refine: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(lower, upper) of max{⟨A, Y⟩ : Y ⪰ 0, diag Y ≤ 1} for each k×k block A of ``blocks`` (shape (p, k, k)).
+
+    Signed blocks of up to ``REFINED_UP_TO`` steps whose sign-vector bounds do not meet are refined by
+    :func:`~mmopt.participation._sdp_bounds.low_rank` (lower: ⟨A, VVᵀ⟩; upper: its dual point, certified by
+    :func:`~mmopt.participation._sdp_bounds.certified`), the blocks with
+    the largest upper bounds first, within ``_REFINE_BUDGET`` floating-point operations. With ``top`` only the
+    largest upper bound over the blocks is wanted: refinement stops once no block left can exceed it. Without
+    ``refine`` (an optimiser's per-iteration monitor) only the sign vectors' bounds, as before the refinement.
 
     Examples
     --------
@@ -103,10 +115,11 @@ def block_bounds(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             S = _signs(k)
             values = np.einsum("pij,si,sj->ps", B, S, S)
             s = S[values.argmax(axis=1)]
-        else:  # the sign vector of the top eigenvector, or all ones
+        else:  # the sign vector of the top eigenvector, or all ones, then 1-flip local search
             s = np.sign(np.linalg.eigh(B)[1][:, :, -1])
             s[s == 0] = 1.0
             s[np.einsum("pij,pi,pj->p", B, s, s) < B.sum(axis=(1, 2))] = 1.0
+            s = flip_search(B, s)
         lower[negative] = np.einsum("pij,pi,pj->p", B, s, s)
         # eigvalsh is backward stable: allow k·‖A‖·n·u for its round-off so that each bound stays an upper bound
         slack = k * 16 * k * np.finfo(float).eps * np.abs(B).sum(axis=(1, 2))
@@ -118,6 +131,8 @@ def block_bounds(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         M = np.einsum("pi,pi->pi", s, np.einsum("pij,pj->pi", B, s))[:, :, None] * np.eye(k) - B
         certificate = lower[negative] + k * np.maximum(0.0, -np.linalg.eigvalsh(M)[:, 0]) + slack
         upper[negative] = np.minimum(np.minimum(absolute[negative], weyl), certificate)
+        if refine and k <= REFINED_UP_TO:
+            refine_blocks(blocks, lower, upper, np.flatnonzero(negative), top)
     return lower, np.maximum(upper, lower)
 
 
@@ -179,9 +194,9 @@ def _result(lower: float, upper: float, method: str, always_exact: bool = False)
 def _fixed_epochs(X: np.ndarray, k: int) -> Sensitivity:
     n = X.shape[0]
     idx = np.arange(n).reshape(k, n // k).T  # row j: pattern j, j + b, …
-    lo, hi = block_bounds(X[idx[:, :, None], idx[:, None, :]])
+    lo, hi = block_bounds(X[idx[:, :, None], idx[:, None, :]], top=True)
     return _result(lo.max(), hi.max(), "fixed epochs: 1ᵀX1 per block" if np.all(X >= 0) else
-                   "fixed epochs: per block, sign vectors ≤ Δ² ≤ min(Σ|X|, Weyl, dual point)")
+                   "fixed epochs: per block, sign vectors, low-rank Y ≤ Δ² ≤ min(Σ|X|, Weyl, dual points)")
 
 
 def best_pattern_sum(values: np.ndarray, b: int, k: int) -> tuple[float, tuple[int, ...]]:
@@ -257,10 +272,10 @@ def _min_separation(X: np.ndarray, b: int, k: int) -> Sensitivity:
         for m in range(1, k + 1):  # the patterns of m steps as one (count, m, m) stack of blocks
             P = np.array([p for p in patterns if len(p) == m], dtype=int).reshape(-1, m)
             if len(P):
-                lo, hi = block_bounds(X[P[:, :, None], P[:, None, :]])
+                lo, hi = block_bounds(X[P[:, :, None], P[:, None, :]], top=True)
                 lower, upper = max(lower, float(lo.max())), max(upper, float(hi.max()))
-        return _result(lower, upper, "min separation: every pattern enumerated, sign vectors ≤ Δ² ≤ "
-                       "min(Σ|X|, Weyl, dual point) per pattern")
+        return _result(lower, upper, "min separation: every pattern enumerated, sign vectors, low-rank Y ≤ Δ² ≤ "
+                       "min(Σ|X|, Weyl, dual points) per pattern")
     upper, attained, pattern = _row_bound(np.abs(X), b, k)
     if not nonnegative:
         attained = float(block_bounds(X[np.ix_(pattern, pattern)][None])[0][0])

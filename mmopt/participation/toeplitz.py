@@ -93,10 +93,11 @@ def toeplitz_sensitivity_squared(C, schema: Schema, *, caller: str = "sensitivit
         for i in range(k):
             for i2 in range(i, k):
                 blocks[:, i, i2] = blocks[:, i2, i] = diagonals[i2 - i][j + i * b]
-        lo, hi = block_bounds(blocks)
+        lo, hi = block_bounds(blocks, top=True)
         lo, hi = lo - k * k * err, hi + k * k * err  # each of a block's k² entries within err
         return _result(lo.max(), hi.max(), "fixed epochs: the k×k blocks from k offset diagonals"
-                       + ("" if np.all(blocks >= 0) else ", sign vectors ≤ Δ² ≤ min(Σ|X|, Weyl, dual point)"))
+                       + ("" if np.all(blocks >= 0) else
+                          ", sign vectors, low-rank Y ≤ Δ² ≤ min(Σ|X|, Weyl, dual points)"))
     if isinstance(schema, MinSeparation) and y is None and np.all(c >= 0) and np.all(np.diff(c) <= 0):
         steps = np.arange(k) * b
         diagonals = [_offset_diagonal(c, None, n, i * b)[0] for i in range(k)]  # one per offset, not per pair
