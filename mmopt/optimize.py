@@ -217,7 +217,10 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         from mmopt.family.training import causal_single
         from mmopt.participation.schemas import Single, as_schema
         res = causal_single(res, participation)
-        if not isinstance(schema := as_schema(participation, caller), Single):  # evaluate and release say so
+        schema = as_schema(participation, caller)
+        steps = workload.n if hasattr(workload, "n") else workload.domain_size  # stream or dense workload
+        if not isinstance(schema, Single) and schema.participations(steps) > 1:  # evaluate and release
+            # say so; fixed_epochs(1) or b ≥ n is one step per record: evaluate's figures are the run's (a review)
             res = dataclasses.replace(res, strategy=marked(res.strategy, repr(schema), attribute=PARTICIPATION))
     if "seed" not in res.extra:  # the routes that draw nothing record it too: every result says how to repeat it
         res = dataclasses.replace(res, extra=dict(res.extra) | {"seed": seed_record(seed)})

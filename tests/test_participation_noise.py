@@ -245,3 +245,20 @@ def test_evaluate_and_release_say_a_training_strategy_is_taken_once_per_record()
         warnings.simplefilter("error")
         one = mmopt.optimize(W, participation=mmopt.participation.single())
         mmopt.evaluate(W, one.strategy, P)
+
+
+def test_the_training_mark_is_kept_by_save_and_load_and_absent_for_one_step_per_record(tmp_path):
+    """fixed_epochs(1) takes each record once, and evaluate's figures are the run's: it warned (a review); a saved
+    and loaded strategy lost the mark, and warned no more."""
+    import warnings
+
+    import mmopt
+    W, P = mmopt.workload.prefix(16), mmopt.Privacy(1.0, 1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for schema in (fixed_epochs(1), mmopt.participation.min_separation(16, 4)):
+            mmopt.evaluate(W, mmopt.optimize(W, participation=schema).strategy, P)
+    r = mmopt.optimize(W, participation=fixed_epochs(4))
+    mmopt.save(tmp_path / "run.npz", r)
+    with pytest.warns(UserWarning, match=r"private training under FixedEpochs\(epochs=4\)"):
+        mmopt.evaluate(W, mmopt.load(tmp_path / "run.npz").strategy, P)

@@ -620,3 +620,29 @@ def test_polars_refuses_a_csv_when_a_category_holds_the_replacement_character(tm
     assert marginal_counts(path, domain, [(0,)])[(0,)].tolist() == [1, 0]
     with pytest.raises(ValueError, match="U\\+FFFD.*engine='pyarrow'"):
         marginal_counts(path, domain, [(0,)], engine="polars")
+
+
+def test_duckdb_refuses_case_twins_in_a_later_file_of_a_parquet_folder(tmp_path):
+    """The twin check read the folder's first file only: DuckDB counted Sex in a later file ([4, 4] for [6, 2]; a
+    review)."""
+    folder = tmp_path / "people"
+    folder.mkdir()
+    pq.write_table(pa.table({"sex": ["F", "F"]}), folder / "a.parquet")
+    pq.write_table(pa.table({"sex": ["F", "F", "M"]}), folder / "b0.parquet")
+    domain = Domain((Attribute("sex", categories=("F", "M")),))
+    assert marginal_counts(folder, domain, [(0,)], engine="duckdb")[(0,)].tolist() == [4, 1]
+    pq.write_table(pa.table({"Sex": ["M", "M", "M"], "sex": ["F", "F", "M"]}), folder / "c.parquet")
+    with pytest.raises(ValueError, match="columns 'sex' and 'Sex', which DuckDB cannot tell apart"):
+        marginal_counts(folder, domain, [(0,)], engine="duckdb")
+
+
+def test_polars_refuses_a_csv_of_bare_cr_line_ends(tmp_path):
+    """Polars read a CR-only file as one line: zero records, or a refusal listing the records' values as its
+    columns (a review); pyarrow and DuckDB read it."""
+    domain = Domain((Attribute("a", categories=(1, 2)), Attribute("b", categories=("x", "y"))))
+    path = tmp_path / "mac.csv"
+    path.write_bytes(b"a,b,note\r1,x,secret\r2,y,q\r")
+    assert marginal_counts(path, domain, [(0,)])[(0,)].tolist() == [1, 1]
+    with pytest.raises(ValueError, match="bare CR.*engine='pyarrow'") as e:
+        marginal_counts(path, domain, [(0,)], engine="polars")
+    assert "secret" not in str(e.value)

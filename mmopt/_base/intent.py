@@ -40,10 +40,15 @@ def unstated_norm(strategy) -> str | None:
     return getattr(strategy, "__dict__", {}).get(_ATTRIBUTE)
 
 
+def participation_schema(strategy) -> str | None:
+    """The participation schema ``strategy`` was marked with (:data:`PARTICIPATION`), or None."""
+    return getattr(strategy, "__dict__", {}).get(PARTICIPATION)
+
+
 def warn_mismatch(strategy, privacy, norm, caller: str) -> None:
     """Warn when ``privacy``'s noise (``norm`` absent) is not the one ``strategy`` was optimised for unasked, or
     when it was optimised for training under a participation schema."""
-    if (schema := getattr(strategy, "__dict__", {}).get(PARTICIPATION)) is not None:
+    if (schema := participation_schema(strategy)) is not None:
         warnings.warn(f"{caller}: strategy '{getattr(strategy, 'name', 'strategy')}' was optimised for private "
                       f"training under {schema} (a record in several steps); {caller} takes each record once, so its "
                       "error and privacy are not the run's. For those use the optimize result's objective and "

@@ -250,8 +250,8 @@ def _hierarchy_table(grouped, query: GroupByQuery, alpha):
 def _read_domain(domain: Domain, grouping_sets, tree) -> Domain:
     """The domain's attributes a query groups by (a hierarchy's leaf for its levels): the hierarchy family counts
     the histogram of its domain, so a record missing a column the query never groups by was set aside, where
-    SQL counts it (as :func:`mmopt.records.mechanism.read_counts` reads only the measured attributes). Called
-    only when the query groups by the leaf or a level (:func:`_groups_by_tree`)."""
+    SQL counts it (as :func:`mmopt.records.mechanism.read_counts` reads only the measured and workload
+    attributes). Called only when the query groups by the leaf or a level (:func:`_groups_by_tree`)."""
     used = {tree[0] if c in tree[1] else c for S in grouping_sets for c in S}
     return Domain(tuple(a for a in domain.attributes if a.name in used))
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from mmopt._base.intent import marked, unstated_norm
+from mmopt._base.intent import PARTICIPATION, marked, participation_schema, unstated_norm
 from mmopt._base.jsonable import jsonable, to_float
 from mmopt._base.result import OptimizeResult
 from mmopt.dense._strategy_core import Strategy
@@ -194,6 +194,8 @@ def save(path, strategy_or_result, *, workload=None, privacy=None, overwrite: bo
         # beside it too (the budget need not be the noise it was optimised for; a helper's audit); absent
         # otherwise, so such files are as before
         meta["unstated_norm"] = unstated
+    if (schema := participation_schema(strategy)) is not None:  # likewise the training schema's mark (a review)
+        meta["participation"] = schema
     meta["checksum"] = fmt.checksum(meta, arrays)
     text = np.frombuffer(fmt.canonical(meta).encode("utf-8"), dtype=np.uint8)
     pf.write_atomically(target, {fmt.METADATA: text, **arrays}, overwrite)
@@ -263,6 +265,10 @@ def load(path, *, workload=None) -> SavedStrategy:
         if unstated not in ("l1", "l2"):
             fail(f"records an unknown 'unstated_norm' {unstated!r:.40}")
         strategy = marked(strategy, unstated)
+    if (schema := meta.get("participation")) is not None:
+        if not isinstance(schema, str) or len(schema) > 200:
+            fail(f"records a 'participation' that is not a schema's name: {schema!r:.40}")
+        strategy = marked(strategy, schema, attribute=PARTICIPATION)
     for section in ("result", "privacy", "workload"):
         fmt.field(meta, section, (dict, type(None)), "metadata", fail)
     if meta["privacy"] is not None:

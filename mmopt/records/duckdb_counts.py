@@ -79,9 +79,13 @@ def open_path(dataset, path, domain: Domain, *, caller: str):
     The caller keeps the connection: DuckDB 1.x closes it, under the relation, when it is garbage-collected.
     """
     duckdb = _duckdb()
-    _refuse_case_twins(dataset.schema.names, domain, caller)  # the file's own names (DuckDB renames a twin)
-    con = duckdb.connect()
     p = os.fspath(path).lower()
+    _refuse_case_twins(dataset.schema.names, domain, caller)  # the file's own names (DuckDB renames a twin)
+    if not p.endswith(rd._CSV) and len(dataset.files) > 1:  # a later file of a folder may hold the twin (a review)
+        import pyarrow.parquet as pq
+        for f in dataset.files[1:]:
+            _refuse_case_twins(pq.read_schema(f).names, domain, caller)
+    con = duckdb.connect()
     try:
         if p.endswith(rd._CSV):
             _refuse_spaced_quotes(path, p.endswith(".tsv"), caller)

@@ -148,8 +148,8 @@ def strategy_answers(prep: Prepared, records, *, batch_size: int = rd.BATCH_ROWS
     """Step 2: ({S: exact measurement of subset S}, A x as one float64 vector in ``A.subsets`` order).
 
     Reads the records (schema checks first, so a bad source fails before any noise): only the attributes of the
-    marginals the strategy measures, so a record is set aside for a missing or out-of-domain value in one of those
-    alone (:func:`read_counts`)."""
+    marginals the strategy measures or the workload names, so a record is set aside for a missing or out-of-domain
+    value in one of those alone (:func:`read_counts`)."""
     A = prep.strategy
     counts = read_counts(records, prep.domain, rc.maximal(A.subsets), batch_size=batch_size, caller=caller,
                          name=name, also=prep.sets)
@@ -164,11 +164,11 @@ def read_counts(records, domain: Domain, sets, *, batch_size: int, caller: str, 
     even where no measured set holds them: a residual strategy never measures an attribute of one category (its
     residual is empty), and records outside it or missing it were counted as its category (a review).
 
-    The out-of-domain rule then sets a record aside for a value that one of the measured marginals reads, as SQL's
+    The out-of-domain rule then sets a record aside for a value of an attribute read, as SQL's
     ``GROUP BY state`` counts a record whose ``sex`` is NULL: over the whole domain, a gap in a column the release
     never measured dropped the record from every count (a newcomer's ``domain.json`` of the agency's 40 columns and
-    a query on two of them undercounted by 30 %; a helper's audit). The rule still depends on the strategy alone,
-    fixed before the data are read, and every measured marginal counts the same records, so Δ is unchanged.
+    a query on two of them undercounted by 30 %; a helper's audit). The rule still depends on the strategy and workload
+    alone, fixed before the data are read, and every measured marginal counts the same records, so Δ is unchanged.
     """
     read = sorted({i for S in (*sets, *also) for i in S})
     if not read or len(read) == len(domain.attributes):

@@ -59,6 +59,7 @@ def open_path(dataset, path, domain: Domain, *, caller: str):
     try:
         if p.endswith(rd._CSV):
             _refuse_blank_lines(path, domain, caller)
+            _refuse_bare_cr(path, caller)
             if any(a.kind == "text" and any("\ufffd" in c for c in a.categories) for a in domain.attributes):
                 raise ValueError(f"{caller}: engine='polars' reads the bytes of a CSV cell that is not UTF-8 as "
                                  "U+FFFD ('\ufffd'), which a category of the domain holds, so such a cell would count "
@@ -74,6 +75,18 @@ def open_path(dataset, path, domain: Domain, *, caller: str):
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise ValueError(f"{caller}: cannot read the records at {os.fspath(path)!r}: "
                          f"{eg.said(exc, 'Polars', _PATH_REMEDY)}") from None
+
+
+def _refuse_bare_cr(path, caller: str) -> None:
+    """Refuse a CSV whose lines end in a bare CR (old Mac files): Polars read the file as one line, counting zero
+    records, or refused naming its 'columns' — the records' values (a review); pyarrow and DuckDB read CR lines."""
+    import os
+    with rd._opener(os.fspath(path))(os.fspath(path), "rb") as f:
+        head = f.read(1 << 16)
+    line = head.split(b"\n", 1)[0]
+    if b"\r" in line[:-1] or (line.endswith(b"\r") and b"\n" not in head):
+        raise ValueError(f"{caller}: the CSV {os.fspath(path)!r} ends its lines in a bare CR, which engine='polars' "
+                         "does not read as line ends. Read it with engine='pyarrow' (the default).")
 
 
 def _refuse_blank_lines(path, domain: Domain, caller: str) -> None:

@@ -193,6 +193,7 @@ def open_dataset(path, domain: Domain, *, caller: str, name: str = "records"):
         # one record refused the table, and pyarrow's message quoted it (a helper's audit); such a cell is missing.
         # A row of the wrong number of fields refused the file, so one record decided whether a release happened:
         # skipped now, and said (a whole file of rows with a trailing comma would otherwise count zero unsaid)
+        refuse_unclosed_quote(p, "\t" if lower.endswith(".tsv") else ",", caller)
         types = {a.name: pa.binary() for a in domain.attributes}
         skipped = _SkippedRows()
         fmt = ds.CsvFileFormat(convert_options=pcsv.ConvertOptions(column_types=types, strings_can_be_null=True,
@@ -324,16 +325,42 @@ def csv_nulls(domain: Domain | None = None) -> list[str]:
     return [s for s in _values.default_csv_nulls() if s not in declared]
 
 
+def _opener(name: str):
+    import bz2
+    import gzip
+    return gzip.open if name.lower().endswith(".gz") else bz2.open if name.lower().endswith(".bz2") else open
+
+
+def refuse_unclosed_quote(path, delimiter: str, caller: str) -> None:
+    """Refuse a CSV in which a quoted cell is never closed: with ``newlines_in_values`` pyarrow read the rest of the
+    file as that one cell, silently (one record's free text removed every record after it; a review). An odd
+    number of double quotes (one pass over the bytes) is checked by Python's csv module (strict), which also
+    accepts a quote inside an unquoted cell (5'10"); any quoting it cannot read is refused, saying no record."""
+    import csv
+    name = os.fspath(path)
+    count = 0
+    with _opener(name)(name, "rb") as f:
+        while block := f.read(1 << 20):
+            count += block.count(b'"')
+    if count % 2 == 0:
+        return
+    with _opener(name)(name, "rt", encoding="utf-8", errors="replace", newline="") as f:
+        try:
+            for _ in csv.reader(f, delimiter=delimiter, strict=True):
+                pass
+        except csv.Error:
+            raise ValueError(f"{caller}: the CSV {name!r} has a quoted cell that is never closed (or a quote out of "
+                             "place), so the rest of the file would be read as one cell. Close the quote (a quote "
+                             "inside a quoted cell is doubled: \"\"). Nothing was counted or drawn.") from None
+
+
 def csv_search(path, pattern: bytes, *, before: bytes = b"") -> bool:
     """Whether the regex ``pattern`` matches the bytes of the CSV at ``path`` (decompressed; ``before`` put in
     front), read in 1 MiB blocks, each searched with the last 256 bytes of the one before."""
-    import bz2
-    import gzip
     import re
     name = os.fspath(path)
-    opener = gzip.open if name.lower().endswith(".gz") else bz2.open if name.lower().endswith(".bz2") else open
     regex, tail = re.compile(pattern), before
-    with opener(name, "rb") as f:
+    with _opener(name)(name, "rb") as f:
         while block := f.read(1 << 20):
             text = tail + block
             if regex.search(text):

@@ -52,7 +52,8 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
     records : pandas.DataFrame, path, dask DataFrame, polars LazyFrame or DataFrame, or DuckDB relation
         As :func:`mmopt.records.marginal_counts` (records outside the domain are dropped, a public rule); Polars
         and DuckDB count inside their engine, with the same integers. Only the columns of the attributes the
-        strategy measures are read, so a gap elsewhere drops no record (and the column need not exist).
+        strategy measures or the workload names are read, so a gap elsewhere drops no record (and the column need
+        not exist).
     domain : Domain
     workload : int, str, list of tuple, dict, or MarginalWorkload
         k for all k-way marginals, "k<=K" for every marginal on 1 to K attributes (the 1- and 2-way marginals:
