@@ -223,3 +223,18 @@ def test_the_certificate_adds_a_shift_where_the_dual_point_is_infeasible():
     A = np.array([[1.0, -1.0], [-1.0, 1.0]])
     value = certified(A[None], np.diag(A)[None])[0]
     assert 4.0 <= value <= 4.0 * (1 + 1e-12)
+
+
+def test_the_refined_bounds_scale_with_the_gram_at_extreme_magnitudes():
+    """The power method's row norms under- or overflowed at entries near 1e-160 or 1e154: the lower bound came out
+    3e75 times the optimum at 1e-300 (exact=True, wrongly; a review). Δ² is linear in X: the same ratio at every
+    scale (within the certificate's margin)."""
+    from mmopt.participation.sensitivity import gram_sensitivity_squared
+    rng = np.random.default_rng(1)
+    C = np.tril(rng.standard_normal((32, 32)))
+    X = C.T @ C
+    ref = gram_sensitivity_squared(X, fixed_epochs(16))
+    for scale in (1e-300, 1e-160, 1e160):
+        r = gram_sensitivity_squared(X * scale, fixed_epochs(16))
+        assert r.lower <= ref.squared * scale * (1 + 1e-9) and r.squared >= ref.lower * scale * (1 - 1e-9)
+        assert r.squared <= ref.squared * scale * (1 + 1e-6), scale

@@ -528,3 +528,19 @@ def test_a_quoted_cell_never_closed_refuses_the_csv_on_every_engine(tmp_path):
     rows[101] = "F,5'10\""
     (tmp_path / "inch.csv").write_text("\n".join(rows) + "\n")
     assert marginal_counts(tmp_path / "inch.csv", Ds, [(0,)])[(0,)].tolist() == [10_000, 10_000]
+
+
+def test_an_even_count_of_quotes_is_no_proof_and_a_long_quoted_cell_is_no_error(tmp_path):
+    """The check ran only on an odd count of quotes: an inch mark and an unclosed quote, or two unclosed quotes,
+    made [51, 50] and [2550, 2550] of 20,000 without a word; and a quoted cell over the csv module's 128 KiB limit
+    was refused as never closed (a review)."""
+    Ds = Domain((Attribute("sex", categories=("F", "M")),))
+    rows = [f"{'FM'[i % 2]},ok" for i in range(20_000)]
+    for bad in ({50: "F,5'10\"", 100: 'F,"Bob said hi'}, {100: 'F,"Bob said hi', 15_000: 'M,"Ann said bye'}):
+        text = [bad.get(i, r) for i, r in enumerate(rows)]
+        (tmp_path / "bad.csv").write_text("sex,comment\n" + "\n".join(text) + "\n")
+        with pytest.raises(ValueError, match="quoted cell that is never closed"):
+            marginal_counts(tmp_path / "bad.csv", Ds, [(0,)])
+    text = [{50: "F,5'10\"", 100: 'F,"' + "x" * 200_000 + '"'}.get(i, r) for i, r in enumerate(rows)]
+    (tmp_path / "long.csv").write_text("sex,comment\n" + "\n".join(text) + "\n")
+    assert marginal_counts(tmp_path / "long.csv", Ds, [(0,)])[(0,)].tolist() == [10_000, 10_000]

@@ -145,7 +145,11 @@ def refine_blocks(blocks: np.ndarray, lower: np.ndarray, upper: np.ndarray, sign
             break  # no block left can raise the largest upper bound
         part = todo[start:start + size]
         B = blocks[part]
-        attained, d = low_rank(B)
+        # by a power of two (exact): a row norm's square under- or overflowed at entries near 1e-160 or 1e154, and
+        # the unit rows were lost (lower 3e75 times the optimum at 1e-300 scale; a review)
+        scale = 2.0 ** -np.floor(np.log2(np.maximum(np.abs(B).max(axis=(1, 2)), np.finfo(float).tiny)))
+        attained, d = low_rank(B * scale[:, None, None])
+        attained, d = attained / scale, d / scale[:, None]
         lower[part] = np.maximum(lower[part], attained)
         upper[part] = np.minimum(upper[part], certified(B, d))
         start, size = start + len(part), min(2 * size, chunk)  # with top: 1, 2, 4, … blocks, most promising first
