@@ -14,18 +14,21 @@ import math
 __all__ = ["down", "down_float", "up"]
 
 
-def up(value: float, digits: int = 6) -> str:
-    """``value`` to ``digits`` significant digits, never below it.
+def up(value: float, digits: int | None = None) -> str:
+    """``value`` to ``digits`` significant digits (6 when not given), never below it.
 
-    A value just above a ``digits``-digit number (by at most :data:`NEAR` of its last digit's unit) is shown to
-    :data:`NEAR_DIGITS` digits: a sensitivity of 1 + 10⁻⁷ (an upper bound's margin) printed as 1.00001 read as
-    10⁻⁵ over (a newcomer's audit).
+    Without ``digits``, a value just above a 6-digit number (by at most :data:`NEAR` of its last digit's unit) is
+    shown to :data:`NEAR_DIGITS` digits: a sensitivity of 1 + 10⁻⁷ (an upper bound's margin) printed as 1.00001 read
+    as 10⁻⁵ over (a newcomer's audit). Given ``digits`` are never exceeded.
 
     >>> up(1.0000007005), up(2.5), up(0.1234561), up(0.1), up(0.1 ** 2 / 2), up(1.0000001000000003)
     ('1.00001', '2.5', '0.123457', '0.1', '0.005', '1.0000001')
+    >>> up(1.0000001000000003, 6)
+    '1.00001'
     """
     value = float(value)
-    if math.isfinite(value) and value != 0:
+    near, digits = digits is None, 6 if digits is None else digits
+    if near and math.isfinite(value) and value != 0:
         step = 10.0 ** (math.floor(math.log10(abs(value))) - digits + 1)
         if 0 < abs(value) - abs(float(f"{value:.{digits}g}")) <= NEAR * step:
             digits = max(digits, NEAR_DIGITS)
