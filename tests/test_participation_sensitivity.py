@@ -201,12 +201,12 @@ def test_the_audits_signed_strategy_is_within_a_percent_of_the_sdp():
 
 
 def test_the_refined_certificate_is_never_below_the_sdp():
-    """Soundness over 51 random signed blocks, dense, ill-conditioned and nearly rank one, k = 8 to 40: the
+    """Soundness over 30 random signed blocks, dense, ill-conditioned and nearly rank one, k = 8 to 40: the
     certified upper bound is never below Clarabel's SDP value (its ~10⁻⁸ relative accuracy the tolerance) and
     the attained lower bound never above it."""
     from mmopt.participation._sdp_bounds import certified, low_rank
     rng = np.random.default_rng(7)
-    for case in range(51):
+    for case in range(30):  # 51 in the fixer's run, and ~2,000 blocks at 80 digits in a review's: the CI's share
         k = int(rng.integers(8, 41))
         A = _signed_blocks(rng, k, ("dense", "ill", "rank one")[case % 3])
         sdp = _sdp_max(A, [tuple(range(k))])
