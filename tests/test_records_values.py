@@ -440,11 +440,11 @@ def test_a_well_formed_csv_raises_no_data_warning_on_any_engine(tmp_path):
 
 
 def test_a_parse_error_does_not_quote_the_records(tmp_path):
-    from mmopt.records import read as rd
+    from mmopt.records import _csv
     pa_ = pytest.importorskip("pyarrow")
-    said = rd._said(pa_.ArrowInvalid("CSV parse error: Row #102: Expected 3 columns, got 4: F,30,1,Jane Doe"))
+    said = _csv._said(pa_.ArrowInvalid("CSV parse error: Row #102: Expected 3 columns, got 4: F,30,1,Jane Doe"))
     assert "Jane" not in said and "withheld" in said
-    assert rd._said(OSError("disk full")) == "disk full"
+    assert _csv._said(OSError("disk full")) == "disk full"
 
 
 def test_integer_text_is_coded_as_python_reads_it_at_every_length():

@@ -55,7 +55,7 @@ def refuse_unseen(keys, caller: str, what: str, remedy: str) -> None:
 #: Engine exceptions whose messages quote no record (names of columns and tables, memory, an interrupt): passed on.
 #: Any other is withheld: DuckDB's "Could not convert string 'Jane Doe' to INT32", a CSV error's "Original Line",
 #: Polars' "failed … for 1 out of 23299 values: ["Jane Doe"]" reached the user, and one record decided it (a
-#: helper's audit; the pyarrow path withholds its parse errors alike, mmopt.records.read._said).
+#: helper's audit; the pyarrow path withholds its parse errors alike, mmopt.records._csv._said).
 RECORD_FREE = ("OutOfMemoryException", "InterruptException", "CatalogException", "BinderException",
                "ColumnNotFoundError", "OutOfMemoryError")
 

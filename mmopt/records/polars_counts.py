@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mmopt.records import _csv
 from mmopt.records import engines as eg
 from mmopt.records import read as rd
 from mmopt.records.domain import Attribute, Domain
@@ -64,7 +65,7 @@ def open_path(dataset, path, domain: Domain, *, caller: str):
                 raise ValueError(f"{caller}: engine='polars' reads the bytes of a CSV cell that is not UTF-8 as "
                                  "U+FFFD ('\ufffd'), which a category of the domain holds, so such a cell would count "
                                  "there (pyarrow's read drops it). Read the file with engine='pyarrow' (the default).")
-            rd.refuse_ragged_rows(dataset, path, "polars", caller)  # Polars pads a short row with missing values
+            _csv.refuse_ragged_rows(dataset, path, "polars", caller)  # Polars pads a short row with missing values
             nulls = rd.csv_nulls(domain)
             # a cell that is not UTF-8 reads as text that is no category (pyarrow's read: missing; the record is
             # dropped alike), where Polars refused the file: one record decided whether it was counted (an audit)
@@ -81,7 +82,7 @@ def _refuse_bare_cr(path, caller: str) -> None:
     """Refuse a CSV whose lines end in a bare CR (old Mac files): Polars read the file as one line, counting zero
     records, or refused naming its 'columns' — the records' values (a review); pyarrow and DuckDB read CR lines."""
     import os
-    with rd._opener(os.fspath(path))(os.fspath(path), "rb") as f:
+    with _csv._opener(os.fspath(path))(os.fspath(path), "rb") as f:
         head = f.read(1 << 16)
     line = head.split(b"\n", 1)[0]
     if b"\r" in line[:-1] or (line.endswith(b"\r") and b"\n" not in head):
@@ -98,7 +99,7 @@ def _refuse_blank_lines(path, domain: Domain, caller: str) -> None:
     import os
     if not all(a.kind == "text" and "" in a.categories for a in domain.attributes):
         return
-    if rd.csv_search(path, rb"\n\r?\n", before=b"\n"):  # a blank first line counts as well
+    if _csv.csv_search(path, rb"\n\r?\n", before=b"\n"):  # a blank first line counts as well
         raise ValueError(f"{caller}: the CSV {os.fspath(path)!r} has a blank line, which Polars reads as a "
                          "record of empty cells, and every attribute of the domain declares the category "
                          "\"\", so it would be counted. Read the file with engine='pyarrow' (the default), "

@@ -24,16 +24,7 @@ import numpy as np
 
 from mmopt._base.hints import did_you_mean
 from mmopt.records import values as _values
-from mmopt.records._csv import (  # noqa: F401
-    _SKIPPED,
-    _opener,
-    _said,
-    _SkippedRows,
-    csv_search,
-    refuse_ragged_rows,
-    refuse_unclosed_quote,
-    warn_skipped_rows,
-)
+from mmopt.records._csv import _SKIPPED, _said, _SkippedRows, refuse_unclosed_quote, warn_skipped_rows
 from mmopt.records._text_values import _utf8_decoded
 from mmopt.records.domain import Domain, check_domain
 
