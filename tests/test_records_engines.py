@@ -646,3 +646,16 @@ def test_polars_refuses_a_csv_of_bare_cr_line_ends(tmp_path):
     with pytest.raises(ValueError, match="bare CR.*engine='pyarrow'") as e:
         marginal_counts(path, domain, [(0,)], engine="polars")
     assert "secret" not in str(e.value)
+
+
+def test_duckdb_text_under_numbers_is_coded_as_pandas_codes_it():
+    """The two other maps of texts (text under numeric categories, text bins whose DuckDB cast differs from
+    mmopt's parse) go through the same IN-and-ENUM lookup as string categories, with codes that are not 0, 1, …"""
+    D = Domain((Attribute("k", categories=(3, 1, 2)), Attribute("x", edges=(0, 10, 20))))
+    k = ["1", "01", " 2", "2.0", "3", "x", None, "+3", "1e0", "2"]
+    x = ["5", " 15", "1e1", "nan", "abc", "-0", "0x5", "19.5", None, "20"]
+    df = pd.DataFrame({"k": k * 3, "x": x * 3})
+    want = marginal_counts(df, D, [(0, 1)])[(0, 1)]
+    con = duckdb.connect()
+    got = marginal_counts(con.from_df(df), D, [(0, 1)])[(0, 1)]
+    assert np.array_equal(got, want) and 0 < want.sum() < len(df)
