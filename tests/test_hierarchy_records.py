@@ -102,7 +102,7 @@ def test_a_strategy_that_leaves_a_set_unmeasured_is_refused_before_the_records_a
     """The check is public (the strategy's unit variances): no data is read, no noise drawn, no budget wasted."""
     _, D = _data()
     privacy = mmopt.Privacy(1.0, 1e-6)
-    coarse = plan_grouping_sets(D, [("state",)], privacy, leaf="county", levels={"state": STATE_OF})
+    coarse = plan_grouping_sets(D, [("state", "sex")], privacy, leaf="county", levels={"state": STATE_OF})
     unread = object()  # not a source of records: reading it would raise a different error
     with pytest.raises(ValueError, match="does not measure"):
         release_grouping_sets(unread, D, [("county", "sex")], privacy, leaf="county", levels={"state": STATE_OF},
@@ -226,3 +226,24 @@ def test_an_attribute_or_level_named_total_is_not_taken_for_the_root():
         r = release_grouping_sets(df.rename(columns={"total": "sex"}), D2, [("total",), ("county",)],
                                   mmopt.Privacy(1e4, 1e-6), leaf="county", levels={"total": ["A", "A"]})
     assert r.workload.n_queries == 1 + 2  # one group above both counties, then each county
+
+
+def test_a_gap_in_a_column_no_set_names_drops_no_record():
+    """The histogram covered every domain attribute: a record missing 'edu', which no grouping set names, was set
+    aside (233 of 290 counted where SQL counts 290; a helper's audit). Only the leaf and the named attributes are
+    read now, as mmopt.sql reads them, and the table has no column for the others."""
+    df, _ = _data()
+    df["edu"] = np.where(np.arange(len(df)) % 5 == 0, np.nan, 1.0)
+    D = Domain((Attribute("county", categories=tuple(COUNTIES)), Attribute("sex", categories=("F", "M")),
+                Attribute("edu", categories=(1.0, 2.0))))
+    levels = {"state": STATE_OF}
+    plan = plan_grouping_sets(D, rollup("state", "county"), mmopt.Privacy(1.0, 1e-6), leaf="county", levels=levels)
+    assert plan.domain.names == ("county",) and plan.counts(df).sum() == len(df)
+    crossed = plan_grouping_sets(D, cross(rollup("state", "county"), [("sex",)]), mmopt.Privacy(1.0, 1e-6),
+                                 leaf="county", levels=levels)
+    assert crossed.domain.names == ("county", "sex") and crossed.counts(df.drop(columns="edu")).sum() == len(df)
+    r = release_grouping_sets(df, D, (s for s in rollup("state", "county")), mmopt.Privacy(1e4, 1e-3),
+                              leaf="county", levels=levels)  # the sets as a generator, read once
+    t = r.table()
+    total = t[t["state"].isna() & t["county"].isna()]["estimate"].iloc[0]
+    assert "edu" not in t.columns and abs(total - len(df)) < 1.0

@@ -144,8 +144,8 @@ def test_a_strategy_of_other_hierarchies_is_refused_by_name_not_by_an_index_erro
     D = Domain((Attribute("county", categories=("c0", "c1", "c2")), Attribute("sex", categories=("F", "M"))))
     A = mmopt.optimize(grouping_sets([geo], [()]), privacy=P).strategy  # one attribute; the release has two
     with pytest.raises(ValueError, match="strategy's hierarchies .* are not the workload's"):
-        release_grouping_sets(pd.DataFrame({"county": ["c0"], "sex": ["F"]}), D, [("state",)], P, leaf="county",
-                              levels={"state": ["A", "A", "B"]}, strategy=A)
+        release_grouping_sets(pd.DataFrame({"county": ["c0"], "sex": ["F"]}), D, [("state", "sex")], P,
+                              leaf="county", levels={"state": ["A", "A", "B"]}, strategy=A)
 
 
 @pytest.mark.parametrize("attributes, sets, name", [("geo", [None], "sets"), ("geo", [1], "sets"),
