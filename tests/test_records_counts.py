@@ -171,6 +171,20 @@ def test_refusals(df, tmp_path):
             marginal_counts(df.rename(columns={"age": column}), D, [(0,)])
     with pytest.raises(ValueError, match=r"has no column 'age' .*\]\.$"):  # nothing near: no guess
         marginal_counts(df.rename(columns={"age": "zzz"}), D, [(0,)])
+    # a CSV without a header: its first line is a record, which the refusal listed as the file's columns (a
+    # helper's audit); the fields are counted, not quoted, in every engine; a name equal but for case is said
+    headless = tmp_path / "headless.csv"
+    df.head(3).to_csv(headless, index=False, header=False)
+    first = headless.read_text().splitlines()[0].split(",")
+    for engine in ("auto", "polars", "duckdb"):
+        with pytest.raises(ValueError, match=rf"no column 'sex' .*first line, its header, has {len(first)} field"
+                                             r".*needs a header") as caught:
+            marginal_counts(headless, D, [(0,)], engine=engine)
+        assert not any(f"'{field}'" in str(caught.value) for field in first), (engine, str(caught.value))
+    cased = tmp_path / "cased.csv"
+    df.rename(columns={"age": "AGE"}).to_csv(cased, index=False)
+    with pytest.raises(ValueError, match=r"no column 'age' .*Did you mean 'AGE'\? .*case and spaces count"):
+        marginal_counts(cased, D, [(0,)])
     # text under a numeric attribute is parsed as a CSV cell, from a DataFrame too (Dask turns object columns into
     # text, and the files, Polars and DuckDB parse it: one table, one count); what is not a number is dropped, said
     typed = marginal_counts(df.assign(age=df["age"].astype(str)), D, [(0,)])

@@ -101,10 +101,20 @@ def _near(missing: str, columns) -> str:
         if hint else ""
 
 
-def check_schema(kinds: dict, domain: Domain, *, caller: str, name: str = "records") -> None:
+def check_schema(kinds: dict, domain: Domain, *, caller: str, name: str = "records", csv: bool = False) -> None:
     """Every domain attribute has a column ({name: kind}) whose kind can hold its values; else ValueError naming
-    ``caller``'s parameter ``name`` (mmopt.sql's is 'source', privbayes' 'data')."""
+    ``caller``'s parameter ``name`` (mmopt.sql's is 'source', privbayes' 'data'). With ``csv`` the names are a CSV
+    file's first line, a record when the file has no header: not listed (a headerless file's refusal quoted its first
+    record; a helper's audit), only a name equal to the missing attribute's up to case and spaces said."""
     missing = [n for n in domain.names if n not in kinds]
+    if missing and csv:
+        key = missing[0].strip().casefold()
+        near = [c for c in kinds if c.strip().casefold() == key]
+        hint = (f" Did you mean {near[0]!r}? Names are matched exactly (case and spaces count): rename the column "
+                "or the attribute." if near else " A CSV needs a header line naming its columns as the domain does.")
+        raise ValueError(f"The '{name}' parameter of {caller} has no column {missing[0]!r} (domain attributes "
+                         f"{missing} are missing). The CSV's first line, its header, has {len(kinds)} field(s) "
+                         f"(not listed: in a file without a header it is a record).{hint}")
     if missing:
         shown = sorted(kinds, key=str)[:20]  # as they are: a column 0 (an int) is not the attribute '0'
         hint = (" Column names are matched as given: make them strings (df.columns = df.columns.astype(str))."
@@ -135,7 +145,7 @@ def check_source(records, domain: Domain, *, caller: str, name: str = "records")
         import pyarrow.dataset as ds
         csv = isinstance(dataset.format, ds.CsvFileFormat)  # its domain columns are read as bytes: text
         check_schema({f.name: "text" if csv and f.name in domain.names else arrow_kind(f.type)
-                      for f in dataset.schema}, domain, caller=caller, name=name)
+                      for f in dataset.schema}, domain, caller=caller, name=name, csv=csv)
         return "arrow", dataset
     if is_dask(records):  # its columns are a pandas Index too: the same duplicate check (an AttributeError before)
         check_unique_columns(records.columns, domain, caller, name)
