@@ -337,7 +337,7 @@ def test_evaluate_in_process_matches_the_library(capsys):
     r = mmopt.evaluate(W, A, P)
     assert got["total_squared_error"] == r.total_squared_error and got["total_exact"] is True
     assert got["svd_bound"] == mmopt.svd_bound(W, P) and got["noise"] == "gaussian"
-    assert math.isclose(got["ratio"], r.total_squared_error / mmopt.svd_bound(W, P), rel_tol=1e-12)
+    assert math.isclose(got["ratio_to_svd_bound"], r.total_squared_error / mmopt.svd_bound(W, P), rel_tol=1e-12)
     assert got["shape"] == [50, 100] and got["sensitivity"] == r.sensitivity
 
 
@@ -387,7 +387,8 @@ def test_totals_beyond_float64(capsys):
     with pytest.warns(RuntimeWarning):
         ref = mmopt.evaluate(W, st.identity(1100), P)
     assert got["mean_squared_error"] == ref.mean_squared_error and got["log10_total"] == ref.log10_total
-    assert got["ratio"] == pytest.approx(ref.mean_squared_error / mmopt.svd_bound(W, P, per_query=True), rel=1e-12)
+    per_query = mmopt.svd_bound(W, P, per_query=True)
+    assert got["ratio_to_svd_bound"] == pytest.approx(ref.mean_squared_error / per_query, rel=1e-12)
     assert "mmopt: warning: The total error" in captured.err and "mmopt/dispatch" not in captured.err
 
 
@@ -442,7 +443,7 @@ def test_evaluate_ratio_is_finite_at_any_epsilon_and_the_release_noise_is_said(c
     want = mmopt.expected_error(W, mmopt.strategy.identity(8)) / mmopt.svd_bound(W)
     for eps in ("1e-200", "1", "1e308"):
         r = _json_of(capsys, "evaluate", "prefix:8", "-s", "identity", "-e", eps)
-        assert r["ratio"] == pytest.approx(want, rel=1e-9)
+        assert r["ratio_to_svd_bound"] == pytest.approx(want, rel=1e-9)
         assert r["release_variance_ratio"] == pytest.approx(1.0, abs=1e-5) and r["calibration"] == "b = Δ/ε"
     from mmopt.planning.calibration import variance_factor
     r = _json_of(capsys, "evaluate", "prefix:8", "-s", "identity", "-e", "0.5", "-d", "1e-5")
