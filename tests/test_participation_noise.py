@@ -247,6 +247,22 @@ def test_evaluate_and_release_say_a_training_strategy_is_taken_once_per_record()
         mmopt.evaluate(W, one.strategy, P)
 
 
+def test_the_advice_for_a_last_iterate_strategy_is_one_that_takes_it():
+    """objective='last_iterate' returns the one sum (1×n): the warning sent it to run_privacy, which refuses a
+    non-square strategy and said every participation strategy is square (a helper's audit)."""
+    import mmopt
+    from mmopt.participation import sensitivity_squared
+    W, P, schema = mmopt.workload.prefix(8), mmopt.Privacy(1.0, 1e-6), fixed_epochs(2)
+    r = mmopt.optimize(W, privacy=P, objective="last_iterate", participation=schema)
+    assert r.strategy.matrix.shape == (1, 8)
+    with pytest.warns(UserWarning, match=r"private training.*sensitivity_squared\(strategy, schema\)") as caught:
+        mmopt.evaluate(mmopt.workload.total(8), r.strategy, P)  # the one query it answers
+    assert "run_privacy" not in str(caught[0].message)
+    assert sensitivity_squared(r.strategy, schema).exact  # the advice runs
+    with pytest.raises(ValueError, match="must be square.*one row for objective='last_iterate'"):
+        run_privacy(r.strategy, schema, 1.0)
+
+
 def test_the_training_mark_is_kept_by_save_and_load_and_absent_for_one_step_per_record(tmp_path):
     """fixed_epochs(1) takes each record once, and evaluate's figures are the run's: it warned (a review); a saved
     and loaded strategy lost the mark, and warned no more."""

@@ -49,11 +49,16 @@ def warn_mismatch(strategy, privacy, norm, caller: str) -> None:
     """Warn when ``privacy``'s noise (``norm`` absent) is not the one ``strategy`` was optimised for unasked, or
     when it was optimised for training under a participation schema."""
     if (schema := participation_schema(strategy)) is not None:
+        shape = getattr(getattr(strategy, "matrix", None), "shape", None)
+        # run_privacy takes a square causal C; objective="last_iterate" measures the one sum (a 1×n strategy), which
+        # run_privacy refuses as not square: its sensitivity under the schema is the advice there (a helper's audit)
+        how = ("mmopt.participation.noise.run_privacy(strategy, schema, noise_multiplier)"
+               if shape is None or shape[0] == shape[1] else
+               "the Gaussian mechanism at sensitivity² mmopt.participation.sensitivity_squared(strategy, schema)")
         warnings.warn(f"{caller}: strategy '{getattr(strategy, 'name', 'strategy')}' was optimised for private "
                       f"training under {schema} (a record in several steps); {caller} takes each record once, so its "
-                      "error and privacy are not the run's. For those use the optimize result's objective and "
-                      "mmopt.participation.noise.run_privacy(strategy, schema, noise_multiplier).", UserWarning,
-                      stacklevel=3)
+                      f"error and privacy are not the run's. For those use the optimize result's objective and {how}.",
+                      UserWarning, stacklevel=3)
     own = unstated_norm(strategy)
     wanted = getattr(privacy, "sensitivity_norm", None)
     if own is None or wanted is None or norm is not None or own == wanted:
