@@ -229,8 +229,9 @@ def _check_causal(strategy, caller: str) -> None:
                          "NaN or infinite entries.")
     if C.shape[0] != C.shape[1]:  # rows are not steps: no causal order (an anti-causal C with a zero row passed)
         raise ValueError(f"The 'strategy' parameter of {caller} must be square (n×n, one row per step: its noise "
-                         f"C⁻¹z is released step by step). Got shape {C.shape}. optimize(..., participation=...) returns "
-                         "square lower-triangular strategies, but one row for objective='last_iterate' (the one sum, "
+                         f"C⁻¹z is released step by step). Got shape {C.shape}. optimize(..., participation=...) "
+                         "returns square lower-triangular strategies, but one row for objective='last_iterate' (the "
+                         "one sum, "
                          "measured directly: its sensitivity² under the schema is "
                          "mmopt.participation.sensitivity_squared(strategy, schema)).")
     if np.any(np.triu(C, 1)):
