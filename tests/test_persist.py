@@ -762,3 +762,26 @@ def test_a_directory_and_an_upper_case_suffix_are_said_and_found(tmp_path):
         save(tmp_path / "h", st.identity(4))
     written = save(tmp_path / "c.NPZ", st.identity(4))
     assert str(written).endswith("c.NPZ") and load(tmp_path / "c").strategy.domain_size == 4
+
+
+def test_an_edited_training_mark_is_refused_as_save_never_writes_it(tmp_path):
+    """load checked the participation mark only as a short string ("" loaded and warned "under  (a record in
+    several steps)"; a helper's audit). The checksum is recomputable, so these are edits, refused as such."""
+    import mmopt
+    from mmopt.participation import fixed_epochs
+    W = mmopt.workload.prefix(8)
+    r = mmopt.optimize(W, participation=fixed_epochs(2), privacy=mmopt.Privacy(1.0, 1e-6))
+    path = save(tmp_path / "run", r, privacy=mmopt.Privacy(1.0, 1e-6))
+    meta, raw = read_raw(path)
+    assert meta["participation"] == "FixedEpochs(epochs=2)" and meta["result"]["norm"] == "l2"
+    load(path)  # as written
+    for mark in ("", "Single()", "FixedEpochs(epochs=1)", "MinSeparation(separation_steps=4, max_participations=1)",
+                 "FixedEpochs(epochs=2) ", 7):
+        meta["participation"] = mark
+        write_raw(path, meta, raw, rehash=True)
+        with pytest.raises(ValueError, match="not a schema of several participations"):
+            load(path)
+    meta["participation"] = "MinSeparation(separation_steps=4, max_participations=2)"
+    write_raw(path, meta, raw, rehash=True)
+    from mmopt._base.intent import participation_schema
+    assert participation_schema(load(path).strategy) == meta["participation"]
