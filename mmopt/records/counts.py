@@ -23,6 +23,7 @@ import numpy as np
 
 from mmopt._base import validation as v
 from mmopt._base.guards import DataWarning
+from mmopt._base.said_once import data_warnings_once
 from mmopt.records import duckdb_counts as dc
 from mmopt.records import engines as eg
 from mmopt.records import polars_counts as pc
@@ -252,6 +253,11 @@ def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH
     """
     caller = v.check_str(caller, name="caller", caller="marginal_counts")  # the public function a refusal names
     name = v.check_str(name, name="name", caller="marginal_counts")
+    with data_warnings_once():  # one warning per column or file, not per batch
+        return _marginal_counts(records, domain, sets, batch_size, engine, caller, name)
+
+
+def _marginal_counts(records, domain: Domain, sets, batch_size, engine: str, caller: str, name: str) -> dict:
     kind, handle = _source(records, domain, caller=caller, engine=engine, name=name)
     sets = check_sets(sets, domain, caller=caller)
     batch_size = v.check_int(batch_size, name="batch_size", caller=caller)

@@ -38,6 +38,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from mmopt._base.said_once import data_warnings_once
 from mmopt.accounting._zcdp import gaussian_rho, round_down, round_up
 from mmopt.records import counts as rc
 from mmopt.structured.release import upper_sensitivity
@@ -146,6 +147,7 @@ class Curator:
     def __init__(self, records, domain, rho: float, noise, caller: str = "Curator") -> None:
         self._records, self._domain, self._caller = records, domain, caller
         self._exact: dict = {}
+        self._said: set = set()  # the DataWarnings given (data_warnings_once)
         self.shape = tuple(domain.shape)
         self.budget = float(rho)
         self.noise = noise
@@ -182,7 +184,8 @@ class Curator:
     def _counts(self, sets) -> dict:
         todo = sorted({S for S in sets if S not in self._exact})
         if todo:
-            got = rc.marginal_counts(self._records, self._domain, todo, caller=self._caller)  # refusals name mst/aim
+            with data_warnings_once(self._said):  # once per Curator, not per read (mst reads twice, aim more)
+                got = rc.marginal_counts(self._records, self._domain, todo, caller=self._caller)  # refusals: mst/aim
             c = self.compression
             self._exact.update({S: np.asarray(m, dtype=np.float64) if c is None else c.coarsen(m, S)
                                 for S, m in got.items()})
