@@ -160,7 +160,9 @@ def strategy_answers(prep: Prepared, records, *, batch_size: int = rd.BATCH_ROWS
 
 def read_counts(records, domain: Domain, sets, *, batch_size: int, caller: str, name: str, also=()) -> dict:
     """:func:`mmopt.records.marginal_counts` of ``sets`` on the domain's attributes that they or the sets ``also``
-    (the workload's) hold (all of them when they hold none: the total alone). The workload's attributes are read
+    (the workload's) hold (all of them when they hold none: the total alone, which then counts the records with a
+    value in the domain in every column, not SQL's every row — counting rows without a column is not built; a
+    helper's audit). The workload's attributes are read
     even where no measured set holds them: a residual strategy never measures an attribute of one category (its
     residual is empty), and records outside it or missing it were counted as its category (a review).
 

@@ -53,7 +53,9 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
         As :func:`mmopt.records.marginal_counts` (records outside the domain are dropped, a public rule); Polars
         and DuckDB count inside their engine, with the same integers. Only the columns of the attributes the
         strategy measures or the workload names are read, so a gap elsewhere drops no record (and the column need
-        not exist).
+        not exist). A workload of the total alone (``[()]``) names none: then every domain column is read and a
+        record with a gap in any of them is not counted (SQL's ``COUNT(*)`` counts it); give such a release a domain
+        of the columns whose gaps should drop a record.
     domain : Domain
     workload : int, str, list of tuple, dict, or MarginalWorkload
         k for all k-way marginals, "k<=K" for every marginal on 1 to K attributes (the 1- and 2-way marginals:
