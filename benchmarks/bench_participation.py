@@ -19,8 +19,8 @@ mmopt.participation.weighted (b bands, row weights chosen for fixed epochs; exac
 both schemas, as it has at most b bands).
 "mmopt optimize (auto)" (minsep, n ≤ 4,096) is ``mmopt.optimize(prefix(n), participation=min_separation(b, k))``
 with its default budgets (cutting planes up to 512 steps, the chain dual, the free banded and 2b-band strategies;
-past 2,048 steps the banded strategies and the free band with the rest of 110 s:
-mmopt.family.training_separation); its error uses its Δ² (exact, or the chain's proven upper bound), its bound
+past 2,048 steps the banded strategies and the 2b-band strategy refined to n/2, carried to n and equalised, with
+the rest of 110 s: mmopt.family.training_separation); its error uses its Δ² (exact, or the chain's proven upper bound), its bound
 is its certified one; its gap, status, lower-bound method and the load average are listed under the table
 (``--no-minsep-route`` skips it).
 ``--big`` adds n = 2¹⁶, k = 16, where no certified optimum runs: "bound" is then the proven diagonal bound of

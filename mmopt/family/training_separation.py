@@ -25,11 +25,15 @@ LEVELS_MIN_N = 2048  # from it the 2b-band strategy runs coarse to fine (mmopt.p
 GENERAL_SECONDS = 60.0  # the cutting planes' budget when k·b < n (run_general), and at most this many rounds:
 GENERAL_ROUNDS = 2000  # the budget decides (30 rounds of 60 L-BFGS steps were 4–6 s at n = 128)
 ROUTE_SECONDS = 110.0  # by default the 2b-band strategy also takes what the others left of this much CPU
-FREE_BANDED_ONLY_FROM = 2049  # on prefix sums from here (to free_banded.MAX_N) the chain dual is lifted (below) and,
-CHAIN_BANDS_MAX = 1024  # when the 2b-band strategy would have more bands than this, the free band takes the route's
-# budget: an evaluation of 2,048 bands (4,096 steps, k = 4) costs ~3 CPU s in float32, and in 85 s chain_levels from
-# the dual's start at 1,024 steps reached 212,468 against the free band's 207,663; with fewer bands it wins (k = 8:
-# 480,559 against 486,747; k = 16: 1,212,861 against 1,253,876)
+LIFTED_FROM = 2049  # on prefix sums from here (to free_banded.MAX_N) the chain dual is lifted (below) and the
+# 2b-band strategy's finest level is carried, not refined (chain_levels(refine_finest=False)): an evaluation at 4,096 steps costs 1.6–3 CPU s in float32 (5 s with its
+# gradient at k = 4), and the steps there made little progress. In 85 s chain_levels from the dual's start at 1,024
+# steps, refining at 4,096, reached 212,468 at k = 4 (the free band, which then took the budget: 207,663); refined
+# to 2,048 steps, carried and equalised: ~205,500 (a helper's exploration). At k = 8 / 16, in development runs beside
+# other work: 473,053 / 1,200,242 carried against 475,060 / 1,212,543 refined at 4,096, in 104 / 100 CPU s against
+# 118 / 117 (benchmarks/results/bench_participation_minsep_4096.txt has the route on an idle machine)
+CARRY_SECONDS = 20.0  # kept for the carry (three exact evaluations at 4,096 steps) and equalise (two more): the route
+# then took 111.5 CPU s at k = 4 (with 12 s: 120.9)
 LIFTED_SECONDS = 15.0  # there the chain dual is solved to LIFTED_SOLVE_STEPS and certified at n (its lifted bound,
 LIFTED_SOLVE_STEPS = 1024  # ~15 s more): 4,096 steps, k = 4 / 8 / 16: 201,814 / 461,466 / 1,142,057 against the
 # diagonal bound's 193,912 / 430,004 / 1,058,804
@@ -74,14 +78,14 @@ def run_separation(workload, G, stream, schema, call: Call, t0: float) -> Optimi
                          "options['chain_dual_seconds'] budget the cutting planes and the chain dual here).")
     cpu0 = time.process_time()
     cutting_default = (SECONDS_PREFIX if n <= CUTTING_PREFIX_MAX_N else 0.0) if prefix else SECONDS
-    lifted = prefix and n >= FREE_BANDED_ONLY_FROM  # the chain dual solved at LIFTED_SOLVE_STEPS, certified at n
-    free_only = lifted and 2 * n // k > CHAIN_BANDS_MAX  # the free band takes the route's budget (set below)
+    lifted = prefix and n >= LIFTED_FROM  # the chain dual solved at LIFTED_SOLVE_STEPS, certified at n
+    carried = lifted  # the 2b bands' finest level carried, not refined (above)
     budget = {key: v.check_real((call.options or {}).get(key, default), name=f"options['{key}']", caller=CALLER,
                                 low=0.0)
               for key, default in (("seconds", cutting_default),
                                    ("chain_dual_seconds", LIFTED_SECONDS if lifted else CHAIN_DUAL_SECONDS),
                                    ("free_banded_seconds", FREE_BANDED_SECONDS if n < LEVELS_MIN_N else 0.0),
-                                   ("chain_banded_seconds", 0.0 if free_only else CHAIN_BANDED_SECONDS))}
+                                   ("chain_banded_seconds", CHAIN_BANDED_SECONDS))}
     if not budget["seconds"] and stream is None and toeplitz_coefficients(workload) is None:
         raise ValueError(f"{CALLER}: options['seconds'] = 0 skips the cutting planes, which give the only strategy "
                          "for this workload under minimum separation. Pass a positive budget (default "
@@ -119,13 +123,10 @@ def run_separation(workload, G, stream, schema, call: Call, t0: float) -> Optimi
                            {key: band.extra[key] for key in ("sensitivity_squared", "sensitivity_exact",
                                                              "sensitivity_method", "bands")}))
     if prefix:
-        if free_only and "free_banded_seconds" not in (call.options or {}):  # the rest of the route's budget
-            budget["free_banded_seconds"] = max(FREE_BANDED_SECONDS, ROUTE_SECONDS - (time.process_time() - cpu0)
-                                                - budget["chain_banded_seconds"])
-        elif "chain_banded_seconds" not in (call.options or {}):  # the rest of the route's CPU budget, if more
-            spent = time.process_time() - cpu0 + budget["free_banded_seconds"]
+        if "chain_banded_seconds" not in (call.options or {}):  # the rest of the route's CPU budget, if more
+            spent = time.process_time() - cpu0 + budget["free_banded_seconds"] + (CARRY_SECONDS if carried else 0.0)
             budget["chain_banded_seconds"] = max(CHAIN_BANDED_SECONDS, ROUTE_SECONDS - spent)
-        candidates += _banded_strategies(n, k, budget, extra, chained if prefix else None)
+        candidates += _banded_strategies(n, k, budget, extra, chained if prefix else None, carried)
     for error, candidate, name, facts in candidates:
         if error < primal:
             primal, strategy, solver = error, candidate, name
@@ -159,7 +160,7 @@ def _result(workload, schema, strategy, primal, lower, bound_method, solver, ite
                           extra=extra)
 
 
-def _banded_strategies(n: int, k: int, budget: dict, extra: dict, dual=None) -> list:
+def _banded_strategies(n: int, k: int, budget: dict, extra: dict, dual=None, carried: bool = False) -> list:
     """The primal side on prefix sums: 2b bands (chain_banded's docstring: the optimum under the whole schema is not
     banded; its Δ² is the chain's, exact when X ≥ 0 on the worst pattern, else an upper bound) from the chain
     dual's Lagrangian start when the dual ran (:func:`mmopt.participation.chain_dual.lagrangian_start`; from
@@ -173,12 +174,13 @@ def _banded_strategies(n: int, k: int, budget: dict, extra: dict, dual=None) -> 
     :func:`mmopt.participation.chain_levels.carry`, 89,618 (1.0046) at k = 4 and 208,575 (1.0093, before 210,624:
     1.020) at k = 8 in 110 CPU s (a run beside the test suite, which does less per CPU second: 1.0121)."""
     from mmopt.dense._strategy_core import Strategy
-    from mmopt.participation.chain_banded import chain_banded
+    from mmopt.participation.chain_banded import chain_banded, chain_sensitivity
     from mmopt.participation.chain_levels import chain_levels, free_levels
+    from mmopt.participation.equalise import equalise
     from mmopt.participation.free_banded import free_banded
     out = []
     free, name = None, "L-BFGS-B (mmopt.participation.free_banded)"
-    if budget["free_banded_seconds"] and n >= FREE_BANDED_ONLY_FROM:  # coarse to fine, from n/16 at 4,096 steps
+    if budget["free_banded_seconds"] and n >= LIFTED_FROM:  # coarse to fine, from n/16 at 4,096 steps
         free = free_levels(n, k, seconds=budget["free_banded_seconds"])
         name = "L-BFGS-B coarse to fine (mmopt.participation.chain_levels.free_levels)"
     elif budget["free_banded_seconds"]:
@@ -193,8 +195,10 @@ def _banded_strategies(n: int, k: int, budget: dict, extra: dict, dual=None) -> 
             # from the dual's finest solved level below n (n/2; n/4 when it was lifted from 1,024 steps)
             levels = [m for m in (dual.start_steps if dual is not None else ()) if m <= n // 2]
             chain = chain_levels(n, k, seconds=budget["chain_banded_seconds"],
-                                 start=_dual_start(dual, max(levels), k) if levels else None)
-            name = "L-BFGS-B coarse to fine (mmopt.participation.chain_levels)"
+                                 start=_dual_start(dual, max(levels), k) if levels else None,
+                                 refine_finest=not carried)
+            name = ("L-BFGS-B coarse to fine (mmopt.participation.chain_levels" +
+                    (", the finest level carried)" if carried else ")"))
         else:
             # the dual's start even where the free band's own error is lower (n = 64 … 256: 2.2–4.3 % above the
             # bound against 0.7–2.1 %): it has the 2b bands' shape, and from it the 2b-band strategy went further
@@ -203,10 +207,15 @@ def _banded_strategies(n: int, k: int, budget: dict, extra: dict, dual=None) -> 
             start = free.matrix if start is None and free is not None else start
             chain = chain_banded(n, k, start=start, seconds=budget["chain_banded_seconds"])
             name = "L-BFGS-B (mmopt.participation.chain_banded)"
-        extra["chain_banded_error"] = chain.error
-        out.append((chain.error, Strategy(chain.matrix, "chain-banded"), name,
-                    {"sensitivity_squared": chain.sensitivity.squared, "sensitivity_exact": chain.sensitivity.exact,
-                     "sensitivity_method": chain.sensitivity.method, "bands": 2 * n // k}))
+        error, C = equalise(chain.matrix, n // k, k)  # every step's best pattern brought near Δ², if it pays
+        if error < chain.error:
+            extra["equalised_from"] = chain.error
+            name += ", equalised (mmopt.participation.equalise)"
+        extra["chain_banded_error"] = error
+        sens = chain_sensitivity(C, n // k, k)  # Δ² = 1 up to round-off: C is scaled by the chain's bound
+        out.append((error, Strategy(C, "chain-banded"), name,
+                    {"sensitivity_squared": sens.squared, "sensitivity_exact": sens.exact,
+                     "sensitivity_method": sens.method, "bands": 2 * n // k}))
     return out
 
 

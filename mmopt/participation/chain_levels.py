@@ -167,7 +167,7 @@ def _level_sizes(n: int, k: int, levels, max_levels: int, caller: str) -> list[i
 
 
 def chain_levels(n: int, participations: int, *, seconds: float, levels: int | None = None,
-                 start=None) -> FreeBanded:
+                 start=None, refine_finest: bool = True) -> FreeBanded:
     """The 2b-band strategy for prefix sums of n steps under ``min_separation(n/k, k)``, coarse to fine.
 
     Parameters
@@ -186,6 +186,10 @@ def chain_levels(n: int, participations: int, *, seconds: float, levels: int | N
         The coarsest level's start instead of the free band: a strategy with 2b bands on m = n/2ʲ steps (b = m/k),
         which sets the levels (m, 2m, …, n); optimize passes the chain dual's at n/2
         (:func:`mmopt.participation.chain_dual.lagrangian_start`).
+    refine_finest : bool, default True
+        False: the finest level is carried (the best of :data:`DECAYS`) and not refined, the budget spent below it.
+        At 4,096 steps, k = 4 a step costs ~5 CPU s and the route's budget made no progress there: from 2,048 steps
+        (70 s) carried, 205,949–206,366 against 212,468 with half the budget spent at 4,096 (a helper's exploration).
 
     Returns
     -------
@@ -218,9 +222,14 @@ def chain_levels(n: int, participations: int, *, seconds: float, levels: int | N
             sizes.append(2 * sizes[-1])
     else:
         sizes = _level_sizes(n, k, levels, MAX_LEVELS, caller)
-    shares = [GROWTH ** j for j in range(len(sizes))]
+    refined = len(sizes) if refine_finest or len(sizes) == 1 else len(sizes) - 1
+    shares = [GROWTH ** j for j in range(refined)]
     iterations, coarse = 0, None
     for j, m in enumerate(sizes):
+        if j == refined:  # the finest, carried only
+            error, C, sens = min((scaled_error(carry(coarse.matrix, k, alpha, c), m // k, k) for alpha, c in DECAYS),
+                                 key=lambda r: r[0])
+            return FreeBanded(C, error, sens, coarse.status, iterations, time.process_time() - t0)
         deadline = t0 + seconds * sum(shares[:j + 1]) / sum(shares)
         if j == 0 and start is None:
             free = free_banded(m, k, seconds=max((deadline - time.process_time()) / 3, 1e-3))
