@@ -19,10 +19,10 @@ mmopt.participation.weighted (b bands, row weights chosen for fixed epochs; exac
 both schemas, as it has at most b bands).
 "mmopt optimize (auto)" (minsep, n ≤ 4,096) is ``mmopt.optimize(prefix(n), participation=min_separation(b, k))``
 with its default budgets (cutting planes up to 512 steps, the chain dual, the free banded and 2b-band strategies;
-past 2,048 steps the banded strategies and the 2b-band strategy refined to n/2, carried to n and equalised, with
-the rest of 110 s: mmopt.family.training_separation); its error uses its Δ² (exact, or the chain's proven upper bound), its bound
-is its certified one; its gap, status, lower-bound method and the load average are listed under the table
-(``--no-minsep-route`` skips it).
+past 2,048 steps the banded strategies and the 2b-band strategy refined to n/2, carried to n and equalised,
+with the rest of 110 s: mmopt.family.training_separation); its error uses its Δ² (exact, or the chain's proven
+upper bound), its bound is its certified one; its gap, status, lower-bound method and the load average are listed
+under the table (``--no-minsep-route`` skips it).
 ``--big`` adds n = 2¹⁶, k = 16, where no certified optimum runs: "bound" is then the proven diagonal bound of
 mmopt.participation.bound (0.993–0.997 of the certified optimum where both run, n ≤ 4,096).
 ML notation: with noise multiplier z (σ = z·clip norm C_clip) and batch size B,

@@ -16,11 +16,11 @@ def _brute(dg, P, b, k):
     n = dg.size
 
     def value(pattern):
-        pairs = sum(2 * P[s, t - s - b] for s, t in zip(pattern, pattern[1:]) if t - s < 2 * b)
+        pairs = sum(2 * P[s, t - s - b] for s, t in zip(pattern, pattern[1:], strict=False) if t - s < 2 * b)
         return dg[list(pattern)].sum() + pairs
 
     patterns = [p for m in range(1, k + 1) for p in itertools.combinations(range(n), m)
-                if all(t - s >= b for s, t in zip(p, p[1:]))]
+                if all(t - s >= b for s, t in zip(p, p[1:], strict=False))]
     return np.array([max(value(p) for p in patterns if t in p) for t in range(n)])
 
 

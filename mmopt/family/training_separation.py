@@ -26,12 +26,13 @@ GENERAL_SECONDS = 60.0  # the cutting planes' budget when k·b < n (run_general)
 GENERAL_ROUNDS = 2000  # the budget decides (30 rounds of 60 L-BFGS steps were 4–6 s at n = 128)
 ROUTE_SECONDS = 110.0  # by default the 2b-band strategy also takes what the others left of this much CPU
 LIFTED_FROM = 2049  # on prefix sums from here (to free_banded.MAX_N) the chain dual is lifted (below) and the
-# 2b-band strategy's finest level is carried, not refined (chain_levels(refine_finest=False)): an evaluation at 4,096 steps costs 1.6–3 CPU s in float32 (5 s with its
-# gradient at k = 4), and the steps there made little progress. In 85 s chain_levels from the dual's start at 1,024
-# steps, refining at 4,096, reached 212,468 at k = 4 (the free band, which then took the budget: 207,663); refined
-# to 2,048 steps, carried and equalised: ~205,500 (a helper's exploration). At k = 8 / 16, in development runs beside
-# other work: 473,053 / 1,200,242 carried against 475,060 / 1,212,543 refined at 4,096, in 104 / 100 CPU s against
-# 118 / 117 (benchmarks/results/bench_participation_minsep_4096.txt has the route on an idle machine)
+# 2b-band strategy's finest level is carried, not refined (chain_levels(refine_finest=False)): an evaluation at
+# 4,096 steps costs 1.6–3 CPU s in float32 (5 s with its gradient at k = 4), and the steps there made little
+# progress. In 85 s chain_levels from the dual's start at 1,024 steps, refining at 4,096, reached 212,468 at k = 4
+# (the free band, which then took the budget: 207,663); refined to 2,048 steps, carried and equalised: ~205,500 (a
+# helper's exploration). At k = 8 / 16, in development runs beside other work: 473,053 / 1,200,242 carried against
+# 475,060 / 1,212,543 refined at 4,096, in 104 / 100 CPU s against 118 / 117
+# (benchmarks/results/bench_participation_minsep_4096.txt has the route on an idle machine)
 CARRY_SECONDS = 20.0  # kept for the carry (three exact evaluations at 4,096 steps) and equalise (two more): the route
 # then took 111.5 CPU s at k = 4 (with 12 s: 120.9)
 LIFTED_SECONDS = 15.0  # there the chain dual is solved to LIFTED_SOLVE_STEPS and certified at n (its lifted bound,
