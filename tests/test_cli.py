@@ -266,6 +266,14 @@ def test_evaluate_scores_a_saved_strategy_at_its_recorded_budget(tmp_path, monke
     assert "calibration 'theorem_5_22' does not hold at ε = 2" in got.err
     assert json.loads(got.out)["total_squared_error"] == pytest.approx(mmopt.evaluate(
         wl.prefix(32), mmopt.strategy.hierarchical(32), mmopt.Privacy(2.0, 1e-6)).total_squared_error, rel=1e-12)
+    # a file with no budget and no flag: ε = 1, δ = 0 as before, now said (it was silent; a helper's audit)
+    mmopt.save("bare", mmopt.strategy.hierarchical(32))
+    assert main(["evaluate", "prefix:32", "--strategy", "bare.npz", "--json"]) == 0
+    got = capsys.readouterr()
+    assert json.loads(got.out)["noise"] == "laplace"
+    assert "'bare.npz' records no privacy budget and none was given: evaluated at ε = 1, δ = 0" in got.err
+    assert main(["evaluate", "prefix:32", "--strategy", "bare.npz", "-e", "1", "--json"]) == 0
+    assert "records no privacy budget" not in capsys.readouterr().err  # a flag given: nothing to say
 
 
 def test_a_failed_command_never_removes_a_ledger_another_run_spent_from(tmp_path, monkeypatch):

@@ -136,6 +136,11 @@ def evaluate(args) -> int:
                   f"{delta:g}; evaluating with the analytic one.", file=sys.stderr, flush=True)
             calibration = "analytic"
         P = mmopt.Privacy(eps, delta, calibration=calibration)
+        if saved is not None and recorded is None and args.epsilon is None and args.delta is None:
+            # a file saved without a budget was evaluated at ε = 1, δ = 0 without a word (a helper's audit)
+            print(f"mmopt: note: '{args.strategy.strip()}' records no privacy budget and none was given: evaluated "
+                  "at ε = 1, δ = 0 (Laplace noise). Pass --epsilon (and --delta > 0 for Gaussian noise).",
+                  file=sys.stderr, flush=True)
     if recorded is not None and recorded.noise != P.noise:  # release says so; evaluate was silent (a helper's audit)
         print(f"mmopt: warning: the strategy in '{args.strategy.strip()}' was optimised for {recorded.noise} noise "
               f"(δ = {recorded.delta:g}); this evaluation is of {P.noise} noise (δ = {P.delta:g}), for which it may be "
