@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import mmopt
-from mmopt._base.said_once import data_warnings_once
+from mmopt._base.said_once import data_warnings_once, warn_data
 from mmopt.records import Attribute, Domain, marginal_counts
 
 
@@ -22,29 +22,50 @@ def _said(body, said=None):
 def test_each_data_warning_once_others_as_they_came():
     def body():
         for _ in range(3):
-            warnings.warn("column 'age' holds text", mmopt.DataWarning, stacklevel=1)
+            warn_data("column 'age' holds text")
             warnings.warn("a user warning", UserWarning, stacklevel=1)
-        warnings.warn("another column", mmopt.DataWarning, stacklevel=1)
+        warn_data("another column")
     got = _said(body)
     assert got.count((mmopt.DataWarning, "column 'age' holds text")) == 1
     assert got.count((UserWarning, "a user warning")) == 3 and (mmopt.DataWarning, "another column") in got
     said = set()
-    assert len(_said(lambda: warnings.warn("x", mmopt.DataWarning, stacklevel=1), said)) == 1
-    assert _said(lambda: warnings.warn("x", mmopt.DataWarning, stacklevel=1), said) == []  # a Curator's later read
+    assert len(_said(lambda: warn_data("x"), said)) == 1
+    assert _said(lambda: warn_data("x"), said) == []  # a Curator's later read
+    assert len(_said(lambda: warn_data("x"))) == 1  # a new scope
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        warn_data("x")
+        warn_data("x")  # outside any scope: as warnings.warn
+    assert len(w) == 2
 
 
-def test_the_warnings_are_given_when_the_body_raises_and_filters_still_apply():
-    def body():
-        warnings.warn("before the failure", mmopt.DataWarning, stacklevel=1)
-        raise ValueError("the count failed")
-    with pytest.warns(mmopt.DataWarning, match="before the failure"), pytest.raises(ValueError, match="failed"):
-        with data_warnings_once():
-            body()
+def test_the_callers_filters_apply_and_threads_keep_their_own_scope():
+    """A first version swapped the process-wide filters (catch_warnings): two threads counting at once left them
+    stuck on "always", every later warning lost, and a module filter on mmopt was bypassed (a review)."""
+    import threading
+
+    import pandas as pd
+    D = Domain((Attribute("sex", categories=("F", "M")), Attribute("age", edges=(0, 18, 65, 120))))
+    df = pd.DataFrame({"sex": ["F", "M"] * 500, "age": ["30", "x"] * 500})
+    before = list(warnings.filters)
     with warnings.catch_warnings():
-        warnings.simplefilter("error", mmopt.DataWarning)
-        with pytest.raises(mmopt.DataWarning):
-            with data_warnings_once():
-                warnings.warn("made an error by the caller's filter", mmopt.DataWarning, stacklevel=1)
+        warnings.filterwarnings("ignore", category=mmopt.DataWarning, module=r"mmopt\.")
+        with warnings.catch_warnings(record=True) as w:
+            marginal_counts(df, D, [(0, 1)])
+        assert w == []
+
+        def run():
+            for _ in range(20):
+                marginal_counts(df, D, [(0, 1)], batch_size=100)
+        threads = [threading.Thread(target=run) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert warnings.filters == before
+    with pytest.warns(mmopt.DataWarning, match="not numbers") as w:
+        marginal_counts(df, D, [(0, 1)], batch_size=100)  # ten batches with text: said once
+    assert len(w) == 1
 
 
 def test_a_count_and_mst_say_each_data_warning_once(tmp_path):

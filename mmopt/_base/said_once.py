@@ -1,35 +1,42 @@
-"""The records' diagnostics said once: a count warned per batch and per read (a helper's audit)."""
+"""The records' diagnostics said once: a count warned per batch and per read (a helper's audit).
+
+The DataWarning sites call :func:`warn_data`, which skips a message already given inside the innermost
+:func:`data_warnings_once` scope. The scope is a :class:`contextvars.ContextVar`, so each thread (and asyncio
+task) has its own: a first version swapped the process-wide warning filters (``warnings.catch_warnings``), which two
+threads counting at once left stuck on "always", with every later warning lost (a review).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import warnings
 
 from mmopt._base.guards import DataWarning
 
-__all__ = ["data_warnings_once"]
+__all__ = ["data_warnings_once", "warn_data"]
 
-#: warn_explicit's registry for the warnings given again: under Python's "default" action each location's warning
-#: is then shown once, as it was when raised directly (without one every call would show it again)
-_REGISTRY: dict = {}
+_SAID: contextvars.ContextVar[set | None] = contextvars.ContextVar("mmopt_data_warnings_said", default=None)
 
 
 @contextlib.contextmanager
 def data_warnings_once(said: set | None = None):
-    """Inside, each distinct :class:`DataWarning` (by message) reaches the caller once: ``said`` holds those already
-    given (a Curator's across its reads; a fresh set per call by default). A count warned per batch and per read:
-    under ``simplefilter("always")`` mst gave the skipped-rows warning twice, a numeric column's text once per batch
-    (a helper's audit). Every other warning passes as it came; all are given even when the body raises."""
-    said = set() if said is None else said
-    caught: list = []
+    """Inside, :func:`warn_data` gives each distinct message once: ``said`` holds those already given (a Curator's,
+    across its reads); by default an enclosing scope's set, else a fresh one."""
+    current = _SAID.get()
+    token = _SAID.set(said if said is not None else (current if current is not None else set()))
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            yield
+        yield
     finally:
-        for w in caught:
-            if issubclass(w.category, DataWarning):
-                if str(w.message) in said:
-                    continue
-                said.add(str(w.message))
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, registry=_REGISTRY, source=w.source)
+        _SAID.reset(token)
+
+
+def warn_data(message: str, stacklevel: int = 1) -> None:
+    """``warnings.warn(message, DataWarning)``, unless the innermost :func:`data_warnings_once` scope gave it;
+    ``stacklevel`` as warnings.warn's from the caller of this function."""
+    said = _SAID.get()
+    if said is not None:
+        if message in said:
+            return
+        said.add(message)
+    warnings.warn(message, DataWarning, stacklevel=stacklevel + 1)

@@ -7,10 +7,9 @@ Notation: see :mod:`mmopt.records.read`, which opens the files and uses these. N
 from __future__ import annotations
 
 import os
-import warnings
 import weakref
 
-from mmopt._base.guards import DataWarning
+from mmopt._base.said_once import warn_data
 
 __all__ = ["SKIPPED_ROWS", "csv_search", "refuse_ragged_rows", "refuse_unclosed_quote", "warn_skipped_rows"]
 
@@ -37,7 +36,7 @@ SKIPPED_ROWS = ("The CSV {path!r} has rows whose number of fields differs from i
 
 def warn_skipped_rows(path) -> None:
     """Say that a CSV read skipped rows of the wrong number of fields (to the data holder: one record can raise it)."""
-    warnings.warn(SKIPPED_ROWS.format(path=os.fspath(path)), DataWarning, stacklevel=3)
+    warn_data(SKIPPED_ROWS.format(path=os.fspath(path)), stacklevel=3)
 
 
 def refuse_ragged_rows(dataset, path, engine: str, caller: str) -> None:

@@ -17,13 +17,11 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import warnings
 
 import numpy as np
 
 from mmopt._base import validation as v
-from mmopt._base.guards import DataWarning
-from mmopt._base.said_once import data_warnings_once
+from mmopt._base.said_once import data_warnings_once, warn_data
 from mmopt.records import duckdb_counts as dc
 from mmopt.records import engines as eg
 from mmopt.records import polars_counts as pc
@@ -191,9 +189,9 @@ def _source(records, domain: Domain, *, caller: str, engine: str, name: str):
 def _warn_none_kept(domain: Domain) -> None:
     """A :class:`mmopt.DataWarning` when no record was kept: a column whose every value misses the domain ("SOUTH"
     for "south", a value on another scale) made the release pure noise without a word (a newcomer's audit)."""
-    warnings.warn(f"No record was counted: the records are empty, or each has a missing or out-of-domain value in one "
-                  f"of the attributes read {list(domain.names)}. Check the categories' spelling, case and spaces, and "
-                  "the bins' scale, against the data.", DataWarning, stacklevel=3)
+    warn_data(f"No record was counted: the records are empty, or each has a missing or out-of-domain value in one "
+              f"of the attributes read {list(domain.names)}. Check the categories' spelling, case and spaces, and "
+              "the bins' scale, against the data.", stacklevel=3)
 
 
 def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH_ROWS, engine: str = "auto",

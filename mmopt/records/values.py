@@ -32,11 +32,10 @@ from __future__ import annotations
 import decimal
 import fractions
 import math
-import warnings
 
 import numpy as np
 
-from mmopt._base.guards import DataWarning
+from mmopt._base.said_once import warn_data
 from mmopt.records._text_values import _utf8_decoded, arrow_text_codes, text_codes
 from mmopt.records.domain import Attribute
 
@@ -45,9 +44,9 @@ _FLOAT = r"(?i)^\s*[+-]?((\d+\.?\d*|\.\d+)(e[+-]?\d+)?|inf|infinity|nan)\s*$"
 
 
 def _warn_text(attribute: Attribute) -> None:
-    warnings.warn(f"Column {attribute.name!r} holds values that are not numbers, but the domain declares it numeric: "
-                  "those records are dropped by the domain's out-of-domain rule. If the column holds labels, declare "
-                  f"{attribute.name!r} with string categories.", DataWarning, stacklevel=4)
+    warn_data(f"Column {attribute.name!r} holds values that are not numbers, but the domain declares it numeric: "
+              "those records are dropped by the domain's out-of-domain rule. If the column holds labels, declare "
+              f"{attribute.name!r} with string categories.", stacklevel=4)
 
 
 def codes(column, attribute: Attribute) -> np.ndarray:
