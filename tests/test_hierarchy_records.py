@@ -247,3 +247,22 @@ def test_a_gap_in_a_column_no_set_names_drops_no_record():
     t = r.table()
     total = t[t["state"].isna() & t["county"].isna()]["estimate"].iloc[0]
     assert "edu" not in t.columns and abs(total - len(df)) < 1.0
+
+
+def test_a_strategy_for_every_attribute_serves_fewer_sets_and_bad_sets_keep_their_message():
+    """Reading only the named attributes refused a strategy made for every attribute and reused for a subset of the
+    sets, lost grouping_sets' message for a malformed set ('NoneType' object is not iterable) and listed only the
+    named attributes for a typo (a review): such a strategy's domain is read, and the rest are grouping_sets'."""
+    df, D = _data()
+    levels = {"state": STATE_OF}
+    P = mmopt.Privacy(2000.0, 1e-3)
+    rich = plan_grouping_sets(D, [("state", "sex"), ("county",), ()], P, leaf="county", levels=levels)
+    r = release_grouping_sets(df, D, [("county",)], P, leaf="county", levels=levels, strategy=rich.strategy)
+    t = r.table()
+    truth = df.groupby("county").size()
+    assert np.all(np.abs(t.set_index("county")["estimate"].loc[truth.index] - truth) <= 8 * t["std_error"].max())
+    for bad in ([None], [("state",), 1]):
+        with pytest.raises(TypeError, match="'sets' parameter of plan_grouping_sets must list grouping sets"):
+            plan_grouping_sets(D, bad, P, leaf="county", levels=levels)
+    with pytest.raises(ValueError, match="sexx.*sex"):
+        plan_grouping_sets(D, [("sexx",)], P, leaf="county", levels=levels)
