@@ -107,18 +107,23 @@ def check_schema(kinds: dict, domain: Domain, *, caller: str, name: str = "recor
     file's first line, a record when the file has no header: not listed (a headerless file's refusal quoted its first
     record; a helper's audit), only a name equal to the missing attribute's up to case and spaces said."""
     missing = [n for n in domain.names if n not in kinds]
-    if missing and csv:
+    numbered = any(not isinstance(c, str) and str(c) in missing for c in kinds)
+    if missing and (csv or len(missing) == len(domain.names)) and not numbered:
+        # a CSV's names, or a frame with none of the domain's (pandas, Polars or Dask read a CSV without a header
+        # line under its first record's values, which the refusal listed; a review): counted, not listed
         key = missing[0].strip().casefold()
-        near = [c for c in kinds if c.strip().casefold() == key]
+        near = [c for c in kinds if isinstance(c, str) and c.strip().casefold() == key]
         hint = (f" Did you mean {near[0]!r}? Names are matched exactly (case and spaces count): rename the column "
-                "or the attribute." if near else " A CSV needs a header line naming its columns as the domain does.")
+                "or the attribute." if near else " A CSV needs a header line naming its columns as the domain does."
+                if csv else " Select or rename the columns the domain names (a CSV read with its header line).")
+        where = ("The CSV's first line, its header, has" if csv else "None is a column of it, which has")
         raise ValueError(f"The '{name}' parameter of {caller} has no column {missing[0]!r} (domain attributes "
-                         f"{missing} are missing). The CSV's first line, its header, has {len(kinds)} field(s) "
-                         f"(not listed: in a file without a header it is a record).{hint}")
+                         f"{missing} are missing). {where} {len(kinds)} field(s) (not listed: read from a CSV "
+                         f"without a header line they are a record).{hint}")
     if missing:
         shown = sorted(kinds, key=str)[:20]  # as they are: a column 0 (an int) is not the attribute '0'
         hint = (" Column names are matched as given: make them strings (df.columns = df.columns.astype(str))."
-                if any(not isinstance(c, str) and str(c) in missing for c in kinds) else _near(missing[0], kinds))
+                if numbered else _near(missing[0], kinds))
         raise ValueError(f"The '{name}' parameter of {caller} has no column {missing[0]!r} (domain attributes "
                          f"{missing} are missing). Its columns are {shown}{' …' if len(kinds) > 20 else ''}.{hint}")
     for a in domain.attributes:
