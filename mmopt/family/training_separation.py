@@ -31,8 +31,9 @@ LIFTED_FROM = 2049  # on prefix sums from here (to free_banded.MAX_N) the chain 
 # progress. In 85 s chain_levels from the dual's start at 1,024 steps, refining at 4,096, reached 212,468 at k = 4
 # (the free band, which then took the budget: 207,663); refined to 2,048 steps, carried and equalised: ~205,500 (a
 # helper's exploration). At k = 8 / 16, in development runs beside other work: 473,053 / 1,200,242 carried against
-# 475,060 / 1,212,543 refined at 4,096, in 104 / 100 CPU s against 118 / 117
-# (benchmarks/results/bench_participation_minsep_4096.txt has the route on an idle machine)
+# 475,060 / 1,212,543 refined at 4,096, in 104 / 100 CPU s against 118 / 117 (the benchmark's single run,
+# benchmarks/results/bench_participation_minsep_4096.txt, on a machine slower per CPU second than its run before:
+# 1.019 / 1.032 / 1.051 against the earlier route's 1.029 / 1.024 / 1.048)
 CARRY_SECONDS = 20.0  # kept for the carry (three exact evaluations at 4,096 steps) and equalise (two more): the route
 # then took 111.5 CPU s at k = 4 (with 12 s: 120.9)
 LIFTED_SECONDS = 15.0  # there the chain dual is solved to LIFTED_SOLVE_STEPS and certified at n (its lifted bound,
