@@ -328,3 +328,13 @@ def test_force_without_a_file_and_a_repeated_option_are_refused(capsys):
     assert "--option restarts is given twice (2 and 3)" in capsys.readouterr().err
     assert main(["optimize", "prefix:8", "--method", "min_error", "--option", "restarts=1",
                  "--option", "restarts=1"]) == 0
+
+
+def test_a_table_rounds_each_figure_the_safe_way_a_ratio_up_even_when_it_names_its_bound():
+    """Bounds from below print rounded down, everything else up; 'ratio_to_svd_bound' matched 'svd_bound' and
+    printed 12.2679 for 12.26795 (a review): a ratio is rounded up whatever bound it names."""
+    from mmopt.cli.output import table
+    shown = dict(line.split() for line in table({"svd_bound": 2.4937351, "ratio_to_svd_bound": 12.26795,
+                                                 "lower_bound": 1.0000004, "total_squared_error": 1.0000004}).split("\n"))
+    assert shown == {"svd_bound": "2.49373", "ratio_to_svd_bound": "12.268", "lower_bound": "1",
+                     "total_squared_error": "1.00001"}

@@ -71,7 +71,8 @@ def _show(value, key: str = "") -> str:
     if isinstance(value, float):
         # the safe direction by the figure's meaning (mmopt._base.rounding): bounds from below and what remains,
         # down; everything else a table shows (ε, ρ, Δ, σ, variances, errors, upper bounds, ratios), up
-        return (down if any(word in key for word in LOWER_WORDS) else up)(value)
+        # (a ratio up even when it names its bound: ratio_to_svd_bound was printed rounded down, a review)
+        return (down if "ratio" not in key and any(word in key for word in LOWER_WORDS) else up)(value)
     if isinstance(value, list):
         return "(" + ", ".join(_show(v, key) for v in value) + ")"
     return str(value)
