@@ -334,7 +334,8 @@ def test_a_table_rounds_each_figure_the_safe_way_a_ratio_up_even_when_it_names_i
     """Bounds from below print rounded down, everything else up; 'ratio_to_svd_bound' matched 'svd_bound' and
     printed 12.2679 for 12.26795 (a review): a ratio is rounded up whatever bound it names."""
     from mmopt.cli.output import table
-    shown = dict(line.split() for line in table({"svd_bound": 2.4937351, "ratio_to_svd_bound": 12.26795,
-                                                 "lower_bound": 1.0000004, "total_squared_error": 1.0000004}).split("\n"))
+    figures = {"svd_bound": 2.4937351, "ratio_to_svd_bound": 12.26795, "lower_bound": 1.0000004,
+               "total_squared_error": 1.0000004}
+    shown = dict(line.split() for line in table(figures).split("\n"))
     assert shown == {"svd_bound": "2.49373", "ratio_to_svd_bound": "12.268", "lower_bound": "1",
                      "total_squared_error": "1.00001"}
