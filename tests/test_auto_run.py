@@ -285,6 +285,7 @@ def test_past_4096_steps_auto_returns_a_strategy_release_takes():
     assert mmopt.release(W, r.strategy, np.ones(4200), LAPLACE).estimate.shape == (4200,)
 
 
+@pytest.mark.slow  # 11 s (CI time); test_past_4096_steps_auto_returns_a_strategy_release_takes runs by default
 def test_past_4096_steps_auto_returns_the_p_identity_search_release_takes():
     """Laplace noise on a stream prefix of 4,200 steps: the p-Identity search ran (under 'thorough') and auto
     returned the tree, the search's strategy unreleasable past 4,096 cells; the search priced whole did not fit the
