@@ -66,6 +66,10 @@ def test_the_callers_filters_apply_and_threads_keep_their_own_scope():
     with pytest.warns(mmopt.DataWarning, match="not numbers") as w:
         marginal_counts(df, D, [(0, 1)], batch_size=100)  # ten batches with text: said once
     assert len(w) == 1
+    mixed = pd.DataFrame({"sex": [1, "M"] * 50, "age": [30, 40] * 50})  # numbers under string categories
+    with pytest.warns(mmopt.DataWarning, match="not strings") as w:
+        marginal_counts(mixed, D, [(0, 1)], batch_size=10)  # one site missed warn_data: ten (a review)
+    assert len(w) == 1
 
 
 def test_a_count_and_mst_say_each_data_warning_once(tmp_path):

@@ -4,11 +4,9 @@ as Dask and DuckDB read an object column)."""
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
-from mmopt._base.guards import DataWarning
+from mmopt._base.said_once import warn_data
 from mmopt.records.domain import Attribute
 
 __all__ = ["arrow_text_codes", "text_codes"]
@@ -29,10 +27,9 @@ def text_codes(column, attribute: Attribute) -> np.ndarray:
         keep = ~pd.isna(values) & np.fromiter(map(_hashable, values), bool, values.shape[0])
         text = [(x if isinstance(x, str) else _text(x)) if k else None for x, k in zip(values, keep, strict=True)]
         if any(k and not isinstance(x, str) for x, k in zip(values, keep, strict=True)):
-            warnings.warn(f"Column {attribute.name!r} holds values that are not strings, but the domain declares it "
-                          "with string categories: each is matched by its text (2 as '2', as Dask and DuckDB read "
-                          f"it). If the column holds numbers, declare {attribute.name!r} with numeric categories.",
-                          DataWarning, stacklevel=4)
+            warn_data(f"Column {attribute.name!r} holds values that are not strings, but the domain declares it "
+                      "with string categories: each is matched by its text (2 as '2', as Dask and DuckDB read it). If "
+                      f"the column holds numbers, declare {attribute.name!r} with numeric categories.", stacklevel=4)
         arr = pa.array(text, type=pa.string())
     return arrow_text_codes(arr, attribute)
 

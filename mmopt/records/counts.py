@@ -191,7 +191,7 @@ def _warn_none_kept(domain: Domain) -> None:
     for "south", a value on another scale) made the release pure noise without a word (a newcomer's audit)."""
     warn_data(f"No record was counted: the records are empty, or each has a missing or out-of-domain value in one "
               f"of the attributes read {list(domain.names)}. Check the categories' spelling, case and spaces, and "
-              "the bins' scale, against the data.", stacklevel=3)
+              "the bins' scale, against the data.", stacklevel=4)  # the caller of marginal_counts
 
 
 def marginal_counts(records, domain: Domain, sets, *, batch_size: int = rd.BATCH_ROWS, engine: str = "auto",
