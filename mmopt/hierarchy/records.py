@@ -18,6 +18,7 @@ import numpy as np
 
 from mmopt._base.kept import keeping_draws
 from mmopt.hierarchy import components as hc
+from mmopt.hierarchy._columns import read_attributes
 from mmopt.hierarchy.tree import Hierarchy, root_name
 from mmopt.hierarchy.workload import HierarchyWorkload, grouping_sets
 
@@ -199,32 +200,6 @@ def _level_codes(lab: np.ndarray, name, caller: str, levels_name: str) -> tuple[
     return code, tuple(first)
 
 
-def _read_attributes(domain, sets, leaf: str, levels: dict, strategy) -> tuple[list, object]:
-    """(the attributes read, ``sets`` as a list where it is one): levels are derived, never read; of the others the
-    leaf and the attributes a set names — the histogram of every attribute set aside a record missing a column no
-    set groups by, where SQL counts it (a helper's audit: 233 of 290 records; mmopt.sql read only those already,
-    :func:`mmopt.groupby.release._read_domain`). Every attribute when a set is malformed or names an unknown
-    column (grouping_sets then refuses it, listing them all), or when ``strategy`` covers every attribute and not
-    these (one strategy reused across grouping sets, as before: its domain is what is read)."""
-    import math
-    every = [a for a in domain.attributes if a.name not in levels]
-    if isinstance(sets, str | bytes | Mapping) or not hasattr(sets, "__iter__"):
-        return every, sets
-    sets = [tuple(s) if hasattr(s, "__iter__") and not isinstance(s, str | bytes | Mapping) else s for s in sets]
-    named = set()
-    for s in sets:
-        for c in ((s,) if isinstance(s, str) else s) if isinstance(s, str | tuple) else (None,):
-            named.add(c)
-    known = set(domain.names) | set(levels) | {root_name(*levels, leaf)}
-    if not named <= known:  # malformed or unknown: grouping_sets' own message, over every attribute
-        return every, sets
-    read = [a for a in every if a.name == leaf or a.name in named]
-    cells = getattr(strategy, "domain_size", None)
-    if cells is not None and cells != math.prod(a.size for a in read) and cells == math.prod(a.size for a in every):
-        return every, sets
-    return read, sets
-
-
 def plan_grouping_sets(domain, sets, privacy, *, leaf: str, levels: dict, strategy=None,
                        caller: str = "plan_grouping_sets", levels_name: str = "levels") -> GroupingPlan:
     """The :class:`GroupingPlan` of ``GROUP BY GROUPING SETS (sets)`` (parameters: :func:`release_grouping_sets`;
@@ -277,7 +252,7 @@ def plan_grouping_sets(domain, sets, privacy, *, leaf: str, levels: dict, strate
     _check_nested(list(levels), codes, labels, caller, levels_name)
     names = (root_name(*levels, leaf), *levels, leaf)
     geo = Hierarchy.from_codes(np.stack(codes, axis=1), level_names=names, name=leaf)
-    attrs, sets = _read_attributes(domain, sets, leaf, levels, strategy)  # sets as a list: a generator read once
+    attrs, sets = read_attributes(domain, sets, leaf, levels, strategy, caller)  # sets listed: a generator once
     hier = [geo if a.name == leaf else Hierarchy.flat(a.size, name=a.name) for a in attrs]
     W = grouping_sets(hier, sets, name="grouping sets", caller=caller)
     result = None
@@ -322,7 +297,8 @@ def release_grouping_sets(records, domain, sets, privacy, *, leaf: str, levels: 
         Coarse to fine, ``{level name: sequence with the label of each leaf category's group}``.
     strategy : HierarchyStrategy, NodeStrategy or OrbitStrategy, optional
         Default: ``mmopt.optimize(workload, privacy=privacy)``'s. An OrbitStrategy is what ``mmopt.plan`` returns
-        for per-group accuracy targets on these sets (``plan_grouping_sets(...).workload``).
+        for per-group accuracy targets on these sets (``plan_grouping_sets(...).workload``). One made for every
+        attribute (for other sets) reads every attribute's column, with a warning.
 
     See Also
     --------
