@@ -187,6 +187,10 @@ def test_refusals(df, tmp_path):
     with pytest.raises(ValueError, match=r"no column 'sex' .*None is a column of it, which has 5 field") as caught:
         marginal_counts(frame, D, [(0,)])
     assert not any(f"'{field}'" in str(caught.value) for field in frame.columns)
+    frame.columns = ["sexe", "k", "a", "s", "x"]  # a Parquet file is never headerless: its columns are listed
+    frame.to_parquet(tmp_path / "named.parquet")
+    with pytest.raises(ValueError, match=r"no column 'sex' .*Its columns are \['a', 'k', 's', 'sexe', 'x'\]"):
+        marginal_counts(tmp_path / "named.parquet", D, [(0,)])
     cased = tmp_path / "cased.csv"
     df.rename(columns={"age": "AGE"}).to_csv(cased, index=False)
     with pytest.raises(ValueError, match=r"no column 'age' .*Did you mean 'AGE'\? .*case and spaces count"):

@@ -48,7 +48,7 @@ def check(records, domain: Domain, *, caller: str, name: str = "records"):
         schema = lf.collect_schema()
     except pl.exceptions.PolarsError as exc:
         raise ValueError(f"{caller}: cannot read the schema of the records: {exc}") from None
-    rd.check_schema({n: polars_kind(t) for n, t in schema.items()}, domain, caller=caller, name=name)
+    rd.check_schema({n: polars_kind(t) for n, t in schema.items()}, domain, caller=caller, name=name, frame=True)
     return lf
 
 

@@ -101,14 +101,17 @@ def _near(missing: str, columns) -> str:
         if hint else ""
 
 
-def check_schema(kinds: dict, domain: Domain, *, caller: str, name: str = "records", csv: bool = False) -> None:
+def check_schema(kinds: dict, domain: Domain, *, caller: str, name: str = "records", csv: bool = False,
+                 frame: bool = False) -> None:
     """Every domain attribute has a column ({name: kind}) whose kind can hold its values; else ValueError naming
     ``caller``'s parameter ``name`` (mmopt.sql's is 'source', privbayes' 'data'). With ``csv`` the names are a CSV
     file's first line, a record when the file has no header: not listed (a headerless file's refusal quoted its first
-    record; a helper's audit), only a name equal to the missing attribute's up to case and spaces said."""
+    record; a helper's audit), only a name equal to the missing attribute's up to case and spaces said. With
+    ``frame`` (pandas, Polars, Dask: they read such a file under its first record's values) likewise when none of
+    the domain's attributes is a column; a Parquet file or a DuckDB table lists its columns (a review)."""
     missing = [n for n in domain.names if n not in kinds]
     numbered = any(not isinstance(c, str) and str(c) in missing for c in kinds)
-    if missing and (csv or len(missing) == len(domain.names)) and not numbered:
+    if missing and (csv or (frame and len(missing) == len(domain.names))) and not numbered:
         # a CSV's names, or a frame with none of the domain's (pandas, Polars or Dask read a CSV without a header
         # line under its first record's values, which the refusal listed; a review): counted, not listed
         key = missing[0].strip().casefold()
@@ -154,7 +157,8 @@ def check_source(records, domain: Domain, *, caller: str, name: str = "records")
         return "arrow", dataset
     if is_dask(records):  # its columns are a pandas Index too: the same duplicate check (an AttributeError before)
         check_unique_columns(records.columns, domain, caller, name)
-        check_schema({c: pandas_kind(t) for c, t in records.dtypes.items()}, domain, caller=caller, name=name)
+        check_schema({c: pandas_kind(t) for c, t in records.dtypes.items()}, domain, caller=caller, name=name,
+                     frame=True)
         return "dask", records
     try:
         import pandas as pd
@@ -162,7 +166,8 @@ def check_source(records, domain: Domain, *, caller: str, name: str = "records")
         pd = None
     if pd is not None and isinstance(records, pd.DataFrame):
         check_unique_columns(records.columns, domain, caller, name)
-        check_schema({c: pandas_kind(t) for c, t in records.dtypes.items()}, domain, caller=caller, name=name)
+        check_schema({c: pandas_kind(t) for c, t in records.dtypes.items()}, domain, caller=caller, name=name,
+                     frame=True)
         return "pandas", records
     raise TypeError(f"The '{name}' parameter of {caller} must be a pandas DataFrame, a path to a .parquet or .csv "
                     f"file (or a folder of Parquet files), a dask DataFrame, a polars LazyFrame or DataFrame, or a "
