@@ -263,7 +263,7 @@ def test_a_strategy_for_every_attribute_serves_fewer_sets_and_bad_sets_keep_thei
     t = r.table()
     truth = df.groupby("county").size()
     assert np.all(np.abs(t.set_index("county")["estimate"].loc[truth.index] - truth) <= 8 * t["std_error"].max())
-    for bad in ([None], [("state",), 1]):
+    for bad in ([None], [("state",), 1], [("state", ["sex"])]):
         with pytest.raises(TypeError, match="'sets' parameter of plan_grouping_sets must list grouping sets"):
             plan_grouping_sets(D, bad, P, leaf="county", levels=levels)
     for unknown in ("sexx", "total"):  # a typo, the root level's name (grouping_sets refuses it): every attribute

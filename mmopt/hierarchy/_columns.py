@@ -24,7 +24,7 @@ def read_attributes(domain, sets, leaf: str, levels: dict, strategy, caller: str
     named = set()
     for s in sets:
         for c in ((s,) if isinstance(s, str) else s) if isinstance(s, str | tuple) else (None,):
-            named.add(c)
+            named.add(c if isinstance(c, str) else None)  # a list in a set is unhashable: grouping_sets' message
     if not named <= set(domain.names) | set(levels):  # malformed or unknown: grouping_sets' message, every attribute
         return every, sets
     read = [a for a in every if a.name == leaf or a.name in named]

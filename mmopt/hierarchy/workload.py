@@ -162,6 +162,9 @@ def grouping_sets(attributes, sets, *, weights=None, name: str | None = None,
         s = (s,) if isinstance(s, str) else tuple(s)
         levels = [0] * len(attrs)
         for item in s:
+            if not isinstance(item, str):  # a list in a set raised "unhashable type: 'list'"
+                raise TypeError(f"The 'sets' parameter of {caller} must list grouping sets, each a tuple of names "
+                                f"(strings). Got {item!r:.40} ({type(item).__name__}) in {s!r:.60}.")
             if item not in lookup:
                 raise ValueError(f"The 'sets' parameter of {caller} names {item!r}, which is neither an attribute "
                                  f"nor a level. Known: {sorted(lookup)}.")
