@@ -42,11 +42,12 @@ def test_equalise_is_never_worse_and_its_error_and_sensitivity_are_exact():
     C = chain_banded(n, k, max_iterations=5).matrix  # a short run: steps left unequal
     C = C * np.linspace(1.0, 1.3, n)[None, :]  # and more so
     before = scaled_error(C, b, k)[0]
-    error, E = equalise(C, b, k)
+    error, E, sens = equalise(C, b, k)
     assert error < before  # the columns' slack is spent
     W = np.tril(np.ones((n, n)))
     dense = sensitivity_squared(E, min_separation(b, k)).squared * np.linalg.norm(W @ np.linalg.inv(E)) ** 2
     assert dense <= error * (1 + 1e-9)  # the chain's Δ² is a proven upper bound of the dense one
+    assert sens.squared == 1.0  # of the strategy returned, scaled to Δ = 1
     assert np.array_equal(E, np.tril(E)) and not np.any(np.tril(E, -2 * b))  # causal, 2b bands
     from mmopt.participation.chain_banded import _gram_band
 

@@ -80,8 +80,8 @@ def run_separation(workload, G, stream, schema, call: Call, t0: float) -> Optimi
                          "options['chain_dual_seconds'] budget the cutting planes and the chain dual here).")
     cpu0 = time.process_time()
     cutting_default = (SECONDS_PREFIX if n <= CUTTING_PREFIX_MAX_N else 0.0) if prefix else SECONDS
-    lifted = prefix and n >= LIFTED_FROM  # the chain dual solved at LIFTED_SOLVE_STEPS, certified at n
-    carried = lifted  # the 2b bands' finest level carried, not refined (above)
+    # the chain dual solved at LIFTED_SOLVE_STEPS and certified at n; the 2b bands' finest level carried, not refined
+    lifted = prefix and n >= LIFTED_FROM
     budget = {key: v.check_real((call.options or {}).get(key, default), name=f"options['{key}']", caller=CALLER,
                                 low=0.0)
               for key, default in (("seconds", cutting_default),
@@ -126,9 +126,9 @@ def run_separation(workload, G, stream, schema, call: Call, t0: float) -> Optimi
                                                              "sensitivity_method", "bands")}))
     if prefix:
         if "chain_banded_seconds" not in (call.options or {}):  # the rest of the route's CPU budget, if more
-            spent = time.process_time() - cpu0 + budget["free_banded_seconds"] + (CARRY_SECONDS if carried else 0.0)
+            spent = time.process_time() - cpu0 + budget["free_banded_seconds"] + (CARRY_SECONDS if lifted else 0.0)
             budget["chain_banded_seconds"] = max(CHAIN_BANDED_SECONDS, ROUTE_SECONDS - spent)
-        candidates += _banded_strategies(n, k, budget, extra, chained if prefix else None, carried)
+        candidates += _banded_strategies(n, k, budget, extra, chained if prefix else None, carried=lifted)
     for error, candidate, name, facts in candidates:
         if error < primal:
             primal, strategy, solver = error, candidate, name
@@ -176,7 +176,7 @@ def _banded_strategies(n: int, k: int, budget: dict, extra: dict, dual=None, car
     :func:`mmopt.participation.chain_levels.carry`, 89,618 (1.0046) at k = 4 and 208,575 (1.0093, before 210,624:
     1.020) at k = 8 in 110 CPU s (a run beside the test suite, which does less per CPU second: 1.0121)."""
     from mmopt.dense._strategy_core import Strategy
-    from mmopt.participation.chain_banded import chain_banded, chain_sensitivity
+    from mmopt.participation.chain_banded import chain_banded
     from mmopt.participation.chain_levels import chain_levels, free_levels
     from mmopt.participation.equalise import equalise
     from mmopt.participation.free_banded import free_banded
@@ -209,12 +209,11 @@ def _banded_strategies(n: int, k: int, budget: dict, extra: dict, dual=None, car
             start = free.matrix if start is None and free is not None else start
             chain = chain_banded(n, k, start=start, seconds=budget["chain_banded_seconds"])
             name = "L-BFGS-B (mmopt.participation.chain_banded)"
-        error, C = equalise(chain.matrix, n // k, k)  # every step's best pattern brought near Δ², if it pays
+        error, C, sens = equalise(chain.matrix, n // k, k)  # every step's best pattern brought near Δ², if it pays
         if error < chain.error:
             extra["equalised_from"] = chain.error
             name += ", equalised (mmopt.participation.equalise)"
         extra["chain_banded_error"] = error
-        sens = chain_sensitivity(C, n // k, k)  # Δ² = 1 up to round-off: C is scaled by the chain's bound
         out.append((error, Strategy(C, "chain-banded"), name,
                     {"sensitivity_squared": sens.squared, "sensitivity_exact": sens.exact,
                      "sensitivity_method": sens.method, "bands": 2 * n // k}))

@@ -44,8 +44,8 @@ from mmopt._base import validation as v
 from mmopt.participation._sdp_bounds import REFINED_UP_TO, flip_search, refine_blocks
 from mmopt.participation.schemas import FixedEpochs, MinSeparation, Single, as_schema
 
-__all__ = ["Sensitivity", "best_pattern_sum", "block_bounds", "chain_pattern_max", "gram_sensitivity_squared",
-           "pair_band"]
+__all__ = ["Sensitivity", "best_pattern_sum", "block_bounds", "chain_ends", "chain_pattern_max",
+           "gram_sensitivity_squared", "pair_band"]
 
 #: patterns enumerated one by one at most before the row bound is used (min separation, X ≥ 0, no structure)
 MAX_ENUMERATED = 200_000
@@ -155,17 +155,23 @@ def chain_pattern_max(diagonal, pairs, separation: int, participations: int) -> 
     >>> chain_pattern_max(np.array([1.0, 0.0, 1.0, 1.0]), pairs, 2, 2)   # (0, 2): 1 + 1 + 2·0.5 beats (0, 3)
     3.0
     """
+    return max(0.0, float(chain_ends(diagonal, pairs, separation, participations).max()))
+
+
+def chain_ends(diagonal, pairs, separation: int, participations: int) -> np.ndarray:
+    """F[m − 1, t]: the largest v_π (:func:`chain_pattern_max`) over the patterns of exactly m steps whose last is
+    t, for m = 1 … k (−inf where there is none)."""
     dg = np.asarray(diagonal, dtype=float)
     n, b, k = dg.size, separation, participations
     d, has_src, src, _, _ = _pair_edges(n, b)
     w_in = np.where(has_src, 2.0 * np.asarray(pairs, dtype=float)[src, d[None, :]], -np.inf)
-    F, best = dg.copy(), max(0.0, float(dg.max()))
-    for _ in range(2, k + 1):
-        before = np.maximum.accumulate(F)
+    F = np.empty((k, n))
+    F[0] = dg
+    for m in range(1, k):
+        before = np.maximum.accumulate(F[m - 1])
         far = np.concatenate([np.full(min(2 * b, n), -np.inf), before[:max(n - 2 * b, 0)]])
-        F = dg + np.maximum(far, np.max(F[src] + w_in, axis=1))
-        best = max(best, float(F.max()))
-    return best
+        F[m] = dg + np.maximum(far, np.max(F[m - 1][src] + w_in, axis=1))
+    return F
 
 
 def pair_band(X: np.ndarray, separation: int) -> np.ndarray:
