@@ -23,8 +23,8 @@ def read_attributes(domain, sets, leaf: str, levels: dict, strategy, caller: str
     sets = [tuple(s) if hasattr(s, "__iter__") and not isinstance(s, str | bytes | Mapping) else s for s in sets]
     named = set()
     for s in sets:
-        for c in ((s,) if isinstance(s, str) else s) if isinstance(s, str | tuple) else (None,):
-            named.add(c if isinstance(c, str) else None)  # a list in a set is unhashable: grouping_sets' message
+        items = (s,) if isinstance(s, str) else s if isinstance(s, tuple) else (None,)
+        named.update(c if isinstance(c, str) else None for c in items)  # None: grouping_sets' own message
     if not named <= set(domain.names) | set(levels):  # malformed or unknown: grouping_sets' message, every attribute
         return every, sets
     read = [a for a in every if a.name == leaf or a.name in named]
