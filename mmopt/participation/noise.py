@@ -231,8 +231,7 @@ def _check_causal(strategy, caller: str) -> None:
         raise ValueError(f"The 'strategy' parameter of {caller} must be square (n×n, one row per step: its noise "
                          f"C⁻¹z is released step by step). Got shape {C.shape}. optimize(..., participation=...) "
                          "returns square lower-triangular strategies, but one row for objective='last_iterate' (the "
-                         "one sum, "
-                         "measured directly: its sensitivity² under the schema is "
+                         "one sum, measured directly: its sensitivity² under the schema is "
                          "mmopt.participation.sensitivity_squared(strategy, schema)).")
     if np.any(np.triu(C, 1)):
         raise ValueError(f"The 'strategy' parameter of {caller} must be lower-triangular (causal: each step's noise "
