@@ -84,3 +84,28 @@ def test_a_count_and_mst_say_each_data_warning_once(tmp_path):
     from mmopt.synth import mst
     got = _said(lambda: mst(path, D, mmopt.Privacy(1.0, 1e-9), seed=0))
     assert sum(c is mmopt.DataWarning and "number of fields" in m for c, m in got) == 1  # mst reads twice
+
+
+def test_dask_partitions_counted_elsewhere_warn_the_caller_once():
+    """On a process (or cluster) scheduler a partition's warning reached the worker's stderr, never the caller: a
+    text value in a numeric column dropped its records without a word to a ``dask.distributed`` user."""
+    dask = pytest.importorskip("dask")
+    import dask.dataframe as dd
+    import pandas as pd
+    D = Domain((Attribute("sex", categories=("F", "M")), Attribute("age", edges=(0, 18, 65, 120))))
+    df = pd.DataFrame({"sex": ["F", "M", "F"] * 4, "age": ["30", "x", "70"] * 4})  # text in every partition
+    with pytest.warns(mmopt.DataWarning, match="not numbers"):
+        want = marginal_counts(df, D, [(0, 1)])[(0, 1)]
+    counts = []
+    # another process (forked: a spawned one imports mmopt again, 5 s); threads: test_records_counts
+    with dask.config.set({"scheduler": "processes", "num_workers": 1, "multiprocessing.context": "fork"}):
+        got = _said(lambda: counts.append(marginal_counts(dd.from_pandas(df, npartitions=3), D, [(0, 1)])))
+    assert [m[:40] for c, m in got if c is mmopt.DataWarning] == ["Column 'age' holds values that are not n"]
+    assert np.array_equal(counts[0][(0, 1)], want) and want.sum() == 8
+    from mmopt._base.said_once import data_warnings_kept
+    with warnings.catch_warnings(record=True) as w, data_warnings_kept() as kept:
+        warnings.simplefilter("always")
+        warn_data("b")
+        warn_data("a")
+        warn_data("b")
+    assert w == [] and kept == ["b", "a"]

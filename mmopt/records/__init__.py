@@ -10,7 +10,8 @@ Nothing of the size of the domain (N = ∏ nᵢ cells) is ever formed.
 
 Running on a cluster: pass a ``dask.dataframe`` (e.g. ``dd.read_parquet("s3://bucket/records/")``) while a
 ``distributed.Client("tcp://scheduler:8786")`` is active; per-partition counts are computed on the workers and
-summed exactly, and the noise is drawn once, on the client, after aggregation.
+summed exactly, and the noise is drawn once, on the client, after aggregation; a partition's DataWarnings come
+back with its counts and are said on the client.
 """
 
 from mmopt.records.counts import marginal_counts

@@ -21,7 +21,7 @@ import os
 import numpy as np
 
 from mmopt._base import validation as v
-from mmopt._base.said_once import data_warnings_once, warn_data
+from mmopt._base.said_once import data_warnings_kept, data_warnings_once, warn_data
 from mmopt.records import duckdb_counts as dc
 from mmopt.records import engines as eg
 from mmopt.records import polars_counts as pc
@@ -129,8 +129,9 @@ def _batch_counts(columns: list, domain: Domain, sets) -> dict:
                        domain.shape, sets)
 
 
-def _add(a: dict, b: dict) -> dict:
-    return {A: a[A] + b[A] for A in a}
+def _add(a: tuple, b: tuple) -> tuple:
+    """Two partitions' (counts, DataWarning messages) joined."""
+    return {A: a[0][A] + b[0][A] for A in a[0]}, a[1] + tuple(m for m in b[1] if m not in a[1])
 
 
 def _partition_counts(df, domain: Domain, sets, batch_size: int) -> dict:
@@ -142,17 +143,28 @@ def _partition_counts(df, domain: Domain, sets, batch_size: int) -> dict:
     return total
 
 
+def _kept_partition_counts(df, domain: Domain, sets, batch_size: int) -> tuple:
+    """(counts, DataWarning messages) of one Dask partition: on a process or cluster scheduler a warning given
+    where the partition runs reaches the worker's stderr, not the caller (a text value in a numeric column was
+    dropped without a word to a ``dask.distributed`` user)."""
+    with data_warnings_kept() as kept:
+        return _partition_counts(df, domain, sets, batch_size), tuple(kept)
+
+
 def _dask_counts(ddf, domain: Domain, sets, batch_size: int) -> dict:
-    """Per-partition counts, summed by a binary tree of delayed additions, computed on the current scheduler."""
+    """Per-partition counts, summed by a binary tree of delayed additions, computed on the current scheduler; the
+    partitions' DataWarnings said here."""
     import dask
-    part = dask.delayed(_partition_counts, pure=True)
+    part = dask.delayed(_kept_partition_counts, pure=True)
     add = dask.delayed(_add, pure=True)
     level = [part(p, domain, sets, batch_size) for p in ddf[list(domain.names)].to_delayed()]
     if not level:
         return {A: np.zeros(cl.cells(domain.shape, A), dtype=np.int64) for A in sets}
     while len(level) > 1:
         level = [add(level[k], level[k + 1]) if k + 1 < len(level) else level[k] for k in range(0, len(level), 2)]
-    (out,) = dask.compute(level[0])
+    ((out, messages),) = dask.compute(level[0])
+    for message in messages:
+        warn_data(message, stacklevel=4)  # the caller of marginal_counts
     return out
 
 
