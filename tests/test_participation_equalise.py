@@ -56,3 +56,21 @@ def test_equalise_is_never_worse_and_its_error_and_sensitivity_are_exact():
         v = through_step_max(dg, np.abs(P), b, k)
         return v.min() / v.max()
     assert spread(E) > spread(C)  # what the scaling is for
+
+
+def test_a_strategy_off_its_lower_bands_takes_the_dense_path_never_a_lower_delta():
+    """The chain read the 2b bands below the diagonal only: an entry above it was dropped, and the identity with
+    C[0, 5] = 3 had Δ² 12 said exact where every pattern gives 18 (an audit); equalise then claimed Δ = 1 for a
+    strategy of Δ² 1.5."""
+    from mmopt.participation.chain_banded import chain_sensitivity
+    from mmopt.participation.sensitivity import gram_sensitivity_squared
+    C = np.eye(6)
+    C[0, 5] = 3.0
+    truth = max(C[:, list(p)].sum(axis=1) @ C[:, list(p)].sum(axis=1)
+                for m in range(1, 4) for p in itertools.combinations(range(6), m)
+                if all(t - s >= 2 for s, t in itertools.pairwise(p)))  # X ≥ 0: 1ᵀX_π1 is exact
+    assert truth == 18.0
+    dense = gram_sensitivity_squared(C.T @ C, min_separation(2, 3))
+    assert chain_sensitivity(C, 2, 3).squared == truth == dense.squared
+    error, scaled, s = equalise(C, 2, 3)
+    assert s.squared == 1.0 and sensitivity_squared(scaled, min_separation(2, 3)).squared == pytest.approx(1.0)

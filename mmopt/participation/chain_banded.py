@@ -121,7 +121,9 @@ def chain_sensitivity(C: np.ndarray, separation: int, participations: int) -> Se
     b, k = separation, participations
     schema = MinSeparation(b, k)
     n = C.shape[0]
-    if n == b * k and not np.any(np.tril(C, -2 * b)):
+    # _gram_band reads the 2b bands below the diagonal only: an entry above it was dropped (an identity with
+    # C[0, 5] = 3: Δ² 12 said exact where it is 18; an audit), so any other C takes the dense path
+    if n == b * k and not np.any(np.tril(C, -2 * b)) and not np.any(np.triu(C, 1)):
         dg, P = _gram_band(C, b, k)
         if np.all(P >= 0) or schema.count(n) > MAX_ENUMERATED:
             return chain_result(dg, P, b, k)

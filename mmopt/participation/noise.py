@@ -264,7 +264,7 @@ def run_privacy(strategy, participation, noise_multiplier: float, *, delta: floa
     from mmopt.privacy import gaussian_epsilon
     from mmopt.structured.release import upper_sensitivity
     caller = "run_privacy"
-    schema = as_schema(participation, caller)
+    schema = as_schema(participation, caller, none=False)
     sigma = v.check_real(noise_multiplier, name="noise_multiplier", caller=caller, low=0.0, low_open=True)
     if delta is not None:
         delta = v.check_real(delta, name="delta", caller=caller, low=0.0, high=1.0, low_open=True, high_open=True)

@@ -180,10 +180,16 @@ def min_separation(b: int, k: int) -> MinSeparation:
     return MinSeparation(b, k)
 
 
-def as_schema(participation, caller: str) -> Schema:
-    """``participation`` checked: a Schema, or None for :func:`single`."""
-    if participation is None:
+def as_schema(participation, caller: str, *, none: bool = True) -> Schema:
+    """``participation`` checked: a Schema, or None for :func:`single` — unless ``none`` is False (the functions
+    that report a sensitivity or a run's privacy, where a variable left None would count each record once: ρ 4.5×
+    too small under fixed_epochs(3), without a word; an audit)."""
+    if participation is None and none:
         return Single()
+    if participation is None:
+        raise TypeError(f"The 'participation' parameter of {caller} must be a participation schema: "
+                        "mmopt.participation.single(), fixed_epochs(k) or min_separation(b, k). Got None, which "
+                        "would count each record once; pass single() if that is meant.")
     if not isinstance(participation, Schema):
         raise TypeError(f"The 'participation' parameter of {caller} must be a participation schema: "
                         "mmopt.participation.single(), fixed_epochs(k) or min_separation(b, k). "

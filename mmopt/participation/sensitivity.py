@@ -318,7 +318,7 @@ def gram_sensitivity_squared(gram, participation) -> Sensitivity:
     """
     caller = "gram_sensitivity_squared"
     X = v.check_matrix(gram, name="gram", caller=caller, square=True)
-    schema = as_schema(participation, caller)
+    schema = as_schema(participation, caller, none=False)
     n = X.shape[0]
     _check_gram_shape(X, caller)
     X = (X + X.T) / 2

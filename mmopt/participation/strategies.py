@@ -34,7 +34,7 @@ def sensitivity_squared(strategy, participation) -> Sensitivity:
     10.0
     """
     caller = "sensitivity_squared"
-    return sensitivity_for(strategy, as_schema(participation, caller), caller)
+    return sensitivity_for(strategy, as_schema(participation, caller, none=False), caller)
 
 
 def sensitivity_for(strategy, schema, caller: str) -> Sensitivity:
