@@ -176,7 +176,8 @@ def test_a_confidence_level_given_for_alpha_is_refused_with_the_alpha_it_meant()
                                          r"misses .*Got 0\.95 instead: for 95% intervals pass alpha=0\.05\."):
         mmopt.answers_table(out, W, A, alpha=0.95)
     assert check_alpha(0.5, "f") == 0.5 and check_alpha(0.05, "f") == 0.05
-    for bad in (0.0, 1.0, -0.05):  # the range that holds, (0, 0.5], not (0, 1) (a helper's audit)
+    # the range that holds, (0, 0.5], not (0, 1) (a helper's audit); NaN and ±inf were "(-inf, inf)" (an audit)
+    for bad in (0.0, 1.0, -0.05, float("nan"), float("inf"), -float("inf")):
         with pytest.raises(ValueError, match=r"'alpha' parameter of f must be a float in the range \(0, 0\.5\] "):
             check_alpha(bad, "f")
 

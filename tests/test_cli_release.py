@@ -354,7 +354,11 @@ def test_alpha_writes_exact_intervals_and_is_checked_before_the_noise(folder, ca
                           (["--out", "b.csv", "--reconstruct", "nnls"], "reconstructed by 'nnls'"),
                           (["--out", "b.csv", "--alpha", "2"],
                            "not a percentage. Got 2.0 instead: for 98 % intervals pass alpha=0.02"),
-                          (["--out", "b.csv", "--alpha", "-1"], "must be a float in the range")]:
+                          (["--out", "b.csv", "--alpha", "-1"], "must be a float in the range"),
+                          # checked when the widths were written, after the draw (an audit)
+                          (["--out", "b.csv", "--alpha", "1e-9"], "≥ 1e-08 for intervals under Laplace noise"),
+                          (["--out", "b.csv", "--alpha", "nan"], "in the range (0, 0.5] (0.05 for 95 % intervals). "
+                                                                 "Got nan")]:
         args = ["release", "prefix:16", "--data", "x.csv", "--epsilon", "1", "--strategy", "H2", *extra]
         if "--alpha" not in extra:
             args += ["--alpha", "0.05"]

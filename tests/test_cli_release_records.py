@@ -105,6 +105,8 @@ def test_csv_records_and_named_sets(folder):
     (_records(records="missing.parquet"), "does not exist"),
     (_records()[:4] + ["nope.json"] + _records()[5:], "cannot read the domain file"),
     (_records()[:8] + ["-1"] + _records()[9:], "epsilon"),
+    # the Laplace minimum was checked when the table was written, after the draw (an audit)
+    (_records()[:10] + ["0"] + _records()[11:] + ["--alpha", "1e-9"], "≥ 1e-08 for intervals under Laplace noise"),
 ])
 def test_refusals_come_before_any_noise_and_write_nothing(folder, draws, capsys, args, needle):
     before = {p.name: os.path.getmtime(p) for p in folder.iterdir()}

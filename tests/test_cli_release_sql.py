@@ -66,6 +66,14 @@ def test_refusals_exit_2_before_the_records_are_opened(folder, draws, capsys, qu
     assert re.search(match, capsys.readouterr().err) and draws == []
 
 
+def test_an_alpha_no_laplace_interval_resolves_is_refused_before_the_noise(folder, draws, capsys):
+    """Checked when the table was written, after the draw: "the privacy budget WAS spent" and no table (an audit)."""
+    args = _args("--alpha", "1e-9")
+    args[args.index("--delta") + 1] = "0"
+    assert main(args) == 2
+    assert "≥ 1e-08 for intervals under Laplace noise" in capsys.readouterr().err and draws == []
+
+
 def test_workload_does_not_go_with_sql(folder, capsys):
     assert main(_args("--workload", "marginals:k=2")) == 2
     assert "--workload does not go with --sql (the query says what is counted). Drop it." in capsys.readouterr().err

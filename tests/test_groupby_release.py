@@ -124,6 +124,10 @@ class Untouchable:
     ("SELECT state, COUNT(*) FROM a JOIN b ON a.x = b.x GROUP BY state", GAUSS, {}, ValueError, "refuses JOIN"),
     ("SELECT state, COUNT(*) FROM people GROUP BY state", "1.0", {}, TypeError, "'privacy' parameter of mmopt.sql"),
     ("SELECT state, COUNT(*) FROM people GROUP BY state", GAUSS, {"alpha": 1.5}, ValueError, "alpha"),
+    # the Laplace minimum was checked when the table was written, after the draw: budget spent, release lost (an
+    # audit)
+    ("SELECT state, COUNT(*) FROM people GROUP BY state", mmopt.Privacy(1.0), {"alpha": 1e-9}, ValueError,
+     "'alpha' parameter of mmopt.sql must be ≥ 1e-08 for intervals under Laplace noise"),
     ("SELECT state, COUNT(*) FROM people GROUP BY state; DROP TABLE people", GAUSS, {}, ValueError, "2 statements"),
 ])
 def test_refused_before_the_source_is_touched(query, privacy, kw, exc, match, monkeypatch):

@@ -284,21 +284,27 @@ def check_laplace_alpha(alpha: float, caller: str) -> float:
     return alpha
 
 
-def check_alpha(alpha, caller: str) -> float:
-    """α in (0, ½] (0.05 for 95 % intervals), or a ValueError/TypeError naming ``caller``.
+def check_alpha(alpha, caller: str, *, laplace: bool = False) -> float:
+    """α in (0, ½] (0.05 for 95 % intervals), and ≥ :data:`LAPLACE_MIN_ALPHA` under Laplace noise (``laplace``), or
+    a ValueError/TypeError naming ``caller``.
 
     Above ½ an interval misses more often than it covers: α = 0.95 is a confidence level given for a miss rate (it
-    returned 5 % intervals, a newcomer's slip an auditor made), so it is refused with the reading it meant.
+    returned 5 % intervals, a newcomer's slip an auditor made), so it is refused with the reading it meant. The
+    checks made before any noise is drawn pass ``laplace``: the Laplace minimum was checked only when the widths were
+    written, after the draw (the budget spent, mmopt.sql's release lost; an audit).
     """
-    a = v.check_real(alpha, name="alpha", caller=caller)
+    try:
+        a = shown = v.check_real(alpha, name="alpha", caller=caller)
+    except ValueError:  # NaN or ±inf, which check_real refuses as outside "(-inf, inf)": the range that holds
+        a, shown = math.nan, alpha
     if 1.0 < a < 100.0:  # a percentage: alpha=95 (or 5) for 95 % intervals
         raise ValueError(f"The 'alpha' parameter of {caller} is a probability in (0, 0.5], not a percentage. Got "
                          f"{a!r} instead: for {max(a, 100 - a):g} % intervals pass alpha={min(a, 100 - a) / 100:g}.")
     if not 0.0 < a < 1.0:  # 0, 1, NaN and negatives: say the range that holds, (0, 0.5], not (0, 1)
         raise ValueError(f"The 'alpha' parameter of {caller} must be a float in the range (0, 0.5] (0.05 for 95 % "
-                         f"intervals). Got {a!r} instead.")
+                         f"intervals). Got {shown!r} instead.")
     if a > 0.5:
         raise ValueError(f"The 'alpha' parameter of {caller} is the probability that an interval misses (0.05 for "
                          f"95 % intervals) and must be at most 0.5. Got {a!r} instead: for {a:.0%} intervals pass "
                          f"alpha={1 - a:.6g}.")
-    return a
+    return check_laplace_alpha(a, caller) if laplace else a

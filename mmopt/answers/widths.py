@@ -210,6 +210,7 @@ def preflight(alpha, model, noise: str, reconstruction: str, name: str, caller: 
                          "exact intervals.")
     if noise == "gaussian":
         return alpha
+    iv.check_laplace_alpha(alpha, caller)  # (the widths checked it after the draw: an audit)
     product = model.method == "product" and len(getattr(strategy, "terms", ())) == 1
     if not product and (model.method not in ("dense", "algebra")
                         or (model.method == "algebra" and _marginals_of(strategy) is None and not _small(model))):

@@ -118,7 +118,7 @@ def plan(args) -> Plan:
     open_ledger(args, privacy, create=False)  # a ledger that cannot pay: said before any work
     if getattr(args, "alpha", None) is not None:  # checked before any noise
         from mmopt.answers.intervals import check_alpha
-        check_alpha(args.alpha, "release --alpha")
+        check_alpha(args.alpha, "release --alpha", laplace=privacy.sensitivity_norm == "l1")
     require("pandas", "release --records")  # ImportErrors (exit 1) before any noise
     require("pyarrow", "release --records")
     try:

@@ -47,7 +47,7 @@ def plan(args) -> tuple[rr.Plan, object]:
     open_ledger(args, privacy, create=False)  # a ledger that cannot pay: said before any work
     if args.alpha is not None:
         from mmopt.answers.intervals import check_alpha
-        check_alpha(args.alpha, "release --alpha")
+        check_alpha(args.alpha, "release --alpha", laplace=privacy.sensitivity_norm == "l1")
     for package in ("pandas", "pyarrow", "opendp"):  # ImportErrors (exit 1) before any noise
         require(package, "release --sql")
     keys = {tuple(sorted(domain.index(c) for c in S)) for S in query.grouping_sets}

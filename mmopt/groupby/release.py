@@ -324,7 +324,7 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
                         f"Got {type(privacy).__name__} instead.")
     if alpha is not None:
         from mmopt.answers.intervals import check_alpha
-        alpha = check_alpha(alpha, _CALLER)
+        alpha = check_alpha(alpha, _CALLER, laplace=privacy.sensitivity_norm == "l1")
     if tree is not None:
         given = [k for k, val in {"seed": seed, "strategy": strategy, "accountant": accountant, "label": label}.items()
                  if val is not None]  # (a label was dropped without a word: the family keeps no ledger entry)
