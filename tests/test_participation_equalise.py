@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mmopt.participation import min_separation, sensitivity_squared
-from mmopt.participation.chain_banded import chain_banded, scaled_error
+from mmopt.participation.chain_banded import _gram_band, chain_banded, scaled_error
 from mmopt.participation.equalise import equalise, through_step_max
 from mmopt.participation.sensitivity import chain_pattern_max
 
@@ -74,3 +74,27 @@ def test_a_strategy_off_its_lower_bands_takes_the_dense_path_never_a_lower_delta
     assert chain_sensitivity(C, 2, 3).squared == truth == dense.squared
     error, scaled, s = equalise(C, 2, 3)
     assert s.squared == 1.0 and sensitivity_squared(scaled, min_separation(2, 3)).squared == pytest.approx(1.0)
+
+
+def test_a_relative_step_lowers_a_carried_strategy_s_exact_error():
+    """equalise.relative_step on a strategy carried a level up (what the route does past 2,048 steps): a lower
+    error, and the error and Δ² it reports are the dense ones (‖W C⁻¹‖²_F; Δ² by the dense sensitivity path);
+    balanced leaves every step's best pattern within its tolerance."""
+    from mmopt.participation.chain_levels import DECAYS, carry
+    from mmopt.participation.equalise import balanced, relative_step
+    from mmopt.participation.sensitivity import gram_sensitivity_squared
+    n, k = 128, 4
+    b = n // k
+    C = carry(chain_banded(n // 2, k, max_iterations=30).matrix, k, *DECAYS[1])
+    error, C, _ = equalise(C, b, k)
+    stepped, D, s = relative_step(C, b, k, error)
+    assert stepped < error * (1 - 1e-3)  # 3,162.0 → 3,151.4 here
+    W = np.tril(np.ones((n, n)))
+    dense = gram_sensitivity_squared(D.T @ D, min_separation(b, k))
+    assert s.squared == 1.0 and dense.exact and dense.squared == pytest.approx(1.0, rel=1e-9)
+    assert stepped == pytest.approx(np.linalg.norm(W @ np.linalg.inv(D)) ** 2, rel=1e-9)
+    assert relative_step(D, b, k, 0.0) is None  # nothing is below an error of 0: C is never returned worse
+    E, top = balanced(C * np.linspace(1.0, 1.3, n)[None, :], b, k, passes=50, tol=1e-3)
+    dg, P = _gram_band(E, b, k)
+    v = through_step_max(dg, np.abs(P), b, k)
+    assert v.min() >= (1 - 1.1e-3) * v.max() and top == pytest.approx(v.max(), rel=1e-5)

@@ -167,6 +167,9 @@ def test_past_the_cutting_planes_prefix_sums_carry_the_2b_bands_finest_level(mon
     assert "free_banded_error" not in res.extra and [kw["refine_finest"] for kw in levels] == [False]
     assert res.extra["chain_banded_error"] == pytest.approx(res.objective, rel=1e-12)  # it beat the banded ones
     assert "the finest level carried" in res.solver
+    # then one relative step, named and kept only when it lowered the exact error (equalise.relative_step)
+    assert ("one relative step" in res.solver) == ("stepped_from" in res.extra)
+    assert res.objective < res.extra.get("stepped_from", np.inf)
     banded = mmopt.optimize(mmopt.workload.prefix(n), participation=schema, method="banded")
     assert res.objective < banded.objective
     # the lifted bound beats the banded route's (diagonal) bound and is what is reported

@@ -34,8 +34,9 @@ LIFTED_FROM = 2049  # on prefix sums from here (to free_banded.MAX_N) the chain 
 # 475,060 / 1,212,543 refined at 4,096, in 104 / 100 CPU s against 118 / 117 (the benchmark's single run,
 # benchmarks/results/bench_participation_minsep_4096.txt, on a machine slower per CPU second than its run before:
 # 1.019 / 1.032 / 1.051 against the earlier route's 1.029 / 1.024 / 1.048)
-CARRY_SECONDS = 20.0  # kept for the carry (three exact evaluations at 4,096 steps) and equalise (two more): the route
-# then took 111.5 CPU s at k = 4 (with 12 s: 120.9)
+CARRY_SECONDS = 30.0  # kept for the carry (three exact evaluations at 4,096 steps), equalise (two more) and
+# equalise.relative_step (a float32 gradient, two screens and an exact evaluation: 7–10 s); with 20 s and no step
+# the route took 111.5 CPU s at k = 4 (with 12 s: 120.9)
 LIFTED_SECONDS = 15.0  # there the chain dual is solved to LIFTED_SOLVE_STEPS and certified at n (its lifted bound,
 LIFTED_SOLVE_STEPS = 1024  # ~15 s more): 4,096 steps, k = 4 / 8 / 16: 201,814 / 461,466 / 1,142,057 against the
 # diagonal bound's 193,912 / 430,004 / 1,058,804
@@ -178,7 +179,7 @@ def _banded_strategies(n: int, k: int, budget: dict, extra: dict, dual=None, car
     from mmopt.dense._strategy_core import Strategy
     from mmopt.participation.chain_banded import chain_banded
     from mmopt.participation.chain_levels import chain_levels, free_levels
-    from mmopt.participation.equalise import equalise
+    from mmopt.participation.equalise import equalise, relative_step
     from mmopt.participation.free_banded import free_banded
     out = []
     free, name = None, "L-BFGS-B (mmopt.participation.free_banded)"
@@ -213,6 +214,10 @@ def _banded_strategies(n: int, k: int, budget: dict, extra: dict, dual=None, car
         if error < chain.error:
             extra["equalised_from"] = chain.error
             name += ", equalised (mmopt.participation.equalise)"
+        if carried and (stepped := relative_step(C, n // k, k, error)) is not None:  # the carry's defect, in part
+            extra["stepped_from"] = error
+            error, C, sens = stepped
+            name += ", one relative step (mmopt.participation.equalise.relative_step)"
         extra["chain_banded_error"] = error
         out.append((error, Strategy(C, "chain-banded"), name,
                     {"sensitivity_squared": sens.squared, "sensitivity_exact": sens.exact,
