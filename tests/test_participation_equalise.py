@@ -61,7 +61,7 @@ def test_equalise_is_never_worse_and_its_error_and_sensitivity_are_exact():
 def test_a_strategy_off_its_lower_bands_takes_the_dense_path_never_a_lower_delta():
     """The chain read the 2b bands below the diagonal only: an entry above it was dropped, and the identity with
     C[0, 5] = 3 had Δ² 12 said exact where every pattern gives 18 (an audit); equalise then claimed Δ = 1 for a
-    strategy of Δ² 1.5."""
+    strategy of Δ² 1.5, and its error (a review)."""
     from mmopt.participation.chain_banded import chain_sensitivity
     from mmopt.participation.sensitivity import gram_sensitivity_squared
     C = np.eye(6)
@@ -72,8 +72,8 @@ def test_a_strategy_off_its_lower_bands_takes_the_dense_path_never_a_lower_delta
     assert truth == 18.0
     dense = gram_sensitivity_squared(C.T @ C, min_separation(2, 3))
     assert chain_sensitivity(C, 2, 3).squared == truth == dense.squared
-    error, scaled, s = equalise(C, 2, 3)
-    assert s.squared == 1.0 and sensitivity_squared(scaled, min_separation(2, 3)).squared == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="'C' parameter of scaled_error must be lower-triangular"):
+        equalise(C, 2, 3)  # its error was read from one triangle: 675 for 1,215 (a review)
 
 
 def test_a_relative_step_lowers_a_carried_strategy_s_exact_error():
@@ -94,6 +94,7 @@ def test_a_relative_step_lowers_a_carried_strategy_s_exact_error():
     assert s.squared == 1.0 and dense.exact and dense.squared == pytest.approx(1.0, rel=1e-9)
     assert stepped == pytest.approx(np.linalg.norm(W @ np.linalg.inv(D)) ** 2, rel=1e-9)
     assert relative_step(D, b, k, 0.0) is None  # nothing is below an error of 0: C is never returned worse
+    assert balanced(C, b, k, passes=0)[0] is C
     E, top = balanced(C * np.linspace(1.0, 1.3, n)[None, :], b, k, passes=50, tol=1e-3)
     dg, P = _gram_band(E, b, k)
     v = through_step_max(dg, np.abs(P), b, k)

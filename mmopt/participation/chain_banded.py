@@ -205,6 +205,10 @@ def check_start_band(C: np.ndarray, separation: int, caller: str) -> np.ndarray:
 def scaled_error(C: np.ndarray, separation: int, participations: int):
     """(Δ²·‖W C⁻¹‖²_F, C/Δ, its Sensitivity) with Δ² the chain's upper bound under ``min_separation(b, k)``: the
     error of C scaled to Δ = 1 (the chain is homogeneous in X: C/Δ scales its bracket by 1/Δ²)."""
+    if np.any(np.triu(C, 1)):  # _error reads one triangle: 702 for 1,242 with C[0, 5] = 3 (a review)
+        raise ValueError("The 'C' parameter of scaled_error must be lower-triangular (a causal factor): the error "
+                         f"‖W C⁻¹‖²_F is computed from its lower triangle. Got {int(np.count_nonzero(np.triu(C, 1)))} "
+                         "nonzero entries above the diagonal.")
     s = chain_sensitivity(C, separation, participations)
     scaled = Sensitivity(1.0, s.lower / s.squared, s.exact, s.method)
     return _error(C)[0] * s.squared, C / math.sqrt(s.squared), scaled

@@ -181,7 +181,7 @@ def last_iterate_error(workload_matrix: np.ndarray, strategy, schema: Schema) ->
     from mmopt.participation.strategies import sensitivity_for
     from mmopt.toeplitz.strategies import ToeplitzStrategy
     caller = "last_iterate_error"
-    schema = as_schema(schema, caller)
+    schema = as_schema(schema, caller, none=False)  # a Δ² reported: None is no schema here (a review)
     toeplitz = isinstance(strategy, ToeplitzStrategy)
     sens = sensitivity_for(strategy, schema, caller)  # first: it names the strategies it takes
     C = None if toeplitz else v.check_matrix(getattr(strategy, "matrix", strategy), name="strategy", caller=caller,
