@@ -31,15 +31,15 @@ LIFTED_FROM = 2049  # on prefix sums from here (to free_banded.MAX_N) the chain 
 # progress. In 85 s chain_levels from the dual's start at 1,024 steps, refining at 4,096, reached 212,468 at k = 4
 # (the free band, which then took the budget: 207,663); refined to 2,048 steps, carried and equalised: ~205,500 (a
 # helper's exploration). At k = 8 / 16, in development runs beside other work: 473,053 / 1,200,242 carried against
-# 475,060 / 1,212,543 refined at 4,096, in 104 / 100 CPU s against 118 / 117 (the benchmark's single run,
-# benchmarks/results/bench_participation_minsep_4096.txt, on a machine slower per CPU second than its run before:
-# 1.019 / 1.032 / 1.051 against the earlier route's 1.029 / 1.024 / 1.048)
+# 475,060 / 1,212,543 refined at 4,096, in 104 / 100 CPU s against 118 / 117. With the lifted dual's LIFT_SHIFT and
+# equalise.relative_step (benchmarks/results/bench_participation_minsep_4096.txt): gaps 1.0105 / 1.0169 / 1.0326 in
+# 111 / 99 / 94 CPU s (before them 1.019 / 1.032 / 1.051; the earlier route's 1.029 / 1.024 / 1.048)
 CARRY_SECONDS = 30.0  # kept for the carry (three exact evaluations at 4,096 steps), equalise (two more) and
 # equalise.relative_step (a float32 gradient, two screens and an exact evaluation: 7–10 s); with 20 s and no step
 # the route took 111.5 CPU s at k = 4 (with 12 s: 120.9)
 LIFTED_SECONDS = 15.0  # there the chain dual is solved to LIFTED_SOLVE_STEPS and certified at n (its lifted bound,
-LIFTED_SOLVE_STEPS = 1024  # ~15 s more): 4,096 steps, k = 4 / 8 / 16: 201,814 / 461,466 / 1,142,057 against the
-# diagonal bound's 193,912 / 430,004 / 1,058,804
+LIFTED_SOLVE_STEPS = 1024  # ~15 s more): 4,096 steps, k = 4 / 8 / 16: 202,158 / 463,388 / 1,160,536 against the
+# diagonal bound's 193,912 / 430,004 / 1,058,804 (with chain_dual.LIFT_SHIFT; 201,814 / 461,466 / 1,142,057 before)
 
 
 def takes_separation(schema, n: int, stream, G) -> bool:
