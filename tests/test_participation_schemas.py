@@ -105,9 +105,9 @@ def test_the_functions_that_report_privacy_refuse_a_participation_left_none():
     audit); optimize keeps None as its default (each record once)."""
     import mmopt
     from mmopt.participation.noise import run_privacy
+    from mmopt.participation.objectives import last_iterate_error
     from mmopt.participation.sensitivity import gram_sensitivity_squared
     C = np.tril(np.ones((6, 6)))
-    from mmopt.participation.objectives import last_iterate_error
     for call in (lambda: run_privacy(C, None, 1.0), lambda: mmopt.participation.sensitivity_squared(C, None),
                  lambda: gram_sensitivity_squared(C.T @ C, None), lambda: last_iterate_error(C, C, None)):
         with pytest.raises(TypeError, match="'participation' parameter of .*Got None.*single()"):
