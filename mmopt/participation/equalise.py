@@ -60,21 +60,30 @@ def through_step_max(diagonal: np.ndarray, pairs: np.ndarray, separation: int, p
     return np.max(F + B[1:], axis=0)
 
 
+def _through(C: np.ndarray, b: int, k: int, single: bool) -> np.ndarray:
+    """The through-step maxima of |X| from X's 2b bands (in float32 with ``single``: a screen, never a Δ²)."""
+    dg, P = _gram_band(C.astype(np.float32) if single else C, b, k)
+    return through_step_max(dg.astype(float), np.abs(P.astype(float)), b, k)
+
+
 def balanced(C: np.ndarray, separation: int, participations: int, *, passes: int = 7, tol: float = 2e-4,
              single: bool = True):
     """(C with column t scaled by (v_t / max v)^{−1/2}, repeated until min v ≥ (1 − ``tol``)·max v or ``passes``
     times; max v of what is returned), v the through-step maxima of |X| (module docstring) from X's 2b bands in
-    float32 with ``single`` (a screen, never a reported Δ²)."""
+    float32 with ``single`` (a screen, never a reported Δ²). C is copied once, then scaled in place."""
     b, k = separation, participations
     passes = v.check_int(passes, name="passes", caller="balanced", low=0)
-    done = 0
+    done, own = 0, False
     while True:
-        dg, P = _gram_band(C.astype(np.float32) if single else C, b, k)
-        top = through_step_max(dg.astype(float), np.abs(P.astype(float)), b, k)
+        top = _through(C, b, k, single)
         if (done == passes or not np.all(np.isfinite(top)) or top.min() <= 0
                 or top.min() >= (1 - tol) * top.max()):
             return C, float(top.max())
-        C = C * (top / top.max())[None, :] ** -0.5
+        factors = (top / top.max())[None, :] ** -0.5
+        if own:
+            C *= factors
+        else:
+            C, own = C * factors, True
         done += 1
 
 
@@ -116,8 +125,8 @@ def equalise(C: np.ndarray, separation: int, participations: int):
     Δ²), whose Sensitivity is returned with it."""
     b, k = separation, participations
     kept = scaled_error(C, b, k)
-    D, _ = balanced(C, b, k, passes=1, tol=0.0, single=False)
-    if D is C:  # v not finite or not positive: nothing scaled
+    top = _through(C, b, k, single=False)
+    if not np.all(np.isfinite(top)) or top.min() <= 0:
         return kept
-    scaled = scaled_error(D, b, k)
+    scaled = scaled_error(C * (top / top.max())[None, :] ** -0.5, b, k)
     return scaled if scaled[0] < kept[0] else kept
