@@ -200,7 +200,7 @@ def _small(model) -> bool:
 
 def preflight(alpha, model, noise: str, reconstruction: str, name: str, caller: str, strategy=None) -> float:
     """α checked, or a ValueError saying why exact intervals are not available — all before any noise is drawn."""
-    alpha = iv.check_alpha(alpha, caller)
+    alpha = iv.check_alpha(alpha, caller, laplace=noise == "laplace")  # (the widths checked Laplace's after the draw)
     if model is None:
         raise ValueError(f"The 'alpha' parameter of {caller} needs the strategy (intervals come from its exact error "
                          "law). Pass strategy=... as well.")
@@ -210,7 +210,6 @@ def preflight(alpha, model, noise: str, reconstruction: str, name: str, caller: 
                          "exact intervals.")
     if noise == "gaussian":
         return alpha
-    iv.check_laplace_alpha(alpha, caller)  # (the widths checked it after the draw: an audit)
     product = model.method == "product" and len(getattr(strategy, "terms", ())) == 1
     if not product and (model.method not in ("dense", "algebra")
                         or (model.method == "algebra" and _marginals_of(strategy) is None and not _small(model))):
