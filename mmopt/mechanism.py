@@ -39,6 +39,7 @@ from mmopt.dense._mechanism_inputs import noisy as _noisy
 from mmopt.dense._mechanism_inputs import product as _product
 from mmopt.dense._strategy_analysis import supports
 from mmopt.dense._strategy_core import max_column_norm_upper
+from mmopt.dense.exact_answers import charged_sensitivity, check_histogram, exact_answers, integer_exact
 from mmopt.dense.least_squares import LeastSquares, factorize
 from mmopt.privacy import Privacy
 from mmopt.reconstruct import Reconstruction, check_reconstruction
@@ -212,9 +213,11 @@ def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: f
     least-squares x̂ and W x̂ are post-processing of y and keep the guarantee, so the whole output is
     (ε, δ)-DP with respect to adding/removing one record of the data whose histogram is ``x``, provided
     ``x`` holds the true counts (not already-noised or data-dependently clipped values), A and W do not
-    depend on the data, and this is the only use of the data (further releases compose). Caveat:
-    A x is evaluated in float64; it is exact when A and x are integer-valued with |A||x| < 2⁵³ (I, H, Y
-    on counts), otherwise rounding may move A(x − x') by a few ulps of |A||x| beyond Δ.
+    depend on the data, and this is the only use of the data (further releases compose). ``x`` must hold
+    whole counts of at most :data:`~mmopt.dense.exact_answers.MAX_RECORDS` (2³²) records: A x is computed
+    with every entry correctly rounded, and d_in charges that rounding for histograms of that size
+    (:mod:`mmopt.dense.exact_answers`: 9.5·10⁻⁷ of Δ; nothing where A is integer-valued, as I, H and Y, so
+    that A x is exact).
 
     The Gaussian σ is above the analytic σ of :class:`Privacy` (OpenDP's zCDP → (ε, δ) conversion is not
     tight for the Gaussian), so its error exceeds ``mmopt.evaluate`` by the factor (σ/σ_analytic)²: σ is
@@ -247,8 +250,11 @@ def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: f
                                                               strategy.domain_size, caller, _domain_shape(workload))
     tol = _dense_tol(options)
     A = strategy.matrix
-    d_in = _upper_sensitivity(A, privacy.sensitivity_norm, caller)
-    Ax = _product(A, x, caller)  # refused before any noise is drawn if it overflows
+    x = check_histogram(x, caller)
+    # d_in bounds the change of the *computed* A x (its float rounding charged, from A and MAX_RECORDS alone)
+    d_in = charged_sensitivity(_upper_sensitivity(A, privacy.sensitivity_norm, caller), privacy.sensitivity_norm,
+                               *A.shape, exact=integer_exact(A))
+    Ax = _finite(exact_answers(A, x, caller=caller), "A x", caller)  # refused before any noise is drawn
     y, scale, loss = measure(Ax, d_in, privacy, noise_scale=noise_scale, caller=caller)
 
     def finish(method: str):

@@ -204,7 +204,10 @@ def test_extreme_budgets_and_scales_release_once_and_exit_0(folder, capsys, args
     unit = mmopt.evaluate(mmopt.workload.prefix(16), A, None, norm=P.sensitivity_norm).total_squared_error
     # log10(v·tr(GM)), v = 2b² or σ² and tr(GM) = unit/Δ²: b² overflows and Δ² underflows, so logarithms here too
     log_v = 2 * np.log10(report["noise_scale"]) + (np.log10(2.0) if P.noise == "laplace" else 0.0)
-    expected = log_v + np.log10(unit) - 2 * np.log10(report["sensitivity"])
+    # evaluate's Δ; the release's d_in is above it by the charged rounding of A x (mmopt.dense.exact_answers)
+    Delta = A.sensitivity(P.sensitivity_norm)
+    assert Delta <= report["sensitivity"] <= Delta * (1 + 2e-6)
+    expected = log_v + np.log10(unit) - 2 * np.log10(Delta)
     assert log_total == pytest.approx(expected, rel=1e-12)
 
 

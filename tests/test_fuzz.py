@@ -413,15 +413,15 @@ MECHANISM_CASES = [
 
 RELEASE_CASES = [
     case("release-1e-170-gaussian-delta", lambda: release(wl.identity(2), 1e-170 * np.eye(2), [1.0, 2.0], GAU),
-         returns(lambda out: 1e-170 <= out.sensitivity <= 1e-170 * (1 + 1e-12) and out.noise_scale > 1e-170)),
+         returns(lambda out: 1e-170 <= out.sensitivity <= 1e-170 * (1 + 2e-6) and out.noise_scale > 1e-170)),
     case("release-1e200-gaussian-delta", lambda: release(wl.identity(2), Strategy(1e200 * np.eye(2)), [1.0, 2.0], GAU),
-         returns(lambda out: 1e200 <= out.sensitivity <= 1e200 * (1 + 1e-12))),
+         returns(lambda out: 1e200 <= out.sensitivity <= 1e200 * (1 + 2e-6))),
     case("release-subnormal-delta", lambda: release(wl.identity(2), Strategy(1e-310 * np.eye(2)), [1.0, 2.0], LAP),
          raises(ValueError, "release: the l1 sensitivity of the strategy .* outside float64's normal range")),
     case("release-1x1", lambda: release(wl.identity(1), [[2.0]], [5.0], LAP),
          returns(lambda out: close(out.estimate, out.measurements / 2) and out.sensitivity >= 2.0)),
     case("release-x-huge", lambda: release(P4, H4, np.full(4, 1e308), LAP),
-         raises(ValueError, "'x' parameter of release is too large")),
+         raises(ValueError, "'x' parameter of release must hold at most 4,294,967,296 records in all.*Got a count")),
     case("release-noise_scale-inf", lambda: release(P4, H4, X4, LAP, noise_scale=np.inf),
          raises(ValueError, "'noise_scale' parameter of release")),
     case("release-noise_scale-subnormal", lambda: release(P4, H4, X4, LAP, noise_scale=5e-324),

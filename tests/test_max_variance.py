@@ -114,7 +114,8 @@ def test_the_default_plan_holds_for_the_noise_mmopt_release_draws(delta):
     less = variance_factor(p.epsilon * (1 - 1e-5), delta)
     assert np.max(less * unit) > 16.0
     analytic = mmopt.plan(W, targets=4.0, kind="se", delta=delta, calibration="analytic")
-    assert analytic.epsilon < p.epsilon if delta else analytic.epsilon <= p.epsilon <= analytic.epsilon * (1 + 1e-6)
+    # Laplace: b = d_in/ε, d_in ≤ Δ·(1 + 2·10⁻⁷)·(1 + 9.6·10⁻⁷) (the rounding of A x charged, mmopt.dense.exact_answers)
+    assert analytic.epsilon < p.epsilon if delta else analytic.epsilon <= p.epsilon <= analytic.epsilon * (1 + 3e-6)
 
 
 def test_plan_target_kinds_and_laplace():
@@ -677,7 +678,9 @@ def test_plan_keeps_its_budget_within_its_tolerance_where_epsilon_is_flat_in_the
     """An auditor's probe: at δ = 0.05 and a loose target the variance's gap of 5·10⁻⁴ became ε 1.0735× its
     certified lower bound, with status 'optimal'; plan now searches once more at the gap ε's slope asks for."""
     p = mmopt.plan(wl.prefix(16), target, delta=delta)
-    assert p.status == "optimal" and 1.0 <= p.ratio <= 1.0005
+    # 1.0005 from the search's gap, and the release's d_in slack (3.3·10⁻⁶ in the variance, mostly the charged
+    # rounding of A x: mmopt.dense.exact_answers), which the lower bound leaves out, ~240× in ε where ε is this flat
+    assert p.status == "optimal" and 1.0 <= p.ratio <= 1.0005 * 1.0008
     assert np.all(p.per_query_variance <= target)
 
 

@@ -1,0 +1,135 @@
+"""The strategy answers A x of a release, computed so that their float64 rounding is part of the privacy proof.
+
+Notation: see README. OpenDP's measurement adds noise calibrated to d_in ≥ ‖ŷ(x) − ŷ(x′)‖ for the vector ŷ it is
+given, the *computed* A x, not the exact one. A BLAS product rounds every partial sum: its error is bounded only by
+γ_n·|A||x| (γ_n = n·u/(1 − n·u), u = 2⁻⁵³), which grows with the number of cells n and with the counts, and a
+neighbouring x′ = x + e_j moves it differently. Measured: a 64×64 lower-triangular strategy with every column at
+Δ₁ = 1 and counts up to 2²⁶ (2.1·10⁹ records): ‖ŷ(x′) − ŷ(x)‖₁ = 1 + 1.3·10⁻⁸, where the release's d_in (Δ rounded
+upwards) allowed 3·10⁻¹⁴; on the optimised strategy for prefix sums of 256 steps, counts ~10⁶ (2.6·10⁸ records),
+1 + 4.9·10⁻⁹ of Δ₁.
+
+Here every entry is the *correctly rounded* exact sum: each product a·x is split exactly into four products of
+26-bit halves (Dekker's split; each product of two halves fits float64's 53 bits, so it is exact unless it is
+subnormal, where it is off by ≤ 2⁻¹⁰⁷⁵) and ``math.fsum`` rounds their exact sum once. So
+|ŷ_i − y_i| ≤ u·|y_i| + η with η = (4n + 1)·2⁻¹⁰⁷⁵, and for neighbours x, x′ (‖x‖₁, ‖x′‖₁ ≤ N + 1)
+
+    ‖ŷ(x) − ŷ(x′)‖_p ≤ Δ_p + u·(‖A x‖_p + ‖A x′‖_p) + 2‖η‖_p ≤ Δ_p·(1 + u·(2N + 1)) + 2·m^{1/p}·η,
+
+since ‖A x‖_p ≤ Σ_j x_j ‖A e_j‖_p ≤ ‖x‖₁·Δ_p. This needs a public bound N on the number of records, the
+:data:`MAX_RECORDS` of the guarantee's domain: at 2³² the charge is 9.5·10⁻⁷ of Δ (the noise scale grows by as
+much). Where A has integer entries and N·max_i Σ_j |A_ij| < 2⁵³ (the identity, hierarchical and prefix strategies:
+every partial sum of A x is then an integer below 2⁵³), BLAS is exact and nothing is charged. The choice between
+the two depends on A and N alone, never on the data.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["MAX_RECORDS", "RELATIVE_CHARGE", "charged_sensitivity", "check_histogram", "exact_answers", "integer_exact"]
+
+#: The guarantee's domain: histograms of at most this many records (2³² ≈ 4.3·10⁹; a release of more is refused
+#: before anything is drawn). Public, as it must be: the rounding charge depends on it, never on the data.
+MAX_RECORDS = 2**32
+_U = 2.0**-53
+#: d_in / Δ − 1 where A x is not exact, but for the subnormal term: u·(2N + 1) = 9.5·10⁻⁷ at N = 2³²
+RELATIVE_CHARGE = _U * (2.0 * MAX_RECORDS + 1.0)
+_SPLIT = 134217729.0  # 2²⁷ + 1: Dekker's split of a float64 into two halves of ≤ 26 significant bits
+_HALF_TINY = 2.0**-1075  # the largest rounding error of a subnormal product
+_MAX_MAGNITUDE = 2.0**995  # below it the split's a·(2²⁷ + 1) cannot overflow
+_CHUNK = 1 << 21  # product terms summed per batch of rows (4 float64 arrays of this size at most)
+
+
+def integer_exact(A: np.ndarray, records: int = MAX_RECORDS) -> bool:
+    """Whether BLAS computes A x exactly for every histogram x of at most ``records`` records: A integer-valued
+    and ``records``·max_i Σ_j |A_ij| < 2⁵³ (every partial sum an integer of that size at most).
+
+    >>> integer_exact(np.tril(np.ones((4, 4)))), integer_exact(np.eye(3) / 3)
+    (True, False)
+    """
+    A = np.asarray(A)
+    if A.size == 0:
+        return True
+    if not np.all(np.isfinite(A)) or not np.all(A == np.round(A)):
+        return False
+    # the row sums of integers below 2⁵³ are exact in float64 up to 2⁵³; past it the test fails anyway
+    return float(np.max(np.abs(A).sum(axis=1))) * records < 2.0**53
+
+
+def charged_sensitivity(sensitivity: float, norm: str, rows: int, columns: int, *, exact: bool,
+                        records: int = MAX_RECORDS) -> float:
+    """d_in for the computed answers: ``sensitivity`` (a proven upper bound on Δ_p) when ``exact``
+    (:func:`integer_exact`), else Δ_p·(1 + u·(2N + 1)) + 2·m^{1/p}·(4n + 1)·2⁻¹⁰⁷⁵ (module docstring), rounded
+    upwards.
+
+    >>> charged_sensitivity(1.0, "l1", 4, 4, exact=True)
+    1.0
+    >>> 0 < charged_sensitivity(1.0, "l1", 4, 4, exact=False) - 1.0 < 1e-6
+    True
+    """
+    if exact:
+        return sensitivity
+    eta = (4 * columns + 1) * _HALF_TINY * (rows if norm == "l1" else math.sqrt(rows))
+    charged = sensitivity * (1.0 + _U * (2.0 * records + 1.0)) + 2.0 * eta  # RELATIVE_CHARGE at MAX_RECORDS
+    return math.nextafter(charged * (1.0 + 4.0 * _U), math.inf)  # the two products' and the sum's roundings
+
+
+def exact_answers(A: np.ndarray, x: np.ndarray, *, caller: str) -> np.ndarray:
+    """A x with every entry the correctly rounded value of its exact sum (module docstring); the integer case
+    (:func:`integer_exact`) by BLAS, which is then exact. Columns where x is 0 add nothing and are skipped.
+
+    >>> A = np.array([[0.1, 0.2], [1 / 3, 1e-300]])
+    >>> bool(exact_answers(A, np.array([3.0, 2**40]), caller="doctest")[0] == 0.1 * 3 + 0.2 * 2**40)
+    True
+    """
+    A, x = np.asarray(A, dtype=float), np.asarray(x, dtype=float)
+    if np.all(x == np.round(x)) and integer_exact(A, records=max(1, int(np.sum(np.abs(x))) + 1)):
+        return A @ x  # every partial sum an integer below 2⁵³: exact
+    support = np.flatnonzero(x)
+    x = x[support]
+    a_max, x_max = float(np.max(np.abs(A), initial=0.0)), float(np.max(np.abs(x), initial=0.0))
+    # every product below 2¹⁰⁰⁰ and at most 4n of them: no split, product or partial sum overflows
+    if not (a_max < _MAX_MAGNITUDE and x_max < _MAX_MAGNITUDE and a_max * x_max < 2.0**1000):
+        raise ValueError(f"{caller}: the strategy entries (up to {a_max:.3g}) or the counts (up to {x_max:.3g}) are "
+                         "too large for A x to be computed exactly in float64. Rescale the strategy (A and cA have "
+                         "the same error).")
+    x_hi, x_lo = _split(x)
+    halves = (x_hi, x_lo) if np.any(x_lo) else (x,)  # counts below 2²⁶ are their own 26-bit half: 2 terms, not 4
+    out = np.empty(A.shape[0])
+    rows = max(1, _CHUNK // max(1, 2 * len(halves) * x.size))
+    for start in range(0, A.shape[0], rows):
+        a_hi, a_lo = _split(A[start:start + rows, support])  # a block of rows: no copy of A
+        terms = np.concatenate([a * h for a in (a_hi, a_lo) for h in halves], axis=1)
+        out[start:start + rows] = [math.fsum(row) for row in terms.tolist()]
+    return out
+
+
+def check_histogram(x: np.ndarray, caller: str, records: int = MAX_RECORDS) -> np.ndarray:
+    """``x`` (non-negative, checked by the caller) refused unless it is a histogram of the guarantee's domain:
+    whole counts (one record moves one count by 1, which is what Δ is for: fractional or weighted counts move
+    them by other amounts) of at most ``records`` records in all; checked before anything is drawn."""
+    if not np.all(x == np.floor(x)):
+        bad = int(np.count_nonzero(x != np.floor(x)))
+        raise ValueError(f"The 'x' parameter of {caller} must hold counts of records (whole numbers): adding or "
+                         f"removing one record moves one count by 1, which is what the noise is calibrated to. Got "
+                         f"{bad} fractional entr{'y' if bad == 1 else 'ies'} (weighted counts?). Release whole "
+                         "counts; for weighted data the sensitivity is the largest weight times Δ, which release "
+                         "does not compute.")
+    # integers ≤ 2³² each (else refused at once), so their int64 sum is exact for any n below 2³¹
+    top = float(np.max(x)) if x.size else 0.0
+    total = int(x.astype(np.int64).sum()) if top <= records else None
+    if total is None or total > records:
+        got = f"{total:,}" if total is not None else f"a count of {top:.6g}"
+        raise ValueError(f"The 'x' parameter of {caller} must hold at most {records:,} records in all (the "
+                         "guarantee's domain, mmopt.dense.exact_answers.MAX_RECORDS: the float64 rounding of A x is "
+                         f"charged for that many). Got {got} instead. Release the data in parts.")
+    return x
+
+
+def _split(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dekker's split: hi + lo = a exactly, each with at most 26 significant bits (27 with lo's sign)."""
+    c = _SPLIT * a
+    hi = c - (c - a)
+    return hi, a - hi
