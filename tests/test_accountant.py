@@ -857,3 +857,46 @@ def test_a_session_with_a_file_is_not_saved_to_a_second_one(tmp_path):
         acc.save(tmp_path / "fork.json")
     assert not (tmp_path / "fork.json").exists()
     assert acc.save() == path and acc.save(path) == path      # its own file, by any name, is still fine
+
+
+@pytest.mark.parametrize("composition", ["basic", "zcdp", "pld"])
+def test_a_running_session_refuses_another_sessions_spend_without_what_it_counts(tmp_path, composition):
+    """Session A open on a ledger, session B spends, B's entry loses the ε (or ρ) the composition counts: A counted
+    it as 0 and spent past the total (basic, zcdp: 1.8 of 1), or raised a bare TypeError (pld)."""
+    path = tmp_path / "l.json"
+    first = Accountant(Privacy(1.0, 1e-6), composition, path=path)
+    other = Accountant.load(path)
+    if composition == "zcdp":
+        other.spend(rho=0.02, label="B")
+    else:
+        other.spend(Privacy(0.9, 1e-7), label="B")
+    doc = json.loads(path.read_text())
+    key = "rho" if composition == "zcdp" else "epsilon"
+    doc["spends"][0][key] = None
+    doc["spends"][0].update({"rho": 0.5} if key == "epsilon" else {"epsilon": 0.2, "delta": 1e-7})
+    path.write_text(json.dumps(doc, indent=2))
+    with pytest.raises(ValueError, match=f"has spend #1 without {key}, which a '{composition}' ledger needs"):
+        first.spend(Privacy(0.2) if composition == "zcdp" else Privacy(0.9), label="A")
+    assert [s["label"] for s in json.loads(path.read_text())["spends"]] == ["B"]  # nothing written
+
+
+@pytest.mark.parametrize("budget", [(3.3, 1e-5), (0.1, 1e-6), (1.0, 1e-9)])
+def test_a_zcdp_release_of_the_whole_total_is_not_flagged_over_budget(budget):
+    """The ρ recorded for the σ OpenDP drew may lie an ulp above max_rho(ε, δ): the summary said "OVER BUDGET
+    (was it edited by hand?)" after a release the ledger had accepted (a helper's audit)."""
+    acc = Accountant(Privacy(*budget), "zcdp")
+    acc.release(workload.prefix(8), strategy.hierarchical(8), np.arange(8.0), Privacy(*budget))
+    assert not acc.ledger.over() and "OVER BUDGET" not in acc.summary()
+    assert acc.ledger.spends[0].rho <= acc.ledger.rho_cap() * (1 + 1e-14)  # within ulps: a real excess still shows
+
+
+def test_spent_is_rounded_upwards_never_below_the_exact_sum():
+    """0.1 + 1e-17 showed as 0.1 (to nearest), below the exact sum the ledger itself counts (a helper's audit)."""
+    acc = Accountant(Privacy(1.0))
+    acc.spend(Privacy(0.1))
+    acc.spend(Privacy(1e-17))
+    assert Fraction(repr(acc.spent.epsilon)) >= Fraction("0.1") + Fraction("1e-17")
+    z = Accountant(Privacy(1.0, 1e-6), "zcdp")
+    z.spend(rho=0.005)
+    z.spend(rho=1e-19)
+    assert Fraction(repr(z.spent.rho)) >= Fraction("0.005") + Fraction("1e-19")

@@ -41,14 +41,7 @@ class LedgerFile:
                                     "session with Accountant(total, path=...).") from None
         except UnicodeDecodeError as exc:
             raise ValueError(f"{caller}: the file '{source}' is not UTF-8 text ({exc}).") from None
-        eps, delta, composition, spends = lg.loads(text, source)
-        # (ε and δ both: a pld spend without δ loaded, and every later spend or report raised a bare TypeError)
-        keys = ("rho",) if composition == "zcdp" else ("epsilon", "delta")
-        for k, s in enumerate(spends, 1):
-            for key in keys:
-                if getattr(s, key) is None:
-                    raise ValueError(f"{caller}: the file '{source}' has spend #{k} without {key}, which a "
-                                     f"{composition!r} ledger needs. Restore the ledger from a copy.")
+        eps, delta, composition, spends = _loads(text, source, caller)
         return cls(source, text), eps, delta, composition, spends
 
     @classmethod
@@ -73,7 +66,9 @@ class LedgerFile:
         _check_one_name(self.path, caller)
         if text == self.seen:
             return ledger
-        eps, delta, composition, spends = lg.loads(text, self.path)
+        # checked as read() checks: another session's spend without the ε or ρ this composition counts was added
+        # as 0 (1.8 of a total 1 spent after a hand edit; a helper's audit)
+        eps, delta, composition, spends = _loads(text, self.path, caller)
         total = ledger.total
         if (eps, delta, composition) != (total.epsilon, total.delta, ledger.composition):
             raise ValueError(f"{caller}: the ledger file '{self.path}' now records total ε={fmt(eps)}, δ={fmt(delta)} "
@@ -155,3 +150,16 @@ def _check_target(target: Path, caller: str) -> None:
     _refuse_directory(target, caller)  # again at the write: the resolved path, or a directory made since
     if not target.parent.is_dir():
         raise FileNotFoundError(f"{caller}: the directory '{target.parent}' does not exist. Create it first.")
+
+
+def _loads(text: str, source, caller: str):
+    """``lg.loads``, with every spend holding what the composition counts: ε and δ (basic, pld) or ρ (zcdp); a
+    pld spend without δ loaded, and every later spend or report raised a bare TypeError."""
+    eps, delta, composition, spends = lg.loads(text, source)
+    keys = ("rho",) if composition == "zcdp" else ("epsilon", "delta")
+    for k, s in enumerate(spends, 1):
+        for key in keys:
+            if getattr(s, key) is None:
+                raise ValueError(f"{caller}: the file '{source}' has spend #{k} without {key}, which a "
+                                 f"{composition!r} ledger needs. Restore the ledger from a copy.")
+    return eps, delta, composition, spends
