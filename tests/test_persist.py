@@ -785,3 +785,21 @@ def test_an_edited_training_mark_is_refused_as_save_never_writes_it(tmp_path):
     write_raw(path, meta, raw, rehash=True)
     from mmopt._base.intent import participation_schema
     assert participation_schema(load(path).strategy) == meta["participation"]
+
+
+@pytest.mark.parametrize("shape", [(10**6, 10**6), (2**40,)])
+def test_a_header_declaring_more_than_its_bytes_is_corruption_not_a_memory_error(dense_file, tmp_path, shape):
+    """A 1.9 kB file whose matrix header declares 10⁶ × 10⁶ floats: numpy allocated 7.3 TiB before reading (a bare
+    MemoryError; a helper's audit); the headers are checked against the bytes each entry holds first."""
+    import io
+    import zipfile
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": shape})
+    out = tmp_path / "bomb.npz"
+    with zipfile.ZipFile(dense_file) as zin, zipfile.ZipFile(out, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            zout.writestr(info.filename, header.getvalue() + b"\0" * 64 if info.filename == "matrix.npy" else data)
+    with pytest.raises(ValueError, match=r"is corrupted: entry 'matrix.npy' declares an array of shape .* but holds "
+                                         r"192 bytes"):
+        load(out)

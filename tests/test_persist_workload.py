@@ -85,3 +85,21 @@ def test_grouping_sets_are_recorded_and_checked_as_the_queries_they_are(tmp_path
         mmopt.load(path, workload=other)
     with pytest.raises(TypeError, match=r"Got ndarray\. Wrap the matrix: mmopt\.Strategy\(A\)"):
         mmopt.save(tmp_path / "m", np.eye(12))
+
+
+@pytest.mark.parametrize("recorded", [["x", "y", "z"], 5, ["nan"] * 5, [1.0, 2.0], [1.0, True, 3.0]])
+def test_a_recorded_sketch_that_is_not_numbers_is_refused_as_corruption(tmp_path, recorded):
+    """A hand-edited sketch (checksum recomputed): strings raised a bare ValueError, a number a bare TypeError, and
+    NaNs silenced the mismatch warning (a helper's audit)."""
+    import json
+
+    from mmopt.persist import _format as fmt
+    path = mmopt.save(tmp_path / "s", st.identity(16), workload=wl.prefix(16))
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(arrays.pop("metadata").tobytes())
+    meta["workload"]["gram_sketch"] = recorded
+    meta["checksum"] = fmt.checksum(meta, arrays)
+    np.savez_compressed(path, metadata=np.frombuffer(fmt.canonical(meta).encode(), dtype=np.uint8), **arrays)
+    with pytest.raises(ValueError, match=r"records a workload sketch .*, not 3 or 5 finite numbers"):
+        mmopt.load(path, workload=wl.all_range(16))

@@ -314,3 +314,9 @@ def _check_workload_section(recorded: dict, strategy, fail) -> None:
     if recorded.get("domain_size", N) != N or not isinstance(recorded.get("name", ""), str):
         fail(f"records a workload ({recorded.get('name')!r:.40}, N = {recorded.get('domain_size')!r:.20}) that is not "
              f"over the strategy's {N:,} cells")
+    # the sketch load compares a given workload with: strings raised a bare ValueError, a number a bare TypeError,
+    # and NaNs silenced the mismatch warning (every comparison False; a helper's audit)
+    sketch = recorded.get("gram_sketch")
+    if sketch is not None and not (isinstance(sketch, list) and len(sketch) in (3, 5) and all(
+            isinstance(q, int | float) and not isinstance(q, bool) and math.isfinite(q) for q in sketch)):
+        fail(f"records a workload sketch {sketch!r:.60}, not 3 or 5 finite numbers")

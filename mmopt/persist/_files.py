@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import os
 import secrets
 import tokenize
@@ -148,6 +149,7 @@ def read_arrays(source: Path, fail) -> dict[str, np.ndarray]:
         fail(f"would unpack to {size:,} bytes ({largest:,} in its largest array), more than mmopt's allocation limit "
              f"({limit:,} bytes per array, twice that in all; mmopt._base.validation.MAX_ALLOCATION_ENTRIES)",
              remedy="Raise the limit if the file is genuine.")
+    _check_headers(source, fail)
     try:
         with np.load(source, allow_pickle=False) as npz:
             return {k: npz[k] for k in npz.files}
@@ -159,6 +161,37 @@ def read_arrays(source: Path, fail) -> dict[str, np.ndarray]:
                     "Pass a file written by mmopt.save.")
     except CORRUPT_FILE_ERRORS as exc:
         fail(f"is corrupted: reading its arrays failed ({type(exc).__name__}: {exc})")
+
+
+def _check_headers(source: Path, fail) -> None:
+    """Each .npy header's shape and dtype against the bytes its entry holds, before numpy allocates the array: a
+    1.9 kB file declaring a 10⁶ × 10⁶ matrix raised a bare MemoryError (7.3 TiB; a helper's audit), past the size
+    check above, which reads the zip directory, not the headers."""
+    try:
+        problem = _header_problem(source)
+    except ValueError as exc:  # a malformed header (numpy's own refusal)
+        problem = f"an array header is malformed ({exc})"
+    except CORRUPT_FILE_ERRORS as exc:
+        problem = f"reading its arrays failed ({type(exc).__name__}: {exc})"
+    if problem is not None:
+        fail(f"is corrupted: {problem}")
+
+
+def _header_problem(source: Path) -> str | None:
+    readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    with zipfile.ZipFile(source) as z:
+        for info in z.infolist():
+            with z.open(info) as f:
+                version = np.lib.format.read_magic(f)
+                if version not in readers:
+                    return (f"entry '{info.filename}' has .npy format version {version}, which mmopt.save does "
+                            "not write")
+                shape, _, dtype = readers[version](f)
+                declared = math.prod(shape) * dtype.itemsize
+                if declared > info.file_size:
+                    return (f"entry '{info.filename}' declares an array of shape {shape} ({declared:,} bytes of "
+                            f"{dtype}) but holds {info.file_size:,} bytes")
+    return None
 
 
 def parse_metadata(entry, fail) -> dict:
