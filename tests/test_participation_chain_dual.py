@@ -105,16 +105,38 @@ def test_the_lifted_bound_is_certified_at_n_from_the_coarser_levels():
 
 
 def test_a_lifted_level_keeps_the_solved_chains_atom_on_the_fixed_epochs(monkeypatch):
-    """LIFT_SHIFT on each Q_i's diagonal at the carried levels only: the solved levels are the same, the certified
-    bound higher (256 steps, k = 8: 17,117 → 17,216; 4,096 steps, k = 16: 1,141,110 → 1,160,308), still below a
-    feasible strategy's error."""
+    """_lift_chain at the carried levels only: the solved levels are the same, the certified bound higher than with
+    each offset repeated (256 steps, k = 8: 17,117 → 17,408, the dual solved at 256 steps 17,444; 4,096 steps,
+    k = 16: 1,141,110 → 1,168,348), still below a feasible strategy's error."""
+    import numpy as np
+
     import mmopt.participation.chain_dual as cd
     n, k = 256, 8
-    shifted = chain_dual(n, k, max_iterations=200, solve_steps=128)
-    monkeypatch.setattr(cd, "LIFT_SHIFT", 0.0)
+    kept = chain_dual(n, k, max_iterations=200, solve_steps=128)
+    monkeypatch.setattr(cd, "_lift_chain", lambda A, b: np.repeat(np.repeat(A, 2, axis=1), 2, axis=2))
     plain = chain_dual(n, k, max_iterations=200, solve_steps=128)
-    assert [lv["bound"] for lv in shifted.levels[:-1]] == [lv["bound"] for lv in plain.levels[:-1]]
-    assert plain.bound * 1.002 < shifted.bound <= chain_banded(n, k, max_iterations=100).error
+    assert [lv["bound"] for lv in kept.levels[:-1]] == [lv["bound"] for lv in plain.levels[:-1]]
+    assert plain.bound * 1.005 < kept.bound <= chain_banded(n, k, max_iterations=100).error
+
+
+def test_the_lifted_chain_keeps_its_atom_whole_and_its_rows_stochastic():
+    """Q_i's rows at 2b offsets sum to 1, and the mass on o_{i+1} = o_i stays (a row with 0.94 there keeps ~0.94
+    on both fine rows, where repetition leaves 0.47 + the cell beside it)."""
+    import numpy as np
+
+    from mmopt.participation.chain_dual import _lift_chain
+    rng = np.random.default_rng(0)
+    b = 8
+    A = rng.standard_normal((2, b, b))
+    A[:, np.arange(b), np.arange(b)] += 3.0  # an atom on the diagonal
+    q = np.exp(np.where(np.triu(np.ones((b, b))) > 0, A, -np.inf))
+    q /= q.sum(axis=-1, keepdims=True)
+    fine = np.exp(_lift_chain(A, b))
+    fine = np.where(np.triu(np.ones((2 * b, 2 * b))) > 0, fine, 0.0)
+    np.testing.assert_allclose(fine.sum(axis=-1), 1.0, rtol=1e-12)
+    repeated = np.exp(np.repeat(np.repeat(A, 2, axis=1), 2, axis=2))[:, 4, 4:]
+    # the atom survives (up to the rows' renormalisation); repeated, it is halved
+    assert np.all(fine[:, 4, 4] > 0.9 * q[:, 2, 2]) and np.all(repeated[:, 0] / repeated.sum(-1) < 0.55 * q[:, 2, 2])
 
 
 def test_a_budget_stops_it_and_the_bound_stays_certified():

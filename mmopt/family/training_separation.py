@@ -38,8 +38,9 @@ CARRY_SECONDS = 30.0  # kept for the carry (three exact evaluations at 4,096 ste
 # equalise.relative_step (a float32 gradient, two screens and an exact evaluation: 7–10 s); with 20 s and no step
 # the route took 111.5 CPU s at k = 4 (with 12 s: 120.9)
 LIFTED_SECONDS = 15.0  # there the chain dual is solved to LIFTED_SOLVE_STEPS and certified at n (its lifted bound,
-LIFTED_SOLVE_STEPS = 1024  # ~15 s more): 4,096 steps, k = 4 / 8 / 16: 202,158 / 463,388 / 1,160,536 against the
-# diagonal bound's 193,912 / 430,004 / 1,058,804 (with chain_dual.LIFT_SHIFT; 201,814 / 461,466 / 1,142,057 before)
+LIFTED_SOLVE_STEPS = 1024  # ~15 s more): 4,096 steps, k = 4 / 8 / 16: 202,650 / 465,189 / 1,168,348 against the
+# diagonal bound's 193,912 / 430,004 / 1,058,804 (with chain_dual._lift_chain; 202,158 / 463,388 / 1,160,536 with a
+# diagonal logit shift of 0.5, 201,814 / 461,466 / 1,142,057 with the offsets repeated)
 
 
 def takes_separation(schema, n: int, stream, G) -> bool:

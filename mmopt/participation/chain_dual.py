@@ -34,7 +34,8 @@ repeated, as between levels) are near the optimum's at n. So L-BFGS runs up to `
 iterate is certified once at n. Measured (4,096 steps, one core, solved to 1,024 in 15 CPU s, certified in 15–18 s):
 201,814 / 461,466 / 1,142,057 at k = 4 / 8 / 16 against the diagonal bound's 193,912 / 430,004 / 1,058,804; solved
 to 2,048 in 34 s, 202,273 at k = 4 (0.2 % more for twice the time). Each lifted level keeps the solved chains'
-atom on the fixed epochs' patterns (:data:`LIFT_SHIFT`): 202,146 / 463,329 / 1,160,308 in the same time.
+atom on the fixed epochs' patterns whole (:func:`_lift_chain`; repetition halves it at each level): 202,650 /
+465,189 / 1,168,348 in the same time (a diagonal logit shift of 0.5 gave 202,158 / 463,388 / 1,160,536).
 
 A start for the primal (prefix sums): the Lagrangian's minimiser at the chain's weights, X(M) = Aᵀ K^{−1/2} A, is
 the optimum itself when the weights are optimal (tr(G X⁻¹) is strictly convex), so at a near-optimal M it is a
@@ -62,12 +63,6 @@ __all__ = ["ChainDual", "chain_dual", "lagrangian_start"]
 
 _EPS = np.finfo(float).eps
 _COARSEST = 64
-# Added to each Q_i's diagonal logits at a lifted level (carried, not solved): the solved chains put an atom on
-# o_{i+1} = o_i (the fixed epochs' patterns, 0.14–0.6 of a row) that repeating the offsets halves against the
-# doubled cells beside it. Measured at 4,096 steps, solved to 1,024 in 15 s (a helper's exploration): 201,815 /
-# 461,223 / 1,141,110 → 202,146 / 463,329 / 1,160,308 at k = 4 / 8 / 16, as much as a solve to 2,048 with 60 s
-# more; of 0.3, 0.5, ln 2 and 0.9 the best or near it at every k. Any value gives a certified bound.
-LIFT_SHIFT = 0.5
 
 
 @dataclass(frozen=True)
@@ -166,7 +161,7 @@ def chain_dual(gram, participations: int, *, rank: int = 32, seconds: float | No
     levels, iterations, converged = [], 0, False
     for j, bj in enumerate(sizes):
         if j:
-            x = _prolong(x, sizes[j - 1], k, rank, rng, shift=LIFT_SHIFT if j >= len(solved) else 0.0)
+            x = _prolong(x, sizes[j - 1], k, rank, rng, lifted=j >= len(solved))
         if j >= len(solved):
             continue
         factor = _Factor(k * bj if prefix else G, prefix)
@@ -223,15 +218,46 @@ def _start(b: int, k: int, r: int, rng) -> np.ndarray:
     return np.concatenate([np.zeros(b), np.tile(2.0 * np.eye(b), (k - 1, 1, 1)).ravel(), L.ravel()])
 
 
-def _prolong(x, b: int, k: int, r: int, rng, shift: float = 0.0) -> np.ndarray:
-    """n/2 → n: each offset repeated (its logits twice, ``shift`` added on each Q_i's diagonal: :data:`LIFT_SHIFT`),
-    R's rows repeated and perturbed (R stays definite)."""
+def _prolong(x, b: int, k: int, r: int, rng, lifted: bool = False) -> np.ndarray:
+    """n/2 → n: each offset repeated (p_0's and Q_i's logits twice), R's rows repeated and perturbed (R stays
+    definite). At a lifted level (``lifted``: carried, not solved) each Q_i's atom on o_{i+1} = o_i stays whole on the
+    fine diagonal and the rest of the row, a density, is interpolated along o_{i+1} − o_i (:func:`_lift_chain`)."""
     a0, A, L = _split(x, b, k, r)
     L2 = np.repeat(L, 2, axis=0)
     L2 += 1e-2 * float(np.abs(L).mean()) * rng.standard_normal(L2.shape)
-    A2 = np.repeat(np.repeat(A, 2, axis=1), 2, axis=2)
-    A2[:, np.arange(2 * b), np.arange(2 * b)] += shift
+    A2 = _lift_chain(A, b) if lifted else np.repeat(np.repeat(A, 2, axis=1), 2, axis=2)
     return np.concatenate([np.repeat(a0, 2), A2.ravel(), L2.ravel()])
+
+
+def _lift_chain(A, b: int) -> np.ndarray:
+    """Q_i's logits at 2b offsets from those at b. Row o of Q_i (probabilities q_δ at o_{i+1} = o + δ) is an atom
+    a = q_0 − min(q_0, q_1) on δ = 0 plus a density d_δ (d_0 = min(q_0, q_1), d_δ = q_δ past it); fine rows 2o and
+    2o + 1 both take a on their diagonal and d at δ/2 (linear between the coarse cells, halved: cells of half the
+    width), renormalised. Repetition halves the atom against the doubled cells beside it."""
+    m = A.shape[0]
+    rows, cols = np.triu_indices(b)
+    Z = np.full((m, b, b), -np.inf)
+    Z[:, rows, cols] = A[:, rows, cols]
+    E = np.exp(Z - Z.max(axis=-1, keepdims=True))
+    q = E / E.sum(axis=-1, keepdims=True)
+    D = np.zeros((m, b, b + 1))  # D[:, o, δ] = q[:, o, o + δ]; column b − o repeats the row's last (its end)
+    D[:, rows, cols - rows] = q[:, rows, cols]
+    o = np.arange(b)
+    q1 = np.where(o < b - 1, D[:, o, np.minimum(1, b - 1)], 0.0)
+    d0 = np.minimum(q[:, o, o], q1)
+    atom = q[:, o, o] - d0
+    D[:, o, 0] = d0
+    D[:, o, b - o] = D[:, o, b - o - 1]
+    fine = np.zeros((m, 2 * b, 2 * b))  # fine[:, f, δf] = D at coarse row f // 2, δ = δf / 2, halved
+    fine[:, :, 0::2] = np.repeat(D[:, :, :b], 2, axis=1) / 2
+    fine[:, :, 1::2] = np.repeat(D[:, :, :b] + D[:, :, 1:], 2, axis=1) / 4
+    fine[:, 2 * o, 0] += atom
+    fine[:, 2 * o + 1, 0] += atom
+    rows2, cols2 = np.triu_indices(2 * b)
+    Q2 = np.zeros((m, 2 * b, 2 * b))
+    Q2[:, rows2, cols2] = fine[:, rows2, cols2 - rows2]
+    Q2 /= Q2.sum(axis=-1, keepdims=True)
+    return np.log(np.maximum(Q2, 1e-300))
 
 
 def _split(x, b: int, k: int, r: int):
