@@ -47,6 +47,10 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
                       batch_size: int = rd.BATCH_ROWS, accountant=None, label: str | None = None) -> RecordsRelease:
     """Release the marginals of ``workload`` from records under (ε, δ)-DP, with their predicted variance.
 
+    The strategy's answers A x (marginal counts times weights, or their residuals) are computed in float64;
+    their rounding is covered by the 10⁻⁷ slack of Δ's rounding upwards, not by a proof as the dense release's
+    (:mod:`mmopt.dense.exact_answers`; an open issue).
+
     Parameters
     ----------
     records : pandas.DataFrame, path, dask DataFrame, polars LazyFrame or DataFrame, or DuckDB relation

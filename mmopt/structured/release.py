@@ -69,7 +69,9 @@ def release(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: 
     The guarantee and its conditions are those of :func:`mmopt.mechanism.release`: (ε, δ)-DP for adding
     or removing one record of the data whose histogram is ``x`` (true counts), with A and W fixed
     independently of the data. Δ is :func:`~mmopt.structured.strategies.sensitivity` — exact, or a proven
-    upper bound when ``sensitivity_exact`` is False — rounded upwards. Noise cannot be seeded.
+    upper bound when ``sensitivity_exact`` is False — rounded upwards. Noise cannot be seeded. Unlike the dense
+    release (:mod:`mmopt.dense.exact_answers`), A x is computed factor by factor in float64 and its rounding is
+    covered only by the 10⁻⁷ slack of Δ's rounding upwards, not by a proof (an open issue).
     ``reconstruct``, ``total`` and ``zeros`` are those of :func:`mmopt.matrix_mechanism`; they only
     post-process y with public facts, so the guarantee is unchanged.
 

@@ -57,7 +57,9 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
             reconstruct: str = "least_squares", caller: str = "release", **unused):
     """:func:`mmopt.release` for ``mmopt.toeplitz.prefix(n)`` / ``all_range(n)`` and a ToeplitzStrategy.
 
-    Returns a :class:`mmopt.mechanism.MechanismOutput` (``path="release"``, OpenDP's verified loss).
+    Returns a :class:`mmopt.mechanism.MechanismOutput` (``path="release"``, OpenDP's verified loss). C x is
+    computed in float64; its rounding is covered by the 10⁻⁷ slack of Δ's rounding upwards, not by a proof as the
+    dense release's (:mod:`mmopt.dense.exact_answers`; an open issue).
     """
     from mmopt.mechanism import MechanismOutput
     from mmopt.reconstruct._common import Reconstruction
