@@ -39,7 +39,7 @@ from mmopt.dense._mechanism_inputs import noisy as _noisy
 from mmopt.dense._mechanism_inputs import product as _product
 from mmopt.dense._strategy_analysis import supports
 from mmopt.dense._strategy_core import max_column_norm_upper
-from mmopt.dense.exact_answers import charged_sensitivity, check_histogram, exact_answers, integer_exact
+from mmopt.dense.exact_answers import charged_sensitivity, check_histogram, check_strategy, exact_answers, integer_exact
 from mmopt.dense.least_squares import LeastSquares, factorize
 from mmopt.privacy import Privacy
 from mmopt.reconstruct import Reconstruction, check_reconstruction
@@ -250,11 +250,13 @@ def release(workload: Workload, strategy, x, privacy: Privacy, *, noise_scale: f
                                                               strategy.domain_size, caller, _domain_shape(workload))
     tol = _dense_tol(options)
     A = strategy.matrix
+    check_strategy(A, caller)  # from A alone: a refusal that read the counts would tell neighbours apart
     x = check_histogram(x, caller)
     # d_in bounds the change of the *computed* A x (its float rounding charged, from A and MAX_RECORDS alone)
+    exact = integer_exact(A)
     d_in = charged_sensitivity(_upper_sensitivity(A, privacy.sensitivity_norm, caller), privacy.sensitivity_norm,
-                               *A.shape, exact=integer_exact(A))
-    Ax = _finite(exact_answers(A, x, caller=caller), "A x", caller)  # refused before any noise is drawn
+                               *A.shape, exact=exact)
+    Ax = _finite(exact_answers(A, x, caller=caller, integer=exact), "A x", caller)  # refused before any draw
     y, scale, loss = measure(Ax, d_in, privacy, noise_scale=noise_scale, caller=caller)
 
     def finish(method: str):

@@ -101,6 +101,9 @@ def dawa(x, epsilon: float, *, ratio: float = 0.25, strategy="hierarchical", bra
     order = v.check_choice(order, name="order", caller=caller, choices=ORDERS)
     nonnegative = v.check_bool(nonnegative, name="nonnegative", caller=caller)
     src = resolve_noise(noise, rng, caller=caller)
+    if callable(strategy) and src.vetted:  # the buckets go to mmopt.release: its histogram checked before any draw
+        from mmopt.dense.exact_answers import check_histogram as check_release_histogram
+        check_release_histogram(X.ravel(), caller)
     if max_bucket_length is not None:
         max_bucket_length = v.check_int(max_bucket_length, name="max_bucket_length", caller=caller)
     # singleton buckets only (one cell, or max_bucket_length=1): the partition has one outcome and reads no data,

@@ -10,8 +10,9 @@ upwards) allowed 3·10⁻¹⁴; on the optimised strategy for prefix sums of 256
 
 Here every entry is the *correctly rounded* exact sum: each product a·x is split exactly into four products of
 26-bit halves (Dekker's split; each product of two halves fits float64's 53 bits, so it is exact unless it is
-subnormal, where it is off by ≤ 2⁻¹⁰⁷⁵) and ``math.fsum`` rounds their exact sum once. So
-|ŷ_i − y_i| ≤ u·|y_i| + η with η = (4n + 1)·2⁻¹⁰⁷⁵, and for neighbours x, x′ (‖x‖₁, ‖x′‖₁ ≤ N + 1)
+subnormal, where it is off by < 2⁻¹⁰⁷⁴ — never for whole counts, whose products are multiples of 2⁻¹⁰⁷⁴) and
+``math.fsum`` rounds their exact sum once. So |ŷ_i − y_i| ≤ u·|y_i| + η with η = (4n + 1)·2⁻¹⁰⁷⁴ (0 in fact for
+whole counts, charged anyway), and for neighbours x, x′ (‖x‖₁, ‖x′‖₁ ≤ N + 1)
 
     ‖ŷ(x) − ŷ(x′)‖_p ≤ Δ_p + u·(‖A x‖_p + ‖A x′‖_p) + 2‖η‖_p ≤ Δ_p·(1 + u·(2N + 1)) + 2·m^{1/p}·η,
 
@@ -28,7 +29,8 @@ import math
 
 import numpy as np
 
-__all__ = ["MAX_RECORDS", "RELATIVE_CHARGE", "charged_sensitivity", "check_histogram", "exact_answers", "integer_exact"]
+__all__ = ["MAX_RECORDS", "RELATIVE_CHARGE", "charged_sensitivity", "check_histogram", "check_strategy",
+           "exact_answers", "integer_exact"]
 
 #: The guarantee's domain: histograms of at most this many records (2³² ≈ 4.3·10⁹; a release of more is refused
 #: before anything is drawn). Public, as it must be: the rounding charge depends on it, never on the data.
@@ -37,7 +39,7 @@ _U = 2.0**-53
 #: d_in / Δ − 1 where A x is not exact, but for the subnormal term: u·(2N + 1) = 9.5·10⁻⁷ at N = 2³²
 RELATIVE_CHARGE = _U * (2.0 * MAX_RECORDS + 1.0)
 _SPLIT = 134217729.0  # 2²⁷ + 1: Dekker's split of a float64 into two halves of ≤ 26 significant bits
-_HALF_TINY = 2.0**-1075  # the largest rounding error of a subnormal product
+_TINY_ERROR = 2.0**-1074  # bounds the rounding error of a subnormal product (half of it, 2⁻¹⁰⁷⁵, is 0.0 in float64)
 _MAX_MAGNITUDE = 2.0**995  # below it the split's a·(2²⁷ + 1) cannot overflow
 _CHUNK = 1 << 21  # product terms summed per batch of rows (4 float64 arrays of this size at most)
 
@@ -50,18 +52,30 @@ def integer_exact(A: np.ndarray, records: int = MAX_RECORDS) -> bool:
     (True, False)
     """
     A = np.asarray(A)
-    if A.size == 0:
-        return True
-    if not np.all(np.isfinite(A)) or not np.all(A == np.round(A)):
-        return False
-    # the row sums of integers below 2⁵³ are exact in float64 up to 2⁵³; past it the test fails anyway
-    return float(np.max(np.abs(A).sum(axis=1))) * records < 2.0**53
+    largest = 0.0
+    for rows in _row_blocks(A):  # blocks: no temporary of A's size (np.round(A) and |A| were two)
+        block = A[rows]
+        if not np.all(np.isfinite(block)) or not np.all(block == np.round(block)):
+            return False
+        # the row sums of integers below 2⁵³ are exact in float64 up to 2⁵³; past it the test fails anyway
+        largest = max(largest, float(np.max(np.abs(block).sum(axis=1), initial=0.0)))
+    return largest * records < 2.0**53
+
+
+def check_strategy(A: np.ndarray, caller: str) -> None:
+    """Refuse, from A alone, a strategy whose entries are too large for A x to be computed exactly at every
+    histogram of the domain (a refusal that depended on the counts would tell neighbours apart)."""
+    a_max = _abs_max(A)
+    if not a_max * MAX_RECORDS < 2.0**1000:
+        raise ValueError(f"{caller}: the strategy's entries (up to {a_max:.3g}) are too large for A x to be computed "
+                         "exactly in float64 at every histogram of up to MAX_RECORDS records. Rescale the strategy "
+                         "(A and cA have the same error).")
 
 
 def charged_sensitivity(sensitivity: float, norm: str, rows: int, columns: int, *, exact: bool,
                         records: int = MAX_RECORDS) -> float:
     """d_in for the computed answers: ``sensitivity`` (a proven upper bound on Δ_p) when ``exact``
-    (:func:`integer_exact`), else Δ_p·(1 + u·(2N + 1)) + 2·m^{1/p}·(4n + 1)·2⁻¹⁰⁷⁵ (module docstring), rounded
+    (:func:`integer_exact`), else Δ_p·(1 + u·(2N + 1)) + 2·m^{1/p}·(4n + 1)·2⁻¹⁰⁷⁴ (module docstring), rounded
     upwards.
 
     >>> charged_sensitivity(1.0, "l1", 4, 4, exact=True)
@@ -71,30 +85,35 @@ def charged_sensitivity(sensitivity: float, norm: str, rows: int, columns: int, 
     """
     if exact:
         return sensitivity
-    eta = (4 * columns + 1) * _HALF_TINY * (rows if norm == "l1" else math.sqrt(rows))
+    eta = (4 * columns + 1) * _TINY_ERROR * (rows if norm == "l1" else math.sqrt(rows))
     charged = sensitivity * (1.0 + _U * (2.0 * records + 1.0)) + 2.0 * eta  # RELATIVE_CHARGE at MAX_RECORDS
     return math.nextafter(charged * (1.0 + 4.0 * _U), math.inf)  # the two products' and the sum's roundings
 
 
-def exact_answers(A: np.ndarray, x: np.ndarray, *, caller: str) -> np.ndarray:
+def exact_answers(A: np.ndarray, x: np.ndarray, *, caller: str, integer: bool | None = None) -> np.ndarray:
     """A x with every entry the correctly rounded value of its exact sum (module docstring); the integer case
     (:func:`integer_exact`) by BLAS, which is then exact. Columns where x is 0 add nothing and are skipped.
+    ``integer``: :func:`integer_exact` (A) at MAX_RECORDS when the caller knows it and x is a histogram of the
+    domain (:func:`check_histogram`); else it is checked at x's own total. Correctly rounded for whole counts; for
+    fractional x a subnormal product may be off by ≤ 2⁻¹⁰⁷⁴ (within the charge's η).
 
     >>> A = np.array([[0.1, 0.2], [1 / 3, 1e-300]])
     >>> bool(exact_answers(A, np.array([3.0, 2**40]), caller="doctest")[0] == 0.1 * 3 + 0.2 * 2**40)
     True
     """
     A, x = np.asarray(A, dtype=float), np.asarray(x, dtype=float)
-    if np.all(x == np.round(x)) and integer_exact(A, records=max(1, int(np.sum(np.abs(x))) + 1)):
+    if integer is None:
+        integer = bool(np.all(x == np.round(x))) and integer_exact(A, records=max(1, int(np.sum(np.abs(x))) + 1))
+    if integer:
         return A @ x  # every partial sum an integer below 2⁵³: exact
     support = np.flatnonzero(x)
     x = x[support]
-    a_max, x_max = float(np.max(np.abs(A), initial=0.0)), float(np.max(np.abs(x), initial=0.0))
+    a_max, x_max = _abs_max(A), _abs_max(x)
     # every product below 2¹⁰⁰⁰ and at most 4n of them: no split, product or partial sum overflows
     if not (a_max < _MAX_MAGNITUDE and x_max < _MAX_MAGNITUDE and a_max * x_max < 2.0**1000):
-        raise ValueError(f"{caller}: the strategy entries (up to {a_max:.3g}) or the counts (up to {x_max:.3g}) are "
-                         "too large for A x to be computed exactly in float64. Rescale the strategy (A and cA have "
-                         "the same error).")
+        raise ValueError(f"{caller}: the strategy entries or the counts are too large for A x to be computed exactly "
+                         "in float64 (figures of the data not printed). Rescale the strategy (A and cA have the same "
+                         "error).")
     x_hi, x_lo = _split(x)
     halves = (x_hi, x_lo) if np.any(x_lo) else (x,)  # counts below 2²⁶ are their own 26-bit half: 2 terms, not 4
     out = np.empty(A.shape[0])
@@ -111,21 +130,30 @@ def check_histogram(x: np.ndarray, caller: str, records: int = MAX_RECORDS) -> n
     whole counts (one record moves one count by 1, which is what Δ is for: fractional or weighted counts move
     them by other amounts) of at most ``records`` records in all; checked before anything is drawn."""
     if not np.all(x == np.floor(x)):
-        bad = int(np.count_nonzero(x != np.floor(x)))
         raise ValueError(f"The 'x' parameter of {caller} must hold counts of records (whole numbers): adding or "
-                         f"removing one record moves one count by 1, which is what the noise is calibrated to. Got "
-                         f"{bad} fractional entr{'y' if bad == 1 else 'ies'} (weighted counts?). Release whole "
-                         "counts; for weighted data the sensitivity is the largest weight times Δ, which release "
-                         "does not compute.")
+                         "removing one record moves one count by 1, which is what the noise is calibrated to. Got "
+                         "fractional counts (weighted counts?). Release whole counts; for weighted data the "
+                         "sensitivity is the largest weight times Δ, which release does not compute.")
     # integers ≤ 2³² each (else refused at once), so their int64 sum is exact for any n below 2³¹
     top = float(np.max(x)) if x.size else 0.0
     total = int(x.astype(np.int64).sum()) if top <= records else None
     if total is None or total > records:
-        got = f"{total:,}" if total is not None else f"a count of {top:.6g}"
         raise ValueError(f"The 'x' parameter of {caller} must hold at most {records:,} records in all (the "
                          "guarantee's domain, mmopt.dense.exact_answers.MAX_RECORDS: the float64 rounding of A x is "
-                         f"charged for that many). Got {got} instead. Release the data in parts.")
+                         "charged for that many). Got more (the total is not printed: a figure of the data). Release "
+                         "the data in parts.")
     return x
+
+
+def _abs_max(a: np.ndarray) -> float:
+    """max |a| without the copy np.abs(a) makes."""
+    return max(float(np.max(a, initial=0.0)), -float(np.min(a, initial=0.0)))
+
+
+def _row_blocks(A: np.ndarray):
+    """Slices of A's rows holding about _CHUNK entries each."""
+    step = max(1, _CHUNK // max(1, A.shape[1] if A.ndim == 2 else 1))
+    return (slice(start, start + step) for start in range(0, A.shape[0], step))
 
 
 def _split(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
