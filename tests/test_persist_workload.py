@@ -87,7 +87,7 @@ def test_grouping_sets_are_recorded_and_checked_as_the_queries_they_are(tmp_path
         mmopt.save(tmp_path / "m", np.eye(12))
 
 
-@pytest.mark.parametrize("recorded", [["x", "y", "z"], 5, ["nan"] * 5, [1.0, 2.0], [1.0, True, 3.0]])
+@pytest.mark.parametrize("recorded", [["x", "y", "z"], 5, ["nan"] * 5, [1.0, 2.0], [1.0, True, 3.0], [10**400, 1, 2]])
 def test_a_recorded_sketch_that_is_not_numbers_is_refused_as_corruption(tmp_path, recorded):
     """A hand-edited sketch (checksum recomputed): strings raised a bare ValueError, a number a bare TypeError, and
     NaNs silenced the mismatch warning (a helper's audit)."""

@@ -318,5 +318,6 @@ def _check_workload_section(recorded: dict, strategy, fail) -> None:
     # and NaNs silenced the mismatch warning (every comparison False; a helper's audit)
     sketch = recorded.get("gram_sketch")
     if sketch is not None and not (isinstance(sketch, list) and len(sketch) in (3, 5) and all(
-            isinstance(q, int | float) and not isinstance(q, bool) and math.isfinite(q) for q in sketch)):
+            (isinstance(q, float) and math.isfinite(q)) or (isinstance(q, int) and not isinstance(q, bool)
+                                                            and abs(q) < 2**1023) for q in sketch)):
         fail(f"records a workload sketch {sketch!r:.60}, not 3 or 5 finite numbers")
