@@ -281,8 +281,9 @@ def release_grouping_sets(records, domain, sets, privacy, *, leaf: str, levels: 
                           noise_scale: float | None = None) -> GroupedRelease:
     """Release ``GROUP BY GROUPING SETS (sets)`` of ``records`` with a hierarchy over the ``leaf`` attribute.
 
-    The strategy's answers are computed in float64; their rounding is covered by the 10⁻⁷ slack of Δ's rounding
-    upwards, not by a proof as the dense release's (:mod:`mmopt.dense.exact_answers`; an open issue).
+    The strategy's answers are computed in float64; their rounding is not part of the proof as the dense release's
+    is (:mod:`mmopt.dense.exact_answers`): the 10⁻⁷ slack of Δ's rounding upwards absorbs it at moderate counts,
+    not provably (an open issue).
 
     Parameters
     ----------

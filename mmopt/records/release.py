@@ -48,8 +48,8 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
     """Release the marginals of ``workload`` from records under (ε, δ)-DP, with their predicted variance.
 
     The strategy's answers A x (marginal counts times weights, or their residuals) are computed in float64;
-    their rounding is covered by the 10⁻⁷ slack of Δ's rounding upwards, not by a proof as the dense release's
-    (:mod:`mmopt.dense.exact_answers`; an open issue).
+    their rounding is not part of the proof as the dense release's is (:mod:`mmopt.dense.exact_answers`): the
+    10⁻⁷ slack of Δ's rounding upwards absorbs it at moderate counts, not provably (an open issue).
 
     Parameters
     ----------
