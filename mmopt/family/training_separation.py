@@ -31,9 +31,11 @@ LIFTED_FROM = 2049  # on prefix sums from here (to free_banded.MAX_N) the chain 
 # progress. In 85 s chain_levels from the dual's start at 1,024 steps, refining at 4,096, reached 212,468 at k = 4
 # (the free band, which then took the budget: 207,663); refined to 2,048 steps, carried and equalised: ~205,500 (a
 # helper's exploration). At k = 8 / 16, in development runs beside other work: 473,053 / 1,200,242 carried against
-# 475,060 / 1,212,543 refined at 4,096, in 104 / 100 CPU s against 118 / 117. With the lifted dual's LIFT_SHIFT and
-# equalise.relative_step (benchmarks/results/bench_participation_minsep_4096.txt): gaps 1.0105 / 1.0169 / 1.0326 in
-# 111 / 99 / 94 CPU s (before them 1.019 / 1.032 / 1.051; the earlier route's 1.029 / 1.024 / 1.048)
+# 475,060 / 1,212,543 refined at 4,096, in 104 / 100 CPU s against 118 / 117. With the lifted dual's _lift_chain and
+# equalise.relative_step (benchmarks/results/bench_participation_minsep_4096.txt): gaps 1.0077 / 1.0125 / 1.0259 in
+# 108 / 96 / 93 CPU s (1.0105 / 1.0169 / 1.0326 with a diagonal logit shift in the lift; before the step and the
+# shift 1.019 / 1.032 / 1.051; the earlier route's 1.029 / 1.024 / 1.048). Keeping less for the carry at k = 8 / 16
+# (21 / 16.5 s, the levels taking the rest) gained 0.03 % / 0.02 % for 11 / 14 CPU s more: not kept
 CARRY_SECONDS = 30.0  # kept for the carry (three exact evaluations at 4,096 steps), equalise (two more) and
 # equalise.relative_step (a float32 gradient, two screens and an exact evaluation: 7–10 s); with 20 s and no step
 # the route took 111.5 CPU s at k = 4 (with 12 s: 120.9)
