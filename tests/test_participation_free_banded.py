@@ -212,3 +212,29 @@ def test_past_2048_steps_with_few_bands_the_2b_band_strategy_starts_from_the_lif
     W = np.tril(np.ones((n, n)))
     dense = sensitivity_squared(C, schema).squared * np.linalg.norm(W @ np.linalg.inv(C)) ** 2
     assert dense <= res.objective * (1 + 1e-8) and res.lower_bound < res.objective  # Δ² is the chain's upper bound
+
+
+def test_from_2048_steps_the_dual_is_lifted_and_the_finest_level_still_refined(monkeypatch):
+    """From DUAL_LIFTED_FROM (2,048 steps; lowered here) the chain dual is solved to LIFTED_SOLVE_STEPS and certified
+    at n (at 2,048 steps, k = 8: 206,925 in 16 CPU s against 206,378 solved to 2,048 in 31 s), while below
+    LIFTED_FROM the 2b bands' finest level is refined, not carried."""
+    import mmopt
+    from mmopt.family import training_separation as route
+    from mmopt.participation import chain_dual as dual_module
+    from mmopt.participation import chain_levels
+    n, k = 128, 4
+    schema = min_separation(n // k, k)
+    monkeypatch.setattr(route, "DUAL_LIFTED_FROM", n)
+    monkeypatch.setattr(route, "LEVELS_MIN_N", n)
+    monkeypatch.setattr(route, "ROUTE_SECONDS", 3.0)
+    monkeypatch.setattr(route, "CHAIN_BANDED_SECONDS", 2.0)
+    monkeypatch.setattr(route, "LIFTED_SECONDS", 1.0)
+    monkeypatch.setattr(route, "LIFTED_SOLVE_STEPS", n // 2)
+    duals, levels = [], []
+    real_dual, real_levels = dual_module.chain_dual, chain_levels.chain_levels
+    monkeypatch.setattr(dual_module, "chain_dual", lambda *a, **kw: duals.append(kw) or real_dual(*a, **kw))
+    monkeypatch.setattr(chain_levels, "chain_levels", lambda *a, **kw: levels.append(kw) or real_levels(*a, **kw))
+    res = mmopt.optimize(mmopt.workload.prefix(n), participation=schema, options={"seconds": 0})
+    assert [(kw["solve_steps"], kw["seconds"]) for kw in duals] == [(n // 2, 1.0)]
+    assert [kw["refine_finest"] for kw in levels] == [True] and "the finest level carried" not in res.solver
+    assert res.lower_bound == pytest.approx(res.extra["chain_dual"], rel=1e-12) and res.lower_bound < res.objective

@@ -39,6 +39,10 @@ LIFTED_FROM = 2049  # on prefix sums from here (to free_banded.MAX_N) the chain 
 CARRY_SECONDS = 30.0  # kept for the carry (three exact evaluations at 4,096 steps), equalise (two more) and
 # equalise.relative_step (a float32 gradient, two screens and an exact evaluation: 7–10 s); with 20 s and no step
 # the route took 111.5 CPU s at k = 4 (with 12 s: 120.9)
+DUAL_LIFTED_FROM = 2048  # on prefix sums from here the chain dual is solved to LIFTED_SOLVE_STEPS and certified at
+# n (the 2b bands' finest level is still refined below LIFTED_FROM): at 2,048 steps, k = 4 / 8, 89,219 / 206,925 in
+# 16 CPU s against 89,175 / 206,378 solved to 2,048 in 31–32 s, the 15 s left to the 2b bands (at 1,024 steps,
+# k = 8, lifted from 512: 91,363 in 15 s against 91,415 in 30 s, and the start there needs the dual solved at n)
 LIFTED_SECONDS = 15.0  # there the chain dual is solved to LIFTED_SOLVE_STEPS and certified at n (its lifted bound,
 LIFTED_SOLVE_STEPS = 1024  # ~15 s more): 4,096 steps, k = 4 / 8 / 16: 202,650 / 465,189 / 1,168,348 against the
 # diagonal bound's 193,912 / 430,004 / 1,058,804 (with chain_dual._lift_chain; 202,158 / 463,388 / 1,160,536 with a
@@ -84,12 +88,13 @@ def run_separation(workload, G, stream, schema, call: Call, t0: float) -> Optimi
                          "options['chain_dual_seconds'] budget the cutting planes and the chain dual here).")
     cpu0 = time.process_time()
     cutting_default = (SECONDS_PREFIX if n <= CUTTING_PREFIX_MAX_N else 0.0) if prefix else SECONDS
-    # the chain dual solved at LIFTED_SOLVE_STEPS and certified at n; the 2b bands' finest level carried, not refined
-    lifted = prefix and n >= LIFTED_FROM
+    # the chain dual solved at LIFTED_SOLVE_STEPS and certified at n (dual_lifted); the 2b bands' finest level
+    # carried, not refined (lifted)
+    lifted, dual_lifted = prefix and n >= LIFTED_FROM, prefix and n >= DUAL_LIFTED_FROM
     budget = {key: v.check_real((call.options or {}).get(key, default), name=f"options['{key}']", caller=CALLER,
                                 low=0.0)
               for key, default in (("seconds", cutting_default),
-                                   ("chain_dual_seconds", LIFTED_SECONDS if lifted else CHAIN_DUAL_SECONDS),
+                                   ("chain_dual_seconds", LIFTED_SECONDS if dual_lifted else CHAIN_DUAL_SECONDS),
                                    ("free_banded_seconds", FREE_BANDED_SECONDS if n < LEVELS_MIN_N else 0.0),
                                    ("chain_banded_seconds", CHAIN_BANDED_SECONDS))}
     if not budget["seconds"] and stream is None and toeplitz_coefficients(workload) is None:
@@ -114,7 +119,7 @@ def run_separation(workload, G, stream, schema, call: Call, t0: float) -> Optimi
         # against the cutting planes' 90,311 in 50 s (mmopt.participation.chain_dual)
         from mmopt.participation.chain_dual import chain_dual
         chained = chain_dual(n if prefix else G, k, seconds=budget["chain_dual_seconds"],
-                             solve_steps=LIFTED_SOLVE_STEPS if lifted else None)
+                             solve_steps=LIFTED_SOLVE_STEPS if dual_lifted else None)
         extra["chain_dual"] = chained.bound
         iterations += chained.iterations
         if chained.bound > lower:
