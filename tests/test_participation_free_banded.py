@@ -153,6 +153,7 @@ def test_past_the_cutting_planes_prefix_sums_carry_the_2b_bands_finest_level(mon
     assert not route.takes_separation(min_separation(1024, 4), 4096, None, np.eye(4096))
     assert not route.takes_separation(min_separation(2048, 4), 8192, toeplitz.prefix(8192), None)
     monkeypatch.setattr(route, "LIFTED_FROM", n)
+    monkeypatch.setattr(route, "DUAL_LIFTED_FROM", n)
     monkeypatch.setattr(route, "ROUTE_SECONDS", 3.0)
     monkeypatch.setattr(route, "CHAIN_BANDED_SECONDS", 2.0)
     monkeypatch.setattr(route, "LEVELS_MIN_N", n)
@@ -197,6 +198,7 @@ def test_past_2048_steps_with_few_bands_the_2b_band_strategy_starts_from_the_lif
     n, k = 256, 4
     schema = min_separation(n // k, k)
     monkeypatch.setattr(route, "LIFTED_FROM", n)
+    monkeypatch.setattr(route, "DUAL_LIFTED_FROM", n)
     monkeypatch.setattr(route, "LEVELS_MIN_N", n)
     monkeypatch.setattr(route, "ROUTE_SECONDS", 3.0)
     monkeypatch.setattr(route, "CHAIN_BANDED_SECONDS", 2.0)

@@ -102,8 +102,13 @@ def dawa(x, epsilon: float, *, ratio: float = 0.25, strategy="hierarchical", bra
     nonnegative = v.check_bool(nonnegative, name="nonnegative", caller=caller)
     src = resolve_noise(noise, rng, caller=caller)
     if callable(strategy) and src.vetted:  # the buckets go to mmopt.release: its histogram checked before any draw
-        from mmopt.dense.exact_answers import check_histogram as check_release_histogram
-        check_release_histogram(X.ravel(), caller)
+        from mmopt.dense.exact_answers import MAX_RECORDS
+        if not np.all(X == np.floor(X)) or float(X.sum()) > MAX_RECORDS:
+            raise ValueError(f"The 'x' parameter of {caller} must hold whole counts of at most {MAX_RECORDS:,} "
+                             "records with a callable 'strategy' and noise='opendp': the bucket totals are measured "
+                             "through mmopt.release, which takes only those (its float rounding is charged for "
+                             "them). Got fractional counts or more records. The built-in measures "
+                             "('identity', 'hierarchical', ...) take any counts.")
     if max_bucket_length is not None:
         max_bucket_length = v.check_int(max_bucket_length, name="max_bucket_length", caller=caller)
     # singleton buckets only (one cell, or max_bucket_length=1): the partition has one outcome and reads no data,

@@ -109,8 +109,9 @@ def exact_answers(A: np.ndarray, x: np.ndarray, *, caller: str, integer: bool | 
     support = np.flatnonzero(x)
     x = x[support]
     a_max, x_max = _abs_max(A), _abs_max(x)
-    # every product below 2¹⁰⁰⁰ and at most 4n of them: no split, product or partial sum overflows
-    if not (a_max < _MAX_MAGNITUDE and x_max < _MAX_MAGNITUDE and a_max * x_max < 2.0**1000):
+    # no split or product overflows, nor a partial sum: their terms add up to ≤ (1 + 2⁻²⁵)·max|A|·Σ|x| (always so
+    # in release, where max|A|·2³² < 2¹⁰⁰⁰: check_strategy)
+    if not (a_max < _MAX_MAGNITUDE and x_max < _MAX_MAGNITUDE and a_max * float(np.sum(np.abs(x))) < 2.0**999):
         raise ValueError(f"{caller}: the strategy entries or the counts are too large for A x to be computed exactly "
                          "in float64 (figures of the data not printed). Rescale the strategy (A and cA have the same "
                          "error).")

@@ -16,16 +16,17 @@ method). Gaussian noise only (the L2 sensitivity). Methods:
   ≤ 4,096 (:mod:`mmopt.family.training_separation`): :func:`mmopt.participation.cutting.solve_min_separation`, cutting
   planes over patterns whose working-set dual is a certified lower bound for the whole schema (option
   ``seconds``: a CPU budget, default 70; on prefix sums 20 up to 512 steps and 0, not run, past them), then the
-  chain dual of :mod:`mmopt.participation.chain_dual` (``chain_dual_seconds``, default 30; 0 skips it), the better
+  chain dual of :mod:`mmopt.participation.chain_dual` (``chain_dual_seconds``, default 30, 15 from 2,048 steps on
+  prefix sums; 0 skips it), the better
   bound kept; on prefix sums the banded Toeplitz strategy is run too, the free banded strategy of
   :mod:`mmopt.participation.free_banded` (``free_banded_seconds``, default 15 below 2,048 steps when the chain
   dual did not run, else 0; 0 skips it) and the strategy with 2b bands of :mod:`mmopt.participation.chain_banded`
   from the chain dual's Lagrangian start (:func:`mmopt.participation.chain_dual.lagrangian_start`; else from the
   free band) (``chain_banded_seconds``, default what the others left of 110 CPU s and at least 45; 0 skips it;
   from 2,048 steps coarse to fine from the dual's start at n/2, :mod:`mmopt.participation.chain_levels`), and the
-  best one returned; past 2,048 steps on prefix sums the chain dual solved to 1,024 steps (15 s) and certified at n
-  (its lifted bound), the banded Toeplitz strategies and the free banded one, which takes what they left of the
-  110 s (the 2b bands cost too much per step there: 0 s unless asked);
+  best one returned; from 2,048 steps on prefix sums the chain dual is solved to 1,024 steps and certified at n
+  (its lifted bound), and past 2,048 the 2b bands' finest level is carried from n/2, not refined (a step costs too
+  much there), then equalised and given one relative step (:mod:`mmopt.participation.equalise`);
 * "banded": a banded Toeplitz strategy with at most b = min-separation bands (n/k for fixed epochs) on prefix
   sums at any n, optimised by :mod:`mmopt.toeplitz.solve`; with that many bands no pattern's cross terms survive,
   so its sensitivity is exact; when n = k·b, also the row-weighted one of :mod:`mmopt.participation.weighted`,

@@ -25,8 +25,9 @@ LEVELS_MIN_N = 2048  # from it the 2b-band strategy runs coarse to fine (mmopt.p
 GENERAL_SECONDS = 60.0  # the cutting planes' budget when k·b < n (run_general), and at most this many rounds:
 GENERAL_ROUNDS = 2000  # the budget decides (30 rounds of 60 L-BFGS steps were 4–6 s at n = 128)
 ROUTE_SECONDS = 110.0  # by default the 2b-band strategy also takes what the others left of this much CPU
-LIFTED_FROM = 2049  # on prefix sums from here (to free_banded.MAX_N) the chain dual is lifted (below) and the
-# 2b-band strategy's finest level is carried, not refined (chain_levels(refine_finest=False)): an evaluation at
+LIFTED_FROM = 2049  # on prefix sums from here (to free_banded.MAX_N) the 2b-band strategy's finest level is
+# carried, not refined (chain_levels(refine_finest=False); the chain dual is lifted from DUAL_LIFTED_FROM): an
+# evaluation at
 # 4,096 steps costs 1.6–3 CPU s in float32 (5 s with its gradient at k = 4), and the steps there made little
 # progress. In 85 s chain_levels from the dual's start at 1,024 steps, refining at 4,096, reached 212,468 at k = 4
 # (the free band, which then took the budget: 207,663); refined to 2,048 steps, carried and equalised: ~205,500 (a
@@ -42,7 +43,8 @@ CARRY_SECONDS = 30.0  # kept for the carry (three exact evaluations at 4,096 ste
 DUAL_LIFTED_FROM = 2048  # on prefix sums from here the chain dual is solved to LIFTED_SOLVE_STEPS and certified at
 # n (the 2b bands' finest level is still refined below LIFTED_FROM): at 2,048 steps, k = 4 / 8, 89,219 / 206,925 in
 # 16 CPU s against 89,175 / 206,378 solved to 2,048 in 31–32 s, the 15 s left to the 2b bands (at 1,024 steps,
-# k = 8, lifted from 512: 91,363 in 15 s against 91,415 in 30 s, and the start there needs the dual solved at n)
+# k = 8, lifted from 512: 91,363 in 15 s against 91,415 in 30 s, and the start there needs the dual solved at n).
+# An options['chain_dual_seconds'] given there budgets the lifted solve: the dual solved to n is not offered
 LIFTED_SECONDS = 15.0  # there the chain dual is solved to LIFTED_SOLVE_STEPS and certified at n (its lifted bound,
 LIFTED_SOLVE_STEPS = 1024  # ~15 s more): 4,096 steps, k = 4 / 8 / 16: 202,650 / 465,189 / 1,168,348 against the
 # diagonal bound's 193,912 / 430,004 / 1,058,804 (with chain_dual._lift_chain; 202,158 / 463,388 / 1,160,536 with a
@@ -203,7 +205,8 @@ def _banded_strategies(n: int, k: int, budget: dict, extra: dict, dual=None, car
                      "sensitivity_method": free.sensitivity.method, "bands": n // k}))
     if budget["chain_banded_seconds"]:
         if n >= LEVELS_MIN_N:
-            # from the dual's finest solved level below n (n/2; n/4 when it was lifted from 1,024 steps)
+            # from the dual's finest solved level below n (n/2: 1,024 steps at 2,048, where it was lifted from
+            # there; n/4 at 4,096)
             levels = [m for m in (dual.start_steps if dual is not None else ()) if m <= n // 2]
             chain = chain_levels(n, k, seconds=budget["chain_banded_seconds"],
                                  start=_dual_start(dual, max(levels), k) if levels else None,
