@@ -102,8 +102,8 @@ def dawa(x, epsilon: float, *, ratio: float = 0.25, strategy="hierarchical", bra
     nonnegative = v.check_bool(nonnegative, name="nonnegative", caller=caller)
     src = resolve_noise(noise, rng, caller=caller)
     if callable(strategy) and src.vetted:  # the buckets go to mmopt.release: its histogram checked before any draw
-        from mmopt.dense.exact_answers import MAX_RECORDS
-        if not np.all(X == np.floor(X)) or float(X.sum()) > MAX_RECORDS:
+        from mmopt.dense.exact_answers import MAX_RECORDS, histogram_problem
+        if histogram_problem(X.ravel()) is not None:
             raise ValueError(f"The 'x' parameter of {caller} must hold whole counts of at most {MAX_RECORDS:,} "
                              "records with a callable 'strategy' and noise='opendp': the bucket totals are measured "
                              "through mmopt.release, which takes only those (its float rounding is charged for "

@@ -30,7 +30,7 @@ import math
 import numpy as np
 
 __all__ = ["MAX_RECORDS", "RELATIVE_CHARGE", "charged_sensitivity", "check_histogram", "check_strategy",
-           "exact_answers", "integer_exact"]
+           "exact_answers", "histogram_problem", "integer_exact"]
 
 #: The guarantee's domain: histograms of at most this many records (2³² ≈ 4.3·10⁹; a release of more is refused
 #: before anything is drawn). Public, as it must be: the rounding charge depends on it, never on the data.
@@ -53,7 +53,7 @@ def integer_exact(A: np.ndarray, records: int = MAX_RECORDS) -> bool:
     """
     A = np.asarray(A)
     largest = 0.0
-    for rows in _row_blocks(A):  # blocks: no temporary of A's size (np.round(A) and |A| were two)
+    for rows in _row_blocks(A, A.shape[1] if A.ndim == 2 else 1):  # no temporary of A's size (np.round, |A|)
         block = A[rows]
         if not np.all(np.isfinite(block)) or not np.all(block == np.round(block)):
             return False
@@ -118,11 +118,10 @@ def exact_answers(A: np.ndarray, x: np.ndarray, *, caller: str, integer: bool | 
     x_hi, x_lo = _split(x)
     halves = (x_hi, x_lo) if np.any(x_lo) else (x,)  # counts below 2²⁶ are their own 26-bit half: 2 terms, not 4
     out = np.empty(A.shape[0])
-    rows = max(1, _CHUNK // max(1, 2 * len(halves) * x.size))
-    for start in range(0, A.shape[0], rows):
-        a_hi, a_lo = _split(A[start:start + rows, support])  # a block of rows: no copy of A
+    for rows in _row_blocks(A, 2 * len(halves) * x.size):  # blocks of rows: no copy of A
+        a_hi, a_lo = _split(A[rows, support])
         terms = np.concatenate([a * h for a in (a_hi, a_lo) for h in halves], axis=1)
-        out[start:start + rows] = [math.fsum(row) for row in terms.tolist()]
+        out[rows] = [math.fsum(row) for row in terms.tolist()]
     return out
 
 
@@ -130,15 +129,13 @@ def check_histogram(x: np.ndarray, caller: str, records: int = MAX_RECORDS) -> n
     """``x`` (non-negative, checked by the caller) refused unless it is a histogram of the guarantee's domain:
     whole counts (one record moves one count by 1, which is what Δ is for: fractional or weighted counts move
     them by other amounts) of at most ``records`` records in all; checked before anything is drawn."""
-    if not np.all(x == np.floor(x)):
+    problem = histogram_problem(x, records)
+    if problem == "fractional":
         raise ValueError(f"The 'x' parameter of {caller} must hold counts of records (whole numbers): adding or "
                          "removing one record moves one count by 1, which is what the noise is calibrated to. Got "
                          "fractional counts (weighted counts?). Release whole counts; for weighted data the "
                          "sensitivity is the largest weight times Δ, which release does not compute.")
-    # integers ≤ 2³² each (else refused at once), so their int64 sum is exact for any n below 2³¹
-    top = float(np.max(x)) if x.size else 0.0
-    total = int(x.astype(np.int64).sum()) if top <= records else None
-    if total is None or total > records:
+    if problem == "records":
         raise ValueError(f"The 'x' parameter of {caller} must hold at most {records:,} records in all (the "
                          "guarantee's domain, mmopt.dense.exact_answers.MAX_RECORDS: the float64 rounding of A x is "
                          "charged for that many). Got more (the total is not printed: a figure of the data). Release "
@@ -146,14 +143,24 @@ def check_histogram(x: np.ndarray, caller: str, records: int = MAX_RECORDS) -> n
     return x
 
 
+def histogram_problem(x: np.ndarray, records: int = MAX_RECORDS) -> str | None:
+    """None when the non-negative ``x`` is a histogram of the domain, else "fractional" (a count not whole) or
+    "records" (more than ``records`` in all)."""
+    if not np.all(x == np.floor(x)):
+        return "fractional"
+    # integers ≤ 2³² each (else refused at once), so their int64 sum is exact for any n below 2³¹
+    top = float(np.max(x)) if x.size else 0.0
+    return "records" if top > records or int(x.astype(np.int64).sum()) > records else None
+
+
 def _abs_max(a: np.ndarray) -> float:
     """max |a| without the copy np.abs(a) makes."""
     return max(float(np.max(a, initial=0.0)), -float(np.min(a, initial=0.0)))
 
 
-def _row_blocks(A: np.ndarray):
-    """Slices of A's rows holding about _CHUNK entries each."""
-    step = max(1, _CHUNK // max(1, A.shape[1] if A.ndim == 2 else 1))
+def _row_blocks(A: np.ndarray, width: int):
+    """Slices of A's rows, about _CHUNK values each at ``width`` values a row."""
+    step = max(1, _CHUNK // max(1, width))
     return (slice(start, start + step) for start in range(0, A.shape[0], step))
 
 
