@@ -28,7 +28,8 @@ ROUTE_SECONDS = 110.0  # by default the 2b-band strategy also takes what the oth
 LIFTED_FROM = 2049  # on prefix sums from here (to free_banded.MAX_N) the 2b-band strategy's finest level is
 # carried, not refined (chain_levels(refine_finest=False); the chain dual is lifted from DUAL_LIFTED_FROM): an
 # evaluation at 4,096 steps costs 1.6–3 CPU s in float32 (5 s with its gradient at k = 4), and the steps there made
-# little progress. In 85 s chain_levels from the dual's start at 1,024 steps, refining at 4,096, reached 212,468 at k = 4
+# little progress. In 85 s chain_levels from the dual's start at 1,024 steps, refining at 4,096, reached 212,468 at
+# k = 4
 # (the free band, which then took the budget: 207,663); refined to 2,048 steps, carried and equalised: ~205,500 (a
 # helper's exploration). At k = 8 / 16, in development runs beside other work: 473,053 / 1,200,242 carried against
 # 475,060 / 1,212,543 refined at 4,096, in 104 / 100 CPU s against 118 / 117. With the lifted dual's _lift_chain and
