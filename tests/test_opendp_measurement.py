@@ -99,8 +99,9 @@ def test_map_is_exact_in_d_in_and_tight_on_data(df, measure):
         moved = pd.concat([df, df.iloc[[kept] * k]], ignore_index=True)
         diff = np.asarray(T(moved)) - np.asarray(T(df))
         norm = np.linalg.norm(diff, 2 if gaussian else 1)
-        # the counts are integers and the strategy's column norms equal Δ up to the 1e-7 slack upper_sensitivity adds
-        assert k * Delta * (1 - 1e-6) <= norm <= T.map(k) * (1 + 1e-12)
+        # the counts are integers and the strategy's column norms equal Δ up to upper_sensitivity's 1e-7 slack and the
+        # charged rounding of A x (9.5e-7 at 2³² records: mmopt.records.exact_answers)
+        assert k * Delta * (1 - 2e-6) <= norm <= T.map(k) * (1 + 1e-12)
 
 
 def test_full_measurement_adds_opendp_noise_at_its_scale():

@@ -27,6 +27,7 @@ from mmopt._base import opendp as _opendp
 from mmopt._base import validation as v
 from mmopt.privacy import Privacy
 from mmopt.records import counts as rc
+from mmopt.records import exact_answers as ea
 from mmopt.records import plans as rp
 from mmopt.records import read as rd
 from mmopt.records.domain import Domain, check_domain
@@ -36,7 +37,7 @@ from mmopt.structured.release import upper_sensitivity
 from mmopt.structured.residual import closure as cl
 from mmopt.structured.residual import marginals as wm
 from mmopt.structured.residual import strategy as rs
-from mmopt.structured.residual.reconstruct import Measurements, measure, reconstruct_all
+from mmopt.structured.residual.reconstruct import Measurements, reconstruct_all
 from mmopt.structured.residual.workload import MarginalWorkload, marginal_workload
 
 __all__ = ["Prepared", "assemble", "prepare", "strategy_answers"]
@@ -139,7 +140,12 @@ def prepare(domain: Domain, workload, privacy: Privacy, strategy, caller: str) -
     n_y = sum(math.prod(A.rows(i) if residual else W.shape[i] for i in S) for S in A.subsets)
     ck.check_allocation(n_y, what="the measurements", caller=caller, limit=ck.MAX_VECTOR_ENTRIES)
     v.check_allocation(sum(cl.cells(W.shape, S) for S in sets), what="the released marginals", caller=caller)
-    d_in = upper_sensitivity(rp.sensitivity(A, privacy.sensitivity_norm), caller=caller)
+    if residual:  # from the strategy alone: shapes and weights whose answers can be computed exactly
+        ea.check_residual_strategy(A, caller)
+    # d_in bounds the change of the *computed* answers (their float rounding charged: mmopt.records.exact_answers)
+    d_in = ea.charged_records_sensitivity(upper_sensitivity(rp.sensitivity(A, privacy.sensitivity_norm),
+                                                            caller=caller), privacy.sensitivity_norm, int(n_y),
+                                          kappa_rounded=residual)
     return Prepared(domain, W, chosen, sets, d_in, rp.unit_variances(A, W), int(n_y))
 
 
@@ -153,7 +159,9 @@ def strategy_answers(prep: Prepared, records, *, batch_size: int = rd.BATCH_ROWS
     A = prep.strategy
     counts = read_counts(records, prep.domain, rc.maximal(A.subsets), batch_size=batch_size, caller=caller,
                          name=name, also=prep.sets)
-    exact = measure(A, counts).values if prep.residual else wm.measure(A, counts)
+    # every answer correctly rounded, the records within the guarantee's domain (mmopt.records.exact_answers)
+    exact = (ea.residual_answers(A, counts, caller=caller) if prep.residual
+             else ea.weighted_answers(A, counts, caller=caller))
     Ax = _opendp.finite(np.concatenate([exact[S].ravel() for S in A.subsets]), "the strategy answers", caller)
     return exact, Ax
 

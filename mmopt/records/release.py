@@ -47,9 +47,10 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
                       batch_size: int = rd.BATCH_ROWS, accountant=None, label: str | None = None) -> RecordsRelease:
     """Release the marginals of ``workload`` from records under (ε, δ)-DP, with their predicted variance.
 
-    The strategy's answers A x (marginal counts times weights, or their residuals) are computed in float64;
-    their rounding is not part of the proof as the dense release's is (:mod:`mmopt.dense.exact_answers`): the
-    10⁻⁷ slack of Δ's rounding upwards absorbs it at moderate counts, not provably (an open issue).
+    The strategy's answers A x (marginal counts times weights, or their residuals) are computed correctly rounded
+    (integer residuals times one coefficient) and d_in charges that rounding for at most 2³² records, which are
+    refused before any draw past it (:mod:`mmopt.records.exact_answers`, as the dense release's
+    :mod:`mmopt.dense.exact_answers`).
 
     Parameters
     ----------
