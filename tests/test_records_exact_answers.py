@@ -88,6 +88,11 @@ def test_weighted_marginals_are_one_rounding_and_the_total_is_checked():
         ea.weighted_answers(A, {(0, 1): np.full((3, 4), 2**29)}, caller="t")
     with pytest.raises(ValueError, match="t: the marginal counts must be whole numbers"):
         ea.weighted_answers(A, {(0, 1): np.full((3, 4), 0.5)}, caller="t")
+    # counts whose int64 sum wraps around were accepted (a review): each count is checked first
+    for wraps in (np.array([[2**62, 2**62, 0, 0], [0] * 4, [0] * 4]), np.array([[2**63, 0, 0, 0], [0] * 4, [0] * 4],
+                                                                             dtype=np.uint64)):
+        with pytest.raises(ValueError, match="more than 4,294,967,296 rows"):
+            ea.weighted_answers(A, {(0, 1): wraps}, caller="t")
 
 
 def test_the_records_release_calibrates_to_the_charged_d_in():

@@ -59,7 +59,7 @@ def test_the_ledger_adds_up_exactly_to_the_budget(epsilon):
     for st in s.steps[1:4]:   # ε²/8 of the exponential mechanism, exactly as charged
         assert Fraction(st.rho) >= Fraction(st.scale) ** 2 / 8
     for st in (s.steps[0], s.steps[4]):   # OpenDP's Gaussian map at the strategy's Δ₂ (1 exactly, rounded up)
-        assert 1.0 <= st.sensitivity <= 1.0 + 1e-6 and st.rho == gaussian_rho(st.sensitivity, st.scale)
+        assert 1.0 <= st.sensitivity <= 1.0 + 2e-6 and st.rho == gaussian_rho(st.sensitivity, st.scale)  # + rounding
 
 
 def test_two_attributes_draw_no_choice_and_the_tree_takes_its_share():
@@ -294,3 +294,23 @@ def test_an_epsilon_past_opendps_conversion_names_the_parameter():
 def test_details_hold_no_timing():
     """details["seconds"] (CPU) grew with the number of records: a timing channel in a saved result."""
     assert "seconds" not in _run(_records(), 1.0).details
+
+
+def test_the_curators_measurements_are_charged_for_their_rounding():
+    """Curator.measure calibrates to d_in = Δ₂·(1 + 1e-7) with the rounding of its answers charged
+    (mmopt.records.exact_answers): the float residual measurement passed Δ₂·(1 + 1e-7) for 45 of 180 neighbours at
+    ~2³² records (a review); its answers are now the correctly rounded integer residuals."""
+    from mmopt.records import exact_answers as ea
+    from mmopt.structured.residual import plan
+    from mmopt.structured.residual import strategy as rs
+    from mmopt.structured.residual.workload import marginal_workload
+    cur = cu.Curator(_records(), D, 0.05, None)
+    cur.noise = _Recording(cur.steps)
+    cur.measure([(0,), (1,)], 0.02, "one")
+    (step,) = cur.steps
+    A = plan(marginal_workload(cur.shape, ((0,), (1,)))).strategy
+    Delta = rs.sensitivity(A, "l2").value
+    assert Delta * (1 + 1e-7 + 9.5e-7) < step.sensitivity < Delta * (1 + 1.2e-6)
+    counts = cur._counts(((0,), (1,)))
+    answers = ea.residual_answers(A, counts, caller="t")
+    assert all(np.array_equal(answers[S], ea.residual_answers(A, counts, caller="t")[S]) for S in A.subsets)

@@ -196,7 +196,8 @@ def check_records_total(counts: dict, caller: str, records: int = MAX_RECORDS) -
         if not whole or np.any(a < 0):
             raise ValueError(f"{caller}: the marginal counts must be whole numbers >= 0 (one record moves one count "
                              "by 1, which is what the noise is calibrated to). Got other values.")
-        if int(a.astype(np.int64).sum()) > records:
+        # each count ≤ records first, so that the int64 sum (≤ cells·2³² < 2⁶¹) cannot wrap (a review)
+        if np.any(a > records) or int(a.astype(np.int64).sum()) > records:
             raise ValueError(f"{caller}: the records hold more than {records:,} rows in the domain (the guarantee's "
                              "domain, mmopt.dense.exact_answers.MAX_RECORDS: the float rounding of A x is charged for "
                              "that many; the total is not printed: a figure of the data). Release the data in parts.")
