@@ -152,14 +152,7 @@ def test_past_the_cutting_planes_prefix_sums_carry_the_2b_bands_finest_level(mon
     assert route.takes_separation(min_separation(1024, 4), 4096, toeplitz.prefix(4096), None)
     assert not route.takes_separation(min_separation(1024, 4), 4096, None, np.eye(4096))
     assert not route.takes_separation(min_separation(2048, 4), 8192, toeplitz.prefix(8192), None)
-    monkeypatch.setattr(route, "LIFTED_FROM", n)
-    monkeypatch.setattr(route, "DUAL_LIFTED_FROM", n)
-    monkeypatch.setattr(route, "ROUTE_SECONDS", 3.0)
-    monkeypatch.setattr(route, "CHAIN_BANDED_SECONDS", 2.0)
-    monkeypatch.setattr(route, "LEVELS_MIN_N", n)
-    monkeypatch.setattr(route, "FREE_BANDED_SECONDS", 1.0)
-    monkeypatch.setattr(route, "LIFTED_SECONDS", 1.0)
-    monkeypatch.setattr(route, "LIFTED_SOLVE_STEPS", n // 2)
+    _small_route(monkeypatch, route, n, n // 2, FREE_BANDED_SECONDS=1.0)
     # the cutting planes run to 512 steps only (options seconds=0 here, as past them)
     levels, stepped = [], []
     real = chain_levels.chain_levels
@@ -197,13 +190,7 @@ def test_past_2048_steps_with_few_bands_the_2b_band_strategy_starts_from_the_lif
     from mmopt.participation import chain_levels
     n, k = 256, 4
     schema = min_separation(n // k, k)
-    monkeypatch.setattr(route, "LIFTED_FROM", n)
-    monkeypatch.setattr(route, "DUAL_LIFTED_FROM", n)
-    monkeypatch.setattr(route, "LEVELS_MIN_N", n)
-    monkeypatch.setattr(route, "ROUTE_SECONDS", 3.0)
-    monkeypatch.setattr(route, "CHAIN_BANDED_SECONDS", 2.0)
-    monkeypatch.setattr(route, "LIFTED_SECONDS", 1.0)
-    monkeypatch.setattr(route, "LIFTED_SOLVE_STEPS", n // 4)
+    _small_route(monkeypatch, route, n, n // 4)
     starts = []
     real = chain_levels.chain_levels
     monkeypatch.setattr(chain_levels, "chain_levels", lambda *a, **kw: starts.append(kw.get("start")) or real(*a, **kw))
@@ -226,12 +213,7 @@ def test_from_2048_steps_the_dual_is_lifted_and_the_finest_level_still_refined(m
     from mmopt.participation import chain_levels
     n, k = 128, 4
     schema = min_separation(n // k, k)
-    monkeypatch.setattr(route, "DUAL_LIFTED_FROM", n)
-    monkeypatch.setattr(route, "LEVELS_MIN_N", n)
-    monkeypatch.setattr(route, "ROUTE_SECONDS", 3.0)
-    monkeypatch.setattr(route, "CHAIN_BANDED_SECONDS", 2.0)
-    monkeypatch.setattr(route, "LIFTED_SECONDS", 1.0)
-    monkeypatch.setattr(route, "LIFTED_SOLVE_STEPS", n // 2)
+    _small_route(monkeypatch, route, n, n // 2, carried=False)
     duals, levels = [], []
     real_dual, real_levels = dual_module.chain_dual, chain_levels.chain_levels
     monkeypatch.setattr(dual_module, "chain_dual", lambda *a, **kw: duals.append(kw) or real_dual(*a, **kw))
@@ -240,3 +222,14 @@ def test_from_2048_steps_the_dual_is_lifted_and_the_finest_level_still_refined(m
     assert [(kw["solve_steps"], kw["seconds"]) for kw in duals] == [(n // 2, 1.0)]
     assert [kw["refine_finest"] for kw in levels] == [True] and "the finest level carried" not in res.solver
     assert res.lower_bound == pytest.approx(res.extra["chain_dual"], rel=1e-12) and res.lower_bound < res.objective
+
+
+def _small_route(monkeypatch, route, n: int, solve_steps: int, *, carried: bool = True, **more) -> None:
+    """The 4,096-step route's constants lowered to n steps and budgets of seconds: the dual lifted from
+    ``solve_steps`` at n, the levels from n, and (``carried``) the finest level carried; ``more`` sets others."""
+    values = {"DUAL_LIFTED_FROM": n, "LEVELS_MIN_N": n, "ROUTE_SECONDS": 3.0, "CHAIN_BANDED_SECONDS": 2.0,
+              "LIFTED_SECONDS": 1.0, "LIFTED_SOLVE_STEPS": solve_steps, **more}
+    if carried:
+        values["LIFTED_FROM"] = n
+    for name, value in values.items():
+        monkeypatch.setattr(route, name, value)

@@ -30,7 +30,7 @@ import math
 import numpy as np
 
 __all__ = ["MAX_RECORDS", "RELATIVE_CHARGE", "charged_sensitivity", "check_histogram", "check_strategy",
-           "exact_answers", "histogram_problem", "integer_exact"]
+           "dekker_split", "exact_answers", "histogram_problem", "integer_exact"]
 
 #: The guarantee's domain: histograms of at most this many records (2³² ≈ 4.3·10⁹; a release of more is refused
 #: before anything is drawn). Public, as it must be: the rounding charge depends on it, never on the data.
@@ -115,11 +115,11 @@ def exact_answers(A: np.ndarray, x: np.ndarray, *, caller: str, integer: bool | 
         raise ValueError(f"{caller}: the strategy entries or the counts are too large for A x to be computed exactly "
                          "in float64 (figures of the data not printed). Rescale the strategy (A and cA have the same "
                          "error).")
-    x_hi, x_lo = _split(x)
+    x_hi, x_lo = dekker_split(x)
     halves = (x_hi, x_lo) if np.any(x_lo) else (x,)  # counts below 2²⁶ are their own 26-bit half: 2 terms, not 4
     out = np.empty(A.shape[0])
     for rows in _row_blocks(A, 2 * len(halves) * x.size):  # blocks of rows: no copy of A
-        a_hi, a_lo = _split(A[rows, support])
+        a_hi, a_lo = dekker_split(A[rows, support])
         terms = np.concatenate([a * h for a in (a_hi, a_lo) for h in halves], axis=1)
         out[rows] = [math.fsum(row) for row in terms.tolist()]
     return out
@@ -164,7 +164,7 @@ def _row_blocks(A: np.ndarray, width: int):
     return (slice(start, start + step) for start in range(0, A.shape[0], step))
 
 
-def _split(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def dekker_split(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Dekker's split: hi + lo = a exactly, each with at most 26 significant bits (27 with lo's sign)."""
     c = _SPLIT * a
     hi = c - (c - a)

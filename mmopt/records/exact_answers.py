@@ -37,7 +37,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from mmopt.dense.exact_answers import MAX_RECORDS
+from mmopt.dense.exact_answers import MAX_RECORDS, dekker_split, histogram_problem
 from mmopt.structured.residual import marginals as wm
 from mmopt.structured.residual import strategy as rs
 from mmopt.structured.residual.reconstruct import _sources
@@ -47,7 +47,6 @@ __all__ = ["charged_records_sensitivity", "check_records_total", "check_residual
 
 U = 2.0**-53  # unit roundoff
 KAPPA_REL = 4.0 * U  # |κ̂/κ − 1| < 4u
-_SPLIT = 134217729.0
 _ETA = 2.0**-1074
 
 
@@ -115,12 +114,7 @@ def integer_residual(m: np.ndarray, S: tuple, shape) -> np.ndarray:
 def _two_product(a, b):
     """Dekker: p + e = a·b exactly (no overflow, no underflow)."""
     p = a * b
-    ca = _SPLIT * a
-    ah = ca - (ca - a)
-    al = a - ah
-    cb = _SPLIT * b
-    bh = cb - (cb - b)
-    bl = b - bh
+    (ah, al), (bh, bl) = dekker_split(a), dekker_split(b)
     e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
     return p, e
 
@@ -132,7 +126,7 @@ def _two_sum(a, b):
     return x, (a - (x - bb)) + (b - bb)
 
 
-def _exact_product(k: float, T: np.ndarray, stats: dict | None = None) -> np.ndarray:
+def _exact_product(k: float, T: np.ndarray) -> np.ndarray:
     """The correctly rounded k·T for int64 T of any size < 2⁶²: T = t1 + t2 (t1 = float(T), t2 = T − t1 exact,
     |t2| ≤ 2⁹), k·T = p + e + q + f exactly (two TwoProducts), ŷ = fl(p + fl(fl(e + q) + f)) with every rounding's error
     kept (TwoSum): accepted where that sum was exact but for its last rounding, or the exact remainder lies strictly
@@ -157,13 +151,11 @@ def _exact_product(k: float, T: np.ndarray, stats: dict | None = None) -> np.nda
         fk = Fraction(k)
         for j in bad.tolist():
             y[j] = float(fk * int(T[j]))
-    if stats is not None:
-        stats["fallback"] = stats.get("fallback", 0) + int(bad.size)
     return y.reshape(shape_T)
 
 
-def residual_answers(strategy: rs.ResidualStrategy, counts: dict, *, caller: str, records: int = MAX_RECORDS,
-                     force_split: bool = False, stats: dict | None = None) -> dict:
+def residual_answers(strategy: rs.ResidualStrategy, counts: dict, *, caller: str, records: int = MAX_RECORDS
+                     ) -> dict:
     """{S: correctly rounded κ̂_S·T_S} from integer marginal counts (as read_counts returns them)."""
     k = check_residual_strategy(strategy, caller, records)
     check_records_total(counts, caller, records)
@@ -171,10 +163,10 @@ def residual_answers(strategy: rs.ResidualStrategy, counts: dict, *, caller: str
     out = {}
     for S, kk in zip(strategy.subsets, k.tolist(), strict=True):
         T = integer_residual(m[S], S, strategy.shape)
-        if not force_split and t_bound(strategy.shape, S, records) <= 2**53:  # from the shape: float(T) exact
+        if t_bound(strategy.shape, S, records) <= 2**53:  # from the shape: float(T) exact
             out[S] = kk * T.astype(np.float64)  # one IEEE product: correctly rounded
         else:
-            out[S] = _exact_product(kk, T, stats)
+            out[S] = _exact_product(kk, T)
     return out
 
 
@@ -192,12 +184,12 @@ def check_records_total(counts: dict, caller: str, records: int = MAX_RECORDS) -
     read counts the same records: its int64 total is N): the guarantee's domain, as the dense release's."""
     for a in counts.values():
         a = np.asarray(a)
-        whole = a.dtype.kind in "iu" or (a.dtype.kind == "f" and np.all(a == np.floor(a)) and not np.any(a > 2.0**53))
-        if not whole or np.any(a < 0):
+        # the dense release's test (each count ≤ records before the int64 sum, which then cannot wrap)
+        problem = histogram_problem(a, records) if a.dtype.kind in "iuf" and not np.any(a < 0) else "fractional"
+        if problem == "fractional":
             raise ValueError(f"{caller}: the marginal counts must be whole numbers >= 0 (one record moves one count "
                              "by 1, which is what the noise is calibrated to). Got other values.")
-        # each count ≤ records first, so that the int64 sum (≤ cells·2³² < 2⁶¹) cannot wrap (a review)
-        if np.any(a > records) or int(a.astype(np.int64).sum()) > records:
+        if problem == "records":
             raise ValueError(f"{caller}: the records hold more than {records:,} rows in the domain (the guarantee's "
                              "domain, mmopt.dense.exact_answers.MAX_RECORDS: the float rounding of A x is charged for "
                              "that many; the total is not printed: a figure of the data). Release the data in parts.")
