@@ -32,6 +32,7 @@ from mmopt._base import validation as v
 from mmopt._base.probe import gram_probe, matrix_probe, same_gram
 from mmopt.answers.layout import DEFAULT_CHUNK_ROWS, Chunk, Layout, layout_of
 from mmopt.dense._strategy_core import Strategy
+from mmopt.dense.exact_answers import RELATIVE_CHARGE
 from mmopt.dispatch import evaluate
 from mmopt.privacy import Privacy
 from mmopt.structured import _checks as ck
@@ -132,11 +133,12 @@ def _probe(strategy):
 
 def check_released_delta(output, strategy, caller: str) -> None:
     """The output's Δ (``sensitivity``, in the norm of its ``noise``) is ``strategy``'s, rounded up as a release
-    rounds it (:func:`mmopt.structured.release.upper_sensitivity`: 10⁻⁷ and an ulp)."""
+    rounds it (:func:`mmopt.structured.release.upper_sensitivity`: 10⁻⁷ and an ulp) and charges its answers'
+    rounding (:data:`mmopt.dense.exact_answers.RELATIVE_CHARGE`)."""
     delta = getattr(output, "sensitivity", None)
     if delta is not None and callable(getattr(strategy, "sensitivity", None)):
         mine = float(strategy.sensitivity("l1" if output.noise == "laplace" else "l2"))
-        if not mine * (1 - 1e-9) <= float(delta) <= mine * (1 + 1e-6):
+        if not mine * (1 - 1e-9) <= float(delta) <= mine * (1 + RELATIVE_CHARGE + 1e-6):
             raise ValueError(f"The 'strategy' parameter of {caller} has sensitivity {mine:.6g}, but the output was "
                              f"released at Δ = {float(delta):.6g}. Pass the strategy the output was released with.")
 

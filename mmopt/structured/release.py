@@ -72,7 +72,8 @@ def release(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: 
     upper bound when ``sensitivity_exact`` is False — rounded upwards. Noise cannot be seeded. Unlike the dense
     release (:mod:`mmopt.dense.exact_answers`), A x is computed factor by factor in float64 and its rounding is not
     part of the proof: the 10⁻⁷ slack of Δ's rounding upwards absorbs it at moderate counts, not provably (an
-    open issue; the FFT Toeplitz release passed it by 10⁻⁷ of Δ at 2·10⁹ records).
+    open issue; the FFT Toeplitz release had passed it by 10⁻⁷ of Δ at 2·10⁹ records before it was computed exactly,
+    :mod:`mmopt.toeplitz.exact_product`).
     ``reconstruct``, ``total`` and ``zeros`` are those of :func:`mmopt.matrix_mechanism`; they only
     post-process y with public facts, so the guarantee is unchanged.
 

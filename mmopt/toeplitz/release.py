@@ -5,9 +5,10 @@ invertible (c₀ ≠ 0), so the least-squares estimate is exact inversion: y = C
 T(1/c)·D^{−1/2} y (two FFT convolutions with c and its inverse series), and the answers are W x̂ — the prefix
 sums of x̂ (prefix workload) or every range (all ranges, listed only while the n(n+1)/2 answers fit the
 allocation limit; x̂ is always returned). The noise is OpenDP's, at Δ = the exact largest column norm of C
-(rounded upwards), as for every release (:mod:`mmopt._base.opendp`). C x is computed by FFT convolution: exact up
-to a relative rounding of about n·1e-16 of |c|·|x| (the caveat of :func:`mmopt.mechanism.release` on float64
-evaluation, larger by the FFT's log n).
+(rounded upwards), as for every release (:mod:`mmopt._base.opendp`). C x is computed exactly and rounded once
+(:mod:`mmopt.toeplitz.exact_product`: integer convolutions by number-theoretic transforms, O(n log n)) for a
+histogram of at most :data:`mmopt.dense.exact_answers.MAX_RECORDS` records, and that rounding is charged in d_in as
+the dense release's is; the estimate's FFTs are post-processing.
 
 The tree strategy H_b (:mod:`mmopt.toeplitz.trees`, what ``optimize`` returns under Laplace noise at large n) is
 released in O(n): y = B x + z node by node, x̂ = M⁻¹Bᵀy by two passes over the tree (Δ₁ = the tree's depth).
@@ -20,15 +21,19 @@ O(n log n), y = G^{1/4}(x/e) + z, x̂ = e ⊙ G^{−1/4}y (Δ₂ = 1: every colu
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy import signal
 
 from mmopt._base import opendp as _opendp
 from mmopt._base import validation as v
 from mmopt._base.probe import gram_probe
+from mmopt.dense.exact_answers import charged_sensitivity, check_histogram
 from mmopt.privacy import Privacy
 from mmopt.toeplitz import weighted as weighted_sqrt
 from mmopt.toeplitz.error import StreamWorkload, check_decodable
+from mmopt.toeplitz.exact_product import causal_exact, truncation_charge
 from mmopt.toeplitz.strategies import ToeplitzStrategy
 from mmopt.toeplitz.trees import TreeStrategy
 
@@ -57,10 +62,13 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
             reconstruct: str = "least_squares", caller: str = "release", **unused):
     """:func:`mmopt.release` for ``mmopt.toeplitz.prefix(n)`` / ``all_range(n)`` and a ToeplitzStrategy.
 
-    Returns a :class:`mmopt.mechanism.MechanismOutput` (``path="release"``, OpenDP's verified loss). C x is
-    computed by FFT in float64 and its rounding is not part of the proof as the dense release's is
-    (:mod:`mmopt.dense.exact_answers`): a review found neighbours' C x apart by 10⁻⁷ of Δ more than d_in allows
-    (n = 4,096, ~2·10⁹ records, 6 of 40 datasets); an open issue.
+    Returns a :class:`mmopt.mechanism.MechanismOutput` (``path="release"``, OpenDP's verified loss). For a
+    ToeplitzStrategy C x is correctly rounded (:mod:`mmopt.toeplitz.exact_product`) and its rounding charged in d_in
+    (:func:`mmopt.dense.exact_answers.charged_sensitivity`): the FFT's rounding had moved neighbours' answers 10⁻⁷
+    of Δ past d_in (n = 4,096, ~2·10⁹ records, 6 of 40 datasets). A tree strategy's answers are node sums of whole
+    counts (exact) times one weight each, correctly rounded too, and charged alike. The weighted square root (sine
+    transforms) and the p-Identity stream strategy apply themselves in float64, a rounding the proof does not cover
+    yet (an open issue).
     """
     from mmopt.mechanism import MechanismOutput
     from mmopt.reconstruct._common import Reconstruction
@@ -97,12 +105,23 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
     x = v.check_vector(x, name="x", caller=caller, length=n)
     if np.any(x < 0):
         raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative.")
+    check_histogram(x, caller)  # whole counts, at most MAX_RECORDS records: what Δ and the charge assume
     if not (weighted or tree):
         check_decodable(strategy, caller)  # before any noise: C⁻¹y would be NaN, the budget spent for nothing
     e, d = _scales(strategy)  # once: the measurement, the fingerprint and the estimate read them
     measure_with = _apply(strategy, e, d)
-    Cx = measure_with(x)
     d_in = upper_sensitivity(strategy.sensitivity(privacy.sensitivity_norm), caller=caller)
+    norm = privacy.sensitivity_norm
+    if isinstance(strategy, TreeStrategy):
+        # every node sum of whole counts is exact in float64 (below 2⁵³), times one weight: correctly rounded
+        Cx = measure_with(x)
+        d_in = charged_sensitivity(d_in, norm, strategy.n_rows, n, exact=False)
+    elif weighted or tree:  # their float64 rounding is not charged (docstring)
+        Cx = measure_with(x)
+    else:  # correctly rounded, the rounding charged (module docstring)
+        Cx = causal_exact(strategy.column, x, d, caller=caller)
+        d_in = charged_sensitivity(d_in, norm, n, n, exact=False) + truncation_charge(strategy.column, d, norm)
+        d_in = math.nextafter(d_in, math.inf)  # the sum's rounding
     Cx = _opendp.finite(Cx, "the strategy answers", caller)
     y, scale, loss = _opendp.measure(Cx, d_in, privacy, noise_scale=noise_scale, caller=caller)
 

@@ -1,0 +1,209 @@
+"""A Toeplitz release's strategy answers C x, correctly rounded in O(n log n): exact integer convolutions.
+
+Notation: see README. A release's privacy proof covers the *computed* answers ŷ, which OpenDP's measurement is
+given with d_in ≥ ‖ŷ(x) − ŷ(x′)‖ for neighbours x, x′ (:mod:`mmopt.dense.exact_answers`, where the dense strategy's
+A x is correctly rounded by Dekker's split and ``math.fsum``, and the rounding is charged in d_in). A Toeplitz
+strategy's C x used to be a float64 FFT, whose rounding no proof bounded: a review found neighbours' answers apart by
+10⁻⁷ of Δ more than d_in allowed (n = 4,096, ~2·10⁹ records, 6 of 40 datasets). The dense route is O(n²).
+
+Here C x (y_t = d_t Σ_{s≤t} c_{t−s} x_s, d an optional row scale) is computed *exactly* and rounded once:
+
+* x holds whole counts of a histogram of at most N = 2³² records (:func:`mmopt.dense.exact_answers.check_histogram`);
+* c is cut into slices c = 2^{σ₁} q₁ + 2^{σ₂} q₂ + r with q_j integer vectors of |q_j| ≤ 2⁵⁴: the 54 bits below
+  the largest entry, then the next 54 (the cut is exact: every remainder is a float64). Two slices hold every bit
+  of the square root's and equalized strategies' coefficients; a BLT's geometric ones reach down to subnormals (20
+  slices at 2²⁰ steps), so what is left, r (|r| < 2⁻¹⁰⁷·max|c|), is charged instead (:func:`truncation_charge`);
+* each integer convolution z = q_j * x (|z_t| ≤ 2⁵⁴·N = 2⁸⁶) is computed modulo three NTT primes, products of two
+  residues below 2³¹ fitting int64, and rebuilt by the Chinese remainder theorem (Garner's mixed radix) in Python
+  integers: below P/2 ≈ 2⁸⁸·⁶ it is exact;
+* ŷ_t = d_t Σ_j 2^{σ_j} z_{j,t}, a rational with a power-of-two denominator, is rounded once by Python's correctly
+  rounded integer division.
+
+So ŷ is D·Q x correctly rounded (Q = T(c − r)): |ŷ_t − (DQx)_t| ≤ u·|(DQx)_t| (u = 2⁻⁵³; half a subnormal's spacing
+below 2⁻¹⁰²²), the dense path's bound, and the dense charge applies
+(:func:`mmopt.dense.exact_answers.charged_sensitivity`, exact=False), plus r's: ‖D T(r) x‖_p ≤ max|r|·N·‖d‖_p for
+x and for x′, and u·N·Δ_p(D T(r)) ≤ the same again in the dense charge's ‖DQx‖ ≤ N·(Δ_p(DC) + Δ_p(D T(r))):
+3·N·max|r|·‖d‖_p in all (:func:`truncation_charge`, 0 when two slices hold c). Nothing depends on the data but the
+answers themselves. Cost: 3·(1 + 2·slices) number-theoretic transforms of length L ≥ 2n − 1 and n Python-integer
+roundings (benchmarks/bench_exact_product.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mmopt.dense.exact_answers import MAX_RECORDS
+
+__all__ = ["MAX_N", "MAX_SLICES", "causal_exact", "ntt_convolve", "truncation_charge"]
+
+#: (p, g): primes p < 2³¹ with p − 1 divisible by a large power of two, g a primitive root modulo p
+PRIMES = ((2013265921, 31), (469762049, 3), (998244353, 3))
+MAX_N = 2**22  # L = 2²³ is the largest length every prime supports (998,244,353 − 1 = 119·2²³)
+_SLICE_BITS = 54  # |q_j| ≤ 2⁵⁴, |z| ≤ 2⁵⁴·2³² = 2⁸⁶ < P/2
+MAX_SLICES = 2  # 108 bits below c's largest entry; the rest is charged (truncation_charge): a BLT's geometric
+# coefficients took 20 slices at 2²⁰ steps, 132 CPU s against 15 s for two
+_MAX_MAGNITUDE = 2.0**900  # c beyond it is refused (ldexp's scaling stays in range)
+
+
+def causal_exact(column, x, row_scale=None, *, caller: str = "causal_exact") -> np.ndarray:
+    """y_t = d_t Σ_{s≤t} c_{t−s} x_s for whole counts x (each ≤ 2³², Σx ≤ 2³² — the caller checks the histogram),
+    every entry the correctly rounded value of its exact sum with c's first :data:`MAX_SLICES` slices (all of c
+    unless its entries span more than 108 bits; module docstring, :func:`truncation_charge`).
+
+    Parameters
+    ----------
+    column : array_like (n,)
+        c, the first column of the lower-triangular Toeplitz C.
+    x : array_like (n,)
+        Non-negative whole counts.
+    row_scale : array_like (n,), optional
+        d: row t of C multiplied by d_t.
+
+    >>> from fractions import Fraction
+    >>> c, x = np.array([1.0, 0.1, -1 / 3]), np.array([3.0, 2.0**31, 7.0])
+    >>> y = causal_exact(c, x)
+    >>> exact = sum(Fraction(c[2 - s]) * Fraction(x[s]) for s in range(3))
+    >>> bool(y[2] == float(exact)), bool(y[1] == float(Fraction(0.1) * 3 + 2**31))
+    (True, True)
+    """
+    c = np.asarray(column, dtype=float)
+    n = c.size
+    x = np.asarray(x, dtype=float)
+    if x.shape != (n,):
+        raise ValueError(f"The 'x' parameter of {caller} must have {n} entries (the column's). Got shape {x.shape}.")
+    if n > MAX_N:
+        raise ValueError(f"{caller}: exact answers are computed up to {MAX_N:,} steps (the NTT primes' length). Got "
+                         f"n = {n:,}. Release the stream in windows of at most that many steps.")
+    top = max(float(np.max(np.abs(c), initial=0.0)), 0.0)
+    if not (np.all(np.isfinite(c)) and top < _MAX_MAGNITUDE):
+        raise ValueError(f"{caller}: the strategy's column must be finite and below 2^900 in magnitude for its "
+                         "answers to be computed exactly. Rescale the strategy (C and aC have the same error).")
+    if row_scale is None:
+        d_num, d_den = [1] * n, [1] * n
+    else:
+        d = np.asarray(row_scale, dtype=float)
+        if d.shape != (n,) or not np.all(np.isfinite(d)):
+            raise ValueError(f"The 'row_scale' parameter of {caller} must be {n} finite numbers.")
+        d_num, d_den = zip(*(value.as_integer_ratio() for value in d.tolist()), strict=True)
+    if top == 0.0:
+        return np.zeros(n)
+    slices, _ = _slices(c, top)
+    z = ntt_convolve([q for _, q in slices], x.astype(np.int64), n)
+    total, shift = z[0], slices[0][0]  # Σ_j z_j 2^{σ_j − σ_last}, coarse slice first
+    for (sigma, _), zj in zip(slices[1:], z[1:], strict=True):
+        total = [(t << (shift - sigma)) + zt for t, zt in zip(total, zj, strict=True)]
+        shift = sigma
+    # ŷ_t = d_t·total_t·2^shift, one correctly rounded division (CPython's int / int is correctly rounded)
+    up, down = (1 << shift, 1) if shift >= 0 else (1, 1 << -shift)
+    answers = [(t * num * up) / (den * down) for t, num, den in zip(total, d_num, d_den, strict=True)]
+    return np.array(answers, dtype=float)
+
+
+def truncation_charge(column, row_scale, norm: str, records: int = MAX_RECORDS) -> float:
+    """What d_in adds for the slices :func:`causal_exact` leaves out (c's bits past the first 108 below its
+    largest entry): 3·N·max|r|·‖d‖_p, r the remainder (module docstring), rounded upwards; 0.0 when none is left.
+
+    >>> truncation_charge(np.array([1.0, 0.5]), None, "l1")
+    0.0
+    >>> bool(0 < truncation_charge(np.array([1.0, 2.0**-120]), None, "l2") < 1e-25)
+    True
+    """
+    c = np.asarray(column, dtype=float)
+    top = float(np.max(np.abs(c), initial=0.0))
+    if top == 0.0:
+        return 0.0
+    r_max = float(np.max(np.abs(_slices(c, top)[1])))
+    if r_max == 0.0:
+        return 0.0
+    d = np.ones(c.size) if row_scale is None else np.abs(np.asarray(row_scale, dtype=float))
+    d_norm = float(d.sum()) if norm == "l1" else math.sqrt(float(d @ d))
+    # the sum's rounding (≤ n·u relative) and the products' are inside the factor (1 + 10⁻⁶)
+    return math.nextafter(3.0 * records * r_max * d_norm * (1.0 + 1e-6), math.inf)
+
+
+def _slices(c: np.ndarray, top: float):
+    """([(σ_j, q_j)], r): c = Σ_j 2^{σ_j} q_j + r exactly, q_j int64 of |q_j| ≤ 2⁵⁴, σ_j decreasing by 54, at most
+    :data:`MAX_SLICES` slices (r = 0 when they hold every bit)."""
+    sigma = math.frexp(top)[1] - _SLICE_BITS  # |c| < 2^(σ + 54)
+    rest, out = c.copy(), []
+    while np.any(rest) and len(out) < MAX_SLICES:
+        q = np.round(np.ldexp(rest, -sigma))  # exact scaling by a power of two (no overflow: |rest| < 2^(σ+54))
+        rest = rest - np.ldexp(q, sigma)  # exact: a multiple of ulp(c_t) and below 2^(σ−1)
+        out.append((sigma, q.astype(np.int64)))
+        sigma -= _SLICE_BITS
+    return out, rest
+
+
+def ntt_convolve(kernels: list, b: np.ndarray, length: int | None = None) -> list[list[int]]:
+    """The linear convolutions of each int64 vector in ``kernels`` with the int64 vector b (their first ``length``
+    entries) as Python integers, exact while every |(a * b)_t| < P/2 (P = the product of :data:`PRIMES`,
+    ≈ 2⁸⁹·⁶): NTTs modulo each prime (b's transformed once), then Garner's CRT.
+
+    >>> ntt_convolve([np.array([1, -2, 3])], np.array([2**40, 5]))
+    [[1099511627776, -2199023255547, 3298534883318, 15]]
+    """
+    n_out = max(a.size for a in kernels) + b.size - 1
+    length = n_out if length is None else length
+    L = 1 << max(1, (n_out - 1).bit_length())
+    rev = _bit_reversal(L)
+    residues = [[] for _ in kernels]
+    for p, g in PRIMES:
+        B = np.zeros(L, np.int64)
+        B[:b.size] = b % p
+        B = _ntt(B, p, g, rev)
+        for a, out in zip(kernels, residues, strict=True):
+            A = np.zeros(L, np.int64)
+            A[:a.size] = a % p
+            A = _ntt(A, p, g, rev)
+            A *= B
+            A %= p
+            out.append(_ntt(A, p, g, rev, inverse=True)[:length])
+    return [_garner(r) for r in residues]
+
+
+def _bit_reversal(L: int) -> np.ndarray:
+    bits = L.bit_length() - 1
+    idx = np.arange(L)
+    rev = np.zeros(L, np.int64)
+    for i in range(bits):
+        rev |= ((idx >> i) & 1) << (bits - 1 - i)
+    return rev
+
+
+def _ntt(a: np.ndarray, p: int, g: int, rev: np.ndarray, inverse: bool = False) -> np.ndarray:
+    """The number-theoretic transform of a (length a power of two, entries in [0, p)) modulo p: iterative
+    radix-2 Cooley–Tukey (``rev`` the bit-reversal permutation); every product of two residues < 2³¹ fits
+    int64."""
+    L = a.size
+    a = a[rev]
+    h = 1
+    while h < L:
+        w = pow(g, (p - 1) // (2 * h), p)
+        if inverse:
+            w = pow(w, p - 2, p)
+        tw = np.ones(1, np.int64)
+        while tw.size < h:  # w⁰ … w^{h−1} by doubling
+            tw = np.concatenate([tw, tw * pow(w, tw.size, p) % p])
+        blocks = a.reshape(-1, 2 * h)
+        u, t = blocks[:, :h].copy(), blocks[:, h:] * tw % p
+        blocks[:, :h] = (u + t) % p
+        blocks[:, h:] = (u - t) % p
+        h *= 2
+    return a * pow(L, p - 2, p) % p if inverse else a
+
+
+def _garner(residues: list[np.ndarray]) -> list[int]:
+    """The integers z with |z| < P/2 from their residues modulo :data:`PRIMES` (mixed radix z = v₁ + p₁v₂ +
+    p₁p₂v₃, each step in int64 modular arithmetic)."""
+    (p1, _), (p2, _), (p3, _) = PRIMES
+    r1, r2, r3 = residues
+    v2 = (r2 - r1) % p2 * pow(p1, p2 - 2, p2) % p2
+    v3 = ((r3 - r1) % p3 - (p1 % p3) * v2 % p3) % p3 * pow(p1 * p2 % p3, p3 - 2, p3) % p3
+    P, half = p1 * p2 * p3, p1 * p2 * p3 // 2
+    out = []
+    for a, b, c in zip(r1.tolist(), v2.tolist(), v3.tolist(), strict=True):
+        z = a + p1 * (b + p2 * c)
+        out.append(z - P if z > half else z)
+    return out

@@ -1,0 +1,108 @@
+"""mmopt.toeplitz.exact_product: a Toeplitz release's C x correctly rounded (exact integer convolutions by NTT),
+against a Fraction oracle, and what it buys: neighbours' answers within the charged d_in at 2³² records."""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import mmopt
+from mmopt import toeplitz
+from mmopt.dense.exact_answers import MAX_RECORDS, charged_sensitivity
+from mmopt.toeplitz.exact_product import MAX_N, PRIMES, _slices, causal_exact, ntt_convolve, truncation_charge
+
+
+def _oracle(c, x, d=None):
+    out = []
+    for t in range(len(c)):
+        exact = sum(Fraction(float(c[t - s])) * int(x[s]) for s in range(t + 1))
+        out.append(float(exact * Fraction(float(d[t])) if d is not None else exact))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_every_entry_is_the_correctly_rounded_exact_sum(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 48))
+    # exponents spread over 50 binades: two 54-bit slices hold every bit; signs mixed; some zeros
+    c = rng.standard_normal(n) * np.exp2(rng.integers(-30, 20, n))
+    c[rng.random(n) < 0.2] = 0.0
+    x = rng.integers(0, 2**31 if seed % 2 else 50, n).astype(float)
+    d = rng.random(n) + 0.5 if seed % 3 == 0 else None
+    y = causal_exact(c, x, d)
+    np.testing.assert_array_equal(y, _oracle(c, x, d))
+    assert truncation_charge(c, d, "l1") == 0.0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_past_two_slices_the_kept_part_is_exact_and_the_rest_is_charged(seed):
+    rng = np.random.default_rng(seed)
+    n = 40
+    c = rng.standard_normal(n) * np.exp2(rng.integers(-150, 5, n))  # 155 binades: a remainder is left
+    x = rng.integers(0, 2**26, n).astype(float)
+    kept = c - _slices(c, float(np.abs(c).max()))[1]
+    y = causal_exact(c, x)
+    np.testing.assert_array_equal(y, _oracle(kept, x))
+    # against all of c: within u·|y| and the charged remainder's share (a third of it per answer vector)
+    charge = truncation_charge(c, None, "l1", records=int(x.sum()))
+    assert charge > 0
+    assert np.abs(y - _oracle(c, x)).sum() <= 2.0**-53 * np.abs(y).sum() + charge / 3
+
+
+def test_the_convolution_is_exact_up_to_its_range():
+    rng = np.random.default_rng(1)
+    a = rng.integers(-2**54, 2**54, 300)
+    b = rng.integers(0, 2**32 // 300, 300)  # Σb ≤ 2³²: |a * b| ≤ 2⁸⁶, the range causal_exact uses
+    got, = ntt_convolve([a], b)
+    want = np.convolve(a.astype(object), b.astype(object)).tolist()
+    assert got == want and max(abs(z) for z in want) > 2**80
+
+
+def test_the_primes_support_the_length_and_their_roots_are_primitive():
+    for p, g in PRIMES:
+        assert (p - 1) % (2 * MAX_N) == 0 and p < 2**31
+        factors, m, q = set(), p - 1, 2
+        while q * q <= m:
+            while m % q == 0:
+                factors.add(q)
+                m //= q
+            q += 1
+        factors |= {m} - {1}
+        assert all(pow(g, (p - 1) // f, p) != 1 for f in factors)
+
+
+def test_neighbours_answers_stay_within_the_charged_sensitivity():
+    # ~2³² records on 512 steps: where the FFT's rounding had moved neighbours past d_in (a review: n = 4,096,
+    # 6 of 40 datasets by 10⁻⁷ of Δ); exactly rounded answers differ by at most Δ(1 + u(2N + 1))
+    n = 512
+    S = toeplitz.sqrt_strategy(n)
+    for norm in ("l1", "l2"):
+        d_in = charged_sensitivity(S.sensitivity(norm), norm, n, n, exact=False)
+        rng = np.random.default_rng(2)
+        for _ in range(6):
+            x = rng.multinomial(MAX_RECORDS - 1, np.full(n, 1.0 / n)).astype(float)
+            j = int(rng.integers(n))
+            x2 = x.copy()
+            x2[j] += 1
+            diff = causal_exact(S.column, x2) - causal_exact(S.column, x)
+            moved = np.abs(diff).sum() if norm == "l1" else np.sqrt(diff @ diff)
+            assert moved <= d_in
+
+
+def test_the_release_measures_the_exact_answers_and_refuses_what_it_cannot_charge():
+    n = 64
+    S, W = toeplitz.sqrt_strategy(n), toeplitz.prefix(n)
+    with pytest.raises(ValueError, match="whole numbers"):
+        mmopt.release(W, S, np.full(n, 0.5), mmopt.Privacy(1.0, 1e-6))
+    with pytest.raises(ValueError, match="at most 4,294,967,296 records"):
+        mmopt.release(W, S, np.full(n, 2.0**27), mmopt.Privacy(1.0, 1e-6))
+
+
+def test_bad_input_is_refused_with_the_parameter_named():
+    with pytest.raises(ValueError, match="'x' parameter of causal_exact must have 3 entries"):
+        causal_exact(np.ones(3), np.ones(4))
+    with pytest.raises(ValueError, match="finite"):
+        causal_exact(np.array([1.0, np.inf]), np.ones(2))
+    with pytest.raises(ValueError, match="'row_scale' parameter"):
+        causal_exact(np.ones(2), np.ones(2), np.ones(3))
+    assert causal_exact(np.zeros(3), np.ones(3)).tolist() == [0.0, 0.0, 0.0]
