@@ -27,7 +27,7 @@ def test_every_entry_is_the_correctly_rounded_exact_sum(seed):
     # exponents spread over 50 binades: two 54-bit slices hold every bit; signs mixed; some zeros
     c = rng.standard_normal(n) * np.exp2(rng.integers(-30, 20, n))
     c[rng.random(n) < 0.2] = 0.0
-    x = rng.integers(0, 2**31 if seed % 2 else 50, n).astype(float)
+    x = rng.integers(0, 2**32 // n if seed % 2 else 50, n).astype(float)  # at most 2³² records
     d = rng.random(n) + 0.5 if seed % 3 == 0 else None
     y = causal_exact(c, x, d)
     np.testing.assert_array_equal(y, _oracle(c, x, d))
@@ -96,6 +96,22 @@ def test_the_release_measures_the_exact_answers_and_refuses_what_it_cannot_charg
         mmopt.release(W, S, np.full(n, 0.5), mmopt.Privacy(1.0, 1e-6))
     with pytest.raises(ValueError, match="at most 4,294,967,296 records"):
         mmopt.release(W, S, np.full(n, 2.0**27), mmopt.Privacy(1.0, 1e-6))
+
+
+def test_a_sensitivity_past_float64_at_the_domain_is_refused_whatever_the_counts():
+    # |C x| ≤ N·Δ: refused from Δ alone (the exact division overflowed at 2³² records and not at 1, a review)
+    S = toeplitz.ToeplitzStrategy(np.array([2.0**600, 2.0**599]), 4, "b", "banded", row_scale=np.full(4, 2.0**800))
+    for x in (np.array([1.0, 0, 0, 0]), np.array([2.0**32, 0, 0, 0])):
+        with pytest.raises(ValueError, match="too large for C x to stay within float64"):
+            mmopt.release(toeplitz.prefix(4), S, x, mmopt.Privacy(1.0))
+
+
+def test_counts_outside_the_domain_are_refused_not_wrapped():
+    # past P/2 the CRT would wrap (1 − 2⁻⁵³ times 2⁴⁰ came out negative) and int64 truncates fractions
+    with pytest.raises(ValueError, match="must be a histogram"):
+        causal_exact(np.array([1 - 2**-53]), np.array([2.0**40]))
+    with pytest.raises(ValueError, match="must be a histogram"):
+        causal_exact(np.array([1.0]), np.array([0.5]))
 
 
 def test_bad_input_is_refused_with_the_parameter_named():

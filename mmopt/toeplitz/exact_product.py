@@ -15,7 +15,7 @@ Here C x (y_t = d_t Σ_{s≤t} c_{t−s} x_s, d an optional row scale) is comput
   slices at 2²⁰ steps), so what is left, r (|r| < 2⁻¹⁰⁷·max|c|), is charged instead (:func:`truncation_charge`);
 * each integer convolution z = q_j * x (|z_t| ≤ 2⁵⁴·N = 2⁸⁶) is computed modulo three NTT primes, products of two
   residues below 2³¹ fitting int64, and rebuilt by the Chinese remainder theorem (Garner's mixed radix) in Python
-  integers: below P/2 ≈ 2⁸⁸·⁶ it is exact;
+  integers: below P/2 ≈ 2⁸⁹·⁵ it is exact;
 * ŷ_t = d_t Σ_j 2^{σ_j} z_{j,t}, a rational with a power-of-two denominator, is rounded once by Python's correctly
   rounded integer division.
 
@@ -34,13 +34,13 @@ import math
 
 import numpy as np
 
-from mmopt.dense.exact_answers import MAX_RECORDS
+from mmopt.dense.exact_answers import MAX_RECORDS, histogram_problem
 
 __all__ = ["MAX_N", "MAX_SLICES", "causal_exact", "ntt_convolve", "truncation_charge"]
 
 #: (p, g): primes p < 2³¹ with p − 1 divisible by a large power of two, g a primitive root modulo p
-PRIMES = ((2013265921, 31), (469762049, 3), (998244353, 3))
-MAX_N = 2**22  # L = 2²³ is the largest length every prime supports (998,244,353 − 1 = 119·2²³)
+PRIMES = ((2013265921, 31), (469762049, 3), (1811939329, 13))
+MAX_N = 2**24  # the Toeplitz strategies' own limit (mmopt.toeplitz.strategies.MAX_N): L = 2²⁵ divides every p − 1
 _SLICE_BITS = 54  # |q_j| ≤ 2⁵⁴, |z| ≤ 2⁵⁴·2³² = 2⁸⁶ < P/2
 MAX_SLICES = 2  # 108 bits below c's largest entry; the rest is charged (truncation_charge): a BLT's geometric
 # coefficients took 20 slices at 2²⁰ steps, 132 CPU s against 15 s for two
@@ -73,6 +73,9 @@ def causal_exact(column, x, row_scale=None, *, caller: str = "causal_exact") -> 
     x = np.asarray(x, dtype=float)
     if x.shape != (n,):
         raise ValueError(f"The 'x' parameter of {caller} must have {n} entries (the column's). Got shape {x.shape}.")
+    if np.any(x < 0) or histogram_problem(x) is not None:  # outside it the CRT's range argument fails
+        raise ValueError(f"The 'x' parameter of {caller} must be a histogram: whole counts ≥ 0, at most "
+                         f"{MAX_RECORDS:,} records in all. Got other values (not printed: figures of the data).")
     if n > MAX_N:
         raise ValueError(f"{caller}: exact answers are computed up to {MAX_N:,} steps (the NTT primes' length). Got "
                          f"n = {n:,}. Release the stream in windows of at most that many steps.")
@@ -139,7 +142,7 @@ def _slices(c: np.ndarray, top: float):
 def ntt_convolve(kernels: list, b: np.ndarray, length: int | None = None) -> list[list[int]]:
     """The linear convolutions of each int64 vector in ``kernels`` with the int64 vector b (their first ``length``
     entries) as Python integers, exact while every |(a * b)_t| < P/2 (P = the product of :data:`PRIMES`,
-    ≈ 2⁸⁹·⁶): NTTs modulo each prime (b's transformed once), then Garner's CRT.
+    ≈ 2⁹⁰·⁵): NTTs modulo each prime (b's transformed once), then Garner's CRT.
 
     >>> ntt_convolve([np.array([1, -2, 3])], np.array([2**40, 5]))
     [[1099511627776, -2199023255547, 3298534883318, 15]]
@@ -178,6 +181,7 @@ def _ntt(a: np.ndarray, p: int, g: int, rev: np.ndarray, inverse: bool = False) 
     int64."""
     L = a.size
     a = a[rev]
+    buf = np.empty(L // 2, np.int64)
     h = 1
     while h < L:
         w = pow(g, (p - 1) // (2 * h), p)
@@ -187,9 +191,13 @@ def _ntt(a: np.ndarray, p: int, g: int, rev: np.ndarray, inverse: bool = False) 
         while tw.size < h:  # w⁰ … w^{h−1} by doubling
             tw = np.concatenate([tw, tw * pow(w, tw.size, p) % p])
         blocks = a.reshape(-1, 2 * h)
-        u, t = blocks[:, :h].copy(), blocks[:, h:] * tw % p
-        blocks[:, :h] = (u + t) % p
-        blocks[:, h:] = (u - t) % p
+        lo, hi, t = blocks[:, :h], blocks[:, h:], buf.reshape(-1, h)
+        np.multiply(hi, tw, out=t)  # < p² < 2⁶²
+        np.remainder(t, p, out=t)
+        np.subtract(lo, t, out=hi)  # in (−p, p): one conditional addition, not a %
+        hi += p * (hi < 0)
+        lo += t  # in [0, 2p), < 2³²: one conditional subtraction
+        lo -= p * (lo >= p)
         h *= 2
     return a * pow(L, p - 2, p) % p if inverse else a
 

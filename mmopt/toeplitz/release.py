@@ -29,7 +29,7 @@ from scipy import signal
 from mmopt._base import opendp as _opendp
 from mmopt._base import validation as v
 from mmopt._base.probe import gram_probe
-from mmopt.dense.exact_answers import charged_sensitivity, check_histogram
+from mmopt.dense.exact_answers import MAX_RECORDS, charged_sensitivity, check_histogram
 from mmopt.privacy import Privacy
 from mmopt.toeplitz import weighted as weighted_sqrt
 from mmopt.toeplitz.error import StreamWorkload, check_decodable
@@ -66,7 +66,8 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
     ToeplitzStrategy C x is correctly rounded (:mod:`mmopt.toeplitz.exact_product`) and its rounding charged in d_in
     (:func:`mmopt.dense.exact_answers.charged_sensitivity`): the FFT's rounding had moved neighbours' answers 10⁻⁷
     of Δ past d_in (n = 4,096, ~2·10⁹ records, 6 of 40 datasets). A tree strategy's answers are node sums of whole
-    counts (exact) times one weight each, correctly rounded too, and charged alike. The weighted square root (sine
+    counts (exact) times one weight each, correctly rounded too, and charged alike (exact, no charge, without level
+    weights). The weighted square root (sine
     transforms) and the p-Identity stream strategy apply themselves in float64, a rounding the proof does not cover
     yet (an open issue).
     """
@@ -115,10 +116,14 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
     if isinstance(strategy, TreeStrategy):
         # every node sum of whole counts is exact in float64 (below 2⁵³), times one weight: correctly rounded
         Cx = measure_with(x)
-        d_in = charged_sensitivity(d_in, norm, strategy.n_rows, n, exact=False)
+        d_in = charged_sensitivity(d_in, norm, strategy.n_rows, n, exact=strategy.level_weights is None)
     elif weighted or tree:  # their float64 rounding is not charged (docstring)
         Cx = measure_with(x)
     else:  # correctly rounded, the rounding charged (module docstring)
+        if not d_in * MAX_RECORDS < 2.0**1023:  # |C x| ≤ N·Δ: refused from Δ alone, never from the counts
+            raise ValueError(f"{caller}: the strategy's sensitivity ({d_in:.3g}) is too large for C x to stay within "
+                             "float64 at every histogram of up to MAX_RECORDS records. Rescale the strategy (C and aC "
+                             "have the same error).")
         Cx = causal_exact(strategy.column, x, d, caller=caller)
         d_in = charged_sensitivity(d_in, norm, n, n, exact=False) + truncation_charge(strategy.column, d, norm)
         d_in = math.nextafter(d_in, math.inf)  # the sum's rounding
