@@ -6,6 +6,7 @@ import pytest
 
 import mmopt
 from mmopt import toeplitz
+from mmopt.dense.exact_answers import RELATIVE_CHARGE
 from mmopt.dispatch import stream_native
 from mmopt.error import NumericalError
 from mmopt.search import pidentity_stream as ps
@@ -64,7 +65,8 @@ def test_past_the_dense_size_the_stream_family_takes_it_as_itself():
     assert ranges.max_variance_upper == pytest.approx(8.0 * prefixes.max(), rel=1e-12)
     x = np.arange(n) % 7.0
     out = mmopt.release(W, S, x, LAPLACE)
-    assert out.reconstruction.solver == "woodbury" and out.sensitivity == pytest.approx(1.0, rel=1e-6)
+    # Δ₁ = 1 rounded up (10⁻⁷), the division's and the product's rounding charged (RELATIVE_CHARGE each)
+    assert out.reconstruction.solver == "woodbury" and 1 + 2 * RELATIVE_CHARGE <= out.sensitivity < 1 + 2.2e-6
     # least squares is unbiased: x̂ − x is S.estimate of the noise alone, linear in it
     noise = out.measurements - S.apply(x)
     assert np.allclose(out.estimate - x, S.estimate(noise), atol=1e-8 * np.abs(noise).max() * n)
@@ -93,3 +95,22 @@ def test_evaluate_matches_a_monte_carlo_run_of_the_mechanism():
     sq = worst ** 2
     assert abs(sq.mean() - report.max_variance) < 4 * sq.std(ddof=1) / np.sqrt(draws)
     assert report.total_squared_error >= 2.0 * toeplitz.lower_bound(W).value
+
+
+def test_the_release_answers_are_rounded_as_the_proof_charges():
+    """exact_apply: x_j/d_j one correctly rounded division, Θ times those correctly rounded (a Fraction oracle),
+    so |ŷ − A x| ≤ 2u·|A| x entrywise (the exact A x in Fractions), what the release charges twice."""
+    from fractions import Fraction
+    rng = np.random.default_rng(5)
+    theta = rng.standard_normal((3, 40)) * np.exp2(rng.integers(-20, 5, (3, 40)))
+    x = rng.integers(0, 2**32 // 40, 40).astype(float)
+    y = ps.exact_apply(theta, x, caller="test")
+    d = ps.column_scale(theta)
+    t = x / d
+    assert np.array_equal(y[:40], t)
+    for i in range(3):
+        kept = sum(Fraction(theta[i, j]) * Fraction(t[j]) for j in range(40))
+        assert y[40 + i] == float(kept)
+        exact = sum(Fraction(theta[i, j]) * Fraction(int(x[j])) / Fraction(d[j]) for j in range(40))
+        magnitude = sum(abs(Fraction(theta[i, j])) * Fraction(int(x[j])) / Fraction(d[j]) for j in range(40))
+        assert abs(Fraction(y[40 + i]) - exact) <= Fraction(2.0**-52) * magnitude * (1 + Fraction(2.0**-50))

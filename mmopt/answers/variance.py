@@ -134,11 +134,11 @@ def _probe(strategy):
 def check_released_delta(output, strategy, caller: str) -> None:
     """The output's Δ (``sensitivity``, in the norm of its ``noise``) is ``strategy``'s, rounded up as a release
     rounds it (:func:`mmopt.structured.release.upper_sensitivity`: 10⁻⁷ and an ulp) and charges its answers'
-    rounding (:data:`mmopt.dense.exact_answers.RELATIVE_CHARGE`)."""
+    rounding (:data:`mmopt.dense.exact_answers.RELATIVE_CHARGE`, twice for the p-Identity stream strategy)."""
     delta = getattr(output, "sensitivity", None)
     if delta is not None and callable(getattr(strategy, "sensitivity", None)):
         mine = float(strategy.sensitivity("l1" if output.noise == "laplace" else "l2"))
-        if not mine * (1 - 1e-9) <= float(delta) <= mine * (1 + RELATIVE_CHARGE + 1e-6):
+        if not mine * (1 - 1e-9) <= float(delta) <= mine * (1 + 2 * RELATIVE_CHARGE + 1e-6):
             raise ValueError(f"The 'strategy' parameter of {caller} has sensitivity {mine:.6g}, but the output was "
                              f"released at Δ = {float(delta):.6g}. Pass the strategy the output was released with.")
 

@@ -26,7 +26,8 @@ from mmopt._base import validation as v
 from mmopt.error import NumericalError
 from mmopt.search._local_objectives import _CANCELLATION_MAX
 
-__all__ = ["apply", "column_scale", "estimate", "factor", "prefix_variances", "query_variances", "sensitivity"]
+__all__ = ["apply", "column_scale", "estimate", "exact_apply", "factor",
+           "prefix_variances", "query_variances", "sensitivity"]
 
 #: Columns of ΘD summed at a time for the prefix variances (p × CHUNK floats in memory, not p × n).
 CHUNK = 4096
@@ -56,6 +57,18 @@ def apply(theta: np.ndarray, x) -> np.ndarray:
     """A x = (x/d, Θ(x/d)): the n + p answers the release measures."""
     scaled = np.asarray(x, dtype=float) / column_scale(theta)
     return np.concatenate([scaled, theta @ scaled])
+
+
+def exact_apply(theta: np.ndarray, x, *, caller: str) -> np.ndarray:
+    """:func:`apply` for a release, its rounding bounded for the privacy proof: each x_j/d_j is one correctly rounded
+    division, and Θ times those is correctly rounded (:func:`mmopt.dense.exact_answers.exact_answers`). So
+    |ŷ − A x| ≤ u·|A x| + u·|A| x + η entrywise, and applying the dense charge twice
+    (:func:`mmopt.dense.exact_answers.charged_sensitivity`, Δ(1 + c)² ≥ Δ(1 + 2c)) covers neighbours of a histogram of
+    at most MAX_RECORDS records. ``theta`` must have passed :func:`mmopt.dense.exact_answers.check_strategy` (so no
+    refusal depends on the counts)."""
+    from mmopt.dense.exact_answers import exact_answers
+    scaled = np.asarray(x, dtype=float) / column_scale(theta)
+    return np.concatenate([scaled, exact_answers(theta, scaled, caller=caller, integer=False)])
 
 
 def estimate(theta: np.ndarray, y) -> np.ndarray:

@@ -67,9 +67,9 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
     (:func:`mmopt.dense.exact_answers.charged_sensitivity`): the FFT's rounding had moved neighbours' answers 10⁻⁷
     of Δ past d_in (n = 4,096, ~2·10⁹ records, 6 of 40 datasets). A tree strategy's answers are node sums of whole
     counts (exact) times one weight each, correctly rounded too, and charged alike (exact, no charge, without level
-    weights). The weighted square root (sine
-    transforms) and the p-Identity stream strategy apply themselves in float64, a rounding the proof does not cover
-    yet (an open issue).
+    weights); the p-Identity stream strategy's are x_j/d_j rounded once and Θ times those correctly rounded, charged
+    twice (:func:`mmopt.search.pidentity_stream.exact_apply`). The weighted square root applies itself by sine
+    transforms in float64, a rounding the proof does not cover yet (an open issue).
     """
     from mmopt.mechanism import MechanismOutput
     from mmopt.reconstruct._common import Reconstruction
@@ -117,7 +117,14 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
         # every node sum of whole counts is exact in float64 (below 2⁵³), times one weight: correctly rounded
         Cx = measure_with(x)
         d_in = charged_sensitivity(d_in, norm, strategy.n_rows, n, exact=strategy.level_weights is None)
-    elif weighted or tree:  # their float64 rounding is not charged (docstring)
+    elif (theta := getattr(strategy, "theta", None)) is not None:  # the p-Identity stream strategy
+        from mmopt.dense.exact_answers import check_strategy
+        from mmopt.search.pidentity_stream import exact_apply
+        check_strategy(theta, caller)  # from Θ alone: no refusal that depends on the counts
+        Cx = exact_apply(theta, x, caller=caller)
+        for _ in range(2):  # the division's rounding and the product's (exact_apply)
+            d_in = charged_sensitivity(d_in, norm, strategy.n_rows, n, exact=False)
+    elif weighted or tree:  # its float64 rounding is not charged (docstring)
         Cx = measure_with(x)
     else:  # correctly rounded, the rounding charged (module docstring)
         if not d_in * MAX_RECORDS < 2.0**1023:  # |C x| ≤ N·Δ: refused from Δ alone, never from the counts
