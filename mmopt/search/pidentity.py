@@ -152,6 +152,13 @@ class PIdentityStrategy:
     def apply(self, x) -> np.ndarray:
         return ps.apply(self.theta, x)
 
+    def exact_apply(self, x, *, caller: str = "release") -> np.ndarray:
+        """:meth:`apply` for a release, its rounding bounded (:func:`mmopt.search.pidentity_stream.exact_apply`;
+        Θ checked from itself first, so no refusal depends on the counts)."""
+        from mmopt.dense.exact_answers import check_strategy
+        check_strategy(self.theta, caller)
+        return ps.exact_apply(self.theta, x, caller=caller)
+
     def estimate(self, y) -> np.ndarray:
         return ps.estimate(self.theta, y)
 

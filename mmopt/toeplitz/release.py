@@ -117,11 +117,8 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
         # every node sum of whole counts is exact in float64 (below 2⁵³), times one weight: correctly rounded
         Cx = measure_with(x)
         d_in = charged_sensitivity(d_in, norm, strategy.n_rows, n, exact=strategy.level_weights is None)
-    elif (theta := getattr(strategy, "theta", None)) is not None:  # the p-Identity stream strategy
-        from mmopt.dense.exact_answers import check_strategy
-        from mmopt.search.pidentity_stream import exact_apply
-        check_strategy(theta, caller)  # from Θ alone: no refusal that depends on the counts
-        Cx = exact_apply(theta, x, caller=caller)
+    elif callable(getattr(strategy, "exact_apply", None)):  # the p-Identity stream strategy
+        Cx = strategy.exact_apply(x, caller=caller)
         for _ in range(2):  # the division's rounding and the product's (exact_apply)
             d_in = charged_sensitivity(d_in, norm, strategy.n_rows, n, exact=False)
     elif weighted or tree:  # its float64 rounding is not charged (docstring)
