@@ -34,8 +34,12 @@ repeated, as between levels) are near the optimum's at n. So L-BFGS runs up to `
 iterate is certified once at n. Measured (4,096 steps, one core, solved to 1,024 in 15 CPU s, certified in 15–18 s):
 201,814 / 461,466 / 1,142,057 at k = 4 / 8 / 16 against the diagonal bound's 193,912 / 430,004 / 1,058,804; solved
 to 2,048 in 34 s, 202,273 at k = 4 (0.2 % more for twice the time). Each lifted level keeps the solved chains'
-atom on the fixed epochs' patterns whole (:func:`_lift_chain`; repetition halves it at each level): 202,650 /
-465,189 / 1,168,348 in the same time (a diagonal logit shift of 0.5 gave 202,158 / 463,388 / 1,160,536).
+atom on the fixed epochs' patterns whole (repetition halves it at each level): 202,650 / 465,189 / 1,168,348 in the
+same time (a diagonal logit shift of 0.5 gave 202,158 / 463,388 / 1,160,536). Every level is now carried by
+:func:`_prolong` (rows split by their power law near o_{i+1} = o_i, the marginals fitted to the solved levels'
+extrapolated drift), the solved levels' starts too: 202,793 / 465,761–465,769 / 1,171,765 in 22–23 s (465,822 with
+seconds=25, 33.5 s); at 2,048 steps 89,254 / 207,061 (k = 4 / 8) against 89,219 / 206,925. What is left is the
+family's: L-BFGS at 4,096 steps from that iterate for 282 s more reached 465,855 (k = 8).
 
 A start for the primal (prefix sums): the Lagrangian's minimiser at the chain's weights, X(M) = Aᵀ K^{−1/2} A, is
 the optimum itself when the weights are optimal (tr(G X⁻¹) is strictly convex), so at a near-optimal M it is a
@@ -159,14 +163,16 @@ def chain_dual(gram, participations: int, *, rank: int = 32, seconds: float | No
     rng = np.random.default_rng(0)
     x = _start(sizes[0], k, rank, rng)
     levels, iterations, converged = [], 0, False
+    anchors = []  # the last two solved levels' (b, x), whose marginals the next level's are extrapolated from
     for j, bj in enumerate(sizes):
         if j:
-            x = _prolong(x, sizes[j - 1], k, rank, rng, lifted=j >= len(solved))
+            x = _prolong(x, sizes[j - 1], k, rank, rng, anchors, max(1, j - len(solved) + 1))
         if j >= len(solved):
             continue
         factor = _Factor(k * bj if prefix else G, prefix)
         deadline = None if seconds is None else t0 + seconds * sum(shares[:j + 1]) / sum(shares)
         x, estimate, its, converged = _level(factor, x, bj, k, rank, max_iterations, deadline)
+        anchors = (anchors + [(bj, x)])[-2:]
         iterations += its
         level = {"n": k * bj, "bound": estimate, "iterations": its}
         levels.append(level | ({"x": x, "rank": rank, "participations": k} if prefix else {}))
@@ -218,46 +224,105 @@ def _start(b: int, k: int, r: int, rng) -> np.ndarray:
     return np.concatenate([np.zeros(b), np.tile(2.0 * np.eye(b), (k - 1, 1, 1)).ravel(), L.ravel()])
 
 
-def _prolong(x, b: int, k: int, r: int, rng, lifted: bool = False) -> np.ndarray:
-    """n/2 → n: each offset repeated (p_0's and Q_i's logits twice), R's rows repeated and perturbed (R stays
-    definite). At a lifted level (``lifted``: carried, not solved) each Q_i's atom on o_{i+1} = o_i stays whole on the
-    fine diagonal and the rest of the row, a density, is interpolated along o_{i+1} − o_i (:func:`_lift_chain`)."""
+LIFT_GAMMA = 0.5  # the marginals' extrapolation per level past the finest solved one (0.25 … 1 within 0.01 %)
+
+
+def _prolong(x, b: int, k: int, r: int, rng, anchors, ahead: int = 1) -> np.ndarray:
+    """b → 2b offsets, between solved levels (the next level's start) and at the lifted ones (``ahead`` = 1, 2, …
+    levels past the finest solved one).
+
+    Rows: each Q_i row's cells split self-similarly (:func:`_split_rows`), p_0's first cell too (:func:`_split_first`).
+    Marginals: the solved levels' marginals p_i drift with the level (prefix sums, k = 8: E[o_0]/b 0.24, 0.26, 0.28 at
+    256, 512 and 1,024 steps), so the fine chain is fitted to the last solved level's marginals plus
+    :data:`LIFT_GAMMA`·``ahead`` times their change from the level before, at that level's resolution and shared
+    within its cells as the split marginals: p_0 is set to it, then each Q_i ← Q_i diag(v_i) row-normalised with v_i
+    by iterative proportional fitting (:func:`_fit_columns`), i = 0 … k − 2 in turn. Any weights give a bound: the
+    fit only moves the carried chain nearer the finer optimum. R's rows repeated and perturbed (R stays definite)."""
     a0, A, L = _split(x, b, k, r)
     L2 = np.repeat(L, 2, axis=0)
     L2 += 1e-2 * float(np.abs(L).mean()) * rng.standard_normal(L2.shape)
-    A2 = _lift_chain(A, b) if lifted else np.repeat(np.repeat(A, 2, axis=1), 2, axis=2)
-    return np.concatenate([np.repeat(a0, 2), A2.ravel(), L2.ravel()])
+    Q2 = _split_rows(A, b)
+    p_now = np.array(chain_weights(a0, A, b, k)[3])
+    shape = np.repeat(p_now, 2, axis=1) / 2
+    shape[0] = _split_first(p_now[0])
+    bf, xf = anchors[-1]
+    pf = np.array(chain_weights(*_split(xf, bf, k, r)[:2], bf, k)[3])
+    if len(anchors) == 2:
+        bc, xc = anchors[0]
+        pc = np.array(chain_weights(*_split(xc, bc, k, r)[:2], bc, k)[3])
+        Pf = pf.reshape(k, bc, bf // bc).sum(axis=-1)
+        T = Pf + LIFT_GAMMA * ahead * (Pf - pc)
+    else:
+        bc, T = bf, pf
+    T = np.maximum(T, 1e-12 * T.max(axis=1, keepdims=True))
+    T /= T.sum(axis=1, keepdims=True)
+    cells = shape.reshape(k, bc, -1)
+    target = (cells / np.maximum(cells.sum(axis=-1, keepdims=True), 1e-300) * T[:, :, None]).reshape(k, 2 * b)
+    p = target[0]
+    for i in range(k - 1):
+        Q2[i] = _fit_columns(Q2[i], p, target[i + 1])
+        p = p @ Q2[i]
+    return np.concatenate([np.log(np.maximum(target[0], 1e-300)), np.log(np.maximum(Q2, 1e-300)).ravel(),
+                           L2.ravel()])
 
 
-def _lift_chain(A, b: int) -> np.ndarray:
-    """Q_i's logits at 2b offsets from those at b. Row o of Q_i (probabilities q_δ at o_{i+1} = o + δ) is an atom
-    a = q_0 − min(q_0, q_1) on δ = 0 plus a density d_δ (d_0 = min(q_0, q_1), d_δ = q_δ past it); fine rows 2o and
-    2o + 1 both take a on their diagonal and d at δ/2 (linear between the coarse cells, halved: cells of half the
-    width), renormalised. Repetition halves the atom against the doubled cells beside it."""
+def _power_split(beta, j):
+    """The share of cell j = [j, j + 1) in its left half under a cumulative mass ∝ t^β."""
+    return ((j + 0.5) ** beta - j ** beta) / ((j + 1.0) ** beta - j ** beta)
+
+
+def _split_rows(A, b: int) -> np.ndarray:
+    """Q_i's fine rows (probabilities, 2b × 2b) from the logits at b offsets. Near o_{i+1} = o_i a row's mass q_j at
+    o_{i+1} = o_i + j follows a power law (cumulative ∝ j^β: from 512 to 1,024 steps the optimum put 0.68–0.8 of a
+    coarse row's first cell in its first fine cell, 0.55–0.6 of the second's), β = log₂((q_0 + q_1)/q_0) per row in
+    [0.05, 1]; cell j's mass goes to fine cells 2j and 2j + 1 in that law's shares, and fine rows 2o and 2o + 1 both
+    take the profile (cut at their end, renormalised)."""
     m = A.shape[0]
     rows, cols = np.triu_indices(b)
     Z = np.full((m, b, b), -np.inf)
     Z[:, rows, cols] = A[:, rows, cols]
     E = np.exp(Z - Z.max(axis=-1, keepdims=True))
     q = E / E.sum(axis=-1, keepdims=True)
-    D = np.zeros((m, b, b + 1))  # D[:, o, δ] = q[:, o, o + δ]; column b − o repeats the row's last (its end)
+    D = np.zeros((m, b, b))  # D[:, o, j] = q[:, o, o + j]
     D[:, rows, cols - rows] = q[:, rows, cols]
-    o = np.arange(b)
-    q1 = np.where(o < b - 1, D[:, o, np.minimum(1, b - 1)], 0.0)
-    d0 = np.minimum(q[:, o, o], q1)
-    atom = q[:, o, o] - d0
-    D[:, o, 0] = d0
-    D[:, o, b - o] = D[:, o, b - o - 1]
-    fine = np.zeros((m, 2 * b, 2 * b))  # fine[:, f, δf] = D at coarse row f // 2, δ = δf / 2, halved
-    fine[:, :, 0::2] = np.repeat(D[:, :, :b], 2, axis=1) / 2
-    fine[:, :, 1::2] = np.repeat(D[:, :, :b] + D[:, :, 1:], 2, axis=1) / 4
-    fine[:, 2 * o, 0] += atom
-    fine[:, 2 * o + 1, 0] += atom
+    if b > 1:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            beta = np.log2(np.where(D[:, :, 0] > 0, (D[:, :, 0] + D[:, :, 1]) / D[:, :, 0], 2.0))
+        beta = np.clip(np.nan_to_num(beta, nan=1.0), 0.05, 1.0)
+    else:
+        beta = np.ones((m, b))
+    S = _power_split(beta[:, :, None], np.arange(b)[None, None, :])
+    fine = np.zeros((m, b, 2 * b))
+    fine[:, :, 0::2] = S * D
+    fine[:, :, 1::2] = (1 - S) * D
+    fine = np.repeat(fine, 2, axis=1)
     rows2, cols2 = np.triu_indices(2 * b)
     Q2 = np.zeros((m, 2 * b, 2 * b))
     Q2[:, rows2, cols2] = fine[:, rows2, cols2 - rows2]
-    Q2 /= Q2.sum(axis=-1, keepdims=True)
-    return np.log(np.maximum(Q2, 1e-300))
+    return Q2 / Q2.sum(axis=-1, keepdims=True)
+
+
+def _split_first(p) -> np.ndarray:
+    """p_0 at 2b offsets: each cell halved, but the first split by the power law of the first two."""
+    f = np.repeat(p, 2) / 2
+    if len(p) > 1:
+        beta = float(np.clip(np.log2((p[0] + p[1]) / p[0]), 0.05, 1.0))
+        s = _power_split(beta, 0)
+        f[0], f[1] = s * p[0], (1 - s) * p[0]
+    return f
+
+
+def _fit_columns(Q, p, t, iterations: int = 100) -> np.ndarray:
+    """Q diag(v) row-normalised, v fitted (iterative proportional fitting) so that p times it ≈ t; a target out of
+    reach (t must not put mass left of p's) is approached as far as the iterations go."""
+    v = np.ones(Q.shape[1])
+    for _ in range(iterations):
+        got = ((p / (Q @ v)) @ Q) * v
+        if np.abs(got - t).sum() <= 1e-12:
+            break
+        v *= np.where(got > 0, t / np.maximum(got, 1e-300), 1.0)
+    F = Q * v[None, :]
+    return F / F.sum(axis=1, keepdims=True)
 
 
 def _split(x, b: int, k: int, r: int):
