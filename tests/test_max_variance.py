@@ -267,8 +267,9 @@ def test_plan_on_marginals_at_any_size():
     W = wl.marginals((8,) * 30, 2)  # 435 marginals over 8³⁰ cells: the residual algebra, never the cells
     p = mmopt.plan(W, targets=10.0, kind="se", delta=1e-9)
     assert p.per_query_variance.shape == (435,) and np.all(p.per_query_variance <= 100.0)
-    # exact up to the release's rounding: d_in = Δ(1 + 1e-7) and OpenDP's σ search (mmopt.planning.calibration._D_IN)
-    assert p.status == "optimal" and 1.0 <= p.ratio <= 1 + 2e-6
+    # exact up to the release's rounding: d_in = Δ(1 + 1e-7), A x's rounding charged (twice for the p-Identity
+    # stream release: 2·9.6e-7) and OpenDP's σ search (mmopt.planning.calibration._D_IN)
+    assert p.status == "optimal" and 1.0 <= p.ratio <= 1 + 4e-6
     sets = mmopt.structured.residual.as_marginal_workload(W, caller="test").sets
     tighter = mmopt.plan(W, targets={A: 5.0 if A == (0, 1) else 10.0 for A in sets}, kind="se", delta=1e-9)
     assert tighter.epsilon > p.epsilon and tighter.per_query_variance[0] <= 25.0

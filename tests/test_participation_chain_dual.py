@@ -107,7 +107,7 @@ def test_the_lifted_bound_is_certified_at_n_from_the_coarser_levels():
 def test_the_carried_chain_beats_repeated_offsets(monkeypatch):
     """_prolong (rows split by their power law, marginals fitted to the solved levels' drift) against each offset
     repeated, at every level change: the certified bound higher (256 steps, k = 8, solved to 128: 17,117 repeated,
-    17,431 carried, the dual solved at 256 steps 17,444), still below a feasible strategy's error."""
+    17,430 carried, the dual solved at 256 steps 17,444), still below a feasible strategy's error."""
     import numpy as np
 
     import mmopt.participation.chain_dual as cd
@@ -125,8 +125,9 @@ def test_the_carried_chain_beats_repeated_offsets(monkeypatch):
 
 def test_the_split_rows_are_stochastic_and_the_marginals_fitted():
     """_split_rows: Q_i's rows at 2b offsets sum to 1 and a row's first cell splits by its power law (q₀ = q₁:
-    β = 1, halves; a row all on its first cell keeps the larger share, β clipped at 0.05); _fit_columns reaches
-    marginals within reach."""
+    β = 1, halves; β clipped to [0.05, 1]); _fit_columns reaches
+    marginals within reach, and a target far out of reach gives finite rows (v overflowed to inf, NaN rows: a
+    review)."""
     import numpy as np
 
     from mmopt.participation.chain_dual import _fit_columns, _split_rows
@@ -148,6 +149,16 @@ def test_the_split_rows_are_stochastic_and_the_marginals_fitted():
     F = _fit_columns(Q, p, target, iterations=2000)
     np.testing.assert_allclose(p @ F, target, atol=1e-6)
     np.testing.assert_allclose(F.sum(axis=1), 1.0, rtol=1e-12)
+    q = np.triu(np.ones((8, 8)))
+    q /= q.sum(axis=1, keepdims=True)
+    p = np.full(8, 1 / 8)
+    p[0] = 1e-5
+    p /= p.sum()
+    t = p @ q
+    t[0] = 0.05  # more than p can put on the first offset
+    t /= t.sum()
+    F = _fit_columns(q, p, t)
+    assert np.all(np.isfinite(F)) and np.allclose(F.sum(axis=1), 1.0)
 
 
 def test_a_budget_stops_it_and_the_bound_stays_certified():

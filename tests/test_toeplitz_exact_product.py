@@ -72,8 +72,9 @@ def test_the_primes_support_the_length_and_their_roots_are_primitive():
 
 
 def test_neighbours_answers_stay_within_the_charged_sensitivity():
-    # ~2³² records on 512 steps: where the FFT's rounding had moved neighbours past d_in (a review: n = 4,096,
-    # 6 of 40 datasets by 10⁻⁷ of Δ); exactly rounded answers differ by at most Δ(1 + u(2N + 1))
+    # a sanity check of the charge at ~2³² records on 512 steps (exactly rounded answers differ by at most
+    # Δ(1 + u(2N + 1))); the FFT passes it too on these data: the Fraction-oracle tests above are what guard
+    # the exactness the FFT lacked (a review had found it 10⁻⁷ of Δ past d_in on 6 of 40 datasets at n = 4,096)
     n = 512
     S = toeplitz.sqrt_strategy(n)
     for norm in ("l1", "l2"):

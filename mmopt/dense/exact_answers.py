@@ -66,7 +66,7 @@ def check_strategy(A: np.ndarray, caller: str) -> None:
     """Refuse, from A alone, a strategy whose entries are too large for A x to be computed exactly at every
     histogram of the domain (a refusal that depended on the counts would tell neighbours apart)."""
     a_max = _abs_max(A)
-    if not a_max * MAX_RECORDS < 2.0**1000:
+    if not a_max * MAX_RECORDS < 2.0**999:  # exact_answers' own test at any histogram of the domain
         raise ValueError(f"{caller}: the strategy's entries (up to {a_max:.3g}) are too large for A x to be computed "
                          "exactly in float64 at every histogram of up to MAX_RECORDS records. Rescale the strategy "
                          "(A and cA have the same error).")
@@ -110,7 +110,7 @@ def exact_answers(A: np.ndarray, x: np.ndarray, *, caller: str, integer: bool | 
     x = x[support]
     a_max, x_max = _abs_max(A), _abs_max(x)
     # no split or product overflows, nor a partial sum: their terms add up to ≤ (1 + 2⁻²⁵)·max|A|·Σ|x| (always so
-    # in release, where max|A|·2³² < 2¹⁰⁰⁰: check_strategy)
+    # in release, where max|A|·2³² < 2⁹⁹⁹ (check_strategy) and Σ|x| ≤ 2³²: no refusal there depends on the counts)
     if not (a_max < _MAX_MAGNITUDE and x_max < _MAX_MAGNITUDE and a_max * float(np.sum(np.abs(x))) < 2.0**999):
         raise ValueError(f"{caller}: the strategy entries or the counts are too large for A x to be computed exactly "
                          "in float64 (figures of the data not printed). Rescale the strategy (A and cA have the same "

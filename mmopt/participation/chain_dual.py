@@ -18,10 +18,11 @@ of A M Aᵀ, as one of the working set's. Patterns of fewer steps get no weight 
 Parameters: softmax logits for p and each Q_i's rows, floored at ε = 10⁻⁴ of the uniform distribution (so no
 step's weight vanishes and the gradient, ½ X(M) with X(M) = Aᵀ (A M Aᵀ)^{−1/2} A, stays finite), and
 R = (1 − ε) N L Lᵀ N + ε I with L n×r (r = ``rank``). L-BFGS on log S² with the exact gradient; for prefix sums
-coarse to fine (n/2 → n, each offset repeated), the finest level getting half the budget. The bound is then
-certified at the best iterate as the working set's (:func:`mmopt.participation.working_set.certified_trace_sqrt`):
-M's entries, products of at most k nonnegative b-term sums times R's, carry a relative error of at most
-(k(b + 2) + r + 8)·u, and Σλ ≤ Σp Π_i max row sum of Q_i, computed with its own allowance.
+coarse to fine (n/2 → n, the chain carried by :func:`_prolong`), the finest level getting half the budget. The
+bound is then certified at the best iterate as the working set's
+(:func:`mmopt.participation.working_set.certified_trace_sqrt`): M's entries, products of at most k nonnegative
+b-term sums times R's, carry a relative error of at most (k(b + 2) + r + 8)·u, and Σλ ≤ Σp Π_i max row sum of
+Q_i, computed with its own allowance.
 
 Measured (prefix sums, one core): n = 1,024, k = 8, 91,400 in 30 CPU s (91,449 in 240 s: the family's limit
 is near), against the cutting planes' 90,311 in 50 s and 91,286 in 900 s; n = 2,048, k = 8, 206,063 in 30 s and
@@ -118,7 +119,7 @@ def chain_dual(gram, participations: int, *, rank: int = 32, seconds: float | No
         L-BFGS iterations per level.
     solve_steps : int, optional
         Prefix sums only: L-BFGS runs on the levels of at most this many steps (the coarsest always), and the best
-        iterate is carried to n (offsets repeated) and certified there without steps, one eigendecomposition at n
+        iterate is carried to n (:func:`_prolong`) and certified there without steps, one eigendecomposition at n
         (module docstring: the lifted bound). Default n: every level is solved.
 
     Examples
@@ -320,9 +321,13 @@ def _fit_columns(Q, p, t, iterations: int = 100) -> np.ndarray:
         got = ((p / (Q @ v)) @ Q) * v
         if np.abs(got - t).sum() <= 1e-12:
             break
-        v *= np.where(got > 0, t / np.maximum(got, 1e-300), 1.0)
+        # each step's ratio capped, v kept within float64: a target far out of reach overflowed v to inf (a review)
+        v *= np.clip(np.where(got > 0, t / np.maximum(got, 1e-300), 1.0), 1e-3, 1e3)
+        v /= v.max()
+        v = np.maximum(v, 1e-250)
     F = Q * v[None, :]
-    return F / F.sum(axis=1, keepdims=True)
+    F /= F.sum(axis=1, keepdims=True)
+    return F if np.all(np.isfinite(F)) else Q
 
 
 def _split(x, b: int, k: int, r: int):

@@ -18,9 +18,9 @@ __all__ = ["CALIBRATIONS", "MAX_EPSILON", "smallest_epsilon", "variance_factor"]
 #: analytic one), or "analytic", the exact analytic Gaussian mechanism's (Balle & Wang 2018) and b = Δ/ε
 CALIBRATIONS = ("release", "analytic")
 #: d_in / Δ in a release, at most: upper_sensitivity's (1 + 1e-7), an ulp and the noise lattice's charge (≤ 2⁻³⁰,
-#: mmopt._base.opendp), and the charged rounding of A x (mmopt.dense.exact_answers); and room for OpenDP's
-#: search of σ
-_D_IN, _SEARCH = (1.0 + 2e-7) * (1.0 + 1.01 * RELATIVE_CHARGE), 1.0 + 1e-6
+#: mmopt._base.opendp), and the charged rounding of A x (mmopt.dense.exact_answers; twice for the p-Identity stream
+#: strategy, whose measurement rounds twice); and room for OpenDP's search of σ
+_D_IN, _SEARCH = (1.0 + 2e-7) * (1.0 + 1.01 * RELATIVE_CHARGE) ** 2, 1.0 + 1e-6
 
 
 def variance_factor(epsilon: float, delta: float, calibration: str = "release") -> float:
@@ -29,7 +29,7 @@ def variance_factor(epsilon: float, delta: float, calibration: str = "release") 
 
     Release: OpenDP's Laplace scale is d_in/ε and its Gaussian σ is d_in/√(2ρ*) with ρ* = the largest ρ whose
     zCDP → (ε, δ) conversion is ≤ ε (:func:`mmopt.accounting.max_rho`; OpenDP searches σ to adjacent floats), at
-    d_in ≤ Δ·(1 + 2·10⁻⁷)·(1 + 9.6·10⁻⁷).
+    d_in ≤ Δ·(1 + 2·10⁻⁷)·(1 + 9.6·10⁻⁷)² (the p-Identity stream release charges twice).
     """
     if calibration == "analytic":
         return (Privacy(epsilon, delta) if delta > 0 else Privacy(epsilon)).variance_factor
