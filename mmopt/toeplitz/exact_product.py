@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-from mmopt.dense.exact_answers import MAX_RECORDS, histogram_problem
+from mmopt.dense.exact_answers import MAX_RECORDS, _abs_max, histogram_problem
 
 __all__ = ["MAX_N", "MAX_SLICES", "causal_exact", "ntt_convolve", "truncation_charge"]
 
@@ -79,7 +79,7 @@ def causal_exact(column, x, row_scale=None, *, caller: str = "causal_exact") -> 
     if n > MAX_N:
         raise ValueError(f"{caller}: exact answers are computed up to {MAX_N:,} steps (the NTT primes' length). Got "
                          f"n = {n:,}. Release the stream in windows of at most that many steps.")
-    top = max(float(np.max(np.abs(c), initial=0.0)), 0.0)
+    top = _abs_max(c)  # NaN stays NaN: refused below
     if not (np.all(np.isfinite(c)) and top < _MAX_MAGNITUDE):
         raise ValueError(f"{caller}: the strategy's column must be finite and below 2^900 in magnitude for its "
                          "answers to be computed exactly. Rescale the strategy (C and aC have the same error).")
@@ -114,7 +114,7 @@ def truncation_charge(column, row_scale, norm: str, records: int = MAX_RECORDS) 
     True
     """
     c = np.asarray(column, dtype=float)
-    top = float(np.max(np.abs(c), initial=0.0))
+    top = _abs_max(c)
     if top == 0.0:
         return 0.0
     r_max = float(np.max(np.abs(_slices(c, top)[1])))
