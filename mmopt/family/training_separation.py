@@ -33,13 +33,14 @@ LIFTED_FROM = 2049  # on prefix sums from here (to free_banded.MAX_N) the 2b-ban
 # (the free band, which then took the budget: 207,663); refined to 2,048 steps, carried and equalised: ~205,500 (a
 # helper's exploration). At k = 8 / 16, in development runs beside other work: 473,053 / 1,200,242 carried against
 # 475,060 / 1,212,543 refined at 4,096, in 104 / 100 CPU s against 118 / 117. With the lifted dual's carried chain
-# (chain_dual._prolong) and equalise.relative_step (benchmarks/results/bench_participation_minsep_4096.txt): gaps
-# 1.0065 / 1.0109 / 1.0224 in 106 / 97 / 93 CPU s (1.0077 / 1.0125 / 1.0259 with the previous lift, which kept the
-# atom whole; 1.0105 / 1.0169 / 1.0326 with a diagonal logit shift in the lift; before the step and the shift 1.019 /
-# 1.032 / 1.051; the earlier route's 1.029 / 1.024 / 1.048). At k = 8 a carried level equalised and stepped before
-# its L-BFGS at τ = 3·10⁴ alone reached 470,783 against 470,937 from the same 1,024 level: not kept (0.03 %, and
-# untried at 2,048 steps, whose level it would change too). Keeping less for the carry at k = 8 / 16
-# (21 / 16.5 s, the levels taking the rest) gained 0.03 % / 0.02 % for 11 / 14 CPU s more: not kept
+# (chain_dual._prolong), equalise.relative_step and chain_banded's stages on one budget (its docstring;
+# benchmarks/results/bench_participation_minsep_4096.txt): gaps 1.0057 / 1.0095 / 1.0207 in 102 / 94 / 91 CPU s
+# (1.0065 / 1.0109 / 1.0224 with the budget split in halves between the stages; 1.0077 / 1.0125 / 1.0259 with the
+# previous lift, which kept the atom whole; 1.0105 / 1.0169 / 1.0326 with a diagonal logit shift in the lift; before the
+# step and the shift 1.019 / 1.032 / 1.051; the earlier route's 1.029 / 1.024 / 1.048). At k = 8 a carried level
+# equalised and stepped before its L-BFGS at τ = 3·10⁴ alone reached 470,783 against 470,937 from the same 1,024 level:
+# not kept (0.03 %, and untried at 2,048 steps, whose level it would change too). Keeping less for the carry at k =
+# 8 / 16 (21 / 16.5 s, the levels taking the rest) gained 0.03 % / 0.02 % for 11 / 14 CPU s more: not kept
 CARRY_SECONDS = 30.0  # kept for the carry (three exact evaluations at 4,096 steps), equalise (two more) and
 # equalise.relative_step (a float32 gradient, two screens and an exact evaluation: 7–10 s); with 20 s and no step
 # the route took 111.5 CPU s at k = 4 (with 12 s: 120.9)
@@ -190,7 +191,9 @@ def _banded_strategies(n: int, k: int, budget: dict, extra: dict, dual=None, car
     n = 1,024, k = 8: 91,846 (gap 1.0046) from the dual's start against 91,975 (1.0063) from the free band;
     n = 2,048, k = 4: 90,649 (1.016) against 90,962 (1.021); since the levels carry their strategy with
     :func:`mmopt.participation.chain_levels.carry`, 89,618 (1.0046) at k = 4 and 208,575 (1.0093, before 210,624:
-    1.020) at k = 8 in 110 CPU s (a run beside the test suite, which does less per CPU second: 1.0121)."""
+    1.020) at k = 8 in 110 CPU s (a run beside the test suite, which does less per CPU second: 1.0121); with
+    chain_banded's stages on one budget, 89,565 (1.0035) and 208,629 (1.0075) in 111 CPU s
+    (benchmarks/results/bench_participation_minsep.txt; its run before, stages on halves: 1.0051 / 1.0086)."""
     from mmopt.dense._strategy_core import Strategy
     from mmopt.participation.chain_banded import chain_banded
     from mmopt.participation.chain_levels import chain_levels, free_levels

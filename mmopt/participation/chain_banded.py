@@ -28,6 +28,15 @@ a strategy with b bands (the row-weighted one by default; the route passes the f
 an exact improvement: the error is recomputed from C (triangular inverse) and Δ² by the exact chain maximum
 (the proven upper bound on |X|, which is what the result is scaled by).
 
+The temperatures (:data:`TEMPERATURES`, 3·10³ then 3·10⁴) share one budget: the first runs until L-BFGS stops or
+the budget is spent, the second takes what is left. They once split it in halves, and the second half restarted
+L-BFGS from a stage cut off mid-descent. In optimize's route (prefix sums, min_separation(n/k, k), one core each,
+benchmarks/results/bench_participation_minsep*.txt) one budget brought the gaps to the chain dual's bound at 4,096
+steps, k = 4 / 8 / 16, from 1.0065 / 1.0109 / 1.0224 to 1.0057 / 1.0095 / 1.0207 (k = 8: 1.00953–1.00971 in seven
+runs), at 2,048 steps, k = 4 / 8, from 1.0051 / 1.0086 to 1.0035 / 1.0075, and left 1,024 steps as they were
+(1.0018 / 1.0042, where the first stage may end early). τ = 10⁴ for the first stage did better at 2,048 steps
+(k = 8: 1.0060) but worse at 4,096 (1.0096–1.0108 in eight runs): not kept.
+
 Cost per step: as :mod:`~.free_banded` with 2b bands (n³/6 + n³/6 + b·n²), X's band and C·Γ on the band block
 by block (9·n·b², where the dense products took 2n³) and the chain (O(k·n·b)).
 """
@@ -147,7 +156,8 @@ def chain_banded(n: int, participations: int, *, start=None, max_iterations: int
     max_iterations : int
         L-BFGS iterations per temperature.
     seconds : float, optional
-        A CPU budget, shared equally by the temperatures (status "user_limit" when spent).
+        A CPU budget for all stages: each runs until L-BFGS stops (its tolerances or ``max_iterations``) or the
+        budget is spent (status "user_limit"), the next taking what is left.
     temperatures : tuple of float
         τ of the successive stages.
 
@@ -180,8 +190,11 @@ def chain_banded(n: int, participations: int, *, start=None, max_iterations: int
     best = scaled_error(C0, b, k)
     x = C0[rows, cols].copy()
     status, iterations = "local_optimum", 0
-    for stage, tau in enumerate(temperatures):
-        deadline = None if seconds is None else t0 + seconds * (stage + 1) / len(temperatures)
+    # one deadline for every stage, as free_banded's: a stage runs until L-BFGS stops or the budget is spent, and a
+    # sharper one takes what is left. Halves of the budget each cost the route more than a restart: at 4,096 steps
+    # the levels' τ = 3·10³ stage was cut off mid-descent for τ = 3·10⁴ to begin afresh (module docstring)
+    deadline = None if seconds is None else t0 + seconds
+    for tau in temperatures:
 
         def fun(x, tau=tau):
             value, g = _objective(build(x), b, k, tau, single=n >= SINGLE_FROM)
@@ -192,6 +205,8 @@ def chain_banded(n: int, participations: int, *, start=None, max_iterations: int
         candidate = scaled_error(build(x), b, k)
         if candidate[0] < best[0]:
             best = candidate
+        if deadline is not None and time.process_time() > deadline:
+            break
     error, C, sens = best
     return FreeBanded(C, float(error), sens, status, iterations, time.process_time() - t0)
 
