@@ -3,6 +3,7 @@ differences, the error's gradient against finite differences, exact error and se
 computation and pattern enumeration, above the certified bound, never worse than the row-weighted start."""
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from _participation_monte_carlo import assert_error_matches_the_mechanism
 from mmopt import toeplitz
 from mmopt.participation import min_separation, sensitivity_squared
 from mmopt.participation.cutting import solve_min_separation
-from mmopt.participation.free_banded import _error, free_banded, soft_pattern_max
+from mmopt.participation.free_banded import _error, _stages, free_banded, soft_pattern_max
 from mmopt.participation.toeplitz import schema_error
 from mmopt.participation.weighted import weighted_banded
 
@@ -233,3 +234,33 @@ def _small_route(monkeypatch, route, n: int, solve_steps: int, *, carried: bool 
         values["LIFTED_FROM"] = n
     for name, value in values.items():
         monkeypatch.setattr(route, name, value)
+
+
+def _quadratic(x, tau):
+    return tau * float(np.sum((x - 1.0) ** 2)), 2.0 * tau * (x - 1.0)
+
+
+@pytest.mark.parametrize("budget", [True, False])
+def test_stages_share_one_deadline_and_a_stage_left_unrun_is_a_user_limit(budget):
+    # L-BFGS ends the first stage on its own, well inside the budget; its exact scoring then crosses the deadline.
+    # The second stage is not run, so the budget (not L-BFGS) ended the solve: "user_limit" (a review found
+    # "local_optimum" reported there). Without a budget every stage runs and ends on its own.
+    taus, calls = [], []
+    deadline = time.process_time() + 0.2 if budget else None
+
+    def objective(x, tau):
+        taus.append(tau)
+        return _quadratic(x, tau)
+
+    def exact(x):
+        calls.append(1)
+        while budget and time.process_time() <= deadline:  # a slow exact evaluation, in CPU time
+            pass
+        return float(np.sum((x - 1.0) ** 2)), x
+
+    x0 = np.zeros(5)
+    best, status, iterations = _stages(objective, exact, x0, (5.0, x0), (1.0, 10.0), 100, deadline)
+    assert sorted(set(taus)) == ([1.0] if budget else [1.0, 10.0])
+    assert len(calls) == (1 if budget else 2)
+    assert status == ("user_limit" if budget else "local_optimum")
+    assert best[0] < 1e-12 and iterations >= 1

@@ -29,13 +29,16 @@ an exact improvement: the error is recomputed from C (triangular inverse) and Δ
 (the proven upper bound on |X|, which is what the result is scaled by).
 
 The temperatures (:data:`TEMPERATURES`, 3·10³ then 3·10⁴) share one budget: the first runs until L-BFGS stops or
-the budget is spent, the second takes what is left. They once split it in halves, and the second half restarted
-L-BFGS from a stage cut off mid-descent. In optimize's route (prefix sums, min_separation(n/k, k), one core each,
-benchmarks/results/bench_participation_minsep*.txt) one budget brought the gaps to the chain dual's bound at 4,096
-steps, k = 4 / 8 / 16, from 1.0065 / 1.0109 / 1.0224 to 1.0057 / 1.0095 / 1.0207 (k = 8: 1.00953–1.00971 in seven
-runs), at 2,048 steps, k = 4 / 8, from 1.0051 / 1.0086 to 1.0035 / 1.0075, and left 1,024 steps as they were
-(1.0018 / 1.0042, where the first stage may end early). τ = 10⁴ for the first stage did better at 2,048 steps
-(k = 8: 1.0060) but worse at 4,096 (1.0096–1.0108 in eight runs): not kept.
+the budget is spent, the second takes what is left (in the 4,096-step route's levels, 1,024 and 2,048 steps, the
+first took it all: τ = 3·10⁴ did not run). They once split it in halves, and the second half restarted L-BFGS from
+a first stage cut off mid-descent. In optimize's route (prefix sums, min_separation(n/k, k), one core each,
+benchmarks/results/bench_participation_minsep*.txt) the shared budget brought the gaps to the chain dual's bound at
+4,096 steps, k = 4 / 8 / 16, from 1.0065 / 1.0109 / 1.0224 to 1.0057 / 1.0095 / 1.0207 (k = 8: 1.00953–1.00971 in
+seven runs), at 2,048 steps, k = 4 / 8, from 1.0051 / 1.0086 to 1.0035 / 1.0075, and left 1,024 steps as they were
+(1.0018 / 1.0042). The "from" figures are one benchmark run each; runs of the halved budget at 2,048 steps, k = 8
+ranged over 1.0086–1.0127 on other machines and loads, so there the gain is within their spread. τ = 10⁴ for the
+first stage did better than 3·10³ at 2,048 steps (k = 8: 1.0060) but worse at 4,096 (1.0096–1.0108 in eight runs):
+not kept.
 
 Cost per step: as :mod:`~.free_banded` with 2b bands (n³/6 + n³/6 + b·n²), X's band and C·Γ on the band block
 by block (9·n·b², where the dense products took 2n³) and the chain (O(k·n·b)).
@@ -54,7 +57,7 @@ from mmopt.participation.free_banded import (
     FreeBanded,
     _check_arguments,
     _error,
-    _lbfgs,
+    _stages,
     check_band,
 )
 from mmopt.participation.schemas import MinSeparation
@@ -187,27 +190,16 @@ def chain_banded(n: int, participations: int, *, start=None, max_iterations: int
         C[rows, cols] = x
         return C
 
-    best = scaled_error(C0, b, k)
-    x = C0[rows, cols].copy()
-    status, iterations = "local_optimum", 0
-    # one deadline for every stage, as free_banded's: a stage runs until L-BFGS stops or the budget is spent, and a
-    # sharper one takes what is left. Halves of the budget each cost the route more than a restart: at 4,096 steps
-    # the levels' τ = 3·10³ stage was cut off mid-descent for τ = 3·10⁴ to begin afresh (module docstring)
+    def objective(x, tau):
+        value, g = _objective(build(x), b, k, tau, single=n >= SINGLE_FROM)
+        return value, (g[rows, cols] if g is not None else np.zeros_like(x))
+
+    # one deadline for both stages (module docstring): halving it cut the τ = 3·10³ stage off mid-descent on the
+    # 4,096-step route's levels (≤ 2,048 steps) and restarted L-BFGS at τ = 3·10⁴
     deadline = None if seconds is None else t0 + seconds
-    for tau in temperatures:
-
-        def fun(x, tau=tau):
-            value, g = _objective(build(x), b, k, tau, single=n >= SINGLE_FROM)
-            return value, (g[rows, cols] if g is not None else np.zeros_like(x))
-
-        x, nit, status, _ = _lbfgs(fun, x, max_iterations, deadline)
-        iterations += nit
-        candidate = scaled_error(build(x), b, k)
-        if candidate[0] < best[0]:
-            best = candidate
-        if deadline is not None and time.process_time() > deadline:
-            break
-    error, C, sens = best
+    (error, C, sens), status, iterations = _stages(objective, lambda x: scaled_error(build(x), b, k),
+                                                    C0[rows, cols].copy(), scaled_error(C0, b, k), temperatures,
+                                                    max_iterations, deadline)
     return FreeBanded(C, float(error), sens, status, iterations, time.process_time() - t0)
 
 

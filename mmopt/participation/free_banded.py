@@ -158,35 +158,47 @@ def free_banded(n: int, participations: int, *, max_iterations: int = 250, secon
     def exact(x):
         return band_error(strategy(x)[3], b, k)
 
-    best = exact(x)
-    status, iterations = "local_optimum", 0
-    for tau in temperatures:
-        def fun(x, tau=tau):
-            Ct, norms, kappa, C = strategy(x)
-            E, gC = _error(C, b, gradient=True, single=n >= SINGLE_FROM)
-            if gC is None:  # C singular (a zero on its diagonal): no finite error, so the line search steps back
-                return math.inf, np.zeros_like(x)
-            gC = gC.astype(float)
-            chat = Ct / norms
-            along = (chat * gC).sum(axis=0)  # ∂E/∂(column norm) per column
-            gCt = (np.sqrt(kappa) / norms) * (gC - chat * along)
-            m = k * kappa.mean()
-            S, gS = soft_pattern_max(kappa / m, b, k, tau)
-            gk = S * (k / n) + gS - float(gS @ kappa) / m * (k / n)  # of m·S(κ/m)
-            value = math.log(E) + math.log(m * S)
-            gu = (along / (2 * np.sqrt(kappa)) / E + gk / (m * S)) * kappa
-            return value, np.concatenate([gCt[rows, cols] / E, gu])
+    def objective(x, tau):
+        Ct, norms, kappa, C = strategy(x)
+        E, gC = _error(C, b, gradient=True, single=n >= SINGLE_FROM)
+        if gC is None:  # C singular (a zero on its diagonal): no finite error, so the line search steps back
+            return math.inf, np.zeros_like(x)
+        gC = gC.astype(float)
+        chat = Ct / norms
+        along = (chat * gC).sum(axis=0)  # ∂E/∂(column norm) per column
+        gCt = (np.sqrt(kappa) / norms) * (gC - chat * along)
+        m = k * kappa.mean()
+        S, gS = soft_pattern_max(kappa / m, b, k, tau)
+        gk = S * (k / n) + gS - float(gS @ kappa) / m * (k / n)  # of m·S(κ/m)
+        value = math.log(E) + math.log(m * S)
+        gu = (along / (2 * np.sqrt(kappa)) / E + gk / (m * S)) * kappa
+        return value, np.concatenate([gCt[rows, cols] / E, gu])
 
-        x, nit, status, _ = _lbfgs(fun, x, max_iterations, deadline)
+    best, status, iterations = _stages(objective, exact, x, exact(x), temperatures, max_iterations, deadline)
+    error, C = best
+    sens = Sensitivity(1.0, 1.0, True, "min separation, at most b bands: dynamic programme over Σ κ_t (exact)")
+    return FreeBanded(C, float(error), sens, status, iterations, time.process_time() - t0)
+
+
+def _stages(objective, exact, x, best, temperatures, max_iterations: int, deadline):
+    """(best, status, iterations) of L-BFGS (:func:`_lbfgs`) at each temperature τ in turn from x, all under one
+    deadline: a stage runs until L-BFGS stops or the budget is spent, and the next, sharper one takes what is left
+    (free_banded's and chain_banded's stages). ``objective(x, τ)`` is (value, gradient); ``exact(x)`` a tuple whose
+    first entry is the exact error, the lowest kept from ``best`` (the start's) on. Status "user_limit" when the
+    iterations or the budget ran out, a stage left unrun included (its exact scoring can cross the deadline after
+    L-BFGS stopped on its own: a review); else "local_optimum"."""
+    status, iterations = "local_optimum", 0
+    for stage, tau in enumerate(temperatures):
+        x, nit, status, _ = _lbfgs(lambda y, tau=tau: objective(y, tau), x, max_iterations, deadline)
         iterations += nit
         candidate = exact(x)
         if candidate[0] < best[0]:
             best = candidate
         if deadline is not None and time.process_time() > deadline:
+            if stage < len(temperatures) - 1:
+                status = "user_limit"
             break
-    error, C = best
-    sens = Sensitivity(1.0, 1.0, True, "min separation, at most b bands: dynamic programme over Σ κ_t (exact)")
-    return FreeBanded(C, float(error), sens, status, iterations, time.process_time() - t0)
+    return best, status, iterations
 
 
 def _lbfgs(fun, x, max_iterations: int, deadline, *, ftol: float = 1e-15, gtol: float = 0.0):

@@ -126,10 +126,11 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
         The share of ρ spent on the initial one-way marginals, in (0, 1); the rounds' σ and ε then come from the
         rest. None (default): the paper's d/(2σ²) at the rounds' σ (d·0.9/T of ρ: 5.6 % with T = 16d). OpenDP's
         contingency-table AIM spends 0.5 (its ``oneway_split``). No share suits both real tables of
-        ``experiments.synth`` (a helper's measurement, the experiment's seeds, paired): 0.5 lowers RAND HIE's model
-        error at ε = 0.1 by 0.0066 ± 0.0022 (60 trials) but raises CPS 1988's by 0.0213 / 0.0070 / 0.0020 at
-        ε = 0.1 / 1 / 10 (20 trials), and T = 8d likewise (−0.0047 ± 0.0021; +0.0124 ± 0.0020 on CPS 1988 at
-        ε = 0.1): the paper's split is kept.
+        ``experiments.synth`` (a helper's measurement, the experiment's seeds, paired differences in model error):
+        0.5 gives −0.0066 ± 0.0022 on RAND HIE at ε = 0.1 (60 trials) but +0.0213 ± 0.0023 / +0.0070 ± 0.0006 /
+        +0.0020 ± 0.0001 on CPS 1988 at ε = 0.1 / 1 / 10 (20 trials); ``rounds`` = 8d, which doubles the paper's
+        one-way share to ~11 %, −0.0047 ± 0.0021 and +0.0124 ± 0.0020 on the same two at ε = 0.1. The paper's
+        split is kept.
     estimator : {"auto", "joint", "junction", "residual"}
         The model in the loop and returned (module docstring): "auto" (default) "joint" when the domain has at
         most :data:`mmopt.synth.joint.MAX_CELLS` cells, else "junction"; "joint" (the residual model in the
