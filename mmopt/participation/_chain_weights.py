@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["FLOOR", "chain", "chain_gradient"]
+__all__ = ["FLOOR", "chain", "chain_gradient", "marginals"]
 
 FLOOR = 1e-4  # ε of the chain dual's module docstring
 
 
-def chain(a0, A, b: int, k: int):
-    """p_0, Q (floored softmaxes), the marginals p_i, the products F_ij = Q_i ⋯ Q_{j−1} and P."""
+def _softmaxes(a0, A, b: int, k: int):
+    """s0, Qs (the softmaxes), Q (floored), the marginals p_i and the mask: O(k b²)."""
     mask = np.triu(np.ones((b, b), dtype=bool))
     share = mask / mask.sum(axis=1, keepdims=True)
     e = np.exp(a0 - a0.max())
@@ -29,6 +29,17 @@ def chain(a0, A, b: int, k: int):
     p = [p0]
     for i in range(k - 1):
         p.append(p[-1] @ Q[i])
+    return s0, Qs, Q, p, mask
+
+
+def marginals(a0, A, b: int, k: int) -> np.ndarray:
+    """The marginals p_i (k × b) of the chain with logits a0, A, without P's O(k² b³) products (as :func:`chain`)."""
+    return np.array(_softmaxes(a0, A, b, k)[3])
+
+
+def chain(a0, A, b: int, k: int):
+    """p_0, Q (floored softmaxes), the marginals p_i, the products F_ij = Q_i ⋯ Q_{j−1} and P."""
+    s0, Qs, Q, p, mask = _softmaxes(a0, A, b, k)
     F = {}
     for i in range(k):
         cur = None

@@ -60,7 +60,7 @@ import numpy as np
 from mmopt._base import validation as v
 from mmopt.participation._chain_weights import FLOOR as _FLOOR
 from mmopt.participation._chain_weights import chain as chain_weights
-from mmopt.participation._chain_weights import chain_gradient
+from mmopt.participation._chain_weights import chain_gradient, marginals
 from mmopt.participation.free_banded import _lbfgs
 from mmopt.participation.working_set import _Factor, certified_trace_sqrt, trace_sqrt
 
@@ -243,14 +243,14 @@ def _prolong(x, b: int, k: int, r: int, rng, anchors, ahead: int = 1) -> np.ndar
     L2 = np.repeat(L, 2, axis=0)
     L2 += 1e-2 * float(np.abs(L).mean()) * rng.standard_normal(L2.shape)
     Q2 = _split_rows(A, b)
-    p_now = np.array(chain_weights(a0, A, b, k)[3])
+    p_now = marginals(a0, A, b, k)
     shape = np.repeat(p_now, 2, axis=1) / 2
     shape[0] = _split_first(p_now[0])
     bf, xf = anchors[-1]
-    pf = np.array(chain_weights(*_split(xf, bf, k, r)[:2], bf, k)[3])
+    pf = marginals(*_split(xf, bf, k, r)[:2], bf, k)
     if len(anchors) == 2:
         bc, xc = anchors[0]
-        pc = np.array(chain_weights(*_split(xc, bc, k, r)[:2], bc, k)[3])
+        pc = marginals(*_split(xc, bc, k, r)[:2], bc, k)
         Pf = pf.reshape(k, bc, bf // bc).sum(axis=-1)
         T = Pf + LIFT_GAMMA * ahead * (Pf - pc)
     else:
@@ -265,6 +265,14 @@ def _prolong(x, b: int, k: int, r: int, rng, anchors, ahead: int = 1) -> np.ndar
         p = p @ Q2[i]
     return np.concatenate([np.log(np.maximum(target[0], 1e-300)), np.log(np.maximum(Q2, 1e-300)).ravel(),
                            L2.ravel()])
+
+
+def _power_beta(first, second):
+    """β = log₂((q_0 + q_1)/q_0) of the power law (cumulative ∝ j^β) through a row's first two cells q_0, q_1, in
+    [0.05, 1] (1 where q_0 = 0)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        beta = np.log2(np.where(first > 0, (first + second) / first, 2.0))
+    return np.clip(np.nan_to_num(beta, nan=1.0), 0.05, 1.0)
 
 
 def _power_split(beta, j):
@@ -286,12 +294,7 @@ def _split_rows(A, b: int) -> np.ndarray:
     q = E / E.sum(axis=-1, keepdims=True)
     D = np.zeros((m, b, b))  # D[:, o, j] = q[:, o, o + j]
     D[:, rows, cols - rows] = q[:, rows, cols]
-    if b > 1:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            beta = np.log2(np.where(D[:, :, 0] > 0, (D[:, :, 0] + D[:, :, 1]) / D[:, :, 0], 2.0))
-        beta = np.clip(np.nan_to_num(beta, nan=1.0), 0.05, 1.0)
-    else:
-        beta = np.ones((m, b))
+    beta = _power_beta(D[:, :, 0], D[:, :, 1]) if b > 1 else np.ones((m, b))
     S = _power_split(beta[:, :, None], np.arange(b)[None, None, :])
     fine = np.zeros((m, b, 2 * b))
     fine[:, :, 0::2] = S * D
@@ -307,8 +310,7 @@ def _split_first(p) -> np.ndarray:
     """p_0 at 2b offsets: each cell halved, but the first split by the power law of the first two."""
     f = np.repeat(p, 2) / 2
     if len(p) > 1:
-        beta = float(np.clip(np.log2((p[0] + p[1]) / p[0]), 0.05, 1.0))
-        s = _power_split(beta, 0)
+        s = _power_split(float(_power_beta(p[0], p[1])), 0)
         f[0], f[1] = s * p[0], (1 - s) * p[0]
     return f
 
