@@ -15,9 +15,11 @@ import numpy as np
 
 from mmopt._base import validation as v
 from mmopt._base.opendp import finite, measure, post_process
+from mmopt.dense.exact_answers import check_histogram
 from mmopt.privacy import Privacy
 from mmopt.reconstruct import check_reconstruction
 from mmopt.structured import analysis
+from mmopt.structured import charged_answers as charged
 from mmopt.structured.mechanism import (
     DEFAULT_TOL,
     MAX_ANSWERS,
@@ -27,7 +29,6 @@ from mmopt.structured.mechanism import (
     expected_at,
     implicit_probe,
     reconstruct_estimate,
-    strategy_apply,
 )
 from mmopt.structured.strategies import ImplicitStrategy
 from mmopt.structured.workloads import ImplicitWorkload
@@ -70,10 +71,11 @@ def release(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: 
     or removing one record of the data whose histogram is ``x`` (true counts), with A and W fixed
     independently of the data. Δ is :func:`~mmopt.structured.strategies.sensitivity` — exact, or a proven
     upper bound when ``sensitivity_exact`` is False — rounded upwards. Noise cannot be seeded. Unlike the dense
-    release (:mod:`mmopt.dense.exact_answers`), A x is computed factor by factor in float64 and its rounding is not
-    part of the proof: the 10⁻⁷ slack of Δ's rounding upwards absorbs it at moderate counts, not provably (an
-    open issue; the FFT Toeplitz release had passed it by 10⁻⁷ of Δ at 2·10⁹ records before it was computed exactly,
-    :mod:`mmopt.toeplitz.exact_product`).
+    release (:mod:`mmopt.dense.exact_answers`), A x is computed factor by factor: exactly by BLAS for integer and
+    selection factors, by compensated mode products for the others, and the proven bound on its rounding is
+    charged in d_in (:mod:`mmopt.structured.charged_answers`: Δ·(1 + c·(2N + 1)), about 9.5·10⁻⁷ of Δ; nothing
+    for integer factors at weight 1). So ``x`` must hold whole counts of at most
+    :data:`mmopt.dense.exact_answers.MAX_RECORDS` records, checked before any draw.
     ``reconstruct``, ``total`` and ``zeros`` are those of :func:`mmopt.matrix_mechanism`; they only
     post-process y with public facts, so the guarantee is unchanged.
 
@@ -101,8 +103,11 @@ def release(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: 
     x = check_counts(x, strategy, caller)
     # before the draw: nan, -1 or 2.5 gave no answers after the budget was spent (a helper's probe)
     max_answers = v.check_int(max_answers, name="max_answers", caller=caller, low=0)
-    d_in = upper_sensitivity(report.sensitivity, caller=caller)
-    Ax = finite(strategy_apply(strategy, x), "the strategy answers A x", caller)  # refused before any noise
+    check_histogram(x.ravel(), caller)  # whole counts, at most MAX_RECORDS records: what Δ and the charge assume
+    answer_plan = charged.plan(strategy)  # from the strategy alone: the charge never sees the data
+    d_in = charged.charged_sensitivity(upper_sensitivity(report.sensitivity, caller=caller), answer_plan,
+                                       privacy.sensitivity_norm, strategy.n_rows)
+    Ax = finite(charged.answers(strategy, x, answer_plan), "the strategy answers A x", caller)  # before any noise
     y, scale, loss = measure(Ax, d_in, privacy, noise_scale=noise_scale, caller=caller)
 
     def finish(method: str):

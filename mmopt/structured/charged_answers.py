@@ -1,0 +1,247 @@
+"""An implicit release's strategy answers A x, with a proven bound on their float64 rounding charged in d_in.
+
+Notation: see README and :mod:`mmopt.dense.exact_answers`, whose argument this follows. OpenDP's measurement adds
+noise calibrated to d_in ≥ ‖ŷ(x) − ŷ(x′)‖_p for the *computed* answers ŷ. A = [θ₁A⁽¹⁾; θ₂A⁽²⁾; …], each block a
+Kronecker product ⊗ᵢ Aᵢ⁽ᵏ⁾ applied factor by factor (mode products). Plain BLAS mode products were outside the
+proof (the 10⁻⁷ slack of Δ's upward rounding absorbed them "at moderate counts", not provably). Here every block's
+error obeys, entrywise and for every histogram x of at most N records,
+
+    |ŷ − θ·(⊗ᵢAᵢ) x| ≤ c·|θ|·(⊗ᵢ|Aᵢ|) x + η,
+
+with c and η computed from the strategy alone (:func:`plan`), never from x:
+
+* a factor with integer entries, applied while every partial sum stays an integer below 2⁵³
+  (N·∏ max|Aᵢ| < 2⁵³ over the factors applied so far), and a factor with at most one non-zero per row, ±1, are
+  applied by BLAS *exactly* (hence first);
+* every other factor by compensated mode products (Ogita, Rump & Oishi, "Accurate sum and dot product", SIAM J.
+  Sci. Comput. 26, 2005, Dot2: error-free TwoProduct (Dekker's split) and TwoSum, the errors summed in float64),
+  keeping the result as an unevaluated pair hi + lo: each mode adds at most 4γ²_{n+1}·(1 + ρ) to the pair's
+  relative error ρ (γ_n = n·u/(1 − n·u), u = 2⁻⁵³; n the factor's columns), about 10⁻²⁸, where one BLAS mode
+  product adds γ_n (n·10⁻¹⁶);
+* the weight θ and the pair are multiplied and rounded once at the end (u): c = ρ + u + 8u², and c = 0 when every
+  mode is exact and θ a power of two;
+* products that underflow are not error-free: each is off by < 2⁻¹⁰⁷⁴, charged as η (propagated through the later
+  factors by their largest absolute row sums).
+
+Since x ≥ 0 and a stacked Kronecker column of |A| has the norm of A's (``mmopt.structured.strategies``),
+‖(⊗|Aᵢ|)x‖_p ≤ ‖x‖₁·Δ_p, and for neighbours x, x′ (‖x‖₁, ‖x′‖₁ ≤ N + 1)
+
+    ‖ŷ(x) − ŷ(x′)‖_p ≤ Δ_p·(1 + c·(2N + 1)) + 2·p_rows^{1/p}·η      (:func:`charged_sensitivity`),
+
+c·(2N + 1) ≈ 9.5·10⁻⁷ at N = 2³² (:data:`mmopt.dense.exact_answers.MAX_RECORDS`), as the dense release's. Intermediates
+stay below N·|θ|·∏ max|Aᵢ|, refused from the strategy alone past 2⁹⁹⁰ (the split must not overflow). Cost: a
+compensated mode product is n elementwise passes of ~16 operations over its output: about 100× a BLAS product
+(``benchmarks/bench_charged_answers.py``: 1.9 CPU s at 128×128×64 cells and 15 s at 256×256×64 with two dense
+factors, against 0.02 s and 0.12 s; integer factors cost what BLAS does). Error-free BLAS products (Ozaki's
+splitting) would be faster; not done.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from mmopt.dense.exact_answers import MAX_RECORDS, _abs_max, dekker_split
+
+__all__ = ["AnswerPlan", "answers", "charged_sensitivity", "plan"]
+
+_U = 2.0**-53
+_TINY = 2.0**-1074
+_MAX_MAGNITUDE = 2.0**990  # below it no Dekker split overflows (2⁹⁹⁵) and no sum of the pair does
+_CHUNK = 1 << 16  # output entries per pass of a compensated mode product (~20 temporaries of this size)
+
+
+def _gamma(n: int) -> float:
+    return n * _U / (1.0 - n * _U)
+
+
+@dataclass(frozen=True)
+class AnswerPlan:
+    """How :func:`answers` computes each block, and the bound it proves (module docstring).
+
+    Attributes
+    ----------
+    steps : tuple of tuple of (int, str)
+        Per block, its modes in the order applied: (factor index, "exact" | "compensated").
+    relative : float
+        c, the largest over blocks.
+    absolute : float
+        η, the largest over blocks.
+    """
+
+    steps: tuple
+    relative: float
+    absolute: float
+
+
+def _kind(M: np.ndarray, bound: float | None) -> tuple[str, float | None]:
+    """("exact", the integer bound after it) for a factor BLAS applies exactly, else ("compensated", None)."""
+    nonzero = M != 0
+    if np.all(nonzero.sum(axis=1) <= 1) and np.all(np.abs(M[nonzero]) == 1.0):
+        return "exact", bound  # a selection: each output is one input, or its negation, or 0
+    if bound is not None and np.all(M == np.round(M)):
+        grown = bound * _abs_max(M)
+        if grown < 2.0**53:  # every partial sum an integer of at most that size
+            return "exact", grown
+    return "compensated", None
+
+
+def plan(strategy, records: int = MAX_RECORDS) -> AnswerPlan:
+    """The :class:`AnswerPlan` of an ImplicitStrategy, from the strategy alone (the charge must not see the data).
+
+    >>> import numpy as np, mmopt
+    >>> from mmopt import strategy as st
+    >>> p = plan(st.kron(st.hierarchical(8), st.identity(4)))       # integer factors: exact, nothing charged
+    >>> p.relative, p.absolute
+    (0.0, 0.0)
+    >>> p = plan(mmopt.structured.kron_strategy(np.array([[0.5, 0.3], [0.1, 0.7]]), np.eye(3)))
+    >>> 1.1e-16 < p.relative < 1.2e-16
+    True
+    """
+    steps, rel, eta_max = [], 0.0, 0.0
+    for t in strategy.terms:
+        mats = [f.matrix for f in t.factors]
+        top = float(records) * abs(t.weight) * math.prod(_abs_max(M) for M in mats)
+        if not top < _MAX_MAGNITUDE:
+            raise ValueError(f"release: the strategy's entries and weights (up to {top / records:.3g} per record) are "
+                             "too large for A x to be computed with a bounded rounding at every histogram of up to "
+                             "MAX_RECORDS records. Rescale the strategy (A and cA have the same error).")
+        bound, order, later = float(records), [], []
+        for i, M in enumerate(mats):  # the exact modes first, in order; a selection stays exact anywhere
+            kind, grown = _kind(M, bound)
+            if kind == "exact":
+                order.append((i, "exact"))
+                bound = grown
+            else:
+                later.append(i)
+        rho, eta = 0.0, 0.0
+        for i in later:
+            M = mats[i]
+            kind, _ = _kind(M, None)
+            rows = float(np.abs(M).sum(axis=1).max(initial=0.0))
+            if kind == "exact":  # a selection after a compensated mode: exact on both parts of the pair
+                order.append((i, "exact"))
+                eta *= rows
+                continue
+            n = M.shape[1]
+            rho += 4.0 * _gamma(n + 1) ** 2 * (1.0 + rho)
+            eta = (1.0 + 2 * _U) * rows * eta + (2 * n + 2) * 2.0**-1070
+            order.append((i, "compensated"))
+        exact = not later or all(kind == "exact" for _, kind in order)
+        if exact and math.frexp(t.weight)[0] == 0.5 and eta == 0.0:
+            c = 0.0  # x ↦ θ·(exact integers): exact unless it underflows, which η below would cover
+            eta_t = 0.0 if abs(t.weight) >= 2.0**-960 else _TINY
+        else:
+            c = rho + _U + 8 * _U * _U
+            eta_t = (1.0 + 2 * _U) * abs(t.weight) * eta + 4 * _TINY  # the final products' underflow
+        steps.append(tuple(order))
+        rel, eta_max = max(rel, c * (1.0 + 1e-6)), max(eta_max, eta_t)  # 1e-6: the float sums of c itself
+    return AnswerPlan(tuple(steps), rel, eta_max)
+
+
+def charged_sensitivity(sensitivity: float, answer_plan: AnswerPlan, norm: str, rows: int,
+                        records: int = MAX_RECORDS) -> float:
+    """d_in for the computed answers: Δ_p·(1 + c·(2N + 1)) + 2·rows^{1/p}·η rounded upwards (module docstring);
+    ``sensitivity`` itself when nothing is charged.
+
+    >>> from mmopt import strategy as st
+    >>> charged_sensitivity(2.0, plan(st.kron(st.identity(3), st.hierarchical(2))), "l1", 9)
+    2.0
+    """
+    c, eta = answer_plan.relative, answer_plan.absolute
+    if c == 0.0 and eta == 0.0:
+        return sensitivity
+    spread = eta * (rows if norm == "l1" else math.sqrt(rows))
+    charged = sensitivity * (1.0 + c * (2.0 * records + 1.0)) + 2.0 * spread
+    return math.nextafter(charged * (1.0 + 4.0 * _U), math.inf)  # this line's own roundings
+
+
+def answers(strategy, x: np.ndarray, answer_plan: AnswerPlan) -> np.ndarray:
+    """A x (flat, blocks in order) as ``answer_plan`` computes it, for x a histogram shaped like the domain (whole
+    counts ≥ 0, at most the plan's records; the caller checks: :func:`mmopt.dense.exact_answers.check_histogram`)."""
+    parts = []
+    for t, order in zip(strategy.terms, answer_plan.steps, strict=True):
+        hi, lo = np.asarray(x, dtype=float), None
+        for i, kind in order:
+            M = t.factors[i].matrix
+            if kind == "exact":
+                hi, lo = _mode(M, hi, i), (None if lo is None else _mode(M, lo, i))
+            else:
+                hi, lo = _compensated_mode(M, hi, lo, i)
+        parts.append(_weighted(t.weight, hi, lo).ravel())
+    return np.concatenate(parts)
+
+
+def _mode(M: np.ndarray, T: np.ndarray, axis: int) -> np.ndarray:
+    return np.moveaxis(np.tensordot(M, T, axes=(1, axis)), 0, axis)
+
+
+def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(s, e): s = fl(a + b), s + e = a + b exactly (Knuth)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _compensated_mode(M: np.ndarray, hi: np.ndarray, lo: np.ndarray | None, axis: int):
+    """The pair (hi′, lo′) with hi′ + lo′ = M ×_axis (hi + lo) up to 4γ²_{n+1}·|M|(|hi| + |lo|) (module docstring):
+    Dot2 on hi (TwoProduct by Dekker's split, TwoSum), M·lo by BLAS into the error sum (its rounding is u² of
+    the total), and the pair renormalised by TwoSum (|lo′| ≤ u|hi′|)."""
+    r, n = M.shape
+    H = np.moveaxis(hi, axis, 0)
+    rest = H.shape[1:]
+    H = H.reshape(n, -1)
+    L = None if lo is None else np.moveaxis(lo, axis, 0).reshape(n, -1)
+    K = H.shape[1]
+    Mh, Ml = dekker_split(M)
+    live = [j for j in range(n) if np.any(M[:, j])]
+    out_hi, out_lo = np.empty((r, K)), np.empty((r, K))
+    step = max(1, _CHUNK // max(1, r))
+    for start in range(0, K, step):
+        cols = slice(start, start + step)
+        Z = H[:, cols]
+        Zh, Zl = dekker_split(Z)
+        halves = np.any(Zl, axis=1)  # a row of whole counts below 2²⁶ is its own 26-bit half: 2 products, not 4
+        p, s = np.zeros((r, Z.shape[1])), np.zeros((r, Z.shape[1]))
+        h, e, t, q, w = (np.empty_like(p) for _ in range(5))  # in place: no temporaries in the loop
+        for j in live:
+            a, ah, al = M[:, j:j + 1], Mh[:, j:j + 1], Ml[:, j:j + 1]
+            np.multiply(a, Z[j], out=h)
+            # e = ((ah·zh − h) + ah·zl + al·zh) + al·zl: h + e = a·z exactly (Dekker's TwoProduct)
+            np.multiply(ah, Zh[j], out=e)
+            e -= h
+            if halves[j]:
+                e += np.multiply(ah, Zl[j], out=w)
+            e += np.multiply(al, Zh[j], out=w)
+            if halves[j]:
+                e += np.multiply(al, Zl[j], out=w)
+            # TwoSum: t = p + h, w = (p − (t − bb)) + (h − bb) with bb = t − p; then s += fl(w + e) (Dot2)
+            np.add(p, h, out=t)
+            np.subtract(t, p, out=q)
+            np.subtract(t, q, out=w)
+            np.subtract(p, w, out=w)
+            h -= q
+            w += h
+            w += e
+            s += w
+            p, t = t, p
+        if L is not None:
+            s += M @ L[:, cols]
+        out_hi[:, cols], out_lo[:, cols] = _two_sum(p, s)
+    back = (r, *rest)
+    return np.moveaxis(out_hi.reshape(back), 0, axis), np.moveaxis(out_lo.reshape(back), 0, axis)
+
+
+def _weighted(weight: float, hi: np.ndarray, lo: np.ndarray | None) -> np.ndarray:
+    """θ·(hi + lo) rounded once, but for u² terms: TwoProduct of θ and hi, its error and θ·lo added before."""
+    if lo is None and math.frexp(weight)[0] == 0.5:
+        return weight * hi  # a power of two: exact (unless it underflows: η)
+    P = weight * hi
+    wh, wl = dekker_split(np.array(weight))
+    Hh, Hl = dekker_split(hi)
+    err = ((wh * Hh - P) + wh * Hl + wl * Hh) + wl * Hl
+    if lo is not None:
+        err = err + weight * lo
+    return P + err
