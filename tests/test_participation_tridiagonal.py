@@ -138,6 +138,18 @@ def test_agrees_with_the_dense_solver(k):
     assert sensitivity_squared(fast.matrix, fixed_epochs(k)).squared == pytest.approx(1.0, rel=1e-9)
 
 
+def test_the_dense_polish_keeps_the_better_primal_and_stays_certified(monkeypatch):
+    # tol 1e-7 is below where L-BFGS on the quadrature dual stops: the polish runs (more iterations)
+    from mmopt.participation import tridiagonal
+    polished = solve_tridiagonal("prefix", 128, 4, tol=1e-7)
+    monkeypatch.setattr(tridiagonal, "POLISH_MAX_N", 0)
+    plain = solve_tridiagonal("prefix", 128, 4, tol=1e-7)
+    assert polished.iterations > plain.iterations
+    assert polished.primal <= plain.primal and polished.dual >= plain.dual
+    assert max(polished.dual, plain.dual) <= min(polished.primal, plain.primal)  # each bound below both strategies
+    assert sensitivity_squared(polished.matrix, fixed_epochs(4)).squared == pytest.approx(1.0, rel=1e-9)
+
+
 @pytest.mark.parametrize("k", [4, 16])
 def test_the_bound_is_below_every_strategy_and_above_the_diagonal_bound(k):
     n = 256

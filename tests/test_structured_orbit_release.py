@@ -246,3 +246,72 @@ def test_a_row_constant_on_an_orbit_asks_no_standard_block(v):
     assert A.n_rows == 4
     dense = mmopt.evaluate(Workload.from_matrix(W.dense()), mmopt.Strategy(A.matrix), norm="l2")  # the oracle
     np.testing.assert_allclose(mmopt.evaluate(W, A).max_variance, dense.max_variance, rtol=1e-9)
+
+
+def test_charged_answers_cover_every_neighbour_exactly(planned):
+    """The measured answers within c·|A|x + η of the exact ones (Fractions, from the dense measurement matrix), Δ_abs
+    above |A|'s column norms, and every neighbour of histograms of 2³² − 1 records within d_in (plain BLAS moved 2
+    of 360 past it: a review's check)."""
+    import math
+    from fractions import Fraction
+
+    from mmopt.structured import charged_answers as ca
+    from mmopt.structured.release import upper_sensitivity
+    W, A = planned
+    roots, blocks = orl._roots(A), orl._Blocks(A)
+    c, eta = orl._charge(roots, blocks)
+    plan = ca.AnswerPlan((), ((c, eta),), c, eta)
+    d_in = ca.charged_sensitivity(upper_sensitivity(orl._sensitivity(A, roots)), plan, "l2", orl._n_rows(roots, blocks))
+    fraction = np.vectorize(lambda v: Fraction(float(v)), otypes=[object])
+
+    def exact(x, absolute=False):  # (S_c ⊗ I)·(⊗ⱼ Bⱼᵀ) x in Fractions from the factors' floats (or with |·|)
+        out = []
+        for k, r in enumerate(roots):
+            if r is not None:
+                T = fraction(x)
+                for j, B in enumerate(blocks.bases[k]):
+                    T = np.moveaxis(np.tensordot(fraction(np.abs(B.T) if absolute else B.T), T, axes=(1, j)), 0, j)
+                T = np.transpose(T, blocks.order[k]).reshape(blocks.rows[k], -1)
+                out.extend((fraction(np.abs(r[0]) if absolute else r[0]) @ T).ravel())
+        return out
+
+    def answers(x):
+        return np.concatenate([P.ravel() for _, P in orl._charged_parts(roots, blocks, x)])
+
+    rng = np.random.default_rng(0)
+    worst = Fraction(0)
+    for trial in range(6):
+        x = rng.multinomial(2**32 - 1, rng.dirichlet(np.full(W.domain_size, 0.5))).reshape(W.shape).astype(float)
+        y = answers(x)
+        if trial < 2:  # entrywise, against the exact answers
+            for got, e, b in zip(y, exact(x), exact(x, absolute=True), strict=True):
+                assert abs(Fraction(float(got)) - e) <= Fraction(c) * b + Fraction(eta)
+            # ‖(|S|⊗I)(⊗|B|ᵀ) x‖ ≤ ‖x‖₁·Δ: the charge's premise (its columns have A's norms, _charge)
+            norm = math.sqrt(float(sum(b * b for b in exact(x, absolute=True))))
+            assert norm <= float(x.sum()) * orl._sensitivity(A, roots) * (1 + 1e-12)
+        for j in np.ndindex(*W.shape):
+            x2 = x.copy()
+            x2[j] += 1
+            sq = sum((Fraction(float(a)) - Fraction(float(b))) ** 2 for a, b in zip(answers(x2), y, strict=True))
+            worst = max(worst, Fraction(math.sqrt(float(sq))))
+    assert worst <= Fraction(d_in)
+
+
+def test_release_refuses_fractional_counts_before_the_draw(planned):
+    W, A = planned
+    with pytest.raises(ValueError, match="whole numbers"):
+        orl.release(W, A, np.full(W.shape, 0.5), GAUSS)
+
+
+def test_release_measures_the_charged_answers_at_the_charged_sensitivity(planned, monkeypatch):
+    from mmopt.structured.release import upper_sensitivity
+    W, A = planned
+    calls = []
+    real = orl._charged_parts
+    monkeypatch.setattr(orl, "_charged_parts", lambda *a: calls.append(a) or real(*a))
+    out = orl.release(W, A, np.full(W.shape, 5.0), GAUSS)
+    assert len(calls) == 1
+    roots = orl._roots(A)
+    c, _ = orl._charge(roots, orl._Blocks(A))
+    up = upper_sensitivity(orl._sensitivity(A, roots))
+    assert out.sensitivity >= up * (1 + c * (2 * 2**32 + 1)) > up

@@ -10,9 +10,9 @@ error obeys, entrywise and for every histogram x of at most N records,
 
 with c and η computed from the strategy alone (:func:`plan`), never from x:
 
-* a factor with integer entries, applied while every partial sum stays an integer below 2⁵³
-  (N·∏ max|Aᵢ| < 2⁵³ over the factors applied so far), and a factor with at most one non-zero per row, ±1, are
-  applied by BLAS *exactly* (hence first);
+* a factor with at most one non-zero per row, ±1 (a selection), and a factor with integer entries applied while
+  every partial sum stays an integer below 2⁵³ (N·∏ max|Aᵢ| < 2⁵³ over the factors applied so far: each partial
+  sum is at most ∏ max|Aᵢ|·‖x‖₁) are applied by BLAS *exactly*, first (mode products commute);
 * every other factor by compensated mode products (Ogita, Rump & Oishi, "Accurate sum and dot product", SIAM J.
   Sci. Comput. 26, 2005, Dot2: error-free TwoProduct (Dekker's split) and TwoSum, the errors summed in float64),
   keeping the result as an unevaluated pair hi + lo: each mode adds at most 4γ²_{n+1}·(1 + ρ) to the pair's
@@ -28,8 +28,9 @@ Since x ≥ 0 and a stacked Kronecker column of |A| has the norm of A's (``mmopt
 
     ‖ŷ(x) − ŷ(x′)‖_p ≤ Δ_p·(1 + c·(2N + 1)) + 2·p_rows^{1/p}·η      (:func:`charged_sensitivity`),
 
-c·(2N + 1) ≈ 9.5·10⁻⁷ at N = 2³² (:data:`mmopt.dense.exact_answers.MAX_RECORDS`), as the dense release's. Intermediates
-stay below N·|θ|·∏ max|Aᵢ|, refused from the strategy alone past 2⁹⁹⁰ (the split must not overflow). Cost: a
+c·(2N + 1) ≈ 9.5·10⁻⁷ at N = 2³² (:data:`mmopt.dense.exact_answers.MAX_RECORDS`), as the dense release's. The
+intermediates stay below N·∏ max|Aᵢ| over the factors applied so far (θ last), refused from the strategy alone
+past 2⁹⁹⁰, as θ is (no Dekker split may overflow; a refusal that depended on the counts would leak them). Cost: a
 compensated mode product is n elementwise passes of ~16 operations over its output: about 100× a BLAS product
 (``benchmarks/bench_charged_answers.py``: 1.9 CPU s at 128×128×64 cells and 15 s at 256×256×64 with two dense
 factors, against 0.02 s and 0.12 s; integer factors cost what BLAS does). Error-free BLAS products (Ozaki's
@@ -45,7 +46,8 @@ import numpy as np
 
 from mmopt.dense.exact_answers import MAX_RECORDS, _abs_max, dekker_split
 
-__all__ = ["AnswerPlan", "answers", "charged_sensitivity", "plan"]
+__all__ = ["AnswerPlan", "answers", "charged_sensitivity", "check_magnitudes", "compensated_mode", "final_charge",
+           "mode_charge", "plan"]
 
 _U = 2.0**-53
 _TINY = 2.0**-1074
@@ -65,6 +67,8 @@ class AnswerPlan:
     ----------
     steps : tuple of tuple of (int, str)
         Per block, its modes in the order applied: (factor index, "exact" | "compensated").
+    blocks : tuple of (float, float)
+        Per block, its (c, η).
     relative : float
         c, the largest over blocks.
     absolute : float
@@ -72,6 +76,7 @@ class AnswerPlan:
     """
 
     steps: tuple
+    blocks: tuple
     relative: float
     absolute: float
 
@@ -88,6 +93,24 @@ def _kind(M: np.ndarray, bound: float | None) -> tuple[str, float | None]:
     return "compensated", None
 
 
+def check_magnitudes(mats, order, weight: float, records: int = MAX_RECORDS) -> None:
+    """Refuse, from the strategy alone, factors or a weight whose products could overflow a Dekker split (2⁹⁹⁵) at
+    some histogram of the domain: the intermediates are bounded by N·∏ max|Aᵢ| over the factors applied so far
+    (θ comes last). A refusal that depended on the counts would tell neighbours apart."""
+    running = float(records)
+    for i in order:
+        top = _abs_max(mats[i])
+        running *= top
+        if not (top < _MAX_MAGNITUDE and running < _MAX_MAGNITUDE):
+            raise ValueError("release: the strategy's factors are too large for A x to be computed with a bounded "
+                             "rounding at every histogram of up to MAX_RECORDS records (an intermediate product could "
+                             "overflow). Rescale the factors (A and cA have the same error).")
+    if not (abs(weight) < _MAX_MAGNITUDE and running * abs(weight) < _MAX_MAGNITUDE):
+        raise ValueError(f"release: a term's weight ({weight:.3g}) is too large for A x to be computed with a bounded "
+                         "rounding at every histogram of up to MAX_RECORDS records. Rescale the strategy (A and cA "
+                         "have the same error).")
+
+
 def plan(strategy, records: int = MAX_RECORDS) -> AnswerPlan:
     """The :class:`AnswerPlan` of an ImplicitStrategy, from the strategy alone (the charge must not see the data).
 
@@ -100,50 +123,48 @@ def plan(strategy, records: int = MAX_RECORDS) -> AnswerPlan:
     >>> 1.1e-16 < p.relative < 1.2e-16
     True
     """
-    steps, rel, eta_max = [], 0.0, 0.0
+    steps, blocks = [], []
     for t in strategy.terms:
         mats = [f.matrix for f in t.factors]
-        top = float(records) * abs(t.weight) * math.prod(_abs_max(M) for M in mats)
-        if not top < _MAX_MAGNITUDE:
-            raise ValueError(f"release: the strategy's entries and weights (up to {top / records:.3g} per record) are "
-                             "too large for A x to be computed with a bounded rounding at every histogram of up to "
-                             "MAX_RECORDS records. Rescale the strategy (A and cA have the same error).")
-        bound, order, later = float(records), [], []
-        for i, M in enumerate(mats):  # the exact modes first, in order; a selection stays exact anywhere
+        bound, exact, later = float(records), [], []
+        for i, M in enumerate(mats):  # the exact modes first (mode products commute), in order
             kind, grown = _kind(M, bound)
             if kind == "exact":
-                order.append((i, "exact"))
+                exact.append(i)
                 bound = grown
             else:
                 later.append(i)
+        check_magnitudes(mats, exact + later, t.weight, records)
         rho, eta = 0.0, 0.0
-        for i in later:
-            M = mats[i]
-            kind, _ = _kind(M, None)
-            rows = float(np.abs(M).sum(axis=1).max(initial=0.0))
-            if kind == "exact":  # a selection after a compensated mode: exact on both parts of the pair
-                order.append((i, "exact"))
-                eta *= rows
-                continue
-            n = M.shape[1]
-            rho += 4.0 * _gamma(n + 1) ** 2 * (1.0 + rho)
-            eta = (1.0 + 2 * _U) * rows * eta + (2 * n + 2) * 2.0**-1070
-            order.append((i, "compensated"))
-        exact = not later or all(kind == "exact" for _, kind in order)
-        if exact and math.frexp(t.weight)[0] == 0.5 and eta == 0.0:
-            c = 0.0  # x ↦ θ·(exact integers): exact unless it underflows, which η below would cover
+        for i in later:  # compensated: a selection is exact anywhere, so never among them
+            rho, eta = mode_charge(mats[i], rho, eta)
+        if not later and math.frexp(t.weight)[0] == 0.5:
+            c = 0.0  # x ↦ θ·(exact integers): exact unless the product underflows
             eta_t = 0.0 if abs(t.weight) >= 2.0**-960 else _TINY
         else:
-            c = rho + _U + 8 * _U * _U
-            eta_t = (1.0 + 2 * _U) * abs(t.weight) * eta + 4 * _TINY  # the final products' underflow
-        steps.append(tuple(order))
-        rel, eta_max = max(rel, c * (1.0 + 1e-6)), max(eta_max, eta_t)  # 1e-6: the float sums of c itself
-    return AnswerPlan(tuple(steps), rel, eta_max)
+            c, eta_t = final_charge(rho, abs(t.weight) * eta)
+        steps.append(tuple([(i, "exact") for i in exact] + [(i, "compensated") for i in later]))
+        blocks.append((c, eta_t))
+    return AnswerPlan(tuple(steps), tuple(blocks), max(c for c, _ in blocks), max(e for _, e in blocks))
 
 
-def charged_sensitivity(sensitivity: float, answer_plan: AnswerPlan, norm: str, rows: int,
+def mode_charge(M: np.ndarray, rho: float, eta: float) -> tuple[float, float]:
+    """(ρ, η) after a compensated mode product by M (n columns): ρ + 4γ²_{n+1}(1 + ρ), and the earlier modes'
+    underflow carried through M (its largest absolute row sum) plus its own, (2n + 2)·2⁻¹⁰⁷⁰ (module docstring)."""
+    n = M.shape[1]
+    rows = float(np.abs(M).sum(axis=1).max(initial=0.0))
+    return rho + 4.0 * _gamma(n + 1) ** 2 * (1.0 + rho), (1.0 + 2 * _U) * rows * eta + (2 * n + 2) * 2.0**-1070
+
+
+def final_charge(rho: float, eta: float) -> tuple[float, float]:
+    """(c, η) once the pair is rounded to one float (times a weight already in ``eta``): c = ρ + u + 8u², its own
+    float sums and u·ρ covered by a factor 1 + 10⁻⁶; the final products' underflow 4·2⁻¹⁰⁷⁴."""
+    return (rho + _U + 8 * _U * _U) * (1.0 + 1e-6), (1.0 + 2 * _U) * eta + 4 * _TINY
+
+
+def charged_sensitivity(sensitivity: float, answer_plan: AnswerPlan, norm: str, n_rows: int,
                         records: int = MAX_RECORDS) -> float:
-    """d_in for the computed answers: Δ_p·(1 + c·(2N + 1)) + 2·rows^{1/p}·η rounded upwards (module docstring);
+    """d_in for the computed answers: Δ_p·(1 + c·(2N + 1)) + 2·n_rows^{1/p}·η rounded upwards (module docstring);
     ``sensitivity`` itself when nothing is charged.
 
     >>> from mmopt import strategy as st
@@ -153,7 +174,7 @@ def charged_sensitivity(sensitivity: float, answer_plan: AnswerPlan, norm: str, 
     c, eta = answer_plan.relative, answer_plan.absolute
     if c == 0.0 and eta == 0.0:
         return sensitivity
-    spread = eta * (rows if norm == "l1" else math.sqrt(rows))
+    spread = eta * (n_rows if norm == "l1" else math.sqrt(n_rows))
     charged = sensitivity * (1.0 + c * (2.0 * records + 1.0)) + 2.0 * spread
     return math.nextafter(charged * (1.0 + 4.0 * _U), math.inf)  # this line's own roundings
 
@@ -167,9 +188,9 @@ def answers(strategy, x: np.ndarray, answer_plan: AnswerPlan) -> np.ndarray:
         for i, kind in order:
             M = t.factors[i].matrix
             if kind == "exact":
-                hi, lo = _mode(M, hi, i), (None if lo is None else _mode(M, lo, i))
+                hi = _mode(M, hi, i)  # exact modes come first: there is no lo yet
             else:
-                hi, lo = _compensated_mode(M, hi, lo, i)
+                hi, lo = compensated_mode(M, hi, lo, i)
         parts.append(_weighted(t.weight, hi, lo).ravel())
     return np.concatenate(parts)
 
@@ -185,7 +206,7 @@ def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s, (a - (s - bb)) + (b - bb)
 
 
-def _compensated_mode(M: np.ndarray, hi: np.ndarray, lo: np.ndarray | None, axis: int):
+def compensated_mode(M: np.ndarray, hi: np.ndarray, lo: np.ndarray | None, axis: int):
     """The pair (hi′, lo′) with hi′ + lo′ = M ×_axis (hi + lo) up to 4γ²_{n+1}·|M|(|hi| + |lo|) (module docstring):
     Dot2 on hi (TwoProduct by Dekker's split, TwoSum), M·lo by BLAS into the error sum (its rounding is u² of
     the total), and the pair renormalised by TwoSum (|lo′| ≤ u|hi′|)."""
