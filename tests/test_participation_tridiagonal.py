@@ -150,6 +150,19 @@ def test_the_dense_polish_keeps_the_better_primal_and_stays_certified(monkeypatc
     assert sensitivity_squared(polished.matrix, fixed_epochs(4)).squared == pytest.approx(1.0, rel=1e-9)
 
 
+@pytest.mark.parametrize("n,k", [(64, 4), (128, 4), (256, 8)])
+def test_the_polished_result_is_its_matrix_s_and_brackets_an_independent_optimum(n, k):
+    # tol 1e-9: the polish runs; its primal must be the returned C's error, its bound below the dense solver's optimum
+    import scipy.linalg
+    sol = solve_tridiagonal("prefix", n, k, tol=1e-9)
+    G = _gram("prefix", n)
+    Ci = scipy.linalg.solve_triangular(sol.matrix, np.eye(n), lower=True)
+    squared = sensitivity_squared(sol.matrix, fixed_epochs(k)).squared
+    assert float(np.einsum("ij,ij->", G @ Ci, Ci)) * squared == pytest.approx(sol.primal, rel=1e-10)
+    oracle = solve_fixed_epochs(G, k, tol=1e-10, max_iterations=2000)
+    assert sol.dual <= oracle.primal and oracle.dual <= sol.primal
+
+
 @pytest.mark.parametrize("k", [4, 16])
 def test_the_bound_is_below_every_strategy_and_above_the_diagonal_bound(k):
     n = 256

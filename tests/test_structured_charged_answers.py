@@ -67,11 +67,17 @@ def _strategies(rng):
         "integer": kron_strategy(np.tril(np.ones((3, 3))), integer),
         "large integer ⊗ real": kron_strategy(large, real, weight=2.0),
         "tiny ⊗ real": kron_strategy(tiny, real2, weight=1e-12),
+        # integers at a weight that is no power of two: one rounding, charged (c = 0 only at powers of two)
+        "integer, weight 0.7": kron_strategy(np.tril(np.ones((3, 3))), integer, weight=0.7),
+        # subnormal products carried through later factors, one of them large (η propagated by its row sums)
+        "subnormal ⊗ real ⊗ large": kron_strategy(np.array([[1.2345e-310, 3.3e-311, -2.5e-312],
+                                                            [0.5e-308, 1e-309, 1.7e-310]]),
+                                                  rng.standard_normal((3, 4)) / 3, rng.standard_normal((2, 2)) * 1e12),
     }
 
 
 NAMES = ["real ⊗ real", "real ⊗ integer", "selection ⊗ real", "union", "integer", "large integer ⊗ real",
-         "tiny ⊗ real"]
+         "tiny ⊗ real", "integer, weight 0.7", "subnormal ⊗ real ⊗ large"]
 
 
 def _check_against_exact(A, x):
@@ -163,6 +169,7 @@ def test_charged_d_in_covers_every_neighbour(norm):
     # records and refused at 305 before this check, the refusal telling the counts)
     ((np.array([[2.0**960, 1.0]]), np.array([[2.0**30]])), 2.0**-990),
     ((np.array([[2.0**980, 1.0]]), np.array([[2.0**-100]])), 1.0),
+    ((np.array([[1.0, 0.5]]), np.eye(2)), 2.0**990),  # the weight alone
 ])
 def test_plan_refuses_a_strategy_too_large_from_the_strategy_alone(factors, weight):
     with pytest.raises(ValueError, match="too large for A x"):

@@ -299,8 +299,8 @@ def solve_tridiagonal(kind, n: int, epochs: int, *, tol: float = 1e-3,
     if primal > (1 + tol) * bound and n <= POLISH_MAX_N:
         # L-BFGS stops in the quadrature's gradient noise (1e-11, relative) with the primal X(M) short of tol; a few
         # steps of the dense dual (exact gradient, O(n³) each) from the same point take it further. Measured: prefix
-        # sums, 1,024 steps, tol 1e-5: k = 8 1.0000102 → 1.0000064, k = 4 1.0000063 → 1.0000039, +1.1 CPU s; at
-        # 2,048 steps 4.48e-5 → 4.27e-5 for +6 s, where the stall is elsewhere: not done past POLISH_MAX_N.
+        # sums, 1,024 steps, tol 1e-5, k = 8: 1.0000102 → 1.0000064 (the polish itself 1.1 CPU s, the route ~2 s
+        # end to end); at 2,048 steps, forced: 4.48e-5 → 4.27e-5 for +6 s, the stall elsewhere: not past POLISH_MAX_N.
         polished = _solve(spec.dense(n), schema, tol, POLISH_STEPS, None, initial=x)[0]
         iterations += polished.iterations
         bound = max(bound, polished.dual)  # both certified

@@ -13,8 +13,8 @@ product. The sensitivity is that of the matrices used, Δ₂² = max_x Σ_c (K_c
 diagonal of :func:`~mmopt.structured.orbit_maxvar.cell_diagonal` at S_cᵀS_c, in floating point), rounded upwards
 as every mmopt release; the guarantee is that of :func:`mmopt.release`. A x is computed by compensated mode
 products (:mod:`mmopt.structured.charged_answers`) and the proven bound on its rounding charged in d_in
-(:func:`_charge`, about 9.5·10⁻⁷ of Δ): plain BLAS had moved 2 of 360 neighbours past d_in (by 5.7·10⁻⁸ of it, at
-2³² records; a review's exact check).
+(:func:`_charge`, about 9.5·10⁻⁷ of Δ): plain BLAS had moved neighbours past d_in at 2³² records (reviews' exact
+checks: 2 of 360 by 5.7·10⁻⁸ of it on one planned strategy, 12 of 91 by up to 6.6·10⁻⁷ on a rank-deficient one).
 """
 
 from __future__ import annotations
