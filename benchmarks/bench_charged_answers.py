@@ -56,7 +56,7 @@ def run(shapes, pairs: int, seed: int = 0) -> list[dict]:
             blas = strategy_apply(A, x)
             t2 = time.process_time()
             delta = A.sensitivity("l2")
-            d_in = ca.charged_sensitivity(upper_sensitivity(delta), plan, "l2", A.n_rows)
+            d_in = ca.charged_sensitivity(upper_sensitivity(delta), plan.relative, plan.absolute, "l2", A.n_rows)
             row = {"shape": "x".join(map(str, shape)), "strategy": name, "cells": a * b * c,
                    "charged_s": t1 - t0, "blas_s": t2 - t1,
                    "rel_diff": float(np.max(np.abs(mine - blas) / np.maximum(np.abs(mine), 1e-300))),

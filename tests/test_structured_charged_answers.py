@@ -123,7 +123,7 @@ def test_integer_factors_are_exact_and_charge_nothing():
     assert (p.relative, p.absolute) == (0.0, 0.0)
     x = _histogram(rng, A.shape, 2**31)
     assert [Fraction(float(g)) for g in ca.answers(A, x, p)] == _exact(A, x)
-    assert ca.charged_sensitivity(1.5, p, "l2", A.n_rows) == 1.5
+    assert ca.charged_sensitivity(1.5, p.relative, p.absolute, "l2", A.n_rows) == 1.5
 
 
 def test_plain_blas_misses_what_the_compensated_products_get():
@@ -145,7 +145,8 @@ def test_charged_d_in_covers_every_neighbour(norm):
     A = _strategies(rng)["union"]
     p = ca.plan(A)
     delta = A.sensitivity(norm)
-    d_in = ca.charged_sensitivity(mmopt.structured.release.upper_sensitivity(delta), p, norm, A.n_rows)
+    d_in = ca.charged_sensitivity(mmopt.structured.release.upper_sensitivity(delta), p.relative, p.absolute, norm,
+                                  A.n_rows)
     assert delta < d_in <= delta * (1 + 1.01 * p.relative * (2 * MAX_RECORDS + 1)) * (1 + 2e-7)
     worst = Fraction(0)
     for _ in range(8):

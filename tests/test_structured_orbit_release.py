@@ -260,8 +260,8 @@ def test_charged_answers_cover_every_neighbour_exactly(planned):
     W, A = planned
     roots, blocks = orl._roots(A), orl._Blocks(A)
     c, eta = orl._charge(roots, blocks)
-    plan = ca.AnswerPlan((), ((c, eta),), c, eta)
-    d_in = ca.charged_sensitivity(upper_sensitivity(orl._sensitivity(A, roots)), plan, "l2", orl._n_rows(roots, blocks))
+    d_in = ca.charged_sensitivity(upper_sensitivity(orl._sensitivity(A, roots)), c, eta, "l2",
+                                  orl._n_rows(roots, blocks))
     fraction = np.vectorize(lambda v: Fraction(float(v)), otypes=[object])
 
     def exact(x, absolute=False):  # (S_c ⊗ I)·(⊗ⱼ Bⱼᵀ) x in Fractions from the factors' floats (or with |·|)

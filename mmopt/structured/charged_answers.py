@@ -162,16 +162,16 @@ def final_charge(rho: float, eta: float) -> tuple[float, float]:
     return (rho + _U + 8 * _U * _U) * (1.0 + 1e-6), (1.0 + 2 * _U) * eta + 4 * _TINY
 
 
-def charged_sensitivity(sensitivity: float, answer_plan: AnswerPlan, norm: str, n_rows: int,
+def charged_sensitivity(sensitivity: float, c: float, eta: float, norm: str, n_rows: int,
                         records: int = MAX_RECORDS) -> float:
     """d_in for the computed answers: Δ_p·(1 + c·(2N + 1)) + 2·n_rows^{1/p}·η rounded upwards (module docstring);
-    ``sensitivity`` itself when nothing is charged.
+    ``sensitivity`` itself when nothing is charged. (c, η): a plan's ``relative`` and ``absolute``.
 
     >>> from mmopt import strategy as st
-    >>> charged_sensitivity(2.0, plan(st.kron(st.identity(3), st.hierarchical(2))), "l1", 9)
+    >>> p = plan(st.kron(st.identity(3), st.hierarchical(2)))
+    >>> charged_sensitivity(2.0, p.relative, p.absolute, "l1", 9)
     2.0
     """
-    c, eta = answer_plan.relative, answer_plan.absolute
     if c == 0.0 and eta == 0.0:
         return sensitivity
     spread = eta * (n_rows if norm == "l1" else math.sqrt(n_rows))

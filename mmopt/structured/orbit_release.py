@@ -210,8 +210,7 @@ def release(workload, A: OrbitStrategy, x, privacy: Privacy, *, noise_scale: flo
     roots, blocks = _roots(A), _Blocks(A)
     exact = _sensitivity(A, roots)
     c, eta = _charge(roots, blocks)  # from the strategy alone: the charge never sees the data
-    d_in = ca.charged_sensitivity(upper_sensitivity(exact, caller=caller), ca.AnswerPlan((), ((c, eta),), c, eta),
-                                  "l2", _n_rows(roots, blocks))
+    d_in = ca.charged_sensitivity(upper_sensitivity(exact, caller=caller), c, eta, "l2", _n_rows(roots, blocks))
     parts = _charged_parts(roots, blocks, x)
     Ax = finite(np.concatenate([P.ravel() for _, P in parts]), "the strategy answers A x", caller)
     y, scale, loss = measure(Ax, d_in, privacy, noise_scale=noise_scale, caller=caller)

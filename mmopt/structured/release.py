@@ -74,7 +74,7 @@ def release(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: 
     release (:mod:`mmopt.dense.exact_answers`), A x is computed factor by factor: exactly by BLAS for integer and
     selection factors, by compensated mode products for the others, and the proven bound on its rounding is
     charged in d_in (:mod:`mmopt.structured.charged_answers`: Δ·(1 + c·(2N + 1)), about 9.5·10⁻⁷ of Δ; nothing
-    for integer factors at weight 1). So ``x`` must hold whole counts of at most
+    for integer factors at a power-of-two weight). So ``x`` must hold whole counts of at most
     :data:`mmopt.dense.exact_answers.MAX_RECORDS` records, checked before any draw.
     ``reconstruct``, ``total`` and ``zeros`` are those of :func:`mmopt.matrix_mechanism`; they only
     post-process y with public facts, so the guarantee is unchanged.
@@ -105,8 +105,8 @@ def release(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, privacy: 
     max_answers = v.check_int(max_answers, name="max_answers", caller=caller, low=0)
     check_histogram(x.ravel(), caller)  # whole counts, at most MAX_RECORDS records: what Δ and the charge assume
     answer_plan = charged.plan(strategy)  # from the strategy alone: the charge never sees the data
-    d_in = charged.charged_sensitivity(upper_sensitivity(report.sensitivity, caller=caller), answer_plan,
-                                       privacy.sensitivity_norm, strategy.n_rows)
+    d_in = charged.charged_sensitivity(upper_sensitivity(report.sensitivity, caller=caller), answer_plan.relative,
+                                       answer_plan.absolute, privacy.sensitivity_norm, strategy.n_rows)
     Ax = finite(charged.answers(strategy, x, answer_plan), "the strategy answers A x", caller)  # before any noise
     y, scale, loss = measure(Ax, d_in, privacy, noise_scale=noise_scale, caller=caller)
 
