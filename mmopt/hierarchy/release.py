@@ -11,7 +11,10 @@ of X), rounded upwards. The measurements are
   whose least-squares node totals come from the same two tree passes as their variances (a Gaussian tree model:
   Kalman smoothing on a tree), one column per coefficient of U.
 
-Answers and their variances (σ²/Δ₂² times the exact unit variances) are post-processing.
+Answers and their variances (σ²/Δ₂² times the exact unit variances) are post-processing. The residual family's
+measurements are computed with their float64 rounding bounded and charged in d_in (:mod:`mmopt.hierarchy.charged`,
+about 9.5·10⁻⁷ of Δ), so ``x`` must hold whole counts of at most MAX_RECORDS records; the node family's rounding is
+not part of the proof yet (an open issue).
 """
 
 from __future__ import annotations
@@ -23,11 +26,14 @@ import numpy as np
 
 from mmopt._base.opendp import finite, measure
 from mmopt._base.probe import probe_histogram
+from mmopt.dense.exact_answers import check_histogram
 from mmopt.hierarchy import basis as hb
+from mmopt.hierarchy import charged as hcharged
 from mmopt.hierarchy import nodes as hn
 from mmopt.hierarchy.strategy import HierarchyStrategy, _check_pair, unit_variances
 from mmopt.hierarchy.workload import HierarchyWorkload
 from mmopt.privacy import Privacy
+from mmopt.structured.charged_answers import charged_sensitivity
 from mmopt.structured.release import upper_sensitivity
 
 
@@ -87,6 +93,7 @@ def release(W: HierarchyWorkload, A, x, privacy: Privacy, *, noise_scale: float 
                          f"cell), or flat ({math.prod(W.shape)},). Got shape {x.shape}.")
     if np.any(x < 0):  # as the dense, implicit and Toeplitz releases refuse them, before any noise
         raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative.")
+    check_histogram(x.ravel(), caller)  # whole counts, at most MAX_RECORDS records: what Δ and the charge assume
     m = measurements(W, A, caller=caller)
     refuse_unmeasured(m, caller)
     Ax = finite(m.answer(x), "the strategy answers A x", caller)  # refused before any noise is drawn
@@ -156,8 +163,8 @@ def measurements(W: HierarchyWorkload, A, *, caller: str = "measurements") -> Me
     d_in = upper_sensitivity(Delta, caller=caller)
     if isinstance(A, HierarchyStrategy):
         _check_pair(A, W)  # before _residual indexes its weights by W's components (a raw IndexError)
-        answer, finish, size = _residual(W, A)
-        return Measurements(answer, finish, unit_variances(A, _unweighted(W)), Delta, d_in, "residual", size)
+        answer, finish, size, charged_d_in = _residual(W, A, d_in)
+        return Measurements(answer, finish, unit_variances(A, _unweighted(W)), Delta, charged_d_in, "residual", size)
     answer, finish, size = _nodes(W, A)  # a NodeStrategy
     return Measurements(answer, finish, hn.node_variances(A, _unweighted(W)), Delta, d_in, "nodes", size)
 
@@ -169,17 +176,20 @@ def _unweighted(W: HierarchyWorkload) -> HierarchyWorkload:
     return replace(W, weights=np.ones(len(W.sets)))
 
 
-def _residual(W, A):
+def _residual(W, A, d_in: float):
+    """(answer, finish, size, d_in charged): the measurements computed with their rounding bounded
+    (:mod:`mmopt.hierarchy.charged`), and d_in + c·(2N + 1)·Δ_abs + 2√size·η from the strategy alone."""
     attrs = W.attributes
     xw = A.weights[np.ix_(*[hb.basis(h).component_of for h in attrs])]
     on = xw > 0
     root = np.sqrt(xw[on])
+    coefs = [hcharged.coefficients(h) for h in attrs]
+    c, eta = hcharged.charge(coefs, float(root.max(initial=0.0)))  # the charge never sees the data
+    size = int(on.sum())
+    charged_d_in = charged_sensitivity(d_in, c, eta, "l2", size)
 
     def answer(x):
-        coef = x
-        for i, h in enumerate(attrs):
-            coef = hb.along(hb.analysis, h, coef, i)
-        return root * coef[on]
+        return hcharged.measure(coefs, root, on, x)
 
     def finish(y):
         C = np.zeros(W.shape)
@@ -189,7 +199,7 @@ def _residual(W, A):
             xhat = hb.along(hb.synthesis, h, xhat, i)
         return set_sums(W, xhat)
 
-    return answer, finish, int(on.sum())
+    return answer, finish, size, charged_d_in
 
 
 def _nodes(W, A):

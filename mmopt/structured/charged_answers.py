@@ -46,8 +46,8 @@ import numpy as np
 
 from mmopt.dense.exact_answers import MAX_RECORDS, _abs_max, dekker_split
 
-__all__ = ["AnswerPlan", "answers", "charged_sensitivity", "check_magnitudes", "compensated_mode", "final_charge",
-           "mode_charge", "plan"]
+__all__ = ["AnswerPlan", "answers", "charged_sensitivity", "check_magnitudes", "compensated_gather",
+           "compensated_mode", "final_charge", "mode_charge", "plan", "weighted_entries"]
 
 _U = 2.0**-53
 _TINY = 2.0**-1074
@@ -149,8 +149,9 @@ def plan(strategy, records: int = MAX_RECORDS) -> AnswerPlan:
 
 
 def mode_charge(M: np.ndarray, rho: float, eta: float) -> tuple[float, float]:
-    """(ρ, η) after a compensated mode product by M (n columns): ρ + 4γ²_{n+1}(1 + ρ), and the earlier modes'
-    underflow carried through M (its largest absolute row sum) plus its own, (2n + 2)·2⁻¹⁰⁷⁰ (module docstring)."""
+    """(ρ, η) after a compensated mode product by M (n columns; or, given as :func:`compensated_gather`'s values,
+    its m terms a row): ρ + 4γ²_{n+1}(1 + ρ), and the earlier modes' underflow carried through M (its largest
+    absolute row sum) plus its own, (2n + 2)·2⁻¹⁰⁷⁰ (module docstring)."""
     n = M.shape[1]
     rows = float(np.abs(M).sum(axis=1).max(initial=0.0))
     return rho + 4.0 * _gamma(n + 1) ** 2 * (1.0 + rho), (1.0 + 2 * _U) * rows * eta + (2 * n + 2) * 2.0**-1070
@@ -255,14 +256,45 @@ def compensated_mode(M: np.ndarray, hi: np.ndarray, lo: np.ndarray | None, axis:
     return np.moveaxis(out_hi.reshape(back), 0, axis), np.moveaxis(out_lo.reshape(back), 0, axis)
 
 
-def _weighted(weight: float, hi: np.ndarray, lo: np.ndarray | None) -> np.ndarray:
-    """θ·(hi + lo) rounded once, but for u² terms: TwoProduct of θ and hi, its error and θ·lo added before."""
-    if lo is None and math.frexp(weight)[0] == 0.5:
-        return weight * hi  # a power of two: exact (unless it underflows: η)
-    P = weight * hi
-    wh, wl = dekker_split(np.array(weight))
+def compensated_gather(index: np.ndarray, values: np.ndarray, hi: np.ndarray, lo: np.ndarray | None, axis: int):
+    """:func:`compensated_mode` for a sparse M given row by row, M[i, index[i, p]] = values[i, p] (m terms a row, 0
+    values padding): the same Dot2 over the m terms, in O(rows·m) a column instead of O(rows·n)."""
+    r, m = index.shape
+    H = np.moveaxis(hi, axis, 0)
+    rest = H.shape[1:]
+    H = H.reshape(H.shape[0], -1)
+    L = None if lo is None else np.moveaxis(lo, axis, 0).reshape(H.shape)
+    p = np.zeros((r, H.shape[1]))
+    s = np.zeros_like(p)
+    Vh, Vl = dekker_split(values)
+    for j in range(m):
+        a, ah, al = values[:, j:j + 1], Vh[:, j:j + 1], Vl[:, j:j + 1]
+        Z = H[index[:, j]]
+        Zh, Zl = dekker_split(Z)
+        h = a * Z
+        e = ((ah * Zh - h) + ah * Zl + al * Zh) + al * Zl  # h + e = a·z exactly (Dekker's TwoProduct)
+        p, q = _two_sum(p, h)
+        s += q + e
+        if L is not None:
+            s += a * L[index[:, j]]
+    out_hi, out_lo = _two_sum(p, s)
+    back = (r, *rest)
+    return np.moveaxis(out_hi.reshape(back), 0, axis), np.moveaxis(out_lo.reshape(back), 0, axis)
+
+
+def weighted_entries(weights: np.ndarray, hi: np.ndarray, lo: np.ndarray | None) -> np.ndarray:
+    """w ⊙ (hi + lo) rounded once per entry but for u² terms (:func:`_weighted` with one weight per entry)."""
+    P = weights * hi
+    wh, wl = dekker_split(weights)
     Hh, Hl = dekker_split(hi)
     err = ((wh * Hh - P) + wh * Hl + wl * Hh) + wl * Hl
     if lo is not None:
-        err = err + weight * lo
+        err = err + weights * lo
     return P + err
+
+
+def _weighted(weight: float, hi: np.ndarray, lo: np.ndarray | None) -> np.ndarray:
+    """θ·(hi + lo) rounded once, but for u² terms (:func:`weighted_entries`); exact for a power of two."""
+    if lo is None and math.frexp(weight)[0] == 0.5:
+        return weight * hi  # a power of two: exact (unless it underflows: η)
+    return weighted_entries(np.asarray(weight), hi, lo)

@@ -1,0 +1,124 @@
+"""The residual family's measurements √x_c Q_cᵀ x with their float64 rounding bounded and charged in d_in.
+
+Notation: see :mod:`mmopt.hierarchy.basis` and :mod:`mmopt.structured.charged_answers`, whose argument this follows.
+The basis's coefficient of a non-first child k of node g (the Householder form of
+:func:`~mmopt.hierarchy.basis.analysis`) is, in closed form (uᵀw = S_g/√n_g for u = (√(n_k/n_g))_k, w_k = S_k/√n_k),
+
+    q_k = S_k/√n_k − s·(S_g/√n_g − S_f/√n_f),     s = √(n_k/n_g)/(1 − √(n_f/n_g)),  f the first child of g,
+
+S a node's sum of x over its leaves; the root's is S_root/√n. Written over three *disjoint* leaf sets — child k,
+child f and the rest of g, R_k = S_g − S_k − S_f —
+
+    q_k = (1/√n_k − s/√n_g)·S_k + (s/√n_f − s/√n_g)·S_f − (s/√n_g)·R_k,
+
+each leaf meets one constant per row, so |Q|'s columns have Q's norms and the charge is the dense release's,
+Δ·(1 + c·(2N + 1)) (the three-sum form, S_g in place of R_k, had |C||G| columns 12× Q's in a test). The node
+sums and the rests of whole counts are exact (integers of at most N), every attribute's first; then the constants
+along each attribute by compensated products (:func:`~mmopt.structured.charged_answers.compensated_gather`,
+three terms a row), and √x_c per coefficient rounded once: within c·√x ⊙ (⊗ᵢ|Qᵢ|) x + η of the exact answers of
+these constants, c ≈ u. The constants are Q's to a few units in the last place; Δ is Q's closed form, rounded up
+by 10⁻⁷ (:func:`mmopt.structured.release.upper_sensitivity`), as for every release.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from mmopt.hierarchy import basis as hb
+from mmopt.hierarchy.tree import Hierarchy
+from mmopt.structured import charged_answers as ca
+
+__all__ = ["Coefficients", "charge", "coefficients", "dense", "measure"]
+
+
+@dataclass(frozen=True, eq=False)
+class Coefficients:
+    """Q ᵀ for one hierarchy as three terms a row over an extended axis: every node's sum (nodes numbered level by
+    level, root first; ``node_of[ℓ]`` each leaf's level-ℓ node), then each row's rest R_k = S_g − S_k − S_f
+    (``rest`` (rows × 3): g, k, f; the root's row has none). ``index``/``values`` (rows × 3), rows in the basis's
+    coefficient order."""
+
+    index: np.ndarray
+    values: np.ndarray
+    rest: np.ndarray
+    node_of: tuple
+    n_nodes: int
+
+
+def coefficients(h: Hierarchy) -> Coefficients:
+    """The closed form of the module docstring, from the hierarchy alone."""
+    B = hb.basis(h)
+    offsets = np.concatenate([[0], np.cumsum(h.n_groups)])  # level ℓ's groups from offsets[ℓ]
+    n_rows = 1 + sum(lv.keep.size for lv in B.levels)
+    index, values, rest = np.zeros((n_rows, 3), np.int64), np.zeros((n_rows, 3)), np.zeros((n_rows, 3), np.int64)
+    values[0, 0] = 1.0 / math.sqrt(h.n)
+    row = 1
+    for ell, lv in enumerate(B.levels, start=1):
+        sizes, parent_sizes = h.sizes[ell], h.sizes[ell - 1]
+        starts = np.r_[True, lv.parent[1:] != lv.parent[:-1]]  # order is sorted by parent: its first child first
+        first = dict(zip(lv.parent[starts].tolist(), lv.order[starts].tolist(), strict=True))
+        for pos in lv.keep:
+            k, g = int(lv.order[pos]), int(lv.parent[pos])
+            f = first[g]
+            nk, ng, nf = float(sizes[k]), float(parent_sizes[g]), float(sizes[f])
+            s = math.sqrt(nk / ng) / (1.0 - math.sqrt(nf / ng))
+            index[row] = [offsets[ell] + k, offsets[ell] + f, offsets[-1] + row]
+            values[row] = [1.0 / math.sqrt(nk) - s / math.sqrt(ng), s / math.sqrt(nf) - s / math.sqrt(ng),
+                           -s / math.sqrt(ng)]
+            rest[row] = [offsets[ell - 1] + g, offsets[ell] + k, offsets[ell] + f]
+            row += 1
+    node_of = tuple(offsets[ell] + h.groups[ell] for ell in range(h.depth + 1))
+    return Coefficients(index, values, rest, node_of, int(offsets[-1]))
+
+
+def _extended(c: Coefficients, T: np.ndarray, axis: int) -> np.ndarray:
+    """T along ``axis`` replaced by every node's sum, then every row's rest: exact for whole counts (integers of
+    at most N throughout)."""
+    X = np.moveaxis(T, axis, 0)
+    out = np.zeros((c.n_nodes + c.rest.shape[0], *X.shape[1:]))
+    for nodes in c.node_of:
+        np.add.at(out, nodes, X)
+    g, k, f = c.rest[1:].T
+    out[c.n_nodes + 1:] = out[g] - out[k] - out[f]
+    return np.moveaxis(out, 0, axis)
+
+
+def measure(coefs, root: np.ndarray, on: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """root ⊙ (⊗ᵢ Qᵢᵀ x)[on] (module docstring) for whole counts x of at most MAX_RECORDS records."""
+    T = np.asarray(x, dtype=float)
+    for i, c in enumerate(coefs):
+        T = _extended(c, T, i)
+    hi, lo = T, None
+    for i, c in enumerate(coefs):
+        hi, lo = ca.compensated_gather(c.index, c.values, hi, lo, i)
+    return ca.weighted_entries(root, hi[on], lo[on])
+
+
+def charge(coefs, top_weight: float) -> tuple[float, float]:
+    """(c, η) of :func:`measure`, from the hierarchies and the largest weight √x_c alone
+    (:func:`mmopt.structured.charged_answers.mode_charge` per attribute, then the weights' rounding); refused
+    before any data is read where a product could overflow."""
+    ca.check_magnitudes([c.values for c in coefs], range(len(coefs)), top_weight)
+    rho = eta = 0.0
+    for c in coefs:
+        rho, eta = ca.mode_charge(c.values, rho, eta)
+    return ca.final_charge(rho, top_weight * eta)
+
+
+def dense(c: Coefficients, h: Hierarchy) -> np.ndarray:
+    """The rows × leaves matrix these constants define (small hierarchies, tests): Q ᵀ to rounding."""
+    M = np.zeros((c.index.shape[0], h.n))
+    leaves = np.arange(h.n)
+    member = np.zeros((c.n_nodes, h.n), dtype=bool)
+    for nodes in c.node_of:
+        member[nodes, leaves] = True
+    M[0] = c.values[0, 0]
+    for r in range(1, M.shape[0]):
+        g, k, f = c.rest[r]
+        for node, v in ((k, c.values[r, 0]), (f, c.values[r, 1])):
+            M[r, member[node]] = v
+        M[r, member[g] & ~member[k] & ~member[f]] = c.values[r, 2]
+    return M
