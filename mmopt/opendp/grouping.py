@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from mmopt._base import opendp as _opendp
+from mmopt.dense.exact_answers import check_histogram
 from mmopt.opendp import measurement as om
 from mmopt.privacy import Privacy
 
@@ -100,7 +101,9 @@ def pieces(input_domain, input_metric, output_measure, domain, sets, scale=None,
         scale, loss = om.check_scale(scale, caller), (math.nan, math.nan)
 
     def answers(records):
-        return m.answer(plan.counts(records, caller=caller)).tolist()
+        x = plan.counts(records, caller=caller)
+        check_histogram(x.ravel(), caller)  # at most MAX_RECORDS records: the domain the d_in charge is proven for
+        return m.answer(x).tolist()
 
     def post(y):
         return plan.grouped(m.released(np.asarray(y, dtype=np.float64), scale, loss))
