@@ -178,7 +178,7 @@ def _unweighted(W: HierarchyWorkload) -> HierarchyWorkload:
 
 def _residual(W, A, d_in: float):
     """(answer, finish, size, d_in charged): the measurements computed with their rounding bounded
-    (:mod:`mmopt.hierarchy.charged`), and d_in + c·(2N + 1)·Δ_abs + 2√size·η from the strategy alone."""
+    (:mod:`mmopt.hierarchy.charged`), and d_in·(1 + c·(2N + 1)) + 2√size·η from the strategy alone."""
     attrs = W.attributes
     xw = A.weights[np.ix_(*[hb.basis(h).component_of for h in attrs])]
     on = xw > 0
