@@ -30,7 +30,7 @@ import math
 import numpy as np
 
 __all__ = ["MAX_RECORDS", "RELATIVE_CHARGE", "charged_sensitivity", "check_histogram", "check_strategy",
-           "dekker_split", "exact_answers", "histogram_problem", "integer_exact"]
+           "dekker_split", "exact_answers", "histogram_problem", "integer_exact", "two_product", "two_sum"]
 
 #: The guarantee's domain: histograms of at most this many records (2³² ≈ 4.3·10⁹; a release of more is refused
 #: before anything is drawn). Public, as it must be: the rounding charge depends on it, never on the data.
@@ -169,3 +169,17 @@ def dekker_split(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     c = _SPLIT * a
     hi = c - (c - a)
     return hi, a - hi
+
+
+def two_product(a, b):
+    """Dekker's TwoProduct: p + e = a·b exactly (no overflow; a product that underflows is off by < 2⁻¹⁰⁷⁴)."""
+    p = a * b
+    (ah, al), (bh, bl) = dekker_split(a), dekker_split(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def two_sum(a, b):
+    """Knuth's TwoSum: s + e = a + b exactly, s = fl(a + b) (no overflow)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)

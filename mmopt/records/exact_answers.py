@@ -37,7 +37,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from mmopt.dense.exact_answers import MAX_RECORDS, dekker_split, histogram_problem
+from mmopt.dense.exact_answers import MAX_RECORDS, histogram_problem, two_product, two_sum
 from mmopt.structured.residual import marginals as wm
 from mmopt.structured.residual import strategy as rs
 from mmopt.structured.residual.reconstruct import _sources
@@ -111,21 +111,6 @@ def integer_residual(m: np.ndarray, S: tuple, shape) -> np.ndarray:
     return z
 
 
-def _two_product(a, b):
-    """Dekker: p + e = a·b exactly (no overflow, no underflow)."""
-    p = a * b
-    (ah, al), (bh, bl) = dekker_split(a), dekker_split(b)
-    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
-    return p, e
-
-
-def _two_sum(a, b):
-    """Knuth: x + err = a + b exactly (no overflow)."""
-    x = a + b
-    bb = x - a
-    return x, (a - (x - bb)) + (b - bb)
-
-
 def _exact_product(k: float, T: np.ndarray) -> np.ndarray:
     """The correctly rounded k·T for int64 T of any size < 2⁶²: T = t1 + t2 (t1 = float(T), t2 = T − t1 exact,
     |t2| ≤ 2⁹), k·T = p + e + q + f exactly (two TwoProducts), ŷ = fl(p + fl(fl(e + q) + f)) with every rounding's error
@@ -136,11 +121,11 @@ def _exact_product(k: float, T: np.ndarray) -> np.ndarray:
     t1 = T.astype(np.float64)
     t2 = (T - t1.astype(np.int64)).astype(np.float64)
     kk = np.float64(k)
-    p, e = _two_product(kk, t1)
-    q, f = _two_product(kk, t2)
-    r1, g1 = _two_sum(e, q)
-    r, g2 = _two_sum(r1, f)  # e + q + f = r + g1 + g2 exactly
-    y, s = _two_sum(p, r)  # k·T = y + s + g1 + g2 exactly, y = fl(p + r)
+    p, e = two_product(kk, t1)
+    q, f = two_product(kk, t2)
+    r1, g1 = two_sum(e, q)
+    r, g2 = two_sum(r1, f)  # e + q + f = r + g1 + g2 exactly
+    y, s = two_sum(p, r)  # k·T = y + s + g1 + g2 exactly, y = fl(p + r)
     gap = np.minimum(np.nextafter(y, np.inf) - y, y - np.nextafter(y, -np.inf))  # exact differences
     # y is the correctly rounded k·T when r is exact (g1 = g2 = 0: y is one rounding of the exact sum, ties to even
     # included) or when the exact remainder s + g1 + g2 lies strictly inside y's rounding interval (×2 exact; the

