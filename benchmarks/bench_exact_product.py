@@ -1,11 +1,14 @@
 """A Toeplitz release's C x: exactly rounded (mmopt.toeplitz.exact_product, NTT) against the float64 FFT it replaced.
 
 Run:  python benchmarks/bench_exact_product.py [--sizes 4096 65536 1048576] [--pairs 4] [--out PATH]
-For each n and strategy (the square root, its equalized row-scaled twin, a BLT): the exact product's CPU seconds and
-its 54-bit slices of c, the FFT's CPU seconds, their largest relative difference, and over ``--pairs`` neighbouring
-histograms of 2³² − 1 records (one record added at a random step; n ≤ 65,536) the largest ‖ŷ(x′) − ŷ(x)‖₂ / Δ₂ − 1
-of each, beside the charge d_in / Δ₂ − 1 of the release (mmopt.dense.exact_answers.charged_sensitivity and
-mmopt.toeplitz.exact_product.truncation_charge). BLAS on one thread.
+For each n and strategy (the square root, its equalized row-scaled twin, a BLT; the weighted square root of prefix
+sums and of all ranges, mmopt.toeplitz.weighted_exact): the exact product's CPU seconds and its 54-bit slices of c
+(the weighted square root: "Δ" s, the CPU seconds of its exact Δ₂), the float64 FFT's (sine transforms') CPU seconds,
+their largest relative difference, and over ``--pairs`` neighbouring histograms of 2³² − 1 records (one record
+added at a random step; n ≤ 65,536) the largest ‖ŷ(x′) − ŷ(x)‖₂ / Δ₂ − 1 of each, beside the charge d_in / Δ₂ − 1
+of the release (mmopt.dense.exact_answers.charged_sensitivity and mmopt.toeplitz.exact_product.truncation_charge).
+For the weighted square root Δ₂ is the released strategy's exact one; the float64 path was released at Δ₂ = 1.
+BLAS on one thread.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from scipy import signal  # noqa: E402
 
 from mmopt import toeplitz  # noqa: E402
 from mmopt.dense.exact_answers import MAX_RECORDS, charged_sensitivity  # noqa: E402
+from mmopt.toeplitz import weighted as ws  # noqa: E402
+from mmopt.toeplitz import weighted_exact as we  # noqa: E402
 from mmopt.toeplitz.exact_product import _slices, causal_exact, truncation_charge  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "bench_exact_product.txt"
@@ -32,9 +37,26 @@ HEAD = (f"{'n':>9} {'strategy':<10} {'slices':>6} {'exact s':>8} {'fft s':>7} {'
         f"{'fft excess':>11} {'exact excess':>12} {'charge':>9}")
 
 
-def _strategies(n: int):
+def _cases(n: int):
+    """(name, slices, exact(x), float(x), Δ₂, charge) per strategy; the weighted square root's exact Δ₂ timed
+    into its slices column ("Δ <s>")."""
     sqrt = toeplitz.sqrt_strategy(n)
-    return (("sqrt", sqrt), ("equalized", toeplitz.equalized(sqrt)), ("blt", toeplitz.blt([0.5, 0.2], [0.9, 0.5], n)))
+    for name, S in (("sqrt", sqrt), ("equalized", toeplitz.equalized(sqrt)),
+                    ("blt", toeplitz.blt([0.5, 0.2], [0.9, 0.5], n))):
+        delta = S.sensitivity("l2")
+        charge = (charged_sensitivity(delta, "l2", n, n, exact=False)
+                  + truncation_charge(S.column, _scale(S), "l2")) / delta - 1
+        yield (name, str(sum(1 for _ in _slices(S.column, float(np.abs(S.column).max())))),
+               lambda x, S=S: causal_exact(S.column, x, _scale(S)), lambda x, S=S: _fft(S, x), delta, charge)
+    for kind in ("prefix", "all_range"):
+        we.released.cache_clear()
+        t = time.process_time()
+        r = we.released(kind, n)
+        setup = time.process_time() - t
+        e = ws.column_scale(kind, n)
+        yield (f"w-{kind[:3]}", f"Δ {setup:.0f}", lambda x, r=r: we.answers(r, x),
+               lambda x, kind=kind, e=e: ws.apply_power(kind, n, 0.25, x / e), r.sensitivity,
+               charged_sensitivity(r.sensitivity, "l2", n, n, exact=False) / r.sensitivity - 1)
 
 
 def _scale(S):
@@ -53,26 +75,23 @@ def run(sizes, pairs: int, seed: int = 0) -> list[dict]:
     for n in sizes:
         rng = np.random.default_rng(seed)
         x = rng.multinomial(MAX_RECORDS - 1, np.full(n, 1.0 / n)).astype(float)
-        for name, S in _strategies(n):
+        for name, slices, exact_of, float_of, delta, charge in _cases(n):
             t = time.process_time()
-            exact = causal_exact(S.column, x, _scale(S))
+            exact = exact_of(x)
             t_exact = time.process_time() - t
             t = time.process_time()
-            fft = _fft(S, x)
+            fft = float_of(x)
             t_fft = time.process_time() - t
-            delta = S.sensitivity("l2")
-            row = dict(n=n, strategy=name, slices=sum(1 for _ in _slices(S.column, float(np.abs(S.column).max()))),
-                       exact_s=t_exact, fft_s=t_fft, diff=float(np.max(np.abs(fft - exact) / np.abs(exact))),
-                       fft_excess=None, exact_excess=None,
-                       charge=(charged_sensitivity(delta, "l2", n, n, exact=False)
-                               + truncation_charge(S.column, _scale(S), "l2")) / delta - 1)
+            row = dict(n=n, strategy=name, slices=slices, exact_s=t_exact, fft_s=t_fft,
+                       diff=float(np.max(np.abs(fft - exact) / np.abs(exact))), fft_excess=None, exact_excess=None,
+                       charge=charge)
             if n <= 65536 and pairs:
                 worst = {"fft": -np.inf, "exact": -np.inf}
                 for _ in range(pairs):
                     x2 = x.copy()
                     x2[int(rng.integers(n))] += 1
-                    for key, f in (("fft", _fft), ("exact", lambda S, z: causal_exact(S.column, z, _scale(S)))):
-                        moved = np.linalg.norm(f(S, x2) - (fft if key == "fft" else exact))
+                    for key, f in (("fft", float_of), ("exact", exact_of)):
+                        moved = np.linalg.norm(f(x2) - (fft if key == "fft" else exact))
                         worst[key] = max(worst[key], moved / delta - 1)
                 row["fft_excess"], row["exact_excess"] = worst["fft"], worst["exact"]
             rows.append(row)

@@ -6,7 +6,8 @@ parameters), and its decoder B = W C⁻¹ by b = cumsum(1/c): nothing n×n is fo
 Modules: :mod:`.strategies` (sqrt_strategy, banded, blt, equalized), :mod:`.error` (exact total and max
 error for prefix and all ranges, O(n log n)), :mod:`.bound` (certified lower bounds from the closed-form SVD
 of W), :mod:`.weighted` (the weighted square root paired with that bound: within 0.35 % of it for prefix and
-0.01 % for all ranges at n = 2¹⁶, exact error in O(n log² n)), :mod:`.solve` (L-BFGS searches with exact FFT
+0.01 % for all ranges at n = 2¹⁶, exact error in O(n log² n); :mod:`.weighted_exact` its release's exact Δ₂ and
+correctly rounded answers), :mod:`.solve` (L-BFGS searches with exact FFT
 gradients), :mod:`.dual` (the certified optimum of Program 5.2 up to n = 16,384 in O(n²) per iteration, from
 the tridiagonal G⁻¹), :mod:`.maxvar` (the largest variance over per-query targets, certified, in prefix
 coordinates: all ranges on 1,024 cells with 524,800 targets in ~30 s), :mod:`.streaming` (BLT online, O(d)

@@ -36,7 +36,7 @@ import numpy as np
 
 from mmopt.dense.exact_answers import MAX_RECORDS, _abs_max, histogram_problem
 
-__all__ = ["MAX_N", "MAX_SLICES", "causal_exact", "ntt_convolve", "truncation_charge"]
+__all__ = ["MAX_N", "MAX_SLICES", "causal_exact", "garner", "ntt_convolve", "truncation_charge"]
 
 #: (p, g): primes p < 2³¹ with p − 1 divisible by a large power of two, g a primitive root modulo p
 PRIMES = ((2013265921, 31), (469762049, 3), (1811939329, 13))
@@ -163,7 +163,7 @@ def ntt_convolve(kernels: list, b: np.ndarray, length: int | None = None) -> lis
             A *= B
             A %= p
             out.append(_ntt(A, p, g, rev, inverse=True)[:length])
-    return [_garner(r) for r in residues]
+    return [garner(r, [p for p, _ in PRIMES]) for r in residues]
 
 
 def _bit_reversal(L: int) -> np.ndarray:
@@ -177,8 +177,8 @@ def _bit_reversal(L: int) -> np.ndarray:
 
 def _ntt(a: np.ndarray, p: int, g: int, rev: np.ndarray, inverse: bool = False) -> np.ndarray:
     """The number-theoretic transform of a (length a power of two, entries in [0, p)) modulo p: iterative
-    radix-2 Cooley–Tukey (``rev`` the bit-reversal permutation); every product of two residues < 2³¹ fits
-    int64."""
+    radix-2 Cooley–Tukey (``rev`` the bit-reversal permutation); every product of two residues fits int64 for
+    p < 2^31.5 (:mod:`mmopt.toeplitz.weighted_exact`'s primes; these are below 2³¹)."""
     L = a.size
     a = a[rev]
     buf = np.empty(L // 2, np.int64)
@@ -202,16 +202,24 @@ def _ntt(a: np.ndarray, p: int, g: int, rev: np.ndarray, inverse: bool = False) 
     return a * pow(L, p - 2, p) % p if inverse else a
 
 
-def _garner(residues: list[np.ndarray]) -> list[int]:
-    """The integers z with |z| < P/2 from their residues modulo :data:`PRIMES` (mixed radix z = v₁ + p₁v₂ +
-    p₁p₂v₃, each step in int64 modular arithmetic)."""
-    (p1, _), (p2, _), (p3, _) = PRIMES
-    r1, r2, r3 = residues
-    v2 = (r2 - r1) % p2 * pow(p1, p2 - 2, p2) % p2
-    v3 = ((r3 - r1) % p3 - (p1 % p3) * v2 % p3) % p3 * pow(p1 * p2 % p3, p3 - 2, p3) % p3
-    P, half = p1 * p2 * p3, p1 * p2 * p3 // 2
+def garner(residues: list[np.ndarray], primes) -> list[int]:
+    """The integers z with |z| < P/2 (P = the product of ``primes``) from their residues modulo each: mixed radix
+    z = v₁ + p₁(v₂ + p₂(v₃ + …)), every digit in int64 modular arithmetic (residues below 2^31.5, so a product of
+    two fits), the sum in Python integers."""
+    digits = [np.asarray(residues[0], np.int64)]
+    for i, p in enumerate(primes[1:], start=1):
+        # v_i = (r_i − (v₁ + p₁v₂ + … + p₁…p_{i−2}v_{i−1})) / (p₁…p_{i−1}) mod p_i, the bracket by Horner mod p_i
+        acc = digits[-1] % p
+        for j in range(i - 2, -1, -1):
+            acc = (acc * (primes[j] % p) + digits[j]) % p
+        inverse = pow(math.prod(primes[:i]) % p, p - 2, p)
+        digits.append((np.asarray(residues[i], np.int64) - acc) % p * inverse % p)
+    P = math.prod(primes)
+    half = P // 2
     out = []
-    for a, b, c in zip(r1.tolist(), v2.tolist(), v3.tolist(), strict=True):
-        z = a + p1 * (b + p2 * c)
+    for column in zip(*(d.tolist() for d in digits), strict=True):
+        z = 0
+        for value, p in zip(column[::-1], primes[::-1], strict=True):
+            z = z * p + value
         out.append(z - P if z > half else z)
     return out
