@@ -476,3 +476,31 @@ def test_every_report_says_which_sensitivity_norm_it_scaled_by(family):
             matrix = A.matrix if family == "dense" else A.to_dense() if family == "stream" else A.dense()
             delta = st.max_column_norm(matrix, want)
         assert rep.sensitivity == pytest.approx(delta, rel=1e-9)
+
+
+def test_release_and_simulation_take_the_verbose_their_progress_line_names(capsys, monkeypatch):
+    # a long release printed "still running; pass verbose=False (--quiet) to silence this", and neither
+    # mmopt.release nor `mmopt release` took either (a newcomer's stumble)
+    pytest.importorskip("opendp")
+    import time
+
+    from mmopt._base import runtime as _runtime
+    from mmopt.toeplitz import weighted_exact
+
+    slow = weighted_exact.answers
+    monkeypatch.setattr(_runtime, "AUTO_DELAY", 0.0)
+    monkeypatch.setattr(weighted_exact, "answers", lambda *a: (time.sleep(0.5), slow(*a))[1])
+    W = toeplitz.prefix(64)
+    S, x = toeplitz.weighted_sqrt(W), np.arange(64.0)
+    mmopt.release(W, S, x, Privacy(1.0, 1e-6))
+    assert "still running" in capsys.readouterr().err
+    mmopt.release(W, S, x, Privacy(1.0, 1e-6), verbose=False)
+    assert capsys.readouterr().err == ""
+    with pytest.raises(TypeError, match="The 'verbose' parameter of release must be True, False or None"):
+        mmopt.release(W, S, x, Privacy(1.0, 1e-6), verbose="quiet")
+    Wd = wl.prefix(8)
+    mmopt.matrix_mechanism(Wd, st.hierarchical(8, 2), np.arange(8.0), Privacy(1.0), rng=0, verbose=False)
+    assert capsys.readouterr().err == ""
+    from mmopt.cli import build_parser
+    args = build_parser().parse_args(["release", "prefix:8", "--data", "x.csv", "--epsilon", "1", "-q"])
+    assert args.verbose is False

@@ -248,6 +248,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --ledger-total: how the new ledger composes spends (default basic; pld, the tightest "
                         "for several Gaussian releases, needs mmopt[accounting])")
     p.add_argument("--json", action="store_true", help="print the release report as JSON instead of a table")
+    talk = p.add_mutually_exclusive_group()  # the release's progress line names --quiet: it must exist here too
+    talk.add_argument("--verbose", "-v", dest="verbose", action="store_const", const=True, default=None,
+                      help="print the release's progress to stderr from the start (default: once it passes 10 s)")
+    talk.add_argument("--quiet", "-q", dest="verbose", action="store_const", const=False, help="print no progress")
 
     p = add("synth", "synthetic records from a table of records by AIM or MST (mmopt.synth)", synth_cli.synth)
     p.add_argument("--records", metavar="FILE", required=True, help="the records (.parquet, .csv, or a folder of "

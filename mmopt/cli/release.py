@@ -323,6 +323,7 @@ def release(args) -> int:
     p = plan(args)
     with ledger_scope(args, p.privacy) as acc, out.signals_held() as got:  # from the draw on, Ctrl-C waits for
         spend = acc.release if acc is not None else mmopt.release  # the answers; with a ledger: checked, recorded
-        res = spend(p.workload, p.strategy, p.x, p.privacy, reconstruct=args.reconstruct, total=args.total)
+        res = spend(p.workload, p.strategy, p.x, p.privacy, reconstruct=args.reconstruct, total=args.total,
+                    verbose=args.verbose)
         code = deliver(args, p, res)
     return out.interrupted_after_draw(got, code, acc)

@@ -15,9 +15,10 @@ from mmopt.dispatch.handlers import OPS, product_twin_report
 from mmopt.dispatch.routing import as_implicit as _as_implicit
 from mmopt.dispatch.routing import route
 
-_SIMULATE_KEYWORDS = ("rng", "size", "reconstruct", "total", "zeros", "reconstruct_options", "noise_scale")
+_SIMULATE_KEYWORDS = ("rng", "size", "reconstruct", "total", "zeros", "reconstruct_options", "noise_scale",
+                      "verbose")
 _SIMULATE_HINTS = dict.fromkeys(("seed", "random_state"), "pass rng=seed (an int or a numpy Generator).")
-_RELEASE_KEYWORDS = ("noise_scale", "reconstruct", "total", "zeros", "reconstruct_options")
+_RELEASE_KEYWORDS = ("noise_scale", "reconstruct", "total", "zeros", "reconstruct_options", "verbose")
 # a release's noise comes from OpenDP's samplers, seeded by the operating system: a seed would make it predictable
 _RELEASE_HINTS = dict.fromkeys(("seed", "rng", "random_state"), (
     "a release draws its noise from OpenDP's vetted samplers, which cannot be seeded (a known seed would make the "
@@ -116,7 +117,8 @@ def svd_bound(workload, privacy=None, *, per_query: bool = False) -> float:
 
 def matrix_mechanism(workload, strategy, x, privacy, *, rng=None, size: int | None = None,
                      reconstruct: str = "least_squares", total: float | None = None, zeros=None,
-                     reconstruct_options: dict | None = None, noise_scale: float | None = None, **unexpected):
+                     reconstruct_options: dict | None = None, noise_scale: float | None = None,
+                     verbose: bool | None = None, **unexpected):
     """Simulate M_A(W, x) = W A⁺(A x + z), dense or implicit (see :func:`mmopt.mechanism.matrix_mechanism`).
 
     Implicit pairs reconstruct x̂ factor-wise (product strategies) or by LSMR with a checked residual
@@ -130,6 +132,7 @@ def matrix_mechanism(workload, strategy, x, privacy, *, rng=None, size: int | No
     draws it, and the analytic Gaussian σ, which under δ > 0 is 4–9 % below the σ OpenDP draws for a release
     (its output's ``noise_scale``), so a simulation's Gaussian error is 8–19 % below a release's; pass that
     ``noise_scale=out.noise_scale`` (never below ``privacy``'s) to simulate at the release's own scale.
+    ``verbose``: progress on stderr — None (default) once the call passes 10 s, True from the start, False never.
     """
     if unexpected:
         raise unexpected_keywords("matrix_mechanism", unexpected, _SIMULATE_KEYWORDS, _SIMULATE_HINTS)
@@ -137,7 +140,8 @@ def matrix_mechanism(workload, strategy, x, privacy, *, rng=None, size: int | No
     family, W, A = route(workload, strategy, "matrix_mechanism")
     kw = dict(rng=rng, size=size, reconstruct=reconstruct, total=total, zeros=zeros,
               reconstruct_options=reconstruct_options, noise_scale=noise_scale)
-    with _runtime.heavy_call():  # one BLAS thread; the iterative reconstructions report once they pass 10 s
+    talk = _runtime.check_verbose(verbose, "matrix_mechanism")
+    with _runtime.heavy_call(talk):  # one BLAS thread; the iterative reconstructions report once they pass 10 s
         return OPS[family]["matrix_mechanism"](W, A, x, privacy, **kw)
 
 
@@ -176,7 +180,8 @@ def laplace_mechanism(workload, x, privacy, *, rng=None, size: int | None = None
 
 
 def release(workload, strategy, x, privacy, *, noise_scale: float | None = None, reconstruct: str = "least_squares",
-            total: float | None = None, zeros=None, reconstruct_options: dict | None = None, **unexpected):
+            total: float | None = None, zeros=None, reconstruct_options: dict | None = None,
+            verbose: bool | None = None, **unexpected):
     """Release W x̂ for real data with OpenDP noise and a verified (ε, δ) guarantee, dense or implicit.
 
     Dense pairs: :func:`mmopt.mechanism.release`. Implicit pairs: :func:`mmopt.structured.release.release`
@@ -188,6 +193,7 @@ def release(workload, strategy, x, privacy, *, noise_scale: float | None = None,
     dense strategy, which goes the dense way) and shaped like the domain (n₁, …, n_d) for an implicit pair —
     ``kron``, ``stack`` and ``marginals`` return implicit workloads past 4,096 cells, so
     ``out.estimate.ravel()`` (C order, as ``x`` flat) is the form that reads the same at every size.
+    ``verbose``: progress on stderr — None (default) once the call passes 10 s, True from the start, False never.
     """
     if unexpected:
         raise unexpected_keywords("release", unexpected, _RELEASE_KEYWORDS, _RELEASE_HINTS)
@@ -203,7 +209,8 @@ def release(workload, strategy, x, privacy, *, noise_scale: float | None = None,
     warn_mismatch(strategy, privacy, None, "release")
     kw = dict(noise_scale=noise_scale, reconstruct=reconstruct, total=total, zeros=zeros,
               reconstruct_options=reconstruct_options)
-    with _runtime.heavy_call(), keeping_draws("release"):  # a Ctrl-C after the draw keeps y on the exception
+    talk = _runtime.check_verbose(verbose, "release")  # before the draw, as every check
+    with _runtime.heavy_call(talk), keeping_draws("release"):  # a Ctrl-C after the draw keeps y on the exception
         return OPS[family]["release"](W, A, x, privacy, **kw)
 
 
