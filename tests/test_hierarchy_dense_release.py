@@ -52,3 +52,33 @@ def test_variances_and_answers_match_the_mechanism(kind):
         from mmopt.hierarchy.release import refuse_unmeasured
         with pytest.raises(ValueError, match="does not measure"):
             refuse_unmeasured(m, "test")
+
+
+def test_every_neighbour_of_the_dense_answers_is_within_d_in_at_the_records_bound():
+    """A BLAS product A x moved a neighbour past Δ₂ rounded upwards (by 3.3e-7 of it, one county of 2³² − 1
+    records); the answers are now exact_answers' and d_in charges their rounding. Exact rational distances."""
+    from fractions import Fraction
+
+    from mmopt.dense.exact_answers import MAX_RECORDS
+    from mmopt.hierarchy.synthetic import census_like
+    Wd = grouping_sets([census_like(3, 9, seed=4), Hierarchy.flat(3, name="age")],
+                       cross(rollup("state", "county"), [("age",), ()]))
+    A = mmopt.optimize(Wd, privacy=mmopt.Privacy(1.0, 1e-6)).strategy
+    m = measurements(Wd, A)
+    assert m.family == "dense" and m.sensitivity > m.exact * (1 + 9e-7)
+    n = int(np.prod(Wd.shape))
+    rng = np.random.default_rng(0)
+    worst = Fraction(0)
+    for pos in range(0, n, 3):
+        x = rng.integers(0, 1000, n).astype(float)
+        x[pos] = 0
+        x[pos] = MAX_RECORDS - 1 - x.sum()
+        x = x.reshape(Wd.shape)
+        y = m.answer(x)
+        for j in np.ndindex(*Wd.shape):
+            x2 = x.copy()
+            x2[j] += 1
+            y2 = m.answer(x2)
+            worst = max(worst, sum(((Fraction(float(a)) - Fraction(float(b))) ** 2 for a, b in zip(y2, y, strict=True)
+                                    if a != b), Fraction(0)))
+    assert worst <= Fraction(m.sensitivity) ** 2

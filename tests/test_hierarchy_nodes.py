@@ -162,7 +162,7 @@ def test_variances_of_queries_the_strategy_does_not_measure_are_infinite(seed):
     assert np.allclose(got[estimable], np.einsum("ij,jk,ik->i", D, Xp, D)[estimable], rtol=1e-8)
 
 
-def test_a_node_strategy_refuses_negative_or_nan_weights():
+def test_a_node_strategy_refuses_negative_nan_or_zero_weights():
     """A negative z made X indefinite: the grouping-sets measurement drew the noise and returned NaN estimates with
     finite standard errors (its map a meaningless 0.858)."""
     import dataclasses
@@ -176,7 +176,7 @@ def test_a_node_strategy_refuses_negative_or_nan_weights():
     W = plan_grouping_sets(D, sets, Privacy(1.0, 1e-6), leaf="county", levels=levels).workload
     S0 = mmopt.optimize(W, privacy=Privacy(1.0, 1e-6), method="hierarchy").strategy  # (auto: a dense one, 14 cells)
     assert type(S0).__name__ == "NodeStrategy"
-    for bad in (-1.0, np.nan):
+    for bad in (-1.0, np.nan, 0.0):  # 0: the estimate divided by √z, NaN answers with finite standard errors
         weights = tuple(tuple(z * bad if i == 0 else z for i, z in enumerate(u)) for u in S0.weights)
         with pytest.raises(ValueError, match="'weights' parameter of NodeStrategy must hold finite node weights"):
             dataclasses.replace(S0, weights=weights)

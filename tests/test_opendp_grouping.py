@@ -82,9 +82,9 @@ def test_map_is_exact_in_d_in_at_the_brute_force_sensitivity(family):
     brute = max(cols)
     # the closed form is the brute-force maximum to round-off; d_in is it rounded up by the 1e-7 relative slack
     # of mmopt.structured.release.upper_sensitivity (a proven margin over the closed form's float rounding), and for
-    # the residual family the measurements' own rounding charged (mmopt.hierarchy.charged: about 9.5e-7)
+    # every family the measurements' own rounding charged (hierarchy.charged, dense.exact_answers: about 9.5e-7)
     assert m.exact == pytest.approx(brute, rel=1e-12)
-    charge = RELATIVE_CHARGE if m.family == "residual" else 0.0
+    charge = RELATIVE_CHARGE  # every family charges the rounding of A x now (dense: exact_answers)
     assert brute <= m.sensitivity <= brute * (1 + 2e-7) * (1 + 1.01 * charge)
     T, noise, _ = _pieces(scale=3.0, privacy=None, strategy=plan.strategy)
     meas = T >> noise

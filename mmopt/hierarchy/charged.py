@@ -19,6 +19,17 @@ three terms a row), and √x_c per coefficient rounded once: within c·√x ⊙ 
 these constants, c ≈ u. The constants are Q's to a few ulps of their terms (1 − √(n_f/n_g) taken as
 (n_g − n_f)/(n_g + √(n_f·n_g)), which does not cancel when f holds nearly every leaf); Δ is Q's closed form, rounded
 up by 10⁻⁷ (:func:`mmopt.structured.release.upper_sensitivity`), as for every release.
+
+The node family (:class:`~mmopt.hierarchy.nodes.NodeStrategy`, attribute k the tree) measures, per active component
+U of the other attributes, level ℓ and level-ℓ node h, √z_{U,h}·(1_h ⊗ ⊗_{i≠k} qᵢ)ᵀ x for the coefficient rows
+(qᵢ)ᵢ of U. Sums over a node's leaves along k commute with the other axes' maps, so :func:`measure_nodes` takes
+every node's sum along k first (integers of at most N: exact), then the other attributes' node sums and rests,
+constants and √z as above: within c·√z ⊙ (1_h ⊗ ⊗_{i≠k}|Mᵢ|) x + η, (c, η) = :func:`charge` of the other
+attributes with the largest √z. The dense charge applies because that matrix is |A|, A's entrywise absolute value,
+and |A| has A's column norms (≤ Δ₂), so ‖|A| x‖₂ ≤ ‖x‖₁·Δ₂: 1_h is 0/1, and in each other attribute a leaf meets one
+constant per row (three disjoint sets), so no sum in the computation mixes signs that A's own entries cancel. With
+no other attribute the answers are integer node sums times √z rounded once: ``charge([], w)`` is c = u (times
+1 + 10⁻⁶ for the bound's own roundings) and η = 4·2⁻¹⁰⁷⁴ (a product that underflows), which covers that one rounding.
 """
 
 from __future__ import annotations
@@ -32,7 +43,8 @@ from mmopt.hierarchy import basis as hb
 from mmopt.hierarchy.tree import Hierarchy
 from mmopt.structured import charged_answers as ca
 
-__all__ = ["Coefficients", "charge", "coefficients", "dense", "measure"]
+__all__ = ["Coefficients", "charge", "coefficient_pair", "coefficients", "dense", "measure", "measure_nodes",
+           "node_sums"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,15 +102,54 @@ def _extended(c: Coefficients, T: np.ndarray, axis: int) -> np.ndarray:
     return np.moveaxis(out, 0, axis)
 
 
+def coefficient_pair(coefs, T: np.ndarray, axes) -> tuple[np.ndarray, np.ndarray | None]:
+    """(⊗ᵢ Qᵢᵀ) T along ``axes`` (one per hierarchy of ``coefs``) as an unevaluated pair hi + lo: every attribute's
+    node sums and rests first (exact for a tensor of integers of at most N: whole counts, or their node sums along
+    another axis), then the constants by compensated gathers (module docstring); (T, None) when there are none."""
+    T = np.asarray(T, dtype=float)
+    for c, axis in zip(coefs, axes, strict=True):
+        T = _extended(c, T, axis)
+    hi, lo = T, None
+    for c, axis in zip(coefs, axes, strict=True):
+        hi, lo = ca.compensated_gather(c.index, c.values, hi, lo, axis)
+    return hi, lo
+
+
 def measure(coefs, root: np.ndarray, on: np.ndarray, x: np.ndarray) -> np.ndarray:
     """root ⊙ (⊗ᵢ Qᵢᵀ x)[on] (module docstring) for whole counts x of at most MAX_RECORDS records."""
-    T = np.asarray(x, dtype=float)
-    for i, c in enumerate(coefs):
-        T = _extended(c, T, i)
-    hi, lo = T, None
-    for i, c in enumerate(coefs):
-        hi, lo = ca.compensated_gather(c.index, c.values, hi, lo, i)
+    hi, lo = coefficient_pair(coefs, x, range(len(coefs)))
     return ca.weighted_entries(root, hi[on], lo[on])
+
+
+def measure_nodes(h: Hierarchy, tree: int, coefs, roots, cols, x: np.ndarray) -> np.ndarray:
+    """The node family's measurements (module docstring): per active component u and level ℓ,
+    √z_{u,ℓ}[node] ⊙ (1_node ⊗ ⊗_{i≠k} Qᵢ)ᵀ x over the level-ℓ nodes × the coefficients ``cols[u]`` of u (C order
+    over the other attributes' coefficients), flat in that order, for whole counts x of at most MAX_RECORDS
+    records. ``h`` is attribute ``tree``'s hierarchy, ``coefs`` the other attributes' :class:`Coefficients` in
+    order, ``roots[u][ℓ]`` = √z_{u,ℓ}."""
+    top = max(len(r) for r in roots) - 1
+    N, starts = node_sums(h, np.moveaxis(np.asarray(x, dtype=float), tree, 0), top)  # integers, exact
+    hi, lo = coefficient_pair(coefs, N, range(1, N.ndim))
+    hi = hi.reshape(N.shape[0], -1)
+    lo = None if lo is None else lo.reshape(hi.shape)
+    parts = []
+    for r, c in zip(roots, cols, strict=True):
+        for ell, w in enumerate(r):
+            rows = slice(starts[ell], starts[ell + 1])
+            part = ca.weighted_entries(w[:, None], hi[rows][:, c], None if lo is None else lo[rows][:, c])
+            parts.append(part.ravel())
+    return np.concatenate(parts)
+
+
+def node_sums(h: Hierarchy, X: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
+    """(every node's sum of X's rows (its first axis: ``h``'s leaves) at levels 0 … ``top``, stacked root first;
+    where each level starts): group sums of whole counts, exact (integers of at most N), from the finest level up."""
+    starts = np.concatenate([[0], np.cumsum([h.n_groups[ell] for ell in range(top + 1)])])
+    out = np.zeros((int(starts[-1]), *X.shape[1:]))
+    np.add.at(out, starts[top] + h.groups[top], X)
+    for ell in range(top, 0, -1):
+        np.add.at(out, starts[ell - 1] + h.parents[ell - 1], out[starts[ell]:starts[ell + 1]])
+    return out, starts
 
 
 def charge(coefs, top_weight: float) -> tuple[float, float]:

@@ -12,6 +12,11 @@ release answers), so at unit noise per Δ₂ = 1 their variances are Δ₂²·�
 :func:`mmopt.hierarchy.release.refuse_unmeasured` refuses before any data is read. Both products are formed by
 :func:`mmopt.hierarchy.release.set_sums` on F (and on I − F A) with the extra axis trailing: O(N·(m + N)) memory,
 checked before it is allocated.
+
+The answers A x are computed as the dense release computes them (:mod:`mmopt.dense.exact_answers`: every entry
+correctly rounded, exact for an integer strategy) and d_in charges that rounding (Δ₂·(1 + u·(2N + 1)), about
+9.5·10⁻⁷ of Δ₂): a BLAS product moved neighbours past Δ₂ rounded upwards, by 3.3·10⁻⁷ of it at 2³² records (a
+helper's probe). So ``x`` must hold whole counts of at most MAX_RECORDS records (the release checks it).
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ import math
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt.dense.exact_answers import charged_sensitivity, check_strategy, exact_answers, integer_exact
 from mmopt.hierarchy.workload import HierarchyWorkload
+from mmopt.structured.release import upper_sensitivity
 
 __all__ = ["dense_measurements"]
 
@@ -30,8 +37,8 @@ SUPPORT_TOL = 1e-9
 
 
 def dense_measurements(W: HierarchyWorkload, A, set_sums, *, caller: str):
-    """(answer, finish, unit variances per set, exact Δ₂, size) of the dense :class:`~mmopt.Strategy` ``A``;
-    ``set_sums`` is :func:`mmopt.hierarchy.release.set_sums` (passed in: that module imports this one)."""
+    """(answer, finish, unit variances per set, exact Δ₂, d_in charged, size) of the dense :class:`~mmopt.Strategy`
+    ``A``; ``set_sums`` is :func:`mmopt.hierarchy.release.set_sums` (passed in: that module imports this one)."""
     N = math.prod(W.shape)
     M = A.matrix
     if M.shape[1] != N:
@@ -40,6 +47,8 @@ def dense_measurements(W: HierarchyWorkload, A, set_sums, *, caller: str):
                          "(omit 'strategy').")
     v.check_allocation(4 * N * (M.shape[0] + N), what=f"the least-squares operator of a dense strategy on {N:,} cells",
                        caller=caller, remedy=" Use the hierarchy families' strategy (omit 'strategy').")
+    check_strategy(M, caller)  # from A alone, before any data is read
+    exact = integer_exact(M)
     F = np.linalg.pinv(M)  # N×m; an SVD: κ(A)·eps, where (AᵀA)⁺ would square it
     outside = np.eye(N) - F @ M  # projector onto the complement of A's row space
     Delta = float(A.sensitivity("l2"))
@@ -52,9 +61,10 @@ def dense_measurements(W: HierarchyWorkload, A, set_sums, *, caller: str):
         unit.append(u)
 
     def answer(x: np.ndarray) -> np.ndarray:
-        return M @ np.asarray(x, dtype=float).reshape(N)
+        return exact_answers(M, np.asarray(x, dtype=float).reshape(N), caller=caller, integer=exact)
 
     def finish(y: np.ndarray) -> list:
         return set_sums(W, (F @ y).reshape(W.shape))
 
-    return answer, finish, unit, Delta, M.shape[0]
+    d_in = charged_sensitivity(upper_sensitivity(Delta, caller=caller), "l2", *M.shape, exact=exact)
+    return answer, finish, unit, Delta, d_in, M.shape[0]

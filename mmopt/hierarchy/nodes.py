@@ -224,12 +224,14 @@ class NodeStrategy:
 
     def __post_init__(self):
         # z is a node's weight in X = Σ z·(its indicator): a negative or NaN z made X indefinite, and a release
-        # drew the noise and returned NaN estimates with finite standard errors
+        # drew the noise and returned NaN estimates with finite standard errors; so did z = 0 (its measurement
+        # √z·S is divided by √z in the estimate: a helper's probe). optimize's weights are e^θ, never 0
         for u, z in enumerate(self.weights):
             for level, zl in enumerate(z):
                 zl = np.asarray(zl, dtype=float)
-                if not np.all(np.isfinite(zl)) or np.any(zl < 0):
-                    raise ValueError(f"The 'weights' parameter of NodeStrategy must hold finite node weights z >= 0. "
+                if not np.all(np.isfinite(zl)) or np.any(zl <= 0):
+                    raise ValueError(f"The 'weights' parameter of NodeStrategy must hold finite node weights z > 0 "
+                                     "(a node of weight 0 is not measured, and its estimate would divide by 0). "
                                      f"Got {zl.tolist()!r:.80} in component {u}, level {level}.")
         # read-only copies: a release's strategy is shared, and Δ is charged from z (an edit in place changed the
         # answers 10–15× at the same σ and privacy map; a helper's probe)

@@ -281,11 +281,9 @@ def release_grouping_sets(records, domain, sets, privacy, *, leaf: str, levels: 
                           noise_scale: float | None = None) -> GroupedRelease:
     """Release ``GROUP BY GROUPING SETS (sets)`` of ``records`` with a hierarchy over the ``leaf`` attribute.
 
-    The residual family's answers (a HierarchyStrategy, what ``mmopt.optimize`` returns) are computed with their
-    float64 rounding bounded and charged in d_in (:mod:`mmopt.hierarchy.charged`), as the dense release's are
-    (:mod:`mmopt.dense.exact_answers`); the node family's (a NodeStrategy) are computed in float64 and their rounding
-    is not part of the proof: the 10⁻⁷ slack of Δ's rounding upwards absorbs it at moderate counts, not provably
-    (an open issue).
+    The residual and node families' answers (a HierarchyStrategy or NodeStrategy, what ``mmopt.optimize``
+    returns) are computed with their float64 rounding bounded and charged in d_in (:mod:`mmopt.hierarchy.charged`),
+    as the dense release's are (:mod:`mmopt.dense.exact_answers`).
 
     Parameters
     ----------

@@ -11,10 +11,10 @@ of X), rounded upwards. The measurements are
   whose least-squares node totals come from the same two tree passes as their variances (a Gaussian tree model:
   Kalman smoothing on a tree), one column per coefficient of U.
 
-Answers and their variances (σ²/Δ₂² times the exact unit variances) are post-processing. The residual family's
+Answers and their variances (σ²/Δ₂² times the exact unit variances) are post-processing. Both families'
 measurements are computed with their float64 rounding bounded and charged in d_in (:mod:`mmopt.hierarchy.charged`,
-about 9.5·10⁻⁷ of Δ), so ``x`` must hold whole counts of at most MAX_RECORDS records; the node family's rounding is
-not part of the proof yet (an open issue).
+about 9.5·10⁻⁷ of Δ; the node family's node sums along the tree first, exact), so ``x`` must hold whole counts of at
+most MAX_RECORDS records.
 """
 
 from __future__ import annotations
@@ -152,8 +152,8 @@ def measurements(W: HierarchyWorkload, A, *, caller: str = "measurements") -> Me
     from mmopt.dense._strategy_core import Strategy
     if isinstance(A, Strategy):  # optimize's "auto" on small irregular grouping sets (mmopt.hierarchy.dense_release)
         from mmopt.hierarchy.dense_release import dense_measurements
-        answer, finish, unit, Delta, size = dense_measurements(W, A, set_sums, caller=caller)
-        return Measurements(answer, finish, unit, Delta, upper_sensitivity(Delta, caller=caller), "dense", size)
+        answer, finish, unit, Delta, d_in, size = dense_measurements(W, A, set_sums, caller=caller)
+        return Measurements(answer, finish, unit, Delta, d_in, "dense", size)  # A x's rounding charged in d_in
     if not isinstance(A, HierarchyStrategy | hn.NodeStrategy):  # before A.sensitivity(): a raw AttributeError
         raise TypeError(f"The 'strategy' parameter of {caller} must be a HierarchyStrategy, NodeStrategy or dense "
                         "Strategy (e.g. mmopt.optimize(workload).strategy for grouping sets), or None for the "
@@ -165,8 +165,8 @@ def measurements(W: HierarchyWorkload, A, *, caller: str = "measurements") -> Me
         _check_pair(A, W)  # before _residual indexes its weights by W's components (a raw IndexError)
         answer, finish, size, charged_d_in = _residual(W, A, d_in)
         return Measurements(answer, finish, unit_variances(A, _unweighted(W)), Delta, charged_d_in, "residual", size)
-    answer, finish, size = _nodes(W, A)  # a NodeStrategy
-    return Measurements(answer, finish, hn.node_variances(A, _unweighted(W)), Delta, d_in, "nodes", size)
+    answer, finish, size, charged_d_in = _nodes(W, A, d_in)  # a NodeStrategy
+    return Measurements(answer, finish, hn.node_variances(A, _unweighted(W)), Delta, charged_d_in, "nodes", size)
 
 
 def _unweighted(W: HierarchyWorkload) -> HierarchyWorkload:
@@ -202,7 +202,10 @@ def _residual(W, A, d_in: float):
     return answer, finish, size, charged_d_in
 
 
-def _nodes(W, A):
+def _nodes(W, A, d_in: float):
+    """(answer, finish, size, d_in charged) of a NodeStrategy: the measurements computed with their rounding bounded
+    (:func:`mmopt.hierarchy.charged.measure_nodes`: node sums along the tree first, exact), and
+    d_in·(1 + c·(2N + 1)) + 2√size·η from the strategy alone (the other attributes' constants and max √z)."""
     lay, k = A.layout, A.layout.tree
     attrs = W.attributes
     h = attrs[k]
@@ -211,23 +214,14 @@ def _nodes(W, A):
     shape = tuple(int(hb.basis(attrs[i]).component_of.max()) + 1 for i in others)
     flat = np.ravel_multi_index(np.broadcast_arrays(*grid), shape).ravel() if others else np.zeros(1, dtype=int)
     cols = [np.flatnonzero(flat == c) for c in lay.components]
+    coefs = [hcharged.coefficients(attrs[i]) for i in others]
+    roots = [[np.sqrt(zl) for zl in z] for z in A.weights]
+    top = max((float(r.max(initial=0.0)) for rs in roots for r in rs), default=0.0)
+    c, eta = hcharged.charge(coefs, top)  # the charge never sees the data
+    size = sum(zl.size * cols[u].size for u, z in enumerate(A.weights) for zl in z)
 
     def answer(x):
-        coef = x
-        for i in others:
-            coef = hb.along(hb.analysis, attrs[i], coef, i)
-        coef = np.moveaxis(coef, k, 0).reshape(h.n, -1)  # tree cells × the others' coefficients (C order)
-        pieces = []
-        for u, z in enumerate(A.weights):
-            S = coef[:, cols[u]]
-            sums = [None] * len(z)
-            for ell in range(h.depth, -1, -1):
-                if ell < len(z):
-                    sums[ell] = S
-                if ell:
-                    S = _group_rows(h.parents[ell - 1], S, h.n_groups[ell - 1])
-            pieces.append([np.sqrt(zl)[:, None] * sl for zl, sl in zip(z, sums, strict=True)])
-        return np.concatenate([p.ravel() for ps in pieces for p in ps])
+        return hcharged.measure_nodes(h, k, coefs, roots, cols, x)
 
     def finish(y):
         at, est = 0, []
@@ -252,7 +246,7 @@ def _nodes(W, A):
             out.append(np.moveaxis(T, 0, k))
         return out
 
-    return answer, finish, sum(zl.size * cols[u].size for u, z in enumerate(A.weights) for zl in z)
+    return answer, finish, size, charged_sensitivity(d_in, c, eta, "l2", size)
 
 
 def _at_level(h, est: list, a: int):

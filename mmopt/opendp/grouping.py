@@ -8,11 +8,12 @@ Notation: see README, :mod:`mmopt.opendp.measurement` and :mod:`mmopt.hierarchy.
 with A the hierarchy strategy's measurements (coefficients in the adapted orthonormal basis, or weighted node
 totals per component of the other attributes). **T**'s stability map d_in ↦ d_in·Δ₂ is exact for the same reason
 (a record adds a unit vector e_c to x, ‖A e_c‖ ≤ Δ₂ with equality at the worst cell), with Δ₂ the strategy's
-exact closed form rounded upwards. The coarser levels are public functions of the leaf category, never read from
-the records, so a record moves exactly one cell. **post** is the exact least squares of
-:func:`mmopt.hierarchy.release.release`, post-processing. Gaussian noise only (zCDP output measure): the
-hierarchy families are optimised for L2 sensitivity. The OpenDP features used and why they are safe here: see
-:mod:`mmopt.opendp.measurement`.
+exact closed form rounded upwards and the float64 rounding of A x charged (:mod:`mmopt.hierarchy.charged`; a dense
+strategy's by :mod:`mmopt.dense.exact_answers`: about 9.5·10⁻⁷ of Δ₂; hence the records check below). The
+coarser levels are public functions of the leaf category, never read from the records, so a record moves exactly
+one cell. **post** is the exact least squares of :func:`mmopt.hierarchy.release.release`, post-processing.
+Gaussian noise only (zCDP output measure): the hierarchy families are optimised for L2 sensitivity. The OpenDP
+features used and why they are safe here: see :mod:`mmopt.opendp.measurement`.
 """
 
 from __future__ import annotations
