@@ -137,9 +137,15 @@ def test_garner_rebuilds_signed_integers_past_int64_and_the_primes_fit():
         assert all(pow(g, (p - 1) // f, p) != 1 for f in factors)
 
 
-def test_past_the_transforms_length_the_release_is_refused():
+def test_past_the_transforms_length_or_the_memory_limit_the_release_is_refused(monkeypatch):
     with pytest.raises(ValueError, match="exactly up to 16,777,216 steps"):
         we.released("prefix", we.MAX_N + 1)
+    from mmopt._base import validation
+    monkeypatch.setattr(validation, "MAX_ALLOCATION_ENTRIES", 1000)
+    with pytest.raises(ValueError, match="exact transforms .* Release the steps in windows"):
+        we.released("all_range", 1001)  # not cached: refused before any transform
+    r = we.released("prefix", 5)
+    assert not (r.alpha.flags.writeable or r.phi.flags.writeable)  # shared by every release of (kind, n)
 
 
 def test_the_square_root_is_rounded_upwards_even_where_its_floor_is_a_float():

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.readonly import read_only
 from mmopt.toeplitz import weighted as ws
 from mmopt.toeplitz.exact_product import _bit_reversal, _ntt, garner
 
@@ -110,7 +111,9 @@ def released(kind: str, n: int) -> Released:
     odd_head[(P // 2):] = 0  # only i < P
     C = _products([(even, even[:h][::-1]), (odd, odd_head[::-1])], h - 1, n + 1)
     top = max(int(p) * int(p) * (C[0] - c) for p, c in zip(phi.tolist(), C[1:], strict=True))
-    return Released(kind, n, alpha[:3 * n], sigma, phi, tau, _sqrt_up(top, 2 * (sigma + tau)))
+    # read-only: the cached strategy is shared by every release of this (kind, n), and Δ₂ was computed from it
+    return Released(kind, n, read_only(alpha[:3 * n], np.int64), sigma, read_only(phi, np.int64), tau,
+                    _sqrt_up(top, 2 * (sigma + tau)))
 
 
 def answers(r: Released, x: np.ndarray) -> np.ndarray:
@@ -133,7 +136,8 @@ def _products(pairs: list, start: int, count: int) -> list[int]:
     integers (valid while |Σ| < P/2 over :data:`PRIMES`, and every wanted entry is one no cyclic wrap reaches:
     start ≥ len(b) − 1). b may be a pair of int64 vectors whose product is b (held as residues: it exceeds int64)."""
     L = 1 << max(1, (max(a.size for a, _ in pairs) - 1).bit_length())
-    v.check_allocation(6 * L, what=f"the exact transforms of length {L:,}", caller="release")
+    v.check_allocation(6 * L, what=f"the weighted square root's exact transforms (length {L:,})", caller="release",
+                       remedy=" Release the steps in windows, or raise the limit on a machine with that memory.")
     rev = _bit_reversal(L)
     residues = []
     for p, g in PRIMES:
