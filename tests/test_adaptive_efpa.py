@@ -1,13 +1,22 @@
 """EFPA (Ács et al. 2012): the real Fourier basis against a dense one, limits at huge ε, budget, noise interface."""
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
 from _recording_noise import Recording
 
 from mmopt.adaptive._noise import Noise
-from mmopt.adaptive.efpa import efpa, fourier_coefficients, inverse_fourier, kept_sensitivity
+from mmopt.adaptive.efpa import (
+    efpa,
+    fourier_coefficients,
+    fourier_matrix,
+    inverse_fourier,
+    kept_sensitivity,
+    score_sensitivity,
+)
+from mmopt.dense.exact_answers import MAX_RECORDS
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 8, 9, 16])
@@ -67,7 +76,8 @@ def test_expected_estimate_is_the_rank_k_projection():
     r = efpa(x, 2.0, ratio=0.25, noise=rec)
     k = r.details["k"]
     assert [c[0] for c in rec.calls] == ["exponential", "laplace"]
-    assert rec.calls[0][1:] == (0.5, 1.0) and rec.calls[1][1:] == (r.details["noise_scale"], (k,))
+    assert rec.calls[0][1:] == (0.5, r.details["score_sensitivity"])
+    assert rec.calls[1][1:] == (r.details["noise_scale"], (k,))
     # replay the same stream: the estimate minus the projection is exactly the inverse transform of the noise
     gen = np.random.default_rng(4)
     Noise("numpy", gen).exponential(np.zeros(24), 0.5, 1.0)
@@ -151,3 +161,120 @@ def test_one_cell_spends_all_of_epsilon_on_its_coefficient():
     r = efpa([5.0], 2.0, noise=rec)
     assert [c[0] for c in rec.calls] == ["laplace"] and r.details["noise_scale"] == pytest.approx(0.5)
     assert r.budget == {"select_k": 0.0, "coefficients": 2.0} and r.details["k"] == 1
+
+
+# --- the release's floating point inside the proof (module docstring, "Privacy") ---------------------------------
+
+U = Fraction(1, 2**53)
+
+
+def integer_basis(n):
+    """Q = 2⁶²·Φ̂ as Python integers (object array): exact, Φ̂'s entries being multiples of 2⁻⁶² (checked)."""
+    Q = fourier_matrix(n) * 2.0**62
+    assert np.all(Q == np.round(Q)) and np.all(np.abs(Q) <= 2.0**62)
+    return Q.astype(np.int64).astype(object)
+
+
+def adversarial(n, seed, cell):
+    """2³² − 1 records: ~2²⁰ spread by a multinomial, the rest in one cell."""
+    x = np.random.default_rng(seed).multinomial(2**20, np.ones(n) / n).astype(float)
+    x[cell] = 0.0
+    x[cell] = MAX_RECORDS - 1 - x.sum()
+    return x
+
+
+def prefix_l1(a, b):
+    """Exact ‖a_{:k} − b_{:k}‖₁ for k = 1..n (Fractions)."""
+    out, acc = [], Fraction(0)
+    for p, q in zip(a.tolist(), b.tolist(), strict=True):
+        acc += abs(Fraction(p) - Fraction(q))
+        out.append(acc)
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 64, 1000])
+def test_kept_sensitivity_bounds_the_exact_column_sums_of_the_computed_basis(n):
+    sums = np.cumsum(np.abs(integer_basis(n)), axis=0)  # exact column sums of |Q| over the first k rows
+    for k in sorted({1, 2, 3, n // 2, n - 1, n} & set(range(1, n + 1))):
+        exact = Fraction(int(max(sums[k - 1])), 2**62)
+        bound = Fraction(float(kept_sensitivity(k, n)))
+        assert exact <= bound <= exact * (1 + Fraction(1, 10**12))  # proven, and tight
+        analytic = min(1 / math.sqrt(n) + (k - 1) * math.sqrt(2 / n), math.sqrt(k))  # module docstring
+        assert bound <= Fraction(analytic) * (1 + Fraction(1, 10**12))
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 64, 1000])
+def test_coefficients_are_correctly_rounded_and_tails_within_two_ulps(n):
+    from mmopt.adaptive.efpa import _coefficients
+    Q = integer_basis(n)
+    for x in (adversarial(n, 0, 0), adversarial(n, 1, n // 2), np.random.default_rng(n).integers(0, 9, n) * 1.0):
+        Y = Q.dot(x.astype(np.int64).astype(object))  # 2⁶²·Φ̂x exactly
+        c, tail, exact = _coefficients(x)
+        assert exact and c.tolist() == [y / 2**62 for y in Y]  # int / int: correctly rounded
+        S = Fraction(0)
+        for k in range(n - 1, 0, -1):  # |t̂_{k−1} − ‖(Φ̂x)_{k:}‖| ≤ 2u‖(Φ̂x)_{k:}‖, in squares
+            S += Fraction(int(Y[k]) ** 2, 2**124)
+            t = Fraction(tail[k - 1])
+            assert (t / (1 + 2 * U)) ** 2 <= S <= (t / (1 - 2 * U)) ** 2
+        assert tail[n - 1] == 0.0
+
+
+def recorded_draws(x, eps=1.0):
+    """efpa on x with a recording noise that picks k = 2: (scores, Δ_u, kept coefficients, scale, details)."""
+    from _replay import Replay
+    rec = Replay("numpy", np.random.default_rng(0), pick=lambda m: 1)
+    r = efpa(x, eps, noise=rec)
+    (_, e1, du, scores, _), (_, b, kept, _) = rec.tape
+    assert e1 == r.budget["select_k"]
+    return scores, du, kept, b, r.details
+
+
+@pytest.mark.parametrize("n", [64, 1000])
+def test_adversarial_neighbours_stay_within_the_charged_sensitivities(n):
+    """At 2³² − 1 records, one cell huge: the exact L1 distance of the computed coefficients of x and x ± e_i is
+    within d_in(k) for every k, and every score moves by at most Δ_u. The uncharged Δ₁ is exceeded (the charge is
+    needed; the float64 rFFT of old exceeded Δ₁ by 2.4·10⁻⁷ of it at n = 64 and 4,096)."""
+    from mmopt.adaptive.efpa import _plan
+    delta1, d_in, _, _ = _plan(n, 0.5)
+    excess = Fraction(-1)
+    for seed, cell in ((0, 0), (1, n // 3)):
+        x = adversarial(n, seed, cell)
+        scores, du, _, _, _ = recorded_draws(x)
+        c = fourier_coefficients(x)
+        for i, d in ((cell, -1.0), (cell, 1.0), (0, 1.0), (n // 2, 1.0)):
+            xp = x.copy()
+            xp[i] += d
+            assert xp.sum() <= MAX_RECORDS
+            dist = prefix_l1(c, fourier_coefficients(xp))
+            assert all(dist[k] <= Fraction(d_in[k]) for k in range(n))
+            excess = max(excess, max(dist[k] / Fraction(delta1[k]) - 1 for k in range(n)))
+            scores_p, du_p, _, _, _ = recorded_draws(xp)
+            assert du_p == du and np.max(np.abs(scores - scores_p)) <= du
+    assert 0 < excess < Fraction(d_in[1] / delta1[1]) - 1
+
+
+def test_release_path_measures_these_coefficients_at_this_d_in(monkeypatch):
+    """noise="opendp": OpenDP's Laplace is given ĉ_{:k} (the exact coefficients rounded once) at b = d_in(k)/ε₂,
+    its exponential mechanism the computed scores at Δ_u ≥ C₂(1 + (2N + 1)·3u) (C₂ the exact max column norm)."""
+    import mmopt.adaptive._opendp_noise as od
+    from mmopt.adaptive.efpa import _plan
+    calls = []
+    monkeypatch.setattr(od, "exponential", lambda s, e, d: calls.append(("exp", np.array(s), e, d)) or 3)
+    monkeypatch.setattr(od, "add_laplace", lambda v, b: calls.append(("lap", np.array(v), b)) or np.array(v))
+    n, eps = 64, 0.8
+    x = adversarial(n, 2, 5)
+    r = efpa(x, eps, noise="opendp")
+    assert r.path == "release" and r.details["k"] == 4 and [c[0] for c in calls] == ["exp", "lap"]
+    _, d_in, b_all, terms = _plan(n, eps / 2)
+    (_, scores, e1, du), (_, values, b) = calls
+    assert e1 == eps / 2 and du == r.details["score_sensitivity"] == score_sensitivity(n, terms)
+    assert values.tolist() == fourier_coefficients(x)[:4].tolist()
+    assert b == r.details["noise_scale"] == b_all[3] == d_in[3] / (eps / 2) and r.details["d_in"] == d_in[3]
+    np.testing.assert_array_equal(scores, recorded_draws(x, eps)[0])
+    c2 = max(sum(Fraction(int(q) ** 2, 2**124) for q in col) for col in integer_basis(n).T)
+    assert Fraction(du) ** 2 >= c2 * (1 + (2 * MAX_RECORDS + 1) * 3 * U) ** 2
+    calls.clear()  # outside the proof's domain: refused before anything is drawn
+    for bad in (x + 0.5, np.full(n, 2.0**27)):
+        with pytest.raises(ValueError, match="'x' parameter of efpa must hold"):
+            efpa(bad, eps, noise="opendp")
+    assert calls == []
