@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from _recording_noise import Recording
 
-from mmopt.adaptive.vopt import _sse, noise_first, structure_first, vopt_table
+from mmopt.adaptive.vopt import _prefixes, _sse, noise_first, score_sensitivity, structure_first, vopt_table
 
 
 def _brute(z, k):
@@ -55,7 +55,8 @@ def test_structure_first_huge_epsilon_finds_the_v_optimal_boundaries():
     r = structure_first(x, 1e7, count_bound=50, buckets=4, rng=4)
     assert r.details["buckets"] == [0, 6, 10, 18]
     np.testing.assert_allclose(r.estimate, x, atol=1e-4)
-    assert math.isclose(sum(r.budget.values()), 1e7) and r.details["score_sensitivity"] == 101.0
+    assert math.isclose(sum(r.budget.values()), 1e7)
+    assert r.details["score_sensitivity"] == score_sensitivity(50, x.size, 4) == pytest.approx(101.0, rel=1e-11)
 
 
 def test_structure_first_score_sensitivity_bound():
@@ -66,9 +67,7 @@ def test_structure_first_score_sensitivity_bound():
         z = rng.integers(0, int(F), m).astype(float)  # z_i ≤ F − 1, so z + e_i stays within [0, F]
         zp = z.copy()
         zp[int(rng.integers(m))] += 1
-        P, PP = np.concatenate([[0.0], np.cumsum(z)]), np.concatenate([[0.0], np.cumsum(z * z)])
-        Q, QQ = np.concatenate([[0.0], np.cumsum(zp)]), np.concatenate([[0.0], np.cumsum(zp * zp)])
-        assert abs(_sse(P, PP, 0, m) - _sse(Q, QQ, 0, m)) <= 2 * F + 1
+        assert abs(_sse(*_prefixes(z), 0, m) - _sse(*_prefixes(zp), 0, m)) <= 2 * F + 1
         E, Ep = vopt_table(z, 3)[0], vopt_table(zp, 3)[0]
         fin = np.isfinite(E)
         assert np.all(np.abs(E[fin] - Ep[fin]) <= 2 * F + 1 + 1e-9)
@@ -79,7 +78,7 @@ def test_structure_first_draws_and_budget():
     rec = Recording("numpy", np.random.default_rng(7))
     r = structure_first(x, 1.0, count_bound=25, buckets=4, ratio=0.4, noise=rec)
     em = [c for c in rec.calls if c[0] == "exponential"]
-    assert len(em) == 3 and all(c[1:] == (pytest.approx(0.4 / 3), 51.0) for c in em)
+    assert len(em) == 3 and all(c[1:] == (pytest.approx(0.4 / 3), pytest.approx(51.0, rel=1e-11)) for c in em)
     assert [c[0] for c in rec.calls][-1] == "laplace" and rec.calls[-1][2] == (4,)
     assert dict(r.budget) == {"structure": 0.4, "counts": pytest.approx(0.6)}
     b = r.details["buckets"]
@@ -193,3 +192,56 @@ def test_structure_first_with_a_bucket_per_cell_spends_all_of_epsilon_on_the_cou
     assert not [c for c in rec.calls if c[0] == "exponential"] and r.details["buckets"] == list(range(12))
     assert rec.calls[-1][0] == "laplace" and rec.calls[-1][2] == (12,)  # one noisy count per cell
     assert np.all(np.abs(r.estimate - x) < 0.5 * 40)  # scale 0.5: |noise| < 20 with probability 1 − 12·e⁻⁴⁰
+
+
+def test_structure_first_scores_of_neighbours_at_a_large_count_bound_stay_within_the_charged_sensitivity():
+    """With F = 10⁸ + 7 the float64 table (Σz² by cumsum, past 2⁵³) moved scores by 352 past 2F + 1 (a helper's
+    audit); Σz² is now kept exactly in two parts and the rest of the rounding charged (score_sensitivity). Every
+    score of the first and second choices, for neighbours at four cells, exact differences (Fraction)."""
+    from fractions import Fraction
+
+    from mmopt.dense.exact_answers import MAX_RECORDS
+    F, n, k = 1e8 + 7, 40, 5
+    rng = np.random.default_rng(11)
+    x = rng.integers(0, int(F), n).astype(float)
+    x[7] = F + 5e7  # clipped
+    assert x.sum() < MAX_RECORDS
+    delta = Fraction(score_sensitivity(F, n, k))
+    assert 2 * F + 1 < delta < (2 * F + 1) * (1 + 1e-2)
+
+    def scores(v):
+        z = np.minimum(v, math.floor(F))
+        E, pre = vopt_table(z, k - 1)[0], _prefixes(z)
+        return [-(E[kk - 1, np.arange(kk - 1, j)] + _sse(*pre, np.arange(kk - 1, j), j)) for kk, j in
+                ((k, n), (k - 1, n - 3), (2, 20))]
+
+    base = scores(x)
+    for cell in (0, 7, 19, 39):
+        for step in (1.0, -1.0):
+            y = x.copy()
+            y[cell] += step
+            for a, b in zip(base, scores(y), strict=True):
+                assert max(abs(Fraction(s) - Fraction(t)) for s, t in zip(a.tolist(), b.tolist(), strict=True)) <= delta
+
+
+def test_the_split_sum_of_squares_is_exact_and_a_bucket_one_rounding_from_it():
+    from fractions import Fraction
+    z = np.array([2.0**31 - 5, 3.0, 2.0**31 - 10, 0.0, 7.0])  # 2³² − 5 records: a histogram
+    P, H, L = _prefixes(z)
+    for j in range(6):
+        assert int(H[j]) * 2**32 + int(L[j]) == sum(int(t) ** 2 for t in z[:j].tolist())
+    got = _sse(P, H, L, 1, 4)
+    part = [Fraction(t) for t in z[1:4].tolist()]
+    exact = sum(t * t for t in part) - sum(part) ** 2 / 3
+    assert abs(Fraction(float(got)) - exact) <= Fraction(4.03 * 2.0**-53) * sum(t * t for t in part)
+    P2, H2, L2 = _prefixes(np.array([0.5, 1.5]))  # not a histogram: float sums (the simulation's path)
+    assert _sse(P2, H2, L2, 0, 2) == pytest.approx(0.5)
+
+
+def test_structure_first_release_refuses_what_its_proof_does_not_cover():
+    pytest.importorskip("opendp")
+    for bad in (np.array([0.5, 2.0, 3.0]), np.array([2.0**32, 1.0, 0.0])):
+        with pytest.raises(ValueError, match="structure_first"):
+            structure_first(bad, 1.0, count_bound=5, buckets=2, noise="opendp")
+    with pytest.raises(ValueError, match="'count_bound' parameter must be below"):
+        structure_first(np.ones(4), 1.0, count_bound=1e300, buckets=2, rng=0)

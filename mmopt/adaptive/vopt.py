@@ -17,6 +17,14 @@ E_k[j] = min_{i<j} E_{k−1}[i] + SSE(i, j) over the prefixes x[0:j] (:func:`vop
   two terms of a score and the min in E_{k'−1} preserves the bound, so Δ = 2F + 1 and each choice is
   (ε₁/(k − 1))-DP; k − 1 choices compose to ε₁. Clipping is applied to the neighbours alike (|clip(a) − clip(b)|
   ≤ |a − b|). Given the boundaries, the disjoint bucket totals have L1 sensitivity 1: ε₂-DP. Total ε₁ + ε₂ = ε.
+  The scores are computed in float64, so the proof bounds the computed ones (:func:`score_sensitivity`): with
+  whole counts of at most N = 2³² records (``noise="opendp"`` refuses any other x before drawing) clipped at ⌊F⌋,
+  the prefix sums P are exact and Σz² is kept exactly as two float parts, so every bucket's D = Σ_B z² is D(1 + δ),
+  and SSE = D − S²/m is within 4.03u·D of its value (u = 2⁻⁵³; S²/m ≤ D). Each of the table's k additions adds
+  u times a partial sum ≤ T = min(⌊F⌋·N, n·⌊F⌋²) (a bound on Σz², hence on every E), and a min moves no further
+  than its arguments: a computed score is within 5.05·k·u·T of its exact value, and the exponential mechanism is
+  given Δ = 2F + 1 + 10.1·k·u·T, rounded upwards (+2.6·10⁻¹⁰ at F = 50, n = 23; +3·10⁻³ relative at F = 10⁸,
+  n = 4,096, k = 64). The float64 table had moved scores by 352 past 2F + 1 at F = 10⁸ (a helper's audit).
 
 Choices the paper leaves open (stated): NoiseFirst searches k ≤ ``max_buckets`` = min(n, 64) (the DP costs
 O(k·n²): ~2 s at n = 1,024 and ~16 s at n = 4,096 with k = 64, measured on one core); StructureFirst needs k
@@ -34,17 +42,51 @@ from mmopt._base import guards as g
 from mmopt._base import validation as v
 from mmopt.adaptive._common import AdaptiveResult, check_epsilon, check_fraction, check_histogram, laplace_scale
 from mmopt.adaptive._finish import finish, noise_source
+from mmopt.dense.exact_answers import MAX_RECORDS, histogram_problem
+from mmopt.dense.exact_answers import check_histogram as check_records
 
-__all__ = ["noise_first", "structure_first", "vopt_table"]
+__all__ = ["noise_first", "score_sensitivity", "structure_first", "vopt_table"]
 
 _CHUNK = 1 << 20
 
 
-def _sse(P, PP, i, j):
-    """SSE of x[i:j] for broadcastable index arrays i < j (clipped at 0 against rounding)."""
+def _prefixes(z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(P, H, L): P the prefix sums of z and Σ_{i<j} z_i² = 2³²·H_j + L_j. For a histogram of whole counts of at
+    most MAX_RECORDS records both parts are exact (Σz² in Python integers, split: H ≤ n·2³², L < 2³²), so a
+    bucket's Σz² is one rounding from exact (module docstring); otherwise float64 sums in H (L = 0)."""
+    P = np.concatenate([[0.0], np.cumsum(z)])  # exact for whole counts: integers ≤ N ≤ 2⁵³
+    if histogram_problem(z) is not None:
+        return P, np.concatenate([[0.0], np.cumsum(z * z)]) / 2.0**32, np.zeros(z.size + 1)
+    total, H, L = 0, [0.0], [0.0]
+    for value in z.astype(np.int64).tolist():
+        total += value * value
+        H.append(float(total >> 32))
+        L.append(float(total & 0xFFFFFFFF))
+    return P, np.array(H), np.array(L)
+
+
+def _sse(P, H, L, i, j):
+    """SSE of x[i:j] for broadcastable index arrays i < j (clipped at 0 against rounding), from :func:`_prefixes`:
+    Σ_B z² = 2³²(H_j − H_i) + (L_j − L_i), each difference exact, their sum rounded once."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        s = (PP[j] - PP[i]) - (P[j] - P[i]) ** 2 / (j - i)
+        s = ((H[j] - H[i]) * 2.0**32 + (L[j] - L[i])) - (P[j] - P[i]) ** 2 / (j - i)
     return np.maximum(s, 0.0)
+
+
+def score_sensitivity(count_bound: float, n: int, buckets: int) -> float:
+    """Δ = 2F + 1 + 10.1·k·u·T (T = min(⌊F⌋·N, n·⌊F⌋²)), rounded upwards: what StructureFirst's computed scores
+    of neighbouring histograms of at most N = MAX_RECORDS records can differ by (module docstring).
+
+    >>> 101.0 < score_sensitivity(50, 23, 4) < 101.0 + 1e-9
+    True
+    """
+    F = math.floor(count_bound)
+    T = min(F * MAX_RECORDS, n * F * F)  # Python integers: exact
+    if T >= 2**1000:
+        raise ValueError(f"structure_first: the 'count_bound' parameter must be below 2^484 (the scores' rounding "
+                         f"bound stays finite). Got {count_bound!r}.")
+    charge = 10.1 * buckets * 2.0**-53 * float(T) * (1.0 + 1e-6)  # (1 + 10⁻⁶): this product's own roundings
+    return math.nextafter((2.0 * count_bound + 1.0) + charge * (1.0 + 1e-6), math.inf)
 
 
 def vopt_table(z: np.ndarray, kmax: int) -> tuple[np.ndarray, np.ndarray]:
@@ -58,7 +100,7 @@ def vopt_table(z: np.ndarray, kmax: int) -> tuple[np.ndarray, np.ndarray]:
     """
     n = z.size
     _check_table(n, kmax, "vopt_table")
-    P, PP = np.concatenate([[0.0], np.cumsum(z)]), np.concatenate([[0.0], np.cumsum(z * z)])
+    P, H, L = _prefixes(z)
     E = np.full((kmax + 1, n + 1), np.inf)
     arg = np.zeros((kmax + 1, n + 1), dtype=np.int64)
     E[0, 0] = 0.0
@@ -68,7 +110,7 @@ def vopt_table(z: np.ndarray, kmax: int) -> tuple[np.ndarray, np.ndarray]:
         prev = E[k - 1][:, None]
         for j0 in range(1, n + 1, width):
             js = np.arange(j0, min(n + 1, j0 + width))[None, :]
-            M = np.where(rows < js, prev + _sse(P, PP, rows, js), np.inf)
+            M = np.where(rows < js, prev + _sse(P, H, L, rows, js), np.inf)
             best = np.argmin(M, axis=0)
             arg[k, js[0]] = best
             E[k, js[0]] = M[best, np.arange(js.shape[1])]
@@ -195,19 +237,21 @@ def structure_first(x, epsilon: float, *, count_bound: float, buckets: int | Non
     # but read nothing: every choice had one candidate, and each cell's variance was 4× what ε allows)
     forced = k in (1, n)
     eps1, eps2 = (0.0, eps) if forced else (rho * eps, eps - rho * eps)
-    delta = 2.0 * F + 1.0
+    if src.vetted:  # the proof's domain (module docstring), checked before anything is drawn
+        check_records(X, caller)
+    delta = score_sensitivity(F, n, k)
     b = laplace_scale(1.0, eps2, "the bucket totals", caller)
-    z = np.minimum(X, F)
+    z = np.minimum(X, math.floor(F))  # whole counts stay whole (⌊F⌋ ≤ F: 2F + 1 still bounds the scores' change)
     starts, j = [], n
     if forced:
         starts = list(range(n - 1, 0, -1))[: k - 1]  # k = n: every cell starts a bucket (reversed below)
     else:
         laplace_scale(delta, eps1 / (k - 1), "a boundary choice", caller)
         E, _ = vopt_table(z, k - 1)
-        P, PP = np.concatenate([[0.0], np.cumsum(z)]), np.concatenate([[0.0], np.cumsum(z * z)])
+        P, H, L = _prefixes(z)
         for kk in range(k, 1, -1):
             cand = np.arange(kk - 1, j)  # room for kk − 1 non-empty buckets before, one after
-            scores = -(E[kk - 1, cand] + _sse(P, PP, cand, j))
+            scores = -(E[kk - 1, cand] + _sse(P, H, L, cand, j))
             j = int(cand[src.exponential(scores, eps1 / (k - 1), delta)])
             starts.append(j)
     starts = [0, *starts[::-1]]
