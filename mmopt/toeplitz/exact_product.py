@@ -36,7 +36,8 @@ import numpy as np
 
 from mmopt.dense.exact_answers import MAX_RECORDS, _abs_max, histogram_problem
 
-__all__ = ["MAX_N", "MAX_SLICES", "causal_exact", "garner", "ntt_convolve", "truncation_charge"]
+__all__ = ["MAX_N", "MAX_SLICES", "causal_exact", "garner", "ntt_convolve", "ntt_forward", "ntt_inverse", "padded",
+           "truncation_charge"]
 
 #: (p, g): primes p < 2³¹ with p − 1 divisible by a large power of two, g a primitive root modulo p
 PRIMES = ((2013265921, 31), (469762049, 3), (1811939329, 13))
@@ -150,56 +151,84 @@ def ntt_convolve(kernels: list, b: np.ndarray, length: int | None = None) -> lis
     n_out = max(a.size for a in kernels) + b.size - 1
     length = n_out if length is None else length
     L = 1 << max(1, (n_out - 1).bit_length())
-    rev = _bit_reversal(L)
     residues = [[] for _ in kernels]
     for p, g in PRIMES:
-        B = np.zeros(L, np.int64)
-        B[:b.size] = b % p
-        B = _ntt(B, p, g, rev)
+        B = ntt_forward(padded(b % p, L), p, g)
         for a, out in zip(kernels, residues, strict=True):
-            A = np.zeros(L, np.int64)
-            A[:a.size] = a % p
-            A = _ntt(A, p, g, rev)
-            A *= B
-            A %= p
-            out.append(_ntt(A, p, g, rev, inverse=True)[:length])
+            A = ntt_forward(padded(a % p, L), p, g)
+            A *= B  # products of residues < 2^31.5: below 2⁶³
+            A %= np.uint64(p)
+            out.append(ntt_inverse(A, p, g)[:length])
     return [garner(r, [p for p, _ in PRIMES]) for r in residues]
 
 
-def _bit_reversal(L: int) -> np.ndarray:
-    bits = L.bit_length() - 1
-    idx = np.arange(L)
-    rev = np.zeros(L, np.int64)
-    for i in range(bits):
-        rev |= ((idx >> i) & 1) << (bits - 1 - i)
-    return rev
+def padded(residues: np.ndarray, L: int) -> np.ndarray:
+    """Residues in [0, p) as a uint64 vector of length L, zero-padded (the transforms' input)."""
+    out = np.zeros(L, np.uint64)
+    out[:residues.size] = residues
+    return out
 
 
-def _ntt(a: np.ndarray, p: int, g: int, rev: np.ndarray, inverse: bool = False) -> np.ndarray:
-    """The number-theoretic transform of a (length a power of two, entries in [0, p)) modulo p: iterative
-    radix-2 Cooley–Tukey (``rev`` the bit-reversal permutation); every product of two residues fits int64 for
-    p < 2^31.5 (:mod:`mmopt.toeplitz.weighted_exact`'s primes; these are below 2³¹)."""
-    L = a.size
-    a = a[rev]
-    buf = np.empty(L // 2, np.int64)
+def _twiddles(p: int, g: int, L: int, inverse: bool) -> np.ndarray:
+    """w⁰ … w^{L/2 − 1} (uint64) for w the primitive L-th root of unity g^{(p−1)/L} modulo p (its inverse if
+    ``inverse``), by doubling; stage h's roots w_{2h}^j are every (L/2h)-th of them."""
+    w = pow(g, (p - 1) // L, p)
+    if inverse:
+        w = pow(w, p - 2, p)
+    tw = np.ones(1, np.uint64)
+    while tw.size < L // 2:
+        tw = np.concatenate([tw, tw * np.uint64(pow(w, tw.size, p)) % np.uint64(p)])
+    return tw
+
+
+def ntt_forward(a: np.ndarray, p: int, g: int) -> np.ndarray:
+    """The number-theoretic transform modulo p of a (uint64 residues, length a power of two ≥ 2), in bit-reversed
+    order: Gentleman–Sande radix-2 (decimation in frequency), in place. A pointwise product of two such transforms
+    is the transform of the cyclic convolution in the same order, which :func:`ntt_inverse` takes back, so no
+    permutation is ever made. Every product of two residues fits: p < 2^31.5 (these primes and
+    :mod:`mmopt.toeplitz.weighted_exact`'s); sums are reduced by a subtraction and an unsigned minimum (a wrapped
+    difference is larger than the right value), cheaper than a %."""
+    L, P = a.size, np.uint64(p)
+    tw = _twiddles(p, g, L, inverse=False)
+    t, s = np.empty(L // 2, np.uint64), np.empty(L // 2, np.uint64)
+    h = L // 2
+    while h >= 1:
+        blocks = a.reshape(-1, 2 * h)
+        lo, hi, tt, ss = blocks[:, :h], blocks[:, h:], t.reshape(-1, h), s.reshape(-1, h)
+        np.subtract(lo, hi, out=tt)  # lo − hi, wrapped past 0: min(it, it + p) is its residue
+        np.add(tt, P, out=ss)
+        np.minimum(tt, ss, out=tt)
+        lo += hi  # < 2p: min(it, it − p) (wrapped when below p)
+        np.subtract(lo, P, out=ss)
+        np.minimum(lo, ss, out=lo)
+        np.multiply(tt, np.ascontiguousarray(tw[::L // (2 * h)]), out=hi)
+        np.remainder(hi, P, out=hi)
+        h //= 2
+    return a
+
+
+def ntt_inverse(a: np.ndarray, p: int, g: int) -> np.ndarray:
+    """The inverse of :func:`ntt_forward` (bit-reversed order in, natural order out, divided by the length):
+    Cooley–Tukey radix-2 (decimation in time), in place; returned as int64 residues."""
+    L, P = a.size, np.uint64(p)
+    tw = _twiddles(p, g, L, inverse=True)
+    t, s = np.empty(L // 2, np.uint64), np.empty(L // 2, np.uint64)
     h = 1
     while h < L:
-        w = pow(g, (p - 1) // (2 * h), p)
-        if inverse:
-            w = pow(w, p - 2, p)
-        tw = np.ones(1, np.int64)
-        while tw.size < h:  # w⁰ … w^{h−1} by doubling
-            tw = np.concatenate([tw, tw * pow(w, tw.size, p) % p])
         blocks = a.reshape(-1, 2 * h)
-        lo, hi, t = blocks[:, :h], blocks[:, h:], buf.reshape(-1, h)
-        np.multiply(hi, tw, out=t)  # < p² < 2⁶²
-        np.remainder(t, p, out=t)
-        np.subtract(lo, t, out=hi)  # in (−p, p): one conditional addition, not a %
-        hi += p * (hi < 0)
-        lo += t  # in [0, 2p), < 2³²: one conditional subtraction
-        lo -= p * (lo >= p)
+        lo, hi, tt, ss = blocks[:, :h], blocks[:, h:], t.reshape(-1, h), s.reshape(-1, h)
+        np.multiply(hi, np.ascontiguousarray(tw[::L // (2 * h)]), out=tt)
+        np.remainder(tt, P, out=tt)
+        np.subtract(lo, tt, out=hi)
+        np.add(hi, P, out=ss)
+        np.minimum(hi, ss, out=hi)
+        lo += tt
+        np.subtract(lo, P, out=ss)
+        np.minimum(lo, ss, out=lo)
         h *= 2
-    return a * pow(L, p - 2, p) % p if inverse else a
+    a *= np.uint64(pow(L, p - 2, p))
+    a %= P
+    return a.astype(np.int64)
 
 
 def garner(residues: list[np.ndarray], primes) -> list[int]:

@@ -73,8 +73,8 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
     counts (exact) times one weight each, correctly rounded too, and charged alike (exact, no charge, without level
     weights); the p-Identity stream strategy's are x_j/d_j rounded once and Θ times those correctly rounded, charged
     twice (:func:`mmopt.search.pidentity_stream.exact_apply`). The weighted square root's answers are correctly
-    rounded and its Δ₂ exact (:mod:`mmopt.toeplitz.weighted_exact`: 36–38 CPU s at 2²⁰ steps, 23 of them Δ₂'s,
-    against 0.8–1.2 s for the float64 sine transforms its proof did not cover), the rounding charged alike.
+    rounded and its Δ₂ exact (:mod:`mmopt.toeplitz.weighted_exact`: 29–31 CPU s at 2²⁰ steps, 18–20 of them Δ₂'s,
+    against 0.9–1.3 s for the float64 sine transforms its proof did not cover), the rounding charged alike.
     """
     from mmopt.mechanism import MechanismOutput
     from mmopt.reconstruct._common import Reconstruction

@@ -39,7 +39,7 @@ import numpy as np
 from mmopt._base import validation as v
 from mmopt._base.readonly import read_only
 from mmopt.toeplitz import weighted as ws
-from mmopt.toeplitz.exact_product import _bit_reversal, _ntt, garner
+from mmopt.toeplitz.exact_product import garner, ntt_forward, ntt_inverse, padded
 
 __all__ = ["MAX_N", "PRIMES", "Released", "answers", "released"]
 
@@ -138,24 +138,18 @@ def _products(pairs: list, start: int, count: int) -> list[int]:
     L = 1 << max(1, (max(a.size for a, _ in pairs) - 1).bit_length())
     v.check_allocation(6 * L, what=f"the weighted square root's exact transforms (length {L:,})", caller="release",
                        remedy=" Release the steps in windows, or raise the limit on a machine with that memory.")
-    rev = _bit_reversal(L)
     residues = []
     for p, g in PRIMES:
-        acc = np.zeros(L, np.int64)
+        acc = np.zeros(L, np.uint64)
         for a, b in pairs:
-            A = np.zeros(L, np.int64)
-            A[:a.size] = a % p
-            B = np.zeros(L, np.int64)
-            if isinstance(b, tuple):
-                B[:b[0].size] = (b[0] % p) * (b[1] % p) % p  # residues < 2^31.5: the product fits int64
-            else:
-                B[:b.size] = b % p
-            A = _ntt(A, p, g, rev)
-            A *= _ntt(B, p, g, rev)
-            A %= p
+            A = ntt_forward(padded(a % p, L), p, g)
+            # b's residues: a product of two residues < 2^31.5 fits int64
+            B = padded((b[0] % p) * (b[1] % p) % p if isinstance(b, tuple) else b % p, L)
+            A *= ntt_forward(B, p, g)
+            A %= np.uint64(p)
             acc += A
-            acc %= p
-        residues.append(_ntt(acc, p, g, rev, inverse=True)[start:start + count])
+            acc %= np.uint64(p)
+        residues.append(ntt_inverse(acc, p, g)[start:start + count])
     return garner(residues, [p for p, _ in PRIMES])
 
 
