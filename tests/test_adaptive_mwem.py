@@ -124,3 +124,54 @@ def test_implicit_workload_is_refused():
     W2 = mmopt.workload.kron(mmopt.workload.prefix(128), mmopt.workload.prefix(64))  # 8,192 cells: implicit
     with pytest.raises(TypeError, match="'workload' parameter of mwem must be a dense Workload or a matrix"):
         mwem(np.ones((128, 64)), W2, 1.0, rng=0)
+
+
+def _workloads():
+    rng = np.random.default_rng(1)
+    return {"0.1": np.full((1, 8), 0.1), "1/3": np.full((1, 8), 1 / 3), "uniform": rng.random((4, 8))}
+
+
+@pytest.mark.parametrize("name", ["0.1", "1/3", "uniform"])
+def test_release_answers_are_correctly_rounded_and_neighbours_stay_within_the_charged_sensitivities(name):
+    """The audit's construction (2³² − 1 records on 8 cells, non-integer W; BLAS moved a measured answer by
+    1 + 5·10⁻⁷ of Δ): every measured answer is the correctly rounded qᵢ·x (Fraction oracle), moves between
+    neighbours by at most the stated Δ_y, and every score by at most the selection's stated Δ_s, exactly."""
+    from fractions import Fraction
+
+    from _float_neighbours import N_TOP, ratios, recorder
+
+    W = _workloads()[name]
+    rng = np.random.default_rng(2)
+    worst_y = worst_s = Fraction(0)
+    for _ in range(25):
+        x = rng.multinomial(N_TOP - 8, rng.dirichlet(np.full(8, 0.3))).astype(float)
+        j = int(rng.integers(8))
+        A = recorder(total=1e9, cycle=True)
+        r = mwem(x, W, 1.0, rounds=4, noise=A)
+        delta_y = Fraction(r.details["measure_sensitivity"])
+        exact = [sum(Fraction(float(w)) * int(v) for w, v in zip(row, x, strict=True)) for row in W]
+        measured = [float(e[1]) for e in A.log if e[0] == "laplace"][1:]  # after the total
+        for i, value in zip(r.details["selected"], measured, strict=True):
+            assert value == float(exact[i])
+        for sign in (1, -1):
+            xp = x.copy()
+            xp[j] += sign
+            if xp[j] < 0:
+                continue
+            B = recorder(total=1e9, cycle=True)
+            mwem(xp, W, 1.0, rounds=4, noise=B)
+            for a, b in zip(A.log[1:], B.log[1:], strict=True):
+                if a[0] == "laplace":
+                    worst_y = max(worst_y, abs(Fraction(float(a[1])) - Fraction(float(b[1]))) / delta_y)
+            worst_s = max(worst_s, *ratios(A.log, B.log, kinds=("exp",)), Fraction(0))
+    assert worst_y <= 1 and worst_s <= 1
+
+
+def test_release_refuses_fractional_counts_and_more_than_max_records():
+    from _float_neighbours import recorder
+
+    with pytest.raises(ValueError, match="'x' parameter of mwem must hold whole counts of at most"):
+        mwem(np.array([0.5, 2.0]), np.eye(2), 1.0, noise=recorder())
+    with pytest.raises(ValueError, match="'x' parameter of mwem must hold whole counts of at most"):
+        mwem(np.array([2.0**31, 2.0**31 + 1]), np.eye(2), 1.0, noise=recorder())
+    assert mwem(np.array([0.5, 2.0]), np.eye(2), 1.0, rng=0).path == "simulation"

@@ -171,3 +171,58 @@ def test_deviations_refuses_an_empty_window():
     from mmopt.adaptive.partition import deviations
     with pytest.raises(ValueError, match="'lengths' parameter of deviations"):
         deviations([1.0, 2.0], [0])  # was a ZeroDivisionError
+
+
+def test_deviations_are_the_correctly_rounded_exact_deviations():
+    """Fraction oracle: dev = fl(Σ|x_j − S/L|) exactly, at counts near 2³² records."""
+    from fractions import Fraction
+
+    from mmopt.adaptive.partition import deviations
+
+    rng = np.random.default_rng(4)
+    for L in (3, 5, 7, 12, 100):
+        x = rng.multinomial(2**32 - 1, rng.dirichlet(np.full(L + 3, 0.4))).astype(float)
+        dev = deviations(x, [L])[:, 0]
+        for a in range(x.size - L + 1):
+            w = [int(v) for v in x[a:a + L]]
+            mean = Fraction(sum(w), L)
+            assert dev[a] == float(sum(abs(v - mean) for v in w))
+
+
+@pytest.mark.parametrize("L", [3, 7, 100, 1000])
+def test_adversarial_neighbours_at_2_32_records_stay_within_the_charged_length_sensitivity(L):
+    """The audit's construction x = [0, K, …, K] → x + e₀, K ≈ 2³²/(L − 1) (exact change 2(1 − 1/L); the
+    former float deviations moved by up to 1 + 4.8·10⁻⁷ of it): within the charged Δ_L, exactly."""
+    from fractions import Fraction
+
+    from mmopt.adaptive.partition import deviations, length_sensitivities
+
+    charged = Fraction(float(length_sensitivities([L])[0]))
+    worst = Fraction(0)
+    for dK in range(60):
+        K = float((2**32 - 1) // (L - 1) - dK)
+        x = np.full(L, K)
+        x[0] = 0.0
+        xp = x.copy()
+        xp[0] = 1.0
+        a, b = deviations(x, [L])[0, 0], deviations(xp, [L])[0, 0]
+        worst = max(worst, abs(Fraction(float(a)) - Fraction(float(b))) / charged)
+    assert 0.999 < worst <= 1
+
+
+def test_release_refuses_fractional_counts_and_noisy_costs_measure_the_deviations_alone():
+    from _float_neighbours import recorder
+
+    from mmopt.adaptive.partition import deviations
+
+    with pytest.raises(ValueError, match="'x' parameter of private_partition must hold whole counts of at most"):
+        private_partition(np.array([0.5, 2.0, 3.0]), 1.0, bucket_penalty=1.0, noise=recorder())
+    x = np.array([3.0, 0.0, 7.0, 7.0, 1.0])
+    A = recorder()
+    p = private_partition(x, 1.0, bucket_penalty=5.0, candidates="all", selection="noisy_cost", noise=A)
+    dev = deviations(x, np.arange(1, 6))
+    measured = [e[1] for e in A.log if e[0] == "laplace"]
+    assert all(np.array_equal(m, dev[~np.isnan(dev[:, k]), k]) for k, m in enumerate(measured))
+    from mmopt.adaptive.partition import length_sensitivities
+
+    assert p.sensitivity == max(length_sensitivities(np.arange(1, 6)))

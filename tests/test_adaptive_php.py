@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from _recording_noise import Recording
 
-from mmopt.adaptive.php import php, split_deviations
+from mmopt.adaptive.php import php, score_sensitivity, split_deviations
 
 
 def _dev(a):
@@ -58,7 +58,9 @@ def test_estimate_is_bucket_means_plus_noise_and_buckets_tile_the_domain():
     r3 = php(x, 0.5, ratio=0.3, depth=3, keep_option=False, noise=rec)
     # no keep candidate: every choice is a split, so the calls are one fewer than the buckets
     assert [c[0] for c in rec.calls].count("exponential") == len(r3.details["buckets"]) - 1
-    assert all(c[1] == pytest.approx(0.15 / 3) and c[2] == 2.0 for c in rec.calls if c[0] == "exponential")
+    # Δ = 2 plus the rounding charge (no keep candidate: penalty 0)
+    assert all(c[1] == pytest.approx(0.15 / 3) and c[2] == score_sensitivity(0.0) for c in rec.calls
+               if c[0] == "exponential")
 
 
 def test_uniform_input_gives_a_uniform_expected_output():
@@ -153,3 +155,49 @@ def test_a_depth_past_n_minus_one_is_cut_so_no_budget_goes_unused():
     assert choices and all(math.isclose(e, 0.5 / 7) for e in choices)
     assert php(np.arange(8.0), 1.0, depth=3, rng=0).details["depth"] == 3
 
+
+
+def test_deviations_are_correctly_rounded_against_a_fraction_oracle():
+    from fractions import Fraction
+
+    from mmopt.adaptive.php import deviation
+
+    def exact(v):
+        mean = Fraction(sum(v), len(v))
+        return sum(abs(Fraction(a) - mean) for a in v)
+
+    rng = np.random.default_rng(8)
+    xb = rng.multinomial(2**32 - 1, rng.dirichlet(np.full(37, 0.4))).astype(float)
+    w = [int(v) for v in xb]
+    assert deviation(xb) == float(exact(w))
+    got = split_deviations(xb)
+    for s in range(1, 37):
+        assert got[s - 1] == float(exact(w[:s])) + float(exact(w[s:]))
+
+
+@pytest.mark.parametrize(("m", "epsilon"), [(1000, 1.0), (4095, 1.0), (300, 2e-17)])
+def test_adversarial_neighbours_at_2_32_records_stay_within_the_charged_sensitivity(m, epsilon):
+    """The audit's construction x = [0, K, …, K] → x + e₀, K ≈ 2³²/(m − 1) (exact change 2(1 − 1/m)), root
+    bucket's keep and split scores; at ε = 2·10⁻¹⁷ the penalty c = 10¹⁷ (ulp 16) dominates the rounding."""
+    from fractions import Fraction
+
+    from _float_neighbours import ratios, recorder
+
+    worst = Fraction(0)
+    for dK in range(0, 40, 3):
+        x = np.full(m, float((2**32 - 1) // (m - 1) - dK))
+        x[0] = 0.0
+        xp = x.copy()
+        xp[0] = 1.0
+        A, B = recorder(), recorder()
+        php(x, epsilon, depth=1, noise=A)
+        php(xp, epsilon, depth=1, noise=B)
+        worst = max(worst, *ratios(A.log, B.log, kinds=("exp",)))
+    assert worst <= 1
+
+
+def test_release_refuses_fractional_counts():
+    from _float_neighbours import recorder
+
+    with pytest.raises(ValueError, match="'x' parameter of php must hold whole counts of at most"):
+        php(np.array([0.5, 2.0, 3.0]), 1.0, noise=recorder())

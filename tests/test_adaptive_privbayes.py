@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mmopt.adaptive import privbayes
-from mmopt.adaptive.privbayes import lemma1_sensitivity, mi_score, mi_sensitivity
+from mmopt.adaptive.privbayes import charged_mi_sensitivity, lemma1_sensitivity, mi_score, mi_sensitivity
 
 pb = importlib.import_module("mmopt.adaptive.privbayes")
 
@@ -228,7 +228,7 @@ def test_every_draw_goes_through_noise_with_the_stated_epsilon_and_sensitivity()
     assert len(exp) == d and all(c[2] == pytest.approx(b["network"] / (d - 1)) for c in exp[1:])
     m = r.details["m"]
     assert m == max(1, math.floor(r.details["noisy_total"]))
-    assert all(c[3] == mi_sensitivity(m) for c in exp[1:])
+    assert all(c[3] == charged_mi_sensitivity(m) for c in exp[1:])  # Δ_m plus the rounding charge
     # each Laplace draw has L1 sensitivity 1, so costs 1/scale; the uniform choice costs nothing
     spent = sum(1.0 / c[2] for c in lap) + sum(c[2] for c in exp[1:])
     assert spent == pytest.approx(eps)
@@ -272,3 +272,73 @@ def test_a_network_that_decides_nothing_costs_nothing():
     assert r.details["noise_scale"] < 1.06
     deeper = privbayes(np.full((2, 3, 2, 2), 5.0), 1.0, degree=1, rng=0)  # a network that matters: charged
     assert deeper.budget["network"] > 0
+
+
+def _exact_S(t):
+    """S = Σf(c) − Σf(c_x) − Σf(c_π) + f(n) in 60-digit arithmetic (mpmath)."""
+    import mpmath
+
+    mpmath.mp.dps = 60
+    c = np.asarray(t).reshape(t.shape[0], -1)
+
+    def F(v):
+        return mpmath.fsum(mpmath.mpf(int(a)) * mpmath.log(int(a)) for a in np.ravel(v) if a > 0)
+
+    return F(c) - F(c.sum(axis=1)) - F(c.sum(axis=0)) + F(c.sum())
+
+
+def test_log_is_within_one_ulp_at_counts_up_to_2_32():
+    """The stated assumption (≤ 4 ulp) has room: numpy's log measured within 1 ulp (mpmath oracle)."""
+    import mpmath
+
+    mpmath.mp.dps = 40
+    rng = np.random.default_rng(5)
+    t = np.concatenate([rng.integers(2, 2**32, 3000), 2 ** np.arange(1, 33), 2 ** np.arange(1, 33) - 1]).astype(float)
+    got = np.log(t)
+    for a, g in zip(t.tolist(), got.tolist(), strict=True):
+        assert abs(mpmath.mpf(g) - mpmath.log(int(a))) <= math.ulp(g)
+
+
+def test_scores_within_the_written_bound_of_the_exact_score():
+    """|Ŝ − S| ≤ 52u·n log n (the module's bound) on tables of 2³² − 1 records, S from a 60-digit oracle."""
+    import mpmath
+
+    rng = np.random.default_rng(6)
+    n = 2**32 - 1
+    for shape in [(2, 2), (3, 4), (5, 7)]:
+        for _ in range(5):
+            t = rng.multinomial(n, rng.dirichlet(np.full(math.prod(shape), 0.3))).astype(float).reshape(shape)
+            S_hat = mi_score(t) * n  # m ≤ n: h = S/n, the division's rounding is u·h
+            err = abs(mpmath.mpf(S_hat) - _exact_S(t))
+            assert err <= 52 * 2.0**-53 * n * math.log(n) + 17 * 2.0**-53 * n
+
+
+def test_adversarial_neighbours_at_2_32_records_stay_within_the_charged_sensitivity():
+    """The audit's construction (2×2×2 tables of 2³² − 2 records, one record added), and skewed tables (nearly
+    independent, nearly deterministic); m (the recorded noisy total) public: every network choice's scores move
+    by at most the stated (charged) Δ_m, exactly."""
+    from _float_neighbours import ratios, recorder
+
+    rng = np.random.default_rng(0)
+    N = 2**32 - 1
+    tables = [rng.multinomial(N - 1, rng.dirichlet(np.full(8, 0.5))).astype(float) for _ in range(12)]
+    tables += [np.array([N // 8 - 1] * 7 + [N // 8]), np.array([N - 8, 1, 1, 1, 1, 1, 1, 0]),
+               np.array([N // 2 - 1, 0, 0, 0, 0, 0, 0, N // 2])]
+    worst = 0
+    for flat in tables:
+        x = np.asarray(flat, dtype=float).reshape(2, 2, 2)
+        for j in itertools.product(range(2), repeat=3):
+            xp = x.copy()
+            xp[j] += 1
+            A, B = recorder(total=float(N)), recorder(total=float(N))
+            privbayes(x, 1.0, degree=1, noise=A)
+            privbayes(xp, 1.0, degree=1, noise=B)
+            worst = max(worst, *ratios(A.log, B.log, kinds=("exp",)))
+    assert worst <= 1
+
+
+def test_release_refuses_more_than_max_records():
+    from _float_neighbours import recorder
+
+    with pytest.raises(ValueError, match="'data' parameter of privbayes must hold whole counts of at most"):
+        privbayes(np.full((2, 2), 2.0**30 + 1), 1.0, noise=recorder())

@@ -32,7 +32,7 @@ from mmopt.adaptive._common import (
     laplace_scale,
     make_result,
 )
-from mmopt.adaptive._noise import resolve_noise
+from mmopt.adaptive._finish import noise_source
 
 __all__ = ["ahp"]
 
@@ -71,7 +71,7 @@ def ahp(x, epsilon: float, *, ratio: float = 0.85, eta: float = 0.35, rng=None, 
     eps = check_epsilon(epsilon, caller)
     rho = check_fraction(ratio, "ratio", caller)
     eta = v.check_real(eta, name="eta", caller=caller, low=0.0)
-    src = resolve_noise(noise, rng, caller=caller)
+    src = noise_source(noise, rng, caller, data=X)
     xf = X.ravel()
     n = xf.size
     if n == 1:  # one cell is one cluster whatever the counts say: its total takes all of ε (15 % went to noisy

@@ -33,8 +33,8 @@ from mmopt.adaptive._common import (
     check_histogram,
     make_result,
 )
+from mmopt.adaptive._finish import noise_source
 from mmopt.adaptive._measure import MEASURES, measure
-from mmopt.adaptive._noise import resolve_noise
 from mmopt.adaptive.hilbert import hilbert_order
 from mmopt.adaptive.partition import CANDIDATES, SELECTIONS, candidate_lengths, private_partition, singletons
 
@@ -100,7 +100,7 @@ def dawa(x, epsilon: float, *, ratio: float = 0.25, strategy="hierarchical", bra
     v.check_choice(candidates, name="candidates", caller=caller, choices=CANDIDATES)
     order = v.check_choice(order, name="order", caller=caller, choices=ORDERS)
     nonnegative = v.check_bool(nonnegative, name="nonnegative", caller=caller)
-    src = resolve_noise(noise, rng, caller=caller)
+    src = noise_source(noise, rng, caller, data=X)
     if callable(strategy) and src.vetted:  # the buckets go to mmopt.release: its histogram checked before any draw
         from mmopt.dense.exact_answers import MAX_RECORDS, histogram_problem
         if histogram_problem(X.ravel()) is not None:

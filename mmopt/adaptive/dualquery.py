@@ -33,9 +33,23 @@ A draw from Q_t is then the *monotone* exponential mechanism with score u_t, sen
 ηt/m (logits ε_t u_t/Δ_t = η u_t): numerator and normaliser move together, so the choice is ε_t-DP, not only
 2ε_t-DP as the general exponential mechanism's bound (McSherry & Talwar 2007) would charge it (as this module
 did until 2026-12: its η was half this one). r_t is post-processing of the draws. By adaptive sequential composition
-the s draws of T rounds cost Σ_t s·ηt/m = ηsT(T − 1)/(2m). Setting this to ε_q = ε − ε_c gives
+the s draws of T rounds cost Σ_t s·ηt/m = ηsT(T − 1)/(2m).
 
-    η = 2·ε_q·m / (s·T·(T − 1)),   T ≥ 2   (times 1 − 4·2⁻⁵², so float sums never overspend),
+The scores in float64 (:func:`scores`). With H_t(q) = Σ_{j<t} q(r_j) (an integer ≤ t), u_t(q) = I_t(q)/m with
+the integer I_t(q) = t·q(x) − m·H_t(q) (m is a whole number). Each score handed to the sampler is the correctly
+rounded fl(I_t(q)/m): one IEEE division of two integers exact in float64 when t·max(q(x), m) < 2⁵³, else Python's
+correctly rounded integer division — never a sum of rounded terms (accumulating fl(q(x)/m) over the rounds moved
+a score by 1 + 3·10⁻⁵ of Δ_t between neighbours at 2³² records; a helper's audit). Then
+|fl(a) − a| ≤ u|a| (u = 2⁻⁵³), and |I_t(q)/m| = |t·q(x)/m − H_t(q)| ≤ t·max(N/m, 1) for every histogram of at most
+N = MAX_RECORDS records (the release domain, :mod:`mmopt.adaptive._finish`), so between neighbours
+
+    |fl(u_t(q)) − fl(u'_t(q))| ≤ t/m + 2u·t·max(N/m, 1) = Δ_t·κ_m,   κ_m = 1 + 2u·max(N, m)   (:func:`score_charge`),
+
+and fl is non-decreasing, so the computed scores still all move the same way. Each draw is made with sensitivity
+Δ_t·κ_m (rounded upwards) and ε_t = η·Δ_t·κ_m: the same logits η·u_t, and Σ ε_t = κ_m·ηsT(T − 1)/(2m) (κ_m − 1 ≤
+9.5·10⁻⁷ for m ≤ N). Setting this to ε_q = ε − ε_c gives
+
+    η = 2·ε_q·m / (κ_m·s·T·(T − 1)),   T ≥ 2   (times 1 − 4·2⁻⁵² twice, so float sums never overspend),
 
 and the whole output is ε-DP. η is then capped at 8·√(ln|Q|/T), eight times the rate that minimises the worst-case
 regret bound below for T rounds (a heuristic: of caps 1 … 64 times that rate, 8 had the lowest or near-lowest
@@ -59,17 +73,42 @@ import numpy as np
 from mmopt._base import guards as g
 from mmopt._base import validation as v
 from mmopt.adaptive._common import AdaptiveResult, check_epsilon, check_fraction, laplace_scale
-from mmopt.adaptive._finish import finish, noise_source
+from mmopt.adaptive._finish import check_release_histogram, finish, noise_source
 from mmopt.adaptive._marginals import by_index, check_marginals, domain_sum
 from mmopt.adaptive.privbayes import _check_data
+from mmopt.dense.exact_answers import MAX_RECORDS
 
-__all__ = ["MAX_CELLS", "dual_query"]
+__all__ = ["MAX_CELLS", "dual_query", "score_charge", "scores"]
 
 MAX_CELLS = 10**6  # the data player enumerates the domain every round
 MAX_DEFAULT_ROUNDS = 1000
 _CAP = 8.0  # × the worst-case optimum √(ln|Q|/T): measured best of 1…64 on three tables (module docstring)
 _SAFE = 1.0 - 4.0 * np.finfo(float).eps  # η rounded down a few ulps: float sums never overspend
 _CHUNK = 1024  # uniform tie-breaks draw a chunk, then a cell in it: two small draws, never one of size N
+_U = 2.0**-53
+
+
+def score_charge(m: int) -> float:
+    """κ_m = 1 + 2u·max(MAX_RECORDS, m), rounded upwards: the computed scores' sensitivity is Δ_t·κ_m (module
+    docstring).
+
+    >>> 0 < score_charge(1000) - 1 < 1e-6
+    True
+    """
+    return math.nextafter((1.0 + 2.0 * _U * max(float(MAX_RECORDS), float(m))) * (1.0 + 2.0 * _U), math.inf)
+
+
+def scores(answers: np.ndarray, hits: np.ndarray, t: int, m: int) -> np.ndarray:
+    """u_t(q) = fl((t·q(x) − m·H_t(q))/m), each correctly rounded (module docstring): ``answers`` the whole
+    counts q(x), ``hits`` the integer H_t(q), ``m`` the whole public count.
+
+    >>> scores(np.array([5.0, 0.0]), np.array([1, 2]), 3, 7).tolist() == [15 / 7 - 1, -2.0]
+    True
+    """
+    top = float(np.max(answers, initial=0.0))
+    if t * max(top, float(m)) < 2.0**53:  # t·q(x), m·H (H ≤ t) and their difference: integers below 2⁵³, exact
+        return (t * answers - float(m) * hits) / float(m)  # one IEEE division: correctly rounded
+    return np.array([(t * int(a) - m * int(h)) / m for a, h in zip(answers.tolist(), hits.tolist(), strict=True)])
 
 
 class _Layout:
@@ -195,30 +234,36 @@ def dual_query(data, epsilon: float, *, domain=None, marginals=None, samples: in
 
     marg.prefetch([(), *Ms])
     n = float(np.asarray(marg(())).sum())
+    check_release_histogram(src, n, caller, "data")  # whole counts (_check_data): the total decides
     counts = np.concatenate([np.asarray(marg(M), dtype=np.float64).ravel() for M in Ms])
     n_noisy = float(src.add_laplace(n, 1.0 / eps_c))
-    m = float(max(1, math.floor(n_noisy)))
+    m_int = max(1, math.floor(n_noisy))  # whole: the scores' exact numerators (module docstring)
+    m = float(m_int)
     T = default_rounds(eps_q, m, s, Q) if rounds is None else rounds
-    eta_budget = 2.0 * eps_q * m / (s * T * (T - 1)) * _SAFE  # the monotone charge (module docstring)
+    kappa = score_charge(m_int)
+    # the monotone charge, at the computed scores' sensitivity κ_m·t/m (module docstring)
+    eta_budget = 2.0 * eps_q * m / (s * T * (T - 1)) / kappa * _SAFE * _SAFE
     eta = min(eta_budget, _CAP * math.sqrt(math.log(Q) / T))  # past it more budget only hurts (module docstring)
-    a = np.concatenate([counts, n - counts]) / m  # q(x)/m: the score's data term (sensitivity 1/m each)
-    u = np.zeros(Q)
+    answers = np.concatenate([counts, n - counts])  # q(x): whole counts, exact (sensitivity 1 each)
+    hits = np.zeros(Q, dtype=np.int64)  # H_t(q)
     records = []
     sampled = np.empty((T, s), dtype=np.int64)
     for t in range(T):
         if t == 0:  # Q₁ is uniform: data-independent, free
-            picks = [src.exponential(u, 1.0, 1.0) for _ in range(s)]
+            picks = [src.exponential(np.zeros(Q), 1.0, 1.0) for _ in range(s)]
         else:
-            picks = [src.exponential_monotone(u, eta * t / m, t / m) for _ in range(s)]
+            u = scores(answers, hits, t, m_int)  # a new array: a Noise may keep the scores it was given
+            delta_t = math.nextafter(t / m * kappa * (1.0 + 2.0 * _U), math.inf)
+            picks = [src.exponential_monotone(u, eta * delta_t, delta_t) for _ in range(s)]
         sampled[t] = picks
         r = best_response(layout, picks, src)
         records.append(r)
-        u = u + a - layout.indicator(r)  # a new array: a Noise may keep the scores it was given
+        hits += layout.indicator(r).astype(np.int64)
     hist = np.zeros(shape)
     for r in records:
         hist[r] += 1.0
     estimate = hist * (max(n_noisy, 0.0) / T)
     details = {"records": tuple(records), "sampled": sampled, "offsets": layout.offsets, "positive": layout.positive,
                "marginals": Ms, "eta": eta, "eta_budget": eta_budget, "rounds": T, "samples": s,
-               "noisy_total": n_noisy, "m": m}
+               "noisy_total": n_noisy, "m": m, "score_charge": kappa}
     return finish("dual_query", estimate, eps, {"count": eps_c, "queries": eps_q}, details, src)

@@ -126,7 +126,7 @@ def ugrid(x, epsilon: float, *, c: float = 10.0, total=None, total_share: float 
     X = _check_2d(x, caller)
     eps = check_epsilon(epsilon, caller)
     c = v.check_real(c, name="c", caller=caller, low=0.0, low_open=True)
-    src = noise_source(noise, rng, caller)
+    src = noise_source(noise, rng, caller, data=X)
     # m1 = min(m, n1) and m2 = min(m, n2) are 1 whatever N is only on a single cell
     N, eps_c, budget, details = _records(X, eps, total, total_share, src, caller, needed=max(X.shape) > 1)
     m = grid_size(N, eps_c, c)
@@ -173,7 +173,7 @@ def agrid(x, epsilon: float, *, c: float = 10.0, alpha: float = 0.5, total=None,
     eps = check_epsilon(epsilon, caller)
     c = v.check_real(c, name="c", caller=caller, low=0.0, low_open=True)
     a = check_fraction(alpha, "alpha", caller)
-    src = noise_source(noise, rng, caller)
+    src = noise_source(noise, rng, caller, data=X)
     # the first level has at least 10 blocks a side, capped at the cells: N moves it only past 10 cells a side
     N, eps_c, budget, details = _records(X, eps, total, total_share, src, caller, needed=max(X.shape) > 10)
     e1, e2 = a * eps_c, eps_c - a * eps_c

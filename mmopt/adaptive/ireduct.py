@@ -62,7 +62,7 @@ import numpy as np
 
 from mmopt._base import guards as g
 from mmopt.adaptive._common import AdaptiveResult, check_epsilon, check_fraction, laplace_scale
-from mmopt.adaptive._finish import finish, noise_source
+from mmopt.adaptive._finish import check_release_histogram, finish, noise_source
 from mmopt.adaptive._marginals import by_index, check_marginals, fit_marginals
 from mmopt.adaptive.privbayes import _check_data
 
@@ -135,6 +135,7 @@ def ireduct(data, epsilon: float, *, domain=None, marginals=None, rounds: int = 
 
     marg.prefetch(Ms)
     true = {M: np.asarray(marg(M), dtype=np.float64) for M in Ms}
+    check_release_histogram(src, true[Ms[0]].sum(), caller, "data")  # whole counts: the total decides
     prec = dict.fromkeys(Ms, 0.0)  # Σ_r w_M² (one scale per marginal and round)
     acc = {M: np.zeros(true[M].shape) for M in Ms}  # Σ_r w_M² y_M
     history, delta = [], None

@@ -152,7 +152,7 @@ def kd_tree(x, epsilon: float, *, kind: str = "kd", height: int | None = None, m
     if root_share + share >= 1.0 and (kind == "kd" or median_levels != 0) and max(X.shape) > 2:
         raise ValueError(f"The 'median_share' and 'total_share' parameters of {caller} must add up to less than 1 "
                          f"(the rest pays for the node counts). Got {share!r} + {root_share!r} instead.")
-    src = noise_source(noise, rng, caller)
+    src = noise_source(noise, rng, caller, data=X)
     if X.size == 1:  # one cell: no tree to build, so the root count takes all of ε (it took total_share of it, and
         # the medians' and deeper levels' shares went unused: 400× the variance at the default 5 %)
         y = float(src.add_laplace(float(X.sum()), laplace_scale(1.0, eps, "the root count", caller)))

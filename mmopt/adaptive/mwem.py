@@ -15,8 +15,18 @@ nothing on it — only do that when the total really is public.
 
 Budget: ε = ε₀ + T·(ε_T/2 + ε_T/2), ε_T = (ε − ε₀)/T; sequential (adaptive) composition makes the whole output
 ε-DP: each round's query choice and h_{t−1} depend on the data only through earlier private outputs.
-Sensitivities (exact): one record changes x_j by 1 in one cell j, so qᵢ·x moves by |qᵢ(j)| ≤ Δ = max|W| (1 for
-0/1 queries); the score |qᵢ·x − qᵢ·h| moves by at most the same Δ (h is fixed given the earlier outputs).
+Sensitivities: one record changes x_j by 1 in one cell j, so qᵢ·x moves by |qᵢ(j)| ≤ Δ = max|W| (1 for 0/1
+queries); the score |qᵢ·x − qᵢ·h| moves by at most the same Δ (h is fixed given the earlier outputs). In float64
+(:func:`charged_sensitivities`): W x is computed by :func:`mmopt.dense.exact_answers.exact_answers`, every entry
+correctly rounded (a BLAS product moved a measured answer by 1 + 5·10⁻⁷ of Δ between neighbours at 2³² records for
+non-integer W; a helper's audit), so each measured answer moves by at most Δ_y = Δ·(1 + u(2N + 1)) + 2(4n + 1)·2⁻¹⁰⁷⁴
+(u = 2⁻⁵³, N = MAX_RECORDS: the dense release's charge, :func:`~mmopt.dense.exact_answers.charged_sensitivity`
+with one row), and by exactly Δ where W is integer and N·max row sum of |W| < 2⁵³ (BLAS is then exact). The score
+is |fl(ŷᵢ − cᵢ)| with cᵢ = fl(qᵢ·h) public (a function of earlier outputs): the subtraction rounds by at most
+u·|ŷᵢ − cᵢ| ≤ u·(B + C), where |ŷᵢ| ≤ B = (1 + u)·Δ·N for every histogram of the release domain and
+C = max_i |cᵢ| is public, so the score moves by at most Δ_s = Δ_y + 2u·(B + C) (rounded upwards; C, hence Δ_s, is
+recomputed each round from public values only). The release path requires whole counts of at most N records
+(:mod:`mmopt.adaptive._finish`).
 
 ``replay_passes=k > 0`` applies, after each measurement, k passes of the update over every measurement so far
 (the paper's §3.3 practical improvement; DPBench uses 100 passes). Cost: W x once and W h_{t−1} each round,
@@ -28,6 +38,8 @@ OpenDP's vetted samplers, release-grade.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -43,9 +55,10 @@ from mmopt.adaptive._common import (
     make_result,
     query_matrix,
 )
-from mmopt.adaptive._noise import resolve_noise
+from mmopt.adaptive._finish import noise_source
+from mmopt.dense.exact_answers import MAX_RECORDS, charged_sensitivity, check_strategy, exact_answers, integer_exact
 
-__all__ = ["mwem"]
+__all__ = ["charged_sensitivities", "mwem"]
 
 OUTPUTS = ("average", "last")
 # Loop limits (mmopt._base.guards.check_work): a round costs its Python overhead (~0.05–0.08 ms measured on
@@ -118,7 +131,7 @@ def mwem(x, workload, epsilon: float, *, rounds: int = 10, rng=None, total: floa
                      work_of=lambda k: T * round_ops + k * updates * (_UPDATE_OPS + 4 * n),
                      remedy=f"With rounds={T:,}, each pass replays {updates:,} updates. Use fewer passes (DPBench "
                             "uses 100 with 10 rounds) or fewer rounds.")
-    src = resolve_noise(noise, rng, caller=caller)
+    src = noise_source(noise, rng, caller, data=X)
     output = v.check_choice(output, name="output", caller=caller, choices=OUTPUTS)
     delta = float(np.max(np.abs(W)))
     if delta == 0.0:
@@ -138,15 +151,18 @@ def mwem(x, workload, epsilon: float, *, rounds: int = 10, rng=None, total: floa
     forced = W.shape[0] == 1
     eps_sel = 0.0 if forced else eps_round / 2.0
     eps_meas = eps_round - eps_sel
-    b_meas = laplace_scale(delta, eps_meas, "each measurement", caller)
+    check_strategy(W, caller)  # from W alone: exact_answers can then never refuse a histogram of the domain
+    delta_y, exact = charged_sensitivities(W, delta)
+    b_meas = laplace_scale(delta_y, eps_meas, "each measurement", caller)
 
-    Wx = W @ xf  # true answers: used only inside the exponential mechanism and the Laplace measurements
+    # true answers, correctly rounded: used only inside the exponential mechanism and the Laplace measurements
+    Wx = exact_answers(W, xf, caller=caller, integer=exact if src.vetted else None)
     logh = np.full(n, np.log(N / n))
     h = np.full(n, N / n)
     avg = np.zeros(n)
     selected, measured = [], []
     for _ in range(T):
-        i = 0 if forced else src.exponential(np.abs(Wx - W @ h), eps_sel, delta)
+        i = 0 if forced else _select(src, Wx, W @ h, eps_sel, delta, delta_y)
         selected.append(i)
         measured.append(float(src.add_laplace(Wx[i], b_meas)))
         updates = [(i, measured[-1])] if passes == 0 else list(zip(selected, measured, strict=True)) * passes
@@ -157,9 +173,33 @@ def mwem(x, workload, epsilon: float, *, rounds: int = 10, rng=None, total: floa
     budget = {"total": eps0, "select": eps_sel * T, "measure": eps - eps0 - eps_sel * T}
     details = {"rounds": T, "selected": tuple(selected), "measurements": tuple(measured), "total_used": N,
                "noisy_total": noisy_total, "total_public": total is not None, "sensitivity": delta,
+               "measure_sensitivity": delta_y,
                "select_epsilon": eps_sel, "measure_epsilon": eps_meas, "measure_noise_scale": b_meas,
                "replay_passes": passes, "output": output}
     return make_result("mwem", estimate.reshape(X.shape), eps, budget, details, src)
+
+
+def charged_sensitivities(W: np.ndarray, delta: float) -> tuple[float, bool]:
+    """(Δ_y, exact): the computed answers' sensitivity Δ_y (module docstring; Δ = max|W|) and whether BLAS is
+    exact for W over the release domain (:func:`~mmopt.dense.exact_answers.integer_exact`), from W alone.
+
+    >>> charged_sensitivities(np.ones((2, 3)), 1.0), charged_sensitivities(np.full((1, 3), 0.1), 0.1)[0] > 0.1
+    ((1.0, True), True)
+    """
+    exact = integer_exact(W)
+    return charged_sensitivity(delta, "l1", 1, W.shape[1], exact=exact), exact
+
+
+def score_sensitivity(delta: float, delta_y: float, public: np.ndarray) -> float:
+    """Δ_s = Δ_y + 2u·(B + C), B = (1 + u)·Δ·MAX_RECORDS, C = max|c| (module docstring), rounded upwards."""
+    u = 2.0**-53
+    bound = (1.0 + u) * delta * MAX_RECORDS + float(np.max(np.abs(public), initial=0.0))
+    return math.nextafter((delta_y + 2.0 * u * bound) * (1.0 + 4.0 * u), math.inf)
+
+
+def _select(src, Wx: np.ndarray, Wh: np.ndarray, epsilon: float, delta: float, delta_y: float) -> int:
+    """The exponential mechanism on |fl(ŷ − c)|, c = W h public, at its charged sensitivity (module docstring)."""
+    return src.exponential(np.abs(Wx - Wh), epsilon, score_sensitivity(delta, delta_y, Wh))
 
 
 def _update(logh: np.ndarray, h: np.ndarray, q: np.ndarray, m: float, N: float) -> tuple[np.ndarray, np.ndarray]:

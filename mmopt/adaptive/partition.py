@@ -12,6 +12,16 @@ Sensitivity (exact bound). Adding or removing one record in cell i ∈ B moves x
 at most 1 − 1/L and each other term by at most 1/L, so dev(x, B) moves by at most Δ_L = 2(1 − 1/L); buckets
 not containing i do not move. Δ = max Δ_L over the candidate lengths.
 
+In float64 (:func:`deviations`, :func:`length_sensitivities`): dev is computed as fl(D/L) with the integer
+D = L·dev = Σ_{j∈B} |L·x_j − S|, S = Σ_{j∈B} x_j — exact in float64 for whole counts of at most N = MAX_RECORDS
+records and L ≤ 2²⁰ (every L·x_j, |L·x_j − S| and partial sum is an integer ≤ 2·L·S ≤ 2⁵³), so dev is the correctly
+rounded exact deviation (the former Σ|x_j − fl(S/L)| moved by 1 + 4.8·10⁻⁷ of Δ_L between neighbours at 2³² records,
+L = 3; a helper's audit). As dev ≤ Δ_L·S, |fl(dev) − fl(dev')| ≤ Δ_L + u·(dev + dev') ≤ Δ_L·(1 + 2u·N) (u = 2⁻⁵³),
+and the proofs below use that charged Δ_L (rounded upwards) for lengths that are not powers of two; for powers of
+two the division is exact and Δ_L stays 2(1 − 1/L). Lengths above 2²⁰ are refused. The release path requires whole
+counts of at most N records (:mod:`mmopt.adaptive._finish`); on it the noisy costs hand OpenDP dev alone and add
+the public penalty c afterwards (post-processing), so no rounding of dev + c enters a measured value.
+
 Private selection (``selection=``):
 
 * ``"noisy_cost"`` — DAWA's rule: every candidate bucket gets the cost dev + c + Z_B with independent
@@ -59,13 +69,31 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from mmopt._base import validation as v
 from mmopt.adaptive._common import check_epsilon, laplace_scale, log_sum_exp
-from mmopt.adaptive._noise import Noise, resolve_noise
+from mmopt.adaptive._finish import noise_source
+from mmopt.adaptive._noise import Noise
+from mmopt.dense.exact_answers import MAX_RECORDS
 
-__all__ = ["CANDIDATES", "SELECTIONS", "Partition", "deviations", "private_partition", "singletons"]
+__all__ = ["CANDIDATES", "MAX_LENGTH", "SELECTIONS", "Partition", "deviations", "length_sensitivities",
+           "private_partition", "singletons"]
 
 CANDIDATES = ("dyadic", "all")
 SELECTIONS = ("exponential", "noisy_cost")
 _CHUNK = 2**20  # entries of the largest temporary window block
+#: The longest bucket: L·dev is then an exact float64 integer for every histogram of the release domain
+MAX_LENGTH = 2**20
+
+
+def length_sensitivities(lengths) -> np.ndarray:
+    """Δ_L = 2(1 − 1/L) per length, times 1 + 2u·MAX_RECORDS (rounded upwards) where L is not a power of two: the
+    computed deviations' sensitivity (module docstring).
+
+    >>> length_sensitivities(np.array([1, 2, 3])).tolist()[:2], bool(0 < length_sensitivities([3])[0] - 4 / 3 < 2e-6)
+    ([0.0, 1.0], True)
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    exact = 2.0 * (1.0 - 1.0 / lengths)  # exact for powers of two (and 0 at L = 1)
+    charged = np.nextafter(exact * (1.0 + 2.0 * 2.0**-53 * MAX_RECORDS) * (1.0 + 4.0 * 2.0**-53), np.inf)
+    return np.where((lengths & (lengths - 1)) == 0, exact, charged)
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,7 +106,7 @@ class Partition:
         Bucket b is cells bounds[b, 0] ≤ j < bounds[b, 1], in order.
     epsilon, selection, candidates, bucket_penalty : float, str, str, float
     sensitivity : float
-        Δ = max over candidate lengths of 2(1 − 1/L).
+        Δ = max over candidate lengths of 2(1 − 1/L), charged for the rounding (:func:`length_sensitivities`).
     penalty : float
         The per-bucket cost used: c, plus the entropy correction when applied.
     noise : str
@@ -108,7 +136,9 @@ def candidate_lengths(n: int, candidates: str, max_length: int) -> np.ndarray:
 
 
 def deviations(x, lengths) -> np.ndarray:
-    """dev[a, k] = Σ_{j=a}^{a+L_k−1} |x_j − mean|, the L1 deviation of each window; NaN past the end.
+    """dev[a, k] = Σ_{j=a}^{a+L_k−1} |x_j − mean|, the L1 deviation of each window; NaN past the end. Computed as
+    fl(Σ|L·x_j − S|/L), S the window's sum: correctly rounded for whole counts of at most 2³² records (module
+    docstring).
 
     Examples
     --------
@@ -132,7 +162,8 @@ def deviations(x, lengths) -> np.ndarray:
         step = max(1, _CHUNK // L)
         for s in range(0, windows.shape[0], step):
             w = windows[s:s + step]
-            dev[s:s + w.shape[0], k] = np.abs(w - (w.sum(axis=1) / L)[:, None]).sum(axis=1)
+            # L·dev = Σ|L·x_j − S|: exact integers below 2⁵³ in the release domain, then one correct rounding
+            dev[s:s + w.shape[0], k] = np.abs(L * w - w.sum(axis=1)[:, None]).sum(axis=1) / L
     return dev
 
 
@@ -178,24 +209,27 @@ def private_partition(x, epsilon: float, *, bucket_penalty: float, candidates: s
     cap = x.size if max_bucket_length is None else v.check_int(max_bucket_length, name="max_bucket_length",
                                                                 caller=caller)
     entropy_correction = v.check_bool(entropy_correction, name="entropy_correction", caller=caller)
-    src = resolve_noise(noise, rng, caller=caller)
+    src = noise_source(noise, rng, caller, data=x)
     lengths = candidate_lengths(x.size, candidates, cap)
-    delta_L = 2.0 * (1.0 - 1.0 / lengths)
-    delta = float(delta_L[-1])
+    if lengths[-1] > MAX_LENGTH:
+        raise ValueError(f"The 'max_bucket_length' parameter of {caller} must be at most {MAX_LENGTH:,} (2^20) here "
+                         f"(x has {x.size:,} cells): the deviations of longer buckets are not exact in float64. Pass "
+                         "max_bucket_length=2**20 or less.")
+    delta_L = length_sensitivities(lengths)
+    delta = float(np.max(delta_L))  # (a charged length can exceed the next power of two's exact Δ_L)
     if lengths[-1] == 1:  # singletons only: a single possible partition, nothing to hide
         return singletons(x.size, eps, selection, candidates, c, src.backend)
     penalty = c + (2.0 * delta / eps) * np.log(lengths.size) if entropy_correction else c
     if not np.isfinite(penalty):
         raise ValueError(f"{caller}: the entropy correction (2Δ/ε₁)·ln K overflows at epsilon={eps!r}. "
                          "Use a larger 'epsilon' or entropy_correction=False.")
-    cost = deviations(x, lengths) + penalty
-    valid = ~np.isnan(cost)
+    dev = deviations(x, lengths)
+    valid = ~np.isnan(dev)
     if selection == "noisy_cost":
         scales = np.array([laplace_scale(d + delta, eps, "a bucket cost", caller) for d in delta_L])
-        _add_cost_noise(cost, valid, scales, src)
-        last = _least_cost(cost, lengths)
+        last = _least_cost(_noisy_costs(dev, valid, scales, penalty, src), lengths)
     else:
-        last = _sample_gibbs(-(src.draw_epsilon(eps) / (2.0 * delta)) * cost, lengths, src)
+        last = _sample_gibbs(-(src.draw_epsilon(eps) / (2.0 * delta)) * (dev + penalty), lengths, src)
     return Partition(_bounds(last), eps, selection, candidates, c, delta, float(penalty), src.backend)
 
 
@@ -207,14 +241,17 @@ def singletons(n: int, epsilon: float, selection: str, candidates: str, bucket_p
                      bucket_penalty, noise)
 
 
-def _add_cost_noise(cost: np.ndarray, valid: np.ndarray, scales: np.ndarray, noise: Noise) -> None:
-    """cost[a, k] += Lap(scales[k]) on the valid entries, in place."""
+def _noisy_costs(dev: np.ndarray, valid: np.ndarray, scales: np.ndarray, penalty: float, noise: Noise) -> np.ndarray:
+    """dev[a, k] + c + Lap(scales[k]) on the valid entries (NaN elsewhere)."""
     if not noise.vetted:  # numpy: unit draws times the scale, in this order (kept for seeded reproducibility)
+        cost = dev + penalty
         cost[valid] += noise.laplace(1.0, int(valid.sum())) * np.broadcast_to(scales, cost.shape)[valid]
-        return
-    for k, b in enumerate(scales.tolist()):  # OpenDP adds Lap(b_L) to each cost itself
+        return cost
+    cost = dev.copy()
+    for k, b in enumerate(scales.tolist()):  # OpenDP adds Lap(b_L) to each deviation itself; c afterwards
         rows = valid[:, k]
-        cost[rows, k] = noise.add_laplace(cost[rows, k], b)
+        cost[rows, k] = noise.add_laplace(dev[rows, k], b)
+    return cost + penalty
 
 
 def _least_cost(cost: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -21,6 +21,19 @@ buckets of one level are disjoint and only the one holding i sees a different sc
 (adaptive composition). The final buckets are disjoint, so their totals have L1 sensitivity 1 and step 2 is
 ε₂-DP given the partition. Total ε₁ + ε₂ = ε.
 
+In float64 (:func:`split_deviations`, :func:`score_sensitivity`). Each dev(a, b) of L = b − a cells is computed as
+fl(D/L) with the integer D = L·dev = Σ|L·x_i − S| (S the part's sum): exact in float64 for whole counts of at
+most N = MAX_RECORDS records and L < 2²⁰ (every term and partial sum an integer ≤ 2·L·S < 2⁵³; the guard of
+:func:`mmopt._base.guards.check_work` keeps n below 2¹⁸), so each dev is correctly rounded. Then a split's score is
+−fl(fl(dev_l + dev_r) + 2c) and keep's −fl(dev + c) (c = 1/ε₂ or 0), so with u = 2⁻⁵³ and V the exact deviations'
+sum (V ≤ 2S ≤ 2N, as dev(a, b) ≤ 2(1 − 1/L)·S), |ŝ − s| ≤ (3 + 4u)·u·V + 2u·c, and between neighbours
+
+    |ŝ(x) − ŝ(x')| ≤ 2 + 4(3 + 4u)·u·N + 4u·c = Δ_c   (rounded upwards; 2 + 1.2·10⁻⁵ at c ≤ 1, N = 2³²),
+
+charged as every choice's sensitivity. It depends on N and ε₂ only. (The former scores, from rounded means, stayed
+within 2 only thanks to the exact bound's 2/m slack: no proof, and none at all when c is large — ulp(c) alone can
+exceed 2.) The release path requires whole counts of at most N records (:mod:`mmopt.adaptive._finish`).
+
 Choices the paper leaves open (stated): ρ = 0.5; T = ⌈log₂ n⌉ levels (enough for balanced splits to reach
 single cells); the "keep" candidate and the 1/ε₂ noise terms above (``keep_option=False`` drops them: every
 bucket of two or more cells is then split at every level); the noisy totals are not clipped, so Σx̂ is unbiased
@@ -38,10 +51,12 @@ from mmopt._base import guards as g
 from mmopt._base import validation as v
 from mmopt.adaptive._common import AdaptiveResult, check_epsilon, check_fraction, check_histogram, laplace_scale
 from mmopt.adaptive._finish import finish, noise_source
+from mmopt.dense.exact_answers import MAX_RECORDS
 
-__all__ = ["php", "split_deviations"]
+__all__ = ["deviation", "php", "score_sensitivity", "split_deviations"]
 
 _CHUNK = 1 << 20  # entries of the (split × cell) work array evaluated at once
+_MAX_CELLS = 1 << 20  # L·dev exact in float64 below it (module docstring)
 
 
 #: Operations per (cut, cell) pair of a split's scores, measured with the levels below it (php on 40,000 cells:
@@ -49,8 +64,31 @@ _CHUNK = 1 << 20  # entries of the (split × cell) work array evaluated at once
 _SPLIT_OPS = 8
 
 
+def score_sensitivity(penalty: float) -> float:
+    """Δ_c = 2 + 4(3 + 4u)·u·MAX_RECORDS + 4u·c, rounded upwards: the computed scores' sensitivity (module
+    docstring), c the per-bucket penalty.
+
+    >>> 2 < score_sensitivity(1.0) < 2 + 1.2e-5
+    True
+    """
+    u = 2.0**-53
+    return math.nextafter((2.0 + 4.0 * (3.0 + 4.0 * u) * u * MAX_RECORDS + 4.0 * u * penalty) * (1.0 + 4.0 * u),
+                          math.inf)
+
+
+def deviation(xb: np.ndarray) -> float:
+    """dev = Σ|x_i − mean| of a bucket, as fl(Σ|L·x_i − S|/L): correctly rounded (module docstring).
+
+    >>> deviation(np.array([0.0, 1.0, 1.0])) == 4 / 3
+    True
+    """
+    L = xb.size
+    return float(np.abs(L * xb - xb.sum()).sum()) / L
+
+
 def split_deviations(xb: np.ndarray) -> np.ndarray:
-    """dev(0, s) + dev(s, m) for every split s = 1, …, m − 1 of a bucket xb of m ≥ 2 cells (step 1's −score).
+    """fl(dev(0, s) + dev(s, m)) for every split s = 1, …, m − 1 of a bucket xb of m ≥ 2 cells (step 1's −score),
+    each dev correctly rounded (module docstring).
 
     O(m²) work in chunks of rows, O(m + chunk) memory.
 
@@ -60,18 +98,19 @@ def split_deviations(xb: np.ndarray) -> np.ndarray:
     [5.333333, 0.0, 5.333333]
     """
     m = xb.size
-    cs = np.concatenate([[0.0], np.cumsum(xb)])
+    cs = np.concatenate([[0.0], np.cumsum(xb)])  # whole partial sums ≤ 2³²: exact
     s = np.arange(1, m)
-    left_mean = cs[s] / s
-    right_mean = (cs[m] - cs[s]) / (m - s)
     out = np.empty(m - 1)
     rows = max(1, _CHUNK // m)
     idx = np.arange(m)
     for a in range(0, m - 1, rows):
-        ss = s[a:a + rows]
-        left = idx[None, :] < ss[:, None]
-        centre = np.where(left, left_mean[a:a + rows, None], right_mean[a:a + rows, None])
-        out[a:a + rows] = np.abs(xb[None, :] - centre).sum(axis=1)
+        ss = s[a:a + rows, None].astype(np.float64)
+        left = idx[None, :] < ss
+        S = cs[a + 1:a + 1 + ss.shape[0], None]
+        # |L·x_i − S| on each side (L = s or m − s): exact integers, summed per side exactly, one division each
+        terms = np.abs(np.where(left, ss * xb[None, :] - S, (m - ss) * xb[None, :] - (cs[m] - S)))
+        out[a:a + rows] = (np.where(left, terms, 0.0).sum(axis=1) / ss[:, 0]
+                           + np.where(left, 0.0, terms).sum(axis=1) / (m - ss[:, 0]))
     return out
 
 
@@ -103,7 +142,7 @@ def php(x, epsilon: float, *, ratio: float = 0.5, depth: int | None = None, keep
     -------
     AdaptiveResult
         ``budget = {"partition": ε₁, "counts": ε₂}``; ``details``: "buckets" (list of (lo, hi)), "depth",
-        "noise_scale" (1/ε₂), "split_sensitivity" (2).
+        "noise_scale" (1/ε₂), "split_sensitivity" (Δ_c, :func:`score_sensitivity`).
 
     Examples
     --------
@@ -126,9 +165,12 @@ def php(x, epsilon: float, *, ratio: float = 0.5, depth: int | None = None, keep
     # the first split scores every cut of the whole domain, O(n²) (measured: 13 CPU s at 40,000 cells)
     g.check_work(n, name="x", caller=caller, item="cells", work_of=lambda m: _SPLIT_OPS * m * m,
                  remedy="Coarsen x (merge neighbouring cells).")
+    if n > _MAX_CELLS:  # (only with a raised MAX_WORK) the deviations' integers L·dev would not be exact
+        raise ValueError(f"The 'x' parameter of {caller} must have at most {_MAX_CELLS:,} cells (2^20), where the "
+                         f"split scores are computed exactly. Got {n:,}; coarsen x.")
     T = max(1, math.ceil(math.log2(n))) if depth is None else v.check_int(depth, name="depth", caller=caller)
     T = min(T, max(n - 1, 1))  # depth=50 on 8 cells spent 43/50 of ε₁ on levels that cannot run
-    src = noise_source(noise, rng, caller)
+    src = noise_source(noise, rng, caller, data=X)
     if n == 1 or (n == 2 and not keep_option):  # nothing to choose (one cell, or two that must be split): the
         # counts take all of ε (ρ·ε went unused, or was spent on a choice with one candidate; helpers' probes)
         b = laplace_scale(1.0, eps, "the bucket totals", caller)
@@ -137,8 +179,9 @@ def php(x, epsilon: float, *, ratio: float = 0.5, depth: int | None = None, keep
         return finish("php", estimate, eps, {"partition": 0.0, "counts": eps}, details, src)
     eps1, eps2 = rho * eps, eps - rho * eps
     eps_level = eps1 / T
-    laplace_scale(2.0, eps_level, "a split choice", caller)  # refuse an overflowing ε₁/T up front
+    laplace_scale(score_sensitivity(1.0 / eps2), eps_level, "a split choice", caller)  # an overflowing ε₁/T, up front
     penalty = 1.0 / eps2 if keep_option else 0.0
+    sens = score_sensitivity(penalty)  # the computed scores' (module docstring)
     buckets, final = [(0, n)], set()
     for _ in range(T):
         nxt = []
@@ -149,10 +192,10 @@ def php(x, epsilon: float, *, ratio: float = 0.5, depth: int | None = None, keep
             xb = X[lo:hi]
             splits = split_deviations(xb) + 2.0 * penalty
             if keep_option:  # candidate 0 keeps the bucket, candidate s >= 1 splits it before lo + s
-                keep = float(np.abs(xb - xb.mean()).sum()) + penalty
-                s = src.exponential(-np.concatenate([[keep], splits]), eps_level, 2.0)
+                keep = deviation(xb) + penalty
+                s = src.exponential(-np.concatenate([[keep], splits]), eps_level, sens)
             else:
-                s = 1 + src.exponential(-splits, eps_level, 2.0)
+                s = 1 + src.exponential(-splits, eps_level, sens)
             if s == 0:
                 final.add((lo, hi))
                 nxt.append((lo, hi))
@@ -166,5 +209,5 @@ def php(x, epsilon: float, *, ratio: float = 0.5, depth: int | None = None, keep
     totals = np.asarray(src.add_laplace(np.add.reduceat(X, edges[:-1]), b), dtype=float)
     sizes = np.diff(edges)
     estimate = np.repeat(totals / sizes, sizes)
-    details = {"buckets": buckets, "depth": T, "noise_scale": b, "split_sensitivity": 2.0}
+    details = {"buckets": buckets, "depth": T, "noise_scale": b, "split_sensitivity": sens}
     return finish("php", estimate, eps, {"partition": eps1, "counts": eps2}, details, src)

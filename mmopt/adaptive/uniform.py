@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from mmopt.adaptive._common import AdaptiveResult, check_epsilon, check_histogram, laplace_scale, make_result
-from mmopt.adaptive._noise import resolve_noise
+from mmopt.adaptive._finish import noise_source
 
 __all__ = ["uniform"]
 
@@ -49,7 +49,7 @@ def uniform(x, epsilon: float, rng=None, *, noise="numpy") -> AdaptiveResult:
     caller = "uniform"
     X = check_histogram(x, caller)
     eps = check_epsilon(epsilon, caller)
-    src = resolve_noise(noise, rng, caller=caller)
+    src = noise_source(noise, rng, caller, data=X)
     b = laplace_scale(1.0, eps, "the total", caller)
     noisy_total = float(src.add_laplace(X.sum(), b))
     estimate = np.full(X.shape, noisy_total / X.size)

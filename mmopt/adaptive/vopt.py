@@ -176,7 +176,7 @@ def noise_first(x, epsilon: float, *, max_buckets: int | None = None, noise="num
     n = X.size
     kmax = min(n, 64) if max_buckets is None else min(n, v.check_int(max_buckets, name="max_buckets",
                                                                        caller=caller))
-    src = noise_source(noise, rng, caller)
+    src = noise_source(noise, rng, caller, data=X)
     _check_table(n, kmax, caller)
     b = laplace_scale(1.0, eps, "the cell counts", caller)
     noisy = np.asarray(src.add_laplace(X, b), dtype=float)
@@ -231,7 +231,7 @@ def structure_first(x, epsilon: float, *, count_bound: float, buckets: int | Non
     n = X.size
     k = min(n, min(math.ceil(n / 10), 64) if buckets is None else v.check_int(buckets, name="buckets",
                                                                               caller=caller))
-    src = noise_source(noise, rng, caller)
+    src = noise_source(noise, rng, caller, data=X)
     _check_table(n, k - 1, caller)
     # one bucket, or one per cell, has no boundary to choose: all of ε goes to the totals (else ε₁ would be reported
     # but read nothing: every choice had one candidate, and each cell's variance was 4× what ε allows)
