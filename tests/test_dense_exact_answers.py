@@ -104,5 +104,5 @@ def test_dawa_checks_the_release_histogram_before_its_partition_draws():
     from mmopt.adaptive import dawa
     pytest.importorskip("opendp")
     with pytest.raises(ValueError, match="'x' parameter of dawa must hold whole counts of at most 4,294,967,296 "
-                                         "records with a callable 'strategy' and noise='opendp'"):
+                                         "records in all on the release path"):
         dawa([3.5, 2, 0, 7.25, 1, 4, 0, 2], 1.0, strategy=lambda k: mmopt.strategy.identity(k), noise="opendp")

@@ -100,15 +100,9 @@ def dawa(x, epsilon: float, *, ratio: float = 0.25, strategy="hierarchical", bra
     v.check_choice(candidates, name="candidates", caller=caller, choices=CANDIDATES)
     order = v.check_choice(order, name="order", caller=caller, choices=ORDERS)
     nonnegative = v.check_bool(nonnegative, name="nonnegative", caller=caller)
+    # the release domain (whole counts, ≤ MAX_RECORDS), checked before any draw: what every measure's proof and
+    # mmopt.release (a callable strategy's buckets) take
     src = noise_source(noise, rng, caller, data=X)
-    if callable(strategy) and src.vetted:  # the buckets go to mmopt.release: its histogram checked before any draw
-        from mmopt.dense.exact_answers import MAX_RECORDS, histogram_problem
-        if histogram_problem(X.ravel()) is not None:
-            raise ValueError(f"The 'x' parameter of {caller} must hold whole counts of at most {MAX_RECORDS:,} "
-                             "records with a callable 'strategy' and noise='opendp': the bucket totals are measured "
-                             "through mmopt.release, which takes only those (its float rounding is charged for "
-                             "them). Got fractional counts or more records. The built-in measures "
-                             "('identity', 'hierarchical', ...) take any counts.")
     if max_bucket_length is not None:
         max_bucket_length = v.check_int(max_bucket_length, name="max_bucket_length", caller=caller)
     # singleton buckets only (one cell, or max_bucket_length=1): the partition has one outcome and reads no data,
