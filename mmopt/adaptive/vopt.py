@@ -23,7 +23,7 @@ E_k[j] = min_{i<j} E_{k−1}[i] + SSE(i, j) over the prefixes x[0:j] (:func:`vop
   and SSE = D − S²/m is within 4.03u·D of its value (u = 2⁻⁵³; S²/m ≤ D). Each of the table's k additions adds
   u times a partial sum ≤ T = min(⌊F⌋·N, n·⌊F⌋²) (a bound on Σz², hence on every E), and a min moves no further
   than its arguments: a computed score is within 5.05·k·u·T of its exact value, and the exponential mechanism is
-  given Δ = 2F + 1 + 10.1·k·u·T, rounded upwards (+2.6·10⁻¹⁰ at F = 50, n = 23; +3·10⁻³ relative at F = 10⁸,
+  given Δ = 2F + 1 + 10.1·k·u·T, rounded upwards (+2.6·10⁻¹⁰ at F = 50, n = 23; +1.5·10⁻⁴ relative at F = 10⁸,
   n = 4,096, k = 64). The float64 table had moved scores by 352 past 2F + 1 at F = 10⁸ (a helper's audit).
 
 Choices the paper leaves open (stated): NoiseFirst searches k ≤ ``max_buckets`` = min(n, 64) (the DP costs
