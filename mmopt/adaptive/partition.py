@@ -40,9 +40,11 @@ Private selection (``selection=``):
   0.167 (Monte Carlo, 4·10⁶ draws, matching the closed form ½ / (½e^{−2/b}(1 + 1/b)), b = 7/6), a ratio of
   2.99 > e¹; the ratio tends to e^{2/b} = e^{1.71 ε₁} deeper in the tail.
 * ``"exponential"`` (default) — the exponential mechanism over partitions: P is drawn with probability
-  ∝ exp(−ε₁·cost(P)/(2Δ)), cost(P) = Σ_{B∈P}(dev(x, B) + c), sampled exactly by a forward sum and a backward
+  ∝ exp(−ε₁·cost(P)/(2Δ)), cost(P) = Σ_{B∈P}(dev(x, B) + c), sampled by a forward sum and a backward
   draw over the dynamic program's graph. cost(P) has sensitivity Δ (only the bucket containing i moves), so
-  this is ε₁-DP by McSherry & Talwar (2007).
+  this is ε₁-DP by McSherry & Talwar (2007). In float64 the sampled law is not exactly that: its rounding is
+  bounded and, on the release path, charged by building the logits at ε_d slightly below ε₁
+  (:mod:`mmopt.adaptive.gibbs`; ε_d = ε₁(1 − 7.6·10⁻⁶/Δ) at 2³² records, refused when it would cost half of ε₁).
 
 Entropy correction (``entropy_correction=True``, a heuristic; it changes no sensitivity, since the penalty is
 public). Without DAWA's clamp both rules over-split flat regions: the least noisy cost picks buckets whose
@@ -56,8 +58,8 @@ split into a few buckets (each then estimated exactly); a larger public ``bucket
 
 Noise (``noise=``): "numpy" (default, seeded; simulation and benchmarking only) or "opendp", release-grade:
 every noisy cost is OpenDP's Laplace mechanism at its b_L, and every step of the backward draw is OpenDP's
-Gumbel noisy max on the step's logits, which samples the exact conditional (Gumbel-max identity), so the drawn
-partition has exactly the Gibbs distribution the proof above is about.
+Gumbel noisy max on the step's logits, which samples their exact softmax (Gumbel-max identity); the drawn
+partition's law is within the charged rounding of the Gibbs distribution (:mod:`mmopt.adaptive.gibbs`).
 """
 
 from __future__ import annotations
@@ -68,9 +70,10 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from mmopt._base import validation as v
-from mmopt.adaptive._common import check_epsilon, laplace_scale, log_sum_exp
+from mmopt.adaptive._common import check_epsilon, laplace_scale
 from mmopt.adaptive._finish import noise_source
 from mmopt.adaptive._noise import Noise
+from mmopt.adaptive.gibbs import draw_epsilon, sample
 from mmopt.dense.exact_answers import MAX_RECORDS
 
 __all__ = ["CANDIDATES", "MAX_LENGTH", "SELECTIONS", "Partition", "deviations", "length_sensitivities",
@@ -229,7 +232,8 @@ def private_partition(x, epsilon: float, *, bucket_penalty: float, candidates: s
         scales = np.array([laplace_scale(d + delta, eps, "a bucket cost", caller) for d in delta_L])
         last = _least_cost(_noisy_costs(dev, valid, scales, penalty, src), lengths)
     else:
-        last = _sample_gibbs(-(src.draw_epsilon(eps) / (2.0 * delta)) * (dev + penalty), lengths, src)
+        eps_d = draw_epsilon(src, eps, x.size, lengths.size, delta, float(penalty), caller)
+        last = sample(-(eps_d / (2.0 * delta)) * (dev + penalty), lengths, src)
     return Partition(_bounds(last), eps, selection, candidates, c, delta, float(penalty), src.backend)
 
 
@@ -265,25 +269,6 @@ def _least_cost(cost: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         total = best[starts] + cost[starts, np.arange(k)]
         j = int(np.argmin(total))
         best[e], last[e] = total[j], lengths[j]
-    return last
-
-
-def _sample_gibbs(logw: np.ndarray, lengths: np.ndarray, noise: Noise) -> np.ndarray:
-    """Draw a partition with probability ∝ Π_B exp(logw_B): forward log-partition sums, backward sampling."""
-    n = logw.shape[0]
-    logz = np.zeros(n + 1)
-    for e in range(1, n + 1):
-        k = int(np.searchsorted(lengths, e, side="right"))
-        starts = e - lengths[:k]
-        logz[e] = log_sum_exp(logz[starts] + logw[starts, np.arange(k)])
-    last = np.zeros(n + 1, dtype=np.int64)
-    e = n
-    while e > 0:  # Pr[final bucket has length L | cells [0, e)] = Z[e−L]·w[e−L, L] / Z[e]
-        k = int(np.searchsorted(lengths, e, side="right"))
-        starts = e - lengths[:k]
-        j = noise.gumbel_max(logz[starts] + logw[starts, np.arange(k)])
-        last[e] = lengths[j]
-        e -= int(lengths[j])
     return last
 
 
