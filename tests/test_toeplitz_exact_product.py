@@ -116,3 +116,15 @@ def test_bad_input_is_refused_with_the_parameter_named():
     with pytest.raises(ValueError, match="'row_scale' parameter"):
         causal_exact(np.ones(2), np.ones(2), np.ones(3))
     assert causal_exact(np.zeros(3), np.ones(3)).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_the_shortest_transforms_length_two_and_four_are_exact():
+    # a review's mutant skipped the inverse's 1/L only at L = 2 (causal_exact at n = 1) and no test saw it
+    from mmopt.toeplitz import weighted_exact
+    from mmopt.toeplitz.exact_product import ntt_forward, ntt_inverse, padded
+    assert causal_exact(np.array([0.5]), np.array([3.0])).tolist() == [1.5]
+    assert ntt_convolve([np.array([1, -2])], np.array([5])) == [[5, -10]]
+    for p, g in PRIMES + weighted_exact.PRIMES:
+        for L in (2, 4, 8):
+            a = np.arange(1, L + 1, dtype=np.int64) * (p // (L + 1))
+            assert ntt_inverse(ntt_forward(padded(a, L), p, g), p, g).tolist() == a.tolist()

@@ -148,3 +148,11 @@ def test_the_square_root_is_rounded_upwards_even_where_its_floor_is_a_float():
         bound = Fraction(we._sqrt_up(value, exponent))
         assert bound ** 2 >= value * Fraction(2) ** exponent
         assert bound ** 2 <= value * Fraction(2) ** exponent * (1 + Fraction(1, 2**50))
+
+
+def test_answers_refuse_what_is_not_a_histogram_of_the_domain():
+    # a review: x = [0, 0, 0, 0.9] was cut to 0, a negative count taken, a wrong length a numpy broadcast error
+    r = we.released("all_range", 4)
+    for bad in (np.array([0.0, 0, 0, 0.9]), np.array([1.0, -1, 0, 0]), np.ones(5), np.array([2.0**32, 1, 0, 0])):
+        with pytest.raises(ValueError, match="'x' parameter of answers must be a histogram of 4 cells"):
+            we.answers(r, bad)

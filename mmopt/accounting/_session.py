@@ -207,7 +207,7 @@ class Accountant:
             A name for the ledger; default "release k".
         **kwargs
             Passed to :func:`mmopt.release`: ``noise_scale``, ``reconstruct``, ``total``, ``zeros``,
-            ``reconstruct_options``.
+            ``reconstruct_options``, ``verbose``.
 
         Returns
         -------

@@ -13,9 +13,9 @@ Here C x (y_t = d_t Σ_{s≤t} c_{t−s} x_s, d an optional row scale) is comput
   the largest entry, then the next 54 (the cut is exact: every remainder is a float64). Two slices hold every bit
   of the square root's and equalized strategies' coefficients; a BLT's geometric ones reach down to subnormals (20
   slices at 2²⁰ steps), so what is left, r (|r| < 2⁻¹⁰⁷·max|c|), is charged instead (:func:`truncation_charge`);
-* each integer convolution z = q_j * x (|z_t| ≤ 2⁵⁴·N = 2⁸⁶) is computed modulo three NTT primes, products of two
-  residues below 2³¹ fitting int64, and rebuilt by the Chinese remainder theorem (Garner's mixed radix) in Python
-  integers: below P/2 ≈ 2⁸⁹·⁵ it is exact;
+* each integer convolution z = q_j * x (|z_t| ≤ 2⁵⁴·N = 2⁸⁶) is computed modulo three NTT primes (residues
+  below 2³¹, their products fitting uint64 and int64), and rebuilt by the Chinese remainder theorem (Garner's
+  mixed radix) in Python integers: below P/2 ≈ 2⁸⁹·⁵ it is exact;
 * ŷ_t = d_t Σ_j 2^{σ_j} z_{j,t}, a rational with a power-of-two denominator, is rounded once by Python's correctly
   rounded integer division.
 

@@ -23,7 +23,7 @@ square root rounded upwards. The answers are one integer convolution, z_i = Σ_{
 the odd extension of φ ⊙ x (ĝ_{±j} = ±φ_j x_j), so ŷ = 2^{σ+τ}·z correctly rounded: the dense release's bound
 |ŷ − Âx| ≤ u·|Â|x, and |Â| has Â's column norms (it is Â entrywise), so the dense charge applies
 (:func:`mmopt.dense.exact_answers.charged_sensitivity`). Both are number-theoretic transforms modulo five primes
-(|z| ≤ 2⁵³·2·2⁵³·2³² = 2¹³⁹, C ≤ P·2¹⁰⁶; their product is 2¹⁵⁵·⁴) and Garner's reconstruction; nothing depends on
+(|z| ≤ 2⁵³·2·2⁵³·2³² = 2¹³⁹, C ≤ P·2¹⁰⁶; the primes' product is 2¹⁵⁵·⁴) and Garner's reconstruction; nothing depends on
 the data but the answers. The estimate x̂ = e ⊙ G^{−1/4}y stays a float64 sine transform: post-processing (Â is
 G^{1/4}E⁻¹ to α's and φ's 2⁻⁵³, so x̂'s bias is float64's).
 """
@@ -38,6 +38,7 @@ import numpy as np
 
 from mmopt._base import validation as v
 from mmopt._base.readonly import read_only
+from mmopt.dense.exact_answers import MAX_RECORDS, histogram_problem
 from mmopt.toeplitz import weighted as ws
 from mmopt.toeplitz.exact_product import garner, ntt_forward, ntt_inverse, padded
 
@@ -52,7 +53,7 @@ _BITS = 53
 
 @dataclass(frozen=True, eq=False)
 class Released:
-    """The strategy a release measures (module docstring): α(0..3n − 1) and φ (frame order) as int64, their
+    """The strategy a release measures (module docstring): α(0..2n) and φ (frame order) as int64, their
     exponents σ and τ, and its Δ₂ rounded upwards."""
 
     kind: str
@@ -96,7 +97,8 @@ def _alpha(kind: str, n: int, length: int) -> tuple[np.ndarray, int]:
 @functools.lru_cache(maxsize=2)
 def released(kind: str, n: int) -> Released:
     """The released strategy of ``weighted_sqrt`` on ``kind``(n) and its exact Δ₂ (module docstring), from (kind, n)
-    alone; kept for the last two (kind, n) (its correlations are the release's larger half)."""
+    alone; kept for the last two (kind, n) (its correlations are the release's larger half): α(0..2n), all
+    :func:`answers` reads (8·(2n + 1) bytes, with φ 24n: 400 MB at 2²⁴ steps)."""
     if not 1 <= n <= MAX_N:
         raise ValueError(f"released: the weighted square root's answers are computed exactly up to {MAX_N:,} "
                          f"steps. Got n = {n:,}.")
@@ -112,15 +114,19 @@ def released(kind: str, n: int) -> Released:
     C = _products([(even, even[:h][::-1]), (odd, odd_head[::-1])], h - 1, n + 1)
     top = max(int(p) * int(p) * (C[0] - c) for p, c in zip(phi.tolist(), C[1:], strict=True))
     # read-only: the cached strategy is shared by every release of this (kind, n), and Δ₂ was computed from it
-    return Released(kind, n, read_only(alpha[:3 * n], np.int64), sigma, read_only(phi, np.int64), tau,
+    return Released(kind, n, read_only(alpha[:2 * n + 1], np.int64), sigma, read_only(phi, np.int64), tau,
                     _sqrt_up(top, 2 * (sigma + tau)))
 
 
 def answers(r: Released, x: np.ndarray) -> np.ndarray:
     """Â x correctly rounded (module docstring), in cell order, for whole counts x of at most MAX_RECORDS records
-    (the caller checks the histogram)."""
+    (refused otherwise: past them the transforms' range argument fails, and int64 would truncate fractions)."""
     n = r.n
     z = np.asarray(x, dtype=float)
+    if z.shape != (n,) or np.any(z < 0) or histogram_problem(z) is not None:
+        raise ValueError(f"The 'x' parameter of answers must be a histogram of {n:,} cells: whole counts ≥ 0, at most "
+                         f"{MAX_RECORDS:,} records in all. Got shape {z.shape} or other values (not printed: "
+                         "figures of the data).")
     z = (z[::-1] if r.kind == "prefix" else z).astype(np.int64)
     # w(t) = α(t − n + 1), t = 0..3n − 1 (α even); ĝ(s) = sign(s − n)·φ_|s−n| x_|s−n|, s = 0..2n
     w = np.concatenate([r.alpha[n - 1:0:-1], r.alpha[:2 * n + 1]])
