@@ -175,3 +175,23 @@ def test_release_refuses_fractional_counts_and_more_than_max_records():
     with pytest.raises(ValueError, match="'x' parameter of mwem must hold whole counts of at most"):
         mwem(np.array([2.0**31, 2.0**31 + 1]), np.eye(2), 1.0, noise=recorder())
     assert mwem(np.array([0.5, 2.0]), np.eye(2), 1.0, rng=0).path == "simulation"
+
+
+def test_mwem_selection_charges_the_scores_subtraction():  # mutant mwem-score-no-charge
+    from fractions import Fraction
+
+    from _float_neighbours import recorder
+
+    from mmopt.adaptive import mwem
+    n = 64
+    W = np.vstack([np.full(n, 0.1), 0.1 * np.eye(n)[1]])
+    x = np.zeros(n)
+    x[0] = 3221225473.0
+    y = x.copy()
+    y[0] += 1
+    A, B = recorder(10226334317.33636), recorder(10226334317.33636)
+    r = mwem(x, W, 1.0, rounds=1, noise=A)
+    mwem(y, W, 1.0, rounds=1, noise=B)
+    (_, s, _, delta), (_, t, _, _) = A.log[1], B.log[1]
+    moved = max(abs(Fraction(p) - Fraction(q)) for p, q in zip(s.tolist(), t.tolist(), strict=True))
+    assert Fraction(r.details["measure_sensitivity"]) < moved <= Fraction(delta)

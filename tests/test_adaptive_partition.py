@@ -226,3 +226,9 @@ def test_release_refuses_fractional_counts_and_noisy_costs_measure_the_deviation
     from mmopt.adaptive.partition import length_sensitivities
 
     assert p.sensitivity == max(length_sensitivities(np.arange(1, 6)))
+
+
+def test_partition_refuses_buckets_past_2_20(monkeypatch):  # mutant part-no-maxlen
+    from mmopt.adaptive import private_partition
+    with pytest.raises(ValueError, match="'max_bucket_length' parameter of private_partition must be at most"):
+        private_partition(np.zeros(2**20 + 1), 1.0, bucket_penalty=1.0, candidates="all", rng=0)

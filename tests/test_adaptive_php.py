@@ -201,3 +201,15 @@ def test_release_refuses_fractional_counts():
 
     with pytest.raises(ValueError, match="'x' parameter of php must hold whole counts of at most"):
         php(np.array([0.5, 2.0, 3.0]), 1.0, noise=recorder())
+
+
+def test_php_refuses_more_than_2_20_cells_even_with_a_raised_work_limit(monkeypatch):  # mutant php-no-maxcells
+    import importlib
+
+    from mmopt._base import guards
+    from mmopt.adaptive import php
+    P = importlib.import_module("mmopt.adaptive.php")
+    monkeypatch.setattr(guards, "MAX_WORK", 10**20)
+    monkeypatch.setattr(P, "split_deviations", lambda xb: pytest.fail("scored past 2^20 cells"))
+    with pytest.raises(ValueError, match="'x' parameter of php must have at most"):
+        php(np.zeros(2**20 + 1), 1.0, rng=0)

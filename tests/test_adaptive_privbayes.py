@@ -342,3 +342,14 @@ def test_release_refuses_more_than_max_records():
 
     with pytest.raises(ValueError, match="'data' parameter of privbayes must hold whole counts of at most"):
         privbayes(np.full((2, 2), 2.0**30 + 1), 1.0, noise=recorder())
+
+
+def test_privbayes_sums_are_correctly_rounded():  # mutant pb-plain-sum
+    from fractions import Fraction
+
+    from mmopt.adaptive.privbayes import _sum_f
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        t = rng.integers(1, 2**32, 5000).astype(float)
+        want = float(sum(Fraction(v) for v in (t * np.log(t)).tolist()))
+        assert _sum_f(t) == want

@@ -243,5 +243,18 @@ def test_structure_first_release_refuses_what_its_proof_does_not_cover():
     for bad in (np.array([0.5, 2.0, 3.0]), np.array([2.0**32, 1.0, 0.0])):
         with pytest.raises(ValueError, match="structure_first"):
             structure_first(bad, 1.0, count_bound=5, buckets=2, noise="opendp")
-    with pytest.raises(ValueError, match="'count_bound' parameter must be below"):
+    with pytest.raises(ValueError, match="'count_bound' parameter of structure_first must be below"):
         structure_first(np.ones(4), 1.0, count_bound=1e300, buckets=2, rng=0)
+
+
+def test_structure_first_clips_at_the_floor_of_a_fractional_bound():  # mutant vopt-no-floor-clip
+    from _float_neighbours import recorder
+
+    from mmopt.adaptive import structure_first
+    x = np.array([3.0, 9.0, 8.0, 1.0, 12.0, 7.0, 0.0, 5.0])
+    A, B = recorder(), recorder()
+    structure_first(x, 1.0, count_bound=7.5, buckets=3, noise=A)
+    structure_first(x, 1.0, count_bound=7.0, buckets=3, noise=B)
+    for a, b in zip(A.log, B.log, strict=True):
+        if a[0] == "exp":
+            assert a[1].tolist() == b[1].tolist()

@@ -273,9 +273,7 @@ def efpa(x, epsilon: float, *, ratio: float = 0.5, noise="numpy", rng=None) -> A
         raise ValueError(f"The 'x' parameter of {caller} must be a 1-D histogram. Got shape {X.shape}.")
     eps = check_epsilon(epsilon, caller)
     rho = check_fraction(ratio, "ratio", caller)
-    src = noise_source(noise, rng, caller)
-    if src.vetted:  # the proof's domain (module docstring), checked before anything is drawn
-        ea.check_histogram(X, caller)
+    src = noise_source(noise, rng, caller, data=X)  # on the release path, the proof's domain, before any draw
     n = X.size
     # one cell: k = 1 is the only choice, which reads no data, so the coefficient takes all of ε (ρ·ε went unused:
     # twice the noise scale, a helper's probe)

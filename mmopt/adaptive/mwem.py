@@ -139,21 +139,23 @@ def mwem(x, workload, epsilon: float, *, rounds: int = 10, rng=None, total: floa
 
     fraction = check_fraction(total_fraction, "total_fraction", caller)  # checked even when unused (total given):
     # total_fraction=5 with a total passed silently, a helper's probe
-    if total is None:
-        eps0 = eps * fraction
-        noisy_total = float(src.add_laplace(xf.sum(), laplace_scale(1.0, eps0, "the total", caller)))
-        N = max(noisy_total, 1.0)
-    else:
-        eps0, noisy_total = 0.0, None
-        N = v.check_real(total, name="total", caller=caller, low=0.0, low_open=True)
+    # every check before any draw (from W, ε and the public total alone): exact_answers can then never refuse a
+    # histogram, and no refusal comes after the noisy total was spent (a review)
+    check_strategy(W, caller)
+    delta_y, exact = charged_sensitivities(W, delta)
+    eps0 = eps * fraction if total is None else 0.0
     eps_round = (eps - eps0) / T
     # one query: every selection has one candidate and reads nothing, so the measurements take the round's ε
     forced = W.shape[0] == 1
     eps_sel = 0.0 if forced else eps_round / 2.0
     eps_meas = eps_round - eps_sel
-    check_strategy(W, caller)  # from W alone: exact_answers can then never refuse a histogram of the domain
-    delta_y, exact = charged_sensitivities(W, delta)
     b_meas = laplace_scale(delta_y, eps_meas, "each measurement", caller)
+    if total is None:
+        noisy_total = float(src.add_laplace(xf.sum(), laplace_scale(1.0, eps0, "the total", caller)))
+        N = max(noisy_total, 1.0)
+    else:
+        noisy_total = None
+        N = v.check_real(total, name="total", caller=caller, low=0.0, low_open=True)
 
     # true answers, correctly rounded: used only inside the exponential mechanism and the Laplace measurements
     Wx = exact_answers(W, xf, caller=caller, integer=exact if src.vetted else None)

@@ -30,7 +30,10 @@ Private selection (``selection=``):
   Z ↦ Z − (Δ_{B*} + Δ)·e_{B*} (a translation; its density ratio is e^{ε₁}). Under the map, P's total moves by
   δ_{B*} − Δ_{B*} − Δ ≤ −Δ, while every partition Q ∌ B* moves by δ_{B_Q} ≥ −Δ (Q has exactly one bucket
   containing i) and every Q ∋ B* moves exactly as P. So P stays least-cost, and
-  Pr[P | x] ≤ e^{ε₁} Pr[P | x'] (ties have probability zero). This differs from the reference code
+  Pr[P | x] ≤ e^{ε₁} Pr[P | x'] (ties have probability zero). The argument is for continuous Laplace noise and an
+  exact least-cost search; OpenDP's Laplace samples are floats (exact draws rounded to its grid) and the search
+  sums them in float64, which the translation argument does not cover: an open gap (the exponential rule below,
+  the default, is inside the proof). This differs from the reference code
   (``dpcomp_core`` ``cutils.L1partition``) in three places, each needed by the proof: the reference draws
   Lap((2 − 1/L − 1/n)/ε₁) ≈ Lap(Δ/ε₁), half of the above — enough only when all costs move the same way,
   whereas here costs of overlapping buckets can move in opposite directions; it gives singletons no noise

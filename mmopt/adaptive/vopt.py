@@ -43,7 +43,6 @@ from mmopt._base import validation as v
 from mmopt.adaptive._common import AdaptiveResult, check_epsilon, check_fraction, check_histogram, laplace_scale
 from mmopt.adaptive._finish import finish, noise_source
 from mmopt.dense.exact_answers import MAX_RECORDS, histogram_problem
-from mmopt.dense.exact_answers import check_histogram as check_records
 
 __all__ = ["noise_first", "score_sensitivity", "structure_first", "vopt_table"]
 
@@ -83,13 +82,13 @@ def score_sensitivity(count_bound: float, n: int, buckets: int) -> float:
     F = math.floor(count_bound)
     T = min(F * MAX_RECORDS, n * F * F)  # Python integers: exact
     if T >= 2**1000:
-        raise ValueError(f"structure_first: the 'count_bound' parameter must be below 2^484 (the scores' rounding "
-                         f"bound stays finite). Got {count_bound!r}.")
+        raise ValueError(f"The 'count_bound' parameter of structure_first must be below 2^968 (the scores' rounding "
+                         f"bound, ⌊F⌋·2³², stays finite). Got {count_bound!r} instead.")
     charge = 10.1 * buckets * 2.0**-53 * float(T) * (1.0 + 1e-6)  # (1 + 10⁻⁶): this product's own roundings
     return math.nextafter((2.0 * count_bound + 1.0) + charge * (1.0 + 1e-6), math.inf)
 
 
-def vopt_table(z: np.ndarray, kmax: int) -> tuple[np.ndarray, np.ndarray]:
+def vopt_table(z: np.ndarray, kmax: int, prefixes=None) -> tuple[np.ndarray, np.ndarray]:
     """(E, arg): E[k, j] the least SSE of x[0:j] in k buckets (inf when j < k), arg[k, j] the optimal last start.
 
     Examples
@@ -100,7 +99,7 @@ def vopt_table(z: np.ndarray, kmax: int) -> tuple[np.ndarray, np.ndarray]:
     """
     n = z.size
     _check_table(n, kmax, "vopt_table")
-    P, H, L = _prefixes(z)
+    P, H, L = _prefixes(z) if prefixes is None else prefixes  # (structure_first reuses them for its scores)
     E = np.full((kmax + 1, n + 1), np.inf)
     arg = np.zeros((kmax + 1, n + 1), dtype=np.int64)
     E[0, 0] = 0.0
@@ -214,7 +213,8 @@ def structure_first(x, epsilon: float, *, count_bound: float, buckets: int | Non
     -------
     AdaptiveResult
         ``budget = {"structure": ε₁, "counts": ε₂}`` (ε₁ = 0, ε₂ = ε when k = 1 or k = n); ``details``: "k", "buckets"
-        (start indices), "score_sensitivity" (2F + 1), "noise_scale".
+        (start indices), "score_sensitivity" (2F + 1 and the rounding's charge, :func:`score_sensitivity`),
+        "noise_scale".
 
     Examples
     --------
@@ -237,9 +237,7 @@ def structure_first(x, epsilon: float, *, count_bound: float, buckets: int | Non
     # but read nothing: every choice had one candidate, and each cell's variance was 4× what ε allows)
     forced = k in (1, n)
     eps1, eps2 = (0.0, eps) if forced else (rho * eps, eps - rho * eps)
-    if src.vetted:  # the proof's domain (module docstring), checked before anything is drawn
-        check_records(X, caller)
-    delta = score_sensitivity(F, n, k)
+    delta = score_sensitivity(F, n, k)  # (the release domain was checked by noise_source, before any draw)
     b = laplace_scale(1.0, eps2, "the bucket totals", caller)
     z = np.minimum(X, math.floor(F))  # whole counts stay whole (⌊F⌋ ≤ F: 2F + 1 still bounds the scores' change)
     starts, j = [], n
@@ -247,8 +245,8 @@ def structure_first(x, epsilon: float, *, count_bound: float, buckets: int | Non
         starts = list(range(n - 1, 0, -1))[: k - 1]  # k = n: every cell starts a bucket (reversed below)
     else:
         laplace_scale(delta, eps1 / (k - 1), "a boundary choice", caller)
-        E, _ = vopt_table(z, k - 1)
-        P, H, L = _prefixes(z)
+        P, H, L = prefixes = _prefixes(z)
+        E, _ = vopt_table(z, k - 1, prefixes)
         for kk in range(k, 1, -1):
             cand = np.arange(kk - 1, j)  # room for kk − 1 non-empty buckets before, one after
             scores = -(E[kk - 1, cand] + _sse(P, H, L, cand, j))
