@@ -10,7 +10,7 @@ from _primes import is_primitive_root
 
 import mmopt
 from mmopt import toeplitz
-from mmopt.dense.exact_answers import MAX_RECORDS, charged_sensitivity
+from mmopt.dense.exact_answers import MAX_RECORDS, charged_sensitivity, sqrt_up
 from mmopt.toeplitz import weighted as ws
 from mmopt.toeplitz import weighted_exact as we
 from mmopt.toeplitz.exact_product import garner
@@ -145,7 +145,7 @@ def test_past_the_transforms_length_or_the_memory_limit_the_release_is_refused(m
 def test_the_square_root_is_rounded_upwards_even_where_its_floor_is_a_float():
     # isqrt(2¹²⁸ + 1) = 2⁶⁴ exactly, a float: without the rounding up the bound would sit below the root
     for value, exponent in (((1 << 128) + 1, 0), ((1 << 128) + 1, -300), (3, 0), (2, 10), (1 << 300, -2)):
-        bound = Fraction(we._sqrt_up(value, exponent))
+        bound = Fraction(sqrt_up(Fraction(value) * Fraction(2) ** exponent))
         assert bound ** 2 >= value * Fraction(2) ** exponent
         assert bound ** 2 <= value * Fraction(2) ** exponent * (1 + Fraction(1, 2**50))
 

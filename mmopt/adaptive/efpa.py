@@ -182,21 +182,7 @@ def _column_bounds(n: int) -> tuple[np.ndarray, float]:
     widen = 1.0 + 2.0 * (n + 2) * _U
     delta1 = np.nextafter(l1 * widen, np.inf)
     delta1.setflags(write=False)
-    return delta1, _sqrt_up(Fraction(sq) * Fraction(widen))
-
-
-def _sqrt_up(q: Fraction) -> float:
-    """The smallest float r found with r² ≥ q (q ≥ 0)."""
-    r = math.sqrt(float(q))
-    while Fraction(r) ** 2 < q:
-        r = math.nextafter(r, math.inf)
-    return r
-
-
-def _up(q: Fraction) -> float:
-    """A float ≥ q, within one ulp."""
-    r = float(q)
-    return r if Fraction(r) >= q else math.nextafter(r, math.inf)
+    return delta1, ea.sqrt_up(Fraction(sq) * Fraction(widen))
 
 
 def kept_sensitivity(k: np.ndarray | int, n: int) -> np.ndarray:
@@ -226,7 +212,7 @@ def score_sensitivity(n: int, noise_terms: np.ndarray, records: int = ea.MAX_REC
     u = Fraction(_U)
     c2 = Fraction(_column_bounds(v.check_int(n, name="n", caller="score_sensitivity", low=1))[1])
     d = Fraction(float(np.max(noise_terms)))
-    return _up(c2 * (1 + (2 * records + 1) * (3 * u + 2 * u * u)) + 2 * u * d)
+    return ea.float_up(c2 * (1 + (2 * records + 1) * (3 * u + 2 * u * u)) + 2 * u * d)
 
 
 def _plan(n: int, eps2: float) -> tuple[np.ndarray, ...]:

@@ -26,11 +26,13 @@ the two depends on A and N alone, never on the data.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
 __all__ = ["MAX_RECORDS", "RELATIVE_CHARGE", "charged_sensitivity", "check_histogram", "check_strategy",
-           "dekker_split", "exact_answers", "histogram_problem", "integer_exact", "two_product", "two_sum"]
+           "dekker_split", "exact_answers", "float_up", "histogram_problem", "integer_exact", "sqrt_up", "two_product",
+           "two_sum"]
 
 #: The guarantee's domain: histograms of at most this many records (2³² ≈ 4.3·10⁹; a release of more is refused
 #: before anything is drawn). Public, as it must be: the rounding charge depends on it, never on the data.
@@ -176,6 +178,31 @@ def two_product(a, b):
     p = a * b
     (ah, al), (bh, bl) = dekker_split(a), dekker_split(b)
     return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def float_up(q) -> float:
+    """A float ≥ the rational q (a Fraction or an int), within one ulp: a bound computed exactly, handed on.
+
+    >>> from fractions import Fraction
+    >>> float_up(Fraction(1, 3)) > 1 / 3, float_up(Fraction(1, 2)) == 0.5
+    (True, True)
+    """
+    r = float(q)
+    return r if Fraction(r) >= q else math.nextafter(r, math.inf)
+
+
+def sqrt_up(q) -> float:
+    """A float r with r² ≥ q (q ≥ 0 rational), within a few ulps of √q: a norm bound from an exact sum of squares.
+
+    >>> from fractions import Fraction
+    >>> q = Fraction(2**128 + 1)  # √q is just above 2⁶⁴, a float: the root must be raised past it
+    >>> Fraction(sqrt_up(q)) ** 2 >= q
+    True
+    """
+    r = math.sqrt(float(q))
+    while Fraction(r) ** 2 < q:
+        r = math.nextafter(r, math.inf)
+    return r
 
 
 def two_sum(a, b):

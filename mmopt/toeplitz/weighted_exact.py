@@ -33,12 +33,13 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
 from mmopt._base import validation as v
 from mmopt._base.readonly import read_only
-from mmopt.dense.exact_answers import MAX_RECORDS, histogram_problem
+from mmopt.dense.exact_answers import MAX_RECORDS, histogram_problem, sqrt_up
 from mmopt.toeplitz import weighted as ws
 from mmopt.toeplitz.exact_product import garner, ntt_forward, ntt_inverse, padded
 
@@ -115,7 +116,7 @@ def released(kind: str, n: int) -> Released:
     top = max(int(p) * int(p) * (C[0] - c) for p, c in zip(phi.tolist(), C[1:], strict=True))
     # read-only: the cached strategy is shared by every release of this (kind, n), and Δ₂ was computed from it
     return Released(kind, n, read_only(alpha[:2 * n + 1], np.int64), sigma, read_only(phi, np.int64), tau,
-                    _sqrt_up(top, 2 * (sigma + tau)))
+                    sqrt_up(Fraction(top) * Fraction(2) ** (2 * (sigma + tau))))
 
 
 def answers(r: Released, x: np.ndarray) -> np.ndarray:
@@ -157,15 +158,3 @@ def _products(pairs: list, start: int, count: int) -> list[int]:
             acc %= np.uint64(p)
         residues.append(ntt_inverse(acc, p, g)[start:start + count])
     return garner(residues, [p for p, _ in PRIMES])
-
-
-def _sqrt_up(value: int, exponent: int) -> float:
-    """An upper bound on √(value·2^exponent) (exponent even), within a few ulps: integer square root, rounded up."""
-    k = max(0, 130 - value.bit_length()) // 2  # ≥ 64 bits of root
-    root = math.isqrt(value << (2 * k))
-    if root * root < value << (2 * k):
-        root += 1
-    up = float(root)
-    if int(up) < root:
-        up = math.nextafter(up, math.inf)
-    return math.ldexp(up, exponent // 2 - k)
