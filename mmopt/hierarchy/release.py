@@ -227,9 +227,9 @@ def _nodes(W, A, d_in: float):
         at, est = 0, []
         for u, z in enumerate(A.weights):
             obs = []
-            for zl in z:
+            for zl, root in zip(z, roots[u], strict=True):  # the √z the measurements were weighted by
                 size = zl.size * cols[u].size
-                obs.append(y[at:at + size].reshape(zl.size, cols[u].size) / np.sqrt(zl)[:, None])
+                obs.append(y[at:at + size].reshape(zl.size, cols[u].size) / root[:, None])
                 at += size
             est.append(_smooth(h, list(z), obs))
         out = []

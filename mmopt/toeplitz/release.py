@@ -90,13 +90,17 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
                          f"mmopt.toeplitz.tree({strategy.n}) (O(n), Δ₁ exact; what optimize(W, privacy=Privacy(ε)) "
                          "returns at large n).")
     # the tree and the p-Identity strategy past the dense size (mmopt.search.pidentity_stream) measure and
-    # estimate themselves: apply(x) and estimate(y), each O(n log n) or O(p²n)
-    tree = callable(getattr(strategy, "estimate", None)) and callable(getattr(strategy, "apply", None))
+    # estimate themselves: apply(x) and estimate(y), each O(n log n) or O(p²n). No other object that applies
+    # itself is taken: its answers' rounding would not be charged (the tree's node sums are exact, the p-Identity
+    # strategy's exact_apply correctly rounded)
+    tree = (callable(getattr(strategy, "estimate", None)) and callable(getattr(strategy, "apply", None))
+            and (isinstance(strategy, TreeStrategy) or callable(getattr(strategy, "exact_apply", None))))
     if not (weighted or tree or isinstance(strategy, ToeplitzStrategy)):
         got = getattr(strategy, "name", type(strategy).__name__)
-        raise TypeError(f"The 'strategy' parameter of {caller} must be a ToeplitzStrategy, a TreeStrategy or the "
-                        f"weighted square root for a workload of {workload.kind}({workload.n:,}). Got {got!r}, which "
-                        "has no fast product at this size. Use mmopt.optimize(W, privacy=...).strategy; under ε-DP "
+        raise TypeError(f"The 'strategy' parameter of {caller} must be a ToeplitzStrategy, a TreeStrategy, the "
+                        "p-Identity stream strategy or the weighted square root for a workload of "
+                        f"{workload.kind}({workload.n:,}). Got {got!r}, which has no fast product (or no charged "
+                        "rounding) at this size. Use mmopt.optimize(W, privacy=...).strategy; under ε-DP "
                         f"(Laplace) mmopt.toeplitz.tree({workload.n}) is the strategy it returns at large n.")
     if not isinstance(privacy, Privacy):
         raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy. Got {type(privacy).__name__}.")
@@ -130,9 +134,6 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
         exact = weighted_exact.released(workload.kind, n)
         Cx = weighted_exact.answers(exact, x)
         d_in = charged_sensitivity(exact.sensitivity, norm, n, n, exact=False)
-    elif tree:  # every library strategy that applies itself is one of the above
-        raise TypeError(f"{caller}: a strategy that applies itself must be a TreeStrategy or the p-Identity stream "
-                        f"strategy, whose answers' rounding is charged. Got {type(strategy).__name__}.")
     else:  # correctly rounded, the rounding charged (module docstring)
         if not d_in * MAX_RECORDS < 2.0**1023:  # |C x| ≤ N·Δ: refused from Δ alone, never from the counts
             raise ValueError(f"{caller}: the strategy's sensitivity ({d_in:.3g}) is too large for C x to stay within "
