@@ -15,8 +15,9 @@ N_TOP = 2**32 - 1  # records of the adversarial neighbours: x has N_TOP − 1 or
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Recorder(Noise):
-    """Logs ("laplace", values, scale), ("exp" | "expmono", scores, ε, Δ); every noisy scalar is ``total`` when
-    given, choices are the argmax (``cycle``: the k-th choice is k mod the number of candidates, data-independent)."""
+    """Logs ("laplace" | "dlaplace", values, scale), ("exp" | "expmono", scores, ε, Δ); every noisy scalar is
+    ``total`` when given, choices are the argmax (``cycle``: the k-th choice is k mod the number of candidates,
+    data-independent)."""
 
     log: list = dataclasses.field(default_factory=list)
     total: float | None = None
@@ -27,6 +28,10 @@ class Recorder(Noise):
         if self.total is not None and np.ndim(values) == 0:
             return float(self.total)
         return values
+
+    def add_discrete_laplace(self, values, scale):
+        self.log.append(("dlaplace", np.array(values, copy=True), None, scale))
+        return np.asarray(values, dtype=np.int64)
 
     def laplace(self, scale, size=None):
         return 0.0 if size is None else np.zeros(size)

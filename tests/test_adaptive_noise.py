@@ -35,6 +35,23 @@ def test_opendp_laplace_moments(b):
     assert np.isclose(np.median(np.abs(d)), b * math.log(2), rtol=0.05)  # |X| ~ Exp(b): median b ln 2
 
 
+@pytest.mark.parametrize("backend", ["opendp", "numpy"])
+def test_discrete_laplace_has_its_law_on_the_integers(backend):
+    """Pr[Z = z] ∝ e^{−|z|/b}: Pr[Z = 0] = tanh(1/(2b)), Var Z = 2q/(1 − q)² with q = e^{−1/b}; ints in, ints out."""
+    b = 2.0
+    noise = Noise("opendp") if backend == "opendp" else resolve_noise("numpy", 0, caller="test")
+    n = 40_000 if backend == "opendp" else N
+    d = noise.add_discrete_laplace(np.full(n, 7, dtype=np.int64), b) - 7
+    assert d.dtype == np.int64 and d.shape == (n,)
+    p0 = math.tanh(1 / (2 * b))
+    assert abs(np.mean(d == 0) - p0) <= 5 * math.sqrt(p0 * (1 - p0) / n)
+    q = math.exp(-1 / b)
+    var = 2 * q / (1 - q) ** 2
+    assert abs(np.mean(d) ** 2 + np.var(d) - var) <= 5 * math.sqrt(4 * var**2 / n)  # (fourth moment < 5 var²)
+    with pytest.raises(ValueError, match="must be integers"):
+        odp.add_discrete_laplace(np.zeros(2), 1.0)
+
+
 def test_opendp_gaussian_moments():
     s = 2.0
     d = odp.gaussian(s, (100, N // 100))
@@ -178,6 +195,7 @@ def _recorded_scales(monkeypatch) -> list:
         return lambda values: values
 
     monkeypatch.setattr(odp, "_vector_measurement", fake)
+    monkeypatch.setattr(odp, "_integer_laplace", lambda scale: fake("discrete laplace", scale))
     return seen
 
 
@@ -186,9 +204,10 @@ def test_release_scales_are_widened_by_the_margin(monkeypatch):
     for b in (0.1, 1.0, 3.0 / 7.0):
         Noise("opendp").add_laplace(np.zeros(2), b)
         Noise("opendp").add_gaussian(0.0, b)
+        Noise("opendp").add_discrete_laplace(np.zeros(2, dtype=np.int64), b)
     from fractions import Fraction
-    assert len(seen) == 6
-    for (_, got), b in zip(seen, np.repeat([0.1, 1.0, 3.0 / 7.0], 2), strict=True):  # exact: ≥ b·(1 + 2⁻³¹)
+    assert len(seen) == 9
+    for (_, got), b in zip(seen, np.repeat([0.1, 1.0, 3.0 / 7.0], 3), strict=True):  # exact: ≥ b·(1 + 2⁻³¹)
         assert Fraction(got) >= Fraction(float(b)) * (1 + Fraction(1, 2**31))
 
 

@@ -1,13 +1,17 @@
 """DAWA's partition step: deviations, sensitivity, exact sampling, privacy of the exponential rule, recovery."""
 
+import dataclasses
+import functools
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from mmopt.adaptive import private_partition
-from mmopt.adaptive.partition import candidate_lengths, deviations
+from mmopt.adaptive._noise import Noise
+from mmopt.adaptive.partition import COST_GRID, candidate_lengths, deviations
 
 
 def _brute_dev(x, a, L):
@@ -121,6 +125,84 @@ def test_noisy_cost_rule_uses_the_documented_noise_scales():
     assert 0.15 < ref < 0.35  # the reference code's rule (b = (2 − 1/2 − 1/2)/ε, no singleton noise): ½e⁻³ ≈ 0.025
 
 
+# The noisy-cost rule on n = 3 cells, lengths 1 and 2: partitions A = {0|1|2}, B = {01|2}, C = {0|12}, tried in
+# that order on ties (the module docstring's order: shortest final bucket first, backwards).
+def _three_cell_totals(x, c):
+    dev = {b: float(np.sum(np.abs(x[list(b)] - np.mean(x[list(b)])))) for b in ((0,), (1,), (2,), (0, 1), (1, 2))}
+    i = {b: math.floor(d) for b, d in dev.items()}  # COST_GRID = 1 below
+    return (i[0,] + i[1,] + i[2,] + 3 * c, i[0, 1] + i[2,] + 2 * c, i[0,] + i[1, 2] + 2 * c)
+
+
+@functools.cache
+def _noisy_cost_law(x, eps, c, shifts=(2, 3)):
+    """Pr[A], Pr[B], Pr[C] exactly (up to e^-60 of tail), summing over the discrete Laplace noise: z0, z1, z2 at
+    b₁ = s₁/ε, z01, z12 at b₂ = s₂/ε (the rule's s₁ = ⌈Δ₁⌉ + ⌈Δ₂⌉ + 1 = 2, s₂ = 3 at K = 1)."""
+    a, b, cc = _three_cell_totals(np.asarray(x, dtype=float), c)
+
+    def pmf(scale):
+        z = np.arange(-int(60 * scale) - 1, int(60 * scale) + 2)
+        w = np.exp(-np.abs(z) / scale)
+        return z, w / w.sum()
+
+    def at_least(t, z, p):  # Pr[Z ≥ t], t an integer array
+        tail = np.concatenate([np.cumsum(p[::-1])[::-1], [0.0]])
+        return np.where(t <= z[0], 1.0, tail[np.clip(t - z[0], 0, z.size)])
+
+    z1, p1 = pmf(shifts[0] / eps)
+    z2, p2 = pmf(shifts[1] / eps)
+    Z0, Z1, Z2 = np.meshgrid(z1, z1, z1, indexing="ij")
+    TA = a + Z0 + Z1 + Z2
+    pa = np.sum(p1[:, None, None] * p1[None, :, None] * p1[None, None, :]  # TB ≥ TA and TC ≥ TA
+                * at_least(TA - b - Z2, z2, p2) * at_least(TA - cc - Z0, z2, p2))
+    Z0, Z2, Z01 = np.meshgrid(z1, z1, z2, indexing="ij")  # B: TB = b + z01 + z2 < TA and TC ≥ TB
+    TB = b + Z01 + Z2
+    pb = np.sum(p1[:, None, None] * p1[None, :, None] * p2[None, None, :]
+                * at_least(TB - a - Z0 - Z2 + 1, z1, p1) * at_least(TB - cc - Z0, z2, p2))
+    return np.array([pa, pb, 1.0 - pa - pb])
+
+
+def _worst_log_ratio(eps, c, shifts):
+    worst = 0.0
+    for x in itertools.product(range(4), repeat=3):
+        for i, step in itertools.product(range(3), (1, -1)):
+            y = list(x)
+            y[i] += step
+            if y[i] >= 0:
+                ratio = _noisy_cost_law(x, eps, c, shifts) / _noisy_cost_law(tuple(y), eps, c, shifts)
+                worst = max(worst, float(np.max(np.abs(np.log(ratio)))))
+    return worst
+
+
+def test_noisy_cost_rule_is_epsilon_dp_exactly_on_three_cells(monkeypatch):
+    """The integer rule's law, summed exactly over its noise (grid K = 1, so that the noise is a few units wide),
+    moves by at most e^ε between every neighbour pair of histograms of 0–3 records a cell, the reference code's
+    scales (Δ/ε: s = 1, 1) by more (the oracle's positive control), and the code picks what the law's order picks
+    on noise with many ties."""
+    import mmopt.adaptive.partition as part
+    monkeypatch.setattr(part, "COST_GRID", 1)
+    eps, c = 4.0, 1
+    worst = _worst_log_ratio(eps, c, (2, 3))
+    assert 0.4 * eps < worst <= eps * (1 + 1e-9)  # measured 0.49ε: the neighbours really move the law
+    assert _worst_log_ratio(eps, c, (1, 1)) > 1.5 * eps  # measured 1.64ε
+
+    @dataclasses.dataclass(frozen=True, eq=False)
+    class Given(Noise):  # adds the next prepared integer noise vector
+        draws: list = dataclasses.field(default_factory=list)
+
+        def add_discrete_laplace(self, values, scale):
+            return np.asarray(values, dtype=np.int64) + self.draws.pop(0)
+
+    g = np.random.default_rng(3)
+    for _ in range(300):
+        x = g.integers(0, 4, 3).astype(float)
+        z = g.integers(-2, 3, 5)
+        totals = np.array(_three_cell_totals(x, c)) + [z[0] + z[1] + z[2], z[3] + z[2], z[0] + z[4]]
+        p = private_partition(x, eps, bucket_penalty=c, selection="noisy_cost", entropy_correction=False,
+                              noise=Given("opendp", None, [z[:3], z[3:]]))
+        want = [[[0, 1], [1, 2], [2, 3]], [[0, 2], [2, 3]], [[0, 1], [1, 3]]][int(np.argmin(totals))]
+        assert p.bounds.tolist() == want
+
+
 @pytest.mark.parametrize("selection", ["exponential", "noisy_cost"])
 def test_huge_epsilon_recovers_the_step_partition(selection):
     x = np.repeat([5.0, 40.0, 0.0, 0.0], 16)  # dyadic-aligned steps: three buckets 16 + 16 + 32
@@ -221,11 +303,29 @@ def test_release_refuses_fractional_counts_and_noisy_costs_measure_the_deviation
     A = recorder()
     p = private_partition(x, 1.0, bucket_penalty=5.0, candidates="all", selection="noisy_cost", noise=A)
     dev = deviations(x, np.arange(1, 6))
-    measured = [e[1] for e in A.log if e[0] == "laplace"]
-    assert all(np.array_equal(m, dev[~np.isnan(dev[:, k]), k]) for k, m in enumerate(measured))
+    measured = [e for e in A.log if e[0] == "dlaplace"]
+    assert [e[1].size for e in measured] == [5, 4, 3, 2, 1] and {e[0] for e in A.log} == {"dlaplace"}
+    K = COST_GRID
+    assert all(np.array_equal(m[1], np.floor(dev[~np.isnan(dev[:, k]), k] * K)) for k, m in enumerate(measured))
     from mmopt.adaptive.partition import length_sensitivities
 
-    assert p.sensitivity == max(length_sensitivities(np.arange(1, 6)))
+    delta_L = length_sensitivities(np.arange(1, 6))
+    assert p.sensitivity == max(delta_L)
+    steps = np.ceil(delta_L * K)  # the scales are (⌈KΔ_L⌉ + max⌈KΔ_L⌉ + 1)/ε, rounded up, as exact Fractions
+    for (_, _, _, b), s_L in zip(measured, steps + steps.max() + 1, strict=True):
+        assert Fraction(b) >= Fraction(int(s_L)) and Fraction(b) - Fraction(int(s_L)) < Fraction(b) * 2**-51
+
+
+def test_noisy_cost_rule_refuses_scales_past_its_integers_before_drawing():
+    from _float_neighbours import recorder
+    A = recorder()
+    with pytest.raises(ValueError, match="selection='noisy_cost' adds its noise in 64-bit integers, and epsilon=1e-09"):
+        private_partition(np.arange(8.0), 1e-9, bucket_penalty=1.0, selection="noisy_cost", noise=A)
+    assert A.log == []
+    with pytest.raises(ValueError, match="counts them exactly only below 2"):  # a simulation past the release domain
+        private_partition(np.array([0.0, 2.0**40]), 1.0, bucket_penalty=1.0, selection="noisy_cost", rng=0)
+    p = private_partition(np.arange(8.0), 1e-6, bucket_penalty=1.0, selection="noisy_cost", noise=A)
+    assert p.n_buckets >= 1 and {e[0] for e in A.log} == {"dlaplace"}
 
 
 def test_partition_refuses_buckets_past_2_20(monkeypatch):  # mutant part-no-maxlen

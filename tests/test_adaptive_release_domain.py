@@ -20,7 +20,8 @@ class Tripwire(Noise):
     def _trip(self, *args, **kwargs):
         raise Drew
 
-    laplace = gaussian = add_laplace = add_gaussian = gumbel_max = exponential = exponential_monotone = _trip
+    laplace = gaussian = add_laplace = add_discrete_laplace = add_gaussian = gumbel_max = exponential = _trip
+    exponential_monotone = _trip
 
 
 W8 = np.tril(np.ones((8, 8)))
@@ -31,6 +32,8 @@ ONE_D = {
     "dawa_singletons": lambda x, z: A.dawa(x, 1.0, max_bucket_length=1, noise=z),
     "dawa_callable": lambda x, z: A.dawa(x, 1.0, strategy=lambda k: np.eye(k), noise=z),
     "private_partition": lambda x, z: A.private_partition(x, 1.0, bucket_penalty=1.0, noise=z),
+    "private_partition_noisy_cost": lambda x, z: A.private_partition(x, 1.0, bucket_penalty=1.0,
+                                                                     selection="noisy_cost", noise=z),
     "ahp": lambda x, z: A.ahp(x, 1.0, noise=z),
     "efpa": lambda x, z: A.efpa(x, 1.0, noise=z),
     "php": lambda x, z: A.php(x, 1.0, noise=z),

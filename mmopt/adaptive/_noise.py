@@ -4,7 +4,7 @@ Every private step of an algorithm in :mod:`mmopt.adaptive` draws through one :c
 ``laplace(scale, size)``, ``gaussian(scale, size)`` and ``exponential(scores, epsilon, sensitivity)``
 (the exponential mechanism's choice; ``exponential_monotone`` for scores that move one way only), plus
 ``add_laplace(values, scale)`` / ``add_gaussian`` (the mechanism itself: with OpenDP the data value goes into the
-vetted measurement, which rounds the noisy value once) and
+vetted measurement, which rounds the noisy value once), ``add_discrete_laplace`` (integers, exactly) and
 ``gumbel_max(logits)`` (an exact Gibbs draw, for samplers whose privacy is proven for the whole distribution,
 e.g. DAWA's partition). :func:`resolve_noise` builds it from the public ``noise=`` and ``rng=``
 parameters: ``noise="numpy"`` with a seed/Generator is reproducible and for simulation only (floating-point
@@ -106,6 +106,19 @@ class Noise:
             return _plus(values, lambda size: self.rng.laplace(0.0, scale, size))
         from mmopt.adaptive._opendp_noise import add_laplace
         return add_laplace(values, scale)
+
+    def add_discrete_laplace(self, values, scale: float) -> np.ndarray:
+        """Integers ``values`` + i.i.d. discrete Laplace noise, Pr[Z = z] ∝ exp(−|z|/``scale``): an int64 array.
+
+        With "opendp", OpenDP's exact sampler (:func:`mmopt.adaptive._opendp_noise.add_discrete_laplace`); with
+        "numpy", the difference of two geometric draws (the same law, from floating-point uniforms).
+        """
+        if self.backend == "numpy":
+            arr = np.asarray(values, dtype=np.int64)
+            p = -np.expm1(-1.0 / float(scale))  # G₁ − G₂, Gᵢ ~ Geometric(p): Pr[z] ∝ (1 − p)^{|z|} = e^{−|z|/b}
+            return arr + (self.rng.geometric(p, arr.shape) - self.rng.geometric(p, arr.shape))
+        from mmopt.adaptive._opendp_noise import add_discrete_laplace
+        return add_discrete_laplace(values, scale)
 
     def add_gaussian(self, values, scale: float):
         """``values`` + i.i.d. N(0, ``scale``²) (the Gaussian mechanism; see :meth:`add_laplace`)."""

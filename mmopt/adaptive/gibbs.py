@@ -107,8 +107,8 @@ def draw_epsilon(noise: Noise, epsilon: float, n: int, n_lengths: int, sensitivi
         raise ValueError(f"{caller}: at epsilon={epsilon!r} the float64 rounding of the exponential rule's sampler "
                          f"over {n:,} cells would cost more than half the budget (mmopt.adaptive.gibbs), or its "
                          "penalty times epsilon is too large for the bound. Use a larger 'epsilon', fewer cells "
-                         "or a smaller 'bucket_penalty' (selection='noisy_cost' is no remedy: its proof does not "
-                         "cover float64 either; mmopt.adaptive.partition).")
+                         "or a smaller 'bucket_penalty', or selection='noisy_cost' (exact integer arithmetic; "
+                         "mmopt.adaptive.partition).")
     return eps_d
 
 

@@ -19,21 +19,27 @@ rounded exact deviation (the former Σ|x_j − fl(S/L)| moved by 1 + 4.8·10⁻�
 L = 3; a helper's audit). As dev ≤ Δ_L·S, |fl(dev) − fl(dev')| ≤ Δ_L + u·(dev + dev') ≤ Δ_L·(1 + 2u·N) (u = 2⁻⁵³),
 and the proofs below use that charged Δ_L (rounded upwards) for lengths that are not powers of two; for powers of
 two the division is exact and Δ_L stays 2(1 − 1/L). Lengths above 2²⁰ are refused. The release path requires whole
-counts of at most N records (:mod:`mmopt.adaptive._finish`); on it the noisy costs hand OpenDP dev alone and add
-the public penalty c afterwards (post-processing), so no rounding of dev + c enters a measured value.
+counts of at most N records (:mod:`mmopt.adaptive._finish`).
 
 Private selection (``selection=``):
 
-* ``"noisy_cost"`` — DAWA's rule: every candidate bucket gets the cost dev + c + Z_B with independent
-  Z_B ~ Lap(b_L), and the partition of least total noisy cost is output. **ε₁-DP with b_L = (Δ_L + Δ)/ε₁.**
-  Proof: fix a neighbour pair (cell i) and an output P; let B* ∈ P be its bucket containing i. Map the noise
-  Z ↦ Z − (Δ_{B*} + Δ)·e_{B*} (a translation; its density ratio is e^{ε₁}). Under the map, P's total moves by
-  δ_{B*} − Δ_{B*} − Δ ≤ −Δ, while every partition Q ∌ B* moves by δ_{B_Q} ≥ −Δ (Q has exactly one bucket
-  containing i) and every Q ∋ B* moves exactly as P. So P stays least-cost, and
-  Pr[P | x] ≤ e^{ε₁} Pr[P | x'] (ties have probability zero). The argument is for continuous Laplace noise and an
-  exact least-cost search; OpenDP's Laplace samples are floats (exact draws rounded to its grid) and the search
-  sums them in float64, which the translation argument does not cover: an open gap (the exponential rule below,
-  the default, is inside the proof). This differs from the reference code
+* ``"noisy_cost"`` — DAWA's rule on an integer grid. Costs are counted in units of 1/K record (K = 2²⁰): bucket
+  B of length L costs ⌊K·dev(x, B)⌋ + ⌊K·c⌋ + Z_B, the Z_B independent discrete Laplace (Pr[Z = z] ∝ e^{−|z|/b_L}
+  on the integers) with b_L = s_L/ε₁, s_L = Δᴷ_L + Δᴷ + 1, Δᴷ_L = ⌈K·Δ_L⌉ and Δᴷ = max_L Δᴷ_L; the partition of
+  least total is output, ties going to the shortest final bucket (the dynamic program read backwards: a fixed
+  total order on partitions). **ε₁-DP.** Proof: ⌊K·dev⌋ moves by at most Δᴷ_L between neighbours (two reals within
+  t have floors within ⌈t⌉). Fix a neighbour pair (cell i) and an output P; let B* ∈ P be its bucket containing i.
+  Map the noise z ↦ z − s_{B*}·e_{B*}, an injection of integer vectors whose probability ratio is at most
+  e^{s_{B*}/b_{B*}} = e^{ε₁}. Under it P's total moves by at most Δᴷ_{B*} − s_{B*} = −Δᴷ − 1, while a partition
+  Q ∌ B* moves by at least −Δᴷ (Q has exactly one bucket containing i), so every such Q is now strictly worse
+  than P; every Q ∋ B* moves exactly as P does. So P is still first in the tie order among the least-cost
+  partitions, and Pr[P | x] ≤ e^{ε₁} Pr[P | x']. Nothing in this is rounded: dev is the computed float with its
+  charged Δ_L (above), K·dev is exact (K a power of two), the totals are sums of Python integers, and OpenDP's
+  discrete Laplace sampler is exact. (OpenDP adds in 64-bit integers, which saturate: scales above 2⁴⁵, i.e.
+  ε₁ below about 10⁻⁷, are refused so that a saturation needs |Z| > 2⁶², probability below e^{−2¹⁷}.) The grid
+  costs 1/K record of resolution and widens each scale by at most 3/(K·(Δ_L + Δ)) relative. (Before this grid,
+  the rule drew float Laplace noise and summed it in float64, which the translation argument does not cover.)
+  This rule differs from the reference code
   (``dpcomp_core`` ``cutils.L1partition``) in three places, each needed by the proof: the reference draws
   Lap((2 − 1/L − 1/n)/ε₁) ≈ Lap(Δ/ε₁), half of the above — enough only when all costs move the same way,
   whereas here costs of overlapping buckets can move in opposite directions; it gives singletons no noise
@@ -60,7 +66,7 @@ The penalty and the selection's temperature 2Δ/ε₁ both scale as 1/ε₁, so 
 split into a few buckets (each then estimated exactly); a larger public ``bucket_penalty`` merges them.
 
 Noise (``noise=``): "numpy" (default, seeded; simulation and benchmarking only) or "opendp", release-grade:
-every noisy cost is OpenDP's Laplace mechanism at its b_L, and every step of the backward draw is OpenDP's
+every noisy cost is OpenDP's discrete Laplace mechanism at its b_L, and every step of the backward draw is OpenDP's
 Gumbel noisy max on the step's logits, which samples their exact softmax (Gumbel-max identity); the drawn
 partition's law is within the charged rounding of the Gibbs distribution (:mod:`mmopt.adaptive.gibbs`).
 """
@@ -73,13 +79,13 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from mmopt._base import validation as v
-from mmopt.adaptive._common import check_epsilon, laplace_scale
+from mmopt.adaptive._common import check_epsilon
 from mmopt.adaptive._finish import noise_source
 from mmopt.adaptive._noise import Noise
 from mmopt.adaptive.gibbs import draw_epsilon, sample
 from mmopt.dense.exact_answers import MAX_RECORDS
 
-__all__ = ["CANDIDATES", "MAX_LENGTH", "SELECTIONS", "Partition", "deviations", "length_sensitivities",
+__all__ = ["CANDIDATES", "COST_GRID", "MAX_LENGTH", "SELECTIONS", "Partition", "deviations", "length_sensitivities",
            "private_partition", "singletons"]
 
 CANDIDATES = ("dyadic", "all")
@@ -87,6 +93,9 @@ SELECTIONS = ("exponential", "noisy_cost")
 _CHUNK = 2**20  # entries of the largest temporary window block
 #: The longest bucket: L·dev is then an exact float64 integer for every histogram of the release domain
 MAX_LENGTH = 2**20
+#: The noisy-cost rule counts costs in units of 1/COST_GRID record, in integers (module docstring)
+COST_GRID = 2**20
+_MAX_COST_SCALE = 2.0**45  # its largest noise scale, in those units: OpenDP's 64-bit sums then cannot saturate
 
 
 def length_sensitivities(lengths) -> np.ndarray:
@@ -232,8 +241,7 @@ def private_partition(x, epsilon: float, *, bucket_penalty: float, candidates: s
     dev = deviations(x, lengths)
     valid = ~np.isnan(dev)
     if selection == "noisy_cost":
-        scales = np.array([laplace_scale(d + delta, eps, "a bucket cost", caller) for d in delta_L])
-        last = _least_cost(_noisy_costs(dev, valid, scales, penalty, src), lengths)
+        last = _least_cost(_noisy_costs(dev, valid, delta_L, eps, float(penalty), src, caller), lengths)
     else:
         eps_d = draw_epsilon(src, eps, x.size, lengths.size, delta, float(penalty), caller)
         last = sample(-(eps_d / (2.0 * delta)) * (dev + penalty), lengths, src)
@@ -248,23 +256,36 @@ def singletons(n: int, epsilon: float, selection: str, candidates: str, bucket_p
                      bucket_penalty, noise)
 
 
-def _noisy_costs(dev: np.ndarray, valid: np.ndarray, scales: np.ndarray, penalty: float, noise: Noise) -> np.ndarray:
-    """dev[a, k] + c + Lap(scales[k]) on the valid entries (NaN elsewhere)."""
-    if not noise.vetted:  # numpy: unit draws times the scale, in this order (kept for seeded reproducibility)
-        cost = dev + penalty
-        cost[valid] += noise.laplace(1.0, int(valid.sum())) * np.broadcast_to(scales, cost.shape)[valid]
-        return cost
-    cost = dev.copy()
-    for k, b in enumerate(scales.tolist()):  # OpenDP adds Lap(b_L) to each deviation itself; c afterwards
+def _noisy_costs(dev: np.ndarray, valid: np.ndarray, delta_L: np.ndarray, epsilon: float, penalty: float,
+                 noise: Noise, caller: str) -> np.ndarray:
+    """The noisy-cost rule's costs in units of 1/K record: ⌊K·dev⌋ + ⌊K·c⌋ + discrete Lap(b_L) as Python integers on
+    the valid entries (None elsewhere), b_L = (⌈K·Δ_L⌉ + max⌈K·Δ_L⌉ + 1)/ε₁ rounded up (module docstring)."""
+    K = float(COST_GRID)
+    steps = np.ceil(delta_L * K)  # ⌈K·Δ_L⌉, exact: K is a power of two
+    scales = np.nextafter((steps + steps.max() + 1.0) / epsilon, np.inf)  # ≥ s_L/ε₁ (the quotient rounds once)
+    grid = dev * K  # exact, for the same reason
+    if not scales.max() <= _MAX_COST_SCALE or not penalty * K < 2.0**62:
+        raise ValueError(f"{caller}: selection='noisy_cost' adds its noise in 64-bit integers, and epsilon={epsilon!r} "
+                         f"needs scales of up to {scales.max() / K:.3g} records (at most {_MAX_COST_SCALE / K:.3g}), "
+                         f"or the penalty {penalty:.3g} is past 2^42 records. Use selection='exponential' (the "
+                         "default) or a larger 'epsilon'.")
+    if np.nanmax(grid) >= 2.0**53:  # only in a simulation past the release domain (whole counts of <= 2^32 records)
+        raise ValueError(f"The 'x' parameter of {caller} has bucket deviations of {np.nanmax(dev):.3g} records; "
+                         "selection='noisy_cost' counts them exactly only below 2^33. Use selection='exponential'.")
+    c = int(np.floor(penalty * K))  # public: any rounding is post-processing
+    cost = np.full(dev.shape, None, dtype=object)
+    for k, b in enumerate(scales.tolist()):
         rows = valid[:, k]
-        cost[rows, k] = noise.add_laplace(dev[rows, k], b)
-    return cost + penalty
+        noisy = noise.add_discrete_laplace(np.floor(grid[rows, k]).astype(np.int64), b)
+        cost[rows, k] = [t + c for t in noisy.tolist()]  # Python integers: the totals below are exact
+    return cost
 
 
 def _least_cost(cost: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """last[e] = length of the final bucket of the least-cost partition of cells [0, e) (dynamic programming)."""
+    """last[e] = length of the final bucket of the least-cost partition of cells [0, e) (dynamic programming), ties
+    to the shortest (argmin's first index, lengths ascending): backwards, the least partition in one fixed order."""
     n = cost.shape[0]
-    best = np.zeros(n + 1)
+    best = np.zeros(n + 1, dtype=cost.dtype)
     last = np.zeros(n + 1, dtype=np.int64)
     for e in range(1, n + 1):
         k = int(np.searchsorted(lengths, e, side="right"))  # candidate lengths <= e
