@@ -192,6 +192,19 @@ def gaussian_delta(sigma: float, epsilon: float) -> float:
     return math.exp(log_delta(s, e))
 
 
+def gaussian_is_private(sigma: float, epsilon: float, delta: float) -> bool:
+    """True when Gaussian noise σ at L2 sensitivity 1 is proven (ε, δ)-DP: the computed log δ(σ, ε) lies below
+    log δ by more than its error bound (the margin :func:`analytic_gaussian_sigma` and :func:`gaussian_epsilon`
+    use; inputs are positive floats, δ < 1).
+
+    Examples
+    --------
+    >>> gaussian_is_private(analytic_gaussian_sigma(1.0, 1e-9), 1.0, 1e-9), gaussian_is_private(5.0, 1.0, 1e-9)
+    (True, False)
+    """
+    return log_delta(float(sigma), float(epsilon)) <= _private_log_bound(float(delta))
+
+
 def analytic_gaussian_sigma(epsilon: float, delta: float) -> float:
     """The smallest σ (at L2 sensitivity 1) giving (ε, δ)-DP: Balle & Wang (2018), Algorithm 1, made safe.
 

@@ -27,16 +27,47 @@ def test_ten_gaussian_releases_compose_as_dp_accounting_says(tmp_path):
     assert len(multipliers) == 1  # the same calibration every time
     (m,) = multipliers
     assert m == pytest.approx(outs[0].noise_scale / outs[0].sensitivity, rel=2.0**-29) and m < outs[0].noise_scale
-    # ten Gaussians at m are one Gaussian at m/√10, exactly: dp-accounting's PLD of that one (its ten-fold FFT
+    # ten Gaussians at m are one Gaussian at m/√10, exactly: its own privacy curve, read on no grid, is at most
+    # dp-accounting's pessimistic PLD of that one and agrees with it to the grid's rounding (its ten-fold FFT
     # power of the PLD at m is within its own round-off, ~1e-7 here, and not always above the exact ε)
     one = pld.from_gaussian_mechanism(standard_deviation=m / math.sqrt(10), value_discretization_interval=1e-4)
-    assert acc.spent.epsilon == pytest.approx(one.get_epsilon_for_delta(1e-6), rel=1e-9)
+    assert acc.spent.epsilon <= one.get_epsilon_for_delta(1e-6)
+    assert acc.spent.epsilon == pytest.approx(one.get_epsilon_for_delta(1e-6), rel=1e-7)
     ten = pld.from_gaussian_mechanism(standard_deviation=m, value_discretization_interval=1e-4).self_compose(10)
     assert acc.spent.epsilon == pytest.approx(ten.get_epsilon_for_delta(1e-6), rel=1e-6)
     assert all(s.noise == "gaussian" and s.noise_multiplier == pytest.approx(m, rel=1e-15) for s in acc.spends)
     again = Accountant.load(tmp_path / "l.json")  # format 2 keeps the noise, so the reloaded ledger agrees
     assert again.spent.epsilon == acc.spent.epsilon and again.composition == "pld"
     assert json.loads((tmp_path / "l.json").read_text())["version"] == 2
+
+
+@pytest.mark.parametrize("eps", [0.1, 1.0, 5.0])
+def test_a_gaussian_release_of_exactly_the_total_fits_at_a_small_delta(tmp_path, eps):
+    """At δ = 10⁻⁹ the PLD read the analytic σ of (ε, δ) at ε(1 + 3.5·10⁻⁹) (at ε = 1: dp-accounting's curve read
+    at δ − u, the allowance for its FFT's round-off), so a release of exactly the total was refused where basic and
+    zCDP composition accept it. Gaussians alone are one Gaussian, whose own curve now decides, on no grid and with
+    no FFT. Oracle: that curve from scipy's Φ (Balle & Wang 2018)."""
+    from scipy.stats import norm
+
+    from mmopt.accounting import _pld
+    from mmopt.privacy import analytic_gaussian_sigma
+    sigma = analytic_gaussian_sigma(eps, 1e-9)
+    grid = pld.from_gaussian_mechanism(standard_deviation=sigma, value_discretization_interval=_pld.grid(eps))
+    assert grid.get_epsilon_for_delta(1e-9 - 2**-53) > eps  # the PLD's reading refused it
+    acc = Accountant(mmopt.Privacy(eps, 1e-9), "pld", path=tmp_path / "l.json")
+    assert acc.remaining.epsilon == eps
+    acc.release(W, H, X, mmopt.Privacy(eps, 1e-9))
+    (spend,) = acc.spends
+    s, e = spend.noise_multiplier, acc.spent.epsilon
+    exact = math.exp(norm.logcdf(1 / (2 * s) - e * s)) - math.exp(e + norm.logcdf(-1 / (2 * s) - e * s))
+    assert e < eps and 1e-9 * (1 - 1e-6) < exact <= 1e-9 * (1 + 1e-9)  # the ε reported is the curve's, tightly
+    # a Laplace release beside it goes back to the PLD's grid, and the remaining budget offered fits
+    rest = acc.remaining.epsilon
+    assert 0 < rest < eps
+    acc.release(W, H, X, "remaining")  # a second Gaussian: one Gaussian still
+    assert acc.spent.epsilon <= eps
+    assert not acc.ledger.fits(("gaussian", 1.0, 0.0)) and acc.ledger.fits(("gaussian", 1e4, 0.0))
+    assert _pld.one_gaussian([_pld.term(spend), ("laplace", 1.0, 0.0)]) is None
 
 
 def test_pld_needs_less_noise_than_zcdp_for_ten_gaussian_releases():

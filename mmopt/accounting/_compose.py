@@ -31,7 +31,7 @@ from mmopt.accounting import _ledger as lg
 from mmopt.accounting import _pld as pl
 from mmopt.accounting import _zcdp as z
 from mmopt.accounting._ledger import Budget, Spend, fmt
-from mmopt.privacy import Privacy
+from mmopt.privacy import Privacy, gaussian_is_private
 
 # Under zCDP the remaining ε is that of this share of the remaining ρ: a release at that ε is charged
 # max_rho(ε, δ), the last float whose ε is within it, which may pass the remaining ρ by the few ulps over which
@@ -183,6 +183,9 @@ class Ledger:
         if self.composition == "pld":
             if charge[0] != "generic" and pl.alone_exceeds(charge, self.total.epsilon, self.total.delta):
                 return False
+            sigma = pl.one_gaussian([*(pl.term(s) for s in self.spends), charge])
+            if sigma is not None and self.total.delta > 0:  # exactly one Gaussian: its own curve, no grid
+                return gaussian_is_private(sigma, self.total.epsilon, self.total.delta)
             try:
                 return self._pld_epsilon([charge]) <= self.total.epsilon
             except OverflowError:  # dp-accounting's e^loss past a loss of ~709 (a spend of ε = 1e200): refused, as
