@@ -76,7 +76,7 @@ from mmopt.adaptive._common import AdaptiveResult, check_epsilon, check_fraction
 from mmopt.adaptive._finish import check_release_histogram, finish, noise_source
 from mmopt.adaptive._marginals import by_index, check_marginals, domain_sum
 from mmopt.adaptive.privbayes import _check_data
-from mmopt.dense.exact_answers import MAX_RECORDS
+from mmopt.dense.exact_answers import MAX_RECORDS, UNIT_ROUNDOFF, cover_roundings
 
 __all__ = ["MAX_CELLS", "dual_query", "score_charge", "scores"]
 
@@ -85,7 +85,6 @@ MAX_DEFAULT_ROUNDS = 1000
 _CAP = 8.0  # × the worst-case optimum √(ln|Q|/T): measured best of 1…64 on three tables (module docstring)
 _SAFE = 1.0 - 4.0 * np.finfo(float).eps  # η rounded down a few ulps: float sums never overspend
 _CHUNK = 1024  # uniform tie-breaks draw a chunk, then a cell in it: two small draws, never one of size N
-_U = 2.0**-53
 
 
 def score_charge(m: int) -> float:
@@ -95,7 +94,7 @@ def score_charge(m: int) -> float:
     >>> 0 < score_charge(1000) - 1 < 1e-6
     True
     """
-    return math.nextafter((1.0 + 2.0 * _U * max(float(MAX_RECORDS), float(m))) * (1.0 + 2.0 * _U), math.inf)
+    return cover_roundings(1.0 + 2.0 * UNIT_ROUNDOFF * max(float(MAX_RECORDS), float(m)), 2)
 
 
 def scores(answers: np.ndarray, hits: np.ndarray, t: int, m: int) -> np.ndarray:
@@ -253,7 +252,7 @@ def dual_query(data, epsilon: float, *, domain=None, marginals=None, samples: in
             picks = [src.exponential(np.zeros(Q), 1.0, 1.0) for _ in range(s)]
         else:
             u = scores(answers, hits, t, m_int)  # a new array: a Noise may keep the scores it was given
-            delta_t = math.nextafter(t / m * kappa * (1.0 + 2.0 * _U), math.inf)
+            delta_t = cover_roundings(t / m * kappa, 2)
             picks = [src.exponential_monotone(u, eta * delta_t, delta_t) for _ in range(s)]
         sampled[t] = picks
         r = best_response(layout, picks, src)

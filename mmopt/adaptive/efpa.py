@@ -60,7 +60,6 @@ __all__ = ["efpa", "fourier_coefficients", "fourier_matrix", "inverse_fourier", 
 
 _FIX = 62  # Φ̂'s entries are multiples of 2⁻⁶² of magnitude ≤ 1: Q = 2⁶²·Φ̂ is an integer below 2⁶²
 _SLICE = 21  # Q's slices are integers below 2²¹: a slice times ≤ 2³² records sums to < 2⁵³, exactly in BLAS
-_U = 2.0**-53
 _BLOCK = 1 << 21  # entries of Φ̂ built at a time (16 MB)
 
 
@@ -179,7 +178,7 @@ def _column_bounds(n: int) -> tuple[np.ndarray, float]:
         block = _columns(n, cols)
         l1 = np.maximum(l1, np.cumsum(np.abs(block), axis=0).max(axis=1))
         sq = max(sq, float((block * block).sum(axis=0).max()))  # the squares ≥ 2⁻¹²⁴ or 0: no underflow
-    widen = 1.0 + 2.0 * (n + 2) * _U
+    widen = 1.0 + 2.0 * (n + 2) * ea.UNIT_ROUNDOFF
     delta1 = np.nextafter(l1 * widen, np.inf)
     delta1.setflags(write=False)
     return delta1, ea.sqrt_up(Fraction(sq) * Fraction(widen))
@@ -209,7 +208,7 @@ def score_sensitivity(n: int, noise_terms: np.ndarray, records: int = ea.MAX_REC
     >>> 1.0 < score_sensitivity(64, np.ones(64)) < 1.00001
     True
     """
-    u = Fraction(_U)
+    u = Fraction(ea.UNIT_ROUNDOFF)
     c2 = Fraction(_column_bounds(v.check_int(n, name="n", caller="score_sensitivity", low=1))[1])
     d = Fraction(float(np.max(noise_terms)))
     return ea.float_up(c2 * (1 + (2 * records + 1) * (3 * u + 2 * u * u)) + 2 * u * d)

@@ -55,11 +55,9 @@ import math
 import numpy as np
 
 from mmopt.adaptive._noise import Noise
-from mmopt.dense.exact_answers import MAX_RECORDS, two_sum
+from mmopt.dense.exact_answers import MAX_RECORDS, UNIT_ROUNDOFF, two_sum
 
 __all__ = ["draw_epsilon", "log_partition", "loss_bound", "sample", "step_logits"]
-
-_U = 2.0**-53
 
 
 def loss_bound(eps_draw: float, n: int, n_lengths: int, sensitivity: float, penalty: float,
@@ -70,7 +68,7 @@ def loss_bound(eps_draw: float, n: int, n_lengths: int, sensitivity: float, pena
     >>> 1 < loss_bound(1.0, 4096, 13, 2.0, 5.0) < 1 + 1e-5
     True
     """
-    u, K, N, p = _U, float(n_lengths), float(records), float(penalty)
+    u, K, N, p = UNIT_ROUNDOFF, float(n_lengths), float(records), float(penalty)
     beta = eps_draw * (1.0 + u) / (2.0 * sensitivity)  # ≥ fl(ε_d/(2Δ))
     Z = n * (math.log(K) + 1.001 * beta * p + 1.0)
     sigma = 5.0 * u * Z + 2.0 * u * (math.log(K) + 1.0)

@@ -39,8 +39,6 @@ OpenDP's vetted samplers, release-grade.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from mmopt._base import guards as g
@@ -56,7 +54,15 @@ from mmopt.adaptive._common import (
     query_matrix,
 )
 from mmopt.adaptive._finish import noise_source
-from mmopt.dense.exact_answers import MAX_RECORDS, charged_sensitivity, check_strategy, exact_answers, integer_exact
+from mmopt.dense.exact_answers import (
+    MAX_RECORDS,
+    UNIT_ROUNDOFF,
+    charged_sensitivity,
+    check_strategy,
+    cover_roundings,
+    exact_answers,
+    integer_exact,
+)
 
 __all__ = ["charged_sensitivities", "mwem"]
 
@@ -194,9 +200,9 @@ def charged_sensitivities(W: np.ndarray, delta: float) -> tuple[float, bool]:
 
 def score_sensitivity(delta: float, delta_y: float, public: np.ndarray) -> float:
     """Δ_s = Δ_y + 2u·(B + C), B = (1 + u)·Δ·MAX_RECORDS, C = max|c| (module docstring), rounded upwards."""
-    u = 2.0**-53
+    u = UNIT_ROUNDOFF
     bound = (1.0 + u) * delta * MAX_RECORDS + float(np.max(np.abs(public), initial=0.0))
-    return math.nextafter((delta_y + 2.0 * u * bound) * (1.0 + 4.0 * u), math.inf)
+    return cover_roundings(delta_y + 2.0 * u * bound, 4)
 
 
 def _select(src, Wx: np.ndarray, Wh: np.ndarray, epsilon: float, delta: float, delta_y: float) -> int:

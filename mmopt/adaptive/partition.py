@@ -83,10 +83,10 @@ from mmopt.adaptive._common import check_epsilon
 from mmopt.adaptive._finish import noise_source
 from mmopt.adaptive._noise import Noise
 from mmopt.adaptive.gibbs import draw_epsilon, sample
-from mmopt.dense.exact_answers import MAX_RECORDS
+from mmopt.dense.exact_answers import MAX_RECORDS, UNIT_ROUNDOFF, cover_roundings
 
-__all__ = ["CANDIDATES", "COST_GRID", "MAX_LENGTH", "SELECTIONS", "Partition", "deviations", "length_sensitivities",
-           "private_partition", "singletons"]
+__all__ = ["CANDIDATES", "COST_GRID", "MAX_LENGTH", "SELECTIONS", "Partition", "deviation_terms",
+           "deviations", "length_sensitivities", "private_partition", "singletons"]
 
 CANDIDATES = ("dyadic", "all")
 SELECTIONS = ("exponential", "noisy_cost")
@@ -107,7 +107,7 @@ def length_sensitivities(lengths) -> np.ndarray:
     """
     lengths = np.asarray(lengths, dtype=np.int64)
     exact = 2.0 * (1.0 - 1.0 / lengths)  # exact for powers of two (and 0 at L = 1)
-    charged = np.nextafter(exact * (1.0 + 2.0 * 2.0**-53 * MAX_RECORDS) * (1.0 + 4.0 * 2.0**-53), np.inf)
+    charged = cover_roundings(exact * (1.0 + 2.0 * UNIT_ROUNDOFF * MAX_RECORDS), 4)
     return np.where((lengths & (lengths - 1)) == 0, exact, charged)
 
 
@@ -150,6 +150,22 @@ def candidate_lengths(n: int, candidates: str, max_length: int) -> np.ndarray:
     return 1 << np.arange(top.bit_length())
 
 
+def deviation_terms(lengths, x, sums, out=None) -> np.ndarray:
+    """|L·x_j − S| elementwise (broadcast; into ``out``, of the broadcast shape, if given): the terms of
+    L·dev = Σ_{j∈B} |L·x_j − S| of a bucket B of L cells and sum S. For whole counts of at most MAX_RECORDS records
+    and L ≤ MAX_LENGTH they, and every partial sum of them, are integers below 2⁵³ (module docstring): summed in
+    any order and divided once by L, they give the correctly rounded deviation. :func:`deviations` and
+    :func:`mmopt.adaptive.php.split_deviations` compute their deviations so.
+
+    >>> x = np.array([1.0, 3.0, 3.0])
+    >>> deviation_terms(3, x, x.sum()).tolist(), float(deviation_terms(3, x, x.sum()).sum() / 3)  # dev = 8/3
+    ([4.0, 2.0, 2.0], 2.6666666666666665)
+    """
+    out = np.multiply(lengths, x, out=out)
+    np.subtract(out, sums, out=out)
+    return np.abs(out, out=out)
+
+
 def deviations(x, lengths) -> np.ndarray:
     """dev[a, k] = Σ_{j=a}^{a+L_k−1} |x_j − mean|, the L1 deviation of each window; NaN past the end. Computed as
     fl(Σ|L·x_j − S|/L), S the window's sum: correctly rounded for whole counts of at most 2³² records (module
@@ -178,7 +194,7 @@ def deviations(x, lengths) -> np.ndarray:
         for s in range(0, windows.shape[0], step):
             w = windows[s:s + step]
             # L·dev = Σ|L·x_j − S|: exact integers below 2⁵³ in the release domain, then one correct rounding
-            dev[s:s + w.shape[0], k] = np.abs(L * w - w.sum(axis=1)[:, None]).sum(axis=1) / L
+            dev[s:s + w.shape[0], k] = deviation_terms(L, w, w.sum(axis=1)[:, None]).sum(axis=1) / L
     return dev
 
 

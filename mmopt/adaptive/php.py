@@ -51,7 +51,8 @@ from mmopt._base import guards as g
 from mmopt._base import validation as v
 from mmopt.adaptive._common import AdaptiveResult, check_epsilon, check_fraction, check_histogram, laplace_scale
 from mmopt.adaptive._finish import finish, noise_source
-from mmopt.dense.exact_answers import MAX_RECORDS
+from mmopt.adaptive.partition import deviation_terms
+from mmopt.dense.exact_answers import MAX_RECORDS, UNIT_ROUNDOFF, cover_roundings
 
 __all__ = ["deviation", "php", "score_sensitivity", "split_deviations"]
 
@@ -71,9 +72,8 @@ def score_sensitivity(penalty: float) -> float:
     >>> 2 < score_sensitivity(1.0) < 2 + 1.2e-5
     True
     """
-    u = 2.0**-53
-    return math.nextafter((2.0 + 4.0 * (3.0 + 4.0 * u) * u * MAX_RECORDS + 4.0 * u * penalty) * (1.0 + 4.0 * u),
-                          math.inf)
+    u = UNIT_ROUNDOFF
+    return cover_roundings(2.0 + 4.0 * (3.0 + 4.0 * u) * u * MAX_RECORDS + 4.0 * u * penalty, 4)
 
 
 def deviation(xb: np.ndarray) -> float:
@@ -83,7 +83,7 @@ def deviation(xb: np.ndarray) -> float:
     True
     """
     L = xb.size
-    return float(np.abs(L * xb - xb.sum()).sum()) / L
+    return float(deviation_terms(L, xb, xb.sum()).sum()) / L
 
 
 def split_deviations(xb: np.ndarray) -> np.ndarray:
@@ -104,13 +104,18 @@ def split_deviations(xb: np.ndarray) -> np.ndarray:
     rows = max(1, _CHUNK // m)
     idx = np.arange(m)
     for a in range(0, m - 1, rows):
-        ss = s[a:a + rows, None].astype(np.float64)
-        left = idx[None, :] < ss
-        S = cs[a + 1:a + 1 + ss.shape[0], None]
-        # |L·x_i − S| on each side (L = s or m − s): exact integers, summed per side exactly, one division each
-        terms = np.abs(np.where(left, ss * xb[None, :] - S, (m - ss) * xb[None, :] - (cs[m] - S)))
-        out[a:a + rows] = (np.where(left, terms, 0.0).sum(axis=1) / ss[:, 0]
-                           + np.where(left, 0.0, terms).sum(axis=1) / (m - ss[:, 0]))
+        cut = s[a:a + rows]
+        r = cut.size
+        left = idx[None, :] < cut[:, None]
+        ss = cut.astype(np.float64)
+        S = cs[a + 1:a + 1 + r, None]
+        # row s holds the buckets [0, s) and [s, m): the |L·x_i − S| of both (L = s or m − s) in one array, exact
+        # integers; one reduction sums each side exactly (segments from row·m and row·m + s), one division each
+        lengths = np.where(left, ss[:, None], m - ss[:, None])
+        terms = deviation_terms(lengths, xb, np.where(left, S, cs[m] - S), out=lengths)
+        row_starts = np.arange(0, r * m, m)
+        sides = np.add.reduceat(terms.ravel(), np.column_stack([row_starts, row_starts + cut]).ravel())
+        out[a:a + r] = sides[0::2] / ss + sides[1::2] / (m - ss)
     return out
 
 

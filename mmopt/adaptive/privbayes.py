@@ -67,14 +67,13 @@ import numpy as np
 from mmopt._base import validation as v
 from mmopt.adaptive._common import MAX_COUNT, AdaptiveResult, check_epsilon, check_fraction, check_total, laplace_scale
 from mmopt.adaptive._finish import check_release_histogram, finish, noise_source
-from mmopt.dense.exact_answers import MAX_RECORDS
+from mmopt.dense.exact_answers import MAX_RECORDS, UNIT_ROUNDOFF, cover_roundings
 
 __all__ = ["charged_mi_sensitivity", "lemma1_sensitivity", "mi_sensitivity", "mi_score", "privbayes"]
 
 MAX_CELLS = 10**7  # the estimate is the dense N-cell table
 
 
-_U = 2.0**-53
 
 
 def _sum_f(t) -> float:
@@ -117,8 +116,9 @@ def charged_mi_sensitivity(m: float) -> float:
     True
     """
     m = v.check_real(m, name="m", caller="charged_mi_sensitivity", low=0.0, low_open=True)
-    rounding = 52.0 * _U * min(1.0, MAX_RECORDS / m) * math.log(MAX_RECORDS) + 17.0 * _U
-    return math.nextafter((mi_sensitivity(m) * (1.0 + 16.0 * _U) + 2.0 * rounding) * (1.0 + 4.0 * _U), math.inf)
+    u = UNIT_ROUNDOFF
+    rounding = 52.0 * u * min(1.0, MAX_RECORDS / m) * math.log(MAX_RECORDS) + 17.0 * u
+    return cover_roundings(mi_sensitivity(m) * (1.0 + 16.0 * u) + 2.0 * rounding, 4)
 
 
 def lemma1_sensitivity(n: int) -> float:

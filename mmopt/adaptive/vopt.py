@@ -42,7 +42,7 @@ from mmopt._base import guards as g
 from mmopt._base import validation as v
 from mmopt.adaptive._common import AdaptiveResult, check_epsilon, check_fraction, check_histogram, laplace_scale
 from mmopt.adaptive._finish import finish, noise_source
-from mmopt.dense.exact_answers import MAX_RECORDS, histogram_problem
+from mmopt.dense.exact_answers import MAX_RECORDS, UNIT_ROUNDOFF, histogram_problem
 
 __all__ = ["noise_first", "score_sensitivity", "structure_first", "vopt_table"]
 
@@ -84,7 +84,7 @@ def score_sensitivity(count_bound: float, n: int, buckets: int) -> float:
     if T >= 2**1000:
         raise ValueError(f"The 'count_bound' parameter of structure_first must be below 2^968 (the scores' rounding "
                          f"bound, ⌊F⌋·2³², stays finite). Got {count_bound!r} instead.")
-    charge = 10.1 * buckets * 2.0**-53 * float(T) * (1.0 + 1e-6)  # (1 + 10⁻⁶): this product's own roundings
+    charge = 10.1 * buckets * UNIT_ROUNDOFF * float(T) * (1.0 + 1e-6)  # (1 + 10⁻⁶): this product's own roundings
     return math.nextafter((2.0 * count_bound + 1.0) + charge * (1.0 + 1e-6), math.inf)
 
 

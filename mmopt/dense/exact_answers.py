@@ -30,16 +30,18 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["MAX_RECORDS", "RELATIVE_CHARGE", "charged_sensitivity", "check_histogram", "check_strategy",
-           "dekker_split", "exact_answers", "float_up", "histogram_problem", "integer_exact", "sqrt_up", "two_product",
-           "two_sum"]
+__all__ = ["MAX_RECORDS", "RELATIVE_CHARGE", "UNIT_ROUNDOFF", "charged_sensitivity", "check_histogram",
+           "check_strategy", "cover_roundings", "dekker_split", "exact_answers", "float_up", "histogram_problem",
+           "integer_exact", "sqrt_up", "two_product", "two_sum"]
 
 #: The guarantee's domain: histograms of at most this many records (2³² ≈ 4.3·10⁹; a release of more is refused
 #: before anything is drawn). Public, as it must be: the rounding charge depends on it, never on the data.
 MAX_RECORDS = 2**32
-_U = 2.0**-53
+#: u = 2⁻⁵³, the unit roundoff of float64: a correctly rounded operation (round to nearest) returns a·(1 + δ),
+#: |δ| ≤ u. The one home of the constant in mmopt's rounding proofs (:func:`cover_roundings`).
+UNIT_ROUNDOFF = 2.0**-53
 #: d_in / Δ − 1 where A x is not exact, but for the subnormal term: u·(2N + 1) = 9.5·10⁻⁷ at N = 2³²
-RELATIVE_CHARGE = _U * (2.0 * MAX_RECORDS + 1.0)
+RELATIVE_CHARGE = UNIT_ROUNDOFF * (2.0 * MAX_RECORDS + 1.0)
 _SPLIT = 134217729.0  # 2²⁷ + 1: Dekker's split of a float64 into two halves of ≤ 26 significant bits
 _TINY_ERROR = 2.0**-1074  # bounds the rounding error of a subnormal product (half of it, 2⁻¹⁰⁷⁵, is 0.0 in float64)
 _MAX_MAGNITUDE = 2.0**995  # below it the split's a·(2²⁷ + 1) cannot overflow
@@ -88,8 +90,8 @@ def charged_sensitivity(sensitivity: float, norm: str, rows: int, columns: int, 
     if exact:
         return sensitivity
     eta = (4 * columns + 1) * _TINY_ERROR * (rows if norm == "l1" else math.sqrt(rows))
-    charged = sensitivity * (1.0 + _U * (2.0 * records + 1.0)) + 2.0 * eta  # RELATIVE_CHARGE at MAX_RECORDS
-    return math.nextafter(charged * (1.0 + 4.0 * _U), math.inf)  # the two products' and the sum's roundings
+    charged = sensitivity * (1.0 + UNIT_ROUNDOFF * (2.0 * records + 1.0)) + 2.0 * eta  # RELATIVE_CHARGE at MAX_RECORDS
+    return cover_roundings(charged, 4)  # the two products' and the sum's roundings
 
 
 def exact_answers(A: np.ndarray, x: np.ndarray, *, caller: str, integer: bool | None = None) -> np.ndarray:
@@ -189,6 +191,45 @@ def float_up(q) -> float:
     """
     r = float(q)
     return r if Fraction(r) >= q else math.nextafter(r, math.inf)
+
+
+def cover_roundings(value, k: int):
+    """``value``·(1 + k·u) rounded upwards (u = :data:`UNIT_ROUNDOFF`): a float bound on a quantity that ``value``
+    computed with at most k roundings.
+
+    For value ≥ 0 and an even integer 0 ≤ k ≤ 2²⁵ (so 1 + k·u is a float), the result r satisfies
+    r > value·(1 + k·u)·(1 + u/2) exactly (the last step goes one float past the rounded product, which is at least
+    u/2 of it above the product). Hence r ≥ v for every real v ≥ 0 with value ≥ v·(1 − u)^k: v computed by at
+    most k correctly rounded operations on exact operands, each a factor in [1 − u, 1 + u] of a product or
+    quotient, or of a sum of non-negative terms (v ≤ value/(1 − ku) and (1 − k²u²)(1 + u/2) ≥ 1 for k ≤ 2²⁵).
+
+    Parameters
+    ----------
+    value : float or ndarray
+        The computed value(s), ≥ 0 (elementwise for an array).
+    k : int
+        The roundings to cover, even.
+
+    Returns
+    -------
+    float or ndarray
+        A float for a scalar ``value`` (``math.nextafter``), an array of ``value``'s shape for an array
+        (``np.nextafter``).
+
+    Examples
+    --------
+    >>> from fractions import Fraction
+    >>> r = cover_roundings(0.1, 4)
+    >>> Fraction(r) > Fraction(0.1) * (1 + 4 * Fraction(UNIT_ROUNDOFF)), type(r).__name__
+    (True, 'float')
+    >>> third = 1.0 / 3.0  # one rounding, downwards here
+    >>> Fraction(third) < Fraction(1, 3) < Fraction(cover_roundings(third, 2))
+    True
+    >>> cover_roundings(np.array([0.0, 1.0]), 2).tolist() == [5e-324, 1.0 + 2.0**-51]
+    True
+    """
+    raised = value * (1.0 + k * UNIT_ROUNDOFF)
+    return np.nextafter(raised, np.inf) if isinstance(raised, np.ndarray) else math.nextafter(raised, math.inf)
 
 
 def sqrt_up(q) -> float:

@@ -37,7 +37,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from mmopt.dense.exact_answers import MAX_RECORDS, histogram_problem, two_product, two_sum
+from mmopt.dense.exact_answers import MAX_RECORDS, cover_roundings, histogram_problem, two_product, two_sum
+from mmopt.dense.exact_answers import UNIT_ROUNDOFF as U
 from mmopt.structured.residual import marginals as wm
 from mmopt.structured.residual import strategy as rs
 from mmopt.structured.residual.reconstruct import _sources
@@ -45,7 +46,6 @@ from mmopt.structured.residual.reconstruct import _sources
 __all__ = ["charged_records_sensitivity", "check_records_total", "check_residual_strategy", "residual_answers",
            "weighted_answers"]
 
-U = 2.0**-53  # unit roundoff
 KAPPA_REL = 4.0 * U  # |κ̂/κ − 1| < 4u
 _ETA = 2.0**-1074
 
@@ -93,7 +93,7 @@ def charged_records_sensitivity(delta_up: float, norm: str, rows: int, *, kappa_
     base = delta_up * (1.0 + KAPPA_REL) if kappa_rounded else delta_up
     eta = _ETA * (rows if norm == "l1" else math.sqrt(rows))
     charged = base * (1.0 + U * (2.0 * records + 1.0)) + 2.0 * eta
-    return math.nextafter(charged * (1.0 + 8.0 * U), math.inf)
+    return cover_roundings(charged, 8)
 
 
 # -- the data-dependent computation -------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ import numpy as np
 from scipy import linalg
 
 from mmopt._base.guards import Unsupported
+from mmopt.dense.exact_answers import UNIT_ROUNDOFF
 from mmopt.dense.support import support_tolerance, unmeasured_cells
 from mmopt.structured import _rows as rw
 from mmopt.structured import algebra as alg
@@ -36,11 +37,10 @@ from mmopt.structured import factors as fc
 
 SWEEPS = 8           # sweeps of the lower bound's block ascent (it stops earlier when a sweep gains < 1e-9)
 LOWER_WORK = 4 * 10**9  # flops of the lower-bound refinement beyond which only its starting point is used
-_U = 2.0**-53
 
 
 def _gamma(n: int) -> float:
-    return n * _U / (1 - n * _U)
+    return n * UNIT_ROUNDOFF / (1 - n * UNIT_ROUNDOFF)
 
 
 def factor_trace(Wf, Af, cache, caller: str) -> float:

@@ -44,12 +44,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mmopt.dense.exact_answers import MAX_RECORDS, _abs_max, dekker_split, two_product, two_sum
+from mmopt.dense.exact_answers import MAX_RECORDS, _abs_max, cover_roundings, dekker_split, two_product, two_sum
+from mmopt.dense.exact_answers import UNIT_ROUNDOFF as _U
 
 __all__ = ["AnswerPlan", "answers", "charged_sensitivity", "check_magnitudes", "compensated_gather",
            "compensated_mode", "final_charge", "mode_charge", "plan", "weighted_entries"]
 
-_U = 2.0**-53
 _TINY = 2.0**-1074
 _MAX_MAGNITUDE = 2.0**990  # below it no Dekker split overflows (2⁹⁹⁵) and no sum of the pair does
 _CHUNK = 1 << 16  # output entries per pass of a compensated mode product (~20 temporaries of this size)
@@ -177,7 +177,7 @@ def charged_sensitivity(sensitivity: float, c: float, eta: float, norm: str, n_r
         return sensitivity
     spread = eta * (n_rows if norm == "l1" else math.sqrt(n_rows))
     charged = sensitivity * (1.0 + c * (2.0 * records + 1.0)) + 2.0 * spread
-    return math.nextafter(charged * (1.0 + 4.0 * _U), math.inf)  # this line's own roundings
+    return cover_roundings(charged, 4)  # this line's own roundings
 
 
 def answers(strategy, x: np.ndarray, answer_plan: AnswerPlan) -> np.ndarray:
