@@ -31,8 +31,8 @@ from fractions import Fraction
 import numpy as np
 
 __all__ = ["MAX_RECORDS", "RELATIVE_CHARGE", "UNIT_ROUNDOFF", "charged_sensitivity", "check_histogram",
-           "check_strategy", "cover_roundings", "dekker_split", "exact_answers", "float_up", "histogram_problem",
-           "integer_exact", "sqrt_up", "two_product", "two_sum"]
+           "check_strategy", "cover_roundings", "dekker_split", "exact_answers", "float_up", "gamma",
+           "histogram_problem", "integer_exact", "sqrt_up", "two_product", "two_sum"]
 
 #: The guarantee's domain: histograms of at most this many records (2³² ≈ 4.3·10⁹; a release of more is refused
 #: before anything is drawn). Public, as it must be: the rounding charge depends on it, never on the data.
@@ -191,6 +191,17 @@ def float_up(q) -> float:
     """
     r = float(q)
     return r if Fraction(r) >= q else math.nextafter(r, math.inf)
+
+
+def gamma(n: int) -> float:
+    """Higham's γ_n = n·u/(1 − n·u) (u = :data:`UNIT_ROUNDOFF`, n·u < 1): |Π(1 + δᵢ)^{±1} − 1| ≤ γ_n for n
+    factors with |δᵢ| ≤ u (Higham, *Accuracy and Stability of Numerical Algorithms*, 2002, Lemma 3.1). The
+    float returned is itself rounded; callers use it with a margin.
+
+    >>> gamma(2) > 2 * UNIT_ROUNDOFF, gamma(0)
+    (True, 0.0)
+    """
+    return n * UNIT_ROUNDOFF / (1.0 - n * UNIT_ROUNDOFF)
 
 
 def cover_roundings(value, k: int):

@@ -29,7 +29,7 @@ import numpy as np
 from scipy import linalg
 
 from mmopt._base.guards import Unsupported
-from mmopt.dense.exact_answers import UNIT_ROUNDOFF
+from mmopt.dense.exact_answers import gamma
 from mmopt.dense.support import support_tolerance, unmeasured_cells
 from mmopt.structured import _rows as rw
 from mmopt.structured import algebra as alg
@@ -37,10 +37,6 @@ from mmopt.structured import factors as fc
 
 SWEEPS = 8           # sweeps of the lower bound's block ascent (it stops earlier when a sweep gains < 1e-9)
 LOWER_WORK = 4 * 10**9  # flops of the lower-bound refinement beyond which only its starting point is used
-
-
-def _gamma(n: int) -> float:
-    return n * UNIT_ROUNDOFF / (1 - n * UNIT_ROUNDOFF)
 
 
 def factor_trace(Wf, Af, cache, caller: str) -> float:
@@ -144,13 +140,13 @@ def term_lower(t, strategy, start, cache, *, sweeps: int = SWEEPS) -> float:
         n = N[i] / max(float(np.max(np.abs(N[i]))), np.finfo(float).tiny)  # the ratio is scale-free
         N[i] = n
         F = roots[i]
-        a = float(np.sum(n * F)) - _gamma(n.size) * float(np.sum(np.abs(n * F)))
-        nn = math.sqrt(float(np.sum(n * n))) * (1 + _gamma(n.size))
+        a = float(np.sum(n * F)) - gamma(n.size) * float(np.sum(np.abs(n * F)))
+        nn = math.sqrt(float(np.sum(n * n))) * (1 + gamma(n.size))
         s = []
         for A in distinct[i]:
             s2 = float(np.sum((A @ n) ** 2))
-            err = _gamma(A.shape[1]) * math.sqrt(float(np.sum(A * A))) * (1 + _gamma(A.size)) * nn
-            s.append((math.sqrt(s2 * (1 + _gamma(A.shape[0] * n.shape[1]))) + err) ** 2)
+            err = gamma(A.shape[1]) * math.sqrt(float(np.sum(A * A))) * (1 + gamma(A.size)) * nn
+            s.append((math.sqrt(s2 * (1 + gamma(A.shape[0] * n.shape[1]))) + err) ** 2)
         return a, np.array(s)
 
     table = [parts(i) for i in range(d)]
@@ -160,7 +156,7 @@ def term_lower(t, strategy, start, cache, *, sweeps: int = SWEEPS) -> float:
             return 0.0
         a = math.prod(x[0] for x in table)
         b = float(theta2 @ np.prod([table[i][1][where[:, i]] for i in range(d)], axis=0))
-        return t.weight**2 * a * a / b * (1 - _gamma(4 * d + 2 * len(blocks) + 16)) if b > 0 else 0.0
+        return t.weight**2 * a * a / b * (1 - gamma(4 * d + 2 * len(blocks) + 16)) if b > 0 else 0.0
 
     best = value()
     for _ in range(sweeps):
@@ -239,7 +235,7 @@ def mixed_upper(t, strategy, cache, memo: dict | None = None, *, max_pieces: int
         j = int(np.argmax(np.where(np.array([m[p] for m in masks]), np.abs(alpha[:, p]), -1.0)))
         alpha[j, p] = 1.0 - (alpha[:, p].sum() - alpha[j, p])
     value = sum(float(a @ C @ a) for a, C in zip(alpha, Cs, strict=True))
-    return t.weight**2 * value * (1 + _gamma(8 * P * d + 16)) if math.isfinite(value) and value > 0 else None
+    return t.weight**2 * value * (1 + gamma(8 * P * d + 16)) if math.isfinite(value) and value > 0 else None
 
 
 def bracket(workload, strategy, cache, caller, *, algebra_co):

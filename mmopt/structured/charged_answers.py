@@ -44,7 +44,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mmopt.dense.exact_answers import MAX_RECORDS, _abs_max, cover_roundings, dekker_split, two_product, two_sum
+from mmopt.dense.exact_answers import (
+    MAX_RECORDS,
+    _abs_max,
+    cover_roundings,
+    dekker_split,
+    gamma,
+    two_product,
+    two_sum,
+)
 from mmopt.dense.exact_answers import UNIT_ROUNDOFF as _U
 
 __all__ = ["AnswerPlan", "answers", "charged_sensitivity", "check_magnitudes", "compensated_gather",
@@ -53,10 +61,6 @@ __all__ = ["AnswerPlan", "answers", "charged_sensitivity", "check_magnitudes", "
 _TINY = 2.0**-1074
 _MAX_MAGNITUDE = 2.0**990  # below it no Dekker split overflows (2⁹⁹⁵) and no sum of the pair does
 _CHUNK = 1 << 16  # output entries per pass of a compensated mode product (~20 temporaries of this size)
-
-
-def _gamma(n: int) -> float:
-    return n * _U / (1.0 - n * _U)
 
 
 @dataclass(frozen=True)
@@ -154,7 +158,7 @@ def mode_charge(M: np.ndarray, rho: float, eta: float) -> tuple[float, float]:
     absolute row sum) plus its own, (2n + 2)·2⁻¹⁰⁷⁰ (module docstring)."""
     n = M.shape[1]
     rows = float(np.abs(M).sum(axis=1).max(initial=0.0))
-    return rho + 4.0 * _gamma(n + 1) ** 2 * (1.0 + rho), (1.0 + 2 * _U) * rows * eta + (2 * n + 2) * 2.0**-1070
+    return rho + 4.0 * gamma(n + 1) ** 2 * (1.0 + rho), (1.0 + 2 * _U) * rows * eta + (2 * n + 2) * 2.0**-1070
 
 
 def final_charge(rho: float, eta: float) -> tuple[float, float]:
