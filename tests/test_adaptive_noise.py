@@ -50,6 +50,11 @@ def test_discrete_laplace_has_its_law_on_the_integers(backend):
     assert abs(np.mean(d) ** 2 + np.var(d) - var) <= 5 * math.sqrt(4 * var**2 / n)  # (fourth moment < 5 var²)
     with pytest.raises(ValueError, match="must be integers"):
         odp.add_discrete_laplace(np.zeros(2), 1.0)
+    with pytest.raises(ValueError, match="at most 2\\^45"):  # numpy's geometric overflowed int64 near 1e18
+        noise.add_discrete_laplace(np.zeros(2, dtype=np.int64), 1e20)
+    with pytest.raises(ValueError, match="at most 2\\^53"):  # OpenDP's i64 sums saturate past 2^63: keep headroom
+        odp.add_discrete_laplace(np.array([0, -(2**53) - 1]), 1.0)
+    assert odp.add_discrete_laplace(np.array([2**53]), 1e-3).tolist() == [2**53]
 
 
 def test_opendp_gaussian_moments():

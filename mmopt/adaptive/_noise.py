@@ -114,8 +114,10 @@ class Noise:
         "numpy", the difference of two geometric draws (the same law, from floating-point uniforms).
         """
         if self.backend == "numpy":
+            from mmopt.adaptive._opendp_noise import check_discrete_scale
             arr = np.asarray(values, dtype=np.int64)
-            p = -np.expm1(-1.0 / float(scale))  # G₁ − G₂, Gᵢ ~ Geometric(p): Pr[z] ∝ (1 − p)^{|z|} = e^{−|z|/b}
+            # G₁ − G₂, Gᵢ ~ Geometric(p): Pr[z] ∝ (1 − p)^{|z|} = e^{−|z|/b}
+            p = -np.expm1(-1.0 / check_discrete_scale(scale))
             return arr + (self.rng.geometric(p, arr.shape) - self.rng.geometric(p, arr.shape))
         from mmopt.adaptive._opendp_noise import add_discrete_laplace
         return add_discrete_laplace(values, scale)

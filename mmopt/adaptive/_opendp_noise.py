@@ -45,8 +45,8 @@ import warnings
 
 import numpy as np
 
-__all__ = ["RELEASE_MARGIN", "add_discrete_laplace", "add_gaussian", "add_laplace", "exponential",
-           "exponential_monotone", "gaussian", "gumbel_max", "laplace"]
+__all__ = ["MAX_DISCRETE_SCALE", "RELEASE_MARGIN", "add_discrete_laplace", "add_gaussian", "add_laplace",
+           "check_discrete_scale", "exponential", "exponential_monotone", "gaussian", "gumbel_max", "laplace"]
 
 #: Every scale this back-end draws at is the one asked for widened by the factor 1 + 2⁻³⁰, and every ε of its
 #: exponential mechanism narrowed by it (a caller building its own Gibbs logits from ε narrows them with
@@ -118,10 +118,23 @@ def add_gaussian(values, scale: float):
     return _add("gaussian", values, scale)
 
 
+#: The largest scale :func:`add_discrete_laplace` (and the numpy back-end's) draws at: with |values| ≤ 2⁵³ a
+#: 64-bit sum then saturates only past |Z| > 2⁶², probability below e^{−2¹⁷}; numpy's geometric draws stay in int64.
+MAX_DISCRETE_SCALE = 2.0**45
+
+
 @functools.lru_cache(maxsize=256)
 def _integer_laplace(scale: float):
     dp = _dp()
     return dp.m.make_laplace(dp.vector_domain(dp.atom_domain(T="i64")), dp.l1_distance(T="i64"), scale)
+
+
+def check_discrete_scale(scale) -> float:
+    """``scale`` as a float in [tiny, :data:`MAX_DISCRETE_SCALE`], or a ValueError."""
+    s = _check_scale(scale, "scale")
+    if s > MAX_DISCRETE_SCALE:
+        raise ValueError(f"The scale of the discrete Laplace noise must be at most 2^45 (64-bit sums). Got {scale!r}.")
+    return s
 
 
 def add_discrete_laplace(values, scale: float) -> np.ndarray:
@@ -137,7 +150,7 @@ def add_discrete_laplace(values, scale: float) -> np.ndarray:
     >>> out.dtype, out.tolist()
     (dtype('int64'), [3, -7])
     """
-    b = _widened(_check_scale(scale, "scale"))
+    b = _widened(check_discrete_scale(scale))
     arr = np.asarray(values)
     if arr.dtype.kind not in "iu" or (arr.size and int(np.max(np.abs(arr))) > 2**53):
         raise ValueError("The values given to OpenDP's discrete Laplace mechanism must be integers of magnitude at "

@@ -81,11 +81,11 @@ from numpy.lib.stride_tricks import sliding_window_view
 from mmopt._base import validation as v
 from mmopt.adaptive._common import check_epsilon
 from mmopt.adaptive._finish import noise_source
-from mmopt.adaptive._noise import Noise
 from mmopt.adaptive.gibbs import draw_epsilon, sample
+from mmopt.adaptive.noisy_cost import least_cost, noisy_costs
 from mmopt.dense.exact_answers import MAX_RECORDS, UNIT_ROUNDOFF, cover_roundings
 
-__all__ = ["CANDIDATES", "COST_GRID", "MAX_LENGTH", "SELECTIONS", "Partition", "deviation_terms",
+__all__ = ["CANDIDATES", "MAX_LENGTH", "SELECTIONS", "Partition", "deviation_terms",
            "deviations", "length_sensitivities", "private_partition", "singletons"]
 
 CANDIDATES = ("dyadic", "all")
@@ -93,9 +93,6 @@ SELECTIONS = ("exponential", "noisy_cost")
 _CHUNK = 2**20  # entries of the largest temporary window block
 #: The longest bucket: L·dev is then an exact float64 integer for every histogram of the release domain
 MAX_LENGTH = 2**20
-#: The noisy-cost rule counts costs in units of 1/COST_GRID record, in integers (module docstring)
-COST_GRID = 2**20
-_MAX_COST_SCALE = 2.0**45  # its largest noise scale, in those units: OpenDP's 64-bit sums then cannot saturate
 
 
 def length_sensitivities(lengths) -> np.ndarray:
@@ -257,7 +254,7 @@ def private_partition(x, epsilon: float, *, bucket_penalty: float, candidates: s
     dev = deviations(x, lengths)
     valid = ~np.isnan(dev)
     if selection == "noisy_cost":
-        last = _least_cost(_noisy_costs(dev, valid, delta_L, eps, float(penalty), src, caller), lengths)
+        last = least_cost(noisy_costs(dev, valid, delta_L, eps, float(penalty), src, caller), lengths)
     else:
         eps_d = draw_epsilon(src, eps, x.size, lengths.size, delta, float(penalty), caller)
         last = sample(-(eps_d / (2.0 * delta)) * (dev + penalty), lengths, src)
@@ -270,46 +267,6 @@ def singletons(n: int, epsilon: float, selection: str, candidates: str, bucket_p
     ends = np.arange(n + 1)
     return Partition(np.stack([ends[:-1], ends[1:]], axis=1), epsilon, selection, candidates, bucket_penalty, 0.0,
                      bucket_penalty, noise)
-
-
-def _noisy_costs(dev: np.ndarray, valid: np.ndarray, delta_L: np.ndarray, epsilon: float, penalty: float,
-                 noise: Noise, caller: str) -> np.ndarray:
-    """The noisy-cost rule's costs in units of 1/K record: ⌊K·dev⌋ + ⌊K·c⌋ + discrete Lap(b_L) as Python integers on
-    the valid entries (None elsewhere), b_L = (⌈K·Δ_L⌉ + max⌈K·Δ_L⌉ + 1)/ε₁ rounded up (module docstring)."""
-    K = float(COST_GRID)
-    steps = np.ceil(delta_L * K)  # ⌈K·Δ_L⌉, exact: K is a power of two
-    scales = np.nextafter((steps + steps.max() + 1.0) / epsilon, np.inf)  # ≥ s_L/ε₁ (the quotient rounds once)
-    grid = dev * K  # exact, for the same reason
-    if not scales.max() <= _MAX_COST_SCALE or not penalty * K < 2.0**62:
-        raise ValueError(f"{caller}: selection='noisy_cost' adds its noise in 64-bit integers, and epsilon={epsilon!r} "
-                         f"needs scales of up to {scales.max() / K:.3g} records (at most {_MAX_COST_SCALE / K:.3g}), "
-                         f"or the penalty {penalty:.3g} is past 2^42 records. Use selection='exponential' (the "
-                         "default) or a larger 'epsilon'.")
-    if np.nanmax(grid) >= 2.0**53:  # only in a simulation past the release domain (whole counts of <= 2^32 records)
-        raise ValueError(f"The 'x' parameter of {caller} has bucket deviations of {np.nanmax(dev):.3g} records; "
-                         "selection='noisy_cost' counts them exactly only below 2^33. Use selection='exponential'.")
-    c = int(np.floor(penalty * K))  # public: any rounding is post-processing
-    cost = np.full(dev.shape, None, dtype=object)
-    for k, b in enumerate(scales.tolist()):
-        rows = valid[:, k]
-        noisy = noise.add_discrete_laplace(np.floor(grid[rows, k]).astype(np.int64), b)
-        cost[rows, k] = [t + c for t in noisy.tolist()]  # Python integers: the totals below are exact
-    return cost
-
-
-def _least_cost(cost: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """last[e] = length of the final bucket of the least-cost partition of cells [0, e) (dynamic programming), ties
-    to the shortest (argmin's first index, lengths ascending): backwards, the least partition in one fixed order."""
-    n = cost.shape[0]
-    best = np.zeros(n + 1, dtype=cost.dtype)
-    last = np.zeros(n + 1, dtype=np.int64)
-    for e in range(1, n + 1):
-        k = int(np.searchsorted(lengths, e, side="right"))  # candidate lengths <= e
-        starts = e - lengths[:k]
-        total = best[starts] + cost[starts, np.arange(k)]
-        j = int(np.argmin(total))
-        best[e], last[e] = total[j], lengths[j]
-    return last
 
 
 def _bounds(last: np.ndarray) -> np.ndarray:
