@@ -120,13 +120,10 @@ def test_noisy_cost_law_needs_the_plus_one():
 
 
 def _partitions(n, lengths):
-    if n == 0:
-        yield ()
-        return
-    for L in lengths:
-        if L <= n:
-            for p in _partitions(n - L, lengths):
-                yield p + (L,)
+    """Every partition of [0, n), as its bucket lengths in order."""
+    from test_adaptive_partition import _partitions as stops
+    for s in stops(n, lengths):
+        yield tuple(np.diff((0, *s)).tolist())
 
 
 @pytest.mark.parametrize("n, kind, values", [(4, "dyadic", range(3)), (4, "all", range(2)), (5, "dyadic", range(2))])
