@@ -64,3 +64,57 @@ def test_fractional_counts_take_the_cell_by_cell_path():
     x[3] = 7.25
     dev = deviations(x, np.array([64]))
     assert dev[0, 0] == pytest.approx(2 * 6.75 * 63 / 64)
+
+
+def _cell_by_cell(monkeypatch, x, lengths):
+    monkeypatch.setattr(part, "_LONG", 10**9)
+    slow = deviations(x, lengths)
+    monkeypatch.undo()
+    return slow
+
+
+@pytest.mark.parametrize("low", [-5.0, -2.0**58, -1e30])
+def test_negative_counts_take_the_cell_by_cell_path(monkeypatch, low):
+    x = np.zeros(100)
+    x[0], x[1] = low, 5.0  # whole and at most 2**32 in all: a huge one wrapped around in int64 (dev < 0)
+    fast = deviations(x, np.array([1, 64, 100]))
+    assert np.array_equal(fast, _cell_by_cell(monkeypatch, x, np.array([1, 64, 100])), equal_nan=True)
+    assert np.nanmin(fast) >= 0
+
+
+def test_the_wavelet_matrix_counts_its_two_tables(monkeypatch):
+    from mmopt._base import validation
+    x = np.arange(1000)  # 1,000 ranks: 10 levels
+    monkeypatch.setattr(validation, "MAX_ALLOCATION_ENTRIES", 2 * 10 * 1001)
+    assert wavelet_matrix(x).ones.shape == (10, 1001)
+    monkeypatch.setattr(validation, "MAX_ALLOCATION_ENTRIES", 2 * 10 * 1001 - 1)
+    with pytest.raises(ValueError, match="wavelet_matrix: the wavelet matrix"):
+        wavelet_matrix(x)
+
+
+def test_a_wavelet_matrix_that_does_not_fit_beside_the_table_leaves_the_cell_by_cell_pass(monkeypatch):
+    from mmopt._base import validation
+    n = 1000
+    x = np.random.default_rng(3).permutation(n).astype(float)  # σ = n: 10 levels
+    lengths = candidate_lengths(n, "dyadic", n)
+    slow = _cell_by_cell(monkeypatch, x, lengths)
+    built = []
+    monkeypatch.setattr(part, "wavelet_matrix", lambda c: built.append(1) or wavelet_matrix(c))
+    for spare, used in ((0, True), (-1, False)):  # the table, the matrix and its build's temporaries: (2·10 + 8)(n+1)
+        monkeypatch.setattr(validation, "MAX_ALLOCATION_ENTRIES", n * lengths.size + (2 * 10 + 8) * (n + 1) + spare)
+        built.clear()
+        assert np.array_equal(deviations(x, lengths), slow, equal_nan=True) and bool(built) == used
+
+
+def test_query_blocks_cover_every_window(monkeypatch):
+    x = np.random.default_rng(4).integers(0, 50, 300).astype(float)
+    lengths = candidate_lengths(300, "all", 140)
+    slow = _cell_by_cell(monkeypatch, x, lengths)
+    monkeypatch.setattr(part, "_QUERY", 7)
+    assert np.array_equal(deviations(x, lengths), slow, equal_nan=True)
+
+
+def test_an_empty_wavelet_matrix_has_nothing_at_least_anything():
+    count, total = at_least(wavelet_matrix([]), [0], [0], [1])
+    assert count.tolist() == [0] and total.tolist() == [0]
+    assert deviations(np.zeros(0), np.array([64])).shape == (0, 1)

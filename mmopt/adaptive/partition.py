@@ -8,7 +8,8 @@ candidate buckets: ``candidates="dyadic"`` (lengths 1, 2, 4, …, any start: the
 approximation, which DPBench runs) or ``"all"`` (every interval, O(n²) windows; use it for n up to a few
 thousand). For whole counts each window of 64 cells or more is one query of a wavelet matrix
 (:mod:`mmopt.adaptive.wavelet`, O(log σ)); shorter ones, and fractional counts, are summed cell by cell. At 65,536
-cells the dyadic deviations take 0.13 CPU s (6.3 s cell by cell), the same floats.
+cells the dyadic deviations take 0.11 CPU s (4.6 s cell by cell; ``benchmarks/bench_partition.py``), the same
+floats.
 
 Sensitivity (exact bound). Adding or removing one record in cell i ∈ B moves x̄_B by 1/L: |x_i − x̄_B| moves by
 at most 1 − 1/L and each other term by at most 1/L, so dev(x, B) moves by at most Δ_L = 2(1 − 1/L); buckets
@@ -97,6 +98,8 @@ _CHUNK = 2**20  # entries of the largest temporary window block
 # windows from this length on are summed by the wavelet matrix (whole counts). At 65,536 cells a length costs
 # 11 / 17 / 33 ms directly at L = 64 / 128 / 256 and ~5 ms by queries, after one 13 ms build
 _LONG = 64
+# windows a wavelet-matrix query block takes at once (its temporaries, ~20 int64 a window, stay near _CHUNK)
+_QUERY = _CHUNK // 16
 #: The longest bucket: L·dev is then an exact float64 integer for every histogram of the release domain
 MAX_LENGTH = 2**20
 
@@ -171,8 +174,8 @@ def deviation_terms(lengths, x, sums, out=None) -> np.ndarray:
 
 def deviations(x, lengths) -> np.ndarray:
     """dev[a, k] = Σ_{j=a}^{a+L_k−1} |x_j − mean|, the L1 deviation of each window; NaN past the end. Computed as
-    fl(Σ|L·x_j − S|/L), S the window's sum: correctly rounded for whole counts of at most 2³² records (module
-    docstring).
+    fl(Σ|L·x_j − S|/L), S the window's sum: correctly rounded for non-negative whole counts of at most 2³² records
+    and L ≤ MAX_LENGTH (module docstring).
 
     Examples
     --------
@@ -189,19 +192,27 @@ def deviations(x, lengths) -> np.ndarray:
     n = x.size
     v.check_allocation(n * lengths.size, what=f"the cost table ({n}×{lengths.size})", caller="deviations")
     dev = np.full((n, lengths.size), np.nan)
-    # long windows of a histogram of the release domain: one wavelet-matrix query each instead of a pass over its
-    # L cells (O(n log σ) a length instead of O(n·L); the same integer D, so the same float)
-    whole = lengths.max() >= _LONG and histogram_problem(x) is None
+    # long windows of a histogram of the release domain (non-negative whole counts, ≤ 2³² records; a huge negative
+    # count wrapped around in int64 and gave negative deviations): one wavelet-matrix query each instead of a pass
+    # over its L cells (O(n log σ) a length instead of O(n·L); the same integer D, so the same float)
+    whole = lengths.max() >= _LONG and not np.any(x < 0) and histogram_problem(x) is None
+    if whole:  # the matrix (2·levels·(n+1) int64, σ ≤ min(n, max x + 1)) and its build's temporaries (~8(n+1))
+        # live beside the cost table: when they do not fit, the cell-by-cell pass (the same floats) instead
+        levels = max(1, (min(n, int(x.max(initial=0)) + 1) - 1).bit_length())
+        whole = n * lengths.size + (2 * levels + 8) * (n + 1) <= v.MAX_ALLOCATION_ENTRIES
     wm = wavelet_matrix(x.astype(np.int64)) if whole else None
     prefix = np.concatenate([[0], np.cumsum(x.astype(np.int64))]) if whole else None
     for k, L in enumerate(lengths.tolist()):
         if L > n:
             continue
         if whole and L >= _LONG:
-            S = prefix[L:] - prefix[:-L]  # window sums, exact int64
-            starts = np.arange(n - L + 1)
-            count, total = at_least(wm, starts, starts + L, S // L + 1)  # the cells with L·x_j > S
-            dev[:n - L + 1, k] = (2 * (L * total - count * S)).astype(np.float64) / L  # D < 2⁵³: exact
+            for s in range(0, n - L + 1, _QUERY):
+                stop = min(s + _QUERY, n - L + 1)
+                starts = np.arange(s, stop)
+                S = prefix[s + L:stop + L] - prefix[s:stop]  # window sums, exact int64
+                count, total = at_least(wm, starts, starts + L, S // L + 1)  # the cells with L·x_j > S
+                # D ≤ 2(L − 1)·S < 2⁵³ for L ≤ MAX_LENGTH: exact, then one correct rounding
+                dev[s:stop, k] = (2 * (L * total - count * S)).astype(np.float64) / L
             continue
         windows = sliding_window_view(x, L)
         step = max(1, _CHUNK // L)

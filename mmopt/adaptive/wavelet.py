@@ -82,6 +82,8 @@ def at_least(wm: WaveletMatrix, starts, stops, thresholds) -> tuple[np.ndarray, 
                                     np.asarray(thresholds, dtype=np.int64))
     r = np.searchsorted(wm.values, t, side="left")  # rank ≥ r ⇔ count ≥ t
     count, total = np.zeros(lo.shape, dtype=np.int64), np.zeros(lo.shape, dtype=np.int64)
+    if wm.values.size == 0:  # no cells (values[r] below has no r)
+        return count, total
     above = r >= wm.values.size  # no count reaches t
     r = np.minimum(r, wm.values.size - 1)
     levels = wm.ones.shape[0]
