@@ -8,7 +8,7 @@ candidate buckets: ``candidates="dyadic"`` (lengths 1, 2, 4, …, any start: the
 approximation, which DPBench runs) or ``"all"`` (every interval, O(n²) windows; use it for n up to a few
 thousand). For whole counts each window of 64 cells or more is one query of a wavelet matrix
 (:mod:`mmopt.adaptive.wavelet`, O(log σ)); shorter ones, and fractional counts, are summed cell by cell. At 65,536
-cells the dyadic deviations take 0.11 CPU s (4.6 s cell by cell; ``benchmarks/bench_partition.py``), the same
+cells the dyadic deviations take 0.10 CPU s (4.2 s cell by cell; ``benchmarks/bench_partition.py``), the same
 floats.
 
 Sensitivity (exact bound). Adding or removing one record in cell i ∈ B moves x̄_B by 1/L: |x_i − x̄_B| moves by
