@@ -200,8 +200,9 @@ def deviations(x, lengths) -> np.ndarray:
         # live beside the cost table: when they do not fit, the cell-by-cell pass (the same floats) instead
         levels = max(1, (min(n, int(x.max(initial=0)) + 1) - 1).bit_length())
         whole = n * lengths.size + (2 * levels + 8) * (n + 1) <= v.MAX_ALLOCATION_ENTRIES
-    wm = wavelet_matrix(x.astype(np.int64)) if whole else None
-    prefix = np.concatenate([[0], np.cumsum(x.astype(np.int64))]) if whole else None
+    counts = x.astype(np.int64) if whole else None
+    wm = wavelet_matrix(counts) if whole else None
+    prefix = np.concatenate([[0], np.cumsum(counts)]) if whole else None
     for k, L in enumerate(lengths.tolist()):
         if L > n:
             continue
