@@ -106,3 +106,26 @@ def test_dawa_checks_the_release_histogram_before_its_partition_draws():
     with pytest.raises(ValueError, match="'x' parameter of dawa must hold whole counts of at most 4,294,967,296 "
                                          "records in all on the release path"):
         dawa([3.5, 2, 0, 7.25, 1, 4, 0, 2], 1.0, strategy=lambda k: mmopt.strategy.identity(k), noise="opendp")
+
+
+def test_cover_roundings_meets_its_stated_bound():
+    """r > value·(1 + k·u)·(1 + u/2) exactly, for scalars and arrays, every even k it is called with (a charge
+    rounded down, or raised by (k − 1)u, or not past the rounded product, passed the test files before)."""
+    rng = np.random.default_rng(0)
+    u = Fraction(ea.UNIT_ROUNDOFF)
+    values = np.concatenate([rng.uniform(0, 10, 400), 2.0 ** rng.integers(-1000, 1000, 100) * rng.uniform(1, 2, 100),
+                             [0.0, 5e-324, 1.0, 2.0 - 2.0**-52, 0.1]])
+    for k in (2, 4, 8, 2**10, 2**25):
+        bound = (1 + k * u) * (1 + u / 2)
+        as_array = ea.cover_roundings(values, k)
+        for v, r in zip(values.tolist(), as_array.tolist(), strict=True):
+            assert Fraction(r) > Fraction(v) * bound and ea.cover_roundings(v, k) == r
+
+
+def test_gamma_is_highams():
+    """γ_n = n·u/(1 − n·u) to within two roundings."""
+    u = Fraction(ea.UNIT_ROUNDOFF)
+    for n in (1, 2, 3, 7, 1000, 2**20, 2**40, 2**52 - 1):
+        exact = n * u / (1 - n * u)
+        assert abs(Fraction(ea.gamma(n)) - exact) <= 3 * u * exact
+    assert ea.gamma(0) == 0.0

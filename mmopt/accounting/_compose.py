@@ -144,6 +144,9 @@ class Ledger:
             # max_rho(ε, δ) (6 of 21 such releases on a grid; a helper's audit): "OVER BUDGET (edited by hand?)"
             # was a false alarm. Past _OVER_ULPS ulps the total is passed
             return self._sum("rho") > lg.exact(self.rho_cap()) * (1 + Fraction(_OVER_ULPS, 2**52))
+        sigma = pl.one_gaussian([pl.term(s) for s in self.spends])
+        if sigma is not None and self.total.delta > 0:  # the predicate fits() accepted them by, not ε read back
+            return not gaussian_is_private(sigma, self.total.epsilon, self.total.delta)
         return self.spent().epsilon > self.total.epsilon  # PLD
 
     # -- one more spend ------------------------------------------------------------------------------------

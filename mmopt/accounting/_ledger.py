@@ -238,6 +238,11 @@ def _spend(entry, k: int, fail, keys=_FIELDS) -> Spend:
     if noise not in (None, *NOISES) or (noise is None) != (multiplier is None) or multiplier == 0:
         fail(f"has spend #{k} with noise {noise!r} and noise_multiplier {multiplier!r} (both null, or a noise and a "
              "multiplier > 0)")
+    if noise is not None and entry["source"] != "release":
+        # only a release records the noise it drew; a declared entry given one was composed as that Gaussian (PLD),
+        # not as the worst (ε, δ) mechanism: a declared (1, 10⁻⁷) read as ε 0.90, not 1.0 (a pending one is read as
+        # its (ε, δ) whatever its noise, _pld.term)
+        fail(f"has spend #{k} with noise {noise!r} but source {entry['source']!r} (only a release records its noise)")
     _check_agreement(k, eps, delta, rho, noise, multiplier, fail)
     return Spend(entry["label"], entry["what"], eps, delta, rho, entry["time"], entry["source"], entry["status"],
                  noise, multiplier)
