@@ -130,7 +130,8 @@ def test_the_split_rows_are_stochastic_and_the_marginals_fitted():
     review)."""
     import numpy as np
 
-    from mmopt.participation.chain_dual import _fit_columns, _split_rows
+    from mmopt.participation.chain_lift import fit_columns as _fit_columns
+    from mmopt.participation.chain_lift import split_rows as _split_rows
     rng = np.random.default_rng(0)
     b = 8
     A = rng.standard_normal((2, b, b))

@@ -33,7 +33,7 @@ LIFTED_FROM = 2049  # on prefix sums from here (to free_banded.MAX_N) the 2b-ban
 # (the free band, which then took the budget: 207,663); refined to 2,048 steps, carried and equalised: ~205,500 (a
 # helper's exploration). At k = 8 / 16, in development runs beside other work: 473,053 / 1,200,242 carried against
 # 475,060 / 1,212,543 refined at 4,096, in 104 / 100 CPU s against 118 / 117. With the lifted dual's carried chain
-# (chain_dual._prolong), equalise.relative_step and chain_banded's stages on one budget (its docstring;
+# (chain_lift.prolong), equalise.relative_step and chain_banded's stages on one budget (its docstring;
 # benchmarks/results/bench_participation_minsep_4096.txt): gaps 1.0057 / 1.0095 / 1.0207 in 102 / 94 / 91 CPU s
 # (1.0065 / 1.0109 / 1.0224 with the budget split in halves between the stages; 1.0077 / 1.0125 / 1.0259 with the
 # previous lift, which kept the atom whole; 1.0105 / 1.0169 / 1.0326 with a diagonal logit shift in the lift; before the
@@ -46,13 +46,13 @@ CARRY_SECONDS = 30.0  # kept for the carry (three exact evaluations at 4,096 ste
 # the route took 111.5 CPU s at k = 4 (with 12 s: 120.9)
 DUAL_LIFTED_FROM = 2048  # on prefix sums from here the chain dual is solved to LIFTED_SOLVE_STEPS and certified at
 # n (the 2b bands' finest level is still refined below LIFTED_FROM): at 2,048 steps, k = 4 / 8, 89,219 / 206,925 in
-# 16 CPU s (89,254 / 207,061 with the chain carried by chain_dual._prolong) against 89,175 / 206,378 solved to 2,048
+# 16 CPU s (89,254 / 207,061 with the chain carried by chain_lift.prolong) against 89,175 / 206,378 solved to 2,048
 # in 31–32 s, the 15 s left to the 2b bands (at 1,024 steps,
 # k = 8, lifted from 512: 91,363 in 15 s against 91,415 in 30 s, and the start there needs the dual solved at n).
 # An options['chain_dual_seconds'] given there budgets the lifted solve: the dual solved to n is not offered
 LIFTED_SECONDS = 15.0  # there the chain dual is solved to LIFTED_SOLVE_STEPS and certified at n (its lifted bound,
 LIFTED_SOLVE_STEPS = 1024  # ~15 s more): 4,096 steps, k = 4 / 8 / 16: 202,793 / 465,761 / 1,171,765 against the
-# diagonal bound's 193,912 / 430,004 / 1,058,804 (with chain_dual._prolong; 202,650 / 465,189 / 1,168,348 with the
+# diagonal bound's 193,912 / 430,004 / 1,058,804 (with chain_lift.prolong; 202,650 / 465,189 / 1,168,348 with the
 # atom kept whole, 202,158 / 463,388 / 1,160,536 with a diagonal logit shift of 0.5, 201,814 / 461,466 / 1,142,057
 # with the offsets repeated; solved to 2,048 steps in 25–30 s, 463,425–465,774 at k = 8: no better)
 
