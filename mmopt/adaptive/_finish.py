@@ -54,8 +54,8 @@ def check_release_histogram(src: Noise, data, caller: str, name: str = "x") -> N
         return
     problem = histogram_problem(np.asarray(data, dtype=np.float64).ravel())
     if problem is not None:
-        got = ("fractional counts (weighted counts?)" if problem == "fractional" else
-               "more records (the total is not printed: a figure of the data)")
+        got = {"negative": "a negative count", "fractional": "fractional counts (weighted counts?)"}.get(
+            problem, "more records (the total is not printed: a figure of the data)")
         raise ValueError(f"The '{name}' parameter of {caller} must hold whole counts of at most {MAX_RECORDS:,} "
                          "records in all on the release path (noise='opendp'): the privacy proofs count records, "
                          "and their float64 rounding is charged for at most that many "

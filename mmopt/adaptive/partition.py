@@ -195,7 +195,7 @@ def deviations(x, lengths) -> np.ndarray:
     # long windows of a histogram of the release domain (non-negative whole counts, ≤ 2³² records; a huge negative
     # count wrapped around in int64 and gave negative deviations): one wavelet-matrix query each instead of a pass
     # over its L cells (O(n log σ) a length instead of O(n·L); the same integer D, so the same float)
-    whole = lengths.max() >= _LONG and not np.any(x < 0) and histogram_problem(x) is None
+    whole = lengths.max() >= _LONG and histogram_problem(x) is None
     if whole:  # the matrix (2·levels·(n+1) int64, σ ≤ min(n, max x + 1)) and its build's temporaries (~8(n+1))
         # live beside the cost table: when they do not fit, the cell-by-cell pass (the same floats) instead
         levels = max(1, (min(n, int(x.max(initial=0)) + 1) - 1).bit_length())

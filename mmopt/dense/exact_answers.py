@@ -130,10 +130,12 @@ def exact_answers(A: np.ndarray, x: np.ndarray, *, caller: str, integer: bool | 
 
 
 def check_histogram(x: np.ndarray, caller: str, records: int = MAX_RECORDS) -> np.ndarray:
-    """``x`` (non-negative, checked by the caller) refused unless it is a histogram of the guarantee's domain:
-    whole counts (one record moves one count by 1, which is what Δ is for: fractional or weighted counts move
-    them by other amounts) of at most ``records`` records in all; checked before anything is drawn."""
+    """``x`` refused unless it is a histogram of the guarantee's domain: whole counts ≥ 0 (one record moves one
+    count by 1, which is what Δ is for: fractional or weighted counts move them by other amounts) of at most
+    ``records`` records in all; checked before anything is drawn."""
     problem = histogram_problem(x, records)
+    if problem == "negative":
+        raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got a negative count.")
     if problem == "fractional":
         raise ValueError(f"The 'x' parameter of {caller} must hold counts of records (whole numbers): adding or "
                          "removing one record moves one count by 1, which is what the noise is calibrated to. Got "
@@ -148,8 +150,14 @@ def check_histogram(x: np.ndarray, caller: str, records: int = MAX_RECORDS) -> n
 
 
 def histogram_problem(x: np.ndarray, records: int = MAX_RECORDS) -> str | None:
-    """None when the non-negative ``x`` is a histogram of the domain, else "fractional" (a count not whole) or
-    "records" (more than ``records`` in all)."""
+    """None when ``x`` is a histogram of the domain, else "negative" (a count below 0), "fractional" (a count not
+    whole) or "records" (more than ``records`` in all).
+
+    >>> histogram_problem(np.array([0.0, 3.0])), histogram_problem(np.array([-1.0, 3.0]))
+    (None, 'negative')
+    """
+    if np.any(x < 0):  # (a huge negative count would wrap the int64 sum below)
+        return "negative"
     if not np.all(x == np.floor(x)):
         return "fractional"
     # integers ≤ 2³² each (else refused at once), so their int64 sum is exact for any n below 2³¹

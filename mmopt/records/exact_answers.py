@@ -170,8 +170,8 @@ def check_records_total(counts: dict, caller: str, records: int = MAX_RECORDS) -
     for a in counts.values():
         a = np.asarray(a)
         # the dense release's test (each count ≤ records before the int64 sum, which then cannot wrap)
-        problem = histogram_problem(a, records) if a.dtype.kind in "iuf" and not np.any(a < 0) else "fractional"
-        if problem == "fractional":
+        problem = histogram_problem(a, records) if a.dtype.kind in "iuf" else "fractional"
+        if problem in ("negative", "fractional"):
             raise ValueError(f"{caller}: the marginal counts must be whole numbers >= 0 (one record moves one count "
                              "by 1, which is what the noise is calibrated to). Got other values.")
         if problem == "records":

@@ -74,7 +74,7 @@ def causal_exact(column, x, row_scale=None, *, caller: str = "causal_exact") -> 
     x = np.asarray(x, dtype=float)
     if x.shape != (n,):
         raise ValueError(f"The 'x' parameter of {caller} must have {n} entries (the column's). Got shape {x.shape}.")
-    if np.any(x < 0) or histogram_problem(x) is not None:  # outside it the CRT's range argument fails
+    if histogram_problem(x) is not None:  # outside it the CRT's range argument fails
         raise ValueError(f"The 'x' parameter of {caller} must be a histogram: whole counts ≥ 0, at most "
                          f"{MAX_RECORDS:,} records in all. Got other values (not printed: figures of the data).")
     if n > MAX_N:

@@ -124,7 +124,7 @@ def answers(r: Released, x: np.ndarray) -> np.ndarray:
     (refused otherwise: past them the transforms' range argument fails, and int64 would truncate fractions)."""
     n = r.n
     z = np.asarray(x, dtype=float)
-    if z.shape != (n,) or np.any(z < 0) or histogram_problem(z) is not None:
+    if z.shape != (n,) or histogram_problem(z) is not None:
         raise ValueError(f"The 'x' parameter of answers must be a histogram of {n:,} cells: whole counts ≥ 0, at most "
                          f"{MAX_RECORDS:,} records in all. Got shape {z.shape} or other values (not printed: "
                          "figures of the data).")
