@@ -74,8 +74,6 @@ __all__ = ["charged_mi_sensitivity", "lemma1_sensitivity", "mi_sensitivity", "mi
 MAX_CELLS = 10**7  # the estimate is the dense N-cell table
 
 
-
-
 def _sum_f(t) -> float:
     """Σ f(t), f(t) = t log t (f(0) = 0), each term rounded once after the log, summed correctly rounded."""
     t = np.asarray(t, dtype=np.float64).ravel()
