@@ -890,6 +890,22 @@ def test_a_zcdp_release_of_the_whole_total_is_not_flagged_over_budget(budget):
     assert acc.ledger.spends[0].rho <= acc.ledger.rho_cap() * (1 + 1e-14)  # within ulps: a real excess still shows
 
 
+@pytest.mark.parametrize("budget", [(0.1, 1e-6), (1.0, 1e-9), (1.0, 1e-12), (3.3, 1e-5), (3.3, 1e-9)])
+def test_a_zcdp_release_of_the_whole_total_shows_no_more_than_the_total_spent(budget, tmp_path):
+    """Its ε read back from the recorded ρ came out an ulp above the total (1.0000000000000002 of 1.0) though
+    the ledger accepted the release and over() is false; a hand-edited excess still shows above the total."""
+    path = tmp_path / "budget.json"
+    acc = Accountant(Privacy(*budget), "zcdp", path=path)
+    acc.release(workload.prefix(8), strategy.hierarchical(8), np.arange(8.0), Privacy(*budget))
+    assert acc.spent.epsilon == budget[0] and acc.spent.rho == acc.ledger.spends[0].rho
+    assert acc.remaining.epsilon == 0.0
+    doc = json.loads(path.read_text())
+    doc["spends"][0]["rho"] = acc.ledger.rho_cap() * (1 + 1e-12)  # past the ulps over() forgives: an excess
+    path.write_text(json.dumps(doc))
+    edited = Accountant.load(path)
+    assert edited.ledger.over() and edited.spent.epsilon > budget[0]
+
+
 def test_spent_is_rounded_upwards_never_below_the_exact_sum():
     """0.1 + 1e-17 showed as 0.1 (to nearest), below the exact sum the ledger itself counts (a helper's audit)."""
     acc = Accountant(Privacy(1.0))
