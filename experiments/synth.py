@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 import mmopt
-from experiments import _common, _progress, _run
+from experiments import _common, _progress, _run, _synth_compare
 
 TABLE = "synth.csv"
 COLUMNS = ["dataset", "epsilon", "delta", "rho", "method", "trial", "cpu_seconds", "wall_seconds", "peak_mb",
@@ -275,6 +275,7 @@ def markdown(rows: list[dict]) -> str:
                      f"{pm(r['records_error'], r['records_error_se'])} | "
                      f"{pm(r['sampled_error'], r['sampled_error_se'])} | {r['cpu_seconds']:.3g} | "
                      f"{'' if math.isnan(r['peak_mb']) else format(r['peak_mb'], '.0f')} |")
+    lines += _synth_compare.comparison_markdown(summary(rows))
     lines += ["", "OpenDP's MST scores an edge by numpy's matrix 1-norm of its 2-way error table (the largest column "
               "sum, not the paper's sum over the cells); where its model error is lower than mmopt's MST (CPS 1988, "
               "ε = 10) the trees differ in one edge chosen by that score in a near-tie (mmopt.synth.mst's "
