@@ -12,12 +12,13 @@ in that set NULL (None), then the estimate, its standard error and, with ``alpha
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from mmopt.groupby.hierarchies import _groups_by_tree, _hierarchy, _hierarchy_table, _read_domain
 from mmopt.groupby.parse import RESULT_COLUMNS, GroupByQuery, parse_query
+from mmopt.groupby.sources import resolve_source
 from mmopt.privacy import Privacy
 from mmopt.records.domain import Domain, check_domain
 from mmopt.records.read import BATCH_ROWS, is_records
@@ -165,101 +166,6 @@ def grouping_table(release: RecordsRelease, grouping_sets, columns, *, alpha: fl
             frame["lower"], frame["upper"] = release.interval(key, alpha)  # widened for round-off, as table's
         parts.append(pd.DataFrame(frame, index=range(cells.shape[1])))
     return pd.concat(parts, ignore_index=True)
-
-
-def resolve_source(source, table):
-    """The records behind ``FROM table``: ``source[table]`` for a mapping, ``con.table(table)`` for a DuckDB
-    connection, else ``source`` itself (a DataFrame, a Parquet/CSV path, a Polars LazyFrame, …).
-
-    ``table`` is the name ("schema.name"), or its identifier parts (:attr:`GroupByQuery.table_parts`), which DuckDB
-    is given quoted: the name alone read table ``tab`` of schema ``my`` for ``FROM "my.tab"``."""
-    parts = None
-    if isinstance(table, str):  # as written: DuckDB parses it (my.tab is table tab of schema my)
-        name = table
-    else:  # each part quoted, quotes doubled, so that DuckDB reads the parts the query named
-        parts = tuple(table)
-        name, table = ".".join(table), ".".join('"' + p.replace('"', '""') + '"' for p in table)
-    if isinstance(source, Mapping):
-        if name not in source:
-            raise ValueError(f"The 'source' parameter of {_CALLER} has no table {name!r} (the query's FROM). "
-                             f"It has {sorted(map(str, source))[:20]}.")
-        return source[name]
-    if type(source).__module__.split(".", 1)[0] in ("duckdb", "_duckdb") and hasattr(source, "table") \
-            and "Connection" in type(source).__name__:
-        import duckdb  # lazy: only a DuckDB connection brings it here
-        if parts is not None:
-            _check_catalog(source, parts, name)
-        try:
-            return source.table(table)
-        except duckdb.Error as exc:
-            raise ValueError(f"The 'source' parameter of {_CALLER} is a DuckDB connection without the table "
-                             f"{name!r} (the query's FROM): {str(exc).splitlines()[0]}") from None
-    return source
-
-
-def _check_catalog(con, parts: tuple, name: str) -> None:
-    """``FROM name`` must be a table or view of the connection's catalog: con.table() also read a file of that name
-    from disk (``FROM "people.csv"`` with DuckDB's CSV sniffer, not mmopt's reading of the same file: CA counted 3
-    where mmopt counts 0) and DuckDB's system views (a helper's audit). Names match as DuckDB's do, up to case."""
-    rows = con.execute("SELECT database_name, schema_name, table_name FROM duckdb_tables() WHERE NOT internal "
-                       "UNION ALL SELECT database_name, schema_name, view_name FROM duckdb_views() "
-                       "WHERE NOT internal").fetchall()
-    want = [p.casefold() for p in parts]
-    if len(want) > 3 or not any([str(x).casefold() for x in row[3 - len(want):]] == want for row in rows):
-        raise ValueError(f"The 'source' parameter of {_CALLER} is a DuckDB connection with no table or view {name!r} "
-                         "(the query's FROM) in its catalog; DuckDB would read a file or a system view of that name "
-                         "instead, which mmopt.sql does not count. Create the table in the database (or "
-                         "con.register(name, frame)), or pass the file itself as the source.")
-
-
-def _hierarchy(hierarchies, domain: Domain) -> tuple[str, dict] | None:
-    """(leaf, levels) of the one declared hierarchy, checked; None without one."""
-    if hierarchies is None:
-        return None
-    if not isinstance(hierarchies, Mapping) or len(hierarchies) != 1:
-        raise ValueError(f"The 'hierarchies' parameter of {_CALLER} must be a dict with one entry {{leaf attribute: "
-                         f"{{level: label of each leaf category, …}}}} (coarse to fine), e.g. {{'county': {{'state': "
-                         f"state_of_county}}}}. Got {hierarchies!r:.80}.")
-    (leaf, levels), = hierarchies.items()
-    if leaf not in domain.names or not isinstance(levels, Mapping) or not levels:
-        raise ValueError(f"The 'hierarchies' parameter of {_CALLER}: {leaf!r} must be a domain attribute mapped to a "
-                         f"non-empty dict of its coarser levels. The domain has {list(domain.names)}.")
-    clash = [name for name in levels if name in domain.names]
-    if clash:  # a level took the attribute's place in the query, silently (checked before the query's columns)
-        raise ValueError(f"The 'hierarchies' parameter of {_CALLER}: the level(s) {clash} of {leaf!r} are named like "
-                         "domain attributes, so a query could not tell which one it groups by. Rename the levels.")
-    return leaf, dict(levels)  # the labels: plan_grouping_sets, which names 'hierarchies' of mmopt.sql
-
-
-def _hierarchy_table(grouped, query: GroupByQuery, alpha):
-    """The hierarchy release laid out as :func:`grouping_table` lays out marginals."""
-    t = grouped.table(alpha=alpha)
-    names = [n for per in grouped.names for n in per[1:]]
-    sets = query.grouping_sets
-    # the unselected levels and attributes go first: one named grouping_set made the insert raise (a probe)
-    t = t.drop(columns=[c for c in names if c not in query.columns])
-    t.insert(0, "grouping_set", ["(" + ", ".join(sets[k]) + ")" for k in t["set"]])
-    for c in query.columns:  # NULL where the SQL set does not name the column, as SQL shows it (the table filled
-        if c in t:           # in a finer group's parent level: 'A' for state in the set (county))
-            named = np.array([c in sets[k] for k in t["set"]], dtype=bool)
-            t[c] = t[c].astype(object).where(named, None)
-    keep = ["grouping_set", *query.columns, "estimate", "std_error", *(["lower", "upper"] if alpha else [])]
-    return t[keep].rename(columns={"estimate": query.count_name})
-
-
-def _read_domain(domain: Domain, grouping_sets, tree) -> Domain:
-    """The domain's attributes a query groups by (a hierarchy's leaf for its levels): the hierarchy family counts
-    the histogram of its domain, so a record missing a column the query never groups by was set aside, where
-    SQL counts it (as :func:`mmopt.records.mechanism.read_counts` reads only the measured and workload
-    attributes). Called only when the query groups by the leaf or a level (:func:`_groups_by_tree`)."""
-    used = {tree[0] if c in tree[1] else c for S in grouping_sets for c in S}
-    return Domain(tuple(a for a in domain.attributes if a.name in used))
-
-
-def _groups_by_tree(grouping_sets, tree) -> bool:
-    """Whether a grouping set names the hierarchy's leaf or one of its levels: else the query is a plain one (the
-    hierarchy family read the leaf's column anyway, and set aside the records missing it; a review)."""
-    return any(c == tree[0] or c in tree[1] for S in grouping_sets for c in S)
 
 
 def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alpha: float | None = 0.05,

@@ -13,7 +13,7 @@ def read_attributes(domain, sets, leaf: str, levels: dict, strategy, caller: str
     """(the attributes read, ``sets`` as a list where it is one): levels are derived, never read; of the others the
     leaf and the attributes a set names — the histogram of every attribute set aside a record missing a column no
     set groups by, where SQL counts it (a helper's audit: 233 of 290 records; mmopt.sql read only those already,
-    :func:`mmopt.groupby.release._read_domain`). Every attribute when a set is malformed or names an unknown
+    :func:`mmopt.groupby.hierarchies._read_domain`). Every attribute when a set is malformed or names an unknown
     column (grouping_sets then refuses it, listing them all), or when ``strategy`` covers every attribute and not
     these (one strategy reused across grouping sets: its domain is what is read, said in a warning — silently, a
     record with a gap in a column no set names dropped from the counts: 31 %, a review)."""

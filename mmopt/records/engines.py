@@ -101,7 +101,7 @@ def candidates(attribute: Attribute) -> list[float]:
     superset: :func:`lookup` and :func:`all_codes` code what the engine returns).
 
     mmopt keeps x for category c when x = c exactly, or (x not a whole number) x = float32(c) or float16(c)
-    (:func:`mmopt.records.values._float_codes`): in every case float64(x) is c or one of its roundings.
+    (:func:`mmopt.records._number_values._float_codes`): in every case float64(x) is c or one of its roundings.
     """
     out = set()
     for c in attribute.categories:
