@@ -203,7 +203,7 @@ def test_kept_sensitivity_bounds_the_exact_column_sums_of_the_computed_basis(n):
         assert bound <= Fraction(analytic) * (1 + Fraction(1, 10**12))
 
 
-@pytest.mark.parametrize("n", [1, 2, 5, 64, 1000])
+@pytest.mark.parametrize("n", [1, 2, 5, 64, 512, 1000])
 def test_coefficients_are_correctly_rounded_and_tails_within_two_ulps(n):
     from mmopt.adaptive.efpa import _coefficients
     Q = integer_basis(n)
@@ -290,3 +290,47 @@ def test_kept_sensitivity_bounds_every_k():  # mutant efpa-no-widen (3.5-22 ulp 
     bound = kept_sensitivity(np.arange(1, n + 1), n)
     for k in range(1, n + 1):
         assert Fraction(int(max(sums[k - 1])), 2**62) <= Fraction(float(bound[k - 1])), k
+
+
+# --- the transforms of mmopt.adaptive.fourier_exact (powers of two) against the integer basis -------------------
+
+@pytest.mark.parametrize("n", [2, 4, 8, 16, 32, 128])
+def test_transform_path_gives_the_exact_integers(n):
+    """2⁶²·Φ̂x by the group transforms equals Q·x in Python integers (Q read off fourier_matrix), on extremes:
+    one cell of 2³², 2³² − 1 records spread or heaped, sparse and small counts; and c, t̂ equal the slice path's."""
+    from mmopt.adaptive.efpa import _exact, _scaled
+    Q = integer_basis(n)
+    rng = np.random.default_rng(n)
+    cases = [np.zeros(n), adversarial(n, 0, 0), adversarial(n, 1, n - 1), rng.integers(0, 9, n) * 1.0,
+             rng.multinomial(MAX_RECORDS, np.ones(n) / n) * 1.0]
+    for cell in (0, 1, n // 2, n - 1):
+        one = np.zeros(n)
+        one[cell] = MAX_RECORDS
+        cases.append(one)
+    sparse = np.zeros(n)
+    sparse[rng.choice(n, max(1, n // 8), replace=False)] = 2.0**31 / max(1, n // 8)
+    cases.append(np.floor(sparse))
+    for x in cases:
+        exact = [int(y) for y in Q.dot(x.astype(np.int64).astype(object))]
+        assert _scaled(x, fast=True) == exact and _scaled(x, fast=False) == exact
+        c, tail = _exact(x)
+        assert c.tolist() == [float(Fraction(y, 2**62)) for y in exact]  # correctly rounded
+        ref = sum(Fraction(y * y, 2**124) for y in exact[1:])
+        assert Fraction(tail[0]) ** 2 <= ref * (1 + 2 * U) ** 2 and ref <= (Fraction(tail[0]) * (1 + 2 * U)) ** 2
+
+
+def test_multiplicative_sums_are_exact_for_any_tables():
+    """Σ_i x_i·T[f·i mod n] for random int64 tables up to 2⁶² (four primes) and counts up to 2³², every f."""
+    from mmopt.adaptive.fourier_exact import multiplicative_sums
+    rng = np.random.default_rng(0)
+    for k in range(7):
+        n = 1 << k
+        T = [rng.integers(-2**62, 2**62, n, dtype=np.int64, endpoint=True), rng.integers(-3, 4, n, dtype=np.int64)]
+        x = rng.multinomial(2**32, np.ones(n) / n).astype(np.int64)
+        got = multiplicative_sums(x, T, n, 2**32)
+        for t, table in zip(got, T, strict=True):
+            assert t == [sum(int(x[i]) * int(table[f * i % n]) for i in range(n)) for f in range(n)]
+    with pytest.raises(ValueError, match="'x' parameter of multiplicative_sums"):
+        multiplicative_sums(np.ones(6, dtype=np.int64), T, 6, 6)
+    with pytest.raises(ValueError, match="'records' parameter of multiplicative_sums"):
+        multiplicative_sums(np.full(4, 2, dtype=np.int64), [np.ones(4, dtype=np.int64)], 4, 7)

@@ -128,3 +128,14 @@ def test_the_shortest_transforms_length_two_and_four_are_exact():
         for L in (2, 4, 8):
             a = np.arange(1, L + 1, dtype=np.int64) * (p // (L + 1))
             assert ntt_inverse(ntt_forward(padded(a, L), p, g), p, g).tolist() == a.tolist()
+
+
+def test_a_stack_of_transforms_is_transformed_row_by_row():
+    # mmopt.adaptive.fourier_exact transforms (rows, L) stacks at once
+    from mmopt.toeplitz.exact_product import ntt_forward, ntt_inverse, padded
+    p, g = PRIMES[0]
+    rows = np.random.default_rng(0).integers(0, p, (3, 8)).astype(np.uint64)
+    one_by_one = np.stack([ntt_forward(padded(r, 8), p, g) for r in rows])
+    stacked = ntt_forward(rows.copy(), p, g)
+    assert stacked.tolist() == one_by_one.tolist()
+    assert ntt_inverse(stacked, p, g).tolist() == rows.astype(np.int64).tolist()

@@ -187,10 +187,11 @@ def ntt_forward(a: np.ndarray, p: int, g: int) -> np.ndarray:
     is the transform of the cyclic convolution in the same order, which :func:`ntt_inverse` takes back, so no
     permutation is ever made. Every product of two residues fits: p < 2^31.5 (these primes and
     :mod:`mmopt.toeplitz.weighted_exact`'s); sums are reduced by a subtraction and an unsigned minimum (a wrapped
-    difference is larger than the right value), cheaper than a %."""
-    L, P = a.size, np.uint64(p)
+    difference is larger than the right value), cheaper than a %. A C-contiguous 2-D ``a`` is a stack of
+    transforms, one per row (every block of a stage lies inside one row)."""
+    L, P = a.shape[-1], np.uint64(p)
     tw = _twiddles(p, g, L, inverse=False)
-    t, s = np.empty(L // 2, np.uint64), np.empty(L // 2, np.uint64)
+    t, s = np.empty(a.size // 2, np.uint64), np.empty(a.size // 2, np.uint64)
     h = L // 2
     while h >= 1:
         blocks = a.reshape(-1, 2 * h)
@@ -209,10 +210,10 @@ def ntt_forward(a: np.ndarray, p: int, g: int) -> np.ndarray:
 
 def ntt_inverse(a: np.ndarray, p: int, g: int) -> np.ndarray:
     """The inverse of :func:`ntt_forward` (bit-reversed order in, natural order out, divided by the length):
-    Cooley–Tukey radix-2 (decimation in time), in place; returned as int64 residues."""
-    L, P = a.size, np.uint64(p)
+    Cooley–Tukey radix-2 (decimation in time), in place (row by row for a 2-D ``a``); returned as int64 residues."""
+    L, P = a.shape[-1], np.uint64(p)
     tw = _twiddles(p, g, L, inverse=True)
-    t, s = np.empty(L // 2, np.uint64), np.empty(L // 2, np.uint64)
+    t, s = np.empty(a.size // 2, np.uint64), np.empty(a.size // 2, np.uint64)
     h = 1
     while h < L:
         blocks = a.reshape(-1, 2 * h)
