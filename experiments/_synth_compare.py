@@ -15,10 +15,16 @@ __all__ = ["comparison", "comparison_markdown"]
 
 
 def _z(a: float, a_se: float, b: float, b_se: float) -> float:
-    se = math.hypot(0.0 if math.isnan(a_se) else a_se, 0.0 if math.isnan(b_se) else b_se)
-    if se == 0.0:  # deterministic on both sides (one trial each, or no spread): only the sign is known
+    if math.isnan(a_se) or math.isnan(b_se):  # one trial: its spread is unknown, not 0 (it gave ±inf: "resolved")
+        return math.nan
+    se = math.hypot(a_se, b_se)
+    if se == 0.0:  # no spread over the trials on both sides: only the sign is known
         return math.copysign(math.inf, a - b) if a != b else 0.0
     return (a - b) / se
+
+
+def _signed(z: float) -> str:
+    return "n/a" if math.isnan(z) else f"{z:+.1f}"
 
 
 def _best_rows(r: dict) -> tuple[float, float]:
@@ -77,13 +83,20 @@ def comparison_markdown(summary_rows: list[dict]) -> list[str]:
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['dataset']} | {r['epsilon']:g} | {r['algorithm']} | {r['model_ratio']:.3f} | "
-                     f"{r['model_z']:+.1f} | {r['rows_ratio']:.3f} | {r['rows_z']:+.1f} | {r['cpu_ratio']:.0f} |")
+                     f"{_signed(r['model_z'])} | {r['rows_ratio']:.3f} | {_signed(r['rows_z'])} | "
+                     f"{r['cpu_ratio']:.0f} |")
+    # a ratio of nan (no mean on one side) is neither above nor at or below: it was counted as at or below
+    below = [r for r in rows if r["model_ratio"] <= 1.0 and r["rows_ratio"] <= 1.0]
     above = [r for r in rows if r["model_ratio"] > 1.0 or r["rows_ratio"] > 1.0]
-    lines += ["", f"{len(rows) - len(above)} of {len(rows)} cells at or below OpenDP's mean error on both the model "
-              f"and the rows" + ("." if not above else "; above it: " + "; ".join(
+    unmeasured = [r for r in rows if r not in below and r not in above]
+    lines += ["", f"{len(below)} of {len(rows)} cells at or below OpenDP's mean error on both the model and the "
+              f"rows" + ("." if not above else "; above it: " + "; ".join(
                   f"{r['dataset']} ε = {r['epsilon']:g} {r['algorithm']} (model {r['model_ratio']:.3f}, "
-                  f"z = {r['model_z']:+.1f}; rows {r['rows_ratio']:.3f}, z = {r['rows_z']:+.1f})" for r in above)
-                  + ".")]
+                  f"z = {_signed(r['model_z'])}; rows {r['rows_ratio']:.3f}, z = {_signed(r['rows_z'])})"
+                  for r in above) + ".")]
+    if unmeasured:
+        lines += ["", "Without a mean error on one side to compare: " + "; ".join(
+            f"{r['dataset']} ε = {r['epsilon']:g} {r['algorithm']}" for r in unmeasured) + "."]
     paired = {(r["dataset"], r["epsilon"], r["algorithm"]) for r in rows}
     alone = [f"{r['dataset']} ε = {r['epsilon']:g} {r['method'].split(' ', 1)[1]}" for r in summary_rows
              if r["method"].startswith("mmopt ")

@@ -334,3 +334,67 @@ def test_multiplicative_sums_are_exact_for_any_tables():
         multiplicative_sums(np.ones(6, dtype=np.int64), T, 6, 6)
     with pytest.raises(ValueError, match="'records' parameter of multiplicative_sums"):
         multiplicative_sums(np.full(4, 2, dtype=np.int64), [np.ones(4, dtype=np.int64)], 4, 7)
+
+
+def test_multiplicative_sums_at_both_edges_of_every_prime_count():
+    """|Y| = records·max|T| at the smallest and the largest bound of each count of primes (one to five), the
+    largest |T| in the second half of the second table: planted faults that read the bound from the first table or
+    half of each, or dropped the factor 2 of |Y| < P/2, chose a prime too few and passed the random tables above."""
+    from mmopt.adaptive.fourier_exact import PRIMES, multiplicative_sums
+    primes = [p for p, _ in PRIMES]
+    n, edges = 16, 0
+    small = np.arange(n, dtype=np.int64) % 7 - 3
+    for q in range(1, len(primes) + 1):
+        below, P = math.prod(primes[:q - 1]), math.prod(primes[:q])
+        for records in (1, 2**32, 2**62):
+            lowest = -(-below // (2 * records)) if q > 1 else 1  # 2·records·top ≥ P_{q−1}: q − 1 primes are too few
+            highest = min(2**62, (P - 1) // (2 * records))  # 2·records·top < P_q
+            for top in {lowest, highest}:
+                if not 1 <= lowest <= top <= highest:
+                    continue
+                edges += 1
+                big = small.copy()
+                big[n - 1], big[n // 2 + 1] = -top, top
+                for cell in (1, n - 1):  # f·i mod n reaches every entry
+                    for sign in (1, -1):
+                        x = np.zeros(n, dtype=np.int64)
+                        x[cell] = sign * records
+                        got = multiplicative_sums(x, [small, big], n, records)
+                        for t, T in zip(got, (small, big), strict=True):
+                            assert t == [sign * records * int(T[f * cell % n]) for f in range(n)], (q, records, top)
+    assert edges >= 14
+
+
+def test_multiplicative_sums_refuses_what_an_int64_sum_wrapped():
+    """Σ|x| and max|T| were read in int64: four counts of 2⁶² summed to 0 and passed records = 0 (the sums came back
+    wrong), and −2⁶³ (|−2⁶³| wraps to itself) passed |T| ≤ 2⁶²."""
+    from mmopt.adaptive.fourier_exact import multiplicative_sums
+    T = np.array([5, -7, 11, 13], dtype=np.int64)
+    for x in (np.full(4, 2**62, dtype=np.int64), np.array([-2**63, 0, 0, 0], dtype=np.int64)):
+        for records in (0, 2**62):
+            with pytest.raises(ValueError, match="'records' parameter of multiplicative_sums"):
+                multiplicative_sums(x, [T], 4, records)
+    with pytest.raises(ValueError, match="'tables' parameter of multiplicative_sums"):
+        multiplicative_sums(np.array([1, 0, 0, 0], dtype=np.int64), [np.array([-2**63, 1, 1, 1], dtype=np.int64)], 4, 1)
+    with pytest.raises(ValueError, match="'x' parameter of multiplicative_sums"):
+        multiplicative_sums(np.zeros(0, dtype=np.int64), [np.zeros(0, dtype=np.int64)], 0, 0)
+    x = np.array([2**61, -2**61, 0, 2**61], dtype=np.int64)  # Σ|x| = 3·2⁶¹ > 2⁶²: refused; without x₃ exact
+    with pytest.raises(ValueError, match="'records' parameter of multiplicative_sums"):
+        multiplicative_sums(x, [T], 4, 2**62)
+    x[3] = 0
+    assert multiplicative_sums(x, [T], 4, 2**62) == [[2**61 * int(T[0] - T[f % 4]) for f in range(4)]]
+
+
+def test_powers_of_two_from_512_take_the_transforms_with_a_data_independent_bound(monkeypatch):
+    """The number of primes follows from the bound passed, so it must not depend on the counts (it would time
+    them); and only powers of two from 512 take this path by default."""
+    from mmopt.adaptive import fourier_exact as fe
+    real, seen = fe.multiplicative_sums, []
+    monkeypatch.setattr(fe, "multiplicative_sums", lambda x, tables, rows, records: (
+        seen.append((x.size, records)) or real(x, tables, rows, records)))
+    for n in (256, 512, 1000, 1024):
+        for total in (0, 1, 2**20):
+            x = np.zeros(n)
+            x[3] = total
+            fourier_coefficients(x)
+    assert seen == [(512, MAX_RECORDS)] * 3 + [(1024, MAX_RECORDS)] * 3

@@ -34,3 +34,14 @@ def test_a_deterministic_difference_has_infinite_z_and_a_missing_peer_is_named()
 
 def test_without_any_peer_there_is_no_table():
     assert sc.comparison_markdown([_row("mmopt MST", 0.1, 0.01, 0.1, 0.01)]) == []
+
+
+def test_one_trial_resolves_nothing_and_a_missing_mean_is_not_at_or_below():
+    """One trial has an unknown spread, not none (z was −inf, "resolved"); a cell without mmopt's rows error
+    (ratio nan) was counted among those at or below OpenDP's error."""
+    s = [_row("mmopt MST", 0.09, math.nan, math.nan, math.nan), _row("OpenDP MST", 0.10, math.nan, 0.13, 0.01)]
+    (c,) = sc.comparison(s)
+    assert math.isnan(c["model_z"]) and math.isnan(c["rows_ratio"]) and math.isnan(c["rows_z"])
+    text = "\n".join(sc.comparison_markdown(s))
+    assert "| 0.900 | n/a | nan | n/a |" in text and "0 of 1 cells at or below" in text
+    assert "Without a mean error on one side to compare: d ε = 1 MST." in text

@@ -139,3 +139,17 @@ def test_a_stack_of_transforms_is_transformed_row_by_row():
     stacked = ntt_forward(rows.copy(), p, g)
     assert stacked.tolist() == one_by_one.tolist()
     assert ntt_inverse(stacked, p, g).tolist() == rows.astype(np.int64).tolist()
+
+
+def test_a_stack_that_is_not_c_contiguous_is_refused_and_a_strided_vector_is_not():
+    # reshaping such a stack into a stage's blocks copied it: the transform came back half done, silently
+    from mmopt.toeplitz.exact_product import ntt_forward, ntt_inverse
+    p, g = PRIMES[0]
+    rows = np.arange(32, dtype=np.uint64).reshape(4, 8)
+    for stack in (np.asfortranarray(rows[:2]), rows[::2]):
+        for transform in (ntt_forward, ntt_inverse):
+            with pytest.raises(ValueError, match="'a' parameter of ntt_.* must be C-contiguous"):
+                transform(stack, p, g)
+    vector = np.arange(32, dtype=np.uint64)[::2]  # a 1-D view reshapes into blocks without a copy
+    expected = ntt_forward(vector.copy(), p, g).tolist()  # (in place: the copy first)
+    assert ntt_forward(vector, p, g).tolist() == expected

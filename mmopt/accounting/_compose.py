@@ -126,10 +126,11 @@ class Ledger:
             return Budget(0.0, 0.0, 0.0)
         eps = z.epsilon_of_rho(lg.float_up(rho), self.total.delta)
         if eps > self.total.epsilon and not self.over():
-            # a release accepted at the whole total records the ρ of OpenDP's σ, up to _OVER_ULPS ulps above
-            # max_rho(ε, δ) (over() explains why that is not an excess): its ε read back through the stand-in map
-            # came out an ulp above the total ("spent 1.0000000000000002 of 1.0", 5 of 20 budgets), so it shows
-            # the total it was verified at; a larger excess is over() and still shows
+            # every spend was accepted, but a Gaussian release records the ρ of the σ OpenDP drew, which can leave
+            # Σρ up to _OVER_ULPS ulps above max_rho(ε, δ) (over() explains why that is not an excess): read back
+            # through the stand-in map its ε came out an ulp above the total ("spent 1.0000000000000002 of 1.0";
+            # 5 of 20 budgets released whole, 4 of 20 in two releases ending at the largest ε that fits), so the
+            # total is shown; anything past those ulps is over() and still shows
             eps = self.total.epsilon
         return Budget(eps, self.total.delta, lg.float_up(rho))
 

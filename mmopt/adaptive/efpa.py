@@ -120,13 +120,13 @@ def fourier_matrix(n: int) -> np.ndarray:
 
 
 def _scaled(x: np.ndarray, fast: bool | None = None) -> list[int]:
-    """Y = 2⁶²·Φ̂x exactly (Python integers) for whole counts of ≤ N records: for n a power of two (from
+    """Y = 2⁶²·Φ̂x exactly (Python integers) for whole counts of ≤ N records: for n a power of two up to 2²⁸ (from
     :data:`_FAST_FROM` cells, or whenever ``fast``) by :func:`~mmopt.adaptive.fourier_exact.multiplicative_sums`,
     else by the BLAS products of Q's slices (module docstring). Both give the same integers."""
     n = x.size
     if fast is None:
         fast = n >= _FAST_FROM
-    if fast and n >= 2 and n & (n - 1) == 0:
+    if fast and 2 <= n <= 1 << fe.MAX_LOG2 and n & (n - 1) == 0:  # the transforms' lengths divide every p − 1
         r0, cos, sin = _tables(n)
         counts = x.astype(np.int64)
         Yc, Ys = fe.multiplicative_sums(counts, [(t * 2.0**_FIX).astype(np.int64) for t in (cos, sin)], n // 2,
@@ -206,7 +206,7 @@ def _column_bounds(n: int) -> tuple[np.ndarray, float]:
         block = _columns(n, cols)
         sq = max(sq, float((block * block).sum(axis=0).max()))  # the squares ≥ 2⁻¹²⁴ or 0: no underflow
         np.abs(block, out=block)
-        np.cumsum(block, axis=0, out=block)  # in place: the same sums, 4× faster than into a new array
+        np.cumsum(block, axis=0, out=block)  # in place: the same sums, without a second n × cols array
         np.maximum(l1, block.max(axis=1), out=l1)
     widen = 1.0 + 2.0 * (n + 2) * ea.UNIT_ROUNDOFF
     delta1 = np.nextafter(l1 * widen, np.inf)

@@ -62,17 +62,17 @@ def multiplicative_sums(x: np.ndarray, tables, rows: int, records: int) -> list[
     caller = "multiplicative_sums"
     n = x.size
     k = n.bit_length() - 1
-    if x.dtype != np.int64 or x.ndim != 1 or n != 1 << k or k > MAX_LOG2:
+    if x.dtype != np.int64 or x.ndim != 1 or n == 0 or n != 1 << k or k > MAX_LOG2:
         raise ValueError(f"The 'x' parameter of {caller} must be an int64 vector of 2^k ≤ 2^{MAX_LOG2} entries. Got "
                          f"{x.dtype} of shape {x.shape} instead.")
-    if not 0 <= records <= _MAX_RECORDS or int(np.abs(x).sum()) > records:
+    if not 0 <= records <= _MAX_RECORDS or _magnitude(x) > records:
         raise ValueError(f"The 'records' parameter of {caller} must bound Σ|x| and be at most 2^62. Got {records}.")
     tables = [np.asarray(T) for T in tables]
-    if not tables or any(T.dtype != np.int64 or T.shape != (n,) or int(np.max(np.abs(T))) > 2**62 for T in tables):
+    if not tables or any(T.dtype != np.int64 or T.shape != (n,) or _largest(T) > 2**62 for T in tables):
         raise ValueError(f"The 'tables' parameter of {caller} must hold int64 vectors of {n} entries, |T| ≤ 2^62.")
     if not 0 <= rows <= n:
         raise ValueError(f"The 'rows' parameter of {caller} must be in [0, {n}]. Got {rows} instead.")
-    bound = records * max((int(np.max(np.abs(T))) for T in tables), default=0)  # ≥ every |Y_f|
+    bound = records * max(_largest(T) for T in tables)  # ≥ every |Y_f|
     chosen, product = [], 1
     for p, g in PRIMES:  # the fewest primes with |Y_f| < P/2
         if chosen and 2 * bound < product:
@@ -103,6 +103,20 @@ def multiplicative_sums(x: np.ndarray, tables, rows: int, records: int) -> list[
             for z, (_, rows_b, j) in zip(Z, parts, strict=True):  # z: (primes, tables, 2^{m−1}) residues
                 r[:, rows_b] = (r[:, rows_b] + z[q][:, j]) % p
     return [garner([r[t] for r in acc], [p for p, _ in chosen]) for t in range(len(tables))]
+
+
+def _largest(a: np.ndarray) -> int:
+    """max_i |a_i| of int64 entries as a Python integer: np.abs wraps −2⁶³ to itself, which passed |T| ≤ 2⁶²."""
+    return max(int(a.max()), -int(a.min()))
+
+
+def _magnitude(x: np.ndarray) -> int:
+    """Σ|x_i| exactly, as int64 sums of the high and low 31 bits (each below 2³²·2²⁸): np.abs(x).sum() wrapped
+    past 2⁶³, so four counts of 2⁶² passed records = 0 and came back wrong."""
+    if int(x.min()) == np.iinfo(np.int64).min:  # |−2⁶³| is no int64: above every bound allowed
+        return 1 << 63
+    a = np.abs(x)
+    return (int((a >> 31).sum()) << 31) + int((a & ((1 << 31) - 1)).sum())
 
 
 def _direct(parts, tables, c: int, m: int, chosen) -> np.ndarray:

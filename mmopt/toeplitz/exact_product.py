@@ -181,6 +181,14 @@ def _twiddles(p: int, g: int, L: int, inverse: bool) -> np.ndarray:
     return tw
 
 
+def _check_stack(a: np.ndarray, caller: str) -> None:
+    """The transforms work in place on a.reshape(−1, 2h): a view for any 1-D a, but a copy for a stack that is not
+    C-contiguous (Fortran-ordered, rows sliced), whose stages were then lost: a came back half transformed."""
+    if a.ndim > 1 and not a.flags.c_contiguous:
+        raise ValueError(f"The 'a' parameter of {caller} must be C-contiguous when it is a stack of transforms "
+                         f"(np.ascontiguousarray). Got a non-contiguous array of shape {a.shape} instead.")
+
+
 def ntt_forward(a: np.ndarray, p: int, g: int) -> np.ndarray:
     """The number-theoretic transform modulo p of a (uint64 residues, length a power of two ≥ 2), in bit-reversed
     order: Gentleman–Sande radix-2 (decimation in frequency), in place. A pointwise product of two such transforms
@@ -189,6 +197,7 @@ def ntt_forward(a: np.ndarray, p: int, g: int) -> np.ndarray:
     :mod:`mmopt.toeplitz.weighted_exact`'s); sums are reduced by a subtraction and an unsigned minimum (a wrapped
     difference is larger than the right value), cheaper than a %. A C-contiguous 2-D ``a`` is a stack of
     transforms, one per row (every block of a stage lies inside one row)."""
+    _check_stack(a, "ntt_forward")
     L, P = a.shape[-1], np.uint64(p)
     tw = _twiddles(p, g, L, inverse=False)
     t, s = np.empty(a.size // 2, np.uint64), np.empty(a.size // 2, np.uint64)
@@ -211,6 +220,7 @@ def ntt_forward(a: np.ndarray, p: int, g: int) -> np.ndarray:
 def ntt_inverse(a: np.ndarray, p: int, g: int) -> np.ndarray:
     """The inverse of :func:`ntt_forward` (bit-reversed order in, natural order out, divided by the length):
     Cooley–Tukey radix-2 (decimation in time), in place (row by row for a 2-D ``a``); returned as int64 residues."""
+    _check_stack(a, "ntt_inverse")
     L, P = a.shape[-1], np.uint64(p)
     tw = _twiddles(p, g, L, inverse=True)
     t, s = np.empty(a.size // 2, np.uint64), np.empty(a.size // 2, np.uint64)
