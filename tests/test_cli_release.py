@@ -293,9 +293,12 @@ def test_out_table_has_labels_answers_and_the_standard_errors_of_the_noise_drawn
     # the answers are W x̂ of the x̂ written beside them; the standard errors those of the b drawn
     xhat = np.load("e.npy").reshape(70, 60)
     np.testing.assert_allclose(table["answer"], mmopt.structured.answer(W, xhat), rtol=1e-12, atol=1e-9)
-    se = ans.answer(np.eye(1, 4200), xhat, A, mmopt.Privacy(0.5)).standard_error  # cell (0, 0) at calibrated b
+    se = ans.answer(np.eye(1, 4200), xhat, A, mmopt.Privacy(0.5), calibration="analytic").standard_error  # b = Δ/ε
     b = report["noise_scale"]
     assert table["standard_error"].iloc[0] == pytest.approx(se[0] * b / (A.sensitivity("l1") / 0.5), rel=1e-9)
+    # from the bare x̂ alone, the b a release draws: never below the one drawn, within 10⁻⁵
+    bare = ans.answer(np.eye(1, 4200), xhat, A, mmopt.Privacy(0.5)).standard_error[0]
+    assert table["standard_error"].iloc[0] <= bare <= table["standard_error"].iloc[0] * (1 + 1e-5)
 
 
 @pytest.mark.parametrize("method", ["toeplitz", "weighted_sqrt"])

@@ -113,3 +113,15 @@ def test_synth_draws_more_rows_than_one_call_takes_in_batches(files, monkeypatch
     assert len(rows[0]) == 250 and rows[0].equals(rows[1])  # seeded batches repeat
     assert set(rows[0]["a"]) <= {"x", "y", "z"}
     assert int(marginal_counts(rows[0], D, [("c",)])[(2,)].sum()) == 250
+
+
+def test_the_text_report_never_shows_the_rho_spent_above_the_budget(files, capsys):
+    """The ρ spent (rounded up) stood beside the budget rounded to nearest: at ε = 10⁻⁶, "ρ = 6.55e-14 (budget ρ =
+    6.54999e-14)" for two equal numbers, as if the budget were overspent (a newcomer's audit)."""
+    code = main(["synth", "--records", str(files / "people.parquet"), "--domain", str(files / "domain.json"),
+                 "--method", "mst", "--epsilon", "1e-6", "--rows", "10", "--seed", "0",
+                 "--out", str(files / "s.csv")])
+    assert code == 0
+    line = next(t for t in capsys.readouterr().out.splitlines() if t.startswith("privacy:"))
+    spent, budget = line.split("ρ = ")[1].split(" ")[0], line.split("budget ρ = ")[1].split(")")[0]
+    assert float(spent) <= float(budget), line

@@ -113,6 +113,20 @@ def test_a_strategy_built_on_other_trees_of_the_same_shape_is_refused_before_the
         release(W2, A, np.ones(W2.shape), mmopt.Privacy(1.0, 1e-6))
 
 
+def test_a_histogram_with_a_nan_is_refused_for_the_nan_not_for_its_shape():
+    """x of the right shape with one NaN was told "must be a finite histogram of shape (6, 2) … Got shape (6, 2)"."""
+    W = grouping_sets([Hierarchy.balanced((2, 3), level_names=("nation", "state", "county"), name="geo"),
+                       Hierarchy.flat(2, name="sex")], [("state", "sex"), ("county",), ()])
+    P = mmopt.Privacy(1.0, 1e-6)
+    A = mmopt.optimize(W, privacy=P, verbose=False).strategy
+    x = np.arange(12.0).reshape(W.shape)
+    x[0, 0] = np.nan
+    with pytest.raises(ValueError, match="must hold finite counts. Got NaN or infinite entries"):
+        mmopt.release(W, A, x, P)
+    with pytest.raises(ValueError, match=r"Got shape \(11,\)"):
+        mmopt.release(W, A, np.arange(11.0), P)
+
+
 @pytest.mark.parametrize("family", ["residual", "nodes"])
 def test_a_weighted_set_releases_its_group_totals_with_their_own_variances(family):
     # the answers are the group totals, the workload's queries w_s times them: the variances carried w_s² too

@@ -251,6 +251,26 @@ def test_a_seeded_simulation_is_not_recorded_as_a_release(df):
     assert acc.spends == ()
 
 
+@pytest.mark.parametrize("composition", ["basic", "zcdp"])
+def test_remaining_spends_what_the_accountant_has_left_in_a_records_release(df, composition):
+    """The accountant's refusal told a records release to pass privacy='remaining' (as Accountant.release takes it),
+    which release_marginals and mmopt.sql then refused as "must be a Privacy ... Got str" (a newcomer's audit)."""
+    acc = mmopt.Accountant(mmopt.Privacy(1.0, 1e-6), composition)
+    release_marginals(df, D, 1, mmopt.Privacy(0.6, 1e-7), accountant=acc)
+    with pytest.raises(ValueError, match="privacy='remaining'"):  # the hint the refusal gives
+        release_marginals(df, D, 1, mmopt.Privacy(1.0, 1e-6), accountant=acc)
+    left = acc.remaining
+    r = release_marginals(df, D, 1, "remaining", accountant=acc)
+    assert (r.epsilon, r.delta) == (left.epsilon, left.delta) and len(acc.spends) == 2
+    assert not acc.can_spend(mmopt.Privacy(1e-3, 1e-9), release=True)
+    with pytest.raises(ValueError, match="'remaining', which spends what an accountant has left"):
+        release_marginals(df, D, 1, "remaining")
+    pytest.importorskip("sqlglot")
+    acc2 = mmopt.Accountant(mmopt.Privacy(1.0, 1e-6), composition)
+    out = mmopt.sql("SELECT sex, COUNT(*) FROM t GROUP BY sex", df, D, "remaining", accountant=acc2)
+    assert out.release.epsilon == pytest.approx(1.0, rel=1e-6) and len(acc2.spends) == 1
+
+
 def test_a_weighted_dict_is_the_weighted_workload_and_a_repeated_marginal_is_refused(df):
     """A dict's weights were dropped (iterating it gave its keys), and [("sex", "age"), ("age", "sex")] optimised
     one marginal at double weight while releasing it once (an auditor's finding): the dict is now the weighted

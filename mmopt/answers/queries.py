@@ -11,8 +11,9 @@ Notation: see README. A query is a row q (q x̂ is its answer). It is given eith
 
 With a strategy, each answer gets √(s²·q (AᵀA)⁺ qᵀ), the exact standard deviation of the least-squares
 answer at noise of standard deviation s (the caveats of :mod:`mmopt.answers.table` apply to nnls and
-projection). s is read from a mechanism output; from a bare x̂ it is the calibrated noise of ``privacy``
-(b = Δ/ε, or the analytic Gaussian σ) — a release through OpenDP draws σ 6–9% larger: pass its output.
+projection). s is read from a mechanism output; from a bare x̂ it is the noise of ``privacy`` as ``calibration``
+says: by default what :func:`mmopt.release` draws (OpenDP's b = Δ/ε, or its zCDP-calibrated σ, 4–9 % above the
+analytic one), ``calibration="analytic"`` for an x̂ simulated at the analytic σ (:func:`mmopt.matrix_mechanism`).
 Range specs under a product or marginals strategy use the per-factor terms (:mod:`mmopt.structured.per_query`),
 rows of a matrix under a product strategy use ‖θ⁻¹(⊗ᵢAᵢ⁺ᵀ) q‖²; any pair on at most 4,096 cells is dense.
 """
@@ -30,7 +31,13 @@ from mmopt.answers import _stream_errors as stream
 from mmopt.answers._query_errors import standard_errors as _standard_errors
 from mmopt.answers.grouping import is_grouping_release
 from mmopt.answers.labels import _row, _set
-from mmopt.answers.variance import as_checked_strategy, check_output_privacy, check_released_with, noise_sd
+from mmopt.answers.variance import (
+    as_checked_strategy,
+    check_output_privacy,
+    check_released_with,
+    noise_sd,
+    release_noise_sd,
+)
 from mmopt.dense._strategy_core import Strategy
 from mmopt.dispatch.routing import as_implicit
 from mmopt.privacy import Privacy
@@ -62,7 +69,8 @@ class QueryAnswers:
         return pd.DataFrame(cols)
 
 
-def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, attributes=None) -> QueryAnswers:
+def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, attributes=None,
+           calibration: str = "release") -> QueryAnswers:
     """Answer your own queries from x̂ (module docstring), with standard errors when ``strategy`` is given.
 
     Parameters
@@ -76,9 +84,15 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
         cell it never measures) is then answered from x̂ = A⁺y, x projected on that row space, which is biased
         (0 for an unmeasured cell). Pass it to have every query checked and its standard error computed.
     privacy : Privacy or None
-        Needed with a bare x̂ and a strategy: the noise is then the calibrated one.
+        Needed with a bare x̂ and a strategy: the noise is then the one ``calibration`` names.
     attributes : sequence of str or None
         Names of the attributes, for :meth:`QueryAnswers.to_frame` (default "a0", "a1", …).
+    calibration : {"release", "analytic"}, default "release"
+        With a bare x̂: the noise it was released with. "release": what :func:`mmopt.release` (and ``mmopt release
+        --estimate``) draws at ``privacy`` — OpenDP's scale, under Gaussian noise 4–9 % above the analytic σ, here
+        at most 3·10⁻⁶ above the release's own (Gaussian: needs OpenDP); "analytic": b = Δ/ε or the analytic
+        Gaussian σ, as :func:`mmopt.matrix_mechanism` simulates by default. Ignored for a mechanism output, whose
+        own noise is used.
 
     Examples
     --------
@@ -90,6 +104,7 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
     ((('[2, 5]',), ('7',), ('*',)), [5.0596, 4.4164, 4.1312])
     """
     caller = "answer"
+    calibration = v.check_choice(calibration, name="calibration", caller=caller, choices=("release", "analytic"))
     # a residual-layer strategy (optimize's max-variance marginals, a records release's WeightedMarginals) as the
     # implicit strategy it stands for, as answers_table takes it (float() of it raised a bare TypeError here)
     strategy = as_checked_strategy(as_implicit(strategy))
@@ -151,7 +166,7 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
     names = _attribute_names(attributes, 1 if matrix else len(shape), matrix, caller)
     se = None
     if strategy is not None:
-        sd = noise if noise is not None else _calibrated(strategy, privacy, caller)
+        sd = noise if noise is not None else _calibrated(strategy, privacy, calibration, caller)
         se = _standard_errors(strategy, shape, Q if matrix else None, rows, sd, caller)
     return QueryAnswers(np.asarray(values, dtype=float), se, labels, names, method)
 
@@ -281,9 +296,12 @@ def _contract(x: np.ndarray, rows) -> float:
 
 
 # -- standard errors ----------------------------------------------------------------------------------------
-def _calibrated(strategy, privacy, caller: str) -> float:
+def _calibrated(strategy, privacy, calibration: str, caller: str) -> float:
     if not isinstance(privacy, Privacy):
         raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy when 'estimate' is a bare x̂ and a "
                         "strategy is given (the noise is then the calibrated one). Pass the mechanism's output "
                         "instead for the noise actually drawn.")
-    return noise_sd(privacy.noise, privacy.noise_scale(strategy.sensitivity(privacy.sensitivity_norm)))
+    delta = strategy.sensitivity(privacy.sensitivity_norm)
+    if calibration == "release":
+        return release_noise_sd(privacy, delta, caller)
+    return noise_sd(privacy.noise, privacy.noise_scale(delta))

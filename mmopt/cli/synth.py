@@ -101,6 +101,6 @@ def synth(args) -> int:
     else:
         print(f"{s.method}: {len(rows):,} rows → {args.out}\n"
               f"privacy: ε = {out.up(s.epsilon)}, δ = {s.delta:g}, ρ = {out.up(s.rho)} (budget ρ = "
-              f"{s.budget:.6g}), "
+              f"{out.up(s.budget)}), "  # both rounded up: spent == budget printed 6.55e-14 beside 6.54999e-14
               f"noise from {s.sampler}\nmeasured: {len(s.measured)} marginal(s)")
     return 0

@@ -42,6 +42,12 @@ MAX_RECORDS = 2**32
 UNIT_ROUNDOFF = 2.0**-53
 #: d_in / Δ − 1 where A x is not exact, but for the subnormal term: u·(2N + 1) = 9.5·10⁻⁷ at N = 2³²
 RELATIVE_CHARGE = UNIT_ROUNDOFF * (2.0 * MAX_RECORDS + 1.0)
+#: d_in / Δ in a release, at most: the upper sensitivity's (1 + 10⁻⁷), an ulp and the noise lattice's charge
+#: (≤ 2⁻³⁰, mmopt._base.opendp), and the charged rounding of A x (twice for the p-Identity stream strategy,
+#: whose measurement rounds twice); with :data:`RELEASE_SEARCH_SLACK`, room for OpenDP's search of the scale,
+#: the noise a release draws is known from Δ and the budget alone (mmopt.plan, mmopt.answers.answer)
+RELEASE_D_IN_RATIO = (1.0 + 2e-7) * (1.0 + 1.01 * RELATIVE_CHARGE) ** 2
+RELEASE_SEARCH_SLACK = 1.0 + 1e-6
 _SPLIT = 134217729.0  # 2²⁷ + 1: Dekker's split of a float64 into two halves of ≤ 26 significant bits
 _TINY_ERROR = 2.0**-1074  # bounds the rounding error of a subnormal product (half of it, 2⁻¹⁰⁷⁵, is 0.0 in float64)
 _MAX_MAGNITUDE = 2.0**995  # below it the split's a·(2²⁷ + 1) cannot overflow

@@ -22,7 +22,7 @@ from mmopt.groupby.sources import resolve_source
 from mmopt.privacy import Privacy
 from mmopt.records.domain import Domain, check_domain
 from mmopt.records.read import BATCH_ROWS, is_records
-from mmopt.records.release import RecordsRelease
+from mmopt.records.release import RecordsRelease, budget_of
 from mmopt.records.release import release as release_records
 
 __all__ = ["SqlRelease", "grouping_table", "parse_checked", "release_grouping_sets", "resolve_source", "sql"]
@@ -189,8 +189,9 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
         ``GROUP BY GROUPING SETS ((state), (sex))``'s state groups, and as a NULL group of sex): to count missing
         values as a group of their own fill them with a declared category first (``df.fillna({"sex":
         "missing"})``, SQL's ``COALESCE``). A query grouping by nothing reads every domain attribute.
-    privacy : Privacy
+    privacy : Privacy or "remaining"
         δ > 0: Gaussian noise (the certified optimal strategy for the total squared error); δ = 0: Laplace noise.
+        ``"remaining"`` with an ``accountant``: all it has left.
     seed : int or None
         As in :func:`~mmopt.records.release_marginals`: studies only (numpy's seeded noise, with a warning).
     alpha : float or None
@@ -225,6 +226,8 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
     """
     tree = _hierarchy(hierarchies, domain) if isinstance(domain, Domain) else None
     q = parse_checked(query, domain, () if tree is None else tuple(tree[1]))
+    if tree is None:  # "remaining" with an accountant (the hierarchy family keeps no ledger: refused below)
+        privacy = budget_of(privacy, accountant, _CALLER)
     if not isinstance(privacy, Privacy):
         raise TypeError(f"The 'privacy' parameter of {_CALLER} must be a Privacy, e.g. Privacy(epsilon=1.0). "
                         f"Got {type(privacy).__name__} instead.")

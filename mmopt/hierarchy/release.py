@@ -88,9 +88,11 @@ def release(W: HierarchyWorkload, A, x, privacy: Privacy, *, noise_scale: float 
     x = np.asarray(x, dtype=float)
     if x.shape == (math.prod(W.shape),) and len(W.shape) > 1:  # flat, cells in C order, as every other family
         x = x.reshape(W.shape)
-    if x.shape != W.shape or not np.all(np.isfinite(x)):
+    if x.shape != W.shape:
         raise ValueError(f"The 'x' parameter of {caller} must be a finite histogram of shape {W.shape} (one count per "
                          f"cell), or flat ({math.prod(W.shape)},). Got shape {x.shape}.")
+    if not np.all(np.isfinite(x)):  # said apart: "must be of shape (6, 2) … Got shape (6, 2)" hid the NaN (an audit)
+        raise ValueError(f"The 'x' parameter of {caller} must hold finite counts. Got NaN or infinite entries.")
     if np.any(x < 0):  # as the dense, implicit and Toeplitz releases refuse them, before any noise
         raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative.")
     check_histogram(x.ravel(), caller)  # whole counts, at most MAX_RECORDS records: what Δ and the charge assume

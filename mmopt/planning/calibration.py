@@ -8,7 +8,7 @@ import math
 from scipy import optimize as so
 
 from mmopt._base.opendp import GAUSSIAN_MAX_EPSILON
-from mmopt.dense.exact_answers import RELATIVE_CHARGE
+from mmopt.dense.exact_answers import RELEASE_D_IN_RATIO, RELEASE_SEARCH_SLACK
 from mmopt.privacy import Privacy
 
 __all__ = ["CALIBRATIONS", "MAX_EPSILON", "smallest_epsilon", "variance_factor"]
@@ -17,10 +17,8 @@ __all__ = ["CALIBRATIONS", "MAX_EPSILON", "smallest_epsilon", "variance_factor"]
 #: (OpenDP's calibration at d_in = Δ rounded upwards; under Gaussian noise through zCDP, σ 4–9 % above the
 #: analytic one), or "analytic", the exact analytic Gaussian mechanism's (Balle & Wang 2018) and b = Δ/ε
 CALIBRATIONS = ("release", "analytic")
-#: d_in / Δ in a release, at most: upper_sensitivity's (1 + 1e-7), an ulp and the noise lattice's charge (≤ 2⁻³⁰,
-#: mmopt._base.opendp), and the charged rounding of A x (mmopt.dense.exact_answers; twice for the p-Identity stream
-#: strategy, whose measurement rounds twice); and room for OpenDP's search of σ
-_D_IN, _SEARCH = (1.0 + 2e-7) * (1.0 + 1.01 * RELATIVE_CHARGE) ** 2, 1.0 + 1e-6
+#: d_in / Δ in a release, at most, and room for OpenDP's search of σ (mmopt.dense.exact_answers)
+_D_IN, _SEARCH = RELEASE_D_IN_RATIO, RELEASE_SEARCH_SLACK
 
 
 def variance_factor(epsilon: float, delta: float, calibration: str = "release") -> float:

@@ -40,7 +40,7 @@ from mmopt.records.domain import Domain
 from mmopt.records.mechanism import up_to
 from mmopt.records.result import TABLE_COLUMNS, RecordsRelease
 
-__all__ = ["RecordsRelease", "release_marginals", "up_to"]
+__all__ = ["RecordsRelease", "budget_of", "release_marginals", "up_to"]
 
 
 def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, strategy=None, seed=None,
@@ -68,8 +68,9 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
         ``[("sex", "age")]``, and a bare ``("sex", "age")`` is refused as ambiguous; each marginal once), a dict
         {attribute tuple: weight} (a marginal of weight w counts w² in the optimised error), or a marginal
         workload over ``domain.shape``.
-    privacy : Privacy
-        δ = 0: Laplace noise (ε-DP); δ > 0: Gaussian noise ((ε, δ)-DP, also reported as ρ-zCDP).
+    privacy : Privacy or "remaining"
+        δ = 0: Laplace noise (ε-DP); δ > 0: Gaussian noise ((ε, δ)-DP, also reported as ρ-zCDP). With an
+        ``accountant``, ``"remaining"`` spends everything it has left, as :meth:`mmopt.Accountant.release` does.
     strategy : ResidualStrategy, Plan, WeightedMarginals, ImplicitStrategy of weighted marginals, or None
         Any strategy measurable from marginal counts. None: the best found for the noise
         (:func:`mmopt.records.plans.choose`): the residual plan under Gaussian noise (optimal among all matrix
@@ -127,17 +128,14 @@ def release(records, domain: Domain, workload, privacy: Privacy, *, strategy, se
             label: str | None, caller: str, name: str, stacklevel: int) -> RecordsRelease:
     """:func:`release_marginals` for the public function ``caller``, whose parameter ``name`` holds the records
     (mmopt.sql's 'source'): refusals name them; ``stacklevel`` points the seeded-noise warning at the user's line."""
-    if accountant is not None:
-        from mmopt.accounting import Accountant  # lazy: the accounting layer is above this one
-        if not isinstance(accountant, Accountant):
-            raise TypeError(f"The 'accountant' parameter of {caller} must be an mmopt.Accountant or None. "
-                            f"Got {type(accountant).__name__} instead.")
+    _check_accountant(accountant, caller)
     if seed is not None:
         seed = v.check_int(seed, name="seed", caller=caller, low=0)
         if accountant is not None:  # it was charged and recorded as source "release" ("OpenDP drew the noise")
             raise ValueError(f"{caller}: seed={seed} draws numpy's seeded noise, which anyone who knows the seed can "
                              "remove: a simulation, not a release, and the accountant's ledger records releases. "
                              "Drop 'accountant' to simulate, or drop 'seed' to release through OpenDP's sampler.")
+    privacy = budget_of(privacy, accountant, caller)
     prep = mc.prepare(domain, workload, privacy, strategy, caller)
     d_in = prep.sensitivity
     exact, Ax = mc.strategy_answers(prep, records, batch_size=batch_size, caller=caller, name=name)  # schema checks
@@ -168,6 +166,28 @@ def release(records, domain: Domain, workload, privacy: Privacy, *, strategy, se
                else None)
         return mc.assemble(prep, y, noise=privacy.noise, scale=float(scale), epsilon=privacy.epsilon,
                            delta=privacy.delta, rho=rho, sampler=sampler, caller=caller)
+
+
+def _check_accountant(accountant, caller: str) -> None:
+    if accountant is not None:
+        from mmopt.accounting import Accountant  # lazy: the accounting layer is above this one
+        if not isinstance(accountant, Accountant):
+            raise TypeError(f"The 'accountant' parameter of {caller} must be an mmopt.Accountant or None. "
+                            f"Got {type(accountant).__name__} instead.")
+
+
+def budget_of(privacy, accountant, caller: str):
+    """``privacy``, or with an ``accountant`` the string "remaining" as the Privacy of all it has left (the rule of
+    :meth:`mmopt.Accountant.release`). The accountant's refusals told a records release to pass
+    privacy='remaining', which it then refused as "must be a Privacy ... Got str" (a newcomer's audit)."""
+    _check_accountant(accountant, caller)
+    if accountant is not None:
+        from mmopt.accounting._pending import requested  # lazy, as above
+        return requested(accountant, privacy, caller)
+    if isinstance(privacy, str) and privacy == "remaining":
+        raise ValueError(f"The 'privacy' parameter of {caller} is 'remaining', which spends what an accountant has "
+                         "left: pass accountant=... too, or give a Privacy(epsilon, delta).")
+    return privacy
 
 
 def seeded_noise(Ax: np.ndarray, scale: float, noise: str, seed: int) -> np.ndarray:
