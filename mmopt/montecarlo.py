@@ -78,8 +78,8 @@ def _truth(workload, strategy, x, caller: str) -> tuple[np.ndarray, float, int]:
             raise ValueError(f"{caller} needs the query matrix W to measure per-query errors: {exc}") from None
         truth = W @ x
     if np.any(x < 0):  # (the mechanism's own check named matrix_mechanism, which the user did not call)
-        raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative "
-                         "entries.")
+        raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got negative counts (how many "
+                         "is not printed: a figure of the data).")
     if isinstance(strategy, ImplicitStrategy):
         p = strategy.n_rows
     elif dispatch.stream_native(strategy):  # n × n, lower triangular

@@ -154,6 +154,22 @@ def test_a_matrix_release_whose_variance_overflows_is_refused_before_the_draw(mo
     assert mmopt.release(W, A, np.arange(float(W.domain_size)), Privacy(1e-150)).noise_scale > 1e150  # still drawn
 
 
+@pytest.mark.parametrize("family", ["product", "stream"])
+def test_a_refused_negative_count_does_not_say_how_many(family):
+    """The dense release hid how many counts were negative (a figure of the data); the product, stream and
+    hierarchy releases printed it (a newcomer's audit)."""
+    if family == "product":
+        W, A = mmopt.workload.ranges_2d(8), mmopt.strategy.kron([mmopt.strategy.hierarchical(8)] * 2)
+    else:
+        W = mmopt.toeplitz.prefix(5000)
+        A = mmopt.toeplitz.banded([1.0], 5000)
+    x = np.ones(W.domain_size if family == "product" else 5000)
+    x[:7] = -1.0
+    with pytest.raises(ValueError, match="must hold counts >= 0") as err:
+        mmopt.release(W, A, x, Privacy(1.0))
+    assert "7" not in str(err.value) and "how many is not printed" in str(err.value)
+
+
 def test_a_text_column_declared_numeric_is_explained(tmp_path):
     pytest.importorskip("pyarrow")
     from mmopt.records import Attribute, Domain, marginal_counts

@@ -94,7 +94,8 @@ def release(W: HierarchyWorkload, A, x, privacy: Privacy, *, noise_scale: float 
     if not np.all(np.isfinite(x)):  # said apart: "must be of shape (6, 2) … Got shape (6, 2)" hid the NaN (an audit)
         raise ValueError(f"The 'x' parameter of {caller} must hold finite counts. Got NaN or infinite entries.")
     if np.any(x < 0):  # as the dense, implicit and Toeplitz releases refuse them, before any noise
-        raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got {int(np.sum(x < 0))} negative.")
+        raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got negative counts (how many "
+                         "is not printed: a figure of the data).")
     check_histogram(x.ravel(), caller)  # whole counts, at most MAX_RECORDS records: what Δ and the charge assume
     m = measurements(W, A, caller=caller)
     refuse_unmeasured(m, caller)
