@@ -167,26 +167,11 @@ def measure(Ax: np.ndarray, d_in: float, privacy: Privacy, *, noise_scale: float
                       f"probabilities by a factor e^ε (above 10⁸ past ε = {LARGE_EPSILON:g}): no protection in "
                       "practice, and the answers are close to the true counts. Release at this budget only if "
                       "that is intended.", UserWarning, stacklevel=3)
-    check_noise_variance(calibrated_scale(privacy, d_in, caller) if noise_scale is None else noise_scale, privacy,
-                         caller)
     meas, scale, loss = calibrate(Ax.shape[0], d_in, privacy, noise_scale=noise_scale, caller=caller)
     note_draw()
     y = np.asarray(meas(Ax.tolist()), dtype=np.float64)
     kept.keep(y, scale, loss, caller, privacy.noise)  # before any check that may raise: the budget is spent
     return finite(y, "the noisy measurements y", caller), scale, loss
-
-
-def check_noise_variance(scale: float, privacy: Privacy, caller: str) -> None:
-    """Refuse, before any draw, a budget whose noise variance (σ², or 2b² for Laplace) leaves float64 at up to 16×
-    the analytic ``scale`` (OpenDP's calibration searches within that bracket): at ε = 1e-300 a release reported
-    every variance as inf (and its values as noise of scale 1e300) without a word — the records release first,
-    then the dense one (a newcomer's audit), so every draw through :func:`measure` checks it."""
-    with np.errstate(over="ignore"):
-        s2 = np.float64(16.0 * scale) ** 2 * (2.0 if privacy.noise == "laplace" else 1.0)
-    if not np.isfinite(s2):
-        raise ValueError(f"{caller}: at epsilon={privacy.epsilon!r} the noise scale (≈ {scale:g}) is so large that "
-                         "its variance leaves float64: every released value would be noise and every variance inf. "
-                         "Raise 'epsilon'. Nothing was drawn.")
 
 
 #: Bytes OpenDP's vector samplers hold per measurement while they draw (a Python list in, Rust vectors, a list

@@ -141,7 +141,7 @@ def release(records, domain: Domain, workload, privacy: Privacy, *, strategy, se
     exact, Ax = mc.strategy_answers(prep, records, batch_size=batch_size, caller=caller, name=name)  # schema checks
     # OpenDP's scale lies within 16× the analytic one (its search's bracket): a budget whose variance there is not
     # a finite float is refused before any draw
-    _opendp.check_noise_variance(_opendp.calibrated_scale(privacy, d_in, caller), privacy, caller)  # early
+    _check_noise_scale(_opendp.calibrated_scale(privacy, d_in, caller), privacy, caller)
     what = f"records release of {len(prep.sets)} marginal(s), {privacy.noise} noise on '{prep.strategy.name}'"
     with keeping_draws(caller):  # a Ctrl-C after the draw leaves the noisy values on the exception
         with (accountant.pending_release(privacy, label, what, caller=caller) if accountant is not None
@@ -196,6 +196,18 @@ def seeded_noise(Ax: np.ndarray, scale: float, noise: str, seed: int) -> np.ndar
     draw = gen.normal if noise == "gaussian" else gen.laplace
     _opendp.note_draw()
     return Ax + draw(0.0, scale, Ax.shape)
+
+
+def _check_noise_scale(scale: float, privacy: Privacy, caller: str) -> None:
+    """Refuse, before any draw, a budget whose noise variance (σ², or 2b² for Laplace) leaves float64 at up to 16×
+    the analytic ``scale`` (OpenDP's calibration searches within that bracket): at ε = 1e-300 the release reported
+    every variance as inf (and its values as noise of scale 1e300) without a word."""
+    with np.errstate(over="ignore"):
+        s2 = np.float64(16.0 * scale) ** 2 * (2.0 if privacy.noise == "laplace" else 1.0)
+    if not np.isfinite(s2):
+        raise ValueError(f"{caller}: at epsilon={privacy.epsilon!r} the noise scale (≈ {scale:g}) is so large that "
+                         "its variance leaves float64: every released value would be noise and every variance inf. "
+                         "Raise 'epsilon'. Nothing was drawn.")
 
 
 def _rho(d_in: float, scale: float) -> float:
