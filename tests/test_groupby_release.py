@@ -265,6 +265,19 @@ def test_sql_hierarchy_errors_name_sql_and_its_parameters(privacy, kwargs, messa
         mmopt.sql(q, df, D, mmopt.Privacy(*privacy), hierarchies={"county": levels}, **kwargs)
 
 
+def test_sql_with_hierarchies_refuses_remaining_for_what_it_is():
+    """privacy='remaining' with 'hierarchies' was refused as "must be a Privacy ... Got str" (a review): the
+    hierarchy family keeps no ledger, so there is nothing 'remaining' could read."""
+    import pandas as pd
+    D = Domain((Attribute("county", categories=("a", "b", "c")), Attribute("sex", categories=("F", "M"))))
+    df = pd.DataFrame({"county": ["a", "b", "c"] * 10, "sex": ["F", "M", "M"] * 10})
+    q = "SELECT state, county, COUNT(*) AS n FROM people GROUP BY ROLLUP(state, county)"
+    for kwargs in ({}, {"accountant": mmopt.Accountant(mmopt.Privacy(1.0, 1e-6))}):
+        with pytest.raises(ValueError, match="'remaining', which spends what an accountant has left; with "
+                                             "'hierarchies' the hierarchy family keeps no ledger"):
+            mmopt.sql(q, df, D, "remaining", hierarchies={"county": {"state": ["A", "A", "B"]}}, **kwargs)
+
+
 def test_a_bad_source_is_named_as_the_user_called_it(people, tmp_path):
     """Schema refusals came from the counting layer and named it — "The 'records' parameter of marginal_counts has
     no column 'sex'" — from mmopt.sql (whose parameter is 'source'), release_marginals and release_grouping_sets

@@ -123,6 +123,9 @@ def test_a_histogram_with_a_nan_is_refused_for_the_nan_not_for_its_shape():
     x[0, 0] = np.nan
     with pytest.raises(ValueError, match="must hold finite counts. Got NaN or infinite entries"):
         mmopt.release(W, A, x, P)
+    x[0, 0] = np.inf  # refused as such too (a test of NaN alone let an isnan check pass: a review's mutant)
+    with pytest.raises(ValueError, match="must hold finite counts. Got NaN or infinite entries"):
+        mmopt.release(W, A, x, P)
     with pytest.raises(ValueError, match=r"Got shape \(11,\)"):
         mmopt.release(W, A, np.arange(11.0), P)
 

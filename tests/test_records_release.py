@@ -251,24 +251,37 @@ def test_a_seeded_simulation_is_not_recorded_as_a_release(df):
     assert acc.spends == ()
 
 
-@pytest.mark.parametrize("composition", ["basic", "zcdp"])
+@pytest.mark.parametrize("composition", ["basic", "zcdp", "pld"])
 def test_remaining_spends_what_the_accountant_has_left_in_a_records_release(df, composition):
     """The accountant's refusal told a records release to pass privacy='remaining' (as Accountant.release takes it),
-    which release_marginals and mmopt.sql then refused as "must be a Privacy ... Got str" (a newcomer's audit)."""
-    acc = mmopt.Accountant(mmopt.Privacy(1.0, 1e-6), composition)
-    release_marginals(df, D, 1, mmopt.Privacy(0.6, 1e-7), accountant=acc)
+    which release_marginals and mmopt.sql then refused as "must be a Privacy ... Got str" (a newcomer's audit).
+    The ledger entry is the one Accountant.release's own "remaining" writes (an independent, dense release)."""
+    from mmopt.groupby import release_grouping_sets
+    total = mmopt.Privacy(1.0, 1e-6)
+    acc, ref = mmopt.Accountant(total, composition), mmopt.Accountant(total, composition)
+    for a in (acc, ref):
+        release_marginals(df, D, 1, mmopt.Privacy(0.6, 1e-7), accountant=a)
     with pytest.raises(ValueError, match="privacy='remaining'"):  # the hint the refusal gives
         release_marginals(df, D, 1, mmopt.Privacy(1.0, 1e-6), accountant=acc)
     left = acc.remaining
     r = release_marginals(df, D, 1, "remaining", accountant=acc)
-    assert (r.epsilon, r.delta) == (left.epsilon, left.delta) and len(acc.spends) == 2
-    assert not acc.can_spend(mmopt.Privacy(1e-3, 1e-9), release=True)
+    ref.release(mmopt.workload.identity(4), mmopt.strategy.identity(4), [3.0, 1.0, 0.0, 2.0], "remaining")
+    assert (r.epsilon, r.delta) == (left.epsilon, left.delta) and len(acc.spends) == len(ref.spends) == 2
+    got, want = acc.spends[-1], ref.spends[-1]
+    assert (got.source, got.status, got.delta) == ("release", "spent", want.delta)
+    assert got.epsilon == pytest.approx(want.epsilon, rel=1e-12) and got.rho == pytest.approx(want.rho, rel=1e-12)
+    if composition != "pld":  # under PLD the check assumes the analytic σ: some budget is left (Accountant.release)
+        assert not acc.can_spend(mmopt.Privacy(1e-3, 1e-9), release=True)
     with pytest.raises(ValueError, match="'remaining', which spends what an accountant has left"):
         release_marginals(df, D, 1, "remaining")
+    acc3 = mmopt.Accountant(total, composition)
+    fresh = acc3.remaining
+    g = release_grouping_sets([("sex",), ()], df, D, "remaining", accountant=acc3)
+    assert (g.epsilon, g.delta) == (fresh.epsilon, fresh.delta) and len(acc3.spends) == 1
     pytest.importorskip("sqlglot")
-    acc2 = mmopt.Accountant(mmopt.Privacy(1.0, 1e-6), composition)
+    acc2 = mmopt.Accountant(total, composition)
     out = mmopt.sql("SELECT sex, COUNT(*) FROM t GROUP BY sex", df, D, "remaining", accountant=acc2)
-    assert out.release.epsilon == pytest.approx(1.0, rel=1e-6) and len(acc2.spends) == 1
+    assert (out.release.epsilon, out.release.delta) == (fresh.epsilon, fresh.delta) and len(acc2.spends) == 1
 
 
 def test_a_weighted_dict_is_the_weighted_workload_and_a_repeated_marginal_is_refused(df):

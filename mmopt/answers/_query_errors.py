@@ -55,6 +55,8 @@ def standard_errors(strategy, shape, Q, rows, sd: float, caller: str) -> np.ndar
                              f"{ck.DENSE_LIMIT:,} cells (its matrix); past that, list the workload's own queries "
                              "with mmopt.answers_table(out, W, strategy).")
         strategy = Strategy(strategy.matrix, strategy.name)
+    if not isinstance(strategy, Strategy) and callable(getattr(strategy, "to_strategy", None)):
+        strategy = strategy.to_strategy()  # the p-Identity strategy up to the dense size: float() of it raised
     A = strategy if isinstance(strategy, Strategy) else Strategy(np.asarray(strategy, dtype=float))
     # an all-zero query is answered 0 exactly (standard error 0, as on the product path); one refused the whole
     # call as "The 'matrix' parameter of Workload.from_matrix" (a helper's probe)

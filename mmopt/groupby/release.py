@@ -228,6 +228,10 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
     q = parse_checked(query, domain, () if tree is None else tuple(tree[1]))
     if tree is None:  # "remaining" with an accountant (the hierarchy family keeps no ledger: refused below)
         privacy = budget_of(privacy, accountant, _CALLER)
+    elif isinstance(privacy, str) and privacy == "remaining":  # was "must be a Privacy … Got str" (a review)
+        raise ValueError(f"The 'privacy' parameter of {_CALLER} is 'remaining', which spends what an accountant has "
+                         "left; with 'hierarchies' the hierarchy family keeps no ledger (no 'accountant'). Give a "
+                         "Privacy(epsilon, delta), e.g. the accountant's remaining budget.")
     if not isinstance(privacy, Privacy):
         raise TypeError(f"The 'privacy' parameter of {_CALLER} must be a Privacy, e.g. Privacy(epsilon=1.0). "
                         f"Got {type(privacy).__name__} instead.")
