@@ -25,6 +25,7 @@ from mmopt._base import validation as v
 from mmopt._base.montecarlo_result import Interval, MonteCarloResult, mean_std, t_interval
 from mmopt._base.run_streams import PerRunStreams, seed_sequence
 from mmopt.dense._error_common import check_privacy
+from mmopt.dense.exact_answers import refuse_negative
 from mmopt.privacy import Privacy
 from mmopt.reconstruct._common import check_method, check_reconstruction
 from mmopt.structured import _checks as ck
@@ -77,9 +78,7 @@ def _truth(workload, strategy, x, caller: str) -> tuple[np.ndarray, float, int]:
         except ValueError as exc:
             raise ValueError(f"{caller} needs the query matrix W to measure per-query errors: {exc}") from None
         truth = W @ x
-    if np.any(x < 0):  # (the mechanism's own check named matrix_mechanism, which the user did not call)
-        raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got negative counts (how many "
-                         "is not printed: a figure of the data).")
+    refuse_negative(x, caller)  # (the mechanism's own check named matrix_mechanism, which the user did not call)
     if isinstance(strategy, ImplicitStrategy):
         p = strategy.n_rows
     elif dispatch.stream_native(strategy):  # n × n, lower triangular

@@ -13,6 +13,7 @@ from mmopt._base.opendp import finite as _finite
 from mmopt.dense import _family_answers as family_answers
 from mmopt.dense._error_common import check_privacy, check_workload
 from mmopt.dense._workload_core import Workload
+from mmopt.dense.exact_answers import refuse_negative
 
 __all__ = ["answer_plan", "answers_available", "answers_of", "check_size", "check_types", "check_x", "noisy",
            "product"]
@@ -72,9 +73,7 @@ def check_x(x, n: int, caller: str, workload=None) -> np.ndarray:
             raise ValueError(f"The 'x' parameter of {caller} must be flat ({n},) or shaped like the domain {shape}. "
                              f"Got an array of shape {np.shape(x)}{hint} instead.")
     x = v.check_vector(x, name="x", caller=caller, length=n)
-    if np.any(x < 0):
-        raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. "
-                         "Got negative counts (how many is not printed: a figure of the data).")
+    refuse_negative(x, caller)
     return x
 
 

@@ -141,7 +141,7 @@ def check_histogram(x: np.ndarray, caller: str, records: int = MAX_RECORDS) -> n
     ``records`` records in all; checked before anything is drawn."""
     problem = histogram_problem(x, records)
     if problem == "negative":
-        raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got a negative count.")
+        refuse_negative(x, caller)
     if problem == "fractional":
         raise ValueError(f"The 'x' parameter of {caller} must hold counts of records (whole numbers): adding or "
                          "removing one record moves one count by 1, which is what the noise is calibrated to. Got "
@@ -153,6 +153,14 @@ def check_histogram(x: np.ndarray, caller: str, records: int = MAX_RECORDS) -> n
                          "charged for that many). Got more (the total is not printed: a figure of the data). Release "
                          "the data in parts.")
     return x
+
+
+def refuse_negative(x: np.ndarray, caller: str) -> None:
+    """Refuse counts below 0, before anything is drawn, without saying how many (a figure of the data): one
+    message for every release and simulation path."""
+    if np.any(x < 0):
+        raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got negative counts (how many is "
+                         "not printed: a figure of the data).")
 
 
 def histogram_problem(x: np.ndarray, records: int = MAX_RECORDS) -> str | None:

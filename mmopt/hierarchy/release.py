@@ -93,10 +93,7 @@ def release(W: HierarchyWorkload, A, x, privacy: Privacy, *, noise_scale: float 
                          f"cell), or flat ({math.prod(W.shape)},). Got shape {x.shape}.")
     if not np.all(np.isfinite(x)):  # said apart: "must be of shape (6, 2) … Got shape (6, 2)" hid the NaN (an audit)
         raise ValueError(f"The 'x' parameter of {caller} must hold finite counts. Got NaN or infinite entries.")
-    if np.any(x < 0):  # as the dense, implicit and Toeplitz releases refuse them, before any noise
-        raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got negative counts (how many "
-                         "is not printed: a figure of the data).")
-    check_histogram(x.ravel(), caller)  # whole counts, at most MAX_RECORDS records: what Δ and the charge assume
+    check_histogram(x.ravel(), caller)  # whole counts ≥ 0, at most MAX_RECORDS records: what Δ and the charge assume
     m = measurements(W, A, caller=caller)
     refuse_unmeasured(m, caller)
     Ax = finite(m.answer(x), "the strategy answers A x", caller)  # refused before any noise is drawn

@@ -27,6 +27,7 @@ from mmopt._base.opendp import simulation_scale
 from mmopt._base.probe import gram_probe
 from mmopt.dense import _family_answers as family_answers
 from mmopt.dense._error_common import check_privacy, check_type
+from mmopt.dense.exact_answers import refuse_negative
 from mmopt.privacy import Privacy
 from mmopt.reconstruct import Reconstruction, check_reconstruction, combine
 from mmopt.reconstruct import implicit as recon
@@ -239,9 +240,7 @@ def matrix_mechanism(workload: ImplicitWorkload, strategy: ImplicitStrategy, x, 
 def check_counts(x, strategy: ImplicitStrategy, caller: str) -> np.ndarray:
     """x as counts shaped like the domain (flat or shaped input), refused if any is negative."""
     x = ck.check_data(x, strategy.shape, caller=caller)
-    if np.any(x < 0):
-        raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got negative counts (how many "
-                         "is not printed: a figure of the data).")
+    refuse_negative(x, caller)
     return x
 
 

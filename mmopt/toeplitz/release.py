@@ -113,10 +113,7 @@ def release(workload: StreamWorkload, strategy, x, privacy: Privacy, *, noise_sc
                          "constrained reconstructions, not to a Toeplitz release.")
     n = workload.n
     x = v.check_vector(x, name="x", caller=caller, length=n)
-    if np.any(x < 0):
-        raise ValueError(f"The 'x' parameter of {caller} must hold counts >= 0. Got negative counts (how many "
-                         "is not printed: a figure of the data).")
-    check_histogram(x, caller)  # whole counts, at most MAX_RECORDS records: what Δ and the charge assume
+    check_histogram(x, caller)  # whole counts ≥ 0, at most MAX_RECORDS records: what Δ and the charge assume
     if not (weighted or tree):
         check_decodable(strategy, caller)  # before any noise: C⁻¹y would be NaN, the budget spent for nothing
     e, d = _scales(strategy)  # once: the measurement, the fingerprint and the estimate read them
