@@ -27,6 +27,10 @@ def _signed(z: float) -> str:
     return "n/a" if math.isnan(z) else f"{z:+.1f}"
 
 
+def _cell(dataset, epsilon: float, algorithm: str) -> str:
+    return f"{dataset} ε = {epsilon:g} {algorithm}"
+
+
 def _best_rows(r: dict) -> tuple[float, float]:
     """The peer's better rows error (mean, se): its default rows or its sampled rows."""
     pairs = [(r[k], r[k + "_se"]) for k in ("records_error", "sampled_error") if not math.isnan(r[k])]
@@ -91,14 +95,14 @@ def comparison_markdown(summary_rows: list[dict]) -> list[str]:
     unmeasured = [r for r in rows if r not in below and r not in above]
     lines += ["", f"{len(below)} of {len(rows)} cells at or below OpenDP's mean error on both the model and the "
               f"rows" + ("." if not above else "; above it: " + "; ".join(
-                  f"{r['dataset']} ε = {r['epsilon']:g} {r['algorithm']} (model {r['model_ratio']:.3f}, "
+                  f"{_cell(r['dataset'], r['epsilon'], r['algorithm'])} (model {r['model_ratio']:.3f}, "
                   f"z = {_signed(r['model_z'])}; rows {r['rows_ratio']:.3f}, z = {_signed(r['rows_z'])})"
                   for r in above) + ".")]
     if unmeasured:
         lines += ["", "Without a mean error on one side to compare: " + "; ".join(
-            f"{r['dataset']} ε = {r['epsilon']:g} {r['algorithm']}" for r in unmeasured) + "."]
+            _cell(r["dataset"], r["epsilon"], r["algorithm"]) for r in unmeasured) + "."]
     paired = {(r["dataset"], r["epsilon"], r["algorithm"]) for r in rows}
-    alone = [f"{r['dataset']} ε = {r['epsilon']:g} {r['method'].split(' ', 1)[1]}" for r in summary_rows
+    alone = [_cell(r["dataset"], r["epsilon"], r["method"].split(" ", 1)[1]) for r in summary_rows
              if r["method"].startswith("mmopt ")
              and (r["dataset"], r["epsilon"], r["method"].split(" ", 1)[1]) not in paired]
     if alone:  # a peer that failed or was stopped leaves no row: say so rather than drop the cell silently
