@@ -125,3 +125,37 @@ def test_the_text_report_never_shows_the_rho_spent_above_the_budget(files, capsy
     line = next(t for t in capsys.readouterr().out.splitlines() if t.startswith("privacy:"))
     spent, budget = line.split("ρ = ")[1].split(" ")[0], line.split("budget ρ = ")[1].split(")")[0]
     assert float(spent) <= float(budget), line
+
+
+def test_synth_spends_from_a_ledger_once_and_refuses_what_does_not_fit(files, capsys):
+    """--ledger as 'mmopt release --ledger': one spend of the run on the ledger, and a second run past the total
+    refused before the records are read (its --out never written), in the command's words."""
+    ledger = files / "budget.json"
+    base = ["synth", "--records", str(files / "people.parquet"), "--domain", str(files / "domain.json"),
+            "--method", "mst", "--epsilon", "0.6", "--delta", "1e-8", "--rows", "20", "--ledger", str(ledger)]
+    assert main([*base, "--ledger-total", "1,1e-6", "--out", str(files / "one.csv"), "--json"]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert "remain after this release" in captured.err and report["sampler"] == "opendp"
+    (spend,) = json.loads(ledger.read_text())["spends"]
+    assert (spend["epsilon"], spend["delta"], spend["rho"]) == (report["epsilon"], report["delta"], report["rho"])
+    assert spend["status"] == "spent" and spend["epsilon"] <= 0.6
+    assert main([*base, "--out", str(files / "two.csv")]) == 2  # 0.6 + 0.6 > 1
+    err = capsys.readouterr().err
+    assert f"The --ledger file '{ledger}' (total ε=1, δ=1e-06, basic composition) cannot pay" in err
+    assert "Rerun with --epsilon 0.4" in err and not (files / "two.csv").exists()
+    assert len(json.loads(ledger.read_text())["spends"]) == 1
+
+
+def test_synth_refuses_a_seed_or_a_run_a_new_ledger_cannot_pay_and_creates_no_ledger(files, capsys):
+    ledger = files / "new.json"
+    code = main(["synth", "--records", str(files / "people.parquet"), "--domain", str(files / "domain.json"),
+                 "--epsilon", "1", "--seed", "0", "--out", str(files / "s.csv"), "--ledger", str(ledger),
+                 "--ledger-total", "2,1e-6"])
+    assert code == 2 and "--seed 0 draws numpy's seeded noise" in capsys.readouterr().err
+    assert not ledger.exists() and not (files / "s.csv").exists()
+    # under PLD a run is a worst-case (ε, δ) mechanism: at the total's δ it never fits, and the hint says why
+    code = main(["synth", "--records", str(files / "people.parquet"), "--domain", str(files / "domain.json"),
+                 "--epsilon", "0.5", "--delta", "1e-6", "--out", str(files / "s.csv"), "--ledger", str(ledger),
+                 "--ledger-total", "2,1e-6", "--composition", "pld"])
+    assert code == 2 and "give a smaller --delta" in capsys.readouterr().err and not ledger.exists()

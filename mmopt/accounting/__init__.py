@@ -48,7 +48,8 @@ is a new mmopt call per strategy, and a ledger must survive the process. OpenDP'
 everything they can answer: each release's verified loss, each Gaussian release's ρ, and the ρ → (ε, δ)
 conversion (:mod:`mmopt.accounting._zcdp`).
 
-Modules: ``_session`` (the Accountant), ``_pending`` (a release's pending entry), ``_persist`` (sessions in files),
+Modules: ``_session`` (the Accountant), ``_pending`` (the pending entry of a release, or of a synth run of
+mmopt.synth, charged once for all its draws), ``_persist`` (sessions in files),
 ``_compose`` (the rules, on a frozen Ledger), ``_zcdp`` (OpenDP's maps), ``_pld`` (dp-accounting), ``_ledger``
 (entries, exact sums, the JSON file), ``_file`` (a file shared by sessions), ``_report`` (summary).
 """

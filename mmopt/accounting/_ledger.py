@@ -63,8 +63,9 @@ class Spend:
         When it was recorded, ISO 8601 in UTC.
     source : {"release", "declared"}
         "release": noise drawn by :meth:`Accountant.release` through :func:`mmopt.release` (OpenDP's samplers,
-        privacy verified by OpenDP's map). "declared": the caller's :meth:`Accountant.spend`; the accountant
-        trusts the stated budget and cannot know how the noise was drawn.
+        privacy verified by OpenDP's map), by a records release, or by a synthetic-data run (:mod:`mmopt.synth`:
+        many draws, one entry of its (ε, δ) and ρ, no ``noise``). "declared": the caller's :meth:`Accountant.spend`;
+        the accountant trusts the stated budget and cannot know how the noise was drawn.
     status : {"spent", "pending"}
         "pending": written before the noise was drawn and never confirmed (the run was interrupted): counted in
         full at the requested budget, which bounds what the release could have used.

@@ -7,7 +7,7 @@ then replaced by what OpenDP verified, or removed if the release raised before a
 is raised: a MemoryError or a solver's RuntimeError in the reconstruction removed it (only ValueError,
 ArithmeticError and SolverError fall back to least squares), the noisy y stayed reachable from the traceback's
 frames, and the same call could be repeated for free, three draws at ε = 0.9 against a total of 1 (a helper's
-probe).
+probe). :func:`pending_run` does the same for a synthetic-data run (MST, AIM: many draws, one spend).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Iterator
 
 from mmopt._base import opendp as _opendp
 from mmopt._base import validation as v
+from mmopt._base.rounding import up
 from mmopt.accounting import _spends as entries
 from mmopt.accounting._ledger import Spend
 from mmopt.privacy import Privacy
@@ -31,7 +32,49 @@ def pending_release(acc, privacy: Privacy, label: str | None, what: str, *, call
     v.check_str(what, name="what", caller=caller)
     ledger = acc.ledger  # with a file, read once (under its lock) for the check; the commit reads it again
     charge = ledger.charge(privacy, None, caller, release=True)
-    label = acc._label(label, "release", caller)
+    with _pending(acc, ledger, charge, privacy, acc._label(label, "release", caller), what, caller,
+                  lambda pending, out: entries.verified(pending, privacy, out, acc.composition)) as outcome:
+        yield outcome
+
+
+def run_charge(ledger, privacy: Privacy, caller: str):
+    """What a composed run (MST, AIM: Gaussian measurements and exponential-mechanism choices, ρ-zCDP at ρ =
+    max_rho(ε, δ)) costs as one spend of ``privacy``: its (ε, δ) (basic), that ρ (zCDP, the release's charge), or the
+    worst (ε, δ)-DP mechanism (PLD: the run is not one Gaussian, whose loss distribution would undercount its
+    exponential-mechanism choices)."""
+    return ledger.charge(privacy, None, caller, release=ledger.composition != "pld")
+
+
+def run_fits(acc, privacy: Privacy, caller: str) -> bool:
+    """Whether :func:`pending_run` would accept ``privacy`` now (the command line's plan phase asks first)."""
+    ledger = acc.ledger
+    return ledger.fits(run_charge(ledger, privacy, caller))
+
+
+@contextlib.contextmanager
+def pending_run(acc, privacy: Privacy, label: str | None, what: str, *, caller: str) -> Iterator[list]:
+    """:func:`pending_release` for a run that draws many times (MST, AIM), charged as one spend of ``privacy``
+    (:func:`run_charge`): checked (refused before anything runs), pending before the block, so that an error or a
+    Ctrl-C once a draw has started (:data:`mmopt._base.opendp.DRAWS`) leaves it counted in full. If the block
+    appends the run's result (``epsilon``, ``delta`` and ``rho``: what it spent, within ``privacy``), the entry
+    becomes those figures; the label defaults to "``caller`` k"."""
+    v.check_str(caller, name="caller", caller="pending_run")
+    v.check_str(what, name="what", caller=caller)
+    ledger = acc.ledger
+    charge = run_charge(ledger, privacy, caller)
+
+    def spent(pending: Spend, out) -> Spend:
+        rho = float(out.rho)
+        return Spend(pending.label, f"{pending.what}; spent ρ={up(rho)}", float(out.epsilon), float(out.delta), rho,
+                     pending.time, "release", "spent")
+
+    with _pending(acc, ledger, charge, privacy, acc._label(label, caller, caller), what, caller, spent) as outcome:
+        yield outcome
+
+
+@contextlib.contextmanager
+def _pending(acc, ledger, charge, privacy: Privacy, label: str, what: str, caller: str, settled) -> Iterator[list]:
+    """The pending entry of ``charge`` around the block; ``settled(pending, outcome)`` the entry that replaces it."""
     ledger.refuse_unless_fits(charge, caller)
     pending = Spend(label, what, privacy.epsilon, privacy.delta,
                     charge if acc.composition == "zcdp" else None, entries.now(), "release", "pending")
@@ -50,7 +93,7 @@ def pending_release(acc, privacy: Privacy, label: str | None, what: str, *, call
         raise
     finally:
         if outcome:
-            settle(acc, pending, entries.verified(pending, privacy, outcome[0], acc.composition), caller,
+            settle(acc, pending, settled(pending, outcome[0]), caller,
                    "the release is done, but the file still counts it at the requested budget")
 
 

@@ -66,11 +66,14 @@ estimate, std_error). --alpha 0.05 adds exact 95% intervals (lower, upper) to ei
   mmopt synth --records people.parquet --domain domain.json --workload 'marginals:k=3' --epsilon 1 \\
       --out synth.parquet
   mmopt synth --records people.csv --domain domain.json --method mst --epsilon 1 --delta 1e-9 --out synth.csv
+  mmopt synth --records people.csv --domain domain.json --epsilon 0.5 --out synth.csv \\
+      --ledger budget.json --ledger-total 2,1e-6
 AIM (default; McKenna et al. 2022) or MST (McKenna, Miklau & Sheldon 2021) on mmopt's residual measurements
 (mmopt.synth), spending the budget as ρ-zCDP with OpenDP's samplers. --out gets as many synthetic rows as the
 noisy number of records (--rows N for another number), each column labelled by the domain: categories, and for
 binned attributes a number in each bin, its left edge where finite (a number the domain bins again: the file can
-be read back as records), or with --bins labels its label '[a, b)' (for reading only).""",
+be read back as records), or with --bins labels its label '[a, b)' (for reading only). --ledger spends the
+run from a privacy ledger shared with 'mmopt release' (one spend of --epsilon, --delta).""",
 }
 
 
@@ -90,6 +93,16 @@ def _output_args(p: argparse.ArgumentParser, *, force: bool = True) -> None:
     p.add_argument("--out", "-o", metavar="FILE", help="also write the result to FILE (.json or .csv)")
     if force:
         p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+
+
+def _ledger_args(p: argparse.ArgumentParser, spends: str) -> None:
+    """--ledger, --ledger-total and --composition (:mod:`mmopt.cli.ledger`); ``spends`` says how the command spends."""
+    p.add_argument("--ledger", metavar="FILE.json", help=f"spend from this privacy ledger (mmopt.Accountant): {spends}")
+    p.add_argument("--ledger-total", metavar="EPS[,DELTA]",
+                   help="with --ledger, for a ledger file that does not exist yet: its total budget")
+    p.add_argument("--composition", choices=("basic", "zcdp", "pld"), default=None,
+                   help="with --ledger-total: how the new ledger composes spends (default basic; pld, the tightest "
+                        "for several Gaussian releases, needs mmopt[accounting])")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -210,14 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "interval (e.g. 0.05; under Laplace noise the exact quantile, not ± z·standard error)")
     p.add_argument("--allow-large-output", action="store_true",
                    help="write a --out table of more than 10,000,000 rows (about 1 GB of CSV per 10 million)")
-    p.add_argument("--ledger", metavar="FILE.json",
-                   help="spend from this privacy ledger (mmopt.Accountant): the release is refused before any noise if "
-                        "it does not fit, recorded as pending before the draw and as verified after it")
-    p.add_argument("--ledger-total", metavar="EPS[,DELTA]",
-                   help="with --ledger, for a ledger file that does not exist yet: its total budget")
-    p.add_argument("--composition", choices=("basic", "zcdp", "pld"), default=None,
-                   help="with --ledger-total: how the new ledger composes spends (default basic; pld, the tightest "
-                        "for several Gaussian releases, needs mmopt[accounting])")
+    _ledger_args(p, "the release is refused before any noise if it does not fit, recorded as pending before the "
+                    "draw and as verified after it")
     p.add_argument("--json", action="store_true", help="print the release report as JSON instead of a table")
     talk = p.add_mutually_exclusive_group()  # the release's progress line names --quiet: it must exist here too
     talk.add_argument("--verbose", "-v", dest="verbose", action="store_const", const=True, default=None,
@@ -244,6 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", "-o", metavar="FILE", help="the synthetic rows, .parquet or .csv")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    _ledger_args(p, "the whole run is refused before the records are read if it does not fit, recorded as pending "
+                    "before its first draw and as what it spent after it (one spend of --epsilon, --delta)")
     parser.commands = sub.choices  # name → sub-command parser: an unknown option is refused by its own parser
     for each in (parser, *sub.choices.values()):
         # "--epsilon -1e-3" is a (bad) value, not an option: Python 3.11's argparse knows -1 and -0.5 but not

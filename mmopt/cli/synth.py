@@ -5,7 +5,9 @@ file's extension and folder, that it is not an input, the domain, the workload, 
 the packages), then the algorithm (the only phase that spends budget, through OpenDP's samplers; ``--seed`` swaps
 them for numpy's seeded generator, a simulation), then the rows written atomically (.parquet or .csv). If they
 cannot be written the message says that the budget was spent (exit 1). The report gives ε, δ, ρ and what was
-measured.
+measured. ``--ledger FILE`` spends the run from a privacy ledger as ``mmopt release --ledger`` does
+(:mod:`mmopt.cli.ledger`): its room is checked in the first phase, the run is one spend of (ε, δ) (pending from
+before its first draw, :mod:`mmopt.synth.spend`), and what remains is said on stderr.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 
 import mmopt
 from mmopt.cli import output as out
+from mmopt.cli.ledger import ledger_scope, open_ledger
 from mmopt.cli.release_records import _inside, _write, parse_workload
 
 __all__ = ["synth"]
@@ -51,6 +54,11 @@ def _check(args):
     if privacy.delta == 0:  # said in the command's words (aim's own message names its 'privacy' parameter)
         raise ValueError("--delta must be > 0 for synth: AIM and MST are ρ-zCDP (Gaussian noise), reported as "
                          "(ε, δ). Got --delta 0; the default is 1e-9.")
+    if args.seed is not None and getattr(args, "ledger", None) is not None:  # (the API names seed, accountant)
+        raise ValueError(f"--seed {args.seed} draws numpy's seeded noise, which anyone who knows the seed can remove: "
+                         "a simulation, not a release, and a --ledger records releases. Drop --ledger to simulate, or "
+                         "--seed to release through OpenDP's samplers.")
+    open_ledger(args, privacy, create=False, run=True)  # a ledger that cannot pay: said before the records are read
     if args.rows is not None and not 1 <= args.rows <= MAX_ROWS:  # 0 rows spent the budget for a header alone
         raise ValueError(f"The --rows of synth must be in [1, {MAX_ROWS:,}] (default: the noisy number of records). "
                          f"Got {args.rows}.")
@@ -77,10 +85,16 @@ def synth(args) -> int:
     from mmopt.synth import aim, mst
 
     domain, workload, privacy, ext = _check(args)
-    if args.method == "mst":
-        s = mst(args.records, domain, privacy, seed=args.seed, workload=workload)
-    else:
-        s = aim(args.records, domain, workload, privacy, seed=args.seed)
+    with ledger_scope(args, privacy, run=True) as acc:  # a ledger this command created and never spent is removed
+        if args.method == "mst":
+            s = mst(args.records, domain, privacy, seed=args.seed, workload=workload, accountant=acc)
+        else:
+            s = aim(args.records, domain, workload, privacy, seed=args.seed, accountant=acc)
+    return out.interrupted_after_draw([], _deliver(args, s, domain, ext), acc)  # (no signal held: [])
+
+
+def _deliver(args, s, domain, ext: str) -> int:
+    """The rows written and the report printed; the exit code (1, said, when the rows cannot be written)."""
     n = args.rows if args.rows is not None else s.default_rows
     if n > MAX_ROWS:  # the noisy record count (a post-processed figure: capping it costs no privacy)
         print(f"mmopt: warning: the model's noisy record count is {n:,}; writing {MAX_ROWS:,} rows (pass --rows "

@@ -40,7 +40,7 @@ from mmopt.records.domain import Domain
 from mmopt.records.mechanism import up_to
 from mmopt.records.result import TABLE_COLUMNS, RecordsRelease
 
-__all__ = ["RecordsRelease", "budget_of", "release_marginals", "up_to"]
+__all__ = ["RecordsRelease", "budget_of", "refuse_seeded", "release_marginals", "up_to"]
 
 
 def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, strategy=None, seed=None,
@@ -131,10 +131,7 @@ def release(records, domain: Domain, workload, privacy: Privacy, *, strategy, se
     _check_accountant(accountant, caller)
     if seed is not None:
         seed = v.check_int(seed, name="seed", caller=caller, low=0)
-        if accountant is not None:  # it was charged and recorded as source "release" ("OpenDP drew the noise")
-            raise ValueError(f"{caller}: seed={seed} draws numpy's seeded noise, which anyone who knows the seed can "
-                             "remove: a simulation, not a release, and the accountant's ledger records releases. "
-                             "Drop 'accountant' to simulate, or drop 'seed' to release through OpenDP's sampler.")
+    refuse_seeded(seed, accountant, caller)
     privacy = budget_of(privacy, accountant, caller)
     prep = mc.prepare(domain, workload, privacy, strategy, caller)
     d_in = prep.sensitivity
@@ -174,6 +171,15 @@ def _check_accountant(accountant, caller: str) -> None:
         if not isinstance(accountant, Accountant):
             raise TypeError(f"The 'accountant' parameter of {caller} must be an mmopt.Accountant or None. "
                             f"Got {type(accountant).__name__} instead.")
+
+
+def refuse_seeded(seed, accountant, caller: str) -> None:
+    """Refuse a seeded draw with an accountant, before anything is read or spent: it was charged and recorded as
+    source "release" ("OpenDP drew the noise") though numpy's seeded generator drew it (mmopt.synth's too)."""
+    if seed is not None and accountant is not None:
+        raise ValueError(f"{caller}: seed={seed} draws numpy's seeded noise, which anyone who knows the seed can "
+                         "remove: a simulation, not a release, and the accountant's ledger records releases. "
+                         "Drop 'accountant' to simulate, or drop 'seed' to release through OpenDP's sampler.")
 
 
 def budget_of(privacy, accountant, caller: str):

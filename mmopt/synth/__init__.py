@@ -6,7 +6,9 @@ Notation: see README and :mod:`mmopt.structured.residual`. :func:`mst` (McKenna,
 marginals with mmopt's certified-optimal residual strategy, and an exponential-mechanism choice — and keeps the
 ledger. Estimation is least squares in the residual basis (:mod:`mmopt.synth.residuals`) with stated projections
 (:mod:`mmopt.synth.projection`); MST's tree is sampled exactly (:mod:`mmopt.synth.tree`). Both return a
-:class:`Synthetic`: ``.records(n)``, ``.marginal(attrs)``, ``.epsilon``, ``.delta``, ``.rho``.
+:class:`Synthetic`: ``.records(n)``, ``.marginal(attrs)``, ``.epsilon``, ``.delta``, ``.rho``. With
+``accountant=`` a run spends its whole (ε, δ) from an :class:`mmopt.Accountant` as one release
+(:mod:`mmopt.synth.spend`).
 :func:`workload_error` is the papers' error measure.
 """
 

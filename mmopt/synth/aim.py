@@ -64,6 +64,7 @@ import warnings
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.rounding import up
 from mmopt.accounting._zcdp import RHO_FLOOR
 from mmopt.records import counts as rc
 from mmopt.records.domain import Domain, check_domain
@@ -74,7 +75,8 @@ from mmopt.synth.curator import Curator
 from mmopt.synth.estimate import ResidualModel
 from mmopt.synth.model_size import junction_tree
 from mmopt.synth.mst import noise_for
-from mmopt.synth.result import Synthetic, budget_rho, check_seed, finite_total, spent
+from mmopt.synth.result import Synthetic, budget_rho, finite_total, spent
+from mmopt.synth.spend import charged, requested
 
 __all__ = ["aim", "candidates"]
 
@@ -104,7 +106,8 @@ def candidates(workload) -> dict:
 
 
 def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | None = None,
-        max_model_size: float = 80.0, estimator: str = "auto", initial_share: float | None = None) -> Synthetic:
+        max_model_size: float = 80.0, estimator: str = "auto", initial_share: float | None = None,
+        accountant=None, label: str | None = None) -> Synthetic:
     """AIM synthetic data under (ε, δ)-DP (module docstring for the algorithm and its privacy argument).
 
     Parameters
@@ -114,10 +117,12 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
     domain : Domain
     workload : list of tuple
         The marginals to preserve (attribute names or indices), each with weight 1, e.g. all 3-way marginals.
-    privacy : Privacy
-        (ε, δ) with δ > 0, spent as ρ-zCDP.
+    privacy : Privacy or "remaining"
+        (ε, δ) with δ > 0, spent as ρ-zCDP. With an ``accountant``, ``"remaining"`` spends everything it has left
+        (as :func:`mmopt.records.release_marginals` does; refused under PLD composition, :mod:`mmopt.synth.spend`).
     seed : int or None
-        None: OpenDP's samplers. An int: numpy's seeded generator (simulation only; a warning says so).
+        None: OpenDP's samplers. An int: numpy's seeded generator (simulation only; a warning says so). Refused
+        with ``accountant`` (a ledger records releases).
     rounds : int or None
         T (default 16·d, the paper's).
     max_model_size : float
@@ -143,6 +148,13 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
         loop, the whole-table fit at the end) refuses larger domains before any budget is spent; "junction" the
         family on the model's junction tree in the loop and at the end (:mod:`mmopt.synth.junction`, any domain);
         "residual" the residual model throughout (the fastest).
+    accountant : mmopt.Accountant or None
+        The budget the whole run spends from, as one release of ``privacy`` (:mod:`mmopt.synth.spend`): checked
+        before the records are read (a refusal reads and draws nothing), written to its ledger as pending before the
+        first draw (an error or Ctrl-C from then on leaves it counted in full), then replaced by the run's
+        ``epsilon``, ``delta`` and ``rho``.
+    label : str or None
+        With ``accountant``: the ledger's name for the run (default "aim k").
 
     Returns
     -------
@@ -166,6 +178,7 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
     (True, True, 10)
     """
     caller = "aim"
+    privacy, seed = requested(privacy, seed, accountant, label, caller)  # before anything is read or spent
     check_domain(domain, caller=caller)
     if isinstance(workload, dict):  # iterating it gave its keys: the weights were dropped without a word
         raise TypeError(f"The 'workload' parameter of {caller} must be a list of attribute tuples, each marginal "
@@ -176,7 +189,6 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
         raise ValueError(f"The 'workload' parameter of {caller} must list at least one non-empty marginal. "
                          f"Got {list(sets)!r:.80}.")
     rho = budget_rho(privacy, caller)
-    seed = check_seed(seed, caller)
     d = len(domain.shape)
     T = d * 16 if rounds is None else v.check_int(rounds, name="rounds", caller=caller, low=1)
     size_cap = v.check_real(max_model_size, name="max_model_size", caller=caller, low=0.0, low_open=True)
@@ -206,63 +218,70 @@ def aim(records, domain: Domain, workload, privacy, seed=None, *, rounds: int | 
     eps = math.sqrt(8 * (1 - MEASURE_SHARE) * rest / T)
     one = [(i,) for i in range(d)]
     initial = d / (2 * sigma**2) if first is None else rho * first
-    est = cur.measure(one, min(initial, cur.remaining), "1-way marginals")
-    measured = list(one)
-    model = ResidualModel(est, measured, finite_total(est.total))
-    selected, annealed, k, tree, warm = [], [], 0, junction_tree(shape, one), None
-    base = model
-    while cur.remaining > 0:
-        k += 1
-        left = cur.remaining
-        last = left < 2 * (1 / (2 * sigma**2) + eps**2 / 8)
-        if last:
-            sigma = math.sqrt(1 / (2 * MEASURE_SHARE * left))
-            eps = math.sqrt(8 * (1 - MEASURE_SHARE) * left)
-        used = float(cur.spent) + eps**2 / 8 + 1 / (2 * sigma**2)
-        limit = size_cap * used / rho
-        free = {S for C in measured for j in range(1, len(C) + 1) for S in itertools.combinations(C, j)}
-        pool = [C for C in weights if C in free or tree.bound_mb(C, limit) <= limit]
-        bias = {C: math.sqrt(2 / math.pi) * sigma * cl.cells(shape, C) for C in pool}
-        share = 1 / (2 * sigma**2)
-        if len(pool) == 1:  # a choice of one reads no data: its budget goes to the measurement (it was spent on an
-            j = 0           # exponential mechanism over one candidate, 9.4 % of ρ in a helper's probe)
-            share += eps**2 / 8
-        else:
-            j = cur.select(pool, _marginals(model, pool), min(eps**2 / 8, left * (1 - MEASURE_SHARE))
-                           if last else eps**2 / 8, f"round {k}: select", weights=weights, bias=bias)
-        C = pool[j]
-        before = model.marginal(C)
-        est = est.combine(cur.measure([C], cur.remaining if last else min(share, cur.remaining),
-                                      f"round {k}: measure {C}"))
-        measured.append(C)
-        selected.append(C)
-        tree = tree.with_clique(C)  # the bound's tree: the model's structure is never larger than the filter said
-        model = base = ResidualModel(est, measured, finite_total(est.total), structure=tree.cliques)
-        if use_junction:  # warm-started from last round's θ: a few iterations a round add up
-            model = junction.fit(base, _smaller(tree, shape, base.cliques), iterations=junction.ROUND_ITERATIONS,
-                                 start=warm)
-            warm = model
-        if not last and np.abs(model.marginal(C) - before).sum() <= math.sqrt(2 / math.pi) * sigma * cl.cells(shape, C):
-            sigma, eps = sigma / 2, eps * 2
-            annealed.append(k)
-        if last:
-            break
-    # the residual model is a heuristic (mmopt.synth.estimate): its tables agree with each other and with its records
-    # only approximately (a helper's probe at ε = 0.1: a one-way table 0.4 L1 from its two-way table's sum), so
-    # the result says so where it is read
-    fitted = {"estimator": "residual", "heuristic": True, "consistent": False}
-    if estimator == "joint" or (estimator == "auto" and joint_fits):  # post-processing of the measurements
-        model = jt.fit(base)
-        fitted = {"estimator": "joint", "status": model.status, "iterations": model.iterations, "loss": model.loss}
-    elif use_junction:
-        model = junction.fit(base, _smaller(tree, shape, base.cliques), start=warm)
-        fitted = {"estimator": "junction", "status": model.status, "iterations": model.iterations,
-                  "loss": model.loss}
-    r, e = spent(cur.steps, rho, privacy.delta)
-    details = {"selected": tuple(selected), "sigma": tuple(s.scale for s in cur.steps if s.kind == "gaussian"),
-               "annealed": tuple(annealed), "estimates": est, "estimator": fitted}
-    return Synthetic("aim", domain, model, tuple(cur.steps), r, privacy.delta, e, rho,
-                     "opendp" if seed is None else "numpy-seeded", seed, details)
+    what = (f"aim synthetic data: Gaussian measurements and exponential-mechanism choices, ρ-zCDP (budget "
+            f"ρ={up(rho)}), {len(sets)} workload marginal(s)")
+    with charged(accountant, privacy, label, what, caller) as outcome:  # checked; pending before the first draw
+        est = cur.measure(one, min(initial, cur.remaining), "1-way marginals")
+        measured = list(one)
+        model = ResidualModel(est, measured, finite_total(est.total))
+        selected, annealed, k, tree, warm = [], [], 0, junction_tree(shape, one), None
+        base = model
+        while cur.remaining > 0:
+            k += 1
+            left = cur.remaining
+            last = left < 2 * (1 / (2 * sigma**2) + eps**2 / 8)
+            if last:
+                sigma = math.sqrt(1 / (2 * MEASURE_SHARE * left))
+                eps = math.sqrt(8 * (1 - MEASURE_SHARE) * left)
+            used = float(cur.spent) + eps**2 / 8 + 1 / (2 * sigma**2)
+            limit = size_cap * used / rho
+            free = {S for C in measured for j in range(1, len(C) + 1) for S in itertools.combinations(C, j)}
+            pool = [C for C in weights if C in free or tree.bound_mb(C, limit) <= limit]
+            bias = {C: math.sqrt(2 / math.pi) * sigma * cl.cells(shape, C) for C in pool}
+            share = 1 / (2 * sigma**2)
+            if len(pool) == 1:  # a choice of one reads no data: its budget goes to the measurement (it was spent
+                j = 0           # on an exponential mechanism over one candidate, 9.4 % of ρ in a helper's probe)
+                share += eps**2 / 8
+            else:
+                j = cur.select(pool, _marginals(model, pool), min(eps**2 / 8, left * (1 - MEASURE_SHARE))
+                               if last else eps**2 / 8, f"round {k}: select", weights=weights, bias=bias)
+            C = pool[j]
+            before = model.marginal(C)
+            est = est.combine(cur.measure([C], cur.remaining if last else min(share, cur.remaining),
+                                          f"round {k}: measure {C}"))
+            measured.append(C)
+            selected.append(C)
+            tree = tree.with_clique(C)  # the bound's tree: the model's structure is never larger than the filter
+            model = base = ResidualModel(est, measured, finite_total(est.total), structure=tree.cliques)
+            if use_junction:  # warm-started from last round's θ: a few iterations a round add up
+                model = junction.fit(base, _smaller(tree, shape, base.cliques),
+                                     iterations=junction.ROUND_ITERATIONS, start=warm)
+                warm = model
+            moved = np.abs(model.marginal(C) - before).sum()
+            if not last and moved <= math.sqrt(2 / math.pi) * sigma * cl.cells(shape, C):
+                sigma, eps = sigma / 2, eps * 2
+                annealed.append(k)
+            if last:
+                break
+        # the residual model is a heuristic (mmopt.synth.estimate): its tables agree with each other and with its
+        # records only approximately (a helper's probe at ε = 0.1: a one-way table 0.4 L1 from its two-way table's
+        # sum), so the result says so where it is read
+        fitted = {"estimator": "residual", "heuristic": True, "consistent": False}
+        if estimator == "joint" or (estimator == "auto" and joint_fits):  # post-processing of the measurements
+            model = jt.fit(base)
+            fitted = {"estimator": "joint", "status": model.status, "iterations": model.iterations,
+                      "loss": model.loss}
+        elif use_junction:
+            model = junction.fit(base, _smaller(tree, shape, base.cliques), start=warm)
+            fitted = {"estimator": "junction", "status": model.status, "iterations": model.iterations,
+                      "loss": model.loss}
+        r, e = spent(cur.steps, rho, privacy.delta)
+        details = {"selected": tuple(selected), "sigma": tuple(s.scale for s in cur.steps if s.kind == "gaussian"),
+                   "annealed": tuple(annealed), "estimates": est, "estimator": fitted}
+        result = Synthetic("aim", domain, model, tuple(cur.steps), r, privacy.delta, e, rho,
+                           "opendp" if seed is None else "numpy-seeded", seed, details)
+        outcome.append(result)  # the ledger's entry: what the steps spent
+    return result
 
 
 def _smaller(tree, shape, cliques):

@@ -38,6 +38,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from mmopt._base import opendp as _opendp
 from mmopt._base.said_once import data_warnings_once
 from mmopt.accounting._zcdp import gaussian_rho, round_down, round_up
 from mmopt.records import counts as rc
@@ -179,6 +180,9 @@ class Curator:
             raise ValueError(f"Curator: '{step.label}' needs ρ = {step.rho!r}, but only {self.remaining!r} of the "
                              f"budget ρ = {self.budget!r} remains. Nothing was drawn.")
         self.steps.append(step)
+        # every charge is followed at once by its draw: counted, so that an accountant's pending entry is kept once
+        # one has started (without it an error in a later round removed the entry: charged nothing for a spend)
+        _opendp.note_draw()
 
     # -- the data, never returned ----------------------------------------------------------------------------------
     def _counts(self, sets) -> dict:

@@ -85,6 +85,7 @@ from fractions import Fraction
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.rounding import up
 from mmopt.accounting._zcdp import round_down
 from mmopt.adaptive._noise import Noise
 from mmopt.records import counts as rc
@@ -93,7 +94,8 @@ from mmopt.synth import compress as cp
 from mmopt.synth import projection as pj
 from mmopt.synth.curator import Curator
 from mmopt.synth.residuals import ResidualEstimates
-from mmopt.synth.result import Synthetic, budget_rho, check_seed, finite_total, spent
+from mmopt.synth.result import Synthetic, budget_rho, finite_total, spent
+from mmopt.synth.spend import charged, requested
 from mmopt.synth.tree import tree_model
 
 __all__ = ["MAX_SCORED_CELLS", "SPLIT", "mst", "noise_for"]
@@ -138,7 +140,8 @@ def _share(rho: float, fraction: Fraction) -> float:
     return round_down(Fraction(rho) * fraction)
 
 
-def mst(records, domain: Domain, privacy, seed=None, *, compress: bool = True, workload=None) -> Synthetic:
+def mst(records, domain: Domain, privacy, seed=None, *, compress: bool = True, workload=None, accountant=None,
+        label: str | None = None) -> Synthetic:
     """MST synthetic data under (ε, δ)-DP (module docstring for the algorithm and its privacy argument).
 
     Parameters
@@ -146,11 +149,14 @@ def mst(records, domain: Domain, privacy, seed=None, *, compress: bool = True, w
     records : pandas.DataFrame, path, or dask.dataframe.DataFrame
         As :func:`mmopt.records.marginal_counts` (records outside the domain are dropped, a public rule).
     domain : Domain
-    privacy : Privacy
-        (ε, δ) with δ > 0; spent as ρ-zCDP with ρ the largest OpenDP converts to within (ε, δ).
+    privacy : Privacy or "remaining"
+        (ε, δ) with δ > 0; spent as ρ-zCDP with ρ the largest OpenDP converts to within (ε, δ). With an
+        ``accountant``, ``"remaining"`` spends everything it has left (as :func:`mmopt.records.release_marginals`
+        does; refused under PLD composition, :mod:`mmopt.synth.spend`).
     seed : int or None
         None: OpenDP's samplers (a real release). An int: numpy's seeded generator for every draw (simulation
-        only; a warning says so) and the default seed of :meth:`Synthetic.records`.
+        only; a warning says so) and the default seed of :meth:`Synthetic.records`. Refused with ``accountant``
+        (a ledger records releases).
     compress : bool
         Merge the values whose noisy one-way count is below 3 standard deviations (:mod:`mmopt.synth.compress`,
         the paper's domain compression); default True.
@@ -158,6 +164,13 @@ def mst(records, domain: Domain, privacy, seed=None, *, compress: bool = True, w
         The marginals to preserve (attribute names or indices), e.g. all 3-way marginals. None (default): the
         paper's edge score. Given: each edge is scored by its mean L1 gain on the workload marginals that contain
         it (:mod:`mmopt.synth.gain`; the paper's score for an edge in none of them), at the same ρ per choice.
+    accountant : mmopt.Accountant or None
+        The budget the whole run spends from, as one release of ``privacy`` (:mod:`mmopt.synth.spend`): checked
+        before the records are read (a refusal reads and draws nothing), written to its ledger as pending before the
+        first draw (an error or Ctrl-C from then on leaves it counted in full), then replaced by the run's
+        ``epsilon``, ``delta`` and ``rho``.
+    label : str or None
+        With ``accountant``: the ledger's name for the run (default "mst k").
 
     Returns
     -------
@@ -181,9 +194,9 @@ def mst(records, domain: Domain, privacy, seed=None, *, compress: bool = True, w
     True
     """
     caller = "mst"
+    privacy, seed = requested(privacy, seed, accountant, label, caller)  # before anything is read or spent
     check_domain(domain, caller=caller)
     rho = budget_rho(privacy, caller)
-    seed = check_seed(seed, caller)
     compress = v.check_bool(compress, name="compress", caller=caller)
     sets = None if workload is None else rc.check_sets(workload, domain, caller=caller, name="workload",
                                                        distinct=True)  # a repeat weighted its edges twice
@@ -196,41 +209,46 @@ def mst(records, domain: Domain, privacy, seed=None, *, compress: bool = True, w
     cur = Curator(records, domain, rho, noise_for(seed, caller), caller)
     d = len(domain.shape)
     one = [(i,) for i in range(d)]
-    first = cur.measure(one, _share(rho, SPLIT[0]) if d > 1 else cur.remaining, "1-way marginals")
-    t = finite_total(first.total)
-    y = [first.marginal((i,)) for i in range(d)]
-    comp = cp.compression(y, [math.sqrt(first.cell_variance((i,))) for i in range(d)], t) if compress and d > 1 \
-        else cp.compression(y, [-math.inf] * d, t)
-    edges, est = [], first
-    if d > 1:
-        cur.compress(comp)
-        p = [comp.coarsen(pj.simplex(y[i], t), (i,)) for i in range(d)]
-        per = _share(rho, SPLIT[1] / (d - 1))
-        comps = _Components(d)
-        pairs = list(itertools.combinations(range(d), 2))
-        independent = {e: np.outer(p[e[0]], p[e[1]]) / t for e in pairs}
-        covers = None if sets is None else {e: tuple(r for r in sets if len(r) > 2 and set(e) < set(r))
-                                            for e in pairs}
-        for k in range(d - 1):
-            cand = [e for e in pairs if comps.find(e[0]) != comps.find(e[1])]
-            if len(cand) == 1:  # two attributes: a choice among one edge reads no data, so it draws none and its
-                j = 0           # share goes to the tree measurement (it spent 10 % of ρ; a helper's audit)
-            else:
-                j = (cur.select(cand, independent, per, f"edge {k + 1}") if covers is None
-                     else cur.select_gain(cand, covers, p, t, per, f"edge {k + 1}"))
-            edges.append(cand[j])
-            comps.join(*cand[j])
-        # the first measurement's one-way residuals of merged attributes live on the original cells: they are not
-        # carried over (the tree measurement re-measures every one-way subspace); the rest is, unchanged
-        keep = [S for S in first.values if not (set(S) & set(comp.merged))]
-        prior = ResidualEstimates(comp.shape, {S: first.values[S] for S in keep}, {S: first.variances[S] for S in keep})
-        est = prior.combine(cur.measure(edges, cur.remaining, "tree 2-way marginals"))
-    t = finite_total(est.total)
-    q = [pj.simplex(est.marginal((i,)), t) for i in range(d)]
-    tables = {e: comp.expand(pj.transport(est.marginal(e), q[e[0]], q[e[1]]), e) for e in edges}
-    model = tree_model(domain.shape, t, [comp.expand(q[i], (i,)) for i in range(d)], tables)
-    r, eps = spent(cur.steps, rho, privacy.delta)
-    details = {"edges": tuple(edges), "compression": comp,
-               "sigma": tuple(s.scale for s in cur.steps if s.kind == "gaussian"), "estimates": est}
-    return Synthetic("mst", domain, model, tuple(cur.steps), r, privacy.delta, eps, rho,
-                     "opendp" if seed is None else "numpy-seeded", seed, details)
+    what = f"mst synthetic data: Gaussian measurements and exponential-mechanism choices, ρ-zCDP (budget ρ={up(rho)})"
+    with charged(accountant, privacy, label, what, caller) as outcome:  # checked; pending before the first draw
+        first = cur.measure(one, _share(rho, SPLIT[0]) if d > 1 else cur.remaining, "1-way marginals")
+        t = finite_total(first.total)
+        y = [first.marginal((i,)) for i in range(d)]
+        comp = cp.compression(y, [math.sqrt(first.cell_variance((i,))) for i in range(d)], t) if compress and d > 1 \
+            else cp.compression(y, [-math.inf] * d, t)
+        edges, est = [], first
+        if d > 1:
+            cur.compress(comp)
+            p = [comp.coarsen(pj.simplex(y[i], t), (i,)) for i in range(d)]
+            per = _share(rho, SPLIT[1] / (d - 1))
+            comps = _Components(d)
+            pairs = list(itertools.combinations(range(d), 2))
+            independent = {e: np.outer(p[e[0]], p[e[1]]) / t for e in pairs}
+            covers = None if sets is None else {e: tuple(r for r in sets if len(r) > 2 and set(e) < set(r))
+                                                for e in pairs}
+            for k in range(d - 1):
+                cand = [e for e in pairs if comps.find(e[0]) != comps.find(e[1])]
+                if len(cand) == 1:  # two attributes: a choice among one edge reads no data, so it draws none and its
+                    j = 0           # share goes to the tree measurement (it spent 10 % of ρ; a helper's audit)
+                else:
+                    j = (cur.select(cand, independent, per, f"edge {k + 1}") if covers is None
+                         else cur.select_gain(cand, covers, p, t, per, f"edge {k + 1}"))
+                edges.append(cand[j])
+                comps.join(*cand[j])
+            # the first measurement's one-way residuals of merged attributes live on the original cells: they are
+            # not carried over (the tree measurement re-measures every one-way subspace); the rest is, unchanged
+            keep = [S for S in first.values if not (set(S) & set(comp.merged))]
+            prior = ResidualEstimates(comp.shape, {S: first.values[S] for S in keep},
+                                      {S: first.variances[S] for S in keep})
+            est = prior.combine(cur.measure(edges, cur.remaining, "tree 2-way marginals"))
+        t = finite_total(est.total)
+        q = [pj.simplex(est.marginal((i,)), t) for i in range(d)]
+        tables = {e: comp.expand(pj.transport(est.marginal(e), q[e[0]], q[e[1]]), e) for e in edges}
+        model = tree_model(domain.shape, t, [comp.expand(q[i], (i,)) for i in range(d)], tables)
+        r, eps = spent(cur.steps, rho, privacy.delta)
+        details = {"edges": tuple(edges), "compression": comp,
+                   "sigma": tuple(s.scale for s in cur.steps if s.kind == "gaussian"), "estimates": est}
+        result = Synthetic("mst", domain, model, tuple(cur.steps), r, privacy.delta, eps, rho,
+                           "opendp" if seed is None else "numpy-seeded", seed, details)
+        outcome.append(result)  # the ledger's entry: what the steps spent
+    return result
