@@ -2,6 +2,7 @@
 random tables of tricky columns (hypothesis), through every way in (LazyFrame, DataFrame, relation, engine= on
 a path), the schema refusals before any count, and a seeded release from a LazyFrame equal to the pandas one."""
 
+import importlib.util
 import itertools
 import math
 import sys
@@ -659,3 +660,104 @@ def test_duckdb_text_under_numbers_is_coded_as_pandas_codes_it():
     con = duckdb.connect()
     got = marginal_counts(con.from_df(df), D, [(0, 1)])[(0, 1)]
     assert np.array_equal(got, want) and 0 < want.sum() < len(df)
+
+
+# -- a near miss of a string category ("f" for "F") ----------------------------------------------------------------
+NEAR = "case or surrounding spaces"
+
+
+def _near_misses(record) -> set:
+    return {str(w.message) for w in record if issubclass(w.category, mmopt.DataWarning) and NEAR in str(w.message)}
+
+
+def _each_engine(df, domain, sets, tmp_path, *, full: bool = True) -> dict:
+    """{engine: a thunk counting ``df``'s marginals ``sets``}: pandas, a LazyFrame, a relation, a Parquet file through
+    each engine; ``full``: also a categorical column, Dask partitions (when installed) and a CSV through each engine."""
+    df.to_parquet(tmp_path / "r.parquet")
+    con = duckdb.connect()
+    con.register("people", pl.from_pandas(df, nan_to_null=False).to_arrow())
+    sources = {"pandas": (df, "auto"), "polars lazy": (pl.from_pandas(df, nan_to_null=False).lazy(), "auto"),
+               "duckdb relation": (con.table("people"), "auto")}
+    kinds = ("parquet", "csv") if full else ("parquet",)
+    if full:
+        df.to_csv(tmp_path / "r.csv", index=False)
+        sources["pandas categorical"] = (df.astype({"sex": "category"}), "auto")
+        if importlib.util.find_spec("dask"):
+            import dask.dataframe as dd
+            sources["dask"] = (dd.from_pandas(df, npartitions=3), "auto")
+    for engine in ("pyarrow", "polars", "duckdb"):
+        for kind in kinds:
+            sources[f"{kind} {engine}"] = (tmp_path / f"r.{kind}", engine)
+    # con=con: the relation's connection lives as long as the thunk (DuckDB closes it when it is collected)
+    return {k: (lambda s=s, e=e, con=con: marginal_counts(s, domain, sets, engine=e)) for k, (s, e) in
+            sources.items()}
+
+
+def _python_counts(sex, age, domain) -> dict:
+    """The oracle: exact matches counted one Python value at a time."""
+    cats, ages = domain.attributes[0].categories, domain.attributes[1].categories
+    kept = [(s, a) for s, a in zip(sex, age, strict=True) if s in cats and a in ages]
+    return {(0,): [sum(s == c for s, _ in kept) for c in cats],
+            (0, 1): [[sum(r == (c, a) for r in kept) for a in ages] for c in cats]}
+
+
+SEX_AGE = Domain((Attribute("sex", categories=("F", "M")), Attribute("age", categories=(1, 2))))
+
+
+def test_a_near_miss_of_a_string_category_is_said_on_every_engine(tmp_path):
+    """"f", " F" and "m " under the categories ("F", "M") were dropped without a word (a newcomer's stumble): every
+    engine now says it once per category, naming the column and the category, never the text or how many; the counts
+    are unchanged (exact matches only)."""
+    sex = ["F", "f", " F", "m ", "M", "X", None, "F", "M", "f", "F"]
+    age = [1, 2, 1, 2, 1, 1, 2, 9, 2, 1, 2]
+    df = pd.DataFrame({"sex": sex, "age": age})
+    want = _python_counts(sex, age, SEX_AGE)
+    assert want == {(0,): [2, 2], (0, 1): [[1, 1], [1, 1]]}  # the oracle itself: "F" at age 9 dropped too
+    said = None
+    for where, count in _each_engine(df, SEX_AGE, [(0,), (0, 1)], tmp_path).items():
+        with pytest.warns(mmopt.DataWarning, match=r"Column 'sex' .*category 'F' only in case or surrounding") as w:
+            got = count()
+        assert {A: c.tolist() for A, c in got.items()} == want, where
+        near = _near_misses(w)
+        assert len(near) == 2 and any("category 'M'" in m for m in near), (where, near)
+        assert len([x for x in w if NEAR in str(x.message)]) == 2, where  # once per category, not per batch
+        assert not any(t in m for m in near for t in ("'f'", "' F'", "'m '", "'X'", "2", "3")), near
+        assert all("df['sex'].str.strip().str.upper()" in m for m in near), near
+        said = near if said is None else said
+        assert near == said, where  # the same words on every engine
+
+
+def test_a_dropped_value_that_is_no_near_miss_is_not_said(tmp_path):
+    """"X", "FF", "F." and a missing value are dropped as before, without the near-miss warning; cleaned data raises
+    no DataWarning at all, on every engine."""
+    sex = ["F", "X", "FF", "F.", "M", "M", None, "M"]
+    age = [1, 2, 1, 2, 1, 2, 1, 2]
+    cleaned = ["F", "M", "F", "F", "M", "M", "M", "F"]
+    for values in (sex, cleaned):
+        want = _python_counts(values, age, SEX_AGE)
+        for where, count in _each_engine(pd.DataFrame({"sex": values, "age": age}), SEX_AGE, [(0,), (0, 1)],
+                                         tmp_path).items():
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", mmopt.DataWarning)
+                got = count()
+            assert {A: c.tolist() for A, c in got.items()} == want, where
+    assert want[(0,)] == [4, 4]  # the oracle itself, on the cleaned values
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=tables())
+def test_every_engine_says_the_near_misses_a_value_by_value_fold_finds(case, tmp_path):
+    """The random tables of tricky columns (" a", "A", "é", "NA", missing values, categorical columns): each engine
+    names exactly the (column, category) pairs that some dropped text equals after str.strip().casefold()."""
+    df, domain, sets = case
+    want = {(a.name, c) for a in domain.attributes if a.kind == "text" for c in a.categories
+            for v in df[a.name] if isinstance(v, str) and v not in a.categories
+            and v.strip().casefold() == c.strip().casefold()}
+    for where, count in _each_engine(df, domain, sets, tmp_path, full=False).items():
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            count()
+        near = _near_misses(w)
+        got = {(a.name, c) for a in domain.attributes if a.kind == "text" for c in a.categories
+               if f"Column {a.name!r} holds values that differ from its category {c!r} only" in " ".join(near)}
+        assert got == want and len(near) == len(want), where

@@ -544,3 +544,43 @@ def test_an_even_count_of_quotes_is_no_proof_and_a_long_quoted_cell_is_no_error(
     text = [{50: "F,5'10\"", 100: 'F,"' + "x" * 200_000 + '"'}.get(i, r) for i, r in enumerate(rows)]
     (tmp_path / "long.csv").write_text("sex,comment\n" + "\n".join(text) + "\n")
     assert marginal_counts(tmp_path / "long.csv", Ds, [(0,)])[(0,)].tolist() == [10_000, 10_000]
+
+
+@pytest.mark.parametrize("category, remedy", [
+    ("south", "e.g. df['c'].str.strip().str.lower()"), ("NY", "e.g. df['c'].str.strip().str.upper()"),
+    ("New York", "e.g. df['c'].str.strip().str.title()"), ("12", "e.g. df['c'].str.strip()"),
+    ("McDonald", "then map each spelling to 'McDonald'"), (" x ", "map each spelling in df['c'] to ' x '")])
+def test_a_near_miss_names_the_cleaning_that_gives_its_category(category, remedy):
+    """The remedy follows the category's own case (str.upper() would not give "south"); a category with its own spaces
+    is not promised by strip()."""
+    from mmopt.records._text_values import warn_near_misses
+    near = " " + category.swapcase() + "  "
+    with pytest.warns(mmopt.DataWarning, match="only in case or surrounding spaces") as w:
+        warn_near_misses([near, None, 3, b"\xff"], Attribute("c", categories=("zz", category)))
+    assert len(w) == 1 and remedy in str(w[0].message) and repr(near) not in str(w[0].message)
+
+
+def test_a_near_miss_is_said_only_of_values_a_record_holds():
+    """A pandas categorical column codes the categories its records hold: an unused category "f" (which every Dask
+    partition carries) raised no record's warning; bytes are the text they hold, as they are counted."""
+    Ds = Domain((Attribute("sex", categories=("F", "M")),))
+    unused = pd.DataFrame({"sex": pd.Categorical(["F", "M", "F", None], categories=["F", "M", "f", "x"])})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mmopt.DataWarning)
+        assert marginal_counts(unused, Ds, [(0,)])[(0,)].tolist() == [2, 1]
+    used = unused.assign(sex=pd.Categorical(["F", "M", "f", "x"], categories=["F", "M", "f", "x"]))
+    with pytest.warns(mmopt.DataWarning, match="category 'F' only in case") as w:
+        assert marginal_counts(used, Ds, [(0,)])[(0,)].tolist() == [1, 1]
+    assert len(w) == 1
+    with pytest.warns(mmopt.DataWarning, match="category 'M' only in case"):
+        assert marginal_counts(pd.DataFrame({"sex": [b"M", b" m", "F"]}), Ds, [(0,)])[(0,)].tolist() == [1, 1]
+
+
+def test_a_near_miss_is_said_once_per_count_not_per_batch():
+    """Each batch of the pandas path finds its own near misses: the count's scope says each message once."""
+    Ds = Domain((Attribute("sex", categories=("F", "M")),))
+    sex = ["F", "f", "M", "m", "f ", "F"] * 50
+    with pytest.warns(mmopt.DataWarning, match="only in case or surrounding spaces") as w:
+        got = marginal_counts(pd.DataFrame({"sex": sex}), Ds, [(0,)], batch_size=4)[(0,)].tolist()
+    assert got == [sex.count("F"), sex.count("M")] == [100, 50]
+    assert sorted(str(x.message).split("category ")[1][:3] for x in w) == ["'F'", "'M'"]

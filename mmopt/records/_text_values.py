@@ -1,6 +1,12 @@
 """The cell code of every raw value under string categories (split from :mod:`mmopt.records.values`, whose
 rules these are: a value outside the domain is −1, never an error; a number is matched by its text, 2 as "2",
-as Dask and DuckDB read an object column)."""
+as Dask and DuckDB read an object column).
+
+A category is matched exactly, so "f", " F" and "F " are dropped under the category "F", and a count was short
+without a word unless every record was dropped (a newcomer's stumble). :func:`warn_near_misses` says it, from the
+distinct dropped texts only, with the same message on every engine (Polars and DuckDB list theirs in one extra
+pass, only when a text, not a missing value, was dropped): it names the column and the category, never a dropped
+text or how many."""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ import numpy as np
 from mmopt._base.said_once import warn_data
 from mmopt.records.domain import Attribute
 
-__all__ = ["arrow_text_codes", "text_codes"]
+__all__ = ["arrow_text_codes", "text_codes", "warn_near_misses"]
 
 
 def text_codes(column, attribute: Attribute) -> np.ndarray:
@@ -73,4 +79,49 @@ def arrow_text_codes(arr, attribute: Attribute) -> np.ndarray:
     if pa.types.is_null(arr.type):
         return np.full(len(arr), -1, dtype=np.int64)
     found = pc.index_in(arr, value_set=pa.array(attribute.categories, type=pa.string()))
+    if found.null_count > arr.null_count:  # a text was dropped: its distinct texts, not the column, are folded
+        warn_near_misses(pc.unique(arr.filter(pc.and_(pc.is_null(found), pc.is_valid(arr)))).to_pylist(), attribute)
     return found.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def _utf8(v) -> str | None:
+    if not isinstance(v, bytes):
+        return None
+    try:
+        return v.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _folded(text: str) -> str:
+    return text.strip().casefold()
+
+
+def warn_near_misses(dropped, attribute: Attribute) -> None:
+    """A :class:`mmopt.DataWarning` for each category of ``attribute`` that a text of ``dropped`` (distinct texts the
+    domain dropped; other values are skipped) equals but for case and surrounding spaces (``str.strip().casefold()``).
+
+    It names the column and the category (both public, in the domain), never the text or how many records: whether
+    it is said depends on the records, so it is for the data holder, as every DataWarning (:mod:`mmopt.records.values`).
+    """
+    folded: dict[str, list[str]] = {}
+    for c in attribute.categories:
+        folded.setdefault(_folded(c), []).append(c)
+    texts = (v if isinstance(v, str) else _utf8(v) for v in dropped)  # a binary column's bytes: the text they hold
+    near = {c for v in texts if v is not None for c in folded.get(_folded(v), ())}
+    for c in (c for c in attribute.categories if c in near):  # the domain's order, on every engine
+        warn_data(f"Column {attribute.name!r} holds values that differ from its category {c!r} only in case or "
+                  "surrounding spaces: those records are dropped, as a category is matched exactly. Clean the column "
+                  f"first ({_cleaning(attribute.name, c)}), or declare that spelling a category of {attribute.name!r} "
+                  "in the Domain.", stacklevel=3)
+
+
+def _cleaning(name: str, category: str) -> str:
+    """The pandas cleaning that turns a near miss into ``category``: strip, then its case."""
+    if category != category.strip():  # a category with its own spaces: strip() would miss it too
+        return f"map each spelling in df[{name!r}] to {category!r}"
+    for case in ("upper", "lower", "title"):
+        if category == getattr(category, case)() and category.upper() != category.lower():
+            return f"e.g. df[{name!r}].str.strip().str.{case}()"
+    return f"e.g. df[{name!r}].str.strip()" if category.upper() == category.lower() else \
+        f"e.g. df[{name!r}].str.strip(), then map each spelling to {category!r}"

@@ -23,6 +23,7 @@ import numpy as np
 from mmopt._base import validation as v
 from mmopt._base.said_once import data_warnings_kept, data_warnings_once, warn_data
 from mmopt.records import duckdb_counts as dc
+from mmopt.records import duckdb_files as dfiles
 from mmopt.records import engines as eg
 from mmopt.records import polars_counts as pc
 from mmopt.records import read as rd
@@ -190,7 +191,7 @@ def _source(records, domain: Domain, *, caller: str, engine: str, name: str):
         return "duckdb", dc.check(records, domain, caller=caller, name=name)
     kind, handle = rd.check_source(records, domain, caller=caller, name=name)
     if engine == "duckdb":
-        con, rel = dc.open_path(handle, records, domain, caller=caller)
+        con, rel = dfiles.open_path(handle, records, domain, caller=caller)
         return "duckdb", (con, dc.check(rel, domain, caller=caller, name=name))
     if engine == "polars":
         return "polars", pc.check(pc.open_path(handle, records, domain, caller=caller), domain, caller=caller,
@@ -282,7 +283,7 @@ def _marginal_counts(records, domain: Domain, sets, batch_size, engine: str, cal
     elif kind in ("polars", "duckdb"):
         flat = (pc if kind == "polars" else dc).counts(handle, domain, top, caller=caller)
         if kind == "duckdb":
-            dc.check_rejects(handle, records, caller=caller)
+            dfiles.check_rejects(handle, records, caller=caller)
     else:
         flat = {A: np.zeros(cl.cells(shape, A), dtype=np.int64) for A in top}
         for cols in rd.arrow_batches(handle, domain, batch_size, caller=caller):

@@ -14,13 +14,12 @@ Dask paths exactly (tests/test_records_engines.py).
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
-from mmopt.records import _csv
 from mmopt.records import engines as eg
 from mmopt.records import read as rd
+from mmopt.records._text_values import warn_near_misses
 from mmopt.records.domain import Attribute, Domain
 from mmopt.structured.residual import closure as cl
 
@@ -73,84 +72,6 @@ def _refuse_case_twins(cols, domain: Domain, caller: str, name: str = "records")
         if a in cols and (twins := [c for c in cols if c != a and str(c).lower() == a.lower()]):
             raise ValueError(f"The '{name}' parameter of {caller} has columns {a!r} and {twins[0]!r}, which DuckDB "
                              "cannot tell apart (it matches names ignoring case). Rename or drop one.")
-
-
-def open_path(dataset, path, domain: Domain, *, caller: str):
-    """(connection, relation) over the files pyarrow found at ``path`` (the same files; for CSV the same text).
-
-    The caller keeps the connection: DuckDB 1.x closes it, under the relation, when it is garbage-collected.
-    """
-    duckdb = _duckdb()
-    p = os.fspath(path).lower()
-    _refuse_case_twins(dataset.schema.names, domain, caller)  # the file's own names (DuckDB renames a twin)
-    if not p.endswith(rd._CSV) and len(dataset.files) > 1:  # a later file of a folder may hold the twin (a review)
-        import pyarrow.parquet as pq
-        for f in dataset.files[1:]:
-            _refuse_case_twins(pq.read_schema(f).names, domain, caller)
-    con = duckdb.connect()
-    try:
-        if p.endswith(rd._CSV):
-            _refuse_spaced_quotes(path, p.endswith(".tsv"), caller)
-            # a row of the wrong number of fields is refused by pyarrow's pass (DuckDB reads "2,y," under a header
-            # a,b as the row 2,y, where pyarrow skips it); a row with a cell that is not UTF-8 is skipped (only the
-            # domain's columns are read), where pyarrow reads the cell as missing, which drops the record: the same
-            # counts (the file was refused before). check_rejects refuses any other row DuckDB skipped.
-            _csv.refuse_ragged_rows(dataset, path, "duckdb", caller)
-            return con, con.read_csv(os.fspath(path), header=True, all_varchar=True, na_values=rd.csv_nulls(domain),
-                                     sep="\t" if p.endswith(".tsv") else ",", quotechar='"', escapechar='"',
-                                     ignore_errors=True, store_rejects=True)
-        _refuse_wide_decimals(dataset, path, domain, caller)
-        return con, con.read_parquet(list(dataset.files))
-    except duckdb.Error as exc:
-        raise ValueError(f"{caller}: cannot read the records at {os.fspath(path)!r}: "
-                         f"{eg.said(exc, 'DuckDB', _PATH_REMEDY)}") from None
-
-
-#: DuckDB's error type of a row it skipped for a cell that is not UTF-8 (INVALID UNICODE before DuckDB 1.2)
-_ENCODING = {"INVALID ENCODING", "INVALID UNICODE"}
-
-
-def check_rejects(handle, path, *, caller: str) -> None:
-    """After counting a CSV path (:func:`open_path`'s store_rejects): ValueError for any row DuckDB skipped but for a
-    cell that is not UTF-8 (which pyarrow's read drops too), its message (which quotes the row) withheld — before
-    any noise is drawn."""
-    con = handle[0] if isinstance(handle, tuple) else None
-    if con is None or not con.sql("SELECT 1 FROM duckdb_tables() WHERE table_name = 'reject_errors'").fetchall():
-        return
-    kinds = {str(k) for (k,) in con.sql("SELECT DISTINCT CAST(error_type AS VARCHAR) FROM reject_errors").fetchall()}
-    if kinds - _ENCODING:
-        raise ValueError(f"{caller}: DuckDB could not parse some rows of the CSV {os.fspath(path)!r} "
-                         f"({', '.join(sorted(kinds - _ENCODING)).lower()}; its message is withheld: it quotes the "
-                         "records), before any noise was drawn. Read it with engine='pyarrow' (the default).")
-
-
-def _refuse_spaced_quotes(path, tsv: bool, caller: str) -> None:
-    """A quoted cell with spaces outside its quotes (``30, "F"``): DuckDB strips them and reads F, where pyarrow,
-    Polars and pandas keep the cell ' "F"' (RFC 4180: the quotes are then text), so the engines counted the same
-    file differently, without a word (a helper's probe). Refused; a quoted cell holding ``, ""`` is refused too,
-    which errs on the safe side."""
-    sep = rb"\t" if tsv else rb","
-    spaces = rb" +" if tsv else rb"[ \t]+"
-    if _csv.csv_search(path, rb"(?:" + sep + rb"|\n)" + spaces + rb'"|"' + spaces + rb"(?:" + sep + rb"|\r?\n)",
-                     before=b"\n"):
-        raise ValueError(f"{caller}: the CSV {os.fspath(path)!r} has a quoted cell with spaces outside its quotes "
-                         "(e.g. 30, \"F\"), which DuckDB reads as F and the other engines as ' \"F\"' (the quotes "
-                         "are then part of the text). Remove the spaces next to the quotes, or read the file with "
-                         "engine='pyarrow' (the default), which reads the spaces and quotes as text.")
-
-
-def _refuse_wide_decimals(dataset, path, domain: Domain, caller: str) -> None:
-    """A Parquet decimal of more than 38 digits (decimal256, BigQuery's BIGNUMERIC) DuckDB reads as a DOUBLE that
-    is not the nearest: decimal(76, 38) 0.1 became 0.09999999999999999, and the category 0.1 counted 0 where
-    pyarrow counts 1 (a helper's probe). Refused for the domain's columns, with the engine that reads them."""
-    import pyarrow as pa
-    wide = [f.name for f in dataset.schema if f.name in domain.names and pa.types.is_decimal(f.type)
-            and f.type.precision > 38]
-    if wide:
-        raise ValueError(f"{caller}: column {wide[0]!r} of {os.fspath(path)!r} is a decimal of more than 38 digits "
-                         f"({dataset.schema.field(wide[0]).type}), which DuckDB reads as an inexact float (0.1 as "
-                         "0.09999999999999999), so its counts would differ from pandas'. Use engine='pyarrow' (the "
-                         "default), which reads it exactly.")
 
 
 def _literal(value, typ) -> str:
@@ -230,9 +151,10 @@ def codes(rel, domain: Domain, *, caller: str) -> list[str]:
     types = dict(zip(rel.columns, rel.types, strict=True))
     for a in domain.attributes:
         x, typ, kind = _quote(a.name), types[a.name], duckdb_kind(types[a.name])
-        if a.kind == "text":
-            out.append(_map(_text_key(x), list(a.categories), list(range(a.size)), "VARCHAR",
-                            ordered=False))
+        if a.kind == "text":  # a text outside the categories is eg.DROPPED, a missing value −1
+            mapped = _map(_text_key(x), list(a.categories), list(range(a.size)), "VARCHAR", ordered=False,
+                          otherwise=eg.DROPPED)
+            out.append(f"CASE WHEN {x} IS NULL THEN -1 ELSE {mapped} END")
             continue
         if a.kind == "bins" and kind != "text":
             out.append(_bins(x, a))
@@ -297,13 +219,13 @@ _PATH_REMEDY = "Read it with engine='pyarrow' (the default), or read it with Duc
 def counts(rel, domain: Domain, top, *, caller: str) -> dict:
     """{A: flat int64 counts} for the maximal sets ``top``, by one GROUP BY GROUPING SETS query.
 
-    ``rel`` is a relation, or the (connection, relation) of :func:`open_path`.
+    ``rel`` is a relation, or the (connection, relation) of :func:`mmopt.records.duckdb_files.open_path`.
     """
     con, rel = rel if isinstance(rel, tuple) else (None, rel)  # noqa: F841 - con keeps rel's connection open
     shape = domain.shape
     names = [f"c{i}" for i in range(len(shape))]
-    coded = ", ".join(f"CAST({e} AS INTEGER) AS {n}" for e, n in zip(codes(rel, domain, caller=caller), names,
-                                                                    strict=True))
+    exprs = codes(rel, domain, caller=caller)
+    coded = ", ".join(f"CAST({e} AS INTEGER) AS {n}" for e, n in zip(exprs, names, strict=True))
     plan = eg.groups(top, shape)
     keys = [" + ".join(f"CAST({names[i]} AS BIGINT) * {st}" for i, st in zip(U, eg.strides(U, shape), strict=True))
             or "CAST(0 AS BIGINT)" for U, _ in plan]  # one BIGINT key per group: hashing one column beats |U|
@@ -315,11 +237,16 @@ def counts(rel, domain: Domain, top, *, caller: str) -> dict:
     # a record whose value the candidates' read did not list keeps the key −1 in every set, so the one query that
     # counts is the one that says so (eg.refuse_unseen)
     unseen = " OR ".join(f"{n} = {eg.UNSEEN}" for n in names)
-    keys = [f"CASE WHEN {unseen} THEN CAST(-1 AS BIGINT) ELSE {e} END" for e in keys]
+    # a text outside its categories is kept under the key eg.DROPPED: the query says whether one was
+    dropped = " OR ".join(f"{n} = {eg.DROPPED}" for n, a in zip(names, domain.attributes, strict=True)
+                          if a.kind == "text")
+    keep = f"({' AND '.join(f'{n} >= 0' for n in names)}) OR {unseen}" + (f" OR {dropped}" if dropped else "")
+    also = f" WHEN {dropped} THEN CAST({eg.DROPPED} AS BIGINT)" if dropped else ""
+    keys = [f"CASE WHEN {unseen} THEN CAST(-1 AS BIGINT){also} ELSE {e} END" for e in keys]
     sql = (f"SELECT CASE {which} END AS g, COALESCE({', '.join(ks)}) AS k, n FROM "
            f"(SELECT {', '.join(ks)}, count(*) AS n FROM "
            f"(SELECT {', '.join(f'{e} AS {k}' for e, k in zip(keys, ks, strict=True))} FROM "
-           f"(SELECT {coded} FROM {_VIEW}) WHERE ({' AND '.join(f'{n} >= 0' for n in names)}) OR {unseen}) "
+           f"(SELECT {coded} FROM {_VIEW}) WHERE {keep}) "
            f"GROUP BY GROUPING SETS ({', '.join(f'({k})' for k in ks)}))")
     got = _run(rel, sql, caller)
     g, key, n = (np.asarray(got[c]) for c in ("g", "k", "n"))
@@ -328,4 +255,10 @@ def counts(rel, domain: Domain, top, *, caller: str) -> dict:
     for j, (U, members) in enumerate(plan):
         rows = g == j
         eg.add_groups(flat, U, members, key[rows], n[rows], shape)
+    if dropped and eg.dropped(key[g == 0], n[g == 0]):  # only now the dropped texts, for the near misses: one query
+        for a, e in zip(domain.attributes, exprs, strict=True):  # per string attribute, of its distinct texts
+            if a.kind == "text":
+                found = _run(rel, f"SELECT DISTINCT {_text_key(_quote(a.name))} AS v FROM {_VIEW} WHERE ({e}) = "
+                                  f"{eg.DROPPED}", caller, arrow=True)
+                warn_near_misses(found.column("v").to_pylist(), a)
     return flat

@@ -40,6 +40,11 @@ GROUP_CELLS = 1 << 22
 
 #: The code of a candidate value (one that could be a category) that the candidates' read did not list.
 UNSEEN = -2
+#: The code (Polars, DuckDB) of a text that is neither missing nor a category of its string attribute: its record is
+#: dropped as for any code < 0, but grouped under this key rather than filtered out, so the count says whether a text
+#: was, and only then are the dropped texts listed (one more pass) for
+#: :func:`mmopt.records._text_values.warn_near_misses` ("f" under the category "F").
+DROPPED = -3
 
 
 def refuse_unseen(keys, caller: str, what: str, remedy: str) -> None:
@@ -143,6 +148,11 @@ def _plain(distinct):
     return distinct
 
 
+def dropped(keys, n) -> int:
+    """How many records the group-by keys ``keys`` put under :data:`DROPPED` (their counts ``n``)."""
+    return int(np.asarray(n, dtype=np.int64)[np.asarray(keys) == DROPPED].sum())
+
+
 def strides(U: tuple[int, ...], shape) -> list[int]:
     """C-order strides of the union U: the engine groups by one int64 key κ = Σ_{i∈U} c_i·stride_i."""
     out, step = [], 1
@@ -160,6 +170,8 @@ def add_groups(flat: dict, U: tuple[int, ...], members, keys, n, shape) -> None:
     """
     n = np.asarray(n, dtype=np.int64)
     keys = np.asarray(keys, dtype=np.int64)
+    if (keys < 0).any():  # the dropped records' group (:data:`DROPPED`), counted in no cell
+        n, keys = n[keys >= 0], keys[keys >= 0]
     code = {i: (keys // st) % shape[i] for i, st in zip(U, strides(U, shape), strict=True)}
     exact = int(n.sum()) < 2**53
     for A in members:

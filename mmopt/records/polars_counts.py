@@ -15,6 +15,7 @@ import numpy as np
 from mmopt.records import _csv
 from mmopt.records import engines as eg
 from mmopt.records import read as rd
+from mmopt.records._text_values import warn_near_misses
 from mmopt.records.domain import Attribute, Domain
 from mmopt.structured.residual import closure as cl
 
@@ -197,7 +198,8 @@ def codes(lf, domain: Domain, *, caller: str) -> list:
                     if not isinstance(dtype, pl.Enum) or c in dtype.categories.to_list()]
             key = _col(schema, a.name) if isinstance(dtype, pl.String | pl.Categorical | pl.Enum) \
                 else _col(schema, a.name).cast(pl.String)
-            exprs[i] = _map(key, [c for c, _ in cats], [j for _, j in cats], None)
+            exprs[i] = pl.when(key.is_null()).then(pl.lit(-1, dtype=pl.Int32)) \
+                .otherwise(_map(key, [c for c, _ in cats], [j for _, j in cats], None, eg.DROPPED))
         elif a.kind == "bins" and kind != "text":
             exprs[i] = _bins(_col(schema, a.name), a)
         else:
@@ -232,18 +234,26 @@ def counts(lf, domain: Domain, top, *, caller: str) -> dict:
     pl = _polars()
     shape = domain.shape
     names = [f"c{i}" for i in range(len(shape))]
-    coded = lf.select([e.alias(n) for e, n in zip(codes(lf, domain, caller=caller), names, strict=True)])
+    exprs = codes(lf, domain, caller=caller)
+    coded = lf.select([e.alias(n) for e, n in zip(exprs, names, strict=True)])
     # a record whose value the candidates' read did not list keeps the key −1: each query (each reads the frame
     # anew) says whether its own read saw one (eg.refuse_unseen)
     unseen = pl.any_horizontal([pl.col(n) == eg.UNSEEN for n in names])
-    coded = coded.filter(pl.all_horizontal([pl.col(n) >= 0 for n in names]) | unseen)
+    keep = pl.all_horizontal([pl.col(n) >= 0 for n in names]) | unseen
+    # a text outside its categories is kept under the key eg.DROPPED: the count says whether one was
+    text = [pl.col(n) == eg.DROPPED for n, a in zip(names, domain.attributes, strict=True) if a.kind == "text"]
+    dropped = pl.any_horizontal(text) if text else None
+    coded = coded.filter(keep if dropped is None else keep | dropped)
     plan = eg.groups(top, shape)
     queries = []
     for U, _ in plan:  # one int64 key per group: hashing one column beats hashing |U|
         key = sum((pl.col(names[i]).cast(pl.Int64) * st for i, st in zip(U, eg.strides(U, shape), strict=True)),
                   pl.lit(0, dtype=pl.Int64))
         # (not grouped by a bare lit(0) when U is empty: Polars 1.30 grouped by lit(0) wrong)
-        key = pl.when(unseen).then(pl.lit(-1, dtype=pl.Int64)).otherwise(key)
+        chain = pl.when(unseen).then(pl.lit(-1, dtype=pl.Int64))
+        if dropped is not None:
+            chain = chain.when(dropped).then(pl.lit(eg.DROPPED, dtype=pl.Int64))
+        key = chain.otherwise(key)
         queries.append(coded.group_by(key.alias("k")).agg(pl.len().alias("n")))
     flat = {A: np.zeros(cl.cells(shape, A), dtype=np.int64) for A in top}
     frames = _collect(queries, caller)
@@ -251,4 +261,20 @@ def counts(lf, domain: Domain, top, *, caller: str) -> dict:
         eg.refuse_unseen(frame["k"].to_numpy(), caller, "Polars frame", "df = lf.collect(), then count df")
     for (U, members), frame in zip(plan, frames, strict=True):
         eg.add_groups(flat, U, members, frame["k"].to_numpy(), frame["n"].to_numpy(), shape)
+    if dropped is not None and eg.dropped(frames[0]["k"].to_numpy(), frames[0]["n"].to_numpy()):
+        _warn_near_misses(lf, domain, exprs, caller)
     return flat
+
+
+def _warn_near_misses(lf, domain: Domain, exprs: list, caller: str) -> None:
+    """The near-miss DataWarnings of the string-category attributes (:func:`mmopt.records._text_values.
+    warn_near_misses`), from the distinct texts each drops: one more streaming pass, only when a text was dropped."""
+    pl = _polars()
+    schema = lf.collect_schema()
+    text = [i for i, a in enumerate(domain.attributes) if a.kind == "text"]
+    queries = []
+    for i in text:
+        key = _col(schema, domain.attributes[i].name).cast(pl.String)  # the text each code compared
+        queries.append(lf.filter(exprs[i] == eg.DROPPED).select(key.alias("v")).unique())
+    for i, frame in zip(text, _collect(queries, caller), strict=True):
+        warn_near_misses(frame["v"].to_list(), domain.attributes[i])

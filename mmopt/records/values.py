@@ -21,10 +21,12 @@ single bad record never stops a release (whether a release happens must not depe
   they fit), decimals as float64, true and false (any case) as 1 and 0, as a bool column counts under numeric
   categories (pd.read_csv reads them as bools); an empty or unparseable cell is dropped.
 
-Text dropped from a numeric column is said in a :class:`mmopt.DataWarning` to whoever runs the count (the data
-holder): it names the column, never a value or a count, and changes nothing that is released — but whether it is
-raised depends on the records (one added record can raise it), so it is outside the privacy guarantee and must not
-be published with the release; the command line marks it so (a helper's audit).
+Text dropped from a numeric column, and text that equals a string category but for case or surrounding spaces
+(:func:`mmopt.records._text_values.warn_near_misses`), is said in a :class:`mmopt.DataWarning` to whoever runs the
+count (the data holder): it names the column (and the category), never a dropped value or a count, and changes
+nothing that is released — but whether it is raised depends on the records (one added record can raise it), so it
+is outside the privacy guarantee and must not be published with the release; the command line marks it so (a
+helper's audit).
 """
 
 from __future__ import annotations
@@ -64,8 +66,14 @@ def _pandas_codes(column, attribute: Attribute) -> np.ndarray:
     if isinstance(column.dtype, pd.SparseDtype):  # its dtype named no numpy type: Sparse[int64, 0] raised a bare
         column = column.sparse.to_dense()  # TypeError (a helper's probe); the values are the dense column's
     if isinstance(column.dtype, pd.CategoricalDtype):  # map the column's few categories, then look up
-        lut = np.append(codes(pd.Series(column.cat.categories), attribute), -1)
-        return lut[column.cat.codes.to_numpy()]  # code −1 (missing) reads lut[−1] = −1
+        cat = column.cat.codes.to_numpy()
+        # only those a record holds: an unused category, which every Dask partition carries, raised the warnings of
+        # a value no record had ("f" next to the category "F", a label under numeric categories)
+        used = np.flatnonzero(np.bincount(cat[cat >= 0], minlength=len(column.cat.categories)))
+        lut = np.full(len(column.cat.categories) + 1, -1, dtype=np.int64)
+        if used.size:
+            lut[used] = codes(pd.Series(column.cat.categories[used]), attribute)
+        return lut[cat]  # code −1 (missing) reads lut[−1] = −1
     if attribute.kind == "text":
         return text_codes(column, attribute)
     dtype = column.dtype
