@@ -240,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workload", metavar="WORKLOAD", default=None,
                    help="AIM's workload: 'marginals:k=3' (default; k = d below 3 attributes), 'marginals:k<=2' or "
                         "'marginals:A*B,C'; with --method mst, MST scores its tree's edges by their gain on it "
-                        "(default: the paper's score)")
+                        "(default: the paper's score, better at small ε: the gain's choices are noisier)")
     p.add_argument("--epsilon", "-e", type=number, required=True, help="privacy budget ε > 0")
     p.add_argument("--delta", "-d", type=number, default=1e-9, help="δ in (0, 1) (default 1e-9)")
     p.add_argument("--rows", type=integer, default=None, help="synthetic rows (default: the noisy number of records)")

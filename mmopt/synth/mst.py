@@ -164,6 +164,9 @@ def mst(records, domain: Domain, privacy, seed=None, *, compress: bool = True, w
         The marginals to preserve (attribute names or indices), e.g. all 3-way marginals. None (default): the
         paper's edge score. Given: each edge is scored by its mean L1 gain on the workload marginals that contain
         it (:mod:`mmopt.synth.gain`; the paper's score for an edge in none of them), at the same ρ per choice.
+        That score's sensitivity is about 3 (the paper's: 1), so its choices are noisier: on the three datasets of
+        ``python -m experiments.synth`` it was 7–31 % worse at ε = 0.1 and within 1 % at ε = 1 and 10
+        (``benchmarks/bench_mst_scores.py``). Pass a workload for large budgets only.
     accountant : mmopt.Accountant or None
         The budget the whole run spends from, as one release of ``privacy`` (:mod:`mmopt.synth.spend`): checked
         before the records are read (a refusal reads and draws nothing), written to its ledger as pending before the
