@@ -168,10 +168,8 @@ def mst(records, domain: Domain, privacy, seed=None, *, compress: bool = True, w
         ``python -m experiments.synth`` it was 7–31 % worse at ε = 0.1 and within 1 % at ε = 1 and 10
         (``benchmarks/bench_mst_scores.py``). Pass a workload for large budgets only.
     accountant : mmopt.Accountant or None
-        The budget the whole run spends from, as one release of ``privacy`` (:mod:`mmopt.synth.spend`): checked
-        before the records are read (a refusal reads and draws nothing), written to its ledger as pending before the
-        first draw (an error or Ctrl-C from then on leaves it counted in full), then replaced by the run's
-        ``epsilon``, ``delta`` and ``rho``.
+        The budget the whole run spends from, as one release of ``privacy``, as :func:`mmopt.synth.aim`'s
+        (:mod:`mmopt.synth.spend`: refused before the records are read, pending from before the first draw).
     label : str or None
         With ``accountant``: the ledger's name for the run (default "mst k").
 
