@@ -245,7 +245,7 @@ def test_sql_rolls_up_a_declared_hierarchy():
 
 @pytest.mark.parametrize("privacy, kwargs, message", [
     ((1.0,), {}, r"'privacy' parameter of mmopt.sql must have delta > 0 with 'hierarchies'"),
-    ((1.0, 1e-6), {"label": "x"}, r"\['label'\] parameter\(s\) of mmopt.sql do not apply"),  # was dropped
+    ((1.0, 1e-6), {"label": "x"}, r"'label' parameter of mmopt.sql names .* without 'accountant'"),  # was dropped
     ((1.0, 1e-6), {"levels": ["A", "B"]}, r"'hierarchies' parameter of mmopt.sql: level 'state' must give one"),
     ((1.0, 1e-6), {"levels": "A"}, r"'hierarchies' parameter of mmopt.sql: level 'state' must be a sequence"),
     ((1.0, 1e-6), {"levels": ["A", None, "B"]}, r"'hierarchies' parameter of mmopt.sql: level 'state' must label"),
@@ -265,17 +265,35 @@ def test_sql_hierarchy_errors_name_sql_and_its_parameters(privacy, kwargs, messa
         mmopt.sql(q, df, D, mmopt.Privacy(*privacy), hierarchies={"county": levels}, **kwargs)
 
 
-def test_sql_with_hierarchies_refuses_remaining_for_what_it_is():
-    """privacy='remaining' with 'hierarchies' was refused as "must be a Privacy ... Got str" (a review): the
-    hierarchy family keeps no ledger, so there is nothing 'remaining' could read."""
-    import pandas as pd
+def test_sql_with_hierarchies_spends_from_an_accountant(tmp_path):
+    """'hierarchies' refused an accountant, a label and privacy='remaining' (the hierarchy family kept no ledger):
+    now the release is charged once, its ledger entry OpenDP's verified loss, as the plain route's; 'remaining'
+    spends the rest; without an accountant 'remaining' and a label are refused before anything is read."""
+    from mmopt._base import opendp as od
+    from mmopt._base.opendp import charged_sensitivity
     D = Domain((Attribute("county", categories=("a", "b", "c")), Attribute("sex", categories=("F", "M"))))
     df = pd.DataFrame({"county": ["a", "b", "c"] * 10, "sex": ["F", "M", "M"] * 10})
     q = "SELECT state, county, COUNT(*) AS n FROM people GROUP BY ROLLUP(state, county)"
-    for kwargs in ({}, {"accountant": mmopt.Accountant(mmopt.Privacy(1.0, 1e-6))}):
-        with pytest.raises(ValueError, match="'remaining', which spends what an accountant has left; with "
-                                             "'hierarchies' the hierarchy family keeps no ledger"):
-            mmopt.sql(q, df, D, "remaining", hierarchies={"county": {"state": ["A", "A", "B"]}}, **kwargs)
+    levels = {"county": {"state": ["A", "A", "B"]}}
+    acc = mmopt.Accountant(mmopt.Privacy(2.0, 1e-6), path=tmp_path / "ledger.json")
+    out = mmopt.sql(q, df, D, mmopt.Privacy(1.0, 1e-7), hierarchies=levels, accountant=acc, label="by county")
+    rel = out.release.release  # the GroupedRelease's HierarchyRelease
+    (entry,) = acc.spends
+    assert (entry.label, entry.status, (entry.epsilon, entry.delta)) == ("by county", "spent", rel.verified_loss)
+    rho = charged_sensitivity(rel.sensitivity) ** 2 / (2 * rel.noise_scale ** 2)  # ρ = Δ'²/(2σ²) by hand
+    assert entry.rho == pytest.approx(rho, rel=1e-12)
+    assert mmopt.Accountant.load(tmp_path / "ledger.json").spends == acc.spends
+    left = acc.remaining
+    last = mmopt.sql(q, df, D, "remaining", hierarchies=levels, accountant=acc)
+    assert (acc.spends[-1].epsilon, acc.spends[-1].delta) == last.release.release.verified_loss
+    assert last.release.release.verified_loss[1] == left.delta and acc.spends[-1].epsilon <= left.epsilon
+    assert not acc.can_spend(mmopt.Privacy(1e-3, 1e-9), release=True)
+    draws = od.DRAWS
+    with pytest.raises(ValueError, match="'remaining', which spends what an accountant has left: pass accountant"):
+        mmopt.sql(q, object(), D, "remaining", hierarchies=levels)
+    with pytest.raises(ValueError, match="mmopt.sql: spending .* would exceed"):  # before the source is read
+        mmopt.sql(q, object(), D, mmopt.Privacy(1.0, 1e-7), hierarchies=levels, accountant=acc)
+    assert od.DRAWS == draws and len(acc.spends) == 2
 
 
 def test_a_bad_source_is_named_as_the_user_called_it(people, tmp_path):

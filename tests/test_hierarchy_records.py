@@ -269,3 +269,127 @@ def test_a_strategy_for_every_attribute_serves_fewer_sets_and_bad_sets_keep_thei
     for unknown in ("sexx", "total"):  # a typo, the root level's name (grouping_sets refuses it): every attribute
         with pytest.raises(ValueError, match=f"{unknown}.*sex"):
             plan_grouping_sets(D, [(unknown,)], P, leaf="county", levels=levels)
+
+
+# -- an accountant: the budget spent once, as a records release spends it ---------------------------------------------
+SETS = cross(rollup("state", "county"), [("sex",), ()])
+LEVELS = {"state": STATE_OF}
+
+
+def _ledger_rho(release) -> float:
+    """ρ = Δ'²/(2σ²) by hand (Δ' the sensitivity OpenDP charges on its lattice): the oracle of the ledger's ρ."""
+    from mmopt._base.opendp import charged_sensitivity
+    return charged_sensitivity(release.sensitivity) ** 2 / (2 * release.noise_scale ** 2)
+
+
+@pytest.mark.parametrize("composition, on_disk", [("basic", False), ("zcdp", False), ("zcdp", True)])
+def test_an_accountant_is_charged_once_what_opendp_verified(composition, on_disk, tmp_path):
+    """release_grouping_sets took no accountant (the hierarchy family kept no ledger): the budget had to be spent by
+    hand, or not at all. One draw, one spent entry, whose (ε, δ) is the release's verified loss and ρ that of the
+    noise drawn; the file (one case) holds the same entry."""
+    from mmopt._base import opendp as od
+    df, D = _data()
+    path = tmp_path / "ledger.json" if on_disk else None
+    acc = mmopt.Accountant(mmopt.Privacy(2.0, 1e-5), composition, path=path)
+    draws = od.DRAWS
+    r = release_grouping_sets(df, D, SETS, mmopt.Privacy(1.0, 1e-6), leaf="county", levels=LEVELS, accountant=acc,
+                              label="geo")
+    assert od.DRAWS == draws + 1
+    (entry,) = acc.spends
+    rel = r.release
+    assert (entry.label, entry.source, entry.status, entry.noise) == ("geo", "release", "spent", "gaussian")
+    assert (entry.epsilon, entry.delta) == rel.verified_loss and rel.verified_loss[0] <= 1.0
+    assert rel.verified_loss[1] == 1e-6 and entry.rho == pytest.approx(_ledger_rho(rel), rel=1e-12)
+    assert entry.rho >= _ledger_rho(rel) * (1 - 1e-15)  # rounded upwards, never below the noise drawn
+    if composition == "basic":
+        assert acc.remaining.epsilon == pytest.approx(2.0 - entry.epsilon, rel=1e-12)
+    if on_disk:
+        assert mmopt.Accountant.load(path).spends == acc.spends
+    truth = df.groupby("sex").size()  # the release is of these records: the (sex) set near the group-by
+    t = r.table()
+    sexes = t[t["state"].isna() & t["county"].isna() & t["sex"].notna()].set_index("sex")
+    assert np.all(np.abs(sexes["estimate"] - truth[sexes.index]) <= 8 * sexes["std_error"])
+
+
+def test_the_planned_orbit_strategy_is_charged_its_verified_loss():
+    """The OrbitStrategy route (mmopt.plan's, released by its blocks) settles the ledger the same way."""
+    df, D = _data()
+    W = plan_grouping_sets(D, SETS, mmopt.Privacy(1.0, 1e-6), leaf="county", levels=LEVELS).workload
+    p = mmopt.plan(W, targets=5.0, kind="se", delta=1e-6)
+    acc = mmopt.Accountant(mmopt.Privacy(2 * p.privacy.epsilon, 1e-5), "zcdp")
+    r = release_grouping_sets(df, D, SETS, p.privacy, leaf="county", levels=LEVELS, strategy=p.strategy,
+                              accountant=acc)
+    (entry,) = acc.spends
+    assert r.release.family == "orbit" and (entry.label, entry.status) == ("release 1", "spent")
+    assert (entry.epsilon, entry.delta) == r.release.verified_loss
+    assert entry.rho == pytest.approx(_ledger_rho(r.release), rel=1e-12)
+
+
+@pytest.mark.parametrize("composition", ["basic", "zcdp"])
+def test_a_release_that_does_not_fit_is_refused_before_the_records_are_read(composition, tmp_path):
+    """Checked before anything is read or drawn: the records here are not a source (reading them would raise
+    another error), OpenDP draws nothing, the ledger and its file are unchanged; a failure before the draw (a
+    missing column) removes the pending entry."""
+    from mmopt._base import opendp as od
+    df, D = _data()
+    path = tmp_path / "ledger.json"
+    acc = mmopt.Accountant(mmopt.Privacy(2.0, 1e-6), composition, path=path)
+    acc.spend(mmopt.Privacy(0.3), "earlier")
+    before, on_disk, draws = acc.spends, path.read_bytes(), od.DRAWS
+    with pytest.raises(ValueError, match="release_grouping_sets: spending .* would exceed"):
+        release_grouping_sets(object(), D, SETS, mmopt.Privacy(1.9, 1e-7), leaf="county", levels=LEVELS,
+                              accountant=acc)
+    assert path.read_bytes() == on_disk  # not even a pending entry written
+    with pytest.raises(ValueError, match="has no column 'sex'"):  # fits, then fails reading: nothing spent
+        release_grouping_sets(df.drop(columns="sex"), D, SETS, mmopt.Privacy(0.1, 1e-7), leaf="county",
+                              levels=LEVELS, accountant=acc)
+    with pytest.raises(ValueError, match="'label' parameter of release_grouping_sets names the run's entry in an "
+                                         "accountant's ledger. Got label='geo' without 'accountant'"):
+        release_grouping_sets(object(), D, SETS, mmopt.Privacy(0.1, 1e-7), leaf="county", levels=LEVELS,
+                              label="geo")  # it was dropped without a word
+    assert od.DRAWS == draws and acc.spends == before and mmopt.Accountant.load(path).spends == before
+
+
+@pytest.mark.parametrize("composition", ["basic", "zcdp"])
+def test_remaining_spends_what_the_accountant_has_left(composition):
+    """privacy='remaining' is the accountant's rest, as Accountant.release resolves it (the oracle: that release on
+    a dense identity, another code path); without an accountant it is refused as the records release refuses it."""
+    df, D = _data()
+    total = mmopt.Privacy(1.0, 1e-6)
+    acc, ref = mmopt.Accountant(total, composition), mmopt.Accountant(total, composition)
+    release_grouping_sets(df, D, SETS, mmopt.Privacy(0.6, 1e-7), leaf="county", levels=LEVELS, accountant=acc)
+    ref.release(mmopt.workload.identity(4), mmopt.strategy.identity(4), [3.0, 1.0, 0.0, 2.0],
+                mmopt.Privacy(0.6, 1e-7))
+    r = release_grouping_sets(df, D, SETS, "remaining", leaf="county", levels=LEVELS, accountant=acc)
+    ref.release(mmopt.workload.identity(4), mmopt.strategy.identity(4), [3.0, 1.0, 0.0, 2.0], "remaining")
+    got, want = acc.spends[-1], ref.spends[-1]
+    assert len(acc.spends) == 2 and (got.status, got.delta) == ("spent", want.delta)
+    assert (got.epsilon, got.delta) == r.release.verified_loss
+    assert got.epsilon == pytest.approx(want.epsilon, rel=1e-9) and got.rho == pytest.approx(want.rho, rel=1e-9)
+    assert not acc.can_spend(mmopt.Privacy(1e-3, 1e-9), release=True)
+    with pytest.raises(ValueError, match="'remaining', which spends what an accountant has left"):
+        release_grouping_sets(df, D, SETS, "remaining", leaf="county", levels=LEVELS)
+
+
+def test_an_error_after_the_draw_leaves_the_entry_pending(monkeypatch, tmp_path):
+    """The least squares runs after the draw: if it raises, the budget is spent, so the entry stays pending at the
+    requested budget (in the file too), and the exception carries the noisy measurements."""
+    from mmopt._base import opendp as od
+    from mmopt.hierarchy import release as hr
+
+    def broken(self, y, scale, loss):
+        raise RuntimeError("least squares failed")
+
+    monkeypatch.setattr(hr.Measurements, "released", broken)
+    df, D = _data()
+    path = tmp_path / "ledger.json"
+    acc = mmopt.Accountant(mmopt.Privacy(2.0, 1e-5), "zcdp", path=path)
+    draws = od.DRAWS
+    with pytest.raises(RuntimeError, match="least squares failed") as info:
+        release_grouping_sets(df, D, SETS, mmopt.Privacy(1.0, 1e-6), leaf="county", levels=LEVELS, accountant=acc,
+                              label="geo")
+    assert od.DRAWS == draws + 1 and len(info.value.noisy_measurements) == 1
+    assert any("'geo' counted in full" in note for note in info.value.__notes__)
+    (entry,) = acc.spends
+    assert (entry.label, entry.status, entry.epsilon, entry.delta) == ("geo", "pending", 1.0, 1e-6)
+    assert mmopt.Accountant.load(path).spends == acc.spends

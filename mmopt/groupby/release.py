@@ -22,7 +22,7 @@ from mmopt.groupby.sources import resolve_source
 from mmopt.privacy import Privacy
 from mmopt.records.domain import Domain, check_domain
 from mmopt.records.read import BATCH_ROWS, is_records
-from mmopt.records.release import RecordsRelease, budget_of
+from mmopt.records.release import RecordsRelease, budget_of, refuse_label
 from mmopt.records.release import release as release_records
 
 __all__ = ["SqlRelease", "grouping_table", "parse_checked", "release_grouping_sets", "resolve_source", "sql"]
@@ -203,8 +203,9 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
         state_of_county}}``: the levels are public functions of the leaf, never read from the records, and the
         query may group by them (``ROLLUP(state, county)``). A query that groups by the leaf or a level runs in
         the hierarchy family (any other is a plain one)
-        (:func:`mmopt.hierarchy.release_grouping_sets`: Gaussian noise, OpenDP's sampler; no ``seed``,
-        ``strategy`` or ``accountant``) and ``.release`` is its :class:`~mmopt.hierarchy.GroupedRelease`.
+        (:func:`mmopt.hierarchy.release_grouping_sets`: Gaussian noise, OpenDP's sampler; no ``seed`` or
+        ``strategy``; an ``accountant`` is spent from as by the plain route) and ``.release`` is its
+        :class:`~mmopt.hierarchy.GroupedRelease`.
 
     Returns
     -------
@@ -226,12 +227,8 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
     """
     tree = _hierarchy(hierarchies, domain) if isinstance(domain, Domain) else None
     q = parse_checked(query, domain, () if tree is None else tuple(tree[1]))
-    if tree is None:  # "remaining" with an accountant (the hierarchy family keeps no ledger: refused below)
-        privacy = budget_of(privacy, accountant, _CALLER)
-    elif isinstance(privacy, str) and privacy == "remaining":  # was "must be a Privacy … Got str" (a review)
-        raise ValueError(f"The 'privacy' parameter of {_CALLER} is 'remaining', which spends what an accountant has "
-                         "left; with 'hierarchies' the hierarchy family keeps no ledger (no 'accountant'). Give a "
-                         "Privacy(epsilon, delta), e.g. the accountant's remaining budget.")
+    refuse_label(label, accountant, _CALLER)  # before the plan's search (the hierarchy route) or the read
+    privacy = budget_of(privacy, accountant, _CALLER)  # "remaining" with an accountant: all it has left
     if not isinstance(privacy, Privacy):
         raise TypeError(f"The 'privacy' parameter of {_CALLER} must be a Privacy, e.g. Privacy(epsilon=1.0). "
                         f"Got {type(privacy).__name__} instead.")
@@ -239,11 +236,10 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
         from mmopt.answers.intervals import check_alpha
         alpha = check_alpha(alpha, _CALLER, laplace=privacy.sensitivity_norm == "l1")
     if tree is not None:
-        given = [k for k, val in {"seed": seed, "strategy": strategy, "accountant": accountant, "label": label}.items()
-                 if val is not None]  # (a label was dropped without a word: the family keeps no ledger entry)
+        given = [k for k, val in {"seed": seed, "strategy": strategy}.items() if val is not None]
         if given:
             raise ValueError(f"The {given} parameter(s) of {_CALLER} do not apply with 'hierarchies' (the hierarchy "
-                             "family draws OpenDP's noise, plans its own strategy and keeps no ledger). Drop them.")
+                             "family draws OpenDP's noise and plans its own strategy). Drop them.")
         if privacy.noise != "gaussian":
             raise ValueError(f"The 'privacy' parameter of {_CALLER} must have delta > 0 with 'hierarchies' (the "
                              f"hierarchy family adds Gaussian noise). Got {privacy!r}. Give a delta, e.g. "
@@ -255,7 +251,8 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
         plan = plan_grouping_sets(_read_domain(domain, q.grouping_sets, tree), list(q.grouping_sets), privacy,
                                   leaf=tree[0], levels=tree[1], caller=_CALLER,
                                   levels_name="hierarchies")  # before any data is read
-        grouped = plan.release_for(resolve_source(source, q.table_parts), privacy, caller=_CALLER, name="source")
+        grouped = plan.release_for(resolve_source(source, q.table_parts), privacy, accountant=accountant,
+                                   label=label, caller=_CALLER, name="source")
         return SqlRelease(_hierarchy_table(grouped, q, alpha), grouped, q)
     records = resolve_source(source, q.table_parts)
     release = _grouping_sets(q.grouping_sets, records, domain, privacy, strategy=strategy, seed=seed,

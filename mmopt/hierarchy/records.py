@@ -10,8 +10,7 @@ from :func:`mmopt.records.counts.marginal_counts` (every source it reads), noise
 
 from __future__ import annotations
 
-import numbers
-from collections.abc import Mapping
+import contextlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +18,7 @@ import numpy as np
 from mmopt._base.kept import keeping_draws
 from mmopt.hierarchy import components as hc
 from mmopt.hierarchy._columns import read_attributes
+from mmopt.hierarchy._levels import level_codes
 from mmopt.hierarchy.tree import Hierarchy, root_name
 from mmopt.hierarchy.workload import HierarchyWorkload, grouping_sets
 
@@ -116,88 +116,36 @@ class GroupingPlan:
         """The labelled :class:`GroupedRelease` of a release made with this plan's strategy."""
         return GroupedRelease(self.workload, release, self.result, self.labels, self.names)
 
-    def release(self, records, privacy, *, noise_scale: float | None = None) -> GroupedRelease:
-        """Count ``records`` and release them with this plan's strategy (OpenDP's noise), labelled."""
-        return self.release_for(records, privacy, noise_scale=noise_scale, caller="GroupingPlan.release")
+    def release(self, records, privacy, *, noise_scale: float | None = None, accountant=None,
+                label: str | None = None) -> GroupedRelease:
+        """Count ``records`` and release them with this plan's strategy (OpenDP's noise), labelled; ``privacy``,
+        ``accountant`` and ``label`` as in :func:`release_grouping_sets`."""
+        return self.release_for(records, privacy, noise_scale=noise_scale, accountant=accountant, label=label,
+                                caller="GroupingPlan.release")
 
-    def release_for(self, records, privacy, *, noise_scale: float | None = None, caller: str,
-                    name: str = "records") -> GroupedRelease:
+    def release_for(self, records, privacy, *, noise_scale: float | None = None, accountant=None,
+                    label: str | None = None, caller: str, name: str = "records") -> GroupedRelease:
         """:meth:`release` for the public function ``caller`` whose parameter ``name`` holds the records (mmopt.sql's
-        'source'), which refusals name."""
+        'source'), which refusals name. The budget is spent as a records release spends it
+        (:func:`mmopt.records.release.release`): checked and pending before the records are read (a refusal reads
+        and draws nothing; a failure before the draw removes the entry), settled to OpenDP's verified loss once
+        the release is made; an error after the draw (in the least squares) leaves it pending, counted in full."""
         from mmopt.hierarchy.release import orbit_release, release
-        x = self.counts(records, caller=caller, name=name)
+        from mmopt.records.release import budget_of, refuse_label
+        refuse_label(label, accountant, caller)
+        privacy = budget_of(privacy, accountant, caller)  # "remaining": all the accountant has left
+        what = (f"hierarchy release of {len(self.workload.sets)} grouping set(s), gaussian noise on a "
+                f"{type(self.strategy).__name__}")
         with keeping_draws(caller):  # a Ctrl-C after the draw leaves the noisy values on the exception
-            if self.measurements is None:
-                return self.grouped(orbit_release(self.workload, self.strategy, x, privacy, noise_scale))
-            return self.grouped(release(self.workload, self.strategy, x, privacy, noise_scale=noise_scale,
-                                        caller=caller))
-
-
-def _check_nested(names: list, codes: list, labels: list, caller: str, levels_name: str) -> None:
-    """Every label of a level lies under one label of the level before: a hierarchy's group is its label (a
-    'd1' under two states would be two groups with one label, and the table could not say which is which)."""
-    for k in range(1, len(codes)):
-        parent = {}
-        for child, up in zip(codes[k].tolist(), codes[k - 1].tolist(), strict=True):
-            if parent.setdefault(child, up) != up:
-                a, b = labels[k - 1][parent[child]], labels[k - 1][up]
-                remedy = (f"Give the levels coarse to fine ({names[k]!r} has fewer labels than {names[k - 1]!r})."
-                          if len(labels[k]) < len(labels[k - 1]) else "Each label names one group: make the labels "
-                          f"unique within a level (e.g. '{b}/{labels[k][child]}').")
-                raise ValueError(f"The '{levels_name}' parameter of {caller}: the {names[k]!r} label "
-                                 f"{labels[k][child]!r} lies under two {names[k - 1]!r} labels, {a!r} and {b!r}. "
-                                 f"{remedy}")
-
-
-def _by_key(mapping, leaf_attr, name: str, caller: str, levels_name: str) -> list:
-    """A level given as {leaf category: label}: its labels in the leaf's category order, every category once."""
-    cats = list(leaf_attr.categories)
-    missing, extra = [c for c in cats if c not in mapping], [k for k in mapping if k not in set(cats)]
-    if missing or extra:
-        raise ValueError(f"The '{levels_name}' parameter of {caller}: level {name!r} is a mapping whose keys must be "
-                         f"the {leaf_attr.name} categories. Missing {missing[:3]}, unknown {extra[:3]}.")
-    return [mapping[c] for c in cats]
-
-
-def _by_category(lab, leaf_attr, name: str, caller: str, levels_name: str):
-    """A level's labels in the leaf's cell order: a pandas Series keyed by the leaf's categories (a lookup table) is
-    aligned by its keys, one with a default index read by position as a list (refused where the categories are
-    0 … k−1 in another order, so both readings apply and disagree); any other index is refused. Its
-    index was ignored: a Series {"d": "S", "c": "S", "b": "T", "a": "T"} put county a in state S (a helper's
-    probe)."""
-    index = getattr(lab, "index", None)
-    if index is None or not hasattr(lab, "reindex"):
-        return lab
-    keys = list(index)
-    cats = list(leaf_attr.categories) if leaf_attr.categories is not None else None
-    if cats is not None and len(keys) == len(cats) and set(keys) == set(cats):
-        if keys == list(range(len(keys))) and cats != keys:  # categories (2, 0, 1), index 0, 1, 2: by key or by
-            # position, the two readings disagree (it was read by key, its docstring said by position: a probe)
-            raise ValueError(f"The '{levels_name}' parameter of {caller}: level {name!r} is a Series whose index "
-                             f"0 … {len(keys) - 1} is both the positions and the categories of {leaf_attr.name!r} "
-                             f"({cats!r:.80}), in another order. Pass a list in the categories' order: "
-                             f"list(s.reindex({cats!r:.40})) if the index holds categories, list(s) if positions.")
-        return lab.reindex(cats).to_numpy()
-    if keys == list(range(len(keys))):
-        return lab.to_numpy()
-    raise ValueError(f"The '{levels_name}' parameter of {caller}: level {name!r} is a Series whose index is neither "
-                     f"the categories of {leaf_attr.name!r} ({cats!r:.80}) nor positions 0 … {len(keys) - 1}. Got "
-                     f"index {keys!r:.80}; reindex it to the categories, or pass a list in their order.")
-
-
-def _level_codes(lab: np.ndarray, name, caller: str, levels_name: str) -> tuple[np.ndarray, tuple]:
-    """Each leaf category's group in one level, groups numbered by first appearance, and the groups' labels. Labels
-    are compared as the values they are (1 and 1.0 are one group), never as their str(): 1 and "1" were merged, and
-    a None label looked like SQL's NULL for a rolled-up column; so a level is all strings or all numbers."""
-    texts = [isinstance(x, str) for x in lab]
-    numeric = [isinstance(x, numbers.Real) and not isinstance(x, bool | np.bool_) and x == x for x in lab]
-    if not (all(texts) or all(numeric)):
-        raise ValueError(f"The '{levels_name}' parameter of {caller}: level {name!r} must label every category with a "
-                         f"string, or every one with a number (not None, NaN or a boolean). Got "
-                         f"{sorted({type(x).__name__ for x in lab})}.")
-    first: dict = {}
-    code = np.array([first.setdefault(x, len(first)) for x in lab.tolist()], dtype=np.int64)
-    return code, tuple(first)
+            with (accountant.pending_release(privacy, label, what, caller=caller) if accountant is not None
+                  else contextlib.nullcontext([])) as outcome:  # the ledger: checked, then pending before the read
+                x = self.counts(records, caller=caller, name=name)
+                if self.measurements is None:
+                    out = orbit_release(self.workload, self.strategy, x, privacy, noise_scale)
+                else:
+                    out = release(self.workload, self.strategy, x, privacy, noise_scale=noise_scale, caller=caller)
+                outcome.append(out)  # its verified_loss, noise, sensitivity and noise_scale settle the entry
+            return self.grouped(out)
 
 
 def plan_grouping_sets(domain, sets, privacy, *, leaf: str, levels: dict, strategy=None,
@@ -235,21 +183,7 @@ def plan_grouping_sets(domain, sets, privacy, *, leaf: str, levels: dict, strate
         raise ValueError(f"The '{where}' parameter of {caller} names {clash[0]!r}, a column the release's table has "
                          f"of its own ({', '.join(TABLE_COLUMNS)}), whose values would replace its labels. Rename it "
                          f"(e.g. '{clash[0]}_group'; for an attribute, the records' column too).")
-    codes, labels = [], []
-    for name, lab in levels.items():
-        if isinstance(lab, Mapping) and leaf_attr.categories is not None:  # {county: state}, as a keyed Series is
-            lab = _by_key(lab, leaf_attr, name, caller, levels_name)  # (it was refused as "not a sequence")
-        if isinstance(lab, str | bytes | Mapping) or np.ndim(lab) != 1:  # "CA" was read as 0 labels (a 0-d array)
-            raise ValueError(f"The '{levels_name}' parameter of {caller}: level {name!r} must be a sequence with one "
-                             f"label per {leaf} category ({leaf_attr.size}). Got {type(lab).__name__} {lab!r:.60}.")
-        lab = np.asarray(_by_category(lab, leaf_attr, name, caller, levels_name), dtype=object)
-        if lab.shape != (leaf_attr.size,):
-            raise ValueError(f"The '{levels_name}' parameter of {caller}: level {name!r} must give one label per "
-                             f"{leaf} category ({leaf_attr.size}). Got {lab.shape[0]}.")
-        code, labels_of = _level_codes(lab, name, caller, levels_name)
-        codes.append(code)
-        labels.append(labels_of)
-    _check_nested(list(levels), codes, labels, caller, levels_name)
+    codes, labels = level_codes(levels, leaf_attr, caller, levels_name)
     names = (root_name(*levels, leaf), *levels, leaf)
     geo = Hierarchy.from_codes(np.stack(codes, axis=1), level_names=names, name=leaf)
     attrs, sets = read_attributes(domain, sets, leaf, levels, strategy, caller)  # sets listed: a generator once
@@ -278,7 +212,8 @@ def plan_grouping_sets(domain, sets, privacy, *, leaf: str, levels: dict, strate
 
 
 def release_grouping_sets(records, domain, sets, privacy, *, leaf: str, levels: dict, strategy=None,
-                          noise_scale: float | None = None) -> GroupedRelease:
+                          noise_scale: float | None = None, accountant=None,
+                          label: str | None = None) -> GroupedRelease:
     """Release ``GROUP BY GROUPING SETS (sets)`` of ``records`` with a hierarchy over the ``leaf`` attribute.
 
     The residual and node families' answers (a HierarchyStrategy or NodeStrategy, what ``mmopt.optimize``
@@ -293,8 +228,9 @@ def release_grouping_sets(records, domain, sets, privacy, *, leaf: str, levels: 
         columns are read (a record missing another column is counted, as SQL counts it).
     sets : list of tuple of str
         Attribute and level names (``()`` the total), e.g. ``cross(rollup("state", "county"), cube("sex"))``.
-    privacy : Privacy
-        (ε, δ) with δ > 0 (Gaussian noise).
+    privacy : Privacy or "remaining"
+        (ε, δ) with δ > 0 (Gaussian noise). With an ``accountant``, ``"remaining"`` spends everything it has left,
+        as :meth:`mmopt.Accountant.release` does (it must then leave a δ > 0).
     leaf : str
         The finest geography attribute (a domain attribute, one cell per category).
     levels : dict
@@ -303,11 +239,28 @@ def release_grouping_sets(records, domain, sets, privacy, *, leaf: str, levels: 
         Default: ``mmopt.optimize(workload, privacy=privacy)``'s. An OrbitStrategy is what ``mmopt.plan`` returns
         for per-group accuracy targets on these sets (``plan_grouping_sets(...).workload``). One made for every
         attribute (for other sets) reads every attribute's column, with a warning.
+    noise_scale : float, optional
+        σ instead of the calibrated one; OpenDP must verify ``privacy`` at it.
+    accountant : mmopt.Accountant or None
+        The budget this release spends from, as for :func:`mmopt.records.release_marginals`: checked before the
+        records are read (a refusal reads and draws nothing), written to its ledger as pending, then replaced by
+        OpenDP's verified loss (and the ρ of the noise drawn). An error after the draw leaves it pending, counted
+        in full.
+    label : str or None
+        The ledger's name for this release (default "release k"); only with ``accountant`` (refused without one).
+
+    Returns
+    -------
+    GroupedRelease
 
     See Also
     --------
     mmopt.opendp.make_grouping_sets_mechanism : the same release as an OpenDP ``Measurement``.
     """
-    plan = plan_grouping_sets(domain, sets, privacy, leaf=leaf, levels=levels, strategy=strategy,
-                              caller="release_grouping_sets")
-    return plan.release_for(records, privacy, noise_scale=noise_scale, caller="release_grouping_sets")
+    from mmopt.records.release import budget_of, refuse_label
+    caller = "release_grouping_sets"
+    refuse_label(label, accountant, caller)  # before the plan's search, as every check on the budget
+    privacy = budget_of(privacy, accountant, caller)  # "remaining" as a Privacy: the plan is made for it
+    plan = plan_grouping_sets(domain, sets, privacy, leaf=leaf, levels=levels, strategy=strategy, caller=caller)
+    return plan.release_for(records, privacy, noise_scale=noise_scale, accountant=accountant, label=label,
+                            caller=caller)

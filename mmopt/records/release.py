@@ -40,7 +40,7 @@ from mmopt.records.domain import Domain
 from mmopt.records.mechanism import up_to
 from mmopt.records.result import TABLE_COLUMNS, RecordsRelease
 
-__all__ = ["RecordsRelease", "budget_of", "refuse_seeded", "release_marginals", "up_to"]
+__all__ = ["RecordsRelease", "budget_of", "refuse_label", "refuse_seeded", "release_marginals", "up_to"]
 
 
 def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, strategy=None, seed=None,
@@ -88,7 +88,7 @@ def release_marginals(records, domain: Domain, workload, privacy: Privacy, *, st
         The budget this release spends from: checked before any noise (a refusal draws nothing), written to its
         ledger as pending before the draw, then replaced by OpenDP's verified loss (and the ρ of the noise drawn).
     label : str or None
-        The ledger's name for this release (default "release k").
+        The ledger's name for this release (default "release k"); only with ``accountant`` (refused without one).
 
     Returns
     -------
@@ -129,6 +129,7 @@ def release(records, domain: Domain, workload, privacy: Privacy, *, strategy, se
     """:func:`release_marginals` for the public function ``caller``, whose parameter ``name`` holds the records
     (mmopt.sql's 'source'): refusals name them; ``stacklevel`` points the seeded-noise warning at the user's line."""
     _check_accountant(accountant, caller)
+    refuse_label(label, accountant, caller)
     if seed is not None:
         seed = v.check_int(seed, name="seed", caller=caller, low=0)
     refuse_seeded(seed, accountant, caller)
@@ -180,6 +181,15 @@ def refuse_seeded(seed, accountant, caller: str) -> None:
         raise ValueError(f"{caller}: seed={seed} draws numpy's seeded noise, which anyone who knows the seed can "
                          "remove: a simulation, not a release, and the accountant's ledger records releases. "
                          "Drop 'accountant' to simulate, or drop 'seed' to release through OpenDP's sampler.")
+
+
+def refuse_label(label, accountant, caller: str) -> None:
+    """Refuse a ``label`` given without an ``accountant``, before anything is read or spent: it names an entry of
+    the ledger, and dropped without a word it was lost (release_marginals, the grouping-sets releases; mmopt.synth
+    refused it first)."""
+    if label is not None and accountant is None:
+        raise ValueError(f"The 'label' parameter of {caller} names the run's entry in an accountant's ledger. Got "
+                         f"label={label!r:.40} without 'accountant'; pass accountant=... too, or drop 'label'.")
 
 
 def budget_of(privacy, accountant, caller: str):

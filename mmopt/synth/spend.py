@@ -24,14 +24,13 @@ def requested(privacy, seed, accountant, label, caller: str):
     """(privacy, seed) of a run, before anything is read or spent: ``privacy`` as a records release resolves it
     (``"remaining"`` with an accountant: all it has left, :func:`mmopt.records.release.budget_of`), the seed
     checked, and a seed with an accountant refused as a records release refuses it
-    (:func:`mmopt.records.release.refuse_seeded`: a simulation is not a release)."""
-    from mmopt.records.release import _check_accountant, budget_of, refuse_seeded
+    (:func:`mmopt.records.release.refuse_seeded`: a simulation is not a release), as is a label without one
+    (:func:`mmopt.records.release.refuse_label`)."""
+    from mmopt.records.release import _check_accountant, budget_of, refuse_label, refuse_seeded
     _check_accountant(accountant, caller)
     seed = check_seed(seed, caller)
     refuse_seeded(seed, accountant, caller)
-    if label is not None and accountant is None:  # it names a ledger entry: dropped without a word, it was lost
-        raise ValueError(f"The 'label' parameter of {caller} names the run's entry in an accountant's ledger. Got "
-                         f"label={label!r:.40} without 'accountant'; pass accountant=... too, or drop 'label'.")
+    refuse_label(label, accountant, caller)
     if accountant is not None and accountant.composition == "pld" and isinstance(privacy, str) \
             and privacy == "remaining":
         # the PLD ledger's "remaining" is one more Gaussian release at the total's δ: a worst-case (ε, δ) mechanism
