@@ -326,19 +326,26 @@ def test_the_planned_orbit_strategy_is_charged_its_verified_loss():
 
 
 @pytest.mark.parametrize("composition", ["basic", "zcdp"])
-def test_a_release_that_does_not_fit_is_refused_before_the_records_are_read(composition, tmp_path):
-    """Checked before anything is read or drawn: the records here are not a source (reading them would raise
-    another error), OpenDP draws nothing, the ledger and its file are unchanged; a failure before the draw (a
-    missing column) removes the pending entry."""
+def test_a_release_that_does_not_fit_is_refused_before_the_records_are_read(composition, tmp_path, monkeypatch):
+    """Checked before anything is read or drawn, and before the plan's strategy search: the records here are not
+    a source (reading them would raise another error), the search raises if it runs, OpenDP draws nothing, the
+    ledger and its file are unchanged; a failure before the draw (a missing column) removes the pending entry."""
     from mmopt._base import opendp as od
+    from mmopt.hierarchy import records as hr
     df, D = _data()
     path = tmp_path / "ledger.json"
     acc = mmopt.Accountant(mmopt.Privacy(2.0, 1e-6), composition, path=path)
     acc.spend(mmopt.Privacy(0.3), "earlier")
     before, on_disk, draws = acc.spends, path.read_bytes(), od.DRAWS
-    with pytest.raises(ValueError, match="release_grouping_sets: spending .* would exceed"):
-        release_grouping_sets(object(), D, SETS, mmopt.Privacy(1.9, 1e-7), leaf="county", levels=LEVELS,
-                              accountant=acc)
+
+    def no_search(*args, **kwargs):
+        raise RuntimeError("the plan's search ran for a budget the ledger cannot pay")
+
+    with monkeypatch.context() as m:
+        m.setattr(hr, "plan_grouping_sets", no_search)
+        with pytest.raises(ValueError, match="release_grouping_sets: spending .* would exceed"):
+            release_grouping_sets(object(), D, SETS, mmopt.Privacy(1.9, 1e-7), leaf="county", levels=LEVELS,
+                                  accountant=acc)
     assert path.read_bytes() == on_disk  # not even a pending entry written
     with pytest.raises(ValueError, match="has no column 'sex'"):  # fits, then fails reading: nothing spent
         release_grouping_sets(df.drop(columns="sex"), D, SETS, mmopt.Privacy(0.1, 1e-7), leaf="county",

@@ -45,6 +45,14 @@ def run_charge(ledger, privacy: Privacy, caller: str):
     return ledger.charge(privacy, None, caller, release=ledger.composition != "pld")
 
 
+def refuse_unless_fits(acc, privacy: Privacy, caller: str, *, run: bool = False) -> None:
+    """The refusal of :func:`pending_release` (``run``: of :func:`pending_run`), said early, before a strategy
+    search or a read; nothing is written (the pending entry checks again, against the file under its lock)."""
+    ledger = acc.ledger
+    charge = run_charge(ledger, privacy, caller) if run else ledger.charge(privacy, None, caller, release=True)
+    ledger.refuse_unless_fits(charge, caller)
+
+
 def run_fits(acc, privacy: Privacy, caller: str) -> bool:
     """Whether :func:`pending_run` would accept ``privacy`` now (the command line's plan phase asks first)."""
     ledger = acc.ledger
