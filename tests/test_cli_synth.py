@@ -159,3 +159,28 @@ def test_synth_refuses_a_seed_or_a_run_a_new_ledger_cannot_pay_and_creates_no_le
                  "--epsilon", "0.5", "--delta", "1e-6", "--out", str(files / "s.csv"), "--ledger", str(ledger),
                  "--ledger-total", "2,1e-6", "--composition", "pld"])
     assert code == 2 and "give a smaller --delta" in capsys.readouterr().err and not ledger.exists()
+
+
+def test_synth_save_model_writes_the_model_the_rows_came_from(files, capsys):
+    """--save-model: the fitted model, whose rows under the run's seed are those written to --out."""
+    from mmopt.cli.release_records import _write
+    from mmopt.synth import load
+
+    out, model = files / "synth.csv", files / "model.npz"
+    base = ["synth", "--records", str(files / "people.parquet"), "--domain", str(files / "domain.json"),
+            "--method", "mst", "--epsilon", "1", "--rows", "300", "--seed", "0", "--out", str(out)]
+    assert main([*base, "--save-model", str(model), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["model"] == str(model)
+    s = load(model)
+    assert (s.method, s.sampler, s.seed) == ("mst", "numpy-seeded", 0)
+    _write(s.records(300, seed=0), str(files / "again.csv"), ".csv")
+    assert (files / "again.csv").read_bytes() == out.read_bytes()
+    before = model.read_bytes()
+    base[-1] = str(files / "other.csv")
+    assert main([*base, "--save-model", str(model)]) == 2                    # exists: refused before any noise
+    assert main([*base, "--save-model", str(files / "model.txt")]) == 2
+    err = capsys.readouterr().err
+    assert "The --save-model file '" in err and "exists. Pass --force" in err and "must end in .npz" in err
+    assert model.read_bytes() == before and not (files / "model.txt").exists() and not (files / "other.csv").exists()
+    assert main([*base, "--save-model", str(model), "--force", "--method", "aim"]) == 0
+    assert load(model).method == "aim" and "model → " in capsys.readouterr().out

@@ -249,7 +249,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=integer, default=None,
                    help="numpy's seeded noise instead of OpenDP's (a reproducible simulation, not a release)")
     p.add_argument("--out", "-o", metavar="FILE", help="the synthetic rows, .parquet or .csv")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    p.add_argument("--save-model", metavar="FILE.npz", default=None,
+                   help="also save the fitted model, which mmopt.synth.load reads back to draw more rows or read "
+                        "marginals later at no privacy cost")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --out (or --save-model) file")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     _ledger_args(p, "the whole run is refused before the records are read if it does not fit, recorded as pending "
                     "before its first draw and as what it spent after it (one spend of --epsilon, --delta)")

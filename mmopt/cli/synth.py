@@ -4,10 +4,11 @@ Phases as :mod:`mmopt.cli.release_records`: every check that can be made before 
 file's extension and folder, that it is not an input, the domain, the workload, the budget, the number of rows,
 the packages), then the algorithm (the only phase that spends budget, through OpenDP's samplers; ``--seed`` swaps
 them for numpy's seeded generator, a simulation), then the rows written atomically (.parquet or .csv). If they
-cannot be written the message says that the budget was spent (exit 1). The report gives ε, δ, ρ and what was
-measured. ``--ledger FILE`` spends the run from a privacy ledger as ``mmopt release --ledger`` does
-(:mod:`mmopt.cli.ledger`): its room is checked in the first phase, the run is one spend of (ε, δ) (pending from
-before its first draw, :mod:`mmopt.synth.spend`), and what remains is said on stderr.
+cannot be written the message says that the budget was spent (exit 1). ``--save-model FILE.npz`` also writes the
+fitted model (:meth:`mmopt.synth.Synthetic.save`; checked like --out before anything is read, saved before the rows
+are drawn). The report gives ε, δ, ρ and what was measured. ``--ledger FILE`` spends the run from a privacy ledger
+as ``mmopt release --ledger`` does (:mod:`mmopt.cli.ledger`): its room is checked in the first phase, the run is one
+spend of (ε, δ) (pending from before its first draw, :mod:`mmopt.synth.spend`), and what remains is said on stderr.
 """
 
 from __future__ import annotations
@@ -35,11 +36,16 @@ def _check(args):
     if not args.out:
         raise ValueError("synth needs --out FILE.parquet or FILE.csv (the synthetic rows).")
     ext = out.check_extension(args.out, (".csv", ".parquet"), "--out")
-    for option, path in (("--records", args.records), ("--domain", args.domain)):  # first: --force never
-        if os.path.realpath(path) == os.path.realpath(args.out) or (os.path.isdir(path) and _inside(args.out, path)):
-            raise ValueError(f"The --out file '{args.out}' is (or is inside) the {option} input '{path}': synth "
-                             "never writes over its own input. Choose another output file.")  # writes over one
-    out.check_writable(args.out, "--out", force=args.force)
+    model = getattr(args, "save_model", None)
+    outputs = [("--out", args.out)] + ([] if model is None else [("--save-model", model)])
+    if model is not None:  # (.npz: Synthetic.save appends no suffix, and it is never the --out file)
+        out.check_extension(model, (".npz",), "--save-model")
+    for name, target in outputs:
+        for option, path in (("--records", args.records), ("--domain", args.domain)):  # first: --force never
+            if os.path.realpath(path) == os.path.realpath(target) or (os.path.isdir(path) and _inside(target, path)):
+                raise ValueError(f"The {name} file '{target}' is (or is inside) the {option} input '{path}': synth "
+                                 "never writes over its own input. Choose another output file.")  # writes over one
+        out.check_writable(target, name, force=args.force)
     if not os.path.exists(args.records):
         raise ValueError(f"The --records file '{args.records}' does not exist.")
     domain = Domain.from_json(args.domain)
@@ -94,7 +100,14 @@ def synth(args) -> int:
 
 
 def _deliver(args, s, domain, ext: str) -> int:
-    """The rows written and the report printed; the exit code (1, said, when the rows cannot be written)."""
+    """The model saved (--save-model), the rows written and the report printed; the exit code (1, said, when the
+    rows or the model cannot be written)."""
+    model, unsaved = getattr(args, "save_model", None), None
+    if model is not None:  # first: the model draws any number of rows later, so it matters more than these
+        try:
+            s.save(model, overwrite=args.force)
+        except (OSError, ValueError) as exc:  # said after the rows are written: the budget is spent either way
+            unsaved = exc
     n = args.rows if args.rows is not None else s.default_rows
     if n > MAX_ROWS:  # the noisy record count (a post-processed figure: capping it costs no privacy)
         print(f"mmopt: warning: the model's noisy record count is {n:,}; writing {MAX_ROWS:,} rows (pass --rows "
@@ -104,17 +117,23 @@ def _deliver(args, s, domain, ext: str) -> int:
         rows = _draw(s, n, args.bins, args.seed)
         _write(rows, args.out, ext)
     except (OSError, ValueError, MemoryError) as exc:
-        print(f"mmopt: error: the budget was spent, but drawing or writing the {n:,} rows to '{args.out}' failed: "
-              f"{exc}", file=sys.stderr)
+        saved = "" if model is None or unsaved else f" (the model was saved to '{model}': mmopt.synth.load reads it)"
+        print(f"mmopt: error: the budget was spent, but drawing or writing the {n:,} rows to '{args.out}' failed"
+              f"{saved}: {exc}", file=sys.stderr)
+        return 1
+    if unsaved is not None:
+        print(f"mmopt: error: the budget was spent and the rows written to '{args.out}', but saving the model to "
+              f"'{model}' failed: {unsaved}", file=sys.stderr)
         return 1
     report = {"method": s.method, "rows": len(rows), "epsilon": s.epsilon, "delta": s.delta, "rho": s.rho,
               "budget_rho": s.budget, "sampler": s.sampler, "out": args.out,
-              "measured": [[domain.names[i] for i in S] for S in s.measured]}
+              "measured": [[domain.names[i] for i in S] for S in s.measured], "model": model}
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         print(f"{s.method}: {len(rows):,} rows → {args.out}\n"
               f"privacy: ε = {out.up(s.epsilon)}, δ = {s.delta:g}, ρ = {out.up(s.rho)} (budget ρ = "
               f"{out.up(s.budget)}), "  # both rounded up: spent == budget printed 6.55e-14 beside 6.54999e-14
-              f"noise from {s.sampler}\nmeasured: {len(s.measured)} marginal(s)")
+              f"noise from {s.sampler}\nmeasured: {len(s.measured)} marginal(s)"
+              + ("" if model is None else f"\nmodel → {model}"))
     return 0

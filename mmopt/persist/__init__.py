@@ -21,7 +21,6 @@ rebuilt bit for bit, so ``mmopt.evaluate`` gives identical figures.
 
 from __future__ import annotations
 
-import datetime
 import json
 import math
 import os
@@ -38,6 +37,7 @@ from mmopt._base.intent import PARTICIPATION, marked, participation_schema, unst
 from mmopt._base.jsonable import jsonable, to_float
 from mmopt._base.result import OptimizeResult
 from mmopt.dense._strategy_core import Strategy
+from mmopt.persist import _envelope as envelope
 from mmopt.persist import _files as pf
 from mmopt.persist import _format as fmt
 from mmopt.persist._workload import attribute_sizes as _attribute_sizes
@@ -179,16 +179,11 @@ def save(path, strategy_or_result, *, workload=None, privacy=None, overwrite: bo
         raise ValueError(f"The 'path' parameter of {caller} names a directory, '{target}'. Give a file name.")
     if target.exists() and not overwrite:
         raise FileExistsError(pf.exists_message(target))
-    from mmopt import __version__
-
-    meta = {"format": fmt.FORMAT, "format_version": fmt.FORMAT_VERSION, "mmopt_version": __version__,
-            "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
-            "strategy": desc, "arrays": {k: {"dtype": a.dtype.str, "shape": list(a.shape)} for k, a in arrays.items()},
-            "result": result,
-            "privacy": None if privacy is None else jsonable({"epsilon": privacy.epsilon, "delta": privacy.delta,
-                                                              "calibration": privacy.calibration,
-                                                              "noise": privacy.noise}),
-            "workload": wmeta}
+    meta = envelope.header(fmt.FORMAT, fmt.FORMAT_VERSION) | {
+        "strategy": desc, "result": result,
+        "privacy": None if privacy is None else jsonable({"epsilon": privacy.epsilon, "delta": privacy.delta,
+                                                          "calibration": privacy.calibration, "noise": privacy.noise}),
+        "workload": wmeta}
     if (unstated := unstated_norm(strategy)) is not None:
         # optimised with no budget given: the mark that warns when it meets the other noise travels with the file
         # (a loaded strategy was silent where the one in memory warned; a helper's probe), with a budget saved
@@ -197,9 +192,7 @@ def save(path, strategy_or_result, *, workload=None, privacy=None, overwrite: bo
         meta["unstated_norm"] = unstated
     if (schema := participation_schema(strategy)) is not None:  # likewise the training schema's mark (a review)
         meta["participation"] = schema
-    meta["checksum"] = fmt.checksum(meta, arrays)
-    text = np.frombuffer(fmt.canonical(meta).encode("utf-8"), dtype=np.uint8)
-    pf.write_atomically(target, {fmt.METADATA: text, **arrays}, overwrite)
+    envelope.write(target, meta, arrays, overwrite)  # adds the arrays' listing and the checksums
     return target
 
 
@@ -236,31 +229,7 @@ def load(path, *, workload=None) -> SavedStrategy:
     FileNotFoundError
         When there is no such file.
     """
-    source = pf.existing_file(path)
-    fail = pf.refuser(source)
-    raw = pf.read_arrays(source, fail)
-    meta = pf.parse_metadata(raw.pop(fmt.METADATA, None), fail)
-    name = meta.get("format")
-    if name != fmt.FORMAT:
-        fail(f"is not an mmopt strategy file (format {name!r:.40}, expected {fmt.FORMAT!r})",
-             remedy="Pass a file written by mmopt.save.")
-    version = meta.get("format_version")
-    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= fmt.FORMAT_VERSION:
-        from mmopt import __version__
-
-        newer = isinstance(version, int) and not isinstance(version, bool) and version > fmt.FORMAT_VERSION
-        fail(f"has format version {version!r:.20}, which this mmopt ({__version__}) cannot read: it reads version "
-             f"{fmt.FORMAT_VERSION} (the file says it was written by mmopt {meta.get('mmopt_version')!r:.20})",
-             remedy="Upgrade mmopt to the version that wrote the file (or newer)." if newer else pf.DAMAGED)
-    cs = fmt.field(meta, "checksum", dict, "metadata", fail)
-    if cs.get("algorithm") != "sha256" or cs.get("metadata") != fmt.metadata_digest(meta):
-        fail("was edited or corrupted: its metadata does not match the SHA-256 checksum it carries")
-    listing = fmt.field(meta, "arrays", dict, "metadata", fail)
-    if set(listing) != set(raw) or any(listing[k] != {"dtype": a.dtype.str, "shape": list(a.shape)}
-                                       for k, a in raw.items()):
-        fail(f"holds arrays {sorted(raw)} whose names, dtypes or shapes differ from those its metadata lists")
-    if cs.get("arrays") != fmt.arrays_digest(raw):
-        fail("was corrupted or edited: its arrays do not match the SHA-256 checksum in its metadata")
+    source, fail, meta, raw = envelope.read(path)  # format, version and checksums checked
     strategy = fmt.decode(meta.get("strategy"), raw, fail, written_by=meta.get("mmopt_version"))
     if (unstated := meta.get("unstated_norm")) is not None:
         if unstated not in ("l1", "l2"):

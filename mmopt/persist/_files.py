@@ -33,10 +33,14 @@ DAMAGED = ("Restore the file from a copy, or save the strategy again with mmopt.
            "load does not repair a damaged file.")
 
 
-def refuser(source: Path):
-    """``fail(what, remedy=...)``: raise the ValueError "load: the file '<source>' <what>. <remedy>"."""
-    def fail(what: str, *, remedy: str = DAMAGED):
-        raise ValueError(f"load: the file '{source}' {what}. {remedy}")
+def refuser(source: Path, *, caller: str = "load", writer: str = "mmopt.save", damaged: str = DAMAGED):
+    """``fail(what, remedy=...)``: raise the ValueError "<caller>: the file '<source>' <what>. <remedy>".
+
+    The readers below name mmopt.save as the writer; another file format (:mod:`mmopt.synth.saved`) passes its own
+    ``writer``, put in their place, and its own remedy for a damaged file."""
+    def fail(what: str, *, remedy: str = damaged):
+        message = f"{caller}: the file '{source}' {what}. {remedy}"
+        raise ValueError(message if writer == "mmopt.save" else message.replace("mmopt.save", writer))
     return fail
 
 
@@ -66,12 +70,12 @@ def npz_name(path, caller: str) -> Path:
     return p if p.name.lower().endswith(".npz") else p.with_name(p.name + ".npz")
 
 
-def existing_file(path) -> Path:
+def existing_file(path, caller: str = "load") -> Path:
     """``path`` if it is a file, else ``path + ".npz"`` if that is one (what save("x") wrote)."""
-    p = check_path(path, "load")
+    p = check_path(path, caller)
     if p.is_file():
         return p
-    alt = npz_name(p, "load")
+    alt = npz_name(p, caller)
     if alt.is_file():
         return alt
     # save("c.NPZ") wrote c.NPZ, which load("c") looked for as c.npz only (a helper's audit)
@@ -79,7 +83,7 @@ def existing_file(path) -> Path:
     if upper.is_file() and not p.name.lower().endswith(".npz"):
         return upper
     tried = f"'{p}'" + ("" if alt == p else f" or '{alt}'")
-    raise FileNotFoundError(f"load: there is no file {tried}. Check the path (save returns the name it wrote).")
+    raise FileNotFoundError(f"{caller}: there is no file {tried}. Check the path (save returns the name it wrote).")
 
 
 def exists_message(target: Path) -> str:

@@ -50,6 +50,8 @@ F8, I8 = np.dtype("<f8"), np.dtype("<i8")  # little-endian on every machine: the
 #: What to save instead, per object met in the wild (each was refused with no remedy; helpers' probes).
 REMEDIES = {"Plan": " Save plan.result, with privacy=plan.privacy (the plan's strategy and budget).",
             "SavedStrategy": " Save its .strategy (load returned it wrapped with the file's metadata).",
+            "Synthetic": " A synthetic-data model is saved by its own method, synthetic.save(path), and read back by "
+                         "mmopt.synth.load.",
             "ndarray": " Wrap the matrix: mmopt.Strategy(A) (evaluate and release take the array as it is)."}
 
 

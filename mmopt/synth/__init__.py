@@ -9,12 +9,13 @@ ledger. Estimation is least squares in the residual basis (:mod:`mmopt.synth.res
 :class:`Synthetic`: ``.records(n)``, ``.marginal(attrs)``, ``.epsilon``, ``.delta``, ``.rho``. With
 ``accountant=`` a run spends its whole (ε, δ) from an :class:`mmopt.Accountant` as one release
 (:mod:`mmopt.synth.spend`).
-:func:`workload_error` is the papers' error measure.
+:func:`workload_error` is the papers' error measure. :meth:`Synthetic.save` writes the fitted model to a file and
+:func:`load` reads it back exactly (:mod:`mmopt.synth.saved`), to draw more rows later at no privacy cost.
 """
 
 from mmopt.synth.aim import aim
 from mmopt.synth.error import workload_error
 from mmopt.synth.mst import mst
-from mmopt.synth.result import Synthetic
+from mmopt.synth.result import Synthetic, load
 
-__all__ = ["Synthetic", "aim", "mst", "workload_error"]
+__all__ = ["Synthetic", "aim", "load", "mst", "workload_error"]
