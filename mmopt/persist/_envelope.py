@@ -31,12 +31,12 @@ def header(name: str, version: int) -> dict:
             "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")}
 
 
-def write(target: Path, meta: dict, arrays: dict, overwrite: bool) -> None:
+def write(target: Path, meta: dict, arrays: dict, overwrite: bool, caller: str = "save") -> None:
     """``meta`` with the listing of ``arrays`` and the checksums added, written with the arrays (atomically)."""
     meta["arrays"] = {k: {"dtype": a.dtype.str, "shape": list(a.shape)} for k, a in arrays.items()}
     meta["checksum"] = fmt.checksum(meta, arrays)
     text = np.frombuffer(fmt.canonical(meta).encode("utf-8"), dtype=np.uint8)
-    pf.write_atomically(target, {fmt.METADATA: text, **arrays}, overwrite)
+    pf.write_atomically(target, {fmt.METADATA: text, **arrays}, overwrite, caller)
 
 
 def read(path, *, name: str = fmt.FORMAT, version: int = fmt.FORMAT_VERSION, what: str = "mmopt strategy file",

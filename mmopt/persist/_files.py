@@ -44,8 +44,8 @@ def refuser(source: Path, *, caller: str = "load", writer: str = "mmopt.save", d
     return fail
 
 
-def check_path(path, caller: str) -> Path:
-    """A non-empty str or os.PathLike (not bytes) as a Path."""
+def check_path(path, caller: str, example: str = "strategy.npz") -> Path:
+    """A non-empty str or os.PathLike (not bytes) as a Path; ``example`` is the file name a refusal suggests."""
     if not isinstance(path, str | os.PathLike) or isinstance(os.fspath(path), bytes):
         raise TypeError(f"The 'path' parameter of {caller} must be a non-empty str or os.PathLike. "
                         f"Got {type(path).__name__} {str(path)[:40]!r}.")
@@ -55,18 +55,18 @@ def check_path(path, caller: str) -> Path:
                          "Got '' instead.")
     if text.endswith(("/", os.sep)):  # Path() drops the slash: save("results/") wrote ./results.npz
         raise ValueError(f"The 'path' parameter of {caller} ends in a separator, so it names a directory: "
-                         f"'{text}'. Give a file name, e.g. '{text}strategy.npz'.")
+                         f"'{text}'. Give a file name, e.g. '{text}{example}'.")
     # ~ as the shell reads it: "the directory '~' does not exist. Create it first." invited a folder named '~'
     return Path(os.path.expanduser(text))
 
 
-def npz_name(path, caller: str) -> Path:
+def npz_name(path, caller: str, example: str = "strategy.npz") -> Path:
     """The name save writes: ``path`` with ``.npz`` appended unless it already ends with it, in any case (".NPZ"
     was written as "x.NPZ.npz" while the CLI reported "x.NPZ")."""
-    p = check_path(path, caller)
+    p = check_path(path, caller, example)
     if p.is_dir():  # numpy would write a sibling "<dir>.npz"; a directory given here is a missing file name
         raise ValueError(f"The 'path' parameter of {caller} names a directory, '{p}'. Give a file name, e.g. "
-                         f"'{p / 'strategy.npz'}'.")
+                         f"'{p / example}'.")
     return p if p.name.lower().endswith(".npz") else p.with_name(p.name + ".npz")
 
 
@@ -86,26 +86,26 @@ def existing_file(path, caller: str = "load") -> Path:
     raise FileNotFoundError(f"{caller}: there is no file {tried}. Check the path (save returns the name it wrote).")
 
 
-def exists_message(target: Path) -> str:
-    return (f"save: the file '{target}' already exists. Pass overwrite=True to replace it, or choose another "
+def exists_message(target: Path, caller: str = "save") -> str:
+    return (f"{caller}: the file '{target}' already exists. Pass overwrite=True to replace it, or choose another "
             "path.")
 
 
-def write_atomically(target: Path, arrays: dict, overwrite: bool) -> None:
+def write_atomically(target: Path, arrays: dict, overwrite: bool, caller: str = "save") -> None:
     """Write ``arrays`` as a compressed npz to a temporary file beside ``target``, then move it into place:
     ``target`` is either complete or untouched, whatever fails (a crash leaves at most a hidden ``.tmp``)."""
     if target.is_dir():
-        raise ValueError(f"The 'path' parameter of save names a directory, '{target}'. Give a file name.")
+        raise ValueError(f"The 'path' parameter of {caller} names a directory, '{target}'. Give a file name.")
     if target.parent.exists() and not target.parent.is_dir():  # "does not exist" of a file that does
-        raise NotADirectoryError(f"save: '{target.parent}' is a file, not a directory. Give a path in a directory.")
+        raise NotADirectoryError(f"{caller}: '{target.parent}' is a file, not a directory. Give a path in a directory.")
     if not target.parent.is_dir():
-        raise FileNotFoundError(f"save: the directory '{target.parent}' does not exist. Create it first.")
+        raise FileNotFoundError(f"{caller}: the directory '{target.parent}' does not exist. Create it first.")
     tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
     # O_EXCL: never follow or reuse someone else's file; mode 0o666 lets the umask decide, as open() would
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     except OSError as exc:  # the temporary's name is ours, not the user's: name the file they asked for
-        raise type(exc)(exc.errno, f"save: cannot write '{target}' ({exc.strerror})") from None
+        raise type(exc)(exc.errno, f"{caller}: cannot write '{target}' ({exc.strerror})") from None
     try:
         with os.fdopen(fd, "wb") as f:
             np.savez_compressed(f, **arrays, **_NO_PICKLE)  # a file object: numpy appends no suffix
@@ -117,10 +117,10 @@ def write_atomically(target: Path, arrays: dict, overwrite: bool) -> None:
         try:
             os.link(tmp, target)  # atomic, and fails if the target appeared since the check in save
         except FileExistsError:
-            raise FileExistsError(exists_message(target)) from None
+            raise FileExistsError(exists_message(target, caller)) from None
         except OSError:  # no hard links on this file system: check, then rename
             if target.exists():
-                raise FileExistsError(exists_message(target)) from None
+                raise FileExistsError(exists_message(target, caller)) from None
             os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

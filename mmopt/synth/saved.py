@@ -55,13 +55,13 @@ NOTE = ("a simulation: the noise was drawn by numpy's generator seeded with 'see
 def write(s, path, overwrite: bool = False) -> Path:
     """Write the Synthetic ``s`` to ``path`` (``.npz`` appended when missing); the name written."""
     caller = "Synthetic.save"
-    target = pf.npz_name(path, caller)
+    target = pf.npz_name(path, caller, "model.npz")
     if not isinstance(overwrite, bool | np.bool_):
         raise TypeError(f"The 'overwrite' parameter of {caller} must be True or False. Got {type(overwrite).__name__}.")
     model, arrays = sm.encode_model(s.model, s.domain.shape)
     details, more = _encode_details(s.details, s.model)
     if target.exists() and not overwrite:  # after the model is known to be savable: say the first problem first
-        raise FileExistsError(pf.exists_message(target))
+        raise FileExistsError(pf.exists_message(target, caller))
     simulation = s.sampler == "numpy-seeded"
     meta = envelope.header(FORMAT, FORMAT_VERSION) | {
         "sampler": s.sampler, "simulation": simulation,
@@ -82,7 +82,7 @@ def write(s, path, overwrite: bool = False) -> Path:
     # read back in memory first (as load will parse it): a Synthetic edited by hand (a seed with OpenDP's sampler,
     # a budget that does not add up) is refused here rather than written to a file no load accepts
     _decode(json.loads(fmt.canonical(meta)), dict(arrays), refuse)
-    envelope.write(target, meta, arrays, overwrite)
+    envelope.write(target, meta, arrays, overwrite, caller)
     return target
 
 
