@@ -330,6 +330,10 @@ def test_labels_tell_queries_apart():
     assert ans.answer([(1.0, 3.0)], np.array([10.0, 20.0])).answers[0] == 70.0  # not integral pairs: weights
     with pytest.raises(ValueError, match="not a range item"):
         ans.answer([(0.0, 1.0)], np.arange(5.0))  # a pair of floats on 5 cells: neither a range nor a vector
+    with pytest.raises(ValueError, match=r"a range is a pair of ints, and these are floats. Pass \(2, 3\)"):
+        ans.answer([(np.float64(2.0), 3.0)], np.arange(5.0))  # bounds from a float column: says how to give them
+    with pytest.raises(ValueError, match="not a range item.*a slice or a vector"):
+        ans.answer([(0.5, 1.0)], np.arange(5.0))  # not integral: the generic message
 
 
 def test_error_by_term_groups_must_be_a_list_of_labels():

@@ -79,7 +79,9 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
     queries : list of range specs, ndarray (k, N) or scipy.sparse matrix
     estimate : MechanismOutput, StructuredOutput or array_like
         An output of :func:`mmopt.release` / :func:`mmopt.matrix_mechanism` (its x̂ and its noise), or x̂ itself
-        (flat, or shaped like the domain for range specs on several attributes).
+        (flat, or shaped like the domain for range specs on several attributes). A flat x̂ with a dense Strategy
+        is read as one attribute of N cells, so ``(2, 5)`` is the range of cells 2 … 5, not the cell (2, 5): from
+        an output whose ``estimate`` is flat, pass the output itself or ``out.estimate.reshape(out.shape)``.
     strategy : Strategy, ImplicitStrategy or None
         The strategy measured; None gives answers only, unchecked: a query off a rank-deficient A's row space (a
         cell it never measures) is then answered from x̂ = A⁺y, x projected on that row space, which is biased
@@ -261,6 +263,11 @@ def _item_row(item, n: int, caller: str) -> np.ndarray:
         try:
             r = v.check_vector(item, name="queries", caller=caller, length=n)
         except (TypeError, ValueError):
+            if _pair(item) and all(_integral(e) for e in item):  # (2.0, 5.0): bounds read from a float column;
+                # the generic message listed "a pair (a, b)", which it looks like (an auditor's probe)
+                a, b = (int(e) for e in item)
+                raise ValueError(f"The 'queries' parameter of {caller}: {item!r:.60} is not a range item: a range is a "
+                                 f"pair of ints, and these are floats. Pass ({a}, {b}) for cells {a} … {b}.") from None
             raise bad from None
     if not np.any(r):
         raise bad
