@@ -258,3 +258,29 @@ def test_maximal_sets_and_their_sources_match_the_pairwise_definition():
     assert rcounts.maximal(wide) == (tuple(range(20)), (25,))
     assert list(itertools.islice(rcounts.smallest_supersets(wide, rcounts.maximal(wide), (2,) * 30).values(), 1)) == [
         tuple(range(20))]
+
+
+@pytest.mark.filterwarnings("ignore:The inplace keyword")  # dask.dataframe under pandas 3.1
+def test_dask_says_a_near_miss_of_any_partition_once():
+    """A partition's near-miss warning is kept with its counts (a worker's stderr is not the caller's) and the
+    partitions' messages are joined: "f" in the second and third partition and " m" in the last are each said
+    once, with the pandas counts."""
+    dd = pytest.importorskip("dask.dataframe")
+    import warnings
+
+    import mmopt
+    from mmopt.records import counts as rcounts
+    Ds = Domain((Attribute("sex", categories=("F", "M")),))
+    df = pd.DataFrame({"sex": ["F", "M", "F", "M", "f", "M", "F", "M", "F", "f", "M", " m"]})
+    ddf = dd.from_pandas(df, npartitions=3, sort=False)
+    assert [p["sex"].tolist().count("f") for p in (ddf.partitions[i].compute() for i in range(3))] == [0, 1, 1]
+    for source in (ddf, ddf.astype({"sex": "category"})):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            assert marginal_counts(source, Ds, [(0,)])[(0,)].tolist() == [4, 5]
+        near = [str(x.message) for x in w if "case or surrounding spaces" in str(x.message)]
+        assert sorted(m.split("category ")[1][:3] for m in near) == ["'F'", "'M'"], near
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mmopt.DataWarning)  # kept, not said, where the partition runs
+        counts, kept = rcounts._kept_partition_counts(df.iloc[8:], Ds, [(0,)], 100)
+    assert counts[(0,)].tolist() == [1, 1] and [m.split("category ")[1][:3] for m in kept] == ["'F'", "'M'"]

@@ -584,3 +584,20 @@ def test_a_near_miss_is_said_once_per_count_not_per_batch():
         got = marginal_counts(pd.DataFrame({"sex": sex}), Ds, [(0,)], batch_size=4)[(0,)].tolist()
     assert got == [sex.count("F"), sex.count("M")] == [100, 50]
     assert sorted(str(x.message).split("category ")[1][:3] for x in w) == ["'F'", "'M'"]
+
+
+def test_a_near_miss_is_found_by_casefold_and_said_in_words_that_hold_no_value_or_count():
+    """str.casefold(), not lower(): "STRASSE" is a near miss of "Straße" ("ss" both, where lower() keeps "ß"). The
+    words depend on the column and the category alone: the same for one near miss and for many, of any spelling."""
+    from mmopt.records._text_values import warn_near_misses
+    a = Attribute("street", categories=("Straße", "F"))
+    said = []
+    for dropped in (["STRASSE"], [" strasse", "STRASSE ", "straße", "X"] * 50, ["STRAßE"]):
+        with pytest.warns(mmopt.DataWarning) as w:
+            warn_near_misses(dropped, a)
+        said.append([str(x.message) for x in w])
+    assert said[0] == said[1] == said[2] and len(said[0]) == 1 and "category 'Straße'" in said[0][0]
+    assert not any(t in said[0][0] for t in ("STRASSE", "strasse", "50", "200")), said[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mmopt.DataWarning)
+        warn_near_misses(["Strasse!", "FF", None, b"\xff"], a)  # no near miss: nothing said

@@ -240,7 +240,11 @@ def counts(rel, domain: Domain, top, *, caller: str) -> dict:
     # a text outside its categories is kept under the key eg.DROPPED: the query says whether one was
     dropped = " OR ".join(f"{n} = {eg.DROPPED}" for n, a in zip(names, domain.attributes, strict=True)
                           if a.kind == "text")
-    keep = f"({' AND '.join(f'{n} >= 0' for n in names)}) OR {unseen}" + (f" OR {dropped}" if dropped else "")
+    # one test per column (a text column's IN both codes): "OR c0 = -2 … OR c0 = -3" made the query 20–40 % slower on
+    # records with no dropped text (a helper's timing, 4·10⁶ rows)
+    either = " OR ".join(f"{n} IN ({eg.UNSEEN}, {eg.DROPPED})" if a.kind == "text" else f"{n} = {eg.UNSEEN}"
+                         for n, a in zip(names, domain.attributes, strict=True))
+    keep = f"({' AND '.join(f'{n} >= 0' for n in names)}) OR {either}"
     also = f" WHEN {dropped} THEN CAST({eg.DROPPED} AS BIGINT)" if dropped else ""
     keys = [f"CASE WHEN {unseen} THEN CAST(-1 AS BIGINT){also} ELSE {e} END" for e in keys]
     sql = (f"SELECT CASE {which} END AS g, COALESCE({', '.join(ks)}) AS k, n FROM "
@@ -255,10 +259,28 @@ def counts(rel, domain: Domain, top, *, caller: str) -> dict:
     for j, (U, members) in enumerate(plan):
         rows = g == j
         eg.add_groups(flat, U, members, key[rows], n[rows], shape)
-    if dropped and eg.dropped(key[g == 0], n[g == 0]):  # only now the dropped texts, for the near misses: one query
-        for a, e in zip(domain.attributes, exprs, strict=True):  # per string attribute, of its distinct texts
-            if a.kind == "text":
-                found = _run(rel, f"SELECT DISTINCT {_text_key(_quote(a.name))} AS v FROM {_VIEW} WHERE ({e}) = "
-                                  f"{eg.DROPPED}", caller, arrow=True)
-                warn_near_misses(found.column("v").to_pylist(), a)
+    if dropped and eg.dropped(key[g == 0], n[g == 0]):  # only now the dropped texts, for the near misses
+        _warn_near_misses(rel, domain, exprs)
     return flat
+
+
+def _warn_near_misses(rel, domain: Domain, exprs: list[str]) -> None:
+    """The near-miss DataWarnings (:func:`mmopt.records._text_values.warn_near_misses`) from one query per string
+    attribute, of its distinct dropped texts. It reads the relation once more, and a relation that can be read once
+    (``con.from_arrow(reader)``) failed there: one record outside the domain stopped a count that the same records
+    without it finished (a helper's probe). Its failure, after the counts, skips the warnings and nothing else."""
+    duckdb = _duckdb()
+    texts = []
+    for a, e in zip(domain.attributes, exprs, strict=True):
+        if a.kind == "text":
+            try:
+                got = rel.query(_VIEW, f"SELECT DISTINCT {_text_key(_quote(a.name))} AS v FROM {_VIEW} WHERE ({e}) = "
+                                       f"{eg.DROPPED}")
+                found = got.to_arrow_table() if hasattr(got, "to_arrow_table") else got.fetch_arrow_table()
+            except duckdb.InterruptException:
+                raise
+            except duckdb.Error:  # a diagnostic: whether the count finishes must not depend on it
+                return
+            texts.append((found.column("v").to_pylist(), a))
+    for found, a in texts:
+        warn_near_misses(found, a)

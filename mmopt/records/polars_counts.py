@@ -276,5 +276,9 @@ def _warn_near_misses(lf, domain: Domain, exprs: list, caller: str) -> None:
     for i in text:
         key = _col(schema, domain.attributes[i].name).cast(pl.String)  # the text each code compared
         queries.append(lf.filter(exprs[i] == eg.DROPPED).select(key.alias("v")).unique())
-    for i, frame in zip(text, _collect(queries, caller), strict=True):
+    try:  # a frame that can be read once (an IO source of a generator) failed here, for one record outside the
+        frames = _collect(queries, caller)  # domain (a helper's probe): the counts are done, only the warnings skipped
+    except Exception:  # a diagnostic: whether the count finishes must not depend on it
+        return
+    for i, frame in zip(text, frames, strict=True):
         warn_near_misses(frame["v"].to_list(), domain.attributes[i])
