@@ -184,3 +184,27 @@ def test_synth_save_model_writes_the_model_the_rows_came_from(files, capsys):
     assert model.read_bytes() == before and not (files / "model.txt").exists() and not (files / "other.csv").exists()
     assert main([*base, "--save-model", str(model), "--force", "--method", "aim"]) == 0
     assert load(model).method == "aim" and "model → " in capsys.readouterr().out
+
+
+def test_synth_says_in_options_why_an_existing_ledger_cannot_pay_for_a_run(files, capsys):
+    """The plan phase checks an existing ledger's room as a synth run is charged, and says so in options. Under PLD
+    a run is a worst-case (ε, δ) mechanism: (0.6, 1e-8) fits as one Gaussian release but not as a run, so checked
+    as a release the plan phase passed and mst's own refusal (in API words) came later. Under basic composition with
+    δ used up the remedy was '--delta 0', which synth refuses."""
+    import mmopt
+    base = ["synth", "--records", str(files / "people.parquet"), "--domain", str(files / "domain.json"),
+            "--method", "mst", "--epsilon", "0.6", "--delta", "1e-8", "--out", str(files / "s.csv")]
+    pld = files / "pld.json"
+    acc = mmopt.Accountant(mmopt.Privacy(1.0, 1e-6), "pld", path=pld)
+    acc.spend(mmopt.Privacy(0.5, 1e-8), "earlier")
+    assert acc.can_spend(mmopt.Privacy(0.6, 1e-8), release=True)  # as a release it would fit
+    assert main([*base, "--ledger", str(pld)]) == 2
+    err = capsys.readouterr().err
+    assert f"The --ledger file '{pld}' (total ε=1, δ=1e-06, pld composition) cannot pay" in err
+    assert "charged as a worst-case (ε, δ) mechanism" in err and "mst:" not in err
+    basic = files / "basic.json"
+    mmopt.Accountant(mmopt.Privacy(1.0, 1e-6), path=basic).spend(mmopt.Privacy(0.2, 1e-6), "all of δ")
+    assert main([*base, "--ledger", str(basic)]) == 2
+    err = capsys.readouterr().err
+    assert "its δ is used up, and a synth run needs δ > 0" in err and "--delta 0" not in err
+    assert not (files / "s.csv").exists() and len(mmopt.Accountant.load(pld).spends) == 1

@@ -296,6 +296,23 @@ def test_sql_with_hierarchies_spends_from_an_accountant(tmp_path):
     assert od.DRAWS == draws and len(acc.spends) == 2
 
 
+def test_sql_refuses_a_stray_label_before_the_hierarchy_plan_is_searched(monkeypatch):
+    """label= without an accountant is refused by mmopt.sql itself, before the hierarchy route's strategy search
+    (the plan's own check would say it only after that search)."""
+    import importlib
+    records = importlib.import_module("mmopt.hierarchy.records")
+
+    def unplanned(*args, **kwargs):
+        raise AssertionError("the strategy was searched for")
+
+    monkeypatch.setattr(records, "plan_grouping_sets", unplanned)
+    D = Domain((Attribute("county", categories=("a", "b", "c")), Attribute("sex", categories=("F", "M"))))
+    q = "SELECT state, county, COUNT(*) AS n FROM people GROUP BY ROLLUP(state, county)"
+    with pytest.raises(ValueError, match="'label' parameter of mmopt.sql names the run's entry"):
+        mmopt.sql(q, object(), D, mmopt.Privacy(1.0, 1e-6), hierarchies={"county": {"state": ["A", "A", "B"]}},
+                  label="by county")
+
+
 def test_a_bad_source_is_named_as_the_user_called_it(people, tmp_path):
     """Schema refusals came from the counting layer and named it — "The 'records' parameter of marginal_counts has
     no column 'sex'" — from mmopt.sql (whose parameter is 'source'), release_marginals and release_grouping_sets

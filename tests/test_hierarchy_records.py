@@ -400,3 +400,82 @@ def test_an_error_after_the_draw_leaves_the_entry_pending(monkeypatch, tmp_path)
     (entry,) = acc.spends
     assert (entry.label, entry.status, entry.epsilon, entry.delta) == ("geo", "pending", 1.0, 1e-6)
     assert mmopt.Accountant.load(path).spends == acc.spends
+
+
+def test_a_stray_label_is_refused_before_the_plan_is_searched(monkeypatch):
+    """release_grouping_sets refuses label= without an accountant before its strategy search (release_for would
+    refuse it too, but only once the plan was made)."""
+    import importlib
+    records = importlib.import_module("mmopt.hierarchy.records")
+
+    def unplanned(*args, **kwargs):
+        raise AssertionError("the strategy was searched for")
+
+    monkeypatch.setattr(records, "plan_grouping_sets", unplanned)
+    _, D = _data()
+    with pytest.raises(ValueError, match="'label' parameter of release_grouping_sets names the run's entry"):
+        release_grouping_sets(object(), D, SETS, mmopt.Privacy(1.0, 1e-6), leaf="county", levels=LEVELS, label="geo")
+
+
+def test_a_plan_refuses_a_stray_label_and_spends_what_remains():
+    """GroupingPlan.release is public: a label without an accountant is refused there too (before the read: object()
+    is no source), and privacy='remaining' is resolved there, not only by release_grouping_sets."""
+    from mmopt._base import opendp as od
+    df, D = _data()
+    plan = plan_grouping_sets(D, SETS, mmopt.Privacy(1.0, 1e-6), leaf="county", levels=LEVELS)
+    draws = od.DRAWS
+    with pytest.raises(ValueError, match="'label' parameter of GroupingPlan.release names the run's entry in an "
+                                         "accountant's ledger. Got label='geo' without 'accountant'"):
+        plan.release(object(), mmopt.Privacy(1.0, 1e-6), label="geo")
+    assert od.DRAWS == draws
+    acc = mmopt.Accountant(mmopt.Privacy(1.0, 1e-6), "zcdp")
+    acc.spend(mmopt.Privacy(0.2), "earlier")
+    left = acc.remaining
+    r = plan.release(df, "remaining", accountant=acc, label="the rest")
+    entry = acc.spends[-1]
+    assert (entry.label, entry.status) == ("the rest", "spent")
+    assert (entry.epsilon, entry.delta) == r.release.verified_loss
+    assert entry.delta == left.delta and entry.epsilon == pytest.approx(left.epsilon, rel=1e-6)
+    assert entry.epsilon <= left.epsilon and od.DRAWS == draws + 1
+
+
+def test_what_needs_no_data_is_refused_before_the_records_are_read(tmp_path):
+    """A δ = 0 budget (e.g. 'remaining' once a basic ledger's δ is spent) and a noise_scale OpenDP cannot verify need
+    no data: they were refused after the records had been counted and a pending entry written. Now before: the
+    records here are no source (reading them would raise another error), nothing is drawn or written."""
+    from mmopt._base import opendp as od
+    _, D = _data()
+    P = mmopt.Privacy(1.0, 1e-6)
+    plan = plan_grouping_sets(D, SETS, P, leaf="county", levels=LEVELS)
+    path = tmp_path / "ledger.json"
+    acc = mmopt.Accountant(mmopt.Privacy(2.0, 1e-5), path=path)
+    on_disk, draws = path.read_bytes(), od.DRAWS
+    cases = [(mmopt.Privacy(1.0), {}, "'privacy' parameter of GroupingPlan.release must be a Privacy with delta > 0"),
+             (P, {"noise_scale": -1.0}, "'noise_scale' parameter of GroupingPlan.release must be"),
+             (P, {"noise_scale": 1e-3}, "GroupingPlan.release: OpenDP's privacy map does not verify")]
+    for privacy, kwargs, message in cases:
+        with pytest.raises(ValueError, match=message):
+            plan.release(object(), privacy, accountant=acc, **kwargs)
+    with pytest.raises(ValueError, match="release_grouping_sets: OpenDP's privacy map does not verify"):
+        release_grouping_sets(object(), D, SETS, P, leaf="county", levels=LEVELS, noise_scale=1e-3, accountant=acc)
+    assert od.DRAWS == draws and acc.spends == () and path.read_bytes() == on_disk
+
+
+def test_the_pending_entry_is_on_the_file_when_the_records_are_read(tmp_path, monkeypatch):
+    """The entry is written (checked under the file's lock) before the read, not after it: a session spending
+    meanwhile sees it, and a check that fails at the write never follows a read. Probed at the read itself."""
+    from mmopt.records import counts
+    df, D = _data()
+    path = tmp_path / "ledger.json"
+    acc = mmopt.Accountant(mmopt.Privacy(2.0, 1e-5), path=path)
+    seen = []
+    read = counts.marginal_counts
+
+    def probe(*args, **kwargs):
+        seen.append([(s.label, s.status) for s in mmopt.Accountant.load(path).spends])
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(counts, "marginal_counts", probe)
+    release_grouping_sets(df, D, SETS, mmopt.Privacy(1.0, 1e-6), leaf="county", levels=LEVELS, accountant=acc,
+                          label="geo")
+    assert seen == [[("geo", "pending")]] and [(s.label, s.status) for s in acc.spends] == [("geo", "spent")]

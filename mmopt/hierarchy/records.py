@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mmopt._base import validation as v
 from mmopt._base.kept import keeping_draws
 from mmopt.hierarchy import components as hc
 from mmopt.hierarchy._columns import read_attributes
@@ -130,10 +131,19 @@ class GroupingPlan:
         (:func:`mmopt.records.release.release`): checked and pending before the records are read (a refusal reads
         and draws nothing; a failure before the draw removes the entry), settled to OpenDP's verified loss once
         the release is made; an error after the draw (in the least squares) leaves it pending, counted in full."""
+        from mmopt._base.opendp import calibrate
         from mmopt.hierarchy.release import orbit_release, release
         from mmopt.records.release import budget_of, refuse_label
         refuse_label(label, accountant, caller)
         privacy = budget_of(privacy, accountant, caller)  # "remaining": all the accountant has left
+        # what needs no data is refused before the read: a δ = 0 budget and a noise_scale OpenDP cannot verify were
+        # refused after the records had been counted (and, with an accountant, after a pending entry was written)
+        refuse_non_gaussian(privacy, caller)
+        if noise_scale is not None:
+            noise_scale = v.check_real(noise_scale, name="noise_scale", caller=caller, low=0.0, low_open=True)
+            if self.measurements is not None:  # OpenDP's map at that σ, from the strategy alone; nothing drawn
+                calibrate(self.measurements.size, self.measurements.sensitivity, privacy, noise_scale=noise_scale,
+                          caller=caller)
         what = (f"hierarchy release of {len(self.workload.sets)} grouping set(s), gaussian noise on a "
                 f"{type(self.strategy).__name__}")
         with keeping_draws(caller):  # a Ctrl-C after the draw leaves the noisy values on the exception
@@ -148,6 +158,14 @@ class GroupingPlan:
             return self.grouped(out)
 
 
+def refuse_non_gaussian(privacy, caller: str) -> None:
+    """ValueError unless ``privacy`` is a Privacy with δ > 0: the family adds Gaussian noise (said before any read)."""
+    from mmopt.privacy import Privacy
+    if not isinstance(privacy, Privacy) or privacy.noise != "gaussian":
+        raise ValueError(f"The 'privacy' parameter of {caller} must be a Privacy with delta > 0 (Gaussian noise at "
+                         f"the strategy's exact L2 sensitivity: the hierarchy family's). Got {privacy!r}.")
+
+
 def plan_grouping_sets(domain, sets, privacy, *, leaf: str, levels: dict, strategy=None,
                        caller: str = "plan_grouping_sets", levels_name: str = "levels") -> GroupingPlan:
     """The :class:`GroupingPlan` of ``GROUP BY GROUPING SETS (sets)`` (parameters: :func:`release_grouping_sets`;
@@ -158,11 +176,8 @@ def plan_grouping_sets(domain, sets, privacy, *, leaf: str, levels: dict, strate
     """
     from mmopt.hierarchy.release import is_orbit, measurements, refuse_unmeasured
     from mmopt.optimize import optimize
-    from mmopt.privacy import Privacy
     from mmopt.records.domain import Domain, check_domain
-    if not isinstance(privacy, Privacy) or privacy.noise != "gaussian":
-        raise ValueError(f"The 'privacy' parameter of {caller} must be a Privacy with delta > 0 (Gaussian noise at "
-                         f"the strategy's exact L2 sensitivity: the hierarchy family's). Got {privacy!r}.")
+    refuse_non_gaussian(privacy, caller)
     check_domain(domain, caller=caller)
     if leaf not in domain.names:
         raise ValueError(f"The 'leaf' parameter of {caller} must be an attribute of the domain. Got {leaf!r}; the "
