@@ -23,7 +23,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as hs
 
 import mmopt
@@ -186,6 +186,7 @@ def test_implicit_sensitivity_outside_float64_raises(case, side, path):
 @settings(max_examples=20, deadline=None)
 @given(e1=exponents, e2=exponents, ew=exponents,
        path=hs.sampled_from(["product", "dense", "loewner_bound", "coupled", "eigenbasis"]))
+@example(e1=-17, e2=-30, ew=-30, path="eigenbasis")  # D ≈ 10⁻¹⁵⁴: Σ g/D² overflowed, and it left the exact route
 def test_implicit_evaluate_is_scale_invariant(e1, e2, ew, path):
     c1, c2, w = 10.0**e1, 10.0**e2, 10.0**ew
     true_log10 = math.log10(2.0) + e1 + e2 + ew  # Δ ≈ 2·c1·c2·w (Δ₂ of H6 ⊗ I5 is 2)
