@@ -31,45 +31,46 @@ def pending_release(acc, privacy: Privacy, label: str | None, what: str, *, call
     # checked before anything is written: a ledger with a non-string 'what' no longer loads
     v.check_str(what, name="what", caller=caller)
     ledger = acc.ledger  # with a file, read once (under its lock) for the check; the commit reads it again
-    charge = ledger.charge(privacy, None, caller, release=True)
+    charge = charge_of(ledger, privacy, caller)
     with _pending(acc, ledger, charge, privacy, acc._label(label, "release", caller), what, caller,
                   lambda pending, out: entries.verified(pending, privacy, out, acc.composition)) as outcome:
         yield outcome
 
 
-def run_charge(ledger, privacy: Privacy, caller: str):
-    """What a composed run (MST, AIM: Gaussian measurements and exponential-mechanism choices, ρ-zCDP at ρ =
-    max_rho(ε, δ)) costs as one spend of ``privacy``: its (ε, δ) (basic), that ρ (zCDP, the release's charge), or the
-    worst (ε, δ)-DP mechanism (PLD: the run is not one Gaussian, whose loss distribution would undercount its
-    exponential-mechanism choices)."""
-    return ledger.charge(privacy, None, caller, release=ledger.composition != "pld")
+def charge_of(ledger, privacy: Privacy, caller: str, *, run: bool = False):
+    """What ``privacy`` costs the ledger as one release (:func:`pending_release`), or with ``run`` as one composed
+    run (MST, AIM: Gaussian measurements and exponential-mechanism choices, ρ-zCDP at ρ = max_rho(ε, δ),
+    :func:`pending_run`): its (ε, δ) (basic), that ρ (zCDP, the release's charge), or under PLD the worst (ε, δ)-DP
+    mechanism (the run is not one Gaussian, whose loss distribution would undercount its exponential-mechanism
+    choices)."""
+    return ledger.charge(privacy, None, caller, release=not run or ledger.composition != "pld")
 
 
 def refuse_unless_fits(acc, privacy: Privacy, caller: str, *, run: bool = False) -> None:
     """The refusal of :func:`pending_release` (``run``: of :func:`pending_run`), said early, before a strategy
     search or a read; nothing is written (the pending entry checks again, against the file under its lock)."""
     ledger = acc.ledger
-    charge = run_charge(ledger, privacy, caller) if run else ledger.charge(privacy, None, caller, release=True)
-    ledger.refuse_unless_fits(charge, caller)
+    ledger.refuse_unless_fits(charge_of(ledger, privacy, caller, run=run), caller)
 
 
-def run_fits(acc, privacy: Privacy, caller: str) -> bool:
-    """Whether :func:`pending_run` would accept ``privacy`` now (the command line's plan phase asks first)."""
+def fits(acc, privacy: Privacy, caller: str, *, run: bool = False) -> bool:
+    """Whether :func:`pending_release` (``run``: :func:`pending_run`) would accept ``privacy`` now (the command
+    line's plan phase asks first)."""
     ledger = acc.ledger
-    return ledger.fits(run_charge(ledger, privacy, caller))
+    return ledger.fits(charge_of(ledger, privacy, caller, run=run))
 
 
 @contextlib.contextmanager
 def pending_run(acc, privacy: Privacy, label: str | None, what: str, *, caller: str) -> Iterator[list]:
     """:func:`pending_release` for a run that draws many times (MST, AIM), charged as one spend of ``privacy``
-    (:func:`run_charge`): checked (refused before anything runs), pending before the block, so that an error or a
+    (:func:`charge_of`): checked (refused before anything runs), pending before the block, so that an error or a
     Ctrl-C once a draw has started (:data:`mmopt._base.opendp.DRAWS`) leaves it counted in full. If the block
     appends the run's result (``epsilon``, ``delta`` and ``rho``: what it spent, within ``privacy``), the entry
     becomes those figures; the label defaults to "``caller`` k"."""
     v.check_str(caller, name="caller", caller="pending_run")
     v.check_str(what, name="what", caller=caller)
     ledger = acc.ledger
-    charge = run_charge(ledger, privacy, caller)
+    charge = charge_of(ledger, privacy, caller, run=True)
 
     def spent(pending: Spend, out) -> Spend:
         rho = float(out.rho)

@@ -1,6 +1,6 @@
 """``--ledger``, ``--ledger-total`` and ``--composition`` of the release commands and ``mmopt synth``: the
 :class:`mmopt.Accountant` a release (or a synth run, ``run=True``: one spend of its (ε, δ), charged as
-:func:`mmopt.accounting._pending.run_charge` says) spends from, created only when it fits in it and removed again
+:func:`mmopt.accounting._pending.charge_of` says) spends from, created only when it fits in it and removed again
 when the command fails before spending (:func:`ledger_scope`)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 
 import mmopt
 from mmopt._base.rounding import down_float
-from mmopt.accounting._pending import run_fits
+from mmopt.accounting._pending import fits
 from mmopt.accounting._persist import remove_unspent
 from mmopt.cli import output as out
 from mmopt.cli._numbers import number
@@ -85,7 +85,7 @@ def open_ledger(args, privacy=None, *, create: bool = True, run: bool = False):
 
 def _fits(acc, privacy, run: bool) -> bool:
     """Whether ``acc`` can pay for ``privacy``: as one release, or (``run``) as a synth run."""
-    return run_fits(acc, privacy, "mmopt synth") if run else acc.can_spend(privacy, release=True)
+    return fits(acc, privacy, "mmopt synth" if run else "mmopt release", run=run)
 
 
 @contextlib.contextmanager

@@ -198,7 +198,7 @@ def budget_of(privacy, accountant, caller: str, *, run: bool = False):
     privacy='remaining', which it then refused as "must be a Privacy ... Got str" (a newcomer's audit).
 
     With an ``accountant`` a budget it cannot pay is refused here, as the pending entry would refuse it (``run``:
-    a synth run's charge, :func:`mmopt.accounting._pending.run_charge`), before a strategy search or a read: the
+    a synth run's charge, :func:`mmopt.accounting._pending.charge_of`), before a strategy search or a read: the
     hierarchy route refused only after its plan's search."""
     _check_accountant(accountant, caller)
     if accountant is not None:

@@ -7,7 +7,7 @@ nothing), written to its ledger as pending before the first draw, and replaced b
 ``epsilon``, ``delta`` and ``rho``) once it returns. An error or a Ctrl-C after the first draw (the curator counts
 its draws, :data:`mmopt._base.opendp.DRAWS`) leaves the entry pending, counted in full: an overcount, never an
 undercount. Under PLD composition the run is charged as the worst (ε, δ)-DP mechanism, not as one Gaussian release
-(:func:`mmopt.accounting._pending.run_charge`).
+(:func:`mmopt.accounting._pending.charge_of`).
 """
 
 from __future__ import annotations
