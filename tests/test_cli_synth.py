@@ -1,6 +1,8 @@
 """``mmopt synth``: rows labelled by the domain, the privacy report, and refusals before any noise."""
 
 import json
+import os
+import signal
 
 import pandas as pd
 import pytest
@@ -208,3 +210,127 @@ def test_synth_says_in_options_why_an_existing_ledger_cannot_pay_for_a_run(files
     err = capsys.readouterr().err
     assert "its δ is used up, and a synth run needs δ > 0" in err and "--delta 0" not in err
     assert not (files / "s.csv").exists() and len(mmopt.Accountant.load(pld).spends) == 1
+
+
+def _interrupting(monkeypatch, module, name, signum, *, after: bool = False):
+    """Replace ``module.name`` by a wrapper that sends ``signum`` to this process (before the call, or ``after`` it);
+    the list it returns records the signals sent."""
+    real, sent = getattr(module, name), []
+
+    def wrapper(*args, **kwargs):
+        if not after:
+            sent.append(signum)  # first: an unheld signal raises at once
+            os.kill(os.getpid(), signum)
+        result = real(*args, **kwargs)
+        if after and not sent:
+            sent.append(signum)
+            os.kill(os.getpid(), signum)
+        return result
+
+    monkeypatch.setattr(module, name, wrapper)
+    return sent
+
+
+@pytest.fixture()
+def interactive():
+    """The handlers of an interactive run (a shell started in the background ignores SIGINT; SIGTERM's default would
+    end pytest itself if a signal were not held): each raises KeyboardInterrupt, as Ctrl-C does."""
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for s, handler in previous.items():
+        signal.signal(s, handler)
+
+
+def _ledger_run(files, *extra):
+    return ["synth", "--records", str(files / "people.parquet"), "--domain", str(files / "domain.json"),
+            "--method", "mst", "--epsilon", "0.5", "--delta", "1e-8", "--rows", "20", "--ledger",
+            str(files / "budget.json"), "--ledger-total", "1,1e-6", "--out", str(files / "s.csv"), *extra]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_the_rows_are_written_waits_for_them_and_says_the_budget_was_spent(files, capsys, monkeypatch,
+                                                                                         interactive, signum):
+    """Ctrl-C (or SIGTERM) after the run spent the budget, as the rows were written: it ended 'mmopt: error:
+    interrupted' (exit 130) with no rows and no word that the budget was spent. Now the rows and the model are
+    written, then the command exits 130 saying the budget was spent and which ledger records it."""
+    from mmopt.cli import synth as cmd
+    from mmopt.synth import load
+    sent = _interrupting(monkeypatch, cmd, "_write", signum)
+    code = main(_ledger_run(files, "--save-model", str(files / "model.npz")))
+    err = capsys.readouterr().err
+    assert code == 130 and sent == [signum]
+    assert len(pd.read_csv(files / "s.csv")) == 20 and load(files / "model.npz").method == "mst"
+    assert f"{signal.Signals(signum).name} received after the noise was drawn" in err
+    ledger = files / "budget.json"
+    assert f"the privacy budget WAS spent and is recorded in the ledger '{ledger}'" in err
+    (entry,) = json.loads(ledger.read_text())["spends"]
+    assert entry["status"] == "spent" and [p.name for p in files.glob(".mmopt-*")] == []  # no temporary file left
+
+
+def test_ctrl_c_during_the_run_after_its_first_draw_lets_it_finish(files, capsys, monkeypatch, interactive):
+    """Ctrl-C between MST's draws: the run was abandoned with its ledger entry pending (the budget counted in full)
+    and nothing to show for it; now it finishes, its entry settled, and its rows are written."""
+    from mmopt._base import opendp as od
+    sent = _interrupting(monkeypatch, od, "note_draw", signal.SIGINT, after=True)
+    code = main(_ledger_run(files))
+    err = capsys.readouterr().err
+    assert code == 130 and sent == [signal.SIGINT] and len(pd.read_csv(files / "s.csv")) == 20
+    assert "WAS spent" in err and "remain after this release" in err
+    (entry,) = json.loads((files / "budget.json").read_text())["spends"]
+    assert entry["status"] == "spent" and entry["epsilon"] <= 0.5
+
+
+def test_a_second_ctrl_c_after_the_draw_stops_at_once_and_keeps_the_budget_counted(files, capsys, monkeypatch,
+                                                                                    interactive):
+    """Held, a first Ctrl-C left a long AIM run no way out but SIGKILL: a second one stops the command at once,
+    writing nothing, with the run's ledger entry left pending (counted in full) and the spend said."""
+    from mmopt._base import opendp as od
+    real, sent = od.note_draw, []
+
+    def twice(*args, **kwargs):
+        result = real(*args, **kwargs)
+        if len(sent) < 2:  # after the first draw, then after the second
+            sent.append(signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+        return result
+
+    monkeypatch.setattr(od, "note_draw", twice)
+    code = main(_ledger_run(files))
+    err = capsys.readouterr().err
+    assert code == 130 and sent == [signal.SIGINT] * 2 and not (files / "s.csv").exists()
+    assert "a second one stops it at once" in err and "a second SIGINT: stopping now" in err and "WAS spent" in err
+    (entry,) = json.loads((files / "budget.json").read_text())["spends"]
+    assert entry["status"] == "pending" and entry["epsilon"] == 0.5  # the whole request, until settled by hand
+
+
+def test_ctrl_c_before_the_first_draw_stops_synth_at_once(files, capsys, monkeypatch, interactive):
+    """Before any noise nothing is spent: Ctrl-C stops the command at once, and the ledger it was creating is
+    removed (held, it would have run and spent)."""
+    import mmopt.synth as synth_module
+    from mmopt._base import opendp as od
+    sent = _interrupting(monkeypatch, synth_module, "mst", signal.SIGINT)
+    draws = od.DRAWS
+    code = main(_ledger_run(files))
+    err = capsys.readouterr().err
+    assert code == 130 and sent == [signal.SIGINT] and od.DRAWS == draws
+    assert "mmopt: error: interrupted" in err and "WAS spent" not in err
+    assert not (files / "s.csv").exists() and not (files / "budget.json").exists()
+
+
+def test_a_seeded_simulation_stops_at_once_and_leaves_no_partial_file(files, capsys, monkeypatch, interactive):
+    """A seeded run spends nothing, so it is not held (and not said to have spent a budget); a Ctrl-C in the middle
+    of the write leaves no partial file under the --out name (written to a temporary file, then renamed)."""
+    def half_then_ctrl_c(self, path, *args, **kwargs):
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write("a,b\nx,")  # a partial row, then the interrupt
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", half_then_ctrl_c)
+    code = main(["synth", "--records", str(files / "people.parquet"), "--domain", str(files / "domain.json"),
+                 "--method", "mst", "--epsilon", "1", "--rows", "20", "--seed", "0", "--out", str(files / "s.csv")])
+    err = capsys.readouterr().err
+    assert code == 130 and "mmopt: error: interrupted" in err and "spent" not in err
+    assert not (files / "s.csv").exists() and [p.name for p in files.glob(".mmopt-*")] == []

@@ -296,6 +296,27 @@ def test_sql_with_hierarchies_spends_from_an_accountant(tmp_path):
     assert od.DRAWS == draws and len(acc.spends) == 2
 
 
+def test_sql_with_hierarchies_says_when_remaining_has_no_delta_left():
+    """A basic ledger whose δ is spent: 'remaining' with 'hierarchies' was refused as "must have delta > 0 … Give a
+    delta, e.g. Privacy(0.5, 1e-6)", a δ the ledger cannot pay; now it says δ is spent, before the source is read.
+    The same query without 'hierarchies' is a Laplace release and takes the rest."""
+    from mmopt._base import opendp as od
+    D = Domain((Attribute("county", categories=("a", "b", "c")), Attribute("sex", categories=("F", "M"))))
+    df = pd.DataFrame({"county": ["a", "b", "c"] * 10, "sex": ["F", "M", "M"] * 10})
+    acc = mmopt.Accountant(mmopt.Privacy(1.0, 1e-6))
+    acc.spend(mmopt.Privacy(0.5, 1e-6), "all of δ")
+    draws = od.DRAWS
+    with pytest.raises(ValueError) as info:
+        mmopt.sql("SELECT state, county, COUNT(*) AS n FROM people GROUP BY ROLLUP(state, county)", object(), D,
+                  "remaining", hierarchies={"county": {"state": ["A", "A", "B"]}}, accountant=acc)
+    message = str(info.value)
+    assert message.startswith("mmopt.sql: privacy='remaining' asks for the rest of the budget, but its δ is spent")
+    assert "ε=0.5, δ=0 is left" in message and "Give a delta" not in message
+    assert od.DRAWS == draws and len(acc.spends) == 1
+    mmopt.sql("SELECT county, COUNT(*) AS n FROM people GROUP BY county", df, D, "remaining", accountant=acc)
+    assert acc.spends[-1].noise == "laplace" and acc.remaining.epsilon == 0
+
+
 def test_sql_refuses_a_stray_label_before_the_hierarchy_plan_is_searched(monkeypatch):
     """label= without an accountant is refused by mmopt.sql itself, before the hierarchy route's strategy search
     (the plan's own check would say it only after that search)."""

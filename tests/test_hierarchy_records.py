@@ -378,6 +378,37 @@ def test_remaining_spends_what_the_accountant_has_left(composition):
         release_grouping_sets(df, D, SETS, "remaining", leaf="county", levels=LEVELS)
 
 
+def test_remaining_with_no_delta_left_says_so_before_anything_is_read(monkeypatch):
+    """The Gaussian route on a basic ledger whose δ is spent: 'remaining' resolved to Privacy(0.6, 0) and was refused
+    as "must be a Privacy with delta > 0 … Got Privacy(epsilon=0.6, delta=0.0)" (no word of the ledger's δ); now
+    the refusal says what is left, that δ is spent, and the remedy, before the plan's search or any read."""
+    from mmopt._base import opendp as od
+    from mmopt.hierarchy import records as hr
+    df, D = _data()
+    acc = mmopt.Accountant(mmopt.Privacy(1.0, 1e-6))
+    acc.spend(mmopt.Privacy(0.4, 1e-6), "all of δ")
+    plan = plan_grouping_sets(D, SETS, mmopt.Privacy(0.1, 1e-7), leaf="county", levels=LEVELS)
+    draws = od.DRAWS
+
+    def unreached(*args, **kwargs):
+        raise AssertionError("planned or read past the budget's check")
+
+    monkeypatch.setattr(hr, "plan_grouping_sets", unreached)
+    for caller, run in [("release_grouping_sets", lambda: release_grouping_sets(
+                            object(), D, SETS, "remaining", leaf="county", levels=LEVELS, accountant=acc)),
+                        ("GroupingPlan.release", lambda: plan.release(object(), "remaining", accountant=acc))]:
+        with pytest.raises(ValueError) as info:
+            run()
+        message = str(info.value)
+        assert message.startswith(f"{caller}: privacy='remaining' asks for the rest of the budget, but its δ is spent")
+        assert "ε=0.6, δ=0 is left of ε=1, δ=1e-06 (basic composition, after 1 spend)" in message
+        assert "Gaussian noise, which needs δ > 0" in message and "(Laplace) release" in message
+    assert od.DRAWS == draws and len(acc.spends) == 1
+    # the Laplace remedy the message names does take the rest: the oracle is the ledger, all of ε spent
+    acc.release(mmopt.workload.identity(4), mmopt.strategy.identity(4), [3.0, 1.0, 0.0, 2.0], "remaining")
+    assert acc.spends[-1].noise == "laplace" and acc.remaining.epsilon == 0
+
+
 def test_an_error_after_the_draw_leaves_the_entry_pending(monkeypatch, tmp_path):
     """The least squares runs after the draw: if it raises, the budget is spent, so the entry stays pending at the
     requested budget (in the file too), and the exception carries the noisy measurements."""

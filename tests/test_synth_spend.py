@@ -122,6 +122,30 @@ def test_remaining_is_refused_under_pld_and_without_an_accountant(df):
 
 
 @pytest.mark.parametrize("method", ["mst", "aim"])
+def test_remaining_with_no_delta_left_says_so_before_the_records_are_read(df, method, monkeypatch, tmp_path):
+    """A basic ledger whose δ is spent, with ε left: 'remaining' resolved to Privacy(0.5, 0), refused later as "must
+    have delta > 0 … Got Privacy(epsilon=0.5, delta=0.0)", with no word that the ledger's δ was used up."""
+    path = tmp_path / "budget.json"
+    acc = mmopt.Accountant(mmopt.Privacy(1.0, 1e-6), path=path)
+    acc.spend(mmopt.Privacy(0.5, 1e-6), "all of δ")
+    on_disk = path.read_bytes()
+
+    def unread(*args, **kwargs):
+        raise AssertionError("the records were read")
+
+    monkeypatch.setattr(cu.rc, "marginal_counts", unread)
+    draws = _opendp.DRAWS
+    with pytest.raises(ValueError) as info:
+        _run(method, object(), "remaining", acc)  # not even a frame: refused before the records are looked at
+    message = str(info.value)
+    assert message.startswith(f"{method}: privacy='remaining'") and "its δ is spent" in message
+    assert "ε=0.5, δ=0 is left of ε=1, δ=1e-06 (basic composition, after 1 spend)" in message
+    assert "Laplace" in message and "a ledger with δ left" in message and "must have delta > 0" not in message
+    assert _opendp.DRAWS == draws and acc.spends[-1].label == "all of δ" and path.read_bytes() == on_disk
+    assert len(mmopt.Accountant.load(path).spends) == 1
+
+
+@pytest.mark.parametrize("method", ["mst", "aim"])
 @pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
 def test_an_error_after_the_first_draw_leaves_the_run_charged(df, method, error, monkeypatch, tmp_path):
     """The first measurement is drawn, then the run fails (MST: the compression; AIM: its first choice); the ledger

@@ -20,7 +20,7 @@ from mmopt._base import opendp as _opendp
 from mmopt._base import validation as v
 from mmopt._base.rounding import up
 from mmopt.accounting import _spends as entries
-from mmopt.accounting._ledger import Spend
+from mmopt.accounting._ledger import Spend, fmt
 from mmopt.privacy import Privacy
 
 
@@ -118,10 +118,25 @@ def settle(acc, pending: Spend, outcome: Spend | None, caller: str, consequence:
                       stacklevel=4)
 
 
-def requested(acc, privacy, caller: str) -> Privacy:
-    """The budget a release asks for: a :class:`Privacy`, or ``"remaining"`` (:meth:`Ledger.rest`), said outright."""
+def requested(acc, privacy, caller: str, *, gaussian: bool = False) -> Privacy:
+    """The budget a release asks for: a :class:`Privacy`, or ``"remaining"`` (:meth:`Ledger.rest`), said outright.
+
+    ``gaussian``: the caller adds Gaussian noise only (δ > 0), so a rest with no δ left is refused here, saying so
+    (it was refused later as "must have delta > 0 … Got Privacy(0.5, 0)", with no word that the ledger's δ was spent).
+    """
     if isinstance(privacy, str) and privacy == "remaining":
-        return acc.ledger.rest(caller)
+        rest = acc.ledger.rest(caller)
+        if gaussian and rest.delta == 0:  # only a basic ledger: zCDP and PLD leave the total's δ
+            n = len(acc.spends)
+            raise ValueError(f"{caller}: privacy='remaining' asks for the rest of the budget, but its δ is spent: "
+                             f"{acc.remaining} is left of ε={fmt(acc.total.epsilon)}, δ={fmt(acc.total.delta)} "
+                             f"({acc.composition} composition, after {n} {'spend' if n == 1 else 'spends'}), and "
+                             f"{caller} adds Gaussian noise, which needs δ > 0. Spend the ε left on a pure ε-DP "
+                             "(Laplace) release, e.g. Accountant.release or mmopt.records.release_marginals with "
+                             "privacy='remaining'; a Gaussian method needs a ledger with δ left (a new ledger only "
+                             "for other data: these records' budget is the one recorded here). Nothing was read or "
+                             "drawn.")
+        return rest
     if isinstance(privacy, str):  # "remainder", "rest": said "Got str" with no word of the spelling
         raise ValueError(f"The 'privacy' parameter of {caller} must be a Privacy, or the string \"remaining\" to "
                          f"spend what is left. Got {privacy!r:.40} instead.")

@@ -162,6 +162,7 @@ def signals_held(what: str = "the release") -> Iterator[list]:
     """Once the noise draw has started (:data:`mmopt._base.opendp.DRAWS`) and until the block ends, SIGINT and SIGTERM
     are held, not obeyed: the answers are written (or their fallback file) and the report printed before the
     command stops; the list it yields collects the signals held, so the caller can exit 130 and say that the
+    budget was spent. A second signal after the draw stops the command at once (KeyboardInterrupt), saying the
     budget was spent. Before the draw a signal stops the command at once, as anywhere else. Ctrl-C after the draw
     used to lose the release with no word (issue 30). Outside the main thread it holds nothing."""
     if threading.current_thread() is not threading.main_thread():
@@ -174,9 +175,15 @@ def signals_held(what: str = "the release") -> Iterator[list]:
     def hold(signum, frame):
         if _opendp.DRAWS == before:  # no noise drawn yet: stop now, nothing is spent
             raise KeyboardInterrupt
+        name = signal.Signals(signum).name
+        if got:  # a second signal: the person means it (a synth run held a first Ctrl-C for minutes, with no way out)
+            print(f"mmopt: a second {name}: stopping now, before {what} is written; the privacy budget WAS spent "
+                  "(a ledger keeps it counted) — do not run this release again.", file=sys.stderr, flush=True)
+            raise KeyboardInterrupt
         got.append(signum)
-        print(f"mmopt: {signal.Signals(signum).name} received after the noise was drawn: {what} is written first "
-              "(the privacy budget is already spent), then the command stops.", file=sys.stderr, flush=True)
+        print(f"mmopt: {name} received after the noise was drawn: {what} is written first (the privacy budget is "
+              "already spent), then the command stops; a second one stops it at once, writing nothing more.",
+              file=sys.stderr, flush=True)
 
     old = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -187,16 +194,17 @@ def signals_held(what: str = "the release") -> Iterator[list]:
 
 
 def interrupted_after_draw(got: list, code: int, accountant=None) -> int:
-    """The exit code once delivery finished: 130 (and the message) if a signal was held, else ``code``; with a
-    ledger, what remains in it is said on stderr."""
+    """The exit code once delivery finished: 130 (and the message, naming the ledger file that records the spend) if
+    a signal was held, else ``code``; with a ledger, what remains in it is said on stderr."""
     if accountant is not None:
         left = accountant.remaining
         print(f"mmopt: ledger '{accountant.path}': ε={down(left.epsilon)}, δ={down(left.delta)} remain after this "
               "release.", file=sys.stderr, flush=True)  # rounded down: the nearest was refused when spent
     if not got:
         return code
+    where = "" if accountant is None else f" and is recorded in the ledger '{accountant.path}'"
     print("mmopt: interrupted after the noise was drawn: what was released is where the report above says; the "
-          "privacy budget WAS spent — do not run this release again.", file=sys.stderr, flush=True)
+          f"privacy budget WAS spent{where} — do not run this release again.", file=sys.stderr, flush=True)
     return 130
 
 

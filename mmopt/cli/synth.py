@@ -9,10 +9,14 @@ fitted model (:meth:`mmopt.synth.Synthetic.save`; checked like --out before anyt
 are drawn). The report gives ε, δ, ρ and what was measured. ``--ledger FILE`` spends the run from a privacy ledger
 as ``mmopt release --ledger`` does (:mod:`mmopt.cli.ledger`): its room is checked in the first phase, the run is one
 spend of (ε, δ) (pending from before its first draw, :mod:`mmopt.synth.spend`), and what remains is said on stderr.
+From the first draw on, Ctrl-C (SIGINT) and SIGTERM wait for the run to finish and its files to be written, then the
+command exits 130 saying that the budget was spent (:func:`mmopt.cli.output.signals_held`); before it, or in a seeded
+simulation, they stop it at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import sys
@@ -91,12 +95,18 @@ def synth(args) -> int:
     from mmopt.synth import aim, mst
 
     domain, workload, privacy, ext = _check(args)
-    with ledger_scope(args, privacy, run=True) as acc:  # a ledger this command created and never spent is removed
+    # from the first draw on, Ctrl-C and SIGTERM wait for the run, the model and the rows, as a release waits for its
+    # answers: a KeyboardInterrupt while the rows were written said only "interrupted", though the budget was spent.
+    # A seeded run is a simulation that spends nothing: it stops at once (its files are atomic, never partial).
+    held = (out.signals_held("the synthetic data, once the run has finished,") if args.seed is None
+            else contextlib.nullcontext([]))
+    with ledger_scope(args, privacy, run=True) as acc, held as got:  # a new ledger never spent from is removed
         if args.method == "mst":
             s = mst(args.records, domain, privacy, seed=args.seed, workload=workload, accountant=acc)
         else:
             s = aim(args.records, domain, workload, privacy, seed=args.seed, accountant=acc)
-    return out.interrupted_after_draw([], _deliver(args, s, domain, ext), acc)  # (no signal held: [])
+        code = _deliver(args, s, domain, ext)
+    return out.interrupted_after_draw(got, code, acc)
 
 
 def _deliver(args, s, domain, ext: str) -> int:

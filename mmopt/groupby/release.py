@@ -228,7 +228,8 @@ def sql(query: str, source, domain: Domain, privacy: Privacy, *, seed=None, alph
     tree = _hierarchy(hierarchies, domain) if isinstance(domain, Domain) else None
     q = parse_checked(query, domain, () if tree is None else tuple(tree[1]))
     refuse_label(label, accountant, _CALLER)  # before the plan's search (the hierarchy route) or the read
-    privacy = budget_of(privacy, accountant, _CALLER)  # "remaining" with an accountant: all it has left
+    # "remaining" with an accountant: all it has left (with δ, for the hierarchy route's Gaussian noise)
+    privacy = budget_of(privacy, accountant, _CALLER, gaussian=tree is not None)
     if not isinstance(privacy, Privacy):
         raise TypeError(f"The 'privacy' parameter of {_CALLER} must be a Privacy, e.g. Privacy(epsilon=1.0). "
                         f"Got {type(privacy).__name__} instead.")

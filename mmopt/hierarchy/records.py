@@ -135,7 +135,7 @@ class GroupingPlan:
         from mmopt.hierarchy.release import orbit_release, release
         from mmopt.records.release import budget_of, refuse_label
         refuse_label(label, accountant, caller)
-        privacy = budget_of(privacy, accountant, caller)  # "remaining": all the accountant has left
+        privacy = budget_of(privacy, accountant, caller, gaussian=True)  # "remaining": all the accountant has left
         # what needs no data is refused before the read: a δ = 0 budget and a noise_scale OpenDP cannot verify were
         # refused after the records had been counted (and, with an accountant, after a pending entry was written)
         refuse_non_gaussian(privacy, caller)
@@ -275,7 +275,7 @@ def release_grouping_sets(records, domain, sets, privacy, *, leaf: str, levels: 
     from mmopt.records.release import budget_of, refuse_label
     caller = "release_grouping_sets"
     refuse_label(label, accountant, caller)  # before the plan's search, as every check on the budget
-    privacy = budget_of(privacy, accountant, caller)  # "remaining" as a Privacy: the plan is made for it
+    privacy = budget_of(privacy, accountant, caller, gaussian=True)  # "remaining" as a Privacy: planned for it
     plan = plan_grouping_sets(domain, sets, privacy, leaf=leaf, levels=levels, strategy=strategy, caller=caller)
     return plan.release_for(records, privacy, noise_scale=noise_scale, accountant=accountant, label=label,
                             caller=caller)

@@ -192,18 +192,19 @@ def refuse_label(label, accountant, caller: str) -> None:
                          f"label={label!r:.40} without 'accountant'; pass accountant=... too, or drop 'label'.")
 
 
-def budget_of(privacy, accountant, caller: str, *, run: bool = False):
+def budget_of(privacy, accountant, caller: str, *, run: bool = False, gaussian: bool = False):
     """``privacy``, or with an ``accountant`` the string "remaining" as the Privacy of all it has left (the rule of
     :meth:`mmopt.Accountant.release`). The accountant's refusals told a records release to pass
     privacy='remaining', which it then refused as "must be a Privacy ... Got str" (a newcomer's audit).
 
     With an ``accountant`` a budget it cannot pay is refused here, as the pending entry would refuse it (``run``:
     a synth run's charge, :func:`mmopt.accounting._pending.charge_of`), before a strategy search or a read: the
-    hierarchy route refused only after its plan's search."""
+    hierarchy route refused only after its plan's search. ``gaussian``: the caller adds Gaussian noise only, so
+    "remaining" with no δ left is refused in those words (:func:`mmopt.accounting._pending.requested`)."""
     _check_accountant(accountant, caller)
     if accountant is not None:
         from mmopt.accounting._pending import refuse_unless_fits, requested  # lazy, as above
-        privacy = requested(accountant, privacy, caller)
+        privacy = requested(accountant, privacy, caller, gaussian=gaussian)
         refuse_unless_fits(accountant, privacy, caller, run=run)  # nothing written: the pending entry checks again
         return privacy
     if isinstance(privacy, str) and privacy == "remaining":

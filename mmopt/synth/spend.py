@@ -39,7 +39,7 @@ def requested(privacy, seed, accountant, label, caller: str):
                          f"where what remains is the ε of one more Gaussian release at the total's δ; {caller} is "
                          "charged as a worst-case (ε, δ) mechanism (it is not one Gaussian), whose δ must be below "
                          f"what is left. Give a Privacy(epsilon, delta) with delta below {accountant.total.delta!r}.")
-    return budget_of(privacy, accountant, caller, run=True), seed
+    return budget_of(privacy, accountant, caller, run=True, gaussian=True), seed  # a run is ρ-zCDP: δ > 0
 
 
 @contextlib.contextmanager
