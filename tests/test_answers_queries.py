@@ -93,6 +93,96 @@ def test_a_bare_estimate_takes_the_calibrated_noise_and_one_attribute_takes_bare
         ans.answer(np.eye(1, 16), np.ones((4, 4)), st.kron(st.identity(4), np.ones((1, 4))), EPS)
 
 
+@pytest.mark.parametrize("dense", [st.hierarchical(32), mmopt.Strategy(st.kron(st.hierarchical(4),
+                                                                             st.hierarchical(8)).dense())],
+                         ids=["H32", "kron-as-dense"])
+def test_shape_reads_a_flat_estimate_under_a_dense_strategy_on_the_domain_it_names(dense):
+    """A flat x̂ and a dense strategy read (2, 5) as the cells 2 … 5 (one attribute of 32), where the cell (2, 5)
+    of a 4 × 8 table was meant, with nothing in the API to say the shape: shape=(4, 8) now does. Oracle: the dense
+    q x̂ and √(s²·q (AᵀA)⁺ qᵀ) with q the Kronecker product of the per-attribute rows."""
+    x = np.random.default_rng(3).integers(0, 20, (4, 8)).astype(float)
+    out = mmopt.matrix_mechanism(wl.prefix(32), dense, x.ravel(), EPS, rng=2)
+    assert out.shape is None and np.ndim(out.estimate) == 1  # nothing gives the domain's shape
+    xhat = out.estimate
+    specs = [(2, 5), ((1, 3), None), (slice(0, 4, 2), (2, 6)), (3, np.linspace(0, 1, 8))]
+    res = ans.answer(specs, xhat, dense, EPS, shape=(4, 8), calibration="analytic")  # b = Δ/ε, as simulated
+    rows = np.array([np.kron(r1, r2) for r1, r2 in [
+        (np.eye(4)[2], np.eye(8)[5]), (np.r_[0, 1, 1, 1.0], np.ones(8)),
+        (np.r_[1, 0, 1, 0.0], np.r_[0, 0, 1, 1, 1, 1, 1, 0.0]), (np.eye(4)[3], np.linspace(0, 1, 8))]])
+    np.testing.assert_allclose(res.answers, rows @ xhat, rtol=1e-12)
+    assert res.answers[0] == xhat[21]  # row 2, column 5 in C order
+    np.testing.assert_allclose(res.standard_error, _brute_se(rows, dense.matrix, 2 * out.noise_scale**2), rtol=1e-8)
+    assert res.labels[:2] == (("2", "5"), ("[1, 3]", "*"))
+    # the output itself (its own noise) and the shaped x̂ agree; without shape the 1-D reading is kept
+    for other in (ans.answer(specs, out, dense, shape=[4, 8]),
+                  ans.answer(specs, xhat.reshape(4, 8), dense, EPS, shape=(4, 8), calibration="analytic")):
+        np.testing.assert_allclose(other.answers, res.answers, rtol=1e-12)
+        np.testing.assert_allclose(other.standard_error, res.standard_error, rtol=1e-12)
+    one = ans.answer([(2, 5)], xhat, dense, EPS, calibration="analytic")
+    assert one.labels == (("[2, 5]",),) and one.answers[0] == pytest.approx(xhat[2:6].sum(), rel=1e-12)
+    assert one.standard_error[0] != pytest.approx(res.standard_error[0], rel=1e-3)  # another query
+
+
+def test_shape_agrees_with_the_product_strategy_route():
+    """The same x̂ and queries under kron(H4, H8) as an implicit strategy (per-factor terms, shape from the
+    strategy) and as its dense matrix with shape=(4, 8): the same answers and standard errors."""
+    Ak = st.kron(st.hierarchical(4), st.hierarchical(8))
+    xhat = np.random.default_rng(4).normal(10, 3, 32)
+    specs = [(0, (2, 7)), (None, 4), ((1, 2), slice(None, None, 3))]
+    implicit = ans.answer(specs, xhat, Ak, EPS, calibration="analytic")
+    dense = ans.answer(specs, xhat, mmopt.Strategy(Ak.dense()), EPS, shape=(4, 8), calibration="analytic")
+    np.testing.assert_allclose(dense.answers, implicit.answers, rtol=1e-12)
+    np.testing.assert_allclose(dense.standard_error, implicit.standard_error, rtol=1e-9)
+    assert dense.labels == implicit.labels
+
+
+def test_shape_is_refused_unless_it_is_the_domain():
+    H = st.hierarchical(32)
+    xhat = np.arange(32.0)
+    cases = [((4, 4), ValueError, r"'shape' parameter of answer must hold as many cells as the estimate \(32\). "
+                                   r"Got \(4, 4\) \(16 cells\)"),
+             ((4.0, 8), TypeError, "'shape' parameter of answer must be an integer. Got 4.0"),
+             ((-4, -8), ValueError, "'shape' parameter of answer must be an integer >= 1. Got -4"),
+             ((), ValueError, "'shape' parameter of answer must name at least one attribute"),
+             ("48", TypeError, "'shape' parameter of answer must be a sequence of ints"),
+             ((True, 32), TypeError, "'shape' parameter of answer must be an integer")]
+    for shape, kind, message in cases:
+        with pytest.raises(kind, match=message):
+            ans.answer([(2, 5)], xhat, H, EPS, shape=shape)
+    with pytest.raises(ValueError, match=r"'shape' parameter of answer is \(4, 8\), but the estimate is shaped "
+                                         r"\(8, 4\)"):
+        ans.answer([(2, 5)], xhat.reshape(8, 4), H, EPS, shape=(4, 8))
+    with pytest.raises(ValueError, match=r"is \(8, 4\), but the strategy gives the domain \(4, 8\)"):
+        ans.answer([(2, 5)], xhat, st.kron(st.hierarchical(4), st.hierarchical(8)), EPS, shape=(8, 4))
+    out = mmopt.matrix_mechanism(wl.kron(wl.prefix(4), wl.prefix(8)), H, xhat, EPS, rng=0)
+    assert out.shape == (4, 8)
+    with pytest.raises(ValueError, match=r"is \(2, 16\), but the output gives the domain \(4, 8\)"):
+        ans.answer([(2, 5)], out, H, shape=(2, 16))
+    assert ans.answer([(2, 5)], out, H, shape=(4, 8)).answers[0] == out.estimate[21]  # the output's own: taken
+    assert ans.answer([(2, 5)], xhat, shape=32).labels == (("[2, 5]",),)  # one attribute, said
+    with pytest.raises(ValueError, match="'strategy' parameter of answer acts on 8 cells; the estimate has 32"):
+        ans.answer([(2, 5)], xhat, st.hierarchical(8), EPS)  # named evaluate, after answering
+
+
+def test_a_flat_domain_names_shape_where_several_attributes_were_meant():
+    """On a flat x̂ read as one attribute, a spec of three items, a tuple of per-attribute items and several
+    attribute names failed without saying the domain's shape can be given; the 1-D range (2, 5) still answers."""
+    H, xhat = st.hierarchical(32), np.arange(32.0)
+    remedy = r"reads as one attribute of 32 cells; .*answer\(\.\.\., shape=\(n1, \.\.\., nd\)\)"
+    for spec in [(2, 5, 1), ((0, 1), None), (2, "*")]:
+        with pytest.raises(ValueError, match=r"is not a range item on an attribute of 32 cells.*" + remedy):
+            ans.answer([spec], xhat, H, EPS)
+    with pytest.raises(ValueError, match=r"'attributes' parameter of answer must name the 1 attribute .*" + remedy):
+        ans.answer([(2, 5)], xhat, H, EPS, attributes=("row", "column"))
+    assert ans.answer([(1, 5, 1)], xhat, H, EPS, shape=(2, 8, 2)).answers[0] == xhat[16 + 5 * 2 + 1]  # the remedy
+    assert ans.answer([(2, 5)], xhat).answers[0] == xhat[2:6].sum()
+    # a domain given by the strategy or a shaped x̂: the count of items is the message, no shape= remedy
+    with pytest.raises(ValueError, match=r"one item per attribute \(2\) in every range spec. Got \(2, 5, 1\)\.$"):
+        ans.answer([(2, 5, 1)], xhat, st.kron(st.hierarchical(4), st.hierarchical(8)), EPS)
+    with pytest.raises(ValueError, match=r"must name the 2 attributes once each, .*Got \('a',\)\.$"):
+        ans.answer([(2, 5)], xhat.reshape(4, 8), attributes=("a",))
+
+
 @pytest.mark.parametrize("privacy", [mmopt.Privacy(1.0, 1e-6), mmopt.Privacy(0.05, 1e-9), mmopt.Privacy(0.5)],
                          ids=["gaussian", "gaussian-small-eps", "laplace"])
 @pytest.mark.parametrize("strategy", [st.hierarchical(16), None], ids=["integer", "optimised"])
@@ -260,33 +350,6 @@ def test_error_by_term_pools_census_tables_and_bounds_each_terms_queries():
         assert r.exact and r.min == pytest.approx(mine.min(), rel=1e-12) and r.max == pytest.approx(mine.max(),
                                                                                                     rel=1e-12)
         assert r.rmse == pytest.approx(math.sqrt(r.mean))
-
-
-def test_a_pair_that_is_also_a_vector_on_two_cells_is_refused_as_ambiguous():
-    """[0, 1] on a 2-cell attribute was read as the range (both cells, 12) though it is also the 0/1 vector
-    'cell 1' (7): refused now with both spellings; a slice or an array says which."""
-    x = np.array([5.0, 7.0])
-    for item in ([0, 1], (1, 1)):
-        with pytest.raises(ValueError, match=r"ambiguous on an attribute of 2 cells.*slice.*np\.array"):
-            ans.answer([item], x)
-    assert ans.answer([slice(0, 2)], x).answers.tolist() == [12.0]
-    assert ans.answer([np.array([0, 1])], x).answers.tolist() == [7.0]
-    assert ans.answer([[0, 0]], x).answers.tolist() == [5.0]  # not a vector (no cell): the range [0, 0]
-    assert ans.answer([[0, 1]], np.arange(3.0)).answers.tolist() == [1.0]  # 3 cells: only a range
-
-
-def test_a_bare_pair_of_cells_on_one_attribute_is_refused_naming_both_readings():
-    """answer((0, 7), x) answered the cells 0 and 7 (the tuple is the list of queries) where the range 0 … 7 was
-    meant as often: refused, with the two spellings; a list of two cells and one range in a list still answer."""
-    x = np.arange(16.0)
-    with pytest.raises(ValueError, match=r"reads as two .*Pass \[\(0, 7\)\] for the one range.*\[0, 7\] for the two"):
-        ans.answer((0, 7), x)
-    assert ans.answer([(0, 7)], x).answers.tolist() == [28.0]
-    assert ans.answer(((0, 7),), x).answers.tolist() == [28.0]
-    assert ans.answer([0, 7], x).answers.tolist() == [0.0, 7.0]
-    assert ans.answer((3,), x).answers.tolist() == [3.0]
-    # on two attributes a tuple of specs is not ambiguous: two cells (0, 1) and (2, 3)
-    assert ans.answer(((0, 1), (2, 3)), x.reshape(4, 4)).answers.tolist() == [1.0, 11.0]
 
 
 def test_an_output_of_several_draws_is_refused_not_read_as_a_domain():

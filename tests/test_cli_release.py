@@ -330,7 +330,21 @@ def test_ranges_2d_128_releases_its_estimate_alone_and_refuses_what_cannot_be_wr
     report = json.loads(capsys.readouterr().out)
     assert report["contents"] == "estimate" and report["estimate_file"] == "xhat.npy"
     assert report["answers_file"] is None and report["workload"]["n_queries"] == 68_161_536
-    assert np.load("xhat.npy").shape == (16384,)
+    assert np.load("xhat.npy").shape == (16384,) and report["workload"]["domain_shape"] == [128, 128]
+
+
+def test_the_report_gives_the_domain_shape_a_flat_estimate_is_answered_with(folder, capsys):
+    """x̂ is written flat; the report now says the domain's shape, so answer(..., shape=) reads a range spec per
+    attribute (a dense strategy on a flat x̂ read (2, 3) as the cells 2 … 3 of one attribute, nothing saying more)."""
+    assert main(["release", "kron(prefix:4,prefix:4)", "--data", "x.npy", "--epsilon", "1", "--estimate",
+                 "xhat.npy", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    xhat = np.load("xhat.npy")
+    assert report["workload"]["domain_shape"] == [4, 4] and xhat.shape == (16,)
+    got = ans.answer([(2, 3), ((0, 1), None)], xhat, shape=report["workload"]["domain_shape"])
+    np.testing.assert_allclose(got.answers, [xhat[11], xhat[:8].sum()], rtol=1e-12)
+    assert main(["release", "prefix:16", "--data", "x.npy", "--epsilon", "1", "--estimate", "x1.npy", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["workload"]["domain_shape"] == [16]
 
 
 def test_a_table_without_pyarrow_is_refused_before_the_noise(folder, capsys, monkeypatch):

@@ -5,7 +5,9 @@ Notation: see README. A query is a row q (q x̂ is its answer). It is given eith
 * as a **range spec** on a product domain of d attributes: a tuple with one item per attribute — an int c
   (the cell c), a pair (a, b) (cells a … b, inclusive), None or "*" (every cell), a ``slice``, or a
   vector of length nᵢ (a weighted predicate on that attribute) — so q = ⊗ᵢ rᵢ; on one attribute the item
-  alone will do (``(3, 9)`` is cells 3 … 9); or
+  alone will do (``(3, 9)`` is cells 3 … 9). The domain's attributes are the strategy's (implicit or orbit),
+  the output's, a shaped x̂'s or ``shape=``'s; a flat x̂ with none of these is one attribute of N cells (specs
+  parsed in :mod:`mmopt.answers._specs`); or
 * as **rows of a matrix**: a numpy array (k×N) or a scipy.sparse matrix, one query per row, cells in C order
   (a list is always read as range specs).
 
@@ -30,8 +32,8 @@ import scipy.sparse as sp
 from mmopt._base import validation as v
 from mmopt.answers import _stream_errors as stream
 from mmopt.answers._query_errors import standard_errors as _standard_errors
+from mmopt.answers._specs import contract, flat_remedy, range_rows
 from mmopt.answers.grouping import is_grouping_release
-from mmopt.answers.labels import _row, _set
 from mmopt.answers.variance import (
     as_checked_strategy,
     check_output_privacy,
@@ -70,7 +72,7 @@ class QueryAnswers:
         return pd.DataFrame(cols)
 
 
-def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, attributes=None,
+def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, shape=None, attributes=None,
            calibration: str = "release") -> QueryAnswers:
     """Answer your own queries from x̂ (module docstring), with standard errors when ``strategy`` is given.
 
@@ -80,14 +82,18 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
     estimate : MechanismOutput, StructuredOutput or array_like
         An output of :func:`mmopt.release` / :func:`mmopt.matrix_mechanism` (its x̂ and its noise), or x̂ itself
         (flat, or shaped like the domain for range specs on several attributes). A flat x̂ with a dense Strategy
-        is read as one attribute of N cells, so ``(2, 5)`` is the range of cells 2 … 5, not the cell (2, 5): from
-        an output whose ``estimate`` is flat, pass the output itself or ``out.estimate.reshape(out.shape)``.
+        (or none) is read as one attribute of N cells unless ``shape`` is given, so ``(2, 5)`` is the range of
+        cells 2 … 5, not the cell (2, 5): pass ``shape``, or the output itself (it knows its domain).
     strategy : Strategy, ImplicitStrategy or None
         The strategy measured; None gives answers only, unchecked: a query off a rank-deficient A's row space (a
         cell it never measures) is then answered from x̂ = A⁺y, x projected on that row space, which is biased
         (0 for an unmeasured cell). Pass it to have every query checked and its standard error computed.
     privacy : Privacy or None
         Needed with a bare x̂ and a strategy: the noise is then the one ``calibration`` names.
+    shape : sequence of int or None
+        The domain's attribute sizes (n₁, …, n_d), product N, for a flat x̂ whose shape nothing else gives (a dense
+        Strategy, or a bare x̂): x̂ is read in C order and each range spec has one item per attribute. Refused if
+        it contradicts the shape of the strategy (implicit or orbit), of the output, or of a shaped x̂.
     attributes : sequence of str or None
         Names of the attributes, for :meth:`QueryAnswers.to_frame` (default "a0", "a1", …).
     calibration : {"release", "analytic"}, default "release"
@@ -107,9 +113,24 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
     >>> res = answer([(2, 5), 7, None], out, H)
     >>> res.labels, [round(float(s), 4) for s in res.standard_error]    # b = 4, s² = 32
     ((('[2, 5]',), ('7',), ('*',)), [5.0596, 4.4164, 4.1312])
+
+    A flat x̂ of a 4 × 8 table under a dense strategy: ``shape`` makes ``(2, 5)`` the cell in row 2, column 5
+    (flat cell 21), not the cells 2 … 5.
+
+    >>> A = mmopt.strategy.hierarchical(32)
+    >>> xhat = mmopt.matrix_mechanism(mmopt.workload.prefix(32), A, range(32), mmopt.Privacy(1.0), rng=0).estimate
+    >>> cell = answer([(2, 5), (1, None)], xhat, A, mmopt.Privacy(1.0), shape=(4, 8), calibration="analytic")
+    >>> cell.labels, bool(cell.answers[0] == xhat[21]), bool(cell.answers[1] == xhat[8:16].sum())
+    ((('2', '5'), ('1', '*')), True, True)
+    >>> answer([(2, 5)], xhat).labels          # no shape: one attribute, the range of cells 2 … 5
+    (('[2, 5]',),)
     """
     caller = "answer"
     calibration = v.check_choice(calibration, name="calibration", caller=caller, choices=("release", "analytic"))
+    if isinstance(shape, str | bytes):  # check_shape read "48" as the sizes '4' and '8'
+        raise TypeError(f"The 'shape' parameter of {caller} must be a sequence of ints (the attribute sizes, e.g. "
+                        f"(4, 8)). Got {shape!r:.40}.")
+    given = None if shape is None else v.check_shape(shape, caller=caller)
     # a residual-layer strategy (optimize's max-variance marginals, a records release's WeightedMarginals) as the
     # implicit strategy it stands for, as answers_table takes it (float() of it raised a bare TypeError here)
     strategy = as_checked_strategy(as_implicit(strategy))
@@ -143,10 +164,22 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
                          "entries: a failed reconstruction, or an estimate that was never computed.")
     if x.ndim == 2 and x.shape[0] == 1 and isinstance(strategy, Strategy):
         x = x[0]
-    shape = tuple(strategy.shape) if isinstance(strategy, ImplicitStrategy | OrbitStrategy) else domain or x.shape
+    known = tuple(strategy.shape) if isinstance(strategy, ImplicitStrategy | OrbitStrategy) else domain
+    if given is not None:
+        source = "the strategy" if isinstance(strategy, ImplicitStrategy | OrbitStrategy) else "the output"
+        _check_shape(given, x, known, source, caller)
+    # a flat x̂ with nothing else to say the domain's shape: one attribute of N cells (the range spec (2, 5) is then
+    # cells 2 … 5, not the cell (2, 5) of a 4 × 8 table; shape= says otherwise)
+    flat = given is None and known is None and x.ndim == 1
+    shape = given or known or x.shape
     N = math.prod(shape)
     if x.size != N:
         raise ValueError(f"The 'estimate' parameter of {caller} has {x.size} entries; the strategy's domain has {N}.")
+    cells = getattr(strategy, "domain_size", None)
+    if isinstance(cells, int | np.integer) and cells != N:  # a dense strategy on other cells: refused by evaluate,
+        # naming evaluate, after the answers were computed (answers alone were never checked)
+        raise ValueError(f"The 'strategy' parameter of {caller} acts on {int(cells):,} cells; the estimate has {N:,}. "
+                         "Pass the strategy x̂ was released with.")
     if x.ndim > 1 and x.shape != shape:  # reshaped, another layout's cells would answer (a helper's probe: (0, *)
         # read 3 where the user's (2, 3) array holds 11), as x and zeros are refused elsewhere
         raise ValueError(f"The 'estimate' parameter of {caller} has shape {x.shape}; the strategy's domain is {shape}. "
@@ -162,13 +195,9 @@ def answer(queries, estimate, strategy=None, privacy: Privacy | None = None, *, 
                              f"Got {Q.shape[1]}.")
         values, rows, labels = Q @ x.ravel(), None, tuple((f"row {i}",) for i in range(Q.shape[0]))
     else:
-        _refuse_bare_range(queries, len(shape), caller)
-        specs = [_items(s, len(shape), caller) for s in _spec_list(queries, caller)]
-        rows = [tuple(_item_row(item, n, caller) for item, n in zip(spec, shape, strict=True)) for spec in specs]
-        values = np.array([_contract(x, r) for r in rows])
-        labels = tuple(tuple(_describe(item, r, i) for item, r in zip(spec, rs, strict=True))
-                       for i, (spec, rs) in enumerate(zip(specs, rows, strict=True)))
-    names = _attribute_names(attributes, 1 if matrix else len(shape), matrix, caller)
+        rows, labels = range_rows(queries, shape, caller, flat=flat)
+        values = np.array([contract(x, r) for r in rows])
+    names = _attribute_names(attributes, 1 if matrix else len(shape), matrix, caller, N if flat else None)
     se = None
     if strategy is not None:
         sd = noise if noise is not None else _calibrated(strategy, privacy, calibration, caller)
@@ -194,8 +223,22 @@ def _one_draw(output, caller: str) -> tuple | None:
     return domain
 
 
-def _attribute_names(attributes, d: int, matrix: bool, caller: str) -> tuple[str, ...]:
-    """One distinct name per attribute (a single "query" column for rows of a matrix), none of the frame's own."""
+def _check_shape(given: tuple[int, ...], x: np.ndarray, known: tuple | None, source: str, caller: str) -> None:
+    """``shape=`` holds x̂'s cells and agrees with the domain the strategy or output gives and with a shaped x̂."""
+    if math.prod(given) != x.size:
+        raise ValueError(f"The 'shape' parameter of {caller} must hold as many cells as the estimate ({x.size:,}). "
+                         f"Got {given} ({math.prod(given):,} cells).")
+    if known is not None and tuple(known) != given:
+        raise ValueError(f"The 'shape' parameter of {caller} is {given}, but {source} gives the domain "
+                         f"{tuple(known)}. Leave shape=None: the domain is known.")
+    if x.ndim > 1 and x.shape != given:  # reshaped, another layout's cells would answer
+        raise ValueError(f"The 'shape' parameter of {caller} is {given}, but the estimate is shaped {x.shape}. Pass "
+                         "x̂ flat with shape=, or shaped like the domain without it.")
+
+
+def _attribute_names(attributes, d: int, matrix: bool, caller: str, flat_n: int | None = None) -> tuple[str, ...]:
+    """One distinct name per attribute (a single "query" column for rows of a matrix), none of the frame's own;
+    ``flat_n``: the domain was read from a flat x̂ of that many cells (several names then point to ``shape=``)."""
     if attributes is None:
         return ("query",) if matrix else tuple(f"a{i}" for i in range(d))
     if isinstance(attributes, str) or not isinstance(attributes, tuple | list) or not all(
@@ -203,106 +246,11 @@ def _attribute_names(attributes, d: int, matrix: bool, caller: str) -> tuple[str
         raise TypeError(f"The 'attributes' parameter of {caller} must be a tuple of str. Got {attributes!r:.80}.")
     names = tuple(attributes)
     if len(names) != d or len(set(names)) != d or {"answer", "standard_error"} & set(names):
-        raise ValueError(f"The 'attributes' parameter of {caller} must name the {d} "
-                         f"{'label column' if matrix else 'attributes'} once each, other than 'answer' and "
-                         f"'standard_error'. Got {names!r:.80}.")
+        what = "label column" if matrix else "attribute" if d == 1 else "attributes"
+        hint = flat_remedy(flat_n, caller) if flat_n is not None and len(names) > 1 else ""
+        raise ValueError(f"The 'attributes' parameter of {caller} must name the {d} {what} once each, other than "
+                         f"'answer' and 'standard_error'. Got {names!r:.80}.{hint}")
     return names
-
-
-# -- specs --------------------------------------------------------------------------------------------------
-def _spec_list(queries, caller: str) -> list:
-    if not isinstance(queries, list | tuple) or not len(queries):
-        raise TypeError(f"The 'queries' parameter of {caller} must be a non-empty list of range specs, a numpy array "
-                        f"(k, N) or a scipy.sparse matrix. Got {type(queries).__name__}.")
-    return list(queries)
-
-
-def _refuse_bare_range(queries, d: int, caller: str) -> None:
-    """A bare pair of ints on one attribute: answer((0, 7), out) answered the cells 0 and 7 (two queries: the tuple
-    is the list of specs), where the range 0 … 7 was meant as often; which one is not ours to guess."""
-    if d == 1 and isinstance(queries, tuple) and len(queries) == 2 and \
-            all(isinstance(e, int | np.integer) and not isinstance(e, bool) for e in queries):
-        a, b = (int(e) for e in queries)
-        raise ValueError(f"The 'queries' parameter of {caller} is a list of queries; {queries!r} reads as two (the "
-                         f"cells {a} and {b}) and is refused as ambiguous. Pass [({a}, {b})] for the one range "
-                         f"{a} … {b}, or [{a}, {b}] for the two cells.")
-
-
-def _items(spec, d: int, caller: str) -> tuple:
-    if d == 1 and not (isinstance(spec, tuple | list) and len(spec) == 1):
-        return (spec,)
-    if not isinstance(spec, tuple | list) or len(spec) != d:
-        raise ValueError(f"The 'queries' parameter of {caller} must give one item per attribute ({d}) in every range "
-                         f"spec. Got {spec!r:.80}.")
-    return tuple(spec)
-
-
-def _item_row(item, n: int, caller: str) -> np.ndarray:
-    r = np.zeros(n)
-    bad = ValueError(f"The 'queries' parameter of {caller}: {item!r:.60} is not a range item on an attribute of {n} "
-                     "cells (an int c, a pair (a, b) with 0 <= a <= b < n, None/'*', a slice or a vector of length n).")
-    if item is None or (isinstance(item, str) and item == "*"):
-        r[:] = 1.0
-    elif isinstance(item, slice):
-        r[np.arange(n)[item]] = 1.0
-    elif isinstance(item, int | np.integer) and not isinstance(item, bool):
-        if not 0 <= item < n:
-            raise bad
-        r[int(item)] = 1.0
-    elif n == 2 and _pair(item) and all(_integral(e) for e in item) and tuple(map(int, item)) in ((0, 1), (1, 1)):
-        a, b = int(item[0]), int(item[1])  # also a 0/1 vector of length 2 (float pairs too), answering another query
-        raise ValueError(f"The 'queries' parameter of {caller}: {item!r} is ambiguous on an attribute of 2 "
-                         f"cells, the range [{a}, {b}] or the 0/1 vector {list(item)}. Give the range as a "
-                         f"slice (slice({a}, {b + 1})) or the vector as a numpy array (np.array({list(item)})).")
-    elif _range(item):
-        a, b = int(item[0]), int(item[1])
-        if not 0 <= a <= b < n:
-            raise bad
-        r[a:b + 1] = 1.0
-    else:  # a vector, float pairs (1.0, 3.0) included: a range is a pair of ints
-        try:
-            r = v.check_vector(item, name="queries", caller=caller, length=n)
-        except (TypeError, ValueError):
-            if _pair(item) and all(_integral(e) for e in item):  # (2.0, 5.0): bounds read from a float column;
-                # the generic message listed "a pair (a, b)", which it looks like (an auditor's probe)
-                a, b = (int(e) for e in item)
-                raise ValueError(f"The 'queries' parameter of {caller}: {item!r:.60} is not a range item: a range is a "
-                                 f"pair of ints, and these are floats. Pass ({a}, {b}) for cells {a} … {b}.") from None
-            raise bad from None
-    if not np.any(r):
-        raise bad
-    return r
-
-
-def _pair(item) -> bool:
-    return isinstance(item, tuple | list) and len(item) == 2
-
-
-def _range(item) -> bool:
-    """A range item (a, b): a pair of ints."""
-    return _pair(item) and all(isinstance(e, int | np.integer) for e in item)
-
-
-def _integral(e) -> bool:
-    """An int, or a real number with an integral value (a float pair on 2 cells is as ambiguous as an int pair)."""
-    if isinstance(e, bool | np.bool_):
-        return False
-    return isinstance(e, int | np.integer) or (isinstance(e, float | np.floating) and float(e).is_integer())
-
-
-def _describe(item, r: np.ndarray, index: int) -> str:
-    if _range(item):
-        return f"[{int(item[0])}, {int(item[1])}]"
-    if isinstance(item, slice):
-        return _set(np.flatnonzero(r), r.size)
-    return _row(r, index) if not isinstance(item, int | np.integer) else str(int(item))
-
-
-def _contract(x: np.ndarray, rows) -> float:
-    y = x
-    for r in rows:
-        y = np.tensordot(r, y, axes=(0, 0))
-    return float(y)
 
 
 # -- standard errors ----------------------------------------------------------------------------------------

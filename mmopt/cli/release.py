@@ -45,7 +45,7 @@ from mmopt.cli.spec import build_workload
 from mmopt.cli.strategies import build_strategy, saved_file
 from mmopt.mechanism import answers_available
 from mmopt.structured.mechanism import MAX_ANSWERS
-from mmopt.workload import ImplicitWorkload
+from mmopt.workload import ImplicitWorkload, structure_of
 
 __all__ = ["MAX_TABLE_ROWS", "deliver", "plan", "release"]
 
@@ -252,6 +252,8 @@ def deliver(args, p: Plan, res) -> int:
     written, failed, contents, n_answers = {}, [], None, 0
     estimate = None if res.estimate is None else np.ravel(res.estimate)
     measurements = np.ravel(res.measurements)
+    twin = structure_of(p.workload)  # the attribute sizes: x̂ is written flat, and answer(..., shape=) reads it so
+    shape = list(twin.shape if twin is not None else (p.workload.domain_size,))
     for option, (path, ext) in p.outputs.items():
         if option == "--out":  # W x̂: a table (from x̂) or a vector; the measurements y when post-processing failed
             table = ext in _TABLES
@@ -274,7 +276,8 @@ def deliver(args, p: Plan, res) -> int:
             if option == "--out" and res.answers is not None:
                 keep, note = res.answers, ""
             elif estimate is not None:
-                keep, note = estimate, " (x̂ in C order: answer any query from it with mmopt.answers.answer)"
+                keep, note = estimate, (" (x̂, flat in C order: answer any query from it with "
+                                        f"mmopt.answers.answer(..., shape={tuple(shape)}))")
             else:
                 keep, note = measurements, " (the noisy measurements y = A x + z)"
             try:
@@ -286,7 +289,8 @@ def deliver(args, p: Plan, res) -> int:
     total, log_total = expected_release_error(p.expected, p.privacy, res.noise_scale)
     rec = res.reconstruction
     record = {"workload": {"name": p.workload.name, "domain_size": p.workload.domain_size,
-                           "n_queries": p.workload.n_queries},
+                           "n_queries": p.workload.n_queries,
+                           "domain_shape": shape},
               "strategy": p.expected.strategy, **out.privacy_fields(p.privacy),
               "path": res.path, "noise_scale": res.noise_scale, "sensitivity": res.sensitivity,
               "sensitivity_exact": getattr(res, "sensitivity_exact", True),  # False: a proven upper bound
