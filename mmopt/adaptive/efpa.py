@@ -21,14 +21,16 @@ the cos/sin values rounded to multiples of 2⁻⁶² (|Φ̂| ≤ 1), whatever li
   by number-theoretic transforms over the odd residues' group (modulo three or four primes, rebuilt by the CRT
   within its proven range); otherwise Φ̂ = Q/2⁶² is cut into three integer slices of < 2²¹, each slice times the
   counts a BLAS product of integers below 2²¹·N = 2⁵³, hence exact. Both give the same integers. The kept
-  coefficients' L1 sensitivity Δ₁(k) = max_i Σ_{j<k} |Φ̂_ji| is computed for every k at once from Φ̂ itself
-  (cumulative column sums, rounded upwards: :func:`kept_sensitivity`; data-independent), and the rounding of ĉ
+  coefficients' L1 sensitivity Δ₁(k) = max_i Σ_{j<k} |Φ̂_ji| is bounded for every k at once from Φ̂'s tables
+  (float column sums of |cos|, |sin| folded onto a quarter of the columns, widened and rounded upwards:
+  :mod:`~mmopt.adaptive.fourier_bounds`, :func:`kept_sensitivity`; data-independent), and the rounding of ĉ
   is charged as for any correctly rounded A x: d_in(k) = Δ₁(k)·(1 + u(2N + 1)) + η
   (:func:`~mmopt.dense.exact_answers.charged_sensitivity`; u = 2⁻⁵³), so b_k = d_in(k)/ε₂ and the Laplace step
   is ε₂-DP given k. Cost, CPU s at n = 4,096 / 16,384 / 65,536 (one thread, measured): 0.04 / 0.10 / 0.31 by the
   transforms, 0.36 / 4.0 / 60 by the slices (O(n·support), still used for other n); the float64 rFFT it replaced,
-  outside the proof: 1 ms. The data-independent Δ₁ table is O(n²), once per n: 0.35 / 4.5 / 53 s.
-* Score. t_k = ‖(Φ̂x)_{k:}‖₂ moves by ≤ C₂ = max_i ‖Φ̂e_i‖₂ (≈ 1, computed upwards). The computed t̂_k is the
+  outside the proof: 1 ms. The data-independent Δ₁ table is O(n²/4) in O(n) memory, once per n: 0.02 / 0.15 /
+  2.4 s (the column blocks of Φ̂ it replaced: 0.32 / 3.9 / 53 s, 48 MB).
+* Score. t_k = ‖(Φ̂x)_{k:}‖₂ moves by ≤ C₂ = max_i ‖Φ̂e_i‖₂ (≈ 1, bounded upwards). The computed t̂_k is the
   square root of the exact sum of squares (Python integers), rounded to float64 and rooted: |t̂_k − t_k| ≤ 2u·t_k
   ≤ 2u·N·C₂ (‖Φ̂x‖₂ ≤ Σ_i x_i‖Φ̂e_i‖₂). The score −fl(t̂_k + d_k) (d_k = √(2k)·b_k, data-independent) rounds once
   more, by ≤ u(t̂_k + d_k). So |Δu| ≤ C₂(1 + (2N + 1)(3u + 2u²)) + 2u·max_k d_k =: Δ_u (≈ 1 + 2.9·10⁻⁶,
@@ -41,10 +43,10 @@ post-processing. The simulation path (``noise="numpy"``) computes the same value
 
 Choices the paper leaves open (stated): ρ = 0.5; the real basis above (the paper perturbs complex DFT
 coefficients; each complex coefficient is a cos/sin pair here, and an odd k keeps the cosine of the last
-frequency only); Δ₁ computed exactly for Φ̂ (at most min(1/√n + (k − 1)·√(2/n), √k), the analytic bound); no
-rounding or clipping of x̂ (so E[x̂] = the rank-k approximation). Note that the noise term of u(k) scales as 1/ε₂
-while the mechanism weighs scores by ε₁: among the k whose tail is (near) zero, the choice does not sharpen as ε
-grows (it depends on ρ/(1 − ρ) only).
+frequency only); Δ₁ bounded for Φ̂ itself, tight to its widening by 2(n + 2)u (at most min(1/√n + (k − 1)·√(2/n),
+√k), the analytic bound); no rounding or clipping of x̂ (so E[x̂] = the rank-k approximation). Note that the noise
+term of u(k) scales as 1/ε₂ while the mechanism weighs scores by ε₁: among the k whose tail is (near) zero, the
+choice does not sharpen as ε grows (it depends on ρ/(1 − ρ) only).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from fractions import Fraction
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt.adaptive import fourier_bounds as fb
 from mmopt.adaptive import fourier_exact as fe
 from mmopt.adaptive._common import AdaptiveResult, check_epsilon, check_fraction, check_histogram, laplace_scale
 from mmopt.adaptive._finish import finish, noise_source
@@ -199,19 +202,9 @@ def inverse_fourier(c: np.ndarray) -> np.ndarray:
 
 @functools.lru_cache(maxsize=16)
 def _column_bounds(n: int) -> tuple[np.ndarray, float]:
-    """(Δ₁(k) for k = 1..n, C₂): upper bounds on max_i Σ_{j<k} |Φ̂_ji| and max_i ‖Φ̂e_i‖₂. A float sum of m ≥ 0
-    terms is within γ_m = m·u/(1 − m·u) of its exact value (any order), so the sums are widened by 2(n + 2)·u."""
-    l1, sq = np.zeros(n), 0.0
-    for cols in _column_blocks(n, np.arange(n, dtype=np.int64)):
-        block = _columns(n, cols)
-        sq = max(sq, float((block * block).sum(axis=0).max()))  # the squares ≥ 2⁻¹²⁴ or 0: no underflow
-        np.abs(block, out=block)
-        np.cumsum(block, axis=0, out=block)  # in place: the same sums, without a second n × cols array
-        np.maximum(l1, block.max(axis=1), out=l1)
-    widen = 1.0 + 2.0 * (n + 2) * ea.UNIT_ROUNDOFF
-    delta1 = np.nextafter(l1 * widen, np.inf)
-    delta1.setflags(write=False)
-    return delta1, ea.sqrt_up(Fraction(sq) * Fraction(widen))
+    """(Δ₁(k) for k = 1..n, C₂): upper bounds on max_i Σ_{j<k} |Φ̂_ji| and max_i ‖Φ̂e_i‖₂, from the tables Φ̂ reads
+    (:func:`~mmopt.adaptive.fourier_bounds.column_bounds`: folded column sums, widened; O(n) memory)."""
+    return fb.column_bounds(*_tables(n))
 
 
 def kept_sensitivity(k: np.ndarray | int, n: int) -> np.ndarray:
