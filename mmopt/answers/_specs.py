@@ -65,7 +65,13 @@ def _refuse_bare_tuple(queries, d: int, caller: str, flat_n: int | None) -> None
     """A bare pair of ints on one attribute: answer((0, 7), out) answered the cells 0 and 7 (two queries: the tuple
     is the list of specs), where the range 0 … 7 was meant as often; which one is not ours to guess. On a domain
     read from a flat x̂ (``flat_n`` its cells), a bare tuple of more ints is as ambiguous: (2, 5, 1) answered three
-    cells where the cell (2, 5, 1) of a domain of three attributes was meant."""
+    cells where the cell (2, 5, 1) of a domain of three attributes was meant. On two attributes, a bare pair of int
+    pairs ((0, 1), (2, 3)) answered the cells (0, 1) and (2, 3) where the box 0 … 1 × 2 … 3 was meant as often."""
+    if d == 2 and isinstance(queries, tuple) and len(queries) == 2 and all(_range(e) for e in queries):
+        (a, b), (c, e) = ((int(v) for v in pair) for pair in queries)
+        raise ValueError(f"The 'queries' parameter of {caller} is a list of queries; {queries!r} reads as two (the "
+                         f"cells ({a}, {b}) and ({c}, {e})) and is refused as ambiguous. Pass [({a}, {b}), ({c}, {e})] "
+                         f"for the two cells, or [(({a}, {b}), ({c}, {e}))] for the one box {a} … {b} × {c} … {e}.")
     if d != 1 or not isinstance(queries, tuple) or len(queries) < 2 or not all(
             isinstance(e, int | np.integer) and not isinstance(e, bool) for e in queries):
         return
