@@ -51,8 +51,9 @@ def test_a_bare_pair_of_cells_on_one_attribute_is_refused_naming_both_readings()
     assert ans.answer((3,), x).answers.tolist() == [3.0]
     # on two attributes a bare pair of int pairs is as ambiguous: the cells (0, 1) and (2, 3), or the box
     # 0 … 1 × 2 … 3 (it answered the two cells); each list says which
-    with pytest.raises(ValueError, match=r"reads as two \(the cells \(0, 1\) and \(2, 3\)\).*Pass \[\(0, 1\), "
-                                         r"\(2, 3\)\] for the two cells, or \[\(\(0, 1\), \(2, 3\)\)\] for the one box"):
+    with pytest.raises(ValueError, match=r"reads as two \(the cells \(0, 1\) and \(2, 3\)\).*Pass "
+                                         r"\[\(0, 1\), \(2, 3\)\] for the two cells, or "
+                                         r"\[\(\(0, 1\), \(2, 3\)\)\] for the one box"):
         ans.answer(((0, 1), (2, 3)), x.reshape(4, 4))
     assert ans.answer([(0, 1), (2, 3)], x.reshape(4, 4)).answers.tolist() == [1.0, 11.0]
     assert ans.answer([((0, 1), (2, 3))], x.reshape(4, 4)).answers.tolist() == [2.0 + 3 + 6 + 7]
