@@ -386,6 +386,20 @@ def test_alpha_writes_exact_intervals_and_is_checked_before_the_noise(folder, ca
         assert needle in capsys.readouterr().err
 
 
+def test_a_bad_alpha_is_refused_before_the_strategy_search(folder, capsys, monkeypatch):
+    """--alpha 1.5 (or --alpha beside an .npy answer file) was refused only after --strategy auto's search, which may
+    plan up to --budget's minutes (a newcomer's audit)."""
+    def never(*args, **kwargs):
+        raise AssertionError("strategy searched")
+
+    monkeypatch.setattr(mmopt, "optimize", never)
+    for extra, needle in [(["--out", "b.csv", "--alpha", "1.5"], "not a percentage"),
+                          (["--out", "b.npy", "--alpha", "0.05"], "pass --out FILE.csv or FILE.parquet")]:
+        assert main(["release", "prefix:16", "--data", "x.csv", "--epsilon", "1", *extra]) == 2
+        err = capsys.readouterr().err
+        assert needle in err and "strategy auto" not in err
+
+
 def test_a_stream_prefix_table_past_4096_cells_has_its_standard_errors(folder, capsys):
     """prefix:5000 with tree:8 writes every prefix labelled with its standard error (they were refused past 4,096
     cells), and so does auto's weighted square root under Gaussian noise, with intervals."""

@@ -30,6 +30,8 @@ def folder(tmp_path, monkeypatch):
     df.to_csv("people.csv", index=False)
     with open("domain.json", "w") as fh:
         json.dump(DOMAIN, fh)
+    with open("bad_domain.json", "w") as fh:
+        json.dump({"attrs": DOMAIN["attributes"]}, fh)
     return tmp_path
 
 
@@ -104,6 +106,8 @@ def test_csv_records_and_named_sets(folder):
     (["release", "--epsilon", "1", "--out", "m.csv"], "release needs SPEC and --data"),
     (_records(records="missing.parquet"), "does not exist"),
     (_records()[:4] + ["nope.json"] + _records()[5:], "cannot read the domain file"),
+    # a domain file without 'attributes' was blamed on --records (a newcomer's audit)
+    (_records()[:4] + ["bad_domain.json"] + _records()[5:], "--domain (the 'source' parameter of Domain.from_json)"),
     (_records()[:8] + ["-1"] + _records()[9:], "epsilon"),
     # the Laplace minimum was checked when the table was written, after the draw (an audit)
     (_records()[:10] + ["0"] + _records()[11:] + ["--alpha", "1e-9"], "≥ 1e-08 for intervals under Laplace noise"),

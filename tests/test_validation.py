@@ -135,7 +135,8 @@ def test_a_pandas_series_whose_labels_disagree_with_its_positions_is_refused():
     with pytest.raises(ValueError, match="labelled 4899 would stand for cell 0"):
         mmopt.matrix_mechanism(implicit, mmopt.strategy.kron(mmopt.strategy.identity(70), mmopt.strategy.identity(70)),
                                pd.Series(np.ones(4900), index=np.arange(4900)[::-1]), p, rng=0)
-    with pytest.raises(ValueError, match=r"one column \('count'\); pass that column: x\['count'\]"):
+    with pytest.raises(ValueError, match=r"one column \('count'\); pass that column: x\['count'\] if it holds one "
+                                         r"count per cell .* mmopt.records.release_marginals"):
         mmopt.matrix_mechanism(W, A, pd.DataFrame({"count": [1.0, 2, 3, 4]}), p, rng=0)
     # by position where position and label agree, or the labels are not cell numbers
     for x in (shuffled.sort_index(), pd.Series([0, 0, 0, 10.0], index=list("abcd"))):

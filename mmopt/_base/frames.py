@@ -42,8 +42,13 @@ the index numbers the cells, or x.to_numpy() if the entries are already in cell 
     kind = type(value).__name__
     if kind == "DataFrame" and value.shape[1] == 1:
         column = value.columns[0]
+        # x is a histogram: a one-column table is as likely one record per row (its ages, say), whose column would
+        # then be released as counts, at the wrong sensitivity (a newcomer's audit)
+        records = (" if it holds one count per cell (the histogram, in cell order); a table of records, one row per "
+                   "person, is counted by mmopt.records.marginal_counts or released by "
+                   "mmopt.records.release_marginals") if name == "x" else ""
         raise ValueError(f"The '{name}' parameter of {caller} is a pandas DataFrame with one column ({column!r}); "
-                         f"pass that column: {name}[{column!r}].")
+                         f"pass that column: {name}[{column!r}]{records}.")
     index = getattr(value, "index", None)
     if kind != "Series" or index is None:
         return

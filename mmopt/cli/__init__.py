@@ -59,6 +59,8 @@ def _in_command_words(message: str, args) -> str:
     command has that option: a command-line user never typed 'targets' (scikit-learn's message, the CLI's name)."""
     m = re.match(r"The '(\w+)' parameter of ([\w.]+)", message)
     dest = _OPTIONS.get(m.group(1)) if m else None
+    if m and m.group(2) == "Domain.from_json":  # its 'source' is the --domain file, not the --records one
+        dest = "domain"
     if dest is None or not hasattr(args, dest) or message[m.end():].startswith(" --"):  # "of release --alpha"
         return message
     if "(building '" in message:  # a workload spec's own field (random_range:8:5:-1's seed), not the option

@@ -221,15 +221,18 @@ def plan(args) -> Plan:
         raise ValueError(f"--total {args.total:g} is imposed by a constrained reconstruction: add --reconstruct nnls "
                          "or --reconstruct projection (least squares is unconstrained).")
     x = check_data(args.data, W, load_data(args.data))  # before the strategy search, which can take minutes
-    A = _strategy(args, W, P)
     ext = outputs["--out"][1] if "--out" in outputs else None
+    if args.alpha is not None:  # α alone, before the search: --alpha 1.5 was refused after up to --budget's minutes
+        if ext not in _TABLES:
+            raise ValueError("--alpha adds interval columns to the --out table: pass --out FILE.csv or FILE.parquet.")
+        from mmopt.answers.intervals import check_alpha
+        check_alpha(args.alpha, "release --alpha", laplace=P.noise == "laplace")
+    A = _strategy(args, W, P)
     if ext == ".npy":
         _check_answers_available(W)
     expected = mmopt.evaluate(W, A, P)  # refuses an unsupported pair before the data is touched
     spec = _check_table(args, W, A, P) if ext in _TABLES else None
-    if args.alpha is not None:  # refused before any noise when no exact interval can be written
-        if spec is None:
-            raise ValueError("--alpha adds interval columns to the --out table: pass --out FILE.csv or FILE.parquet.")
+    if args.alpha is not None:  # refused before any noise when no exact interval can be written (a table: above)
         from mmopt.answers import widths
         widths.preflight(args.alpha, spec.model, P.noise, args.reconstruct, W.name, "release --alpha", A)
     return Plan(W, A, x, P, expected, outputs, spec, args.alpha)
