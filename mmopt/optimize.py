@@ -138,9 +138,11 @@ def optimize(workload: Workload, *, privacy: Privacy | None = None, method: str 
         final step's error (any schema; a closed form), both certified (:mod:`mmopt.participation.objectives`).
     targets : float or array_like of shape (m,), optional
         Per-query variance targets τ (one number for every query): minimise max_i variance_i / τ_i. Implies
-        ``objective="max_variance"``. On grouping sets (a HierarchyWorkload: one target per set) the variances are
-        those of what a release gives, each group's total, unweighted: a set's weight scales its rows in the total
-        objective only (``evaluate`` reads the weighted rows).
+        ``objective="max_variance"``. On a union of marginals under Gaussian noise (the residual route) also a
+        dict {attribute tuple: τ} (one per marginal), and targets per query must be equal within each marginal
+        (there every cell of a marginal has the same variance). On grouping sets (a HierarchyWorkload: one target
+        per set) the variances are those of what a release gives, each group's total, unweighted: a set's weight
+        scales its rows in the total objective only (``evaluate`` reads the weighted rows).
     participation : mmopt.participation schema or None, default=None
         Private training: a record contributes to several steps, as ``mmopt.participation.fixed_epochs(k)`` or
         ``min_separation(b, k)`` allow (None or ``single()``: once). The objective is then the total error at

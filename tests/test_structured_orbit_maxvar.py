@@ -112,6 +112,39 @@ def test_too_many_blocks_are_refused_before_building(monkeypatch):
         om.reduce(wl.sf1())
 
 
+def test_a_refused_reduction_says_what_to_do_instead():
+    """The refusal named limits and no way out (a helper's probe); each remedy it gives is one the callers take.
+    Both workloads are refused in milliseconds: the counts are checked before any block is built."""
+    P, Id, T = sw.prefix, sw.identity, sw.total
+    gauss = mmopt.Privacy(1.0, 1e-6)
+    # 60 × 60 cell orbits: one block of 3,600 > MAX_BLOCK, on 7,200 cells (past the dense limit)
+    big = sw.union([sw.kron(P(60), P(60), T(2)), sw.kron(Id(60), T(60), Id(2))], name="big block")
+    with pytest.raises(ValueError, match=r"^optimize: 'big block' has 2 symmetry blocks, the largest of 3,600") as e:
+        mmopt.optimize(big, privacy=gauss, objective="max_variance")
+    text = str(e.value)
+    assert "Instead, coarsen attribute(s) 0 (60 cell orbits), 1 (60 cell orbits)" in text
+    assert f"is ≤ {om.MAX_BLOCK:,}" in text and "coarsen the domain to ≤ 4,096 cells" in text
+    assert "objective='total'" in text and "one target" not in text  # a union: no factor-by-factor route
+    with pytest.raises(ValueError, match="the largest of 3,600") as e:
+        mmopt.plan(big, 4.0, delta=1e-6)
+    assert "coarsen attribute(s) 0" in str(e.value) and "objective=" not in str(e.value)  # plan has no objective
+    # 2¹⁵ blocks of ≤ 2 (15 attributes whose two cells are one orbit), on 65,536 cells
+    many = sw.union([sw.kron(P(2), *[Id(2)] * 15), sw.kron(T(2), *[T(2)] * 15)], name="many blocks")
+    with pytest.raises(ValueError, match="'many blocks' has 32,768 symmetry blocks") as e:
+        mmopt.plan(many, 4.0, delta=1e-6)
+    assert "use fewer attributes with orbits of two cells or more" in str(e.value)
+    assert "coarsen attribute" not in str(e.value)  # the blocks are small: their number is the limit
+    # one product, refused for its per-query targets: one target takes the factor-by-factor route at any size
+    one = sw.kron(P(3001), T(2))
+    with pytest.raises(ValueError, match="give every query one target") as e:
+        mmopt.optimize(one, privacy=gauss, targets=np.arange(1.0, one.n_queries + 1))
+    from mmopt.family.maxvar_routes import product_route
+    assert product_route(one, 1.0)[0] == "product"
+    # and coarsened below the limits, the union the first refusal named is taken by the symmetry route
+    coarse = sw.union([sw.kron(P(20), P(20), T(13)), sw.kron(Id(20), T(20), Id(13))])
+    assert product_route(coarse, 1.0)[0] == "orbits"
+
+
 def test_targets_that_split_exchangeable_queries_are_refused():
     W = wl.sf1()
     red = om.reduce(W)

@@ -34,7 +34,8 @@ class Plan:
     helper's probe). ``rho_lower_bound``: V₋/2, below the ρ of any Gaussian noise that meets the targets.
     ``per_query_variance``: each query's variance at ``privacy``, re-evaluated exactly; every one is at most its
     entry of ``targets`` (variances). For a union of marginals under Gaussian noise both hold one entry
-    per marginal (every cell of a marginal has the same variance), in the workload's order of marginals; for
+    per marginal (every cell of a marginal has the same variance), in the workload's order of marginals, targets
+    given per query too; for
     grouping sets (:mod:`mmopt.hierarchy`) one entry per set, its largest group variance, in the sets' order.
     """
 
@@ -115,9 +116,12 @@ def plan(workload, targets, *, delta: float = 0.0, kind: str = "variance", alpha
         past 4,096 cells — the routes :func:`mmopt.optimize` takes for ``objective="max_variance"``
     targets : float, array_like of shape (m,), or dict
         One target for every query, or one per query (row order of the workload), as ``kind`` says; for a union
-        of marginals under Gaussian noise one number or a dict {attribute tuple: target} (one per marginal); one
-        number for a Kronecker product; for a union past 4,096 cells one per query, equal on the queries its cell
-        symmetries exchange (e.g. one number per term).
+        of marginals under Gaussian noise one number, a dict {attribute tuple: target} (one per marginal), or one
+        per query equal within each marginal (its residual strategy gives a marginal's cells one variance, so
+        targets that vary within a marginal are refused, naming it: pass each marginal's smallest; an array of
+        one per marginal is refused too, pointing to the dict); one number for a Kronecker product; for a union
+        past 4,096 cells one per query, equal on the queries its cell symmetries exchange (e.g. one number per
+        term).
     delta : float, default 0
         0: Laplace noise (ε-DP); > 0: the analytic Gaussian mechanism at this δ.
     kind : {"variance", "se", "halfwidth"}

@@ -82,7 +82,7 @@ def reduce(workload, caller: str = "optimize") -> Reduction:
     prefix(9,000) ⊗ total(3) is refused after 1.3 GB and ~7 s; the query count is checked first."""
     if workload.n_queries > MAX_QUERIES:
         raise ValueError(f"{caller}: '{workload.name}' has {workload.n_queries:,} queries; the max-variance search in "
-                         f"the commutant handles at most {MAX_QUERIES:,}.")
+                         f"the commutant handles at most {MAX_QUERIES:,}.{_remedy(workload, caller, ())}")
     d = len(workload.shape)
     distinct = [{id(t.factors[j]): t.factors[j] for t in workload.terms} for j in range(d)]
     matrices = [{key: _factor_matrix(F) for key, F in dj.items()} for dj in distinct]
@@ -93,7 +93,7 @@ def reduce(workload, caller: str = "optimize") -> Reduction:
         raise ValueError(f"{caller}: '{workload.name}' has {len(combos):,} symmetry blocks, the largest of "
                          f"{largest:,} (cell orbits per attribute {[o.r for o in orbits]}); the max-variance search "
                          f"in the commutant handles at most {MAX_COMBINATIONS:,} blocks of ≤ {MAX_BLOCK:,} and "
-                         f"{MAX_QUERIES:,} queries.")
+                         f"{MAX_QUERIES:,} queries.{_remedy(workload, caller, orbits, len(combos), largest)}")
     sig = [{key: row_signatures(orbits[j], F) for key, F in mj.items()} for j, mj in enumerate(matrices)]
     # the largest block's rows × columns, refused before it is built (with its scaled copy): all ranges of 64 ⊗ 32
     # cells in a union passed the counts above and asked numpy for 16.8 GiB (a review of plan's routes)
@@ -131,6 +131,30 @@ def reduce(workload, caller: str = "optimize") -> Reduction:
         B.append(np.vstack(blocks))
     return Reduction(orbits, tuple(combos), tuple(rows), tuple(B), np.concatenate(query_class),
                      np.concatenate(sizes).astype(float))
+
+
+def _remedy(workload, caller: str, orbits, blocks: int = 0, largest: int = 0) -> str:
+    """What the caller of a refused reduction can do instead (" …", or "" for a caller that cannot choose): the
+    limits the reduction passed, the dense minimax of ≤ 4,096 cells, one target on one product, the total error."""
+    from mmopt.structured._checks import DENSE_LIMIT
+    if caller not in ("optimize", "plan"):  # (a release of a strategy planned for another workload: its own refusal)
+        return ""
+    out = []
+    if largest > MAX_BLOCK:  # r₁·…·r_d, each attribute's cell orbits (cells no factor of it tells apart are one)
+        many = sorted((j for j, o in enumerate(orbits) if o.r > 1), key=lambda j: -orbits[j].r)[:3]
+        out.append(f"coarsen attribute(s) {', '.join(f'{j} ({orbits[j].r:,} cell orbits)' for j in many)} — fewer "
+                   f"cells, or factors that tell fewer apart — until the product of the orbit counts, the largest "
+                   f"block, is ≤ {MAX_BLOCK:,} (each step of the search costs about its cube)")
+    if blocks > MAX_COMBINATIONS:  # ∏ⱼ (1 + attribute j's orbits of ≥ 2 cells)
+        out.append("use fewer attributes with orbits of two cells or more (each multiplies the blocks by one plus "
+                   "their number)")
+    out.append(f"coarsen the domain to ≤ {DENSE_LIMIT:,} cells, where the dense minimax takes any workload")
+    if len(workload.terms) == 1:  # orbit_union took it for its per-query targets (maxvar_routes.product_route)
+        out.append("give every query one target: one Kronecker product with one target is solved factor by factor "
+                   "at any size")
+    if caller == "optimize":  # (plan has no objective: a budget for targets is a max-variance question)
+        out.append("minimise the total squared error instead (objective='total')")
+    return " Instead, " + "; or ".join(out) + "."
 
 
 def _weights(red: Reduction, c: tuple[int, ...]) -> tuple[tuple, np.ndarray]:
