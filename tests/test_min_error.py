@@ -11,6 +11,7 @@ from mmopt import strategy as st
 from mmopt import workload as wl
 from mmopt.dense.profile import numerical_rank
 from mmopt.error import unit_objective
+from mmopt.search import min_error
 from mmopt.search.min_error import _initial_matrix, _l2_strategy
 
 
@@ -127,3 +128,17 @@ def test_a_losing_restart_stationary_to_rounding_does_not_fail_the_search():
     r = mmopt.optimize(wl.all_range(20), privacy=mmopt.Privacy(1.0), seed=0, budget="fast")
     stages = r.extra.get("stage_status") or {}
     assert r.success and r.status in ("local_optimum", "optimal"), (r.status, stages)
+
+
+def test_the_sdp_stages_default_budget_is_named_when_it_stops_the_search(monkeypatch):
+    """At n ≤ 16 the convex iteration's default 50 P1 solves stopped it on every workload a newcomer's audit tried
+    (all_range(4), all_range(8), prefix(16), 2-way marginals of 2⁴): the default call said user_limit (success False)
+    with no word of which budget or how to raise it. The default is cut to 2 here, so that it surely stops."""
+    monkeypatch.setattr(min_error, "SDP_SOLVES", 2)
+    W = wl.all_range(4)
+    r = mmopt.optimize(W, method="min_error", seed=0)
+    assert r.extra["stage_status"]["sdp"] == "user_limit" and r.status == "user_limit" and not r.success
+    assert "default of 2 P1 solves; max_iterations=1000 sets every stage's budget" in r.message
+    full = mmopt.optimize(W, method="min_error", seed=0, max_iterations=1000)
+    assert "default of" not in full.message
+    assert (full.status == "user_limit") == ("user_limit" in full.extra["stage_status"].values())

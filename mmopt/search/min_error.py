@@ -35,6 +35,10 @@ from mmopt.strategy import Strategy
 from mmopt.workload import Workload
 
 log = logging.getLogger("mmopt")
+#: the convex iteration's P1 solves when max_iterations is not given: cheap (it rarely wins past the local search),
+#: and often short of convergence at n ≤ 16 (all_range(8), prefix(16): then status user_limit, and the message says
+#: how to raise it)
+SDP_SOLVES = 50
 SDP_MAX_N = 16  # the convex-iteration SDP reached the optimum at n ≤ 16 and stalled above identity at n = 32
 # The workload's own rows are a start when W is known and has at most this many rows per cell: for a
 # rank-deficient W they (or the SVD-bound strategy) may be optimal, e.g. W = 1ᵀ.
@@ -146,7 +150,7 @@ def solve(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
         say("min_error stage sdp: convex iteration (%s)", "2 starts" if user is None else "from initial")
         sdp = solve_min_error_sdp(G, initial=user, starts=("svd", "l2"),
                                   solver=opts.get("solver"), weight=opts.get("weight"), tol=opts.get("tol") or 1e-6,
-                                  max_iterations=opts.get("max_iterations") or 50, verbose=opts["verbose"])
+                                  max_iterations=opts.get("max_iterations") or SDP_SOLVES, verbose=opts["verbose"])
         solver, iterations, stages["sdp"] = sdp.solver, sdp.iterations or 0, sdp
         history.extend(dict(h, step="sdp") for h in sdp.history)
         consider("sdp", sdp.matrix, "sdp")
@@ -188,9 +192,14 @@ def solve(W: Workload, G: np.ndarray, opts: dict) -> RawSolution:
     solver = f"{solver}+mmopt-lbfgs" if solver else (local.solver or "mmopt-lbfgs")
     say("min_error: best of %d candidates is '%s' (objective %.6g, %s), %.1f s", len(candidates), label, err,
         status, time.perf_counter() - t0)
+    # the SDP stage's default 50 P1 solves (cheap: it rarely wins) stopped it on every n ≤ 16 workload a newcomer's
+    # audit tried, so the default call said user_limit with no word of which budget or how to raise it
+    default_sdp = "sdp" in stages and stages["sdp"].status == "user_limit" and not opts.get("max_iterations")
+    hint = (f" The SDP stage stopped at its default of {SDP_SOLVES} P1 solves; max_iterations=1000 sets every stage's "
+            "budget (about twice the time at n = 16)." if default_sdp else "")
     message = (f"Best of {len(candidates)} candidates is '{label}', from stage {stage}; the stages' own tests, the "
                "least converged (a losing stage stationary to rounding counts as converged): "
-               f"{status}. {_stage_summary(stages)} MinError is not convex: this is a heuristic "
+               f"{status}. {_stage_summary(stages)}{hint} MinError is not convex: this is a heuristic "
                "local optimum with no optimality certificate; lower_bound is the L2 optimum's dual bound.")
     extra = {"best_candidate": label, "winning_stage": stage, "seconds": time.perf_counter() - t0,
              "stage_status": {k: s.status for k, s in stages.items()}, "l2_status": l2.status,
