@@ -328,3 +328,24 @@ def test_a_weighted_dict_is_the_weighted_workload_and_a_repeated_marginal_is_ref
         release_marginals(df, D, [("sex", "age"), ("age", "sex")], GAUSS)
     with pytest.raises(ValueError, match=r"'workload\[\('sex', 'age'\)\]' parameter of release_marginals .* Got -1\.0"):
         release_marginals(df, D, {("sex", "age"): -1.0}, GAUSS)
+
+
+def test_a_marginal_asked_by_names_or_unsorted_says_the_key_to_use(df):
+    """marginals[("kids", "sex")] and marginals[(3, 0)] raised a bare KeyError (the key is (0, 3), sorted indices,
+    axes in that order): the KeyError names it; it is never guessed (an unsorted key read back would swap axes)."""
+    import pickle
+    r = _release(df, [(0, 3), (1,)], seed=0)
+    for key in [("kids", "sex"), (3, 0), ("kids", 0)]:
+        for table in (r.marginals, r.cell_variance):
+            with pytest.raises(KeyError, match=r"use \(0, 3\) \(its axes in that order: sex, kids\)"):
+                table[key]
+    with pytest.raises(KeyError, match=r"'edu': marginals are keyed .* use \(1,\)"):
+        r.marginals["edu"]
+    for missing in [(0, 1), ("sex", "age"), ("nope",), 2.5, (0, 0)]:
+        with pytest.raises(KeyError, match=r"no such marginal was released; .* e\.g\. \[\(0, 3\), \(1,\)\]"):
+            r.marginals[missing]
+    assert r.marginals[(0, 3)].shape == (2, 2) and r.marginals.get((3, 0)) is None and (3, 0) not in r.marginals
+    again = pickle.loads(pickle.dumps(r.marginals))
+    assert again.names == ("sex", "edu", "age", "kids") and sorted(again) == [(0, 3), (1,)]
+    with pytest.raises(KeyError, match=r"use \(0, 3\)"):
+        again[(3, 0)]

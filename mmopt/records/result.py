@@ -27,6 +27,35 @@ TABLE_COLUMNS = ("marginal", "estimate", "std_error", "lower", "upper")
 __all__ = ["RecordsRelease"]
 
 
+class Marginals(dict):
+    """{A: value} keyed by sorted tuples of attribute indices, as :class:`RecordsRelease` holds its marginals and
+    variances: a missing key raises a KeyError that names the key to use (``marginals[("kids", "sex")]`` and
+    ``marginals[(1, 0)]`` raised a bare KeyError, the key being (0, 1): a newcomer's audit). The key is never
+    guessed: a marginal's axes follow its sorted attributes, so an unsorted key read back would swap them."""
+
+    def __init__(self, items, names: tuple[str, ...] = ()):
+        super().__init__(items)
+        self.names = tuple(names)
+
+    def __missing__(self, key):
+        wanted = key if isinstance(key, tuple | list) else (key,)
+        index = {n: i for i, n in enumerate(self.names)}
+        try:
+            ids = tuple(index[a] if isinstance(a, str) else int(a) for a in wanted)
+        except (KeyError, TypeError, ValueError):
+            ids = None
+        sorted_ids = tuple(sorted(ids)) if ids is not None and len(set(ids)) == len(ids) else None
+        if sorted_ids is not None and sorted_ids in self:
+            axes = ", ".join(self.names[i] for i in sorted_ids) if self.names else str(sorted_ids)
+            raise KeyError(f"{key!r}: marginals are keyed by sorted tuples of attribute indices; use {sorted_ids!r} "
+                           f"(its axes in that order: {axes}).")
+        raise KeyError(f"{key!r}: no such marginal was released; keys are sorted tuples of attribute indices, "
+                       f"e.g. {sorted(self)[:6]!r}.")
+
+    def __reduce__(self):  # pickled with its names (a dict subclass with __init__ arguments)
+        return (Marginals, (dict(self), self.names))
+
+
 @dataclass(frozen=True, eq=False)
 class RecordsRelease:
     """Marginals released from records, their predicted variance and the privacy spent.
@@ -78,6 +107,11 @@ class RecordsRelease:
     sensitivity: float
     sampler: str = "opendp"
     message: str = ""
+
+    def __post_init__(self):
+        names = tuple(a.name for a in self.domain.attributes)
+        for name in ("marginals", "cell_variance"):  # a missing key names the key to use
+            object.__setattr__(self, name, Marginals(getattr(self, name), names))
 
     @property
     def variance(self) -> dict:
