@@ -41,6 +41,9 @@ def _same(a, b):
     ("random_range:64:100", lambda: wl.random_range(64, 100, seed=0)),  # a spec always means one workload
     ("marginals:4x4x4x4:k=2", lambda: wl.marginals((4, 4, 4, 4), 2)),
     ("marginals:3x5:1", lambda: wl.marginals((3, 5), 1)),
+    # k<=K as --workload on records reads it: every marginal on 1 to K attributes (it was an unknown key)
+    ("marginals:2x3x4:k<=2", lambda: wl.stack([wl.marginals((2, 3, 4), 1), wl.marginals((2, 3, 4), 2)])),
+    ("marginals:2x3:k<=2", lambda: wl.marginals((2, 3), attributes=[(0,), (1,), (0, 1)])),
     ("ranges_2d:8", lambda: wl.ranges_2d(8)),
     ("prefix_3d:4", lambda: wl.prefix_3d(4)),
     ("kron(prefix:4, identity:3)", lambda: wl.kron(wl.prefix(4), wl.identity(3))),
@@ -90,6 +93,8 @@ def test_ebnf_is_the_one_documented():
     ("kron(prefix:4,", "spec ended", 14),
     ("kron", "'kron'", 0),
     ("marginals:4x4:j=2", "'j='", 14),
+    ("marginals:4x4:k<=3", "k<=3 for marginals on 2 attributes: K must be 1 … 2", 14),
+    ("marginals:4x4:k<=0", "K must be 1 … 2", 14),
     ("marginals:4y4:k=2", "'4y4'", 10),
     ("stack(a*prefix:3)", "'a'", 6),
     ("random_range:8:x", "'x'", 15),
