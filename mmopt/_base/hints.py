@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 
-__all__ = ["did_you_mean", "holder_name", "missing_attribute", "unexpected_keywords"]
+__all__ = ["did_you_mean", "factor_names", "holder_name", "missing_attribute", "unexpected_keywords"]
 
 #: Names a newcomer reaches for on a release's output, pointed at the table that has them.
 _TABLE_NAMES = frozenset({"intervals", "interval", "confidence_intervals", "table", "to_frame", "to_pandas",
@@ -54,3 +54,25 @@ def holder_name(value) -> str:
     """The variable name a message uses for ``value`` in "pass plan.strategy" (saved, plan, …)."""
     kind = type(value).__name__
     return _HOLDERS.get(kind, kind.lower())
+
+
+def factor_names(names) -> str:
+    """The name of a Kronecker product from its factors' names, a factor that is a sum (a stack,
+    ``prefix(2)+2*total(2)``) in parentheses: ``(prefix(2)+2*total(2))⊗identity(3)``, where the bare join read as
+    prefix(2) + 2·(total(2)⊗identity(3)) in an answers table's ``table`` column (a newcomer's audit).
+
+    >>> factor_names(["prefix(2)+2*total(2)", "identity(3)"]), factor_names(["marginals(2x2,k=1)", "H2"])
+    ('(prefix(2)+2*total(2))⊗identity(3)', 'marginals(2x2,k=1)⊗H2')
+    """
+    def wrapped(name: str) -> str:
+        depth = 0
+        for c in name:
+            if c in "([":
+                depth += 1
+            elif c in ")]":
+                depth -= 1
+            elif c == "+" and depth == 0:  # a sum at the top level ('-' too is a hyphen in names: p-identity)
+                return f"({name})"
+        return name
+
+    return "⊗".join(wrapped(str(n)) for n in names)

@@ -23,6 +23,7 @@ from fractions import Fraction
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.hints import factor_names
 from mmopt.dense import _gram_forms as gf
 from mmopt.dense._workload_type import CLOSED_FORMS, FAMILIES, MAX_EXPLICIT_ENTRIES, Workload, not_a_workload
 
@@ -126,7 +127,8 @@ def kron(first: Workload, second: Workload, *, name: str | None = None) -> Workl
     for label, w in (("first", first), ("second", second)):
         if not isinstance(w, Workload):
             raise not_a_workload(w, name=label, caller=caller)
-    label = v.check_str(name, name="name", caller=caller) if name is not None else f"{first.name}⊗{second.name}"
+    label = (v.check_str(name, name="name", caller=caller) if name is not None
+             else factor_names([first.name, second.name]))
     n = first.domain_size * second.domain_size
     v.check_allocation(2 * n * n, what=f"the {n}×{n} Gram matrix of {label} and one temporary", caller=caller,
                        remedy=" Kronecker workloads on large domains will become implicit; for now use smaller "

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.hints import factor_names
 from mmopt.dense._strategy_core import (
     NORMS,
     Strategy,
@@ -124,7 +125,7 @@ def kron_strategy(*factors, weight: float = 1.0, name: str | None = None) -> Imp
     caller = "kron_strategy"
     fs = tuple(_as_factor(f, caller, i) for i, f in enumerate(flatten_factors(factors, caller)))
     w = ck.check_weight(weight, name="weight", caller=caller)
-    return ImplicitStrategy((StrategyProduct(fs, w),), name or "⊗".join(f.name for f in fs))
+    return ImplicitStrategy((StrategyProduct(fs, w),), name or factor_names(f.name for f in fs))
 
 
 def union_strategy(parts, weights=None, *, name: str | None = None, caller: str = "union_strategy"

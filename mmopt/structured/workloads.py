@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mmopt._base import validation as v
+from mmopt._base.hints import factor_names
 from mmopt.dense import _workload_core as wl
 from mmopt.dense._workload_core import Workload
 from mmopt.structured import _checks as ck
@@ -150,7 +151,7 @@ def kron(*factors, weight: float = 1.0, name: str | None = None) -> ImplicitWork
     fs = tuple(_as_factor(f, caller, i) for i, f in enumerate(flatten_factors(factors, caller)))
     w = ck.check_weight(weight, name="weight", caller=caller)
     ck.check_query_weights([w], name="weight", caller=caller)
-    return ImplicitWorkload((Product(fs, w),), name or "⊗".join(f.name for f in fs))
+    return ImplicitWorkload((Product(fs, w),), name or factor_names(f.name for f in fs))
 
 
 def union(parts, weights=None, *, name: str | None = None, caller: str = "union") -> ImplicitWorkload:
