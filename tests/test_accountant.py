@@ -916,3 +916,28 @@ def test_spent_is_rounded_upwards_never_below_the_exact_sum():
     z.spend(rho=0.005)
     z.spend(rho=1e-19)
     assert Fraction(repr(z.spent.rho)) >= Fraction("0.005") + Fraction("1e-19")
+
+
+def test_remaining_with_the_delta_spent_says_so_on_any_gaussian_only_strategy(monkeypatch):
+    """A Gaussian-only strategy refused 'remaining' on a basic ledger whose δ is spent as "pass a δ > 0", no word of
+    the ledger's δ (a review). The weighted square root is refused up front saying so; one the dispatch does not know
+    as Gaussian-only gets it said after its own refusal; nothing drawn, the entry removed; a refusal with δ left (a
+    wrong x) is not dressed up."""
+    import mmopt.dispatch
+    import mmopt.toeplitz as tz
+    from mmopt._base import opendp as od
+    acc = Accountant(mmopt.Privacy(1.0, 1e-6))
+    acc.spend(mmopt.Privacy(0.5, 1e-6), "all of δ")
+    W, draws = mmopt.workload.prefix(16), od.DRAWS
+    with pytest.raises(ValueError, match=r"^Accountant.release: privacy='remaining' asks for the rest of the budget, "
+                                         r"but its δ is spent"):
+        acc.release(W, tz.weighted_sqrt(W), np.ones(16), "remaining")
+    monkeypatch.setattr(mmopt.dispatch, "gaussian_only", lambda workload, strategy: False)  # one it does not know
+    with pytest.raises(ValueError, match=r"pass a δ > 0.*\(privacy='remaining' gave δ = 0: this ledger's δ is spent, "
+                                         r"ε=0\.5, δ=0 left\. A Gaussian release needs a ledger with δ left"):
+        acc.release(W, tz.weighted_sqrt(W), np.ones(16), "remaining")
+    assert od.DRAWS == draws and len(acc.spends) == 1
+    fresh = Accountant(mmopt.Privacy(1.0, 1e-6))
+    with pytest.raises(ValueError) as info:
+        fresh.release(W, tz.weighted_sqrt(W), np.ones(15), "remaining")  # δ left: the refusal is x's alone
+    assert "gave δ = 0" not in str(info.value) and len(fresh.spends) == 0

@@ -75,3 +75,29 @@ def test_a_bare_tuple_of_cells_on_a_flat_estimate_is_refused_naming_shape():
     assert one.shape == (32,) and ans.answer((2, 5, 1), x, one, mmopt.Privacy(1.0)).answers.tolist() == [2.0, 5.0, 1.0]
     with pytest.raises(ValueError, match=r"is not a range item on an attribute of 32 cells[^;]*\)\.$"):
         ans.answer([(2, 5, 1)], x, one, mmopt.Privacy(1.0))  # the strategy gave one attribute: no shape= remedy
+
+
+def test_a_shape_given_is_the_domain_so_no_refusal_points_back_to_it():
+    """shape= says the domain outright: on (32,) a bare tuple of cells answers them, as a one-attribute strategy's
+    domain does, and a failing item is refused without the flat-x̂ remedy (which told the user to pass the shape
+    they had passed); a name given for the one attribute of a flat x̂ is refused without pointing to shape=."""
+    x = np.arange(32.0)
+    assert ans.answer((2, 5, 1), x, shape=(32,)).answers.tolist() == [2.0, 5.0, 1.0]
+    for queries, shape in [([(2, 5, 1)], (32,)), ([((0, 9), None)], (4, 8))]:
+        with pytest.raises(ValueError, match=r"is not a range item") as info:
+            ans.answer(queries, x, shape=shape)
+        assert "x̂ is flat" not in str(info.value) and "shape=" not in str(info.value)
+    with pytest.raises(ValueError, match=r"must name the 1 attribute once each") as info:
+        ans.answer([1], x, attributes=("answer",))
+    assert "shape=" not in str(info.value)
+
+
+def test_only_a_bare_pair_of_int_pairs_on_two_attributes_is_refused_as_a_box():
+    """Three int pairs on two attributes can only be three cells (a box has one item per attribute): answered, by a
+    direct index; on three attributes a pair of int pairs is refused for its item count, never offered as a box."""
+    x = np.arange(16.0).reshape(4, 4)
+    got = ans.answer(((0, 1), (2, 3), (3, 0)), x).answers.tolist()
+    assert got == [x[0, 1], x[2, 3], x[3, 0]]
+    with pytest.raises(ValueError, match=r"one item per attribute \(3\)") as info:
+        ans.answer(((0, 1), (2, 3)), np.arange(64.0).reshape(4, 4, 4))
+    assert "box" not in str(info.value)

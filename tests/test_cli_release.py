@@ -7,6 +7,7 @@ subprocess runs of the command line are in tests/test_cli.py.
 import json
 import os
 import shlex
+import signal
 
 import numpy as np
 import pytest
@@ -521,3 +522,34 @@ def test_missing_packages_are_said_together_before_any_work(folder, capsys, monk
     err = capsys.readouterr().err
     assert "release needs opendp and pyarrow, not installed" in err and ".[release,tables]" in err
     assert "missing.csv" not in err and err.count("pip install") == 2  # its own remedy, no second suffix
+
+
+def test_a_second_ctrl_c_between_two_outputs_keeps_the_one_written_and_says_so(folder, capsys, monkeypatch):
+    """A first Ctrl-C as --out is written is held; a second as --estimate is about to be written stops at once. The
+    message said "before the release is written" though --out was there: now it says a file not yet written is
+    not written. --out is whole, --estimate absent, no temporary file, the ledger's spend settled."""
+    real, sent = cli_release.atomic_save, []
+
+    def save(path, vector, ext):  # a Ctrl-C before each write: the first is held, the second is obeyed
+        sent.append(path)
+        os.kill(os.getpid(), signal.SIGINT)
+        real(path, vector, ext)
+
+    def stop(signum, frame):  # an interactive run's handler (a background shell ignores SIGINT)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, stop)
+    try:
+        monkeypatch.setattr(cli_release, "atomic_save", save)
+        code = main(["release", "prefix:16", "--data", "x.csv", "--epsilon", "1", "--strategy", "H2", "--out",
+                     "a.npy", "--estimate", "e.npy", "--ledger", "l.json", "--ledger-total", "2"])
+        assert signal.getsignal(signal.SIGINT) is stop  # the command's hold is gone
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    err = capsys.readouterr().err
+    assert code == 130 and sent == ["a.npy", "e.npy"]
+    assert "a second SIGINT: stopping now; a file not written yet is not written" in err and "WAS spent" in err
+    assert "before the release is written" not in err
+    assert _files(folder) == {"x.csv", "x.npy", "a.npy", "l.json"} and np.load("a.npy").shape == (16,)
+    (entry,) = json.loads((folder / "l.json").read_text())["spends"]
+    assert entry["status"] == "spent" and entry["epsilon"] == pytest.approx(1.0)

@@ -306,6 +306,65 @@ def test_a_second_ctrl_c_after_the_draw_stops_at_once_and_keeps_the_budget_count
     assert entry["status"] == "pending" and entry["epsilon"] == 0.5  # the whole request, until settled by hand
 
 
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_second_ctrl_c_while_the_ledger_is_settled_never_undercounts(files, capsys, monkeypatch, interactive,
+                                                                        when):
+    """The run returned and its pending entry is being replaced by what it spent when a second Ctrl-C comes: before
+    the file is written the entry stays pending at the whole request, after it the file holds the settled spend;
+    never removed, never lower. The handlers of before the command are back once it stops."""
+    from mmopt._base import opendp as od
+    from mmopt.accounting import _disk
+    real_note, real_write, sent = od.note_draw, _disk.write_atomically, []
+
+    def note():
+        real_note()
+        if not sent:  # the first Ctrl-C, held: the run goes on
+            sent.append(signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    def write(target, text, **kwargs):
+        settling = '"spent"' in text and len(sent) == 1
+        if settling and when == "before":
+            sent.append(signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+        real_write(target, text, **kwargs)
+        if settling and when == "after":
+            sent.append(signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    monkeypatch.setattr(od, "note_draw", note)
+    monkeypatch.setattr(_disk, "write_atomically", write)
+    code = main(_ledger_run(files))
+    err = capsys.readouterr().err
+    assert code == 130 and sent == [signal.SIGINT] * 2 and "a second SIGINT: stopping now" in err
+    assert not (files / "s.csv").exists() and [p.name for p in files.glob(".mmopt-*")] == []
+    (entry,) = json.loads((files / "budget.json").read_text())["spends"]
+    if when == "before":
+        assert entry["status"] == "pending" and entry["epsilon"] == 0.5 and entry["delta"] == 1e-8
+    else:
+        assert entry["status"] == "spent" and 0 < entry["epsilon"] <= 0.5 and entry["rho"] > 0
+    assert {s: signal.getsignal(s) for s in handlers} == handlers
+
+
+def test_the_handlers_are_restored_after_a_run_that_finished_or_failed(files, capsys, monkeypatch, interactive):
+    """signals_held puts back the handlers it found, after a run that wrote its rows and after one whose write
+    raised (a held signal must not outlive the command: a later Ctrl-C would be held in a library session)."""
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    assert main(_ledger_run(files)) == 0 and {s: signal.getsignal(s) for s in handlers} == handlers
+    from mmopt.cli import synth as cmd
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in the writer")
+
+    monkeypatch.setattr(cmd, "_deliver", broken)
+    for done in ("budget.json", "s.csv"):  # a second run from the start
+        (files / done).unlink()
+    assert main(_ledger_run(files)) == 1
+    assert "a bug in the writer" in capsys.readouterr().err
+    assert {s: signal.getsignal(s) for s in handlers} == handlers
+
+
 def test_ctrl_c_before_the_first_draw_stops_synth_at_once(files, capsys, monkeypatch, interactive):
     """Before any noise nothing is spent: Ctrl-C stops the command at once, and the ledger it was creating is
     removed (held, it would have run and spent)."""

@@ -403,6 +403,11 @@ def test_remaining_with_no_delta_left_says_so_before_anything_is_read(monkeypatc
         assert message.startswith(f"{caller}: privacy='remaining' asks for the rest of the budget, but its δ is spent")
         assert "ε=0.6, δ=0 is left of ε=1, δ=1e-06 (basic composition, after 1 spend)" in message
         assert "Gaussian noise, which needs δ > 0" in message and "(Laplace) release" in message
+    # the plan's own strategy through Accountant.release: the same refusal (it said "must be a Privacy with delta
+    # > 0 for grouping sets over hierarchies … Got Privacy(epsilon=0.6, delta=0.0)")
+    with pytest.raises(ValueError, match=r"^Accountant.release: privacy='remaining' asks for the rest of the budget, "
+                                         r"but its δ is spent"):
+        acc.release(plan.workload, plan.strategy, np.ones(plan.workload.shape), "remaining")
     assert od.DRAWS == draws and len(acc.spends) == 1
     # the Laplace remedy the message names does take the rest: the oracle is the ledger, all of ε spent
     acc.release(mmopt.workload.identity(4), mmopt.strategy.identity(4), [3.0, 1.0, 0.0, 2.0], "remaining")

@@ -145,6 +145,17 @@ def test_remaining_with_no_delta_left_says_so_before_the_records_are_read(df, me
     assert len(mmopt.Accountant.load(path).spends) == 1
 
 
+def test_remaining_on_a_pure_epsilon_ledger_says_it_never_had_a_delta(df):
+    """A basic ledger of total δ = 0: 'remaining' was refused as "its δ is spent … after 0 spends", though nothing
+    was spent; now it says the total has no δ, with the same arithmetic (all of ε left)."""
+    acc = mmopt.Accountant(mmopt.Privacy(1.0))
+    with pytest.raises(ValueError) as info:
+        mst(object(), D, "remaining", accountant=acc)
+    message = str(info.value)
+    assert "its total has no δ (pure ε-DP)" in message and "δ is spent" not in message
+    assert "ε=1, δ=0 is left of ε=1, δ=0 (basic composition, after 0 spends)" in message and acc.spends == ()
+
+
 @pytest.mark.parametrize("method", ["mst", "aim"])
 @pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
 def test_an_error_after_the_first_draw_leaves_the_run_charged(df, method, error, monkeypatch, tmp_path):

@@ -128,7 +128,9 @@ def requested(acc, privacy, caller: str, *, gaussian: bool = False) -> Privacy:
         rest = acc.ledger.rest(caller)
         if gaussian and rest.delta == 0:  # only a basic ledger: zCDP and PLD leave the total's δ
             n = len(acc.spends)
-            raise ValueError(f"{caller}: privacy='remaining' asks for the rest of the budget, but its δ is spent: "
+            # a pure ε-DP total (δ = 0) never had a δ to spend: "its δ is spent … after 0 spends" said otherwise
+            why = "its total has no δ (pure ε-DP)" if acc.total.delta == 0 else "its δ is spent"
+            raise ValueError(f"{caller}: privacy='remaining' asks for the rest of the budget, but {why}: "
                              f"{acc.remaining} is left of ε={fmt(acc.total.epsilon)}, δ={fmt(acc.total.delta)} "
                              f"({acc.composition} composition, after {n} {'spend' if n == 1 else 'spends'}), and "
                              f"{caller} adds Gaussian noise, which needs δ > 0. Spend the ε left on a pure ε-DP "
@@ -144,3 +146,19 @@ def requested(acc, privacy, caller: str, *, gaussian: bool = False) -> Privacy:
         raise TypeError(f"The 'privacy' parameter of {caller} must be a Privacy, or \"remaining\" to spend "
                         f"what is left. Got {type(privacy).__name__} instead.")
     return privacy
+
+
+@contextlib.contextmanager
+def rest_without_delta(acc, privacy: Privacy, rest: bool) -> Iterator[None]:
+    """A refusal before any draw of a release at ``"remaining"`` (``rest``) that came to δ = 0 because the ledger's δ
+    is spent gets that said: a Gaussian-only strategy :func:`mmopt.dispatch.gaussian_only` does not know (a
+    factorisation, …) said "pass a δ > 0" with no word of the ledger (a review)."""
+    draws = _opendp.DRAWS
+    try:
+        yield
+    except ValueError as exc:
+        if rest and privacy.delta == 0 < acc.total.delta and _opendp.DRAWS == draws:
+            raise ValueError(f"{exc} (privacy='remaining' gave δ = 0: this ledger's δ is spent, {acc.remaining} left. "
+                             "A Gaussian release needs a ledger with δ left; the ε left can go to a Laplace "
+                             "release.)") from exc
+        raise

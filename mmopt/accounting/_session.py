@@ -228,10 +228,12 @@ class Accountant:
         from mmopt import dispatch  # looked up at call time, so that a test can prove no noise is drawn
 
         caller = "Accountant.release"
-        privacy = _pending.requested(self, privacy, caller)
+        rest = isinstance(privacy, str) and privacy == "remaining"
+        privacy = _pending.requested(self, privacy, caller, gaussian=dispatch.gaussian_only(workload, strategy))
         what = (f"{privacy.noise} noise on strategy {entries.name_of(strategy)!r} "
                 f"for workload {entries.name_of(workload)!r}")
-        with keeping_draws(caller), self.pending_release(privacy, label, what, caller=caller) as outcome:
+        with _pending.rest_without_delta(self, privacy, rest), keeping_draws(caller), \
+                self.pending_release(privacy, label, what, caller=caller) as outcome:
             outcome.append(dispatch.release(workload, strategy, x, privacy, **kwargs))
         return outcome[0]
 

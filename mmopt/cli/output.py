@@ -177,16 +177,21 @@ def signals_held(what: str = "the release") -> Iterator[list]:
             raise KeyboardInterrupt
         name = signal.Signals(signum).name
         if got:  # a second signal: the person means it (a synth run held a first Ctrl-C for minutes, with no way out)
-            print(f"mmopt: a second {name}: stopping now, before {what} is written; the privacy budget WAS spent "
-                  "(a ledger keeps it counted) — do not run this release again.", file=sys.stderr, flush=True)
+            # "before the release is written" was said when --out had been written and --estimate had not: a file
+            # already written stays (whole), the rest is not written; no report says which
+            print(f"mmopt: a second {name}: stopping now; a file not written yet is not written (none is left "
+                  "half-written, and no report says which were); the privacy budget WAS spent (a --ledger file "
+                  "keeps it counted) — do not run this release again.", file=sys.stderr, flush=True)
             raise KeyboardInterrupt
         got.append(signum)
         print(f"mmopt: {name} received after the noise was drawn: {what} is written first (the privacy budget is "
               "already spent), then the command stops; a second one stops it at once, writing nothing more.",
               file=sys.stderr, flush=True)
 
-    old = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    old: dict = {}
+    try:  # installed inside: a signal between the two installs left SIGINT's handler in place after the block
+        for s in (signal.SIGINT, signal.SIGTERM):
+            old[s] = signal.signal(s, hold)
         yield got
     finally:
         for s, handler in old.items():

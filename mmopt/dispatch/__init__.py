@@ -20,7 +20,7 @@ from mmopt.dispatch.operations import (
     supports,
     svd_bound,
 )
-from mmopt.dispatch.routing import StrategyMismatch, as_implicit, route, stream_native
+from mmopt.dispatch.routing import StrategyMismatch, as_implicit, gaussian_only, route, stream_native
 
-__all__ = ["OPS", "StrategyMismatch", "as_implicit", "evaluate", "expected_error", "laplace_mechanism",
-           "matrix_mechanism", "release", "route", "stream_native", "supports", "svd_bound"]
+__all__ = ["OPS", "StrategyMismatch", "as_implicit", "evaluate", "expected_error", "gaussian_only",
+           "laplace_mechanism", "matrix_mechanism", "release", "route", "stream_native", "supports", "svd_bound"]

@@ -72,6 +72,16 @@ def stream_native(strategy) -> bool:
     return isinstance(strategy, ToeplitzStrategy | WeightedSqrtStrategy | TreeStrategy)
 
 
+def gaussian_only(workload, strategy) -> bool:
+    """A release :func:`mmopt.release` makes with Gaussian noise only: grouping sets over hierarchies (whatever the
+    strategy), an orbit strategy, the weighted square root (its Δ₁ is not computed). The accountant refuses
+    "remaining" with a basic ledger's δ spent on it saying so (:func:`mmopt.accounting._pending.requested`)."""
+    from mmopt.hierarchy.workload import HierarchyWorkload
+    from mmopt.toeplitz.weighted import WeightedSqrtStrategy
+    return isinstance(workload, HierarchyWorkload) or isinstance(strategy, WeightedSqrtStrategy) or \
+        _orbit(strategy) or _hierarchical(strategy)
+
+
 def _refuse_misplaced(workload, strategy, caller: str) -> None:
     """The two slips a newcomer makes, named (they were refused as "must be a 2-D array of real numbers" and as
     "must be a Workload … Got Strategy"): a result for its strategy, and the arguments swapped."""
