@@ -15,6 +15,7 @@ in :mod:`mmopt.structured`, so that neither imports this one.
 from __future__ import annotations
 
 import math
+import warnings
 import weakref
 
 from mmopt._base import validation as v
@@ -31,6 +32,7 @@ from mmopt.dense._workload_core import (
 from mmopt.structured import workloads as sw
 from mmopt.structured._checks import DENSE_LIMIT
 from mmopt.structured.census import adult_w1, adult_w2, cps_w1, cps_w2, prefix_3d, ranges_2d, sf1, sf1_persons, sf1_plus
+from mmopt.structured.residual.closure import first_repeat
 from mmopt.structured.workloads import ImplicitWorkload, identity_total, lower_marginals, predicates
 
 # Dense workloads built from a product structure remember it (weakly), so that structure-aware optimisers
@@ -215,6 +217,17 @@ def stack(workloads, weights=None, *, name: str | None = None):
     return out
 
 
+def _warn_repeats(given: list) -> None:
+    """A marginal listed twice is asked twice: its rows repeat, its weight in the total error doubles. Legitimate as a
+    weight, but release_marginals refuses it as a slip ("it would count twice"), and here it went without a word (a
+    newcomer's audit); said, so that an optimised strategy is not silently tilted towards it."""
+    sets = [tuple(sorted(int(a) for a in (S if isinstance(S, tuple | list) else (S,)))) for S in given]
+    if twice := first_repeat(given, sets):
+        warnings.warn(f"marginals: the marginal {twice[0]!r} is listed twice (also as {twice[1]!r}): its queries are "
+                      "asked twice, its weight in the total error doubled. List it once; to weight it, use "
+                      "mmopt.workload.stack([...], weights=[...]).", UserWarning, stacklevel=3)
+
+
 def marginals(shape, k: int | None = None, *, attributes=None, name: str | None = None):
     """All k-way marginals (``k``) or the marginals on listed attribute sets (``attributes``).
 
@@ -228,6 +241,8 @@ def marginals(shape, k: int | None = None, *, attributes=None, name: str | None 
     110
     """
     W = sw.marginals(shape, k, attributes=attributes, name=name)
+    if attributes is not None:  # (checked by sw.marginals: tuples of distinct attribute indices)
+        _warn_repeats(list(attributes))
     if W.domain_size > DENSE_LIMIT:
         return W
     if k is not None:

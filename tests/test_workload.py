@@ -1,6 +1,7 @@
 """Workloads: closed-form Grams equal WᵀW of the explicit matrices; products, stacks, marginals."""
 
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -226,3 +227,17 @@ def test_a_stream_workload_in_kron_or_stack_is_named_with_the_dense_constructor(
                                         r"factors\[0\]\.to_strategy\(\)"):
         st.kron(toeplitz.sqrt_strategy(4), st.identity(4))
     assert st.kron(toeplitz.sqrt_strategy(4).to_strategy(), st.identity(4)).shape == (4, 4)
+
+
+def test_a_marginal_listed_twice_is_said():
+    """wl.marginals(attributes=[(0,), (0,)]) doubled the marginal's weight without a word, where
+    release_marginals refuses it as a slip: a UserWarning names both spellings and the weighted stack; the workload
+    is the one asked (its rows twice)."""
+    with pytest.warns(UserWarning, match=r"the marginal \(0, 2\) is listed twice \(also as \(2, 0\)\).*stack"):
+        W = wl.marginals((2, 3, 2), attributes=[(0, 2), (1,), (2, 0)])
+    assert W.n_queries == 4 + 3 + 4
+    np.testing.assert_allclose(W.gram, wl.stack([wl.marginals((2, 3, 2), attributes=[(0, 2), (1,)]),
+                                                       wl.marginals((2, 3, 2), attributes=[(0, 2)])]).gram)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        wl.marginals((2, 3, 2), attributes=[(0, 2), (1,)])  # once each: nothing said
