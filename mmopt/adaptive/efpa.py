@@ -28,8 +28,8 @@ the cos/sin values rounded to multiples of 2⁻⁶² (|Φ̂| ≤ 1), whatever li
   (:func:`~mmopt.dense.exact_answers.charged_sensitivity`; u = 2⁻⁵³), so b_k = d_in(k)/ε₂ and the Laplace step
   is ε₂-DP given k. Cost, CPU s at n = 4,096 / 16,384 / 65,536 (one thread, measured): 0.04 / 0.10 / 0.31 by the
   transforms, 0.36 / 4.0 / 60 by the slices (O(n·support), still used for other n); the float64 rFFT it replaced,
-  outside the proof: 1 ms. The data-independent Δ₁ table is O(n²/4) in O(n) memory, once per n: 0.02 / 0.15 /
-  2.4 s (the column blocks of Φ̂ it replaced: 0.32 / 3.9 / 53 s, 48 MB).
+  outside the proof: 1 ms. The data-independent Δ₁ table is O(n²/4) in O(n) memory, once per n: 0.04 / 0.26 /
+  3.1 s (benchmarks/bench_efpa_tables.py; the column blocks of Φ̂ it replaced: 0.31 / 4.0 / 53 s, 48 MB).
 * Score. t_k = ‖(Φ̂x)_{k:}‖₂ moves by ≤ C₂ = max_i ‖Φ̂e_i‖₂ (≈ 1, bounded upwards). The computed t̂_k is the
   square root of the exact sum of squares (Python integers), rounded to float64 and rooted: |t̂_k − t_k| ≤ 2u·t_k
   ≤ 2u·N·C₂ (‖Φ̂x‖₂ ≤ Σ_i x_i‖Φ̂e_i‖₂). The score −fl(t̂_k + d_k) (d_k = √(2k)·b_k, data-independent) rounds once

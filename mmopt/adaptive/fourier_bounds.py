@@ -18,12 +18,14 @@ for even n, the Nyquist row ±r0; row cos_f of column i is the table entry cos[f
 * C₂. Every column holds r0, the Nyquist entry ±r0 (even n) and ⌊(n − 1)/2⌋ pairs (cos_m, sin_m), so
   C₂² ≤ r0²·(1 + [n even]) + ⌊(n − 1)/2⌋·max_m (cos_m² + sin_m²), the max bounded from its float value
   (w = fl(fl(c²) + fl(s²)) ≥ (c² + s² − 2⁻¹⁰⁷⁴)(1 − u)², underflow included), the root taken upwards. O(n), and
-  tighter than the column sums it replaced (1 + 2⁻⁵² against 1 + 1.8·10⁻¹² at n = 16,384).
+  tighter than the column sums it replaced (1 + 2⁻⁵¹ against 1 + 1.8·10⁻¹² at n = 16,384).
 
 Cost: the rows go in blocks of :data:`ROWS` entries (1 MB, a core's L2 cache), each row added to the one before
 (np.cumsum along axis 0 of a C-ordered block was 12 times slower); the gathers f·i mod n dominate. CPU s (one
-thread, measured on a shared 2-core machine) against the column blocks of Φ̂ it replaced: n = 4,096: 0.02
-(0.32); 16,384: 0.15 (3.9); 65,536: 2.4 (53). Peak memory 3 – 7 MB (48 MB).
+thread, benchmarks/bench_efpa_tables.py on a shared 2-core machine, load 2.1; 0.02 / 0.15 / 2.4 s in a quieter
+run) against the column blocks of Φ̂ it replaced: n = 4,096: 0.04 (0.31); 16,384: 0.26 (4.0); 65,536: 3.1 (53).
+Peak memory 3 – 7 MB (48 MB). Tables of |entry| ≤ 1 and 0 < r0 ≤ 1 only (Φ̂'s): the root's bound is taken
+from floats that neither underflow nor overflow there.
 """
 
 from __future__ import annotations
@@ -73,8 +75,11 @@ def column_bounds(r0: float, cos: np.ndarray, sin: np.ndarray) -> tuple[np.ndarr
     if cos.ndim != 1 or sin.shape != cos.shape or n == 0 or not np.all(np.isfinite(cos) & np.isfinite(sin)):
         raise ValueError(f"The 'cos' and 'sin' parameters of {caller} must be finite vectors of one length n ≥ 1. "
                          f"Got shapes {cos.shape} and {sin.shape} instead.")
-    if not (np.isfinite(r0) and r0 > 0):
-        raise ValueError(f"The 'r0' parameter of {caller} must be finite and > 0. Got {r0!r} instead.")
+    if not (np.isfinite(r0) and 0 < r0 <= 1):
+        raise ValueError(f"The 'r0' parameter of {caller} must be in (0, 1]. Got {r0!r} instead.")
+    if np.abs(cos).max() > 1 or np.abs(sin).max() > 1:  # Φ̂'s entries: sqrt_up of a far larger sum overflowed
+        raise ValueError(f"The 'cos' and 'sin' parameters of {caller} must hold entries in [-1, 1] (Φ̂'s). Got a "
+                         f"largest |entry| of {float(max(np.abs(cos).max(), np.abs(sin).max()))!r} instead.")
     r0 = float(r0)
     half = (n - 1) // 2  # cos/sin pairs
     folded = _folded(cos, sin)
