@@ -349,3 +349,18 @@ def test_a_marginal_asked_by_names_or_unsorted_says_the_key_to_use(df):
     assert again.names == ("sex", "edu", "age", "kids") and sorted(again) == [(0, 3), (1,)]
     with pytest.raises(KeyError, match=r"use \(0, 3\)"):
         again[(3, 0)]
+
+
+def test_a_dense_strategy_is_refused_naming_the_histogram_route(df):
+    """A Laplace plan on a small marginal workload returns a dense Strategy: refused by the records release as not
+    measurable from records, with no word of how to release it (without strategy= the release missed the plan's
+    targets; an audit). The route the message names releases it."""
+    W = mmopt.workload.marginals(D.shape, attributes=[(0, 1), (3,)])
+    A = mmopt.strategy.identity(W.domain_size)
+    with pytest.raises(TypeError, match=r"Got Strategy instead\. A dense Strategy .* is released on the histogram: "
+                                        r"x = mmopt\.records\.marginal_counts\(records, domain, "
+                                        r"\[tuple\(range\(len\(domain\.attributes\)\)\)\]\)"):
+        _release(df, [(0, 1), (3,)], mmopt.Privacy(1.0), strategy=A)
+    x = marginal_counts(df, D, [tuple(range(len(D.attributes)))])[(0, 1, 2, 3)]
+    out = mmopt.release(W, A, x, mmopt.Privacy(1.0))
+    assert out.estimate.shape == (48,) and np.isfinite(out.estimate).all()

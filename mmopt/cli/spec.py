@@ -159,7 +159,7 @@ def _forms() -> dict[str, Form]:
          S(wl.identity_total, "identity_total:N")),
         ("random_range", "N:M[:SEED]", "M random intervals, reproducible from SEED (default 0)",
          "random_range:64:100:7", _random_range),
-        ("marginals", "SHAPE:k=K", "all K-way marginals on a product domain (k<=K: on 1 to K attributes)",
+        ("marginals", "SHAPE:k=K", "all K-way marginals (k<=K: 1- to K-way) of SHAPE",
          "marginals:4x4x4x4:k=2", _marginals),
         ("ranges_2d", "N", "all 2-D ranges on N×N cells (implicit)", "ranges_2d:64", S(wl.ranges_2d, "ranges_2d:N")),
         ("prefix_3d", "N", "all 3-D prefix queries on N³ cells (implicit)", "prefix_3d:16",

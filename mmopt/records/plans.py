@@ -172,10 +172,17 @@ def check_strategy(strategy, W: MarginalWorkload, privacy: Privacy, caller: str)
             raise ValueError(f"The 'strategy' parameter of {caller}: {exc} Records releases measure residual "
                              "strategies or weighted marginals (omit 'strategy' for the best one found).") from None
     if not isinstance(strategy, rs.ResidualStrategy | wm.WeightedMarginals):
+        from mmopt.dense._strategy_core import Strategy
+        # a Laplace plan on ≤ 4,096 cells returns a dense matrix (its weighted marginals too): the way to release it
+        # from records was not said, and without strategy= the records release missed the plan's targets (an audit)
+        dense = (" A dense Strategy (what mmopt.plan and optimize return on small domains, e.g. under Laplace "
+                 "noise) is released on the histogram: x = mmopt.records.marginal_counts(records, domain, "
+                 "[tuple(range(len(domain.attributes)))]) gives it as its one marginal, then mmopt.release(workload, "
+                 "strategy, x, privacy)." if isinstance(strategy, Strategy) else "")
         raise TypeError(f"The 'strategy' parameter of {caller} must be measurable from records: a ResidualStrategy, "
                         "a residual Plan, WeightedMarginals, an ImplicitStrategy of weighted marginals (e.g. from "
                         f"optimize), or None (the best strategy found for the noise). Got {type(strategy).__name__} "
-                        "instead.")
+                        f"instead.{dense}")
     if strategy.shape != W.shape:
         raise ValueError(f"The 'strategy' parameter of {caller} is over shape {strategy.shape}, but the domain has "
                          f"shape {W.shape}.")
