@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -166,9 +167,15 @@ def monte_carlo(workload, strategy, x, privacy: Privacy, *, reconstruct: str = "
     workload, strategy = dispatch.as_implicit(workload), dispatch.as_implicit(strategy)
     # evaluate first: it checks types, domains and support, and gives the exact expectation.
     try:
-        report = dispatch.evaluate(workload, strategy, privacy)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            report = dispatch.evaluate(workload, strategy, privacy)
     except (TypeError, ValueError) as exc:  # its refusals name evaluate, which the user did not call
         raise type(exc)(f"{_CALLER} checks the pair as mmopt.evaluate does, which refused it: {exc}") from None
+    for w in seen:  # its warnings too ("evaluate: strategy … was optimised under a participation schema"; an audit)
+        text = str(w.message)
+        warnings.warn(_CALLER + text[len("evaluate"):] if text.startswith("evaluate:") else text, w.category,
+                      stacklevel=2)
     truth, x_l1, p = _truth(workload, strategy, x, _CALLER)
     m, n = truth.shape[0], report.domain_size
     shape = tuple(workload.shape) if isinstance(workload, ImplicitWorkload) else None

@@ -154,3 +154,15 @@ def test_the_interval_is_student_t_and_covers_near_its_level_at_few_runs():
     calls = [mmopt.monte_carlo(W, H, np.zeros(8), mmopt.Privacy(1.0), runs=5, seed=1000 + s) for s in range(300)]
     coverage = np.mean([c.total_ci.low <= c.expected <= c.total_ci.high for c in calls])
     assert coverage >= 0.83  # 0.87 measured (the totals' skew costs the rest); the normal quantile gave 0.79
+
+
+def test_a_participation_strategy_is_warned_under_monte_carlos_name():
+    """A strategy optimised under a participation schema was warned about as "evaluate: strategy …", a function the
+    user did not call (monte_carlo checks the pair through evaluate; an audit): the warning names monte_carlo."""
+    from mmopt.participation import fixed_epochs
+    W = mmopt.workload.prefix(8)
+    A = mmopt.optimize(W, participation=fixed_epochs(2)).strategy
+    with pytest.warns(UserWarning, match=r"^monte_carlo: strategy 'participation-optimum' was optimised for private "
+                                         r"training under FixedEpochs") as seen:
+        mmopt.monte_carlo(W, A, np.ones(8), mmopt.Privacy(1.0, 1e-6), runs=20, seed=0)
+    assert not any(str(w.message).startswith("evaluate:") for w in seen)
