@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import warnings
 import weakref
+from collections.abc import Iterator
 
 from mmopt._base import validation as v
 from mmopt.dense import _workload_core as core
@@ -221,8 +222,10 @@ def _warn_repeats(given: list) -> None:
     """A marginal listed twice is asked twice: its rows repeat, its weight in the total error doubles. Legitimate as a
     weight, but release_marginals refuses it as a slip ("it would count twice"), and here it went without a word (a
     newcomer's audit); said, so that an optimised strategy is not silently tilted towards it."""
-    sets = [tuple(sorted(int(a) for a in (S if isinstance(S, tuple | list) else (S,)))) for S in given]
-    if twice := first_repeat(given, sets):
+    # any iterable of indices, as sw.marginals takes (and has checked) them: rows of an array, sets, ranges (int(S)
+    # of one raised a bare TypeError, where the marginals were valid); spelled as tuples of ints in the message
+    spelled = [tuple(int(a) for a in S) for S in given]
+    if twice := first_repeat(spelled, [tuple(sorted(S)) for S in spelled]):
         warnings.warn(f"marginals: the marginal {twice[0]!r} is listed twice (also as {twice[1]!r}): its queries are "
                       "asked twice, its weight in the total error doubled. List it once; to weight it, use "
                       "mmopt.workload.stack([...], weights=[...]).", UserWarning, stacklevel=3)
@@ -240,6 +243,8 @@ def marginals(shape, k: int | None = None, *, attributes=None, name: str | None 
     >>> marginals((10,) * 10, attributes=[(0, 1), (2,)]).n_queries   # 10¹⁰ cells, implicit
     110
     """
+    if isinstance(attributes, Iterator):  # a generator: read once, here, so that the check below sees it too
+        attributes = list(attributes)
     W = sw.marginals(shape, k, attributes=attributes, name=name)
     if attributes is not None:  # (checked by sw.marginals: tuples of distinct attribute indices)
         _warn_repeats(list(attributes))

@@ -508,3 +508,8 @@ def test_plan_prints_its_epsilon_rounded_up(capsys):
     assert main(["plan", "prefix:1", "--target", "2"]) == 0
     line = next(s for s in capsys.readouterr().out.splitlines() if s.strip().startswith("epsilon "))
     assert float(line.split()[1]) >= r["epsilon"]
+
+
+def test_lower_marginals_spec_is_named_by_its_orders():
+    """'marginals:SHAPE:k<=K' is named for the orders it holds (a table's workload column), not '…,3 sets)'."""
+    assert sp.build_workload("marginals:2x3x4:k<=2").name == "marginals(2x3x4,k=1..2)"

@@ -32,6 +32,11 @@ BUILDS = {  # (workload, its shape)
     "dense k=2": lambda: (mmopt.workload.marginals((2, 3, 4), 2), (2, 3, 4)),
     "dense attributes": lambda: (mmopt.workload.marginals((3, 2, 4), attributes=[(2,), (0, 1), (1,), (0, 2)]),
                                  (3, 2, 4)),
+    # unsorted attribute tuples: the cells of (2, 0) are those of (0, 2) in C order, in the dense rows and the dict
+    "dense unsorted": lambda: (mmopt.workload.marginals((3, 2, 4), attributes=[(2, 0), (1,)]), (3, 2, 4)),
+    "stack unsorted": lambda: (mmopt.workload.stack([mmopt.workload.marginals((3, 2, 4), attributes=[(2, 1)]),
+                                                     mmopt.workload.marginals((3, 2, 4), attributes=[(1, 0), (2,)])]),
+                               (3, 2, 4)),
     "implicit": lambda: (sw.marginals((2, 3, 2), attributes=[(1, 2), (0,), ()]), (2, 3, 2)),
     "stack": lambda: (mmopt.workload.stack([mmopt.workload.marginals((3, 2), 1),
                                            mmopt.workload.marginals((3, 2), attributes=[(0, 1)])], [2.0, 1.0]),
@@ -163,3 +168,20 @@ def test_copies_of_a_marginal_with_different_targets_are_refused():
     with pytest.raises(ValueError, match=r"gives marginal \(0,\), which the workload asks 2 times, different targets "
                                          r".* its smallest, 1.0"):
         mmopt.plan(W, differ, delta=DELTA)
+
+
+def test_copies_differing_past_float_noise_are_refused_and_counted():
+    """Copies are one target within float noise only (a 1e-9 relative gap is a different target), and the refusal
+    counts every copy; the remedy's dict shows its first four marginals, then an ellipsis."""
+    M = marginals_of(mmopt.workload.stack([mmopt.workload.marginals((2, 3), 1)] * 3))
+    assert M.sets == ((0,), (1,)) * 3
+    tau = np.r_[[1.0] * 2, [2.0] * 3] * np.ones((3, 1))
+    tau[2, :2] *= 1 + 1e-9
+    with pytest.raises(ValueError, match=r"gives marginal \(0,\), which the workload asks 3 times, different "):
+        marginal_targets(M, tau.ravel(), "plan")
+    tau[2, :2] = 1.0 + 1e-16 * 4  # a few ulps: the same target, its smallest kept
+    assert marginal_targets(M, tau.ravel(), "plan") == {(0,): 1.0, (1,): 2.0}
+    W = marginals_of(mmopt.workload.marginals((2,) * 5, 1))
+    varying = np.arange(1.0, 11.0)
+    with pytest.raises(ValueError, match=re.escape("targets={(0,): 1.0, (1,): 3.0, (2,): 5.0, (3,): 7.0, …}.")):
+        marginal_targets(W, varying, "plan")

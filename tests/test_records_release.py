@@ -341,7 +341,8 @@ def test_a_marginal_asked_by_names_or_unsorted_says_the_key_to_use(df):
                 table[key]
     with pytest.raises(KeyError, match=r"'edu': marginals are keyed .* use \(1,\)"):
         r.marginals["edu"]
-    for missing in [(0, 1), ("sex", "age"), ("nope",), 2.5, (0, 0)]:
+    # floats are no indices: (3.9, 0) is not read as (3, 0), inf is a KeyError like any other (not an OverflowError)
+    for missing in [(0, 1), ("sex", "age"), ("nope",), 2.5, (0, 0), (3.9, 0), (0.5, 3), float("inf"), float("nan")]:
         with pytest.raises(KeyError, match=r"no such marginal was released; .* e\.g\. \[\(0, 3\), \(1,\)\]"):
             r.marginals[missing]
     assert r.marginals[(0, 3)].shape == (2, 2) and r.marginals.get((3, 0)) is None and (3, 0) not in r.marginals

@@ -241,3 +241,19 @@ def test_a_marginal_listed_twice_is_said():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         wl.marginals((2, 3, 2), attributes=[(0, 2), (1,)])  # once each: nothing said
+
+
+def test_marginals_listed_as_arrays_sets_or_a_generator_are_taken_and_a_repeat_said():
+    """The repeat check read each listed marginal with int() unless a tuple or list: rows of an array, sets and
+    ranges (which the marginals themselves take) raised a bare TypeError; a generator was read up before the check."""
+    expected = wl.marginals((2, 3, 2), attributes=[(0, 2), (1,)]).gram
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no repeat: nothing said
+        assert wl.marginals((2, 3, 2), attributes=np.array([(0, 2), (2, 1)])).n_queries == 4 + 6
+        np.testing.assert_allclose(wl.marginals((2, 3, 2), attributes=[{2, 0}, range(1, 2)]).gram, expected)
+    for given in (np.array([(0, 2), (2, 0)]), [frozenset({0, 2}), (2, 0)], (S for S in [(0, 2), (2, 0)])):
+        with pytest.warns(UserWarning, match=r"the marginal \(0, 2\) is listed twice \(also as \(2, 0\)\)"):
+            assert wl.marginals((2, 3, 2), attributes=given).n_queries == 8
+    with pytest.warns(UserWarning, match="listed twice") as record:
+        wl.marginals((2, 3), attributes=[(0,), (0,)])
+    assert record[0].filename == __file__  # said at the caller's line, not inside mmopt

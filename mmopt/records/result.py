@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 import warnings
 from dataclasses import dataclass, field
 
@@ -40,9 +41,9 @@ class Marginals(dict):
     def __missing__(self, key):
         wanted = key if isinstance(key, tuple | list) else (key,)
         index = {n: i for i, n in enumerate(self.names)}
-        try:
-            ids = tuple(index[a] if isinstance(a, str) else int(a) for a in wanted)
-        except (KeyError, TypeError, ValueError):
+        try:  # operator.index: a float is no attribute index (int(3.9) read (3.9, 0) as (3, 0), int(inf) overflowed)
+            ids = tuple(index[a] if isinstance(a, str) else operator.index(a) for a in wanted)
+        except (KeyError, TypeError):
             ids = None
         sorted_ids = tuple(sorted(ids)) if ids is not None and len(set(ids)) == len(ids) else None
         if sorted_ids is not None and sorted_ids in self:
