@@ -815,6 +815,35 @@ def test_a_relation_read_once_is_counted_whether_or_not_a_text_was_dropped():
                 assert got == [values.count("F"), values.count("M")], (where, last)
 
 
+def test_a_ctrl_c_inside_a_duckdb_query_is_an_interrupt_not_a_failed_read(monkeypatch):
+    """DuckDB turns Ctrl-C into duckdb.InterruptException, a duckdb.Error: the count said "reading the records failed"
+    (a ValueError, exit 2) and the near-miss pass, which skips a failed read, had a special case to let it through.
+    Both are now a KeyboardInterrupt, from the one place that runs the queries."""
+    from mmopt.records import duckdb_counts as dc
+    domain = Domain((Attribute("sex", categories=("F", "M")),))
+    rel = duckdb.connect().from_arrow(pa.table({"sex": ["F", "M", "f"]}))
+    real, calls = dc._run, []
+
+    class Interrupted:  # a relation whose query DuckDB interrupts
+        def query(self, *args):
+            raise duckdb.InterruptException("INTERRUPT Error")
+
+    def interrupted_at(k):
+        def run(rel, sql, caller, **kw):
+            calls.append(sql)
+            return real(Interrupted() if len(calls) == k else rel, sql, caller, **kw)
+        return run
+
+    monkeypatch.setattr(dc, "_run", interrupted_at(1))  # the count's query
+    with pytest.raises(KeyboardInterrupt):
+        marginal_counts(rel, domain, [(0,)])
+    calls.clear()
+    monkeypatch.setattr(dc, "_run", interrupted_at(2))  # the near-miss pass, after the count
+    with pytest.raises(KeyboardInterrupt):
+        marginal_counts(rel, domain, [(0,)])
+    assert len(calls) == 2 and "DISTINCT" in calls[1]
+
+
 def test_records_that_change_between_reads_are_refused_even_where_their_text_is_dropped():
     """A record whose numeric value the candidates' read did not list is refused (it could be a category) whether
     or not its text is dropped as well: eg.UNSEEN is tested before eg.DROPPED, as the refusal was before."""

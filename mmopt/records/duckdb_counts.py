@@ -206,6 +206,8 @@ def _run(rel, sql: str, caller: str, *, arrow: bool = False):
         if not arrow:
             return got.fetchnumpy()
         return got.to_arrow_table() if hasattr(got, "to_arrow_table") else got.fetch_arrow_table()
+    except duckdb.InterruptException:  # Ctrl-C inside the query (a duckdb.Error): an interrupt, not a failed read
+        raise KeyboardInterrupt from None
     except duckdb.Error as exc:
         raise ValueError(f"{caller}: reading the records failed (before any noise was drawn): "
                          f"{eg.said(exc, 'DuckDB', _REMEDY)}") from None
@@ -260,26 +262,23 @@ def counts(rel, domain: Domain, top, *, caller: str) -> dict:
         rows = g == j
         eg.add_groups(flat, U, members, key[rows], n[rows], shape)
     if dropped and eg.dropped(key[g == 0], n[g == 0]):  # only now the dropped texts, for the near misses
-        _warn_near_misses(rel, domain, exprs)
+        _warn_near_misses(rel, domain, exprs, caller)
     return flat
 
 
-def _warn_near_misses(rel, domain: Domain, exprs: list[str]) -> None:
+def _warn_near_misses(rel, domain: Domain, exprs: list[str], caller: str) -> None:
     """The near-miss DataWarnings (:func:`mmopt.records._text_values.warn_near_misses`) from one query per string
     attribute, of its distinct dropped texts. It reads the relation once more, and a relation that can be read once
     (``con.from_arrow(reader)``) failed there: one record outside the domain stopped a count that the same records
-    without it finished (a helper's probe). Its failure, after the counts, skips the warnings and nothing else."""
-    duckdb = _duckdb()
+    without it finished (a helper's probe). Its failure, after the counts, skips the warnings and nothing else (a
+    Ctrl-C still stops: :func:`_run` raises it as KeyboardInterrupt, not as a failed read)."""
     texts = []
     for a, e in zip(domain.attributes, exprs, strict=True):
         if a.kind == "text":
             try:
-                got = rel.query(_VIEW, f"SELECT DISTINCT {_text_key(_quote(a.name))} AS v FROM {_VIEW} WHERE ({e}) = "
-                                       f"{eg.DROPPED}")
-                found = got.to_arrow_table() if hasattr(got, "to_arrow_table") else got.fetch_arrow_table()
-            except duckdb.InterruptException:
-                raise
-            except duckdb.Error:  # a diagnostic: whether the count finishes must not depend on it
+                found = _run(rel, f"SELECT DISTINCT {_text_key(_quote(a.name))} AS v FROM {_VIEW} WHERE ({e}) = "
+                                  f"{eg.DROPPED}", caller, arrow=True)
+            except ValueError:  # _run's failed read: a diagnostic, whether the count finishes must not depend on it
                 return
             texts.append((found.column("v").to_pylist(), a))
     for found, a in texts:
